@@ -1,0 +1,533 @@
+//! `compile(&Store) -> Compiled`: the whole configuration rebuilt from one snapshot.
+//!
+//! ```text
+//!  Store ─▶ our IngressClasses ─▶ served Ingresses (oldest first) ─▶ hosts × paths ─▶ RouteTable
+//!                                        │                     └─▶ backends (Service → port name)
+//!                                        └─▶ spec.tls ─▶ Secrets ─▶ Certificates
+//!  ConfigMap ─▶ Settings;   every problem ─▶ Diagnostic (and the object or rule is left out)
+//! ```
+//! Pure and deterministic: no I/O, no clock, sorted iteration. A broken object never stops
+//! the rest from compiling; conflicts go to the oldest Ingress, the newer one gets a diagnostic.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ServicePort;
+use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde::Serialize;
+
+use crate::endpoints::{endpoints_for, Backend, BackendKey, EndpointSet};
+use crate::objects::{Kind, ObjectRef};
+use crate::routes::{HostPattern, PathKind, PathRoute, Route, RouteTable};
+use crate::settings::Settings;
+use crate::store::{NamespacedName, Store};
+use crate::tls::{certified_key_from_secret, Certificates};
+
+pub const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
+pub const LEGACY_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
+
+/// Which objects are ours and where the controller settings live.
+#[derive(Clone, Debug)]
+pub struct CompileOptions {
+    /// `--ingress-class`: also honoured in the legacy annotation, and as an `ingressClassName`
+    /// when no IngressClass object of that name exists (standalone configs may omit it).
+    pub ingress_class: String,
+    /// `--controller-class`: the `spec.controller` of IngressClasses we implement.
+    pub controller_class: String,
+    pub config_map: NamespacedName,
+    pub default_tls_secret: Option<NamespacedName>,
+}
+
+/// Something wrong with one object; that object (or rule) is left out, the rest still serves.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Diagnostic {
+    pub object: ObjectRef,
+    pub reason: String,
+}
+
+/// The product of one compile. Immutable; the proxy swaps it in whole.
+#[derive(Debug, Default)]
+pub struct Compiled {
+    pub routes: RouteTable,
+    /// Every resolved backend, for the endpoint fast path.
+    pub backends: BTreeMap<BackendKey, Arc<Backend>>,
+    pub certificates: Certificates,
+    pub settings: Settings,
+    pub diagnostics: Vec<Diagnostic>,
+    /// Ingresses this configuration serves.
+    pub ingresses: Vec<NamespacedName>,
+}
+
+impl Default for CompileOptions {
+    fn default() -> CompileOptions {
+        CompileOptions {
+            ingress_class: "sluice".into(),
+            controller_class: "sluice.dev/ingress-controller".into(),
+            config_map: NamespacedName::new("sluice", "sluice"),
+            default_tls_secret: None,
+        }
+    }
+}
+
+impl Diagnostic {
+    pub fn new(object: ObjectRef, reason: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            object,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.object, self.reason)
+    }
+}
+
+/// Compiles the Store's current content.
+pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
+    let mut compiler = Compiler {
+        store,
+        out: Compiled::default(),
+        backends_by_port: HashMap::new(),
+    };
+    compiler.settings(options);
+    let mut ingresses: Vec<&Ingress> = store
+        .ingresses()
+        .filter(|i| is_ours(store, options, i))
+        .collect();
+    ingresses.sort_by_key(|i| age_key(i));
+
+    let mut claims = Claims::default();
+    for ingress in &ingresses {
+        compiler.ingress(ingress, &mut claims);
+    }
+    compiler.certificates(options, claims.tls);
+    compiler.out.routes.finish();
+    compiler.out.diagnostics.sort();
+    compiler.out.diagnostics.dedup();
+    compiler.out
+}
+
+/// Who holds each contested thing, so later (newer) claimants can be told who won.
+#[derive(Default)]
+struct Claims {
+    paths: HashMap<(HostPattern, PathKind, String), NamespacedName>,
+    default_backend: Option<NamespacedName>,
+    /// Host → (Secret, claiming Ingress).
+    tls: BTreeMap<HostPattern, (NamespacedName, NamespacedName)>,
+}
+
+struct Compiler<'a> {
+    store: &'a Store,
+    out: Compiled,
+    /// Ingress backend (service, port as written) → backend, so each is resolved once.
+    backends_by_port: HashMap<(NamespacedName, String), Arc<Backend>>,
+}
+
+fn ingress_name(ingress: &Ingress) -> NamespacedName {
+    NamespacedName::new(
+        ingress.metadata.namespace.clone().unwrap_or_default(),
+        ingress.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+fn ingress_ref(name: &NamespacedName) -> ObjectRef {
+    ObjectRef::new(Kind::Ingress, name.namespace.clone(), name.name.clone())
+}
+
+/// Oldest first; objects without a timestamp (files) count as oldest, then by name.
+fn age_key(ingress: &Ingress) -> (Option<Time>, NamespacedName) {
+    (ingress.metadata.creation_timestamp.clone(), ingress_name(ingress))
+}
+
+/// The IngressClass rules of the Kubernetes API, plus the legacy annotation.
+fn is_ours(store: &Store, options: &CompileOptions, ingress: &Ingress) -> bool {
+    let our_class = |name: &str| {
+        let class = store
+            .ingress_classes()
+            .find(|c| c.metadata.name.as_deref() == Some(name));
+        match class {
+            Some(class) => {
+                class.spec.as_ref().and_then(|s| s.controller.as_deref())
+                    == Some(options.controller_class.as_str())
+            }
+            None => name == options.ingress_class,
+        }
+    };
+    if let Some(name) = ingress.spec.as_ref().and_then(|s| s.ingress_class_name.as_deref()) {
+        return our_class(name);
+    }
+    if let Some(name) = ingress
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(LEGACY_CLASS_ANNOTATION))
+    {
+        return name == &options.ingress_class;
+    }
+    store.ingress_classes().any(|class| {
+        let is_default = class
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(DEFAULT_CLASS_ANNOTATION))
+            .is_some_and(|v| v == "true");
+        is_default
+            && class.spec.as_ref().and_then(|s| s.controller.as_deref())
+                == Some(options.controller_class.as_str())
+    })
+}
+
+impl Compiler<'_> {
+    fn diagnose(&mut self, object: ObjectRef, reason: impl Into<String>) {
+        self.out.diagnostics.push(Diagnostic::new(object, reason));
+    }
+
+    fn settings(&mut self, options: &CompileOptions) {
+        let Some(config_map) = self.store.config_map(&options.config_map) else {
+            return;
+        };
+        let source = ObjectRef::new(
+            Kind::ConfigMap,
+            options.config_map.namespace.clone(),
+            options.config_map.name.clone(),
+        );
+        let data = config_map.data.clone().unwrap_or_default();
+        self.out.settings = Settings::from_config_map(&source, &data, &mut self.out.diagnostics);
+    }
+
+    fn ingress(&mut self, ingress: &Ingress, claims: &mut Claims) {
+        let name = ingress_name(ingress);
+        let object = ingress_ref(&name);
+        self.out.ingresses.push(name.clone());
+        let Some(spec) = ingress.spec.as_ref() else {
+            self.diagnose(object, "spec: missing; nothing to serve");
+            return;
+        };
+
+        if let Some(backend) = &spec.default_backend {
+            match &claims.default_backend {
+                Some(owner) => self.diagnose(
+                    object.clone(),
+                    format!("spec.defaultBackend: ignored, Ingress {owner} is older and already sets one"),
+                ),
+                None => {
+                    let route = self.route(&name, backend, "spec.defaultBackend");
+                    self.out.routes.set_default_backend(route);
+                    claims.default_backend = Some(name.clone());
+                }
+            }
+        }
+
+        let mut hosts_of_rules = Vec::new();
+        for (r, rule) in spec.rules.iter().flatten().enumerate() {
+            let host = match HostPattern::parse(rule.host.as_deref()) {
+                Ok(host) => host,
+                Err(why) => {
+                    self.diagnose(
+                        object.clone(),
+                        format!("spec.rules[{r}].host {:?}: {why}; rule ignored", rule.host.as_deref().unwrap_or("")),
+                    );
+                    continue;
+                }
+            };
+            hosts_of_rules.push(host.clone());
+            for (p, path) in rule.http.iter().flat_map(|h| h.paths.iter()).enumerate() {
+                let field = format!("spec.rules[{r}].http.paths[{p}]");
+                let kind = match path.path_type.as_str() {
+                    "Exact" => PathKind::Exact,
+                    "Prefix" | "ImplementationSpecific" => PathKind::Prefix,
+                    other => {
+                        self.diagnose(
+                            object.clone(),
+                            format!("{field}.pathType {other:?}: must be Exact, Prefix or ImplementationSpecific; path ignored"),
+                        );
+                        continue;
+                    }
+                };
+                let written = match path.path.as_deref() {
+                    Some(written) if written.starts_with('/') => written,
+                    None if path.path_type == "ImplementationSpecific" => "/",
+                    other => {
+                        self.diagnose(
+                            object.clone(),
+                            format!("{field}.path {:?}: must start with '/'; path ignored", other.unwrap_or("")),
+                        );
+                        continue;
+                    }
+                };
+                let route = self.route(&name, &path.backend, &format!("{field}.backend"));
+                let path_route = PathRoute::new(kind, written, route);
+                let (kind, normalised) = path_route.identity();
+                let claim = (host.clone(), kind, normalised.to_owned());
+                if let Some(owner) = claims.paths.get(&claim) {
+                    let owner = if *owner == name { "this Ingress".to_owned() } else { format!("Ingress {owner}") };
+                    self.diagnose(
+                        object.clone(),
+                        format!("{field}: {:?} {written} on host {host} is already routed by {owner}, which takes precedence; path ignored", path.path_type),
+                    );
+                    continue;
+                }
+                claims.paths.insert(claim, name.clone());
+                self.out.routes.host_mut(&host).paths.push(path_route);
+            }
+        }
+
+        for (t, tls) in spec.tls.iter().flatten().enumerate() {
+            let hosts: Vec<HostPattern> = match &tls.hosts {
+                Some(hosts) if !hosts.is_empty() => {
+                    let mut parsed = Vec::new();
+                    for host in hosts {
+                        match HostPattern::parse(Some(host)) {
+                            Ok(h) => parsed.push(h),
+                            Err(why) => self.diagnose(
+                                object.clone(),
+                                format!("spec.tls[{t}].hosts: {host:?}: {why}; host ignored"),
+                            ),
+                        }
+                    }
+                    parsed
+                }
+                // No hosts listed: the entry covers this Ingress's own hosts.
+                _ => hosts_of_rules
+                    .iter()
+                    .filter(|h| **h != HostPattern::Any)
+                    .cloned()
+                    .collect(),
+            };
+            for host in &hosts {
+                self.out.routes.host_mut(host).tls = true;
+            }
+            let Some(secret_name) = tls.secret_name.as_deref().filter(|s| !s.is_empty()) else {
+                self.diagnose(
+                    object.clone(),
+                    format!("spec.tls[{t}].secretName: missing; the default certificate is served"),
+                );
+                continue;
+            };
+            let secret = NamespacedName::new(name.namespace.clone(), secret_name);
+            for host in hosts {
+                match claims.tls.get(&host) {
+                    Some((other_secret, owner)) if *other_secret != secret => self.diagnose(
+                        object.clone(),
+                        format!("spec.tls[{t}]: host {host} already uses Secret {other_secret} from Ingress {owner}, which is older; Secret {secret_name} ignored for it"),
+                    ),
+                    Some(_) => {}
+                    None => {
+                        claims.tls.insert(host, (secret.clone(), name.clone()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Resolves an Ingress backend to a route. Problems are diagnostics, and the route then
+    /// points at an unresolved backend that answers 503.
+    fn route(&mut self, ingress: &NamespacedName, backend: &IngressBackend, field: &str) -> Arc<Route> {
+        let object = ingress_ref(ingress);
+        let make = |service: String, backend: Arc<Backend>| {
+            Arc::new(Route {
+                ingress: ingress.clone(),
+                service,
+                backend,
+            })
+        };
+        let Some(service_backend) = &backend.service else {
+            let reason = if backend.resource.is_some() {
+                format!("{field}.resource: resource backends are not supported; requests answer 503")
+            } else {
+                format!("{field}.service: missing; requests answer 503")
+            };
+            self.diagnose(object, reason);
+            return make(String::new(), Arc::new(Backend::unresolved()));
+        };
+        let service_name = service_backend.name.clone();
+        let service = NamespacedName::new(ingress.namespace.clone(), service_name.clone());
+        let port = service_backend.port.as_ref();
+        let written_port = match (port.and_then(|p| p.number), port.and_then(|p| p.name.as_deref())) {
+            (Some(number), _) => number.to_string(),
+            (None, Some(name)) => name.to_owned(),
+            (None, None) => {
+                self.diagnose(
+                    object,
+                    format!("{field}.service.port: needs a number or a name; requests answer 503"),
+                );
+                return make(service_name, Arc::new(Backend::unresolved()));
+            }
+        };
+        let cache_key = (service.clone(), written_port.clone());
+        if let Some(backend) = self.backends_by_port.get(&cache_key) {
+            return make(service_name, backend.clone());
+        }
+        let backend = match self.resolve_port(&service, port.and_then(|p| p.number), &written_port) {
+            Ok(key) => self
+                .out
+                .backends
+                .entry(key.clone())
+                .or_insert_with(|| Arc::new(Backend::new(key.clone(), endpoints_for(self.store, &key))))
+                .clone(),
+            Err(why) => {
+                self.diagnose(object, format!("{field}: {why}; requests answer 503"));
+                Arc::new(Backend::unresolved())
+            }
+        };
+        self.backends_by_port.insert(cache_key, backend.clone());
+        make(service_name, backend)
+    }
+
+    /// Service port (by number or name) → the port name EndpointSlices use for it.
+    fn resolve_port(&self, service: &NamespacedName, number: Option<i32>, written: &str) -> Result<BackendKey, String> {
+        let found = self
+            .store
+            .service(service)
+            .ok_or_else(|| format!("Service {service} not found"))?;
+        let ports: &[ServicePort] = found
+            .spec
+            .as_ref()
+            .and_then(|s| s.ports.as_deref())
+            .unwrap_or_default();
+        let port = ports
+            .iter()
+            .find(|p| match number {
+                Some(n) => p.port == n,
+                None => p.name.as_deref() == Some(written),
+            })
+            .ok_or_else(|| format!("Service {service} has no port {written}"))?;
+        Ok(BackendKey {
+            service: service.clone(),
+            port_name: port.name.clone().unwrap_or_default(),
+        })
+    }
+
+    fn certificates(&mut self, options: &CompileOptions, tls: BTreeMap<HostPattern, (NamespacedName, NamespacedName)>) {
+        let mut parsed = HashMap::new();
+        for (host, (secret, ingress)) in tls {
+            let result = parsed
+                .entry(secret.clone())
+                .or_insert_with(|| self.load_secret(&secret))
+                .clone();
+            match result {
+                Ok(key) => self.out.certificates.insert(&host, key, secret.to_string()),
+                Err(why) => self.diagnose(
+                    ingress_ref(&ingress),
+                    format!("TLS for host {host}: Secret {secret}: {why}; the default certificate is served"),
+                ),
+            }
+        }
+        if let Some(secret) = &options.default_tls_secret {
+            match self.load_secret(secret) {
+                Ok(key) => self.out.certificates.insert(&HostPattern::Any, key, secret.to_string()),
+                Err(why) => self.diagnose(
+                    ObjectRef::new(Kind::Secret, secret.namespace.clone(), secret.name.clone()),
+                    format!("--default-tls-secret: {why}; a self-signed certificate is served instead"),
+                ),
+            }
+        }
+    }
+
+    fn load_secret(&self, secret: &NamespacedName) -> Result<Arc<rustls::sign::CertifiedKey>, String> {
+        let found = self.store.secret(secret).ok_or("not found")?;
+        certified_key_from_secret(found)
+    }
+}
+
+/// A serialisable picture of a compiled configuration: what `/config` shows and golden files
+/// hold. Endpoints are read as they are now.
+#[derive(Debug, Serialize)]
+pub struct CompiledView {
+    pub hosts: BTreeMap<String, HostView>,
+    pub default_backend: Option<RouteView>,
+    pub backends: BTreeMap<String, EndpointSet>,
+    pub certificates: BTreeMap<String, String>,
+    pub settings: Settings,
+    pub ingresses: Vec<String>,
+    pub diagnostics: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HostView {
+    pub tls: bool,
+    pub paths: Vec<RouteView>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RouteView {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<PathKind>,
+    pub ingress: String,
+    pub service: String,
+    /// `None` when the backend could not be resolved (requests answer 503).
+    pub backend: Option<String>,
+}
+
+impl RouteView {
+    fn new(path: Option<(&str, PathKind)>, route: &Route) -> RouteView {
+        RouteView {
+            path: path.map(|(p, _)| p.to_owned()),
+            kind: path.map(|(_, k)| k),
+            ingress: route.ingress.to_string(),
+            service: route.service.clone(),
+            backend: route.backend.key().map(ToString::to_string),
+        }
+    }
+}
+
+impl Compiled {
+    pub fn view(&self) -> CompiledView {
+        CompiledView {
+            hosts: self
+                .routes
+                .hosts()
+                .into_iter()
+                .map(|(host, routes)| {
+                    let paths = routes
+                        .paths
+                        .iter()
+                        .map(|p| RouteView::new(Some((&p.written, p.kind)), &p.route))
+                        .collect();
+                    (host.to_string(), HostView { tls: routes.tls, paths })
+                })
+                .collect(),
+            default_backend: self.routes.default_backend().map(|r| RouteView::new(None, r)),
+            backends: self
+                .backends
+                .iter()
+                .map(|(key, backend)| (key.to_string(), (*backend.endpoints()).clone()))
+                .collect(),
+            certificates: self.certificates.sources().clone(),
+            settings: self.settings.clone(),
+            ingresses: self.ingresses.iter().map(ToString::to_string).collect(),
+            diagnostics: self.diagnostics.iter().map(ToString::to_string).collect(),
+        }
+    }
+}
+
+impl Compiled {
+    /// The endpoint fast path: re-reads the endpoints of every backend of these Services and
+    /// swaps the ones that changed. Returns how many changed. O(those Services' slices).
+    pub fn refresh_endpoints<'a>(
+        &self,
+        store: &Store,
+        services: impl IntoIterator<Item = &'a NamespacedName>,
+    ) -> usize {
+        let mut changed = 0;
+        for service in services {
+            let from = BackendKey {
+                service: service.clone(),
+                port_name: String::new(),
+            };
+            for (key, backend) in self.backends.range(from..) {
+                if key.service != *service {
+                    break;
+                }
+                changed += usize::from(backend.set_endpoints(endpoints_for(store, key)));
+            }
+        }
+        changed
+    }
+}

@@ -1,0 +1,248 @@
+//! Backends and their endpoints: the one piece of routing state that changes without a compile.
+//!
+//! ```text
+//!  EndpointSlices of a Service ──endpoints_for()──▶ EndpointSet ──Backend::set_endpoints──▶ ArcSwap
+//!                                                                         ▲ read per request
+//!                                                           route table ──┘ (Arc<Backend>)
+//! ```
+//! A route holds an `Arc<Backend>`; the control plane swaps the backend's `EndpointSet` when
+//! slices change, so endpoint churn costs O(that Service), however many Ingresses exist.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use serde::Serialize;
+
+use crate::store::{NamespacedName, Store};
+
+/// Which endpoints serve one Service port: namespace, Service and the *name* of the Service
+/// port, which is also the name of the EndpointSlice port carrying the pods' target port.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BackendKey {
+    pub service: NamespacedName,
+    /// Empty for a Service's single unnamed port, as in the API.
+    pub port_name: String,
+}
+
+/// The endpoints of one backend at one moment. Immutable; replaced whole.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct EndpointSet {
+    /// `ready` endpoints: these take traffic.
+    pub ready: Vec<SocketAddr>,
+    /// `serving` and `terminating`: used only while no ready endpoint is left, so a Service
+    /// whose pods are all rolling over keeps answering.
+    pub terminating: Vec<SocketAddr>,
+}
+
+/// A backend a route points at. Identity is stable for one compiled configuration; its
+/// endpoints are swapped in place.
+pub struct Backend {
+    key: Option<BackendKey>,
+    endpoints: ArcSwap<EndpointSet>,
+}
+
+impl fmt::Display for BackendKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.port_name.is_empty() {
+            write!(f, "{}", self.service)
+        } else {
+            write!(f, "{}:{}", self.service, self.port_name)
+        }
+    }
+}
+
+impl Serialize for BackendKey {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl EndpointSet {
+    /// The endpoints that take traffic now.
+    pub fn active(&self) -> &[SocketAddr] {
+        if self.ready.is_empty() {
+            &self.terminating
+        } else {
+            &self.ready
+        }
+    }
+
+    /// Every endpoint that may still have requests in flight or connections pooled.
+    pub fn all(&self) -> impl Iterator<Item = &SocketAddr> {
+        self.ready.iter().chain(self.terminating.iter())
+    }
+}
+
+impl Backend {
+    /// A backend fed by EndpointSlices.
+    pub fn new(key: BackendKey, endpoints: EndpointSet) -> Backend {
+        Backend {
+            key: Some(key),
+            endpoints: ArcSwap::from_pointee(endpoints),
+        }
+    }
+
+    /// A backend that could not be resolved (missing Service or port): it never has
+    /// endpoints, so its routes answer 503 while the rest of the table works.
+    pub fn unresolved() -> Backend {
+        Backend {
+            key: None,
+            endpoints: ArcSwap::from_pointee(EndpointSet::default()),
+        }
+    }
+
+    pub fn key(&self) -> Option<&BackendKey> {
+        self.key.as_ref()
+    }
+
+    /// The current endpoints. Lock-free; cheap enough for every request.
+    pub fn endpoints(&self) -> Arc<EndpointSet> {
+        self.endpoints.load_full()
+    }
+
+    /// Publishes a new endpoint set; false when it is equal to the current one.
+    pub fn set_endpoints(&self, endpoints: EndpointSet) -> bool {
+        if **self.endpoints.load() == endpoints {
+            return false;
+        }
+        self.endpoints.store(Arc::new(endpoints));
+        true
+    }
+}
+
+impl fmt::Debug for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Backend")
+            .field("key", &self.key)
+            .field("endpoints", &self.endpoints.load())
+            .finish()
+    }
+}
+
+/// The endpoints of `key` as the Store's EndpointSlices describe them: deduplicated and sorted,
+/// so equal inputs give equal sets and no-op updates are recognised.
+pub fn endpoints_for(store: &Store, key: &BackendKey) -> EndpointSet {
+    let mut set = EndpointSet::default();
+    for slice in store.endpoint_slices_of(&key.service) {
+        collect_slice(slice, &key.port_name, &mut set);
+    }
+    for list in [&mut set.ready, &mut set.terminating] {
+        list.sort_unstable();
+        list.dedup();
+    }
+    // An address both ready (in one slice) and terminating (in another, mid-update) is ready.
+    let ready = set.ready.clone();
+    set.terminating.retain(|a| ready.binary_search(a).is_err());
+    set
+}
+
+fn collect_slice(slice: &EndpointSlice, port_name: &str, set: &mut EndpointSet) {
+    // FQDN slices name hosts, not addresses; Sluice does not resolve DNS on the data path.
+    if slice.address_type != "IPv4" && slice.address_type != "IPv6" {
+        return;
+    }
+    let port = slice
+        .ports
+        .iter()
+        .flatten()
+        .find(|p| p.name.as_deref().unwrap_or("") == port_name)
+        .and_then(|p| p.port)
+        .and_then(|p| u16::try_from(p).ok())
+        .filter(|p| *p != 0);
+    let Some(port) = port else { return };
+    for endpoint in &slice.endpoints {
+        let conditions = endpoint.conditions.clone().unwrap_or_default();
+        // The API says: nil ready or serving means true, nil terminating means false.
+        let ready = conditions.ready.unwrap_or(true);
+        let serving = conditions.serving.unwrap_or(true);
+        let terminating = conditions.terminating.unwrap_or(false);
+        let list = if ready && !terminating {
+            &mut set.ready
+        } else if serving && terminating {
+            &mut set.terminating
+        } else {
+            continue;
+        };
+        for address in &endpoint.addresses {
+            if let Ok(ip) = address.parse::<IpAddr>() {
+                list.push(SocketAddr::new(ip, port));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::objects::parse_documents;
+
+    fn store(text: &str) -> Store {
+        let mut store = Store::default();
+        store.replace_all(parse_documents("t", text).unwrap().objects);
+        store
+    }
+
+    fn key(port_name: &str) -> BackendKey {
+        BackendKey {
+            service: NamespacedName::new("default", "web"),
+            port_name: port_name.into(),
+        }
+    }
+
+    #[test]
+    fn conditions_decide_which_endpoints_take_traffic() {
+        let store = store(
+            r#"
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-a, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080}, {name: admin, port: 9000}]
+endpoints:
+- {addresses: ["10.0.0.3"]}
+- {addresses: ["10.0.0.1"], conditions: {ready: true}}
+- {addresses: ["10.0.0.2"], conditions: {ready: false, serving: true, terminating: true}}
+- {addresses: ["10.0.0.4"], conditions: {ready: false, serving: false, terminating: true}}
+- {addresses: ["10.0.0.5"], conditions: {ready: false}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-b, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080}]
+endpoints: [{addresses: ["10.0.0.1"]}]
+"#,
+        );
+        let set = endpoints_for(&store, &key("http"));
+        let addrs = |v: &[&str]| -> Vec<SocketAddr> { v.iter().map(|a| a.parse().unwrap()).collect() };
+        assert_eq!(set.ready, addrs(&["10.0.0.1:8080", "10.0.0.3:8080"]));
+        assert_eq!(set.terminating, addrs(&["10.0.0.2:8080"]));
+        assert_eq!(set.active(), set.ready.as_slice());
+        assert_eq!(endpoints_for(&store, &key("admin")).ready.len(), 2);
+        assert_eq!(endpoints_for(&store, &key("other")), EndpointSet::default());
+    }
+
+    #[test]
+    fn terminating_endpoints_serve_only_when_nothing_is_ready() {
+        let set = EndpointSet {
+            ready: vec![],
+            terminating: vec!["10.0.0.2:80".parse().unwrap()],
+        };
+        assert_eq!(set.active(), set.terminating.as_slice());
+    }
+
+    #[test]
+    fn publishing_an_equal_set_is_not_a_change() {
+        let backend = Backend::new(key(""), EndpointSet::default());
+        assert!(!backend.set_endpoints(EndpointSet::default()));
+        let one = EndpointSet {
+            ready: vec!["10.0.0.1:80".parse().unwrap()],
+            terminating: vec![],
+        };
+        assert!(backend.set_endpoints(one.clone()));
+        assert_eq!(*backend.endpoints(), one);
+    }
+}

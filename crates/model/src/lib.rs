@@ -1,0 +1,29 @@
+//! Sluice's model: the Kubernetes objects it reads, the Store that holds them, and the pure
+//! `compile()` that turns them into what the proxy serves. No sockets, no runtime, no clock.
+//!
+//! ```text
+//!  YAML/JSON text ──parse_documents──▶ Object ──Store::apply/replace_all──▶ Store ──▶ ChangeSet
+//!                                                                             │
+//!            ChangeSet.config ──▶ compile(&Store, &CompileOptions) ──▶ Compiled { routes,
+//!                                                                     backends, certificates,
+//!                                                                     settings, diagnostics }
+//!            ChangeSet.endpoints ──▶ Compiled::refresh_endpoints ──▶ Backend endpoint swap
+//!
+//!  request ──▶ Compiled.routes.route(host, path) ──▶ Route ──▶ Backend::endpoints()
+//! ```
+
+pub mod compile;
+pub mod endpoints;
+pub mod objects;
+pub mod routes;
+pub mod settings;
+pub mod store;
+pub mod tls;
+
+pub use compile::{compile, CompileOptions, Compiled, Diagnostic};
+pub use endpoints::{Backend, BackendKey, EndpointSet};
+pub use objects::{parse_documents, Documents, Kind, Object, ObjectRef, ParseError};
+pub use routes::{Matched, Route, RouteTable};
+pub use settings::{LoadBalance, Settings};
+pub use store::{ChangeSet, NamespacedName, Store};
+pub use tls::Certificates;

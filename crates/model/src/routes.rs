@@ -1,0 +1,391 @@
+//! The compiled route table and `route(host, path)`: Ingress matching semantics as plain data.
+//!
+//! ```text
+//!  Host header ─normalise─▶ exact host ─▶ its paths ─┐
+//!                           *.parent   ─▶ its paths ─┼─▶ first match (most specific) ─▶ Route
+//!                           any host   ─▶ its paths ─┤
+//!                           defaultBackend ──────────┘  else None (404)
+//! ```
+//! Within one host, paths are sorted most specific first: longer path first, and at equal
+//! length `Exact` before `Prefix`, so the first match is the one the Ingress spec asks for.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::endpoints::Backend;
+use crate::store::NamespacedName;
+
+/// A rule's host: `foo.example.com`, `*.example.com` (one extra label), or none (any host).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum HostPattern {
+    Exact(String),
+    /// The part after `*.`.
+    Wildcard(String),
+    Any,
+}
+
+/// How a path rule matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum PathKind {
+    Exact,
+    /// `Prefix`, and `ImplementationSpecific`, which Sluice treats as `Prefix`.
+    Prefix,
+}
+
+/// Where a request goes, and the names it is counted under.
+#[derive(Debug)]
+pub struct Route {
+    /// The Ingress that owns the rule.
+    pub ingress: NamespacedName,
+    /// The Service name as written in the Ingress (metrics label), even when unresolved.
+    pub service: String,
+    pub backend: Arc<Backend>,
+}
+
+/// One path rule of one host.
+#[derive(Debug)]
+pub struct PathRoute {
+    pub kind: PathKind,
+    /// For `Prefix`, normalised without a trailing slash (`/` becomes empty).
+    path: String,
+    /// As written in the Ingress, for display.
+    pub written: String,
+    pub route: Arc<Route>,
+}
+
+/// Everything routing needs for one host pattern.
+#[derive(Debug, Default)]
+pub struct HostRoutes {
+    pub paths: Vec<PathRoute>,
+    /// Some served Ingress lists this host under `spec.tls`.
+    pub tls: bool,
+}
+
+/// The routes of one compiled configuration. Immutable; replaced whole.
+#[derive(Debug, Default)]
+pub struct RouteTable {
+    exact: HashMap<String, HostRoutes>,
+    wildcard: HashMap<String, HostRoutes>,
+    any_host: HostRoutes,
+    default_backend: Option<Arc<Route>>,
+}
+
+/// What `route()` found.
+#[derive(Debug)]
+pub struct Matched<'a> {
+    pub route: &'a Arc<Route>,
+    /// The host matched has TLS configured (for `ssl-redirect`).
+    pub tls: bool,
+}
+
+impl HostPattern {
+    /// Parses a rule's host. `None` when the Ingress spec forbids it (IPs, ports, a bare `*`,
+    /// upper case, empty labels).
+    pub fn parse(host: Option<&str>) -> Result<HostPattern, &'static str> {
+        let Some(host) = host.filter(|h| !h.is_empty()) else {
+            return Ok(HostPattern::Any);
+        };
+        let (wildcard, name) = match host.strip_prefix("*.") {
+            Some(rest) => (true, rest),
+            None => (false, host),
+        };
+        let valid_label = |label: &str| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        };
+        if host.len() > 253 || !name.split('.').all(valid_label) {
+            return Err("must be a lower-case DNS name, optionally starting with `*.` (no IP, port or upper case)");
+        }
+        if name.parse::<std::net::Ipv4Addr>().is_ok() {
+            return Err("an IP address is not allowed as a host");
+        }
+        Ok(if wildcard {
+            HostPattern::Wildcard(name.to_owned())
+        } else {
+            HostPattern::Exact(name.to_owned())
+        })
+    }
+
+    /// Whether `host` (already normalised) is matched by this pattern.
+    pub fn matches(&self, host: &str) -> bool {
+        match self {
+            HostPattern::Exact(h) => h == host,
+            HostPattern::Wildcard(suffix) => {
+                host.split_once('.').is_some_and(|(_, parent)| parent == suffix)
+            }
+            HostPattern::Any => true,
+        }
+    }
+}
+
+impl fmt::Display for HostPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostPattern::Exact(h) => f.write_str(h),
+            HostPattern::Wildcard(suffix) => write!(f, "*.{suffix}"),
+            HostPattern::Any => f.write_str("*"),
+        }
+    }
+}
+
+impl PathRoute {
+    pub fn new(kind: PathKind, written: &str, route: Arc<Route>) -> PathRoute {
+        let path = match kind {
+            PathKind::Exact => written.to_owned(),
+            PathKind::Prefix => written.trim_end_matches('/').to_owned(),
+        };
+        PathRoute {
+            kind,
+            path,
+            written: written.to_owned(),
+            route,
+        }
+    }
+
+    /// Prefix matching is element-wise: `/foo` matches `/foo`, `/foo/` and `/foo/bar`, never
+    /// `/foobar`.
+    pub fn matches(&self, request_path: &str) -> bool {
+        match self.kind {
+            PathKind::Exact => request_path == self.path,
+            PathKind::Prefix => match request_path.strip_prefix(self.path.as_str()) {
+                Some(rest) => rest.is_empty() || rest.starts_with('/'),
+                None => false,
+            },
+        }
+    }
+
+    /// The key conflicts are detected on: two rules with it can never both win.
+    pub fn identity(&self) -> (PathKind, &str) {
+        (self.kind, &self.path)
+    }
+
+    /// Sort key: most specific first.
+    fn specificity(&self) -> (std::cmp::Reverse<usize>, PathKind) {
+        (std::cmp::Reverse(self.path.len()), self.kind)
+    }
+}
+
+impl HostRoutes {
+    fn find(&self, path: &str) -> Option<&Arc<Route>> {
+        self.paths
+            .iter()
+            .find(|p| p.matches(path))
+            .map(|p| &p.route)
+    }
+
+    pub(crate) fn sort(&mut self) {
+        // Stable: among equal rules the earlier (older Ingress) stays first.
+        self.paths.sort_by_key(PathRoute::specificity);
+    }
+}
+
+impl RouteTable {
+    /// The route for a request. `host` is the Host header or `:authority` (a port and a
+    /// trailing dot are ignored, case does not matter); `path` excludes the query.
+    pub fn route(&self, host: &str, path: &str) -> Option<Matched<'_>> {
+        let host = normalise_host(host);
+        let host = host.as_ref();
+        let by_host = self.exact.get(host).into_iter().chain(
+            host.split_once('.')
+                .and_then(|(_, parent)| self.wildcard.get(parent)),
+        );
+        let mut tls = false;
+        for routes in by_host {
+            tls |= routes.tls;
+            if let Some(route) = routes.find(path) {
+                return Some(Matched {
+                    route,
+                    tls: routes.tls,
+                });
+            }
+        }
+        self.any_host
+            .find(path)
+            .or(self.default_backend.as_ref())
+            .map(|route| Matched { route, tls })
+    }
+
+    pub(crate) fn host_mut(&mut self, host: &HostPattern) -> &mut HostRoutes {
+        match host {
+            HostPattern::Exact(h) => self.exact.entry(h.clone()).or_default(),
+            HostPattern::Wildcard(s) => self.wildcard.entry(s.clone()).or_default(),
+            HostPattern::Any => &mut self.any_host,
+        }
+    }
+
+    pub(crate) fn set_default_backend(&mut self, route: Arc<Route>) {
+        self.default_backend = Some(route);
+    }
+
+    pub fn default_backend(&self) -> Option<&Arc<Route>> {
+        self.default_backend.as_ref()
+    }
+
+    /// Every host pattern with its routes, in a stable order (for display and golden files).
+    pub fn hosts(&self) -> Vec<(HostPattern, &HostRoutes)> {
+        let mut hosts: Vec<(HostPattern, &HostRoutes)> = self
+            .exact
+            .iter()
+            .map(|(h, r)| (HostPattern::Exact(h.clone()), r))
+            .chain(
+                self.wildcard
+                    .iter()
+                    .map(|(s, r)| (HostPattern::Wildcard(s.clone()), r)),
+            )
+            .collect();
+        hosts.sort_by(|a, b| a.0.cmp(&b.0));
+        if !self.any_host.paths.is_empty() {
+            hosts.push((HostPattern::Any, &self.any_host));
+        }
+        hosts
+    }
+
+    pub(crate) fn finish(&mut self) {
+        for routes in self.exact.values_mut().chain(self.wildcard.values_mut()) {
+            routes.sort();
+        }
+        self.any_host.sort();
+    }
+}
+
+/// Lower case, without port or trailing dot; borrows when nothing needs changing, which is
+/// the common case.
+fn normalise_host(host: &str) -> std::borrow::Cow<'_, str> {
+    let without_port = if host.starts_with('[') {
+        // An IPv6 literal: `[::1]:8080`. It never matches a rule, but must not be mangled.
+        host.split_once(']').map_or(host, |(h, _)| &host[..h.len() + 1])
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, _)| h)
+    };
+    let trimmed = without_port.strip_suffix('.').unwrap_or(without_port);
+    if trimmed.bytes().any(|b| b.is_ascii_uppercase()) {
+        std::borrow::Cow::Owned(trimmed.to_ascii_lowercase())
+    } else {
+        std::borrow::Cow::Borrowed(trimmed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(service: &str) -> Arc<Route> {
+        Arc::new(Route {
+            ingress: NamespacedName::new("default", "test"),
+            service: service.into(),
+            backend: Arc::new(Backend::unresolved()),
+        })
+    }
+
+    fn path(kind: PathKind, p: &str) -> PathRoute {
+        PathRoute::new(kind, p, route(p))
+    }
+
+    #[test]
+    fn prefix_matching_is_element_wise() {
+        let cases = [
+            ("/", "/anything", true),
+            ("/", "/", true),
+            ("/foo", "/foo", true),
+            ("/foo", "/foo/", true),
+            ("/foo", "/foo/bar", true),
+            ("/foo/", "/foo", true),
+            ("/aaa", "/aaaccc", false),
+            ("/foo/bar", "/foo/barbaz", false),
+            ("/foo/bar", "/foo", false),
+        ];
+        for (rule, request, expected) in cases {
+            assert_eq!(
+                path(PathKind::Prefix, rule).matches(request),
+                expected,
+                "Prefix {rule} vs {request}"
+            );
+        }
+    }
+
+    #[test]
+    fn exact_matching_is_whole_and_case_sensitive() {
+        let rule = path(PathKind::Exact, "/foo");
+        assert!(rule.matches("/foo"));
+        assert!(!rule.matches("/foo/"));
+        assert!(!rule.matches("/FOO"));
+    }
+
+    #[test]
+    fn hosts_parse_per_the_spec() {
+        assert_eq!(
+            HostPattern::parse(Some("*.example.com")),
+            Ok(HostPattern::Wildcard("example.com".into()))
+        );
+        assert_eq!(HostPattern::parse(None), Ok(HostPattern::Any));
+        for bad in ["*", "Foo.com", "a..b", "foo.com:80", "10.0.0.1", "*.*.x", "-a.com"] {
+            assert!(HostPattern::parse(Some(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn wildcards_match_exactly_one_label() {
+        let pattern = HostPattern::Wildcard("example.com".into());
+        assert!(pattern.matches("foo.example.com"));
+        assert!(!pattern.matches("a.b.example.com"));
+        assert!(!pattern.matches("example.com"));
+    }
+
+    #[test]
+    fn host_lookup_ignores_port_case_and_trailing_dot() {
+        let mut table = RouteTable::default();
+        table
+            .host_mut(&HostPattern::Exact("foo.com".into()))
+            .paths
+            .push(path(PathKind::Prefix, "/"));
+        table.finish();
+        for host in ["foo.com", "FOO.com:8443", "foo.com.", "foo.com:80"] {
+            assert!(table.route(host, "/x").is_some(), "{host}");
+        }
+        assert!(table.route("bar.com", "/x").is_none());
+        assert!(table.route("[::1]:80", "/x").is_none());
+    }
+
+    #[test]
+    fn longest_path_wins_and_exact_beats_prefix_at_equal_length() {
+        let mut table = RouteTable::default();
+        let host = table.host_mut(&HostPattern::Any);
+        host.paths.push(path(PathKind::Prefix, "/"));
+        host.paths.push(path(PathKind::Prefix, "/api"));
+        host.paths.push(path(PathKind::Exact, "/api"));
+        host.paths.push(path(PathKind::Prefix, "/api/v1/"));
+        table.finish();
+        let service = |p: &str| table.route("x", p).unwrap().route.service.clone();
+        assert_eq!(service("/api"), "/api");
+        assert_eq!(table.any_host.paths[1].kind, PathKind::Exact);
+        assert_eq!(service("/api/v1/users"), "/api/v1/");
+        assert_eq!(service("/api/v2"), "/api");
+        assert_eq!(service("/other"), "/");
+    }
+
+    #[test]
+    fn specific_hosts_fall_back_to_any_host_rules_then_the_default_backend() {
+        let mut table = RouteTable::default();
+        table
+            .host_mut(&HostPattern::Exact("foo.com".into()))
+            .paths
+            .push(path(PathKind::Exact, "/only"));
+        table
+            .host_mut(&HostPattern::Any)
+            .paths
+            .push(path(PathKind::Prefix, "/shared"));
+        table.finish();
+        assert_eq!(table.route("foo.com", "/shared/x").unwrap().route.service, "/shared");
+        assert!(table.route("foo.com", "/nothing").is_none());
+        table.set_default_backend(route("default"));
+        assert_eq!(table.route("foo.com", "/nothing").unwrap().route.service, "default");
+    }
+}

@@ -1,0 +1,292 @@
+//! Controller settings from the ConfigMap, with ingress-nginx's key names where one exists.
+//!
+//! Every value is validated here; a bad one becomes a diagnostic naming the key and the value
+//! and its default applies, so a typo never takes the proxy down.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Serialize, Serializer};
+
+use crate::compile::Diagnostic;
+use crate::objects::ObjectRef;
+
+/// How a worker picks an endpoint among a backend's active ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadBalance {
+    RoundRobin,
+    /// Power of two random choices on in-flight requests.
+    LeastRequest,
+}
+
+/// Proxy behaviour that is not routing. Defaults follow ingress-nginx unless noted.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Settings {
+    /// `keepalive`: idle upstream connections kept per endpoint, per worker.
+    pub keepalive: u32,
+    /// `upstream-keepalive-timeout`: an idle upstream connection older than this is closed.
+    #[serde(serialize_with = "as_text")]
+    pub upstream_keepalive_timeout: Duration,
+    /// `keep-alive`: how long an idle client connection is kept open.
+    #[serde(serialize_with = "as_text")]
+    pub keep_alive: Duration,
+    /// `keep-alive-requests`: requests served on one client connection before it is closed.
+    pub keep_alive_requests: u64,
+    #[serde(serialize_with = "as_text")]
+    pub proxy_connect_timeout: Duration,
+    /// Waiting for the upstream's response head, and between body reads.
+    #[serde(serialize_with = "as_text")]
+    pub proxy_read_timeout: Duration,
+    /// Sending the request body upstream.
+    #[serde(serialize_with = "as_text")]
+    pub proxy_send_timeout: Duration,
+    /// A client must send a complete request head within this, or is cut off.
+    #[serde(serialize_with = "as_text")]
+    pub client_header_timeout: Duration,
+    /// `client-max-body-size`: larger request bodies get 413. 0 means no limit.
+    pub client_max_body_size: u64,
+    /// `large-client-header-buffers` (`"4 8k"`): the request head may be at most count × size
+    /// bytes; larger gets 431.
+    pub max_request_header_size: usize,
+    pub load_balance: LoadBalance,
+    /// `proxy-next-upstream-tries`: attempts per request, the first included.
+    pub proxy_next_upstream_tries: u32,
+    #[serde(serialize_with = "as_text")]
+    pub worker_shutdown_timeout: Duration,
+    /// `worker-processes`: `None` for `auto` (one per CPU). Read at start-up only.
+    pub worker_processes: Option<u32>,
+    /// Sluice default: on (ingress-nginx defaults it off).
+    pub ssl_session_tickets: bool,
+    /// Plain-HTTP requests for a host with TLS get a 308 to https.
+    pub ssl_redirect: bool,
+    /// Trust `X-Forwarded-*` from clients (behind another proxy) instead of replacing them.
+    pub use_forwarded_headers: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            keepalive: 100,
+            upstream_keepalive_timeout: Duration::from_secs(60),
+            keep_alive: Duration::from_secs(75),
+            keep_alive_requests: 1000,
+            proxy_connect_timeout: Duration::from_secs(5),
+            proxy_read_timeout: Duration::from_secs(60),
+            proxy_send_timeout: Duration::from_secs(60),
+            client_header_timeout: Duration::from_secs(60),
+            client_max_body_size: 1024 * 1024,
+            max_request_header_size: 4 * 8 * 1024,
+            load_balance: LoadBalance::RoundRobin,
+            proxy_next_upstream_tries: 3,
+            worker_shutdown_timeout: Duration::from_secs(10),
+            worker_processes: None,
+            ssl_session_tickets: true,
+            ssl_redirect: true,
+            use_forwarded_headers: false,
+        }
+    }
+}
+
+/// ingress-nginx keys that other controllers' ConfigMaps carry and that need nothing from us.
+const ACCEPTED_UNUSED_KEYS: &[&str] = &["worker-connections", "worker-cpu-affinity", "http2"];
+
+impl Settings {
+    /// Settings from a ConfigMap's `data`; `source` names it in diagnostics.
+    pub fn from_config_map(
+        source: &ObjectRef,
+        data: &BTreeMap<String, String>,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Settings {
+        let mut settings = Settings::default();
+        for (key, value) in data {
+            let value = value.trim();
+            let result = settings.set(key, value);
+            if let Err(expected) = result {
+                diagnostics.push(Diagnostic::new(
+                    source.clone(),
+                    format!("data.{key}: invalid value {value:?}: expected {expected}; using the default"),
+                ));
+            }
+        }
+        settings
+    }
+
+    fn set(&mut self, key: &str, value: &str) -> Result<(), &'static str> {
+        const DURATION: &str = "a duration like 60, 60s, 500ms or 5m";
+        const COUNT: &str = "a whole number";
+        const POSITIVE: &str = "a whole number of at least 1";
+        match key {
+            "keepalive" => self.keepalive = value.parse().map_err(|_| COUNT)?,
+            "upstream-keepalive-timeout" => {
+                self.upstream_keepalive_timeout = parse_duration(value).ok_or(DURATION)?
+            }
+            "keep-alive" => self.keep_alive = parse_duration(value).ok_or(DURATION)?,
+            "keep-alive-requests" => {
+                self.keep_alive_requests = value.parse().ok().filter(|n| *n > 0).ok_or(POSITIVE)?
+            }
+            "proxy-connect-timeout" => {
+                self.proxy_connect_timeout = parse_duration(value).ok_or(DURATION)?
+            }
+            "proxy-read-timeout" => self.proxy_read_timeout = parse_duration(value).ok_or(DURATION)?,
+            "proxy-send-timeout" => self.proxy_send_timeout = parse_duration(value).ok_or(DURATION)?,
+            "client-header-timeout" => {
+                self.client_header_timeout = parse_duration(value).ok_or(DURATION)?
+            }
+            "client-max-body-size" => {
+                self.client_max_body_size =
+                    parse_size(value).ok_or("a size like 1m, 512k or 1048576 (0 for no limit)")?
+            }
+            "large-client-header-buffers" => {
+                self.max_request_header_size =
+                    parse_header_buffers(value).ok_or("a count and a size, like \"4 8k\"")?
+            }
+            "load-balance" => {
+                self.load_balance = match value {
+                    "round_robin" => LoadBalance::RoundRobin,
+                    "least_request" => LoadBalance::LeastRequest,
+                    _ => return Err("round_robin or least_request"),
+                }
+            }
+            "proxy-next-upstream-tries" => {
+                self.proxy_next_upstream_tries =
+                    value.parse().ok().filter(|n| *n > 0).ok_or(POSITIVE)?
+            }
+            "worker-shutdown-timeout" => {
+                self.worker_shutdown_timeout = parse_duration(value).ok_or(DURATION)?
+            }
+            "worker-processes" => {
+                self.worker_processes = match value {
+                    "auto" => None,
+                    n => Some(n.parse().ok().filter(|n| *n > 0).ok_or("auto or a whole number")?),
+                }
+            }
+            "ssl-session-tickets" => self.ssl_session_tickets = parse_bool(value)?,
+            "ssl-redirect" => self.ssl_redirect = parse_bool(value)?,
+            "use-forwarded-headers" => self.use_forwarded_headers = parse_bool(value)?,
+            key if ACCEPTED_UNUSED_KEYS.contains(&key) => {}
+            _ => return Err("a key Sluice knows (see the README); this one is ignored"),
+        }
+        Ok(())
+    }
+}
+
+fn parse_bool(value: &str) -> Result<bool, &'static str> {
+    match value {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err("true or false"),
+    }
+}
+
+/// nginx-style durations: a bare number is seconds; units ms, s, m, h.
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let millis = match unit {
+        "ms" => number,
+        "" | "s" => number.checked_mul(1000)?,
+        "m" => number.checked_mul(60_000)?,
+        "h" => number.checked_mul(3_600_000)?,
+        _ => return None,
+    };
+    Some(Duration::from_millis(millis))
+}
+
+/// nginx-style sizes: bytes, or k/m/g (either case).
+pub fn parse_size(text: &str) -> Option<u64> {
+    let (number, multiplier) = match text.chars().last()?.to_ascii_lowercase() {
+        'k' => (&text[..text.len() - 1], 1024),
+        'm' => (&text[..text.len() - 1], 1024 * 1024),
+        'g' => (&text[..text.len() - 1], 1024 * 1024 * 1024),
+        _ => (text, 1),
+    };
+    number.parse::<u64>().ok()?.checked_mul(multiplier)
+}
+
+fn parse_header_buffers(text: &str) -> Option<usize> {
+    let mut parts = text.split_whitespace();
+    let count: usize = parts.next()?.parse().ok()?;
+    let size = usize::try_from(parse_size(parts.next()?)?).ok()?;
+    let total = count.checked_mul(size)?;
+    (parts.next().is_none() && total >= 1024).then_some(total)
+}
+
+fn as_text<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(&format_args!("{duration:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::objects::Kind;
+
+    fn settings(pairs: &[(&str, &str)]) -> (Settings, Vec<String>) {
+        let data = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut diagnostics = Vec::new();
+        let source = ObjectRef::new(Kind::ConfigMap, "sluice", "sluice");
+        let settings = Settings::from_config_map(&source, &data, &mut diagnostics);
+        (settings, diagnostics.iter().map(|d| d.to_string()).collect())
+    }
+
+    #[test]
+    fn keys_are_read_with_nginx_units() {
+        let (s, diagnostics) = settings(&[
+            ("keepalive", "32"),
+            ("proxy-connect-timeout", "2"),
+            ("proxy-read-timeout", "1500ms"),
+            ("worker-shutdown-timeout", "5m"),
+            ("client-max-body-size", "8m"),
+            ("large-client-header-buffers", "4 16k"),
+            ("load-balance", "least_request"),
+            ("ssl-session-tickets", "false"),
+            ("worker-processes", "2"),
+            ("worker-connections", "10000"),
+        ]);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        assert_eq!(s.keepalive, 32);
+        assert_eq!(s.proxy_connect_timeout, Duration::from_secs(2));
+        assert_eq!(s.proxy_read_timeout, Duration::from_millis(1500));
+        assert_eq!(s.worker_shutdown_timeout, Duration::from_secs(300));
+        assert_eq!(s.client_max_body_size, 8 * 1024 * 1024);
+        assert_eq!(s.max_request_header_size, 64 * 1024);
+        assert_eq!(s.load_balance, LoadBalance::LeastRequest);
+        assert!(!s.ssl_session_tickets);
+        assert_eq!(s.worker_processes, Some(2));
+    }
+
+    #[test]
+    fn a_bad_value_names_key_and_value_and_keeps_the_default() {
+        let (s, diagnostics) = settings(&[("proxy-read-timeout", "soon"), ("keepalive", "-1")]);
+        assert_eq!(s.proxy_read_timeout, Settings::default().proxy_read_timeout);
+        assert_eq!(s.keepalive, 100);
+        assert_eq!(diagnostics.len(), 2);
+        assert!(diagnostics[1].contains("data.proxy-read-timeout: invalid value \"soon\""));
+    }
+
+    #[test]
+    fn unknown_keys_are_reported() {
+        let (_, diagnostics) = settings(&[("proxy-raed-timeout", "5")]);
+        assert_eq!(diagnostics.len(), 1);
+        assert!(diagnostics[0].contains("this one is ignored"));
+    }
+
+    #[test]
+    fn units() {
+        assert_eq!(parse_duration("0"), Some(Duration::ZERO));
+        assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("1d"), None);
+        assert_eq!(parse_duration("s"), None);
+        assert_eq!(parse_size("1K"), Some(1024));
+        assert_eq!(parse_size("2g"), Some(2 << 30));
+        assert_eq!(parse_size(""), None);
+        assert_eq!(parse_size("x"), None);
+    }
+}

@@ -1,0 +1,329 @@
+//! The Store: every object a provider has seen, typed and indexed, and what each change touches.
+//!
+//! Providers push objects in; the control plane asks the Store what a change means: either
+//! "configuration" (recompile everything from the snapshot) or "endpoints of these Services"
+//! (swap only those backends' endpoint sets).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+
+use crate::objects::{Kind, Object, ObjectRef};
+
+/// The label that ties an EndpointSlice to its Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// Namespace and name of a namespaced object.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NamespacedName {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// Every object of the kinds Sluice reads, keyed for deterministic iteration.
+#[derive(Clone, Debug, Default)]
+pub struct Store {
+    ingress_classes: BTreeMap<String, IngressClass>,
+    ingresses: BTreeMap<NamespacedName, Ingress>,
+    services: BTreeMap<NamespacedName, Service>,
+    endpoint_slices: BTreeMap<NamespacedName, EndpointSlice>,
+    secrets: BTreeMap<NamespacedName, Secret>,
+    config_maps: BTreeMap<NamespacedName, ConfigMap>,
+    /// Service → its EndpointSlices, so the fast path never scans every slice.
+    slices_by_service: BTreeMap<NamespacedName, BTreeSet<String>>,
+}
+
+/// What a batch of changes requires of the control plane.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChangeSet {
+    /// Something other than endpoints changed: recompile from the snapshot.
+    pub config: bool,
+    /// Services whose EndpointSlices changed: refresh just their endpoint sets.
+    pub endpoints: BTreeSet<NamespacedName>,
+}
+
+impl NamespacedName {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> NamespacedName {
+        NamespacedName {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    /// Parses `NAMESPACE/NAME`.
+    pub fn parse(text: &str) -> Option<NamespacedName> {
+        let (namespace, name) = text.split_once('/')?;
+        let valid = |s: &str| !s.is_empty() && !s.contains('/');
+        (valid(namespace) && valid(name)).then(|| NamespacedName::new(namespace, name))
+    }
+}
+
+impl std::fmt::Display for NamespacedName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+impl ChangeSet {
+    pub fn is_empty(&self) -> bool {
+        !self.config && self.endpoints.is_empty()
+    }
+
+    pub fn merge(&mut self, other: ChangeSet) {
+        self.config |= other.config;
+        self.endpoints.extend(other.endpoints);
+    }
+}
+
+fn key_of(object_ref: &ObjectRef) -> NamespacedName {
+    NamespacedName::new(object_ref.namespace.clone(), object_ref.name.clone())
+}
+
+fn service_of(slice: &EndpointSlice) -> Option<NamespacedName> {
+    let service = slice.metadata.labels.as_ref()?.get(SERVICE_NAME_LABEL)?;
+    Some(NamespacedName::new(
+        slice.metadata.namespace.clone().unwrap_or_default(),
+        service.clone(),
+    ))
+}
+
+/// Inserts `value` unless an equal one is there; true when the map changed.
+fn upsert<K: Ord, V: PartialEq>(map: &mut BTreeMap<K, V>, key: K, value: V) -> bool {
+    match map.get(&key) {
+        Some(existing) if *existing == value => false,
+        _ => {
+            map.insert(key, value);
+            true
+        }
+    }
+}
+
+impl Store {
+    pub fn ingress_classes(&self) -> impl Iterator<Item = &IngressClass> {
+        self.ingress_classes.values()
+    }
+
+    pub fn ingresses(&self) -> impl Iterator<Item = &Ingress> {
+        self.ingresses.values()
+    }
+
+    pub fn service(&self, key: &NamespacedName) -> Option<&Service> {
+        self.services.get(key)
+    }
+
+    pub fn secret(&self, key: &NamespacedName) -> Option<&Secret> {
+        self.secrets.get(key)
+    }
+
+    pub fn config_map(&self, key: &NamespacedName) -> Option<&ConfigMap> {
+        self.config_maps.get(key)
+    }
+
+    /// The EndpointSlices labelled for `service`, in name order.
+    pub fn endpoint_slices_of<'a>(
+        &'a self,
+        service: &NamespacedName,
+    ) -> impl Iterator<Item = &'a EndpointSlice> + 'a {
+        let namespace = service.namespace.clone();
+        self.slices_by_service
+            .get(service)
+            .into_iter()
+            .flatten()
+            .filter_map(move |name| {
+                self.endpoint_slices
+                    .get(&NamespacedName::new(namespace.clone(), name.clone()))
+            })
+    }
+
+    /// Number of objects of every kind, for logs and metrics.
+    pub fn len(&self) -> usize {
+        self.ingress_classes.len()
+            + self.ingresses.len()
+            + self.services.len()
+            + self.endpoint_slices.len()
+            + self.secrets.len()
+            + self.config_maps.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Adds or replaces one object.
+    pub fn apply(&mut self, object: Object) -> ChangeSet {
+        let key = key_of(&object.object_ref());
+        let mut changes = ChangeSet::default();
+        match object {
+            Object::EndpointSlice(slice) => {
+                let old_service = self.endpoint_slices.get(&key).and_then(service_of);
+                let new_service = service_of(&slice);
+                if !upsert(&mut self.endpoint_slices, key.clone(), slice) {
+                    return changes;
+                }
+                if let Some(old) = old_service {
+                    self.unindex_slice(&old, &key.name);
+                    changes.endpoints.insert(old);
+                }
+                if let Some(new) = new_service {
+                    self.slices_by_service
+                        .entry(new.clone())
+                        .or_default()
+                        .insert(key.name);
+                    changes.endpoints.insert(new);
+                }
+            }
+            Object::IngressClass(o) => changes.config = upsert(&mut self.ingress_classes, key.name, o),
+            Object::Ingress(o) => changes.config = upsert(&mut self.ingresses, key, o),
+            Object::Service(o) => changes.config = upsert(&mut self.services, key, o),
+            Object::Secret(o) => changes.config = upsert(&mut self.secrets, key, o),
+            Object::ConfigMap(o) => changes.config = upsert(&mut self.config_maps, key, o),
+        }
+        changes
+    }
+
+    /// Removes one object, if present.
+    pub fn remove(&mut self, object_ref: &ObjectRef) -> ChangeSet {
+        let key = key_of(object_ref);
+        let mut changes = ChangeSet::default();
+        match object_ref.kind {
+            Kind::EndpointSlice => {
+                if let Some(slice) = self.endpoint_slices.remove(&key) {
+                    if let Some(service) = service_of(&slice) {
+                        self.unindex_slice(&service, &key.name);
+                        changes.endpoints.insert(service);
+                    }
+                }
+            }
+            Kind::IngressClass => changes.config = self.ingress_classes.remove(&key.name).is_some(),
+            Kind::Ingress => changes.config = self.ingresses.remove(&key).is_some(),
+            Kind::Service => changes.config = self.services.remove(&key).is_some(),
+            Kind::Secret => changes.config = self.secrets.remove(&key).is_some(),
+            Kind::ConfigMap => changes.config = self.config_maps.remove(&key).is_some(),
+        }
+        changes
+    }
+
+    /// Makes the Store hold exactly `objects` (a provider's full view: a relist, or every file
+    /// re-read), reporting only what really differs. Later duplicates of an object replace
+    /// earlier ones; callers that care report duplicates themselves.
+    pub fn replace_all(&mut self, objects: impl IntoIterator<Item = Object>) -> ChangeSet {
+        let mut wanted: BTreeMap<ObjectRef, Object> = BTreeMap::new();
+        for object in objects {
+            wanted.insert(object.object_ref(), object);
+        }
+        let mut stale = self.object_refs();
+        stale.retain(|r| !wanted.contains_key(r));
+        let mut changes = ChangeSet::default();
+        for object_ref in &stale {
+            changes.merge(self.remove(object_ref));
+        }
+        for (_, object) in wanted {
+            changes.merge(self.apply(object));
+        }
+        changes
+    }
+
+    fn object_refs(&self) -> Vec<ObjectRef> {
+        fn namespaced<V>(kind: Kind, map: &BTreeMap<NamespacedName, V>) -> impl Iterator<Item = ObjectRef> + '_ {
+            map.keys()
+                .map(move |k| ObjectRef::new(kind, k.namespace.clone(), k.name.clone()))
+        }
+        self.ingress_classes
+            .keys()
+            .map(|name| ObjectRef::new(Kind::IngressClass, "", name.clone()))
+            .chain(namespaced(Kind::Ingress, &self.ingresses))
+            .chain(namespaced(Kind::Service, &self.services))
+            .chain(namespaced(Kind::EndpointSlice, &self.endpoint_slices))
+            .chain(namespaced(Kind::Secret, &self.secrets))
+            .chain(namespaced(Kind::ConfigMap, &self.config_maps))
+            .collect()
+    }
+
+    fn unindex_slice(&mut self, service: &NamespacedName, slice_name: &str) {
+        if let Some(names) = self.slices_by_service.get_mut(service) {
+            names.remove(slice_name);
+            if names.is_empty() {
+                self.slices_by_service.remove(service);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::objects::parse_documents;
+
+    fn objects(text: &str) -> Vec<Object> {
+        parse_documents("test", text).unwrap().objects
+    }
+
+    const SLICE: &str = r#"
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-1, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+endpoints: [{addresses: ["10.0.0.1"]}]
+"#;
+
+    #[test]
+    fn endpoint_slices_are_a_fast_path_change() {
+        let mut store = Store::default();
+        let changes = store.replace_all(objects(SLICE));
+        assert!(!changes.config);
+        assert_eq!(
+            changes.endpoints,
+            BTreeSet::from([NamespacedName::new("default", "web")])
+        );
+        assert_eq!(
+            store
+                .endpoint_slices_of(&NamespacedName::new("default", "web"))
+                .count(),
+            1
+        );
+        // The same content again is no change at all.
+        assert!(store.replace_all(objects(SLICE)).is_empty());
+        // Gone from the provider's view: the Service's endpoints changed.
+        let changes = store.replace_all(Vec::new());
+        assert_eq!(changes.endpoints.len(), 1);
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn other_kinds_are_configuration_changes() {
+        let mut store = Store::default();
+        let changes = store.replace_all(objects(
+            "apiVersion: v1\nkind: Service\nmetadata: {name: web}\n",
+        ));
+        assert!(changes.config);
+        assert!(changes.endpoints.is_empty());
+    }
+
+    #[test]
+    fn relabelling_a_slice_touches_both_services() {
+        let mut store = Store::default();
+        store.replace_all(objects(SLICE));
+        let moved = SLICE.replace("service-name: web", "service-name: api");
+        let changes = store.replace_all(objects(&moved));
+        assert_eq!(changes.endpoints.len(), 2);
+        assert_eq!(
+            store
+                .endpoint_slices_of(&NamespacedName::new("default", "web"))
+                .count(),
+            0
+        );
+    }
+
+    #[test]
+    fn namespaced_names_parse_strictly() {
+        assert_eq!(
+            NamespacedName::parse("sluice/sluice"),
+            Some(NamespacedName::new("sluice", "sluice"))
+        );
+        for bad in ["sluice", "/x", "x/", "a/b/c"] {
+            assert_eq!(NamespacedName::parse(bad), None, "{bad}");
+        }
+    }
+}
