@@ -140,7 +140,10 @@ fn ingress_ref(name: &NamespacedName) -> ObjectRef {
 
 /// Oldest first; objects without a timestamp (files) count as oldest, then by name.
 fn age_key(ingress: &Ingress) -> (Option<Time>, NamespacedName) {
-    (ingress.metadata.creation_timestamp.clone(), ingress_name(ingress))
+    (
+        ingress.metadata.creation_timestamp.clone(),
+        ingress_name(ingress),
+    )
 }
 
 /// The IngressClass rules of the Kubernetes API, plus the legacy annotation.
@@ -157,7 +160,11 @@ fn is_ours(store: &Store, options: &CompileOptions, ingress: &Ingress) -> bool {
             None => name == options.ingress_class,
         }
     };
-    if let Some(name) = ingress.spec.as_ref().and_then(|s| s.ingress_class_name.as_deref()) {
+    if let Some(name) = ingress
+        .spec
+        .as_ref()
+        .and_then(|s| s.ingress_class_name.as_deref())
+    {
         return our_class(name);
     }
     if let Some(name) = ingress
@@ -229,7 +236,10 @@ impl Compiler<'_> {
                 Err(why) => {
                     self.diagnose(
                         object.clone(),
-                        format!("spec.rules[{r}].host {:?}: {why}; rule ignored", rule.host.as_deref().unwrap_or("")),
+                        format!(
+                            "spec.rules[{r}].host {:?}: {why}; rule ignored",
+                            rule.host.as_deref().unwrap_or("")
+                        ),
                     );
                     continue;
                 }
@@ -240,6 +250,13 @@ impl Compiler<'_> {
                 let kind = match path.path_type.as_str() {
                     "Exact" => PathKind::Exact,
                     "Prefix" | "ImplementationSpecific" => PathKind::Prefix,
+                    "" => {
+                        self.diagnose(
+                            object.clone(),
+                            format!("{field}.pathType: missing; it is required (Exact, Prefix or ImplementationSpecific); path ignored"),
+                        );
+                        continue;
+                    }
                     other => {
                         self.diagnose(
                             object.clone(),
@@ -254,7 +271,10 @@ impl Compiler<'_> {
                     other => {
                         self.diagnose(
                             object.clone(),
-                            format!("{field}.path {:?}: must start with '/'; path ignored", other.unwrap_or("")),
+                            format!(
+                                "{field}.path {:?}: must start with '/'; path ignored",
+                                other.unwrap_or("")
+                            ),
                         );
                         continue;
                     }
@@ -264,7 +284,11 @@ impl Compiler<'_> {
                 let (kind, normalised) = path_route.identity();
                 let claim = (host.clone(), kind, normalised.to_owned());
                 if let Some(owner) = claims.paths.get(&claim) {
-                    let owner = if *owner == name { "this Ingress".to_owned() } else { format!("Ingress {owner}") };
+                    let owner = if *owner == name {
+                        "this Ingress".to_owned()
+                    } else {
+                        format!("Ingress {owner}")
+                    };
                     self.diagnose(
                         object.clone(),
                         format!("{field}: {:?} {written} on host {host} is already routed by {owner}, which takes precedence; path ignored", path.path_type),
@@ -326,7 +350,12 @@ impl Compiler<'_> {
 
     /// Resolves an Ingress backend to a route. Problems are diagnostics, and the route then
     /// points at an unresolved backend that answers 503.
-    fn route(&mut self, ingress: &NamespacedName, backend: &IngressBackend, field: &str) -> Arc<Route> {
+    fn route(
+        &mut self,
+        ingress: &NamespacedName,
+        backend: &IngressBackend,
+        field: &str,
+    ) -> Arc<Route> {
         let object = ingress_ref(ingress);
         let make = |service: String, backend: Arc<Backend>| {
             Arc::new(Route {
@@ -337,7 +366,9 @@ impl Compiler<'_> {
         };
         let Some(service_backend) = &backend.service else {
             let reason = if backend.resource.is_some() {
-                format!("{field}.resource: resource backends are not supported; requests answer 503")
+                format!(
+                    "{field}.resource: resource backends are not supported; requests answer 503"
+                )
             } else {
                 format!("{field}.service: missing; requests answer 503")
             };
@@ -347,7 +378,10 @@ impl Compiler<'_> {
         let service_name = service_backend.name.clone();
         let service = NamespacedName::new(ingress.namespace.clone(), service_name.clone());
         let port = service_backend.port.as_ref();
-        let written_port = match (port.and_then(|p| p.number), port.and_then(|p| p.name.as_deref())) {
+        let written_port = match (
+            port.and_then(|p| p.number),
+            port.and_then(|p| p.name.as_deref()),
+        ) {
             (Some(number), _) => number.to_string(),
             (None, Some(name)) => name.to_owned(),
             (None, None) => {
@@ -362,12 +396,15 @@ impl Compiler<'_> {
         if let Some(backend) = self.backends_by_port.get(&cache_key) {
             return make(service_name, backend.clone());
         }
-        let backend = match self.resolve_port(&service, port.and_then(|p| p.number), &written_port) {
+        let backend = match self.resolve_port(&service, port.and_then(|p| p.number), &written_port)
+        {
             Ok(key) => self
                 .out
                 .backends
                 .entry(key.clone())
-                .or_insert_with(|| Arc::new(Backend::new(key.clone(), endpoints_for(self.store, &key))))
+                .or_insert_with(|| {
+                    Arc::new(Backend::new(key.clone(), endpoints_for(self.store, &key)))
+                })
                 .clone(),
             Err(why) => {
                 self.diagnose(object, format!("{field}: {why}; requests answer 503"));
@@ -379,7 +416,12 @@ impl Compiler<'_> {
     }
 
     /// Service port (by number or name) → the port name EndpointSlices use for it.
-    fn resolve_port(&self, service: &NamespacedName, number: Option<i32>, written: &str) -> Result<BackendKey, String> {
+    fn resolve_port(
+        &self,
+        service: &NamespacedName,
+        number: Option<i32>,
+        written: &str,
+    ) -> Result<BackendKey, String> {
         let found = self
             .store
             .service(service)
@@ -402,7 +444,11 @@ impl Compiler<'_> {
         })
     }
 
-    fn certificates(&mut self, options: &CompileOptions, tls: BTreeMap<HostPattern, (NamespacedName, NamespacedName)>) {
+    fn certificates(
+        &mut self,
+        options: &CompileOptions,
+        tls: BTreeMap<HostPattern, (NamespacedName, NamespacedName)>,
+    ) {
         let mut parsed = HashMap::new();
         for (host, (secret, ingress)) in tls {
             let result = parsed
@@ -419,16 +465,24 @@ impl Compiler<'_> {
         }
         if let Some(secret) = &options.default_tls_secret {
             match self.load_secret(secret) {
-                Ok(key) => self.out.certificates.insert(&HostPattern::Any, key, secret.to_string()),
+                Ok(key) => self
+                    .out
+                    .certificates
+                    .insert(&HostPattern::Any, key, secret.to_string()),
                 Err(why) => self.diagnose(
                     ObjectRef::new(Kind::Secret, secret.namespace.clone(), secret.name.clone()),
-                    format!("--default-tls-secret: {why}; a self-signed certificate is served instead"),
+                    format!(
+                        "--default-tls-secret: {why}; a self-signed certificate is served instead"
+                    ),
                 ),
             }
         }
     }
 
-    fn load_secret(&self, secret: &NamespacedName) -> Result<Arc<rustls::sign::CertifiedKey>, String> {
+    fn load_secret(
+        &self,
+        secret: &NamespacedName,
+    ) -> Result<Arc<rustls::sign::CertifiedKey>, String> {
         let found = self.store.secret(secret).ok_or("not found")?;
         certified_key_from_secret(found)
     }
@@ -490,10 +544,19 @@ impl Compiled {
                         .iter()
                         .map(|p| RouteView::new(Some((&p.written, p.kind)), &p.route))
                         .collect();
-                    (host.to_string(), HostView { tls: routes.tls, paths })
+                    (
+                        host.to_string(),
+                        HostView {
+                            tls: routes.tls,
+                            paths,
+                        },
+                    )
                 })
                 .collect(),
-            default_backend: self.routes.default_backend().map(|r| RouteView::new(None, r)),
+            default_backend: self
+                .routes
+                .default_backend()
+                .map(|r| RouteView::new(None, r)),
             backends: self
                 .backends
                 .iter()

@@ -217,7 +217,8 @@ endpoints: [{addresses: ["10.0.0.1"]}]
 "#,
         );
         let set = endpoints_for(&store, &key("http"));
-        let addrs = |v: &[&str]| -> Vec<SocketAddr> { v.iter().map(|a| a.parse().unwrap()).collect() };
+        let addrs =
+            |v: &[&str]| -> Vec<SocketAddr> { v.iter().map(|a| a.parse().unwrap()).collect() };
         assert_eq!(set.ready, addrs(&["10.0.0.1:8080", "10.0.0.3:8080"]));
         assert_eq!(set.terminating, addrs(&["10.0.0.2:8080"]));
         assert_eq!(set.active(), set.ready.as_slice());

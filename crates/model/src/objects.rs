@@ -35,6 +35,8 @@ pub struct ObjectRef {
 }
 
 /// One object of a kind Sluice reads.
+// Boxing would only save memory while objects sit in a parse result; the Store holds them unwrapped.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Object {
     IngressClass(IngressClass),
@@ -191,6 +193,8 @@ impl fmt::Display for ParseError {
 ///
 /// `Err` means the text as a whole is unreadable (a YAML syntax error): nothing in it can be
 /// trusted, and a provider should keep what it had from this source before.
+// A parse error is rare and carries what a person needs to fix the file; size does not matter.
+#[allow(clippy::result_large_err)]
 pub fn parse_documents(source_name: &str, text: &str) -> Result<Documents, ParseError> {
     use serde::Deserialize;
 
@@ -227,13 +231,17 @@ fn parse_value(source_name: &str, document: usize, value: serde_yaml::Value, out
         Value::Null => return,
         Value::Mapping(mapping) => mapping,
         _ => {
-            out.errors
-                .push(error(None, None, "expected a Kubernetes object (a YAML mapping)".into()));
+            out.errors.push(error(
+                None,
+                None,
+                "expected a Kubernetes object (a YAML mapping)".into(),
+            ));
             return;
         }
     };
     let text_field = |name: &str| mapping.get(name).and_then(Value::as_str).map(str::to_owned);
-    let (Some(api_version), Some(kind_name)) = (text_field("apiVersion"), text_field("kind")) else {
+    let (Some(api_version), Some(kind_name)) = (text_field("apiVersion"), text_field("kind"))
+    else {
         out.errors.push(error(
             None,
             None,
@@ -295,9 +303,10 @@ fn parse_value(source_name: &str, document: usize, value: serde_yaml::Value, out
             }
             out.objects.push(object);
         }
-        Err((field, message)) => out
-            .errors
-            .push(error(Some(object_ref), field.as_deref(), message)),
+        Err((field, message)) => {
+            out.errors
+                .push(error(Some(object_ref), field.as_deref(), message))
+        }
     }
 }
 
@@ -365,7 +374,8 @@ spec:
   - http:
       paths:
       - path: /
-        backend: {service: {name: web, port: {number: 80}}}
+        pathType: Prefix
+        backend: {service: {name: web, port: {number: eighty}}}
 "#;
         let documents = parse_documents("shop.yaml", text).unwrap();
         assert!(documents.objects.is_empty());
@@ -376,14 +386,16 @@ spec:
         );
         assert_eq!(
             error.to_string(),
-            "shop.yaml: Ingress shop/web: spec.rules[0].http.paths[0]: missing field `pathType`"
+            "shop.yaml: Ingress shop/web: spec.rules[0].http.paths[0].backend.service.port.number: invalid type: string \"eighty\", expected i32"
         );
     }
 
     #[test]
     fn a_yaml_syntax_error_rejects_the_whole_text() {
         let error = parse_documents("bad.yaml", "kind: [unclosed\n").unwrap_err();
-        assert!(error.to_string().starts_with("bad.yaml: document 1: not valid YAML"));
+        assert!(error
+            .to_string()
+            .starts_with("bad.yaml: document 1: not valid YAML"));
     }
 
     #[test]

@@ -118,9 +118,9 @@ impl HostPattern {
     pub fn matches(&self, host: &str) -> bool {
         match self {
             HostPattern::Exact(h) => h == host,
-            HostPattern::Wildcard(suffix) => {
-                host.split_once('.').is_some_and(|(_, parent)| parent == suffix)
-            }
+            HostPattern::Wildcard(suffix) => host
+                .split_once('.')
+                .is_some_and(|(_, parent)| parent == suffix),
             HostPattern::Any => true,
         }
     }
@@ -261,7 +261,8 @@ impl RouteTable {
 fn normalise_host(host: &str) -> std::borrow::Cow<'_, str> {
     let without_port = if host.starts_with('[') {
         // An IPv6 literal: `[::1]:8080`. It never matches a rule, but must not be mangled.
-        host.split_once(']').map_or(host, |(h, _)| &host[..h.len() + 1])
+        host.split_once(']')
+            .map_or(host, |(h, _)| &host[..h.len() + 1])
     } else {
         host.rsplit_once(':').map_or(host, |(h, _)| h)
     };
@@ -326,7 +327,15 @@ mod tests {
             Ok(HostPattern::Wildcard("example.com".into()))
         );
         assert_eq!(HostPattern::parse(None), Ok(HostPattern::Any));
-        for bad in ["*", "Foo.com", "a..b", "foo.com:80", "10.0.0.1", "*.*.x", "-a.com"] {
+        for bad in [
+            "*",
+            "Foo.com",
+            "a..b",
+            "foo.com:80",
+            "10.0.0.1",
+            "*.*.x",
+            "-a.com",
+        ] {
             assert!(HostPattern::parse(Some(bad)).is_err(), "{bad}");
         }
     }
@@ -383,9 +392,15 @@ mod tests {
             .paths
             .push(path(PathKind::Prefix, "/shared"));
         table.finish();
-        assert_eq!(table.route("foo.com", "/shared/x").unwrap().route.service, "/shared");
+        assert_eq!(
+            table.route("foo.com", "/shared/x").unwrap().route.service,
+            "/shared"
+        );
         assert!(table.route("foo.com", "/nothing").is_none());
         table.set_default_backend(route("default"));
-        assert_eq!(table.route("foo.com", "/nothing").unwrap().route.service, "default");
+        assert_eq!(
+            table.route("foo.com", "/nothing").unwrap().route.service,
+            "default"
+        );
     }
 }

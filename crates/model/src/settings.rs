@@ -129,8 +129,12 @@ impl Settings {
             "proxy-connect-timeout" => {
                 self.proxy_connect_timeout = parse_duration(value).ok_or(DURATION)?
             }
-            "proxy-read-timeout" => self.proxy_read_timeout = parse_duration(value).ok_or(DURATION)?,
-            "proxy-send-timeout" => self.proxy_send_timeout = parse_duration(value).ok_or(DURATION)?,
+            "proxy-read-timeout" => {
+                self.proxy_read_timeout = parse_duration(value).ok_or(DURATION)?
+            }
+            "proxy-send-timeout" => {
+                self.proxy_send_timeout = parse_duration(value).ok_or(DURATION)?
+            }
             "client-header-timeout" => {
                 self.client_header_timeout = parse_duration(value).ok_or(DURATION)?
             }
@@ -159,7 +163,12 @@ impl Settings {
             "worker-processes" => {
                 self.worker_processes = match value {
                     "auto" => None,
-                    n => Some(n.parse().ok().filter(|n| *n > 0).ok_or("auto or a whole number")?),
+                    n => Some(
+                        n.parse()
+                            .ok()
+                            .filter(|n| *n > 0)
+                            .ok_or("auto or a whole number")?,
+                    ),
                 }
             }
             "ssl-session-tickets" => self.ssl_session_tickets = parse_bool(value)?,
@@ -233,7 +242,10 @@ mod tests {
         let mut diagnostics = Vec::new();
         let source = ObjectRef::new(Kind::ConfigMap, "sluice", "sluice");
         let settings = Settings::from_config_map(&source, &data, &mut diagnostics);
-        (settings, diagnostics.iter().map(|d| d.to_string()).collect())
+        (
+            settings,
+            diagnostics.iter().map(|d| d.to_string()).collect(),
+        )
     }
 
     #[test]

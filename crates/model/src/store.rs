@@ -174,7 +174,9 @@ impl Store {
                     changes.endpoints.insert(new);
                 }
             }
-            Object::IngressClass(o) => changes.config = upsert(&mut self.ingress_classes, key.name, o),
+            Object::IngressClass(o) => {
+                changes.config = upsert(&mut self.ingress_classes, key.name, o)
+            }
             Object::Ingress(o) => changes.config = upsert(&mut self.ingresses, key, o),
             Object::Service(o) => changes.config = upsert(&mut self.services, key, o),
             Object::Secret(o) => changes.config = upsert(&mut self.secrets, key, o),
@@ -226,7 +228,10 @@ impl Store {
     }
 
     fn object_refs(&self) -> Vec<ObjectRef> {
-        fn namespaced<V>(kind: Kind, map: &BTreeMap<NamespacedName, V>) -> impl Iterator<Item = ObjectRef> + '_ {
+        fn namespaced<V>(
+            kind: Kind,
+            map: &BTreeMap<NamespacedName, V>,
+        ) -> impl Iterator<Item = ObjectRef> + '_ {
             map.keys()
                 .map(move |k| ObjectRef::new(kind, k.namespace.clone(), k.name.clone()))
         }

@@ -52,7 +52,10 @@ pub fn certified_key_from_secret(secret: &Secret) -> Result<Arc<CertifiedKey>, S
 }
 
 /// A certificate chain and private key in PEM, checked to match.
-pub fn certified_key_from_pem(cert_pem: &[u8], key_pem: &[u8]) -> Result<Arc<CertifiedKey>, String> {
+pub fn certified_key_from_pem(
+    cert_pem: &[u8],
+    key_pem: &[u8],
+) -> Result<Arc<CertifiedKey>, String> {
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<_, _>>()
         .map_err(|e| format!("data.tls.crt: not PEM certificates: {e}"))?;

@@ -1,0 +1,99 @@
+//! Golden tests for `compile()`: `tests/golden/<case>.in.yaml` → `<case>.out.yaml`.
+//!
+//! Each input is a set of ordinary Kubernetes objects; the output is what Sluice makes of them
+//! (routes, backends with endpoints, certificates, settings, diagnostics, parse errors).
+//! Regenerate with `UPDATE_GOLDEN=1 cargo test -p model --test golden` and review the diff.
+//! A first line `# options: default-tls-secret=NS/NAME` sets compile options.
+
+use std::path::{Path, PathBuf};
+
+use model::{compile, parse_documents, CompileOptions, NamespacedName, Store};
+use serde::Serialize;
+
+#[derive(Serialize)]
+struct Golden {
+    parse_errors: Vec<String>,
+    compiled: model::compile::CompiledView,
+}
+
+fn options_for(text: &str) -> CompileOptions {
+    let mut options = CompileOptions::default();
+    if let Some(line) = text
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("# options:"))
+    {
+        for option in line.split_whitespace() {
+            match option.split_once('=') {
+                Some(("default-tls-secret", value)) => {
+                    options.default_tls_secret =
+                        Some(NamespacedName::parse(value).expect("NS/NAME"))
+                }
+                _ => panic!("unknown golden option {option:?}"),
+            }
+        }
+    }
+    options
+}
+
+fn run_case(input: &Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(input).unwrap();
+    let name = input.file_name().unwrap().to_string_lossy();
+    let documents = parse_documents(&name, &text).map_err(|e| e.to_string())?;
+    let mut store = Store::default();
+    store.replace_all(documents.objects);
+    let compiled = compile(&store, &options_for(&text));
+    let golden = Golden {
+        parse_errors: documents.errors.iter().map(ToString::to_string).collect(),
+        compiled: compiled.view(),
+    };
+    let actual = serde_yaml::to_string(&golden).unwrap();
+    let expected_path = PathBuf::from(input.to_string_lossy().replace(".in.yaml", ".out.yaml"));
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&expected_path, &actual).unwrap();
+        return Ok(());
+    }
+    let expected = std::fs::read_to_string(&expected_path).map_err(|e| {
+        format!(
+            "{}: {e} (run with UPDATE_GOLDEN=1)",
+            expected_path.display()
+        )
+    })?;
+    if expected != actual {
+        return Err(format!(
+            "{} differs from compile output; rerun with UPDATE_GOLDEN=1 and review the diff.\n--- actual ---\n{actual}",
+            expected_path.display()
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn golden_cases() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let mut inputs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".in.yaml"))
+        .collect();
+    inputs.sort();
+    assert!(
+        inputs.len() >= 7,
+        "golden cases missing from {}",
+        dir.display()
+    );
+    let failures: Vec<String> = inputs.iter().filter_map(|p| run_case(p).err()).collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn compiling_the_same_store_twice_is_identical() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let text = std::fs::read_to_string(dir.join("routing.in.yaml")).unwrap();
+    let mut store = Store::default();
+    store.replace_all(parse_documents("routing", &text).unwrap().objects);
+    let options = CompileOptions::default();
+    let once = serde_yaml::to_string(&compile(&store, &options).view()).unwrap();
+    let twice = serde_yaml::to_string(&compile(&store, &options).view()).unwrap();
+    assert_eq!(once, twice);
+}
