@@ -9,9 +9,9 @@ use hyper::body::{Body, Frame, SizeHint};
 
 /// A response body that yields `rest` in frames of at most `frame` bytes.
 ///
-/// Splitting a `Bytes` only moves a pointer (and, for the static files, touches no reference count), so
-/// the 1 MB file goes out as 16 frames of one static buffer. The size is always exact, which lets hyper
-/// send `Content-Length` instead of chunked encoding, as nginx does for a file.
+/// Splitting a `Bytes` only moves a pointer (and, for the static files, touches no reference
+/// count), so the 1 MB file goes out as 16 frames of one static buffer. The size is always exact,
+/// which lets hyper send `Content-Length` instead of chunked encoding, as nginx does for a file.
 #[derive(Debug)]
 pub(crate) struct ResponseBody {
     rest: Bytes,

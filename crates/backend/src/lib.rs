@@ -1,22 +1,28 @@
-//! The seeds' test application: the "pods" behind Sluice in the demo, the tests and the benchmark lab.
+//! The seeds' test application: the "pods" behind Sluice in the demo, the tests and the lab.
 //!
 //! ```text
-//!  listen addrs ──bind──▶ TcpListener ×N ──accept──▶ task per connection (TCP_NODELAY, HTTP/1.1 keep-alive)
-//!                          (one loop each)                │ request
-//!                                ▲                        ▼
-//!                                │ stop        routes::handle ─▶ /            ~1 KB server metadata
-//!  Backend::shutdown ─┐          │                        │       /healthz     "ok"
-//!  Backend::abort   ──┼─▶ Phase (watch) ──────────────────┤       /*kb.bin     static bytes, no copy
-//!  drop(Backend)    ──┘   Serving → Draining → Aborted    │       /echo        the request, as JSON
-//!                                                         │       /status/NNN  that status
-//!                                                         ▼       /slow?ms=N   200 after N ms
-//!                              Draining: hyper graceful_shutdown (in-flight requests finish,
-//!                              idle keep-alive connections close)   Aborted: connection dropped
+//!  BackendConfig.listen ──bind──▶ TcpListener ×N, one accept loop each
+//!                                    │ accept, TCP_NODELAY
+//!                                    ▼
+//!                        task per connection: hyper HTTP/1.1, keep-alive
+//!                                    │ request
+//!                                    ▼
+//!                        routes::handle ─▶ /                   ~1 KB of server metadata
+//!                                          /healthz            "ok"
+//!                                          /{0kb,1kb,1mb}.bin  slices of one static buffer
+//!                                          /echo               the request it saw, as JSON
+//!                                          /status/NNN         that status
+//!                                          /slow?ms=N          200 after N ms
+//!
+//!  shutdown(grace) ─▶ Phase::Draining: accept loops drop their listeners; connections finish
+//!                     the request in flight, then close (hyper graceful_shutdown); idle ones
+//!                     close at once. Still open after `grace`: Phase::Aborted.
+//!  abort(), drop   ─▶ Phase::Aborted: every connection is dropped where it stands.
 //! ```
 //!
-//! A drain behaves like a deleted pod (stop accepting, finish what is in flight, close idle
-//! connections); an abort behaves like a crashed one. That difference is what the lab's churn
-//! experiments are about, so both are first-class.
+//! `Phase` is one `watch` channel that every accept loop and connection task selects on. A drain
+//! behaves like a deleted pod, an abort like a crashed one; that difference is what the lab's
+//! churn experiments are about, so both are first-class.
 
 use std::convert::Infallible;
 use std::io;
@@ -154,7 +160,7 @@ impl Backend {
             let _ = task.await;
         }
         if tokio::time::timeout(grace, phase.closed()).await.is_err() {
-            tracing::info!(name = %site.name, ?grace, "drain grace elapsed, dropping remaining connections");
+            tracing::info!(name = %site.name, ?grace, "drain grace elapsed, dropping the rest");
             phase.send_replace(Phase::Aborted);
             phase.closed().await;
         }

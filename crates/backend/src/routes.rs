@@ -31,8 +31,8 @@ const TEXT: &str = "text/plain; charset=utf-8";
 const OCTETS: &str = "application/octet-stream";
 const JSON: &str = "application/json";
 
-/// The bytes behind every fixed-size file. Zeros, so the buffer sits in `.bss` and costs no binary size;
-/// serving a file is `Bytes::from_static` on a prefix of it: no allocation, no copy.
+/// The bytes behind every fixed-size file. Zeros, so the buffer sits in `.bss` and costs no binary
+/// size; serving a file is `Bytes::from_static` on a prefix of it: no allocation, no copy.
 static ZEROS: [u8; ONE_MB] = [0; ONE_MB];
 
 /// What every connection of one backend shares.
@@ -50,8 +50,8 @@ pub(crate) struct Conn {
     pub(crate) site: Arc<Site>,
 }
 
-/// Counts a request in `Site::in_flight` for as long as its handler future lives, including when the
-/// connection is dropped mid-request.
+/// Counts a request in `Site::in_flight` for as long as its handler future lives, including when
+/// the connection is dropped mid-request.
 struct InFlight<'a>(&'a AtomicUsize);
 
 impl Site {
@@ -136,14 +136,15 @@ fn hello(req: &Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
 }
 
 /// The `/` page: the fields of the NGINX "hello" demo, then a padding line that brings the page to
-/// `HELLO_SIZE` bytes, so response size does not depend on name or URI length (unless they are huge).
+/// `HELLO_SIZE` bytes, so response size does not depend on name or URI length (unless huge).
 fn hello_text(local: SocketAddr, name: &str, date: &str, uri: &Uri, request_id: &str) -> String {
     const PAD_PREFIX: &str = "Padding: ";
     let mut text = String::with_capacity(HELLO_SIZE);
     // Writing to a String cannot fail.
     let _ = write!(
         text,
-        "Server address: {local}\nServer name: {name}\nDate: {date}\nURI: {uri}\nRequest ID: {request_id}\n"
+        "Server address: {local}\nServer name: {name}\nDate: {date}\n\
+         URI: {uri}\nRequest ID: {request_id}\n"
     );
     let room = HELLO_SIZE.saturating_sub(text.len());
     if room > PAD_PREFIX.len() + 1 {

@@ -1,0 +1,582 @@
+#!/usr/bin/env bash
+# Sluice vs nginx as reverse proxies in front of the same backend: proxy CPU time per request.
+#
+#   CPU 1: wrk -t1 -c50 ──HTTP  :18081 / HTTPS :18443──▶ nginx  ──┐ (CPU 0, one worker)
+#                     └──HTTP  :18082 / HTTPS :18444──▶ sluice ──┤ (CPU 0, one worker)
+#   CPU 1: sluice backend :18080 ◀──── pooled keep-alive ───────┘
+#
+# Both proxies run for the whole benchmark (an idle one costs no CPU); wrk alternates between them
+# (sluice, nginx, sluice, nginx, ...) so drift in the machine hits both alike. For each run the proxy's
+# utime+stime is read from /proc before and after, and divided by the requests wrk completed. CPU per
+# request is the headline: it does not depend on whether wrk or the backend saturates first.
+#
+# Environment:
+#   DURATION=10s     length of each measured wrk run
+#   ROUNDS=3         runs per system and protocol
+#   WARMUP=2s        one unmeasured run per system and protocol before the rounds ("0" to skip)
+#   OUT=target/bench-proxy.md   where the Markdown report goes
+#   SLUICE_BIN=...   use this binary instead of `cargo build --release -p sluice`
+#   SYSTEMS="sluice nginx"  PROTOCOLS="http https"   to run a subset
+#   PROXY_CPU=0  LOAD_CPU=1   CPUs for the proxies and for wrk + backend
+#   SLUICE_ARGS="..."  extra flags for `sluice serve`
+#   KEEP_WORK=1      keep the temporary directory (configs, logs, wrk output)
+#
+# Everything listens on 127.0.0.1. Everything started here is stopped on exit, by recorded PID.
+set -euo pipefail
+
+DURATION=${DURATION:-10s}
+ROUNDS=${ROUNDS:-3}
+WARMUP=${WARMUP:-2s}
+SYSTEMS=${SYSTEMS:-sluice nginx}
+PROTOCOLS=${PROTOCOLS:-http https}
+PROXY_CPU=${PROXY_CPU:-0}
+LOAD_CPU=${LOAD_CPU:-1}
+KEEP_WORK=${KEEP_WORK:-0}
+
+HOST=app.example.com
+PATH_UNDER_TEST=/1kb.bin
+BODY_BYTES=1024
+BACKEND_PORT=18080
+NGINX_HTTP=18081
+NGINX_HTTPS=18443
+SLUICE_HTTP=18082
+SLUICE_HTTPS=18444
+SLUICE_ADMIN=19113
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+OUT=${OUT:-target/bench-proxy.md}
+
+PIDS=()
+WORK=""
+
+log() { printf '[bench-proxy] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+cleanup() {
+    local pid i
+    for pid in "${PIDS[@]}"; do
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    # Up to 5 s for graceful exits (nginx stops its workers, the backend drains), then force.
+    for pid in "${PIDS[@]}"; do
+        for ((i = 0; i < 50; i++)); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            log "pid $pid ignored SIGTERM, killing"
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+        wait "$pid" 2>/dev/null || true
+    done
+    if [[ -n $WORK && -d $WORK ]]; then
+        if [[ $KEEP_WORK == 1 ]]; then
+            log "kept $WORK"
+        else
+            rm -rf -- "$WORK"
+        fi
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --- tools -------------------------------------------------------------------------------------
+
+install_packages() {
+    local sudo=()
+    if [[ $(id -u) -ne 0 ]]; then
+        command -v sudo >/dev/null || die "need root or sudo to install: $*"
+        sudo=(sudo)
+    fi
+    log "installing $*"
+    # On a host with systemd, apt also starts the distribution's nginx service on :80; it does not
+    # touch the ports used here.
+    if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >&2; then
+        # Most often stale package lists: refresh once and retry.
+        "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update >&2 &&
+            "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >&2
+    fi
+}
+
+ensure_tools() {
+    if ! command -v nginx >/dev/null && [[ ! -x /usr/sbin/nginx ]]; then
+        install_packages nginx-light || install_packages nginx
+    fi
+    command -v wrk >/dev/null || install_packages wrk
+    command -v openssl >/dev/null || install_packages openssl
+    command -v curl >/dev/null || install_packages curl ca-certificates
+    command -v taskset >/dev/null || install_packages util-linux
+    NGINX_BIN=$(command -v nginx || echo /usr/sbin/nginx)
+    CLK_TCK=$(getconf CLK_TCK)
+
+    local cpus
+    cpus=$(nproc)
+    ((PROXY_CPU < cpus && LOAD_CPU < cpus)) ||
+        die "need CPUs $PROXY_CPU and $LOAD_CPU, this machine has $cpus (set PROXY_CPU/LOAD_CPU)"
+    [[ $PROXY_CPU != "$LOAD_CPU" ]] || log "warning: proxy and load share CPU $PROXY_CPU"
+}
+
+ensure_sluice() {
+    if [[ -n ${SLUICE_BIN:-} ]]; then
+        [[ -x $SLUICE_BIN ]] || die "SLUICE_BIN=$SLUICE_BIN is not executable"
+    else
+        log "building sluice (release)"
+        cargo build --release -p sluice >&2
+        SLUICE_BIN=$ROOT/target/release/sluice
+    fi
+}
+
+# --- processes ---------------------------------------------------------------------------------
+
+# wait_until DESCRIPTION PID COMMAND...: polls COMMAND for up to 20 s; fails early if PID died.
+wait_until() {
+    local what=$1 pid=$2 i
+    shift 2
+    for ((i = 0; i < 200; i++)); do
+        "$@" >/dev/null 2>&1 && return 0
+        kill -0 "$pid" 2>/dev/null || die "$what: process $pid exited (see logs in $WORK)"
+        sleep 0.1
+    done
+    die "$what: not ready after 20 s (see logs in $WORK)"
+}
+
+start_backend() {
+    taskset -c "$LOAD_CPU" "$SLUICE_BIN" backend --listen "127.0.0.1:$BACKEND_PORT" --name bench \
+        >"$WORK/backend.log" 2>&1 &
+    BACKEND_PID=$!
+    PIDS+=("$BACKEND_PID")
+    wait_until "backend" "$BACKEND_PID" curl -fsS "http://127.0.0.1:$BACKEND_PORT/healthz"
+    log "backend pid $BACKEND_PID: $(head -n1 "$WORK/backend.log")"
+}
+
+make_cert() {
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=$HOST" \
+        -addext "subjectAltName=DNS:$HOST" \
+        -keyout "$WORK/tls.key" -out "$WORK/tls.crt" 2>/dev/null
+    chmod 600 "$WORK/tls.key"
+}
+
+# The nginx an ingress controller would generate for one Ingress: ingress headers, pooled HTTP/1.1
+# upstream connections, no access log, one worker.
+start_nginx() {
+    local dir=$WORK/nginx
+    mkdir -p "$dir/tmp"
+    # When started as root the worker runs as nobody and must reach its temp directories.
+    chmod 755 "$WORK" "$dir" "$dir/tmp"
+    cat >"$dir/nginx.conf" <<EOF
+daemon off;
+master_process on;
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+
+events {
+    worker_connections 10000;
+}
+
+http {
+    access_log off;
+    default_type application/octet-stream;
+    server_tokens off;
+    # Debian's compiled-in temp paths are under /var/lib/nginx; keep everything in our prefix.
+    client_body_temp_path $dir/tmp/body;
+    proxy_temp_path $dir/tmp/proxy;
+    fastcgi_temp_path $dir/tmp/fastcgi;
+    uwsgi_temp_path $dir/tmp/uwsgi;
+    scgi_temp_path $dir/tmp/scgi;
+
+    keepalive_timeout 75s;
+    keepalive_requests 100000000;
+
+    upstream app {
+        server 127.0.0.1:$BACKEND_PORT;
+        keepalive 100;
+        keepalive_requests 100000000;
+    }
+
+    server {
+        listen 127.0.0.1:$NGINX_HTTP;
+        listen 127.0.0.1:$NGINX_HTTPS ssl;
+        server_name $HOST;
+
+        ssl_certificate $WORK/tls.crt;
+        ssl_certificate_key $WORK/tls.key;
+        ssl_protocols TLSv1.2 TLSv1.3;
+
+        location / {
+            proxy_pass http://app;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host \$host;
+            proxy_set_header X-Request-ID \$request_id;
+            proxy_set_header X-Real-IP \$remote_addr;
+            proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+            proxy_set_header X-Forwarded-Host \$host;
+            proxy_set_header X-Forwarded-Port \$server_port;
+            proxy_set_header X-Forwarded-Proto \$scheme;
+        }
+    }
+}
+EOF
+    "$NGINX_BIN" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" -t >"$dir/configtest.log" 2>&1 ||
+        die "nginx rejected its config: $(cat "$dir/configtest.log")"
+    taskset -c "$PROXY_CPU" "$NGINX_BIN" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" \
+        >"$dir/stdout.log" 2>&1 &
+    NGINX_PID=$!
+    PIDS+=("$NGINX_PID")
+    wait_until "nginx" "$NGINX_PID" \
+        curl -fsS -H "Host: $HOST" "http://127.0.0.1:$NGINX_HTTP/healthz"
+    log "nginx master pid $NGINX_PID, workers: $(child_pids "$NGINX_PID" | tr '\n' ' ')"
+}
+
+# The same intent as Kubernetes objects, read by the file provider.
+write_sluice_config() {
+    local dir=$WORK/sluice
+    mkdir -p "$dir"
+    cat >"$dir/ingressclass.yaml" <<EOF
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata:
+  name: sluice
+spec:
+  controller: sluice.dev/ingress-controller
+EOF
+    cat >"$dir/configmap.yaml" <<EOF
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: sluice
+  namespace: sluice
+data:
+  keepalive: "100"
+  keep-alive-requests: "100000000"
+  ssl-redirect: "false"
+EOF
+    {
+        cat <<EOF
+apiVersion: v1
+kind: Secret
+metadata:
+  name: app-tls
+  namespace: default
+type: kubernetes.io/tls
+stringData:
+  tls.crt: |
+EOF
+        sed 's/^/    /' "$WORK/tls.crt"
+        echo "  tls.key: |"
+        sed 's/^/    /' "$WORK/tls.key"
+    } >"$dir/secret.yaml"
+    chmod 600 "$dir/secret.yaml"
+    cat >"$dir/service.yaml" <<EOF
+apiVersion: v1
+kind: Service
+metadata:
+  name: app
+  namespace: default
+spec:
+  ports:
+    - name: http
+      port: 80
+      protocol: TCP
+      targetPort: $BACKEND_PORT
+EOF
+    cat >"$dir/endpointslice.yaml" <<EOF
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: app-bench
+  namespace: default
+  labels:
+    kubernetes.io/service-name: app
+addressType: IPv4
+ports:
+  - name: http
+    port: $BACKEND_PORT
+    protocol: TCP
+endpoints:
+  - addresses:
+      - 127.0.0.1
+    conditions:
+      ready: true
+EOF
+    cat >"$dir/ingress.yaml" <<EOF
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: app
+  namespace: default
+spec:
+  ingressClassName: sluice
+  tls:
+    - hosts:
+        - $HOST
+      secretName: app-tls
+  rules:
+    - host: $HOST
+      http:
+        paths:
+          - path: /
+            pathType: Prefix
+            backend:
+              service:
+                name: app
+                port:
+                  number: 80
+EOF
+}
+
+start_sluice() {
+    local extra=()
+    write_sluice_config
+    # wrk sends the URL's host, 127.0.0.1, as SNI, which rustls ignores as illegal: such clients get
+    # the default certificate. Make that the bench certificate, as nginx's only server block does, so
+    # both proxies do the same RSA-2048 handshakes.
+    if "$SLUICE_BIN" serve --help 2>/dev/null | grep -q -- '--default-tls-secret'; then
+        extra+=(--default-tls-secret default/app-tls)
+    fi
+    if [[ -n ${SLUICE_ARGS:-} ]]; then
+        read -r -a more <<<"$SLUICE_ARGS"
+        extra+=("${more[@]}")
+    fi
+    taskset -c "$PROXY_CPU" "$SLUICE_BIN" serve --config "$WORK/sluice" \
+        --http-listen "127.0.0.1:$SLUICE_HTTP" --https-listen "127.0.0.1:$SLUICE_HTTPS" \
+        --admin-listen "127.0.0.1:$SLUICE_ADMIN" --workers 1 "${extra[@]}" >"$WORK/sluice.log" 2>&1 &
+    SLUICE_PID=$!
+    PIDS+=("$SLUICE_PID")
+    wait_until "sluice" "$SLUICE_PID" curl -fsS "http://127.0.0.1:$SLUICE_ADMIN/ready"
+    log "sluice pid $SLUICE_PID"
+}
+
+# --- measurement -------------------------------------------------------------------------------
+
+child_pids() {
+    local parent=$1 file stat rest fields
+    for file in /proc/[0-9]*/stat; do
+        # The command name may hold spaces and parentheses: fields start after the last ") ".
+        { read -r stat <"$file"; } 2>/dev/null || continue
+        rest=${stat##*) }
+        read -r -a fields <<<"$rest"
+        [[ ${fields[1]} == "$parent" ]] && echo "${stat%% *}"
+    done
+    return 0
+}
+
+# cpu_ticks PID...: utime+stime summed over the given processes, in clock ticks.
+cpu_ticks() {
+    local pid stat rest fields total=0
+    for pid in "$@"; do
+        { read -r stat <"/proc/$pid/stat"; } 2>/dev/null || die "process $pid is gone"
+        rest=${stat##*) }
+        read -r -a fields <<<"$rest"
+        # After the name: state ppid ... utime is field 14 of stat(5), stime 15.
+        total=$((total + fields[11] + fields[12]))
+    done
+    echo "$total"
+}
+
+proxy_pids() {
+    case $1 in
+        sluice) echo "$SLUICE_PID" ;;
+        nginx) echo "$NGINX_PID" && child_pids "$NGINX_PID" ;;
+        *) die "unknown system '$1'" ;;
+    esac
+}
+
+url_for() {
+    local system=$1 protocol=$2 port
+    case $system/$protocol in
+        nginx/http) port=$NGINX_HTTP ;;
+        nginx/https) port=$NGINX_HTTPS ;;
+        sluice/http) port=$SLUICE_HTTP ;;
+        sluice/https) port=$SLUICE_HTTPS ;;
+        *) die "no port for $system $protocol" ;;
+    esac
+    echo "$protocol://127.0.0.1:$port$PATH_UNDER_TEST"
+}
+
+# A proxy answering fast with errors would look efficient: check the real answer first. curl sends
+# SNI for the host (wrk will send 127.0.0.1 or none), so both paths of certificate choice are seen.
+check_proxy() {
+    local system=$1 protocol=$2 url got port
+    url=$(url_for "$system" "$protocol")
+    port=${url#*://127.0.0.1:}
+    port=${port%%/*}
+    if [[ $protocol == https ]]; then
+        got=$(curl -sS -k --resolve "$HOST:$port:127.0.0.1" -o /dev/null \
+            -w '%{http_code} %{size_download}' "https://$HOST:$port$PATH_UNDER_TEST") ||
+            die "$system $protocol: curl with SNI $HOST failed"
+        [[ $got == "200 $BODY_BYTES" ]] ||
+            die "$system $protocol with SNI $HOST: want '200 $BODY_BYTES', got '$got'"
+    fi
+    got=$(curl -sS -k -H "Host: $HOST" -o /dev/null -w '%{http_code} %{size_download}' "$url") ||
+        die "$system $protocol: curl $url failed"
+    [[ $got == "200 $BODY_BYTES" ]] || die "$system $protocol: want '200 $BODY_BYTES', got '$got'"
+    if [[ $protocol == https ]]; then
+        check_certificate "$system" "$port"
+    fi
+}
+
+# Handshake cost depends on the key: warn when a proxy shows wrk (SNI "127.0.0.1") another certificate.
+check_certificate() {
+    local system=$1 port=$2 want served
+    want=$(openssl x509 -in "$WORK/tls.crt" -noout -fingerprint -sha256)
+    served=$(openssl s_client -connect "127.0.0.1:$port" -servername 127.0.0.1 </dev/null 2>/dev/null |
+        openssl x509 -noout -fingerprint -sha256 2>/dev/null) || served="(none)"
+    if [[ $served != "$want" ]]; then
+        log "warning: $system presents another certificate to wrk than the RSA-2048 bench one;" \
+            "HTTPS handshake costs differ (set SLUICE_ARGS to choose its default certificate)"
+    fi
+}
+
+run_wrk() {
+    local url=$1 duration=$2 out=$3
+    local pid status=0
+    # wrk stops itself after DURATION; the outer timeout only guards against a hang. It runs in the
+    # background so that a signal to this script interrupts `wait` instead of waiting for wrk.
+    timeout --kill-after=5 120 taskset -c "$LOAD_CPU" \
+        wrk -t1 -c50 -d"$duration" -H "Host: $HOST" "$url" >"$out" 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    wait "$pid" || status=$?
+    unset 'PIDS[-1]'
+    ((status == 0)) || die "wrk failed: $(cat "$out")"
+}
+
+# wrk's "123456 requests in 10.00s, 150.00MB read" and error lines.
+wrk_requests() { awk '/ requests in /{print $1}' "$1"; }
+wrk_rps() { awk '/^Requests\/sec:/{print $2}' "$1"; }
+wrk_errors() {
+    awk '/Non-2xx or 3xx responses:/{n += $NF}
+         /Socket errors:/{for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+,?$/) n += $i}
+         END{print n + 0}' "$1"
+}
+
+# measure SYSTEM PROTOCOL ROUND: one wrk run, one line appended to $RESULTS.
+measure() {
+    local system=$1 protocol=$2 round=$3 out before after pids requests rps errors ticks us_per_req
+    out=$WORK/wrk-$system-$protocol-$round.txt
+    mapfile -t pids < <(proxy_pids "$system")
+    before=$(cpu_ticks "${pids[@]}")
+    run_wrk "$(url_for "$system" "$protocol")" "$DURATION" "$out"
+    after=$(cpu_ticks "${pids[@]}")
+    requests=$(wrk_requests "$out")
+    rps=$(wrk_rps "$out")
+    errors=$(wrk_errors "$out")
+    [[ -n $requests && $requests -gt 0 ]] || die "no requests completed: $(cat "$out")"
+    ticks=$((after - before))
+    us_per_req=$(awk -v t="$ticks" -v hz="$CLK_TCK" -v n="$requests" 'BEGIN{printf "%.2f", t * 1e6 / hz / n}')
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
+        "$system" "$protocol" "$round" "$rps" "$requests" "$ticks" "$us_per_req" "$errors" >>"$RESULTS"
+    log "$(printf '%-6s %-5s round %s: %10s req/s  %9s requests  cpu %6.2f s  %7s µs/req  errors %s' \
+        "$system" "$protocol" "$round" "$rps" "$requests" \
+        "$(awk -v t="$ticks" -v hz="$CLK_TCK" 'BEGIN{print t / hz}')" "$us_per_req" "$errors")"
+    if ((errors > 0)); then
+        log "warning: $system $protocol round $round had $errors errors (see $out)"
+    fi
+}
+
+# --- report ------------------------------------------------------------------------------------
+
+median() { sort -g | awk '{v[NR] = $1} END{if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+column_for() {
+    local system=$1 protocol=$2 col=$3
+    awk -F'\t' -v s="$system" -v p="$protocol" -v c="$col" '$1 == s && $2 == p {print $c}' "$RESULTS"
+}
+
+report() {
+    local system protocol rps cpu errors s_cpu n_cpu s_rps n_rps
+    {
+        echo "# Proxy CPU per request: Sluice vs nginx"
+        echo
+        echo "- $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs: $(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
+        echo "- $("$NGINX_BIN" -v 2>&1), sluice $("$SLUICE_BIN" --version 2>/dev/null || echo '(no --version)'), $(wrk -v 2>&1 | head -n1 | awk '{print $1, $2}')"
+        echo "- wrk -t1 -c50 -d$DURATION on CPU $LOAD_CPU with the backend; proxy on CPU $PROXY_CPU, one worker; GET $PATH_UNDER_TEST ($BODY_BYTES B), $ROUNDS rounds, alternating"
+        echo
+        echo "## Runs"
+        echo
+        echo "| system | protocol | round | RPS | requests | proxy CPU s | CPU µs/req | errors |"
+        echo "|---|---|---:|---:|---:|---:|---:|---:|"
+        awk -F'\t' -v hz="$CLK_TCK" '{printf "| %s | %s | %s | %.0f | %s | %.2f | %s | %s |\n", $1, $2, $3, $4, $5, $6 / hz, $7, $8}' "$RESULTS"
+        echo
+        echo "## Medians"
+        echo
+        echo "| system | protocol | median RPS | median proxy CPU µs/req | errors |"
+        echo "|---|---|---:|---:|---:|"
+        for protocol in $PROTOCOLS; do
+            for system in $SYSTEMS; do
+                rps=$(column_for "$system" "$protocol" 4 | median)
+                cpu=$(column_for "$system" "$protocol" 7 | median)
+                errors=$(column_for "$system" "$protocol" 8 | awk '{n += $1} END{print n + 0}')
+                printf '| %s | %s | %.0f | %.2f | %s |\n' "$system" "$protocol" "$rps" "$cpu" "$errors"
+            done
+        done
+        if [[ " $SYSTEMS " == *" sluice "* && " $SYSTEMS " == *" nginx "* ]]; then
+            echo
+            echo "## Sluice ÷ nginx"
+            echo
+            echo "| protocol | CPU per request (target ≤ 1.0) | RPS |"
+            echo "|---|---:|---:|"
+            for protocol in $PROTOCOLS; do
+                s_cpu=$(column_for sluice "$protocol" 7 | median)
+                n_cpu=$(column_for nginx "$protocol" 7 | median)
+                s_rps=$(column_for sluice "$protocol" 4 | median)
+                n_rps=$(column_for nginx "$protocol" 4 | median)
+                awk -v p="$protocol" -v sc="$s_cpu" -v nc="$n_cpu" -v sr="$s_rps" -v nr="$n_rps" \
+                    'BEGIN{printf "| %s | %.3f%s | %.3f |\n", p, sc / nc, (sc <= nc ? "" : " ✗"), sr / nr}'
+            done
+        fi
+    } >"$REPORT_TMP"
+}
+
+# --- main --------------------------------------------------------------------------------------
+
+main() {
+    local protocol round system
+    [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer, got '$ROUNDS'"
+    ensure_tools
+    ensure_sluice
+    WORK=$(mktemp -d -t sluice-bench-proxy.XXXXXX)
+    RESULTS=$WORK/results.tsv
+    REPORT_TMP=$WORK/report.md
+    : >"$RESULTS"
+
+    make_cert
+    start_backend
+    for system in $SYSTEMS; do
+        case $system in
+            nginx) start_nginx ;;
+            sluice) start_sluice ;;
+            *) die "unknown system '$system' (want sluice and/or nginx)" ;;
+        esac
+        for protocol in $PROTOCOLS; do
+            case $protocol in http | https) ;; *) die "unknown protocol '$protocol'" ;; esac
+            check_proxy "$system" "$protocol"
+        done
+    done
+
+    for protocol in $PROTOCOLS; do
+        if [[ $WARMUP != 0 ]]; then
+            for system in $SYSTEMS; do
+                log "warm-up $system $protocol ($WARMUP)"
+                run_wrk "$(url_for "$system" "$protocol")" "$WARMUP" "$WORK/wrk-warmup-$system-$protocol.txt"
+            done
+        fi
+        for ((round = 1; round <= ROUNDS; round++)); do
+            for system in $SYSTEMS; do
+                measure "$system" "$protocol" "$round"
+            done
+        done
+    done
+
+    report
+    mkdir -p "$(dirname "$OUT")"
+    cp "$REPORT_TMP" "$OUT"
+    cat "$OUT"
+    log "report written to $OUT"
+}
+
+main "$@"
