@@ -103,6 +103,13 @@ impl Backend {
         self.endpoints.load_full()
     }
 
+    /// Runs `f` on the current endpoints without taking a reference count. The proxy calls this
+    /// on every request from every worker; `endpoints()` would make all of them bump one shared
+    /// counter, bouncing its cache line between cores.
+    pub fn with_endpoints<R>(&self, f: impl FnOnce(&EndpointSet) -> R) -> R {
+        f(&self.endpoints.load())
+    }
+
     /// Publishes a new endpoint set; false when it is equal to the current one.
     pub fn set_endpoints(&self, endpoints: EndpointSet) -> bool {
         if **self.endpoints.load() == endpoints {

@@ -20,7 +20,9 @@ use tokio::sync::Notify;
 /// Why the config path cannot be used at start-up.
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
-    #[error("{path}: no such file or directory; --config needs a YAML file or a folder of YAML files")]
+    #[error(
+        "{path}: no such file or directory; --config needs a YAML file or a folder of YAML files"
+    )]
     NotFound { path: String },
     #[error("{path}: cannot read: {source}")]
     Unreadable {
@@ -28,7 +30,9 @@ pub enum FileError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: contains no readable YAML (looked for *.yaml, *.yml and *.json files){details}")]
+    #[error(
+        "{path}: contains no readable YAML (looked for *.yaml, *.yml and *.json files){details}"
+    )]
     NoYaml { path: String, details: String },
     #[error("cannot watch {path} for changes: {source}")]
     Watch {
@@ -73,7 +77,12 @@ impl FileSource {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(FileError::NotFound { path: display })
             }
-            Err(source) => return Err(FileError::Unreadable { path: display, source }),
+            Err(source) => {
+                return Err(FileError::Unreadable {
+                    path: display,
+                    source,
+                })
+            }
             Ok(_) => {}
         }
         let mut source = FileSource {
@@ -81,17 +90,17 @@ impl FileSource {
             files: BTreeMap::new(),
         };
         source.reload();
-        let readable = source
-            .files
-            .values()
-            .any(|f| f.readable);
+        let readable = source.files.values().any(|f| f.readable);
         if !readable {
             let details = source
                 .errors()
                 .iter()
                 .map(|e| format!("\n  {e}"))
                 .collect::<String>();
-            return Err(FileError::NoYaml { path: display, details });
+            return Err(FileError::NoYaml {
+                path: display,
+                details,
+            });
         }
         Ok(source)
     }
@@ -158,7 +167,9 @@ fn refresh_file(path: &Path, state: &mut FileState) -> bool {
         Ok(text) => text,
         Err(e) => {
             // Unreadable for now (mid-write, permissions): keep what we had.
-            state.errors = vec![format!("{name}: cannot read: {e}; keeping its last good objects")];
+            state.errors = vec![format!(
+                "{name}: cannot read: {e}; keeping its last good objects"
+            )];
             return false;
         }
     };
@@ -177,7 +188,11 @@ fn refresh_file(path: &Path, state: &mut FileState) -> bool {
             for error in documents.errors {
                 // Keep the last good version of an object that has become invalid.
                 let previous = error.object.as_ref().and_then(|bad| {
-                    state.objects.iter().find(|o| o.object_ref() == *bad).cloned()
+                    state
+                        .objects
+                        .iter()
+                        .find(|o| o.object_ref() == *bad)
+                        .cloned()
                 });
                 let note = if previous.is_some() {
                     "; keeping its last good version"
@@ -203,7 +218,9 @@ fn config_files(root: &Path) -> Vec<PathBuf> {
     }
     let mut folders = vec![root.to_path_buf()];
     while let Some(folder) = folders.pop() {
-        let Ok(entries) = std::fs::read_dir(&folder) else { continue };
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
         for entry in entries.flatten() {
             let name = entry.file_name();
             let name = name.to_string_lossy();
@@ -213,7 +230,10 @@ fn config_files(root: &Path) -> Vec<PathBuf> {
             let path = entry.path();
             if path.is_dir() {
                 folders.push(path);
-            } else if [".yaml", ".yml", ".json"].iter().any(|ext| name.ends_with(ext)) {
+            } else if [".yaml", ".yml", ".json"]
+                .iter()
+                .any(|ext| name.ends_with(ext))
+            {
                 files.push(path);
             }
         }
@@ -232,13 +252,14 @@ impl FileWatch {
             path: root.display().to_string(),
             source,
         };
-        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            // Access events (reads, including our own) change nothing.
-            if event.is_ok_and(|e| !e.kind.is_access()) {
-                notify_changed.notify_one();
-            }
-        })
-        .map_err(watch_error)?;
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                // Access events (reads, including our own) change nothing.
+                if event.is_ok_and(|e| !e.kind.is_access()) {
+                    notify_changed.notify_one();
+                }
+            })
+            .map_err(watch_error)?;
         if root.is_file() {
             let parent = root
                 .parent()
@@ -278,20 +299,34 @@ mod tests {
     }
 
     fn names(source: &FileSource) -> Vec<String> {
-        source.objects().iter().map(|o| o.object_ref().to_string()).collect()
+        source
+            .objects()
+            .iter()
+            .map(|o| o.object_ref().to_string())
+            .collect()
     }
 
     #[test]
     fn missing_path_and_empty_folder_are_fatal_with_a_clear_message() {
         let missing = FileSource::open("/nonexistent/sluice.yaml").unwrap_err();
-        assert!(missing.to_string().contains("/nonexistent/sluice.yaml: no such file"));
+        assert!(missing
+            .to_string()
+            .contains("/nonexistent/sluice.yaml: no such file"));
         let dir = temp_dir("empty");
         std::fs::write(dir.join("notes.txt"), "hello").unwrap();
         let empty = FileSource::open(&dir).unwrap_err();
-        assert!(empty.to_string().contains("contains no readable YAML"), "{empty}");
+        assert!(
+            empty.to_string().contains("contains no readable YAML"),
+            "{empty}"
+        );
         std::fs::write(dir.join("bad.yaml"), "kind: [").unwrap();
         let broken = FileSource::open(&dir).unwrap_err();
-        assert!(broken.to_string().contains("bad.yaml: document 1: not valid YAML"), "{broken}");
+        assert!(
+            broken
+                .to_string()
+                .contains("bad.yaml: document 1: not valid YAML"),
+            "{broken}"
+        );
     }
 
     #[test]
@@ -302,11 +337,17 @@ mod tests {
         std::fs::write(dir.join("sub/b.yml"), SERVICE.replace("web", "api")).unwrap();
         std::fs::write(dir.join(".a.yaml.swp"), "junk").unwrap();
         let mut source = FileSource::open(&dir).unwrap();
-        assert_eq!(names(&source), ["Service default/web", "Service default/api"]);
+        assert_eq!(
+            names(&source),
+            ["Service default/web", "Service default/api"]
+        );
 
         std::fs::write(dir.join("a.yaml"), "kind: [").unwrap();
         assert!(source.reload());
-        assert_eq!(names(&source), ["Service default/web", "Service default/api"]);
+        assert_eq!(
+            names(&source),
+            ["Service default/web", "Service default/api"]
+        );
         assert!(source.errors()[0].contains("keeping this file's last good objects"));
 
         std::fs::remove_file(dir.join("a.yaml")).unwrap();
@@ -321,13 +362,25 @@ mod tests {
         let two = format!("{SERVICE}---\n{}", SERVICE.replace("web", "api"));
         std::fs::write(dir.join("a.yaml"), &two).unwrap();
         let mut source = FileSource::open(&dir).unwrap();
-        let broken = two.replace("metadata: {name: api}", "metadata: {name: api}\nspec: {ports: 80}");
+        let broken = two.replace(
+            "metadata: {name: api}",
+            "metadata: {name: api}\nspec: {ports: 80}",
+        );
         std::fs::write(dir.join("a.yaml"), broken).unwrap();
         source.reload();
-        assert_eq!(names(&source), ["Service default/web", "Service default/api"]);
+        assert_eq!(
+            names(&source),
+            ["Service default/web", "Service default/api"]
+        );
         let errors = source.errors();
-        assert!(errors[0].contains("Service default/api: spec.ports"), "{errors:?}");
-        assert!(errors[0].ends_with("keeping its last good version"), "{errors:?}");
+        assert!(
+            errors[0].contains("Service default/api: spec.ports"),
+            "{errors:?}"
+        );
+        assert!(
+            errors[0].ends_with("keeping its last good version"),
+            "{errors:?}"
+        );
     }
 
     #[test]

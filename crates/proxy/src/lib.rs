@@ -1,1 +1,218 @@
-//! proxy
+//! Sluice's data plane: listeners, TLS, the HTTP server, the upstream pool, load balancing,
+//! retries, and the admin endpoints.
+//!
+//! ```text
+//!  control plane ──publish(Arc<Compiled>)──▶ Shared.config (ArcSwap) ──wake──▶ every worker
+//!                 ─endpoints_changed()────▶ (endpoint sets swapped in place)   (pool sweep)
+//!
+//!  worker 1..N (own thread, own current-thread runtime, own SO_REUSEPORT sockets, own pool)
+//!   :http  accept ─▶ HTTP/1.1 ───────────────────────────┐
+//!   :https accept ─▶ TLS (cert by SNI from the current  ─┤─▶ handle(request)
+//!                    config) ─ALPN─▶ HTTP/2 | HTTP/1.1 ──┘        │
+//!        route(host, path) on the current config ─ none ─▶ 404 ────┤
+//!        ssl-redirect ─▶ 308 │ no endpoint ─▶ 503 │ too big ─▶ 413 ┤ error_response()
+//!        pick endpoint (round robin | least request, set-aside)   │
+//!        ─▶ pooled or fresh HTTP/1.1 upstream connection ─ fail ─▶ next endpoint (bounded)
+//!        ─▶ response head ─▶ client; body streams through; connection back to the pool
+//!           once the body has been read to its end; 101 ─▶ spliced tunnel
+//!
+//!  admin thread: /healthz /ready /config /metrics (sums per-worker counters at scrape time)
+//! ```
+//!
+//! Nothing on a request's path is shared between workers except immutable configuration,
+//! read through `ArcSwap` without touching a shared reference count (see `worker::Worker::config`).
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use tokio::sync::watch;
+
+mod admin;
+mod balance;
+mod body;
+mod error;
+mod forward;
+mod headers;
+mod listen;
+mod metrics;
+mod shared;
+mod tls;
+mod upstream;
+mod worker;
+
+pub use listen::StartError;
+
+use shared::Shared;
+
+/// Where the proxy listens and how many workers serve.
+#[derive(Clone, Debug)]
+pub struct ProxyConfig {
+    /// Port 0 is allowed: the first worker's socket learns the port, the others bind that one.
+    pub http_listen: SocketAddr,
+    pub https_listen: SocketAddr,
+    pub admin_listen: SocketAddr,
+    pub workers: NonZeroUsize,
+}
+
+/// The running data plane. Dropping it without [`Proxy::shutdown`] tells every thread to stop
+/// but does not wait for them.
+pub struct Proxy {
+    shared: Arc<Shared>,
+    http_addr: SocketAddr,
+    https_addr: SocketAddr,
+    admin_addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    workers: Vec<JoinHandle<()>>,
+    admin: Option<JoinHandle<()>>,
+}
+
+impl Proxy {
+    /// Binds every listener, starts `workers` threads (each: its own current-thread tokio
+    /// runtime, its own SO_REUSEPORT listeners for HTTP and HTTPS, its own upstream pool) and
+    /// the admin server (own thread). Before the first `publish`, data-plane requests answer
+    /// 503 and /ready answers 503.
+    pub fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
+        let workers = config.workers.get();
+        let http = listen::bind_reuseport(
+            "HTTP listener",
+            "--http-listen",
+            config.http_listen,
+            workers,
+        )?;
+        let https = listen::bind_reuseport(
+            "HTTPS listener",
+            "--https-listen",
+            config.https_listen,
+            workers,
+        )?;
+        let admin = listen::bind_single("admin listener", "--admin-listen", config.admin_listen)?;
+        let http_addr = http.addr;
+        let https_addr = https.addr;
+        let admin_addr = admin.addr;
+
+        let shared = Arc::new(Shared::new()?);
+        let (stop, stop_rx) = watch::channel(false);
+
+        let mut stats_senders = Vec::with_capacity(workers);
+        let mut handles = Vec::with_capacity(workers);
+        for (id, (http, https)) in http.sockets.into_iter().zip(https.sockets).enumerate() {
+            let (stats_tx, stats_rx) = tokio::sync::mpsc::channel(4);
+            stats_senders.push(stats_tx);
+            let spawned = worker::spawn(worker::WorkerSetup {
+                id,
+                shared: shared.clone(),
+                http,
+                https,
+                http_port: http_addr.port(),
+                https_port: https_addr.port(),
+                stop: stop_rx.clone(),
+                stats: stats_rx,
+            });
+            match spawned {
+                Ok(handle) => handles.push(handle),
+                Err(e) => {
+                    // Threads already running see the stop signal when `stop` drops.
+                    stop.send_replace(true);
+                    return Err(e);
+                }
+            }
+        }
+        let admin_socket = admin.sockets.into_iter().next().expect("one admin socket");
+        let admin = match admin::spawn(admin_socket, shared.clone(), stats_senders, stop_rx) {
+            Ok(handle) => handle,
+            Err(e) => {
+                stop.send_replace(true);
+                return Err(e);
+            }
+        };
+        tracing::info!(%http_addr, %https_addr, %admin_addr, workers, "proxy started");
+        Ok(Proxy {
+            shared,
+            http_addr,
+            https_addr,
+            admin_addr,
+            stop,
+            workers: handles,
+            admin: Some(admin),
+        })
+    }
+
+    pub fn http_addr(&self) -> SocketAddr {
+        self.http_addr
+    }
+
+    pub fn https_addr(&self) -> SocketAddr {
+        self.https_addr
+    }
+
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin_addr
+    }
+
+    /// Atomic swap of the whole configuration. Also records the swap for metrics, marks the
+    /// proxy ready, and wakes the workers so they close idle pooled connections to endpoints
+    /// no longer present.
+    pub fn publish(&self, compiled: Arc<model::Compiled>) {
+        self.shared.publish(compiled);
+    }
+
+    /// The current configuration (the control plane runs `compiled.refresh_endpoints(..)` on
+    /// it: the endpoint fast path).
+    pub fn current(&self) -> Option<Arc<model::Compiled>> {
+        self.shared.config.load_full()
+    }
+
+    /// Call after the control plane swapped endpoint sets in place: counts an endpoint swap and
+    /// wakes the workers to close idle pooled connections to vanished endpoints.
+    pub fn endpoints_changed(&self) {
+        self.shared.endpoints_changed();
+    }
+
+    /// Provider-level problems (e.g. "app.yaml: not valid YAML ...") shown in /config next to
+    /// the compile diagnostics.
+    pub fn set_source_errors(&self, errors: Vec<String>) {
+        *self
+            .shared
+            .source_errors
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = errors;
+    }
+
+    /// Stops accepting now; lets in-flight requests finish within the current
+    /// `worker-shutdown-timeout`, closes idle connections (HTTP/1 after the current response,
+    /// HTTP/2 with GOAWAY), then joins every thread. Blocks until everything has stopped, so
+    /// call it from a plain thread or `spawn_blocking`, not from inside an async task.
+    pub fn shutdown(mut self) {
+        self.stop.send_replace(true);
+        for handle in self.workers.drain(..) {
+            if handle.join().is_err() {
+                tracing::error!("a worker thread panicked");
+            }
+        }
+        if let Some(admin) = self.admin.take() {
+            if admin.join().is_err() {
+                tracing::error!("the admin thread panicked");
+            }
+        }
+        tracing::info!("proxy stopped");
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+    }
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("http_addr", &self.http_addr)
+            .field("https_addr", &self.https_addr)
+            .field("admin_addr", &self.admin_addr)
+            .field("workers", &self.workers.len())
+            .finish()
+    }
+}

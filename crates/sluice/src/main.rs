@@ -1,1 +1,82 @@
-fn main() {}
+//! `sluice`: the command line. Parses, then hands off to the subcommand's module.
+//!
+//! ```text
+//!  argv ──clap──▶ serve   ──▶ serve::run   (file provider → Store → compile → proxy)
+//!              ├─▶ backend ──▶ backend::run_until_signal (the seeds' test app)
+//!              └─▶ demo    ──▶ demo::run    (demo backends + example config + serve)
+//! ```
+
+mod demo;
+mod serve;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "sluice",
+    version,
+    about = "A Kubernetes Ingress controller that never reloads"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the ingress proxy.
+    Serve(serve::ServeArgs),
+    /// Run the test application (the seeds' ~1 KB metadata app, fixed-size files, echo).
+    Backend(BackendArgs),
+    /// Run the proxy on a built-in example config with two demo backends.
+    Demo(demo::DemoArgs),
+}
+
+#[derive(clap::Args)]
+struct BackendArgs {
+    /// Address to listen on; repeat for several.
+    #[arg(long, value_name = "ADDR", required = true)]
+    listen: Vec<std::net::SocketAddr>,
+    /// Name reported in responses.
+    #[arg(long, default_value = "backend")]
+    name: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let result = match cli.command {
+        Command::Serve(args) => serve::run(args),
+        Command::Demo(args) => demo::run(args),
+        Command::Backend(args) => run_backend(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("sluice: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_backend(args: BackendArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(backend::run_until_signal(backend::BackendConfig {
+        listen: args.listen,
+        name: args.name,
+    }))?;
+    Ok(())
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -1,0 +1,561 @@
+//! The I/O half: threads, connections and the clock, executing the [`Schedule`] and feeding a
+//! [`Recorder`] per thread.
+//!
+//! ```text
+//!  run(config) ─ resolve, TLS config, encode request ─┐
+//!     ├─ thread 0: current-thread runtime ── conn 0, T, 2T, … each: loop {
+//!     ├─ thread 1: current-thread runtime ── conn 1, T+1, …      slot = schedule.next(now)
+//!     └─ …                                                       sleep until slot.send_at
+//!          all threads pre-connect, then start on one shared t0   connect if needed, write, read
+//!     join ─ merge recorders ─▶ Results                           recorder.record(sample) }
+//! ```
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::{mpsc, Arc};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::ServerName;
+use rustls::HandshakeKind;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::task::LocalSet;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
+
+use crate::args::Config;
+use crate::http1;
+use crate::recorder::{ErrorClass, Outcome, Recorder, Sample};
+use crate::report::Results;
+use crate::schedule::{ConnSchedule, Schedule};
+use crate::tls;
+
+/// Why a run could not start (failures during the run are counted, not returned).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot resolve {host}:{port}: {source}")]
+    Resolve {
+        host: String,
+        port: u16,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{host}:{port} resolves to no address")]
+    NoAddress { host: String, port: u16 },
+    #[error("building the TLS client configuration: {0}")]
+    Tls(#[from] rustls::Error),
+    #[error("starting load thread: {0}")]
+    Thread(#[source] io::Error),
+    #[error("a load thread panicked")]
+    Panicked,
+}
+
+/// Runs the load described by `config` and returns everything it measured.
+pub fn run(config: &Config) -> Result<Results, RunError> {
+    let shared = Arc::new(Shared::new(config)?);
+    let end = config.warmup + config.duration;
+    let schedule = match config.rate {
+        Some(rate) => Schedule::open(rate, config.connections, end),
+        None => Schedule::closed(config.connections, end),
+    };
+    let threads = config.threads.get();
+
+    let (ready_tx, ready_rx) = mpsc::channel::<()>();
+    let mut starts = Vec::new();
+    let mut handles = Vec::new();
+    for thread in 0..threads {
+        let (start_tx, start_rx) = mpsc::channel::<Instant>();
+        starts.push(start_tx);
+        let owned: Vec<u32> = schedule.thread_connections(thread, threads).collect();
+        let shared = shared.clone();
+        let ready = ready_tx.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("load-{thread}"))
+            .spawn(move || thread_main(shared, schedule, owned, ready, start_rx))
+            .map_err(RunError::Thread)?;
+        handles.push(handle);
+    }
+    drop(ready_tx);
+    // Every thread has connected what it could; then all start on the same clock.
+    for _ in 0..threads {
+        if ready_rx.recv().is_err() {
+            break;
+        }
+    }
+    let t0 = Instant::now();
+    for start in starts {
+        // A thread that already failed has hung up; its join below reports it.
+        let _ = start.send(t0);
+    }
+
+    let mut merged = Recorder::new(config.warmup, config.duration);
+    let mut thread_rates = Vec::new();
+    let mut examples = BTreeMap::new();
+    for handle in handles {
+        let output = handle
+            .join()
+            .map_err(|_| RunError::Panicked)?
+            .map_err(RunError::Thread)?;
+        let whole_seconds = config.duration.as_secs() as usize;
+        thread_rates.extend(
+            output
+                .recorder
+                .seconds()
+                .iter()
+                .take(whole_seconds)
+                .map(|s| s.completed),
+        );
+        merged.merge(&output.recorder);
+        for (class, message) in output.examples {
+            examples.entry(class).or_insert(message);
+        }
+    }
+    Ok(Results::new(
+        config,
+        &merged,
+        &thread_rates,
+        examples,
+        t0.elapsed(),
+    ))
+}
+
+/// What every thread needs, built once.
+struct Shared {
+    addrs: Vec<SocketAddr>,
+    tls: Option<(TlsConnector, ServerName<'static>)>,
+    http2: bool,
+    /// The HTTP/1.1 request, byte for byte.
+    request: Bytes,
+    head_request: bool,
+    new_connection_per_request: bool,
+    timeout: Duration,
+    warmup: Duration,
+    duration: Duration,
+    open_loop: bool,
+    /// For HTTP/2, where hyper builds the frames.
+    h2: H2Template,
+}
+
+struct H2Template {
+    method: http::Method,
+    uri: http::Uri,
+    headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    body: Bytes,
+}
+
+struct ThreadOutput {
+    recorder: Recorder,
+    examples: BTreeMap<ErrorClass, String>,
+}
+
+/// One thread's state, shared by its connection tasks (single-threaded: `Rc`, `RefCell`).
+struct ThreadCtx {
+    shared: Arc<Shared>,
+    t0: Cell<Instant>,
+    recorder: RefCell<Recorder>,
+    /// The first error message seen per class, so the summary can say what went wrong.
+    examples: RefCell<BTreeMap<ErrorClass, String>>,
+}
+
+enum Conn {
+    H1 {
+        stream: Stream,
+        buf: BytesMut,
+    },
+    H2 {
+        sender: http2::SendRequest<Full<Bytes>>,
+    },
+}
+
+/// A plain or TLS connection, so HTTP/1.1 code is written once.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Connect,
+    Write,
+    Read,
+}
+
+struct Exchange {
+    status: u16,
+    bytes_read: u64,
+    bytes_written: u64,
+    close: bool,
+}
+
+type Failure = (ErrorClass, String);
+
+impl Shared {
+    fn new(config: &Config) -> Result<Shared, RunError> {
+        let target = &config.target;
+        let (host, port) = target
+            .connect_to
+            .clone()
+            .unwrap_or_else(|| (target.host.clone(), target.port));
+        let addrs: Vec<SocketAddr> = (host.as_str(), port)
+            .to_socket_addrs()
+            .map_err(|source| RunError::Resolve {
+                host: host.clone(),
+                port,
+                source,
+            })?
+            .collect();
+        if addrs.is_empty() {
+            return Err(RunError::NoAddress { host, port });
+        }
+        let tls = if target.https {
+            let sessions = config.connections.get() as usize * 2;
+            let client = tls::client_config(&config.tls, config.http2, sessions)?;
+            let name = ServerName::try_from(target.server_name.clone())
+                .map_err(|_| rustls::Error::General("invalid server name".into()))?;
+            Some((TlsConnector::from(client), name))
+        } else {
+            None
+        };
+        let request = http1::encode_request(
+            &config.method,
+            &target.path,
+            &target.host_header,
+            &config.headers,
+            &config.body,
+            config.new_connection_per_request,
+        );
+        let scheme = if target.https { "https" } else { "http" };
+        let uri = format!("{scheme}://{}{}", target.host_header, target.path)
+            .parse()
+            .map_err(|_| rustls::Error::General("invalid request URI".into()))?;
+        let h2_headers = config
+            .headers
+            .iter()
+            .filter(|(name, _)| *name != http::header::CONNECTION)
+            .cloned()
+            .collect();
+        Ok(Shared {
+            addrs,
+            tls,
+            http2: config.http2,
+            request,
+            head_request: config.method == http::Method::HEAD,
+            new_connection_per_request: config.new_connection_per_request,
+            timeout: config.timeout,
+            warmup: config.warmup,
+            duration: config.duration,
+            open_loop: config.rate.is_some(),
+            h2: H2Template {
+                method: config.method.clone(),
+                uri,
+                headers: h2_headers,
+                body: config.body.clone(),
+            },
+        })
+    }
+}
+
+fn thread_main(
+    shared: Arc<Shared>,
+    schedule: Schedule,
+    owned: Vec<u32>,
+    ready: mpsc::Sender<()>,
+    start: mpsc::Receiver<Instant>,
+) -> io::Result<ThreadOutput> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let local = LocalSet::new();
+    let ctx = Rc::new(ThreadCtx {
+        recorder: RefCell::new(Recorder::new(shared.warmup, shared.duration)),
+        shared,
+        t0: Cell::new(Instant::now()),
+        examples: RefCell::new(BTreeMap::new()),
+    });
+
+    let conns: Vec<Option<Conn>> = if ctx.shared.new_connection_per_request {
+        owned.iter().map(|_| None).collect()
+    } else {
+        local.block_on(&runtime, preconnect(ctx.clone(), owned.len()))
+    };
+    let _ = ready.send(());
+    drop(ready);
+    let Ok(t0) = start.recv() else {
+        return Ok(ThreadOutput {
+            recorder: Recorder::new(ctx.shared.warmup, ctx.shared.duration),
+            examples: BTreeMap::new(),
+        });
+    };
+    ctx.t0.set(t0);
+
+    local.block_on(&runtime, async {
+        let tasks: Vec<_> = owned
+            .iter()
+            .zip(conns)
+            .map(|(&c, conn)| {
+                tokio::task::spawn_local(drive(ctx.clone(), schedule.connection(c), conn))
+            })
+            .collect();
+        for task in tasks {
+            // A connection task only ends by returning; a panic in one is a bug worth surfacing.
+            if let Err(e) = task.await {
+                std::panic::resume_unwind(e.into_panic());
+            }
+        }
+    });
+    drop(local);
+    let ctx = Rc::try_unwrap(ctx).unwrap_or_else(|_| unreachable!("all tasks have finished"));
+    Ok(ThreadOutput {
+        recorder: ctx.recorder.into_inner(),
+        examples: ctx.examples.into_inner(),
+    })
+}
+
+/// Opens each connection before the clock starts, so keep-alive runs measure requests, not setup.
+/// Failures are not counted here: the first request on that connection will try (and count) again.
+async fn preconnect(ctx: Rc<ThreadCtx>, count: usize) -> Vec<Option<Conn>> {
+    let tasks: Vec<_> = (0..count)
+        .map(|_| {
+            let ctx = ctx.clone();
+            tokio::task::spawn_local(async move {
+                tokio::time::timeout(ctx.shared.timeout, connect(&ctx))
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+            })
+        })
+        .collect();
+    let mut conns = Vec::with_capacity(count);
+    for task in tasks {
+        conns.push(task.await.ok().flatten());
+    }
+    conns
+}
+
+/// One connection's life: follow its schedule until the end, replacing the connection after errors.
+async fn drive(ctx: Rc<ThreadCtx>, mut schedule: ConnSchedule, mut conn: Option<Conn>) {
+    let shared = ctx.shared.clone();
+    let t0 = ctx.t0.get();
+    loop {
+        let now = t0.elapsed();
+        let Some(slot) = schedule.next(now) else {
+            break;
+        };
+        if slot.send_at > now {
+            tokio::time::sleep_until((t0 + slot.send_at).into()).await;
+        }
+        let sent = t0.elapsed();
+        let intended = if shared.open_loop {
+            slot.intended
+        } else {
+            sent
+        };
+        if shared.new_connection_per_request {
+            conn = None;
+        }
+        let mut phase = Phase::Connect;
+        let result =
+            tokio::time::timeout(shared.timeout, exchange(&ctx, &mut conn, &mut phase)).await;
+        let done = t0.elapsed();
+        let (outcome, bytes_read, bytes_written) = match result {
+            Ok(Ok(exchange)) => {
+                if exchange.close {
+                    conn = None;
+                }
+                (
+                    Outcome::Response {
+                        status: exchange.status,
+                    },
+                    exchange.bytes_read,
+                    exchange.bytes_written,
+                )
+            }
+            Ok(Err((class, message))) => {
+                conn = None;
+                ctx.note(class, message);
+                (Outcome::Error(class), 0, 0)
+            }
+            Err(_) => {
+                conn = None;
+                let (class, what) = if phase == Phase::Connect {
+                    (ErrorClass::Connect, "connecting took longer than")
+                } else {
+                    (ErrorClass::Timeout, "no complete response within")
+                };
+                ctx.note(class, format!("{what} {:?}", shared.timeout));
+                (Outcome::Error(class), 0, 0)
+            }
+        };
+        ctx.recorder.borrow_mut().record(&Sample {
+            intended,
+            sent,
+            done,
+            outcome,
+            bytes_read,
+            bytes_written,
+        });
+    }
+    ctx.recorder.borrow_mut().record_unsent(schedule.unsent());
+}
+
+/// One request on `conn`, connecting first if there is none. `phase` says how far it got, so a
+/// timeout can be told apart from a connect that never finished.
+async fn exchange(
+    ctx: &ThreadCtx,
+    conn: &mut Option<Conn>,
+    phase: &mut Phase,
+) -> Result<Exchange, Failure> {
+    let shared = &ctx.shared;
+    *phase = Phase::Connect;
+    if conn.is_none() {
+        *conn = Some(connect(ctx).await.map_err(|e| (ErrorClass::Connect, e))?);
+    }
+    match conn.as_mut().expect("connected above") {
+        Conn::H1 { stream, buf } => {
+            *phase = Phase::Write;
+            let write = |e: io::Error| (ErrorClass::Write, format!("writing the request: {e}"));
+            stream.write_all(&shared.request).await.map_err(write)?;
+            stream.flush().await.map_err(write)?;
+            *phase = Phase::Read;
+            let response = http1::read_response(stream, buf, shared.head_request)
+                .await
+                .map_err(|e| (ErrorClass::Read, e.to_string()))?;
+            Ok(Exchange {
+                status: response.status,
+                bytes_read: response.bytes,
+                bytes_written: shared.request.len() as u64,
+                close: response.close,
+            })
+        }
+        Conn::H2 { sender } => {
+            *phase = Phase::Write;
+            let read = |e: hyper::Error| (ErrorClass::Read, format!("http/2: {e}"));
+            sender.ready().await.map_err(read)?;
+            let template = &shared.h2;
+            let mut request = http::Request::new(Full::new(template.body.clone()));
+            *request.method_mut() = template.method.clone();
+            *request.uri_mut() = template.uri.clone();
+            request
+                .headers_mut()
+                .extend(template.headers.iter().cloned());
+            *phase = Phase::Read;
+            let response = sender.send_request(request).await.map_err(read)?;
+            let status = response.status().as_u16();
+            let mut body = response.into_body();
+            let mut bytes_read = 0;
+            while let Some(frame) = body.frame().await {
+                if let Some(data) = frame.map_err(read)?.data_ref() {
+                    bytes_read += data.len() as u64;
+                }
+            }
+            Ok(Exchange {
+                status,
+                bytes_read,
+                bytes_written: template.body.len() as u64,
+                close: shared.new_connection_per_request,
+            })
+        }
+    }
+}
+
+/// TCP connect (first address that answers), TLS handshake if https, HTTP/2 handshake if asked.
+async fn connect(ctx: &ThreadCtx) -> Result<Conn, String> {
+    let shared = &ctx.shared;
+    let mut last_error = None;
+    let mut tcp = None;
+    for addr in &shared.addrs {
+        match TcpStream::connect(addr).await {
+            Ok(stream) => {
+                tcp = Some(stream);
+                break;
+            }
+            Err(e) => last_error = Some(format!("tcp connect to {addr}: {e}")),
+        }
+    }
+    let tcp = tcp.ok_or_else(|| last_error.unwrap_or_else(|| "no address".into()))?;
+    tcp.set_nodelay(true)
+        .map_err(|e| format!("setting TCP_NODELAY: {e}"))?;
+    let stream = match &shared.tls {
+        None => Stream::Plain(tcp),
+        Some((connector, name)) => {
+            let tls = connector
+                .connect(name.clone(), tcp)
+                .await
+                .map_err(|e| format!("tls handshake: {e}"))?;
+            let session = tls.get_ref().1;
+            let resumed = session.handshake_kind() == Some(HandshakeKind::Resumed);
+            ctx.recorder.borrow_mut().record_handshake(resumed);
+            if shared.http2 && session.alpn_protocol() != Some(b"h2") {
+                return Err("the server did not agree to http/2 (alpn h2)".into());
+            }
+            Stream::Tls(Box::new(tls))
+        }
+    };
+    if shared.http2 {
+        let (sender, connection) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("http/2 handshake: {e}"))?;
+        tokio::task::spawn_local(connection);
+        Ok(Conn::H2 { sender })
+    } else {
+        Ok(Conn::H1 {
+            stream,
+            buf: BytesMut::with_capacity(16 * 1024),
+        })
+    }
+}
+
+impl ThreadCtx {
+    fn note(&self, class: ErrorClass, message: String) {
+        self.examples.borrow_mut().entry(class).or_insert(message);
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! Picking an endpoint, per worker: round robin or power-of-two-choices on in-flight requests,
+//! skipping endpoints this request already tried and ones that recently refused connections.
+//!
+//! ```text
+//!  active endpoints ─▶ untried and not set aside? ─▶ untried? ─▶ any ─▶ round robin | P2C
+//! ```
+//! All state is this worker's own: no shared counters, so workers never contend. Workers
+//! drift apart a little in their rotation, which spreads load just as well.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasherDefault;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use model::{Backend, LoadBalance};
+
+use crate::metrics::AddressHasher;
+
+/// How long an endpoint that refused or failed a connection is passed over (unless nothing
+/// else is left). Long enough to stop hammering a dead pod, short enough that a restarted
+/// one is back almost at once.
+pub(crate) const SET_ASIDE: Duration = Duration::from_millis(1500);
+
+#[derive(Default)]
+pub(crate) struct Balancer {
+    /// Next round-robin position per backend, keyed by the backend's address.
+    round_robin: HashMap<usize, usize, BuildHasherDefault<AddressHasher>>,
+    /// Requests sent and not finished, per endpoint (tracked for least-request only).
+    in_flight: HashMap<SocketAddr, u32>,
+    /// Endpoints passed over until the given time.
+    set_aside: HashMap<SocketAddr, Instant>,
+}
+
+/// How strictly a candidate is filtered; the first level with any candidate wins.
+#[derive(Clone, Copy)]
+enum Level {
+    Healthy,
+    Untried,
+    Any,
+}
+
+impl Balancer {
+    /// An endpoint of `backend` for the next attempt, or `None` when it has none.
+    pub(crate) fn pick(
+        &mut self,
+        backend: &Backend,
+        policy: LoadBalance,
+        tried: &[SocketAddr],
+        now: Instant,
+    ) -> Option<SocketAddr> {
+        let key = backend as *const Backend as usize;
+        backend.with_endpoints(|set| {
+            let endpoints = set.active();
+            match endpoints.len() {
+                0 => None,
+                1 => Some(endpoints[0]),
+                _ => Some(match policy {
+                    LoadBalance::RoundRobin => self.round_robin(key, endpoints, tried, now),
+                    LoadBalance::LeastRequest => self.least_request(endpoints, tried, now),
+                }),
+            }
+        })
+    }
+
+    pub(crate) fn set_aside(&mut self, endpoint: SocketAddr, now: Instant) {
+        self.set_aside.insert(endpoint, now + SET_ASIDE);
+    }
+
+    pub(crate) fn started(&mut self, endpoint: SocketAddr) {
+        *self.in_flight.entry(endpoint).or_default() += 1;
+    }
+
+    pub(crate) fn finished(&mut self, endpoint: SocketAddr) {
+        if let Some(n) = self.in_flight.get_mut(&endpoint) {
+            *n -= 1;
+            if *n == 0 {
+                self.in_flight.remove(&endpoint);
+            }
+        }
+    }
+
+    /// Forgets round-robin positions of backends that no longer exist.
+    pub(crate) fn keep_only(&mut self, backends: &HashSet<usize>) {
+        self.round_robin.retain(|key, _| backends.contains(key));
+    }
+
+    pub(crate) fn expire(&mut self, now: Instant) {
+        self.set_aside.retain(|_, until| *until > now);
+    }
+
+    fn allowed(
+        &self,
+        level: Level,
+        endpoint: &SocketAddr,
+        tried: &[SocketAddr],
+        now: Instant,
+    ) -> bool {
+        match level {
+            Level::Healthy => {
+                !tried.contains(endpoint)
+                    && (self.set_aside.is_empty()
+                        || self
+                            .set_aside
+                            .get(endpoint)
+                            .is_none_or(|until| *until <= now))
+            }
+            Level::Untried => !tried.contains(endpoint),
+            Level::Any => true,
+        }
+    }
+
+    fn level(&self, endpoints: &[SocketAddr], tried: &[SocketAddr], now: Instant) -> Level {
+        [Level::Healthy, Level::Untried]
+            .into_iter()
+            .find(|level| {
+                endpoints
+                    .iter()
+                    .any(|e| self.allowed(*level, e, tried, now))
+            })
+            .unwrap_or(Level::Any)
+    }
+
+    fn round_robin(
+        &mut self,
+        key: usize,
+        endpoints: &[SocketAddr],
+        tried: &[SocketAddr],
+        now: Instant,
+    ) -> SocketAddr {
+        let next = self.round_robin.entry(key).or_default();
+        let start = *next;
+        *next = next.wrapping_add(1);
+        let n = endpoints.len();
+        let level = self.level(endpoints, tried, now);
+        (0..n)
+            .map(|i| endpoints[(start + i) % n])
+            .find(|e| self.allowed(level, e, tried, now))
+            .unwrap_or(endpoints[start % n])
+    }
+
+    fn least_request(
+        &self,
+        endpoints: &[SocketAddr],
+        tried: &[SocketAddr],
+        now: Instant,
+    ) -> SocketAddr {
+        let level = self.level(endpoints, tried, now);
+        let candidates = || {
+            endpoints
+                .iter()
+                .filter(|e| self.allowed(level, e, tried, now))
+        };
+        let count = candidates().count();
+        if count <= 1 {
+            return candidates().next().copied().unwrap_or(endpoints[0]);
+        }
+        let first = fastrand::usize(..count);
+        let mut second = fastrand::usize(..count - 1);
+        if second >= first {
+            second += 1;
+        }
+        let a = *candidates().nth(first).expect("index below count");
+        let b = *candidates().nth(second).expect("index below count");
+        let load = |e: &SocketAddr| self.in_flight.get(e).copied().unwrap_or(0);
+        if load(&b) < load(&a) {
+            b
+        } else {
+            a
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::{BackendKey, EndpointSet, NamespacedName};
+
+    fn backend(ports: &[u16]) -> Backend {
+        let key = BackendKey {
+            service: NamespacedName::new("default", "web"),
+            port_name: String::new(),
+        };
+        let ready = ports
+            .iter()
+            .map(|p| SocketAddr::from(([127, 0, 0, 1], *p)))
+            .collect();
+        Backend::new(
+            key,
+            EndpointSet {
+                ready,
+                terminating: vec![],
+            },
+        )
+    }
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    #[test]
+    fn round_robin_rotates_per_backend() {
+        let (a, b) = (backend(&[1, 2, 3]), backend(&[1, 2]));
+        let mut balancer = Balancer::default();
+        let now = Instant::now();
+        let mut pick = |be: &Backend| {
+            balancer
+                .pick(be, LoadBalance::RoundRobin, &[], now)
+                .unwrap()
+                .port()
+        };
+        // Interleaving two backends must not starve either one's endpoints.
+        let picks: Vec<u16> = (0..4).flat_map(|_| [pick(&a), pick(&b)]).collect();
+        assert_eq!(picks, [1, 1, 2, 2, 3, 1, 1, 2]);
+    }
+
+    #[test]
+    fn tried_and_set_aside_endpoints_are_skipped_while_others_exist() {
+        let be = backend(&[1, 2, 3]);
+        let mut balancer = Balancer::default();
+        let now = Instant::now();
+        balancer.set_aside(addr(2), now);
+        for _ in 0..6 {
+            let picked = balancer
+                .pick(&be, LoadBalance::RoundRobin, &[addr(1)], now)
+                .unwrap();
+            assert_eq!(picked, addr(3));
+        }
+        // Everything tried or set aside: the set-aside one is still better than a tried one.
+        let picked = balancer
+            .pick(&be, LoadBalance::RoundRobin, &[addr(1), addr(3)], now)
+            .unwrap();
+        assert_eq!(picked, addr(2));
+        // After the pause it counts as healthy again.
+        balancer.expire(now + SET_ASIDE);
+        let later = now + SET_ASIDE;
+        let picks: HashSet<_> = (0..3)
+            .map(|_| {
+                balancer
+                    .pick(&be, LoadBalance::RoundRobin, &[], later)
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(picks.len(), 3);
+    }
+
+    #[test]
+    fn least_request_prefers_the_idle_endpoint() {
+        let be = backend(&[1, 2]);
+        let mut balancer = Balancer::default();
+        for _ in 0..5 {
+            balancer.started(addr(1));
+        }
+        let now = Instant::now();
+        for _ in 0..20 {
+            assert_eq!(
+                balancer.pick(&be, LoadBalance::LeastRequest, &[], now),
+                Some(addr(2))
+            );
+        }
+        for _ in 0..5 {
+            balancer.finished(addr(1));
+        }
+        assert!(balancer.in_flight.is_empty());
+    }
+
+    #[test]
+    fn no_endpoints_is_none_and_one_is_always_chosen() {
+        let mut balancer = Balancer::default();
+        let now = Instant::now();
+        assert_eq!(
+            balancer.pick(&backend(&[]), LoadBalance::RoundRobin, &[], now),
+            None
+        );
+        let only = backend(&[7]);
+        assert_eq!(
+            balancer.pick(&only, LoadBalance::LeastRequest, &[addr(7)], now),
+            Some(addr(7))
+        );
+    }
+}

@@ -1,0 +1,202 @@
+//! The two body types of the data path: what goes upstream and what goes back to the client.
+//! Plain enums rather than boxed trait objects: no allocation, no dynamic dispatch per frame.
+
+use std::cell::Cell;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+
+use crate::upstream::UpstreamBody;
+use crate::worker::RequestGuard;
+
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A request body on its way upstream.
+pub(crate) enum RequestBody {
+    /// No body: such a request can be rebuilt for a retry.
+    Empty,
+    /// The client's body, streamed through as it arrives.
+    Client {
+        inner: Incoming,
+        /// Bytes still allowed when the length was not declared up front (chunked, or
+        /// HTTP/2 without content-length); a declared length was checked before.
+        remaining: Option<u64>,
+        progress: Rc<BodyProgress>,
+    },
+}
+
+/// What the request path needs to know about a body hyper is sending for it.
+#[derive(Default)]
+pub(crate) struct BodyProgress {
+    /// When the last byte was handed to the upstream connection: `proxy-read-timeout`
+    /// counts from there, so a long upload is not mistaken for a silent upstream.
+    sent_at: Cell<Option<Instant>>,
+    /// The body passed `client-max-body-size`: answer 413.
+    exceeded: Cell<bool>,
+}
+
+/// A response body on its way to the client.
+pub(crate) struct ResponseBody {
+    kind: ResponseKind,
+    /// Dropped with the body: the request is over then (metrics, idle tracking).
+    guard: Option<RequestGuard>,
+}
+
+enum ResponseKind {
+    Full(Option<Bytes>),
+    Upstream(UpstreamBody),
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("request body larger than client-max-body-size")]
+pub(crate) struct BodyTooLarge;
+
+impl RequestBody {
+    /// The client's body, limited to `limit` bytes when its length is unknown (0: no limit).
+    pub(crate) fn client(inner: Incoming, declared: Option<u64>, limit: u64) -> RequestBody {
+        RequestBody::Client {
+            inner,
+            remaining: (limit > 0 && declared.is_none()).then_some(limit),
+            progress: Rc::default(),
+        }
+    }
+
+    pub(crate) fn progress(&self) -> Option<&Rc<BodyProgress>> {
+        match self {
+            RequestBody::Empty => None,
+            RequestBody::Client { progress, .. } => Some(progress),
+        }
+    }
+}
+
+impl BodyProgress {
+    pub(crate) fn sent_at(&self) -> Option<Instant> {
+        self.sent_at.get()
+    }
+
+    pub(crate) fn exceeded(&self) -> bool {
+        self.exceeded.get()
+    }
+
+    fn mark_sent(&self) {
+        if self.sent_at.get().is_none() {
+            self.sent_at.set(Some(Instant::now()));
+        }
+    }
+}
+
+impl Body for RequestBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let RequestBody::Client {
+            inner,
+            remaining,
+            progress,
+        } = self.get_mut()
+        else {
+            return Poll::Ready(None);
+        };
+        let frame = match Pin::new(&mut *inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => frame,
+            Poll::Ready(None) => {
+                progress.mark_sent();
+                return Poll::Ready(None);
+            }
+            other => return other.map_err(Into::into),
+        };
+        if let (Some(data), Some(remaining)) = (frame.data_ref(), remaining.as_mut()) {
+            let len = data.len() as u64;
+            if len > *remaining {
+                progress.exceeded.set(true);
+                return Poll::Ready(Some(Err(BodyTooLarge.into())));
+            }
+            *remaining -= len;
+        }
+        if inner.is_end_stream() {
+            progress.mark_sent();
+        }
+        Poll::Ready(Some(Ok(frame)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            RequestBody::Empty => true,
+            RequestBody::Client { inner, .. } => inner.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            RequestBody::Empty => SizeHint::with_exact(0),
+            RequestBody::Client { inner, .. } => inner.size_hint(),
+        }
+    }
+}
+
+impl ResponseBody {
+    pub(crate) fn full(bytes: Bytes) -> ResponseBody {
+        ResponseBody {
+            kind: ResponseKind::Full((!bytes.is_empty()).then_some(bytes)),
+            guard: None,
+        }
+    }
+
+    pub(crate) fn empty() -> ResponseBody {
+        ResponseBody {
+            kind: ResponseKind::Full(None),
+            guard: None,
+        }
+    }
+
+    pub(crate) fn upstream(body: UpstreamBody) -> ResponseBody {
+        ResponseBody {
+            kind: ResponseKind::Upstream(body),
+            guard: None,
+        }
+    }
+
+    pub(crate) fn set_guard(&mut self, guard: RequestGuard) {
+        self.guard = Some(guard);
+    }
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match &mut self.get_mut().kind {
+            ResponseKind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            ResponseKind::Upstream(body) => Pin::new(body).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            ResponseKind::Full(bytes) => bytes.is_none(),
+            ResponseKind::Upstream(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            ResponseKind::Full(bytes) => {
+                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
+            }
+            ResponseKind::Upstream(body) => body.size_hint(),
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Binding the listening sockets, and the errors a person starting the proxy can act on.
+//!
+//! Every worker gets its own socket on the same port (SO_REUSEPORT): the kernel spreads new
+//! connections over them, so workers never contend on one accept queue.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+/// Pending connections the kernel may queue per socket before refusing more.
+const BACKLOG: i32 = 4096;
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(
+        "cannot listen on {addr} for the {role}: permission denied; ports below 1024 need privileges: \
+         run as root, grant CAP_NET_BIND_SERVICE (e.g. `setcap cap_net_bind_service=+ep <binary>`), \
+         or choose a port ≥ 1024 with {flag}"
+    )]
+    PrivilegedPort {
+        role: &'static str,
+        flag: &'static str,
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot listen on {addr} for the {role} (set with {flag})")]
+    Bind {
+        role: &'static str,
+        flag: &'static str,
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot build the TLS server configuration")]
+    Tls(#[source] rustls::Error),
+    #[error("cannot generate the fallback self-signed certificate: {0}")]
+    SelfSigned(String),
+    #[error("cannot start {what}")]
+    Thread {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Sockets bound for one role, all on `addr`.
+pub(crate) struct Bound {
+    pub(crate) addr: SocketAddr,
+    pub(crate) sockets: Vec<TcpListener>,
+}
+
+/// Binds `count` sockets on `addr` with SO_REUSEPORT. With port 0, the first socket picks the
+/// port and the rest bind the port it got.
+pub(crate) fn bind_reuseport(
+    role: &'static str,
+    flag: &'static str,
+    addr: SocketAddr,
+    count: usize,
+) -> Result<Bound, StartError> {
+    bind(role, flag, addr, count, true)
+}
+
+/// Binds one socket without SO_REUSEPORT, so a second process cannot silently share it.
+pub(crate) fn bind_single(
+    role: &'static str,
+    flag: &'static str,
+    addr: SocketAddr,
+) -> Result<Bound, StartError> {
+    bind(role, flag, addr, 1, false)
+}
+
+fn bind(
+    role: &'static str,
+    flag: &'static str,
+    addr: SocketAddr,
+    count: usize,
+    reuse_port: bool,
+) -> Result<Bound, StartError> {
+    let error = |source: io::Error| {
+        if source.kind() == io::ErrorKind::PermissionDenied && addr.port() < 1024 {
+            StartError::PrivilegedPort {
+                role,
+                flag,
+                addr,
+                source,
+            }
+        } else {
+            StartError::Bind {
+                role,
+                flag,
+                addr,
+                source,
+            }
+        }
+    };
+    let first = socket(addr, reuse_port).map_err(error)?;
+    let bound = first.local_addr().map_err(error)?;
+    let mut sockets = Vec::with_capacity(count);
+    sockets.push(first);
+    for _ in 1..count {
+        sockets.push(socket(bound, reuse_port).map_err(error)?);
+    }
+    Ok(Bound {
+        addr: bound,
+        sockets,
+    })
+}
+
+fn socket(addr: SocketAddr, reuse_port: bool) -> io::Result<TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    // A restarted proxy must be able to bind while old connections sit in TIME_WAIT.
+    socket.set_reuse_address(true)?;
+    if reuse_port {
+        socket.set_reuse_port(true)?;
+    }
+    socket.set_tcp_nodelay(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(BACKLOG)?;
+    Ok(socket.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_zero_is_learned_once_and_shared() {
+        let bound = bind_reuseport(
+            "HTTP listener",
+            "--http-listen",
+            "127.0.0.1:0".parse().unwrap(),
+            3,
+        )
+        .unwrap();
+        assert_ne!(bound.addr.port(), 0);
+        assert_eq!(bound.sockets.len(), 3);
+        for socket in &bound.sockets {
+            assert_eq!(socket.local_addr().unwrap(), bound.addr);
+        }
+    }
+
+    #[test]
+    fn a_taken_port_names_the_role_and_the_flag() {
+        let taken = bind_single(
+            "admin listener",
+            "--admin-listen",
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .unwrap();
+        let err = bind_single("admin listener", "--admin-listen", taken.addr)
+            .err()
+            .unwrap();
+        let text = err.to_string();
+        assert!(text.contains("admin listener"), "{text}");
+        assert!(text.contains("--admin-listen"), "{text}");
+        assert!(text.contains(&taken.addr.to_string()), "{text}");
+    }
+
+    #[test]
+    fn permission_denied_below_1024_explains_the_remedies() {
+        let err = StartError::PrivilegedPort {
+            role: "HTTPS listener",
+            flag: "--https-listen",
+            addr: "0.0.0.0:443".parse().unwrap(),
+            source: io::Error::from(io::ErrorKind::PermissionDenied),
+        };
+        let text = err.to_string();
+        assert!(text.contains("CAP_NET_BIND_SERVICE"), "{text}");
+        assert!(text.contains("setcap cap_net_bind_service=+ep"), "{text}");
+        assert!(text.contains("--https-listen"), "{text}");
+    }
+}

@@ -1,0 +1,429 @@
+//! Metrics without sharing: each worker counts in its own plain (non-atomic) `Stats`, and the
+//! admin server asks every worker for a snapshot at scrape time and sums them.
+//!
+//! ```text
+//!  worker k: request ─▶ RefCell<Stats> (+1, no atomics) ◀─ snapshot request (mpsc + oneshot)
+//!  admin:    GET /metrics ─▶ ask each worker ─▶ Σ snapshots + control-plane counters ─▶ text
+//! ```
+//!
+//! The exposition text is written here directly instead of through `prometheus-client`: that
+//! crate wants to own live metric objects (shared atomics, a lock around each label family)
+//! that the hot path would update, which is exactly the cross-worker sharing we avoid; feeding
+//! it a summed snapshot through a custom collector would only wrap the same dozen series in a
+//! second data model. The Prometheus text format for counters, gauges and one histogram is
+//! short and easy to audit.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use model::{Compiled, Route};
+
+use crate::shared::Shared;
+
+/// Upper bounds (seconds) of the request-duration histogram buckets.
+pub(crate) const DURATION_BUCKETS: [f64; 16] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0,
+];
+
+/// `(ingress "namespace/name", service, status)`; empty names for requests without a route.
+pub(crate) type RequestLabels = (String, String, u16);
+
+/// One worker's counters. Only that worker's thread touches it.
+#[derive(Default)]
+pub(crate) struct Stats {
+    /// Keyed by the address of the route's `Arc`, which the entry keeps alive (so the address
+    /// cannot be reused by another route while we count under it). Key 0: no route.
+    by_route: HashMap<usize, RouteCounts, BuildHasherDefault<AddressHasher>>,
+    /// Counts of routes from configurations that were replaced, by label.
+    retired: BTreeMap<RequestLabels, u64>,
+    duration: Histogram,
+    errors: BTreeMap<u16, u64>,
+    pub(crate) connect_errors: u64,
+    pub(crate) retries: u64,
+    pub(crate) open_connections: u64,
+}
+
+/// What a worker hands to the admin server.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Snapshot {
+    pub(crate) requests: BTreeMap<RequestLabels, u64>,
+    pub(crate) duration: Histogram,
+    pub(crate) errors: BTreeMap<u16, u64>,
+    pub(crate) connect_errors: u64,
+    pub(crate) retries: u64,
+    pub(crate) open_connections: u64,
+}
+
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Histogram {
+    /// Per bucket, not cumulative; the last slot is `+Inf`.
+    counts: [u64; DURATION_BUCKETS.len() + 1],
+    sum: f64,
+}
+
+struct RouteCounts {
+    route: Option<Arc<Route>>,
+    /// Few distinct statuses per route: a short vector beats a map.
+    statuses: Vec<(u16, u64)>,
+}
+
+/// Hashes a pointer-sized key with one multiplication; the keys are addresses, already unique.
+#[derive(Default)]
+pub(crate) struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+impl Stats {
+    /// Counts one answered request under its route (or none) and status.
+    pub(crate) fn request(&mut self, route: Option<&Arc<Route>>, status: u16) {
+        let key = route.map_or(0, |r| Arc::as_ptr(r) as usize);
+        let counts = self.by_route.entry(key).or_insert_with(|| RouteCounts {
+            route: route.cloned(),
+            statuses: Vec::new(),
+        });
+        match counts.statuses.iter_mut().find(|(s, _)| *s == status) {
+            Some((_, n)) => *n += 1,
+            None => counts.statuses.push((status, 1)),
+        }
+    }
+
+    /// Counts a response the proxy produced itself (404, 502, 503, 504, 413, 431, ...).
+    pub(crate) fn error(&mut self, status: u16) {
+        *self.errors.entry(status).or_default() += 1;
+    }
+
+    pub(crate) fn observe(&mut self, duration: Duration) {
+        self.duration.observe(duration.as_secs_f64());
+    }
+
+    /// Folds the per-route counts into label-keyed ones, releasing the routes of old
+    /// configurations. Called when the configuration may have changed.
+    pub(crate) fn retire_routes(&mut self) {
+        for (_, counts) in self.by_route.drain() {
+            let labels = labels_of(counts.route.as_deref());
+            for (status, n) in counts.statuses {
+                *self
+                    .retired
+                    .entry((labels.0.clone(), labels.1.clone(), status))
+                    .or_default() += n;
+            }
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        let mut requests = self.retired.clone();
+        for counts in self.by_route.values() {
+            let (ingress, service) = labels_of(counts.route.as_deref());
+            for (status, n) in &counts.statuses {
+                *requests
+                    .entry((ingress.clone(), service.clone(), *status))
+                    .or_default() += n;
+            }
+        }
+        Snapshot {
+            requests,
+            duration: self.duration.clone(),
+            errors: self.errors.clone(),
+            connect_errors: self.connect_errors,
+            retries: self.retries,
+            open_connections: self.open_connections,
+        }
+    }
+}
+
+fn labels_of(route: Option<&Route>) -> (String, String) {
+    route.map_or_else(Default::default, |r| {
+        (r.ingress.to_string(), r.service.clone())
+    })
+}
+
+impl Histogram {
+    fn observe(&mut self, seconds: f64) {
+        let bucket = DURATION_BUCKETS
+            .iter()
+            .position(|bound| seconds <= *bound)
+            .unwrap_or(DURATION_BUCKETS.len());
+        self.counts[bucket] += 1;
+        self.sum += seconds;
+    }
+
+    fn add(&mut self, other: &Histogram) {
+        for (mine, theirs) in self.counts.iter_mut().zip(other.counts) {
+            *mine += theirs;
+        }
+        self.sum += other.sum;
+    }
+}
+
+impl Snapshot {
+    pub(crate) fn add(&mut self, other: &Snapshot) {
+        for (labels, n) in &other.requests {
+            *self.requests.entry(labels.clone()).or_default() += n;
+        }
+        self.duration.add(&other.duration);
+        for (status, n) in &other.errors {
+            *self.errors.entry(*status).or_default() += n;
+        }
+        self.connect_errors += other.connect_errors;
+        self.retries += other.retries;
+        self.open_connections += other.open_connections;
+    }
+}
+
+/// The Prometheus text exposition (format 0.0.4) of everything we count.
+pub(crate) fn render(total: &Snapshot, shared: &Shared, workers: usize) -> String {
+    let mut out = String::with_capacity(4096);
+    let config = shared.config.load_full();
+
+    family(
+        &mut out,
+        "sluice_requests_total",
+        "counter",
+        "Requests answered, by Ingress (namespace/name), Service and status code.",
+    );
+    for ((ingress, service, status), n) in &total.requests {
+        let _ = writeln!(
+            out,
+            "sluice_requests_total{{ingress=\"{}\",service=\"{}\",status=\"{status}\"}} {n}",
+            Escaped(ingress),
+            Escaped(service)
+        );
+    }
+
+    family(
+        &mut out,
+        "sluice_request_duration_seconds",
+        "histogram",
+        "Time from receiving a request head to the end of its response body.",
+    );
+    let mut cumulative = 0;
+    for (bound, n) in DURATION_BUCKETS.iter().zip(total.duration.counts) {
+        cumulative += n;
+        let _ = writeln!(
+            out,
+            "sluice_request_duration_seconds_bucket{{le=\"{bound}\"}} {cumulative}"
+        );
+    }
+    cumulative += total.duration.counts[DURATION_BUCKETS.len()];
+    let _ = writeln!(
+        out,
+        "sluice_request_duration_seconds_bucket{{le=\"+Inf\"}} {cumulative}"
+    );
+    let _ = writeln!(
+        out,
+        "sluice_request_duration_seconds_sum {}",
+        total.duration.sum
+    );
+    let _ = writeln!(out, "sluice_request_duration_seconds_count {cumulative}");
+
+    family(&mut out, "sluice_error_responses_total", "counter", "Responses the proxy generated itself, by status (404 no route, 413, 431, 502, 503, 504, ...).");
+    for (status, n) in &total.errors {
+        let _ = writeln!(
+            out,
+            "sluice_error_responses_total{{status=\"{status}\"}} {n}"
+        );
+    }
+
+    single(
+        &mut out,
+        "sluice_upstream_connect_errors_total",
+        "counter",
+        "Failed or timed-out connection attempts to endpoints.",
+        total.connect_errors as f64,
+    );
+    single(
+        &mut out,
+        "sluice_upstream_retries_total",
+        "counter",
+        "Requests sent again, to another endpoint or on a fresh connection.",
+        total.retries as f64,
+    );
+    single(
+        &mut out,
+        "sluice_client_connections_open",
+        "gauge",
+        "Client connections currently open.",
+        total.open_connections as f64,
+    );
+    single(
+        &mut out,
+        "sluice_config_swaps_total",
+        "counter",
+        "Configurations published.",
+        shared.config_swaps.load(Ordering::Relaxed) as f64,
+    );
+    single(
+        &mut out,
+        "sluice_config_last_swap_timestamp_seconds",
+        "gauge",
+        "Unix time of the last configuration publish.",
+        shared.last_swap_unix_millis.load(Ordering::Relaxed) as f64 / 1000.0,
+    );
+    single(
+        &mut out,
+        "sluice_endpoint_swaps_total",
+        "counter",
+        "Endpoint changes applied in place (the fast path).",
+        shared.endpoint_swaps.load(Ordering::Relaxed) as f64,
+    );
+    single(
+        &mut out,
+        "sluice_ready",
+        "gauge",
+        "1 once a configuration has been published.",
+        f64::from(u8::from(config.is_some())),
+    );
+    single(
+        &mut out,
+        "sluice_workers",
+        "gauge",
+        "Worker threads serving traffic.",
+        workers as f64,
+    );
+
+    family(
+        &mut out,
+        "sluice_backend_endpoints",
+        "gauge",
+        "Endpoints per backend in the current configuration, by state.",
+    );
+    if let Some(config) = &config {
+        backend_endpoints(&mut out, config);
+    }
+    out
+}
+
+fn backend_endpoints(out: &mut String, config: &Compiled) {
+    for (key, backend) in &config.backends {
+        let key = key.to_string();
+        backend.with_endpoints(|set| {
+            for (state, n) in [
+                ("ready", set.ready.len()),
+                ("terminating", set.terminating.len()),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "sluice_backend_endpoints{{backend=\"{}\",state=\"{state}\"}} {n}",
+                    Escaped(&key)
+                );
+            }
+        });
+    }
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+fn single(out: &mut String, name: &str, kind: &str, help: &str, value: f64) {
+    family(out, name, kind, help);
+    let _ = writeln!(out, "{name} {value}");
+}
+
+/// A label value with `\`, `"` and newlines escaped, as the text format requires.
+struct Escaped<'a>(&'a str);
+
+impl std::fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for c in self.0.chars() {
+            match c {
+                '\\' => f.write_str("\\\\")?,
+                '"' => f.write_str("\\\"")?,
+                '\n' => f.write_str("\\n")?,
+                c => f.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::{Backend, NamespacedName};
+
+    fn route(name: &str) -> Arc<Route> {
+        Arc::new(Route {
+            ingress: NamespacedName::new("default", name),
+            service: format!("{name}-svc"),
+            backend: Arc::new(Backend::unresolved()),
+        })
+    }
+
+    #[test]
+    fn counts_survive_retiring_routes_and_sum_across_workers() {
+        let web = route("web");
+        let mut a = Stats::default();
+        a.request(Some(&web), 200);
+        a.request(Some(&web), 200);
+        a.request(None, 404);
+        a.retire_routes();
+        a.request(Some(&web), 200);
+        let mut b = Stats::default();
+        b.request(Some(&route("web")), 200);
+        b.observe(Duration::from_millis(3));
+        b.error(404);
+
+        let mut total = Snapshot::default();
+        total.add(&a.snapshot());
+        total.add(&b.snapshot());
+        let key = ("default/web".to_owned(), "web-svc".to_owned(), 200);
+        assert_eq!(total.requests[&key], 4);
+        assert_eq!(total.requests[&(String::new(), String::new(), 404)], 1);
+        assert_eq!(total.errors[&404], 1);
+        assert_eq!(total.duration.counts[3], 1);
+    }
+
+    #[test]
+    fn the_text_format_is_cumulative_and_escaped() {
+        let shared = Shared::new().unwrap();
+        let mut stats = Stats::default();
+        let odd = Arc::new(Route {
+            ingress: NamespacedName::new("ns", "a\"b"),
+            service: "s".into(),
+            backend: Arc::new(Backend::unresolved()),
+        });
+        stats.request(Some(&odd), 502);
+        stats.observe(Duration::from_millis(1));
+        stats.observe(Duration::from_secs(100));
+        let text = render(&stats.snapshot(), &shared, 2);
+        assert!(
+            text.contains(r#"sluice_requests_total{ingress="ns/a\"b",service="s",status="502"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains("sluice_request_duration_seconds_bucket{le=\"0.001\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sluice_request_duration_seconds_bucket{le=\"60\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sluice_request_duration_seconds_bucket{le=\"+Inf\"} 2"),
+            "{text}"
+        );
+        assert!(text.contains("sluice_ready 0"), "{text}");
+        assert!(text.contains("sluice_workers 2"), "{text}");
+    }
+}

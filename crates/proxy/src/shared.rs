@@ -1,0 +1,85 @@
+//! The little state every thread sees: the current configuration and the control plane's
+//! counters. Written by the control plane, read by workers without locks.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwapOption;
+use model::Compiled;
+use rustls::server::ProducesTickets;
+use rustls::sign::CertifiedKey;
+use tokio::sync::watch;
+
+use crate::listen::StartError;
+
+pub(crate) struct Shared {
+    /// `None` until the first publish: requests answer 503 and /ready says not ready.
+    pub(crate) config: ArcSwapOption<Compiled>,
+    pub(crate) source_errors: Mutex<Vec<String>>,
+    pub(crate) config_swaps: AtomicU64,
+    pub(crate) last_swap_unix_millis: AtomicU64,
+    pub(crate) endpoint_swaps: AtomicU64,
+    /// Bumped on every publish and endpoint change; each worker then sweeps its pool.
+    pub(crate) wake: watch::Sender<u64>,
+    /// One ticket key set for every worker: a client resuming lands on any worker
+    /// (SO_REUSEPORT hashes the new connection), so all must decrypt its ticket.
+    pub(crate) ticketer: Arc<dyn ProducesTickets>,
+    /// Served when the configuration has no certificate for the client (no default).
+    pub(crate) fallback_cert: Arc<CertifiedKey>,
+}
+
+impl Shared {
+    pub(crate) fn new() -> Result<Shared, StartError> {
+        Ok(Shared {
+            config: ArcSwapOption::empty(),
+            source_errors: Mutex::new(Vec::new()),
+            config_swaps: AtomicU64::new(0),
+            last_swap_unix_millis: AtomicU64::new(0),
+            endpoint_swaps: AtomicU64::new(0),
+            wake: watch::Sender::new(0),
+            ticketer: rustls::crypto::aws_lc_rs::Ticketer::new().map_err(StartError::Tls)?,
+            fallback_cert: crate::tls::self_signed()?,
+        })
+    }
+
+    pub(crate) fn publish(&self, compiled: Arc<Compiled>) {
+        self.config.store(Some(compiled));
+        self.config_swaps.fetch_add(1, Ordering::Relaxed);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        self.last_swap_unix_millis.store(now, Ordering::Relaxed);
+        self.wake_workers();
+    }
+
+    pub(crate) fn endpoints_changed(&self) {
+        self.endpoint_swaps.fetch_add(1, Ordering::Relaxed);
+        self.wake_workers();
+    }
+
+    pub(crate) fn is_ready(&self) -> bool {
+        self.config.load().is_some()
+    }
+
+    pub(crate) fn source_errors(&self) -> Vec<String> {
+        self.source_errors
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    fn wake_workers(&self) {
+        self.wake
+            .send_modify(|generation| *generation = generation.wrapping_add(1));
+    }
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("ready", &self.is_ready())
+            .field("config_swaps", &self.config_swaps.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}

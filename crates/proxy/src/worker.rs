@@ -1,0 +1,611 @@
+//! One worker: a thread with its own current-thread runtime, its own listening sockets, its
+//! own upstream pool, balancer state and counters. Nothing here is shared with other workers,
+//! so none of it needs atomics or locks: `Rc` and `RefCell`, with borrows that never span an
+//! `.await`.
+//!
+//! ```text
+//!  accept (http) ─┐                            ┌─▶ http1 (header timeout, max head size)
+//!  accept (https)─┴─▶ serve(conn) ─TLS+ALPN────┴─▶ http2 ─▶ service ─▶ forward::handle
+//!                          drive(): stop signal │ idle keep-alive timer │ keep-alive-requests
+//!                                   ─▶ graceful shutdown (HTTP/1 close after response, GOAWAY)
+//!  housekeeping: woken by publish/endpoints_changed ─▶ drop idle connections to vanished
+//!                endpoints; every second ─▶ drop idle connections past their age
+//!  stats: admin asks ─▶ snapshot of this worker's counters
+//! ```
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::{pin, Pin};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use http::HeaderValue;
+use hyper::server::conn::{http1, http2};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use model::{Compiled, Settings};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::task::LocalSet;
+use tokio_rustls::TlsAcceptor;
+
+use crate::balance::Balancer;
+use crate::headers::Forwarded;
+use crate::listen::StartError;
+use crate::metrics::{Snapshot, Stats};
+use crate::shared::Shared;
+use crate::upstream::Pool;
+
+/// hyper refuses a smaller HTTP/1 buffer limit; `large-client-header-buffers` below it is
+/// raised to it.
+const MIN_HEADER_BUFFER: usize = 8192;
+
+/// Pause after an accept error that is not about one connection (out of file descriptors),
+/// so the loop does not spin while the condition lasts.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
+
+/// How often idle upstream connections are checked against `upstream-keepalive-timeout`.
+const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(1);
+
+/// The admin server's request for this worker's counters.
+pub(crate) type StatsRequest = oneshot::Sender<Snapshot>;
+
+/// Everything a worker thread starts from.
+pub(crate) struct WorkerSetup {
+    pub(crate) id: usize,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) http: std::net::TcpListener,
+    pub(crate) https: std::net::TcpListener,
+    pub(crate) http_port: u16,
+    pub(crate) https_port: u16,
+    pub(crate) stop: watch::Receiver<bool>,
+    pub(crate) stats: mpsc::Receiver<StatsRequest>,
+}
+
+/// The current configuration as one worker holds it: cloning the `Rc` is a plain increment,
+/// where cloning the `Arc` would bump a counter every worker shares.
+pub(crate) type Current = Rc<Arc<Compiled>>;
+
+pub(crate) struct Worker {
+    pub(crate) shared: Arc<Shared>,
+    config: RefCell<Option<Current>>,
+    /// Address of the configuration whose routes `stats` counts under.
+    stats_config: Cell<usize>,
+    pub(crate) pool: RefCell<Pool>,
+    pub(crate) balancer: RefCell<Balancer>,
+    pub(crate) stats: RefCell<Stats>,
+    /// The TLS acceptor and whether it issues session tickets.
+    tls: RefCell<(bool, TlsAcceptor)>,
+    http_port: HeaderValue,
+    https_port: HeaderValue,
+    stop: watch::Receiver<bool>,
+    drain: Drain,
+}
+
+/// One client connection.
+pub(crate) struct ConnCtx {
+    pub(crate) worker: Rc<Worker>,
+    pub(crate) https: bool,
+    pub(crate) h2: bool,
+    client_ip: HeaderValue,
+    requests: Cell<u64>,
+    in_flight: Cell<u32>,
+    last_active: Cell<Instant>,
+    /// HTTP/2 only: `keep-alive-requests` reached; the driver sends GOAWAY.
+    close: Notify,
+}
+
+/// Lives as long as one request (until its response body is done or dropped).
+pub(crate) struct RequestGuard {
+    conn: Rc<ConnCtx>,
+    start: Instant,
+}
+
+/// Keeps the worker's shutdown waiting while a connection or tunnel is open.
+pub(crate) struct DrainGuard {
+    worker: Rc<Worker>,
+}
+
+/// Open connections and tunnels, so shutdown knows when all have finished.
+#[derive(Default)]
+struct Drain {
+    open: Cell<usize>,
+    idle: Notify,
+}
+
+/// Runs spawned futures on the worker's `LocalSet`: hyper's HTTP/2 server spawns a task per
+/// stream, and ours are `!Send`.
+#[derive(Clone, Copy)]
+struct LocalExec;
+
+impl<F: Future + 'static> hyper::rt::Executor<F> for LocalExec {
+    fn execute(&self, future: F) {
+        tokio::task::spawn_local(future);
+    }
+}
+
+/// Starts a worker thread. Sockets are registered with the worker's runtime here, so any
+/// failure is reported by `Proxy::start`.
+pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
+    let what = |part: &str| format!("worker {}: {part}", setup.id);
+    let thread_error = |part: &str, source: io::Error| StartError::Thread {
+        what: what(part),
+        source,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| thread_error("runtime", e))?;
+    let (http, https) = {
+        let _entered = runtime.enter();
+        (
+            TcpListener::from_std(setup.http).map_err(|e| thread_error("HTTP listener", e))?,
+            TcpListener::from_std(setup.https).map_err(|e| thread_error("HTTPS listener", e))?,
+        )
+    };
+    let tls = crate::tls::server_config(setup.shared.clone(), true).map_err(StartError::Tls)?;
+    let id = setup.id;
+    let shared = setup.shared;
+    let http_port = HeaderValue::from(setup.http_port);
+    let https_port = HeaderValue::from(setup.https_port);
+    let stop = setup.stop;
+    let stats = setup.stats;
+    std::thread::Builder::new()
+        .name(format!("sluice-worker-{id}"))
+        .spawn(move || {
+            let local = LocalSet::new();
+            local.block_on(&runtime, async move {
+                let worker = Rc::new(Worker {
+                    shared,
+                    config: RefCell::new(None),
+                    stats_config: Cell::new(0),
+                    pool: RefCell::default(),
+                    balancer: RefCell::default(),
+                    stats: RefCell::default(),
+                    tls: RefCell::new((true, TlsAcceptor::from(tls))),
+                    http_port,
+                    https_port,
+                    stop,
+                    drain: Drain::default(),
+                });
+                worker.run(http, https, stats).await;
+            });
+            // Dropping the LocalSet here cancels whatever outlived the grace period.
+            tracing::debug!(worker = id, "worker stopped");
+        })
+        .map_err(|e| thread_error("thread", e))
+}
+
+impl Worker {
+    async fn run(
+        self: &Rc<Self>,
+        http: TcpListener,
+        https: TcpListener,
+        stats: mpsc::Receiver<StatsRequest>,
+    ) {
+        tokio::task::spawn_local(self.clone().accept_loop(http, false));
+        tokio::task::spawn_local(self.clone().accept_loop(https, true));
+        tokio::task::spawn_local(self.clone().housekeeping());
+        tokio::task::spawn_local(self.clone().serve_stats(stats));
+
+        let mut stop = self.stop.clone();
+        while !*stop.borrow_and_update() {
+            if stop.changed().await.is_err() {
+                break;
+            }
+        }
+        // Accept loops and connections saw the same signal: no new connections, idle ones
+        // closing, busy ones finishing their current request.
+        let grace = self.settings().worker_shutdown_timeout;
+        if tokio::time::timeout(grace, self.drain.wait())
+            .await
+            .is_err()
+        {
+            tracing::info!(
+                open = self.drain.open.get(),
+                ?grace,
+                "worker-shutdown-timeout elapsed, dropping remaining connections"
+            );
+        }
+        self.pool.borrow_mut().clear();
+    }
+
+    /// The configuration to serve this request with, or `None` before the first publish.
+    pub(crate) fn config(&self) -> Option<Current> {
+        let current = self.shared.config.load();
+        let current = current.as_ref()?;
+        let mut cached = self.config.borrow_mut();
+        if let Some(mine) = cached.as_ref() {
+            if Arc::ptr_eq(mine, current) {
+                return Some(mine.clone());
+            }
+        }
+        let fresh = Rc::new(Arc::clone(current));
+        *cached = Some(fresh.clone());
+        Some(fresh)
+    }
+
+    /// The current settings, or the defaults before the first publish.
+    pub(crate) fn settings(&self) -> Settings {
+        self.config()
+            .map(|c| c.settings.clone())
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn drain_guard(self: &Rc<Self>) -> DrainGuard {
+        self.drain.open.set(self.drain.open.get() + 1);
+        DrainGuard {
+            worker: self.clone(),
+        }
+    }
+
+    fn tls_acceptor(&self, session_tickets: bool) -> Option<TlsAcceptor> {
+        let mut tls = self.tls.borrow_mut();
+        if tls.0 != session_tickets {
+            match crate::tls::server_config(self.shared.clone(), session_tickets) {
+                Ok(config) => *tls = (session_tickets, TlsAcceptor::from(config)),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot rebuild the TLS configuration");
+                    return None;
+                }
+            }
+        }
+        Some(tls.1.clone())
+    }
+
+    async fn accept_loop(self: Rc<Self>, listener: TcpListener, https: bool) {
+        let mut stop = self.stop.clone();
+        if *stop.borrow_and_update() {
+            return;
+        }
+        loop {
+            let accepted = tokio::select! {
+                // Stopping must win over a full backlog.
+                biased;
+                _ = stop.changed() => return,
+                accepted = listener.accept() => accepted,
+            };
+            match accepted {
+                Ok((stream, peer)) => {
+                    tokio::task::spawn_local(self.clone().serve(stream, peer, https));
+                }
+                // The peer gave up before we accepted: nothing wrong with the listener.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::ConnectionAborted
+                            | io::ErrorKind::ConnectionReset
+                            | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed, backing off");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                }
+            }
+        }
+    }
+
+    async fn serve(self: Rc<Self>, stream: TcpStream, peer: SocketAddr, https: bool) {
+        let _open = OpenConnection::new(&self);
+        // Responses are written in few large writes; Nagle would only delay their tails.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "set TCP_NODELAY");
+        }
+        let settings = self.settings();
+        if !https {
+            let conn = ConnCtx::new(self, peer, false, false);
+            serve_http1(conn, TokioIo::new(stream), &settings).await;
+            return;
+        }
+        let Some(acceptor) = self.tls_acceptor(settings.ssl_session_tickets) else {
+            return;
+        };
+        // A client that stalls its handshake is as slow as one that stalls its header.
+        let tls = match within(settings.client_header_timeout, acceptor.accept(stream)).await {
+            Some(Ok(tls)) => tls,
+            Some(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                return;
+            }
+            None => {
+                tracing::debug!(%peer, "TLS handshake timed out");
+                return;
+            }
+        };
+        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+        let conn = ConnCtx::new(self, peer, true, h2);
+        if h2 {
+            serve_http2(conn, TokioIo::new(tls), &settings).await;
+        } else {
+            serve_http1(conn, TokioIo::new(tls), &settings).await;
+        }
+    }
+
+    /// Woken by publish/endpoints_changed: forget what no longer exists. Also ages out idle
+    /// upstream connections periodically.
+    async fn housekeeping(self: Rc<Self>) {
+        let mut wake = self.shared.wake.subscribe();
+        // A publish before we subscribed woke nobody: catch up with it now.
+        self.on_config_change();
+        let mut tick = tokio::time::interval(HOUSEKEEPING_PERIOD);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                changed = wake.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    self.on_config_change();
+                }
+                _ = tick.tick() => self.expire(),
+            }
+        }
+    }
+
+    fn on_config_change(&self) {
+        let Some(config) = self.config() else { return };
+        let mut endpoints = HashSet::new();
+        let mut backends = HashSet::new();
+        for backend in config.backends.values() {
+            backends.insert(Arc::as_ptr(backend) as usize);
+            backend.with_endpoints(|set| endpoints.extend(set.all().copied()));
+        }
+        let closed = self.pool.borrow_mut().keep_only(endpoints);
+        if closed > 0 {
+            tracing::debug!(closed, "closed idle connections to removed endpoints");
+        }
+        self.balancer.borrow_mut().keep_only(&backends);
+        let address = Arc::as_ptr(&*config) as usize;
+        if self.stats_config.replace(address) != address {
+            self.stats.borrow_mut().retire_routes();
+        }
+    }
+
+    fn expire(&self) {
+        let max_age = self.settings().upstream_keepalive_timeout;
+        let now = Instant::now();
+        self.pool.borrow_mut().expire(max_age, now);
+        self.balancer.borrow_mut().expire(now);
+    }
+
+    async fn serve_stats(self: Rc<Self>, mut requests: mpsc::Receiver<StatsRequest>) {
+        while let Some(reply) = requests.recv().await {
+            let snapshot = self.stats.borrow().snapshot();
+            let _ = reply.send(snapshot);
+        }
+    }
+
+    fn port(&self, https: bool) -> &HeaderValue {
+        if https {
+            &self.https_port
+        } else {
+            &self.http_port
+        }
+    }
+}
+
+impl ConnCtx {
+    fn new(worker: Rc<Worker>, peer: SocketAddr, https: bool, h2: bool) -> Rc<ConnCtx> {
+        let client_ip = HeaderValue::try_from(peer.ip().to_string())
+            .expect("an IP address is a valid header value");
+        Rc::new(ConnCtx {
+            worker,
+            https,
+            h2,
+            client_ip,
+            requests: Cell::new(0),
+            in_flight: Cell::new(0),
+            last_active: Cell::new(Instant::now()),
+            close: Notify::new(),
+        })
+    }
+
+    /// Starts a request: returns its guard and its number on this connection (from 1).
+    pub(crate) fn begin_request(self: &Rc<Self>) -> (RequestGuard, u64) {
+        let n = self.requests.get() + 1;
+        self.requests.set(n);
+        self.in_flight.set(self.in_flight.get() + 1);
+        let guard = RequestGuard {
+            conn: self.clone(),
+            start: Instant::now(),
+        };
+        (guard, n)
+    }
+
+    /// Asks the driver to close this connection gracefully (HTTP/2 GOAWAY).
+    pub(crate) fn close_after_this(&self) {
+        self.close.notify_one();
+    }
+
+    pub(crate) fn forwarded<'a>(&'a self, settings: &Settings) -> Forwarded<'a> {
+        Forwarded {
+            client_ip: &self.client_ip,
+            port: self.worker.port(self.https),
+            https: self.https,
+            trust_incoming: settings.use_forwarded_headers,
+        }
+    }
+}
+
+impl Drop for RequestGuard {
+    fn drop(&mut self) {
+        let now = Instant::now();
+        self.conn
+            .worker
+            .stats
+            .borrow_mut()
+            .observe(now.saturating_duration_since(self.start));
+        self.conn.in_flight.set(self.conn.in_flight.get() - 1);
+        self.conn.last_active.set(now);
+    }
+}
+
+impl Drop for DrainGuard {
+    fn drop(&mut self) {
+        let drain = &self.worker.drain;
+        drain.open.set(drain.open.get() - 1);
+        if drain.open.get() == 0 {
+            drain.idle.notify_one();
+        }
+    }
+}
+
+impl Drain {
+    async fn wait(&self) {
+        while self.open.get() > 0 {
+            self.idle.notified().await;
+        }
+    }
+}
+
+/// Counts an open client connection for metrics and for the shutdown drain.
+struct OpenConnection {
+    drain: DrainGuard,
+}
+
+impl OpenConnection {
+    fn new(worker: &Rc<Worker>) -> OpenConnection {
+        worker.stats.borrow_mut().open_connections += 1;
+        OpenConnection {
+            drain: worker.drain_guard(),
+        }
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.drain.worker.stats.borrow_mut().open_connections -= 1;
+    }
+}
+
+async fn serve_http1<I>(conn: Rc<ConnCtx>, io: I, settings: &Settings)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .max_buf_size(settings.max_request_header_size.max(MIN_HEADER_BUFFER))
+        .keep_alive(!settings.keep_alive.is_zero())
+        // hyper starts this timer whenever it waits for a request head, including on an idle
+        // keep-alive connection, so idle connections close after the shorter of this and
+        // `keep-alive`.
+        .header_read_timeout(non_zero(settings.client_header_timeout));
+    let service = service(conn.clone());
+    let connection = builder.serve_connection(io, service).with_upgrades();
+    let result = drive(connection, &conn, settings.keep_alive, |c| {
+        c.graceful_shutdown()
+    })
+    .await;
+    if let Err(e) = result {
+        if e.is_parse_too_large() {
+            // hyper answered 431 itself; count it with the other generated errors.
+            conn.worker.stats.borrow_mut().error(431);
+        }
+        tracing::debug!(error = %e, "client connection ended with an error");
+    }
+}
+
+async fn serve_http2<I>(conn: Rc<ConnCtx>, io: I, settings: &Settings)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + 'static,
+{
+    let mut builder = http2::Builder::new(LocalExec);
+    builder
+        .timer(TokioTimer::new())
+        .max_header_list_size(u32::try_from(settings.max_request_header_size).unwrap_or(u32::MAX));
+    let service = service(conn.clone());
+    let connection = builder.serve_connection(io, service);
+    if let Err(e) = drive(connection, &conn, settings.keep_alive, |c| {
+        c.graceful_shutdown()
+    })
+    .await
+    {
+        tracing::debug!(error = %e, "client connection ended with an error");
+    }
+}
+
+fn service(
+    conn: Rc<ConnCtx>,
+) -> impl hyper::service::Service<
+    http::Request<hyper::body::Incoming>,
+    Response = http::Response<crate::body::ResponseBody>,
+    Error = Infallible,
+> {
+    service_fn(move |request| {
+        let conn = conn.clone();
+        async move { Ok::<_, Infallible>(crate::forward::handle(conn, request).await) }
+    })
+}
+
+/// Runs a client connection to its end, turning the worker's stop signal, the idle
+/// keep-alive timeout and `keep-alive-requests` into a graceful shutdown of it.
+async fn drive<C>(
+    connection: C,
+    conn: &ConnCtx,
+    idle_timeout: Duration,
+    graceful: impl Fn(Pin<&mut C>),
+) -> hyper::Result<()>
+where
+    C: Future<Output = hyper::Result<()>>,
+{
+    let mut connection = pin!(connection);
+    let mut stop = conn.worker.stop.clone();
+    let mut closing = *stop.borrow_and_update();
+    if closing {
+        graceful(connection.as_mut());
+    }
+    let idle_enabled = !idle_timeout.is_zero();
+    let idle = tokio::time::sleep(if idle_enabled {
+        idle_timeout
+    } else {
+        Duration::from_secs(3600)
+    });
+    let mut idle = pin!(idle);
+    loop {
+        tokio::select! {
+            biased;
+            result = connection.as_mut() => return result,
+            changed = stop.changed(), if !closing => {
+                if changed.is_err() || *stop.borrow_and_update() {
+                    closing = true;
+                    graceful(connection.as_mut());
+                }
+            }
+            () = conn.close.notified(), if !closing => {
+                closing = true;
+                graceful(connection.as_mut());
+            }
+            () = idle.as_mut(), if !closing && idle_enabled => {
+                let now = Instant::now();
+                let deadline = conn.last_active.get() + idle_timeout;
+                if conn.in_flight.get() == 0 && deadline <= now {
+                    closing = true;
+                    graceful(connection.as_mut());
+                } else {
+                    let next = if conn.in_flight.get() == 0 { deadline } else { now + idle_timeout };
+                    idle.as_mut().reset(next.into());
+                }
+            }
+        }
+    }
+}
+
+/// Awaits `future` for at most `limit`; a zero limit means no limit. `None` on timeout.
+pub(crate) async fn within<F: Future>(limit: Duration, future: F) -> Option<F::Output> {
+    if limit.is_zero() {
+        Some(future.await)
+    } else {
+        tokio::time::timeout(limit, future).await.ok()
+    }
+}
+
+fn non_zero(duration: Duration) -> Option<Duration> {
+    (!duration.is_zero()).then_some(duration)
+}

@@ -1,0 +1,424 @@
+//! The upstream side: retries, keep-alive races, streaming, WebSocket tunnels, graceful
+//! shutdown, and requests that keep succeeding while endpoints churn.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::StatusCode;
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+#[tokio::test]
+async fn a_closed_endpoint_is_retried_elsewhere_without_client_errors() {
+    let live = start_backend("live").await;
+    let mut h = Harness::start();
+    h.apply(&catch_all("web", &[addr_of(&live), closed_port()]));
+
+    for _ in 0..40 {
+        // Fresh connections land on both workers, whose round robins both meet the dead one.
+        let reply = get(h.http(), "x", "/echo").await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+        assert_eq!(reply.backend(), "live");
+    }
+    let metrics = get(h.admin(), "a", "/metrics").await.text();
+    assert!(
+        !metrics.contains("sluice_upstream_connect_errors_total 0\n"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("sluice_error_responses_total{"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn least_request_balancing_serves_from_every_endpoint() {
+    let (a, b) = (start_backend("a").await, start_backend("b").await);
+    let mut h = Harness::start();
+    let mut objects = catch_all("web", &[addr_of(&a), addr_of(&b)]);
+    objects.push(settings(&[("load-balance", "least_request")]));
+    h.apply(&objects);
+
+    let mut client = Client::connect(h.http()).await;
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..40 {
+        seen.insert(client.get("x", "/echo").await.backend());
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+}
+
+/// An upstream that closes every keep-alive connection after a short idle time, without
+/// announcing it: the classic race where a pooled connection dies as a request is sent.
+async fn start_impatient_upstream(idle: Duration) -> SocketAddr {
+    let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let mut pending = Vec::new();
+                loop {
+                    let read = tokio::time::timeout(idle, stream.read(&mut buf)).await;
+                    let n = match read {
+                        Ok(Ok(n)) if n > 0 => n,
+                        _ => return, // idle too long, EOF or error: close
+                    };
+                    pending.extend_from_slice(&buf[..n]);
+                    while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                        pending.drain(..end + 4);
+                        let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                        if stream.write_all(reply).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// Connections an upstream has accepted in total, and how many are open now.
+#[derive(Default)]
+struct Counts {
+    accepted: AtomicU64,
+    open: AtomicU64,
+}
+
+/// A keep-alive upstream answering `ok` that counts its connections.
+async fn start_counting_upstream() -> (SocketAddr, Arc<Counts>) {
+    let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let counts = Arc::new(Counts::default());
+    let counting = counts.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            counting.accepted.fetch_add(1, Ordering::SeqCst);
+            counting.open.fetch_add(1, Ordering::SeqCst);
+            let counting = counting.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let mut pending = Vec::new();
+                while let Ok(n) = stream.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    pending.extend_from_slice(&buf[..n]);
+                    while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                        pending.drain(..end + 4);
+                        let reply = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                        if stream.write_all(reply).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+                counting.open.fetch_sub(1, Ordering::SeqCst);
+            });
+        }
+    });
+    (addr, counts)
+}
+
+#[tokio::test]
+async fn upstream_connections_are_reused_and_closed_when_their_endpoint_goes() {
+    let (upstream, counts) = start_counting_upstream().await;
+    let other = start_backend("other").await;
+    let mut h = Harness::start();
+    h.apply(&catch_all("counted", &[upstream]));
+
+    let mut client = Client::connect(h.http()).await;
+    for _ in 0..20 {
+        assert_eq!(client.get("x", "/").await.status, StatusCode::OK);
+    }
+    // One client connection is served by one worker, which keeps one upstream connection.
+    assert_eq!(counts.accepted.load(Ordering::SeqCst), 1);
+    assert_eq!(counts.open.load(Ordering::SeqCst), 1);
+
+    // The endpoint leaves the Service (fast path): its idle connection is closed.
+    h.update(&catch_all("counted", &[addr_of(&other)]));
+    eventually(
+        "the idle connection to the removed endpoint to close",
+        || {
+            let open = counts.open.load(Ordering::SeqCst);
+            async move { open == 0 }
+        },
+    )
+    .await;
+    assert_eq!(client.get("x", "/echo").await.backend(), "other");
+}
+
+#[tokio::test]
+async fn idle_upstream_connections_age_out() {
+    let (upstream, counts) = start_counting_upstream().await;
+    let mut h = Harness::start();
+    let mut objects = catch_all("counted", &[upstream]);
+    objects.push(settings(&[("upstream-keepalive-timeout", "100ms")]));
+    h.apply(&objects);
+    assert_eq!(get(h.http(), "x", "/").await.status, StatusCode::OK);
+    eventually("the idle upstream connection to be closed", || {
+        let open = counts.open.load(Ordering::SeqCst);
+        async move { open == 0 }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_upstream_closing_idle_connections_never_surfaces_as_an_error() {
+    let upstream = start_impatient_upstream(Duration::from_millis(5)).await;
+    let mut h = Harness::start();
+    h.apply(&catch_all("impatient", &[upstream]));
+
+    let mut client = Client::connect(h.http()).await;
+    for i in 0..150u64 {
+        let reply = client.get("x", "/").await;
+        assert_eq!(
+            reply.status,
+            StatusCode::OK,
+            "request {i}: {}",
+            reply.text()
+        );
+        assert_eq!(&reply.body[..], b"ok");
+        // Gaps around the upstream's idle timeout hit every phase of the close.
+        tokio::time::sleep(Duration::from_micros((i * 397) % 9000)).await;
+    }
+    let metrics = get(h.admin(), "a", "/metrics").await.text();
+    let retries = metrics
+        .lines()
+        .find(|l| l.starts_with("sluice_upstream_retries_total"));
+    println!("impatient upstream: {retries:?}");
+}
+
+#[tokio::test]
+async fn a_one_megabyte_response_streams_through_intact() {
+    let files = start_backend("files").await;
+    let mut h = Harness::start();
+    h.apply(&catch_all("files", &[addr_of(&files)]));
+    let mut client = Client::connect(h.http()).await;
+    for _ in 0..3 {
+        let reply = client.get("x", "/1mb.bin").await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.body.len(), 1024 * 1024);
+        assert!(reply.body.iter().all(|b| *b == 0));
+    }
+    let empty = client.get("x", "/0kb.bin").await;
+    assert_eq!(empty.body.len(), 0);
+}
+
+/// A WebSocket-ish upstream: answers the upgrade with 101, then echoes bytes.
+async fn start_upgrade_upstream() -> SocketAddr {
+    let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+                if !(head.contains("upgrade: websocket") && head.contains("connection: upgrade")) {
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                        .await;
+                    return;
+                }
+                let _ = stream
+                    .write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+                    .await;
+                let (mut reader, mut writer) = stream.split();
+                let _ = tokio::io::copy(&mut reader, &mut writer).await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn websocket_upgrades_are_tunnelled_both_ways() {
+    let upstream = start_upgrade_upstream().await;
+    let mut h = Harness::start();
+    h.apply(&catch_all("ws", &[upstream]));
+
+    let mut stream = TcpStream::connect(h.http()).await.unwrap();
+    stream
+        .write_all(
+            b"GET /chat HTTP/1.1\r\nHost: ws.example.com\r\nConnection: Upgrade\r\n\
+              Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+              Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        bounded(stream.read_exact(&mut byte)).await.unwrap();
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 101"), "{head}");
+    assert!(head.contains("upgrade: websocket"), "{head}");
+
+    for message in [&b"ping"[..], b"second message", &[0u8, 1, 2, 255]] {
+        stream.write_all(message).await.unwrap();
+        let mut echoed = vec![0u8; message.len()];
+        bounded(stream.read_exact(&mut echoed)).await.unwrap();
+        assert_eq!(echoed, message);
+    }
+}
+
+#[tokio::test]
+async fn graceful_shutdown_lets_an_in_flight_request_finish() {
+    let slow = start_backend("slow").await;
+    let mut h = Harness::start();
+    h.apply(&catch_all("slow", &[addr_of(&slow)]));
+    let http = h.http();
+
+    // An idle keep-alive connection, which shutdown should close at once.
+    let idle = Client::connect(http).await;
+    let mut busy = Client::connect(http).await;
+    let request = tokio::spawn(async move { busy.get("x", "/slow?ms=500").await });
+    eventually("the request to reach the backend", || {
+        let n = slow.in_flight();
+        async move { n == 1 }
+    })
+    .await;
+
+    let started = Instant::now();
+    let Harness { proxy, .. } = h;
+    let stopping = tokio::spawn(shutdown(proxy));
+    eventually("the idle connection to close", || {
+        let closed = idle.is_closed();
+        async move { closed }
+    })
+    .await;
+    eventually("every listener to close", || async {
+        TcpStream::connect(http).await.is_err()
+    })
+    .await;
+    let reply = bounded(request).await.unwrap();
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.text(), "slept 500 ms\n");
+    bounded(stopping).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+/// The seeds' scenario in miniature: keep-alive clients hammer a Service while its endpoints
+/// are removed, drained or crashed, and replaced, every ~50 ms. Not one request may fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoint_churn_fails_no_request() {
+    const CLIENTS: usize = 8;
+    const CHURN_FOR: Duration = Duration::from_secs(4);
+
+    let mut backends = Vec::new();
+    for i in 0..4 {
+        backends.push(start_backend(&format!("pod-{i}")).await);
+    }
+    let mut h = Harness::start();
+    let addrs = |backends: &[backend::Backend]| backends.iter().map(addr_of).collect::<Vec<_>>();
+    h.apply(&catch_all("churn", &addrs(&backends)));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let served = Arc::new(AtomicU64::new(0));
+    let mut clients = Vec::new();
+    for i in 0..CLIENTS {
+        let (stop, served, http) = (stop.clone(), served.clone(), h.http());
+        // Half the clients ask for slow responses, so crashes catch requests mid-flight.
+        let target = if i % 2 == 0 { "/" } else { "/slow?ms=3" };
+        clients.push(tokio::spawn(async move {
+            let mut failures = Vec::new();
+            let mut client = Client::connect(http).await;
+            while !stop.load(Ordering::Relaxed) {
+                let request = http::Request::get(target)
+                    .header("host", "churn.example.com")
+                    .body(Default::default())
+                    .unwrap();
+                match client.send(request).await {
+                    Ok(reply) if reply.status == StatusCode::OK => {
+                        served.fetch_add(1, Ordering::Relaxed);
+                        // keep-alive-requests (1000) ends connections; clients reconnect.
+                        if reply
+                            .headers
+                            .get("connection")
+                            .is_some_and(|v| v == "close")
+                        {
+                            client = Client::connect(http).await;
+                        }
+                    }
+                    Ok(reply) => failures.push(format!("{}: {}", reply.status, reply.text())),
+                    Err(e) => {
+                        failures.push(format!("client error: {e}"));
+                        client = Client::connect(http).await;
+                    }
+                }
+            }
+            failures
+        }));
+    }
+
+    let started = Instant::now();
+    let mut generation = 4;
+    let mut crash = false;
+    let mut draining = Vec::new();
+    while started.elapsed() < CHURN_FOR {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let victim = backends.remove(fastrand::usize(..backends.len()));
+        h.update(&catch_all("churn", &addrs(&backends)));
+        if crash {
+            victim.abort();
+        } else {
+            draining.push(tokio::spawn(victim.shutdown(Duration::from_secs(2))));
+        }
+        crash = !crash;
+        backends.push(start_backend(&format!("pod-{generation}")).await);
+        generation += 1;
+        h.update(&catch_all("churn", &addrs(&backends)));
+    }
+    stop.store(true, Ordering::Relaxed);
+
+    let mut failures = Vec::new();
+    for client in clients {
+        failures.extend(bounded(client).await.unwrap());
+    }
+    for drain in draining {
+        bounded(drain).await.unwrap();
+    }
+    let served = served.load(Ordering::Relaxed);
+    let churned = generation - 4;
+    let metrics = get(h.admin(), "a", "/metrics").await.text();
+    let counters: Vec<&str> = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("sluice_upstream_") || l.starts_with("sluice_error_responses_total{")
+        })
+        .collect();
+    println!(
+        "churn: {served} requests served, {churned} endpoints replaced, {} failed; {counters:?}",
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failures, first: {:?}",
+        failures.len(),
+        &failures[..failures.len().min(5)]
+    );
+    assert!(churned >= 30, "only {churned} endpoint changes");
+    assert!(served >= 1000, "only {served} requests served");
+}

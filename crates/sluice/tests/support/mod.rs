@@ -1,0 +1,344 @@
+//! End-to-end test support: real `sluice` processes (serve, backend) on 127.0.0.1 port 0, a
+//! small blocking HTTP/1.1 client (plain or TLS with certificate verification), and a bounded
+//! `eventually` instead of sleeps.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_sluice");
+
+/// A running `sluice` child process, killed on drop unless it already exited.
+pub struct Process {
+    pub child: Child,
+    pub stdout_line: String,
+}
+
+/// A `sluice serve` with the addresses it bound.
+pub struct Serve {
+    pub process: Process,
+    pub http: SocketAddr,
+    pub https: SocketAddr,
+    pub admin: SocketAddr,
+}
+
+/// A `sluice backend` "pod".
+pub struct Pod {
+    pub process: Process,
+    pub addr: SocketAddr,
+    pub name: String,
+}
+
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+impl Process {
+    /// Starts `sluice ARGS` and waits (bounded) for its first stdout line.
+    pub fn start(args: &[&str]) -> Process {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .env("SLUICE_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn sluice");
+        let stdout = child.stdout.take().unwrap();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            if let Some(Ok(line)) = lines.next() {
+                let _ = sender.send(line);
+            }
+            // Keep draining so the child never blocks on a full pipe.
+            for _ in lines {}
+        });
+        let stdout_line = receiver
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("sluice {args:?} printed nothing within 30 s"));
+        Process { child, stdout_line }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits (bounded) for the process to exit and returns its exit code.
+    pub fn wait_exit(&mut self, limit: Duration) -> i32 {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code().unwrap_or(-1);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "process did not exit within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn addr_after(line: &str, key: &str) -> SocketAddr {
+    line.split_whitespace()
+        .find_map(|word| word.strip_prefix(key))
+        .and_then(|a| a.trim_end_matches(',').parse().ok())
+        .unwrap_or_else(|| panic!("no {key} address in {line:?}"))
+}
+
+impl Serve {
+    /// `sluice serve --config DIR` on port 0 everywhere, plus `extra` flags.
+    pub fn start(config: &Path, extra: &[&str]) -> Serve {
+        let config = config.to_str().unwrap();
+        let mut args = vec![
+            "serve",
+            "--config",
+            config,
+            "--http-listen",
+            "127.0.0.1:0",
+            "--https-listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--workers",
+            "2",
+        ];
+        args.extend_from_slice(extra);
+        Serve::from_process(Process::start(&args))
+    }
+
+    pub fn from_process(process: Process) -> Serve {
+        let line = process.stdout_line.clone();
+        assert!(line.starts_with("sluice serve: listening"), "{line}");
+        Serve {
+            http: addr_after(&line, "http="),
+            https: addr_after(&line, "https="),
+            admin: addr_after(&line, "admin="),
+            process,
+        }
+    }
+
+    pub fn get(&self, host: &str, path: &str) -> Response {
+        get(self.http, host, path).unwrap_or_else(|e| panic!("GET {host}{path}: {e}"))
+    }
+
+    pub fn admin(&self, path: &str) -> Response {
+        get(self.admin, "admin", path).unwrap()
+    }
+
+    pub fn config_json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.admin("/config").body).unwrap()
+    }
+}
+
+impl Pod {
+    pub fn start(name: &str) -> Pod {
+        let process = Process::start(&["backend", "--listen", "127.0.0.1:0", "--name", name]);
+        let addr = process
+            .stdout_line
+            .rsplit(' ')
+            .next()
+            .and_then(|a| a.split(',').next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {:?}", process.stdout_line));
+        Pod {
+            process,
+            addr,
+            name: name.to_owned(),
+        }
+    }
+}
+
+/// A fresh, empty folder for one test.
+pub fn temp_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sluice-e2e-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Writes a file the way careful tools do: a temporary file renamed over the target.
+pub fn write_atomically(path: &Path, content: &str) {
+    let temp = path.with_extension("tmp~");
+    std::fs::write(&temp, content).unwrap();
+    std::fs::rename(&temp, path).unwrap();
+}
+
+/// Retries `check` until it returns `Some`, for at most `limit`.
+pub fn eventually<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not true within {limit:?}: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Service + EndpointSlice (one port named http) + Ingress routing `host` to it.
+pub fn app_yaml(name: &str, host: &str, endpoints: &[SocketAddr]) -> String {
+    // One slice per port: the test backends each listen on their own port.
+    let mut slices = String::new();
+    for (i, endpoint) in endpoints.iter().enumerate() {
+        slices.push_str(&format!(
+            "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+             metadata: {{name: {name}-{i}, labels: {{kubernetes.io/service-name: {name}}}}}\n\
+             addressType: IPv4\nports: [{{name: http, port: {}}}]\n\
+             endpoints: [{{addresses: [\"{}\"]}}]\n",
+            endpoint.port(),
+            endpoint.ip()
+        ));
+    }
+    format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\n\
+         spec: {{ports: [{{name: http, port: 80}}]}}\n\
+         {slices}---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: {name}}}\n\
+         spec:\n  ingressClassName: sluice\n  rules:\n  - host: {host}\n    http:\n      paths:\n\
+         \x20     - {{path: /, pathType: Prefix, backend: {{service: {{name: {name}, port: {{name: http}}}}}}}}\n"
+    )
+}
+
+/// `GET path` with `Host: host` over a new connection.
+pub fn get(addr: SocketAddr, host: &str, path: &str) -> std::io::Result<Response> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    request(&mut stream, "GET", host, path, &[])
+}
+
+/// `GET` over TLS, verifying the server's certificate against `ca_pem` for `server_name`.
+pub fn get_tls(
+    addr: SocketAddr,
+    server_name: &str,
+    ca_pem: &[u8],
+    path: &str,
+) -> std::io::Result<Response> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from(server_name.to_owned()).unwrap();
+    let connection = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let tcp = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    tcp.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut stream = rustls::StreamOwned::new(connection, tcp);
+    request(&mut stream, "GET", server_name, path, &[])
+}
+
+/// Sends one request with `Connection: close` and reads the whole response.
+pub fn request(
+    stream: &mut (impl Read + Write),
+    method: &str,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> std::io::Result<Response> {
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes())?;
+    let mut raw = Vec::new();
+    match stream.read_to_end(&mut raw) {
+        Ok(_) => {}
+        // rustls reports a peer that closed without close_notify; the body is complete anyway.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty() => {}
+        Err(e) => return Err(e),
+    }
+    parse_response(&raw)
+}
+
+fn parse_response(raw: &[u8]) -> std::io::Result<Response> {
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| bad("no end of head"))?;
+    let head = std::str::from_utf8(&raw[..end]).map_err(|_| bad("head not UTF-8"))?;
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| bad("no status"))?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    let mut body = raw[end + 4..].to_vec();
+    let chunked = headers
+        .iter()
+        .any(|(n, v)| n.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+    if chunked {
+        body = dechunk(&body).ok_or_else(|| bad("bad chunked body"))?;
+    }
+    Ok(Response {
+        status,
+        headers,
+        body,
+    })
+}
+
+fn dechunk(mut data: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = data.windows(2).position(|w| w == b"\r\n")?;
+        let size_text = std::str::from_utf8(&data[..line_end]).ok()?;
+        let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
+        data = &data[line_end + 2..];
+        if size == 0 {
+            return Some(out);
+        }
+        out.extend_from_slice(data.get(..size)?);
+        data = data.get(size + 2..)?;
+    }
+}
