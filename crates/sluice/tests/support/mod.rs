@@ -342,3 +342,89 @@ fn dechunk(mut data: &[u8]) -> Option<Vec<u8>> {
         data = data.get(size + 2..)?;
     }
 }
+
+/// A TLS client config trusting exactly `ca_pem`.
+pub fn tls_client(ca_pem: &[u8]) -> Arc<rustls::ClientConfig> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    Arc::new(
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    )
+}
+
+/// A kept-alive TLS connection: several requests, one handshake.
+pub struct TlsConnection {
+    stream: rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
+    host: String,
+}
+
+impl TlsConnection {
+    /// Connects and completes the handshake (so certificate problems surface here).
+    pub fn open(
+        addr: SocketAddr,
+        server_name: &str,
+        config: Arc<rustls::ClientConfig>,
+    ) -> std::io::Result<TlsConnection> {
+        let name = rustls::pki_types::ServerName::try_from(server_name.to_owned()).unwrap();
+        let connection = rustls::ClientConnection::new(config, name).unwrap();
+        let tcp = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+        tcp.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let mut stream = rustls::StreamOwned::new(connection, tcp);
+        while stream.conn.is_handshaking() {
+            stream.conn.complete_io(&mut stream.sock)?;
+        }
+        Ok(TlsConnection {
+            stream,
+            host: server_name.to_owned(),
+        })
+    }
+
+    /// `GET path` on this connection; the response must carry Content-Length.
+    pub fn get(&mut self, path: &str) -> std::io::Result<Response> {
+        let head = format!("GET {path} HTTP/1.1\r\nHost: {}\r\n\r\n", self.host);
+        self.stream.write_all(head.as_bytes())?;
+        let mut raw = Vec::new();
+        let mut byte = [0u8; 1];
+        while !raw.ends_with(b"\r\n\r\n") {
+            self.stream.read_exact(&mut byte)?;
+            raw.push(byte[0]);
+        }
+        let mut response = parse_response(&raw)?;
+        let length: usize = response
+            .header("content-length")
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| std::io::Error::other("no content-length"))?;
+        response.body = vec![0; length];
+        self.stream.read_exact(&mut response.body)?;
+        Ok(response)
+    }
+}
+
+/// A self-signed certificate for `host`: (certificate PEM, key PEM).
+pub fn self_signed(host: &str) -> (String, String) {
+    let certified = rcgen::generate_simple_self_signed(vec![host.to_owned()]).unwrap();
+    (certified.cert.pem(), certified.signing_key.serialize_pem())
+}
+
+/// A `kubernetes.io/tls` Secret in YAML.
+pub fn tls_secret_yaml(name: &str, cert_pem: &str, key_pem: &str) -> String {
+    let indent = |pem: &str| {
+        pem.lines()
+            .map(|l| format!("    {l}\n"))
+            .collect::<String>()
+    };
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}}}\ntype: kubernetes.io/tls\n\
+         stringData:\n  tls.crt: |\n{}  tls.key: |\n{}",
+        indent(cert_pem),
+        indent(key_pem)
+    )
+}
