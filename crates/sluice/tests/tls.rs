@@ -34,7 +34,6 @@ fn a_rotated_secret_file_serves_new_handshakes_and_open_connections_keep_working
     let serve = Serve::start(&dir, &[]);
     // Each handshake check below builds its client anew: a client with a cached session would
     // resume it without being shown a certificate at all.
-
     let mut open = TlsConnection::open(serve.https, HOST, tls_client(old_cert.as_bytes()))
         .expect("old certificate served");
     assert_eq!(open.get("/").unwrap().status, 200);
