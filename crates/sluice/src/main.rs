@@ -73,10 +73,13 @@ fn run_backend(args: BackendArgs) -> anyhow::Result<()> {
 }
 
 fn init_logging() {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour codes only help a person at a terminal; in files and pipes they are noise.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }
