@@ -36,7 +36,7 @@ Exit status: 0 if every request succeeded, 1 if any failed (or none completed), 
 #[derive(Clone, Debug, clap::Args)]
 #[command(after_long_help = AFTER_HELP)]
 pub struct LoadArgs {
-    /// Target URL: http://host[:port]/path or https://...
+    /// Target URL: http or https, host, optional port, path and query.
     #[arg(value_name = "URL")]
     pub url: String,
 
@@ -203,7 +203,7 @@ pub enum ConfigError {
         value: String,
         reason: String,
     },
-    #[error("{flag} {path:?}: {source}")]
+    #[error("{flag} {path:?}: cannot read the file")]
     File {
         flag: &'static str,
         path: PathBuf,
@@ -655,6 +655,36 @@ mod tests {
                 "{url}"
             );
         }
+    }
+
+    #[test]
+    fn it_plugs_into_a_subcommand_enum_as_the_sluice_cli_uses_it() {
+        #[derive(Parser)]
+        #[command(name = "sluice", version)]
+        struct Sluice {
+            #[command(subcommand)]
+            command: Command,
+        }
+        #[derive(clap::Subcommand)]
+        enum Command {
+            /// A wrk2-compatible load generator.
+            Load(LoadArgs),
+        }
+        let cli =
+            Sluice::try_parse_from(["sluice", "load", "-t1", "-c", "5", "-R", "1k", "http://h/"])
+                .unwrap();
+        let Command::Load(args) = cli.command;
+        assert_eq!((args.threads, args.connections), (1, 5));
+        assert_eq!(args.rate.as_deref(), Some("1k"));
+        let mut command = <Sluice as clap::CommandFactory>::command();
+        command.build();
+        let help = command
+            .find_subcommand_mut("load")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(help.contains("--new-connection-per-request"));
+        assert!(help.contains("Errors count once per failed request"));
     }
 
     #[test]

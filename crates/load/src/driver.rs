@@ -33,6 +33,7 @@ use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use crate::args::Config;
+use crate::clock::SendTimer;
 use crate::http1;
 use crate::recorder::{ErrorClass, Outcome, Recorder, Sample};
 use crate::report::Results;
@@ -42,7 +43,7 @@ use crate::tls;
 /// Why a run could not start (failures during the run are counted, not returned).
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("cannot resolve {host}:{port}: {source}")]
+    #[error("cannot resolve {host}:{port}")]
     Resolve {
         host: String,
         port: u16,
@@ -51,9 +52,9 @@ pub enum RunError {
     },
     #[error("{host}:{port} resolves to no address")]
     NoAddress { host: String, port: u16 },
-    #[error("building the TLS client configuration: {0}")]
+    #[error("building the TLS client configuration")]
     Tls(#[from] rustls::Error),
-    #[error("starting load thread: {0}")]
+    #[error("starting a load thread")]
     Thread(#[source] io::Error),
     #[error("a load thread panicked")]
     Panicked,
@@ -105,14 +106,11 @@ pub fn run(config: &Config) -> Result<Results, RunError> {
             .join()
             .map_err(|_| RunError::Panicked)?
             .map_err(RunError::Thread)?;
-        let whole_seconds = config.duration.as_secs() as usize;
+        // wrk's "Req/Sec": one sample per thread and whole second, idle seconds included.
+        let seconds = output.recorder.seconds();
         thread_rates.extend(
-            output
-                .recorder
-                .seconds()
-                .iter()
-                .take(whole_seconds)
-                .map(|s| s.completed),
+            (0..config.duration.as_secs() as usize)
+                .map(|i| seconds.get(i).map_or(0, |second| second.completed)),
         );
         merged.merge(&output.recorder);
         for (class, message) in output.examples {
@@ -345,13 +343,14 @@ async fn preconnect(ctx: Rc<ThreadCtx>, count: usize) -> Vec<Option<Conn>> {
 async fn drive(ctx: Rc<ThreadCtx>, mut schedule: ConnSchedule, mut conn: Option<Conn>) {
     let shared = ctx.shared.clone();
     let t0 = ctx.t0.get();
+    let timer = SendTimer::new(t0);
     loop {
         let now = t0.elapsed();
         let Some(slot) = schedule.next(now) else {
             break;
         };
         if slot.send_at > now {
-            tokio::time::sleep_until((t0 + slot.send_at).into()).await;
+            timer.sleep_until(t0 + slot.send_at).await;
         }
         let sent = t0.elapsed();
         let intended = if shared.open_loop {

@@ -52,10 +52,11 @@ pub(crate) enum ResponseError {
     Eof,
     #[error("invalid response: {0}")]
     Invalid(&'static str),
+    // The inner errors are part of the message: these end up as one-line error examples.
     #[error("invalid response head: {0}")]
-    Parse(#[source] httparse::Error),
+    Parse(httparse::Error),
     #[error("reading the response: {0}")]
-    Io(#[source] io::Error),
+    Io(io::Error),
 }
 
 /// Decodes `Transfer-Encoding: chunked` framing, discarding the data.

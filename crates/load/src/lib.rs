@@ -6,7 +6,8 @@
 //!             Schedule (pure: who sends when) ─┤                  │     └─▶ --hgrm FILE
 //!                                              ▼                  │
 //!   thread × -t ─ current-thread runtime ─ its share of -c connections
-//!        each connection: slot = schedule.next(now); sleep to slot.send_at; request;
+//!        each connection: slot = schedule.next(now); sleep to slot.send_at (timerfd, 100 µs);
+//!                         connect if needed; write; read; Recorder::record(sample)
 //!        Recorder (pure, per thread): corrected + uncorrected HdrHistograms, errors, per second
 //!                                              └──────── merge ───┘
 //! ```
@@ -18,8 +19,13 @@
 //! latency is measured from when it *should* have been sent. A server that stalls for 500 ms
 //! therefore shows up as 500 ms of latency for every request due during the stall, not only the one
 //! that was in flight (coordinated omission, as wrk2 corrects it). A connection that falls behind
-//! catches up at twice its rate and never skips a request. Without `-R` the run is closed loop,
-//! each connection as fast as it goes, as wrk.
+//! catches up at twice its rate (as wrk2) and never skips a request. Without `-R` the run is closed
+//! loop, each connection as fast as it goes, as wrk.
+//!
+//! Send times are kept within 100 µs of the schedule: on Linux each connection sleeps on its own
+//! `timerfd` (deadlines rounded up to a shared 100 µs grid, so neighbours wake together) instead
+//! of tokio's (and wrk2's) millisecond timer, which would add up to a millisecond of the
+//! generator's own lateness to every corrected latency.
 //!
 //! HTTP/1.1 uses a small hand-written client (the request is encoded once; responses are only
 //! framed), HTTP/2 uses hyper, HTTPS uses rustls with aws-lc-rs. `--tls-resumption off` (the
@@ -45,7 +51,8 @@
 //! - **connect**: wrk2 counts connect attempts, so a refused port counts reconnect loops. Here the
 //!   request that needed a connection is what fails, once.
 //! - **read**: wrk treats a connection closed mid-response as a silent reconnect. Here it is a
-//!   read error: that response was lost.
+//!   read error: that response was lost. That includes a kept-alive connection the server closes
+//!   unannounced (without `Connection: close`) just as a request goes out on it.
 //! - **the end**: wrk2 drops responses that arrive after the duration. Here requests due before the
 //!   end are awaited (up to `--timeout`), and requests a late connection never got to send are
 //!   reported as `unsent`, so the achieved rate is honest.
@@ -58,6 +65,7 @@
 //! resolved. 2: bad input (URL, duration, header, …), with a message naming the flag and value.
 
 mod args;
+mod clock;
 mod driver;
 mod http1;
 mod recorder;
@@ -97,7 +105,7 @@ pub fn run_cli(args: LoadArgs) -> anyhow::Result<i32> {
     let config = match Config::try_from(args) {
         Ok(config) => config,
         Err(error) => {
-            eprintln!("sluice load: {error}");
+            eprintln!("sluice load: {:#}", anyhow::Error::new(error));
             return Ok(EXIT_BAD_INPUT);
         }
     };

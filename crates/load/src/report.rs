@@ -125,7 +125,7 @@ pub struct SeriesPoint {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ResultsError {
-    #[error("latency histogram is not valid base64: {0}")]
+    #[error("latency histogram is not valid base64")]
     Base64(#[from] base64::DecodeError),
     #[error("latency histogram cannot be decoded: {0}")]
     Histogram(String),
@@ -258,7 +258,7 @@ impl Results {
             out,
             "  {} requests in {}, {}B read",
             self.requests,
-            format_duration(Duration::from_secs_f64(self.duration_secs)),
+            format_us(self.duration_secs * 1e6),
             format_binary(self.bytes_read as f64)
         );
         let e = &self.errors;
@@ -531,6 +531,8 @@ fn format_duration(d: Duration) -> String {
     let secs = d.as_secs_f64();
     if d.subsec_nanos() == 0 && secs >= 60.0 && d.as_secs().is_multiple_of(60) {
         format!("{}m", d.as_secs() / 60)
+    } else if d.subsec_nanos() == 0 {
+        format!("{}s", d.as_secs())
     } else if secs >= 1.0 {
         format!("{secs:.2}s")
     } else {
@@ -699,6 +701,8 @@ mod tests {
         assert_eq!(format_metric(1_060.0), "1.06k");
         assert_eq!(format_binary(1024.0 * 1024.0 * 102.41), "102.41M");
         assert_eq!(format_duration(Duration::from_secs(300)), "5m");
-        assert_eq!(format_duration(Duration::from_secs(30)), "30.00s");
+        assert_eq!(format_duration(Duration::from_secs(30)), "30s");
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1.50s");
+        assert_eq!(format_duration(Duration::from_millis(300)), "300ms");
     }
 }

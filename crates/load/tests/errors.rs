@@ -33,7 +33,10 @@ fn a_refused_port_is_a_connect_error_per_request_and_exit_code_1() {
         url.as_str(),
     ];
     let results = support::run(&argv);
-    assert_eq!(only(&results.errors, "connect"), 10);
+    // Every due request is either a connect error or, on a machine too busy to keep up at the
+    // very end, unsent; never anything else.
+    assert_eq!(only(&results.errors, "connect") + results.unsent, 10);
+    assert!(results.errors.connect >= 8);
     assert_eq!(results.requests, 0);
     assert!(
         results.error_examples[&load::ErrorClass::Connect].contains("refused"),
@@ -49,10 +52,12 @@ fn a_reset_mid_response_is_a_read_error() {
     let server = TestServer::start(Behavior::ResetMidResponse);
     let url = server.url("http");
     let results = support::run(&["-t", "1", "-c", "1", "-R", "20", "-d", "500ms", &url]);
-    assert_eq!(only(&results.errors, "read"), 10);
+    let reads = only(&results.errors, "read");
+    assert_eq!(reads + results.unsent, 10);
+    assert!(reads >= 8);
     assert_eq!(results.requests, 0);
     // Every failure replaced the connection: one per request.
-    assert_eq!(server.count(|s| &s.accepted), 10);
+    assert_eq!(server.count(|s| &s.accepted), reads);
 }
 
 #[test]
@@ -95,10 +100,12 @@ fn http_500_is_a_status_error_with_its_latency_recorded() {
     let server = TestServer::start(Behavior::Status(500));
     let url = server.url("http");
     let results = support::run(&["-t", "2", "-c", "2", "-R", "100", "-d", "500ms", &url]);
-    assert_eq!(only(&results.errors, "status"), 50);
-    assert_eq!(results.requests, 50);
-    assert_eq!(results.status_codes[&500], 50);
-    assert_eq!(results.latency.corrected.count, 50);
+    let statuses = only(&results.errors, "status");
+    assert_eq!(statuses + results.unsent, 50);
+    assert!(statuses >= 45);
+    assert_eq!(results.requests, statuses);
+    assert_eq!(results.status_codes[&500], statuses);
+    assert_eq!(results.latency.corrected.count, statuses);
     // Keep-alive held: the two pre-opened connections carried everything.
     assert_eq!(server.count(|s| &s.accepted), 2);
 }

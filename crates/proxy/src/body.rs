@@ -5,7 +5,6 @@ use std::cell::Cell;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
@@ -30,12 +29,9 @@ pub(crate) enum RequestBody {
     },
 }
 
-/// What the request path needs to know about a body hyper is sending for it.
+/// What the request path needs to know about a body the upstream client is sending for it.
 #[derive(Default)]
 pub(crate) struct BodyProgress {
-    /// When the last byte was handed to the upstream connection: `proxy-read-timeout`
-    /// counts from there, so a long upload is not mistaken for a silent upstream.
-    sent_at: Cell<Option<Instant>>,
     /// The body passed `client-max-body-size`: answer 413.
     exceeded: Cell<bool>,
 }
@@ -47,6 +43,9 @@ pub(crate) struct ResponseBody {
     guard: Option<RequestGuard>,
 }
 
+// Boxing the upstream body would cost an allocation per response; the size difference only
+// costs a slightly longer copy when hyper takes the body.
+#[allow(clippy::large_enum_variant)]
 enum ResponseKind {
     Full(Option<Bytes>),
     Upstream(UpstreamBody),
@@ -75,18 +74,8 @@ impl RequestBody {
 }
 
 impl BodyProgress {
-    pub(crate) fn sent_at(&self) -> Option<Instant> {
-        self.sent_at.get()
-    }
-
     pub(crate) fn exceeded(&self) -> bool {
         self.exceeded.get()
-    }
-
-    fn mark_sent(&self) {
-        if self.sent_at.get().is_none() {
-            self.sent_at.set(Some(Instant::now()));
-        }
     }
 }
 
@@ -108,10 +97,6 @@ impl Body for RequestBody {
         };
         let frame = match Pin::new(&mut *inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => frame,
-            Poll::Ready(None) => {
-                progress.mark_sent();
-                return Poll::Ready(None);
-            }
             other => return other.map_err(Into::into),
         };
         if let (Some(data), Some(remaining)) = (frame.data_ref(), remaining.as_mut()) {
@@ -121,9 +106,6 @@ impl Body for RequestBody {
                 return Poll::Ready(Some(Err(BodyTooLarge.into())));
             }
             *remaining -= len;
-        }
-        if inner.is_end_stream() {
-            progress.mark_sent();
         }
         Poll::Ready(Some(Ok(frame)))
     }

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 
 use crate::body::ResponseBody;
+use crate::client::ClientError;
 
 /// Why a request was answered by the proxy instead of an upstream.
 #[derive(Debug, thiserror::Error)]
@@ -28,19 +29,13 @@ pub(crate) enum ProxyError {
         #[source]
         source: io::Error,
     },
-    #[error("HTTP handshake with {addr} failed")]
-    Handshake {
-        addr: SocketAddr,
-        #[source]
-        source: hyper::Error,
-    },
     #[error("{addr} sent no response head within proxy-read-timeout")]
     ReadTimeout { addr: SocketAddr },
     #[error("request to {addr} failed")]
     Upstream {
         addr: SocketAddr,
         #[source]
-        source: hyper::Error,
+        source: ClientError,
     },
 }
 
@@ -54,9 +49,7 @@ impl ProxyError {
             ProxyError::ConnectTimeout { .. } | ProxyError::ReadTimeout { .. } => {
                 StatusCode::GATEWAY_TIMEOUT
             }
-            ProxyError::Connect { .. }
-            | ProxyError::Handshake { .. }
-            | ProxyError::Upstream { .. } => StatusCode::BAD_GATEWAY,
+            ProxyError::Connect { .. } | ProxyError::Upstream { .. } => StatusCode::BAD_GATEWAY,
         }
     }
 
@@ -71,9 +64,9 @@ impl ProxyError {
             ProxyError::ConnectTimeout { .. } | ProxyError::ReadTimeout { .. } => {
                 "504 Gateway Timeout: upstream did not answer in time\n"
             }
-            ProxyError::Connect { .. }
-            | ProxyError::Handshake { .. }
-            | ProxyError::Upstream { .. } => "502 Bad Gateway: upstream failed\n",
+            ProxyError::Connect { .. } | ProxyError::Upstream { .. } => {
+                "502 Bad Gateway: upstream failed\n"
+            }
         };
         text_response(status, Bytes::from_static(text.as_bytes()))
     }

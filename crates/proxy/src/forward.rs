@@ -10,118 +10,153 @@
 //!  every error ─▶ ProxyError::response (the one status mapping)
 //! ```
 
+use std::convert::Infallible;
+use std::future::Future;
 use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
-use http::{header, HeaderValue, Request, Response, StatusCode, Uri};
+use http::request::Parts;
+use http::{header, HeaderValue, Request, Response, StatusCode};
 use http_body::Body;
 use hyper::body::Incoming;
+use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use model::{Compiled, Route};
+use tokio::io::AsyncWriteExt;
 
-use crate::body::{RequestBody, ResponseBody};
+use crate::body::{BoxError, RequestBody, ResponseBody};
+use crate::client::Outgoing;
 use crate::error::{text_response, Chain, ProxyError};
 use crate::headers;
-use crate::upstream::{self, Exchange, UpstreamBody};
+use crate::upstream::{self, Exchange, Pending, UpstreamBody, UpstreamIo};
 use crate::worker::ConnCtx;
 
-/// Answers one client request. Never fails: every problem is a status code.
-pub(crate) async fn handle(
+/// Answers one client request. Never fails: every problem is a status code (the `Result` is
+/// hyper's service signature, so hyper can take this future as it is).
+///
+/// What needs the request as a whole happens before the future exists, and the rest is one
+/// async block rather than layers of async fns: each layer taking the request by value keeps
+/// its own copy in the future, and hyper moves the future (all of it) as it starts it.
+pub(crate) fn handle(
     conn: Rc<ConnCtx>,
-    request: Request<Incoming>,
-) -> Response<ResponseBody> {
-    let (guard, nth) = conn.begin_request();
-    let worker = &conn.worker;
-    let config = worker.config();
-    let config: Option<&Compiled> = config.as_deref().map(|c| &**c);
-    let (result, route) = match config {
-        None => (Err(ProxyError::NotReady), None),
-        Some(config) => route_and_forward(&conn, config, request).await,
-    };
-    let mut response = match result {
-        Ok(response) => response,
-        Err(error) => {
-            tracing::debug!(error = %Chain(&error), "answering with an error");
-            worker.stats.borrow_mut().error(error.status().as_u16());
-            error.response()
-        }
-    };
-    worker
-        .stats
-        .borrow_mut()
-        .request(route, response.status().as_u16());
+    mut request: Request<Incoming>,
+) -> impl Future<Output = Result<Response<ResponseBody>, Infallible>> {
+    let client_upgrade = (!conn.h2 && headers::is_websocket_upgrade(request.headers()))
+        .then(|| hyper::upgrade::on(&mut request));
+    let (mut head, body) = request.into_parts();
+    async move {
+        let (guard, nth) = conn.begin_request();
+        let worker = &conn.worker;
+        let config = worker.config();
+        let config: Option<&Compiled> = config.as_deref().map(|c| &**c);
+        let (result, route) = match config {
+            None => (Err(ProxyError::NotReady), None),
+            Some(config) => match route(&conn, config, &head) {
+                Routed::NoRoute => (Err(ProxyError::NoRoute), None),
+                Routed::Redirect(route) => (Ok(redirect(&head)), Some(route)),
+                Routed::Forward(route) => (
+                    forward(
+                        &conn,
+                        config,
+                        route,
+                        &mut head,
+                        body,
+                        client_upgrade,
+                        guard.started(),
+                    )
+                    .await,
+                    Some(route),
+                ),
+            },
+        };
+        let mut response = match result {
+            Ok(response) => response,
+            Err(error) => {
+                tracing::debug!(error = %Chain(&error), "answering with an error");
+                worker.stats.borrow_mut().error(error.status().as_u16());
+                error.response()
+            }
+        };
+        worker
+            .stats
+            .borrow_mut()
+            .request(route, response.status().as_u16());
 
-    let max_requests = config.map_or(model::Settings::default().keep_alive_requests, |c| {
-        c.settings.keep_alive_requests
-    });
-    if nth >= max_requests && response.status() != StatusCode::SWITCHING_PROTOCOLS {
-        if conn.h2 {
-            conn.close_after_this();
-        } else {
-            // hyper closes the connection after a response that says so.
-            response
-                .headers_mut()
-                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        let max_requests = config.map_or(model::Settings::default().keep_alive_requests, |c| {
+            c.settings.keep_alive_requests
+        });
+        if nth >= max_requests && response.status() != StatusCode::SWITCHING_PROTOCOLS {
+            if conn.h2 {
+                conn.close_after_this();
+            } else {
+                // hyper closes the connection after a response that says so.
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
         }
+        response.body_mut().set_guard(guard);
+        Ok(response)
     }
-    response.body_mut().set_guard(guard);
-    response
 }
 
-async fn route_and_forward<'c>(
-    conn: &Rc<ConnCtx>,
-    config: &'c Compiled,
-    request: Request<Incoming>,
-) -> (
-    Result<Response<ResponseBody>, ProxyError>,
-    Option<&'c std::sync::Arc<Route>>,
-) {
-    let host = request_host(&request);
-    let Some(matched) = config.routes.route(host, request.uri().path()) else {
-        return (Err(ProxyError::NoRoute), None);
+/// Where routing sends a request.
+enum Routed<'c> {
+    NoRoute,
+    /// Plain HTTP to a host with TLS: `308` to HTTPS.
+    Redirect(&'c Arc<Route>),
+    Forward(&'c Arc<Route>),
+}
+
+fn route<'c>(conn: &ConnCtx, config: &'c Compiled, head: &Parts) -> Routed<'c> {
+    let host = request_host(head);
+    let Some(matched) = config.routes.route(host, head.uri.path()) else {
+        return Routed::NoRoute;
     };
-    let route = matched.route;
     if matched.tls && !conn.https && config.settings.ssl_redirect {
-        return (Ok(redirect(host, request.uri())), Some(route));
+        return Routed::Redirect(matched.route);
     }
-    (forward(conn, config, route, request).await, Some(route))
+    Routed::Forward(matched.route)
 }
 
 async fn forward(
     conn: &Rc<ConnCtx>,
     config: &Compiled,
     route: &Route,
-    mut request: Request<Incoming>,
+    head: &mut Parts,
+    body: Incoming,
+    client_upgrade: Option<OnUpgrade>,
+    arrived: Instant,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     let settings = &config.settings;
     let limit = settings.client_max_body_size;
     // hyper reports a declared Content-Length (or an empty body) as the exact size.
-    let declared = request.body().size_hint().exact();
+    let declared = body.size_hint().exact();
     if limit > 0 && declared.is_some_and(|len| len > limit) {
         return Err(ProxyError::BodyTooLarge { limit });
     }
-    let upgrade = !conn.h2 && headers::is_websocket_upgrade(request.headers());
-    let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
-
-    let (mut head, body) = request.into_parts();
     let body = if body.is_end_stream() {
         RequestBody::Empty
     } else {
         RequestBody::client(body, declared, limit)
     };
     let progress = body.progress().cloned();
-    headers::prepare_request(&mut head, &conn.forwarded(settings), upgrade);
+    let forwarded = conn.forwarded(settings);
+    let added = headers::prepare_request(head, &forwarded, client_upgrade.is_some());
     let retryable = matches!(body, RequestBody::Empty) && headers::is_idempotent(&head.method);
 
-    let exchanged = upstream::exchange(
-        &conn.worker,
-        &route.backend,
-        settings,
+    let mut body = Outgoing::new(body);
+    let pending = Pending {
         head,
-        body,
+        added,
+        body: &mut body,
         retryable,
-    )
-    .await;
+        upgrade: client_upgrade.is_some(),
+        arrived,
+    };
+    let exchanged = upstream::exchange(&conn.worker, &route.backend, settings, pending).await;
     let Exchange {
         mut response,
         conn: upstream_conn,
@@ -133,54 +168,47 @@ async fn forward(
         Err(error) => return Err(error),
     };
 
-    if let Some(client_upgrade) = client_upgrade {
-        if response.status() == StatusCode::SWITCHING_PROTOCOLS {
-            let upstream_upgrade = hyper::upgrade::on(&mut response);
+    if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+        // The client asked for it (the upstream client refuses a 101 otherwise).
+        if let Some(client_upgrade) = client_upgrade {
+            let (upstream, buffered) = upstream_conn.into_tunnel(settings.proxy_send_timeout);
             let drain = conn.worker.drain_guard();
             tokio::task::spawn_local(async move {
                 let _drain = drain;
-                let (client, upstream) = tokio::join!(client_upgrade, upstream_upgrade);
-                // The connection's driver has handed its socket over by now.
-                drop(upstream_conn);
-                match (client, upstream) {
-                    (Ok(client), Ok(upstream)) => {
-                        let mut client = TokioIo::new(client);
-                        let mut upstream = TokioIo::new(upstream);
-                        if let Err(e) =
-                            tokio::io::copy_bidirectional(&mut client, &mut upstream).await
-                        {
-                            tracing::debug!(error = %e, "tunnel ended with an error");
-                        }
-                    }
-                    (Err(e), _) | (_, Err(e)) => tracing::debug!(error = %e, "upgrade failed"),
+                if let Err(e) = tunnel(client_upgrade, upstream, buffered).await {
+                    tracing::debug!(error = %e, "tunnel ended with an error");
                 }
             });
             headers::prepare_response(response.headers_mut(), true);
-            return Ok(response.map(|_| ResponseBody::empty()));
+            return Ok(response.map(|()| ResponseBody::empty()));
         }
     }
 
-    let reusable = !headers::connection_has(response.headers(), "close");
-    headers::prepare_response(response.headers_mut(), false);
+    // The upstream client consumed the connection-specific headers already.
     let worker = &conn.worker;
-    let read_timeout = settings.proxy_read_timeout;
-    Ok(response.map(|incoming| {
-        ResponseBody::upstream(UpstreamBody::new(
-            incoming,
-            upstream_conn,
-            worker,
-            reusable,
-            read_timeout,
-        ))
-    }))
+    Ok(response
+        .map(|()| ResponseBody::upstream(UpstreamBody::new(upstream_conn, worker, settings))))
+}
+
+/// Splices the client's upgraded connection and the upstream socket; whatever the upstream
+/// sent right behind its 101 head goes to the client first.
+async fn tunnel(
+    client_upgrade: OnUpgrade,
+    mut upstream: UpstreamIo,
+    buffered: Bytes,
+) -> Result<(), BoxError> {
+    let mut client = TokioIo::new(client_upgrade.await?);
+    client.write_all(&buffered).await?;
+    tokio::io::copy_bidirectional(&mut client, &mut upstream).await?;
+    Ok(())
 }
 
 /// The host a request is for: HTTP/2 `:authority` (or an absolute-form target), else `Host`.
-fn request_host(request: &Request<Incoming>) -> &str {
-    match request.uri().authority() {
+fn request_host(head: &Parts) -> &str {
+    match head.uri.authority() {
         Some(authority) => authority.host(),
-        None => request
-            .headers()
+        None => head
+            .headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
             .unwrap_or(""),
@@ -188,9 +216,9 @@ fn request_host(request: &Request<Incoming>) -> &str {
 }
 
 /// `308` to the same host and target over HTTPS (method and body are kept by the client).
-fn redirect(host: &str, uri: &Uri) -> Response<ResponseBody> {
-    let host = strip_port(host);
-    let target = uri.path_and_query().map_or("/", |pq| pq.as_str());
+fn redirect(head: &Parts) -> Response<ResponseBody> {
+    let host = strip_port(request_host(head));
+    let target = head.uri.path_and_query().map_or("/", |pq| pq.as_str());
     let mut response = text_response(
         StatusCode::PERMANENT_REDIRECT,
         Bytes::from_static(b"308 Permanent Redirect\n"),
@@ -216,8 +244,12 @@ mod tests {
 
     #[test]
     fn redirects_keep_the_target_and_drop_the_port() {
-        let uri: Uri = "/cart?item=1".parse().unwrap();
-        let response = redirect("shop.example.com:8080", &uri);
+        let (head, ()) = Request::get("/cart?item=1")
+            .header("host", "shop.example.com:8080")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let response = redirect(&head);
         assert_eq!(response.status(), StatusCode::PERMANENT_REDIRECT);
         assert_eq!(
             response.headers()[header::LOCATION],

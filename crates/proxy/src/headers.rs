@@ -1,8 +1,16 @@
 //! Header rewriting between client and upstream: hop-by-hop headers out, `X-Forwarded-*`,
 //! `X-Real-IP` and `X-Request-ID` in, and the request turned into an HTTP/1.1 origin-form one.
 //!
-//! Everything is done in place on the request's own `HeaderMap`: the common request costs
-//! a few hash lookups and three small header values, never a copy of the map.
+//! ```text
+//!  request headers ─▶ one pass over the names: anything hop-by-hop, Expect, X-Forwarded-*?
+//!     ├─ none (the common request) ─▶ the map is left alone
+//!     └─ some ─▶ removed (or kept: use-forwarded-headers) in place
+//!  Added: the headers the proxy sets, written after the request's own by the upstream client
+//! ```
+//!
+//! The common request costs one pass over its header names and no change to the map: the
+//! added headers are never inserted (a hash and a probe each, and an allocation for the
+//! request ID), they are written straight into the serialized head.
 
 use http::header::{self, HeaderName, HeaderValue};
 use http::request::Parts;
@@ -37,11 +45,77 @@ pub(crate) struct Forwarded<'a> {
     pub(crate) trust_incoming: bool,
 }
 
-/// Rewrites a client request into the one sent upstream.
-pub(crate) fn prepare_request(parts: &mut Parts, forwarded: &Forwarded<'_>, upgrade: bool) {
-    strip_hop_by_hop(&mut parts.headers, upgrade);
-    // Expectations are between the client and us; hyper answers `100-continue` itself.
-    parts.headers.remove(header::EXPECT);
+/// The headers the proxy adds to a request, written after the request's own (see the module
+/// doc). `None` or `false`: the request keeps its own.
+pub(crate) struct Added<'a> {
+    client_ip: &'a HeaderValue,
+    /// `X-Forwarded-For: <client ip>`.
+    forwarded_for: bool,
+    proto: Option<&'static str>,
+    /// `X-Forwarded-Host`: the request's `Host`.
+    host: bool,
+    port: Option<&'a HeaderValue>,
+    /// `X-Real-IP: <client ip>`.
+    real_ip: bool,
+    request_id: Option<[u8; 32]>,
+}
+
+/// Which headers of interest a request has, from one pass over its names.
+#[derive(Clone, Copy)]
+struct Present(u16);
+
+impl Present {
+    const HOP_BY_HOP: u16 = 1;
+    const EXPECT: u16 = 1 << 1;
+    const FORWARDED_FOR: u16 = 1 << 2;
+    const FORWARDED_PROTO: u16 = 1 << 3;
+    const FORWARDED_HOST: u16 = 1 << 4;
+    const FORWARDED_PORT: u16 = 1 << 5;
+    const REAL_IP: u16 = 1 << 6;
+    const REQUEST_ID: u16 = 1 << 7;
+
+    fn scan(headers: &HeaderMap) -> Present {
+        let mut present = 0;
+        for name in headers.keys() {
+            present |= if is_hop_by_hop(name) {
+                Present::HOP_BY_HOP
+            } else {
+                match name.as_str() {
+                    "expect" => Present::EXPECT,
+                    "x-forwarded-for" => Present::FORWARDED_FOR,
+                    "x-forwarded-proto" => Present::FORWARDED_PROTO,
+                    "x-forwarded-host" => Present::FORWARDED_HOST,
+                    "x-forwarded-port" => Present::FORWARDED_PORT,
+                    "x-real-ip" => Present::REAL_IP,
+                    "x-request-id" => Present::REQUEST_ID,
+                    _ => 0,
+                }
+            };
+        }
+        Present(present)
+    }
+
+    fn has(self, flag: u16) -> bool {
+        self.0 & flag != 0
+    }
+}
+
+/// Rewrites a client request into the one sent upstream; returns the headers to add to it.
+pub(crate) fn prepare_request<'a>(
+    parts: &mut Parts,
+    forwarded: &Forwarded<'a>,
+    upgrade: bool,
+) -> Added<'a> {
+    let mut present = Present::scan(&parts.headers);
+    if present.has(Present::HOP_BY_HOP) {
+        strip_hop_by_hop(&mut parts.headers, upgrade);
+        // `Connection` may have named any of the others.
+        present = Present::scan(&parts.headers);
+    }
+    if present.has(Present::EXPECT) {
+        // Expectations are between the client and us; hyper answers `100-continue` itself.
+        parts.headers.remove(header::EXPECT);
+    }
     if parts.uri.authority().is_some() {
         // HTTP/2 `:authority` or an HTTP/1.1 absolute-form target: it is the host (RFC 9112
         // §3.2.2), and an HTTP/1.1 upstream learns it from `Host`.
@@ -74,7 +148,37 @@ pub(crate) fn prepare_request(parts: &mut Parts, forwarded: &Forwarded<'_>, upgr
             .headers
             .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
     }
-    set_forwarded(&mut parts.headers, forwarded);
+    set_forwarded(&mut parts.headers, forwarded, present)
+}
+
+impl Added<'_> {
+    /// Appends the header lines to a serialized head; `host` is the request's `Host`.
+    pub(crate) fn write(&self, out: &mut Vec<u8>, host: Option<&HeaderValue>) {
+        let mut line = |name: &HeaderName, value: &[u8]| {
+            out.extend_from_slice(name.as_str().as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        };
+        if self.forwarded_for {
+            line(&X_FORWARDED_FOR, self.client_ip.as_bytes());
+        }
+        if let Some(proto) = self.proto {
+            line(&X_FORWARDED_PROTO, proto.as_bytes());
+        }
+        if let (true, Some(host)) = (self.host, host) {
+            line(&X_FORWARDED_HOST, host.as_bytes());
+        }
+        if let Some(port) = self.port {
+            line(&X_FORWARDED_PORT, port.as_bytes());
+        }
+        if self.real_ip {
+            line(&X_REAL_IP, self.client_ip.as_bytes());
+        }
+        if let Some(id) = &self.request_id {
+            line(&X_REQUEST_ID, id);
+        }
+    }
 }
 
 /// Removes connection-specific headers from a response, unless it is a `101` whose
@@ -112,7 +216,7 @@ pub(crate) fn is_idempotent(method: &Method) -> bool {
 }
 
 /// 32 random hex digits.
-pub(crate) fn request_id() -> HeaderValue {
+pub(crate) fn request_id() -> [u8; 32] {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut n = fastrand::u128(..);
     let mut digits = [0u8; 32];
@@ -120,7 +224,37 @@ pub(crate) fn request_id() -> HeaderValue {
         *digit = HEX[(n & 0xf) as usize];
         n >>= 4;
     }
-    HeaderValue::from_bytes(&digits).expect("hex digits are a valid header value")
+    digits
+}
+
+/// Whether a header is about the connection it came on (RFC 9110 §7.6.1): the fixed list,
+/// `Connection` and `Upgrade`. Headers that `Connection` names are hop-by-hop too.
+pub(crate) fn is_hop_by_hop(name: &HeaderName) -> bool {
+    match name.as_str().len() {
+        2 => name == header::TE,
+        7 => name == header::TRAILER || name == header::UPGRADE,
+        10 => name == header::CONNECTION || name.as_str() == "keep-alive",
+        16 => name.as_str() == "proxy-connection",
+        17 => name == header::TRANSFER_ENCODING,
+        18 => name == header::PROXY_AUTHENTICATE,
+        19 => name == header::PROXY_AUTHORIZATION,
+        _ => false,
+    }
+}
+
+/// Removes the headers a `Connection` value names, other than the usual tokens.
+pub(crate) fn remove_named_by_connection(headers: &mut HeaderMap, connection: &[u8]) {
+    let Ok(connection) = std::str::from_utf8(connection) else {
+        return;
+    };
+    for token in connection.split(',').map(str::trim) {
+        if token.is_empty() || is_standard_token(token) {
+            continue;
+        }
+        if let Ok(name) = HeaderName::from_bytes(token.as_bytes()) {
+            headers.remove(name);
+        }
+    }
 }
 
 fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
@@ -138,12 +272,29 @@ fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
             }
         }
     }
-    if !keep_upgrade {
-        headers.remove(header::CONNECTION);
-        headers.remove(header::UPGRADE);
+    // Only what is there is removed: each removal costs a hash and a probe.
+    let mut present = 0u16;
+    for name in headers.keys().filter(|name| is_hop_by_hop(name)) {
+        if let Some(i) = HOP_BY_HOP.iter().position(|h| name.as_str() == *h) {
+            present |= 1 << i;
+        } else if !keep_upgrade {
+            present |= if name == header::CONNECTION {
+                1 << HOP_BY_HOP.len()
+            } else {
+                1 << (HOP_BY_HOP.len() + 1)
+            };
+        }
     }
-    for name in HOP_BY_HOP {
-        headers.remove(name);
+    for (i, name) in HOP_BY_HOP.iter().enumerate() {
+        if present & (1 << i) != 0 {
+            headers.remove(*name);
+        }
+    }
+    if present & (1 << HOP_BY_HOP.len()) != 0 {
+        headers.remove(header::CONNECTION);
+    }
+    if present & (1 << (HOP_BY_HOP.len() + 1)) != 0 {
+        headers.remove(header::UPGRADE);
     }
 }
 
@@ -182,42 +333,56 @@ fn join_cookies(headers: &mut HeaderMap) {
     }
 }
 
-fn set_forwarded(headers: &mut HeaderMap, f: &Forwarded<'_>) {
-    let keep =
-        |headers: &HeaderMap, name: &HeaderName| f.trust_incoming && headers.contains_key(name);
-
-    if keep(headers, &X_FORWARDED_FOR) {
-        let mut chain = Vec::new();
-        for value in headers.get_all(&X_FORWARDED_FOR) {
-            chain.extend_from_slice(value.as_bytes());
-            chain.extend_from_slice(b", ");
+/// Decides the `X-Forwarded-*`, `X-Real-IP` and `X-Request-ID` a request goes out with:
+/// the client's own are dropped, unless trusted (`use-forwarded-headers`), where they are
+/// kept and `X-Forwarded-For` is extended. A client's `X-Request-ID` is always kept.
+fn set_forwarded<'a>(headers: &mut HeaderMap, f: &Forwarded<'a>, present: Present) -> Added<'a> {
+    let mut added = Added {
+        client_ip: f.client_ip,
+        forwarded_for: true,
+        proto: Some(if f.https { "https" } else { "http" }),
+        host: true,
+        port: Some(f.port),
+        real_ip: true,
+        request_id: (!present.has(Present::REQUEST_ID)).then(request_id),
+    };
+    if present.has(Present::FORWARDED_FOR) {
+        if f.trust_incoming {
+            let mut chain = Vec::new();
+            for value in headers.get_all(&X_FORWARDED_FOR) {
+                chain.extend_from_slice(value.as_bytes());
+                chain.extend_from_slice(b", ");
+            }
+            chain.extend_from_slice(f.client_ip.as_bytes());
+            if let Ok(value) = HeaderValue::from_bytes(&chain) {
+                headers.insert(X_FORWARDED_FOR.clone(), value);
+                added.forwarded_for = false;
+            } else {
+                headers.remove(&X_FORWARDED_FOR);
+            }
+        } else {
+            headers.remove(&X_FORWARDED_FOR);
         }
-        chain.extend_from_slice(f.client_ip.as_bytes());
-        match HeaderValue::from_bytes(&chain) {
-            Ok(value) => headers.insert(X_FORWARDED_FOR.clone(), value),
-            Err(_) => headers.insert(X_FORWARDED_FOR.clone(), f.client_ip.clone()),
-        };
-    } else {
-        headers.insert(X_FORWARDED_FOR.clone(), f.client_ip.clone());
     }
-    if !keep(headers, &X_FORWARDED_PROTO) {
-        let proto = if f.https { "https" } else { "http" };
-        headers.insert(X_FORWARDED_PROTO.clone(), HeaderValue::from_static(proto));
-    }
-    if !keep(headers, &X_FORWARDED_HOST) {
-        if let Some(host) = headers.get(header::HOST).cloned() {
-            headers.insert(X_FORWARDED_HOST.clone(), host);
+    // Whether the proxy sets this one: not when the client's is present and trusted.
+    let mut ours = |flag: u16, name: &HeaderName| {
+        if !present.has(flag) {
+            return true;
         }
+        if !f.trust_incoming {
+            headers.remove(name);
+        }
+        !f.trust_incoming
+    };
+    if !ours(Present::FORWARDED_PROTO, &X_FORWARDED_PROTO) {
+        added.proto = None;
     }
-    if !keep(headers, &X_FORWARDED_PORT) {
-        headers.insert(X_FORWARDED_PORT.clone(), f.port.clone());
+    added.host = ours(Present::FORWARDED_HOST, &X_FORWARDED_HOST);
+    if !ours(Present::FORWARDED_PORT, &X_FORWARDED_PORT) {
+        added.port = None;
     }
-    if !keep(headers, &X_REAL_IP) {
-        headers.insert(X_REAL_IP.clone(), f.client_ip.clone());
-    }
-    if !headers.contains_key(&X_REQUEST_ID) {
-        headers.insert(X_REQUEST_ID.clone(), request_id());
-    }
+    added.real_ip = ours(Present::REAL_IP, &X_REAL_IP);
+    added
 }
 
 #[cfg(test)]
@@ -227,6 +392,21 @@ mod tests {
 
     fn parts(build: http::request::Builder) -> Parts {
         build.body(()).unwrap().into_parts().0
+    }
+
+    /// The headers as the upstream sees them: the map, then the added ones.
+    fn sent(p: &Parts, added: &Added<'_>) -> HeaderMap {
+        let mut out = Vec::new();
+        added.write(&mut out, p.headers.get(header::HOST));
+        let mut headers = p.headers.clone();
+        for line in String::from_utf8(out).unwrap().split_terminator("\r\n") {
+            let (name, value) = line.split_once(": ").unwrap();
+            headers.append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        headers
     }
 
     fn forwarded<'a>(ip: &'a HeaderValue, port: &'a HeaderValue, trust: bool) -> Forwarded<'a> {
@@ -299,18 +479,39 @@ mod tests {
         let port = HeaderValue::from_static("443");
 
         let mut p = parts(build());
-        prepare_request(&mut p, &forwarded(&ip, &port, false), false);
-        assert_eq!(p.headers["x-forwarded-for"], "192.0.2.1");
-        assert_eq!(p.headers["x-forwarded-proto"], "https");
-        assert_eq!(p.headers["x-forwarded-host"], "shop.example.com");
-        assert_eq!(p.headers["x-forwarded-port"], "443");
-        assert_eq!(p.headers["x-real-ip"], "192.0.2.1");
-        assert_eq!(p.headers["x-request-id"], "abc");
+        let added = prepare_request(&mut p, &forwarded(&ip, &port, false), false);
+        let headers = sent(&p, &added);
+        assert_eq!(headers["x-forwarded-for"], "192.0.2.1");
+        assert_eq!(headers["x-forwarded-proto"], "https");
+        assert_eq!(headers["x-forwarded-host"], "shop.example.com");
+        assert_eq!(headers["x-forwarded-port"], "443");
+        assert_eq!(headers["x-real-ip"], "192.0.2.1");
+        assert_eq!(headers["x-request-id"], "abc");
+        for name in ["x-forwarded-for", "x-forwarded-proto", "x-request-id"] {
+            assert_eq!(headers.get_all(name).iter().count(), 1, "{name}");
+        }
 
         let mut p = parts(build());
-        prepare_request(&mut p, &forwarded(&ip, &port, true), false);
-        assert_eq!(p.headers["x-forwarded-for"], "203.0.113.9, 192.0.2.1");
-        assert_eq!(p.headers["x-forwarded-proto"], "http");
+        let added = prepare_request(&mut p, &forwarded(&ip, &port, true), false);
+        let headers = sent(&p, &added);
+        assert_eq!(headers["x-forwarded-for"], "203.0.113.9, 192.0.2.1");
+        assert_eq!(headers["x-forwarded-proto"], "http");
+        assert_eq!(headers["x-forwarded-host"], "shop.example.com");
+        for name in ["x-forwarded-for", "x-forwarded-proto"] {
+            assert_eq!(headers.get_all(name).iter().count(), 1, "{name}");
+        }
+
+        // Without any of them, every one is added, with a fresh request ID.
+        let mut p = parts(Request::get("/").header("host", "shop.example.com"));
+        let added = prepare_request(&mut p, &forwarded(&ip, &port, false), false);
+        assert!(
+            p.headers.len() == 1,
+            "the map is left alone: {:?}",
+            p.headers
+        );
+        let headers = sent(&p, &added);
+        assert_eq!(headers.len(), 7, "{headers:?}");
+        assert_eq!(headers["x-request-id"].len(), 32);
     }
 
     #[test]
@@ -333,8 +534,7 @@ mod tests {
     #[test]
     fn request_ids_are_32_hex_digits() {
         let id = request_id();
-        assert_eq!(id.len(), 32);
-        assert!(id.as_bytes().iter().all(u8::is_ascii_hexdigit));
+        assert!(id.iter().all(u8::is_ascii_hexdigit));
         assert_ne!(id, request_id());
     }
 }

@@ -13,8 +13,9 @@
 //!        ssl-redirect ─▶ 308 │ no endpoint ─▶ 503 │ too big ─▶ 413 ┤ error_response()
 //!        pick endpoint (round robin | least request, set-aside)   │
 //!        ─▶ pooled or fresh HTTP/1.1 upstream connection ─ fail ─▶ next endpoint (bounded)
-//!        ─▶ response head ─▶ client; body streams through; connection back to the pool
-//!           once the body has been read to its end; 101 ─▶ spliced tunnel
+//!           (Sluice's own client, run inside the request's future: no task, no channels)
+//!        ─▶ response head ─▶ client; the body is read off the upstream socket as the client
+//!           side polls it; connection back to the pool at its end; 101 ─▶ spliced tunnel
 //!
 //!  admin thread: /healthz /ready /config /metrics (sums per-worker counters at scrape time)
 //! ```
@@ -32,6 +33,7 @@ use tokio::sync::watch;
 mod admin;
 mod balance;
 mod body;
+mod client;
 mod error;
 mod forward;
 mod headers;

@@ -1,52 +1,47 @@
 //! Talking to endpoints: this worker's keep-alive pool, connecting, and the retry loop that
-//! makes "never fail a request that could have succeeded" true.
+//! makes "never fail a request that could have succeeded" true. The HTTP/1.1 itself is in
+//! `client`, running inside the request's future.
 //!
 //! ```text
 //!  exchange(request) ── for attempt in 1..=tries ──▶ pick endpoint (skip tried / set aside)
-//!     └─ try_endpoint ─▶ idle pooled connection? ─ready─▶ send ─▶ response head ─▶ done
-//!                │ none                         │ closed     │ failed before any response:
-//!                ▼                              ▼            │  request given back (never
-//!             connect ─ refused/timeout ─▶ set aside,        │  sent), or idempotent with a
-//!                       next endpoint     next pooled one    │  copy: pooled ─▶ same endpoint,
-//!                                                            │  fresh conn; fresh ─▶ next one
-//!  response body read to its end ─▶ connection back to the pool (LIFO, ≤ keepalive per endpoint)
+//!     └─ try_endpoint ─▶ idle pooled connection, quiet since it went idle? ─▶ round trip ─▶ head
+//!                │ none (closed ones are dropped)            │ failed before a response:
+//!                ▼                                           │  nothing written, or idempotent
+//!             connect ─ refused/timeout ─▶ set aside,        │  and bodiless: pooled ─▶ same
+//!                       next endpoint                        │  endpoint, fresh conn; fresh
+//!                                                            │  ─▶ next one
+//!  response body read to its end (inside the client's poll) ─▶ connection back to the pool
+//!  (LIFO, ≤ keepalive per endpoint), unless the upstream or the framing said close
 //! ```
 //!
-//! When is resending safe? When hyper hands the request back (it was never written), any
-//! request is resent. Once it may have been written, only an idempotent request without a
-//! body, for which a copy of the head was kept, is resent; a request with a streamed body
-//! cannot be replayed, and a non-idempotent one must not be.
+//! When is resending safe? When not one byte of the request was written, any request is
+//! resent. Once it may have been written, only an idempotent request without a body is
+//! resent; a request with a streamed body cannot be replayed, and a non-idempotent one must
+//! not be.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::pin::{pin, Pin};
+use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{Request, Response};
+use http::Response;
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
-use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
 use model::{Backend, LoadBalance, Settings};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
-use crate::body::{BodyProgress, BoxError, RequestBody};
+use crate::body::BoxError;
+use crate::client::{ClientError, Conn, Framing, Outgoing, Timeouts};
 use crate::error::{Chain, ProxyError};
+use crate::headers::Added;
 use crate::worker::{within, Worker};
-
-type Sender = SendRequest<RequestBody>;
-
-/// While a request body is still being sent, how often to look whether it is done so the
-/// head timeout can start.
-const BODY_RECHECK: Duration = Duration::from_secs(1);
 
 /// Idle upstream connections of one worker, by endpoint.
 #[derive(Default)]
@@ -57,40 +52,48 @@ pub(crate) struct Pool {
 }
 
 struct Idle {
-    sender: Sender,
+    conn: Conn,
     since: Instant,
 }
 
-/// A response head from an endpoint, and the connection it came on.
+/// A response head from an endpoint, and the connection its body (or tunnel) is on.
 pub(crate) struct Exchange {
-    pub(crate) response: Response<Incoming>,
+    pub(crate) response: Response<()>,
     pub(crate) conn: UpstreamConn,
 }
 
 /// The connection an exchange used: the body returns it to the pool, a tunnel keeps it.
 pub(crate) struct UpstreamConn {
-    pub(crate) addr: SocketAddr,
-    pub(crate) sender: Sender,
+    addr: SocketAddr,
+    conn: Conn,
+    framing: Framing,
+    keep_alive: bool,
     in_flight: Option<InFlight>,
 }
 
-/// An upstream response body streaming to the client. Once read to its end, its connection
-/// goes back to the pool; dropped early (client gone), the connection is closed.
+/// An upstream response body streaming to the client, read from the upstream socket as the
+/// client side polls it. Once read to its end, its connection goes back to the pool; dropped
+/// early (client gone), the connection is closed.
 pub(crate) struct UpstreamBody {
-    inner: Incoming,
+    /// `None` once the body ended (the connection pooled or closed).
+    conn: Option<Conn>,
+    framing: Framing,
+    keep_alive: bool,
+    worker: Rc<Worker>,
+    addr: SocketAddr,
+    keep: Keep,
     read_timeout: Duration,
     deadline: Option<Pin<Box<Sleep>>>,
     /// Waiting for the upstream, with `deadline` running.
     waiting: bool,
-    ended: bool,
-    reuse: Option<Reuse>,
-    _in_flight: Option<InFlight>,
+    in_flight: Option<InFlight>,
 }
 
-struct Reuse {
-    worker: Rc<Worker>,
-    addr: SocketAddr,
-    sender: Sender,
+/// How many idle connections per endpoint the pool keeps, and for how long.
+#[derive(Clone, Copy)]
+struct Keep {
+    max_idle: usize,
+    max_age: Duration,
 }
 
 /// One request outstanding at an endpoint, for least-request balancing.
@@ -99,20 +102,27 @@ pub(crate) struct InFlight {
     addr: SocketAddr,
 }
 
-/// The upstream socket, with `proxy-send-timeout` applied to writes that make no progress.
-struct UpstreamIo {
+/// The upstream socket of a tunnel, with `proxy-send-timeout` applied to writes that make no
+/// progress.
+pub(crate) struct UpstreamIo {
     stream: TcpStream,
     send_timeout: Duration,
     deadline: Option<Pin<Box<Sleep>>>,
     waiting: bool,
 }
 
-/// The request being sent, kept whole or as a reusable copy of its head.
-struct Pending {
-    head: Option<Parts>,
-    body: Option<RequestBody>,
-    /// Idempotent and bodiless: a copy may be resent after the original was written.
-    retryable: bool,
+/// The request to send: each attempt only borrows it.
+pub(crate) struct Pending<'r> {
+    pub(crate) head: &'r mut Parts,
+    /// The headers the proxy adds, written after the head's own.
+    pub(crate) added: Added<'r>,
+    pub(crate) body: &'r mut Outgoing,
+    /// Idempotent and bodiless: may be resent after it was written.
+    pub(crate) retryable: bool,
+    /// The client asked for a WebSocket: a 101 is expected.
+    pub(crate) upgrade: bool,
+    /// When the request arrived: the first attempt's clock, so it needs no reading of its own.
+    pub(crate) arrived: Instant,
 }
 
 /// One endpoint attempt failed; `next` says whether another endpoint may be tried.
@@ -123,7 +133,7 @@ struct Failure {
 
 impl Pool {
     /// The most recently used idle connection to `addr` that is still open and young enough.
-    fn checkout(&mut self, addr: SocketAddr, max_age: Duration, now: Instant) -> Option<Sender> {
+    fn checkout(&mut self, addr: SocketAddr, max_age: Duration, now: Instant) -> Option<Conn> {
         let queue = self.idle.get_mut(&addr)?;
         while let Some(idle) = queue.pop_back() {
             if now.saturating_duration_since(idle.since) >= max_age {
@@ -131,22 +141,24 @@ impl Pool {
                 queue.clear();
                 return None;
             }
-            if !idle.sender.is_closed() {
-                return Some(idle.sender);
+            // Closed while idle (the endpoint's keep-alive timeout, a restart): not a failure
+            // of anything, just take the next one.
+            if idle.conn.is_idle_open() {
+                return Some(idle.conn);
             }
         }
         None
     }
 
-    fn checkin(&mut self, addr: SocketAddr, sender: Sender, max_idle: usize, now: Instant) {
-        if max_idle == 0 || sender.is_closed() || !self.live.contains(&addr) {
+    fn checkin(&mut self, addr: SocketAddr, conn: Conn, max_idle: usize, now: Instant) {
+        if max_idle == 0 || !self.live.contains(&addr) {
             return;
         }
         let queue = self.idle.entry(addr).or_default();
         while queue.len() >= max_idle {
             queue.pop_front();
         }
-        queue.push_back(Idle { sender, since: now });
+        queue.push_back(Idle { conn, since: now });
     }
 
     /// Closes idle connections to endpoints not in `live`; returns how many.
@@ -163,13 +175,13 @@ impl Pool {
         closed
     }
 
+    /// Closes idle connections past their age, and ones their endpoint closed (no task
+    /// watches idle connections, so this is where a closed one stops holding a socket).
     pub(crate) fn expire(&mut self, max_age: Duration, now: Instant) {
         for queue in self.idle.values_mut() {
-            while queue.front().is_some_and(|idle| {
-                now.saturating_duration_since(idle.since) >= max_age || idle.sender.is_closed()
-            }) {
-                queue.pop_front();
-            }
+            queue.retain(|idle| {
+                now.saturating_duration_since(idle.since) < max_age && idle.conn.is_idle_open()
+            });
         }
         self.idle.retain(|_, queue| !queue.is_empty());
     }
@@ -180,21 +192,6 @@ impl Pool {
 }
 
 impl Worker {
-    /// Returns a connection whose response was read to its end.
-    fn checkin(&self, addr: SocketAddr, sender: Sender) {
-        let (max_idle, max_age) = match self.config() {
-            Some(c) => (c.settings.keepalive, c.settings.upstream_keepalive_timeout),
-            None => return,
-        };
-        if max_age.is_zero() {
-            return;
-        }
-        let max_idle = usize::try_from(max_idle).unwrap_or(usize::MAX);
-        self.pool
-            .borrow_mut()
-            .checkin(addr, sender, max_idle, Instant::now());
-    }
-
     fn in_flight(self: &Rc<Self>, addr: SocketAddr, policy: LoadBalance) -> Option<InFlight> {
         (policy == LoadBalance::LeastRequest).then(|| {
             self.balancer.borrow_mut().started(addr);
@@ -207,36 +204,33 @@ impl Worker {
 }
 
 /// Sends a request to one of `backend`'s endpoints, retrying as the module doc describes,
-/// and returns the first response head.
+/// and returns the first response head. On success the request head's header map has become
+/// the response's.
 pub(crate) async fn exchange(
     worker: &Rc<Worker>,
     backend: &Backend,
     settings: &Settings,
-    head: Parts,
-    body: RequestBody,
-    retryable: bool,
+    mut pending: Pending<'_>,
 ) -> Result<Exchange, ProxyError> {
     let tries = settings.proxy_next_upstream_tries.max(1);
-    let mut pending = Pending {
-        head: Some(head),
-        body: Some(body),
-        retryable,
-    };
     // Allocates only once an attempt has failed.
     let mut tried: Vec<SocketAddr> = Vec::new();
     let mut last_error = None;
     for attempt in 1..=tries {
-        let picked = worker.balancer.borrow_mut().pick(
-            backend,
-            settings.load_balance,
-            &tried,
-            Instant::now(),
-        );
+        let now = if attempt == 1 {
+            pending.arrived
+        } else {
+            Instant::now()
+        };
+        let picked = worker
+            .balancer
+            .borrow_mut()
+            .pick(backend, settings.load_balance, &tried, now);
         let Some(addr) = picked else { break };
         if attempt > 1 {
             worker.stats.borrow_mut().retries += 1;
         }
-        match try_endpoint(worker, addr, settings, &mut pending, attempt == tries).await {
+        match try_endpoint(worker, addr, settings, &mut pending, now).await {
             Ok(exchange) => return Ok(exchange),
             Err(Failure { error, next }) => {
                 tracing::debug!(%addr, attempt, error = %Chain(&error), "upstream attempt failed");
@@ -255,86 +249,56 @@ async fn try_endpoint(
     worker: &Rc<Worker>,
     addr: SocketAddr,
     settings: &Settings,
-    pending: &mut Pending,
-    last_attempt: bool,
+    pending: &mut Pending<'_>,
+    now: Instant,
 ) -> Result<Exchange, Failure> {
+    let timeouts = Timeouts {
+        send: settings.proxy_send_timeout,
+        read: settings.proxy_read_timeout,
+    };
     // After a pooled connection failed mid-request, the resend goes on a fresh connection:
     // if the endpoint died, its other pooled connections are as dead.
     let mut fresh_only = false;
     loop {
-        let pooled = if fresh_only {
-            None
-        } else {
-            worker.pool.borrow_mut().checkout(
-                addr,
-                settings.upstream_keepalive_timeout,
-                Instant::now(),
-            )
-        };
-        let reused = pooled.is_some();
-        let mut sender = match pooled {
-            Some(mut sender) => {
-                // Closed while idle (the endpoint's keep-alive timeout, a restart): not a
-                // failure of anything, just take the next one.
-                if sender.ready().await.is_err() {
-                    continue;
-                }
-                sender
-            }
-            None => match connect(addr, settings).await {
-                Ok(sender) => sender,
-                Err(error) => {
-                    worker.balancer.borrow_mut().set_aside(addr, Instant::now());
-                    worker.stats.borrow_mut().connect_errors += 1;
-                    // Nothing was sent: any request may go elsewhere.
-                    return Err(Failure { error, next: true });
-                }
-            },
-        };
-
-        // On a reused connection a failure may just be the endpoint closing it as we sent,
-        // and is retried here, so keep a copy then too.
-        let request = pending.take(pending.retryable && (reused || !last_attempt));
-        let body = request.body().progress().cloned();
+        let (mut conn, reused) = acquire(worker, addr, settings, fresh_only, now).await?;
         let in_flight = worker.in_flight(addr, settings.load_balance);
-        let sent = await_head(
-            sender.try_send_request(request),
-            settings.proxy_read_timeout,
-            body,
-        )
-        .await;
-        let mut error = match sent {
-            Some(Ok(response)) => {
+        let sent = conn
+            .round_trip(
+                pending.head,
+                &pending.added,
+                pending.body,
+                timeouts,
+                pending.upgrade,
+            )
+            .await;
+        let error = match sent {
+            Ok(answer) => {
                 return Ok(Exchange {
-                    response,
+                    response: answer.response,
                     conn: UpstreamConn {
                         addr,
-                        sender,
+                        conn,
+                        framing: answer.framing,
+                        keep_alive: answer.keep_alive,
                         in_flight,
                     },
                 })
             }
-            None => {
-                return Err(Failure {
-                    error: ProxyError::ReadTimeout { addr },
-                    next: false,
-                })
-            }
-            Some(Err(error)) => error,
+            Err(error) => error,
         };
+        let unsent = pending.body.unsent(&error);
         drop(in_flight);
-        let resendable = match error.take_message() {
-            Some(request) => {
-                pending.put_back(request);
-                true
-            }
-            None => pending.head.is_some(),
-        };
+        if matches!(error, ClientError::ReadTimeout) {
+            return Err(Failure {
+                error: ProxyError::ReadTimeout { addr },
+                next: false,
+            });
+        }
         let error = ProxyError::Upstream {
             addr,
-            source: error.into_error(),
+            source: error,
         };
-        if !resendable {
+        if !(unsent || pending.retryable) {
             return Err(Failure { error, next: false });
         }
         if reused {
@@ -347,39 +311,39 @@ async fn try_endpoint(
     }
 }
 
-/// Awaits a response head for at most `limit` (zero: no limit), counted from when the
-/// request body, if any, was fully handed to the connection: an upload taking longer than
-/// `proxy-read-timeout` is not a silent upstream. `None` on timeout.
-async fn await_head<F: Future>(
-    response: F,
-    limit: Duration,
-    body: Option<Rc<BodyProgress>>,
-) -> Option<F::Output> {
-    let Some(body) = body else {
-        return within(limit, response).await;
-    };
-    if limit.is_zero() {
-        return Some(response.await);
+/// A connection to `addr`: the newest usable pooled one, else a fresh one (`true`: pooled).
+/// Its own future, so that the connect path's state does not sit in every attempt's.
+async fn acquire(
+    worker: &Worker,
+    addr: SocketAddr,
+    settings: &Settings,
+    fresh_only: bool,
+    now: Instant,
+) -> Result<(Conn, bool), Failure> {
+    if !fresh_only {
+        let pooled =
+            worker
+                .pool
+                .borrow_mut()
+                .checkout(addr, settings.upstream_keepalive_timeout, now);
+        if let Some(conn) = pooled {
+            return Ok((conn, true));
+        }
     }
-    let mut response = pin!(response);
-    loop {
-        let wake_at = match body.sent_at() {
-            Some(sent) => sent + limit,
-            None => Instant::now() + limit.min(BODY_RECHECK),
-        };
-        tokio::select! {
-            output = response.as_mut() => return Some(output),
-            () = tokio::time::sleep_until(wake_at.into()) => {
-                if body.sent_at().is_some_and(|sent| sent + limit <= Instant::now()) {
-                    return None;
-                }
-            }
+    // Boxed: a large future the reused-connection path should not carry.
+    match Box::pin(connect(addr, settings)).await {
+        Ok(conn) => Ok((conn, false)),
+        Err(error) => {
+            worker.balancer.borrow_mut().set_aside(addr, Instant::now());
+            worker.stats.borrow_mut().connect_errors += 1;
+            // Nothing was sent: any request may go elsewhere.
+            Err(Failure { error, next: true })
         }
     }
 }
 
-/// A fresh HTTP/1.1 connection to `addr`, its driver spawned on this worker.
-async fn connect(addr: SocketAddr, settings: &Settings) -> Result<Sender, ProxyError> {
+/// A fresh connection to `addr`.
+async fn connect(addr: SocketAddr, settings: &Settings) -> Result<Conn, ProxyError> {
     let stream = match within(settings.proxy_connect_timeout, TcpStream::connect(addr)).await {
         Some(Ok(stream)) => stream,
         Some(Err(source)) => return Err(ProxyError::Connect { addr, source }),
@@ -388,77 +352,73 @@ async fn connect(addr: SocketAddr, settings: &Settings) -> Result<Sender, ProxyE
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(error = %e, "set TCP_NODELAY");
     }
-    let io = TokioIo::new(UpstreamIo {
-        stream,
-        send_timeout: settings.proxy_send_timeout,
-        deadline: None,
-        waiting: false,
-    });
-    let (sender, connection) = hyper::client::conn::http1::Builder::new()
-        .handshake(io)
-        .await
-        .map_err(|source| ProxyError::Handshake { addr, source })?;
-    tokio::task::spawn_local(async move {
-        // Ends when the last sender is dropped (pool eviction, body not read to its end) or
-        // the endpoint closes; after a 101 it hands the socket to the tunnel.
-        if let Err(e) = connection.with_upgrades().await {
-            tracing::debug!(%addr, error = %e, "upstream connection ended with an error");
-        }
-    });
-    Ok(sender)
+    Ok(Conn::new(stream))
 }
 
-impl Pending {
-    fn take(&mut self, keep_copy: bool) -> Request<RequestBody> {
-        if keep_copy {
-            if let Some(head) = &self.head {
-                let mut request = Request::new(RequestBody::Empty);
-                *request.method_mut() = head.method.clone();
-                *request.uri_mut() = head.uri.clone();
-                *request.version_mut() = head.version;
-                *request.headers_mut() = head.headers.clone();
-                return request;
-            }
-        }
-        let head = self
-            .head
-            .take()
-            .expect("a request is only resent while it is held");
-        let body = self
-            .body
-            .take()
-            .expect("a request is only resent while it is held");
-        Request::from_parts(head, body)
-    }
-
-    fn put_back(&mut self, request: Request<RequestBody>) {
-        let (head, body) = request.into_parts();
-        self.head = Some(head);
-        self.body = Some(body);
+impl UpstreamConn {
+    /// After a 101: the socket for the tunnel, and what the upstream already sent through it.
+    pub(crate) fn into_tunnel(self, send_timeout: Duration) -> (UpstreamIo, Bytes) {
+        let (stream, buffered) = self.conn.into_parts();
+        let io = UpstreamIo {
+            stream,
+            send_timeout,
+            deadline: None,
+            waiting: false,
+        };
+        (io, buffered)
     }
 }
 
 impl UpstreamBody {
-    /// `reusable`: the upstream did not ask to close; the connection may be pooled.
     pub(crate) fn new(
-        inner: Incoming,
-        conn: UpstreamConn,
+        upstream: UpstreamConn,
         worker: &Rc<Worker>,
-        reusable: bool,
-        read_timeout: Duration,
+        settings: &Settings,
     ) -> UpstreamBody {
-        UpstreamBody {
-            inner,
-            read_timeout,
+        let UpstreamConn {
+            addr,
+            conn,
+            framing,
+            keep_alive,
+            in_flight,
+        } = upstream;
+        let mut body = UpstreamBody {
+            conn: Some(conn),
+            framing,
+            keep_alive,
+            worker: worker.clone(),
+            addr,
+            keep: Keep {
+                max_idle: usize::try_from(settings.keepalive).unwrap_or(usize::MAX),
+                max_age: settings.upstream_keepalive_timeout,
+            },
+            read_timeout: settings.proxy_read_timeout,
             deadline: None,
             waiting: false,
-            ended: false,
-            _in_flight: conn.in_flight,
-            reuse: reusable.then(|| Reuse {
-                worker: worker.clone(),
-                addr: conn.addr,
-                sender: conn.sender,
-            }),
+            in_flight,
+        };
+        if body.framing.remaining() == Some(0) {
+            // HEAD, 204, 304, an empty body: the connection is free right away.
+            body.finish();
+        }
+        body
+    }
+
+    /// The body ended as its framing said: the connection goes back to the pool if the
+    /// upstream allows it and nothing stray is buffered.
+    fn finish(&mut self) {
+        self.framing = Framing::Empty;
+        self.in_flight = None;
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
+        if self.keep_alive && !self.keep.max_age.is_zero() && conn.make_idle() {
+            self.worker.pool.borrow_mut().checkin(
+                self.addr,
+                conn,
+                self.keep.max_idle,
+                Instant::now(),
+            );
         }
     }
 
@@ -480,7 +440,7 @@ impl UpstreamBody {
         let sleep = self.deadline.as_mut().expect("armed above");
         match sleep.as_mut().poll(cx) {
             Poll::Ready(()) => {
-                self.reuse = None;
+                self.conn = None;
                 Poll::Ready(Some(Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     "upstream sent nothing within proxy-read-timeout",
@@ -501,17 +461,26 @@ impl Body for UpstreamBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
-        match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Ready(None) => {
-                this.ended = true;
+        let Some(conn) = this.conn.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match conn.poll_body(&mut this.framing, cx) {
+            Poll::Ready(Ok(Some(data))) => {
+                this.waiting = false;
+                // hyper's server stops polling once `is_end_stream` says so: free the
+                // connection with the last frame rather than on a final `None`.
+                if conn.body_ended(&mut this.framing) {
+                    this.finish();
+                }
+                Poll::Ready(Some(Ok(Frame::data(data))))
+            }
+            Poll::Ready(Ok(None)) => {
+                this.finish();
                 Poll::Ready(None)
             }
-            Poll::Ready(Some(Ok(frame))) => {
-                this.waiting = false;
-                Poll::Ready(Some(Ok(frame)))
-            }
-            Poll::Ready(Some(Err(e))) => {
-                this.reuse = None;
+            Poll::Ready(Err(e)) => {
+                this.conn = None;
+                this.framing = Framing::Empty;
                 Poll::Ready(Some(Err(e.into())))
             }
             Poll::Pending => this.poll_deadline(cx),
@@ -519,22 +488,13 @@ impl Body for UpstreamBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.conn.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl Drop for UpstreamBody {
-    fn drop(&mut self) {
-        if let Some(reuse) = self.reuse.take() {
-            // hyper's server stops polling once `is_end_stream` says so, so the end may be
-            // known here without a final `None` having been seen.
-            if self.ended || self.inner.is_end_stream() {
-                reuse.worker.checkin(reuse.addr, reuse.sender);
-            }
+        match self.framing.remaining() {
+            Some(left) => SizeHint::with_exact(left),
+            None => SizeHint::default(),
         }
     }
 }

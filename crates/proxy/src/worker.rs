@@ -4,10 +4,12 @@
 //! `.await`.
 //!
 //! ```text
-//!  accept (http) ─┐                            ┌─▶ http1 (header timeout, max head size)
+//!  accept (http) ─┐                            ┌─▶ http1 (max head size)
 //!  accept (https)─┴─▶ serve(conn) ─TLS+ALPN────┴─▶ http2 ─▶ service ─▶ forward::handle
-//!                          drive(): stop signal │ idle keep-alive timer │ keep-alive-requests
+//!                          drive(): stop signal │ keep-alive-requests
 //!                                   ─▶ graceful shutdown (HTTP/1 close after response, GOAWAY)
+//!                                   idle timer (keep-alive, and client-header-timeout for
+//!                                   HTTP/1) ─▶ close (HTTP/1) │ GOAWAY (HTTP/2)
 //!  housekeeping: woken by publish/endpoints_changed ─▶ drop idle connections to vanished
 //!                endpoints; every second ─▶ drop idle connections past their age
 //!  stats: admin asks ─▶ snapshot of this worker's counters
@@ -433,6 +435,12 @@ impl ConnCtx {
     }
 }
 
+impl RequestGuard {
+    pub(crate) fn started(&self) -> Instant {
+        self.start
+    }
+}
+
 impl Drop for RequestGuard {
     fn drop(&mut self) {
         let now = Instant::now();
@@ -493,16 +501,23 @@ where
         .timer(TokioTimer::new())
         .max_buf_size(settings.max_request_header_size.max(MIN_HEADER_BUFFER))
         .keep_alive(!settings.keep_alive.is_zero())
-        // hyper starts this timer whenever it waits for a request head, including on an idle
-        // keep-alive connection, so idle connections close after the shorter of this and
-        // `keep-alive`.
-        .header_read_timeout(non_zero(settings.client_header_timeout));
+        // `client-header-timeout` is enforced by `drive` instead: hyper's own timer would be
+        // allocated and registered anew for every request head.
+        .header_read_timeout(None);
+    // Between requests a connection waits for the next head: it closes after the shorter of
+    // `keep-alive` and `client-header-timeout` without one (a head that started arriving
+    // does not extend it), as hyper's header timer did.
+    let idle = match (
+        non_zero(settings.keep_alive),
+        non_zero(settings.client_header_timeout),
+    ) {
+        (Some(keep_alive), Some(header)) => keep_alive.min(header),
+        (Some(limit), None) | (None, Some(limit)) => limit,
+        (None, None) => Duration::ZERO,
+    };
     let service = service(conn.clone());
     let connection = builder.serve_connection(io, service).with_upgrades();
-    let result = drive(connection, &conn, settings.keep_alive, |c| {
-        c.graceful_shutdown()
-    })
-    .await;
+    let result = drive(connection, &conn, idle, |c| c.graceful_shutdown()).await;
     if let Err(e) = result {
         if e.is_parse_too_large() {
             // hyper answered 431 itself; count it with the other generated errors.
@@ -538,14 +553,13 @@ fn service(
     Response = http::Response<crate::body::ResponseBody>,
     Error = Infallible,
 > {
-    service_fn(move |request| {
-        let conn = conn.clone();
-        async move { Ok::<_, Infallible>(crate::forward::handle(conn, request).await) }
-    })
+    service_fn(move |request| crate::forward::handle(conn.clone(), request))
 }
 
 /// Runs a client connection to its end, turning the worker's stop signal, the idle
-/// keep-alive timeout and `keep-alive-requests` into a graceful shutdown of it.
+/// timeout and `keep-alive-requests` into a graceful shutdown of it. An HTTP/1 connection
+/// idle too long is closed outright: hyper would keep one that never completed its first
+/// head open on a graceful shutdown, and with no request in flight nothing is cut short.
 async fn drive<C>(
     connection: C,
     conn: &ConnCtx,
@@ -578,14 +592,19 @@ where
                     graceful(connection.as_mut());
                 }
             }
-            () = conn.close.notified(), if !closing => {
+            // Only HTTP/2 is ever asked to close (HTTP/1 says `Connection: close`), and
+            // polling a `Notify` takes a lock: HTTP/1 connections do not wait on it.
+            () = conn.close.notified(), if !closing && conn.h2 => {
                 closing = true;
                 graceful(connection.as_mut());
             }
-            () = idle.as_mut(), if !closing && idle_enabled => {
+            () = idle.as_mut(), if idle_enabled && !(closing && conn.h2) => {
                 let now = Instant::now();
                 let deadline = conn.last_active.get() + idle_timeout;
                 if conn.in_flight.get() == 0 && deadline <= now {
+                    if !conn.h2 {
+                        return Ok(());
+                    }
                     closing = true;
                     graceful(connection.as_mut());
                 } else {

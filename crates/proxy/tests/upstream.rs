@@ -3,12 +3,15 @@
 
 mod support;
 
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use http::StatusCode;
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::Full;
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -421,4 +424,301 @@ async fn endpoint_churn_fails_no_request() {
     );
     assert!(churned >= 30, "only {churned} endpoint changes");
     assert!(served >= 1000, "only {served} requests served");
+}
+
+// ---- the upstream client against hand-written upstreams ----
+
+/// A hand-written HTTP/1.1 upstream on plain threads (`std::net`), so responses can be framed
+/// in ways no server library would choose. Each request head (and Content-Length body) is
+/// answered as the test's function says; requests are logged with their connection's number.
+struct RawUpstream {
+    addr: SocketAddr,
+    log: Arc<Mutex<Vec<(usize, String)>>>,
+    /// Connections it closed after an answer (`Answer::close`).
+    closed: Arc<AtomicU64>,
+}
+
+/// How a raw upstream answers one request.
+struct Answer {
+    /// Written one after the other with a short pause, so the proxy reads them separately.
+    pieces: Vec<Vec<u8>>,
+    /// Close the connection right after, without saying so.
+    close: bool,
+}
+
+impl Answer {
+    fn keep(pieces: &[&[u8]]) -> Answer {
+        Answer {
+            pieces: pieces.iter().map(|p| p.to_vec()).collect(),
+            close: false,
+        }
+    }
+
+    fn close(pieces: &[&[u8]]) -> Answer {
+        Answer {
+            close: true,
+            ..Answer::keep(pieces)
+        }
+    }
+}
+
+impl RawUpstream {
+    fn start(answer: impl Fn(&str) -> Answer + Send + Sync + 'static) -> RawUpstream {
+        let listener = std::net::TcpListener::bind((LOCALHOST, 0)).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let closed = Arc::new(AtomicU64::new(0));
+        let answer = Arc::new(answer);
+        let (connections_log, connections_closed) = (log.clone(), closed.clone());
+        // Blocked in accept until the test process ends: nothing to clean up.
+        std::thread::spawn(move || {
+            for (n, stream) in listener.incoming().enumerate() {
+                let Ok(stream) = stream else { return };
+                let (log, answer) = (connections_log.clone(), answer.clone());
+                let closed = connections_closed.clone();
+                std::thread::spawn(move || {
+                    if serve_raw(n, stream, &log, &*answer) {
+                        closed.fetch_add(1, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        RawUpstream { addr, log, closed }
+    }
+
+    /// The connection number of every request so far, in order.
+    fn connections(&self) -> Vec<usize> {
+        self.log.lock().unwrap().iter().map(|(n, _)| *n).collect()
+    }
+
+    fn request_lines(&self) -> Vec<String> {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, l)| l.clone())
+            .collect()
+    }
+}
+
+/// Serves one connection; `true` when it closed the connection after an answer (the socket
+/// is closed by the time this returns).
+fn serve_raw(
+    n: usize,
+    mut stream: std::net::TcpStream,
+    log: &Mutex<Vec<(usize, String)>>,
+    answer: &dyn Fn(&str) -> Answer,
+) -> bool {
+    stream.set_nodelay(true).unwrap();
+    stream.set_read_timeout(Some(STEP)).unwrap();
+    let mut pending = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&pending[..end]).into_owned();
+            let body = head
+                .lines()
+                .filter_map(|l| l.split_once(':'))
+                .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+                .map_or(0, |(_, v)| v.trim().parse::<usize>().unwrap());
+            if pending.len() < end + 4 + body {
+                break;
+            }
+            pending.drain(..end + 4 + body);
+            let line = head.lines().next().unwrap_or_default().to_owned();
+            log.lock().unwrap().push((n, line));
+            let reply = answer(&head);
+            for (i, piece) in reply.pieces.iter().enumerate() {
+                if i > 0 {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                if stream.write_all(piece).is_err() {
+                    return false;
+                }
+            }
+            if reply.close {
+                drop(stream);
+                return true;
+            }
+        }
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return false,
+            Ok(read) => pending.extend_from_slice(&buf[..read]),
+        }
+    }
+}
+
+fn target(head: &str) -> &str {
+    head.split(' ').nth(1).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn chunked_responses_are_decoded_and_their_connection_reused() {
+    // Split inside a chunk-size line, a chunk's data and its CRLF, with trailers at the end.
+    let upstream = RawUpstream::start(|_| {
+        Answer::keep(&[
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel",
+            b"lo\r\n7;ext=x\r\n, world\r",
+            b"\n0\r\nX-Trailer: t\r\n",
+            b"\r\n",
+        ])
+    });
+    let mut h = Harness::start();
+    h.apply(&catch_all("chunked", &[upstream.addr]));
+
+    let mut client = Client::connect(h.http()).await;
+    for _ in 0..3 {
+        let reply = client.get("x", "/").await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.text(), "hello, world");
+    }
+    assert_eq!(upstream.connections(), [0, 0, 0]);
+}
+
+#[tokio::test]
+async fn responses_without_a_length_end_when_the_upstream_closes() {
+    let body: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    let expected = body.clone();
+    let upstream = RawUpstream::start(move |_| {
+        let mut first =
+            b"HTTP/1.0 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n".to_vec();
+        first.extend_from_slice(&body[..1000]);
+        Answer {
+            pieces: vec![first, body[1000..].to_vec()],
+            close: true,
+        }
+    });
+    let mut h = Harness::start();
+    h.apply(&catch_all("old", &[upstream.addr]));
+
+    let mut client = Client::connect(h.http()).await;
+    for _ in 0..2 {
+        let reply = client.get("x", "/").await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.body.len(), expected.len());
+        assert!(reply.body == expected, "the body differs");
+    }
+    // Such a connection cannot be reused: each request had its own.
+    assert_eq!(upstream.connections(), [0, 1]);
+}
+
+#[tokio::test]
+async fn head_204_and_304_responses_end_without_a_body() {
+    let upstream = RawUpstream::start(|head| match target(head) {
+        "/204" => Answer::keep(&[b"HTTP/1.1 204 No Content\r\n\r\n"]),
+        "/304" => Answer::keep(&[b"HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\n\r\n"]),
+        // HEAD: the length of the body a GET would get, and no body.
+        "/head" => Answer::keep(&[b"HTTP/1.1 200 OK\r\nContent-Length: 1024\r\n\r\n"]),
+        _ => Answer::keep(&[b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"]),
+    });
+    let mut h = Harness::start();
+    h.apply(&catch_all("nobody", &[upstream.addr]));
+
+    let mut client = Client::connect(h.http()).await;
+    let request = Request::head("/head")
+        .header("host", "x")
+        .body(Full::default())
+        .unwrap();
+    let reply = client.send(request).await.unwrap();
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.headers["content-length"], "1024");
+    assert!(reply.body.is_empty());
+    assert_eq!(client.get("x", "/204").await.status, StatusCode::NO_CONTENT);
+    let reply = client.get("x", "/304").await;
+    assert_eq!(reply.status, StatusCode::NOT_MODIFIED);
+    assert_eq!(reply.headers["etag"], "\"v1\"");
+    // Had the proxy waited for a body after any of them, this would hang or break.
+    assert_eq!(client.get("x", "/ok").await.text(), "ok");
+    assert_eq!(upstream.connections(), [0, 0, 0, 0]);
+}
+
+#[tokio::test]
+async fn connection_close_from_the_upstream_is_honoured() {
+    // It says close but keeps the connection open: only the proxy can keep the promise.
+    let upstream = RawUpstream::start(|_| {
+        Answer::keep(&[b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"])
+    });
+    let mut h = Harness::start();
+    h.apply(&catch_all("closing", &[upstream.addr]));
+
+    let mut client = Client::connect(h.http()).await;
+    for _ in 0..3 {
+        let reply = client.get("x", "/").await;
+        assert_eq!(reply.text(), "ok");
+        // About the upstream connection, not the client's: not passed on.
+        assert!(reply.headers.get("connection").is_none(), "{reply:?}");
+    }
+    assert_eq!(upstream.connections(), [0, 1, 2]);
+}
+
+#[tokio::test]
+async fn informational_responses_before_the_final_one_are_skipped() {
+    let upstream = RawUpstream::start(|_| {
+        Answer::keep(&[
+            b"HTTP/1.1 100 Continue\r\n\r\n",
+            b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        ])
+    });
+    let mut h = Harness::start();
+    h.apply(&catch_all("hints", &[upstream.addr]));
+
+    let mut client = Client::connect(h.http()).await;
+    for _ in 0..2 {
+        let reply = client.get("x", "/").await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.text(), "ok");
+        assert!(reply.headers.get("link").is_none());
+    }
+    assert_eq!(upstream.connections(), [0, 0]);
+}
+
+#[tokio::test]
+async fn a_pooled_connection_the_upstream_closed_is_never_used() {
+    // After a GET it closes the (idle, pooled) connection without a word. A POST is not
+    // retried once written, so it only succeeds if the proxy never wrote it to that one.
+    let upstream = RawUpstream::start(|head| {
+        let ok: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+        if head.starts_with("GET") {
+            Answer::close(&[ok])
+        } else {
+            Answer::keep(&[ok])
+        }
+    });
+    let mut h = Harness::start();
+    h.apply(&catch_all("impatient", &[upstream.addr]));
+
+    let mut client = Client::connect(h.http()).await;
+    for i in 0..3 {
+        assert_eq!(client.get("x", "/").await.text(), "ok");
+        // Until the upstream has closed, a request may legitimately reach it first.
+        eventually("the upstream to close the connection", || {
+            let closed = upstream.closed.load(Ordering::SeqCst);
+            async move { closed == i + 1 }
+        })
+        .await;
+        let post = Request::post("/submit")
+            .header("host", "x")
+            .body(Full::new(Bytes::from_static(b"payload")))
+            .unwrap();
+        let reply = client.send(post).await.unwrap();
+        assert_eq!(reply.status, StatusCode::OK, "POST {i}: {}", reply.text());
+    }
+    // Nothing came on a connection after the GET that the upstream closed it after.
+    let lines = upstream.request_lines();
+    let connections = upstream.connections();
+    for i in 1..lines.len() {
+        if lines[i - 1].starts_with("GET") {
+            assert_ne!(
+                connections[i],
+                connections[i - 1],
+                "{connections:?} {lines:?}"
+            );
+        }
+    }
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    let metrics = get(h.admin(), "a", "/metrics").await.text();
+    assert!(
+        !metrics.contains("sluice_error_responses_total{"),
+        "{metrics}"
+    );
 }

@@ -3,6 +3,7 @@
 //! ```text
 //!  argv ──clap──▶ serve   ──▶ serve::run   (file provider → Store → compile → proxy)
 //!              ├─▶ backend ──▶ backend::run_until_signal (the seeds' test app)
+//!              ├─▶ load    ──▶ load::run_cli (wrk2-compatible constant-rate load generator)
 //!              └─▶ demo    ──▶ demo::run    (demo backends + example config + serve)
 //! ```
 
@@ -32,6 +33,8 @@ enum Command {
     Backend(BackendArgs),
     /// Run the proxy on a built-in example config with two demo backends.
     Demo(demo::DemoArgs),
+    /// Generate HTTP(S) load at a constant rate and report coordinated-omission-corrected latency.
+    Load(load::LoadArgs),
 }
 
 #[derive(clap::Args)]
@@ -51,6 +54,10 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Backend(args) => run_backend(args),
+        Command::Load(args) => match load::run_cli(args) {
+            Ok(code) => return ExitCode::from(u8::try_from(code).unwrap_or(1)),
+            Err(error) => Err(error),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

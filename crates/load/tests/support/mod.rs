@@ -85,6 +85,14 @@ pub fn temp_path(name: &str) -> PathBuf {
     dir.join(format!("{n}-{name}"))
 }
 
+/// Removes a file made under [`temp_path`], and its directory once empty.
+pub fn remove_temp(path: &std::path::Path) {
+    let _ = std::fs::remove_file(path);
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
 /// A port nothing listens on (bound, then released).
 pub fn closed_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -112,6 +120,12 @@ impl TestTls {
             cacert,
             server_config: Arc::new(config),
         }
+    }
+}
+
+impl Drop for TestTls {
+    fn drop(&mut self) {
+        remove_temp(&self.cacert);
     }
 }
 

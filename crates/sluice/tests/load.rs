@@ -1,0 +1,63 @@
+//! `sluice load` through `sluice serve` to backend pods: the path every lab experiment takes.
+
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use support::*;
+
+#[test]
+fn sluice_load_drives_sluice_serve_over_tls_at_a_constant_rate_without_errors() {
+    let dir = temp_dir("load");
+    let pods = [Pod::start("p1"), Pod::start("p2")];
+    let host = "app.example.com";
+    let (cert, key) = self_signed(host);
+    let app = app_yaml("app", host, &[pods[0].addr, pods[1].addr]).replace(
+        "  rules:\n",
+        &format!("  tls: [{{hosts: [{host}], secretName: app-tls}}]\n  rules:\n"),
+    );
+    std::fs::write(dir.join("app.yaml"), app).unwrap();
+    std::fs::write(
+        dir.join("secret.yaml"),
+        tls_secret_yaml("app-tls", &cert, &key),
+    )
+    .unwrap();
+    std::fs::write(dir.join("ca.pem"), &cert).unwrap();
+    let serve = Serve::start(&dir, &[]);
+
+    let json = dir.join("results.json");
+    let output = Command::new(BIN)
+        .args(["load", "-t", "1", "-c", "8", "-d", "2s", "-R", "400", "-L"])
+        .arg("--cacert")
+        .arg(dir.join("ca.pem"))
+        .arg("--connect-to")
+        .arg(serve.https.to_string())
+        .arg("--json")
+        .arg(&json)
+        .arg(format!("https://{host}/"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("99.9999%"), "{stdout}");
+
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let errors = &results["errors"];
+    for class in ["connect", "read", "write", "timeout", "status"] {
+        assert_eq!(errors[class], 0, "{class} errors: {results}");
+    }
+    // 400/s for 2 s: every request completed with 200, and the proxy counted them.
+    assert_eq!(results["requests"], 800, "{results}");
+    assert_eq!(results["status_codes"]["200"], 800, "{results}");
+    eventually(Duration::from_secs(5), "200s counted in /metrics", || {
+        let metrics = serve.admin("/metrics").text();
+        metrics.contains("status=\"200\"").then_some(())
+    });
+}
