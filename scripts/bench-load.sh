@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `sluice load` (this crate's example binary) against wrk, on the same nginx, same pinning.
+# `sluice load` against wrk, on the same nginx, same pinning.
 #
 #   CPU 0: nginx, one worker, 1 KB file on 127.0.0.1:$PORT (HTTP) and :$TLS_PORT (HTTPS, no session
 #          cache, no tickets: every handshake is full whatever the client does)
@@ -10,8 +10,8 @@
 #
 # Environment: ROUNDS=5 DURATION=5s CONNS=50 RATE=20000 PORT=28080 TLS_PORT=28443 (run it when
 #              nothing else is using CPUs 0 and 1)
-#              LOAD_BIN=<target dir>/release/examples/load  KEEP_WORK=0
-# Build first: cargo build --release -p load --example load
+#              SLUICE_BIN=target/release/sluice  KEEP_WORK=0
+# Build first: cargo build --release -p sluice
 # Everything started here is stopped on exit, by recorded PID.
 set -euo pipefail
 trap 'echo "failed at line $LINENO: $BASH_COMMAND (status $?)" >&2' ERR
@@ -22,9 +22,18 @@ CONNS=${CONNS:-50}
 RATE=${RATE:-20000}
 PORT=${PORT:-28080}
 TLS_PORT=${TLS_PORT:-28443}
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
-LOAD_BIN=${LOAD_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/load}
-[[ -x "$LOAD_BIN" ]] || { echo "no $LOAD_BIN: cargo build --release -p load --example load" >&2; exit 1; }
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SLUICE_BIN=${SLUICE_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/sluice}
+[[ -x "$SLUICE_BIN" ]] || { echo "no $SLUICE_BIN: cargo build --release -p sluice" >&2; exit 1; }
+# The peers come from Debian's packages; installed only when missing.
+missing=()
+command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx-light)
+command -v wrk >/dev/null || missing+=(wrk)
+if ((${#missing[@]})); then
+    sudo=(); [[ $(id -u) == 0 ]] || sudo=(sudo)
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2 ||
+        { "${sudo[@]}" apt-get update >&2 && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2; }
+fi
 WORK=$(mktemp -d /tmp/sluice-load-bench.XXXXXX)
 NGINX_PID=""
 
@@ -91,7 +100,7 @@ echo "# closed loop, 1 thread, $CONNS connections, $DURATION, HTTP/1.1 keep-aliv
 : > "$WORK/wrk" ; : > "$WORK/sluice"
 for i in $(seq "$ROUNDS"); do
     w=$(run wrk -t1 -c"$CONNS" -d"$DURATION" "$URL"); echo "$w" >> "$WORK/wrk"
-    s=$(run "$LOAD_BIN" -t1 -c"$CONNS" -d"$DURATION" "$URL"); echo "$s" >> "$WORK/sluice"
+    s=$(run "$SLUICE_BIN" load -t1 -c"$CONNS" -d"$DURATION" "$URL"); echo "$s" >> "$WORK/sluice"
     echo "round $i: wrk $w | sluice $s   (rps, generator cpu-s per 100k requests)"
 done
 wrk_rps=$(cut -d' ' -f1 "$WORK/wrk" | median); sl_rps=$(cut -d' ' -f1 "$WORK/sluice" | median)
@@ -104,7 +113,7 @@ awk -v a="$sl_rps" -v b="$wrk_rps" -v c="$sl_cpu" -v d="$wrk_cpu" -v p="$pair_ra
 for fixed in "$CONNS $RATE" "200 50000" "200 100000"; do
     read -r c r <<<"$fixed"
     echo "# fixed rate $r/s, 1 thread, $c connections, $DURATION"
-    taskset -c 1 "$LOAD_BIN" -t1 -c"$c" -R"$r" -d"$DURATION" -U "$URL" > "$WORK/fixed.txt" || echo "(exit code $?)"
+    taskset -c 1 "$SLUICE_BIN" load -t1 -c"$c" -R"$r" -d"$DURATION" -U "$URL" > "$WORK/fixed.txt" || echo "(exit code $?)"
     grep -E 'Rate:|errors|First|^ 50.000|^ 99.000' "$WORK/fixed.txt" | tr -s ' ' | tr '\n' ' '
     echo "(corrected p50 p99, uncorrected p50 p99)"
 done
@@ -113,7 +122,7 @@ echo "# new connection per request over TLS (server-side resumption off), closed
 : > "$WORK/wrk-tls" ; : > "$WORK/sluice-tls"
 for i in $(seq "$ROUNDS"); do
     w=$(run wrk -t1 -c"$CONNS" -d"$DURATION" -H 'Connection: close' "$TLS_URL"); echo "$w" >> "$WORK/wrk-tls"
-    s=$(run "$LOAD_BIN" -t1 -c"$CONNS" -d"$DURATION" --insecure --new-connection-per-request "$TLS_URL"); echo "$s" >> "$WORK/sluice-tls"
+    s=$(run "$SLUICE_BIN" load -t1 -c"$CONNS" -d"$DURATION" --insecure --new-connection-per-request "$TLS_URL"); echo "$s" >> "$WORK/sluice-tls"
     echo "round $i: wrk $w | sluice $s"
 done
 wrk_rps=$(cut -d' ' -f1 "$WORK/wrk-tls" | median); sl_rps=$(cut -d' ' -f1 "$WORK/sluice-tls" | median)
