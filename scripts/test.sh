@@ -10,6 +10,9 @@ missing=()
 command -v openssl >/dev/null || missing+=(openssl)
 command -v setpriv >/dev/null || missing+=(util-linux)
 command -v cc >/dev/null || missing+=(build-essential)
+# nginx and HAProxy: the lab's peers (its CI smoke runs nginx).
+[[ -x /usr/sbin/nginx ]] || missing+=(nginx-light)
+[[ -x /usr/sbin/haproxy ]] || missing+=(haproxy)
 if ((${#missing[@]})); then
   sudo=""; [[ $(id -u) == 0 ]] || sudo="sudo"
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq

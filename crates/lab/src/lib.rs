@@ -1,1 +1,672 @@
-//! lab
+//! `lab`: the seeds' experiments, end to end on one machine, against Sluice and real peers.
+//!
+//! ```text
+//!  sluice lab dynamic
+//!    for each system × (static | dynamic/graceful | dynamic/kill):
+//!      pods: `sluice backend` × 5 on 127.A.B.n:8080      ── CPU 1
+//!      SUT:  sluice | nginx | haproxy (TLS, L7, 1 worker) ── CPU 0   ◀── publish(endpoints)
+//!      load: `sluice load -L --json` over HTTPS          ── CPU 1        ▲
+//!      churn (dynamic): Churn::schedule → Deployment::scale ─────────────┘
+//!      load JSON ──▶ results::Run
+//!    LabResults ──▶ results.json, report.md, report.html (SVG), summary on stdout
+//! ```
+//!
+//! Every process is started through [`procs`], which stops it again by process group, also on
+//! failure and Ctrl-C.
+
+pub mod churn;
+mod pods;
+mod procs;
+pub mod render;
+pub mod results;
+mod systems;
+
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context as _};
+
+use crate::churn::Churn;
+use crate::pods::{Deployment, Termination};
+use crate::procs::{pinned, Proc};
+use crate::results::{LabResults, Run, ScaleEvent, Setup, Skipped};
+use crate::systems::{SutEnv, System};
+
+/// The virtual host every system serves.
+pub const HOST: &str = "app.example.com";
+
+/// Default rate for full runs: every system keeps up with it in the static deployment on a
+/// 2-CPU machine with 1000 TLS connections (measured; see the README of the lab).
+pub const DEFAULT_RATE: u64 = 3000;
+/// `--quick`: rate, connections and duration.
+pub const QUICK_RATE: u64 = 1000;
+pub const QUICK_CONNECTIONS: u32 = 100;
+pub const QUICK_DURATION: Duration = Duration::from_secs(30);
+
+/// `sluice lab`.
+#[derive(clap::Args, Debug)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    pub command: LabCommand,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum LabCommand {
+    /// The seeds' dynamic-Kubernetes experiment: static vs churning backends (5 ↔ 7 pods), for
+    /// each system, under constant-rate HTTPS load.
+    Dynamic(DynamicArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DynamicArgs {
+    /// Systems under test, comma-separated: sluice, nginx, haproxy.
+    #[arg(long, value_delimiter = ',', default_value = "sluice,nginx,haproxy")]
+    pub systems: Vec<String>,
+    /// Length of each run (default 180s; 30s with --quick).
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+    /// Requests per second (default: calibrated, see `DEFAULT_RATE`; 1000 with --quick).
+    #[arg(long, value_name = "RPS")]
+    pub rate: Option<u64>,
+    /// Client connections (default 1000; 100 with --quick).
+    #[arg(long, value_name = "N")]
+    pub connections: Option<u32>,
+    /// How removed pods end in the dynamic deployment.
+    #[arg(long, value_enum, default_value = "both")]
+    pub termination: TerminationArg,
+    /// Short runs at a modest rate, for a smoke run.
+    #[arg(long)]
+    pub quick: bool,
+    /// Where results go (default lab-results/<timestamp>-dynamic/).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Only the static or only the dynamic deployment (default both).
+    #[arg(long, value_enum)]
+    pub only: Option<DeploymentArg>,
+    /// Time at 5 replicas in the churn loop.
+    #[arg(long, value_name = "DURATION", default_value = "12s")]
+    pub low_for: String,
+    /// Time at 7 replicas in the churn loop.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub high_for: String,
+    /// Do not pin processes to CPUs.
+    #[arg(long)]
+    pub no_pin: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TerminationArg {
+    Graceful,
+    Kill,
+    Both,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeploymentArg {
+    Static,
+    Dynamic,
+}
+
+/// Validated `sluice lab dynamic` settings.
+#[derive(Clone, Debug)]
+struct Plan {
+    systems: Vec<String>,
+    duration: Duration,
+    rate: u64,
+    connections: u32,
+    cases: Vec<Case>,
+    churn: Churn,
+    out: PathBuf,
+    /// (SUT CPUs, load + pods CPUs) when pinning.
+    pin: Option<(String, String)>,
+}
+
+/// One deployment of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Case {
+    Static,
+    Dynamic(Termination),
+}
+
+impl Case {
+    fn deployment(self) -> &'static str {
+        match self {
+            Case::Static => "static",
+            Case::Dynamic(_) => "dynamic",
+        }
+    }
+
+    fn termination(self) -> &'static str {
+        match self {
+            Case::Static => "none",
+            Case::Dynamic(t) => t.label(),
+        }
+    }
+}
+
+/// Runs `sluice lab`.
+pub fn run(args: LabArgs) -> anyhow::Result<()> {
+    match args.command {
+        LabCommand::Dynamic(args) => run_dynamic(args),
+    }
+}
+
+fn plan(args: DynamicArgs) -> anyhow::Result<Plan> {
+    let duration = match &args.duration {
+        Some(raw) => load::parse_duration(raw)
+            .filter(|d| !d.is_zero())
+            .with_context(|| format!("--duration: '{raw}' is not a duration like 180s"))?,
+        None if args.quick => QUICK_DURATION,
+        None => Duration::from_secs(180),
+    };
+    let parse = |flag: &str, raw: &str| {
+        load::parse_duration(raw)
+            .with_context(|| format!("--{flag}: '{raw}' is not a duration like 12s"))
+    };
+    let churn = Churn {
+        low_for: parse("low-for", &args.low_for)?,
+        high_for: parse("high-for", &args.high_for)?,
+    };
+    let rate = args
+        .rate
+        .unwrap_or(if args.quick { QUICK_RATE } else { DEFAULT_RATE });
+    let connections = args
+        .connections
+        .unwrap_or(if args.quick { QUICK_CONNECTIONS } else { 1000 });
+    if rate == 0 || connections == 0 {
+        bail!("--rate and --connections must be positive");
+    }
+    let mut systems = Vec::new();
+    for s in args.systems {
+        let s = s.trim().to_lowercase();
+        if !systems::ALL.contains(&s.as_str()) {
+            bail!(
+                "--systems: unknown system '{s}' (known: {})",
+                systems::ALL.join(", ")
+            );
+        }
+        if !systems.contains(&s) {
+            systems.push(s);
+        }
+    }
+    let terminations = match args.termination {
+        TerminationArg::Graceful => vec![Termination::Graceful],
+        TerminationArg::Kill => vec![Termination::Kill],
+        TerminationArg::Both => vec![Termination::Graceful, Termination::Kill],
+    };
+    let mut cases = Vec::new();
+    if args.only != Some(DeploymentArg::Dynamic) {
+        cases.push(Case::Static);
+    }
+    if args.only != Some(DeploymentArg::Static) {
+        cases.extend(terminations.into_iter().map(Case::Dynamic));
+    }
+    let out = args.out.unwrap_or_else(|| {
+        PathBuf::from("lab-results")
+            .join(format!("{}-dynamic", compact_timestamp(SystemTime::now())))
+    });
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let pin = (!args.no_pin && cpus >= 2 && Path::new("/usr/bin/taskset").exists()).then(|| {
+        (
+            "0".to_owned(),
+            if cpus >= 3 {
+                "1-".to_owned() + &(cpus - 1).to_string()
+            } else {
+                "1".to_owned()
+            },
+        )
+    });
+    Ok(Plan {
+        systems,
+        duration,
+        rate,
+        connections,
+        cases,
+        churn,
+        out,
+        pin,
+    })
+}
+
+fn run_dynamic(args: DynamicArgs) -> anyhow::Result<()> {
+    let started = SystemTime::now();
+    let plan = plan(args)?;
+    procs::install_signal_handler()?;
+    let exe = std::env::current_exe().context("finding the sluice binary")?;
+    std::fs::create_dir_all(plan.out.join("runs"))
+        .with_context(|| format!("creating {}", plan.out.display()))?;
+    let work = WorkDir::new()?;
+    let (cert_pem, key_pem) = make_cert(&work.0)?;
+    std::fs::copy(&cert_pem, plan.out.join("ca.pem"))?;
+
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let pinning = match &plan.pin {
+        Some((sut, rest)) => format!(
+            "system under test on CPU {sut}; load generator and pods on CPU {rest} (taskset -c)"
+        ),
+        None => "none (fewer than 2 CPUs, taskset missing, or --no-pin)".to_owned(),
+    };
+    let setup = Setup {
+        cpus,
+        pinning: pinning.clone(),
+        duration_secs: plan.duration.as_secs_f64(),
+        rate: plan.rate,
+        connections: plan.connections,
+        threads: 1,
+        tls: "TLS 1.2/1.3, RSA-2048 certificate for app.example.com, no session resumption".into(),
+        host: HOST.into(),
+        churn: format!(
+            "start at 5 pods; every {:?} at 5 → scale to 7, every {:?} at 7 → scale to 5",
+            plan.churn.low_for, plan.churn.high_for
+        ),
+    };
+    eprintln!(
+        "sluice lab dynamic: {} req/s, {} connections, {:?} per run; pinning: {pinning}",
+        plan.rate, plan.connections, plan.duration
+    );
+
+    let mut skipped = Vec::new();
+    let mut available = Vec::new();
+    for name in &plan.systems {
+        match systems::make(name) {
+            Ok(_) => available.push(name.clone()),
+            Err(error) => {
+                eprintln!("sluice lab: skipping {name}: {error:#}");
+                skipped.push(Skipped {
+                    system: name.clone(),
+                    reason: format!("{error:#}"),
+                });
+            }
+        }
+    }
+    let total = available.len() * plan.cases.len();
+    let subnet = subnet_seed();
+    let mut runs = Vec::new();
+    let mut index = 0;
+    for name in &available {
+        for &case in &plan.cases {
+            index += 1;
+            let label = format!("{name} {}/{}", case.deployment(), case.termination());
+            procs::park_if_stopping();
+            match run_one(
+                &plan,
+                &exe,
+                &work.0,
+                &cert_pem,
+                &key_pem,
+                name,
+                case,
+                subnet,
+                (index, total),
+            ) {
+                Ok(run) => {
+                    eprintln!(
+                        "\r[{index}/{total}] {label}: {} requests, {:.0} req/s, errors {}, p99 {:.1} ms{:20}",
+                        run.requests,
+                        run.rate_achieved,
+                        run.errors.total(),
+                        run.latency_ms.p99,
+                        ""
+                    );
+                    runs.push(run);
+                }
+                Err(error) => {
+                    // Interrupted: the failure is the interruption, not the system.
+                    procs::park_if_stopping();
+                    eprintln!("\r[{index}/{total}] {label}: failed: {error:#}");
+                    skipped.push(Skipped {
+                        system: name.clone(),
+                        reason: format!("{}/{}: {error:#}", case.deployment(), case.termination()),
+                    });
+                }
+            }
+        }
+    }
+
+    let results = LabResults {
+        schema: results::SCHEMA.to_owned(),
+        started_at: iso_timestamp(started),
+        setup,
+        skipped,
+        runs,
+    };
+    write_outputs(&plan.out, &results)?;
+    print!("{}", render::summary(&results));
+    eprintln!("sluice lab: results in {}", plan.out.display());
+    if results.runs.is_empty() {
+        bail!("no run completed");
+    }
+    Ok(())
+}
+
+/// Writes results.json, report.md and report.html into `out`.
+pub fn write_outputs(out: &Path, results: &LabResults) -> anyhow::Result<()> {
+    let write = |name: &str, content: String| {
+        let path = out.join(name);
+        std::fs::write(&path, content).with_context(|| format!("writing {}", path.display()))
+    };
+    write(
+        "results.json",
+        serde_json::to_string_pretty(results)? + "\n",
+    )?;
+    write("report.md", render::markdown(results))?;
+    write("report.html", render::html(results))?;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_one(
+    plan: &Plan,
+    exe: &Path,
+    work: &Path,
+    cert_pem: &Path,
+    key_pem: &Path,
+    name: &str,
+    case: Case,
+    subnet: [u8; 2],
+    (index, total): (usize, usize),
+) -> anyhow::Result<Run> {
+    let tag = format!("{name}-{}-{}", case.deployment(), case.termination());
+    let dir = work.join(&tag);
+    std::fs::create_dir_all(&dir)?;
+    set_mode_755(&dir)?;
+    let (sut_cpus, rest_cpus) = match &plan.pin {
+        Some((a, b)) => (Some(a.clone()), Some(b.clone())),
+        None => (None, None),
+    };
+    // Each run gets fresh pod IPs so draining pods of the last run never meet this one.
+    let run_subnet = [
+        subnet[0],
+        subnet[1].wrapping_add(u8::try_from(index * 4 % 200)?),
+    ];
+    let mut deployment =
+        Deployment::new(exe.to_owned(), rest_cpus.clone(), dir.clone(), run_subnet);
+    deployment.start_pods(churn::LOW_REPLICAS)?;
+
+    let mut system: Box<dyn System> = systems::make(name)?;
+    let env = SutEnv {
+        dir: dir.join(name),
+        cert_pem: cert_pem.to_owned(),
+        key_pem: key_pem.to_owned(),
+        cpus: sut_cpus,
+        exe: exe.to_owned(),
+    };
+    let result = (|| {
+        let addr = system
+            .start(&env, &deployment.endpoints())
+            .with_context(|| format!("starting {}", system.name()))?;
+        measure(
+            plan,
+            exe,
+            &dir,
+            cert_pem,
+            &tag,
+            addr,
+            &mut deployment,
+            system.as_mut(),
+            case,
+            rest_cpus,
+            (index, total),
+        )
+    })();
+    system.stop();
+    deployment.stop_all();
+    let (load, events) = result?;
+    // Keep each run's raw load JSON beside the results too.
+    let raw = serde_json::to_string_pretty(&load)?;
+    std::fs::write(
+        plan.out.join("runs").join(format!("{tag}.load.json")),
+        raw + "\n",
+    )?;
+    Ok(Run::new(
+        name,
+        case.deployment(),
+        case.termination(),
+        events,
+        load,
+    ))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    plan: &Plan,
+    exe: &Path,
+    dir: &Path,
+    cert_pem: &Path,
+    tag: &str,
+    addr: SocketAddr,
+    deployment: &mut Deployment,
+    system: &mut dyn System,
+    case: Case,
+    load_cpus: Option<String>,
+    (index, total): (usize, usize),
+) -> anyhow::Result<(load::Results, Vec<ScaleEvent>)> {
+    let json = dir.join("load.json");
+    let mut cmd = pinned(load_cpus.as_deref(), exe);
+    cmd.arg("load")
+        .args(["-t", "1", "-c"])
+        .arg(plan.connections.to_string())
+        .arg("-d")
+        .arg(format!("{}ms", plan.duration.as_millis()))
+        .arg("-R")
+        .arg(plan.rate.to_string())
+        .arg("-L")
+        .arg("--connect-to")
+        .arg(addr.to_string())
+        .arg("--cacert")
+        .arg(cert_pem)
+        .arg("--json")
+        .arg(&json)
+        .arg(format!("https://{HOST}/"));
+    let log = dir.join("load.log");
+    let mut load = Proc::spawn("sluice load", cmd, &log)?;
+    let t0 = Instant::now();
+    let steps = match case {
+        Case::Static => Vec::new(),
+        Case::Dynamic(_) => plan.churn.schedule(plan.duration),
+    };
+    let termination = match case {
+        Case::Dynamic(t) => t,
+        Case::Static => Termination::Graceful,
+    };
+    let mut next = steps.iter().peekable();
+    let mut events = Vec::new();
+    let deadline = plan.duration + Duration::from_secs(30);
+    let mut last_progress = Duration::ZERO;
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let status = loop {
+        if let Some(status) = load.try_wait() {
+            break status;
+        }
+        let now = t0.elapsed();
+        if let Some(step) = next.next_if(|s| s.at <= now) {
+            let from = deployment.len();
+            let ready = deployment.scale(step.replicas, system, termination)?;
+            events.push(ScaleEvent {
+                at_secs: t0.elapsed().as_secs_f64(),
+                from,
+                to: step.replicas,
+                ready_secs: ready.as_secs_f64(),
+            });
+        }
+        if now >= deadline {
+            load.stop(Duration::from_secs(1));
+            bail!("sluice load did not finish within {deadline:?}");
+        }
+        // A line rewritten every second on a terminal; every 10 s, one per line, in a log.
+        let every = if tty { 1 } else { 10 };
+        if now >= last_progress + Duration::from_secs(every) {
+            last_progress = now;
+            eprint!(
+                "{}[{index}/{total}] {tag}: {:>4}/{} s, {} pods, {} scale events{}",
+                if tty { "\r" } else { "" },
+                now.as_secs(),
+                plan.duration.as_secs(),
+                deployment.len(),
+                events.len(),
+                if tty { "   " } else { "\n" },
+            );
+            let _ = std::io::stderr().flush();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(load);
+    let text = std::fs::read_to_string(&json).with_context(|| {
+        format!(
+            "sluice load ({status}) wrote no results; its output:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    })?;
+    let results: load::Results =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", json.display()))?;
+    Ok((results, events))
+}
+
+/// A private working directory (configs, logs, sockets), removed at the end.
+struct WorkDir(PathBuf);
+
+impl WorkDir {
+    fn new() -> anyhow::Result<WorkDir> {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .subsec_nanos();
+        let dir = std::env::temp_dir().join(format!("sluice-lab-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        // nginx's workers run as nobody when started as root and must reach their temp dirs.
+        set_mode_755(&dir)?;
+        procs::remove_on_interrupt(Some(dir.clone()));
+        Ok(WorkDir(dir))
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if std::env::var_os("SLUICE_LAB_KEEP").is_none() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn set_mode_755(dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+        .with_context(|| format!("chmod {}", dir.display()))
+}
+
+/// The RSA-2048 certificate every system serves (self-signed; the load generator trusts it).
+fn make_cert(dir: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let key = rcgen::KeyPair::generate_rsa_for(&rcgen::PKCS_RSA_SHA256, rcgen::RsaKeySize::_2048)
+        .context("generating an RSA-2048 key")?;
+    let params = rcgen::CertificateParams::new(vec![HOST.to_owned()])?;
+    let cert = params.self_signed(&key)?;
+    let cert_pem = dir.join("tls.crt");
+    let key_pem = dir.join("tls.key");
+    std::fs::write(&cert_pem, cert.pem())?;
+    std::fs::write(&key_pem, key.serialize_pem())?;
+    Ok((cert_pem, key_pem))
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released; the small race is acceptable here).
+pub(crate) fn free_port() -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// Polls `check` every 50 ms until it returns true, fails, or `limit` passes.
+pub(crate) fn wait_until(
+    limit: Duration,
+    mut check: impl FnMut() -> anyhow::Result<bool>,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if check()? {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            bail!("not ready within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// True if `GET path` on `addr` answers 200 within a second.
+pub(crate) fn http_get_ok(addr: SocketAddr, path: &str) -> bool {
+    let attempt = || -> std::io::Result<bool> {
+        let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+        stream.set_read_timeout(Some(Duration::from_secs(1)))?;
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut head = [0u8; 12];
+        stream.read_exact(&mut head)?;
+        Ok(head.starts_with(b"HTTP/1.1 200"))
+    };
+    attempt().unwrap_or(false)
+}
+
+/// Two octets for this lab's pod subnet (127.A.B.x), from the pid and clock.
+fn subnet_seed() -> [u8; 2] {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .subsec_nanos();
+    let mix = nanos ^ std::process::id().wrapping_mul(2_654_435_761);
+    [
+        u8::try_from(10 + mix % 200).unwrap_or(10),
+        u8::try_from((mix >> 8) % 50).unwrap_or(0),
+    ]
+}
+
+/// (year, month, day, hour, minute, second) in UTC.
+fn civil(time: SystemTime) -> (i64, u32, u32, u32, u32, u32) {
+    let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    // Days since 1970-01-01 to a proleptic Gregorian date (era-based, 400-year cycles).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let n = |v: u64| u32::try_from(v).unwrap_or(0);
+    (
+        year,
+        u32::try_from(month).unwrap_or(1),
+        u32::try_from(day).unwrap_or(1),
+        n(rem / 3600),
+        n(rem % 3600 / 60),
+        n(rem % 60),
+    )
+}
+
+fn iso_timestamp(time: SystemTime) -> String {
+    let (y, mo, d, h, mi, s) = civil(time);
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
+}
+
+fn compact_timestamp(time: SystemTime) -> String {
+    let (y, mo, d, h, mi, s) = civil(time);
+    format!("{y:04}{mo:02}{d:02}T{h:02}{mi:02}{s:02}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_utc_calendar_dates() {
+        let t = UNIX_EPOCH + Duration::from_secs(1_763_688_000); // 2025-11-21T01:20:00Z
+        assert_eq!(iso_timestamp(t), "2025-11-21T01:20:00Z");
+        assert_eq!(compact_timestamp(UNIX_EPOCH), "19700101T000000Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(iso_timestamp(leap), "2000-02-29T00:00:00Z");
+    }
+}

@@ -4,7 +4,8 @@
 //!  argv ──clap──▶ serve   ──▶ serve::run   (file provider → Store → compile → proxy)
 //!              ├─▶ backend ──▶ backend::run_until_signal (the seeds' test app)
 //!              ├─▶ load    ──▶ load::run_cli (wrk2-compatible constant-rate load generator)
-//!              └─▶ demo    ──▶ demo::run    (demo backends + example config + serve)
+//!              ├─▶ demo    ──▶ demo::run    (demo backends + example config + serve)
+//!              └─▶ lab     ──▶ lab::run     (the seeds' experiments against Sluice and peers)
 //! ```
 
 mod demo;
@@ -35,6 +36,8 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Generate HTTP(S) load at a constant rate and report coordinated-omission-corrected latency.
     Load(load::LoadArgs),
+    /// Run the seeds' experiments end to end against Sluice, nginx and HAProxy, and report.
+    Lab(lab::LabArgs),
 }
 
 #[derive(clap::Args)]
@@ -54,6 +57,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Backend(args) => run_backend(args),
+        Command::Lab(args) => lab::run(args),
         Command::Load(args) => match load::run_cli(args) {
             Ok(code) => return ExitCode::from(u8::try_from(code).unwrap_or(1)),
             Err(error) => Err(error),

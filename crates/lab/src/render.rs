@@ -1,0 +1,497 @@
+//! Renderers of [`LabResults`]: a plain-text summary, Markdown and HTML with inline SVG charts.
+//!
+//! Pure: results in, text out, so a report re-renders from `results.json` without re-running.
+
+use std::fmt::Write as _;
+
+use crate::results::{LabResults, Run};
+
+/// The nines axis: percentiles from 50 % to 99.9999 %, as −log10(1 − p).
+const NINES_MAX: f64 = 6.0;
+const NINES_MIN: f64 = std::f64::consts::LOG10_2; // −log10(0.5)
+
+/// One table row: its label and how to get a run's cell.
+type Row = (&'static str, fn(&Run) -> String);
+
+/// The seeds' error table (plus write errors and non-2xx), then volume.
+const ROWS: &[Row] = &[
+    ("Connection errors", |r| r.errors.connect.to_string()),
+    ("Connection timeouts", |r| r.errors.timeout.to_string()),
+    ("Read errors", |r| r.errors.read.to_string()),
+    ("Write errors", |r| r.errors.write.to_string()),
+    ("Non-2xx responses", |r| r.errors.status.to_string()),
+    ("Requests completed", |r| r.requests.to_string()),
+    ("Achieved rate (req/s)", |r| {
+        format!("{:.0}", r.rate_achieved)
+    }),
+    ("Scale events", |r| r.events.len().to_string()),
+];
+
+const COLOURS: [&str; 6] = [
+    "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02",
+];
+
+/// The run table as aligned text (stdout at the end of a lab).
+pub fn summary(results: &LabResults) -> String {
+    let mut out = String::new();
+    let header = [
+        "system",
+        "deployment",
+        "connect",
+        "timeout",
+        "read",
+        "write",
+        "non-2xx",
+        "requests",
+        "req/s",
+        "p50 ms",
+        "p99 ms",
+        "p99.99 ms",
+        "max ms",
+    ];
+    let rows: Vec<Vec<String>> = results
+        .runs
+        .iter()
+        .map(|r| {
+            vec![
+                r.system.clone(),
+                r.group(),
+                r.errors.connect.to_string(),
+                r.errors.timeout.to_string(),
+                r.errors.read.to_string(),
+                r.errors.write.to_string(),
+                r.errors.status.to_string(),
+                r.requests.to_string(),
+                format!("{:.0}", r.rate_achieved),
+                ms(r.latency_ms.p50),
+                ms(r.latency_ms.p99),
+                ms(r.latency_ms.p99_99),
+                ms(r.latency_ms.max),
+            ]
+        })
+        .collect();
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].chars().count())
+                .chain([header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: Vec<String>| {
+        let mut s = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            let pad = widths[i].saturating_sub(cell.chars().count());
+            if i < 2 {
+                let _ = write!(s, "{cell}{}  ", " ".repeat(pad));
+            } else {
+                let _ = write!(s, "{}{cell}  ", " ".repeat(pad));
+            }
+        }
+        s.trim_end().to_owned() + "\n"
+    };
+    let _ = writeln!(
+        out,
+        "sluice lab dynamic: {} req/s requested, {} connections, {} s per run",
+        results.setup.rate, results.setup.connections, results.setup.duration_secs
+    );
+    out += &line(header.iter().map(|h| (*h).to_owned()).collect());
+    for row in rows {
+        out += &line(row);
+    }
+    for s in &results.skipped {
+        let _ = writeln!(out, "skipped {}: {}", s.system, s.reason);
+    }
+    out
+}
+
+/// `report.md`.
+pub fn markdown(results: &LabResults) -> String {
+    let mut md = String::new();
+    let s = &results.setup;
+    let _ = writeln!(md, "# Sluice lab: dynamic Kubernetes deployment\n");
+    let _ = writeln!(
+        md,
+        "The seeds' experiment on one machine: HTTPS load at a constant rate through each system \
+         under test to `sluice backend` pods, with a static deployment (5 pods) and a dynamic one \
+         ({}).\n",
+        s.churn
+    );
+    let _ = writeln!(md, "- started {}, {} CPUs", results.started_at, s.cpus);
+    let _ = writeln!(md, "- pinning: {}", s.pinning);
+    let _ = writeln!(
+        md,
+        "- load: `sluice load -t{} -c{} -R{} -L`, {} s per run, host {}; {}",
+        s.threads, s.connections, s.rate, s.duration_secs, s.host, s.tls
+    );
+    let _ = writeln!(
+        md,
+        "- latencies are coordinated-omission corrected (from the intended send time), in ms\n"
+    );
+    for group in groups(results) {
+        let runs: Vec<&Run> = results.runs.iter().filter(|r| r.group() == group).collect();
+        let _ = writeln!(md, "## {group}\n");
+        let _ = write!(md, "| |");
+        for r in &runs {
+            let _ = write!(md, " {} |", r.system);
+        }
+        let _ = write!(md, "\n|---|");
+        for _ in &runs {
+            let _ = write!(md, "---:|");
+        }
+        md.push('\n');
+        for &(label, cell) in ROWS {
+            let _ = write!(md, "| {label} |");
+            for r in &runs {
+                let _ = write!(md, " {} |", cell(r));
+            }
+            md.push('\n');
+        }
+        for i in 0..7 {
+            let _ = write!(
+                md,
+                "| latency {} |",
+                runs.first().map_or("", |r| r.latency_ms.columns()[i].0)
+            );
+            for r in &runs {
+                let _ = write!(md, " {} |", ms(r.latency_ms.columns()[i].1));
+            }
+            md.push('\n');
+        }
+        md.push('\n');
+    }
+    if !results.skipped.is_empty() {
+        let _ = writeln!(md, "## Not run\n");
+        for s in &results.skipped {
+            let _ = writeln!(md, "- {}: {}", s.system, s.reason);
+        }
+        md.push('\n');
+    }
+    let _ = writeln!(
+        md,
+        "Charts: `report.html`. Everything measured, including each run's full load results: \
+         `results.json`."
+    );
+    md
+}
+
+/// `report.html`: the Markdown tables as HTML plus the charts.
+pub fn html(results: &LabResults) -> String {
+    let mut h = String::new();
+    h += "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>Sluice lab: dynamic</title>\n\
+          <style>body{font-family:sans-serif;max-width:1000px;margin:2em auto;}\
+          table{border-collapse:collapse;margin:1em 0;}td,th{border:1px solid #999;padding:2px 8px;}\
+          td{text-align:right;}svg{background:#fff;border:1px solid #ddd;margin:.5em 0;}</style>\n\
+          </head><body>\n<h1>Sluice lab: dynamic Kubernetes deployment</h1>\n";
+    let s = &results.setup;
+    let _ = writeln!(
+        h,
+        "<p>Started {} on {} CPUs. Pinning: {}. Load: {} req/s, {} connections, {} s per run, \
+         {}. Churn: {}. Latencies are coordinated-omission corrected.</p>",
+        esc(&results.started_at),
+        s.cpus,
+        esc(&s.pinning),
+        s.rate,
+        s.connections,
+        s.duration_secs,
+        esc(&s.tls),
+        esc(&s.churn)
+    );
+    for group in groups(results) {
+        let runs: Vec<&Run> = results.runs.iter().filter(|r| r.group() == group).collect();
+        let _ = writeln!(h, "<h2>{}</h2>", esc(&group));
+        h += "<table><tr><th></th>";
+        for r in &runs {
+            let _ = write!(h, "<th>{}</th>", esc(&r.system));
+        }
+        h += "</tr>\n";
+        for &(label, cell) in ROWS {
+            let _ = write!(h, "<tr><th>{label}</th>");
+            for r in &runs {
+                let _ = write!(h, "<td>{}</td>", cell(r));
+            }
+            h += "</tr>\n";
+        }
+        h += "</table>\n";
+        h += &percentile_chart(&format!("Latency by percentile: {group}"), &runs);
+        for r in runs.iter().filter(|r| r.deployment == "dynamic") {
+            h += &timeline_chart(r);
+        }
+    }
+    if !results.skipped.is_empty() {
+        h += "<h2>Not run</h2><ul>";
+        for s in &results.skipped {
+            let _ = write!(h, "<li>{}: {}</li>", esc(&s.system), esc(&s.reason));
+        }
+        h += "</ul>\n";
+    }
+    h += "</body></html>\n";
+    h
+}
+
+/// Distinct run groups in first-seen order.
+fn groups(results: &LabResults) -> Vec<String> {
+    let mut groups: Vec<String> = Vec::new();
+    for r in &results.runs {
+        let g = r.group();
+        if !groups.contains(&g) {
+            groups.push(g);
+        }
+    }
+    groups
+}
+
+/// (nines, latency ms) points of a run's corrected distribution from 50 % to 99.9999 %.
+pub fn percentile_points(run: &Run) -> Vec<(f64, f64)> {
+    let mut points = Vec::new();
+    if let Ok(hist) = run.load.corrected_histogram() {
+        if !hist.is_empty() {
+            let steps = 120;
+            for i in 0..=steps {
+                let nines = NINES_MIN + (NINES_MAX - NINES_MIN) * f64::from(i) / f64::from(steps);
+                let q = 1.0 - 10f64.powf(-nines);
+                points.push((nines, hist.value_at_quantile(q) as f64 / 1000.0));
+            }
+            return points;
+        }
+    }
+    // No histogram: the summary percentiles.
+    for (p, v) in [
+        (50.0, run.latency_ms.p50),
+        (99.0, run.latency_ms.p99),
+        (99.9, run.latency_ms.p99_9),
+        (99.99, run.latency_ms.p99_99),
+        (99.999, run.latency_ms.p99_999),
+        (99.9999, run.latency_ms.p99_9999),
+    ] {
+        points.push((-(1.0 - p / 100.0_f64).log10(), v));
+    }
+    points
+}
+
+const W: f64 = 900.0;
+const H: f64 = 360.0;
+const LEFT: f64 = 70.0;
+const RIGHT: f64 = 20.0;
+const TOP: f64 = 30.0;
+const BOTTOM: f64 = 50.0;
+
+/// Latency (log ms) against percentile (nines), one line per run.
+fn percentile_chart(title: &str, runs: &[&Run]) -> String {
+    let series: Vec<(&str, Vec<(f64, f64)>)> = runs
+        .iter()
+        .map(|r| (r.system.as_str(), percentile_points(r)))
+        .collect();
+    let max = series
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|&(_, v)| v))
+        .fold(1.0_f64, f64::max);
+    let (lo, hi) = (-1.0_f64, max.log10().ceil().max(0.0));
+    let x = |nines: f64| LEFT + (nines - NINES_MIN) / (NINES_MAX - NINES_MIN) * (W - LEFT - RIGHT);
+    let y = |ms: f64| {
+        let v = ms.max(0.1).log10();
+        H - BOTTOM - (v - lo) / (hi - lo) * (H - TOP - BOTTOM)
+    };
+    let mut svg = svg_open(title);
+    for (nines, label) in [
+        (NINES_MIN, "50%"),
+        (1.0, "90%"),
+        (2.0, "99%"),
+        (3.0, "99.9%"),
+        (4.0, "99.99%"),
+        (5.0, "99.999%"),
+        (6.0, "99.9999%"),
+    ] {
+        let xv = x(nines);
+        let _ = write!(
+            svg,
+            "<line x1=\"{xv:.1}\" y1=\"{TOP}\" x2=\"{xv:.1}\" y2=\"{:.1}\" stroke=\"#eee\"/>\
+             <text x=\"{xv:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{label}</text>",
+            H - BOTTOM,
+            H - BOTTOM + 16.0
+        );
+    }
+    log_y_axis(&mut svg, lo, hi, &y);
+    let _ = write!(
+        svg,
+        "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" text-anchor=\"middle\">percentile</text>",
+        (W + LEFT) / 2.0,
+        H - 12.0
+    );
+    for (i, (name, points)) in series.iter().enumerate() {
+        let colour = COLOURS[i % COLOURS.len()];
+        let path: Vec<String> = points
+            .iter()
+            .map(|&(n, v)| format!("{:.1},{:.1}", x(n), y(v)))
+            .collect();
+        let _ = write!(
+            svg,
+            "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{}\"/>",
+            path.join(" ")
+        );
+        legend(&mut svg, i, name, colour);
+    }
+    svg + "</svg>\n"
+}
+
+/// Per second: p99 (log ms, line) and errors (bars, linear right scale); scale events as lines.
+fn timeline_chart(run: &Run) -> String {
+    let series = &run.load.series;
+    let seconds = series
+        .iter()
+        .map(|p| p.second + 1)
+        .max()
+        .unwrap_or(1)
+        .max(run.load.duration_secs.ceil() as u64)
+        .max(1) as f64;
+    let max_p99 = series
+        .iter()
+        .filter_map(|p| p.p99_us)
+        .map(|us| us as f64 / 1000.0)
+        .fold(1.0_f64, f64::max);
+    let max_err = series
+        .iter()
+        .map(|p| p.errors.total())
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let (lo, hi) = (-1.0_f64, max_p99.log10().ceil().max(0.0));
+    let x = |s: f64| LEFT + s / seconds * (W - LEFT - RIGHT);
+    let y = |ms: f64| {
+        let v = ms.max(0.1).log10();
+        H - BOTTOM - (v - lo) / (hi - lo) * (H - TOP - BOTTOM)
+    };
+    let title = format!(
+        "{} {}/{}: p99 and errors per second (scale events dashed)",
+        run.system, run.deployment, run.termination
+    );
+    let mut svg = svg_open(&title);
+    log_y_axis(&mut svg, lo, hi, &y);
+    let step = if seconds > 60.0 { 30.0 } else { 5.0 };
+    let mut t = 0.0;
+    while t <= seconds {
+        let _ = write!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{t:.0}s</text>",
+            x(t),
+            H - BOTTOM + 16.0
+        );
+        t += step;
+    }
+    let bar = ((W - LEFT - RIGHT) / seconds).max(1.0);
+    for p in series {
+        let e = p.errors.total();
+        if e > 0 {
+            let height = e as f64 / max_err * (H - TOP - BOTTOM);
+            let _ = write!(
+                svg,
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{bar:.1}\" height=\"{height:.1}\" fill=\"#e41a1c\" \
+                 opacity=\"0.6\"><title>{e} errors at {}s</title></rect>",
+                x(p.second as f64),
+                H - BOTTOM - height,
+                p.second
+            );
+        }
+    }
+    for ev in &run.events {
+        let xv = x(ev.at_secs);
+        let _ = write!(
+            svg,
+            "<line x1=\"{xv:.1}\" y1=\"{TOP}\" x2=\"{xv:.1}\" y2=\"{:.1}\" stroke=\"#555\" \
+             stroke-dasharray=\"4 3\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\">{}→{}</text>",
+            H - BOTTOM,
+            xv + 2.0,
+            TOP + 10.0,
+            ev.from,
+            ev.to
+        );
+    }
+    let points: Vec<String> = series
+        .iter()
+        .filter_map(|p| {
+            p.p99_us.map(|us| {
+                format!(
+                    "{:.1},{:.1}",
+                    x(p.second as f64 + 0.5),
+                    y(us as f64 / 1000.0)
+                )
+            })
+        })
+        .collect();
+    let _ = write!(
+        svg,
+        "<polyline fill=\"none\" stroke=\"#377eb8\" stroke-width=\"2\" points=\"{}\"/>",
+        points.join(" ")
+    );
+    legend(&mut svg, 0, "p99 per second (ms)", "#377eb8");
+    legend(
+        &mut svg,
+        1,
+        &format!("errors per second (bar height: max {max_err:.0})"),
+        "#e41a1c",
+    );
+    svg + "</svg>\n"
+}
+
+fn svg_open(title: &str) -> String {
+    format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\">\
+         <text x=\"{LEFT}\" y=\"18\" font-size=\"14\" font-weight=\"bold\">{}</text>\
+         <rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#999\"/>",
+        esc(title),
+        W - LEFT - RIGHT,
+        H - TOP - BOTTOM
+    )
+}
+
+fn log_y_axis(svg: &mut String, lo: f64, hi: f64, y: &dyn Fn(f64) -> f64) {
+    let mut e = lo as i32;
+    while f64::from(e) <= hi {
+        let ms = 10f64.powi(e);
+        let yv = y(ms);
+        let label = if ms < 1.0 {
+            format!("{ms}")
+        } else {
+            format!("{ms:.0}")
+        };
+        let _ = write!(
+            svg,
+            "<line x1=\"{LEFT}\" y1=\"{yv:.1}\" x2=\"{:.1}\" y2=\"{yv:.1}\" stroke=\"#eee\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\">{label} ms</text>",
+            W - RIGHT,
+            LEFT - 4.0,
+            yv + 4.0
+        );
+        e += 1;
+    }
+}
+
+fn legend(svg: &mut String, i: usize, name: &str, colour: &str) {
+    let yv = TOP + 16.0 + 16.0 * i as f64;
+    let _ = write!(
+        svg,
+        "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"12\" height=\"4\" fill=\"{colour}\"/>\
+         <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\">{}</text>",
+        LEFT + 10.0,
+        yv - 4.0,
+        LEFT + 28.0,
+        yv,
+        esc(name)
+    );
+}
+
+fn ms(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}

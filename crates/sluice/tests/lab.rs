@@ -1,0 +1,102 @@
+//! CI smoke of `sluice lab dynamic`: the real command, real processes (sluice serve, nginx, pods,
+//! the load generator) on loopback, a few seconds per run, so the lab cannot rot.
+
+use std::process::Command;
+
+#[test]
+fn lab_dynamic_smoke_with_sluice_and_nginx() {
+    let out = std::env::temp_dir().join(format!("sluice-lab-smoke-{}", std::process::id()));
+    let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "lab",
+            "dynamic",
+            "--systems",
+            "sluice,nginx",
+            "--duration",
+            "5s",
+            "--low-for",
+            "2s",
+            "--high-for",
+            "2s",
+            "--rate",
+            "200",
+            "--connections",
+            "10",
+            "--termination",
+            "graceful",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("running sluice lab");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "sluice lab failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let runs = json["runs"].as_array().expect("runs");
+    let find = |system: &str, deployment: &str| {
+        runs.iter()
+            .find(|r| r["system"] == system && r["deployment"] == deployment)
+            .unwrap_or_else(|| panic!("no {system} {deployment} run\n{stderr}"))
+    };
+    for run in runs {
+        for key in [
+            "system",
+            "deployment",
+            "termination",
+            "rate_requested",
+            "rate_achieved",
+        ] {
+            assert!(!run[key].is_null(), "{key} missing");
+        }
+        for key in ["connect", "read", "write", "timeout", "status"] {
+            assert!(run["errors"][key].is_u64(), "errors.{key} missing");
+        }
+        for key in [
+            "p50", "p99", "p99.9", "p99.99", "p99.999", "p99.9999", "max",
+        ] {
+            assert!(
+                run["latency_ms"][key].is_number(),
+                "latency_ms.{key} missing"
+            );
+        }
+        assert_eq!(run["load"]["schema"], "sluice-load/1");
+        assert!(run["requests"].as_u64().unwrap() > 0);
+    }
+
+    let sluice_static = find("sluice", "static");
+    assert_eq!(sluice_static["termination"], "none");
+    for key in ["connect", "read", "write", "timeout", "status"] {
+        assert_eq!(
+            sluice_static["errors"][key], 0,
+            "sluice static {key} errors\n{stdout}"
+        );
+    }
+    let sluice_dynamic = find("sluice", "dynamic");
+    assert_eq!(sluice_dynamic["termination"], "graceful");
+    assert!(
+        !sluice_dynamic["events"].as_array().unwrap().is_empty(),
+        "the dynamic run scaled"
+    );
+    if std::path::Path::new("/usr/sbin/nginx").exists() {
+        find("nginx", "static");
+        find("nginx", "dynamic");
+    } else {
+        assert!(
+            stdout.contains("nginx-light"),
+            "names the package:\n{stdout}"
+        );
+    }
+    assert!(
+        stdout.contains("sluice  static"),
+        "summary on stdout:\n{stdout}"
+    );
+    assert!(out.join("report.md").is_file());
+    assert!(out.join("report.html").is_file());
+    std::fs::remove_dir_all(&out).unwrap();
+}
