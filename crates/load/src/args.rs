@@ -95,6 +95,11 @@ pub struct LoadArgs {
     #[arg(long, value_name = "on|off", value_enum, default_value_t = TlsResumption::Off)]
     pub tls_resumption: TlsResumption,
 
+    /// Offer only these TLS cipher suites, comma-separated, by OpenSSL or IANA name (e.g.
+    /// ECDHE-RSA-AES256-GCM-SHA384, the seeds' suite); the TLS versions offered follow from them.
+    #[arg(long, value_name = "SUITE[,SUITE...]")]
+    pub tls_ciphers: Option<String>,
+
     /// Do not verify the server's certificate.
     #[arg(long, conflicts_with = "cacert")]
     pub insecure: bool,
@@ -171,6 +176,8 @@ pub struct Target {
 pub struct TlsOptions {
     pub resumption: bool,
     pub trust: Trust,
+    /// `None`: rustls' defaults.
+    pub cipher_suites: Option<Vec<rustls::SupportedCipherSuite>>,
 }
 
 /// Which server certificates to accept.
@@ -315,6 +322,23 @@ impl TryFrom<LoadArgs> for Config {
             Trust::WebRoots
         };
 
+        let cipher_suites = match &args.tls_ciphers {
+            None => None,
+            Some(list) => Some(
+                list.split(',')
+                    .map(|name| {
+                        crate::tls::cipher_suite(name.trim()).ok_or_else(|| {
+                            invalid(
+                                "--tls-ciphers",
+                                name,
+                                "not a cipher suite Sluice's TLS library offers",
+                            )
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+        };
+
         Ok(Config {
             target,
             threads,
@@ -331,6 +355,7 @@ impl TryFrom<LoadArgs> for Config {
             tls: TlsOptions {
                 resumption: args.tls_resumption == TlsResumption::On,
                 trust,
+                cipher_suites,
             },
             output: Output {
                 latency: args.latency || args.u_latency,

@@ -14,15 +14,77 @@ use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme
 
 use crate::args::{TlsOptions, Trust};
 
+/// The cipher suite called `name`: its IANA name as rustls spells it
+/// (`TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384`, `TLS13_AES_256_GCM_SHA384`) or the OpenSSL name of a
+/// TLS 1.2 suite (`ECDHE-RSA-AES256-GCM-SHA384`).
+pub(crate) fn cipher_suite(name: &str) -> Option<rustls::SupportedCipherSuite> {
+    const OPENSSL: &[(&str, &str)] = &[
+        (
+            "ECDHE-RSA-AES256-GCM-SHA384",
+            "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+        ),
+        (
+            "ECDHE-RSA-AES128-GCM-SHA256",
+            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+        ),
+        (
+            "ECDHE-RSA-CHACHA20-POLY1305",
+            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+        ),
+        (
+            "ECDHE-ECDSA-AES256-GCM-SHA384",
+            "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+        ),
+        (
+            "ECDHE-ECDSA-AES128-GCM-SHA256",
+            "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+        ),
+        (
+            "ECDHE-ECDSA-CHACHA20-POLY1305",
+            "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+        ),
+    ];
+    let iana = OPENSSL
+        .iter()
+        .find(|(openssl, _)| *openssl == name)
+        .map_or(name, |(_, iana)| iana);
+    rustls::crypto::aws_lc_rs::ALL_CIPHER_SUITES
+        .iter()
+        .find(|s| format!("{:?}", s.suite()) == iana)
+        .copied()
+}
+
 /// Builds the client config. `sessions` sizes the shared cache when resumption is on.
 pub(crate) fn client_config(
     options: &TlsOptions,
     http2: bool,
     sessions: usize,
 ) -> Result<Arc<ClientConfig>, rustls::Error> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let builder = ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()?;
+    let mut provider = rustls::crypto::aws_lc_rs::default_provider();
+    let builder = match &options.cipher_suites {
+        None => ClientConfig::builder_with_provider(Arc::new(provider))
+            .with_safe_default_protocol_versions()?,
+        Some(suites) => {
+            // Offer exactly the versions the chosen suites belong to.
+            let mut versions = Vec::new();
+            if suites
+                .iter()
+                .any(|s| s.version() == &rustls::version::TLS12)
+            {
+                versions.push(&rustls::version::TLS12);
+            }
+            if suites
+                .iter()
+                .any(|s| s.version() == &rustls::version::TLS13)
+            {
+                versions.push(&rustls::version::TLS13);
+            }
+            provider.cipher_suites = suites.clone();
+            ClientConfig::builder_with_provider(Arc::new(provider))
+                .with_protocol_versions(&versions)?
+        }
+    };
+    let provider = builder.crypto_provider().clone();
     let mut config = match &options.trust {
         Trust::Insecure => builder
             .dangerous()
@@ -102,5 +164,38 @@ impl ServerCertVerifier for AcceptAnyCertificate {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod cipher_tests {
+    use super::*;
+
+    #[test]
+    fn suites_are_found_by_openssl_and_iana_names() {
+        let seeds = cipher_suite("ECDHE-RSA-AES256-GCM-SHA384").expect("the seeds' suite");
+        assert_eq!(
+            format!("{:?}", seeds.suite()),
+            "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"
+        );
+        assert_eq!(
+            cipher_suite("TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384").map(|s| s.suite()),
+            Some(seeds.suite())
+        );
+        assert!(cipher_suite("TLS13_AES_256_GCM_SHA384").is_some());
+        assert!(cipher_suite("RC4-MD5").is_none());
+    }
+
+    #[test]
+    fn the_config_offers_exactly_the_chosen_suite() {
+        let options = TlsOptions {
+            resumption: false,
+            trust: Trust::Insecure,
+            cipher_suites: Some(vec![cipher_suite("ECDHE-RSA-AES256-GCM-SHA384").unwrap()]),
+        };
+        let config = client_config(&options, false, 0).unwrap();
+        let suites = &config.crypto_provider().cipher_suites;
+        assert_eq!(suites.len(), 1);
+        assert_eq!(suites[0].version(), &rustls::version::TLS12);
     }
 }
