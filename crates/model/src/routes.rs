@@ -113,17 +113,6 @@ impl HostPattern {
             HostPattern::Exact(name.to_owned())
         })
     }
-
-    /// Whether `host` (already normalised) is matched by this pattern.
-    pub fn matches(&self, host: &str) -> bool {
-        match self {
-            HostPattern::Exact(h) => h == host,
-            HostPattern::Wildcard(suffix) => host
-                .split_once('.')
-                .is_some_and(|(_, parent)| parent == suffix),
-            HostPattern::Any => true,
-        }
-    }
 }
 
 impl fmt::Display for HostPattern {
@@ -342,10 +331,15 @@ mod tests {
 
     #[test]
     fn wildcards_match_exactly_one_label() {
-        let pattern = HostPattern::Wildcard("example.com".into());
-        assert!(pattern.matches("foo.example.com"));
-        assert!(!pattern.matches("a.b.example.com"));
-        assert!(!pattern.matches("example.com"));
+        let mut table = RouteTable::default();
+        table
+            .host_mut(&HostPattern::Wildcard("example.com".into()))
+            .paths
+            .push(path(PathKind::Prefix, "/"));
+        table.finish();
+        assert!(table.route("foo.example.com", "/").is_some());
+        assert!(table.route("a.b.example.com", "/").is_none());
+        assert!(table.route("example.com", "/").is_none());
     }
 
     #[test]

@@ -99,10 +99,6 @@ impl Certificates {
         self.default.clone()
     }
 
-    pub fn has_default(&self) -> bool {
-        self.default.is_some()
-    }
-
     /// Host pattern → `namespace/name` of the Secret serving it.
     pub fn sources(&self) -> &BTreeMap<String, String> {
         &self.sources
