@@ -176,6 +176,15 @@ fn refresh_file(path: &Path, state: &mut FileState) -> bool {
     if state.text.as_deref() == Some(text.as_str()) {
         return false;
     }
+    // Editors and shell redirects truncate before they write: a file that had content and is
+    // empty now is most likely mid-write. Taking it at its word would drop its objects (and with
+    // them the last good versions an invalid edit falls back on). Deleting the file removes them.
+    if text.trim().is_empty() && state.text.as_deref().is_some_and(|t| !t.trim().is_empty()) {
+        state.errors = vec![format!(
+            "{name}: empty; keeping its last good objects (delete the file to remove them)"
+        )];
+        return false;
+    }
     match parse_documents(&name, &text) {
         Err(error) => {
             state.readable = false;
@@ -380,6 +389,31 @@ mod tests {
         assert!(
             errors[0].ends_with("keeping its last good version"),
             "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn an_emptied_file_is_taken_as_mid_write_and_keeps_its_objects() {
+        let dir = temp_dir("emptied");
+        let two = format!("{SERVICE}---\n{}", SERVICE.replace("web", "api"));
+        std::fs::write(dir.join("a.yaml"), &two).unwrap();
+        let mut source = FileSource::open(&dir).unwrap();
+        // Truncated, then written with an invalid `api`: its last good version must survive.
+        std::fs::write(dir.join("a.yaml"), "").unwrap();
+        assert!(!source.reload());
+        assert_eq!(
+            names(&source),
+            ["Service default/web", "Service default/api"]
+        );
+        let broken = two.replace(
+            "metadata: {name: api}",
+            "metadata: {name: api}\nspec: {ports: 80}",
+        );
+        std::fs::write(dir.join("a.yaml"), broken).unwrap();
+        assert!(source.reload());
+        assert_eq!(
+            names(&source),
+            ["Service default/web", "Service default/api"]
         );
     }
 
