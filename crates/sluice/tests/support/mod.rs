@@ -4,6 +4,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod kube;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -65,14 +67,22 @@ impl Drop for Process {
 impl Process {
     /// Starts `sluice ARGS` and waits (bounded) for its first stdout line.
     pub fn start(args: &[&str]) -> Process {
-        let mut child = Command::new(BIN)
+        let mut command = Command::new(BIN);
+        command
             .args(args)
             .env("SLUICE_LOG", "warn")
+            .stderr(Stdio::inherit());
+        Process::spawn(command, &format!("sluice {args:?}"))
+    }
+
+    /// Spawns `command` (stdin and stdout are taken over here; stderr is the caller's choice) and
+    /// waits (bounded) for its first stdout line.
+    pub fn spawn(mut command: Command, what: &str) -> Process {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
             .spawn()
-            .expect("spawn sluice");
+            .unwrap_or_else(|e| panic!("spawn {what}: {e}"));
         let stdout = child.stdout.take().unwrap();
         let (sender, receiver) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -83,9 +93,15 @@ impl Process {
             // Keep draining so the child never blocks on a full pipe.
             for _ in lines {}
         });
-        let stdout_line = receiver
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("sluice {args:?} printed nothing within 30 s"));
+        let stdout_line = match receiver.recv_timeout(Duration::from_secs(30)) {
+            Ok(line) => line,
+            Err(_) => {
+                // Reap it before failing, so nothing outlives the test.
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{what} printed nothing within 30 s")
+            }
+        };
         Process { child, stdout_line }
     }
 
@@ -171,7 +187,13 @@ impl Serve {
 
 impl Pod {
     pub fn start(name: &str) -> Pod {
-        let process = Process::start(&["backend", "--listen", "127.0.0.1:0", "--name", name]);
+        Pod::start_at(name, "127.0.0.1:0")
+    }
+
+    /// A backend listening on `listen` (e.g. `198.18.0.11:8080` inside a test's own network
+    /// namespace, see `kube::Cluster::add_address`).
+    pub fn start_at(name: &str, listen: &str) -> Pod {
+        let process = Process::start(&["backend", "--listen", listen, "--name", name]);
         let addr = process
             .stdout_line
             .rsplit(' ')
@@ -387,6 +409,16 @@ impl TlsConnection {
         })
     }
 
+    /// The certificate the server presented (DER), leaf first.
+    pub fn peer_certificate(&self) -> Vec<u8> {
+        self.stream
+            .conn
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .map(|cert| cert.as_ref().to_vec())
+            .expect("a peer certificate after the handshake")
+    }
+
     /// `GET path` on this connection; the response must carry Content-Length.
     pub fn get(&mut self, path: &str) -> std::io::Result<Response> {
         let head = format!("GET {path} HTTP/1.1\r\nHost: {}\r\n\r\n", self.host);
@@ -412,6 +444,15 @@ impl TlsConnection {
 pub fn self_signed(host: &str) -> (String, String) {
     let certified = rcgen::generate_simple_self_signed(vec![host.to_owned()]).unwrap();
     (certified.cert.pem(), certified.signing_key.serialize_pem())
+}
+
+/// The first certificate in `pem`, as DER.
+pub fn pem_to_der(pem: &str) -> Vec<u8> {
+    use rustls::pki_types::pem::PemObject;
+    rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes())
+        .expect("a certificate in the PEM")
+        .as_ref()
+        .to_vec()
 }
 
 /// A `kubernetes.io/tls` Secret in YAML.
