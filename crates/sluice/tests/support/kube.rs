@@ -142,7 +142,10 @@ fn enter_new_network_namespace() -> u64 {
         );
     }
     let after = current_netns();
-    assert_ne!(before, after, "unshare did not change the network namespace");
+    assert_ne!(
+        before, after,
+        "unshare did not change the network namespace"
+    );
     after
 }
 
@@ -666,7 +669,9 @@ impl KubeSluice {
     pub fn has_exited(&self) -> bool {
         let pid = self.serve.process.pid();
         match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Ok(stat) => stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z')),
+            Ok(stat) => stat
+                .rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('Z')),
             Err(_) => true,
         }
     }

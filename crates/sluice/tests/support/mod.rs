@@ -469,3 +469,105 @@ pub fn tls_secret_yaml(name: &str, cert_pem: &str, key_pem: &str) -> String {
         indent(key_pem)
     )
 }
+
+/// `sluice load` running in the background (killed on drop unless finished).
+pub struct Load {
+    child: Child,
+    json: PathBuf,
+    output: PathBuf,
+}
+
+/// What a finished `sluice load` reported.
+pub struct LoadResult {
+    pub code: Option<i32>,
+    pub json: serde_json::Value,
+    /// Its stdout and stderr.
+    pub output: String,
+}
+
+impl Load {
+    /// `sluice load ARGS --json DIR/NAME.json`; stdout and stderr go to DIR/NAME.out.
+    pub fn start(args: &[&str], dir: &Path, name: &str) -> Load {
+        let json = dir.join(format!("{name}.json"));
+        let output = dir.join(format!("{name}.out"));
+        let file = std::fs::File::create(&output).unwrap();
+        let child = Command::new(BIN)
+            .arg("load")
+            .args(args)
+            .arg("--json")
+            .arg(&json)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .expect("spawn sluice load");
+        Load {
+            child,
+            json,
+            output,
+        }
+    }
+
+    /// Waits (bounded) for it to finish and reads its results.
+    pub fn finish(mut self, limit: Duration) -> LoadResult {
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "sluice load did not finish within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let output = std::fs::read_to_string(&self.output).unwrap_or_default();
+        let json = std::fs::read(&self.json)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_else(|| panic!("sluice load wrote no results ({status}):\n{output}"));
+        LoadResult {
+            code: status.code(),
+            json,
+            output,
+        }
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+impl LoadResult {
+    /// No failed request of any class, no unsent request, every status 2xx, at least `min`.
+    pub fn assert_clean(&self, min_requests: u64) {
+        let results = &self.json;
+        let summary = format!(
+            "requests {} status_codes {} errors {} unsent {}\n{}",
+            results["requests"],
+            results["status_codes"],
+            results["errors"],
+            results["unsent"],
+            self.output
+        );
+        for class in ["connect", "read", "write", "timeout", "status"] {
+            assert_eq!(results["errors"][class], 0, "{class} errors: {summary}");
+        }
+        assert_eq!(results["unsent"], 0, "unsent requests: {summary}");
+        let codes = results["status_codes"].as_object().expect("status_codes");
+        for (code, count) in codes {
+            assert!(code.starts_with('2'), "{count} responses {code}: {summary}");
+        }
+        let requests = results["requests"].as_u64().unwrap_or(0);
+        assert!(
+            requests >= min_requests,
+            "only {requests} requests: {summary}"
+        );
+        assert_eq!(self.code, Some(0), "exit code: {summary}");
+    }
+}
