@@ -530,7 +530,7 @@ fn traffic_flows_while_the_api_server_is_down_and_changes_apply_once_it_is_back(
             "-R",
             "300",
             "-d",
-            "15s",
+            "25s",
             "--connect-to",
             &http,
             "http://web.test/",
@@ -540,9 +540,11 @@ fn traffic_flows_while_the_api_server_is_down_and_changes_apply_once_it_is_back(
     );
     std::thread::sleep(Duration::from_secs(3));
 
+    // (kube-apiserver takes up to ~11 s to stop while clients hold watches; it is
+    // unreachable for all of that.)
     cluster.stop_apiserver();
     let down = std::time::Instant::now();
-    while down.elapsed() < Duration::from_secs(5) {
+    while down.elapsed() < Duration::from_secs(4) {
         assert_eq!(
             sluice.ready_status(),
             Some(200),
@@ -552,6 +554,7 @@ fn traffic_flows_while_the_api_server_is_down_and_changes_apply_once_it_is_back(
         std::thread::sleep(Duration::from_millis(250));
     }
     cluster.start_apiserver();
+    let back = std::time::Instant::now();
 
     // Changes made after the outage reach Sluice once its watches are back.
     let c = pod(&cluster, 13);
@@ -564,8 +567,12 @@ fn traffic_flows_while_the_api_server_is_down_and_changes_apply_once_it_is_back(
     let resync = Duration::from_secs(60);
     sluice.wait_served_by("web.test", "pod-13", resync);
     sluice.wait_status("late.test", 200, resync);
+    eprintln!(
+        "outage: changes made after the restart served {:.1} s after the API server was back",
+        back.elapsed().as_secs_f64()
+    );
 
-    load.finish(Duration::from_secs(30)).assert_clean(4400);
+    load.finish(Duration::from_secs(60)).assert_clean(7400);
 }
 
 #[test]

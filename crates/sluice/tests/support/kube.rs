@@ -562,7 +562,10 @@ impl Cluster {
             .env_remove("KUBECONFIG")
             .stderr(File::create(&log).unwrap());
         let what = format!("sluice {}", args.join(" "));
-        let process = Process::spawn(command, &what);
+        let process = Process::try_spawn(command, &what).unwrap_or_else(|e| {
+            let log = std::fs::read_to_string(&log).unwrap_or_default();
+            panic!("{e}; its log:\n{log}")
+        });
         let sluice = KubeSluice {
             serve: Serve::from_process(process),
             log,

@@ -77,12 +77,18 @@ impl Process {
 
     /// Spawns `command` (stdin and stdout are taken over here; stderr is the caller's choice) and
     /// waits (bounded) for its first stdout line.
-    pub fn spawn(mut command: Command, what: &str) -> Process {
+    pub fn spawn(command: Command, what: &str) -> Process {
+        Process::try_spawn(command, what).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// As [`Process::spawn`], but a process that exits or stays silent is an error, not a panic
+    /// (so the caller can add what it knows, e.g. the log), and is reaped.
+    pub fn try_spawn(mut command: Command, what: &str) -> Result<Process, String> {
         let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+            .map_err(|e| format!("spawn {what}: {e}"))?;
         let stdout = child.stdout.take().unwrap();
         let (sender, receiver) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -93,16 +99,18 @@ impl Process {
             // Keep draining so the child never blocks on a full pipe.
             for _ in lines {}
         });
-        let stdout_line = match receiver.recv_timeout(Duration::from_secs(30)) {
-            Ok(line) => line,
-            Err(_) => {
-                // Reap it before failing, so nothing outlives the test.
+        match receiver.recv_timeout(Duration::from_secs(30)) {
+            Ok(stdout_line) => Ok(Process { child, stdout_line }),
+            Err(error) => {
                 let _ = child.kill();
-                let _ = child.wait();
-                panic!("{what} printed nothing within 30 s")
+                let status = child.wait();
+                let why = match error {
+                    std::sync::mpsc::RecvTimeoutError::Timeout => "printed nothing within 30 s",
+                    std::sync::mpsc::RecvTimeoutError::Disconnected => "closed its stdout",
+                };
+                Err(format!("{what} {why} ({status:?})"))
             }
-        };
-        Process { child, stdout_line }
+        }
     }
 
     pub fn pid(&self) -> u32 {
