@@ -150,18 +150,47 @@ fn enter_new_network_namespace() -> u64 {
 }
 
 fn run(command: &mut Command, what: &str) -> String {
+    try_run(command, what).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs `command` to completion: its stdout, or a message with everything it printed.
+fn try_run(command: &mut Command, what: &str) -> Result<String, String> {
     let output = command
         .stdin(Stdio::null())
         .output()
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        output.status.success(),
-        "{what} failed ({}):\n{}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
+        .map_err(|e| format!("{what}: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{what} failed ({}):\n{}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// SIGKILLs every process in network namespace `netns` but this one and `spare`. We made the
+/// namespace, so everything in it is ours.
+fn sweep_namespace(netns: u64, spare: Option<u32>) {
+    let own = std::process::id().to_string();
+    let spare = spare.map(|pid| pid.to_string());
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) || pid == own || Some(&pid) == spare.as_ref() {
+            continue;
+        }
+        let inode = std::fs::metadata(entry.path().join("ns/net")).map(|m| m.ino());
+        if inode.ok() == Some(netns) {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
 }
 
 /// The watchdog: waits for EOF on stdin (our drop, or the test process dying), then kills every
@@ -213,12 +242,25 @@ impl Cluster {
         };
 
         let started = Instant::now();
-        let mut command = Command::new("bash");
-        command.arg(&script).arg("start").arg(&dir);
-        if let Some(bin) = std::env::var_os("SLUICE_KUBE_BIN") {
-            command.arg("--bin").arg(bin);
+        let start = || {
+            let mut command = Command::new("bash");
+            command.arg(&script).arg("start").arg(&dir);
+            if let Some(bin) = std::env::var_os("SLUICE_KUBE_BIN") {
+                command.arg("--bin").arg(bin);
+            }
+            try_run(&mut command, "scripts/kube-cluster.sh start")
+        };
+        if let Err(first) = start() {
+            // kube-cluster.sh can take a daemon still being exec'd (its /proc comm not yet
+            // `kube-apiserver`) for one that exited, on a busy machine. Clear the namespace and
+            // try once more; a second failure is real.
+            eprintln!("[{test}] cluster start failed, retrying once:\n{first}");
+            let watchdog = guard.watchdog.as_ref().map(Child::id);
+            sweep_namespace(netns, watchdog);
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            start().unwrap_or_else(|second| panic!("{second}"));
         }
-        run(&mut command, "scripts/kube-cluster.sh start");
         eprintln!(
             "[{test}] kube-apiserver ready in {:.1} s ({})",
             started.elapsed().as_secs_f64(),
