@@ -25,8 +25,8 @@ use tokio::sync::{oneshot, watch};
 
 use super::lease::Election;
 
-/// A full pass every this many Lease periods even without news (~30 s at the default 15 s).
-const RESYNC_TICKS: u32 = 8;
+/// How soon a pass that could not write everything is tried again.
+const RETRY: Duration = Duration::from_secs(2);
 use super::watch::IngressStates;
 
 /// Where the addresses written into Ingress status come from.
@@ -65,28 +65,33 @@ pub struct Published {
 pub struct StatusWriter {
     published: watch::Sender<Option<Arc<Published>>>,
     stop: Option<oneshot::Sender<oneshot::Sender<()>>>,
+    writer: tokio::task::JoinHandle<()>,
 }
 
 impl StatusWriter {
-    /// Starts the election and writer task on the current tokio runtime. Nothing is written
+    /// Starts the election and the writer on the current tokio runtime. Nothing is written
     /// before the first [`StatusWriter::publish`]: until then we do not know what we serve.
     pub fn start(client: Client, options: StatusOptions, states: IngressStates) -> StatusWriter {
         let (published, published_rx) = watch::channel(None);
         let (stop, stop_rx) = oneshot::channel();
+        let (leader, leader_rx) = watch::channel(false);
         if options.addresses == StatusAddresses::None {
             tracing::info!(
                 "neither --publish-service nor --publish-status-address given: Ingress status is \
                  not written"
             );
         }
+        let election = Election::new(
+            client.clone(),
+            &options.lease.namespace,
+            &options.lease.name,
+            &options.identity,
+            options.lease_duration,
+        );
+        // The election runs on its own so that a long pass of status writes (thousands of
+        // Ingresses) never delays a renewal past the Lease's expiry.
+        tokio::spawn(elect(election, options.lease.clone(), leader, stop_rx));
         let task = Task {
-            election: Election::new(
-                client.clone(),
-                &options.lease.namespace,
-                &options.lease.name,
-                &options.identity,
-                options.lease_duration,
-            ),
             recorder: Recorder::new(
                 client.clone(),
                 Reporter {
@@ -95,17 +100,20 @@ impl StatusWriter {
                 },
             ),
             field_manager: format!("sluice-{}", options.identity),
+            resync: options.lease_duration * 2,
             client,
             options,
             states,
+            leader: leader_rx,
             published: published_rx,
             addresses: None,
             reported: BTreeSet::new(),
         };
-        tokio::spawn(task.run(stop_rx));
+        let writer = tokio::spawn(task.run());
         StatusWriter {
             published,
             stop: Some(stop),
+            writer,
         }
     }
 
@@ -114,8 +122,9 @@ impl StatusWriter {
         self.published.send_replace(Some(Arc::new(published)));
     }
 
-    /// Stops the writer, releasing the Lease if this replica holds it.
+    /// Stops writing and releases the Lease if this replica holds it.
     pub async fn stop(mut self) {
+        self.writer.abort();
         if let Some(stop) = self.stop.take() {
             let (done, wait) = oneshot::channel();
             if stop.send(done).is_ok() {
@@ -126,13 +135,75 @@ impl StatusWriter {
     }
 }
 
+/// Acquires or renews every retry period and tells the writer whether it leads.
+async fn elect(
+    mut election: Election,
+    lease: NamespacedName,
+    leader: watch::Sender<bool>,
+    mut stop: oneshot::Receiver<oneshot::Sender<()>>,
+) {
+    let mut tick = tokio::time::interval(election.retry_period());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_error: Option<String> = None;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            done = &mut stop => {
+                leader.send_replace(false);
+                election.release().await;
+                if let Ok(done) = done {
+                    let _ = done.send(());
+                }
+                return;
+            }
+        }
+        match election.try_acquire_or_renew().await {
+            Ok(_) => {
+                if last_error.take().is_some() {
+                    tracing::info!(%lease, "the Lease is reachable again");
+                }
+            }
+            Err(error) => {
+                let error = error.to_string();
+                // Each new problem once at warn level; its repeats only at debug.
+                if last_error.as_deref() == Some(error.as_str()) {
+                    tracing::debug!(%lease, "{error}");
+                } else {
+                    tracing::warn!(
+                        %lease,
+                        "leader election failed: {error}; Ingress status and Events wait for it \
+                         (the Lease lives in $POD_NAMESPACE, else the --configmap namespace, \
+                         which must exist)"
+                    );
+                    last_error = Some(error);
+                }
+            }
+        }
+        let leads = election.is_leader();
+        if leader.send_if_modified(|was| std::mem::replace(was, leads) != leads) {
+            if leads {
+                tracing::info!(%lease, "became the leader: writing Ingress status and Events");
+            } else {
+                tracing::info!(
+                    %lease,
+                    holder = election.holder().unwrap_or("nobody"),
+                    "not the leader: another replica writes Ingress status and Events"
+                );
+            }
+        }
+    }
+}
+
 struct Task {
     client: Client,
     options: StatusOptions,
-    election: Election,
     recorder: Recorder,
     field_manager: String,
+    /// A full pass at least this often, even without news (a load balancer can get its
+    /// address late).
+    resync: Duration,
     states: IngressStates,
+    leader: watch::Receiver<bool>,
     /// `None` until the control plane's first publish (its initial sync).
     published: watch::Receiver<Option<Arc<Published>>>,
     /// The addresses resolved at the last pass.
@@ -142,57 +213,38 @@ struct Task {
 }
 
 impl Task {
-    async fn run(mut self, mut stop: oneshot::Receiver<oneshot::Sender<()>>) {
-        let mut tick = tokio::time::interval(self.election.retry_period());
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // Work to do: set by news, cleared by a complete pass.
-        let mut dirty = false;
-        let mut was_leader = false;
-        let mut ticks = 0u32;
+    async fn run(mut self) {
+        let mut resync = tokio::time::interval(self.resync);
+        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Every wake-up is news (or the periodic resync): one pass each, when leading.
         loop {
             tokio::select! {
-                _ = tick.tick() => {
-                    if let Err(error) = self.election.try_acquire_or_renew().await {
-                        tracing::debug!("Lease {}: {error}", self.options.lease);
+                _ = resync.tick() => {}
+                changed = self.leader.changed() => {
+                    if changed.is_err() {
+                        return;
                     }
-                    // Now and then look again anyway: a load balancer can get its address late.
-                    ticks = ticks.wrapping_add(1);
-                    dirty |= ticks.is_multiple_of(RESYNC_TICKS);
+                    // A new leader reports what is wrong again: the old one's Events may be
+                    // long gone.
+                    self.reported.clear();
                 }
                 changed = self.published.changed() => {
                     if changed.is_err() {
                         return;
                     }
-                    dirty = true;
                 }
-                _ = self.states.changed() => dirty = true,
-                done = &mut stop => {
-                    self.election.release().await;
-                    if let Ok(done) = done {
-                        let _ = done.send(());
-                    }
-                    return;
-                }
+                _ = self.states.changed() => {}
             }
-            let leader = self.election.is_leader();
-            if leader != was_leader {
-                if leader {
-                    tracing::info!(lease = %self.options.lease, identity = %self.options.identity, "became the leader: writing Ingress status");
-                    self.reported.clear();
-                    dirty = true;
-                } else {
-                    tracing::info!(
-                        lease = %self.options.lease,
-                        holder = self.election.holder().unwrap_or("nobody"),
-                        "not the leader: another replica writes Ingress status"
-                    );
-                }
-                was_leader = leader;
-            }
-            if leader && dirty {
-                dirty = !self.reconcile().await;
+            if self.leads() && !self.reconcile().await {
+                // Something could not be written (API server away, conflict): try again soon
+                // rather than at the next resync.
+                resync.reset_after(RETRY);
             }
         }
+    }
+
+    fn leads(&self) -> bool {
+        *self.leader.borrow()
     }
 
     /// One pass; true when everything it had to write was written.
@@ -226,6 +278,10 @@ impl Task {
             };
             if state.load_balancer == want {
                 continue;
+            }
+            if !self.leads() {
+                // Lost the Lease mid-pass: the new leader takes it from here.
+                return false;
             }
             match self.write_status(&key, &want).await {
                 Ok(()) => self.states.record(&key, want),
