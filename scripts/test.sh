@@ -5,10 +5,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages the tests use (openssl for test certificates in scripts, util-linux's setpriv
-# to check the privileged-port message as an unprivileged user). Installed only when missing.
+# to check the privileged-port message as an unprivileged user; for the Kubernetes tests and the
+# deploy check: util-linux's unshare and iproute2's ip for a network namespace of their own, curl to
+# wait for the API server, jq to compare manifests). Installed only when missing.
 missing=()
 command -v openssl >/dev/null || missing+=(openssl)
 command -v setpriv >/dev/null || missing+=(util-linux)
+command -v unshare >/dev/null || missing+=(util-linux)
+command -v ip >/dev/null || missing+=(iproute2)
+command -v curl >/dev/null || missing+=(curl)
+command -v jq >/dev/null || missing+=(jq)
 command -v cc >/dev/null || missing+=(build-essential)
 # nginx and HAProxy: the lab's peers (its CI smoke runs nginx).
 [[ -x /usr/sbin/nginx ]] || missing+=(nginx-light)
@@ -26,5 +32,13 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# kube-apiserver, kubectl, etcd and helm, built from Go modules (needs Go) once and cached by
+# version (5–10 min the first time, nothing after). Kubernetes tests find them through SLUICE_KUBE_BIN.
+echo "== kube tools"
+SLUICE_KUBE_BIN=$(nice scripts/kube-tools.sh)
+export SLUICE_KUBE_BIN
+echo "$SLUICE_KUBE_BIN"
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== deploy check (deploy/ against a real API server)"
+scripts/kube-cluster.sh run --bin "$SLUICE_KUBE_BIN" -- scripts/check-deploy.sh

@@ -3,8 +3,11 @@
 //!
 //! ```text
 //!  --config PATH ──▶ file::FileSource (+ file::FileWatch) ──▶ Vec<Object>, errors ──▶ Store
+//!  --kubernetes  ──▶ kubernetes::Watchers (kube-rs) ──▶ Update (apply, delete, relist) ──▶ Store
+//!                    kubernetes::StatusWriter ◀── what the control plane serves (status, Events)
 //! ```
 
 pub mod file;
+pub mod kubernetes;
 
 pub use file::{FileError, FileSource, FileWatch};

@@ -292,6 +292,28 @@ pub(crate) fn render(total: &Snapshot, shared: &Shared, workers: usize) -> Strin
         "1 once a configuration has been published.",
         f64::from(u8::from(config.is_some())),
     );
+    family(
+        &mut out,
+        "sluice_config_diagnostics",
+        "gauge",
+        "Problems in the current configuration, by kind of object; each left its object or rule out (details in /config and the log).",
+    );
+    if let Some(config) = &config {
+        let mut by_kind = std::collections::BTreeMap::<&str, usize>::new();
+        for diagnostic in &config.diagnostics {
+            *by_kind.entry(diagnostic.object.kind.as_str()).or_default() += 1;
+        }
+        for (kind, n) in by_kind {
+            let _ = writeln!(out, "sluice_config_diagnostics{{kind=\"{kind}\"}} {n}");
+        }
+    }
+    single(
+        &mut out,
+        "sluice_config_source_errors",
+        "gauge",
+        "Source documents that could not be used (their last good version is kept).",
+        shared.source_errors().len() as f64,
+    );
     single(
         &mut out,
         "sluice_workers",

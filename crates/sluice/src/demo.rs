@@ -52,7 +52,9 @@ pub(crate) fn run(args: DemoArgs) -> anyhow::Result<()> {
         admin = args.admin_listen,
     );
     serve::run(ServeArgs {
-        config: dir,
+        config: Some(dir),
+        kubernetes: false,
+        kube: Default::default(),
         http_listen: http,
         https_listen: https,
         admin_listen: args.admin_listen,

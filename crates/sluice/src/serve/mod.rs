@@ -1,12 +1,15 @@
 //! `sluice serve`: the control plane of one process, wired to the proxy's data plane.
 //!
 //! ```text
-//!  FileWatch ──changed──▶ debounce ──▶ FileSource::reload ──▶ Store::replace_all ──▶ ChangeSet
-//!                                                                                     │
+//!  --config:     FileWatch ──▶ debounce ──▶ FileSource::reload ──▶ Store::replace_all ─┐
+//!  --kubernetes: Watchers ──Update (apply, delete, relist)──▶ Store::apply/remove ──────┤
+//!                                                                                 ChangeSet
 //!        config changed ──▶ compile(&Store) ──▶ Proxy::publish (atomic swap) ◀────────┤
 //!        endpoints only ──▶ Compiled::refresh_endpoints ──▶ Proxy::endpoints_changed ◀┘
 //! ```
 //! All of this runs on one current-thread runtime; workers never wait for it.
+
+mod kubernetes;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -16,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use model::{compile, CompileOptions, Compiled, NamespacedName, Store};
+use model::{compile, ChangeSet, CompileOptions, Compiled, NamespacedName, Store};
 use providers::{FileSource, FileWatch};
 use proxy::{Proxy, ProxyConfig};
 
@@ -24,11 +27,17 @@ use proxy::{Proxy, ProxyConfig};
 const DEBOUNCE: Duration = Duration::from_millis(20);
 
 #[derive(clap::Args, Clone, Debug)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["config", "kubernetes"])))]
 pub(crate) struct ServeArgs {
     /// A YAML (or JSON) file, or a folder of them, holding Kubernetes objects: Ingress,
     /// IngressClass, Service, EndpointSlice, Secret (kubernetes.io/tls), ConfigMap. Watched.
     #[arg(long, value_name = "PATH")]
-    pub(crate) config: PathBuf,
+    pub(crate) config: Option<PathBuf>,
+    /// Watch a Kubernetes API server instead (in-cluster credentials when run in a pod).
+    #[arg(long)]
+    pub(crate) kubernetes: bool,
+    #[command(flatten)]
+    pub(crate) kube: kubernetes::KubeArgs,
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:80")]
     pub(crate) http_listen: SocketAddr,
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:443")]
@@ -63,44 +72,64 @@ fn namespaced_name(text: &str) -> Result<NamespacedName, String> {
 
 /// Runs until SIGTERM or SIGINT, then drains and returns.
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let options = CompileOptions {
-        ingress_class: args.ingress_class.clone(),
-        controller_class: args.controller_class.clone(),
-        config_map: args.configmap.clone(),
-        default_tls_secret: args.default_tls_secret.clone(),
-    };
-    let mut source = FileSource::open(&args.config)?;
+    match &args.config {
+        Some(config) => run_files(config.clone(), args),
+        None => kubernetes::run(args),
+    }
+}
+
+impl ServeArgs {
+    fn compile_options(&self) -> CompileOptions {
+        CompileOptions {
+            ingress_class: self.ingress_class.clone(),
+            controller_class: self.controller_class.clone(),
+            config_map: self.configmap.clone(),
+            default_tls_secret: self.default_tls_secret.clone(),
+        }
+    }
+
+    /// `--workers`, else the ConfigMap's worker-processes, else one per CPU.
+    fn workers(&self, worker_processes: Option<u32>) -> NonZeroUsize {
+        let cpus = std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN);
+        self.workers
+            .or_else(|| worker_processes.and_then(|n| NonZeroUsize::new(n as usize)))
+            .unwrap_or(cpus)
+    }
+
+    fn proxy_config(&self, workers: NonZeroUsize) -> ProxyConfig {
+        ProxyConfig {
+            http_listen: self.http_listen,
+            https_listen: self.https_listen,
+            admin_listen: self.admin_listen,
+            workers,
+        }
+    }
+}
+
+/// The stable line on stdout for scripts and tests that start Sluice on port 0.
+fn announce(proxy: &Proxy) {
+    println!(
+        "sluice serve: listening http={} https={} admin={}",
+        proxy.http_addr(),
+        proxy.https_addr(),
+        proxy.admin_addr()
+    );
+}
+
+fn run_files(config: PathBuf, args: ServeArgs) -> anyhow::Result<()> {
+    let options = args.compile_options();
+    let mut source = FileSource::open(&config)?;
     // Watch before anything else reads the files, so no edit can fall in between.
     let watch = FileWatch::start(source.root())?;
     let mut store = Store::default();
     store.replace_all(source.objects());
     let compiled = Arc::new(compile(&store, &options));
 
-    let cpus = std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN);
-    let workers = args
-        .workers
-        .or_else(|| {
-            compiled
-                .settings
-                .worker_processes
-                .and_then(|n| NonZeroUsize::new(n as usize))
-        })
-        .unwrap_or(cpus);
-    let proxy = Proxy::start(ProxyConfig {
-        http_listen: args.http_listen,
-        https_listen: args.https_listen,
-        admin_listen: args.admin_listen,
-        workers,
-    })?;
+    let workers = args.workers(compiled.settings.worker_processes);
+    let proxy = Proxy::start(args.proxy_config(workers))?;
 
-    let mut control = ControlPlane {
-        proxy,
-        options,
-        store,
-        source_errors: Vec::new(),
-        diagnostics: BTreeSet::new(),
-        worker_processes: compiled.settings.worker_processes,
-    };
+    let mut control = ControlPlane::new(proxy, options, compiled.settings.worker_processes);
+    control.store = store;
     control.report_source_errors(source.errors());
     control.publish(compiled);
     tracing::info!(
@@ -109,16 +138,10 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         admin = %control.proxy.admin_addr(),
         workers,
         objects = control.store.len(),
-        config = %args.config.display(),
+        config = %config.display(),
         "serving"
     );
-    // A stable line on stdout for scripts and tests that start Sluice on port 0.
-    println!(
-        "sluice serve: listening http={} https={} admin={}",
-        control.proxy.http_addr(),
-        control.proxy.https_addr(),
-        control.proxy.admin_addr()
-    );
+    announce(&control.proxy);
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -133,7 +156,8 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
                     tokio::time::sleep(DEBOUNCE).await;
                     if source.reload() {
                         control.report_source_errors(source.errors());
-                        control.apply(source.objects());
+                        let changes = control.store.replace_all(source.objects());
+                        control.act(changes);
                     }
                 }
                 _ = terminate.recv() => break,
@@ -159,10 +183,20 @@ struct ControlPlane {
 }
 
 impl ControlPlane {
-    /// Applies a provider's full view: recompile on configuration changes, otherwise take the
-    /// endpoint fast path.
-    fn apply(&mut self, objects: Vec<model::Object>) {
-        let changes = self.store.replace_all(objects);
+    fn new(proxy: Proxy, options: CompileOptions, worker_processes: Option<u32>) -> ControlPlane {
+        ControlPlane {
+            proxy,
+            options,
+            store: Store::default(),
+            source_errors: Vec::new(),
+            diagnostics: BTreeSet::new(),
+            worker_processes,
+        }
+    }
+
+    /// Acts on what changed in the Store: recompile on configuration changes, otherwise take
+    /// the endpoint fast path. Returns the new configuration when it recompiled.
+    fn act(&mut self, changes: ChangeSet) -> Option<Arc<Compiled>> {
         if changes.config {
             let started = Instant::now();
             let compiled = Arc::new(compile(&self.store, &self.options));
@@ -171,11 +205,10 @@ impl ControlPlane {
                 ingresses = compiled.ingresses.len(),
                 "configuration compiled"
             );
-            self.publish(compiled);
+            self.publish(compiled.clone());
+            return Some(compiled);
         } else if !changes.endpoints.is_empty() {
-            let Some(current) = self.proxy.current() else {
-                return;
-            };
+            let current = self.proxy.current()?;
             let started = Instant::now();
             let changed = current.refresh_endpoints(&self.store, &changes.endpoints);
             if changed > 0 {
@@ -187,6 +220,7 @@ impl ControlPlane {
                 "endpoints updated"
             );
         }
+        None
     }
 
     fn publish(&mut self, compiled: Arc<Compiled>) {

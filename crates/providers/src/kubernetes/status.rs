@@ -1,0 +1,509 @@
+//! The status writer: the Lease holder writes `status.loadBalancer.ingress` on the Ingresses this
+//! controller serves, clears it from Ingresses it stopped serving, and turns problems with an
+//! Ingress into Kubernetes Events. Every replica serves traffic; only one talks back.
+//!
+//! ```text
+//!  control plane ──Published{served, diagnostics}──┐
+//!  watchers ──IngressStates (status, uid)──────────┼──▶ reconcile (Lease holder only) ──▶ status patches
+//!  Lease tick ──▶ acquire/renew ───────────────────┘                                 └─▶ Events
+//! ```
+//! A pass that fails (API server away, conflict) leaves the work marked undone; the next tick
+//! tries again. Nothing here can affect traffic.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ObjectReference, Service};
+use k8s_openapi::api::networking::v1::{Ingress, IngressLoadBalancerIngress};
+use kube::api::{Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Api, Client};
+use model::{Diagnostic, Kind, NamespacedName};
+use tokio::sync::{oneshot, watch};
+
+use super::lease::Election;
+
+/// How soon a pass that could not write everything is tried again.
+const RETRY: Duration = Duration::from_secs(2);
+use super::watch::IngressStates;
+
+/// Where the addresses written into Ingress status come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StatusAddresses {
+    /// `--publish-service`: that Service's load-balancer addresses, else its external IPs,
+    /// else its cluster IP.
+    Service(NamespacedName),
+    /// `--publish-status-address`: these IPs or host names.
+    Fixed(Vec<String>),
+    /// Neither flag: status is left alone (Events are still written).
+    None,
+}
+
+#[derive(Clone, Debug)]
+pub struct StatusOptions {
+    /// This replica's name in the Lease and in field managers (`POD_NAME`).
+    pub identity: String,
+    /// The Lease: namespace and `--election-id`.
+    pub lease: NamespacedName,
+    pub lease_duration: Duration,
+    pub addresses: StatusAddresses,
+    /// `reportingController` of Events: the IngressClass controller value.
+    pub controller: String,
+}
+
+/// What the control plane published last.
+#[derive(Clone, Debug, Default)]
+pub struct Published {
+    /// Ingresses the current configuration serves.
+    pub served: BTreeSet<NamespacedName>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Handle to the running status writer.
+pub struct StatusWriter {
+    published: watch::Sender<Option<Arc<Published>>>,
+    stop: Option<oneshot::Sender<oneshot::Sender<()>>>,
+    writer: tokio::task::JoinHandle<()>,
+}
+
+impl StatusWriter {
+    /// Starts the election and the writer on the current tokio runtime. Nothing is written
+    /// before the first [`StatusWriter::publish`]: until then we do not know what we serve.
+    pub fn start(client: Client, options: StatusOptions, states: IngressStates) -> StatusWriter {
+        let (published, published_rx) = watch::channel(None);
+        let (stop, stop_rx) = oneshot::channel();
+        let (leader, leader_rx) = watch::channel(false);
+        if options.addresses == StatusAddresses::None {
+            tracing::info!(
+                "neither --publish-service nor --publish-status-address given: Ingress status is \
+                 not written"
+            );
+        }
+        let election = Election::new(
+            client.clone(),
+            &options.lease.namespace,
+            &options.lease.name,
+            &options.identity,
+            options.lease_duration,
+        );
+        // The election runs on its own so that a long pass of status writes (thousands of
+        // Ingresses) never delays a renewal past the Lease's expiry.
+        tokio::spawn(elect(election, options.lease.clone(), leader, stop_rx));
+        let task = Task {
+            recorder: Recorder::new(
+                client.clone(),
+                Reporter {
+                    controller: options.controller.clone(),
+                    instance: Some(options.identity.clone()),
+                },
+            ),
+            field_manager: format!("sluice-{}", options.identity),
+            resync: options.lease_duration * 2,
+            client,
+            options,
+            states,
+            leader: leader_rx,
+            published: published_rx,
+            addresses: None,
+            reported: BTreeSet::new(),
+        };
+        let writer = tokio::spawn(task.run());
+        StatusWriter {
+            published,
+            stop: Some(stop),
+            writer,
+        }
+    }
+
+    /// Tells the writer what the control plane now serves.
+    pub fn publish(&self, published: Published) {
+        self.published.send_replace(Some(Arc::new(published)));
+    }
+
+    /// Stops writing and releases the Lease if this replica holds it.
+    pub async fn stop(mut self) {
+        self.writer.abort();
+        if let Some(stop) = self.stop.take() {
+            let (done, wait) = oneshot::channel();
+            if stop.send(done).is_ok() {
+                // Bounded: shutting down must not hang on an unreachable API server.
+                let _ = tokio::time::timeout(Duration::from_secs(5), wait).await;
+            }
+        }
+    }
+}
+
+/// Acquires or renews every retry period and tells the writer whether it leads.
+async fn elect(
+    mut election: Election,
+    lease: NamespacedName,
+    leader: watch::Sender<bool>,
+    mut stop: oneshot::Receiver<oneshot::Sender<()>>,
+) {
+    let mut tick = tokio::time::interval(election.retry_period());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_error: Option<String> = None;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            done = &mut stop => {
+                leader.send_replace(false);
+                election.release().await;
+                if let Ok(done) = done {
+                    let _ = done.send(());
+                }
+                return;
+            }
+        }
+        match election.try_acquire_or_renew().await {
+            Ok(_) => {
+                if last_error.take().is_some() {
+                    tracing::info!(%lease, "the Lease is reachable again");
+                }
+            }
+            Err(error) => {
+                let error = error.to_string();
+                // Each new problem once at warn level; its repeats only at debug.
+                if last_error.as_deref() == Some(error.as_str()) {
+                    tracing::debug!(%lease, "{error}");
+                } else {
+                    tracing::warn!(
+                        %lease,
+                        "leader election failed: {error}; Ingress status and Events wait for it \
+                         (the Lease lives in $POD_NAMESPACE, else the --configmap namespace, \
+                         which must exist)"
+                    );
+                    last_error = Some(error);
+                }
+            }
+        }
+        let leads = election.is_leader();
+        if leader.send_if_modified(|was| std::mem::replace(was, leads) != leads) {
+            if leads {
+                tracing::info!(%lease, "became the leader: writing Ingress status and Events");
+            } else {
+                tracing::info!(
+                    %lease,
+                    holder = election.holder().unwrap_or("nobody"),
+                    "not the leader: another replica writes Ingress status and Events"
+                );
+            }
+        }
+    }
+}
+
+struct Task {
+    client: Client,
+    options: StatusOptions,
+    recorder: Recorder,
+    field_manager: String,
+    /// A full pass at least this often, even without news (a load balancer can get its
+    /// address late).
+    resync: Duration,
+    states: IngressStates,
+    leader: watch::Receiver<bool>,
+    /// `None` until the control plane's first publish (its initial sync).
+    published: watch::Receiver<Option<Arc<Published>>>,
+    /// The addresses resolved at the last pass.
+    addresses: Option<Vec<IngressLoadBalancerIngress>>,
+    /// Diagnostics already turned into Events by this replica while leading.
+    reported: BTreeSet<Diagnostic>,
+}
+
+impl Task {
+    async fn run(mut self) {
+        let mut resync = tokio::time::interval(self.resync);
+        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Every wake-up is news (or the periodic resync): one pass each, when leading.
+        loop {
+            tokio::select! {
+                _ = resync.tick() => {}
+                changed = self.leader.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    // A new leader reports what is wrong again: the old one's Events may be
+                    // long gone.
+                    self.reported.clear();
+                }
+                changed = self.published.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+                _ = self.states.changed() => {}
+            }
+            if self.leads() && !self.reconcile().await {
+                // Something could not be written (API server away, conflict): try again soon
+                // rather than at the next resync.
+                resync.reset_after(RETRY);
+            }
+        }
+    }
+
+    fn leads(&self) -> bool {
+        *self.leader.borrow()
+    }
+
+    /// One pass; true when everything it had to write was written.
+    async fn reconcile(&mut self) -> bool {
+        // Before the first publish we do not know what we serve; clearing anything then
+        // would blank the status of every Ingress at each leader change.
+        let Some(published) = self.published.borrow().clone() else {
+            return false;
+        };
+        let mut complete = self.report_events(&published).await;
+        let desired = match self.desired_addresses().await {
+            Ok(Some(desired)) => desired,
+            Ok(None) => return complete,
+            Err(error) => {
+                tracing::warn!("resolving the status addresses failed: {error}");
+                return false;
+            }
+        };
+        if self.addresses.as_ref() != Some(&desired) {
+            tracing::info!(addresses = ?desired.iter().map(address_text).collect::<Vec<_>>(), "Ingress status addresses");
+            self.addresses = Some(desired.clone());
+        }
+        for (key, state) in self.states.snapshot() {
+            let want = if published.served.contains(&key) {
+                desired.clone()
+            } else if !state.load_balancer.is_empty() && state.load_balancer == desired {
+                // We wrote it (it is our address) and no longer serve it.
+                Vec::new()
+            } else {
+                continue;
+            };
+            if state.load_balancer == want {
+                continue;
+            }
+            if !self.leads() {
+                // Lost the Lease mid-pass: the new leader takes it from here.
+                return false;
+            }
+            match self.write_status(&key, &want).await {
+                Ok(()) => self.states.record(&key, want),
+                Err(kube::Error::Api(status)) if status.is_not_found() => {}
+                Err(error) => {
+                    tracing::warn!("writing the status of Ingress {key} failed: {error}");
+                    complete = false;
+                }
+            }
+        }
+        complete
+    }
+
+    async fn write_status(
+        &self,
+        key: &NamespacedName,
+        addresses: &[IngressLoadBalancerIngress],
+    ) -> Result<(), kube::Error> {
+        let api: Api<Ingress> = Api::namespaced(self.client.clone(), &key.namespace);
+        // A merge patch of just this field: nothing else in status is ours to touch. `null`
+        // removes the list entirely when we stop serving the Ingress.
+        let ingress = if addresses.is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::to_value(addresses).unwrap_or_default()
+        };
+        let patch = serde_json::json!({ "status": { "loadBalancer": { "ingress": ingress } } });
+        let params = PatchParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..PatchParams::default()
+        };
+        api.patch_status(&key.name, &params, &Patch::Merge(&patch))
+            .await?;
+        tracing::debug!(ingress = %key, "status written");
+        Ok(())
+    }
+
+    /// `None` when status is not ours to write.
+    async fn desired_addresses(
+        &self,
+    ) -> Result<Option<Vec<IngressLoadBalancerIngress>>, kube::Error> {
+        let texts: Vec<String> = match &self.options.addresses {
+            StatusAddresses::None => return Ok(None),
+            StatusAddresses::Fixed(addresses) => addresses.clone(),
+            StatusAddresses::Service(key) => {
+                let api: Api<Service> = Api::namespaced(self.client.clone(), &key.namespace);
+                match api.get_opt(&key.name).await? {
+                    Some(service) => service_addresses(&service),
+                    None => {
+                        tracing::warn!(
+                            "--publish-service {key}: no such Service; status not written"
+                        );
+                        return Ok(None);
+                    }
+                }
+            }
+        };
+        Ok(Some(
+            texts.iter().map(|t| load_balancer_ingress(t)).collect(),
+        ))
+    }
+
+    /// Emits an Event for every problem with an Ingress not reported yet. Returns false if
+    /// some could not be written (they are tried again next pass).
+    async fn report_events(&mut self, published: &Published) -> bool {
+        let current: BTreeSet<&Diagnostic> = published
+            .diagnostics
+            .iter()
+            .filter(|d| d.object.kind == Kind::Ingress)
+            .collect();
+        // A problem that went away and comes back is news again.
+        self.reported.retain(|d| current.contains(d));
+        let states: BTreeMap<NamespacedName, _> = self.states.snapshot();
+        let mut complete = true;
+        for diagnostic in current {
+            if self.reported.contains(diagnostic) {
+                continue;
+            }
+            let key = NamespacedName::new(&diagnostic.object.namespace, &diagnostic.object.name);
+            let reference = ObjectReference {
+                api_version: Some("networking.k8s.io/v1".into()),
+                kind: Some("Ingress".into()),
+                namespace: Some(key.namespace.clone()),
+                name: Some(key.name.clone()),
+                uid: states.get(&key).and_then(|s| s.uid.clone()),
+                ..ObjectReference::default()
+            };
+            let event = Event {
+                type_: EventType::Warning,
+                reason: "ConfigurationProblem".into(),
+                // The API limits notes to 1 kB.
+                note: Some(truncate(&diagnostic.reason, 1000)),
+                action: "Compile".into(),
+                secondary: None,
+            };
+            match self.recorder.publish(&event, &reference).await {
+                Ok(()) => {
+                    self.reported.insert(diagnostic.clone());
+                }
+                Err(error) => {
+                    tracing::warn!("recording an Event on Ingress {key} failed: {error}");
+                    complete = false;
+                }
+            }
+        }
+        complete
+    }
+}
+
+/// The addresses a Service offers, in ingress-nginx's order of preference.
+fn service_addresses(service: &Service) -> Vec<String> {
+    let from_load_balancer: Vec<String> = service
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i.ip.clone().or_else(|| i.hostname.clone()))
+        .collect();
+    if !from_load_balancer.is_empty() {
+        return from_load_balancer;
+    }
+    let spec = service.spec.clone().unwrap_or_default();
+    if let Some(external) = spec.external_ips.filter(|ips| !ips.is_empty()) {
+        return external;
+    }
+    spec.cluster_ip
+        .filter(|ip| !ip.is_empty() && ip != "None")
+        .into_iter()
+        .collect()
+}
+
+fn load_balancer_ingress(text: &str) -> IngressLoadBalancerIngress {
+    if text.parse::<IpAddr>().is_ok() {
+        IngressLoadBalancerIngress {
+            ip: Some(text.to_owned()),
+            ..IngressLoadBalancerIngress::default()
+        }
+    } else {
+        IngressLoadBalancerIngress {
+            hostname: Some(text.to_owned()),
+            ..IngressLoadBalancerIngress::default()
+        }
+    }
+}
+
+fn address_text(address: &IngressLoadBalancerIngress) -> &str {
+    address
+        .ip
+        .as_deref()
+        .or(address.hostname.as_deref())
+        .unwrap_or_default()
+}
+
+fn truncate(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_owned();
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{
+        LoadBalancerIngress, LoadBalancerStatus, ServiceSpec, ServiceStatus,
+    };
+
+    #[test]
+    fn addresses_are_ips_or_host_names() {
+        assert_eq!(
+            load_balancer_ingress("198.18.0.1").ip.as_deref(),
+            Some("198.18.0.1")
+        );
+        assert_eq!(
+            load_balancer_ingress("2001:db8::1").ip.as_deref(),
+            Some("2001:db8::1")
+        );
+        let named = load_balancer_ingress("lb.example.com");
+        assert_eq!(named.hostname.as_deref(), Some("lb.example.com"));
+        assert_eq!(named.ip, None);
+    }
+
+    #[test]
+    fn service_addresses_prefer_the_load_balancer() {
+        let mut service = Service {
+            spec: Some(ServiceSpec {
+                cluster_ip: Some("10.96.0.10".into()),
+                external_ips: Some(vec!["203.0.113.7".into()]),
+                ..ServiceSpec::default()
+            }),
+            ..Service::default()
+        };
+        assert_eq!(service_addresses(&service), ["203.0.113.7"]);
+        service.status = Some(ServiceStatus {
+            load_balancer: Some(LoadBalancerStatus {
+                ingress: Some(vec![LoadBalancerIngress {
+                    hostname: Some("lb.example.com".into()),
+                    ..LoadBalancerIngress::default()
+                }]),
+            }),
+            ..ServiceStatus::default()
+        });
+        assert_eq!(service_addresses(&service), ["lb.example.com"]);
+        let headless = Service {
+            spec: Some(ServiceSpec {
+                cluster_ip: Some("None".into()),
+                ..ServiceSpec::default()
+            }),
+            ..Service::default()
+        };
+        assert!(service_addresses(&headless).is_empty());
+    }
+
+    #[test]
+    fn notes_are_cut_at_a_character_boundary() {
+        assert_eq!(truncate("short", 10), "short");
+        assert_eq!(truncate("ééé", 3), "é…");
+    }
+}

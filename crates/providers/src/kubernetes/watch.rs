@@ -1,0 +1,415 @@
+//! One kube-rs watcher per kind, each turned into [`Update`]s for the control plane.
+//!
+//! A watcher lists, then watches from the list's resourceVersion; when the API server is
+//! unreachable it retries with backoff, and when its resourceVersion has expired it lists
+//! again. A (re)list arrives here as one [`Update::Relisted`] holding everything the watcher
+//! now sees plus what it no longer sees, so the control plane applies it as one reset and never
+//! publishes a half-listed state. Errors never end a watch: the last good objects stay in the
+//! Store and keep serving.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass, IngressLoadBalancerIngress};
+use kube::runtime::watcher::{self, watcher};
+use kube::runtime::WatchStreamExt;
+use kube::{Api, Client, Resource, ResourceExt};
+use model::{Kind, NamespacedName, Object, ObjectRef};
+use serde::de::DeserializeOwned;
+use tokio::sync::{mpsc, Notify};
+
+/// What the watchers saw, in the order they saw it.
+// Updates are moved once through a channel; boxing would only add an allocation per event.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Update {
+    /// An object was created or changed.
+    Apply(Object),
+    /// An object was deleted.
+    Delete(ObjectRef),
+    /// A watcher finished a (re)list: `objects` is all it sees now, `gone` what it saw before
+    /// and no longer does. Apply both before acting: a relist is a reset, not a stream.
+    Relisted {
+        kind: Kind,
+        objects: Vec<Object>,
+        gone: Vec<ObjectRef>,
+        /// This watcher's first list (later ones follow a lost watch).
+        first: bool,
+    },
+}
+
+/// Which objects to watch.
+#[derive(Clone, Debug)]
+pub struct WatchScope {
+    /// `--watch-namespace`: Ingresses, Services, EndpointSlices and Secrets only from here.
+    /// `None` watches all namespaces.
+    pub namespace: Option<String>,
+    /// The controller's ConfigMap: the only ConfigMap watched.
+    pub config_map: NamespacedName,
+    /// `--default-tls-secret`: watched on its own when it lies outside `namespace`.
+    pub default_tls_secret: Option<NamespacedName>,
+}
+
+/// What an Ingress's status says today, and its uid (Events refer to it). The control plane
+/// never sees status (writing it must not recompile anything), so the watchers keep it here for
+/// the status writer.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IngressState {
+    pub uid: Option<String>,
+    pub load_balancer: Vec<IngressLoadBalancerIngress>,
+}
+
+/// Every watched Ingress's [`IngressState`], shared with the status writer.
+#[derive(Clone, Debug, Default)]
+pub struct IngressStates {
+    inner: Arc<IngressStatesInner>,
+}
+
+#[derive(Debug, Default)]
+struct IngressStatesInner {
+    states: Mutex<BTreeMap<NamespacedName, IngressState>>,
+    changed: Notify,
+}
+
+/// The running watchers and the merged stream of their updates.
+pub struct Watchers {
+    updates: mpsc::UnboundedReceiver<Update>,
+    /// Watchers that have not finished their first list yet.
+    unlisted: usize,
+    states: IngressStates,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl IngressStates {
+    /// A copy of every state, for one reconcile pass.
+    pub fn snapshot(&self) -> BTreeMap<NamespacedName, IngressState> {
+        self.lock().clone()
+    }
+
+    /// Records what a status write just set, so a pass before the watch event does not write
+    /// it again.
+    pub fn record(&self, key: &NamespacedName, load_balancer: Vec<IngressLoadBalancerIngress>) {
+        if let Some(state) = self.lock().get_mut(key) {
+            state.load_balancer = load_balancer;
+        }
+    }
+
+    /// Resolves when an Ingress appeared, disappeared or had its status changed by someone.
+    pub async fn changed(&self) {
+        self.inner.changed.notified().await;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<NamespacedName, IngressState>> {
+        // A panic while holding this lock cannot leave the map half-updated in a way that
+        // matters (each write is one insert or remove), so a poisoned lock is still usable.
+        self.inner
+            .states
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn set(&self, key: NamespacedName, state: Option<IngressState>) {
+        let mut states = self.lock();
+        let changed = match state {
+            Some(state) => states.insert(key, state.clone()).as_ref() != Some(&state),
+            None => states.remove(&key).is_some(),
+        };
+        drop(states);
+        if changed {
+            self.inner.changed.notify_one();
+        }
+    }
+}
+
+impl Watchers {
+    /// Starts one watcher per kind on the current tokio runtime.
+    pub fn start(client: &Client, scope: &WatchScope) -> Watchers {
+        let (sender, updates) = mpsc::unbounded_channel();
+        fn namespaced<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+        where
+            K: Watched + Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+            K::DynamicType: Default,
+        {
+            match namespace {
+                Some(namespace) => Api::namespaced(client.clone(), namespace),
+                None => Api::all(client.clone()),
+            }
+        }
+        let namespace = scope.namespace.as_deref();
+        let mut tasks = Vec::new();
+        let all = watcher::Config::default();
+        tasks.push(spawn::<Ingress>(
+            namespaced(client, namespace),
+            all.clone(),
+            &sender,
+        ));
+        tasks.push(spawn::<IngressClass>(
+            Api::all(client.clone()),
+            all.clone(),
+            &sender,
+        ));
+        tasks.push(spawn::<Service>(
+            namespaced(client, namespace),
+            all.clone(),
+            &sender,
+        ));
+        tasks.push(spawn::<EndpointSlice>(
+            namespaced(client, namespace),
+            all.clone(),
+            &sender,
+        ));
+        // Only TLS Secrets: the controller never needs (or asks to read) any other kind.
+        let tls_only = all.clone().fields("type=kubernetes.io/tls");
+        tasks.push(spawn::<Secret>(
+            namespaced(client, namespace),
+            tls_only,
+            &sender,
+        ));
+        if let Some(secret) = &scope.default_tls_secret {
+            if scope
+                .namespace
+                .as_ref()
+                .is_some_and(|watched| *watched != secret.namespace)
+            {
+                tasks.push(spawn::<Secret>(
+                    Api::namespaced(client.clone(), &secret.namespace),
+                    one_named(&secret.name),
+                    &sender,
+                ));
+            }
+        }
+        tasks.push(spawn::<ConfigMap>(
+            Api::namespaced(client.clone(), &scope.config_map.namespace),
+            one_named(&scope.config_map.name),
+            &sender,
+        ));
+        Watchers {
+            updates,
+            unlisted: tasks.len(),
+            states: IngressStates::default(),
+            tasks,
+        }
+    }
+
+    /// The next update; `None` only if every watcher has stopped (they do not, short of a panic).
+    pub async fn next(&mut self) -> Option<Update> {
+        let update = self.updates.recv().await?;
+        Some(self.observe(update))
+    }
+
+    /// An update that is already waiting, without waiting for one.
+    pub fn try_next(&mut self) -> Option<Update> {
+        let update = self.updates.try_recv().ok()?;
+        Some(self.observe(update))
+    }
+
+    /// True once every watcher has completed its first list: only then is the Store complete
+    /// enough to publish (before that, a route could be missing only because its Service had not
+    /// been listed yet).
+    pub fn synced(&self) -> bool {
+        self.unlisted == 0
+    }
+
+    pub fn ingress_states(&self) -> IngressStates {
+        self.states.clone()
+    }
+
+    /// Tracks first lists and Ingress states, and takes status out of Ingresses.
+    fn observe(&mut self, mut update: Update) -> Update {
+        match &mut update {
+            Update::Apply(object) => self.take_status(object),
+            Update::Delete(object_ref) => {
+                if object_ref.kind == Kind::Ingress {
+                    let key = NamespacedName::new(&object_ref.namespace, &object_ref.name);
+                    self.states.set(key, None);
+                }
+            }
+            Update::Relisted {
+                kind,
+                objects,
+                gone,
+                first,
+            } => {
+                if *first {
+                    self.unlisted = self.unlisted.saturating_sub(1);
+                }
+                for object in objects.iter_mut() {
+                    self.take_status(object);
+                }
+                if *kind == Kind::Ingress {
+                    for object_ref in gone.iter() {
+                        let key = NamespacedName::new(&object_ref.namespace, &object_ref.name);
+                        self.states.set(key, None);
+                    }
+                }
+            }
+        }
+        update
+    }
+
+    fn take_status(&self, object: &mut Object) {
+        if let Object::Ingress(ingress) = object {
+            let status = ingress.status.take();
+            let key = NamespacedName::new(
+                ingress.metadata.namespace.clone().unwrap_or_default(),
+                ingress.metadata.name.clone().unwrap_or_default(),
+            );
+            let state = IngressState {
+                uid: ingress.metadata.uid.clone(),
+                load_balancer: status
+                    .and_then(|s| s.load_balancer)
+                    .and_then(|lb| lb.ingress)
+                    .unwrap_or_default(),
+            };
+            self.states.set(key, Some(state));
+        }
+    }
+}
+
+impl Drop for Watchers {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+fn one_named(name: &str) -> watcher::Config {
+    watcher::Config::default().fields(&format!("metadata.name={name}"))
+}
+
+/// A kind the provider watches.
+trait Watched: Resource + Clone + Debug + DeserializeOwned + Send + 'static {
+    const KIND: Kind;
+    fn into_object(self) -> Object;
+}
+
+macro_rules! watched {
+    ($($type:ty => $kind:ident),* $(,)?) => {$(
+        impl Watched for $type {
+            const KIND: Kind = Kind::$kind;
+            fn into_object(self) -> Object {
+                Object::$kind(self)
+            }
+        }
+    )*};
+}
+
+watched! {
+    Ingress => Ingress,
+    IngressClass => IngressClass,
+    Service => Service,
+    EndpointSlice => EndpointSlice,
+    Secret => Secret,
+    ConfigMap => ConfigMap,
+}
+
+fn spawn<K: Watched>(
+    api: Api<K>,
+    config: watcher::Config,
+    sender: &mpsc::UnboundedSender<Update>,
+) -> tokio::task::JoinHandle<()>
+where
+    K::DynamicType: Default,
+{
+    tokio::spawn(run::<K>(api, config, sender.clone()))
+}
+
+/// Drives one watcher until the receiver goes away.
+async fn run<K: Watched>(
+    api: Api<K>,
+    config: watcher::Config,
+    sender: mpsc::UnboundedSender<Update>,
+) where
+    K::DynamicType: Default,
+{
+    let kind = K::KIND;
+    let mut stream = watcher(api, config).default_backoff().boxed();
+    // What this watcher has delivered, so a relist can say what disappeared meanwhile.
+    let mut known: BTreeSet<ObjectRef> = BTreeSet::new();
+    let mut listing: Option<Vec<Object>> = None;
+    let mut listed_once = false;
+    let mut failures = 0u32;
+    while let Some(event) = stream.next().await {
+        let event = match event {
+            Ok(event) => {
+                if failures > 0 {
+                    tracing::info!(%kind, failures, "Kubernetes API reachable again; watch resumed");
+                    failures = 0;
+                }
+                event
+            }
+            Err(error) => {
+                failures += 1;
+                // The first failure is news; repeats while the API server is away are not.
+                if failures == 1 {
+                    tracing::warn!(
+                        %kind,
+                        "watching the Kubernetes API failed: {error}; serving the last good \
+                         configuration and retrying with backoff"
+                    );
+                } else {
+                    tracing::debug!(%kind, failures, "watch still failing: {error}");
+                }
+                continue;
+            }
+        };
+        let update = match event {
+            watcher::Event::Init => {
+                listing = Some(Vec::new());
+                continue;
+            }
+            watcher::Event::InitApply(object) => {
+                listing
+                    .get_or_insert_with(Vec::new)
+                    .push(normalise(object).into_object());
+                continue;
+            }
+            watcher::Event::InitDone => {
+                let objects = listing.take().unwrap_or_default();
+                let now: BTreeSet<ObjectRef> = objects.iter().map(Object::object_ref).collect();
+                let gone: Vec<ObjectRef> = known.difference(&now).cloned().collect();
+                tracing::debug!(%kind, objects = objects.len(), gone = gone.len(), "listed");
+                known = now;
+                let first = !listed_once;
+                listed_once = true;
+                Update::Relisted {
+                    kind,
+                    objects,
+                    gone,
+                    first,
+                }
+            }
+            watcher::Event::Apply(object) => {
+                let object = normalise(object).into_object();
+                known.insert(object.object_ref());
+                Update::Apply(object)
+            }
+            watcher::Event::Delete(object) => {
+                let object_ref = ObjectRef::new(
+                    kind,
+                    object.namespace().unwrap_or_default(),
+                    object.name_any(),
+                );
+                known.remove(&object_ref);
+                Update::Delete(object_ref)
+            }
+        };
+        if sender.send(update).is_err() {
+            return;
+        }
+    }
+}
+
+/// Drops what the Store must not compare: the resourceVersion and managedFields change on
+/// every write (a status update would otherwise look like a configuration change).
+fn normalise<K: Watched>(mut object: K) -> K {
+    let meta = object.meta_mut();
+    meta.resource_version = None;
+    meta.managed_fields = None;
+    object
+}
