@@ -579,3 +579,66 @@ impl LoadResult {
         assert_eq!(self.code, Some(0), "exit code: {summary}");
     }
 }
+
+/// A kept-alive plain HTTP/1.1 connection that reconnects when the server closes it: for tight
+/// polling loops where a new connection per request would dominate what is measured.
+pub struct HttpClient {
+    addr: SocketAddr,
+    host: String,
+    stream: Option<BufReader<TcpStream>>,
+}
+
+impl HttpClient {
+    pub fn new(addr: SocketAddr, host: &str) -> HttpClient {
+        HttpClient {
+            addr,
+            host: host.to_owned(),
+            stream: None,
+        }
+    }
+
+    /// `GET path`; the response must carry Content-Length. Reconnects once on a stale connection.
+    pub fn get(&mut self, path: &str) -> std::io::Result<Response> {
+        match self.try_get(path) {
+            Ok(response) => Ok(response),
+            Err(_) => {
+                self.stream = None;
+                self.try_get(path)
+            }
+        }
+    }
+
+    fn try_get(&mut self, path: &str) -> std::io::Result<Response> {
+        if self.stream.is_none() {
+            let tcp = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5))?;
+            tcp.set_read_timeout(Some(Duration::from_secs(10)))?;
+            tcp.set_nodelay(true)?;
+            self.stream = Some(BufReader::new(tcp));
+        }
+        let stream = self.stream.as_mut().unwrap();
+        let head = format!("GET {path} HTTP/1.1\r\nHost: {}\r\n\r\n", self.host);
+        stream.get_mut().write_all(head.as_bytes())?;
+        let mut raw = Vec::new();
+        while !raw.ends_with(b"\r\n\r\n") {
+            let before = raw.len();
+            stream.read_until(b'\n', &mut raw)?;
+            if raw.len() == before {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+        let mut response = parse_response(&raw)?;
+        let length: usize = response
+            .header("content-length")
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| std::io::Error::other("no content-length"))?;
+        response.body = vec![0; length];
+        stream.read_exact(&mut response.body)?;
+        if response
+            .header("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"))
+        {
+            self.stream = None;
+        }
+        Ok(response)
+    }
+}
