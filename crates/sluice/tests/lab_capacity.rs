@@ -172,7 +172,10 @@ fn lab_rps_tps_throughput_and_sizing_smoke() {
     }
     if nginx_installed() {
         assert_eq!(runs(&json, "latency", "https").len(), 2);
-        assert!(stdout.contains("CPU per request, HTTPS 1 KB"), "{stdout}");
+        assert!(
+            stdout.contains("CPU per request (µs), HTTPS 1 KB"),
+            "{stdout}"
+        );
     } else {
         assert!(
             stdout.contains("nginx-light"),

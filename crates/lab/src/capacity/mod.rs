@@ -584,14 +584,14 @@ type RatioSpec = (
 
 const RATIOS: &[RatioSpec] = &[
     (
-        "CPU per request, HTTP 1 KB",
+        "CPU per request (µs), HTTP 1 KB",
         Study::Rps,
         "http",
         |a| a.sut_us_per_request.median,
         Target::AtMost(0.8),
     ),
     (
-        "CPU per request, HTTPS 1 KB",
+        "CPU per request (µs), HTTPS 1 KB",
         Study::Rps,
         "https",
         |a| a.sut_us_per_request.median,
@@ -973,7 +973,7 @@ pub(crate) mod tests {
         ];
         let r = ratios(&aggregate(&runs));
         let get = |what: &str| r.iter().find(|x| x.what == what).unwrap();
-        let http = get("CPU per request, HTTP 1 KB");
+        let http = get("CPU per request (µs), HTTP 1 KB");
         assert!((http.ratio - 8.0 / 11.0).abs() < 1e-9);
         assert_eq!(http.target.met(http.ratio), Some(true));
         let hs = get("Full TLS handshakes per CPU-second, RSA-2048");
@@ -985,7 +985,9 @@ pub(crate) mod tests {
         let p99 = get("p99 at 50 % of nginx's RPS, HTTPS");
         assert!((p99.ratio - 0.5).abs() < 1e-9);
         // Only Sluice measured: no ratio.
-        assert!(r.iter().all(|x| x.what != "CPU per request, HTTPS 1 KB"));
+        assert!(r
+            .iter()
+            .all(|x| x.what != "CPU per request (µs), HTTPS 1 KB"));
         assert_eq!(Target::None.met(2.0), None);
         assert_eq!(Target::AtMost(0.8).label(), "≤ 0.8");
     }

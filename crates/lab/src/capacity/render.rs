@@ -741,9 +741,9 @@ mod tests {
         let md = markdown(&r);
         assert!(md.starts_with("# Sluice lab: capacity and sizing by worker count\n"));
         assert!(md.contains("## Sluice ÷ nginx\n"));
-        assert!(
-            md.contains("| CPU per request, HTTP 1 KB | 1 | 9.50 | 11.5 | 0.826 | ≤ 0.8 | no |")
-        );
+        assert!(md.contains(
+            "| CPU per request (µs), HTTP 1 KB | 1 | 9.50 | 11.5 | 0.826 | ≤ 0.8 | no |"
+        ));
         assert!(md.contains("| Full TLS handshakes per CPU-second, RSA-2048 | 1 |"));
         assert!(md.contains("## Sizing\n"));
         assert!(md.contains("| sluice | 4 (extrapolated) |"));
