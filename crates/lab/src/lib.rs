@@ -9,6 +9,12 @@
 //!      churn (dynamic): Churn::schedule → Deployment::scale ─────────────┘
 //!      load JSON ──▶ results::Run
 //!    LabResults ──▶ results.json, report.md, report.html (SVG), summary on stdout
+//!
+//!  sluice lab rps | tps | throughput | sizing            (capacity::run)
+//!    for each worker count: pods + every system (N workers) on the SUT CPUs
+//!      for each case × round, systems alternating:
+//!        cpu: /proc ticks ── sluice load (closed loop, or -R) ── /proc ticks ──▶ capacity::Measurement
+//!    CapacityResults ──▶ medians, saturation, Sluice ÷ nginx, sizing ──▶ results.json, report.md/html
 //! ```
 //!
 //! Every process is started through [`procs`], which stops it again by process group, also on

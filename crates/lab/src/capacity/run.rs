@@ -81,7 +81,7 @@ pub struct CapacityArgs {
 #[derive(clap::Args, Clone, Debug)]
 pub struct SizingArgs {
     /// Build the table from these results.json files (of lab rps, tps, throughput or sizing)
-    /// instead of measuring.
+    /// instead of measuring; then only --out and --cost-per-hour apply.
     #[arg(long, value_name = "FILE", num_args = 1..)]
     pub from: Vec<PathBuf>,
     /// Price of one CPU (one worker) per hour, any currency: adds the monthly cost and the cost
@@ -498,7 +498,7 @@ pub fn run_capacity(
         }
     }
     let setup = setup(&plan, &cases, &pinnings, &available);
-    let per_run = plan.warmup + plan.duration + Duration::from_millis(600);
+    let per_run = plan.warmup + plan.duration + Duration::from_millis(300);
     let total = plan.workers.len() * cases.len() * plan.rounds as usize * available.len();
     eprintln!(
         "sluice lab {}: {} runs of {:?} + {:?} warm-up (about {} min); systems {}; workers {:?}",
