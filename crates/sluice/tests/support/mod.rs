@@ -4,6 +4,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod kube;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -65,14 +67,28 @@ impl Drop for Process {
 impl Process {
     /// Starts `sluice ARGS` and waits (bounded) for its first stdout line.
     pub fn start(args: &[&str]) -> Process {
-        let mut child = Command::new(BIN)
+        let mut command = Command::new(BIN);
+        command
             .args(args)
             .env("SLUICE_LOG", "warn")
+            .stderr(Stdio::inherit());
+        Process::spawn(command, &format!("sluice {args:?}"))
+    }
+
+    /// Spawns `command` (stdin and stdout are taken over here; stderr is the caller's choice) and
+    /// waits (bounded) for its first stdout line.
+    pub fn spawn(command: Command, what: &str) -> Process {
+        Process::try_spawn(command, what).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// As [`Process::spawn`], but a process that exits or stays silent is an error, not a panic
+    /// (so the caller can add what it knows, e.g. the log), and is reaped.
+    pub fn try_spawn(mut command: Command, what: &str) -> Result<Process, String> {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
             .spawn()
-            .expect("spawn sluice");
+            .map_err(|e| format!("spawn {what}: {e}"))?;
         let stdout = child.stdout.take().unwrap();
         let (sender, receiver) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -83,10 +99,18 @@ impl Process {
             // Keep draining so the child never blocks on a full pipe.
             for _ in lines {}
         });
-        let stdout_line = receiver
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("sluice {args:?} printed nothing within 30 s"));
-        Process { child, stdout_line }
+        match receiver.recv_timeout(Duration::from_secs(30)) {
+            Ok(stdout_line) => Ok(Process { child, stdout_line }),
+            Err(error) => {
+                let _ = child.kill();
+                let status = child.wait();
+                let why = match error {
+                    std::sync::mpsc::RecvTimeoutError::Timeout => "printed nothing within 30 s",
+                    std::sync::mpsc::RecvTimeoutError::Disconnected => "closed its stdout",
+                };
+                Err(format!("{what} {why} ({status:?})"))
+            }
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -171,7 +195,13 @@ impl Serve {
 
 impl Pod {
     pub fn start(name: &str) -> Pod {
-        let process = Process::start(&["backend", "--listen", "127.0.0.1:0", "--name", name]);
+        Pod::start_at(name, "127.0.0.1:0")
+    }
+
+    /// A backend listening on `listen` (e.g. `198.18.0.11:8080` inside a test's own network
+    /// namespace, see `kube::Cluster::add_address`).
+    pub fn start_at(name: &str, listen: &str) -> Pod {
+        let process = Process::start(&["backend", "--listen", listen, "--name", name]);
         let addr = process
             .stdout_line
             .rsplit(' ')
@@ -387,6 +417,16 @@ impl TlsConnection {
         })
     }
 
+    /// The certificate the server presented (DER), leaf first.
+    pub fn peer_certificate(&self) -> Vec<u8> {
+        self.stream
+            .conn
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .map(|cert| cert.as_ref().to_vec())
+            .expect("a peer certificate after the handshake")
+    }
+
     /// `GET path` on this connection; the response must carry Content-Length.
     pub fn get(&mut self, path: &str) -> std::io::Result<Response> {
         let head = format!("GET {path} HTTP/1.1\r\nHost: {}\r\n\r\n", self.host);
@@ -414,6 +454,15 @@ pub fn self_signed(host: &str) -> (String, String) {
     (certified.cert.pem(), certified.signing_key.serialize_pem())
 }
 
+/// The first certificate in `pem`, as DER.
+pub fn pem_to_der(pem: &str) -> Vec<u8> {
+    use rustls::pki_types::pem::PemObject;
+    rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes())
+        .expect("a certificate in the PEM")
+        .as_ref()
+        .to_vec()
+}
+
 /// A `kubernetes.io/tls` Secret in YAML.
 pub fn tls_secret_yaml(name: &str, cert_pem: &str, key_pem: &str) -> String {
     let indent = |pem: &str| {
@@ -427,4 +476,106 @@ pub fn tls_secret_yaml(name: &str, cert_pem: &str, key_pem: &str) -> String {
         indent(cert_pem),
         indent(key_pem)
     )
+}
+
+/// `sluice load` running in the background (killed on drop unless finished).
+pub struct Load {
+    child: Child,
+    json: PathBuf,
+    output: PathBuf,
+}
+
+/// What a finished `sluice load` reported.
+pub struct LoadResult {
+    pub code: Option<i32>,
+    pub json: serde_json::Value,
+    /// Its stdout and stderr.
+    pub output: String,
+}
+
+impl Load {
+    /// `sluice load ARGS --json DIR/NAME.json`; stdout and stderr go to DIR/NAME.out.
+    pub fn start(args: &[&str], dir: &Path, name: &str) -> Load {
+        let json = dir.join(format!("{name}.json"));
+        let output = dir.join(format!("{name}.out"));
+        let file = std::fs::File::create(&output).unwrap();
+        let child = Command::new(BIN)
+            .arg("load")
+            .args(args)
+            .arg("--json")
+            .arg(&json)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .expect("spawn sluice load");
+        Load {
+            child,
+            json,
+            output,
+        }
+    }
+
+    /// Waits (bounded) for it to finish and reads its results.
+    pub fn finish(mut self, limit: Duration) -> LoadResult {
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "sluice load did not finish within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let output = std::fs::read_to_string(&self.output).unwrap_or_default();
+        let json = std::fs::read(&self.json)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_else(|| panic!("sluice load wrote no results ({status}):\n{output}"));
+        LoadResult {
+            code: status.code(),
+            json,
+            output,
+        }
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+impl LoadResult {
+    /// No failed request of any class, no unsent request, every status 2xx, at least `min`.
+    pub fn assert_clean(&self, min_requests: u64) {
+        let results = &self.json;
+        let summary = format!(
+            "requests {} status_codes {} errors {} unsent {}\n{}",
+            results["requests"],
+            results["status_codes"],
+            results["errors"],
+            results["unsent"],
+            self.output
+        );
+        for class in ["connect", "read", "write", "timeout", "status"] {
+            assert_eq!(results["errors"][class], 0, "{class} errors: {summary}");
+        }
+        assert_eq!(results["unsent"], 0, "unsent requests: {summary}");
+        let codes = results["status_codes"].as_object().expect("status_codes");
+        for (code, count) in codes {
+            assert!(code.starts_with('2'), "{count} responses {code}: {summary}");
+        }
+        let requests = results["requests"].as_u64().unwrap_or(0);
+        assert!(
+            requests >= min_requests,
+            "only {requests} requests: {summary}"
+        );
+        assert_eq!(self.code, Some(0), "exit code: {summary}");
+    }
 }

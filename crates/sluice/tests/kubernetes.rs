@@ -1,0 +1,653 @@
+//! `sluice serve --kubernetes` end to end against a real kube-apiserver + etcd, each test in a
+//! network namespace of its own (see support/kube.rs): real objects in, real traffic out.
+
+mod support;
+
+use std::time::Duration;
+
+use support::kube::*;
+use support::*;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+#[test]
+fn the_fixture_runs_a_private_api_server_and_backends_on_test_addresses() {
+    let cluster = Cluster::start("fixture");
+    let apiserver_pid: u32 = std::fs::read_to_string(cluster.dir.join("apiserver.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let ns = "fixture";
+    cluster.create(&namespace(ns));
+
+    // A pod on a test address of this namespace answers directly.
+    let ip = cluster.add_address(11);
+    let pod = Pod::start_at("pod-a", &socket(ip, 8080));
+    let response = get(pod.addr, "pod-a", "/").expect("GET the pod directly");
+    assert_eq!(response.status, 200, "{}", response.text());
+    assert!(
+        response.text().contains("Server name: pod-a"),
+        "{}",
+        response.text()
+    );
+
+    // The objects a cluster would make for it are accepted and read back.
+    cluster.create(&service(ns, "web"));
+    cluster.create(&endpoint_slice(
+        ns,
+        "web-1",
+        "web",
+        8080,
+        &[Endpoint::ready(ip)],
+    ));
+    let slice = cluster
+        .get("EndpointSlice", ns, "web-1")
+        .expect("the slice");
+    assert_eq!(slice["endpoints"][0]["addresses"][0], ip.to_string());
+
+    // ...but not one pointing at loopback, which is why pods live on 198.18.0.0/15.
+    let loopback = endpoint_slice(
+        ns,
+        "web-2",
+        "web",
+        8080,
+        &[Endpoint::ready("127.0.0.1".parse().unwrap())],
+    );
+    let refused = cluster
+        .try_create(&loopback)
+        .expect_err("an EndpointSlice at 127.0.0.1 is refused");
+    assert!(refused.contains("loopback"), "{refused}");
+
+    // kubectl with the admin kubeconfig sees the same API.
+    let names = cluster.kubectl(&["get", "endpointslices", "-n", ns, "-o", "name"]);
+    assert_eq!(names.trim(), "endpointslice.discovery.k8s.io/web-1");
+
+    // Dropping the cluster stops the API server.
+    drop(pod);
+    drop(cluster);
+    let stat = std::fs::read_to_string(format!("/proc/{apiserver_pid}/stat"));
+    assert!(
+        stat.is_err() || stat.unwrap().contains(") Z "),
+        "kube-apiserver (pid {apiserver_pid}) outlived its cluster"
+    );
+}
+
+/// A cluster with namespace `ns` and IngressClass `sluice` (our controller).
+fn cluster_with_class(test: &str, ns: &str) -> Cluster {
+    let cluster = Cluster::start(test);
+    cluster.create(&namespace(ns));
+    cluster.create(&ingress_class("sluice", CONTROLLER));
+    cluster
+}
+
+/// A backend "pod" on `198.18.0.n:8080`, named `pod-n`.
+fn pod(cluster: &Cluster, n: u8) -> Pod {
+    let ip = cluster.add_address(n);
+    Pod::start_at(&format!("pod-{n}"), &socket(ip, 8080))
+}
+
+fn ips(pods: &[&Pod]) -> Vec<std::net::IpAddr> {
+    pods.iter().map(|p| p.addr.ip()).collect()
+}
+
+#[test]
+fn routes_come_from_api_objects_and_follow_their_changes() {
+    let ns = "routing";
+    let cluster = cluster_with_class("routing", ns);
+    let (a, b) = (pod(&cluster, 11), pod(&cluster, 12));
+    cluster.create_app(ns, "web", "web.test", 8080, &ips(&[&a]));
+    let sluice = cluster.sluice(ns, &[]);
+
+    // Objects that existed before Sluice started are served as soon as it is ready.
+    let first = sluice.get("web.test", "/");
+    assert_eq!(first.status, 200, "{}", first.text());
+    assert!(
+        first.text().contains("Server name: pod-11"),
+        "{}",
+        first.text()
+    );
+    assert_eq!(sluice.get("nowhere.test", "/").status, 404);
+
+    // An Ingress (and its Service and slice) created while Sluice runs.
+    cluster.create_app(ns, "late", "late.test", 8080, &ips(&[&b]));
+    sluice.wait_served_by("late.test", "pod-12", WAIT);
+
+    // Deleted: 404.
+    cluster.delete("Ingress", ns, "late");
+    sluice.wait_status("late.test", 404, WAIT);
+
+    // An Ingress whose Service does not exist: its path answers 503, the others keep serving,
+    // and the leader says why in a Warning Event on that Ingress.
+    cluster.create(&ingress(
+        ns,
+        "ghost",
+        Some("sluice"),
+        "ghost.test",
+        "missing",
+    ));
+    sluice.wait_status("ghost.test", 503, WAIT);
+    assert_eq!(sluice.get("web.test", "/").status, 200);
+    let event = eventually(WAIT, "a Warning Event on Ingress ghost", || {
+        cluster
+            .events_about(ns, "Ingress", "ghost")
+            .into_iter()
+            .find(|e| e["type"] == "Warning")
+    });
+    assert_eq!(event["reportingController"], CONTROLLER, "{event:#}");
+    assert!(
+        event["note"].as_str().unwrap_or("").contains("missing"),
+        "the note names the missing Service: {event:#}"
+    );
+    assert!(
+        cluster.events_about(ns, "Ingress", "web").is_empty(),
+        "no Event about the healthy Ingress"
+    );
+}
+
+#[test]
+fn only_ingresses_of_our_class_are_served() {
+    let ns = "classes";
+    let cluster = cluster_with_class("classes", ns);
+    cluster.create(&ingress_class("other", "example.com/other-controller"));
+    let p = pod(&cluster, 11);
+    cluster.create(&service(ns, "web"));
+    cluster.create(&endpoint_slice(
+        ns,
+        "web-1",
+        "web",
+        8080,
+        &[Endpoint::ready(p.addr.ip())],
+    ));
+    cluster.create(&ingress(ns, "ours", Some("sluice"), "ours.test", "web"));
+    cluster.create(&ingress(ns, "theirs", Some("other"), "theirs.test", "web"));
+    let mut legacy = ingress(ns, "legacy", None, "legacy.test", "web");
+    legacy["metadata"]["annotations"] =
+        serde_json::json!({"kubernetes.io/ingress.class": "sluice"});
+    cluster.create(&legacy);
+    let mut legacy_other = ingress(ns, "legacy-other", None, "legacy-other.test", "web");
+    legacy_other["metadata"]["annotations"] =
+        serde_json::json!({"kubernetes.io/ingress.class": "other"});
+    cluster.create(&legacy_other);
+    cluster.create(&ingress(ns, "classless", None, "classless.test", "web"));
+    let sluice = cluster.sluice(ns, &[]);
+
+    // Ready means synced, so each answer below is the final one for these objects.
+    let status = |host: &str| sluice.get(host, "/").status;
+    assert_eq!(status("ours.test"), 200, "spec.ingressClassName: sluice");
+    assert_eq!(
+        status("legacy.test"),
+        200,
+        "kubernetes.io/ingress.class: sluice"
+    );
+    assert_eq!(status("theirs.test"), 404, "another controller's class");
+    assert_eq!(status("legacy-other.test"), 404, "another legacy class");
+    assert_eq!(
+        status("classless.test"),
+        404,
+        "no class while ours is not the default"
+    );
+
+    // Our IngressClass becomes the default: the class-less Ingress is ours now.
+    let mut default_class = ingress_class("sluice", CONTROLLER);
+    default_class["metadata"]["annotations"] =
+        serde_json::json!({"ingressclass.kubernetes.io/is-default-class": "true"});
+    cluster.apply(&default_class);
+    sluice.wait_status("classless.test", 200, WAIT);
+    assert_eq!(
+        status("theirs.test"),
+        404,
+        "a class name still wins over the default"
+    );
+}
+
+#[test]
+fn ready_waits_for_the_initial_sync_and_then_every_existing_route_is_served() {
+    let ns = "ready";
+    let cluster = cluster_with_class("ready", ns);
+    let p = pod(&cluster, 11);
+    cluster.create(&service(ns, "web"));
+    cluster.create(&endpoint_slice(
+        ns,
+        "web-1",
+        "web",
+        8080,
+        &[Endpoint::ready(p.addr.ip())],
+    ));
+    let hosts: Vec<String> = (0..20).map(|i| format!("app-{i}.test")).collect();
+    for (i, host) in hosts.iter().enumerate() {
+        cluster.create(&ingress(
+            ns,
+            &format!("app-{i}"),
+            Some("sluice"),
+            host,
+            "web",
+        ));
+    }
+
+    // Started while the API server is down, Sluice cannot list anything: alive, not ready.
+    cluster.stop_apiserver();
+    let sluice = cluster.sluice_with(SluiceOptions {
+        identity: "sluice-0",
+        namespace: ns,
+        kubeconfig: None,
+        extra: &[],
+        wait_ready: false,
+    });
+    for _ in 0..10 {
+        assert_eq!(sluice.admin("/healthz").status, 200);
+        assert_eq!(
+            sluice.ready_status(),
+            Some(503),
+            "/ready before the initial list"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(!sluice.has_exited(), "Sluice waits for the API server");
+
+    cluster.start_apiserver();
+    sluice.wait_ready(Duration::from_secs(60));
+    // The first request to each host after /ready is already routed.
+    for host in &hosts {
+        let response = sluice.get(host, "/");
+        assert_eq!(
+            response.status,
+            200,
+            "{host} right after /ready: {}",
+            response.text()
+        );
+    }
+}
+
+#[test]
+fn a_replaced_tls_secret_serves_new_handshakes_and_open_connections_keep_working() {
+    let ns = "tls";
+    let host = "secure.test";
+    let cluster = cluster_with_class("tls", ns);
+    let p = pod(&cluster, 11);
+    let (old_cert, old_key) = self_signed(host);
+    let (new_cert, new_key) = self_signed(host);
+    cluster.create(&service(ns, "web"));
+    cluster.create(&endpoint_slice(
+        ns,
+        "web-1",
+        "web",
+        8080,
+        &[Endpoint::ready(p.addr.ip())],
+    ));
+    cluster.create(&tls_secret(ns, "web-tls", &old_cert, &old_key));
+    let mut web = ingress(ns, "web", Some("sluice"), host, "web");
+    web["spec"]["tls"] = serde_json::json!([{"hosts": [host], "secretName": "web-tls"}]);
+    cluster.create(&web);
+    let sluice = cluster.sluice(ns, &[]);
+
+    let mut open = TlsConnection::open(sluice.https, host, tls_client(old_cert.as_bytes()))
+        .expect("the Secret's certificate is served");
+    assert_eq!(open.peer_certificate(), pem_to_der(&old_cert));
+    assert_eq!(open.get("/").unwrap().status, 200);
+
+    cluster.replace(&tls_secret(ns, "web-tls", &new_cert, &new_key));
+    // Each check builds a new client: one with a cached session would resume without being
+    // shown a certificate.
+    let rotated = eventually(WAIT, "new handshakes get the new certificate", || {
+        TlsConnection::open(sluice.https, host, tls_client(new_cert.as_bytes())).ok()
+    });
+    assert_eq!(rotated.peer_certificate(), pem_to_der(&new_cert));
+    assert!(
+        TlsConnection::open(sluice.https, host, tls_client(old_cert.as_bytes())).is_err(),
+        "the old certificate is no longer served"
+    );
+    // The connection opened before the rotation still serves, with the old certificate.
+    for _ in 0..3 {
+        let response = open
+            .get("/1kb.bin")
+            .expect("the open connection still works");
+        assert_eq!(response.status, 200);
+        assert_eq!(response.body.len(), 1024);
+    }
+    assert_eq!(open.peer_certificate(), pem_to_der(&old_cert));
+}
+
+/// An EndpointSlice `web-1` of Service `web` with every pod ready.
+fn web_slice(ns: &str, pods: &[Pod]) -> serde_json::Value {
+    let endpoints: Vec<Endpoint> = pods.iter().map(|p| Endpoint::ready(p.addr.ip())).collect();
+    endpoint_slice(ns, "web-1", "web", 8080, &endpoints)
+}
+
+#[test]
+fn endpoint_slice_churn_under_load_fails_no_request() {
+    let ns = "churn";
+    let cluster = cluster_with_class("churn", ns);
+    let mut next = 11;
+    let mut live: Vec<Pod> = Vec::new();
+    for _ in 0..3 {
+        live.push(pod(&cluster, next));
+        next += 1;
+    }
+    cluster.create(&service(ns, "web"));
+    cluster.create(&web_slice(ns, &live));
+    cluster.create(&ingress(ns, "web", Some("sluice"), "churn.test", "web"));
+    let sluice = cluster.sluice(ns, &[]);
+    assert_eq!(sluice.get("churn.test", "/").status, 200);
+
+    let http = sluice.http.to_string();
+    let load = Load::start(
+        &[
+            "-t",
+            "1",
+            "-c",
+            "8",
+            "-R",
+            "400",
+            "-d",
+            "10s",
+            "--connect-to",
+            &http,
+            "http://churn.test/",
+        ],
+        &cluster.dir,
+        "churn",
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    // Every ~500 ms for 8 s: a new pod joins the slice, or the oldest leaves it and gets SIGTERM
+    // right after the API server accepted the update, as a kubelet would.
+    let mut gone = Vec::new();
+    let churn = std::time::Instant::now();
+    let mut step = 0;
+    while churn.elapsed() < Duration::from_secs(8) {
+        if step % 2 == 0 {
+            live.push(pod(&cluster, next));
+            next += 1;
+            cluster.apply(&web_slice(ns, &live));
+        } else {
+            let leaving = live.remove(0);
+            cluster.apply(&web_slice(ns, &live));
+            leaving.process.signal("TERM");
+            gone.push(leaving);
+        }
+        step += 1;
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let result = load.finish(Duration::from_secs(30));
+    result.assert_clean(3600);
+    eprintln!(
+        "churn: {step} slice updates, {} requests, all 2xx",
+        result.json["requests"]
+    );
+    // Traffic reaches the newest pod, and the terminated ones drained and exited.
+    let newest = &live.last().unwrap().name;
+    sluice.wait_served_by("churn.test", newest, WAIT);
+    for pod in &mut gone {
+        pod.process.wait_exit(Duration::from_secs(35));
+    }
+}
+
+/// `status.loadBalancer.ingress` of Ingress `ns/name` (Null when unset).
+fn load_balancer(cluster: &Cluster, ns: &str, name: &str) -> serde_json::Value {
+    cluster
+        .get("Ingress", ns, name)
+        .map(|i| i["status"]["loadBalancer"]["ingress"].clone())
+        .unwrap_or_default()
+}
+
+/// Field managers that own anything under `status` of Ingress `ns/name`, sorted.
+fn status_writers(cluster: &Cluster, ns: &str, name: &str) -> Vec<String> {
+    let ingress = cluster.get("Ingress", ns, name).expect("the Ingress");
+    let mut managers: Vec<String> = ingress["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|entry| entry["fieldsV1"].get("f:status").is_some())
+        .filter_map(|entry| entry["manager"].as_str().map(str::to_owned))
+        .collect();
+    managers.sort();
+    managers.dedup();
+    managers
+}
+
+fn lease_holder(cluster: &Cluster, ns: &str, name: &str) -> Option<String> {
+    cluster.get("Lease", ns, name)?["spec"]["holderIdentity"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+#[test]
+fn one_elected_replica_writes_status_and_a_successor_takes_over() {
+    let ns = "leader";
+    let cluster = cluster_with_class("leader", ns);
+    cluster.create(&ingress_class("other", "example.com/other-controller"));
+    let p = pod(&cluster, 11);
+    cluster.create_app(ns, "web", "web.test", 8080, &ips(&[&p]));
+    let flags = [
+        "--publish-status-address",
+        "198.18.0.200",
+        "--election-id",
+        "sluice-test",
+        "--lease-duration",
+        "4s",
+    ];
+    let replica = |identity| {
+        cluster.sluice_with(SluiceOptions {
+            identity,
+            namespace: ns,
+            kubeconfig: None,
+            extra: &flags,
+            wait_ready: true,
+        })
+    };
+    let (a, b) = (replica("replica-a"), replica("replica-b"));
+    let published = serde_json::json!([{"ip": "198.18.0.200"}]);
+
+    eventually(WAIT, "status of Ingress web published", || {
+        (load_balancer(&cluster, ns, "web") == published).then_some(())
+    });
+    let holder = eventually(WAIT, "a Lease holder", || {
+        lease_holder(&cluster, ns, "sluice-test")
+    });
+    let (mut leader, follower) = match holder.as_str() {
+        "replica-a" => (a, b),
+        "replica-b" => (b, a),
+        other => panic!("Lease sluice-test held by {other:?}"),
+    };
+    assert_eq!(
+        status_writers(&cluster, ns, "web"),
+        [format!("sluice-{}", leader.identity)],
+        "only the leader writes status"
+    );
+    assert_eq!(leader.get("web.test", "/").status, 200);
+    assert_eq!(follower.get("web.test", "/").status, 200);
+
+    // The leader stops (releasing the Lease); the follower keeps serving throughout and takes over.
+    let http = follower.http.to_string();
+    let load = Load::start(
+        &[
+            "-t",
+            "1",
+            "-c",
+            "4",
+            "-R",
+            "100",
+            "-d",
+            "8s",
+            "--connect-to",
+            &http,
+            "http://web.test/",
+        ],
+        &cluster.dir,
+        "handover",
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    leader.process.signal("TERM");
+    assert_eq!(
+        leader.process.wait_exit(WAIT),
+        0,
+        "the leader exits cleanly"
+    );
+    eventually(
+        Duration::from_secs(15),
+        "the follower holds the Lease",
+        || (lease_holder(&cluster, ns, "sluice-test")? == follower.identity).then_some(()),
+    );
+    cluster.create(&ingress(ns, "web2", Some("sluice"), "web2.test", "web"));
+    eventually(WAIT, "status of Ingress web2 by the new leader", || {
+        (load_balancer(&cluster, ns, "web2") == published).then_some(())
+    });
+    assert_eq!(
+        status_writers(&cluster, ns, "web2"),
+        [format!("sluice-{}", follower.identity)]
+    );
+    follower.wait_status("web2.test", 200, WAIT);
+    load.finish(Duration::from_secs(30)).assert_clean(700);
+
+    // An Ingress handed to another class is no longer ours: status cleared, not served.
+    cluster.merge_patch(
+        "Ingress",
+        ns,
+        "web",
+        &serde_json::json!({"spec": {"ingressClassName": "other"}}),
+    );
+    eventually(WAIT, "status of Ingress web cleared", || {
+        let ingress = load_balancer(&cluster, ns, "web");
+        (ingress.is_null() || ingress.as_array().is_some_and(|a| a.is_empty())).then_some(())
+    });
+    follower.wait_status("web.test", 404, WAIT);
+}
+
+#[test]
+fn traffic_flows_while_the_api_server_is_down_and_changes_apply_once_it_is_back() {
+    let ns = "outage";
+    let cluster = cluster_with_class("outage", ns);
+    let (a, b) = (pod(&cluster, 11), pod(&cluster, 12));
+    cluster.create_app(ns, "web", "web.test", 8080, &ips(&[&a, &b]));
+    let sluice = cluster.sluice(ns, &[]);
+    let http = sluice.http.to_string();
+    let load = Load::start(
+        &[
+            "-t",
+            "1",
+            "-c",
+            "8",
+            "-R",
+            "300",
+            "-d",
+            "25s",
+            "--connect-to",
+            &http,
+            "http://web.test/",
+        ],
+        &cluster.dir,
+        "outage",
+    );
+    std::thread::sleep(Duration::from_secs(3));
+
+    // (kube-apiserver takes up to ~11 s to stop while clients hold watches; it is
+    // unreachable for all of that.)
+    cluster.stop_apiserver();
+    let down = std::time::Instant::now();
+    while down.elapsed() < Duration::from_secs(4) {
+        assert_eq!(
+            sluice.ready_status(),
+            Some(200),
+            "still ready while the API server is down"
+        );
+        assert_eq!(sluice.get("web.test", "/").status, 200);
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    cluster.start_apiserver();
+    let back = std::time::Instant::now();
+
+    // Changes made after the outage reach Sluice once its watches are back.
+    let c = pod(&cluster, 13);
+    let endpoints: Vec<Endpoint> = [&a, &b, &c]
+        .iter()
+        .map(|p| Endpoint::ready(p.addr.ip()))
+        .collect();
+    cluster.apply(&endpoint_slice(ns, "web-1", "web", 8080, &endpoints));
+    cluster.create(&ingress(ns, "late", Some("sluice"), "late.test", "web"));
+    let resync = Duration::from_secs(60);
+    sluice.wait_served_by("web.test", "pod-13", resync);
+    sluice.wait_status("late.test", 200, resync);
+    eprintln!(
+        "outage: changes made after the restart served {:.1} s after the API server was back",
+        back.elapsed().as_secs_f64()
+    );
+
+    load.finish(Duration::from_secs(60)).assert_clean(7400);
+}
+
+#[test]
+fn the_deploy_manifests_grant_sluice_everything_it_uses() {
+    let cluster = Cluster::start("rbac");
+    let manifests = deploy_dir().join("manifests");
+    cluster.kubectl(&["apply", "-f", manifests.to_str().unwrap()]);
+    let ns = "shop";
+    let host = "secure.test";
+    cluster.create(&namespace(ns));
+    let p = pod(&cluster, 11);
+    cluster.create_app(ns, "web", "web.test", 8080, &ips(&[&p]));
+    cluster.create(&ingress(
+        ns,
+        "ghost",
+        Some("sluice"),
+        "ghost.test",
+        "missing",
+    ));
+    let (cert, key) = self_signed(host);
+    cluster.create(&tls_secret(ns, "secure-tls", &cert, &key));
+    let mut secure = ingress(ns, "secure", Some("sluice"), host, "web");
+    secure["spec"]["tls"] = serde_json::json!([{"hosts": [host], "secretName": "secure-tls"}]);
+    cluster.create(&secure);
+
+    // As ServiceAccount sluice/sluice, with the flags the DaemonSet uses.
+    let sluice = cluster.sluice_with(SluiceOptions {
+        identity: "sluice-rbac",
+        namespace: "sluice",
+        kubeconfig: Some(cluster.sluice_kubeconfig()),
+        extra: &[
+            "--configmap",
+            "sluice/sluice",
+            "--election-id",
+            "sluice-leader",
+            "--publish-status-address",
+            "198.18.0.200",
+        ],
+        wait_ready: true,
+    });
+    assert_eq!(
+        sluice.get("web.test", "/").status,
+        200,
+        "routes from the watches"
+    );
+    let tls = TlsConnection::open(sluice.https, host, tls_client(cert.as_bytes()))
+        .expect("the TLS Secret was read");
+    assert_eq!(tls.peer_certificate(), pem_to_der(&cert));
+    eventually(WAIT, "the Lease sluice/sluice-leader held", || {
+        (lease_holder(&cluster, "sluice", "sluice-leader")? == "sluice-rbac").then_some(())
+    });
+    eventually(WAIT, "status written", || {
+        (load_balancer(&cluster, ns, "web") == serde_json::json!([{"ip": "198.18.0.200"}]))
+            .then_some(())
+    });
+    eventually(WAIT, "a Warning Event on Ingress ghost", || {
+        cluster
+            .events_about(ns, "Ingress", "ghost")
+            .into_iter()
+            .find(|e| e["type"] == "Warning")
+    });
+    let log = sluice.log_text();
+    let denied: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            // "403" as a number of its own, not inside a timestamp or a port.
+            let status_403 = l
+                .split(|c: char| !c.is_ascii_digit())
+                .any(|number| number == "403");
+            l.to_ascii_lowercase().contains("forbidden") || status_403
+        })
+        .collect();
+    assert!(
+        denied.is_empty(),
+        "requests denied by RBAC:\n{}",
+        denied.join("\n")
+    );
+}
