@@ -9,12 +9,20 @@
 //!      churn (dynamic): Churn::schedule → Deployment::scale ─────────────┘
 //!      load JSON ──▶ results::Run
 //!    LabResults ──▶ results.json, report.md, report.html (SVG), summary on stdout
+//!
+//!  sluice lab rps | tps | throughput | sizing            (capacity::run)
+//!    for each worker count: pods + every system (N workers) on the SUT CPUs
+//!      for each case × round, systems alternating:
+//!        cpu: /proc ticks ── sluice load (closed loop, or -R) ── /proc ticks ──▶ capacity::Measurement
+//!    CapacityResults ──▶ medians, saturation, Sluice ÷ nginx, sizing ──▶ results.json, report.md/html
 //! ```
 //!
 //! Every process is started through [`procs`], which stops it again by process group, also on
 //! failure and Ctrl-C.
 
+pub mod capacity;
 pub mod churn;
+pub mod cpu;
 mod pods;
 mod procs;
 pub mod render;
@@ -28,11 +36,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context as _};
 
+use crate::capacity::run::Which;
+pub use crate::capacity::run::{CapacityArgs, SizingArgs};
 use crate::churn::Churn;
 use crate::pods::{Deployment, Termination};
 use crate::procs::{pinned, Proc};
 use crate::results::{LabResults, Run, ScaleEvent, Setup, Skipped};
-use crate::systems::{SutEnv, System};
+use crate::systems::{Cert, SutEnv, System};
 
 /// The virtual host every system serves.
 pub const HOST: &str = "app.example.com";
@@ -59,6 +69,17 @@ pub enum LabCommand {
     /// The seeds' dynamic-Kubernetes experiment: static vs churning backends (5 ↔ 7 pods), for
     /// each system, under constant-rate HTTPS load.
     Dynamic(DynamicArgs),
+    /// Requests per second by worker count: 1 KB over HTTP and HTTPS, keep-alive, closed loop;
+    /// then p99 of every system at 50 % of nginx's RPS.
+    Rps(CapacityArgs),
+    /// TLS handshakes per second by worker count: a new connection per request, 0 KB, RSA-2048
+    /// and ECDSA P-256, full handshakes and with resumption.
+    Tps(CapacityArgs),
+    /// Throughput by worker count: 1 MB over HTTP keep-alive, in Gbit/s.
+    Throughput(CapacityArgs),
+    /// A sizing table (workers → RPS, TLS TPS, cost) from results files, or by running every
+    /// capacity study (the full report).
+    Sizing(SizingArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -152,6 +173,10 @@ impl Case {
 pub fn run(args: LabArgs) -> anyhow::Result<()> {
     match args.command {
         LabCommand::Dynamic(args) => run_dynamic(args),
+        LabCommand::Rps(args) => capacity::run::run_capacity(Which::Rps, args, None),
+        LabCommand::Tps(args) => capacity::run::run_capacity(Which::Tps, args, None),
+        LabCommand::Throughput(args) => capacity::run::run_capacity(Which::Throughput, args, None),
+        LabCommand::Sizing(args) => capacity::run::run_sizing(args),
     }
 }
 
@@ -390,15 +415,20 @@ fn run_one(
     let mut system: Box<dyn System> = systems::make(name)?;
     let env = SutEnv {
         dir: dir.join(name),
-        cert_pem: cert_pem.to_owned(),
-        key_pem: key_pem.to_owned(),
+        certs: vec![Cert {
+            host: HOST.to_owned(),
+            cert_pem: cert_pem.to_owned(),
+            key_pem: key_pem.to_owned(),
+        }],
         cpus: sut_cpus,
         exe: exe.to_owned(),
+        workers: 1,
     };
     let result = (|| {
         let addr = system
             .start(&env, &deployment.endpoints())
-            .with_context(|| format!("starting {}", system.name()))?;
+            .with_context(|| format!("starting {}", system.name()))?
+            .https;
         measure(
             plan,
             exe,
@@ -563,15 +593,42 @@ fn set_mode_755(dir: &Path) -> anyhow::Result<()> {
 
 /// The RSA-2048 certificate every system serves (self-signed; the load generator trusts it).
 fn make_cert(dir: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
-    let key = rcgen::KeyPair::generate_rsa_for(&rcgen::PKCS_RSA_SHA256, rcgen::RsaKeySize::_2048)
-        .context("generating an RSA-2048 key")?;
-    let params = rcgen::CertificateParams::new(vec![HOST.to_owned()])?;
+    let cert = make_cert_for(dir, HOST, KeyKind::Rsa2048)?;
+    Ok((cert.cert_pem, cert.key_pem))
+}
+
+/// The key types the lab's certificates use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KeyKind {
+    Rsa2048,
+    EcdsaP256,
+}
+
+/// A self-signed certificate for `host` with a fresh key of `kind`, written to `dir`.
+pub(crate) fn make_cert_for(dir: &Path, host: &str, kind: KeyKind) -> anyhow::Result<Cert> {
+    let (key, tag) = match kind {
+        KeyKind::Rsa2048 => (
+            rcgen::KeyPair::generate_rsa_for(&rcgen::PKCS_RSA_SHA256, rcgen::RsaKeySize::_2048)
+                .context("generating an RSA-2048 key")?,
+            "",
+        ),
+        KeyKind::EcdsaP256 => (
+            rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+                .context("generating an ECDSA P-256 key")?,
+            "-ecdsa",
+        ),
+    };
+    let params = rcgen::CertificateParams::new(vec![host.to_owned()])?;
     let cert = params.self_signed(&key)?;
-    let cert_pem = dir.join("tls.crt");
-    let key_pem = dir.join("tls.key");
+    let cert_pem = dir.join(format!("tls{tag}.crt"));
+    let key_pem = dir.join(format!("tls{tag}.key"));
     std::fs::write(&cert_pem, cert.pem())?;
     std::fs::write(&key_pem, key.serialize_pem())?;
-    Ok((cert_pem, key_pem))
+    Ok(Cert {
+        host: host.to_owned(),
+        cert_pem,
+        key_pem,
+    })
 }
 
 /// A free TCP port on 127.0.0.1 (bound and released; the small race is acceptable here).
@@ -605,6 +662,22 @@ pub(crate) fn http_get_ok(addr: SocketAddr, path: &str) -> bool {
         write!(
             stream,
             "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut head = [0u8; 12];
+        stream.read_exact(&mut head)?;
+        Ok(head.starts_with(b"HTTP/1.1 200"))
+    };
+    attempt().unwrap_or(false)
+}
+
+/// True if `GET path` with `Host: host` on `addr` answers 200 within a second.
+pub(crate) fn http_get_host_ok(addr: SocketAddr, host: &str, path: &str) -> bool {
+    let attempt = || -> std::io::Result<bool> {
+        let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
+        stream.set_read_timeout(Some(Duration::from_secs(1)))?;
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
         )?;
         let mut head = [0u8; 12];
         stream.read_exact(&mut head)?;

@@ -67,6 +67,11 @@ impl Deployment {
         self.running.iter().map(|p| p.addr).collect()
     }
 
+    /// The process groups of the running pods (for CPU accounting).
+    pub(crate) fn process_groups(&self) -> Vec<i32> {
+        self.running.iter().map(|p| p.proc.pgid()).collect()
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.running.len()
     }

@@ -66,6 +66,11 @@ impl Proc {
         &self.name
     }
 
+    /// Its process group id (the leader's pid): every process it forked, unless one moved out.
+    pub(crate) fn pgid(&self) -> i32 {
+        self.pgid
+    }
+
     /// Signals only the leader (nginx's master: SIGHUP reloads).
     pub(crate) fn signal_leader(&self, signal: Signal) -> anyhow::Result<()> {
         let pid = Pid::from_raw(self.pgid).context("bad pid")?;

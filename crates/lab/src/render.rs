@@ -27,7 +27,7 @@ const ROWS: &[Row] = &[
     ("Scale events", |r| r.events.len().to_string()),
 ];
 
-const COLOURS: [&str; 6] = [
+pub(crate) const COLOURS: [&str; 6] = [
     "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02",
 ];
 
@@ -270,12 +270,12 @@ pub fn percentile_points(run: &Run) -> Vec<(f64, f64)> {
     points
 }
 
-const W: f64 = 900.0;
-const H: f64 = 360.0;
-const LEFT: f64 = 70.0;
-const RIGHT: f64 = 20.0;
-const TOP: f64 = 30.0;
-const BOTTOM: f64 = 50.0;
+pub(crate) const W: f64 = 900.0;
+pub(crate) const H: f64 = 360.0;
+pub(crate) const LEFT: f64 = 70.0;
+pub(crate) const RIGHT: f64 = 20.0;
+pub(crate) const TOP: f64 = 30.0;
+pub(crate) const BOTTOM: f64 = 50.0;
 
 /// Latency (log ms) against percentile (nines), one line per run.
 fn percentile_chart(title: &str, runs: &[&Run]) -> String {
@@ -434,7 +434,7 @@ fn timeline_chart(run: &Run) -> String {
     svg + "</svg>\n"
 }
 
-fn svg_open(title: &str) -> String {
+pub(crate) fn svg_open(title: &str) -> String {
     format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\">\
          <text x=\"{LEFT}\" y=\"18\" font-size=\"14\" font-weight=\"bold\">{}</text>\
@@ -467,7 +467,7 @@ fn log_y_axis(svg: &mut String, lo: f64, hi: f64, y: &dyn Fn(f64) -> f64) {
     }
 }
 
-fn legend(svg: &mut String, i: usize, name: &str, colour: &str) {
+pub(crate) fn legend(svg: &mut String, i: usize, name: &str, colour: &str) {
     let yv = TOP + 16.0 + 16.0 * i as f64;
     let _ = write!(
         svg,
@@ -489,7 +489,7 @@ fn ms(v: f64) -> String {
     }
 }
 
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

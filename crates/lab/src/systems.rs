@@ -19,28 +19,48 @@ use anyhow::{bail, Context as _};
 use rustix::process::Signal;
 
 use crate::procs::{pinned, Proc};
-use crate::{free_port, wait_until, HOST};
+use crate::{free_port, wait_until};
 
-/// What every system gets: the same certificate, CPU and working directory layout.
+/// What every system gets: the same certificates, CPUs, worker count and directory layout.
 #[derive(Clone, Debug)]
 pub(crate) struct SutEnv {
     /// This system's own working directory.
     pub(crate) dir: PathBuf,
-    pub(crate) cert_pem: PathBuf,
-    pub(crate) key_pem: PathBuf,
+    /// One certificate per virtual host, chosen by SNI; the first is also the default.
+    pub(crate) certs: Vec<Cert>,
     /// CPUs the system is pinned to (`taskset -c`), when pinning.
     pub(crate) cpus: Option<String>,
     /// The `sluice` binary.
     pub(crate) exe: PathBuf,
+    /// Worker processes or threads: nginx `worker_processes`, HAProxy `nbthread`, Sluice
+    /// `--workers`.
+    pub(crate) workers: u32,
+}
+
+/// A virtual host and the certificate it serves (PEM files).
+#[derive(Clone, Debug)]
+pub(crate) struct Cert {
+    pub(crate) host: String,
+    pub(crate) cert_pem: PathBuf,
+    pub(crate) key_pem: PathBuf,
+}
+
+/// Where a started system listens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Listeners {
+    pub(crate) http: SocketAddr,
+    pub(crate) https: SocketAddr,
 }
 
 /// A system under test: a TLS-terminating L7 proxy in front of the pods.
 pub(crate) trait System {
     fn name(&self) -> &'static str;
-    /// Starts it with these endpoints; returns its HTTPS address once it accepts connections.
-    fn start(&mut self, env: &SutEnv, endpoints: &[SocketAddr]) -> anyhow::Result<SocketAddr>;
+    /// Starts it with these endpoints; returns its addresses once it accepts connections.
+    fn start(&mut self, env: &SutEnv, endpoints: &[SocketAddr]) -> anyhow::Result<Listeners>;
     /// Makes `endpoints` the backend's endpoints, the way its controller would.
     fn publish(&mut self, endpoints: &[SocketAddr]) -> anyhow::Result<()>;
+    /// The process group of all its processes while it runs (for CPU accounting).
+    fn process_group(&self) -> Option<i32>;
     /// Stops it (and all its processes).
     fn stop(&mut self);
 }
@@ -71,6 +91,25 @@ pub(crate) fn make(name: &str) -> anyhow::Result<Box<dyn System>> {
         }
         other => bail!("unknown system '{other}' (known: {})", ALL.join(", ")),
     }
+}
+
+/// The version a system reports, for the report (`sluice` is the running binary's).
+pub(crate) fn version(name: &str) -> String {
+    let run = |bin: PathBuf, arg: &str| -> Option<String> {
+        let out = std::process::Command::new(bin).arg(arg).output().ok()?;
+        let text = String::from_utf8_lossy(&out.stderr).into_owned()
+            + &String::from_utf8_lossy(&out.stdout);
+        text.lines()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| l.trim().to_owned())
+    };
+    let found = match name {
+        "sluice" => Some(format!("sluice {}", env!("CARGO_PKG_VERSION"))),
+        "nginx" => find_program("nginx", &["/usr/sbin/nginx"]).and_then(|b| run(b, "-v")),
+        "haproxy" => find_program("haproxy", &["/usr/sbin/haproxy"]).and_then(|b| run(b, "-v")),
+        _ => None,
+    };
+    found.unwrap_or_else(|| format!("{name} (version unknown)"))
 }
 
 fn find_program(name: &str, fallbacks: &[&str]) -> Option<PathBuf> {
@@ -112,6 +151,15 @@ struct Sluice {
 }
 
 impl Sluice {
+    /// The first certificate's Secret keeps the name the dynamic lab always used.
+    fn secret_name(i: usize) -> String {
+        if i == 0 {
+            "app-tls".to_owned()
+        } else {
+            format!("app-tls-{i}")
+        }
+    }
+
     fn slice_yaml(endpoints: &[SocketAddr]) -> String {
         let port = endpoints.first().map_or(8080, SocketAddr::port);
         let mut yaml = format!(
@@ -135,7 +183,7 @@ impl System for Sluice {
         "sluice"
     }
 
-    fn start(&mut self, env: &SutEnv, endpoints: &[SocketAddr]) -> anyhow::Result<SocketAddr> {
+    fn start(&mut self, env: &SutEnv, endpoints: &[SocketAddr]) -> anyhow::Result<Listeners> {
         let config = env.dir.join("config");
         std::fs::create_dir_all(&config)?;
         let indent = |path: &Path| -> anyhow::Result<String> {
@@ -145,50 +193,63 @@ impl System for Sluice {
                 .collect())
         };
         let port = endpoints.first().map_or(8080, SocketAddr::port);
-        let files = [
+        let mut files = vec![
             (
-                "ingressclass.yaml",
+                "ingressclass.yaml".to_owned(),
                 "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata:\n  name: sluice\n\
                  spec:\n  controller: sluice.dev/ingress-controller\n"
                     .to_owned(),
             ),
             (
                 // The seeds' ConfigMap, in Sluice's (ingress-nginx) key names.
-                "configmap.yaml",
+                "configmap.yaml".to_owned(),
                 "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: sluice\n  namespace: sluice\n\
                  data:\n  keepalive: \"100\"\n  keep-alive-requests: \"100000000\"\n  \
                  ssl-redirect: \"false\"\n"
                     .to_owned(),
             ),
             (
-                "secret.yaml",
-                format!(
-                    "apiVersion: v1\nkind: Secret\nmetadata:\n  name: app-tls\n  namespace: default\n\
-                     type: kubernetes.io/tls\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}",
-                    indent(&env.cert_pem)?,
-                    indent(&env.key_pem)?
-                ),
-            ),
-            (
-                "service.yaml",
+                "service.yaml".to_owned(),
                 format!(
                     "apiVersion: v1\nkind: Service\nmetadata:\n  name: app\n  namespace: default\n\
                      spec:\n  ports:\n    - name: http\n      port: 80\n      protocol: TCP\n      \
                      targetPort: {port}\n"
                 ),
             ),
-            (
-                "ingress.yaml",
-                format!(
-                    "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: app\n  \
-                     namespace: default\nspec:\n  ingressClassName: sluice\n  tls:\n    - hosts:\n        \
-                     - {HOST}\n      secretName: app-tls\n  rules:\n    - host: {HOST}\n      http:\n        \
-                     paths:\n          - path: /\n            pathType: Prefix\n            backend:\n              \
-                     service:\n                name: app\n                port:\n                  number: 80\n"
-                ),
-            ),
-            ("endpointslice.yaml", Self::slice_yaml(endpoints)),
+            ("endpointslice.yaml".to_owned(), Self::slice_yaml(endpoints)),
         ];
+        let mut tls = String::new();
+        let mut rules = String::new();
+        for (i, cert) in env.certs.iter().enumerate() {
+            let secret = Self::secret_name(i);
+            files.push((
+                format!("secret-{i}.yaml"),
+                format!(
+                    "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {secret}\n  namespace: default\n\
+                     type: kubernetes.io/tls\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}",
+                    indent(&cert.cert_pem)?,
+                    indent(&cert.key_pem)?
+                ),
+            ));
+            let host = &cert.host;
+            let _ = write!(
+                tls,
+                "    - hosts:\n        - {host}\n      secretName: {secret}\n"
+            );
+            let _ = write!(
+                rules,
+                "    - host: {host}\n      http:\n        paths:\n          - path: /\n            \
+                 pathType: Prefix\n            backend:\n              service:\n                \
+                 name: app\n                port:\n                  number: 80\n"
+            );
+        }
+        files.push((
+            "ingress.yaml".to_owned(),
+            format!(
+                "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: app\n  \
+                 namespace: default\nspec:\n  ingressClassName: sluice\n  tls:\n{tls}  rules:\n{rules}"
+            ),
+        ));
         for (name, content) in files {
             write_atomically(&config.join(name), &content)?;
         }
@@ -207,7 +268,11 @@ impl System for Sluice {
             .arg(http.to_string())
             .arg("--admin-listen")
             .arg(admin.to_string())
-            .args(["--workers", "1", "--default-tls-secret", "default/app-tls"])
+            .arg("--workers")
+            .arg(env.workers.to_string())
+            // Clients without (matching) SNI get the first certificate, as nginx's first server.
+            .arg("--default-tls-secret")
+            .arg(format!("default/{}", Self::secret_name(0)))
             .env("SLUICE_LOG", "warn");
         let log = env.dir.join("sluice.log");
         let mut proc = Proc::spawn("sluice serve", cmd, &log)?;
@@ -220,11 +285,15 @@ impl System for Sluice {
         })
         .context("waiting for sluice serve to be ready")?;
         self.proc = Some(proc);
-        Ok(https)
+        Ok(Listeners { http, https })
     }
 
     fn publish(&mut self, endpoints: &[SocketAddr]) -> anyhow::Result<()> {
         write_atomically(&self.slice, &Self::slice_yaml(endpoints))
+    }
+
+    fn process_group(&self) -> Option<i32> {
+        self.proc.as_ref().map(Proc::pgid)
     }
 
     fn stop(&mut self) {
@@ -262,15 +331,42 @@ impl System for Nginx {
         "nginx"
     }
 
-    fn start(&mut self, env: &SutEnv, endpoints: &[SocketAddr]) -> anyhow::Result<SocketAddr> {
+    fn start(&mut self, env: &SutEnv, endpoints: &[SocketAddr]) -> anyhow::Result<Listeners> {
         let dir = &env.dir;
         std::fs::create_dir_all(dir.join("tmp"))?;
         let https = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+        let http = SocketAddr::from(([127, 0, 0, 1], free_port()?));
         let d = dir.display();
+        // One server block per certificate (nginx chooses the certificate by SNI through the
+        // server name); the first is the default server and also takes plain HTTP.
+        let mut servers = String::new();
+        for (i, cert) in env.certs.iter().enumerate() {
+            let listen_http = if i == 0 {
+                format!("        listen {http};\n")
+            } else {
+                String::new()
+            };
+            let _ = write!(
+                servers,
+                "    server {{\n{listen_http}        listen {https} ssl;\n        server_name {};\n\
+                 \x20       ssl_certificate {};\n        ssl_certificate_key {};\n\
+                 \x20       ssl_protocols TLSv1.2 TLSv1.3;\n\n\
+                 \x20       location / {{\n            proxy_pass http://app;\n\
+                 \x20           proxy_http_version 1.1;\n            proxy_set_header Connection \"\";\n\
+                 \x20           proxy_set_header Host $host;\n\
+                 \x20           proxy_set_header X-Request-ID $request_id;\n\
+                 \x20           proxy_set_header X-Real-IP $remote_addr;\n\
+                 \x20           proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n\
+                 \x20           proxy_set_header X-Forwarded-Proto $scheme;\n        }}\n    }}\n",
+                cert.host,
+                cert.cert_pem.display(),
+                cert.key_pem.display(),
+            );
+        }
         // Mirrors the seeds' ConfigMap (worker-connections 10000, worker-rlimit-nofile 10240,
-        // keepalive 100, keepalive-requests 100000000) on one worker, like the other systems.
+        // keepalive 100, keepalive-requests 100000000), with as many workers as the others.
         self.template = format!(
-            "daemon off;\nmaster_process on;\nworker_processes 1;\nworker_rlimit_nofile 10240;\n\
+            "daemon off;\nmaster_process on;\nworker_processes {};\nworker_rlimit_nofile 10240;\n\
              pid {d}/nginx.pid;\nerror_log {d}/error.log warn;\n\n\
              events {{\n    worker_connections 10000;\n}}\n\n\
              http {{\n    access_log off;\n    server_tokens off;\n\
@@ -279,19 +375,8 @@ impl System for Nginx {
              \x20   scgi_temp_path {d}/tmp/scgi;\n\
              \x20   keepalive_timeout 75s;\n    keepalive_requests 100000000;\n\n\
              \x20   upstream app {{\n{UPSTREAM_SERVERS}        keepalive 100;\n        \
-             keepalive_requests 100000000;\n    }}\n\n\
-             \x20   server {{\n        listen {https} ssl;\n        server_name {HOST};\n\
-             \x20       ssl_certificate {};\n        ssl_certificate_key {};\n\
-             \x20       ssl_protocols TLSv1.2 TLSv1.3;\n\n\
-             \x20       location / {{\n            proxy_pass http://app;\n\
-             \x20           proxy_http_version 1.1;\n            proxy_set_header Connection \"\";\n\
-             \x20           proxy_set_header Host $host;\n\
-             \x20           proxy_set_header X-Request-ID $request_id;\n\
-             \x20           proxy_set_header X-Real-IP $remote_addr;\n\
-             \x20           proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n\
-             \x20           proxy_set_header X-Forwarded-Proto $scheme;\n        }}\n    }}\n}}\n",
-            env.cert_pem.display(),
-            env.key_pem.display(),
+             keepalive_requests 100000000;\n    }}\n\n{servers}}}\n",
+            env.workers,
         );
         self.conf = dir.join("nginx.conf");
         write_atomically(&self.conf, &self.render(endpoints))?;
@@ -321,8 +406,9 @@ impl System for Nginx {
             .arg(dir.join("error.log"));
         let mut proc = Proc::spawn("nginx", cmd, &log)?;
         wait_for_port(&mut proc, https, &dir.join("error.log"))?;
+        wait_for_port(&mut proc, http, &dir.join("error.log"))?;
         self.proc = Some(proc);
-        Ok(https)
+        Ok(Listeners { http, https })
     }
 
     fn publish(&mut self, endpoints: &[SocketAddr]) -> anyhow::Result<()> {
@@ -332,6 +418,10 @@ impl System for Nginx {
             .as_ref()
             .context("nginx is not running")?
             .signal_leader(Signal::HUP)
+    }
+
+    fn process_group(&self) -> Option<i32> {
+        self.proc.as_ref().map(Proc::pgid)
     }
 
     fn stop(&mut self) {
@@ -378,7 +468,7 @@ impl System for Haproxy {
         "haproxy"
     }
 
-    fn start(&mut self, env: &SutEnv, endpoints: &[SocketAddr]) -> anyhow::Result<SocketAddr> {
+    fn start(&mut self, env: &SutEnv, endpoints: &[SocketAddr]) -> anyhow::Result<Listeners> {
         let dir = &env.dir;
         std::fs::create_dir_all(dir)?;
         if endpoints.len() > HAPROXY_SLOTS {
@@ -387,14 +477,20 @@ impl System for Haproxy {
                 endpoints.len()
             );
         }
-        // HAProxy wants certificate and key in one file.
-        let pem = dir.join("app.pem");
-        std::fs::write(
-            &pem,
-            std::fs::read_to_string(&env.cert_pem)? + &std::fs::read_to_string(&env.key_pem)?,
-        )?;
+        // HAProxy wants certificate and key in one file; with several, it picks by SNI among
+        // their names, and the first is the default.
+        let mut crts = String::new();
+        for (i, cert) in env.certs.iter().enumerate() {
+            let pem = dir.join(format!("cert-{i}.pem"));
+            std::fs::write(
+                &pem,
+                std::fs::read_to_string(&cert.cert_pem)? + &std::fs::read_to_string(&cert.key_pem)?,
+            )?;
+            let _ = write!(crts, " crt {}", pem.display());
+        }
         self.socket = dir.join("admin.sock");
         let https = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+        let http = SocketAddr::from(([127, 0, 0, 1], free_port()?));
         self.slots = (0..HAPROXY_SLOTS)
             .map(|i| endpoints.get(i).copied())
             .collect();
@@ -410,15 +506,16 @@ impl System for Haproxy {
             };
         }
         let config = format!(
-            "global\n    nbthread 1\n    maxconn 9000\n    \
+            "global\n    nbthread {}\n    maxconn 9000\n    \
              stats socket {} mode 600 level admin\n    \
              ssl-default-bind-options ssl-min-ver TLSv1.2\n\n\
              defaults\n    mode http\n    timeout connect 5s\n    timeout client 75s\n    \
              timeout server 60s\n    timeout http-keep-alive 75s\n    option http-keep-alive\n\n\
-             frontend fe\n    bind {https} ssl crt {}\n    maxconn 9000\n    default_backend be\n\n\
+             frontend fe\n    bind {https} ssl{crts}\n    bind {http}\n    maxconn 9000\n    \
+             default_backend be\n\n\
              backend be\n    balance roundrobin\n{servers}",
+            env.workers,
             self.socket.display(),
-            pem.display(),
         );
         let cfg = dir.join("haproxy.cfg");
         std::fs::write(&cfg, config)?;
@@ -427,9 +524,10 @@ impl System for Haproxy {
         cmd.arg("-db").arg("-f").arg(&cfg);
         let mut proc = Proc::spawn("haproxy", cmd, &log)?;
         wait_for_port(&mut proc, https, &log)?;
+        wait_for_port(&mut proc, http, &log)?;
         wait_until(Duration::from_secs(5), || Ok(self.socket.exists()))?;
         self.proc = Some(proc);
-        Ok(https)
+        Ok(Listeners { http, https })
     }
 
     fn publish(&mut self, endpoints: &[SocketAddr]) -> anyhow::Result<()> {
@@ -461,6 +559,10 @@ impl System for Haproxy {
             self.slots[i] = Some(*ep);
         }
         Ok(())
+    }
+
+    fn process_group(&self) -> Option<i32> {
+        self.proc.as_ref().map(Proc::pgid)
     }
 
     fn stop(&mut self) {
