@@ -83,7 +83,15 @@ spawn() {
   # Started from a script (no job control) the child is not a group leader, so setsid(1) calls
   # setsid() and execs in place: $! is the daemon's pid and its process group id.
   setsid "$@" </dev/null >>"$logfile" 2>&1 &
-  echo $! >"$pidfile"
+  local pid=$! i
+  echo "$pid" >"$pidfile"
+  # Until it has exec'd, the child is still bash or setsid: wait for NAME so that `alive` (which
+  # checks the name) never mistakes "not started yet" for "exited". Up to 5 s, or until it dies.
+  for ((i = 0; i < 100; i++)); do
+    [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$name" ]] && return 0
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.05
+  done
 }
 
 # --- certificates and kubeconfigs ----------------------------------------------------------------

@@ -572,13 +572,13 @@ impl Compiled {
 
 impl Compiled {
     /// The endpoint fast path: re-reads the endpoints of every backend of these Services and
-    /// swaps the ones that changed. Returns how many changed. O(those Services' slices).
+    /// swaps the ones that changed. Returns those backends. O(those Services' slices).
     pub fn refresh_endpoints<'a>(
         &self,
         store: &Store,
         services: impl IntoIterator<Item = &'a NamespacedName>,
-    ) -> usize {
-        let mut changed = 0;
+    ) -> Vec<Arc<Backend>> {
+        let mut changed = Vec::new();
         for service in services {
             let from = BackendKey {
                 service: service.clone(),
@@ -588,7 +588,9 @@ impl Compiled {
                 if key.service != *service {
                     break;
                 }
-                changed += usize::from(backend.set_endpoints(endpoints_for(store, key)));
+                if backend.set_endpoints(endpoints_for(store, key)) {
+                    changed.push(backend.clone());
+                }
             }
         }
         changed

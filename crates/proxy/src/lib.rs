@@ -166,10 +166,12 @@ impl Proxy {
         self.shared.config.load_full()
     }
 
-    /// Call after the control plane swapped endpoint sets in place: counts an endpoint swap and
-    /// wakes the workers to close idle pooled connections to vanished endpoints.
-    pub fn endpoints_changed(&self) {
-        self.shared.endpoints_changed();
+    /// Call after the control plane swapped these backends' endpoint sets in place (what
+    /// `Compiled::refresh_endpoints` returned): counts an endpoint swap and tells the workers,
+    /// which close idle pooled connections to vanished endpoints. Costs O(those backends), not
+    /// O(every endpoint), so it stays cheap in large clusters.
+    pub fn endpoints_changed(&self, backends: Vec<Arc<model::Backend>>) {
+        self.shared.endpoints_changed(backends);
     }
 
     /// Provider-level problems (e.g. "app.yaml: not valid YAML ...") shown in /config next to

@@ -6,12 +6,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwapOption;
+use model::Backend;
 use model::Compiled;
 use rustls::server::ProducesTickets;
 use rustls::sign::CertifiedKey;
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 
 use crate::listen::StartError;
+
+/// Endpoint changes a worker may be behind by before it rebuilds its whole view instead.
+const ENDPOINT_CHANGES_QUEUED: usize = 256;
 
 pub(crate) struct Shared {
     /// `None` until the first publish: requests answer 503 and /ready says not ready.
@@ -20,8 +24,11 @@ pub(crate) struct Shared {
     pub(crate) config_swaps: AtomicU64,
     pub(crate) last_swap_unix_millis: AtomicU64,
     pub(crate) endpoint_swaps: AtomicU64,
-    /// Bumped on every publish and endpoint change; each worker then sweeps its pool.
+    /// Bumped on every publish; each worker then rebuilds its view of live endpoints.
     pub(crate) wake: watch::Sender<u64>,
+    /// The backends whose endpoint sets were swapped in place: each worker updates just those
+    /// (a worker that falls behind rebuilds everything instead).
+    pub(crate) endpoint_changes: broadcast::Sender<Arc<[Arc<Backend>]>>,
     /// One ticket key set for every worker: a client resuming lands on any worker
     /// (SO_REUSEPORT hashes the new connection), so all must decrypt its ticket.
     pub(crate) ticketer: Arc<dyn ProducesTickets>,
@@ -38,6 +45,7 @@ impl Shared {
             last_swap_unix_millis: AtomicU64::new(0),
             endpoint_swaps: AtomicU64::new(0),
             wake: watch::Sender::new(0),
+            endpoint_changes: broadcast::Sender::new(ENDPOINT_CHANGES_QUEUED),
             ticketer: rustls::crypto::aws_lc_rs::Ticketer::new().map_err(StartError::Tls)?,
             fallback_cert: crate::tls::self_signed()?,
         })
@@ -53,9 +61,10 @@ impl Shared {
         self.wake_workers();
     }
 
-    pub(crate) fn endpoints_changed(&self) {
+    pub(crate) fn endpoints_changed(&self, backends: Vec<Arc<Backend>>) {
         self.endpoint_swaps.fetch_add(1, Ordering::Relaxed);
-        self.wake_workers();
+        // No receiver yet (workers starting) is fine: a worker reads everything when it starts.
+        let _ = self.endpoint_changes.send(backends.into());
     }
 
     pub(crate) fn is_ready(&self) -> bool {

@@ -175,6 +175,18 @@ impl Pool {
         closed
     }
 
+    /// `addr` takes traffic again (it joined some backend).
+    pub(crate) fn allow(&mut self, addr: SocketAddr) {
+        self.live.insert(addr);
+    }
+
+    /// `addr` left every backend: close its idle connections and pool no more; returns how many
+    /// were closed.
+    pub(crate) fn forget(&mut self, addr: &SocketAddr) -> usize {
+        self.live.remove(addr);
+        self.idle.remove(addr).map_or(0, |queue| queue.len())
+    }
+
     /// Closes idle connections past their age, and ones their endpoint closed (no task
     /// watches idle connections, so this is where a closed one stops holding a socket).
     pub(crate) fn expire(&mut self, max_age: Duration, now: Instant) {

@@ -16,7 +16,7 @@
 //! ```
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
@@ -31,9 +31,9 @@ use http::HeaderValue;
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use model::{Compiled, Settings};
+use model::{Backend, Compiled, EndpointSet, Settings};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::sync::{broadcast, mpsc, oneshot, watch, Notify};
 use tokio::task::LocalSet;
 use tokio_rustls::TlsAcceptor;
 
@@ -81,6 +81,8 @@ pub(crate) struct Worker {
     stats_config: Cell<usize>,
     pub(crate) pool: RefCell<Pool>,
     pub(crate) balancer: RefCell<Balancer>,
+    /// Which endpoints the current configuration's backends hold, as this worker last saw them.
+    live: RefCell<LiveEndpoints>,
     pub(crate) stats: RefCell<Stats>,
     /// The TLS acceptor and whether it issues session tickets.
     tls: RefCell<(bool, TlsAcceptor)>,
@@ -169,6 +171,7 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
                     stats_config: Cell::new(0),
                     pool: RefCell::default(),
                     balancer: RefCell::default(),
+                    live: RefCell::default(),
                     stats: RefCell::default(),
                     tls: RefCell::new((true, TlsAcceptor::from(tls))),
                     http_port,
@@ -333,6 +336,7 @@ impl Worker {
     /// upstream connections periodically.
     async fn housekeeping(self: Rc<Self>) {
         let mut wake = self.shared.wake.subscribe();
+        let mut endpoint_changes = self.shared.endpoint_changes.subscribe();
         // A publish before we subscribed woke nobody: catch up with it now.
         self.on_config_change();
         let mut tick = tokio::time::interval(HOUSEKEEPING_PERIOD);
@@ -345,27 +349,51 @@ impl Worker {
                     }
                     self.on_config_change();
                 }
+                change = endpoint_changes.recv() => match change {
+                    Ok(backends) => self.on_endpoints_change(&backends),
+                    // Missed some: the whole view is cheaper than guessing.
+                    Err(broadcast::error::RecvError::Lagged(_)) => self.on_config_change(),
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
                 _ = tick.tick() => self.expire(),
             }
         }
     }
 
+    /// A new configuration: rebuild the view of live endpoints and backends from scratch
+    /// (O(all endpoints), like the compile that produced it).
     fn on_config_change(&self) {
         let Some(config) = self.config() else { return };
-        let mut endpoints = HashSet::new();
-        let mut backends = HashSet::new();
-        for backend in config.backends.values() {
-            backends.insert(Arc::as_ptr(backend) as usize);
-            backend.with_endpoints(|set| endpoints.extend(set.all().copied()));
-        }
-        let closed = self.pool.borrow_mut().keep_only(endpoints);
+        let mut live = self.live.borrow_mut();
+        live.rebuild(&config);
+        let closed = self
+            .pool
+            .borrow_mut()
+            .keep_only(live.counts.keys().copied().collect());
         if closed > 0 {
             tracing::debug!(closed, "closed idle connections to removed endpoints");
         }
+        let backends: HashSet<usize> = live.seen.keys().copied().collect();
         self.balancer.borrow_mut().keep_only(&backends);
         let address = Arc::as_ptr(&*config) as usize;
         if self.stats_config.replace(address) != address {
             self.stats.borrow_mut().retire_routes();
+        }
+    }
+
+    /// Endpoint sets swapped in place: only these backends are looked at, so one change costs
+    /// the same with 50 endpoints or 50,000.
+    fn on_endpoints_change(&self, backends: &[Arc<Backend>]) {
+        let mut pool = self.pool.borrow_mut();
+        let mut closed = 0;
+        self.live
+            .borrow_mut()
+            .update(backends, |addr, live| match live {
+                true => pool.allow(addr),
+                false => closed += pool.forget(&addr),
+            });
+        if closed > 0 {
+            tracing::debug!(closed, "closed idle connections to removed endpoints");
         }
     }
 
@@ -627,4 +655,130 @@ pub(crate) async fn within<F: Future>(limit: Duration, future: F) -> Option<F::O
 
 fn non_zero(duration: Duration) -> Option<Duration> {
     (!duration.is_zero()).then_some(duration)
+}
+
+/// Every endpoint the current configuration's backends hold, counted per backend that holds
+/// it (one pod can serve several Services), and each backend's set as last seen.
+#[derive(Default)]
+struct LiveEndpoints {
+    /// Backend (by address) → its endpoint set when this worker last looked.
+    seen: HashMap<usize, Arc<EndpointSet>>,
+    counts: HashMap<SocketAddr, u32>,
+}
+
+impl LiveEndpoints {
+    fn rebuild(&mut self, config: &Compiled) {
+        self.seen.clear();
+        self.counts.clear();
+        for backend in config.backends.values() {
+            let endpoints = backend.endpoints();
+            for addr in endpoints.all() {
+                *self.counts.entry(*addr).or_default() += 1;
+            }
+            self.seen.insert(Arc::as_ptr(backend) as usize, endpoints);
+        }
+    }
+
+    /// Takes in these backends' current sets; `changed(addr, true)` hears of endpoints no
+    /// backend held before, `changed(addr, false)` of ones no backend holds any more.
+    fn update(&mut self, backends: &[Arc<Backend>], mut changed: impl FnMut(SocketAddr, bool)) {
+        for backend in backends {
+            // A backend of a configuration this worker has not seen (or has replaced): the
+            // rebuild for that configuration covers it.
+            let Some(seen) = self.seen.get_mut(&(Arc::as_ptr(backend) as usize)) else {
+                continue;
+            };
+            let now = backend.endpoints();
+            if Arc::ptr_eq(seen, &now) {
+                continue;
+            }
+            // Count the new set in before the old one out, so an endpoint in both never
+            // touches zero.
+            for addr in now.all() {
+                let count = self.counts.entry(*addr).or_default();
+                *count += 1;
+                if *count == 1 {
+                    changed(*addr, true);
+                }
+            }
+            for addr in seen.all() {
+                if let Some(count) = self.counts.get_mut(addr) {
+                    *count -= 1;
+                    if *count == 0 {
+                        self.counts.remove(addr);
+                        changed(*addr, false);
+                    }
+                }
+            }
+            *seen = now;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::BackendKey;
+
+    fn addr(last: u8) -> SocketAddr {
+        SocketAddr::from(([198, 18, 0, last], 8080))
+    }
+
+    fn backend(service: &str, ready: &[SocketAddr]) -> Arc<Backend> {
+        Arc::new(Backend::new(
+            BackendKey {
+                service: model::NamespacedName::new("default", service),
+                port_name: String::new(),
+            },
+            EndpointSet {
+                ready: ready.to_vec(),
+                terminating: Vec::new(),
+            },
+        ))
+    }
+
+    #[test]
+    fn an_endpoint_leaves_only_when_no_backend_holds_it() {
+        let (web, api) = (
+            backend("web", &[addr(1), addr(2)]),
+            backend("api", &[addr(2)]),
+        );
+        let config = Compiled {
+            backends: [
+                (web.key().unwrap().clone(), web.clone()),
+                (api.key().unwrap().clone(), api.clone()),
+            ]
+            .into_iter()
+            .collect(),
+            ..Compiled::default()
+        };
+        let mut live = LiveEndpoints::default();
+        live.rebuild(&config);
+        assert_eq!(live.counts.len(), 2);
+
+        // web drops the shared endpoint and gains a new one: only the new one is news.
+        web.set_endpoints(EndpointSet {
+            ready: vec![addr(1), addr(3)],
+            terminating: Vec::new(),
+        });
+        let mut changes = Vec::new();
+        live.update(std::slice::from_ref(&web), |a, joined| {
+            changes.push((a, joined))
+        });
+        assert_eq!(changes, [(addr(3), true)]);
+
+        // api drops it too: now it is gone. An unchanged backend is no work at all.
+        api.set_endpoints(EndpointSet::default());
+        changes.clear();
+        live.update(&[api.clone(), web.clone()], |a, joined| {
+            changes.push((a, joined))
+        });
+        assert_eq!(changes, [(addr(2), false)]);
+        assert_eq!(live.counts.len(), 2);
+
+        // A backend of a configuration this worker never saw is left to that rebuild.
+        let stranger = backend("other", &[addr(9)]);
+        live.update(&[stranger], |a, joined| changes.push((a, joined)));
+        assert_eq!(changes.len(), 1);
+    }
 }

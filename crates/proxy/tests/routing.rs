@@ -397,7 +397,7 @@ async fn admin_reports_health_readiness_config_and_metrics() {
     for _ in 0..3 {
         assert_eq!(client.get("x", "/healthz").await.status, StatusCode::OK);
     }
-    h.proxy.endpoints_changed();
+    h.proxy.endpoints_changed(Vec::new());
     // A request's duration is recorded when its body is done, just after the client has it.
     eventually("three observed durations", || async {
         get(h.admin(), "a", "/metrics")

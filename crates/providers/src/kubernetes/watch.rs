@@ -10,11 +10,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass, IngressLoadBalancerIngress};
+use kube::runtime::utils::{Backoff, ResetTimerBackoff};
 use kube::runtime::watcher::{self, watcher};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, Resource, ResourceExt};
@@ -328,7 +330,7 @@ async fn run<K: Watched>(
     K::DynamicType: Default,
 {
     let kind = K::KIND;
-    let mut stream = watcher(api, config).default_backoff().boxed();
+    let mut stream = watcher(api, config).backoff(retry_backoff()).boxed();
     // What this watcher has delivered, so a relist can say what disappeared meanwhile.
     let mut known: BTreeSet<ObjectRef> = BTreeSet::new();
     let mut listing: Option<Vec<Object>> = None;
@@ -405,6 +407,44 @@ async fn run<K: Watched>(
     }
 }
 
+/// client-go's shape (exponential with jitter, reset after two quiet minutes) but capped at 8 s
+/// instead of 30 s: after an API server restart, changes reach traffic within seconds. Six
+/// watches per replica retrying every few seconds is still light load for a recovering server.
+fn retry_backoff() -> ResetTimerBackoff<RetryDelays> {
+    ResetTimerBackoff::new(RetryDelays::default(), Duration::from_secs(120))
+}
+
+const FIRST_RETRY: Duration = Duration::from_millis(500);
+const LAST_RETRY: Duration = Duration::from_secs(8);
+
+/// 0.5 s, 1 s, 2 s, 4 s, 8 s, 8 s, … each shortened by up to half at random, so replicas that
+/// lost the API server together do not all come back in the same millisecond.
+struct RetryDelays {
+    next: Duration,
+}
+
+impl Default for RetryDelays {
+    fn default() -> RetryDelays {
+        RetryDelays { next: FIRST_RETRY }
+    }
+}
+
+impl Iterator for RetryDelays {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let delay = self.next;
+        self.next = (delay * 2).min(LAST_RETRY);
+        Some(delay.mul_f64(0.5 + fastrand::f64() / 2.0))
+    }
+}
+
+impl Backoff for RetryDelays {
+    fn reset(&mut self) {
+        self.next = FIRST_RETRY;
+    }
+}
+
 /// Drops what the Store must not compare: the resourceVersion and managedFields change on
 /// every write (a status update would otherwise look like a configuration change).
 fn normalise<K: Watched>(mut object: K) -> K {
@@ -412,4 +452,25 @@ fn normalise<K: Watched>(mut object: K) -> K {
     meta.resource_version = None;
     meta.managed_fields = None;
     object
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_double_up_to_a_cap_with_jitter_and_start_over_after_a_reset() {
+        let mut delays = RetryDelays::default();
+        let first: Vec<Duration> = delays.by_ref().take(7).collect();
+        let ceilings = [0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0];
+        for (delay, ceiling) in first.iter().zip(ceilings) {
+            let ceiling = Duration::from_secs_f64(ceiling);
+            assert!(
+                *delay <= ceiling && *delay >= ceiling / 2,
+                "{delay:?} vs {ceiling:?}"
+            );
+        }
+        delays.reset();
+        assert!(delays.next().unwrap() <= FIRST_RETRY);
+    }
 }

@@ -126,8 +126,8 @@ impl Harness {
             self.proxy.publish(compiled);
         } else if !changes.endpoints.is_empty() {
             let current = self.proxy.current().expect("published before");
-            current.refresh_endpoints(&self.store, changes.endpoints.iter());
-            self.proxy.endpoints_changed();
+            let changed = current.refresh_endpoints(&self.store, changes.endpoints.iter());
+            self.proxy.endpoints_changed(changed);
         }
     }
 }

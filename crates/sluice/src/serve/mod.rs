@@ -211,11 +211,12 @@ impl ControlPlane {
             let current = self.proxy.current()?;
             let started = Instant::now();
             let changed = current.refresh_endpoints(&self.store, &changes.endpoints);
-            if changed > 0 {
-                self.proxy.endpoints_changed();
+            let backends = changed.len();
+            if backends > 0 {
+                self.proxy.endpoints_changed(changed);
             }
             tracing::info!(
-                backends = changed,
+                backends,
                 elapsed_us = started.elapsed().as_micros() as u64,
                 "endpoints updated"
             );
