@@ -44,8 +44,11 @@ const MAX_HEADERS: usize = 100;
 /// A read wants at least this much free space; with less, a buffer of `READ_BUFFER` is taken.
 const MIN_READ: usize = 4096;
 const READ_BUFFER: usize = 16 * 1024;
-/// The largest read, for bodies known to be long.
-const MAX_READ: usize = 64 * 1024;
+/// The largest read, for bodies known to be long. Fewer, larger reads mean fewer wake-ups of
+/// both ends: 64 KiB gave 0.82× nginx's 1 MB throughput, 256 KiB 1.04×, 1 MiB 1.15× (`sluice lab
+/// throughput`, one worker). Bigger is not free: a response to a slow client holds up to this
+/// much while it waits, so 256 KiB keeps 10,000 such downloads around 2.5 GiB.
+const MAX_READ: usize = 256 * 1024;
 /// Chunk-size lines (with extensions) and trailer sections longer than this are refused.
 const MAX_CHUNK_LINE: usize = 4096;
 const MAX_TRAILERS: usize = 16 * 1024;
