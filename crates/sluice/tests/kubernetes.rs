@@ -146,6 +146,35 @@ fn routes_come_from_api_objects_and_follow_their_changes() {
 }
 
 #[test]
+fn watch_namespace_limits_sluice_to_one_namespace() {
+    let cluster = cluster_with_class("watchns", "watched");
+    cluster.create(&namespace("elsewhere"));
+    let p = pod(&cluster, 11);
+    cluster.create_app("watched", "web", "web.test", 8080, &ips(&[&p]));
+    cluster.create_app("elsewhere", "web", "elsewhere.test", 8080, &ips(&[&p]));
+    let sluice = cluster.sluice("watched", &["--watch-namespace", "watched"]);
+
+    assert_eq!(sluice.get("web.test", "/").status, 200);
+    assert_eq!(
+        sluice.get("elsewhere.test", "/").status,
+        404,
+        "an Ingress outside --watch-namespace is not ours"
+    );
+    // Created later in the other namespace first, then in ours: once ours is served, the other's
+    // event would have arrived too, had it been watched.
+    cluster.create_app(
+        "elsewhere",
+        "late",
+        "late-elsewhere.test",
+        8080,
+        &ips(&[&p]),
+    );
+    cluster.create_app("watched", "late", "late.test", 8080, &ips(&[&p]));
+    sluice.wait_status("late.test", 200, WAIT);
+    assert_eq!(sluice.get("late-elsewhere.test", "/").status, 404);
+}
+
+#[test]
 fn only_ingresses_of_our_class_are_served() {
     let ns = "classes";
     let cluster = cluster_with_class("classes", ns);
