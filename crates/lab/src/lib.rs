@@ -370,6 +370,21 @@ fn run_dynamic(args: DynamicArgs) -> anyhow::Result<()> {
 
 /// Writes results.json, report.md and report.html into `out`.
 pub fn write_outputs(out: &Path, results: &LabResults) -> anyhow::Result<()> {
+    write_report_files(
+        out,
+        results,
+        render::markdown(results),
+        render::html(results),
+    )
+}
+
+/// The three files every lab command leaves: the results as JSON, and their two renderings.
+pub(crate) fn write_report_files(
+    out: &Path,
+    results: &impl serde::Serialize,
+    markdown: String,
+    html: String,
+) -> anyhow::Result<()> {
     let write = |name: &str, content: String| {
         let path = out.join(name);
         std::fs::write(&path, content).with_context(|| format!("writing {}", path.display()))
@@ -378,8 +393,8 @@ pub fn write_outputs(out: &Path, results: &LabResults) -> anyhow::Result<()> {
         "results.json",
         serde_json::to_string_pretty(results)? + "\n",
     )?;
-    write("report.md", render::markdown(results))?;
-    write("report.html", render::html(results))?;
+    write("report.md", markdown)?;
+    write("report.html", html)?;
     Ok(())
 }
 

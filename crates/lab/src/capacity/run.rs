@@ -419,17 +419,12 @@ pub fn run_sizing(args: SizingArgs) -> anyhow::Result<()> {
 
 /// Writes results.json, report.md and report.html into `out`.
 pub fn write_outputs(out: &Path, results: &CapacityResults) -> anyhow::Result<()> {
-    let write = |name: &str, content: String| {
-        let path = out.join(name);
-        std::fs::write(&path, content).with_context(|| format!("writing {}", path.display()))
-    };
-    write(
-        "results.json",
-        serde_json::to_string_pretty(results)? + "\n",
-    )?;
-    write("report.md", super::render::markdown(results))?;
-    write("report.html", super::render::html(results))?;
-    Ok(())
+    crate::write_report_files(
+        out,
+        results,
+        super::render::markdown(results),
+        super::render::html(results),
+    )
 }
 
 /// What stays the same across every run of one lab.
