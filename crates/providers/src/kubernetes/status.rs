@@ -27,7 +27,7 @@ use super::lease::Election;
 
 /// How soon a pass that could not write everything is tried again.
 const RETRY: Duration = Duration::from_secs(2);
-use super::watch::IngressStates;
+use super::watch::{IngressState, IngressStates};
 
 /// Where the addresses written into Ingress status come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -254,7 +254,9 @@ impl Task {
         let Some(published) = self.published.borrow().clone() else {
             return false;
         };
-        let mut complete = self.report_events(&published).await;
+        // One copy of every Ingress's state per pass (they can be tens of thousands).
+        let states = self.states.snapshot();
+        let mut complete = self.report_events(&published, &states).await;
         let desired = match self.desired_addresses().await {
             Ok(Some(desired)) => desired,
             Ok(None) => return complete,
@@ -267,7 +269,7 @@ impl Task {
             tracing::info!(addresses = ?desired.iter().map(address_text).collect::<Vec<_>>(), "Ingress status addresses");
             self.addresses = Some(desired.clone());
         }
-        for (key, state) in self.states.snapshot() {
+        for (key, state) in states {
             let want = if published.served.contains(&key) {
                 desired.clone()
             } else if !state.load_balancer.is_empty() && state.load_balancer == desired {
@@ -346,7 +348,11 @@ impl Task {
 
     /// Emits an Event for every problem with an Ingress not reported yet. Returns false if
     /// some could not be written (they are tried again next pass).
-    async fn report_events(&mut self, published: &Published) -> bool {
+    async fn report_events(
+        &mut self,
+        published: &Published,
+        states: &BTreeMap<NamespacedName, IngressState>,
+    ) -> bool {
         let current: BTreeSet<&Diagnostic> = published
             .diagnostics
             .iter()
@@ -354,7 +360,6 @@ impl Task {
             .collect();
         // A problem that went away and comes back is news again.
         self.reported.retain(|d| current.contains(d));
-        let states: BTreeMap<NamespacedName, _> = self.states.snapshot();
         let mut complete = true;
         for diagnostic in current {
             if self.reported.contains(diagnostic) {
