@@ -15,6 +15,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{ObjectReference, Service};
 use k8s_openapi::api::networking::v1::{Ingress, IngressLoadBalancerIngress};
 use kube::api::{Patch, PatchParams};
@@ -24,6 +25,9 @@ use model::{Diagnostic, Kind, NamespacedName};
 use tokio::sync::{oneshot, watch};
 
 use super::lease::Election;
+
+/// Status patches in flight at once during a pass.
+const STATUS_WRITES_IN_FLIGHT: usize = 8;
 
 /// How soon a pass that could not write everything is tried again.
 const RETRY: Duration = Duration::from_secs(2);
@@ -269,30 +273,41 @@ impl Task {
             tracing::info!(addresses = ?desired.iter().map(address_text).collect::<Vec<_>>(), "Ingress status addresses");
             self.addresses = Some(desired.clone());
         }
-        for (key, state) in states {
+        let writes = states.into_iter().filter_map(|(key, state)| {
             let want = if published.served.contains(&key) {
                 desired.clone()
             } else if !state.load_balancer.is_empty() && state.load_balancer == desired {
                 // We wrote it (it is our address) and no longer serve it.
                 Vec::new()
             } else {
-                continue;
+                return None;
             };
-            if state.load_balancer == want {
-                continue;
-            }
-            if !self.leads() {
-                // Lost the Lease mid-pass: the new leader takes it from here.
-                return false;
-            }
-            match self.write_status(&key, &want).await {
-                Ok(()) => self.states.record(&key, want),
-                Err(kube::Error::Api(status)) if status.is_not_found() => {}
-                Err(error) => {
-                    tracing::warn!("writing the status of Ingress {key} failed: {error}");
-                    complete = false;
+            (state.load_balancer != want).then_some((key, want))
+        });
+        // A few at a time: one patch is a round trip, and a new leader may have thousands to
+        // write; more in parallel would only queue up in the API server.
+        let this = &*self;
+        let mut results = futures_util::stream::iter(writes)
+            .map(|(key, want)| async move {
+                if !this.leads() {
+                    // Lost the Lease mid-pass: the new leader takes it from here.
+                    return false;
                 }
-            }
+                match this.write_status(&key, &want).await {
+                    Ok(()) => {
+                        this.states.record(&key, want);
+                        true
+                    }
+                    Err(kube::Error::Api(status)) if status.is_not_found() => true,
+                    Err(error) => {
+                        tracing::warn!("writing the status of Ingress {key} failed: {error}");
+                        false
+                    }
+                }
+            })
+            .buffer_unordered(STATUS_WRITES_IN_FLIGHT);
+        while let Some(written) = results.next().await {
+            complete &= written;
         }
         complete
     }
