@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::results::{LabResults, Run};
+use crate::results::{LabResults, Run, Skipped};
 
 /// The nines axis: percentiles from 50 % to 99.9999 %, as −log10(1 − p).
 const NINES_MAX: f64 = 6.0;
@@ -161,13 +161,7 @@ pub fn markdown(results: &LabResults) -> String {
         }
         md.push('\n');
     }
-    if !results.skipped.is_empty() {
-        let _ = writeln!(md, "## Not run\n");
-        for s in &results.skipped {
-            let _ = writeln!(md, "- {}: {}", s.system, s.reason);
-        }
-        md.push('\n');
-    }
+    md += &skipped_markdown(&results.skipped);
     let _ = writeln!(
         md,
         "Charts: `report.html`. Everything measured, including each run's full load results: \
@@ -219,13 +213,7 @@ pub fn html(results: &LabResults) -> String {
             h += &timeline_chart(r);
         }
     }
-    if !results.skipped.is_empty() {
-        h += "<h2>Not run</h2><ul>";
-        for s in &results.skipped {
-            let _ = write!(h, "<li>{}: {}</li>", esc(&s.system), esc(&s.reason));
-        }
-        h += "</ul>\n";
-    }
+    h += &skipped_html(&results.skipped);
     h += "</body></html>\n";
     h
 }
@@ -243,6 +231,32 @@ fn groups(results: &LabResults) -> Vec<String> {
 }
 
 /// (nines, latency ms) points of a run's corrected distribution from 50 % to 99.9999 %.
+/// The "Not run" section of a Markdown report (empty when every system ran).
+pub(crate) fn skipped_markdown(skipped: &[Skipped]) -> String {
+    let mut md = String::new();
+    if !skipped.is_empty() {
+        md += "## Not run\n\n";
+        for s in skipped {
+            let _ = writeln!(md, "- {}: {}", s.system, s.reason);
+        }
+        md.push('\n');
+    }
+    md
+}
+
+/// The "Not run" section of an HTML report (empty when every system ran).
+pub(crate) fn skipped_html(skipped: &[Skipped]) -> String {
+    let mut h = String::new();
+    if !skipped.is_empty() {
+        h += "<h2>Not run</h2><ul>";
+        for s in skipped {
+            let _ = write!(h, "<li>{}: {}</li>", esc(&s.system), esc(&s.reason));
+        }
+        h += "</ul>\n";
+    }
+    h
+}
+
 pub fn percentile_points(run: &Run) -> Vec<(f64, f64)> {
     let mut points = Vec::new();
     if let Ok(hist) = run.load.corrected_histogram() {

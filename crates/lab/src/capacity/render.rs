@@ -474,13 +474,7 @@ pub fn markdown(results: &CapacityResults) -> String {
             md.push('\n');
         }
     }
-    if !results.skipped.is_empty() {
-        md += "## Not run\n\n";
-        for s in &results.skipped {
-            let _ = writeln!(md, "- {}: {}", s.system, s.reason);
-        }
-        md.push('\n');
-    }
+    md += &crate::render::skipped_markdown(&results.skipped);
     md += "## Every run\n\n";
     md += &runs_table(&results.runs).markdown();
     md += "\nCharts: `report.html`. Each run's full load results: `runs/*.load.json`.\n";
@@ -544,13 +538,7 @@ pub fn html(results: &CapacityResults) -> String {
             h += &case_table(&v.aggs, &v.systems, &v.workers, study, &case).html();
         }
     }
-    if !results.skipped.is_empty() {
-        h += "<h2>Not run</h2><ul>";
-        for s in &results.skipped {
-            let _ = write!(h, "<li>{}: {}</li>", esc(&s.system), esc(&s.reason));
-        }
-        h += "</ul>\n";
-    }
+    h += &crate::render::skipped_html(&results.skipped);
     h += "<h2>Every run</h2>\n";
     h += &runs_table(&results.runs).html();
     h + "</body></html>\n"
