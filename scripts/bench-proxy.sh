@@ -364,17 +364,18 @@ child_pids() {
     return 0
 }
 
-# cpu_ticks PID...: utime+stime summed over the given processes, in clock ticks.
+# cpu_ticks PID...: "utime stime" summed over the given processes, in clock ticks.
 cpu_ticks() {
-    local pid stat rest fields total=0
+    local pid stat rest fields user=0 system=0
     for pid in "$@"; do
         { read -r stat <"/proc/$pid/stat"; } 2>/dev/null || die "process $pid is gone"
         rest=${stat##*) }
         read -r -a fields <<<"$rest"
         # After the name: state ppid ... utime is field 14 of stat(5), stime 15.
-        total=$((total + fields[11] + fields[12]))
+        user=$((user + fields[11]))
+        system=$((system + fields[12]))
     done
-    echo "$total"
+    echo "$user $system"
 }
 
 proxy_pids() {
@@ -454,25 +455,31 @@ wrk_errors() {
          END{print n + 0}' "$1"
 }
 
+# per_request TICKS REQUESTS: CPU microseconds per request.
+per_request() { awk -v t="$1" -v hz="$CLK_TCK" -v n="$2" 'BEGIN{printf "%.2f", t * 1e6 / hz / n}'; }
+
 # measure SYSTEM PROTOCOL ROUND: one wrk run, one line appended to $RESULTS.
 measure() {
-    local system=$1 protocol=$2 round=$3 out before after pids requests rps errors ticks us_per_req
+    local system=$1 protocol=$2 round=$3 out pids requests rps errors ticks us_per_req
+    local user0 sys0 user1 sys1 user_us sys_us
     out=$WORK/wrk-$system-$protocol-$round.txt
     mapfile -t pids < <(proxy_pids "$system")
-    before=$(cpu_ticks "${pids[@]}")
+    read -r user0 sys0 < <(cpu_ticks "${pids[@]}")
     run_wrk "$(url_for "$system" "$protocol")" "$DURATION" "$out"
-    after=$(cpu_ticks "${pids[@]}")
+    read -r user1 sys1 < <(cpu_ticks "${pids[@]}")
     requests=$(wrk_requests "$out")
     rps=$(wrk_rps "$out")
     errors=$(wrk_errors "$out")
     [[ -n $requests && $requests -gt 0 ]] || die "no requests completed: $(cat "$out")"
-    ticks=$((after - before))
-    us_per_req=$(awk -v t="$ticks" -v hz="$CLK_TCK" -v n="$requests" 'BEGIN{printf "%.2f", t * 1e6 / hz / n}')
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' \
-        "$system" "$protocol" "$round" "$rps" "$requests" "$ticks" "$us_per_req" "$errors" >>"$RESULTS"
-    log "$(printf '%-6s %-5s round %s: %10s req/s  %9s requests  cpu %6.2f s  %7s µs/req  errors %s' \
+    ticks=$((user1 - user0 + sys1 - sys0))
+    us_per_req=$(per_request "$ticks" "$requests")
+    user_us=$(per_request $((user1 - user0)) "$requests")
+    sys_us=$(per_request $((sys1 - sys0)) "$requests")
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$system" "$protocol" "$round" "$rps" \
+        "$requests" "$ticks" "$us_per_req" "$errors" "$user_us" "$sys_us" >>"$RESULTS"
+    log "$(printf '%-6s %-5s round %s: %10s req/s  %9s requests  cpu %6.2f s  %7s µs/req (user %s, kernel %s)  errors %s' \
         "$system" "$protocol" "$round" "$rps" "$requests" \
-        "$(awk -v t="$ticks" -v hz="$CLK_TCK" 'BEGIN{print t / hz}')" "$us_per_req" "$errors")"
+        "$(awk -v t="$ticks" -v hz="$CLK_TCK" 'BEGIN{print t / hz}')" "$us_per_req" "$user_us" "$sys_us" "$errors")"
     if ((errors > 0)); then
         log "warning: $system $protocol round $round had $errors errors (see $out)"
     fi
@@ -498,20 +505,22 @@ report() {
         echo
         echo "## Runs"
         echo
-        echo "| system | protocol | round | RPS | requests | proxy CPU s | CPU µs/req | errors |"
-        echo "|---|---|---:|---:|---:|---:|---:|---:|"
-        awk -F'\t' -v hz="$CLK_TCK" '{printf "| %s | %s | %s | %.0f | %s | %.2f | %s | %s |\n", $1, $2, $3, $4, $5, $6 / hz, $7, $8}' "$RESULTS"
+        echo "| system | protocol | round | RPS | requests | proxy CPU s | CPU µs/req | user µs/req | kernel µs/req | errors |"
+        echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+        awk -F'\t' -v hz="$CLK_TCK" '{printf "| %s | %s | %s | %.0f | %s | %.2f | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6 / hz, $7, $9, $10, $8}' "$RESULTS"
         echo
         echo "## Medians"
         echo
-        echo "| system | protocol | median RPS | median proxy CPU µs/req | errors |"
-        echo "|---|---|---:|---:|---:|"
+        echo "| system | protocol | median RPS | median proxy CPU µs/req | user | kernel | errors |"
+        echo "|---|---|---:|---:|---:|---:|---:|"
         for protocol in $PROTOCOLS; do
             for system in $SYSTEMS; do
                 rps=$(column_for "$system" "$protocol" 4 | median)
                 cpu=$(column_for "$system" "$protocol" 7 | median)
                 errors=$(column_for "$system" "$protocol" 8 | awk '{n += $1} END{print n + 0}')
-                printf '| %s | %s | %.0f | %.2f | %s |\n' "$system" "$protocol" "$rps" "$cpu" "$errors"
+                printf '| %s | %s | %.0f | %.2f | %.2f | %.2f | %s |\n' "$system" "$protocol" "$rps" "$cpu" \
+                    "$(column_for "$system" "$protocol" 9 | median)" \
+                    "$(column_for "$system" "$protocol" 10 | median)" "$errors"
             done
         done
         if [[ " $SYSTEMS " == *" sluice "* && " $SYSTEMS " == *" nginx "* ]]; then

@@ -33,73 +33,84 @@ use crate::headers;
 use crate::upstream::{self, Exchange, Pending, UpstreamBody, UpstreamIo};
 use crate::worker::ConnCtx;
 
-/// Answers one client request. Never fails: every problem is a status code (the `Result` is
+/// Answers one client request that came through hyper (HTTP/2, and HTTP/1 requests the
+/// inline server hands over). Never fails: every problem is a status code (the `Result` is
 /// hyper's service signature, so hyper can take this future as it is).
-///
-/// What needs the request as a whole happens before the future exists, and the rest is one
-/// async block rather than layers of async fns: each layer taking the request by value keeps
-/// its own copy in the future, and hyper moves the future (all of it) as it starts it.
 pub(crate) fn handle(
     conn: Rc<ConnCtx>,
     mut request: Request<Incoming>,
 ) -> impl Future<Output = Result<Response<ResponseBody>, Infallible>> {
     let client_upgrade = (!conn.h2 && headers::is_websocket_upgrade(request.headers()))
         .then(|| hyper::upgrade::on(&mut request));
-    let (mut head, body) = request.into_parts();
-    async move {
-        let (guard, nth) = conn.begin_request();
-        let worker = &conn.worker;
-        let config = worker.config();
-        let config: Option<&Compiled> = config.as_deref().map(|c| &**c);
-        let (result, route) = match config {
-            None => (Err(ProxyError::NotReady), None),
-            Some(config) => match route(&conn, config, &head) {
-                Routed::NoRoute => (Err(ProxyError::NoRoute), None),
-                Routed::Redirect(route) => (Ok(redirect(&head)), Some(route)),
-                Routed::Forward(route) => (
-                    forward(
-                        &conn,
-                        config,
-                        route,
-                        &mut head,
-                        body,
-                        client_upgrade,
-                        guard.started(),
-                    )
-                    .await,
-                    Some(route),
-                ),
-            },
-        };
-        let mut response = match result {
-            Ok(response) => response,
-            Err(error) => {
-                tracing::debug!(error = %Chain(&error), "answering with an error");
-                worker.stats.borrow_mut().error(error.status().as_u16());
-                error.response()
-            }
-        };
-        worker
-            .stats
-            .borrow_mut()
-            .request(route, response.status().as_u16());
+    let (head, body) = request.into_parts();
+    let body = (!body.is_end_stream()).then_some(body);
+    let response = respond(conn, head, body, client_upgrade);
+    async move { Ok(response.await) }
+}
 
-        let max_requests = config.map_or(model::Settings::default().keep_alive_requests, |c| {
-            c.settings.keep_alive_requests
-        });
-        if nth >= max_requests && response.status() != StatusCode::SWITCHING_PROTOCOLS {
-            if conn.h2 {
-                conn.close_after_this();
-            } else {
-                // hyper closes the connection after a response that says so.
-                response
-                    .headers_mut()
-                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
-            }
+/// Answers one client request: `body` is `None` when the request has none.
+///
+/// One async fn holding the whole path rather than layers of them: each layer taking the
+/// request by value keeps its own copy in the future, and the future is moved (all of it)
+/// as it starts.
+pub(crate) async fn respond(
+    conn: Rc<ConnCtx>,
+    mut head: Parts,
+    body: Option<Incoming>,
+    client_upgrade: Option<OnUpgrade>,
+) -> Response<ResponseBody> {
+    let (guard, nth) = conn.begin_request();
+    let worker = &conn.worker;
+    let config = worker.config();
+    let config: Option<&Compiled> = config.as_deref().map(|c| &**c);
+    let (result, route) = match config {
+        None => (Err(ProxyError::NotReady), None),
+        Some(config) => match route(&conn, config, &head) {
+            Routed::NoRoute => (Err(ProxyError::NoRoute), None),
+            Routed::Redirect(route) => (Ok(redirect(&head)), Some(route)),
+            Routed::Forward(route) => (
+                forward(
+                    &conn,
+                    config,
+                    route,
+                    &mut head,
+                    body,
+                    client_upgrade,
+                    guard.started(),
+                )
+                .await,
+                Some(route),
+            ),
+        },
+    };
+    let mut response = match result {
+        Ok(response) => response,
+        Err(error) => {
+            tracing::debug!(error = %Chain(&error), "answering with an error");
+            worker.stats.borrow_mut().error(error.status().as_u16());
+            error.response()
         }
-        response.body_mut().set_guard(guard);
-        Ok(response)
+    };
+    worker
+        .stats
+        .borrow_mut()
+        .request(route, response.status().as_u16());
+
+    let max_requests = config.map_or(model::Settings::default().keep_alive_requests, |c| {
+        c.settings.keep_alive_requests
+    });
+    if nth >= max_requests && response.status() != StatusCode::SWITCHING_PROTOCOLS {
+        if conn.h2 {
+            conn.close_after_this();
+        } else {
+            // hyper closes the connection after a response that says so.
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
     }
+    response.body_mut().set_guard(guard);
+    response
 }
 
 /// Where routing sends a request.
@@ -126,21 +137,22 @@ async fn forward(
     config: &Compiled,
     route: &Route,
     head: &mut Parts,
-    body: Incoming,
+    body: Option<Incoming>,
     client_upgrade: Option<OnUpgrade>,
     arrived: Instant,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     let settings = &config.settings;
     let limit = settings.client_max_body_size;
-    // hyper reports a declared Content-Length (or an empty body) as the exact size.
-    let declared = body.size_hint().exact();
-    if limit > 0 && declared.is_some_and(|len| len > limit) {
-        return Err(ProxyError::BodyTooLarge { limit });
-    }
-    let body = if body.is_end_stream() {
-        RequestBody::Empty
-    } else {
-        RequestBody::client(body, declared, limit)
+    let body = match body {
+        None => RequestBody::Empty,
+        Some(body) => {
+            // hyper reports a declared Content-Length as the exact size.
+            let declared = body.size_hint().exact();
+            if limit > 0 && declared.is_some_and(|len| len > limit) {
+                return Err(ProxyError::BodyTooLarge { limit });
+            }
+            RequestBody::client(body, declared, limit)
+        }
     };
     let progress = body.progress().cloned();
     let forwarded = conn.forwarded(settings);

@@ -32,6 +32,7 @@ use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use model::{Backend, Compiled, EndpointSet, Settings};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{broadcast, mpsc, oneshot, watch, Notify};
 use tokio::task::LocalSet;
@@ -41,6 +42,7 @@ use crate::balance::Balancer;
 use crate::headers::Forwarded;
 use crate::listen::StartError;
 use crate::metrics::{Snapshot, Stats};
+use crate::server::{Ended, Http1, Prefixed};
 use crate::shared::Shared;
 use crate::upstream::Pool;
 
@@ -103,6 +105,9 @@ pub(crate) struct ConnCtx {
     last_active: Cell<Instant>,
     /// HTTP/2 only: `keep-alive-requests` reached; the driver sends GOAWAY.
     close: Notify,
+    /// The worker is stopping: the inline HTTP/1 server answers the request in flight with
+    /// `Connection: close` and serves no other.
+    closing: Cell<bool>,
 }
 
 /// Lives as long as one request (until its response body is done or dropped).
@@ -305,7 +310,7 @@ impl Worker {
         let settings = self.settings();
         if !https {
             let conn = ConnCtx::new(self, peer, false, false);
-            serve_http1(conn, TokioIo::new(stream), &settings).await;
+            serve_http1(conn, stream, &settings).await;
             return;
         }
         let Some(acceptor) = self.tls_acceptor(settings.ssl_session_tickets) else {
@@ -328,7 +333,7 @@ impl Worker {
         if h2 {
             serve_http2(conn, TokioIo::new(tls), &settings).await;
         } else {
-            serve_http1(conn, TokioIo::new(tls), &settings).await;
+            serve_http1(conn, tls, &settings).await;
         }
     }
 
@@ -433,6 +438,7 @@ impl ConnCtx {
             in_flight: Cell::new(0),
             last_active: Cell::new(Instant::now()),
             close: Notify::new(),
+            closing: Cell::new(false),
         })
     }
 
@@ -446,6 +452,11 @@ impl ConnCtx {
             start: Instant::now(),
         };
         (guard, n)
+    }
+
+    /// The worker is stopping and this connection is to end after its current response.
+    pub(crate) fn closing(&self) -> bool {
+        self.closing.get()
     }
 
     /// Asks the driver to close this connection gracefully (HTTP/2 GOAWAY).
@@ -520,18 +531,12 @@ impl Drop for OpenConnection {
     }
 }
 
+/// HTTP/1.1: Sluice's inline server first; hyper takes the connection over at the first
+/// request the inline server leaves to it (see `server`).
 async fn serve_http1<I>(conn: Rc<ConnCtx>, io: I, settings: &Settings)
 where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let mut builder = http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .max_buf_size(settings.max_request_header_size.max(MIN_HEADER_BUFFER))
-        .keep_alive(!settings.keep_alive.is_zero())
-        // `client-header-timeout` is enforced by `drive` instead: hyper's own timer would be
-        // allocated and registered anew for every request head.
-        .header_read_timeout(None);
     // Between requests a connection waits for the next head: it closes after the shorter of
     // `keep-alive` and `client-header-timeout` without one (a head that started arriving
     // does not extend it), as hyper's header timer did.
@@ -543,10 +548,32 @@ where
         (Some(limit), None) | (None, Some(limit)) => limit,
         (None, None) => Duration::ZERO,
     };
+    let max_head = settings.max_request_header_size.max(MIN_HEADER_BUFFER);
+    let mut inline = Http1::new(io, max_head, !settings.keep_alive.is_zero());
+    let ended = drive(inline.run(&conn), &conn, idle, Server::Inline, |_| {
+        conn.closing.set(true)
+    })
+    .await;
+    let Some(Ended::Handover(read)) = ended else {
+        return;
+    };
+    let io = TokioIo::new(Prefixed::new(read, inline.into_io()));
+
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .max_buf_size(max_head)
+        .keep_alive(!settings.keep_alive.is_zero())
+        // `client-header-timeout` is enforced by `drive` instead: hyper's own timer would be
+        // allocated and registered anew for every request head.
+        .header_read_timeout(None);
     let service = service(conn.clone());
     let connection = builder.serve_connection(io, service).with_upgrades();
-    let result = drive(connection, &conn, idle, |c| c.graceful_shutdown()).await;
-    if let Err(e) = result {
+    let result = drive(connection, &conn, idle, Server::Hyper, |c| {
+        c.graceful_shutdown()
+    })
+    .await;
+    if let Some(Err(e)) = result {
         if e.is_parse_too_large() {
             // hyper answered 431 itself; count it with the other generated errors.
             conn.worker.stats.borrow_mut().error(431);
@@ -565,11 +592,11 @@ where
         .max_header_list_size(u32::try_from(settings.max_request_header_size).unwrap_or(u32::MAX));
     let service = service(conn.clone());
     let connection = builder.serve_connection(io, service);
-    if let Err(e) = drive(connection, &conn, settings.keep_alive, |c| {
+    let keep_alive = settings.keep_alive;
+    let ended = drive(connection, &conn, keep_alive, Server::Hyper, |c| {
         c.graceful_shutdown()
-    })
-    .await
-    {
+    });
+    if let Some(Err(e)) = ended.await {
         tracing::debug!(error = %e, "client connection ended with an error");
     }
 }
@@ -584,24 +611,38 @@ fn service(
     service_fn(move |request| crate::forward::handle(conn.clone(), request))
 }
 
+/// Which server a connection is driving, for how it finishes gracefully.
+#[derive(Clone, Copy, PartialEq)]
+enum Server {
+    /// hyper: its graceful shutdown closes HTTP/1 after the response in flight and sends
+    /// HTTP/2 GOAWAY.
+    Hyper,
+    /// The inline HTTP/1 server: the request in flight (if any) is answered with
+    /// `Connection: close`; an idle connection is closed at once.
+    Inline,
+}
+
 /// Runs a client connection to its end, turning the worker's stop signal, the idle
-/// timeout and `keep-alive-requests` into a graceful shutdown of it. An HTTP/1 connection
-/// idle too long is closed outright: hyper would keep one that never completed its first
-/// head open on a graceful shutdown, and with no request in flight nothing is cut short.
-async fn drive<C>(
+/// timeout and `keep-alive-requests` into a graceful shutdown of it. `None`: the driver
+/// closed it. An HTTP/1 connection idle too long is closed outright: hyper would keep one
+/// that never completed its first head open on a graceful shutdown, and with no request in
+/// flight nothing is cut short.
+async fn drive<C: Future>(
     connection: C,
     conn: &ConnCtx,
     idle_timeout: Duration,
-    graceful: impl Fn(Pin<&mut C>),
-) -> hyper::Result<()>
-where
-    C: Future<Output = hyper::Result<()>>,
-{
+    server: Server,
+    finish: impl Fn(Pin<&mut C>),
+) -> Option<C::Output> {
     let mut connection = pin!(connection);
+    let inline = server == Server::Inline;
     let mut stop = conn.worker.stop.clone();
     let mut closing = *stop.borrow_and_update();
     if closing {
-        graceful(connection.as_mut());
+        if inline && conn.in_flight.get() == 0 {
+            return None;
+        }
+        finish(connection.as_mut());
     }
     let idle_enabled = !idle_timeout.is_zero();
     let idle = tokio::time::sleep(if idle_enabled {
@@ -613,28 +654,33 @@ where
     loop {
         tokio::select! {
             biased;
-            result = connection.as_mut() => return result,
+            output = connection.as_mut() => return Some(output),
             changed = stop.changed(), if !closing => {
                 if changed.is_err() || *stop.borrow_and_update() {
                     closing = true;
-                    graceful(connection.as_mut());
+                    // The inline server between requests waits on a read that nothing
+                    // else would end.
+                    if inline && conn.in_flight.get() == 0 {
+                        return None;
+                    }
+                    finish(connection.as_mut());
                 }
             }
             // Only HTTP/2 is ever asked to close (HTTP/1 says `Connection: close`), and
             // polling a `Notify` takes a lock: HTTP/1 connections do not wait on it.
             () = conn.close.notified(), if !closing && conn.h2 => {
                 closing = true;
-                graceful(connection.as_mut());
+                finish(connection.as_mut());
             }
             () = idle.as_mut(), if idle_enabled && !(closing && conn.h2) => {
                 let now = Instant::now();
                 let deadline = conn.last_active.get() + idle_timeout;
                 if conn.in_flight.get() == 0 && deadline <= now {
                     if !conn.h2 {
-                        return Ok(());
+                        return None;
                     }
                     closing = true;
-                    graceful(connection.as_mut());
+                    finish(connection.as_mut());
                 } else {
                     let next = if conn.in_flight.get() == 0 { deadline } else { now + idle_timeout };
                     idle.as_mut().reset(next.into());

@@ -1,0 +1,697 @@
+//! Sluice's own HTTP/1.1 server for the common request; hyper serves everything else.
+//!
+//! ```text
+//!  read ─▶ httparse ─▶ a plain request? HTTP/1.1, no body, no Expect, no Upgrade, a valid head
+//!    ├─ yes ─▶ forward::respond ─▶ status line, headers, framing (and Date) encoded into the
+//!    │         connection's reused buffer ─▶ one writev: head + the body bytes already here
+//!    │         ─▶ the rest of the body (as it is, or chunked) ─▶ the next request (pipelined
+//!    │         ones straight from the buffer, without a read)
+//!    └─ no ──▶ Ended::Handover: the socket and every byte read so far go to hyper, which
+//!              serves the rest of the connection (bodies, 100-continue, upgrades, HTTP/1.0,
+//!              and the 400/431 answers to bad heads)
+//! ```
+//!
+//! Why not hyper for everything: on keep-alive proxying hyper's server machinery (dispatcher,
+//! service future, body channel, buffered I/O layers) cost more user time than the rest of the
+//! request path. This server runs the request inside its own future, with no task, no
+//! channel and no boxing; the request head's values are slices of the read buffer.
+
+use std::future::poll_fn;
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::request::Parts;
+use http::{Method, Request, Response, StatusCode, Uri};
+use http_body::Body;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+
+use crate::body::ResponseBody;
+use crate::worker::ConnCtx;
+
+/// Header lines parsed on the stack at first; a request with more is parsed again with room
+/// for `MAX_HEADERS` (hyper's limit, so hyper would refuse more anyway).
+const FEW_HEADERS: usize = 32;
+const MAX_HEADERS: usize = 100;
+/// A read wants at least this much free space; with less, the buffer grows by `READ_BUFFER`.
+const MIN_READ: usize = 1024;
+const READ_BUFFER: usize = 8 * 1024;
+
+/// How the inline server left a connection.
+pub(crate) enum Ended {
+    /// Closed: by the client, after a response that said so, or on an I/O error.
+    Closed,
+    /// A request this server does not serve: hyper takes over, starting with these bytes.
+    Handover(Bytes),
+}
+
+/// One client connection served inline.
+pub(crate) struct Http1<I> {
+    io: I,
+    /// Bytes read and not yet parsed; a request's head is split off it, and its allocation
+    /// comes back once that request is over.
+    buf: BytesMut,
+    /// The response head is encoded here; the allocation lives as long as the connection.
+    out: Vec<u8>,
+    /// `large-client-header-buffers`: a head that does not fit goes to hyper, which
+    /// answers 431.
+    max_head: usize,
+    /// `keep-alive` is not zero.
+    keep_alive: bool,
+}
+
+/// A request head this server serves, with what the connection needs to know about it.
+struct Parsed {
+    head: Parts,
+    /// The client did not ask to close.
+    keep_alive: bool,
+}
+
+// Returned by value once per request: boxing the request would cost an allocation.
+#[allow(clippy::large_enum_variant)]
+enum Parse {
+    Request(Parsed),
+    Partial,
+    /// Not for this server: a body, an expectation, an upgrade, HTTP/1.0, or a head that is
+    /// malformed or too large (hyper answers those).
+    Other,
+    TooManyHeaders,
+}
+
+/// Where a header's name and value lie in the head, for slicing it once frozen.
+#[derive(Clone, Copy, Default)]
+struct HeaderAt {
+    name: (usize, usize),
+    value: (usize, usize),
+}
+
+/// How a response body is delimited on the wire.
+enum Framing {
+    /// No body may be sent (HEAD, 204, 304).
+    None,
+    /// `Content-Length`: this many bytes.
+    Length(u64),
+    Chunked,
+}
+
+impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
+    pub(crate) fn new(io: I, max_head: usize, keep_alive: bool) -> Http1<I> {
+        Http1 {
+            io,
+            buf: BytesMut::new(),
+            out: Vec::new(),
+            max_head,
+            keep_alive,
+        }
+    }
+
+    /// The socket, for hyper after a handover.
+    pub(crate) fn into_io(self) -> I {
+        self.io
+    }
+
+    /// Serves requests until the connection ends or hyper has to take over.
+    pub(crate) async fn run(&mut self, conn: &Rc<ConnCtx>) -> Ended {
+        loop {
+            let request = loop {
+                match parse(&mut self.buf, self.max_head) {
+                    Parse::Request(request) => break request,
+                    Parse::Partial => {}
+                    Parse::Other | Parse::TooManyHeaders => {
+                        return Ended::Handover(self.buf.split().freeze());
+                    }
+                }
+                if self.buf.capacity() - self.buf.len() < MIN_READ {
+                    self.buf.reserve(READ_BUFFER);
+                }
+                match self.io.read_buf(&mut self.buf).await {
+                    Ok(0) => return Ended::Closed,
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::debug!(error = %e, "reading from the client failed");
+                        return Ended::Closed;
+                    }
+                }
+            };
+            let method = request.head.method.clone();
+            let response = crate::forward::respond(conn.clone(), request.head, None, None).await;
+            let close = !request.keep_alive || !self.keep_alive || conn.closing();
+            match self.write_response(response, &method, close).await {
+                Ok(true) if !conn.closing() => {}
+                Ok(_) => return Ended::Closed,
+                Err(e) => {
+                    tracing::debug!(error = %e, "writing to the client failed");
+                    return Ended::Closed;
+                }
+            }
+        }
+    }
+
+    /// Writes a response; `Ok(true)` when the connection can carry another request.
+    async fn write_response(
+        &mut self,
+        response: Response<ResponseBody>,
+        method: &Method,
+        close: bool,
+    ) -> io::Result<bool> {
+        let (head, mut body) = response.into_parts();
+        let (framing, close) = encode_head(&mut self.out, &head, &body, method, close);
+        if matches!(framing, Framing::None) {
+            // A body it may not have (HEAD, 204, 304) is not sent; reading it to its end
+            // lets its upstream connection go back to the pool.
+            while let Some(frame) = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+                if frame.is_err() {
+                    break;
+                }
+            }
+            write_all(&mut self.io, &mut [IoSlice::new(&self.out)]).await?;
+            self.io.flush().await?;
+            return Ok(!close);
+        }
+        let mut head_sent = false;
+        let mut size_line = [0u8; 18];
+        let mut sent: u64 = 0;
+        loop {
+            // The first frame is waited for only if it is already here: a slow body must not
+            // hold back the head.
+            let frame = if head_sent {
+                poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await
+            } else {
+                match poll_fn(|cx| Poll::Ready(poll_once(&mut body, cx))).await {
+                    Some(frame) => frame,
+                    None => {
+                        write_all(&mut self.io, &mut [IoSlice::new(&self.out)]).await?;
+                        self.io.flush().await?;
+                        head_sent = true;
+                        continue;
+                    }
+                }
+            };
+            let ended = frame.is_none();
+            let data = match frame {
+                None => Bytes::new(),
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => data,
+                    // Trailers: HTTP/1.1 clients did not ask for them (hyper drops them too).
+                    Err(_) => continue,
+                },
+                Some(Err(e)) => {
+                    // The head (perhaps part of the body) is out: the only way left to tell
+                    // the client is to close the connection.
+                    tracing::debug!(error = %e, "response body failed, closing the connection");
+                    return Ok(false);
+                }
+            };
+            let end = ended || body.is_end_stream();
+            sent += data.len() as u64;
+            let head: &[u8] = if head_sent { &[] } else { &self.out };
+            head_sent = true;
+            match framing {
+                Framing::Chunked => {
+                    let size = if data.is_empty() {
+                        &[][..]
+                    } else {
+                        chunk_size_line(data.len(), &mut size_line)
+                    };
+                    let tail: &[u8] = match (data.is_empty(), end) {
+                        (true, true) => b"0\r\n\r\n",
+                        (true, false) => b"",
+                        (false, true) => b"\r\n0\r\n\r\n",
+                        (false, false) => b"\r\n",
+                    };
+                    let mut slices = [
+                        IoSlice::new(head),
+                        IoSlice::new(size),
+                        IoSlice::new(&data),
+                        IoSlice::new(tail),
+                    ];
+                    write_all(&mut self.io, &mut slices).await?;
+                }
+                Framing::Length(declared) if sent > declared => {
+                    // More than the head announced: the client would read the excess as the
+                    // next response.
+                    tracing::debug!(declared, sent, "response body longer than its length");
+                    return Ok(false);
+                }
+                Framing::Length(_) | Framing::None => {
+                    let mut slices = [IoSlice::new(head), IoSlice::new(&data)];
+                    write_all(&mut self.io, &mut slices).await?;
+                }
+            }
+            if end {
+                self.io.flush().await?;
+                // The request is over only now: its guard (in `body`) stays until here.
+                drop(body);
+                let complete = match framing {
+                    Framing::Length(declared) => sent == declared,
+                    _ => true,
+                };
+                return Ok(complete && !close);
+            }
+        }
+    }
+}
+
+/// Polls `body` once: `None` if it has nothing yet.
+fn poll_once(
+    body: &mut ResponseBody,
+    cx: &mut Context<'_>,
+) -> Option<Option<Result<http_body::Frame<Bytes>, crate::body::BoxError>>> {
+    match Pin::new(body).poll_frame(cx) {
+        Poll::Ready(frame) => Some(frame),
+        Poll::Pending => None,
+    }
+}
+
+/// Parses the request head at the front of `buf`; a request this server serves is split
+/// off it.
+fn parse(buf: &mut BytesMut, max_head: usize) -> Parse {
+    if buf.is_empty() {
+        return Parse::Partial;
+    }
+    match parse_with::<FEW_HEADERS>(buf, max_head) {
+        Parse::TooManyHeaders => parse_with::<MAX_HEADERS>(buf, max_head),
+        parsed => parsed,
+    }
+}
+
+fn parse_with<const N: usize>(buf: &mut BytesMut, max_head: usize) -> Parse {
+    let mut raw = [httparse::EMPTY_HEADER; N];
+    let mut at = [HeaderAt::default(); N];
+    let mut request = httparse::Request::new(&mut raw);
+    let base = buf.as_ptr() as usize;
+    let offset = |part: &[u8]| part.as_ptr() as usize - base;
+    let (len, method, target, count) = match request.parse(buf) {
+        Ok(httparse::Status::Complete(len)) if len <= max_head => {
+            if request.version != Some(1) {
+                return Parse::Other;
+            }
+            let Some(Ok(method)) = request.method.map(|m| Method::from_bytes(m.as_bytes())) else {
+                return Parse::Other;
+            };
+            let target = request.path.unwrap_or_default();
+            let target = (offset(target.as_bytes()), target.len());
+            for (slot, header) in at.iter_mut().zip(request.headers.iter()) {
+                let name = offset(header.name.as_bytes());
+                let value = offset(header.value);
+                *slot = HeaderAt {
+                    name: (name, name + header.name.len()),
+                    value: (value, value + header.value.len()),
+                };
+            }
+            (len, method, target, request.headers.len())
+        }
+        Ok(httparse::Status::Partial) if buf.len() < max_head => return Parse::Partial,
+        Err(httparse::Error::TooManyHeaders) if N < MAX_HEADERS => return Parse::TooManyHeaders,
+        _ => return Parse::Other,
+    };
+
+    // Check everything before taking the head off the buffer: hyper must see it whole.
+    let bytes = &buf[..len];
+    let mut keep_alive = true;
+    for header in &at[..count] {
+        let name = &bytes[header.name.0..header.name.1];
+        let value = &bytes[header.value.0..header.value.1];
+        if name.eq_ignore_ascii_case(b"content-length") {
+            if value.iter().any(|&b| b != b'0') || value.is_empty() {
+                return Parse::Other;
+            }
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding")
+            || name.eq_ignore_ascii_case(b"expect")
+            || name.eq_ignore_ascii_case(b"upgrade")
+        {
+            return Parse::Other;
+        } else if name.eq_ignore_ascii_case(b"connection") && has_token(value, b"close") {
+            keep_alive = false;
+        }
+    }
+    if method == Method::CONNECT {
+        return Parse::Other;
+    }
+
+    let frozen = buf.split_to(len).freeze();
+    let Ok(uri) = Uri::from_maybe_shared(frozen.slice(target.0..target.0 + target.1)) else {
+        // hyper answers 400 (`http` refuses some characters httparse lets through).
+        put_back(buf, &frozen);
+        return Parse::Other;
+    };
+    let mut headers = HeaderMap::with_capacity(count);
+    for header in &at[..count] {
+        let name = HeaderName::from_bytes(&frozen[header.name.0..header.name.1]);
+        let value = HeaderValue::from_maybe_shared(frozen.slice(header.value.0..header.value.1));
+        match (name, value) {
+            (Ok(name), Ok(value)) => {
+                headers.append(name, value);
+            }
+            _ => {
+                put_back(buf, &frozen);
+                return Parse::Other;
+            }
+        }
+    }
+    let mut request = Request::new(());
+    *request.method_mut() = method;
+    *request.uri_mut() = uri;
+    *request.headers_mut() = headers;
+    let (head, ()) = request.into_parts();
+    Parse::Request(Parsed { head, keep_alive })
+}
+
+/// Puts a head split off `buf` back in front of it, for hyper to read whole.
+fn put_back(buf: &mut BytesMut, head: &Bytes) {
+    let rest = buf.split();
+    buf.extend_from_slice(head);
+    buf.extend_from_slice(&rest);
+}
+
+/// Whether a comma-separated header value lists `token` (case-insensitive).
+fn has_token(value: &[u8], token: &[u8]) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|item| item.trim_ascii().eq_ignore_ascii_case(token))
+}
+
+/// The status line, the response's headers, framing, `Connection: close` when this is the
+/// last response, and `Date` when the response has none. Returns the framing and whether
+/// the connection closes after this response.
+fn encode_head(
+    out: &mut Vec<u8>,
+    head: &http::response::Parts,
+    body: &ResponseBody,
+    method: &Method,
+    mut close: bool,
+) -> (Framing, bool) {
+    let status = head.status;
+    out.clear();
+    if status == StatusCode::OK {
+        out.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+    } else {
+        out.extend_from_slice(b"HTTP/1.1 ");
+        out.extend_from_slice(status.as_str().as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(status.canonical_reason().unwrap_or("<none>").as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    let bodiless_status = status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
+    let mut length = None;
+    let mut has_date = false;
+    let mut says_close = false;
+    for (name, value) in &head.headers {
+        if *name == header::CONTENT_LENGTH {
+            if bodiless_status {
+                continue;
+            }
+            length = std::str::from_utf8(value.as_bytes())
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok());
+        } else if *name == header::TRANSFER_ENCODING {
+            // The framing is this server's to choose (the upstream client consumed the
+            // upstream's).
+            continue;
+        } else if *name == header::CONNECTION {
+            says_close |= has_token(value.as_bytes(), b"close");
+        } else if *name == header::DATE {
+            has_date = true;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    let framing = if bodiless_status || *method == Method::HEAD {
+        Framing::None
+    } else if let Some(len) = length {
+        Framing::Length(len)
+    } else if let Some(len) = body.size_hint().exact() {
+        out.extend_from_slice(b"content-length: ");
+        out.extend_from_slice(itoa(len, &mut [0; 20]));
+        out.extend_from_slice(b"\r\n");
+        Framing::Length(len)
+    } else {
+        out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+        Framing::Chunked
+    };
+    if says_close {
+        close = true;
+    } else if close {
+        out.extend_from_slice(b"connection: close\r\n");
+    }
+    if !has_date {
+        out.extend_from_slice(b"date: ");
+        crate::date::extend(out);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    (framing, close)
+}
+
+/// `n` in decimal, in `digits`.
+fn itoa(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &digits[start..];
+        }
+    }
+}
+
+/// `len` in hex followed by CRLF, in `line`.
+fn chunk_size_line(len: usize, line: &mut [u8; 18]) -> &[u8] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut start = 16;
+    let mut n = len;
+    loop {
+        start -= 1;
+        line[start] = HEX[n & 0xf];
+        n >>= 4;
+        if n == 0 {
+            break;
+        }
+    }
+    line[16] = b'\r';
+    line[17] = b'\n';
+    &line[start..]
+}
+
+/// Writes every slice (one `writev` when the socket takes it all).
+async fn write_all<W: AsyncWrite + Unpin>(
+    io: &mut W,
+    mut slices: &mut [IoSlice<'_>],
+) -> io::Result<()> {
+    IoSlice::advance_slices(&mut slices, 0);
+    while !slices.is_empty() {
+        match io.write_vectored(slices).await? {
+            0 => return Err(io::ErrorKind::WriteZero.into()),
+            n => IoSlice::advance_slices(&mut slices, n),
+        }
+    }
+    Ok(())
+}
+
+/// A connection with bytes already read from it in front: what hyper reads after a handover.
+pub(crate) struct Prefixed<I> {
+    prefix: Bytes,
+    io: I,
+}
+
+impl<I> Prefixed<I> {
+    pub(crate) fn new(prefix: Bytes, io: I) -> Prefixed<I> {
+        Prefixed { prefix, io }
+    }
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Prefixed<I> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.prefix.is_empty() {
+            return Pin::new(&mut this.io).poll_read(cx, buf);
+        }
+        let n = this.prefix.len().min(buf.remaining());
+        buf.put_slice(&this.prefix.split_to(n));
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for Prefixed<I> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(bytes: &[u8]) -> (Parse, BytesMut) {
+        let mut buf = BytesMut::from(bytes);
+        let parse = parse(&mut buf, 8192);
+        (parse, buf)
+    }
+
+    #[test]
+    fn plain_requests_are_split_off_and_pipelined_ones_stay() {
+        let (parse, rest) = parsed(
+            b"GET /a?b=1 HTTP/1.1\r\nHost: x\r\nX-Custom: v\r\nContent-Length: 0\r\n\r\nGET /next",
+        );
+        let Parse::Request(request) = parse else {
+            panic!("not parsed")
+        };
+        assert_eq!(request.head.method, Method::GET);
+        assert_eq!(request.head.uri, "/a?b=1");
+        assert_eq!(request.head.headers["host"], "x");
+        assert_eq!(request.head.headers["x-custom"], "v");
+        assert!(request.keep_alive);
+        assert_eq!(&rest[..], b"GET /next");
+        assert!(matches!(
+            parsed(b"GET / HTTP/1.1\r\nHost: x\r\n").0,
+            Parse::Partial
+        ));
+    }
+
+    #[test]
+    fn connection_close_is_heard() {
+        let (Parse::Request(request), _) =
+            parsed(b"GET / HTTP/1.1\r\nConnection: keep-alive, Close\r\n\r\n")
+        else {
+            panic!("not parsed")
+        };
+        assert!(!request.keep_alive);
+    }
+
+    #[test]
+    fn what_hyper_serves_is_left_whole_in_the_buffer() {
+        let others: [&[u8]; 8] = [
+            b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello",
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            b"PUT / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n",
+            b"GET /ws HTTP/1.1\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n",
+            b"GET / HTTP/1.0\r\n\r\n",
+            b"CONNECT x:443 HTTP/1.1\r\n\r\n",
+            b"GET / HTTP/1.1\r\nBad Header: x\r\n\r\n",
+            b"GET /\x7f HTTP/1.1\r\n\r\n",
+        ];
+        for bytes in others {
+            let (parse, buf) = parsed(bytes);
+            assert!(
+                matches!(parse, Parse::Other),
+                "{}",
+                String::from_utf8_lossy(bytes)
+            );
+            assert_eq!(&buf[..], bytes, "the buffer must be untouched");
+        }
+        // A head that cannot fit is hyper's to refuse (431).
+        let mut big = b"GET / HTTP/1.1\r\nX: ".to_vec();
+        big.resize(9000, b'a');
+        assert!(matches!(parsed(&big).0, Parse::Other));
+    }
+
+    #[test]
+    fn many_headers_are_parsed_in_a_second_pass() {
+        let mut head = b"GET / HTTP/1.1\r\n".to_vec();
+        for i in 0..40 {
+            head.extend_from_slice(format!("x-h{i}: {i}\r\n").as_bytes());
+        }
+        head.extend_from_slice(b"\r\n");
+        let (Parse::Request(request), _) = parsed(&head) else {
+            panic!("not parsed")
+        };
+        assert_eq!(request.head.headers.len(), 40);
+        assert_eq!(request.head.headers["x-h39"], "39");
+    }
+
+    #[test]
+    fn heads_get_framing_close_and_date() {
+        let encode = |status: StatusCode, headers: &[(&str, &str)], body: ResponseBody, method| {
+            let mut response = Response::new(());
+            *response.status_mut() = status;
+            for (name, value) in headers {
+                response.headers_mut().append(
+                    HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                    HeaderValue::from_str(value).unwrap(),
+                );
+            }
+            let (head, ()) = response.into_parts();
+            let mut out = Vec::new();
+            let (framing, close) = encode_head(&mut out, &head, &body, &method, false);
+            (String::from_utf8(out).unwrap(), framing, close)
+        };
+
+        let (text, framing, close) = encode(
+            StatusCode::OK,
+            &[("date", "Fri, 20 Nov 2026 00:00:00 GMT")],
+            ResponseBody::full(Bytes::from_static(b"hello")),
+            Method::GET,
+        );
+        assert_eq!(
+            text,
+            "HTTP/1.1 200 OK\r\ndate: Fri, 20 Nov 2026 00:00:00 GMT\r\ncontent-length: 5\r\n\r\n"
+        );
+        assert!(matches!(framing, Framing::Length(5)) && !close);
+
+        let (text, framing, close) = encode(
+            StatusCode::NOT_FOUND,
+            &[("connection", "close"), ("content-length", "3")],
+            ResponseBody::empty(),
+            Method::GET,
+        );
+        assert!(text.starts_with(
+            "HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 3\r\ndate: "
+        ));
+        assert!(matches!(framing, Framing::Length(3)) && close);
+
+        let (text, framing, _) = encode(
+            StatusCode::NO_CONTENT,
+            &[("content-length", "0")],
+            ResponseBody::empty(),
+            Method::GET,
+        );
+        assert!(!text.contains("content-length") && matches!(framing, Framing::None));
+
+        let (text, framing, _) = encode(
+            StatusCode::OK,
+            &[("content-length", "10")],
+            ResponseBody::empty(),
+            Method::HEAD,
+        );
+        assert!(text.contains("content-length: 10\r\n") && matches!(framing, Framing::None));
+        assert_eq!(itoa(0, &mut [0; 20]), b"0");
+        assert_eq!(itoa(1234567, &mut [0; 20]), b"1234567");
+        assert_eq!(chunk_size_line(0x1a2, &mut [0; 18]), b"1a2\r\n");
+    }
+}

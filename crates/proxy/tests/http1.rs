@@ -1,0 +1,252 @@
+//! The HTTP/1.1 server on the wire, with raw sockets: pipelining, the requests the inline
+//! server hands to hyper in the middle of a connection, closing, HEAD, and bad requests.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::Value;
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// One response as read off the socket.
+struct Raw {
+    status: u16,
+    head: String,
+    body: Vec<u8>,
+}
+
+impl Raw {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().skip(1).find_map(|line| {
+            let (n, v) = line.split_once(':')?;
+            n.eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    }
+}
+
+/// A client connection that reads responses byte-exactly, so that what follows a response
+/// (the next one, or the end of the connection) is seen as the proxy sent it.
+struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    async fn open(addr: std::net::SocketAddr) -> Conn {
+        Conn {
+            stream: TcpStream::connect(addr).await.unwrap(),
+            buf: Vec::new(),
+        }
+    }
+
+    async fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).await.unwrap();
+    }
+
+    /// Reads until `buf` holds `n` bytes; false at end of stream.
+    async fn fill(&mut self, n: usize) -> bool {
+        let mut chunk = [0u8; 16 * 1024];
+        while self.buf.len() < n {
+            match bounded(self.stream.read(&mut chunk)).await {
+                Ok(0) | Err(_) => return false,
+                Ok(read) => self.buf.extend_from_slice(&chunk[..read]),
+            }
+        }
+        true
+    }
+
+    async fn line(&mut self) -> String {
+        loop {
+            if let Some(end) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                let line = String::from_utf8_lossy(&self.buf[..end]).into_owned();
+                self.buf.drain(..end + 2);
+                return line;
+            }
+            let want = self.buf.len() + 1;
+            assert!(self.fill(want).await, "connection closed mid-line");
+        }
+    }
+
+    /// Reads one response; `bodiless` for HEAD (the head's length is not followed).
+    async fn response(&mut self, bodiless: bool) -> Raw {
+        let mut head = String::new();
+        loop {
+            let line = self.line().await;
+            if line.is_empty() {
+                break;
+            }
+            head.push_str(&line);
+            head.push_str("\r\n");
+        }
+        let status = head[9..12].parse().unwrap();
+        let mut raw = Raw {
+            status,
+            head,
+            body: Vec::new(),
+        };
+        if bodiless || status == 100 || status == 204 || status == 304 {
+            return raw;
+        }
+        if raw.header("transfer-encoding") == Some("chunked") {
+            loop {
+                let size = usize::from_str_radix(&self.line().await, 16).unwrap();
+                if size == 0 {
+                    assert_eq!(self.line().await, "", "no trailers expected");
+                    return raw;
+                }
+                assert!(self.fill(size + 2).await, "connection closed mid-chunk");
+                raw.body.extend_from_slice(&self.buf[..size]);
+                self.buf.drain(..size + 2);
+            }
+        }
+        let len: usize = raw
+            .header("content-length")
+            .unwrap_or_else(|| panic!("no framing in {}", raw.head))
+            .parse()
+            .unwrap();
+        assert!(self.fill(len).await, "connection closed mid-body");
+        raw.body = self.buf.drain(..len).collect();
+        raw
+    }
+
+    /// Whether the proxy closed the connection (nothing more arrives, then end of stream).
+    async fn closed(&mut self) -> bool {
+        let pending = self.buf.len();
+        !self.fill(pending + 1).await && self.buf.len() == pending
+    }
+}
+
+fn get(path: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: app\r\n\r\n")
+}
+
+#[tokio::test]
+async fn pipelined_requests_are_answered_in_order_on_one_connection() {
+    let backend = start_backend("pipe").await;
+    let mut h = Harness::start();
+    h.apply(&catch_all("pipe", &[addr_of(&backend)]));
+
+    let mut conn = Conn::open(h.http()).await;
+    // Three requests in one write, the third one split across two.
+    let all = format!(
+        "{}{}{}",
+        get("/echo?n=1"),
+        get("/echo?n=2"),
+        get("/echo?n=3")
+    );
+    let (first, rest) = all.as_bytes().split_at(all.len() - 7);
+    conn.send(first).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    conn.send(rest).await;
+    for n in 1..=3 {
+        let reply = conn.response(false).await;
+        assert_eq!(reply.status, 200, "{}", reply.head);
+        assert_eq!(reply.json()["query"], format!("n={n}"));
+        assert!(reply.header("date").is_some(), "{}", reply.head);
+    }
+    // And the connection is still good for more.
+    conn.send(get("/echo?n=4").as_bytes()).await;
+    assert_eq!(conn.response(false).await.json()["query"], "n=4");
+}
+
+#[tokio::test]
+async fn bodies_expectations_and_http10_are_served_after_plain_requests() {
+    let backend = start_backend("mixed").await;
+    let mut h = Harness::start();
+    h.apply(&catch_all("mixed", &[addr_of(&backend)]));
+
+    let mut conn = Conn::open(h.http()).await;
+    conn.send(get("/echo?step=1").as_bytes()).await;
+    assert_eq!(conn.response(false).await.json()["query"], "step=1");
+
+    // A body: hyper takes the connection over from here, with the bytes already read.
+    conn.send(b"POST /echo?step=2 HTTP/1.1\r\nHost: app\r\nContent-Length: 11\r\n\r\nhello world")
+        .await;
+    let reply = conn.response(false).await;
+    assert_eq!(reply.json()["method"], "POST");
+    assert_eq!(reply.json()["body_bytes"], 11);
+
+    // 100-continue, then a chunked body, then a plain request: all on the same connection.
+    conn.send(
+        b"PUT /echo?step=3 HTTP/1.1\r\nHost: app\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n",
+    )
+    .await;
+    assert_eq!(conn.response(false).await.status, 100);
+    conn.send(b"data").await;
+    assert_eq!(conn.response(false).await.json()["body_bytes"], 4);
+    conn.send(
+        b"POST /echo?step=4 HTTP/1.1\r\nHost: app\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+    )
+    .await;
+    assert_eq!(conn.response(false).await.json()["body_bytes"], 3);
+    conn.send(get("/echo?step=5").as_bytes()).await;
+    assert_eq!(conn.response(false).await.json()["query"], "step=5");
+
+    // HTTP/1.0 on a fresh connection: answered as HTTP/1.0 and closed.
+    let mut old = Conn::open(h.http()).await;
+    old.send(b"GET /echo HTTP/1.0\r\nHost: app\r\n\r\n").await;
+    let reply = old.response(false).await;
+    assert!(reply.head.starts_with("HTTP/1.0 200"), "{}", reply.head);
+    assert!(old.closed().await);
+}
+
+#[tokio::test]
+async fn connection_close_head_and_bad_requests() {
+    let backend = start_backend("edges").await;
+    let mut h = Harness::start();
+    h.apply(&catch_all("edges", &[addr_of(&backend)]));
+
+    // HEAD: the length a GET would get, no body; the connection carries on.
+    let mut conn = Conn::open(h.http()).await;
+    conn.send(b"HEAD /1kb.bin HTTP/1.1\r\nHost: app\r\n\r\n")
+        .await;
+    let reply = conn.response(true).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("content-length"), Some("1024"));
+    conn.send(get("/1kb.bin").as_bytes()).await;
+    assert_eq!(conn.response(false).await.body.len(), 1024);
+
+    // The client asks to close: the response says so and the proxy closes.
+    conn.send(b"GET /echo HTTP/1.1\r\nHost: app\r\nConnection: close\r\n\r\n")
+        .await;
+    let reply = conn.response(false).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("connection"), Some("close"));
+    assert!(conn.closed().await);
+
+    // Answers the proxy makes itself go through the same path: 404 for an unknown path
+    // has a length and keeps the connection.
+    let mut h2 = Harness::start();
+    h2.apply(&[
+        service("svc", &[("http", 80)]),
+        ingress(
+            "one",
+            serde_json::json!({"rules": [rule("known", vec![path("/", "Prefix", to("svc"))])]}),
+        ),
+    ]);
+    let mut conn = Conn::open(h2.http()).await;
+    for _ in 0..2 {
+        conn.send(b"GET / HTTP/1.1\r\nHost: unknown\r\n\r\n").await;
+        let reply = conn.response(false).await;
+        assert_eq!(reply.status, 404, "{}", reply.head);
+        assert!(reply.header("content-length").is_some(), "{}", reply.head);
+    }
+
+    // A malformed request after a good one: hyper answers 400.
+    let mut conn = Conn::open(h.http()).await;
+    conn.send(get("/echo").as_bytes()).await;
+    assert_eq!(conn.response(false).await.status, 200);
+    conn.send(b"GET /echo HTTP/1.1\r\nHost app\r\n\r\n").await;
+    assert_eq!(conn.response(false).await.status, 400);
+    // A target the `http` crate refuses although httparse took it.
+    let mut conn = Conn::open(h.http()).await;
+    conn.send(b"GET /a<b> HTTP/1.1\r\nHost: app\r\n\r\n").await;
+    assert_eq!(conn.response(false).await.status, 400);
+}
