@@ -687,7 +687,7 @@ fn encode_head(out: &mut Vec<u8>, head: &Parts, added: &Added<'_>, chunked: bool
 }
 
 /// `len` in hex followed by CRLF, in `line`.
-fn chunk_size_line(len: usize, line: &mut [u8; 18]) -> &[u8] {
+pub(crate) fn chunk_size_line(len: usize, line: &mut [u8; 18]) -> &[u8] {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut start = 16;
     let mut n = len;

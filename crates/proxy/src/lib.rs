@@ -7,8 +7,10 @@
 //!
 //!  worker 1..N (own thread, own current-thread runtime, own SO_REUSEPORT sockets, own pool)
 //!   :http  accept ─▶ HTTP/1.1 ───────────────────────────┐
-//!   :https accept ─▶ TLS (cert by SNI from the current  ─┤─▶ handle(request)
+//!   :https accept ─▶ TLS (cert by SNI from the current  ─┤─▶ respond(request)
 //!                    config) ─ALPN─▶ HTTP/2 | HTTP/1.1 ──┘        │
+//!   HTTP/1.1: Sluice's inline server; hyper takes a connection over at its first request
+//!   with a body, an expectation or an upgrade (or HTTP/1.0, or a bad head). HTTP/2: hyper.
 //!        route(host, path) on the current config ─ none ─▶ 404 ────┤
 //!        ssl-redirect ─▶ 308 │ no endpoint ─▶ 503 │ too big ─▶ 413 ┤ error_response()
 //!        pick endpoint (round robin | least request, set-aside)   │

@@ -30,6 +30,7 @@ use http_body::Body;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use crate::body::ResponseBody;
+use crate::client::chunk_size_line;
 use crate::worker::ConnCtx;
 
 /// Header lines parsed on the stack at first; a request with more is parsed again with room
@@ -141,7 +142,12 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
             let close = !request.keep_alive || !self.keep_alive || conn.closing();
             match self.write_response(response, &method, close).await {
                 Ok(true) if !conn.closing() => {}
-                Ok(_) => return Ended::Closed,
+                Ok(_) => {
+                    // A clean end: FIN, and over TLS a close_notify first, so the client
+                    // can tell it from a truncation.
+                    let _ = self.io.shutdown().await;
+                    return Ended::Closed;
+                }
                 Err(e) => {
                     tracing::debug!(error = %e, "writing to the client failed");
                     return Ended::Closed;
@@ -463,24 +469,6 @@ fn itoa(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
     }
 }
 
-/// `len` in hex followed by CRLF, in `line`.
-fn chunk_size_line(len: usize, line: &mut [u8; 18]) -> &[u8] {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut start = 16;
-    let mut n = len;
-    loop {
-        start -= 1;
-        line[start] = HEX[n & 0xf];
-        n >>= 4;
-        if n == 0 {
-            break;
-        }
-    }
-    line[16] = b'\r';
-    line[17] = b'\n';
-    &line[start..]
-}
-
 /// Writes every slice (one `writev` when the socket takes it all).
 async fn write_all<W: AsyncWrite + Unpin>(
     io: &mut W,
@@ -692,6 +680,5 @@ mod tests {
         assert!(text.contains("content-length: 10\r\n") && matches!(framing, Framing::None));
         assert_eq!(itoa(0, &mut [0; 20]), b"0");
         assert_eq!(itoa(1234567, &mut [0; 20]), b"1234567");
-        assert_eq!(chunk_size_line(0x1a2, &mut [0; 18]), b"1a2\r\n");
     }
 }

@@ -4,8 +4,8 @@
 //! `.await`.
 //!
 //! ```text
-//!  accept (http) ─┐                            ┌─▶ http1 (max head size)
-//!  accept (https)─┴─▶ serve(conn) ─TLS+ALPN────┴─▶ http2 ─▶ service ─▶ forward::handle
+//!  accept (http) ─┐                            ┌─▶ inline HTTP/1.1 ─(handover)─▶ hyper http1
+//!  accept (https)─┴─▶ serve(conn) ─TLS+ALPN────┴─▶ hyper http2 ─▶ forward::respond
 //!                          drive(): stop signal │ keep-alive-requests
 //!                                   ─▶ graceful shutdown (HTTP/1 close after response, GOAWAY)
 //!                                   idle timer (keep-alive, and client-header-timeout for

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// One response as read off the socket.
@@ -33,15 +33,21 @@ impl Raw {
 
 /// A client connection that reads responses byte-exactly, so that what follows a response
 /// (the next one, or the end of the connection) is seen as the proxy sent it.
-struct Conn {
-    stream: TcpStream,
+struct Conn<S> {
+    stream: S,
     buf: Vec<u8>,
 }
 
-impl Conn {
-    async fn open(addr: std::net::SocketAddr) -> Conn {
+impl Conn<TcpStream> {
+    async fn open(addr: std::net::SocketAddr) -> Conn<TcpStream> {
+        Conn::over(TcpStream::connect(addr).await.unwrap())
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
+    fn over(stream: S) -> Conn<S> {
         Conn {
-            stream: TcpStream::connect(addr).await.unwrap(),
+            stream,
             buf: Vec::new(),
         }
     }
@@ -50,13 +56,15 @@ impl Conn {
         self.stream.write_all(bytes).await.unwrap();
     }
 
-    /// Reads until `buf` holds `n` bytes; false at end of stream.
+    /// Reads until `buf` holds `n` bytes; false at a clean end of stream (FIN, and over
+    /// TLS a close_notify first). A reset or a truncated TLS stream fails the test.
     async fn fill(&mut self, n: usize) -> bool {
         let mut chunk = [0u8; 16 * 1024];
         while self.buf.len() < n {
             match bounded(self.stream.read(&mut chunk)).await {
-                Ok(0) | Err(_) => return false,
+                Ok(0) => return false,
                 Ok(read) => self.buf.extend_from_slice(&chunk[..read]),
+                Err(e) => panic!("the connection did not end cleanly: {e}"),
             }
         }
         true
@@ -116,7 +124,7 @@ impl Conn {
         raw
     }
 
-    /// Whether the proxy closed the connection (nothing more arrives, then end of stream).
+    /// Whether the proxy closed the connection cleanly (nothing more arrives, then the end).
     async fn closed(&mut self) -> bool {
         let pending = self.buf.len();
         !self.fill(pending + 1).await && self.buf.len() == pending
@@ -249,4 +257,47 @@ async fn connection_close_head_and_bad_requests() {
     let mut conn = Conn::open(h.http()).await;
     conn.send(b"GET /a<b> HTTP/1.1\r\nHost: app\r\n\r\n").await;
     assert_eq!(conn.response(false).await.status, 400);
+}
+
+#[tokio::test]
+async fn over_tls_pipelining_works_and_a_close_is_announced() {
+    let backend = start_backend("tls").await;
+    let ca = TestCa::new();
+    let leaf = ca.leaf(&["app.example.com"]);
+    let mut h = Harness::start();
+    let mut objects = vec![
+        tls_secret("app-tls", &leaf),
+        service("svc", &[("http", 80)]),
+        ingress(
+            "app",
+            serde_json::json!({
+                "tls": [{"hosts": ["app.example.com"], "secretName": "app-tls"}],
+                "rules": [rule("app.example.com", vec![path("/", "Prefix", to("svc"))])],
+            }),
+        ),
+    ];
+    objects.extend(slices("svc", &[addr_of(&backend)]));
+    h.apply(&objects);
+
+    let (tls, _) = ca
+        .connect(h.https(), "app.example.com", &[b"http/1.1"])
+        .await
+        .unwrap();
+    let mut conn = Conn::over(tls);
+    let request = |query: &str, close: bool| {
+        format!(
+            "GET /echo?{query} HTTP/1.1\r\nHost: app.example.com\r\n{}\r\n",
+            if close { "Connection: close\r\n" } else { "" }
+        )
+    };
+    conn.send(format!("{}{}", request("a", false), request("b", true)).as_bytes())
+        .await;
+    let first = conn.response(false).await;
+    assert_eq!(first.json()["query"], "a");
+    assert_eq!(first.json()["headers"]["x-forwarded-proto"], "https");
+    let last = conn.response(false).await;
+    assert_eq!(last.json()["query"], "b");
+    assert_eq!(last.header("connection"), Some("close"));
+    // close_notify before the FIN: the client can tell the end from a truncation.
+    assert!(conn.closed().await);
 }
