@@ -41,6 +41,12 @@ pub const QUICK_CONNECTIONS: u32 = 50;
 
 /// The fixed rate of the latency comparison, as a share of the reference's closed-loop RPS.
 pub const LATENCY_SHARE: f64 = 0.5;
+/// Latency runs last this many times `--duration` (not with `--quick`). On a shared virtual
+/// machine a stall of tens of milliseconds comes every few seconds; a 5 s run either has one
+/// (and its p99 is the stall) or not, so p99 flipped between ~2 ms and ~30 ms from round to
+/// round for every system. Three times as long, a stall is a fraction of the 1 % that p99
+/// leaves out, and the rounds agree.
+pub const LATENCY_DURATION_FACTOR: u32 = 3;
 
 /// `sluice lab rps|tps|throughput`.
 #[derive(clap::Args, Clone, Debug)]
@@ -227,6 +233,8 @@ struct Plan {
     systems: Vec<String>,
     workers: Vec<u32>,
     duration: Duration,
+    /// Of the fixed-rate latency runs.
+    latency_duration: Duration,
     warmup: Duration,
     rounds: u32,
     connections: u32,
@@ -367,6 +375,11 @@ fn plan(which: Which, args: CapacityArgs, cost_per_cpu_hour: Option<f64>) -> any
         systems,
         workers,
         duration,
+        latency_duration: if args.quick {
+            duration
+        } else {
+            duration * LATENCY_DURATION_FACTOR
+        },
         warmup,
         rounds,
         connections,
@@ -493,15 +506,30 @@ pub fn run_capacity(
         }
     }
     let setup = setup(&plan, &cases, &pinnings, &available);
-    let per_run = plan.warmup + plan.duration + Duration::from_millis(300);
-    let total = plan.workers.len() * cases.len() * plan.rounds as usize * available.len();
+    let runs_of = |latency: bool| {
+        let n = cases
+            .iter()
+            .filter(|c| (c.study == Study::Latency) == latency)
+            .count();
+        plan.workers.len() * n * plan.rounds as usize * available.len()
+    };
+    let total = runs_of(false) + runs_of(true);
+    let overhead = plan.warmup + Duration::from_millis(300);
+    let minutes = ((overhead + plan.duration).as_secs_f64() * runs_of(false) as f64
+        + (overhead + plan.latency_duration).as_secs_f64() * runs_of(true) as f64)
+        / 60.0;
+    let latency_runs = match runs_of(true) {
+        0 => String::new(),
+        n => format!(" ({n} latency runs of {:?})", plan.latency_duration),
+    };
     eprintln!(
-        "sluice lab {}: {} runs of {:?} + {:?} warm-up (about {} min); systems {}; workers {:?}",
+        "sluice lab {}: {} runs of {:?}{} + {:?} warm-up (about {} min); systems {}; workers {:?}",
         plan.which.command(),
         total,
         plan.duration,
+        latency_runs,
         plan.warmup,
-        (per_run.as_secs_f64() * total as f64 / 60.0).ceil(),
+        minutes.ceil(),
         available.join(", "),
         plan.workers
     );
@@ -620,7 +648,8 @@ fn setup(plan: &Plan, cases: &[Case], pinnings: &[Pinning], systems: &[String]) 
         notes.push(format!(
             "Latency comparison: every system at a fixed rate (-R) of {LATENCY_SHARE} × nginx's \
              median closed-loop RPS at the same worker count and protocol (or the first system's \
-             when nginx was not measured); p99 is coordinated-omission corrected."
+             when nginx was not measured), for {}s per run; p99 is coordinated-omission corrected.",
+            plan.latency_duration.as_secs_f64()
         ));
     }
     Setup {
@@ -817,6 +846,11 @@ fn measure(
     tag: &str,
 ) -> anyhow::Result<Measurement> {
     let plan = &lab.plan;
+    let duration = if case.study == Study::Latency {
+        plan.latency_duration
+    } else {
+        plan.duration
+    };
     let pgid = sys
         .system
         .process_group()
@@ -843,7 +877,7 @@ fn measure(
         .arg("-c")
         .arg(plan.connections.max(pin.load_threads).to_string())
         .arg("-d")
-        .arg(format!("{}ms", plan.duration.as_millis()))
+        .arg(format!("{}ms", duration.as_millis()))
         .arg("--warmup")
         .arg(format!("{}ms", plan.warmup.as_millis()))
         .arg("--connect-to")
@@ -874,7 +908,7 @@ fn measure(
     let t0 = Instant::now();
     let log = dir.join(format!("{tag}.log"));
     let mut load = Proc::spawn("sluice load", cmd, &log)?;
-    let deadline = plan.warmup + plan.duration + Duration::from_secs(30);
+    let deadline = plan.warmup + duration + Duration::from_secs(30);
     let status = loop {
         if let Some(status) = load.try_wait() {
             break status;
