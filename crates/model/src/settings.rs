@@ -45,6 +45,11 @@ pub struct Settings {
     /// A client must send a complete request head within this, or is cut off.
     #[serde(serialize_with = "as_text")]
     pub client_header_timeout: Duration,
+    /// `client-send-timeout` (nginx's `send_timeout`): a write to a client that makes no
+    /// progress for this long closes the connection, so a client that stops reading cannot
+    /// hold its connection and response forever. 0 means no limit.
+    #[serde(serialize_with = "as_text")]
+    pub client_send_timeout: Duration,
     /// `client-max-body-size`: larger request bodies get 413. 0 means no limit.
     pub client_max_body_size: u64,
     /// `large-client-header-buffers` (`"4 8k"`): the request head may be at most count × size
@@ -76,6 +81,7 @@ impl Default for Settings {
             proxy_read_timeout: Duration::from_secs(60),
             proxy_send_timeout: Duration::from_secs(60),
             client_header_timeout: Duration::from_secs(60),
+            client_send_timeout: Duration::from_secs(60),
             client_max_body_size: 1024 * 1024,
             max_request_header_size: 4 * 8 * 1024,
             load_balance: LoadBalance::RoundRobin,
@@ -137,6 +143,9 @@ impl Settings {
             }
             "client-header-timeout" => {
                 self.client_header_timeout = parse_duration(value).ok_or(DURATION)?
+            }
+            "client-send-timeout" => {
+                self.client_send_timeout = parse_duration(value).ok_or(DURATION)?
             }
             "client-max-body-size" => {
                 self.client_max_body_size =

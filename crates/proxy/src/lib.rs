@@ -42,6 +42,7 @@ mod forward;
 mod headers;
 mod listen;
 mod metrics;
+mod send_timeout;
 mod server;
 mod shared;
 mod tls;

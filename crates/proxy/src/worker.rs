@@ -42,6 +42,7 @@ use crate::balance::Balancer;
 use crate::headers::Forwarded;
 use crate::listen::StartError;
 use crate::metrics::{Snapshot, Stats};
+use crate::send_timeout::SendTimeout;
 use crate::server::{Ended, Http1, Prefixed};
 use crate::shared::Shared;
 use crate::upstream::Pool;
@@ -308,6 +309,7 @@ impl Worker {
             tracing::debug!(error = %e, "set TCP_NODELAY");
         }
         let settings = self.settings();
+        let stream = SendTimeout::new(stream, settings.client_send_timeout);
         if !https {
             let conn = ConnCtx::new(self, peer, false, false);
             serve_http1(conn, stream, &settings).await;

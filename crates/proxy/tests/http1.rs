@@ -301,3 +301,60 @@ async fn over_tls_pipelining_works_and_a_close_is_announced() {
     // close_notify before the FIN: the client can tell the end from a truncation.
     assert!(conn.closed().await);
 }
+
+/// An upstream that answers every request on its first connection with a body far larger than
+/// any socket buffer, as fast as it is taken.
+async fn start_endless_upstream(len: usize) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut head = [0u8; 4096];
+        let _ = stream.read(&mut head).await;
+        let _ = stream
+            .write_all(format!("HTTP/1.1 200 OK\r\nContent-Length: {len}\r\n\r\n").as_bytes())
+            .await;
+        let chunk = vec![b'x'; 64 * 1024];
+        for _ in 0..len / chunk.len() {
+            if stream.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_is_cut_off_after_client_send_timeout() {
+    const LEN: usize = 256 * 1024 * 1024;
+    let upstream = start_endless_upstream(LEN).await;
+    let mut h = Harness::start();
+    let mut objects = catch_all("big", &[upstream]);
+    objects.push(settings(&[("client-send-timeout", "500ms")]));
+    h.apply(&objects);
+
+    // A small receive buffer, so the proxy's writes block soon after the client stops reading.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(h.http()).await.unwrap();
+    stream.write_all(get("/big").as_bytes()).await.unwrap();
+    let mut first = [0u8; 1024];
+    let n = bounded(stream.read(&mut first)).await.unwrap();
+    assert!(first[..n].starts_with(b"HTTP/1.1 200 OK"));
+
+    // Stop reading for well past the limit; then what is left in the buffers drains and the
+    // connection ends long before the body is complete.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut received = n;
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        match bounded(stream.read(&mut chunk)).await {
+            Ok(0) | Err(_) => break,
+            Ok(read) => received += read,
+        }
+    }
+    assert!(
+        received < LEN / 2,
+        "the proxy kept sending: {received} of {LEN} bytes arrived"
+    );
+}
