@@ -20,7 +20,6 @@
 //! not be.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -33,14 +32,13 @@ use http::request::Parts;
 use http::Response;
 use http_body::{Body, Frame, SizeHint};
 use model::{Backend, LoadBalance, Settings};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::time::Sleep;
 
 use crate::body::BoxError;
 use crate::client::{ClientError, Conn, Framing, Outgoing, Timeouts};
 use crate::error::{Chain, ProxyError};
 use crate::headers::Added;
+use crate::stall::{StallTimer, WriteTimeout};
 use crate::worker::{within, Worker};
 
 /// Idle upstream connections of one worker, by endpoint.
@@ -82,10 +80,8 @@ pub(crate) struct UpstreamBody {
     worker: Rc<Worker>,
     addr: SocketAddr,
     keep: Keep,
-    read_timeout: Duration,
-    deadline: Option<Pin<Box<Sleep>>>,
-    /// Waiting for the upstream, with `deadline` running.
-    waiting: bool,
+    /// `proxy-read-timeout` between body reads.
+    read_stall: StallTimer,
     in_flight: Option<InFlight>,
 }
 
@@ -104,12 +100,7 @@ pub(crate) struct InFlight {
 
 /// The upstream socket of a tunnel, with `proxy-send-timeout` applied to writes that make no
 /// progress.
-pub(crate) struct UpstreamIo {
-    stream: TcpStream,
-    send_timeout: Duration,
-    deadline: Option<Pin<Box<Sleep>>>,
-    waiting: bool,
-}
+pub(crate) type UpstreamIo = WriteTimeout<TcpStream>;
 
 /// The request to send: each attempt only borrows it.
 pub(crate) struct Pending<'r> {
@@ -371,12 +362,11 @@ impl UpstreamConn {
     /// After a 101: the socket for the tunnel, and what the upstream already sent through it.
     pub(crate) fn into_tunnel(self, send_timeout: Duration) -> (UpstreamIo, Bytes) {
         let (stream, buffered) = self.conn.into_parts();
-        let io = UpstreamIo {
+        let io = WriteTimeout::new(
             stream,
             send_timeout,
-            deadline: None,
-            waiting: false,
-        };
+            "upstream accepted nothing within proxy-send-timeout",
+        );
         (io, buffered)
     }
 }
@@ -404,9 +394,7 @@ impl UpstreamBody {
                 max_idle: usize::try_from(settings.keepalive).unwrap_or(usize::MAX),
                 max_age: settings.upstream_keepalive_timeout,
             },
-            read_timeout: settings.proxy_read_timeout,
-            deadline: None,
-            waiting: false,
+            read_stall: StallTimer::new(settings.proxy_read_timeout),
             in_flight,
         };
         if body.framing.remaining() == Some(0) {
@@ -438,19 +426,7 @@ impl UpstreamBody {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        if self.read_timeout.is_zero() {
-            return Poll::Pending;
-        }
-        if !self.waiting {
-            self.waiting = true;
-            let deadline = tokio::time::Instant::now() + self.read_timeout;
-            match &mut self.deadline {
-                Some(sleep) => sleep.as_mut().reset(deadline),
-                None => self.deadline = Some(Box::pin(tokio::time::sleep_until(deadline))),
-            }
-        }
-        let sleep = self.deadline.as_mut().expect("armed above");
-        match sleep.as_mut().poll(cx) {
+        match self.read_stall.poll_expired(cx) {
             Poll::Ready(()) => {
                 self.conn = None;
                 Poll::Ready(Some(Err(io::Error::new(
@@ -478,7 +454,7 @@ impl Body for UpstreamBody {
         };
         match conn.poll_body(&mut this.framing, cx) {
             Poll::Ready(Ok(Some(data))) => {
-                this.waiting = false;
+                this.read_stall.progress();
                 // hyper's server stops polling once `is_end_stream` says so: free the
                 // connection with the last frame rather than on a final `None`.
                 if conn.body_ended(&mut this.framing) {
@@ -514,83 +490,5 @@ impl Body for UpstreamBody {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.worker.balancer.borrow_mut().finished(self.addr);
-    }
-}
-
-impl UpstreamIo {
-    fn poll_send_deadline(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
-        if self.send_timeout.is_zero() {
-            return Poll::Pending;
-        }
-        if !self.waiting {
-            self.waiting = true;
-            let deadline = tokio::time::Instant::now() + self.send_timeout;
-            match &mut self.deadline {
-                Some(sleep) => sleep.as_mut().reset(deadline),
-                None => self.deadline = Some(Box::pin(tokio::time::sleep_until(deadline))),
-            }
-        }
-        let sleep = self.deadline.as_mut().expect("armed above");
-        match sleep.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "upstream accepted nothing within proxy-send-timeout",
-            ))),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-impl AsyncRead for UpstreamIo {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for UpstreamIo {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        match Pin::new(&mut this.stream).poll_write(cx, buf) {
-            Poll::Pending => this.poll_send_deadline(cx),
-            ready => {
-                this.waiting = false;
-                ready
-            }
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        match Pin::new(&mut this.stream).poll_write_vectored(cx, bufs) {
-            Poll::Pending => this.poll_send_deadline(cx),
-            ready => {
-                this.waiting = false;
-                ready
-            }
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
     }
 }

@@ -42,9 +42,9 @@ use crate::balance::Balancer;
 use crate::headers::Forwarded;
 use crate::listen::StartError;
 use crate::metrics::{Snapshot, Stats};
-use crate::send_timeout::SendTimeout;
 use crate::server::{Ended, Http1, Prefixed};
 use crate::shared::Shared;
+use crate::stall::WriteTimeout;
 use crate::upstream::Pool;
 
 /// hyper refuses a smaller HTTP/1 buffer limit; `large-client-header-buffers` below it is
@@ -309,7 +309,11 @@ impl Worker {
             tracing::debug!(error = %e, "set TCP_NODELAY");
         }
         let settings = self.settings();
-        let stream = SendTimeout::new(stream, settings.client_send_timeout);
+        let stream = WriteTimeout::new(
+            stream,
+            settings.client_send_timeout,
+            "the client read nothing within client-send-timeout",
+        );
         if !https {
             let conn = ConnCtx::new(self, peer, false, false);
             serve_http1(conn, stream, &settings).await;

@@ -1,0 +1,144 @@
+//! Limits on waits that make no progress: `client-send-timeout` on client connections,
+//! `proxy-send-timeout` on tunnels' upstream sockets, `proxy-read-timeout` between upstream
+//! body reads.
+//!
+//! ```text
+//!  I/O ready ─▶ progress() ─▶ disarmed (no timer touched: the common case)
+//!  I/O pending ─▶ poll_expired(): armed once, now + limit ─▶ still pending at the deadline
+//!                 ─▶ Ready: the caller fails the wait (TimedOut) and its connection ends
+//! ```
+
+use std::future::Future;
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+/// How long one wait may last. The timer is made on the first wait and reset for later ones:
+/// most connections never wait at all.
+pub(crate) struct StallTimer {
+    /// Zero: no limit.
+    limit: Duration,
+    timer: Option<Pin<Box<Sleep>>>,
+    /// The timer runs for the current wait.
+    armed: bool,
+}
+
+impl StallTimer {
+    pub(crate) fn new(limit: Duration) -> StallTimer {
+        StallTimer {
+            limit,
+            timer: None,
+            armed: false,
+        }
+    }
+
+    /// Progress was made: the next wait gets the whole limit again.
+    pub(crate) fn progress(&mut self) {
+        self.armed = false;
+    }
+
+    /// Called while waiting: `Ready` once this wait has lasted the limit (never without one).
+    pub(crate) fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.limit.is_zero() {
+            return Poll::Pending;
+        }
+        if !self.armed {
+            self.armed = true;
+            let deadline = Instant::now() + self.limit;
+            match &mut self.timer {
+                Some(timer) => timer.as_mut().reset(deadline),
+                None => self.timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
+            }
+        }
+        match &mut self.timer {
+            Some(timer) => timer.as_mut().poll(cx),
+            None => Poll::Pending,
+        }
+    }
+}
+
+/// A stream whose writes fail with `TimedOut` after its limit without progress.
+pub(crate) struct WriteTimeout<I> {
+    io: I,
+    stall: StallTimer,
+    /// The error's message: which limit ran out.
+    what: &'static str,
+}
+
+impl<I> WriteTimeout<I> {
+    pub(crate) fn new(io: I, limit: Duration, what: &'static str) -> WriteTimeout<I> {
+        WriteTimeout {
+            io,
+            stall: StallTimer::new(limit),
+            what,
+        }
+    }
+
+    /// Passes a write's outcome on, failing a wait that outlasts the limit.
+    fn watch<T>(&mut self, poll: Poll<io::Result<T>>, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        match poll {
+            Poll::Ready(result) => {
+                self.stall.progress();
+                Poll::Ready(result)
+            }
+            Poll::Pending => match self.stall.poll_expired(cx) {
+                Poll::Ready(()) => {
+                    Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, self.what)))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for WriteTimeout<I> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for WriteTimeout<I> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let poll = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.watch(poll, cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let poll = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.watch(poll, cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let poll = Pin::new(&mut this.io).poll_flush(cx);
+        this.watch(poll, cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let poll = Pin::new(&mut this.io).poll_shutdown(cx);
+        this.watch(poll, cx)
+    }
+}
