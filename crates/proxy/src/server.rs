@@ -186,9 +186,9 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
             let frame = if head_sent {
                 poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await
             } else {
-                match poll_fn(|cx| Poll::Ready(poll_once(&mut body, cx))).await {
-                    Some(frame) => frame,
-                    None => {
+                match poll_fn(|cx| Poll::Ready(Pin::new(&mut body).poll_frame(cx))).await {
+                    Poll::Ready(frame) => frame,
+                    Poll::Pending => {
                         write_all(&mut self.io, &mut [IoSlice::new(&self.out)]).await?;
                         self.io.flush().await?;
                         head_sent = true;
@@ -258,17 +258,6 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
                 return Ok(complete && !close);
             }
         }
-    }
-}
-
-/// Polls `body` once: `None` if it has nothing yet.
-fn poll_once(
-    body: &mut ResponseBody,
-    cx: &mut Context<'_>,
-) -> Option<Option<Result<http_body::Frame<Bytes>, crate::body::BoxError>>> {
-    match Pin::new(body).poll_frame(cx) {
-        Poll::Ready(frame) => Some(frame),
-        Poll::Pending => None,
     }
 }
 
