@@ -10,7 +10,7 @@
 //!                        routes::handle ─▶ /                   ~1 KB of server metadata
 //!                                          /healthz            "ok"
 //!                                          /{0kb,1kb,1mb}.bin  slices of one static buffer
-//!                                          /echo               the request it saw, as JSON
+//!                                          /echo, /echo/…      the request it saw, as JSON
 //!                                          /status/NNN         that status
 //!                                          /slow?ms=N          200 after N ms
 //!

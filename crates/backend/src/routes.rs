@@ -85,7 +85,8 @@ pub(crate) async fn handle(req: Request<Incoming>, conn: &Conn) -> Response<Resp
         "/0kb.bin" => file(0),
         "/1kb.bin" => file(1024),
         "/1mb.bin" => file(ONE_MB),
-        "/echo" => echo(req, conn).await,
+        // `/echo/...` too: which backend saw which path is what routing tests ask.
+        p if p == "/echo" || p.starts_with("/echo/") => echo(req, conn).await,
         "/slow" => slow(req.uri().query()).await,
         path => match path.strip_prefix("/status/") {
             Some(code) => status(code),

@@ -9,7 +9,8 @@
 //!                                                                     settings, diagnostics }
 //!            ChangeSet.endpoints ──▶ Compiled::refresh_endpoints ──▶ Backend endpoint swap
 //!
-//!  request ──▶ Compiled.routes.route(host, path) ──▶ Route ──▶ Backend::endpoints()
+//!  request ──▶ validate_host, normalize_path ──▶ Compiled.routes.route(host, path) ──▶ Route
+//!          ──▶ Backend::endpoints()
 //! ```
 
 pub mod compile;
@@ -18,6 +19,7 @@ pub mod objects;
 pub mod routes;
 pub mod settings;
 pub mod store;
+pub mod target;
 pub mod tls;
 
 pub use compile::{compile, CompileOptions, Compiled, Diagnostic};
@@ -26,4 +28,5 @@ pub use objects::{parse_documents, Documents, Kind, Object, ObjectRef, ParseErro
 pub use routes::{Matched, Route, RouteTable};
 pub use settings::{LoadBalance, Settings};
 pub use store::{ChangeSet, NamespacedName, Store};
+pub use target::{normalize_path, validate_host, NormalPath, TargetError};
 pub use tls::Certificates;

@@ -45,6 +45,10 @@ pub struct Settings {
     /// A client must send a complete request head within this, or is cut off.
     #[serde(serialize_with = "as_text")]
     pub client_header_timeout: Duration,
+    /// `client-body-timeout` (nginx's `client_body_timeout`): a client that sends no byte of
+    /// its request body for this long gets 408 (both connections are released). 0: no limit.
+    #[serde(serialize_with = "as_text")]
+    pub client_body_timeout: Duration,
     /// `client-send-timeout` (nginx's `send_timeout`): a write to a client that makes no
     /// progress for this long closes the connection, so a client that stops reading cannot
     /// hold its connection and response forever. 0 means no limit.
@@ -66,8 +70,27 @@ pub struct Settings {
     pub ssl_session_tickets: bool,
     /// Plain-HTTP requests for a host with TLS get a 308 to https.
     pub ssl_redirect: bool,
-    /// Trust `X-Forwarded-*` from clients (behind another proxy) instead of replacing them.
+    /// Trust `X-Forwarded-*` from clients (behind another proxy) instead of replacing them;
+    /// a trusted `X-Forwarded-Proto: https` also suppresses `ssl-redirect`.
     pub use_forwarded_headers: bool,
+    /// `http2-max-concurrent-streams`: streams one HTTP/2 client may have open at once
+    /// (nginx's `http2_max_concurrent_streams`).
+    pub http2_max_concurrent_streams: u32,
+    /// `enable-underscores-in-headers`: forward request headers whose names hold `_`
+    /// (dropped by default, as nginx's `underscores_in_headers off`).
+    pub enable_underscores_in_headers: bool,
+    /// `hsts`: send `Strict-Transport-Security` on HTTPS responses for hosts with their own
+    /// certificate.
+    pub hsts: bool,
+    /// `hsts-max-age`, in seconds.
+    pub hsts_max_age: u64,
+    /// `hsts-include-subdomains`.
+    pub hsts_include_subdomains: bool,
+    /// `hsts-preload`.
+    pub hsts_preload: bool,
+    /// The `Strict-Transport-Security` value the keys above make; `None` when `hsts` is off.
+    #[serde(skip)]
+    pub hsts_header: Option<String>,
 }
 
 impl Default for Settings {
@@ -81,6 +104,7 @@ impl Default for Settings {
             proxy_read_timeout: Duration::from_secs(60),
             proxy_send_timeout: Duration::from_secs(60),
             client_header_timeout: Duration::from_secs(60),
+            client_body_timeout: Duration::from_secs(60),
             client_send_timeout: Duration::from_secs(60),
             client_max_body_size: 1024 * 1024,
             max_request_header_size: 4 * 8 * 1024,
@@ -91,7 +115,15 @@ impl Default for Settings {
             ssl_session_tickets: true,
             ssl_redirect: true,
             use_forwarded_headers: false,
+            http2_max_concurrent_streams: 128,
+            enable_underscores_in_headers: false,
+            hsts: true,
+            hsts_max_age: 31_536_000,
+            hsts_include_subdomains: true,
+            hsts_preload: false,
+            hsts_header: None,
         }
+        .finish()
     }
 }
 
@@ -116,7 +148,22 @@ impl Settings {
                 ));
             }
         }
-        settings
+        settings.finish()
+    }
+
+    /// Derives the values computed from several keys, once, so no request formats them.
+    fn finish(mut self) -> Settings {
+        self.hsts_header = self.hsts.then(|| {
+            let mut value = format!("max-age={}", self.hsts_max_age);
+            if self.hsts_include_subdomains {
+                value.push_str("; includeSubDomains");
+            }
+            if self.hsts_preload {
+                value.push_str("; preload");
+            }
+            value
+        });
+        self
     }
 
     fn set(&mut self, key: &str, value: &str) -> Result<(), &'static str> {
@@ -143,6 +190,9 @@ impl Settings {
             }
             "client-header-timeout" => {
                 self.client_header_timeout = parse_duration(value).ok_or(DURATION)?
+            }
+            "client-body-timeout" => {
+                self.client_body_timeout = parse_duration(value).ok_or(DURATION)?
             }
             "client-send-timeout" => {
                 self.client_send_timeout = parse_duration(value).ok_or(DURATION)?
@@ -183,6 +233,17 @@ impl Settings {
             "ssl-session-tickets" => self.ssl_session_tickets = parse_bool(value)?,
             "ssl-redirect" => self.ssl_redirect = parse_bool(value)?,
             "use-forwarded-headers" => self.use_forwarded_headers = parse_bool(value)?,
+            "http2-max-concurrent-streams" => {
+                self.http2_max_concurrent_streams =
+                    value.parse().ok().filter(|n| *n > 0).ok_or(POSITIVE)?
+            }
+            "enable-underscores-in-headers" => {
+                self.enable_underscores_in_headers = parse_bool(value)?
+            }
+            "hsts" => self.hsts = parse_bool(value)?,
+            "hsts-max-age" => self.hsts_max_age = value.parse().map_err(|_| COUNT)?,
+            "hsts-include-subdomains" => self.hsts_include_subdomains = parse_bool(value)?,
+            "hsts-preload" => self.hsts_preload = parse_bool(value)?,
             key if ACCEPTED_UNUSED_KEYS.contains(&key) => {}
             _ => return Err("a key Sluice knows (see the README); this one is ignored"),
         }
@@ -297,6 +358,24 @@ mod tests {
         let (_, diagnostics) = settings(&[("proxy-raed-timeout", "5")]);
         assert_eq!(diagnostics.len(), 1);
         assert!(diagnostics[0].contains("this one is ignored"));
+    }
+
+    #[test]
+    fn hsts_is_one_value_made_once() {
+        let (s, _) = settings(&[]);
+        assert_eq!(
+            s.hsts_header.as_deref(),
+            Some("max-age=31536000; includeSubDomains")
+        );
+        let (s, diagnostics) = settings(&[
+            ("hsts-max-age", "600"),
+            ("hsts-include-subdomains", "false"),
+            ("hsts-preload", "true"),
+        ]);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        assert_eq!(s.hsts_header.as_deref(), Some("max-age=600; preload"));
+        let (s, _) = settings(&[("hsts", "false")]);
+        assert_eq!(s.hsts_header, None);
     }
 
     #[test]

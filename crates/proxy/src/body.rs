@@ -5,11 +5,13 @@ use std::cell::Cell;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
+use crate::stall::StallTimer;
 use crate::upstream::UpstreamBody;
 use crate::worker::RequestGuard;
 
@@ -26,6 +28,9 @@ pub(crate) enum RequestBody {
         /// HTTP/2 without content-length); a declared length was checked before.
         remaining: Option<u64>,
         progress: Rc<BodyProgress>,
+        /// `client-body-timeout`: how long the client may send nothing while its body is
+        /// awaited (nginx's `client_body_timeout`: between two reads, not for the whole body).
+        stall: StallTimer,
     },
 }
 
@@ -55,13 +60,24 @@ enum ResponseKind {
 #[error("request body larger than client-max-body-size")]
 pub(crate) struct BodyTooLarge;
 
+#[derive(Debug, thiserror::Error)]
+#[error("the client sent no body bytes within client-body-timeout")]
+pub(crate) struct BodyTimeout;
+
 impl RequestBody {
-    /// The client's body, limited to `limit` bytes when its length is unknown (0: no limit).
-    pub(crate) fn client(inner: Incoming, declared: Option<u64>, limit: u64) -> RequestBody {
+    /// The client's body, limited to `limit` bytes when its length is unknown (0: no limit),
+    /// failing when the client sends nothing for `timeout` (zero: no limit).
+    pub(crate) fn client(
+        inner: Incoming,
+        declared: Option<u64>,
+        limit: u64,
+        timeout: Duration,
+    ) -> RequestBody {
         RequestBody::Client {
             inner,
             remaining: (limit > 0 && declared.is_none()).then_some(limit),
             progress: Rc::default(),
+            stall: StallTimer::new(timeout),
         }
     }
 
@@ -91,14 +107,22 @@ impl Body for RequestBody {
             inner,
             remaining,
             progress,
+            stall,
         } = self.get_mut()
         else {
             return Poll::Ready(None);
         };
         let frame = match Pin::new(&mut *inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => frame,
+            Poll::Pending => {
+                return match stall.poll_expired(cx) {
+                    Poll::Ready(()) => Poll::Ready(Some(Err(BodyTimeout.into()))),
+                    Poll::Pending => Poll::Pending,
+                };
+            }
             other => return other.map_err(Into::into),
         };
+        stall.progress();
         if let (Some(data), Some(remaining)) = (frame.data_ref(), remaining.as_mut()) {
             let len = data.len() as u64;
             if len > *remaining {
@@ -160,6 +184,7 @@ impl Body for ResponseBody {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        crate::stall::body_polled();
         match &mut self.get_mut().kind {
             ResponseKind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             ResponseKind::Upstream(body) => Pin::new(body).poll_frame(cx),

@@ -1065,6 +1065,7 @@ mod tests {
             port: &port,
             https: false,
             trust_incoming: false,
+            underscores: false,
         };
         let added = headers::prepare_request(&mut head, &forwarded, false);
         let mut out = Vec::new();

@@ -7,8 +7,18 @@ use std::net::SocketAddr;
 use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 
-use crate::body::ResponseBody;
+use crate::body::{BoxError, ResponseBody};
 use crate::client::ClientError;
+
+/// Whose fault an error is (STYLE.md #13): the client's request, the upstream's answer (or
+/// silence), or the proxy's own state. Decided where the error is made, never guessed later;
+/// a label on the error metric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum ErrorSource {
+    Client,
+    Upstream,
+    Proxy,
+}
 
 /// Why a request was answered by the proxy instead of an upstream.
 #[derive(Debug, thiserror::Error)]
@@ -17,10 +27,20 @@ pub(crate) enum ProxyError {
     NotReady,
     #[error("no Ingress rule matches this host and path")]
     NoRoute,
+    #[error("the request is malformed: {0}")]
+    BadRequest(&'static str),
+    #[error("the request target is refused")]
+    BadTarget(#[source] model::TargetError),
+    #[error("CONNECT and TRACE are not served")]
+    MethodNotAllowed,
     #[error("the backend has no ready endpoints")]
     NoEndpoints,
     #[error("request body larger than client-max-body-size ({limit} bytes)")]
     BodyTooLarge { limit: u64 },
+    #[error("the client sent no request body bytes within client-body-timeout")]
+    ClientBodyTimeout,
+    #[error("reading the request body from the client failed")]
+    ClientBody(#[source] BoxError),
     #[error("connecting to {addr} took longer than proxy-connect-timeout")]
     ConnectTimeout { addr: SocketAddr },
     #[error("connecting to {addr} failed")]
@@ -31,6 +51,8 @@ pub(crate) enum ProxyError {
     },
     #[error("{addr} sent no response head within proxy-read-timeout")]
     ReadTimeout { addr: SocketAddr },
+    #[error("{addr} accepted no request bytes within proxy-send-timeout")]
+    SendTimeout { addr: SocketAddr },
     #[error("request to {addr} failed")]
     Upstream {
         addr: SocketAddr,
@@ -40,17 +62,32 @@ pub(crate) enum ProxyError {
 }
 
 impl ProxyError {
-    /// The status the client gets. The only mapping from errors to statuses in the proxy.
-    pub(crate) fn status(&self) -> StatusCode {
+    /// The status the client gets, and whose fault it is. The only mapping from errors to
+    /// statuses in the proxy.
+    pub(crate) fn classify(&self) -> (StatusCode, ErrorSource) {
+        use ErrorSource::{Client, Proxy, Upstream};
         match self {
-            ProxyError::NotReady | ProxyError::NoEndpoints => StatusCode::SERVICE_UNAVAILABLE,
-            ProxyError::NoRoute => StatusCode::NOT_FOUND,
-            ProxyError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            ProxyError::ConnectTimeout { .. } | ProxyError::ReadTimeout { .. } => {
-                StatusCode::GATEWAY_TIMEOUT
+            ProxyError::NotReady => (StatusCode::SERVICE_UNAVAILABLE, Proxy),
+            ProxyError::NoRoute => (StatusCode::NOT_FOUND, Client),
+            ProxyError::BadRequest(_) | ProxyError::BadTarget(_) | ProxyError::ClientBody(_) => {
+                (StatusCode::BAD_REQUEST, Client)
             }
-            ProxyError::Connect { .. } | ProxyError::Upstream { .. } => StatusCode::BAD_GATEWAY,
+            ProxyError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, Client),
+            ProxyError::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, Client),
+            ProxyError::ClientBodyTimeout => (StatusCode::REQUEST_TIMEOUT, Client),
+            // The Service has no ready pod: the backend's state, not ours.
+            ProxyError::NoEndpoints => (StatusCode::SERVICE_UNAVAILABLE, Upstream),
+            ProxyError::ConnectTimeout { .. }
+            | ProxyError::ReadTimeout { .. }
+            | ProxyError::SendTimeout { .. } => (StatusCode::GATEWAY_TIMEOUT, Upstream),
+            ProxyError::Connect { .. } | ProxyError::Upstream { .. } => {
+                (StatusCode::BAD_GATEWAY, Upstream)
+            }
         }
+    }
+
+    pub(crate) fn status(&self) -> StatusCode {
+        self.classify().0
     }
 
     /// A short plain-text answer. Static text: an error storm should not cost allocations.
@@ -59,9 +96,15 @@ impl ProxyError {
         let text: &'static str = match self {
             ProxyError::NotReady => "503 Service Unavailable: not configured yet\n",
             ProxyError::NoRoute => "404 Not Found: no route for this host and path\n",
+            ProxyError::BadRequest(_) | ProxyError::BadTarget(_) => "400 Bad Request\n",
+            ProxyError::ClientBody(_) => "400 Bad Request: the request body failed\n",
+            ProxyError::MethodNotAllowed => "405 Method Not Allowed\n",
             ProxyError::NoEndpoints => "503 Service Unavailable: no endpoints for this service\n",
             ProxyError::BodyTooLarge { .. } => "413 Payload Too Large\n",
-            ProxyError::ConnectTimeout { .. } | ProxyError::ReadTimeout { .. } => {
+            ProxyError::ClientBodyTimeout => "408 Request Timeout\n",
+            ProxyError::ConnectTimeout { .. }
+            | ProxyError::ReadTimeout { .. }
+            | ProxyError::SendTimeout { .. } => {
                 "504 Gateway Timeout: upstream did not answer in time\n"
             }
             ProxyError::Connect { .. } | ProxyError::Upstream { .. } => {
@@ -69,6 +112,23 @@ impl ProxyError {
             }
         };
         text_response(status, Bytes::from_static(text.as_bytes()))
+    }
+
+    /// Whether an HTTP/1 connection should close after this answer: after a malformed or
+    /// refused request its state is suspect, and an unread body may follow (nginx closes too).
+    pub(crate) fn closes_connection(&self) -> bool {
+        let (status, source) = self.classify();
+        source == ErrorSource::Client && status != StatusCode::NOT_FOUND
+    }
+}
+
+impl ErrorSource {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ErrorSource::Client => "client",
+            ErrorSource::Upstream => "upstream",
+            ErrorSource::Proxy => "proxy",
+        }
     }
 }
 
@@ -105,23 +165,36 @@ mod tests {
     #[test]
     fn statuses_follow_the_design() {
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        use ErrorSource::{Client, Proxy, Upstream};
         let cases = [
-            (ProxyError::NotReady, 503),
-            (ProxyError::NoRoute, 404),
-            (ProxyError::NoEndpoints, 503),
-            (ProxyError::BodyTooLarge { limit: 1 }, 413),
-            (ProxyError::ConnectTimeout { addr }, 504),
-            (ProxyError::ReadTimeout { addr }, 504),
+            (ProxyError::NotReady, 503, Proxy),
+            (ProxyError::NoRoute, 404, Client),
+            (ProxyError::BadRequest("two Host headers"), 400, Client),
+            (
+                ProxyError::BadTarget(model::TargetError::AboveRoot),
+                400,
+                Client,
+            ),
+            (ProxyError::MethodNotAllowed, 405, Client),
+            (ProxyError::ClientBody("reset".into()), 400, Client),
+            (ProxyError::ClientBodyTimeout, 408, Client),
+            (ProxyError::BodyTooLarge { limit: 1 }, 413, Client),
+            (ProxyError::NoEndpoints, 503, Upstream),
+            (ProxyError::ConnectTimeout { addr }, 504, Upstream),
+            (ProxyError::ReadTimeout { addr }, 504, Upstream),
+            (ProxyError::SendTimeout { addr }, 504, Upstream),
             (
                 ProxyError::Connect {
                     addr,
                     source: io::ErrorKind::ConnectionRefused.into(),
                 },
                 502,
+                Upstream,
             ),
         ];
-        for (error, status) in cases {
+        for (error, status, source) in cases {
             assert_eq!(error.status().as_u16(), status, "{error}");
+            assert_eq!(error.classify().1, source, "{error}");
             assert_eq!(error.response().status().as_u16(), status);
         }
     }

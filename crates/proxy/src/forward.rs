@@ -2,11 +2,15 @@
 //!
 //! ```text
 //!  request ─▶ current config? ─no─▶ 503
-//!          ─▶ route(host, path) ─none─▶ 404
-//!          ─▶ ssl-redirect (plain HTTP, host with TLS) ─▶ 308 https://host/path?query
+//!          ─▶ CONNECT, TRACE ─▶ 405 │ Host missing, repeated, invalid, ≠ :authority ─▶ 400
+//!          ─▶ path decoded and normalised (model::target) ─ NUL, `%zz`, above `/` ─▶ 400
+//!          ─▶ route(host, normalised path) ─none─▶ 404
+//!          ─▶ ssl-redirect (plain HTTP, host with TLS, not a trusted X-Forwarded-Proto:
+//!             https) ─▶ 308 https://host/path?query
 //!          ─▶ declared body > client-max-body-size ─▶ 413
 //!          ─▶ headers rewritten ─▶ upstream::exchange (balancing, pool, retries)
 //!          ─▶ 101 ─▶ tunnel task   │ else ─▶ response streamed back
+//!          ─▶ HTTPS to a host with its own certificate ─▶ Strict-Transport-Security
 //!  every error ─▶ ProxyError::response (the one status mapping)
 //! ```
 
@@ -18,12 +22,13 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{header, HeaderValue, Request, Response, StatusCode};
+use http::uri::PathAndQuery;
+use http::{header, HeaderValue, Method, Request, Response, StatusCode, Uri, Version};
 use http_body::Body;
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
-use model::{Compiled, Route};
+use model::{normalize_path, validate_host, Compiled, Route};
 use tokio::io::AsyncWriteExt;
 
 use crate::body::{BoxError, RequestBody, ResponseBody};
@@ -63,12 +68,12 @@ pub(crate) async fn respond(
     let worker = &conn.worker;
     let config = worker.config();
     let config: Option<&Compiled> = config.as_deref().map(|c| &**c);
-    let (result, route) = match config {
-        None => (Err(ProxyError::NotReady), None),
-        Some(config) => match route(&conn, config, &head) {
-            Routed::NoRoute => (Err(ProxyError::NoRoute), None),
-            Routed::Redirect(route) => (Ok(redirect(&head)), Some(route)),
-            Routed::Forward(route) => (
+    let (result, route, hsts) = match config {
+        None => (Err(ProxyError::NotReady), None, false),
+        Some(config) => match route(&conn, config, &mut head) {
+            Err(error) => (Err(error), None, false),
+            Ok(Routed::Redirect(route)) => (Ok(redirect(&head)), Some(route), false),
+            Ok(Routed::Forward { route, tls }) => (
                 forward(
                     &conn,
                     config,
@@ -80,6 +85,7 @@ pub(crate) async fn respond(
                 )
                 .await,
                 Some(route),
+                tls && conn.https,
             ),
         },
     };
@@ -87,10 +93,24 @@ pub(crate) async fn respond(
         Ok(response) => response,
         Err(error) => {
             tracing::debug!(error = %Chain(&error), "answering with an error");
-            worker.stats.borrow_mut().error(error.status().as_u16());
-            error.response()
+            let (status, source) = error.classify();
+            worker.stats.borrow_mut().error(status.as_u16(), source);
+            let mut response = error.response();
+            if error.closes_connection() && !conn.h2 {
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            response
         }
     };
+    if hsts {
+        if let Some(value) = config.and_then(|c| c.settings.hsts_header.as_deref()) {
+            response
+                .headers_mut()
+                .insert(header::STRICT_TRANSPORT_SECURITY, hsts_value(value));
+        }
+    }
     worker
         .stats
         .borrow_mut()
@@ -115,21 +135,73 @@ pub(crate) async fn respond(
 
 /// Where routing sends a request.
 enum Routed<'c> {
-    NoRoute,
     /// Plain HTTP to a host with TLS: `308` to HTTPS.
     Redirect(&'c Arc<Route>),
-    Forward(&'c Arc<Route>),
+    /// `tls`: the host has its own certificate (HSTS applies).
+    Forward { route: &'c Arc<Route>, tls: bool },
 }
 
-fn route<'c>(conn: &ConnCtx, config: &'c Compiled, head: &Parts) -> Routed<'c> {
-    let host = request_host(head);
-    let Some(matched) = config.routes.route(host, head.uri.path()) else {
-        return Routed::NoRoute;
-    };
-    if matched.tls && !conn.https && config.settings.ssl_redirect {
-        return Routed::Redirect(matched.route);
+/// The first phase of the pipeline: the request head is checked (method, `Host`), its path
+/// normalised (`model::target`), and the route chosen on the normalised path. When the path
+/// had to be normalised, the request goes upstream with the normalised one.
+fn route<'c>(
+    conn: &ConnCtx,
+    config: &'c Compiled,
+    head: &mut Parts,
+) -> Result<Routed<'c>, ProxyError> {
+    if head.method == Method::CONNECT || head.method == Method::TRACE {
+        // An ingress is not a forward proxy, and TRACE echoes credentials back (nginx: 405).
+        return Err(ProxyError::MethodNotAllowed);
     }
-    Routed::Forward(matched.route)
+    let host = request_host(head)?;
+    let path = normalize_path(head.uri.path()).map_err(ProxyError::BadTarget)?;
+    let Some(matched) = config.routes.route(host, &path.routed) else {
+        return Err(ProxyError::NoRoute);
+    };
+    let settings = &config.settings;
+    if matched.tls && !conn.https && settings.ssl_redirect && !forwarded_https(head, settings) {
+        return Ok(Routed::Redirect(matched.route));
+    }
+    if let Some(normal) = path.forward {
+        set_path(head, normal);
+    }
+    Ok(Routed::Forward {
+        route: matched.route,
+        tls: matched.tls,
+    })
+}
+
+/// `use-forwarded-headers`: a load balancer in front terminated TLS and says so; redirecting
+/// such a request to https would loop.
+fn forwarded_https(head: &Parts, settings: &model::Settings) -> bool {
+    settings.use_forwarded_headers
+        && head
+            .headers
+            .get(&headers::X_FORWARDED_PROTO)
+            .is_some_and(|proto| proto.as_bytes().eq_ignore_ascii_case(b"https"))
+}
+
+/// Replaces the path of the target, keeping its query (and, for HTTP/2 and absolute-form
+/// targets, its scheme and authority).
+fn set_path(head: &mut Parts, path: String) {
+    let target = match head.uri.query() {
+        Some(query) => format!("{path}?{query}"),
+        None => path,
+    };
+    let mut parts = std::mem::take(&mut head.uri).into_parts();
+    parts.path_and_query = PathAndQuery::from_maybe_shared(Bytes::from(target)).ok();
+    // Every byte of a normalised path is a valid URI byte: this cannot fail.
+    head.uri = Uri::from_parts(parts).unwrap_or_default();
+}
+
+/// The `Strict-Transport-Security` value: the default one without an allocation.
+fn hsts_value(value: &str) -> HeaderValue {
+    const DEFAULT: &str = "max-age=31536000; includeSubDomains";
+    if value == DEFAULT {
+        HeaderValue::from_static(DEFAULT)
+    } else {
+        HeaderValue::from_str(value).unwrap_or_else(|_| HeaderValue::from_static(DEFAULT))
+    }
 }
 
 async fn forward(
@@ -151,7 +223,7 @@ async fn forward(
             if limit > 0 && declared.is_some_and(|len| len > limit) {
                 return Err(ProxyError::BodyTooLarge { limit });
             }
-            RequestBody::client(body, declared, limit)
+            RequestBody::client(body, declared, limit, settings.client_body_timeout)
         }
     };
     let progress = body.progress().cloned();
@@ -185,9 +257,10 @@ async fn forward(
         if let Some(client_upgrade) = client_upgrade {
             let (upstream, buffered) = upstream_conn.into_tunnel(settings.proxy_send_timeout);
             let drain = conn.worker.drain_guard();
+            let idle = settings.proxy_read_timeout;
             tokio::task::spawn_local(async move {
                 let _drain = drain;
-                if let Err(e) = tunnel(client_upgrade, upstream, buffered).await {
+                if let Err(e) = tunnel(client_upgrade, upstream, buffered, idle).await {
                     tracing::debug!(error = %e, "tunnel ended with an error");
                 }
             });
@@ -203,33 +276,56 @@ async fn forward(
 }
 
 /// Splices the client's upgraded connection and the upstream socket; whatever the upstream
-/// sent right behind its 101 head goes to the client first.
+/// sent right behind its 101 head goes to the client first. Both close after `idle` without
+/// a byte either way.
 async fn tunnel(
     client_upgrade: OnUpgrade,
     mut upstream: UpstreamIo,
     buffered: Bytes,
+    idle: std::time::Duration,
 ) -> Result<(), BoxError> {
     let mut client = TokioIo::new(client_upgrade.await?);
     client.write_all(&buffered).await?;
-    tokio::io::copy_bidirectional(&mut client, &mut upstream).await?;
+    crate::tunnel::splice(&mut client, &mut upstream, idle).await?;
     Ok(())
 }
 
-/// The host a request is for: HTTP/2 `:authority` (or an absolute-form target), else `Host`.
-fn request_host(head: &Parts) -> &str {
-    match head.uri.authority() {
-        Some(authority) => authority.host(),
-        None => head
-            .headers
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or(""),
+/// The host a request is for, checked: HTTP/2 `:authority` (or an HTTP/1.1 absolute-form
+/// target), else `Host`. RFC 9112 §3.2 and nginx: an HTTP/1.1 request without `Host`, with
+/// more than one, or with an invalid one is refused; so is an HTTP/2 request whose `host`
+/// disagrees with its `:authority`.
+fn request_host(head: &Parts) -> Result<&str, ProxyError> {
+    let mut hosts = head.headers.get_all(header::HOST).iter();
+    let host = hosts.next();
+    if hosts.next().is_some() {
+        return Err(ProxyError::BadRequest("more than one Host header"));
     }
+    let authority = head.uri.authority().map(|a| a.as_str());
+    let host = match (authority, host) {
+        (Some(authority), Some(host)) => {
+            if head.version == Version::HTTP_2
+                && !host.as_bytes().eq_ignore_ascii_case(authority.as_bytes())
+            {
+                return Err(ProxyError::BadRequest(
+                    "the host header disagrees with :authority",
+                ));
+            }
+            authority
+        }
+        (Some(authority), None) if head.version != Version::HTTP_11 => authority,
+        (None, Some(host)) => host
+            .to_str()
+            .map_err(|_| ProxyError::BadRequest("the Host header is not ASCII"))?,
+        (None, None) if head.version != Version::HTTP_11 => return Ok(""),
+        (_, None) => return Err(ProxyError::BadRequest("an HTTP/1.1 request without Host")),
+    };
+    validate_host(host.as_bytes()).map_err(ProxyError::BadTarget)?;
+    Ok(host)
 }
 
 /// `308` to the same host and target over HTTPS (method and body are kept by the client).
 fn redirect(head: &Parts) -> Response<ResponseBody> {
-    let host = strip_port(request_host(head));
+    let host = strip_port(request_host(head).unwrap_or_default());
     let target = head.uri.path_and_query().map_or("/", |pq| pq.as_str());
     let mut response = text_response(
         StatusCode::PERMANENT_REDIRECT,

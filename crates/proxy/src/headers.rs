@@ -17,7 +17,7 @@ use http::request::Parts;
 use http::{HeaderMap, Method, Uri, Version};
 
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+pub(crate) static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 static X_FORWARDED_PORT: HeaderName = HeaderName::from_static("x-forwarded-port");
 static X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
@@ -43,6 +43,10 @@ pub(crate) struct Forwarded<'a> {
     pub(crate) https: bool,
     /// `use-forwarded-headers`: keep the client's `X-Forwarded-*` (we are behind another proxy).
     pub(crate) trust_incoming: bool,
+    /// `enable-underscores-in-headers`: forward header names with `_` (nginx drops them by
+    /// default: CGI, WSGI and PHP read `X_Forwarded_For` as `X-Forwarded-For`, so a client
+    /// could forge what the proxy set).
+    pub(crate) underscores: bool,
 }
 
 /// The headers the proxy adds to a request, written after the request's own (see the module
@@ -73,10 +77,15 @@ impl Present {
     const FORWARDED_PORT: u16 = 1 << 5;
     const REAL_IP: u16 = 1 << 6;
     const REQUEST_ID: u16 = 1 << 7;
+    const UNDERSCORE: u16 = 1 << 8;
 
-    fn scan(headers: &HeaderMap) -> Present {
+    /// `underscores`: names with `_` are allowed (not flagged).
+    fn scan(headers: &HeaderMap, underscores: bool) -> Present {
         let mut present = 0;
         for name in headers.keys() {
+            if !underscores && name.as_str().as_bytes().contains(&b'_') {
+                present |= Present::UNDERSCORE;
+            }
             present |= if is_hop_by_hop(name) {
                 Present::HOP_BY_HOP
             } else {
@@ -106,11 +115,14 @@ pub(crate) fn prepare_request<'a>(
     forwarded: &Forwarded<'a>,
     upgrade: bool,
 ) -> Added<'a> {
-    let mut present = Present::scan(&parts.headers);
+    let mut present = Present::scan(&parts.headers, forwarded.underscores);
+    if present.has(Present::UNDERSCORE) {
+        drop_underscored(&mut parts.headers);
+    }
     if present.has(Present::HOP_BY_HOP) {
         strip_hop_by_hop(&mut parts.headers, upgrade);
         // `Connection` may have named any of the others.
-        present = Present::scan(&parts.headers);
+        present = Present::scan(&parts.headers, true);
     }
     if present.has(Present::EXPECT) {
         // Expectations are between the client and us; hyper answers `100-continue` itself.
@@ -254,6 +266,18 @@ pub(crate) fn remove_named_by_connection(headers: &mut HeaderMap, connection: &[
         if let Ok(name) = HeaderName::from_bytes(token.as_bytes()) {
             headers.remove(name);
         }
+    }
+}
+
+/// Removes every header whose name has an underscore (rare: the allocation is fine).
+fn drop_underscored(headers: &mut HeaderMap) {
+    let names: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| name.as_str().contains('_'))
+        .cloned()
+        .collect();
+    for name in names {
+        headers.remove(name);
     }
 }
 
@@ -415,6 +439,7 @@ mod tests {
             port,
             https: true,
             trust_incoming: trust,
+            underscores: false,
         }
     }
 

@@ -40,12 +40,14 @@ mod date;
 mod error;
 mod forward;
 mod headers;
+mod linger;
 mod listen;
 mod metrics;
 mod server;
 mod shared;
 mod stall;
 mod tls;
+mod tunnel;
 mod upstream;
 mod worker;
 

@@ -5,8 +5,9 @@
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
+use std::time::Duration;
 
-use socket2::{Domain, Protocol, Socket, Type};
+use socket2::{Domain, Protocol, Socket, TcpKeepalive, Type};
 
 /// Pending connections the kernel may queue per socket before refusing more.
 const BACKLOG: i32 = 4096;
@@ -109,6 +110,16 @@ fn bind(
     })
 }
 
+/// TCP keepalive on client and upstream sockets: a peer that vanished without a FIN or RST (a
+/// node lost, a NAT entry dropped) is found after about two minutes of silence instead of
+/// holding its connection, tunnel or pooled slot until the kernel's two-hour default.
+pub(crate) fn tcp_keepalive() -> TcpKeepalive {
+    TcpKeepalive::new()
+        .with_time(Duration::from_secs(60))
+        .with_interval(Duration::from_secs(10))
+        .with_retries(6)
+}
+
 fn socket(addr: SocketAddr, reuse_port: bool) -> io::Result<TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     // A restarted proxy must be able to bind while old connections sit in TIME_WAIT.
@@ -117,6 +128,8 @@ fn socket(addr: SocketAddr, reuse_port: bool) -> io::Result<TcpListener> {
         socket.set_reuse_port(true)?;
     }
     socket.set_tcp_nodelay(true)?;
+    // Accepted sockets inherit this (Linux): no system call per connection.
+    socket.set_tcp_keepalive(&tcp_keepalive())?;
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
     socket.listen(BACKLOG)?;

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use model::{Compiled, Route};
 
+use crate::error::ErrorSource;
 use crate::shared::Shared;
 
 /// Upper bounds (seconds) of the request-duration histogram buckets.
@@ -42,7 +43,7 @@ pub(crate) struct Stats {
     /// Counts of routes from configurations that were replaced, by label.
     retired: BTreeMap<RequestLabels, u64>,
     duration: Histogram,
-    errors: BTreeMap<u16, u64>,
+    errors: BTreeMap<(u16, ErrorSource), u64>,
     pub(crate) connect_errors: u64,
     pub(crate) retries: u64,
     pub(crate) open_connections: u64,
@@ -53,7 +54,7 @@ pub(crate) struct Stats {
 pub(crate) struct Snapshot {
     pub(crate) requests: BTreeMap<RequestLabels, u64>,
     pub(crate) duration: Histogram,
-    pub(crate) errors: BTreeMap<u16, u64>,
+    pub(crate) errors: BTreeMap<(u16, ErrorSource), u64>,
     pub(crate) connect_errors: u64,
     pub(crate) retries: u64,
     pub(crate) open_connections: u64,
@@ -106,9 +107,10 @@ impl Stats {
         }
     }
 
-    /// Counts a response the proxy produced itself (404, 502, 503, 504, 413, 431, ...).
-    pub(crate) fn error(&mut self, status: u16) {
-        *self.errors.entry(status).or_default() += 1;
+    /// Counts a response the proxy produced itself (404, 502, 503, 504, 413, 431, ...), by
+    /// whose fault it was.
+    pub(crate) fn error(&mut self, status: u16, source: ErrorSource) {
+        *self.errors.entry((status, source)).or_default() += 1;
     }
 
     pub(crate) fn observe(&mut self, duration: Duration) {
@@ -180,8 +182,8 @@ impl Snapshot {
             *self.requests.entry(labels.clone()).or_default() += n;
         }
         self.duration.add(&other.duration);
-        for (status, n) in &other.errors {
-            *self.errors.entry(*status).or_default() += n;
+        for (key, n) in &other.errors {
+            *self.errors.entry(*key).or_default() += n;
         }
         self.connect_errors += other.connect_errors;
         self.retries += other.retries;
@@ -235,11 +237,12 @@ pub(crate) fn render(total: &Snapshot, shared: &Shared, workers: usize) -> Strin
     );
     let _ = writeln!(out, "sluice_request_duration_seconds_count {cumulative}");
 
-    family(&mut out, "sluice_error_responses_total", "counter", "Responses the proxy generated itself, by status (404 no route, 413, 431, 502, 503, 504, ...).");
-    for (status, n) in &total.errors {
+    family(&mut out, "sluice_error_responses_total", "counter", "Responses the proxy generated itself, by status (400, 404 no route, 408, 413, 431, 502, 503, 504, ...) and whose fault they were (source: client, upstream, proxy).");
+    for ((status, source), n) in &total.errors {
+        let source = source.as_str();
         let _ = writeln!(
             out,
-            "sluice_error_responses_total{{status=\"{status}\"}} {n}"
+            "sluice_error_responses_total{{status=\"{status}\",source=\"{source}\"}} {n}"
         );
     }
 
@@ -404,7 +407,7 @@ mod tests {
         let mut b = Stats::default();
         b.request(Some(&route("web")), 200);
         b.observe(Duration::from_millis(3));
-        b.error(404);
+        b.error(404, ErrorSource::Client);
 
         let mut total = Snapshot::default();
         total.add(&a.snapshot());
@@ -412,7 +415,7 @@ mod tests {
         let key = ("default/web".to_owned(), "web-svc".to_owned(), 200);
         assert_eq!(total.requests[&key], 4);
         assert_eq!(total.requests[&(String::new(), String::new(), 404)], 1);
-        assert_eq!(total.errors[&404], 1);
+        assert_eq!(total.errors[&(404, ErrorSource::Client)], 1);
         assert_eq!(total.duration.counts[3], 1);
     }
 

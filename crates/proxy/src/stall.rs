@@ -1,13 +1,20 @@
-//! Limits on waits that make no progress: `client-send-timeout` on client connections,
-//! `proxy-send-timeout` on tunnels' upstream sockets, `proxy-read-timeout` between upstream
-//! body reads.
+//! Limits on waits that make no progress: `client-send-timeout` on client connections and on
+//! HTTP/2 streams, `proxy-send-timeout` on tunnels' upstream sockets, `proxy-read-timeout`
+//! between upstream body reads, `client-body-timeout` between request body reads.
 //!
 //! ```text
 //!  I/O ready ─▶ progress() ─▶ disarmed (no timer touched: the common case)
 //!  I/O pending ─▶ poll_expired(): armed once, now + limit ─▶ still pending at the deadline
 //!                 ─▶ Ready: the caller fails the wait (TimedOut) and its connection ends
+//!
+//!  HTTP/2 stream task (StreamWatch) ─poll─▶ hyper: window open? ─yes─▶ ResponseBody polled
+//!        │                                                              (body_polled mark)
+//!        └─ pending with the body not polled while the response streams: flow control holds
+//!           it ─▶ StallTimer ─▶ after client-send-timeout the task is dropped: RST_STREAM,
+//!           the upstream connection and the buffered body are released
 //! ```
 
+use std::cell::Cell;
 use std::future::Future;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
@@ -57,6 +64,70 @@ impl StallTimer {
         match &mut self.timer {
             Some(timer) => timer.as_mut().poll(cx),
             None => Poll::Pending,
+        }
+    }
+}
+
+thread_local! {
+    /// Set when a response body is polled: the stream being polled is sending (its flow
+    /// control window is open), or at least trying to.
+    static BODY_POLLED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Called by every response body poll (a thread-local store: no lock, no atomic).
+pub(crate) fn body_polled() {
+    BODY_POLLED.with(|polled| polled.set(true));
+}
+
+/// An HTTP/2 stream's task (hyper's, spawned through the worker's executor), reset when its
+/// response cannot be sent for `client-send-timeout`: hyper stops polling a body whose stream
+/// has no flow-control window, so nothing else would ever end a stream whose client keeps
+/// the window shut, and each such stream holds an upstream connection and its buffer.
+pub(crate) struct StreamWatch<'t, F> {
+    /// Pinned by the caller (on its task's stack): no allocation of its own.
+    task: Pin<&'t mut F>,
+    stall: StallTimer,
+    /// The response body has been polled: the stream is sending.
+    sending: bool,
+}
+
+impl<'t, F: Future> StreamWatch<'t, F> {
+    pub(crate) fn new(task: Pin<&'t mut F>, limit: Duration) -> StreamWatch<'t, F> {
+        StreamWatch {
+            task,
+            stall: StallTimer::new(limit),
+            sending: false,
+        }
+    }
+}
+
+impl<F: Future> Future for StreamWatch<'_, F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        BODY_POLLED.with(|polled| polled.set(false));
+        if this.task.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(());
+        }
+        if BODY_POLLED.with(Cell::get) {
+            // Sent something, or waits for the upstream (proxy-read-timeout's business). The
+            // limit starts again, and runs even if nothing wakes this task again: a stream
+            // whose window just closed is woken by nothing but the timer.
+            this.sending = true;
+            this.stall.progress();
+        } else if !this.sending {
+            // Still waiting for the response head: not a flow-control stall.
+            return Poll::Pending;
+        }
+        match this.stall.poll_expired(cx) {
+            Poll::Ready(()) => {
+                tracing::debug!(
+                    "HTTP/2 stream made no progress within client-send-timeout, resetting it"
+                );
+                Poll::Ready(())
+            }
+            Poll::Pending => Poll::Pending,
         }
     }
 }

@@ -32,9 +32,10 @@ use http::request::Parts;
 use http::Response;
 use http_body::{Body, Frame, SizeHint};
 use model::{Backend, LoadBalance, Settings};
+use socket2::SockRef;
 use tokio::net::TcpStream;
 
-use crate::body::BoxError;
+use crate::body::{BodyTimeout, BoxError};
 use crate::client::{ClientError, Conn, Framing, Outgoing, Timeouts};
 use crate::error::{Chain, ProxyError};
 use crate::headers::Added;
@@ -291,16 +292,20 @@ async fn try_endpoint(
         };
         let unsent = pending.body.unsent(&error);
         drop(in_flight);
-        if matches!(error, ClientError::ReadTimeout) {
-            return Err(Failure {
-                error: ProxyError::ReadTimeout { addr },
-                next: false,
-            });
-        }
-        let error = ProxyError::Upstream {
-            addr,
-            source: error,
+        // Whose fault: a timeout is the upstream's and final (resending would only double
+        // the wait), a failed request body is the client's and nothing to retry.
+        let error = match error {
+            ClientError::ReadTimeout => ProxyError::ReadTimeout { addr },
+            ClientError::SendTimeout => ProxyError::SendTimeout { addr },
+            ClientError::Body(source) => client_body_error(source),
+            other => ProxyError::Upstream {
+                addr,
+                source: other,
+            },
         };
+        if !matches!(error, ProxyError::Upstream { .. }) {
+            return Err(Failure { error, next: false });
+        }
         if !(unsent || pending.retryable) {
             return Err(Failure { error, next: false });
         }
@@ -311,6 +316,15 @@ async fn try_endpoint(
             continue;
         }
         return Err(Failure { error, next: true });
+    }
+}
+
+/// A request body that failed while being sent: too large, too slow, or broken by the client.
+fn client_body_error(source: BoxError) -> ProxyError {
+    if source.is::<BodyTimeout>() {
+        ProxyError::ClientBodyTimeout
+    } else {
+        ProxyError::ClientBody(source)
     }
 }
 
@@ -354,6 +368,9 @@ async fn connect(addr: SocketAddr, settings: &Settings) -> Result<Conn, ProxyErr
     };
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(error = %e, "set TCP_NODELAY");
+    }
+    if let Err(e) = SockRef::from(&stream).set_tcp_keepalive(&crate::listen::tcp_keepalive()) {
+        tracing::debug!(error = %e, "set SO_KEEPALIVE");
     }
     Ok(Conn::new(stream))
 }

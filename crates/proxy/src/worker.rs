@@ -40,11 +40,12 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::balance::Balancer;
 use crate::headers::Forwarded;
+use crate::linger::Linger;
 use crate::listen::StartError;
 use crate::metrics::{Snapshot, Stats};
 use crate::server::{Ended, Http1, Prefixed};
 use crate::shared::Shared;
-use crate::stall::WriteTimeout;
+use crate::stall::{StreamWatch, WriteTimeout};
 use crate::upstream::Pool;
 
 /// hyper refuses a smaller HTTP/1 buffer limit; `large-client-header-buffers` below it is
@@ -130,13 +131,24 @@ struct Drain {
 }
 
 /// Runs spawned futures on the worker's `LocalSet`: hyper's HTTP/2 server spawns a task per
-/// stream, and ours are `!Send`.
+/// stream, and ours are `!Send`. Each stream is watched for flow-control stalls
+/// (`client-send-timeout`, see `stall::StreamWatch`).
 #[derive(Clone, Copy)]
-struct LocalExec;
+struct LocalExec {
+    stall_limit: Duration,
+}
 
 impl<F: Future + 'static> hyper::rt::Executor<F> for LocalExec {
     fn execute(&self, future: F) {
-        tokio::task::spawn_local(future);
+        let limit = self.stall_limit;
+        if limit.is_zero() {
+            tokio::task::spawn_local(future);
+            return;
+        }
+        tokio::task::spawn_local(async move {
+            let task = std::pin::pin!(future);
+            StreamWatch::new(task, limit).await
+        });
     }
 }
 
@@ -309,11 +321,11 @@ impl Worker {
             tracing::debug!(error = %e, "set TCP_NODELAY");
         }
         let settings = self.settings();
-        let stream = WriteTimeout::new(
+        let stream = Linger::new(WriteTimeout::new(
             stream,
             settings.client_send_timeout,
             "the client read nothing within client-send-timeout",
-        );
+        ));
         if !https {
             let conn = ConnCtx::new(self, peer, false, false);
             serve_http1(conn, stream, &settings).await;
@@ -476,6 +488,7 @@ impl ConnCtx {
             port: self.worker.port(self.https),
             https: self.https,
             trust_incoming: settings.use_forwarded_headers,
+            underscores: settings.enable_underscores_in_headers,
         }
     }
 }
@@ -582,7 +595,10 @@ where
     if let Some(Err(e)) = result {
         if e.is_parse_too_large() {
             // hyper answered 431 itself; count it with the other generated errors.
-            conn.worker.stats.borrow_mut().error(431);
+            conn.worker
+                .stats
+                .borrow_mut()
+                .error(431, crate::error::ErrorSource::Client);
         }
         tracing::debug!(error = %e, "client connection ended with an error");
     }
@@ -592,10 +608,16 @@ async fn serve_http2<I>(conn: Rc<ConnCtx>, io: I, settings: &Settings)
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + 'static,
 {
-    let mut builder = http2::Builder::new(LocalExec);
+    let mut builder = http2::Builder::new(LocalExec {
+        stall_limit: settings.client_send_timeout,
+    });
     builder
         .timer(TokioTimer::new())
-        .max_header_list_size(u32::try_from(settings.max_request_header_size).unwrap_or(u32::MAX));
+        .max_header_list_size(u32::try_from(settings.max_request_header_size).unwrap_or(u32::MAX))
+        // What one connection can hold: this many streams, each with at most one upstream
+        // read (256 KiB) and hyper's send buffer (400 KB) queued; a stream that cannot send is
+        // reset after client-send-timeout (`LocalExec`).
+        .max_concurrent_streams(settings.http2_max_concurrent_streams);
     let service = service(conn.clone());
     let connection = builder.serve_connection(io, service);
     let keep_alive = settings.keep_alive;

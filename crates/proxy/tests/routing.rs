@@ -160,10 +160,15 @@ async fn statuses_404_503_502_504() {
     );
 
     let metrics = get(h.admin(), "admin", "/metrics").await.text();
-    for status in ["404", "502", "503", "504"] {
+    for (status, source) in [
+        ("404", "client"),
+        ("502", "upstream"),
+        ("503", "upstream"),
+        ("504", "upstream"),
+    ] {
         assert!(
             metrics.contains(&format!(
-                "sluice_error_responses_total{{status=\"{status}\"}}"
+                "sluice_error_responses_total{{status=\"{status}\",source=\"{source}\"}}"
             )),
             "{status} missing in\n{metrics}"
         );
@@ -241,7 +246,7 @@ async fn oversized_request_heads_get_431() {
 
     let metrics = get(h.admin(), "admin", "/metrics").await.text();
     assert!(
-        metrics.contains("sluice_error_responses_total{status=\"431\"} 1"),
+        metrics.contains("sluice_error_responses_total{status=\"431\",source=\"client\"} 1"),
         "{metrics}"
     );
 }

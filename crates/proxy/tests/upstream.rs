@@ -219,41 +219,6 @@ async fn a_one_megabyte_response_streams_through_intact() {
 }
 
 /// A WebSocket-ish upstream: answers the upgrade with 101, then echoes bytes.
-async fn start_upgrade_upstream() -> SocketAddr {
-    let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut stream, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
-                if !(head.contains("upgrade: websocket") && head.contains("connection: upgrade")) {
-                    let _ = stream
-                        .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
-                        .await;
-                    return;
-                }
-                let _ = stream
-                    .write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-                    .await;
-                let (mut reader, mut writer) = stream.split();
-                let _ = tokio::io::copy(&mut reader, &mut writer).await;
-            });
-        }
-    });
-    addr
-}
-
 #[tokio::test]
 async fn websocket_upgrades_are_tunnelled_both_ways() {
     let upstream = start_upgrade_upstream().await;

@@ -19,7 +19,7 @@ use proxy::{Proxy, ProxyConfig};
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpListener, TcpStream};
 
 /// Every network step of a test is bounded by this.
 pub const STEP: Duration = Duration::from_secs(10);
@@ -270,6 +270,42 @@ pub fn addr_of(backend: &backend::Backend) -> SocketAddr {
 pub fn closed_port() -> SocketAddr {
     let listener = std::net::TcpListener::bind((LOCALHOST, 0)).unwrap();
     listener.local_addr().unwrap()
+}
+
+/// An upstream that accepts WebSocket upgrades (101) and then echoes every byte back.
+pub async fn start_upgrade_upstream() -> SocketAddr {
+    let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+                if !(head.contains("upgrade: websocket") && head.contains("connection: upgrade")) {
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                        .await;
+                    return;
+                }
+                let _ = stream
+                    .write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+                    .await;
+                let (mut reader, mut writer) = stream.split();
+                let _ = tokio::io::copy(&mut reader, &mut writer).await;
+            });
+        }
+    });
+    addr
 }
 
 // ---- clients ----
