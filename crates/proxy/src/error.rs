@@ -9,6 +9,7 @@ use http::{header, HeaderValue, Response, StatusCode};
 
 use crate::body::ResponseBody;
 use crate::client::ClientError;
+use crate::h1::FramingError;
 
 /// Why a request was answered by the proxy instead of an upstream.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +32,8 @@ pub(crate) enum ProxyError {
     },
     #[error("{addr} sent no response head within proxy-read-timeout")]
     ReadTimeout { addr: SocketAddr },
+    #[error("the request head frames its body ambiguously")]
+    RequestFraming(#[source] FramingError),
     #[error("request to {addr} failed")]
     Upstream {
         addr: SocketAddr,
@@ -46,6 +49,11 @@ impl ProxyError {
             ProxyError::NotReady | ProxyError::NoEndpoints => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::NoRoute => StatusCode::NOT_FOUND,
             ProxyError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            // nginx: 501 to a transfer coding it does not know, 400 to the rest.
+            ProxyError::RequestFraming(FramingError::UnknownTransferEncoding) => {
+                StatusCode::NOT_IMPLEMENTED
+            }
+            ProxyError::RequestFraming(_) => StatusCode::BAD_REQUEST,
             ProxyError::ConnectTimeout { .. } | ProxyError::ReadTimeout { .. } => {
                 StatusCode::GATEWAY_TIMEOUT
             }
@@ -61,6 +69,10 @@ impl ProxyError {
             ProxyError::NoRoute => "404 Not Found: no route for this host and path\n",
             ProxyError::NoEndpoints => "503 Service Unavailable: no endpoints for this service\n",
             ProxyError::BodyTooLarge { .. } => "413 Payload Too Large\n",
+            ProxyError::RequestFraming(FramingError::UnknownTransferEncoding) => {
+                "501 Not Implemented: unknown Transfer-Encoding\n"
+            }
+            ProxyError::RequestFraming(_) => "400 Bad Request: ambiguous message framing\n",
             ProxyError::ConnectTimeout { .. } | ProxyError::ReadTimeout { .. } => {
                 "504 Gateway Timeout: upstream did not answer in time\n"
             }
@@ -110,6 +122,14 @@ mod tests {
             (ProxyError::NoRoute, 404),
             (ProxyError::NoEndpoints, 503),
             (ProxyError::BodyTooLarge { limit: 1 }, 413),
+            (
+                ProxyError::RequestFraming(FramingError::LengthAndTransferEncoding),
+                400,
+            ),
+            (
+                ProxyError::RequestFraming(FramingError::UnknownTransferEncoding),
+                501,
+            ),
             (ProxyError::ConnectTimeout { addr }, 504),
             (ProxyError::ReadTimeout { addr }, 504),
             (
