@@ -251,7 +251,8 @@ fn request(rng: &mut fastrand::Rng, out: &mut Vec<u8>) {
     let version = pick(
         rng,
         &[
-            "HTTP/1.1", "HTTP/1.1", "HTTP/1.1", "HTTP/1.1", "HTTP/1.1", "HTTP/1.0", "HTTP/2.0", "http/1.1",
+            "HTTP/1.1", "HTTP/1.1", "HTTP/1.1", "HTTP/1.1", "HTTP/1.1", "HTTP/1.0", "HTTP/2.0",
+            "http/1.1",
         ],
     );
     out.extend_from_slice(format!("{method} {target} {version}").as_bytes());

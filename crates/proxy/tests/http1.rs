@@ -394,12 +394,7 @@ async fn ambiguous_request_framing_is_refused_and_the_connection_closed() {
             }
             conn.send(request).await;
             let reply = conn.response(false).await;
-            assert_eq!(
-                reply.status,
-                status,
-                "{}",
-                String::from_utf8_lossy(request)
-            );
+            assert_eq!(reply.status, status, "{}", String::from_utf8_lossy(request));
             assert_eq!(reply.header("connection"), Some("close"));
             assert!(conn.closed().await);
         }

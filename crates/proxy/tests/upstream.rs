@@ -727,7 +727,8 @@ async fn a_pooled_connection_the_upstream_closed_is_never_used() {
 async fn ambiguous_response_framing_is_an_upstream_error() {
     // Which length the proxy believed would decide where the next response starts: it
     // believes neither, answers 502 and drops the connection.
-    let upstream = RawUpstream::start(|head| match target(head) {
+    let upstream = RawUpstream::start(|head| {
+        match target(head) {
         "/both" => Answer::keep(&[
             b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
         ]),
@@ -741,6 +742,7 @@ async fn ambiguous_response_framing_is_an_upstream_error() {
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\nabc\r\n0\r\n\r\n",
         ]),
         _ => Answer::keep(&[b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"]),
+    }
     });
     let mut h = Harness::start();
     h.apply(&catch_all("ambiguous", &[upstream.addr]));
