@@ -1,7 +1,10 @@
 //! Sluice's own HTTP/1.1 server for the common request; hyper serves everything else.
 //!
 //! ```text
-//!  read ─▶ httparse ─▶ a plain request? HTTP/1.1, no body, no Expect, no Upgrade, a valid head
+//!  read ─▶ h1::parse_request ─▶ framing ambiguous (CL + TE, repeated CL, a coding other
+//!    │                           than chunked)? ─▶ 400 / 501 written here, connection closed
+//!    ▼
+//!  a plain request? HTTP/1.1, no body, no Expect, no Upgrade, a valid head
 //!    ├─ yes ─▶ forward::respond ─▶ status line, headers, framing (and Date) encoded into the
 //!    │         connection's reused buffer ─▶ one writev: head + the body bytes already here
 //!    │         ─▶ the rest of the body (as it is, or chunked) ─▶ the next request (pipelined
