@@ -7,10 +7,14 @@
 //!    ─▶ request line + headers written into the connection's reused buffer
 //!    ─▶ one writev: head [+ the body, when all of it is already here]
 //!    ─▶ rest of the body: Content-Length as is, else chunked; an early response stops it
-//!    ─▶ read ─▶ httparse ─▶ 1xx: skipped │ 101: Upgrade (socket goes to the tunnel)
+//!    ─▶ read ─▶ h1::parse_response ─▶ 1xx: skipped │ 101: Upgrade (socket goes to the tunnel)
 //!    ─▶ Answer: status, end-to-end headers (values are slices of the read buffer), Framing
+//!       (ambiguous framing: an upstream error, the connection not reused)
 //!  poll_body(framing) ─▶ Bytes split off the read buffer: length │ chunked │ until close
 //! ```
+//!
+//! Parsing, framing, chunked coding and their limits are the codec's (`h1`), shared with the
+//! inline server; this module does the I/O.
 //!
 //! The client consumes what describes the connection rather than the message: `Connection`,
 //! `Keep-Alive`, `Transfer-Encoding` and the other hop-by-hop headers are read for framing and
@@ -32,15 +36,13 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::body::{BoxError, RequestBody};
+use crate::h1::{self, chunk_size_line, chunk_tail, Chunk, ChunkError, Decoded};
+use crate::h1::{FramingError, FramingHeaders, HeadError, ResponseHead, Status};
 use crate::headers::{self, Added};
 use crate::worker::within;
 
-/// The largest response head accepted: hyper's default buffer limit, which applied before.
-const MAX_HEAD: usize = 8192 + 4096 * 100;
-/// Header lines parsed on the stack at first; more are parsed again with room for
-/// `MAX_HEADERS` (hyper's limit).
-const FEW_HEADERS: usize = 32;
-const MAX_HEADERS: usize = 100;
+pub(crate) use crate::h1::Framing;
+
 /// A read wants at least this much free space; with less, a buffer of `READ_BUFFER` is taken.
 const MIN_READ: usize = 4096;
 const READ_BUFFER: usize = 16 * 1024;
@@ -49,9 +51,6 @@ const READ_BUFFER: usize = 16 * 1024;
 /// throughput`, one worker). Bigger is not free: a response to a slow client holds up to this
 /// much while it waits, so 256 KiB keeps 10,000 such downloads around 2.5 GiB.
 const MAX_READ: usize = 256 * 1024;
-/// Chunk-size lines (with extensions) and trailer sections longer than this are refused.
-const MAX_CHUNK_LINE: usize = 4096;
-const MAX_TRAILERS: usize = 16 * 1024;
 
 /// One connection to an endpoint: the socket, the bytes read and not yet handed out, and the
 /// buffer request heads are written into. Idle ones wait in the worker's pool.
@@ -90,31 +89,6 @@ pub(crate) struct Answer {
     pub(crate) keep_alive: bool,
 }
 
-/// How a response body ends.
-#[derive(Debug, PartialEq)]
-pub(crate) enum Framing {
-    /// No (more) body: HEAD, 204, 304, or read to its end.
-    Empty,
-    /// `Content-Length`: bytes still to come.
-    Length(u64),
-    Chunked(Chunk),
-    /// No length given: the body ends when the upstream closes (never reusable).
-    UntilClose,
-    /// 101: the connection belongs to a tunnel now.
-    Upgrade,
-}
-
-/// Where a chunked body is.
-#[derive(Debug, PartialEq)]
-pub(crate) enum Chunk {
-    Size,
-    Data(u64),
-    /// The CRLF after a chunk's data.
-    DataEnd,
-    Trailers,
-    Done,
-}
-
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ClientError {
     #[error("writing the request failed")]
@@ -130,48 +104,32 @@ pub(crate) enum ClientError {
     #[error("connection closed before the end of the response body")]
     ClosedInBody,
     #[error("invalid response head")]
-    Parse(#[source] httparse::Error),
-    #[error("response head larger than {MAX_HEAD} bytes")]
-    HeadTooLarge,
+    Head(#[source] HeadError),
     #[error("invalid status code {0}")]
     Status(u16),
-    #[error("invalid Content-Length")]
-    ContentLength,
+    #[error("ambiguous response framing")]
+    Framing(#[source] FramingError),
     #[error("invalid chunked encoding")]
-    Chunked,
+    Chunked(#[source] ChunkError),
     #[error("101 Switching Protocols to a request that asked for no upgrade")]
     UnexpectedUpgrade,
     #[error("the request body failed")]
     Body(#[source] BoxError),
 }
 
-/// What the buffered bytes of a body give.
-enum Decoded {
-    Data(Bytes),
-    End,
-    NeedMore,
+/// A failed write (what `h1::write_all` needs to report one that wrote nothing).
+impl From<io::Error> for ClientError {
+    fn from(e: io::Error) -> ClientError {
+        ClientError::Write(e)
+    }
 }
 
 /// A parsed response head.
-enum Parsed {
+pub(crate) enum Parsed {
     Partial,
     /// A 1xx other than 101, already removed from the buffer.
     Informational,
     Final(Answer),
-    /// More header lines than the array held: parse again with a larger one.
-    TooManyHeaders,
-}
-
-/// What the framing headers of a response say.
-#[derive(Default)]
-struct Connection {
-    content_length: Option<u64>,
-    /// `Transfer-Encoding` present; whether `chunked` is its last coding.
-    transfer_encoding: Option<bool>,
-    close: bool,
-    keep_alive: bool,
-    /// `Connection` names other headers, which are hop-by-hop too.
-    names_others: bool,
 }
 
 impl Conn {
@@ -249,7 +207,7 @@ impl Conn {
                     return Ok(answer);
                 }
                 Parsed::Informational => continue,
-                Parsed::Partial | Parsed::TooManyHeaders => {}
+                Parsed::Partial => {}
             }
             let n = self.fill(READ_BUFFER, timeouts.read, &mut deadline).await?;
             if n == 0 {
@@ -280,14 +238,8 @@ impl Conn {
             }
             slices[2] = IoSlice::new(data);
         }
-        if chunked && body.ended {
-            slices[3] = IoSlice::new(if held.is_some() {
-                b"\r\n0\r\n\r\n"
-            } else {
-                b"0\r\n\r\n"
-            });
-        } else if chunked && held.is_some() {
-            slices[3] = IoSlice::new(b"\r\n");
+        if chunked {
+            slices[3] = IoSlice::new(chunk_tail(held.is_some(), body.ended));
         }
         let result = write_all(&self.stream, &mut slices, limit, &mut body.written).await;
         if body.written == 0 {
@@ -356,12 +308,15 @@ impl Conn {
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<Bytes>, ClientError>> {
         loop {
-            match framing.decode(&mut self.buf)? {
+            match framing
+                .decode(&mut self.buf)
+                .map_err(ClientError::Chunked)?
+            {
                 Decoded::Data(data) => return Poll::Ready(Ok(Some(data))),
                 Decoded::End => return Poll::Ready(Ok(None)),
                 Decoded::NeedMore => {}
             }
-            let want = framing.read_hint();
+            let want = read_hint(framing);
             let n = ready!(poll_fill(&self.stream, &mut self.buf, cx, want))
                 .map_err(ClientError::Read)?;
             if n == 0 {
@@ -430,111 +385,13 @@ impl Outgoing {
     }
 }
 
-impl Framing {
-    fn decode(&mut self, buf: &mut BytesMut) -> Result<Decoded, ClientError> {
-        match self {
-            Framing::Empty | Framing::Upgrade => Ok(Decoded::End),
-            Framing::Length(0) => Ok(Decoded::End),
-            Framing::Length(left) => {
-                if buf.is_empty() {
-                    return Ok(Decoded::NeedMore);
-                }
-                let take = (*left).min(buf.len() as u64);
-                *left -= take;
-                Ok(Decoded::Data(buf.split_to(take as usize).freeze()))
-            }
-            Framing::UntilClose => Ok(if buf.is_empty() {
-                Decoded::NeedMore
-            } else {
-                Decoded::Data(buf.split().freeze())
-            }),
-            Framing::Chunked(chunk) => {
-                if !chunk.advance(buf)? {
-                    return Ok(Decoded::NeedMore);
-                }
-                let Chunk::Data(left) = chunk else {
-                    return Ok(Decoded::End);
-                };
-                let take = (*left).min(buf.len() as u64);
-                *left -= take;
-                if *left == 0 {
-                    *chunk = Chunk::DataEnd;
-                }
-                Ok(Decoded::Data(buf.split_to(take as usize).freeze()))
-            }
+/// How much to read next: long bodies get larger reads.
+fn read_hint(framing: &Framing) -> usize {
+    match framing {
+        Framing::Length(left) | Framing::Chunked(Chunk::Data(left)) => {
+            usize::try_from(*left).map_or(MAX_READ, |n| n.clamp(MIN_READ, MAX_READ))
         }
-    }
-
-    /// How much to read next: long bodies get larger reads.
-    fn read_hint(&self) -> usize {
-        match self {
-            Framing::Length(left) | Framing::Chunked(Chunk::Data(left)) => {
-                usize::try_from(*left).map_or(MAX_READ, |n| n.clamp(MIN_READ, MAX_READ))
-            }
-            _ => READ_BUFFER,
-        }
-    }
-
-    /// Bytes of body still to come, when known.
-    pub(crate) fn remaining(&self) -> Option<u64> {
-        match self {
-            Framing::Empty | Framing::Upgrade => Some(0),
-            Framing::Length(left) => Some(*left),
-            Framing::Chunked(_) | Framing::UntilClose => None,
-        }
-    }
-}
-
-impl Chunk {
-    /// Consumes framing bytes until data (or the end) is at the front of `buf`: `true` then,
-    /// `false` when more bytes are needed first.
-    fn advance(&mut self, buf: &mut BytesMut) -> Result<bool, ClientError> {
-        loop {
-            match self {
-                Chunk::Size => match httparse::parse_chunk_size(buf) {
-                    Ok(httparse::Status::Complete((used, size))) => {
-                        buf.advance(used);
-                        *self = if size == 0 {
-                            Chunk::Trailers
-                        } else {
-                            Chunk::Data(size)
-                        };
-                    }
-                    Ok(httparse::Status::Partial) if buf.len() <= MAX_CHUNK_LINE => {
-                        return Ok(false)
-                    }
-                    _ => return Err(ClientError::Chunked),
-                },
-                Chunk::Data(_) => return Ok(!buf.is_empty()),
-                Chunk::DataEnd => {
-                    if buf.len() < 2 {
-                        return Ok(false);
-                    }
-                    if &buf[..2] != b"\r\n" {
-                        return Err(ClientError::Chunked);
-                    }
-                    buf.advance(2);
-                    *self = Chunk::Size;
-                }
-                Chunk::Trailers => {
-                    // Trailers are dropped: the client's response may be framed otherwise.
-                    let end = if buf.starts_with(b"\r\n") {
-                        Some(2)
-                    } else {
-                        find(buf, b"\r\n\r\n").map(|at| at + 4)
-                    };
-                    match end {
-                        Some(end) => {
-                            buf.advance(end);
-                            *self = Chunk::Done;
-                        }
-                        None if buf.len() <= MAX_TRAILERS => return Ok(false),
-                        None => return Err(ClientError::Chunked),
-                    }
-                }
-                Chunk::Done => return Ok(true),
-            }
-        }
+        _ => READ_BUFFER,
     }
 }
 
@@ -577,18 +434,12 @@ fn poll_fill(
 /// `written` counts the bytes that went out, also when it fails.
 async fn write_all(
     stream: &TcpStream,
-    mut slices: &mut [IoSlice<'_>],
+    slices: &mut [IoSlice<'_>],
     limit: Duration,
     written: &mut usize,
 ) -> Result<(), ClientError> {
-    IoSlice::advance_slices(&mut slices, 0);
-    while !slices.is_empty() {
+    h1::write_all(slices, written, async |slices: &[IoSlice<'_>]| loop {
         match stream.try_write_vectored(slices) {
-            Ok(0) => return Err(ClientError::Write(io::ErrorKind::WriteZero.into())),
-            Ok(n) => {
-                *written += n;
-                IoSlice::advance_slices(&mut slices, n);
-            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 // Boxed: only a full socket waits, and the timer makes the future large.
                 match Box::pin(within(limit, stream.writable())).await {
@@ -597,10 +448,10 @@ async fn write_all(
                     None => return Err(ClientError::SendTimeout),
                 }
             }
-            Err(e) => return Err(ClientError::Write(e)),
+            result => return result.map_err(ClientError::Write),
         }
-    }
-    Ok(())
+    })
+    .await
 }
 
 /// Streams the body's remaining frames; trailers are dropped.
@@ -617,13 +468,8 @@ async fn send_rest(
             None => {
                 body.ended = true;
                 if chunked {
-                    write_all(
-                        stream,
-                        &mut [IoSlice::new(b"0\r\n\r\n")],
-                        limit,
-                        &mut written,
-                    )
-                    .await?;
+                    let last = chunk_tail(false, true);
+                    write_all(stream, &mut [IoSlice::new(last)], limit, &mut written).await?;
                 }
                 return Ok(());
             }
@@ -635,11 +481,10 @@ async fn send_rest(
         };
         let end = body.body.is_end_stream();
         if chunked {
-            let tail: &[u8] = if end { b"\r\n0\r\n\r\n" } else { b"\r\n" };
             let mut slices = [
                 IoSlice::new(chunk_size_line(data.len(), &mut size_line)),
                 IoSlice::new(&data),
-                IoSlice::new(tail),
+                IoSlice::new(chunk_tail(true, end)),
             ];
             write_all(stream, &mut slices, limit, &mut written).await?;
         } else {
@@ -654,7 +499,7 @@ async fn send_rest(
 
 /// The request line in origin form, the request's headers, the ones the proxy adds, and the
 /// blank line, into `out` (cleared first; its allocation lives as long as the connection).
-fn encode_head(out: &mut Vec<u8>, head: &Parts, added: &Added<'_>, chunked: bool) {
+pub(crate) fn encode_head(out: &mut Vec<u8>, head: &Parts, added: &Added<'_>, chunked: bool) {
     out.clear();
     out.extend_from_slice(head.method.as_str().as_bytes());
     out.push(b' ');
@@ -674,10 +519,7 @@ fn encode_head(out: &mut Vec<u8>, head: &Parts, added: &Added<'_>, chunked: bool
         if name == header::HOST {
             host = Some(value);
         }
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        h1::encode_header(out, name.as_str().as_bytes(), value.as_bytes());
     }
     added.write(out, host);
     if chunked {
@@ -686,65 +528,28 @@ fn encode_head(out: &mut Vec<u8>, head: &Parts, added: &Added<'_>, chunked: bool
     out.extend_from_slice(b"\r\n");
 }
 
-/// `len` in hex followed by CRLF, in `line`.
-pub(crate) fn chunk_size_line(len: usize, line: &mut [u8; 18]) -> &[u8] {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut start = 16;
-    let mut n = len;
-    loop {
-        start -= 1;
-        line[start] = HEX[n & 0xf];
-        n >>= 4;
-        if n == 0 {
-            break;
-        }
-    }
-    line[16] = b'\r';
-    line[17] = b'\n';
-    &line[start..]
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
 /// Whether `buf` starts with a complete final response head; complete 1xx heads before it
 /// are dropped.
 fn has_final_head(buf: &mut BytesMut) -> Result<bool, ClientError> {
     loop {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut response = httparse::Response::new(&mut headers);
-        match response.parse(buf) {
-            Ok(httparse::Status::Complete(len)) => {
-                let code = response.code.unwrap_or_default();
-                if (100..200).contains(&code) && code != 101 {
-                    buf.advance(len);
-                    continue;
-                }
-                return Ok(true);
+        let informational = h1::parse_response(buf, |buf, head| {
+            let informational = (100..200).contains(&head.code) && head.code != 101;
+            if informational {
+                buf.advance(head.len);
             }
-            Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => return Ok(false),
-            Ok(httparse::Status::Partial) => return Err(ClientError::HeadTooLarge),
-            Err(e) => return Err(ClientError::Parse(e)),
+            informational
+        });
+        match informational.map_err(ClientError::Head)? {
+            Status::Complete(true) => continue,
+            Status::Complete(false) => return Ok(true),
+            Status::Partial => return Ok(false),
         }
     }
 }
 
 /// Parses a response head at the front of `buf`. A final one is split off `buf` and its
 /// headers go into `spare` (cleared, its allocation reused).
-fn parse_head(
-    buf: &mut BytesMut,
-    spare: &mut HeaderMap,
-    is_head: bool,
-    upgrade: bool,
-) -> Result<Parsed, ClientError> {
-    match parse_head_with::<FEW_HEADERS>(buf, spare, is_head, upgrade)? {
-        Parsed::TooManyHeaders => parse_head_with::<MAX_HEADERS>(buf, spare, is_head, upgrade),
-        parsed => Ok(parsed),
-    }
-}
-
-fn parse_head_with<const N: usize>(
+pub(crate) fn parse_head(
     buf: &mut BytesMut,
     spare: &mut HeaderMap,
     is_head: bool,
@@ -753,91 +558,65 @@ fn parse_head_with<const N: usize>(
     if buf.is_empty() {
         return Ok(Parsed::Partial);
     }
-    let mut raw = [httparse::EMPTY_HEADER; N];
-    let mut response = httparse::Response::new(&mut raw);
-    let len = match response.parse(buf) {
-        Ok(httparse::Status::Complete(len)) => len,
-        Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => return Ok(Parsed::Partial),
-        Ok(httparse::Status::Partial) => return Err(ClientError::HeadTooLarge),
-        Err(httparse::Error::TooManyHeaders) if N < MAX_HEADERS => {
-            return Ok(Parsed::TooManyHeaders)
-        }
-        Err(e) => return Err(ClientError::Parse(e)),
-    };
-    let code = response.code.unwrap_or_default();
+    let parsed = h1::parse_response(buf, |buf, head| {
+        split_off(buf, head, spare, is_head, upgrade)
+    });
+    match parsed.map_err(ClientError::Head)? {
+        Status::Complete(parsed) => parsed,
+        Status::Partial => Ok(Parsed::Partial),
+    }
+}
+
+/// Decides about a complete response head and splits it off `buf`.
+fn split_off(
+    buf: &mut BytesMut,
+    response: &ResponseHead<'_>,
+    spare: &mut HeaderMap,
+    is_head: bool,
+    upgrade: bool,
+) -> Result<Parsed, ClientError> {
+    let code = response.code;
     let status = StatusCode::from_u16(code).map_err(|_| ClientError::Status(code))?;
     if status.is_informational() && status != StatusCode::SWITCHING_PROTOCOLS {
-        buf.advance(len);
+        buf.advance(response.len);
         return Ok(Parsed::Informational);
     }
-    let version = if response.version == Some(0) {
+    let version = if response.version == 0 {
         Version::HTTP_10
     } else {
         Version::HTTP_11
     };
-    // Where each name and value is, so they can become slices of the head once it is split
-    // off the buffer.
-    let base = buf.as_ptr() as usize;
-    let count = response.headers.len();
-    let mut spans = [(0usize, 0usize, 0usize, 0usize); N];
-    for (span, h) in spans.iter_mut().zip(response.headers.iter()) {
-        let name = h.name.as_ptr() as usize - base;
-        let value = h.value.as_ptr() as usize - base;
-        *span = (name, name + h.name.len(), value, value + h.value.len());
+    let head = buf.split_to(response.len).freeze();
+    let connection = FramingHeaders::read(&head, response.headers);
+    let framing = connection
+        .response_framing(code, response.version, is_head)
+        .map_err(ClientError::Framing)?;
+    let switching = framing == Framing::Upgrade;
+    if switching && !upgrade {
+        return Err(ClientError::UnexpectedUpgrade);
     }
-    let spans = &spans[..count];
-    let head = buf.split_to(len).freeze();
-
-    let connection = Connection::read(&head, spans)?;
-    let switching = status == StatusCode::SWITCHING_PROTOCOLS;
-    let mut keep_alive = if version == Version::HTTP_11 {
-        !connection.close
-    } else {
-        connection.keep_alive && !connection.close
-    };
-    let framing = if switching {
-        if !upgrade {
-            return Err(ClientError::UnexpectedUpgrade);
-        }
-        keep_alive = false;
-        Framing::Upgrade
-    } else if is_head || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
-        Framing::Empty
-    } else if let Some(chunked) = connection.transfer_encoding {
-        // Both lengths given is a smuggling pattern: the encoding wins, the connection ends.
-        keep_alive &= connection.content_length.is_none();
-        if chunked {
-            Framing::Chunked(Chunk::Size)
-        } else {
-            keep_alive = false;
-            Framing::UntilClose
-        }
-    } else if let Some(len) = connection.content_length {
-        Framing::Length(len)
-    } else {
-        keep_alive = false;
-        Framing::UntilClose
+    let keep_alive = match framing {
+        Framing::Upgrade | Framing::UntilClose => false,
+        _ if version == Version::HTTP_11 => !connection.close,
+        _ => connection.keep_alive && !connection.close,
     };
 
     let mut headers = std::mem::take(spare);
     headers.clear();
-    headers.reserve(count);
+    headers.reserve(response.headers.len());
     let mut connection_values = Vec::new();
-    for &(name_start, name_end, value_start, value_end) in spans {
+    for at in response.headers {
         // httparse checked names and values with the same rules `http` applies.
-        let Ok(name) = HeaderName::from_bytes(&head[name_start..name_end]) else {
+        let Ok(name) = HeaderName::from_bytes(at.name(&head)) else {
             continue;
         };
         if !switching && headers::is_hop_by_hop(&name) {
             if connection.names_others && name == header::CONNECTION {
-                connection_values.push(head.slice(value_start..value_end));
+                connection_values.push(head.slice(at.value_range()));
             }
             continue;
         }
-        if name == header::CONTENT_LENGTH && connection.transfer_encoding.is_some() {
-            continue;
-        }
-        if let Ok(value) = HeaderValue::from_maybe_shared(head.slice(value_start..value_end)) {
+        if let Ok(value) = HeaderValue::from_maybe_shared(head.slice(at.value_range())) {
             headers.append(name, value);
         }
     }
@@ -858,56 +637,6 @@ fn parse_head_with<const N: usize>(
     }))
 }
 
-impl Connection {
-    /// Reads the headers that decide framing and reuse, by their raw names.
-    fn read(
-        head: &[u8],
-        spans: &[(usize, usize, usize, usize)],
-    ) -> Result<Connection, ClientError> {
-        let mut c = Connection::default();
-        for &(name_start, name_end, value_start, value_end) in spans {
-            let name = &head[name_start..name_end];
-            let value = &head[value_start..value_end];
-            if name.eq_ignore_ascii_case(b"content-length") {
-                for part in value.split(|b| *b == b',') {
-                    let len = parse_length(part.trim_ascii()).ok_or(ClientError::ContentLength)?;
-                    if c.content_length.is_some_and(|known| known != len) {
-                        return Err(ClientError::ContentLength);
-                    }
-                    c.content_length = Some(len);
-                }
-            } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-                let last = value
-                    .rsplit(|b| *b == b',')
-                    .map(<[u8]>::trim_ascii)
-                    .find(|t| !t.is_empty());
-                c.transfer_encoding =
-                    Some(last.is_some_and(|t| t.eq_ignore_ascii_case(b"chunked")));
-            } else if name.eq_ignore_ascii_case(b"connection") {
-                for token in value.split(|b| *b == b',').map(<[u8]>::trim_ascii) {
-                    if token.eq_ignore_ascii_case(b"close") {
-                        c.close = true;
-                    } else if token.eq_ignore_ascii_case(b"keep-alive") {
-                        c.keep_alive = true;
-                    } else if !token.is_empty() && !token.eq_ignore_ascii_case(b"upgrade") {
-                        c.names_others = true;
-                    }
-                }
-            }
-        }
-        Ok(c)
-    }
-}
-
-fn parse_length(digits: &[u8]) -> Option<u64> {
-    if digits.is_empty() || digits.len() > 19 {
-        return None;
-    }
-    digits.iter().try_fold(0u64, |n, d| {
-        d.is_ascii_digit().then(|| n * 10 + u64::from(d - b'0'))
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -919,7 +648,7 @@ mod tests {
             match parse_head(&mut buf, &mut spare, is_head, false).unwrap() {
                 Parsed::Final(answer) => return (answer, buf),
                 Parsed::Informational => continue,
-                Parsed::Partial | Parsed::TooManyHeaders => panic!("incomplete head"),
+                Parsed::Partial => panic!("incomplete head"),
             }
         }
     }
@@ -1039,7 +768,10 @@ mod tests {
             &b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"[..],
         );
         let parsed = parse_head(&mut buf, &mut HeaderMap::new(), false, false);
-        assert!(matches!(parsed, Err(ClientError::ContentLength)));
+        assert!(matches!(
+            parsed,
+            Err(ClientError::Framing(FramingError::ConflictingContentLength))
+        ));
 
         let mut head = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n".to_vec();
         for i in 0..60 {

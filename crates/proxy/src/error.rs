@@ -9,6 +9,7 @@ use http::{header, HeaderValue, Response, StatusCode};
 
 use crate::body::{BoxError, ResponseBody};
 use crate::client::ClientError;
+use crate::h1::FramingError;
 
 /// Whose fault an error is (STYLE.md #13): the client's request, the upstream's answer (or
 /// silence), or the proxy's own state. Decided where the error is made, never guessed later;
@@ -53,6 +54,8 @@ pub(crate) enum ProxyError {
     ReadTimeout { addr: SocketAddr },
     #[error("{addr} accepted no request bytes within proxy-send-timeout")]
     SendTimeout { addr: SocketAddr },
+    #[error("the request head frames its body ambiguously")]
+    RequestFraming(#[source] FramingError),
     #[error("request to {addr} failed")]
     Upstream {
         addr: SocketAddr,
@@ -73,6 +76,11 @@ impl ProxyError {
                 (StatusCode::BAD_REQUEST, Client)
             }
             ProxyError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, Client),
+            // nginx: 501 to a transfer coding it does not know, 400 to the rest.
+            ProxyError::RequestFraming(FramingError::UnknownTransferEncoding) => {
+                (StatusCode::NOT_IMPLEMENTED, Client)
+            }
+            ProxyError::RequestFraming(_) => (StatusCode::BAD_REQUEST, Client),
             ProxyError::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, Client),
             ProxyError::ClientBodyTimeout => (StatusCode::REQUEST_TIMEOUT, Client),
             // The Service has no ready pod: the backend's state, not ours.
@@ -101,6 +109,10 @@ impl ProxyError {
             ProxyError::MethodNotAllowed => "405 Method Not Allowed\n",
             ProxyError::NoEndpoints => "503 Service Unavailable: no endpoints for this service\n",
             ProxyError::BodyTooLarge { .. } => "413 Payload Too Large\n",
+            ProxyError::RequestFraming(FramingError::UnknownTransferEncoding) => {
+                "501 Not Implemented: unknown Transfer-Encoding\n"
+            }
+            ProxyError::RequestFraming(_) => "400 Bad Request: ambiguous message framing\n",
             ProxyError::ClientBodyTimeout => "408 Request Timeout\n",
             ProxyError::ConnectTimeout { .. }
             | ProxyError::ReadTimeout { .. }
@@ -183,6 +195,16 @@ mod tests {
             (ProxyError::ConnectTimeout { addr }, 504, Upstream),
             (ProxyError::ReadTimeout { addr }, 504, Upstream),
             (ProxyError::SendTimeout { addr }, 504, Upstream),
+            (
+                ProxyError::RequestFraming(FramingError::LengthAndTransferEncoding),
+                400,
+                Client,
+            ),
+            (
+                ProxyError::RequestFraming(FramingError::UnknownTransferEncoding),
+                501,
+                Client,
+            ),
             (
                 ProxyError::Connect {
                     addr,

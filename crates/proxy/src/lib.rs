@@ -39,6 +39,9 @@ mod client;
 mod date;
 mod error;
 mod forward;
+#[doc(hidden)]
+pub mod fuzz;
+mod h1;
 mod headers;
 mod linger;
 mod listen;

@@ -1,7 +1,10 @@
 //! Sluice's own HTTP/1.1 server for the common request; hyper serves everything else.
 //!
 //! ```text
-//!  read ─▶ httparse ─▶ a plain request? HTTP/1.1, no body, no Expect, no Upgrade, a valid head
+//!  read ─▶ h1::parse_request ─▶ framing ambiguous (CL + TE, repeated CL, a coding other
+//!    │                           than chunked)? ─▶ 400 / 501 written here, connection closed
+//!    ▼
+//!  a plain request? HTTP/1.1, no body, no Expect, no Upgrade, a valid head
 //!    ├─ yes ─▶ forward::respond ─▶ status line, headers, framing (and Date) encoded into the
 //!    │         connection's reused buffer ─▶ one writev: head + the body bytes already here
 //!    │         ─▶ the rest of the body (as it is, or chunked) ─▶ the next request (pipelined
@@ -30,13 +33,11 @@ use http_body::Body;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use crate::body::ResponseBody;
-use crate::client::chunk_size_line;
+use crate::error::{Chain, ProxyError};
+use crate::h1::{self, chunk_size_line, chunk_tail, FramingError, FramingHeaders, RequestHead};
+use crate::h1::{Framing, Status};
 use crate::worker::ConnCtx;
 
-/// Header lines parsed on the stack at first; a request with more is parsed again with room
-/// for `MAX_HEADERS` (hyper's limit, so hyper would refuse more anyway).
-const FEW_HEADERS: usize = 32;
-const MAX_HEADERS: usize = 100;
 /// A read wants at least this much free space; with less, the buffer grows by `READ_BUFFER`.
 const MIN_READ: usize = 1024;
 const READ_BUFFER: usize = 8 * 1024;
@@ -65,37 +66,25 @@ pub(crate) struct Http1<I> {
 }
 
 /// A request head this server serves, with what the connection needs to know about it.
-struct Parsed {
-    head: Parts,
+pub(crate) struct Parsed {
+    pub(crate) head: Parts,
     /// The client did not ask to close.
-    keep_alive: bool,
+    pub(crate) keep_alive: bool,
 }
 
 // Returned by value once per request: boxing the request would cost an allocation.
 #[allow(clippy::large_enum_variant)]
-enum Parse {
+pub(crate) enum Parse {
     Request(Parsed),
     Partial,
     /// Not for this server: a body, an expectation, an upgrade, HTTP/1.0, or a head that is
     /// malformed or too large (hyper answers those).
     Other,
-    TooManyHeaders,
-}
-
-/// Where a header's name and value lie in the head, for slicing it once frozen.
-#[derive(Clone, Copy, Default)]
-struct HeaderAt {
-    name: (usize, usize),
-    value: (usize, usize),
-}
-
-/// How a response body is delimited on the wire.
-enum Framing {
-    /// No body may be sent (HEAD, 204, 304).
-    None,
-    /// `Content-Length`: this many bytes.
-    Length(u64),
-    Chunked,
+    /// A head whose framing is ambiguous: answered here (400, or 501 for an unknown
+    /// transfer coding, as nginx does) and the connection closed, rather than handed to
+    /// hyper, which would let some of them through (`Content-Length` with
+    /// `Transfer-Encoding`, repeated lengths).
+    Refused(FramingError),
 }
 
 impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
@@ -121,9 +110,8 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
                 match parse(&mut self.buf, self.max_head) {
                     Parse::Request(request) => break request,
                     Parse::Partial => {}
-                    Parse::Other | Parse::TooManyHeaders => {
-                        return Ended::Handover(self.buf.split().freeze());
-                    }
+                    Parse::Other => return Ended::Handover(self.buf.split().freeze()),
+                    Parse::Refused(error) => return self.refuse(conn, error).await,
                 }
                 if self.buf.capacity() - self.buf.len() < MIN_READ {
                     self.buf.reserve(READ_BUFFER);
@@ -156,8 +144,28 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
         }
     }
 
+    /// Answers a head refused for its framing, and ends the connection: where the next
+    /// request would start is exactly what cannot be known.
+    async fn refuse(&mut self, conn: &ConnCtx, error: FramingError) -> Ended {
+        let error = ProxyError::RequestFraming(error);
+        tracing::debug!(error = %Chain(&error), "refusing a request head");
+        let (status, source) = error.classify();
+        conn.worker
+            .stats
+            .borrow_mut()
+            .error(status.as_u16(), source);
+        if self
+            .write_response(error.response(), &Method::GET, true)
+            .await
+            .is_ok()
+        {
+            let _ = self.io.shutdown().await;
+        }
+        Ended::Closed
+    }
+
     /// Writes a response; `Ok(true)` when the connection can carry another request.
-    async fn write_response(
+    pub(crate) async fn write_response(
         &mut self,
         response: Response<ResponseBody>,
         method: &Method,
@@ -165,7 +173,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
     ) -> io::Result<bool> {
         let (head, mut body) = response.into_parts();
         let (framing, close) = encode_head(&mut self.out, &head, &body, method, close);
-        if matches!(framing, Framing::None) {
+        if matches!(framing, Framing::Empty) {
             // A body it may not have (HEAD, 204, 304) is not sent; reading it to its end
             // lets its upstream connection go back to the pool.
             while let Some(frame) = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
@@ -216,18 +224,13 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
             let head: &[u8] = if head_sent { &[] } else { &self.out };
             head_sent = true;
             match framing {
-                Framing::Chunked => {
+                Framing::Chunked(_) => {
                     let size = if data.is_empty() {
                         &[][..]
                     } else {
                         chunk_size_line(data.len(), &mut size_line)
                     };
-                    let tail: &[u8] = match (data.is_empty(), end) {
-                        (true, true) => b"0\r\n\r\n",
-                        (true, false) => b"",
-                        (false, true) => b"\r\n0\r\n\r\n",
-                        (false, false) => b"\r\n",
-                    };
+                    let tail = chunk_tail(!data.is_empty(), end);
                     let mut slices = [
                         IoSlice::new(head),
                         IoSlice::new(size),
@@ -242,7 +245,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
                     tracing::debug!(declared, sent, "response body longer than its length");
                     return Ok(false);
                 }
-                Framing::Length(_) | Framing::None => {
+                _ => {
                     let mut slices = [IoSlice::new(head), IoSlice::new(&data)];
                     write_all(&mut self.io, &mut slices).await?;
                 }
@@ -262,81 +265,53 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
 }
 
 /// Parses the request head at the front of `buf`; a request this server serves is split
-/// off it.
-fn parse(buf: &mut BytesMut, max_head: usize) -> Parse {
+/// off it. Anything else leaves the buffer whole, for hyper or for the refusal.
+pub(crate) fn parse(buf: &mut BytesMut, max_head: usize) -> Parse {
     if buf.is_empty() {
         return Parse::Partial;
     }
-    match parse_with::<FEW_HEADERS>(buf, max_head) {
-        Parse::TooManyHeaders => parse_with::<MAX_HEADERS>(buf, max_head),
-        parsed => parsed,
+    match h1::parse_request(buf, max_head, split_off) {
+        Ok(Status::Complete(parse)) => parse,
+        Ok(Status::Partial) => Parse::Partial,
+        // hyper answers these: 400, or 431 for a head too large.
+        Err(_) => Parse::Other,
     }
 }
 
-fn parse_with<const N: usize>(buf: &mut BytesMut, max_head: usize) -> Parse {
-    let mut raw = [httparse::EMPTY_HEADER; N];
-    let mut at = [HeaderAt::default(); N];
-    let mut request = httparse::Request::new(&mut raw);
-    let base = buf.as_ptr() as usize;
-    let offset = |part: &[u8]| part.as_ptr() as usize - base;
-    let (len, method, target, count) = match request.parse(buf) {
-        Ok(httparse::Status::Complete(len)) if len <= max_head => {
-            if request.version != Some(1) {
-                return Parse::Other;
-            }
-            let Some(Ok(method)) = request.method.map(|m| Method::from_bytes(m.as_bytes())) else {
-                return Parse::Other;
-            };
-            let target = request.path.unwrap_or_default();
-            let target = (offset(target.as_bytes()), target.len());
-            for (slot, header) in at.iter_mut().zip(request.headers.iter()) {
-                let name = offset(header.name.as_bytes());
-                let value = offset(header.value);
-                *slot = HeaderAt {
-                    name: (name, name + header.name.len()),
-                    value: (value, value + header.value.len()),
-                };
-            }
-            (len, method, target, request.headers.len())
-        }
-        Ok(httparse::Status::Partial) if buf.len() < max_head => return Parse::Partial,
-        Err(httparse::Error::TooManyHeaders) if N < MAX_HEADERS => return Parse::TooManyHeaders,
-        _ => return Parse::Other,
-    };
-
+/// Decides about a complete head and, for one this server serves, splits it off `buf` and
+/// builds the request from slices of it.
+#[inline]
+fn split_off(buf: &mut BytesMut, request: &RequestHead<'_>) -> Parse {
     // Check everything before taking the head off the buffer: hyper must see it whole.
-    let bytes = &buf[..len];
-    let mut keep_alive = true;
-    for header in &at[..count] {
-        let name = &bytes[header.name.0..header.name.1];
-        let value = &bytes[header.value.0..header.value.1];
-        if name.eq_ignore_ascii_case(b"content-length") {
-            if value.iter().any(|&b| b != b'0') || value.is_empty() {
-                return Parse::Other;
-            }
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding")
-            || name.eq_ignore_ascii_case(b"expect")
-            || name.eq_ignore_ascii_case(b"upgrade")
-        {
-            return Parse::Other;
-        } else if name.eq_ignore_ascii_case(b"connection") && has_token(value, b"close") {
-            keep_alive = false;
-        }
+    let bytes = &buf[..request.len];
+    let framing = FramingHeaders::read(bytes, request.headers);
+    match framing.request_framing(request.version) {
+        Err(error) => return Parse::Refused(error),
+        Ok(Framing::Empty | Framing::Length(0)) => {}
+        Ok(_) => return Parse::Other,
     }
+    if request.version != 1 || framing.expect || framing.upgrade {
+        return Parse::Other;
+    }
+    let method = &bytes[request.method.0..request.method.1];
+    let Ok(method) = Method::from_bytes(method) else {
+        return Parse::Other;
+    };
     if method == Method::CONNECT {
         return Parse::Other;
     }
+    let keep_alive = !framing.close;
 
-    let frozen = buf.split_to(len).freeze();
-    let Ok(uri) = Uri::from_maybe_shared(frozen.slice(target.0..target.0 + target.1)) else {
+    let frozen = buf.split_to(request.len).freeze();
+    let Ok(uri) = Uri::from_maybe_shared(frozen.slice(request.target.0..request.target.1)) else {
         // hyper answers 400 (`http` refuses some characters httparse lets through).
         put_back(buf, &frozen);
         return Parse::Other;
     };
-    let mut headers = HeaderMap::with_capacity(count);
-    for header in &at[..count] {
-        let name = HeaderName::from_bytes(&frozen[header.name.0..header.name.1]);
-        let value = HeaderValue::from_maybe_shared(frozen.slice(header.value.0..header.value.1));
+    let mut headers = HeaderMap::with_capacity(request.headers.len());
+    for header in request.headers {
+        let name = HeaderName::from_bytes(header.name(&frozen));
+        let value = HeaderValue::from_maybe_shared(frozen.slice(header.value_range()));
         match (name, value) {
             (Ok(name), Ok(value)) => {
                 headers.append(name, value);
@@ -360,13 +335,6 @@ fn put_back(buf: &mut BytesMut, head: &Bytes) {
     let rest = buf.split();
     buf.extend_from_slice(head);
     buf.extend_from_slice(&rest);
-}
-
-/// Whether a comma-separated header value lists `token` (case-insensitive).
-fn has_token(value: &[u8], token: &[u8]) -> bool {
-    value
-        .split(|&b| b == b',')
-        .any(|item| item.trim_ascii().eq_ignore_ascii_case(token))
 }
 
 /// The status line, the response's headers, framing, `Connection: close` when this is the
@@ -409,27 +377,24 @@ fn encode_head(
             // upstream's).
             continue;
         } else if *name == header::CONNECTION {
-            says_close |= has_token(value.as_bytes(), b"close");
+            says_close |= h1::has_token(value.as_bytes(), b"close");
         } else if *name == header::DATE {
             has_date = true;
         }
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        h1::encode_header(out, name.as_str().as_bytes(), value.as_bytes());
     }
     let framing = if bodiless_status || *method == Method::HEAD {
-        Framing::None
+        Framing::Empty
     } else if let Some(len) = length {
         Framing::Length(len)
     } else if let Some(len) = body.size_hint().exact() {
         out.extend_from_slice(b"content-length: ");
-        out.extend_from_slice(itoa(len, &mut [0; 20]));
+        out.extend_from_slice(h1::decimal(len, &mut [0; 20]));
         out.extend_from_slice(b"\r\n");
         Framing::Length(len)
     } else {
         out.extend_from_slice(b"transfer-encoding: chunked\r\n");
-        Framing::Chunked
+        Framing::Chunked(h1::Chunk::Size)
     };
     if says_close {
         close = true;
@@ -445,32 +410,15 @@ fn encode_head(
     (framing, close)
 }
 
-/// `n` in decimal, in `digits`.
-fn itoa(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &digits[start..];
-        }
-    }
-}
-
 /// Writes every slice (one `writev` when the socket takes it all).
 async fn write_all<W: AsyncWrite + Unpin>(
     io: &mut W,
-    mut slices: &mut [IoSlice<'_>],
+    slices: &mut [IoSlice<'_>],
 ) -> io::Result<()> {
-    IoSlice::advance_slices(&mut slices, 0);
-    while !slices.is_empty() {
-        match io.write_vectored(slices).await? {
-            0 => return Err(io::ErrorKind::WriteZero.into()),
-            n => IoSlice::advance_slices(&mut slices, n),
-        }
-    }
-    Ok(())
+    h1::write_all(slices, &mut 0, async |slices: &[IoSlice<'_>]| {
+        io.write_vectored(slices).await
+    })
+    .await
 }
 
 /// A connection with bytes already read from it in front: what hyper reads after a handover.
@@ -658,7 +606,7 @@ mod tests {
             ResponseBody::empty(),
             Method::GET,
         );
-        assert!(!text.contains("content-length") && matches!(framing, Framing::None));
+        assert!(!text.contains("content-length") && matches!(framing, Framing::Empty));
 
         let (text, framing, _) = encode(
             StatusCode::OK,
@@ -666,8 +614,6 @@ mod tests {
             ResponseBody::empty(),
             Method::HEAD,
         );
-        assert!(text.contains("content-length: 10\r\n") && matches!(framing, Framing::None));
-        assert_eq!(itoa(0, &mut [0; 20]), b"0");
-        assert_eq!(itoa(1234567, &mut [0; 20]), b"1234567");
+        assert!(text.contains("content-length: 10\r\n") && matches!(framing, Framing::Empty));
     }
 }

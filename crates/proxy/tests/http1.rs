@@ -358,3 +358,45 @@ async fn a_client_that_stops_reading_is_cut_off_after_client_send_timeout() {
         "the proxy kept sending: {received} of {LEN} bytes arrived"
     );
 }
+
+#[tokio::test]
+async fn ambiguous_request_framing_is_refused_and_the_connection_closed() {
+    let backend = start_backend("framing").await;
+    let mut h = Harness::start();
+    h.apply(&catch_all("framing", &[addr_of(&backend)]));
+
+    // As nginx: both lengths, or two lengths, is 400; a coding other than chunked is 501.
+    // Each as the first request of a connection (the inline server's) and after a good one.
+    let refused: [(&[u8], u16); 4] = [
+        (
+            b"POST /echo HTTP/1.1\r\nHost: app\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            400,
+        ),
+        (
+            b"POST /echo HTTP/1.1\r\nHost: app\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello",
+            400,
+        ),
+        (
+            b"POST /echo HTTP/1.1\r\nHost: app\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+            501,
+        ),
+        (
+            b"GET /echo HTTP/1.1\r\nHost: app\r\nContent-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            400,
+        ),
+    ];
+    for (request, status) in refused {
+        for after_a_good_one in [false, true] {
+            let mut conn = Conn::open(h.http()).await;
+            if after_a_good_one {
+                conn.send(get("/echo").as_bytes()).await;
+                assert_eq!(conn.response(false).await.status, 200);
+            }
+            conn.send(request).await;
+            let reply = conn.response(false).await;
+            assert_eq!(reply.status, status, "{}", String::from_utf8_lossy(request));
+            assert_eq!(reply.header("connection"), Some("close"));
+            assert!(conn.closed().await);
+        }
+    }
+}

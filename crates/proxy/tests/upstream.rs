@@ -687,3 +687,48 @@ async fn a_pooled_connection_the_upstream_closed_is_never_used() {
         "{metrics}"
     );
 }
+
+#[tokio::test]
+async fn ambiguous_response_framing_is_an_upstream_error() {
+    // Which length the proxy believed would decide where the next response starts: it
+    // believes neither, answers 502 and drops the connection.
+    let upstream = RawUpstream::start(|head| {
+        match target(head) {
+        "/both" => Answer::keep(&[
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+        ]),
+        "/two" => Answer::keep(&[
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 30\r\n\r\nabc",
+        ]),
+        "/gzip" => Answer::keep(&[
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nabc",
+        ]),
+        "/size" => Answer::keep(&[
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\nabc\r\n0\r\n\r\n",
+        ]),
+        _ => Answer::keep(&[b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"]),
+    }
+    });
+    let mut h = Harness::start();
+    h.apply(&catch_all("ambiguous", &[upstream.addr]));
+
+    let mut client = Client::connect(h.http()).await;
+    for path in ["/both", "/two", "/gzip"] {
+        let reply = client.get("x", path).await;
+        assert_eq!(reply.status, StatusCode::BAD_GATEWAY, "{path}");
+    }
+    // A bad chunk size comes after the head went out: the client's response is cut short.
+    let mut client = Client::connect(h.http()).await;
+    let request = Request::get("/size")
+        .header("host", "x")
+        .body(Full::default())
+        .unwrap();
+    assert!(client.send(request).await.is_err(), "a truncated body");
+    let mut client = Client::connect(h.http()).await;
+    assert_eq!(client.get("x", "/ok").await.text(), "ok");
+    // Not one of those connections was reused.
+    let connections = upstream.connections();
+    let mut distinct = connections.clone();
+    distinct.dedup();
+    assert_eq!(distinct.len(), connections.len(), "{connections:?}");
+}

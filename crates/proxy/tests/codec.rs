@@ -1,0 +1,349 @@
+//! The codec's fuzz targets (`proxy::fuzz`, also run by cargo-fuzz from `fuzz/`) as property
+//! tests on stable: a seeded generator makes valid, mutated and hostile inputs, thousands per
+//! target, the same ones on every run. A failure prints the seed and the input.
+//!
+//! ```text
+//!  seed ─▶ Rng ─▶ valid message(s) ─┬─ as is            (1 in 3)
+//!                                    ├─ 1..4 mutations   (1 in 3): hostile bytes in, bytes
+//!                                    │                    out, ranges doubled, cut short
+//!                                    └─ hostile bytes    (1 in 3): CR, LF, NUL, SP, `:`, `;`…
+//!        ─▶ proxy::fuzz::{request_head, response_head, chunked_body}
+//! ```
+
+use std::panic::{self, AssertUnwindSafe};
+
+/// Inputs per target: enough to reach every branch of the codec many times over, few enough
+/// to finish in seconds (each accepted input also goes through hyper).
+const CASES: u64 = 4000;
+
+#[test]
+fn request_heads_hold_their_properties() {
+    run(CASES, proxy::fuzz::request_head, |rng| {
+        let mut data = Vec::new();
+        for _ in 0..rng.usize(1..=3) {
+            request(rng, &mut data);
+        }
+        data
+    });
+}
+
+#[test]
+fn response_heads_hold_their_properties() {
+    run(CASES, proxy::fuzz::response_head, |rng| {
+        let mut data = vec![rng.u8(..)];
+        response(rng, &mut data);
+        if rng.bool() {
+            response(rng, &mut data);
+        }
+        data
+    });
+}
+
+#[test]
+fn chunked_bodies_hold_their_properties() {
+    run(CASES, proxy::fuzz::chunked_body, |rng| {
+        let mut data = Vec::new();
+        chunked(rng, &mut data);
+        data.extend_from_slice(pick(rng, &[&b"GET /next HTTP/1.1\r\n\r\n"[..], b"", b"X"]));
+        data
+    });
+}
+
+/// Runs `target` on `cases` inputs from `generate`: a third as made, a third mutated, a
+/// third hostile. At least a tenth must be accepted, or the properties about accepted input
+/// would hold vacuously.
+fn run(cases: u64, target: fn(&[u8]) -> bool, generate: impl Fn(&mut fastrand::Rng) -> Vec<u8>) {
+    let mut accepted = 0;
+    for seed in 0..cases {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut data = generate(&mut rng);
+        match seed % 3 {
+            0 => {}
+            1 => {
+                for _ in 0..rng.usize(1..=4) {
+                    mutate(&mut rng, &mut data);
+                }
+            }
+            _ => hostile(&mut rng, &mut data),
+        }
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| target(&data)));
+        if let Ok(checked) = outcome {
+            accepted += u64::from(checked);
+        } else if let Err(panic) = outcome {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            panic!(
+                "seed {seed}: {message}\ninput: {:?}",
+                String::from_utf8_lossy(&data)
+            );
+        }
+    }
+    println!("{accepted} of {cases} inputs accepted and checked against hyper");
+    assert!(
+        accepted * 10 >= cases,
+        "only {accepted} of {cases} inputs accepted"
+    );
+}
+
+fn pick<'a, T: ?Sized>(rng: &mut fastrand::Rng, items: &[&'a T]) -> &'a T {
+    items[rng.usize(..items.len())]
+}
+
+/// Bytes that make parsers disagree.
+const HOSTILE: &[u8] = b"\r\n\0 \t:;,\x7f\x80\xff0aF\"=";
+
+fn mutate(rng: &mut fastrand::Rng, data: &mut Vec<u8>) {
+    if data.is_empty() {
+        data.push(HOSTILE[rng.usize(..HOSTILE.len())]);
+        return;
+    }
+    let at = rng.usize(..data.len());
+    match rng.u8(..5) {
+        0 => data[at] = HOSTILE[rng.usize(..HOSTILE.len())],
+        1 => data.insert(at, HOSTILE[rng.usize(..HOSTILE.len())]),
+        2 => {
+            let end = (at + rng.usize(1..8)).min(data.len());
+            data.drain(at..end);
+        }
+        3 => {
+            let end = (at + rng.usize(1..16)).min(data.len());
+            let copy = data[at..end].to_vec();
+            data.splice(at..at, copy);
+        }
+        _ => data.truncate(at),
+    }
+}
+
+fn hostile(rng: &mut fastrand::Rng, data: &mut Vec<u8>) {
+    if rng.bool() {
+        // Every line ending bare LF or bare CR.
+        let with: &[u8] = if rng.bool() { b"\n" } else { b"\r" };
+        let mut out = Vec::with_capacity(data.len());
+        let mut i = 0;
+        while i < data.len() {
+            if data[i..].starts_with(b"\r\n") && rng.u8(..3) != 0 {
+                out.extend_from_slice(with);
+                i += 2;
+            } else {
+                out.push(data[i]);
+                i += 1;
+            }
+        }
+        *data = out;
+    } else {
+        for _ in 0..rng.usize(4..32) {
+            mutate(rng, data);
+        }
+    }
+}
+
+fn token(rng: &mut fastrand::Rng) -> String {
+    const TCHAR: &[u8] =
+        b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+-.^_`|~";
+    (0..rng.usize(1..12))
+        .map(|_| TCHAR[rng.usize(..TCHAR.len())] as char)
+        .collect()
+}
+
+fn header(rng: &mut fastrand::Rng, out: &mut Vec<u8>, eol: &[u8]) {
+    let line: Vec<u8> = match rng.u8(..32) {
+        0 => b"Content-Length: 0".to_vec(),
+        1 => format!("content-length: {}", rng.u8(..20)).into_bytes(),
+        2 => pick(
+            rng,
+            &[
+                &b"Content-Length: 0, 0"[..],
+                b"Content-Length:  00 ",
+                b"Content-Length: +0",
+            ],
+        )
+        .to_vec(),
+        3 => pick(
+            rng,
+            &[
+                &b"Transfer-Encoding: chunked"[..],
+                b"transfer-encoding: gzip, chunked",
+                b"Transfer-Encoding: chunked, identity",
+                b"Transfer-Encoding:\tCHUNKED ",
+            ],
+        )
+        .to_vec(),
+        4 => pick(
+            rng,
+            &[
+                &b"Connection: close"[..],
+                b"connection: keep-alive",
+                b"Connection: upgrade",
+                b"Connection: x-hop, close",
+                b"X-Hop: 1",
+                b"Keep-Alive: timeout=5",
+            ],
+        )
+        .to_vec(),
+        5 => pick(
+            rng,
+            &[
+                &b"Expect: 100-continue"[..],
+                b"Upgrade: websocket",
+                b"TE: trailers",
+                b"Proxy-Connection: keep-alive",
+            ],
+        )
+        .to_vec(),
+        6 => b"Host: example.com".to_vec(),
+        7 => b"X-Forwarded-For: 6.6.6.6".to_vec(),
+        8 => {
+            let mut value = Vec::new();
+            for _ in 0..rng.usize(0..20) {
+                value.push(*pick(
+                    rng,
+                    &[&b'a', &b' ', &b'\t', &0x80u8, &0xffu8, &b'"', &b','],
+                ));
+            }
+            let mut line = format!("{}: ", token(rng)).into_bytes();
+            line.extend_from_slice(&value);
+            line
+        }
+        _ => format!("{}: {}", token(rng), token(rng)).into_bytes(),
+    };
+    out.extend_from_slice(&line);
+    out.extend_from_slice(eol);
+}
+
+fn headers(rng: &mut fastrand::Rng, out: &mut Vec<u8>, eol: &[u8]) {
+    let count = match rng.u8(..10) {
+        0 => rng.usize(30..40),
+        1 => rng.usize(95..105),
+        _ => rng.usize(0..8),
+    };
+    for _ in 0..count {
+        header(rng, out, eol);
+    }
+    out.extend_from_slice(eol);
+}
+
+fn request(rng: &mut fastrand::Rng, out: &mut Vec<u8>) {
+    let eol: &[u8] = if rng.u8(..10) == 0 { b"\n" } else { b"\r\n" };
+    let method = pick(
+        rng,
+        &[
+            "GET", "GET", "HEAD", "DELETE", "OPTIONS", "POST", "PUT", "CONNECT", "get", "PATCH",
+        ],
+    );
+    let target = pick(
+        rng,
+        &[
+            "/",
+            "/a?b=c",
+            "*",
+            "http://h.example/x?y",
+            "/%2e%2e/private",
+            "//x",
+            "/caf\u{e9}",
+            "/a b",
+            "h:443",
+            "/?q=\"x\"",
+        ],
+    );
+    let version = pick(
+        rng,
+        &[
+            "HTTP/1.1", "HTTP/1.1", "HTTP/1.1", "HTTP/1.1", "HTTP/1.1", "HTTP/1.0", "HTTP/2.0",
+            "http/1.1",
+        ],
+    );
+    out.extend_from_slice(format!("{method} {target} {version}").as_bytes());
+    out.extend_from_slice(eol);
+    let start = out.len();
+    headers(rng, out, eol);
+    // A body as one of its length headers says, so pipelining goes on after it.
+    let head = String::from_utf8_lossy(&out[start..]).to_ascii_lowercase();
+    if head.contains("transfer-encoding: chunked") {
+        chunked(rng, out);
+    } else if let Some(at) = head.find("content-length: ") {
+        let digits: String = head[at + 16..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        let len = digits.parse::<usize>().unwrap_or(0);
+        out.extend((0..len).map(|i| b'a' + (i % 26) as u8));
+    }
+}
+
+fn response(rng: &mut fastrand::Rng, out: &mut Vec<u8>) {
+    if rng.u8(..6) == 0 {
+        out.extend_from_slice(pick(
+            rng,
+            &[
+                &b"HTTP/1.1 100 Continue\r\n\r\n"[..],
+                b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n",
+            ],
+        ));
+    }
+    let eol: &[u8] = if rng.u8(..10) == 0 { b"\n" } else { b"\r\n" };
+    let status = pick(
+        rng,
+        &[
+            "200 OK",
+            "200 OK",
+            "201 Created",
+            "204 No Content",
+            "304 Not Modified",
+            "404 Not Found",
+            "101 Switching Protocols",
+            "500 ",
+            "999 Odd",
+            "200",
+        ],
+    );
+    let version = pick(rng, &["HTTP/1.1", "HTTP/1.1", "HTTP/1.0"]);
+    out.extend_from_slice(format!("{version} {status}").as_bytes());
+    out.extend_from_slice(eol);
+    let start = out.len();
+    headers(rng, out, eol);
+    let head = String::from_utf8_lossy(&out[start..]).to_ascii_lowercase();
+    if head.contains("transfer-encoding: chunked") {
+        chunked(rng, out);
+    } else if let Some(at) = head.find("content-length: ") {
+        let digits: String = head[at + 16..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        let len = digits.parse::<usize>().unwrap_or(0);
+        out.extend((0..len).map(|i| b'A' + (i % 26) as u8));
+    } else {
+        out.extend_from_slice(b"until close");
+    }
+}
+
+fn chunked(rng: &mut fastrand::Rng, out: &mut Vec<u8>) {
+    for _ in 0..rng.usize(0..5) {
+        let size = rng.usize(1..300);
+        let mut line = format!("{size:x}");
+        if rng.bool() {
+            line = line.to_uppercase();
+        }
+        if rng.u8(..4) == 0 {
+            line.insert_str(0, "000");
+        }
+        out.extend_from_slice(line.as_bytes());
+        match rng.u8(..6) {
+            0 => out.extend_from_slice(b";name=value"),
+            1 => out.extend_from_slice(b" ; q=\"quoted ; string\""),
+            2 => out.extend_from_slice(b";a;b=1"),
+            3 => out.extend_from_slice(b"\t"),
+            _ => {}
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend((0..size).map(|i| b"0123456789\r\n"[i % 12]));
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(pick(rng, &[&b"0\r\n"[..], b"000\r\n", b"0;last\r\n"]));
+    for _ in 0..rng.usize(0..3) {
+        out.extend_from_slice(format!("{}: {}\r\n", token(rng), token(rng)).as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+}
