@@ -11,13 +11,17 @@
 //!                    config) ─ALPN─▶ HTTP/2 | HTTP/1.1 ──┘        │
 //!   HTTP/1.1: Sluice's inline server; hyper takes a connection over at its first request
 //!   with a body, an expectation or an upgrade (or HTTP/1.0, or a bad head). HTTP/2: hyper.
-//!        route(host, path) on the current config ─ none ─▶ 404 ────┤
-//!        ssl-redirect ─▶ 308 │ no endpoint ─▶ 503 │ too big ─▶ 413 ┤ error_response()
+//!        method, Host, path decoded + normalised (model::target) ─ bad ─▶ 400/405 ┐
+//!        route(host, normalised path) on the current config ─ none ─▶ 404 ───────┤
+//!        ssl-redirect ─▶ 308 │ no endpoint ─▶ 503 │ too big ─▶ 413 │ slow ─▶ 408 ┤ ProxyError
+//!                                               (status + source: client/upstream/proxy)
 //!        pick endpoint (round robin | least request, set-aside)   │
 //!        ─▶ pooled or fresh HTTP/1.1 upstream connection ─ fail ─▶ next endpoint (bounded)
 //!           (Sluice's own client, run inside the request's future: no task, no channels)
-//!        ─▶ response head ─▶ client; the body is read off the upstream socket as the client
-//!           side polls it; connection back to the pool at its end; 101 ─▶ spliced tunnel
+//!        ─▶ response head (+ HSTS) ─▶ client; the body is read off the upstream socket as the
+//!           client side polls it; connection back to the pool at its end; 101 ─▶ spliced
+//!           tunnel (closed after proxy-read-timeout without a byte)
+//!   every client socket: client-send-timeout on writes, lingering close, TCP keepalive
 //!
 //!  admin thread: /healthz /ready /config /metrics (sums per-worker counters at scrape time)
 //! ```
