@@ -563,7 +563,7 @@ impl Cluster {
     }
 
     /// `sluice serve --kubernetes --kubeconfig … --http-listen 127.0.0.1:0 --https-listen
-    /// 127.0.0.1:0 --admin-listen 127.0.0.1:0 --workers 1 [--configmap NS/sluice
+    /// 127.0.0.1:0 --admin-listen 127.0.0.1:0 --status-listen 127.0.0.1:0 --workers 1 [--configmap NS/sluice
     /// --election-id sluice-e2e unless in extra] EXTRA` with POD_NAME and POD_NAMESPACE set.
     pub fn sluice_with(&self, options: SluiceOptions<'_>) -> KubeSluice {
         let kubeconfig = options
@@ -581,6 +581,8 @@ impl Cluster {
             "--https-listen",
             "127.0.0.1:0",
             "--admin-listen",
+            "127.0.0.1:0",
+            "--status-listen",
             "127.0.0.1:0",
             "--workers",
             "1",
