@@ -104,8 +104,11 @@ async fn hammer(addr: SocketAddr, path: &'static str, stop: Arc<AtomicBool>, ok:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn probes_answer_while_config_and_metrics_are_hammered() {
-    // The issue asks for 100 ms; the assertion is generous so a loaded CI machine cannot make it
-    // flake, and the observed latencies are printed.
+    // The issue asks for 100 ms. The median must meet it (one scheduling hiccup on a loaded CI
+    // machine cannot move a median) and every probe a generous bound; the latencies are printed.
+    // Measured on 2 busy cores, debug build: p50 0.4 ms, max 10-26 ms; with /config and the
+    // /metrics render on the probes' thread (as before the split): p50 ~500 ms, max ~700 ms.
+    const MEDIAN_BOUND: Duration = Duration::from_millis(100);
     const PROBE_BOUND: Duration = Duration::from_secs(1);
     const HAMMERERS: usize = 4;
     const PROBES: usize = 40;
@@ -172,16 +175,20 @@ async fn probes_answer_while_config_and_metrics_are_hammered() {
 
     latencies.sort();
     let max = *latencies.last().unwrap();
+    let median = latencies[latencies.len() / 2];
     eprintln!(
         "probes while hammered ({HAMMERERS}+{HAMMERERS} clients; /config {config_size} B, \
          /metrics {metrics_size} B; {configs_during} /config and {scrapes_during} /metrics \
-         answered meanwhile): p50 {:?}, p90 {:?}, max {max:?}",
-        latencies[latencies.len() / 2],
+         answered meanwhile): p50 {median:?}, p90 {:?}, max {max:?}",
         latencies[latencies.len() * 9 / 10],
     );
     assert!(
         configs_during > 0 && scrapes_during > 0,
         "the probes did not overlap the hammering"
+    );
+    assert!(
+        median < MEDIAN_BOUND,
+        "half the probes took {median:?} or more (all: {latencies:?})"
     );
     assert!(
         max < PROBE_BOUND,
