@@ -2,7 +2,7 @@
 //! Sluice's TLS listener, h2 chosen by ALPN, every request routed to a real backend.
 //!
 //! ```text
-//!  h2spec -t -k ──TLS, ALPN h2──▶ proxy (1 worker) ──route "/" ──▶ backend (echo, bodies)
+//!  h2spec -t -k -P /echo ──TLS, ALPN h2──▶ proxy (1 worker) ──route──▶ backend /echo
 //!     └─ JUnit report ──▶ failing cases ──▶ each must be a listed, explained exception
 //! ```
 //! The binary comes from `SLUICE_H2SPEC` (scripts/test.sh sets it). Without it the test is
@@ -137,6 +137,14 @@ async fn h2spec_passes_against_the_tls_listener() {
     let mut command = Command::new(&h2spec);
     command
         .args(["-t", "-k", "-h", "127.0.0.1", "-p", &port])
+        // /echo reads the whole request body before it answers. A route that answers at once
+        // (the backend's `/`) races h2spec's malformed request bodies: the response completes,
+        // hyper resets the finished stream (NO_ERROR) and then ignores the bad frame, as RFC 9113
+        // §5.1 allows after RST_STREAM, where h2spec waits for PROTOCOL_ERROR (seen 3 times in 12
+        // runs for 8.1 "second HEADERS without END_STREAM", 8.1.2.6 "content-length not equal
+        // to the DATA", 5.1 "DATA after RST_STREAM"). Early responses are legitimate; the cases
+        // test the request side, which /echo exercises deterministically.
+        .args(["-P", "/echo"])
         .args(["-o", CASE_TIMEOUT_SECS, "-j"])
         .arg(&report);
     let stdout = tokio::task::spawn_blocking(move || run_bounded(command, RUN_LIMIT))
