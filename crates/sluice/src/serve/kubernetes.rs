@@ -339,6 +339,15 @@ mod tests {
             .err()
             .expect("--watch-namespace without --kubernetes must be refused");
         assert!(error.to_string().contains("--kubernetes"), "{error}");
+        let error = Cli::try_parse_from(["sluice", "--allow-loopback-endpoints"])
+            .err()
+            .expect("--allow-loopback-endpoints without --kubernetes must be refused");
+        assert!(error.to_string().contains("--kubernetes"), "{error}");
+        assert!(
+            Cli::parse_from(["sluice", "--kubernetes", "--allow-loopback-endpoints"])
+                .kube
+                .allow_loopback_endpoints
+        );
         let both = Cli::try_parse_from([
             "sluice",
             "--kubernetes",
