@@ -101,6 +101,40 @@ check "same kind/namespace/name lists ($(wc -l <"$tmp/manifests.names") objects)
 check "same objects (except Helm's own labels)" \
   diff -u --label manifests --label chart "$tmp/manifests.json" "$tmp/chart.json"
 
+echo "== admin surface: probes and the exposed port are the admin one; /config stays on loopback"
+# admin_surface FILE.json (normalized objects): for the controller container of each DaemonSet or
+# Deployment, the probes hit /ready and /healthz on the --admin-listen port, no declared port is
+# the --status-listen one, and --status-listen (default 127.0.0.1:10246) is a loopback address.
+# Sluice refuses a non-loopback --status-listen at start-up; this catches it before a rollout.
+admin_surface() {
+  jq -e '
+    def port_of($flag; $default): (map(select(startswith($flag + "=")))[0] // ($flag + "=" + $default))
+      | sub("^[^=]*="; "") | capture("^(?<host>.*):(?<port>[0-9]+)$");
+    [ .[] | select(.kind == "DaemonSet" or .kind == "Deployment")
+      | .spec.template.spec.containers[] | select(.args | index("serve")) ] as $containers
+    | ($containers | length) > 0
+      and all($containers[];
+        (.args | port_of("--admin-listen"; "127.0.0.1:9113")) as $admin
+        | (.args | port_of("--status-listen"; "127.0.0.1:10246")) as $status
+        | ($status.host | test("^(127\\.[0-9.]+|\\[::1\\])$"))
+          and (.readinessProbe.httpGet | .path == "/ready" and (.port | tostring) == $admin.port)
+          and (.livenessProbe.httpGet | .path == "/healthz" and (.port | tostring) == $admin.port)
+          and ([.ports[]?.containerPort | tostring] | index($status.port) | not)
+          and ([.ports[]? | select(.name == "admin") | .containerPort | tostring] == [$admin.port]))
+  ' "$1"
+}
+normalize <"$tmp/variant.yaml" >"$tmp/variant.json"
+for rendered in manifests chart variant; do
+  check "$rendered: probes on the admin port, /config on loopback only, status port not declared" \
+    admin_surface "$tmp/$rendered.json"
+done
+# The check itself must catch an exposed status listener.
+jq '(.[] | select(.kind == "DaemonSet") | .spec.template.spec.containers[0].args) |=
+  map(if startswith("--status-listen=") then "--status-listen=0.0.0.0:10246" else . end)' \
+  "$tmp/manifests.json" >"$tmp/exposed.json"
+not_admin_surface() { ! admin_surface "$1" >/dev/null; }
+check "a --status-listen on 0.0.0.0 is caught" not_admin_surface "$tmp/exposed.json"
+
 echo "== RBAC: applied for real, asked as $sa"
 check "kubectl apply -f $manifests/" kubectl apply -f "$manifests/"
 check "the test cluster's sluice.kubeconfig user is $sa" \

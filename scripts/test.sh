@@ -38,6 +38,12 @@ echo "== kube tools"
 SLUICE_KUBE_BIN=$(nice scripts/kube-tools.sh)
 export SLUICE_KUBE_BIN
 echo "$SLUICE_KUBE_BIN"
+# h2spec (HTTP/2 conformance), built from its Go module once and cached by version (~20 s the
+# first time). crates/proxy/tests/h2spec.rs runs it; under CI a missing SLUICE_H2SPEC fails.
+echo "== h2spec"
+SLUICE_H2SPEC=$(nice scripts/h2spec.sh)
+export SLUICE_H2SPEC
+echo "$SLUICE_H2SPEC"
 echo "== cargo test"
 cargo test --workspace --locked
 echo "== deploy check (deploy/ against a real API server)"

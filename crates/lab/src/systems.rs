@@ -268,6 +268,9 @@ impl System for Sluice {
             .arg(http.to_string())
             .arg("--admin-listen")
             .arg(admin.to_string())
+            // Not read by the lab; port 0 so a fixed port never clashes with another run.
+            .arg("--status-listen")
+            .arg("127.0.0.1:0")
             .arg("--workers")
             .arg(env.workers.to_string())
             // Clients without (matching) SNI get the first certificate, as nginx's first server.

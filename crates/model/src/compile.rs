@@ -18,7 +18,7 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Serialize;
 
-use crate::endpoints::{endpoints_for, Backend, BackendKey, EndpointSet};
+use crate::endpoints::{endpoints_for, Backend, BackendKey, EndpointSet, NodeLocalEndpoints};
 use crate::objects::{Kind, ObjectRef};
 use crate::routes::{HostPattern, PathKind, PathRoute, Route, RouteTable};
 use crate::settings::Settings;
@@ -38,6 +38,10 @@ pub struct CompileOptions {
     pub controller_class: String,
     pub config_map: NamespacedName,
     pub default_tls_secret: Option<NamespacedName>,
+    /// Whether EndpointSlice addresses that point at the node itself (loopback, link-local,
+    /// unspecified) take traffic: allowed for standalone configs, refused in Kubernetes mode
+    /// unless `--allow-loopback-endpoints`.
+    pub node_local_endpoints: NodeLocalEndpoints,
 }
 
 /// Something wrong with one object; that object (or rule) is left out, the rest still serves.
@@ -58,6 +62,8 @@ pub struct Compiled {
     pub diagnostics: Vec<Diagnostic>,
     /// Ingresses this configuration serves.
     pub ingresses: Vec<NamespacedName>,
+    /// The policy its backends' endpoints were read with; the fast path keeps applying it.
+    pub node_local_endpoints: NodeLocalEndpoints,
 }
 
 impl Default for CompileOptions {
@@ -67,6 +73,7 @@ impl Default for CompileOptions {
             controller_class: "sluice.dev/ingress-controller".into(),
             config_map: NamespacedName::new("sluice", "sluice"),
             default_tls_secret: None,
+            node_local_endpoints: NodeLocalEndpoints::Allow,
         }
     }
 }
@@ -90,7 +97,10 @@ impl fmt::Display for Diagnostic {
 pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
     let mut compiler = Compiler {
         store,
-        out: Compiled::default(),
+        out: Compiled {
+            node_local_endpoints: options.node_local_endpoints,
+            ..Compiled::default()
+        },
         backends_by_port: HashMap::new(),
     };
     compiler.settings(options);
@@ -403,7 +413,11 @@ impl Compiler<'_> {
                 .backends
                 .entry(key.clone())
                 .or_insert_with(|| {
-                    Arc::new(Backend::new(key.clone(), endpoints_for(self.store, &key)))
+                    let policy = self.out.node_local_endpoints;
+                    Arc::new(Backend::new(
+                        key.clone(),
+                        endpoints_for(self.store, &key, policy),
+                    ))
                 })
                 .clone(),
             Err(why) => {
@@ -571,8 +585,47 @@ impl Compiled {
 }
 
 impl Compiled {
+    /// One diagnostic per served Ingress and refused address of its backends, as the endpoints
+    /// are now (see [`NodeLocalEndpoints`]); sorted. Not part of `diagnostics`, because the fast
+    /// path changes endpoints without a compile. O(routes): call it when refused addresses are
+    /// involved, not on every endpoint change.
+    pub fn refused_endpoint_diagnostics(&self) -> Vec<Diagnostic> {
+        let mut out = Vec::new();
+        let mut visit = |route: &Route| {
+            let Some(key) = route.backend.key() else {
+                return;
+            };
+            route.backend.with_endpoints(|set| {
+                for refused in &set.refused {
+                    out.push(Diagnostic::new(
+                        ingress_ref(&route.ingress),
+                        format!(
+                            "backend {key}: endpoint {} (EndpointSlice {}) not used: {}; \
+                             --allow-loopback-endpoints allows it",
+                            refused.address, refused.slice, refused.reason
+                        ),
+                    ));
+                }
+            });
+        };
+        for (_, routes) in self.routes.hosts() {
+            for path in &routes.paths {
+                visit(&path.route);
+            }
+        }
+        if let Some(route) = self.routes.default_backend() {
+            visit(route);
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+impl Compiled {
     /// The endpoint fast path: re-reads the endpoints of every backend of these Services and
-    /// swaps the ones that changed. Returns those backends. O(those Services' slices).
+    /// swaps the ones that changed. Returns those backends. O(those Services' slices). Uses the
+    /// node-local endpoint policy this configuration was compiled with.
     pub fn refresh_endpoints<'a>(
         &self,
         store: &Store,
@@ -588,7 +641,7 @@ impl Compiled {
                 if key.service != *service {
                     break;
                 }
-                if backend.set_endpoints(endpoints_for(store, key)) {
+                if backend.set_endpoints(endpoints_for(store, key, self.node_local_endpoints)) {
                     changed.push(backend.clone());
                 }
             }

@@ -7,6 +7,11 @@
 //! ```
 //! A route holds an `Arc<Backend>`; the control plane swaps the backend's `EndpointSet` when
 //! slices change, so endpoint churn costs O(that Service), however many Ingresses exist.
+//!
+//! Both paths (compile and the fast path) read slices through `endpoints_for`, so the
+//! [`NodeLocalEndpoints`] policy holds on both: in Kubernetes mode an address that points at the
+//! node itself (loopback, link-local such as the metadata service, unspecified) is left out and
+//! kept in `EndpointSet::refused`, which `/config`, the metrics and the log show.
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -35,6 +40,31 @@ pub struct EndpointSet {
     /// `serving` and `terminating`: used only while no ready endpoint is left, so a Service
     /// whose pods are all rolling over keeps answering.
     pub terminating: Vec<SocketAddr>,
+    /// Addresses the slices list but the [`NodeLocalEndpoints`] policy left out: never traffic.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<RefusedEndpoint>,
+}
+
+/// Whether EndpointSlice addresses that point at the node itself may take traffic.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NodeLocalEndpoints {
+    /// Standalone (`--config`): the demo, tests and the lab run their backends on loopback.
+    #[default]
+    Allow,
+    /// Kubernetes mode (unless `--allow-loopback-endpoints`). No Pod has such an address; a slice
+    /// that lists one (written by hand, or stored before the API server validated them) would
+    /// let a tenant's Ingress reach the node's own services or the cloud metadata service with
+    /// the proxy's network identity (it runs with the host network in `deploy/`).
+    Refuse,
+}
+
+/// An address left out of a backend, and why.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct RefusedEndpoint {
+    pub address: SocketAddr,
+    /// The EndpointSlice (namespace/name) that listed it.
+    pub slice: String,
+    pub reason: &'static str,
 }
 
 /// A backend a route points at. Identity is stable for one compiled configuration; its
@@ -129,24 +159,54 @@ impl fmt::Debug for Backend {
     }
 }
 
+/// Why `ip` points at the node itself rather than at a Pod, if it does. IPv4-mapped IPv6
+/// addresses (`::ffff:127.0.0.1`) count as the IPv4 address they carry.
+pub fn node_local_reason(ip: IpAddr) -> Option<&'static str> {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) if v4.is_unspecified() => {
+            Some("unspecified address (0.0.0.0): connects to the node itself")
+        }
+        IpAddr::V4(v4) if v4.is_loopback() => {
+            Some("loopback address (127.0.0.0/8): the node itself")
+        }
+        IpAddr::V4(v4) if v4.is_link_local() => Some(
+            "link-local address (169.254.0.0/16, e.g. the cloud metadata service 169.254.169.254)",
+        ),
+        IpAddr::V6(v6) if v6.is_unspecified() => {
+            Some("unspecified address (::): connects to the node itself")
+        }
+        IpAddr::V6(v6) if v6.is_loopback() => Some("loopback address (::1): the node itself"),
+        IpAddr::V6(v6) if v6.is_unicast_link_local() => Some("link-local address (fe80::/10)"),
+        _ => None,
+    }
+}
+
 /// The endpoints of `key` as the Store's EndpointSlices describe them: deduplicated and sorted,
-/// so equal inputs give equal sets and no-op updates are recognised.
-pub fn endpoints_for(store: &Store, key: &BackendKey) -> EndpointSet {
+/// so equal inputs give equal sets and no-op updates are recognised. Addresses `policy` does not
+/// allow go to `refused` instead.
+pub fn endpoints_for(store: &Store, key: &BackendKey, policy: NodeLocalEndpoints) -> EndpointSet {
     let mut set = EndpointSet::default();
     for slice in store.endpoint_slices_of(&key.service) {
-        collect_slice(slice, &key.port_name, &mut set);
+        collect_slice(slice, &key.port_name, policy, &mut set);
     }
     for list in [&mut set.ready, &mut set.terminating] {
         list.sort_unstable();
         list.dedup();
     }
+    set.refused.sort_unstable();
+    set.refused.dedup();
     // An address both ready (in one slice) and terminating (in another, mid-update) is ready.
     let ready = set.ready.clone();
     set.terminating.retain(|a| ready.binary_search(a).is_err());
     set
 }
 
-fn collect_slice(slice: &EndpointSlice, port_name: &str, set: &mut EndpointSet) {
+fn collect_slice(
+    slice: &EndpointSlice,
+    port_name: &str,
+    policy: NodeLocalEndpoints,
+    set: &mut EndpointSet,
+) {
     // FQDN slices name hosts, not addresses; Sluice does not resolve DNS on the data path.
     if slice.address_type != "IPv4" && slice.address_type != "IPv6" {
         return;
@@ -174,8 +234,24 @@ fn collect_slice(slice: &EndpointSlice, port_name: &str, set: &mut EndpointSet) 
             continue;
         };
         for address in &endpoint.addresses {
-            if let Ok(ip) = address.parse::<IpAddr>() {
-                list.push(SocketAddr::new(ip, port));
+            let Ok(ip) = address.parse::<IpAddr>() else {
+                continue;
+            };
+            let refusal = match policy {
+                NodeLocalEndpoints::Allow => None,
+                NodeLocalEndpoints::Refuse => node_local_reason(ip),
+            };
+            match refusal {
+                None => list.push(SocketAddr::new(ip, port)),
+                Some(reason) => set.refused.push(RefusedEndpoint {
+                    address: SocketAddr::new(ip, port),
+                    slice: format!(
+                        "{}/{}",
+                        slice.metadata.namespace.as_deref().unwrap_or(""),
+                        slice.metadata.name.as_deref().unwrap_or("")
+                    ),
+                    reason,
+                }),
             }
         }
     }
@@ -197,6 +273,83 @@ mod tests {
             service: NamespacedName::new("default", "web"),
             port_name: port_name.into(),
         }
+    }
+
+    fn endpoints_for_allowing(store: &Store, key: &BackendKey) -> EndpointSet {
+        endpoints_for(store, key, NodeLocalEndpoints::Allow)
+    }
+
+    #[test]
+    fn addresses_of_the_node_itself_are_recognised() {
+        for node_local in [
+            "127.0.0.1",
+            "127.255.0.9",
+            "0.0.0.0",
+            "169.254.169.254",
+            "169.254.0.1",
+            "::1",
+            "::",
+            "fe80::1",
+            "febf::1",
+            "::ffff:127.0.0.1",
+            "::ffff:169.254.169.254",
+        ] {
+            let ip: IpAddr = node_local.parse().unwrap();
+            assert!(node_local_reason(ip).is_some(), "{node_local}");
+        }
+        for pod in [
+            "10.0.0.1",
+            "192.168.1.1",
+            "198.18.0.11",
+            "100.64.0.1",
+            "0.0.0.1",
+            "fd00::1",
+            "fec0::1",
+            "2001:db8::1",
+            "::ffff:10.0.0.1",
+        ] {
+            let ip: IpAddr = pod.parse().unwrap();
+            assert_eq!(node_local_reason(ip), None, "{pod}");
+        }
+    }
+
+    #[test]
+    fn refused_addresses_are_kept_apart_and_the_others_still_serve() {
+        let store = store(
+            r#"
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-a, namespace: default, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080}]
+endpoints:
+- {addresses: ["10.0.0.1", "127.0.0.1"]}
+- {addresses: ["169.254.169.254"], conditions: {ready: false, serving: true, terminating: true}}
+- {addresses: ["127.0.0.1"]}
+"#,
+        );
+        let allowed = endpoints_for(&store, &key("http"), NodeLocalEndpoints::Allow);
+        assert_eq!(allowed.ready.len(), 2);
+        assert_eq!(allowed.terminating.len(), 1);
+        assert!(allowed.refused.is_empty());
+
+        let refused = endpoints_for(&store, &key("http"), NodeLocalEndpoints::Refuse);
+        assert_eq!(refused.ready, ["10.0.0.1:8080".parse().unwrap()]);
+        assert!(refused.terminating.is_empty());
+        let listed: Vec<(String, &str)> = refused
+            .refused
+            .iter()
+            .map(|r| (r.address.to_string(), r.slice.as_str()))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("127.0.0.1:8080".to_owned(), "default/web-a"),
+                ("169.254.169.254:8080".to_owned(), "default/web-a"),
+            ]
+        );
+        assert!(refused.refused[0].reason.contains("loopback"));
+        assert!(refused.refused[1].reason.contains("metadata"));
     }
 
     #[test]
@@ -223,14 +376,17 @@ ports: [{name: http, port: 8080}]
 endpoints: [{addresses: ["10.0.0.1"]}]
 "#,
         );
-        let set = endpoints_for(&store, &key("http"));
+        let set = endpoints_for_allowing(&store, &key("http"));
         let addrs =
             |v: &[&str]| -> Vec<SocketAddr> { v.iter().map(|a| a.parse().unwrap()).collect() };
         assert_eq!(set.ready, addrs(&["10.0.0.1:8080", "10.0.0.3:8080"]));
         assert_eq!(set.terminating, addrs(&["10.0.0.2:8080"]));
         assert_eq!(set.active(), set.ready.as_slice());
-        assert_eq!(endpoints_for(&store, &key("admin")).ready.len(), 2);
-        assert_eq!(endpoints_for(&store, &key("other")), EndpointSet::default());
+        assert_eq!(endpoints_for_allowing(&store, &key("admin")).ready.len(), 2);
+        assert_eq!(
+            endpoints_for_allowing(&store, &key("other")),
+            EndpointSet::default()
+        );
     }
 
     #[test]
@@ -238,6 +394,7 @@ endpoints: [{addresses: ["10.0.0.1"]}]
         let set = EndpointSet {
             ready: vec![],
             terminating: vec!["10.0.0.2:80".parse().unwrap()],
+            refused: Vec::new(),
         };
         assert_eq!(set.active(), set.terminating.as_slice());
     }
@@ -249,6 +406,7 @@ endpoints: [{addresses: ["10.0.0.1"]}]
         let one = EndpointSet {
             ready: vec!["10.0.0.1:80".parse().unwrap()],
             terminating: vec![],
+            refused: Vec::new(),
         };
         assert!(backend.set_endpoints(one.clone()));
         assert_eq!(*backend.endpoints(), one);

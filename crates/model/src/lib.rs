@@ -23,7 +23,9 @@ pub mod target;
 pub mod tls;
 
 pub use compile::{compile, CompileOptions, Compiled, Diagnostic};
-pub use endpoints::{Backend, BackendKey, EndpointSet};
+pub use endpoints::{
+    node_local_reason, Backend, BackendKey, EndpointSet, NodeLocalEndpoints, RefusedEndpoint,
+};
 pub use objects::{parse_documents, Documents, Kind, Object, ObjectRef, ParseError};
 pub use routes::{Matched, Route, RouteTable};
 pub use settings::{LoadBalance, Settings};

@@ -3,11 +3,12 @@
 //! Each input is a set of ordinary Kubernetes objects; the output is what Sluice makes of them
 //! (routes, backends with endpoints, certificates, settings, diagnostics, parse errors).
 //! Regenerate with `UPDATE_GOLDEN=1 cargo test -p model --test golden` and review the diff.
-//! A first line `# options: default-tls-secret=NS/NAME` sets compile options.
+//! A first line `# options: default-tls-secret=NS/NAME node-local-endpoints=refuse` sets compile
+//! options.
 
 use std::path::{Path, PathBuf};
 
-use model::{compile, parse_documents, CompileOptions, NamespacedName, Store};
+use model::{compile, parse_documents, CompileOptions, NamespacedName, NodeLocalEndpoints, Store};
 use serde::Serialize;
 
 #[derive(Serialize)]
@@ -28,6 +29,9 @@ fn options_for(text: &str) -> CompileOptions {
                 Some(("default-tls-secret", value)) => {
                     options.default_tls_secret =
                         Some(NamespacedName::parse(value).expect("NS/NAME"))
+                }
+                Some(("node-local-endpoints", "refuse")) => {
+                    options.node_local_endpoints = NodeLocalEndpoints::Refuse
                 }
                 _ => panic!("unknown golden option {option:?}"),
             }

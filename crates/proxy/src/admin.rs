@@ -1,5 +1,15 @@
-//! The admin server: health, readiness, the configuration as served, and metrics. Its own
-//! thread and runtime, so a scrape or a large /config never delays traffic.
+//! The admin servers: two listeners, each on a thread and runtime of its own, so neither a
+//! scrape nor a large /config delays traffic or the other listener.
+//!
+//! ```text
+//!  --admin-listen  (exposed: probes, Prometheus)   /healthz  /ready  /metrics
+//!        /metrics ─▶ one scrape at a time (semaphore) ─▶ ask each worker for its counters
+//!                 ─▶ render on the blocking pool, so probes never wait behind a render
+//!  --status-listen (loopback only: describes tenants)  /config
+//! ```
+//! `/config` shows every tenant's hosts, paths, endpoint addresses and Secret names: it never
+//! shares a port with what the manifests expose, and its listener refuses non-loopback addresses
+//! (see `lib.rs`), as ingress-nginx keeps its status server on 127.0.0.1:10246.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -14,7 +24,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 
 use crate::listen::StartError;
 use crate::metrics::{self, Snapshot};
@@ -27,19 +37,44 @@ const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Admin connections are few and short; they get a short head timeout.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
-struct Admin {
-    shared: Arc<Shared>,
-    workers: Vec<mpsc::Sender<StatsRequest>>,
+/// Which paths a listener serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Surface {
+    /// `--admin-listen`, the port the manifests expose and probe: nothing that describes tenants.
+    Admin,
+    /// `--status-listen`, loopback only: the configuration as served.
+    Status,
 }
 
+struct Admin {
+    surface: Surface,
+    shared: Arc<Shared>,
+    workers: Vec<mpsc::Sender<StatsRequest>>,
+    /// One scrape at a time: concurrent scrapes queue here instead of each asking every worker
+    /// for a snapshot (work on the data plane's threads) and each holding a rendering thread.
+    scrape: Semaphore,
+}
+
+impl Surface {
+    fn thread_name(self) -> &'static str {
+        match self {
+            Surface::Admin => "sluice-admin",
+            Surface::Status => "sluice-status",
+        }
+    }
+}
+
+/// Starts `surface`'s server on `socket` on a thread of its own. `workers` (asked for counters
+/// at each /metrics scrape) may be empty for the status surface.
 pub(crate) fn spawn(
+    surface: Surface,
     socket: std::net::TcpListener,
     shared: Arc<Shared>,
     workers: Vec<mpsc::Sender<StatsRequest>>,
     stop: watch::Receiver<bool>,
 ) -> Result<JoinHandle<()>, StartError> {
     let thread_error = |what: &str, source| StartError::Thread {
-        what: format!("admin server: {what}"),
+        what: format!("{} server: {what}", surface.thread_name()),
         source,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -50,9 +85,14 @@ pub(crate) fn spawn(
         let _entered = runtime.enter();
         TcpListener::from_std(socket).map_err(|e| thread_error("listener", e))?
     };
-    let admin = Arc::new(Admin { shared, workers });
+    let admin = Arc::new(Admin {
+        surface,
+        shared,
+        workers,
+        scrape: Semaphore::new(1),
+    });
     std::thread::Builder::new()
-        .name("sluice-admin".into())
+        .name(surface.thread_name().into())
         .spawn(move || runtime.block_on(serve(listener, admin, stop)))
         .map_err(|e| thread_error("thread", e))
 }
@@ -104,21 +144,32 @@ impl Admin {
                 Bytes::from_static(b"only GET and HEAD\n"),
             );
         }
-        match request.uri().path() {
-            "/healthz" => text_response(StatusCode::OK, Bytes::from_static(b"ok\n")),
-            "/ready" if self.shared.is_ready() => {
+        match (self.surface, request.uri().path()) {
+            (Surface::Admin, "/healthz") => {
+                text_response(StatusCode::OK, Bytes::from_static(b"ok\n"))
+            }
+            (Surface::Admin, "/ready") if self.shared.is_ready() => {
                 text_response(StatusCode::OK, Bytes::from_static(b"ready\n"))
             }
-            "/ready" => text_response(
+            (Surface::Admin, "/ready") => text_response(
                 StatusCode::SERVICE_UNAVAILABLE,
                 Bytes::from_static(b"not ready: no configuration published yet\n"),
             ),
-            "/config" => self.config(),
-            "/metrics" => self.metrics().await,
-            _ => text_response(
+            (Surface::Admin, "/metrics") => self.metrics().await,
+            (Surface::Admin, "/config") => text_response(
                 StatusCode::NOT_FOUND,
-                Bytes::from_static(b"try /healthz, /ready, /config or /metrics\n"),
+                Bytes::from_static(
+                    b"/config is served on the loopback-only status listener (--status-listen)\n",
+                ),
             ),
+            (Surface::Admin, _) => text_response(
+                StatusCode::NOT_FOUND,
+                Bytes::from_static(b"try /healthz, /ready or /metrics\n"),
+            ),
+            (Surface::Status, "/config") => self.config(),
+            (Surface::Status, _) => {
+                text_response(StatusCode::NOT_FOUND, Bytes::from_static(b"try /config\n"))
+            }
         }
     }
 
@@ -147,6 +198,8 @@ impl Admin {
     }
 
     async fn metrics(&self) -> Response<Full<Bytes>> {
+        // Held (inside the Ok) until the response is built; the semaphore is never closed.
+        let _permit = self.scrape.acquire().await;
         let mut total = Snapshot::default();
         for worker in &self.workers {
             let (reply, answer) = oneshot::channel();
@@ -158,7 +211,21 @@ impl Admin {
                 _ => tracing::warn!("a worker did not report its metrics in time"),
             }
         }
-        let text = metrics::render(&total, &self.shared, self.workers.len());
+        // Rendering is plain CPU work proportional to the routes: off this thread, so a probe
+        // arriving meanwhile is answered at once.
+        let shared = self.shared.clone();
+        let workers = self.workers.len();
+        let rendered =
+            tokio::task::spawn_blocking(move || metrics::render(&total, &shared, workers)).await;
+        let text = match rendered {
+            Ok(text) => text,
+            Err(e) => {
+                return text_response(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    Bytes::from(format!("cannot render the metrics: {e}\n")),
+                )
+            }
+        };
         let mut response = Response::new(Full::new(Bytes::from(text)));
         response.headers_mut().insert(
             header::CONTENT_TYPE,

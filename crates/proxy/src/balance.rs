@@ -189,6 +189,7 @@ mod tests {
             EndpointSet {
                 ready,
                 terminating: vec![],
+                refused: Vec::new(),
             },
         )
     }

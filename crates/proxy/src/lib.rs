@@ -23,7 +23,8 @@
 //!           tunnel (closed after proxy-read-timeout without a byte)
 //!   every client socket: client-send-timeout on writes, lingering close, TCP keepalive
 //!
-//!  admin thread: /healthz /ready /config /metrics (sums per-worker counters at scrape time)
+//!  admin thread (--admin-listen): /healthz /ready /metrics (sums per-worker counters at scrape)
+//!  status thread (--status-listen, loopback only): /config
 //! ```
 //!
 //! Nothing on a request's path is shared between workers except immutable configuration,
@@ -68,7 +69,10 @@ pub struct ProxyConfig {
     /// Port 0 is allowed: the first worker's socket learns the port, the others bind that one.
     pub http_listen: SocketAddr,
     pub https_listen: SocketAddr,
+    /// Probes and metrics only: the port deployments expose.
     pub admin_listen: SocketAddr,
+    /// `/config`, which describes every tenant: must be a loopback address.
+    pub status_listen: SocketAddr,
     pub workers: NonZeroUsize,
 }
 
@@ -79,17 +83,24 @@ pub struct Proxy {
     http_addr: SocketAddr,
     https_addr: SocketAddr,
     admin_addr: SocketAddr,
+    status_addr: SocketAddr,
     stop: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
-    admin: Option<JoinHandle<()>>,
+    /// The admin and status threads.
+    admin_threads: Vec<JoinHandle<()>>,
 }
 
 impl Proxy {
     /// Binds every listener, starts `workers` threads (each: its own current-thread tokio
     /// runtime, its own SO_REUSEPORT listeners for HTTP and HTTPS, its own upstream pool) and
-    /// the admin server (own thread). Before the first `publish`, data-plane requests answer
-    /// 503 and /ready answers 503.
+    /// the admin and status servers (a thread each). Before the first `publish`, data-plane
+    /// requests answer 503 and /ready answers 503. A non-loopback `status_listen` is refused.
     pub fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
+        if !config.status_listen.ip().to_canonical().is_loopback() {
+            return Err(StartError::StatusNotLoopback {
+                addr: config.status_listen,
+            });
+        }
         let workers = config.workers.get();
         let http = listen::bind_reuseport(
             "HTTP listener",
@@ -104,9 +115,12 @@ impl Proxy {
             workers,
         )?;
         let admin = listen::bind_single("admin listener", "--admin-listen", config.admin_listen)?;
+        let status =
+            listen::bind_single("status listener", "--status-listen", config.status_listen)?;
         let http_addr = http.addr;
         let https_addr = https.addr;
         let admin_addr = admin.addr;
+        let status_addr = status.addr;
 
         let shared = Arc::new(Shared::new()?);
         let (stop, stop_rx) = watch::channel(false);
@@ -136,22 +150,35 @@ impl Proxy {
             }
         }
         let admin_socket = admin.sockets.into_iter().next().expect("one admin socket");
-        let admin = match admin::spawn(admin_socket, shared.clone(), stats_senders, stop_rx) {
-            Ok(handle) => handle,
-            Err(e) => {
-                stop.send_replace(true);
-                return Err(e);
+        let status_socket = status
+            .sockets
+            .into_iter()
+            .next()
+            .expect("one status socket");
+        let servers = [
+            (admin::Surface::Admin, admin_socket, stats_senders),
+            (admin::Surface::Status, status_socket, Vec::new()),
+        ];
+        let mut admin_threads = Vec::with_capacity(servers.len());
+        for (surface, socket, stats) in servers {
+            match admin::spawn(surface, socket, shared.clone(), stats, stop_rx.clone()) {
+                Ok(handle) => admin_threads.push(handle),
+                Err(e) => {
+                    stop.send_replace(true);
+                    return Err(e);
+                }
             }
-        };
-        tracing::info!(%http_addr, %https_addr, %admin_addr, workers, "proxy started");
+        }
+        tracing::info!(%http_addr, %https_addr, %admin_addr, %status_addr, workers, "proxy started");
         Ok(Proxy {
             shared,
             http_addr,
             https_addr,
             admin_addr,
+            status_addr,
             stop,
             workers: handles,
-            admin: Some(admin),
+            admin_threads,
         })
     }
 
@@ -165,6 +192,11 @@ impl Proxy {
 
     pub fn admin_addr(&self) -> SocketAddr {
         self.admin_addr
+    }
+
+    /// Where `/config` is served (a loopback address).
+    pub fn status_addr(&self) -> SocketAddr {
+        self.status_addr
     }
 
     /// Atomic swap of the whole configuration. Also records the swap for metrics, marks the
@@ -209,9 +241,9 @@ impl Proxy {
                 tracing::error!("a worker thread panicked");
             }
         }
-        if let Some(admin) = self.admin.take() {
-            if admin.join().is_err() {
-                tracing::error!("the admin thread panicked");
+        for thread in self.admin_threads.drain(..) {
+            if thread.join().is_err() {
+                tracing::error!("an admin thread panicked");
             }
         }
         tracing::info!("proxy stopped");
@@ -230,6 +262,7 @@ impl std::fmt::Debug for Proxy {
             .field("http_addr", &self.http_addr)
             .field("https_addr", &self.https_addr)
             .field("admin_addr", &self.admin_addr)
+            .field("status_addr", &self.status_addr)
             .field("workers", &self.workers.len())
             .finish()
     }

@@ -35,6 +35,13 @@ pub enum StartError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "--status-listen {addr} is not a loopback address: the status listener serves /config, \
+         which shows every tenant's hosts, paths, endpoint addresses and Secret names; bind it to \
+         127.0.0.1 or [::1] and read it from the node, with `kubectl exec`, or through \
+         `kubectl port-forward`"
+    )]
+    StatusNotLoopback { addr: SocketAddr },
     #[error("cannot build the TLS server configuration")]
     Tls(#[source] rustls::Error),
     #[error("cannot generate the fallback self-signed certificate: {0}")]

@@ -329,7 +329,7 @@ pub(crate) fn render(total: &Snapshot, shared: &Shared, workers: usize) -> Strin
         &mut out,
         "sluice_backend_endpoints",
         "gauge",
-        "Endpoints per backend in the current configuration, by state.",
+        "Endpoints per backend in the current configuration, by state (ready, terminating; refused: addresses of the node itself left out in Kubernetes mode).",
     );
     if let Some(config) = &config {
         backend_endpoints(&mut out, config);
@@ -344,7 +344,13 @@ fn backend_endpoints(out: &mut String, config: &Compiled) {
             for (state, n) in [
                 ("ready", set.ready.len()),
                 ("terminating", set.terminating.len()),
+                ("refused", set.refused.len()),
             ] {
+                // Refused addresses (Kubernetes mode, see model::NodeLocalEndpoints) are rare:
+                // their series exists only while there are some.
+                if state == "refused" && n == 0 {
+                    continue;
+                }
                 let _ = writeln!(
                     out,
                     "sluice_backend_endpoints{{backend=\"{}\",state=\"{state}\"}} {n}",

@@ -807,6 +807,7 @@ mod tests {
             EndpointSet {
                 ready: ready.to_vec(),
                 terminating: Vec::new(),
+                refused: Vec::new(),
             },
         ))
     }
@@ -834,6 +835,7 @@ mod tests {
         web.set_endpoints(EndpointSet {
             ready: vec![addr(1), addr(3)],
             terminating: Vec::new(),
+            refused: Vec::new(),
         });
         let mut changes = Vec::new();
         live.update(std::slice::from_ref(&web), |a, joined| {

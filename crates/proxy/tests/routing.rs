@@ -380,14 +380,14 @@ async fn admin_reports_health_readiness_config_and_metrics() {
         get(h.admin(), "a", "/ready").await.status,
         StatusCode::SERVICE_UNAVAILABLE
     );
-    let config = get(h.admin(), "a", "/config").await.json();
+    let config = get(h.status(), "a", "/config").await.json();
     assert_eq!(config["ready"], false);
 
     h.apply(&catch_all("echo", &[addr_of(&echo)]));
     h.proxy
         .set_source_errors(vec!["app.yaml: not valid YAML at line 3".into()]);
     assert_eq!(get(h.admin(), "a", "/ready").await.status, StatusCode::OK);
-    let config = get(h.admin(), "a", "/config").await.json();
+    let config = get(h.status(), "a", "/config").await.json();
     assert_eq!(config["ready"], true);
     assert_eq!(
         config["source_errors"][0],

@@ -25,6 +25,8 @@ pub(crate) struct DemoArgs {
     https_listen: SocketAddr,
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9113")]
     admin_listen: SocketAddr,
+    #[arg(long, value_name = "ADDR", default_value = serve::DEFAULT_STATUS_LISTEN)]
+    status_listen: SocketAddr,
     #[arg(long, value_name = "N")]
     workers: Option<NonZeroUsize>,
     /// Where to write the demo config (edit it while Sluice runs to see changes applied).
@@ -44,12 +46,12 @@ pub(crate) fn run(args: DemoArgs) -> anyhow::Result<()> {
          Try:\n  \
          curl -H 'Host: {DEMO_HOST}' http://{http}/\n  \
          curl --cacert {dir}/demo-ca.pem --resolve {DEMO_HOST}:{port}:{ip} https://{DEMO_HOST}:{port}/echo\n  \
-         curl http://{admin}/config\n\
+         curl http://{status}/config\n\
          Edit {dir}/ingress.yaml while it runs; Ctrl-C stops.\n",
         dir = dir.display(),
         port = https.port(),
         ip = https.ip(),
-        admin = args.admin_listen,
+        status = args.status_listen,
     );
     serve::run(ServeArgs {
         config: Some(dir),
@@ -58,6 +60,7 @@ pub(crate) fn run(args: DemoArgs) -> anyhow::Result<()> {
         http_listen: http,
         https_listen: https,
         admin_listen: args.admin_listen,
+        status_listen: args.status_listen,
         workers: args.workers,
         ingress_class: "sluice".into(),
         controller_class: "sluice.dev/ingress-controller".into(),

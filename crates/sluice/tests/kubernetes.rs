@@ -146,6 +146,118 @@ fn routes_come_from_api_objects_and_follow_their_changes() {
 }
 
 #[test]
+fn endpoint_addresses_of_the_node_itself_are_not_used_unless_allowed() {
+    let ns = "nodelocal";
+    let cluster = cluster_with_class("nodelocal", ns);
+    let pod = pod(&cluster, 11);
+    // What such an address would reach: a service of the "node" (here: this namespace's
+    // loopback), e.g. a kubelet, a database bound to localhost, or the metadata service.
+    let node_service = Pod::start_at("node-local", "127.0.0.1:8080");
+
+    // The API server refuses these addresses in new slices...
+    for address in ["127.0.0.1", "169.254.169.254", "0.0.0.0"] {
+        let slice = endpoint_slice(
+            ns,
+            "probe",
+            "web",
+            8080,
+            &[Endpoint::ready(address.parse().unwrap())],
+        );
+        assert!(
+            cluster.try_create(&slice).is_err(),
+            "the API server accepted an EndpointSlice at {address}"
+        );
+    }
+
+    cluster.create_app(ns, "web", "web.test", 8080, &ips(&[&pod]));
+    let sluice = cluster.sluice(ns, &[]);
+    sluice.wait_served_by("web.test", "pod-11", WAIT);
+
+    // ...but one stored without validation (before the API server checked, or by anything
+    // with etcd access) reaches the watchers all the same. It arrives on the endpoint fast path.
+    let mut node_local = endpoint_slice(
+        ns,
+        "web-2",
+        "web",
+        8080,
+        &[Endpoint::ready("127.0.0.1".parse().unwrap())],
+    );
+    node_local["endpoints"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"addresses": ["169.254.169.254"]}));
+    node_local["metadata"]["uid"] = serde_json::json!("6d1c5e2a-0000-4000-8000-000000000002");
+    node_local["metadata"]["creationTimestamp"] = serde_json::json!("2026-01-01T00:00:00Z");
+    cluster.put_bypassing_validation("endpointslices", "EndpointSlice", &node_local);
+
+    let backend = format!("{ns}/web:http");
+    let refused = eventually(WAIT, "the node-local addresses listed as refused", || {
+        let config = sluice.config_json();
+        let refused = config["config"]["backends"][&backend]["refused"].clone();
+        (refused.as_array().map(Vec::len) == Some(2)).then_some(refused)
+    });
+    assert_eq!(refused[0]["address"], "127.0.0.1:8080", "{refused:#}");
+    assert_eq!(refused[1]["address"], "169.254.169.254:8080", "{refused:#}");
+    assert_eq!(refused[0]["slice"], format!("{ns}/web-2"), "{refused:#}");
+    let config = sluice.config_json();
+    assert_eq!(
+        config["config"]["backends"][&backend]["ready"],
+        serde_json::json!(["198.18.0.11:8080"]),
+        "{config:#}"
+    );
+    for _ in 0..10 {
+        let response = sluice.get("web.test", "/");
+        assert!(
+            response.text().contains("Server name: pod-11"),
+            "only the Pod answers: {}",
+            response.text()
+        );
+    }
+    let metrics = sluice.admin("/metrics").text();
+    let line = format!("sluice_backend_endpoints{{backend=\"{backend}\",state=\"refused\"}} 2");
+    assert!(metrics.contains(&line), "{metrics}");
+    let event = eventually(WAIT, "a Warning Event on Ingress web", || {
+        cluster
+            .events_about(ns, "Ingress", "web")
+            .into_iter()
+            .find(|e| e["note"].as_str().unwrap_or("").contains("127.0.0.1:8080"))
+    });
+    assert_eq!(event["type"], "Warning", "{event:#}");
+    assert!(
+        event["note"]
+            .as_str()
+            .unwrap()
+            .contains("--allow-loopback-endpoints"),
+        "{event:#}"
+    );
+    assert!(sluice.log_text().contains("169.254.169.254:8080"));
+
+    // A full compile (any configuration change) applies the same policy as the fast path.
+    cluster.create(&ingress(ns, "other", Some("sluice"), "other.test", "web"));
+    sluice.wait_served_by("other.test", "pod-11", WAIT);
+    let config = sluice.config_json();
+    assert_eq!(
+        config["config"]["backends"][&backend]["refused"]
+            .as_array()
+            .map(Vec::len),
+        Some(2),
+        "{config:#}"
+    );
+
+    // Allowed: the same slices send traffic to the node's own service too.
+    drop(sluice);
+    let allowing = cluster.sluice_with(SluiceOptions {
+        identity: "sluice-1",
+        namespace: ns,
+        kubeconfig: None,
+        extra: &["--allow-loopback-endpoints"],
+        wait_ready: true,
+    });
+    allowing.wait_served_by("web.test", "node-local", WAIT);
+    drop(node_service);
+}
+
+#[test]
 fn watch_namespace_limits_sluice_to_one_namespace() {
     let cluster = cluster_with_class("watchns", "watched");
     cluster.create(&namespace("elsewhere"));

@@ -162,6 +162,29 @@ fn start_up_errors_say_what_to_fix() {
     assert_eq!(code, 2);
     assert!(stderr.contains("expected NAMESPACE/NAME"), "{stderr}");
 
+    // /config describes every tenant: its listener stays on loopback.
+    let dir = temp_dir("status-exposed");
+    std::fs::write(dir.join("class.yaml"), class_yaml()).unwrap();
+    let (code, stderr) = run_failing(&[
+        "serve",
+        "--config",
+        dir.to_str().unwrap(),
+        "--http-listen",
+        "127.0.0.1:0",
+        "--https-listen",
+        "127.0.0.1:0",
+        "--admin-listen",
+        "127.0.0.1:0",
+        "--status-listen",
+        "0.0.0.0:10246",
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("--status-listen 0.0.0.0:10246 is not a loopback address"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("kubectl port-forward"), "{stderr}");
+
     // A port someone else holds.
     let dir = temp_dir("busy");
     std::fs::write(dir.join("class.yaml"), class_yaml()).unwrap();
@@ -176,6 +199,8 @@ fn start_up_errors_say_what_to_fix() {
         "--https-listen",
         "127.0.0.1:0",
         "--admin-listen",
+        "127.0.0.1:0",
+        "--status-listen",
         "127.0.0.1:0",
     ]);
     assert_eq!(code, 1);
@@ -196,6 +221,8 @@ fn a_privileged_port_without_permission_explains_the_fix() {
         "--https-listen",
         "127.0.0.1:0",
         "--admin-listen",
+        "127.0.0.1:0",
+        "--status-listen",
         "127.0.0.1:0",
     ];
     let output = if nix_is_root() {
@@ -277,6 +304,8 @@ fn the_quick_start_demo_serves_http_and_verified_https() {
         "--https-listen",
         "127.0.0.1:0",
         "--admin-listen",
+        "127.0.0.1:0",
+        "--status-listen",
         "127.0.0.1:0",
     ]);
     let serve = Serve::from_process(process);

@@ -76,6 +76,7 @@ impl Harness {
             http_listen: any,
             https_listen: any,
             admin_listen: any,
+            status_listen: any,
             workers: NonZeroUsize::new(workers).unwrap(),
         })
         .expect("proxy starts");
@@ -96,6 +97,11 @@ impl Harness {
 
     pub fn admin(&self) -> SocketAddr {
         self.proxy.admin_addr()
+    }
+
+    /// The loopback status listener (`/config`).
+    pub fn status(&self) -> SocketAddr {
+        self.proxy.status_addr()
     }
 
     /// Replaces every object, compiles and publishes; panics on diagnostics so a typo in a

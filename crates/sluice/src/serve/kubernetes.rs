@@ -63,6 +63,11 @@ pub(crate) struct KubeArgs {
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = lease_duration)]
     // (the literal must equal DEFAULT_LEASE_DURATION; a unit test checks)
     pub(crate) lease_duration: Duration,
+    /// Let EndpointSlice addresses that point at the node itself (loopback 127.0.0.0/8 and ::1,
+    /// link-local 169.254.0.0/16 and fe80::/10, unspecified 0.0.0.0 and ::) take traffic. By
+    /// default they are left out, with a warning, an Event on the Ingress, /config and a metric.
+    #[arg(long, requires = "kubernetes")]
+    pub(crate) allow_loopback_endpoints: bool,
 }
 
 impl Default for KubeArgs {
@@ -74,6 +79,7 @@ impl Default for KubeArgs {
             publish_status_address: Vec::new(),
             election_id: DEFAULT_ELECTION_ID.into(),
             lease_duration: DEFAULT_LEASE_DURATION,
+            allow_loopback_endpoints: false,
         }
     }
 }
@@ -155,6 +161,7 @@ async fn run_async(args: ServeArgs) -> anyhow::Result<()> {
         http = %proxy.http_addr(),
         https = %proxy.https_addr(),
         admin = %proxy.admin_addr(),
+        status = %proxy.status_addr(),
         workers,
         namespace = kube.watch_namespace.as_deref().unwrap_or("(all)"),
         "serving; waiting for the initial sync with the Kubernetes API before publishing"
@@ -226,7 +233,7 @@ async fn run_async(args: ServeArgs) -> anyhow::Result<()> {
         if let Some(compiled) = control.act(std::mem::take(&mut pending)) {
             status.publish(Published {
                 served: compiled.ingresses.iter().cloned().collect(),
-                diagnostics: compiled.diagnostics.clone(),
+                diagnostics: control.diagnostics_to_report(&compiled),
             });
         }
     }
@@ -332,6 +339,15 @@ mod tests {
             .err()
             .expect("--watch-namespace without --kubernetes must be refused");
         assert!(error.to_string().contains("--kubernetes"), "{error}");
+        let error = Cli::try_parse_from(["sluice", "--allow-loopback-endpoints"])
+            .err()
+            .expect("--allow-loopback-endpoints without --kubernetes must be refused");
+        assert!(error.to_string().contains("--kubernetes"), "{error}");
+        assert!(
+            Cli::parse_from(["sluice", "--kubernetes", "--allow-loopback-endpoints"])
+                .kube
+                .allow_loopback_endpoints
+        );
         let both = Cli::try_parse_from([
             "sluice",
             "--kubernetes",

@@ -19,9 +19,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use model::{compile, ChangeSet, CompileOptions, Compiled, NamespacedName, Store};
+use model::{
+    compile, ChangeSet, CompileOptions, Compiled, Diagnostic, NamespacedName, NodeLocalEndpoints,
+    Store,
+};
 use providers::{FileSource, FileWatch};
 use proxy::{Proxy, ProxyConfig};
+
+/// ingress-nginx's internal status port, also loopback-only there.
+pub(crate) const DEFAULT_STATUS_LISTEN: &str = "127.0.0.1:10246";
 
 /// Coalesces the burst of events one save produces (write, chmod, rename) into one reload.
 const DEBOUNCE: Duration = Duration::from_millis(20);
@@ -42,9 +48,13 @@ pub(crate) struct ServeArgs {
     pub(crate) http_listen: SocketAddr,
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:443")]
     pub(crate) https_listen: SocketAddr,
-    /// Serves /healthz, /ready, /metrics and /config.
+    /// Serves /healthz, /ready and /metrics: the port to expose to probes and Prometheus.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9113")]
     pub(crate) admin_listen: SocketAddr,
+    /// Serves /config, which shows every tenant's hosts, paths, endpoints and Secret names:
+    /// loopback addresses only (anything else is refused at start-up).
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_STATUS_LISTEN)]
+    pub(crate) status_listen: SocketAddr,
     /// Worker threads (default: the ConfigMap's worker-processes, else one per CPU).
     #[arg(long, value_name = "N")]
     pub(crate) workers: Option<NonZeroUsize>,
@@ -85,6 +95,13 @@ impl ServeArgs {
             controller_class: self.controller_class.clone(),
             config_map: self.configmap.clone(),
             default_tls_secret: self.default_tls_secret.clone(),
+            // Standalone configs run their backends on loopback (the demo, tests, the lab);
+            // in a cluster no Pod has such an address.
+            node_local_endpoints: if self.kubernetes && !self.kube.allow_loopback_endpoints {
+                NodeLocalEndpoints::Refuse
+            } else {
+                NodeLocalEndpoints::Allow
+            },
         }
     }
 
@@ -101,6 +118,7 @@ impl ServeArgs {
             http_listen: self.http_listen,
             https_listen: self.https_listen,
             admin_listen: self.admin_listen,
+            status_listen: self.status_listen,
             workers,
         }
     }
@@ -109,10 +127,11 @@ impl ServeArgs {
 /// The stable line on stdout for scripts and tests that start Sluice on port 0.
 fn announce(proxy: &Proxy) {
     println!(
-        "sluice serve: listening http={} https={} admin={}",
+        "sluice serve: listening http={} https={} admin={} status={}",
         proxy.http_addr(),
         proxy.https_addr(),
-        proxy.admin_addr()
+        proxy.admin_addr(),
+        proxy.status_addr()
     );
 }
 
@@ -136,6 +155,7 @@ fn run_files(config: PathBuf, args: ServeArgs) -> anyhow::Result<()> {
         http = %control.proxy.http_addr(),
         https = %control.proxy.https_addr(),
         admin = %control.proxy.admin_addr(),
+        status = %control.proxy.status_addr(),
         workers,
         objects = control.store.len(),
         config = %config.display(),
@@ -179,6 +199,9 @@ struct ControlPlane {
     source_errors: Vec<String>,
     /// Diagnostics already logged, so a reload only logs what is new.
     diagnostics: BTreeSet<String>,
+    /// Endpoint addresses refused by the node-local policy, as last reported (see
+    /// `Compiled::refused_endpoint_diagnostics`).
+    refused_endpoints: Vec<Diagnostic>,
     worker_processes: Option<u32>,
 }
 
@@ -190,12 +213,14 @@ impl ControlPlane {
             store: Store::default(),
             source_errors: Vec::new(),
             diagnostics: BTreeSet::new(),
+            refused_endpoints: Vec::new(),
             worker_processes,
         }
     }
 
     /// Acts on what changed in the Store: recompile on configuration changes, otherwise take
-    /// the endpoint fast path. Returns the new configuration when it recompiled.
+    /// the endpoint fast path. Returns the configuration when what the status writer reports
+    /// may have changed: it recompiled, or the fast path changed which endpoints are refused.
     fn act(&mut self, changes: ChangeSet) -> Option<Arc<Compiled>> {
         if changes.config {
             let started = Instant::now();
@@ -212,6 +237,11 @@ impl ControlPlane {
             let started = Instant::now();
             let changed = current.refresh_endpoints(&self.store, &changes.endpoints);
             let backends = changed.len();
+            // Walking the routes for refused addresses is O(routes): only when some are involved.
+            let refusals_involved = !self.refused_endpoints.is_empty()
+                || changed
+                    .iter()
+                    .any(|b| b.with_endpoints(|set| !set.refused.is_empty()));
             if backends > 0 {
                 self.proxy.endpoints_changed(changed);
             }
@@ -220,8 +250,35 @@ impl ControlPlane {
                 elapsed_us = started.elapsed().as_micros() as u64,
                 "endpoints updated"
             );
+            if refusals_involved && self.report_refused_endpoints(&current) {
+                return Some(current);
+            }
         }
         None
+    }
+
+    /// Logs each newly refused endpoint address once; true when the set changed.
+    fn report_refused_endpoints(&mut self, compiled: &Compiled) -> bool {
+        let current = compiled.refused_endpoint_diagnostics();
+        if current == self.refused_endpoints {
+            return false;
+        }
+        for new in current
+            .iter()
+            .filter(|d| !self.refused_endpoints.contains(d))
+        {
+            tracing::warn!("{new}");
+        }
+        self.refused_endpoints = current;
+        true
+    }
+
+    /// Everything the status writer turns into Events: the compile's diagnostics and the
+    /// refused endpoint addresses.
+    fn diagnostics_to_report(&self, compiled: &Compiled) -> Vec<Diagnostic> {
+        let mut all = compiled.diagnostics.clone();
+        all.extend(self.refused_endpoints.iter().cloned());
+        all
     }
 
     fn publish(&mut self, compiled: Arc<Compiled>) {
@@ -240,6 +297,7 @@ impl ControlPlane {
             self.worker_processes = compiled.settings.worker_processes;
         }
         self.diagnostics = current;
+        self.report_refused_endpoints(&compiled);
         self.proxy.publish(compiled);
     }
 

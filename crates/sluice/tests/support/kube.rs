@@ -533,6 +533,47 @@ impl Cluster {
             .collect()
     }
 
+    /// Writes `object` straight into etcd, at the key the API server keeps `resource` objects
+    /// under (`/registry/RESOURCE/NAMESPACE/NAME`), skipping admission and validation: what an
+    /// object stored before the API server validated that field looks like, or one written by
+    /// anything with etcd access. The API server's own watch on etcd then delivers it to every
+    /// watcher like any other change. Returns once the API serves it.
+    pub fn put_bypassing_validation(&self, resource: &str, kind: &str, object: &Value) {
+        use base64::Engine;
+        let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+        let (namespace, name) = (
+            object["metadata"]["namespace"].as_str().unwrap(),
+            object["metadata"]["name"].as_str().unwrap(),
+        );
+        let env = std::fs::read_to_string(self.dir.join("cluster.env")).unwrap();
+        let port = env
+            .lines()
+            .find_map(|l| l.strip_prefix("ETCD_CLIENT_PORT="))
+            .unwrap_or("2379");
+        let key = format!("/registry/{resource}/{namespace}/{name}");
+        let request =
+            json!({"key": b64(key.as_bytes()), "value": b64(object.to_string().as_bytes())});
+        // etcd's gRPC gateway (JSON over HTTP); curl is what scripts/test.sh installs anyway.
+        run(
+            Command::new("curl").args([
+                "-sSf",
+                "--max-time",
+                "10",
+                "-X",
+                "POST",
+                &format!("http://127.0.0.1:{port}/v3/kv/put"),
+                "-d",
+                &request.to_string(),
+            ]),
+            "curl etcd /v3/kv/put",
+        );
+        eventually(
+            Duration::from_secs(20),
+            &format!("{kind} {namespace}/{name} written to etcd is served by the API"),
+            || self.get(kind, namespace, name),
+        );
+    }
+
     /// Service `name` (port `http` 80) + one EndpointSlice `name-1` with `endpoints` on port
     /// `http` `port` + Ingress `name` (class `sluice`) routing `host` `/` to it.
     pub fn create_app(&self, ns: &str, name: &str, host: &str, port: u16, endpoints: &[IpAddr]) {
@@ -563,7 +604,7 @@ impl Cluster {
     }
 
     /// `sluice serve --kubernetes --kubeconfig … --http-listen 127.0.0.1:0 --https-listen
-    /// 127.0.0.1:0 --admin-listen 127.0.0.1:0 --workers 1 [--configmap NS/sluice
+    /// 127.0.0.1:0 --admin-listen 127.0.0.1:0 --status-listen 127.0.0.1:0 --workers 1 [--configmap NS/sluice
     /// --election-id sluice-e2e unless in extra] EXTRA` with POD_NAME and POD_NAMESPACE set.
     pub fn sluice_with(&self, options: SluiceOptions<'_>) -> KubeSluice {
         let kubeconfig = options
@@ -581,6 +622,8 @@ impl Cluster {
             "--https-listen",
             "127.0.0.1:0",
             "--admin-listen",
+            "127.0.0.1:0",
+            "--status-listen",
             "127.0.0.1:0",
             "--workers",
             "1",

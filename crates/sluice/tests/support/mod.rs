@@ -27,6 +27,8 @@ pub struct Serve {
     pub http: SocketAddr,
     pub https: SocketAddr,
     pub admin: SocketAddr,
+    /// The loopback status listener (`/config`).
+    pub status: SocketAddr,
 }
 
 /// A `sluice backend` "pod".
@@ -162,6 +164,8 @@ impl Serve {
             "127.0.0.1:0",
             "--admin-listen",
             "127.0.0.1:0",
+            "--status-listen",
+            "127.0.0.1:0",
             "--workers",
             "2",
         ];
@@ -176,6 +180,7 @@ impl Serve {
             http: addr_after(&line, "http="),
             https: addr_after(&line, "https="),
             admin: addr_after(&line, "admin="),
+            status: addr_after(&line, "status="),
             process,
         }
     }
@@ -188,8 +193,13 @@ impl Serve {
         get(self.admin, "admin", path).unwrap()
     }
 
+    /// `GET path` on the status listener.
+    pub fn status_page(&self, path: &str) -> Response {
+        get(self.status, "status", path).unwrap()
+    }
+
     pub fn config_json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.admin("/config").body).unwrap()
+        serde_json::from_slice(&self.status_page("/config").body).unwrap()
     }
 }
 

@@ -1,0 +1,198 @@
+//! The admin surfaces: what the exposed admin port serves (probes, metrics) and what only the
+//! loopback status listener serves (`/config`, which describes every tenant).
+
+mod support;
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::StatusCode;
+use proxy::{Proxy, ProxyConfig, StartError};
+use serde_json::{json, Value};
+use support::*;
+
+#[tokio::test]
+async fn config_is_served_only_on_the_status_listener() {
+    let echo = start_backend("echo").await;
+    let mut h = Harness::start();
+    h.apply(&catch_all("echo", &[addr_of(&echo)]));
+    assert!(h.status().ip().is_loopback());
+
+    // The exposed port: probes and metrics, nothing that names a tenant's objects.
+    assert_eq!(get(h.admin(), "a", "/healthz").await.status, StatusCode::OK);
+    assert_eq!(get(h.admin(), "a", "/ready").await.status, StatusCode::OK);
+    assert_eq!(get(h.admin(), "a", "/metrics").await.status, StatusCode::OK);
+    let config = get(h.admin(), "a", "/config").await;
+    assert_eq!(config.status, StatusCode::NOT_FOUND);
+    assert!(
+        config.text().contains("--status-listen"),
+        "{}",
+        config.text()
+    );
+    assert!(!config.text().contains("default/echo"), "{}", config.text());
+
+    // The status listener: /config only.
+    let config = get(h.status(), "a", "/config").await;
+    assert_eq!(config.status, StatusCode::OK);
+    assert!(
+        config.json()["config"]["backends"]["default/echo:http"]["ready"].is_array(),
+        "{}",
+        config.text()
+    );
+    for path in ["/healthz", "/ready", "/metrics"] {
+        assert_eq!(
+            get(h.status(), "a", path).await.status,
+            StatusCode::NOT_FOUND,
+            "{path} on the status listener"
+        );
+    }
+    shutdown(h.proxy).await;
+}
+
+#[test]
+fn a_status_listener_on_a_non_loopback_address_is_refused_at_start() {
+    let any = SocketAddr::from((LOCALHOST, 0));
+    for status_listen in ["0.0.0.0:0", "[::]:0", "192.0.2.1:10246"] {
+        let started = Proxy::start(ProxyConfig {
+            http_listen: any,
+            https_listen: any,
+            admin_listen: any,
+            status_listen: status_listen.parse().unwrap(),
+            workers: NonZeroUsize::MIN,
+        });
+        let error = started.expect_err("a non-loopback status listener is refused");
+        assert!(
+            matches!(error, StartError::StatusNotLoopback { .. }),
+            "{error:?}"
+        );
+        let text = error.to_string();
+        assert!(text.contains("--status-listen"), "{text}");
+        assert!(text.contains("127.0.0.1"), "{text}");
+    }
+}
+
+/// Many tenants, so that `/config` and `/metrics` are large enough to cost something to render.
+fn many_tenants(count: usize, endpoint: SocketAddr) -> Vec<Value> {
+    let mut objects = Vec::with_capacity(count * 3);
+    for i in 0..count {
+        let name = format!("app-{i}");
+        objects.push(service(&name, &[("http", 80)]));
+        objects.extend(slices(&name, &[endpoint]));
+        objects.push(ingress(
+            &name,
+            json!({"rules": [rule(&format!("{name}.test"), vec![
+                path("/", "Prefix", to(&name)),
+                path("/api", "Prefix", to(&name)),
+            ])]}),
+        ));
+    }
+    objects
+}
+
+/// Hammers `path` on `addr` over one keep-alive connection until `stop`; counts 200s.
+async fn hammer(addr: SocketAddr, path: &'static str, stop: Arc<AtomicBool>, ok: Arc<AtomicU64>) {
+    let mut client = Client::connect(addr).await;
+    while !stop.load(Ordering::Relaxed) {
+        let reply = client.get("hammer", path).await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}");
+        ok.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn probes_answer_while_config_and_metrics_are_hammered() {
+    // The issue asks for 100 ms. The median must meet it (one scheduling hiccup on a loaded CI
+    // machine cannot move a median) and every probe a generous bound; the latencies are printed.
+    // Measured on 2 busy cores, debug build: p50 0.4 ms, max 10-26 ms; with /config and the
+    // /metrics render on the probes' thread (as before the split): p50 ~500 ms, max ~700 ms.
+    const MEDIAN_BOUND: Duration = Duration::from_millis(100);
+    const PROBE_BOUND: Duration = Duration::from_secs(1);
+    const HAMMERERS: usize = 4;
+    const PROBES: usize = 40;
+    const TENANTS: usize = 1500;
+
+    let echo = start_backend("echo").await;
+    let mut h = Harness::start();
+    h.apply(&many_tenants(TENANTS, addr_of(&echo)));
+    let config_size = get(h.status(), "a", "/config").await.body.len();
+    // Counters per route appear once a route has seen a request: give every tenant one.
+    // (a connection per 500: keep-alive-requests closes one after 1000)
+    for first in (0..TENANTS).step_by(500) {
+        let mut client = Client::connect(h.http()).await;
+        for i in first..(first + 500).min(TENANTS) {
+            let reply = client.get(&format!("app-{i}.test"), "/healthz").await;
+            assert_eq!(reply.status, StatusCode::OK);
+        }
+    }
+    let metrics_size = get(h.admin(), "a", "/metrics").await.body.len();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let configs = Arc::new(AtomicU64::new(0));
+    let scrapes = Arc::new(AtomicU64::new(0));
+    let mut hammers = Vec::new();
+    for _ in 0..HAMMERERS {
+        hammers.push(tokio::spawn(hammer(
+            h.status(),
+            "/config",
+            stop.clone(),
+            configs.clone(),
+        )));
+        hammers.push(tokio::spawn(hammer(
+            h.admin(),
+            "/metrics",
+            stop.clone(),
+            scrapes.clone(),
+        )));
+    }
+    // Start probing once both are under way.
+    eventually("the hammering is under way", || async {
+        configs.load(Ordering::Relaxed) > 0 && scrapes.load(Ordering::Relaxed) > 0
+    })
+    .await;
+
+    let (configs_before, scrapes_before) = (
+        configs.load(Ordering::Relaxed),
+        scrapes.load(Ordering::Relaxed),
+    );
+    let mut latencies = Vec::with_capacity(PROBES * 2);
+    for i in 0..PROBES {
+        let probe = if i % 2 == 0 { "/healthz" } else { "/ready" };
+        let started = Instant::now();
+        let reply = get(h.admin(), "kubelet", probe).await;
+        latencies.push(started.elapsed());
+        assert_eq!(reply.status, StatusCode::OK, "{probe}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let configs_during = configs.load(Ordering::Relaxed) - configs_before;
+    let scrapes_during = scrapes.load(Ordering::Relaxed) - scrapes_before;
+    stop.store(true, Ordering::Relaxed);
+    for hammer in hammers {
+        bounded(hammer).await.expect("a hammering task failed");
+    }
+
+    latencies.sort();
+    let max = *latencies.last().unwrap();
+    let median = latencies[latencies.len() / 2];
+    eprintln!(
+        "probes while hammered ({HAMMERERS}+{HAMMERERS} clients; /config {config_size} B, \
+         /metrics {metrics_size} B; {configs_during} /config and {scrapes_during} /metrics \
+         answered meanwhile): p50 {median:?}, p90 {:?}, max {max:?}",
+        latencies[latencies.len() * 9 / 10],
+    );
+    assert!(
+        configs_during > 0 && scrapes_during > 0,
+        "the probes did not overlap the hammering"
+    );
+    assert!(
+        median < MEDIAN_BOUND,
+        "half the probes took {median:?} or more (all: {latencies:?})"
+    );
+    assert!(
+        max < PROBE_BOUND,
+        "a probe took {max:?} (all: {latencies:?})"
+    );
+    shutdown(h.proxy).await;
+}
