@@ -29,6 +29,13 @@ pub(crate) enum ProxyError {
         #[source]
         source: io::Error,
     },
+    /// EMFILE/ENFILE on the socket for an upstream connection: the proxy's own shortage.
+    #[error("no file descriptor left for a connection to {addr}")]
+    OutOfFileDescriptors {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
     #[error("{addr} sent no response head within proxy-read-timeout")]
     ReadTimeout { addr: SocketAddr },
     #[error("request to {addr} failed")]
@@ -43,7 +50,9 @@ impl ProxyError {
     /// The status the client gets. The only mapping from errors to statuses in the proxy.
     pub(crate) fn status(&self) -> StatusCode {
         match self {
-            ProxyError::NotReady | ProxyError::NoEndpoints => StatusCode::SERVICE_UNAVAILABLE,
+            ProxyError::NotReady
+            | ProxyError::NoEndpoints
+            | ProxyError::OutOfFileDescriptors { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::NoRoute => StatusCode::NOT_FOUND,
             ProxyError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ProxyError::ConnectTimeout { .. } | ProxyError::ReadTimeout { .. } => {
@@ -60,6 +69,9 @@ impl ProxyError {
             ProxyError::NotReady => "503 Service Unavailable: not configured yet\n",
             ProxyError::NoRoute => "404 Not Found: no route for this host and path\n",
             ProxyError::NoEndpoints => "503 Service Unavailable: no endpoints for this service\n",
+            ProxyError::OutOfFileDescriptors { .. } => {
+                "503 Service Unavailable: the proxy is out of file descriptors\n"
+            }
             ProxyError::BodyTooLarge { .. } => "413 Payload Too Large\n",
             ProxyError::ConnectTimeout { .. } | ProxyError::ReadTimeout { .. } => {
                 "504 Gateway Timeout: upstream did not answer in time\n"
@@ -112,6 +124,13 @@ mod tests {
             (ProxyError::BodyTooLarge { limit: 1 }, 413),
             (ProxyError::ConnectTimeout { addr }, 504),
             (ProxyError::ReadTimeout { addr }, 504),
+            (
+                ProxyError::OutOfFileDescriptors {
+                    addr,
+                    source: io::Error::from_raw_os_error(24),
+                },
+                503,
+            ),
             (
                 ProxyError::Connect {
                     addr,

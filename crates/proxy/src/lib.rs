@@ -20,6 +20,10 @@
 //!           side polls it; connection back to the pool at its end; 101 ─▶ spliced tunnel
 //!
 //!  admin thread: /healthz /ready /config /metrics (sums per-worker counters at scrape time)
+//!
+//!  SIGTERM ─▶ Proxy::terminating(): /ready 503, listeners still serve (--shutdown-grace-period,
+//!             timed by the caller) ─▶ Proxy::shutdown(): stop signal ─▶ each worker's own flag
+//!             ─▶ stop accepting, drain within worker-shutdown-timeout ─▶ admin stops last
 //! ```
 //!
 //! Nothing on a request's path is shared between workers except immutable configuration,
@@ -38,6 +42,7 @@ mod body;
 mod client;
 mod date;
 mod error;
+mod fds;
 mod forward;
 mod headers;
 mod listen;
@@ -49,6 +54,7 @@ mod tls;
 mod upstream;
 mod worker;
 
+pub use fds::{raise_open_files_limit, OpenFilesLimit};
 pub use listen::StartError;
 
 use shared::Shared;
@@ -71,6 +77,8 @@ pub struct Proxy {
     https_addr: SocketAddr,
     admin_addr: SocketAddr,
     stop: watch::Sender<bool>,
+    /// The admin server stops after the workers, so probes and scrapes answer during the drain.
+    stop_admin: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
     admin: Option<JoinHandle<()>>,
 }
@@ -101,6 +109,9 @@ impl Proxy {
 
         let shared = Arc::new(Shared::new()?);
         let (stop, stop_rx) = watch::channel(false);
+        let (stop_admin, stop_admin_rx) = watch::channel(false);
+        let open_files = fds::open_files_limit();
+        let derived_max_connections = fds::derived_max_connections(open_files, workers);
 
         let mut stats_senders = Vec::with_capacity(workers);
         let mut handles = Vec::with_capacity(workers);
@@ -116,6 +127,7 @@ impl Proxy {
                 https_port: https_addr.port(),
                 stop: stop_rx.clone(),
                 stats: stats_rx,
+                derived_max_connections,
             });
             match spawned {
                 Ok(handle) => handles.push(handle),
@@ -127,20 +139,30 @@ impl Proxy {
             }
         }
         let admin_socket = admin.sockets.into_iter().next().expect("one admin socket");
-        let admin = match admin::spawn(admin_socket, shared.clone(), stats_senders, stop_rx) {
+        let admin = match admin::spawn(admin_socket, shared.clone(), stats_senders, stop_admin_rx)
+        {
             Ok(handle) => handle,
             Err(e) => {
                 stop.send_replace(true);
                 return Err(e);
             }
         };
-        tracing::info!(%http_addr, %https_addr, %admin_addr, workers, "proxy started");
+        tracing::info!(
+            %http_addr,
+            %https_addr,
+            %admin_addr,
+            workers,
+            open_files,
+            derived_max_connections,
+            "proxy started (derived_max_connections: per worker, when max-worker-connections is 0)"
+        );
         Ok(Proxy {
             shared,
             http_addr,
             https_addr,
             admin_addr,
             stop,
+            stop_admin,
             workers: handles,
             admin: Some(admin),
         })
@@ -189,17 +211,29 @@ impl Proxy {
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = errors;
     }
 
+    /// The first step of a graceful stop: /ready answers 503 from now on, so load balancers
+    /// and Endpoints stop sending new connections, while every listener keeps serving. Call
+    /// [`Proxy::shutdown`] after the grace period.
+    pub fn terminating(&self) {
+        self.shared
+            .terminating
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Stops accepting now; lets in-flight requests finish within the current
     /// `worker-shutdown-timeout`, closes idle connections (HTTP/1 after the current response,
-    /// HTTP/2 with GOAWAY), then joins every thread. Blocks until everything has stopped, so
-    /// call it from a plain thread or `spawn_blocking`, not from inside an async task.
+    /// HTTP/2 with GOAWAY) and, at the end of the timeout, whatever is left (tunnels counted),
+    /// then joins every thread; the admin server stops last. Blocks until everything has
+    /// stopped, so call it from a plain thread or `spawn_blocking`, not from an async task.
     pub fn shutdown(mut self) {
+        self.terminating();
         self.stop.send_replace(true);
         for handle in self.workers.drain(..) {
             if handle.join().is_err() {
                 tracing::error!("a worker thread panicked");
             }
         }
+        self.stop_admin.send_replace(true);
         if let Some(admin) = self.admin.take() {
             if admin.join().is_err() {
                 tracing::error!("the admin thread panicked");
@@ -212,6 +246,7 @@ impl Proxy {
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.stop.send_replace(true);
+        self.stop_admin.send_replace(true);
     }
 }
 
