@@ -410,7 +410,7 @@ impl Worker {
     async fn room_for_one(&self, accepted: bool) {
         let mut counted_pause = false;
         loop {
-            let limit = self.max_connections() + usize::from(accepted);
+            let limit = self.max_connections().saturating_add(usize::from(accepted));
             if self.stopping.get() || self.counted_connections() < limit {
                 return;
             }
