@@ -11,8 +11,8 @@
 //!     │                             idle timer (keep-alive, and client-header-timeout for
 //!     │                             HTTP/1) │ evicted ─▶ close (HTTP/1) │ GOAWAY (HTTP/2)
 //!     └─ max-worker-connections open: a new one evicts the longest-idle connection; none
-//!        idle ─▶ accepting pauses until a connection ends or goes idle. EMFILE: the same,
-//!        at most EXHAUSTED_PAUSE. One rate-limited WARN with counts.
+//!        idle ─▶ accepting pauses until a connection ends or goes idle. EMFILE: pause
+//!        until a connection ends, at most EXHAUSTED_PAUSE. One rate-limited WARN with counts.
 //!  shutdown: the shared stop signal is watched by one task per worker (`run`), which sets
 //!            the worker's own `stopping` flag and wakes its connections: connections never
 //!            touch anything another worker touches.
@@ -518,8 +518,9 @@ impl Worker {
                 Err(e) if crate::fds::is_exhaustion(&e) => {
                     self.stats.borrow_mut().limits.fd_exhausted += 1;
                     self.note_limit(|log| log.exhausted += 1);
-                    // An idle connection's descriptor is the quickest one to free.
-                    self.evict_idle();
+                    // No idle connection is closed here: Linux allocates the descriptor before
+                    // it looks for a pending connection, so EMFILE does not mean that anyone
+                    // is waiting. The cap is what keeps descriptors free; this only waits.
                     let room = self.room.notified();
                     self.accept_waiting.set(true);
                     tokio::select! {
