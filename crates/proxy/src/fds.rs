@@ -146,7 +146,10 @@ mod tests {
         assert_eq!(derived_max_connections(1024, 1), 448);
         assert_eq!(derived_max_connections(1024, 2), 224);
         // Large limits reserve 1024 like ingress-nginx.
-        assert_eq!(derived_max_connections(1 << 20, 4), ((1 << 20) - 1024) / 4 / 2);
+        assert_eq!(
+            derived_max_connections(1 << 20, 4),
+            ((1 << 20) - 1024) / 4 / 2
+        );
         // Absurdly small limits still accept one connection.
         assert_eq!(derived_max_connections(3, 8), 1);
     }

@@ -139,8 +139,7 @@ impl Proxy {
             }
         }
         let admin_socket = admin.sockets.into_iter().next().expect("one admin socket");
-        let admin = match admin::spawn(admin_socket, shared.clone(), stats_senders, stop_admin_rx)
-        {
+        let admin = match admin::spawn(admin_socket, shared.clone(), stats_senders, stop_admin_rx) {
             Ok(handle) => handle,
             Err(e) => {
                 stop.send_replace(true);

@@ -94,7 +94,10 @@ fn serve_upstream(
             }
         }
         let body = if path == "/slow" { "slow" } else { "fast" };
-        let response = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+        let response = format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
         if conn.write_all(response.as_bytes()).is_err() {
             return;
         }
@@ -222,7 +225,12 @@ fn serve(dir: &Path, nofile: Option<(u64, u64)>, extra: &[&str]) -> Serve {
     };
     command
         .args(["serve", "--config", dir.to_str().unwrap()])
-        .args(["--http-listen", "127.0.0.1:0", "--https-listen", "127.0.0.1:0"])
+        .args([
+            "--http-listen",
+            "127.0.0.1:0",
+            "--https-listen",
+            "127.0.0.1:0",
+        ])
         .args(["--admin-listen", "127.0.0.1:0", "--workers", "1"])
         .args(extra)
         .env("SLUICE_LOG", "info")
@@ -258,7 +266,9 @@ fn at_max_worker_connections_idle_connections_close_first_then_accepting_pauses(
     let serve = serve(&dir, Some((512, 1024)), &[]);
     let raised = log(&dir);
     assert!(
-        raised.contains("raised the open-files limit (RLIMIT_NOFILE) from 512 to the hard limit 1024"),
+        raised.contains(
+            "raised the open-files limit (RLIMIT_NOFILE) from 512 to the hard limit 1024"
+        ),
         "{raised}"
     );
 
@@ -295,7 +305,10 @@ fn at_max_worker_connections_idle_connections_close_first_then_accepting_pauses(
     // The idle one for the third, then whichever of the first two finished first for the
     // fourth.
     assert_eq!(
-        metric(&serve, "sluice_client_connections_closed_idle_at_limit_total"),
+        metric(
+            &serve,
+            "sluice_client_connections_closed_idle_at_limit_total"
+        ),
         2.0
     );
     assert!(metric(&serve, "sluice_accept_paused_total") >= 1.0);
@@ -391,11 +404,7 @@ fn out_of_descriptors_an_upstream_connect_answers_503_without_blaming_the_endpoi
 #[test]
 fn sigterm_fails_ready_serves_through_the_grace_period_then_drains() {
     let upstream = Upstream::start();
-    let dir = config_dir(
-        "grace",
-        upstream.addr,
-        &[("worker-shutdown-timeout", "3s")],
-    );
+    let dir = config_dir("grace", upstream.addr, &[("worker-shutdown-timeout", "3s")]);
     let mut serve = serve(&dir, None, &["--shutdown-grace-period", "4s"]);
     let http = serve.http;
     assert_eq!(serve.admin("/ready").status, 200);

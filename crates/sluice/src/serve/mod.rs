@@ -25,10 +25,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use tokio::signal::unix::{signal, Signal, SignalKind};
 use model::{compile, ChangeSet, CompileOptions, Compiled, NamespacedName, Store};
 use providers::{FileSource, FileWatch};
 use proxy::{Proxy, ProxyConfig};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 /// Coalesces the burst of events one save produces (write, chmod, rename) into one reload.
 const DEBOUNCE: Duration = Duration::from_millis(20);
