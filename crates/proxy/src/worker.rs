@@ -359,8 +359,11 @@ impl Worker {
     }
 
     /// Keeps shutdown waiting (up to `worker-shutdown-timeout`) while an upgraded connection
-    /// is open; one still open then is closed and counted.
+    /// is open; one still open then is closed and counted. The client connection's own
+    /// count ended with hyper's part of it, so the tunnel counts it again: it holds its
+    /// descriptors (and a place under `max-worker-connections`) until it closes.
     pub(crate) fn tunnel_guard(self: &Rc<Self>) -> DrainGuard {
+        self.stats.borrow_mut().open_connections += 1;
         self.drain_guard(true)
     }
 
@@ -775,6 +778,8 @@ impl Drop for DrainGuard {
         drain.open.set(drain.open.get() - 1);
         if self.tunnel {
             drain.tunnels.set(drain.tunnels.get() - 1);
+            self.worker.stats.borrow_mut().open_connections -= 1;
+            self.worker.room_changed();
         }
         if drain.open.get() == 0 {
             drain.idle.notify_one();

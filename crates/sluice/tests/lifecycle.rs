@@ -413,16 +413,7 @@ fn sigterm_fails_ready_serves_through_the_grace_period_then_drains() {
     let mut slow = Client::connect(http);
     slow.send("/slow");
     upstream.wait_for("/slow");
-    let mut tunnel = Client::connect(http);
-    tunnel
-        .stream
-        .write_all(
-            b"GET /ws HTTP/1.1\r\nHost: app.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
-        )
-        .unwrap();
-    let mut head = Vec::new();
-    read_head(&mut tunnel.stream, &mut head).expect("a 101 head");
-    assert!(head.starts_with(b"HTTP/1.1 101"), "{head:?}");
+    let mut tunnel = open_tunnel(http);
 
     serve.process.signal("TERM");
     // /ready fails at once, while new connections are still served.
@@ -449,4 +440,42 @@ fn sigterm_fails_ready_serves_through_the_grace_period_then_drains() {
         .find(|l| l.contains("worker-shutdown-timeout elapsed"))
         .unwrap_or_else(|| panic!("no drain line in\n{logged}"));
     assert!(line.contains("tunnels=1"), "{line}");
+}
+
+#[test]
+fn a_websocket_tunnel_keeps_its_place_under_max_worker_connections() {
+    let upstream = Upstream::start();
+    let dir = config_dir(
+        "tunnel-cap",
+        upstream.addr,
+        &[("max-worker-connections", "1")],
+    );
+    let serve = serve(&dir, None, &[]);
+    let mut tunnel = open_tunnel(serve.http);
+
+    // The tunnel is busy, not idle: a newcomer waits...
+    let mut newcomer = Client::connect(serve.http);
+    newcomer.send("/fast");
+    assert!(
+        newcomer.silent_for(Duration::from_millis(500)),
+        "served above max-worker-connections while a tunnel was open"
+    );
+    // ...until the tunnel ends.
+    tunnel.stream.shutdown(std::net::Shutdown::Both).unwrap();
+    assert_eq!(newcomer.response(), (200, "fast".into()));
+}
+
+/// A WebSocket upgrade through the proxy, answered with 101.
+fn open_tunnel(http: SocketAddr) -> Client {
+    let mut tunnel = Client::connect(http);
+    tunnel
+        .stream
+        .write_all(
+            b"GET /ws HTTP/1.1\r\nHost: app.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+        )
+        .unwrap();
+    let mut head = Vec::new();
+    read_head(&mut tunnel.stream, &mut head).expect("a 101 head");
+    assert!(head.starts_with(b"HTTP/1.1 101"), "{head:?}");
+    tunnel
 }
