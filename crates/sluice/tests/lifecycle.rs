@@ -451,7 +451,7 @@ fn a_websocket_tunnel_keeps_its_place_under_max_worker_connections() {
         &[("max-worker-connections", "1")],
     );
     let serve = serve(&dir, None, &[]);
-    let mut tunnel = open_tunnel(serve.http);
+    let tunnel = open_tunnel(serve.http);
 
     // The tunnel is busy, not idle: a newcomer waits...
     let mut newcomer = Client::connect(serve.http);
