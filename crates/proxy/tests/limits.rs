@@ -139,3 +139,31 @@ async fn http2_keep_alive_requests_ends_the_connection_with_goaway() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn terminating_fails_ready_then_shutdown_sends_goaway_to_an_idle_http2_connection() {
+    let echo = start_backend("echo").await;
+    let ca = TestCa::new();
+    let leaf = ca.leaf(&["foo.example.com"]);
+    let mut h = Harness::with_workers(2);
+    h.apply(&tls_site(&leaf, addr_of(&echo), &[]));
+    let mut connection = h2_connection(&h, &ca).await;
+    assert_eq!(h2_get(&mut connection).await, StatusCode::OK);
+
+    // The grace period: /ready fails, traffic is still served.
+    h.proxy.terminating();
+    let ready = get(h.admin(), "admin", "/ready").await;
+    assert_eq!(ready.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(ready.text(), "not ready: shutting down\n");
+    assert_eq!(h2_get(&mut connection).await, StatusCode::OK);
+
+    // The stop: each worker's own flag reaches the idle connection, which gets GOAWAY.
+    let Harness { proxy, .. } = h;
+    let stopping = tokio::spawn(shutdown(proxy));
+    eventually("the idle HTTP/2 connection to be closed", || {
+        let closed = connection.is_closed();
+        async move { closed }
+    })
+    .await;
+    bounded(stopping).await.unwrap();
+}
