@@ -135,6 +135,28 @@ jq '(.[] | select(.kind == "DaemonSet") | .spec.template.spec.containers[0].args
 not_admin_surface() { ! admin_surface "$1" >/dev/null; }
 check "a --status-listen on 0.0.0.0 is caught" not_admin_surface "$tmp/exposed.json"
 
+echo "== shutdown: terminationGracePeriodSeconds covers the grace period and the drain"
+# shutdown_budget FILE (normalized JSON): every controller pod has --shutdown-grace-period of at least
+# 5 s, and terminationGracePeriodSeconds >= that + the ConfigMap's worker-shutdown-timeout (default
+# 10 s) + 5 s, so the kubelet's SIGKILL never cuts the drain short.
+shutdown_budget() {
+  jq -e '
+    def secs: tostring | capture("^(?<n>[0-9]+)(?<u>ms|s|m|h)?$")
+      | (.n | tonumber) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "": 1}[.u // ""];
+    ([.[] | select(.kind == "ConfigMap") | .data["worker-shutdown-timeout"] // empty] | first // "10"
+      | secs) as $drain
+    | [.[] | select(.kind == "DaemonSet" or .kind == "Deployment") | .spec.template.spec as $pod
+        | ($pod.containers[] | select(.name == "controller") | .args
+            | map(select(startswith("--shutdown-grace-period="))) | first // "--shutdown-grace-period=0"
+            | sub("^[^=]*="; "") | secs) as $grace
+        | $grace >= 5 and $pod.terminationGracePeriodSeconds >= $grace + $drain + 5]
+    | length > 0 and all' "$1"
+}
+check "manifests: terminationGracePeriodSeconds >= shutdown-grace-period + worker-shutdown-timeout + 5s" \
+  shutdown_budget "$tmp/manifests.json"
+check "chart (defaults and variant): the same" \
+  bash -c "$(declare -f shutdown_budget); shutdown_budget '$tmp/chart.json' && shutdown_budget '$tmp/variant.json'"
+
 echo "== RBAC: applied for real, asked as $sa"
 check "kubectl apply -f $manifests/" kubectl apply -f "$manifests/"
 check "the test cluster's sluice.kubeconfig user is $sa" \

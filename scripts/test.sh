@@ -5,12 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages the tests use (openssl for test certificates in scripts, util-linux's setpriv
-# to check the privileged-port message as an unprivileged user; for the Kubernetes tests and the
+# to check the privileged-port message as an unprivileged user and its prlimit to start Sluice
+# under a small open-files limit; for the Kubernetes tests and the
 # deploy check: util-linux's unshare and iproute2's ip for a network namespace of their own, curl to
 # wait for the API server, jq to compare manifests). Installed only when missing.
 missing=()
 command -v openssl >/dev/null || missing+=(openssl)
 command -v setpriv >/dev/null || missing+=(util-linux)
+command -v prlimit >/dev/null || missing+=(util-linux)
 command -v unshare >/dev/null || missing+=(util-linux)
 command -v ip >/dev/null || missing+=(iproute2)
 command -v curl >/dev/null || missing+=(curl)

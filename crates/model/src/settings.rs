@@ -66,6 +66,12 @@ pub struct Settings {
     pub worker_shutdown_timeout: Duration,
     /// `worker-processes`: `None` for `auto` (one per CPU). Read at start-up only.
     pub worker_processes: Option<u32>,
+    /// `max-worker-connections`: client connections one worker keeps open at most; at the cap
+    /// it closes idle keep-alive connections first, then stops accepting until one ends.
+    /// 0 (the default): derived from the open-files limit (see the README). ingress-nginx
+    /// defaults it to 16384 and derives it when 0; NGINX Inc.'s controller calls it
+    /// `worker-connections`, read here as the same key.
+    pub max_worker_connections: u32,
     /// Sluice default: on (ingress-nginx defaults it off).
     pub ssl_session_tickets: bool,
     /// Plain-HTTP requests for a host with TLS get a 308 to https.
@@ -112,6 +118,7 @@ impl Default for Settings {
             proxy_next_upstream_tries: 3,
             worker_shutdown_timeout: Duration::from_secs(10),
             worker_processes: None,
+            max_worker_connections: 0,
             ssl_session_tickets: true,
             ssl_redirect: true,
             use_forwarded_headers: false,
@@ -128,7 +135,12 @@ impl Default for Settings {
 }
 
 /// ingress-nginx keys that other controllers' ConfigMaps carry and that need nothing from us.
-const ACCEPTED_UNUSED_KEYS: &[&str] = &["worker-connections", "worker-cpu-affinity", "http2"];
+const ACCEPTED_UNUSED_KEYS: &[&str] = &["worker-cpu-affinity", "http2"];
+
+/// NGINX Inc.'s controller's name for `max-worker-connections` (nginx's `worker_connections`):
+/// a limit the operator set is honoured rather than dropped; when both are set the
+/// ingress-nginx name wins and the other is reported.
+const WORKER_CONNECTIONS_ALIAS: &str = "worker-connections";
 
 impl Settings {
     /// Settings from a ConfigMap's `data`; `source` names it in diagnostics.
@@ -140,6 +152,13 @@ impl Settings {
         let mut settings = Settings::default();
         for (key, value) in data {
             let value = value.trim();
+            if key == WORKER_CONNECTIONS_ALIAS && data.contains_key("max-worker-connections") {
+                diagnostics.push(Diagnostic::new(
+                    source.clone(),
+                    format!("data.{key}: ignored: max-worker-connections is set too and wins"),
+                ));
+                continue;
+            }
             let result = settings.set(key, value);
             if let Err(expected) = result {
                 diagnostics.push(Diagnostic::new(
@@ -229,6 +248,9 @@ impl Settings {
                             .ok_or("auto or a whole number")?,
                     ),
                 }
+            }
+            "max-worker-connections" | WORKER_CONNECTIONS_ALIAS => {
+                self.max_worker_connections = value.parse().map_err(|_| COUNT)?
             }
             "ssl-session-tickets" => self.ssl_session_tickets = parse_bool(value)?,
             "ssl-redirect" => self.ssl_redirect = parse_bool(value)?,
@@ -342,6 +364,23 @@ mod tests {
         assert_eq!(s.load_balance, LoadBalance::LeastRequest);
         assert!(!s.ssl_session_tickets);
         assert_eq!(s.worker_processes, Some(2));
+        assert_eq!(s.max_worker_connections, 10000);
+    }
+
+    #[test]
+    fn max_worker_connections_wins_over_its_nginx_inc_name() {
+        let (s, diagnostics) = settings(&[("max-worker-connections", "0")]);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        assert_eq!(s.max_worker_connections, 0);
+        let (s, diagnostics) = settings(&[
+            ("max-worker-connections", "512"),
+            ("worker-connections", "1024"),
+        ]);
+        assert_eq!(s.max_worker_connections, 512);
+        assert_eq!(diagnostics.len(), 1);
+        assert!(diagnostics[0].contains("data.worker-connections: ignored"));
+        let (_, diagnostics) = settings(&[("max-worker-connections", "many")]);
+        assert!(diagnostics[0].contains("invalid value \"many\""));
     }
 
     #[test]

@@ -26,6 +26,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 
+use crate::fds::{self, Reserve};
 use crate::listen::StartError;
 use crate::metrics::{self, Snapshot};
 use crate::shared::Shared;
@@ -33,6 +34,9 @@ use crate::worker::StatsRequest;
 
 /// A worker busy for longer than this is left out of one scrape rather than stalling it.
 const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long the accept loop waits when the process has no descriptor left, even spare.
+const EXHAUSTED_PAUSE: Duration = Duration::from_millis(100);
 
 /// Admin connections are few and short; they get a short head timeout.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -103,13 +107,31 @@ async fn serve(listener: TcpListener, admin: Arc<Admin>, mut stop: watch::Receiv
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_TIMEOUT);
     let mut connections = tokio::task::JoinSet::new();
+    // Probes must be answered when the process is out of descriptors (see `fds::Reserve`).
+    let mut spares = Reserve::new();
     loop {
         let accepted = tokio::select! {
             biased;
             _ = stop.changed() => break,
+            // A connection's end frees its descriptor: take spares back at once, before a
+            // worker does.
+            Some(_) = connections.join_next(), if !spares.is_full() => {
+                spares.refill();
+                continue;
+            }
             accepted = listener.accept() => accepted,
         };
-        let Ok((stream, _)) = accepted else { continue };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) if fds::is_exhaustion(&e) => {
+                if !spares.release_one() {
+                    // Nothing left to give: wait for descriptors rather than spin.
+                    tokio::time::sleep(EXHAUSTED_PAUSE).await;
+                }
+                continue;
+            }
+            Err(_) => continue,
+        };
         let admin = admin.clone();
         let builder = builder.clone();
         let mut stop = stop.clone();
@@ -151,6 +173,10 @@ impl Admin {
             (Surface::Admin, "/ready") if self.shared.is_ready() => {
                 text_response(StatusCode::OK, Bytes::from_static(b"ready\n"))
             }
+            (Surface::Admin, "/ready") if self.shared.is_terminating() => text_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                Bytes::from_static(b"not ready: shutting down\n"),
+            ),
             (Surface::Admin, "/ready") => text_response(
                 StatusCode::SERVICE_UNAVAILABLE,
                 Bytes::from_static(b"not ready: no configuration published yet\n"),

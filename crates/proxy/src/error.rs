@@ -50,6 +50,13 @@ pub(crate) enum ProxyError {
         #[source]
         source: io::Error,
     },
+    /// EMFILE/ENFILE on the socket for an upstream connection: the proxy's own shortage.
+    #[error("no file descriptor left for a connection to {addr}")]
+    OutOfFileDescriptors {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
     #[error("{addr} sent no response head within proxy-read-timeout")]
     ReadTimeout { addr: SocketAddr },
     #[error("{addr} accepted no request bytes within proxy-send-timeout")]
@@ -71,6 +78,8 @@ impl ProxyError {
         use ErrorSource::{Client, Proxy, Upstream};
         match self {
             ProxyError::NotReady => (StatusCode::SERVICE_UNAVAILABLE, Proxy),
+            // A local, passing shortage: the proxy's fault, not the endpoint's.
+            ProxyError::OutOfFileDescriptors { .. } => (StatusCode::SERVICE_UNAVAILABLE, Proxy),
             ProxyError::NoRoute => (StatusCode::NOT_FOUND, Client),
             ProxyError::BadRequest(_) | ProxyError::BadTarget(_) | ProxyError::ClientBody(_) => {
                 (StatusCode::BAD_REQUEST, Client)
@@ -108,6 +117,9 @@ impl ProxyError {
             ProxyError::ClientBody(_) => "400 Bad Request: the request body failed\n",
             ProxyError::MethodNotAllowed => "405 Method Not Allowed\n",
             ProxyError::NoEndpoints => "503 Service Unavailable: no endpoints for this service\n",
+            ProxyError::OutOfFileDescriptors { .. } => {
+                "503 Service Unavailable: the proxy is out of file descriptors\n"
+            }
             ProxyError::BodyTooLarge { .. } => "413 Payload Too Large\n",
             ProxyError::RequestFraming(FramingError::UnknownTransferEncoding) => {
                 "501 Not Implemented: unknown Transfer-Encoding\n"
@@ -204,6 +216,14 @@ mod tests {
                 ProxyError::RequestFraming(FramingError::UnknownTransferEncoding),
                 501,
                 Client,
+            ),
+            (
+                ProxyError::OutOfFileDescriptors {
+                    addr,
+                    source: io::Error::from_raw_os_error(24),
+                },
+                503,
+                Proxy,
             ),
             (
                 ProxyError::Connect {

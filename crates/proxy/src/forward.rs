@@ -256,7 +256,7 @@ async fn forward(
         // The client asked for it (the upstream client refuses a 101 otherwise).
         if let Some(client_upgrade) = client_upgrade {
             let (upstream, buffered) = upstream_conn.into_tunnel(settings.proxy_send_timeout);
-            let drain = conn.worker.drain_guard();
+            let drain = conn.worker.tunnel_guard();
             let idle = settings.proxy_read_timeout;
             tokio::task::spawn_local(async move {
                 let _drain = drain;

@@ -25,6 +25,10 @@
 //!
 //!  admin thread (--admin-listen): /healthz /ready /metrics (sums per-worker counters at scrape)
 //!  status thread (--status-listen, loopback only): /config
+//!
+//!  SIGTERM ─▶ Proxy::terminating(): /ready 503, listeners still serve (--shutdown-grace-period,
+//!             timed by the caller) ─▶ Proxy::shutdown(): stop signal ─▶ each worker's own flag
+//!             ─▶ stop accepting, drain within worker-shutdown-timeout ─▶ admin stops last
 //! ```
 //!
 //! Nothing on a request's path is shared between workers except immutable configuration,
@@ -43,6 +47,7 @@ mod body;
 mod client;
 mod date;
 mod error;
+mod fds;
 mod forward;
 #[doc(hidden)]
 pub mod fuzz;
@@ -59,6 +64,7 @@ mod tunnel;
 mod upstream;
 mod worker;
 
+pub use fds::{raise_open_files_limit, OpenFilesLimit};
 pub use listen::StartError;
 
 use shared::Shared;
@@ -85,6 +91,8 @@ pub struct Proxy {
     admin_addr: SocketAddr,
     status_addr: SocketAddr,
     stop: watch::Sender<bool>,
+    /// The admin server stops after the workers, so probes and scrapes answer during the drain.
+    stop_admin: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
     /// The admin and status threads.
     admin_threads: Vec<JoinHandle<()>>,
@@ -124,6 +132,9 @@ impl Proxy {
 
         let shared = Arc::new(Shared::new()?);
         let (stop, stop_rx) = watch::channel(false);
+        let (stop_admin, stop_admin_rx) = watch::channel(false);
+        let open_files = fds::open_files_limit();
+        let derived_max_connections = fds::derived_max_connections(open_files, workers);
 
         let mut stats_senders = Vec::with_capacity(workers);
         let mut handles = Vec::with_capacity(workers);
@@ -139,6 +150,7 @@ impl Proxy {
                 https_port: https_addr.port(),
                 stop: stop_rx.clone(),
                 stats: stats_rx,
+                derived_max_connections,
             });
             match spawned {
                 Ok(handle) => handles.push(handle),
@@ -161,15 +173,31 @@ impl Proxy {
         ];
         let mut admin_threads = Vec::with_capacity(servers.len());
         for (surface, socket, stats) in servers {
-            match admin::spawn(surface, socket, shared.clone(), stats, stop_rx.clone()) {
+            match admin::spawn(
+                surface,
+                socket,
+                shared.clone(),
+                stats,
+                stop_admin_rx.clone(),
+            ) {
                 Ok(handle) => admin_threads.push(handle),
                 Err(e) => {
                     stop.send_replace(true);
+                    stop_admin.send_replace(true);
                     return Err(e);
                 }
             }
         }
-        tracing::info!(%http_addr, %https_addr, %admin_addr, %status_addr, workers, "proxy started");
+        tracing::info!(
+            %http_addr,
+            %https_addr,
+            %admin_addr,
+            %status_addr,
+            workers,
+            open_files,
+            derived_max_connections,
+            "proxy started (derived_max_connections: per worker, when max-worker-connections is 0)"
+        );
         Ok(Proxy {
             shared,
             http_addr,
@@ -177,6 +205,7 @@ impl Proxy {
             admin_addr,
             status_addr,
             stop,
+            stop_admin,
             workers: handles,
             admin_threads,
         })
@@ -230,17 +259,29 @@ impl Proxy {
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = errors;
     }
 
+    /// The first step of a graceful stop: /ready answers 503 from now on, so load balancers
+    /// and Endpoints stop sending new connections, while every listener keeps serving. Call
+    /// [`Proxy::shutdown`] after the grace period.
+    pub fn terminating(&self) {
+        self.shared
+            .terminating
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Stops accepting now; lets in-flight requests finish within the current
     /// `worker-shutdown-timeout`, closes idle connections (HTTP/1 after the current response,
-    /// HTTP/2 with GOAWAY), then joins every thread. Blocks until everything has stopped, so
-    /// call it from a plain thread or `spawn_blocking`, not from inside an async task.
+    /// HTTP/2 with GOAWAY) and, at the end of the timeout, whatever is left (tunnels counted),
+    /// then joins every thread; the admin server stops last. Blocks until everything has
+    /// stopped, so call it from a plain thread or `spawn_blocking`, not from an async task.
     pub fn shutdown(mut self) {
+        self.terminating();
         self.stop.send_replace(true);
         for handle in self.workers.drain(..) {
             if handle.join().is_err() {
                 tracing::error!("a worker thread panicked");
             }
         }
+        self.stop_admin.send_replace(true);
         for thread in self.admin_threads.drain(..) {
             if thread.join().is_err() {
                 tracing::error!("an admin thread panicked");
@@ -253,6 +294,7 @@ impl Proxy {
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.stop.send_replace(true);
+        self.stop_admin.send_replace(true);
     }
 }
 

@@ -47,6 +47,18 @@ pub(crate) struct Stats {
     pub(crate) connect_errors: u64,
     pub(crate) retries: u64,
     pub(crate) open_connections: u64,
+    pub(crate) limits: LimitCounts,
+}
+
+/// What the worker did about `max-worker-connections` and the open-files limit.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct LimitCounts {
+    /// Idle keep-alive connections closed to make room for a new one.
+    pub(crate) idle_closed: u64,
+    /// Times accepting paused because every connection was busy.
+    pub(crate) accept_paused: u64,
+    /// Accepts and upstream connects that failed for want of a file descriptor.
+    pub(crate) fd_exhausted: u64,
 }
 
 /// What a worker hands to the admin server.
@@ -58,6 +70,7 @@ pub(crate) struct Snapshot {
     pub(crate) connect_errors: u64,
     pub(crate) retries: u64,
     pub(crate) open_connections: u64,
+    pub(crate) limits: LimitCounts,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -148,6 +161,7 @@ impl Stats {
             connect_errors: self.connect_errors,
             retries: self.retries,
             open_connections: self.open_connections,
+            limits: self.limits,
         }
     }
 }
@@ -188,6 +202,9 @@ impl Snapshot {
         self.connect_errors += other.connect_errors;
         self.retries += other.retries;
         self.open_connections += other.open_connections;
+        self.limits.idle_closed += other.limits.idle_closed;
+        self.limits.accept_paused += other.limits.accept_paused;
+        self.limits.fd_exhausted += other.limits.fd_exhausted;
     }
 }
 
@@ -269,6 +286,34 @@ pub(crate) fn render(total: &Snapshot, shared: &Shared, workers: usize) -> Strin
     );
     single(
         &mut out,
+        "sluice_client_connections_closed_idle_at_limit_total",
+        "counter",
+        "Idle keep-alive client connections closed to make room at max-worker-connections.",
+        total.limits.idle_closed as f64,
+    );
+    single(
+        &mut out,
+        "sluice_accept_paused_total",
+        "counter",
+        "Times a worker stopped accepting because all of its max-worker-connections were busy.",
+        total.limits.accept_paused as f64,
+    );
+    single(
+        &mut out,
+        "sluice_open_files_exhausted_total",
+        "counter",
+        "Accepts and upstream connects that failed because the process was out of file descriptors (EMFILE/ENFILE).",
+        total.limits.fd_exhausted as f64,
+    );
+    single(
+        &mut out,
+        "sluice_tunnels_closed_at_shutdown_total",
+        "counter",
+        "Upgraded connections (WebSocket) still open when worker-shutdown-timeout ended, closed.",
+        shared.tunnels_closed_at_shutdown.load(Ordering::Relaxed) as f64,
+    );
+    single(
+        &mut out,
         "sluice_config_swaps_total",
         "counter",
         "Configurations published.",
@@ -292,8 +337,8 @@ pub(crate) fn render(total: &Snapshot, shared: &Shared, workers: usize) -> Strin
         &mut out,
         "sluice_ready",
         "gauge",
-        "1 once a configuration has been published.",
-        f64::from(u8::from(config.is_some())),
+        "1 once a configuration has been published, 0 again once shutting down.",
+        f64::from(u8::from(shared.is_ready())),
     );
     family(
         &mut out,

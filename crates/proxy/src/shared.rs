@@ -1,7 +1,7 @@
 //! The little state every thread sees: the current configuration and the control plane's
 //! counters. Written by the control plane, read by workers without locks.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -24,6 +24,11 @@ pub(crate) struct Shared {
     pub(crate) config_swaps: AtomicU64,
     pub(crate) last_swap_unix_millis: AtomicU64,
     pub(crate) endpoint_swaps: AtomicU64,
+    /// SIGTERM arrived: /ready answers 503 so load balancers stop sending, while the
+    /// listeners keep serving through `--shutdown-grace-period`.
+    pub(crate) terminating: AtomicBool,
+    /// Upgraded connections still open at the end of `worker-shutdown-timeout` (closed then).
+    pub(crate) tunnels_closed_at_shutdown: AtomicU64,
     /// Bumped on every publish; each worker then rebuilds its view of live endpoints.
     pub(crate) wake: watch::Sender<u64>,
     /// The backends whose endpoint sets were swapped in place: each worker updates just those
@@ -44,6 +49,8 @@ impl Shared {
             config_swaps: AtomicU64::new(0),
             last_swap_unix_millis: AtomicU64::new(0),
             endpoint_swaps: AtomicU64::new(0),
+            terminating: AtomicBool::new(false),
+            tunnels_closed_at_shutdown: AtomicU64::new(0),
             wake: watch::Sender::new(0),
             endpoint_changes: broadcast::Sender::new(ENDPOINT_CHANGES_QUEUED),
             ticketer: rustls::crypto::aws_lc_rs::Ticketer::new().map_err(StartError::Tls)?,
@@ -68,7 +75,11 @@ impl Shared {
     }
 
     pub(crate) fn is_ready(&self) -> bool {
-        self.config.load().is_some()
+        !self.is_terminating() && self.config.load().is_some()
+    }
+
+    pub(crate) fn is_terminating(&self) -> bool {
+        self.terminating.load(Ordering::Relaxed)
     }
 
     pub(crate) fn source_errors(&self) -> Vec<String> {

@@ -8,8 +8,9 @@
 //!                │ none (closed ones are dropped)            │ failed before a response:
 //!                ▼                                           │  nothing written, or idempotent
 //!             connect ─ refused/timeout ─▶ set aside,        │  and bodiless: pooled ─▶ same
-//!                       next endpoint                        │  endpoint, fresh conn; fresh
-//!                                                            │  ─▶ next one
+//!                │      next endpoint                        │  endpoint, fresh conn; fresh
+//!                └─ EMFILE/ENFILE (ours, not the endpoint's) │  ─▶ next one
+//!                   ─▶ 503 at once, nothing set aside
 //!  response body read to its end (inside the client's poll) ─▶ connection back to the pool
 //!  (LIFO, ≤ keepalive per endpoint), unless the upstream or the framing said close
 //! ```
@@ -350,6 +351,12 @@ async fn acquire(
     // Boxed: a large future the reused-connection path should not carry.
     match Box::pin(connect(addr, settings)).await {
         Ok(conn) => Ok((conn, false)),
+        // This process is out of descriptors: the endpoint is fine, and every other endpoint
+        // would fail the same way.
+        Err(error @ ProxyError::OutOfFileDescriptors { .. }) => {
+            worker.note_connect_exhaustion();
+            Err(Failure { error, next: false })
+        }
         Err(error) => {
             worker.balancer.borrow_mut().set_aside(addr, Instant::now());
             worker.stats.borrow_mut().connect_errors += 1;
@@ -363,6 +370,9 @@ async fn acquire(
 async fn connect(addr: SocketAddr, settings: &Settings) -> Result<Conn, ProxyError> {
     let stream = match within(settings.proxy_connect_timeout, TcpStream::connect(addr)).await {
         Some(Ok(stream)) => stream,
+        Some(Err(source)) if crate::fds::is_exhaustion(&source) => {
+            return Err(ProxyError::OutOfFileDescriptors { addr, source })
+        }
         Some(Err(source)) => return Err(ProxyError::Connect { addr, source }),
         None => return Err(ProxyError::ConnectTimeout { addr }),
     };

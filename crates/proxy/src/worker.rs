@@ -6,10 +6,16 @@
 //! ```text
 //!  accept (http) ─┐                            ┌─▶ inline HTTP/1.1 ─(handover)─▶ hyper http1
 //!  accept (https)─┴─▶ serve(conn) ─TLS+ALPN────┴─▶ hyper http2 ─▶ forward::respond
-//!                          drive(): stop signal │ keep-alive-requests
-//!                                   ─▶ graceful shutdown (HTTP/1 close after response, GOAWAY)
-//!                                   idle timer (keep-alive, and client-header-timeout for
-//!                                   HTTP/1) ─▶ close (HTTP/1) │ GOAWAY (HTTP/2)
+//!     │                    drive(): stopping │ keep-alive-requests
+//!     │                             ─▶ graceful shutdown (HTTP/1 close after response, GOAWAY)
+//!     │                             idle timer (keep-alive, and client-header-timeout for
+//!     │                             HTTP/1) │ evicted ─▶ close (HTTP/1) │ GOAWAY (HTTP/2)
+//!     └─ max-worker-connections open: a new one evicts the longest-idle connection; none
+//!        idle ─▶ accepting pauses until a connection ends or goes idle. EMFILE: pause
+//!        until a connection ends, at most EXHAUSTED_PAUSE. One rate-limited WARN with counts.
+//!  shutdown: the shared stop signal is watched by one task per worker (`run`), which sets
+//!            the worker's own `stopping` flag and wakes its connections: connections never
+//!            touch anything another worker touches.
 //!  housekeeping: woken by publish/endpoints_changed ─▶ drop idle connections to vanished
 //!                endpoints; every second ─▶ drop idle connections past their age
 //!  stats: admin asks ─▶ snapshot of this worker's counters
@@ -18,12 +24,14 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
-use std::future::Future;
+use std::future::{poll_fn, Future};
 use std::io;
 use std::net::SocketAddr;
 use std::pin::{pin, Pin};
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::{Poll, Waker};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -52,9 +60,17 @@ use crate::upstream::Pool;
 /// raised to it.
 const MIN_HEADER_BUFFER: usize = 8192;
 
-/// Pause after an accept error that is not about one connection (out of file descriptors),
+/// Pause after an accept error that is neither about one connection nor about descriptors,
 /// so the loop does not spin while the condition lasts.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
+
+/// Out of file descriptors: accepting waits for a connection of this worker to end, or this
+/// long (nginx disables accepting for 500 ms), since other workers may free descriptors too.
+const EXHAUSTED_PAUSE: Duration = Duration::from_millis(500);
+
+/// At most one WARN about connection limits per this period per worker; it carries the
+/// counts since the previous one.
+const LIMIT_LOG_PERIOD: Duration = Duration::from_secs(10);
 
 /// How often idle upstream connections are checked against `upstream-keepalive-timeout`.
 const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(1);
@@ -72,6 +88,8 @@ pub(crate) struct WorkerSetup {
     pub(crate) https_port: u16,
     pub(crate) stop: watch::Receiver<bool>,
     pub(crate) stats: mpsc::Receiver<StatsRequest>,
+    /// `max-worker-connections: 0` means this (derived from the open-files limit).
+    pub(crate) derived_max_connections: usize,
 }
 
 /// The current configuration as one worker holds it: cloning the `Rc` is a plain increment,
@@ -92,8 +110,45 @@ pub(crate) struct Worker {
     tls: RefCell<(bool, TlsAcceptor)>,
     http_port: HeaderValue,
     https_port: HeaderValue,
+    /// The signal every worker shares; only `run` reads it.
     stop: watch::Receiver<bool>,
+    /// This worker's copy of the stop signal: connections read it with a plain load.
+    stopping: Cell<bool>,
+    /// Wakes the accept loops when `stopping` is set.
+    stopped: Notify,
     drain: Drain,
+    /// Client connections being served, so stopping can wake them and the connection cap
+    /// can find an idle one.
+    connections: RefCell<Connections>,
+    derived_max_connections: usize,
+    /// Connections told to close for the cap and not yet gone.
+    evicting: Cell<usize>,
+    /// An accept loop waits for room under the cap: ending connections and requests wake it.
+    accept_waiting: Cell<bool>,
+    room: Notify,
+    limit_log: RefCell<LimitLog>,
+}
+
+/// Registered client connections: a slab (a `Vec` with a free list), one slot each.
+#[derive(Default)]
+struct Connections {
+    slots: Vec<Option<Rc<ConnCtx>>>,
+    free: Vec<usize>,
+}
+
+/// Removes a connection from the worker's registry when it ends.
+struct Registered {
+    conn: Rc<ConnCtx>,
+    slot: usize,
+}
+
+/// Counts since the last limit WARN, and when it was written.
+#[derive(Default)]
+struct LimitLog {
+    last: Option<Instant>,
+    idle_closed: u64,
+    paused: u64,
+    exhausted: u64,
 }
 
 /// One client connection.
@@ -106,7 +161,13 @@ pub(crate) struct ConnCtx {
     in_flight: Cell<u32>,
     last_active: Cell<Instant>,
     /// HTTP/2 only: `keep-alive-requests` reached; the driver sends GOAWAY.
-    close: Notify,
+    close_requested: Cell<bool>,
+    /// Chosen to make room under `max-worker-connections`: the driver closes it if it is
+    /// still idle.
+    evict: Cell<bool>,
+    /// The connection's task, woken when the worker stops or a flag above is set. Set once
+    /// by `drive` (the task's waker does not change).
+    waker: RefCell<Option<Waker>>,
     /// The worker is stopping: the inline HTTP/1 server answers the request in flight with
     /// `Connection: close` and serves no other.
     closing: Cell<bool>,
@@ -121,12 +182,15 @@ pub(crate) struct RequestGuard {
 /// Keeps the worker's shutdown waiting while a connection or tunnel is open.
 pub(crate) struct DrainGuard {
     worker: Rc<Worker>,
+    tunnel: bool,
 }
 
 /// Open connections and tunnels, so shutdown knows when all have finished.
 #[derive(Default)]
 struct Drain {
     open: Cell<usize>,
+    /// Of `open`, the upgraded connections (counted when shutdown cuts them).
+    tunnels: Cell<usize>,
     idle: Notify,
 }
 
@@ -178,6 +242,7 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
     let https_port = HeaderValue::from(setup.https_port);
     let stop = setup.stop;
     let stats = setup.stats;
+    let derived_max_connections = setup.derived_max_connections;
     std::thread::Builder::new()
         .name(format!("sluice-worker-{id}"))
         .spawn(move || {
@@ -195,7 +260,15 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
                     http_port,
                     https_port,
                     stop,
+                    stopping: Cell::new(false),
+                    stopped: Notify::new(),
                     drain: Drain::default(),
+                    connections: RefCell::default(),
+                    derived_max_connections,
+                    evicting: Cell::new(0),
+                    accept_waiting: Cell::new(false),
+                    room: Notify::new(),
+                    limit_log: RefCell::default(),
                 });
                 worker.run(http, https, stats).await;
             });
@@ -217,26 +290,51 @@ impl Worker {
         tokio::task::spawn_local(self.clone().housekeeping());
         tokio::task::spawn_local(self.clone().serve_stats(stats));
 
+        // The one place this worker reads the signal all workers share.
         let mut stop = self.stop.clone();
         while !*stop.borrow_and_update() {
             if stop.changed().await.is_err() {
                 break;
             }
         }
-        // Accept loops and connections saw the same signal: no new connections, idle ones
-        // closing, busy ones finishing their current request.
+        self.begin_stop();
+        // No new connections; idle ones closing, busy ones finishing their current request.
         let grace = self.settings().worker_shutdown_timeout;
         if tokio::time::timeout(grace, self.drain.wait())
             .await
             .is_err()
         {
+            let tunnels = self.drain.tunnels.get();
+            self.shared
+                .tunnels_closed_at_shutdown
+                .fetch_add(tunnels as u64, Ordering::Relaxed);
             tracing::info!(
-                open = self.drain.open.get(),
+                connections = self.drain.open.get() - tunnels,
+                tunnels,
                 ?grace,
-                "worker-shutdown-timeout elapsed, dropping remaining connections"
+                "worker-shutdown-timeout elapsed, closing what is still open"
             );
         }
         self.pool.borrow_mut().clear();
+    }
+
+    /// Sets this worker's stop flag and wakes whatever waits on it.
+    fn begin_stop(&self) {
+        self.stopping.set(true);
+        self.stopped.notify_waiters();
+        for conn in self.connections.borrow().iter() {
+            conn.wake();
+        }
+    }
+
+    /// Resolves once the worker is stopping.
+    async fn until_stopping(&self) {
+        let stopped = self.stopped.notified();
+        let mut stopped = pin!(stopped);
+        stopped.as_mut().enable();
+        if !self.stopping.get() {
+            stopped.await;
+        }
     }
 
     /// The configuration to serve this request with, or `None` before the first publish.
@@ -261,11 +359,137 @@ impl Worker {
             .unwrap_or_default()
     }
 
-    pub(crate) fn drain_guard(self: &Rc<Self>) -> DrainGuard {
+    fn drain_guard(self: &Rc<Self>, tunnel: bool) -> DrainGuard {
         self.drain.open.set(self.drain.open.get() + 1);
+        if tunnel {
+            self.drain.tunnels.set(self.drain.tunnels.get() + 1);
+        }
         DrainGuard {
             worker: self.clone(),
+            tunnel,
         }
+    }
+
+    /// Keeps shutdown waiting (up to `worker-shutdown-timeout`) while an upgraded connection
+    /// is open; one still open then is closed and counted. The client connection's own
+    /// count ended with hyper's part of it, so the tunnel counts it again: it holds its
+    /// descriptors (and a place under `max-worker-connections`) until it closes.
+    pub(crate) fn tunnel_guard(self: &Rc<Self>) -> DrainGuard {
+        self.stats.borrow_mut().open_connections += 1;
+        self.drain_guard(true)
+    }
+
+    /// `max-worker-connections`, or the derived value for 0.
+    fn max_connections(&self) -> usize {
+        match self.settings().max_worker_connections {
+            0 => self.derived_max_connections,
+            n => n as usize,
+        }
+    }
+
+    /// Open client connections not already told to close.
+    fn counted_connections(&self) -> usize {
+        let open = usize::try_from(self.stats.borrow().open_connections).unwrap_or(usize::MAX);
+        open.saturating_sub(self.evicting.get())
+    }
+
+    /// The idle connection that has waited longest, if any. A scan: it runs only at the cap.
+    fn longest_idle(&self) -> Option<Rc<ConnCtx>> {
+        self.connections
+            .borrow()
+            .iter()
+            .filter(|c| c.in_flight.get() == 0 && !c.evict.get() && !c.closing.get())
+            .min_by_key(|c| c.last_active.get())
+            .cloned()
+    }
+
+    /// Tells the longest-idle connection to close; `false` when every connection is busy.
+    fn evict_idle(&self) -> bool {
+        let Some(conn) = self.longest_idle() else {
+            return false;
+        };
+        conn.evict.set(true);
+        self.evicting.set(self.evicting.get() + 1);
+        conn.wake();
+        self.stats.borrow_mut().limits.idle_closed += 1;
+        self.note_limit(|log| log.idle_closed += 1);
+        true
+    }
+
+    /// Before an accept (`accepted: false`): returns once a connection may be accepted under
+    /// the cap: there is room, or an idle connection to close for it (closed only once one
+    /// arrives). After one (`true`, counted already): returns once it has room, closing an idle
+    /// connection for it; with none idle (all got busy while we waited in accept) the
+    /// connection waits, and accepting with it. Waiting, accepting pauses (the kernel's backlog
+    /// holds new connections) until a connection ends or goes idle.
+    async fn room_for_one(&self, accepted: bool) {
+        let mut counted_pause = false;
+        loop {
+            let limit = self.max_connections().saturating_add(usize::from(accepted));
+            if self.stopping.get() || self.counted_connections() < limit {
+                return;
+            }
+            if accepted {
+                if self.evict_idle() {
+                    continue;
+                }
+            } else if self.longest_idle().is_some() {
+                return;
+            }
+            let room = self.room.notified();
+            let mut room = pin!(room);
+            room.as_mut().enable();
+            if !counted_pause {
+                counted_pause = true;
+                self.stats.borrow_mut().limits.accept_paused += 1;
+                self.note_limit(|log| log.paused += 1);
+            }
+            self.accept_waiting.set(true);
+            tokio::select! {
+                () = room => {}
+                () = self.until_stopping() => {}
+            }
+            self.accept_waiting.set(false);
+        }
+    }
+
+    /// A connection ended or went idle: a paused accept loop may go on.
+    fn room_changed(&self) {
+        if self.accept_waiting.get() {
+            self.room.notify_waiters();
+        }
+    }
+
+    /// Counts a limit event and writes the WARN if the last one is old enough.
+    fn note_limit(&self, count: impl FnOnce(&mut LimitLog)) {
+        let mut log = self.limit_log.borrow_mut();
+        count(&mut log);
+        let now = Instant::now();
+        if log
+            .last
+            .is_some_and(|last| now.saturating_duration_since(last) < LIMIT_LOG_PERIOD)
+        {
+            return;
+        }
+        tracing::warn!(
+            max_worker_connections = self.max_connections(),
+            open = self.stats.borrow().open_connections,
+            idle_closed = log.idle_closed,
+            accept_paused = log.paused,
+            out_of_file_descriptors = log.exhausted,
+            "connection limit reached (max-worker-connections or the open-files limit); \
+             counts since the last such line"
+        );
+        *log = LimitLog {
+            last: Some(now),
+            ..LimitLog::default()
+        };
+    }
+
+    /// An upstream connect found no free descriptor.
+    pub(crate) fn note_connect_exhaustion(&self) {
+        self.stats.borrow_mut().limits.fd_exhausted += 1;
+        self.note_limit(|log| log.exhausted += 1);
     }
 
     fn tls_acceptor(&self, session_tickets: bool) -> Option<TlsAcceptor> {
@@ -283,20 +507,20 @@ impl Worker {
     }
 
     async fn accept_loop(self: Rc<Self>, listener: TcpListener, https: bool) {
-        let mut stop = self.stop.clone();
-        if *stop.borrow_and_update() {
-            return;
-        }
         loop {
+            self.room_for_one(false).await;
             let accepted = tokio::select! {
                 // Stopping must win over a full backlog.
                 biased;
-                _ = stop.changed() => return,
+                () = self.until_stopping() => return,
                 accepted = listener.accept() => accepted,
             };
             match accepted {
                 Ok((stream, peer)) => {
-                    tokio::task::spawn_local(self.clone().serve(stream, peer, https));
+                    // Counted now, so the other listener's loop sees it at once.
+                    let open = OpenConnection::new(&self);
+                    self.room_for_one(true).await;
+                    tokio::task::spawn_local(self.clone().serve(stream, peer, https, open));
                 }
                 // The peer gave up before we accepted: nothing wrong with the listener.
                 Err(e)
@@ -306,6 +530,21 @@ impl Worker {
                             | io::ErrorKind::ConnectionReset
                             | io::ErrorKind::Interrupted
                     ) => {}
+                Err(e) if crate::fds::is_exhaustion(&e) => {
+                    self.stats.borrow_mut().limits.fd_exhausted += 1;
+                    self.note_limit(|log| log.exhausted += 1);
+                    // No idle connection is closed here: Linux allocates the descriptor before
+                    // it looks for a pending connection, so EMFILE does not mean that anyone
+                    // is waiting. The cap is what keeps descriptors free; this only waits.
+                    let room = self.room.notified();
+                    self.accept_waiting.set(true);
+                    tokio::select! {
+                        () = room => {}
+                        () = tokio::time::sleep(EXHAUSTED_PAUSE) => {}
+                        () = self.until_stopping() => {}
+                    }
+                    self.accept_waiting.set(false);
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed, backing off");
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
@@ -314,8 +553,13 @@ impl Worker {
         }
     }
 
-    async fn serve(self: Rc<Self>, stream: TcpStream, peer: SocketAddr, https: bool) {
-        let _open = OpenConnection::new(&self);
+    async fn serve(
+        self: Rc<Self>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        https: bool,
+        _open: OpenConnection,
+    ) {
         // Responses are written in few large writes; Nagle would only delay their tails.
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "set TCP_NODELAY");
@@ -328,6 +572,7 @@ impl Worker {
         ));
         if !https {
             let conn = ConnCtx::new(self, peer, false, false);
+            let _registered = conn.register();
             serve_http1(conn, stream, &settings).await;
             return;
         }
@@ -348,6 +593,7 @@ impl Worker {
         };
         let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
         let conn = ConnCtx::new(self, peer, true, h2);
+        let _registered = conn.register();
         if h2 {
             serve_http2(conn, TokioIo::new(tls), &settings).await;
         } else {
@@ -455,9 +701,34 @@ impl ConnCtx {
             requests: Cell::new(0),
             in_flight: Cell::new(0),
             last_active: Cell::new(Instant::now()),
-            close: Notify::new(),
+            close_requested: Cell::new(false),
+            evict: Cell::new(false),
+            waker: RefCell::new(None),
             closing: Cell::new(false),
         })
+    }
+
+    /// Enters this connection in the worker's registry until the returned guard drops.
+    fn register(self: &Rc<Self>) -> Registered {
+        let slot = self.worker.connections.borrow_mut().insert(self.clone());
+        Registered {
+            conn: self.clone(),
+            slot,
+        }
+    }
+
+    /// Remembers the task to wake; a pointer comparison once it is known.
+    fn watch(&self, waker: &Waker) {
+        let mut mine = self.waker.borrow_mut();
+        if !mine.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            *mine = Some(waker.clone());
+        }
+    }
+
+    fn wake(&self) {
+        if let Some(waker) = self.waker.borrow().as_ref() {
+            waker.wake_by_ref();
+        }
     }
 
     /// Starts a request: returns its guard and its number on this connection (from 1).
@@ -479,7 +750,8 @@ impl ConnCtx {
 
     /// Asks the driver to close this connection gracefully (HTTP/2 GOAWAY).
     pub(crate) fn close_after_this(&self) {
-        self.close.notify_one();
+        self.close_requested.set(true);
+        self.wake();
     }
 
     pub(crate) fn forwarded<'a>(&'a self, settings: &Settings) -> Forwarded<'a> {
@@ -509,6 +781,7 @@ impl Drop for RequestGuard {
             .observe(now.saturating_duration_since(self.start));
         self.conn.in_flight.set(self.conn.in_flight.get() - 1);
         self.conn.last_active.set(now);
+        self.conn.worker.room_changed();
     }
 }
 
@@ -516,9 +789,50 @@ impl Drop for DrainGuard {
     fn drop(&mut self) {
         let drain = &self.worker.drain;
         drain.open.set(drain.open.get() - 1);
+        if self.tunnel {
+            drain.tunnels.set(drain.tunnels.get() - 1);
+            self.worker.stats.borrow_mut().open_connections -= 1;
+            self.worker.room_changed();
+        }
         if drain.open.get() == 0 {
             drain.idle.notify_one();
         }
+    }
+}
+
+impl Connections {
+    fn insert(&mut self, conn: Rc<ConnCtx>) -> usize {
+        match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot] = Some(conn);
+                slot
+            }
+            None => {
+                self.slots.push(Some(conn));
+                self.slots.len() - 1
+            }
+        }
+    }
+
+    fn remove(&mut self, slot: usize) {
+        self.slots[slot] = None;
+        self.free.push(slot);
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Rc<ConnCtx>> {
+        self.slots.iter().flatten()
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let worker = &self.conn.worker;
+        worker.connections.borrow_mut().remove(self.slot);
+        if self.conn.evict.get() {
+            worker.evicting.set(worker.evicting.get() - 1);
+        }
+        // Its task is over: nothing to wake any more, and no cycle through the waker.
+        self.conn.waker.borrow_mut().take();
     }
 }
 
@@ -539,14 +853,16 @@ impl OpenConnection {
     fn new(worker: &Rc<Worker>) -> OpenConnection {
         worker.stats.borrow_mut().open_connections += 1;
         OpenConnection {
-            drain: worker.drain_guard(),
+            drain: worker.drain_guard(false),
         }
     }
 }
 
 impl Drop for OpenConnection {
     fn drop(&mut self) {
-        self.drain.worker.stats.borrow_mut().open_connections -= 1;
+        let worker = &self.drain.worker;
+        worker.stats.borrow_mut().open_connections -= 1;
+        worker.room_changed();
     }
 }
 
@@ -650,11 +966,15 @@ enum Server {
     Inline,
 }
 
-/// Runs a client connection to its end, turning the worker's stop signal, the idle
-/// timeout and `keep-alive-requests` into a graceful shutdown of it. `None`: the driver
-/// closed it. An HTTP/1 connection idle too long is closed outright: hyper would keep one
-/// that never completed its first head open on a graceful shutdown, and with no request in
-/// flight nothing is cut short.
+/// Runs a client connection to its end, turning the worker's stop flag, the idle timeout,
+/// an eviction for `max-worker-connections` and `keep-alive-requests` into a graceful
+/// shutdown of it. `None`: the driver closed it. An HTTP/1 connection idle too long (or
+/// evicted) is closed outright: hyper would keep one that never completed its first head open
+/// on a graceful shutdown, and with no request in flight nothing is cut short.
+///
+/// The flags are this worker's and this connection's `Cell`s, read with plain loads on each
+/// poll; whoever sets one wakes the task through the waker `watch` keeps. Nothing here
+/// touches memory another worker writes.
 async fn drive<C: Future>(
     connection: C,
     conn: &ConnCtx,
@@ -664,14 +984,6 @@ async fn drive<C: Future>(
 ) -> Option<C::Output> {
     let mut connection = pin!(connection);
     let inline = server == Server::Inline;
-    let mut stop = conn.worker.stop.clone();
-    let mut closing = *stop.borrow_and_update();
-    if closing {
-        if inline && conn.in_flight.get() == 0 {
-            return None;
-        }
-        finish(connection.as_mut());
-    }
     let idle_enabled = !idle_timeout.is_zero();
     let idle = tokio::time::sleep(if idle_enabled {
         idle_timeout
@@ -679,43 +991,64 @@ async fn drive<C: Future>(
         Duration::from_secs(3600)
     });
     let mut idle = pin!(idle);
-    loop {
-        tokio::select! {
-            biased;
-            output = connection.as_mut() => return Some(output),
-            changed = stop.changed(), if !closing => {
-                if changed.is_err() || *stop.borrow_and_update() {
-                    closing = true;
-                    // The inline server between requests waits on a read that nothing
-                    // else would end.
-                    if inline && conn.in_flight.get() == 0 {
-                        return None;
-                    }
-                    finish(connection.as_mut());
-                }
-            }
-            // Only HTTP/2 is ever asked to close (HTTP/1 says `Connection: close`), and
-            // polling a `Notify` takes a lock: HTTP/1 connections do not wait on it.
-            () = conn.close.notified(), if !closing && conn.h2 => {
+    let mut closing = false;
+    poll_fn(|cx| {
+        conn.watch(cx.waker());
+        loop {
+            if !closing && conn.worker.stopping.get() {
                 closing = true;
+                // The inline server between requests waits on a read that nothing else
+                // would end.
+                if inline && conn.in_flight.get() == 0 {
+                    return Poll::Ready(None);
+                }
                 finish(connection.as_mut());
             }
-            () = idle.as_mut(), if idle_enabled && !(closing && conn.h2) => {
+            if let Poll::Ready(output) = connection.as_mut().poll(cx) {
+                return Poll::Ready(Some(output));
+            }
+            // Only HTTP/2 is ever asked to close this way (HTTP/1 says `Connection: close`).
+            if !closing && conn.close_requested.get() {
+                closing = true;
+                finish(connection.as_mut());
+                continue;
+            }
+            if conn.evict.get() && !(closing && conn.h2) {
+                if conn.in_flight.get() == 0 {
+                    if !conn.h2 {
+                        return Poll::Ready(None);
+                    }
+                    closing = true;
+                    finish(connection.as_mut());
+                    continue;
+                }
+                // A request arrived since it was chosen: it stays, and counts again.
+                conn.evict.set(false);
+                conn.worker.evicting.set(conn.worker.evicting.get() - 1);
+            }
+            if idle_enabled && !(closing && conn.h2) && idle.as_mut().poll(cx).is_ready() {
                 let now = Instant::now();
                 let deadline = conn.last_active.get() + idle_timeout;
                 if conn.in_flight.get() == 0 && deadline <= now {
                     if !conn.h2 {
-                        return None;
+                        return Poll::Ready(None);
                     }
                     closing = true;
                     finish(connection.as_mut());
                 } else {
-                    let next = if conn.in_flight.get() == 0 { deadline } else { now + idle_timeout };
+                    let next = if conn.in_flight.get() == 0 {
+                        deadline
+                    } else {
+                        now + idle_timeout
+                    };
                     idle.as_mut().reset(next.into());
                 }
+                continue;
             }
+            return Poll::Pending;
         }
-    }
+    })
+    .await
 }
 
 /// Awaits `future` for at most `limit`; a zero limit means no limit. `None` on timeout.

@@ -66,6 +66,7 @@ pub(crate) fn run(args: DemoArgs) -> anyhow::Result<()> {
         controller_class: "sluice.dev/ingress-controller".into(),
         default_tls_secret: None,
         configmap: model::NamespacedName::new("sluice", "sluice"),
+        shutdown_grace_period: std::time::Duration::ZERO,
     })
 }
 

@@ -204,13 +204,18 @@ async fn run_async(args: ServeArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let mut pending = ChangeSet::default();
     let mut synced = false;
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("installing the SIGTERM handler")?;
+    // Changes keep being applied during the grace period: backends roll too.
+    let mut termination = super::Termination::new(args.shutdown_grace_period)?;
     loop {
         let update = tokio::select! {
             update = watchers.next() => update,
-            _ = terminate.recv() => break,
-            _ = tokio::signal::ctrl_c() => break,
+            step = termination.next() => match step {
+                super::Step::Grace => {
+                    control.proxy.terminating();
+                    continue;
+                }
+                super::Step::Stop => break,
+            },
         };
         let Some(update) = update else { break };
         pending.merge(apply(&mut control.store, update));

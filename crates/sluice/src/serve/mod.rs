@@ -8,6 +8,12 @@
 //!        endpoints only ──▶ Compiled::refresh_endpoints ──▶ Proxy::endpoints_changed ◀┘
 //! ```
 //! All of this runs on one current-thread runtime; workers never wait for it.
+//!
+//! ```text
+//!  start ─▶ soft RLIMIT_NOFILE raised to the hard limit (logged) ─▶ Proxy::start
+//!  SIGTERM ─▶ Proxy::terminating (/ready 503; still serving, still applying changes)
+//!          ─ --shutdown-grace-period, or a second signal ─▶ Proxy::shutdown (drain)
+//! ```
 
 mod kubernetes;
 
@@ -25,6 +31,7 @@ use model::{
 };
 use providers::{FileSource, FileWatch};
 use proxy::{Proxy, ProxyConfig};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 /// ingress-nginx's internal status port, also loopback-only there.
 pub(crate) const DEFAULT_STATUS_LISTEN: &str = "127.0.0.1:10246";
@@ -74,6 +81,17 @@ pub(crate) struct ServeArgs {
     /// ConfigMap holding controller settings.
     #[arg(long, value_name = "NS/NAME", value_parser = namespaced_name, default_value = "sluice/sluice")]
     pub(crate) configmap: NamespacedName,
+    /// After SIGTERM, how long /ready answers 503 while the listeners keep accepting and
+    /// serving (load balancers and kube-proxy need a few seconds to stop sending), before
+    /// they close and requests in flight drain within worker-shutdown-timeout. A second
+    /// signal ends it early. ingress-nginx's flag; a bare number is seconds.
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = grace_period)]
+    pub(crate) shutdown_grace_period: Duration,
+}
+
+fn grace_period(text: &str) -> Result<Duration, String> {
+    model::settings::parse_duration(text)
+        .ok_or_else(|| format!("{text:?}: expected a duration like 5, 5s or 500ms"))
 }
 
 fn namespaced_name(text: &str) -> Result<NamespacedName, String> {
@@ -82,6 +100,7 @@ fn namespaced_name(text: &str) -> Result<NamespacedName, String> {
 
 /// Runs until SIGTERM or SIGINT, then drains and returns.
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
+    raise_open_files_limit();
     match &args.config {
         Some(config) => run_files(config.clone(), args),
         None => kubernetes::run(args),
@@ -121,6 +140,73 @@ impl ServeArgs {
             status_listen: self.status_listen,
             workers,
         }
+    }
+}
+
+/// A container runtime may start us with a soft limit of 1024 descriptors; every client and
+/// upstream connection takes one.
+fn raise_open_files_limit() {
+    match proxy::raise_open_files_limit() {
+        Ok(limit) if limit.now > limit.before => tracing::info!(
+            before = limit.before,
+            now = limit.now,
+            hard = limit.hard,
+            "raised the open-files limit (RLIMIT_NOFILE) from {} to the hard limit {}",
+            limit.before,
+            limit.hard
+        ),
+        Ok(limit) => tracing::info!(
+            soft = limit.now,
+            hard = limit.hard,
+            "the open-files limit (RLIMIT_NOFILE) is already at the hard limit"
+        ),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open-files limit (RLIMIT_NOFILE)"),
+    }
+}
+
+/// SIGTERM and SIGINT, for both providers' loops: the first signal starts the grace period,
+/// its end (or a second signal) ends the loop.
+pub(crate) struct Termination {
+    grace: Duration,
+    ends: Option<tokio::time::Instant>,
+    terminate: Signal,
+}
+
+/// What the serving loop does next.
+pub(crate) enum Step {
+    /// Mark the proxy as terminating (/ready 503) and keep serving.
+    Grace,
+    /// Leave the loop and drain.
+    Stop,
+}
+
+impl Termination {
+    pub(crate) fn new(grace: Duration) -> anyhow::Result<Termination> {
+        Ok(Termination {
+            grace,
+            ends: None,
+            terminate: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+        })
+    }
+
+    /// Waits for the next step; cancel-safe, so it can be one branch of a `select!`.
+    pub(crate) async fn next(&mut self) -> Step {
+        let ends = self.ends;
+        tokio::select! {
+            _ = self.terminate.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+            () = tokio::time::sleep_until(ends.unwrap_or_else(tokio::time::Instant::now)),
+                if ends.is_some() => return Step::Stop,
+        }
+        if self.ends.is_some() || self.grace.is_zero() {
+            return Step::Stop;
+        }
+        self.ends = Some(tokio::time::Instant::now() + self.grace);
+        tracing::info!(
+            grace = ?self.grace,
+            "shutting down: /ready answers 503; still serving for --shutdown-grace-period"
+        );
+        Step::Grace
     }
 }
 
@@ -167,9 +253,7 @@ fn run_files(config: PathBuf, args: ServeArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                .context("installing the SIGTERM handler")?;
+        let mut termination = Termination::new(args.shutdown_grace_period)?;
         loop {
             tokio::select! {
                 _ = watch.changed() => {
@@ -180,8 +264,10 @@ fn run_files(config: PathBuf, args: ServeArgs) -> anyhow::Result<()> {
                         control.act(changes);
                     }
                 }
-                _ = terminate.recv() => break,
-                _ = tokio::signal::ctrl_c() => break,
+                step = termination.next() => match step {
+                    Step::Grace => control.proxy.terminating(),
+                    Step::Stop => break,
+                },
             }
         }
         anyhow::Ok(())
