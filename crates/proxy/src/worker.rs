@@ -1026,8 +1026,18 @@ async fn drive<C: Future>(
                 conn.evict.set(false);
                 conn.worker.evicting.set(conn.worker.evicting.get() - 1);
             }
-            if idle_enabled && !(closing && conn.h2) && idle.as_mut().poll(cx).is_ready() {
+            if idle_enabled && idle.as_mut().poll(cx).is_ready() {
                 let now = Instant::now();
+                if closing && conn.h2 {
+                    // GOAWAY is out. A client that does not let the connection finish (a
+                    // flow-control window kept shut on the last responses' data) is dropped
+                    // once it has had no stream for another idle period.
+                    if conn.in_flight.get() == 0 {
+                        return Poll::Ready(None);
+                    }
+                    idle.as_mut().reset((now + idle_timeout).into());
+                    continue;
+                }
                 let deadline = conn.last_active.get() + idle_timeout;
                 if conn.in_flight.get() == 0 && deadline <= now {
                     if !conn.h2 {
@@ -1035,6 +1045,7 @@ async fn drive<C: Future>(
                     }
                     closing = true;
                     finish(connection.as_mut());
+                    idle.as_mut().reset((now + idle_timeout).into());
                 } else {
                     let next = if conn.in_flight.get() == 0 {
                         deadline

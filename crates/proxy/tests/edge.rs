@@ -521,3 +521,33 @@ async fn client_and_upstream_sockets_have_tcp_keepalive() {
     let upstream_local = upstream_local.expect("a pooled upstream connection");
     assert_eq!(keepalive_armed(upstream_local, backend_port), Some(true));
 }
+
+#[tokio::test]
+async fn an_http2_connection_that_never_takes_its_last_data_is_dropped_after_goaway() {
+    // A one-byte window: the response is handed to HTTP/2 whole (the request is over) but all
+    // but a byte of it waits for a window the client never opens. The idle close sends GOAWAY;
+    // the connection must not then wait forever for that data to leave.
+    let (h, ca, _backend) = tls_site(&[("keep-alive", "1s")]).await;
+    let (tls, _) = ca
+        .connect(h.https(), "files.example", &[b"h2"])
+        .await
+        .unwrap();
+    let (mut sender, connection) = bounded(
+        http2::Builder::new(TokioExecutor::new())
+            .initial_stream_window_size(1)
+            .adaptive_window(false)
+            .handshake(TokioIo::new(tls)),
+    )
+    .await
+    .unwrap();
+    let connection = tokio::spawn(connection);
+    let request = Request::get("https://files.example/1kb.bin")
+        .body(Full::<Bytes>::default())
+        .unwrap();
+    let response = bounded(sender.send_request(request)).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    // The body is never read: the window stays at one byte.
+    let ended = bounded(connection).await;
+    assert!(ended.is_ok(), "the connection task panicked: {ended:?}");
+    drop(response);
+}
