@@ -18,6 +18,8 @@
 #   SLUICE_BIN=...   use this binary instead of `cargo build --release -p sluice`
 #   SYSTEMS="sluice nginx"  PROTOCOLS="http https"   to run a subset
 #   PROXY_CPU=0  LOAD_CPU=1   CPUs for the proxies and for wrk + backend
+#   WORKERS=1        worker threads (Sluice) / worker processes (nginx); with 2, give the
+#                    proxies both CPUs (PROXY_CPU=0,1 LOAD_CPU=0,1) to see cross-core costs
 #   SLUICE_ARGS="..."  extra flags for `sluice serve`
 #   KEEP_WORK=1      keep the temporary directory (configs, logs, wrk output)
 #
@@ -32,6 +34,7 @@ PROTOCOLS=${PROTOCOLS:-http https}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 KEEP_WORK=${KEEP_WORK:-0}
+WORKERS=${WORKERS:-1}
 
 HOST=app.example.com
 PATH_UNDER_TEST=/1kb.bin
@@ -168,7 +171,7 @@ start_nginx() {
     cat >"$dir/nginx.conf" <<EOF
 daemon off;
 master_process on;
-worker_processes 1;
+worker_processes $WORKERS;
 pid $dir/nginx.pid;
 error_log $dir/error.log warn;
 
@@ -343,7 +346,7 @@ start_sluice() {
     fi
     taskset -c "$PROXY_CPU" "$SLUICE_BIN" serve --config "$WORK/sluice" \
         --http-listen "127.0.0.1:$SLUICE_HTTP" --https-listen "127.0.0.1:$SLUICE_HTTPS" \
-        --admin-listen "127.0.0.1:$SLUICE_ADMIN" --workers 1 "${extra[@]}" >"$WORK/sluice.log" 2>&1 &
+        --admin-listen "127.0.0.1:$SLUICE_ADMIN" --workers "$WORKERS" "${extra[@]}" >"$WORK/sluice.log" 2>&1 &
     SLUICE_PID=$!
     PIDS+=("$SLUICE_PID")
     wait_until "sluice" "$SLUICE_PID" curl -fsS "http://127.0.0.1:$SLUICE_ADMIN/ready"
