@@ -279,22 +279,8 @@ async fn a_silent_tunnel_is_closed_after_proxy_read_timeout() {
     objects.push(settings(&[("proxy-read-timeout", "1s")]));
     h.apply(&objects);
 
-    let mut stream = TcpStream::connect(h.http()).await.unwrap();
-    stream
-        .write_all(
-            b"GET /chat HTTP/1.1\r\nHost: ws.example.com\r\nConnection: Upgrade\r\n\
-              Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
-              Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
-        )
-        .await
-        .unwrap();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        bounded(stream.read_exact(&mut byte)).await.unwrap();
-        head.push(byte[0]);
-    }
-    assert!(head.starts_with(b"HTTP/1.1 101"));
+    let (mut stream, head) = websocket_upgrade(h.http()).await;
+    assert!(head.starts_with("http/1.1 101"), "{head}");
     // Traffic keeps it open past the limit...
     for _ in 0..3 {
         tokio::time::sleep(Duration::from_millis(600)).await;
@@ -360,6 +346,31 @@ async fn tls_site(settings_data: &[(&str, &str)]) -> (Harness, TestCa, backend::
     objects.extend(slices("public", &[addr_of(&backend)]));
     h.apply(&objects);
     (h, ca, backend)
+}
+
+/// An HTTP/2 connection whose stream flow-control window is `window` and never grows (the
+/// client does not read its response bodies).
+async fn h2_with_window(
+    h: &Harness,
+    ca: &TestCa,
+    window: u32,
+) -> (
+    http2::SendRequest<Full<Bytes>>,
+    tokio::task::JoinHandle<Result<(), hyper::Error>>,
+) {
+    let (tls, _) = ca
+        .connect(h.https(), "files.example", &[b"h2"])
+        .await
+        .unwrap();
+    let (sender, connection) = bounded(
+        http2::Builder::new(TokioExecutor::new())
+            .initial_stream_window_size(window)
+            .adaptive_window(false)
+            .handshake(TokioIo::new(tls)),
+    )
+    .await
+    .unwrap();
+    (sender, tokio::spawn(connection))
 }
 
 async fn https_get(h: &Harness, ca: &TestCa, host: &str, alpn: &[u8]) -> Reply {
@@ -456,20 +467,8 @@ async fn http2_requests_are_normalised_and_their_host_checked() {
 #[tokio::test]
 async fn an_http2_stream_the_client_never_lets_send_is_reset() {
     let (h, ca, _backend) = tls_site(&[("client-send-timeout", "1s")]).await;
-    let (tls, _) = ca
-        .connect(h.https(), "files.example", &[b"h2"])
-        .await
-        .unwrap();
     // A client that never opens its stream window: no DATA frame can be sent to it.
-    let (mut sender, connection) = bounded(
-        http2::Builder::new(TokioExecutor::new())
-            .initial_stream_window_size(0)
-            .adaptive_window(false)
-            .handshake(TokioIo::new(tls)),
-    )
-    .await
-    .unwrap();
-    tokio::spawn(connection);
+    let (mut sender, _connection) = h2_with_window(&h, &ca, 0).await;
     let request = Request::get("https://files.example/1mb.bin")
         .body(Full::<Bytes>::default())
         .unwrap();
@@ -528,19 +527,7 @@ async fn an_http2_connection_that_never_takes_its_last_data_is_dropped_after_goa
     // but a byte of it waits for a window the client never opens. The idle close sends GOAWAY;
     // the connection must not then wait forever for that data to leave.
     let (h, ca, _backend) = tls_site(&[("keep-alive", "1s")]).await;
-    let (tls, _) = ca
-        .connect(h.https(), "files.example", &[b"h2"])
-        .await
-        .unwrap();
-    let (mut sender, connection) = bounded(
-        http2::Builder::new(TokioExecutor::new())
-            .initial_stream_window_size(1)
-            .adaptive_window(false)
-            .handshake(TokioIo::new(tls)),
-    )
-    .await
-    .unwrap();
-    let connection = tokio::spawn(connection);
+    let (mut sender, connection) = h2_with_window(&h, &ca, 1).await;
     let request = Request::get("https://files.example/1kb.bin")
         .body(Full::<Bytes>::default())
         .unwrap();

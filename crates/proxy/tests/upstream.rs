@@ -225,22 +225,7 @@ async fn websocket_upgrades_are_tunnelled_both_ways() {
     let mut h = Harness::start();
     h.apply(&catch_all("ws", &[upstream]));
 
-    let mut stream = TcpStream::connect(h.http()).await.unwrap();
-    stream
-        .write_all(
-            b"GET /chat HTTP/1.1\r\nHost: ws.example.com\r\nConnection: Upgrade\r\n\
-              Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
-              Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
-        )
-        .await
-        .unwrap();
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        bounded(stream.read_exact(&mut byte)).await.unwrap();
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let (mut stream, head) = websocket_upgrade(h.http()).await;
     assert!(head.starts_with("http/1.1 101"), "{head}");
     assert!(head.contains("upgrade: websocket"), "{head}");
 

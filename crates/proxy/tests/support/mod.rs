@@ -314,6 +314,27 @@ pub async fn start_upgrade_upstream() -> SocketAddr {
     addr
 }
 
+/// Opens a connection to `addr` and upgrades it to a WebSocket; returns the stream and the
+/// response head (lower case).
+pub async fn websocket_upgrade(addr: SocketAddr) -> (TcpStream, String) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(
+            b"GET /chat HTTP/1.1\r\nHost: ws.example.com\r\nConnection: Upgrade\r\n\
+              Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+              Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        bounded(stream.read_exact(&mut byte)).await.unwrap();
+        head.push(byte[0]);
+    }
+    (stream, String::from_utf8_lossy(&head).to_ascii_lowercase())
+}
+
 // ---- clients ----
 
 impl Client {
