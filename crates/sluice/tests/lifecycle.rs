@@ -231,7 +231,12 @@ fn serve(dir: &Path, nofile: Option<(u64, u64)>, extra: &[&str]) -> Serve {
             "--https-listen",
             "127.0.0.1:0",
         ])
-        .args(["--admin-listen", "127.0.0.1:0", "--status-listen", "127.0.0.1:0"])
+        .args([
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--status-listen",
+            "127.0.0.1:0",
+        ])
         .args(["--workers", "1"])
         .args(extra)
         .env("SLUICE_LOG", "info")
