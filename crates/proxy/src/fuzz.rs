@@ -34,6 +34,11 @@ use crate::server::{self, Http1, Parse};
 const MAX_HEAD: usize = 32 * 1024;
 /// Requests of one input checked against hyper, at most (the rest only for desync).
 const CHECKED: usize = 4;
+/// hyper's header-count limit in these checks: the codec's own (`h1::MAX_HEADERS`) plus room
+/// for what the proxy adds when it re-serialises a head at that limit (`X-Forwarded-*`,
+/// `X-Real-IP`, `X-Request-ID`, `Host`; `Content-Length`, `Connection`, `Date`). Found by
+/// fuzzing: with hyper's default of 100, a head at the limit re-serialised was refused.
+const HYPER_MAX_HEADERS: usize = h1::MAX_HEADERS + 16;
 
 thread_local! {
     static RUNTIME: tokio::runtime::Runtime = tokio::runtime::Builder::new_current_thread()
@@ -207,6 +212,8 @@ fn hyper_serves_why(data: &[u8]) -> (Vec<Meaning>, Result<(), hyper::Error>) {
         runtime.block_on(async {
             let connection = hyper::server::conn::http1::Builder::new()
                 .max_buf_size(MAX_HEAD)
+                // Room for the headers the proxy adds to a head at the codec's limit.
+                .max_headers(HYPER_MAX_HEADERS)
                 // The input ends with the client's write side closed: the requests before
                 // that still count.
                 .half_close(true)
@@ -358,8 +365,10 @@ fn hyper_fetches(wire: &[u8], method: &Method) -> Result<Answered, hyper::Error>
     let (near, mut far) = tokio::io::duplex(64 * 1024);
     RUNTIME.with(|runtime| {
         runtime.block_on(async {
-            let (mut sender, connection) =
-                hyper::client::conn::http1::handshake(TokioIo::new(near)).await?;
+            let (mut sender, connection) = hyper::client::conn::http1::Builder::new()
+                .max_headers(HYPER_MAX_HEADERS)
+                .handshake(TokioIo::new(near))
+                .await?;
             let server = async {
                 // The request first: bytes arriving before it would be an error of their own.
                 let mut request = Vec::new();

@@ -16,6 +16,22 @@ use std::panic::{self, AssertUnwindSafe};
 /// to finish in seconds (each accepted input also goes through hyper).
 const CASES: u64 = 4000;
 
+/// What cargo-fuzz found (2026-11-23), kept as plain cases: heads at the header-count limit
+/// re-serialised with the proxy's additions, and a trailer section of more fields than a head
+/// may have.
+#[test]
+fn what_fuzzing_found_stays_fixed() {
+    // With Host or Content-Length: exactly the codec's 100.
+    let fields: String = (0..99).map(|i| format!("x-f{i}: v\r\n")).collect();
+    let request = format!("GET / HTTP/1.1\r\nhost: fuzz\r\n{fields}\r\n");
+    assert!(proxy::fuzz::request_head(request.as_bytes()));
+    let response = format!("\0HTTP/1.1 200 OK\r\ncontent-length: 0\r\n{fields}\r\n");
+    assert!(proxy::fuzz::response_head(response.as_bytes()));
+    let trailers: String = (0..101).map(|i| format!("t{i}: v\r\n")).collect();
+    let chunked = format!("0\r\n{trailers}\r\n");
+    assert!(!proxy::fuzz::chunked_body(chunked.as_bytes()), "refused");
+}
+
 #[test]
 fn request_heads_hold_their_properties() {
     run(CASES, proxy::fuzz::request_head, |rng| {

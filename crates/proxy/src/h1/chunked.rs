@@ -15,7 +15,7 @@
 
 use bytes::{Buf, BytesMut};
 
-use super::{Decoded, MAX_CHUNK_LINE, MAX_TRAILERS};
+use super::{Decoded, MAX_CHUNK_LINE, MAX_HEADERS, MAX_TRAILERS};
 
 /// Where a chunked body being read is.
 #[derive(Debug, PartialEq)]
@@ -26,8 +26,11 @@ pub(crate) enum Chunk {
     Data(u64),
     /// The CRLF after a chunk's data.
     DataEnd,
-    /// After the last chunk: trailer lines until an empty one; bytes of them seen so far.
-    Trailers(usize),
+    /// After the last chunk: trailer lines until an empty one; bytes and lines seen so far.
+    Trailers {
+        bytes: usize,
+        fields: usize,
+    },
     Done,
 }
 
@@ -46,6 +49,8 @@ pub(crate) enum ChunkError {
     Trailer,
     #[error("trailers larger than {MAX_TRAILERS} bytes")]
     TrailersTooLarge,
+    #[error("more than {MAX_HEADERS} trailer fields")]
+    TooManyTrailers,
 }
 
 impl Chunk {
@@ -74,7 +79,10 @@ impl Chunk {
                     Some((used, size)) => {
                         buf.advance(used);
                         *self = if size == 0 {
-                            Chunk::Trailers(0)
+                            Chunk::Trailers {
+                                bytes: 0,
+                                fields: 0,
+                            }
                         } else {
                             Chunk::Data(size)
                         };
@@ -95,16 +103,21 @@ impl Chunk {
                     buf.advance(2);
                     *self = Chunk::Size;
                 }
-                Chunk::Trailers(seen) => {
+                Chunk::Trailers { bytes, fields } => {
                     let Some(lf) = buf.iter().position(|&b| b == b'\n') else {
-                        if *seen + buf.len() > MAX_TRAILERS {
+                        if *bytes + buf.len() > MAX_TRAILERS {
                             return Err(ChunkError::TrailersTooLarge);
                         }
                         return Ok(false);
                     };
-                    *seen += lf + 1;
-                    if *seen > MAX_TRAILERS {
+                    *bytes += lf + 1;
+                    if *bytes > MAX_TRAILERS {
                         return Err(ChunkError::TrailersTooLarge);
+                    }
+                    // As many as a head may have (hyper refuses more: found by fuzzing).
+                    *fields += 1;
+                    if *fields > MAX_HEADERS + 1 {
+                        return Err(ChunkError::TooManyTrailers);
                     }
                     if lf == 0 || buf[lf - 1] != b'\r' {
                         return Err(ChunkError::Trailer);
@@ -303,13 +316,26 @@ mod tests {
         let mut long = b"1;".to_vec();
         long.resize(MAX_CHUNK_LINE + 10, b'a');
         assert_eq!(decode_bytewise(&long).err(), Some(ChunkError::LineTooLong));
+        let long_value = format!("X-Trailer: {}\r\n", "v".repeat(1000));
         let mut trailers = b"0\r\n".to_vec();
         while trailers.len() <= MAX_TRAILERS + 10 {
-            trailers.extend_from_slice(b"X-Trailer: some value\r\n");
+            trailers.extend_from_slice(long_value.as_bytes());
         }
         assert_eq!(
             decode_bytewise(&trailers).err(),
             Some(ChunkError::TrailersTooLarge)
+        );
+        let mut many = b"0\r\n".to_vec();
+        for _ in 0..MAX_HEADERS {
+            many.extend_from_slice(b"X-T: v\r\n");
+        }
+        let mut at_limit = many.clone();
+        at_limit.extend_from_slice(b"\r\n");
+        assert!(decode_bytewise(&at_limit).is_ok());
+        many.extend_from_slice(b"X-T: v\r\n\r\n");
+        assert_eq!(
+            decode_bytewise(&many).err(),
+            Some(ChunkError::TooManyTrailers)
         );
     }
 
