@@ -59,6 +59,8 @@ pub struct Compiled {
     pub backends: BTreeMap<BackendKey, Arc<Backend>>,
     pub certificates: Certificates,
     pub settings: Settings,
+    /// `settings.hsts_header()`, made once here rather than per response.
+    pub hsts_header: Option<String>,
     pub diagnostics: Vec<Diagnostic>,
     /// Ingresses this configuration serves.
     pub ingresses: Vec<NamespacedName>,
@@ -104,6 +106,7 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         backends_by_port: HashMap::new(),
     };
     compiler.settings(options);
+    compiler.out.hsts_header = compiler.out.settings.hsts_header();
     let mut ingresses: Vec<&Ingress> = store
         .ingresses()
         .filter(|i| is_ours(store, options, i))

@@ -94,9 +94,6 @@ pub struct Settings {
     pub hsts_include_subdomains: bool,
     /// `hsts-preload`.
     pub hsts_preload: bool,
-    /// The `Strict-Transport-Security` value the keys above make; `None` when `hsts` is off.
-    #[serde(skip)]
-    pub hsts_header: Option<String>,
 }
 
 impl Default for Settings {
@@ -128,9 +125,7 @@ impl Default for Settings {
             hsts_max_age: 31_536_000,
             hsts_include_subdomains: true,
             hsts_preload: false,
-            hsts_header: None,
         }
-        .finish()
     }
 }
 
@@ -167,12 +162,14 @@ impl Settings {
                 ));
             }
         }
-        settings.finish()
+        settings
     }
 
-    /// Derives the values computed from several keys, once, so no request formats them.
-    fn finish(mut self) -> Settings {
-        self.hsts_header = self.hsts.then(|| {
+    /// The `Strict-Transport-Security` value the `hsts*` keys make; `None` when `hsts` is off.
+    /// Made once per compile (`Compiled::hsts_header`), so no request formats it and cloning
+    /// the settings stays free of allocations.
+    pub fn hsts_header(&self) -> Option<String> {
+        self.hsts.then(|| {
             let mut value = format!("max-age={}", self.hsts_max_age);
             if self.hsts_include_subdomains {
                 value.push_str("; includeSubDomains");
@@ -181,8 +178,7 @@ impl Settings {
                 value.push_str("; preload");
             }
             value
-        });
-        self
+        })
     }
 
     fn set(&mut self, key: &str, value: &str) -> Result<(), &'static str> {
@@ -403,7 +399,7 @@ mod tests {
     fn hsts_is_one_value_made_once() {
         let (s, _) = settings(&[]);
         assert_eq!(
-            s.hsts_header.as_deref(),
+            s.hsts_header().as_deref(),
             Some("max-age=31536000; includeSubDomains")
         );
         let (s, diagnostics) = settings(&[
@@ -412,9 +408,9 @@ mod tests {
             ("hsts-preload", "true"),
         ]);
         assert!(diagnostics.is_empty(), "{diagnostics:?}");
-        assert_eq!(s.hsts_header.as_deref(), Some("max-age=600; preload"));
+        assert_eq!(s.hsts_header().as_deref(), Some("max-age=600; preload"));
         let (s, _) = settings(&[("hsts", "false")]);
-        assert_eq!(s.hsts_header, None);
+        assert_eq!(s.hsts_header(), None);
     }
 
     #[test]

@@ -105,7 +105,7 @@ pub(crate) async fn respond(
         }
     };
     if hsts {
-        if let Some(value) = config.and_then(|c| c.settings.hsts_header.as_deref()) {
+        if let Some(value) = config.and_then(|c| c.hsts_header.as_deref()) {
             response
                 .headers_mut()
                 .insert(header::STRICT_TRANSPORT_SECURITY, hsts_value(value));
