@@ -44,11 +44,30 @@ pub struct CompileOptions {
     pub node_local_endpoints: NodeLocalEndpoints,
 }
 
-/// Something wrong with one object; that object (or rule) is left out, the rest still serves.
+/// Something about one object an operator must know: it is invalid, or uses what Sluice does
+/// not implement, or is served differently than ingress-nginx would. The rest still serves.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct Diagnostic {
     pub object: ObjectRef,
     pub reason: String,
+    pub severity: Severity,
+}
+
+/// How much a diagnostic changes what is served. The admission webhook refuses `Error`s and
+/// returns the others as warnings; `sluice migrate` calls an Ingress with an `Error` or
+/// `Unsupported` one "not served as written".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Severity {
+    /// Invalid or refused: the object, rule or annotation is left out (or, where leaving it out
+    /// would open access, its routes answer 503).
+    Error,
+    /// Input Sluice does not implement (yet): ignored, so behaviour differs from ingress-nginx.
+    Unsupported,
+    /// Served, but not exactly as ingress-nginx would (a documented, deliberate difference).
+    Difference,
+    /// Served as ingress-nginx would, in a way that surprises (its documented traps).
+    Notice,
 }
 
 /// The product of one compile. Immutable; the proxy swaps it in whole.
@@ -81,17 +100,42 @@ impl Default for CompileOptions {
 }
 
 impl Diagnostic {
+    /// An [`Severity::Error`].
     pub fn new(object: ObjectRef, reason: impl Into<String>) -> Diagnostic {
+        Diagnostic::with_severity(Severity::Error, object, reason)
+    }
+
+    pub fn with_severity(
+        severity: Severity,
+        object: ObjectRef,
+        reason: impl Into<String>,
+    ) -> Diagnostic {
         Diagnostic {
             object,
             reason: reason.into(),
+            severity,
+        }
+    }
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Unsupported => "unsupported",
+            Severity::Difference => "difference",
+            Severity::Notice => "notice",
         }
     }
 }
 
 impl fmt::Display for Diagnostic {
+    /// Errors read as before; the other kinds say what they are.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.object, self.reason)
+        match self.severity {
+            Severity::Error => write!(f, "{}: {}", self.object, self.reason),
+            other => write!(f, "{}: {}: {}", self.object, other.as_str(), self.reason),
+        }
     }
 }
 

@@ -22,7 +22,7 @@ pub mod store;
 pub mod target;
 pub mod tls;
 
-pub use compile::{compile, CompileOptions, Compiled, Diagnostic};
+pub use compile::{compile, CompileOptions, Compiled, Diagnostic, Severity};
 pub use endpoints::{
     node_local_reason, Backend, BackendKey, EndpointSet, NodeLocalEndpoints, RefusedEndpoint,
 };

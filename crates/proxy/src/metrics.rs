@@ -344,15 +344,22 @@ pub(crate) fn render(total: &Snapshot, shared: &Shared, workers: usize) -> Strin
         &mut out,
         "sluice_config_diagnostics",
         "gauge",
-        "Problems in the current configuration, by kind of object; each left its object or rule out (details in /config and the log).",
+        "Diagnostics of the current configuration, by kind of object and severity (error: left out or refused; unsupported: ignored input; difference: served unlike ingress-nginx; notice: an ingress-nginx trap). Details in /config and the log.",
     );
     if let Some(config) = &config {
-        let mut by_kind = std::collections::BTreeMap::<&str, usize>::new();
+        let mut by_kind = std::collections::BTreeMap::<(&str, &str), usize>::new();
         for diagnostic in &config.diagnostics {
-            *by_kind.entry(diagnostic.object.kind.as_str()).or_default() += 1;
+            let key = (
+                diagnostic.object.kind.as_str(),
+                diagnostic.severity.as_str(),
+            );
+            *by_kind.entry(key).or_default() += 1;
         }
-        for (kind, n) in by_kind {
-            let _ = writeln!(out, "sluice_config_diagnostics{{kind=\"{kind}\"}} {n}");
+        for ((kind, severity), n) in by_kind {
+            let _ = writeln!(
+                out,
+                "sluice_config_diagnostics{{kind=\"{kind}\",severity=\"{severity}\"}} {n}"
+            );
         }
     }
     single(
