@@ -18,8 +18,10 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Serialize;
 
+use crate::annotations::{self, IngressAnnotations};
 use crate::endpoints::{endpoints_for, Backend, BackendKey, EndpointSet, NodeLocalEndpoints};
 use crate::objects::{Kind, ObjectRef};
+use crate::policy::{HeaderEdit, RoutePolicy};
 use crate::routes::{HostPattern, PathKind, PathRoute, Route, RouteTable};
 use crate::settings::Settings;
 use crate::store::{NamespacedName, Store};
@@ -76,6 +78,8 @@ pub struct Compiled {
     pub routes: RouteTable,
     /// Every resolved backend, for the endpoint fast path.
     pub backends: BTreeMap<BackendKey, Arc<Backend>>,
+    /// `service-upstream` backends: the Service's cluster IP, changed only by a compile.
+    pub service_upstreams: BTreeMap<BackendKey, Arc<Backend>>,
     pub certificates: Certificates,
     pub settings: Settings,
     /// `settings.hsts_header()`, made once here rather than per response.
@@ -148,9 +152,12 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
             ..Compiled::default()
         },
         backends_by_port: HashMap::new(),
+        default_policy: Arc::default(),
+        hosts: HostExtras::default(),
     };
     compiler.settings(options);
     compiler.out.hsts_header = compiler.out.settings.hsts_header();
+    compiler.default_policy = Arc::new(RoutePolicy::from_settings(&compiler.out.settings));
     let mut ingresses: Vec<&Ingress> = store
         .ingresses()
         .filter(|i| is_ours(store, options, i))
@@ -162,10 +169,38 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         compiler.ingress(ingress, &mut claims);
     }
     compiler.certificates(options, claims.tls);
+    compiler.finish_hosts();
     compiler.out.routes.finish();
     compiler.out.diagnostics.sort();
     compiler.out.diagnostics.dedup();
     compiler.out
+}
+
+/// The policies of one Ingress's routes: shared with the default when it has no annotations
+/// that change anything, and without the rewrite for paths equal to their rewrite target.
+struct Policies {
+    with_rewrite: Arc<RoutePolicy>,
+    without_rewrite: Arc<RoutePolicy>,
+}
+
+impl Policies {
+    fn new(parsed: &IngressAnnotations, default: &Arc<RoutePolicy>) -> Policies {
+        let share = |policy: RoutePolicy| {
+            if policy == **default {
+                default.clone()
+            } else {
+                Arc::new(policy)
+            }
+        };
+        let without = RoutePolicy {
+            rewrite: None,
+            ..parsed.policy.clone()
+        };
+        Policies {
+            with_rewrite: share(parsed.policy.clone()),
+            without_rewrite: share(without),
+        }
+    }
 }
 
 /// Who holds each contested thing, so later (newer) claimants can be told who won.
@@ -182,6 +217,22 @@ struct Compiler<'a> {
     out: Compiled,
     /// Ingress backend (service, port as written) → backend, so each is resolved once.
     backends_by_port: HashMap<(NamespacedName, String), Arc<Backend>>,
+    /// The ConfigMap's policy, shared by every route without annotations.
+    default_policy: Arc<RoutePolicy>,
+    hosts: HostExtras,
+}
+
+/// Host-level annotations, applied once every Ingress has been read.
+#[derive(Default)]
+struct HostExtras {
+    /// `server-alias`: alias → (host, Ingress that asked).
+    aliases: BTreeMap<HostPattern, (HostPattern, NamespacedName)>,
+    /// `from-to-www-redirect`: hosts whose www/non-www twin redirects to them.
+    www: Vec<(String, NamespacedName)>,
+    /// `server-snippet` header edits: host → (request, response) edits.
+    edits: BTreeMap<HostPattern, (Vec<HeaderEdit>, Vec<HeaderEdit>)>,
+    /// `app-root` → the Ingress that set it first.
+    app_roots: BTreeMap<HostPattern, NamespacedName>,
 }
 
 fn ingress_name(ingress: &Ingress) -> NamespacedName {
@@ -271,6 +322,17 @@ impl Compiler<'_> {
             self.diagnose(object, "spec: missing; nothing to serve");
             return;
         };
+        let parsed = annotations::parse(
+            ingress
+                .metadata
+                .annotations
+                .as_ref()
+                .unwrap_or(&BTreeMap::new()),
+            &self.out.settings,
+            &object,
+            &mut self.out.diagnostics,
+        );
+        let policies = Policies::new(&parsed, &self.default_policy);
 
         if let Some(backend) = &spec.default_backend {
             match &claims.default_backend {
@@ -279,7 +341,13 @@ impl Compiler<'_> {
                     format!("spec.defaultBackend: ignored, Ingress {owner} is older and already sets one"),
                 ),
                 None => {
-                    let route = self.route(&name, backend, "spec.defaultBackend");
+                    let route = self.route(
+                        &name,
+                        backend,
+                        "spec.defaultBackend",
+                        policies.without_rewrite.clone(),
+                        parsed.service_upstream,
+                    );
                     self.out.routes.set_default_backend(route);
                     claims.default_backend = Some(name.clone());
                 }
@@ -302,6 +370,7 @@ impl Compiler<'_> {
                 }
             };
             hosts_of_rules.push(host.clone());
+            self.host_annotations(&name, &host, &parsed);
             for (p, path) in rule.http.iter().flat_map(|h| h.paths.iter()).enumerate() {
                 let field = format!("spec.rules[{r}].http.paths[{p}]");
                 let kind = match path.path_type.as_str() {
@@ -336,7 +405,29 @@ impl Compiler<'_> {
                         continue;
                     }
                 };
-                let route = self.route(&name, &path.backend, &format!("{field}.backend"));
+                // ingress-nginx: a rewrite to the path itself is no rewrite.
+                let rewrites = parsed
+                    .policy
+                    .rewrite
+                    .as_ref()
+                    .is_some_and(|r| r.target != written);
+                let kind = if parsed.use_regex || rewrites {
+                    PathKind::Regex
+                } else {
+                    kind
+                };
+                let policy = if rewrites {
+                    policies.with_rewrite.clone()
+                } else {
+                    policies.without_rewrite.clone()
+                };
+                let route = self.route(
+                    &name,
+                    &path.backend,
+                    &format!("{field}.backend"),
+                    policy,
+                    parsed.service_upstream,
+                );
                 let path_route = PathRoute::new(kind, written, route);
                 let (kind, normalised) = path_route.identity();
                 let claim = (host.clone(), kind, normalised.to_owned());
@@ -412,6 +503,8 @@ impl Compiler<'_> {
         ingress: &NamespacedName,
         backend: &IngressBackend,
         field: &str,
+        policy: Arc<RoutePolicy>,
+        service_upstream: bool,
     ) -> Arc<Route> {
         let object = ingress_ref(ingress);
         let make = |service: String, backend: Arc<Backend>| {
@@ -419,6 +512,7 @@ impl Compiler<'_> {
                 ingress: ingress.clone(),
                 service,
                 backend,
+                policy: policy.clone(),
             })
         };
         let Some(service_backend) = &backend.service else {
@@ -449,6 +543,15 @@ impl Compiler<'_> {
                 return make(service_name, Arc::new(Backend::unresolved()));
             }
         };
+        if service_upstream {
+            match self.cluster_ip_backend(&service, port.and_then(|p| p.number), &written_port) {
+                Ok(backend) => return make(service_name, backend),
+                Err(why) => self.diagnose(
+                    object.clone(),
+                    format!("{field}: service-upstream: {why}; the Service's endpoints are used"),
+                ),
+            }
+        }
         let cache_key = (service.clone(), written_port.clone());
         if let Some(backend) = self.backends_by_port.get(&cache_key) {
             return make(service_name, backend.clone());
@@ -474,6 +577,187 @@ impl Compiler<'_> {
         };
         self.backends_by_port.insert(cache_key, backend.clone());
         make(service_name, backend)
+    }
+
+    /// `service-upstream`: one endpoint, the Service's cluster IP and port.
+    fn cluster_ip_backend(
+        &mut self,
+        service: &NamespacedName,
+        number: Option<i32>,
+        written: &str,
+    ) -> Result<Arc<Backend>, String> {
+        let key = self.resolve_port(service, number, written)?;
+        if let Some(backend) = self.out.service_upstreams.get(&key) {
+            return Ok(backend.clone());
+        }
+        let found = self.store.service(service).ok_or("Service not found")?;
+        let spec = found.spec.as_ref().ok_or("the Service has no spec")?;
+        let ip: std::net::IpAddr = spec
+            .cluster_ip
+            .as_deref()
+            .and_then(|ip| ip.parse().ok())
+            .ok_or("the Service has no cluster IP (headless?)")?;
+        let port = spec
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| match number {
+                Some(n) => p.port == n,
+                None => p.name.as_deref() == Some(written),
+            })
+            .map(|p| p.port)
+            .and_then(|p| u16::try_from(p).ok())
+            .ok_or("no such port")?;
+        let endpoints = EndpointSet {
+            ready: vec![std::net::SocketAddr::new(ip, port)],
+            ..EndpointSet::default()
+        };
+        let backend = Arc::new(Backend::new(key.clone(), endpoints));
+        self.out.service_upstreams.insert(key, backend.clone());
+        Ok(backend)
+    }
+
+    /// Records the host-level annotations of one Ingress for one of its hosts.
+    fn host_annotations(
+        &mut self,
+        ingress: &NamespacedName,
+        host: &HostPattern,
+        parsed: &IngressAnnotations,
+    ) {
+        let object = ingress_ref(ingress);
+        if let Some(root) = &parsed.app_root {
+            match self.hosts.app_roots.get(host) {
+                Some(owner) if owner != ingress => self.diagnose(
+                    object.clone(),
+                    format!("annotation app-root: host {host} already has one from Ingress {owner}, which is older; ignored"),
+                ),
+                Some(_) => {}
+                None => {
+                    self.hosts.app_roots.insert(host.clone(), ingress.clone());
+                    self.out.routes.host_mut(host).app_root = Some(root.clone());
+                }
+            }
+        }
+        for alias in &parsed.server_aliases {
+            self.hosts
+                .aliases
+                .entry(alias.clone())
+                .or_insert_with(|| (host.clone(), ingress.clone()));
+        }
+        if parsed.from_to_www {
+            if let HostPattern::Exact(name) = host {
+                self.hosts.www.push((name.clone(), ingress.clone()));
+            }
+        }
+        if !parsed.server_request_headers.is_empty() || !parsed.server_response_headers.is_empty() {
+            let edits = self.hosts.edits.entry(host.clone()).or_default();
+            edits
+                .0
+                .extend(parsed.server_request_headers.iter().cloned());
+            edits
+                .1
+                .extend(parsed.server_response_headers.iter().cloned());
+        }
+    }
+
+    /// Host-level passes once every Ingress is in: regex hosts, server-snippet edits,
+    /// aliases and www redirects.
+    fn finish_hosts(&mut self) {
+        let mut diagnostics = Vec::new();
+        let edits = std::mem::take(&mut self.hosts.edits);
+        for (host, routes) in self.out.routes.hosts_mut() {
+            if let Some((request, response)) = edits.get(&host) {
+                for path in &mut routes.paths {
+                    let mut policy = (*path.route.policy).clone();
+                    policy.request_headers = request
+                        .iter()
+                        .chain(policy.request_headers.iter())
+                        .cloned()
+                        .collect();
+                    policy.response_headers = response
+                        .iter()
+                        .chain(policy.response_headers.iter())
+                        .cloned()
+                        .collect();
+                    path.route = Arc::new(Route {
+                        ingress: path.route.ingress.clone(),
+                        service: path.route.service.clone(),
+                        backend: path.route.backend.clone(),
+                        policy: Arc::new(policy),
+                    });
+                }
+            }
+            let Some(asker) = routes
+                .paths
+                .iter()
+                .find(|p| p.kind == PathKind::Regex)
+                .map(|p| p.route.ingress.clone())
+            else {
+                continue;
+            };
+            for (path, why) in routes.make_regex() {
+                diagnostics.push(Diagnostic::new(
+                    ingress_ref(&path.route.ingress),
+                    format!("path {:?} on host {host}: not a regular expression Sluice can match: {why}; path ignored", path.written),
+                ));
+            }
+            let mut noted = std::collections::BTreeSet::new();
+            for path in &routes.paths {
+                if path.kind != PathKind::Regex && noted.insert(path.route.ingress.clone()) {
+                    diagnostics.push(Diagnostic::with_severity(
+                        Severity::Notice,
+                        ingress_ref(&path.route.ingress),
+                        format!("host {host}: this Ingress's Exact and Prefix paths are matched as case-insensitive regexes anchored at the start only (^<path>), because Ingress {asker} uses use-regex or rewrite-target on this host (as ingress-nginx does)"),
+                    ));
+                }
+            }
+        }
+        self.out.diagnostics.extend(diagnostics);
+
+        for (alias, (host, ingress)) in std::mem::take(&mut self.hosts.aliases) {
+            if self
+                .out
+                .routes
+                .host(&alias)
+                .is_some_and(|r| !r.paths.is_empty())
+            {
+                self.diagnose(
+                    ingress_ref(&ingress),
+                    format!("annotation server-alias: {alias} has rules of its own; alias ignored"),
+                );
+                continue;
+            }
+            if let Some(routes) = self.out.routes.host(&host).cloned() {
+                *self.out.routes.host_mut(&alias) = routes;
+            }
+        }
+        for (name, ingress) in std::mem::take(&mut self.hosts.www) {
+            let twin = match name.strip_prefix("www.") {
+                Some(bare) => bare.to_owned(),
+                None => format!("www.{name}"),
+            };
+            if self
+                .out
+                .routes
+                .host(&HostPattern::Exact(twin.clone()))
+                .is_some()
+            {
+                // ingress-nginx too: a twin with its own server is left alone.
+                self.diagnose_with(
+                    Severity::Notice,
+                    ingress_ref(&ingress),
+                    format!("annotation from-to-www-redirect: {twin} has rules of its own, so it is not redirected"),
+                );
+                continue;
+            }
+            self.out.routes.add_www_redirect(twin, name);
+        }
+    }
+
+    fn diagnose_with(&mut self, severity: Severity, object: ObjectRef, reason: impl Into<String>) {
+        self.out
+            .diagnostics
+            .push(Diagnostic::with_severity(severity, object, reason));
     }
 
     /// Service port (by number or name) → the port name EndpointSlices use for it.
@@ -554,6 +838,8 @@ impl Compiler<'_> {
 #[derive(Debug, Serialize)]
 pub struct CompiledView {
     pub hosts: BTreeMap<String, HostView>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub www_redirects: BTreeMap<String, String>,
     pub default_backend: Option<RouteView>,
     pub backends: BTreeMap<String, EndpointSet>,
     pub certificates: BTreeMap<String, String>,
@@ -565,6 +851,10 @@ pub struct CompiledView {
 #[derive(Debug, Serialize)]
 pub struct HostView {
     pub tls: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub regex: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_root: Option<String>,
     pub paths: Vec<RouteView>,
 }
 
@@ -578,23 +868,38 @@ pub struct RouteView {
     pub service: String,
     /// `None` when the backend could not be resolved (requests answer 503).
     pub backend: Option<String>,
+    /// On a regex host: the regex the path is matched with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    /// What the route's policy changes from the ConfigMap's default policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<serde_json::Value>,
 }
 
 impl RouteView {
-    fn new(path: Option<(&str, PathKind)>, route: &Route) -> RouteView {
+    fn new(path: Option<&PathRoute>, route: &Route, default: &RoutePolicy) -> RouteView {
         RouteView {
-            path: path.map(|(p, _)| p.to_owned()),
-            kind: path.map(|(_, k)| k),
+            path: path.map(|p| p.written.clone()),
+            kind: path.map(|p| p.kind),
             ingress: route.ingress.to_string(),
             service: route.service.clone(),
             backend: route.backend.key().map(ToString::to_string),
+            regex: path.and_then(|p| p.pattern.as_ref()).map(|r| r.to_string()),
+            policy: route.policy.difference(default),
         }
     }
 }
 
 impl Compiled {
     pub fn view(&self) -> CompiledView {
+        let default = RoutePolicy::from_settings(&self.settings);
         CompiledView {
+            www_redirects: self
+                .routes
+                .www_redirects()
+                .iter()
+                .map(|(from, to)| (from.clone(), to.clone()))
+                .collect(),
             hosts: self
                 .routes
                 .hosts()
@@ -603,12 +908,17 @@ impl Compiled {
                     let paths = routes
                         .paths
                         .iter()
-                        .map(|p| RouteView::new(Some((&p.written, p.kind)), &p.route))
+                        .map(|p| RouteView::new(Some(p), &p.route, &default))
                         .collect();
                     (
                         host.to_string(),
                         HostView {
                             tls: routes.tls,
+                            regex: routes.regex,
+                            app_root: routes
+                                .app_root
+                                .as_ref()
+                                .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned()),
                             paths,
                         },
                     )
@@ -617,7 +927,7 @@ impl Compiled {
             default_backend: self
                 .routes
                 .default_backend()
-                .map(|r| RouteView::new(None, r)),
+                .map(|r| RouteView::new(None, r, &default)),
             backends: self
                 .backends
                 .iter()

@@ -13,9 +13,11 @@
 //!          ──▶ Backend::endpoints()
 //! ```
 
+pub mod annotations;
 pub mod compile;
 pub mod endpoints;
 pub mod objects;
+pub mod policy;
 pub mod routes;
 pub mod settings;
 pub mod store;
@@ -27,8 +29,12 @@ pub use endpoints::{
     node_local_reason, Backend, BackendKey, EndpointSet, NodeLocalEndpoints, RefusedEndpoint,
 };
 pub use objects::{parse_documents, Documents, Kind, Object, ObjectRef, ParseError};
+pub use policy::{
+    Access, BodyPolicy, HeaderAction, HeaderEdit, Redirect, Rewrite, RoutePolicy, SslRedirect,
+    UpstreamPolicy,
+};
 pub use routes::{Matched, Route, RouteTable};
-pub use settings::{LoadBalance, Settings};
+pub use settings::{LoadBalance, NextUpstream, Settings};
 pub use store::{ChangeSet, NamespacedName, Store};
 pub use target::{normalize_path, validate_host, NormalPath, TargetError};
 pub use tls::Certificates;

@@ -8,14 +8,25 @@
 //! ```
 //! Within one host, paths are sorted most specific first: longer path first, and at equal
 //! length `Exact` before `Prefix`, so the first match is the one the Ingress spec asks for.
+//!
+//! **Regex hosts** (ingress-nginx's rules, traps included): when any Ingress asks for regex
+//! paths on a host (`use-regex`, or a `rewrite-target` that differs from the path), *every*
+//! path of that host, whatever Ingress wrote it, is matched as the case-insensitive regex
+//! `(?i)^<path>`, anchored at the start only. A `Prefix` path `/foo` of an Ingress without
+//! regex becomes `^/foo/` and `^/foo` (ingress-nginx's two locations). They are tried longest
+//! first, then in reverse string order, and the first match wins (nginx's first-match rule
+//! for regex locations).
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
+use http::HeaderValue;
+use regex::Regex;
 use serde::Serialize;
 
 use crate::endpoints::Backend;
+use crate::policy::RoutePolicy;
 use crate::store::NamespacedName;
 
 /// A rule's host: `foo.example.com`, `*.example.com` (one extra label), or none (any host).
@@ -33,6 +44,8 @@ pub enum PathKind {
     Exact,
     /// `Prefix`, and `ImplementationSpecific`, which Sluice treats as `Prefix`.
     Prefix,
+    /// A path of an Ingress with `use-regex` or `rewrite-target`: a regular expression.
+    Regex,
 }
 
 /// Where a request goes, and the names it is counted under.
@@ -43,25 +56,33 @@ pub struct Route {
     /// The Service name as written in the Ingress (metrics label), even when unresolved.
     pub service: String,
     pub backend: Arc<Backend>,
+    /// What the request goes through (the default policy when the Ingress has no annotations).
+    pub policy: Arc<RoutePolicy>,
 }
 
 /// One path rule of one host.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct PathRoute {
     pub kind: PathKind,
     /// For `Prefix`, normalised without a trailing slash (`/` becomes empty).
     path: String,
     /// As written in the Ingress, for display.
     pub written: String,
+    /// On a regex host: what this rule is matched with, `(?i)^<location>`.
+    pub pattern: Option<Regex>,
     pub route: Arc<Route>,
 }
 
 /// Everything routing needs for one host pattern.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct HostRoutes {
     pub paths: Vec<PathRoute>,
     /// Some served Ingress lists this host under `spec.tls`.
     pub tls: bool,
+    /// Paths are regexes here (see the module doc).
+    pub regex: bool,
+    /// `app-root`: a request for `/` is answered with a 302 to this path.
+    pub app_root: Option<HeaderValue>,
 }
 
 /// The routes of one compiled configuration. Immutable; replaced whole.
@@ -71,6 +92,8 @@ pub struct RouteTable {
     wildcard: HashMap<String, HostRoutes>,
     any_host: HostRoutes,
     default_backend: Option<Arc<Route>>,
+    /// `from-to-www-redirect`: a host without rules of its own → the host to send it to.
+    www_redirects: HashMap<String, String>,
 }
 
 /// What `route()` found.
@@ -79,6 +102,10 @@ pub struct Matched<'a> {
     pub route: &'a Arc<Route>,
     /// The host matched has TLS configured (for `ssl-redirect`).
     pub tls: bool,
+    /// The regex the path matched, on a regex host (for `rewrite-target`'s captures).
+    pub pattern: Option<&'a Regex>,
+    /// The host's `app-root`.
+    pub app_root: Option<&'a HeaderValue>,
 }
 
 impl HostPattern {
@@ -128,26 +155,32 @@ impl fmt::Display for HostPattern {
 impl PathRoute {
     pub fn new(kind: PathKind, written: &str, route: Arc<Route>) -> PathRoute {
         let path = match kind {
-            PathKind::Exact => written.to_owned(),
+            PathKind::Exact | PathKind::Regex => written.to_owned(),
             PathKind::Prefix => written.trim_end_matches('/').to_owned(),
         };
         PathRoute {
             kind,
             path,
             written: written.to_owned(),
+            pattern: None,
             route,
         }
     }
 
     /// Prefix matching is element-wise: `/foo` matches `/foo`, `/foo/` and `/foo/bar`, never
-    /// `/foobar`.
+    /// `/foobar`. On a regex host the pattern decides.
     pub fn matches(&self, request_path: &str) -> bool {
+        if let Some(pattern) = &self.pattern {
+            return pattern.is_match(request_path);
+        }
         match self.kind {
             PathKind::Exact => request_path == self.path,
             PathKind::Prefix => match request_path.strip_prefix(self.path.as_str()) {
                 Some(rest) => rest.is_empty() || rest.starts_with('/'),
                 None => false,
             },
+            // Never without a pattern: a host with a regex path is a regex host.
+            PathKind::Regex => false,
         }
     }
 
@@ -163,16 +196,93 @@ impl PathRoute {
 }
 
 impl HostRoutes {
-    fn find(&self, path: &str) -> Option<&Arc<Route>> {
-        self.paths
-            .iter()
-            .find(|p| p.matches(path))
-            .map(|p| &p.route)
+    fn find(&self, path: &str) -> Option<&PathRoute> {
+        self.paths.iter().find(|p| p.matches(path))
+    }
+
+    fn matched<'a>(&'a self, path: &'a PathRoute, tls: bool) -> Matched<'a> {
+        Matched {
+            route: &path.route,
+            tls,
+            pattern: path.pattern.as_ref(),
+            app_root: self.app_root.as_ref(),
+        }
     }
 
     pub(crate) fn sort(&mut self) {
+        if self.regex {
+            // ingress-nginx: by path in reverse string order, then (stable) longest first.
+            self.paths.sort_by(|a, b| {
+                let (a, b) = (a.location(), b.location());
+                b.len().cmp(&a.len()).then_with(|| b.cmp(a))
+            });
+            return;
+        }
         // Stable: among equal rules the earlier (older Ingress) stays first.
         self.paths.sort_by_key(PathRoute::specificity);
+    }
+
+    /// Turns this host into a regex host (see the module doc). Returns the rules whose regex
+    /// does not compile, with the reason; they are left out.
+    pub(crate) fn make_regex(&mut self) -> Vec<(PathRoute, String)> {
+        self.regex = true;
+        let exact: std::collections::HashSet<String> = self
+            .paths
+            .iter()
+            .filter(|p| p.kind == PathKind::Exact)
+            .map(|p| p.written.clone())
+            .collect();
+        let mut expanded = Vec::with_capacity(self.paths.len());
+        for path in std::mem::take(&mut self.paths) {
+            if path.kind == PathKind::Prefix && path.written != "/" {
+                // ingress-nginx's two locations for a Prefix path: `/foo/` and `= /foo`.
+                let mut slash = path.clone();
+                if !slash.written.ends_with('/') {
+                    slash.written.push('/');
+                }
+                let keep_exact = !exact.contains(&path.written);
+                expanded.push(slash);
+                if keep_exact {
+                    expanded.push(path);
+                }
+            } else {
+                expanded.push(path);
+            }
+        }
+        let mut refused = Vec::new();
+        for mut path in expanded {
+            match Regex::new(&format!("(?i)^{}", path.written)) {
+                Ok(pattern) => {
+                    path.pattern = Some(pattern);
+                    self.paths.push(path);
+                }
+                Err(error) => refused.push((path, regex_error(&error))),
+            }
+        }
+        refused
+    }
+}
+
+impl PathRoute {
+    /// The location this rule is sorted by on a regex host.
+    fn location(&self) -> &str {
+        &self.written
+    }
+}
+
+/// The regex crate's reason, on one line (it names constructs like look-around and
+/// back-references, which it does not support).
+fn regex_error(error: &regex::Error) -> String {
+    match error {
+        regex::Error::Syntax(text) => text
+            .lines()
+            .filter(|l| l.starts_with("error:"))
+            .map(|l| l.trim_start_matches("error:").trim())
+            .next()
+            .unwrap_or("invalid regular expression")
+            .to_owned(),
+        regex::Error::CompiledTooBig(_) => "the regular expression is too big".to_owned(),
+        _ => "invalid regular expression".to_owned(),
     }
 }
 
@@ -189,17 +299,60 @@ impl RouteTable {
         let mut tls = false;
         for routes in by_host {
             tls |= routes.tls;
-            if let Some(route) = routes.find(path) {
-                return Some(Matched {
-                    route,
-                    tls: routes.tls,
-                });
+            if let Some(found) = routes.find(path) {
+                return Some(routes.matched(found, routes.tls));
             }
         }
-        self.any_host
-            .find(path)
-            .or(self.default_backend.as_ref())
-            .map(|route| Matched { route, tls })
+        if let Some(found) = self.any_host.find(path) {
+            return Some(self.any_host.matched(found, tls));
+        }
+        self.default_backend.as_ref().map(|route| Matched {
+            route,
+            tls,
+            pattern: None,
+            app_root: None,
+        })
+    }
+
+    /// `from-to-www-redirect`: the host a request for `host` is sent to, if any. Checked
+    /// before `route()`; free when no Ingress asks for it.
+    pub fn www_redirect(&self, host: &str) -> Option<&str> {
+        if self.www_redirects.is_empty() {
+            return None;
+        }
+        self.www_redirects
+            .get(normalise_host(host).as_ref())
+            .map(String::as_str)
+    }
+
+    pub(crate) fn add_www_redirect(&mut self, from: String, to: String) {
+        self.www_redirects.entry(from).or_insert(to);
+    }
+
+    pub fn www_redirects(&self) -> &HashMap<String, String> {
+        &self.www_redirects
+    }
+
+    /// Host routes by pattern, if the table has that host.
+    pub fn host(&self, host: &HostPattern) -> Option<&HostRoutes> {
+        match host {
+            HostPattern::Exact(h) => self.exact.get(h),
+            HostPattern::Wildcard(s) => self.wildcard.get(s),
+            HostPattern::Any => Some(&self.any_host),
+        }
+    }
+
+    /// Every host's routes, mutable, for compile's passes.
+    pub(crate) fn hosts_mut(&mut self) -> impl Iterator<Item = (HostPattern, &mut HostRoutes)> {
+        self.exact
+            .iter_mut()
+            .map(|(h, r)| (HostPattern::Exact(h.clone()), r))
+            .chain(
+                self.wildcard
+                    .iter_mut()
+                    .map(|(s, r)| (HostPattern::Wildcard(s.clone()), r)),
+            )
+            .chain(std::iter::once((HostPattern::Any, &mut self.any_host)))
     }
 
     pub(crate) fn host_mut(&mut self, host: &HostPattern) -> &mut HostRoutes {
@@ -272,6 +425,7 @@ mod tests {
             ingress: NamespacedName::new("default", "test"),
             service: service.into(),
             backend: Arc::new(Backend::unresolved()),
+            policy: Arc::default(),
         })
     }
 

@@ -4,8 +4,10 @@
 //! and its default applies, so a typo never takes the proxy down.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::time::Duration;
 
+use ipnet::IpNet;
 use serde::{Serialize, Serializer};
 
 use crate::compile::Diagnostic;
@@ -94,7 +96,44 @@ pub struct Settings {
     pub hsts_include_subdomains: bool,
     /// `hsts-preload`.
     pub hsts_preload: bool,
+    /// `http-redirect-code`: the status of ssl and www redirects (301, 302, 307 or 308).
+    pub http_redirect_code: u16,
+    /// `force-ssl-redirect`: plain-HTTP requests go to https even for hosts without TLS.
+    pub force_ssl_redirect: bool,
+    /// `preserve-trailing-slash`: keep a target's trailing `/` in ssl redirects (ingress-nginx
+    /// drops it by default).
+    pub preserve_trailing_slash: bool,
+    /// `proxy-next-upstream`: when another endpoint is tried (`error timeout` by default).
+    pub proxy_next_upstream: NextUpstream,
+    /// `proxy-next-upstream-timeout`: how long retries may go on; 0 is no limit.
+    #[serde(serialize_with = "as_text")]
+    pub proxy_next_upstream_timeout: Duration,
+    /// `whitelist-source-range`: client addresses every route admits by default (empty: all).
+    pub whitelist_source_range: Vec<IpNet>,
+    /// `denylist-source-range`: client addresses every route refuses by default.
+    pub denylist_source_range: Vec<IpNet>,
+    /// `allow-snippet-annotations`: read `configuration-snippet` and `server-snippet` (never
+    /// executed: only a safe subset is translated). Off by default, as in ingress-nginx.
+    pub allow_snippet_annotations: bool,
 }
+
+/// nginx's `proxy_next_upstream` conditions: when a failed attempt is tried again on another
+/// endpoint. Retrying needs a request that can be sent again (no body, or a buffered one) and,
+/// once it may have reached the upstream, an idempotent method unless `non_idempotent`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NextUpstream {
+    /// Connect errors and connections that fail before a response head.
+    pub error: bool,
+    /// Connect and response-head timeouts.
+    pub timeout: bool,
+    /// Response statuses that count as failures: 500, 502, 503, 504, 403, 404, 429.
+    pub statuses: StatusSet,
+    pub non_idempotent: bool,
+}
+
+/// A small set of the statuses `proxy_next_upstream` can name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatusSet(u8);
 
 impl Default for Settings {
     fn default() -> Settings {
@@ -125,8 +164,124 @@ impl Default for Settings {
             hsts_max_age: 31_536_000,
             hsts_include_subdomains: true,
             hsts_preload: false,
+            http_redirect_code: 308,
+            force_ssl_redirect: false,
+            preserve_trailing_slash: false,
+            proxy_next_upstream: NextUpstream {
+                error: true,
+                timeout: true,
+                ..NextUpstream::default()
+            },
+            proxy_next_upstream_timeout: Duration::ZERO,
+            whitelist_source_range: Vec::new(),
+            denylist_source_range: Vec::new(),
+            allow_snippet_annotations: false,
         }
     }
+}
+
+impl StatusSet {
+    const STATUSES: [u16; 7] = [500, 502, 503, 504, 403, 404, 429];
+
+    pub fn contains(self, status: u16) -> bool {
+        Self::STATUSES
+            .iter()
+            .position(|s| *s == status)
+            .is_some_and(|i| self.0 & (1 << i) != 0)
+    }
+
+    fn insert(&mut self, status: u16) -> bool {
+        match Self::STATUSES.iter().position(|s| *s == status) {
+            Some(i) => {
+                self.0 |= 1 << i;
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl NextUpstream {
+    /// `off`, or conditions separated by spaces: `error`, `timeout`, `invalid_header` (read as
+    /// `error`: a malformed head is a failed attempt), `http_500`, `http_502`, `http_503`,
+    /// `http_504`, `http_403`, `http_404`, `http_429`, `non_idempotent`.
+    pub fn parse(text: &str) -> Result<NextUpstream, String> {
+        let mut out = NextUpstream::default();
+        let mut off = false;
+        for word in text.split_whitespace() {
+            match word {
+                "off" => off = true,
+                "error" | "invalid_header" => out.error = true,
+                "timeout" => out.timeout = true,
+                "non_idempotent" => out.non_idempotent = true,
+                other => {
+                    let status = other
+                        .strip_prefix("http_")
+                        .and_then(|code| code.parse().ok())
+                        .filter(|code| out.statuses.insert(*code));
+                    if status.is_none() {
+                        return Err(format!("{other:?} is not a condition (error, timeout, invalid_header, http_500, http_502, http_503, http_504, http_403, http_404, http_429, non_idempotent, off)"));
+                    }
+                }
+            }
+        }
+        if off {
+            return Ok(NextUpstream::default());
+        }
+        Ok(out)
+    }
+
+    /// Whether no condition retries.
+    pub fn is_off(&self) -> bool {
+        !self.error && !self.timeout && self.statuses.is_empty()
+    }
+}
+
+impl fmt::Display for NextUpstream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_off() {
+            return f.write_str("off");
+        }
+        let mut words = Vec::new();
+        if self.error {
+            words.push("error".to_owned());
+        }
+        if self.timeout {
+            words.push("timeout".to_owned());
+        }
+        for status in StatusSet::STATUSES {
+            if self.statuses.contains(status) {
+                words.push(format!("http_{status}"));
+            }
+        }
+        if self.non_idempotent {
+            words.push("non_idempotent".to_owned());
+        }
+        f.write_str(&words.join(" "))
+    }
+}
+
+impl Serialize for NextUpstream {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// A comma-separated CIDR list (a bare address is a /32 or /128). `Err` names the bad entry.
+pub fn parse_cidrs(text: &str) -> Result<Vec<IpNet>, String> {
+    let mut out = Vec::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let net = entry
+            .parse::<IpNet>()
+            .or_else(|_| entry.parse::<std::net::IpAddr>().map(IpNet::from))
+            .map_err(|_| format!("{entry:?} is not an IP address or CIDR range"))?;
+        out.push(net.trunc());
+    }
+    Ok(out)
 }
 
 /// ingress-nginx keys that other controllers' ConfigMaps carry and that need nothing from us.
@@ -212,7 +367,7 @@ impl Settings {
             "client-send-timeout" => {
                 self.client_send_timeout = parse_duration(value).ok_or(DURATION)?
             }
-            "client-max-body-size" => {
+            "client-max-body-size" | "proxy-body-size" => {
                 self.client_max_body_size =
                     parse_size(value).ok_or("a size like 1m, 512k or 1048576 (0 for no limit)")?
             }
@@ -262,6 +417,31 @@ impl Settings {
             "hsts-max-age" => self.hsts_max_age = value.parse().map_err(|_| COUNT)?,
             "hsts-include-subdomains" => self.hsts_include_subdomains = parse_bool(value)?,
             "hsts-preload" => self.hsts_preload = parse_bool(value)?,
+            "http-redirect-code" => {
+                self.http_redirect_code = value
+                    .parse()
+                    .ok()
+                    .filter(|code| [301, 302, 307, 308].contains(code))
+                    .ok_or("301, 302, 307 or 308")?
+            }
+            "force-ssl-redirect" => self.force_ssl_redirect = parse_bool(value)?,
+            "preserve-trailing-slash" => self.preserve_trailing_slash = parse_bool(value)?,
+            "proxy-next-upstream" => {
+                self.proxy_next_upstream = NextUpstream::parse(value)
+                    .map_err(|_| "conditions like \"error timeout http_502\", or off")?
+            }
+            "proxy-next-upstream-timeout" => {
+                self.proxy_next_upstream_timeout = parse_duration(value).ok_or(DURATION)?
+            }
+            "whitelist-source-range" | "allowlist-source-range" => {
+                self.whitelist_source_range =
+                    parse_cidrs(value).map_err(|_| "comma-separated IP addresses or CIDR ranges")?
+            }
+            "denylist-source-range" => {
+                self.denylist_source_range =
+                    parse_cidrs(value).map_err(|_| "comma-separated IP addresses or CIDR ranges")?
+            }
+            "allow-snippet-annotations" => self.allow_snippet_annotations = parse_bool(value)?,
             key if ACCEPTED_UNUSED_KEYS.contains(&key) => {}
             _ => return Err("a key Sluice knows (see the README); this one is ignored"),
         }

@@ -4,7 +4,8 @@
 //! (routes, backends with endpoints, certificates, settings, diagnostics, parse errors).
 //! Regenerate with `UPDATE_GOLDEN=1 cargo test -p model --test golden` and review the diff.
 //! A first line `# options: default-tls-secret=NS/NAME node-local-endpoints=refuse` sets compile
-//! options.
+//! options. Lines `# request: HOST PATH` are routed on the result, and the output says where
+//! each went (route, regex, rewritten path, redirects): the matching rules as data.
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +15,53 @@ use serde::Serialize;
 #[derive(Serialize)]
 struct Golden {
     parse_errors: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    requests: Vec<String>,
     compiled: model::compile::CompiledView,
+}
+
+/// Where `# request: HOST PATH` lines go, one line each.
+fn route_requests(text: &str, compiled: &model::Compiled) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# request:"))
+        .map(|request| {
+            let mut words = request.split_whitespace();
+            let (host, path) = (words.next().unwrap(), words.next().unwrap());
+            let mut out = format!("{host} {path} -> ");
+            if let Some(to) = compiled.routes.www_redirect(host) {
+                out.push_str(&format!("www redirect to {to}"));
+                return out;
+            }
+            let Some(matched) = compiled.routes.route(host, path) else {
+                out.push_str("404");
+                return out;
+            };
+            let route = matched.route;
+            out.push_str(&format!("{} {}", route.ingress, route.service));
+            if let Some(pattern) = matched.pattern {
+                out.push_str(&format!(" by {pattern}"));
+            }
+            if let (Some(root), "/") = (matched.app_root, path) {
+                out.push_str(&format!(", app-root 302 {}", root.to_str().unwrap()));
+            }
+            let policy = &route.policy;
+            if let Some(why) = &policy.denied {
+                out.push_str(&format!(", denied 503 ({why})"));
+            }
+            if let Some(redirect) = &policy.redirect {
+                out.push_str(&format!(
+                    ", redirect {} {}",
+                    redirect.code,
+                    redirect.location.to_str().unwrap()
+                ));
+            }
+            if let Some(rewrite) = &policy.rewrite {
+                let rewritten = rewrite.apply(matched.pattern, path);
+                out.push_str(&format!(", rewritten to {}", rewritten.unwrap_or_default()));
+            }
+            out
+        })
+        .collect()
 }
 
 fn options_for(text: &str) -> CompileOptions {
@@ -49,6 +96,7 @@ fn run_case(input: &Path) -> Result<(), String> {
     let compiled = compile(&store, &options_for(&text));
     let golden = Golden {
         parse_errors: documents.errors.iter().map(ToString::to_string).collect(),
+        requests: route_requests(&text, &compiled),
         compiled: compiled.view(),
     };
     let actual = serde_yaml::to_string(&golden).unwrap();

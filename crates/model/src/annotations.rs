@@ -1,0 +1,877 @@
+//! ingress-nginx's annotations (`nginx.ingress.kubernetes.io/*`, also read under `sluice.dev/`)
+//! turned into the route policy model, with ingress-nginx's value rules.
+//!
+//! ```text
+//!  metadata.annotations ─▶ ours? (either prefix) ─▶ CATALOGUE: implemented / accepted /
+//!      unsupported / unknown ─▶ parse each implemented one ─▶ IngressAnnotations
+//!                                 │ bad value ─▶ Error diagnostic, default kept
+//!                                 │            (allow/deny lists, snippets: route refused, 503)
+//!                                 └ unsupported / unknown ─▶ Unsupported diagnostic
+//! ```
+//! An annotation with no effect in Sluice is never silent: it is a diagnostic on its Ingress.
+
+use std::collections::BTreeMap;
+
+use http::{HeaderName, HeaderValue};
+
+use crate::compile::{Diagnostic, Severity};
+use crate::objects::ObjectRef;
+use crate::policy::{Access, HeaderAction, HeaderEdit, Redirect, Rewrite, RoutePolicy};
+use crate::routes::HostPattern;
+use crate::settings::{parse_cidrs, parse_duration, parse_size, NextUpstream, Settings};
+
+/// ingress-nginx's annotation prefix.
+pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
+/// Sluice's own prefix for the same keys; it wins when both name one key.
+pub const SLUICE_PREFIX: &str = "sluice.dev/";
+
+/// What Sluice does with one ingress-nginx annotation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Support {
+    /// Has ingress-nginx's effect.
+    Yes,
+    /// Has an effect, with the limits the text names.
+    Partial(&'static str),
+    /// Read and accepted: Sluice already behaves so, or the knob has no meaning here.
+    Accepted(&'static str),
+    /// Not implemented: a diagnostic on the Ingress. The text says why or where it is planned.
+    No(&'static str),
+}
+
+/// Every annotation ingress-nginx documents, and what Sluice does with it. README's table is
+/// made from this (a test keeps them equal).
+pub const CATALOGUE: &[(&str, Support)] = &[
+    ("app-root", Support::Yes),
+    ("affinity", Support::No("planned (wave 2)")),
+    ("affinity-mode", Support::No("planned (wave 2)")),
+    ("affinity-canary-behavior", Support::No("planned (wave 2)")),
+    ("allowlist-source-range", Support::Yes),
+    ("auth-realm", Support::No("planned (wave 2)")),
+    ("auth-secret", Support::No("planned (wave 2)")),
+    ("auth-secret-type", Support::No("planned (wave 2)")),
+    ("auth-type", Support::No("planned (wave 2)")),
+    ("auth-tls-secret", Support::No("planned (wave 2)")),
+    ("auth-tls-verify-depth", Support::No("planned (wave 2)")),
+    ("auth-tls-verify-client", Support::No("planned (wave 2)")),
+    ("auth-tls-error-page", Support::No("planned (wave 2)")),
+    ("auth-tls-pass-certificate-to-upstream", Support::No("planned (wave 2)")),
+    ("auth-tls-match-cn", Support::No("planned (wave 2)")),
+    ("auth-url", Support::No("planned (wave 2)")),
+    ("auth-cache-key", Support::No("planned (wave 2)")),
+    ("auth-cache-duration", Support::No("planned (wave 2)")),
+    ("auth-keepalive", Support::No("planned (wave 2)")),
+    ("auth-keepalive-share-vars", Support::No("planned (wave 2)")),
+    ("auth-keepalive-requests", Support::No("planned (wave 2)")),
+    ("auth-keepalive-timeout", Support::No("planned (wave 2)")),
+    ("auth-proxy-set-headers", Support::No("planned (wave 2)")),
+    ("auth-snippet", Support::No("snippets are never executed")),
+    ("enable-global-auth", Support::No("planned (wave 2)")),
+    ("backend-protocol", Support::No("planned (issue 14: HTTPS, gRPC, h2c upstreams)")),
+    ("canary", Support::No("planned (wave 2)")),
+    ("canary-by-header", Support::No("planned (wave 2)")),
+    ("canary-by-header-value", Support::No("planned (wave 2)")),
+    ("canary-by-header-pattern", Support::No("planned (wave 2)")),
+    ("canary-by-cookie", Support::No("planned (wave 2)")),
+    ("canary-weight", Support::No("planned (wave 2)")),
+    ("canary-weight-total", Support::No("planned (wave 2)")),
+    ("client-body-buffer-size", Support::Yes),
+    ("configuration-snippet", Support::Partial("never executed; with allow-snippet-annotations, header directives with literal values are translated (see below), anything else refuses the Ingress")),
+    ("custom-http-errors", Support::No("planned (wave 2)")),
+    ("custom-headers", Support::No("planned (wave 2)")),
+    ("default-backend", Support::No("planned (wave 2)")),
+    ("enable-cors", Support::No("planned (wave 2)")),
+    ("cors-allow-origin", Support::No("planned (wave 2)")),
+    ("cors-allow-methods", Support::No("planned (wave 2)")),
+    ("cors-allow-headers", Support::No("planned (wave 2)")),
+    ("cors-expose-headers", Support::No("planned (wave 2)")),
+    ("cors-allow-credentials", Support::No("planned (wave 2)")),
+    ("cors-max-age", Support::No("planned (wave 2)")),
+    ("force-ssl-redirect", Support::Yes),
+    ("from-to-www-redirect", Support::Yes),
+    ("http2-push-preload", Support::No("HTTP/2 server push is obsolete (browsers dropped it)")),
+    ("limit-connections", Support::No("planned (wave 2)")),
+    ("limit-rps", Support::No("planned (wave 2)")),
+    ("permanent-redirect", Support::Yes),
+    ("permanent-redirect-code", Support::Yes),
+    ("temporal-redirect", Support::Yes),
+    ("temporal-redirect-code", Support::Yes),
+    ("preserve-trailing-slash", Support::Yes),
+    ("proxy-body-size", Support::Yes),
+    ("proxy-cookie-domain", Support::No("planned (wave 2)")),
+    ("proxy-cookie-path", Support::No("planned (wave 2)")),
+    ("proxy-connect-timeout", Support::Yes),
+    ("proxy-send-timeout", Support::Yes),
+    ("proxy-read-timeout", Support::Yes),
+    ("proxy-next-upstream", Support::Yes),
+    ("proxy-next-upstream-timeout", Support::Yes),
+    ("proxy-next-upstream-tries", Support::Yes),
+    ("proxy-request-buffering", Support::Yes),
+    ("proxy-redirect-from", Support::No("planned (wave 2)")),
+    ("proxy-redirect-to", Support::No("planned (wave 2)")),
+    ("proxy-http-version", Support::Accepted("1.1 is what Sluice speaks; 1.0 is a diagnostic")),
+    ("proxy-ssl-secret", Support::No("planned (issue 14)")),
+    ("proxy-ssl-ciphers", Support::No("planned (issue 14)")),
+    ("proxy-ssl-name", Support::No("planned (issue 14)")),
+    ("proxy-ssl-protocols", Support::No("planned (issue 14)")),
+    ("proxy-ssl-verify", Support::No("planned (issue 14)")),
+    ("proxy-ssl-verify-depth", Support::No("planned (issue 14)")),
+    ("proxy-ssl-server-name", Support::No("planned (issue 14)")),
+    ("enable-rewrite-log", Support::Accepted("no effect: Sluice logs rewrites at debug level")),
+    ("rewrite-target", Support::Yes),
+    ("satisfy", Support::No("planned with the auth annotations (wave 2)")),
+    ("server-alias", Support::Yes),
+    ("server-snippet", Support::Partial("never executed; with allow-snippet-annotations, header directives with literal values are translated for every route of the host, anything else refuses the Ingress")),
+    ("service-upstream", Support::Yes),
+    ("session-cookie-change-on-failure", Support::No("planned (wave 2)")),
+    ("session-cookie-conditional-samesite-none", Support::No("planned (wave 2)")),
+    ("session-cookie-domain", Support::No("planned (wave 2)")),
+    ("session-cookie-expires", Support::No("planned (wave 2)")),
+    ("session-cookie-max-age", Support::No("planned (wave 2)")),
+    ("session-cookie-name", Support::No("planned (wave 2)")),
+    ("session-cookie-path", Support::No("planned (wave 2)")),
+    ("session-cookie-samesite", Support::No("planned (wave 2)")),
+    ("session-cookie-secure", Support::No("planned (wave 2)")),
+    ("ssl-redirect", Support::Yes),
+    ("ssl-passthrough", Support::No("planned (issue 14)")),
+    ("stream-snippet", Support::No("snippets are never executed")),
+    ("upstream-hash-by", Support::No("planned (wave 2)")),
+    ("x-forwarded-prefix", Support::Yes),
+    ("load-balance", Support::No("planned (wave 2); the ConfigMap's load-balance applies")),
+    ("upstream-vhost", Support::Yes),
+    ("denylist-source-range", Support::Yes),
+    ("whitelist-source-range", Support::Yes),
+    ("proxy-buffering", Support::Accepted("Sluice streams responses; on and off both accepted")),
+    ("proxy-buffers-number", Support::Accepted("no effect: Sluice does not buffer responses in nginx's buffers")),
+    ("proxy-buffer-size", Support::Accepted("no effect: Sluice does not buffer responses in nginx's buffers")),
+    ("proxy-busy-buffers-size", Support::Accepted("no effect: Sluice does not buffer responses in nginx's buffers")),
+    ("proxy-max-temp-file-size", Support::Accepted("no effect: Sluice does not buffer responses to disk")),
+    ("ssl-ciphers", Support::No("per-Ingress cipher lists are not supported; rustls's safe defaults apply")),
+    ("ssl-prefer-server-ciphers", Support::No("per-Ingress cipher lists are not supported; rustls's safe defaults apply")),
+    ("connection-proxy-header", Support::No("Sluice manages upstream connections itself")),
+    ("enable-access-log", Support::No("planned (issue 13: access logs)")),
+    ("enable-opentelemetry", Support::No("planned (issue 13: OpenTelemetry)")),
+    ("opentelemetry-trust-incoming-span", Support::No("planned (issue 13: OpenTelemetry)")),
+    ("use-regex", Support::Yes),
+    ("enable-modsecurity", Support::No("no web application firewall in Sluice")),
+    ("enable-owasp-core-rules", Support::No("no web application firewall in Sluice")),
+    ("modsecurity-transaction-id", Support::No("no web application firewall in Sluice")),
+    ("modsecurity-snippet", Support::No("no web application firewall in Sluice; snippets are never executed")),
+    ("mirror-request-body", Support::No("planned (wave 2)")),
+    ("mirror-target", Support::No("planned (wave 2)")),
+    ("mirror-host", Support::No("planned (wave 2)")),
+];
+
+/// What one Ingress's annotations ask for.
+#[derive(Debug)]
+pub struct IngressAnnotations {
+    /// The ConfigMap's defaults with this Ingress's overrides.
+    pub policy: RoutePolicy,
+    /// `use-regex`: this Ingress's paths are regular expressions.
+    pub use_regex: bool,
+    /// `server-alias`: more names for this Ingress's hosts.
+    pub server_aliases: Vec<HostPattern>,
+    /// `app-root`: a request for `/` on this Ingress's hosts is sent here (302).
+    pub app_root: Option<HeaderValue>,
+    /// `from-to-www-redirect`.
+    pub from_to_www: bool,
+    /// `service-upstream`: one endpoint, the Service's cluster IP.
+    pub service_upstream: bool,
+    /// `server-snippet` header directives: for every route of this Ingress's hosts.
+    pub server_request_headers: Vec<HeaderEdit>,
+    pub server_response_headers: Vec<HeaderEdit>,
+}
+
+/// Reads the annotations of one Ingress. Problems go to `diagnostics`, on `object`.
+pub fn parse(
+    annotations: &BTreeMap<String, String>,
+    settings: &Settings,
+    object: &ObjectRef,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> IngressAnnotations {
+    let mut reader = Reader {
+        values: BTreeMap::new(),
+        object,
+        diagnostics,
+    };
+    for (key, value) in annotations {
+        let (name, sluice) = if let Some(name) = key.strip_prefix(SLUICE_PREFIX) {
+            (name, true)
+        } else if let Some(name) = key.strip_prefix(NGINX_PREFIX) {
+            (name, false)
+        } else {
+            continue;
+        };
+        let value = value.trim();
+        match reader.values.get(name) {
+            Some((_, true)) if !sluice => {
+                reader.diagnose(
+                    Severity::Notice,
+                    format!("{key}: ignored, {SLUICE_PREFIX}{name} is set too and wins"),
+                );
+                continue;
+            }
+            Some(_) if sluice => {
+                reader.diagnose(
+                    Severity::Notice,
+                    format!("{NGINX_PREFIX}{name}: ignored, {key} is set too and wins"),
+                );
+            }
+            _ => {}
+        }
+        reader.values.insert(name, (value, sluice));
+    }
+    reader.unsupported();
+    reader.read(settings)
+}
+
+struct Reader<'a> {
+    /// Annotation name without prefix → (value, came with the Sluice prefix).
+    values: BTreeMap<&'a str, (&'a str, bool)>,
+    object: &'a ObjectRef,
+    diagnostics: &'a mut Vec<Diagnostic>,
+}
+
+impl<'a> Reader<'a> {
+    fn diagnose(&mut self, severity: Severity, reason: String) {
+        self.diagnostics.push(Diagnostic::with_severity(
+            severity,
+            self.object.clone(),
+            reason,
+        ));
+    }
+
+    fn key(&self, name: &str) -> String {
+        match self.values.get(name) {
+            Some((_, true)) => format!("{SLUICE_PREFIX}{name}"),
+            _ => format!("{NGINX_PREFIX}{name}"),
+        }
+    }
+
+    /// An invalid value: the default applies.
+    fn invalid(&mut self, name: &str, value: &str, expected: &str) {
+        let key = self.key(name);
+        self.diagnose(
+            Severity::Error,
+            format!("annotation {key}: invalid value {value:?}: expected {expected}; ignored"),
+        );
+    }
+
+    fn unsupported(&mut self) {
+        let mut found = Vec::new();
+        for (name, (value, _)) in &self.values {
+            match CATALOGUE.iter().find(|(known, _)| known == name) {
+                Some((_, Support::No(why))) => found.push(format!(
+                    "annotation {}: not supported by Sluice: {why}; ignored",
+                    self.key(name)
+                )),
+                Some((_, Support::Accepted(_))) if *name == "proxy-http-version" && *value != "1.1" => {
+                    found.push(format!(
+                        "annotation {}: {value:?}: Sluice speaks HTTP/1.1 to upstreams; ignored",
+                        self.key(name)
+                    ))
+                }
+                Some(_) => {}
+                None => found.push(format!(
+                    "annotation {}: unknown (not an ingress-nginx annotation Sluice knows); ignored",
+                    self.key(name)
+                )),
+            }
+        }
+        for reason in found {
+            self.diagnose(Severity::Unsupported, reason);
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&'a str> {
+        self.values.get(name).map(|(value, _)| *value)
+    }
+
+    fn bool(&mut self, name: &str) -> Option<bool> {
+        let value = self.get(name)?;
+        // Go's strconv.ParseBool, which ingress-nginx uses.
+        match value {
+            "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+            "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+            _ => {
+                self.invalid(name, value, "true or false");
+                None
+            }
+        }
+    }
+
+    fn duration(&mut self, name: &str) -> Option<std::time::Duration> {
+        let value = self.get(name)?;
+        let parsed = parse_duration(value);
+        if parsed.is_none() {
+            self.invalid(name, value, "a number of seconds");
+        }
+        parsed
+    }
+
+    fn number(&mut self, name: &str) -> Option<u32> {
+        let value = self.get(name)?;
+        let parsed = value.parse().ok();
+        if parsed.is_none() {
+            self.invalid(name, value, "a whole number");
+        }
+        parsed
+    }
+
+    fn size(&mut self, name: &str) -> Option<u64> {
+        let value = self.get(name)?;
+        let parsed = parse_size(value.strip_suffix(['b', 'B']).unwrap_or(value));
+        if parsed.is_none() {
+            self.invalid(name, value, "a size like 8m, 512k or 1048576 (0: no limit)");
+        }
+        parsed
+    }
+
+    /// A literal header value: no nginx variables, no control characters.
+    fn header_value(&mut self, name: &str) -> Option<HeaderValue> {
+        let value = self.get(name)?;
+        if value.contains('$') {
+            let key = self.key(name);
+            self.diagnose(
+                Severity::Unsupported,
+                format!("annotation {key}: {value:?}: nginx variables are not supported, only literal values; ignored"),
+            );
+            return None;
+        }
+        match HeaderValue::from_str(value) {
+            Ok(value) if !value.is_empty() => Some(value),
+            _ => {
+                self.invalid(name, value, "a literal header value");
+                None
+            }
+        }
+    }
+
+    fn read(mut self, settings: &Settings) -> IngressAnnotations {
+        let mut policy = RoutePolicy::from_settings(settings);
+        if let Some(on) = self.bool("ssl-redirect") {
+            policy.ssl_redirect.enabled = on;
+        }
+        if let Some(on) = self.bool("force-ssl-redirect") {
+            policy.ssl_redirect.force = on;
+        }
+        if let Some(on) = self.bool("preserve-trailing-slash") {
+            policy.ssl_redirect.preserve_trailing_slash = on;
+        }
+        policy.redirect = self.redirect();
+        let use_regex = self.bool("use-regex").unwrap_or(false);
+        let app_root = self.app_root();
+        let from_to_www = self.bool("from-to-www-redirect").unwrap_or(false);
+        let server_aliases = self.server_aliases();
+        policy.rewrite = self.rewrite();
+        if policy.rewrite.is_none() && self.get("x-forwarded-prefix").is_some() {
+            let key = self.key("x-forwarded-prefix");
+            self.diagnose(
+                Severity::Notice,
+                format!(
+                    "annotation {key}: has no effect without rewrite-target (as in ingress-nginx)"
+                ),
+            );
+        }
+        policy.upstream_vhost = self.upstream_vhost();
+        let service_upstream = self.bool("service-upstream").unwrap_or(false);
+
+        if let Some(size) = self.size("proxy-body-size") {
+            policy.body.max_size = size;
+        }
+        let upstream = &mut policy.upstream;
+        if let Some(d) = self.duration("proxy-connect-timeout") {
+            upstream.connect_timeout = d;
+        }
+        if let Some(d) = self.duration("proxy-send-timeout") {
+            upstream.send_timeout = d;
+        }
+        if let Some(d) = self.duration("proxy-read-timeout") {
+            upstream.read_timeout = d;
+        }
+        if let Some(tries) = self.number("proxy-next-upstream-tries") {
+            upstream.tries = tries;
+        }
+        if let Some(d) = self.duration("proxy-next-upstream-timeout") {
+            upstream.next_upstream_timeout = d;
+        }
+        if let Some(value) = self.get("proxy-next-upstream") {
+            match NextUpstream::parse(value) {
+                Ok(conditions) => upstream.next_upstream = conditions,
+                Err(why) => self.invalid("proxy-next-upstream", value, &why),
+            }
+        }
+        if let Some(value) = self.get("proxy-buffering") {
+            if value != "on" && value != "off" {
+                self.invalid("proxy-buffering", value, "on or off");
+            }
+        }
+
+        self.access(&mut policy);
+        let mut server_request_headers = Vec::new();
+        let mut server_response_headers = Vec::new();
+        self.snippets(
+            settings,
+            &mut policy,
+            &mut server_request_headers,
+            &mut server_response_headers,
+        );
+        IngressAnnotations {
+            policy,
+            use_regex,
+            server_aliases,
+            app_root,
+            from_to_www,
+            service_upstream,
+            server_request_headers,
+            server_response_headers,
+        }
+    }
+
+    /// `temporal-redirect` wins over `permanent-redirect`; a code outside 300–307 (temporal) or
+    /// 300–308 (permanent) falls back to 302 or 301, as in ingress-nginx.
+    fn redirect(&mut self) -> Option<Redirect> {
+        for (name, code_name, default, highest) in [
+            ("temporal-redirect", "temporal-redirect-code", 302, 307),
+            ("permanent-redirect", "permanent-redirect-code", 301, 308),
+        ] {
+            let Some(url) = self.get(name) else { continue };
+            let code = match self.get(code_name) {
+                None => default,
+                Some(text) => match text.parse::<u16>() {
+                    Ok(code) if (300..=highest).contains(&code) => code,
+                    _ => {
+                        let key = self.key(code_name);
+                        self.diagnose(
+                            Severity::Error,
+                            format!("annotation {key}: invalid value {text:?}: expected a status from 300 to {highest}; {default} applies (as in ingress-nginx)"),
+                        );
+                        default
+                    }
+                },
+            };
+            let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
+            return match HeaderValue::from_str(url) {
+                Ok(location) if scheme_ok => Some(Redirect { code, location }),
+                _ => {
+                    self.invalid(name, url, "an http:// or https:// URL");
+                    None
+                }
+            };
+        }
+        None
+    }
+
+    fn app_root(&mut self) -> Option<HeaderValue> {
+        let value = self.get("app-root")?;
+        let valid = value.starts_with('/') && !value.contains("://") && !value.contains('$');
+        match HeaderValue::from_str(value) {
+            Ok(root) if valid => Some(root),
+            _ => {
+                self.invalid("app-root", value, "an absolute path like /app");
+                None
+            }
+        }
+    }
+
+    fn server_aliases(&mut self) -> Vec<HostPattern> {
+        let Some(value) = self.get("server-alias") else {
+            return Vec::new();
+        };
+        let mut aliases = Vec::new();
+        for alias in value.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+            match HostPattern::parse(Some(&alias.to_ascii_lowercase())) {
+                Ok(HostPattern::Any) | Err(_) => {
+                    self.invalid("server-alias", alias, "host names separated by commas")
+                }
+                Ok(host) => aliases.push(host),
+            }
+        }
+        aliases
+    }
+
+    fn rewrite(&mut self) -> Option<Rewrite> {
+        let target = self.get("rewrite-target")?;
+        if target.is_empty() {
+            return None;
+        }
+        let forwarded_prefix = self.header_value("x-forwarded-prefix");
+        if target.chars().any(|c| c.is_control() || c == ' ') {
+            self.invalid(
+                "rewrite-target",
+                target,
+                "a path with $1…$9 capture references",
+            );
+            return None;
+        }
+        match Rewrite::parse(target, forwarded_prefix) {
+            Ok(rewrite) => Some(rewrite),
+            Err(why) => {
+                let key = self.key("rewrite-target");
+                self.diagnose(
+                    Severity::Unsupported,
+                    format!("annotation {key}: {target:?}: {why}; ignored"),
+                );
+                None
+            }
+        }
+    }
+
+    fn upstream_vhost(&mut self) -> Option<HeaderValue> {
+        let value = self.header_value("upstream-vhost")?;
+        let text = value.to_str().unwrap_or_default();
+        let host = text.rsplit_once(':').map_or(text, |(host, _)| host);
+        if crate::target::validate_host(text.as_bytes()).is_err() || host.is_empty() {
+            self.invalid(
+                "upstream-vhost",
+                text,
+                "a host name, optionally with a port",
+            );
+            return None;
+        }
+        Some(value)
+    }
+
+    /// Allow- and deny-lists. A list that cannot be read refuses the routes (503, as
+    /// ingress-nginx's "location denied"): serving them open would drop an access rule.
+    fn access(&mut self, policy: &mut RoutePolicy) {
+        let allow_name = if self.get("allowlist-source-range").is_some() {
+            if self.get("whitelist-source-range").is_some() {
+                let key = self.key("whitelist-source-range");
+                self.diagnose(
+                    Severity::Notice,
+                    format!(
+                        "annotation {key}: ignored, allowlist-source-range is set too and wins"
+                    ),
+                );
+            }
+            "allowlist-source-range"
+        } else {
+            "whitelist-source-range"
+        };
+        for (name, allow) in [(allow_name, true), ("denylist-source-range", false)] {
+            let Some(value) = self.get(name) else {
+                continue;
+            };
+            match parse_cidrs(value) {
+                Ok(nets) if allow && nets.is_empty() => {}
+                Ok(nets) => {
+                    let access: &mut Access = &mut policy.access;
+                    if allow {
+                        access.allow = nets;
+                    } else {
+                        access.deny = nets;
+                    }
+                }
+                Err(why) => {
+                    let key = self.key(name);
+                    self.diagnose(
+                        Severity::Error,
+                        format!("annotation {key}: {why}; the Ingress's routes answer 503 until it is fixed (an access list is never dropped)"),
+                    );
+                    policy.denied = Some(format!("{key} cannot be read"));
+                }
+            }
+        }
+    }
+
+    fn snippets(
+        &mut self,
+        settings: &Settings,
+        policy: &mut RoutePolicy,
+        server_request: &mut Vec<HeaderEdit>,
+        server_response: &mut Vec<HeaderEdit>,
+    ) {
+        let mut request = policy.request_headers.to_vec();
+        let mut response = policy.response_headers.to_vec();
+        for (name, server) in [("configuration-snippet", false), ("server-snippet", true)] {
+            let Some(text) = self.get(name) else { continue };
+            let key = self.key(name);
+            if !settings.allow_snippet_annotations {
+                self.diagnose(
+                    Severity::Error,
+                    format!("annotation {key}: snippet annotations are off (ConfigMap allow-snippet-annotations, as in ingress-nginx); the Ingress's routes answer 503 until it is removed"),
+                );
+                policy.denied = Some(format!("{key} is not allowed"));
+                continue;
+            }
+            match translate_snippet(text) {
+                Ok(edits) => {
+                    for (edit, to_request) in edits {
+                        match (server, to_request) {
+                            (false, true) => request.push(edit),
+                            (false, false) => response.push(edit),
+                            (true, true) => server_request.push(edit),
+                            (true, false) => server_response.push(edit),
+                        }
+                    }
+                }
+                Err(why) => {
+                    self.diagnose(
+                        Severity::Error,
+                        format!("annotation {key}: {why}; snippets are never executed, so the Ingress's routes answer 503 until it is changed"),
+                    );
+                    policy.denied = Some(format!("{key} cannot be translated"));
+                }
+            }
+        }
+        policy.request_headers = request.into();
+        policy.response_headers = response.into();
+    }
+}
+
+/// Translates the safe subset of an nginx snippet into header edits (`true`: request side).
+/// `Err` names the first directive that is refused, and the typed alternative if there is one.
+pub fn translate_snippet(text: &str) -> Result<Vec<(HeaderEdit, bool)>, String> {
+    let mut edits = Vec::new();
+    for directive in split_directives(text)? {
+        let (name, args) = directive.split_first().expect("directives are not empty");
+        const TRANSLATED: [&str; 8] = [
+            "more_set_headers",
+            "more_set_input_headers",
+            "add_header",
+            "proxy_set_header",
+            "more_clear_headers",
+            "more_clear_input_headers",
+            "proxy_hide_header",
+            "",
+        ];
+        if TRANSLATED.contains(&name.as_str()) {
+            if let Some(arg) = args.iter().find(|arg| arg.contains('$')) {
+                return Err(format!(
+                    "{name}: {arg:?}: nginx variables are not supported, only literal values"
+                ));
+            }
+        }
+        match name.as_str() {
+            "more_set_headers" | "more_set_input_headers" => {
+                let to_request = name == "more_set_input_headers";
+                if args.is_empty() || args.iter().any(|a| a.starts_with('-')) {
+                    return Err(format!("{name}: only \"Name: value\" arguments are supported (no -s or -t filters)"));
+                }
+                for arg in args {
+                    let (header, value) = arg
+                        .split_once(':')
+                        .ok_or_else(|| format!("{name}: {arg:?} is not \"Name: value\""))?;
+                    let header = header_name(name, header.trim())?;
+                    let value = value.trim();
+                    let action = if value.is_empty() {
+                        HeaderAction::Remove
+                    } else {
+                        HeaderAction::Set(header_value(name, value)?)
+                    };
+                    edits.push((
+                        HeaderEdit {
+                            name: header,
+                            action,
+                        },
+                        to_request,
+                    ));
+                }
+            }
+            "add_header" => {
+                let (header, value) = match args {
+                    [header, value] => (header, value),
+                    [header, value, always] if always == "always" => (header, value),
+                    _ => {
+                        return Err(
+                            "add_header: expected a name, a value and optionally always".into()
+                        )
+                    }
+                };
+                let header = header_name(name, header)?;
+                let action = HeaderAction::Append(header_value(name, value)?);
+                edits.push((
+                    HeaderEdit {
+                        name: header,
+                        action,
+                    },
+                    false,
+                ));
+            }
+            "proxy_set_header" => {
+                let [header, value] = args else {
+                    return Err("proxy_set_header: expected a name and a value".into());
+                };
+                let header = header_name(name, header)?;
+                // nginx: an empty value means the header is not passed.
+                let action = if value.is_empty() {
+                    HeaderAction::Remove
+                } else {
+                    HeaderAction::Set(header_value(name, value)?)
+                };
+                edits.push((
+                    HeaderEdit {
+                        name: header,
+                        action,
+                    },
+                    true,
+                ));
+            }
+            "more_clear_headers" | "more_clear_input_headers" | "proxy_hide_header" => {
+                let to_request = name == "more_clear_input_headers";
+                if args.is_empty() || args.iter().any(|a| a.starts_with('-') || a.contains('*')) {
+                    return Err(format!(
+                        "{name}: only literal header names are supported (no wildcards or filters)"
+                    ));
+                }
+                for arg in args {
+                    let header = header_name(name, arg)?;
+                    edits.push((
+                        HeaderEdit {
+                            name: header,
+                            action: HeaderAction::Remove,
+                        },
+                        to_request,
+                    ));
+                }
+            }
+            other => {
+                let alternative = typed_alternative(other)
+                    .map(|a| format!(" (use {a} instead)"))
+                    .unwrap_or_default();
+                return Err(format!("the directive {other:?} is refused{alternative}"));
+            }
+        }
+    }
+    Ok(edits)
+}
+
+fn header_name(directive: &str, name: &str) -> Result<HeaderName, String> {
+    HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| format!("{directive}: {name:?} is not a header name"))
+}
+
+fn header_value(directive: &str, value: &str) -> Result<HeaderValue, String> {
+    HeaderValue::from_str(value)
+        .map_err(|_| format!("{directive}: {value:?} is not a header value"))
+}
+
+/// The annotation (or ConfigMap key) that does what a refused directive did.
+fn typed_alternative(directive: &str) -> Option<&'static str> {
+    Some(match directive {
+        "rewrite" => "the rewrite-target annotation",
+        "return" => "the permanent-redirect or temporal-redirect annotation",
+        "allow" | "deny" => "the whitelist-source-range / denylist-source-range annotations",
+        "client_max_body_size" => "the proxy-body-size annotation",
+        "proxy_connect_timeout" => "the proxy-connect-timeout annotation",
+        "proxy_send_timeout" => "the proxy-send-timeout annotation",
+        "proxy_read_timeout" => "the proxy-read-timeout annotation",
+        "proxy_next_upstream" => "the proxy-next-upstream annotation",
+        "proxy_next_upstream_tries" => "the proxy-next-upstream-tries annotation",
+        "proxy_next_upstream_timeout" => "the proxy-next-upstream-timeout annotation",
+        "proxy_request_buffering" => "the proxy-request-buffering annotation",
+        "client_body_buffer_size" => "the client-body-buffer-size annotation",
+        "proxy_buffering" => "the proxy-buffering annotation",
+        "server_name" => "the server-alias annotation",
+        _ => return None,
+    })
+}
+
+/// Splits a snippet into directives of words (quotes removed). Blocks and `if` are refused:
+/// nothing conditional is translated.
+fn split_directives(text: &str) -> Result<Vec<Vec<String>>, String> {
+    let mut directives = Vec::new();
+    let mut words: Vec<String> = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '#' => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        break;
+                    }
+                }
+            }
+            ';' => {
+                if !words.is_empty() {
+                    directives.push(std::mem::take(&mut words));
+                }
+            }
+            '{' | '}' => {
+                let name = words.first().map_or("a block", String::as_str);
+                return Err(format!("{name:?} with a block is refused (nothing conditional or nested is translated)"));
+            }
+            '"' | '\'' => {
+                let quote = c;
+                let mut word = String::new();
+                let mut closed = false;
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => {
+                            if let Some(next) = chars.next() {
+                                word.push(next);
+                            }
+                        }
+                        c if c == quote => {
+                            closed = true;
+                            break;
+                        }
+                        c => word.push(c),
+                    }
+                }
+                if !closed {
+                    return Err("an unterminated quote".into());
+                }
+                words.push(word);
+            }
+            c if c.is_whitespace() => {}
+            c => {
+                let mut word = String::from(c);
+                while let Some(&next) = chars.peek() {
+                    if next.is_whitespace() || matches!(next, ';' | '{' | '}' | '"' | '\'') {
+                        break;
+                    }
+                    word.push(next);
+                    chars.next();
+                }
+                words.push(word);
+            }
+        }
+    }
+    if !words.is_empty() {
+        return Err(format!("{:?}: a directive must end with ';'", words[0]));
+    }
+    Ok(directives)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snippets_translate_header_directives_only() {
+        let edits = translate_snippet(
+            "more_set_headers \"X-Frame-Options: DENY\";\n# a comment\nproxy_set_header X-Team web;\nadd_header Cache-Control no-store always;\nmore_clear_headers Server;",
+        )
+        .unwrap();
+        let shown: Vec<String> = edits
+            .iter()
+            .map(|(e, req)| format!("{} {e}", if *req { "request" } else { "response" }))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "response set x-frame-options: DENY",
+                "request set x-team: web",
+                "response add cache-control: no-store",
+                "response remove server"
+            ]
+        );
+        let refused = translate_snippet("rewrite ^/old /new break;").unwrap_err();
+        assert!(refused.contains("rewrite-target"), "{refused}");
+        let refused = translate_snippet("if ($host = x) { return 301 https://y; }").unwrap_err();
+        assert!(refused.contains("block"), "{refused}");
+        let refused = translate_snippet("more_set_headers \"X-Host: $host\";").unwrap_err();
+        assert!(refused.contains("variables"), "{refused}");
+        assert!(translate_snippet("add_header X-A b").is_err());
+    }
+
+    #[test]
+    fn the_catalogue_has_each_annotation_once() {
+        let mut names: Vec<&str> = CATALOGUE.iter().map(|(n, _)| *n).collect();
+        names.sort_unstable();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(before, names.len());
+    }
+}

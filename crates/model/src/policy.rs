@@ -1,0 +1,426 @@
+//! The route policy model: everything a matched request goes through besides "pick an
+//! endpoint", as plain validated data made by `compile()`.
+//!
+//! ```text
+//!  ConfigMap (Settings) ──RoutePolicy::from_settings──▶ the default policy (shared by every
+//!                                                       route without annotations)
+//!  Ingress annotations ──annotations::parse──▶ overrides ──▶ one policy per Ingress
+//!  (Gateway API filters, later: another input, the same model)
+//!
+//!  proxy pipeline, fixed phases, each reading one part of the policy:
+//!   denied ─▶ access ─▶ redirect (app-root, permanent/temporal, ssl) ─▶ rewrite
+//!   ─▶ request headers ─▶ body (limit, buffering) ─▶ upstream (timeouts, retries)
+//!   ─▶ response headers
+//! ```
+//!
+//! The phases are fixed, so a policy is a block per phase rather than a list the proxy would
+//! walk: a route without annotations costs one pointer to the shared default and a few
+//! `is_none()` checks. Header values are checked and turned into `http` types here, once per
+//! compile, so the proxy never parses one per request.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use http::{HeaderName, HeaderValue};
+use ipnet::IpNet;
+use serde::{Serialize, Serializer};
+
+use crate::settings::{NextUpstream, Settings};
+
+/// What a request matched to a route must go through. Immutable; shared with `Arc`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct RoutePolicy {
+    /// The route is refused (an allow-list or snippet that could not be read): it answers 503
+    /// rather than serving without a rule that may have been an access restriction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub denied: Option<String>,
+    #[serde(skip_serializing_if = "Access::is_open")]
+    pub access: Access,
+    /// `permanent-redirect` / `temporal-redirect`: answered instead of proxying.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redirect: Option<Redirect>,
+    pub ssl_redirect: SslRedirect,
+    /// `rewrite-target`: the path sent upstream, from the path's regex captures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rewrite: Option<Rewrite>,
+    /// Applied in order after the proxy's own request headers are prepared.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub request_headers: Box<[HeaderEdit]>,
+    /// Applied in order to the upstream's response (and to the proxy's own answers).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub response_headers: Box<[HeaderEdit]>,
+    /// `upstream-vhost`: the `Host` sent upstream (`X-Forwarded-Host` keeps the client's).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "optional_value_text"
+    )]
+    pub upstream_vhost: Option<HeaderValue>,
+    pub body: BodyPolicy,
+    pub upstream: UpstreamPolicy,
+}
+
+/// Source-address rules (`whitelist-source-range`, `denylist-source-range`), checked on the
+/// client address (the forwarded one when `use-forwarded-headers` trusts the peer).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Access {
+    /// Empty: everyone who is not denied.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<IpNet>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<IpNet>,
+}
+
+/// A redirect answered without asking an upstream.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Redirect {
+    pub code: u16,
+    #[serde(serialize_with = "value_text")]
+    pub location: HeaderValue,
+}
+
+/// When a plain-HTTP request is sent to https instead.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct SslRedirect {
+    /// `ssl-redirect`: for hosts with TLS.
+    pub enabled: bool,
+    /// `force-ssl-redirect`: even for hosts without TLS.
+    pub force: bool,
+    /// `preserve-trailing-slash`: ingress-nginx drops a trailing `/` of the target otherwise.
+    pub preserve_trailing_slash: bool,
+    /// ConfigMap `http-redirect-code`.
+    pub code: u16,
+}
+
+/// `rewrite-target`: nginx's `rewrite "(?i)<path>" <target> break;`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Rewrite {
+    pub target: String,
+    /// `$1`…`$9` and literal text, parsed once.
+    #[serde(skip)]
+    pub parts: Vec<RewritePart>,
+    /// `x-forwarded-prefix` (ingress-nginx sets it only together with a rewrite).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "optional_value_text"
+    )]
+    pub forwarded_prefix: Option<HeaderValue>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum RewritePart {
+    Literal(String),
+    /// `$n`: the n-th capture group of the path's regex (empty when it did not take part).
+    Capture(usize),
+}
+
+/// One header change.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeaderEdit {
+    pub name: HeaderName,
+    pub action: HeaderAction,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum HeaderAction {
+    /// Replace every value with this one.
+    Set(HeaderValue),
+    /// Add this value beside any others.
+    Append(HeaderValue),
+    Remove,
+}
+
+/// The request body: its limit and whether it is read whole before an upstream is chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct BodyPolicy {
+    /// `proxy-body-size`: larger bodies get 413. 0: no limit.
+    pub max_size: u64,
+}
+
+/// How the upstream is talked to and when another endpoint is tried.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct UpstreamPolicy {
+    #[serde(serialize_with = "duration_text")]
+    pub connect_timeout: Duration,
+    #[serde(serialize_with = "duration_text")]
+    pub send_timeout: Duration,
+    #[serde(serialize_with = "duration_text")]
+    pub read_timeout: Duration,
+    pub next_upstream: NextUpstream,
+    /// Attempts per request, the first included; 0: as many as there are endpoints.
+    pub tries: u32,
+    /// How long retrying may go on, from the first attempt; 0: no limit.
+    #[serde(serialize_with = "duration_text")]
+    pub next_upstream_timeout: Duration,
+}
+
+impl RoutePolicy {
+    /// The policy of a route without annotations: the ConfigMap's values.
+    pub fn from_settings(settings: &Settings) -> RoutePolicy {
+        RoutePolicy {
+            denied: None,
+            access: Access {
+                allow: settings.whitelist_source_range.clone(),
+                deny: settings.denylist_source_range.clone(),
+            },
+            redirect: None,
+            ssl_redirect: SslRedirect {
+                enabled: settings.ssl_redirect,
+                force: settings.force_ssl_redirect,
+                preserve_trailing_slash: settings.preserve_trailing_slash,
+                code: settings.http_redirect_code,
+            },
+            rewrite: None,
+            request_headers: Box::default(),
+            response_headers: Box::default(),
+            upstream_vhost: None,
+            body: BodyPolicy {
+                max_size: settings.client_max_body_size,
+            },
+            upstream: UpstreamPolicy {
+                connect_timeout: settings.proxy_connect_timeout,
+                send_timeout: settings.proxy_send_timeout,
+                read_timeout: settings.proxy_read_timeout,
+                next_upstream: settings.proxy_next_upstream,
+                tries: settings.proxy_next_upstream_tries,
+                next_upstream_timeout: settings.proxy_next_upstream_timeout,
+            },
+        }
+    }
+}
+
+impl RoutePolicy {
+    /// What differs from `base`, field by field (nested blocks too), for `/config` and golden
+    /// files: a route shows only what its annotations changed. `None` when nothing does.
+    pub fn difference(&self, base: &RoutePolicy) -> Option<serde_json::Value> {
+        fn diff(value: serde_json::Value, base: &serde_json::Value) -> Option<serde_json::Value> {
+            match (value, base) {
+                (serde_json::Value::Object(fields), serde_json::Value::Object(base_fields)) => {
+                    let changed: serde_json::Map<String, serde_json::Value> = fields
+                        .into_iter()
+                        .filter_map(|(key, value)| match base_fields.get(&key) {
+                            Some(base) => diff(value, base).map(|v| (key, v)),
+                            None => Some((key, value)),
+                        })
+                        .collect();
+                    (!changed.is_empty()).then_some(serde_json::Value::Object(changed))
+                }
+                (value, base) => (value != *base).then_some(value),
+            }
+        }
+        let value = serde_json::to_value(self).ok()?;
+        let base = serde_json::to_value(base).ok()?;
+        diff(value, &base)
+    }
+}
+
+impl Default for RoutePolicy {
+    fn default() -> RoutePolicy {
+        RoutePolicy::from_settings(&Settings::default())
+    }
+}
+
+impl Access {
+    pub fn is_open(&self) -> bool {
+        self.allow.is_empty() && self.deny.is_empty()
+    }
+
+    /// nginx's `deny …; allow …; deny all;` in that order: a denied address is refused even
+    /// when an allow-list also holds it.
+    pub fn allows(&self, client: IpAddr) -> bool {
+        let client = canonical(client);
+        if self.deny.iter().any(|net| net.contains(&client)) {
+            return false;
+        }
+        self.allow.is_empty() || self.allow.iter().any(|net| net.contains(&client))
+    }
+}
+
+/// An IPv4 client on a dual-stack socket arrives as `::ffff:a.b.c.d`; the lists hold it as
+/// `a.b.c.d`.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+impl Rewrite {
+    /// Parses a `rewrite-target`. `Err` names what nginx would read as a variable Sluice does
+    /// not have (`$host`, `$request_uri`, …).
+    pub fn parse(target: &str, forwarded_prefix: Option<HeaderValue>) -> Result<Rewrite, String> {
+        let mut parts = Vec::new();
+        let mut literal = String::new();
+        let mut rest = target;
+        while let Some(at) = rest.find('$') {
+            literal.push_str(&rest[..at]);
+            let after = &rest[at + 1..];
+            let (number, len) = match after.as_bytes() {
+                [b'{', digit @ b'0'..=b'9', b'}', ..] => (digit - b'0', 3),
+                [digit @ b'0'..=b'9', ..] => (digit - b'0', 1),
+                _ => {
+                    let name: String = after
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    return Err(format!(
+                        "${name}: only the capture groups $1 to $9 of the path are supported in a rewrite target"
+                    ));
+                }
+            };
+            if !literal.is_empty() {
+                parts.push(RewritePart::Literal(std::mem::take(&mut literal)));
+            }
+            parts.push(RewritePart::Capture(usize::from(number)));
+            rest = &after[len..];
+        }
+        literal.push_str(rest);
+        if !literal.is_empty() {
+            parts.push(RewritePart::Literal(literal));
+        }
+        Ok(Rewrite {
+            target: target.to_owned(),
+            parts,
+            forwarded_prefix,
+        })
+    }
+
+    /// The highest capture group the target uses (a path regex with fewer is a diagnostic).
+    pub fn highest_capture(&self) -> usize {
+        self.parts
+            .iter()
+            .map(|p| match p {
+                RewritePart::Capture(n) => *n,
+                RewritePart::Literal(_) => 0,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The rewritten target (path, and a query when the target has one) for a request path
+    /// matched by `pattern`. `None` when the pattern does not match (it always does for the
+    /// route it was matched with).
+    pub fn apply(&self, pattern: Option<&regex::Regex>, path: &str) -> Option<String> {
+        let captures = match pattern {
+            Some(pattern) => Some(pattern.captures(path)?),
+            None => None,
+        };
+        let mut out = String::with_capacity(self.target.len() + path.len());
+        for part in &self.parts {
+            match part {
+                RewritePart::Literal(text) => out.push_str(text),
+                RewritePart::Capture(n) => {
+                    if let Some(group) = captures.as_ref().and_then(|c| c.get(*n)) {
+                        out.push_str(group.as_str());
+                    }
+                }
+            }
+        }
+        Some(out)
+    }
+}
+
+impl HeaderEdit {
+    pub fn set(name: HeaderName, value: HeaderValue) -> HeaderEdit {
+        HeaderEdit {
+            name,
+            action: HeaderAction::Set(value),
+        }
+    }
+
+    /// Applies the edit to a header map.
+    pub fn apply(&self, headers: &mut http::HeaderMap) {
+        match &self.action {
+            HeaderAction::Set(value) => {
+                headers.insert(self.name.clone(), value.clone());
+            }
+            HeaderAction::Append(value) => {
+                headers.append(self.name.clone(), value.clone());
+            }
+            HeaderAction::Remove => {
+                headers.remove(&self.name);
+            }
+        }
+    }
+}
+
+impl fmt::Display for HeaderEdit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = |v: &HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
+        match &self.action {
+            HeaderAction::Set(v) => write!(f, "set {}: {}", self.name, text(v)),
+            HeaderAction::Append(v) => write!(f, "add {}: {}", self.name, text(v)),
+            HeaderAction::Remove => write!(f, "remove {}", self.name),
+        }
+    }
+}
+
+impl Serialize for HeaderEdit {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+fn value_text<S: Serializer>(value: &HeaderValue, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&String::from_utf8_lossy(value.as_bytes()))
+}
+
+fn optional_value_text<S: Serializer>(
+    value: &Option<HeaderValue>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(value) => value_text(value, serializer),
+        None => serializer.serialize_none(),
+    }
+}
+
+fn duration_text<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(&format_args!("{duration:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewrite_targets_substitute_captures() {
+        let pattern = regex::Regex::new("(?i)^/something(/|$)(.*)").unwrap();
+        let rewrite = Rewrite::parse("/$2", None).unwrap();
+        assert_eq!(rewrite.highest_capture(), 2);
+        assert_eq!(
+            rewrite.apply(Some(&pattern), "/something/new").as_deref(),
+            Some("/new")
+        );
+        assert_eq!(
+            rewrite.apply(Some(&pattern), "/SOMETHING").as_deref(),
+            Some("/")
+        );
+        let braces = Rewrite::parse("/api${1}v2", None).unwrap();
+        assert_eq!(
+            braces.apply(Some(&pattern), "/something/x").as_deref(),
+            Some("/api/v2")
+        );
+        assert!(Rewrite::parse("/$host/x", None)
+            .unwrap_err()
+            .contains("$host"));
+    }
+
+    #[test]
+    fn deny_wins_over_allow_and_mapped_v4_is_v4() {
+        let access = Access {
+            allow: vec!["10.0.0.0/8".parse().unwrap()],
+            deny: vec!["10.1.0.0/16".parse().unwrap()],
+        };
+        assert!(access.allows("10.2.3.4".parse().unwrap()));
+        assert!(!access.allows("10.1.3.4".parse().unwrap()));
+        assert!(!access.allows("192.168.0.1".parse().unwrap()));
+        assert!(access.allows("::ffff:10.2.3.4".parse().unwrap()));
+        assert!(Access::default().allows("192.168.0.1".parse().unwrap()));
+    }
+}
