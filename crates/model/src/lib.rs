@@ -36,5 +36,5 @@ pub use policy::{
 pub use routes::{Matched, Route, RouteTable};
 pub use settings::{LoadBalance, NextUpstream, Settings};
 pub use store::{ChangeSet, NamespacedName, Store};
-pub use target::{normalize_path, validate_host, NormalPath, TargetError};
+pub use target::{encode_path, normalize_path, validate_host, NormalPath, TargetError};
 pub use tls::Certificates;

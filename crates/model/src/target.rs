@@ -200,6 +200,12 @@ fn remove_dot_segments(path: &[u8]) -> Result<Vec<u8>, TargetError> {
     Ok(out)
 }
 
+/// A path made by the proxy (a rewrite target with captures of the decoded path), encoded for
+/// the request line: what may not appear in a path as it is becomes `%XX`.
+pub fn encode_path(path: &str) -> String {
+    percent_encode(path.as_bytes())
+}
+
 /// Percent-encodes what may not appear in a path as it is (RFC 3986 `pchar` and `/` stay).
 fn percent_encode(path: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";

@@ -518,6 +518,9 @@ pub(crate) fn encode_head(out: &mut Vec<u8>, head: &Parts, added: &Added<'_>, ch
     for (name, value) in &head.headers {
         if name == header::HOST {
             host = Some(value);
+            let sent = added.upstream_host(value);
+            h1::encode_header(out, name.as_str().as_bytes(), sent.as_bytes());
+            continue;
         }
         h1::encode_header(out, name.as_str().as_bytes(), value.as_bytes());
     }

@@ -12,13 +12,14 @@ use crate::client::ClientError;
 use crate::h1::FramingError;
 
 /// Whose fault an error is (STYLE.md #13): the client's request, the upstream's answer (or
-/// silence), or the proxy's own state. Decided where the error is made, never guessed later;
-/// a label on the error metric.
+/// silence), the proxy's own state, or the configuration (an Ingress whose route is refused).
+/// Decided where the error is made, never guessed later; a label on the error metric.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum ErrorSource {
     Client,
     Upstream,
     Proxy,
+    Config,
 }
 
 /// Why a request was answered by the proxy instead of an upstream.
@@ -34,6 +35,10 @@ pub(crate) enum ProxyError {
     BadTarget(#[source] model::TargetError),
     #[error("CONNECT and TRACE are not served")]
     MethodNotAllowed,
+    #[error("the client address is not allowed on this route")]
+    Forbidden,
+    #[error("the route is refused by its configuration: {0}")]
+    RouteRefused(String),
     #[error("the backend has no ready endpoints")]
     NoEndpoints,
     #[error("request body larger than client-max-body-size ({limit} bytes)")]
@@ -75,7 +80,7 @@ impl ProxyError {
     /// The status the client gets, and whose fault it is. The only mapping from errors to
     /// statuses in the proxy.
     pub(crate) fn classify(&self) -> (StatusCode, ErrorSource) {
-        use ErrorSource::{Client, Proxy, Upstream};
+        use ErrorSource::{Client, Config, Proxy, Upstream};
         match self {
             ProxyError::NotReady => (StatusCode::SERVICE_UNAVAILABLE, Proxy),
             // A local, passing shortage: the proxy's fault, not the endpoint's.
@@ -85,6 +90,9 @@ impl ProxyError {
                 (StatusCode::BAD_REQUEST, Client)
             }
             ProxyError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, Client),
+            ProxyError::Forbidden => (StatusCode::FORBIDDEN, Client),
+            // ingress-nginx's "location denied": an annotation that cannot be read safely.
+            ProxyError::RouteRefused(_) => (StatusCode::SERVICE_UNAVAILABLE, Config),
             // nginx: 501 to a transfer coding it does not know, 400 to the rest.
             ProxyError::RequestFraming(FramingError::UnknownTransferEncoding) => {
                 (StatusCode::NOT_IMPLEMENTED, Client)
@@ -116,6 +124,10 @@ impl ProxyError {
             ProxyError::BadRequest(_) | ProxyError::BadTarget(_) => "400 Bad Request\n",
             ProxyError::ClientBody(_) => "400 Bad Request: the request body failed\n",
             ProxyError::MethodNotAllowed => "405 Method Not Allowed\n",
+            ProxyError::Forbidden => "403 Forbidden\n",
+            ProxyError::RouteRefused(_) => {
+                "503 Service Unavailable: this route is refused by its configuration\n"
+            }
             ProxyError::NoEndpoints => "503 Service Unavailable: no endpoints for this service\n",
             ProxyError::OutOfFileDescriptors { .. } => {
                 "503 Service Unavailable: the proxy is out of file descriptors\n"
@@ -152,6 +164,7 @@ impl ErrorSource {
             ErrorSource::Client => "client",
             ErrorSource::Upstream => "upstream",
             ErrorSource::Proxy => "proxy",
+            ErrorSource::Config => "config",
         }
     }
 }
@@ -189,7 +202,7 @@ mod tests {
     #[test]
     fn statuses_follow_the_design() {
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        use ErrorSource::{Client, Proxy, Upstream};
+        use ErrorSource::{Client, Config, Proxy, Upstream};
         let cases = [
             (ProxyError::NotReady, 503, Proxy),
             (ProxyError::NoRoute, 404, Client),
@@ -200,6 +213,12 @@ mod tests {
                 Client,
             ),
             (ProxyError::MethodNotAllowed, 405, Client),
+            (ProxyError::Forbidden, 403, Client),
+            (
+                ProxyError::RouteRefused("bad allow-list".into()),
+                503,
+                Config,
+            ),
             (ProxyError::ClientBody("reset".into()), 400, Client),
             (ProxyError::ClientBodyTimeout, 408, Client),
             (ProxyError::BodyTooLarge { limit: 1 }, 413, Client),

@@ -1,18 +1,26 @@
 //! One client request, from head to response: the data path of DESIGN.md below the swap line.
 //!
+//! One pipeline with fixed phases; each phase reads its block of the route's policy
+//! (`model::policy`), from the same snapshot as the route:
+//!
 //! ```text
 //!  request ─▶ current config? ─no─▶ 503
-//!          ─▶ CONNECT, TRACE ─▶ 405 │ Host missing, repeated, invalid, ≠ :authority ─▶ 400
-//!          ─▶ path decoded and normalised (model::target) ─ NUL, `%zz`, above `/` ─▶ 400
-//!          ─▶ route(host, normalised path) ─none─▶ 404
-//!          ─▶ ssl-redirect (plain HTTP, host with TLS, not a trusted X-Forwarded-Proto:
-//!             https) ─▶ 308 https://host/path?query
-//!          ─▶ declared body > client-max-body-size ─▶ 413
-//!          ─▶ headers rewritten ─▶ upstream::exchange (balancing, pool, retries)
-//!          ─▶ 101 ─▶ tunnel task   │ else ─▶ response streamed back
-//!          ─▶ HTTPS to a host with its own certificate ─▶ Strict-Transport-Security
+//!   normalise  CONNECT, TRACE ─▶ 405 │ Host missing, repeated, invalid, ≠ :authority ─▶ 400
+//!              path decoded and normalised (model::target) ─ NUL, `%zz`, above `/` ─▶ 400
+//!   route      from-to-www twin ─▶ http-redirect-code │ route(host, path) ─none─▶ 404
+//!   access     route refused by its config ─▶ 503 │ client address not allowed ─▶ 403
+//!   redirect   app-root (`/`) ─▶ 302 │ permanent/temporal-redirect │ ssl-redirect (plain
+//!              HTTP, host with TLS or forced, no trusted X-Forwarded-Proto: https)
+//!   rewrite    rewrite-target with the path regex's captures (else the normalised path)
+//!   request headers   the proxy's own, then upstream-vhost, X-Forwarded-Prefix, header edits
+//!   body       declared body > proxy-body-size ─▶ 413
+//!   upstream   upstream::exchange (balancing, pool, the route's timeouts and retries)
+//!              ─▶ 101 ─▶ tunnel task   │ else ─▶ response streamed back
+//!   response headers   the route's header edits; HSTS on HTTPS for hosts with a certificate
 //!  every error ─▶ ProxyError::response (the one status mapping)
 //! ```
+//! A route without annotations shares the default policy: every phase is an `is_none()` or
+//! `is_empty()` check.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -23,12 +31,12 @@ use std::time::Instant;
 use bytes::Bytes;
 use http::request::Parts;
 use http::uri::PathAndQuery;
-use http::{header, HeaderValue, Method, Request, Response, StatusCode, Uri, Version};
+use http::{header, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri, Version};
 use http_body::Body;
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
-use model::{normalize_path, validate_host, Compiled, Route};
+use model::{encode_path, normalize_path, validate_host, Compiled, Matched, Route};
 use tokio::io::AsyncWriteExt;
 
 use crate::body::{BoxError, RequestBody, ResponseBody};
@@ -72,7 +80,8 @@ pub(crate) async fn respond(
         None => (Err(ProxyError::NotReady), None, false),
         Some(config) => match route(&conn, config, &mut head) {
             Err(error) => (Err(error), None, false),
-            Ok(Routed::Redirect(route)) => (Ok(redirect(&head)), Some(route), false),
+            Ok(Routed::Answer { route, response }) => (Ok(response), route, false),
+            Ok(Routed::Refused { route, error }) => (Err(error), Some(route), false),
             Ok(Routed::Forward { route, tls }) => (
                 forward(
                     &conn,
@@ -104,6 +113,11 @@ pub(crate) async fn respond(
             response
         }
     };
+    if let Some(route) = route {
+        for edit in route.policy.response_headers.iter() {
+            edit.apply(response.headers_mut());
+        }
+    }
     if hsts {
         if let Some(value) = config.and_then(|c| c.hsts_header.as_deref()) {
             response
@@ -133,17 +147,24 @@ pub(crate) async fn respond(
     response
 }
 
-/// Where routing sends a request.
+/// Where the phases before the upstream send a request.
 enum Routed<'c> {
-    /// Plain HTTP to a host with TLS: `308` to HTTPS.
-    Redirect(&'c Arc<Route>),
+    /// Answered here (a redirect); `route` is `None` for a host-level one.
+    Answer {
+        route: Option<&'c Arc<Route>>,
+        response: Response<ResponseBody>,
+    },
+    /// The access phase said no.
+    Refused {
+        route: &'c Arc<Route>,
+        error: ProxyError,
+    },
     /// `tls`: the host has its own certificate (HSTS applies).
     Forward { route: &'c Arc<Route>, tls: bool },
 }
 
-/// The first phase of the pipeline: the request head is checked (method, `Host`), its path
-/// normalised (`model::target`), and the route chosen on the normalised path. When the path
-/// had to be normalised, the request goes upstream with the normalised one.
+/// The phases before the upstream: normalise, route, access, redirect, rewrite (see the
+/// module doc). The request head leaves with the target it is sent upstream with.
 fn route<'c>(
     conn: &ConnCtx,
     config: &'c Compiled,
@@ -155,20 +176,165 @@ fn route<'c>(
     }
     let host = request_host(head)?;
     let path = normalize_path(head.uri.path()).map_err(ProxyError::BadTarget)?;
+    let settings = &config.settings;
+    if let Some(to) = config.routes.www_redirect(host) {
+        let response = www_redirect(conn, head, settings, to);
+        return Ok(Routed::Answer {
+            route: None,
+            response,
+        });
+    }
     let Some(matched) = config.routes.route(host, &path.routed) else {
         return Err(ProxyError::NoRoute);
     };
-    let settings = &config.settings;
-    if matched.tls && !conn.https && settings.ssl_redirect && !forwarded_https(head, settings) {
-        return Ok(Routed::Redirect(matched.route));
+    let route = matched.route;
+    let policy = &*route.policy;
+
+    // Access. A refusal allocates its reason; only refused requests pay for it.
+    if let Some(why) = &policy.denied {
+        let error = ProxyError::RouteRefused(why.clone());
+        return Ok(Routed::Refused { route, error });
     }
-    if let Some(normal) = path.forward {
+    if !policy.access.is_open() && !policy.access.allows(client_ip(conn, settings)) {
+        let error = ProxyError::Forbidden;
+        return Ok(Routed::Refused { route, error });
+    }
+
+    // Redirects.
+    if let Some(response) = redirect_phase(conn, head, settings, &matched, &path.routed) {
+        return Ok(Routed::Answer {
+            route: Some(route),
+            response,
+        });
+    }
+
+    // Rewrite.
+    if let Some(rewrite) = &policy.rewrite {
+        if let Some(rewritten) = rewrite.apply(matched.pattern, &path.routed) {
+            tracing::debug!(from = %path.routed, to = %rewritten, "rewrite-target");
+            set_rewritten(head, &rewritten);
+        }
+    } else if let Some(normal) = path.forward {
         set_path(head, normal);
     }
     Ok(Routed::Forward {
-        route: matched.route,
+        route,
         tls: matched.tls,
     })
+}
+
+/// The client address the access lists are checked on.
+// TODO(#12): the forwarded address behind a trusted proxy, once the forwarded-headers work
+// lands; the peer until then.
+fn client_ip(conn: &ConnCtx, settings: &model::Settings) -> std::net::IpAddr {
+    let forwarded = conn.forwarded(settings);
+    forwarded
+        .client_ip
+        .to_str()
+        .ok()
+        .and_then(|ip| ip.parse().ok())
+        .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED))
+}
+
+/// The redirect phase, in ingress-nginx's order: `app-root` (a request for `/`), then
+/// `temporal-redirect`/`permanent-redirect`, then the redirect to HTTPS.
+fn redirect_phase(
+    conn: &ConnCtx,
+    head: &Parts,
+    settings: &model::Settings,
+    matched: &Matched<'_>,
+    routed_path: &str,
+) -> Option<Response<ResponseBody>> {
+    let policy = &matched.route.policy;
+    if let (Some(root), "/") = (matched.app_root, routed_path) {
+        let host = request_host(head).unwrap_or_default();
+        let scheme = if conn.https { "https" } else { "http" };
+        let location = format!("{scheme}://{host}{}", root.to_str().unwrap_or("/"));
+        return Some(redirect_response(StatusCode::FOUND, &location));
+    }
+    if let Some(redirect) = &policy.redirect {
+        let status = StatusCode::from_u16(redirect.code).unwrap_or(StatusCode::MOVED_PERMANENTLY);
+        let mut response = redirect_body(status);
+        response
+            .headers_mut()
+            .insert(header::LOCATION, redirect.location.clone());
+        return Some(response);
+    }
+    let ssl = &policy.ssl_redirect;
+    if !conn.https
+        && (ssl.force || (ssl.enabled && matched.tls))
+        && !forwarded_https(head, settings)
+    {
+        let host = strip_port(request_host(head).unwrap_or_default());
+        let mut target = head.uri.path_and_query().map_or("/", |pq| pq.as_str());
+        if !ssl.preserve_trailing_slash {
+            // ingress-nginx drops a trailing `/` of the target (`/` itself becomes nothing).
+            target = target.strip_suffix('/').unwrap_or(target);
+        }
+        let status = StatusCode::from_u16(ssl.code).unwrap_or(StatusCode::PERMANENT_REDIRECT);
+        return Some(redirect_response(
+            status,
+            &format!("https://{host}{target}"),
+        ));
+    }
+    None
+}
+
+/// `from-to-www-redirect`, as ingress-nginx's redirect server answers: the other name, the
+/// port the client used and the target without a trailing `/`.
+fn www_redirect(
+    conn: &ConnCtx,
+    head: &Parts,
+    settings: &model::Settings,
+    to: &str,
+) -> Response<ResponseBody> {
+    let scheme = if conn.https || forwarded_https(head, settings) {
+        "https"
+    } else {
+        "http"
+    };
+    let port = conn.forwarded(settings).port.to_str().unwrap_or_default();
+    let target = head.uri.path_and_query().map_or("", |pq| pq.as_str());
+    let target = target.strip_suffix('/').unwrap_or(target);
+    let status =
+        StatusCode::from_u16(settings.http_redirect_code).unwrap_or(StatusCode::PERMANENT_REDIRECT);
+    redirect_response(status, &format!("{scheme}://{to}:{port}{target}"))
+}
+
+/// The target after `rewrite-target`: the rewritten path (encoded), and nginx's rule for the
+/// query: the client's query is kept unless the target has its own (then it follows it after
+/// `&`) or ends with `?` (then there is none).
+fn set_rewritten(head: &mut Parts, rewritten: &str) {
+    let (path, target_query) = match rewritten.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (rewritten, None),
+    };
+    let mut target = if path.starts_with('/') {
+        encode_path(path)
+    } else {
+        format!("/{}", encode_path(path))
+    };
+    let client_query = head.uri.query().filter(|q| !q.is_empty());
+    match (target_query, client_query) {
+        (None, Some(query)) => {
+            target.push('?');
+            target.push_str(query);
+        }
+        (Some(""), _) | (None, None) => {}
+        (Some(own), None) => {
+            target.push('?');
+            target.push_str(own);
+        }
+        (Some(own), Some(query)) => {
+            target.push('?');
+            target.push_str(own);
+            target.push('&');
+            target.push_str(query);
+        }
+    }
+    let mut parts = std::mem::take(&mut head.uri).into_parts();
+    parts.path_and_query = PathAndQuery::from_maybe_shared(Bytes::from(target)).ok();
+    head.uri = Uri::from_parts(parts).unwrap_or_else(|_| Uri::from_static("/"));
 }
 
 /// `use-forwarded-headers`: a load balancer in front terminated TLS and says so; redirecting
@@ -214,7 +380,7 @@ async fn forward(
     arrived: Instant,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     let settings = &config.settings;
-    let limit = settings.client_max_body_size;
+    let limit = route.policy.body.max_size;
     let body = match body {
         None => RequestBody::Empty,
         Some(body) => {
@@ -228,8 +394,27 @@ async fn forward(
     };
     let progress = body.progress().cloned();
     let forwarded = conn.forwarded(settings);
-    let added = headers::prepare_request(head, &forwarded, client_upgrade.is_some());
-    let retryable = matches!(body, RequestBody::Empty) && headers::is_idempotent(&head.method);
+    let mut added = headers::prepare_request(head, &forwarded, client_upgrade.is_some());
+    let policy = &*route.policy;
+    if let Some(vhost) = &policy.upstream_vhost {
+        added.set_upstream_host(vhost);
+    }
+    if let Some(prefix) = policy
+        .rewrite
+        .as_ref()
+        .and_then(|r| r.forwarded_prefix.as_ref())
+    {
+        head.headers.insert(
+            HeaderName::from_static("x-forwarded-prefix"),
+            prefix.clone(),
+        );
+    }
+    for edit in policy.request_headers.iter() {
+        edit.apply(&mut head.headers);
+    }
+    let upstream_policy = &policy.upstream;
+    let retryable = matches!(body, RequestBody::Empty)
+        && (headers::is_idempotent(&head.method) || upstream_policy.next_upstream.non_idempotent);
 
     let mut body = Outgoing::new(body);
     let pending = Pending {
@@ -240,7 +425,14 @@ async fn forward(
         upgrade: client_upgrade.is_some(),
         arrived,
     };
-    let exchanged = upstream::exchange(&conn.worker, &route.backend, settings, pending).await;
+    let exchanged = upstream::exchange(
+        &conn.worker,
+        &route.backend,
+        settings,
+        upstream_policy,
+        pending,
+    )
+    .await;
     let Exchange {
         mut response,
         conn: upstream_conn,
@@ -323,18 +515,25 @@ fn request_host(head: &Parts) -> Result<&str, ProxyError> {
     Ok(host)
 }
 
-/// `308` to the same host and target over HTTPS (method and body are kept by the client).
-fn redirect(head: &Parts) -> Response<ResponseBody> {
-    let host = strip_port(request_host(head).unwrap_or_default());
-    let target = head.uri.path_and_query().map_or("/", |pq| pq.as_str());
-    let mut response = text_response(
-        StatusCode::PERMANENT_REDIRECT,
-        Bytes::from_static(b"308 Permanent Redirect\n"),
-    );
-    if let Ok(location) = HeaderValue::try_from(format!("https://{host}{target}")) {
+/// A redirect the proxy answers itself, with a short body naming the status.
+fn redirect_response(status: StatusCode, location: &str) -> Response<ResponseBody> {
+    let mut response = redirect_body(status);
+    if let Ok(location) = HeaderValue::try_from(location) {
         response.headers_mut().insert(header::LOCATION, location);
     }
     response
+}
+
+fn redirect_body(status: StatusCode) -> Response<ResponseBody> {
+    let text: &'static [u8] = match status.as_u16() {
+        301 => b"301 Moved Permanently\n",
+        302 => b"302 Found\n",
+        303 => b"303 See Other\n",
+        307 => b"307 Temporary Redirect\n",
+        308 => b"308 Permanent Redirect\n",
+        _ => b"Redirect\n",
+    };
+    text_response(status, Bytes::from_static(text))
 }
 
 /// `example.com:8080` → `example.com`; `[::1]:8080` → `[::1]`.
@@ -351,19 +550,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn redirects_keep_the_target_and_drop_the_port() {
-        let (head, ()) = Request::get("/cart?item=1")
-            .header("host", "shop.example.com:8080")
-            .body(())
-            .unwrap()
-            .into_parts();
-        let response = redirect(&head);
-        assert_eq!(response.status(), StatusCode::PERMANENT_REDIRECT);
-        assert_eq!(
-            response.headers()[header::LOCATION],
-            "https://shop.example.com/cart?item=1"
-        );
+    fn ports_are_stripped_from_hosts() {
+        assert_eq!(strip_port("shop.example.com:8080"), "shop.example.com");
         assert_eq!(strip_port("[::1]:80"), "[::1]");
         assert_eq!(strip_port("example.com"), "example.com");
+    }
+
+    #[test]
+    fn rewritten_targets_follow_nginx_query_rules() {
+        let rewrite = |target: &str, to: &str| {
+            let (mut head, ()) = Request::get(target).body(()).unwrap().into_parts();
+            set_rewritten(&mut head, to);
+            head.uri.to_string()
+        };
+        assert_eq!(rewrite("/a?x=1", "/b"), "/b?x=1");
+        assert_eq!(rewrite("/a?x=1", "/b?y=2"), "/b?y=2&x=1");
+        assert_eq!(rewrite("/a?x=1", "/b?"), "/b");
+        assert_eq!(rewrite("/a", "/b?y=2"), "/b?y=2");
+        assert_eq!(rewrite("/a", "b c"), "/b%20c");
     }
 }

@@ -62,6 +62,9 @@ pub(crate) struct Added<'a> {
     /// `X-Real-IP: <client ip>`.
     real_ip: bool,
     request_id: Option<[u8; 32]>,
+    /// `upstream-vhost`: the `Host` sent instead of the client's (which `X-Forwarded-Host`
+    /// keeps).
+    upstream_host: Option<&'a HeaderValue>,
 }
 
 /// Which headers of interest a request has, from one pass over its names.
@@ -163,8 +166,21 @@ pub(crate) fn prepare_request<'a>(
     set_forwarded(&mut parts.headers, forwarded, present)
 }
 
-impl Added<'_> {
+impl<'a> Added<'a> {
     /// Appends the header lines to a serialized head; `host` is the request's `Host`.
+    /// `upstream-vhost`.
+    pub(crate) fn set_upstream_host(&mut self, host: &'a HeaderValue) {
+        self.upstream_host = Some(host);
+    }
+
+    /// The `Host` value to send in place of `client_host`.
+    pub(crate) fn upstream_host<'v>(&self, client_host: &'v HeaderValue) -> &'v HeaderValue
+    where
+        'a: 'v,
+    {
+        self.upstream_host.unwrap_or(client_host)
+    }
+
     pub(crate) fn write(&self, out: &mut Vec<u8>, host: Option<&HeaderValue>) {
         let mut line = |name: &HeaderName, value: &[u8]| {
             out.extend_from_slice(name.as_str().as_bytes());
@@ -369,6 +385,7 @@ fn set_forwarded<'a>(headers: &mut HeaderMap, f: &Forwarded<'a>, present: Presen
         port: Some(f.port),
         real_ip: true,
         request_id: (!present.has(Present::REQUEST_ID)).then(request_id),
+        upstream_host: None,
     };
     if present.has(Present::FORWARDED_FOR) {
         if f.trust_incoming {

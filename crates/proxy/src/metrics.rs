@@ -450,6 +450,7 @@ mod tests {
             ingress: NamespacedName::new("default", name),
             service: format!("{name}-svc"),
             backend: Arc::new(Backend::unresolved()),
+            policy: Default::default(),
         })
     }
 
@@ -485,6 +486,7 @@ mod tests {
             ingress: NamespacedName::new("ns", "a\"b"),
             service: "s".into(),
             backend: Arc::new(Backend::unresolved()),
+            policy: Default::default(),
         });
         stats.request(Some(&odd), 502);
         stats.observe(Duration::from_millis(1));

@@ -18,7 +18,15 @@
 //! When is resending safe? When not one byte of the request was written, any request is
 //! resent. Once it may have been written, only an idempotent request without a body is
 //! resent; a request with a streamed body cannot be replayed, and a non-idempotent one must
-//! not be.
+//! not be (unless the route's `proxy-next-upstream` says `non_idempotent`).
+//!
+//! Which failures go to the next endpoint is the route's `proxy-next-upstream` (nginx's
+//! conditions): `error` (connect failures, connections that fail before a response head),
+//! `timeout` (connect and response-head timeouts), `http_502`… (a response with that status
+//! is set aside and the next endpoint asked; when none is left, the last such response is
+//! passed on, as nginx does). `proxy-next-upstream-tries` bounds the attempts (0: every
+//! endpoint once) and `proxy-next-upstream-timeout` the time spent retrying. A pooled
+//! connection that turns out dead is always resent on a fresh one: that is not a retry.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
@@ -32,7 +40,7 @@ use bytes::Bytes;
 use http::request::Parts;
 use http::Response;
 use http_body::{Body, Frame, SizeHint};
-use model::{Backend, LoadBalance, Settings};
+use model::{Backend, LoadBalance, Settings, UpstreamPolicy};
 use socket2::SockRef;
 use tokio::net::TcpStream;
 
@@ -215,17 +223,32 @@ pub(crate) async fn exchange(
     worker: &Rc<Worker>,
     backend: &Backend,
     settings: &Settings,
+    policy: &UpstreamPolicy,
     mut pending: Pending<'_>,
 ) -> Result<Exchange, ProxyError> {
-    let tries = settings.proxy_next_upstream_tries.max(1);
+    let tries = match policy.tries {
+        0 => u32::MAX,
+        n => n,
+    };
+    let retry_statuses = !policy.next_upstream.statuses.is_empty() && pending.retryable;
+    // A response head takes the request's header map over (no copy on the common path); to
+    // ask another endpoint after a status, the request's headers are kept aside first.
+    let saved_headers = (retry_statuses && tries > 1).then(|| pending.head.headers.clone());
+    let deadline = (!policy.next_upstream_timeout.is_zero())
+        .then(|| pending.arrived + policy.next_upstream_timeout);
     // Allocates only once an attempt has failed.
     let mut tried: Vec<SocketAddr> = Vec::new();
-    let mut last_error = None;
+    // The last attempt's outcome: an error, or a response whose status counted as failed.
+    let mut last: Option<Result<Exchange, ProxyError>> = None;
     for attempt in 1..=tries {
         let now = if attempt == 1 {
             pending.arrived
         } else {
-            Instant::now()
+            let now = Instant::now();
+            if deadline.is_some_and(|deadline| now >= deadline) {
+                break;
+            }
+            now
         };
         let picked = worker
             .balancer
@@ -235,37 +258,65 @@ pub(crate) async fn exchange(
         if attempt > 1 {
             worker.stats.borrow_mut().retries += 1;
         }
-        match try_endpoint(worker, addr, settings, &mut pending, now).await {
-            Ok(exchange) => return Ok(exchange),
+        match try_endpoint(worker, addr, settings, policy, &mut pending, now).await {
+            Ok(exchange) => {
+                let status = exchange.response.status().as_u16();
+                let retry = attempt < tries
+                    && policy.next_upstream.statuses.contains(status)
+                    && saved_headers.is_some();
+                if !retry {
+                    return Ok(exchange);
+                }
+                tracing::debug!(%addr, attempt, status, "status counts as failed (proxy-next-upstream)");
+                if let Some(headers) = &saved_headers {
+                    pending.head.headers = headers.clone();
+                }
+                tried.push(addr);
+                // Replaced (dropped unread: its connection is closed, not pooled) by the next.
+                last = Some(Ok(exchange));
+            }
             Err(Failure { error, next }) => {
                 tracing::debug!(%addr, attempt, error = %Chain(&error), "upstream attempt failed");
                 tried.push(addr);
-                last_error = Some(error);
+                let next = next && retries_on(policy, &error);
+                last = Some(Err(error));
                 if !next {
                     break;
                 }
             }
         }
     }
-    Err(last_error.unwrap_or(ProxyError::NoEndpoints))
+    // nginx: when no endpoint is left, the last answer is passed on, even one whose status
+    // counted as failed.
+    last.unwrap_or(Err(ProxyError::NoEndpoints))
+}
+
+/// Whether the route's `proxy-next-upstream` sends this failure to another endpoint.
+fn retries_on(policy: &UpstreamPolicy, error: &ProxyError) -> bool {
+    let conditions = &policy.next_upstream;
+    match error {
+        ProxyError::ConnectTimeout { .. } | ProxyError::ReadTimeout { .. } => conditions.timeout,
+        _ => conditions.error,
+    }
 }
 
 async fn try_endpoint(
     worker: &Rc<Worker>,
     addr: SocketAddr,
     settings: &Settings,
+    policy: &UpstreamPolicy,
     pending: &mut Pending<'_>,
     now: Instant,
 ) -> Result<Exchange, Failure> {
     let timeouts = Timeouts {
-        send: settings.proxy_send_timeout,
-        read: settings.proxy_read_timeout,
+        send: policy.send_timeout,
+        read: policy.read_timeout,
     };
     // After a pooled connection failed mid-request, the resend goes on a fresh connection:
     // if the endpoint died, its other pooled connections are as dead.
     let mut fresh_only = false;
     loop {
-        let (mut conn, reused) = acquire(worker, addr, settings, fresh_only, now).await?;
+        let (mut conn, reused) = acquire(worker, addr, settings, policy, fresh_only, now).await?;
         let in_flight = worker.in_flight(addr, settings.load_balance);
         let sent = conn
             .round_trip(
@@ -293,10 +344,17 @@ async fn try_endpoint(
         };
         let unsent = pending.body.unsent(&error);
         drop(in_flight);
-        // Whose fault: a timeout is the upstream's and final (resending would only double
-        // the wait), a failed request body is the client's and nothing to retry.
+        // Whose fault: a timeout waiting for the head is the upstream's (another endpoint
+        // is tried only under `timeout`, for a request that may be resent); a failed request
+        // body is the client's and nothing to retry.
         let error = match error {
-            ClientError::ReadTimeout => ProxyError::ReadTimeout { addr },
+            ClientError::ReadTimeout => {
+                let error = ProxyError::ReadTimeout { addr };
+                return Err(Failure {
+                    error,
+                    next: pending.retryable,
+                });
+            }
             ClientError::SendTimeout => ProxyError::SendTimeout { addr },
             ClientError::Body(source) => client_body_error(source),
             other => ProxyError::Upstream {
@@ -335,6 +393,7 @@ async fn acquire(
     worker: &Worker,
     addr: SocketAddr,
     settings: &Settings,
+    policy: &UpstreamPolicy,
     fresh_only: bool,
     now: Instant,
 ) -> Result<(Conn, bool), Failure> {
@@ -349,7 +408,7 @@ async fn acquire(
         }
     }
     // Boxed: a large future the reused-connection path should not carry.
-    match Box::pin(connect(addr, settings)).await {
+    match Box::pin(connect(addr, policy.connect_timeout)).await {
         Ok(conn) => Ok((conn, false)),
         // This process is out of descriptors: the endpoint is fine, and every other endpoint
         // would fail the same way.
@@ -367,8 +426,8 @@ async fn acquire(
 }
 
 /// A fresh connection to `addr`.
-async fn connect(addr: SocketAddr, settings: &Settings) -> Result<Conn, ProxyError> {
-    let stream = match within(settings.proxy_connect_timeout, TcpStream::connect(addr)).await {
+async fn connect(addr: SocketAddr, timeout: Duration) -> Result<Conn, ProxyError> {
+    let stream = match within(timeout, TcpStream::connect(addr)).await {
         Some(Ok(stream)) => stream,
         Some(Err(source)) if crate::fds::is_exhaustion(&source) => {
             return Err(ProxyError::OutOfFileDescriptors { addr, source })
