@@ -80,7 +80,7 @@ pub(crate) async fn respond(
         None => (Err(ProxyError::NotReady), None, false),
         Some(config) => match route(&conn, config, &mut head) {
             Err(error) => (Err(error), None, false),
-            Ok(Routed::Answer { route, response }) => (Ok(response), route, false),
+            Ok(Routed::Answer { route, response }) => (Ok(*response), route, false),
             Ok(Routed::Refused { route, error }) => (Err(error), Some(route), false),
             Ok(Routed::Forward { route, tls }) => (
                 forward(
@@ -152,7 +152,7 @@ enum Routed<'c> {
     /// Answered here (a redirect); `route` is `None` for a host-level one.
     Answer {
         route: Option<&'c Arc<Route>>,
-        response: Response<ResponseBody>,
+        response: Box<Response<ResponseBody>>,
     },
     /// The access phase said no.
     Refused {
@@ -178,7 +178,7 @@ fn route<'c>(
     let path = normalize_path(head.uri.path()).map_err(ProxyError::BadTarget)?;
     let settings = &config.settings;
     if let Some(to) = config.routes.www_redirect(host) {
-        let response = www_redirect(conn, head, settings, to);
+        let response = Box::new(www_redirect(conn, head, settings, to));
         return Ok(Routed::Answer {
             route: None,
             response,
@@ -204,7 +204,7 @@ fn route<'c>(
     if let Some(response) = redirect_phase(conn, head, settings, &matched, &path.routed) {
         return Ok(Routed::Answer {
             route: Some(route),
-            response,
+            response: Box::new(response),
         });
     }
 

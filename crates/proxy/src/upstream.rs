@@ -255,6 +255,13 @@ pub(crate) async fn exchange(
             .borrow_mut()
             .pick(backend, settings.load_balance, &tried, now);
         let Some(addr) = picked else { break };
+        // The balancer offers a tried endpoint again when no other is left. That is a second
+        // chance after a connect error, but not after a status (the endpoint answered) nor
+        // under `tries: 0`, which means every endpoint once.
+        let status_retry = matches!(last, Some(Ok(_)));
+        if (status_retry || policy.tries == 0) && tried.contains(&addr) {
+            break;
+        }
         if attempt > 1 {
             worker.stats.borrow_mut().retries += 1;
         }
