@@ -21,6 +21,10 @@
 #   WORKERS=1        worker threads (Sluice) / worker processes (nginx); with 2, give the
 #                    proxies both CPUs (PROXY_CPU=0,1 LOAD_CPU=0,1) to see cross-core costs
 #   SLUICE_ARGS="..."  extra flags for `sluice serve`
+#   ROUTE=plain      the route under test: `plain` (one Prefix path, no annotations), or `policy`:
+#                    what an ingress-nginx user writes for a rewrite, a regex path /app/(.*) with
+#                    rewrite-target /$1 and two header filters (a request header set, a response
+#                    header added), against nginx configured as ingress-nginx renders that Ingress
 #   KEEP_WORK=1      keep the temporary directory (configs, logs, wrk output)
 #
 # Everything listens on 127.0.0.1. Everything started here is stopped on exit, by recorded PID.
@@ -36,8 +40,13 @@ LOAD_CPU=${LOAD_CPU:-1}
 KEEP_WORK=${KEEP_WORK:-0}
 WORKERS=${WORKERS:-1}
 
+ROUTE=${ROUTE:-plain}
 HOST=app.example.com
-PATH_UNDER_TEST=/1kb.bin
+case $ROUTE in
+    plain) PATH_UNDER_TEST=/1kb.bin ;;
+    policy) PATH_UNDER_TEST=/app/1kb.bin ;;
+    *) echo "ROUTE must be plain or policy, not '$ROUTE'" >&2; exit 2 ;;
+esac
 BODY_BYTES=1024
 BACKEND_PORT=18080
 NGINX_HTTP=18081
@@ -161,6 +170,22 @@ make_cert() {
     chmod 600 "$WORK/tls.key"
 }
 
+# The location block: ROUTE=policy is what ingress-nginx renders for use-regex + rewrite-target +
+# a configuration-snippet with add_header and proxy_set_header.
+nginx_location() {
+    case $ROUTE in
+        plain) echo '        location / {' ;;
+        policy)
+            cat <<'LOCATION'
+        location ~* "^/app/(.*)" {
+            rewrite "(?i)/app/(.*)" /$1 break;
+            add_header X-Frame-Options DENY always;
+            proxy_set_header X-Team bench;
+LOCATION
+            ;;
+    esac
+}
+
 # The nginx an ingress controller would generate for one Ingress: ingress headers, pooled HTTP/1.1
 # upstream connections, no access log, one worker.
 start_nginx() {
@@ -208,7 +233,7 @@ http {
         ssl_certificate_key $WORK/tls.key;
         ssl_protocols TLSv1.2 TLSv1.3;
 
-        location / {
+$(nginx_location)
             proxy_pass http://app;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
@@ -256,6 +281,7 @@ data:
   keepalive: "100"
   keep-alive-requests: "100000000"
   ssl-redirect: "false"
+  allow-snippet-annotations: "true"
 EOF
     {
         cat <<EOF
@@ -305,12 +331,24 @@ endpoints:
     conditions:
       ready: true
 EOF
+    local annotations="" rule_path=/ path_type=Prefix
+    if [[ $ROUTE == policy ]]; then
+        rule_path='/app/(.*)'
+        path_type=ImplementationSpecific
+        annotations='  annotations:
+    nginx.ingress.kubernetes.io/use-regex: "true"
+    nginx.ingress.kubernetes.io/rewrite-target: /$1
+    nginx.ingress.kubernetes.io/configuration-snippet: |
+      add_header X-Frame-Options DENY always;
+      proxy_set_header X-Team bench;'
+    fi
     cat >"$dir/ingress.yaml" <<EOF
 apiVersion: networking.k8s.io/v1
 kind: Ingress
 metadata:
   name: app
   namespace: default
+$annotations
 spec:
   ingressClassName: sluice
   tls:
@@ -321,8 +359,8 @@ spec:
     - host: $HOST
       http:
         paths:
-          - path: /
-            pathType: Prefix
+          - path: $rule_path
+            pathType: $path_type
             backend:
               service:
                 name: app
@@ -418,6 +456,10 @@ check_proxy() {
     got=$(curl -sS -k -H "Host: $HOST" -o /dev/null -w '%{http_code} %{size_download}' "$url") ||
         die "$system $protocol: curl $url failed"
     [[ $got == "200 $BODY_BYTES" ]] || die "$system $protocol: want '200 $BODY_BYTES', got '$got'"
+    if [[ $ROUTE == policy ]]; then
+        curl -sS -k -H "Host: $HOST" -D - -o /dev/null "$url" | grep -qi '^x-frame-options: DENY' ||
+            die "$system $protocol: the response header filter is missing"
+    fi
     if [[ $protocol == https ]]; then
         check_certificate "$system" "$port"
     fi
@@ -504,7 +546,7 @@ report() {
         echo
         echo "- $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs: $(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
         echo "- $("$NGINX_BIN" -v 2>&1), sluice $("$SLUICE_BIN" --version 2>/dev/null || echo '(no --version)'), $(wrk -v 2>&1 | head -n1 | awk '{print $1, $2}')"
-        echo "- wrk -t1 -c50 -d$DURATION on CPU $LOAD_CPU with the backend; proxy on CPU $PROXY_CPU, one worker; GET $PATH_UNDER_TEST ($BODY_BYTES B), $ROUNDS rounds, alternating"
+        echo "- wrk -t1 -c50 -d$DURATION on CPU $LOAD_CPU with the backend; proxy on CPU $PROXY_CPU, one worker; GET $PATH_UNDER_TEST ($BODY_BYTES B, route: $ROUTE), $ROUNDS rounds, alternating"
         echo
         echo "## Runs"
         echo

@@ -421,6 +421,17 @@ impl Compiler<'_> {
                 } else {
                     policies.without_rewrite.clone()
                 };
+                if kind == PathKind::Prefix
+                    && path.path_type == "ImplementationSpecific"
+                    && written != "/"
+                    && !written.ends_with('/')
+                {
+                    self.diagnose_with(
+                        Severity::Difference,
+                        object.clone(),
+                        format!("{field}: ImplementationSpecific {written} is matched as Prefix, element by element ({written}x does not match); ingress-nginx matched it as a string prefix"),
+                    );
+                }
                 let route = self.route(
                     &name,
                     &path.backend,

@@ -792,3 +792,44 @@ fn the_deploy_manifests_grant_sluice_everything_it_uses() {
         denied.join("\n")
     );
 }
+
+#[test]
+fn annotations_from_the_api_shape_routes_and_unsupported_ones_are_warning_events() {
+    let ns = "annotations";
+    let cluster = cluster_with_class("annotations", ns);
+    let a = pod(&cluster, 31);
+    cluster.create_app(ns, "web", "web.test", 8080, &ips(&[&a]));
+    let mut rewrite = ingress(ns, "api", Some("sluice"), "api.test", "web");
+    rewrite["metadata"]["annotations"] = serde_json::json!({
+        "nginx.ingress.kubernetes.io/rewrite-target": "/echo/$1",
+        "nginx.ingress.kubernetes.io/whitelist-source-range": "10.0.0.0/8",
+        "nginx.ingress.kubernetes.io/canary": "true",
+    });
+    rewrite["spec"]["rules"][0]["http"]["paths"][0]["path"] = serde_json::json!("/v1/(.*)");
+    rewrite["spec"]["rules"][0]["http"]["paths"][0]["pathType"] =
+        serde_json::json!("ImplementationSpecific");
+    cluster.create(&rewrite);
+    let sluice = cluster.sluice(ns, &[]);
+
+    // The allow-list (Sluice's test client is on loopback) answers 403; the rest of the
+    // Ingress is read, and the unsupported annotation is a Warning Event.
+    sluice.wait_status("api.test", 403, WAIT);
+    let event = eventually(WAIT, "a Warning Event about the canary annotation", || {
+        cluster
+            .events_about(ns, "Ingress", "api")
+            .into_iter()
+            .find(|e| e["note"].as_str().unwrap_or("").contains("canary"))
+    });
+    assert_eq!(event["type"], "Warning", "{event:#}");
+
+    // Opened to loopback by a change of the annotation: the rewrite applies.
+    rewrite["metadata"]["annotations"]["nginx.ingress.kubernetes.io/whitelist-source-range"] =
+        serde_json::json!("127.0.0.0/8, 198.18.0.0/15");
+    cluster.apply(&rewrite);
+    sluice.wait_status("api.test", 200, WAIT);
+    let reply = sluice.get("api.test", "/V1/users?page=2");
+    let echo: serde_json::Value = serde_json::from_str(&reply.text()).unwrap();
+    assert_eq!(echo["path"], "/echo/users", "{echo:#}");
+    assert_eq!(echo["query"], "page=2", "{echo:#}");
+    assert_eq!(sluice.get("web.test", "/").status, 200);
+}
