@@ -116,9 +116,11 @@ pub(crate) async fn respond(
         .borrow_mut()
         .request(route, response.status().as_u16());
 
-    let max_requests = config.map_or(model::Settings::default().keep_alive_requests, |c| {
-        c.settings.keep_alive_requests
-    });
+    // Lazily: the default settings hold lists, and building them allocates.
+    let max_requests = config.map_or_else(
+        || model::Settings::default().keep_alive_requests,
+        |c| c.settings.keep_alive_requests,
+    );
     if nth >= max_requests && response.status() != StatusCode::SWITCHING_PROTOCOLS {
         if conn.h2 {
             conn.close_after_this();
@@ -159,7 +161,8 @@ fn route<'c>(
         return Err(ProxyError::NoRoute);
     };
     let settings = &config.settings;
-    if matched.tls && !conn.https && settings.ssl_redirect && !forwarded_https(head, settings) {
+    if matched.tls && !conn.https && settings.ssl_redirect && !forwarded_https(conn, head, settings)
+    {
         return Ok(Routed::Redirect(matched.route));
     }
     if let Some(normal) = path.forward {
@@ -171,10 +174,10 @@ fn route<'c>(
     })
 }
 
-/// `use-forwarded-headers`: a load balancer in front terminated TLS and says so; redirecting
-/// such a request to https would loop.
-fn forwarded_https(head: &Parts, settings: &model::Settings) -> bool {
-    settings.use_forwarded_headers
+/// `use-forwarded-headers`: a load balancer in front (a peer in `proxy-real-ip-cidr`)
+/// terminated TLS and says so; redirecting such a request to https would loop.
+fn forwarded_https(conn: &ConnCtx, head: &Parts, settings: &model::Settings) -> bool {
+    conn.trusts_forwarded_headers(settings)
         && head
             .headers
             .get(&headers::X_FORWARDED_PROTO)
@@ -182,14 +185,23 @@ fn forwarded_https(head: &Parts, settings: &model::Settings) -> bool {
 }
 
 /// Replaces the path of the target, keeping its query (and, for HTTP/2 and absolute-form
-/// targets, its scheme and authority).
+/// targets, its scheme and authority). The first change keeps the target the client sent
+/// for `X-Original-URI` (moved, not copied: this path allocates anyway).
 fn set_path(head: &mut Parts, path: String) {
     let target = match head.uri.query() {
         Some(query) => format!("{path}?{query}"),
         None => path,
     };
     let mut parts = std::mem::take(&mut head.uri).into_parts();
-    parts.path_and_query = PathAndQuery::from_maybe_shared(Bytes::from(target)).ok();
+    let original = std::mem::replace(
+        &mut parts.path_and_query,
+        PathAndQuery::from_maybe_shared(Bytes::from(target)).ok(),
+    );
+    if let Some(original) = original {
+        if head.extensions.get::<headers::OriginalTarget>().is_none() {
+            head.extensions.insert(headers::OriginalTarget(original));
+        }
+    }
     // Every byte of a normalised path is a valid URI byte: this cannot fail.
     head.uri = Uri::from_parts(parts).unwrap_or_default();
 }
@@ -227,7 +239,7 @@ async fn forward(
         }
     };
     let progress = body.progress().cloned();
-    let forwarded = conn.forwarded(settings);
+    let forwarded = conn.forwarded(head, settings);
     let added = headers::prepare_request(head, &forwarded, client_upgrade.is_some());
     let retryable = matches!(body, RequestBody::Empty) && headers::is_idempotent(&head.method);
 

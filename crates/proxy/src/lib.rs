@@ -45,6 +45,7 @@ mod admin;
 mod balance;
 mod body;
 mod client;
+mod client_addr;
 mod date;
 mod error;
 mod fds;
