@@ -5,10 +5,11 @@
 //!          ─▶ CONNECT, TRACE ─▶ 405 │ Host missing, repeated, invalid, ≠ :authority ─▶ 400
 //!          ─▶ path decoded and normalised (model::target) ─ NUL, `%zz`, above `/` ─▶ 400
 //!          ─▶ route(host, normalised path) ─none─▶ 404
-//!          ─▶ ssl-redirect (plain HTTP, host with TLS, not a trusted X-Forwarded-Proto:
-//!             https) ─▶ 308 https://host/path?query
+//!          ─▶ ssl-redirect (plain HTTP, host with TLS, not an X-Forwarded-Proto: https from a
+//!             peer in proxy-real-ip-cidr with use-forwarded-headers) ─▶ 308 https://host/path?query
 //!          ─▶ declared body > client-max-body-size ─▶ 413
-//!          ─▶ headers rewritten ─▶ upstream::exchange (balancing, pool, retries)
+//!          ─▶ headers rewritten (headers; the client address: ConnCtx::client_ip)
+//!          ─▶ upstream::exchange (balancing, pool, retries)
 //!          ─▶ 101 ─▶ tunnel task   │ else ─▶ response streamed back
 //!          ─▶ HTTPS to a host with its own certificate ─▶ Strict-Transport-Security
 //!  every error ─▶ ProxyError::response (the one status mapping)
