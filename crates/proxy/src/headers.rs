@@ -852,6 +852,20 @@ mod tests {
         assert_eq!(headers["cf-connecting-ip"], "203.0.113.7");
         assert!(!headers.contains_key("x-request-id"), "{headers:?}");
 
+        // forwarded-for-header may name one of the proxy's own headers (X-Real-IP, set by
+        // an nginx in front): it is read before the proxy replaces it.
+        let real_ip = Forwarded {
+            custom_forwarded_for: Some("x-real-ip"),
+            client: Some("203.0.113.7".parse().unwrap()),
+            ..Forwarded::direct(&ip, &port, false)
+        };
+        let mut p = parts(Request::get("/").header("x-real-ip", "203.0.113.7"));
+        let added = prepare_request(&mut p, &real_ip, false);
+        let headers = sent(&p, &added);
+        assert_eq!(headers["x-original-forwarded-for"], "203.0.113.7");
+        assert_eq!(headers["x-real-ip"], "203.0.113.7");
+        assert_eq!(headers.get_all("x-real-ip").iter().count(), 1);
+
         // Changed on the way (normalised, rewritten): the target the client sent.
         let mut p = parts(Request::get("/b"));
         p.extensions
