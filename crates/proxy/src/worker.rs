@@ -103,7 +103,7 @@ pub(crate) struct Worker {
     /// This worker's copy of the settings of the configuration it holds (`None`: before the
     /// first publish), made once per configuration: a connection takes it with a plain
     /// increment, whatever lists the settings hold.
-    settings: RefCell<Option<(Option<Current>, Rc<Settings>)>>,
+    settings_copy: RefCell<Option<(Option<Current>, Rc<Settings>)>>,
     /// Address of the configuration whose routes `stats` counts under.
     stats_config: Cell<usize>,
     pub(crate) pool: RefCell<Pool>,
@@ -259,7 +259,7 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
                 let worker = Rc::new(Worker {
                     shared,
                     config: RefCell::new(None),
-                    settings: RefCell::new(None),
+                    settings_copy: RefCell::new(None),
                     stats_config: Cell::new(0),
                     pool: RefCell::default(),
                     balancer: RefCell::default(),
@@ -362,10 +362,10 @@ impl Worker {
     }
 
     /// The current settings, or the defaults before the first publish. Copied once per
-    /// configuration (see `Worker::settings`), not per connection or accept.
+    /// configuration (`settings_copy`), not per connection or accept: they hold lists.
     pub(crate) fn settings(&self) -> Rc<Settings> {
         let config = self.config();
-        let mut cached = self.settings.borrow_mut();
+        let mut cached = self.settings_copy.borrow_mut();
         if let Some((of, settings)) = cached.as_ref() {
             let same = match (of, &config) {
                 (Some(of), Some(config)) => Arc::ptr_eq(of, config),
