@@ -255,7 +255,7 @@ EOF
     NGINX_PID=$!
     PIDS+=("$NGINX_PID")
     wait_until "nginx" "$NGINX_PID" \
-        curl -fsS -H "Host: $HOST" "http://127.0.0.1:$NGINX_HTTP/healthz"
+        curl -fsS -H "Host: $HOST" "http://127.0.0.1:$NGINX_HTTP${PATH_UNDER_TEST%/*}/healthz"
     log "nginx master pid $NGINX_PID, workers: $(child_pids "$NGINX_PID" | tr '\n' ' ')"
 }
 

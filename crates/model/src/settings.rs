@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -78,9 +79,26 @@ pub struct Settings {
     pub ssl_session_tickets: bool,
     /// Plain-HTTP requests for a host with TLS get a 308 to https.
     pub ssl_redirect: bool,
-    /// Trust `X-Forwarded-*` from clients (behind another proxy) instead of replacing them;
-    /// a trusted `X-Forwarded-Proto: https` also suppresses `ssl-redirect`.
+    /// Trust `X-Forwarded-*` from peers in `proxy-real-ip-cidr` (behind another proxy): the
+    /// client address comes from `forwarded-for-header`, and `X-Forwarded-Proto`, `-Host`
+    /// and `-Port` are passed on as the peer said; a trusted `X-Forwarded-Proto: https`
+    /// also suppresses `ssl-redirect`.
     pub use_forwarded_headers: bool,
+    /// `enable-real-ip`: take the client address from `forwarded-for-header` (peers in
+    /// `proxy-real-ip-cidr` only) without trusting the other `X-Forwarded-*` headers.
+    pub enable_real_ip: bool,
+    /// `forwarded-for-header`: the header a trusted peer names the client in, lower case.
+    pub forwarded_for_header: String,
+    /// `compute-full-forwarded-for` (with `use-forwarded-headers`): `X-Forwarded-For`
+    /// upstream is a trusted peer's one with the peer appended, instead of the client alone.
+    pub compute_full_forwarded_for: bool,
+    /// `proxy-real-ip-cidr`: the peers whose forwarded headers are believed. ingress-nginx's
+    /// default, `0.0.0.0/0`, trusts every IPv4 peer once a key above turns trust on.
+    pub proxy_real_ip_cidr: Vec<IpNet>,
+    /// `proxy-add-original-uri-header`: send `X-Original-URI`, the target the client sent.
+    pub proxy_add_original_uri_header: bool,
+    /// `generate-request-id`: a request without `X-Request-ID` gets a random one.
+    pub generate_request_id: bool,
     /// `http2-max-concurrent-streams`: streams one HTTP/2 client may have open at once
     /// (nginx's `http2_max_concurrent_streams`).
     pub http2_max_concurrent_streams: u32,
@@ -158,6 +176,12 @@ impl Default for Settings {
             ssl_session_tickets: true,
             ssl_redirect: true,
             use_forwarded_headers: false,
+            enable_real_ip: false,
+            forwarded_for_header: DEFAULT_FORWARDED_FOR_HEADER.to_owned(),
+            compute_full_forwarded_for: false,
+            proxy_real_ip_cidr: vec![EVERY_IPV4_PEER],
+            proxy_add_original_uri_header: false,
+            generate_request_id: true,
             http2_max_concurrent_streams: 128,
             enable_underscores_in_headers: false,
             hsts: true,
@@ -283,6 +307,11 @@ pub fn parse_cidrs(text: &str) -> Result<Vec<IpNet>, String> {
     }
     Ok(out)
 }
+/// `forwarded-for-header`'s default.
+pub const DEFAULT_FORWARDED_FOR_HEADER: &str = "x-forwarded-for";
+
+/// `proxy-real-ip-cidr`'s default, ingress-nginx's (`0.0.0.0/0`): IPv4 only.
+const EVERY_IPV4_PEER: IpNet = IpNet::new_assert(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
 
 /// ingress-nginx keys that other controllers' ConfigMaps carry and that need nothing from us.
 const ACCEPTED_UNUSED_KEYS: &[&str] = &["worker-cpu-affinity", "http2"];
@@ -309,6 +338,20 @@ impl Settings {
                 ));
                 continue;
             }
+            if key == PROXY_REAL_IP_CIDR {
+                for entry in value.split(',').map(str::trim) {
+                    if !entry.is_empty() && parse_cidr(entry).is_none() {
+                        diagnostics.push(Diagnostic::new(
+                            source.clone(),
+                            format!(
+                                "data.{key}: invalid entry {entry:?}: expected an IP address or \
+                                 a CIDR range like 10.0.0.0/8; left out (the other entries apply, \
+                                 so a typo never widens the trust)"
+                            ),
+                        ));
+                    }
+                }
+            }
             let result = settings.set(key, value);
             if let Err(expected) = result {
                 diagnostics.push(Diagnostic::new(
@@ -334,6 +377,14 @@ impl Settings {
             }
             value
         })
+    }
+
+    /// Whether `peer` is in `proxy-real-ip-cidr`: its forwarded headers may be believed
+    /// (when `use-forwarded-headers` or `enable-real-ip` asks for them).
+    pub fn is_trusted_proxy(&self, peer: IpAddr) -> bool {
+        self.proxy_real_ip_cidr
+            .iter()
+            .any(|net| net.contains(&peer))
     }
 
     fn set(&mut self, key: &str, value: &str) -> Result<(), &'static str> {
@@ -406,6 +457,20 @@ impl Settings {
             "ssl-session-tickets" => self.ssl_session_tickets = parse_bool(value)?,
             "ssl-redirect" => self.ssl_redirect = parse_bool(value)?,
             "use-forwarded-headers" => self.use_forwarded_headers = parse_bool(value)?,
+            "enable-real-ip" => self.enable_real_ip = parse_bool(value)?,
+            "forwarded-for-header" => {
+                self.forwarded_for_header =
+                    parse_header_name(value).ok_or("a header name like X-Forwarded-For")?
+            }
+            "compute-full-forwarded-for" => self.compute_full_forwarded_for = parse_bool(value)?,
+            PROXY_REAL_IP_CIDR => {
+                // Bad entries are reported by `from_config_map` and left out.
+                self.proxy_real_ip_cidr = value.split(',').filter_map(parse_cidr).collect()
+            }
+            "proxy-add-original-uri-header" => {
+                self.proxy_add_original_uri_header = parse_bool(value)?
+            }
+            "generate-request-id" => self.generate_request_id = parse_bool(value)?,
             "http2-max-concurrent-streams" => {
                 self.http2_max_concurrent_streams =
                     value.parse().ok().filter(|n| *n > 0).ok_or(POSITIVE)?
@@ -447,6 +512,25 @@ impl Settings {
         }
         Ok(())
     }
+}
+
+/// `proxy-real-ip-cidr`: its entries are checked one by one.
+const PROXY_REAL_IP_CIDR: &str = "proxy-real-ip-cidr";
+
+/// A CIDR range (host bits cleared, as nginx's `set_real_ip_from` does) or one address;
+/// `None` for an empty or bad entry.
+fn parse_cidr(entry: &str) -> Option<IpNet> {
+    let entry = entry.trim();
+    match entry.parse::<IpNet>() {
+        Ok(net) => Some(net.trunc()),
+        Err(_) => entry.parse::<IpAddr>().ok().map(IpNet::from),
+    }
+}
+
+/// An HTTP field name (RFC 9110 §5.1: a token), lower case.
+fn parse_header_name(value: &str) -> Option<String> {
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    (!value.is_empty() && value.bytes().all(token)).then(|| value.to_ascii_lowercase())
 }
 
 fn parse_bool(value: &str) -> Result<bool, &'static str> {
@@ -591,6 +675,72 @@ mod tests {
         assert_eq!(s.hsts_header().as_deref(), Some("max-age=600; preload"));
         let (s, _) = settings(&[("hsts", "false")]);
         assert_eq!(s.hsts_header(), None);
+    }
+
+    #[test]
+    fn forwarded_header_keys_follow_ingress_nginx() {
+        let (s, _) = settings(&[]);
+        assert!(!s.use_forwarded_headers && !s.enable_real_ip);
+        assert_eq!(s.forwarded_for_header, "x-forwarded-for");
+        assert!(s.generate_request_id && !s.proxy_add_original_uri_header);
+        // ingress-nginx's default trusts every IPv4 peer, and no IPv6 one.
+        assert!(s.is_trusted_proxy("203.0.113.9".parse().unwrap()));
+        assert!(!s.is_trusted_proxy("2001:db8::1".parse().unwrap()));
+
+        let (s, diagnostics) = settings(&[
+            ("use-forwarded-headers", "true"),
+            ("enable-real-ip", "true"),
+            ("forwarded-for-header", "CF-Connecting-IP"),
+            ("compute-full-forwarded-for", "true"),
+            ("proxy-real-ip-cidr", "10.0.0.1/8, 192.0.2.7,2001:db8::/32"),
+            ("proxy-add-original-uri-header", "true"),
+            ("generate-request-id", "false"),
+        ]);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        assert!(s.use_forwarded_headers && s.enable_real_ip && s.compute_full_forwarded_for);
+        assert!(s.proxy_add_original_uri_header && !s.generate_request_id);
+        assert_eq!(s.forwarded_for_header, "cf-connecting-ip");
+        let ranges: Vec<String> = s.proxy_real_ip_cidr.iter().map(|n| n.to_string()).collect();
+        assert_eq!(ranges, ["10.0.0.0/8", "192.0.2.7/32", "2001:db8::/32"]);
+        assert!(s.is_trusted_proxy("10.200.0.1".parse().unwrap()));
+        assert!(s.is_trusted_proxy("2001:db8:1::5".parse().unwrap()));
+        assert!(!s.is_trusted_proxy("192.0.2.8".parse().unwrap()));
+
+        // Nothing trusted at all: an empty list (as ingress-nginx).
+        let (s, diagnostics) = settings(&[("proxy-real-ip-cidr", "")]);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        assert!(!s.is_trusted_proxy("127.0.0.1".parse().unwrap()));
+
+        let (s, diagnostics) = settings(&[("forwarded-for-header", "X Forwarded")]);
+        assert_eq!(s.forwarded_for_header, "x-forwarded-for");
+        assert!(diagnostics[0].contains("data.forwarded-for-header: invalid value"));
+    }
+
+    #[test]
+    fn a_bad_cidr_is_named_and_left_out_without_widening_the_trust() {
+        let (s, diagnostics) = settings(&[(
+            "proxy-real-ip-cidr",
+            "10.0.0.0/8, 10.1.2.3/33, lb.example.com",
+        )]);
+        assert_eq!(diagnostics.len(), 2, "{diagnostics:?}");
+        assert!(
+            diagnostics[0].contains("data.proxy-real-ip-cidr: invalid entry \"10.1.2.3/33\""),
+            "{diagnostics:?}"
+        );
+        assert!(
+            diagnostics[1].contains("\"lb.example.com\""),
+            "{diagnostics:?}"
+        );
+        // The valid entry stands; the default (every IPv4 peer) does not come back.
+        assert_eq!(
+            s.proxy_real_ip_cidr,
+            ["10.0.0.0/8".parse::<IpNet>().unwrap()]
+        );
+        assert!(!s.is_trusted_proxy("203.0.113.9".parse().unwrap()));
+        // Nothing valid: nobody is trusted.
+        let (s, diagnostics) = settings(&[("proxy-real-ip-cidr", "everyone")]);
+        assert_eq!(diagnostics.len(), 1);
+        assert!(s.proxy_real_ip_cidr.is_empty());
     }
 
     #[test]

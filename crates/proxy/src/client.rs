@@ -503,16 +503,7 @@ pub(crate) fn encode_head(out: &mut Vec<u8>, head: &Parts, added: &Added<'_>, ch
     out.clear();
     out.extend_from_slice(head.method.as_str().as_bytes());
     out.push(b' ');
-    let path = head.uri.path();
-    out.extend_from_slice(if path.is_empty() {
-        b"/"
-    } else {
-        path.as_bytes()
-    });
-    if let Some(query) = head.uri.query() {
-        out.push(b'?');
-        out.extend_from_slice(query.as_bytes());
-    }
+    headers::write_target(out, &head.uri);
     out.extend_from_slice(b" HTTP/1.1\r\n");
     let mut host = None;
     for (name, value) in &head.headers {
@@ -524,7 +515,7 @@ pub(crate) fn encode_head(out: &mut Vec<u8>, head: &Parts, added: &Added<'_>, ch
         }
         h1::encode_header(out, name.as_str().as_bytes(), value.as_bytes());
     }
-    added.write(out, host);
+    added.write(out, head, host);
     if chunked {
         out.extend_from_slice(b"transfer-encoding: chunked\r\n");
     }
@@ -795,19 +786,19 @@ mod tests {
             .into_parts();
         let ip = HeaderValue::from_static("192.0.2.1");
         let port = HeaderValue::from_static("80");
-        let forwarded = headers::Forwarded {
-            client_ip: &ip,
-            port: &port,
-            https: false,
-            trust_incoming: false,
-            underscores: false,
-        };
+        let forwarded = headers::Forwarded::direct(&ip, &port, false);
         let added = headers::prepare_request(&mut head, &forwarded, false);
         let mut out = Vec::new();
         encode_head(&mut out, &head, &added, true);
         let text = String::from_utf8(out.clone()).unwrap();
         assert!(
-            text.starts_with("POST /a?b=c HTTP/1.1\r\nhost: example.com\r\nx-one: 1\r\nx-forwarded-for: 192.0.2.1\r\n"),
+            text.starts_with(
+                "POST /a?b=c HTTP/1.1\r\nhost: example.com\r\nx-one: 1\r\nx-request-id: "
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("\r\nx-real-ip: 192.0.2.1\r\nx-forwarded-for: 192.0.2.1\r\n"),
             "{text}"
         );
         assert!(
@@ -825,7 +816,7 @@ mod tests {
         encode_head(&mut out, &head, &added, false);
         let text = String::from_utf8(out).unwrap();
         assert!(
-            text.starts_with("OPTIONS * HTTP/1.1\r\nx-forwarded-for: "),
+            text.starts_with("OPTIONS * HTTP/1.1\r\nx-request-id: "),
             "{text}"
         );
         let mut line = [0u8; 18];

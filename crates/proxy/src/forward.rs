@@ -10,9 +10,11 @@
 //!   route      from-to-www twin ─▶ http-redirect-code │ route(host, path) ─none─▶ 404
 //!   access     route refused by its config ─▶ 503 │ client address not allowed ─▶ 403
 //!   redirect   app-root (`/`) ─▶ 302 │ permanent/temporal-redirect │ ssl-redirect (plain
-//!              HTTP, host with TLS or forced, no trusted X-Forwarded-Proto: https)
+//!              HTTP, host with TLS or forced, no X-Forwarded-Proto: https
+//!              from a peer in proxy-real-ip-cidr with use-forwarded-headers)
 //!   rewrite    rewrite-target with the path regex's captures (else the normalised path)
-//!   request headers   the proxy's own, then upstream-vhost, X-Forwarded-Prefix, header edits
+//!   request headers   the proxy's own (client address: ConnCtx::client_ip), then
+//!              upstream-vhost, X-Forwarded-Prefix, the route's header edits
 //!   body       declared body > proxy-body-size ─▶ 413
 //!   upstream   upstream::exchange (balancing, pool, the route's timeouts and retries)
 //!              ─▶ 101 ─▶ tunnel task   │ else ─▶ response streamed back
@@ -130,9 +132,11 @@ pub(crate) async fn respond(
         .borrow_mut()
         .request(route, response.status().as_u16());
 
-    let max_requests = config.map_or(model::Settings::default().keep_alive_requests, |c| {
-        c.settings.keep_alive_requests
-    });
+    // Lazily: the default settings hold lists, and building them allocates.
+    let max_requests = config.map_or_else(
+        || model::Settings::default().keep_alive_requests,
+        |c| c.settings.keep_alive_requests,
+    );
     if nth >= max_requests && response.status() != StatusCode::SWITCHING_PROTOCOLS {
         if conn.h2 {
             conn.close_after_this();
@@ -195,7 +199,7 @@ fn route<'c>(
         let error = ProxyError::RouteRefused(why.clone());
         return Ok(Routed::Refused { route, error });
     }
-    if !policy.access.is_open() && !policy.access.allows(client_ip(conn, settings)) {
+    if !policy.access.is_open() && !policy.access.allows(conn.client_ip(head, settings)) {
         let error = ProxyError::Forbidden;
         return Ok(Routed::Refused { route, error });
     }
@@ -221,19 +225,6 @@ fn route<'c>(
         route,
         tls: matched.tls,
     })
-}
-
-/// The client address the access lists are checked on.
-// TODO(#12): the forwarded address behind a trusted proxy, once the forwarded-headers work
-// lands; the peer until then.
-fn client_ip(conn: &ConnCtx, settings: &model::Settings) -> std::net::IpAddr {
-    let forwarded = conn.forwarded(settings);
-    forwarded
-        .client_ip
-        .to_str()
-        .ok()
-        .and_then(|ip| ip.parse().ok())
-        .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED))
 }
 
 /// The redirect phase, in ingress-nginx's order: `app-root` (a request for `/`), then
@@ -263,7 +254,7 @@ fn redirect_phase(
     let ssl = &policy.ssl_redirect;
     if !conn.https
         && (ssl.force || (ssl.enabled && matched.tls))
-        && !forwarded_https(head, settings)
+        && !forwarded_https(conn, head, settings)
     {
         let host = strip_port(request_host(head).unwrap_or_default());
         let mut target = head.uri.path_and_query().map_or("/", |pq| pq.as_str());
@@ -288,12 +279,16 @@ fn www_redirect(
     settings: &model::Settings,
     to: &str,
 ) -> Response<ResponseBody> {
-    let scheme = if conn.https || forwarded_https(head, settings) {
+    let scheme = if conn.https || forwarded_https(conn, head, settings) {
         "https"
     } else {
         "http"
     };
-    let port = conn.forwarded(settings).port.to_str().unwrap_or_default();
+    let port = conn
+        .forwarded(head, settings)
+        .port
+        .to_str()
+        .unwrap_or_default();
     let target = head.uri.path_and_query().map_or("", |pq| pq.as_str());
     let target = target.strip_suffix('/').unwrap_or(target);
     let status =
@@ -333,14 +328,23 @@ fn set_rewritten(head: &mut Parts, rewritten: &str) {
         }
     }
     let mut parts = std::mem::take(&mut head.uri).into_parts();
-    parts.path_and_query = PathAndQuery::from_maybe_shared(Bytes::from(target)).ok();
+    let original = std::mem::replace(
+        &mut parts.path_and_query,
+        PathAndQuery::from_maybe_shared(Bytes::from(target)).ok(),
+    );
+    // X-Original-URI is the target as the client sent it.
+    if let Some(original) = original {
+        if head.extensions.get::<headers::OriginalTarget>().is_none() {
+            head.extensions.insert(headers::OriginalTarget(original));
+        }
+    }
     head.uri = Uri::from_parts(parts).unwrap_or_else(|_| Uri::from_static("/"));
 }
 
-/// `use-forwarded-headers`: a load balancer in front terminated TLS and says so; redirecting
-/// such a request to https would loop.
-fn forwarded_https(head: &Parts, settings: &model::Settings) -> bool {
-    settings.use_forwarded_headers
+/// `use-forwarded-headers`: a load balancer in front (a peer in `proxy-real-ip-cidr`)
+/// terminated TLS and says so; redirecting such a request to https would loop.
+fn forwarded_https(conn: &ConnCtx, head: &Parts, settings: &model::Settings) -> bool {
+    conn.trusts_forwarded_headers(settings)
         && head
             .headers
             .get(&headers::X_FORWARDED_PROTO)
@@ -348,14 +352,23 @@ fn forwarded_https(head: &Parts, settings: &model::Settings) -> bool {
 }
 
 /// Replaces the path of the target, keeping its query (and, for HTTP/2 and absolute-form
-/// targets, its scheme and authority).
+/// targets, its scheme and authority). The first change keeps the target the client sent
+/// for `X-Original-URI` (moved, not copied: this path allocates anyway).
 fn set_path(head: &mut Parts, path: String) {
     let target = match head.uri.query() {
         Some(query) => format!("{path}?{query}"),
         None => path,
     };
     let mut parts = std::mem::take(&mut head.uri).into_parts();
-    parts.path_and_query = PathAndQuery::from_maybe_shared(Bytes::from(target)).ok();
+    let original = std::mem::replace(
+        &mut parts.path_and_query,
+        PathAndQuery::from_maybe_shared(Bytes::from(target)).ok(),
+    );
+    if let Some(original) = original {
+        if head.extensions.get::<headers::OriginalTarget>().is_none() {
+            head.extensions.insert(headers::OriginalTarget(original));
+        }
+    }
     // Every byte of a normalised path is a valid URI byte: this cannot fail.
     head.uri = Uri::from_parts(parts).unwrap_or_default();
 }
@@ -393,7 +406,7 @@ async fn forward(
         }
     };
     let progress = body.progress().cloned();
-    let forwarded = conn.forwarded(settings);
+    let forwarded = conn.forwarded(head, settings);
     let mut added = headers::prepare_request(head, &forwarded, client_upgrade.is_some());
     let policy = &*route.policy;
     if let Some(vhost) = &policy.upstream_vhost {

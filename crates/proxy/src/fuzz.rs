@@ -36,9 +36,10 @@ const MAX_HEAD: usize = 32 * 1024;
 const CHECKED: usize = 4;
 /// hyper's header-count limit in these checks: the codec's own (`h1::MAX_HEADERS`) plus room
 /// for what the proxy adds when it re-serialises a head at that limit (`X-Forwarded-*`,
-/// `X-Real-IP`, `X-Request-ID`, `Host`; `Content-Length`, `Connection`, `Date`). Found by
-/// fuzzing: with hyper's default of 100, a head at the limit re-serialised was refused.
-const HYPER_MAX_HEADERS: usize = h1::MAX_HEADERS + 16;
+/// `X-Scheme`, `X-Real-IP`, `X-Request-ID`, `X-Original-*`, `Host`; `Content-Length`,
+/// `Connection`, `Date`). Found by fuzzing: with hyper's default of 100, a head at the
+/// limit re-serialised was refused.
+const HYPER_MAX_HEADERS: usize = h1::MAX_HEADERS + 24;
 
 thread_local! {
     static RUNTIME: tokio::runtime::Runtime = tokio::runtime::Builder::new_current_thread()
@@ -119,11 +120,11 @@ pub fn request_head(data: &[u8]) -> bool {
         let ip = HeaderValue::from_static("192.0.2.1");
         let port = HeaderValue::from_static("80");
         let forwarded = headers::Forwarded {
-            client_ip: &ip,
-            port: &port,
-            https: false,
             trust_incoming: true,
+            full_forwarded_for: true,
+            original_uri: true,
             underscores: true,
+            ..headers::Forwarded::direct(&ip, &port, false)
         };
         let added = headers::prepare_request(&mut head, &forwarded, false);
         let mut out = Vec::new();
@@ -157,13 +158,19 @@ pub fn request_head(data: &[u8]) -> bool {
 }
 
 /// The headers `prepare_request` may add or replace.
-const ADDED: [&str; 6] = [
+const ADDED: [&str; 12] = [
     "x-forwarded-for",
     "x-forwarded-proto",
     "x-forwarded-host",
     "x-forwarded-port",
+    "x-forwarded-scheme",
+    "x-scheme",
     "x-real-ip",
     "x-request-id",
+    "x-original-uri",
+    "x-original-forwarded-for",
+    "x-original-forwarded-host",
+    "proxy",
 ];
 
 /// Every prefix of `data` shorter than the head accepted from it is incomplete.

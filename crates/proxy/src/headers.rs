@@ -1,27 +1,51 @@
-//! Header rewriting between client and upstream: hop-by-hop headers out, `X-Forwarded-*`,
-//! `X-Real-IP` and `X-Request-ID` in, and the request turned into an HTTP/1.1 origin-form one.
+//! Header rewriting between client and upstream: hop-by-hop headers out, and in the
+//! headers ingress-nginx sets on every proxied request (its `nginx.tmpl`, `location` block):
+//! `X-Request-ID`, `X-Real-IP`, `X-Forwarded-For`, `-Host`, `-Port`, `-Proto`, `-Scheme`,
+//! `X-Scheme`, `X-Original-URI` (`proxy-add-original-uri-header`),
+//! `X-Original-Forwarded-For`, `X-Original-Forwarded-Host`, and `Proxy` emptied (httpoxy).
+//! The request is turned into an HTTP/1.1 origin-form one.
 //!
 //! ```text
-//!  request headers ─▶ one pass over the names: anything hop-by-hop, Expect, X-Forwarded-*?
+//!  request headers ─▶ one pass over the names: hop-by-hop, Expect, Proxy, one the proxy sets?
 //!     ├─ none (the common request) ─▶ the map is left alone
-//!     └─ some ─▶ removed (or kept: use-forwarded-headers) in place
+//!     └─ some ─▶ removed in place; the incoming X-Forwarded-For / -Host are kept aside for
+//!                X-Original-Forwarded-*; a trusted peer's X-Forwarded-Proto / -Port stay
 //!  Added: the headers the proxy sets, written after the request's own by the upstream client
+//!     client address (client_addr): X-Real-IP, X-Forwarded-For (or, compute-full-forwarded-for,
+//!     the trusted incoming chain + the peer); scheme and port: the connection's, or a trusted
+//!     peer's; X-Original-URI: the target as the client sent it (borrowed from the head)
 //! ```
+//!
+//! "Trusted": `use-forwarded-headers` is on and the peer is in `proxy-real-ip-cidr` (see
+//! `worker::ConnCtx::forwarded`). ingress-nginx believes `X-Forwarded-Proto/-Host/-Port` from
+//! any peer once `use-forwarded-headers` is on; Sluice asks the same ranges as for the address.
 //!
 //! The common request costs one pass over its header names and no change to the map: the
 //! added headers are never inserted (a hash and a probe each, and an allocation for the
 //! request ID), they are written straight into the serialized head.
 
+use std::io::Write;
+use std::net::IpAddr;
+
 use http::header::{self, HeaderName, HeaderValue};
 use http::request::Parts;
+use http::uri::PathAndQuery;
 use http::{HeaderMap, Method, Uri, Version};
 
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 pub(crate) static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 static X_FORWARDED_PORT: HeaderName = HeaderName::from_static("x-forwarded-port");
+static X_FORWARDED_SCHEME: HeaderName = HeaderName::from_static("x-forwarded-scheme");
+static X_SCHEME: HeaderName = HeaderName::from_static("x-scheme");
 static X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+static X_ORIGINAL_URI: HeaderName = HeaderName::from_static("x-original-uri");
+static X_ORIGINAL_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-original-forwarded-for");
+static X_ORIGINAL_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-original-forwarded-host");
+/// httpoxy (CVE-2016-5385): CGI maps `Proxy` to `HTTP_PROXY`, which HTTP clients read as
+/// their proxy; ingress-nginx sends it empty, which nginx means as not at all.
+static PROXY: HeaderName = HeaderName::from_static("proxy");
 
 /// Connection-specific headers (RFC 9110 §7.6.1), never forwarded as they are. `Connection`
 /// and `Upgrade` are handled separately because a WebSocket upgrade keeps them.
@@ -35,59 +59,118 @@ const HOP_BY_HOP: [&str; 7] = [
     "proxy-authorization",
 ];
 
-/// What the proxy knows about the client connection, precomputed once per connection.
+/// What the proxy knows about the client of one request (see `worker::ConnCtx::forwarded`).
 pub(crate) struct Forwarded<'a> {
-    pub(crate) client_ip: &'a HeaderValue,
+    /// The connection's peer address, formatted once per connection.
+    pub(crate) peer: &'a HeaderValue,
+    /// The client address when it is not the peer: a trusted proxy named it.
+    pub(crate) client: Option<IpAddr>,
     /// The port of the listener the client reached.
     pub(crate) port: &'a HeaderValue,
     pub(crate) https: bool,
-    /// `use-forwarded-headers`: keep the client's `X-Forwarded-*` (we are behind another proxy).
+    /// `use-forwarded-headers` and the peer is in `proxy-real-ip-cidr`: its
+    /// `X-Forwarded-Proto`, `-Port` and `-Host` are believed.
     pub(crate) trust_incoming: bool,
+    /// `compute-full-forwarded-for`, and `trust_incoming`: `X-Forwarded-For` is the incoming
+    /// chain with the peer appended, rather than the client address alone.
+    pub(crate) full_forwarded_for: bool,
+    /// `forwarded-for-header` when it is not `X-Forwarded-For`: its value goes upstream as
+    /// `X-Original-Forwarded-For`.
+    pub(crate) custom_forwarded_for: Option<&'a str>,
+    /// `proxy-add-original-uri-header`.
+    pub(crate) original_uri: bool,
+    /// `generate-request-id`.
+    pub(crate) generate_request_id: bool,
     /// `enable-underscores-in-headers`: forward header names with `_` (nginx drops them by
     /// default: CGI, WSGI and PHP read `X_Forwarded_For` as `X-Forwarded-For`, so a client
     /// could forge what the proxy set).
     pub(crate) underscores: bool,
 }
 
+impl<'a> Forwarded<'a> {
+    /// A client that reached us directly, with the default settings (tests and fuzzing).
+    pub(crate) fn direct(peer: &'a HeaderValue, port: &'a HeaderValue, https: bool) -> Self {
+        Forwarded {
+            peer,
+            client: None,
+            port,
+            https,
+            trust_incoming: false,
+            full_forwarded_for: false,
+            custom_forwarded_for: None,
+            original_uri: false,
+            generate_request_id: true,
+            underscores: false,
+        }
+    }
+}
+
 /// The headers the proxy adds to a request, written after the request's own (see the module
-/// doc). `None` or `false`: the request keeps its own.
+/// doc). What the request came with that they need is kept here, out of the map.
 pub(crate) struct Added<'a> {
-    client_ip: &'a HeaderValue,
-    /// `X-Forwarded-For: <client ip>`.
-    forwarded_for: bool,
-    proto: Option<&'static str>,
-    /// `X-Forwarded-Host`: the request's `Host`.
-    host: bool,
-    port: Option<&'a HeaderValue>,
-    /// `X-Real-IP: <client ip>`.
-    real_ip: bool,
+    peer: &'a HeaderValue,
+    client: Option<IpAddr>,
+    port: &'a HeaderValue,
+    https: bool,
+    full_forwarded_for: bool,
+    /// The incoming `X-Forwarded-For`, its field lines joined.
+    incoming_for: Option<HeaderValue>,
+    /// `forwarded-for-header` is another header: its value, for `X-Original-Forwarded-For`.
+    custom_for: Option<Option<HeaderValue>>,
+    /// The incoming `X-Forwarded-Host`, its field lines joined.
+    incoming_host: Option<HeaderValue>,
+    /// Its first entry is `X-Forwarded-Host` (from a trusted peer).
+    trusted_host: bool,
+    /// A trusted peer's `X-Forwarded-Proto` stayed in the map: it is the scheme.
+    proto_in_map: bool,
+    /// A trusted peer's `X-Forwarded-Port` stayed in the map.
+    port_in_map: bool,
+    /// Write `X-Original-URI` from the target (false when it is in the map already).
+    original_uri: bool,
     request_id: Option<[u8; 32]>,
     /// `upstream-vhost`: the `Host` sent instead of the client's (which `X-Forwarded-Host`
     /// keeps).
     upstream_host: Option<&'a HeaderValue>,
 }
 
+/// The target a request arrived with, when the proxy changed it (normalised, later
+/// rewritten): `X-Original-URI` is this one. Set by whoever changes the target first.
+#[derive(Clone)]
+pub(crate) struct OriginalTarget(pub(crate) PathAndQuery);
+
 /// Which headers of interest a request has, from one pass over its names.
 #[derive(Clone, Copy)]
-struct Present(u16);
+struct Present(u32);
 
 impl Present {
-    const HOP_BY_HOP: u16 = 1;
-    const EXPECT: u16 = 1 << 1;
-    const FORWARDED_FOR: u16 = 1 << 2;
-    const FORWARDED_PROTO: u16 = 1 << 3;
-    const FORWARDED_HOST: u16 = 1 << 4;
-    const FORWARDED_PORT: u16 = 1 << 5;
-    const REAL_IP: u16 = 1 << 6;
-    const REQUEST_ID: u16 = 1 << 7;
-    const UNDERSCORE: u16 = 1 << 8;
+    const HOP_BY_HOP: u32 = 1;
+    const EXPECT: u32 = 1 << 1;
+    const FORWARDED_FOR: u32 = 1 << 2;
+    const FORWARDED_PROTO: u32 = 1 << 3;
+    const FORWARDED_HOST: u32 = 1 << 4;
+    const FORWARDED_PORT: u32 = 1 << 5;
+    const REAL_IP: u32 = 1 << 6;
+    const REQUEST_ID: u32 = 1 << 7;
+    const UNDERSCORE: u32 = 1 << 8;
+    const FORWARDED_SCHEME: u32 = 1 << 9;
+    const SCHEME: u32 = 1 << 10;
+    const ORIGINAL_URI: u32 = 1 << 11;
+    const ORIGINAL_FORWARDED_FOR: u32 = 1 << 12;
+    const ORIGINAL_FORWARDED_HOST: u32 = 1 << 13;
+    const PROXY: u32 = 1 << 14;
+    /// `forwarded-for-header`, when it is not `X-Forwarded-For`.
+    const CUSTOM_FORWARDED_FOR: u32 = 1 << 15;
 
-    /// `underscores`: names with `_` are allowed (not flagged).
-    fn scan(headers: &HeaderMap, underscores: bool) -> Present {
+    /// `underscores`: names with `_` are allowed (not flagged). `custom`: the
+    /// `forwarded-for-header` if it is another header than `X-Forwarded-For`.
+    fn scan(headers: &HeaderMap, underscores: bool, custom: Option<&str>) -> Present {
         let mut present = 0;
         for name in headers.keys() {
             if !underscores && name.as_str().as_bytes().contains(&b'_') {
                 present |= Present::UNDERSCORE;
+            }
+            if custom.is_some_and(|custom| custom == name.as_str()) {
+                present |= Present::CUSTOM_FORWARDED_FOR;
             }
             present |= if is_hop_by_hop(name) {
                 Present::HOP_BY_HOP
@@ -100,6 +183,12 @@ impl Present {
                     "x-forwarded-port" => Present::FORWARDED_PORT,
                     "x-real-ip" => Present::REAL_IP,
                     "x-request-id" => Present::REQUEST_ID,
+                    "x-forwarded-scheme" => Present::FORWARDED_SCHEME,
+                    "x-scheme" => Present::SCHEME,
+                    "x-original-uri" => Present::ORIGINAL_URI,
+                    "x-original-forwarded-for" => Present::ORIGINAL_FORWARDED_FOR,
+                    "x-original-forwarded-host" => Present::ORIGINAL_FORWARDED_HOST,
+                    "proxy" => Present::PROXY,
                     _ => 0,
                 }
             };
@@ -107,7 +196,7 @@ impl Present {
         Present(present)
     }
 
-    fn has(self, flag: u16) -> bool {
+    fn has(self, flag: u32) -> bool {
         self.0 & flag != 0
     }
 }
@@ -118,14 +207,15 @@ pub(crate) fn prepare_request<'a>(
     forwarded: &Forwarded<'a>,
     upgrade: bool,
 ) -> Added<'a> {
-    let mut present = Present::scan(&parts.headers, forwarded.underscores);
+    let custom = forwarded.custom_forwarded_for;
+    let mut present = Present::scan(&parts.headers, forwarded.underscores, custom);
     if present.has(Present::UNDERSCORE) {
         drop_underscored(&mut parts.headers);
     }
     if present.has(Present::HOP_BY_HOP) {
         strip_hop_by_hop(&mut parts.headers, upgrade);
         // `Connection` may have named any of the others.
-        present = Present::scan(&parts.headers, true);
+        present = Present::scan(&parts.headers, true, custom);
     }
     if present.has(Present::EXPECT) {
         // Expectations are between the client and us; hyper answers `100-continue` itself.
@@ -156,6 +246,16 @@ pub(crate) fn prepare_request<'a>(
         join_cookies(&mut parts.headers);
     }
     parts.version = Version::HTTP_11;
+    let mut added = set_forwarded(&mut parts.headers, forwarded, present);
+    if forwarded.original_uri {
+        // Changed on the way (rare): the target the client sent goes in the map, copied.
+        if let Some(OriginalTarget(target)) = parts.extensions.remove::<OriginalTarget>() {
+            if let Ok(value) = HeaderValue::from_str(target.as_str()) {
+                parts.headers.insert(X_ORIGINAL_URI.clone(), value);
+                added.original_uri = false;
+            }
+        }
+    }
     // Whatever hyper's server attached (upgrade handles, protocol) means nothing upstream.
     parts.extensions.clear();
     if upgrade {
@@ -163,11 +263,10 @@ pub(crate) fn prepare_request<'a>(
             .headers
             .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
     }
-    set_forwarded(&mut parts.headers, forwarded, present)
+    added
 }
 
 impl<'a> Added<'a> {
-    /// Appends the header lines to a serialized head; `host` is the request's `Host`.
     /// `upstream-vhost`.
     pub(crate) fn set_upstream_host(&mut self, host: &'a HeaderValue) {
         self.upstream_host = Some(host);
@@ -181,32 +280,111 @@ impl<'a> Added<'a> {
         self.upstream_host.unwrap_or(client_host)
     }
 
-    pub(crate) fn write(&self, out: &mut Vec<u8>, host: Option<&HeaderValue>) {
-        let mut line = |name: &HeaderName, value: &[u8]| {
-            out.extend_from_slice(name.as_str().as_bytes());
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(value);
-            out.extend_from_slice(b"\r\n");
-        };
-        if self.forwarded_for {
-            line(&X_FORWARDED_FOR, self.client_ip.as_bytes());
-        }
-        if let Some(proto) = self.proto {
-            line(&X_FORWARDED_PROTO, proto.as_bytes());
-        }
-        if let (true, Some(host)) = (self.host, host) {
-            line(&X_FORWARDED_HOST, host.as_bytes());
-        }
-        if let Some(port) = self.port {
-            line(&X_FORWARDED_PORT, port.as_bytes());
-        }
-        if self.real_ip {
-            line(&X_REAL_IP, self.client_ip.as_bytes());
-        }
+    /// Appends the header lines to a serialized head: `head` is the request as it goes
+    /// upstream, `host` its `Host`.
+    pub(crate) fn write(&self, out: &mut Vec<u8>, head: &Parts, host: Option<&HeaderValue>) {
         if let Some(id) = &self.request_id {
-            line(&X_REQUEST_ID, id);
+            line(out, &X_REQUEST_ID, id);
+        }
+        name(out, &X_REAL_IP);
+        self.write_client(out);
+        out.extend_from_slice(b"\r\n");
+
+        name(out, &X_FORWARDED_FOR);
+        match (self.full_forwarded_for, &self.incoming_for) {
+            (true, Some(chain)) => {
+                out.extend_from_slice(chain.as_bytes());
+                out.extend_from_slice(b", ");
+                out.extend_from_slice(self.peer.as_bytes());
+            }
+            (true, None) => out.extend_from_slice(self.peer.as_bytes()),
+            (false, _) => self.write_client(out),
+        }
+        out.extend_from_slice(b"\r\n");
+
+        let forwarded_host = match (&self.incoming_host, self.trusted_host) {
+            // ingress-nginx (lua_ingress.lua): the first of a trusted list.
+            (Some(hosts), true) => Some(first_entry(hosts.as_bytes())),
+            _ => host.map(HeaderValue::as_bytes),
+        };
+        if let Some(forwarded_host) = forwarded_host.filter(|h| !h.is_empty()) {
+            line(out, &X_FORWARDED_HOST, forwarded_host);
+        }
+        if !self.port_in_map {
+            line(out, &X_FORWARDED_PORT, self.port.as_bytes());
+        }
+        let own_scheme: &[u8] = if self.https { b"https" } else { b"http" };
+        let scheme = match self.proto_in_map {
+            true => head
+                .headers
+                .get(&X_FORWARDED_PROTO)
+                .map_or(own_scheme, HeaderValue::as_bytes),
+            false => {
+                line(out, &X_FORWARDED_PROTO, own_scheme);
+                own_scheme
+            }
+        };
+        line(out, &X_FORWARDED_SCHEME, scheme);
+        line(out, &X_SCHEME, scheme);
+        if self.original_uri {
+            name(out, &X_ORIGINAL_URI);
+            write_target(out, &head.uri);
+            out.extend_from_slice(b"\r\n");
+        }
+        let original_for = match &self.custom_for {
+            Some(custom) => custom.as_ref(),
+            None => self.incoming_for.as_ref(),
+        };
+        if let Some(original_for) = original_for {
+            line(out, &X_ORIGINAL_FORWARDED_FOR, original_for.as_bytes());
+        }
+        if let Some(hosts) = &self.incoming_host {
+            line(out, &X_ORIGINAL_FORWARDED_HOST, hosts.as_bytes());
         }
     }
+
+    fn write_client(&self, out: &mut Vec<u8>) {
+        match self.client {
+            // Into the head's own buffer: no allocation.
+            Some(client) => {
+                let _ = write!(out, "{client}");
+            }
+            None => out.extend_from_slice(self.peer.as_bytes()),
+        }
+    }
+}
+
+/// `name: value\r\n`.
+fn line(out: &mut Vec<u8>, header: &HeaderName, value: &[u8]) {
+    name(out, header);
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `name: `, the value to follow.
+fn name(out: &mut Vec<u8>, header: &HeaderName) {
+    out.extend_from_slice(header.as_str().as_bytes());
+    out.extend_from_slice(b": ");
+}
+
+/// The request target in origin form, as the request line has it.
+pub(crate) fn write_target(out: &mut Vec<u8>, uri: &Uri) {
+    let path = uri.path();
+    out.extend_from_slice(if path.is_empty() {
+        b"/"
+    } else {
+        path.as_bytes()
+    });
+    if let Some(query) = uri.query() {
+        out.push(b'?');
+        out.extend_from_slice(query.as_bytes());
+    }
+}
+
+/// The first entry of a comma-separated list, trimmed.
+fn first_entry(list: &[u8]) -> &[u8] {
+    let end = list.iter().position(|b| *b == b',').unwrap_or(list.len());
+    list[..end].trim_ascii()
 }
 
 /// Removes connection-specific headers from a response, unless it is a `101` whose
@@ -373,57 +551,97 @@ fn join_cookies(headers: &mut HeaderMap) {
     }
 }
 
-/// Decides the `X-Forwarded-*`, `X-Real-IP` and `X-Request-ID` a request goes out with:
-/// the client's own are dropped, unless trusted (`use-forwarded-headers`), where they are
-/// kept and `X-Forwarded-For` is extended. A client's `X-Request-ID` is always kept.
+/// Takes the client's versions of the headers the proxy sets out of the map, keeping what
+/// they are still needed for (`X-Original-Forwarded-*`, a trusted peer's scheme, port and
+/// chain). A client's `X-Request-ID` is kept, as ingress-nginx does.
 fn set_forwarded<'a>(headers: &mut HeaderMap, f: &Forwarded<'a>, present: Present) -> Added<'a> {
     let mut added = Added {
-        client_ip: f.client_ip,
-        forwarded_for: true,
-        proto: Some(if f.https { "https" } else { "http" }),
-        host: true,
-        port: Some(f.port),
-        real_ip: true,
-        request_id: (!present.has(Present::REQUEST_ID)).then(request_id),
+        peer: f.peer,
+        client: f.client,
+        port: f.port,
+        https: f.https,
+        full_forwarded_for: f.full_forwarded_for,
+        incoming_for: None,
+        custom_for: None,
+        incoming_host: None,
+        trusted_host: f.trust_incoming,
+        proto_in_map: false,
+        port_in_map: false,
+        original_uri: f.original_uri,
         upstream_host: None,
+        request_id: (f.generate_request_id && !present.has(Present::REQUEST_ID)).then(request_id),
     };
+    if let Some(custom) = f.custom_forwarded_for {
+        // Read before anything is removed: it may be one of the headers the proxy sets.
+        added.custom_for = Some(
+            present
+                .has(Present::CUSTOM_FORWARDED_FOR)
+                .then(|| joined(headers, custom))
+                .flatten(),
+        );
+    }
     if present.has(Present::FORWARDED_FOR) {
-        if f.trust_incoming {
-            let mut chain = Vec::new();
-            for value in headers.get_all(&X_FORWARDED_FOR) {
-                chain.extend_from_slice(value.as_bytes());
-                chain.extend_from_slice(b", ");
-            }
-            chain.extend_from_slice(f.client_ip.as_bytes());
-            if let Ok(value) = HeaderValue::from_bytes(&chain) {
-                headers.insert(X_FORWARDED_FOR.clone(), value);
-                added.forwarded_for = false;
-            } else {
-                headers.remove(&X_FORWARDED_FOR);
-            }
-        } else {
-            headers.remove(&X_FORWARDED_FOR);
+        added.incoming_for = take_joined(headers, &X_FORWARDED_FOR);
+    }
+    if present.has(Present::FORWARDED_HOST) {
+        added.incoming_host = take_joined(headers, &X_FORWARDED_HOST);
+    }
+    if present.has(Present::FORWARDED_PROTO) {
+        added.proto_in_map = f.trust_incoming;
+        if !f.trust_incoming {
+            headers.remove(&X_FORWARDED_PROTO);
         }
     }
-    // Whether the proxy sets this one: not when the client's is present and trusted.
-    let mut ours = |flag: u16, name: &HeaderName| {
-        if !present.has(flag) {
-            return true;
-        }
+    if present.has(Present::FORWARDED_PORT) {
+        added.port_in_map = f.trust_incoming;
         if !f.trust_incoming {
+            headers.remove(&X_FORWARDED_PORT);
+        }
+    }
+    // The client's own are replaced (nginx's proxy_set_header), or dropped (`Proxy`).
+    let replaced = [
+        (Present::REAL_IP, &X_REAL_IP),
+        (Present::FORWARDED_SCHEME, &X_FORWARDED_SCHEME),
+        (Present::SCHEME, &X_SCHEME),
+        (Present::ORIGINAL_FORWARDED_FOR, &X_ORIGINAL_FORWARDED_FOR),
+        (Present::ORIGINAL_FORWARDED_HOST, &X_ORIGINAL_FORWARDED_HOST),
+        (Present::PROXY, &PROXY),
+    ];
+    for (flag, name) in replaced {
+        if present.has(flag) {
             headers.remove(name);
         }
-        !f.trust_incoming
-    };
-    if !ours(Present::FORWARDED_PROTO, &X_FORWARDED_PROTO) {
-        added.proto = None;
     }
-    added.host = ours(Present::FORWARDED_HOST, &X_FORWARDED_HOST);
-    if !ours(Present::FORWARDED_PORT, &X_FORWARDED_PORT) {
-        added.port = None;
+    // Without the key a client's X-Original-URI passes, as with ingress-nginx.
+    if f.original_uri && present.has(Present::ORIGINAL_URI) {
+        headers.remove(&X_ORIGINAL_URI);
     }
-    added.real_ip = ours(Present::REAL_IP, &X_REAL_IP);
     added
+}
+
+/// A header's field lines as one value (RFC 9110 §5.3); copied only when there are several.
+fn joined(headers: &HeaderMap, name: &str) -> Option<HeaderValue> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next()?;
+    let Some(second) = values.next() else {
+        return Some(first.clone());
+    };
+    let mut list = first.as_bytes().to_vec();
+    for value in std::iter::once(second).chain(values) {
+        list.extend_from_slice(b", ");
+        list.extend_from_slice(value.as_bytes());
+    }
+    HeaderValue::from_bytes(&list).ok()
+}
+
+/// Removes a header and returns its field lines as one value (moved when there is one).
+fn take_joined(headers: &mut HeaderMap, name: &HeaderName) -> Option<HeaderValue> {
+    if headers.get_all(name).iter().nth(1).is_none() {
+        return headers.remove(name);
+    }
+    let list = joined(headers, name.as_str());
+    headers.remove(name);
+    list
 }
 
 #[cfg(test)]
@@ -438,7 +656,7 @@ mod tests {
     /// The headers as the upstream sees them: the map, then the added ones.
     fn sent(p: &Parts, added: &Added<'_>) -> HeaderMap {
         let mut out = Vec::new();
-        added.write(&mut out, p.headers.get(header::HOST));
+        added.write(&mut out, p, p.headers.get(header::HOST));
         let mut headers = p.headers.clone();
         for line in String::from_utf8(out).unwrap().split_terminator("\r\n") {
             let (name, value) = line.split_once(": ").unwrap();
@@ -452,11 +670,8 @@ mod tests {
 
     fn forwarded<'a>(ip: &'a HeaderValue, port: &'a HeaderValue, trust: bool) -> Forwarded<'a> {
         Forwarded {
-            client_ip: ip,
-            port,
-            https: true,
             trust_incoming: trust,
-            underscores: false,
+            ..Forwarded::direct(ip, port, true)
         }
     }
 
@@ -533,13 +748,18 @@ mod tests {
             assert_eq!(headers.get_all(name).iter().count(), 1, "{name}");
         }
 
+        // Trusted (the client address is the caller's business: here the peer's), the
+        // scheme is the peer's, the chain is not kept without compute-full-forwarded-for.
         let mut p = parts(build());
         let added = prepare_request(&mut p, &forwarded(&ip, &port, true), false);
         let headers = sent(&p, &added);
-        assert_eq!(headers["x-forwarded-for"], "203.0.113.9, 192.0.2.1");
+        assert_eq!(headers["x-forwarded-for"], "192.0.2.1");
+        assert_eq!(headers["x-original-forwarded-for"], "203.0.113.9");
         assert_eq!(headers["x-forwarded-proto"], "http");
+        assert_eq!(headers["x-forwarded-scheme"], "http");
+        assert_eq!(headers["x-scheme"], "http");
         assert_eq!(headers["x-forwarded-host"], "shop.example.com");
-        for name in ["x-forwarded-for", "x-forwarded-proto"] {
+        for name in ["x-forwarded-for", "x-forwarded-proto", "x-scheme"] {
             assert_eq!(headers.get_all(name).iter().count(), 1, "{name}");
         }
 
@@ -552,8 +772,129 @@ mod tests {
             p.headers
         );
         let headers = sent(&p, &added);
-        assert_eq!(headers.len(), 7, "{headers:?}");
+        assert_eq!(headers.len(), 9, "{headers:?}");
         assert_eq!(headers["x-request-id"].len(), 32);
+        assert_eq!(headers["x-forwarded-scheme"], "https");
+        assert_eq!(headers["x-scheme"], "https");
+    }
+
+    #[test]
+    fn a_trusted_chain_is_extended_and_the_originals_are_passed_on() {
+        let ip = HeaderValue::from_static("10.0.0.9");
+        let port = HeaderValue::from_static("443");
+        let client: IpAddr = "203.0.113.7".parse().unwrap();
+        let build = || {
+            Request::get("/")
+                .header("host", "shop.example.com")
+                .header("x-forwarded-for", "6.6.6.6")
+                .header("x-forwarded-for", "203.0.113.7")
+                .header("x-forwarded-host", "www.example.com, lb.internal")
+                .header("x-forwarded-proto", "https")
+                .header("x-forwarded-port", "8443")
+                .header("x-real-ip", "6.6.6.6")
+                .header("x-scheme", "ftp")
+                .header("x-original-forwarded-for", "6.6.6.6")
+                .header("proxy", "http://evil.example.com")
+        };
+        let trusted = |full| Forwarded {
+            client: Some(client),
+            trust_incoming: true,
+            full_forwarded_for: full,
+            ..Forwarded::direct(&ip, &port, false)
+        };
+
+        let mut p = parts(build());
+        let added = prepare_request(&mut p, &trusted(true), false);
+        let headers = sent(&p, &added);
+        assert_eq!(headers["x-real-ip"], "203.0.113.7");
+        assert_eq!(headers["x-forwarded-for"], "6.6.6.6, 203.0.113.7, 10.0.0.9");
+        assert_eq!(headers["x-original-forwarded-for"], "6.6.6.6, 203.0.113.7");
+        assert_eq!(headers["x-forwarded-host"], "www.example.com");
+        assert_eq!(
+            headers["x-original-forwarded-host"],
+            "www.example.com, lb.internal"
+        );
+        assert_eq!(headers["x-forwarded-proto"], "https");
+        assert_eq!(headers["x-forwarded-scheme"], "https");
+        assert_eq!(headers["x-scheme"], "https");
+        assert_eq!(headers["x-forwarded-port"], "8443");
+        assert!(!headers.contains_key("proxy"), "{headers:?}");
+        for name in [
+            "x-forwarded-for",
+            "x-real-ip",
+            "x-scheme",
+            "x-original-forwarded-for",
+        ] {
+            assert_eq!(headers.get_all(name).iter().count(), 1, "{name}");
+        }
+
+        // Without compute-full-forwarded-for: the client address alone.
+        let mut p = parts(build());
+        let added = prepare_request(&mut p, &trusted(false), false);
+        assert_eq!(sent(&p, &added)["x-forwarded-for"], "203.0.113.7");
+
+        // Untrusted: nothing of it is believed; the originals still travel, renamed.
+        let mut p = parts(build());
+        let added = prepare_request(&mut p, &Forwarded::direct(&ip, &port, false), false);
+        let headers = sent(&p, &added);
+        assert_eq!(headers["x-real-ip"], "10.0.0.9");
+        assert_eq!(headers["x-forwarded-for"], "10.0.0.9");
+        assert_eq!(headers["x-forwarded-host"], "shop.example.com");
+        assert_eq!(headers["x-forwarded-proto"], "http");
+        assert_eq!(headers["x-scheme"], "http");
+        assert_eq!(headers["x-forwarded-port"], "443");
+        assert_eq!(headers["x-original-forwarded-for"], "6.6.6.6, 203.0.113.7");
+    }
+
+    #[test]
+    fn the_original_uri_is_the_target_as_sent_and_a_custom_header_is_the_original_for() {
+        let ip = HeaderValue::from_static("10.0.0.9");
+        let port = HeaderValue::from_static("80");
+        let f = Forwarded {
+            original_uri: true,
+            custom_forwarded_for: Some("cf-connecting-ip"),
+            generate_request_id: false,
+            ..Forwarded::direct(&ip, &port, false)
+        };
+        let mut p = parts(
+            Request::get("/a/b?x=1")
+                .header("x-original-uri", "/forged")
+                .header("x-forwarded-for", "6.6.6.6")
+                .header("cf-connecting-ip", "203.0.113.7"),
+        );
+        let added = prepare_request(&mut p, &f, false);
+        let headers = sent(&p, &added);
+        assert_eq!(headers["x-original-uri"], "/a/b?x=1");
+        assert_eq!(headers["x-original-forwarded-for"], "203.0.113.7");
+        assert_eq!(headers["cf-connecting-ip"], "203.0.113.7");
+        assert!(!headers.contains_key("x-request-id"), "{headers:?}");
+
+        // forwarded-for-header may name one of the proxy's own headers (X-Real-IP, set by
+        // an nginx in front): it is read before the proxy replaces it.
+        let real_ip = Forwarded {
+            custom_forwarded_for: Some("x-real-ip"),
+            client: Some("203.0.113.7".parse().unwrap()),
+            ..Forwarded::direct(&ip, &port, false)
+        };
+        let mut p = parts(Request::get("/").header("x-real-ip", "203.0.113.7"));
+        let added = prepare_request(&mut p, &real_ip, false);
+        let headers = sent(&p, &added);
+        assert_eq!(headers["x-original-forwarded-for"], "203.0.113.7");
+        assert_eq!(headers["x-real-ip"], "203.0.113.7");
+        assert_eq!(headers.get_all("x-real-ip").iter().count(), 1);
+
+        // Changed on the way (normalised, rewritten): the target the client sent.
+        let mut p = parts(Request::get("/b"));
+        p.extensions
+            .insert(OriginalTarget(PathAndQuery::from_static("/a/../b?%7e")));
+        let added = prepare_request(&mut p, &f, false);
+        let headers = sent(&p, &added);
+        assert_eq!(headers["x-original-uri"], "/a/../b?%7e");
+        assert_eq!(headers.get_all("x-original-uri").iter().count(), 1);
+        // Off (the default): nothing is added, and the client's passes as ingress-nginx's.
+        let mut p = parts(Request::get("/a").header("x-original-uri", "/mine"));
+        let added = prepare_request(&mut p, &Forwarded::direct(&ip, &port, false), false);
+        assert_eq!(sent(&p, &added)["x-original-uri"], "/mine");
     }
 
     #[test]

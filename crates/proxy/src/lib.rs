@@ -15,6 +15,8 @@
 //!        route(host, normalised path) on the current config ─ none ─▶ 404 ───────┤
 //!        ssl-redirect ─▶ 308 │ no endpoint ─▶ 503 │ too big ─▶ 413 │ slow ─▶ 408 ┤ ProxyError
 //!                                               (status + source: client/upstream/proxy)
+//!        request headers: X-Forwarded-*, X-Real-IP (the real client address: the peer, or
+//!        whom a peer in proxy-real-ip-cidr names), X-Request-ID, X-Original-*
 //!        pick endpoint (round robin | least request, set-aside)   │
 //!        ─▶ pooled or fresh HTTP/1.1 upstream connection ─ fail ─▶ next endpoint (bounded)
 //!           (Sluice's own client, run inside the request's future: no task, no channels)
@@ -45,6 +47,7 @@ mod admin;
 mod balance;
 mod body;
 mod client;
+mod client_addr;
 mod date;
 mod error;
 mod fds;

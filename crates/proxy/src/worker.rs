@@ -26,7 +26,7 @@ use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::future::{poll_fn, Future};
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -35,6 +35,7 @@ use std::task::{Poll, Waker};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use http::request::Parts;
 use http::HeaderValue;
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
@@ -99,6 +100,10 @@ pub(crate) type Current = Rc<Arc<Compiled>>;
 pub(crate) struct Worker {
     pub(crate) shared: Arc<Shared>,
     config: RefCell<Option<Current>>,
+    /// This worker's copy of the settings of the configuration it holds (`None`: before the
+    /// first publish), made once per configuration: a connection takes it with a plain
+    /// increment, whatever lists the settings hold.
+    settings_copy: RefCell<Option<(Option<Current>, Rc<Settings>)>>,
     /// Address of the configuration whose routes `stats` counts under.
     stats_config: Cell<usize>,
     pub(crate) pool: RefCell<Pool>,
@@ -156,7 +161,10 @@ pub(crate) struct ConnCtx {
     pub(crate) worker: Rc<Worker>,
     pub(crate) https: bool,
     pub(crate) h2: bool,
-    client_ip: HeaderValue,
+    /// The address the connection came from (IPv4-mapped IPv6 as IPv4).
+    peer: IpAddr,
+    /// `peer`, formatted once.
+    peer_text: HeaderValue,
     requests: Cell<u64>,
     in_flight: Cell<u32>,
     last_active: Cell<Instant>,
@@ -251,6 +259,7 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
                 let worker = Rc::new(Worker {
                     shared,
                     config: RefCell::new(None),
+                    settings_copy: RefCell::new(None),
                     stats_config: Cell::new(0),
                     pool: RefCell::default(),
                     balancer: RefCell::default(),
@@ -352,11 +361,30 @@ impl Worker {
         Some(fresh)
     }
 
-    /// The current settings, or the defaults before the first publish.
-    pub(crate) fn settings(&self) -> Settings {
-        self.config()
-            .map(|c| c.settings.clone())
-            .unwrap_or_default()
+    /// The current settings, or the defaults before the first publish. Copied once per
+    /// configuration (`settings_copy`), not per connection or accept: they hold lists.
+    pub(crate) fn settings(&self) -> Rc<Settings> {
+        let config = self.config();
+        let mut cached = self.settings_copy.borrow_mut();
+        if let Some((of, settings)) = cached.as_ref() {
+            let same = match (of, &config) {
+                (Some(of), Some(config)) => Arc::ptr_eq(of, config),
+                (None, None) => true,
+                _ => false,
+            };
+            if same {
+                return settings.clone();
+            }
+        }
+        // Holding the configuration keeps its address from being reused by a later one.
+        let settings = Rc::new(
+            config
+                .as_ref()
+                .map(|c| c.settings.clone())
+                .unwrap_or_default(),
+        );
+        *cached = Some((config, settings.clone()));
+        settings
     }
 
     fn drain_guard(self: &Rc<Self>, tunnel: bool) -> DrainGuard {
@@ -691,13 +719,15 @@ impl Worker {
 
 impl ConnCtx {
     fn new(worker: Rc<Worker>, peer: SocketAddr, https: bool, h2: bool) -> Rc<ConnCtx> {
-        let client_ip = HeaderValue::try_from(peer.ip().to_string())
-            .expect("an IP address is a valid header value");
+        let peer = peer.ip().to_canonical();
+        let peer_text =
+            HeaderValue::try_from(peer.to_string()).expect("an IP address is a valid header value");
         Rc::new(ConnCtx {
             worker,
             https,
             h2,
-            client_ip,
+            peer,
+            peer_text,
             requests: Cell::new(0),
             in_flight: Cell::new(0),
             last_active: Cell::new(Instant::now()),
@@ -754,12 +784,48 @@ impl ConnCtx {
         self.wake();
     }
 
-    pub(crate) fn forwarded<'a>(&'a self, settings: &Settings) -> Forwarded<'a> {
+    /// The real client address of a request on this connection, as ingress-nginx computes
+    /// it (`client_addr`): the peer, unless `use-forwarded-headers` or `enable-real-ip` is on
+    /// and the peer is in `proxy-real-ip-cidr`; then whom `forwarded-for-header` names,
+    /// right to left past the trusted hops. The access phase (allow/deny lists) asks this.
+    ///
+    /// The common case reads two flags: no allocation, no header lookup.
+    pub(crate) fn client_ip(&self, head: &Parts, settings: &Settings) -> IpAddr {
+        if !(settings.use_forwarded_headers || settings.enable_real_ip)
+            || !settings.is_trusted_proxy(self.peer)
+        {
+            return self.peer;
+        }
+        let values = head
+            .headers
+            .get_all(settings.forwarded_for_header.as_str())
+            .iter()
+            .map(HeaderValue::as_bytes);
+        crate::client_addr::from_forwarded(self.peer, values, &settings.proxy_real_ip_cidr)
+    }
+
+    /// `use-forwarded-headers` is on and the peer is in `proxy-real-ip-cidr`: its
+    /// `X-Forwarded-Proto`, `-Host` and `-Port` are believed.
+    pub(crate) fn trusts_forwarded_headers(&self, settings: &Settings) -> bool {
+        settings.use_forwarded_headers && settings.is_trusted_proxy(self.peer)
+    }
+
+    /// What the upstream request says about its client; `head` as it arrived.
+    pub(crate) fn forwarded<'a>(&'a self, head: &Parts, settings: &'a Settings) -> Forwarded<'a> {
+        let client = self.client_ip(head, settings);
+        let trust_incoming = self.trusts_forwarded_headers(settings);
+        let custom = settings.forwarded_for_header.as_str();
         Forwarded {
-            client_ip: &self.client_ip,
+            peer: &self.peer_text,
+            client: (client != self.peer).then_some(client),
             port: self.worker.port(self.https),
             https: self.https,
-            trust_incoming: settings.use_forwarded_headers,
+            trust_incoming,
+            full_forwarded_for: trust_incoming && settings.compute_full_forwarded_for,
+            custom_forwarded_for: (custom != model::settings::DEFAULT_FORWARDED_FOR_HEADER)
+                .then_some(custom),
+            original_uri: settings.proxy_add_original_uri_header,
+            generate_request_id: settings.generate_request_id,
             underscores: settings.enable_underscores_in_headers,
         }
     }

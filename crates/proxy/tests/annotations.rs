@@ -560,3 +560,52 @@ async fn service_upstream_sends_to_the_cluster_ip() {
         "without service-upstream the (missing) endpoints are used"
     );
 }
+
+#[tokio::test]
+async fn behind_a_trusted_load_balancer_the_allow_list_sees_the_forwarded_client() {
+    let backend = start_backend("web").await;
+    let mut h = Harness::start();
+    let mut objects = web(&[&backend]);
+    objects.extend([
+        settings(&[
+            ("use-forwarded-headers", "true"),
+            ("proxy-real-ip-cidr", "127.0.0.2/32"),
+        ]),
+        site(
+            "office",
+            "office.example.com",
+            "/",
+            "Prefix",
+            &[("whitelist-source-range", "10.0.0.0/8")],
+        ),
+    ]);
+    h.apply(&objects);
+    let from = |source: [u8; 4], forwarded_for: &'static str| {
+        let addr = h.http();
+        async move {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket
+                .bind(std::net::SocketAddr::from((source, 0)))
+                .unwrap();
+            let stream = bounded(socket.connect(addr)).await.unwrap();
+            let mut client = Client::over(stream).await;
+            let request = Request::get("/echo")
+                .header("host", "office.example.com")
+                .header("x-forwarded-for", forwarded_for)
+                .body(Full::new(Bytes::new()))
+                .unwrap();
+            client.send(request).await.unwrap().status
+        }
+    };
+    // The load balancer (127.0.0.2, trusted) says the client is 10.1.2.3: allowed.
+    assert_eq!(from([127, 0, 0, 2], "10.1.2.3").await, StatusCode::OK);
+    assert_eq!(
+        from([127, 0, 0, 2], "192.0.2.7").await,
+        StatusCode::FORBIDDEN
+    );
+    // An untrusted peer claiming the same is not believed.
+    assert_eq!(
+        from([127, 0, 0, 1], "10.1.2.3").await,
+        StatusCode::FORBIDDEN
+    );
+}

@@ -429,6 +429,14 @@ async fn a_trusted_forwarded_proto_stops_the_https_redirect() {
     let (h, _ca, _backend) = tls_site(&[]).await;
     let (head, _) = raw(h.http(), &get_request("/echo/x", "files.example", proto)).await;
     assert!(head.starts_with("HTTP/1.1 308"), "{head}");
+    // Nor with use-forwarded-headers when it is not a peer in proxy-real-ip-cidr.
+    let (h, _ca, _backend) = tls_site(&[
+        ("use-forwarded-headers", "true"),
+        ("proxy-real-ip-cidr", "10.0.0.0/8"),
+    ])
+    .await;
+    let (head, _) = raw(h.http(), &get_request("/echo/x", "files.example", proto)).await;
+    assert!(head.starts_with("HTTP/1.1 308"), "{head}");
 }
 
 #[tokio::test]
