@@ -813,7 +813,9 @@ fn annotations_from_the_api_shape_routes_and_unsupported_ones_are_warning_events
 
     // The allow-list (Sluice's test client is on loopback) answers 403; the rest of the
     // Ingress is read, and the unsupported annotation is a Warning Event.
-    sluice.wait_status("api.test", 403, WAIT);
+    eventually(WAIT, "api.test/v1/x answers 403", || {
+        (sluice.get("api.test", "/v1/x").status == 403).then_some(())
+    });
     let event = eventually(WAIT, "a Warning Event about the canary annotation", || {
         cluster
             .events_about(ns, "Ingress", "api")
@@ -826,7 +828,9 @@ fn annotations_from_the_api_shape_routes_and_unsupported_ones_are_warning_events
     rewrite["metadata"]["annotations"]["nginx.ingress.kubernetes.io/whitelist-source-range"] =
         serde_json::json!("127.0.0.0/8, 198.18.0.0/15");
     cluster.apply(&rewrite);
-    sluice.wait_status("api.test", 200, WAIT);
+    eventually(WAIT, "api.test/v1/x answers 200", || {
+        (sluice.get("api.test", "/v1/x").status == 200).then_some(())
+    });
     let reply = sluice.get("api.test", "/V1/users?page=2");
     let echo: serde_json::Value = serde_json::from_str(&reply.text()).unwrap();
     assert_eq!(echo["path"], "/echo/users", "{echo:#}");
