@@ -13,7 +13,9 @@
 //!              HTTP, host with TLS or forced, no trusted X-Forwarded-Proto: https)
 //!   rewrite    rewrite-target with the path regex's captures (else the normalised path)
 //!   request headers   the proxy's own, then upstream-vhost, X-Forwarded-Prefix, header edits
-//!   body       declared body > proxy-body-size ─▶ 413
+//!   body       declared body > proxy-body-size ─▶ 413 │ proxy-request-buffering on (no
+//!              upgrade): read whole (`buffer`: memory, else a temporary file; too large ─▶ 413,
+//!              client-body-timeout ─▶ 408) before any upstream is chosen, then replayable
 //!   upstream   upstream::exchange (balancing, pool, the route's timeouts and retries)
 //!              ─▶ 101 ─▶ tunnel task   │ else ─▶ response streamed back
 //!   response headers   the route's header edits; HSTS on HTTPS for hosts with a certificate
@@ -39,7 +41,8 @@ use hyper_util::rt::TokioIo;
 use model::{encode_path, normalize_path, validate_host, Compiled, Matched, Route};
 use tokio::io::AsyncWriteExt;
 
-use crate::body::{BoxError, RequestBody, ResponseBody};
+use crate::body::{BodyTimeout, BodyTooLarge, BoxError, RequestBody, ResponseBody};
+use crate::buffer::{self, BodyBuffering, BufferError};
 use crate::client::Outgoing;
 use crate::error::{text_response, Chain, ProxyError};
 use crate::headers;
@@ -380,7 +383,8 @@ async fn forward(
     arrived: Instant,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     let settings = &config.settings;
-    let limit = route.policy.body.max_size;
+    let buffering = BodyBuffering::of(settings, &route.policy);
+    let limit = buffering.max;
     let body = match body {
         None => RequestBody::Empty,
         Some(body) => {
@@ -389,7 +393,13 @@ async fn forward(
             if limit > 0 && declared.is_some_and(|len| len > limit) {
                 return Err(ProxyError::BodyTooLarge { limit });
             }
-            RequestBody::client(body, declared, limit, settings.client_body_timeout)
+            let body = RequestBody::client(body, declared, limit, settings.client_body_timeout);
+            if buffering.enabled && client_upgrade.is_none() {
+                // Boxed: only requests with a body carry this future.
+                Box::pin(buffer_body(conn, head, body, declared, &buffering)).await?
+            } else {
+                body
+            }
         }
     };
     let progress = body.progress().cloned();
@@ -413,7 +423,7 @@ async fn forward(
         edit.apply(&mut head.headers);
     }
     let upstream_policy = &policy.upstream;
-    let retryable = matches!(body, RequestBody::Empty)
+    let retryable = body.is_replayable()
         && (headers::is_idempotent(&head.method) || upstream_policy.next_upstream.non_idempotent);
 
     let mut body = Outgoing::new(body);
@@ -465,6 +475,39 @@ async fn forward(
     let worker = &conn.worker;
     Ok(response
         .map(|()| ResponseBody::upstream(UpstreamBody::new(upstream_conn, worker, settings))))
+}
+
+/// The body phase under `proxy-request-buffering: on`: the body read whole before an upstream
+/// is chosen (`buffer`), then sent with its length, also when it came chunked (as nginx does).
+async fn buffer_body(
+    conn: &ConnCtx,
+    head: &mut Parts,
+    body: RequestBody,
+    declared: Option<u64>,
+    buffering: &BodyBuffering,
+) -> Result<RequestBody, ProxyError> {
+    let dir = std::env::temp_dir();
+    let buffered = buffer::read_whole(body, declared, buffering.in_memory, &dir)
+        .await
+        .map_err(|error| match error {
+            BufferError::File(error) => ProxyError::BodyBuffer(error),
+            BufferError::Body(error) if error.is::<BodyTooLarge>() => ProxyError::BodyTooLarge {
+                limit: buffering.max,
+            },
+            BufferError::Body(error) if error.is::<BodyTimeout>() => ProxyError::ClientBodyTimeout,
+            BufferError::Body(error) => ProxyError::ClientBody(error),
+        })?;
+    conn.worker
+        .stats
+        .borrow_mut()
+        .body_buffered(buffered.place());
+    head.headers
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(buffered.len()));
+    Ok(if buffered.len() == 0 {
+        RequestBody::Empty
+    } else {
+        RequestBody::Buffered(buffered)
+    })
 }
 
 /// Splices the client's upgraded connection and the upstream socket; whatever the upstream

@@ -15,6 +15,8 @@
 //!        route(host, normalised path) on the current config ─ none ─▶ 404 ───────┤
 //!        ssl-redirect ─▶ 308 │ no endpoint ─▶ 503 │ too big ─▶ 413 │ slow ─▶ 408 ┤ ProxyError
 //!                                               (status + source: client/upstream/proxy)
+//!        request body read whole first (memory, else an unnamed temporary file: `buffer`)
+//!        unless proxy-request-buffering is off, then streamed
 //!        pick endpoint (round robin | least request, set-aside)   │
 //!        ─▶ pooled or fresh HTTP/1.1 upstream connection ─ fail ─▶ next endpoint (bounded)
 //!           (Sluice's own client, run inside the request's future: no task, no channels)
@@ -44,6 +46,7 @@ use tokio::sync::watch;
 mod admin;
 mod balance;
 mod body;
+mod buffer;
 mod client;
 mod date;
 mod error;
