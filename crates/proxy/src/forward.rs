@@ -42,7 +42,7 @@ use model::{encode_path, normalize_path, validate_host, Compiled, Matched, Route
 use tokio::io::AsyncWriteExt;
 
 use crate::body::{BodyTimeout, BodyTooLarge, BoxError, RequestBody, ResponseBody};
-use crate::buffer::{self, BodyBuffering, BufferError};
+use crate::buffer::{self, BodyBuffering, BufferError, Place};
 use crate::client::Outgoing;
 use crate::error::{text_response, Chain, ProxyError};
 use crate::headers;
@@ -380,7 +380,7 @@ async fn forward(
     head: &mut Parts,
     body: Option<Incoming>,
     client_upgrade: Option<OnUpgrade>,
-    arrived: Instant,
+    mut arrived: Instant,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     let settings = &config.settings;
     let buffering = BodyBuffering::of(settings, &route.policy);
@@ -396,7 +396,12 @@ async fn forward(
             let body = RequestBody::client(body, declared, limit, settings.client_body_timeout);
             if buffering.enabled && client_upgrade.is_none() {
                 // Boxed: only requests with a body carry this future.
-                Box::pin(buffer_body(conn, head, body, declared, &buffering)).await?
+                let body = Box::pin(buffer_body(conn, head, body, declared, &buffering)).await?;
+                // The upstream part starts now, as nginx's does once the body is read: the
+                // first attempt's clock (pool ages, set-aside endpoints) and the start of
+                // proxy-next-upstream-timeout, which a slow upload must not use up.
+                arrived = Instant::now();
+                body
             } else {
                 body
             }
@@ -497,10 +502,15 @@ async fn buffer_body(
             BufferError::Body(error) if error.is::<BodyTimeout>() => ProxyError::ClientBodyTimeout,
             BufferError::Body(error) => ProxyError::ClientBody(error),
         })?;
-    conn.worker
-        .stats
-        .borrow_mut()
-        .body_buffered(buffered.place());
+    let place = buffered.place();
+    if place == Place::File {
+        // nginx warns "a client request body is buffered to a temporary file" for each.
+        tracing::debug!(
+            len = buffered.len(),
+            "request body buffered to a temporary file"
+        );
+    }
+    conn.worker.stats.borrow_mut().body_buffered(place);
     head.headers
         .insert(header::CONTENT_LENGTH, HeaderValue::from(buffered.len()));
     Ok(if buffered.len() == 0 {

@@ -182,8 +182,9 @@ fn sample(len: usize) -> Vec<u8> {
 }
 
 /// A proxy sending every request to `upstreams`, with these ConfigMap settings.
+/// One worker: its round robin visits the endpoints in turn, one pick after another.
 fn site(upstreams: &[SocketAddr], data: &[(&str, &str)]) -> Harness {
-    let mut h = Harness::start();
+    let mut h = Harness::with_workers(1);
     let mut objects = catch_all("up", upstreams);
     objects.push(settings(data));
     h.apply(&objects);
@@ -401,6 +402,35 @@ async fn a_put_with_a_buffered_body_is_retried_on_another_endpoint() {
     let served = good.requests();
     assert_eq!(served.len(), 3);
     assert!(served.iter().all(|(_, seen)| *seen == body));
+}
+
+#[tokio::test]
+async fn a_slow_upload_does_not_use_up_proxy_next_upstream_timeout() {
+    // The retry clock starts once the body is read (as nginx's): an upload slower than
+    // proxy-next-upstream-timeout can still go to the next endpoint when the first dies.
+    let progress = Progress::default();
+    let dying = Recorder::start(&progress, Answer::Close).await;
+    let good = Recorder::start(&progress, Answer::Ok).await;
+    let h = site(
+        &[dying.addr, good.addr],
+        &[("proxy-next-upstream-timeout", "1s")],
+    );
+    let body = sample(4000);
+    let pieces: Vec<&[u8]> = body.chunks(400).collect();
+    let head = "PUT /object HTTP/1.1\r\nHost: buf.example\r\nContent-Length: 4000\r\n\
+                Connection: close\r\n\r\n";
+    // Two requests: the round robin starts one of them at the dying endpoint.
+    for _ in 0..2 {
+        let started = std::time::Instant::now();
+        let response = upload(h.http(), head, &pieces, &progress).await;
+        assert!(
+            started.elapsed() > Duration::from_secs(1),
+            "the upload was not slow"
+        );
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    }
+    assert_eq!(dying.requests().len(), 1);
+    assert_eq!(good.requests().len(), 2);
 }
 
 /// A request body the test feeds piece by piece.
