@@ -7,9 +7,9 @@
 //!     └─ try_endpoint ─▶ idle pooled connection, quiet since it went idle? ─▶ round trip ─▶ head
 //!                │ none (closed ones are dropped)            │ failed before a response:
 //!                ▼                                           │  nothing written, or idempotent
-//!             connect ─ refused/timeout ─▶ set aside,        │  and bodiless: pooled ─▶ same
-//!                │      next endpoint                        │  endpoint, fresh conn; fresh
-//!                └─ EMFILE/ENFILE (ours, not the endpoint's) │  ─▶ next one
+//!             connect ─ refused/timeout ─▶ set aside,        │  and bodiless or buffered:
+//!                │      next endpoint                        │  pooled ─▶ same endpoint, fresh
+//!                └─ EMFILE/ENFILE (ours, not the endpoint's) │  conn; fresh ─▶ next one
 //!                   ─▶ 503 at once, nothing set aside
 //!  response body read to its end (inside the client's poll) ─▶ connection back to the pool
 //!  (LIFO, ≤ keepalive per endpoint), unless the upstream or the framing said close
