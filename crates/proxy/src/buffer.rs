@@ -334,6 +334,12 @@ mod tests {
         for _ in 0..2 {
             assert_eq!(runtime.block_on(replay(&mut body)), data);
         }
+        // One byte more does not fit.
+        let over = sample(8 * 1024 + 1, 1);
+        let chunks: Vec<Vec<u8>> = over.chunks(1000).map(<[u8]>::to_vec).collect();
+        let mut body = read(chunks, None, 8 * 1024);
+        assert_eq!(body.place(), Place::File);
+        assert_eq!(runtime.block_on(replay(&mut body)), over);
     }
 
     #[test]
