@@ -378,6 +378,26 @@ impl<'a> Reader<'a> {
         if let Some(size) = self.size("proxy-body-size") {
             policy.body.max_size = size;
         }
+        if let Some(value) = self.get("proxy-request-buffering") {
+            match value {
+                "on" => policy.body.request_buffering = true,
+                "off" => policy.body.request_buffering = false,
+                _ => self.invalid("proxy-request-buffering", value, "on or off"),
+            }
+        }
+        if let Some(size) = self.size("client-body-buffer-size") {
+            match usize::try_from(size) {
+                Ok(size) if size > 0 => policy.body.buffer_size = size,
+                _ => {
+                    let value = self.get("client-body-buffer-size").unwrap_or_default();
+                    self.invalid(
+                        "client-body-buffer-size",
+                        value,
+                        "a size of at least 1 byte",
+                    );
+                }
+            }
+        }
         let upstream = &mut policy.upstream;
         if let Some(d) = self.duration("proxy-connect-timeout") {
             upstream.connect_timeout = d;

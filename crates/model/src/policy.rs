@@ -139,6 +139,11 @@ pub enum HeaderAction {
 pub struct BodyPolicy {
     /// `proxy-body-size`: larger bodies get 413. 0: no limit.
     pub max_size: u64,
+    /// `proxy-request-buffering`: the body is read whole before an upstream is chosen.
+    pub request_buffering: bool,
+    /// `client-body-buffer-size`: how much of a buffered body stays in memory (the rest goes
+    /// to a temporary file).
+    pub buffer_size: usize,
 }
 
 /// How the upstream is talked to and when another endpoint is tried.
@@ -181,6 +186,8 @@ impl RoutePolicy {
             upstream_vhost: None,
             body: BodyPolicy {
                 max_size: settings.client_max_body_size,
+                request_buffering: settings.proxy_request_buffering,
+                buffer_size: settings.client_body_buffer_size,
             },
             upstream: UpstreamPolicy {
                 connect_timeout: settings.proxy_connect_timeout,

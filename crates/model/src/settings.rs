@@ -59,6 +59,14 @@ pub struct Settings {
     pub client_send_timeout: Duration,
     /// `client-max-body-size`: larger request bodies get 413. 0 means no limit.
     pub client_max_body_size: u64,
+    /// `proxy-request-buffering` (`on`/`off`, nginx's `proxy_request_buffering`): read the
+    /// whole request body before an upstream is chosen, so a slow upload never holds a backend
+    /// connection and a request with a body can be sent again to another endpoint. Off: the
+    /// body is streamed upstream as it arrives.
+    pub proxy_request_buffering: bool,
+    /// `client-body-buffer-size` (nginx's `client_body_buffer_size`): a buffered body up to
+    /// this size is kept in memory; a larger one goes to an unnamed temporary file.
+    pub client_body_buffer_size: usize,
     /// `large-client-header-buffers` (`"4 8k"`): the request head may be at most count × size
     /// bytes; larger gets 431.
     pub max_request_header_size: usize,
@@ -167,6 +175,8 @@ impl Default for Settings {
             client_body_timeout: Duration::from_secs(60),
             client_send_timeout: Duration::from_secs(60),
             client_max_body_size: 1024 * 1024,
+            proxy_request_buffering: true,
+            client_body_buffer_size: 8 * 1024,
             max_request_header_size: 4 * 8 * 1024,
             load_balance: LoadBalance::RoundRobin,
             proxy_next_upstream_tries: 3,
@@ -422,6 +432,13 @@ impl Settings {
                 self.client_max_body_size =
                     parse_size(value).ok_or("a size like 1m, 512k or 1048576 (0 for no limit)")?
             }
+            "proxy-request-buffering" => self.proxy_request_buffering = parse_on_off(value)?,
+            "client-body-buffer-size" => {
+                self.client_body_buffer_size = parse_size(value)
+                    .and_then(|size| usize::try_from(size).ok())
+                    .filter(|size| *size > 0)
+                    .ok_or("a size of at least 1 byte, like 8k, 16k or 1m")?
+            }
             "large-client-header-buffers" => {
                 self.max_request_header_size =
                     parse_header_buffers(value).ok_or("a count and a size, like \"4 8k\"")?
@@ -538,6 +555,15 @@ fn parse_bool(value: &str) -> Result<bool, &'static str> {
         "true" => Ok(true),
         "false" => Ok(false),
         _ => Err("true or false"),
+    }
+}
+
+/// nginx's `on`/`off` switches, as ingress-nginx passes them through.
+fn parse_on_off(value: &str) -> Result<bool, &'static str> {
+    match value {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err("on or off"),
     }
 }
 
@@ -741,6 +767,30 @@ mod tests {
         let (s, diagnostics) = settings(&[("proxy-real-ip-cidr", "everyone")]);
         assert_eq!(diagnostics.len(), 1);
         assert!(s.proxy_real_ip_cidr.is_empty());
+    }
+
+    #[test]
+    fn request_buffering_is_on_with_an_8k_memory_buffer_unless_set() {
+        let (s, _) = settings(&[]);
+        assert!(s.proxy_request_buffering);
+        assert_eq!(s.client_body_buffer_size, 8 * 1024);
+        let (s, diagnostics) = settings(&[
+            ("proxy-request-buffering", "off"),
+            ("client-body-buffer-size", "64k"),
+        ]);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        assert!(!s.proxy_request_buffering);
+        assert_eq!(s.client_body_buffer_size, 64 * 1024);
+        let (s, diagnostics) = settings(&[
+            ("proxy-request-buffering", "true"),
+            ("client-body-buffer-size", "0"),
+        ]);
+        assert!(s.proxy_request_buffering);
+        assert_eq!(s.client_body_buffer_size, 8 * 1024);
+        assert_eq!(diagnostics.len(), 2, "{diagnostics:?}");
+        assert!(diagnostics[0].contains("data.client-body-buffer-size: invalid value \"0\""));
+        assert!(diagnostics[1]
+            .contains("data.proxy-request-buffering: invalid value \"true\": expected on or off"));
     }
 
     #[test]

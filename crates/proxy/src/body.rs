@@ -11,6 +11,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
+use crate::buffer::Buffered;
 use crate::stall::StallTimer;
 use crate::upstream::UpstreamBody;
 use crate::worker::RequestGuard;
@@ -32,6 +33,9 @@ pub(crate) enum RequestBody {
         /// awaited (nginx's `client_body_timeout`: between two reads, not for the whole body).
         stall: StallTimer,
     },
+    /// The client's body, read whole before the upstream was chosen (`buffer`): it can be
+    /// sent again from its first byte.
+    Buffered(Buffered),
 }
 
 /// What the request path needs to know about a body the upstream client is sending for it.
@@ -83,8 +87,26 @@ impl RequestBody {
 
     pub(crate) fn progress(&self) -> Option<&Rc<BodyProgress>> {
         match self {
-            RequestBody::Empty => None,
+            RequestBody::Empty | RequestBody::Buffered(_) => None,
             RequestBody::Client { progress, .. } => Some(progress),
+        }
+    }
+
+    /// Whether the body can be sent again after an attempt wrote some of it: none, or a
+    /// buffered one. (`proxy-next-upstream` decides whether it is, by method.)
+    pub(crate) fn is_replayable(&self) -> bool {
+        !matches!(self, RequestBody::Client { .. })
+    }
+
+    /// A buffered body starts again from its first byte: `true` when this one did (no body
+    /// has nothing to rewind, a streamed one cannot).
+    pub(crate) fn rewind(&mut self) -> bool {
+        match self {
+            RequestBody::Buffered(body) => {
+                body.rewind();
+                true
+            }
+            RequestBody::Empty | RequestBody::Client { .. } => false,
         }
     }
 }
@@ -103,14 +125,15 @@ impl Body for RequestBody {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let RequestBody::Client {
-            inner,
-            remaining,
-            progress,
-            stall,
-        } = self.get_mut()
-        else {
-            return Poll::Ready(None);
+        let (inner, remaining, progress, stall) = match self.get_mut() {
+            RequestBody::Empty => return Poll::Ready(None),
+            RequestBody::Buffered(body) => return Pin::new(body).poll_frame(cx),
+            RequestBody::Client {
+                inner,
+                remaining,
+                progress,
+                stall,
+            } => (inner, remaining, progress, stall),
         };
         let frame = match Pin::new(&mut *inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => frame,
@@ -138,6 +161,7 @@ impl Body for RequestBody {
         match self {
             RequestBody::Empty => true,
             RequestBody::Client { inner, .. } => inner.is_end_stream(),
+            RequestBody::Buffered(body) => body.is_end_stream(),
         }
     }
 
@@ -145,6 +169,7 @@ impl Body for RequestBody {
         match self {
             RequestBody::Empty => SizeHint::with_exact(0),
             RequestBody::Client { inner, .. } => inner.size_hint(),
+            RequestBody::Buffered(body) => body.size_hint(),
         }
     }
 }

@@ -177,7 +177,7 @@ impl Conn {
         timeouts: Timeouts,
         upgrade: bool,
     ) -> Result<Answer, ClientError> {
-        body.written = 0;
+        body.rewind();
         let has_body = !matches!(body.body, RequestBody::Empty);
         // A declared length passes through; without one the body goes chunked.
         let chunked = has_body && !head.headers.contains_key(header::CONTENT_LENGTH);
@@ -356,6 +356,16 @@ impl Outgoing {
             held: None,
             ended,
             written: 0,
+        }
+    }
+
+    /// Readies the body for an attempt: a replayable one starts again from its first byte
+    /// (whatever an attempt before took of it); a streamed one goes on from where it is.
+    fn rewind(&mut self) {
+        self.written = 0;
+        if self.body.rewind() {
+            self.held = None;
+            self.ended = self.body.is_end_stream();
         }
     }
 

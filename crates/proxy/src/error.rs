@@ -8,6 +8,7 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 
 use crate::body::{BoxError, ResponseBody};
+use crate::buffer::BufferFileError;
 use crate::client::ClientError;
 use crate::h1::FramingError;
 
@@ -47,6 +48,9 @@ pub(crate) enum ProxyError {
     ClientBodyTimeout,
     #[error("reading the request body from the client failed")]
     ClientBody(#[source] BoxError),
+    /// The temporary file of a buffered body: the proxy's disk, not the client's request.
+    #[error("buffering the request body failed")]
+    BodyBuffer(#[source] BufferFileError),
     #[error("connecting to {addr} took longer than proxy-connect-timeout")]
     ConnectTimeout { addr: SocketAddr },
     #[error("connecting to {addr} failed")]
@@ -86,6 +90,8 @@ impl ProxyError {
             // A local, passing shortage: the proxy's fault, not the endpoint's.
             ProxyError::OutOfFileDescriptors { .. } => (StatusCode::SERVICE_UNAVAILABLE, Proxy),
             ProxyError::NoRoute => (StatusCode::NOT_FOUND, Client),
+            // nginx answers 500 when it cannot write a client body to its temporary file.
+            ProxyError::BodyBuffer(_) => (StatusCode::INTERNAL_SERVER_ERROR, Proxy),
             ProxyError::BadRequest(_) | ProxyError::BadTarget(_) | ProxyError::ClientBody(_) => {
                 (StatusCode::BAD_REQUEST, Client)
             }
@@ -123,6 +129,9 @@ impl ProxyError {
             ProxyError::NoRoute => "404 Not Found: no route for this host and path\n",
             ProxyError::BadRequest(_) | ProxyError::BadTarget(_) => "400 Bad Request\n",
             ProxyError::ClientBody(_) => "400 Bad Request: the request body failed\n",
+            ProxyError::BodyBuffer(_) => {
+                "500 Internal Server Error: the request body could not be buffered\n"
+            }
             ProxyError::MethodNotAllowed => "405 Method Not Allowed\n",
             ProxyError::Forbidden => "403 Forbidden\n",
             ProxyError::RouteRefused(_) => {
@@ -221,6 +230,11 @@ mod tests {
             ),
             (ProxyError::ClientBody("reset".into()), 400, Client),
             (ProxyError::ClientBodyTimeout, 408, Client),
+            (
+                ProxyError::BodyBuffer(BufferFileError(io::ErrorKind::StorageFull.into())),
+                500,
+                Proxy,
+            ),
             (ProxyError::BodyTooLarge { limit: 1 }, 413, Client),
             (ProxyError::NoEndpoints, 503, Upstream),
             (ProxyError::ConnectTimeout { addr }, 504, Upstream),

@@ -15,7 +15,9 @@
 //!   rewrite    rewrite-target with the path regex's captures (else the normalised path)
 //!   request headers   the proxy's own (client address: ConnCtx::client_ip), then
 //!              upstream-vhost, X-Forwarded-Prefix, the route's header edits
-//!   body       declared body > proxy-body-size ─▶ 413
+//!   body       declared body > proxy-body-size ─▶ 413 │ proxy-request-buffering on (no
+//!              upgrade): read whole (`buffer`: memory, else a temporary file; too large ─▶ 413,
+//!              client-body-timeout ─▶ 408) before any upstream is chosen, then replayable
 //!   upstream   upstream::exchange (balancing, pool, the route's timeouts and retries)
 //!              ─▶ 101 ─▶ tunnel task   │ else ─▶ response streamed back
 //!   response headers   the route's header edits; HSTS on HTTPS for hosts with a certificate
@@ -41,7 +43,8 @@ use hyper_util::rt::TokioIo;
 use model::{encode_path, normalize_path, validate_host, Compiled, Matched, Route};
 use tokio::io::AsyncWriteExt;
 
-use crate::body::{BoxError, RequestBody, ResponseBody};
+use crate::body::{BodyTimeout, BodyTooLarge, BoxError, RequestBody, ResponseBody};
+use crate::buffer::{self, BodyBuffering, BufferError, Place};
 use crate::client::Outgoing;
 use crate::error::{text_response, Chain, ProxyError};
 use crate::headers;
@@ -390,10 +393,11 @@ async fn forward(
     head: &mut Parts,
     body: Option<Incoming>,
     client_upgrade: Option<OnUpgrade>,
-    arrived: Instant,
+    mut arrived: Instant,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     let settings = &config.settings;
-    let limit = route.policy.body.max_size;
+    let buffering = BodyBuffering::of(&route.policy);
+    let limit = buffering.max;
     let body = match body {
         None => RequestBody::Empty,
         Some(body) => {
@@ -402,7 +406,18 @@ async fn forward(
             if limit > 0 && declared.is_some_and(|len| len > limit) {
                 return Err(ProxyError::BodyTooLarge { limit });
             }
-            RequestBody::client(body, declared, limit, settings.client_body_timeout)
+            let body = RequestBody::client(body, declared, limit, settings.client_body_timeout);
+            if buffering.enabled && client_upgrade.is_none() {
+                // Boxed: only requests with a body carry this future.
+                let body = Box::pin(buffer_body(conn, head, body, declared, &buffering)).await?;
+                // The upstream part starts now, as nginx's does once the body is read: the
+                // first attempt's clock (pool ages, set-aside endpoints) and the start of
+                // proxy-next-upstream-timeout, which a slow upload must not use up.
+                arrived = Instant::now();
+                body
+            } else {
+                body
+            }
         }
     };
     let progress = body.progress().cloned();
@@ -426,7 +441,7 @@ async fn forward(
         edit.apply(&mut head.headers);
     }
     let upstream_policy = &policy.upstream;
-    let retryable = matches!(body, RequestBody::Empty)
+    let retryable = body.is_replayable()
         && (headers::is_idempotent(&head.method) || upstream_policy.next_upstream.non_idempotent);
 
     let mut body = Outgoing::new(body);
@@ -478,6 +493,44 @@ async fn forward(
     let worker = &conn.worker;
     Ok(response
         .map(|()| ResponseBody::upstream(UpstreamBody::new(upstream_conn, worker, settings))))
+}
+
+/// The body phase under `proxy-request-buffering: on`: the body read whole before an upstream
+/// is chosen (`buffer`), then sent with its length, also when it came chunked (as nginx does).
+async fn buffer_body(
+    conn: &ConnCtx,
+    head: &mut Parts,
+    body: RequestBody,
+    declared: Option<u64>,
+    buffering: &BodyBuffering,
+) -> Result<RequestBody, ProxyError> {
+    let dir = std::env::temp_dir();
+    let buffered = buffer::read_whole(body, declared, buffering.in_memory, &dir)
+        .await
+        .map_err(|error| match error {
+            BufferError::File(error) => ProxyError::BodyBuffer(error),
+            BufferError::Body(error) if error.is::<BodyTooLarge>() => ProxyError::BodyTooLarge {
+                limit: buffering.max,
+            },
+            BufferError::Body(error) if error.is::<BodyTimeout>() => ProxyError::ClientBodyTimeout,
+            BufferError::Body(error) => ProxyError::ClientBody(error),
+        })?;
+    let place = buffered.place();
+    if place == Place::File {
+        // nginx warns "a client request body is buffered to a temporary file" for each.
+        tracing::debug!(
+            len = buffered.len(),
+            "request body buffered to a temporary file"
+        );
+    }
+    conn.worker.stats.borrow_mut().body_buffered(place);
+    head.headers
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(buffered.len()));
+    Ok(if buffered.len() == 0 {
+        RequestBody::Empty
+    } else {
+        RequestBody::Buffered(buffered)
+    })
 }
 
 /// Splices the client's upgraded connection and the upstream socket; whatever the upstream

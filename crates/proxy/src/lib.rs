@@ -17,6 +17,8 @@
 //!                                               (status + source: client/upstream/proxy)
 //!        request headers: X-Forwarded-*, X-Real-IP (the real client address: the peer, or
 //!        whom a peer in proxy-real-ip-cidr names), X-Request-ID, X-Original-*
+//!        request body read whole first (memory, else an unnamed temporary file: `buffer`)
+//!        unless proxy-request-buffering is off, then streamed
 //!        pick endpoint (round robin | least request, set-aside)   │
 //!        ─▶ pooled or fresh HTTP/1.1 upstream connection ─ fail ─▶ next endpoint (bounded)
 //!           (Sluice's own client, run inside the request's future: no task, no channels)
@@ -46,6 +48,7 @@ use tokio::sync::watch;
 mod admin;
 mod balance;
 mod body;
+mod buffer;
 mod client;
 mod client_addr;
 mod date;

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use model::{Compiled, Route};
 
+use crate::buffer::Place;
 use crate::error::ErrorSource;
 use crate::shared::Shared;
 
@@ -48,6 +49,7 @@ pub(crate) struct Stats {
     pub(crate) retries: u64,
     pub(crate) open_connections: u64,
     pub(crate) limits: LimitCounts,
+    pub(crate) bodies_buffered: BufferedCounts,
 }
 
 /// What the worker did about `max-worker-connections` and the open-files limit.
@@ -61,6 +63,13 @@ pub(crate) struct LimitCounts {
     pub(crate) fd_exhausted: u64,
 }
 
+/// Request bodies read whole before an upstream was chosen, by where they were kept.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct BufferedCounts {
+    pub(crate) memory: u64,
+    pub(crate) file: u64,
+}
+
 /// What a worker hands to the admin server.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Snapshot {
@@ -71,6 +80,7 @@ pub(crate) struct Snapshot {
     pub(crate) retries: u64,
     pub(crate) open_connections: u64,
     pub(crate) limits: LimitCounts,
+    pub(crate) bodies_buffered: BufferedCounts,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -126,6 +136,13 @@ impl Stats {
         *self.errors.entry((status, source)).or_default() += 1;
     }
 
+    pub(crate) fn body_buffered(&mut self, place: Place) {
+        match place {
+            Place::Memory => self.bodies_buffered.memory += 1,
+            Place::File => self.bodies_buffered.file += 1,
+        }
+    }
+
     pub(crate) fn observe(&mut self, duration: Duration) {
         self.duration.observe(duration.as_secs_f64());
     }
@@ -162,6 +179,7 @@ impl Stats {
             retries: self.retries,
             open_connections: self.open_connections,
             limits: self.limits,
+            bodies_buffered: self.bodies_buffered,
         }
     }
 }
@@ -205,6 +223,8 @@ impl Snapshot {
         self.limits.idle_closed += other.limits.idle_closed;
         self.limits.accept_paused += other.limits.accept_paused;
         self.limits.fd_exhausted += other.limits.fd_exhausted;
+        self.bodies_buffered.memory += other.bodies_buffered.memory;
+        self.bodies_buffered.file += other.bodies_buffered.file;
     }
 }
 
@@ -276,6 +296,23 @@ pub(crate) fn render(total: &Snapshot, shared: &Shared, workers: usize) -> Strin
         "counter",
         "Requests sent again, to another endpoint or on a fresh connection.",
         total.retries as f64,
+    );
+    family(
+        &mut out,
+        "sluice_request_bodies_buffered_total",
+        "counter",
+        "Request bodies read whole before an upstream was chosen (proxy-request-buffering), by where they were kept (to: memory, or file when larger than client-body-buffer-size).",
+    );
+    let buffered = total.bodies_buffered;
+    let _ = writeln!(
+        out,
+        "sluice_request_bodies_buffered_total{{to=\"memory\"}} {}",
+        buffered.memory
+    );
+    let _ = writeln!(
+        out,
+        "sluice_request_bodies_buffered_total{{to=\"file\"}} {}",
+        buffered.file
     );
     single(
         &mut out,

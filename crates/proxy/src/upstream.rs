@@ -7,18 +7,19 @@
 //!     └─ try_endpoint ─▶ idle pooled connection, quiet since it went idle? ─▶ round trip ─▶ head
 //!                │ none (closed ones are dropped)            │ failed before a response:
 //!                ▼                                           │  nothing written, or idempotent
-//!             connect ─ refused/timeout ─▶ set aside,        │  and bodiless: pooled ─▶ same
-//!                │      next endpoint                        │  endpoint, fresh conn; fresh
-//!                └─ EMFILE/ENFILE (ours, not the endpoint's) │  ─▶ next one
+//!             connect ─ refused/timeout ─▶ set aside,        │  and bodiless or buffered:
+//!                │      next endpoint                        │  pooled ─▶ same endpoint, fresh
+//!                └─ EMFILE/ENFILE (ours, not the endpoint's) │  conn; fresh ─▶ next one
 //!                   ─▶ 503 at once, nothing set aside
 //!  response body read to its end (inside the client's poll) ─▶ connection back to the pool
 //!  (LIFO, ≤ keepalive per endpoint), unless the upstream or the framing said close
 //! ```
 //!
 //! When is resending safe? When not one byte of the request was written, any request is
-//! resent. Once it may have been written, only an idempotent request without a body is
-//! resent; a request with a streamed body cannot be replayed, and a non-idempotent one must
-//! not be (unless the route's `proxy-next-upstream` says `non_idempotent`).
+//! resent. Once it may have been written, only an idempotent request whose body can be
+//! replayed (none, or one buffered whole: `buffer`) is resent; a streamed body cannot be
+//! replayed, and a non-idempotent request must not be (unless the route's
+//! `proxy-next-upstream` says `non_idempotent`).
 //!
 //! Which failures go to the next endpoint is the route's `proxy-next-upstream` (nginx's
 //! conditions): `error` (connect failures, connections that fail before a response head),
@@ -45,6 +46,7 @@ use socket2::SockRef;
 use tokio::net::TcpStream;
 
 use crate::body::{BodyTimeout, BoxError};
+use crate::buffer::BufferFileError;
 use crate::client::{ClientError, Conn, Framing, Outgoing, Timeouts};
 use crate::error::{Chain, ProxyError};
 use crate::headers::Added;
@@ -118,7 +120,8 @@ pub(crate) struct Pending<'r> {
     /// The headers the proxy adds, written after the head's own.
     pub(crate) added: Added<'r>,
     pub(crate) body: &'r mut Outgoing,
-    /// Idempotent and bodiless: may be resent after it was written.
+    /// Idempotent (or `non_idempotent` allowed) with a replayable body: may be resent after
+    /// it was written.
     pub(crate) retryable: bool,
     /// The client asked for a WebSocket: a 101 is expected.
     pub(crate) upgrade: bool,
@@ -385,12 +388,15 @@ async fn try_endpoint(
     }
 }
 
-/// A request body that failed while being sent: too large, too slow, or broken by the client.
+/// A request body that failed while being sent: too large, too slow, or broken by the client;
+/// or, for a buffered one, its temporary file (the proxy's own failure).
 fn client_body_error(source: BoxError) -> ProxyError {
     if source.is::<BodyTimeout>() {
-        ProxyError::ClientBodyTimeout
-    } else {
-        ProxyError::ClientBody(source)
+        return ProxyError::ClientBodyTimeout;
+    }
+    match source.downcast::<BufferFileError>() {
+        Ok(file) => ProxyError::BodyBuffer(*file),
+        Err(source) => ProxyError::ClientBody(source),
     }
 }
 

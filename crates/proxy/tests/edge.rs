@@ -190,8 +190,14 @@ async fn headers_with_underscores_are_dropped_unless_enabled() {
 }
 
 #[tokio::test]
-async fn a_request_body_that_stops_gets_408_and_frees_the_upstream() {
-    let (h, public, _private) = files_site(vec![settings(&[("client-body-timeout", "1s")])]).await;
+async fn a_streamed_request_body_that_stops_gets_408_and_frees_the_upstream() {
+    // Streamed: the upstream holds the request while its body is awaited (buffered bodies
+    // never reach it: tests/buffering.rs).
+    let (h, public, _private) = files_site(vec![settings(&[
+        ("client-body-timeout", "1s"),
+        ("proxy-request-buffering", "off"),
+    ])])
+    .await;
     let mut stream = TcpStream::connect(h.http()).await.unwrap();
     stream
         .write_all(b"POST /echo/x HTTP/1.1\r\nHost: files.example\r\nContent-Length: 100\r\n\r\n0123456789")
@@ -250,6 +256,8 @@ async fn an_upstream_that_reads_nothing_is_a_504() {
     objects.push(settings(&[
         ("proxy-send-timeout", "1s"),
         ("client-max-body-size", "0"),
+        // Streamed, so that the upload meets the upstream that does not read it.
+        ("proxy-request-buffering", "off"),
     ]));
     h.apply(&objects);
 
