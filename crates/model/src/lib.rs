@@ -7,11 +7,19 @@
 //!            ChangeSet.config ──▶ compile(&Store, &CompileOptions) ──▶ Compiled { routes,
 //!                                                                     backends, certificates,
 //!                                                                     settings, diagnostics }
+//!                 ConfigMap ──▶ Settings ──▶ RoutePolicy (the default, shared)
+//!                 Ingress annotations ──annotations::parse──▶ RoutePolicy per Ingress
+//!                 every Route = { match (path, regex), policy, backend }
 //!            ChangeSet.endpoints ──▶ Compiled::refresh_endpoints ──▶ Backend endpoint swap
 //!
 //!  request ──▶ validate_host, normalize_path ──▶ Compiled.routes.route(host, path) ──▶ Route
+//!          ──▶ route.policy (access, redirect, rewrite, headers, body, upstream)
 //!          ──▶ Backend::endpoints()
 //! ```
+//!
+//! Diagnostics carry a [`Severity`]: `Error` (left out or refused), `Unsupported` (input Sluice
+//! does not implement), `Difference` (served unlike ingress-nginx), `Notice` (an ingress-nginx
+//! trap, reproduced). Nothing an operator wrote is ignored without one.
 
 pub mod annotations;
 pub mod compile;

@@ -11,16 +11,20 @@
 //!                    config) ─ALPN─▶ HTTP/2 | HTTP/1.1 ──┘        │
 //!   HTTP/1.1: Sluice's inline server; hyper takes a connection over at its first request
 //!   with a body, an expectation or an upgrade (or HTTP/1.0, or a bad head). HTTP/2: hyper.
+//!        one pipeline, fixed phases, each reading the matched route's policy (`forward`):
 //!        method, Host, path decoded + normalised (model::target) ─ bad ─▶ 400/405 ┐
 //!        route(host, normalised path) on the current config ─ none ─▶ 404 ───────┤
-//!        ssl-redirect ─▶ 308 │ no endpoint ─▶ 503 │ too big ─▶ 413 │ slow ─▶ 408 ┤ ProxyError
-//!                                               (status + source: client/upstream/proxy)
+//!        access (allow/deny ─▶ 403, refused route ─▶ 503) ─▶ redirects (app-root,  │
+//!        permanent/temporal, https) ─▶ rewrite-target ─▶ header edits            │
+//!        no endpoint ─▶ 503 │ too big ─▶ 413 │ slow ─▶ 408 ──────────────────────┤ ProxyError
+//!                                     (status + source: client/upstream/proxy/config)
 //!        request headers: X-Forwarded-*, X-Real-IP (the real client address: the peer, or
 //!        whom a peer in proxy-real-ip-cidr names), X-Request-ID, X-Original-*
 //!        request body read whole first (memory, else an unnamed temporary file: `buffer`)
 //!        unless proxy-request-buffering is off, then streamed
 //!        pick endpoint (round robin | least request, set-aside)   │
-//!        ─▶ pooled or fresh HTTP/1.1 upstream connection ─ fail ─▶ next endpoint (bounded)
+//!        ─▶ pooled or fresh HTTP/1.1 upstream connection ─ fail (proxy-next-upstream:
+//!           error, timeout, listed statuses) ─▶ next endpoint (bounded by tries and timeout)
 //!           (Sluice's own client, run inside the request's future: no task, no channels)
 //!        ─▶ response head (+ HSTS) ─▶ client; the body is read off the upstream socket as the
 //!           client side polls it; connection back to the pool at its end; 101 ─▶ spliced
