@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!  examples/demo/ingress.yaml (embedded) ─┐
-//!  self-signed Secret demo-tls (made now) ─┴─▶ DIR ──▶ serve::run(--config DIR)
+//!  self-signed Secret demo-tls (made now) ─┴─▶ DIR ──▶ controller::run(Source::Files(DIR))
 //!  demo backends hello (:18081), echo (:18082) ──▶ the Services' EndpointSlices point here
 //! ```
 
@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::serve::{self, ServeArgs};
+use crate::serve;
 
 const DEMO_CONFIG: &str = include_str!("../../../examples/demo/ingress.yaml");
 const DEMO_HOST: &str = "demo.example.com";
@@ -53,21 +53,19 @@ pub(crate) fn run(args: DemoArgs) -> anyhow::Result<()> {
         ip = https.ip(),
         status = args.status_listen,
     );
-    serve::run(ServeArgs {
-        config: Some(dir),
-        kubernetes: false,
-        kube: Default::default(),
-        http_listen: http,
-        https_listen: https,
-        admin_listen: args.admin_listen,
-        status_listen: args.status_listen,
+    controller::run(controller::Options {
+        source: controller::Source::Files(dir),
+        listen: controller::Listen {
+            http,
+            https,
+            admin: args.admin_listen,
+            status: args.status_listen,
+        },
         workers: args.workers,
-        ingress_class: "sluice".into(),
-        controller_class: "sluice.dev/ingress-controller".into(),
-        default_tls_secret: None,
-        configmap: model::NamespacedName::new("sluice", "sluice"),
+        compile: model::CompileOptions::default(),
         shutdown_grace_period: std::time::Duration::ZERO,
-    })
+    })?;
+    Ok(())
 }
 
 fn write_config(dir: &std::path::Path) -> anyhow::Result<()> {

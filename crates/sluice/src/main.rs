@@ -1,7 +1,7 @@
 //! `sluice`: the command line. Parses, then hands off to the subcommand's module.
 //!
 //! ```text
-//!  argv ──clap──▶ serve   ──▶ serve::run   (file provider → Store → compile → proxy)
+//!  argv ──clap──▶ serve   ──▶ controller::run (provider → Store → compile → proxy)
 //!              ├─▶ backend ──▶ backend::run_until_signal (the seeds' test app)
 //!              ├─▶ load    ──▶ load::run_cli (wrk2-compatible constant-rate load generator)
 //!              ├─▶ demo    ──▶ demo::run    (demo backends + example config + serve)

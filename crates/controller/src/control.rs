@@ -1,0 +1,143 @@
+//! The Store, what was last published, and the one decision every source shares: recompile,
+//! or take the endpoint fast path.
+//!
+//! ```text
+//!  ChangeSet { config: true }  ──▶ compile(&Store) ──▶ log new diagnostics ──▶ Proxy::publish
+//!  ChangeSet { endpoints }     ──▶ Compiled::refresh_endpoints ──▶ Proxy::endpoints_changed
+//!                                  (refused node-local addresses logged once)
+//! ```
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use model::{compile, ChangeSet, CompileOptions, Compiled, Diagnostic, Store};
+use proxy::Proxy;
+
+/// The control plane of one process: the Store it compiles and the proxy it publishes to.
+pub struct ControlPlane {
+    pub proxy: Proxy,
+    pub options: CompileOptions,
+    pub store: Store,
+    source_errors: Vec<String>,
+    /// Diagnostics already logged, so a reload only logs what is new.
+    diagnostics: BTreeSet<String>,
+    /// Endpoint addresses refused by the node-local policy, as last reported (see
+    /// `Compiled::refused_endpoint_diagnostics`).
+    refused_endpoints: Vec<Diagnostic>,
+    /// What the running workers were sized from; a change applies at the next start.
+    worker_processes: Option<u32>,
+}
+
+impl ControlPlane {
+    pub fn new(
+        proxy: Proxy,
+        options: CompileOptions,
+        worker_processes: Option<u32>,
+    ) -> ControlPlane {
+        ControlPlane {
+            proxy,
+            options,
+            store: Store::default(),
+            source_errors: Vec::new(),
+            diagnostics: BTreeSet::new(),
+            refused_endpoints: Vec::new(),
+            worker_processes,
+        }
+    }
+
+    /// Acts on what changed in the Store: recompile on configuration changes, otherwise take
+    /// the endpoint fast path. Returns the configuration when what the status writer reports
+    /// may have changed: it recompiled, or the fast path changed which endpoints are refused.
+    pub fn act(&mut self, changes: ChangeSet) -> Option<Arc<Compiled>> {
+        if changes.config {
+            let started = Instant::now();
+            let compiled = Arc::new(compile(&self.store, &self.options));
+            tracing::info!(
+                elapsed_us = started.elapsed().as_micros() as u64,
+                ingresses = compiled.ingresses.len(),
+                "configuration compiled"
+            );
+            self.publish(compiled.clone());
+            return Some(compiled);
+        } else if !changes.endpoints.is_empty() {
+            let current = self.proxy.current()?;
+            let started = Instant::now();
+            let changed = current.refresh_endpoints(&self.store, &changes.endpoints);
+            let backends = changed.len();
+            // Walking the routes for refused addresses is O(routes): only when some are involved.
+            let refusals_involved = !self.refused_endpoints.is_empty()
+                || changed
+                    .iter()
+                    .any(|b| b.with_endpoints(|set| !set.refused.is_empty()));
+            if backends > 0 {
+                self.proxy.endpoints_changed(changed);
+            }
+            tracing::info!(
+                backends,
+                elapsed_us = started.elapsed().as_micros() as u64,
+                "endpoints updated"
+            );
+            if refusals_involved && self.report_refused_endpoints(&current) {
+                return Some(current);
+            }
+        }
+        None
+    }
+
+    /// Logs each newly refused endpoint address once; true when the set changed.
+    fn report_refused_endpoints(&mut self, compiled: &Compiled) -> bool {
+        let current = compiled.refused_endpoint_diagnostics();
+        if current == self.refused_endpoints {
+            return false;
+        }
+        for new in current
+            .iter()
+            .filter(|d| !self.refused_endpoints.contains(d))
+        {
+            tracing::warn!("{new}");
+        }
+        self.refused_endpoints = current;
+        true
+    }
+
+    /// Everything the status writer turns into Events: the compile's diagnostics and the
+    /// refused endpoint addresses.
+    pub fn diagnostics_to_report(&self, compiled: &Compiled) -> Vec<Diagnostic> {
+        let mut all = compiled.diagnostics.clone();
+        all.extend(self.refused_endpoints.iter().cloned());
+        all
+    }
+
+    /// Logs what is new in `compiled` and swaps it in.
+    pub fn publish(&mut self, compiled: Arc<Compiled>) {
+        let current: BTreeSet<String> = compiled
+            .diagnostics
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        for new in current.difference(&self.diagnostics) {
+            tracing::warn!("{new}");
+        }
+        if compiled.settings.worker_processes != self.worker_processes {
+            tracing::warn!(
+                "worker-processes changed in the ConfigMap; it applies at the next start"
+            );
+            self.worker_processes = compiled.settings.worker_processes;
+        }
+        self.diagnostics = current;
+        self.report_refused_endpoints(&compiled);
+        self.proxy.publish(compiled);
+    }
+
+    /// Files that could not be read or parsed: logged when new, shown on `/config`.
+    pub fn report_source_errors(&mut self, errors: Vec<String>) {
+        for error in &errors {
+            if !self.source_errors.contains(error) {
+                tracing::warn!("{error}");
+            }
+        }
+        self.source_errors = errors.clone();
+        self.proxy.set_source_errors(errors);
+    }
+}

@@ -1,0 +1,185 @@
+//! `Source::Kubernetes`: the control plane fed by kube-rs watchers.
+//!
+//! ```text
+//!  Watchers ──Update──▶ Store ──ChangeSet──▶ (after every kind's first list) ControlPlane::act
+//!                                                   │ recompiled
+//!                                                   ▼
+//!                                   StatusWriter::publish(served, diagnostics)
+//! ```
+//! The proxy starts at once (so /healthz answers) but nothing is published, and /ready stays
+//! 503, until every watched kind has been listed. When the API server goes away the watchers
+//! retry with backoff and the last good configuration keeps serving.
+
+use std::time::{Duration, Instant};
+
+use model::{compile, ChangeSet, CompileOptions, NamespacedName, Object, Store};
+use providers::kubernetes::{
+    connect, Published, StatusOptions, StatusWriter, Update, WatchScope, Watchers,
+};
+use proxy::Proxy;
+
+use crate::{
+    announce, limits, runtime, ControlPlane, Error, KubeOptions, Options, Step, Termination,
+};
+
+/// How long start-up waits for the ConfigMap (for worker-processes) before using the default.
+const CONFIG_MAP_WAIT: Duration = Duration::from_secs(5);
+
+pub(crate) fn run(kube: KubeOptions, options: &Options) -> Result<(), Error> {
+    limits::raise_open_files_limit();
+    runtime()?.block_on(run_async(kube, options))
+}
+
+/// This replica's name: the pod name when running in Kubernetes, else host and process.
+fn identity() -> String {
+    if let Some(pod) = std::env::var("POD_NAME").ok().filter(|p| !p.is_empty()) {
+        return pod;
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "sluice".into());
+    format!("{host}-{}", std::process::id())
+}
+
+async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
+    let client = connect(kube.kubeconfig.as_deref()).await?;
+    let compile_options = &options.compile;
+
+    let worker_processes = if options.workers.is_some() {
+        None
+    } else {
+        initial_worker_processes(&client, compile_options).await
+    };
+    let workers = options.workers(worker_processes);
+    let proxy = Proxy::start(options.proxy_config(workers))?;
+    tracing::info!(
+        http = %proxy.http_addr(),
+        https = %proxy.https_addr(),
+        admin = %proxy.admin_addr(),
+        status = %proxy.status_addr(),
+        workers,
+        namespace = kube.watch_namespace.as_deref().unwrap_or("(all)"),
+        "serving; waiting for the initial sync with the Kubernetes API before publishing"
+    );
+    announce(&proxy);
+
+    let mut control = ControlPlane::new(proxy, compile_options.clone(), worker_processes);
+    let mut watchers = Watchers::start(
+        &client,
+        &WatchScope {
+            namespace: kube.watch_namespace.clone(),
+            config_map: compile_options.config_map.clone(),
+            default_tls_secret: compile_options.default_tls_secret.clone(),
+        },
+    );
+    let lease_namespace = std::env::var("POD_NAMESPACE")
+        .ok()
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or_else(|| compile_options.config_map.namespace.clone());
+    let status = StatusWriter::start(
+        client.clone(),
+        StatusOptions {
+            identity: identity(),
+            lease: NamespacedName::new(lease_namespace, kube.election_id.clone()),
+            lease_duration: kube.lease_duration,
+            addresses: kube.status_addresses.clone(),
+            controller: compile_options.controller_class.clone(),
+        },
+        watchers.ingress_states(),
+    );
+
+    let started = Instant::now();
+    let mut pending = ChangeSet::default();
+    let mut synced = false;
+    // Changes keep being applied during the grace period: backends roll too.
+    let mut termination = Termination::new(options.shutdown_grace_period)?;
+    loop {
+        let update = tokio::select! {
+            update = watchers.next() => update,
+            step = termination.next() => match step {
+                Step::Grace => {
+                    control.proxy.terminating();
+                    continue;
+                }
+                Step::Stop => break,
+            },
+        };
+        let Some(update) = update else { break };
+        pending.merge(apply_update(&mut control.store, update));
+        // Take everything already waiting before acting, so a burst costs one compile.
+        while let Some(update) = watchers.try_next() {
+            pending.merge(apply_update(&mut control.store, update));
+        }
+        if !synced {
+            if !watchers.synced() {
+                continue;
+            }
+            synced = true;
+            pending.config = true;
+            tracing::info!(
+                objects = control.store.len(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "initial sync with the Kubernetes API complete"
+            );
+        }
+        if let Some(compiled) = control.act(std::mem::take(&mut pending)) {
+            status.publish(Published {
+                served: compiled.ingresses.iter().cloned().collect(),
+                diagnostics: control.diagnostics_to_report(&compiled),
+            });
+        }
+    }
+    tracing::info!("shutting down: releasing leadership, finishing requests in flight");
+    status.stop().await;
+    drop(watchers);
+    let proxy = control.proxy;
+    // The drain blocks until connections finish; keep it off the runtime's thread.
+    tokio::task::spawn_blocking(move || proxy.shutdown()).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Applies one watcher update to the Store; a relist is a reset, not a stream of deletes.
+pub fn apply_update(store: &mut Store, update: Update) -> ChangeSet {
+    match update {
+        Update::Apply(object) => store.apply(object),
+        Update::Delete(object_ref) => store.remove(&object_ref),
+        Update::Relisted { objects, gone, .. } => {
+            let mut changes = ChangeSet::default();
+            for object_ref in &gone {
+                changes.merge(store.remove(object_ref));
+            }
+            for object in objects {
+                changes.merge(store.apply(object));
+            }
+            changes
+        }
+    }
+}
+
+/// worker-processes is read once at start (threads are not resized live): from the ConfigMap
+/// if the API answers quickly, else the default.
+async fn initial_worker_processes(client: &kube::Client, options: &CompileOptions) -> Option<u32> {
+    let key = &options.config_map;
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), &key.namespace);
+    match tokio::time::timeout(CONFIG_MAP_WAIT, api.get_opt(&key.name)).await {
+        Ok(Ok(Some(config_map))) => {
+            let mut store = Store::default();
+            store.apply(Object::ConfigMap(config_map));
+            compile(&store, options).settings.worker_processes
+        }
+        Ok(Ok(None)) => None,
+        Ok(Err(error)) => {
+            tracing::warn!("reading ConfigMap {key} for worker-processes failed: {error}");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(
+                "the Kubernetes API did not answer within {CONFIG_MAP_WAIT:?}; starting with \
+                 the default number of workers"
+            );
+            None
+        }
+    }
+}
