@@ -44,6 +44,14 @@ pub struct CompileOptions {
     /// unspecified) take traffic: allowed for standalone configs, refused in Kubernetes mode
     /// unless `--allow-loopback-endpoints`.
     pub node_local_endpoints: NodeLocalEndpoints,
+    /// `--default-backend-service`: answers requests no rule matches (ingress-nginx: its
+    /// first port), unless an Ingress sets `spec.defaultBackend`.
+    pub default_backend_service: Option<NamespacedName>,
+    /// `--watch-ingress-without-class`: also serve Ingresses that name no class at all.
+    pub watch_ingress_without_class: bool,
+    /// `--ingress-class-by-name`: an IngressClass named `ingress_class` is ours whatever its
+    /// `spec.controller` says.
+    pub ingress_class_by_name: bool,
 }
 
 /// Something about one object an operator must know: it is invalid, or uses what Sluice does
@@ -99,6 +107,9 @@ impl Default for CompileOptions {
             config_map: NamespacedName::new("sluice", "sluice"),
             default_tls_secret: None,
             node_local_endpoints: NodeLocalEndpoints::Allow,
+            default_backend_service: None,
+            watch_ingress_without_class: false,
+            ingress_class_by_name: false,
         }
     }
 }
@@ -169,6 +180,9 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         compiler.ingress(ingress, &mut claims);
     }
     compiler.certificates(options, claims.tls);
+    if let (None, Some(service)) = (&claims.default_backend, &options.default_backend_service) {
+        compiler.default_backend_service(service);
+    }
     compiler.finish_hosts();
     compiler.out.routes.finish();
     compiler.out.diagnostics.sort();
@@ -262,8 +276,9 @@ fn is_ours(store: &Store, options: &CompileOptions, ingress: &Ingress) -> bool {
             .find(|c| c.metadata.name.as_deref() == Some(name));
         match class {
             Some(class) => {
-                class.spec.as_ref().and_then(|s| s.controller.as_deref())
-                    == Some(options.controller_class.as_str())
+                (options.ingress_class_by_name && name == options.ingress_class)
+                    || class.spec.as_ref().and_then(|s| s.controller.as_deref())
+                        == Some(options.controller_class.as_str())
             }
             None => name == options.ingress_class,
         }
@@ -283,17 +298,18 @@ fn is_ours(store: &Store, options: &CompileOptions, ingress: &Ingress) -> bool {
     {
         return name == &options.ingress_class;
     }
-    store.ingress_classes().any(|class| {
-        let is_default = class
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(DEFAULT_CLASS_ANNOTATION))
-            .is_some_and(|v| v == "true");
-        is_default
-            && class.spec.as_ref().and_then(|s| s.controller.as_deref())
-                == Some(options.controller_class.as_str())
-    })
+    options.watch_ingress_without_class
+        || store.ingress_classes().any(|class| {
+            let is_default = class
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(DEFAULT_CLASS_ANNOTATION))
+                .is_some_and(|v| v == "true");
+            is_default
+                && class.spec.as_ref().and_then(|s| s.controller.as_deref())
+                    == Some(options.controller_class.as_str())
+        })
 }
 
 impl Compiler<'_> {
@@ -772,6 +788,63 @@ impl Compiler<'_> {
     }
 
     /// Service port (by number or name) → the port name EndpointSlices use for it.
+    /// `--default-backend-service`: the Service's first port, as ingress-nginx uses it, with
+    /// the ConfigMap's policy. A missing Service leaves requests no rule matches at 404.
+    fn default_backend_service(&mut self, service: &NamespacedName) {
+        let object = ObjectRef::new(
+            Kind::Service,
+            service.namespace.clone(),
+            service.name.clone(),
+        );
+        let first_port = self.store.service(service).map(|found| {
+            found
+                .spec
+                .as_ref()
+                .and_then(|s| s.ports.as_deref())
+                .and_then(|ports| ports.first())
+                .map(|port| port.port)
+        });
+        let port = match first_port {
+            Some(Some(port)) => port,
+            Some(None) => {
+                return self.diagnose(
+                    object,
+                    "--default-backend-service: the Service has no port; requests no rule matches answer 404",
+                )
+            }
+            None => {
+                return self.diagnose(
+                    object,
+                    "--default-backend-service: no such Service; requests no rule matches answer 404",
+                )
+            }
+        };
+        let backend = match self.resolve_port(service, Some(port), &port.to_string()) {
+            Ok(key) => self
+                .out
+                .backends
+                .entry(key.clone())
+                .or_insert_with(|| {
+                    let policy = self.out.node_local_endpoints;
+                    Arc::new(Backend::new(
+                        key.clone(),
+                        endpoints_for(self.store, &key, policy),
+                    ))
+                })
+                .clone(),
+            Err(why) => {
+                self.diagnose(object, format!("--default-backend-service: {why}"));
+                return;
+            }
+        };
+        self.out.routes.set_default_backend(Arc::new(Route {
+            ingress: service.clone(),
+            service: service.name.clone(),
+            backend,
+            policy: self.default_policy.clone(),
+        }));
+    }
+
     fn resolve_port(
         &self,
         service: &NamespacedName,

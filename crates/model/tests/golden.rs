@@ -4,7 +4,8 @@
 //! (routes, backends with endpoints, certificates, settings, diagnostics, parse errors).
 //! Regenerate with `UPDATE_GOLDEN=1 cargo test -p model --test golden` and review the diff.
 //! A first line `# options: default-tls-secret=NS/NAME node-local-endpoints=refuse` sets compile
-//! options. Lines `# request: HOST PATH` are routed on the result, and the output says where
+//! options (also `default-backend-service=NS/NAME`, `ingress-class=NAME`, `controller-class=NAME`,
+//! `watch-ingress-without-class`, `ingress-class-by-name`: `sluice serve`'s flags). Lines `# request: HOST PATH` are routed on the result, and the output says where
 //! each went (route, regex, rewritten path, redirects): the matching rules as data.
 
 use std::path::{Path, PathBuf};
@@ -80,6 +81,16 @@ fn options_for(text: &str) -> CompileOptions {
                 Some(("node-local-endpoints", "refuse")) => {
                     options.node_local_endpoints = NodeLocalEndpoints::Refuse
                 }
+                Some(("default-backend-service", value)) => {
+                    options.default_backend_service =
+                        Some(NamespacedName::parse(value).expect("NS/NAME"))
+                }
+                Some(("ingress-class", value)) => options.ingress_class = value.into(),
+                Some(("controller-class", value)) => options.controller_class = value.into(),
+                None if option == "watch-ingress-without-class" => {
+                    options.watch_ingress_without_class = true
+                }
+                None if option == "ingress-class-by-name" => options.ingress_class_by_name = true,
                 _ => panic!("unknown golden option {option:?}"),
             }
         }

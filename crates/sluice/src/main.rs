@@ -1,7 +1,8 @@
 //! `sluice`: the command line. Parses, then hands off to the subcommand's module.
 //!
 //! ```text
-//!  argv ──clap──▶ serve   ──▶ controller::run (provider → Store → compile → proxy)
+//!  argv ──▶ serve: ingress_nginx_flags::check (ingress-nginx flags Sluice does not take)
+//!       ──clap──▶ serve   ──▶ serve::run ──▶ controller::run (provider → Store → compile → proxy)
 //!              ├─▶ backend ──▶ backend::run_until_signal (the seeds' test app)
 //!              ├─▶ load    ──▶ load::run_cli (wrk2-compatible constant-rate load generator)
 //!              ├─▶ demo    ──▶ demo::run    (demo backends + example config + serve)
@@ -9,6 +10,7 @@
 //! ```
 
 mod demo;
+mod ingress_nginx_flags;
 mod serve;
 
 use std::process::ExitCode;
@@ -29,7 +31,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the ingress proxy.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Run the test application (the seeds' ~1 KB metadata app, fixed-size files, echo).
     Backend(BackendArgs),
     /// Run the proxy on a built-in example config with two demo backends.
@@ -51,10 +53,21 @@ struct BackendArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|command| command == "serve") {
+        // ingress-nginx's flags Sluice does not take say so, before clap's generic error.
+        args = match ingress_nginx_flags::check(args) {
+            Ok(args) => args,
+            Err(message) => {
+                eprintln!("sluice: error: {message}");
+                return ExitCode::from(2);
+            }
+        };
+    }
+    let cli = Cli::parse_from(args);
     init_logging();
     let result = match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Demo(args) => demo::run(args),
         Command::Backend(args) => run_backend(args),
         Command::Lab(args) => lab::run(args),

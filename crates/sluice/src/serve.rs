@@ -15,6 +15,13 @@ use providers::kubernetes::StatusAddresses;
 
 pub(crate) use controller::DEFAULT_STATUS_LISTEN;
 
+/// `--admin-listen`'s default outside Kubernetes mode.
+const DEFAULT_ADMIN_LISTEN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9113);
+/// ingress-nginx's `--healthz-port` default, where its manifests' probes and Prometheus look:
+/// the admin port in Kubernetes mode unless told otherwise.
+const INGRESS_NGINX_HEALTHZ_PORT: u16 = 10254;
+
 #[derive(clap::Args, Clone, Debug)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["config", "kubernetes"])))]
 pub(crate) struct ServeArgs {
@@ -29,11 +36,25 @@ pub(crate) struct ServeArgs {
     pub(crate) kube: KubeArgs,
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:80")]
     pub(crate) http_listen: SocketAddr,
+    /// ingress-nginx's flag: the plain HTTP port on every address (--http-listen 0.0.0.0:PORT).
+    #[arg(long, value_name = "PORT", conflicts_with = "http_listen")]
+    pub(crate) http_port: Option<u16>,
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:443")]
     pub(crate) https_listen: SocketAddr,
+    /// ingress-nginx's flag: the TLS port on every address (--https-listen 0.0.0.0:PORT).
+    #[arg(long, value_name = "PORT", conflicts_with = "https_listen")]
+    pub(crate) https_port: Option<u16>,
     /// Serves /healthz, /ready and /metrics: the port to expose to probes and Prometheus.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9113")]
-    pub(crate) admin_listen: SocketAddr,
+    /// Default 127.0.0.1:9113; with --kubernetes 0.0.0.0:10254 (ingress-nginx's, where its
+    /// manifests' probes look).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) admin_listen: Option<SocketAddr>,
+    /// ingress-nginx's flag: the admin port (/healthz, /ready, /metrics) on --healthz-host.
+    #[arg(long, value_name = "PORT", conflicts_with = "admin_listen")]
+    pub(crate) healthz_port: Option<u16>,
+    /// ingress-nginx's flag: the admin address with --healthz-port (default: every address).
+    #[arg(long, value_name = "IP", conflicts_with = "admin_listen")]
+    pub(crate) healthz_host: Option<std::net::IpAddr>,
     /// Serves /config, which shows every tenant's hosts, paths, endpoints and Secret names:
     /// loopback addresses only (anything else is refused at start-up).
     #[arg(long, value_name = "ADDR", default_value = DEFAULT_STATUS_LISTEN)]
@@ -51,9 +72,25 @@ pub(crate) struct ServeArgs {
         default_value = "sluice.dev/ingress-controller"
     )]
     pub(crate) controller_class: String,
+    /// ingress-nginx's flag: also serve Ingresses of this IngressClass (by name) whatever
+    /// its spec.controller says.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false", value_parser = go_bool)]
+    pub(crate) ingress_class_by_name: bool,
+    /// ingress-nginx's flag: also serve Ingresses that name no class (no ingressClassName,
+    /// no kubernetes.io/ingress.class annotation).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false", value_parser = go_bool)]
+    pub(crate) watch_ingress_without_class: bool,
     /// TLS Secret served to clients without (matching) SNI; else a self-signed certificate.
-    #[arg(long, value_name = "NS/NAME", value_parser = namespaced_name)]
+    #[arg(long, value_name = "NS/NAME", value_parser = namespaced_name, visible_alias = "default-ssl-certificate")]
     pub(crate) default_tls_secret: Option<NamespacedName>,
+    /// The Service (its first port) that answers requests no rule matches, when no Ingress
+    /// sets spec.defaultBackend; else they get 404. ingress-nginx's flag.
+    #[arg(long, value_name = "NS/NAME", value_parser = namespaced_name)]
+    pub(crate) default_backend_service: Option<NamespacedName>,
+    /// ingress-nginx's flag: Sluice always serves Prometheus metrics on the admin address;
+    /// accepted so ingress-nginx's arguments work unchanged.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "true", value_parser = go_bool, hide_short_help = true)]
+    pub(crate) enable_metrics: bool,
     /// ConfigMap holding controller settings.
     #[arg(long, value_name = "NS/NAME", value_parser = namespaced_name, default_value = "sluice/sluice")]
     pub(crate) configmap: NamespacedName,
@@ -71,8 +108,9 @@ pub(crate) struct KubeArgs {
     /// kubeconfig to use (default: in-cluster service account, else $KUBECONFIG or ~/.kube/config).
     #[arg(long, value_name = "PATH", requires = "kubernetes")]
     pub(crate) kubeconfig: Option<PathBuf>,
-    /// Watch Ingresses, Services, EndpointSlices and Secrets in this namespace only (default: all).
-    #[arg(long, value_name = "NS", requires = "kubernetes", value_parser = dns_label)]
+    /// Watch Ingresses, Services, EndpointSlices and Secrets in this namespace only (default,
+    /// or empty: all).
+    #[arg(long, value_name = "NS", requires = "kubernetes", value_parser = namespace_or_all)]
     pub(crate) watch_namespace: Option<String>,
     /// Write this Service's address (load balancer, external IPs or cluster IP) into the status
     /// of the Ingresses Sluice serves.
@@ -98,7 +136,7 @@ pub(crate) struct KubeArgs {
     #[arg(long, value_name = "NAME", default_value = controller::DEFAULT_ELECTION_ID, value_parser = dns_subdomain)]
     pub(crate) election_id: String,
     /// How long a leader's Lease lasts without renewal; it renews every quarter of this.
-    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = lease_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = lease_duration, visible_alias = "election-ttl")]
     // (the literal must equal controller::DEFAULT_LEASE_DURATION; a unit test checks)
     pub(crate) lease_duration: Duration,
     /// Let EndpointSlice addresses that point at the node itself (loopback 127.0.0.0/8 and ::1,
@@ -137,15 +175,33 @@ impl ServeArgs {
         };
         Options {
             source,
-            listen: Listen {
-                http: self.http_listen,
-                https: self.https_listen,
-                admin: self.admin_listen,
-                status: self.status_listen,
-            },
+            listen: self.listen(),
             workers: self.workers,
             compile: self.compile_options(),
             shutdown_grace_period: self.shutdown_grace_period,
+        }
+    }
+
+    /// The listeners: Sluice's address flags, else ingress-nginx's port flags on every
+    /// address, else the defaults.
+    fn listen(&self) -> Listen {
+        let every = std::net::IpAddr::from([0, 0, 0, 0]);
+        let on_every = |port: Option<u16>, addr: SocketAddr| {
+            port.map_or(addr, |port| SocketAddr::new(every, port))
+        };
+        let admin = match (self.admin_listen, self.healthz_host, self.healthz_port) {
+            (Some(addr), ..) => addr,
+            (None, None, None) if !self.kubernetes => DEFAULT_ADMIN_LISTEN,
+            (None, host, port) => SocketAddr::new(
+                host.unwrap_or(every),
+                port.unwrap_or(INGRESS_NGINX_HEALTHZ_PORT),
+            ),
+        };
+        Listen {
+            http: on_every(self.http_port, self.http_listen),
+            https: on_every(self.https_port, self.https_listen),
+            admin,
+            status: self.status_listen,
         }
     }
 
@@ -162,6 +218,9 @@ impl ServeArgs {
             } else {
                 NodeLocalEndpoints::Allow
             },
+            default_backend_service: self.default_backend_service.clone(),
+            watch_ingress_without_class: self.watch_ingress_without_class,
+            ingress_class_by_name: self.ingress_class_by_name,
         }
     }
 
@@ -177,7 +236,7 @@ impl ServeArgs {
         };
         KubeOptions {
             kubeconfig: kube.kubeconfig.clone(),
-            watch_namespace: kube.watch_namespace.clone(),
+            watch_namespace: kube.watch_namespace.clone().filter(|ns| !ns.is_empty()),
             status_addresses,
             election_id: kube.election_id.clone(),
             lease_duration: kube.lease_duration,
@@ -205,6 +264,23 @@ fn dns_subdomain(text: &str) -> Result<String, String> {
             "{text:?} is not a valid Kubernetes object name (lower-case letters, digits, '-' and '.')"
         ))
     }
+}
+
+/// Go's `strconv.ParseBool`, which ingress-nginx's boolean flags use.
+fn go_bool(text: &str) -> Result<bool, String> {
+    match text {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+        _ => Err(format!("{text:?}: expected true or false")),
+    }
+}
+
+/// A namespace name, or empty for all (ingress-nginx's `--watch-namespace=`).
+fn namespace_or_all(text: &str) -> Result<String, String> {
+    if text.is_empty() {
+        return Ok(String::new());
+    }
+    dns_label(text)
 }
 
 fn dns_label(text: &str) -> Result<String, String> {
@@ -252,6 +328,146 @@ mod tests {
         kubernetes: bool,
         #[command(flatten)]
         kube: KubeArgs,
+    }
+
+    #[derive(clap::Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    /// As `main` does it: ingress-nginx's refused flags first, then clap.
+    fn serve(args: &[&str]) -> Result<Options, String> {
+        let mut argv = vec!["sluice".into(), "serve".into()];
+        argv.extend(args.iter().map(std::ffi::OsString::from));
+        let argv = crate::ingress_nginx_flags::check(argv)?;
+        Serve::try_parse_from(argv.into_iter().skip(1))
+            .map(|s| s.args.options())
+            .map_err(|e| e.to_string())
+    }
+
+    fn kube_of(options: &Options) -> &KubeOptions {
+        match &options.source {
+            Source::Kubernetes(kube) => kube,
+            Source::Files(path) => panic!("files {path:?}, not Kubernetes"),
+        }
+    }
+
+    /// The community controller's DaemonSet args in seed 000, with `/nginx-ingress-controller`
+    /// replaced by `sluice serve --kubernetes` and `$(POD_NAMESPACE)` expanded as the kubelet
+    /// does.
+    const SEED_ARGS: &[&str] = &[
+        "--kubernetes",
+        "--election-id=ingress-controller-leader",
+        "--ingress-class=nginx",
+        "--configmap=ingress-nginx/ingress-nginx-controller",
+    ];
+
+    #[test]
+    fn the_seeds_ingress_nginx_args_start_sluice_and_mean_what_they_meant() {
+        let options = serve(SEED_ARGS).unwrap();
+        assert_eq!(kube_of(&options).election_id, "ingress-controller-leader");
+        assert_eq!(options.compile.ingress_class, "nginx");
+        assert_eq!(
+            options.compile.config_map,
+            NamespacedName::new("ingress-nginx", "ingress-nginx-controller")
+        );
+        assert_eq!(options.listen.http, "0.0.0.0:80".parse().unwrap());
+        assert_eq!(options.listen.https, "0.0.0.0:443".parse().unwrap());
+        // Where the seed's readinessProbe (and ingress-nginx's Prometheus scrape) looks.
+        assert_eq!(options.listen.admin, "0.0.0.0:10254".parse().unwrap());
+        assert_eq!(kube_of(&options).watch_namespace, None);
+        assert_eq!(kube_of(&options).status_addresses, StatusAddresses::None);
+    }
+
+    #[test]
+    fn ingress_nginx_flag_names_set_what_sluice_has() {
+        let options = serve(&[
+            "--kubernetes",
+            "--http-port=8080",
+            "--https-port",
+            "8443",
+            "--healthz-port=10255",
+            "--default-ssl-certificate=ingress-nginx/default-cert",
+            "--default-backend-service=ingress-nginx/fallback",
+            "--watch-ingress-without-class",
+            "--ingress-class-by-name=true",
+            "--controller-class=k8s.io/ingress-nginx",
+            "--publish-service=ingress-nginx/ingress-nginx-controller",
+            "--watch-namespace=web",
+            "--election-ttl=30s",
+            "--enable-metrics=true",
+            "--update-status=true",
+        ])
+        .unwrap();
+        assert_eq!(options.listen.http, "0.0.0.0:8080".parse().unwrap());
+        assert_eq!(options.listen.https, "0.0.0.0:8443".parse().unwrap());
+        assert_eq!(options.listen.admin, "0.0.0.0:10255".parse().unwrap());
+        let compile = &options.compile;
+        assert_eq!(
+            compile.default_tls_secret,
+            Some(NamespacedName::new("ingress-nginx", "default-cert"))
+        );
+        assert_eq!(
+            compile.default_backend_service,
+            Some(NamespacedName::new("ingress-nginx", "fallback"))
+        );
+        assert!(compile.watch_ingress_without_class && compile.ingress_class_by_name);
+        assert_eq!(compile.controller_class, "k8s.io/ingress-nginx");
+        let kube = kube_of(&options);
+        assert_eq!(
+            kube.status_addresses,
+            StatusAddresses::Service(NamespacedName::new(
+                "ingress-nginx",
+                "ingress-nginx-controller"
+            ))
+        );
+        assert_eq!(kube.watch_namespace.as_deref(), Some("web"));
+        assert_eq!(kube.lease_duration, Duration::from_secs(30));
+
+        // Go's boolean forms, and ingress-nginx's "all namespaces".
+        let options = serve(&[
+            "--kubernetes",
+            "--watch-ingress-without-class=false",
+            "--watch-namespace=",
+            "--healthz-host=127.0.0.1",
+        ])
+        .unwrap();
+        assert!(!options.compile.watch_ingress_without_class);
+        assert_eq!(kube_of(&options).watch_namespace, None);
+        assert_eq!(options.listen.admin, "127.0.0.1:10254".parse().unwrap());
+        // Outside Kubernetes mode the admin address stays on loopback unless told otherwise.
+        let options = serve(&["--config", "."]).unwrap();
+        assert_eq!(options.listen.admin, "127.0.0.1:9113".parse().unwrap());
+    }
+
+    #[test]
+    fn both_names_for_one_listener_are_refused() {
+        for args in [
+            &[
+                "--config",
+                ".",
+                "--http-port=80",
+                "--http-listen=0.0.0.0:8080",
+            ][..],
+            &[
+                "--config",
+                ".",
+                "--healthz-port=1",
+                "--admin-listen=127.0.0.1:2",
+            ],
+            &["--config", ".", "--watch-ingress-without-class", "yes"],
+        ] {
+            assert!(serve(args).is_err(), "{args:?}");
+        }
+        let error = serve(&["--kubernetes", "--enable-ssl-passthrough"]).unwrap_err();
+        assert!(
+            error.contains("ingress-nginx flag --enable-ssl-passthrough"),
+            "{error}"
+        );
+        // A flag nobody has stays clap's error.
+        let error = serve(&["--kubernetes", "--no-such-flag"]).unwrap_err();
+        assert!(error.contains("unexpected argument"), "{error}");
     }
 
     #[test]

@@ -320,3 +320,53 @@ fn the_quick_start_demo_serves_http_and_verified_https() {
     assert_eq!(seen["backend"], "echo");
     assert_eq!(seen["headers"]["x-forwarded-proto"], "https");
 }
+
+#[test]
+fn ingress_nginx_flags_work_and_the_ones_sluice_lacks_say_so() {
+    let dir = temp_dir("default-backend-service");
+    let (one, fallback) = (Pod::start("one"), Pod::start("fallback"));
+    std::fs::write(dir.join("class.yaml"), class_yaml()).unwrap();
+    std::fs::write(dir.join("a.yaml"), app_yaml("a", "a.test", &[one.addr])).unwrap();
+    std::fs::write(
+        dir.join("fallback.yaml"),
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: fallback}}\n\
+             spec: {{ports: [{{name: http, port: 80}}]}}\n---\n\
+             apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+             metadata: {{name: fallback-1, labels: {{kubernetes.io/service-name: fallback}}}}\n\
+             addressType: IPv4\nports: [{{name: http, port: {}}}]\n\
+             endpoints: [{{addresses: [\"127.0.0.1\"]}}]\n",
+            fallback.addr.port()
+        ),
+    )
+    .unwrap();
+    let serve = Serve::start(
+        &dir,
+        &[
+            "--default-backend-service=default/fallback",
+            "--enable-metrics=true",
+            "--annotations-prefix=nginx.ingress.kubernetes.io",
+        ],
+    );
+    let routed = serve.get("a.test", "/echo");
+    assert!(routed.text().contains("\"one\""), "{}", routed.text());
+    let unmatched = serve.get("unknown.test", "/echo");
+    assert_eq!(unmatched.status, 200, "{}", unmatched.text());
+    assert!(
+        unmatched.text().contains("\"fallback\""),
+        "{}",
+        unmatched.text()
+    );
+
+    let (code, stderr) = run_failing(&["serve", "--config", ".", "--enable-ssl-passthrough"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains(
+            "ingress-nginx flag --enable-ssl-passthrough is not supported by Sluice (SSL passthrough is not implemented"
+        ),
+        "{stderr}"
+    );
+    let (code, stderr) = run_failing(&["serve", "--config", ".", "--no-such-flag"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("unexpected argument"), "{stderr}");
+}
