@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use model::{compile, ChangeSet, CompileOptions, Compiled, Diagnostic, Store};
+use model::{compile, ChangeSet, CompileOptions, Compiled, Diagnostic, Settings, Store};
 use proxy::Proxy;
 
 /// The control plane of one process: the Store it compiles and the proxy it publishes to.
@@ -27,14 +27,13 @@ pub struct ControlPlane {
     refused_endpoints: Vec<Diagnostic>,
     /// What the running workers were sized from; a change applies at the next start.
     worker_processes: Option<u32>,
+    /// What the open-files limit was set from; likewise.
+    max_worker_open_files: u64,
 }
 
 impl ControlPlane {
-    pub fn new(
-        proxy: Proxy,
-        options: CompileOptions,
-        worker_processes: Option<u32>,
-    ) -> ControlPlane {
+    /// `startup`: the settings the process was started with (workers, open-files limit).
+    pub fn new(proxy: Proxy, options: CompileOptions, startup: &Settings) -> ControlPlane {
         ControlPlane {
             proxy,
             options,
@@ -42,7 +41,8 @@ impl ControlPlane {
             source_errors: Vec::new(),
             diagnostics: BTreeSet::new(),
             refused_endpoints: Vec::new(),
-            worker_processes,
+            worker_processes: startup.worker_processes,
+            max_worker_open_files: startup.max_worker_open_files,
         }
     }
 
@@ -124,6 +124,12 @@ impl ControlPlane {
                 "worker-processes changed in the ConfigMap; it applies at the next start"
             );
             self.worker_processes = compiled.settings.worker_processes;
+        }
+        if compiled.settings.max_worker_open_files != self.max_worker_open_files {
+            tracing::warn!(
+                "max-worker-open-files changed in the ConfigMap; it applies at the next start"
+            );
+            self.max_worker_open_files = compiled.settings.max_worker_open_files;
         }
         self.diagnostics = current;
         self.report_refused_endpoints(&compiled);

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!  FileSource::open ─▶ FileWatch::start (before anything reads) ─▶ Store::replace_all ─▶ compile
-//!  ─▶ Proxy::start ─▶ publish ─▶ loop { changed ─▶ debounce ─▶ reload ─▶ replace_all ─▶ act }
+//!  ─▶ open-files limit (its settings) ─▶ Proxy::start ─▶ publish ─▶ loop { changed ─▶ debounce ─▶ reload ─▶ replace_all ─▶ act }
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -32,7 +32,6 @@ pub fn load_files(
 }
 
 pub(crate) fn run(config: PathBuf, options: &Options) -> Result<(), Error> {
-    limits::raise_open_files_limit();
     let mut source = FileSource::open(&config)?;
     // Watch before anything else reads the files, so no edit can fall in between.
     let watch = FileWatch::start(source.root())?;
@@ -41,13 +40,10 @@ pub(crate) fn run(config: PathBuf, options: &Options) -> Result<(), Error> {
     let compiled = Arc::new(compile(&store, &options.compile));
 
     let workers = options.workers(compiled.settings.worker_processes);
+    limits::open_files(compiled.settings.max_worker_open_files, workers);
     let proxy = Proxy::start(options.proxy_config(workers))?;
 
-    let mut control = ControlPlane::new(
-        proxy,
-        options.compile.clone(),
-        compiled.settings.worker_processes,
-    );
+    let mut control = ControlPlane::new(proxy, options.compile.clone(), &compiled.settings);
     control.store = store;
     control.report_source_errors(source.errors());
     control.publish(compiled);

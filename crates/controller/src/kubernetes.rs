@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use model::{compile, ChangeSet, CompileOptions, NamespacedName, Object, Store};
+use model::{compile, ChangeSet, CompileOptions, NamespacedName, Object, Settings, Store};
 use providers::kubernetes::{
     connect, Published, StatusOptions, StatusWriter, Update, WatchScope, Watchers,
 };
@@ -22,11 +22,11 @@ use crate::{
     announce, limits, runtime, ControlPlane, Error, KubeOptions, Options, Step, Termination,
 };
 
-/// How long start-up waits for the ConfigMap (for worker-processes) before using the default.
+/// How long start-up waits for the ConfigMap (worker-processes, max-worker-open-files) before
+/// using the defaults.
 const CONFIG_MAP_WAIT: Duration = Duration::from_secs(5);
 
 pub(crate) fn run(kube: KubeOptions, options: &Options) -> Result<(), Error> {
-    limits::raise_open_files_limit();
     runtime()?.block_on(run_async(kube, options))
 }
 
@@ -45,12 +45,9 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
     let client = connect(kube.kubeconfig.as_deref()).await?;
     let compile_options = &options.compile;
 
-    let worker_processes = if options.workers.is_some() {
-        None
-    } else {
-        initial_worker_processes(&client, compile_options).await
-    };
-    let workers = options.workers(worker_processes);
+    let startup = startup_settings(&client, compile_options).await;
+    let workers = options.workers(startup.worker_processes);
+    limits::open_files(startup.max_worker_open_files, workers);
     let proxy = Proxy::start(options.proxy_config(workers))?;
     tracing::info!(
         http = %proxy.http_addr(),
@@ -63,7 +60,7 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
     );
     announce(&proxy);
 
-    let mut control = ControlPlane::new(proxy, compile_options.clone(), worker_processes);
+    let mut control = ControlPlane::new(proxy, compile_options.clone(), &startup);
     let mut watchers = Watchers::start(
         &client,
         &WatchScope {
@@ -157,9 +154,10 @@ pub fn apply_update(store: &mut Store, update: Update) -> ChangeSet {
     }
 }
 
-/// worker-processes is read once at start (threads are not resized live): from the ConfigMap
-/// if the API answers quickly, else the default.
-async fn initial_worker_processes(client: &kube::Client, options: &CompileOptions) -> Option<u32> {
+/// worker-processes and max-worker-open-files are read once at start (threads are not
+/// resized live, the limit is asked for before the listeners open): from the ConfigMap if the
+/// API answers quickly, else the defaults.
+async fn startup_settings(client: &kube::Client, options: &CompileOptions) -> Settings {
     let key = &options.config_map;
     let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
         kube::Api::namespaced(client.clone(), &key.namespace);
@@ -167,19 +165,19 @@ async fn initial_worker_processes(client: &kube::Client, options: &CompileOption
         Ok(Ok(Some(config_map))) => {
             let mut store = Store::default();
             store.apply(Object::ConfigMap(config_map));
-            compile(&store, options).settings.worker_processes
+            compile(&store, options).settings
         }
-        Ok(Ok(None)) => None,
+        Ok(Ok(None)) => Settings::default(),
         Ok(Err(error)) => {
-            tracing::warn!("reading ConfigMap {key} for worker-processes failed: {error}");
-            None
+            tracing::warn!("reading ConfigMap {key} at start-up failed: {error}");
+            Settings::default()
         }
         Err(_) => {
             tracing::warn!(
                 "the Kubernetes API did not answer within {CONFIG_MAP_WAIT:?}; starting with \
-                 the default number of workers"
+                 the default worker-processes and max-worker-open-files"
             );
-            None
+            Settings::default()
         }
     }
 }

@@ -13,8 +13,8 @@
 //! All of this runs on one current-thread runtime; workers never wait for it.
 //!
 //! ```text
-//!  start ─▶ soft RLIMIT_NOFILE raised to the hard limit (logged)
-//!        ─▶ Proxy::start ─▶ announce (one stdout line with the bound addresses)
+//!  start ─▶ ConfigMap read ─▶ soft RLIMIT_NOFILE: max-worker-open-files × workers, else the
+//!           hard limit (logged) ─▶ Proxy::start ─▶ announce (one stdout line)
 //!  SIGTERM ─▶ Proxy::terminating (/ready 503; still serving, still applying changes)
 //!          ─ shutdown_grace_period, or a second signal ─▶ Proxy::shutdown (drain)
 //! ```

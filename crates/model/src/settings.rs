@@ -27,16 +27,26 @@ pub enum LoadBalance {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Settings {
-    /// `keepalive`: idle upstream connections kept per endpoint, per worker.
+    /// `upstream-keepalive-connections` (NGINX Inc.'s `keepalive`): idle upstream connections
+    /// kept per endpoint, per worker.
     pub keepalive: u32,
+    /// `upstream-keepalive-requests` (nginx's `keepalive_requests` in an upstream): requests
+    /// one upstream connection carries before it is closed rather than pooled again.
+    pub upstream_keepalive_requests: u32,
     /// `upstream-keepalive-timeout`: an idle upstream connection older than this is closed.
     #[serde(serialize_with = "as_text")]
     pub upstream_keepalive_timeout: Duration,
     /// `keep-alive`: how long an idle client connection is kept open.
     #[serde(serialize_with = "as_text")]
     pub keep_alive: Duration,
-    /// `keep-alive-requests`: requests served on one client connection before it is closed.
+    /// `keep-alive-requests` (NGINX Inc.'s `keepalive-requests`): requests served on one
+    /// client connection before it is closed.
     pub keep_alive_requests: u64,
+    /// `max-worker-open-files` (NGINX Inc.'s `worker-rlimit-nofile`; nginx's
+    /// `worker_rlimit_nofile`): open files per worker. The process asks for this times the
+    /// worker count as its soft `RLIMIT_NOFILE` at start; 0 (the default) raises the soft
+    /// limit to the hard one. Read at start-up only.
+    pub max_worker_open_files: u64,
     #[serde(serialize_with = "as_text")]
     pub proxy_connect_timeout: Duration,
     /// Waiting for the upstream's response head, and between body reads.
@@ -165,9 +175,11 @@ impl Default for Settings {
     fn default() -> Settings {
         Settings {
             keepalive: 100,
+            upstream_keepalive_requests: 10_000,
             upstream_keepalive_timeout: Duration::from_secs(60),
             keep_alive: Duration::from_secs(75),
             keep_alive_requests: 1000,
+            max_worker_open_files: 0,
             proxy_connect_timeout: Duration::from_secs(5),
             proxy_read_timeout: Duration::from_secs(60),
             proxy_send_timeout: Duration::from_secs(60),
@@ -331,6 +343,36 @@ const ACCEPTED_UNUSED_KEYS: &[&str] = &["worker-cpu-affinity", "http2"];
 /// ingress-nginx name wins and the other is reported.
 const WORKER_CONNECTIONS_ALIAS: &str = "worker-connections";
 
+/// NGINX Inc.'s controller's names (the seeds' ConfigMaps use both dialects) and the
+/// ingress-nginx key each means: the same rule as `worker-connections`.
+const ALIASES: &[(&str, &str)] = &[
+    (WORKER_CONNECTIONS_ALIAS, "max-worker-connections"),
+    ("keepalive", "upstream-keepalive-connections"),
+    ("keepalive-requests", "keep-alive-requests"),
+    ("worker-rlimit-nofile", "max-worker-open-files"),
+];
+
+/// Keys that carry nginx configuration text (ingress-nginx's snippets, NGINX Inc.'s snippets
+/// and templates): Sluice generates no nginx configuration and never executes them.
+const SNIPPET_KEYS: &[&str] = &[
+    "main-snippet",
+    "http-snippet",
+    "server-snippet",
+    "location-snippet",
+    "stream-snippet",
+    "modsecurity-snippet",
+    "global-auth-snippet",
+    "main-snippets",
+    "http-snippets",
+    "server-snippets",
+    "location-snippets",
+    "stream-snippets",
+    "main-template",
+    "ingress-template",
+    "virtualserver-template",
+    "transportserver-template",
+];
+
 impl Settings {
     /// Settings from a ConfigMap's `data`; `source` names it in diagnostics.
     pub fn from_config_map(
@@ -341,10 +383,24 @@ impl Settings {
         let mut settings = Settings::default();
         for (key, value) in data {
             let value = value.trim();
-            if key == WORKER_CONNECTIONS_ALIAS && data.contains_key("max-worker-connections") {
+            if let Some((_, wins)) = ALIASES
+                .iter()
+                .find(|(alias, wins)| alias == key && data.contains_key(*wins))
+            {
                 diagnostics.push(Diagnostic::new(
                     source.clone(),
-                    format!("data.{key}: ignored: max-worker-connections is set too and wins"),
+                    format!("data.{key}: ignored: {wins} is set too and wins"),
+                ));
+                continue;
+            }
+            if SNIPPET_KEYS.contains(&key.as_str()) {
+                diagnostics.push(Diagnostic::new(
+                    source.clone(),
+                    format!(
+                        "data.{key}: refused: Sluice generates no nginx configuration and never \
+                         executes snippets or templates; use the ConfigMap keys and annotations \
+                         for what it should do (README: From ingress-nginx)"
+                    ),
                 ));
                 continue;
             }
@@ -402,13 +458,22 @@ impl Settings {
         const COUNT: &str = "a whole number";
         const POSITIVE: &str = "a whole number of at least 1";
         match key {
-            "keepalive" => self.keepalive = value.parse().map_err(|_| COUNT)?,
+            "upstream-keepalive-connections" | "keepalive" => {
+                self.keepalive = value.parse().map_err(|_| COUNT)?
+            }
+            "upstream-keepalive-requests" => {
+                self.upstream_keepalive_requests =
+                    value.parse().ok().filter(|n| *n > 0).ok_or(POSITIVE)?
+            }
             "upstream-keepalive-timeout" => {
                 self.upstream_keepalive_timeout = parse_duration(value).ok_or(DURATION)?
             }
             "keep-alive" => self.keep_alive = parse_duration(value).ok_or(DURATION)?,
-            "keep-alive-requests" => {
+            "keep-alive-requests" | "keepalive-requests" => {
                 self.keep_alive_requests = value.parse().ok().filter(|n| *n > 0).ok_or(POSITIVE)?
+            }
+            "max-worker-open-files" | "worker-rlimit-nofile" => {
+                self.max_worker_open_files = value.parse().map_err(|_| COUNT)?
             }
             "proxy-connect-timeout" => {
                 self.proxy_connect_timeout = parse_duration(value).ok_or(DURATION)?
@@ -667,6 +732,60 @@ mod tests {
         assert!(diagnostics[0].contains("data.worker-connections: ignored"));
         let (_, diagnostics) = settings(&[("max-worker-connections", "many")]);
         assert!(diagnostics[0].contains("invalid value \"many\""));
+    }
+
+    #[test]
+    fn ingress_nginx_and_nginx_inc_names_mean_the_same_and_the_ingress_nginx_one_wins() {
+        let (s, diagnostics) = settings(&[
+            ("upstream-keepalive-connections", "64"),
+            ("upstream-keepalive-requests", "500"),
+            ("keepalive-requests", "42"),
+            ("worker-rlimit-nofile", "10240"),
+        ]);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        assert_eq!(s.keepalive, 64);
+        assert_eq!(s.upstream_keepalive_requests, 500);
+        assert_eq!(s.keep_alive_requests, 42);
+        assert_eq!(s.max_worker_open_files, 10240);
+        let (s, _) = settings(&[]);
+        assert_eq!(s.upstream_keepalive_requests, 10_000);
+        assert_eq!(s.max_worker_open_files, 0);
+
+        let (s, diagnostics) = settings(&[
+            ("keepalive", "1"),
+            ("upstream-keepalive-connections", "2"),
+            ("keepalive-requests", "3"),
+            ("keep-alive-requests", "4"),
+            ("worker-rlimit-nofile", "5"),
+            ("max-worker-open-files", "6"),
+        ]);
+        assert_eq!(
+            (s.keepalive, s.keep_alive_requests, s.max_worker_open_files),
+            (2, 4, 6)
+        );
+        assert_eq!(diagnostics.len(), 3, "{diagnostics:?}");
+        assert!(diagnostics[0]
+            .contains("data.keepalive: ignored: upstream-keepalive-connections is set too"));
+        assert!(diagnostics[1]
+            .contains("data.keepalive-requests: ignored: keep-alive-requests is set too"));
+        assert!(diagnostics[2]
+            .contains("data.worker-rlimit-nofile: ignored: max-worker-open-files is set too"));
+        let (_, diagnostics) = settings(&[("upstream-keepalive-requests", "0")]);
+        assert!(diagnostics[0].contains("data.upstream-keepalive-requests: invalid value \"0\""));
+    }
+
+    #[test]
+    fn snippet_and_template_keys_are_refused_never_executed() {
+        for key in SNIPPET_KEYS {
+            let (s, diagnostics) = settings(&[(key, "worker_processes 1;")]);
+            assert_eq!(s, Settings::default());
+            assert_eq!(diagnostics.len(), 1, "{key}: {diagnostics:?}");
+            assert!(
+                diagnostics[0].contains(&format!("data.{key}: refused:"))
+                    && diagnostics[0].contains("never executes snippets or templates"),
+                "{diagnostics:?}"
+            );
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! (routes, backends with endpoints, certificates, settings, diagnostics, parse errors).
 //! Regenerate with `UPDATE_GOLDEN=1 cargo test -p model --test golden` and review the diff.
 //! A first line `# options: default-tls-secret=NS/NAME node-local-endpoints=refuse` sets compile
-//! options (also `default-backend-service=NS/NAME`, `ingress-class=NAME`, `controller-class=NAME`,
+//! options (also `configmap=NS/NAME`, `default-backend-service=NS/NAME`, `ingress-class=NAME`, `controller-class=NAME`,
 //! `watch-ingress-without-class`, `ingress-class-by-name`: `sluice serve`'s flags). Lines `# request: HOST PATH` are routed on the result, and the output says where
 //! each went (route, regex, rewritten path, redirects): the matching rules as data.
 
@@ -84,6 +84,9 @@ fn options_for(text: &str) -> CompileOptions {
                 Some(("default-backend-service", value)) => {
                     options.default_backend_service =
                         Some(NamespacedName::parse(value).expect("NS/NAME"))
+                }
+                Some(("configmap", value)) => {
+                    options.config_map = NamespacedName::parse(value).expect("NS/NAME")
                 }
                 Some(("ingress-class", value)) => options.ingress_class = value.into(),
                 Some(("controller-class", value)) => options.controller_class = value.into(),

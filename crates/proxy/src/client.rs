@@ -58,6 +58,8 @@ pub(crate) struct Conn {
     stream: TcpStream,
     buf: BytesMut,
     out: Vec<u8>,
+    /// Exchanges finished on this connection (`upstream-keepalive-requests` bounds them).
+    finished: u32,
 }
 
 /// A request body on its way upstream, kept so that an attempt which wrote nothing can be
@@ -138,7 +140,14 @@ impl Conn {
             stream,
             buf: BytesMut::new(),
             out: Vec::new(),
+            finished: 0,
         }
+    }
+
+    /// Counts one finished exchange; returns how many this connection has carried.
+    pub(crate) fn count_finished(&mut self) -> u32 {
+        self.finished = self.finished.saturating_add(1);
+        self.finished
     }
 
     /// Whether an idle connection can carry a request. Nothing may arrive on one while it is

@@ -2,7 +2,8 @@
 //! ran out" apart from "that endpoint failed".
 //!
 //! ```text
-//!  start ─▶ raise_open_files_limit(): soft RLIMIT_NOFILE ─▶ hard (logged with both numbers)
+//!  start ─▶ raise_open_files_limit(): soft RLIMIT_NOFILE ─▶ hard (logged with both numbers),
+//!           or set_open_files_limit(max-worker-open-files × workers)
 //!        ─▶ Proxy::start reads the limit ─▶ derived max-worker-connections per worker
 //!  accept / connect fails with EMFILE, ENFILE ─▶ is_exhaustion() ─▶ the proxy's own problem:
 //!        accepting pauses, an upstream connect answers 503 without blaming the endpoint
@@ -73,6 +74,59 @@ pub fn raise_open_files_limit() -> io::Result<OpenFilesLimit> {
         now: hard,
         hard,
     })
+}
+
+/// Sets the soft `RLIMIT_NOFILE` to `target` (`max-worker-open-files` × workers), as nginx's
+/// `worker_rlimit_nofile` does per worker process. Above the hard limit the hard one is raised
+/// too, which needs `CAP_SYS_RESOURCE`; without it the soft limit goes to the hard one and the
+/// error is returned with what was done.
+pub fn set_open_files_limit(target: u64) -> Result<OpenFilesLimit, (OpenFilesLimit, io::Error)> {
+    let limit = getrlimit(Resource::Nofile);
+    let before = limit.current.unwrap_or(u64::MAX);
+    let hard = limit.maximum.unwrap_or(u64::MAX);
+    if target <= hard {
+        let set = setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: Some(target),
+                maximum: limit.maximum,
+            },
+        );
+        let done = OpenFilesLimit {
+            before,
+            now: target,
+            hard,
+        };
+        return match set {
+            Ok(()) => Ok(done),
+            Err(e) => Err((
+                OpenFilesLimit {
+                    now: before,
+                    ..done
+                },
+                e.into(),
+            )),
+        };
+    }
+    let both = Rlimit {
+        current: Some(target),
+        maximum: Some(target),
+    };
+    match setrlimit(Resource::Nofile, both) {
+        Ok(()) => Ok(OpenFilesLimit {
+            before,
+            now: target,
+            hard: target,
+        }),
+        Err(e) => {
+            let fallback = raise_open_files_limit().unwrap_or(OpenFilesLimit {
+                before,
+                now: before,
+                hard,
+            });
+            Err((fallback, e.into()))
+        }
+    }
 }
 
 /// The current soft `RLIMIT_NOFILE`.

@@ -74,7 +74,7 @@ mod tunnel;
 mod upstream;
 mod worker;
 
-pub use fds::{raise_open_files_limit, OpenFilesLimit};
+pub use fds::{raise_open_files_limit, set_open_files_limit, OpenFilesLimit};
 pub use listen::StartError;
 
 use shared::Shared;

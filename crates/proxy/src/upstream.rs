@@ -12,7 +12,8 @@
 //!                └─ EMFILE/ENFILE (ours, not the endpoint's) │  conn; fresh ─▶ next one
 //!                   ─▶ 503 at once, nothing set aside
 //!  response body read to its end (inside the client's poll) ─▶ connection back to the pool
-//!  (LIFO, ≤ keepalive per endpoint), unless the upstream or the framing said close
+//!  (LIFO, ≤ keepalive per endpoint), unless the upstream or the framing said close or it
+//!  has carried upstream-keepalive-requests requests
 //! ```
 //!
 //! When is resending safe? When not one byte of the request was written, any request is
@@ -97,11 +98,13 @@ pub(crate) struct UpstreamBody {
     in_flight: Option<InFlight>,
 }
 
-/// How many idle connections per endpoint the pool keeps, and for how long.
+/// How many idle connections per endpoint the pool keeps, for how long, and how many
+/// requests one connection may carry (`upstream-keepalive-requests`).
 #[derive(Clone, Copy)]
 struct Keep {
     max_idle: usize,
     max_age: Duration,
+    max_requests: u32,
 }
 
 /// One request outstanding at an endpoint, for least-request balancing.
@@ -492,6 +495,7 @@ impl UpstreamBody {
             keep: Keep {
                 max_idle: usize::try_from(settings.keepalive).unwrap_or(usize::MAX),
                 max_age: settings.upstream_keepalive_timeout,
+                max_requests: settings.upstream_keepalive_requests,
             },
             read_stall: StallTimer::new(settings.proxy_read_timeout),
             in_flight,
@@ -511,7 +515,13 @@ impl UpstreamBody {
         let Some(mut conn) = self.conn.take() else {
             return;
         };
-        if self.keep_alive && !self.keep.max_age.is_zero() && conn.make_idle() {
+        // nginx's keepalive_requests: the connection that carried the last allowed request
+        // is closed rather than pooled.
+        if self.keep_alive
+            && !self.keep.max_age.is_zero()
+            && conn.count_finished() < self.keep.max_requests
+            && conn.make_idle()
+        {
             self.worker.pool.borrow_mut().checkin(
                 self.addr,
                 conn,

@@ -162,6 +162,28 @@ async fn upstream_connections_are_reused_and_closed_when_their_endpoint_goes() {
 }
 
 #[tokio::test]
+async fn an_upstream_connection_carries_upstream_keepalive_requests_then_closes() {
+    let (upstream, counts) = start_counting_upstream().await;
+    let mut h = Harness::start();
+    let mut objects = catch_all("counted", &[upstream]);
+    objects.push(settings(&[("upstream-keepalive-requests", "2")]));
+    h.apply(&objects);
+
+    // One client connection, one worker: 5 requests on connections of 2, 2 and 1.
+    let mut client = Client::connect(h.http()).await;
+    for _ in 0..5 {
+        assert_eq!(client.get("x", "/").await.status, StatusCode::OK);
+    }
+    assert_eq!(counts.accepted.load(Ordering::SeqCst), 3);
+    // The two used up are closed, the third is pooled.
+    eventually("the used-up connections to close", || {
+        let open = counts.open.load(Ordering::SeqCst);
+        async move { open == 1 }
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn idle_upstream_connections_age_out() {
     let (upstream, counts) = start_counting_upstream().await;
     let mut h = Harness::start();

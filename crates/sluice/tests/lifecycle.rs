@@ -485,3 +485,46 @@ fn open_tunnel(http: SocketAddr) -> Client {
     assert!(head.starts_with(b"HTTP/1.1 101"), "{head:?}");
     tunnel
 }
+
+/// The soft and hard open-files limits of process `pid`.
+fn nofile_limits(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let mut numbers = line.split_whitespace().skip(3);
+    (
+        numbers.next().unwrap().to_owned(),
+        numbers.next().unwrap().to_owned(),
+    )
+}
+
+#[test]
+fn max_worker_open_files_sets_the_process_limit_at_start() {
+    let upstream = Upstream::start();
+    // Per worker, as nginx's worker_rlimit_nofile: one worker here.
+    let dir = config_dir(
+        "max-worker-open-files",
+        upstream.addr,
+        &[("max-worker-open-files", "300")],
+    );
+    let first = serve(&dir, Some((1024, 4096)), &[]);
+    assert_eq!(
+        nofile_limits(first.process.pid()),
+        ("300".into(), "4096".into())
+    );
+    assert_eq!(first.get("app.test", "/").status, 200);
+
+    // NGINX Inc.'s name; without either key the soft limit goes to the hard one.
+    let dir = config_dir(
+        "worker-rlimit-nofile",
+        upstream.addr,
+        &[("worker-rlimit-nofile", "500")],
+    );
+    let alias = serve(&dir, Some((1024, 4096)), &[]);
+    assert_eq!(nofile_limits(alias.process.pid()).0, "500");
+    let dir = config_dir("open-files-default", upstream.addr, &[]);
+    let default = serve(&dir, Some((1024, 4096)), &[]);
+    assert_eq!(nofile_limits(default.process.pid()).0, "4096");
+}
