@@ -837,3 +837,67 @@ fn annotations_from_the_api_shape_routes_and_unsupported_ones_are_warning_events
     assert_eq!(echo["query"], "page=2", "{echo:#}");
     assert_eq!(sluice.get("web.test", "/").status, 200);
 }
+
+#[test]
+fn ingress_nginx_args_and_configmap_serve_its_class_without_a_diagnostic() {
+    // The seeds' community controller: its namespace, IngressClass and ConfigMap as written.
+    let ns = "ingress-nginx";
+    let cluster = Cluster::start("ingress-nginx-args");
+    cluster.create(&namespace(ns));
+    cluster.create(&ingress_class("nginx", "k8s.io/ingress-nginx"));
+    cluster.create(&config_map(
+        ns,
+        "ingress-nginx-controller",
+        &[
+            ("max-worker-connections", "10000"),
+            ("max-worker-open-files", "10204"),
+            ("upstream-keepalive-connections", "100"),
+            ("keep-alive-requests", "100000000"),
+        ],
+    ));
+    let p = pod(&cluster, 11);
+    cluster.create(&service(ns, "web"));
+    cluster.create(&endpoint_slice(
+        ns,
+        "web-1",
+        "web",
+        8080,
+        &[Endpoint::ready(p.addr.ip())],
+    ));
+    cluster.create(&ingress(ns, "web", Some("nginx"), "web.test", "web"));
+
+    // The seed's DaemonSet args (the webhook's aside), plus the controller value that claims
+    // IngressClass nginx.
+    let sluice = cluster.sluice(
+        ns,
+        &[
+            "--election-id",
+            "ingress-controller-leader",
+            "--ingress-class",
+            "nginx",
+            "--configmap",
+            "ingress-nginx/ingress-nginx-controller",
+            "--controller-class",
+            "k8s.io/ingress-nginx",
+        ],
+    );
+    sluice.wait_served_by("web.test", "pod-11", WAIT);
+    let config = sluice.serve.config_json();
+    assert_eq!(
+        config["config"]["diagnostics"],
+        serde_json::json!([]),
+        "{config:#}"
+    );
+    assert_eq!(
+        config["config"]["settings"]["max-worker-connections"],
+        10000
+    );
+    eventually(
+        WAIT,
+        "Lease ingress-controller-leader held by sluice-0",
+        || {
+            (lease_holder(&cluster, ns, "ingress-controller-leader").as_deref() == Some("sluice-0"))
+                .then_some(())
+        },
+    );
+}
