@@ -223,6 +223,7 @@ fn endpoint_addresses_of_the_node_itself_are_not_used_unless_allowed() {
             .find(|e| e["note"].as_str().unwrap_or("").contains("127.0.0.1:8080"))
     });
     assert_eq!(event["type"], "Warning", "{event:#}");
+    assert_eq!(event["reason"], "UnsupportedConfiguration", "{event:#}");
     assert!(
         event["note"]
             .as_str()
@@ -823,6 +824,7 @@ fn annotations_from_the_api_shape_routes_and_unsupported_ones_are_warning_events
             .find(|e| e["note"].as_str().unwrap_or("").contains("canary"))
     });
     assert_eq!(event["type"], "Warning", "{event:#}");
+    assert_eq!(event["reason"], "UnsupportedConfiguration", "{event:#}");
 
     // Opened to loopback by a change of the annotation: the rewrite applies.
     rewrite["metadata"]["annotations"]["nginx.ingress.kubernetes.io/whitelist-source-range"] =
