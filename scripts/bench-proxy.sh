@@ -186,7 +186,8 @@ LOCATION
     esac
 }
 
-# The nginx an ingress controller would generate for one Ingress: ingress headers, pooled HTTP/1.1
+# The nginx an ingress controller would generate for one Ingress: ingress-nginx's request headers
+# (the set Sluice sends too: X-Forwarded-*, X-Scheme, X-Original-Forwarded-*, Proxy cleared), pooled HTTP/1.1
 # upstream connections, no access log, one worker.
 start_nginx() {
     local dir=$WORK/nginx
@@ -244,6 +245,11 @@ $(nginx_location)
             proxy_set_header X-Forwarded-Host \$host;
             proxy_set_header X-Forwarded-Port \$server_port;
             proxy_set_header X-Forwarded-Proto \$scheme;
+            proxy_set_header X-Forwarded-Scheme \$scheme;
+            proxy_set_header X-Scheme \$scheme;
+            proxy_set_header X-Original-Forwarded-For \$http_x_forwarded_for;
+            proxy_set_header X-Original-Forwarded-Host \$http_x_forwarded_host;
+            proxy_set_header Proxy "";
         }
     }
 }

@@ -223,6 +223,7 @@ fn endpoint_addresses_of_the_node_itself_are_not_used_unless_allowed() {
             .find(|e| e["note"].as_str().unwrap_or("").contains("127.0.0.1:8080"))
     });
     assert_eq!(event["type"], "Warning", "{event:#}");
+    assert_eq!(event["reason"], "UnsupportedConfiguration", "{event:#}");
     assert!(
         event["note"]
             .as_str()
@@ -823,6 +824,7 @@ fn annotations_from_the_api_shape_routes_and_unsupported_ones_are_warning_events
             .find(|e| e["note"].as_str().unwrap_or("").contains("canary"))
     });
     assert_eq!(event["type"], "Warning", "{event:#}");
+    assert_eq!(event["reason"], "UnsupportedConfiguration", "{event:#}");
 
     // Opened to loopback by a change of the annotation: the rewrite applies.
     rewrite["metadata"]["annotations"]["nginx.ingress.kubernetes.io/whitelist-source-range"] =
@@ -900,4 +902,89 @@ fn ingress_nginx_args_and_configmap_serve_its_class_without_a_diagnostic() {
                 .then_some(())
         },
     );
+
+fn redirect_regex_order_limit_and_snippet_annotations_in_kubernetes_mode() {
+    let ns = "classes";
+    let cluster = cluster_with_class("classes", ns);
+    let (a, b) = (pod(&cluster, 41), pod(&cluster, 42));
+    cluster.create(&serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "sluice", "namespace": ns},
+        "data": {"allow-snippet-annotations": "true"},
+    }));
+    cluster.create_app(ns, "a", "regex.test", 8080, &ips(&[&a]));
+    cluster.create_app(ns, "b", "b.test", 8080, &ips(&[&b]));
+    let annotated =
+        |name: &str, host: &str, path: &str, kind: &str, annotations: serde_json::Value| {
+            let mut object = ingress(ns, name, Some("sluice"), host, "b");
+            object["metadata"]["annotations"] = annotations;
+            object["spec"]["rules"][0]["http"]["paths"][0]["path"] = serde_json::json!(path);
+            object["spec"]["rules"][0]["http"]["paths"][0]["pathType"] = serde_json::json!(kind);
+            object
+        };
+    cluster.create(&annotated(
+        "b-regex",
+        "regex.test",
+        "/echo/.+",
+        "ImplementationSpecific",
+        serde_json::json!({"nginx.ingress.kubernetes.io/use-regex": "true"}),
+    ));
+    cluster.create(&annotated(
+        "moved",
+        "moved.test",
+        "/",
+        "Prefix",
+        serde_json::json!({
+            "nginx.ingress.kubernetes.io/permanent-redirect": "https://new.example.com/",
+            "nginx.ingress.kubernetes.io/permanent-redirect-code": "308",
+        }),
+    ));
+    cluster.create(&annotated(
+        "small",
+        "small.test",
+        "/",
+        "Prefix",
+        serde_json::json!({
+            "nginx.ingress.kubernetes.io/proxy-body-size": "1k",
+            "nginx.ingress.kubernetes.io/configuration-snippet":
+                "more_set_headers \"X-Frame-Options: DENY\";",
+        }),
+    ));
+    let sluice = cluster.sluice(ns, &[]);
+
+    // Regex paths, longest first; the other Ingress's `/` became `^/` on this host.
+    let echo = sluice.get("regex.test", "/echo/x");
+    assert!(
+        echo.text().contains("\"backend\":\"pod-42\""),
+        "{}",
+        echo.text()
+    );
+    // `/echo` does not match `^/echo/.+`: the shorter `^/` of the other Ingress takes it.
+    let short = sluice.get("regex.test", "/echo");
+    assert!(
+        short.text().contains("\"backend\":\"pod-41\""),
+        "{}",
+        short.text()
+    );
+
+    let moved = sluice.get("moved.test", "/anything");
+    assert_eq!(moved.status, 308);
+    assert_eq!(moved.header("location"), Some("https://new.example.com/"));
+
+    let small = sluice.get("small.test", "/");
+    assert_eq!(small.status, 200);
+    assert_eq!(small.header("x-frame-options"), Some("DENY"));
+    let mut stream = std::net::TcpStream::connect(sluice.http).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let too_big = request(
+        &mut stream,
+        "POST",
+        "small.test",
+        "/",
+        &[("content-length", "2048")],
+    )
+    .unwrap();
+    assert_eq!(too_big.status, 413);
 }

@@ -21,7 +21,7 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressLoadBalancerIngress};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client};
-use model::{Diagnostic, Kind, NamespacedName};
+use model::{Diagnostic, Kind, NamespacedName, Severity};
 use tokio::sync::{oneshot, watch};
 
 use super::lease::Election;
@@ -389,9 +389,17 @@ impl Task {
                 uid: states.get(&key).and_then(|s| s.uid.clone()),
                 ..ObjectReference::default()
             };
+            // Errors and unsupported input change what is served: Warning. Documented
+            // differences and ingress-nginx's traps are served as intended: Normal.
+            let (type_, reason) = match diagnostic.severity {
+                Severity::Error => (EventType::Warning, "ConfigurationProblem"),
+                Severity::Unsupported => (EventType::Warning, "UnsupportedConfiguration"),
+                Severity::Difference => (EventType::Normal, "DiffersFromIngressNginx"),
+                Severity::Notice => (EventType::Normal, "IngressNginxBehaviour"),
+            };
             let event = Event {
-                type_: EventType::Warning,
-                reason: "ConfigurationProblem".into(),
+                type_,
+                reason: reason.into(),
                 // The API limits notes to 1 kB.
                 note: Some(truncate(&diagnostic.reason, 1000)),
                 action: "Compile".into(),
