@@ -902,7 +902,9 @@ fn ingress_nginx_args_and_configmap_serve_its_class_without_a_diagnostic() {
                 .then_some(())
         },
     );
+}
 
+#[test]
 fn redirect_regex_order_limit_and_snippet_annotations_in_kubernetes_mode() {
     let ns = "classes";
     let cluster = cluster_with_class("classes", ns);
