@@ -5,6 +5,7 @@
 //!                                                   │ recompiled
 //!                                                   ▼
 //!                                   StatusWriter::publish(served, diagnostics)
+//!  webhook ──AdmissionReview──▶ (same loop, same Store) review ──▶ verdict
 //! ```
 //! The proxy starts at once (so /healthz answers) but nothing is published, and /ready stays
 //! 503, until every watched kind has been listed. When the API server goes away the watchers
@@ -18,6 +19,7 @@ use providers::kubernetes::{
 };
 use proxy::Proxy;
 
+use crate::webhook::{Pending, Webhook};
 use crate::{
     announce, limits, runtime, ControlPlane, Error, KubeOptions, Options, Step, Termination,
 };
@@ -85,6 +87,15 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
         watchers.ingress_states(),
     );
 
+    let mut webhook = match &kube.webhook {
+        Some(webhook) => {
+            let started = Webhook::start(webhook).await?;
+            tracing::info!(addr = %started.addr, "admission webhook listening");
+            Some(started)
+        }
+        None => None,
+    };
+
     let started = Instant::now();
     let mut pending = ChangeSet::default();
     let mut synced = false;
@@ -93,6 +104,10 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
     loop {
         let update = tokio::select! {
             update = watchers.next() => update,
+            Some(review) = next_review(&mut webhook) => {
+                review.answer(&control.store, &control.options, synced);
+                continue;
+            }
             step = termination.next() => match step {
                 Step::Grace => {
                     control.proxy.terminating();
@@ -134,6 +149,14 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
     tokio::task::spawn_blocking(move || proxy.shutdown()).await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The next admission review, never when there is no webhook.
+async fn next_review(webhook: &mut Option<Webhook>) -> Option<Pending> {
+    match webhook {
+        Some(webhook) => webhook.next().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Applies one watcher update to the Store; a relist is a reset, not a stream of deletes.

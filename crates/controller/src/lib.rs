@@ -9,6 +9,7 @@
 //!        config changed ──▶ compile(&Store) ──▶ Proxy::publish (atomic swap) ◀──────────────┤
 //!        endpoints only ──▶ Compiled::refresh_endpoints ──▶ Proxy::endpoints_changed ◀──────┘
 //!  Kubernetes only: recompiled ──▶ StatusWriter::publish(served, diagnostics) (leader only)
+//!                   AdmissionReview ──▶ webhook::review(&Store + candidate) ──▶ allowed/denied
 //! ```
 //! All of this runs on one current-thread runtime; workers never wait for it.
 //!
@@ -24,6 +25,7 @@ mod files;
 mod kubernetes;
 mod limits;
 mod signals;
+pub mod webhook;
 
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
@@ -38,6 +40,7 @@ pub use control::ControlPlane;
 pub use files::load_files;
 pub use kubernetes::apply_update;
 pub use signals::{Step, Termination};
+pub use webhook::WebhookOptions;
 
 /// ingress-nginx's internal status port, also loopback-only there.
 pub const DEFAULT_STATUS_LISTEN: &str = "127.0.0.1:10246";
@@ -92,6 +95,8 @@ pub struct KubeOptions {
     /// of status and Events.
     pub election_id: String,
     pub lease_duration: Duration,
+    /// `--validating-webhook`: the admission webhook, answered from this process's Store.
+    pub webhook: Option<WebhookOptions>,
 }
 
 /// Why the control plane could not start or stopped with an error.
@@ -109,6 +114,8 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error("admission webhook: {0}")]
+    Webhook(String),
     #[error("draining the proxy: {0}")]
     Drain(#[from] tokio::task::JoinError),
 }
@@ -121,6 +128,7 @@ impl Default for KubeOptions {
             status_addresses: StatusAddresses::None,
             election_id: DEFAULT_ELECTION_ID.into(),
             lease_duration: DEFAULT_LEASE_DURATION,
+            webhook: None,
         }
     }
 }

@@ -105,9 +105,6 @@ const REFUSED: &[Refused] = &[
     flag("maxmind-edition-ids", GEOIP),
     flag("maxmind-retries-count", GEOIP),
     flag("maxmind-retries-timeout", GEOIP),
-    flag("validating-webhook", "the admission webhook is not implemented yet; remove the flag and the ValidatingWebhookConfiguration"),
-    flag("validating-webhook-certificate", "the admission webhook is not implemented yet; remove the flag"),
-    flag("validating-webhook-key", "the admission webhook is not implemented yet; remove the flag"),
     switch("version", &[], "use `sluice --version`"),
     // klog's, added to ingress-nginx's flag set.
     flag("v", LOGGING),

@@ -9,7 +9,7 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use controller::{KubeOptions, Listen, Options, Source};
+use controller::{KubeOptions, Listen, Options, Source, WebhookOptions};
 use model::{CompileOptions, NamespacedName, NodeLocalEndpoints};
 use providers::kubernetes::StatusAddresses;
 
@@ -144,6 +144,17 @@ pub(crate) struct KubeArgs {
     /// default they are left out, with a warning, an Event on the Ingress, /config and a metric.
     #[arg(long, requires = "kubernetes")]
     pub(crate) allow_loopback_endpoints: bool,
+    /// Serve the validating admission webhook (admission.k8s.io/v1 AdmissionReview over HTTPS)
+    /// on ADDR (`:8443` is every address): Ingresses Sluice would refuse are refused by the API
+    /// server, with Sluice's reasons; what it serves differently comes back as warnings.
+    #[arg(long, value_name = "ADDR", requires_all = ["kubernetes", "validating_webhook_certificate", "validating_webhook_key"], value_parser = webhook_address)]
+    pub(crate) validating_webhook: Option<SocketAddr>,
+    /// The webhook's certificate chain (PEM); re-read when the file changes.
+    #[arg(long, value_name = "PATH", requires = "validating_webhook")]
+    pub(crate) validating_webhook_certificate: Option<PathBuf>,
+    /// The webhook's private key (PEM).
+    #[arg(long, value_name = "PATH", requires = "validating_webhook")]
+    pub(crate) validating_webhook_key: Option<PathBuf>,
 }
 
 impl Default for KubeArgs {
@@ -156,6 +167,9 @@ impl Default for KubeArgs {
             election_id: controller::DEFAULT_ELECTION_ID.into(),
             lease_duration: controller::DEFAULT_LEASE_DURATION,
             allow_loopback_endpoints: false,
+            validating_webhook: None,
+            validating_webhook_certificate: None,
+            validating_webhook_key: None,
         }
     }
 }
@@ -240,6 +254,18 @@ impl ServeArgs {
             status_addresses,
             election_id: kube.election_id.clone(),
             lease_duration: kube.lease_duration,
+            webhook: match (
+                kube.validating_webhook,
+                &kube.validating_webhook_certificate,
+                &kube.validating_webhook_key,
+            ) {
+                (Some(listen), Some(certificate), Some(key)) => Some(WebhookOptions {
+                    listen,
+                    certificate: certificate.clone(),
+                    key: key.clone(),
+                }),
+                _ => None,
+            },
         }
     }
 }
@@ -264,6 +290,16 @@ fn dns_subdomain(text: &str) -> Result<String, String> {
             "{text:?} is not a valid Kubernetes object name (lower-case letters, digits, '-' and '.')"
         ))
     }
+}
+
+/// `HOST:PORT`, or Go's `:PORT` for every address (ingress-nginx's `--validating-webhook=:8443`).
+fn webhook_address(text: &str) -> Result<SocketAddr, String> {
+    let full = match text.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => text.to_owned(),
+    };
+    full.parse()
+        .map_err(|_| format!("{text:?}: expected HOST:PORT or :PORT"))
 }
 
 /// Go's `strconv.ParseBool`, which ingress-nginx's boolean flags use.
@@ -361,6 +397,9 @@ mod tests {
         "--election-id=ingress-controller-leader",
         "--ingress-class=nginx",
         "--configmap=ingress-nginx/ingress-nginx-controller",
+        "--validating-webhook=:8443",
+        "--validating-webhook-certificate=/usr/local/certificates/cert",
+        "--validating-webhook-key=/usr/local/certificates/key",
     ];
 
     #[test]
@@ -378,6 +417,22 @@ mod tests {
         assert_eq!(options.listen.admin, "0.0.0.0:10254".parse().unwrap());
         assert_eq!(kube_of(&options).watch_namespace, None);
         assert_eq!(kube_of(&options).status_addresses, StatusAddresses::None);
+        let webhook = kube_of(&options)
+            .webhook
+            .clone()
+            .expect("the webhook is on");
+        assert_eq!(webhook.listen, "0.0.0.0:8443".parse().unwrap());
+        assert_eq!(
+            webhook.certificate,
+            PathBuf::from("/usr/local/certificates/cert")
+        );
+        assert_eq!(webhook.key, PathBuf::from("/usr/local/certificates/key"));
+        // All three or none.
+        let error = serve(&["--kubernetes", "--validating-webhook=:8443"]).unwrap_err();
+        assert!(
+            error.contains("--validating-webhook-certificate"),
+            "{error}"
+        );
     }
 
     #[test]

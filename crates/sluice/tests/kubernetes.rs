@@ -990,3 +990,119 @@ fn redirect_regex_order_limit_and_snippet_annotations_in_kubernetes_mode() {
     .unwrap();
     assert_eq!(too_big.status, 413);
 }
+
+/// `kubectl ARGS` with the admin kubeconfig: (success, stdout + stderr).
+fn try_kubectl(cluster: &Cluster, args: &[&str]) -> (bool, String) {
+    let output = std::process::Command::new(cluster.bin.join("kubectl"))
+        .arg("--kubeconfig")
+        .arg(cluster.admin_kubeconfig())
+        .args(args)
+        .output()
+        .expect("run kubectl");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text)
+}
+
+#[test]
+fn the_admission_webhook_refuses_what_sluice_would_and_warns_about_the_rest() {
+    use base64::Engine;
+    let ns = "admission";
+    let cluster = cluster_with_class("admission", ns);
+    let p = pod(&cluster, 11);
+    cluster.create_app(ns, "web", "web.test", 8080, &ips(&[&p]));
+
+    // ingress-nginx's flags: the certificate and key as files (its chart mounts a Secret).
+    let (cert_pem, key_pem) = self_signed("127.0.0.1");
+    let (cert, key) = (
+        cluster.dir.join("webhook.crt"),
+        cluster.dir.join("webhook.key"),
+    );
+    std::fs::write(&cert, &cert_pem).unwrap();
+    std::fs::write(&key, &key_pem).unwrap();
+    // The test's own network namespace: nothing else can take the port in between.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let _sluice = cluster.sluice(
+        ns,
+        &[
+            "--validating-webhook",
+            &listen,
+            "--validating-webhook-certificate",
+            cert.to_str().unwrap(),
+            "--validating-webhook-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    cluster.create(&serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "sluice-admission"},
+        "webhooks": [{
+            "name": "validate.sluice.dev",
+            "clientConfig": {
+                "url": format!("https://{listen}/networking/v1/ingresses"),
+                "caBundle": base64::engine::general_purpose::STANDARD.encode(&cert_pem),
+            },
+            "rules": [{
+                "apiGroups": ["networking.k8s.io"], "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["ingresses"],
+            }],
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 10,
+        }],
+    }));
+
+    // The same path as Ingress web on the same host: refused, with Sluice's reason.
+    let write = |name: &str, object: &serde_json::Value| {
+        let path = cluster.dir.join(format!("{name}.json"));
+        std::fs::write(&path, object.to_string()).unwrap();
+        path
+    };
+    let copy = write(
+        "copy",
+        &ingress(ns, "copy", Some("sluice"), "web.test", "web"),
+    );
+    let copy = copy.to_str().unwrap();
+    // The API server picks the configuration up within moments: a server-side dry run asks the
+    // webhook without storing anything.
+    eventually(
+        WAIT,
+        "the webhook to refuse the conflicting Ingress",
+        || {
+            let (ok, _) = try_kubectl(&cluster, &["apply", "--dry-run=server", "-f", copy]);
+            (!ok).then_some(())
+        },
+    );
+    let (ok, output) = try_kubectl(&cluster, &["apply", "-f", copy]);
+    assert!(!ok, "{output}");
+    assert!(
+        output.contains("denied the request")
+            && output.contains("Sluice refuses Ingress admission/copy")
+            && output.contains("already routed by Ingress admission/web"),
+        "{output}"
+    );
+    assert!(cluster.get("Ingress", ns, "copy").is_none());
+
+    // A good Ingress passes; an annotation Sluice does not implement comes back as a warning.
+    let mut good = ingress(ns, "good", Some("sluice"), "good.test", "web");
+    good["metadata"]["annotations"] =
+        serde_json::json!({"nginx.ingress.kubernetes.io/affinity": "cookie"});
+    let good = write("good", &good);
+    let (ok, output) = try_kubectl(&cluster, &["apply", "-f", good.to_str().unwrap()]);
+    assert!(ok, "{output}");
+    assert!(
+        output.contains("Warning:") && output.contains("affinity"),
+        "{output}"
+    );
+    assert!(cluster.get("Ingress", ns, "good").is_some());
+}

@@ -803,7 +803,9 @@ impl KubeSluice {
 // --- object builders ---------------------------------------------------------------------------
 
 fn api_resource(kind: &str) -> (ApiResource, bool) {
-    use k8s_openapi::api::{coordination, core, discovery, events, networking};
+    use k8s_openapi::api::{
+        admissionregistration, coordination, core, discovery, events, networking,
+    };
     match kind {
         "Namespace" => (ApiResource::erase::<core::v1::Namespace>(&()), false),
         "Service" => (ApiResource::erase::<core::v1::Service>(&()), true),
@@ -820,6 +822,10 @@ fn api_resource(kind: &str) -> (ApiResource, bool) {
         ),
         "Lease" => (ApiResource::erase::<coordination::v1::Lease>(&()), true),
         "Event" => (ApiResource::erase::<events::v1::Event>(&()), true),
+        "ValidatingWebhookConfiguration" => (
+            ApiResource::erase::<admissionregistration::v1::ValidatingWebhookConfiguration>(&()),
+            false,
+        ),
         other => panic!("the fixture does not know kind {other}"),
     }
 }
