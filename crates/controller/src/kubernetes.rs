@@ -151,6 +151,40 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
     Ok(())
 }
 
+/// How long [`load_kubernetes`] waits for every kind's first list.
+const LOAD_WAIT: Duration = Duration::from_secs(120);
+
+/// Every object Sluice would watch, listed once (for `sluice migrate`): no proxy, no status.
+pub fn load_kubernetes(kube: &KubeOptions, options: &CompileOptions) -> Result<Store, Error> {
+    runtime()?.block_on(async {
+        let client = connect(kube.kubeconfig.as_deref()).await?;
+        let mut watchers = Watchers::start(
+            &client,
+            &WatchScope {
+                namespace: kube.watch_namespace.clone(),
+                config_map: options.config_map.clone(),
+                default_tls_secret: options.default_tls_secret.clone(),
+            },
+        );
+        let mut store = Store::default();
+        let listed = async {
+            while let Some(update) = watchers.next().await {
+                apply_update(&mut store, update);
+                while let Some(update) = watchers.try_next() {
+                    apply_update(&mut store, update);
+                }
+                if watchers.synced() {
+                    break;
+                }
+            }
+        };
+        tokio::time::timeout(LOAD_WAIT, listed)
+            .await
+            .map_err(|_| Error::SyncTimeout(LOAD_WAIT))?;
+        Ok(store)
+    })
+}
+
 /// The next admission review, never when there is no webhook.
 async fn next_review(webhook: &mut Option<Webhook>) -> Option<Pending> {
     match webhook {

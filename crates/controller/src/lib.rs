@@ -24,6 +24,7 @@ mod control;
 mod files;
 mod kubernetes;
 mod limits;
+pub mod migrate;
 mod signals;
 pub mod webhook;
 
@@ -38,7 +39,7 @@ use proxy::ProxyConfig;
 
 pub use control::ControlPlane;
 pub use files::load_files;
-pub use kubernetes::apply_update;
+pub use kubernetes::{apply_update, load_kubernetes};
 pub use signals::{Step, Termination};
 pub use webhook::WebhookOptions;
 
@@ -116,6 +117,8 @@ pub enum Error {
     },
     #[error("admission webhook: {0}")]
     Webhook(String),
+    #[error("the Kubernetes API did not list every watched kind within {0:?}")]
+    SyncTimeout(Duration),
     #[error("draining the proxy: {0}")]
     Drain(#[from] tokio::task::JoinError),
 }

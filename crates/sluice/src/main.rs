@@ -3,6 +3,7 @@
 //! ```text
 //!  argv ──▶ serve: ingress_nginx_flags::check (ingress-nginx flags Sluice does not take)
 //!       ──clap──▶ serve   ──▶ serve::run ──▶ controller::run (provider → Store → compile → proxy)
+//!              ├─▶ migrate ──▶ migrate::run (a verdict per Ingress of an ingress-nginx config)
 //!              ├─▶ backend ──▶ backend::run_until_signal (the seeds' test app)
 //!              ├─▶ load    ──▶ load::run_cli (wrk2-compatible constant-rate load generator)
 //!              ├─▶ demo    ──▶ demo::run    (demo backends + example config + serve)
@@ -11,6 +12,7 @@
 
 mod demo;
 mod ingress_nginx_flags;
+mod migrate;
 mod serve;
 
 use std::process::ExitCode;
@@ -32,6 +34,9 @@ struct Cli {
 enum Command {
     /// Run the ingress proxy.
     Serve(Box<serve::ServeArgs>),
+    /// Judge every Ingress of an ingress-nginx configuration: served as ingress-nginx would,
+    /// with differences, or not as written (exit 1).
+    Migrate(migrate::MigrateArgs),
     /// Run the test application (the seeds' ~1 KB metadata app, fixed-size files, echo).
     Backend(BackendArgs),
     /// Run the proxy on a built-in example config with two demo backends.
@@ -69,6 +74,14 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => serve::run(*args),
         Command::Demo(args) => demo::run(args),
+        Command::Migrate(args) => match migrate::run(args) {
+            Ok(code) => return code,
+            Err(error) => {
+                // 1 means "an Ingress is not served as written": a failure to judge is 2.
+                eprintln!("sluice: error: {error:#}");
+                return ExitCode::from(2);
+            }
+        },
         Command::Backend(args) => run_backend(args),
         Command::Lab(args) => lab::run(args),
         Command::Load(args) => match load::run_cli(args) {

@@ -1106,3 +1106,39 @@ fn the_admission_webhook_refuses_what_sluice_would_and_warns_about_the_rest() {
     );
     assert!(cluster.get("Ingress", ns, "good").is_some());
 }
+
+#[test]
+fn sluice_migrate_judges_the_ingresses_of_a_live_api() {
+    let ns = "migrate";
+    let cluster = Cluster::start("migrate");
+    cluster.create(&namespace(ns));
+    cluster.create(&ingress_class("nginx", "k8s.io/ingress-nginx"));
+    cluster.create(&service(ns, "web"));
+    cluster.create(&ingress(ns, "plain", Some("nginx"), "plain.test", "web"));
+    let mut sticky = ingress(ns, "sticky", Some("nginx"), "sticky.test", "web");
+    sticky["metadata"]["annotations"] =
+        serde_json::json!({"nginx.ingress.kubernetes.io/affinity": "cookie"});
+    cluster.create(&sticky);
+
+    let output = std::process::Command::new(BIN)
+        .args(["migrate", "--kubernetes", "--kubeconfig"])
+        .arg(cluster.admin_kubeconfig())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.starts_with("2 Ingresses: 1 served as ingress-nginx would, 0 served with differences, 1 not served as written."), "{stdout}");
+    assert!(
+        stdout.contains("| migrate/plain | served as ingress-nginx would |"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("| migrate/sticky | not served as written | unsupported: "),
+        "{stdout}"
+    );
+}

@@ -1,0 +1,165 @@
+//! `sluice migrate`: one verdict per Ingress on what Sluice would make of an ingress-nginx
+//! configuration, from the same `compile()` that serves it.
+//!
+//! ```text
+//!  Store (files or one list of the API) ─▶ compile() ─▶ diagnostics grouped by Ingress
+//!     any Error or Unsupported ─▶ NotServedAsWritten (each listed)
+//!     else any Difference      ─▶ ServedWithDifferences (each listed)
+//!     else                     ─▶ Served (Notices, ingress-nginx's own traps, are listed)
+//!  ─▶ Report { ingresses, other (ConfigMap, Services, Secrets…) } ─▶ Markdown / JSON
+//! ```
+
+use std::collections::BTreeMap;
+
+use model::{Compiled, Diagnostic, Kind, ObjectRef, Severity};
+use serde::Serialize;
+
+/// What Sluice does with one Ingress, compared with ingress-nginx.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Served as ingress-nginx would.
+    Served,
+    /// Served, with documented differences.
+    ServedWithDifferences,
+    /// Something in it is invalid, refused or not implemented.
+    NotServedAsWritten,
+}
+
+/// One Ingress and why it got its verdict.
+#[derive(Clone, Debug, Serialize)]
+pub struct IngressVerdict {
+    pub ingress: String,
+    pub verdict: Verdict,
+    pub diagnostics: Vec<Finding>,
+}
+
+/// One diagnostic, as the report shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Finding {
+    pub severity: Severity,
+    pub reason: String,
+}
+
+/// Every Ingress Sluice would serve, and the diagnostics about other objects.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub ingresses: Vec<IngressVerdict>,
+    /// Diagnostics about the ConfigMap, Services, Secrets…: `Kind ns/name: reason`.
+    pub other: Vec<String>,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Served => "served as ingress-nginx would",
+            Verdict::ServedWithDifferences => "served with differences",
+            Verdict::NotServedAsWritten => "not served as written",
+        }
+    }
+
+    fn of(findings: &[Finding]) -> Verdict {
+        let worst = |severity| findings.iter().any(|f| f.severity == severity);
+        if worst(Severity::Error) || worst(Severity::Unsupported) {
+            Verdict::NotServedAsWritten
+        } else if worst(Severity::Difference) {
+            Verdict::ServedWithDifferences
+        } else {
+            Verdict::Served
+        }
+    }
+}
+
+impl Report {
+    /// The verdicts on everything `compiled` serves.
+    pub fn new(compiled: &Compiled) -> Report {
+        let mut by_object: BTreeMap<&ObjectRef, Vec<&Diagnostic>> = BTreeMap::new();
+        for diagnostic in &compiled.diagnostics {
+            by_object
+                .entry(&diagnostic.object)
+                .or_default()
+                .push(diagnostic);
+        }
+        let ingresses = compiled
+            .ingresses
+            .iter()
+            .map(|name| {
+                let object =
+                    ObjectRef::new(Kind::Ingress, name.namespace.clone(), name.name.clone());
+                let findings: Vec<Finding> = by_object
+                    .remove(&object)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|d| Finding {
+                        severity: d.severity,
+                        reason: d.reason.clone(),
+                    })
+                    .collect();
+                IngressVerdict {
+                    ingress: name.to_string(),
+                    verdict: Verdict::of(&findings),
+                    diagnostics: findings,
+                }
+            })
+            .collect();
+        let other = by_object
+            .into_values()
+            .flatten()
+            .map(ToString::to_string)
+            .collect();
+        Report { ingresses, other }
+    }
+
+    /// Whether some Ingress is not served as written (`sluice migrate` exits 1).
+    pub fn any_not_served(&self) -> bool {
+        self.ingresses
+            .iter()
+            .any(|i| i.verdict == Verdict::NotServedAsWritten)
+    }
+
+    /// How many Ingresses got `verdict`.
+    pub fn count(&self, verdict: Verdict) -> usize {
+        self.ingresses
+            .iter()
+            .filter(|i| i.verdict == verdict)
+            .count()
+    }
+
+    /// A Markdown summary and table, one row per Ingress.
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        out.push_str(&format!(
+            "{} Ingresses: {} served as ingress-nginx would, {} served with differences, {} not served as written.\n\n",
+            self.ingresses.len(),
+            self.count(Verdict::Served),
+            self.count(Verdict::ServedWithDifferences),
+            self.count(Verdict::NotServedAsWritten),
+        ));
+        out.push_str("| Ingress | verdict | diagnostics |\n|---|---|---|\n");
+        for ingress in &self.ingresses {
+            let details: Vec<String> = ingress
+                .diagnostics
+                .iter()
+                .map(|f| format!("{}: {}", f.severity.as_str(), cell(&f.reason)))
+                .collect();
+            out.push_str(&format!(
+                "| {} | {} | {} |\n",
+                ingress.ingress,
+                ingress.verdict.as_str(),
+                details.join("<br>")
+            ));
+        }
+        if !self.other.is_empty() {
+            out.push_str("\nOther objects:\n\n");
+            for line in &self.other {
+                out.push_str(&format!("- {}\n", cell(line)));
+            }
+        }
+        out
+    }
+}
+
+/// Text safe inside a Markdown table cell.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|").replace('\n', " ")
+}

@@ -1,0 +1,90 @@
+//! `sluice migrate`: what Sluice would make of an ingress-nginx configuration, one verdict per
+//! Ingress, before switching.
+//!
+//! ```text
+//!  --config PATH ──controller::load_files──┐
+//!  --kubernetes ──controller::load_kubernetes (one list)──┴─▶ compile ─▶ migrate::Report
+//!     ─▶ Markdown on stdout, --json FILE; exit 1 when some Ingress is not served as written
+//! ```
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use controller::migrate::Report;
+use model::{CompileOptions, NamespacedName};
+
+#[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["config", "kubernetes"])))]
+pub(crate) struct MigrateArgs {
+    /// A YAML (or JSON) file, or a folder of them, holding the Kubernetes objects.
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// List the objects from a Kubernetes API server instead.
+    #[arg(long)]
+    kubernetes: bool,
+    /// kubeconfig to use (default: in-cluster service account, else $KUBECONFIG or ~/.kube/config).
+    #[arg(long, value_name = "PATH", requires = "kubernetes")]
+    kubeconfig: Option<PathBuf>,
+    /// Only this namespace (default: all).
+    #[arg(long, value_name = "NS", requires = "kubernetes")]
+    watch_namespace: Option<String>,
+    /// The ingress-nginx IngressClass name (and legacy annotation value) to judge.
+    #[arg(long, value_name = "NAME", default_value = "nginx")]
+    ingress_class: String,
+    /// The spec.controller of the IngressClasses to judge.
+    #[arg(long, value_name = "NAME", default_value = "k8s.io/ingress-nginx")]
+    controller_class: String,
+    /// Judge Ingresses that name no class too (ingress-nginx's --watch-ingress-without-class).
+    #[arg(long)]
+    watch_ingress_without_class: bool,
+    /// ingress-nginx's ConfigMap (its chart's default name).
+    #[arg(long, value_name = "NS/NAME", default_value = "ingress-nginx/ingress-nginx-controller", value_parser = namespaced_name)]
+    configmap: NamespacedName,
+    /// Also write the verdicts as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+fn namespaced_name(text: &str) -> Result<NamespacedName, String> {
+    NamespacedName::parse(text).ok_or_else(|| format!("expected NAMESPACE/NAME, got {text:?}"))
+}
+
+/// Exit code: 0 when every Ingress is served (with or without differences), 1 when one is not
+/// served as written.
+pub(crate) fn run(args: MigrateArgs) -> anyhow::Result<ExitCode> {
+    let options = CompileOptions {
+        ingress_class: args.ingress_class.clone(),
+        controller_class: args.controller_class.clone(),
+        config_map: args.configmap.clone(),
+        watch_ingress_without_class: args.watch_ingress_without_class,
+        ..CompileOptions::default()
+    };
+    let (compiled, source_errors) = match &args.config {
+        Some(path) => {
+            let (_, compiled, errors) = controller::load_files(path, &options)?;
+            (compiled, errors)
+        }
+        None => {
+            let kube = controller::KubeOptions {
+                kubeconfig: args.kubeconfig.clone(),
+                watch_namespace: args.watch_namespace.clone(),
+                ..controller::KubeOptions::default()
+            };
+            let store = controller::load_kubernetes(&kube, &options)?;
+            (model::compile(&store, &options), Vec::new())
+        }
+    };
+    let mut report = Report::new(&compiled);
+    report.other.extend(source_errors);
+    print!("{}", report.markdown());
+    if let Some(path) = &args.json {
+        let json = serde_json::to_vec_pretty(&report).context("serialising the report")?;
+        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(if report.any_not_served() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
