@@ -277,9 +277,9 @@ pub fn review(store: &Store, options: &CompileOptions, request: &Value) -> Verdi
     let mut warnings = Vec::new();
     for diagnostic in compiled.diagnostics.iter().filter(|d| d.object == object) {
         match diagnostic.severity {
-            Severity::Error if !names_a_missing_object(&diagnostic.reason) => {
-                errors.push(diagnostic.reason.clone())
-            }
+            // A Service or Secret that does not exist yet (`Missing`) is a warning: applying a
+            // folder, or cert-manager making the Secret after the Ingress, is normal.
+            Severity::Error => errors.push(diagnostic.reason.clone()),
             _ => warnings.push(diagnostic.to_string()),
         }
     }
@@ -292,12 +292,6 @@ pub fn review(store: &Store, options: &CompileOptions, request: &Value) -> Verdi
         },
         warnings,
     }
-}
-
-/// A Service or Secret the Ingress names that does not exist (yet): applying a folder, or
-/// cert-manager making the Secret after the Ingress, is normal, so that is a warning.
-fn names_a_missing_object(reason: &str) -> bool {
-    reason.contains("not found")
 }
 
 /// The webhook's certificate, read again when the certificate file changes (a Secret volume

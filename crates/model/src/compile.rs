@@ -74,6 +74,10 @@ pub enum Severity {
     Error,
     /// Input Sluice does not implement (yet): ignored, so behaviour differs from ingress-nginx.
     Unsupported,
+    /// Names an object that does not exist (yet): a Service (its paths answer 503) or a Secret
+    /// (the default certificate is served) until it appears. Valid input: applying a folder, or
+    /// cert-manager making the Secret after the Ingress, passes through this state.
+    Missing,
     /// Served, but not exactly as ingress-nginx would (a documented, deliberate difference).
     Difference,
     /// Served as ingress-nginx would, in a way that surprises (its documented traps).
@@ -138,6 +142,7 @@ impl Severity {
         match self {
             Severity::Error => "error",
             Severity::Unsupported => "unsupported",
+            Severity::Missing => "missing",
             Severity::Difference => "difference",
             Severity::Notice => "notice",
         }
@@ -188,6 +193,43 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
     compiler.out.diagnostics.sort();
     compiler.out.diagnostics.dedup();
     compiler.out
+}
+
+/// Why a referenced object cannot be used: it does not exist (yet), or it is unusable.
+#[derive(Clone, Debug)]
+struct Problem {
+    text: String,
+    missing: bool,
+}
+
+impl Problem {
+    fn missing(text: impl Into<String>) -> Problem {
+        Problem {
+            text: text.into(),
+            missing: true,
+        }
+    }
+
+    fn invalid(text: impl Into<String>) -> Problem {
+        Problem {
+            text: text.into(),
+            missing: false,
+        }
+    }
+
+    fn severity(&self) -> Severity {
+        if self.missing {
+            Severity::Missing
+        } else {
+            Severity::Error
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
 }
 
 /// The policies of one Ingress's routes: shared with the default when it has no annotations
@@ -598,7 +640,11 @@ impl Compiler<'_> {
                 })
                 .clone(),
             Err(why) => {
-                self.diagnose(object, format!("{field}: {why}; requests answer 503"));
+                self.diagnose_with(
+                    why.severity(),
+                    object,
+                    format!("{field}: {why}; requests answer 503"),
+                );
                 Arc::new(Backend::unresolved())
             }
         };
@@ -613,7 +659,9 @@ impl Compiler<'_> {
         number: Option<i32>,
         written: &str,
     ) -> Result<Arc<Backend>, String> {
-        let key = self.resolve_port(service, number, written)?;
+        let key = self
+            .resolve_port(service, number, written)
+            .map_err(|p| p.text)?;
         if let Some(backend) = self.out.service_upstreams.get(&key) {
             return Ok(backend.clone());
         }
@@ -813,7 +861,8 @@ impl Compiler<'_> {
                 )
             }
             None => {
-                return self.diagnose(
+                return self.diagnose_with(
+                    Severity::Missing,
                     object,
                     "--default-backend-service: no such Service; requests no rule matches answer 404",
                 )
@@ -833,7 +882,11 @@ impl Compiler<'_> {
                 })
                 .clone(),
             Err(why) => {
-                self.diagnose(object, format!("--default-backend-service: {why}"));
+                self.diagnose_with(
+                    why.severity(),
+                    object,
+                    format!("--default-backend-service: {why}"),
+                );
                 return;
             }
         };
@@ -850,11 +903,11 @@ impl Compiler<'_> {
         service: &NamespacedName,
         number: Option<i32>,
         written: &str,
-    ) -> Result<BackendKey, String> {
+    ) -> Result<BackendKey, Problem> {
         let found = self
             .store
             .service(service)
-            .ok_or_else(|| format!("Service {service} not found"))?;
+            .ok_or_else(|| Problem::missing(format!("Service {service} not found")))?;
         let ports: &[ServicePort] = found
             .spec
             .as_ref()
@@ -866,7 +919,7 @@ impl Compiler<'_> {
                 Some(n) => p.port == n,
                 None => p.name.as_deref() == Some(written),
             })
-            .ok_or_else(|| format!("Service {service} has no port {written}"))?;
+            .ok_or_else(|| Problem::invalid(format!("Service {service} has no port {written}")))?;
         Ok(BackendKey {
             service: service.clone(),
             port_name: port.name.clone().unwrap_or_default(),
@@ -886,7 +939,8 @@ impl Compiler<'_> {
                 .clone();
             match result {
                 Ok(key) => self.out.certificates.insert(&host, key, secret.to_string()),
-                Err(why) => self.diagnose(
+                Err(why) => self.diagnose_with(
+                    why.severity(),
                     ingress_ref(&ingress),
                     format!("TLS for host {host}: Secret {secret}: {why}; the default certificate is served"),
                 ),
@@ -898,7 +952,8 @@ impl Compiler<'_> {
                     .out
                     .certificates
                     .insert(&HostPattern::Any, key, secret.to_string()),
-                Err(why) => self.diagnose(
+                Err(why) => self.diagnose_with(
+                    why.severity(),
                     ObjectRef::new(Kind::Secret, secret.namespace.clone(), secret.name.clone()),
                     format!(
                         "--default-tls-secret: {why}; a self-signed certificate is served instead"
@@ -911,9 +966,12 @@ impl Compiler<'_> {
     fn load_secret(
         &self,
         secret: &NamespacedName,
-    ) -> Result<Arc<rustls::sign::CertifiedKey>, String> {
-        let found = self.store.secret(secret).ok_or("not found")?;
-        certified_key_from_secret(found)
+    ) -> Result<Arc<rustls::sign::CertifiedKey>, Problem> {
+        let found = self
+            .store
+            .secret(secret)
+            .ok_or_else(|| Problem::missing("not found"))?;
+        certified_key_from_secret(found).map_err(Problem::invalid)
     }
 }
 

@@ -18,8 +18,8 @@
 //! ```
 //!
 //! Diagnostics carry a [`Severity`]: `Error` (left out or refused), `Unsupported` (input Sluice
-//! does not implement), `Difference` (served unlike ingress-nginx), `Notice` (an ingress-nginx
-//! trap, reproduced). Nothing an operator wrote is ignored without one.
+//! does not implement), `Missing` (a Service or Secret that does not exist yet), `Difference`
+//! (served unlike ingress-nginx), `Notice` (an ingress-nginx trap, reproduced). Nothing an operator wrote is ignored without one.
 
 pub mod annotations;
 pub mod compile;

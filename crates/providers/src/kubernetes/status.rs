@@ -392,7 +392,7 @@ impl Task {
             // Errors and unsupported input change what is served: Warning. Documented
             // differences and ingress-nginx's traps are served as intended: Normal.
             let (type_, reason) = match diagnostic.severity {
-                Severity::Error => (EventType::Warning, "ConfigurationProblem"),
+                Severity::Error | Severity::Missing => (EventType::Warning, "ConfigurationProblem"),
                 Severity::Unsupported => (EventType::Warning, "UnsupportedConfiguration"),
                 Severity::Difference => (EventType::Normal, "DiffersFromIngressNginx"),
                 Severity::Notice => (EventType::Normal, "IngressNginxBehaviour"),
