@@ -12,6 +12,8 @@
 //!                   AdmissionReview ──▶ webhook::review(&Store + candidate) ──▶ allowed/denied
 //! ```
 //! All of this runs on one current-thread runtime; workers never wait for it.
+//! [`webhook_cert`] is apart: `sluice webhook-cert` (deploy/'s Job) makes the webhook's
+//! certificate Secret and sets its CA as the webhook configuration's `caBundle`.
 //!
 //! ```text
 //!  start ─▶ ConfigMap read ─▶ soft RLIMIT_NOFILE: max-worker-open-files × workers, else the
@@ -27,6 +29,7 @@ mod limits;
 pub mod migrate;
 mod signals;
 pub mod webhook;
+pub mod webhook_cert;
 
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;

@@ -14,6 +14,7 @@ mod demo;
 mod ingress_nginx_flags;
 mod migrate;
 mod serve;
+mod webhook_cert;
 
 use std::process::ExitCode;
 
@@ -37,6 +38,9 @@ enum Command {
     /// Judge every Ingress of an ingress-nginx configuration: served as ingress-nginx would,
     /// with differences, or not as written (exit 1).
     Migrate(migrate::MigrateArgs),
+    /// Make the admission webhook's certificate Secret and set its CA in the
+    /// ValidatingWebhookConfiguration (what deploy/'s Job runs; no cert-manager needed).
+    WebhookCert(webhook_cert::WebhookCertArgs),
     /// Run the test application (the seeds' ~1 KB metadata app, fixed-size files, echo).
     Backend(BackendArgs),
     /// Run the proxy on a built-in example config with two demo backends.
@@ -82,6 +86,7 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         },
+        Command::WebhookCert(args) => webhook_cert::run(args),
         Command::Backend(args) => run_backend(args),
         Command::Lab(args) => lab::run(args),
         Command::Load(args) => match load::run_cli(args) {
