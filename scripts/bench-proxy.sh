@@ -25,6 +25,10 @@
 #                    what an ingress-nginx user writes for a rewrite, a regex path /app/(.*) with
 #                    rewrite-target /$1 and two header filters (a request header set, a response
 #                    header added), against nginx configured as ingress-nginx renders that Ingress
+#   ACCESS_LOG=off   `on`: both proxies write ingress-nginx's upstreaminfo line per request to a
+#                    file in the work directory (nginx as ingress-nginx configures it: an
+#                    unbuffered write per request; Sluice: its default, buffered per worker);
+#                    `off`: neither logs (disable-access-log / access_log off)
 #   KEEP_WORK=1      keep the temporary directory (configs, logs, wrk output)
 #
 # Everything listens on 127.0.0.1. Everything started here is stopped on exit, by recorded PID.
@@ -41,6 +45,11 @@ KEEP_WORK=${KEEP_WORK:-0}
 WORKERS=${WORKERS:-1}
 
 ROUTE=${ROUTE:-plain}
+ACCESS_LOG=${ACCESS_LOG:-off}
+case $ACCESS_LOG in
+    on | off) ;;
+    *) echo "ACCESS_LOG must be on or off, not '$ACCESS_LOG'" >&2; exit 2 ;;
+esac
 HOST=app.example.com
 case $ROUTE in
     plain) PATH_UNDER_TEST=/1kb.bin ;;
@@ -186,6 +195,28 @@ LOCATION
     esac
 }
 
+# ACCESS_LOG=on: ingress-nginx's upstreaminfo log_format and its \$req_id and upstream-name
+# variables, written as ingress-nginx writes them (no buffer= parameter).
+nginx_access_log() {
+    cat <<'LOG'
+    map $http_x_request_id $req_id {
+        default $http_x_request_id;
+        "" $request_id;
+    }
+LOG
+    if [[ $ACCESS_LOG == off ]]; then
+        echo '    access_log off;'
+        return
+    fi
+    cat <<'LOG'
+    log_format upstreaminfo '$remote_addr - $remote_user [$time_local] "$request" '
+        '$status $body_bytes_sent "$http_referer" "$http_user_agent" '
+        '$request_length $request_time [$proxy_upstream_name] [$proxy_alternative_upstream_name] '
+        '$upstream_addr $upstream_response_length $upstream_response_time $upstream_status $req_id';
+LOG
+    echo "    access_log $WORK/nginx/access.log upstreaminfo;"
+}
+
 # The nginx an ingress controller would generate for one Ingress: ingress-nginx's request headers
 # (the set Sluice sends too: X-Forwarded-*, X-Scheme, X-Original-Forwarded-*, Proxy cleared), pooled HTTP/1.1
 # upstream connections, no access log, one worker.
@@ -206,7 +237,7 @@ events {
 }
 
 http {
-    access_log off;
+$(nginx_access_log)
     default_type application/octet-stream;
     server_tokens off;
     # Debian's compiled-in temp paths are under /var/lib/nginx; keep everything in our prefix.
@@ -235,11 +266,13 @@ http {
         ssl_protocols TLSv1.2 TLSv1.3;
 
 $(nginx_location)
+            set \$proxy_upstream_name "default-app-80";
+            set \$proxy_alternative_upstream_name "";
             proxy_pass http://app;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_set_header Host \$host;
-            proxy_set_header X-Request-ID \$request_id;
+            proxy_set_header X-Request-ID \$req_id;
             proxy_set_header X-Real-IP \$remote_addr;
             proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
             proxy_set_header X-Forwarded-Host \$host;
@@ -288,6 +321,7 @@ data:
   keep-alive-requests: "100000000"
   ssl-redirect: "false"
   allow-snippet-annotations: "true"
+  disable-access-log: "$([[ $ACCESS_LOG == on ]] && echo false || echo true)"
 EOF
     {
         cat <<EOF
@@ -384,6 +418,7 @@ start_sluice() {
     if "$SLUICE_BIN" serve --help 2>/dev/null | grep -q -- '--default-tls-secret'; then
         extra+=(--default-tls-secret default/app-tls)
     fi
+    [[ $ACCESS_LOG == on ]] && extra+=(--access-log-path "$WORK/sluice-access.log")
     if [[ -n ${SLUICE_ARGS:-} ]]; then
         read -r -a more <<<"$SLUICE_ARGS"
         extra+=("${more[@]}")
@@ -552,7 +587,7 @@ report() {
         echo
         echo "- $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs: $(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
         echo "- $("$NGINX_BIN" -v 2>&1), sluice $("$SLUICE_BIN" --version 2>/dev/null || echo '(no --version)'), $(wrk -v 2>&1 | head -n1 | awk '{print $1, $2}')"
-        echo "- wrk -t1 -c50 -d$DURATION on CPU $LOAD_CPU with the backend; proxy on CPU $PROXY_CPU, one worker; GET $PATH_UNDER_TEST ($BODY_BYTES B, route: $ROUTE), $ROUNDS rounds, alternating"
+        echo "- wrk -t1 -c50 -d$DURATION on CPU $LOAD_CPU with the backend; proxy on CPU $PROXY_CPU, one worker; GET $PATH_UNDER_TEST ($BODY_BYTES B, route: $ROUTE, access log: $ACCESS_LOG), $ROUNDS rounds, alternating"
         echo
         echo "## Runs"
         echo

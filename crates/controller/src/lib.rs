@@ -64,6 +64,8 @@ pub struct Options {
     pub compile: CompileOptions,
     /// After SIGTERM, how long `/ready` answers 503 while serving goes on.
     pub shutdown_grace_period: Duration,
+    /// Where access log lines go.
+    pub access_log: proxy::AccessLogOutput,
 }
 
 /// Where the Kubernetes objects come from.
@@ -155,6 +157,7 @@ impl Options {
             admin_listen: self.listen.admin,
             status_listen: self.listen.status,
             workers,
+            access_log: self.access_log.clone(),
         }
     }
 }

@@ -148,7 +148,7 @@ pub const CATALOGUE: &[(&str, Support)] = &[
     ("ssl-ciphers", Support::No("per-Ingress cipher lists are not supported; rustls's safe defaults apply")),
     ("ssl-prefer-server-ciphers", Support::No("per-Ingress cipher lists are not supported; rustls's safe defaults apply")),
     ("connection-proxy-header", Support::No("Sluice manages upstream connections itself")),
-    ("enable-access-log", Support::No("planned (issue 13: access logs)")),
+    ("enable-access-log", Support::Yes),
     ("enable-opentelemetry", Support::No("planned (issue 13: OpenTelemetry)")),
     ("opentelemetry-trust-incoming-span", Support::No("planned (issue 13: OpenTelemetry)")),
     ("use-regex", Support::Yes),
@@ -350,6 +350,9 @@ impl<'a> Reader<'a> {
         let mut policy = RoutePolicy::from_settings(settings);
         if let Some(on) = self.bool("ssl-redirect") {
             policy.ssl_redirect.enabled = on;
+        }
+        if let Some(on) = self.bool("enable-access-log") {
+            policy.access_log = on;
         }
         if let Some(on) = self.bool("force-ssl-redirect") {
             policy.ssl_redirect.force = on;

@@ -22,7 +22,7 @@ use crate::annotations::{self, IngressAnnotations};
 use crate::endpoints::{endpoints_for, Backend, BackendKey, EndpointSet, NodeLocalEndpoints};
 use crate::objects::{Kind, ObjectRef};
 use crate::policy::{HeaderEdit, RoutePolicy};
-use crate::routes::{HostPattern, PathKind, PathRoute, Route, RouteTable};
+use crate::routes::{HostPattern, PathKind, PathRoute, Route, RouteSite, RouteTable};
 use crate::settings::Settings;
 use crate::store::{NamespacedName, Store};
 use crate::tls::{certified_key_from_secret, Certificates};
@@ -96,6 +96,8 @@ pub struct Compiled {
     pub settings: Settings,
     /// `settings.hsts_header()`, made once here rather than per response.
     pub hsts_header: Option<String>,
+    /// The access log's format and filters; `None`: `disable-access-log`.
+    pub access_log: Option<crate::access_log::AccessLog>,
     pub diagnostics: Vec<Diagnostic>,
     /// Ingresses this configuration serves.
     pub ingresses: Vec<NamespacedName>,
@@ -173,6 +175,7 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
     };
     compiler.settings(options);
     compiler.out.hsts_header = compiler.out.settings.hsts_header();
+    compiler.out.access_log = crate::access_log::AccessLog::from_settings(&compiler.out.settings).0;
     compiler.default_policy = Arc::new(RoutePolicy::from_settings(&compiler.out.settings));
     let mut ingresses: Vec<&Ingress> = store
         .ingresses()
@@ -370,6 +373,10 @@ impl Compiler<'_> {
         );
         let data = config_map.data.clone().unwrap_or_default();
         self.out.settings = Settings::from_config_map(&source, &data, &mut self.out.diagnostics);
+        if let (_, Some(problem)) = crate::access_log::AccessLog::from_settings(&self.out.settings)
+        {
+            self.diagnose(source, problem);
+        }
     }
 
     fn ingress(&mut self, ingress: &Ingress, claims: &mut Claims) {
@@ -405,6 +412,7 @@ impl Compiler<'_> {
                         "spec.defaultBackend",
                         policies.without_rewrite.clone(),
                         parsed.service_upstream,
+                        ("", ""),
                     );
                     self.out.routes.set_default_backend(route);
                     claims.default_backend = Some(name.clone());
@@ -496,6 +504,7 @@ impl Compiler<'_> {
                     &format!("{field}.backend"),
                     policy,
                     parsed.service_upstream,
+                    (rule.host.as_deref().unwrap_or(""), written),
                 );
                 let path_route = PathRoute::new(kind, written, route);
                 let (kind, normalised) = path_route.identity();
@@ -574,14 +583,30 @@ impl Compiler<'_> {
         field: &str,
         policy: Arc<RoutePolicy>,
         service_upstream: bool,
+        (host, path): (&str, &str),
     ) -> Arc<Route> {
         let object = ingress_ref(ingress);
+        let written_port = backend
+            .service
+            .as_ref()
+            .and_then(|s| s.port.as_ref())
+            .map(|p| match (p.number, &p.name) {
+                (Some(number), _) => number.to_string(),
+                (None, Some(name)) => name.clone(),
+                (None, None) => String::new(),
+            })
+            .unwrap_or_default();
         let make = |service: String, backend: Arc<Backend>| {
             Arc::new(Route {
                 ingress: ingress.clone(),
                 service,
                 backend,
                 policy: policy.clone(),
+                site: RouteSite {
+                    host: host.to_owned(),
+                    path: path.to_owned(),
+                    service_port: written_port.clone(),
+                },
             })
         };
         let Some(service_backend) = &backend.service else {
@@ -759,6 +784,7 @@ impl Compiler<'_> {
                         service: path.route.service.clone(),
                         backend: path.route.backend.clone(),
                         policy: Arc::new(policy),
+                        site: path.route.site.clone(),
                     });
                 }
             }
@@ -895,6 +921,10 @@ impl Compiler<'_> {
             service: service.name.clone(),
             backend,
             policy: self.default_policy.clone(),
+            site: RouteSite {
+                service_port: port.to_string(),
+                ..RouteSite::default()
+            },
         }));
     }
 

@@ -21,6 +21,7 @@
 //! does not implement), `Missing` (a Service or Secret that does not exist yet), `Difference`
 //! (served unlike ingress-nginx), `Notice` (an ingress-nginx trap, reproduced). Nothing an operator wrote is ignored without one.
 
+pub mod access_log;
 pub mod annotations;
 pub mod compile;
 pub mod endpoints;
@@ -41,7 +42,7 @@ pub use policy::{
     Access, BodyPolicy, HeaderAction, HeaderEdit, Redirect, Rewrite, RoutePolicy, SslRedirect,
     UpstreamPolicy,
 };
-pub use routes::{Matched, Route, RouteTable};
+pub use routes::{Matched, Route, RouteSite, RouteTable};
 pub use settings::{LoadBalance, NextUpstream, Settings};
 pub use store::{ChangeSet, NamespacedName, Store};
 pub use target::{encode_path, normalize_path, validate_host, NormalPath, TargetError};

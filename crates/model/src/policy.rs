@@ -59,6 +59,8 @@ pub struct RoutePolicy {
     pub upstream_vhost: Option<HeaderValue>,
     pub body: BodyPolicy,
     pub upstream: UpstreamPolicy,
+    /// `enable-access-log`: this route's requests get access log lines (when the log is on).
+    pub access_log: bool,
 }
 
 /// Source-address rules (`whitelist-source-range`, `denylist-source-range`), checked on the
@@ -197,6 +199,7 @@ impl RoutePolicy {
                 tries: settings.proxy_next_upstream_tries,
                 next_upstream_timeout: settings.proxy_next_upstream_timeout,
             },
+            access_log: true,
         }
     }
 }

@@ -58,6 +58,20 @@ pub struct Route {
     pub backend: Arc<Backend>,
     /// What the request goes through (the default policy when the Ingress has no annotations).
     pub policy: Arc<RoutePolicy>,
+    /// Where the rule is written, for logs and metric labels.
+    pub site: RouteSite,
+}
+
+/// Where a route's rule is written: the labels of its log lines and metrics (bounded: one per
+/// Ingress rule, never a request's own path).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RouteSite {
+    /// The rule's host as written; empty for a default backend or a rule without host.
+    pub host: String,
+    /// The path as written; empty for a default backend.
+    pub path: String,
+    /// The Service port as written (number or name).
+    pub service_port: String,
 }
 
 /// One path rule of one host.
@@ -426,6 +440,7 @@ mod tests {
             service: service.into(),
             backend: Arc::new(Backend::unresolved()),
             policy: Arc::default(),
+            site: RouteSite::default(),
         })
     }
 

@@ -117,6 +117,18 @@ pub struct Settings {
     pub proxy_add_original_uri_header: bool,
     /// `generate-request-id`: a request without `X-Request-ID` gets a random one.
     pub generate_request_id: bool,
+    /// `disable-access-log`: no access log lines at all.
+    pub disable_access_log: bool,
+    /// `log-format-upstream`: the access log line (nginx `log_format` syntax; parsed by
+    /// `compile` into `Compiled::access_log`).
+    pub log_format_upstream: String,
+    /// `log-format-escape-json`: values escaped for JSON (a JSON `log-format-upstream`).
+    pub log_format_escape_json: bool,
+    /// `log-format-escape-none`: values written as they are.
+    pub log_format_escape_none: bool,
+    /// `skip-access-log-urls`: requests whose target (path and query, as sent) is one of
+    /// these are not logged.
+    pub skip_access_log_urls: Vec<String>,
     /// `http2-max-concurrent-streams`: streams one HTTP/2 client may have open at once
     /// (nginx's `http2_max_concurrent_streams`).
     pub http2_max_concurrent_streams: u32,
@@ -204,6 +216,11 @@ impl Default for Settings {
             proxy_real_ip_cidr: vec![EVERY_IPV4_PEER],
             proxy_add_original_uri_header: false,
             generate_request_id: true,
+            disable_access_log: false,
+            log_format_upstream: crate::access_log::UPSTREAMINFO.to_owned(),
+            log_format_escape_json: false,
+            log_format_escape_none: false,
+            skip_access_log_urls: Vec::new(),
             http2_max_concurrent_streams: 128,
             enable_underscores_in_headers: false,
             hsts: true,
@@ -553,6 +570,18 @@ impl Settings {
                 self.proxy_add_original_uri_header = parse_bool(value)?
             }
             "generate-request-id" => self.generate_request_id = parse_bool(value)?,
+            "disable-access-log" => self.disable_access_log = parse_bool(value)?,
+            "log-format-upstream" => self.log_format_upstream = value.to_owned(),
+            "log-format-escape-json" => self.log_format_escape_json = parse_bool(value)?,
+            "log-format-escape-none" => self.log_format_escape_none = parse_bool(value)?,
+            "skip-access-log-urls" => {
+                self.skip_access_log_urls = value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|url| !url.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            }
             "http2-max-concurrent-streams" => {
                 self.http2_max_concurrent_streams =
                     value.parse().ok().filter(|n| *n > 0).ok_or(POSITIVE)?

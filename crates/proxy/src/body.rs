@@ -210,10 +210,20 @@ impl Body for ResponseBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         crate::stall::body_polled();
-        match &mut self.get_mut().kind {
+        let this = self.get_mut();
+        let polled = match &mut this.kind {
             ResponseKind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             ResponseKind::Upstream(body) => Pin::new(body).poll_frame(cx),
+        };
+        if let (Poll::Ready(Some(Ok(frame))), Some(record)) = (
+            &polled,
+            this.guard.as_mut().and_then(|g| g.record.as_deref_mut()),
+        ) {
+            if let Some(data) = frame.data_ref() {
+                record.body_bytes += data.len() as u64;
+            }
         }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {

@@ -23,6 +23,11 @@ thread_local! {
 
 /// Appends the current date, as a `Date` header value, to `out`.
 pub(crate) fn extend(out: &mut Vec<u8>) {
+    with_current(|date| out.extend_from_slice(date));
+}
+
+/// Calls `f` with the current date as a `Date` header value (formatted once a second).
+pub(crate) fn with_current<R>(f: impl FnOnce(&[u8]) -> R) -> R {
     let now = SystemTime::now();
     let second = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     CACHED.with(|cached| {
@@ -32,8 +37,8 @@ pub(crate) fn extend(out: &mut Vec<u8>) {
             cached.value = httpdate::fmt_http_date(now);
             debug_assert_eq!(cached.value.len(), LENGTH);
         }
-        out.extend_from_slice(cached.value.as_bytes());
-    });
+        f(cached.value.as_bytes())
+    })
 }
 
 #[cfg(test)]

@@ -43,13 +43,14 @@ use hyper_util::rt::TokioIo;
 use model::{encode_path, normalize_path, validate_host, Compiled, Matched, Route};
 use tokio::io::AsyncWriteExt;
 
+use crate::access_log::{Record, RequestId};
 use crate::body::{BodyTimeout, BodyTooLarge, BoxError, RequestBody, ResponseBody};
 use crate::buffer::{self, BodyBuffering, BufferError, Place};
 use crate::client::Outgoing;
 use crate::error::{text_response, Chain, ProxyError};
 use crate::headers;
 use crate::upstream::{self, Exchange, Pending, UpstreamBody, UpstreamIo};
-use crate::worker::ConnCtx;
+use crate::worker::{ConnCtx, RequestGuard};
 
 /// Answers one client request that came through hyper (HTTP/2, and HTTP/1 requests the
 /// inline server hands over). Never fails: every problem is a status code (the `Result` is
@@ -77,10 +78,15 @@ pub(crate) async fn respond(
     body: Option<Incoming>,
     client_upgrade: Option<OnUpgrade>,
 ) -> Response<ResponseBody> {
-    let (guard, nth) = conn.begin_request();
+    let (mut guard, nth) = conn.begin_request();
     let worker = &conn.worker;
-    let config = worker.config();
-    let config: Option<&Compiled> = config.as_deref().map(|c| &**c);
+    let current = worker.config();
+    if let Some(current) = current.as_ref().filter(|c| c.access_log.is_some()) {
+        let client = conn.client_ip(&head, &current.settings);
+        let body_length = body.as_ref().map_or(0, |b| b.size_hint().lower());
+        guard.record = Record::begin(current, &head, client, body_length, nth);
+    }
+    let config: Option<&Compiled> = current.as_deref().map(|c| &**c);
     let (result, route, hsts) = match config {
         None => (Err(ProxyError::NotReady), None, false),
         Some(config) => match route(&conn, config, &mut head) {
@@ -95,7 +101,7 @@ pub(crate) async fn respond(
                     &mut head,
                     body,
                     client_upgrade,
-                    guard.started(),
+                    &mut guard,
                 )
                 .await,
                 Some(route),
@@ -130,10 +136,14 @@ pub(crate) async fn respond(
                 .insert(header::STRICT_TRANSPORT_SECURITY, hsts_value(value));
         }
     }
-    worker
-        .stats
-        .borrow_mut()
-        .request(route, response.status().as_u16());
+    let status = response.status().as_u16();
+    let mut stats = worker.stats.borrow_mut();
+    let labels = stats.request(route, status);
+    if let Some(record) = guard.record.as_deref_mut() {
+        record.route = Some(labels.clone());
+        record.responded(status, response.headers());
+    }
+    drop(stats);
 
     // Lazily: the default settings hold lists, and building them allocates.
     let max_requests = config.map_or_else(
@@ -393,8 +403,10 @@ async fn forward(
     head: &mut Parts,
     body: Option<Incoming>,
     client_upgrade: Option<OnUpgrade>,
-    mut arrived: Instant,
+    guard: &mut RequestGuard,
 ) -> Result<Response<ResponseBody>, ProxyError> {
+    let mut arrived = guard.started();
+    let mut record = guard.record.as_deref_mut();
     let settings = &config.settings;
     let buffering = BodyBuffering::of(&route.policy);
     let limit = buffering.max;
@@ -440,6 +452,18 @@ async fn forward(
     for edit in policy.request_headers.iter() {
         edit.apply(&mut head.headers);
     }
+    if let Some(record) = record.as_deref_mut() {
+        record.request_id = match added.generated_request_id() {
+            Some(id) => RequestId::Generated(*id),
+            None => head
+                .headers
+                .get(headers::X_REQUEST_ID_NAME)
+                .map_or(RequestId::None, |id| RequestId::Client(id.clone())),
+        };
+        if record.wants().uri {
+            record.uri_sent = Some(head.uri.clone());
+        }
+    }
     let upstream_policy = &policy.upstream;
     let retryable = body.is_replayable()
         && (headers::is_idempotent(&head.method) || upstream_policy.next_upstream.non_idempotent);
@@ -452,6 +476,9 @@ async fn forward(
         retryable,
         upgrade: client_upgrade.is_some(),
         arrived,
+        attempts: record
+            .filter(|r| r.wants().upstream)
+            .map(|r| &mut r.attempts),
     };
     let exchanged = upstream::exchange(
         &conn.worker,

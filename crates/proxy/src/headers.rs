@@ -40,6 +40,8 @@ static X_FORWARDED_SCHEME: HeaderName = HeaderName::from_static("x-forwarded-sch
 static X_SCHEME: HeaderName = HeaderName::from_static("x-scheme");
 static X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+/// `X-Request-ID`, by name (for lookups).
+pub(crate) const X_REQUEST_ID_NAME: &str = "x-request-id";
 static X_ORIGINAL_URI: HeaderName = HeaderName::from_static("x-original-uri");
 static X_ORIGINAL_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-original-forwarded-for");
 static X_ORIGINAL_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-original-forwarded-host");
@@ -278,6 +280,11 @@ impl<'a> Added<'a> {
         'a: 'v,
     {
         self.upstream_host.unwrap_or(client_host)
+    }
+
+    /// The request ID this request gets when it came without one.
+    pub(crate) fn generated_request_id(&self) -> Option<&[u8; 32]> {
+        self.request_id.as_ref()
     }
 
     /// Appends the header lines to a serialized head: `head` is the request as it goes

@@ -49,6 +49,7 @@ use std::thread::JoinHandle;
 
 use tokio::sync::watch;
 
+mod access_log;
 mod admin;
 mod balance;
 mod body;
@@ -74,6 +75,7 @@ mod tunnel;
 mod upstream;
 mod worker;
 
+pub use access_log::AccessLogOutput;
 pub use fds::{raise_open_files_limit, set_open_files_limit, OpenFilesLimit};
 pub use listen::StartError;
 
@@ -90,6 +92,8 @@ pub struct ProxyConfig {
     /// `/config`, which describes every tenant: must be a loopback address.
     pub status_listen: SocketAddr,
     pub workers: NonZeroUsize,
+    /// Where access log lines go (the ConfigMap says whether and how they are written).
+    pub access_log: AccessLogOutput,
 }
 
 /// The running data plane. Dropping it without [`Proxy::shutdown`] tells every thread to stop
@@ -140,7 +144,7 @@ impl Proxy {
         let admin_addr = admin.addr;
         let status_addr = status.addr;
 
-        let shared = Arc::new(Shared::new()?);
+        let shared = Arc::new(Shared::new(&config.access_log)?);
         let (stop, stop_rx) = watch::channel(false);
         let (stop_admin, stop_admin_rx) = watch::channel(false);
         let open_files = fds::open_files_limit();
@@ -291,6 +295,10 @@ impl Proxy {
                 tracing::error!("a worker thread panicked");
             }
         }
+        // The workers' last lines, unless the output is stuck.
+        self.shared
+            .access_log
+            .wait_written(std::time::Duration::from_secs(2));
         self.stop_admin.send_replace(true);
         for thread in self.admin_threads.drain(..) {
             if thread.join().is_err() {

@@ -44,6 +44,8 @@ pub enum StartError {
     StatusNotLoopback { addr: SocketAddr },
     #[error("cannot build the TLS server configuration")]
     Tls(#[source] rustls::Error),
+    #[error("cannot open the access log")]
+    AccessLog(#[source] io::Error),
     #[error("cannot generate the fallback self-signed certificate: {0}")]
     SelfSigned(String),
     #[error("cannot start {what}")]

@@ -16,6 +16,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -92,6 +93,8 @@ pub(crate) struct Histogram {
 
 struct RouteCounts {
     route: Option<Arc<Route>>,
+    /// Made once per route and worker; requests' log records share it.
+    labels: Rc<RouteLabels>,
     /// Few distinct statuses per route: a short vector beats a map.
     statuses: Vec<(u16, u64)>,
 }
@@ -117,17 +120,20 @@ impl Hasher for AddressHasher {
 }
 
 impl Stats {
-    /// Counts one answered request under its route (or none) and status.
-    pub(crate) fn request(&mut self, route: Option<&Arc<Route>>, status: u16) {
+    /// Counts one answered request under its route (or none) and status; returns the
+    /// route's labels.
+    pub(crate) fn request(&mut self, route: Option<&Arc<Route>>, status: u16) -> &Rc<RouteLabels> {
         let key = route.map_or(0, |r| Arc::as_ptr(r) as usize);
         let counts = self.by_route.entry(key).or_insert_with(|| RouteCounts {
             route: route.cloned(),
+            labels: Rc::new(RouteLabels::of(route.map(|r| &**r))),
             statuses: Vec::new(),
         });
         match counts.statuses.iter_mut().find(|(s, _)| *s == status) {
             Some((_, n)) => *n += 1,
             None => counts.statuses.push((status, 1)),
         }
+        &counts.labels
     }
 
     /// Counts a response the proxy produced itself (404, 502, 503, 504, 413, 431, ...), by
@@ -180,6 +186,51 @@ impl Stats {
             open_connections: self.open_connections,
             limits: self.limits,
             bodies_buffered: self.bodies_buffered,
+        }
+    }
+}
+
+/// What logs (and metric labels) say about a route, made once per route and worker.
+#[derive(Debug, Default)]
+pub(crate) struct RouteLabels {
+    pub(crate) namespace: String,
+    pub(crate) ingress: String,
+    pub(crate) service: String,
+    pub(crate) service_port: String,
+    /// The rule's host and path as written.
+    pub(crate) host: String,
+    pub(crate) path: String,
+    /// ingress-nginx's `$proxy_upstream_name`: `NAMESPACE-SERVICE-PORT`.
+    pub(crate) upstream_name: String,
+    /// `enable-access-log`.
+    pub(crate) access_log: bool,
+}
+
+impl RouteLabels {
+    fn of(route: Option<&Route>) -> RouteLabels {
+        let Some(route) = route else {
+            return RouteLabels {
+                access_log: true,
+                ..RouteLabels::default()
+            };
+        };
+        let upstream_name = if route.service.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "{}-{}-{}",
+                route.ingress.namespace, route.service, route.site.service_port
+            )
+        };
+        RouteLabels {
+            namespace: route.ingress.namespace.clone(),
+            ingress: route.ingress.name.clone(),
+            service: route.service.clone(),
+            service_port: route.site.service_port.clone(),
+            host: route.site.host.clone(),
+            path: route.site.path.clone(),
+            upstream_name,
+            access_log: route.policy.access_log,
         }
     }
 }
@@ -351,6 +402,13 @@ pub(crate) fn render(total: &Snapshot, shared: &Shared, workers: usize) -> Strin
     );
     single(
         &mut out,
+        "sluice_access_log_lines_dropped_total",
+        "counter",
+        "Access log lines dropped because the output (stdout or --access-log-path) was slower than traffic; workers never wait for it.",
+        shared.access_log.dropped.load(Ordering::Relaxed) as f64,
+    );
+    single(
+        &mut out,
         "sluice_config_swaps_total",
         "counter",
         "Configurations published.",
@@ -488,6 +546,7 @@ mod tests {
             service: format!("{name}-svc"),
             backend: Arc::new(Backend::unresolved()),
             policy: Default::default(),
+            site: Default::default(),
         })
     }
 
@@ -517,13 +576,14 @@ mod tests {
 
     #[test]
     fn the_text_format_is_cumulative_and_escaped() {
-        let shared = Shared::new().unwrap();
+        let shared = Shared::new(&crate::access_log::AccessLogOutput::Stdout).unwrap();
         let mut stats = Stats::default();
         let odd = Arc::new(Route {
             ingress: NamespacedName::new("ns", "a\"b"),
             service: "s".into(),
             backend: Arc::new(Backend::unresolved()),
             policy: Default::default(),
+            site: Default::default(),
         });
         stats.request(Some(&odd), 502);
         stats.observe(Duration::from_millis(1));

@@ -12,6 +12,7 @@ use rustls::server::ProducesTickets;
 use rustls::sign::CertifiedKey;
 use tokio::sync::{broadcast, watch};
 
+use crate::access_log::{AccessLogOutput, Sink};
 use crate::listen::StartError;
 
 /// Endpoint changes a worker may be behind by before it rebuilds its whole view instead.
@@ -39,10 +40,12 @@ pub(crate) struct Shared {
     pub(crate) ticketer: Arc<dyn ProducesTickets>,
     /// Served when the configuration has no certificate for the client (no default).
     pub(crate) fallback_cert: Arc<CertifiedKey>,
+    /// The access log's writer thread.
+    pub(crate) access_log: Arc<Sink>,
 }
 
 impl Shared {
-    pub(crate) fn new() -> Result<Shared, StartError> {
+    pub(crate) fn new(access_log: &AccessLogOutput) -> Result<Shared, StartError> {
         Ok(Shared {
             config: ArcSwapOption::empty(),
             source_errors: Mutex::new(Vec::new()),
@@ -55,6 +58,7 @@ impl Shared {
             endpoint_changes: broadcast::Sender::new(ENDPOINT_CHANGES_QUEUED),
             ticketer: rustls::crypto::aws_lc_rs::Ticketer::new().map_err(StartError::Tls)?,
             fallback_cert: crate::tls::self_signed()?,
+            access_log: Sink::start(access_log).map_err(StartError::AccessLog)?,
         })
     }
 

@@ -75,7 +75,7 @@ mod tests {
 
     #[test]
     fn tickets_follow_the_setting() {
-        let shared = Arc::new(Shared::new().unwrap());
+        let shared = Arc::new(Shared::new(&crate::access_log::AccessLogOutput::Stdout).unwrap());
         assert!(server_config(shared.clone(), true)
             .unwrap()
             .ticketer

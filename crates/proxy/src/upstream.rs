@@ -46,6 +46,7 @@ use model::{Backend, LoadBalance, Settings, UpstreamPolicy};
 use socket2::SockRef;
 use tokio::net::TcpStream;
 
+use crate::access_log::Attempt;
 use crate::body::{BodyTimeout, BoxError};
 use crate::buffer::BufferFileError;
 use crate::client::{ClientError, Conn, Framing, Outgoing, Timeouts};
@@ -130,6 +131,8 @@ pub(crate) struct Pending<'r> {
     pub(crate) upgrade: bool,
     /// When the request arrived: the first attempt's clock, so it needs no reading of its own.
     pub(crate) arrived: Instant,
+    /// The access log's list of attempts, when the request is logged with `$upstream_*`.
+    pub(crate) attempts: Option<&'r mut Vec<Attempt>>,
 }
 
 /// One endpoint attempt failed; `next` says whether another endpoint may be tried.
@@ -271,7 +274,24 @@ pub(crate) async fn exchange(
         if attempt > 1 {
             worker.stats.borrow_mut().retries += 1;
         }
-        match try_endpoint(worker, addr, settings, policy, &mut pending, now).await {
+        if let Some(attempts) = pending.attempts.as_deref_mut() {
+            attempts.push(Attempt {
+                addr,
+                start: now,
+                connected: None,
+                answered: None,
+                status: 0,
+            });
+        }
+        let result = try_endpoint(worker, addr, settings, policy, &mut pending, now).await;
+        if let Some(attempt) = pending.attempts.as_deref_mut().and_then(|a| a.last_mut()) {
+            attempt.answered = Some(Instant::now());
+            attempt.status = match &result {
+                Ok(exchange) => exchange.response.status().as_u16(),
+                Err(failure) => failure.error.classify().0.as_u16(),
+            };
+        }
+        match result {
             Ok(exchange) => {
                 let status = exchange.response.status().as_u16();
                 let retry = attempt < tries
@@ -330,6 +350,9 @@ async fn try_endpoint(
     let mut fresh_only = false;
     loop {
         let (mut conn, reused) = acquire(worker, addr, settings, policy, fresh_only, now).await?;
+        if let Some(attempt) = pending.attempts.as_deref_mut().and_then(|a| a.last_mut()) {
+            attempt.connected = Some(Instant::now());
+        }
         let in_flight = worker.in_flight(addr, settings.load_balance);
         let sent = conn
             .round_trip(

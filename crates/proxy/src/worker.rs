@@ -47,6 +47,7 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch, Notify};
 use tokio::task::LocalSet;
 use tokio_rustls::TlsAcceptor;
 
+use crate::access_log::{LineContext, LogBuffer, Record, FLUSH_BYTES, FLUSH_PERIOD};
 use crate::balance::Balancer;
 use crate::headers::Forwarded;
 use crate::linger::Linger;
@@ -132,6 +133,10 @@ pub(crate) struct Worker {
     accept_waiting: Cell<bool>,
     room: Notify,
     limit_log: RefCell<LimitLog>,
+    /// Access log lines not yet handed to the writer thread.
+    log: RefCell<LogBuffer>,
+    /// Connections accepted so far (`$connection`).
+    connections_seen: Cell<u64>,
 }
 
 /// Registered client connections: a slab (a `Vec` with a free list), one slot each.
@@ -165,6 +170,9 @@ pub(crate) struct ConnCtx {
     peer: IpAddr,
     /// `peer`, formatted once.
     peer_text: HeaderValue,
+    peer_port: u16,
+    /// The worker's count of connections when this one came (nginx's `$connection`).
+    serial: u64,
     requests: Cell<u64>,
     in_flight: Cell<u32>,
     last_active: Cell<Instant>,
@@ -185,6 +193,8 @@ pub(crate) struct ConnCtx {
 pub(crate) struct RequestGuard {
     conn: Rc<ConnCtx>,
     start: Instant,
+    /// The access log's record, when the configuration logs.
+    pub(crate) record: Option<Box<Record>>,
 }
 
 /// Keeps the worker's shutdown waiting while a connection or tunnel is open.
@@ -278,6 +288,8 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
                     accept_waiting: Cell::new(false),
                     room: Notify::new(),
                     limit_log: RefCell::default(),
+                    log: RefCell::default(),
+                    connections_seen: Cell::new(0),
                 });
                 worker.run(http, https, stats).await;
             });
@@ -325,6 +337,7 @@ impl Worker {
             );
         }
         self.pool.borrow_mut().clear();
+        self.flush_log();
     }
 
     /// Sets this worker's stop flag and wakes whatever waits on it.
@@ -638,8 +651,11 @@ impl Worker {
         self.on_config_change();
         let mut tick = tokio::time::interval(HOUSEKEEPING_PERIOD);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut log_tick = tokio::time::interval(FLUSH_PERIOD);
+        log_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
+                _ = log_tick.tick() => self.flush_log(),
                 changed = wake.changed() => {
                     if changed.is_err() {
                         return;
@@ -694,6 +710,11 @@ impl Worker {
         }
     }
 
+    /// Hands the access log lines gathered so far to the writer thread.
+    pub(crate) fn flush_log(&self) {
+        self.log.borrow_mut().flush(&self.shared.access_log);
+    }
+
     fn expire(&self) {
         let max_age = self.settings().upstream_keepalive_timeout;
         let now = Instant::now();
@@ -719,15 +740,20 @@ impl Worker {
 
 impl ConnCtx {
     fn new(worker: Rc<Worker>, peer: SocketAddr, https: bool, h2: bool) -> Rc<ConnCtx> {
+        let peer_port = peer.port();
         let peer = peer.ip().to_canonical();
         let peer_text =
             HeaderValue::try_from(peer.to_string()).expect("an IP address is a valid header value");
+        let serial = worker.connections_seen.get() + 1;
+        worker.connections_seen.set(serial);
         Rc::new(ConnCtx {
             worker,
             https,
             h2,
             peer,
             peer_text,
+            peer_port,
+            serial,
             requests: Cell::new(0),
             in_flight: Cell::new(0),
             last_active: Cell::new(Instant::now()),
@@ -736,6 +762,22 @@ impl ConnCtx {
             waker: RefCell::new(None),
             closing: Cell::new(false),
         })
+    }
+
+    /// Writes a finished request's access log line into the worker's buffer.
+    fn log(&self, record: &Record, start: Instant, end: Instant) {
+        let context = LineContext {
+            start,
+            now: std::time::SystemTime::now(),
+            https: self.https,
+            peer_port: self.peer_port,
+            serial: self.serial,
+            server_port: self.worker.port(self.https).clone(),
+        };
+        let mut buffer = self.worker.log.borrow_mut();
+        if buffer.write(record, &context, end) >= FLUSH_BYTES {
+            buffer.flush(&self.worker.shared.access_log);
+        }
     }
 
     /// Enters this connection in the worker's registry until the returned guard drops.
@@ -769,6 +811,7 @@ impl ConnCtx {
         let guard = RequestGuard {
             conn: self.clone(),
             start: Instant::now(),
+            record: None,
         };
         (guard, n)
     }
@@ -845,6 +888,9 @@ impl Drop for RequestGuard {
             .stats
             .borrow_mut()
             .observe(now.saturating_duration_since(self.start));
+        if let Some(record) = self.record.take() {
+            self.conn.log(&record, self.start, now);
+        }
         self.conn.in_flight.set(self.conn.in_flight.get() - 1);
         self.conn.last_active.set(now);
         self.conn.worker.room_changed();

@@ -64,6 +64,7 @@ pub(crate) fn run(args: DemoArgs) -> anyhow::Result<()> {
         workers: args.workers,
         compile: model::CompileOptions::default(),
         shutdown_grace_period: std::time::Duration::ZERO,
+        access_log: proxy::AccessLogOutput::Stdout,
     })?;
     Ok(())
 }

@@ -100,6 +100,10 @@ pub(crate) struct ServeArgs {
     /// signal ends it early. ingress-nginx's flag; a bare number is seconds.
     #[arg(long, value_name = "DURATION", default_value = "0", value_parser = grace_period)]
     pub(crate) shutdown_grace_period: Duration,
+    /// Append access log lines to this file instead of standard output (the ConfigMap's
+    /// disable-access-log and log-format-upstream say whether and how they are written).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) access_log_path: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Clone, Debug)]
@@ -193,6 +197,10 @@ impl ServeArgs {
             workers: self.workers,
             compile: self.compile_options(),
             shutdown_grace_period: self.shutdown_grace_period,
+            access_log: match &self.access_log_path {
+                Some(path) => proxy::AccessLogOutput::File(path.clone()),
+                None => proxy::AccessLogOutput::Stdout,
+            },
         }
     }
 

@@ -370,3 +370,47 @@ fn ingress_nginx_flags_work_and_the_ones_sluice_lacks_say_so() {
     assert_eq!(code, 2);
     assert!(stderr.contains("unexpected argument"), "{stderr}");
 }
+
+#[test]
+fn access_log_lines_are_dropped_and_counted_when_nobody_reads_stdout() {
+    let dir = temp_dir("stuck-log");
+    std::fs::write(dir.join("class.yaml"), class_yaml()).unwrap();
+    // stdout is a pipe nobody reads after the first line: it fills, and so does the writer's
+    // queue (64 buffers of 32 KiB).
+    let serve = Serve::from_process(Process::start_unread(&Serve::args(&dir, &[])));
+    let long_path = format!("/{}", "x".repeat(2000));
+    let batch = format!("GET {long_path} HTTP/1.1\r\nHost: nowhere.test\r\n\r\n").repeat(100);
+    let mut answered = 0;
+    let mut buf = vec![0u8; 64 * 1024];
+    // 4,000 requests, ~2 KB of log line each: 8 MB, far beyond what the pipe and queue hold.
+    // A connection per 100 (keep-alive-requests is 1,000).
+    for _ in 0..40 {
+        let mut stream = TcpStream::connect(serve.http).unwrap();
+        stream.set_read_timeout(Some(WAIT)).unwrap();
+        stream.write_all(batch.as_bytes()).unwrap();
+        let mut seen = Vec::new();
+        let mut in_batch = 0;
+        while in_batch < 100 {
+            let n = stream.read(&mut buf).expect("the proxy keeps answering");
+            assert!(n > 0, "the proxy closed the connection after {in_batch}");
+            seen.extend_from_slice(&buf[..n]);
+            in_batch = String::from_utf8_lossy(&seen)
+                .matches("HTTP/1.1 404 ")
+                .count();
+        }
+        answered += in_batch;
+    }
+    assert!(answered >= 4000);
+    let dropped = eventually(WAIT, "dropped lines counted", || {
+        let metrics = serve.admin("/metrics").text();
+        let line = metrics
+            .lines()
+            .find(|l| l.starts_with("sluice_access_log_lines_dropped_total "))?
+            .to_owned();
+        let n: f64 = line.rsplit(' ').next()?.parse().ok()?;
+        (n > 0.0).then_some(n)
+    });
+    assert!(dropped < 4000.0, "{dropped}");
+    // Still serving.
+    assert_eq!(serve.get("nowhere.test", "/").status, 404);
+}

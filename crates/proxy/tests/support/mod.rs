@@ -31,6 +31,8 @@ pub struct Harness {
     pub proxy: Proxy,
     pub store: Store,
     pub options: CompileOptions,
+    /// The access log file (`AccessLogOutput::File`), removed with the harness.
+    pub access_log: tempfile::TempPath,
 }
 
 /// A response with its body read whole.
@@ -72,19 +74,33 @@ impl Harness {
 
     pub fn with_workers(workers: usize) -> Harness {
         let any = SocketAddr::from((LOCALHOST, 0));
+        let access_log = tempfile::NamedTempFile::new()
+            .expect("a temporary file")
+            .into_temp_path();
         let proxy = Proxy::start(ProxyConfig {
             http_listen: any,
             https_listen: any,
             admin_listen: any,
             status_listen: any,
             workers: NonZeroUsize::new(workers).unwrap(),
+            access_log: proxy::AccessLogOutput::File(access_log.to_path_buf()),
         })
         .expect("proxy starts");
         Harness {
             proxy,
             store: Store::default(),
             options: CompileOptions::default(),
+            access_log,
         }
+    }
+
+    /// The access log's lines so far (workers hand them over within 100 ms).
+    pub fn access_lines(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.access_log)
+            .expect("the access log is readable")
+            .lines()
+            .map(str::to_owned)
+            .collect()
     }
 
     pub fn http(&self) -> SocketAddr {

@@ -19,6 +19,8 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_sluice");
 pub struct Process {
     pub child: Child,
     pub stdout_line: String,
+    /// [`Process::start_unread`]: the rest of stdout, held open and never read.
+    pub unread: Option<BufReader<std::process::ChildStdout>>,
 }
 
 /// A `sluice serve` with the addresses it bound.
@@ -77,6 +79,35 @@ impl Process {
         Process::spawn(command, &format!("sluice {args:?}"))
     }
 
+    /// As [`Process::start`], but after the first line nobody reads stdout (the pipe stays open
+    /// and fills up): a stuck log consumer.
+    pub fn start_unread(args: &[&str]) -> Process {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .env("SLUICE_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("sluice starts");
+        let stdout = child.stdout.take().unwrap();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            let _ = sender.send((line.trim_end().to_owned(), reader));
+        });
+        let (stdout_line, reader) = receiver
+            .recv_timeout(Duration::from_secs(30))
+            .expect("sluice printed its first line within 30 s");
+        Process {
+            child,
+            stdout_line,
+            unread: Some(reader),
+        }
+    }
+
     /// Spawns `command` (stdin and stdout are taken over here; stderr is the caller's choice) and
     /// waits (bounded) for its first stdout line.
     pub fn spawn(command: Command, what: &str) -> Process {
@@ -102,7 +133,11 @@ impl Process {
             for _ in lines {}
         });
         match receiver.recv_timeout(Duration::from_secs(30)) {
-            Ok(stdout_line) => Ok(Process { child, stdout_line }),
+            Ok(stdout_line) => Ok(Process {
+                child,
+                stdout_line,
+                unread: None,
+            }),
             Err(error) => {
                 let _ = child.kill();
                 let status = child.wait();
@@ -153,6 +188,11 @@ fn addr_after(line: &str, key: &str) -> SocketAddr {
 impl Serve {
     /// `sluice serve --config DIR` on port 0 everywhere, plus `extra` flags.
     pub fn start(config: &Path, extra: &[&str]) -> Serve {
+        Serve::from_process(Process::start(&Serve::args(config, extra)))
+    }
+
+    /// The arguments of [`Serve::start`].
+    pub fn args<'a>(config: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
         let config = config.to_str().unwrap();
         let mut args = vec![
             "serve",
@@ -170,7 +210,7 @@ impl Serve {
             "2",
         ];
         args.extend_from_slice(extra);
-        Serve::from_process(Process::start(&args))
+        args
     }
 
     pub fn from_process(process: Process) -> Serve {
