@@ -201,11 +201,12 @@ impl System for Sluice {
                     .to_owned(),
             ),
             (
-                // The seeds' ConfigMap, in Sluice's (ingress-nginx) key names.
+                // The seeds' ConfigMap, in Sluice's (ingress-nginx) key names. No access log,
+                // as the lab's nginx has none: the seeds measure proxying, not logging.
                 "configmap.yaml".to_owned(),
                 "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: sluice\n  namespace: sluice\n\
                  data:\n  keepalive: \"100\"\n  keep-alive-requests: \"100000000\"\n  \
-                 ssl-redirect: \"false\"\n"
+                 ssl-redirect: \"false\"\n  disable-access-log: \"true\"\n"
                     .to_owned(),
             ),
             (
