@@ -225,7 +225,9 @@ impl Record {
             request_id: RequestId::None,
             route: None,
             attempts: Vec::new(),
-            status: 0,
+            // nginx's 499: the client went away before the response head (the request's
+            // future was dropped); `responded` sets the real status.
+            status: 499,
             response_headers: Vec::new(),
             response_head_bytes: 0,
             body_bytes: 0,

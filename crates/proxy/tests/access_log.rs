@@ -255,3 +255,30 @@ async fn requests_without_a_route_are_logged_against_the_default_backend() {
     );
     shutdown(h.proxy).await;
 }
+
+#[tokio::test]
+async fn a_client_that_gives_up_before_the_response_is_logged_as_499() {
+    let backend = start_backend("web").await;
+    let ca = TestCa::new();
+    let leaf = ca.leaf(&["log.test"]);
+    let mut h = Harness::start();
+    let mut objects = site(&[addr_of(&backend)], json!({}));
+    objects.push(tls_secret("log-tls", &leaf));
+    objects[1]["spec"]["tls"] = json!([{"hosts": ["log.test"], "secretName": "log-tls"}]);
+    h.apply(&objects);
+    let (tls, _) = ca.connect(h.https(), "log.test", &[b"h2"]).await.unwrap();
+    let mut client = H2Client::over(tls).await;
+    // Dropping the request resets the stream (RST_STREAM CANCEL) while the upstream is slow.
+    let gave_up = tokio::time::timeout(
+        std::time::Duration::from_millis(300),
+        client.get("https://log.test/slow?ms=5000"),
+    )
+    .await;
+    assert!(gave_up.is_err(), "the slow request answered within 300 ms");
+    let line = lines(&h, 1).await.remove(0);
+    assert!(
+        line.contains("\"GET /slow?ms=5000 HTTP/2.0\" 499 0 "),
+        "{line}"
+    );
+    shutdown(h.proxy).await;
+}
