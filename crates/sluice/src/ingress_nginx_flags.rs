@@ -107,7 +107,6 @@ const REFUSED: &[Refused] = &[
     flag("maxmind-retries-timeout", GEOIP),
     switch("version", &[], "use `sluice --version`"),
     // klog's, added to ingress-nginx's flag set.
-    flag("v", LOGGING),
     flag("vmodule", LOGGING),
     switch("logtostderr", TRUE, LOGGING),
     switch("alsologtostderr", FALSE, LOGGING),
@@ -207,7 +206,7 @@ mod tests {
         }
         let error = run(&["sluice", "serve", "--tcp-services-configmap", "ns/tcp"]).unwrap_err();
         assert!(error.contains("Service of type LoadBalancer"), "{error}");
-        let error = run(&["sluice", "serve", "--v=2"]).unwrap_err();
+        let error = run(&["sluice", "serve", "--vmodule=x=2"]).unwrap_err();
         assert!(error.contains("SLUICE_LOG"), "{error}");
         let error = run(&["sluice", "serve", "--annotations-prefix", "custom.io"]).unwrap_err();
         assert!(error.contains("--annotations-prefix"), "{error}");
@@ -237,7 +236,7 @@ mod tests {
         let error = run(&["sluice", "serve", "--update-status=false"]).unwrap_err();
         assert!(error.contains("--publish-service"), "{error}");
         // After `--` nothing is a flag.
-        let kept = run(&["sluice", "serve", "--", "--v=2"]).unwrap();
+        let kept = run(&["sluice", "serve", "--", "--vmodule=2"]).unwrap();
         assert_eq!(kept.len(), 4);
     }
 

@@ -74,7 +74,11 @@ fn main() -> ExitCode {
         };
     }
     let cli = Cli::parse_from(args);
-    init_logging();
+    let verbosity = match &cli.command {
+        Command::Serve(args) => args.verbosity,
+        _ => None,
+    };
+    init_logging(verbosity);
     let result = match cli.command {
         Command::Serve(args) => serve::run(*args),
         Command::Demo(args) => demo::run(args),
@@ -114,10 +118,16 @@ fn run_backend(args: BackendArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn init_logging() {
+/// SLUICE_LOG when set, else the level ingress-nginx's `--v=N` asks for, else info.
+fn init_logging(verbosity: Option<u8>) {
     use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let level = match verbosity {
+        None | Some(0..=2) => "info",
+        Some(3..=4) => "debug",
+        Some(_) => "trace",
+    };
+    let filter = EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| EnvFilter::new(level));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

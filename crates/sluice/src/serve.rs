@@ -100,6 +100,10 @@ pub(crate) struct ServeArgs {
     /// signal ends it early. ingress-nginx's flag; a bare number is seconds.
     #[arg(long, value_name = "DURATION", default_value = "0", value_parser = grace_period)]
     pub(crate) shutdown_grace_period: Duration,
+    /// ingress-nginx's (klog's) log verbosity: 0–2 info, 3–4 debug, 5 and more trace.
+    /// SLUICE_LOG, when set, wins.
+    #[arg(long = "v", value_name = "N")]
+    pub(crate) verbosity: Option<u8>,
     /// Append access log lines to this file instead of standard output (the ConfigMap's
     /// disable-access-log and log-format-upstream say whether and how they are written).
     #[arg(long, value_name = "PATH")]
@@ -409,6 +413,21 @@ mod tests {
         "--validating-webhook-certificate=/usr/local/certificates/cert",
         "--validating-webhook-key=/usr/local/certificates/key",
     ];
+
+    #[test]
+    fn klog_verbosity_is_taken_as_ingress_nginx_writes_it() {
+        let argv = crate::ingress_nginx_flags::check(
+            ["sluice", "serve", "--kubernetes", "--v=3"]
+                .map(std::ffi::OsString::from)
+                .to_vec(),
+        )
+        .expect("--v is not refused");
+        let parsed = Serve::try_parse_from(argv.into_iter().skip(1)).unwrap();
+        assert_eq!(parsed.args.verbosity, Some(3));
+        let parsed = Serve::try_parse_from(["serve", "--kubernetes", "--v", "5"]).unwrap();
+        assert_eq!(parsed.args.verbosity, Some(5));
+        assert!(Serve::try_parse_from(["serve", "--kubernetes", "--v=loud"]).is_err());
+    }
 
     #[test]
     fn the_seeds_ingress_nginx_args_start_sluice_and_mean_what_they_meant() {
