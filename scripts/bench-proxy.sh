@@ -71,25 +71,14 @@ OUT=${OUT:-target/bench-proxy.md}
 PIDS=()
 WORK=""
 
-log() { printf '[bench-proxy] %s\n' "$*" >&2; }
-die() { log "error: $*"; exit 1; }
+BENCH_NAME=bench-proxy
+# shellcheck source=lib/bench.sh
+. "$ROOT/scripts/lib/bench.sh"
 
 cleanup() {
-    local pid i
+    local pid
     for pid in "${PIDS[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    # Up to 5 s for graceful exits (nginx stops its workers, the backend drains), then force.
-    for pid in "${PIDS[@]}"; do
-        for ((i = 0; i < 50; i++)); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        if kill -0 "$pid" 2>/dev/null; then
-            log "pid $pid ignored SIGTERM, killing"
-            kill -KILL "$pid" 2>/dev/null || true
-        fi
-        wait "$pid" 2>/dev/null || true
+        stop_pid "$pid"
     done
     if [[ -n $WORK && -d $WORK ]]; then
         if [[ $KEEP_WORK == 1 ]]; then
@@ -150,18 +139,6 @@ ensure_sluice() {
 }
 
 # --- processes ---------------------------------------------------------------------------------
-
-# wait_until DESCRIPTION PID COMMAND...: polls COMMAND for up to 20 s; fails early if PID died.
-wait_until() {
-    local what=$1 pid=$2 i
-    shift 2
-    for ((i = 0; i < 200; i++)); do
-        "$@" >/dev/null 2>&1 && return 0
-        kill -0 "$pid" 2>/dev/null || die "$what: process $pid exited (see logs in $WORK)"
-        sleep 0.1
-    done
-    die "$what: not ready after 20 s (see logs in $WORK)"
-}
 
 start_backend() {
     taskset -c "$LOAD_CPU" "$SLUICE_BIN" backend --listen "127.0.0.1:$BACKEND_PORT" --name bench \

@@ -90,6 +90,12 @@ pub struct LoadArgs {
     #[arg(long)]
     pub new_connection_per_request: bool,
 
+    /// Memory benchmarks: open --connections connections, send one request on each, then keep
+    /// them all open and idle for --duration. Prints `idle: N open, F failed` once every
+    /// connection is idle (and flushes), then `released` when it closes them.
+    #[arg(long, conflicts_with_all = ["rate", "new_connection_per_request"])]
+    pub hold_idle: bool,
+
     /// TLS session resumption. off: every new connection is a full handshake. on: sessions are
     /// cached and resumed across connections and threads.
     #[arg(long, value_name = "on|off", value_enum, default_value_t = TlsResumption::Off)]
@@ -148,6 +154,8 @@ pub struct Config {
     pub headers: Vec<(HeaderName, HeaderValue)>,
     pub body: Bytes,
     pub new_connection_per_request: bool,
+    /// `--hold-idle`: one request per connection, then idle for `duration`.
+    pub hold_idle: bool,
     pub http2: bool,
     pub tls: TlsOptions,
     pub output: Output,
@@ -351,6 +359,7 @@ impl TryFrom<LoadArgs> for Config {
             headers,
             body,
             new_connection_per_request: close,
+            hold_idle: args.hold_idle,
             http2: args.http2,
             tls: TlsOptions {
                 resumption: args.tls_resumption == TlsResumption::On,

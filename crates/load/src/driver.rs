@@ -126,6 +126,115 @@ pub fn run(config: &Config) -> Result<Results, RunError> {
     ))
 }
 
+/// `--hold-idle`: requests in flight at once, per thread.
+const HOLD_IDLE_CONCURRENCY: usize = 32;
+
+/// What `--hold-idle` achieved.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Held {
+    /// Connections whose one request got a complete response and that were then kept open.
+    pub open: u64,
+    pub failed: u64,
+}
+
+/// `--hold-idle`: every thread opens its share of the connections and sends one request on each;
+/// when all are answered (or failed), `idle(open, failed)` is called, the connections are kept
+/// open and idle for `duration`, then closed.
+pub fn hold_idle(config: &Config, idle: impl FnOnce(u64, u64)) -> Result<Held, RunError> {
+    let shared = Arc::new(Shared::new(config)?);
+    let threads = config.threads.get();
+    let connections = config.connections.get();
+    let (done_tx, done_rx) = mpsc::channel::<Held>();
+    let mut releases = Vec::new();
+    let mut handles = Vec::new();
+    for thread in 0..threads {
+        let count = connections / threads + u32::from(thread < connections % threads);
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        releases.push(release_tx);
+        let shared = shared.clone();
+        let done = done_tx.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("load-idle-{thread}"))
+            .spawn(move || hold_thread(shared, count as usize, done, release_rx))
+            .map_err(RunError::Thread)?;
+        handles.push(handle);
+    }
+    drop(done_tx);
+    let mut held = Held::default();
+    for part in done_rx.iter().take(threads as usize) {
+        held.open += part.open;
+        held.failed += part.failed;
+    }
+    idle(held.open, held.failed);
+    std::thread::sleep(config.duration);
+    drop(releases);
+    for handle in handles {
+        handle
+            .join()
+            .map_err(|_| RunError::Panicked)?
+            .map_err(RunError::Thread)?;
+    }
+    Ok(held)
+}
+
+fn hold_thread(
+    shared: Arc<Shared>,
+    count: usize,
+    done: mpsc::Sender<Held>,
+    release: mpsc::Receiver<()>,
+) -> io::Result<()> {
+    let (runtime, local, ctx) = ThreadCtx::start(shared)?;
+    // A few requests at a time: the proxy then reuses a few upstream connections instead of
+    // opening one per client, so what stays in its memory is the idle clients' cost.
+    let wave = Rc::new(tokio::sync::Semaphore::new(HOLD_IDLE_CONCURRENCY));
+    let kept = local.block_on(&runtime, async {
+        let tasks: Vec<_> = (0..count)
+            .map(|_| {
+                let ctx = ctx.clone();
+                let wave = wave.clone();
+                tokio::task::spawn_local(async move {
+                    let _turn = wave.acquire().await.expect("the semaphore is never closed");
+                    let mut conn = None;
+                    let mut phase = Phase::Connect;
+                    let answered = tokio::time::timeout(
+                        ctx.shared.timeout,
+                        exchange(&ctx, &mut conn, &mut phase),
+                    )
+                    .await;
+                    match answered {
+                        Ok(Ok(exchange)) if !exchange.close && exchange.status < 400 => conn,
+                        Ok(Ok(_)) => None,
+                        Ok(Err((class, message))) => {
+                            ctx.note(class, message);
+                            None
+                        }
+                        Err(_) => None,
+                    }
+                })
+            })
+            .collect();
+        let mut kept = Vec::with_capacity(count);
+        for task in tasks {
+            kept.push(task.await.ok().flatten());
+        }
+        kept
+    });
+    let open = kept.iter().filter(|c| c.is_some()).count() as u64;
+    if let Some((_, example)) = ctx.examples.borrow().iter().next() {
+        eprintln!("sluice load --hold-idle: a connection failed: {example}");
+    }
+    let _ = done.send(Held {
+        open,
+        failed: count as u64 - open,
+    });
+    // Idle until released; HTTP/2 connections need their connection tasks polled (PING, GOAWAY).
+    local.block_on(&runtime, async {
+        let _ = tokio::task::spawn_blocking(move || release.recv()).await;
+    });
+    drop(kept);
+    Ok(())
+}
+
 /// What every thread needs, built once.
 struct Shared {
     addrs: Vec<SocketAddr>,
@@ -269,16 +378,7 @@ fn thread_main(
     ready: mpsc::Sender<()>,
     start: mpsc::Receiver<Instant>,
 ) -> io::Result<ThreadOutput> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let local = LocalSet::new();
-    let ctx = Rc::new(ThreadCtx {
-        recorder: RefCell::new(Recorder::new(shared.warmup, shared.duration)),
-        shared,
-        t0: Cell::new(Instant::now()),
-        examples: RefCell::new(BTreeMap::new()),
-    });
+    let (runtime, local, ctx) = ThreadCtx::start(shared)?;
 
     let conns: Vec<Option<Conn>> = if ctx.shared.new_connection_per_request {
         owned.iter().map(|_| None).collect()
@@ -514,6 +614,22 @@ async fn connect(ctx: &ThreadCtx) -> Result<Conn, String> {
 }
 
 impl ThreadCtx {
+    /// A load thread's runtime, task set and context.
+    fn start(
+        shared: Arc<Shared>,
+    ) -> io::Result<(tokio::runtime::Runtime, LocalSet, Rc<ThreadCtx>)> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let ctx = Rc::new(ThreadCtx {
+            recorder: RefCell::new(Recorder::new(shared.warmup, shared.duration)),
+            shared,
+            t0: Cell::new(Instant::now()),
+            examples: RefCell::new(BTreeMap::new()),
+        });
+        Ok((runtime, LocalSet::new(), ctx))
+    }
+
     fn note(&self, class: ErrorClass, message: String) {
         self.examples.borrow_mut().entry(class).or_insert(message);
     }

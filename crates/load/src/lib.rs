@@ -81,7 +81,7 @@ pub use args::{
     parse_duration, parse_header, parse_metric, Config, ConfigError, LoadArgs, Output, Target,
     TlsOptions, TlsResumption, Trust,
 };
-pub use driver::{run, RunError};
+pub use driver::{hold_idle, run, Held, RunError};
 pub use recorder::{
     latency_histogram, ErrorClass, ErrorCounts, Handshakes, Outcome, Recorder, Sample, Second,
     WarmupCounts, HIGHEST_TRACKABLE_US, SIGNIFICANT_DIGITS,
@@ -110,6 +110,15 @@ pub fn run_cli(args: LoadArgs) -> anyhow::Result<i32> {
         }
     };
     let mut stdout = std::io::stdout();
+    if config.hold_idle {
+        let held = driver::hold_idle(&config, |open, failed| {
+            let mut stdout = std::io::stdout();
+            let _ = writeln!(stdout, "idle: {open} open, {failed} failed");
+            let _ = stdout.flush();
+        })?;
+        writeln!(stdout, "released")?;
+        return Ok(if held.failed == 0 { 0 } else { 1 });
+    }
     write!(stdout, "{}", Results::render_header(&config))?;
     stdout.flush()?;
 

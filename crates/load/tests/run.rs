@@ -155,3 +155,39 @@ fn http2_prior_knowledge_works_against_a_hyper_server() {
     let _ = stop.send(());
     thread.join().unwrap();
 }
+
+#[test]
+fn hold_idle_keeps_every_connection_open_after_one_request_each() {
+    let server = TestServer::start(Behavior::Ok);
+    let config = load::Config::try_from(support::args(&[
+        "--hold-idle",
+        "-t",
+        "2",
+        "-c",
+        "40",
+        "-d",
+        "300ms",
+        &server.url("http"),
+    ]))
+    .expect("valid config");
+    let mut seen_while_idle = None;
+    let held = load::hold_idle(&config, |open, failed| {
+        // Called once all are idle: the server has answered one request per connection, on
+        // as many connections.
+        seen_while_idle = Some((
+            open,
+            failed,
+            server.count(|s| &s.accepted),
+            server.count(|s| &s.requests),
+        ));
+    })
+    .unwrap();
+    assert_eq!(
+        held,
+        load::Held {
+            open: 40,
+            failed: 0
+        }
+    );
+    assert_eq!(seen_while_idle, Some((40, 0, 40, 40)));
+}
