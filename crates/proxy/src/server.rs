@@ -111,7 +111,11 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
                     Parse::Request(request) => break request,
                     Parse::Partial => {}
                     Parse::Other => return Ended::Handover(self.buf.split().freeze()),
-                    Parse::Refused(error) => return self.refuse(conn, error).await,
+                    // Boxed, as `answer`: rare, and it writes a response.
+                    Parse::Refused(error) => {
+                        let refused = Box::pin(self.refuse(conn, error));
+                        return refused.await;
+                    }
                 }
                 if self.buf.capacity() - self.buf.len() < MIN_READ {
                     self.buf.reserve(READ_BUFFER);
@@ -125,10 +129,11 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
                     }
                 }
             };
-            let method = request.head.method.clone();
-            let response = crate::forward::respond(conn.clone(), request.head, None, None).await;
-            let close = !request.keep_alive || !self.keep_alive || conn.closing();
-            match self.write_response(response, &method, close).await {
+            // Boxed: a request's state (the pipeline, the upstream exchange, the response
+            // being written) is several KiB; inline, every idle keep-alive connection would
+            // carry that much in its task. One allocation per request instead.
+            let answer = Box::pin(self.answer(conn, request));
+            match answer.await {
                 Ok(true) if !conn.closing() => {}
                 Ok(_) => {
                     // A clean end: FIN, and over TLS a close_notify first, so the client
@@ -142,6 +147,14 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
                 }
             }
         }
+    }
+
+    /// One plain request: through the pipeline, then the response written.
+    async fn answer(&mut self, conn: &Rc<ConnCtx>, request: Parsed) -> io::Result<bool> {
+        let method = request.head.method.clone();
+        let response = crate::forward::respond(conn.clone(), request.head, None, None).await;
+        let close = !request.keep_alive || !self.keep_alive || conn.closing();
+        self.write_response(response, &method, close).await
     }
 
     /// Answers a head refused for its framing, and ends the connection: where the next

@@ -617,6 +617,18 @@ impl Worker {
             serve_http1(conn, stream, &settings).await;
             return;
         }
+        // Boxed: the handshake's and the TLS connection's state would otherwise be part of
+        // every plain connection's task too (a task is as large as its largest state).
+        let tls = Box::pin(self.serve_tls(stream, peer, &settings));
+        tls.await;
+    }
+
+    async fn serve_tls(
+        self: Rc<Self>,
+        stream: Linger<WriteTimeout<TcpStream>>,
+        peer: SocketAddr,
+        settings: &Settings,
+    ) {
         let Some(acceptor) = self.tls_acceptor(settings.ssl_session_tickets) else {
             return;
         };
@@ -636,9 +648,12 @@ impl Worker {
         let conn = ConnCtx::new(self, peer, true, h2);
         let _registered = conn.register();
         if h2 {
-            serve_http2(conn, TokioIo::new(tls), &settings).await;
+            // Boxed for the same reason: hyper's HTTP/2 connection state is several KiB
+            // that HTTP/1.1-over-TLS connections do not need.
+            let http2 = Box::pin(serve_http2(conn, TokioIo::new(tls), settings));
+            http2.await;
         } else {
-            serve_http1(conn, tls, &settings).await;
+            serve_http1(conn, tls, settings).await;
         }
     }
 
@@ -1004,7 +1019,31 @@ where
     let Some(Ended::Handover(read)) = ended else {
         return;
     };
-    let io = TokioIo::new(Prefixed::new(read, inline.into_io()));
+    // Boxed: hyper's connection state is kilobytes, and only the connections handed over
+    // (bodies, upgrades, HTTP/1.0) need it.
+    // Built in its own statement: a temporary in the awaiting statement would keep its
+    // (unboxed) size in this future.
+    let hyper = Box::pin(serve_http1_hyper(
+        conn,
+        Prefixed::new(read, inline.into_io()),
+        settings,
+        idle,
+        max_head,
+    ));
+    hyper.await;
+}
+
+/// The rest of a connection the inline server handed over, served by hyper.
+async fn serve_http1_hyper<I>(
+    conn: Rc<ConnCtx>,
+    io: Prefixed<I>,
+    settings: &Settings,
+    idle: Duration,
+    max_head: usize,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let io = TokioIo::new(io);
 
     let mut builder = http1::Builder::new();
     builder
