@@ -6,7 +6,7 @@
 //!    ▼
 //!  a plain request? HTTP/1.1, no body, no Expect, no Upgrade, a valid head
 //!    ├─ yes ─▶ forward::respond ─▶ status line, headers, framing (and Date) encoded into the
-//!    │         connection's reused buffer ─▶ one writev: head + the body bytes already here
+//!    │         connection's head buffer ─▶ one writev: head + the body bytes already here
 //!    │         ─▶ the rest of the body (as it is, or chunked) ─▶ the next request (pipelined
 //!    │         ones straight from the buffer, without a read)
 //!    └─ no ──▶ Ended::Handover: the socket and every byte read so far go to hyper, which
@@ -19,6 +19,7 @@
 //! request path. This server runs the request inside its own future, with no task, no
 //! channel and no boxing; the request head's values are slices of the read buffer.
 
+use std::cell::RefCell;
 use std::future::poll_fn;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
@@ -30,7 +31,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::request::Parts;
 use http::{Method, Request, Response, StatusCode, Uri};
 use http_body::Body;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use crate::body::ResponseBody;
 use crate::error::{Chain, ProxyError};
@@ -38,9 +39,37 @@ use crate::h1::{self, chunk_size_line, chunk_tail, FramingError, FramingHeaders,
 use crate::h1::{Framing, Status};
 use crate::worker::ConnCtx;
 
-/// A read wants at least this much free space; with less, the buffer grows by `READ_BUFFER`.
-const MIN_READ: usize = 1024;
-const READ_BUFFER: usize = 8 * 1024;
+/// The most one read takes from a client connection (the scratch buffer's size).
+const READ_BUFFER: usize = 16 * 1024;
+
+thread_local! {
+    /// Each worker thread reads client bytes here first: a connection waiting for its next
+    /// request then holds no buffer of its own.
+    static SCRATCH: RefCell<Box<[u8]>> = RefCell::new(vec![0; READ_BUFFER].into_boxed_slice());
+}
+
+/// Reads what the client sent into the thread's scratch buffer and appends it to `buf`
+/// (which grows only by what arrived). `Ok(0)`: end of stream.
+async fn read_through_scratch<I: AsyncRead + Unpin>(
+    io: &mut I,
+    buf: &mut BytesMut,
+) -> io::Result<usize> {
+    poll_fn(|cx| {
+        SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            let mut read = ReadBuf::new(&mut scratch[..]);
+            match Pin::new(&mut *io).poll_read(cx, &mut read) {
+                Poll::Ready(Ok(())) => {
+                    buf.extend_from_slice(read.filled());
+                    Poll::Ready(Ok(read.filled().len()))
+                }
+                Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+    })
+    .await
+}
 
 /// How the inline server left a connection.
 pub(crate) enum Ended {
@@ -53,8 +82,9 @@ pub(crate) enum Ended {
 /// One client connection served inline.
 pub(crate) struct Http1<I> {
     io: I,
-    /// Bytes read and not yet parsed; a request's head is split off it, and its allocation
-    /// comes back once that request is over.
+    /// Bytes read and not yet parsed; a request's head is split off it. Empty between
+    /// requests, it is let go (reads go through the thread's scratch buffer), so an idle
+    /// keep-alive connection holds no read buffer.
     buf: BytesMut,
     /// The response head is encoded here; the allocation lives as long as the connection.
     out: Vec<u8>,
@@ -117,10 +147,13 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
                         return refused.await;
                     }
                 }
-                if self.buf.capacity() - self.buf.len() < MIN_READ {
-                    self.buf.reserve(READ_BUFFER);
+                if self.buf.is_empty() && self.buf.capacity() > 0 {
+                    // Between requests: nothing held (nginx frees an idle keep-alive
+                    // connection's buffers too). The next bytes arrive through the thread's
+                    // scratch buffer, and only they are kept.
+                    self.buf = BytesMut::new();
                 }
-                match self.io.read_buf(&mut self.buf).await {
+                match read_through_scratch(&mut self.io, &mut self.buf).await {
                     Ok(0) => return Ended::Closed,
                     Ok(_) => {}
                     Err(e) => {
