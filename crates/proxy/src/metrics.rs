@@ -74,6 +74,8 @@ pub(crate) struct BufferedCounts {
 /// What a worker hands to the admin server.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Snapshot {
+    /// Client connections by protocol and state, counted when the snapshot is taken.
+    pub(crate) connections: ConnectionCounts,
     pub(crate) requests: BTreeMap<RequestLabels, u64>,
     pub(crate) duration: Histogram,
     pub(crate) errors: BTreeMap<(u16, ErrorSource), u64>,
@@ -82,6 +84,21 @@ pub(crate) struct Snapshot {
     pub(crate) open_connections: u64,
     pub(crate) limits: LimitCounts,
     pub(crate) bodies_buffered: BufferedCounts,
+}
+
+/// Open client connections: `[protocol][state]`, protocol as [`PROTOCOLS`], state
+/// `0` active (a request in flight), `1` idle.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ConnectionCounts(pub(crate) [[u64; 2]; 3]);
+
+/// The `protocol` label values of `sluice_client_connections`.
+pub(crate) const PROTOCOLS: [&str; 3] = ["http1", "https1", "h2"];
+
+impl ConnectionCounts {
+    /// Counts one connection; `protocol` indexes [`PROTOCOLS`].
+    pub(crate) fn count(&mut self, protocol: usize, active: bool) {
+        self.0[protocol][usize::from(!active)] += 1;
+    }
 }
 
 #[derive(Debug, Default, Clone)]
@@ -178,6 +195,7 @@ impl Stats {
             }
         }
         Snapshot {
+            connections: ConnectionCounts::default(),
             requests,
             duration: self.duration.clone(),
             errors: self.errors.clone(),
@@ -271,6 +289,10 @@ impl Snapshot {
         self.connect_errors += other.connect_errors;
         self.retries += other.retries;
         self.open_connections += other.open_connections;
+        for (mine, theirs) in self.connections.0.iter_mut().zip(other.connections.0) {
+            mine[0] += theirs[0];
+            mine[1] += theirs[1];
+        }
         self.limits.idle_closed += other.limits.idle_closed;
         self.limits.accept_paused += other.limits.accept_paused;
         self.limits.fd_exhausted += other.limits.fd_exhausted;
@@ -372,6 +394,21 @@ pub(crate) fn render(total: &Snapshot, shared: &Shared, workers: usize) -> Strin
         "Client connections currently open.",
         total.open_connections as f64,
     );
+    family(
+        &mut out,
+        "sluice_client_connections",
+        "gauge",
+        "Client connections open now, by protocol (http1, https1, h2) and state (active: a request in flight; idle: kept alive between requests).",
+    );
+    for (protocol, states) in PROTOCOLS.iter().zip(total.connections.0) {
+        for (state, n) in ["active", "idle"].iter().zip(states) {
+            let _ = writeln!(
+                out,
+                "sluice_client_connections{{protocol=\"{protocol}\",state=\"{state}\"}} {n}"
+            );
+        }
+    }
+    process_metrics(&mut out);
     single(
         &mut out,
         "sluice_client_connections_closed_idle_at_limit_total",
@@ -506,6 +543,54 @@ fn backend_endpoints(out: &mut String, config: &Compiled) {
             }
         });
     }
+}
+
+/// The standard `process_*` families (Prometheus client libraries' process collector, which
+/// ingress-nginx's Go exporter has too), from /proc/self.
+fn process_metrics(out: &mut String) {
+    let page = page_size();
+    if let Ok(statm) = std::fs::read_to_string("/proc/self/statm") {
+        let mut fields = statm
+            .split_whitespace()
+            .map(|f| f.parse::<u64>().unwrap_or(0));
+        let (virtual_pages, resident_pages) = (fields.next(), fields.next());
+        if let (Some(virtual_pages), Some(resident_pages)) = (virtual_pages, resident_pages) {
+            single(
+                out,
+                "process_resident_memory_bytes",
+                "gauge",
+                "Resident memory size in bytes.",
+                (resident_pages * page) as f64,
+            );
+            single(
+                out,
+                "process_virtual_memory_bytes",
+                "gauge",
+                "Virtual memory size in bytes.",
+                (virtual_pages * page) as f64,
+            );
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir("/proc/self/fd") {
+        single(
+            out,
+            "process_open_fds",
+            "gauge",
+            "Number of open file descriptors.",
+            entries.count() as f64,
+        );
+    }
+    single(
+        out,
+        "process_max_fds",
+        "gauge",
+        "Maximum number of open file descriptors (the soft limit).",
+        crate::fds::open_files_limit() as f64,
+    );
+}
+
+fn page_size() -> u64 {
+    rustix::param::page_size() as u64
 }
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {

@@ -739,7 +739,17 @@ impl Worker {
 
     async fn serve_stats(self: Rc<Self>, mut requests: mpsc::Receiver<StatsRequest>) {
         while let Some(reply) = requests.recv().await {
-            let snapshot = self.stats.borrow().snapshot();
+            let mut snapshot = self.stats.borrow().snapshot();
+            for conn in self.connections.borrow().iter() {
+                let protocol = match (conn.https, conn.h2) {
+                    (false, _) => 0,
+                    (true, false) => 1,
+                    (true, true) => 2,
+                };
+                snapshot
+                    .connections
+                    .count(protocol, conn.in_flight.get() > 0);
+            }
             let _ = reply.send(snapshot);
         }
     }

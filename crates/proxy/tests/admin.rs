@@ -197,3 +197,74 @@ async fn probes_answer_while_config_and_metrics_are_hammered() {
     );
     shutdown(h.proxy).await;
 }
+
+/// The value of one sample line of `/metrics` (exact series text before the value).
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[tokio::test]
+async fn memory_and_connections_by_protocol_and_state_are_exposed() {
+    let backend = start_backend("web").await;
+    let ca = TestCa::new();
+    let leaf = ca.leaf(&["conns.test"]);
+    let mut h = Harness::start();
+    let mut objects = catch_all("web", &[addr_of(&backend)]);
+    objects.push(tls_secret("conns-tls", &leaf));
+    // The certificate for every TLS client: the catch-all Ingress names no host.
+    h.options.default_tls_secret = default_tls_secret("conns-tls");
+    h.apply(&objects);
+
+    // Two idle plain connections, one idle HTTP/1.1 over TLS, one idle HTTP/2, and one plain
+    // connection with a request in flight.
+    let mut idle_plain = Vec::new();
+    for _ in 0..2 {
+        let mut client = Client::connect(h.http()).await;
+        assert_eq!(client.get("conns.test", "/").await.status, StatusCode::OK);
+        idle_plain.push(client);
+    }
+    let (tls, _) = ca
+        .connect(h.https(), "conns.test", &[b"http/1.1"])
+        .await
+        .unwrap();
+    let mut tls_client = Client::over(tls).await;
+    assert_eq!(
+        tls_client.get("conns.test", "/").await.status,
+        StatusCode::OK
+    );
+    let (tls, _) = ca.connect(h.https(), "conns.test", &[b"h2"]).await.unwrap();
+    let mut h2 = H2Client::over(tls).await;
+    assert_eq!(h2.get("https://conns.test/").await.status, StatusCode::OK);
+    let mut busy = Client::connect(h.http()).await;
+    let in_flight = tokio::spawn(async move { busy.get("conns.test", "/slow?ms=3000").await });
+
+    let expected = [
+        ("http1", "idle", 2.0),
+        ("http1", "active", 1.0),
+        ("https1", "idle", 1.0),
+        ("https1", "active", 0.0),
+        ("h2", "idle", 1.0),
+        ("h2", "active", 0.0),
+    ];
+    eventually("connection gauges to match", || async {
+        let metrics = get(h.admin(), "a", "/metrics").await.text();
+        // The scrape itself is on the admin listener, not counted here.
+        expected.iter().all(|(protocol, state, n)| {
+            sample(
+                &metrics,
+                &format!("sluice_client_connections{{protocol=\"{protocol}\",state=\"{state}\"}}"),
+            ) == Some(*n)
+        })
+    })
+    .await;
+    let metrics = get(h.admin(), "a", "/metrics").await.text();
+    let resident = sample(&metrics, "process_resident_memory_bytes").unwrap();
+    assert!(resident > 1_000_000.0, "{resident}");
+    assert!(sample(&metrics, "process_open_fds").unwrap() >= 5.0);
+    assert!(sample(&metrics, "process_max_fds").unwrap() > 0.0);
+    in_flight.abort();
+    drop((idle_plain, tls_client, h2));
+    shutdown(h.proxy).await;
+}
