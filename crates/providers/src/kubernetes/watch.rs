@@ -445,18 +445,62 @@ impl Backoff for RetryDelays {
     }
 }
 
+/// `kubectl apply`'s copy of the whole object (for a Secret: its keys again, in clear JSON).
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// Drops what the Store must not compare: the resourceVersion and managedFields change on
-/// every write (a status update would otherwise look like a configuration change).
+/// every write (a status update would otherwise look like a configuration change). Also
+/// `kubectl apply`'s last-applied annotation, which nothing reads: a second copy of every
+/// object kept in memory.
 fn normalise<K: Watched>(mut object: K) -> K {
     let meta = object.meta_mut();
     meta.resource_version = None;
     meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+        if annotations.is_empty() {
+            meta.annotations = None;
+        }
+    }
     object
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_changes_on_every_write_and_kubectls_copy_are_dropped_and_annotations_kept() {
+        use k8s_openapi::api::networking::v1::Ingress;
+        let mut ingress = Ingress::default();
+        ingress.metadata.resource_version = Some("42".into());
+        ingress.metadata.annotations = Some(
+            [
+                (LAST_APPLIED.to_owned(), "{\"a huge\": \"copy\"}".to_owned()),
+                (
+                    "nginx.ingress.kubernetes.io/rewrite-target".to_owned(),
+                    "/$1".to_owned(),
+                ),
+            ]
+            .into(),
+        );
+        let ingress = normalise(ingress);
+        assert_eq!(ingress.metadata.resource_version, None);
+        assert_eq!(
+            ingress.metadata.annotations,
+            Some(
+                [(
+                    "nginx.ingress.kubernetes.io/rewrite-target".to_owned(),
+                    "/$1".to_owned()
+                )]
+                .into()
+            )
+        );
+        let mut only_kubectl = Ingress::default();
+        only_kubectl.metadata.annotations =
+            Some([(LAST_APPLIED.to_owned(), "{}".to_owned())].into());
+        assert_eq!(normalise(only_kubectl).metadata.annotations, None);
+    }
 
     #[test]
     fn retries_double_up_to_a_cap_with_jitter_and_start_over_after_a_reset() {
