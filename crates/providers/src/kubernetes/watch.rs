@@ -291,11 +291,13 @@ trait Watched: Resource + Clone + Debug + DeserializeOwned + Send + 'static {
 }
 
 macro_rules! watched {
-    ($($type:ty => $kind:ident),* $(,)?) => {$(
+    ($($type:ty => $kind:ident $(via $slim:ident)?),* $(,)?) => {$(
         impl Watched for $type {
             const KIND: Kind = Kind::$kind;
             fn into_object(self) -> Object {
-                Object::$kind(self)
+                let object = self;
+                $(let object = $slim(object);)?
+                Object::$kind(object)
             }
         }
     )*};
@@ -305,9 +307,25 @@ watched! {
     Ingress => Ingress,
     IngressClass => IngressClass,
     Service => Service,
-    EndpointSlice => EndpointSlice,
+    EndpointSlice => EndpointSlice via slim_endpoint_slice,
     Secret => Secret,
     ConfigMap => ConfigMap,
+}
+
+/// An EndpointSlice as the Store needs it: addresses, ports and conditions. Each endpoint's
+/// `targetRef` (the Pod: kind, name, namespace, uid, resourceVersion), `nodeName`, `zone`,
+/// `hints` and `deprecatedTopology` are read by nothing, and with tens of thousands of
+/// endpoints they are most of the slice's memory. A change to only those fields (a Pod
+/// replaced at the same address) is then no change, which is right: the address serves.
+fn slim_endpoint_slice(mut slice: EndpointSlice) -> EndpointSlice {
+    for endpoint in &mut slice.endpoints {
+        endpoint.target_ref = None;
+        endpoint.node_name = None;
+        endpoint.zone = None;
+        endpoint.hints = None;
+        endpoint.deprecated_topology = None;
+    }
+    slice
 }
 
 fn spawn<K: Watched>(
@@ -500,6 +518,35 @@ mod tests {
         only_kubectl.metadata.annotations =
             Some([(LAST_APPLIED.to_owned(), "{}".to_owned())].into());
         assert_eq!(normalise(only_kubectl).metadata.annotations, None);
+    }
+
+    #[test]
+    fn an_endpoint_slice_keeps_addresses_ports_and_conditions_only() {
+        let slice: EndpointSlice = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-abc", "namespace": "app",
+                         "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080}],
+            "endpoints": [{
+                "addresses": ["10.1.2.3"],
+                "conditions": {"ready": false, "serving": true, "terminating": true},
+                "targetRef": {"kind": "Pod", "name": "web-7d9f", "namespace": "app",
+                              "uid": "4b1e5c3a-0000-4000-8000-000000000000"},
+                "nodeName": "node-1", "zone": "a",
+                "hints": {"forZones": [{"name": "a"}]},
+            }],
+        }))
+        .unwrap();
+        let Object::EndpointSlice(slim) = slice.clone().into_object() else {
+            unreachable!()
+        };
+        let endpoint = &slim.endpoints[0];
+        assert_eq!(endpoint.addresses, ["10.1.2.3"]);
+        assert_eq!(endpoint.conditions, slice.endpoints[0].conditions);
+        assert_eq!(slim.ports, slice.ports);
+        assert_eq!(slim.metadata, slice.metadata);
+        assert!(endpoint.target_ref.is_none() && endpoint.node_name.is_none());
+        assert!(endpoint.zone.is_none() && endpoint.hints.is_none());
     }
 
     #[test]
