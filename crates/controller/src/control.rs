@@ -5,11 +5,12 @@
 //!  ChangeSet { config: true }  ──▶ compile(&Store) ──▶ log new diagnostics ──▶ Proxy::publish
 //!  ChangeSet { endpoints }     ──▶ Compiled::refresh_endpoints ──▶ Proxy::endpoints_changed
 //!                                  (refused node-local addresses logged once)
+//!  a served certificate crosses its expiry warning ──▶ compile (the diagnostic says so)
 //! ```
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use model::{compile, ChangeSet, CompileOptions, Compiled, Diagnostic, Settings, Store};
 use proxy::Proxy;
@@ -29,6 +30,14 @@ pub struct ControlPlane {
     worker_processes: Option<u32>,
     /// What the open-files limit was set from; likewise.
     max_worker_open_files: u64,
+    /// Unix seconds when a served certificate next crosses its expiry warning or expires.
+    next_certificate_event: Option<i64>,
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 impl ControlPlane {
@@ -43,6 +52,7 @@ impl ControlPlane {
             refused_endpoints: Vec::new(),
             worker_processes: startup.worker_processes,
             max_worker_open_files: startup.max_worker_open_files,
+            next_certificate_event: None,
         }
     }
 
@@ -133,7 +143,20 @@ impl ControlPlane {
         }
         self.diagnostics = current;
         self.report_refused_endpoints(&compiled);
+        self.next_certificate_event = compiled.certificates.next_expiry_event(unix_now());
         self.proxy.publish(compiled);
+    }
+
+    /// Time until a served certificate crosses `model::tls::EXPIRY_WARNING` or expires: the
+    /// loops recompile then, so the warning (diagnostic, log, Event) comes without waiting
+    /// for another change. `None`: nothing to wait for.
+    pub fn certificate_check_in(&self) -> Option<Duration> {
+        let at = self.next_certificate_event?;
+        let now = unix_now();
+        // One second past the moment, so the compile sees it as crossed.
+        Some(Duration::from_secs(
+            at.saturating_sub(now).unsigned_abs() + 1,
+        ))
     }
 
     /// Files that could not be read or parsed: logged when new, shown on `/config`.
@@ -145,5 +168,13 @@ impl ControlPlane {
         }
         self.source_errors = errors.clone();
         self.proxy.set_source_errors(errors);
+    }
+}
+
+/// Sleeps for `duration`, or forever when there is none (a `select!` branch that never fires).
+pub(crate) async fn sleep_for(duration: Option<Duration>) {
+    match duration {
+        Some(duration) => tokio::time::sleep(duration).await,
+        None => std::future::pending().await,
     }
 }

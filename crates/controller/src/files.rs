@@ -71,6 +71,9 @@ pub(crate) fn run(config: PathBuf, options: &Options) -> Result<(), Error> {
                         control.act(changes);
                     }
                 }
+                _ = crate::control::sleep_for(control.certificate_check_in()) => {
+                    control.act(model::ChangeSet { config: true, ..Default::default() });
+                }
                 step = termination.next() => match step {
                     Step::Grace => control.proxy.terminating(),
                     Step::Stop => break,

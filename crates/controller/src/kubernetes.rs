@@ -75,6 +75,7 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
         .ok()
         .filter(|ns| !ns.is_empty())
         .unwrap_or_else(|| compile_options.config_map.namespace.clone());
+    control.proxy.set_leader(&kube.election_id, false);
     let status = StatusWriter::start(
         client.clone(),
         StatusOptions {
@@ -96,6 +97,7 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
         None => None,
     };
 
+    let mut leading = status.leading();
     let started = Instant::now();
     let mut pending = ChangeSet::default();
     let mut synced = false;
@@ -103,10 +105,19 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
     let mut termination = Termination::new(options.shutdown_grace_period)?;
     loop {
         let update = tokio::select! {
-            update = watchers.next() => update,
+            update = watchers.next() => update.map(Some),
             Some(review) = next_review(&mut webhook) => {
                 review.answer(&control.store, &control.options, synced);
                 continue;
+            }
+            Ok(()) = leading.changed() => {
+                let leads = *leading.borrow_and_update();
+                control.proxy.set_leader(&kube.election_id, leads);
+                continue;
+            }
+            _ = crate::control::sleep_for(control.certificate_check_in()), if synced => {
+                pending.config = true;
+                Some(None)
             }
             step = termination.next() => match step {
                 Step::Grace => {
@@ -116,8 +127,11 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
                 Step::Stop => break,
             },
         };
-        let Some(update) = update else { break };
-        pending.merge(apply_update(&mut control.store, update));
+        match update {
+            Some(Some(update)) => pending.merge(apply_update(&mut control.store, update)),
+            Some(None) => {} // a certificate check: `pending` says recompile
+            None => break,
+        }
         // Take everything already waiting before acting, so a burst costs one compile.
         while let Some(update) = watchers.try_next() {
             pending.merge(apply_update(&mut control.store, update));

@@ -158,6 +158,22 @@ impl Options {
             status_listen: self.listen.status,
             workers,
             access_log: self.access_log.clone(),
+            metric_identity: self.metric_identity(),
+        }
+    }
+
+    /// ingress-nginx's `controller_*` metric labels: the pod (from the downward API's
+    /// `$POD_NAME` and `$POD_NAMESPACE`, else the host name) and the controller class.
+    fn metric_identity(&self) -> proxy::MetricIdentity {
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        proxy::MetricIdentity {
+            namespace: env("POD_NAMESPACE").unwrap_or_default(),
+            class: self.compile.controller_class.clone(),
+            pod: env("POD_NAME").unwrap_or_else(|| {
+                std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .map(|h| h.trim().to_owned())
+                    .unwrap_or_default()
+            }),
         }
     }
 }

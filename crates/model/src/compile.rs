@@ -9,7 +9,7 @@
 //! Pure and deterministic: no I/O, no clock, sorted iteration. A broken object never stops
 //! the rest from compiling; conflicts go to the oldest Ingress, the newer one gets a diagnostic.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -25,7 +25,7 @@ use crate::policy::{HeaderEdit, RoutePolicy};
 use crate::routes::{HostPattern, PathKind, PathRoute, Route, RouteSite, RouteTable};
 use crate::settings::Settings;
 use crate::store::{NamespacedName, Store};
-use crate::tls::{certified_key_from_secret, Certificates};
+use crate::tls::{certificate_info, certified_key_from_secret, CertificateInfo, Certificates};
 
 pub const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
 pub const LEGACY_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
@@ -82,6 +82,9 @@ pub enum Severity {
     Difference,
     /// Served as ingress-nginx would, in a way that surprises (its documented traps).
     Notice,
+    /// Served now, failing soon: a certificate that expires within `tls::EXPIRY_WARNING` or
+    /// has expired (clients refuse it).
+    Expiring,
 }
 
 /// The product of one compile. Immutable; the proxy swaps it in whole.
@@ -147,6 +150,7 @@ impl Severity {
             Severity::Missing => "missing",
             Severity::Difference => "difference",
             Severity::Notice => "notice",
+            Severity::Expiring => "expiring",
         }
     }
 }
@@ -299,6 +303,13 @@ fn ingress_name(ingress: &Ingress) -> NamespacedName {
         ingress.metadata.namespace.clone().unwrap_or_default(),
         ingress.metadata.name.clone().unwrap_or_default(),
     )
+}
+
+/// Now, in Unix seconds (certificates' expiry is compared with it).
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 fn ingress_ref(name: &NamespacedName) -> ObjectRef {
@@ -961,14 +972,25 @@ impl Compiler<'_> {
         options: &CompileOptions,
         tls: BTreeMap<HostPattern, (NamespacedName, NamespacedName)>,
     ) {
+        let now = unix_now();
         let mut parsed = HashMap::new();
+        let mut warned = HashSet::new();
         for (host, (secret, ingress)) in tls {
             let result = parsed
                 .entry(secret.clone())
                 .or_insert_with(|| self.load_secret(&secret))
                 .clone();
             match result {
-                Ok(key) => self.out.certificates.insert(&host, key, secret.to_string()),
+                Ok((key, info)) => {
+                    if let Some(info) = &info {
+                        if warned.insert((secret.clone(), ingress.clone())) {
+                            self.warn_expiry(ingress_ref(&ingress), &secret, info, now);
+                        }
+                    }
+                    self.out
+                        .certificates
+                        .insert(&host, key, secret.to_string(), info)
+                }
                 Err(why) => self.diagnose_with(
                     why.severity(),
                     ingress_ref(&ingress),
@@ -977,14 +999,20 @@ impl Compiler<'_> {
             }
         }
         if let Some(secret) = &options.default_tls_secret {
+            let object =
+                ObjectRef::new(Kind::Secret, secret.namespace.clone(), secret.name.clone());
             match self.load_secret(secret) {
-                Ok(key) => self
-                    .out
-                    .certificates
-                    .insert(&HostPattern::Any, key, secret.to_string()),
+                Ok((key, info)) => {
+                    if let Some(info) = &info {
+                        self.warn_expiry(object, secret, info, now);
+                    }
+                    self.out
+                        .certificates
+                        .insert(&HostPattern::Any, key, secret.to_string(), info)
+                }
                 Err(why) => self.diagnose_with(
                     why.severity(),
-                    ObjectRef::new(Kind::Secret, secret.namespace.clone(), secret.name.clone()),
+                    object,
                     format!(
                         "--default-tls-secret: {why}; a self-signed certificate is served instead"
                     ),
@@ -993,15 +1021,54 @@ impl Compiler<'_> {
         }
     }
 
+    /// A served certificate that expires within [`crate::tls::EXPIRY_WARNING`] (or has):
+    /// a diagnostic whose text stays the same until it expires, so it is reported once.
+    fn warn_expiry(
+        &mut self,
+        object: ObjectRef,
+        secret: &NamespacedName,
+        info: &CertificateInfo,
+        now: i64,
+    ) {
+        let warning = crate::tls::EXPIRY_WARNING.as_secs() as i64;
+        let when = crate::tls::utc_text(info.not_after);
+        let reason = if info.not_after <= now {
+            format!(
+                "Secret {secret}: the certificate expired at {when}; clients refuse it: renew it"
+            )
+        } else if info.not_after - now <= warning {
+            format!(
+                "Secret {secret}: the certificate expires at {when}, within {} days: renew it",
+                warning / 86_400
+            )
+        } else {
+            return;
+        };
+        self.diagnose_with(Severity::Expiring, object, reason);
+    }
+
     fn load_secret(
         &self,
         secret: &NamespacedName,
-    ) -> Result<Arc<rustls::sign::CertifiedKey>, Problem> {
+    ) -> Result<
+        (
+            Arc<rustls::sign::CertifiedKey>,
+            Option<Arc<CertificateInfo>>,
+        ),
+        Problem,
+    > {
         let found = self
             .store
             .secret(secret)
             .ok_or_else(|| Problem::missing("not found"))?;
-        certified_key_from_secret(found).map_err(Problem::invalid)
+        let key = certified_key_from_secret(found).map_err(Problem::invalid)?;
+        // rustls serves the chain as opaque bytes; reading it is for expiry and metrics only.
+        let info = key
+            .cert
+            .first()
+            .and_then(|leaf| certificate_info(leaf).ok())
+            .map(Arc::new);
+        Ok((key, info))
     }
 }
 

@@ -25,6 +25,129 @@ pub struct Certificates {
     default: Option<Arc<CertifiedKey>>,
     /// Which Secret serves which host pattern, for `/config` and golden files.
     sources: BTreeMap<String, String>,
+    /// What each served Secret's certificate says (`namespace/name` → info).
+    details: BTreeMap<String, Arc<CertificateInfo>>,
+}
+
+/// How long before a served certificate's expiry it is reported (diagnostic, Event, log).
+pub const EXPIRY_WARNING: std::time::Duration = std::time::Duration::from_secs(14 * 24 * 3600);
+
+/// What a served certificate says about itself, read once when its Secret is loaded: its
+/// validity for `nginx_ingress_controller_ssl_expire_time_seconds`, the status page and the
+/// expiry warning; the rest for `nginx_ingress_controller_ssl_certificate_info`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CertificateInfo {
+    /// Unix seconds.
+    pub not_before: i64,
+    pub not_after: i64,
+    pub subject_common_name: String,
+    /// DNS names of the subjectAltName extension.
+    pub dns_names: Vec<String>,
+    pub issuer_common_name: String,
+    pub issuer_organization: String,
+    /// The issuer name's serialNumber attribute (rarely set; ingress-nginx's `identifier`
+    /// label starts with it).
+    pub issuer_serial_number: String,
+    /// The certificate's serial number, in decimal.
+    pub serial_number: String,
+    /// `RSA`, `ECDSA`, `Ed25519`, `DSA` (Go's names, as ingress-nginx's label has them).
+    pub public_key_algorithm: String,
+}
+
+impl CertificateInfo {
+    /// ingress-nginx's certificate `identifier` label: issuer serialNumber `-` serial.
+    pub fn identifier(&self) -> String {
+        format!("{}-{}", self.issuer_serial_number, self.serial_number)
+    }
+}
+
+/// Reads what [`CertificateInfo`] holds from a DER certificate.
+pub fn certificate_info(der: &[u8]) -> Result<CertificateInfo, String> {
+    use x509_parser::oid_registry as oids;
+    let (_, cert) = x509_parser::parse_x509_certificate(der)
+        .map_err(|e| format!("not an X.509 certificate: {e}"))?;
+    fn first<'a>(
+        mut values: impl Iterator<Item = &'a x509_parser::x509::AttributeTypeAndValue<'a>>,
+    ) -> String {
+        values
+            .next()
+            .and_then(|v| v.as_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    }
+    let issuer = cert.issuer();
+    let algorithm = &cert.public_key().algorithm.algorithm;
+    let public_key_algorithm = if *algorithm == oids::OID_PKCS1_RSAENCRYPTION {
+        "RSA"
+    } else if *algorithm == oids::OID_KEY_TYPE_EC_PUBLIC_KEY {
+        "ECDSA"
+    } else if *algorithm == oids::OID_SIG_ED25519 {
+        "Ed25519"
+    } else if *algorithm == oids::OID_KEY_TYPE_DSA {
+        "DSA"
+    } else {
+        "Unknown"
+    };
+    let dns_names = match cert.subject_alternative_name() {
+        Ok(Some(san)) => san
+            .value
+            .general_names
+            .iter()
+            .filter_map(|name| match name {
+                x509_parser::extensions::GeneralName::DNSName(dns) => Some((*dns).to_owned()),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    Ok(CertificateInfo {
+        not_before: cert.validity().not_before.timestamp(),
+        not_after: cert.validity().not_after.timestamp(),
+        subject_common_name: first(cert.subject().iter_common_name()),
+        dns_names,
+        issuer_common_name: first(issuer.iter_common_name()),
+        issuer_organization: first(issuer.iter_organization()),
+        issuer_serial_number: first(issuer.iter_by_oid(&oids::OID_X509_SERIALNUMBER)),
+        serial_number: decimal(cert.tbs_certificate.raw_serial()),
+        public_key_algorithm: public_key_algorithm.into(),
+    })
+}
+
+/// A big-endian unsigned integer in decimal (serial numbers are up to 20 bytes).
+fn decimal(bytes: &[u8]) -> String {
+    let mut digits: Vec<u8> = Vec::new(); // little-endian base 10
+    for &byte in bytes {
+        let mut carry = u32::from(byte);
+        for digit in digits.iter_mut() {
+            let value = u32::from(*digit) * 256 + carry;
+            *digit = (value % 10) as u8;
+            carry = value / 10;
+        }
+        while carry > 0 {
+            digits.push((carry % 10) as u8);
+            carry /= 10;
+        }
+    }
+    if digits.is_empty() {
+        return "0".into();
+    }
+    digits.iter().rev().map(|d| char::from(b'0' + d)).collect()
+}
+
+/// `2026-12-01T12:00:00Z` for Unix seconds (UTC).
+pub fn utc_text(unix: i64) -> String {
+    match time::OffsetDateTime::from_unix_timestamp(unix) {
+        Ok(t) => format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+            t.year(),
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second()
+        ),
+        Err(_) => format!("@{unix}"),
+    }
 }
 
 /// The crypto provider Sluice uses everywhere: aws-lc-rs.
@@ -104,7 +227,29 @@ impl Certificates {
         &self.sources
     }
 
-    pub(crate) fn insert(&mut self, host: &HostPattern, key: Arc<CertifiedKey>, source: String) {
+    /// Served Secret (`namespace/name`) → what its certificate says.
+    pub fn details(&self) -> &BTreeMap<String, Arc<CertificateInfo>> {
+        &self.details
+    }
+
+    /// When the next served certificate crosses [`EXPIRY_WARNING`] or expires, after `now`
+    /// (Unix seconds): a compile then reports it.
+    pub fn next_expiry_event(&self, now: i64) -> Option<i64> {
+        let warning = EXPIRY_WARNING.as_secs() as i64;
+        self.details
+            .values()
+            .flat_map(|info| [info.not_after - warning, info.not_after])
+            .filter(|at| *at > now)
+            .min()
+    }
+
+    pub(crate) fn insert(
+        &mut self,
+        host: &HostPattern,
+        key: Arc<CertifiedKey>,
+        source: String,
+        info: Option<Arc<CertificateInfo>>,
+    ) {
         match host {
             HostPattern::Exact(h) => {
                 self.exact.insert(h.clone(), key);
@@ -114,6 +259,9 @@ impl Certificates {
             }
             HostPattern::Any => self.default = Some(key),
         }
+        if let Some(info) = info {
+            self.details.insert(source.clone(), info);
+        }
         self.sources.insert(host.to_string(), source);
     }
 }
@@ -122,6 +270,90 @@ impl std::fmt::Debug for Certificates {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Certificates")
             .field("sources", &self.sources)
+            .field("details", &self.details)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    fn issued(not_after: SystemTime) -> (rcgen::Certificate, rcgen::KeyPair) {
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(rcgen::DnType::CommonName, "Test CA");
+        ca.distinguished_name
+            .push(rcgen::DnType::OrganizationName, "Sluice tests");
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let issuer = rcgen::Issuer::new(ca, ca_key);
+        let mut leaf = rcgen::CertificateParams::new(vec!["shop.example".to_owned()]).unwrap();
+        leaf.distinguished_name
+            .push(rcgen::DnType::CommonName, "shop.example");
+        leaf.serial_number = Some(rcgen::SerialNumber::from_slice(&[0x01, 0x00, 0x00]));
+        leaf.not_after = not_after.into();
+        let key = rcgen::KeyPair::generate().unwrap();
+        (leaf.signed_by(&key, &issuer).unwrap(), key)
+    }
+
+    #[test]
+    fn a_certificate_says_when_it_expires_who_issued_it_and_its_serial() {
+        let not_after = UNIX_EPOCH + Duration::from_secs(1_900_000_000);
+        let (cert, _) = issued(not_after);
+        let info = certificate_info(cert.der()).unwrap();
+        assert_eq!(info.not_after, 1_900_000_000);
+        assert_eq!(info.subject_common_name, "shop.example");
+        assert_eq!(info.dns_names, ["shop.example"]);
+        assert_eq!(info.issuer_common_name, "Test CA");
+        assert_eq!(info.issuer_organization, "Sluice tests");
+        assert_eq!(info.serial_number, "65536");
+        assert_eq!(info.identifier(), "-65536");
+        assert_eq!(info.public_key_algorithm, "ECDSA");
+        assert!(certificate_info(b"not DER").is_err());
+    }
+
+    #[test]
+    fn serials_are_decimal_and_times_are_utc_text() {
+        assert_eq!(decimal(&[]), "0");
+        assert_eq!(decimal(&[0xff]), "255");
+        assert_eq!(decimal(&[0x01, 0x00]), "256");
+        assert_eq!(decimal(&[0xff; 9]), "4722366482869645213695");
+        assert_eq!(utc_text(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_text(1_900_000_000), "2030-03-17T17:46:40Z");
+        assert_eq!(utc_text(951_782_400), "2000-02-29T00:00:00Z");
+    }
+
+    #[test]
+    fn the_next_expiry_event_is_the_warning_then_the_expiry() {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let in_30_days = SystemTime::now() + Duration::from_secs(30 * 86_400);
+        let (cert, key) = issued(in_30_days);
+        let certified =
+            certified_key_from_pem(cert.pem().as_bytes(), key.serialize_pem().as_bytes()).unwrap();
+        let info = Arc::new(certificate_info(cert.der()).unwrap());
+        let mut certificates = Certificates::default();
+        assert_eq!(certificates.next_expiry_event(now), None);
+        certificates.insert(
+            &HostPattern::Exact("shop.example".into()),
+            certified,
+            "default/shop".into(),
+            Some(info.clone()),
+        );
+        let warning = EXPIRY_WARNING.as_secs() as i64;
+        assert_eq!(
+            certificates.next_expiry_event(now),
+            Some(info.not_after - warning)
+        );
+        assert_eq!(
+            certificates.next_expiry_event(info.not_after - warning),
+            Some(info.not_after)
+        );
+        assert_eq!(certificates.next_expiry_event(info.not_after), None);
+        assert_eq!(certificates.details()["default/shop"], info);
     }
 }

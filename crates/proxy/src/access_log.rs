@@ -25,7 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use http::{HeaderMap, HeaderValue, Method, Uri, Version};
 use model::access_log::{escape_into, AccessLog, Escape, Segment, Variable, Wants};
 
-use crate::metrics::RouteLabels;
+use crate::metrics::RouteMetrics;
 use crate::worker::Current;
 
 /// A worker hands its buffer over once it holds this much.
@@ -168,7 +168,7 @@ pub(crate) struct Record {
     /// The path sent upstream (after rewrite), when the format wants `$uri`.
     pub(crate) uri_sent: Option<Uri>,
     pub(crate) request_id: RequestId,
-    pub(crate) route: Option<Rc<RouteLabels>>,
+    pub(crate) route: Option<Rc<RouteMetrics>>,
     pub(crate) attempts: Vec<Attempt>,
     pub(crate) status: u16,
     response_headers: Vec<Option<HeaderValue>>,
@@ -192,7 +192,7 @@ impl Record {
         config: &Current,
         head: &http::request::Parts,
         client: IpAddr,
-        body_length: u64,
+        request_length: u64,
         connection_requests: u64,
     ) -> Option<Box<Record>> {
         let log = config.access_log.as_ref()?;
@@ -206,11 +206,6 @@ impl Record {
                 None => more_headers.push(value),
             }
         }
-        let request_length = if wants.request_length {
-            request_head_length(head) + body_length
-        } else {
-            0
-        };
         Some(Box::new(Record {
             log: config.clone(),
             method: head.method.clone(),
@@ -263,12 +258,6 @@ impl Record {
                 .map(|name| headers.get(name).cloned())
                 .collect();
         }
-        // Status line, header lines and the blank line, as HTTP/1.1 writes them.
-        self.response_head_bytes = 17
-            + headers
-                .iter()
-                .map(|(name, value)| (name.as_str().len() + value.len() + 4) as u64)
-                .sum::<u64>();
     }
 
     fn request_header(&self, index: usize) -> Option<&HeaderValue> {
@@ -281,7 +270,7 @@ impl Record {
     /// Writes this request's line to `out`, if its route and target are logged.
     pub(crate) fn write_line(&self, out: &mut Vec<u8>, conn: &LineContext, end: Instant) -> bool {
         let log = self.format();
-        if self.route.as_ref().is_some_and(|r| !r.access_log) {
+        if self.route.as_ref().is_some_and(|r| !r.labels.access_log) {
             return false;
         }
         if !log.skip_urls.is_empty() && !log.logs(target_text(&self.target)) {
@@ -319,7 +308,7 @@ impl Record {
             Some(value) if !value.is_empty() => escape_into(out, value, escape),
             _ => out.push(b'-'),
         };
-        let route = self.route.as_deref();
+        let route = self.route.as_deref().map(|r| &r.labels);
         match variable {
             Variable::RemoteAddr => {
                 let _ = write!(out, "{}", self.client);
@@ -562,17 +551,6 @@ fn strip_port(host: &[u8]) -> &[u8] {
 }
 
 /// Request line, header lines and the blank line, as HTTP/1.1 would carry them.
-fn request_head_length(head: &http::request::Parts) -> u64 {
-    let line =
-        head.method.as_str().len() + head.uri.path_and_query().map_or(1, |p| p.as_str().len()) + 12;
-    let headers: usize = head
-        .headers
-        .iter()
-        .map(|(name, value)| name.as_str().len() + value.len() + 4)
-        .sum();
-    (line + headers + 2) as u64
-}
-
 /// Seconds with millisecond resolution, as nginx's `$request_time`.
 fn seconds(out: &mut Vec<u8>, duration: Duration) {
     let millis = duration.as_millis();

@@ -215,12 +215,9 @@ impl Body for ResponseBody {
             ResponseKind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             ResponseKind::Upstream(body) => Pin::new(body).poll_frame(cx),
         };
-        if let (Poll::Ready(Some(Ok(frame))), Some(record)) = (
-            &polled,
-            this.guard.as_mut().and_then(|g| g.record.as_deref_mut()),
-        ) {
+        if let (Poll::Ready(Some(Ok(frame))), Some(guard)) = (&polled, this.guard.as_mut()) {
             if let Some(data) = frame.data_ref() {
-                record.body_bytes += data.len() as u64;
+                guard.measure.response_body_bytes += data.len() as u64;
             }
         }
         polled

@@ -49,6 +49,7 @@ use crate::buffer::{self, BodyBuffering, BufferError, Place};
 use crate::client::Outgoing;
 use crate::error::{text_response, Chain, ProxyError};
 use crate::headers;
+use crate::metrics;
 use crate::upstream::{self, Exchange, Pending, UpstreamBody, UpstreamIo};
 use crate::worker::{ConnCtx, RequestGuard};
 
@@ -81,10 +82,12 @@ pub(crate) async fn respond(
     let (mut guard, nth) = conn.begin_request();
     let worker = &conn.worker;
     let current = worker.config();
+    let body_length = body.as_ref().map_or(0, |b| b.size_hint().lower());
+    guard.measure.method = metrics::method_label(&head.method);
+    guard.measure.request_bytes = metrics::request_head_length(&head) + body_length;
     if let Some(current) = current.as_ref().filter(|c| c.access_log.is_some()) {
         let client = conn.client_ip(&head, &current.settings);
-        let body_length = body.as_ref().map_or(0, |b| b.size_hint().lower());
-        guard.record = Record::begin(current, &head, client, body_length, nth);
+        guard.record = Record::begin(current, &head, client, guard.measure.request_bytes, nth);
     }
     let config: Option<&Compiled> = current.as_deref().map(|c| &**c);
     let (result, route, hsts) = match config {
@@ -94,16 +97,21 @@ pub(crate) async fn respond(
             Ok(Routed::Answer { route, response }) => (Ok(*response), route, false),
             Ok(Routed::Refused { route, error }) => (Err(error), Some(route), false),
             Ok(Routed::Forward { route, tls }) => (
-                forward(
-                    &conn,
-                    config,
-                    route,
-                    &mut head,
-                    body,
-                    client_upgrade,
-                    &mut guard,
-                )
-                .await,
+                {
+                    // Counted under its route even if the client leaves before the answer.
+                    let counted = worker.stats.borrow_mut().route(Some(route)).clone();
+                    guard.measure.route = Some(counted);
+                    forward(
+                        &conn,
+                        config,
+                        route,
+                        &mut head,
+                        body,
+                        client_upgrade,
+                        &mut guard,
+                    )
+                    .await
+                },
                 Some(route),
                 tls && conn.https,
             ),
@@ -137,13 +145,15 @@ pub(crate) async fn respond(
         }
     }
     let status = response.status().as_u16();
-    let mut stats = worker.stats.borrow_mut();
-    let labels = stats.request(route, status);
+    if guard.measure.route.is_none() {
+        let counted = worker.stats.borrow_mut().route(route).clone();
+        guard.measure.route = Some(counted);
+    }
+    guard.measure.responded(status, response.headers());
     if let Some(record) = guard.record.as_deref_mut() {
-        record.route = Some(labels.clone());
+        record.route = guard.measure.route.clone();
         record.responded(status, response.headers());
     }
-    drop(stats);
 
     // Lazily: the default settings hold lists, and building them allocates.
     let max_requests = config.map_or_else(
@@ -479,6 +489,7 @@ async fn forward(
         attempts: record
             .filter(|r| r.wants().upstream)
             .map(|r| &mut r.attempts),
+        timing: &mut guard.measure.upstream,
     };
     let exchanged = upstream::exchange(
         &conn.worker,

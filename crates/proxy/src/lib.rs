@@ -94,6 +94,20 @@ pub struct ProxyConfig {
     pub workers: NonZeroUsize,
     /// Where access log lines go (the ConfigMap says whether and how they are written).
     pub access_log: AccessLogOutput,
+    /// ingress-nginx's constant labels on its metric families.
+    pub metric_identity: MetricIdentity,
+}
+
+/// Who this controller is, in ingress-nginx's metric labels `controller_namespace`,
+/// `controller_class` and `controller_pod` (dashboards select on them).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MetricIdentity {
+    /// The pod's namespace (`$POD_NAMESPACE`), empty outside Kubernetes.
+    pub namespace: String,
+    /// The IngressClass controller value served (`--controller-class`).
+    pub class: String,
+    /// The pod's name (`$POD_NAME`), else the host name.
+    pub pod: String,
 }
 
 /// The running data plane. Dropping it without [`Proxy::shutdown`] tells every thread to stop
@@ -144,7 +158,7 @@ impl Proxy {
         let admin_addr = admin.addr;
         let status_addr = status.addr;
 
-        let shared = Arc::new(Shared::new(&config.access_log)?);
+        let shared = Arc::new(Shared::new(&config.access_log, config.metric_identity)?);
         let (stop, stop_rx) = watch::channel(false);
         let (stop_admin, stop_admin_rx) = watch::channel(false);
         let open_files = fds::open_files_limit();
@@ -261,6 +275,12 @@ impl Proxy {
     /// O(every endpoint), so it stays cheap in large clusters.
     pub fn endpoints_changed(&self, backends: Vec<Arc<model::Backend>>) {
         self.shared.endpoints_changed(backends);
+    }
+
+    /// The control plane's leader election (Kubernetes mode: the status writer's Lease):
+    /// `nginx_ingress_controller_leader_election_status{name}` says whether this process leads.
+    pub fn set_leader(&self, name: &str, leading: bool) {
+        self.shared.set_leader(name, leading);
     }
 
     /// Provider-level problems (e.g. "app.yaml: not valid YAML ...") shown in /config next to

@@ -2,39 +2,110 @@
 //! admin server asks every worker for a snapshot at scrape time and sums them.
 //!
 //! ```text
-//!  worker k: request ─▶ RefCell<Stats> (+1, no atomics) ◀─ snapshot request (mpsc + oneshot)
-//!  admin:    GET /metrics ─▶ ask each worker ─▶ Σ snapshots + control-plane counters ─▶ text
+//!  request ─▶ RequestGuard.measure (method, status, sizes, the last upstream attempt's times)
+//!          ─▶ guard dropped (the response is over) ─▶ RouteMetrics of its route, in this
+//!             worker (Rc, no atomics): a Series per (method, status): count + histograms
+//!  admin:  GET /metrics ─▶ ask each worker ─▶ Σ snapshots (keyed by route labels)
+//!          + control-plane counters ─▶ text (`exposition`)
 //! ```
+//!
+//! The series are ingress-nginx's (`nginx_ingress_controller_requests`, its request, upstream
+//! and size histograms, with its buckets and labels) so its Grafana dashboards work unchanged;
+//! label values come from the route (the Ingress's host and path as written), never from the
+//! request, so a client cannot create series.
 //!
 //! The exposition text is written here directly instead of through `prometheus-client`: that
 //! crate wants to own live metric objects (shared atomics, a lock around each label family)
 //! that the hot path would update, which is exactly the cross-worker sharing we avoid; feeding
-//! it a summed snapshot through a custom collector would only wrap the same dozen series in a
-//! second data model. The Prometheus text format for counters, gauges and one histogram is
-//! short and easy to audit.
+//! it a summed snapshot through a custom collector would only wrap the same series in a
+//! second data model. The Prometheus text format is short and easy to audit.
 
-use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::Instant;
 
-use model::{Compiled, Route};
+use http::Method;
+use model::Route;
 
 use crate::buffer::Place;
 use crate::error::ErrorSource;
-use crate::shared::Shared;
 
-/// Upper bounds (seconds) of the request-duration histogram buckets.
-pub(crate) const DURATION_BUCKETS: [f64; 16] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+mod exposition;
+
+pub(crate) use exposition::render;
+
+/// ingress-nginx's `--time-buckets` default (Prometheus' default buckets), seconds.
+pub(crate) const TIME_BOUNDS: [f64; 12] = [
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    f64::INFINITY,
+];
+/// ingress-nginx's `--length-buckets` default (10, 20, … 100), bytes: request and response
+/// sizes.
+pub(crate) const LENGTH_BOUNDS: [f64; 11] = [
+    10.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
     60.0,
+    70.0,
+    80.0,
+    90.0,
+    100.0,
+    f64::INFINITY,
+];
+/// ingress-nginx's `--size-buckets` default (10 ¹ … 10 ⁷), bytes: `bytes_sent`.
+pub(crate) const SIZE_BOUNDS: [f64; 8] = [10.0, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, f64::INFINITY];
+
+/// The `method` label's values: the methods of RFC 9110 and PATCH, then everything else as
+/// `OTHER` (a method is a client's free text: it must not make series).
+pub(crate) const METHODS: [&str; 10] = [
+    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "OTHER",
 ];
 
-/// `(ingress "namespace/name", service, status)`; empty names for requests without a route.
-pub(crate) type RequestLabels = (String, String, u16);
+/// The index of `method` in [`METHODS`].
+pub(crate) fn method_label(method: &Method) -> u8 {
+    match *method {
+        Method::GET => 0,
+        Method::HEAD => 1,
+        Method::POST => 2,
+        Method::PUT => 3,
+        Method::DELETE => 4,
+        Method::CONNECT => 5,
+        Method::OPTIONS => 6,
+        Method::TRACE => 7,
+        Method::PATCH => 8,
+        _ => 9,
+    }
+}
+
+/// nginx's `$request_length` without the body: request line, header lines, blank line.
+pub(crate) fn request_head_length(head: &http::request::Parts) -> u64 {
+    let line =
+        head.method.as_str().len() + head.uri.path_and_query().map_or(1, |p| p.as_str().len()) + 12;
+    let headers: usize = head
+        .headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum();
+    (line + headers + 2) as u64
+}
+
+/// The status counted for a request whose client left before a response: nginx's 499.
+pub(crate) const CLIENT_CLOSED: u16 = 499;
 
 /// One worker's counters. Only that worker's thread touches it.
 #[derive(Default)]
@@ -42,9 +113,10 @@ pub(crate) struct Stats {
     /// Keyed by the address of the route's `Arc`, which the entry keeps alive (so the address
     /// cannot be reused by another route while we count under it). Key 0: no route.
     by_route: HashMap<usize, RouteCounts, BuildHasherDefault<AddressHasher>>,
-    /// Counts of routes from configurations that were replaced, by label.
-    retired: BTreeMap<RequestLabels, u64>,
-    duration: Histogram,
+    /// Routes of replaced configurations that requests in flight still count under.
+    retiring: Vec<Rc<RouteMetrics>>,
+    /// Counts of routes of replaced configurations, by label, while their Ingress exists.
+    retired: HashMap<RouteKey, SeriesList>,
     errors: BTreeMap<(u16, ErrorSource), u64>,
     pub(crate) connect_errors: u64,
     pub(crate) retries: u64,
@@ -76,12 +148,14 @@ pub(crate) struct BufferedCounts {
 pub(crate) struct Snapshot {
     /// Client connections by protocol and state, counted when the snapshot is taken.
     pub(crate) connections: ConnectionCounts,
-    pub(crate) requests: BTreeMap<RequestLabels, u64>,
-    pub(crate) duration: Histogram,
+    /// By route labels, method (index in [`METHODS`]) and status.
+    pub(crate) series: BTreeMap<(RouteKey, u8, u16), Series>,
     pub(crate) errors: BTreeMap<(u16, ErrorSource), u64>,
     pub(crate) connect_errors: u64,
     pub(crate) retries: u64,
     pub(crate) open_connections: u64,
+    /// Client connections accepted since start (set by the worker).
+    pub(crate) accepted: u64,
     pub(crate) limits: LimitCounts,
     pub(crate) bodies_buffered: BufferedCounts,
 }
@@ -101,19 +175,188 @@ impl ConnectionCounts {
     }
 }
 
+/// A histogram over fixed `bounds` (the last one `+Inf`): per-bucket counts, not cumulative.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Buckets<const N: usize> {
+    pub(crate) counts: [u64; N],
+    pub(crate) sum: f64,
+}
+
+impl<const N: usize> Default for Buckets<N> {
+    fn default() -> Self {
+        Buckets {
+            counts: [0; N],
+            sum: 0.0,
+        }
+    }
+}
+
+impl<const N: usize> Buckets<N> {
+    fn observe(&mut self, bounds: &[f64; N], value: f64) {
+        let bucket = bounds
+            .iter()
+            .position(|bound| value <= *bound)
+            .unwrap_or(N - 1);
+        self.counts[bucket] += 1;
+        self.sum += value;
+    }
+
+    fn add(&mut self, other: &Self) {
+        for (mine, theirs) in self.counts.iter_mut().zip(other.counts) {
+            *mine += theirs;
+        }
+        self.sum += other.sum;
+    }
+}
+
+/// Everything counted for one route, method and status: ingress-nginx's request families.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct Histogram {
-    /// Per bucket, not cumulative; the last slot is `+Inf`.
-    counts: [u64; DURATION_BUCKETS.len() + 1],
-    sum: f64,
+pub(crate) struct Series {
+    pub(crate) requests: u64,
+    /// `$request_time`: the request head's arrival to the end of the response.
+    pub(crate) request_time: Buckets<12>,
+    /// `$upstream_response_time`, `$upstream_connect_time`, `$upstream_header_time` of the
+    /// last upstream attempt (the one whose answer the client got); requests that reached no
+    /// upstream are not observed.
+    pub(crate) upstream_response_time: Buckets<12>,
+    pub(crate) upstream_connect_time: Buckets<12>,
+    pub(crate) upstream_header_time: Buckets<12>,
+    /// `$request_length`: request line, headers and body.
+    pub(crate) request_size: Buckets<11>,
+    /// `$bytes_sent`: status line, headers and body (ingress-nginx observes it twice, as
+    /// `response_size` and the deprecated `bytes_sent`, with different buckets).
+    pub(crate) response_size: Buckets<11>,
+    pub(crate) bytes_sent: Buckets<8>,
+}
+
+impl Series {
+    fn add(&mut self, other: &Series) {
+        self.requests += other.requests;
+        self.request_time.add(&other.request_time);
+        self.upstream_response_time
+            .add(&other.upstream_response_time);
+        self.upstream_connect_time.add(&other.upstream_connect_time);
+        self.upstream_header_time.add(&other.upstream_header_time);
+        self.request_size.add(&other.request_size);
+        self.response_size.add(&other.response_size);
+        self.bytes_sent.add(&other.bytes_sent);
+    }
+}
+
+/// A route's series by `(method, status)`: few per route, so a short vector beats a map.
+type SeriesList = Vec<((u8, u16), Series)>;
+
+fn add_series(list: &mut SeriesList, key: (u8, u16), series: &Series) {
+    match list.iter_mut().find(|(k, _)| *k == key) {
+        Some((_, mine)) => mine.add(series),
+        None => list.push((key, series.clone())),
+    }
+}
+
+/// What one request measured, gathered as it goes through the pipeline and counted when its
+/// response is over (`RequestGuard`'s drop).
+pub(crate) struct Measure {
+    /// Where it is counted: set once the request is routed (or answered without a route).
+    pub(crate) route: Option<Rc<RouteMetrics>>,
+    /// Index in [`METHODS`].
+    pub(crate) method: u8,
+    /// [`CLIENT_CLOSED`] until a response head is chosen.
+    pub(crate) status: u16,
+    pub(crate) request_bytes: u64,
+    pub(crate) response_head_bytes: u64,
+    pub(crate) response_body_bytes: u64,
+    /// The last upstream attempt.
+    pub(crate) upstream: Option<UpstreamTimes>,
+}
+
+impl Default for Measure {
+    fn default() -> Self {
+        Measure {
+            route: None,
+            method: 0,
+            status: CLIENT_CLOSED,
+            request_bytes: 0,
+            response_head_bytes: 0,
+            response_body_bytes: 0,
+            upstream: None,
+        }
+    }
+}
+
+/// When an upstream attempt started, had its connection and got its response head (or failed).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UpstreamTimes {
+    pub(crate) start: Instant,
+    pub(crate) connected: Option<Instant>,
+    pub(crate) answered: Option<Instant>,
+}
+
+impl Measure {
+    /// Status line, header lines and the blank line, as HTTP/1.1 writes them.
+    pub(crate) fn responded(&mut self, status: u16, headers: &http::HeaderMap) {
+        self.status = status;
+        self.response_head_bytes = 17
+            + headers
+                .iter()
+                .map(|(name, value)| (name.as_str().len() + value.len() + 4) as u64)
+                .sum::<u64>();
+    }
+}
+
+/// A route's labels and this worker's series for it. Requests in flight hold it (an `Rc`:
+/// the worker's own), so a request that ends after a configuration swap still counts.
+pub(crate) struct RouteMetrics {
+    pub(crate) labels: RouteLabels,
+    series: RefCell<SeriesList>,
+}
+
+impl RouteMetrics {
+    /// Counts a finished request.
+    pub(crate) fn finished(&self, measure: &Measure, end: Instant, start: Instant) {
+        let mut list = self.series.borrow_mut();
+        let key = (measure.method, measure.status);
+        let index = match list.iter().position(|(k, _)| *k == key) {
+            Some(index) => index,
+            None => {
+                list.push((key, Series::default()));
+                list.len() - 1
+            }
+        };
+        let series = &mut list[index].1;
+        series.requests += 1;
+        series.request_time.observe(
+            &TIME_BOUNDS,
+            end.saturating_duration_since(start).as_secs_f64(),
+        );
+        if let Some(upstream) = &measure.upstream {
+            let since = |t: Instant| t.saturating_duration_since(upstream.start).as_secs_f64();
+            series
+                .upstream_response_time
+                .observe(&TIME_BOUNDS, since(end));
+            if let Some(connected) = upstream.connected {
+                series
+                    .upstream_connect_time
+                    .observe(&TIME_BOUNDS, since(connected));
+                if let Some(answered) = upstream.answered {
+                    series
+                        .upstream_header_time
+                        .observe(&TIME_BOUNDS, since(answered));
+                }
+            }
+        }
+        series
+            .request_size
+            .observe(&LENGTH_BOUNDS, measure.request_bytes as f64);
+        let sent = (measure.response_head_bytes + measure.response_body_bytes) as f64;
+        series.response_size.observe(&LENGTH_BOUNDS, sent);
+        series.bytes_sent.observe(&SIZE_BOUNDS, sent);
+    }
 }
 
 struct RouteCounts {
-    route: Option<Arc<Route>>,
-    /// Made once per route and worker; requests' log records share it.
-    labels: Rc<RouteLabels>,
-    /// Few distinct statuses per route: a short vector beats a map.
-    statuses: Vec<(u16, u64)>,
+    /// Keeps the route's address (the key) from being reused while counted under.
+    _route: Option<Arc<Route>>,
+    metrics: Rc<RouteMetrics>,
 }
 
 /// Hashes a pointer-sized key with one multiplication; the keys are addresses, already unique.
@@ -137,20 +380,20 @@ impl Hasher for AddressHasher {
 }
 
 impl Stats {
-    /// Counts one answered request under its route (or none) and status; returns the
-    /// route's labels.
-    pub(crate) fn request(&mut self, route: Option<&Arc<Route>>, status: u16) -> &Rc<RouteLabels> {
+    /// Where requests on `route` (or on none) are counted: made once per route and worker.
+    pub(crate) fn route(&mut self, route: Option<&Arc<Route>>) -> &Rc<RouteMetrics> {
         let key = route.map_or(0, |r| Arc::as_ptr(r) as usize);
-        let counts = self.by_route.entry(key).or_insert_with(|| RouteCounts {
-            route: route.cloned(),
-            labels: Rc::new(RouteLabels::of(route.map(|r| &**r))),
-            statuses: Vec::new(),
-        });
-        match counts.statuses.iter_mut().find(|(s, _)| *s == status) {
-            Some((_, n)) => *n += 1,
-            None => counts.statuses.push((status, 1)),
-        }
-        &counts.labels
+        &self
+            .by_route
+            .entry(key)
+            .or_insert_with(|| RouteCounts {
+                _route: route.cloned(),
+                metrics: Rc::new(RouteMetrics {
+                    labels: RouteLabels::of(route.map(|r| &**r)),
+                    series: RefCell::default(),
+                }),
+            })
+            .metrics
     }
 
     /// Counts a response the proxy produced itself (404, 502, 503, 504, 413, 431, ...), by
@@ -166,44 +409,87 @@ impl Stats {
         }
     }
 
-    pub(crate) fn observe(&mut self, duration: Duration) {
-        self.duration.observe(duration.as_secs_f64());
+    /// A new configuration: releases the old one's routes, keeps their counts under their
+    /// labels while `live` (the Ingresses it serves) still has their Ingress; an Ingress
+    /// that is gone takes its series with it, as in ingress-nginx.
+    pub(crate) fn retire_routes(&mut self, live: &HashSet<(&str, &str)>) {
+        let drained: Vec<_> = self.by_route.drain().map(|(_, c)| c.metrics).collect();
+        self.retiring.extend(drained);
+        self.settle();
+        self.retired.retain(|key, _| {
+            key.ingress.is_empty() || live.contains(&(key.namespace.as_str(), key.ingress.as_str()))
+        });
     }
 
-    /// Folds the per-route counts into label-keyed ones, releasing the routes of old
-    /// configurations. Called when the configuration may have changed.
-    pub(crate) fn retire_routes(&mut self) {
-        for (_, counts) in self.by_route.drain() {
-            let labels = labels_of(counts.route.as_deref());
-            for (status, n) in counts.statuses {
-                *self
-                    .retired
-                    .entry((labels.0.clone(), labels.1.clone(), status))
-                    .or_default() += n;
+    /// Folds retired routes no request holds any more into the label-keyed counts.
+    fn settle(&mut self) {
+        let retired = &mut self.retired;
+        self.retiring.retain(|metrics| {
+            if Rc::strong_count(metrics) > 1 {
+                return true;
             }
+            let list = retired.entry(RouteKey::of(&metrics.labels)).or_default();
+            for (key, series) in metrics.series.borrow().iter() {
+                add_series(list, *key, series);
+            }
+            false
+        });
+    }
+
+    pub(crate) fn snapshot(&mut self) -> Snapshot {
+        self.settle();
+        let mut series = BTreeMap::new();
+        let mut add = |route: &RouteKey, list: &SeriesList| {
+            for ((method, status), s) in list {
+                series
+                    .entry((route.clone(), *method, *status))
+                    .or_insert_with(Series::default)
+                    .add(s);
+            }
+        };
+        for (route, list) in &self.retired {
+            add(route, list);
         }
-    }
-
-    pub(crate) fn snapshot(&self) -> Snapshot {
-        let mut requests = self.retired.clone();
-        for counts in self.by_route.values() {
-            let (ingress, service) = labels_of(counts.route.as_deref());
-            for (status, n) in &counts.statuses {
-                *requests
-                    .entry((ingress.clone(), service.clone(), *status))
-                    .or_default() += n;
-            }
+        for metrics in self
+            .by_route
+            .values()
+            .map(|c| &c.metrics)
+            .chain(&self.retiring)
+        {
+            add(&RouteKey::of(&metrics.labels), &metrics.series.borrow());
         }
         Snapshot {
             connections: ConnectionCounts::default(),
-            requests,
-            duration: self.duration.clone(),
+            series,
             errors: self.errors.clone(),
             connect_errors: self.connect_errors,
             retries: self.retries,
             open_connections: self.open_connections,
+            accepted: 0,
             limits: self.limits,
             bodies_buffered: self.bodies_buffered,
+        }
+    }
+}
+
+/// The labels a route's series are kept under across configurations.
+#[derive(Debug, Default, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct RouteKey {
+    pub(crate) namespace: String,
+    pub(crate) ingress: String,
+    pub(crate) service: String,
+    pub(crate) host: String,
+    pub(crate) path: String,
+}
+
+impl RouteKey {
+    fn of(labels: &RouteLabels) -> RouteKey {
+        RouteKey {
+            namespace: labels.namespace.clone(),
+            ingress: labels.ingress.clone(),
+            service: labels.service.clone(),
+            host: labels.host.clone(),
+            path: labels.path.clone(),
         }
     }
 }
@@ -253,42 +539,18 @@ impl RouteLabels {
     }
 }
 
-fn labels_of(route: Option<&Route>) -> (String, String) {
-    route.map_or_else(Default::default, |r| {
-        (r.ingress.to_string(), r.service.clone())
-    })
-}
-
-impl Histogram {
-    fn observe(&mut self, seconds: f64) {
-        let bucket = DURATION_BUCKETS
-            .iter()
-            .position(|bound| seconds <= *bound)
-            .unwrap_or(DURATION_BUCKETS.len());
-        self.counts[bucket] += 1;
-        self.sum += seconds;
-    }
-
-    fn add(&mut self, other: &Histogram) {
-        for (mine, theirs) in self.counts.iter_mut().zip(other.counts) {
-            *mine += theirs;
-        }
-        self.sum += other.sum;
-    }
-}
-
 impl Snapshot {
     pub(crate) fn add(&mut self, other: &Snapshot) {
-        for (labels, n) in &other.requests {
-            *self.requests.entry(labels.clone()).or_default() += n;
+        for (key, series) in &other.series {
+            self.series.entry(key.clone()).or_default().add(series);
         }
-        self.duration.add(&other.duration);
         for (key, n) in &other.errors {
             *self.errors.entry(*key).or_default() += n;
         }
         self.connect_errors += other.connect_errors;
         self.retries += other.retries;
         self.open_connections += other.open_connections;
+        self.accepted += other.accepted;
         for (mine, theirs) in self.connections.0.iter_mut().zip(other.connections.0) {
             mine[0] += theirs[0];
             mine[1] += theirs[1];
@@ -301,396 +563,144 @@ impl Snapshot {
     }
 }
 
-/// The Prometheus text exposition (format 0.0.4) of everything we count.
-pub(crate) fn render(total: &Snapshot, shared: &Shared, workers: usize) -> String {
-    let mut out = String::with_capacity(4096);
-    let config = shared.config.load_full();
-
-    family(
-        &mut out,
-        "sluice_requests_total",
-        "counter",
-        "Requests answered, by Ingress (namespace/name), Service and status code.",
-    );
-    for ((ingress, service, status), n) in &total.requests {
-        let _ = writeln!(
-            out,
-            "sluice_requests_total{{ingress=\"{}\",service=\"{}\",status=\"{status}\"}} {n}",
-            Escaped(ingress),
-            Escaped(service)
-        );
-    }
-
-    family(
-        &mut out,
-        "sluice_request_duration_seconds",
-        "histogram",
-        "Time from receiving a request head to the end of its response body.",
-    );
-    let mut cumulative = 0;
-    for (bound, n) in DURATION_BUCKETS.iter().zip(total.duration.counts) {
-        cumulative += n;
-        let _ = writeln!(
-            out,
-            "sluice_request_duration_seconds_bucket{{le=\"{bound}\"}} {cumulative}"
-        );
-    }
-    cumulative += total.duration.counts[DURATION_BUCKETS.len()];
-    let _ = writeln!(
-        out,
-        "sluice_request_duration_seconds_bucket{{le=\"+Inf\"}} {cumulative}"
-    );
-    let _ = writeln!(
-        out,
-        "sluice_request_duration_seconds_sum {}",
-        total.duration.sum
-    );
-    let _ = writeln!(out, "sluice_request_duration_seconds_count {cumulative}");
-
-    family(&mut out, "sluice_error_responses_total", "counter", "Responses the proxy generated itself, by status (400, 404 no route, 408, 413, 431, 502, 503, 504, ...) and whose fault they were (source: client, upstream, proxy).");
-    for ((status, source), n) in &total.errors {
-        let source = source.as_str();
-        let _ = writeln!(
-            out,
-            "sluice_error_responses_total{{status=\"{status}\",source=\"{source}\"}} {n}"
-        );
-    }
-
-    single(
-        &mut out,
-        "sluice_upstream_connect_errors_total",
-        "counter",
-        "Failed or timed-out connection attempts to endpoints.",
-        total.connect_errors as f64,
-    );
-    single(
-        &mut out,
-        "sluice_upstream_retries_total",
-        "counter",
-        "Requests sent again, to another endpoint or on a fresh connection.",
-        total.retries as f64,
-    );
-    family(
-        &mut out,
-        "sluice_request_bodies_buffered_total",
-        "counter",
-        "Request bodies read whole before an upstream was chosen (proxy-request-buffering), by where they were kept (to: memory, or file when larger than client-body-buffer-size).",
-    );
-    let buffered = total.bodies_buffered;
-    let _ = writeln!(
-        out,
-        "sluice_request_bodies_buffered_total{{to=\"memory\"}} {}",
-        buffered.memory
-    );
-    let _ = writeln!(
-        out,
-        "sluice_request_bodies_buffered_total{{to=\"file\"}} {}",
-        buffered.file
-    );
-    single(
-        &mut out,
-        "sluice_client_connections_open",
-        "gauge",
-        "Client connections currently open.",
-        total.open_connections as f64,
-    );
-    family(
-        &mut out,
-        "sluice_client_connections",
-        "gauge",
-        "Client connections open now, by protocol (http1, https1, h2) and state (active: a request in flight; idle: kept alive between requests).",
-    );
-    for (protocol, states) in PROTOCOLS.iter().zip(total.connections.0) {
-        for (state, n) in ["active", "idle"].iter().zip(states) {
-            let _ = writeln!(
-                out,
-                "sluice_client_connections{{protocol=\"{protocol}\",state=\"{state}\"}} {n}"
-            );
-        }
-    }
-    process_metrics(&mut out);
-    single(
-        &mut out,
-        "sluice_client_connections_closed_idle_at_limit_total",
-        "counter",
-        "Idle keep-alive client connections closed to make room at max-worker-connections.",
-        total.limits.idle_closed as f64,
-    );
-    single(
-        &mut out,
-        "sluice_accept_paused_total",
-        "counter",
-        "Times a worker stopped accepting because all of its max-worker-connections were busy.",
-        total.limits.accept_paused as f64,
-    );
-    single(
-        &mut out,
-        "sluice_open_files_exhausted_total",
-        "counter",
-        "Accepts and upstream connects that failed because the process was out of file descriptors (EMFILE/ENFILE).",
-        total.limits.fd_exhausted as f64,
-    );
-    single(
-        &mut out,
-        "sluice_tunnels_closed_at_shutdown_total",
-        "counter",
-        "Upgraded connections (WebSocket) still open when worker-shutdown-timeout ended, closed.",
-        shared.tunnels_closed_at_shutdown.load(Ordering::Relaxed) as f64,
-    );
-    single(
-        &mut out,
-        "sluice_access_log_lines_dropped_total",
-        "counter",
-        "Access log lines dropped because the output (stdout or --access-log-path) was slower than traffic; workers never wait for it.",
-        shared.access_log.dropped.load(Ordering::Relaxed) as f64,
-    );
-    single(
-        &mut out,
-        "sluice_config_swaps_total",
-        "counter",
-        "Configurations published.",
-        shared.config_swaps.load(Ordering::Relaxed) as f64,
-    );
-    single(
-        &mut out,
-        "sluice_config_last_swap_timestamp_seconds",
-        "gauge",
-        "Unix time of the last configuration publish.",
-        shared.last_swap_unix_millis.load(Ordering::Relaxed) as f64 / 1000.0,
-    );
-    single(
-        &mut out,
-        "sluice_endpoint_swaps_total",
-        "counter",
-        "Endpoint changes applied in place (the fast path).",
-        shared.endpoint_swaps.load(Ordering::Relaxed) as f64,
-    );
-    single(
-        &mut out,
-        "sluice_ready",
-        "gauge",
-        "1 once a configuration has been published, 0 again once shutting down.",
-        f64::from(u8::from(shared.is_ready())),
-    );
-    family(
-        &mut out,
-        "sluice_config_diagnostics",
-        "gauge",
-        "Diagnostics of the current configuration, by kind of object and severity (error: left out or refused; unsupported: ignored input; difference: served unlike ingress-nginx; notice: an ingress-nginx trap). Details in /config and the log.",
-    );
-    if let Some(config) = &config {
-        let mut by_kind = std::collections::BTreeMap::<(&str, &str), usize>::new();
-        for diagnostic in &config.diagnostics {
-            let key = (
-                diagnostic.object.kind.as_str(),
-                diagnostic.severity.as_str(),
-            );
-            *by_kind.entry(key).or_default() += 1;
-        }
-        for ((kind, severity), n) in by_kind {
-            let _ = writeln!(
-                out,
-                "sluice_config_diagnostics{{kind=\"{kind}\",severity=\"{severity}\"}} {n}"
-            );
-        }
-    }
-    single(
-        &mut out,
-        "sluice_config_source_errors",
-        "gauge",
-        "Source documents that could not be used (their last good version is kept).",
-        shared.source_errors().len() as f64,
-    );
-    single(
-        &mut out,
-        "sluice_workers",
-        "gauge",
-        "Worker threads serving traffic.",
-        workers as f64,
-    );
-
-    family(
-        &mut out,
-        "sluice_backend_endpoints",
-        "gauge",
-        "Endpoints per backend in the current configuration, by state (ready, terminating; refused: addresses of the node itself left out in Kubernetes mode).",
-    );
-    if let Some(config) = &config {
-        backend_endpoints(&mut out, config);
-    }
-    out
-}
-
-fn backend_endpoints(out: &mut String, config: &Compiled) {
-    for (key, backend) in &config.backends {
-        let key = key.to_string();
-        backend.with_endpoints(|set| {
-            for (state, n) in [
-                ("ready", set.ready.len()),
-                ("terminating", set.terminating.len()),
-                ("refused", set.refused.len()),
-            ] {
-                // Refused addresses (Kubernetes mode, see model::NodeLocalEndpoints) are rare:
-                // their series exists only while there are some.
-                if state == "refused" && n == 0 {
-                    continue;
-                }
-                let _ = writeln!(
-                    out,
-                    "sluice_backend_endpoints{{backend=\"{}\",state=\"{state}\"}} {n}",
-                    Escaped(&key)
-                );
-            }
-        });
-    }
-}
-
-/// The standard `process_*` families (Prometheus client libraries' process collector, which
-/// ingress-nginx's Go exporter has too), from /proc/self.
-fn process_metrics(out: &mut String) {
-    let page = page_size();
-    if let Ok(statm) = std::fs::read_to_string("/proc/self/statm") {
-        let mut fields = statm
-            .split_whitespace()
-            .map(|f| f.parse::<u64>().unwrap_or(0));
-        let (virtual_pages, resident_pages) = (fields.next(), fields.next());
-        if let (Some(virtual_pages), Some(resident_pages)) = (virtual_pages, resident_pages) {
-            single(
-                out,
-                "process_resident_memory_bytes",
-                "gauge",
-                "Resident memory size in bytes.",
-                (resident_pages * page) as f64,
-            );
-            single(
-                out,
-                "process_virtual_memory_bytes",
-                "gauge",
-                "Virtual memory size in bytes.",
-                (virtual_pages * page) as f64,
-            );
-        }
-    }
-    if let Ok(entries) = std::fs::read_dir("/proc/self/fd") {
-        single(
-            out,
-            "process_open_fds",
-            "gauge",
-            "Number of open file descriptors.",
-            entries.count() as f64,
-        );
-    }
-    single(
-        out,
-        "process_max_fds",
-        "gauge",
-        "Maximum number of open file descriptors (the soft limit).",
-        crate::fds::open_files_limit() as f64,
-    );
-}
-
-fn page_size() -> u64 {
-    rustix::param::page_size() as u64
-}
-
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-fn single(out: &mut String, name: &str, kind: &str, help: &str, value: f64) {
-    family(out, name, kind, help);
-    let _ = writeln!(out, "{name} {value}");
-}
-
-/// A label value with `\`, `"` and newlines escaped, as the text format requires.
-struct Escaped<'a>(&'a str);
-
-impl std::fmt::Display for Escaped<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for c in self.0.chars() {
-            match c {
-                '\\' => f.write_str("\\\\")?,
-                '"' => f.write_str("\\\"")?,
-                '\n' => f.write_str("\\n")?,
-                c => f.write_char(c)?,
-            }
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use model::{Backend, NamespacedName};
+    use crate::shared::Shared;
+    use model::{Backend, NamespacedName, RouteSite};
 
-    fn route(name: &str) -> Arc<Route> {
+    fn route(namespace: &str, name: &str) -> Arc<Route> {
         Arc::new(Route {
-            ingress: NamespacedName::new("default", name),
+            ingress: NamespacedName::new(namespace, name),
             service: format!("{name}-svc"),
             backend: Arc::new(Backend::unresolved()),
             policy: Default::default(),
-            site: Default::default(),
+            site: RouteSite {
+                host: "shop.example".into(),
+                path: "/api".into(),
+                service_port: "80".into(),
+            },
         })
     }
 
+    /// Counts one request on `route` as the pipeline does: routed, answered, finished.
+    fn request(stats: &mut Stats, route: Option<&Arc<Route>>, status: u16, millis: u64) {
+        let start = Instant::now();
+        let mut measure = Measure {
+            route: Some(stats.route(route).clone()),
+            request_bytes: 15,
+            ..Measure::default()
+        };
+        measure.responded(status, &http::HeaderMap::new());
+        measure.response_body_bytes = 983;
+        measure.upstream = Some(UpstreamTimes {
+            start,
+            connected: Some(start),
+            answered: Some(start + Duration::from_millis(millis / 2)),
+        });
+        let end = start + Duration::from_millis(millis);
+        measure
+            .route
+            .clone()
+            .unwrap()
+            .finished(&measure, end, start);
+    }
+
+    use std::time::Duration;
+
+    fn live<'a>(names: &'a [(&'a str, &'a str)]) -> HashSet<(&'a str, &'a str)> {
+        names.iter().copied().collect()
+    }
+
     #[test]
-    fn counts_survive_retiring_routes_and_sum_across_workers() {
-        let web = route("web");
+    fn counts_survive_a_swap_while_their_ingress_exists_and_sum_across_workers() {
+        let web = route("default", "web");
+        let gone = route("default", "gone");
         let mut a = Stats::default();
-        a.request(Some(&web), 200);
-        a.request(Some(&web), 200);
-        a.request(None, 404);
-        a.retire_routes();
-        a.request(Some(&web), 200);
+        request(&mut a, Some(&web), 200, 3);
+        request(&mut a, Some(&gone), 200, 3);
+        request(&mut a, None, 404, 1);
+        // A request still in flight on the old configuration's route when it is replaced.
+        let in_flight = a.route(Some(&web)).clone();
+        a.retire_routes(&live(&[("default", "web")]));
+        let mut measure = Measure {
+            route: Some(in_flight.clone()),
+            ..Measure::default()
+        };
+        measure.responded(200, &http::HeaderMap::new());
+        in_flight.finished(&measure, Instant::now(), Instant::now());
+        drop((measure, in_flight));
+        request(&mut a, Some(&web), 200, 3);
+
         let mut b = Stats::default();
-        b.request(Some(&route("web")), 200);
-        b.observe(Duration::from_millis(3));
-        b.error(404, ErrorSource::Client);
+        request(&mut b, Some(&route("default", "web")), 200, 20);
 
         let mut total = Snapshot::default();
         total.add(&a.snapshot());
         total.add(&b.snapshot());
-        let key = ("default/web".to_owned(), "web-svc".to_owned(), 200);
-        assert_eq!(total.requests[&key], 4);
-        assert_eq!(total.requests[&(String::new(), String::new(), 404)], 1);
-        assert_eq!(total.errors[&(404, ErrorSource::Client)], 1);
-        assert_eq!(total.duration.counts[3], 1);
+        let key = |ingress: &str, status| {
+            let labels = RouteLabels::of(Some(&route("default", ingress)));
+            (RouteKey::of(&labels), 0u8, status)
+        };
+        let web_200 = &total.series[&key("web", 200)];
+        assert_eq!(web_200.requests, 4);
+        assert_eq!(web_200.request_time.counts.iter().sum::<u64>(), 4);
+        // 3 ms, 3 ms, 0 ms: the first bucket (5 ms); 20 ms: the third (25 ms).
+        assert_eq!(web_200.request_time.counts[0], 3);
+        assert_eq!(web_200.request_time.counts[2], 1);
+        // 17 + 983 bytes sent: above every length bucket, in the 1 kB size bucket.
+        assert_eq!(web_200.response_size.counts[10], 3);
+        assert_eq!(web_200.bytes_sent.counts[2], 3);
+        assert_eq!(web_200.request_size.counts[1], 3);
+        assert!(
+            !total.series.contains_key(&key("gone", 200)),
+            "an Ingress that is gone takes its series with it"
+        );
+        let unrouted = (RouteKey::default(), 0u8, 404);
+        assert_eq!(total.series[&unrouted].requests, 1);
     }
 
     #[test]
-    fn the_text_format_is_cumulative_and_escaped() {
-        let shared = Shared::new(&crate::access_log::AccessLogOutput::Stdout).unwrap();
+    fn the_exposition_has_ingress_nginx_families_cumulative_and_escaped() {
+        let identity = crate::MetricIdentity {
+            namespace: "ingress".into(),
+            class: "k8s.io/ingress-nginx".into(),
+            pod: "sluice-1".into(),
+        };
+        let shared = Shared::new(&crate::access_log::AccessLogOutput::Stdout, identity).unwrap();
         let mut stats = Stats::default();
-        let odd = Arc::new(Route {
-            ingress: NamespacedName::new("ns", "a\"b"),
-            service: "s".into(),
-            backend: Arc::new(Backend::unresolved()),
-            policy: Default::default(),
-            site: Default::default(),
-        });
-        stats.request(Some(&odd), 502);
-        stats.observe(Duration::from_millis(1));
-        stats.observe(Duration::from_secs(100));
+        let odd = route("ns", "a\"b");
+        request(&mut stats, Some(&odd), 502, 1);
+        request(&mut stats, Some(&odd), 502, 100_000);
+        request(&mut stats, None, 404, 1);
         let text = render(&stats.snapshot(), &shared, 2);
+        let labels = r#"canary="",controller_class="k8s.io/ingress-nginx",controller_namespace="ingress",controller_pod="sluice-1",host="shop.example",ingress="a\"b",method="GET",namespace="ns",path="/api",service="a\"b-svc",status="502""#;
+        for line in [
+            format!("nginx_ingress_controller_requests{{{labels}}} 2"),
+            format!("nginx_ingress_controller_request_duration_seconds_bucket{{{labels},le=\"0.005\"}} 1"),
+            format!("nginx_ingress_controller_request_duration_seconds_bucket{{{labels},le=\"10\"}} 1"),
+            format!("nginx_ingress_controller_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} 2"),
+            format!("nginx_ingress_controller_request_duration_seconds_count{{{labels}}} 2"),
+            format!("nginx_ingress_controller_response_duration_seconds_count{{{labels}}} 2"),
+            format!("nginx_ingress_controller_bytes_sent_bucket{{{labels},le=\"1000\"}} 2"),
+            r#"sluice_requests_total{ingress="ns/a\"b",service="a\"b-svc",status="502"} 2"#.to_owned(),
+            r#"sluice_requests_total{ingress="",service="",status="404"} 1"#.to_owned(),
+            "nginx_ingress_controller_config_last_reload_successful{controller_class=\"k8s.io/ingress-nginx\",controller_namespace=\"ingress\",controller_pod=\"sluice-1\"} 0".to_owned(),
+            "sluice_ready 0".to_owned(),
+            "sluice_workers 2".to_owned(),
+        ] {
+            assert!(text.contains(&format!("{line}\n")), "missing {line}\n{text}");
+        }
         assert!(
-            text.contains(r#"sluice_requests_total{ingress="ns/a\"b",service="s",status="502"} 1"#),
-            "{text}"
+            !text.contains("status=\"404\"}") || !text.contains("nginx_ingress_controller_requests{canary=\"\",controller_class=\"k8s.io/ingress-nginx\",controller_namespace=\"ingress\",controller_pod=\"sluice-1\",host=\"\""),
+            "requests no rule matched stay out of ingress-nginx's families"
         );
-        assert!(
-            text.contains("sluice_request_duration_seconds_bucket{le=\"0.001\"} 1"),
-            "{text}"
-        );
-        assert!(
-            text.contains("sluice_request_duration_seconds_bucket{le=\"60\"} 1"),
-            "{text}"
-        );
-        assert!(
-            text.contains("sluice_request_duration_seconds_bucket{le=\"+Inf\"} 2"),
-            "{text}"
-        );
-        assert!(text.contains("sluice_ready 0"), "{text}");
-        assert!(text.contains("sluice_workers 2"), "{text}");
+    }
+
+    #[test]
+    fn methods_outside_the_standard_set_share_one_label() {
+        assert_eq!(METHODS[usize::from(method_label(&Method::PATCH))], "PATCH");
+        let custom = Method::from_bytes(b"PROPFIND").unwrap();
+        assert_eq!(METHODS[usize::from(method_label(&custom))], "OTHER");
     }
 }

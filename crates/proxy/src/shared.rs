@@ -1,8 +1,9 @@
 //! The little state every thread sees: the current configuration and the control plane's
 //! counters. Written by the control plane, read by workers without locks.
 
+use std::hash::Hasher;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwapOption;
@@ -14,6 +15,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::access_log::{AccessLogOutput, Sink};
 use crate::listen::StartError;
+use crate::MetricIdentity;
 
 /// Endpoint changes a worker may be behind by before it rebuilds its whole view instead.
 const ENDPOINT_CHANGES_QUEUED: usize = 256;
@@ -42,10 +44,19 @@ pub(crate) struct Shared {
     pub(crate) fallback_cert: Arc<CertifiedKey>,
     /// The access log's writer thread.
     pub(crate) access_log: Arc<Sink>,
+    /// ingress-nginx's constant metric labels.
+    pub(crate) identity: MetricIdentity,
+    /// The leader election the control plane takes part in: its name and whether we lead.
+    leader: Mutex<Option<(String, bool)>>,
+    /// `config_hash()` of the configuration it was computed for.
+    hash_of: Mutex<Option<(Weak<Compiled>, u64)>>,
 }
 
 impl Shared {
-    pub(crate) fn new(access_log: &AccessLogOutput) -> Result<Shared, StartError> {
+    pub(crate) fn new(
+        access_log: &AccessLogOutput,
+        identity: MetricIdentity,
+    ) -> Result<Shared, StartError> {
         Ok(Shared {
             config: ArcSwapOption::empty(),
             source_errors: Mutex::new(Vec::new()),
@@ -59,7 +70,40 @@ impl Shared {
             ticketer: rustls::crypto::aws_lc_rs::Ticketer::new().map_err(StartError::Tls)?,
             fallback_cert: crate::tls::self_signed()?,
             access_log: Sink::start(access_log).map_err(StartError::AccessLog)?,
+            identity,
+            leader: Mutex::new(None),
+            hash_of: Mutex::new(None),
         })
+    }
+
+    pub(crate) fn set_leader(&self, name: &str, leading: bool) {
+        *lock(&self.leader) = Some((name.to_owned(), leading));
+    }
+
+    pub(crate) fn leader(&self) -> Option<(String, bool)> {
+        lock(&self.leader).clone()
+    }
+
+    /// A hash of what the current configuration serves (routes, policies, certificates'
+    /// sources, settings, diagnostics; not endpoints, which change in place), computed once
+    /// per configuration, when first asked for (a scrape, off the data plane).
+    pub(crate) fn config_hash(&self) -> u64 {
+        let Some(config) = self.config.load_full() else {
+            return 0;
+        };
+        let mut cached = lock(&self.hash_of);
+        if let Some((of, hash)) = &*cached {
+            if std::ptr::eq(of.as_ptr(), Arc::as_ptr(&config)) && of.strong_count() > 0 {
+                return *hash;
+            }
+        }
+        let mut view = config.view();
+        view.backends.clear();
+        let mut hasher = std::hash::DefaultHasher::new();
+        hasher.write(&serde_json::to_vec(&view).unwrap_or_default());
+        let hash = hasher.finish();
+        *cached = Some((Arc::downgrade(&config), hash));
+        hash
     }
 
     pub(crate) fn publish(&self, compiled: Arc<Compiled>) {
@@ -87,16 +131,20 @@ impl Shared {
     }
 
     pub(crate) fn source_errors(&self) -> Vec<String> {
-        self.source_errors
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
+        lock(&self.source_errors).clone()
     }
 
     fn wake_workers(&self) {
         self.wake
             .send_modify(|generation| *generation = generation.wrapping_add(1));
     }
+}
+
+/// Locks `mutex`, taking the value from a panicked holder (every value here stays valid).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl std::fmt::Debug for Shared {

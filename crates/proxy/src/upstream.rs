@@ -52,6 +52,7 @@ use crate::buffer::BufferFileError;
 use crate::client::{ClientError, Conn, Framing, Outgoing, Timeouts};
 use crate::error::{Chain, ProxyError};
 use crate::headers::Added;
+use crate::metrics::UpstreamTimes;
 use crate::stall::{StallTimer, WriteTimeout};
 use crate::worker::{within, Worker};
 
@@ -133,6 +134,8 @@ pub(crate) struct Pending<'r> {
     pub(crate) arrived: Instant,
     /// The access log's list of attempts, when the request is logged with `$upstream_*`.
     pub(crate) attempts: Option<&'r mut Vec<Attempt>>,
+    /// The last attempt's times, for the metrics.
+    pub(crate) timing: &'r mut Option<UpstreamTimes>,
 }
 
 /// One endpoint attempt failed; `next` says whether another endpoint may be tried.
@@ -274,6 +277,11 @@ pub(crate) async fn exchange(
         if attempt > 1 {
             worker.stats.borrow_mut().retries += 1;
         }
+        *pending.timing = Some(UpstreamTimes {
+            start: now,
+            connected: None,
+            answered: None,
+        });
         if let Some(attempts) = pending.attempts.as_deref_mut() {
             attempts.push(Attempt {
                 addr,
@@ -284,8 +292,12 @@ pub(crate) async fn exchange(
             });
         }
         let result = try_endpoint(worker, addr, settings, policy, &mut pending, now).await;
+        let answered = Instant::now();
+        if let Some(timing) = pending.timing.as_mut() {
+            timing.answered = Some(answered);
+        }
         if let Some(attempt) = pending.attempts.as_deref_mut().and_then(|a| a.last_mut()) {
-            attempt.answered = Some(Instant::now());
+            attempt.answered = Some(answered);
             attempt.status = match &result {
                 Ok(exchange) => exchange.response.status().as_u16(),
                 Err(failure) => failure.error.classify().0.as_u16(),
@@ -350,8 +362,12 @@ async fn try_endpoint(
     let mut fresh_only = false;
     loop {
         let (mut conn, reused) = acquire(worker, addr, settings, policy, fresh_only, now).await?;
+        let connected = Instant::now();
+        if let Some(timing) = pending.timing.as_mut() {
+            timing.connected = Some(connected);
+        }
         if let Some(attempt) = pending.attempts.as_deref_mut().and_then(|a| a.last_mut()) {
-            attempt.connected = Some(Instant::now());
+            attempt.connected = Some(connected);
         }
         let in_flight = worker.in_flight(addr, settings.load_balance);
         let sent = conn

@@ -52,7 +52,7 @@ use crate::balance::Balancer;
 use crate::headers::Forwarded;
 use crate::linger::Linger;
 use crate::listen::StartError;
-use crate::metrics::{Snapshot, Stats};
+use crate::metrics::{Measure, Snapshot, Stats};
 use crate::server::{Ended, Http1, Prefixed};
 use crate::shared::Shared;
 use crate::stall::{StreamWatch, WriteTimeout};
@@ -195,6 +195,8 @@ pub(crate) struct RequestGuard {
     start: Instant,
     /// The access log's record, when the configuration logs.
     pub(crate) record: Option<Box<Record>>,
+    /// What the metrics count when the request is over.
+    pub(crate) measure: Measure,
 }
 
 /// Keeps the worker's shutdown waiting while a connection or tunnel is open.
@@ -705,7 +707,12 @@ impl Worker {
         self.balancer.borrow_mut().keep_only(&backends);
         let address = Arc::as_ptr(&*config) as usize;
         if self.stats_config.replace(address) != address {
-            self.stats.borrow_mut().retire_routes();
+            let live = config
+                .ingresses
+                .iter()
+                .map(|i| (i.namespace.as_str(), i.name.as_str()))
+                .collect();
+            self.stats.borrow_mut().retire_routes(&live);
         }
     }
 
@@ -739,7 +746,8 @@ impl Worker {
 
     async fn serve_stats(self: Rc<Self>, mut requests: mpsc::Receiver<StatsRequest>) {
         while let Some(reply) = requests.recv().await {
-            let mut snapshot = self.stats.borrow().snapshot();
+            let mut snapshot = self.stats.borrow_mut().snapshot();
+            snapshot.accepted = self.connections_seen.get();
             for conn in self.connections.borrow().iter() {
                 let protocol = match (conn.https, conn.h2) {
                     (false, _) => 0,
@@ -837,6 +845,7 @@ impl ConnCtx {
             conn: self.clone(),
             start: Instant::now(),
             record: None,
+            measure: Measure::default(),
         };
         (guard, n)
     }
@@ -908,12 +917,18 @@ impl RequestGuard {
 impl Drop for RequestGuard {
     fn drop(&mut self) {
         let now = Instant::now();
-        self.conn
-            .worker
-            .stats
-            .borrow_mut()
-            .observe(now.saturating_duration_since(self.start));
-        if let Some(record) = self.record.take() {
+        let measure = &self.measure;
+        match &measure.route {
+            Some(route) => route.finished(measure, now, self.start),
+            // The client left before the request was routed.
+            None => {
+                let mut stats = self.conn.worker.stats.borrow_mut();
+                stats.route(None).finished(measure, now, self.start);
+            }
+        }
+        if let Some(mut record) = self.record.take() {
+            record.body_bytes = measure.response_body_bytes;
+            record.response_head_bytes = measure.response_head_bytes;
             self.conn.log(&record, self.start, now);
         }
         self.conn.in_flight.set(self.conn.in_flight.get() - 1);

@@ -63,6 +63,7 @@ fn a_status_listener_on_a_non_loopback_address_is_refused_at_start() {
             status_listen: status_listen.parse().unwrap(),
             workers: NonZeroUsize::MIN,
             access_log: proxy::AccessLogOutput::Stdout,
+            metric_identity: proxy::MetricIdentity::default(),
         });
         let error = started.expect_err("a non-loopback status listener is refused");
         assert!(

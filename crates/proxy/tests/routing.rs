@@ -405,18 +405,52 @@ async fn admin_reports_health_readiness_config_and_metrics() {
         assert_eq!(client.get("x", "/healthz").await.status, StatusCode::OK);
     }
     h.proxy.endpoints_changed(Vec::new());
-    // A request's duration is recorded when its body is done, just after the client has it.
-    eventually("three observed durations", || async {
-        get(h.admin(), "a", "/metrics")
-            .await
-            .text()
-            .contains("sluice_request_duration_seconds_count 3")
+    // A request is counted when its body is done, just after the client has it.
+    eventually("three counted requests", || async {
+        get(h.admin(), "a", "/metrics").await.text().contains(
+            "sluice_requests_total{ingress=\"default/echo\",service=\"echo\",status=\"200\"} 3",
+        )
     })
     .await;
     let metrics = get(h.admin(), "a", "/metrics").await.text();
+    // ingress-nginx's families, with its labels (the path as the Ingress writes it).
+    let series = |family: &str| {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(&format!("{family}{{")))
+            .filter(|l| {
+                l.contains("ingress=\"echo\"")
+                    && l.contains("namespace=\"default\"")
+                    && l.contains("service=\"echo\"")
+                    && l.contains("method=\"GET\"")
+                    && l.contains("status=\"200\"")
+                    && l.contains("path=\"/\"")
+            })
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        series("nginx_ingress_controller_requests")
+            .iter()
+            .map(|l| l.rsplit(' ').next().unwrap())
+            .collect::<Vec<_>>(),
+        ["3"],
+        "{metrics}"
+    );
+    for histogram in [
+        "nginx_ingress_controller_request_duration_seconds_count",
+        "nginx_ingress_controller_response_duration_seconds_count",
+        "nginx_ingress_controller_request_size_count",
+        "nginx_ingress_controller_response_size_count",
+    ] {
+        assert!(
+            series(histogram).iter().any(|l| l.ends_with(" 3")),
+            "{histogram}: {metrics}"
+        );
+    }
     for expected in [
-        "sluice_requests_total{ingress=\"default/echo\",service=\"echo\",status=\"200\"} 3",
-        "sluice_request_duration_seconds_count 3",
+        "nginx_ingress_controller_config_last_reload_successful{controller_class=\"\",controller_namespace=\"\",controller_pod=\"\"} 1",
+        "nginx_ingress_controller_success{controller_class=\"\",controller_namespace=\"\",controller_pod=\"\"} 1",
         "sluice_config_swaps_total 1",
         "sluice_endpoint_swaps_total 1",
         "sluice_backend_endpoints{backend=\"default/echo:http\",state=\"ready\"} 1",

@@ -84,3 +84,103 @@ fn an_invalid_secret_falls_back_to_the_default_certificate_and_is_diagnosed() {
     // Plain HTTP to the host still routes (ssl-redirect answers 308 for a TLS host).
     assert_eq!(serve.get(HOST, "/").status, 308);
 }
+
+/// A self-signed certificate for `host` valid until `not_after`: (certificate PEM, key PEM).
+fn self_signed_until(host: &str, not_after: std::time::SystemTime) -> (String, String) {
+    let mut params = rcgen::CertificateParams::new(vec![host.to_owned()]).unwrap();
+    params.not_after = not_after.into();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    (cert.pem(), key.serialize_pem())
+}
+
+#[test]
+fn a_certificate_near_its_expiry_is_logged_diagnosed_and_its_expiry_is_a_metric() {
+    let dir = temp_dir("expiring");
+    let pod = Pod::start("pod");
+    let now = std::time::SystemTime::now();
+    let soon = now + Duration::from_secs(5 * 24 * 3600);
+    let (expiring_cert, expiring_key) = self_signed_until(HOST, soon);
+    let (expired_cert, expired_key) = self_signed_until("old.test", now - Duration::from_secs(60));
+    let (fine_cert, fine_key) =
+        self_signed_until("fine.test", now + Duration::from_secs(90 * 24 * 3600));
+    let mut objects = String::new();
+    for (name, host) in [("web", HOST), ("old", "old.test"), ("fine", "fine.test")] {
+        objects.push_str(&app_yaml(name, host, &[pod.addr]).replace(
+            "  rules:\n",
+            &format!("  tls: [{{hosts: [{host}], secretName: {name}-tls}}]\n  rules:\n"),
+        ));
+        objects.push_str("---\n");
+    }
+    std::fs::write(dir.join("apps.yaml"), objects).unwrap();
+    for (name, cert, key) in [
+        ("web", &expiring_cert, &expiring_key),
+        ("old", &expired_cert, &expired_key),
+        ("fine", &fine_cert, &fine_key),
+    ] {
+        std::fs::write(
+            dir.join(format!("{name}-secret.yaml")),
+            tls_secret_yaml(&format!("{name}-tls"), cert, key),
+        )
+        .unwrap();
+    }
+    let log = dir.join("sluice.log");
+    let mut command = std::process::Command::new(BIN);
+    command
+        .args(Serve::args(&dir, &[]))
+        .env("SLUICE_LOG", "warn")
+        .stderr(std::fs::File::create(&log).unwrap());
+    let serve = Serve::from_process(Process::spawn(command, "sluice serve"));
+
+    // Still served: an expiring certificate is a warning, not a refusal.
+    let mut open = TlsConnection::open(serve.https, HOST, tls_client(expiring_cert.as_bytes()))
+        .expect("the expiring certificate is served");
+    assert_eq!(open.get("/").unwrap().status, 200);
+
+    let diagnostics = serve.config_json()["config"]["diagnostics"].to_string();
+    assert!(
+        diagnostics.contains(
+            "Ingress default/web: expiring: Secret default/web-tls: the certificate expires at"
+        ) && diagnostics.contains("within 14 days: renew it"),
+        "{diagnostics}"
+    );
+    assert!(
+        diagnostics.contains(
+            "Ingress default/old: expiring: Secret default/old-tls: the certificate expired at"
+        ),
+        "{diagnostics}"
+    );
+    assert!(!diagnostics.contains("fine-tls"), "{diagnostics}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains("Secret default/web-tls: the certificate expires at"),
+        "{logged}"
+    );
+
+    let metrics = serve.admin("/metrics").text();
+    let unix =
+        |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let expiry = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("nginx_ingress_controller_ssl_expire_time_seconds{")
+                && l.contains("host=\"secure.test\"")
+                && l.contains("namespace=\"default\"")
+                && l.contains("secret_name=\"web-tls\"")
+                && l.contains("class=\"sluice.dev/ingress-controller\"")
+        })
+        .unwrap_or_else(|| panic!("no expiry series for secure.test:\n{metrics}"));
+    assert_eq!(expiry.rsplit(' ').next().unwrap(), unix(soon).to_string());
+    assert!(
+        metrics.contains("sluice_config_diagnostics{kind=\"Ingress\",severity=\"expiring\"} 2"),
+        "{metrics}"
+    );
+    assert_eq!(
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("nginx_ingress_controller_ssl_certificate_info{"))
+            .count(),
+        3,
+        "{metrics}"
+    );
+}

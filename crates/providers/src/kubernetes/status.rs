@@ -68,6 +68,8 @@ pub struct Published {
 /// Handle to the running status writer.
 pub struct StatusWriter {
     published: watch::Sender<Option<Arc<Published>>>,
+    /// Whether this replica holds the Lease.
+    leading: watch::Receiver<bool>,
     stop: Option<oneshot::Sender<oneshot::Sender<()>>>,
     writer: tokio::task::JoinHandle<()>,
 }
@@ -108,7 +110,7 @@ impl StatusWriter {
             client,
             options,
             states,
-            leader: leader_rx,
+            leader: leader_rx.clone(),
             published: published_rx,
             addresses: None,
             reported: BTreeSet::new(),
@@ -116,9 +118,15 @@ impl StatusWriter {
         let writer = tokio::spawn(task.run());
         StatusWriter {
             published,
+            leading: leader_rx,
             stop: Some(stop),
             writer,
         }
+    }
+
+    /// Whether this replica leads (holds the Lease), as it changes.
+    pub fn leading(&self) -> watch::Receiver<bool> {
+        self.leading.clone()
     }
 
     /// Tells the writer what the control plane now serves.
@@ -396,6 +404,7 @@ impl Task {
                 Severity::Unsupported => (EventType::Warning, "UnsupportedConfiguration"),
                 Severity::Difference => (EventType::Normal, "DiffersFromIngressNginx"),
                 Severity::Notice => (EventType::Normal, "IngressNginxBehaviour"),
+                Severity::Expiring => (EventType::Warning, "CertificateExpiring"),
             };
             let event = Event {
                 type_,

@@ -84,6 +84,7 @@ impl Harness {
             status_listen: any,
             workers: NonZeroUsize::new(workers).unwrap(),
             access_log: proxy::AccessLogOutput::File(access_log.to_path_buf()),
+            metric_identity: proxy::MetricIdentity::default(),
         })
         .expect("proxy starts");
         Harness {
