@@ -18,6 +18,8 @@ command -v ip >/dev/null || missing+=(iproute2)
 command -v curl >/dev/null || missing+=(curl)
 command -v jq >/dev/null || missing+=(jq)
 command -v cc >/dev/null || missing+=(build-essential)
+# Prometheus scrapes Sluice in crates/sluice/tests/prometheus.rs (the dashboards' queries).
+[[ -x /usr/bin/prometheus ]] || missing+=(prometheus)
 # nginx and HAProxy: the lab's peers (its CI smoke runs nginx).
 [[ -x /usr/sbin/nginx ]] || missing+=(nginx-light)
 [[ -x /usr/sbin/haproxy ]] || missing+=(haproxy)

@@ -400,14 +400,9 @@ fn ready_waits_for_the_initial_sync_and_then_every_existing_route_is_served() {
     }
 }
 
-#[test]
-fn a_replaced_tls_secret_serves_new_handshakes_and_open_connections_keep_working() {
-    let ns = "tls";
-    let host = "secure.test";
-    let cluster = cluster_with_class("tls", ns);
-    let p = pod(&cluster, 11);
-    let (old_cert, old_key) = self_signed(host);
-    let (new_cert, new_key) = self_signed(host);
+/// Service `web` with pod `p` as its endpoint, Secret `web-tls`, and Ingress `web` serving
+/// `host` over TLS with it.
+fn create_tls_app(cluster: &Cluster, ns: &str, host: &str, p: &Pod, cert: &str, key: &str) {
     cluster.create(&service(ns, "web"));
     cluster.create(&endpoint_slice(
         ns,
@@ -416,10 +411,21 @@ fn a_replaced_tls_secret_serves_new_handshakes_and_open_connections_keep_working
         8080,
         &[Endpoint::ready(p.addr.ip())],
     ));
-    cluster.create(&tls_secret(ns, "web-tls", &old_cert, &old_key));
+    cluster.create(&tls_secret(ns, "web-tls", cert, key));
     let mut web = ingress(ns, "web", Some("sluice"), host, "web");
     web["spec"]["tls"] = serde_json::json!([{"hosts": [host], "secretName": "web-tls"}]);
     cluster.create(&web);
+}
+
+#[test]
+fn a_replaced_tls_secret_serves_new_handshakes_and_open_connections_keep_working() {
+    let ns = "tls";
+    let host = "secure.test";
+    let cluster = cluster_with_class("tls", ns);
+    let p = pod(&cluster, 11);
+    let (old_cert, old_key) = self_signed(host);
+    let (new_cert, new_key) = self_signed(host);
+    create_tls_app(&cluster, ns, host, &p, &old_cert, &old_key);
     let sluice = cluster.sluice(ns, &[]);
 
     let mut open = TlsConnection::open(sluice.https, host, tls_client(old_cert.as_bytes()))
@@ -790,6 +796,69 @@ fn the_deploy_manifests_grant_sluice_everything_it_uses() {
         denied.is_empty(),
         "requests denied by RBAC:\n{}",
         denied.join("\n")
+    );
+}
+
+#[test]
+fn a_certificate_near_its_expiry_is_a_warning_event_and_leadership_is_a_metric() {
+    let ns = "expiring";
+    let host = "soon.test";
+    let cluster = cluster_with_class("expiring", ns);
+    let p = pod(&cluster, 51);
+    let mut params = rcgen::CertificateParams::new(vec![host.to_owned()]).unwrap();
+    let expiry = std::time::SystemTime::now() + Duration::from_secs(3 * 24 * 3600);
+    params.not_after = expiry.into();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap().pem();
+    create_tls_app(&cluster, ns, host, &p, &cert, &key.serialize_pem());
+    let sluice = cluster.sluice(ns, &[]);
+
+    // Served all the same: expiring is a warning, not a refusal.
+    let mut open = TlsConnection::open(sluice.https, host, tls_client(cert.as_bytes()))
+        .expect("the expiring certificate is served");
+    assert_eq!(open.get("/").unwrap().status, 200);
+    let event = eventually(
+        WAIT,
+        "a Warning Event about the expiring certificate",
+        || {
+            cluster
+                .events_about(ns, "Ingress", "web")
+                .into_iter()
+                .find(|e| e["reason"] == "CertificateExpiring")
+        },
+    );
+    assert_eq!(event["type"], "Warning", "{event:#}");
+    let note = event["note"].as_str().unwrap_or_default();
+    assert!(
+        note.contains("Secret expiring/web-tls: the certificate expires at")
+            && note.contains("within 14 days"),
+        "{event:#}"
+    );
+    // The single replica leads; the metric says so under the Lease's name.
+    let leader = || {
+        sluice
+            .admin("/metrics")
+            .text()
+            .lines()
+            .filter(|l| l.contains("leader_election_status"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    eventually(
+        WAIT,
+        &format!("leader_election_status 1 ({})", leader()),
+        || {
+            sluice
+                .admin("/metrics")
+                .text()
+                .lines()
+                .any(|l| {
+                    l.starts_with("nginx_ingress_controller_leader_election_status{")
+                        && l.contains("name=\"sluice-e2e\"")
+                        && l.ends_with(" 1")
+                })
+                .then_some(())
+        },
     );
 }
 
