@@ -23,6 +23,8 @@ command -v cc >/dev/null || missing+=(build-essential)
 # nginx and HAProxy: the lab's peers (its CI smoke runs nginx).
 [[ -x /usr/sbin/nginx ]] || missing+=(nginx-light)
 [[ -x /usr/sbin/haproxy ]] || missing+=(haproxy)
+# Chromium: crates/sluice/tests/status_page.rs renders the status page in it, headless.
+command -v chromium >/dev/null || missing+=(chromium)
 if ((${#missing[@]})); then
   sudo=""; [[ $(id -u) == 0 ]] || sudo="sudo"
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
@@ -48,6 +50,10 @@ echo "== h2spec"
 SLUICE_H2SPEC=$(nice scripts/h2spec.sh)
 export SLUICE_H2SPEC
 echo "$SLUICE_H2SPEC"
+# Chromium (Debian's package, installed above): under CI a missing SLUICE_CHROMIUM fails the
+# status page test.
+SLUICE_CHROMIUM=$(command -v chromium)
+export SLUICE_CHROMIUM
 echo "== cargo test"
 cargo test --workspace --locked
 echo "== deploy check (deploy/ against a real API server)"

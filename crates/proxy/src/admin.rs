@@ -5,16 +5,20 @@
 //!  --admin-listen  (exposed: probes, Prometheus)   /healthz  /ready  /metrics
 //!        /metrics ─▶ one scrape at a time (semaphore) ─▶ ask each worker for its counters
 //!                 ─▶ render on the blocking pool, so probes never wait behind a render
-//!  --status-listen (loopback only: describes tenants)  /config
+//!  --status-listen (loopback only: describes tenants)  /  /config
+//!        /        ─▶ one view at a time (a semaphore) ─▶ ask each worker for its counters
+//!                 ─▶ rates since the previous view ─▶ HTML rendered on the blocking pool
 //! ```
-//! `/config` shows every tenant's hosts, paths, endpoint addresses and Secret names: it never
-//! shares a port with what the manifests expose, and its listener refuses non-loopback addresses
-//! (see `lib.rs`), as ingress-nginx keeps its status server on 127.0.0.1:10246.
+//! The status page (`/`, see `status_page.rs`) and `/config` show every tenant's hosts, paths,
+//! endpoint addresses and Secret names: they never share a port with what the manifests expose,
+//! and their listener refuses non-loopback addresses (see `lib.rs`), as ingress-nginx keeps its
+//! status server on 127.0.0.1:10246.
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
@@ -30,6 +34,7 @@ use crate::fds::{self, Reserve};
 use crate::listen::StartError;
 use crate::metrics::{self, Snapshot};
 use crate::shared::Shared;
+use crate::status_page::{self, Page, Totals, Traffic};
 use crate::worker::StatsRequest;
 
 /// A worker busy for longer than this is left out of one scrape rather than stalling it.
@@ -46,7 +51,7 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) enum Surface {
     /// `--admin-listen`, the port the manifests expose and probe: nothing that describes tenants.
     Admin,
-    /// `--status-listen`, loopback only: the configuration as served.
+    /// `--status-listen`, loopback only: the configuration as served, as a page and as JSON.
     Status,
 }
 
@@ -57,6 +62,9 @@ struct Admin {
     /// One scrape at a time: concurrent scrapes queue here instead of each asking every worker
     /// for a snapshot (work on the data plane's threads) and each holding a rendering thread.
     scrape: Semaphore,
+    /// The status page's previous view: when, and the per-Ingress totals then (rates are the
+    /// difference). One entry per Ingress that answered a request.
+    previous_view: Mutex<Option<(Instant, Totals)>>,
 }
 
 impl Surface {
@@ -68,8 +76,8 @@ impl Surface {
     }
 }
 
-/// Starts `surface`'s server on `socket` on a thread of its own. `workers` (asked for counters
-/// at each /metrics scrape) may be empty for the status surface.
+/// Starts `surface`'s server on `socket` on a thread of its own. `workers` are asked for their
+/// counters at each /metrics scrape (admin) or status page view (status).
 pub(crate) fn spawn(
     surface: Surface,
     socket: std::net::TcpListener,
@@ -94,6 +102,7 @@ pub(crate) fn spawn(
         shared,
         workers,
         scrape: Semaphore::new(1),
+        previous_view: Mutex::new(None),
     });
     std::thread::Builder::new()
         .name(surface.thread_name().into())
@@ -192,10 +201,12 @@ impl Admin {
                 StatusCode::NOT_FOUND,
                 Bytes::from_static(b"try /healthz, /ready or /metrics\n"),
             ),
+            (Surface::Status, "/") => self.status_page().await,
             (Surface::Status, "/config") => self.config(),
-            (Surface::Status, _) => {
-                text_response(StatusCode::NOT_FOUND, Bytes::from_static(b"try /config\n"))
-            }
+            (Surface::Status, _) => text_response(
+                StatusCode::NOT_FOUND,
+                Bytes::from_static(b"try / (the status page) or /config\n"),
+            ),
         }
     }
 
@@ -223,41 +234,125 @@ impl Admin {
         }
     }
 
-    async fn metrics(&self) -> Response<Full<Bytes>> {
-        // Held (inside the Ok) until the response is built; the semaphore is never closed.
-        let _permit = self.scrape.acquire().await;
+    /// Every worker's counters summed, and how many workers answered in time. Call with a
+    /// `scrape` permit held.
+    async fn collect(&self) -> (Snapshot, usize) {
         let mut total = Snapshot::default();
+        let mut answered = 0;
         for worker in &self.workers {
             let (reply, answer) = oneshot::channel();
             if worker.send(reply).await.is_err() {
                 continue; // stopped
             }
             match tokio::time::timeout(SNAPSHOT_TIMEOUT, answer).await {
-                Ok(Ok(snapshot)) => total.add(&snapshot),
+                Ok(Ok(snapshot)) => {
+                    total.add(&snapshot);
+                    answered += 1;
+                }
                 _ => tracing::warn!("a worker did not report its metrics in time"),
             }
         }
+        (total, answered)
+    }
+
+    async fn status_page(&self) -> Response<Full<Bytes>> {
+        // Held (inside the Ok) until the page is rendered; the semaphore is never closed.
+        let _permit = self.scrape.acquire().await;
+        let (snapshot, workers_answered) = self.collect().await;
+        let totals = snapshot.by_ingress();
+        let now = Instant::now();
+        let traffic = {
+            let mut previous_view = self
+                .previous_view
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let traffic = Traffic::since(
+                previous_view
+                    .as_ref()
+                    .map(|(at, totals)| (now.duration_since(*at), totals)),
+                &totals,
+            );
+            *previous_view = Some((now, totals));
+            traffic
+        };
+        let shared = &self.shared;
+        let (config_swaps, endpoint_swaps) = {
+            let history = shared.history();
+            (history.config_swaps(), history.endpoint_swaps())
+        };
+        let page = Page {
+            now: SystemTime::now(),
+            ready: shared.is_ready(),
+            terminating: shared.is_terminating(),
+            config: shared.config.load_full(),
+            source_errors: shared.source_errors(),
+            config_swaps_total: shared.config_swaps.load(Ordering::Relaxed),
+            endpoint_swaps_total: shared.endpoint_swaps.load(Ordering::Relaxed),
+            config_swaps,
+            endpoint_swaps,
+            traffic,
+            workers: self.workers.len(),
+            workers_answered,
+        };
+        // Proportional to the routes, like /metrics: off this thread.
+        let mut response = rendered("the status page", "text/html; charset=utf-8", move || {
+            status_page::render(&page)
+        })
+        .await;
+        let headers = response.headers_mut();
+        // Tenants' text is escaped; should that ever fail, no script runs and nothing is
+        // fetched from anywhere: the page needs only its own inline style.
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(
+                "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; \
+                 form-action 'none'; frame-ancestors 'none'",
+            ),
+        );
+        headers.insert(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        response
+    }
+
+    async fn metrics(&self) -> Response<Full<Bytes>> {
+        // Held (inside the Ok) until the response is built; the semaphore is never closed.
+        let _permit = self.scrape.acquire().await;
+        let (total, _) = self.collect().await;
         // Rendering is plain CPU work proportional to the routes: off this thread, so a probe
         // arriving meanwhile is answered at once.
         let shared = self.shared.clone();
         let workers = self.workers.len();
-        let rendered =
-            tokio::task::spawn_blocking(move || metrics::render(&total, &shared, workers)).await;
-        let text = match rendered {
-            Ok(text) => text,
-            Err(e) => {
-                return text_response(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    Bytes::from(format!("cannot render the metrics: {e}\n")),
-                )
-            }
-        };
-        let mut response = Response::new(Full::new(Bytes::from(text)));
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-        );
-        response
+        rendered(
+            "the metrics",
+            "text/plain; version=0.0.4; charset=utf-8",
+            move || metrics::render(&total, &shared, workers),
+        )
+        .await
+    }
+}
+
+/// The response `render` makes, run on the blocking pool so that a probe arriving meanwhile is
+/// answered at once; `what` names it in the 500 should rendering panic.
+async fn rendered(
+    what: &str,
+    content_type: &'static str,
+    render: impl FnOnce() -> String + Send + 'static,
+) -> Response<Full<Bytes>> {
+    match tokio::task::spawn_blocking(render).await {
+        Ok(text) => {
+            let mut response = Response::new(Full::new(Bytes::from(text)));
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+            response
+        }
+        Err(e) => text_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Bytes::from(format!("cannot render {what}: {e}\n")),
+        ),
     }
 }
 

@@ -32,7 +32,8 @@
 //!   every client socket: client-send-timeout on writes, lingering close, TCP keepalive
 //!
 //!  admin thread (--admin-listen): /healthz /ready /metrics (sums per-worker counters at scrape)
-//!  status thread (--status-listen, loopback only): /config
+//!  status thread (--status-listen, loopback only): / (the status page: routes, endpoints,
+//!                 certificates, diagnostics, swaps, request rates per Ingress) and /config
 //!
 //!  SIGTERM ─▶ Proxy::terminating(): /ready 503, listeners still serve (--shutdown-grace-period,
 //!             timed by the caller) ─▶ Proxy::shutdown(): stop signal ─▶ each worker's own flag
@@ -64,12 +65,14 @@ mod forward;
 pub mod fuzz;
 mod h1;
 mod headers;
+mod history;
 mod linger;
 mod listen;
 mod metrics;
 mod server;
 mod shared;
 mod stall;
+mod status_page;
 mod tls;
 mod tunnel;
 mod upstream;
@@ -89,7 +92,7 @@ pub struct ProxyConfig {
     pub https_listen: SocketAddr,
     /// Probes and metrics only: the port deployments expose.
     pub admin_listen: SocketAddr,
-    /// `/config`, which describes every tenant: must be a loopback address.
+    /// The status page and `/config`, which describe every tenant: must be a loopback address.
     pub status_listen: SocketAddr,
     pub workers: NonZeroUsize,
     /// Where access log lines go (the ConfigMap says whether and how they are written).
@@ -196,8 +199,9 @@ impl Proxy {
             .next()
             .expect("one status socket");
         let servers = [
-            (admin::Surface::Admin, admin_socket, stats_senders),
-            (admin::Surface::Status, status_socket, Vec::new()),
+            (admin::Surface::Admin, admin_socket, stats_senders.clone()),
+            // The status page shows request rates per Ingress.
+            (admin::Surface::Status, status_socket, stats_senders),
         ];
         let mut admin_threads = Vec::with_capacity(servers.len());
         for (surface, socket, stats) in servers {
@@ -251,7 +255,7 @@ impl Proxy {
         self.admin_addr
     }
 
-    /// Where `/config` is served (a loopback address).
+    /// Where the status page (`/`) and `/config` are served (a loopback address).
     pub fn status_addr(&self) -> SocketAddr {
         self.status_addr
     }

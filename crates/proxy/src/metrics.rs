@@ -563,6 +563,29 @@ impl Snapshot {
     }
 }
 
+// The status page's one view of the counters (admin.rs): kept in its own block so the
+// exposition can change without touching it.
+impl Snapshot {
+    /// Requests answered and how many of them were 5xx, by Ingress (`namespace/name`; empty
+    /// for requests no route matched).
+    pub(crate) fn by_ingress(&self) -> BTreeMap<String, (u64, u64)> {
+        let mut by_ingress = BTreeMap::<String, (u64, u64)>::new();
+        for ((route, _method, status), series) in &self.series {
+            let ingress = if route.ingress.is_empty() {
+                String::new()
+            } else {
+                format!("{}/{}", route.namespace, route.ingress)
+            };
+            let (total, server_errors) = by_ingress.entry(ingress).or_default();
+            *total += series.requests;
+            if *status >= 500 {
+                *server_errors += series.requests;
+            }
+        }
+        by_ingress
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,6 @@
 //! The little state every thread sees: the current configuration and the control plane's
-//! counters. Written by the control plane, read by workers without locks.
+//! counters. Written by the control plane, read by workers without locks. The swap history
+//! behind a lock is read only by the status page, never by a worker.
 
 use std::hash::Hasher;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,6 +15,7 @@ use rustls::sign::CertifiedKey;
 use tokio::sync::{broadcast, watch};
 
 use crate::access_log::{AccessLogOutput, Sink};
+use crate::history::{self, Swap, SwapHistory};
 use crate::listen::StartError;
 use crate::MetricIdentity;
 
@@ -27,6 +29,8 @@ pub(crate) struct Shared {
     pub(crate) config_swaps: AtomicU64,
     pub(crate) last_swap_unix_millis: AtomicU64,
     pub(crate) endpoint_swaps: AtomicU64,
+    /// The last configuration and endpoint swaps with what each changed (the status page).
+    pub(crate) history: Mutex<SwapHistory>,
     /// SIGTERM arrived: /ready answers 503 so load balancers stop sending, while the
     /// listeners keep serving through `--shutdown-grace-period`.
     pub(crate) terminating: AtomicBool,
@@ -63,6 +67,7 @@ impl Shared {
             config_swaps: AtomicU64::new(0),
             last_swap_unix_millis: AtomicU64::new(0),
             endpoint_swaps: AtomicU64::new(0),
+            history: Mutex::new(SwapHistory::default()),
             terminating: AtomicBool::new(false),
             tunnels_closed_at_shutdown: AtomicU64::new(0),
             wake: watch::Sender::new(0),
@@ -107,17 +112,25 @@ impl Shared {
     }
 
     pub(crate) fn publish(&self, compiled: Arc<Compiled>) {
+        let summary = history::describe_config(self.config.load().as_deref(), &compiled);
         self.config.store(Some(compiled));
         self.config_swaps.fetch_add(1, Ordering::Relaxed);
-        let now = SystemTime::now()
+        let at = SystemTime::now();
+        let now = at
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         self.last_swap_unix_millis.store(now, Ordering::Relaxed);
         self.wake_workers();
+        self.history().record_config(Swap { at, summary });
     }
 
     pub(crate) fn endpoints_changed(&self, backends: Vec<Arc<Backend>>) {
         self.endpoint_swaps.fetch_add(1, Ordering::Relaxed);
+        let summary = history::describe_endpoints(&backends);
+        self.history().record_endpoints(Swap {
+            at: SystemTime::now(),
+            summary,
+        });
         // No receiver yet (workers starting) is fine: a worker reads everything when it starts.
         let _ = self.endpoint_changes.send(backends.into());
     }
@@ -132,6 +145,13 @@ impl Shared {
 
     pub(crate) fn source_errors(&self) -> Vec<String> {
         lock(&self.source_errors).clone()
+    }
+
+    /// The swap history; a panic while it was held leaves nothing half-written worth refusing.
+    pub(crate) fn history(&self) -> std::sync::MutexGuard<'_, SwapHistory> {
+        self.history
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn wake_workers(&self) {

@@ -1,5 +1,5 @@
 //! The admin surfaces: what the exposed admin port serves (probes, metrics) and what only the
-//! loopback status listener serves (`/config`, which describes every tenant).
+//! loopback status listener serves (the status page and `/config`, which describe every tenant).
 
 mod support;
 
@@ -34,7 +34,7 @@ async fn config_is_served_only_on_the_status_listener() {
     );
     assert!(!config.text().contains("default/echo"), "{}", config.text());
 
-    // The status listener: /config only.
+    // The status listener: the page and /config.
     let config = get(h.status(), "a", "/config").await;
     assert_eq!(config.status, StatusCode::OK);
     assert!(
@@ -49,6 +49,55 @@ async fn config_is_served_only_on_the_status_listener() {
             "{path} on the status listener"
         );
     }
+    shutdown(h.proxy).await;
+}
+
+#[tokio::test]
+async fn the_status_page_shows_swaps_and_request_rates_per_ingress_between_views() {
+    let (one, two) = (start_backend("one").await, start_backend("two").await);
+    let mut h = Harness::start();
+    h.apply(&catch_all("web", &[addr_of(&one)]));
+    assert_eq!(
+        get(h.admin(), "a", "/").await.status,
+        StatusCode::NOT_FOUND,
+        "the page names tenants: never on the exposed port"
+    );
+
+    let first = get(h.status(), "s", "/").await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(first.headers["content-type"], "text/html; charset=utf-8");
+    assert!(first.headers["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .starts_with("default-src 'none'"));
+    let text = first.text();
+    assert!(text.contains("First view since start"), "{text}");
+    assert!(text.contains("first configuration: 1 Ingresses"), "{text}");
+
+    // Traffic on two workers, an endpoint swap (the fast path), then the second view.
+    for _ in 0..12 {
+        assert_eq!(get(h.http(), "any.test", "/").await.status, StatusCode::OK);
+    }
+    h.update(&catch_all("web", &[addr_of(&one), addr_of(&two)]));
+    let text = get(h.status(), "s", "/").await.text();
+    assert!(text.contains("since the previous view"), "{text}");
+    assert!(
+        text.contains("<tr><td>default/web</td>"),
+        "a traffic row for the Ingress: {text}"
+    );
+    // Every worker's count is in the total: twelve requests, none a 5xx.
+    assert!(
+        text.contains("<td class=\"num\">12</td><td class=\"num\">0</td>"),
+        "{text}"
+    );
+    assert!(
+        text.contains("default/web:http: 2 ready, 0 serving and terminating"),
+        "the endpoint swap and what it changed: {text}"
+    );
+    assert!(
+        text.contains(&format!("<code>{}</code>", addr_of(&two))),
+        "{text}"
+    );
     shutdown(h.proxy).await;
 }
 

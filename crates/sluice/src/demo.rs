@@ -47,6 +47,7 @@ pub(crate) fn run(args: DemoArgs) -> anyhow::Result<()> {
          curl -H 'Host: {DEMO_HOST}' http://{http}/\n  \
          curl --cacert {dir}/demo-ca.pem --resolve {DEMO_HOST}:{port}:{ip} https://{DEMO_HOST}:{port}/echo\n  \
          curl http://{status}/config\n\
+         Status page (routes, endpoints, diagnostics, swaps, request rates): http://{status}/\n\
          Edit {dir}/ingress.yaml while it runs; Ctrl-C stops.\n",
         dir = dir.display(),
         port = https.port(),

@@ -55,8 +55,8 @@ pub(crate) struct ServeArgs {
     /// ingress-nginx's flag: the admin address with --healthz-port (default: every address).
     #[arg(long, value_name = "IP", conflicts_with = "admin_listen")]
     pub(crate) healthz_host: Option<std::net::IpAddr>,
-    /// Serves /config, which shows every tenant's hosts, paths, endpoints and Secret names:
-    /// loopback addresses only (anything else is refused at start-up).
+    /// Serves the status page (/) and /config, which show every tenant's hosts, paths, endpoints
+    /// and Secret names: loopback addresses only (anything else is refused at start-up).
     #[arg(long, value_name = "ADDR", default_value = DEFAULT_STATUS_LISTEN)]
     pub(crate) status_listen: SocketAddr,
     /// Worker threads (default: the ConfigMap's worker-processes, else one per CPU).

@@ -1,0 +1,253 @@
+//! The last configuration swaps and endpoint swaps, each with when it happened and a one-line
+//! summary of what changed, for the status page.
+//!
+//! ```text
+//!  Proxy::publish(next)          ─▶ describe_config(previous, next) ─┐
+//!  Proxy::endpoints_changed(bs)  ─▶ describe_endpoints(bs) ──────────┴─▶ SwapHistory
+//!                                        (two rings of SWAPS_KEPT, behind a Mutex in Shared)
+//!  status page ◀─ copies the rings (≤ 2 × SWAPS_KEPT short strings) under the lock
+//! ```
+//! Only the control plane writes and only the status thread reads; workers never touch it, so
+//! the lock is never on a request's path. Every summary names at most [`NAMES_SHOWN`] objects
+//! per kind of change, so the memory held is bounded however large a change is.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::fmt::Write;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use model::{Backend, Compiled};
+
+/// How many swaps of each kind are kept.
+pub(crate) const SWAPS_KEPT: usize = 20;
+
+/// How many added or removed names a summary lists before "and N more".
+const NAMES_SHOWN: usize = 3;
+
+/// One swap: when, and what changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Swap {
+    pub(crate) at: SystemTime,
+    pub(crate) summary: String,
+}
+
+/// The newest [`SWAPS_KEPT`] swaps of each kind, oldest first.
+#[derive(Debug, Default)]
+pub(crate) struct SwapHistory {
+    config: VecDeque<Swap>,
+    endpoints: VecDeque<Swap>,
+}
+
+impl SwapHistory {
+    pub(crate) fn record_config(&mut self, swap: Swap) {
+        push_bounded(&mut self.config, swap);
+    }
+
+    pub(crate) fn record_endpoints(&mut self, swap: Swap) {
+        push_bounded(&mut self.endpoints, swap);
+    }
+
+    /// Configuration swaps, newest first.
+    pub(crate) fn config_swaps(&self) -> Vec<Swap> {
+        self.config.iter().rev().cloned().collect()
+    }
+
+    /// Endpoint swaps, newest first.
+    pub(crate) fn endpoint_swaps(&self) -> Vec<Swap> {
+        self.endpoints.iter().rev().cloned().collect()
+    }
+}
+
+fn push_bounded(ring: &mut VecDeque<Swap>, swap: Swap) {
+    if ring.len() == SWAPS_KEPT {
+        ring.pop_front();
+    }
+    ring.push_back(swap);
+}
+
+/// What a configuration swap changed: Ingresses and hosts added and removed, and how the
+/// number of diagnostics moved. O(Ingresses + hosts), on the control plane's thread, next to a
+/// compile that costs far more.
+pub(crate) fn describe_config(previous: Option<&Compiled>, next: &Compiled) -> String {
+    let hosts_of = |compiled: &Compiled| -> BTreeSet<String> {
+        compiled
+            .routes
+            .hosts()
+            .into_iter()
+            .map(|(host, _)| host.to_string())
+            .collect()
+    };
+    let ingresses_of = |compiled: &Compiled| -> BTreeSet<String> {
+        compiled.ingresses.iter().map(ToString::to_string).collect()
+    };
+    let next_hosts = hosts_of(next);
+    let next_ingresses = ingresses_of(next);
+    let mut summary = format!(
+        "{} Ingresses, {} hosts, {} diagnostics",
+        next_ingresses.len(),
+        next_hosts.len(),
+        next.diagnostics.len()
+    );
+    let Some(previous) = previous else {
+        summary.insert_str(0, "first configuration: ");
+        return summary;
+    };
+    let before = summary.len();
+    let previous_ingresses = ingresses_of(previous);
+    let previous_hosts = hosts_of(previous);
+    changes(
+        &mut summary,
+        "Ingresses",
+        &previous_ingresses,
+        &next_ingresses,
+    );
+    changes(&mut summary, "hosts", &previous_hosts, &next_hosts);
+    if previous.diagnostics.len() != next.diagnostics.len() {
+        let _ = write!(
+            summary,
+            "; diagnostics {} → {}",
+            previous.diagnostics.len(),
+            next.diagnostics.len()
+        );
+    }
+    if summary.len() == before {
+        // A Service port, a Secret, an annotation or the ConfigMap changed what is served.
+        summary.push_str("; same Ingresses and hosts (rules, Services, Secrets or settings)");
+    }
+    summary
+}
+
+/// Appends `; <what> +a, +b, −c and N more` when `previous` and `next` differ.
+fn changes(out: &mut String, what: &str, previous: &BTreeSet<String>, next: &BTreeSet<String>) {
+    let added = next.difference(previous).map(|name| ('+', name));
+    let removed = previous.difference(next).map(|name| ('−', name));
+    let mut all = added.chain(removed).peekable();
+    if all.peek().is_none() {
+        return;
+    }
+    let _ = write!(out, "; {what}");
+    let mut more = 0;
+    for (i, (sign, name)) in all.enumerate() {
+        if i < NAMES_SHOWN {
+            let _ = write!(out, "{} {sign}{name}", if i == 0 { "" } else { "," });
+        } else {
+            more += 1;
+        }
+    }
+    if more > 0 {
+        let _ = write!(out, " and {more} more");
+    }
+}
+
+/// What an endpoint swap changed: each backend's endpoints by condition, as they are now.
+pub(crate) fn describe_endpoints(backends: &[Arc<Backend>]) -> String {
+    let mut summary = String::new();
+    for backend in backends.iter().take(NAMES_SHOWN) {
+        if !summary.is_empty() {
+            summary.push_str("; ");
+        }
+        match backend.key() {
+            Some(key) => {
+                let _ = write!(summary, "{key}: ");
+            }
+            None => summary.push_str("(unresolved): "),
+        }
+        backend.with_endpoints(|set| {
+            let _ = write!(
+                summary,
+                "{} ready, {} serving and terminating",
+                set.ready.len(),
+                set.terminating.len()
+            );
+            if !set.refused.is_empty() {
+                let _ = write!(summary, ", {} refused", set.refused.len());
+            }
+        });
+    }
+    if backends.len() > NAMES_SHOWN {
+        let _ = write!(
+            summary,
+            "; and {} more backends",
+            backends.len() - NAMES_SHOWN
+        );
+    }
+    if summary.is_empty() {
+        summary.push_str("no backend changed");
+    }
+    summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::{BackendKey, EndpointSet, NamespacedName};
+
+    fn compiled(ingresses: &[&str]) -> Compiled {
+        Compiled {
+            ingresses: ingresses
+                .iter()
+                .map(|name| NamespacedName::new("default", *name))
+                .collect(),
+            ..Compiled::default()
+        }
+    }
+
+    #[test]
+    fn only_the_newest_swaps_are_kept_newest_first() {
+        let mut history = SwapHistory::default();
+        for n in 0..SWAPS_KEPT + 5 {
+            history.record_config(Swap {
+                at: SystemTime::UNIX_EPOCH,
+                summary: n.to_string(),
+            });
+        }
+        let swaps = history.config_swaps();
+        assert_eq!(swaps.len(), SWAPS_KEPT);
+        assert_eq!(swaps[0].summary, (SWAPS_KEPT + 4).to_string());
+        assert_eq!(swaps[SWAPS_KEPT - 1].summary, "5");
+        assert!(history.endpoint_swaps().is_empty());
+    }
+
+    #[test]
+    fn a_configuration_swap_names_what_came_and_went_within_bounds() {
+        let first = compiled(&["a", "b"]);
+        assert_eq!(
+            describe_config(None, &first),
+            "first configuration: 2 Ingresses, 0 hosts, 0 diagnostics"
+        );
+        let next = compiled(&["b", "c", "d", "e", "f"]);
+        assert_eq!(
+            describe_config(Some(&first), &next),
+            "5 Ingresses, 0 hosts, 0 diagnostics; Ingresses +default/c, +default/d, \
+             +default/e and 2 more"
+        );
+        assert!(
+            describe_config(Some(&next), &compiled(&["b", "c", "d", "e", "f"]))
+                .ends_with("same Ingresses and hosts (rules, Services, Secrets or settings)")
+        );
+    }
+
+    #[test]
+    fn an_endpoint_swap_counts_each_backends_endpoints_by_condition() {
+        let backend = |name: &str, ready: usize| {
+            let set = EndpointSet {
+                ready: (0..ready)
+                    .map(|i| std::net::SocketAddr::from(([10, 0, 0, i as u8], 80)))
+                    .collect(),
+                terminating: vec!["10.0.1.1:80".parse().unwrap()],
+                refused: Vec::new(),
+            };
+            let key = BackendKey {
+                service: NamespacedName::new("default", name),
+                port_name: "http".into(),
+            };
+            Arc::new(Backend::new(key, set))
+        };
+        let one = describe_endpoints(&[backend("web", 2)]);
+        assert_eq!(one, "default/web:http: 2 ready, 1 serving and terminating");
+        let many: Vec<_> = (0..5).map(|i| backend(&format!("s{i}"), 1)).collect();
+        let text = describe_endpoints(&many);
+        assert!(text.ends_with("; and 2 more backends"), "{text}");
+        assert_eq!(describe_endpoints(&[]), "no backend changed");
+    }
+}
