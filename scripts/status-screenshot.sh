@@ -63,6 +63,25 @@ spec:
 EOF
 wait_for 'has no port grpc' "http://$status/config"
 
+# A rollout under way for "echo": a second slice with a pod that is terminating but still
+# serving. An EndpointSlice alone is an endpoint swap (the fast path), not a recompile.
+cat >"$work/config/echo-rollout.yaml" <<'EOF'
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: echo-rollout
+  labels:
+    kubernetes.io/service-name: echo
+addressType: IPv4
+ports:
+- name: http
+  port: 18082
+endpoints:
+- addresses: ["127.0.0.2"]
+  conditions: {ready: false, serving: true, terminating: true}
+EOF
+wait_for '127.0.0.2:18082' "http://$status/config"
+
 # Traffic, viewed twice so the page shows rates over the interval between the views.
 traffic() {
   for _ in $(seq "$1"); do

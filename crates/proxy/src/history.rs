@@ -83,10 +83,10 @@ pub(crate) fn describe_config(previous: Option<&Compiled>, next: &Compiled) -> S
     let next_hosts = hosts_of(next);
     let next_ingresses = ingresses_of(next);
     let mut summary = format!(
-        "{} Ingresses, {} hosts, {} diagnostics",
-        next_ingresses.len(),
-        next_hosts.len(),
-        next.diagnostics.len()
+        "{}, {}, {}",
+        Count(next_ingresses.len(), "Ingress", "Ingresses"),
+        Count(next_hosts.len(), "host", "hosts"),
+        Count(next.diagnostics.len(), "diagnostic", "diagnostics")
     );
     let Some(previous) = previous else {
         summary.insert_str(0, "first configuration: ");
@@ -165,16 +165,27 @@ pub(crate) fn describe_endpoints(backends: &[Arc<Backend>]) -> String {
         });
     }
     if backends.len() > NAMES_SHOWN {
+        let more = backends.len() - NAMES_SHOWN;
         let _ = write!(
             summary,
-            "; and {} more backends",
-            backends.len() - NAMES_SHOWN
+            "; and {}",
+            Count(more, "more backend", "more backends")
         );
     }
     if summary.is_empty() {
         summary.push_str("no backend changed");
     }
     summary
+}
+
+/// `1 host`, `2 hosts`.
+struct Count(usize, &'static str, &'static str);
+
+impl std::fmt::Display for Count {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Count(n, one, many) = *self;
+        write!(f, "{n} {}", if n == 1 { one } else { many })
+    }
 }
 
 #[cfg(test)]
@@ -214,6 +225,10 @@ mod tests {
         assert_eq!(
             describe_config(None, &first),
             "first configuration: 2 Ingresses, 0 hosts, 0 diagnostics"
+        );
+        assert_eq!(
+            describe_config(None, &compiled(&["a"])),
+            "first configuration: 1 Ingress, 0 hosts, 0 diagnostics"
         );
         let next = compiled(&["b", "c", "d", "e", "f"]);
         assert_eq!(

@@ -72,7 +72,10 @@ async fn the_status_page_shows_swaps_and_request_rates_per_ingress_between_views
         .starts_with("default-src 'none'"));
     let text = first.text();
     assert!(text.contains("First view since start"), "{text}");
-    assert!(text.contains("first configuration: 1 Ingresses"), "{text}");
+    assert!(
+        text.contains("first configuration: 1 Ingress, 1 host, 0 diagnostics"),
+        "{text}"
+    );
 
     // Traffic on two workers, an endpoint swap (the fast path), then the second view.
     for _ in 0..12 {
