@@ -789,6 +789,27 @@ spec:
     }
 
     #[test]
+    fn long_tables_stop_at_a_bound_and_point_to_config() {
+        let mut config = Compiled::default();
+        let diagnostic = |n: usize| Diagnostic {
+            object: ObjectRef {
+                kind: Kind::Ingress,
+                namespace: "default".into(),
+                name: format!("ingress-{n}"),
+            },
+            reason: "unknown annotation".into(),
+            severity: Severity::Unsupported,
+        };
+        config.diagnostics = (0..ROWS_SHOWN + 100).map(diagnostic).collect();
+        let html = render(&page(Some(config)));
+        assert_eq!(html.matches("sev-unsupported\">").count(), ROWS_SHOWN);
+        assert!(
+            html.contains("100 more rows not shown: see <a href=\"/config\">/config</a>"),
+            "{html}"
+        );
+    }
+
+    #[test]
     fn ages_read_like_a_person_says_them() {
         let ago = |s| Ago(Duration::from_secs(s)).to_string();
         assert_eq!(ago(5), "5 s ago");
