@@ -293,6 +293,12 @@ impl Admin {
             traffic,
             workers: self.workers.len(),
             workers_answered,
+            fallback_not_after: shared
+                .fallback_cert
+                .cert
+                .first()
+                .and_then(|der| model::tls::certificate_info(der).ok())
+                .map(|info| info.not_after),
         };
         // Proportional to the routes, like /metrics: off this thread.
         let mut response = rendered("the status page", "text/html; charset=utf-8", move || {

@@ -50,6 +50,8 @@ pub(crate) struct Page {
     pub(crate) workers: usize,
     /// Workers that reported their counters in time for this view.
     pub(crate) workers_answered: usize,
+    /// Unix seconds: when the certificate Sluice serves when nothing matches expires.
+    pub(crate) fallback_not_after: Option<i64>,
 }
 
 /// Requests per Ingress: totals since start, and rates since the previous view.
@@ -150,7 +152,7 @@ fn write_page(out: &mut String, page: &Page) -> fmt::Result {
         Some(config) => {
             write_hosts(out, config)?;
             write_endpoints(out, config)?;
-            write_certificates(out, config)?;
+            write_certificates(out, config, page)?;
             write_diagnostics(out, config)?;
         }
         None => out.push_str(
@@ -402,35 +404,75 @@ fn write_addresses(out: &mut String, addresses: &[SocketAddr]) -> fmt::Result {
     Ok(())
 }
 
-fn write_certificates(out: &mut String, config: &Compiled) -> fmt::Result {
-    out.push_str("<section id=\"certificates\"><h2>Certificates</h2>\n");
-    let sources = config.certificates.sources();
-    if sources.is_empty() {
-        out.push_str(
-            "<p class=\"note\">No Secret serves a host: TLS clients get Sluice's own \
-             self-signed certificate.</p></section>\n",
-        );
-        return Ok(());
-    }
-    // PLACEHOLDER(certificate expiry): the model's `Certificates` does not expose not-after
-    // yet; the columns fill in once it does.
+fn write_certificates(out: &mut String, config: &Compiled, page: &Page) -> fmt::Result {
     out.push_str(
-        "<p class=\"note\">Expiry is not shown yet: the model does not keep the \
-         certificates' not-after date (coming with issue 13, part 4).</p>\n",
+        "<section id=\"certificates\"><h2>Certificates</h2>\n<p class=\"note\">Which Secret \
+         serves which host, and until when. An expired one, or one that expires within 14 \
+         days, is also a diagnostic.</p>\n",
     );
-    table_head(out, &["Host", "Secret", "not after", "days left"], &[]);
+    table_head(
+        out,
+        &["Host", "Secret", "issuer", "not after", "days left"],
+        &[4],
+    );
+    let now = unix_seconds(page.now);
+    let sources = config.certificates.sources();
     for (host, secret) in sources.iter().take(ROWS_SHOWN) {
-        writeln!(
+        let info = config.certificates.details().get(secret);
+        write!(out, "<tr><td>{}</td><td>{}</td>", Html(host), Html(secret))?;
+        write_validity(
             out,
-            "<tr><td>{}</td><td>{}</td><td class=\"note\">not known yet</td>\
-             <td class=\"note\">–</td></tr>",
-            Html(host),
-            Html(secret)
+            info.map(|i| (i.issuer_common_name.as_str(), i.not_after)),
+            now,
         )?;
+    }
+    // Served to clients whose SNI matches nothing when no default certificate is configured.
+    if !sources.contains_key("*") {
+        out.push_str(
+            "<tr><td><i>no match, no default</i></td>\
+             <td><i>Sluice's own, self-signed</i></td>",
+        );
+        write_validity(out, page.fallback_not_after.map(|n| ("", n)), now)?;
     }
     table_end(out, sources.len());
     out.push_str("</section>\n");
     Ok(())
+}
+
+/// Issuer, not-after and days left; `None` when the certificate could not be read.
+fn write_validity(out: &mut String, validity: Option<(&str, i64)>, now: i64) -> fmt::Result {
+    let Some((issuer, not_after)) = validity else {
+        return writeln!(
+            out,
+            "<td colspan=\"3\" class=\"note\">not known: the certificate could not be read</td></tr>"
+        );
+    };
+    let left = not_after - now;
+    let days = left.div_euclid(86_400);
+    let class = if left <= 0 {
+        "num bad"
+    } else if left < 14 * 86_400 {
+        "num warn"
+    } else {
+        "num"
+    };
+    write!(
+        out,
+        "<td>{}</td><td class=\"when\">{}</td><td class=\"{class}\">",
+        Html(issuer),
+        Html(&model::tls::utc_text(not_after))
+    )?;
+    if left <= 0 {
+        out.push_str("expired");
+    } else {
+        write!(out, "{days}")?;
+    }
+    writeln!(out, "</td></tr>")
+}
+
+fn unix_seconds(at: SystemTime) -> i64 {
+    at.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 fn write_diagnostics(out: &mut String, config: &Compiled) -> fmt::Result {
@@ -610,7 +652,7 @@ code{font-family:ui-monospace,'DejaVu Sans Mono',monospace;font-size:12.5px}\
 .sev{font-size:12px;font-weight:600;border-radius:3px;padding:0 6px}\
 .sev-error{background:#fde2e1;color:#9b1c12}.sev-missing{background:#fff1d6;color:#8a5a00}\
 .sev-unsupported{background:#f1e4fb;color:#6a2c91}.sev-difference{background:#e6ecf7;color:#2c4a80}\
-.sev-notice{background:#eceff3;color:#3d4654}\
+.sev-notice{background:#eceff3;color:#3d4654}.sev-expiring{background:#fff1d6;color:#8a5a00}\
 ul.errors{background:#fff;padding:8px 28px;margin:0}";
 
 #[cfg(test)]
@@ -640,6 +682,7 @@ mod tests {
             traffic: Traffic::default(),
             workers: 2,
             workers_answered: 2,
+            fallback_not_after: None,
         }
     }
 
@@ -786,6 +829,58 @@ spec:
             assert!(!html.contains(forbidden), "{forbidden} found:\n{html}");
         }
         assert!(render(&page(None)).contains("not ready: no configuration published yet"));
+    }
+
+    #[test]
+    fn certificates_show_their_secret_issuer_and_days_left() {
+        use base64::Engine;
+        let now = page(None).now;
+        let mut params = rcgen::CertificateParams::new(vec!["shop.test".to_owned()]).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "Shop CA <b>");
+        params.not_after = (now + Duration::from_secs(5 * 86_400)).into();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let base64 = |pem: String| base64::engine::general_purpose::STANDARD.encode(pem);
+        let yaml = format!(
+            r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: shop-tls, namespace: default}}
+type: kubernetes.io/tls
+data: {{tls.crt: {}, tls.key: {}}}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {{name: shop, namespace: default}}
+spec:
+  ingressClassName: sluice
+  tls: [{{hosts: [shop.test], secretName: shop-tls}}]
+  rules: [{{host: shop.test}}]
+"#,
+            base64(cert.pem()),
+            base64(key.serialize_pem())
+        );
+        let mut page = page(Some(compiled(&yaml)));
+        page.fallback_not_after = Some(unix_seconds(now) - 86_400);
+        let html = render(&page);
+        let row = html
+            .lines()
+            .find(|line| line.contains("default/shop-tls"))
+            .unwrap_or_else(|| panic!("no row for the Secret:\n{html}"));
+        assert!(row.contains("<td>shop.test</td>"), "{row}");
+        assert!(row.contains("Shop CA &lt;b&gt;"), "{row}");
+        assert!(row.contains("2027-01-20T08:00:00Z"), "{row}");
+        assert!(row.contains("<td class=\"num warn\">5</td>"), "{row}");
+        let fallback = html
+            .lines()
+            .find(|line| line.contains("Sluice's own"))
+            .unwrap_or_else(|| panic!("no row for the fallback certificate:\n{html}"));
+        assert!(
+            fallback.contains("<td class=\"num bad\">expired</td>"),
+            "{fallback}"
+        );
     }
 
     #[test]
