@@ -72,10 +72,18 @@ pub(crate) fn run(args: DemoArgs) -> anyhow::Result<()> {
 
 fn write_config(dir: &std::path::Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let certified = rcgen::generate_simple_self_signed(vec![DEMO_HOST.to_owned()])
+    // Valid for 90 days, as an ACME certificate: the status page shows a real expiry.
+    let mut params = rcgen::CertificateParams::new(vec![DEMO_HOST.to_owned()])
         .context("generating the demo certificate")?;
-    let cert_pem = certified.cert.pem();
-    let key_pem = certified.signing_key.serialize_pem();
+    let now = std::time::SystemTime::now();
+    params.not_before = (now - std::time::Duration::from_secs(60)).into();
+    params.not_after = (now + std::time::Duration::from_secs(90 * 24 * 3600)).into();
+    let key = rcgen::KeyPair::generate().context("generating the demo certificate's key")?;
+    let cert_pem = params
+        .self_signed(&key)
+        .context("signing the demo certificate")?
+        .pem();
+    let key_pem = key.serialize_pem();
     let indent = |pem: &str| {
         pem.lines()
             .map(|l| format!("    {l}\n"))
