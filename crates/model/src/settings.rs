@@ -102,6 +102,11 @@ pub struct Settings {
     /// and `-Port` are passed on as the peer said; a trusted `X-Forwarded-Proto: https`
     /// also suppresses `ssl-redirect`.
     pub use_forwarded_headers: bool,
+    /// `use-proxy-protocol`: every connection on the HTTP and HTTPS listeners starts with a
+    /// PROXY protocol header (v1 or v2) from a load balancer, read within
+    /// `client-header-timeout`; the client address is the header's when the load balancer is
+    /// in `proxy-real-ip-cidr`. A connection without a valid header is closed.
+    pub use_proxy_protocol: bool,
     /// `enable-real-ip`: take the client address from `forwarded-for-header` (peers in
     /// `proxy-real-ip-cidr` only) without trusting the other `X-Forwarded-*` headers.
     pub enable_real_ip: bool,
@@ -210,6 +215,7 @@ impl Default for Settings {
             ssl_session_tickets: true,
             ssl_redirect: true,
             use_forwarded_headers: false,
+            use_proxy_protocol: false,
             enable_real_ip: false,
             forwarded_for_header: DEFAULT_FORWARDED_FOR_HEADER.to_owned(),
             compute_full_forwarded_for: false,
@@ -556,6 +562,7 @@ impl Settings {
             "ssl-session-tickets" => self.ssl_session_tickets = parse_bool(value)?,
             "ssl-redirect" => self.ssl_redirect = parse_bool(value)?,
             "use-forwarded-headers" => self.use_forwarded_headers = parse_bool(value)?,
+            "use-proxy-protocol" => self.use_proxy_protocol = parse_bool(value)?,
             "enable-real-ip" => self.enable_real_ip = parse_bool(value)?,
             "forwarded-for-header" => {
                 self.forwarded_for_header =

@@ -123,6 +123,8 @@ pub(crate) struct Stats {
     pub(crate) open_connections: u64,
     pub(crate) limits: LimitCounts,
     pub(crate) bodies_buffered: BufferedCounts,
+    /// Connections closed for a missing or invalid PROXY protocol header.
+    pub(crate) proxy_protocol_refused: u64,
 }
 
 /// What the worker did about `max-worker-connections` and the open-files limit.
@@ -158,6 +160,7 @@ pub(crate) struct Snapshot {
     pub(crate) accepted: u64,
     pub(crate) limits: LimitCounts,
     pub(crate) bodies_buffered: BufferedCounts,
+    pub(crate) proxy_protocol_refused: u64,
 }
 
 /// Open client connections: `[protocol][state]`, protocol as [`PROTOCOLS`], state
@@ -468,6 +471,7 @@ impl Stats {
             accepted: 0,
             limits: self.limits,
             bodies_buffered: self.bodies_buffered,
+            proxy_protocol_refused: self.proxy_protocol_refused,
         }
     }
 }
@@ -560,6 +564,7 @@ impl Snapshot {
         self.limits.fd_exhausted += other.limits.fd_exhausted;
         self.bodies_buffered.memory += other.bodies_buffered.memory;
         self.bodies_buffered.file += other.bodies_buffered.file;
+        self.proxy_protocol_refused += other.proxy_protocol_refused;
     }
 }
 

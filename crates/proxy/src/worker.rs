@@ -53,6 +53,7 @@ use crate::headers::Forwarded;
 use crate::linger::Linger;
 use crate::listen::StartError;
 use crate::metrics::{Measure, Snapshot, Stats};
+use crate::proxy_protocol;
 use crate::server::{Ended, Http1, Prefixed};
 use crate::shared::Shared;
 use crate::stall::{StreamWatch, WriteTimeout};
@@ -166,8 +167,11 @@ pub(crate) struct ConnCtx {
     pub(crate) worker: Rc<Worker>,
     pub(crate) https: bool,
     pub(crate) h2: bool,
-    /// The address the connection came from (IPv4-mapped IPv6 as IPv4).
+    /// The address the connection came from (IPv4-mapped IPv6 as IPv4); behind a trusted
+    /// load balancer speaking the PROXY protocol, the one its header names.
     peer: IpAddr,
+    /// The load balancer's address, when `peer` came from its PROXY protocol header.
+    load_balancer: Option<IpAddr>,
     /// `peer`, formatted once.
     peer_text: HeaderValue,
     peer_port: u16,
@@ -187,6 +191,14 @@ pub(crate) struct ConnCtx {
     /// The worker is stopping: the inline HTTP/1 server answers the request in flight with
     /// `Connection: close` and serves no other.
     closing: Cell<bool>,
+}
+
+/// Where a connection comes from: the TCP peer, or the client a trusted load balancer's PROXY
+/// protocol header names (then `load_balancer` is the peer).
+#[derive(Clone, Copy, Debug)]
+struct Origin {
+    peer: SocketAddr,
+    load_balancer: Option<IpAddr>,
 }
 
 /// Lives as long as one request (until its response body is done or dropped).
@@ -598,7 +610,7 @@ impl Worker {
 
     async fn serve(
         self: Rc<Self>,
-        stream: TcpStream,
+        mut stream: TcpStream,
         peer: SocketAddr,
         https: bool,
         _open: OpenConnection,
@@ -608,29 +620,62 @@ impl Worker {
             tracing::debug!(error = %e, "set TCP_NODELAY");
         }
         let settings = self.settings();
+        let mut origin = Origin {
+            peer,
+            load_balancer: None,
+        };
+        if settings.use_proxy_protocol {
+            // Boxed: only connections behind a PROXY-protocol load balancer carry this future.
+            let header = Box::pin(within(
+                settings.client_header_timeout,
+                proxy_protocol::read_header(&mut stream),
+            ));
+            match header.await {
+                Some(Ok(proxy_protocol::Header::Proxied { source }))
+                    if settings.is_trusted_proxy(peer.ip().to_canonical()) =>
+                {
+                    origin = Origin {
+                        peer: source,
+                        load_balancer: Some(peer.ip().to_canonical()),
+                    };
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "connection refused");
+                    self.stats.borrow_mut().proxy_protocol_refused += 1;
+                    return;
+                }
+                None => {
+                    tracing::debug!(%peer, "no PROXY protocol header within client-header-timeout");
+                    self.stats.borrow_mut().proxy_protocol_refused += 1;
+                    return;
+                }
+            }
+        }
         let stream = Linger::new(WriteTimeout::new(
             stream,
             settings.client_send_timeout,
             "the client read nothing within client-send-timeout",
         ));
         if !https {
-            let conn = ConnCtx::new(self, peer, false, false);
+            let conn = ConnCtx::new(self, origin, false, false);
             let _registered = conn.register();
             serve_http1(conn, stream, &settings).await;
             return;
         }
         // Boxed: the handshake's and the TLS connection's state would otherwise be part of
         // every plain connection's task too (a task is as large as its largest state).
-        let tls = Box::pin(self.serve_tls(stream, peer, &settings));
+        let tls = Box::pin(self.serve_tls(stream, origin, &settings));
         tls.await;
     }
 
     async fn serve_tls(
         self: Rc<Self>,
         stream: Linger<WriteTimeout<TcpStream>>,
-        peer: SocketAddr,
+        origin: Origin,
         settings: &Settings,
     ) {
+        let peer = origin.peer;
         let Some(acceptor) = self.tls_acceptor(settings.ssl_session_tickets) else {
             return;
         };
@@ -647,7 +692,7 @@ impl Worker {
             }
         };
         let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-        let conn = ConnCtx::new(self, peer, true, h2);
+        let conn = ConnCtx::new(self, origin, true, h2);
         let _registered = conn.register();
         if h2 {
             // Boxed for the same reason: hyper's HTTP/2 connection state is several KiB
@@ -772,7 +817,8 @@ impl Worker {
 }
 
 impl ConnCtx {
-    fn new(worker: Rc<Worker>, peer: SocketAddr, https: bool, h2: bool) -> Rc<ConnCtx> {
+    fn new(worker: Rc<Worker>, origin: Origin, https: bool, h2: bool) -> Rc<ConnCtx> {
+        let peer = origin.peer;
         let peer_port = peer.port();
         let peer = peer.ip().to_canonical();
         let peer_text =
@@ -786,6 +832,7 @@ impl ConnCtx {
             peer,
             peer_text,
             peer_port,
+            load_balancer: origin.load_balancer,
             serial,
             requests: Cell::new(0),
             in_flight: Cell::new(0),
@@ -868,7 +915,10 @@ impl ConnCtx {
     ///
     /// The common case reads two flags: no allocation, no header lookup.
     pub(crate) fn client_ip(&self, head: &Parts, settings: &Settings) -> IpAddr {
-        if !(settings.use_forwarded_headers || settings.enable_real_ip)
+        // The PROXY protocol's address replaces the forwarded-for header (nginx's
+        // `real_ip_header proxy_protocol`, as ingress-nginx configures it).
+        if self.load_balancer.is_some()
+            || !(settings.use_forwarded_headers || settings.enable_real_ip)
             || !settings.is_trusted_proxy(self.peer)
         {
             return self.peer;
@@ -884,7 +934,8 @@ impl ConnCtx {
     /// `use-forwarded-headers` is on and the peer is in `proxy-real-ip-cidr`: its
     /// `X-Forwarded-Proto`, `-Host` and `-Port` are believed.
     pub(crate) fn trusts_forwarded_headers(&self, settings: &Settings) -> bool {
-        settings.use_forwarded_headers && settings.is_trusted_proxy(self.peer)
+        settings.use_forwarded_headers
+            && settings.is_trusted_proxy(self.load_balancer.unwrap_or(self.peer))
     }
 
     /// What the upstream request says about its client; `head` as it arrived.

@@ -677,6 +677,13 @@ fn sluice_families(
     );
     single(
         out,
+        "sluice_proxy_protocol_refused_total",
+        "counter",
+        "Client connections closed because use-proxy-protocol is on and they did not start with a valid PROXY protocol header within client-header-timeout.",
+        total.proxy_protocol_refused as f64,
+    );
+    single(
+        out,
         "sluice_tunnels_closed_at_shutdown_total",
         "counter",
         "Upgraded connections (WebSocket) still open when worker-shutdown-timeout ended, closed.",

@@ -1,0 +1,235 @@
+//! `use-proxy-protocol`: connections from a load balancer start with a PROXY protocol header
+//! (v1 text or v2 binary) naming the client; Sluice takes the client address from it for
+//! `X-Forwarded-For`, `X-Real-IP`, allow-lists and the access log, on plain and TLS listeners
+//! alike, and closes connections without a valid header. Real sockets on 127.0.0.1.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const V2_SIGNATURE: &[u8; 12] = b"\r\n\r\n\0\r\nQUIT\n";
+
+/// A v2 `PROXY` header for TCP over IPv4 from `source:port`.
+fn v2_header(source: [u8; 4], port: u16) -> Vec<u8> {
+    let mut bytes = V2_SIGNATURE.to_vec();
+    bytes.extend_from_slice(&[0x21, 0x11, 0, 12]);
+    bytes.extend_from_slice(&source);
+    bytes.extend_from_slice(&[10, 0, 0, 1]);
+    bytes.extend_from_slice(&port.to_be_bytes());
+    bytes.extend_from_slice(&443u16.to_be_bytes());
+    bytes
+}
+
+fn v1_header(source: &str, port: u16) -> Vec<u8> {
+    format!("PROXY TCP4 {source} 10.0.0.1 {port} 80\r\n").into_bytes()
+}
+
+/// Connects to `addr`, writes `header`, then speaks HTTP/1.1.
+async fn behind(addr: std::net::SocketAddr, header: &[u8]) -> Client {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(header).await.unwrap();
+    Client::over(stream).await
+}
+
+/// Writes `bytes` and reads until the proxy closes; what it sent back.
+async fn refused(addr: std::net::SocketAddr, bytes: &[u8]) -> Vec<u8> {
+    bounded(async {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let _ = stream.write_all(bytes).await;
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer).await;
+        answer
+    })
+    .await
+}
+
+struct Site {
+    h: Harness,
+    ca: TestCa,
+    _echo: backend::Backend,
+    /// What `h` was given, the ConfigMap last.
+    objects: Vec<Value>,
+}
+
+/// `web.example` over HTTP and HTTPS to an echo backend, and `office.example` allowed only
+/// from 203.0.113.0/24; `settings` added to the ConfigMap.
+async fn site(settings_data: &[(&str, &str)]) -> Site {
+    // Plain HTTP is served on the TLS host too, so one Ingress covers both listeners.
+    let mut with_defaults = vec![("ssl-redirect", "false")];
+    with_defaults.extend_from_slice(settings_data);
+    let echo = start_backend("echo").await;
+    let ca = TestCa::new();
+    let leaf = ca.leaf(&["web.example"]);
+    let mut h = Harness::start();
+    let mut office = ingress(
+        "office",
+        json!({"rules": [rule("office.example", vec![path("/", "Prefix", to("echo"))])]}),
+    );
+    office["metadata"]["annotations"] =
+        json!({"nginx.ingress.kubernetes.io/whitelist-source-range": "203.0.113.0/24"});
+    let mut objects = vec![
+        service("echo", &[("http", 80)]),
+        ingress(
+            "web",
+            json!({
+                "tls": [{"hosts": ["web.example"], "secretName": "web-tls"}],
+                "rules": [rule("web.example", vec![path("/", "Prefix", to("echo"))])],
+            }),
+        ),
+        office,
+        tls_secret("web-tls", &leaf),
+        settings(&with_defaults),
+    ];
+    objects.extend(slices("echo", &[addr_of(&echo)]));
+    h.apply(&objects);
+    let settings_at = objects
+        .iter()
+        .position(|o| o["kind"] == "ConfigMap")
+        .unwrap();
+    let config_map = objects.remove(settings_at);
+    objects.push(config_map);
+    Site {
+        h,
+        ca,
+        _echo: echo,
+        objects,
+    }
+}
+
+fn header(echo: &Value, name: &str) -> String {
+    echo["headers"][name]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn the_client_address_comes_from_the_header_on_plain_and_tls_listeners() {
+    let Site { h, ca, _echo, .. } = site(&[("use-proxy-protocol", "true")]).await;
+
+    // v1 on the plain listener, two requests on the one connection.
+    let mut client = behind(h.http(), &v1_header("203.0.113.7", 51234)).await;
+    for _ in 0..2 {
+        let echo = client.get("web.example", "/echo").await.json();
+        assert_eq!(header(&echo, "x-real-ip"), "203.0.113.7", "{echo:#}");
+        assert_eq!(header(&echo, "x-forwarded-for"), "203.0.113.7", "{echo:#}");
+    }
+
+    // v2 on the TLS listener: the header, then the handshake on the same connection.
+    let mut stream = TcpStream::connect(h.https()).await.unwrap();
+    stream
+        .write_all(&v2_header([198, 51, 100, 9], 40000))
+        .await
+        .unwrap();
+    let name = rustls::pki_types::ServerName::try_from("web.example").unwrap();
+    let tls = bounded(ca.connector(&[b"http/1.1"]).connect(name, stream))
+        .await
+        .expect("TLS after the PROXY header");
+    let echo = Client::over(tls)
+        .await
+        .get("web.example", "/echo")
+        .await
+        .json();
+    assert_eq!(header(&echo, "x-real-ip"), "198.51.100.9", "{echo:#}");
+    assert_eq!(header(&echo, "x-forwarded-proto"), "https", "{echo:#}");
+
+    // A client's own X-Forwarded-For does not replace the header's address.
+    let mut client = behind(h.http(), &v1_header("203.0.113.8", 1)).await;
+    let request = http::Request::get("/echo")
+        .header("host", "web.example")
+        .header("x-forwarded-for", "192.0.2.66")
+        .body(http_body_util::Full::new(bytes::Bytes::new()))
+        .unwrap();
+    let echo = client.send(request).await.unwrap().json();
+    assert_eq!(header(&echo, "x-real-ip"), "203.0.113.8", "{echo:#}");
+
+    // Allow-lists see the client, not the load balancer (127.0.0.1).
+    let mut allowed = behind(h.http(), &v1_header("203.0.113.200", 2)).await;
+    assert_eq!(allowed.get("office.example", "/").await.status, 200);
+    let mut denied = behind(h.http(), &v1_header("192.0.2.1", 3)).await;
+    assert_eq!(denied.get("office.example", "/").await.status, 403);
+
+    // So does the access log.
+    eventually("the access log names the clients", || async {
+        let lines = h.access_lines();
+        lines.iter().any(|l| l.starts_with("203.0.113.7 "))
+            && lines.iter().any(|l| l.starts_with("198.51.100.9 "))
+            && lines.iter().any(|l| l.starts_with("192.0.2.1 "))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn connections_without_a_valid_header_are_closed_unanswered() {
+    let Site { h, _echo, .. } = site(&[
+        ("use-proxy-protocol", "true"),
+        ("client-header-timeout", "1"),
+    ])
+    .await;
+    let request = b"GET /echo HTTP/1.1\r\nHost: web.example\r\n\r\n";
+    assert_eq!(refused(h.http(), request).await, b"");
+    let mut broken = b"PROXY TCP4 203.0.113.7 10.0.0.1 99999 80\r\n".to_vec();
+    broken.extend_from_slice(request);
+    assert_eq!(refused(h.http(), &broken).await, b"");
+    assert_eq!(refused(h.https(), b"\x16\x03\x01\x00\x05hello").await, b"");
+
+    // Silence is bounded by client-header-timeout.
+    let started = Instant::now();
+    let mut silent = TcpStream::connect(h.http()).await.unwrap();
+    let mut buf = [0u8; 16];
+    let read = bounded(silent.read(&mut buf)).await;
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    assert!(started.elapsed() >= Duration::from_millis(900));
+
+    // A header sent in pieces is waited for.
+    let mut stream = TcpStream::connect(h.http()).await.unwrap();
+    stream.write_all(b"PROXY TCP4 203.0").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    stream.write_all(b".113.9 10.0.0.1 5 80\r\n").await.unwrap();
+    let echo = Client::over(stream)
+        .await
+        .get("web.example", "/echo")
+        .await
+        .json();
+    assert_eq!(header(&echo, "x-real-ip"), "203.0.113.9");
+
+    let metrics = get(h.admin(), "admin", "/metrics").await.text();
+    assert!(
+        metrics.contains("sluice_proxy_protocol_refused_total 4\n"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn an_untrusted_load_balancer_is_the_client_and_the_setting_applies_without_restart() {
+    // 127.0.0.1 is outside proxy-real-ip-cidr: its header is read (and required) but not
+    // believed.
+    let Site {
+        mut h,
+        _echo,
+        mut objects,
+        ..
+    } = site(&[
+        ("use-proxy-protocol", "true"),
+        ("proxy-real-ip-cidr", "10.0.0.0/8"),
+    ])
+    .await;
+    let echo = behind(h.http(), &v1_header("203.0.113.7", 1))
+        .await
+        .get("web.example", "/echo")
+        .await
+        .json();
+    assert_eq!(header(&echo, "x-real-ip"), "127.0.0.1", "{echo:#}");
+
+    // Off again: plain connections are served without a header.
+    *objects.last_mut().unwrap() =
+        settings(&[("use-proxy-protocol", "false"), ("ssl-redirect", "false")]);
+    h.update(&objects);
+    let echo = get(h.http(), "web.example", "/echo").await.json();
+    assert_eq!(header(&echo, "x-real-ip"), "127.0.0.1", "{echo:#}");
+}
