@@ -317,7 +317,11 @@ impl Record {
                 out.extend_from_slice(numbers.format(conn.peer_port).as_bytes())
             }
             Variable::RemoteUser => or_dash(out, self.remote_user(wants).as_deref()),
-            Variable::ProxyProtocolAddr => {}
+            Variable::ProxyProtocolAddr => {
+                if let Some(addr) = conn.proxy_protocol_addr {
+                    let _ = write!(out, "{addr}");
+                }
+            }
             Variable::TimeLocal => time_local(out),
             Variable::TimeIso8601 => time_iso8601(out),
             Variable::Msec => {
@@ -520,6 +524,8 @@ pub(crate) struct LineContext {
     pub(crate) peer_port: u16,
     pub(crate) serial: u64,
     pub(crate) server_port: HeaderValue,
+    /// The address the connection's PROXY protocol header named, if it had one.
+    pub(crate) proxy_protocol_addr: Option<IpAddr>,
 }
 
 /// The request target as the client sent it.

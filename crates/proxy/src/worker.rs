@@ -172,6 +172,8 @@ pub(crate) struct ConnCtx {
     peer: IpAddr,
     /// The load balancer's address, when `peer` came from its PROXY protocol header.
     load_balancer: Option<IpAddr>,
+    /// The address a PROXY protocol header named, believed or not.
+    proxy_protocol_addr: Option<IpAddr>,
     /// `peer`, formatted once.
     peer_text: HeaderValue,
     peer_port: u16,
@@ -199,6 +201,8 @@ pub(crate) struct ConnCtx {
 struct Origin {
     peer: SocketAddr,
     load_balancer: Option<IpAddr>,
+    /// What the PROXY protocol header said, believed or not (`$proxy_protocol_addr`).
+    announced: Option<IpAddr>,
 }
 
 /// Lives as long as one request (until its response body is done or dropped).
@@ -623,6 +627,7 @@ impl Worker {
         let mut origin = Origin {
             peer,
             load_balancer: None,
+            announced: None,
         };
         if settings.use_proxy_protocol {
             // Boxed: only connections behind a PROXY-protocol load balancer carry this future.
@@ -631,13 +636,12 @@ impl Worker {
                 proxy_protocol::read_header(&mut stream),
             ));
             match header.await {
-                Some(Ok(proxy_protocol::Header::Proxied { source }))
-                    if settings.is_trusted_proxy(peer.ip().to_canonical()) =>
-                {
-                    origin = Origin {
-                        peer: source,
-                        load_balancer: Some(peer.ip().to_canonical()),
-                    };
+                Some(Ok(proxy_protocol::Header::Proxied { source })) => {
+                    origin.announced = Some(source.ip().to_canonical());
+                    if settings.is_trusted_proxy(peer.ip().to_canonical()) {
+                        origin.peer = source;
+                        origin.load_balancer = Some(peer.ip().to_canonical());
+                    }
                 }
                 Some(Ok(_)) => {}
                 Some(Err(e)) => {
@@ -833,6 +837,7 @@ impl ConnCtx {
             peer_text,
             peer_port,
             load_balancer: origin.load_balancer,
+            proxy_protocol_addr: origin.announced,
             serial,
             requests: Cell::new(0),
             in_flight: Cell::new(0),
@@ -853,6 +858,7 @@ impl ConnCtx {
             peer_port: self.peer_port,
             serial: self.serial,
             server_port: self.worker.port(self.https).clone(),
+            proxy_protocol_addr: self.proxy_protocol_addr,
         };
         let mut buffer = self.worker.log.borrow_mut();
         if buffer.write(record, &context, end) >= FLUSH_BYTES {

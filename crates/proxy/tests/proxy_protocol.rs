@@ -217,6 +217,10 @@ async fn an_untrusted_load_balancer_is_the_client_and_the_setting_applies_withou
     } = site(&[
         ("use-proxy-protocol", "true"),
         ("proxy-real-ip-cidr", "10.0.0.0/8"),
+        (
+            "log-format-upstream",
+            "$remote_addr pp=$proxy_protocol_addr $request",
+        ),
     ])
     .await;
     let echo = behind(h.http(), &v1_header("203.0.113.7", 1))
@@ -225,6 +229,15 @@ async fn an_untrusted_load_balancer_is_the_client_and_the_setting_applies_withou
         .await
         .json();
     assert_eq!(header(&echo, "x-real-ip"), "127.0.0.1", "{echo:#}");
+    eventually(
+        "the log has the header's address as $proxy_protocol_addr",
+        || async {
+            h.access_lines()
+                .iter()
+                .any(|l| l == "127.0.0.1 pp=203.0.113.7 GET /echo HTTP/1.1")
+        },
+    )
+    .await;
 
     // Off again: plain connections are served without a header.
     *objects.last_mut().unwrap() =
