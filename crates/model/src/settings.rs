@@ -107,6 +107,10 @@ pub struct Settings {
     /// `client-header-timeout`; the client address is the header's when the load balancer is
     /// in `proxy-real-ip-cidr`. A connection without a valid header is closed.
     pub use_proxy_protocol: bool,
+    /// `use-h2c` (Sluice's key; ingress-nginx serves no cleartext HTTP/2): the plain listener
+    /// also speaks HTTP/2 to clients that start with its preface (prior knowledge, RFC 9113
+    /// 3.3), as gRPC clients without TLS do. Off by default.
+    pub use_h2c: bool,
     /// `enable-real-ip`: take the client address from `forwarded-for-header` (peers in
     /// `proxy-real-ip-cidr` only) without trusting the other `X-Forwarded-*` headers.
     pub enable_real_ip: bool,
@@ -216,6 +220,7 @@ impl Default for Settings {
             ssl_redirect: true,
             use_forwarded_headers: false,
             use_proxy_protocol: false,
+            use_h2c: false,
             enable_real_ip: false,
             forwarded_for_header: DEFAULT_FORWARDED_FOR_HEADER.to_owned(),
             compute_full_forwarded_for: false,
@@ -563,6 +568,7 @@ impl Settings {
             "ssl-redirect" => self.ssl_redirect = parse_bool(value)?,
             "use-forwarded-headers" => self.use_forwarded_headers = parse_bool(value)?,
             "use-proxy-protocol" => self.use_proxy_protocol = parse_bool(value)?,
+            "use-h2c" => self.use_h2c = parse_bool(value)?,
             "enable-real-ip" => self.enable_real_ip = parse_bool(value)?,
             "forwarded-for-header" => {
                 self.forwarded_for_header =

@@ -166,10 +166,10 @@ pub(crate) struct Snapshot {
 /// Open client connections: `[protocol][state]`, protocol as [`PROTOCOLS`], state
 /// `0` active (a request in flight), `1` idle.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ConnectionCounts(pub(crate) [[u64; 2]; 3]);
+pub(crate) struct ConnectionCounts(pub(crate) [[u64; 2]; 4]);
 
 /// The `protocol` label values of `sluice_client_connections`.
-pub(crate) const PROTOCOLS: [&str; 3] = ["http1", "https1", "h2"];
+pub(crate) const PROTOCOLS: [&str; 4] = ["http1", "https1", "h2", "h2c"];
 
 impl ConnectionCounts {
     /// Counts one connection; `protocol` indexes [`PROTOCOLS`].

@@ -656,15 +656,28 @@ impl Worker {
                 }
             }
         }
+        let h2c = !https && settings.use_h2c && {
+            // Boxed: only plain listeners with use-h2c carry this future.
+            let preface = Box::pin(within(
+                settings.client_header_timeout,
+                starts_with_h2_preface(&stream),
+            ));
+            preface.await.unwrap_or(false)
+        };
         let stream = Linger::new(WriteTimeout::new(
             stream,
             settings.client_send_timeout,
             "the client read nothing within client-send-timeout",
         ));
         if !https {
-            let conn = ConnCtx::new(self, origin, false, false);
+            let conn = ConnCtx::new(self, origin, false, h2c);
             let _registered = conn.register();
-            serve_http1(conn, stream, &settings).await;
+            if h2c {
+                let http2 = Box::pin(serve_http2(conn, TokioIo::new(stream), &settings));
+                http2.await;
+            } else {
+                serve_http1(conn, stream, &settings).await;
+            }
             return;
         }
         // Boxed: the handshake's and the TLS connection's state would otherwise be part of
@@ -799,9 +812,10 @@ impl Worker {
             snapshot.accepted = self.connections_seen.get();
             for conn in self.connections.borrow().iter() {
                 let protocol = match (conn.https, conn.h2) {
-                    (false, _) => 0,
+                    (false, false) => 0,
                     (true, false) => 1,
                     (true, true) => 2,
+                    (false, true) => 3,
                 };
                 snapshot
                     .connections
@@ -1150,6 +1164,27 @@ async fn serve_http1_hyper<I>(
                 .error(431, crate::error::ErrorSource::Client);
         }
         tracing::debug!(error = %e, "client connection ended with an error");
+    }
+}
+
+/// HTTP/2's connection preface (RFC 9113 3.4): a client with prior knowledge starts with it.
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Whether the client's first bytes are HTTP/2's preface; they stay in the socket.
+async fn starts_with_h2_preface(stream: &TcpStream) -> bool {
+    let mut first = [0u8; H2_PREFACE.len()];
+    loop {
+        let Ok(seen) = stream.peek(&mut first).await else {
+            return false;
+        };
+        if seen == 0 || first[..seen] != H2_PREFACE[..seen] {
+            return false;
+        }
+        if seen == H2_PREFACE.len() {
+            return true;
+        }
+        // The preface arrived in parts (rare): look again shortly.
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
 

@@ -1,0 +1,76 @@
+//! `use-h2c`: HTTP/2 with prior knowledge on the plain listener (RFC 9113 3.3), beside
+//! HTTP/1.1 on the same port; off by default. Real sockets on 127.0.0.1.
+
+mod support;
+
+use http::Version;
+use support::*;
+use tokio::net::TcpStream;
+
+#[tokio::test]
+async fn the_plain_listener_speaks_http2_to_clients_that_start_with_its_preface() {
+    let echo = start_backend("echo").await;
+    let mut h = Harness::start();
+    let mut objects = catch_all("echo", &[addr_of(&echo)]);
+    objects.push(settings(&[("use-h2c", "true")]));
+    h.apply(&objects);
+
+    let mut h2 = H2Client::over(TcpStream::connect(h.http()).await.unwrap()).await;
+    for _ in 0..3 {
+        let reply = h2.get("http://api.example/echo/grpc-ish").await;
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.version, Version::HTTP_2);
+        let echo = reply.json();
+        assert_eq!(echo["path"], "/echo/grpc-ish", "{echo:#}");
+        assert_eq!(echo["host"], "api.example", "{echo:#}");
+        assert_eq!(echo["headers"]["x-forwarded-proto"], "http", "{echo:#}");
+    }
+    // HTTP/1.1 on the same port, as before.
+    let reply = get(h.http(), "api.example", "/echo").await;
+    assert_eq!(
+        (reply.status.as_u16(), reply.version),
+        (200, Version::HTTP_11)
+    );
+
+    // The open h2c connection is counted under its own protocol.
+    let metrics = get(h.admin(), "admin", "/metrics").await.text();
+    assert!(
+        metrics.contains("sluice_client_connections{protocol=\"h2c\",state=\"idle\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn without_use_h2c_the_preface_is_not_served() {
+    let echo = start_backend("echo").await;
+    let mut h = Harness::start();
+    h.apply(&catch_all("echo", &[addr_of(&echo)]));
+    // An HTTP/1.1 server sees a request line with an unsupported version: refused, as
+    // nginx's plain listener does, never routed.
+    let head = raw_head(h.http(), b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await;
+    assert!(
+        head.is_empty() || head.starts_with("HTTP/1.1 4") || head.starts_with("HTTP/1.1 505"),
+        "{head}"
+    );
+    let stream = TcpStream::connect(h.http()).await.unwrap();
+    let handshake = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(stream),
+        ),
+    )
+    .await;
+    if let Ok(Ok((mut sender, connection))) = handshake {
+        tokio::spawn(connection);
+        let request = http::Request::get("http://api.example/echo")
+            .body(http_body_util::Full::<bytes::Bytes>::default())
+            .unwrap();
+        let sent = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            sender.ready().await?;
+            sender.send_request(request).await
+        })
+        .await;
+        assert!(!matches!(sent, Ok(Ok(_))), "served over h2c: {sent:?}");
+    }
+}
