@@ -60,9 +60,16 @@ pub(crate) fn handle(
     conn: Rc<ConnCtx>,
     mut request: Request<Incoming>,
 ) -> impl Future<Output = Result<Response<ResponseBody>, Infallible>> {
-    let client_upgrade = (!conn.h2 && headers::is_websocket_upgrade(request.headers()))
-        .then(|| hyper::upgrade::on(&mut request));
-    let (head, body) = request.into_parts();
+    // A WebSocket: HTTP/1.1's Upgrade, or HTTP/2's extended CONNECT (RFC 8441), which is
+    // sent upstream as the HTTP/1.1 upgrade backends speak.
+    let h2_websocket = conn.h2 && headers::is_extended_connect_websocket(&request);
+    let client_upgrade = (h2_websocket
+        || (!conn.h2 && headers::is_websocket_upgrade(request.headers())))
+    .then(|| hyper::upgrade::on(&mut request));
+    let (mut head, body) = request.into_parts();
+    if h2_websocket {
+        headers::websocket_over_http1(&mut head);
+    }
     let body = (!body.is_end_stream()).then_some(body);
     let response = respond(conn, head, body, client_upgrade);
     async move { Ok(response.await) }
@@ -522,7 +529,16 @@ async fn forward(
                     tracing::debug!(error = %e, "tunnel ended with an error");
                 }
             });
-            headers::prepare_response(response.headers_mut(), true);
+            if conn.h2 {
+                // RFC 8441: the HTTP/2 client is told with a 200 on its CONNECT stream.
+                *response.status_mut() = StatusCode::OK;
+                headers::prepare_response(response.headers_mut(), false);
+                response
+                    .headers_mut()
+                    .remove(HeaderName::from_static("sec-websocket-accept"));
+            } else {
+                headers::prepare_response(response.headers_mut(), true);
+            }
             return Ok(response.map(|()| ResponseBody::empty()));
         }
     }

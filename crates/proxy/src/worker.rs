@@ -1201,7 +1201,9 @@ where
         // What one connection can hold: this many streams, each with at most one upstream
         // read (256 KiB) and hyper's send buffer (400 KB) queued; a stream that cannot send is
         // reset after client-send-timeout (`LocalExec`).
-        .max_concurrent_streams(settings.http2_max_concurrent_streams);
+        .max_concurrent_streams(settings.http2_max_concurrent_streams)
+        // RFC 8441: WebSockets over HTTP/2 (extended CONNECT), sent upstream as HTTP/1.1's.
+        .enable_connect_protocol();
     let service = service(conn.clone());
     let connection = builder.serve_connection(io, service);
     let keep_alive = settings.keep_alive;

@@ -74,3 +74,56 @@ async fn without_use_h2c_the_preface_is_not_served() {
         assert!(!matches!(sent, Ok(Ok(_))), "served over h2c: {sent:?}");
     }
 }
+
+#[tokio::test]
+async fn a_websocket_over_http2_reaches_an_http1_websocket_backend() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (upstream, heads) = start_upgrade_upstream_recording().await;
+    let mut h = Harness::start();
+    let mut objects = catch_all("chat", &[upstream]);
+    objects.push(settings(&[("use-h2c", "true")]));
+    h.apply(&objects);
+
+    let stream = TcpStream::connect(h.http()).await.unwrap();
+    let (mut sender, connection) = bounded(hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    ))
+    .await
+    .expect("h2c handshake");
+    tokio::spawn(connection);
+    let mut request = http::Request::connect("http://ws.example/chat")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-protocol", "chat")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    request
+        .extensions_mut()
+        .insert(hyper::ext::Protocol::from_static("websocket"));
+    let response = bounded(async {
+        sender.ready().await?;
+        sender.send_request(request).await
+    })
+    .await
+    .expect("the extended CONNECT is answered");
+    assert_eq!(response.status(), 200, "{:?}", heads.lock().unwrap());
+    assert_eq!(response.headers()["sec-websocket-protocol"], "chat");
+    assert!(response.headers().get("sec-websocket-accept").is_none());
+    assert!(response.headers().get("upgrade").is_none());
+    let upgraded = bounded(hyper::upgrade::on(response))
+        .await
+        .expect("the stream is the tunnel");
+    let mut io = hyper_util::rt::TokioIo::new(upgraded);
+    for message in [&b"hello over h2"[..], b"and again"] {
+        io.write_all(message).await.unwrap();
+        let mut echoed = vec![0u8; message.len()];
+        bounded(io.read_exact(&mut echoed)).await.unwrap();
+        assert_eq!(echoed, message);
+    }
+    let head = heads.lock().unwrap()[0].clone();
+    assert!(
+        head.contains("\r\nsec-websocket-protocol: chat\r\n"),
+        "{head}"
+    );
+    assert!(head.contains("\r\nhost: ws.example\r\n"), "{head}");
+}

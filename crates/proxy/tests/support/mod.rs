@@ -297,13 +297,24 @@ pub fn closed_port() -> SocketAddr {
 
 /// An upstream that accepts WebSocket upgrades (101) and then echoes every byte back.
 pub async fn start_upgrade_upstream() -> SocketAddr {
+    start_upgrade_upstream_recording().await.0
+}
+
+/// As [`start_upgrade_upstream`], also keeping every request head it received (lower case).
+/// Its 101 carries `Sec-WebSocket-Accept` and `Sec-WebSocket-Protocol: chat`, as a real
+/// WebSocket server's does.
+pub async fn start_upgrade_upstream_recording() -> (SocketAddr, Arc<std::sync::Mutex<Vec<String>>>)
+{
     let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let heads = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = heads.clone();
     tokio::spawn(async move {
         loop {
             let Ok((mut stream, _)) = listener.accept().await else {
                 return;
             };
+            let seen = seen.clone();
             tokio::spawn(async move {
                 let mut head = Vec::new();
                 let mut buf = [0u8; 1024];
@@ -314,6 +325,7 @@ pub async fn start_upgrade_upstream() -> SocketAddr {
                     }
                 }
                 let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+                seen.lock().unwrap().push(head.clone());
                 if !(head.contains("upgrade: websocket") && head.contains("connection: upgrade")) {
                     let _ = stream
                         .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
@@ -321,14 +333,14 @@ pub async fn start_upgrade_upstream() -> SocketAddr {
                     return;
                 }
                 let _ = stream
-                    .write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+                    .write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: computed-for-the-key\r\nSec-WebSocket-Protocol: chat\r\n\r\n")
                     .await;
                 let (mut reader, mut writer) = stream.split();
                 let _ = tokio::io::copy(&mut reader, &mut writer).await;
             });
         }
     });
-    addr
+    (addr, heads)
 }
 
 /// Opens a connection to `addr` and upgrades it to a WebSocket; returns the stream and the
