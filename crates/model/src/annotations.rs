@@ -132,7 +132,7 @@ pub const CATALOGUE: &[(&str, Support)] = &[
     ("session-cookie-samesite", Support::No("planned (wave 2)")),
     ("session-cookie-secure", Support::No("planned (wave 2)")),
     ("ssl-redirect", Support::Yes),
-    ("ssl-passthrough", Support::No("planned (issue 14)")),
+    ("ssl-passthrough", Support::Yes),
     ("stream-snippet", Support::No("snippets are never executed")),
     ("upstream-hash-by", Support::No("planned (wave 2)")),
     ("x-forwarded-prefix", Support::Yes),
@@ -176,6 +176,9 @@ pub struct IngressAnnotations {
     pub from_to_www: bool,
     /// `service-upstream`: one endpoint, the Service's cluster IP.
     pub service_upstream: bool,
+    /// `ssl-passthrough`: TLS connections for this Ingress's hosts go to the backend of its
+    /// `/` path undecrypted (with `--enable-ssl-passthrough`).
+    pub ssl_passthrough: bool,
     /// `server-snippet` header directives: for every route of this Ingress's hosts.
     pub server_request_headers: Vec<HeaderEdit>,
     pub server_response_headers: Vec<HeaderEdit>,
@@ -377,6 +380,7 @@ impl<'a> Reader<'a> {
         }
         policy.upstream_vhost = self.upstream_vhost();
         let service_upstream = self.bool("service-upstream").unwrap_or(false);
+        let ssl_passthrough = self.bool("ssl-passthrough").unwrap_or(false);
 
         if let Some(size) = self.size("proxy-body-size") {
             policy.body.max_size = size;
@@ -445,6 +449,7 @@ impl<'a> Reader<'a> {
             app_root,
             from_to_www,
             service_upstream,
+            ssl_passthrough,
             server_request_headers,
             server_response_headers,
         }

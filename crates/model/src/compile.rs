@@ -9,7 +9,7 @@
 //! Pure and deterministic: no I/O, no clock, sorted iteration. A broken object never stops
 //! the rest from compiling; conflicts go to the oldest Ingress, the newer one gets a diagnostic.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -52,6 +52,8 @@ pub struct CompileOptions {
     /// `--ingress-class-by-name`: an IngressClass named `ingress_class` is ours whatever its
     /// `spec.controller` says.
     pub ingress_class_by_name: bool,
+    /// `--enable-ssl-passthrough`: the `ssl-passthrough` annotation takes effect.
+    pub enable_ssl_passthrough: bool,
 }
 
 /// Something about one object an operator must know: it is invalid, or uses what Sluice does
@@ -104,6 +106,9 @@ pub struct Compiled {
     pub diagnostics: Vec<Diagnostic>,
     /// Ingresses this configuration serves.
     pub ingresses: Vec<NamespacedName>,
+    /// `ssl-passthrough` hosts (exact names, lower case) → the route of their `/` path: TLS
+    /// connections naming the host in SNI go to its backend undecrypted.
+    pub passthrough: HashMap<String, Arc<Route>>,
     /// The policy its backends' endpoints were read with; the fast path keeps applying it.
     pub node_local_endpoints: NodeLocalEndpoints,
 }
@@ -119,6 +124,7 @@ impl Default for CompileOptions {
             default_backend_service: None,
             watch_ingress_without_class: false,
             ingress_class_by_name: false,
+            enable_ssl_passthrough: false,
         }
     }
 }
@@ -176,6 +182,7 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         backends_by_port: HashMap::new(),
         default_policy: Arc::default(),
         hosts: HostExtras::default(),
+        passthrough_ingresses: BTreeSet::new(),
     };
     compiler.settings(options);
     compiler.out.hsts_header = compiler.out.settings.hsts_header();
@@ -196,6 +203,7 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         compiler.default_backend_service(service);
     }
     compiler.finish_hosts();
+    compiler.passthrough(options);
     compiler.out.routes.finish();
     compiler.out.diagnostics.sort();
     compiler.out.diagnostics.dedup();
@@ -283,6 +291,8 @@ struct Compiler<'a> {
     /// The ConfigMap's policy, shared by every route without annotations.
     default_policy: Arc<RoutePolicy>,
     hosts: HostExtras,
+    /// Ingresses with `ssl-passthrough`, in the order they were read.
+    passthrough_ingresses: BTreeSet<NamespacedName>,
 }
 
 /// Host-level annotations, applied once every Ingress has been read.
@@ -409,6 +419,9 @@ impl Compiler<'_> {
             &mut self.out.diagnostics,
         );
         let policies = Policies::new(&parsed, &self.default_policy);
+        if parsed.ssl_passthrough {
+            self.passthrough_ingresses.insert(name.clone());
+        }
 
         if let Some(backend) = &spec.default_backend {
             match &claims.default_backend {
@@ -771,6 +784,68 @@ impl Compiler<'_> {
         }
     }
 
+    /// `ssl-passthrough`, as ingress-nginx: per host, the `/` path's backend takes the host's
+    /// TLS connections undecrypted; its other paths and annotations apply only to plain HTTP.
+    fn passthrough(&mut self, options: &CompileOptions) {
+        let asked = std::mem::take(&mut self.passthrough_ingresses);
+        if asked.is_empty() {
+            return;
+        }
+        if !options.enable_ssl_passthrough {
+            for ingress in asked {
+                self.diagnose_with(
+                    Severity::Notice,
+                    ingress_ref(&ingress),
+                    "annotation nginx.ingress.kubernetes.io/ssl-passthrough: needs --enable-ssl-passthrough (as in ingress-nginx); TLS is terminated here",
+                );
+            }
+            return;
+        }
+        let mut diagnostics = Vec::new();
+        for (host, routes) in self.out.routes.hosts() {
+            let mut owners = routes
+                .paths
+                .iter()
+                .filter(|p| asked.contains(&p.route.ingress))
+                .peekable();
+            let Some(first) = owners.peek() else { continue };
+            let ingress = first.route.ingress.clone();
+            let HostPattern::Exact(name) = &host else {
+                diagnostics.push(Diagnostic::with_severity(
+                    Severity::Unsupported,
+                    ingress_ref(&ingress),
+                    format!("annotation nginx.ingress.kubernetes.io/ssl-passthrough: host {host}: only exact host names are passed through (SNI is matched exactly, as in ingress-nginx); TLS is terminated"),
+                ));
+                continue;
+            };
+            let root = routes
+                .paths
+                .iter()
+                .find(|p| asked.contains(&p.route.ingress) && p.written == "/");
+            match root {
+                Some(path) => {
+                    self.out.passthrough.insert(name.clone(), path.route.clone());
+                }
+                None => diagnostics.push(Diagnostic::new(
+                    ingress_ref(&ingress),
+                    format!("annotation nginx.ingress.kubernetes.io/ssl-passthrough: host {host}: no path / to pass TLS through to (only the / path's backend is used, as in ingress-nginx); TLS is terminated"),
+                )),
+            }
+            for other in routes
+                .paths
+                .iter()
+                .filter(|p| asked.contains(&p.route.ingress) && p.written != "/")
+            {
+                diagnostics.push(Diagnostic::with_severity(
+                    Severity::Notice,
+                    ingress_ref(&other.route.ingress),
+                    format!("annotation nginx.ingress.kubernetes.io/ssl-passthrough: host {host}: path {:?} is served over plain HTTP only; TLS connections all go to the / path's backend (as in ingress-nginx)", other.written),
+                ));
+            }
+        }
+        self.out.diagnostics.extend(diagnostics);
+    }
+
     /// Host-level passes once every Ingress is in: regex hosts, server-snippet edits,
     /// aliases and www redirects.
     fn finish_hosts(&mut self) {
@@ -1082,6 +1157,9 @@ pub struct CompiledView {
     pub default_backend: Option<RouteView>,
     pub backends: BTreeMap<String, EndpointSet>,
     pub certificates: BTreeMap<String, String>,
+    /// `ssl-passthrough` hosts → the backend their TLS connections go to.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub passthrough: BTreeMap<String, String>,
     pub settings: Settings,
     pub ingresses: Vec<String>,
     pub diagnostics: Vec<String>,
@@ -1173,6 +1251,17 @@ impl Compiled {
                 .map(|(key, backend)| (key.to_string(), (*backend.endpoints()).clone()))
                 .collect(),
             certificates: self.certificates.sources().clone(),
+            passthrough: self
+                .passthrough
+                .iter()
+                .map(|(host, route)| {
+                    let backend = route
+                        .backend
+                        .key()
+                        .map_or_else(|| "(unresolved)".to_owned(), ToString::to_string);
+                    (host.clone(), backend)
+                })
+                .collect(),
             settings: self.settings.clone(),
             ingresses: self.ingresses.iter().map(ToString::to_string).collect(),
             diagnostics: self.diagnostics.iter().map(ToString::to_string).collect(),

@@ -52,6 +52,9 @@ pub struct Settings {
     /// Waiting for the upstream's response head, and between body reads.
     #[serde(serialize_with = "as_text")]
     pub proxy_read_timeout: Duration,
+    /// `proxy-stream-timeout`: a TLS passthrough connection with no byte either way for this
+    /// long is closed (ingress-nginx's key for its stream proxies; default 600s).
+    pub proxy_stream_timeout: Duration,
     /// Sending the request body upstream.
     #[serde(serialize_with = "as_text")]
     pub proxy_send_timeout: Duration,
@@ -203,6 +206,7 @@ impl Default for Settings {
             max_worker_open_files: 0,
             proxy_connect_timeout: Duration::from_secs(5),
             proxy_read_timeout: Duration::from_secs(60),
+            proxy_stream_timeout: Duration::from_secs(600),
             proxy_send_timeout: Duration::from_secs(60),
             client_header_timeout: Duration::from_secs(60),
             client_body_timeout: Duration::from_secs(60),
@@ -502,6 +506,9 @@ impl Settings {
             }
             "max-worker-open-files" | "worker-rlimit-nofile" => {
                 self.max_worker_open_files = value.parse().map_err(|_| COUNT)?
+            }
+            "proxy-stream-timeout" => {
+                self.proxy_stream_timeout = parse_duration(value).ok_or(DURATION)?
             }
             "proxy-connect-timeout" => {
                 self.proxy_connect_timeout = parse_duration(value).ok_or(DURATION)?

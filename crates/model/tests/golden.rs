@@ -94,6 +94,7 @@ fn options_for(text: &str) -> CompileOptions {
                     options.watch_ingress_without_class = true
                 }
                 None if option == "ingress-class-by-name" => options.ingress_class_by_name = true,
+                None if option == "enable-ssl-passthrough" => options.enable_ssl_passthrough = true,
                 _ => panic!("unknown golden option {option:?}"),
             }
         }

@@ -69,6 +69,7 @@ mod history;
 mod linger;
 mod listen;
 mod metrics;
+mod passthrough;
 mod proxy_protocol;
 mod server;
 mod shared;

@@ -125,6 +125,16 @@ pub(crate) struct Stats {
     pub(crate) bodies_buffered: BufferedCounts,
     /// Connections closed for a missing or invalid PROXY protocol header.
     pub(crate) proxy_protocol_refused: u64,
+    pub(crate) passthrough: PassthroughCounts,
+}
+
+/// TLS passthrough connections, by outcome.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct PassthroughCounts {
+    /// Spliced to an endpoint.
+    pub(crate) passed: u64,
+    /// Closed: no endpoint could be reached.
+    pub(crate) failed: u64,
 }
 
 /// What the worker did about `max-worker-connections` and the open-files limit.
@@ -161,6 +171,7 @@ pub(crate) struct Snapshot {
     pub(crate) limits: LimitCounts,
     pub(crate) bodies_buffered: BufferedCounts,
     pub(crate) proxy_protocol_refused: u64,
+    pub(crate) passthrough: PassthroughCounts,
 }
 
 /// Open client connections: `[protocol][state]`, protocol as [`PROTOCOLS`], state
@@ -472,6 +483,7 @@ impl Stats {
             limits: self.limits,
             bodies_buffered: self.bodies_buffered,
             proxy_protocol_refused: self.proxy_protocol_refused,
+            passthrough: self.passthrough,
         }
     }
 }
@@ -565,6 +577,8 @@ impl Snapshot {
         self.bodies_buffered.memory += other.bodies_buffered.memory;
         self.bodies_buffered.file += other.bodies_buffered.file;
         self.proxy_protocol_refused += other.proxy_protocol_refused;
+        self.passthrough.passed += other.passthrough.passed;
+        self.passthrough.failed += other.passthrough.failed;
     }
 }
 

@@ -656,6 +656,17 @@ impl Worker {
                 }
             }
         }
+        if https {
+            if let Some(route) = self.passthrough_route(&stream, &settings).await {
+                let peer = origin.peer;
+                // Boxed: only passthrough connections carry the splice.
+                Box::pin(crate::passthrough::pass(
+                    &self, stream, &route, &settings, peer,
+                ))
+                .await;
+                return;
+            }
+        }
         let h2c = !https && settings.use_h2c && {
             // Boxed: only plain listeners with use-h2c carry this future.
             let preface = Box::pin(within(
@@ -684,6 +695,25 @@ impl Worker {
         // every plain connection's task too (a task is as large as its largest state).
         let tls = Box::pin(self.serve_tls(stream, origin, &settings));
         tls.await;
+    }
+
+    /// The passthrough route of the host a TLS client asks for, if the configuration passes
+    /// it through (read without consuming the ClientHello, within client-header-timeout).
+    async fn passthrough_route(
+        &self,
+        stream: &TcpStream,
+        settings: &Settings,
+    ) -> Option<Arc<model::Route>> {
+        if self.config().as_ref()?.passthrough.is_empty() {
+            return None;
+        }
+        let peeked = Box::pin(within(
+            settings.client_header_timeout,
+            crate::passthrough::peek_server_name(stream),
+        ));
+        let name = peeked.await.flatten()?;
+        // Looked up again: the configuration may have been swapped while the hello came.
+        self.config().as_ref()?.passthrough.get(&name).cloned()
     }
 
     async fn serve_tls(

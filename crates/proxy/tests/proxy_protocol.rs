@@ -66,12 +66,12 @@ async fn site(settings_data: &[(&str, &str)]) -> Site {
     let ca = TestCa::new();
     let leaf = ca.leaf(&["web.example"]);
     let mut h = Harness::start();
-    let mut office = ingress(
+    let office = annotated_site(
         "office",
-        json!({"rules": [rule("office.example", vec![path("/", "Prefix", to("echo"))])]}),
+        "office.example",
+        "echo",
+        json!({"nginx.ingress.kubernetes.io/whitelist-source-range": "203.0.113.0/24"}),
     );
-    office["metadata"]["annotations"] =
-        json!({"nginx.ingress.kubernetes.io/whitelist-source-range": "203.0.113.0/24"});
     let mut objects = vec![
         service("echo", &[("http", 80)]),
         ingress(
@@ -198,11 +198,7 @@ async fn connections_without_a_valid_header_are_closed_unanswered() {
         .json();
     assert_eq!(header(&echo, "x-real-ip"), "203.0.113.9");
 
-    let metrics = get(h.admin(), "admin", "/metrics").await.text();
-    assert!(
-        metrics.contains("sluice_proxy_protocol_refused_total 4\n"),
-        "{metrics}"
-    );
+    assert_metric(&h, "sluice_proxy_protocol_refused_total 4").await;
 }
 
 #[tokio::test]

@@ -71,8 +71,7 @@ const REFUSED: &[Refused] = &[
     switch("update-status", TRUE, "Sluice writes Ingress status only with --publish-service or --publish-status-address: leave both out to leave status alone"),
     switch("update-status-on-shutdown", FALSE, "Sluice leaves Ingress status as it is when it stops (the next leader keeps it current); remove the flag"),
     switch("report-node-internal-ip-address", FALSE, "Sluice does not read Node addresses; use --publish-service NS/NAME or --publish-status-address ADDR"),
-    switch("enable-ssl-passthrough", FALSE, "SSL passthrough is not implemented: Sluice terminates TLS itself"),
-    flag("ssl-passthrough-proxy-port", "SSL passthrough is not implemented: Sluice terminates TLS itself"),
+    flag("ssl-passthrough-proxy-port", "Sluice passes TLS through on its HTTPS listener itself, with no internal port; remove the flag"),
     switch("disable-leader-election", FALSE, "Sluice always elects the one replica that writes status and Events (a Lease named by --election-id); remove the flag"),
     switch("disable-svc-external-name", TRUE, "Sluice never follows Services of type ExternalName (they have no endpoints), which is what this flag asks for; only --disable-svc-external-name=true is accepted"),
     flag("annotations-prefix", "Sluice reads the nginx.ingress.kubernetes.io/ and sluice.dev/ prefixes only; only --annotations-prefix=nginx.ingress.kubernetes.io is accepted"),
@@ -193,14 +192,15 @@ mod tests {
                 "sluice",
                 "serve",
                 "--kubernetes",
-                "--enable-ssl-passthrough",
+                "--ssl-passthrough-proxy-port",
+                "442",
             ][..],
-            &["sluice", "serve", "--enable-ssl-passthrough=true"],
-            &["sluice", "serve", "-enable-ssl-passthrough"],
+            &["sluice", "serve", "--ssl-passthrough-proxy-port=442"],
+            &["sluice", "serve", "-ssl-passthrough-proxy-port=442"],
         ] {
             let error = run(args).unwrap_err();
             assert!(
-                error.starts_with("ingress-nginx flag --enable-ssl-passthrough is not supported by Sluice (SSL passthrough is not implemented"),
+                error.starts_with("ingress-nginx flag --ssl-passthrough-proxy-port is not supported by Sluice (Sluice passes TLS through on its HTTPS listener itself"),
                 "{error}"
             );
         }
@@ -220,7 +220,6 @@ mod tests {
             "--update-status=true",
             "--annotations-prefix",
             "nginx.ingress.kubernetes.io",
-            "--enable-ssl-passthrough=false",
             "--profiling=false",
             "--kubernetes",
             "--not-a-flag-anyone-has",

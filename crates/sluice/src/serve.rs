@@ -87,6 +87,11 @@ pub(crate) struct ServeArgs {
     /// sets spec.defaultBackend; else they get 404. ingress-nginx's flag.
     #[arg(long, value_name = "NS/NAME", value_parser = namespaced_name)]
     pub(crate) default_backend_service: Option<NamespacedName>,
+    /// ingress-nginx's flag: Ingresses with the `ssl-passthrough` annotation get their hosts'
+    /// TLS connections passed to the backend of their `/` path undecrypted (SNI read from the
+    /// ClientHello on the HTTPS listener; other hosts are terminated there as usual).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false", value_parser = go_bool)]
+    pub(crate) enable_ssl_passthrough: bool,
     /// ingress-nginx's flag: Sluice always serves Prometheus metrics on the admin address;
     /// accepted so ingress-nginx's arguments work unchanged.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "true", value_parser = go_bool, hide_short_help = true)]
@@ -247,6 +252,7 @@ impl ServeArgs {
             default_backend_service: self.default_backend_service.clone(),
             watch_ingress_without_class: self.watch_ingress_without_class,
             ingress_class_by_name: self.ingress_class_by_name,
+            enable_ssl_passthrough: self.enable_ssl_passthrough,
         }
     }
 
@@ -542,9 +548,9 @@ mod tests {
         ] {
             assert!(serve(args).is_err(), "{args:?}");
         }
-        let error = serve(&["--kubernetes", "--enable-ssl-passthrough"]).unwrap_err();
+        let error = serve(&["--kubernetes", "--ssl-passthrough-proxy-port=442"]).unwrap_err();
         assert!(
-            error.contains("ingress-nginx flag --enable-ssl-passthrough"),
+            error.contains("ingress-nginx flag --ssl-passthrough-proxy-port"),
             "{error}"
         );
         // A flag nobody has stays clap's error.

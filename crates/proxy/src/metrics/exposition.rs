@@ -682,6 +682,21 @@ fn sluice_families(
         "Client connections closed because use-proxy-protocol is on and they did not start with a valid PROXY protocol header within client-header-timeout.",
         total.proxy_protocol_refused as f64,
     );
+    family(
+        out,
+        "sluice_ssl_passthrough_connections_total",
+        "counter",
+        "TLS connections passed through undecrypted (ssl-passthrough), by result (passed: spliced to an endpoint; failed: no endpoint could be reached, closed).",
+    );
+    for (result, n) in [
+        ("passed", total.passthrough.passed),
+        ("failed", total.passthrough.failed),
+    ] {
+        let _ = writeln!(
+            out,
+            "sluice_ssl_passthrough_connections_total{{result=\"{result}\"}} {n}"
+        );
+    }
     single(
         out,
         "sluice_tunnels_closed_at_shutdown_total",

@@ -235,6 +235,17 @@ pub fn ingress(name: &str, spec: Value) -> Value {
     })
 }
 
+/// An Ingress `name` routing `host` `/` (Prefix) to `service`, with these annotations (a JSON
+/// object, names in full).
+pub fn annotated_site(name: &str, host: &str, service: &str, annotations: Value) -> Value {
+    let mut object = ingress(
+        name,
+        json!({"rules": [rule(host, vec![path("/", "Prefix", to(service))])]}),
+    );
+    object["metadata"]["annotations"] = annotations;
+    object
+}
+
 /// The simplest site: every host and path to `service` (port `http`).
 pub fn catch_all(service_name: &str, addrs: &[SocketAddr]) -> Vec<Value> {
     let mut objects = vec![
@@ -445,6 +456,15 @@ async fn read_reply(
         headers: parts.headers,
         body,
     })
+}
+
+/// Asserts that `/metrics` has this exact line (name, labels and value).
+pub async fn assert_metric(h: &Harness, line: &str) {
+    let metrics = get(h.admin(), "admin", "/metrics").await.text();
+    assert!(
+        metrics.lines().any(|l| l == line),
+        "no line {line:?} in /metrics:\n{metrics}"
+    );
 }
 
 /// One request on a fresh connection.

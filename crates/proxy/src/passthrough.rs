@@ -1,0 +1,264 @@
+//! TLS passthrough (`ssl-passthrough` with `--enable-ssl-passthrough`): on the HTTPS listener,
+//! the server name a client's ClientHello asks for is read without taking any byte off the
+//! socket; a passthrough host's connection is spliced to an endpoint of its `/` path's
+//! backend, still encrypted, and every other connection is terminated here as usual.
+//!
+//! ```text
+//!  accepted ─▶ (PROXY header) ─▶ peek the first TLS record ─▶ SNI in Compiled.passthrough?
+//!     yes ─▶ pick an endpoint (the route's balancer; next one on a failed connect)
+//!            ─▶ splice both ways until either closes or proxy-stream-timeout of silence
+//!     no  ─▶ TLS handshake here (ALPN, HTTP/2 or HTTP/1.1)
+//! ```
+//! Endpoints are the backend's current ones, as for HTTP: a new connection goes to an endpoint
+//! of the current set; an established one stays on its endpoint whatever the set becomes
+//! (ingress-nginx's passthrough proxy dials the Service's cluster IP instead).
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use model::{Route, Settings};
+use std::time::Instant;
+use tokio::net::TcpStream;
+
+use crate::worker::{within, Worker};
+
+/// A ClientHello is one record of at most 16 KiB (and its 5-byte header); a larger or split
+/// one is terminated here, as if its name were not a passthrough host.
+const MAX_RECORD: usize = 5 + 16 * 1024;
+/// How long to wait before looking again when a ClientHello arrived in parts.
+const INCOMPLETE_PAUSE: Duration = Duration::from_millis(2);
+
+/// What the first bytes say.
+#[derive(Debug, PartialEq, Eq)]
+enum Hello<'a> {
+    /// A ClientHello naming this server (as sent: the caller lower-cases it).
+    Named(&'a str),
+    /// A ClientHello without SNI, or not a ClientHello at all: terminated here (the handshake
+    /// code decides what to answer).
+    Anonymous,
+    /// More bytes needed.
+    Incomplete,
+}
+
+/// The server name the client's first TLS record asks for, read without consuming it.
+/// `None`: none (or not TLS); the caller bounds the wait.
+pub(crate) async fn peek_server_name(stream: &TcpStream) -> Option<String> {
+    let mut buffer = vec![0u8; MAX_RECORD];
+    loop {
+        let seen = stream.peek(&mut buffer).await.ok()?;
+        if seen == 0 {
+            return None;
+        }
+        match client_hello_name(&buffer[..seen]) {
+            Hello::Named(name) => return Some(name.to_ascii_lowercase()),
+            Hello::Anonymous => return None,
+            Hello::Incomplete if seen < buffer.len() => tokio::time::sleep(INCOMPLETE_PAUSE).await,
+            Hello::Incomplete => return None,
+        }
+    }
+}
+
+/// Splices `client` to an endpoint of `route`'s backend until either side closes or
+/// `proxy-stream-timeout` passes without a byte. A failed connect tries the next endpoint, up
+/// to `proxy-next-upstream-tries`.
+pub(crate) async fn pass(
+    worker: &Rc<Worker>,
+    mut client: TcpStream,
+    route: &Route,
+    settings: &Settings,
+    peer: SocketAddr,
+) {
+    let policy = &route.policy.upstream;
+    let mut tried: Vec<SocketAddr> = Vec::new();
+    let tries = settings.proxy_next_upstream_tries.max(1) as usize;
+    let mut upstream = None;
+    while tried.len() < tries {
+        let picked = worker.balancer.borrow_mut().pick(
+            &route.backend,
+            settings.load_balance,
+            &tried,
+            Instant::now(),
+        );
+        let Some(addr) = picked else { break };
+        if tried.contains(&addr) {
+            break;
+        }
+        tried.push(addr);
+        match within(policy.connect_timeout, TcpStream::connect(addr)).await {
+            Some(Ok(stream)) => {
+                upstream = Some(stream);
+                break;
+            }
+            failed => {
+                worker.stats.borrow_mut().connect_errors += 1;
+                tracing::debug!(%addr, ?failed, "passthrough: connect failed");
+            }
+        }
+    }
+    let Some(mut upstream) = upstream else {
+        // Nothing to answer with: the client speaks TLS to a server it will never reach.
+        tracing::debug!(%peer, ingress = %route.ingress, "passthrough: no endpoint could be reached; closed");
+        worker.stats.borrow_mut().passthrough.failed += 1;
+        return;
+    };
+    let _ = upstream.set_nodelay(true);
+    worker.stats.borrow_mut().passthrough.passed += 1;
+    if let Err(e) =
+        crate::tunnel::splice(&mut client, &mut upstream, settings.proxy_stream_timeout).await
+    {
+        tracing::debug!(%peer, error = %e, "passthrough connection ended");
+    }
+}
+
+/// Reads the SNI host name out of a TLS record holding a ClientHello (RFC 8446 4.1.2,
+/// RFC 6066 3).
+fn client_hello_name(bytes: &[u8]) -> Hello<'_> {
+    // Record: type 22 (handshake), version, length.
+    if bytes.len() < 5 {
+        return if bytes.first().is_none_or(|b| *b == 22) {
+            Hello::Incomplete
+        } else {
+            Hello::Anonymous
+        };
+    }
+    if bytes[0] != 22 {
+        return Hello::Anonymous;
+    }
+    let record_length = usize::from(u16::from_be_bytes([bytes[3], bytes[4]]));
+    if bytes.len() < 5 + record_length {
+        return Hello::Incomplete;
+    }
+    let mut reader = Reader(&bytes[5..5 + record_length]);
+    read_name(&mut reader).map_or(Hello::Anonymous, Hello::Named)
+}
+
+/// The ClientHello's server name, if it is all in this record and has one.
+fn read_name<'a>(r: &mut Reader<'a>) -> Option<&'a str> {
+    // Handshake: type 1 (ClientHello), 24-bit length; the body must be in this record.
+    if r.u8()? != 1 {
+        return None;
+    }
+    let length = r.u24()?;
+    let mut body = Reader(r.take(length)?);
+    body.take(2 + 32)?; // legacy_version, random
+    let session = usize::from(body.u8()?);
+    body.take(session)?;
+    let suites = usize::from(body.u16()?);
+    body.take(suites)?;
+    let compression = usize::from(body.u8()?);
+    body.take(compression)?;
+    let extensions = usize::from(body.u16()?);
+    let mut extensions = Reader(body.take(extensions)?);
+    while !extensions.0.is_empty() {
+        let kind = extensions.u16()?;
+        let length = usize::from(extensions.u16()?);
+        let mut data = Reader(extensions.take(length)?);
+        if kind != 0 {
+            continue;
+        }
+        let list = usize::from(data.u16()?);
+        let mut names = Reader(data.take(list)?);
+        while !names.0.is_empty() {
+            let name_type = names.u8()?;
+            let length = usize::from(names.u16()?);
+            let name = names.take(length)?;
+            if name_type == 0 {
+                let name = std::str::from_utf8(name).ok()?;
+                // A host name: letters, digits, hyphens and dots (RFC 6066: no trailing dot).
+                let valid = !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+                return valid.then_some(name);
+            }
+        }
+        return None;
+    }
+    None
+}
+
+/// Big-endian reads off a byte slice; `None` past its end.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (taken, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(taken)
+    }
+
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+
+    fn u16(&mut self) -> Option<u16> {
+        self.take(2).map(|b| u16::from_be_bytes([b[0], b[1]]))
+    }
+
+    fn u24(&mut self) -> Option<usize> {
+        self.take(3)
+            .map(|b| usize::from(b[0]) << 16 | usize::from(b[1]) << 8 | usize::from(b[2]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ClientHello record as rustls writes it for `name` (and one without SNI for `None`).
+    fn hello(name: Option<&str>) -> Vec<u8> {
+        use std::sync::Arc;
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        config.enable_sni = name.is_some();
+        let server =
+            rustls::pki_types::ServerName::try_from(name.unwrap_or("x.example").to_owned())
+                .unwrap();
+        let mut client = rustls::ClientConnection::new(Arc::new(config), server).unwrap();
+        let mut out = Vec::new();
+        client.write_tls(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn the_server_name_is_read_from_a_real_client_hello() {
+        let record = hello(Some("Pass.Example.com"));
+        assert_eq!(client_hello_name(&record), Hello::Named("Pass.Example.com"));
+        assert_eq!(client_hello_name(&hello(None)), Hello::Anonymous);
+        // Every prefix is incomplete, never a wrong answer.
+        for cut in 0..record.len() {
+            assert_eq!(
+                client_hello_name(&record[..cut]),
+                Hello::Incomplete,
+                "{cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn what_is_not_a_client_hello_is_terminated_here() {
+        assert_eq!(client_hello_name(b"GET / HTTP/1.1\r\n"), Hello::Anonymous);
+        assert_eq!(
+            client_hello_name(b"\x16\x03\x01\x00\x04\x02\x00\x00\x00"),
+            Hello::Anonymous
+        );
+        let mut bad_name = hello(Some("pass.example.com"));
+        let at = bad_name
+            .windows(16)
+            .position(|w| w == b"pass.example.com")
+            .unwrap();
+        bad_name[at] = b'/';
+        assert_eq!(client_hello_name(&bad_name), Hello::Anonymous);
+        let mut short = hello(Some("pass.example.com"));
+        short[8] = 0xff; // a handshake length beyond the record
+        assert_eq!(client_hello_name(&short), Hello::Anonymous);
+    }
+}
