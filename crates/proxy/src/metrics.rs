@@ -446,6 +446,13 @@ pub(crate) fn render(total: &Snapshot, shared: &Shared, workers: usize) -> Strin
     );
     single(
         &mut out,
+        "sluice_otel_spans_dropped_total",
+        "counter",
+        "Spans dropped because the export queue was full (otel-max-queuesize) or the export to otlp-collector-host failed; workers never wait for it.",
+        shared.spans.dropped.load(Ordering::Relaxed) as f64,
+    );
+    single(
+        &mut out,
         "sluice_config_swaps_total",
         "counter",
         "Configurations published.",

@@ -14,6 +14,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::access_log::{AccessLogOutput, Sink};
 use crate::listen::StartError;
+use crate::otlp::SpanSink;
 
 /// Endpoint changes a worker may be behind by before it rebuilds its whole view instead.
 const ENDPOINT_CHANGES_QUEUED: usize = 256;
@@ -42,6 +43,8 @@ pub(crate) struct Shared {
     pub(crate) fallback_cert: Arc<CertifiedKey>,
     /// The access log's writer thread.
     pub(crate) access_log: Arc<Sink>,
+    /// The span exporter thread.
+    pub(crate) spans: Arc<SpanSink>,
 }
 
 impl Shared {
@@ -59,6 +62,10 @@ impl Shared {
             ticketer: rustls::crypto::aws_lc_rs::Ticketer::new().map_err(StartError::Tls)?,
             fallback_cert: crate::tls::self_signed()?,
             access_log: Sink::start(access_log).map_err(StartError::AccessLog)?,
+            spans: SpanSink::start().map_err(|source| StartError::Thread {
+                what: "the span exporter".into(),
+                source,
+            })?,
         })
     }
 
