@@ -292,7 +292,9 @@ pub(crate) fn write_span(out: &mut Vec<u8>, record: &Record, trace: &Trace, cont
     }
     attributes.string("url.path", record.target.path().as_bytes());
     attributes.string("url.scheme", if context.https { b"https" } else { b"http" });
-    if let Some(host) = record.host.as_ref().map(HeaderValue::as_bytes) {
+    // HTTP/2 names the host in `:authority` (the target), HTTP/1.1 in `Host`.
+    let host = record.host.as_ref().map(HeaderValue::as_bytes);
+    if let Some(host) = host.or(record.target.host().map(str::as_bytes)) {
         attributes.string("server.address", strip_port(host));
     }
     attributes.int("server.port", i64::from(context.server_port));

@@ -324,6 +324,63 @@ async fn a_request_continues_the_clients_trace_and_its_span_reaches_the_collecto
 }
 
 #[tokio::test]
+async fn spans_waiting_for_their_export_go_out_at_shutdown() {
+    let Some(binary) = otelcol_binary() else {
+        return;
+    };
+    let collector = Collector::start(&binary).await;
+    let backend = start_backend("web").await;
+    let mut h = Harness::with_workers(1);
+    // A minute before an export would be due: only the shutdown flush sends this span.
+    let mut objects = vec![
+        otel_settings(&collector, &[("otel-schedule-delay-millis", "60000")]),
+        service("web", &[("http", 80)]),
+    ];
+    objects.extend(site("web", "trace.test", &[addr_of(&backend)], json!({})));
+    h.apply(&objects);
+    let trace_id = format!("{}04", &TRACE_ID[..30]);
+    let mut client = Client::connect(h.http()).await;
+    let reply = traced(&mut client, "trace.test", "/", &trace_id).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    drop(client);
+    shutdown(h.proxy).await;
+    collector.span_of(&trace_id).await;
+}
+
+/// No Collector binary needed: nothing listens where the spans go.
+#[tokio::test]
+async fn spans_the_collector_does_not_take_are_dropped_and_counted() {
+    let backend = start_backend("web").await;
+    let mut h = Harness::with_workers(1);
+    let port = closed_port().port().to_string();
+    let mut objects = vec![
+        settings(&[
+            ("enable-opentelemetry", "true"),
+            ("otlp-collector-host", "127.0.0.1"),
+            ("otlp-collector-port", &port),
+            ("otel-schedule-delay-millis", "10"),
+        ]),
+        service("web", &[("http", 80)]),
+    ];
+    objects.extend(site("web", "trace.test", &[addr_of(&backend)], json!({})));
+    h.apply(&objects);
+    for _ in 0..3 {
+        let reply = get(h.http(), "trace.test", "/echo").await;
+        assert_eq!(reply.status, StatusCode::OK);
+        // Tracing on: the upstream request carries a new, sampled trace.
+        let sent = reply.json()["headers"]["traceparent"].clone();
+        assert!(sent.as_str().is_some_and(|t| t.ends_with("-01")), "{sent}");
+    }
+    let admin = h.admin();
+    eventually("3 spans counted as dropped", || async move {
+        let metrics = get(admin, "a", "/metrics").await.text();
+        metrics.contains("\nsluice_otel_spans_dropped_total 3\n")
+    })
+    .await;
+    shutdown(h.proxy).await;
+}
+
+#[tokio::test]
 async fn an_untraced_route_and_the_always_off_sampler_make_no_span() {
     let Some(binary) = otelcol_binary() else {
         return;
