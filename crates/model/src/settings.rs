@@ -171,8 +171,8 @@ pub struct Settings {
 
 /// The ConfigMap's OpenTelemetry keys, with ingress-nginx's names and the defaults of its code
 /// (`internal/ingress/controller/config/config.go`, which differ from its docs: sampler
-/// `AlwaysOn`, parent-based on). Spans go out as OTLP/HTTP (JSON) to
-/// `http://HOST:PORT/v1/traces`, hence port 4318 (ingress-nginx speaks OTLP/gRPC to 4317).
+/// `AlwaysOn`, parent-based on). Spans go out as OTLP/gRPC to port 4317 as ingress-nginx's do,
+/// or, with Sluice's `otlp-collector-protocol: http/protobuf`, as OTLP/HTTP to 4318.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct OpenTelemetry {
@@ -184,8 +184,11 @@ pub struct OpenTelemetry {
     /// `otlp-collector-host`: where spans are sent; empty, none are (they are counted as
     /// dropped).
     pub collector_host: String,
-    /// `otlp-collector-port`: the Collector's OTLP/HTTP port.
+    /// `otlp-collector-port`: the Collector's OTLP port; by default the protocol's (4317 for
+    /// gRPC, 4318 for HTTP).
     pub collector_port: u16,
+    /// `otlp-collector-protocol` (Sluice's key): how spans are sent.
+    pub collector_protocol: OtlpProtocol,
     /// `otel-service-name`: the resource's `service.name`.
     pub service_name: String,
     /// `otel-sampler`.
@@ -214,8 +217,27 @@ pub enum Sampler {
     TraceIdRatioBased,
 }
 
-/// The OTLP/HTTP port (ingress-nginx's default, 4317, is OTLP/gRPC's).
-pub const OTLP_HTTP_PORT: u16 = 4318;
+/// How spans are sent to the Collector (the values of OpenTelemetry's
+/// `OTEL_EXPORTER_OTLP_PROTOCOL`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum OtlpProtocol {
+    /// `grpc`: `TraceService/Export` over HTTP/2 without TLS (ingress-nginx's).
+    #[serde(rename = "grpc")]
+    Grpc,
+    /// `http/protobuf`: `POST /v1/traces` over HTTP/1.1.
+    #[serde(rename = "http/protobuf")]
+    HttpProtobuf,
+}
+
+impl OtlpProtocol {
+    /// OTLP's well-known port for the protocol.
+    pub fn default_port(self) -> u16 {
+        match self {
+            OtlpProtocol::Grpc => 4317,
+            OtlpProtocol::HttpProtobuf => 4318,
+        }
+    }
+}
 
 impl Default for OpenTelemetry {
     fn default() -> OpenTelemetry {
@@ -223,7 +245,8 @@ impl Default for OpenTelemetry {
             enabled: false,
             trust_incoming_span: true,
             collector_host: String::new(),
-            collector_port: OTLP_HTTP_PORT,
+            collector_port: OtlpProtocol::Grpc.default_port(),
+            collector_protocol: OtlpProtocol::Grpc,
             service_name: "nginx".to_owned(),
             sampler: Sampler::AlwaysOn,
             sampler_ratio: 0.01,
@@ -538,32 +561,22 @@ impl Settings {
                 ));
             }
         }
-        settings.check_opentelemetry(source, data, diagnostics);
+        let otel = &mut settings.opentelemetry;
+        if !data.contains_key("otlp-collector-port") {
+            otel.collector_port = otel.collector_protocol.default_port();
+        }
+        settings.check_opentelemetry(source, diagnostics);
         settings
     }
 
-    /// What the OpenTelemetry keys say together: tracing on without a Collector, and the
-    /// OTLP/gRPC port given to an OTLP/HTTP exporter.
-    fn check_opentelemetry(
-        &self,
-        source: &ObjectRef,
-        data: &BTreeMap<String, String>,
-        diagnostics: &mut Vec<Diagnostic>,
-    ) {
+    /// Tracing on without a Collector to send spans to.
+    fn check_opentelemetry(&self, source: &ObjectRef, diagnostics: &mut Vec<Diagnostic>) {
         let otel = &self.opentelemetry;
         if otel.enabled && otel.collector_host.is_empty() {
             diagnostics.push(Diagnostic::new(
                 source.clone(),
                 "data.enable-opentelemetry: \"true\" without otlp-collector-host: spans are made \
                  (and traceparent sent upstream) but not exported; they count as dropped",
-            ));
-        }
-        if data.contains_key("otlp-collector-port") && otel.collector_port == 4317 {
-            diagnostics.push(Diagnostic::with_severity(
-                Severity::Difference,
-                source.clone(),
-                "data.otlp-collector-port: 4317 is OTLP/gRPC's port; Sluice exports OTLP/HTTP \
-                 (POST /v1/traces, usually port 4318), so the Collector must take OTLP/HTTP there",
             ));
         }
     }
@@ -718,6 +731,13 @@ impl Settings {
                     .ok()
                     .filter(|p| *p > 0)
                     .ok_or("a port, 1 to 65535")?
+            }
+            "otlp-collector-protocol" => {
+                self.opentelemetry.collector_protocol = match value {
+                    "grpc" => OtlpProtocol::Grpc,
+                    "http/protobuf" => OtlpProtocol::HttpProtobuf,
+                    _ => return Err("grpc or http/protobuf"),
+                }
             }
             "otel-service-name" => {
                 self.opentelemetry.service_name = Some(value)
@@ -1141,7 +1161,7 @@ mod tests {
         assert_eq!(otel.sampler, Sampler::AlwaysOn);
         assert_eq!(
             (otel.collector_port, otel.service_name.as_str()),
-            (4318, "nginx")
+            (4317, "nginx")
         );
         assert_eq!(
             (otel.max_queue_size, otel.max_export_batch_size),
@@ -1154,6 +1174,7 @@ mod tests {
             ("opentelemetry-trust-incoming-span", "false"),
             ("otlp-collector-host", "otel-collector.otel.svc"),
             ("otlp-collector-port", "14318"),
+            ("otlp-collector-protocol", "http/protobuf"),
             ("otel-service-name", "edge"),
             ("otel-sampler", "TraceIdRatioBased"),
             ("otel-sampler-ratio", "0.25"),
@@ -1177,8 +1198,12 @@ mod tests {
         );
         assert_eq!((otel.max_queue_size, otel.max_export_batch_size), (100, 10));
         assert_eq!(otel.schedule_delay, Duration::from_millis(250));
+        assert_eq!(otel.collector_protocol, OtlpProtocol::HttpProtobuf);
         let (s, _) = settings(&[("otlp-collector-host", "[::1]")]);
         assert_eq!(s.opentelemetry.collector_host, "::1");
+        // The port follows the protocol unless it is set.
+        let (s, _) = settings(&[("otlp-collector-protocol", "http/protobuf")]);
+        assert_eq!(s.opentelemetry.collector_port, 4318);
     }
 
     #[test]
@@ -1188,14 +1213,16 @@ mod tests {
             ("otlp-collector-host", "http://collector:4318"),
             ("otlp-collector-port", "0"),
             ("otel-sampler", "always"),
+            ("otlp-collector-protocol", "http/json"),
             ("otel-sampler-ratio", "1.5"),
             ("otel-schedule-delay-millis", "-1"),
             ("otel-service-name", "a\nb"),
             ("opentelemetry-operation-name", "HTTP $request_method $uri"),
         ]);
         assert_eq!(s.opentelemetry, OpenTelemetry::default());
-        assert_eq!(diagnostics.len(), 8, "{diagnostics:?}");
+        assert_eq!(diagnostics.len(), 9, "{diagnostics:?}");
         for key in [
+            "otlp-collector-protocol",
             "enable-opentelemetry",
             "otlp-collector-host",
             "otlp-collector-port",
@@ -1220,14 +1247,11 @@ mod tests {
             diagnostics[0].contains("without otlp-collector-host"),
             "{diagnostics:?}"
         );
-        let (s, diagnostics) = settings(&[
+        let (_, diagnostics) = settings(&[
             ("enable-opentelemetry", "true"),
             ("otlp-collector-host", "10.0.0.5"),
-            ("otlp-collector-port", "4317"),
         ]);
-        assert_eq!(s.opentelemetry.collector_port, 4317);
-        assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
-        assert!(diagnostics[0].contains("difference: data.otlp-collector-port: 4317 is OTLP/gRPC"));
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
     }
 
     #[test]

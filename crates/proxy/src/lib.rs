@@ -71,6 +71,7 @@ mod listen;
 mod metrics;
 mod otel;
 mod otlp;
+mod protobuf;
 mod server;
 mod shared;
 mod stall;

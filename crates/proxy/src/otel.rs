@@ -1,6 +1,6 @@
 //! OpenTelemetry tracing, the worker's side: W3C trace context in and out, the sampling
-//! decision, and one SERVER span per sampled request written as OTLP JSON into the worker's
-//! own buffer. The export (a thread, OTLP/HTTP) is `otlp`.
+//! decision, and one SERVER span per sampled request encoded (OTLP protobuf) into the worker's
+//! own buffer. The export (a thread, OTLP/gRPC or OTLP/HTTP) is `otlp`.
 //!
 //! ```text
 //!  forward(): the route traces ─▶ Trace::begin: the client's traceparent (strictly parsed,
@@ -8,13 +8,12 @@
 //!     ─▶ traceparent 00-TRACE-OURSPAN-FLAGS (+ the client's tracestate) on the upstream request
 //!  respond(): answered without an upstream (404, redirect, 403, 413 …) ─▶ Trace::begin, no header
 //!  RequestGuard dropped ─▶ sampled: write_span from the access log's Record (route labels,
-//!     upstream attempts, status) ─▶ SpanBuffer (per worker, comma-separated span objects)
+//!     upstream attempts, status) ─▶ SpanBuffer (per worker, encoded `Span` messages)
 //!  ≥ SPANS_PER_BATCH spans or every 100 ms (with the access log) ─▶ otlp::SpanSink::hand_over
 //! ```
 //! A configuration without tracing pays one `bool` check per request (`Compiled::tracing`);
 //! a route without it, one more.
 
-use std::io::Write;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -26,6 +25,7 @@ use model::settings::{OpenTelemetry, Sampler};
 
 use crate::access_log::{Record, RequestId};
 use crate::otlp::SpanSink;
+use crate::protobuf;
 use crate::worker::Current;
 
 /// A worker hands its spans over once it holds this many.
@@ -64,10 +64,10 @@ pub(crate) struct SpanContext {
     pub(crate) end: SystemTime,
 }
 
-/// One worker's spans not yet handed to the exporter: OTLP JSON span objects, comma-separated.
+/// One worker's spans not yet handed to the exporter, encoded (`ScopeSpans.spans` fields).
 #[derive(Default)]
 pub(crate) struct SpanBuffer {
-    json: Vec<u8>,
+    spans_encoded: Vec<u8>,
     spans: u32,
     /// The configuration of the latest span: the exporter reads where and how to send from it.
     config: Option<Current>,
@@ -214,10 +214,7 @@ impl SpanBuffer {
         context: &SpanContext,
         sink: &SpanSink,
     ) {
-        if self.spans > 0 {
-            self.json.push(b',');
-        }
-        write_span(&mut self.json, record, trace, context);
+        write_span(&mut self.spans_encoded, record, trace, context);
         self.spans += 1;
         if !self
             .config
@@ -236,32 +233,35 @@ impl SpanBuffer {
         let Some(config) = self.config.take() else {
             return;
         };
-        let json = std::mem::take(&mut self.json);
+        let encoded = std::mem::take(&mut self.spans_encoded);
         let spans = std::mem::take(&mut self.spans);
-        sink.hand_over(Arc::clone(&config), json, spans);
+        sink.hand_over(Arc::clone(&config), encoded, spans);
     }
 }
 
-/// One span as an OTLP JSON `Span` object (HTTP semantic conventions, stable names).
+/// One span as an OTLP `Span` message, written as field 2 of `ScopeSpans` (so spans are
+/// simply concatenated; `otlp` wraps them), with the HTTP semantic conventions' stable names.
 pub(crate) fn write_span(out: &mut Vec<u8>, record: &Record, trace: &Trace, context: &SpanContext) {
+    protobuf::message(out, SCOPE_SPANS_SPANS, |span| {
+        write_span_fields(span, record, trace, context)
+    });
+}
+
+fn write_span_fields(out: &mut Vec<u8>, record: &Record, trace: &Trace, context: &SpanContext) {
     let route = record.route.as_deref();
-    out.extend_from_slice(b"{\"traceId\":\"");
-    hex_into(out, &trace.trace_id);
-    out.extend_from_slice(b"\",\"spanId\":\"");
-    hex_into(out, &trace.span_id);
-    out.push(b'"');
-    if let Some(parent) = &trace.parent {
-        out.extend_from_slice(b",\"parentSpanId\":\"");
-        hex_into(out, parent);
-        out.push(b'"');
-    }
+    protobuf::bytes(out, span::TRACE_ID, &trace.trace_id);
+    protobuf::bytes(out, span::SPAN_ID, &trace.span_id);
     if let Some(state) = &trace.tracestate {
-        out.extend_from_slice(b",\"traceState\":");
-        json_string(out, state.as_bytes());
+        protobuf::string(out, span::TRACE_STATE, state.as_bytes());
     }
+    if let Some(parent) = &trace.parent {
+        protobuf::bytes(out, span::PARENT_SPAN_ID, parent);
+    }
+    // The W3C flags, and whether the parent is remote (bits 8 and 9).
+    let flags = u32::from(trace.sampled) | 0x100 | if trace.parent.is_some() { 0x200 } else { 0 };
+    protobuf::fixed32(out, span::FLAGS, flags);
     // The span's name: "METHOD ROUTE" (OpenTelemetry's HTTP server span name).
     let method = known_method(&record.method);
-    out.extend_from_slice(b",\"name\":");
     let http_route = route.map_or("", |r| r.path.as_str());
     let mut name = String::with_capacity(8 + http_route.len());
     name.push_str(method.unwrap_or("HTTP"));
@@ -269,17 +269,12 @@ pub(crate) fn write_span(out: &mut Vec<u8>, record: &Record, trace: &Trace, cont
         name.push(' ');
         name.push_str(http_route);
     }
-    json_string(out, name.as_bytes());
-    // SPAN_KIND_SERVER; flags: the W3C flags, and whether the parent is remote (bits 8, 9).
-    let flags = u32::from(trace.sampled) | 0x100 | if trace.parent.is_some() { 0x200 } else { 0 };
-    let _ = write!(
-        out,
-        ",\"kind\":2,\"flags\":{flags},\"startTimeUnixNano\":\"{}\",\"endTimeUnixNano\":\"{}\"",
-        unix_nanos(context.start),
-        unix_nanos(context.end)
-    );
-    out.extend_from_slice(b",\"attributes\":[");
-    let mut attributes = Attributes { out, first: true };
+    protobuf::string(out, span::NAME, name.as_bytes());
+    protobuf::uint(out, span::KIND, SPAN_KIND_SERVER);
+    protobuf::fixed64(out, span::START_TIME, unix_nanos(context.start));
+    protobuf::fixed64(out, span::END_TIME, unix_nanos(context.end));
+
+    let mut attributes = Attributes { out };
     match method {
         Some(method) => attributes.string("http.request.method", method.as_bytes()),
         None => {
@@ -321,16 +316,13 @@ pub(crate) fn write_span(out: &mut Vec<u8>, record: &Record, trace: &Trace, cont
     if !record.attempts.is_empty() {
         let retries = record.attempts.len() - 1;
         attributes.int("http.request.resend_count", retries as i64);
-        // An address needs no escaping.
-        attributes.array("sluice.upstream.addresses", &record.attempts, |out, a| {
-            let _ = write!(out, "{{\"stringValue\":\"{}\"}}", a.addr);
+        attributes.array("sluice.upstream.addresses", &record.attempts, |value, a| {
+            protobuf::string(value, any_value::STRING, a.addr.to_string().as_bytes())
         });
         attributes.array(
             "sluice.upstream.status_codes",
             &record.attempts,
-            |out, a| {
-                let _ = write!(out, "{{\"intValue\":\"{}\"}}", a.status);
-            },
+            |value, a| protobuf::uint(value, any_value::INT, u64::from(a.status)),
         );
     }
     match &record.request_id {
@@ -338,76 +330,81 @@ pub(crate) fn write_span(out: &mut Vec<u8>, record: &Record, trace: &Trace, cont
         RequestId::Client(id) => attributes.string("sluice.request_id", id.as_bytes()),
         RequestId::None => {}
     }
-    out.push(b']');
     // OpenTelemetry's HTTP server rule: only 5xx is an error (a 4xx is the client's).
     if record.status >= 500 {
-        out.extend_from_slice(b",\"status\":{\"code\":2}");
+        protobuf::message(out, span::STATUS, |status| {
+            protobuf::uint(status, STATUS_CODE, STATUS_CODE_ERROR)
+        });
     }
-    out.push(b'}');
 }
 
-/// Writes `{"key":…,"value":…}` entries, comma-separated.
+/// Writes `KeyValue` attributes (field 9 of `Span`).
 struct Attributes<'a> {
     out: &'a mut Vec<u8>,
-    first: bool,
 }
 
 impl Attributes<'_> {
-    /// Starts an entry: `{"key":"KEY","value":` (the caller writes the value and `}`).
-    fn key(&mut self, key: &str) {
-        if !std::mem::take(&mut self.first) {
-            self.out.push(b',');
-        }
-        self.out.extend_from_slice(b"{\"key\":\"");
-        self.out.extend_from_slice(key.as_bytes());
-        self.out.extend_from_slice(b"\",\"value\":");
+    /// One `KeyValue` whose `AnyValue` `value` writes.
+    fn entry(&mut self, key: &str, value: impl FnOnce(&mut Vec<u8>)) {
+        protobuf::message(self.out, span::ATTRIBUTES, |kv| {
+            protobuf::string(kv, KEY_VALUE_KEY, key.as_bytes());
+            protobuf::message(kv, KEY_VALUE_VALUE, value);
+        });
     }
 
     fn string(&mut self, key: &str, value: &[u8]) {
-        self.key(key);
-        self.out.extend_from_slice(b"{\"stringValue\":");
-        json_string(self.out, value);
-        self.out.extend_from_slice(b"}}");
+        self.entry(key, |v| protobuf::string(v, any_value::STRING, value));
     }
 
-    /// An array value, one element per item.
-    fn array<T>(&mut self, key: &str, items: &[T], mut element: impl FnMut(&mut Vec<u8>, &T)) {
-        self.key(key);
-        self.out.extend_from_slice(b"{\"arrayValue\":{\"values\":[");
-        for (i, item) in items.iter().enumerate() {
-            if i > 0 {
-                self.out.push(b',');
-            }
-            element(self.out, item);
-        }
-        self.out.extend_from_slice(b"]}}}");
-    }
-
-    /// OTLP JSON carries 64-bit integers as strings.
     fn int(&mut self, key: &str, value: i64) {
-        self.key(key);
-        let _ = write!(self.out, "{{\"intValue\":\"{value}\"}}}}");
+        // int64 is a varint of the two's complement (every value here is positive).
+        self.entry(key, |v| protobuf::uint(v, any_value::INT, value as u64));
+    }
+
+    /// An `ArrayValue`, one `AnyValue` per item, which `element` writes.
+    fn array<T>(&mut self, key: &str, items: &[T], mut element: impl FnMut(&mut Vec<u8>, &T)) {
+        self.entry(key, |v| {
+            protobuf::message(v, any_value::ARRAY, |array| {
+                for item in items {
+                    protobuf::message(array, ARRAY_VALUES, |value| element(value, item));
+                }
+            })
+        });
     }
 }
 
-/// A JSON string of `value`: bytes that are not UTF-8 become U+FFFD (the Collector refuses a
-/// batch that is not valid UTF-8), quotes, backslashes and control characters are escaped.
-pub(crate) fn json_string(out: &mut Vec<u8>, value: &[u8]) {
-    out.push(b'"');
-    for c in String::from_utf8_lossy(value).chars() {
-        match c {
-            '"' => out.extend_from_slice(b"\\\""),
-            '\\' => out.extend_from_slice(b"\\\\"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => {
-                let mut utf8 = [0u8; 4];
-                out.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
-            }
-        }
-    }
-    out.push(b'"');
+/// `ScopeSpans.spans`.
+pub(crate) const SCOPE_SPANS_SPANS: u32 = 2;
+const SPAN_KIND_SERVER: u64 = 2;
+/// `Status.code`, and its `STATUS_CODE_ERROR`.
+const STATUS_CODE: u32 = 3;
+const STATUS_CODE_ERROR: u64 = 2;
+/// `KeyValue`'s fields.
+pub(crate) const KEY_VALUE_KEY: u32 = 1;
+pub(crate) const KEY_VALUE_VALUE: u32 = 2;
+/// `ArrayValue.values`.
+const ARRAY_VALUES: u32 = 1;
+
+/// `Span`'s fields (opentelemetry/proto/trace/v1/trace.proto).
+mod span {
+    pub(super) const TRACE_ID: u32 = 1;
+    pub(super) const SPAN_ID: u32 = 2;
+    pub(super) const TRACE_STATE: u32 = 3;
+    pub(super) const PARENT_SPAN_ID: u32 = 4;
+    pub(super) const NAME: u32 = 5;
+    pub(super) const KIND: u32 = 6;
+    pub(super) const START_TIME: u32 = 7;
+    pub(super) const END_TIME: u32 = 8;
+    pub(super) const ATTRIBUTES: u32 = 9;
+    pub(super) const STATUS: u32 = 15;
+    pub(super) const FLAGS: u32 = 16;
+}
+
+/// `AnyValue`'s cases (opentelemetry/proto/common/v1/common.proto).
+pub(crate) mod any_value {
+    pub(crate) const STRING: u32 = 1;
+    pub(crate) const INT: u32 = 3;
+    pub(crate) const ARRAY: u32 = 5;
 }
 
 fn hex_into(out: &mut Vec<u8>, bytes: &[u8]) {
@@ -418,10 +415,12 @@ fn hex_into(out: &mut Vec<u8>, bytes: &[u8]) {
     }
 }
 
-fn unix_nanos(at: SystemTime) -> u128 {
-    at.duration_since(UNIX_EPOCH)
+fn unix_nanos(at: SystemTime) -> u64 {
+    let nanos = at
+        .duration_since(UNIX_EPOCH)
         .unwrap_or(Duration::ZERO)
-        .as_nanos()
+        .as_nanos();
+    u64::try_from(nanos).unwrap_or(u64::MAX)
 }
 
 /// The method's name when it is one HTTP defines (RFC 9110, PATCH); `None` for others, which
@@ -555,15 +554,5 @@ mod tests {
         assert!(sample(&settings, &[0xff; 16], None));
         settings.sampler_ratio = 0.0;
         assert!(!sample(&settings, &[0; 16], None));
-    }
-
-    #[test]
-    fn json_strings_are_valid_utf8_and_escaped() {
-        let mut out = Vec::new();
-        json_string(&mut out, b"a\"b\\c\n\x01\xff\xc3\xa9");
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            "\"a\\\"b\\\\c\\u000a\\u0001\u{fffd}\u{e9}\""
-        );
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  client ─traceparent T─▶ proxy (tracing on) ─traceparent T/our span─▶ backend /echo
-//!                              └─ span ─OTLP/HTTP JSON─▶ otelcol (127.0.0.1:PORT)
+//!                              └─ span ─OTLP/gRPC or OTLP/HTTP─▶ otelcol (127.0.0.1 ports)
 //!                                                          └─ file exporter ─▶ spans.json
 //! ```
 //! The binary comes from `SLUICE_OTELCOL` (scripts/test.sh sets it). Without it the tests are
@@ -43,11 +43,12 @@ fn otelcol_binary() -> Option<PathBuf> {
     }
 }
 
-/// A running Collector: OTLP/HTTP in on `addr`, every batch out as a JSON line in `spans`.
-/// Killed (our own child, by its handle) when dropped.
+/// A running Collector: OTLP/gRPC in on `grpc`, OTLP/HTTP on `http`, every batch out as a
+/// JSON line in `spans`. Killed (our own child, by its handle) when dropped.
 struct Collector {
     child: Child,
-    addr: SocketAddr,
+    grpc: SocketAddr,
+    http: SocketAddr,
     spans: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -55,13 +56,14 @@ struct Collector {
 impl Collector {
     async fn start(binary: &Path) -> Collector {
         let dir = tempfile::tempdir().unwrap();
-        let addr = closed_port();
+        let (grpc, http) = (closed_port(), closed_port());
         let spans = dir.path().join("spans.json");
         let config = dir.path().join("otelcol.yaml");
         std::fs::write(
             &config,
             format!(
-                "receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: {addr}\n\
+                "receivers:\n  otlp:\n    protocols:\n      grpc:\n        endpoint: {grpc}\n\
+                 \x20     http:\n        endpoint: {http}\n\
                  exporters:\n  file:\n    path: {}\n    flush_interval: 50ms\n\
                  service:\n  telemetry:\n    metrics:\n      level: none\n\
                  \x20 pipelines:\n    traces:\n      receivers: [otlp]\n      exporters: [file]\n",
@@ -80,12 +82,14 @@ impl Collector {
             .expect("the collector starts");
         let collector = Collector {
             child,
-            addr,
+            grpc,
+            http,
             spans,
             _dir: dir,
         };
         eventually("the collector to listen", || async {
-            tokio::net::TcpStream::connect(addr).await.is_ok()
+            tokio::net::TcpStream::connect(grpc).await.is_ok()
+                && tokio::net::TcpStream::connect(http).await.is_ok()
         })
         .await;
         collector
@@ -160,9 +164,12 @@ fn attribute(holder: &Value, key: &str) -> Value {
         .map_or(Value::Null, |a| plain(&a["value"]))
 }
 
-/// Tracing settings pointing at `collector`, plus `more`.
+/// Tracing settings pointing at `collector` (gRPC, ingress-nginx's protocol, unless `more`
+/// says `otlp-collector-protocol: http/protobuf`), plus `more`.
 fn otel_settings(collector: &Collector, more: &[(&str, &str)]) -> Value {
-    let port = collector.addr.port().to_string();
+    let http = more.contains(&("otlp-collector-protocol", "http/protobuf"));
+    let addr = if http { collector.http } else { collector.grpc };
+    let port = addr.port().to_string();
     let mut data = vec![
         ("enable-opentelemetry", "true"),
         ("otlp-collector-host", "127.0.0.1"),
@@ -353,17 +360,26 @@ async fn spans_the_collector_does_not_take_are_dropped_and_counted() {
     let backend = start_backend("web").await;
     let mut h = Harness::with_workers(1);
     let port = closed_port().port().to_string();
-    let mut objects = vec![
-        settings(&[
-            ("enable-opentelemetry", "true"),
-            ("otlp-collector-host", "127.0.0.1"),
-            ("otlp-collector-port", &port),
-            ("otel-schedule-delay-millis", "10"),
-        ]),
-        service("web", &[("http", 80)]),
-    ];
-    objects.extend(site("web", "trace.test", &[addr_of(&backend)], json!({})));
-    h.apply(&objects);
+    for (protocol, dropped) in [("grpc", 3), ("http/protobuf", 6)] {
+        let mut objects = vec![
+            settings(&[
+                ("enable-opentelemetry", "true"),
+                ("otlp-collector-host", "127.0.0.1"),
+                ("otlp-collector-port", &port),
+                ("otlp-collector-protocol", protocol),
+                ("otel-schedule-delay-millis", "10"),
+            ]),
+            service("web", &[("http", 80)]),
+        ];
+        objects.extend(site("web", "trace.test", &[addr_of(&backend)], json!({})));
+        h.apply(&objects);
+        send_and_count_dropped(&h, dropped).await;
+    }
+    shutdown(h.proxy).await;
+}
+
+/// Sends 3 traced requests and waits until `dropped` spans in all are counted.
+async fn send_and_count_dropped(h: &Harness, dropped: u32) {
     for _ in 0..3 {
         let reply = get(h.http(), "trace.test", "/echo").await;
         assert_eq!(reply.status, StatusCode::OK);
@@ -372,12 +388,12 @@ async fn spans_the_collector_does_not_take_are_dropped_and_counted() {
         assert!(sent.as_str().is_some_and(|t| t.ends_with("-01")), "{sent}");
     }
     let admin = h.admin();
-    eventually("3 spans counted as dropped", || async move {
+    let expected = format!("\nsluice_otel_spans_dropped_total {dropped}\n");
+    eventually(&format!("{dropped} spans counted as dropped"), || async {
         let metrics = get(admin, "a", "/metrics").await.text();
-        metrics.contains("\nsluice_otel_spans_dropped_total 3\n")
+        metrics.contains(&expected)
     })
     .await;
-    shutdown(h.proxy).await;
 }
 
 #[tokio::test]
@@ -389,8 +405,10 @@ async fn an_untraced_route_and_the_always_off_sampler_make_no_span() {
     let backend = start_backend("web").await;
     let mut h = Harness::with_workers(1);
     let off = json!({"nginx.ingress.kubernetes.io/enable-opentelemetry": "false"});
+    // OTLP/HTTP here (the other tests use gRPC).
+    const HTTP: (&str, &str) = ("otlp-collector-protocol", "http/protobuf");
     let mut objects = vec![
-        otel_settings(&collector, &[]),
+        otel_settings(&collector, &[HTTP]),
         service("web", &[("http", 80)]),
     ];
     objects.extend(site("quiet", "off.test", &[addr_of(&backend)], off));
@@ -417,7 +435,7 @@ async fn an_untraced_route_and_the_always_off_sampler_make_no_span() {
     // AlwaysOff: a new trace is not sampled (the upstream still gets a traceparent, flags 00);
     // a sampled parent is still followed (parent-based, the default).
     let mut objects = vec![
-        otel_settings(&collector, &[("otel-sampler", "AlwaysOff")]),
+        otel_settings(&collector, &[("otel-sampler", "AlwaysOff"), HTTP]),
         service("web", &[("http", 80)]),
     ];
     objects.extend(site("loud", "on.test", &[addr_of(&backend)], json!({})));
