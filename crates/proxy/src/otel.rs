@@ -9,7 +9,7 @@
 //!  respond(): answered without an upstream (404, redirect, 403, 413 …) ─▶ Trace::begin, no header
 //!  RequestGuard dropped ─▶ sampled: write_span from the access log's Record (route labels,
 //!     upstream attempts, status) ─▶ SpanBuffer (per worker, encoded `Span` messages)
-//!  ≥ SPANS_PER_BATCH spans or every 100 ms (with the access log) ─▶ otlp::SpanSink::hand_over
+//!  ≥ 64 spans or 64 KiB, or every 100 ms (with the access log) ─▶ otlp::SpanSink::hand_over
 //! ```
 //! A configuration without tracing pays one `bool` check per request (`Compiled::tracing`);
 //! a route without it, one more.
@@ -28,8 +28,12 @@ use crate::otlp::SpanSink;
 use crate::protobuf;
 use crate::worker::Current;
 
-/// A worker hands its spans over once it holds this many.
+/// A worker hands its spans over once it holds this many, or this many bytes of them.
 const SPANS_PER_BATCH: u32 = 64;
+pub(crate) const BATCH_BYTES: usize = 64 * 1024;
+/// A string attribute is cut to this many bytes (a request head may be 32 KiB), so a span
+/// stays under ~8 KiB and the queues' memory is bounded by their span counts.
+const MAX_ATTRIBUTE_BYTES: usize = 2048;
 /// `tracestate` kept for the span at most (W3C: 512 is what a vendor must propagate).
 const MAX_TRACESTATE: usize = 512;
 
@@ -223,7 +227,7 @@ impl SpanBuffer {
         {
             self.config = Some(record.log.clone());
         }
-        if self.spans >= SPANS_PER_BATCH {
+        if self.spans >= SPANS_PER_BATCH || self.spans_encoded.len() >= BATCH_BYTES {
             self.flush(sink);
         }
     }
@@ -353,6 +357,7 @@ impl Attributes<'_> {
     }
 
     fn string(&mut self, key: &str, value: &[u8]) {
+        let value = &value[..value.len().min(MAX_ATTRIBUTE_BYTES)];
         self.entry(key, |v| protobuf::string(v, any_value::STRING, value));
     }
 

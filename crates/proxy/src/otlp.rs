@@ -38,8 +38,9 @@ use model::Compiled;
 use crate::otel::{any_value, KEY_VALUE_KEY, KEY_VALUE_VALUE};
 use crate::protobuf;
 
-/// Worker hand-overs waiting for the exporter thread (each ≤ 64 spans); beyond, dropped.
-const QUEUED_HANDOVERS: usize = 256;
+/// Worker hand-overs waiting for the exporter thread (each ≤ 64 spans and about
+/// `otel::BATCH_BYTES`: ~2 MiB in all); beyond, dropped.
+const QUEUED_HANDOVERS: usize = 32;
 /// Connecting, and each read or write of an export, give up after this (OTLP's default
 /// export timeout).
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -194,6 +195,9 @@ impl Exporter {
     /// hand-over), in one request.
     fn export_one(&mut self) {
         let Some(config) = self.config.clone() else {
+            // Unreachable: every hand-over sets it before it is queued.
+            self.queue.clear();
+            self.queued = 0;
             return;
         };
         let settings = &config.settings.opentelemetry;

@@ -331,6 +331,44 @@ async fn a_request_continues_the_clients_trace_and_its_span_reaches_the_collecto
 }
 
 #[tokio::test]
+async fn hostile_header_bytes_and_long_values_still_make_a_span_the_collector_takes() {
+    let Some(binary) = otelcol_binary() else {
+        return;
+    };
+    let collector = Collector::start(&binary).await;
+    let backend = start_backend("web").await;
+    let mut h = Harness::with_workers(1);
+    let mut objects = vec![
+        otel_settings(&collector, &[]),
+        service("web", &[("http", 80)]),
+    ];
+    objects.extend(site("web", "trace.test", &[addr_of(&backend)], json!({})));
+    h.apply(&objects);
+    let trace_id = format!("{}05", &TRACE_ID[..30]);
+    let long_path = format!("/{}", "a".repeat(5000));
+    let request = Request::get(long_path.as_str())
+        .header("host", "trace.test")
+        .header("traceparent", traceparent(&trace_id, PARENT_SPAN, "01"))
+        // obs-text: bytes that are not UTF-8 (protobuf strings must be).
+        .header(
+            "user-agent",
+            http::HeaderValue::from_bytes(b"agent\xff\xfe/\"1\"").unwrap(),
+        )
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let mut client = Client::connect(h.http()).await;
+    client.send(request).await.unwrap();
+    let span = collector.span_of(&trace_id).await;
+    assert_eq!(
+        attribute(&span, "user_agent.original"),
+        json!("agent\u{fffd}\u{fffd}/\"1\"")
+    );
+    let path = attribute(&span, "url.path");
+    assert_eq!(path.as_str().map(str::len), Some(2048), "cut at 2 KiB");
+    shutdown(h.proxy).await;
+}
+
+#[tokio::test]
 async fn spans_waiting_for_their_export_go_out_at_shutdown() {
     let Some(binary) = otelcol_binary() else {
         return;
