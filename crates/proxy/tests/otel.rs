@@ -193,6 +193,19 @@ fn site(name: &str, host: &str, addrs: &[SocketAddr], annotations: Value) -> Vec
     objects
 }
 
+/// A one-worker proxy tracing `trace.test/` (one backend) to `collector`, with `more` settings.
+async fn traced_site(collector: &Collector, more: &[(&str, &str)]) -> (Harness, backend::Backend) {
+    let backend = start_backend("web").await;
+    let mut h = Harness::with_workers(1);
+    let mut objects = vec![
+        otel_settings(collector, more),
+        service("web", &[("http", 80)]),
+    ];
+    objects.extend(site("web", "trace.test", &[addr_of(&backend)], json!({})));
+    h.apply(&objects);
+    (h, backend)
+}
+
 fn request(host: &str, target: &str, headers: &[(&str, &str)]) -> Request<Full<Bytes>> {
     let mut builder = Request::get(target)
         .header("host", host)
@@ -336,14 +349,7 @@ async fn hostile_header_bytes_and_long_values_still_make_a_span_the_collector_ta
         return;
     };
     let collector = Collector::start(&binary).await;
-    let backend = start_backend("web").await;
-    let mut h = Harness::with_workers(1);
-    let mut objects = vec![
-        otel_settings(&collector, &[]),
-        service("web", &[("http", 80)]),
-    ];
-    objects.extend(site("web", "trace.test", &[addr_of(&backend)], json!({})));
-    h.apply(&objects);
+    let (h, _backend) = traced_site(&collector, &[]).await;
     let trace_id = format!("{}05", &TRACE_ID[..30]);
     let long_path = format!("/{}", "a".repeat(5000));
     let request = Request::get(long_path.as_str())
@@ -374,15 +380,8 @@ async fn spans_waiting_for_their_export_go_out_at_shutdown() {
         return;
     };
     let collector = Collector::start(&binary).await;
-    let backend = start_backend("web").await;
-    let mut h = Harness::with_workers(1);
     // A minute before an export would be due: only the shutdown flush sends this span.
-    let mut objects = vec![
-        otel_settings(&collector, &[("otel-schedule-delay-millis", "60000")]),
-        service("web", &[("http", 80)]),
-    ];
-    objects.extend(site("web", "trace.test", &[addr_of(&backend)], json!({})));
-    h.apply(&objects);
+    let (h, _backend) = traced_site(&collector, &[("otel-schedule-delay-millis", "60000")]).await;
     let trace_id = format!("{}04", &TRACE_ID[..30]);
     let mut client = Client::connect(h.http()).await;
     let reply = traced(&mut client, "trace.test", "/", &trace_id).await;
