@@ -174,6 +174,10 @@ exporters:
     verbosity: basic
 service:
   telemetry:
+    # Every export's line (the logger samples by default), so the report can count spans.
+    logs:
+      sampling:
+        enabled: false
     metrics:
       level: none
   pipelines:
@@ -642,6 +646,14 @@ report() {
                 awk -v p="$protocol" -v sc="$s_cpu" -v nc="$n_cpu" -v sr="$s_rps" -v nr="$n_rps" \
                     'BEGIN{printf "| %s | %.3f%s | %.3f |\n", p, sc / nc, (sc <= nc ? "" : " ✗"), sr / nr}'
             done
+        fi
+        if [[ $OTEL == on ]]; then
+            local exported dropped
+            exported=$(grep -o '"spans": [0-9]*' "$WORK/otelcol.log" | awk '{n += $2} END{print n + 0}')
+            dropped=$(curl -fsS "http://127.0.0.1:$SLUICE_ADMIN/metrics" |
+                awk '$1 == "sluice_otel_spans_dropped_total" {print $2}')
+            echo
+            echo "Spans: $exported received by the Collector, ${dropped:-?} dropped by Sluice (\`sluice_otel_spans_dropped_total\`; the last few seconds' may still wait for export)."
         fi
     } >"$REPORT_TMP"
 }
