@@ -29,6 +29,10 @@
 #                    file in the work directory (nginx as ingress-nginx configures it: an
 #                    unbuffered write per request; Sluice: its default, buffered per worker);
 #                    `off`: neither logs (disable-access-log / access_log off)
+#   OTEL=off         `on`: Sluice traces every request (enable-opentelemetry, sampler AlwaysOn) and
+#                    exports the spans over OTLP/gRPC to an OpenTelemetry Collector (scripts/otelcol.sh;
+#                    debug exporter at basic verbosity) on the load CPU. nginx is never traced
+#                    (Debian's nginx has no OpenTelemetry module): compare runs with OTEL=off and on
 #   KEEP_WORK=1      keep the temporary directory (configs, logs, wrk output)
 #
 # Everything listens on 127.0.0.1. Everything started here is stopped on exit, by recorded PID.
@@ -50,6 +54,11 @@ case $ACCESS_LOG in
     on | off) ;;
     *) echo "ACCESS_LOG must be on or off, not '$ACCESS_LOG'" >&2; exit 2 ;;
 esac
+OTEL=${OTEL:-off}
+case $OTEL in
+    on | off) ;;
+    *) echo "OTEL must be on or off, not '$OTEL'" >&2; exit 2 ;;
+esac
 HOST=app.example.com
 case $ROUTE in
     plain) PATH_UNDER_TEST=/1kb.bin ;;
@@ -63,6 +72,7 @@ NGINX_HTTPS=18443
 SLUICE_HTTP=18082
 SLUICE_HTTPS=18444
 SLUICE_ADMIN=19113
+OTLP_GRPC=14317
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -147,6 +157,39 @@ start_backend() {
     PIDS+=("$BACKEND_PID")
     wait_until "backend" "$BACKEND_PID" curl -fsS "http://127.0.0.1:$BACKEND_PORT/healthz"
     log "backend pid $BACKEND_PID: $(head -n1 "$WORK/backend.log")"
+}
+
+# OTEL=on: the Collector Sluice sends its spans to, counting them without writing them.
+start_collector() {
+    local binary
+    binary=$(nice "$ROOT/scripts/otelcol.sh") || die "cannot build the OpenTelemetry Collector"
+    cat >"$WORK/otelcol.yaml" <<EOF
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:$OTLP_GRPC
+exporters:
+  debug:
+    verbosity: basic
+service:
+  telemetry:
+    # Every export's line (the logger samples by default), so the report can count spans.
+    logs:
+      sampling:
+        enabled: false
+    metrics:
+      level: none
+  pipelines:
+    traces:
+      receivers: [otlp]
+      exporters: [debug]
+EOF
+    taskset -c "$LOAD_CPU" "$binary" --config "$WORK/otelcol.yaml" >"$WORK/otelcol.log" 2>&1 &
+    COLLECTOR_PID=$!
+    PIDS+=("$COLLECTOR_PID")
+    wait_until "collector" "$COLLECTOR_PID" bash -c "exec 3<>/dev/tcp/127.0.0.1/$OTLP_GRPC"
+    log "collector pid $COLLECTOR_PID"
 }
 
 make_cert() {
@@ -299,6 +342,9 @@ data:
   ssl-redirect: "false"
   allow-snippet-annotations: "true"
   disable-access-log: "$([[ $ACCESS_LOG == on ]] && echo false || echo true)"
+  enable-opentelemetry: "$([[ $OTEL == on ]] && echo true || echo false)"
+  otlp-collector-host: 127.0.0.1
+  otlp-collector-port: "$OTLP_GRPC"
 EOF
     {
         cat <<EOF
@@ -564,7 +610,7 @@ report() {
         echo
         echo "- $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs: $(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
         echo "- $("$NGINX_BIN" -v 2>&1), sluice $("$SLUICE_BIN" --version 2>/dev/null || echo '(no --version)'), $(wrk -v 2>&1 | head -n1 | awk '{print $1, $2}')"
-        echo "- wrk -t1 -c50 -d$DURATION on CPU $LOAD_CPU with the backend; proxy on CPU $PROXY_CPU, one worker; GET $PATH_UNDER_TEST ($BODY_BYTES B, route: $ROUTE, access log: $ACCESS_LOG), $ROUNDS rounds, alternating"
+        echo "- wrk -t1 -c50 -d$DURATION on CPU $LOAD_CPU with the backend; proxy on CPU $PROXY_CPU, one worker; GET $PATH_UNDER_TEST ($BODY_BYTES B, route: $ROUTE, access log: $ACCESS_LOG, Sluice tracing: $OTEL), $ROUNDS rounds, alternating"
         echo
         echo "## Runs"
         echo
@@ -601,6 +647,14 @@ report() {
                     'BEGIN{printf "| %s | %.3f%s | %.3f |\n", p, sc / nc, (sc <= nc ? "" : " ✗"), sr / nr}'
             done
         fi
+        if [[ $OTEL == on ]]; then
+            local exported dropped
+            exported=$(grep -o '"spans": [0-9]*' "$WORK/otelcol.log" | awk '{n += $2} END{print n + 0}')
+            dropped=$(curl -fsS "http://127.0.0.1:$SLUICE_ADMIN/metrics" |
+                awk '$1 == "sluice_otel_spans_dropped_total" {print $2}')
+            echo
+            echo "Spans: $exported received by the Collector, ${dropped:-?} dropped by Sluice (\`sluice_otel_spans_dropped_total\`; the last few seconds' may still wait for export)."
+        fi
     } >"$REPORT_TMP"
 }
 
@@ -618,6 +672,7 @@ main() {
 
     make_cert
     start_backend
+    [[ $OTEL == off ]] || start_collector
     for system in $SYSTEMS; do
         case $system in
             nginx) start_nginx ;;

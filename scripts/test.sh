@@ -54,6 +54,13 @@ echo "$SLUICE_H2SPEC"
 # status page test.
 SLUICE_CHROMIUM=$(command -v chromium)
 export SLUICE_CHROMIUM
+# The OpenTelemetry Collector (OTLP receiver, file exporter), built from Go modules once and
+# cached by version (~2.5 min the first time). crates/proxy/tests/otel.rs sends it Sluice's spans;
+# under CI a missing SLUICE_OTELCOL fails.
+echo "== otelcol"
+SLUICE_OTELCOL=$(nice scripts/otelcol.sh)
+export SLUICE_OTELCOL
+echo "$SLUICE_OTELCOL"
 echo "== cargo test"
 cargo test --workspace --locked
 echo "== deploy check (deploy/ against a real API server)"

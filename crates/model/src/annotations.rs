@@ -149,8 +149,8 @@ pub const CATALOGUE: &[(&str, Support)] = &[
     ("ssl-prefer-server-ciphers", Support::No("per-Ingress cipher lists are not supported; rustls's safe defaults apply")),
     ("connection-proxy-header", Support::No("Sluice manages upstream connections itself")),
     ("enable-access-log", Support::Yes),
-    ("enable-opentelemetry", Support::No("planned (issue 13: OpenTelemetry)")),
-    ("opentelemetry-trust-incoming-span", Support::No("planned (issue 13: OpenTelemetry)")),
+    ("enable-opentelemetry", Support::Yes),
+    ("opentelemetry-trust-incoming-span", Support::Yes),
     ("use-regex", Support::Yes),
     ("enable-modsecurity", Support::No("no web application firewall in Sluice")),
     ("enable-owasp-core-rules", Support::No("no web application firewall in Sluice")),
@@ -356,6 +356,13 @@ impl<'a> Reader<'a> {
         }
         if let Some(on) = self.bool("enable-access-log") {
             policy.access_log = on;
+        }
+        // As ingress-nginx: "true" traces this Ingress even with the ConfigMap's key off.
+        if let Some(on) = self.bool("enable-opentelemetry") {
+            policy.opentelemetry.enabled = on;
+        }
+        if let Some(on) = self.bool("opentelemetry-trust-incoming-span") {
+            policy.opentelemetry.trust_incoming_span = on;
         }
         if let Some(on) = self.bool("force-ssl-redirect") {
             policy.ssl_redirect.force = on;

@@ -103,6 +103,9 @@ pub struct Compiled {
     pub hsts_header: Option<String>,
     /// The access log's format and filters; `None`: `disable-access-log`.
     pub access_log: Option<crate::access_log::AccessLog>,
+    /// Some route traces (`enable-opentelemetry`, ConfigMap or annotation): requests keep a
+    /// record for a span. `false`: tracing costs a request this one check.
+    pub tracing: bool,
     pub diagnostics: Vec<Diagnostic>,
     /// Ingresses this configuration serves.
     pub ingresses: Vec<NamespacedName>,
@@ -187,6 +190,7 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
     compiler.settings(options);
     compiler.out.hsts_header = compiler.out.settings.hsts_header();
     compiler.out.access_log = crate::access_log::AccessLog::from_settings(&compiler.out.settings).0;
+    compiler.out.tracing = compiler.out.settings.opentelemetry.enabled;
     compiler.default_policy = Arc::new(RoutePolicy::from_settings(&compiler.out.settings));
     let mut ingresses: Vec<&Ingress> = store
         .ingresses()
@@ -418,6 +422,7 @@ impl Compiler<'_> {
             &object,
             &mut self.out.diagnostics,
         );
+        self.out.tracing |= parsed.policy.opentelemetry.enabled;
         let policies = Policies::new(&parsed, &self.default_policy);
         if parsed.ssl_passthrough {
             self.passthrough_ingresses.insert(name.clone());

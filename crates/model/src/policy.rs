@@ -9,8 +9,8 @@
 //!
 //!  proxy pipeline, fixed phases, each reading one part of the policy:
 //!   denied ─▶ access ─▶ redirect (app-root, permanent/temporal, ssl) ─▶ rewrite
-//!   ─▶ request headers ─▶ body (limit, buffering) ─▶ upstream (timeouts, retries)
-//!   ─▶ response headers
+//!   ─▶ request headers (+ traceparent) ─▶ body (limit, buffering) ─▶ upstream (timeouts,
+//!   retries) ─▶ response headers ─▶ log line, span
 //! ```
 //!
 //! The phases are fixed, so a policy is a block per phase rather than a list the proxy would
@@ -61,6 +61,18 @@ pub struct RoutePolicy {
     pub upstream: UpstreamPolicy,
     /// `enable-access-log`: this route's requests get access log lines (when the log is on).
     pub access_log: bool,
+    /// `enable-opentelemetry`, `opentelemetry-trust-incoming-span`.
+    pub opentelemetry: Tracing,
+}
+
+/// Whether a route's requests are traced, and whether a client's trace is continued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Tracing {
+    /// A SERVER span per request (when the sampler says so) and a `traceparent` upstream.
+    pub enabled: bool,
+    /// The client's `traceparent`/`tracestate` are continued; off, they are replaced.
+    pub trust_incoming_span: bool,
 }
 
 /// Source-address rules (`whitelist-source-range`, `denylist-source-range`), checked on the
@@ -200,6 +212,10 @@ impl RoutePolicy {
                 next_upstream_timeout: settings.proxy_next_upstream_timeout,
             },
             access_log: true,
+            opentelemetry: Tracing {
+                enabled: settings.opentelemetry.enabled,
+                trust_incoming_span: settings.opentelemetry.trust_incoming_span,
+            },
         }
     }
 }

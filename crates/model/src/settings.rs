@@ -11,7 +11,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 use serde::{Serialize, Serializer};
 
-use crate::compile::Diagnostic;
+use crate::compile::{Diagnostic, Severity};
 use crate::objects::ObjectRef;
 
 /// How a worker picks an endpoint among a backend's active ones.
@@ -141,6 +141,10 @@ pub struct Settings {
     /// `skip-access-log-urls`: requests whose target (path and query, as sent) is one of
     /// these are not logged.
     pub skip_access_log_urls: Vec<String>,
+    /// OpenTelemetry tracing (`enable-opentelemetry`, `otlp-collector-*`, `otel-*`). Shown
+    /// (in `/config` and golden files) only when a key differs from its default.
+    #[serde(skip_serializing_if = "OpenTelemetry::is_default")]
+    pub opentelemetry: OpenTelemetry,
     /// `http2-max-concurrent-streams`: streams one HTTP/2 client may have open at once
     /// (nginx's `http2_max_concurrent_streams`).
     pub http2_max_concurrent_streams: u32,
@@ -175,6 +179,101 @@ pub struct Settings {
     /// `allow-snippet-annotations`: read `configuration-snippet` and `server-snippet` (never
     /// executed: only a safe subset is translated). Off by default, as in ingress-nginx.
     pub allow_snippet_annotations: bool,
+}
+
+/// The ConfigMap's OpenTelemetry keys, with ingress-nginx's names and the defaults of its code
+/// (`internal/ingress/controller/config/config.go`, which differ from its docs: sampler
+/// `AlwaysOn`, parent-based on). Spans go out as OTLP/gRPC to port 4317 as ingress-nginx's do,
+/// or, with Sluice's `otlp-collector-protocol: http/protobuf`, as OTLP/HTTP to 4318.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct OpenTelemetry {
+    /// `enable-opentelemetry`: a SERVER span per request (the annotation overrides per Ingress).
+    pub enabled: bool,
+    /// `opentelemetry-trust-incoming-span`: continue the trace a client's `traceparent` names;
+    /// off, every request starts a trace of its own (the annotation overrides per Ingress).
+    pub trust_incoming_span: bool,
+    /// `otlp-collector-host`: where spans are sent; empty, none are (they are counted as
+    /// dropped).
+    pub collector_host: String,
+    /// `otlp-collector-port`: the Collector's OTLP port; by default the protocol's (4317 for
+    /// gRPC, 4318 for HTTP).
+    pub collector_port: u16,
+    /// `otlp-collector-protocol` (Sluice's key): how spans are sent.
+    pub collector_protocol: OtlpProtocol,
+    /// `otel-service-name`: the resource's `service.name`.
+    pub service_name: String,
+    /// `otel-sampler`.
+    pub sampler: Sampler,
+    /// `otel-sampler-ratio`: the share of traces `TraceIdRatioBased` keeps, 0 to 1.
+    pub sampler_ratio: f64,
+    /// `otel-sampler-parent-based`: a request whose (trusted) `traceparent` says sampled or
+    /// not is decided so; only new traces ask the sampler.
+    pub sampler_parent_based: bool,
+    /// `otel-max-queuesize`: spans waiting for export at most; more are dropped (counted).
+    pub max_queue_size: u32,
+    /// `otel-schedule-delay-millis`: how long a span waits for others to share its export.
+    #[serde(serialize_with = "as_text")]
+    pub schedule_delay: Duration,
+    /// `otel-max-export-batch-size`: spans per export request at most.
+    pub max_export_batch_size: u32,
+}
+
+/// `otel-sampler`: which new traces are recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Sampler {
+    AlwaysOn,
+    AlwaysOff,
+    /// Keeps `otel-sampler-ratio` of the traces, decided by the trace ID (every service that
+    /// uses the same rule keeps the same traces).
+    TraceIdRatioBased,
+}
+
+/// How spans are sent to the Collector (the values of OpenTelemetry's
+/// `OTEL_EXPORTER_OTLP_PROTOCOL`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum OtlpProtocol {
+    /// `grpc`: `TraceService/Export` over HTTP/2 without TLS (ingress-nginx's).
+    #[serde(rename = "grpc")]
+    Grpc,
+    /// `http/protobuf`: `POST /v1/traces` over HTTP/1.1.
+    #[serde(rename = "http/protobuf")]
+    HttpProtobuf,
+}
+
+impl OtlpProtocol {
+    /// OTLP's well-known port for the protocol.
+    pub fn default_port(self) -> u16 {
+        match self {
+            OtlpProtocol::Grpc => 4317,
+            OtlpProtocol::HttpProtobuf => 4318,
+        }
+    }
+}
+
+impl Default for OpenTelemetry {
+    fn default() -> OpenTelemetry {
+        OpenTelemetry {
+            enabled: false,
+            trust_incoming_span: true,
+            collector_host: String::new(),
+            collector_port: OtlpProtocol::Grpc.default_port(),
+            collector_protocol: OtlpProtocol::Grpc,
+            service_name: "nginx".to_owned(),
+            sampler: Sampler::AlwaysOn,
+            sampler_ratio: 0.01,
+            sampler_parent_based: true,
+            max_queue_size: 2048,
+            schedule_delay: Duration::from_millis(5000),
+            max_export_batch_size: 512,
+        }
+    }
+}
+
+impl OpenTelemetry {
+    fn is_default(&self) -> bool {
+        *self == OpenTelemetry::default()
+    }
 }
 
 /// nginx's `proxy_next_upstream` conditions: when a failed attempt is tried again on another
@@ -236,6 +335,7 @@ impl Default for Settings {
             log_format_escape_json: false,
             log_format_escape_none: false,
             skip_access_log_urls: Vec::new(),
+            opentelemetry: OpenTelemetry::default(),
             http2_max_concurrent_streams: 128,
             enable_underscores_in_headers: false,
             hsts: true,
@@ -368,7 +468,17 @@ pub const DEFAULT_FORWARDED_FOR_HEADER: &str = "x-forwarded-for";
 const EVERY_IPV4_PEER: IpNet = IpNet::new_assert(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
 
 /// ingress-nginx keys that other controllers' ConfigMaps carry and that need nothing from us.
-const ACCEPTED_UNUSED_KEYS: &[&str] = &["worker-cpu-affinity", "http2"];
+/// `opentelemetry-config` is the path of the nginx module's own configuration file, which
+/// ingress-nginx writes from the keys Sluice reads directly.
+const ACCEPTED_UNUSED_KEYS: &[&str] = &["worker-cpu-affinity", "http2", "opentelemetry-config"];
+
+/// Keys with ingress-nginx's meaning that Sluice does not implement, and why: an
+/// `Unsupported` diagnostic rather than "unknown key".
+const UNSUPPORTED_KEYS: &[(&str, &str)] = &[(
+    "opentelemetry-operation-name",
+    "nginx variables are not evaluated; spans are named \"METHOD PATH\" with the Ingress path \
+     (OpenTelemetry's HTTP span name)",
+)];
 
 /// NGINX Inc.'s controller's name for `max-worker-connections` (nginx's `worker_connections`):
 /// a limit the operator set is honoured rather than dropped; when both are set the
@@ -436,6 +546,14 @@ impl Settings {
                 ));
                 continue;
             }
+            if let Some((_, why)) = UNSUPPORTED_KEYS.iter().find(|(k, _)| k == key) {
+                diagnostics.push(Diagnostic::with_severity(
+                    Severity::Unsupported,
+                    source.clone(),
+                    format!("data.{key}: not supported: {why}; ignored"),
+                ));
+                continue;
+            }
             if key == PROXY_REAL_IP_CIDR {
                 for entry in value.split(',').map(str::trim) {
                     if !entry.is_empty() && parse_cidr(entry).is_none() {
@@ -458,7 +576,24 @@ impl Settings {
                 ));
             }
         }
+        let otel = &mut settings.opentelemetry;
+        if !data.contains_key("otlp-collector-port") {
+            otel.collector_port = otel.collector_protocol.default_port();
+        }
+        settings.check_opentelemetry(source, diagnostics);
         settings
+    }
+
+    /// Tracing on without a Collector to send spans to.
+    fn check_opentelemetry(&self, source: &ObjectRef, diagnostics: &mut Vec<Diagnostic>) {
+        let otel = &self.opentelemetry;
+        if otel.enabled && otel.collector_host.is_empty() {
+            diagnostics.push(Diagnostic::new(
+                source.clone(),
+                "data.enable-opentelemetry: \"true\" without otlp-collector-host: spans are made \
+                 (and traceparent sent upstream) but not exported; they count as dropped",
+            ));
+        }
     }
 
     /// The `Strict-Transport-Security` value the `hsts*` keys make; `None` when `hsts` is off.
@@ -602,6 +737,68 @@ impl Settings {
                     .map(str::to_owned)
                     .collect()
             }
+            "enable-opentelemetry" => self.opentelemetry.enabled = parse_bool(value)?,
+            "opentelemetry-trust-incoming-span" => {
+                self.opentelemetry.trust_incoming_span = parse_bool(value)?
+            }
+            "otlp-collector-host" => {
+                self.opentelemetry.collector_host =
+                    parse_host(value).ok_or("a host name or an IP address")?
+            }
+            "otlp-collector-port" => {
+                self.opentelemetry.collector_port = value
+                    .parse()
+                    .ok()
+                    .filter(|p| *p > 0)
+                    .ok_or("a port, 1 to 65535")?
+            }
+            "otlp-collector-protocol" => {
+                self.opentelemetry.collector_protocol = match value {
+                    "grpc" => OtlpProtocol::Grpc,
+                    "http/protobuf" => OtlpProtocol::HttpProtobuf,
+                    _ => return Err("grpc or http/protobuf"),
+                }
+            }
+            "otel-service-name" => {
+                self.opentelemetry.service_name = Some(value)
+                    .filter(|v| !v.is_empty() && !v.chars().any(char::is_control))
+                    .ok_or("a name without control characters")?
+                    .to_owned()
+            }
+            "otel-sampler" => {
+                self.opentelemetry.sampler = match value {
+                    "AlwaysOn" => Sampler::AlwaysOn,
+                    "AlwaysOff" => Sampler::AlwaysOff,
+                    "TraceIdRatioBased" => Sampler::TraceIdRatioBased,
+                    _ => return Err("AlwaysOn, AlwaysOff or TraceIdRatioBased"),
+                }
+            }
+            "otel-sampler-ratio" => {
+                self.opentelemetry.sampler_ratio = value
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|r| (0.0..=1.0).contains(r))
+                    .ok_or("a number from 0 to 1, like 0.01")?
+            }
+            "otel-sampler-parent-based" => {
+                self.opentelemetry.sampler_parent_based = parse_bool(value)?
+            }
+            "otel-max-queuesize" => {
+                self.opentelemetry.max_queue_size =
+                    value.parse().ok().filter(|n| *n > 0).ok_or(POSITIVE)?
+            }
+            "otel-schedule-delay-millis" => {
+                self.opentelemetry.schedule_delay = value
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .map(Duration::from_millis)
+                    .ok_or("a whole number of milliseconds, at least 1")?
+            }
+            "otel-max-export-batch-size" => {
+                self.opentelemetry.max_export_batch_size =
+                    value.parse().ok().filter(|n| *n > 0).ok_or(POSITIVE)?
+            }
             "http2-max-concurrent-streams" => {
                 self.http2_max_concurrent_streams =
                     value.parse().ok().filter(|n| *n > 0).ok_or(POSITIVE)?
@@ -656,6 +853,20 @@ fn parse_cidr(entry: &str) -> Option<IpNet> {
         Ok(net) => Some(net.trunc()),
         Err(_) => entry.parse::<IpAddr>().ok().map(IpNet::from),
     }
+}
+
+/// A host name (letters, digits, `-`, `.`, `_`) or an IP address (IPv6 with or without
+/// brackets), kept as written without brackets.
+fn parse_host(value: &str) -> Option<String> {
+    let bare = value
+        .strip_prefix('[')
+        .and_then(|v| v.strip_suffix(']'))
+        .unwrap_or(value);
+    if bare.parse::<IpAddr>().is_ok() {
+        return Some(bare.to_owned());
+    }
+    let name = |b: u8| b.is_ascii_alphanumeric() || b"-._".contains(&b);
+    (!value.is_empty() && value.len() <= 253 && value.bytes().all(name)).then(|| value.to_owned())
 }
 
 /// An HTTP field name (RFC 9110 §5.1: a token), lower case.
@@ -959,6 +1170,108 @@ mod tests {
         assert!(diagnostics[0].contains("data.client-body-buffer-size: invalid value \"0\""));
         assert!(diagnostics[1]
             .contains("data.proxy-request-buffering: invalid value \"true\": expected on or off"));
+    }
+
+    #[test]
+    fn opentelemetry_keys_follow_ingress_nginx_code_defaults() {
+        let (s, diagnostics) = settings(&[]);
+        assert!(diagnostics.is_empty());
+        let otel = &s.opentelemetry;
+        assert!(!otel.enabled && otel.trust_incoming_span && otel.sampler_parent_based);
+        assert_eq!(otel.sampler, Sampler::AlwaysOn);
+        assert_eq!(
+            (otel.collector_port, otel.service_name.as_str()),
+            (4317, "nginx")
+        );
+        assert_eq!(
+            (otel.max_queue_size, otel.max_export_batch_size),
+            (2048, 512)
+        );
+        assert_eq!(otel.schedule_delay, Duration::from_secs(5));
+
+        let (s, diagnostics) = settings(&[
+            ("enable-opentelemetry", "true"),
+            ("opentelemetry-trust-incoming-span", "false"),
+            ("otlp-collector-host", "otel-collector.otel.svc"),
+            ("otlp-collector-port", "14318"),
+            ("otlp-collector-protocol", "http/protobuf"),
+            ("otel-service-name", "edge"),
+            ("otel-sampler", "TraceIdRatioBased"),
+            ("otel-sampler-ratio", "0.25"),
+            ("otel-sampler-parent-based", "false"),
+            ("otel-max-queuesize", "100"),
+            ("otel-schedule-delay-millis", "250"),
+            ("otel-max-export-batch-size", "10"),
+            ("opentelemetry-config", "/etc/nginx/opentelemetry.toml"),
+        ]);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        let otel = &s.opentelemetry;
+        assert!(otel.enabled && !otel.trust_incoming_span && !otel.sampler_parent_based);
+        assert_eq!(otel.collector_host, "otel-collector.otel.svc");
+        assert_eq!(
+            (otel.collector_port, otel.service_name.as_str()),
+            (14318, "edge")
+        );
+        assert_eq!(
+            (otel.sampler, otel.sampler_ratio),
+            (Sampler::TraceIdRatioBased, 0.25)
+        );
+        assert_eq!((otel.max_queue_size, otel.max_export_batch_size), (100, 10));
+        assert_eq!(otel.schedule_delay, Duration::from_millis(250));
+        assert_eq!(otel.collector_protocol, OtlpProtocol::HttpProtobuf);
+        let (s, _) = settings(&[("otlp-collector-host", "[::1]")]);
+        assert_eq!(s.opentelemetry.collector_host, "::1");
+        // The port follows the protocol unless it is set.
+        let (s, _) = settings(&[("otlp-collector-protocol", "http/protobuf")]);
+        assert_eq!(s.opentelemetry.collector_port, 4318);
+    }
+
+    #[test]
+    fn bad_opentelemetry_values_are_diagnostics_and_keep_defaults() {
+        let (s, diagnostics) = settings(&[
+            ("enable-opentelemetry", "yes"),
+            ("otlp-collector-host", "http://collector:4318"),
+            ("otlp-collector-port", "0"),
+            ("otel-sampler", "always"),
+            ("otlp-collector-protocol", "http/json"),
+            ("otel-sampler-ratio", "1.5"),
+            ("otel-schedule-delay-millis", "-1"),
+            ("otel-service-name", "a\nb"),
+            ("opentelemetry-operation-name", "HTTP $request_method $uri"),
+        ]);
+        assert_eq!(s.opentelemetry, OpenTelemetry::default());
+        assert_eq!(diagnostics.len(), 9, "{diagnostics:?}");
+        for key in [
+            "otlp-collector-protocol",
+            "enable-opentelemetry",
+            "otlp-collector-host",
+            "otlp-collector-port",
+            "otel-sampler",
+            "otel-sampler-ratio",
+            "otel-schedule-delay-millis",
+            "otel-service-name",
+        ] {
+            assert!(
+                diagnostics
+                    .iter()
+                    .any(|d| d.contains(&format!("data.{key}: invalid value"))),
+                "{key}: {diagnostics:?}"
+            );
+        }
+        assert!(diagnostics
+            .iter()
+            .any(|d| d.contains("unsupported: data.opentelemetry-operation-name: not supported")));
+
+        let (_, diagnostics) = settings(&[("enable-opentelemetry", "true")]);
+        assert!(
+            diagnostics[0].contains("without otlp-collector-host"),
+            "{diagnostics:?}"
+        );
+        let (_, diagnostics) = settings(&[
+            ("enable-opentelemetry", "true"),
+            ("otlp-collector-host", "10.0.0.5"),
+        ]);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
     }
 
     #[test]

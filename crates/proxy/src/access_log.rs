@@ -5,6 +5,7 @@
 //!  respond(): Record::begin (what the format wants from the request head)
 //!     ─▶ route labels, the request ID, each upstream attempt (upstream::exchange), the status
 //!     ─▶ body bytes (ResponseBody) ─▶ RequestGuard dropped: the request is over
+//!  (the same record makes the request's span when its route traces: `otel`)
 //!  worker: line formatted into its own buffer ─▶ ≥ 32 KiB, or every 100 ms (housekeeping)
 //!     ─▶ try_send to the writer thread (a bounded channel; full: the lines are dropped and
 //!        counted in sluice_access_log_lines_dropped_total)
@@ -23,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use http::{HeaderMap, HeaderValue, Method, Uri, Version};
-use model::access_log::{escape_into, AccessLog, Escape, Segment, Variable, Wants};
+use model::access_log::{escape_into, Escape, Segment, Variable, Wants};
 
 use crate::metrics::RouteMetrics;
 use crate::worker::Current;
@@ -175,7 +176,19 @@ pub(crate) struct Record {
     pub(crate) response_head_bytes: u64,
     pub(crate) body_bytes: u64,
     pub(crate) connection_requests: u64,
+    /// The request's trace, when its route traces (`otel`): a span is made from this record.
+    pub(crate) trace: Option<Box<crate::otel::Trace>>,
 }
+
+/// What a configuration without an access log (a record kept for a span) wants.
+static NO_LINE: Wants = Wants {
+    request_headers: Vec::new(),
+    response_headers: Vec::new(),
+    request_length: false,
+    uri: false,
+    upstream: false,
+    cookies: false,
+};
 
 /// `$req_id`: the one sent upstream.
 #[derive(Default)]
@@ -187,7 +200,8 @@ pub(crate) enum RequestId {
 }
 
 impl Record {
-    /// A record for a request with this head, when the configuration logs; `None` otherwise.
+    /// A record for a request with this head, when the configuration logs or traces; `None`
+    /// otherwise.
     pub(crate) fn begin(
         config: &Current,
         head: &http::request::Parts,
@@ -195,8 +209,11 @@ impl Record {
         request_length: u64,
         connection_requests: u64,
     ) -> Option<Box<Record>> {
-        let log = config.access_log.as_ref()?;
-        let wants = &log.format.wants;
+        let wants = match &config.access_log {
+            Some(log) => &log.format.wants,
+            None if config.tracing => &NO_LINE,
+            None => return None,
+        };
         let mut headers: [Option<HeaderValue>; INLINE_HEADERS] = Default::default();
         let mut more_headers = Vec::new();
         for (i, name) in wants.request_headers.iter().enumerate() {
@@ -227,30 +244,26 @@ impl Record {
             response_head_bytes: 0,
             body_bytes: 0,
             connection_requests,
+            trace: None,
         }))
     }
 
     pub(crate) fn wants(&self) -> &Wants {
-        &self.format().format.wants
-    }
-
-    fn format(&self) -> &AccessLog {
         self.log
             .access_log
             .as_ref()
-            .expect("a record exists only for a configuration that logs")
+            .map_or(&NO_LINE, |log| &log.format.wants)
     }
 
     /// The response as it goes to the client.
     pub(crate) fn responded(&mut self, status: u16, headers: &HeaderMap) {
         self.status = status;
-        let wants = &self
+        // The field, not `wants()`: the record is written below.
+        let wants = self
             .log
             .access_log
             .as_ref()
-            .expect("a record exists only for a configuration that logs")
-            .format
-            .wants;
+            .map_or(&NO_LINE, |log| &log.format.wants);
         if !wants.response_headers.is_empty() {
             self.response_headers = wants
                 .response_headers
@@ -267,9 +280,12 @@ impl Record {
         }
     }
 
-    /// Writes this request's line to `out`, if its route and target are logged.
+    /// Writes this request's line to `out`, if the configuration logs and its route and target
+    /// are logged.
     pub(crate) fn write_line(&self, out: &mut Vec<u8>, conn: &LineContext, end: Instant) -> bool {
-        let log = self.format();
+        let Some(log) = self.log.access_log.as_ref() else {
+            return false;
+        };
         if self.route.as_ref().is_some_and(|r| !r.labels.access_log) {
             return false;
         }

@@ -18,6 +18,7 @@
 //!   body       declared body > proxy-body-size ─▶ 413 │ proxy-request-buffering on (no
 //!              upgrade): read whole (`buffer`: memory, else a temporary file; too large ─▶ 413,
 //!              client-body-timeout ─▶ 408) before any upstream is chosen, then replayable
+//!   trace      the route traces: traceparent (+ tracestate) for the upstream (`otel`)
 //!   upstream   upstream::exchange (balancing, pool, the route's timeouts and retries)
 //!              ─▶ 101 ─▶ tunnel task   │ else ─▶ response streamed back
 //!   response headers   the route's header edits; HSTS on HTTPS for hosts with a certificate
@@ -40,6 +41,7 @@ use http_body::Body;
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
+use model::policy::Tracing;
 use model::{encode_path, normalize_path, validate_host, Compiled, Matched, Route};
 use tokio::io::AsyncWriteExt;
 
@@ -50,6 +52,7 @@ use crate::client::Outgoing;
 use crate::error::{text_response, Chain, ProxyError};
 use crate::headers;
 use crate::metrics;
+use crate::otel::Trace;
 use crate::upstream::{self, Exchange, Pending, UpstreamBody, UpstreamIo};
 use crate::worker::{ConnCtx, RequestGuard};
 
@@ -92,7 +95,10 @@ pub(crate) async fn respond(
     let body_length = body.as_ref().map_or(0, |b| b.size_hint().lower());
     guard.measure.method = metrics::method_label(&head.method);
     guard.measure.request_bytes = metrics::request_head_length(&head) + body_length;
-    if let Some(current) = current.as_ref().filter(|c| c.access_log.is_some()) {
+    if let Some(current) = current
+        .as_ref()
+        .filter(|c| c.access_log.is_some() || c.tracing)
+    {
         let client = conn.client_ip(&head, &current.settings);
         guard.record = Record::begin(current, &head, client, guard.measure.request_bytes, nth);
     }
@@ -160,6 +166,22 @@ pub(crate) async fn respond(
     if let Some(record) = guard.record.as_deref_mut() {
         record.route = guard.measure.route.clone();
         record.responded(status, response.headers());
+        if let (None, Some(config)) = (&record.trace, config.filter(|c| c.tracing)) {
+            // Answered here, without an upstream (a 404, a redirect, a refusal, a body too
+            // large): traced by its route's policy, or the ConfigMap's without a route.
+            let otel = &config.settings.opentelemetry;
+            let tracing = route.map_or(
+                Tracing {
+                    enabled: otel.enabled,
+                    trust_incoming_span: otel.trust_incoming_span,
+                },
+                |r| r.policy.opentelemetry,
+            );
+            if tracing.enabled {
+                let trace = Trace::begin(&mut head.headers, tracing, otel, false);
+                record.trace = Some(Box::new(trace));
+            }
+        }
     }
 
     // Lazily: the default settings hold lists, and building them allocates.
@@ -480,6 +502,11 @@ async fn forward(
         if record.wants().uri {
             record.uri_sent = Some(head.uri.clone());
         }
+        if policy.opentelemetry.enabled {
+            let otel = &settings.opentelemetry;
+            let trace = Trace::begin(&mut head.headers, policy.opentelemetry, otel, true);
+            record.trace = Some(Box::new(trace));
+        }
     }
     let upstream_policy = &policy.upstream;
     let retryable = body.is_replayable()
@@ -494,7 +521,7 @@ async fn forward(
         upgrade: client_upgrade.is_some(),
         arrived,
         attempts: record
-            .filter(|r| r.wants().upstream)
+            .filter(|r| r.wants().upstream || r.trace.is_some())
             .map(|r| &mut r.attempts),
         timing: &mut guard.measure.upstream,
     };

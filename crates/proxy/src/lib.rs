@@ -26,11 +26,13 @@
 //!        ─▶ pooled or fresh HTTP/1.1 upstream connection ─ fail (proxy-next-upstream:
 //!           error, timeout, listed statuses) ─▶ next endpoint (bounded by tries and timeout)
 //!           (Sluice's own client, run inside the request's future: no task, no channels)
+//!        (traced routes: traceparent upstream, a span per sampled request ─▶ `otel`, `otlp`)
 //!        ─▶ response head (+ HSTS) ─▶ client; the body is read off the upstream socket as the
 //!           client side polls it; connection back to the pool at its end; 101 ─▶ spliced
 //!           tunnel (closed after proxy-read-timeout without a byte)
 //!   every client socket: client-send-timeout on writes, lingering close, TCP keepalive
 //!
+//!  exporter thread: spans ─▶ OTLP/HTTP ─▶ otlp-collector-host (`otlp`)
 //!  admin thread (--admin-listen): /healthz /ready /metrics (sums per-worker counters at scrape)
 //!  status thread (--status-listen, loopback only): / (the status page: routes, endpoints,
 //!                 certificates, diagnostics, swaps, request rates per Ingress) and /config
@@ -69,7 +71,10 @@ mod history;
 mod linger;
 mod listen;
 mod metrics;
+mod otel;
+mod otlp;
 mod passthrough;
+mod protobuf;
 mod proxy_protocol;
 mod server;
 mod shared;
@@ -325,6 +330,10 @@ impl Proxy {
         self.shared
             .access_log
             .wait_written(std::time::Duration::from_secs(2));
+        // And their last spans, unless the Collector does not answer.
+        self.shared
+            .spans
+            .wait_exported(std::time::Duration::from_secs(2));
         self.stop_admin.send_replace(true);
         for thread in self.admin_threads.drain(..) {
             if thread.join().is_err() {

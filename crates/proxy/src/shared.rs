@@ -17,6 +17,7 @@ use tokio::sync::{broadcast, watch};
 use crate::access_log::{AccessLogOutput, Sink};
 use crate::history::{self, Swap, SwapHistory};
 use crate::listen::StartError;
+use crate::otlp::SpanSink;
 use crate::MetricIdentity;
 
 /// Endpoint changes a worker may be behind by before it rebuilds its whole view instead.
@@ -54,6 +55,8 @@ pub(crate) struct Shared {
     leader: Mutex<Option<(String, bool)>>,
     /// `config_hash()` of the configuration it was computed for.
     hash_of: Mutex<Option<(Weak<Compiled>, u64)>>,
+    /// The span exporter thread.
+    pub(crate) spans: Arc<SpanSink>,
 }
 
 impl Shared {
@@ -78,6 +81,10 @@ impl Shared {
             identity,
             leader: Mutex::new(None),
             hash_of: Mutex::new(None),
+            spans: SpanSink::start().map_err(|source| StartError::Thread {
+                what: "the span exporter".into(),
+                source,
+            })?,
         })
     }
 

@@ -53,6 +53,7 @@ use crate::headers::Forwarded;
 use crate::linger::Linger;
 use crate::listen::StartError;
 use crate::metrics::{Measure, Snapshot, Stats};
+use crate::otel::{SpanBuffer, SpanContext};
 use crate::proxy_protocol;
 use crate::server::{Ended, Http1, Prefixed};
 use crate::shared::Shared;
@@ -136,6 +137,8 @@ pub(crate) struct Worker {
     limit_log: RefCell<LimitLog>,
     /// Access log lines not yet handed to the writer thread.
     log: RefCell<LogBuffer>,
+    /// Spans not yet handed to the exporter thread.
+    spans: RefCell<SpanBuffer>,
     /// Connections accepted so far (`$connection`).
     connections_seen: Cell<u64>,
 }
@@ -307,6 +310,7 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
                     room: Notify::new(),
                     limit_log: RefCell::default(),
                     log: RefCell::default(),
+                    spans: RefCell::default(),
                     connections_seen: Cell::new(0),
                 });
                 worker.run(http, https, stats).await;
@@ -824,9 +828,10 @@ impl Worker {
         }
     }
 
-    /// Hands the access log lines gathered so far to the writer thread.
+    /// Hands the access log lines and spans gathered so far to their threads.
     pub(crate) fn flush_log(&self) {
         self.log.borrow_mut().flush(&self.shared.access_log);
+        self.spans.borrow_mut().flush(&self.shared.spans);
     }
 
     fn expire(&self) {
@@ -893,11 +898,28 @@ impl ConnCtx {
         })
     }
 
-    /// Writes a finished request's access log line into the worker's buffer.
+    /// Writes a finished request's access log line, and its span when it is sampled, into the
+    /// worker's buffers.
     fn log(&self, record: &Record, start: Instant, end: Instant) {
+        let now = std::time::SystemTime::now();
+        if let Some(trace) = record.trace.as_deref().filter(|t| t.sampled) {
+            let context = SpanContext {
+                https: self.https,
+                server_port: self.local_port(),
+                start: now
+                    .checked_sub(end.saturating_duration_since(start))
+                    .unwrap_or(now),
+                end: now,
+            };
+            let mut spans = self.worker.spans.borrow_mut();
+            spans.write(record, trace, &context, &self.worker.shared.spans);
+        }
+        if record.log.access_log.is_none() {
+            return;
+        }
         let context = LineContext {
             start,
-            now: std::time::SystemTime::now(),
+            now,
             https: self.https,
             peer_port: self.peer_port,
             serial: self.serial,
@@ -908,6 +930,12 @@ impl ConnCtx {
         if buffer.write(record, &context, end) >= FLUSH_BYTES {
             buffer.flush(&self.worker.shared.access_log);
         }
+    }
+
+    /// The listener port this connection came to.
+    fn local_port(&self) -> u16 {
+        let port = self.worker.port(self.https);
+        port.to_str().ok().and_then(|p| p.parse().ok()).unwrap_or(0)
     }
 
     /// Enters this connection in the worker's registry until the returned guard drops.

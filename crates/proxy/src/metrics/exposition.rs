@@ -713,6 +713,13 @@ fn sluice_families(
     );
     single(
         out,
+        "sluice_otel_spans_dropped_total",
+        "counter",
+        "Spans dropped because the export queue was full (otel-max-queuesize) or the export to otlp-collector-host failed; workers never wait for it.",
+        shared.spans.dropped.load(Ordering::Relaxed) as f64,
+    );
+    single(
+        out,
         "sluice_config_swaps_total",
         "counter",
         "Configurations published.",
