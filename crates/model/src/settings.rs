@@ -54,6 +54,7 @@ pub struct Settings {
     pub proxy_read_timeout: Duration,
     /// `proxy-stream-timeout`: a TLS passthrough connection with no byte either way for this
     /// long is closed (ingress-nginx's key for its stream proxies; default 600s).
+    #[serde(serialize_with = "as_text")]
     pub proxy_stream_timeout: Duration,
     /// Sending the request body upstream.
     #[serde(serialize_with = "as_text")]
