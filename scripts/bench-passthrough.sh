@@ -73,8 +73,8 @@ WORK=$(mktemp -d /tmp/sluice-bench-passthrough.XXXXXX)
 # --- the TLS backend: nginx answering 1 KB over TLS --------------------------------------------
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=$HOST" \
     -addext "subjectAltName=DNS:$HOST" -keyout "$WORK/tls.key" -out "$WORK/tls.crt" 2>/dev/null
-mkdir -p "$WORK/nginx/html"
-head -c 1024 /dev/zero | tr '\0' 'x' >"$WORK/nginx/html/1kb.bin"
+mkdir -p "$WORK/nginx"
+BODY=$(head -c 1024 /dev/zero | tr '\0' 'x')
 cat >"$WORK/nginx/nginx.conf" <<EOF
 worker_processes 1;
 daemon off;
@@ -87,7 +87,7 @@ http {
         listen 127.0.0.1:$BACKEND_PORT ssl;
         ssl_certificate $WORK/tls.crt;
         ssl_certificate_key $WORK/tls.key;
-        root $WORK/nginx/html;
+        location / { return 200 "$BODY"; }
     }
 }
 EOF
@@ -145,7 +145,7 @@ wait_until "sluice" "$SLUICE_PID" curl -fsS "http://127.0.0.1:$SLUICE_ADMIN/read
 cat >"$WORK/haproxy.cfg" <<EOF
 global
     nbthread 1
-    maxconn 10000
+    maxconn 4000
 defaults
     mode tcp
     timeout connect 5s
@@ -191,7 +191,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
         pid=$(pid_of "$system")
         before=$(cpu_ticks "$pid")
         taskset -c "$LOAD_CPU" "$SLUICE_BIN" load -t 1 -c "$CONNECTIONS" -d "$DURATION" \
-            --new-connection-per-request --cacert "$WORK/tls.crt" -H "Host: $HOST" \
+            --new-connection-per-request --insecure -H "Host: $HOST" \
             --json "$WORK/$system-$round.json" "https://127.0.0.1:$port/1kb.bin" >"$WORK/$system-$round.txt" 2>&1 ||
             die "$system run $round failed: $(tail -n 3 "$WORK/$system-$round.txt")"
         after=$(cpu_ticks "$pid")

@@ -44,16 +44,23 @@ enum Hello<'a> {
 /// The server name the client's first TLS record asks for, read without consuming it.
 /// `None`: none (or not TLS); the caller bounds the wait.
 pub(crate) async fn peek_server_name(stream: &TcpStream) -> Option<String> {
-    let mut buffer = vec![0u8; MAX_RECORD];
+    // Most ClientHellos fit here (post-quantum key shares included): no allocation, little to
+    // zero; a longer record is peeked again into a buffer of its size.
+    let mut small = [0u8; 4096];
+    let mut large = Vec::new();
     loop {
-        let seen = stream.peek(&mut buffer).await.ok()?;
+        let in_small = large.is_empty();
+        let buffer: &mut [u8] = if in_small { &mut small } else { &mut large };
+        let seen = stream.peek(buffer).await.ok()?;
         if seen == 0 {
             return None;
         }
+        let full = seen == buffer.len();
         match client_hello_name(&buffer[..seen]) {
             Hello::Named(name) => return Some(name.to_ascii_lowercase()),
             Hello::Anonymous => return None,
-            Hello::Incomplete if seen < buffer.len() => tokio::time::sleep(INCOMPLETE_PAUSE).await,
+            Hello::Incomplete if full && in_small => large = vec![0u8; MAX_RECORD],
+            Hello::Incomplete if !full => tokio::time::sleep(INCOMPLETE_PAUSE).await,
             Hello::Incomplete => return None,
         }
     }
