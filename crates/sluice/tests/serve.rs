@@ -358,11 +358,12 @@ fn ingress_nginx_flags_work_and_the_ones_sluice_lacks_say_so() {
         unmatched.text()
     );
 
-    let (code, stderr) = run_failing(&["serve", "--config", ".", "--enable-ssl-passthrough"]);
+    let (code, stderr) =
+        run_failing(&["serve", "--config", ".", "--ssl-passthrough-proxy-port=442"]);
     assert_eq!(code, 2);
     assert!(
         stderr.contains(
-            "ingress-nginx flag --enable-ssl-passthrough is not supported by Sluice (SSL passthrough is not implemented"
+            "ingress-nginx flag --ssl-passthrough-proxy-port is not supported by Sluice (Sluice passes TLS through on its HTTPS listener itself"
         ),
         "{stderr}"
     );
