@@ -16,7 +16,9 @@ use http::{HeaderName, HeaderValue};
 
 use crate::compile::{Diagnostic, Severity};
 use crate::objects::ObjectRef;
-use crate::policy::{Access, HeaderAction, HeaderEdit, Redirect, Rewrite, RoutePolicy};
+use crate::policy::{
+    Access, HeaderAction, HeaderEdit, Redirect, Rewrite, RoutePolicy, TlsVersions,
+};
 use crate::routes::HostPattern;
 use crate::settings::{parse_cidrs, parse_duration, parse_size, NextUpstream, Settings};
 
@@ -66,7 +68,7 @@ pub const CATALOGUE: &[(&str, Support)] = &[
     ("auth-proxy-set-headers", Support::No("planned (wave 2)")),
     ("auth-snippet", Support::No("snippets are never executed")),
     ("enable-global-auth", Support::No("planned (wave 2)")),
-    ("backend-protocol", Support::No("planned (issue 14: HTTPS, gRPC, h2c upstreams)")),
+    ("backend-protocol", Support::Partial("HTTP and HTTPS (HTTP/1.1 over TLS); GRPC and GRPCS are planned (issue 14) and their routes answer 503 until then; AUTO_HTTP is served as HTTP; FCGI and AJP routes answer 503")),
     ("canary", Support::No("planned (wave 2)")),
     ("canary-by-header", Support::No("planned (wave 2)")),
     ("canary-by-header-value", Support::No("planned (wave 2)")),
@@ -109,13 +111,14 @@ pub const CATALOGUE: &[(&str, Support)] = &[
     ("proxy-redirect-from", Support::No("planned (wave 2)")),
     ("proxy-redirect-to", Support::No("planned (wave 2)")),
     ("proxy-http-version", Support::Accepted("1.1 is what Sluice speaks; 1.0 is a diagnostic")),
-    ("proxy-ssl-secret", Support::No("planned (issue 14)")),
-    ("proxy-ssl-ciphers", Support::No("planned (issue 14)")),
-    ("proxy-ssl-name", Support::No("planned (issue 14)")),
-    ("proxy-ssl-protocols", Support::No("planned (issue 14)")),
-    ("proxy-ssl-verify", Support::No("planned (issue 14)")),
-    ("proxy-ssl-verify-depth", Support::No("planned (issue 14)")),
-    ("proxy-ssl-server-name", Support::No("planned (issue 14)")),
+    ("proxy-ssl-secret", Support::Yes),
+    ("proxy-ssl-ciphers", Support::Partial("validated; rustls's cipher suites apply, so a list other than DEFAULT is a diagnostic")),
+    ("proxy-ssl-name", Support::Yes),
+    ("proxy-ssl-protocols", Support::Partial("TLSv1.2 and TLSv1.3; older versions are dropped with a diagnostic")),
+    ("proxy-ssl-verify", Support::Yes),
+    ("proxy-ssl-verify-depth", Support::Yes),
+    ("proxy-ssl-server-name", Support::Yes),
+    ("secure-backends", Support::No("removed from ingress-nginx (0.18); use backend-protocol: HTTPS")),
     ("enable-rewrite-log", Support::Accepted("no effect: Sluice logs rewrites at debug level")),
     ("rewrite-target", Support::Yes),
     ("satisfy", Support::No("planned with the auth annotations (wave 2)")),
@@ -182,6 +185,38 @@ pub struct IngressAnnotations {
     /// `server-snippet` header directives: for every route of this Ingress's hosts.
     pub server_request_headers: Vec<HeaderEdit>,
     pub server_response_headers: Vec<HeaderEdit>,
+    /// `backend-protocol`, when it names one Sluice serves: `true` for HTTPS. `None`: not set
+    /// (the Service port's `appProtocol` decides), or refused (the routes are denied).
+    pub backend_tls: Option<bool>,
+    /// The `proxy-ssl-*` annotations, for the routes that turn out TLS.
+    pub proxy_ssl: ProxySsl,
+}
+
+/// The `proxy-ssl-*` annotations as read; `compile` reads the Secret and makes the route's
+/// `UpstreamTls`. As in ingress-nginx, nothing but the defaults applies without a Secret.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProxySsl {
+    /// `proxy-ssl-secret` as written (`namespace/name`).
+    pub secret: Option<String>,
+    pub verify: bool,
+    pub verify_depth: u32,
+    pub name: Option<String>,
+    pub server_name: bool,
+    pub versions: TlsVersions,
+}
+
+impl Default for ProxySsl {
+    /// ingress-nginx's defaults: no verification (depth 1), no SNI.
+    fn default() -> ProxySsl {
+        ProxySsl {
+            secret: None,
+            verify: false,
+            verify_depth: 1,
+            name: None,
+            server_name: false,
+            versions: TlsVersions::ALL,
+        }
+    }
 }
 
 /// Reads the annotations of one Ingress. Problems go to `diagnostics`, on `object`.
@@ -440,6 +475,9 @@ impl<'a> Reader<'a> {
             }
         }
 
+        let backend_tls = self.backend_protocol(&mut policy);
+        let proxy_ssl = self.proxy_ssl();
+
         self.access(&mut policy);
         let mut server_request_headers = Vec::new();
         let mut server_response_headers = Vec::new();
@@ -459,7 +497,168 @@ impl<'a> Reader<'a> {
             ssl_passthrough,
             server_request_headers,
             server_response_headers,
+            backend_tls,
+            proxy_ssl,
         }
+    }
+
+    /// `backend-protocol`, upper-cased as ingress-nginx reads it. A protocol Sluice cannot
+    /// speak yet refuses the routes (503): HTTP/1.1 sent to a gRPC, FastCGI or AJP server
+    /// fails anyway, only later, less clearly, and possibly after the request had effects.
+    fn backend_protocol(&mut self, policy: &mut RoutePolicy) -> Option<bool> {
+        let value = self.get("backend-protocol")?;
+        let key = self.key("backend-protocol");
+        let protocol = value.to_ascii_uppercase();
+        match protocol.as_str() {
+            "HTTP" => Some(false),
+            "HTTPS" => Some(true),
+            "AUTO_HTTP" => {
+                self.diagnose(
+                    Severity::Unsupported,
+                    format!("annotation {key}: AUTO_HTTP (the client's scheme towards the upstream) is not supported; HTTP is used"),
+                );
+                Some(false)
+            }
+            "GRPC" | "GRPCS" | "FCGI" | "AJP" => {
+                let why = match protocol.as_str() {
+                    "GRPC" | "GRPCS" => "gRPC upstreams (HTTP/2) are planned (issue 14)",
+                    _ => "Sluice speaks HTTP to upstreams",
+                };
+                self.diagnose(
+                    Severity::Unsupported,
+                    format!("annotation {key}: {protocol}: {why}; the Ingress's routes answer 503 rather than send HTTP/1.1 to such a server"),
+                );
+                policy.denied = Some(format!("{key} {protocol} is not supported"));
+                None
+            }
+            _ => {
+                let key = self.key("backend-protocol");
+                self.diagnose(
+                    Severity::Error,
+                    format!("annotation {key}: invalid value {value:?}: expected HTTP, HTTPS, AUTO_HTTP, GRPC, GRPCS, FCGI or AJP; HTTP applies (as in ingress-nginx)"),
+                );
+                Some(false)
+            }
+        }
+    }
+
+    fn on_off(&mut self, name: &str) -> Option<bool> {
+        match self.get(name)? {
+            "on" => Some(true),
+            "off" => Some(false),
+            value => {
+                self.invalid(name, value, "on or off");
+                None
+            }
+        }
+    }
+
+    /// The `proxy-ssl-*` annotations, with ingress-nginx's defaults and validation.
+    fn proxy_ssl(&mut self) -> ProxySsl {
+        const OTHERS: [&str; 6] = [
+            "proxy-ssl-verify",
+            "proxy-ssl-verify-depth",
+            "proxy-ssl-name",
+            "proxy-ssl-server-name",
+            "proxy-ssl-protocols",
+            "proxy-ssl-ciphers",
+        ];
+        let mut ssl = ProxySsl::default();
+        let Some(secret) = self.get("proxy-ssl-secret") else {
+            for name in OTHERS {
+                if self.get(name).is_some() {
+                    let key = self.key(name);
+                    self.diagnose(
+                        Severity::Notice,
+                        format!("annotation {key}: has no effect without proxy-ssl-secret (as in ingress-nginx)"),
+                    );
+                }
+            }
+            return ssl;
+        };
+        ssl.secret = Some(secret.to_owned());
+        if let Some(on) = self.on_off("proxy-ssl-verify") {
+            ssl.verify = on;
+        }
+        if let Some(value) = self.get("proxy-ssl-verify-depth") {
+            match value.parse::<u32>() {
+                // ingress-nginx: 0 means the default.
+                Ok(0) => {}
+                Ok(depth) => ssl.verify_depth = depth,
+                Err(_) => self.invalid("proxy-ssl-verify-depth", value, "a whole number"),
+            }
+        }
+        if let Some(name) = self.get("proxy-ssl-name") {
+            let valid = !name.contains('$')
+                && rustls::pki_types::ServerName::try_from(name.to_ascii_lowercase()).is_ok();
+            if valid {
+                ssl.name = Some(name.to_ascii_lowercase());
+            } else {
+                self.invalid("proxy-ssl-name", name, "a DNS name or an IP address");
+            }
+        }
+        if let Some(on) = self.on_off("proxy-ssl-server-name") {
+            ssl.server_name = on;
+        }
+        if let Some(value) = self.get("proxy-ssl-protocols") {
+            if let Some(versions) = self.tls_versions(value) {
+                ssl.versions = versions;
+            }
+        }
+        if let Some(value) = self.get("proxy-ssl-ciphers") {
+            let valid = value
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"+:_-!".contains(&b));
+            if !valid {
+                self.invalid("proxy-ssl-ciphers", value, "an OpenSSL cipher list");
+            } else if !value.is_empty() && value != "DEFAULT" {
+                let key = self.key("proxy-ssl-ciphers");
+                self.diagnose(
+                    Severity::Difference,
+                    format!("annotation {key}: cipher lists are not supported; rustls's cipher suites apply (AES-GCM and ChaCha20-Poly1305 with forward secrecy)"),
+                );
+            }
+        }
+        ssl
+    }
+
+    /// `proxy-ssl-protocols`: nginx's names, separated by spaces.
+    fn tls_versions(&mut self, value: &str) -> Option<TlsVersions> {
+        let mut versions = TlsVersions {
+            tls12: false,
+            tls13: false,
+        };
+        let mut dropped = Vec::new();
+        for word in value.split_whitespace() {
+            match word {
+                "TLSv1.2" => versions.tls12 = true,
+                "TLSv1.3" => versions.tls13 = true,
+                "SSLv2" | "SSLv3" | "TLSv1" | "TLSv1.1" => dropped.push(word),
+                _ => {
+                    self.invalid(
+                        "proxy-ssl-protocols",
+                        value,
+                        "protocols among SSLv2 SSLv3 TLSv1 TLSv1.1 TLSv1.2 TLSv1.3, separated by spaces",
+                    );
+                    return None;
+                }
+            }
+        }
+        let key = self.key("proxy-ssl-protocols");
+        if !versions.tls12 && !versions.tls13 {
+            self.diagnose(
+                Severity::Error,
+                format!("annotation {key}: {value:?}: Sluice speaks only TLSv1.2 and TLSv1.3 to upstreams; both apply"),
+            );
+            return None;
+        }
+        if !dropped.is_empty() {
+            self.diagnose(
+                Severity::Difference,
+                format!("annotation {key}: {} dropped: Sluice speaks only TLSv1.2 and TLSv1.3 to upstreams", dropped.join(" ")),
+            );
+        }
+        Some(versions)
     }
 
     /// `temporal-redirect` wins over `permanent-redirect`; a code outside 300–307 (temporal) or

@@ -3,6 +3,8 @@
 //! ```text
 //!  Store ─▶ our IngressClasses ─▶ served Ingresses (oldest first) ─▶ hosts × paths ─▶ RouteTable
 //!                                        │                     └─▶ backends (Service → port name)
+//!                                        │   backend-protocol / port appProtocol + proxy-ssl-secret
+//!                                        │                     └─▶ the route's UpstreamTls
 //!                                        └─▶ spec.tls ─▶ Secrets ─▶ Certificates
 //!  ConfigMap ─▶ Settings;   every problem ─▶ Diagnostic (and the object or rule is left out)
 //! ```
@@ -16,16 +18,22 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::ServicePort;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+use rustls::sign::CertifiedKey;
 use serde::Serialize;
 
 use crate::annotations::{self, IngressAnnotations};
 use crate::endpoints::{endpoints_for, Backend, BackendKey, EndpointSet, NodeLocalEndpoints};
 use crate::objects::{Kind, ObjectRef};
-use crate::policy::{HeaderEdit, RoutePolicy};
+use crate::policy::{HeaderEdit, RoutePolicy, UpstreamTls};
 use crate::routes::{HostPattern, PathKind, PathRoute, Route, RouteSite, RouteTable};
 use crate::settings::Settings;
 use crate::store::{NamespacedName, Store};
-use crate::tls::{certificate_info, certified_key_from_secret, CertificateInfo, Certificates};
+use crate::tls::{
+    certificate_info, certified_key_from_pem, certified_key_from_secret, CertificateInfo,
+    Certificates,
+};
 
 pub const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
 pub const LEGACY_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
@@ -186,6 +194,7 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         default_policy: Arc::default(),
         hosts: HostExtras::default(),
         passthrough_ingresses: BTreeSet::new(),
+        tls_policies: HashMap::new(),
     };
     compiler.settings(options);
     compiler.out.hsts_header = compiler.out.settings.hsts_header();
@@ -297,6 +306,20 @@ struct Compiler<'a> {
     hosts: HostExtras,
     /// Ingresses with `ssl-passthrough`, in the order they were read.
     passthrough_ingresses: BTreeSet<NamespacedName>,
+    /// (Ingress, its policy, Service) → that policy with the `UpstreamTls` of the Ingress's
+    /// TLS settings for that Service, so that its routes to one Service share one. (Policies
+    /// without annotations are shared between Ingresses; their TLS settings are not.)
+    tls_policies: HashMap<(NamespacedName, usize, NamespacedName), Arc<RoutePolicy>>,
+}
+
+/// How one Ingress's routes reach their endpoints.
+struct UpstreamChoice {
+    /// `service-upstream`: the Service's cluster IP rather than its endpoints.
+    service_upstream: bool,
+    /// `backend-protocol` (true: HTTPS); wins over the Service port's `appProtocol`.
+    annotated: Option<bool>,
+    /// What TLS routes get (`name` empty: the Service's DNS name is filled in).
+    settings: UpstreamTls,
 }
 
 /// Host-level annotations, applied once every Ingress has been read.
@@ -412,7 +435,7 @@ impl Compiler<'_> {
             self.diagnose(object, "spec: missing; nothing to serve");
             return;
         };
-        let parsed = annotations::parse(
+        let mut parsed = annotations::parse(
             ingress
                 .metadata
                 .annotations
@@ -423,6 +446,11 @@ impl Compiler<'_> {
             &mut self.out.diagnostics,
         );
         self.out.tracing |= parsed.policy.opentelemetry.enabled;
+        let upstream = UpstreamChoice {
+            service_upstream: parsed.service_upstream,
+            annotated: parsed.backend_tls,
+            settings: self.upstream_tls(&name, &mut parsed),
+        };
         let policies = Policies::new(&parsed, &self.default_policy);
         if parsed.ssl_passthrough {
             self.passthrough_ingresses.insert(name.clone());
@@ -440,7 +468,7 @@ impl Compiler<'_> {
                         backend,
                         "spec.defaultBackend",
                         policies.without_rewrite.clone(),
-                        parsed.service_upstream,
+                        &upstream,
                         ("", ""),
                     );
                     self.out.routes.set_default_backend(route);
@@ -532,7 +560,7 @@ impl Compiler<'_> {
                     &path.backend,
                     &format!("{field}.backend"),
                     policy,
-                    parsed.service_upstream,
+                    &upstream,
                     (rule.host.as_deref().unwrap_or(""), written),
                 );
                 let path_route = PathRoute::new(kind, written, route);
@@ -611,7 +639,7 @@ impl Compiler<'_> {
         backend: &IngressBackend,
         field: &str,
         policy: Arc<RoutePolicy>,
-        service_upstream: bool,
+        upstream: &UpstreamChoice,
         (host, path): (&str, &str),
     ) -> Arc<Route> {
         let object = ingress_ref(ingress);
@@ -625,7 +653,7 @@ impl Compiler<'_> {
                 (None, None) => String::new(),
             })
             .unwrap_or_default();
-        let make = |service: String, backend: Arc<Backend>| {
+        let make = |service: String, backend: Arc<Backend>, policy: &Arc<RoutePolicy>| {
             Arc::new(Route {
                 ingress: ingress.clone(),
                 service,
@@ -647,7 +675,7 @@ impl Compiler<'_> {
                 format!("{field}.service: missing; requests answer 503")
             };
             self.diagnose(object, reason);
-            return make(String::new(), Arc::new(Backend::unresolved()));
+            return make(String::new(), Arc::new(Backend::unresolved()), &policy);
         };
         let service_name = service_backend.name.clone();
         let service = NamespacedName::new(ingress.namespace.clone(), service_name.clone());
@@ -663,12 +691,20 @@ impl Compiler<'_> {
                     object,
                     format!("{field}.service.port: needs a number or a name; requests answer 503"),
                 );
-                return make(service_name, Arc::new(Backend::unresolved()));
+                return make(service_name, Arc::new(Backend::unresolved()), &policy);
             }
         };
-        if service_upstream {
+        let policy = self.upstream_protocol(
+            &object,
+            &service,
+            port.and_then(|p| p.number),
+            &written_port,
+            policy,
+            upstream,
+        );
+        if upstream.service_upstream {
             match self.cluster_ip_backend(&service, port.and_then(|p| p.number), &written_port) {
-                Ok(backend) => return make(service_name, backend),
+                Ok(backend) => return make(service_name, backend, &policy),
                 Err(why) => self.diagnose(
                     object.clone(),
                     format!("{field}: service-upstream: {why}; the Service's endpoints are used"),
@@ -677,7 +713,7 @@ impl Compiler<'_> {
         }
         let cache_key = (service.clone(), written_port.clone());
         if let Some(backend) = self.backends_by_port.get(&cache_key) {
-            return make(service_name, backend.clone());
+            return make(service_name, backend.clone(), &policy);
         }
         let backend = match self.resolve_port(&service, port.and_then(|p| p.number), &written_port)
         {
@@ -703,7 +739,178 @@ impl Compiler<'_> {
             }
         };
         self.backends_by_port.insert(cache_key, backend.clone());
-        make(service_name, backend)
+        make(service_name, backend, &policy)
+    }
+
+    /// The policy a route to this Service port gets: with `UpstreamTls` when `backend-protocol`
+    /// says HTTPS, or, without the annotation, when the port's `appProtocol` is `https` or
+    /// `kubernetes.io/wss`.
+    fn upstream_protocol(
+        &mut self,
+        object: &ObjectRef,
+        service: &NamespacedName,
+        number: Option<i32>,
+        written: &str,
+        policy: Arc<RoutePolicy>,
+        tls: &UpstreamChoice,
+    ) -> Arc<RoutePolicy> {
+        let on = match tls.annotated {
+            Some(on) => on,
+            None => {
+                let app_protocol = self
+                    .store
+                    .service(service)
+                    .and_then(|found| found.spec.as_ref())
+                    .and_then(|spec| spec.ports.as_deref())
+                    .and_then(|ports| {
+                        ports.iter().find(|p| match number {
+                            Some(n) => p.port == n,
+                            None => p.name.as_deref() == Some(written),
+                        })
+                    })
+                    .and_then(|port| port.app_protocol.clone());
+                match app_protocol.as_deref() {
+                    Some(p) if p.eq_ignore_ascii_case("https") || p == "kubernetes.io/wss" => true,
+                    Some(p @ "kubernetes.io/h2c") => {
+                        self.diagnose_with(
+                            Severity::Unsupported,
+                            object.clone(),
+                            format!("Service {service} port {written}: appProtocol {p}: HTTP/2 upstreams are planned (issue 14); HTTP/1.1 is used, as ingress-nginx does"),
+                        );
+                        false
+                    }
+                    _ => false,
+                }
+            }
+        };
+        if !on || policy.denied.is_some() {
+            return policy;
+        }
+        let ingress = NamespacedName::new(object.namespace.clone(), object.name.clone());
+        let key = (ingress, Arc::as_ptr(&policy) as usize, service.clone());
+        if let Some(found) = self.tls_policies.get(&key) {
+            return found.clone();
+        }
+        let mut settings = tls.settings.clone();
+        if settings.name.is_empty() {
+            settings.name = format!("{}.{}.svc", service.name, service.namespace);
+        }
+        let with_tls = Arc::new(RoutePolicy {
+            upstream_tls: Some(Arc::new(settings)),
+            ..(*policy).clone()
+        });
+        // The key's pointer stays valid for the whole compile: the policy is held by this
+        // Ingress's routes, so no other policy can take its address.
+        self.tls_policies.insert(key, with_tls.clone());
+        with_tls
+    }
+
+    /// The `UpstreamTls` of an Ingress's TLS routes, with `proxy-ssl-secret` read. A Secret
+    /// that cannot be used refuses the Ingress's routes (503), as ingress-nginx denies them:
+    /// serving without its CA or client certificate would drop a security setting.
+    fn upstream_tls(
+        &mut self,
+        ingress: &NamespacedName,
+        parsed: &mut IngressAnnotations,
+    ) -> UpstreamTls {
+        let ssl = &parsed.proxy_ssl;
+        let mut tls = UpstreamTls {
+            verify: ssl.verify,
+            verify_depth: ssl.verify_depth,
+            name: ssl.name.clone().unwrap_or_default(),
+            server_name: ssl.server_name,
+            versions: ssl.versions,
+            secret: None,
+            trusted: Vec::new(),
+            client_cert: None,
+        };
+        let Some(written) = ssl.secret.clone() else {
+            return tls;
+        };
+        tls.secret = Some(written.clone());
+        let result = self
+            .proxy_ssl_secret(ingress, &written)
+            .and_then(|(trusted, client)| {
+                if tls.verify && trusted.is_empty() {
+                    return Err(Problem::invalid(
+                        "proxy-ssl-verify is on but the Secret has no data.ca.crt to verify with",
+                    ));
+                }
+                Ok((trusted, client))
+            });
+        match result {
+            Ok((trusted, client)) => {
+                tls.trusted = trusted;
+                tls.client_cert = client;
+            }
+            Err(why) => {
+                self.diagnose_with(
+                    why.severity(),
+                    ingress_ref(ingress),
+                    format!("annotation {}proxy-ssl-secret: Secret {written}: {why}; the Ingress's routes answer 503 until it is fixed (as in ingress-nginx)", annotations::NGINX_PREFIX),
+                );
+                parsed.policy.denied = Some(format!("proxy-ssl-secret {written} cannot be used"));
+            }
+        }
+        tls
+    }
+
+    /// `proxy-ssl-secret`: `ca.crt` (trusted certificates) and `tls.crt` + `tls.key` (the
+    /// client certificate), either or both. Only a Secret of the Ingress's own namespace.
+    fn proxy_ssl_secret(
+        &self,
+        ingress: &NamespacedName,
+        written: &str,
+    ) -> Result<(Vec<CertificateDer<'static>>, Option<Arc<CertifiedKey>>), Problem> {
+        let Some((namespace, name)) = written.split_once('/') else {
+            return Err(Problem::invalid("expected namespace/name"));
+        };
+        if namespace != ingress.namespace {
+            return Err(Problem::invalid(
+                "a Secret of another namespace (refused, as ingress-nginx does by default)",
+            ));
+        }
+        let found = self
+            .store
+            .secret(&NamespacedName::new(namespace, name))
+            .ok_or_else(|| Problem::missing("not found"))?;
+        let data = found.data.as_ref();
+        let field = |name: &str| {
+            data.and_then(|d| d.get(name))
+                .map(|b| b.0.as_slice())
+                .filter(|b| !b.is_empty())
+        };
+        let trusted = match field("ca.crt") {
+            None => Vec::new(),
+            Some(pem) => {
+                let certs: Vec<_> = CertificateDer::pem_slice_iter(pem)
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| {
+                        Problem::invalid(format!("data.ca.crt: not PEM certificates: {e}"))
+                    })?;
+                if certs.is_empty() {
+                    return Err(Problem::invalid("data.ca.crt: no CERTIFICATE block found"));
+                }
+                certs
+            }
+        };
+        let client = match (field("tls.crt"), field("tls.key")) {
+            (Some(cert), Some(key)) => {
+                Some(certified_key_from_pem(cert, key).map_err(Problem::invalid)?)
+            }
+            (None, None) => None,
+            _ => {
+                return Err(Problem::invalid(
+                    "data.tls.crt and data.tls.key must be given together",
+                ))
+            }
+        };
+        if trusted.is_empty() && client.is_none() {
+            return Err(Problem::invalid(
+                "neither data.ca.crt nor data.tls.crt and data.tls.key",
+            ));
+        }
+        Ok((trusted, client))
     }
 
     /// `service-upstream`: one endpoint, the Service's cluster IP and port.
