@@ -14,15 +14,18 @@
 //! ```
 //!
 //! Parsing, framing, chunked coding and their limits are the codec's (`h1`), shared with the
-//! inline server; this module does the I/O.
+//! inline server; this module does the I/O, over plain TCP or TLS (`Stream`: an enum, so the
+//! plain path keeps its readiness-based reads and writes and pays one branch for TLS).
 //!
 //! The client consumes what describes the connection rather than the message: `Connection`,
 //! `Keep-Alive`, `Transfer-Encoding` and the other hop-by-hop headers are read for framing and
 //! reuse, and left out of the response (except on a 101, which the tunnel code answers).
 
-use std::future::poll_fn;
+use std::cell::RefCell;
+use std::future::{poll_fn, Future};
 use std::io::{self, IoSlice};
-use std::task::{ready, Context, Poll};
+use std::pin::Pin;
+use std::task::{ready, Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -31,9 +34,10 @@ use http::request::Parts;
 use http::{Method, Response, StatusCode, Version};
 use http_body::Body;
 use http_body_util::BodyExt;
-use tokio::io::Interest;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
+use tokio_rustls::client::TlsStream;
 
 use crate::body::{BoxError, RequestBody};
 use crate::h1::{self, chunk_size_line, chunk_tail, Chunk, ChunkError, Decoded};
@@ -55,11 +59,22 @@ const MAX_READ: usize = 256 * 1024;
 /// One connection to an endpoint: the socket, the bytes read and not yet handed out, and the
 /// buffer request heads are written into. Idle ones wait in the worker's pool.
 pub(crate) struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     buf: BytesMut,
     out: Vec<u8>,
     /// Exchanges finished on this connection (`upstream-keepalive-requests` bounds them).
     finished: u32,
+    /// The TLS client it was made with (`upstream_tls::TlsClient::id`), 0 for plain TCP: part
+    /// of its pool key.
+    tls_id: u64,
+}
+
+/// An upstream socket. TLS needs `&mut` for reads and writes, which the client does at once
+/// while a body streams (watching for an early response): the `RefCell` is borrowed only
+/// inside one poll, never across an await, so the two never overlap.
+pub(crate) enum Stream {
+    Plain(TcpStream),
+    Tls(Box<RefCell<TlsStream<TcpStream>>>),
 }
 
 /// A request body on its way upstream, kept so that an attempt which wrote nothing can be
@@ -135,13 +150,18 @@ pub(crate) enum Parsed {
 }
 
 impl Conn {
-    pub(crate) fn new(stream: TcpStream) -> Conn {
+    pub(crate) fn new(stream: Stream, tls_id: u64) -> Conn {
         Conn {
             stream,
             buf: BytesMut::new(),
             out: Vec::new(),
             finished: 0,
+            tls_id,
         }
+    }
+
+    pub(crate) fn tls_id(&self) -> u64 {
+        self.tls_id
     }
 
     /// Counts one finished exchange; returns how many this connection has carried.
@@ -158,7 +178,20 @@ impl Conn {
             return false;
         }
         let mut byte = [0u8; 1];
-        matches!(self.stream.try_read(&mut byte), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+        match &self.stream {
+            Stream::Plain(tcp) => {
+                matches!(tcp.try_read(&mut byte), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+            }
+            // TLS records may arrive while idle (TLS 1.3 session tickets): rustls takes them
+            // in; only application data, a close or an error disqualifies the connection.
+            // Nothing waits for this poll, so no task needs waking.
+            Stream::Tls(tls) => {
+                let mut cx = Context::from_waker(Waker::noop());
+                let mut read = ReadBuf::new(&mut byte);
+                let polled = Pin::new(&mut *tls.borrow_mut()).poll_read(&mut cx, &mut read);
+                polled.is_pending()
+            }
+        }
     }
 
     /// Readies a connection whose response ended for the pool: `false` if bytes beyond the
@@ -352,7 +385,7 @@ impl Conn {
     }
 
     /// The socket and whatever the upstream sent after the 101's head.
-    pub(crate) fn into_parts(self) -> (TcpStream, Bytes) {
+    pub(crate) fn into_parts(self) -> (Stream, Bytes) {
         (self.stream, self.buf.freeze())
     }
 }
@@ -416,7 +449,7 @@ fn read_hint(framing: &Framing) -> usize {
 
 /// Reads what the socket has into `buf`; `Ok(0)` at end of stream.
 fn poll_fill(
-    stream: &TcpStream,
+    stream: &Stream,
     buf: &mut BytesMut,
     cx: &mut Context<'_>,
     want: usize,
@@ -425,6 +458,14 @@ fn poll_fill(
     if spare < MIN_READ || (spare < want && want > READ_BUFFER) {
         buf.reserve(want.max(READ_BUFFER));
     }
+    let stream = match stream {
+        Stream::Plain(tcp) => tcp,
+        Stream::Tls(tls) => {
+            let mut tls = tls.borrow_mut();
+            let read = std::pin::pin!(tls.read_buf(buf));
+            return read.poll(cx);
+        }
+    };
     loop {
         ready!(stream.poll_read_ready(cx))?;
         let spare = buf.capacity() - buf.len();
@@ -452,11 +493,16 @@ fn poll_fill(
 /// Writes every slice, waiting (at most `limit` per wait) while the socket is full.
 /// `written` counts the bytes that went out, also when it fails.
 async fn write_all(
-    stream: &TcpStream,
+    stream: &Stream,
     slices: &mut [IoSlice<'_>],
     limit: Duration,
     written: &mut usize,
 ) -> Result<(), ClientError> {
+    let stream = match stream {
+        Stream::Plain(tcp) => tcp,
+        // Boxed: TLS's own future, kept out of the plain path's.
+        Stream::Tls(tls) => return Box::pin(write_all_tls(tls, slices, limit, written)).await,
+    };
     h1::write_all(slices, written, async |slices: &[IoSlice<'_>]| loop {
         match stream.try_write_vectored(slices) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -473,9 +519,32 @@ async fn write_all(
     .await
 }
 
+/// `write_all` over TLS: rustls takes the data in and writes records as the socket allows;
+/// a flush at the end sends what it still holds. Each wait is bounded by `limit`.
+async fn write_all_tls(
+    tls: &RefCell<TlsStream<TcpStream>>,
+    slices: &mut [IoSlice<'_>],
+    limit: Duration,
+    written: &mut usize,
+) -> Result<(), ClientError> {
+    h1::write_all(slices, written, async |slices: &[IoSlice<'_>]| {
+        let write = poll_fn(|cx| Pin::new(&mut *tls.borrow_mut()).poll_write_vectored(cx, slices));
+        match within(limit, write).await {
+            Some(result) => result.map_err(ClientError::Write),
+            None => Err(ClientError::SendTimeout),
+        }
+    })
+    .await?;
+    let flush = poll_fn(|cx| Pin::new(&mut *tls.borrow_mut()).poll_flush(cx));
+    match within(limit, flush).await {
+        Some(result) => result.map_err(ClientError::Write),
+        None => Err(ClientError::SendTimeout),
+    }
+}
+
 /// Streams the body's remaining frames; trailers are dropped.
 async fn send_rest(
-    stream: &TcpStream,
+    stream: &Stream,
     body: &mut Outgoing,
     chunked: bool,
     limit: Duration,
@@ -512,6 +581,61 @@ async fn send_rest(
         if end {
             body.ended = true;
             return Ok(());
+        }
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(tcp) => Pin::new(tcp).poll_read(cx, buf),
+            Stream::Tls(tls) => Pin::new(tls.get_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(tcp) => Pin::new(tcp).poll_write(cx, data),
+            Stream::Tls(tls) => Pin::new(tls.get_mut()).poll_write(cx, data),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        slices: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(tcp) => Pin::new(tcp).poll_write_vectored(cx, slices),
+            Stream::Tls(tls) => Pin::new(tls.get_mut()).poll_write_vectored(cx, slices),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(tcp) => Pin::new(tcp).poll_flush(cx),
+            Stream::Tls(tls) => Pin::new(tls.get_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(tcp) => Pin::new(tcp).poll_shutdown(cx),
+            Stream::Tls(tls) => Pin::new(tls.get_mut()).poll_shutdown(cx),
         }
     }
 }

@@ -66,6 +66,17 @@ pub(crate) enum ProxyError {
         #[source]
         source: io::Error,
     },
+    /// The TLS handshake with an HTTPS route's endpoint failed (its certificate did not
+    /// verify, it asked for a client certificate the route has not, no common version…).
+    #[error("TLS with {addr} failed")]
+    UpstreamTls {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    /// The route's TLS settings could not be made into a client configuration.
+    #[error("the route's upstream TLS settings cannot be used")]
+    UpstreamTlsSetup(#[source] crate::upstream_tls::TlsSetupError),
     #[error("{addr} sent no response head within proxy-read-timeout")]
     ReadTimeout { addr: SocketAddr },
     #[error("{addr} accepted no request bytes within proxy-send-timeout")]
@@ -111,9 +122,11 @@ impl ProxyError {
             ProxyError::ConnectTimeout { .. }
             | ProxyError::ReadTimeout { .. }
             | ProxyError::SendTimeout { .. } => (StatusCode::GATEWAY_TIMEOUT, Upstream),
-            ProxyError::Connect { .. } | ProxyError::Upstream { .. } => {
-                (StatusCode::BAD_GATEWAY, Upstream)
-            }
+            ProxyError::Connect { .. }
+            | ProxyError::Upstream { .. }
+            | ProxyError::UpstreamTls { .. } => (StatusCode::BAD_GATEWAY, Upstream),
+            // nginx answers 502 when it cannot set up SSL towards the upstream.
+            ProxyError::UpstreamTlsSetup(_) => (StatusCode::BAD_GATEWAY, Config),
         }
     }
 
@@ -152,9 +165,10 @@ impl ProxyError {
             | ProxyError::SendTimeout { .. } => {
                 "504 Gateway Timeout: upstream did not answer in time\n"
             }
-            ProxyError::Connect { .. } | ProxyError::Upstream { .. } => {
-                "502 Bad Gateway: upstream failed\n"
-            }
+            ProxyError::Connect { .. }
+            | ProxyError::Upstream { .. }
+            | ProxyError::UpstreamTls { .. }
+            | ProxyError::UpstreamTlsSetup(_) => "502 Bad Gateway: upstream failed\n",
         };
         text_response(status, Bytes::from_static(text.as_bytes()))
     }

@@ -530,6 +530,7 @@ async fn forward(
         &route.backend,
         settings,
         upstream_policy,
+        policy.upstream_tls.as_ref(),
         pending,
     )
     .await;

@@ -83,6 +83,7 @@ mod status_page;
 mod tls;
 mod tunnel;
 mod upstream;
+mod upstream_tls;
 mod worker;
 
 pub use access_log::AccessLogOutput;

@@ -15,6 +15,9 @@
 //!  (LIFO, ≤ keepalive per endpoint), unless the upstream or the framing said close or it
 //!  has carried upstream-keepalive-requests requests
 //! ```
+//! An HTTPS route's connections are TLS (`upstream_tls`): the handshake is part of connecting
+//! (bounded by proxy-connect-timeout, as nginx's), and the pool keys idle connections by
+//! endpoint *and* TLS client, so a route never gets a connection made for another's settings.
 //!
 //! When is resending safe? When not one byte of the request was written, any request is
 //! resent. Once it may have been written, only an idempotent request whose body can be
@@ -35,6 +38,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -42,24 +46,25 @@ use bytes::Bytes;
 use http::request::Parts;
 use http::Response;
 use http_body::{Body, Frame, SizeHint};
-use model::{Backend, LoadBalance, Settings, UpstreamPolicy};
+use model::{Backend, LoadBalance, Settings, UpstreamPolicy, UpstreamTls};
 use socket2::SockRef;
 use tokio::net::TcpStream;
 
 use crate::access_log::Attempt;
 use crate::body::{BodyTimeout, BoxError};
 use crate::buffer::BufferFileError;
-use crate::client::{ClientError, Conn, Framing, Outgoing, Timeouts};
+use crate::client::{ClientError, Conn, Framing, Outgoing, Stream, Timeouts};
 use crate::error::{Chain, ProxyError};
 use crate::headers::Added;
 use crate::metrics::UpstreamTimes;
 use crate::stall::{StallTimer, WriteTimeout};
+use crate::upstream_tls::TlsClient;
 use crate::worker::{within, Worker};
 
-/// Idle upstream connections of one worker, by endpoint.
+/// Idle upstream connections of one worker, by endpoint and TLS client (0: plain TCP).
 #[derive(Default)]
 pub(crate) struct Pool {
-    idle: HashMap<SocketAddr, VecDeque<Idle>>,
+    idle: HashMap<(SocketAddr, u64), VecDeque<Idle>>,
     /// Endpoints of the current configuration; connections to others are not kept.
     live: HashSet<SocketAddr>,
 }
@@ -117,7 +122,7 @@ pub(crate) struct InFlight {
 
 /// The upstream socket of a tunnel, with `proxy-send-timeout` applied to writes that make no
 /// progress.
-pub(crate) type UpstreamIo = WriteTimeout<TcpStream>;
+pub(crate) type UpstreamIo = WriteTimeout<Stream>;
 
 /// The request to send: each attempt only borrows it.
 pub(crate) struct Pending<'r> {
@@ -146,8 +151,14 @@ struct Failure {
 
 impl Pool {
     /// The most recently used idle connection to `addr` that is still open and young enough.
-    fn checkout(&mut self, addr: SocketAddr, max_age: Duration, now: Instant) -> Option<Conn> {
-        let queue = self.idle.get_mut(&addr)?;
+    fn checkout(
+        &mut self,
+        addr: SocketAddr,
+        tls_id: u64,
+        max_age: Duration,
+        now: Instant,
+    ) -> Option<Conn> {
+        let queue = self.idle.get_mut(&(addr, tls_id))?;
         while let Some(idle) = queue.pop_back() {
             if now.saturating_duration_since(idle.since) >= max_age {
                 // The newest is too old, so are all the others.
@@ -167,7 +178,7 @@ impl Pool {
         if max_idle == 0 || !self.live.contains(&addr) {
             return;
         }
-        let queue = self.idle.entry(addr).or_default();
+        let queue = self.idle.entry((addr, conn.tls_id())).or_default();
         while queue.len() >= max_idle {
             queue.pop_front();
         }
@@ -177,7 +188,7 @@ impl Pool {
     /// Closes idle connections to endpoints not in `live`; returns how many.
     pub(crate) fn keep_only(&mut self, live: HashSet<SocketAddr>) -> usize {
         let mut closed = 0;
-        self.idle.retain(|addr, queue| {
+        self.idle.retain(|(addr, _), queue| {
             let keep = live.contains(addr);
             if !keep {
                 closed += queue.len();
@@ -197,7 +208,15 @@ impl Pool {
     /// were closed.
     pub(crate) fn forget(&mut self, addr: &SocketAddr) -> usize {
         self.live.remove(addr);
-        self.idle.remove(addr).map_or(0, |queue| queue.len())
+        let mut closed = 0;
+        self.idle.retain(|(idle_addr, _), queue| {
+            let keep = idle_addr != addr;
+            if !keep {
+                closed += queue.len();
+            }
+            keep
+        });
+        closed
     }
 
     /// Closes idle connections past their age, and ones their endpoint closed (no task
@@ -236,8 +255,20 @@ pub(crate) async fn exchange(
     backend: &Backend,
     settings: &Settings,
     policy: &UpstreamPolicy,
+    tls: Option<&Arc<UpstreamTls>>,
     mut pending: Pending<'_>,
 ) -> Result<Exchange, ProxyError> {
+    // Only HTTPS routes look anything up: the plain path pays this branch.
+    let tls = match tls {
+        None => None,
+        Some(tls) => Some(
+            worker
+                .tls_clients
+                .borrow_mut()
+                .get(tls)
+                .map_err(ProxyError::UpstreamTlsSetup)?,
+        ),
+    };
     let tries = match policy.tries {
         0 => u32::MAX,
         n => n,
@@ -291,7 +322,16 @@ pub(crate) async fn exchange(
                 status: 0,
             });
         }
-        let result = try_endpoint(worker, addr, settings, policy, &mut pending, now).await;
+        let result = try_endpoint(
+            worker,
+            addr,
+            settings,
+            policy,
+            tls.as_deref(),
+            &mut pending,
+            now,
+        )
+        .await;
         let answered = Instant::now();
         if let Some(timing) = pending.timing.as_mut() {
             timing.answered = Some(answered);
@@ -350,6 +390,7 @@ async fn try_endpoint(
     addr: SocketAddr,
     settings: &Settings,
     policy: &UpstreamPolicy,
+    tls: Option<&TlsClient>,
     pending: &mut Pending<'_>,
     now: Instant,
 ) -> Result<Exchange, Failure> {
@@ -361,7 +402,8 @@ async fn try_endpoint(
     // if the endpoint died, its other pooled connections are as dead.
     let mut fresh_only = false;
     loop {
-        let (mut conn, reused) = acquire(worker, addr, settings, policy, fresh_only, now).await?;
+        let (mut conn, reused) =
+            acquire(worker, addr, settings, policy, tls, fresh_only, now).await?;
         let connected = Instant::now();
         if let Some(timing) = pending.timing.as_mut() {
             timing.connected = Some(connected);
@@ -449,22 +491,32 @@ async fn acquire(
     addr: SocketAddr,
     settings: &Settings,
     policy: &UpstreamPolicy,
+    tls: Option<&TlsClient>,
     fresh_only: bool,
     now: Instant,
 ) -> Result<(Conn, bool), Failure> {
     if !fresh_only {
-        let pooled =
-            worker
-                .pool
-                .borrow_mut()
-                .checkout(addr, settings.upstream_keepalive_timeout, now);
+        let tls_id = tls.map_or(0, |tls| tls.id);
+        let pooled = worker.pool.borrow_mut().checkout(
+            addr,
+            tls_id,
+            settings.upstream_keepalive_timeout,
+            now,
+        );
         if let Some(conn) = pooled {
             return Ok((conn, true));
         }
     }
     // Boxed: a large future the reused-connection path should not carry.
-    match Box::pin(connect(addr, policy.connect_timeout)).await {
+    match Box::pin(connect(addr, policy.connect_timeout, tls)).await {
         Ok(conn) => Ok((conn, false)),
+        // The endpoint is up (it accepted the connection); its certificate or TLS settings
+        // do not fit the route's. Another endpoint may, so it is tried; this one is not set
+        // aside for other routes.
+        Err(error @ ProxyError::UpstreamTls { .. }) => {
+            worker.stats.borrow_mut().connect_errors += 1;
+            Err(Failure { error, next: true })
+        }
         // This process is out of descriptors: the endpoint is fine, and every other endpoint
         // would fail the same way.
         Err(error @ ProxyError::OutOfFileDescriptors { .. }) => {
@@ -480,8 +532,14 @@ async fn acquire(
     }
 }
 
-/// A fresh connection to `addr`.
-async fn connect(addr: SocketAddr, timeout: Duration) -> Result<Conn, ProxyError> {
+/// A fresh connection to `addr`, TLS when the route says so; `timeout` bounds the TCP
+/// connect and the handshake together.
+async fn connect(
+    addr: SocketAddr,
+    timeout: Duration,
+    tls: Option<&TlsClient>,
+) -> Result<Conn, ProxyError> {
+    let started = Instant::now();
     let stream = match within(timeout, TcpStream::connect(addr)).await {
         Some(Ok(stream)) => stream,
         Some(Err(source)) if crate::fds::is_exhaustion(&source) => {
@@ -496,7 +554,22 @@ async fn connect(addr: SocketAddr, timeout: Duration) -> Result<Conn, ProxyError
     if let Err(e) = SockRef::from(&stream).set_tcp_keepalive(&crate::listen::tcp_keepalive()) {
         tracing::debug!(error = %e, "set SO_KEEPALIVE");
     }
-    Ok(Conn::new(stream))
+    let Some(tls) = tls else {
+        return Ok(Conn::new(Stream::Plain(stream), 0));
+    };
+    let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
+    let left = timeout.saturating_sub(started.elapsed());
+    if left.is_zero() && !timeout.is_zero() {
+        return Err(ProxyError::ConnectTimeout { addr });
+    }
+    match within(left, connector.connect(tls.name.clone(), stream)).await {
+        Some(Ok(stream)) => Ok(Conn::new(
+            Stream::Tls(Box::new(std::cell::RefCell::new(stream))),
+            tls.id,
+        )),
+        Some(Err(source)) => Err(ProxyError::UpstreamTls { addr, source }),
+        None => Err(ProxyError::ConnectTimeout { addr }),
+    }
 }
 
 impl UpstreamConn {

@@ -110,6 +110,8 @@ pub(crate) struct Worker {
     /// Address of the configuration whose routes `stats` counts under.
     stats_config: Cell<usize>,
     pub(crate) pool: RefCell<Pool>,
+    /// TLS client configurations for HTTPS routes (their session caches included).
+    pub(crate) tls_clients: RefCell<crate::upstream_tls::TlsClients>,
     pub(crate) balancer: RefCell<Balancer>,
     /// Which endpoints the current configuration's backends hold, as this worker last saw them.
     live: RefCell<LiveEndpoints>,
@@ -293,6 +295,7 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
                     settings_copy: RefCell::new(None),
                     stats_config: Cell::new(0),
                     pool: RefCell::default(),
+                    tls_clients: RefCell::default(),
                     balancer: RefCell::default(),
                     live: RefCell::default(),
                     stats: RefCell::default(),

@@ -547,6 +547,23 @@ impl TestCa {
         }
     }
 
+    /// The CA's own certificate (DER).
+    pub fn root(&self) -> &CertificateDer<'static> {
+        &self.root
+    }
+
+    /// The CA's own certificate in PEM, as a Secret's `ca.crt` holds it.
+    pub fn root_pem(&self) -> String {
+        let text = base64::engine::general_purpose::STANDARD.encode(self.root.as_ref());
+        let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+        for line in text.as_bytes().chunks(64) {
+            pem.push_str(std::str::from_utf8(line).unwrap());
+            pem.push('\n');
+        }
+        pem.push_str("-----END CERTIFICATE-----\n");
+        pem
+    }
+
     /// A client that trusts only this CA and verifies name and chain.
     pub fn connector(&self, alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
         let mut roots = rustls::RootCertStore::empty();
