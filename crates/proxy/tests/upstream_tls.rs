@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use base64::Engine;
 use bytes::Bytes;
 use http::{Response, StatusCode};
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
@@ -33,9 +34,14 @@ struct TlsBackend {
     names: Arc<Mutex<Vec<Option<String>>>>,
 }
 
-/// Starts a TLS-only HTTP/1.1 server presenting `leaf`; with `client_ca`, it requires a client
-/// certificate signed by it (mTLS).
-async fn start_tls_backend(leaf: &Leaf, client_ca: Option<&TestCa>) -> TlsBackend {
+/// Starts a TLS-only HTTP/1.1 server presenting `leaf` (and the `intermediates` after it);
+/// with `client_ca`, it requires a client certificate signed by it (mTLS). It answers with
+/// what it saw, and the length of the request body it read.
+async fn start_tls_backend(
+    leaf: &Leaf,
+    intermediates: &[&TestCa],
+    client_ca: Option<&TestCa>,
+) -> TlsBackend {
     let provider = model::tls::crypto_provider().clone();
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -52,9 +58,9 @@ async fn start_tls_backend(leaf: &Leaf, client_ca: Option<&TestCa>) -> TlsBacken
         None => builder.with_no_client_auth(),
     };
     let key = PrivateKeyDer::from_pem_slice(leaf.key_pem.as_bytes()).unwrap();
-    let config = builder
-        .with_single_cert(vec![leaf.der.clone()], key)
-        .unwrap();
+    let mut chain = vec![leaf.der.clone()];
+    chain.extend(intermediates.iter().map(|ca| ca.root().clone()));
+    let config = builder.with_single_cert(chain, key).unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
     let backend = TlsBackend {
@@ -94,15 +100,16 @@ async fn start_tls_backend(leaf: &Leaf, client_ca: Option<&TestCa>) -> TlsBacken
                     "sni": sni,
                     "client-cert": client_cert,
                     "resumed": was_resumed,
-                })
-                .to_string();
-                let service = service_fn(move |_request| {
-                    let body = Bytes::from(seen.clone());
+                });
+                let service = service_fn(move |request: http::Request<Incoming>| {
+                    let mut seen = seen.clone();
                     async move {
-                        Ok::<_, std::convert::Infallible>(
+                        let body = request.into_body().collect().await?.to_bytes();
+                        seen["body-length"] = json!(body.len());
+                        Ok::<_, hyper::Error>(
                             Response::builder()
                                 .header("content-type", "application/json")
-                                .body(Full::new(body))
+                                .body(Full::new(Bytes::from(seen.to_string())))
                                 .unwrap(),
                         )
                     }
@@ -169,13 +176,17 @@ async fn seen(h: &Harness, host: &str) -> (StatusCode, Value) {
 #[tokio::test]
 async fn https_routes_speak_tls_and_reuse_pooled_connections() {
     let ca = TestCa::new();
-    let backend = start_tls_backend(&ca.leaf(&["web.default.svc"]), None).await;
+    let backend = start_tls_backend(&ca.leaf(&["web.default.svc"]), &[], None).await;
     let mut h = Harness::with_workers(1);
     let mut objects = web(&backend);
     objects.push(annotated(
         "https",
         "https.example.com",
-        &[("backend-protocol", "HTTPS")],
+        &[
+            ("backend-protocol", "HTTPS"),
+            ("proxy-request-buffering", "off"),
+            ("proxy-body-size", "0"),
+        ],
     ));
     objects.push(annotated("plain", "plain.example.com", &[]));
     h.apply(&objects);
@@ -191,6 +202,17 @@ async fn https_routes_speak_tls_and_reuse_pooled_connections() {
         assert_eq!(json["sni"], Value::Null, "{json}");
         assert_eq!(json["client-cert"], false, "{json}");
     }
+    // A streamed request body larger than the socket buffers and rustls's: writes that wait
+    // for the TLS socket, while the response is watched for.
+    let body = Bytes::from(vec![b'x'; 4 << 20]);
+    let request = http::Request::post("/upload")
+        .header("host", "https.example.com")
+        .body(Full::new(body))
+        .unwrap();
+    let reply = client.send(request).await.unwrap();
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    assert_eq!(reply.json()["body-length"], 4 << 20);
+    assert_eq!(reply.json()["connection"], 1);
     assert_eq!(backend.connections.load(Ordering::SeqCst), 1);
 
     // The same endpoint without the annotation is spoken to in plain HTTP, which a TLS-only
@@ -206,7 +228,7 @@ async fn https_routes_speak_tls_and_reuse_pooled_connections() {
 #[tokio::test]
 async fn sessions_resume_across_connections() {
     let ca = TestCa::new();
-    let backend = start_tls_backend(&ca.leaf(&["web.default.svc"]), None).await;
+    let backend = start_tls_backend(&ca.leaf(&["web.default.svc"]), &[], None).await;
     let mut h = Harness::with_workers(1);
     let mut objects = web(&backend);
     // Every connection carries one request: each request makes a handshake.
@@ -231,7 +253,7 @@ async fn sessions_resume_across_connections() {
 async fn verification_uses_the_secret_ca_and_the_name() {
     let ca = TestCa::new();
     let other_ca = TestCa::new();
-    let backend = start_tls_backend(&ca.leaf(&["backend.internal"]), None).await;
+    let backend = start_tls_backend(&ca.leaf(&["backend.internal"]), &[], None).await;
     let mut h = Harness::with_workers(1);
     let mut objects = web(&backend);
     objects.push(proxy_ssl_secret("right-ca", Some(&ca), None));
@@ -293,7 +315,7 @@ async fn verification_uses_the_secret_ca_and_the_name() {
 #[tokio::test]
 async fn client_certificates_from_the_secret_satisfy_mtls_backends() {
     let ca = TestCa::new();
-    let backend = start_tls_backend(&ca.leaf(&["web.default.svc"]), Some(&ca)).await;
+    let backend = start_tls_backend(&ca.leaf(&["web.default.svc"]), &[], Some(&ca)).await;
     let client_leaf = ca.leaf(&["sluice.client"]);
     let mut h = Harness::with_workers(1);
     let mut objects = web(&backend);
@@ -335,7 +357,7 @@ async fn client_certificates_from_the_secret_satisfy_mtls_backends() {
 #[tokio::test]
 async fn sni_is_sent_only_with_proxy_ssl_server_name() {
     let ca = TestCa::new();
-    let backend = start_tls_backend(&ca.leaf(&["web.default.svc"]), None).await;
+    let backend = start_tls_backend(&ca.leaf(&["web.default.svc"]), &[], None).await;
     let mut h = Harness::with_workers(1);
     let mut objects = web(&backend);
     objects.push(proxy_ssl_secret("ca", Some(&ca), None));
@@ -375,7 +397,7 @@ async fn sni_is_sent_only_with_proxy_ssl_server_name() {
 #[tokio::test]
 async fn app_protocol_https_without_annotation_is_tls() {
     let ca = TestCa::new();
-    let backend = start_tls_backend(&ca.leaf(&["web.default.svc"]), None).await;
+    let backend = start_tls_backend(&ca.leaf(&["web.default.svc"]), &[], None).await;
     let mut h = Harness::with_workers(1);
     let mut objects = vec![json!({
         "apiVersion": "v1", "kind": "Service",
@@ -396,5 +418,37 @@ async fn app_protocol_https_without_annotation_is_tls() {
     assert_eq!(json["connection"], 1, "{json}");
     let (status, _) = seen(&h, "forced.example.com").await;
     assert_eq!(status, StatusCode::BAD_GATEWAY);
+    shutdown(h.proxy).await;
+}
+
+#[tokio::test]
+async fn verify_depth_bounds_the_intermediates() {
+    let root = TestCa::new();
+    let first = root.intermediate("intermediate 1");
+    let second = first.intermediate("intermediate 2");
+    let leaf = second.leaf(&["web.default.svc"]);
+    let backend = start_tls_backend(&leaf, &[&second, &first], None).await;
+    let mut h = Harness::with_workers(1);
+    let mut objects = web(&backend);
+    objects.push(proxy_ssl_secret("root", Some(&root), None));
+    for (name, depth) in [("one", "1"), ("two", "2")] {
+        objects.push(annotated(
+            name,
+            &format!("{name}.example.com"),
+            &[
+                ("backend-protocol", "HTTPS"),
+                ("proxy-ssl-secret", "default/root"),
+                ("proxy-ssl-verify", "on"),
+                ("proxy-ssl-verify-depth", depth),
+            ],
+        ));
+    }
+    h.apply(&objects);
+    // OpenSSL's depth, as nginx uses it: the number of CA certificates allowed between the
+    // endpoint's certificate and the trusted one. Two intermediates need depth 2.
+    let (status, _) = seen(&h, "one.example.com").await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY);
+    let (status, _) = seen(&h, "two.example.com").await;
+    assert_eq!(status, StatusCode::OK);
     shutdown(h.proxy).await;
 }

@@ -547,6 +547,25 @@ impl TestCa {
         }
     }
 
+    /// A CA this one signs (an intermediate); its `root()` is its own certificate.
+    pub fn intermediate(&self, name: &str) -> TestCa {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        TestCa {
+            root: cert.der().clone(),
+            issuer: rcgen::Issuer::new(params, key),
+        }
+    }
+
     /// The CA's own certificate (DER).
     pub fn root(&self) -> &CertificateDer<'static> {
         &self.root
