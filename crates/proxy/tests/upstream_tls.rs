@@ -21,6 +21,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::HandshakeKind;
 use serde_json::{json, Value};
 use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// A backend that speaks only TLS.
@@ -450,5 +451,52 @@ async fn verify_depth_bounds_the_intermediates() {
     assert_eq!(status, StatusCode::BAD_GATEWAY);
     let (status, _) = seen(&h, "two.example.com").await;
     assert_eq!(status, StatusCode::OK);
+    shutdown(h.proxy).await;
+}
+
+#[tokio::test]
+async fn websockets_tunnel_through_tls_upstreams() {
+    // appProtocol kubernetes.io/wss: a WebSocket server behind TLS.
+    let ca = TestCa::new();
+    let leaf = ca.leaf(&["ws.default.svc"]);
+    let key = PrivateKeyDer::from_pem_slice(leaf.key_pem.as_bytes()).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(model::tls::crypto_provider().clone())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![leaf.der.clone()], key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            if let Ok(tls) = acceptor.accept(tcp).await {
+                tokio::spawn(serve_upgrade(tls, Arc::default()));
+            }
+        }
+    });
+    let mut h = Harness::with_workers(1);
+    let mut objects = vec![json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "ws", "namespace": "default"},
+        "spec": {"ports": [{"name": "http", "port": 443, "appProtocol": "kubernetes.io/wss"}]},
+    })];
+    objects.extend(slices("ws", &[addr]));
+    objects.push(ingress(
+        "ws",
+        json!({"rules": [rule("ws.example.com", vec![path("/", "Prefix", to("ws"))])]}),
+    ));
+    h.apply(&objects);
+
+    let (mut stream, head) = websocket_upgrade(h.http()).await;
+    assert!(head.starts_with("http/1.1 101"), "{head}");
+    stream.write_all(b"hello over tls").await.unwrap();
+    let mut echoed = [0u8; 14];
+    bounded(stream.read_exact(&mut echoed)).await.unwrap();
+    assert_eq!(&echoed, b"hello over tls");
+    // The client's close ends the tunnel both ways (TLS close_notify upstream), so shutdown
+    // has nothing left to drain.
+    drop(stream);
     shutdown(h.proxy).await;
 }

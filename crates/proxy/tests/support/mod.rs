@@ -322,40 +322,46 @@ pub async fn start_upgrade_upstream_recording() -> (SocketAddr, Arc<std::sync::M
     let seen = heads.clone();
     tokio::spawn(async move {
         loop {
-            let Ok((mut stream, _)) = listener.accept().await else {
+            let Ok((stream, _)) = listener.accept().await else {
                 return;
             };
-            let seen = seen.clone();
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
-                seen.lock().unwrap().push(head.clone());
-                if !(head.contains("upgrade: websocket") && head.contains("connection: upgrade")) {
-                    let _ = stream
-                        .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
-                        .await;
-                    return;
-                }
-                let _ = stream
-                    .write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: computed-for-the-key\r\nSec-WebSocket-Protocol: chat\r\n\r\n")
-                    .await;
-                let (mut reader, mut writer) = stream.split();
-                let _ = tokio::io::copy(&mut reader, &mut writer).await;
-            });
+            tokio::spawn(serve_upgrade(stream, seen.clone()));
         }
     });
     (addr, heads)
 }
 
-/// Opens a connection to `addr` and upgrades it to a WebSocket; returns the stream and the
-/// response head (lower case).
+/// One connection of an upgrade upstream: a WebSocket request gets a 101 (with
+/// `Sec-WebSocket-Accept` and `Sec-WebSocket-Protocol: chat`, as a real WebSocket server's),
+/// then its bytes echoed back; anything else a 400. Every request head goes to `seen`.
+pub async fn serve_upgrade<S>(mut stream: S, seen: Arc<std::sync::Mutex<Vec<String>>>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    seen.lock().unwrap().push(head.clone());
+    if !(head.contains("upgrade: websocket") && head.contains("connection: upgrade")) {
+        let _ = stream
+            .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+            .await;
+        return;
+    }
+    let _ = stream
+        .write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: computed-for-the-key\r\nSec-WebSocket-Protocol: chat\r\n\r\n")
+        .await;
+    let _ = stream.flush().await;
+    let (mut reader, mut writer) = tokio::io::split(stream);
+    let _ = tokio::io::copy(&mut reader, &mut writer).await;
+}
+
 pub async fn websocket_upgrade(addr: SocketAddr) -> (TcpStream, String) {
     let mut stream = TcpStream::connect(addr).await.unwrap();
     stream
