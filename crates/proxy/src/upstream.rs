@@ -12,7 +12,7 @@
 //!                └─ EMFILE/ENFILE (ours, not the endpoint's) │  conn; fresh ─▶ next one
 //!                   ─▶ 503 at once, nothing set aside
 //!  response body read to its end (inside the client's poll) ─▶ connection back to the pool
-//!  (LIFO, ≤ keepalive per endpoint), unless the upstream or the framing said close or it
+//!  (LIFO, ≤ keepalive per endpoint and TLS setting), unless the upstream or the framing said close or it
 //!  has carried upstream-keepalive-requests requests
 //! ```
 //! An HTTPS route's connections are TLS (`upstream_tls`): the handshake is part of connecting
@@ -61,10 +61,11 @@ use crate::stall::{StallTimer, WriteTimeout};
 use crate::upstream_tls::TlsClient;
 use crate::worker::{within, Worker};
 
-/// Idle upstream connections of one worker, by endpoint and TLS client (0: plain TCP).
+/// Idle upstream connections of one worker, by endpoint, then by TLS client (0: plain TCP;
+/// nearly always the only one), so that an endpoint's removal stays one map removal.
 #[derive(Default)]
 pub(crate) struct Pool {
-    idle: HashMap<(SocketAddr, u64), VecDeque<Idle>>,
+    idle: HashMap<SocketAddr, Vec<(u64, VecDeque<Idle>)>>,
     /// Endpoints of the current configuration; connections to others are not kept.
     live: HashSet<SocketAddr>,
 }
@@ -158,7 +159,11 @@ impl Pool {
         max_age: Duration,
         now: Instant,
     ) -> Option<Conn> {
-        let queue = self.idle.get_mut(&(addr, tls_id))?;
+        let queue = self
+            .idle
+            .get_mut(&addr)?
+            .iter_mut()
+            .find_map(|(id, queue)| (*id == tls_id).then_some(queue))?;
         while let Some(idle) = queue.pop_back() {
             if now.saturating_duration_since(idle.since) >= max_age {
                 // The newest is too old, so are all the others.
@@ -178,7 +183,16 @@ impl Pool {
         if max_idle == 0 || !self.live.contains(&addr) {
             return;
         }
-        let queue = self.idle.entry((addr, conn.tls_id())).or_default();
+        let tls_id = conn.tls_id();
+        let queues = self.idle.entry(addr).or_default();
+        let at = match queues.iter().position(|(id, _)| *id == tls_id) {
+            Some(at) => at,
+            None => {
+                queues.push((tls_id, VecDeque::new()));
+                queues.len() - 1
+            }
+        };
+        let queue = &mut queues[at].1;
         while queue.len() >= max_idle {
             queue.pop_front();
         }
@@ -188,10 +202,10 @@ impl Pool {
     /// Closes idle connections to endpoints not in `live`; returns how many.
     pub(crate) fn keep_only(&mut self, live: HashSet<SocketAddr>) -> usize {
         let mut closed = 0;
-        self.idle.retain(|(addr, _), queue| {
+        self.idle.retain(|addr, queues| {
             let keep = live.contains(addr);
             if !keep {
-                closed += queue.len();
+                closed += count(queues);
             }
             keep
         });
@@ -208,31 +222,31 @@ impl Pool {
     /// were closed.
     pub(crate) fn forget(&mut self, addr: &SocketAddr) -> usize {
         self.live.remove(addr);
-        let mut closed = 0;
-        self.idle.retain(|(idle_addr, _), queue| {
-            let keep = idle_addr != addr;
-            if !keep {
-                closed += queue.len();
-            }
-            keep
-        });
-        closed
+        self.idle.remove(addr).map_or(0, |queues| count(&queues))
     }
 
     /// Closes idle connections past their age, and ones their endpoint closed (no task
     /// watches idle connections, so this is where a closed one stops holding a socket).
     pub(crate) fn expire(&mut self, max_age: Duration, now: Instant) {
-        for queue in self.idle.values_mut() {
-            queue.retain(|idle| {
-                now.saturating_duration_since(idle.since) < max_age && idle.conn.is_idle_open()
-            });
+        for queues in self.idle.values_mut() {
+            for (_, queue) in queues.iter_mut() {
+                queue.retain(|idle| {
+                    now.saturating_duration_since(idle.since) < max_age && idle.conn.is_idle_open()
+                });
+            }
+            queues.retain(|(_, queue)| !queue.is_empty());
         }
-        self.idle.retain(|_, queue| !queue.is_empty());
+        self.idle.retain(|_, queues| !queues.is_empty());
     }
 
     pub(crate) fn clear(&mut self) {
         self.idle.clear();
     }
+}
+
+/// Connections in an endpoint's queues.
+fn count(queues: &[(u64, VecDeque<Idle>)]) -> usize {
+    queues.iter().map(|(_, queue)| queue.len()).sum()
 }
 
 impl Worker {
