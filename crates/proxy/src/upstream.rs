@@ -12,8 +12,8 @@
 //!                └─ EMFILE/ENFILE (ours, not the endpoint's) │  conn; fresh ─▶ next one
 //!                   ─▶ 503 at once, nothing set aside
 //!  response body read to its end (inside the client's poll) ─▶ connection back to the pool
-//!  (LIFO, ≤ keepalive per endpoint and TLS setting), unless the upstream or the framing said close or it
-//!  has carried upstream-keepalive-requests requests
+//!  (LIFO, ≤ keepalive per endpoint and TLS setting), unless the upstream or the framing said
+//!  close or it has carried upstream-keepalive-requests requests
 //! ```
 //! An HTTPS route's connections are TLS (`upstream_tls`): the handshake is part of connecting
 //! (bounded by proxy-connect-timeout, as nginx's), and the pool keys idle connections by
