@@ -891,6 +891,15 @@ impl Compiler<'_> {
                 if certs.is_empty() {
                     return Err(Problem::invalid("data.ca.crt: no CERTIFICATE block found"));
                 }
+                // What the proxy's verifier will do with them, so that it cannot fail there.
+                let mut roots = rustls::RootCertStore::empty();
+                for cert in &certs {
+                    roots.add(cert.clone()).map_err(|e| {
+                        Problem::invalid(format!(
+                            "data.ca.crt: a certificate that cannot be a trust anchor: {e}"
+                        ))
+                    })?;
+                }
                 certs
             }
         };

@@ -67,7 +67,10 @@ impl TlsClients {
             Some(client) => client.clone(),
             None => {
                 self.last_id += 1;
-                let client = Rc::new(TlsClient::new(self.last_id, tls.clone())?);
+                // Its own copy: holding the route's `Arc` would keep that entry from ever
+                // being forgotten.
+                let settings = Arc::new(UpstreamTls::clone(tls));
+                let client = Rc::new(TlsClient::new(self.last_id, settings)?);
                 self.by_value.push(client.clone());
                 client
             }
@@ -201,5 +204,45 @@ impl ServerCertVerifier for Verified {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.webpki.supported_verify_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(server_name: bool) -> Arc<UpstreamTls> {
+        Arc::new(UpstreamTls {
+            verify: false,
+            verify_depth: 1,
+            name: "web.default.svc".into(),
+            server_name,
+            versions: model::TlsVersions::ALL,
+            secret: None,
+            trusted: Vec::new(),
+            client_cert: None,
+        })
+    }
+
+    #[test]
+    fn equal_settings_share_a_client_and_forgotten_ids_are_not_reused() {
+        let mut clients = TlsClients::default();
+        let first = settings(false);
+        let client = clients.get(&first).unwrap();
+        assert!(Rc::ptr_eq(&client, &clients.get(&first).unwrap()));
+        // A recompile makes an equal value in a new allocation: the same client (and sessions).
+        let recompiled = settings(false);
+        assert!(Rc::ptr_eq(&client, &clients.get(&recompiled).unwrap()));
+        let other = settings(true);
+        let other_id = clients.get(&other).unwrap().id;
+        assert_ne!(other_id, client.id);
+        assert!(clients.get(&other).unwrap().config.enable_sni);
+
+        drop((first, recompiled, other, client));
+        clients.forget_unused();
+        assert!(clients.by_address.is_empty());
+        assert!(clients.by_value.is_empty());
+        let later = settings(false);
+        assert!(clients.get(&later).unwrap().id > other_id);
     }
 }
