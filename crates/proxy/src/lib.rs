@@ -23,8 +23,10 @@
 //!        request body read whole first (memory, else an unnamed temporary file: `buffer`)
 //!        unless proxy-request-buffering is off, then streamed
 //!        pick endpoint (round robin | least request, set-aside)   │
-//!        ─▶ pooled or fresh HTTP/1.1 upstream connection ─ fail (proxy-next-upstream:
-//!           error, timeout, listed statuses) ─▶ next endpoint (bounded by tries and timeout)
+//!        ─▶ pooled or fresh HTTP/1.1 upstream connection, plain or TLS (the route's
+//!           UpstreamTls: one rustls client per setting per worker, `upstream_tls`)
+//!           ─ fail (proxy-next-upstream: error, timeout, listed statuses)
+//!           ─▶ next endpoint (bounded by tries and timeout)
 //!           (Sluice's own client, run inside the request's future: no task, no channels)
 //!        (traced routes: traceparent upstream, a span per sampled request ─▶ `otel`, `otlp`)
 //!        ─▶ response head (+ HSTS) ─▶ client; the body is read off the upstream socket as the
