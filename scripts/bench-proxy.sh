@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sluice vs nginx as reverse proxies in front of the same backend: proxy CPU time per request.
 #
-#   CPU 1: wrk -t1 -c50 ──HTTP  :18081 / HTTPS :18443──▶ nginx  ──┐ (CPU 0, one worker)
-#                     └──HTTP  :18082 / HTTPS :18444──▶ sluice ──┤ (CPU 0, one worker)
+#   CPU 1: wrk -t1 -c50 ──HTTP  :18091 / HTTPS :18443──▶ nginx  ──┐ (CPU 0, one worker)
+#                     └──HTTP  :18092 / HTTPS :18444──▶ sluice ──┤ (CPU 0, one worker)
 #   CPU 1: sluice backend :18080 ◀──── pooled keep-alive ───────┘
 #
 # Both proxies run for the whole benchmark (an idle one costs no CPU); wrk alternates between them
@@ -67,9 +67,9 @@ case $ROUTE in
 esac
 BODY_BYTES=1024
 BACKEND_PORT=18080
-NGINX_HTTP=18081
+NGINX_HTTP=18091
 NGINX_HTTPS=18443
-SLUICE_HTTP=18082
+SLUICE_HTTP=18092
 SLUICE_HTTPS=18444
 SLUICE_ADMIN=19113
 OTLP_GRPC=14317
