@@ -66,6 +66,8 @@ pub struct Options {
     pub shutdown_grace_period: Duration,
     /// Where access log lines go.
     pub access_log: proxy::AccessLogOutput,
+    /// `--metrics-per-host`, `--report-status-classes`.
+    pub metric_options: proxy::MetricOptions,
 }
 
 /// Where the Kubernetes objects come from.
@@ -159,6 +161,7 @@ impl Options {
             workers,
             access_log: self.access_log.clone(),
             metric_identity: self.metric_identity(),
+            metric_options: self.metric_options,
         }
     }
 

@@ -109,6 +109,26 @@ pub struct ProxyConfig {
     pub access_log: AccessLogOutput,
     /// ingress-nginx's constant labels on its metric families.
     pub metric_identity: MetricIdentity,
+    /// ingress-nginx's flags that shape its request families.
+    pub metric_options: MetricOptions,
+}
+
+/// ingress-nginx's `--metrics-per-host` and `--report-status-classes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MetricOptions {
+    /// The request families carry the `host` label (ingress-nginx's default: true).
+    pub per_host: bool,
+    /// `status` is the class (`2xx`, `4xx`, …) instead of the code (default: false).
+    pub status_classes: bool,
+}
+
+impl Default for MetricOptions {
+    fn default() -> Self {
+        MetricOptions {
+            per_host: true,
+            status_classes: false,
+        }
+    }
 }
 
 /// Who this controller is, in ingress-nginx's metric labels `controller_namespace`,
@@ -171,7 +191,11 @@ impl Proxy {
         let admin_addr = admin.addr;
         let status_addr = status.addr;
 
-        let shared = Arc::new(Shared::new(&config.access_log, config.metric_identity)?);
+        let shared = Arc::new(Shared::new(
+            &config.access_log,
+            config.metric_identity,
+            config.metric_options,
+        )?);
         let (stop, stop_rx) = watch::channel(false);
         let (stop_admin, stop_admin_rx) = watch::channel(false);
         let open_files = fds::open_files_limit();

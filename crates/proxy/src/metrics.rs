@@ -709,7 +709,12 @@ mod tests {
             class: "k8s.io/ingress-nginx".into(),
             pod: "sluice-1".into(),
         };
-        let shared = Shared::new(&crate::access_log::AccessLogOutput::Stdout, identity).unwrap();
+        let shared = Shared::new(
+            &crate::access_log::AccessLogOutput::Stdout,
+            identity,
+            Default::default(),
+        )
+        .unwrap();
         let mut stats = Stats::default();
         let odd = route("ns", "a\"b");
         request(&mut stats, Some(&odd), 502, 1);
@@ -737,6 +742,40 @@ mod tests {
             !text.contains("status=\"404\"}") || !text.contains("nginx_ingress_controller_requests{canary=\"\",controller_class=\"k8s.io/ingress-nginx\",controller_namespace=\"ingress\",controller_pod=\"sluice-1\",host=\"\""),
             "requests no rule matched stay out of ingress-nginx's families"
         );
+    }
+
+    #[test]
+    fn status_classes_and_no_host_label_sum_series_as_ingress_nginx_flags_ask() {
+        let options = crate::MetricOptions {
+            per_host: false,
+            status_classes: true,
+        };
+        let shared = Shared::new(
+            &crate::access_log::AccessLogOutput::Stdout,
+            Default::default(),
+            options,
+        )
+        .unwrap();
+        let mut stats = Stats::default();
+        let web = route("ns", "web");
+        request(&mut stats, Some(&web), 502, 1);
+        request(&mut stats, Some(&web), 503, 1);
+        request(&mut stats, Some(&web), 200, 1);
+        let text = render(&stats.snapshot(), &shared, 1);
+        let labels = r#"canary="",controller_class="",controller_namespace="",controller_pod="",ingress="web",method="GET",namespace="ns",path="/api",service="web-svc""#;
+        assert!(
+            text.contains(&format!(
+                "nginx_ingress_controller_requests{{{labels},status=\"5xx\"}} 2\n"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "nginx_ingress_controller_requests{{{labels},status=\"2xx\"}} 1\n"
+            )),
+            "{text}"
+        );
+        assert!(!text.contains("host=\"shop.example\""), "{text}");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::access_log::{AccessLogOutput, Sink};
 use crate::history::{self, Swap, SwapHistory};
 use crate::listen::StartError;
 use crate::otlp::SpanSink;
-use crate::MetricIdentity;
+use crate::{MetricIdentity, MetricOptions};
 
 /// Endpoint changes a worker may be behind by before it rebuilds its whole view instead.
 const ENDPOINT_CHANGES_QUEUED: usize = 256;
@@ -51,6 +51,7 @@ pub(crate) struct Shared {
     pub(crate) access_log: Arc<Sink>,
     /// ingress-nginx's constant metric labels.
     pub(crate) identity: MetricIdentity,
+    pub(crate) metric_options: MetricOptions,
     /// The leader election the control plane takes part in: its name and whether we lead.
     leader: Mutex<Option<(String, bool)>>,
     /// `config_hash()` of the configuration it was computed for.
@@ -63,6 +64,7 @@ impl Shared {
     pub(crate) fn new(
         access_log: &AccessLogOutput,
         identity: MetricIdentity,
+        metric_options: MetricOptions,
     ) -> Result<Shared, StartError> {
         Ok(Shared {
             config: ArcSwapOption::empty(),
@@ -79,6 +81,7 @@ impl Shared {
             fallback_cert: crate::tls::self_signed()?,
             access_log: Sink::start(access_log).map_err(StartError::AccessLog)?,
             identity,
+            metric_options,
             leader: Mutex::new(None),
             hash_of: Mutex::new(None),
             spans: SpanSink::start().map_err(|source| StartError::Thread {

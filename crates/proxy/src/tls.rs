@@ -108,6 +108,7 @@ mod tests {
             Shared::new(
                 &crate::access_log::AccessLogOutput::Stdout,
                 Default::default(),
+                Default::default(),
             )
             .unwrap(),
         );

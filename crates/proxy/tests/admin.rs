@@ -116,6 +116,7 @@ fn a_status_listener_on_a_non_loopback_address_is_refused_at_start() {
             workers: NonZeroUsize::MIN,
             access_log: proxy::AccessLogOutput::Stdout,
             metric_identity: proxy::MetricIdentity::default(),
+            metric_options: proxy::MetricOptions::default(),
         });
         let error = started.expect_err("a non-loopback status listener is refused");
         assert!(

@@ -66,6 +66,7 @@ pub(crate) fn run(args: DemoArgs) -> anyhow::Result<()> {
         compile: model::CompileOptions::default(),
         shutdown_grace_period: std::time::Duration::ZERO,
         access_log: proxy::AccessLogOutput::Stdout,
+        metric_options: proxy::MetricOptions::default(),
     })?;
     Ok(())
 }

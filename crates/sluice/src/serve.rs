@@ -92,6 +92,13 @@ pub(crate) struct ServeArgs {
     /// ClientHello on the HTTPS listener; other hosts are terminated there as usual).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false", value_parser = go_bool)]
     pub(crate) enable_ssl_passthrough: bool,
+    /// ingress-nginx's flag: the request metric families carry a `host` label (the rule's host).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "true", value_parser = go_bool)]
+    pub(crate) metrics_per_host: bool,
+    /// ingress-nginx's flag: the request metric families' `status` label is the class (2xx,
+    /// 4xx, 5xx, ...) instead of the code.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false", value_parser = go_bool)]
+    pub(crate) report_status_classes: bool,
     /// ingress-nginx's flag: Sluice always serves Prometheus metrics on the admin address;
     /// accepted so ingress-nginx's arguments work unchanged.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "true", value_parser = go_bool, hide_short_help = true)]
@@ -209,6 +216,10 @@ impl ServeArgs {
             access_log: match &self.access_log_path {
                 Some(path) => proxy::AccessLogOutput::File(path.clone()),
                 None => proxy::AccessLogOutput::Stdout,
+            },
+            metric_options: proxy::MetricOptions {
+                per_host: self.metrics_per_host,
+                status_classes: self.report_status_classes,
             },
         }
     }

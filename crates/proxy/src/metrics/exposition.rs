@@ -11,6 +11,7 @@
 //! ingress-nginx's constant labels `controller_namespace`, `controller_class` and
 //! `controller_pod` come from [`crate::MetricIdentity`].
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
@@ -20,6 +21,7 @@ use super::{
     Buckets, Series, Snapshot, LENGTH_BOUNDS, METHODS, PROTOCOLS, SIZE_BOUNDS, TIME_BOUNDS,
 };
 use crate::shared::Shared;
+use crate::MetricOptions;
 
 const NGINX: &str = "nginx_ingress_controller";
 
@@ -30,7 +32,7 @@ pub(crate) fn render(total: &Snapshot, shared: &Shared, workers: usize) -> Strin
     let controller = controller_labels(shared);
     let process = ProcessStats::read();
 
-    request_families(&mut out, total, &controller);
+    request_families(&mut out, total, &controller, shared.metric_options);
     controller_families(&mut out, shared, config.as_deref(), &controller);
     nginx_process_families(&mut out, total, &process, &controller);
     process_families(&mut out, &process);
@@ -52,24 +54,35 @@ fn controller_labels(shared: &Shared) -> String {
 /// ingress-nginx's per-request families. Requests no Ingress rule matched are left out, as
 /// ingress-nginx leaves out hosts no Ingress defines (its `--metrics-per-undefined-host`
 /// default); `sluice_requests_total` counts them.
-fn request_families(out: &mut String, total: &Snapshot, controller: &str) {
-    let routed: Vec<(String, &Series)> = total
-        .series
-        .iter()
-        .filter(|((route, _, _), _)| !route.ingress.is_empty())
-        .map(|((route, method, status), series)| {
-            let labels = format!(
-                "canary=\"\",{controller},host=\"{}\",ingress=\"{}\",method=\"{}\",namespace=\"{}\",path=\"{}\",service=\"{}\",status=\"{status}\"",
-                Escaped(&route.host),
-                Escaped(&route.ingress),
-                METHODS[usize::from(*method)],
-                Escaped(&route.namespace),
-                Escaped(&route.path),
-                Escaped(&route.service),
-            );
-            (labels, series)
-        })
-        .collect();
+fn request_families(out: &mut String, total: &Snapshot, controller: &str, options: MetricOptions) {
+    // With --report-status-classes or without --metrics-per-host, several series share one
+    // label set: they are summed under it.
+    let mut by_labels = BTreeMap::<String, Series>::new();
+    for ((route, method, status), series) in &total.series {
+        if route.ingress.is_empty() {
+            continue;
+        }
+        let host = if options.per_host {
+            format!("host=\"{}\",", Escaped(&route.host))
+        } else {
+            String::new()
+        };
+        let status = if options.status_classes {
+            format!("{}xx", status / 100)
+        } else {
+            status.to_string()
+        };
+        let labels = format!(
+            "canary=\"\",{controller},{host}ingress=\"{}\",method=\"{}\",namespace=\"{}\",path=\"{}\",service=\"{}\",status=\"{status}\"",
+            Escaped(&route.ingress),
+            METHODS[usize::from(*method)],
+            Escaped(&route.namespace),
+            Escaped(&route.path),
+            Escaped(&route.service),
+        );
+        by_labels.entry(labels).or_default().add(series);
+    }
+    let routed: Vec<(String, &Series)> = by_labels.iter().map(|(l, s)| (l.clone(), s)).collect();
 
     family(
         out,

@@ -85,6 +85,7 @@ impl Harness {
             workers: NonZeroUsize::new(workers).unwrap(),
             access_log: proxy::AccessLogOutput::File(access_log.to_path_buf()),
             metric_identity: proxy::MetricIdentity::default(),
+            metric_options: proxy::MetricOptions::default(),
         })
         .expect("proxy starts");
         Harness {
