@@ -45,16 +45,7 @@ BENCH_NAME=bench-idle
 # shellcheck source=lib/bench.sh
 . "$ROOT/scripts/lib/bench.sh"
 
-cleanup() {
-    local pid
-    for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
-    if [[ -n $WORK && -d $WORK ]]; then
-        if [[ $KEEP_WORK == 1 ]]; then log "kept $WORK"; else rm -rf -- "$WORK"; fi
-    fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+stop_everything_on_exit
 
 hard=$(ulimit -Hn)
 if [[ $hard != unlimited ]] && ((hard < N + 1000)); then

@@ -44,18 +44,7 @@ BENCH_NAME=bench-passthrough
 # shellcheck source=lib/bench.sh
 . "$ROOT/scripts/lib/bench.sh"
 
-cleanup() {
-    local pid
-    for pid in "${PIDS[@]}"; do
-        stop_pid "$pid"
-    done
-    if [[ -n $WORK && -d $WORK ]]; then
-        if [[ $KEEP_WORK == 1 ]]; then log "kept $WORK"; else rm -rf -- "$WORK"; fi
-    fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+stop_everything_on_exit
 
 for tool in nginx haproxy openssl curl taskset jq; do
     command -v "$tool" >/dev/null || [[ -x /usr/sbin/$tool ]] ||
@@ -174,13 +163,6 @@ for system in sluice haproxy; do
     log "$system passes $HOST through to the backend's certificate"
 done
 
-cpu_ticks() {
-    local stat rest fields
-    read -r stat <"/proc/$1/stat"
-    rest=${stat##*) }
-    read -r -a fields <<<"$rest"
-    echo "$((fields[11] + fields[12]))"
-}
 CLK_TCK=$(getconf CLK_TCK)
 
 rows=()
@@ -189,17 +171,17 @@ for ((round = 1; round <= ROUNDS; round++)); do
     for system in sluice haproxy; do
         port=$(port_of "$system")
         pid=$(pid_of "$system")
-        before=$(cpu_ticks "$pid")
+        read -r user0 sys0 < <(cpu_ticks "$pid")
         taskset -c "$LOAD_CPU" "$SLUICE_BIN" load -t 1 -c "$CONNECTIONS" -d "$DURATION" \
             --new-connection-per-request --insecure -H "Host: $HOST" \
             --json "$WORK/$system-$round.json" "https://127.0.0.1:$port/1kb.bin" >"$WORK/$system-$round.txt" 2>&1 ||
             die "$system run $round failed: $(tail -n 3 "$WORK/$system-$round.txt")"
-        after=$(cpu_ticks "$pid")
+        read -r user1 sys1 < <(cpu_ticks "$pid")
         conns=$(jq '.requests' "$WORK/$system-$round.json")
         errors=$(jq '[.errors | to_entries[] | .value] | add // 0' "$WORK/$system-$round.json")
         ok=$(jq '.status_codes["200"] // 0' "$WORK/$system-$round.json")
         ((ok == conns && errors == 0)) || die "$system run $round: $ok of $conns answered 200, $errors errors"
-        ticks=$((after - before))
+        ticks=$((user1 + sys1 - user0 - sys0))
         per=$(awk -v t="$ticks" -v hz="$CLK_TCK" -v n="$conns" 'BEGIN { printf "%.2f", t / hz / n * 1e6 }')
         rate=$(jq '.achieved_rate | floor' "$WORK/$system-$round.json")
         rows+=("| $system | $round | $rate | $conns | $(awk -v t="$ticks" -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", t / hz }') | $per | $errors |")

@@ -85,22 +85,7 @@ BENCH_NAME=bench-proxy
 # shellcheck source=lib/bench.sh
 . "$ROOT/scripts/lib/bench.sh"
 
-cleanup() {
-    local pid
-    for pid in "${PIDS[@]}"; do
-        stop_pid "$pid"
-    done
-    if [[ -n $WORK && -d $WORK ]]; then
-        if [[ $KEEP_WORK == 1 ]]; then
-            log "kept $WORK"
-        else
-            rm -rf -- "$WORK"
-        fi
-    fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+stop_everything_on_exit
 
 # --- tools -------------------------------------------------------------------------------------
 
@@ -467,20 +452,6 @@ child_pids() {
         [[ ${fields[1]} == "$parent" ]] && echo "${stat%% *}"
     done
     return 0
-}
-
-# cpu_ticks PID...: "utime stime" summed over the given processes, in clock ticks.
-cpu_ticks() {
-    local pid stat rest fields user=0 system=0
-    for pid in "$@"; do
-        { read -r stat <"/proc/$pid/stat"; } 2>/dev/null || die "process $pid is gone"
-        rest=${stat##*) }
-        read -r -a fields <<<"$rest"
-        # After the name: state ppid ... utime is field 14 of stat(5), stime 15.
-        user=$((user + fields[11]))
-        system=$((system + fields[12]))
-    done
-    echo "$user $system"
 }
 
 proxy_pids() {

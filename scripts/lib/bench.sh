@@ -1,5 +1,6 @@
 # Shared by the scripts/bench-*.sh benchmarks (sourced): messages, waiting for a process to be
-# ready, and stopping one by PID. Set BENCH_NAME before sourcing; the caller sets WORK.
+# ready, stopping one by PID, cleaning up on exit, and reading a process's CPU time. Set
+# BENCH_NAME before sourcing; the caller sets WORK, PIDS and KEEP_WORK.
 
 log() { printf '[%s] %s\n' "$BENCH_NAME" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -29,4 +30,36 @@ stop_pid() {
         kill -KILL "$pid" 2>/dev/null || true
     fi
     wait "$pid" 2>/dev/null || true
+}
+
+# stop_everything_on_exit: on exit (or INT/TERM) every PID in PIDS is stopped and WORK removed
+# (kept when KEEP_WORK=1).
+stop_everything_on_exit() {
+    trap bench_cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
+
+bench_cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do
+        stop_pid "$pid"
+    done
+    if [[ -n $WORK && -d $WORK ]]; then
+        if [[ ${KEEP_WORK:-0} == 1 ]]; then log "kept $WORK"; else rm -rf -- "$WORK"; fi
+    fi
+}
+
+# cpu_ticks PID...: "utime stime" summed over the given processes, in clock ticks.
+cpu_ticks() {
+    local pid stat rest fields user=0 system=0
+    for pid in "$@"; do
+        { read -r stat <"/proc/$pid/stat"; } 2>/dev/null || die "process $pid is gone"
+        rest=${stat##*) }
+        read -r -a fields <<<"$rest"
+        # After the name: state ppid ... utime is field 14 of stat(5), stime 15.
+        user=$((user + fields[11]))
+        system=$((system + fields[12]))
+    done
+    echo "$user $system"
 }
