@@ -4,6 +4,7 @@
 #   CPU 1: wrk -t1 -c50 ──HTTP  :18091 / HTTPS :18443──▶ nginx  ──┐ (CPU 0, one worker)
 #                     └──HTTP  :18092 / HTTPS :18444──▶ sluice ──┤ (CPU 0, one worker)
 #   CPU 1: sluice backend :18080 ◀──── pooled keep-alive ───────┘
+#   (h2: h2load -t1 -c10 -m10 instead of wrk, HTTP/2 over TLS on the HTTPS ports)
 #
 # Both proxies run for the whole benchmark (an idle one costs no CPU); wrk alternates between them
 # (sluice, nginx, sluice, nginx, ...) so drift in the machine hits both alike. For each run the proxy's
@@ -16,7 +17,10 @@
 #   WARMUP=2s        one unmeasured run per system and protocol before the rounds ("0" to skip)
 #   OUT=target/bench-proxy.md   where the Markdown report goes
 #   SLUICE_BIN=...   use this binary instead of `cargo build --release -p sluice`
-#   SYSTEMS="sluice nginx"  PROTOCOLS="http https"   to run a subset
+#   SYSTEMS="sluice nginx"  PROTOCOLS="http https"   to run a subset; PROTOCOLS may add `h2`:
+#                    HTTP/2 over TLS from h2load (Debian's nghttp2-client), H2_CONNECTIONS=10
+#                    connections with H2_STREAMS=10 concurrent streams each; the upstream side
+#                    stays HTTP/1.1 for both proxies
 #   PROXY_CPU=0  LOAD_CPU=1   CPUs for the proxies and for wrk + backend
 #   WORKERS=1        worker threads (Sluice) / worker processes (nginx); with 2, give the
 #                    proxies both CPUs (PROXY_CPU=0,1 LOAD_CPU=0,1) to see cross-core costs
@@ -43,6 +47,8 @@ ROUNDS=${ROUNDS:-3}
 WARMUP=${WARMUP:-2s}
 SYSTEMS=${SYSTEMS:-sluice nginx}
 PROTOCOLS=${PROTOCOLS:-http https}
+H2_CONNECTIONS=${H2_CONNECTIONS:-10}
+H2_STREAMS=${H2_STREAMS:-10}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 KEEP_WORK=${KEEP_WORK:-0}
@@ -110,6 +116,9 @@ ensure_tools() {
         install_packages nginx-light || install_packages nginx
     fi
     command -v wrk >/dev/null || install_packages wrk
+    if [[ " $PROTOCOLS " == *" h2 "* ]]; then
+        command -v h2load >/dev/null || install_packages nghttp2-client
+    fi
     command -v openssl >/dev/null || install_packages openssl
     command -v curl >/dev/null || install_packages curl ca-certificates
     command -v taskset >/dev/null || install_packages util-linux
@@ -263,7 +272,7 @@ $(nginx_access_log)
 
     server {
         listen 127.0.0.1:$NGINX_HTTP;
-        listen 127.0.0.1:$NGINX_HTTPS ssl;
+        listen 127.0.0.1:$NGINX_HTTPS ssl http2;
         server_name $HOST;
 
         ssl_certificate $WORK/tls.crt;
@@ -469,9 +478,13 @@ url_for() {
         nginx/https) port=$NGINX_HTTPS ;;
         sluice/http) port=$SLUICE_HTTP ;;
         sluice/https) port=$SLUICE_HTTPS ;;
+        nginx/h2) port=$NGINX_HTTPS ;;
+        sluice/h2) port=$SLUICE_HTTPS ;;
         *) die "no port for $system $protocol" ;;
     esac
-    echo "$protocol://127.0.0.1:$port$PATH_UNDER_TEST"
+    local scheme=$protocol
+    [[ $protocol == h2 ]] && scheme=https
+    echo "$scheme://127.0.0.1:$port$PATH_UNDER_TEST"
 }
 
 # A proxy answering fast with errors would look efficient: check the real answer first. curl sends
@@ -481,6 +494,12 @@ check_proxy() {
     url=$(url_for "$system" "$protocol")
     port=${url#*://127.0.0.1:}
     port=${port%%/*}
+    if [[ $protocol == h2 ]]; then
+        got=$(curl -sS -k --http2 -H "Host: $HOST" -o /dev/null -w '%{http_version} %{http_code} %{size_download}' "$url") ||
+            die "$system h2: curl $url failed"
+        [[ $got == "2 200 $BODY_BYTES" ]] || die "$system h2: want '2 200 $BODY_BYTES' (HTTP/2), got '$got'"
+        return
+    fi
     if [[ $protocol == https ]]; then
         got=$(curl -sS -k --resolve "$HOST:$port:127.0.0.1" -o /dev/null \
             -w '%{http_code} %{size_download}' "https://$HOST:$port$PATH_UNDER_TEST") ||
@@ -512,26 +531,37 @@ check_certificate() {
     fi
 }
 
-run_wrk() {
-    local url=$1 duration=$2 out=$3
-    local pid status=0
-    # wrk stops itself after DURATION; the outer timeout only guards against a hang. It runs in the
-    # background so that a signal to this script interrupts `wait` instead of waiting for wrk.
-    timeout --kill-after=5 120 taskset -c "$LOAD_CPU" \
-        wrk -t1 -c50 -d"$duration" -H "Host: $HOST" "$url" >"$out" 2>&1 &
+# run_load PROTOCOL URL DURATION OUT: wrk for HTTP/1.1, h2load for h2.
+run_load() {
+    local protocol=$1 url=$2 duration=$3 out=$4
+    local pid status=0 load=(wrk -t1 -c50 -d"$duration" -H "Host: $HOST" "$url")
+    if [[ $protocol == h2 ]]; then
+        load=(h2load -t1 -c"$H2_CONNECTIONS" -m"$H2_STREAMS" -D"$duration" -H ":authority: $HOST" "$url")
+    fi
+    # The load tool stops itself after DURATION; the outer timeout only guards against a hang. It
+    # runs in the background so that a signal to this script interrupts `wait` instead of waiting.
+    timeout --kill-after=5 120 taskset -c "$LOAD_CPU" "${load[@]}" >"$out" 2>&1 &
     pid=$!
     PIDS+=("$pid")
     wait "$pid" || status=$?
     unset 'PIDS[-1]'
-    ((status == 0)) || die "wrk failed: $(cat "$out")"
+    ((status == 0)) || die "${load[0]} failed: $(cat "$out")"
 }
 
-# wrk's "123456 requests in 10.00s, 150.00MB read" and error lines.
-wrk_requests() { awk '/ requests in /{print $1}' "$1"; }
-wrk_rps() { awk '/^Requests\/sec:/{print $2}' "$1"; }
-wrk_errors() {
+# wrk's "123456 requests in 10.00s, 150.00MB read" and error lines; h2load's "finished in 10.00s,
+# 12345.67 req/s, ...", "requests: N total, N started, N done, N succeeded, F failed, E errored,
+# T timeout" and "status codes: N 2xx, ...".
+load_requests() {
+    awk '/ requests in /{print $1} /^requests: /{print $8}' "$1"
+}
+load_rps() {
+    awk '/^Requests\/sec:/{print $2} /^finished in /{print $4}' "$1"
+}
+load_errors() {
     awk '/Non-2xx or 3xx responses:/{n += $NF}
          /Socket errors:/{for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+,?$/) n += $i}
+         /^requests: /{n += $10}
+         /^status codes: /{n += $5 + $7 + $9}
          END{print n + 0}' "$1"
 }
 
@@ -542,14 +572,14 @@ per_request() { awk -v t="$1" -v hz="$CLK_TCK" -v n="$2" 'BEGIN{printf "%.2f", t
 measure() {
     local system=$1 protocol=$2 round=$3 out pids requests rps errors ticks us_per_req
     local user0 sys0 user1 sys1 user_us sys_us
-    out=$WORK/wrk-$system-$protocol-$round.txt
+    out=$WORK/load-$system-$protocol-$round.txt
     mapfile -t pids < <(proxy_pids "$system")
     read -r user0 sys0 < <(cpu_ticks "${pids[@]}")
-    run_wrk "$(url_for "$system" "$protocol")" "$DURATION" "$out"
+    run_load "$protocol" "$(url_for "$system" "$protocol")" "$DURATION" "$out"
     read -r user1 sys1 < <(cpu_ticks "${pids[@]}")
-    requests=$(wrk_requests "$out")
-    rps=$(wrk_rps "$out")
-    errors=$(wrk_errors "$out")
+    requests=$(load_requests "$out")
+    rps=$(load_rps "$out")
+    errors=$(load_errors "$out")
     [[ -n $requests && $requests -gt 0 ]] || die "no requests completed: $(cat "$out")"
     ticks=$((user1 - user0 + sys1 - sys0))
     us_per_req=$(per_request "$ticks" "$requests")
@@ -582,6 +612,9 @@ report() {
         echo "- $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs: $(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
         echo "- $("$NGINX_BIN" -v 2>&1), sluice $("$SLUICE_BIN" --version 2>/dev/null || echo '(no --version)'), $(wrk -v 2>&1 | head -n1 | awk '{print $1, $2}')"
         echo "- wrk -t1 -c50 -d$DURATION on CPU $LOAD_CPU with the backend; proxy on CPU $PROXY_CPU, one worker; GET $PATH_UNDER_TEST ($BODY_BYTES B, route: $ROUTE, access log: $ACCESS_LOG, Sluice tracing: $OTEL), $ROUNDS rounds, alternating"
+        if [[ " $PROTOCOLS " == *" h2 "* ]]; then
+            echo "- h2: $(h2load --version | head -n1) -t1 -c$H2_CONNECTIONS -m$H2_STREAMS -D$DURATION (HTTP/2 over TLS, ALPN h2; HTTP/1.1 to the backend)"
+        fi
         echo
         echo "## Runs"
         echo
@@ -651,7 +684,7 @@ main() {
             *) die "unknown system '$system' (want sluice and/or nginx)" ;;
         esac
         for protocol in $PROTOCOLS; do
-            case $protocol in http | https) ;; *) die "unknown protocol '$protocol'" ;; esac
+            case $protocol in http | https | h2) ;; *) die "unknown protocol '$protocol' (want http, https, h2)" ;; esac
             check_proxy "$system" "$protocol"
         done
     done
@@ -660,7 +693,7 @@ main() {
         if [[ $WARMUP != 0 ]]; then
             for system in $SYSTEMS; do
                 log "warm-up $system $protocol ($WARMUP)"
-                run_wrk "$(url_for "$system" "$protocol")" "$WARMUP" "$WORK/wrk-warmup-$system-$protocol.txt"
+                run_load "$protocol" "$(url_for "$system" "$protocol")" "$WARMUP" "$WORK/load-warmup-$system-$protocol.txt"
             done
         fi
         for ((round = 1; round <= ROUNDS; round++)); do
