@@ -5,6 +5,8 @@
 #                     └──HTTP  :18092 / HTTPS :18444──▶ sluice ──┤ (CPU 0, one worker)
 #   CPU 1: sluice backend :18080 ◀──── pooled keep-alive ───────┘
 #   (h2: h2load -t1 -c10 -m10 instead of wrk, HTTP/2 over TLS on the HTTPS ports)
+#   (grpc: ghz -c50 over 10 connections, TLS on the HTTPS ports, host grpc.example.com ──▶
+#    nginx grpc_pass / Sluice backend-protocol GRPC ──▶ scripts/grpc-backend :18050, HTTP/2)
 #
 # Both proxies run for the whole benchmark (an idle one costs no CPU); wrk alternates between them
 # (sluice, nginx, sluice, nginx, ...) so drift in the machine hits both alike. For each run the proxy's
@@ -20,7 +22,11 @@
 #   SYSTEMS="sluice nginx"  PROTOCOLS="http https"   to run a subset; PROTOCOLS may add `h2`:
 #                    HTTP/2 over TLS from h2load (Debian's nghttp2-client), H2_CONNECTIONS=10
 #                    connections with H2_STREAMS=10 concurrent streams each; the upstream side
-#                    stays HTTP/1.1 for both proxies
+#                    stays HTTP/1.1 for both proxies; and `grpc`: unary gRPC calls (grpc-go's
+#                    interop TestService/UnaryCall answering 1 KiB) from ghz, GRPC_CONCURRENCY=50
+#                    over GRPC_CONNECTIONS=10, through nginx's grpc_pass as ingress-nginx renders
+#                    backend-protocol GRPC, and Sluice's HTTP/2 upstreams (scripts/grpc-tools.sh
+#                    builds ghz and the backend)
 #   PROXY_CPU=0  LOAD_CPU=1   CPUs for the proxies and for wrk + backend
 #   WORKERS=1        worker threads (Sluice) / worker processes (nginx); with 2, give the
 #                    proxies both CPUs (PROXY_CPU=0,1 LOAD_CPU=0,1) to see cross-core costs
@@ -49,6 +55,11 @@ SYSTEMS=${SYSTEMS:-sluice nginx}
 PROTOCOLS=${PROTOCOLS:-http https}
 H2_CONNECTIONS=${H2_CONNECTIONS:-10}
 H2_STREAMS=${H2_STREAMS:-10}
+GRPC_CONCURRENCY=${GRPC_CONCURRENCY:-50}
+GRPC_CONNECTIONS=${GRPC_CONNECTIONS:-10}
+GRPC_HOST=grpc.example.com
+GRPC_BACKEND_PORT=18050
+GRPC_CALL=grpc.testing.TestService/UnaryCall
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 KEEP_WORK=${KEEP_WORK:-0}
@@ -119,6 +130,9 @@ ensure_tools() {
     if [[ " $PROTOCOLS " == *" h2 "* ]]; then
         command -v h2load >/dev/null || install_packages nghttp2-client
     fi
+    if [[ " $PROTOCOLS " == *" grpc "* ]]; then
+        GRPC_TOOLS=$(nice "$ROOT/scripts/grpc-tools.sh") || die "cannot build ghz and grpc-backend"
+    fi
     command -v openssl >/dev/null || install_packages openssl
     command -v curl >/dev/null || install_packages curl ca-certificates
     command -v taskset >/dev/null || install_packages util-linux
@@ -151,6 +165,16 @@ start_backend() {
     PIDS+=("$BACKEND_PID")
     wait_until "backend" "$BACKEND_PID" curl -fsS "http://127.0.0.1:$BACKEND_PORT/healthz"
     log "backend pid $BACKEND_PID: $(head -n1 "$WORK/backend.log")"
+}
+
+# PROTOCOLS=grpc: the gRPC server both proxies send calls to.
+start_grpc_backend() {
+    taskset -c "$LOAD_CPU" "$GRPC_TOOLS/grpc-backend" --listen "127.0.0.1:$GRPC_BACKEND_PORT" \
+        --name bench >"$WORK/grpc-backend.log" 2>&1 &
+    GRPC_BACKEND_PID=$!
+    PIDS+=("$GRPC_BACKEND_PID")
+    wait_until "grpc-backend" "$GRPC_BACKEND_PID" bash -c "exec 3<>/dev/tcp/127.0.0.1/$GRPC_BACKEND_PORT"
+    log "grpc-backend pid $GRPC_BACKEND_PID"
 }
 
 # OTEL=on: the Collector Sluice sends its spans to, counting them without writing them.
@@ -231,6 +255,45 @@ LOG
     echo "    access_log $WORK/nginx/access.log upstreaminfo;"
 }
 
+# PROTOCOLS=grpc: what ingress-nginx renders for an Ingress with backend-protocol GRPC: grpc_pass
+# with the same request headers as grpc_set_header, pooled HTTP/2 upstream connections.
+nginx_grpc_server() {
+    [[ " $PROTOCOLS " == *" grpc "* ]] || return 0
+    cat <<EOF
+    upstream grpc_app {
+        server 127.0.0.1:$GRPC_BACKEND_PORT;
+        keepalive 100;
+        keepalive_requests 100000000;
+    }
+
+    server {
+        listen 127.0.0.1:$NGINX_HTTPS ssl http2;
+        server_name $GRPC_HOST;
+
+        ssl_certificate $WORK/tls.crt;
+        ssl_certificate_key $WORK/tls.key;
+        ssl_protocols TLSv1.2 TLSv1.3;
+
+        location / {
+            set \$proxy_upstream_name "default-grpc-50051";
+            grpc_pass grpc://grpc_app;
+            grpc_set_header Host \$host;
+            grpc_set_header X-Request-ID \$req_id;
+            grpc_set_header X-Real-IP \$remote_addr;
+            grpc_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+            grpc_set_header X-Forwarded-Host \$host;
+            grpc_set_header X-Forwarded-Port \$server_port;
+            grpc_set_header X-Forwarded-Proto \$scheme;
+            grpc_set_header X-Forwarded-Scheme \$scheme;
+            grpc_set_header X-Scheme \$scheme;
+            grpc_set_header X-Original-Forwarded-For \$http_x_forwarded_for;
+            grpc_set_header X-Original-Forwarded-Host \$http_x_forwarded_host;
+            grpc_set_header Proxy "";
+        }
+    }
+EOF
+}
+
 # The nginx an ingress controller would generate for one Ingress: ingress-nginx's request headers
 # (the set Sluice sends too: X-Forwarded-*, X-Scheme, X-Original-Forwarded-*, Proxy cleared), pooled HTTP/1.1
 # upstream connections, no access log, one worker.
@@ -299,6 +362,7 @@ $(nginx_location)
             proxy_set_header Proxy "";
         }
     }
+$(nginx_grpc_server)
 }
 EOF
     "$NGINX_BIN" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" -t >"$dir/configtest.log" 2>&1 ||
@@ -388,6 +452,7 @@ endpoints:
     conditions:
       ready: true
 EOF
+    [[ " $PROTOCOLS " != *" grpc "* ]] || write_sluice_grpc_config "$dir"
     local annotations="" rule_path=/ path_type=Prefix
     if [[ $ROUTE == policy ]]; then
         rule_path='/app/(.*)'
@@ -423,6 +488,63 @@ spec:
                 name: app
                 port:
                   number: 80
+EOF
+}
+
+# PROTOCOLS=grpc: a second Ingress, on its own host, to the gRPC backend.
+write_sluice_grpc_config() {
+    local dir=$1
+    cat >"$dir/grpc.yaml" <<EOF
+apiVersion: v1
+kind: Service
+metadata:
+  name: grpc
+  namespace: default
+spec:
+  ports:
+    - name: grpc
+      port: 50051
+      protocol: TCP
+      targetPort: $GRPC_BACKEND_PORT
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: grpc-bench
+  namespace: default
+  labels:
+    kubernetes.io/service-name: grpc
+addressType: IPv4
+ports:
+  - name: grpc
+    port: $GRPC_BACKEND_PORT
+    protocol: TCP
+endpoints:
+  - addresses:
+      - 127.0.0.1
+    conditions:
+      ready: true
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: grpc
+  namespace: default
+  annotations:
+    nginx.ingress.kubernetes.io/backend-protocol: GRPC
+spec:
+  ingressClassName: sluice
+  rules:
+    - host: $GRPC_HOST
+      http:
+        paths:
+          - path: /
+            pathType: Prefix
+            backend:
+              service:
+                name: grpc
+                port:
+                  number: 50051
 EOF
 }
 
@@ -478,12 +600,16 @@ url_for() {
         nginx/https) port=$NGINX_HTTPS ;;
         sluice/http) port=$SLUICE_HTTP ;;
         sluice/https) port=$SLUICE_HTTPS ;;
-        nginx/h2) port=$NGINX_HTTPS ;;
-        sluice/h2) port=$SLUICE_HTTPS ;;
+        nginx/h2 | nginx/grpc) port=$NGINX_HTTPS ;;
+        sluice/h2 | sluice/grpc) port=$SLUICE_HTTPS ;;
         *) die "no port for $system $protocol" ;;
     esac
     local scheme=$protocol
     [[ $protocol == h2 ]] && scheme=https
+    if [[ $protocol == grpc ]]; then
+        echo "127.0.0.1:$port"
+        return
+    fi
     echo "$scheme://127.0.0.1:$port$PATH_UNDER_TEST"
 }
 
@@ -494,6 +620,13 @@ check_proxy() {
     url=$(url_for "$system" "$protocol")
     port=${url#*://127.0.0.1:}
     port=${port%%/*}
+    if [[ $protocol == grpc ]]; then
+        run_load grpc "$url" 1s "$WORK/check-$system-grpc.txt"
+        got=$(load_errors "$WORK/check-$system-grpc.txt")
+        [[ $(load_requests "$WORK/check-$system-grpc.txt") -gt 0 && $got == 0 ]] ||
+            die "$system grpc: calls failed: $(cat "$WORK/check-$system-grpc.txt")"
+        return
+    fi
     if [[ $protocol == h2 ]]; then
         got=$(curl -sS -k --http2 -H "Host: $HOST" -o /dev/null -w '%{http_version} %{http_code} %{size_download}' "$url") ||
             die "$system h2: curl $url failed"
@@ -534,8 +667,13 @@ check_certificate() {
 # run_load PROTOCOL URL DURATION OUT: wrk for HTTP/1.1, h2load for h2.
 run_load() {
     local protocol=$1 url=$2 duration=$3 out=$4
-    local pid status=0 load=(wrk -t1 -c50 -d"$duration" -H "Host: $HOST" "$url")
-    if [[ $protocol == h2 ]]; then
+    local pid status=0 tolerated=0 load=(wrk -t1 -c50 -d"$duration" -H "Host: $HOST" "$url")
+    if [[ $protocol == grpc ]]; then
+        # ghz exits 1 when calls fail: the summary is still read (errors are counted).
+        load=("$GRPC_TOOLS/ghz" --skipTLS --authority "$GRPC_HOST" --call "$GRPC_CALL"
+            -d '{"response_size":1024}' -z "$duration" --duration-stop wait -c "$GRPC_CONCURRENCY"
+            --connections "$GRPC_CONNECTIONS" "$url")
+    elif [[ $protocol == h2 ]]; then
         load=(h2load -t1 -c"$H2_CONNECTIONS" -m"$H2_STREAMS" -D"$duration" -H ":authority: $HOST" "$url")
     fi
     # The load tool stops itself after DURATION; the outer timeout only guards against a hang. It
@@ -545,20 +683,23 @@ run_load() {
     PIDS+=("$pid")
     wait "$pid" || status=$?
     unset 'PIDS[-1]'
-    ((status == 0)) || die "${load[0]} failed: $(cat "$out")"
+    [[ $protocol == grpc ]] && tolerated=1
+    ((status == 0 || status == tolerated)) || die "${load[0]##*/} failed (exit $status): $(cat "$out")"
 }
 
 # wrk's "123456 requests in 10.00s, 150.00MB read" and error lines; h2load's "finished in 10.00s,
 # 12345.67 req/s, ...", "requests: N total, N started, N done, N succeeded, F failed, E errored,
-# T timeout" and "status codes: N 2xx, ...".
+# T timeout" and "status codes: N 2xx, ..."; ghz's "  Requests/sec: R" and "[Code] N responses"
+# per gRPC status (requests counts the OK ones).
 load_requests() {
-    awk '/ requests in /{print $1} /^requests: /{print $8}' "$1"
+    awk '/ requests in /{print $1} /^requests: /{print $8} /^  \[OK\] +[0-9]+ responses/{print $2}' "$1"
 }
 load_rps() {
-    awk '/^Requests\/sec:/{print $2} /^finished in /{print $4}' "$1"
+    awk '/^Requests\/sec:/{print $2} /^finished in /{print $4} /^  Requests\/sec:/{print $2}' "$1"
 }
 load_errors() {
     awk '/Non-2xx or 3xx responses:/{n += $NF}
+         /^  \[[A-Za-z]+\] +[0-9]+ responses/ && !/\[OK\]/{n += $2}
          /Socket errors:/{for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+,?$/) n += $i}
          /^requests: /{n += $10}
          /^status codes: /{n += $5 + $7 + $9}
@@ -614,6 +755,9 @@ report() {
         echo "- wrk -t1 -c50 -d$DURATION on CPU $LOAD_CPU with the backend; proxy on CPU $PROXY_CPU, one worker; GET $PATH_UNDER_TEST ($BODY_BYTES B, route: $ROUTE, access log: $ACCESS_LOG, Sluice tracing: $OTEL), $ROUNDS rounds, alternating"
         if [[ " $PROTOCOLS " == *" h2 "* ]]; then
             echo "- h2: $(h2load --version | head -n1) -t1 -c$H2_CONNECTIONS -m$H2_STREAMS -D$DURATION (HTTP/2 over TLS, ALPN h2; HTTP/1.1 to the backend)"
+        fi
+        if [[ " $PROTOCOLS " == *" grpc "* ]]; then
+            echo "- grpc: ghz $("$GRPC_TOOLS/ghz" --version 2>&1 | head -n1) -c$GRPC_CONCURRENCY --connections $GRPC_CONNECTIONS -z$DURATION, $GRPC_CALL (1 KiB responses) over TLS, HTTP/2 to scripts/grpc-backend (grpc-go); requests are OK calls"
         fi
         echo
         echo "## Runs"
@@ -676,6 +820,7 @@ main() {
 
     make_cert
     start_backend
+    [[ " $PROTOCOLS " != *" grpc "* ]] || start_grpc_backend
     [[ $OTEL == off ]] || start_collector
     for system in $SYSTEMS; do
         case $system in
@@ -684,7 +829,7 @@ main() {
             *) die "unknown system '$system' (want sluice and/or nginx)" ;;
         esac
         for protocol in $PROTOCOLS; do
-            case $protocol in http | https | h2) ;; *) die "unknown protocol '$protocol' (want http, https, h2)" ;; esac
+            case $protocol in http | https | h2 | grpc) ;; *) die "unknown protocol '$protocol' (want http, https, h2, grpc)" ;; esac
             check_proxy "$system" "$protocol"
         done
     done
