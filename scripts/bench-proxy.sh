@@ -255,6 +255,19 @@ LOG
     echo "    access_log $WORK/nginx/access.log upstreaminfo;"
 }
 
+# ingress-nginx's request headers (the set Sluice sends too: X-Forwarded-*, X-Scheme,
+# X-Original-Forwarded-*, Proxy cleared), with DIRECTIVE proxy_set_header or grpc_set_header.
+nginx_request_headers() {
+    local directive=$1 header
+    for header in 'Host $host' 'X-Request-ID $req_id' 'X-Real-IP $remote_addr' \
+        'X-Forwarded-For $proxy_add_x_forwarded_for' 'X-Forwarded-Host $host' \
+        'X-Forwarded-Port $server_port' 'X-Forwarded-Proto $scheme' 'X-Forwarded-Scheme $scheme' \
+        'X-Scheme $scheme' 'X-Original-Forwarded-For $http_x_forwarded_for' \
+        'X-Original-Forwarded-Host $http_x_forwarded_host' 'Proxy ""'; do
+        echo "            $directive $header;"
+    done
+}
+
 # PROTOCOLS=grpc: what ingress-nginx renders for an Ingress with backend-protocol GRPC: grpc_pass
 # with the same request headers as grpc_set_header, pooled HTTP/2 upstream connections.
 nginx_grpc_server() {
@@ -277,18 +290,7 @@ nginx_grpc_server() {
         location / {
             set \$proxy_upstream_name "default-grpc-50051";
             grpc_pass grpc://grpc_app;
-            grpc_set_header Host \$host;
-            grpc_set_header X-Request-ID \$req_id;
-            grpc_set_header X-Real-IP \$remote_addr;
-            grpc_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
-            grpc_set_header X-Forwarded-Host \$host;
-            grpc_set_header X-Forwarded-Port \$server_port;
-            grpc_set_header X-Forwarded-Proto \$scheme;
-            grpc_set_header X-Forwarded-Scheme \$scheme;
-            grpc_set_header X-Scheme \$scheme;
-            grpc_set_header X-Original-Forwarded-For \$http_x_forwarded_for;
-            grpc_set_header X-Original-Forwarded-Host \$http_x_forwarded_host;
-            grpc_set_header Proxy "";
+$(nginx_request_headers grpc_set_header)
         }
     }
 EOF
@@ -348,18 +350,7 @@ $(nginx_location)
             proxy_pass http://app;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
-            proxy_set_header Host \$host;
-            proxy_set_header X-Request-ID \$req_id;
-            proxy_set_header X-Real-IP \$remote_addr;
-            proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
-            proxy_set_header X-Forwarded-Host \$host;
-            proxy_set_header X-Forwarded-Port \$server_port;
-            proxy_set_header X-Forwarded-Proto \$scheme;
-            proxy_set_header X-Forwarded-Scheme \$scheme;
-            proxy_set_header X-Scheme \$scheme;
-            proxy_set_header X-Original-Forwarded-For \$http_x_forwarded_for;
-            proxy_set_header X-Original-Forwarded-Host \$http_x_forwarded_host;
-            proxy_set_header Proxy "";
+$(nginx_request_headers proxy_set_header)
         }
     }
 $(nginx_grpc_server)
