@@ -4,8 +4,10 @@
 //!  sluice lab dynamic
 //!    for each system × (static | dynamic/graceful | dynamic/kill):
 //!      pods: `sluice backend` × 5 on 127.A.B.n:8080      ── CPU 1
+//!            (--protocol grpc: scripts/grpc-backend, gRPC over HTTP/2)
 //!      SUT:  sluice | nginx | haproxy (TLS, L7, 1 worker) ── CPU 0   ◀── publish(endpoints)
 //!      load: `sluice load -L --json` over HTTPS          ── CPU 1        ▲
+//!            (--protocol grpc: `--grpc` unary calls over HTTP/2)         │
 //!      churn (dynamic): Churn::schedule → Deployment::scale ─────────────┘
 //!      load JSON ──▶ results::Run
 //!    LabResults ──▶ results.json, report.md, report.html (SVG), summary on stdout
@@ -39,7 +41,7 @@ use anyhow::{bail, Context as _};
 use crate::capacity::run::Which;
 pub use crate::capacity::run::{CapacityArgs, SizingArgs};
 use crate::churn::Churn;
-use crate::pods::{Deployment, Termination};
+use crate::pods::{Deployment, PodProgram, Termination};
 use crate::procs::{pinned, Proc};
 use crate::results::{LabResults, Run, ScaleEvent, Setup, Skipped};
 use crate::systems::{Cert, SutEnv, System};
@@ -117,7 +119,24 @@ pub struct DynamicArgs {
     /// Do not pin processes to CPUs.
     #[arg(long)]
     pub no_pin: bool,
+    /// What the clients and pods speak: `https` (the seeds: HTTP/1.1 over TLS to `sluice
+    /// backend`) or `grpc` (unary gRPC calls over HTTP/2 with TLS to grpc-go pods, the route
+    /// being backend-protocol GRPC; needs SLUICE_GRPC_TOOLS, see scripts/grpc-tools.sh).
+    #[arg(long, value_enum, default_value = "https")]
+    pub protocol: ProtocolArg,
 }
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProtocolArg {
+    Https,
+    Grpc,
+}
+
+/// The gRPC lab's call: grpc.testing.TestService/UnaryCall asking for a 1 KiB payload, the
+/// size of the seeds' HTTP response. The body is the serialized SimpleRequest
+/// {response_size: 1024}: field 2, varint 1024.
+const GRPC_PATH: &str = "/grpc.testing.TestService/UnaryCall";
+const GRPC_REQUEST: [u8; 3] = [0x10, 0x80, 0x08];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum TerminationArg {
@@ -144,6 +163,8 @@ struct Plan {
     out: PathBuf,
     /// (SUT CPUs, load + pods CPUs) when pinning.
     pin: Option<(String, String)>,
+    /// `--protocol grpc`: the grpc-backend binary the pods run.
+    grpc_backend: Option<PathBuf>,
 }
 
 /// One deployment of a run.
@@ -245,6 +266,10 @@ fn plan(args: DynamicArgs) -> anyhow::Result<Plan> {
             },
         )
     });
+    let grpc_backend = match args.protocol {
+        ProtocolArg::Https => None,
+        ProtocolArg::Grpc => Some(grpc_backend()?),
+    };
     Ok(Plan {
         systems,
         duration,
@@ -254,7 +279,24 @@ fn plan(args: DynamicArgs) -> anyhow::Result<Plan> {
         churn,
         out,
         pin,
+        grpc_backend,
     })
+}
+
+/// `$SLUICE_GRPC_TOOLS/grpc-backend`, the gRPC lab's pod.
+fn grpc_backend() -> anyhow::Result<PathBuf> {
+    let tools = std::env::var_os("SLUICE_GRPC_TOOLS").context(
+        "--protocol grpc needs the gRPC pods: build them with `scripts/grpc-tools.sh` and set \
+         SLUICE_GRPC_TOOLS to the folder it prints",
+    )?;
+    let binary = Path::new(&tools).join("grpc-backend");
+    if !binary.is_file() {
+        bail!(
+            "SLUICE_GRPC_TOOLS={}: no grpc-backend there (run scripts/grpc-tools.sh)",
+            binary.display()
+        );
+    }
+    Ok(binary)
 }
 
 fn run_dynamic(args: DynamicArgs) -> anyhow::Result<()> {
@@ -283,6 +325,10 @@ fn run_dynamic(args: DynamicArgs) -> anyhow::Result<()> {
         connections: plan.connections,
         threads: 1,
         tls: format!("TLS 1.2 {SEEDS_CIPHER}, RSA-2048 certificate for app.example.com, no session resumption"),
+        protocol: match plan.grpc_backend {
+            None => results::PROTOCOL_HTTPS.to_owned(),
+            Some(_) => results::PROTOCOL_GRPC.to_owned(),
+        },
         host: HOST.into(),
         churn: format!(
             "start at 5 pods; every {:?} at 5 → scale to 7, every {:?} at 7 → scale to 5",
@@ -423,8 +469,11 @@ fn run_one(
         subnet[0],
         subnet[1].wrapping_add(u8::try_from(index * 4 % 200)?),
     ];
-    let mut deployment =
-        Deployment::new(exe.to_owned(), rest_cpus.clone(), dir.clone(), run_subnet);
+    let program = match &plan.grpc_backend {
+        None => PodProgram::Http(exe.to_owned()),
+        Some(binary) => PodProgram::Grpc(binary.clone()),
+    };
+    let mut deployment = Deployment::new(program, rest_cpus.clone(), dir.clone(), run_subnet);
     deployment.start_pods(churn::LOW_REPLICAS)?;
 
     let mut system: Box<dyn System> = systems::make(name)?;
@@ -438,6 +487,7 @@ fn run_one(
         cpus: sut_cpus,
         exe: exe.to_owned(),
         workers: 1,
+        grpc: plan.grpc_backend.is_some(),
     };
     let result = (|| {
         let addr = system
@@ -508,8 +558,17 @@ fn measure(
         .arg("--tls-ciphers")
         .arg(SEEDS_CIPHER)
         .arg("--json")
-        .arg(&json)
-        .arg(format!("https://{HOST}/"));
+        .arg(&json);
+    if plan.grpc_backend.is_some() {
+        let body = dir.join("grpc-request.bin");
+        std::fs::write(&body, GRPC_REQUEST)?;
+        cmd.arg("--grpc")
+            .arg("--body")
+            .arg(&body)
+            .arg(format!("https://{HOST}{GRPC_PATH}"));
+    } else {
+        cmd.arg(format!("https://{HOST}/"));
+    }
     let log = dir.join("load.log");
     let mut load = Proc::spawn("sluice load", cmd, &log)?;
     let t0 = Instant::now();

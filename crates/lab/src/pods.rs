@@ -1,6 +1,7 @@
-//! The backend "deployment": `sluice backend` processes, one per pod, each on its own loopback IP.
+//! The backend "deployment": one process per pod, each on its own loopback IP: `sluice backend`
+//! (HTTP/1.1), or scripts/grpc-backend (gRPC: grpc-go's interop TestService) for the gRPC lab.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -32,6 +33,17 @@ impl Termination {
     }
 }
 
+/// What a pod runs.
+#[derive(Clone, Debug)]
+pub(crate) enum PodProgram {
+    /// This `sluice` binary's `backend`: HTTP/1.1, ready once `/healthz` answers 200.
+    Http(PathBuf),
+    /// A grpc-backend binary (scripts/grpc-tools.sh): gRPC over HTTP/2 without TLS, ready once it
+    /// accepts connections. It ends on SIGTERM with grpc-go's GracefulStop (GOAWAY, then the calls
+    /// in flight finish).
+    Grpc(PathBuf),
+}
+
 struct Pod {
     addr: SocketAddr,
     proc: Proc,
@@ -39,7 +51,7 @@ struct Pod {
 
 /// The running pods of one run.
 pub(crate) struct Deployment {
-    exe: PathBuf,
+    program: PodProgram,
     cpus: Option<String>,
     logs: PathBuf,
     /// 127.A.B.0/… : a per-lab subnet, so parallel labs do not collide on port 8080.
@@ -51,9 +63,14 @@ pub(crate) struct Deployment {
 }
 
 impl Deployment {
-    pub(crate) fn new(exe: PathBuf, cpus: Option<String>, logs: PathBuf, subnet: [u8; 2]) -> Self {
+    pub(crate) fn new(
+        program: PodProgram,
+        cpus: Option<String>,
+        logs: PathBuf,
+        subnet: [u8; 2],
+    ) -> Self {
         Deployment {
-            exe,
+            program,
             cpus,
             logs,
             subnet,
@@ -76,7 +93,7 @@ impl Deployment {
         self.running.len()
     }
 
-    /// Starts `n` pods and waits until each answers `/healthz`.
+    /// Starts `n` pods and waits until each is ready.
     pub(crate) fn start_pods(&mut self, n: usize) -> anyhow::Result<()> {
         let mut new = Vec::new();
         for _ in 0..n {
@@ -86,13 +103,18 @@ impl Deployment {
             let ip = Ipv4Addr::new(127, self.subnet[0], octet3, u8::try_from(k % 250 + 1)?);
             let addr = SocketAddr::from((ip, POD_PORT));
             let name = format!("pod-{k}");
-            let mut cmd = pinned(self.cpus.as_deref(), &self.exe);
-            cmd.arg("backend")
-                .arg("--listen")
+            let mut cmd = match &self.program {
+                PodProgram::Http(exe) => {
+                    let mut cmd = pinned(self.cpus.as_deref(), exe);
+                    cmd.arg("backend").env("SLUICE_LOG", "warn");
+                    cmd
+                }
+                PodProgram::Grpc(binary) => pinned(self.cpus.as_deref(), binary),
+            };
+            cmd.arg("--listen")
                 .arg(addr.to_string())
                 .arg("--name")
-                .arg(&name)
-                .env("SLUICE_LOG", "warn");
+                .arg(&name);
             let proc = Proc::spawn(&name, cmd, &self.logs.join(format!("{name}.log")))?;
             new.push(Pod { addr, proc });
         }
@@ -103,7 +125,12 @@ impl Deployment {
                 if let Some(status) = proc.try_wait() {
                     anyhow::bail!("{} exited ({status})", proc.name());
                 }
-                Ok(http_get_ok(addr, "/healthz"))
+                Ok(match self.program {
+                    PodProgram::Http(_) => http_get_ok(addr, "/healthz"),
+                    PodProgram::Grpc(_) => {
+                        TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+                    }
+                })
             })
             .with_context(|| format!("waiting for the pod on {addr}"))?;
         }

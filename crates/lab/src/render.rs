@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::results::{LabResults, Run, Skipped};
+use crate::results::{LabResults, Run, Skipped, PROTOCOL_GRPC};
 
 /// The nines axis: percentiles from 50 % to 99.9999 %, as −log10(1 − p).
 const NINES_MAX: f64 = 6.0;
@@ -93,8 +93,15 @@ pub fn summary(results: &LabResults) -> String {
     };
     let _ = writeln!(
         out,
-        "sluice lab dynamic: {} req/s requested, {} connections, {} s per run",
-        results.setup.rate, results.setup.connections, results.setup.duration_secs
+        "sluice lab dynamic{}: {} req/s requested, {} connections, {} s per run",
+        if results.setup.protocol == PROTOCOL_GRPC {
+            " --protocol grpc (non-2xx: calls with a grpc-status other than OK)"
+        } else {
+            ""
+        },
+        results.setup.rate,
+        results.setup.connections,
+        results.setup.duration_secs
     );
     out += &line(header.iter().map(|h| (*h).to_owned()).collect());
     for row in rows {
@@ -111,11 +118,18 @@ pub fn markdown(results: &LabResults) -> String {
     let mut md = String::new();
     let s = &results.setup;
     let _ = writeln!(md, "# Sluice lab: dynamic Kubernetes deployment\n");
+    let what = if s.protocol == PROTOCOL_GRPC {
+        "unary gRPC calls (`grpc.testing.TestService/UnaryCall`, 1 KiB answers, over HTTP/2 with \
+         TLS; a call with a grpc-status other than OK counts as non-2xx) at a constant rate through \
+         each system under test to grpc-go pods (Sluice: `backend-protocol: GRPC`; nginx: \
+         `grpc_pass`, as ingress-nginx renders it; HAProxy: `proto h2`)"
+    } else {
+        "HTTPS load at a constant rate through each system under test to `sluice backend` pods"
+    };
     let _ = writeln!(
         md,
-        "The seeds' experiment on one machine: HTTPS load at a constant rate through each system \
-         under test to `sluice backend` pods, with a static deployment (5 pods) and a dynamic one \
-         ({}).\n",
+        "The seeds' experiment on one machine: {what}, with a static deployment (5 pods) and a \
+         dynamic one ({}).\n",
         s.churn
     );
     let _ = writeln!(md, "- started {}, {} CPUs", results.started_at, s.cpus);

@@ -34,6 +34,19 @@ pub struct Setup {
     pub tls: String,
     pub host: String,
     pub churn: String,
+    /// What clients and pods speak: [`PROTOCOL_HTTPS`] (results written before this field
+    /// existed) or [`PROTOCOL_GRPC`].
+    #[serde(default = "https")]
+    pub protocol: String,
+}
+
+/// The seeds' experiment: HTTP/1.1 over TLS to `sluice backend` pods.
+pub const PROTOCOL_HTTPS: &str = "https";
+/// Unary gRPC calls over HTTP/2 with TLS to grpc-go pods.
+pub const PROTOCOL_GRPC: &str = "grpc";
+
+fn https() -> String {
+    PROTOCOL_HTTPS.to_owned()
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -35,6 +35,9 @@ pub(crate) struct SutEnv {
     /// Worker processes or threads: nginx `worker_processes`, HAProxy `nbthread`, Sluice
     /// `--workers`.
     pub(crate) workers: u32,
+    /// The pods speak gRPC: clients come over HTTP/2 and the route is what ingress-nginx makes of
+    /// `backend-protocol: GRPC` (Sluice: that annotation; nginx: `grpc_pass`; HAProxy: `proto h2`).
+    pub(crate) grpc: bool,
 }
 
 /// A virtual host and the certificate it serves (PEM files).
@@ -244,11 +247,17 @@ impl System for Sluice {
                  name: app\n                port:\n                  number: 80\n"
             );
         }
+        let annotations = if env.grpc {
+            "  annotations:\n    nginx.ingress.kubernetes.io/backend-protocol: GRPC\n"
+        } else {
+            ""
+        };
         files.push((
             "ingress.yaml".to_owned(),
             format!(
                 "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: app\n  \
-                 namespace: default\nspec:\n  ingressClassName: sluice\n  tls:\n{tls}  rules:\n{rules}"
+                 namespace: default\n{annotations}spec:\n  ingressClassName: sluice\n  tls:\n{tls}  \
+                 rules:\n{rules}"
             ),
         ));
         for (name, content) in files {
@@ -350,18 +359,29 @@ impl System for Nginx {
             } else {
                 String::new()
             };
+            // gRPC: what ingress-nginx renders for backend-protocol GRPC (grpc_pass, HTTP/2
+            // listener); otherwise its proxy_pass with pooled HTTP/1.1.
+            let (http2, pass, set) = if env.grpc {
+                (" http2", "grpc_pass grpc://app;\n", "grpc_set_header")
+            } else {
+                (
+                    "",
+                    "proxy_pass http://app;\n            proxy_http_version 1.1;\n            \
+                     proxy_set_header Connection \"\";\n",
+                    "proxy_set_header",
+                )
+            };
             let _ = write!(
                 servers,
-                "    server {{\n{listen_http}        listen {https} ssl;\n        server_name {};\n\
+                "    server {{\n{listen_http}        listen {https} ssl{http2};\n        server_name {};\n\
                  \x20       ssl_certificate {};\n        ssl_certificate_key {};\n\
                  \x20       ssl_protocols TLSv1.2 TLSv1.3;\n\n\
-                 \x20       location / {{\n            proxy_pass http://app;\n\
-                 \x20           proxy_http_version 1.1;\n            proxy_set_header Connection \"\";\n\
-                 \x20           proxy_set_header Host $host;\n\
-                 \x20           proxy_set_header X-Request-ID $request_id;\n\
-                 \x20           proxy_set_header X-Real-IP $remote_addr;\n\
-                 \x20           proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n\
-                 \x20           proxy_set_header X-Forwarded-Proto $scheme;\n        }}\n    }}\n",
+                 \x20       location / {{\n            {pass}\
+                 \x20           {set} Host $host;\n\
+                 \x20           {set} X-Request-ID $request_id;\n\
+                 \x20           {set} X-Real-IP $remote_addr;\n\
+                 \x20           {set} X-Forwarded-For $proxy_add_x_forwarded_for;\n\
+                 \x20           {set} X-Forwarded-Proto $scheme;\n        }}\n    }}\n",
                 cert.host,
                 cert.cert_pem.display(),
                 cert.key_pem.display(),
@@ -502,11 +522,21 @@ impl System for Haproxy {
         // like nginx's worker_connections 10000 it is far above the 1000 clients.
         // Every slot exists from the start; free ones are disabled (maintenance), as API-driven
         // controllers pre-allocate them. Changes go through the runtime API only.
+        // gRPC: HTTP/2 to the pods (cleartext, prior knowledge) and h2 offered to clients.
+        let (proto, alpn) = if env.grpc {
+            (" proto h2", " alpn h2,http/1.1")
+        } else {
+            ("", "")
+        };
         let mut servers = String::new();
         for (i, slot) in self.slots.iter().enumerate() {
             let _ = match slot {
-                Some(ep) => writeln!(servers, "    server slot{} {ep}", i + 1),
-                None => writeln!(servers, "    server slot{} 127.0.0.1:1 disabled", i + 1),
+                Some(ep) => writeln!(servers, "    server slot{} {ep}{proto}", i + 1),
+                None => writeln!(
+                    servers,
+                    "    server slot{} 127.0.0.1:1{proto} disabled",
+                    i + 1
+                ),
             };
         }
         let config = format!(
@@ -515,7 +545,7 @@ impl System for Haproxy {
              ssl-default-bind-options ssl-min-ver TLSv1.2\n\n\
              defaults\n    mode http\n    timeout connect 5s\n    timeout client 75s\n    \
              timeout server 60s\n    timeout http-keep-alive 75s\n    option http-keep-alive\n\n\
-             frontend fe\n    bind {https} ssl{crts}\n    bind {http}\n    maxconn 9000\n    \
+             frontend fe\n    bind {https} ssl{crts}{alpn}\n    bind {http}\n    maxconn 9000\n    \
              default_backend be\n\n\
              backend be\n    balance roundrobin\n{servers}",
             env.workers,

@@ -1,6 +1,8 @@
 //! results.json shape and the Markdown, HTML/SVG and text renderers, from recorded load results.
 
-use lab::results::{LabResults, LatencyMs, Run, ScaleEvent, Setup, Skipped, SCHEMA};
+use lab::results::{
+    LabResults, LatencyMs, Run, ScaleEvent, Setup, Skipped, PROTOCOL_HTTPS, SCHEMA,
+};
 
 fn load_fixture(name: &str) -> load::Results {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -35,6 +37,7 @@ fn lab_results() -> LabResults {
             tls: "RSA-2048".to_owned(),
             host: "app.example.com".to_owned(),
             churn: "5 <-> 7".to_owned(),
+            protocol: PROTOCOL_HTTPS.to_owned(),
         },
         skipped: vec![Skipped {
             system: "haproxy".to_owned(),

@@ -130,6 +130,13 @@ pub struct LoadArgs {
     /// connection, as with HTTP/1.1.
     #[arg(long)]
     pub http2: bool,
+
+    /// gRPC unary calls over HTTP/2 (implies --http2): POST with `content-type:
+    /// application/grpc` and `te: trailers`, the --body file (a serialized protobuf message, may
+    /// be absent for an empty one) sent as one length-prefixed gRPC message. A call succeeds
+    /// only with HTTP 200 and `grpc-status: 0`; any other grpc-status is a `status` error.
+    #[arg(long)]
+    pub grpc: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -157,6 +164,8 @@ pub struct Config {
     /// `--hold-idle`: one request per connection, then idle for `duration`.
     pub hold_idle: bool,
     pub http2: bool,
+    /// `--grpc`: the body is framed as a gRPC message and the answer judged by grpc-status.
+    pub grpc: bool,
     pub tls: TlsOptions,
     pub output: Output,
 }
@@ -266,6 +275,13 @@ impl TryFrom<LoadArgs> for Config {
         };
         let method = Method::from_bytes(args.method.as_bytes())
             .map_err(|_| invalid("--method", &args.method, "not a valid HTTP method"))?;
+        let method = match (args.grpc, method) {
+            (false, method) => method,
+            (true, Method::GET | Method::POST) => Method::POST,
+            (true, _) => {
+                return Err(invalid("--method", &args.method, "gRPC calls are POSTs"));
+            }
+        };
 
         let mut headers = Vec::new();
         let mut host_override = None;
@@ -360,7 +376,8 @@ impl TryFrom<LoadArgs> for Config {
             body,
             new_connection_per_request: close,
             hold_idle: args.hold_idle,
-            http2: args.http2,
+            http2: args.http2 || args.grpc,
+            grpc: args.grpc,
             tls: TlsOptions {
                 resumption: args.tls_resumption == TlsResumption::On,
                 trust,
@@ -734,5 +751,20 @@ mod tests {
             .err()
             .unwrap();
         assert_eq!(err.exit_code(), 2);
+    }
+
+    #[test]
+    fn grpc_calls_are_http2_posts() {
+        let c = config(&[
+            "--grpc",
+            "http://h:50051/grpc.testing.TestService/UnaryCall",
+        ])
+        .unwrap();
+        assert!(c.grpc && c.http2);
+        assert_eq!(c.method, Method::POST);
+        assert!(
+            error(&["--grpc", "--method", "PUT", "http://h/s/m"]).contains("gRPC calls are POSTs")
+        );
+        assert!(!config(&["http://h/"]).unwrap().grpc);
     }
 }

@@ -257,6 +257,8 @@ struct H2Template {
     uri: http::Uri,
     headers: Vec<(http::HeaderName, http::HeaderValue)>,
     body: Bytes,
+    /// The response is a gRPC call's: judged by its grpc-status.
+    grpc: bool,
 }
 
 struct ThreadOutput {
@@ -344,12 +346,23 @@ impl Shared {
         let uri = format!("{scheme}://{}{}", target.host_header, target.path)
             .parse()
             .map_err(|_| rustls::Error::General("invalid request URI".into()))?;
-        let h2_headers = config
+        let mut h2_headers: Vec<_> = config
             .headers
             .iter()
             .filter(|(name, _)| *name != http::header::CONNECTION)
             .cloned()
             .collect();
+        let mut h2_body = config.body.clone();
+        if config.grpc {
+            h2_headers.extend([
+                (
+                    http::header::CONTENT_TYPE,
+                    http::HeaderValue::from_static("application/grpc"),
+                ),
+                (http::header::TE, http::HeaderValue::from_static("trailers")),
+            ]);
+            h2_body = grpc_message(&config.body);
+        }
         Ok(Shared {
             addrs,
             tls,
@@ -365,7 +378,8 @@ impl Shared {
                 method: config.method.clone(),
                 uri,
                 headers: h2_headers,
-                body: config.body.clone(),
+                body: h2_body,
+                grpc: config.grpc,
             },
         })
     }
@@ -549,11 +563,33 @@ async fn exchange(
             *phase = Phase::Read;
             let response = sender.send_request(request).await.map_err(read)?;
             let status = response.status().as_u16();
+            // A trailers-only gRPC answer carries grpc-status in the head.
+            let mut grpc_status = template
+                .grpc
+                .then(|| GrpcStatus::from_headers(response.headers()))
+                .flatten();
             let mut body = response.into_body();
             let mut bytes_read = 0;
             while let Some(frame) = body.frame().await {
-                if let Some(data) = frame.map_err(read)?.data_ref() {
+                let frame = frame.map_err(read)?;
+                if let Some(data) = frame.data_ref() {
                     bytes_read += data.len() as u64;
+                } else if let Some(trailers) = frame.trailers_ref() {
+                    grpc_status = grpc_status.or_else(|| GrpcStatus::from_headers(trailers));
+                }
+            }
+            if template.grpc && status == 200 {
+                match grpc_status {
+                    Some(GrpcStatus { code: 0, .. }) => {}
+                    Some(GrpcStatus { code, message }) => {
+                        return Err((ErrorClass::Status, format!("grpc-status {code}: {message}")));
+                    }
+                    None => {
+                        return Err((
+                            ErrorClass::Read,
+                            "gRPC answer without grpc-status".to_owned(),
+                        ));
+                    }
                 }
             }
             Ok(Exchange {
@@ -564,6 +600,34 @@ async fn exchange(
             })
         }
     }
+}
+
+/// A gRPC call's outcome, from the response's trailers (or head, when trailers-only).
+struct GrpcStatus {
+    code: u32,
+    message: String,
+}
+
+impl GrpcStatus {
+    fn from_headers(headers: &http::HeaderMap) -> Option<GrpcStatus> {
+        let code = headers.get("grpc-status")?.to_str().ok()?.parse().ok()?;
+        let message = headers
+            .get("grpc-message")
+            .and_then(|m| m.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        Some(GrpcStatus { code, message })
+    }
+}
+
+/// One length-prefixed gRPC message: uncompressed flag, 4-byte big-endian length, the message.
+fn grpc_message(message: &[u8]) -> Bytes {
+    let length = u32::try_from(message.len()).expect("a --body larger than 4 GiB");
+    let mut framed = Vec::with_capacity(5 + message.len());
+    framed.push(0);
+    framed.extend_from_slice(&length.to_be_bytes());
+    framed.extend_from_slice(message);
+    Bytes::from(framed)
 }
 
 /// TCP connect (first address that answers), TLS handshake if https, HTTP/2 handshake if asked.

@@ -20,7 +20,7 @@ use super::{
     Skipped, Study, SCHEMA,
 };
 use crate::cpu;
-use crate::pods::Deployment;
+use crate::pods::{Deployment, PodProgram};
 use crate::procs::{self, pinned, Proc};
 use crate::systems::{self, Cert, Listeners, SutEnv, System};
 use crate::{compact_timestamp, iso_timestamp, make_cert_for, KeyKind, WorkDir, HOST};
@@ -686,7 +686,7 @@ fn run_workers(
     crate::set_mode_755(&dir)?;
     let subnet = crate::subnet_seed();
     let mut deployment = Deployment::new(
-        lab.exe.clone(),
+        PodProgram::Http(lab.exe.clone()),
         pin.load_cpus.clone(),
         dir.clone(),
         [subnet[0], subnet[1].wrapping_add(u8::try_from(w % 200)?)],
@@ -703,6 +703,7 @@ fn run_workers(
             cpus: pin.sut_cpus.clone(),
             exe: lab.exe.clone(),
             workers: w,
+            grpc: false,
         };
         let started = system
             .start(&env, &deployment.endpoints())
