@@ -31,6 +31,7 @@
 #   WORKERS=1        worker threads (Sluice) / worker processes (nginx); with 2, give the
 #                    proxies both CPUs (PROXY_CPU=0,1 LOAD_CPU=0,1) to see cross-core costs
 #   SLUICE_ARGS="..."  extra flags for `sluice serve`
+#   BODY=1kb         the response: 1kb, or 1mb (throughput: the report's RPS × 1 MiB)
 #   ROUTE=plain      the route under test: `plain` (one Prefix path, no annotations), or `policy`:
 #                    what an ingress-nginx user writes for a rewrite, a regex path /app/(.*) with
 #                    rewrite-target /$1 and two header filters (a request header set, a response
@@ -77,12 +78,17 @@ case $OTEL in
     *) echo "OTEL must be on or off, not '$OTEL'" >&2; exit 2 ;;
 esac
 HOST=app.example.com
+BODY=${BODY:-1kb}
+case $BODY in
+    1kb) BODY_BYTES=1024 ;;
+    1mb) BODY_BYTES=1048576 ;;
+    *) echo "BODY must be 1kb or 1mb, not '$BODY'" >&2; exit 2 ;;
+esac
 case $ROUTE in
-    plain) PATH_UNDER_TEST=/1kb.bin ;;
-    policy) PATH_UNDER_TEST=/app/1kb.bin ;;
+    plain) PATH_UNDER_TEST=/$BODY.bin ;;
+    policy) PATH_UNDER_TEST=/app/$BODY.bin ;;
     *) echo "ROUTE must be plain or policy, not '$ROUTE'" >&2; exit 2 ;;
 esac
-BODY_BYTES=1024
 BACKEND_PORT=18080
 NGINX_HTTP=18091
 NGINX_HTTPS=18443

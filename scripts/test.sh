@@ -61,6 +61,13 @@ echo "== otelcol"
 SLUICE_OTELCOL=$(nice scripts/otelcol.sh)
 export SLUICE_OTELCOL
 echo "$SLUICE_OTELCOL"
+# ghz and the gRPC pods (scripts/grpc-backend), built from Go modules once and cached by version
+# (~1 min the first time). The lab's gRPC smoke test runs them; under CI a missing
+# SLUICE_GRPC_TOOLS fails.
+echo "== grpc tools"
+SLUICE_GRPC_TOOLS=$(nice scripts/grpc-tools.sh)
+export SLUICE_GRPC_TOOLS
+echo "$SLUICE_GRPC_TOOLS"
 echo "== cargo test"
 cargo test --workspace --locked
 echo "== deploy check (deploy/ against a real API server)"
