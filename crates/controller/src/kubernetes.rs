@@ -68,6 +68,7 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
         &WatchScope {
             namespace: kube.watch_namespace.clone(),
             config_map: compile_options.config_map.clone(),
+            extra_config_maps: stream_config_maps(compile_options),
             default_tls_secret: compile_options.default_tls_secret.clone(),
         },
     );
@@ -165,6 +166,18 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
     Ok(())
 }
 
+/// The TCP and UDP services ConfigMaps, watched beside the controller's.
+fn stream_config_maps(options: &CompileOptions) -> Vec<model::NamespacedName> {
+    [
+        &options.tcp_services_config_map,
+        &options.udp_services_config_map,
+    ]
+    .into_iter()
+    .flatten()
+    .cloned()
+    .collect()
+}
+
 /// How long [`load_kubernetes`] waits for every kind's first list.
 const LOAD_WAIT: Duration = Duration::from_secs(120);
 
@@ -177,6 +190,7 @@ pub fn load_kubernetes(kube: &KubeOptions, options: &CompileOptions) -> Result<S
             &WatchScope {
                 namespace: kube.watch_namespace.clone(),
                 config_map: options.config_map.clone(),
+                extra_config_maps: stream_config_maps(options),
                 default_tls_secret: options.default_tls_secret.clone(),
             },
         );

@@ -30,6 +30,7 @@ use crate::policy::{HeaderEdit, RoutePolicy, UpstreamTls};
 use crate::routes::{HostPattern, PathKind, PathRoute, Route, RouteSite, RouteTable};
 use crate::settings::Settings;
 use crate::store::{NamespacedName, Store};
+use crate::streams::{StreamService, StreamServiceView};
 use crate::tls::{
     certificate_info, certified_key_from_pem, certified_key_from_secret, CertificateInfo,
     Certificates,
@@ -62,6 +63,13 @@ pub struct CompileOptions {
     pub ingress_class_by_name: bool,
     /// `--enable-ssl-passthrough`: the `ssl-passthrough` annotation takes effect.
     pub enable_ssl_passthrough: bool,
+    /// `--tcp-services-configmap`: the ConfigMap whose entries open TCP service ports.
+    pub tcp_services_config_map: Option<NamespacedName>,
+    /// `--udp-services-configmap`: read only to report that UDP is not proxied.
+    pub udp_services_config_map: Option<NamespacedName>,
+    /// Ports Sluice's own listeners use (HTTP, HTTPS, admin, status, webhook) → which
+    /// listener: a TCP service entry naming one is refused.
+    pub reserved_ports: BTreeMap<u16, String>,
 }
 
 /// Something about one object an operator must know: it is invalid, or uses what Sluice does
@@ -122,6 +130,9 @@ pub struct Compiled {
     pub passthrough: HashMap<String, Arc<Route>>,
     /// The policy its backends' endpoints were read with; the fast path keeps applying it.
     pub node_local_endpoints: NodeLocalEndpoints,
+    /// TCP services (`--tcp-services-configmap`): listen port → where its connections go.
+    /// Their backends are in `backends` too, so endpoint changes reach them on the fast path.
+    pub tcp_services: BTreeMap<u16, Arc<StreamService>>,
 }
 
 impl Default for CompileOptions {
@@ -136,6 +147,9 @@ impl Default for CompileOptions {
             watch_ingress_without_class: false,
             ingress_class_by_name: false,
             enable_ssl_passthrough: false,
+            tcp_services_config_map: None,
+            udp_services_config_map: None,
+            reserved_ports: BTreeMap::new(),
         }
     }
 }
@@ -217,6 +231,7 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
     }
     compiler.finish_hosts();
     compiler.passthrough(options);
+    compiler.streams(options);
     compiler.out.routes.finish();
     compiler.out.diagnostics.sort();
     compiler.out.diagnostics.dedup();
@@ -406,6 +421,23 @@ fn is_ours(store: &Store, options: &CompileOptions, ingress: &Ingress) -> bool {
 }
 
 impl Compiler<'_> {
+    /// `--tcp-services-configmap` and `--udp-services-configmap` (see `streams`).
+    fn streams(&mut self, options: &CompileOptions) {
+        if let Some(name) = &options.tcp_services_config_map {
+            self.out.tcp_services = crate::streams::tcp_services(
+                self.store,
+                name,
+                &options.reserved_ports,
+                self.out.node_local_endpoints,
+                &mut self.out.backends,
+                &mut self.out.diagnostics,
+            );
+        }
+        if let Some(name) = &options.udp_services_config_map {
+            crate::streams::udp_services(self.store, name, &mut self.out.diagnostics);
+        }
+    }
+
     fn diagnose(&mut self, object: ObjectRef, reason: impl Into<String>) {
         self.out.diagnostics.push(Diagnostic::new(object, reason));
     }
@@ -1381,6 +1413,9 @@ pub struct CompiledView {
     /// `ssl-passthrough` hosts → the backend their TLS connections go to.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub passthrough: BTreeMap<String, String>,
+    /// TCP services: listen port → Service port and PROXY protocol flags.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub tcp_services: BTreeMap<u16, StreamServiceView>,
     pub settings: Settings,
     pub ingresses: Vec<String>,
     pub diagnostics: Vec<String>,
@@ -1482,6 +1517,11 @@ impl Compiled {
                         .map_or_else(|| "(unresolved)".to_owned(), ToString::to_string);
                     (host.clone(), backend)
                 })
+                .collect(),
+            tcp_services: self
+                .tcp_services
+                .iter()
+                .map(|(port, service)| (*port, service.view()))
                 .collect(),
             settings: self.settings.clone(),
             ingresses: self.ingresses.iter().map(ToString::to_string).collect(),

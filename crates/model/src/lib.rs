@@ -11,6 +11,7 @@
 //!                 Ingress annotations ──annotations::parse──▶ RoutePolicy per Ingress
 //!                 every Route = { match (path, regex), policy, backend }
 //!            ChangeSet.endpoints ──▶ Compiled::refresh_endpoints ──▶ Backend endpoint swap
+//!            TCP services ConfigMap ──streams──▶ Compiled.tcp_services (port ─▶ Backend)
 //!
 //!  request ──▶ validate_host, normalize_path ──▶ Compiled.routes.route(host, path) ──▶ Route
 //!          ──▶ route.policy (access, redirect, rewrite, headers, body, upstream)
@@ -30,6 +31,7 @@ pub mod policy;
 pub mod routes;
 pub mod settings;
 pub mod store;
+pub mod streams;
 pub mod target;
 pub mod tls;
 
@@ -45,5 +47,6 @@ pub use policy::{
 pub use routes::{Matched, Route, RouteSite, RouteTable};
 pub use settings::{LoadBalance, NextUpstream, Settings};
 pub use store::{ChangeSet, NamespacedName, Store};
+pub use streams::StreamService;
 pub use target::{encode_path, normalize_path, validate_host, NormalPath, TargetError};
 pub use tls::Certificates;

@@ -129,6 +129,25 @@ impl LogBuffer {
         self.bytes.len()
     }
 
+    /// Adds one TCP service connection's line in ingress-nginx's default `log-format-stream`:
+    /// `[$remote_addr] [$time_local] $protocol $status $bytes_sent $bytes_received
+    /// $session_time`. Returns the bytes held.
+    pub(crate) fn write_stream(&mut self, line: &StreamLine) -> usize {
+        let out = &mut self.bytes;
+        let _ = write!(out, "[{}] [", line.remote_addr);
+        time_local(out);
+        let _ = writeln!(
+            out,
+            "] TCP {} {} {} {:.3}",
+            line.status,
+            line.bytes_sent,
+            line.bytes_received,
+            line.session.as_secs_f64()
+        );
+        self.lines += 1;
+        self.bytes.len()
+    }
+
     /// Hands the lines to the writer; never blocks.
     pub(crate) fn flush(&mut self, sink: &Sink) {
         if self.bytes.is_empty() {
@@ -140,6 +159,19 @@ impl LogBuffer {
             sink.dropped.fetch_add(lines, Ordering::Relaxed);
         }
     }
+}
+
+/// What a TCP service connection's log line says (nginx's stream variables).
+pub(crate) struct StreamLine {
+    /// The client (the PROXY protocol's source when a trusted load balancer sent one).
+    pub(crate) remote_addr: IpAddr,
+    /// nginx's stream `$status`: 200 spliced, 400 bad PROXY header, 502 no endpoint reached.
+    pub(crate) status: u16,
+    /// To the client.
+    pub(crate) bytes_sent: u64,
+    /// From the client.
+    pub(crate) bytes_received: u64,
+    pub(crate) session: Duration,
 }
 
 /// One upstream attempt.

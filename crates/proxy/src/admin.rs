@@ -216,6 +216,7 @@ impl Admin {
             "ready": config.is_some(),
             "config": config.as_ref().map(|c| c.view()),
             "source_errors": self.shared.source_errors(),
+            "tcp_service_errors": self.shared.stream_errors(),
         });
         match serde_json::to_vec_pretty(&document) {
             Ok(mut text) => {

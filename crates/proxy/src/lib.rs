@@ -33,6 +33,7 @@
 //!           client side polls it; connection back to the pool at its end; 101 ─▶ spliced
 //!           tunnel (closed after proxy-read-timeout without a byte)
 //!   every client socket: client-send-timeout on writes, lingering close, TCP keepalive
+//!   TCP service ports (opened/closed by publish) ─▶ splice to an endpoint (`stream`)
 //!
 //!  exporter thread: spans ─▶ OTLP/HTTP ─▶ otlp-collector-host (`otlp`)
 //!  admin thread (--admin-listen): /healthz /ready /metrics (sums per-worker counters at scrape)
@@ -82,6 +83,7 @@ mod server;
 mod shared;
 mod stall;
 mod status_page;
+mod stream;
 mod tls;
 mod tunnel;
 mod upstream;
@@ -155,6 +157,8 @@ pub struct Proxy {
     /// The admin server stops after the workers, so probes and scrapes answer during the drain.
     stop_admin: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
+    /// TCP service ports, opened and closed as published configurations ask.
+    streams: std::sync::Mutex<stream::Listeners>,
     /// The admin and status threads.
     admin_threads: Vec<JoinHandle<()>>,
 }
@@ -202,10 +206,13 @@ impl Proxy {
         let derived_max_connections = fds::derived_max_connections(open_files, workers);
 
         let mut stats_senders = Vec::with_capacity(workers);
+        let mut stream_senders = Vec::with_capacity(workers);
         let mut handles = Vec::with_capacity(workers);
         for (id, (http, https)) in http.sockets.into_iter().zip(https.sockets).enumerate() {
             let (stats_tx, stats_rx) = tokio::sync::mpsc::channel(4);
             stats_senders.push(stats_tx);
+            let (stream_tx, stream_rx) = tokio::sync::mpsc::unbounded_channel();
+            stream_senders.push(stream_tx);
             let spawned = worker::spawn(worker::WorkerSetup {
                 id,
                 shared: shared.clone(),
@@ -216,6 +223,7 @@ impl Proxy {
                 stop: stop_rx.clone(),
                 stats: stats_rx,
                 derived_max_connections,
+                stream_listeners: stream_rx,
             });
             match spawned {
                 Ok(handle) => handles.push(handle),
@@ -273,6 +281,11 @@ impl Proxy {
             stop,
             stop_admin,
             workers: handles,
+            // TCP service ports listen on the HTTP listener's address.
+            streams: std::sync::Mutex::new(stream::Listeners::new(
+                config.http_listen.ip(),
+                stream_senders,
+            )),
             admin_threads,
         })
     }
@@ -298,7 +311,18 @@ impl Proxy {
     /// proxy ready, and wakes the workers so they close idle pooled connections to endpoints
     /// no longer present.
     pub fn publish(&self, compiled: Arc<model::Compiled>) {
-        self.shared.publish(compiled);
+        self.shared.publish(compiled.clone());
+        // After the swap, so a connection on a new port finds its service.
+        let errors = self
+            .streams
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .apply(&compiled);
+        *self
+            .shared
+            .stream_errors
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = errors;
     }
 
     /// The current configuration (the control plane runs `compiled.refresh_endpoints(..)` on

@@ -126,6 +126,8 @@ pub(crate) struct Stats {
     /// Connections closed for a missing or invalid PROXY protocol header.
     pub(crate) proxy_protocol_refused: u64,
     pub(crate) passthrough: PassthroughCounts,
+    /// TCP services, by port and upstream.
+    pub(crate) streams: BTreeMap<crate::stream::StreamKey, crate::stream::StreamCounts>,
 }
 
 /// TLS passthrough connections, by outcome.
@@ -172,6 +174,7 @@ pub(crate) struct Snapshot {
     pub(crate) bodies_buffered: BufferedCounts,
     pub(crate) proxy_protocol_refused: u64,
     pub(crate) passthrough: PassthroughCounts,
+    pub(crate) streams: BTreeMap<crate::stream::StreamKey, crate::stream::StreamCounts>,
 }
 
 /// Open client connections: `[protocol][state]`, protocol as [`PROTOCOLS`], state
@@ -484,6 +487,7 @@ impl Stats {
             bodies_buffered: self.bodies_buffered,
             proxy_protocol_refused: self.proxy_protocol_refused,
             passthrough: self.passthrough,
+            streams: self.streams.clone(),
         }
     }
 }
@@ -579,6 +583,16 @@ impl Snapshot {
         self.proxy_protocol_refused += other.proxy_protocol_refused;
         self.passthrough.passed += other.passthrough.passed;
         self.passthrough.failed += other.passthrough.failed;
+        for (key, theirs) in &other.streams {
+            let mine = self.streams.entry(key.clone()).or_default();
+            mine.accepted += theirs.accepted;
+            mine.active += theirs.active;
+            mine.failed += theirs.failed;
+            mine.refused += theirs.refused;
+            mine.endpoint_removed += theirs.endpoint_removed;
+            mine.bytes_received += theirs.bytes_received;
+            mine.bytes_sent += theirs.bytes_sent;
+        }
     }
 }
 

@@ -83,6 +83,27 @@ pub(crate) async fn read_header(stream: &mut TcpStream) -> Result<Header, Refuse
     }
 }
 
+/// The version 1 header saying a connection comes from `source` to `destination`, which a
+/// TCP service with `:PROXY:PROXY` writes to its upstream first (nginx's `proxy_protocol on`
+/// writes version 1 too). Addresses of different families (an IPv6 client announced on an
+/// IPv4 listener) make `PROXY UNKNOWN`, as the spec provides.
+pub(crate) fn v1_header(source: SocketAddr, destination: SocketAddr) -> String {
+    let canonical = |addr: SocketAddr| SocketAddr::new(addr.ip().to_canonical(), addr.port());
+    let (source, destination) = (canonical(source), canonical(destination));
+    let family = match (source.ip(), destination.ip()) {
+        (IpAddr::V4(_), IpAddr::V4(_)) => "TCP4",
+        (IpAddr::V6(_), IpAddr::V6(_)) => "TCP6",
+        _ => return "PROXY UNKNOWN\r\n".to_owned(),
+    };
+    format!(
+        "PROXY {family} {} {} {} {}\r\n",
+        source.ip(),
+        destination.ip(),
+        source.port(),
+        destination.port()
+    )
+}
+
 fn parse(bytes: &[u8]) -> Result<Parsed, Refused> {
     let prefix = bytes.len().min(V2_SIGNATURE.len());
     if bytes[..prefix] == V2_SIGNATURE[..prefix] {
@@ -195,6 +216,30 @@ fn parse_v2(bytes: &[u8]) -> Result<Parsed, Refused> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_header_written_upstream_reads_back_as_what_it_says() {
+        let client: SocketAddr = "203.0.113.7:51234".parse().unwrap();
+        let listener: SocketAddr = "10.0.0.1:9000".parse().unwrap();
+        let header = v1_header(client, listener);
+        assert_eq!(header, "PROXY TCP4 203.0.113.7 10.0.0.1 51234 9000\r\n");
+        let Ok(Parsed::Complete {
+            length,
+            header: read,
+        }) = parse(header.as_bytes())
+        else {
+            panic!("{header:?} does not parse");
+        };
+        assert_eq!(length, header.len());
+        assert_eq!(read, Header::Proxied { source: client });
+        let six: SocketAddr = "[2001:db8::7]:1".parse().unwrap();
+        assert!(v1_header(six, "[::1]:2".parse().unwrap())
+            .starts_with("PROXY TCP6 2001:db8::7 ::1 1 2"));
+        assert_eq!(v1_header(six, listener), "PROXY UNKNOWN\r\n");
+        // An IPv4-mapped IPv6 peer (a dual-stack listener) is written as IPv4.
+        let mapped: SocketAddr = "[::ffff:203.0.113.7]:51234".parse().unwrap();
+        assert!(v1_header(mapped, listener).starts_with("PROXY TCP4 203.0.113.7"));
+    }
 
     fn complete(bytes: &[u8]) -> (usize, Header) {
         match parse(bytes) {

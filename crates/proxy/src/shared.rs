@@ -27,6 +27,8 @@ pub(crate) struct Shared {
     /// `None` until the first publish: requests answer 503 and /ready says not ready.
     pub(crate) config: ArcSwapOption<Compiled>,
     pub(crate) source_errors: Mutex<Vec<String>>,
+    /// TCP service ports that could not be bound, and why (shown on /config).
+    pub(crate) stream_errors: Mutex<Vec<String>>,
     pub(crate) config_swaps: AtomicU64,
     pub(crate) last_swap_unix_millis: AtomicU64,
     pub(crate) endpoint_swaps: AtomicU64,
@@ -69,6 +71,7 @@ impl Shared {
         Ok(Shared {
             config: ArcSwapOption::empty(),
             source_errors: Mutex::new(Vec::new()),
+            stream_errors: Mutex::new(Vec::new()),
             config_swaps: AtomicU64::new(0),
             last_swap_unix_millis: AtomicU64::new(0),
             endpoint_swaps: AtomicU64::new(0),
@@ -155,6 +158,10 @@ impl Shared {
 
     pub(crate) fn source_errors(&self) -> Vec<String> {
         lock(&self.source_errors).clone()
+    }
+
+    pub(crate) fn stream_errors(&self) -> Vec<String> {
+        lock(&self.stream_errors).clone()
     }
 
     /// The swap history; a panic while it was held leaves nothing half-written worth refusing.

@@ -36,14 +36,38 @@ where
     A: AsyncRead + AsyncWrite + Unpin,
     B: AsyncRead + AsyncWrite + Unpin,
 {
+    splice_counted(client, upstream, idle, &Traffic::default()).await
+}
+
+/// Bytes a tunnel has read from each side so far; readable while it runs and after it ended,
+/// however it ended.
+#[derive(Debug, Default)]
+pub(crate) struct Traffic {
+    pub(crate) from_client: Cell<u64>,
+    pub(crate) from_upstream: Cell<u64>,
+}
+
+/// [`splice`], counting into `traffic`.
+pub(crate) async fn splice_counted<A, B>(
+    client: &mut A,
+    upstream: &mut B,
+    idle: Duration,
+    traffic: &Traffic,
+) -> Result<(), TunnelError>
+where
+    A: AsyncRead + AsyncWrite + Unpin,
+    B: AsyncRead + AsyncWrite + Unpin,
+{
     let last = Cell::new(Instant::now());
     let mut client = Watched {
         io: client,
         last: &last,
+        read: &traffic.from_client,
     };
     let mut upstream = Watched {
         io: upstream,
         last: &last,
+        read: &traffic.from_upstream,
     };
     let mut copy = pin!(tokio::io::copy_bidirectional(&mut client, &mut upstream));
     if idle.is_zero() {
@@ -68,10 +92,11 @@ where
     }
 }
 
-/// One side of a tunnel: notes when it last brought bytes.
+/// One side of a tunnel: notes when it last brought bytes, and how many.
 struct Watched<'a, I> {
     io: &'a mut I,
     last: &'a Cell<Instant>,
+    read: &'a Cell<u64>,
 }
 
 impl<I: AsyncRead + Unpin> AsyncRead for Watched<'_, I> {
@@ -83,8 +108,10 @@ impl<I: AsyncRead + Unpin> AsyncRead for Watched<'_, I> {
         let this = self.get_mut();
         let before = buf.filled().len();
         let polled = Pin::new(&mut *this.io).poll_read(cx, buf);
-        if buf.filled().len() > before {
+        let read = buf.filled().len() - before;
+        if read > 0 {
             this.last.set(Instant::now());
+            this.read.set(this.read.get() + read as u64);
         }
         polled
     }

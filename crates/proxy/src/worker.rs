@@ -66,7 +66,7 @@ const MIN_HEADER_BUFFER: usize = 8192;
 
 /// Pause after an accept error that is neither about one connection nor about descriptors,
 /// so the loop does not spin while the condition lasts.
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
+pub(crate) const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
 
 /// Out of file descriptors: accepting waits for a connection of this worker to end, or this
 /// long (nginx disables accepting for 500 ms), since other workers may free descriptors too.
@@ -94,6 +94,8 @@ pub(crate) struct WorkerSetup {
     pub(crate) stats: mpsc::Receiver<StatsRequest>,
     /// `max-worker-connections: 0` means this (derived from the open-files limit).
     pub(crate) derived_max_connections: usize,
+    /// TCP service ports to accept on, and to stop accepting on.
+    pub(crate) stream_listeners: mpsc::UnboundedReceiver<crate::stream::ListenerChange>,
 }
 
 /// The current configuration as one worker holds it: cloning the `Rc` is a plain increment,
@@ -143,6 +145,8 @@ pub(crate) struct Worker {
     spans: RefCell<SpanBuffer>,
     /// Connections accepted so far (`$connection`).
     connections_seen: Cell<u64>,
+    /// TCP services: accept loops and spliced connections by endpoint.
+    pub(crate) streams: RefCell<crate::stream::Streams>,
 }
 
 /// Registered client connections: a slab (a `Vec` with a free list), one slot each.
@@ -284,6 +288,7 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
     let stop = setup.stop;
     let stats = setup.stats;
     let derived_max_connections = setup.derived_max_connections;
+    let stream_listeners = setup.stream_listeners;
     std::thread::Builder::new()
         .name(format!("sluice-worker-{id}"))
         .spawn(move || {
@@ -315,8 +320,9 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
                     log: RefCell::default(),
                     spans: RefCell::default(),
                     connections_seen: Cell::new(0),
+                    streams: RefCell::default(),
                 });
-                worker.run(http, https, stats).await;
+                worker.run(http, https, stats, stream_listeners).await;
             });
             // Dropping the LocalSet here cancels whatever outlived the grace period.
             tracing::debug!(worker = id, "worker stopped");
@@ -330,9 +336,11 @@ impl Worker {
         http: TcpListener,
         https: TcpListener,
         stats: mpsc::Receiver<StatsRequest>,
+        stream_listeners: mpsc::UnboundedReceiver<crate::stream::ListenerChange>,
     ) {
-        tokio::task::spawn_local(self.clone().accept_loop(http, false));
-        tokio::task::spawn_local(self.clone().accept_loop(https, true));
+        tokio::task::spawn_local(crate::stream::listen(self.clone(), stream_listeners));
+        tokio::task::spawn_local(self.clone().accept_loop(http, Listener::Http));
+        tokio::task::spawn_local(self.clone().accept_loop(https, Listener::Https));
         tokio::task::spawn_local(self.clone().housekeeping());
         tokio::task::spawn_local(self.clone().serve_stats(stats));
 
@@ -375,7 +383,7 @@ impl Worker {
     }
 
     /// Resolves once the worker is stopping.
-    async fn until_stopping(&self) {
+    pub(crate) async fn until_stopping(&self) {
         let stopped = self.stopped.notified();
         let mut stopped = pin!(stopped);
         stopped.as_mut().enable();
@@ -488,7 +496,7 @@ impl Worker {
     /// connection for it; with none idle (all got busy while we waited in accept) the
     /// connection waits, and accepting with it. Waiting, accepting pauses (the kernel's backlog
     /// holds new connections) until a connection ends or goes idle.
-    async fn room_for_one(&self, accepted: bool) {
+    pub(crate) async fn room_for_one(&self, accepted: bool) {
         let mut counted_pause = false;
         loop {
             let limit = self.max_connections().saturating_add(usize::from(accepted));
@@ -572,7 +580,7 @@ impl Worker {
         Some(tls.1.clone())
     }
 
-    async fn accept_loop(self: Rc<Self>, listener: TcpListener, https: bool) {
+    pub(crate) async fn accept_loop(self: Rc<Self>, listener: TcpListener, role: Listener) {
         loop {
             self.room_for_one(false).await;
             let accepted = tokio::select! {
@@ -586,16 +594,20 @@ impl Worker {
                     // Counted now, so the other listener's loop sees it at once.
                     let open = OpenConnection::new(&self);
                     self.room_for_one(true).await;
-                    tokio::task::spawn_local(self.clone().serve(stream, peer, https, open));
+                    match role {
+                        Listener::Http | Listener::Https => {
+                            let https = role == Listener::Https;
+                            tokio::task::spawn_local(self.clone().serve(stream, peer, https, open));
+                        }
+                        Listener::TcpService(port) => {
+                            let serve =
+                                crate::stream::serve(self.clone(), stream, peer, port, open);
+                            tokio::task::spawn_local(serve);
+                        }
+                    }
                 }
                 // The peer gave up before we accepted: nothing wrong with the listener.
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::ConnectionAborted
-                            | io::ErrorKind::ConnectionReset
-                            | io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if is_per_connection(&e) => {}
                 Err(e) if crate::fds::is_exhaustion(&e) => {
                     self.stats.borrow_mut().limits.fd_exhausted += 1;
                     self.note_limit(|log| log.exhausted += 1);
@@ -795,6 +807,12 @@ impl Worker {
         let Some(config) = self.config() else { return };
         let mut live = self.live.borrow_mut();
         live.rebuild(&config);
+        let grace = self.settings().worker_shutdown_timeout;
+        let streams = self.streams.borrow();
+        for endpoint in streams.endpoints() {
+            streams.endpoint_changed(endpoint, live.counts.contains_key(&endpoint), grace);
+        }
+        drop(streams);
         let closed = self
             .pool
             .borrow_mut()
@@ -818,16 +836,45 @@ impl Worker {
     /// Endpoint sets swapped in place: only these backends are looked at, so one change costs
     /// the same with 50 endpoints or 50,000.
     fn on_endpoints_change(&self, backends: &[Arc<Backend>]) {
+        let grace = self.settings().worker_shutdown_timeout;
         let mut pool = self.pool.borrow_mut();
+        let streams = self.streams.borrow();
         let mut closed = 0;
-        self.live
-            .borrow_mut()
-            .update(backends, |addr, live| match live {
+        self.live.borrow_mut().update(backends, |addr, live| {
+            streams.endpoint_changed(addr, live, grace);
+            match live {
                 true => pool.allow(addr),
                 false => closed += pool.forget(&addr),
-            });
+            }
+        });
         if closed > 0 {
             tracing::debug!(closed, "closed idle connections to removed endpoints");
+        }
+    }
+
+    /// Whether some backend of the current configuration holds `endpoint`.
+    pub(crate) fn is_live_endpoint(&self, endpoint: &SocketAddr) -> bool {
+        self.live.borrow().counts.contains_key(endpoint)
+    }
+
+    /// Updates one TCP service's counters.
+    pub(crate) fn count_stream(
+        &self,
+        key: &crate::stream::StreamKey,
+        update: impl FnOnce(&mut crate::stream::StreamCounts),
+    ) {
+        let mut stats = self.stats.borrow_mut();
+        match stats.streams.get_mut(key) {
+            Some(counts) => update(counts),
+            None => update(stats.streams.entry(key.clone()).or_default()),
+        }
+    }
+
+    /// Writes a TCP service connection's access log line.
+    pub(crate) fn log_stream(&self, line: &crate::access_log::StreamLine) {
+        let mut buffer = self.log.borrow_mut();
+        if buffer.write_stream(line) >= FLUSH_BYTES {
+            buffer.flush(&self.shared.access_log);
         }
     }
 
@@ -1128,8 +1175,17 @@ impl Drain {
     }
 }
 
+/// What a listening socket is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Listener {
+    Http,
+    Https,
+    /// A TCP service's port (`stream`).
+    TcpService(u16),
+}
+
 /// Counts an open client connection for metrics and for the shutdown drain.
-struct OpenConnection {
+pub(crate) struct OpenConnection {
     drain: DrainGuard,
 }
 
@@ -1396,6 +1452,17 @@ async fn drive<C: Future>(
         }
     })
     .await
+}
+
+/// An accept error about the one connection (the peer gave up before it was accepted), not
+/// about the listener.
+pub(crate) fn is_per_connection(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::Interrupted
+    )
 }
 
 /// Awaits `future` for at most `limit`; a zero limit means no limit. `None` on timeout.

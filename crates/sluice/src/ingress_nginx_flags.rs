@@ -59,8 +59,6 @@ const KUBECONFIG: &str = "Sluice reads the API server's address and CA from a ku
 const REFUSED: &[Refused] = &[
     flag("apiserver-host", KUBECONFIG),
     flag("certificate-authority", KUBECONFIG),
-    flag("tcp-services-configmap", "Sluice proxies HTTP and HTTPS only; expose TCP services with a Service of type LoadBalancer or NodePort"),
-    flag("udp-services-configmap", "Sluice proxies HTTP and HTTPS only; expose UDP services with a Service of type LoadBalancer or NodePort"),
     flag("sync-period", "Sluice's watchers resynchronise on their own (a lost watch relists); remove the flag"),
     flag("watch-namespace-selector", "Sluice watches one namespace (--watch-namespace NS) or all of them"),
     switch("profiling", FALSE, "Sluice has no Go profiler; remove the flag (profile the process with perf instead)"),
@@ -90,7 +88,7 @@ const REFUSED: &[Refused] = &[
     switch("disable-catch-all", FALSE, "not implemented: Sluice serves an Ingress's spec.defaultBackend; remove it from the Ingress instead"),
     switch("disable-full-test", FALSE, "Sluice's admission webhook always compiles every Ingress (it takes milliseconds); remove the flag"),
     flag("status-port", "Sluice's status listener (/config) is --status-listen 127.0.0.1:PORT"),
-    flag("stream-port", "Sluice proxies HTTP and HTTPS only (no TCP/UDP stream server)"),
+    flag("stream-port", "Sluice's TCP services (--tcp-services-configmap) are served by its workers directly, with no internal stream port; remove the flag"),
     flag("internal-logger-address", LOGGING),
     flag("post-shutdown-grace-period", "Sluice exits when the drain (ConfigMap worker-shutdown-timeout) ends; remove the flag"),
     switch("deep-inspect", TRUE, "Sluice never executes snippets and always validates annotations; remove the flag"),
@@ -202,8 +200,8 @@ mod tests {
                 "{error}"
             );
         }
-        let error = run(&["sluice", "serve", "--tcp-services-configmap", "ns/tcp"]).unwrap_err();
-        assert!(error.contains("Service of type LoadBalancer"), "{error}");
+        let error = run(&["sluice", "serve", "--stream-port", "10247"]).unwrap_err();
+        assert!(error.contains("no internal stream port"), "{error}");
         let error = run(&["sluice", "serve", "--vmodule=x=2"]).unwrap_err();
         assert!(error.contains("SLUICE_LOG"), "{error}");
         let error = run(&["sluice", "serve", "--annotations-prefix", "custom.io"]).unwrap_err();

@@ -106,6 +106,15 @@ pub(crate) struct ServeArgs {
     /// ConfigMap holding controller settings.
     #[arg(long, value_name = "NS/NAME", value_parser = namespaced_name, default_value = "sluice/sluice")]
     pub(crate) configmap: NamespacedName,
+    /// ingress-nginx's flag: a ConfigMap whose entries `"PORT": "NS/SERVICE:PORT[:PROXY][:PROXY]"`
+    /// open TCP ports forwarded to the Service's endpoints (README: TCP services). Watched:
+    /// ports open and close as it changes.
+    #[arg(long, value_name = "NS/NAME", value_parser = namespaced_name)]
+    pub(crate) tcp_services_configmap: Option<NamespacedName>,
+    /// ingress-nginx's flag: accepted, but UDP is not proxied; each entry is reported (log,
+    /// /config, Event).
+    #[arg(long, value_name = "NS/NAME", value_parser = namespaced_name)]
+    pub(crate) udp_services_configmap: Option<NamespacedName>,
     /// After SIGTERM, how long /ready answers 503 while the listeners keep accepting and
     /// serving (load balancers and kube-proxy need a few seconds to stop sending), before
     /// they close and requests in flight drain within worker-shutdown-timeout. A second
@@ -196,6 +205,13 @@ impl Default for KubeArgs {
 
 /// Runs until SIGTERM or SIGINT, then drains and returns.
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
+    if let Some(udp) = &args.udp_services_configmap {
+        tracing::warn!(
+            configmap = %udp,
+            "--udp-services-configmap: Sluice does not proxy UDP; the ConfigMap's entries are \
+             reported as unsupported and no UDP port is opened"
+        );
+    }
     controller::run(args.options())?;
     Ok(())
 }
@@ -264,7 +280,35 @@ impl ServeArgs {
             watch_ingress_without_class: self.watch_ingress_without_class,
             ingress_class_by_name: self.ingress_class_by_name,
             enable_ssl_passthrough: self.enable_ssl_passthrough,
+            tcp_services_config_map: self.tcp_services_configmap.clone(),
+            udp_services_config_map: self.udp_services_configmap.clone(),
+            reserved_ports: self.reserved_ports(),
         }
+    }
+
+    /// The ports Sluice's own listeners take, which no TCP service may name.
+    fn reserved_ports(&self) -> std::collections::BTreeMap<u16, String> {
+        let listen = self.listen();
+        let mut ports = std::collections::BTreeMap::new();
+        let mut reserve = |port: u16, what: &str| {
+            if port != 0 {
+                ports.entry(port).or_insert_with(|| what.to_owned());
+            }
+        };
+        reserve(listen.http.port(), "the HTTP listener (--http-listen)");
+        reserve(listen.https.port(), "the HTTPS listener (--https-listen)");
+        reserve(listen.admin.port(), "the admin listener (--admin-listen)");
+        reserve(
+            listen.status.port(),
+            "the status listener (--status-listen)",
+        );
+        if let Some(webhook) = self.kube.validating_webhook.filter(|_| self.kubernetes) {
+            reserve(
+                webhook.port(),
+                "the admission webhook (--validating-webhook)",
+            );
+        }
+        ports
     }
 
     fn kube_options(&self) -> KubeOptions {
@@ -615,5 +659,31 @@ mod tests {
             "198.18.0.1",
         ]);
         assert!(both.is_err(), "the two status sources are exclusive");
+    }
+
+    #[test]
+    fn tcp_and_udp_services_config_maps_are_taken_and_sluices_own_ports_reserved() {
+        let mut args = SEED_ARGS.to_vec();
+        args.extend([
+            "--tcp-services-configmap=ingress-nginx/tcp-services",
+            "--udp-services-configmap",
+            "ingress-nginx/udp-services",
+            "--status-listen=127.0.0.1:10246",
+        ]);
+        let options = serve(&args).unwrap();
+        let compile = &options.compile;
+        assert_eq!(
+            compile.tcp_services_config_map,
+            Some(NamespacedName::new("ingress-nginx", "tcp-services"))
+        );
+        assert_eq!(
+            compile.udp_services_config_map,
+            Some(NamespacedName::new("ingress-nginx", "udp-services"))
+        );
+        // HTTP, HTTPS, admin, status and the webhook: a TCP service naming one is refused.
+        let reserved: Vec<u16> = compile.reserved_ports.keys().copied().collect();
+        assert_eq!(reserved, [80, 443, 8443, 10246, 10254]);
+        assert!(compile.reserved_ports[&8443].contains("--validating-webhook"));
+        assert!(serve(&["--kubernetes", "--tcp-services-configmap", "no-namespace"]).is_err());
     }
 }

@@ -50,8 +50,11 @@ pub struct WatchScope {
     /// `--watch-namespace`: Ingresses, Services, EndpointSlices and Secrets only from here.
     /// `None` watches all namespaces.
     pub namespace: Option<String>,
-    /// The controller's ConfigMap: the only ConfigMap watched.
+    /// The controller's ConfigMap: watched by name, like `extra_config_maps`.
     pub config_map: NamespacedName,
+    /// `--tcp-services-configmap` and `--udp-services-configmap`: each watched by name, so
+    /// RBAC may grant exactly these ConfigMaps and no other is ever read.
+    pub extra_config_maps: Vec<NamespacedName>,
     /// `--default-tls-secret`: watched on its own when it lies outside `namespace`.
     pub default_tls_secret: Option<NamespacedName>,
 }
@@ -184,11 +187,19 @@ impl Watchers {
                 ));
             }
         }
-        tasks.push(spawn::<ConfigMap>(
-            Api::namespaced(client.clone(), &scope.config_map.namespace),
-            one_named(&scope.config_map.name),
-            &sender,
-        ));
+        let mut config_maps = vec![&scope.config_map];
+        for extra in &scope.extra_config_maps {
+            if !config_maps.contains(&extra) {
+                config_maps.push(extra);
+            }
+        }
+        for config_map in config_maps {
+            tasks.push(spawn::<ConfigMap>(
+                Api::namespaced(client.clone(), &config_map.namespace),
+                one_named(&config_map.name),
+                &sender,
+            ));
+        }
         Watchers {
             updates,
             unlisted: tasks.len(),

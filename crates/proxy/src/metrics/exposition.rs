@@ -710,6 +710,7 @@ fn sluice_families(
             "sluice_ssl_passthrough_connections_total{{result=\"{result}\"}} {n}"
         );
     }
+    tcp_services(out, &total.streams);
     single(
         out,
         "sluice_tunnels_closed_at_shutdown_total",
@@ -828,6 +829,69 @@ fn backend_endpoints(out: &mut String, config: &Compiled) {
                 );
             }
         });
+    }
+}
+
+/// TCP services (`--tcp-services-configmap`), labelled by listen port and ingress-nginx's
+/// upstream name (`tcp-NAMESPACE-SERVICE-PORT`): both come from the ConfigMap, never a client.
+fn tcp_services(
+    out: &mut String,
+    streams: &std::collections::BTreeMap<crate::stream::StreamKey, crate::stream::StreamCounts>,
+) {
+    type Read = fn(&crate::stream::StreamCounts) -> u64;
+    let families: [(&str, &str, &str, Read); 4] = [
+        (
+            "sluice_tcp_connections_total",
+            "counter",
+            "TCP service connections accepted.",
+            |c| c.accepted,
+        ),
+        (
+            "sluice_tcp_connections_active",
+            "gauge",
+            "TCP service connections open now.",
+            |c| c.active,
+        ),
+        (
+            "sluice_tcp_connections_failed_total",
+            "counter",
+            "TCP service connections closed without a byte passed, by reason (no_endpoint: none could be reached; proxy_protocol: no valid PROXY header with :PROXY; endpoint_removed: spliced, closed worker-shutdown-timeout after its endpoint left the Service).",
+            |_| 0,
+        ),
+        (
+            "sluice_tcp_bytes_total",
+            "counter",
+            "Bytes through TCP service connections, counted as each connection ends (received: from clients; sent: to clients).",
+            |_| 0,
+        ),
+    ];
+    for (name, kind, help, read) in families {
+        family(out, name, kind, help);
+        for ((port, upstream), counts) in streams {
+            let labels = format!("port=\"{port}\",upstream=\"{}\"", Escaped(upstream));
+            match name {
+                "sluice_tcp_connections_failed_total" => {
+                    for (reason, n) in [
+                        ("no_endpoint", counts.failed),
+                        ("proxy_protocol", counts.refused),
+                        ("endpoint_removed", counts.endpoint_removed),
+                    ] {
+                        let _ = writeln!(out, "{name}{{{labels},reason=\"{reason}\"}} {n}");
+                    }
+                }
+                "sluice_tcp_bytes_total" => {
+                    for (direction, n) in [
+                        ("received", counts.bytes_received),
+                        ("sent", counts.bytes_sent),
+                    ] {
+                        let _ = writeln!(out, "{name}{{{labels},direction=\"{direction}\"}} {n}");
+                    }
+                }
+                _ => {
+                    let _ = writeln!(out, "{name}{{{labels}}} {}", read(counts));
+                }
+            }
+        }
     }
 }
 

@@ -1,0 +1,457 @@
+//! TCP services (`--tcp-services-configmap`): a port per entry, its connections spliced to an
+//! endpoint of the entry's Service.
+//!
+//! ```text
+//!  publish(config) ─▶ Listeners::apply: ports added ─▶ bind (SO_REUSEPORT, one socket per
+//!                     worker) ─▶ each worker's channel ─▶ accept loop on that port
+//!                     ports removed ─▶ Close ─▶ the accept loops end (their sockets close);
+//!                     a bind failure is logged and shown on /config, retried next publish
+//!  accepted ─▶ current config's service for the port (none: closed)
+//!           ─▶ (:PROXY) PROXY header read, within client-header-timeout; bad ─▶ closed
+//!           ─▶ pick an endpoint (the backend's balancer; next one on a failed connect, up to
+//!              proxy-next-upstream-tries, each within proxy-connect-timeout)
+//!           ─▶ (:PROXY:PROXY) PROXY v1 header to the upstream
+//!           ─▶ splice both ways (a half-close goes through) until both sides closed, or
+//!              proxy-stream-timeout without a byte, or its endpoint left every backend
+//!              worker-shutdown-timeout ago
+//!           ─▶ counters (per port and service) and a log line (ingress-nginx's stream format)
+//! ```
+//! Endpoint churn: a new connection goes to an endpoint of the current set; an established one
+//! stays on its endpoint while any backend holds it. When no backend holds it any more (its pod
+//! went away), the connection is closed `worker-shutdown-timeout` later, as nginx would close it
+//! when its old worker process exits after a reload. It is reprieved if the endpoint returns.
+//!
+//! A port removed from the ConfigMap stops accepting; its established connections go on (a
+//! configuration change never closes a client connection), ending as above.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use model::{Compiled, StreamService};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Notify};
+use tokio::task::JoinHandle;
+
+use crate::access_log::StreamLine;
+use crate::proxy_protocol;
+use crate::tunnel::Traffic;
+use crate::worker::{within, Listener, OpenConnection, Worker};
+
+/// What a worker is told about TCP service ports.
+#[derive(Debug)]
+pub(crate) enum ListenerChange {
+    /// Accept on this socket (this worker's one of the port's SO_REUSEPORT group).
+    Open {
+        port: u16,
+        socket: std::net::TcpListener,
+    },
+    /// Stop accepting on this port.
+    Close { port: u16 },
+}
+
+/// The control plane's side: which TCP service ports are bound, on the HTTP listener's
+/// address, one socket per worker.
+pub(crate) struct Listeners {
+    ip: IpAddr,
+    workers: Vec<mpsc::UnboundedSender<ListenerChange>>,
+    open: Vec<u16>,
+    /// Ports whose bind failed, and why (retried at every publish; shown on /config).
+    failed: BTreeMap<u16, String>,
+}
+
+impl Listeners {
+    pub(crate) fn new(ip: IpAddr, workers: Vec<mpsc::UnboundedSender<ListenerChange>>) -> Self {
+        Listeners {
+            ip,
+            workers,
+            open: Vec::new(),
+            failed: BTreeMap::new(),
+        }
+    }
+
+    /// Opens the ports `config` has and this has not, closes the ones it no longer has.
+    /// Returns the ports that could not be bound, with why.
+    pub(crate) fn apply(&mut self, config: &Compiled) -> Vec<String> {
+        let wanted: Vec<u16> = config.tcp_services.keys().copied().collect();
+        for port in self.open.clone() {
+            if !wanted.contains(&port) {
+                for worker in &self.workers {
+                    let _ = worker.send(ListenerChange::Close { port });
+                }
+                tracing::info!(port, "TCP service port closed (left the ConfigMap)");
+            }
+        }
+        self.open.retain(|port| wanted.contains(port));
+        self.failed.retain(|port, _| wanted.contains(port));
+        for (port, service) in &config.tcp_services {
+            if self.open.contains(port) {
+                continue;
+            }
+            let addr = SocketAddr::new(self.ip, *port);
+            match crate::listen::bind_reuseport(
+                "TCP service",
+                "--tcp-services-configmap",
+                addr,
+                self.workers.len(),
+            ) {
+                Ok(bound) => {
+                    for (worker, socket) in self.workers.iter().zip(bound.sockets) {
+                        let _ = worker.send(ListenerChange::Open {
+                            port: *port,
+                            socket,
+                        });
+                    }
+                    self.open.push(*port);
+                    self.failed.remove(port);
+                    tracing::info!(%addr, upstream = %service.upstream_name, "TCP service port open");
+                }
+                Err(e) => {
+                    let why = crate::error::Chain(&e).to_string();
+                    let new = self.failed.get(port) != Some(&why);
+                    if new {
+                        tracing::warn!(
+                            port,
+                            upstream = %service.upstream_name,
+                            "TCP service port not opened: {why}; the other ports serve, and \
+                             it is tried again at the next configuration change"
+                        );
+                    }
+                    self.failed.insert(*port, why);
+                }
+            }
+        }
+        self.failed
+            .iter()
+            .map(|(port, why)| format!("TCP service port {port}: {why}"))
+            .collect()
+    }
+}
+
+/// One worker's TCP service state: its accept loops and its spliced connections by endpoint.
+#[derive(Default)]
+pub(crate) struct Streams {
+    accepting: HashMap<u16, JoinHandle<()>>,
+    /// Endpoint → the connections spliced to it (by serial).
+    by_endpoint: HashMap<SocketAddr, HashMap<u64, Rc<Spliced>>>,
+    serial: u64,
+}
+
+/// A spliced connection, as endpoint removal sees it.
+#[derive(Default)]
+pub(crate) struct Spliced {
+    /// Set when its endpoint left every backend: closed at this moment.
+    deadline: std::cell::Cell<Option<Instant>>,
+    changed: Notify,
+}
+
+/// Takes a connection out of the registry when it ends.
+struct Registration {
+    worker: Rc<Worker>,
+    endpoint: SocketAddr,
+    serial: u64,
+}
+
+/// One worker's counters for one TCP service (port and upstream).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct StreamCounts {
+    pub(crate) accepted: u64,
+    pub(crate) active: u64,
+    /// Closed without reaching an endpoint (none, or none answered).
+    pub(crate) failed: u64,
+    /// Closed for a missing or invalid PROXY protocol header.
+    pub(crate) refused: u64,
+    /// Closed because their endpoint left the Service (after worker-shutdown-timeout).
+    pub(crate) endpoint_removed: u64,
+    /// Bytes from clients (counted as each connection ends).
+    pub(crate) bytes_received: u64,
+    /// Bytes to clients.
+    pub(crate) bytes_sent: u64,
+}
+
+/// Per TCP service: (listen port, `tcp-NAMESPACE-NAME-PORT`).
+pub(crate) type StreamKey = (u16, String);
+
+impl Streams {
+    /// The endpoints that connections are spliced to, for the worker's endpoint checks.
+    pub(crate) fn endpoints(&self) -> Vec<SocketAddr> {
+        self.by_endpoint.keys().copied().collect()
+    }
+
+    /// `endpoint` left every backend (`live: false`) or is back (`true`): its connections are
+    /// given `grace` to finish, or reprieved.
+    pub(crate) fn endpoint_changed(&self, endpoint: SocketAddr, live: bool, grace: Duration) {
+        let Some(connections) = self.by_endpoint.get(&endpoint) else {
+            return;
+        };
+        let now = Instant::now();
+        for spliced in connections.values() {
+            match (live, spliced.deadline.get()) {
+                (true, Some(_)) => spliced.deadline.set(None),
+                (false, None) => spliced.deadline.set(Some(now + grace)),
+                _ => continue,
+            }
+            spliced.changed.notify_one();
+        }
+        if !live {
+            tracing::debug!(
+                %endpoint,
+                connections = connections.len(),
+                ?grace,
+                "TCP service endpoint removed; its connections close after worker-shutdown-timeout"
+            );
+        }
+    }
+}
+
+impl Spliced {
+    /// Resolves when the connection must close: its endpoint has been gone for the grace time.
+    async fn until_closed(&self) {
+        loop {
+            match self.deadline.get() {
+                None => self.changed.notified().await,
+                Some(at) => {
+                    tokio::select! {
+                        () = tokio::time::sleep_until(at.into()) => {
+                            if self.deadline.get().is_some_and(|d| d <= Instant::now()) {
+                                return;
+                            }
+                        }
+                        () = self.changed.notified() => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let mut streams = self.worker.streams.borrow_mut();
+        if let Some(connections) = streams.by_endpoint.get_mut(&self.endpoint) {
+            connections.remove(&self.serial);
+            if connections.is_empty() {
+                streams.by_endpoint.remove(&self.endpoint);
+            }
+        }
+    }
+}
+
+/// Applies the control plane's listener changes to this worker until it stops.
+pub(crate) async fn listen(
+    worker: Rc<Worker>,
+    mut changes: mpsc::UnboundedReceiver<ListenerChange>,
+) {
+    while let Some(change) = changes.recv().await {
+        match change {
+            ListenerChange::Open { port, socket } => {
+                let listener = match TcpListener::from_std(socket) {
+                    Ok(listener) => listener,
+                    Err(e) => {
+                        tracing::warn!(port, error = %e, "TCP service port: cannot register the socket");
+                        continue;
+                    }
+                };
+                let accept = worker
+                    .clone()
+                    .accept_loop(listener, Listener::TcpService(port));
+                let task = tokio::task::spawn_local(accept);
+                if let Some(old) = worker.streams.borrow_mut().accepting.insert(port, task) {
+                    old.abort();
+                }
+            }
+            ListenerChange::Close { port } => {
+                if let Some(task) = worker.streams.borrow_mut().accepting.remove(&port) {
+                    task.abort();
+                }
+            }
+        }
+    }
+}
+
+/// What became of a connection, as nginx's stream `$status` says it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Spliced,
+    Refused,
+    NoEndpoint,
+}
+
+/// Serves one accepted connection to the TCP service on `port`; `_open` counts it (metrics,
+/// max-worker-connections, the shutdown drain) until it ends.
+pub(crate) async fn serve(
+    worker: Rc<Worker>,
+    mut client: TcpStream,
+    peer: SocketAddr,
+    port: u16,
+    _open: OpenConnection,
+) {
+    let started = Instant::now();
+    let Some(config) = worker.config() else {
+        return;
+    };
+    let Some(service) = config.tcp_services.get(&port).cloned() else {
+        // The port left the configuration while this connection waited to be accepted.
+        return;
+    };
+    let settings = worker.settings();
+    let key: StreamKey = (port, service.upstream_name.clone());
+    worker.count_stream(&key, |c| {
+        c.accepted += 1;
+        c.active += 1;
+    });
+    let _ = client.set_nodelay(true);
+    let mut source = peer;
+    let traffic = Traffic::default();
+    let mut outcome = Outcome::Spliced;
+    let mut removed = false;
+    if service.decode_proxy_protocol {
+        let header = within(
+            settings.client_header_timeout,
+            proxy_protocol::read_header(&mut client),
+        )
+        .await;
+        match header {
+            Some(Ok(proxy_protocol::Header::Proxied { source: announced })) => {
+                if settings.is_trusted_proxy(peer.ip().to_canonical()) {
+                    source = announced;
+                }
+            }
+            Some(Ok(proxy_protocol::Header::Local)) => {}
+            failed => {
+                tracing::debug!(%peer, port, ?failed, "TCP service: no valid PROXY protocol header; closed");
+                outcome = Outcome::Refused;
+            }
+        }
+    }
+    if outcome == Outcome::Spliced {
+        match connect(&worker, &service, &settings).await {
+            None => outcome = Outcome::NoEndpoint,
+            Some((mut upstream, endpoint)) => {
+                removed = splice(
+                    &worker,
+                    &mut client,
+                    &mut upstream,
+                    endpoint,
+                    (source, &service, &settings),
+                    &traffic,
+                )
+                .await;
+            }
+        }
+    }
+    let (received, sent) = (traffic.from_client.get(), traffic.from_upstream.get());
+    worker.count_stream(&key, |c| {
+        c.active -= 1;
+        c.bytes_received += received;
+        c.bytes_sent += sent;
+        match outcome {
+            Outcome::Spliced => c.endpoint_removed += u64::from(removed),
+            Outcome::Refused => c.refused += 1,
+            Outcome::NoEndpoint => c.failed += 1,
+        }
+    });
+    if config.access_log.is_some() {
+        worker.log_stream(&StreamLine {
+            remote_addr: source.ip().to_canonical(),
+            status: match outcome {
+                Outcome::Spliced => 200,
+                Outcome::Refused => 400,
+                Outcome::NoEndpoint => 502,
+            },
+            bytes_sent: sent,
+            bytes_received: received,
+            session: started.elapsed(),
+        });
+    }
+}
+
+/// Connects to an endpoint of the service's backend: the next one on a failed connect.
+async fn connect(
+    worker: &Rc<Worker>,
+    service: &StreamService,
+    settings: &model::Settings,
+) -> Option<(TcpStream, SocketAddr)> {
+    let tries = settings.proxy_next_upstream_tries.max(1) as usize;
+    let mut tried: Vec<SocketAddr> = Vec::new();
+    while tried.len() < tries {
+        let picked = worker.balancer.borrow_mut().pick(
+            &service.backend,
+            settings.load_balance,
+            &tried,
+            Instant::now(),
+        );
+        let addr = picked.filter(|a| !tried.contains(a))?;
+        tried.push(addr);
+        match within(settings.proxy_connect_timeout, TcpStream::connect(addr)).await {
+            Some(Ok(stream)) => {
+                let _ = stream.set_nodelay(true);
+                let _ = socket2::SockRef::from(&stream)
+                    .set_tcp_keepalive(&crate::listen::tcp_keepalive());
+                return Some((stream, addr));
+            }
+            failed => {
+                worker.stats.borrow_mut().connect_errors += 1;
+                worker.balancer.borrow_mut().set_aside(addr, Instant::now());
+                tracing::debug!(%addr, ?failed, upstream = %service.upstream_name, "TCP service: connect failed");
+            }
+        }
+    }
+    None
+}
+
+/// Splices until both sides are done, the idle timeout, or the endpoint's removal grace ends.
+/// Returns whether the endpoint's removal ended it.
+async fn splice(
+    worker: &Rc<Worker>,
+    client: &mut TcpStream,
+    upstream: &mut TcpStream,
+    endpoint: SocketAddr,
+    (source, service, settings): (SocketAddr, &StreamService, &model::Settings),
+    traffic: &Traffic,
+) -> bool {
+    if service.encode_proxy_protocol {
+        let destination = client.local_addr().unwrap_or(source);
+        let header = proxy_protocol::v1_header(source, destination);
+        if let Err(e) = upstream.write_all(header.as_bytes()).await {
+            tracing::debug!(%endpoint, error = %e, "TCP service: writing the PROXY header failed");
+            return false;
+        }
+    }
+    let spliced = Rc::new(Spliced::default());
+    let _registration = {
+        let mut streams = worker.streams.borrow_mut();
+        streams.serial += 1;
+        let serial = streams.serial;
+        streams
+            .by_endpoint
+            .entry(endpoint)
+            .or_default()
+            .insert(serial, spliced.clone());
+        Registration {
+            worker: worker.clone(),
+            endpoint,
+            serial,
+        }
+    };
+    // An endpoint removed between the pick and now: the same grace as any other.
+    if !worker.is_live_endpoint(&endpoint) {
+        let grace = worker.settings().worker_shutdown_timeout;
+        spliced.deadline.set(Some(Instant::now() + grace));
+    }
+    let idle = settings.proxy_stream_timeout;
+    tokio::select! {
+        ended = crate::tunnel::splice_counted(client, upstream, idle, traffic) => {
+            if let Err(e) = ended {
+                tracing::debug!(%endpoint, error = %e, "TCP service connection ended");
+            }
+            false
+        }
+        () = spliced.until_closed() => {
+            tracing::debug!(%endpoint, "TCP service connection closed: its endpoint left the Service");
+            true
+        }
+    }
+}

@@ -1,0 +1,352 @@
+//! TCP services (`--tcp-services-configmap`): a ConfigMap entry opens a port whose connections
+//! reach the Service's endpoints, bytes both ways with half-close; PROXY protocol from the
+//! client and to the upstream; ports follow the ConfigMap; endpoint churn leaves connections to
+//! surviving endpoints alone and closes the ones to removed endpoints after
+//! worker-shutdown-timeout; bad entries are diagnostics while good ones serve. Real sockets on
+//! 127.0.0.1.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use model::NamespacedName;
+use serde_json::{json, Value};
+use support::*;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+/// An echo backend: (with `proxy_protocol`) reads and records the PROXY header line, greets
+/// with its name, echoes lines, and at the client's half-close says `bye` and closes.
+async fn echo_backend(
+    name: &'static str,
+    proxy_protocol: bool,
+) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let headers = Arc::new(Mutex::new(Vec::new()));
+    let seen = headers.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let (reader, mut writer) = stream.into_split();
+                let mut reader = BufReader::new(reader);
+                if proxy_protocol {
+                    let mut header = String::new();
+                    if reader.read_line(&mut header).await.is_err() {
+                        return;
+                    }
+                    seen.lock().unwrap().push(header.trim_end().to_owned());
+                }
+                let _ = writer.write_all(format!("{name}\n").as_bytes()).await;
+                let mut line = String::new();
+                loop {
+                    line.clear();
+                    match reader.read_line(&mut line).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {
+                            if writer.write_all(line.as_bytes()).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+                let _ = writer.write_all(b"bye\n").await;
+                let _ = writer.shutdown().await;
+            });
+        }
+    });
+    (addr, headers)
+}
+
+/// `N` different ports on 127.0.0.1 that nothing listens on now.
+fn free_ports<const N: usize>() -> [u16; N] {
+    let held: Vec<std::net::TcpListener> = (0..N)
+        .map(|_| std::net::TcpListener::bind((LOCALHOST, 0)).unwrap())
+        .collect();
+    std::array::from_fn(|i| held[i].local_addr().unwrap().port())
+}
+
+/// The TCP services ConfigMap `sluice/tcp`.
+fn tcp_config_map(entries: &[(u16, &str)]) -> Value {
+    let data: serde_json::Map<String, Value> = entries
+        .iter()
+        .map(|(port, to)| (port.to_string(), json!(to)))
+        .collect();
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "tcp", "namespace": "sluice"},
+        "data": data,
+    })
+}
+
+/// Service `db` (port `http` 5432) with these endpoints, the TCP ConfigMap, and settings.
+fn objects(endpoints: &[SocketAddr], entries: &[(u16, &str)], data: &[(&str, &str)]) -> Vec<Value> {
+    let mut objects = vec![
+        service("db", &[("http", 5432)]),
+        tcp_config_map(entries),
+        settings(data),
+    ];
+    objects.extend(slices("db", endpoints));
+    objects
+}
+
+fn harness() -> Harness {
+    let mut h = Harness::start();
+    h.options.tcp_services_config_map = Some(NamespacedName::new("sluice", "tcp"));
+    h
+}
+
+/// A client connection to a TCP service port, read line by line.
+struct Session {
+    lines: tokio::io::Lines<BufReader<tokio::net::tcp::OwnedReadHalf>>,
+    writer: tokio::net::tcp::OwnedWriteHalf,
+}
+
+impl Session {
+    async fn open(port: u16) -> Session {
+        Session::open_with(port, b"").await
+    }
+
+    async fn open_with(port: u16, first: &[u8]) -> Session {
+        let stream = bounded(TcpStream::connect((LOCALHOST, port)))
+            .await
+            .expect("the TCP service port accepts");
+        let (reader, mut writer) = stream.into_split();
+        if !first.is_empty() {
+            writer.write_all(first).await.unwrap();
+        }
+        Session {
+            lines: BufReader::new(reader).lines(),
+            writer,
+        }
+    }
+
+    /// The next line; `None` at the end of the stream.
+    async fn line(&mut self) -> Option<String> {
+        bounded(self.lines.next_line()).await.unwrap_or(None)
+    }
+
+    async fn ask(&mut self, text: &str) -> Option<String> {
+        self.writer
+            .write_all(format!("{text}\n").as_bytes())
+            .await
+            .ok()?;
+        self.line().await
+    }
+}
+
+#[tokio::test]
+async fn bytes_go_both_ways_and_a_half_close_goes_through() {
+    let (db, _) = echo_backend("db-1", false).await;
+    let mut h = harness();
+    let [port] = free_ports();
+    h.apply(&objects(&[db], &[(port, "default/db:5432")], &[]));
+
+    let mut session = Session::open(port).await;
+    assert_eq!(session.line().await.as_deref(), Some("db-1"));
+    assert_eq!(session.ask("hello").await.as_deref(), Some("hello"));
+    // The client is done sending: the backend sees the end, answers, then closes.
+    session.writer.shutdown().await.unwrap();
+    assert_eq!(session.line().await.as_deref(), Some("bye"));
+    assert_eq!(session.line().await, None);
+
+    let labels = format!("port=\"{port}\",upstream=\"tcp-default-db-5432\"");
+    eventually("the connection to be counted", || async {
+        let metrics = get(h.admin(), "admin", "/metrics").await.text();
+        metrics.contains(&format!("sluice_tcp_connections_total{{{labels}}} 1"))
+            && metrics.contains(&format!("sluice_tcp_connections_active{{{labels}}} 0"))
+            // "hello\n" in; "db-1\n", "hello\n", "bye\n" out.
+            && metrics.contains(&format!(
+                "sluice_tcp_bytes_total{{{labels},direction=\"received\"}} 6"
+            ))
+            && metrics.contains(&format!(
+                "sluice_tcp_bytes_total{{{labels},direction=\"sent\"}} 15"
+            ))
+    })
+    .await;
+    // ingress-nginx's default stream log format.
+    eventually("the connection's log line", || async {
+        h.access_lines()
+            .iter()
+            .any(|l| l.starts_with("[127.0.0.1] [") && l.contains("] TCP 200 15 6 "))
+    })
+    .await;
+    // The port is on /config.
+    let config = get(h.status(), "status", "/config").await.json();
+    assert_eq!(
+        config["config"]["tcp_services"][port.to_string()]["service"],
+        "default/db:5432"
+    );
+    shutdown(h.proxy).await;
+}
+
+#[tokio::test]
+async fn the_proxy_protocol_is_read_from_clients_and_sent_upstream() {
+    let (db, headers) = echo_backend("db-1", true).await;
+    let mut h = harness();
+    let [port] = free_ports();
+    h.apply(&objects(
+        &[db],
+        &[(port, "default/db:http:PROXY:PROXY")],
+        &[],
+    ));
+
+    // The load balancer's header names the client; the upstream hears of that client.
+    let header = format!("PROXY TCP4 203.0.113.7 127.0.0.1 51234 {port}\r\n");
+    let mut session = Session::open_with(port, header.as_bytes()).await;
+    assert_eq!(session.line().await.as_deref(), Some("db-1"));
+    assert_eq!(session.ask("through").await.as_deref(), Some("through"));
+    assert_eq!(
+        headers.lock().unwrap().as_slice(),
+        [format!("PROXY TCP4 203.0.113.7 127.0.0.1 51234 {port}")]
+    );
+
+    // Without a header the connection is closed before any upstream hears of it.
+    let mut bare = Session::open_with(port, b"GET / HTTP/1.1\r\n\r\n").await;
+    assert_eq!(bare.line().await, None);
+    assert_eq!(headers.lock().unwrap().len(), 1);
+    let labels = format!("port=\"{port}\",upstream=\"tcp-default-db-http\"");
+    assert_metric(
+        &h,
+        &format!("sluice_tcp_connections_failed_total{{{labels},reason=\"proxy_protocol\"}} 1"),
+    )
+    .await;
+    eventually("the refused connection's log line", || async {
+        h.access_lines().iter().any(|l| l.contains("] TCP 400 0 "))
+    })
+    .await;
+    // Spliced connections keep a stopping proxy waiting (up to worker-shutdown-timeout).
+    drop(session);
+    shutdown(h.proxy).await;
+}
+
+#[tokio::test]
+async fn ports_open_and_close_with_the_config_map_and_established_connections_stay() {
+    let (db, _) = echo_backend("db-1", false).await;
+    let mut h = harness();
+    let [first, second] = free_ports();
+    h.apply(&objects(&[db], &[(first, "default/db:5432")], &[]));
+    let mut established = Session::open(first).await;
+    assert_eq!(established.line().await.as_deref(), Some("db-1"));
+    assert!(TcpStream::connect((LOCALHOST, second)).await.is_err());
+
+    // The ConfigMap moves the service to another port.
+    h.apply(&objects(&[db], &[(second, "default/db:5432")], &[]));
+    eventually("the new port to accept", || async {
+        TcpStream::connect((LOCALHOST, second)).await.is_ok()
+    })
+    .await;
+    let mut moved = Session::open(second).await;
+    assert_eq!(moved.line().await.as_deref(), Some("db-1"));
+    eventually("the old port to refuse", || async {
+        TcpStream::connect((LOCALHOST, first)).await.is_err()
+    })
+    .await;
+    // A configuration change never closes a client connection.
+    assert_eq!(
+        established.ask("still here").await.as_deref(),
+        Some("still here")
+    );
+
+    // Back again: the port reopens.
+    h.apply(&objects(&[db], &[(first, "default/db:5432")], &[]));
+    eventually("the port to reopen", || async {
+        TcpStream::connect((LOCALHOST, first)).await.is_ok()
+    })
+    .await;
+    drop((established, moved));
+    shutdown(h.proxy).await;
+}
+
+#[tokio::test]
+async fn endpoint_churn_leaves_survivors_alone_and_closes_removed_endpoints_after_the_grace() {
+    let (one, _) = echo_backend("one", false).await;
+    let (two, _) = echo_backend("two", false).await;
+    let mut h = harness();
+    let [port] = free_ports();
+    let entries = [(port, "default/db:5432")];
+    let grace = [("worker-shutdown-timeout", "1s")];
+    h.apply(&objects(&[one, two], &entries, &grace));
+
+    // One connection to each endpoint (round robin per worker: a few tries at most).
+    let mut on_one = None;
+    let mut on_two = None;
+    for _ in 0..20 {
+        let mut session = Session::open(port).await;
+        match session.line().await.as_deref() {
+            Some("one") if on_one.is_none() => on_one = Some(session),
+            Some("two") if on_two.is_none() => on_two = Some(session),
+            _ => {}
+        }
+        if on_one.is_some() && on_two.is_some() {
+            break;
+        }
+    }
+    let (mut on_one, mut on_two) = (on_one.unwrap(), on_two.unwrap());
+
+    // `two` leaves the Service: an endpoint-only change (the fast path, no compile).
+    h.update(&objects(&[one], &entries, &grace));
+    // New connections go to the endpoints left.
+    for _ in 0..4 {
+        let mut session = Session::open(port).await;
+        assert_eq!(session.line().await.as_deref(), Some("one"));
+    }
+    // The connection to the removed endpoint still works within the grace, then is closed.
+    assert_eq!(on_two.ask("within").await.as_deref(), Some("within"));
+    // Nothing more comes on it: the next read sees its end once the grace is over.
+    let ended = bounded(on_two.lines.next_line()).await;
+    assert!(matches!(ended, Ok(None) | Err(_)), "{ended:?}");
+    // The one to the surviving endpoint is untouched.
+    assert_eq!(on_one.ask("survivor").await.as_deref(), Some("survivor"));
+    let labels = format!("port=\"{port}\",upstream=\"tcp-default-db-5432\"");
+    assert_metric(
+        &h,
+        &format!("sluice_tcp_connections_failed_total{{{labels},reason=\"endpoint_removed\"}} 1"),
+    )
+    .await;
+    shutdown(h.proxy).await;
+}
+
+#[tokio::test]
+async fn bad_entries_are_diagnostics_and_a_taken_port_is_reported_while_the_others_serve() {
+    let (db, _) = echo_backend("db-1", false).await;
+    let mut h = harness();
+    let [good, missing, taken] = free_ports();
+    // Another program holds this port (without SO_REUSEPORT, so binding it fails).
+    let holder = std::net::TcpListener::bind((LOCALHOST, taken)).unwrap();
+    let compiled = h.apply_allowing_diagnostics(&objects(
+        &[db],
+        &[
+            (good, "default/db:5432"),
+            (missing, "default/nothing:5432"),
+            (taken, "default/db:5432"),
+        ],
+        &[],
+    ));
+    let diagnostics: Vec<String> = compiled
+        .diagnostics
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    assert!(
+        diagnostics[0].starts_with(&format!(
+            "ConfigMap sluice/tcp: missing: data.{missing}: Service default/nothing not found"
+        )),
+        "{diagnostics:?}"
+    );
+    let mut session = Session::open(good).await;
+    assert_eq!(session.line().await.as_deref(), Some("db-1"));
+    let config = get(h.status(), "status", "/config").await.json();
+    let errors = config["tcp_service_errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let error = errors[0].as_str().unwrap();
+    assert!(
+        error.starts_with(&format!("TCP service port {taken}: ")),
+        "{error}"
+    );
+    drop((holder, session));
+    shutdown(h.proxy).await;
+}
