@@ -1210,3 +1210,72 @@ fn sluice_migrate_judges_the_ingresses_of_a_live_api() {
         "{stdout}"
     );
 }
+
+/// One HTTP/1.1 request as plain bytes through the TCP service on 127.0.0.1:`port`: what came
+/// back, or `None` when the port refused or closed without answering.
+fn through_tcp_service(port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nHost: tcp.test\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).ok()?;
+    (!reply.is_empty()).then_some(reply)
+}
+
+#[test]
+fn tcp_services_follow_their_config_map() {
+    let ns = "streams";
+    let cluster = cluster_with_class("streams", ns);
+    let (a, b) = (pod(&cluster, 11), pod(&cluster, 12));
+    for (name, p) in [("db", &a), ("other", &b)] {
+        cluster.create(&service(ns, name));
+        cluster.create(&endpoint_slice(
+            ns,
+            &format!("{name}-1"),
+            name,
+            8080,
+            &[Endpoint::ready(p.addr.ip())],
+        ));
+    }
+    let config_map_name = format!("{ns}/tcp-services");
+    let sluice = cluster.sluice(ns, &["--tcp-services-configmap", &config_map_name]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let key = port.to_string();
+
+    // Created after Sluice started: its port opens and reaches the Service's endpoint.
+    cluster.create(&config_map(ns, "tcp-services", &[(&key, "streams/db:80")]));
+    let reply = eventually(WAIT, "the TCP service to answer", || {
+        through_tcp_service(port)
+    });
+    assert!(reply.contains("Server name: pod-11"), "{reply}");
+
+    // Updated: the port now leads to the other Service.
+    cluster.replace(&config_map(
+        ns,
+        "tcp-services",
+        &[(&key, "streams/other:http")],
+    ));
+    eventually(WAIT, "the port to reach the other Service", || {
+        through_tcp_service(port).filter(|r| r.contains("Server name: pod-12"))
+    });
+    assert_eq!(
+        sluice.get("tcp.test", "/").status,
+        404,
+        "the HTTP listener is unchanged"
+    );
+
+    // Deleted: the port closes.
+    cluster.delete("ConfigMap", ns, "tcp-services");
+    eventually(WAIT, "the port to close", || {
+        std::net::TcpStream::connect(("127.0.0.1", port))
+            .is_err()
+            .then_some(())
+    });
+}
