@@ -112,7 +112,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "NS/NAME", value_parser = namespaced_name)]
     pub(crate) tcp_services_configmap: Option<NamespacedName>,
     /// ingress-nginx's flag: accepted, but UDP is not proxied; each entry is reported (log,
-    /// /config, Event).
+    /// /config, metric).
     #[arg(long, value_name = "NS/NAME", value_parser = namespaced_name)]
     pub(crate) udp_services_configmap: Option<NamespacedName>,
     /// After SIGTERM, how long /ready answers 503 while the listeners keep accepting and
