@@ -91,6 +91,12 @@ check "helm template (Deployment, watchNamespace, status addresses, no host netw
 check "helm template (admissionWebhook.enabled=false): no webhook objects, flags or volume" \
   bash -c "! helm template sluice '$chart' --namespace sluice --set admissionWebhook.enabled=false |
     grep -E 'admission|validating-webhook|webhook-certificate'"
+check "helm template (tcp.5432): the TCP services ConfigMap, its flag, its grant by name and the ports" \
+  bash -c "helm template sluice '$chart' --namespace sluice --set tcp.5432=db/pg:5432 > '$tmp/tcp.yaml' &&
+    grep -q -- '--tcp-services-configmap=\$(POD_NAMESPACE)/sluice-tcp' '$tmp/tcp.yaml' &&
+    grep -q 'resourceNames: \[\"sluice\", \"sluice-tcp\"\]' '$tmp/tcp.yaml' &&
+    grep -q '\"5432\": \"db/pg:5432\"' '$tmp/tcp.yaml' &&
+    grep -q 'name: tcp-5432' '$tmp/tcp.yaml'"
 check "helm template rejects kind=StatefulSet" \
   bash -c "! helm template x '$chart' --set kind=StatefulSet >/dev/null 2>&1"
 
