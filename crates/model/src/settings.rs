@@ -52,8 +52,8 @@ pub struct Settings {
     /// Waiting for the upstream's response head, and between body reads.
     #[serde(serialize_with = "as_text")]
     pub proxy_read_timeout: Duration,
-    /// `proxy-stream-timeout`: a TLS passthrough connection with no byte either way for this
-    /// long is closed (ingress-nginx's key for its stream proxies; default 600s).
+    /// `proxy-stream-timeout`: a TLS passthrough or TCP service connection with no byte either
+    /// way for this long is closed (ingress-nginx's key for its stream proxies; default 600s).
     #[serde(serialize_with = "as_text")]
     pub proxy_stream_timeout: Duration,
     /// Sending the request body upstream.

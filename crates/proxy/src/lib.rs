@@ -284,6 +284,10 @@ impl Proxy {
             // TCP service ports listen on the HTTP listener's address.
             streams: std::sync::Mutex::new(stream::Listeners::new(
                 config.http_listen.ip(),
+                [
+                    (http_addr.port(), "HTTP listener"),
+                    (https_addr.port(), "HTTPS listener"),
+                ],
                 stream_senders,
             )),
             admin_threads,

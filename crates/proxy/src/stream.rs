@@ -56,6 +56,10 @@ pub(crate) enum ListenerChange {
 /// address, one socket per worker.
 pub(crate) struct Listeners {
     ip: IpAddr,
+    /// The HTTP and HTTPS listeners' ports as bound (port 0 in the flags resolved): their
+    /// sockets are SO_REUSEPORT too, so binding one again would not fail but share its
+    /// connections. The model refuses the ports the flags name; this catches the rest.
+    own: [(u16, &'static str); 2],
     workers: Vec<mpsc::UnboundedSender<ListenerChange>>,
     open: Vec<u16>,
     /// Ports whose bind failed, and why (retried at every publish; shown on /config).
@@ -63,9 +67,14 @@ pub(crate) struct Listeners {
 }
 
 impl Listeners {
-    pub(crate) fn new(ip: IpAddr, workers: Vec<mpsc::UnboundedSender<ListenerChange>>) -> Self {
+    pub(crate) fn new(
+        ip: IpAddr,
+        own: [(u16, &'static str); 2],
+        workers: Vec<mpsc::UnboundedSender<ListenerChange>>,
+    ) -> Self {
         Listeners {
             ip,
+            own,
             workers,
             open: Vec::new(),
             failed: BTreeMap::new(),
@@ -91,6 +100,14 @@ impl Listeners {
                 continue;
             }
             let addr = SocketAddr::new(self.ip, *port);
+            if let Some((_, listener)) = self.own.iter().find(|(own, _)| own == port) {
+                let why = format!("it is the {listener}'s port");
+                if self.failed.get(port) != Some(&why) {
+                    tracing::warn!(port, "TCP service port not opened: {why}");
+                }
+                self.failed.insert(*port, why);
+                continue;
+            }
             match crate::listen::bind_reuseport(
                 "TCP service",
                 "--tcp-services-configmap",

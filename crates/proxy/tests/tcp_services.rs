@@ -316,12 +316,16 @@ async fn bad_entries_are_diagnostics_and_a_taken_port_is_reported_while_the_othe
     let [good, missing, taken] = free_ports();
     // Another program holds this port (without SO_REUSEPORT, so binding it fails).
     let holder = std::net::TcpListener::bind((LOCALHOST, taken)).unwrap();
+    // The HTTP listener's port, which the compile cannot know (the harness binds port 0): its
+    // SO_REUSEPORT sockets would let a second bind succeed and share its connections.
+    let http = h.http().port();
     let compiled = h.apply_allowing_diagnostics(&objects(
         &[db],
         &[
             (good, "default/db:5432"),
             (missing, "default/nothing:5432"),
             (taken, "default/db:5432"),
+            (http, "default/db:5432"),
         ],
         &[],
     ));
@@ -340,13 +344,26 @@ async fn bad_entries_are_diagnostics_and_a_taken_port_is_reported_while_the_othe
     let mut session = Session::open(good).await;
     assert_eq!(session.line().await.as_deref(), Some("db-1"));
     let config = get(h.status(), "status", "/config").await.json();
-    let errors = config["tcp_service_errors"].as_array().unwrap();
-    assert_eq!(errors.len(), 1, "{errors:?}");
-    let error = errors[0].as_str().unwrap();
+    let errors: Vec<&str> = config["tcp_service_errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert_eq!(errors.len(), 2, "{errors:?}");
     assert!(
-        error.starts_with(&format!("TCP service port {taken}: ")),
-        "{error}"
+        errors
+            .contains(&format!("TCP service port {http}: it is the HTTP listener's port").as_str()),
+        "{errors:?}"
     );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.starts_with(&format!("TCP service port {taken}: cannot listen"))),
+        "{errors:?}"
+    );
+    // The HTTP listener still speaks HTTP.
+    assert_eq!(get(h.http(), "any.example", "/").await.status, 404);
     drop((holder, session));
     shutdown(h.proxy).await;
 }
