@@ -8,8 +8,9 @@
 //!                     a bind failure is logged and shown on /config, retried next publish
 //!  accepted ─▶ current config's service for the port (none: closed)
 //!           ─▶ (:PROXY) PROXY header read, within client-header-timeout; bad ─▶ closed
-//!           ─▶ pick an endpoint (the backend's balancer; next one on a failed connect, up to
-//!              proxy-next-upstream-tries, each within proxy-connect-timeout)
+//!           ─▶ pick an endpoint (the backend's balancer, least_request counting open
+//!              connections; next one on a failed connect, up to proxy-next-upstream-tries,
+//!              each within proxy-connect-timeout)
 //!           ─▶ (:PROXY:PROXY) PROXY v1 header to the upstream
 //!           ─▶ splice both ways (a half-close goes through) until both sides closed, or
 //!              proxy-stream-timeout without a byte, or its endpoint left every backend
@@ -347,6 +348,11 @@ pub(crate) async fn serve(
         match connect(&worker, &service, &settings).await {
             None => outcome = Outcome::NoEndpoint,
             Some((mut upstream, endpoint)) => {
+                // Least request counts open connections here: the long-lived ones are the load.
+                let least = settings.load_balance == model::LoadBalance::LeastRequest;
+                if least {
+                    worker.balancer.borrow_mut().started(endpoint);
+                }
                 removed = splice(
                     &worker,
                     &mut client,
@@ -356,6 +362,9 @@ pub(crate) async fn serve(
                     &traffic,
                 )
                 .await;
+                if least {
+                    worker.balancer.borrow_mut().finished(endpoint);
+                }
             }
         }
     }

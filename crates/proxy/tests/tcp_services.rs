@@ -367,3 +367,49 @@ async fn bad_entries_are_diagnostics_and_a_taken_port_is_reported_while_the_othe
     drop((holder, session));
     shutdown(h.proxy).await;
 }
+
+#[tokio::test]
+async fn least_request_sends_new_connections_to_the_endpoint_with_fewest_open() {
+    let (one, _) = echo_backend("one", false).await;
+    let (two, _) = echo_backend("two", false).await;
+    // One worker: one balancer sees every connection.
+    let mut h = Harness::with_workers(1);
+    h.options.tcp_services_config_map = Some(NamespacedName::new("sluice", "tcp"));
+    let [port] = free_ports();
+    let settings = [("load-balance", "least_request")];
+    h.apply(&objects(
+        &[one, two],
+        &[(port, "default/db:5432")],
+        &settings,
+    ));
+
+    // Two open on each endpoint...
+    let mut open: Vec<(String, Session)> = Vec::new();
+    for _ in 0..4 {
+        let mut session = Session::open(port).await;
+        let name = session.line().await.unwrap();
+        open.push((name, session));
+    }
+    let on_one = open.iter().filter(|(name, _)| name == "one").count();
+    assert_eq!(on_one, 2, "least connections balances open ones");
+    // ...then both on `one` end: the next two go there (round robin would split them).
+    for (_, session) in open.iter_mut().filter(|(name, _)| name == "one") {
+        session.writer.shutdown().await.unwrap();
+        assert_eq!(session.line().await.as_deref(), Some("bye"));
+        assert_eq!(session.line().await, None);
+    }
+    let labels = format!("port=\"{port}\",upstream=\"tcp-default-db-5432\"");
+    let active = format!("sluice_tcp_connections_active{{{labels}}} 2");
+    eventually("the ended connections to be counted out", || async {
+        let metrics = get(h.admin(), "admin", "/metrics").await.text();
+        metrics.lines().any(|l| l == active)
+    })
+    .await;
+    for _ in 0..2 {
+        let mut session = Session::open(port).await;
+        assert_eq!(session.line().await.as_deref(), Some("one"));
+        open.push(("one".into(), session));
+    }
+    drop(open);
+    shutdown(h.proxy).await;
+}
