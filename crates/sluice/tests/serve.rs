@@ -415,3 +415,77 @@ fn access_log_lines_are_dropped_and_counted_when_nobody_reads_stdout() {
     // Still serving.
     assert_eq!(serve.get("nowhere.test", "/").status, 404);
 }
+
+/// One HTTP/1.1 request as plain bytes through the TCP service on 127.0.0.1:`port`.
+fn through_tcp_service(port: u16) -> Option<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(WAIT)).ok()?;
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nHost: tcp.test\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).ok()?;
+    (!reply.is_empty()).then_some(reply)
+}
+
+#[test]
+fn tcp_services_from_files_open_ports_and_follow_edits_and_udp_ones_are_reported() {
+    let dir = temp_dir("tcp-services");
+    let one = Pod::start("one");
+    std::fs::write(
+        dir.join("db.yaml"),
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: db}}\n\
+             spec: {{ports: [{{name: http, port: 80}}]}}\n---\n\
+             apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+             metadata: {{name: db-1, labels: {{kubernetes.io/service-name: db}}}}\n\
+             addressType: IPv4\nports: [{{name: http, port: {}}}]\n\
+             endpoints: [{{addresses: [\"127.0.0.1\"]}}]\n",
+            one.addr.port()
+        ),
+    )
+    .unwrap();
+    let ports: Vec<TcpListener> = (0..2)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let [first, second] = [0, 1].map(|i| ports[i].local_addr().unwrap().port());
+    drop(ports);
+    let tcp_yaml = |port: u16| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: tcp}}\n\
+             data: {{\"{port}\": \"default/db:http\"}}\n---\n\
+             apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: udp}}\n\
+             data: {{\"53\": \"kube-system/kube-dns:53\"}}\n"
+        )
+    };
+    std::fs::write(dir.join("tcp.yaml"), tcp_yaml(first)).unwrap();
+    let serve = Serve::start(
+        &dir,
+        &[
+            "--tcp-services-configmap=default/tcp",
+            "--udp-services-configmap",
+            "default/udp",
+        ],
+    );
+    let reply = eventually(WAIT, "the TCP service to answer", || {
+        through_tcp_service(first)
+    });
+    assert!(reply.contains("Server name: one"), "{reply}");
+    let config = serve.config_json();
+    let diagnostics = config["config"]["diagnostics"].to_string();
+    assert!(
+        diagnostics.contains("ConfigMap default/udp: unsupported: data.53"),
+        "{diagnostics}"
+    );
+
+    // The file moves the service to another port: that one opens, the first closes.
+    write_atomically(&dir.join("tcp.yaml"), &tcp_yaml(second));
+    eventually(WAIT, "the second port to answer", || {
+        through_tcp_service(second)
+    });
+    eventually(WAIT, "the first port to close", || {
+        TcpStream::connect(("127.0.0.1", first))
+            .is_err()
+            .then_some(())
+    });
+}
