@@ -6,7 +6,8 @@
 //!  GET / ─▶ (admin.rs) one view at a time ─▶ every worker's counters ─▶ Snapshot::by_ingress
 //!        ─▶ Traffic::since(the previous view)    rates over the interval between two views
 //!        ─▶ Page { current Compiled, source errors, swap history, traffic }
-//!        ─▶ render() ─▶ HTML: traffic · hosts and paths · endpoints by condition ·
+//!        ─▶ render() ─▶ HTML: traffic · hosts and paths · TCP services (if any) ·
+//!                             endpoints by condition ·
 //!                             certificates · diagnostics · source errors · swaps
 //! ```
 //! Hosts, paths, names, annotation values and diagnostics come from tenants: every value goes
@@ -151,6 +152,7 @@ fn write_page(out: &mut String, page: &Page) -> fmt::Result {
     match &page.config {
         Some(config) => {
             write_hosts(out, config)?;
+            write_tcp_services(out, config)?;
             write_endpoints(out, config)?;
             write_certificates(out, config, page)?;
             write_diagnostics(out, config)?;
@@ -326,6 +328,54 @@ fn write_route_cells(out: &mut String, route: &Route) -> fmt::Result {
         })?;
     }
     out.push_str("</td></tr>\n");
+    Ok(())
+}
+
+/// `--tcp-services-configmap`'s ports, when there are any.
+fn write_tcp_services(out: &mut String, config: &Compiled) -> fmt::Result {
+    if config.tcp_services.is_empty() {
+        return Ok(());
+    }
+    out.push_str(
+        "<section id=\"tcp-services\"><h2>TCP services</h2>\n<p class=\"note\">Ports of the \
+         TCP services ConfigMap and the Service port each forwards to. A port that could not be \
+         bound is listed under <code>tcp_service_errors</code> in <a href=\"/config\">/config</a>.\
+         </p>\n",
+    );
+    table_head(
+        out,
+        &[
+            "Port",
+            "Service",
+            "PROXY protocol",
+            "ready",
+            "serving and terminating",
+            "refused",
+        ],
+        &[0],
+    );
+    let mut rows = 0;
+    for (port, service) in &config.tcp_services {
+        rows += 1;
+        if rows > ROWS_SHOWN {
+            continue;
+        }
+        let proxy = match (service.decode_proxy_protocol, service.encode_proxy_protocol) {
+            (true, true) => "from clients, to the upstream",
+            (true, false) => "from clients",
+            (false, true) => "to the upstream",
+            (false, false) => "",
+        };
+        write!(
+            out,
+            "<tr><td class=\"num\">{port}</td><td>{}:{}</td><td>{proxy}</td>",
+            Html(&service.service.to_string()),
+            Html(&service.service_port)
+        )?;
+        write_endpoint_cells(out, &service.backend)?;
+    }
+    table_end(out, rows);
+    out.push_str("</section>\n");
     Ok(())
 }
 
@@ -687,6 +737,43 @@ mod tests {
     }
 
     const HOSTILE: &str = "<script>alert('x')</script>";
+
+    #[test]
+    fn tcp_services_are_listed_only_when_there_are_some() {
+        assert!(!render(&page(Some(compiled("")))).contains("TCP services"));
+        let yaml = r#"
+apiVersion: v1
+kind: Service
+metadata: {name: db, namespace: app}
+spec: {ports: [{name: pg, port: 5432}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: db-1, namespace: app, labels: {kubernetes.io/service-name: db}}
+addressType: IPv4
+ports: [{name: pg, port: 15432}]
+endpoints: [{addresses: [10.0.0.7]}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: tcp, namespace: sluice}
+data: {"9000": "app/db:pg:PROXY"}
+"#;
+        let documents = model::parse_documents("test.yaml", yaml).expect("objects parse");
+        let mut store = Store::default();
+        store.replace_all(documents.objects);
+        let options = CompileOptions {
+            tcp_services_config_map: Some(model::NamespacedName::new("sluice", "tcp")),
+            ..CompileOptions::default()
+        };
+        let html = render(&page(Some(model::compile(&store, &options))));
+        assert!(html.contains("<h2>TCP services</h2>"), "{html}");
+        assert!(
+            html.contains("<td class=\"num\">9000</td><td>app/db:pg</td><td>from clients</td>"),
+            "{html}"
+        );
+        assert!(html.contains("<code>10.0.0.7:15432</code>"), "{html}");
+    }
 
     #[test]
     fn every_tenant_value_is_escaped() {

@@ -4,6 +4,7 @@
 //! `.await`.
 //!
 //! ```text
+//!  accept (TCP service ports, opened and closed by `stream::listen`) ─▶ stream::serve (splice)
 //!  accept (http) ─┐                            ┌─▶ inline HTTP/1.1 ─(handover)─▶ hyper http1
 //!  accept (https)─┴─▶ serve(conn) ─TLS+ALPN────┴─▶ hyper http2 ─▶ forward::respond
 //!     │                    drive(): stopping │ keep-alive-requests
