@@ -22,8 +22,9 @@
 //! went away), the connection is closed `worker-shutdown-timeout` later, as nginx would close it
 //! when its old worker process exits after a reload. It is reprieved if the endpoint returns.
 //!
-//! A port removed from the ConfigMap stops accepting; its established connections go on (a
-//! configuration change never closes a client connection), ending as above.
+//! A port removed from the ConfigMap stops accepting; its established connections go on while
+//! their endpoint is in some backend of the configuration (another port or an Ingress uses the
+//! Service), else they are given the same grace: nothing follows that endpoint any more.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};
