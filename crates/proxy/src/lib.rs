@@ -100,6 +100,7 @@ use shared::Shared;
 #[derive(Clone, Debug)]
 pub struct ProxyConfig {
     /// Port 0 is allowed: the first worker's socket learns the port, the others bind that one.
+    /// TCP service ports (`Compiled::tcp_services`) are bound on this address too.
     pub http_listen: SocketAddr,
     pub https_listen: SocketAddr,
     /// Probes and metrics only: the port deployments expose.
@@ -312,8 +313,9 @@ impl Proxy {
     }
 
     /// Atomic swap of the whole configuration. Also records the swap for metrics, marks the
-    /// proxy ready, and wakes the workers so they close idle pooled connections to endpoints
-    /// no longer present.
+    /// proxy ready, wakes the workers so they close idle pooled connections to endpoints no
+    /// longer present, and binds the TCP service ports it adds and closes the ones it drops
+    /// (a port that cannot be bound is logged and shown on `/config`, not an error).
     pub fn publish(&self, compiled: Arc<model::Compiled>) {
         self.shared.publish(compiled.clone());
         // After the swap, so a connection on a new port finds its service.
