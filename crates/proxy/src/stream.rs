@@ -158,9 +158,11 @@ pub(crate) struct Streams {
     serial: u64,
 }
 
-/// A spliced connection, as endpoint removal sees it.
-#[derive(Default)]
+/// A spliced connection, as endpoint removal and the metrics see it.
 pub(crate) struct Spliced {
+    key: StreamKey,
+    /// Its bytes so far: scrapes count them while it lasts, not only when it ends.
+    traffic: Traffic,
     /// Set when its endpoint left every backend: closed at this moment.
     deadline: std::cell::Cell<Option<Instant>>,
     changed: Notify,
@@ -184,7 +186,7 @@ pub(crate) struct StreamCounts {
     pub(crate) refused: u64,
     /// Closed because their endpoint left the Service (after worker-shutdown-timeout).
     pub(crate) endpoint_removed: u64,
-    /// Bytes from clients (counted as each connection ends).
+    /// Bytes from clients: of ended connections (a scrape adds the open ones').
     pub(crate) bytes_received: u64,
     /// Bytes to clients.
     pub(crate) bytes_sent: u64,
@@ -194,6 +196,16 @@ pub(crate) struct StreamCounts {
 pub(crate) type StreamKey = (u16, String);
 
 impl Streams {
+    /// Adds the bytes of the connections still open to `counts` (a scrape's snapshot, which
+    /// holds those of ended connections).
+    pub(crate) fn add_open_traffic(&self, counts: &mut BTreeMap<StreamKey, StreamCounts>) {
+        for spliced in self.by_endpoint.values().flat_map(HashMap::values) {
+            let entry = counts.entry(spliced.key.clone()).or_default();
+            entry.bytes_received += spliced.traffic.from_client.get();
+            entry.bytes_sent += spliced.traffic.from_upstream.get();
+        }
+    }
+
     /// The endpoints that connections are spliced to, for the worker's endpoint checks.
     pub(crate) fn endpoints(&self) -> Vec<SocketAddr> {
         self.by_endpoint.keys().copied().collect()
@@ -323,7 +335,7 @@ pub(crate) async fn serve(
     });
     let _ = client.set_nodelay(true);
     let mut source = peer;
-    let traffic = Traffic::default();
+    let (mut received, mut sent) = (0, 0);
     let mut outcome = Outcome::Spliced;
     let mut removed = false;
     if service.decode_proxy_protocol {
@@ -354,13 +366,13 @@ pub(crate) async fn serve(
                 if least {
                     worker.balancer.borrow_mut().started(endpoint);
                 }
-                removed = splice(
+                (removed, received, sent) = splice(
                     &worker,
                     &mut client,
                     &mut upstream,
                     endpoint,
                     (source, &service, &settings),
-                    &traffic,
+                    &key,
                 )
                 .await;
                 if least {
@@ -369,7 +381,6 @@ pub(crate) async fn serve(
             }
         }
     }
-    let (received, sent) = (traffic.from_client.get(), traffic.from_upstream.get());
     worker.count_stream(&key, |c| {
         c.active -= 1;
         c.bytes_received += received;
@@ -430,24 +441,29 @@ async fn connect(
 }
 
 /// Splices until both sides are done, the idle timeout, or the endpoint's removal grace ends.
-/// Returns whether the endpoint's removal ended it.
+/// Returns whether the endpoint's removal ended it, and the bytes from the client and to it.
 async fn splice(
     worker: &Rc<Worker>,
     client: &mut TcpStream,
     upstream: &mut TcpStream,
     endpoint: SocketAddr,
     (source, service, settings): (SocketAddr, &StreamService, &model::Settings),
-    traffic: &Traffic,
-) -> bool {
+    key: &StreamKey,
+) -> (bool, u64, u64) {
     if service.encode_proxy_protocol {
         let destination = client.local_addr().unwrap_or(source);
         let header = proxy_protocol::v1_header(source, destination);
         if let Err(e) = upstream.write_all(header.as_bytes()).await {
             tracing::debug!(%endpoint, error = %e, "TCP service: writing the PROXY header failed");
-            return false;
+            return (false, 0, 0);
         }
     }
-    let spliced = Rc::new(Spliced::default());
+    let spliced = Rc::new(Spliced {
+        key: key.clone(),
+        traffic: Traffic::default(),
+        deadline: std::cell::Cell::new(None),
+        changed: Notify::new(),
+    });
     let _registration = {
         let mut streams = worker.streams.borrow_mut();
         streams.serial += 1;
@@ -469,7 +485,8 @@ async fn splice(
         spliced.deadline.set(Some(Instant::now() + grace));
     }
     let idle = settings.proxy_stream_timeout;
-    tokio::select! {
+    let traffic = &spliced.traffic;
+    let removed = tokio::select! {
         ended = crate::tunnel::splice_counted(client, upstream, idle, traffic) => {
             if let Err(e) = ended {
                 tracing::debug!(%endpoint, error = %e, "TCP service connection ended");
@@ -480,5 +497,12 @@ async fn splice(
             tracing::debug!(%endpoint, "TCP service connection closed: its endpoint left the Service");
             true
         }
-    }
+    };
+    // Read before the registration goes (with no await between that and the caller's
+    // counting, so no scrape sees these bytes twice or not at all).
+    (
+        removed,
+        traffic.from_client.get(),
+        traffic.from_upstream.get(),
+    )
 }

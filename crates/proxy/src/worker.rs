@@ -896,6 +896,9 @@ impl Worker {
         while let Some(reply) = requests.recv().await {
             let mut snapshot = self.stats.borrow_mut().snapshot();
             snapshot.accepted = self.connections_seen.get();
+            self.streams
+                .borrow()
+                .add_open_traffic(&mut snapshot.streams);
             for conn in self.connections.borrow().iter() {
                 let protocol = match (conn.https, conn.h2) {
                     (false, false) => 0,

@@ -147,12 +147,24 @@ async fn bytes_go_both_ways_and_a_half_close_goes_through() {
     let mut session = Session::open(port).await;
     assert_eq!(session.line().await.as_deref(), Some("db-1"));
     assert_eq!(session.ask("hello").await.as_deref(), Some("hello"));
+    // An open connection's bytes are counted already.
+    let labels = format!("port=\"{port}\",upstream=\"tcp-default-db-5432\"");
+    eventually("the open connection's bytes to be counted", || async {
+        let metrics = get(h.admin(), "admin", "/metrics").await.text();
+        metrics.contains(&format!("sluice_tcp_connections_active{{{labels}}} 1"))
+            && metrics.contains(&format!(
+                "sluice_tcp_bytes_total{{{labels},direction=\"received\"}} 6"
+            ))
+            && metrics.contains(&format!(
+                "sluice_tcp_bytes_total{{{labels},direction=\"sent\"}} 11"
+            ))
+    })
+    .await;
     // The client is done sending: the backend sees the end, answers, then closes.
     session.writer.shutdown().await.unwrap();
     assert_eq!(session.line().await.as_deref(), Some("bye"));
     assert_eq!(session.line().await, None);
 
-    let labels = format!("port=\"{port}\",upstream=\"tcp-default-db-5432\"");
     eventually("the connection to be counted", || async {
         let metrics = get(h.admin(), "admin", "/metrics").await.text();
         metrics.contains(&format!("sluice_tcp_connections_total{{{labels}}} 1"))

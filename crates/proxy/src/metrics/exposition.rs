@@ -861,7 +861,7 @@ fn tcp_services(
         (
             "sluice_tcp_bytes_total",
             "counter",
-            "Bytes through TCP service connections, counted as each connection ends (received: from clients; sent: to clients).",
+            "Bytes through TCP service connections, open ones included (received: from clients; sent: to clients).",
             |_| 0,
         ),
     ];
