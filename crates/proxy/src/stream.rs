@@ -26,7 +26,7 @@
 //! their endpoint is in some backend of the configuration (another port or an Ingress uses the
 //! Service), else they are given the same grace: nothing follows that endpoint any more.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -63,7 +63,8 @@ pub(crate) struct Listeners {
     /// connections. The model refuses the ports the flags name; this catches the rest.
     own: [(u16, &'static str); 2],
     workers: Vec<mpsc::UnboundedSender<ListenerChange>>,
-    open: Vec<u16>,
+    /// Ports bound and handed to the workers.
+    open: BTreeSet<u16>,
     /// Ports whose bind failed, and why (retried at every publish; shown on /config).
     failed: BTreeMap<u16, String>,
 }
@@ -78,7 +79,7 @@ impl Listeners {
             ip,
             own,
             workers,
-            open: Vec::new(),
+            open: BTreeSet::new(),
             failed: BTreeMap::new(),
         }
     }
@@ -86,17 +87,15 @@ impl Listeners {
     /// Opens the ports `config` has and this has not, closes the ones it no longer has.
     /// Returns the ports that could not be bound, with why.
     pub(crate) fn apply(&mut self, config: &Compiled) -> Vec<String> {
-        let wanted: Vec<u16> = config.tcp_services.keys().copied().collect();
-        for port in self.open.clone() {
-            if !wanted.contains(&port) {
-                for worker in &self.workers {
-                    let _ = worker.send(ListenerChange::Close { port });
-                }
-                tracing::info!(port, "TCP service port closed (left the ConfigMap)");
+        let wanted = &config.tcp_services;
+        for port in self.open.iter().filter(|port| !wanted.contains_key(port)) {
+            for worker in &self.workers {
+                let _ = worker.send(ListenerChange::Close { port: *port });
             }
+            tracing::info!(port, "TCP service port closed (left the ConfigMap)");
         }
-        self.open.retain(|port| wanted.contains(port));
-        self.failed.retain(|port, _| wanted.contains(port));
+        self.open.retain(|port| wanted.contains_key(port));
+        self.failed.retain(|port, _| wanted.contains_key(port));
         for (port, service) in &config.tcp_services {
             if self.open.contains(port) {
                 continue;
@@ -123,7 +122,7 @@ impl Listeners {
                             socket,
                         });
                     }
-                    self.open.push(*port);
+                    self.open.insert(*port);
                     self.failed.remove(port);
                     tracing::info!(%addr, upstream = %service.upstream_name, "TCP service port open");
                 }
