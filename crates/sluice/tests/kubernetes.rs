@@ -1211,20 +1211,6 @@ fn sluice_migrate_judges_the_ingresses_of_a_live_api() {
     );
 }
 
-/// One HTTP/1.1 request as plain bytes through the TCP service on 127.0.0.1:`port`: what came
-/// back, or `None` when the port refused or closed without answering.
-fn through_tcp_service(port: u16) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    stream
-        .write_all(b"GET / HTTP/1.1\r\nHost: tcp.test\r\nConnection: close\r\n\r\n")
-        .ok()?;
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply).ok()?;
-    (!reply.is_empty()).then_some(reply)
-}
-
 #[test]
 fn tcp_services_follow_their_config_map() {
     let ns = "streams";

@@ -416,18 +416,6 @@ fn access_log_lines_are_dropped_and_counted_when_nobody_reads_stdout() {
     assert_eq!(serve.get("nowhere.test", "/").status, 404);
 }
 
-/// One HTTP/1.1 request as plain bytes through the TCP service on 127.0.0.1:`port`.
-fn through_tcp_service(port: u16) -> Option<String> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(WAIT)).ok()?;
-    stream
-        .write_all(b"GET / HTTP/1.1\r\nHost: tcp.test\r\nConnection: close\r\n\r\n")
-        .ok()?;
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply).ok()?;
-    (!reply.is_empty()).then_some(reply)
-}
-
 #[test]
 fn tcp_services_from_files_open_ports_and_follow_edits_and_udp_ones_are_reported() {
     let dir = temp_dir("tcp-services");

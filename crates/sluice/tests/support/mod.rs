@@ -327,6 +327,15 @@ pub fn get(addr: SocketAddr, host: &str, path: &str) -> std::io::Result<Response
     request(&mut stream, "GET", host, path, &[])
 }
 
+/// `GET /` through a TCP service on 127.0.0.1:`port` (its backend speaks HTTP): the body, or
+/// `None` when the port refused or closed without answering.
+pub fn through_tcp_service(port: u16) -> Option<String> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    get(addr, "tcp.test", "/")
+        .ok()
+        .map(|response| response.text())
+}
+
 /// `GET` over TLS, verifying the server's certificate against `ca_pem` for `server_name`.
 pub fn get_tls(
     addr: SocketAddr,
