@@ -425,3 +425,35 @@ async fn least_request_sends_new_connections_to_the_endpoint_with_fewest_open() 
     drop(open);
     shutdown(h.proxy).await;
 }
+
+#[tokio::test]
+async fn a_service_without_endpoints_keeps_its_port_and_serves_once_one_appears() {
+    let (db, _) = echo_backend("db-1", false).await;
+    let mut h = harness();
+    let [port] = free_ports();
+    let entries = [(port, "default/db:5432")];
+    h.apply(&objects(&[], &entries, &[]));
+
+    // Accepted, and closed: no endpoint to splice to.
+    let mut session = Session::open(port).await;
+    assert_eq!(session.line().await, None);
+    let labels = format!("port=\"{port}\",upstream=\"tcp-default-db-5432\"");
+    assert_metric(
+        &h,
+        &format!("sluice_tcp_connections_failed_total{{{labels},reason=\"no_endpoint\"}} 1"),
+    )
+    .await;
+    eventually("the failed connection's log line", || async {
+        h.access_lines()
+            .iter()
+            .any(|l| l.contains("] TCP 502 0 0 "))
+    })
+    .await;
+
+    // An endpoint appears: the endpoint fast path, no recompile, and the port serves.
+    h.update(&objects(&[db], &entries, &[]));
+    let mut session = Session::open(port).await;
+    assert_eq!(session.line().await.as_deref(), Some("db-1"));
+    drop(session);
+    shutdown(h.proxy).await;
+}
