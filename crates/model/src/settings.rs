@@ -686,9 +686,9 @@ impl Settings {
                     _ => return Err("round_robin or least_request"),
                 }
             }
+            // 0 is nginx's "no limit": every endpoint once (as the annotation reads it).
             "proxy-next-upstream-tries" => {
-                self.proxy_next_upstream_tries =
-                    value.parse().ok().filter(|n| *n > 0).ok_or(POSITIVE)?
+                self.proxy_next_upstream_tries = value.parse().map_err(|_| COUNT)?
             }
             "worker-shutdown-timeout" => {
                 self.worker_shutdown_timeout = parse_duration(value).ok_or(DURATION)?
@@ -1056,6 +1056,16 @@ mod tests {
         assert_eq!(s.keepalive, 100);
         assert_eq!(diagnostics.len(), 2);
         assert!(diagnostics[1].contains("data.proxy-read-timeout: invalid value \"soon\""));
+    }
+
+    #[test]
+    fn proxy_next_upstream_tries_zero_means_every_endpoint_once() {
+        let (s, diagnostics) = settings(&[("proxy-next-upstream-tries", "0")]);
+        assert_eq!(s.proxy_next_upstream_tries, 0);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        let (s, diagnostics) = settings(&[("proxy-next-upstream-tries", "-1")]);
+        assert_eq!(s.proxy_next_upstream_tries, 3);
+        assert_eq!(diagnostics.len(), 1);
     }
 
     #[test]
