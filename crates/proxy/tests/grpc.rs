@@ -230,6 +230,17 @@ async fn errors_the_proxy_makes_on_a_grpc_route_are_grpc_statuses() {
         "{reply:#}"
     );
 
+    // A message over proxy-body-size (streamed: gRPC sends no content-length):
+    // RESOURCE_EXHAUSTED.
+    let annotations = json!({
+        "nginx.ingress.kubernetes.io/backend-protocol": "GRPC",
+        "nginx.ingress.kubernetes.io/proxy-body-size": "1k",
+    });
+    h.apply(&site(&[slow.addr], annotations, None));
+    let big = "x".repeat(4096);
+    let reply = client(&python, &h, "unary", &[&big]).await;
+    assert_eq!(reply["code"], "RESOURCE_EXHAUSTED", "{reply:#}");
+
     // No route for a gRPC request: UNIMPLEMENTED (gRPC's mapping of 404).
     let mut other = H2Client::over(tokio::net::TcpStream::connect(h.http()).await.unwrap()).await;
     let reply = other
@@ -333,6 +344,43 @@ async fn app_protocol_h2c_is_spoken_as_http2_in_cleartext() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_endpoints_running_stream_finishes_while_new_calls_go_elsewhere() {
+    let Some(python) = python() else { return };
+    let old = GrpcServer::start(&python, "old", None);
+    let new = GrpcServer::start(&python, "new", None);
+    let mut h = Harness::start();
+    let annotations = grpc_annotation("GRPC");
+    h.apply(&site(&[old.addr], annotations.clone(), None));
+    let stream = tokio::spawn({
+        let (python, target) = (python.clone(), h.http().to_string());
+        async move {
+            let output = tokio::task::spawn_blocking(move || {
+                Command::new(python)
+                    .arg(SCRIPT)
+                    .args(["bidi", &target, HOST, "before", "pause:4", "after"])
+                    .output()
+            })
+            .await
+            .unwrap()
+            .unwrap();
+            serde_json::from_slice::<Value>(&output.stdout).unwrap()
+        }
+    });
+    // The stream is open on `old` (its first reply came back) when `old` leaves the set.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    h.update(&site(&[new.addr], annotations, None));
+    let reply = client(&python, &h, "unary", &["elsewhere"]).await;
+    assert_eq!(reply["reply"]["server"], "new", "{reply:#}");
+    let chat = stream.await.unwrap();
+    assert_eq!(chat["code"], "OK", "{chat:#}");
+    assert_eq!(
+        chat["replies"],
+        json!(["old:before", "old:after"]),
+        "{chat:#}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn endpoint_churn_and_a_graceful_server_stop_fail_no_rpc() {
     let Some(python) = python() else { return };
     let stays = GrpcServer::start(&python, "stays", None);
@@ -403,4 +451,69 @@ async fn endpoint_churn_and_a_graceful_server_stop_fail_no_rpc() {
             "{name} served nothing: {result:#}"
         );
     }
+}
+
+/// A server built on the h2 crate that refuses the first stream of every connection
+/// (RST_STREAM REFUSED_STREAM, RFC 9113 §8.7: not processed) and answers the others with the
+/// length of the body it read. No gRPC implementation refuses streams on demand, so this
+/// misbehaving peer is made here.
+async fn start_refusing_server() -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = tokio::net::TcpListener::bind((LOCALHOST, 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let refused = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = refused.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let refused = counter.clone();
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                    return;
+                };
+                let mut first = true;
+                while let Some(Ok((request, mut respond))) = conn.accept().await {
+                    if std::mem::take(&mut first) {
+                        refused.fetch_add(1, Ordering::SeqCst);
+                        respond.send_reset(h2::Reason::REFUSED_STREAM);
+                        continue;
+                    }
+                    tokio::spawn(async move {
+                        let mut body = request.into_body();
+                        let mut len = 0;
+                        while let Some(Ok(chunk)) = body.data().await {
+                            len += chunk.len();
+                            let _ = body.flow_control().release_capacity(chunk.len());
+                        }
+                        let response = http::Response::new(());
+                        let mut send = respond.send_response(response, false).unwrap();
+                        let _ = send.send_data(bytes::Bytes::from(len.to_string()), true);
+                    });
+                }
+            });
+        }
+    });
+    (addr, refused)
+}
+
+#[tokio::test]
+async fn a_refused_stream_is_sent_again_with_its_body() {
+    let (server, refused) = start_refusing_server().await;
+    let mut h = Harness::start();
+    // appProtocol h2c: plain HTTP/2, no gRPC involved; the POST is not idempotent, and is
+    // resent all the same because the server never processed it.
+    h.apply(&site(&[server], json!({}), Some("kubernetes.io/h2c")));
+    let mut client = H2Client::over(tokio::net::TcpStream::connect(h.http()).await.unwrap()).await;
+    let reply = client
+        .send(
+            http::Request::post(format!("http://{HOST}/upload"))
+                .body(http_body_util::Full::new(bytes::Bytes::from_static(
+                    b"twelve bytes",
+                )))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(reply.text(), "12");
+    assert_eq!(refused.load(std::sync::atomic::Ordering::SeqCst), 1);
 }

@@ -110,7 +110,7 @@ def stream(target, authority, n):
 
 def bidi(target, authority, *messages):
     """Sends each message only after the reply to the one before arrived: the stream must
-    flow both ways while neither side has ended."""
+    flow both ways while neither side has ended. "pause:<s>" waits instead of sending."""
     with channel(target, authority) as ch:
         chat = ch.stream_stream("/echo.Echo/Chat", request_serializer=ident, response_deserializer=ident)
         outbox = queue.Queue()
@@ -118,6 +118,9 @@ def bidi(target, authority, *messages):
         replies = []
         try:
             for message in messages:
+                if message.startswith("pause:"):
+                    time.sleep(float(message[6:]))
+                    continue
                 outbox.put(message.encode())
                 replies.append(next(call).decode())
             outbox.put(None)
