@@ -58,7 +58,7 @@ use crate::error::{Chain, ProxyError};
 use crate::headers::Added;
 use crate::metrics::UpstreamTimes;
 use crate::stall::{StallTimer, WriteTimeout};
-use crate::upstream_h2::{AttemptBody, H2Pool};
+use crate::upstream_h2::{AttemptBody, H2Pool, StreamCount};
 use crate::upstream_tls::TlsClient;
 use crate::worker::{within, Worker};
 
@@ -209,7 +209,7 @@ impl Pool {
         addr: SocketAddr,
         tls_id: u64,
         send: hyper::client::conn::http2::SendRequest<AttemptBody>,
-        streams: Rc<std::cell::Cell<usize>>,
+        streams: Rc<StreamCount>,
     ) {
         if self.live.contains(&addr) {
             self.h2.insert(addr, tls_id, send, streams);
@@ -256,6 +256,7 @@ impl Pool {
             queues.retain(|(_, queue)| !queue.is_empty());
         }
         self.idle.retain(|_, queues| !queues.is_empty());
+        self.h2.expire(max_age, now);
     }
 
     pub(crate) fn clear(&mut self) {

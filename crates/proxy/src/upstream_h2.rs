@@ -18,6 +18,7 @@
 //!  endpoint leaves (Pool::keep_only / forget) ─▶ its connections leave the pool: no new
 //!    streams; running ones finish, then hyper closes the connection (its last handle gone)
 //!  GOAWAY or error ─▶ the connection reports closed and is dropped at the next checkout
+//!  no stream for upstream-keepalive-timeout ─▶ dropped by the worker's sweep (Pool::expire)
 //! ```
 //! A connection is one `SendRequest` handle: cloning it is an `Rc`-free channel clone, and
 //! hyper's connection task owns the socket.
@@ -77,12 +78,18 @@ struct H2Conn {
     /// The TLS client it was made with (0: cleartext).
     tls_id: u64,
     send: http2::SendRequest<AttemptBody>,
-    /// Streams open on it.
-    streams: Rc<Cell<usize>>,
+    streams: Rc<StreamCount>,
+}
+
+/// The streams open on a connection, and since when it has had none (an idle connection is
+/// closed after upstream-keepalive-timeout, as HTTP/1.1 ones are).
+pub(crate) struct StreamCount {
+    open: Cell<usize>,
+    idle_since: Cell<Instant>,
 }
 
 /// One open stream, counted on its connection until the response body ends.
-struct StreamSlot(Rc<Cell<usize>>);
+struct StreamSlot(Rc<StreamCount>);
 
 /// Runs hyper's connection tasks on this worker's thread: request bodies hold `Rc`s.
 #[derive(Clone, Copy)]
@@ -170,7 +177,7 @@ impl H2Pool {
         // dropping the handle lets hyper close it once its running streams end.
         conns.retain(|conn| !conn.send.is_closed());
         let conn = conns.iter().find(|conn| {
-            conn.tls_id == tls_id && conn.streams.get() < MAX_STREAMS && conn.send.is_ready()
+            conn.tls_id == tls_id && conn.streams.open.get() < MAX_STREAMS && conn.send.is_ready()
         })?;
         Some((conn.send.clone(), StreamSlot::new(&conn.streams)))
     }
@@ -180,7 +187,7 @@ impl H2Pool {
         addr: SocketAddr,
         tls_id: u64,
         send: http2::SendRequest<AttemptBody>,
-        streams: Rc<Cell<usize>>,
+        streams: Rc<StreamCount>,
     ) {
         self.conns.entry(addr).or_default().push(H2Conn {
             tls_id,
@@ -207,21 +214,46 @@ impl H2Pool {
         self.conns.remove(addr).map_or(0, |conns| conns.len())
     }
 
+    /// Drops connections that closed (GOAWAY, errors) and ones without a stream for
+    /// `max_age` (zero: none are kept idle).
+    pub(crate) fn expire(&mut self, max_age: Duration, now: Instant) {
+        for conns in self.conns.values_mut() {
+            conns.retain(|conn| {
+                let idle_for = now.saturating_duration_since(conn.streams.idle_since.get());
+                !conn.send.is_closed() && (conn.streams.open.get() > 0 || idle_for < max_age)
+            });
+        }
+        self.conns.retain(|_, conns| !conns.is_empty());
+    }
+
     pub(crate) fn clear(&mut self) {
         self.conns.clear();
     }
 }
 
+impl StreamCount {
+    pub(crate) fn new() -> Rc<StreamCount> {
+        Rc::new(StreamCount {
+            open: Cell::new(0),
+            idle_since: Cell::new(Instant::now()),
+        })
+    }
+}
+
 impl StreamSlot {
-    fn new(streams: &Rc<Cell<usize>>) -> StreamSlot {
-        streams.set(streams.get() + 1);
+    fn new(streams: &Rc<StreamCount>) -> StreamSlot {
+        streams.open.set(streams.open.get() + 1);
         StreamSlot(streams.clone())
     }
 }
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
-        self.0.set(self.0.get().saturating_sub(1));
+        let open = self.0.open.get().saturating_sub(1);
+        self.0.open.set(open);
+        if open == 0 {
+            self.0.idle_since.set(Instant::now());
+        }
     }
 }
 
@@ -450,7 +482,7 @@ async fn try_endpoint(
         Some(found) => found,
         None => match Box::pin(connect(addr, upstream.connect_timeout, tls)).await {
             Ok(send) => {
-                let streams = Rc::new(Cell::new(0));
+                let streams = StreamCount::new();
                 let slot = StreamSlot::new(&streams);
                 worker
                     .pool
