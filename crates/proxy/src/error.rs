@@ -387,6 +387,38 @@ mod tests {
     }
 
     #[test]
+    fn grpc_codes_follow_the_grpc_mapping_made_finer() {
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let cases = [
+            (ProxyError::NoRoute, 12),
+            (ProxyError::Forbidden, 7),
+            (ProxyError::BadRequest("x"), 13),
+            (ProxyError::NoEndpoints, 14),
+            (
+                ProxyError::Connect {
+                    addr,
+                    source: io::ErrorKind::ConnectionRefused.into(),
+                },
+                14,
+            ),
+            (ProxyError::Http2Refused { addr }, 14),
+            (ProxyError::ReadTimeout { addr }, 4),
+            (ProxyError::GrpcDeadline, 4),
+            (ProxyError::BodyTooLarge { limit: 1 }, 8),
+        ];
+        for (error, code) in cases {
+            let response = error.response(true);
+            assert_eq!(response.status(), StatusCode::OK, "{error}");
+            assert_eq!(
+                response.headers()["grpc-status"],
+                code.to_string(),
+                "{error}"
+            );
+            assert_eq!(error.grpc_status().0, code, "{error}");
+        }
+    }
+
+    #[test]
     fn chains_show_the_cause() {
         let error = ProxyError::Connect {
             addr: "127.0.0.1:1".parse().unwrap(),

@@ -7,8 +7,9 @@
 //!  forward (route says HTTP/2) ─▶ head for HTTP/2 (:authority = Host, the proxy's headers
 //!    in the map, te: trailers kept) ─▶ for attempt: pick endpoint (skip tried)
 //!      ─▶ the worker's H2Pool: an open connection to it (same TLS client) with fewer than
-//!         MAX_STREAMS streams ─ none ─▶ connect (TCP, TLS with ALPN h2), hyper handshake,
-//!         its connection task spawned on this worker (spawn_local: bodies are !Send)
+//!         MAX_STREAMS streams ─ none ─▶ the connect another request has under way, else
+//!         connect (TCP, TLS with ALPN h2), hyper handshake, its connection task spawned on
+//!         this worker (spawn_local: bodies are !Send)
 //!      ─▶ stream: request body pulled through `Replay` (keeps what it sent, ≤ 64 KiB, until
 //!         the head arrives) ─ REFUSED_STREAM / GOAWAY above last-stream-id / not sent ─▶
 //!         the body is replayed on a fresh stream (RFC 9113 §8.7: never processed)
@@ -71,6 +72,8 @@ static GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 #[derive(Default)]
 pub(crate) struct H2Pool {
     conns: HashMap<SocketAddr, Vec<H2Conn>>,
+    /// Connects under way, by endpoint and TLS client: others wait for them.
+    connecting: HashMap<(SocketAddr, u64), Rc<tokio::sync::Notify>>,
 }
 
 /// One multiplexed connection.
@@ -476,28 +479,15 @@ async fn try_endpoint(
     attempts: Option<&mut Vec<Attempt>>,
 ) -> Outcome {
     let upstream = &policy.upstream;
-    let tls_id = tls.map_or(0, |tls| tls.id);
-    let pooled = worker.pool.borrow_mut().h2.checkout(addr, tls_id);
-    let (mut send, slot) = match pooled {
-        Some(found) => found,
-        None => match Box::pin(connect(addr, upstream.connect_timeout, tls)).await {
-            Ok(send) => {
-                let streams = StreamCount::new();
-                let slot = StreamSlot::new(&streams);
-                worker
-                    .pool
-                    .borrow_mut()
-                    .insert_h2(addr, tls_id, send.clone(), streams);
-                (send, slot)
+    let (mut send, slot) = match acquire(worker, addr, upstream.connect_timeout, tls).await {
+        Ok(found) => found,
+        Err(error) => {
+            if !matches!(error, ProxyError::UpstreamTls { .. }) {
+                worker.balancer.borrow_mut().set_aside(addr, Instant::now());
             }
-            Err(error) => {
-                if !matches!(error, ProxyError::UpstreamTls { .. }) {
-                    worker.balancer.borrow_mut().set_aside(addr, Instant::now());
-                }
-                worker.stats.borrow_mut().connect_errors += 1;
-                return Outcome::Failed { error, next: true };
-            }
-        },
+            worker.stats.borrow_mut().connect_errors += 1;
+            return Outcome::Failed { error, next: true };
+        }
     };
     let connected = Instant::now();
     if let Some(timing) = timing.as_mut() {
@@ -575,6 +565,83 @@ async fn try_endpoint(
             };
             Outcome::Failed { error, next: false }
         }
+    }
+}
+
+/// A connection to `addr` (made with `tls`) with room for a stream: a pooled one, else the
+/// one another request is making (waited for, within `timeout`), else a new one. Requests
+/// that arrive together share one new connection rather than each opening their own.
+async fn acquire(
+    worker: &Worker,
+    addr: SocketAddr,
+    timeout: Duration,
+    tls: Option<&TlsClient>,
+) -> Result<(http2::SendRequest<AttemptBody>, StreamSlot), ProxyError> {
+    let key = (addr, tls.map_or(0, |tls| tls.id));
+    let pending = {
+        let mut pool = worker.pool.borrow_mut();
+        if let Some(found) = pool.h2.checkout(key.0, key.1) {
+            return Ok(found);
+        }
+        pool.h2.connecting.get(&key).cloned()
+    };
+    if let Some(made) = pending {
+        // Created while the connect is under way, so its end wakes this (tokio's
+        // `notify_waiters` reaches every `Notified` created before it, polled or not).
+        let _ = within(timeout, made.notified()).await;
+        if let Some(found) = worker.pool.borrow_mut().h2.checkout(key.0, key.1) {
+            return Ok(found);
+        }
+    }
+    let connecting = Connecting::start(worker, key);
+    let made = Box::pin(connect(addr, timeout, tls)).await;
+    drop(connecting);
+    let send = made?;
+    let streams = StreamCount::new();
+    let slot = StreamSlot::new(&streams);
+    worker
+        .pool
+        .borrow_mut()
+        .insert_h2(addr, key.1, send.clone(), streams);
+    Ok((send, slot))
+}
+
+/// A connect under way, listed so that other requests wait for it; unlisted (and its
+/// waiters woken) when it ends, also when the request making it goes away.
+struct Connecting<'w> {
+    worker: &'w Worker,
+    key: (SocketAddr, u64),
+    made: Rc<tokio::sync::Notify>,
+}
+
+impl<'w> Connecting<'w> {
+    fn start(worker: &'w Worker, key: (SocketAddr, u64)) -> Connecting<'w> {
+        let made = Rc::new(tokio::sync::Notify::new());
+        let listed = worker
+            .pool
+            .borrow_mut()
+            .h2
+            .connecting
+            .insert(key, made.clone());
+        // Another request's connect that ended without a usable connection: its waiters
+        // were woken already.
+        drop(listed);
+        Connecting { worker, key, made }
+    }
+}
+
+impl Drop for Connecting<'_> {
+    fn drop(&mut self) {
+        let mut pool = self.worker.pool.borrow_mut();
+        if pool
+            .h2
+            .connecting
+            .get(&self.key)
+            .is_some_and(|listed| Rc::ptr_eq(listed, &self.made))
+        {
+            pool.h2.connecting.remove(&self.key);
+        }
+        self.made.notify_waiters();
     }
 }
 

@@ -516,4 +516,25 @@ async fn a_refused_stream_is_sent_again_with_its_body() {
     assert_eq!(reply.status, 200, "{reply:?}");
     assert_eq!(reply.text(), "12");
     assert_eq!(refused.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    // Streams that arrive together at a worker without a connection share the one it opens
+    // (the server refuses the first stream of each connection, so it counts them).
+    let (fresh, refused) = start_refusing_server().await;
+    h.apply(&site(&[fresh], json!({}), Some("kubernetes.io/h2c")));
+    let calls: Vec<_> = (0..20)
+        .map(|_| {
+            let mut client = client.handle();
+            tokio::spawn(async move {
+                let request = http::Request::post(format!("http://{HOST}/upload"))
+                    .body(http_body_util::Full::new(bytes::Bytes::from_static(b"abc")))
+                    .unwrap();
+                client.send(request).await.unwrap()
+            })
+        })
+        .collect();
+    for call in calls {
+        let reply = call.await.unwrap();
+        assert_eq!((reply.status.as_u16(), reply.text()), (200, "3".to_owned()));
+    }
+    assert_eq!(refused.load(std::sync::atomic::Ordering::SeqCst), 1);
 }

@@ -442,6 +442,13 @@ impl H2Client {
         H2Client { sender }
     }
 
+    /// Another handle on the same connection, for concurrent streams.
+    pub fn handle(&self) -> H2Client {
+        H2Client {
+            sender: self.sender.clone(),
+        }
+    }
+
     pub async fn send(&mut self, request: Request<Full<Bytes>>) -> Result<Reply, hyper::Error> {
         bounded(async {
             self.sender.ready().await?;
