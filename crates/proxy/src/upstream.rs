@@ -416,7 +416,7 @@ pub(crate) async fn exchange(
 }
 
 /// Whether the route's `proxy-next-upstream` sends this failure to another endpoint.
-fn retries_on(policy: &UpstreamPolicy, error: &ProxyError) -> bool {
+pub(crate) fn retries_on(policy: &UpstreamPolicy, error: &ProxyError) -> bool {
     let conditions = &policy.next_upstream;
     match error {
         ProxyError::ConnectTimeout { .. } | ProxyError::ReadTimeout { .. } => conditions.timeout,

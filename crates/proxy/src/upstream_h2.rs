@@ -311,8 +311,9 @@ pub(crate) fn grpc_timeout(headers: &HeaderMap) -> Option<Duration> {
 
 /// Sends a request to one of `backend`'s endpoints over HTTP/2 and returns the response with
 /// its body streaming (`H2Body`). Retries as the module doc says: a connect failure goes to
-/// the next endpoint (`proxy-next-upstream error`), a stream the endpoint did not process
-/// is sent again, anything else is answered.
+/// the next endpoint (`proxy-next-upstream` `error`, or `timeout` for a connect timeout), a
+/// stream the endpoint did not process is sent again, anything else is answered (statuses
+/// are passed on: `proxy-next-upstream http_*` does not apply to HTTP/2 routes).
 pub(crate) async fn exchange(
     worker: &Rc<Worker>,
     backend: &Backend,
@@ -452,7 +453,7 @@ pub(crate) async fn exchange(
             Outcome::Failed { error, next } => {
                 tracing::debug!(%addr, attempt, error = %Chain(&error), "upstream attempt failed");
                 tried.push(addr);
-                let next = next && upstream.next_upstream.error && attempt < tries;
+                let next = next && crate::upstream::retries_on(upstream, &error) && attempt < tries;
                 last = Some(error);
                 if !next {
                     break;
