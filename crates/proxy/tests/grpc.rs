@@ -453,11 +453,24 @@ async fn endpoint_churn_and_a_graceful_server_stop_fail_no_rpc() {
     }
 }
 
-/// A server built on the h2 crate that refuses the first stream of every connection
-/// (RST_STREAM REFUSED_STREAM, RFC 9113 §8.7: not processed) and answers the others with the
-/// length of the body it read. No gRPC implementation refuses streams on demand, so this
-/// misbehaving peer is made here.
-async fn start_refusing_server() -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+/// How a misbehaving HTTP/2 server turns work away.
+#[derive(Clone, Copy)]
+enum Refusal {
+    /// RST_STREAM REFUSED_STREAM on the first stream of every connection.
+    FirstStream,
+    /// GOAWAY (NO_ERROR, last stream ID 0) on its first connection before reading any
+    /// stream: whatever was sent on it was not processed.
+    FirstConnection,
+}
+
+/// A server built on the h2 crate that refuses work as `refusal` says (RFC 9113 §8.7: a
+/// refused stream, or one above a GOAWAY's last stream ID, was not processed) and answers
+/// the rest with the length of the body it read; returns a count: of refused streams
+/// (`FirstStream`), of connections (`FirstConnection`). No gRPC
+/// implementation refuses on demand, so this peer is made here.
+async fn start_refusing_server(
+    refusal: Refusal,
+) -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let listener = tokio::net::TcpListener::bind((LOCALHOST, 0)).await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -471,6 +484,14 @@ async fn start_refusing_server() -> (SocketAddr, std::sync::Arc<std::sync::atomi
                     return;
                 };
                 let mut first = true;
+                if let Refusal::FirstConnection = refusal {
+                    if refused.fetch_add(1, Ordering::SeqCst) == 0 {
+                        conn.abrupt_shutdown(h2::Reason::NO_ERROR);
+                        while let Some(Ok(_)) = conn.accept().await {}
+                        return;
+                    }
+                    first = false;
+                }
                 while let Some(Ok((request, mut respond))) = conn.accept().await {
                     if std::mem::take(&mut first) {
                         refused.fetch_add(1, Ordering::SeqCst);
@@ -495,41 +516,36 @@ async fn start_refusing_server() -> (SocketAddr, std::sync::Arc<std::sync::atomi
     (addr, refused)
 }
 
+/// POSTs `body` to `grpc.example/upload` (not idempotent: only a stream the server never
+/// processed may be sent again).
+async fn upload(client: &mut H2Client, body: &'static [u8]) -> Reply {
+    let request = http::Request::post(format!("http://{HOST}/upload"))
+        .body(http_body_util::Full::new(bytes::Bytes::from_static(body)))
+        .unwrap();
+    client.send(request).await.unwrap()
+}
+
 #[tokio::test]
 async fn a_refused_stream_is_sent_again_with_its_body() {
-    let (server, refused) = start_refusing_server().await;
+    let (server, refused) = start_refusing_server(Refusal::FirstStream).await;
     let mut h = Harness::start();
     // appProtocol h2c: plain HTTP/2, no gRPC involved; the POST is not idempotent, and is
     // resent all the same because the server never processed it.
     h.apply(&site(&[server], json!({}), Some("kubernetes.io/h2c")));
     let mut client = H2Client::over(tokio::net::TcpStream::connect(h.http()).await.unwrap()).await;
-    let reply = client
-        .send(
-            http::Request::post(format!("http://{HOST}/upload"))
-                .body(http_body_util::Full::new(bytes::Bytes::from_static(
-                    b"twelve bytes",
-                )))
-                .unwrap(),
-        )
-        .await
-        .unwrap();
+    let reply = upload(&mut client, b"twelve bytes").await;
     assert_eq!(reply.status, 200, "{reply:?}");
     assert_eq!(reply.text(), "12");
     assert_eq!(refused.load(std::sync::atomic::Ordering::SeqCst), 1);
 
     // Streams that arrive together at a worker without a connection share the one it opens
     // (the server refuses the first stream of each connection, so it counts them).
-    let (fresh, refused) = start_refusing_server().await;
+    let (fresh, refused) = start_refusing_server(Refusal::FirstStream).await;
     h.apply(&site(&[fresh], json!({}), Some("kubernetes.io/h2c")));
     let calls: Vec<_> = (0..20)
         .map(|_| {
             let mut client = client.handle();
-            tokio::spawn(async move {
-                let request = http::Request::post(format!("http://{HOST}/upload"))
-                    .body(http_body_util::Full::new(bytes::Bytes::from_static(b"abc")))
-                    .unwrap();
-                client.send(request).await.unwrap()
-            })
+            tokio::spawn(async move { upload(&mut client, b"abc").await })
         })
         .collect();
     for call in calls {
@@ -537,4 +553,18 @@ async fn a_refused_stream_is_sent_again_with_its_body() {
         assert_eq!((reply.status.as_u16(), reply.text()), (200, "3".to_owned()));
     }
     assert_eq!(refused.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_stream_sent_to_a_connection_going_away_is_sent_again_on_another() {
+    let (server, connections) = start_refusing_server(Refusal::FirstConnection).await;
+    let mut h = Harness::with_workers(1);
+    h.apply(&site(&[server], json!({}), Some("kubernetes.io/h2c")));
+    let mut client = H2Client::over(tokio::net::TcpStream::connect(h.http()).await.unwrap()).await;
+    for _ in 0..3 {
+        let reply = upload(&mut client, b"four").await;
+        assert_eq!((reply.status.as_u16(), reply.text()), (200, "4".to_owned()));
+    }
+    // The connection that went away was not picked again: it and one more connection.
+    assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 2);
 }
