@@ -12,7 +12,9 @@
 //!         this worker (spawn_local: bodies are !Send)
 //!      ─▶ stream: request body pulled through `Replay` (keeps what it sent, ≤ 64 KiB, until
 //!         the head arrives) ─ REFUSED_STREAM / GOAWAY above last-stream-id / not sent ─▶
-//!         the body is replayed on a fresh stream (RFC 9113 §8.7: never processed)
+//!         the body is replayed on a fresh stream (RFC 9113 §8.7: never processed);
+//!         another failure before the head ─▶ next endpoint only for an idempotent request
+//!         with its body at hand (as HTTP/1.1 routes)
 //!      ─▶ response head (bounded by proxy-read-timeout and grpc-timeout) ─▶ H2Body streams
 //!         data and trailers to the client; on the deadline a gRPC route ends with
 //!         grpc-status 4 and the upstream stream is reset (dropped)
@@ -21,8 +23,8 @@
 //!  GOAWAY or error ─▶ the connection reports closed and is dropped at the next checkout
 //!  no stream for upstream-keepalive-timeout ─▶ dropped by the worker's sweep (Pool::expire)
 //! ```
-//! A connection is one `SendRequest` handle: cloning it is an `Rc`-free channel clone, and
-//! hyper's connection task owns the socket.
+//! The pool holds a connection as hyper's `SendRequest` handle (a channel to its connection
+//! task, which owns the socket); a stream takes a clone of it.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
@@ -351,6 +353,8 @@ pub(crate) async fn exchange(
         0 => u32::MAX,
         n => n,
     };
+    let idempotent =
+        crate::headers::is_idempotent(&head.method) || upstream.next_upstream.non_idempotent;
     let replay = Rc::new(RefCell::new(Replay {
         source: body,
         kept: Vec::new(),
@@ -366,7 +370,8 @@ pub(crate) async fn exchange(
     let mut last: Option<ProxyError> = None;
     loop {
         attempt += 1;
-        let now = if attempt == 1 {
+        // The first attempt starts when the request arrived: no clock read of its own.
+        let now = if attempt == 1 && refused == 0 {
             arrived
         } else {
             Instant::now()
@@ -386,7 +391,7 @@ pub(crate) async fn exchange(
         if upstream.tries == 0 && tried.contains(&addr) {
             break;
         }
-        if attempt > 1 {
+        if attempt > 1 || refused > 0 {
             worker.stats.borrow_mut().retries += 1;
         }
         *timing = Some(UpstreamTimes {
@@ -411,6 +416,7 @@ pub(crate) async fn exchange(
             head,
             &replay,
             deadline,
+            idempotent,
             &mut *timing,
             attempts.as_deref_mut(),
         )
@@ -476,6 +482,7 @@ async fn try_endpoint(
     head: &Parts,
     replay: &Rc<RefCell<Replay>>,
     deadline: Option<Instant>,
+    idempotent: bool,
     timing: &mut Option<UpstreamTimes>,
     attempts: Option<&mut Vec<Attempt>>,
 ) -> Outcome {
@@ -560,11 +567,14 @@ async fn try_endpoint(
             if error.take_message().is_some() || not_processed(error.error()) {
                 return Outcome::Refused;
             }
+            // It may have been processed: as on HTTP/1.1, only an idempotent request (or any
+            // under `non_idempotent`) whose body is all at hand goes to another endpoint.
+            let next = idempotent && replay.borrow().complete;
             let error = ProxyError::Http2 {
                 addr,
                 source: error.into_error(),
             };
-            Outcome::Failed { error, next: false }
+            Outcome::Failed { error, next }
         }
     }
 }

@@ -488,6 +488,9 @@ async fn start_refusing_server(
                     if refused.fetch_add(1, Ordering::SeqCst) == 0 {
                         conn.abrupt_shutdown(h2::Reason::NO_ERROR);
                         while let Some(Ok(_)) = conn.accept().await {}
+                        // Closing a socket with unread bytes resets it, and a reset can
+                        // discard the GOAWAY before the peer reads it: linger instead.
+                        tokio::time::sleep(Duration::from_secs(1)).await;
                         return;
                     }
                     first = false;
