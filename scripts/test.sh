@@ -18,6 +18,9 @@ command -v ip >/dev/null || missing+=(iproute2)
 command -v curl >/dev/null || missing+=(curl)
 command -v jq >/dev/null || missing+=(jq)
 command -v cc >/dev/null || missing+=(build-essential)
+# Python with venv: scripts/grpc-python.sh installs grpcio into a virtual environment.
+command -v python3 >/dev/null || missing+=(python3)
+python3 -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)
 # Prometheus scrapes Sluice in crates/sluice/tests/prometheus.rs (the dashboards' queries).
 [[ -x /usr/bin/prometheus ]] || missing+=(prometheus)
 # nginx and HAProxy: the lab's peers (its CI smoke runs nginx).
@@ -50,6 +53,13 @@ echo "== h2spec"
 SLUICE_H2SPEC=$(nice scripts/h2spec.sh)
 export SLUICE_H2SPEC
 echo "$SLUICE_H2SPEC"
+# grpcio (the gRPC project's C-core with Python bindings, from PyPI) in a virtual environment
+# cached by version (seconds the first time). crates/proxy/tests/grpc.rs runs gRPC servers and
+# clients with it; under CI a missing SLUICE_GRPC_PYTHON fails.
+echo "== grpcio"
+SLUICE_GRPC_PYTHON=$(nice scripts/grpc-python.sh)
+export SLUICE_GRPC_PYTHON
+echo "$SLUICE_GRPC_PYTHON"
 # Chromium (Debian's package, installed above): under CI a missing SLUICE_CHROMIUM fails the
 # status page test.
 SLUICE_CHROMIUM=$(command -v chromium)

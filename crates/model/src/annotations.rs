@@ -17,7 +17,7 @@ use http::{HeaderName, HeaderValue};
 use crate::compile::{Diagnostic, Severity};
 use crate::objects::ObjectRef;
 use crate::policy::{
-    Access, HeaderAction, HeaderEdit, Redirect, Rewrite, RoutePolicy, TlsVersions,
+    Access, HeaderAction, HeaderEdit, Redirect, Rewrite, RoutePolicy, TlsVersions, UpstreamProtocol,
 };
 use crate::routes::HostPattern;
 use crate::settings::{parse_cidrs, parse_duration, parse_size, NextUpstream, Settings};
@@ -68,7 +68,7 @@ pub const CATALOGUE: &[(&str, Support)] = &[
     ("auth-proxy-set-headers", Support::No("planned (wave 2)")),
     ("auth-snippet", Support::No("snippets are never executed")),
     ("enable-global-auth", Support::No("planned (wave 2)")),
-    ("backend-protocol", Support::Partial("HTTP and HTTPS (HTTP/1.1 over TLS); GRPC and GRPCS are planned (issue 14) and their routes answer 503 until then; AUTO_HTTP is served as HTTP; FCGI and AJP routes answer 503")),
+    ("backend-protocol", Support::Partial("HTTP, HTTPS (HTTP/1.1 over TLS), GRPC (HTTP/2 prior knowledge) and GRPCS (HTTP/2 over TLS, with the proxy-ssl-* settings); AUTO_HTTP is served as HTTP; FCGI and AJP routes answer 503")),
     ("canary", Support::No("planned (wave 2)")),
     ("canary-by-header", Support::No("planned (wave 2)")),
     ("canary-by-header-value", Support::No("planned (wave 2)")),
@@ -185,11 +185,19 @@ pub struct IngressAnnotations {
     /// `server-snippet` header directives: for every route of this Ingress's hosts.
     pub server_request_headers: Vec<HeaderEdit>,
     pub server_response_headers: Vec<HeaderEdit>,
-    /// `backend-protocol`, when it names one Sluice serves: `true` for HTTPS. `None`: not set
-    /// (the Service port's `appProtocol` decides), or refused (the routes are denied).
-    pub backend_tls: Option<bool>,
+    /// `backend-protocol`, when it names one Sluice serves. `None`: not set (the Service
+    /// port's `appProtocol` decides), or refused (the routes are denied).
+    pub backend_protocol: Option<BackendProtocol>,
     /// The `proxy-ssl-*` annotations, for the routes that turn out TLS.
     pub proxy_ssl: ProxySsl,
+}
+
+/// What `backend-protocol` (or a Service port's `appProtocol`) asks for: the HTTP spoken and
+/// whether over TLS.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BackendProtocol {
+    pub protocol: UpstreamProtocol,
+    pub tls: bool,
 }
 
 /// The `proxy-ssl-*` annotations as read; `compile` reads the Secret and makes the route's
@@ -475,7 +483,7 @@ impl<'a> Reader<'a> {
             }
         }
 
-        let backend_tls = self.backend_protocol(&mut policy);
+        let backend_protocol = self.backend_protocol(&mut policy);
         let proxy_ssl = self.proxy_ssl();
 
         self.access(&mut policy);
@@ -497,49 +505,47 @@ impl<'a> Reader<'a> {
             ssl_passthrough,
             server_request_headers,
             server_response_headers,
-            backend_tls,
+            backend_protocol,
             proxy_ssl,
         }
     }
 
     /// `backend-protocol`, upper-cased as ingress-nginx reads it. A protocol Sluice cannot
-    /// speak yet refuses the routes (503): HTTP/1.1 sent to a gRPC, FastCGI or AJP server
-    /// fails anyway, only later, less clearly, and possibly after the request had effects.
-    fn backend_protocol(&mut self, policy: &mut RoutePolicy) -> Option<bool> {
+    /// speak refuses the routes (503): HTTP sent to a FastCGI or AJP server fails anyway,
+    /// only later, less clearly, and possibly after the request had effects.
+    fn backend_protocol(&mut self, policy: &mut RoutePolicy) -> Option<BackendProtocol> {
         let value = self.get("backend-protocol")?;
         let key = self.key("backend-protocol");
         let protocol = value.to_ascii_uppercase();
-        match protocol.as_str() {
-            "HTTP" => Some(false),
-            "HTTPS" => Some(true),
+        let (protocol, tls) = match protocol.as_str() {
+            "HTTP" => (UpstreamProtocol::Http1, false),
+            "HTTPS" => (UpstreamProtocol::Http1, true),
+            "GRPC" => (UpstreamProtocol::Grpc, false),
+            "GRPCS" => (UpstreamProtocol::Grpc, true),
             "AUTO_HTTP" => {
                 self.diagnose(
                     Severity::Unsupported,
                     format!("annotation {key}: AUTO_HTTP (the client's scheme towards the upstream) is not supported; HTTP is used"),
                 );
-                Some(false)
+                (UpstreamProtocol::Http1, false)
             }
-            "GRPC" | "GRPCS" | "FCGI" | "AJP" => {
-                let why = match protocol.as_str() {
-                    "GRPC" | "GRPCS" => "gRPC upstreams (HTTP/2) are planned (issue 14)",
-                    _ => "Sluice speaks HTTP to upstreams",
-                };
+            "FCGI" | "AJP" => {
                 self.diagnose(
                     Severity::Unsupported,
-                    format!("annotation {key}: {protocol}: {why}; the Ingress's routes answer 503 rather than send HTTP/1.1 to such a server"),
+                    format!("annotation {key}: {protocol}: Sluice speaks HTTP to upstreams; the Ingress's routes answer 503 rather than send HTTP to such a server"),
                 );
                 policy.denied = Some(format!("{key} {protocol} is not supported"));
-                None
+                return None;
             }
             _ => {
-                let key = self.key("backend-protocol");
                 self.diagnose(
                     Severity::Error,
                     format!("annotation {key}: invalid value {value:?}: expected HTTP, HTTPS, AUTO_HTTP, GRPC, GRPCS, FCGI or AJP; HTTP applies (as in ingress-nginx)"),
                 );
-                Some(false)
+                (UpstreamProtocol::Http1, false)
             }
-        }
+        };
+        Some(BackendProtocol { protocol, tls })
     }
 
     fn on_off(&mut self, name: &str) -> Option<bool> {

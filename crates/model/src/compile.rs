@@ -4,7 +4,8 @@
 //!  Store ─▶ our IngressClasses ─▶ served Ingresses (oldest first) ─▶ hosts × paths ─▶ RouteTable
 //!                                        │                     └─▶ backends (Service → port name)
 //!                                        │   backend-protocol / port appProtocol + proxy-ssl-secret
-//!                                        │                     └─▶ the route's UpstreamTls
+//!                                        │                     └─▶ the route's upstream protocol
+//!                                        │                         (HTTP/1.1, HTTP/2, gRPC) and TLS
 //!                                        └─▶ spec.tls ─▶ Secrets ─▶ Certificates
 //!  ConfigMap ─▶ Settings;   every problem ─▶ Diagnostic (and the object or rule is left out)
 //! ```
@@ -23,10 +24,10 @@ use rustls::pki_types::CertificateDer;
 use rustls::sign::CertifiedKey;
 use serde::Serialize;
 
-use crate::annotations::{self, IngressAnnotations};
+use crate::annotations::{self, BackendProtocol, IngressAnnotations};
 use crate::endpoints::{endpoints_for, Backend, BackendKey, EndpointSet, NodeLocalEndpoints};
 use crate::objects::{Kind, ObjectRef};
-use crate::policy::{HeaderEdit, RoutePolicy, UpstreamTls};
+use crate::policy::{HeaderEdit, RoutePolicy, UpstreamProtocol, UpstreamTls};
 use crate::routes::{HostPattern, PathKind, PathRoute, Route, RouteSite, RouteTable};
 use crate::settings::Settings;
 use crate::store::{NamespacedName, Store};
@@ -321,18 +322,20 @@ struct Compiler<'a> {
     hosts: HostExtras,
     /// Ingresses with `ssl-passthrough`, in the order they were read.
     passthrough_ingresses: BTreeSet<NamespacedName>,
-    /// (Ingress, its policy, Service) → that policy with the `UpstreamTls` of the Ingress's
-    /// TLS settings for that Service, so that its routes to one Service share one. (Policies
-    /// without annotations are shared between Ingresses; their TLS settings are not.)
-    tls_policies: HashMap<(NamespacedName, usize, NamespacedName), Arc<RoutePolicy>>,
+    /// (Ingress, its policy, Service, protocol) → that policy with the protocol and the
+    /// `UpstreamTls` of the Ingress's TLS settings for that Service, so that its routes to one
+    /// Service share one. (Policies without annotations are shared between Ingresses; their
+    /// TLS settings are not.)
+    tls_policies:
+        HashMap<(NamespacedName, usize, NamespacedName, BackendProtocol), Arc<RoutePolicy>>,
 }
 
 /// How one Ingress's routes reach their endpoints.
 struct UpstreamChoice {
     /// `service-upstream`: the Service's cluster IP rather than its endpoints.
     service_upstream: bool,
-    /// `backend-protocol` (true: HTTPS); wins over the Service port's `appProtocol`.
-    annotated: Option<bool>,
+    /// `backend-protocol`; wins over the Service port's `appProtocol`.
+    annotated: Option<BackendProtocol>,
     /// What TLS routes get (`name` empty: the Service's DNS name is filled in).
     settings: UpstreamTls,
 }
@@ -480,7 +483,7 @@ impl Compiler<'_> {
         self.out.tracing |= parsed.policy.opentelemetry.enabled;
         let upstream = UpstreamChoice {
             service_upstream: parsed.service_upstream,
-            annotated: parsed.backend_tls,
+            annotated: parsed.backend_protocol,
             settings: self.upstream_tls(&name, &mut parsed),
         };
         let policies = Policies::new(&parsed, &self.default_policy);
@@ -727,8 +730,8 @@ impl Compiler<'_> {
             }
         };
         let policy = self.upstream_protocol(
-            &object,
             &service,
+            ingress,
             port.and_then(|p| p.number),
             &written_port,
             policy,
@@ -774,20 +777,22 @@ impl Compiler<'_> {
         make(service_name, backend, &policy)
     }
 
-    /// The policy a route to this Service port gets: with `UpstreamTls` when `backend-protocol`
-    /// says HTTPS, or, without the annotation, when the port's `appProtocol` is `https` or
-    /// `kubernetes.io/wss`.
+    /// The policy a route to this Service port gets: the protocol and `UpstreamTls` that
+    /// `backend-protocol` says, or, without the annotation, the port's `appProtocol`: `https`
+    /// and `kubernetes.io/wss` are HTTP/1.1 over TLS, `kubernetes.io/h2c` HTTP/2 in cleartext.
+    /// A gRPC route's request bodies stream (nginx's `grpc_pass` never buffers them: a
+    /// client-streaming call may never end on its own).
     fn upstream_protocol(
         &mut self,
-        object: &ObjectRef,
         service: &NamespacedName,
+        ingress: &NamespacedName,
         number: Option<i32>,
         written: &str,
         policy: Arc<RoutePolicy>,
-        tls: &UpstreamChoice,
+        choice: &UpstreamChoice,
     ) -> Arc<RoutePolicy> {
-        let on = match tls.annotated {
-            Some(on) => on,
+        let chosen = match choice.annotated {
+            Some(chosen) => chosen,
             None => {
                 let app_protocol = self
                     .store
@@ -801,40 +806,48 @@ impl Compiler<'_> {
                         })
                     })
                     .and_then(|port| port.app_protocol.clone());
-                match app_protocol.as_deref() {
-                    Some(p) if p.eq_ignore_ascii_case("https") || p == "kubernetes.io/wss" => true,
-                    Some(p @ "kubernetes.io/h2c") => {
-                        self.diagnose_with(
-                            Severity::Unsupported,
-                            object.clone(),
-                            format!("Service {service} port {written}: appProtocol {p}: HTTP/2 upstreams are planned (issue 14); HTTP/1.1 is used, as ingress-nginx does"),
-                        );
-                        false
+                let (protocol, tls) = match app_protocol.as_deref() {
+                    Some(p) if p.eq_ignore_ascii_case("https") || p == "kubernetes.io/wss" => {
+                        (UpstreamProtocol::Http1, true)
                     }
-                    _ => false,
-                }
+                    Some("kubernetes.io/h2c") => (UpstreamProtocol::Http2, false),
+                    _ => (UpstreamProtocol::Http1, false),
+                };
+                BackendProtocol { protocol, tls }
             }
         };
-        if !on || policy.denied.is_some() {
+        if (chosen.protocol.is_http1() && !chosen.tls) || policy.denied.is_some() {
             return policy;
         }
-        let ingress = NamespacedName::new(object.namespace.clone(), object.name.clone());
-        let key = (ingress, Arc::as_ptr(&policy) as usize, service.clone());
+        let key = (
+            ingress.clone(),
+            Arc::as_ptr(&policy) as usize,
+            service.clone(),
+            chosen,
+        );
         if let Some(found) = self.tls_policies.get(&key) {
             return found.clone();
         }
-        let mut settings = tls.settings.clone();
-        if settings.name.is_empty() {
-            settings.name = format!("{}.{}.svc", service.name, service.namespace);
-        }
-        let with_tls = Arc::new(RoutePolicy {
-            upstream_tls: Some(Arc::new(settings)),
-            ..(*policy).clone()
+        let upstream_tls = chosen.tls.then(|| {
+            let mut settings = choice.settings.clone();
+            if settings.name.is_empty() {
+                settings.name = format!("{}.{}.svc", service.name, service.namespace);
+            }
+            Arc::new(settings)
         });
+        let mut changed = RoutePolicy {
+            upstream_protocol: chosen.protocol,
+            upstream_tls,
+            ..(*policy).clone()
+        };
+        if chosen.protocol == UpstreamProtocol::Grpc {
+            changed.body.request_buffering = false;
+        }
+        let changed = Arc::new(changed);
         // The key's pointer stays valid for the whole compile: the policy is held by this
         // Ingress's routes, so no other policy can take its address.
-        self.tls_policies.insert(key, with_tls.clone());
-        with_tls
+        self.tls_policies.insert(key, changed.clone());
+        changed
     }
 
     /// The `UpstreamTls` of an Ingress's TLS routes, with `proxy-ssl-secret` read. A Secret

@@ -42,7 +42,7 @@ pub use endpoints::{
 pub use objects::{parse_documents, Documents, Kind, Object, ObjectRef, ParseError};
 pub use policy::{
     Access, BodyPolicy, HeaderAction, HeaderEdit, Redirect, Rewrite, RoutePolicy, SslRedirect,
-    TlsVersions, UpstreamPolicy, UpstreamTls,
+    TlsVersions, UpstreamPolicy, UpstreamProtocol, UpstreamTls,
 };
 pub use routes::{Matched, Route, RouteSite, RouteTable};
 pub use settings::{LoadBalance, NextUpstream, Settings};

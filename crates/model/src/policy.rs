@@ -63,9 +63,13 @@ pub struct RoutePolicy {
     pub upstream_vhost: Option<HeaderValue>,
     pub body: BodyPolicy,
     pub upstream: UpstreamPolicy,
-    /// `backend-protocol: HTTPS` (or an `https` / `kubernetes.io/wss` Service port): connections
-    /// to the endpoints are TLS, made so. `None`: plain HTTP/1.1. (HTTP/2 upstreams will be a
-    /// protocol field beside this one: TLS and the HTTP version are independent.)
+    /// `backend-protocol` `HTTP`/`HTTPS` (HTTP/1.1), `GRPC`/`GRPCS` (gRPC over HTTP/2), or the
+    /// Service port's `appProtocol: kubernetes.io/h2c` (HTTP/2): what is spoken to the
+    /// endpoints. Whether that is over TLS is `upstream_tls`: the two are independent.
+    #[serde(skip_serializing_if = "UpstreamProtocol::is_http1")]
+    pub upstream_protocol: UpstreamProtocol,
+    /// `backend-protocol: HTTPS`/`GRPCS` (or an `https` / `kubernetes.io/wss` Service port):
+    /// connections to the endpoints are TLS, made so. `None`: plain TCP.
     #[serde(
         skip_serializing_if = "Option::is_none",
         serialize_with = "optional_tls"
@@ -75,6 +79,21 @@ pub struct RoutePolicy {
     pub access_log: bool,
     /// `enable-opentelemetry`, `opentelemetry-trust-incoming-span`.
     pub opentelemetry: Tracing,
+}
+
+/// The HTTP spoken to a route's endpoints.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UpstreamProtocol {
+    /// HTTP/1.1 with a keep-alive pool (`backend-protocol: HTTP`/`HTTPS`, the default).
+    #[default]
+    Http1,
+    /// HTTP/2 (prior knowledge in cleartext, ALPN `h2` over TLS) on multiplexed connections:
+    /// a Service port's `appProtocol: kubernetes.io/h2c`.
+    Http2,
+    /// gRPC: HTTP/2 as `Http2`, and what the proxy answers itself is a gRPC error (HTTP 200,
+    /// `grpc-status`), as gRPC clients expect. `backend-protocol: GRPC`/`GRPCS`.
+    Grpc,
 }
 
 /// Whether a route's requests are traced, and whether a client's trace is continued.
@@ -260,6 +279,7 @@ impl RoutePolicy {
                 tries: settings.proxy_next_upstream_tries,
                 next_upstream_timeout: settings.proxy_next_upstream_timeout,
             },
+            upstream_protocol: UpstreamProtocol::Http1,
             upstream_tls: None,
             access_log: true,
             opentelemetry: Tracing {
@@ -321,6 +341,17 @@ impl PartialEq for UpstreamTls {
 }
 
 impl Eq for UpstreamTls {}
+
+impl UpstreamProtocol {
+    pub fn is_http1(&self) -> bool {
+        *self == UpstreamProtocol::Http1
+    }
+
+    /// HTTP/2 to the endpoints (gRPC included).
+    pub fn is_http2(self) -> bool {
+        self != UpstreamProtocol::Http1
+    }
+}
 
 impl TlsVersions {
     pub const ALL: TlsVersions = TlsVersions {

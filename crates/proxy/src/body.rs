@@ -14,6 +14,7 @@ use hyper::body::Incoming;
 use crate::buffer::Buffered;
 use crate::stall::StallTimer;
 use crate::upstream::UpstreamBody;
+use crate::upstream_h2::H2Body;
 use crate::worker::RequestGuard;
 
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -58,6 +59,8 @@ pub(crate) struct ResponseBody {
 enum ResponseKind {
     Full(Option<Bytes>),
     Upstream(UpstreamBody),
+    /// From an HTTP/2 upstream: data and trailers (`upstream_h2`).
+    Http2(H2Body),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -196,6 +199,13 @@ impl ResponseBody {
         }
     }
 
+    pub(crate) fn http2(body: H2Body) -> ResponseBody {
+        ResponseBody {
+            kind: ResponseKind::Http2(body),
+            guard: None,
+        }
+    }
+
     pub(crate) fn set_guard(&mut self, guard: RequestGuard) {
         self.guard = Some(guard);
     }
@@ -214,6 +224,7 @@ impl Body for ResponseBody {
         let polled = match &mut this.kind {
             ResponseKind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             ResponseKind::Upstream(body) => Pin::new(body).poll_frame(cx),
+            ResponseKind::Http2(body) => Pin::new(body).poll_frame(cx),
         };
         if let (Poll::Ready(Some(Ok(frame))), Some(guard)) = (&polled, this.guard.as_mut()) {
             if let Some(data) = frame.data_ref() {
@@ -227,6 +238,7 @@ impl Body for ResponseBody {
         match &self.kind {
             ResponseKind::Full(bytes) => bytes.is_none(),
             ResponseKind::Upstream(body) => body.is_end_stream(),
+            ResponseKind::Http2(body) => body.is_end_stream(),
         }
     }
 
@@ -236,6 +248,7 @@ impl Body for ResponseBody {
                 SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
             }
             ResponseKind::Upstream(body) => body.size_hint(),
+            ResponseKind::Http2(body) => body.size_hint(),
         }
     }
 }

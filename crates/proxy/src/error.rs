@@ -12,6 +12,10 @@ use crate::buffer::BufferFileError;
 use crate::client::ClientError;
 use crate::h1::FramingError;
 
+/// gRPC's status and message: in the head of a trailers-only response.
+static GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
+static GRPC_MESSAGE: http::HeaderName = http::HeaderName::from_static("grpc-message");
+
 /// Whose fault an error is (STYLE.md #13): the client's request, the upstream's answer (or
 /// silence), the proxy's own state, or the configuration (an Ingress whose route is refused).
 /// Decided where the error is made, never guessed later; a label on the error metric.
@@ -83,6 +87,19 @@ pub(crate) enum ProxyError {
     SendTimeout { addr: SocketAddr },
     #[error("the request head frames its body ambiguously")]
     RequestFraming(#[source] FramingError),
+    /// An HTTP/2 upstream connection or stream failed (reset, GOAWAY, protocol error).
+    #[error("HTTP/2 request to {addr} failed")]
+    Http2 {
+        addr: SocketAddr,
+        #[source]
+        source: hyper::Error,
+    },
+    /// The endpoint refused the stream (or went away before it) every time it was sent.
+    #[error("{addr} did not take the HTTP/2 stream (refused or going away)")]
+    Http2Refused { addr: SocketAddr },
+    /// gRPC's `grpc-timeout` passed before the upstream answered.
+    #[error("the gRPC deadline (grpc-timeout) passed before the upstream answered")]
+    GrpcDeadline,
     #[error("request to {addr} failed")]
     Upstream {
         addr: SocketAddr,
@@ -121,9 +138,12 @@ impl ProxyError {
             ProxyError::NoEndpoints => (StatusCode::SERVICE_UNAVAILABLE, Upstream),
             ProxyError::ConnectTimeout { .. }
             | ProxyError::ReadTimeout { .. }
-            | ProxyError::SendTimeout { .. } => (StatusCode::GATEWAY_TIMEOUT, Upstream),
+            | ProxyError::SendTimeout { .. }
+            | ProxyError::GrpcDeadline => (StatusCode::GATEWAY_TIMEOUT, Upstream),
             ProxyError::Connect { .. }
             | ProxyError::Upstream { .. }
+            | ProxyError::Http2 { .. }
+            | ProxyError::Http2Refused { .. }
             | ProxyError::UpstreamTls { .. } => (StatusCode::BAD_GATEWAY, Upstream),
             // nginx answers 502 when it cannot set up SSL towards the upstream.
             ProxyError::UpstreamTlsSetup(_) => (StatusCode::BAD_GATEWAY, Config),
@@ -134,8 +154,14 @@ impl ProxyError {
         self.classify().0
     }
 
-    /// A short plain-text answer. Static text: an error storm should not cost allocations.
-    pub(crate) fn response(&self) -> Response<ResponseBody> {
+    /// A short plain-text answer, or on a gRPC route (`grpc`: the route's protocol, or a
+    /// request with `content-type: application/grpc`) a gRPC error, which gRPC clients read
+    /// where they would not read an HTTP status. Static text: an error storm should not cost
+    /// allocations.
+    pub(crate) fn response(&self, grpc: bool) -> Response<ResponseBody> {
+        if grpc {
+            return self.grpc_response();
+        }
         let status = self.status();
         let text: &'static str = match self {
             ProxyError::NotReady => "503 Service Unavailable: not configured yet\n",
@@ -162,15 +188,83 @@ impl ProxyError {
             ProxyError::ClientBodyTimeout => "408 Request Timeout\n",
             ProxyError::ConnectTimeout { .. }
             | ProxyError::ReadTimeout { .. }
-            | ProxyError::SendTimeout { .. } => {
-                "504 Gateway Timeout: upstream did not answer in time\n"
-            }
+            | ProxyError::SendTimeout { .. }
+            | ProxyError::GrpcDeadline => "504 Gateway Timeout: upstream did not answer in time\n",
             ProxyError::Connect { .. }
             | ProxyError::Upstream { .. }
+            | ProxyError::Http2 { .. }
+            | ProxyError::Http2Refused { .. }
             | ProxyError::UpstreamTls { .. }
             | ProxyError::UpstreamTlsSetup(_) => "502 Bad Gateway: upstream failed\n",
         };
         text_response(status, Bytes::from_static(text.as_bytes()))
+    }
+
+    /// The gRPC status code and message for this error: a trailers-only response (HTTP 200,
+    /// `content-type: application/grpc`, `grpc-status`, `grpc-message`), as gRPC servers
+    /// answer errors. Codes follow gRPC's HTTP-to-gRPC mapping (doc/http-grpc-status-mapping.md:
+    /// 400 INTERNAL, 403 PERMISSION_DENIED, 404 UNIMPLEMENTED, 502/503/504 UNAVAILABLE), made
+    /// finer where the proxy knows more: its timeouts are DEADLINE_EXCEEDED (4), its size
+    /// limits RESOURCE_EXHAUSTED (8).
+    pub(crate) fn grpc_status(&self) -> (u8, &'static str) {
+        const INTERNAL: u8 = 13;
+        const UNAVAILABLE: u8 = 14;
+        match self {
+            ProxyError::NotReady => (UNAVAILABLE, "the proxy is not configured yet"),
+            ProxyError::NoRoute => (12, "no route for this host and path"),
+            ProxyError::MethodNotAllowed => (12, "method not served"),
+            ProxyError::BadRequest(_) | ProxyError::BadTarget(_) => (INTERNAL, "bad request"),
+            ProxyError::RequestFraming(_) => (INTERNAL, "ambiguous message framing"),
+            ProxyError::ClientBody(_) => (INTERNAL, "the request body failed"),
+            ProxyError::BodyBuffer(_) => (INTERNAL, "the request body could not be buffered"),
+            ProxyError::Forbidden => (7, "the client address is not allowed"),
+            ProxyError::RouteRefused(_) => {
+                (UNAVAILABLE, "this route is refused by its configuration")
+            }
+            ProxyError::NoEndpoints => (UNAVAILABLE, "no endpoints for this service"),
+            ProxyError::OutOfFileDescriptors { .. } => {
+                (UNAVAILABLE, "the proxy is out of file descriptors")
+            }
+            ProxyError::BodyTooLarge { .. } => (8, "request body larger than proxy-body-size"),
+            ProxyError::ClientBodyTimeout => {
+                (4, "the client sent no body within client-body-timeout")
+            }
+            ProxyError::GrpcDeadline => (4, "deadline exceeded (grpc-timeout) at the proxy"),
+            ProxyError::ConnectTimeout { .. } => (
+                4,
+                "connecting upstream took longer than proxy-connect-timeout",
+            ),
+            ProxyError::ReadTimeout { .. } => {
+                (4, "upstream sent no response within proxy-read-timeout")
+            }
+            ProxyError::SendTimeout { .. } => (
+                4,
+                "upstream took no request bytes within proxy-send-timeout",
+            ),
+            ProxyError::Connect { .. } => (UNAVAILABLE, "connecting upstream failed"),
+            ProxyError::UpstreamTls { .. } => (UNAVAILABLE, "TLS with the upstream failed"),
+            ProxyError::UpstreamTlsSetup(_) => (
+                UNAVAILABLE,
+                "the route's upstream TLS settings cannot be used",
+            ),
+            ProxyError::Upstream { .. } | ProxyError::Http2 { .. } => {
+                (UNAVAILABLE, "upstream failed")
+            }
+            ProxyError::Http2Refused { .. } => (UNAVAILABLE, "upstream refused the stream"),
+        }
+    }
+
+    fn grpc_response(&self) -> Response<ResponseBody> {
+        let (code, message) = self.grpc_status();
+        let mut response = Response::new(ResponseBody::empty());
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/grpc"),
+        );
+        headers.insert(&GRPC_STATUS, HeaderValue::from(u16::from(code)));
+        headers.insert(&GRPC_MESSAGE, HeaderValue::from_static(message));
+        response
     }
 
     /// Whether an HTTP/1 connection should close after this answer: after a malformed or
@@ -284,7 +378,43 @@ mod tests {
         for (error, status, source) in cases {
             assert_eq!(error.status().as_u16(), status, "{error}");
             assert_eq!(error.classify().1, source, "{error}");
-            assert_eq!(error.response().status().as_u16(), status);
+            assert_eq!(error.response(false).status().as_u16(), status);
+            let grpc = error.response(true);
+            assert_eq!(grpc.status().as_u16(), 200, "{error}");
+            assert_eq!(grpc.headers()["content-type"], "application/grpc");
+            assert!(grpc.headers().contains_key("grpc-message"));
+        }
+    }
+
+    #[test]
+    fn grpc_codes_follow_the_grpc_mapping_made_finer() {
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let cases = [
+            (ProxyError::NoRoute, 12),
+            (ProxyError::Forbidden, 7),
+            (ProxyError::BadRequest("x"), 13),
+            (ProxyError::NoEndpoints, 14),
+            (
+                ProxyError::Connect {
+                    addr,
+                    source: io::ErrorKind::ConnectionRefused.into(),
+                },
+                14,
+            ),
+            (ProxyError::Http2Refused { addr }, 14),
+            (ProxyError::ReadTimeout { addr }, 4),
+            (ProxyError::GrpcDeadline, 4),
+            (ProxyError::BodyTooLarge { limit: 1 }, 8),
+        ];
+        for (error, code) in cases {
+            let response = error.response(true);
+            assert_eq!(response.status(), StatusCode::OK, "{error}");
+            assert_eq!(
+                response.headers()["grpc-status"],
+                code.to_string(),
+                "{error}"
+            );
+            assert_eq!(error.grpc_status().0, code, "{error}");
         }
     }
 

@@ -21,8 +21,11 @@
 //!   trace      the route traces: traceparent (+ tracestate) for the upstream (`otel`)
 //!   upstream   upstream::exchange (balancing, pool, the route's timeouts and retries)
 //!              ─▶ 101 ─▶ tunnel task   │ else ─▶ response streamed back
+//!              HTTP/2 and gRPC routes: upstream_h2::exchange (streams on shared HTTP/2
+//!              connections, trailers both ways, grpc-timeout)
 //!   response headers   the route's header edits; HSTS on HTTPS for hosts with a certificate
-//!  every error ─▶ ProxyError::response (the one status mapping)
+//!  every error ─▶ ProxyError::response (the one status mapping; a gRPC error on gRPC routes
+//!                 and for requests with content-type application/grpc)
 //! ```
 //! A route without annotations shares the default policy: every phase is an `is_none()` or
 //! `is_empty()` check.
@@ -42,7 +45,9 @@ use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use model::policy::Tracing;
-use model::{encode_path, normalize_path, validate_host, Compiled, Matched, Route};
+use model::{
+    encode_path, normalize_path, validate_host, Compiled, Matched, Route, UpstreamProtocol,
+};
 use tokio::io::AsyncWriteExt;
 
 use crate::access_log::{Record, RequestId};
@@ -54,6 +59,7 @@ use crate::headers;
 use crate::metrics;
 use crate::otel::Trace;
 use crate::upstream::{self, Exchange, Pending, UpstreamBody, UpstreamIo};
+use crate::upstream_h2::{self, H2Request};
 use crate::worker::{ConnCtx, RequestGuard};
 
 /// Answers one client request that came through hyper (HTTP/2, and HTTP/1 requests the
@@ -136,7 +142,9 @@ pub(crate) async fn respond(
             tracing::debug!(error = %Chain(&error), "answering with an error");
             let (status, source) = error.classify();
             worker.stats.borrow_mut().error(status.as_u16(), source);
-            let mut response = error.response();
+            let grpc = route.is_some_and(|r| r.policy.upstream_protocol == UpstreamProtocol::Grpc)
+                || headers::is_grpc(&head.headers);
+            let mut response = error.response(grpc);
             if error.closes_connection() && !conn.h2 {
                 response
                     .headers_mut()
@@ -472,9 +480,12 @@ async fn forward(
         }
     };
     let progress = body.progress().cloned();
+    let policy = &*route.policy;
+    // One branch on the plain path: HTTP/2 and gRPC routes go their own way below.
+    let http2 = policy.upstream_protocol.is_http2() && client_upgrade.is_none();
+    let te_trailers = http2 && headers::te_trailers(&head.headers);
     let forwarded = conn.forwarded(head, settings);
     let mut added = headers::prepare_request(head, &forwarded, client_upgrade.is_some());
-    let policy = &*route.policy;
     if let Some(vhost) = &policy.upstream_vhost {
         added.set_upstream_host(vhost);
     }
@@ -507,6 +518,35 @@ async fn forward(
             let trace = Trace::begin(&mut head.headers, policy.opentelemetry, otel, true);
             record.trace = Some(Box::new(trace));
         }
+    }
+    if http2 {
+        let tls = policy.upstream_tls.is_some();
+        upstream_h2::http2_head(head, &added, tls, te_trailers);
+        let request = H2Request {
+            head,
+            body,
+            arrived,
+            attempts: record
+                .filter(|r| r.wants().upstream || r.trace.is_some())
+                .map(|r| &mut r.attempts),
+            timing: &mut guard.measure.upstream,
+        };
+        // Boxed: the HTTP/1.1 path's future does not carry this one.
+        let exchanged = Box::pin(upstream_h2::exchange(
+            &conn.worker,
+            &route.backend,
+            settings,
+            policy,
+            request,
+        ))
+        .await;
+        return match exchanged {
+            Ok(response) => Ok(response.map(ResponseBody::http2)),
+            Err(_) if progress.is_some_and(|p| p.exceeded()) => {
+                Err(ProxyError::BodyTooLarge { limit })
+            }
+            Err(error) => Err(error),
+        };
     }
     let upstream_policy = &policy.upstream;
     let retryable = body.is_replayable()

@@ -350,6 +350,24 @@ impl<'a> Added<'a> {
         }
     }
 
+    /// The same header lines as `write`, into the head's map: an HTTP/2 upstream's head is
+    /// encoded by hyper from the map. `host` is the client's `Host`.
+    pub(crate) fn insert_into(&self, head: &mut Parts, host: Option<&HeaderValue>) {
+        let mut out = Vec::with_capacity(256);
+        self.write(&mut out, head, host);
+        for line in out.split(|b| *b == b'\n') {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let Some(colon) = line.iter().position(|b| *b == b':') else {
+                continue;
+            };
+            let name = HeaderName::from_bytes(&line[..colon]);
+            let value = HeaderValue::from_bytes(line[colon + 1..].trim_ascii_start());
+            if let (Ok(name), Ok(value)) = (name, value) {
+                head.headers.append(name, value);
+            }
+        }
+    }
+
     fn write_client(&self, out: &mut Vec<u8>) {
         match self.client {
             // Into the head's own buffer: no allocation.
@@ -408,6 +426,26 @@ pub(crate) fn connection_has(headers: &HeaderMap, token: &str) -> bool {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .any(|t| t.trim().eq_ignore_ascii_case(token))
+}
+
+/// A gRPC request: `content-type: application/grpc` (or `application/grpc+proto`, …).
+pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
+    headers.get(header::CONTENT_TYPE).is_some_and(|value| {
+        let value = value.as_bytes();
+        value.len() >= 16
+            && value[..16].eq_ignore_ascii_case(b"application/grpc")
+            && matches!(value.get(16), None | Some(b'+' | b';'))
+    })
+}
+
+/// The client sent `TE: trailers` (gRPC clients must): an HTTP/2 upstream gets it too.
+pub(crate) fn te_trailers(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::TE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("trailers"))
 }
 
 /// `Connection: upgrade` with `Upgrade: websocket`.

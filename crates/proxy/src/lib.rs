@@ -28,6 +28,9 @@
 //!           ─ fail (proxy-next-upstream: error, timeout, listed statuses)
 //!           ─▶ next endpoint (bounded by tries and timeout)
 //!           (Sluice's own client, run inside the request's future: no task, no channels)
+//!        ─▶ or, on gRPC / h2c routes, a stream on a shared HTTP/2 connection (hyper's
+//!           client, its connection task on this worker; refused streams sent again;
+//!           grpc-timeout; `upstream_h2`)
 //!        (traced routes: traceparent upstream, a span per sampled request ─▶ `otel`, `otlp`)
 //!        ─▶ response head (+ HSTS) ─▶ client; the body is read off the upstream socket as the
 //!           client side polls it; connection back to the pool at its end; 101 ─▶ spliced
@@ -87,6 +90,7 @@ mod stream;
 mod tls;
 mod tunnel;
 mod upstream;
+mod upstream_h2;
 mod upstream_tls;
 mod worker;
 

@@ -201,7 +201,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
             .borrow_mut()
             .error(status.as_u16(), source);
         if self
-            .write_response(error.response(), &Method::GET, true)
+            .write_response(error.response(false), &Method::GET, true)
             .await
             .is_ok()
         {

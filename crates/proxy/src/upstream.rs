@@ -58,6 +58,7 @@ use crate::error::{Chain, ProxyError};
 use crate::headers::Added;
 use crate::metrics::UpstreamTimes;
 use crate::stall::{StallTimer, WriteTimeout};
+use crate::upstream_h2::{AttemptBody, H2Pool, StreamCount};
 use crate::upstream_tls::TlsClient;
 use crate::worker::{within, Worker};
 
@@ -68,6 +69,8 @@ pub(crate) struct Pool {
     idle: HashMap<SocketAddr, Vec<(u64, VecDeque<Idle>)>>,
     /// Endpoints of the current configuration; connections to others are not kept.
     live: HashSet<SocketAddr>,
+    /// HTTP/2 connections (gRPC, h2c routes): shared by streams, not idle or busy.
+    pub(crate) h2: H2Pool,
 }
 
 struct Idle {
@@ -199,9 +202,24 @@ impl Pool {
         queue.push_back(Idle { conn, since: now });
     }
 
-    /// Closes idle connections to endpoints not in `live`; returns how many.
+    /// An HTTP/2 connection to `addr` joins the pool (while `addr` is live: otherwise it
+    /// carries this one stream and closes).
+    pub(crate) fn insert_h2(
+        &mut self,
+        addr: SocketAddr,
+        tls_id: u64,
+        send: hyper::client::conn::http2::SendRequest<AttemptBody>,
+        streams: Rc<StreamCount>,
+    ) {
+        if self.live.contains(&addr) {
+            self.h2.insert(addr, tls_id, send, streams);
+        }
+    }
+
+    /// Closes idle connections to endpoints not in `live`, and lets HTTP/2 connections to
+    /// them take no new streams (running ones finish); returns how many.
     pub(crate) fn keep_only(&mut self, live: HashSet<SocketAddr>) -> usize {
-        let mut closed = 0;
+        let mut closed = self.h2.keep_only(&live);
         self.idle.retain(|addr, queues| {
             let keep = live.contains(addr);
             if !keep {
@@ -222,7 +240,8 @@ impl Pool {
     /// were closed.
     pub(crate) fn forget(&mut self, addr: &SocketAddr) -> usize {
         self.live.remove(addr);
-        self.idle.remove(addr).map_or(0, |queues| count(&queues))
+        let h2 = self.h2.forget(addr);
+        h2 + self.idle.remove(addr).map_or(0, |queues| count(&queues))
     }
 
     /// Closes idle connections past their age, and ones their endpoint closed (no task
@@ -237,10 +256,12 @@ impl Pool {
             queues.retain(|(_, queue)| !queue.is_empty());
         }
         self.idle.retain(|_, queues| !queues.is_empty());
+        self.h2.expire(max_age, now);
     }
 
     pub(crate) fn clear(&mut self) {
         self.idle.clear();
+        self.h2.clear();
     }
 }
 
@@ -250,7 +271,11 @@ fn count(queues: &[(u64, VecDeque<Idle>)]) -> usize {
 }
 
 impl Worker {
-    fn in_flight(self: &Rc<Self>, addr: SocketAddr, policy: LoadBalance) -> Option<InFlight> {
+    pub(crate) fn in_flight(
+        self: &Rc<Self>,
+        addr: SocketAddr,
+        policy: LoadBalance,
+    ) -> Option<InFlight> {
         (policy == LoadBalance::LeastRequest).then(|| {
             self.balancer.borrow_mut().started(addr);
             InFlight {
@@ -391,7 +416,7 @@ pub(crate) async fn exchange(
 }
 
 /// Whether the route's `proxy-next-upstream` sends this failure to another endpoint.
-fn retries_on(policy: &UpstreamPolicy, error: &ProxyError) -> bool {
+pub(crate) fn retries_on(policy: &UpstreamPolicy, error: &ProxyError) -> bool {
     let conditions = &policy.next_upstream;
     match error {
         ProxyError::ConnectTimeout { .. } | ProxyError::ReadTimeout { .. } => conditions.timeout,
@@ -488,7 +513,7 @@ async fn try_endpoint(
 
 /// A request body that failed while being sent: too large, too slow, or broken by the client;
 /// or, for a buffered one, its temporary file (the proxy's own failure).
-fn client_body_error(source: BoxError) -> ProxyError {
+pub(crate) fn client_body_error(source: BoxError) -> ProxyError {
     if source.is::<BodyTimeout>() {
         return ProxyError::ClientBodyTimeout;
     }
@@ -554,20 +579,7 @@ async fn connect(
     tls: Option<&TlsClient>,
 ) -> Result<Conn, ProxyError> {
     let started = Instant::now();
-    let stream = match within(timeout, TcpStream::connect(addr)).await {
-        Some(Ok(stream)) => stream,
-        Some(Err(source)) if crate::fds::is_exhaustion(&source) => {
-            return Err(ProxyError::OutOfFileDescriptors { addr, source })
-        }
-        Some(Err(source)) => return Err(ProxyError::Connect { addr, source }),
-        None => return Err(ProxyError::ConnectTimeout { addr }),
-    };
-    if let Err(e) = stream.set_nodelay(true) {
-        tracing::debug!(error = %e, "set TCP_NODELAY");
-    }
-    if let Err(e) = SockRef::from(&stream).set_tcp_keepalive(&crate::listen::tcp_keepalive()) {
-        tracing::debug!(error = %e, "set SO_KEEPALIVE");
-    }
+    let stream = connect_tcp(addr, timeout).await?;
     let Some(tls) = tls else {
         return Ok(Conn::new(Stream::Plain(stream), 0));
     };
@@ -584,6 +596,30 @@ async fn connect(
         Some(Err(source)) => Err(ProxyError::UpstreamTls { addr, source }),
         None => Err(ProxyError::ConnectTimeout { addr }),
     }
+}
+
+/// A TCP connection to `addr` within `timeout`, with TCP_NODELAY and keepalive; its errors
+/// classified (the endpoint's, or this process out of descriptors). HTTP/1.1 and HTTP/2
+/// upstreams connect the same way.
+pub(crate) async fn connect_tcp(
+    addr: SocketAddr,
+    timeout: Duration,
+) -> Result<TcpStream, ProxyError> {
+    let stream = match within(timeout, TcpStream::connect(addr)).await {
+        Some(Ok(stream)) => stream,
+        Some(Err(source)) if crate::fds::is_exhaustion(&source) => {
+            return Err(ProxyError::OutOfFileDescriptors { addr, source })
+        }
+        Some(Err(source)) => return Err(ProxyError::Connect { addr, source }),
+        None => return Err(ProxyError::ConnectTimeout { addr }),
+    };
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "set TCP_NODELAY");
+    }
+    if let Err(e) = SockRef::from(&stream).set_tcp_keepalive(&crate::listen::tcp_keepalive()) {
+        tracing::debug!(error = %e, "set SO_KEEPALIVE");
+    }
+    Ok(stream)
 }
 
 impl UpstreamConn {

@@ -6,7 +6,8 @@
 //!    ─▶ by pointer: the worker's TlsClient for it (a hash lookup per request)
 //!       └ unknown pointer ─▶ by value: the TlsClient of an equal UpstreamTls (a recompile
 //!         that changed nothing keeps its sessions) ─▶ else a new ClientConfig
-//!  TlsClient { id, config (its session cache: resumption across pooled connections), name }
+//!  TlsClient { id, config (its session cache: resumption across pooled connections),
+//!              config_h2 (the same offering ALPN h2, for HTTP/2 and gRPC routes), name }
 //!    ─▶ the pool keys idle connections by (endpoint, id): a connection made with one TLS
 //!       setting (or none) is never reused for a route with another
 //! ```
@@ -47,6 +48,9 @@ pub(crate) struct TlsClient {
     pub(crate) id: u64,
     pub(crate) settings: Arc<UpstreamTls>,
     pub(crate) config: Arc<ClientConfig>,
+    /// The same, offering ALPN `h2`, for HTTP/2 and gRPC routes (`config` offers no ALPN:
+    /// an HTTP/1.1 route must not be answered in HTTP/2).
+    pub(crate) config_h2: Arc<ClientConfig>,
     /// Verified in the certificate; sent as SNI when `proxy-ssl-server-name` is on.
     pub(crate) name: ServerName<'static>,
 }
@@ -135,10 +139,13 @@ impl TlsClient {
         config.enable_sni = settings.server_name;
         let name = ServerName::try_from(settings.name.clone())
             .map_err(|e| TlsSetupError(rustls::Error::General(e.to_string())))?;
+        let mut config_h2 = config.clone();
+        config_h2.alpn_protocols = vec![b"h2".to_vec()];
         Ok(TlsClient {
             id,
             settings,
             config: Arc::new(config),
+            config_h2: Arc::new(config_h2),
             name,
         })
     }

@@ -42,6 +42,8 @@ pub struct Reply {
     pub version: Version,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// Trailers after the body, when it had some (gRPC's status).
+    pub trailers: Option<HeaderMap>,
 }
 
 /// An HTTP/1.1 keep-alive client connection (plain or TLS).
@@ -440,6 +442,22 @@ impl H2Client {
         H2Client { sender }
     }
 
+    /// Another handle on the same connection, for concurrent streams.
+    pub fn handle(&self) -> H2Client {
+        H2Client {
+            sender: self.sender.clone(),
+        }
+    }
+
+    pub async fn send(&mut self, request: Request<Full<Bytes>>) -> Result<Reply, hyper::Error> {
+        bounded(async {
+            self.sender.ready().await?;
+            let response = self.sender.send_request(request).await?;
+            read_reply(response).await
+        })
+        .await
+    }
+
     pub async fn get(&mut self, url: &str) -> Reply {
         let request = Request::get(url).body(Full::default()).unwrap();
         bounded(async {
@@ -456,12 +474,14 @@ async fn read_reply(
     response: http::Response<hyper::body::Incoming>,
 ) -> Result<Reply, hyper::Error> {
     let (parts, body) = response.into_parts();
-    let body = body.collect().await?.to_bytes();
+    let collected = body.collect().await?;
+    let trailers = collected.trailers().cloned();
     Ok(Reply {
         status: parts.status,
         version: parts.version,
         headers: parts.headers,
-        body,
+        body: collected.to_bytes(),
+        trailers,
     })
 }
 

@@ -1,0 +1,921 @@
+//! HTTP/2 and gRPC upstreams (`backend-protocol: GRPC`/`GRPCS`, `appProtocol:
+//! kubernetes.io/h2c`): multiplexed connections per worker and endpoint, streams in both
+//! directions, trailers end to end, `grpc-timeout`, and the retry of streams a backend
+//! refused.
+//!
+//! ```text
+//!  forward (route says HTTP/2) ─▶ head for HTTP/2 (:authority = Host, the proxy's headers
+//!    in the map, te: trailers kept) ─▶ for attempt: pick endpoint (skip tried)
+//!      ─▶ the worker's H2Pool: an open connection to it (same TLS client) with fewer than
+//!         MAX_STREAMS streams ─ none ─▶ the connect another request has under way, else
+//!         connect (TCP, TLS with ALPN h2), hyper handshake, its connection task spawned on
+//!         this worker (spawn_local: bodies are !Send)
+//!      ─▶ stream: request body pulled through `Replay` (keeps what it sent, ≤ 64 KiB, until
+//!         the head arrives) ─ REFUSED_STREAM / GOAWAY above last-stream-id / not sent ─▶
+//!         the body is replayed on a fresh stream (RFC 9113 §8.7: never processed);
+//!         another failure before the head ─▶ next endpoint only for an idempotent request
+//!         with its body at hand (as HTTP/1.1 routes)
+//!      ─▶ response head (bounded by proxy-read-timeout and grpc-timeout) ─▶ H2Body streams
+//!         data and trailers to the client; on the deadline a gRPC route ends with
+//!         grpc-status 4 and the upstream stream is reset (dropped)
+//!  endpoint leaves (Pool::keep_only / forget) ─▶ its connections leave the pool: no new
+//!    streams; running ones finish, then hyper closes the connection (its last handle gone)
+//!  GOAWAY or error ─▶ the connection reports closed and is dropped at the next checkout
+//!  no stream for upstream-keepalive-timeout ─▶ dropped by the worker's sweep (Pool::expire)
+//! ```
+//! The pool holds a connection as hyper's `SendRequest` handle (a channel to its connection
+//! task, which owns the socket); a stream takes a clone of it.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::uri::{Authority, Scheme};
+use http::{header, HeaderMap, HeaderName, HeaderValue, Request, Response, Uri, Version};
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper::client::conn::http2;
+use hyper_util::rt::TokioIo;
+use model::{Backend, RoutePolicy, Settings, UpstreamProtocol};
+
+use crate::access_log::Attempt;
+use crate::body::{BoxError, RequestBody};
+use crate::error::{Chain, ProxyError};
+use crate::metrics::UpstreamTimes;
+use crate::stall::StallTimer;
+use crate::upstream::InFlight;
+use crate::upstream_tls::TlsClient;
+use crate::worker::{within, Worker};
+
+/// Streams one connection carries before another is opened. hyper does not expose the
+/// peer's SETTINGS_MAX_CONCURRENT_STREAMS; above it h2 queues a stream until one ends, so
+/// this bound spreads load and never fails a request. 100 is the least RFC 9113 §6.5.2
+/// recommends a server allow.
+const MAX_STREAMS: usize = 100;
+
+/// How much request body a stream keeps until its response head arrives, so that a stream
+/// the backend refused can be sent again. Larger bodies are not retried once sent.
+const REPLAY_LIMIT: usize = 64 * 1024;
+
+/// Attempts on refused streams or connections that closed under us, beyond the route's tries.
+const REFUSED_RETRIES: u32 = 4;
+
+/// `grpc-timeout`.
+static GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+
+/// A worker's HTTP/2 connections, by endpoint (beside the HTTP/1.1 idle pool in `Pool`).
+#[derive(Default)]
+pub(crate) struct H2Pool {
+    conns: HashMap<SocketAddr, Vec<H2Conn>>,
+    /// Connects under way, by endpoint and TLS client: others wait for them.
+    connecting: HashMap<(SocketAddr, u64), Rc<tokio::sync::Notify>>,
+}
+
+/// One multiplexed connection.
+struct H2Conn {
+    /// The TLS client it was made with (0: cleartext).
+    tls_id: u64,
+    send: http2::SendRequest<AttemptBody>,
+    streams: Rc<StreamCount>,
+}
+
+/// The streams open on a connection, and since when it has had none (an idle connection is
+/// closed after upstream-keepalive-timeout, as HTTP/1.1 ones are).
+pub(crate) struct StreamCount {
+    open: Cell<usize>,
+    idle_since: Cell<Instant>,
+}
+
+/// One open stream, counted on its connection until the response body ends.
+struct StreamSlot(Rc<StreamCount>);
+
+/// Runs hyper's connection tasks on this worker's thread: request bodies hold `Rc`s.
+#[derive(Clone, Copy)]
+struct LocalExec;
+
+/// The request body as attempts pull it: what was pulled stays here (up to `REPLAY_LIMIT`)
+/// until a response head arrives, so a refused stream's body can be sent again.
+struct Replay {
+    source: RequestBody,
+    kept: Vec<Kept>,
+    kept_len: usize,
+    /// Every frame pulled so far is in `kept` (false once past the limit or answered).
+    complete: bool,
+    ended: bool,
+    /// Attempts get a new generation; a stale attempt's body (its stream reset) gets nothing.
+    generation: u32,
+    /// The client's body failed: the error that answers the request.
+    failed: Option<ProxyError>,
+}
+
+enum Kept {
+    Data(Bytes),
+    Trailers(HeaderMap),
+}
+
+/// One attempt's view of the request body.
+pub(crate) struct AttemptBody {
+    replay: Rc<RefCell<Replay>>,
+    generation: u32,
+    next: usize,
+}
+
+/// A response body from an HTTP/2 upstream on its way to the client: data and trailers as
+/// they come; `proxy-read-timeout` between frames; a gRPC route's deadline.
+pub(crate) struct H2Body {
+    inner: Option<Incoming>,
+    read_stall: StallTimer,
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+    grpc: bool,
+    _slot: StreamSlot,
+    _in_flight: Option<InFlight>,
+}
+
+/// What an attempt came to.
+enum Outcome {
+    Answered(Response<Incoming>, StreamSlot),
+    /// Not processed by the endpoint (refused, not sent, connection gone before the
+    /// stream): sent again, to this endpoint on a fresh connection or another.
+    Refused,
+    /// Failed; `next`: another endpoint may be tried (nothing reached this one).
+    Failed {
+        error: ProxyError,
+        next: bool,
+    },
+}
+
+/// What `forward` hands over: the request as it goes upstream, and where to note attempts.
+pub(crate) struct H2Request<'r> {
+    pub(crate) head: &'r Parts,
+    pub(crate) body: RequestBody,
+    pub(crate) arrived: Instant,
+    pub(crate) attempts: Option<&'r mut Vec<Attempt>>,
+    pub(crate) timing: &'r mut Option<UpstreamTimes>,
+}
+
+impl<F> hyper::rt::Executor<F> for LocalExec
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    fn execute(&self, future: F) {
+        tokio::task::spawn_local(future);
+    }
+}
+
+impl H2Pool {
+    /// A connection to `addr` made with `tls_id` that takes another stream.
+    fn checkout(
+        &mut self,
+        addr: SocketAddr,
+        tls_id: u64,
+    ) -> Option<(http2::SendRequest<AttemptBody>, StreamSlot)> {
+        let conns = self.conns.get_mut(&addr)?;
+        // A connection that got GOAWAY or failed reports closed: it takes no new stream, and
+        // dropping the handle lets hyper close it once its running streams end.
+        conns.retain(|conn| !conn.send.is_closed());
+        let conn = conns.iter().find(|conn| {
+            conn.tls_id == tls_id && conn.streams.open.get() < MAX_STREAMS && conn.send.is_ready()
+        })?;
+        Some((conn.send.clone(), StreamSlot::new(&conn.streams)))
+    }
+
+    pub(crate) fn insert(
+        &mut self,
+        addr: SocketAddr,
+        tls_id: u64,
+        send: http2::SendRequest<AttemptBody>,
+        streams: Rc<StreamCount>,
+    ) {
+        self.conns.entry(addr).or_default().push(H2Conn {
+            tls_id,
+            send,
+            streams,
+        });
+    }
+
+    /// Connections to endpoints not in `live` take no new streams; returns how many.
+    pub(crate) fn keep_only(&mut self, live: &HashSet<SocketAddr>) -> usize {
+        let mut dropped = 0;
+        self.conns.retain(|addr, conns| {
+            let keep = live.contains(addr);
+            if !keep {
+                dropped += conns.len();
+            }
+            keep
+        });
+        dropped
+    }
+
+    /// `addr` left every backend: its connections take no new streams.
+    pub(crate) fn forget(&mut self, addr: &SocketAddr) -> usize {
+        self.conns.remove(addr).map_or(0, |conns| conns.len())
+    }
+
+    /// Drops connections that closed (GOAWAY, errors) and ones without a stream for
+    /// `max_age` (zero: none are kept idle).
+    pub(crate) fn expire(&mut self, max_age: Duration, now: Instant) {
+        for conns in self.conns.values_mut() {
+            conns.retain(|conn| {
+                let idle_for = now.saturating_duration_since(conn.streams.idle_since.get());
+                !conn.send.is_closed() && (conn.streams.open.get() > 0 || idle_for < max_age)
+            });
+        }
+        self.conns.retain(|_, conns| !conns.is_empty());
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.conns.clear();
+    }
+}
+
+impl StreamCount {
+    pub(crate) fn new() -> Rc<StreamCount> {
+        Rc::new(StreamCount {
+            open: Cell::new(0),
+            idle_since: Cell::new(Instant::now()),
+        })
+    }
+}
+
+impl StreamSlot {
+    fn new(streams: &Rc<StreamCount>) -> StreamSlot {
+        streams.open.set(streams.open.get() + 1);
+        StreamSlot(streams.clone())
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let open = self.0.open.get().saturating_sub(1);
+        self.0.open.set(open);
+        if open == 0 {
+            self.0.idle_since.set(Instant::now());
+        }
+    }
+}
+
+/// Turns a prepared HTTP/1.1-shaped head (`headers::prepare_request`) into the HTTP/2 one:
+/// the proxy's headers go into the map, `Host` becomes `:authority` (the upstream-vhost one
+/// when set), `te: trailers` is put back when the client sent it (gRPC needs it; nginx's
+/// `grpc_pass` passes it the same way).
+pub(crate) fn http2_head(
+    head: &mut Parts,
+    added: &crate::headers::Added<'_>,
+    tls: bool,
+    te_trailers: bool,
+) {
+    let client_host = head.headers.remove(header::HOST);
+    added.insert_into(head, client_host.as_ref());
+    let authority = client_host
+        .as_ref()
+        .map(|host| added.upstream_host(host))
+        .and_then(|host| Authority::try_from(host.as_bytes()).ok());
+    let mut parts = std::mem::take(&mut head.uri).into_parts();
+    parts.scheme = Some(if tls { Scheme::HTTPS } else { Scheme::HTTP });
+    parts.authority = Some(authority.unwrap_or_else(|| Authority::from_static("localhost")));
+    if parts.path_and_query.is_none() {
+        parts.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
+    }
+    head.uri = Uri::from_parts(parts).unwrap_or_default();
+    head.version = Version::HTTP_2;
+    if te_trailers {
+        head.headers
+            .insert(header::TE, HeaderValue::from_static("trailers"));
+    }
+}
+
+/// `grpc-timeout` (gRPC over HTTP/2: up to 8 digits and a unit, H M S m u n).
+pub(crate) fn grpc_timeout(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(&GRPC_TIMEOUT)?.as_bytes();
+    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(match unit {
+        b"H" => Duration::from_secs(n * 3600),
+        b"M" => Duration::from_secs(n * 60),
+        b"S" => Duration::from_secs(n),
+        b"m" => Duration::from_millis(n),
+        b"u" => Duration::from_micros(n),
+        b"n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+/// Sends a request to one of `backend`'s endpoints over HTTP/2 and returns the response with
+/// its body streaming (`H2Body`). Retries as the module doc says: a connect failure goes to
+/// the next endpoint (`proxy-next-upstream` `error`, or `timeout` for a connect timeout), a
+/// stream the endpoint did not process is sent again, anything else is answered (statuses
+/// are passed on: `proxy-next-upstream http_*` does not apply to HTTP/2 routes).
+pub(crate) async fn exchange(
+    worker: &Rc<Worker>,
+    backend: &Backend,
+    settings: &Settings,
+    policy: &RoutePolicy,
+    request: H2Request<'_>,
+) -> Result<Response<H2Body>, ProxyError> {
+    let H2Request {
+        head,
+        body,
+        arrived,
+        mut attempts,
+        timing,
+    } = request;
+    let upstream = &policy.upstream;
+    let grpc = policy.upstream_protocol == UpstreamProtocol::Grpc;
+    let tls = match &policy.upstream_tls {
+        None => None,
+        Some(tls) => Some(
+            worker
+                .tls_clients
+                .borrow_mut()
+                .get(tls)
+                .map_err(ProxyError::UpstreamTlsSetup)?,
+        ),
+    };
+    // gRPC's deadline covers the whole call, the response body included.
+    let deadline = grpc
+        .then(|| grpc_timeout(&head.headers))
+        .flatten()
+        .map(|timeout| arrived + timeout);
+    let retry_deadline = (!upstream.next_upstream_timeout.is_zero())
+        .then(|| arrived + upstream.next_upstream_timeout);
+    let tries = match upstream.tries {
+        0 => u32::MAX,
+        n => n,
+    };
+    let idempotent =
+        crate::headers::is_idempotent(&head.method) || upstream.next_upstream.non_idempotent;
+    let replay = Rc::new(RefCell::new(Replay {
+        source: body,
+        kept: Vec::new(),
+        kept_len: 0,
+        complete: true,
+        ended: false,
+        generation: 0,
+        failed: None,
+    }));
+    let mut tried: Vec<SocketAddr> = Vec::new();
+    let mut refused = 0;
+    let mut attempt = 0;
+    let mut last: Option<ProxyError> = None;
+    loop {
+        attempt += 1;
+        // The first attempt starts when the request arrived: no clock read of its own.
+        let now = if attempt == 1 && refused == 0 {
+            arrived
+        } else {
+            Instant::now()
+        };
+        if attempt > 1 && retry_deadline.is_some_and(|d| now >= d) {
+            break;
+        }
+        if deadline.is_some_and(|d| now >= d) {
+            last = Some(ProxyError::GrpcDeadline);
+            break;
+        }
+        let picked = worker
+            .balancer
+            .borrow_mut()
+            .pick(backend, settings.load_balance, &tried, now);
+        let Some(addr) = picked else { break };
+        if upstream.tries == 0 && tried.contains(&addr) {
+            break;
+        }
+        if attempt > 1 || refused > 0 {
+            worker.stats.borrow_mut().retries += 1;
+        }
+        *timing = Some(UpstreamTimes {
+            start: now,
+            connected: None,
+            answered: None,
+        });
+        if let Some(attempts) = attempts.as_deref_mut() {
+            attempts.push(Attempt {
+                addr,
+                start: now,
+                connected: None,
+                answered: None,
+                status: 0,
+            });
+        }
+        let outcome = try_endpoint(
+            worker,
+            addr,
+            policy,
+            tls.as_deref(),
+            head,
+            &replay,
+            deadline,
+            idempotent,
+            &mut *timing,
+            attempts.as_deref_mut(),
+        )
+        .await;
+        let answered = Instant::now();
+        if let Some(timing) = timing.as_mut() {
+            timing.answered = Some(answered);
+        }
+        let status = match &outcome {
+            Outcome::Answered(response, _) => response.status().as_u16(),
+            Outcome::Refused => 502,
+            Outcome::Failed { error, .. } => error.classify().0.as_u16(),
+        };
+        if let Some(attempt) = attempts.as_deref_mut().and_then(|a| a.last_mut()) {
+            attempt.answered = Some(answered);
+            attempt.status = status;
+        }
+        match outcome {
+            Outcome::Answered(response, slot) => {
+                let in_flight = worker.in_flight(addr, settings.load_balance);
+                return Ok(response.map(|inner| H2Body {
+                    inner: Some(inner),
+                    read_stall: StallTimer::new(upstream.read_timeout),
+                    deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d.into()))),
+                    grpc,
+                    _slot: slot,
+                    _in_flight: in_flight,
+                }));
+            }
+            Outcome::Refused => {
+                refused += 1;
+                tracing::debug!(%addr, attempt, "stream not processed by the endpoint, sending it again");
+                last = Some(ProxyError::Http2Refused { addr });
+                if refused > REFUSED_RETRIES {
+                    break;
+                }
+                // A retry, not a new try: the endpoint never saw the request.
+                attempt -= 1;
+            }
+            Outcome::Failed { error, next } => {
+                tracing::debug!(%addr, attempt, error = %Chain(&error), "upstream attempt failed");
+                tried.push(addr);
+                let next = next && crate::upstream::retries_on(upstream, &error) && attempt < tries;
+                last = Some(error);
+                if !next {
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(failed) = replay.borrow_mut().failed.take() {
+        return Err(failed);
+    }
+    Err(last.unwrap_or(ProxyError::NoEndpoints))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn try_endpoint(
+    worker: &Rc<Worker>,
+    addr: SocketAddr,
+    policy: &RoutePolicy,
+    tls: Option<&TlsClient>,
+    head: &Parts,
+    replay: &Rc<RefCell<Replay>>,
+    deadline: Option<Instant>,
+    idempotent: bool,
+    timing: &mut Option<UpstreamTimes>,
+    attempts: Option<&mut Vec<Attempt>>,
+) -> Outcome {
+    let upstream = &policy.upstream;
+    let (mut send, slot) = match acquire(worker, addr, upstream.connect_timeout, tls).await {
+        Ok(found) => found,
+        Err(error) => {
+            if !matches!(error, ProxyError::UpstreamTls { .. }) {
+                worker.balancer.borrow_mut().set_aside(addr, Instant::now());
+            }
+            worker.stats.borrow_mut().connect_errors += 1;
+            return Outcome::Failed { error, next: true };
+        }
+    };
+    let connected = Instant::now();
+    if let Some(timing) = timing.as_mut() {
+        timing.connected = Some(connected);
+    }
+    if let Some(attempt) = attempts.and_then(|a| a.last_mut()) {
+        attempt.connected = Some(connected);
+    }
+    let body = {
+        let mut shared = replay.borrow_mut();
+        if shared.generation > 0 && !shared.complete {
+            // Part of the body went to a stream that was refused, and it was not all kept.
+            let error = ProxyError::Http2Refused { addr };
+            return Outcome::Failed { error, next: false };
+        }
+        shared.generation += 1;
+        AttemptBody {
+            replay: replay.clone(),
+            generation: shared.generation,
+            next: 0,
+        }
+    };
+    let mut request = Request::new(body);
+    *request.method_mut() = head.method.clone();
+    *request.uri_mut() = head.uri.clone();
+    *request.version_mut() = Version::HTTP_2;
+    *request.headers_mut() = head.headers.clone();
+    // The head waits at most proxy-read-timeout, and never past the gRPC deadline.
+    let mut wait = upstream.read_timeout;
+    let mut by_deadline = false;
+    if let Some(deadline) = deadline {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if wait.is_zero() || left < wait {
+            wait = left.max(Duration::from_millis(1));
+            by_deadline = true;
+        }
+    }
+    let sent = within(wait, send.try_send_request(request)).await;
+    let result = match sent {
+        Some(result) => result,
+        // Dropping the response future resets the stream (RST_STREAM CANCEL).
+        None if by_deadline => {
+            let error = ProxyError::GrpcDeadline;
+            return Outcome::Failed { error, next: false };
+        }
+        None => {
+            let error = ProxyError::ReadTimeout { addr };
+            return Outcome::Failed { error, next: false };
+        }
+    };
+    match result {
+        Ok(response) => {
+            let mut shared = replay.borrow_mut();
+            // Answered: the body will not be sent again, so nothing more is kept.
+            shared.complete = false;
+            shared.kept = Vec::new();
+            shared.kept_len = 0;
+            Outcome::Answered(response, slot)
+        }
+        Err(mut error) => {
+            if replay.borrow().failed.is_some() {
+                // The client's body failed: nothing to retry, the caller answers for it.
+                let error = ProxyError::Http2 {
+                    addr,
+                    source: error.into_error(),
+                };
+                return Outcome::Failed { error, next: false };
+            }
+            if error.take_message().is_some() || not_processed(error.error()) {
+                return Outcome::Refused;
+            }
+            // It may have been processed: as on HTTP/1.1, only an idempotent request (or any
+            // under `non_idempotent`) whose body is all at hand goes to another endpoint.
+            let next = idempotent && replay.borrow().complete;
+            let error = ProxyError::Http2 {
+                addr,
+                source: error.into_error(),
+            };
+            Outcome::Failed { error, next }
+        }
+    }
+}
+
+/// A connection to `addr` (made with `tls`) with room for a stream: a pooled one, else the
+/// one another request is making (waited for, within `timeout`), else a new one. Requests
+/// that arrive together share one new connection rather than each opening their own.
+async fn acquire(
+    worker: &Worker,
+    addr: SocketAddr,
+    timeout: Duration,
+    tls: Option<&TlsClient>,
+) -> Result<(http2::SendRequest<AttemptBody>, StreamSlot), ProxyError> {
+    let key = (addr, tls.map_or(0, |tls| tls.id));
+    let pending = {
+        let mut pool = worker.pool.borrow_mut();
+        if let Some(found) = pool.h2.checkout(key.0, key.1) {
+            return Ok(found);
+        }
+        pool.h2.connecting.get(&key).cloned()
+    };
+    if let Some(made) = pending {
+        // Created while the connect is under way, so its end wakes this (tokio's
+        // `notify_waiters` reaches every `Notified` created before it, polled or not).
+        let _ = within(timeout, made.notified()).await;
+        if let Some(found) = worker.pool.borrow_mut().h2.checkout(key.0, key.1) {
+            return Ok(found);
+        }
+    }
+    let connecting = Connecting::start(worker, key);
+    let made = Box::pin(connect(addr, timeout, tls)).await;
+    drop(connecting);
+    let send = made?;
+    let streams = StreamCount::new();
+    let slot = StreamSlot::new(&streams);
+    worker
+        .pool
+        .borrow_mut()
+        .insert_h2(addr, key.1, send.clone(), streams);
+    Ok((send, slot))
+}
+
+/// A connect under way, listed so that other requests wait for it; unlisted (and its
+/// waiters woken) when it ends, also when the request making it goes away.
+struct Connecting<'w> {
+    worker: &'w Worker,
+    key: (SocketAddr, u64),
+    made: Rc<tokio::sync::Notify>,
+}
+
+impl<'w> Connecting<'w> {
+    fn start(worker: &'w Worker, key: (SocketAddr, u64)) -> Connecting<'w> {
+        let made = Rc::new(tokio::sync::Notify::new());
+        let listed = worker
+            .pool
+            .borrow_mut()
+            .h2
+            .connecting
+            .insert(key, made.clone());
+        // Another request's connect that ended without a usable connection: its waiters
+        // were woken already.
+        drop(listed);
+        Connecting { worker, key, made }
+    }
+}
+
+impl Drop for Connecting<'_> {
+    fn drop(&mut self) {
+        let mut pool = self.worker.pool.borrow_mut();
+        if pool
+            .h2
+            .connecting
+            .get(&self.key)
+            .is_some_and(|listed| Rc::ptr_eq(listed, &self.made))
+        {
+            pool.h2.connecting.remove(&self.key);
+        }
+        self.made.notify_waiters();
+    }
+}
+
+/// RFC 9113 §8.7: a stream reset with REFUSED_STREAM, or above a GOAWAY's last stream ID,
+/// was not processed and may be sent again, whatever the method. h2 reports the latter as a
+/// GOAWAY error on the stream; a graceful one (NO_ERROR) promises that every stream up to
+/// the last ID completes, so a stream that fails with it was above.
+fn not_processed(error: &hyper::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        if let Some(h2) = current.downcast_ref::<h2::Error>() {
+            return match h2.reason() {
+                Some(h2::Reason::REFUSED_STREAM) => true,
+                Some(h2::Reason::NO_ERROR) => h2.is_go_away() && h2.is_remote(),
+                _ => false,
+            };
+        }
+        source = current.source();
+    }
+    false
+}
+
+/// A new connection to `addr`, TLS with ALPN `h2` when the route says so, the HTTP/2
+/// handshake done and its task running on this worker. `timeout` bounds all of it.
+async fn connect(
+    addr: SocketAddr,
+    timeout: Duration,
+    tls: Option<&TlsClient>,
+) -> Result<http2::SendRequest<AttemptBody>, ProxyError> {
+    let started = Instant::now();
+    let stream = crate::upstream::connect_tcp(addr, timeout).await?;
+    // What is left of `timeout` (zero: no limit); `None` once it is spent.
+    let time_left = || {
+        let left = timeout.saturating_sub(started.elapsed());
+        match (timeout.is_zero(), left.is_zero()) {
+            (true, _) => Some(Duration::ZERO),
+            (false, true) => None,
+            (false, false) => Some(left),
+        }
+    };
+    let Some(tls) = tls else {
+        let left = time_left().ok_or(ProxyError::ConnectTimeout { addr })?;
+        return handshake(addr, stream, left).await;
+    };
+    let connector = tokio_rustls::TlsConnector::from(tls.config_h2.clone());
+    let left = time_left().ok_or(ProxyError::ConnectTimeout { addr })?;
+    let stream = match within(left, connector.connect(tls.name.clone(), stream)).await {
+        Some(Ok(stream)) => stream,
+        Some(Err(source)) => return Err(ProxyError::UpstreamTls { addr, source }),
+        None => return Err(ProxyError::ConnectTimeout { addr }),
+    };
+    let left = time_left().ok_or(ProxyError::ConnectTimeout { addr })?;
+    handshake(addr, stream, left).await
+}
+
+/// The HTTP/2 handshake on a connected socket (plain or TLS), its connection task started.
+async fn handshake<I>(
+    addr: SocketAddr,
+    io: I,
+    limit: Duration,
+) -> Result<http2::SendRequest<AttemptBody>, ProxyError>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
+{
+    let builder = http2::Builder::new(LocalExec);
+    match within(limit, builder.handshake(TokioIo::new(io))).await {
+        Some(Ok((send, conn))) => {
+            spawn_connection(addr, conn);
+            Ok(send)
+        }
+        Some(Err(source)) => Err(ProxyError::Http2 { addr, source }),
+        None => Err(ProxyError::ConnectTimeout { addr }),
+    }
+}
+
+/// Runs one connection until hyper ends it: an error, the peer's GOAWAY once its streams
+/// are done, or every handle dropped (the endpoint left) once its streams are done.
+fn spawn_connection<T>(addr: SocketAddr, conn: http2::Connection<T, AttemptBody, LocalExec>)
+where
+    T: hyper::rt::Read + hyper::rt::Write + Unpin + 'static,
+{
+    tokio::task::spawn_local(async move {
+        if let Err(error) = conn.await {
+            tracing::debug!(%addr, error = %Chain(&error), "HTTP/2 upstream connection ended");
+        }
+    });
+}
+
+impl Body for AttemptBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        let mut shared = this.replay.borrow_mut();
+        if shared.generation != this.generation {
+            return Poll::Ready(Some(Err("a later attempt sends this body".into())));
+        }
+        if let Some(kept) = shared.kept.get(this.next) {
+            this.next += 1;
+            let frame = match kept {
+                Kept::Data(data) => Frame::data(data.clone()),
+                Kept::Trailers(trailers) => Frame::trailers(trailers.clone()),
+            };
+            return Poll::Ready(Some(Ok(frame)));
+        }
+        if shared.ended {
+            return Poll::Ready(None);
+        }
+        match Pin::new(&mut shared.source).poll_frame(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(None) => {
+                shared.ended = true;
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(Err(error))) => {
+                shared.failed = Some(crate::upstream::client_body_error(error));
+                Poll::Ready(Some(Err("the client's request body failed".into())))
+            }
+            Poll::Ready(Some(Ok(frame))) => {
+                if shared.complete {
+                    let kept = if let Some(data) = frame.data_ref() {
+                        shared.kept_len += data.len();
+                        Kept::Data(data.clone())
+                    } else if let Some(trailers) = frame.trailers_ref() {
+                        Kept::Trailers(trailers.clone())
+                    } else {
+                        return Poll::Ready(Some(Ok(frame)));
+                    };
+                    if shared.kept_len > REPLAY_LIMIT {
+                        shared.complete = false;
+                        shared.kept = Vec::new();
+                    } else {
+                        shared.kept.push(kept);
+                        this.next = shared.kept.len();
+                    }
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        let shared = self.replay.borrow();
+        self.next >= shared.kept.len() && (shared.ended || shared.source.is_end_stream())
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let shared = self.replay.borrow();
+        if self.next >= shared.kept.len() && (shared.ended || shared.source.is_end_stream()) {
+            SizeHint::with_exact(0)
+        } else {
+            SizeHint::default()
+        }
+    }
+}
+
+impl H2Body {
+    /// gRPC's deadline passed with the response under way: the client gets DEADLINE_EXCEEDED
+    /// in trailers, the upstream stream is reset (its body dropped).
+    fn expire(&mut self, why: &'static str) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        self.inner = None;
+        if self.grpc {
+            let mut trailers = HeaderMap::new();
+            trailers.insert(
+                HeaderName::from_static("grpc-status"),
+                HeaderValue::from_static("4"),
+            );
+            trailers.insert(
+                HeaderName::from_static("grpc-message"),
+                HeaderValue::from_static(why),
+            );
+            Poll::Ready(Some(Ok(Frame::trailers(trailers))))
+        } else {
+            Poll::Ready(Some(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                why,
+            )
+            .into())))
+        }
+    }
+}
+
+impl Body for H2Body {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match Pin::new(inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                this.read_stall.progress();
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(error))) => {
+                this.inner = None;
+                Poll::Ready(Some(Err(error.into())))
+            }
+            Poll::Ready(None) => {
+                this.inner = None;
+                Poll::Ready(None)
+            }
+            Poll::Pending => {
+                if let Some(deadline) = this.deadline.as_mut() {
+                    if deadline.as_mut().poll(cx).is_ready() {
+                        return this.expire("deadline exceeded (grpc-timeout) at the proxy");
+                    }
+                }
+                match this.read_stall.poll_expired(cx) {
+                    Poll::Ready(()) => {
+                        this.expire("upstream sent nothing within proxy-read-timeout")
+                    }
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.as_ref().is_none_or(Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeouts_parse_as_the_spec_writes_them() {
+        let timeout = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(&GRPC_TIMEOUT, HeaderValue::from_str(value).unwrap());
+            grpc_timeout(&headers)
+        };
+        assert_eq!(timeout("1S"), Some(Duration::from_secs(1)));
+        assert_eq!(timeout("250m"), Some(Duration::from_millis(250)));
+        assert_eq!(timeout("2H"), Some(Duration::from_secs(7200)));
+        assert_eq!(timeout("3M"), Some(Duration::from_secs(180)));
+        assert_eq!(
+            timeout("99999999u"),
+            Some(Duration::from_micros(99_999_999))
+        );
+        assert_eq!(timeout("5n"), Some(Duration::from_nanos(5)));
+        // More than 8 digits, no unit, an unknown unit, no digits: ignored.
+        assert_eq!(timeout("123456789S"), None);
+        assert_eq!(timeout("10"), None);
+        assert_eq!(timeout("10x"), None);
+        assert_eq!(timeout("S"), None);
+        assert_eq!(grpc_timeout(&HeaderMap::new()), None);
+    }
+}
