@@ -100,3 +100,85 @@ fn lab_dynamic_smoke_with_sluice_and_nginx() {
     assert!(out.join("report.html").is_file());
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+/// `--protocol grpc`: the same churn with unary gRPC calls to grpc-go pods. Sluice must fail no
+/// call, static or churning; nginx (reloading per change) runs beside it. The pods come from
+/// `SLUICE_GRPC_TOOLS` (scripts/test.sh sets it); without it the test is skipped with a message,
+/// except under CI, where it fails.
+#[test]
+fn lab_dynamic_grpc_fails_no_call_through_sluice() {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    match std::env::var_os("SLUICE_GRPC_TOOLS") {
+        Some(_) => {}
+        None if ci => panic!("CI: SLUICE_GRPC_TOOLS is not set; scripts/test.sh builds them"),
+        None => {
+            eprintln!("skipped: set SLUICE_GRPC_TOOLS=$(scripts/grpc-tools.sh) (needs Go)");
+            return;
+        }
+    }
+    let out = std::env::temp_dir().join(format!("sluice-lab-grpc-{}", std::process::id()));
+    let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "lab",
+            "dynamic",
+            "--protocol",
+            "grpc",
+            "--systems",
+            "sluice,nginx",
+            "--duration",
+            "6s",
+            "--low-for",
+            "2s",
+            "--high-for",
+            "2s",
+            "--rate",
+            "200",
+            "--connections",
+            "10",
+            "--termination",
+            "graceful",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("running sluice lab");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "sluice lab failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(json["setup"]["protocol"], "grpc");
+    let runs = json["runs"].as_array().expect("runs");
+    for deployment in ["static", "dynamic"] {
+        let run = runs
+            .iter()
+            .find(|r| r["system"] == "sluice" && r["deployment"] == deployment)
+            .unwrap_or_else(|| panic!("no sluice {deployment} run\n{stderr}"));
+        assert!(
+            run["requests"].as_u64().unwrap() > 0,
+            "no calls completed\n{stdout}"
+        );
+        for key in ["connect", "read", "write", "timeout", "status"] {
+            assert_eq!(
+                run["errors"][key], 0,
+                "sluice {deployment}: {key} errors (failed gRPC calls)\n{stdout}"
+            );
+        }
+        if deployment == "dynamic" {
+            assert!(
+                !run["events"].as_array().unwrap().is_empty(),
+                "the dynamic run scaled"
+            );
+        }
+    }
+    if std::path::Path::new("/usr/sbin/nginx").exists() {
+        assert!(
+            runs.iter().any(|r| r["system"] == "nginx"),
+            "nginx ran beside it:\n{stdout}"
+        );
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}
