@@ -249,7 +249,7 @@ async fn startup_settings(client: &kube::Client, options: &CompileOptions) -> Se
     match tokio::time::timeout(CONFIG_MAP_WAIT, api.get_opt(&key.name)).await {
         Ok(Ok(Some(config_map))) => {
             let mut store = Store::default();
-            store.apply(Object::ConfigMap(config_map));
+            store.apply(Object::from(config_map));
             compile(&store, options).settings
         }
         Ok(Ok(None)) => Settings::default(),

@@ -266,7 +266,7 @@ pub fn review(store: &Store, options: &CompileOptions, request: &Value) -> Verdi
         metadata.name.clone().unwrap_or_default(),
     );
     let mut candidate = store.clone();
-    candidate.apply(Object::Ingress(ingress));
+    candidate.apply(Object::from(ingress));
     let compiled = compile(&candidate, options);
     let name = model::NamespacedName::new(object.namespace.clone(), object.name.clone());
     if !compiled.ingresses.contains(&name) {

@@ -17,7 +17,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ServicePort;
-use k8s_openapi::api::networking::v1::{Ingress, IngressBackend};
+use k8s_openapi::api::networking::v1::IngressBackend;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
@@ -26,7 +26,7 @@ use serde::Serialize;
 
 use crate::annotations::{self, BackendProtocol, IngressAnnotations};
 use crate::endpoints::{endpoints_for, Backend, BackendKey, EndpointSet, NodeLocalEndpoints};
-use crate::objects::{Kind, ObjectRef};
+use crate::objects::{Ingress, Kind, ObjectRef};
 use crate::policy::{HeaderEdit, RoutePolicy, UpstreamProtocol, UpstreamTls};
 use crate::routes::{HostPattern, PathKind, PathRoute, Route, RouteSite, RouteTable};
 use crate::settings::Settings;

@@ -18,9 +18,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::Serialize;
 
+use crate::objects::EndpointSlice;
 use crate::store::{NamespacedName, Store};
 
 /// Which endpoints serve one Service port: namespace, Service and the *name* of the Service
@@ -233,10 +233,7 @@ fn collect_slice(
         } else {
             continue;
         };
-        for address in &endpoint.addresses {
-            let Ok(ip) = address.parse::<IpAddr>() else {
-                continue;
-            };
+        for &ip in &endpoint.addresses {
             let refusal = match policy {
                 NodeLocalEndpoints::Allow => None,
                 NodeLocalEndpoints::Refuse => node_local_reason(ip),

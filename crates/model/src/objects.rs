@@ -1,16 +1,36 @@
 //! The Kubernetes objects Sluice reads, and turning YAML/JSON text into them.
 //!
+//! ```text
+//!  YAML/JSON ──k8s-openapi type (every field checked)──▶ From ──▶ slim Object ──▶ Store
+//!  kube watcher ──k8s-openapi type──────────────────────▶ From ──┘
+//! ```
 //! Parsing is pure: text in, objects and precise errors out. A document that is not one of
 //! the kinds we read is ignored; one that is ours but invalid becomes a [`ParseError`]
 //! naming the source, the object and the field, so a person can fix it without guessing.
+//!
+//! **Slim objects.** What the Store keeps is not the whole k8s-openapi object but the fields
+//! Sluice reads, under the same names and paths (`ingress.spec`, `service.spec.ports`,
+//! `secret.data`), so code reads them as it would the API type. A k8s-openapi `Service` is
+//! 824 bytes before its first string (every optional field of the API is there, empty), an
+//! EndpointSlice endpoint 352; with 10,000 Ingresses and 50,000 endpoints the whole objects
+//! were most of the process's memory (docs/results/2026-11-25-config-memory.md). A field
+//! that Sluice starts to read is added here, with its `From`.
 
+use std::collections::BTreeMap;
 use std::fmt;
+use std::net::IpAddr;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::core::v1::ServicePort;
+use k8s_openapi::api::discovery::v1 as discovery;
+use k8s_openapi::api::discovery::v1::{EndpointConditions, EndpointPort};
+use k8s_openapi::api::networking::v1 as networking;
+use k8s_openapi::api::networking::v1::{IngressClassSpec, IngressSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::ByteString;
 use serde::Serialize;
+
+use crate::store::SERVICE_NAME_LABEL;
 
 /// The namespace kubectl assumes when a namespaced object names none.
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -34,9 +54,86 @@ pub struct ObjectRef {
     pub name: String,
 }
 
+/// The metadata Sluice reads: `ObjectMeta`'s name, namespace, and for the kinds whose
+/// annotations mean something (Ingress, IngressClass) the annotations and creation time.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Meta {
+    pub name: Option<String>,
+    pub namespace: Option<String>,
+    pub annotations: Option<BTreeMap<String, String>>,
+    /// Orders Ingresses: the oldest wins a conflict.
+    pub creation_timestamp: Option<Time>,
+}
+
+/// An Ingress: its class, annotations, rules, TLS and default backend (`spec`). Status is
+/// the status writer's business and never reaches the Store.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Ingress {
+    pub metadata: Meta,
+    pub spec: Option<IngressSpec>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IngressClass {
+    pub metadata: Meta,
+    pub spec: Option<IngressClassSpec>,
+}
+
+/// A Service: its ports (name, port, targetPort, appProtocol), cluster IP, type and external
+/// name. Selector, IP families, session affinity and status are read by nothing.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Service {
+    pub metadata: Meta,
+    pub spec: Option<ServiceSpec>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServiceSpec {
+    pub ports: Option<Vec<ServicePort>>,
+    pub cluster_ip: Option<String>,
+    pub type_: Option<String>,
+    pub external_name: Option<String>,
+}
+
+/// An EndpointSlice: the Service it belongs to (its `kubernetes.io/service-name` label), its
+/// ports and its endpoints' addresses and conditions. Each endpoint's `targetRef` (the Pod),
+/// `nodeName`, `zone` and `hints` are read by nothing; a change to only those (a Pod replaced
+/// at the same address) is then no change, which is right: the address serves.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EndpointSlice {
+    pub metadata: Meta,
+    /// The `kubernetes.io/service-name` label.
+    pub service_name: Option<String>,
+    /// `IPv4`, `IPv6` or `FQDN`.
+    pub address_type: String,
+    pub ports: Option<Vec<EndpointPort>>,
+    pub endpoints: Vec<Endpoint>,
+}
+
+/// One endpoint of a slice. Addresses that are not IP addresses (an `FQDN` slice's host
+/// names, or garbage) are left out here: Sluice never resolves names on the data path.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Endpoint {
+    pub addresses: Vec<IpAddr>,
+    pub conditions: Option<EndpointConditions>,
+}
+
+/// A Secret: its type and data (certificates and keys).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Secret {
+    pub metadata: Meta,
+    pub type_: Option<String>,
+    pub data: Option<BTreeMap<String, ByteString>>,
+}
+
+/// A ConfigMap: its data (`binaryData` is read by nothing).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ConfigMap {
+    pub metadata: Meta,
+    pub data: Option<BTreeMap<String, String>>,
+}
+
 /// One object of a kind Sluice reads.
-// Boxing would only save memory while objects sit in a parse result; the Store holds them unwrapped.
-#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Object {
     IngressClass(IngressClass),
@@ -142,7 +239,7 @@ impl Object {
         }
     }
 
-    pub fn metadata(&self) -> &ObjectMeta {
+    pub fn metadata(&self) -> &Meta {
         match self {
             Object::IngressClass(o) => &o.metadata,
             Object::Ingress(o) => &o.metadata,
@@ -153,7 +250,7 @@ impl Object {
         }
     }
 
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+    fn metadata_mut(&mut self) -> &mut Meta {
         match self {
             Object::IngressClass(o) => &mut o.metadata,
             Object::Ingress(o) => &mut o.metadata,
@@ -172,6 +269,130 @@ impl Object {
             meta.name.clone().unwrap_or_default(),
         )
     }
+}
+
+impl Meta {
+    /// Name and namespace only: for kinds whose annotations and age mean nothing to Sluice.
+    fn named(meta: ObjectMeta) -> Meta {
+        Meta {
+            name: meta.name,
+            namespace: meta.namespace,
+            ..Meta::default()
+        }
+    }
+
+    /// Name, namespace, annotations and creation time.
+    fn annotated(meta: ObjectMeta) -> Meta {
+        Meta {
+            name: meta.name,
+            namespace: meta.namespace,
+            annotations: meta.annotations,
+            creation_timestamp: meta.creation_timestamp,
+        }
+    }
+}
+
+impl From<networking::Ingress> for Ingress {
+    fn from(ingress: networking::Ingress) -> Ingress {
+        Ingress {
+            metadata: Meta::annotated(ingress.metadata),
+            spec: ingress.spec,
+        }
+    }
+}
+
+impl From<networking::IngressClass> for IngressClass {
+    fn from(class: networking::IngressClass) -> IngressClass {
+        IngressClass {
+            metadata: Meta::annotated(class.metadata),
+            spec: class.spec,
+        }
+    }
+}
+
+impl From<core::Service> for Service {
+    fn from(service: core::Service) -> Service {
+        Service {
+            metadata: Meta::named(service.metadata),
+            spec: service.spec.map(|spec| ServiceSpec {
+                ports: spec.ports,
+                cluster_ip: spec.cluster_ip,
+                type_: spec.type_,
+                external_name: spec.external_name,
+            }),
+        }
+    }
+}
+
+impl From<discovery::EndpointSlice> for EndpointSlice {
+    fn from(slice: discovery::EndpointSlice) -> EndpointSlice {
+        let mut metadata = slice.metadata;
+        let service_name = metadata
+            .labels
+            .as_mut()
+            .and_then(|labels| labels.remove(SERVICE_NAME_LABEL));
+        EndpointSlice {
+            metadata: Meta::named(metadata),
+            service_name,
+            address_type: slice.address_type,
+            ports: slice.ports,
+            endpoints: slice
+                .endpoints
+                .into_iter()
+                .map(|endpoint| Endpoint {
+                    addresses: endpoint
+                        .addresses
+                        .iter()
+                        .filter_map(|a| a.parse().ok())
+                        .collect(),
+                    conditions: endpoint.conditions,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<core::Secret> for Secret {
+    fn from(secret: core::Secret) -> Secret {
+        Secret {
+            metadata: Meta::named(secret.metadata),
+            type_: secret.type_,
+            data: secret.data,
+        }
+    }
+}
+
+impl From<core::ConfigMap> for ConfigMap {
+    fn from(config_map: core::ConfigMap) -> ConfigMap {
+        ConfigMap {
+            metadata: Meta::named(config_map.metadata),
+            data: config_map.data,
+        }
+    }
+}
+
+macro_rules! object_from {
+    ($($api:ty => $kind:ident),* $(,)?) => {$(
+        impl From<$api> for Object {
+            fn from(object: $api) -> Object {
+                Object::$kind(object.into())
+            }
+        }
+        impl From<$kind> for Object {
+            fn from(object: $kind) -> Object {
+                Object::$kind(object)
+            }
+        }
+    )*};
+}
+
+object_from! {
+    networking::IngressClass => IngressClass,
+    networking::Ingress => Ingress,
+    core::Service => Service,
+    discovery::EndpointSlice => EndpointSlice,
+    core::Secret => Secret,
+    core::ConfigMap => ConfigMap,
 }
 
 impl fmt::Display for ParseError {
@@ -285,21 +506,24 @@ fn parse_value(source_name: &str, document: usize, value: serde_yaml::Value, out
         return;
     }
 
+    // Every field is checked against the API type (so a mistake anywhere is named), then only
+    // what Sluice reads is kept.
+    let value = Value::Mapping(mapping);
     let parsed = match kind {
-        Kind::IngressClass => typed(Value::Mapping(mapping)).map(Object::IngressClass),
-        Kind::Ingress => typed(Value::Mapping(mapping)).map(Object::Ingress),
-        Kind::Service => typed(Value::Mapping(mapping)).map(Object::Service),
-        Kind::EndpointSlice => typed(Value::Mapping(mapping)).map(Object::EndpointSlice),
-        Kind::Secret => typed(Value::Mapping(mapping)).map(Object::Secret),
-        Kind::ConfigMap => typed(Value::Mapping(mapping)).map(Object::ConfigMap),
+        Kind::IngressClass => typed::<networking::IngressClass>(value).map(Object::from),
+        Kind::Ingress => typed::<networking::Ingress>(value).map(Object::from),
+        Kind::Service => typed::<core::Service>(value).map(Object::from),
+        Kind::EndpointSlice => typed::<discovery::EndpointSlice>(value).map(Object::from),
+        Kind::Secret => typed::<core::Secret>(value).map(|mut secret| {
+            merge_string_data(&mut secret);
+            Object::from(secret)
+        }),
+        Kind::ConfigMap => typed::<core::ConfigMap>(value).map(Object::from),
     };
     match parsed {
         Ok(mut object) => {
             if kind.is_namespaced() {
                 object.metadata_mut().namespace = Some(namespace);
-            }
-            if let Object::Secret(secret) = &mut object {
-                merge_string_data(secret);
             }
             out.objects.push(object);
         }
@@ -324,11 +548,11 @@ fn typed<T: serde::de::DeserializeOwned>(
 
 /// The API server folds `stringData` into `data` on write; a file has no API server, so we do
 /// it here and the rest of Sluice only ever looks at `data`.
-fn merge_string_data(secret: &mut Secret) {
+fn merge_string_data(secret: &mut core::Secret) {
     if let Some(string_data) = secret.string_data.take() {
         let data = secret.data.get_or_insert_with(Default::default);
         for (key, value) in string_data {
-            data.insert(key, k8s_openapi::ByteString(value.into_bytes()));
+            data.insert(key, ByteString(value.into_bytes()));
         }
     }
 }
@@ -415,6 +639,87 @@ data: {tls.key: S0VZ}
         let data = secret.data.as_ref().unwrap();
         assert_eq!(data["tls.crt"].0, b"CERT");
         assert_eq!(data["tls.key"].0, b"KEY");
+    }
+
+    #[test]
+    fn the_store_keeps_what_sluice_reads_and_nothing_else() {
+        let text = r#"
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: web-abc
+  namespace: app
+  uid: 4b1e5c3a-0000-4000-8000-000000000000
+  labels: {kubernetes.io/service-name: web, endpointslice.kubernetes.io/managed-by: x}
+  annotations: {a: b}
+addressType: IPv4
+ports: [{name: http, port: 8080}]
+endpoints:
+- addresses: ["10.1.2.3", "not-an-ip"]
+  conditions: {ready: false, serving: true, terminating: true}
+  targetRef: {kind: Pod, name: web-7d9f, namespace: app}
+  nodeName: node-1
+  zone: a
+  hints: {forZones: [{name: a}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: app, annotations: {cloud/lb: internal}, labels: {app: web}}
+spec:
+  type: ClusterIP
+  clusterIP: 10.96.0.10
+  selector: {app: web}
+  sessionAffinity: ClientIP
+  ports: [{name: http, port: 80, targetPort: 8080, appProtocol: https}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: web, namespace: app, annotations: {nginx.ingress.kubernetes.io/use-regex: "true"}}
+spec: {ingressClassName: sluice, rules: [{host: web.test}]}
+status: {loadBalancer: {ingress: [{ip: 192.0.2.1}]}}
+"#;
+        let objects = parse_documents("t.yaml", text).unwrap().objects;
+        let [Object::EndpointSlice(slice), Object::Service(service), Object::Ingress(ingress)] =
+            &objects[..]
+        else {
+            panic!("{objects:?}")
+        };
+        assert_eq!(slice.service_name.as_deref(), Some("web"));
+        assert_eq!(
+            slice.metadata,
+            Meta {
+                name: Some("web-abc".into()),
+                namespace: Some("app".into()),
+                ..Meta::default()
+            }
+        );
+        assert_eq!(
+            slice.endpoints,
+            [Endpoint {
+                addresses: vec!["10.1.2.3".parse().unwrap()],
+                conditions: Some(EndpointConditions {
+                    ready: Some(false),
+                    serving: Some(true),
+                    terminating: Some(true),
+                }),
+            }]
+        );
+        assert_eq!(slice.ports.as_ref().unwrap()[0].port, Some(8080));
+        assert_eq!(service.metadata.annotations, None);
+        let spec = service.spec.as_ref().unwrap();
+        assert_eq!(spec.cluster_ip.as_deref(), Some("10.96.0.10"));
+        assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
+        let port = &spec.ports.as_ref().unwrap()[0];
+        assert_eq!(port.app_protocol.as_deref(), Some("https"));
+        assert_eq!(
+            port.target_port,
+            Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(8080))
+        );
+        assert_eq!(ingress.metadata.annotations.as_ref().unwrap().len(), 1);
+        assert_eq!(
+            ingress.spec.as_ref().unwrap().ingress_class_name.as_deref(),
+            Some("sluice")
+        );
     }
 
     #[test]

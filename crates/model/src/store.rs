@@ -6,11 +6,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
-
-use crate::objects::{Kind, Object, ObjectRef};
+use crate::objects::{
+    ConfigMap, EndpointSlice, Ingress, IngressClass, Kind, Object, ObjectRef, Secret, Service,
+};
 
 /// The label that ties an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -82,10 +80,9 @@ fn key_of(object_ref: &ObjectRef) -> NamespacedName {
 }
 
 fn service_of(slice: &EndpointSlice) -> Option<NamespacedName> {
-    let service = slice.metadata.labels.as_ref()?.get(SERVICE_NAME_LABEL)?;
     Some(NamespacedName::new(
         slice.metadata.namespace.clone().unwrap_or_default(),
-        service.clone(),
+        slice.service_name.clone()?,
     ))
 }
 

@@ -6,12 +6,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 
-use k8s_openapi::api::core::v1::Secret;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 
+use crate::objects::Secret;
 use crate::routes::HostPattern;
 
 pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";

@@ -145,13 +145,15 @@ impl Watchers {
             }
         }
         let namespace = scope.namespace.as_deref();
+        let states = IngressStates::default();
         let mut tasks = Vec::new();
         let all = watcher::Config::default();
-        tasks.push(spawn::<Ingress>(
+        tasks.push(tokio::spawn(run::<Ingress>(
             namespaced(client, namespace),
             all.clone(),
-            &sender,
-        ));
+            sender.clone(),
+            Some(states.clone()),
+        )));
         tasks.push(spawn::<IngressClass>(
             Api::all(client.clone()),
             all.clone(),
@@ -203,7 +205,7 @@ impl Watchers {
         Watchers {
             updates,
             unlisted: tasks.len(),
-            states: IngressStates::default(),
+            states,
             tasks,
         }
     }
@@ -231,55 +233,12 @@ impl Watchers {
         self.states.clone()
     }
 
-    /// Tracks first lists and Ingress states, and takes status out of Ingresses.
-    fn observe(&mut self, mut update: Update) -> Update {
-        match &mut update {
-            Update::Apply(object) => self.take_status(object),
-            Update::Delete(object_ref) => {
-                if object_ref.kind == Kind::Ingress {
-                    let key = NamespacedName::new(&object_ref.namespace, &object_ref.name);
-                    self.states.set(key, None);
-                }
-            }
-            Update::Relisted {
-                kind,
-                objects,
-                gone,
-                first,
-            } => {
-                if *first {
-                    self.unlisted = self.unlisted.saturating_sub(1);
-                }
-                for object in objects.iter_mut() {
-                    self.take_status(object);
-                }
-                if *kind == Kind::Ingress {
-                    for object_ref in gone.iter() {
-                        let key = NamespacedName::new(&object_ref.namespace, &object_ref.name);
-                        self.states.set(key, None);
-                    }
-                }
-            }
+    /// Counts first lists.
+    fn observe(&mut self, update: Update) -> Update {
+        if let Update::Relisted { first: true, .. } = update {
+            self.unlisted = self.unlisted.saturating_sub(1);
         }
         update
-    }
-
-    fn take_status(&self, object: &mut Object) {
-        if let Object::Ingress(ingress) = object {
-            let status = ingress.status.take();
-            let key = NamespacedName::new(
-                ingress.metadata.namespace.clone().unwrap_or_default(),
-                ingress.metadata.name.clone().unwrap_or_default(),
-            );
-            let state = IngressState {
-                uid: ingress.metadata.uid.clone(),
-                load_balancer: status
-                    .and_then(|s| s.load_balancer)
-                    .and_then(|lb| lb.ingress)
-                    .unwrap_or_default(),
-            };
-            self.states.set(key, Some(state));
-        }
     }
 }
 
@@ -295,48 +254,60 @@ fn one_named(name: &str) -> watcher::Config {
     watcher::Config::default().fields(&format!("metadata.name={name}"))
 }
 
-/// A kind the provider watches.
+/// A kind the provider watches. Each object becomes the Store's slim [`Object`] in the
+/// watcher's task, as it arrives: the whole API object (and a list page of them) is the only
+/// transient, never a list's worth.
 trait Watched: Resource + Clone + Debug + DeserializeOwned + Send + 'static {
     const KIND: Kind;
     fn into_object(self) -> Object;
+    /// What the status writer needs from the object before it is slimmed (Ingresses only).
+    fn state(&self) -> Option<(NamespacedName, IngressState)> {
+        None
+    }
 }
 
 macro_rules! watched {
-    ($($type:ty => $kind:ident $(via $slim:ident)?),* $(,)?) => {$(
+    ($($type:ty => $kind:ident),* $(,)?) => {$(
         impl Watched for $type {
             const KIND: Kind = Kind::$kind;
             fn into_object(self) -> Object {
-                let object = self;
-                $(let object = $slim(object);)?
-                Object::$kind(object)
+                Object::from(self)
             }
         }
     )*};
 }
 
 watched! {
-    Ingress => Ingress,
     IngressClass => IngressClass,
     Service => Service,
-    EndpointSlice => EndpointSlice via slim_endpoint_slice,
+    EndpointSlice => EndpointSlice,
     Secret => Secret,
     ConfigMap => ConfigMap,
 }
 
-/// An EndpointSlice as the Store needs it: addresses, ports and conditions. Each endpoint's
-/// `targetRef` (the Pod: kind, name, namespace, uid, resourceVersion), `nodeName`, `zone`,
-/// `hints` and `deprecatedTopology` are read by nothing, and with tens of thousands of
-/// endpoints they are most of the slice's memory. A change to only those fields (a Pod
-/// replaced at the same address) is then no change, which is right: the address serves.
-fn slim_endpoint_slice(mut slice: EndpointSlice) -> EndpointSlice {
-    for endpoint in &mut slice.endpoints {
-        endpoint.target_ref = None;
-        endpoint.node_name = None;
-        endpoint.zone = None;
-        endpoint.hints = None;
-        endpoint.deprecated_topology = None;
+impl Watched for Ingress {
+    const KIND: Kind = Kind::Ingress;
+
+    fn into_object(self) -> Object {
+        Object::from(self)
     }
-    slice
+
+    fn state(&self) -> Option<(NamespacedName, IngressState)> {
+        let key = NamespacedName::new(
+            self.metadata.namespace.clone().unwrap_or_default(),
+            self.metadata.name.clone().unwrap_or_default(),
+        );
+        let state = IngressState {
+            uid: self.metadata.uid.clone(),
+            load_balancer: self
+                .status
+                .as_ref()
+                .and_then(|s| s.load_balancer.as_ref())
+                .and_then(|lb| lb.ingress.clone())
+                .unwrap_or_default(),
+        };
+        Some((key, state))
+    }
 }
 
 fn spawn<K: Watched>(
@@ -347,7 +318,17 @@ fn spawn<K: Watched>(
 where
     K::DynamicType: Default,
 {
-    tokio::spawn(run::<K>(api, config, sender.clone()))
+    tokio::spawn(run::<K>(api, config, sender.clone(), None))
+}
+
+/// Records an Ingress's status and uid for the status writer (`states`: the Ingress
+/// watcher's), and turns the object into the Store's.
+fn arrived<K: Watched>(object: K, states: Option<&IngressStates>) -> Object {
+    let object = normalise(object);
+    if let (Some(states), Some((key, state))) = (states, object.state()) {
+        states.set(key, Some(state));
+    }
+    object.into_object()
 }
 
 /// Drives one watcher until the receiver goes away.
@@ -355,6 +336,7 @@ async fn run<K: Watched>(
     api: Api<K>,
     config: watcher::Config,
     sender: mpsc::UnboundedSender<Update>,
+    states: Option<IngressStates>,
 ) where
     K::DynamicType: Default,
 {
@@ -397,13 +379,19 @@ async fn run<K: Watched>(
             watcher::Event::InitApply(object) => {
                 listing
                     .get_or_insert_with(Vec::new)
-                    .push(normalise(object).into_object());
+                    .push(arrived(object, states.as_ref()));
                 continue;
             }
             watcher::Event::InitDone => {
                 let objects = listing.take().unwrap_or_default();
                 let now: BTreeSet<ObjectRef> = objects.iter().map(Object::object_ref).collect();
                 let gone: Vec<ObjectRef> = known.difference(&now).cloned().collect();
+                if let Some(states) = &states {
+                    for object_ref in &gone {
+                        let key = NamespacedName::new(&object_ref.namespace, &object_ref.name);
+                        states.set(key, None);
+                    }
+                }
                 tracing::debug!(%kind, objects = objects.len(), gone = gone.len(), "listed");
                 known = now;
                 let first = !listed_once;
@@ -416,7 +404,7 @@ async fn run<K: Watched>(
                 }
             }
             watcher::Event::Apply(object) => {
-                let object = normalise(object).into_object();
+                let object = arrived(object, states.as_ref());
                 known.insert(object.object_ref());
                 Update::Apply(object)
             }
@@ -427,6 +415,10 @@ async fn run<K: Watched>(
                     object.name_any(),
                 );
                 known.remove(&object_ref);
+                if let Some(states) = &states {
+                    let key = NamespacedName::new(&object_ref.namespace, &object_ref.name);
+                    states.set(key, None);
+                }
                 Update::Delete(object_ref)
             }
         };
@@ -532,32 +524,22 @@ mod tests {
     }
 
     #[test]
-    fn an_endpoint_slice_keeps_addresses_ports_and_conditions_only() {
-        let slice: EndpointSlice = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "web-abc", "namespace": "app",
-                         "labels": {"kubernetes.io/service-name": "web"}},
-            "addressType": "IPv4",
-            "ports": [{"name": "http", "port": 8080}],
-            "endpoints": [{
-                "addresses": ["10.1.2.3"],
-                "conditions": {"ready": false, "serving": true, "terminating": true},
-                "targetRef": {"kind": "Pod", "name": "web-7d9f", "namespace": "app",
-                              "uid": "4b1e5c3a-0000-4000-8000-000000000000"},
-                "nodeName": "node-1", "zone": "a",
-                "hints": {"forZones": [{"name": "a"}]},
-            }],
+    fn an_ingress_leaves_its_status_and_uid_with_the_states_and_the_rest_goes_on() {
+        let ingress: Ingress = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "app", "uid": "4b1e5c3a",
+                         "resourceVersion": "7"},
+            "spec": {"rules": [{"host": "web.test"}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}},
         }))
         .unwrap();
-        let Object::EndpointSlice(slim) = slice.clone().into_object() else {
+        let states = IngressStates::default();
+        let Object::Ingress(stored) = arrived(ingress.clone(), Some(&states)) else {
             unreachable!()
         };
-        let endpoint = &slim.endpoints[0];
-        assert_eq!(endpoint.addresses, ["10.1.2.3"]);
-        assert_eq!(endpoint.conditions, slice.endpoints[0].conditions);
-        assert_eq!(slim.ports, slice.ports);
-        assert_eq!(slim.metadata, slice.metadata);
-        assert!(endpoint.target_ref.is_none() && endpoint.node_name.is_none());
-        assert!(endpoint.zone.is_none() && endpoint.hints.is_none());
+        assert_eq!(stored.spec, ingress.spec);
+        let state = &states.snapshot()[&NamespacedName::new("app", "web")];
+        assert_eq!(state.uid.as_deref(), Some("4b1e5c3a"));
+        assert_eq!(state.load_balancer[0].ip.as_deref(), Some("192.0.2.1"));
     }
 
     #[test]
