@@ -63,12 +63,15 @@ impl ControlPlane {
         if changes.config {
             let started = Instant::now();
             let compiled = Arc::new(compile(&self.store, &self.options));
+            let elapsed = started.elapsed();
+            // Logged after the swap: the resident memory is that of the configuration now served.
+            self.publish(compiled.clone());
             tracing::info!(
-                elapsed_us = started.elapsed().as_micros() as u64,
+                elapsed_us = elapsed.as_micros() as u64,
                 ingresses = compiled.ingresses.len(),
+                resident_kib = resident_kib(),
                 "configuration compiled"
             );
-            self.publish(compiled.clone());
             return Some(compiled);
         } else if !changes.endpoints.is_empty() {
             let current = self.proxy.current()?;
@@ -169,6 +172,21 @@ impl ControlPlane {
         self.source_errors = errors.clone();
         self.proxy.set_source_errors(errors);
     }
+}
+
+/// This process's resident memory (VmRSS), in KiB; 0 where /proc does not say. The log lines
+/// of the initial sync and of each compile carry it, so where configuration memory goes
+/// (the Store, the compiled configuration) can be read from a running process's log.
+pub(crate) fn resident_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 /// Sleeps for `duration`, or forever when there is none (a `select!` branch that never fires).

@@ -146,6 +146,7 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
             tracing::info!(
                 objects = control.store.len(),
                 elapsed_ms = started.elapsed().as_millis() as u64,
+                resident_kib = crate::control::resident_kib(),
                 "initial sync with the Kubernetes API complete"
             );
         }

@@ -236,6 +236,8 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
     compiler.out.routes.finish();
     compiler.out.diagnostics.sort();
     compiler.out.diagnostics.dedup();
+    compiler.out.diagnostics.shrink_to_fit();
+    compiler.out.ingresses.shrink_to_fit();
     compiler.out
 }
 

@@ -198,6 +198,10 @@ pub fn endpoints_for(store: &Store, key: &BackendKey, policy: NodeLocalEndpoints
     // An address both ready (in one slice) and terminating (in another, mid-update) is ready.
     let ready = set.ready.clone();
     set.terminating.retain(|a| ready.binary_search(a).is_err());
+    // Kept until the Service's slices change: no room beyond the addresses.
+    set.ready.shrink_to_fit();
+    set.terminating.shrink_to_fit();
+    set.refused.shrink_to_fit();
     set
 }
 

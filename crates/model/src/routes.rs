@@ -404,11 +404,19 @@ impl RouteTable {
         hosts
     }
 
+    /// Sorts every host's paths, and gives back what the vectors and maps grew into beyond
+    /// their size: the table lives until the next compile, and a host of one path would
+    /// otherwise hold room for four (at 10,000 hosts, ≈3 MB).
     pub(crate) fn finish(&mut self) {
         for routes in self.exact.values_mut().chain(self.wildcard.values_mut()) {
             routes.sort();
+            routes.paths.shrink_to_fit();
         }
         self.any_host.sort();
+        self.any_host.paths.shrink_to_fit();
+        self.exact.shrink_to_fit();
+        self.wildcard.shrink_to_fit();
+        self.www_redirects.shrink_to_fit();
     }
 }
 

@@ -121,6 +121,20 @@ fn stage(store: &mut Store, what: &str, n: usize, make: impl Fn(usize) -> Object
 #[test]
 #[ignore = "a measurement: run with --ignored --nocapture"]
 fn configuration_memory_by_stage() {
+    use model::objects;
+    println!(
+        "sizes: Object {} B; Ingress {}, Service {}, EndpointSlice {}, Endpoint {}; Route {}, \
+         PathRoute {}, HostRoutes {}, Backend {}",
+        std::mem::size_of::<Object>(),
+        std::mem::size_of::<objects::Ingress>(),
+        std::mem::size_of::<objects::Service>(),
+        std::mem::size_of::<objects::EndpointSlice>(),
+        std::mem::size_of::<objects::Endpoint>(),
+        std::mem::size_of::<model::Route>(),
+        std::mem::size_of::<model::routes::PathRoute>(),
+        std::mem::size_of::<model::routes::HostRoutes>(),
+        std::mem::size_of::<model::Backend>(),
+    );
     let (ingresses, services, per_service) = (10_000, 5_000, 10);
     let endpoints = services * per_service;
     let start = rss_kib();

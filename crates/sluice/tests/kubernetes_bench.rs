@@ -143,6 +143,17 @@ fn report(markdown: &str) {
     }
 }
 
+/// `Anonymous:` of /proc/PID/smaps_rollup: heap and stacks, without the binary's pages.
+fn anonymous_mib(pid: u32) -> f64 {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap();
+    let kib: f64 = rollup
+        .lines()
+        .find_map(|l| l.strip_prefix("Anonymous:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("Anonymous in /proc/PID/smaps_rollup");
+    kib / 1024.0
+}
+
 fn vm_rss_mib(pid: u32) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let kib: f64 = status
@@ -243,7 +254,13 @@ struct ScaleRow {
     create: Duration,
     ready: Duration,
     initial_sync: String,
+    /// VmRSS when the Store held every object (before the first compile), from the log.
+    rss_synced: f64,
+    /// VmRSS right after the first compile was published, from the log.
+    rss_compiled: f64,
     rss_ready: f64,
+    /// Of `rss_ready`, anonymous memory (heap, stacks; the rest is the binary's pages).
+    anon_ready: f64,
     rss_after: f64,
     moves: Summary,
     /// Median `elapsed_us` of Sluice's own "endpoints updated" log lines for those changes.
@@ -314,6 +331,18 @@ fn scale_run(test: &str, ingresses: usize, services: usize, per_service: usize) 
     }
     let ready = started.elapsed();
     let rss_ready = vm_rss_mib(sluice.process.pid());
+    let anon_ready = anonymous_mib(sluice.process.pid());
+    // Time to look at the process as it is at ready (gdb, /proc/PID/smaps).
+    if let Some(hold) = std::env::var("SLUICE_BENCH_HOLD_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        eprintln!(
+            "[{test}] holding {hold} s at ready: pid {}",
+            sluice.process.pid()
+        );
+        std::thread::sleep(Duration::from_secs(hold));
+    }
     // Every Ingress is routed (spot checks across the range).
     for i in [0, ingresses / 2, ingresses - 1] {
         let host = format!("ing-{i}.test");
@@ -360,13 +389,20 @@ fn scale_run(test: &str, ingresses: usize, services: usize, per_service: usize) 
     let mut sorted = swaps.to_vec();
     sorted.sort_unstable();
     let swap_p50 = sorted.get(sorted.len() / 2).copied().unwrap_or(0);
-    let initial_sync = sluice
-        .log_text()
-        .lines()
-        .find(|l| l.contains("initial sync with the Kubernetes API complete"))
-        .and_then(|l| l.split_whitespace().find(|w| w.starts_with("elapsed_ms=")))
-        .map(|w| format!("{} ms", w.trim_start_matches("elapsed_ms=")))
+    let field = |line: &str, name: &str| -> Option<String> {
+        let text = log.lines().find(|l| l.contains(line))?;
+        let word = text.split_whitespace().find(|w| w.starts_with(name))?;
+        Some(word.trim_start_matches(name).to_owned())
+    };
+    const SYNCED: &str = "initial sync with the Kubernetes API complete";
+    let initial_sync = field(SYNCED, "elapsed_ms=")
+        .map(|ms| format!("{ms} ms"))
         .unwrap_or_else(|| "?".into());
+    let kib_as_mib = |kib: Option<String>| -> f64 {
+        kib.and_then(|k| k.parse::<f64>().ok()).unwrap_or(f64::NAN) / 1024.0
+    };
+    let rss_synced = kib_as_mib(field(SYNCED, "resident_kib="));
+    let rss_compiled = kib_as_mib(field("configuration compiled", "resident_kib="));
     ScaleRow {
         ingresses: ingresses + 1,
         endpoints: services * per_service + 1,
@@ -374,7 +410,10 @@ fn scale_run(test: &str, ingresses: usize, services: usize, per_service: usize) 
         create,
         ready,
         initial_sync,
+        rss_synced,
+        rss_compiled,
         rss_ready,
+        anon_ready,
         rss_after,
         moves,
         swap_p50_us: swap_p50,
@@ -389,14 +428,17 @@ fn bench_scale() {
     let large = scale_run("bench-scale-large", 10_000, 5_000, 10);
     let row = |r: &ScaleRow| {
         format!(
-            "| {} | {} | {} in {:.1} s | {:.2} s | {} | {:.1} MiB | {:.1} MiB | {} | {} | {} | {} µs | {} / {} |",
+            "| {} | {} | {} in {:.1} s | {:.2} s | {} | {:.1} MiB | {:.1} MiB | {:.1} MiB ({:.1} MiB anonymous) | {:.1} MiB | {} | {} | {} | {} µs | {} / {} |",
             r.ingresses,
             r.endpoints,
             r.objects,
             r.create.as_secs_f64(),
             r.ready.as_secs_f64(),
             r.initial_sync,
+            r.rss_synced,
+            r.rss_compiled,
             r.rss_ready,
+            r.anon_ready,
             r.rss_after,
             ms(r.moves.p50),
             ms(r.moves.p99),
@@ -408,10 +450,11 @@ fn bench_scale() {
     };
     report(&format!(
         "### Scale: everything created before Sluice starts\n\n\
-         | Ingresses | endpoints | objects created (64 concurrent POSTs) | start → /ready 200 | initial sync (log) | RSS at ready | RSS after | slice change → traffic p50 | p99 | max | endpoint swap in Sluice p50 (log) | one GET p50 / p99 |\n\
-         |---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n{}\n{}\n\n\
+         | Ingresses | endpoints | objects created (64 concurrent POSTs) | start → /ready 200 | initial sync (log) | RSS: Store filled (log) | first compile published (log) | RSS at ready | RSS after | slice change → traffic p50 | p99 | max | endpoint swap in Sluice p50 (log) | one GET p50 / p99 |\n\
+         |---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n{}\n{}\n\n\
          Endpoints: one EndpointSlice of 10 per Service; the probe Service (1 endpoint, 20 \
-         changes) comes on top. --workers 1.\n",
+         changes) comes on top. --workers 1. RSS: VmRSS; anonymous: heap and stacks \
+         (/proc/PID/smaps_rollup), the rest is the binary's pages.\n",
         row(&small),
         row(&large)
     ));
