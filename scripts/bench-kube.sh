@@ -14,6 +14,8 @@
 # Environment: OUT=docs/results/<today>-bench-kube.md   where the report goes
 #              SLUICE_KUBE_BIN=<folder>   kube-apiserver, etcd, kubectl (else scripts/kube-tools.sh
 #                                         builds them: minutes, the first time)
+#              SLUICE_BENCH_HOLD_SECS=N   wait N s at ready (with the pid on stderr) to look at the
+#                                         process: /proc/PID/smaps, gdb's malloc_stats()
 # Run it when the machine is otherwise quiet: the latencies are sub-millisecond.
 set -euo pipefail
 cd "$(dirname "$0")/.."
