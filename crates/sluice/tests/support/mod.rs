@@ -267,9 +267,26 @@ impl Pod {
     }
 }
 
-/// A fresh, empty folder for one test.
+/// A fresh, empty folder for one test. The folders of earlier runs of the same test whose process
+/// is gone are removed first (a test leaves its folder for a look after a failure; without this
+/// they piled up by the hundred).
 pub fn temp_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sluice-e2e-{test}-{}", std::process::id()));
+    let prefix = format!("sluice-e2e-{test}-");
+    if let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+                continue;
+            };
+            let ended = pid
+                .parse::<u32>()
+                .is_ok_and(|pid| !Path::new("/proc").join(pid.to_string()).exists());
+            if ended {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("{prefix}{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
