@@ -300,11 +300,39 @@ mod tests {
 
     const SERVICE: &str = "apiVersion: v1\nkind: Service\nmetadata: {name: web}\n";
 
-    fn temp_dir(name: &str) -> PathBuf {
+    /// A fresh folder for one test, removed when the test ends (also when it fails).
+    struct TempDir(PathBuf);
+
+    impl std::ops::Deref for TempDir {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl AsRef<Path> for TempDir {
+        fn as_ref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl From<&TempDir> for PathBuf {
+        fn from(dir: &TempDir) -> PathBuf {
+            dir.0.clone()
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn temp_dir(name: &str) -> TempDir {
         let dir = std::env::temp_dir().join(format!("sluice-file-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        dir
+        TempDir(dir)
     }
 
     fn names(source: &FileSource) -> Vec<String> {
