@@ -1,19 +1,20 @@
 //! CI smoke of `sluice lab dynamic`: the real command, real processes (sluice serve, nginx, pods,
 //! the load generator) on loopback, a few seconds per run, so the lab cannot rot.
 
+use std::path::PathBuf;
 use std::process::Command;
 
-#[test]
-fn lab_dynamic_smoke_with_sluice_and_nginx() {
-    let out = std::env::temp_dir().join(format!("sluice-lab-smoke-{}", std::process::id()));
+/// Runs `sluice lab dynamic` with Sluice and nginx, 2 s churn steps at 200 req/s and graceful
+/// termination, plus `extra` flags (the duration among them); asserts it succeeded. Returns the output folder, results.json, stdout and
+/// stderr.
+fn run_small_lab(name: &str, extra: &[&str]) -> (PathBuf, serde_json::Value, String, String) {
+    let out = std::env::temp_dir().join(format!("sluice-lab-{name}-{}", std::process::id()));
     let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["lab", "dynamic"])
+        .args(extra)
         .args([
-            "lab",
-            "dynamic",
             "--systems",
             "sluice,nginx",
-            "--duration",
-            "5s",
             "--low-for",
             "2s",
             "--high-for",
@@ -29,15 +30,20 @@ fn lab_dynamic_smoke_with_sluice_and_nginx() {
         .arg(&out)
         .output()
         .expect("running sluice lab");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(
         output.status.success(),
         "sluice lab failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
-
-    let json: serde_json::Value =
+    let json =
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    (out, json, stdout, stderr)
+}
+
+#[test]
+fn lab_dynamic_smoke_with_sluice_and_nginx() {
+    let (out, json, stdout, stderr) = run_small_lab("smoke", &["--duration", "5s"]);
     let runs = json["runs"].as_array().expect("runs");
     let find = |system: &str, deployment: &str| {
         runs.iter()
@@ -116,40 +122,8 @@ fn lab_dynamic_grpc_fails_no_call_through_sluice() {
             return;
         }
     }
-    let out = std::env::temp_dir().join(format!("sluice-lab-grpc-{}", std::process::id()));
-    let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args([
-            "lab",
-            "dynamic",
-            "--protocol",
-            "grpc",
-            "--systems",
-            "sluice,nginx",
-            "--duration",
-            "6s",
-            "--low-for",
-            "2s",
-            "--high-for",
-            "2s",
-            "--rate",
-            "200",
-            "--connections",
-            "10",
-            "--termination",
-            "graceful",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .expect("running sluice lab");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "sluice lab failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let (out, json, stdout, stderr) =
+        run_small_lab("grpc", &["--protocol", "grpc", "--duration", "6s"]);
     assert_eq!(json["setup"]["protocol"], "grpc");
     let runs = json["runs"].as_array().expect("runs");
     for deployment in ["static", "dynamic"] {
