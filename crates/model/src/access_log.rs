@@ -10,9 +10,16 @@
 //! `wants` tells the proxy what to keep from a request beyond what every line costs anyway
 //! (request headers by name, response headers, the request's length), so a format without them
 //! costs nothing for them.
+//!
+//! TCP services log one line per connection in `log-format-stream` (nginx's stream module
+//! variables: `StreamVariable`), parsed by the same rules into a `StreamLogFormat`.
 
 use http::HeaderName;
 use serde::Serialize;
+
+/// ingress-nginx's default `log-format-stream`.
+pub const LOG_STREAM: &str =
+    "[$remote_addr] [$time_local] $protocol $status $bytes_sent $bytes_received $session_time";
 
 /// ingress-nginx's default `log-format-upstream` (its `upstreaminfo` format).
 pub const UPSTREAMINFO: &str = "$remote_addr - $remote_user [$time_local] \"$request\" \
@@ -108,11 +115,125 @@ pub enum Variable {
     ReqId,
 }
 
-/// Literal text or a variable.
+/// Literal text or a variable (a request's `Variable`, or a TCP connection's `StreamVariable`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Segment {
+pub enum Segment<V = Variable> {
     Literal(String),
-    Variable(Variable),
+    Variable(V),
+}
+
+/// A TCP service connection's value (nginx's stream module variables).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamVariable {
+    /// The client (the PROXY protocol's source when a trusted load balancer sent one).
+    RemoteAddr,
+    RemotePort,
+    /// The address a PROXY protocol header gave (empty without one).
+    ProxyProtocolAddr,
+    /// The listener's address and port.
+    ServerAddr,
+    ServerPort,
+    TimeLocal,
+    TimeIso8601,
+    Msec,
+    /// `TCP`.
+    Protocol,
+    /// 200 spliced, 400 no valid PROXY header, 502 no endpoint reached.
+    Status,
+    /// Bytes to the client.
+    BytesSent,
+    /// Bytes from the client.
+    BytesReceived,
+    /// Seconds the connection lasted, ms resolution.
+    SessionTime,
+    /// Every endpoint tried, `, `-separated.
+    UpstreamAddr,
+    /// Bytes to the upstream.
+    UpstreamBytesSent,
+    /// Bytes from the upstream.
+    UpstreamBytesReceived,
+    /// Seconds until the upstream connection was made, ms resolution.
+    UpstreamConnectTime,
+    Connection,
+    Pid,
+    Hostname,
+}
+
+/// A parsed `log-format-stream`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamLogFormat {
+    pub text: String,
+    pub segments: Vec<Segment<StreamVariable>>,
+    pub escape: Escape,
+}
+
+impl Serialize for StreamLogFormat {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.text)
+    }
+}
+
+impl StreamLogFormat {
+    /// Parses nginx stream `log_format` text. `Err` names the first variable Sluice does not
+    /// know for a TCP connection.
+    pub fn parse(text: &str, escape: Escape) -> Result<StreamLogFormat, String> {
+        let segments = parse_segments(text, stream_variable).map_err(|bad| match bad {
+            BadFormat::Unknown(name) => format!(
+                "${name}: not a variable of a TCP connection Sluice knows (README: TCP \
+                 services lists them); ingress-nginx's default log-format-stream is used"
+            ),
+            BadFormat::Unclosed => format!("${{ without a closing }} in {text:?}"),
+        })?;
+        Ok(StreamLogFormat {
+            text: text.to_owned(),
+            segments,
+            escape,
+        })
+    }
+
+    /// The TCP services' log format of these settings: `None` when `disable-access-log` or
+    /// `disable-stream-access-log`; a format that does not parse is `Err` with the reason, and
+    /// the default is used.
+    pub fn from_settings(settings: &crate::Settings) -> (Option<StreamLogFormat>, Option<String>) {
+        if settings.disable_access_log || settings.disable_stream_access_log {
+            return (None, None);
+        }
+        let escape = escape_of(settings);
+        match StreamLogFormat::parse(&settings.log_format_stream, escape) {
+            Ok(format) => (Some(format), None),
+            Err(why) => (
+                Some(StreamLogFormat::parse(LOG_STREAM, escape).expect("log_stream parses")),
+                Some(format!("data.log-format-stream: {why}")),
+            ),
+        }
+    }
+}
+
+fn stream_variable(name: &str) -> Option<StreamVariable> {
+    use StreamVariable::*;
+    Some(match name {
+        "remote_addr" | "realip_remote_addr" | "binary_remote_addr" => RemoteAddr,
+        "remote_port" | "realip_remote_port" => RemotePort,
+        "proxy_protocol_addr" => ProxyProtocolAddr,
+        "server_addr" => ServerAddr,
+        "server_port" => ServerPort,
+        "time_local" => TimeLocal,
+        "time_iso8601" => TimeIso8601,
+        "msec" => Msec,
+        "protocol" => Protocol,
+        "status" => Status,
+        "bytes_sent" => BytesSent,
+        "bytes_received" => BytesReceived,
+        "session_time" => SessionTime,
+        "upstream_addr" => UpstreamAddr,
+        "upstream_bytes_sent" => UpstreamBytesSent,
+        "upstream_bytes_received" => UpstreamBytesReceived,
+        "upstream_connect_time" => UpstreamConnectTime,
+        "connection" => Connection,
+        "pid" => Pid,
+        "hostname" => Hostname,
+        _ => return None,
+    })
 }
 
 /// What a request must keep for its line.
@@ -152,44 +273,13 @@ impl Default for LogFormat {
 impl LogFormat {
     /// Parses nginx `log_format` text. `Err` names the first variable Sluice does not know.
     pub fn parse(text: &str, escape: Escape) -> Result<LogFormat, String> {
-        let mut segments = Vec::new();
-        let mut literal = String::new();
-        let mut rest = text;
-        while let Some(at) = rest.find('$') {
-            literal.push_str(&rest[..at]);
-            rest = &rest[at + 1..];
-            let (name, after) = if let Some(braced) = rest.strip_prefix('{') {
-                let end = braced
-                    .find('}')
-                    .ok_or_else(|| format!("${{ without a closing }} in {text:?}"))?;
-                (&braced[..end], &braced[end + 1..])
-            } else {
-                let end = rest
-                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                    .unwrap_or(rest.len());
-                (&rest[..end], &rest[end..])
-            };
-            if name.is_empty() {
-                // nginx keeps a `$` that starts no name as it is.
-                literal.push('$');
-                continue;
-            }
-            rest = after;
-            let variable = variable(name).ok_or_else(|| {
-                format!(
-                    "${name}: not a variable Sluice knows (README: Access log lists them); \
-                     ingress-nginx's upstreaminfo format is used"
-                )
-            })?;
-            if !literal.is_empty() {
-                segments.push(Segment::Literal(std::mem::take(&mut literal)));
-            }
-            segments.push(Segment::Variable(variable));
-        }
-        literal.push_str(rest);
-        if !literal.is_empty() {
-            segments.push(Segment::Literal(literal));
-        }
+        let segments = parse_segments(text, variable).map_err(|bad| match bad {
+            BadFormat::Unknown(name) => format!(
+                "${name}: not a variable Sluice knows (README: Access log lists them); \
+                 ingress-nginx's upstreaminfo format is used"
+            ),
+            BadFormat::Unclosed => format!("${{ without a closing }} in {text:?}"),
+        })?;
         let wants = wants_of(&segments);
         Ok(LogFormat {
             text: text.to_owned(),
@@ -197,6 +287,64 @@ impl LogFormat {
             escape,
             wants,
         })
+    }
+}
+
+/// Why `log_format` text does not parse.
+enum BadFormat {
+    /// A `$name` the lookup does not know (the name without `$`).
+    Unknown(String),
+    /// `${` without `}`.
+    Unclosed,
+}
+
+/// nginx `log_format` text as literals and the variables `lookup` knows.
+fn parse_segments<V>(
+    text: &str,
+    lookup: fn(&str) -> Option<V>,
+) -> Result<Vec<Segment<V>>, BadFormat> {
+    let mut segments = Vec::new();
+    let mut literal = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        literal.push_str(&rest[..at]);
+        rest = &rest[at + 1..];
+        let (name, after) = if let Some(braced) = rest.strip_prefix('{') {
+            let end = braced.find('}').ok_or(BadFormat::Unclosed)?;
+            (&braced[..end], &braced[end + 1..])
+        } else {
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            (&rest[..end], &rest[end..])
+        };
+        if name.is_empty() {
+            // nginx keeps a `$` that starts no name as it is.
+            literal.push('$');
+            continue;
+        }
+        rest = after;
+        let variable = lookup(name).ok_or_else(|| BadFormat::Unknown(name.to_owned()))?;
+        if !literal.is_empty() {
+            segments.push(Segment::Literal(std::mem::take(&mut literal)));
+        }
+        segments.push(Segment::Variable(variable));
+    }
+    literal.push_str(rest);
+    if !literal.is_empty() {
+        segments.push(Segment::Literal(literal));
+    }
+    Ok(segments)
+}
+
+/// `log-format-escape-json` / `-none` (they apply to both formats, as in ingress-nginx).
+fn escape_of(settings: &crate::Settings) -> Escape {
+    if settings.log_format_escape_json {
+        Escape::Json
+    } else if settings.log_format_escape_none {
+        Escape::None
+    } else {
+        Escape::Default
     }
 }
 
@@ -304,7 +452,8 @@ fn variable(name: &str) -> Option<Variable> {
     })
 }
 
-/// The access log of one configuration: `None` in `Compiled` when `disable-access-log` is set.
+/// The access log of one configuration: `None` in `Compiled` when `disable-access-log` or
+/// `disable-http-access-log` is set.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct AccessLog {
     pub format: LogFormat,
@@ -317,16 +466,10 @@ impl AccessLog {
     /// From the settings; a format that does not parse is `Err` with the reason, and the
     /// default format is used.
     pub fn from_settings(settings: &crate::Settings) -> (Option<AccessLog>, Option<String>) {
-        if settings.disable_access_log {
+        if settings.disable_access_log || settings.disable_http_access_log {
             return (None, None);
         }
-        let escape = if settings.log_format_escape_json {
-            Escape::Json
-        } else if settings.log_format_escape_none {
-            Escape::None
-        } else {
-            Escape::Default
-        };
+        let escape = escape_of(settings);
         let (format, problem) = match LogFormat::parse(&settings.log_format_upstream, escape) {
             Ok(format) => (format, None),
             Err(why) => (
@@ -442,6 +585,57 @@ mod tests {
             ]
         );
         assert!(!format.wants.request_length && !format.wants.upstream);
+    }
+
+    #[test]
+    fn the_stream_format_knows_the_stream_variables_only() {
+        let format = StreamLogFormat::parse(LOG_STREAM, Escape::Default).unwrap();
+        use StreamVariable::*;
+        let variables: Vec<StreamVariable> = format
+            .segments
+            .iter()
+            .filter_map(|s| match s {
+                Segment::Variable(v) => Some(*v),
+                Segment::Literal(_) => None,
+            })
+            .collect();
+        assert_eq!(
+            variables,
+            [
+                RemoteAddr,
+                TimeLocal,
+                Protocol,
+                Status,
+                BytesSent,
+                BytesReceived,
+                SessionTime
+            ]
+        );
+        // A request's variable is not a connection's.
+        let error = StreamLogFormat::parse("$remote_addr $request", Escape::Default).unwrap_err();
+        assert!(
+            error.starts_with("$request: not a variable of a TCP connection"),
+            "{error}"
+        );
+        let mut settings = crate::Settings {
+            log_format_stream: "$status $http_host".into(),
+            ..crate::Settings::default()
+        };
+        let (format, problem) = StreamLogFormat::from_settings(&settings);
+        assert_eq!(format.unwrap().text, LOG_STREAM);
+        assert!(problem
+            .unwrap()
+            .starts_with("data.log-format-stream: $http_host"));
+        settings.disable_access_log = true;
+        assert_eq!(StreamLogFormat::from_settings(&settings), (None, None));
+        settings.disable_access_log = false;
+        settings.disable_stream_access_log = true;
+        assert_eq!(StreamLogFormat::from_settings(&settings), (None, None));
+        // The HTTP log has its own switch.
+        settings.disable_stream_access_log = false;
+        settings.disable_http_access_log = true;
+        assert_eq!(AccessLog::from_settings(&settings), (None, None));
+        assert!(StreamLogFormat::from_settings(&settings).0.is_some());
     }
 
     #[test]

@@ -118,8 +118,12 @@ pub struct Compiled {
     pub settings: Settings,
     /// `settings.hsts_header()`, made once here rather than per response.
     pub hsts_header: Option<String>,
-    /// The access log's format and filters; `None`: `disable-access-log`.
+    /// The access log's format and filters; `None`: `disable-access-log` or
+    /// `disable-http-access-log`.
     pub access_log: Option<crate::access_log::AccessLog>,
+    /// TCP services' line format (`log-format-stream`); `None`: `disable-access-log` or
+    /// `disable-stream-access-log`.
+    pub stream_access_log: Option<crate::access_log::StreamLogFormat>,
     /// Some route traces (`enable-opentelemetry`, ConfigMap or annotation): requests keep a
     /// record for a span. `false`: tracing costs a request this one check.
     pub tracing: bool,
@@ -214,6 +218,8 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
     compiler.settings(options);
     compiler.out.hsts_header = compiler.out.settings.hsts_header();
     compiler.out.access_log = crate::access_log::AccessLog::from_settings(&compiler.out.settings).0;
+    compiler.out.stream_access_log =
+        crate::access_log::StreamLogFormat::from_settings(&compiler.out.settings).0;
     compiler.out.tracing = compiler.out.settings.opentelemetry.enabled;
     compiler.default_policy = Arc::new(RoutePolicy::from_settings(&compiler.out.settings));
     let mut ingresses: Vec<&Ingress> = store
@@ -459,6 +465,11 @@ impl Compiler<'_> {
         let data = config_map.data.clone().unwrap_or_default();
         self.out.settings = Settings::from_config_map(&source, &data, &mut self.out.diagnostics);
         if let (_, Some(problem)) = crate::access_log::AccessLog::from_settings(&self.out.settings)
+        {
+            self.diagnose(source.clone(), problem);
+        }
+        if let (_, Some(problem)) =
+            crate::access_log::StreamLogFormat::from_settings(&self.out.settings)
         {
             self.diagnose(source, problem);
         }

@@ -56,6 +56,16 @@ pub struct Settings {
     /// way for this long is closed (ingress-nginx's key for its stream proxies; default 600s).
     #[serde(serialize_with = "as_text")]
     pub proxy_stream_timeout: Duration,
+    /// `proxy-stream-next-upstream`: a TCP service connection whose connect fails is passed to
+    /// the next endpoint (nginx's stream `proxy_next_upstream`; default on).
+    pub proxy_stream_next_upstream: bool,
+    /// `proxy-stream-next-upstream-tries`: endpoints tried per TCP service connection, the
+    /// first included; 0: every endpoint once (nginx: no limit).
+    pub proxy_stream_next_upstream_tries: u32,
+    /// `proxy-stream-next-upstream-timeout`: how long a TCP service connection may go on being
+    /// passed to next endpoints, from its first connect; 0: no limit.
+    #[serde(serialize_with = "as_text")]
+    pub proxy_stream_next_upstream_timeout: Duration,
     /// Sending the request body upstream.
     #[serde(serialize_with = "as_text")]
     pub proxy_send_timeout: Duration,
@@ -132,6 +142,13 @@ pub struct Settings {
     pub generate_request_id: bool,
     /// `disable-access-log`: no access log lines at all.
     pub disable_access_log: bool,
+    /// `disable-http-access-log`: no lines for HTTP requests (TCP services still log).
+    pub disable_http_access_log: bool,
+    /// `disable-stream-access-log`: no lines for TCP service connections.
+    pub disable_stream_access_log: bool,
+    /// `log-format-stream`: a TCP service connection's line (nginx stream `log_format`
+    /// syntax; parsed by `compile` into `Compiled::stream_access_log`).
+    pub log_format_stream: String,
     /// `log-format-upstream`: the access log line (nginx `log_format` syntax; parsed by
     /// `compile` into `Compiled::access_log`).
     pub log_format_upstream: String,
@@ -307,6 +324,9 @@ impl Default for Settings {
             proxy_connect_timeout: Duration::from_secs(5),
             proxy_read_timeout: Duration::from_secs(60),
             proxy_stream_timeout: Duration::from_secs(600),
+            proxy_stream_next_upstream: true,
+            proxy_stream_next_upstream_tries: 3,
+            proxy_stream_next_upstream_timeout: Duration::from_secs(600),
             proxy_send_timeout: Duration::from_secs(60),
             client_header_timeout: Duration::from_secs(60),
             client_body_timeout: Duration::from_secs(60),
@@ -332,6 +352,9 @@ impl Default for Settings {
             proxy_add_original_uri_header: false,
             generate_request_id: true,
             disable_access_log: false,
+            disable_http_access_log: false,
+            disable_stream_access_log: false,
+            log_format_stream: crate::access_log::LOG_STREAM.to_owned(),
             log_format_upstream: crate::access_log::UPSTREAMINFO.to_owned(),
             log_format_escape_json: false,
             log_format_escape_none: false,
@@ -475,11 +498,37 @@ const ACCEPTED_UNUSED_KEYS: &[&str] = &["worker-cpu-affinity", "http2", "opentel
 
 /// Keys with ingress-nginx's meaning that Sluice does not implement, and why: an
 /// `Unsupported` diagnostic rather than "unknown key".
-const UNSUPPORTED_KEYS: &[(&str, &str)] = &[(
-    "opentelemetry-operation-name",
-    "nginx variables are not evaluated; spans are named \"METHOD PATH\" with the Ingress path \
-     (OpenTelemetry's HTTP span name)",
-)];
+const UNSUPPORTED_KEYS: &[(&str, &str)] = &[
+    (
+        "opentelemetry-operation-name",
+        "nginx variables are not evaluated; spans are named \"METHOD PATH\" with the Ingress \
+         path (OpenTelemetry's HTTP span name)",
+    ),
+    (
+        "access-log-path",
+        "Sluice writes access log lines (HTTP and TCP) to standard output, or to the file the \
+         --access-log-path flag names",
+    ),
+    (
+        "http-access-log-path",
+        "Sluice writes access log lines (HTTP and TCP) to standard output, or to the file the \
+         --access-log-path flag names",
+    ),
+    (
+        "stream-access-log-path",
+        "Sluice writes access log lines (HTTP and TCP) to standard output, or to the file the \
+         --access-log-path flag names",
+    ),
+    ("error-log-path", "Sluice's own log goes to standard error"),
+    (
+        "error-log-level",
+        "Sluice's log level is the --v flag's (or SLUICE_LOG)",
+    ),
+    (
+        "access-log-params",
+        "nginx's access_log buffering parameters; Sluice's log writer batches lines itself",
+    ),
+];
 
 /// NGINX Inc.'s controller's name for `max-worker-connections` (nginx's `worker_connections`):
 /// a limit the operator set is honoured rather than dropped; when both are set the
@@ -686,6 +735,13 @@ impl Settings {
                     _ => return Err("round_robin or least_request"),
                 }
             }
+            "proxy-stream-next-upstream" => self.proxy_stream_next_upstream = parse_bool(value)?,
+            "proxy-stream-next-upstream-tries" => {
+                self.proxy_stream_next_upstream_tries = value.parse().map_err(|_| COUNT)?
+            }
+            "proxy-stream-next-upstream-timeout" => {
+                self.proxy_stream_next_upstream_timeout = parse_duration(value).ok_or(DURATION)?
+            }
             // 0 is nginx's "no limit": every endpoint once (as the annotation reads it).
             "proxy-next-upstream-tries" => {
                 self.proxy_next_upstream_tries = value.parse().map_err(|_| COUNT)?
@@ -727,6 +783,9 @@ impl Settings {
             }
             "generate-request-id" => self.generate_request_id = parse_bool(value)?,
             "disable-access-log" => self.disable_access_log = parse_bool(value)?,
+            "disable-http-access-log" => self.disable_http_access_log = parse_bool(value)?,
+            "disable-stream-access-log" => self.disable_stream_access_log = parse_bool(value)?,
+            "log-format-stream" => self.log_format_stream = value.to_owned(),
             "log-format-upstream" => self.log_format_upstream = value.to_owned(),
             "log-format-escape-json" => self.log_format_escape_json = parse_bool(value)?,
             "log-format-escape-none" => self.log_format_escape_none = parse_bool(value)?,
@@ -1056,6 +1115,56 @@ mod tests {
         assert_eq!(s.keepalive, 100);
         assert_eq!(diagnostics.len(), 2);
         assert!(diagnostics[1].contains("data.proxy-read-timeout: invalid value \"soon\""));
+    }
+
+    #[test]
+    fn stream_keys_are_read_with_ingress_nginx_defaults() {
+        let defaults = Settings::default();
+        assert!(defaults.proxy_stream_next_upstream);
+        assert_eq!(defaults.proxy_stream_next_upstream_tries, 3);
+        assert_eq!(
+            defaults.proxy_stream_next_upstream_timeout,
+            Duration::from_secs(600)
+        );
+        assert_eq!(defaults.log_format_stream, crate::access_log::LOG_STREAM);
+        let (s, diagnostics) = settings(&[
+            ("proxy-stream-next-upstream", "false"),
+            ("proxy-stream-next-upstream-tries", "0"),
+            ("proxy-stream-next-upstream-timeout", "30s"),
+            ("disable-stream-access-log", "true"),
+            ("disable-http-access-log", "true"),
+            ("log-format-stream", "$remote_addr $status"),
+        ]);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        assert!(!s.proxy_stream_next_upstream);
+        assert_eq!(s.proxy_stream_next_upstream_tries, 0);
+        assert_eq!(
+            s.proxy_stream_next_upstream_timeout,
+            Duration::from_secs(30)
+        );
+        assert!(s.disable_stream_access_log && s.disable_http_access_log);
+        assert_eq!(s.log_format_stream, "$remote_addr $status");
+        let (s, diagnostics) = settings(&[("proxy-stream-next-upstream-tries", "some")]);
+        assert_eq!(s.proxy_stream_next_upstream_tries, 3);
+        assert!(diagnostics[0].contains("data.proxy-stream-next-upstream-tries: invalid value"));
+    }
+
+    #[test]
+    fn log_paths_are_unsupported_with_where_the_lines_go() {
+        for key in [
+            "access-log-path",
+            "stream-access-log-path",
+            "http-access-log-path",
+        ] {
+            let (s, diagnostics) = settings(&[(key, "/var/log/nginx/access.log")]);
+            assert_eq!(s, Settings::default());
+            assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+            assert!(
+                diagnostics[0].contains(&format!("data.{key}: not supported:"))
+                    && diagnostics[0].contains("--access-log-path"),
+                "{diagnostics:?}"
+            );
+        }
     }
 
     #[test]

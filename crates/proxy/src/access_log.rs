@@ -15,7 +15,7 @@
 //! per worker. Times are UTC (`+0000`), as in a container without a time zone.
 
 use std::io::Write;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,7 +24,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use http::{HeaderMap, HeaderValue, Method, Uri, Version};
-use model::access_log::{escape_into, Escape, Segment, Variable, Wants};
+use model::access_log::{
+    escape_into, Escape, Segment, StreamLogFormat, StreamVariable, Variable, Wants,
+};
 
 use crate::metrics::RouteMetrics;
 use crate::worker::Current;
@@ -129,21 +131,9 @@ impl LogBuffer {
         self.bytes.len()
     }
 
-    /// Adds one TCP service connection's line in ingress-nginx's default `log-format-stream`:
-    /// `[$remote_addr] [$time_local] $protocol $status $bytes_sent $bytes_received
-    /// $session_time`. Returns the bytes held.
-    pub(crate) fn write_stream(&mut self, line: &StreamLine) -> usize {
-        let out = &mut self.bytes;
-        let _ = write!(out, "[{}] [", line.remote_addr);
-        time_local(out);
-        let _ = writeln!(
-            out,
-            "] TCP {} {} {} {:.3}",
-            line.status,
-            line.bytes_sent,
-            line.bytes_received,
-            line.session.as_secs_f64()
-        );
+    /// Adds one TCP service connection's line in `log-format-stream`. Returns the bytes held.
+    pub(crate) fn write_stream(&mut self, format: &StreamLogFormat, line: &StreamLine) -> usize {
+        line.write(&mut self.bytes, format);
         self.lines += 1;
         self.bytes.len()
     }
@@ -162,9 +152,13 @@ impl LogBuffer {
 }
 
 /// What a TCP service connection's log line says (nginx's stream variables).
-pub(crate) struct StreamLine {
+pub(crate) struct StreamLine<'a> {
     /// The client (the PROXY protocol's source when a trusted load balancer sent one).
-    pub(crate) remote_addr: IpAddr,
+    pub(crate) remote: SocketAddr,
+    /// The source a PROXY protocol header named, trusted or not.
+    pub(crate) proxy_protocol_addr: Option<IpAddr>,
+    /// The listener's address.
+    pub(crate) server: SocketAddr,
     /// nginx's stream `$status`: 200 spliced, 400 bad PROXY header, 502 no endpoint reached.
     pub(crate) status: u16,
     /// To the client.
@@ -172,6 +166,89 @@ pub(crate) struct StreamLine {
     /// From the client.
     pub(crate) bytes_received: u64,
     pub(crate) session: Duration,
+    /// Every endpoint tried, in order.
+    pub(crate) upstreams: &'a [SocketAddr],
+    /// From the accept to the upstream connection (none: no endpoint reached).
+    pub(crate) upstream_connect: Option<Duration>,
+    pub(crate) serial: u64,
+}
+
+impl StreamLine<'_> {
+    fn write(&self, out: &mut Vec<u8>, format: &StreamLogFormat) {
+        let mut numbers = itoa::Buffer::new();
+        let escape = format.escape;
+        for segment in &format.segments {
+            let variable = match segment {
+                Segment::Literal(text) => {
+                    out.extend_from_slice(text.as_bytes());
+                    continue;
+                }
+                Segment::Variable(variable) => variable,
+            };
+            match variable {
+                StreamVariable::RemoteAddr => {
+                    let _ = write!(out, "{}", self.remote.ip().to_canonical());
+                }
+                StreamVariable::RemotePort => {
+                    out.extend_from_slice(numbers.format(self.remote.port()).as_bytes())
+                }
+                StreamVariable::ProxyProtocolAddr => {
+                    if let Some(addr) = self.proxy_protocol_addr {
+                        let _ = write!(out, "{addr}");
+                    }
+                }
+                StreamVariable::ServerAddr => {
+                    let _ = write!(out, "{}", self.server.ip().to_canonical());
+                }
+                StreamVariable::ServerPort => {
+                    out.extend_from_slice(numbers.format(self.server.port()).as_bytes())
+                }
+                StreamVariable::TimeLocal => time_local(out),
+                StreamVariable::TimeIso8601 => time_iso8601(out),
+                StreamVariable::Msec => {
+                    let since = SystemTime::now()
+                        .duration_since(UNIX_EPOCH)
+                        .unwrap_or_default();
+                    let _ = write!(out, "{}.{:03}", since.as_secs(), since.subsec_millis());
+                }
+                StreamVariable::Protocol => out.extend_from_slice(b"TCP"),
+                StreamVariable::Status => {
+                    out.extend_from_slice(numbers.format(self.status).as_bytes())
+                }
+                // A splice passes on every byte: what one side sent the other received.
+                StreamVariable::BytesSent | StreamVariable::UpstreamBytesReceived => {
+                    out.extend_from_slice(numbers.format(self.bytes_sent).as_bytes())
+                }
+                StreamVariable::BytesReceived | StreamVariable::UpstreamBytesSent => {
+                    out.extend_from_slice(numbers.format(self.bytes_received).as_bytes())
+                }
+                StreamVariable::SessionTime => seconds(out, self.session),
+                StreamVariable::UpstreamAddr => {
+                    if self.upstreams.is_empty() {
+                        out.push(b'-');
+                    }
+                    for (i, addr) in self.upstreams.iter().enumerate() {
+                        if i > 0 {
+                            out.extend_from_slice(b", ");
+                        }
+                        let _ = write!(out, "{addr}");
+                    }
+                }
+                StreamVariable::UpstreamConnectTime => match self.upstream_connect {
+                    Some(took) => seconds(out, took),
+                    None => out.push(b'-'),
+                },
+                StreamVariable::Connection => {
+                    out.extend_from_slice(numbers.format(self.serial).as_bytes())
+                }
+                StreamVariable::Pid => {
+                    out.extend_from_slice(numbers.format(std::process::id()).as_bytes())
+                }
+                StreamVariable::Hostname => escape_into(out, hostname().as_bytes(), escape),
+            }
+        }
+        out.push(b'\n');
+    }
 }
 
 /// One upstream attempt.

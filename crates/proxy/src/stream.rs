@@ -319,6 +319,7 @@ pub(crate) async fn serve(
     _open: OpenConnection,
 ) {
     let started = Instant::now();
+    let serial = worker.next_connection_serial();
     let Some(config) = worker.config() else {
         return;
     };
@@ -334,6 +335,7 @@ pub(crate) async fn serve(
     });
     let _ = client.set_nodelay(true);
     let mut source = peer;
+    let mut announced = None;
     let (mut received, mut sent) = (0, 0);
     let mut outcome = Outcome::Spliced;
     let mut removed = false;
@@ -344,9 +346,12 @@ pub(crate) async fn serve(
         )
         .await;
         match header {
-            Some(Ok(proxy_protocol::Header::Proxied { source: announced })) => {
+            Some(Ok(proxy_protocol::Header::Proxied {
+                source: from_header,
+            })) => {
+                announced = Some(from_header.ip().to_canonical());
                 if settings.is_trusted_proxy(peer.ip().to_canonical()) {
-                    source = announced;
+                    source = from_header;
                 }
             }
             Some(Ok(proxy_protocol::Header::Local)) => {}
@@ -356,10 +361,13 @@ pub(crate) async fn serve(
             }
         }
     }
+    let mut tried = Vec::new();
+    let mut connected = None;
     if outcome == Outcome::Spliced {
-        match connect(&worker, &service, &settings).await {
+        match connect(&worker, &service, &settings, &mut tried).await {
             None => outcome = Outcome::NoEndpoint,
             Some((mut upstream, endpoint)) => {
+                connected = Some(started.elapsed());
                 // Least request counts open connections here: the long-lived ones are the load.
                 let least = settings.load_balance == model::LoadBalance::LeastRequest;
                 if least {
@@ -390,36 +398,58 @@ pub(crate) async fn serve(
             Outcome::NoEndpoint => c.failed += 1,
         }
     });
-    if config.access_log.is_some() {
-        worker.log_stream(&StreamLine {
-            remote_addr: source.ip().to_canonical(),
-            status: match outcome {
-                Outcome::Spliced => 200,
-                Outcome::Refused => 400,
-                Outcome::NoEndpoint => 502,
+    if let Some(format) = &config.stream_access_log {
+        let server = client
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], port)));
+        worker.log_stream(
+            format,
+            &StreamLine {
+                remote: source,
+                proxy_protocol_addr: announced,
+                server,
+                status: match outcome {
+                    Outcome::Spliced => 200,
+                    Outcome::Refused => 400,
+                    Outcome::NoEndpoint => 502,
+                },
+                bytes_sent: sent,
+                bytes_received: received,
+                session: started.elapsed(),
+                upstreams: &tried,
+                upstream_connect: connected,
+                serial,
             },
-            bytes_sent: sent,
-            bytes_received: received,
-            session: started.elapsed(),
-        });
+        );
     }
 }
 
-/// Connects to an endpoint of the service's backend: the next one on a failed connect.
+/// Connects to an endpoint of the service's backend; a failed connect goes to the next one
+/// as `proxy-stream-next-upstream*` allow. `tried` gathers every endpoint tried, in order.
 async fn connect(
     worker: &Rc<Worker>,
     service: &StreamService,
     settings: &model::Settings,
+    tried: &mut Vec<SocketAddr>,
 ) -> Option<(TcpStream, SocketAddr)> {
-    let tries = settings.proxy_next_upstream_tries.max(1) as usize;
-    let mut tried: Vec<SocketAddr> = Vec::new();
+    // 0 is nginx's "no limit": here every endpoint once.
+    let tries = match settings.proxy_stream_next_upstream_tries {
+        _ if !settings.proxy_stream_next_upstream => 1,
+        0 => usize::MAX,
+        n => n as usize,
+    };
+    let timeout = settings.proxy_stream_next_upstream_timeout;
+    let first = Instant::now();
     while tried.len() < tries {
-        let picked = worker.balancer.borrow_mut().pick(
-            &service.backend,
-            settings.load_balance,
-            &tried,
-            Instant::now(),
-        );
+        let now = Instant::now();
+        if !tried.is_empty() && !timeout.is_zero() && now.duration_since(first) >= timeout {
+            return None;
+        }
+        let picked =
+            worker
+                .balancer
+                .borrow_mut()
+                .pick(&service.backend, settings.load_balance, tried, now);
         let addr = picked.filter(|a| !tried.contains(a))?;
         tried.push(addr);
         match within(settings.proxy_connect_timeout, TcpStream::connect(addr)).await {

@@ -561,6 +561,14 @@ impl Worker {
         };
     }
 
+    /// The next accepted client connection's serial number (nginx's `$connection`), HTTP and
+    /// TCP services alike.
+    pub(crate) fn next_connection_serial(&self) -> u64 {
+        let serial = self.connections_seen.get() + 1;
+        self.connections_seen.set(serial);
+        serial
+    }
+
     /// An upstream connect found no free descriptor.
     pub(crate) fn note_connect_exhaustion(&self) {
         self.stats.borrow_mut().limits.fd_exhausted += 1;
@@ -872,9 +880,13 @@ impl Worker {
     }
 
     /// Writes a TCP service connection's access log line.
-    pub(crate) fn log_stream(&self, line: &crate::access_log::StreamLine) {
+    pub(crate) fn log_stream(
+        &self,
+        format: &model::access_log::StreamLogFormat,
+        line: &crate::access_log::StreamLine,
+    ) {
         let mut buffer = self.log.borrow_mut();
-        if buffer.write_stream(line) >= FLUSH_BYTES {
+        if buffer.write_stream(format, line) >= FLUSH_BYTES {
             buffer.flush(&self.shared.access_log);
         }
     }
@@ -930,8 +942,7 @@ impl ConnCtx {
         let peer = peer.ip().to_canonical();
         let peer_text =
             HeaderValue::try_from(peer.to_string()).expect("an IP address is a valid header value");
-        let serial = worker.connections_seen.get() + 1;
-        worker.connections_seen.set(serial);
+        let serial = worker.next_connection_serial();
         Rc::new(ConnCtx {
             worker,
             https,

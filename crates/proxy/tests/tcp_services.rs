@@ -457,3 +457,112 @@ async fn a_service_without_endpoints_keeps_its_port_and_serves_once_one_appears(
     drop(session);
     shutdown(h.proxy).await;
 }
+
+#[tokio::test]
+async fn stream_keys_choose_how_many_endpoints_a_connection_tries_and_format_its_line() {
+    let (db, _) = echo_backend("db-1", false).await;
+    let dead = free_ports::<3>().map(|p| SocketAddr::from((LOCALHOST, p)));
+    let mut h = harness();
+    let [port] = free_ports();
+    let entries = [(port, "default/db:5432")];
+    let format = "$remote_addr $protocol $status up=[$upstream_addr] \
+                  connect=$upstream_connect_time in=$bytes_received/$upstream_bytes_sent \
+                  server=$server_addr:$server_port conn=$connection";
+    // Three endpoints refuse connections, one answers. `0` tries is every endpoint once: each
+    // connection reaches the live one whatever the balancer offers first (the ingress-nginx
+    // default, 3, would not always).
+    let mut endpoints = dead.to_vec();
+    endpoints.push(db);
+    h.apply(&objects(
+        &endpoints,
+        &entries,
+        &[
+            ("proxy-stream-next-upstream-tries", "0"),
+            ("log-format-stream", format),
+        ],
+    ));
+    for _ in 0..4 {
+        let mut session = Session::open(port).await;
+        assert_eq!(session.line().await.as_deref(), Some("db-1"));
+        assert_eq!(session.ask("hi").await.as_deref(), Some("hi"));
+    }
+    eventually("four lines in log-format-stream", || async {
+        let lines = h.access_lines();
+        let ours: Vec<&String> = lines
+            .iter()
+            .filter(|l| l.starts_with("127.0.0.1 TCP 200 up=["))
+            .collect();
+        ours.len() == 4
+            && ours.iter().all(|l| {
+                l.contains(&format!("{db}] connect="))
+                    && l.contains(" in=3/3 ")
+                    && l.contains(&format!(" server=127.0.0.1:{port} conn="))
+            })
+    })
+    .await;
+
+    // Only dead endpoints, and `proxy-stream-next-upstream: false`: one is tried, then 502.
+    let only_dead = objects(
+        &dead,
+        &entries,
+        &[
+            ("proxy-stream-next-upstream", "false"),
+            ("log-format-stream", format),
+        ],
+    );
+    h.apply(&only_dead);
+    let mut session = Session::open(port).await;
+    assert_eq!(session.line().await, None);
+    eventually("a 502 line naming one endpoint", || async {
+        h.access_lines().iter().any(|l| {
+            l.starts_with("127.0.0.1 TCP 502 up=[")
+                && !l.contains(", ")
+                && l.contains("] connect=- in=0/0 ")
+        })
+    })
+    .await;
+
+    // The stream log off (its format still set): the next connection writes no line, while
+    // the HTTP access log stays on.
+    let config = get(h.status(), "status", "/config").await.json();
+    assert_eq!(config["config"]["settings"]["log-format-stream"], format);
+    h.apply(&objects(
+        &dead,
+        &entries,
+        &[
+            ("proxy-stream-next-upstream", "false"),
+            ("log-format-stream", format),
+            ("disable-stream-access-log", "true"),
+        ],
+    ));
+    let mut session = Session::open(port).await;
+    assert_eq!(session.line().await, None);
+    let config = get(h.status(), "status", "/config").await.json();
+    assert_eq!(
+        config["config"]["settings"]["disable-stream-access-log"],
+        true
+    );
+    assert_eq!(config["config"]["settings"]["disable-access-log"], false);
+    // On again with another format: once its line is there, the one before it would be too.
+    h.apply(&objects(
+        &dead,
+        &entries,
+        &[("log-format-stream", "marker $status")],
+    ));
+    let mut session = Session::open(port).await;
+    assert_eq!(session.line().await, None);
+    eventually("the marker line", || async {
+        h.access_lines().iter().any(|l| l == "marker 502")
+    })
+    .await;
+    let logged_502 = h
+        .access_lines()
+        .iter()
+        .filter(|l| l.starts_with("127.0.0.1 TCP 502 "))
+        .count();
+    assert_eq!(
+        logged_502, 1,
+        "the connection made with the stream log off was logged"
+    );
+    shutdown(h.proxy).await;
+}
