@@ -100,6 +100,7 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
 
     let mut leading = status.leading();
     let started = Instant::now();
+    let mut report_waiting_at = tokio::time::Instant::now() + WAITING_REPORT;
     let mut pending = ChangeSet::default();
     let mut synced = false;
     // Changes keep being applied during the grace period: backends roll too.
@@ -119,6 +120,17 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
             _ = crate::control::sleep_for(control.certificate_check_in()), if synced => {
                 pending.config = true;
                 Some(None)
+            }
+            () = tokio::time::sleep_until(report_waiting_at), if !synced => {
+                // Not ready: say again what it waits for, so the reason is in the last lines
+                // of the log, not only at the first failure.
+                tracing::warn!(
+                    waited_s = started.elapsed().as_secs(),
+                    "not ready: waiting for the first list of {}",
+                    watchers.first_lists().describe()
+                );
+                report_waiting_at += WAITING_REPORT;
+                continue;
             }
             step = termination.next() => match step {
                 Step::Grace => {
@@ -179,6 +191,9 @@ fn stream_config_maps(options: &CompileOptions) -> Vec<model::NamespacedName> {
     .collect()
 }
 
+/// While the first lists are not all in, what they wait for is logged this often.
+const WAITING_REPORT: Duration = Duration::from_secs(30);
+
 /// How long [`load_kubernetes`] waits for every kind's first list.
 const LOAD_WAIT: Duration = Duration::from_secs(120);
 
@@ -209,7 +224,7 @@ pub fn load_kubernetes(kube: &KubeOptions, options: &CompileOptions) -> Result<S
         };
         tokio::time::timeout(LOAD_WAIT, listed)
             .await
-            .map_err(|_| Error::SyncTimeout(LOAD_WAIT))?;
+            .map_err(|_| Error::SyncTimeout(LOAD_WAIT, watchers.first_lists().describe()))?;
         Ok(store)
     })
 }

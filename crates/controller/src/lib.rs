@@ -124,8 +124,8 @@ pub enum Error {
     },
     #[error("admission webhook: {0}")]
     Webhook(String),
-    #[error("the Kubernetes API did not list every watched kind within {0:?}")]
-    SyncTimeout(Duration),
+    #[error("the Kubernetes API did not list every watched kind within {0:?}: {1}")]
+    SyncTimeout(Duration, String),
     #[error("draining the proxy: {0}")]
     Drain(#[from] tokio::task::JoinError),
 }

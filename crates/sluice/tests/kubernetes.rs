@@ -722,6 +722,30 @@ fn traffic_flows_while_the_api_server_is_down_and_changes_apply_once_it_is_back(
     load.finish(Duration::from_secs(60)).assert_clean(7400);
 }
 
+/// Sluice as ServiceAccount sluice/sluice (the deploy manifests' RBAC), with the flags the
+/// DaemonSet uses and `extra`.
+fn as_service_account(
+    cluster: &Cluster,
+    identity: &str,
+    extra: &[&str],
+    wait_ready: bool,
+) -> KubeSluice {
+    let mut flags = vec![
+        "--configmap",
+        "sluice/sluice",
+        "--election-id",
+        "sluice-leader",
+    ];
+    flags.extend_from_slice(extra);
+    cluster.sluice_with(SluiceOptions {
+        identity,
+        namespace: "sluice",
+        kubeconfig: Some(cluster.sluice_kubeconfig()),
+        extra: &flags,
+        wait_ready,
+    })
+}
+
 #[test]
 fn the_deploy_manifests_grant_sluice_everything_it_uses() {
     let cluster = Cluster::start("rbac");
@@ -745,21 +769,12 @@ fn the_deploy_manifests_grant_sluice_everything_it_uses() {
     secure["spec"]["tls"] = serde_json::json!([{"hosts": [host], "secretName": "secure-tls"}]);
     cluster.create(&secure);
 
-    // As ServiceAccount sluice/sluice, with the flags the DaemonSet uses.
-    let sluice = cluster.sluice_with(SluiceOptions {
-        identity: "sluice-rbac",
-        namespace: "sluice",
-        kubeconfig: Some(cluster.sluice_kubeconfig()),
-        extra: &[
-            "--configmap",
-            "sluice/sluice",
-            "--election-id",
-            "sluice-leader",
-            "--publish-status-address",
-            "198.18.0.200",
-        ],
-        wait_ready: true,
-    });
+    let sluice = as_service_account(
+        &cluster,
+        "sluice-rbac",
+        &["--publish-status-address", "198.18.0.200"],
+        true,
+    );
     assert_eq!(
         sluice.get("web.test", "/").status,
         200,
@@ -797,6 +812,52 @@ fn the_deploy_manifests_grant_sluice_everything_it_uses() {
         "requests denied by RBAC:\n{}",
         denied.join("\n")
     );
+}
+
+#[test]
+fn a_config_map_rbac_does_not_grant_is_named_while_not_ready_and_granting_it_makes_ready() {
+    let cluster = Cluster::start("rbac-gap");
+    let manifests = deploy_dir().join("manifests");
+    cluster.kubectl(&["apply", "-f", manifests.to_str().unwrap()]);
+    // The manifests grant the ConfigMap `sluice` by name only: `sluice/tcp` is refused.
+    let sluice = as_service_account(
+        &cluster,
+        "sluice-rbac-gap",
+        &["--tcp-services-configmap", "sluice/tcp"],
+        false,
+    );
+    eventually(
+        WAIT,
+        "a warning naming the refused watch and the grant",
+        || {
+            sluice.log_text().lines().find_map(|l| {
+                (l.contains("WARN")
+                    && l.contains("ConfigMap sluice/tcp")
+                    && l.contains("403 Forbidden")
+                    && l.contains(
+                        "grant Sluice's ServiceAccount get, list and watch on configmaps",
+                    ))
+                .then(|| l.to_owned())
+            })
+        },
+    );
+    assert_ne!(
+        sluice.ready_status(),
+        Some(200),
+        "ready without the TCP services it was told to serve"
+    );
+    // The operator grants it: the watch's retry lists it, and Sluice becomes ready without a
+    // restart.
+    let mut role = cluster
+        .get("Role", "sluice", "sluice")
+        .expect("the manifests' Role");
+    for rule in role["rules"].as_array_mut().unwrap() {
+        if rule["resources"] == serde_json::json!(["configmaps"]) {
+            rule["resourceNames"] = serde_json::json!(["sluice", "tcp"]);
+        }
+    }
+    cluster.replace(&role);
+    sluice.wait_ready(Duration::from_secs(30));
 }
 
 #[test]

@@ -15,7 +15,7 @@ mod watch;
 use std::path::Path;
 
 pub use status::{Published, StatusAddresses, StatusOptions, StatusWriter};
-pub use watch::{IngressState, IngressStates, Update, WatchScope, Watchers};
+pub use watch::{FirstLists, IngressState, IngressStates, Update, WatchScope, Watchers};
 
 /// Why the API server's address and credentials could not be worked out.
 #[derive(Debug, thiserror::Error)]

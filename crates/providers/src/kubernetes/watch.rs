@@ -5,7 +5,9 @@
 //! again. A (re)list arrives here as one [`Update::Relisted`] holding everything the watcher
 //! now sees plus what it no longer sees, so the control plane applies it as one reset and never
 //! publishes a half-listed state. Errors never end a watch: the last good objects stay in the
-//! Store and keep serving.
+//! Store and keep serving. Until every watch has listed once, [`FirstLists`] says which have
+//! not and why (a 403 names the permission to grant), for the operator of a pod that is not
+//! ready.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
@@ -85,8 +87,40 @@ pub struct Watchers {
     updates: mpsc::UnboundedReceiver<Update>,
     /// Watchers that have not finished their first list yet.
     unlisted: usize,
+    first_lists: FirstLists,
     states: IngressStates,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// The watches whose first list has not completed, each with why (its last error), shared
+/// between the watcher tasks and the control plane.
+#[derive(Clone, Debug, Default)]
+pub struct FirstLists {
+    waiting: Arc<Mutex<BTreeMap<String, Option<String>>>>,
+}
+
+impl FirstLists {
+    /// Each watch still waiting for its first list (e.g. `ConfigMap sluice/tcp`), with its
+    /// last error (`None`: no answer yet).
+    pub fn waiting(&self) -> Vec<(String, Option<String>)> {
+        self.lock()
+            .iter()
+            .map(|(watch, why)| (watch.clone(), why.clone()))
+            .collect()
+    }
+
+    /// One line naming each watch still waiting and why.
+    pub fn describe(&self) -> String {
+        self.waiting()
+            .into_iter()
+            .map(|(watch, why)| format!("{watch}: {}", why.as_deref().unwrap_or("no answer yet")))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Option<String>>> {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl IngressStates {
@@ -145,36 +179,49 @@ impl Watchers {
             }
         }
         let namespace = scope.namespace.as_deref();
+        let in_scope = |kind: &str| match namespace {
+            Some(namespace) => format!("{kind} in namespace {namespace}"),
+            None => format!("{kind} in all namespaces"),
+        };
         let states = IngressStates::default();
+        let first_lists = FirstLists::default();
+        let spawner = Spawner {
+            sender: &sender,
+            first_lists: &first_lists,
+        };
         let mut tasks = Vec::new();
         let all = watcher::Config::default();
-        tasks.push(tokio::spawn(run::<Ingress>(
+        tasks.push(spawner.spawn::<Ingress>(
             namespaced(client, namespace),
             all.clone(),
-            sender.clone(),
+            in_scope("Ingresses"),
             Some(states.clone()),
-        )));
-        tasks.push(spawn::<IngressClass>(
+        ));
+        tasks.push(spawner.spawn::<IngressClass>(
             Api::all(client.clone()),
             all.clone(),
-            &sender,
+            "IngressClasses".into(),
+            None,
         ));
-        tasks.push(spawn::<Service>(
+        tasks.push(spawner.spawn::<Service>(
             namespaced(client, namespace),
             all.clone(),
-            &sender,
+            in_scope("Services"),
+            None,
         ));
-        tasks.push(spawn::<EndpointSlice>(
+        tasks.push(spawner.spawn::<EndpointSlice>(
             namespaced(client, namespace),
             all.clone(),
-            &sender,
+            in_scope("EndpointSlices"),
+            None,
         ));
         // Only TLS Secrets: the controller never needs (or asks to read) any other kind.
         let tls_only = all.clone().fields("type=kubernetes.io/tls");
-        tasks.push(spawn::<Secret>(
+        tasks.push(spawner.spawn::<Secret>(
             namespaced(client, namespace),
             tls_only,
-            &sender,
+            in_scope("TLS Secrets"),
+            None,
         ));
         if let Some(secret) = &scope.default_tls_secret {
             if scope
@@ -182,10 +229,11 @@ impl Watchers {
                 .as_ref()
                 .is_some_and(|watched| *watched != secret.namespace)
             {
-                tasks.push(spawn::<Secret>(
+                tasks.push(spawner.spawn::<Secret>(
                     Api::namespaced(client.clone(), &secret.namespace),
                     one_named(&secret.name),
-                    &sender,
+                    format!("Secret {secret} (--default-tls-secret)"),
+                    None,
                 ));
             }
         }
@@ -196,18 +244,25 @@ impl Watchers {
             }
         }
         for config_map in config_maps {
-            tasks.push(spawn::<ConfigMap>(
+            tasks.push(spawner.spawn::<ConfigMap>(
                 Api::namespaced(client.clone(), &config_map.namespace),
                 one_named(&config_map.name),
-                &sender,
+                format!("ConfigMap {config_map}"),
+                None,
             ));
         }
         Watchers {
             updates,
             unlisted: tasks.len(),
+            first_lists,
             states,
             tasks,
         }
+    }
+
+    /// The watches that have not listed yet, and why.
+    pub fn first_lists(&self) -> &FirstLists {
+        &self.first_lists
     }
 
     /// The next update; `None` only if every watcher has stopped (they do not, short of a panic).
@@ -310,15 +365,84 @@ impl Watched for Ingress {
     }
 }
 
-fn spawn<K: Watched>(
-    api: Api<K>,
-    config: watcher::Config,
-    sender: &mpsc::UnboundedSender<Update>,
-) -> tokio::task::JoinHandle<()>
+/// What every watcher task gets besides its own API and label.
+struct Spawner<'a> {
+    sender: &'a mpsc::UnboundedSender<Update>,
+    first_lists: &'a FirstLists,
+}
+
+impl Spawner<'_> {
+    /// Starts one watcher; `watch` names it to the operator until its first list.
+    fn spawn<K: Watched>(
+        &self,
+        api: Api<K>,
+        config: watcher::Config,
+        watch: String,
+        states: Option<IngressStates>,
+    ) -> tokio::task::JoinHandle<()>
+    where
+        K::DynamicType: Default,
+    {
+        self.first_lists.lock().insert(watch.clone(), None);
+        let first_list = FirstList {
+            watch,
+            lists: self.first_lists.clone(),
+        };
+        tokio::spawn(run::<K>(
+            api,
+            config,
+            self.sender.clone(),
+            states,
+            first_list,
+        ))
+    }
+}
+
+/// One watcher's entry in [`FirstLists`], until its first list.
+struct FirstList {
+    watch: String,
+    lists: FirstLists,
+}
+
+impl FirstList {
+    fn failed(&self, why: String) {
+        if let Some(entry) = self.lists.lock().get_mut(&self.watch) {
+            *entry = Some(why);
+        }
+    }
+
+    fn done(&self) {
+        self.lists.lock().remove(&self.watch);
+    }
+}
+
+/// A watch error as the operator should read it: a refusal names the permission to grant.
+fn explain<K: Watched>(error: &watcher::Error) -> String
 where
     K::DynamicType: Default,
 {
-    tokio::spawn(run::<K>(api, config, sender.clone(), None))
+    let status = match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status))
+        | watcher::Error::WatchError(status) => Some(status),
+        _ => None,
+    };
+    let resource = K::plural(&K::DynamicType::default()).into_owned();
+    match status {
+        Some(status) if status.code == 403 => format!(
+            "the API server refused (403 Forbidden: {}); grant Sluice's ServiceAccount get, \
+             list and watch on {resource} (deploy/manifests/sluice.yaml and the Helm chart's \
+             RBAC hold what Sluice reads)",
+            status.message
+        ),
+        Some(status) if status.code == 401 => format!(
+            "the API server does not accept Sluice's credentials (401 Unauthorized: {}); check \
+             the ServiceAccount token or --kubeconfig",
+            status.message
+        ),
+        _ => error.to_string(),
+    }
 }
 
 /// Records an Ingress's status and uid for the status writer (`states`: the Ingress
@@ -337,6 +461,7 @@ async fn run<K: Watched>(
     config: watcher::Config,
     sender: mpsc::UnboundedSender<Update>,
     states: Option<IngressStates>,
+    first_list: FirstList,
 ) where
     K::DynamicType: Default,
 {
@@ -358,15 +483,21 @@ async fn run<K: Watched>(
             }
             Err(error) => {
                 failures += 1;
-                // The first failure is news; repeats while the API server is away are not.
+                let why = explain::<K>(&error);
+                // The first failure is news; repeats while the API server is away are not
+                // (the control plane repeats what still blocks readiness).
                 if failures == 1 {
                     tracing::warn!(
                         %kind,
-                        "watching the Kubernetes API failed: {error}; serving the last good \
+                        watch = %first_list.watch,
+                        "watching the Kubernetes API failed: {why}; serving the last good \
                          configuration and retrying with backoff"
                     );
                 } else {
-                    tracing::debug!(%kind, failures, "watch still failing: {error}");
+                    tracing::debug!(%kind, failures, "watch still failing: {why}");
+                }
+                if !listed_once {
+                    first_list.failed(why);
                 }
                 continue;
             }
@@ -395,6 +526,9 @@ async fn run<K: Watched>(
                 tracing::debug!(%kind, objects = objects.len(), gone = gone.len(), "listed");
                 known = now;
                 let first = !listed_once;
+                if first {
+                    first_list.done();
+                }
                 listed_once = true;
                 Update::Relisted {
                     kind,

@@ -804,7 +804,7 @@ impl KubeSluice {
 
 fn api_resource(kind: &str) -> (ApiResource, bool) {
     use k8s_openapi::api::{
-        admissionregistration, coordination, core, discovery, events, networking,
+        admissionregistration, coordination, core, discovery, events, networking, rbac,
     };
     match kind {
         "Namespace" => (ApiResource::erase::<core::v1::Namespace>(&()), false),
@@ -821,6 +821,7 @@ fn api_resource(kind: &str) -> (ApiResource, bool) {
             false,
         ),
         "Lease" => (ApiResource::erase::<coordination::v1::Lease>(&()), true),
+        "Role" => (ApiResource::erase::<rbac::v1::Role>(&()), true),
         "Event" => (ApiResource::erase::<events::v1::Event>(&()), true),
         "ValidatingWebhookConfiguration" => (
             ApiResource::erase::<admissionregistration::v1::ValidatingWebhookConfiguration>(&()),
