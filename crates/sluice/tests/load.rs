@@ -53,9 +53,14 @@ fn sluice_load_drives_sluice_serve_over_tls_at_a_constant_rate_without_errors() 
     for class in ["connect", "read", "write", "timeout", "status"] {
         assert_eq!(errors[class], 0, "{class} errors: {results}");
     }
-    // 400/s for 2 s: every request completed with 200, and the proxy counted them.
-    assert_eq!(results["requests"], 800, "{results}");
-    assert_eq!(results["status_codes"]["200"], 800, "{results}");
+    // 400/s for 2 s: every request sent completed with 200, and the proxy counted them. On a
+    // busy machine a connection can still be waiting for its previous answer when the run
+    // ends: its last due request is `unsent`, not lost (a late client, not a proxy error).
+    let completed = results["requests"].as_u64().unwrap();
+    let unsent = results["unsent"].as_u64().unwrap();
+    assert_eq!(completed + unsent, 800, "{results}");
+    assert!(unsent <= 8, "more than 1% unsent: {results}");
+    assert_eq!(results["status_codes"]["200"], completed, "{results}");
     eventually(Duration::from_secs(5), "200s counted in /metrics", || {
         let metrics = serve.admin("/metrics").text();
         metrics.contains("status=\"200\"").then_some(())
