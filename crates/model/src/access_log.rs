@@ -113,6 +113,15 @@ pub enum Variable {
     LocationPath,
     /// The request ID sent upstream (the client's `X-Request-ID`, else a generated one).
     ReqId,
+    /// The client's `X-Forwarded-For` with the client address appended (`, `), or the
+    /// address alone.
+    ProxyAddXForwardedFor,
+    /// `TLSv1.2`, `TLSv1.3` (empty on plain HTTP).
+    SslProtocol,
+    /// The cipher suite by its OpenSSL name, as nginx writes it (empty on plain HTTP).
+    SslCipher,
+    /// `r` when the TLS session was resumed, else `.` (empty on plain HTTP).
+    SslSessionReused,
 }
 
 /// Literal text or a variable (a request's `Variable`, or a TCP connection's `StreamVariable`).
@@ -375,6 +384,11 @@ fn wants_of(segments: &[Segment]) -> Wants {
             | Variable::UpstreamConnectTime
             | Variable::UpstreamHeaderTime => wants.upstream = true,
             Variable::Cookie(_) => wants.cookies = true,
+            Variable::ProxyAddXForwardedFor
+                if !wants.request_headers.contains(&X_FORWARDED_FOR) =>
+            {
+                wants.request_headers.push(X_FORWARDED_FOR)
+            }
             _ => {}
         }
     }
@@ -383,6 +397,8 @@ fn wants_of(segments: &[Segment]) -> Wants {
     }
     wants
 }
+
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 
 /// `$http_x_forwarded_for` names the header `x-forwarded-for`.
 fn header_name(suffix: &str) -> Option<HeaderName> {
@@ -404,9 +420,15 @@ fn variable(name: &str) -> Option<Variable> {
         return Some(Arg(arg.to_owned()));
     }
     Some(match name {
-        "remote_addr" | "realip_remote_addr" | "binary_remote_addr" => RemoteAddr,
+        // `the_real_ip` is ingress-nginx's own (the PROXY protocol's address or the peer's):
+        // Sluice's client address is already that.
+        "remote_addr" | "realip_remote_addr" | "binary_remote_addr" | "the_real_ip" => RemoteAddr,
         "remote_port" | "realip_remote_port" => RemotePort,
         "remote_user" => RemoteUser,
+        "proxy_add_x_forwarded_for" => ProxyAddXForwardedFor,
+        "ssl_protocol" => SslProtocol,
+        "ssl_cipher" => SslCipher,
+        "ssl_session_reused" => SslSessionReused,
         "proxy_protocol_addr" => ProxyProtocolAddr,
         "time_local" => TimeLocal,
         "time_iso8601" => TimeIso8601,

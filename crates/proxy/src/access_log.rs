@@ -27,6 +27,7 @@ use http::{HeaderMap, HeaderValue, Method, Uri, Version};
 use model::access_log::{
     escape_into, Escape, Segment, StreamLogFormat, StreamVariable, Variable, Wants,
 };
+use rustls::{CipherSuite, ProtocolVersion};
 
 use crate::metrics::RouteMetrics;
 use crate::worker::Current;
@@ -515,6 +516,31 @@ impl Record {
             Variable::ConnectionRequests => {
                 out.extend_from_slice(numbers.format(self.connection_requests).as_bytes())
             }
+            Variable::ProxyAddXForwardedFor => {
+                let forwarded = wants
+                    .request_headers
+                    .iter()
+                    .position(|n| n == "x-forwarded-for")
+                    .and_then(|i| self.request_header(i))
+                    .map(HeaderValue::as_bytes)
+                    .filter(|v| !v.is_empty());
+                if let Some(forwarded) = forwarded {
+                    text(out, forwarded);
+                    out.extend_from_slice(b", ");
+                }
+                let _ = write!(out, "{}", self.client);
+            }
+            Variable::SslProtocol => {
+                out.extend_from_slice(conn.tls.map_or("", |t| t.protocol()).as_bytes())
+            }
+            Variable::SslCipher => {
+                out.extend_from_slice(conn.tls.map_or("", |t| t.cipher()).as_bytes())
+            }
+            Variable::SslSessionReused => {
+                if let Some(tls) = conn.tls {
+                    out.push(if tls.resumed { b'r' } else { b'.' })
+                }
+            }
             Variable::Pid => out.extend_from_slice(numbers.format(std::process::id()).as_bytes()),
             Variable::Hostname => text(out, hostname().as_bytes()),
             Variable::RequestHeader(name) => {
@@ -651,6 +677,55 @@ pub(crate) struct LineContext {
     pub(crate) server_port: HeaderValue,
     /// The address the connection's PROXY protocol header named, if it had one.
     pub(crate) proxy_protocol_addr: Option<IpAddr>,
+    pub(crate) tls: Option<TlsFacts>,
+}
+
+/// What the access log can say about an HTTPS connection's TLS session (a few bytes per
+/// connection; names are made when a line is written).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TlsFacts {
+    version: Option<ProtocolVersion>,
+    suite: Option<CipherSuite>,
+    resumed: bool,
+}
+
+impl TlsFacts {
+    /// From a completed handshake.
+    pub(crate) fn of(conn: &rustls::ServerConnection) -> TlsFacts {
+        TlsFacts {
+            version: conn.protocol_version(),
+            suite: conn.negotiated_cipher_suite().map(|s| s.suite()),
+            resumed: conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+        }
+    }
+
+    /// `$ssl_protocol` as nginx (OpenSSL) writes it.
+    fn protocol(&self) -> &'static str {
+        match self.version {
+            Some(ProtocolVersion::TLSv1_3) => "TLSv1.3",
+            Some(ProtocolVersion::TLSv1_2) => "TLSv1.2",
+            Some(other) => other.as_str().unwrap_or("unknown"),
+            None => "",
+        }
+    }
+
+    /// `$ssl_cipher`: OpenSSL's name for the suites rustls offers.
+    fn cipher(&self) -> &'static str {
+        use CipherSuite::*;
+        match self.suite {
+            Some(TLS13_AES_128_GCM_SHA256) => "TLS_AES_128_GCM_SHA256",
+            Some(TLS13_AES_256_GCM_SHA384) => "TLS_AES_256_GCM_SHA384",
+            Some(TLS13_CHACHA20_POLY1305_SHA256) => "TLS_CHACHA20_POLY1305_SHA256",
+            Some(TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256) => "ECDHE-ECDSA-AES128-GCM-SHA256",
+            Some(TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384) => "ECDHE-ECDSA-AES256-GCM-SHA384",
+            Some(TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256) => "ECDHE-ECDSA-CHACHA20-POLY1305",
+            Some(TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256) => "ECDHE-RSA-AES128-GCM-SHA256",
+            Some(TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384) => "ECDHE-RSA-AES256-GCM-SHA384",
+            Some(TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256) => "ECDHE-RSA-CHACHA20-POLY1305",
+            Some(other) => other.as_str().unwrap_or("unknown"),
+            None => "",
+        }
+    }
 }
 
 /// The request target as the client sent it.

@@ -48,7 +48,7 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch, Notify};
 use tokio::task::LocalSet;
 use tokio_rustls::TlsAcceptor;
 
-use crate::access_log::{LineContext, LogBuffer, Record, FLUSH_BYTES, FLUSH_PERIOD};
+use crate::access_log::{LineContext, LogBuffer, Record, TlsFacts, FLUSH_BYTES, FLUSH_PERIOD};
 use crate::balance::Balancer;
 use crate::headers::Forwarded;
 use crate::linger::Linger;
@@ -177,6 +177,8 @@ pub(crate) struct ConnCtx {
     pub(crate) worker: Rc<Worker>,
     pub(crate) https: bool,
     pub(crate) h2: bool,
+    /// HTTPS: the session's version and cipher (the access log's `$ssl_*`).
+    tls: Option<TlsFacts>,
     /// The address the connection came from (IPv4-mapped IPv6 as IPv4); behind a trusted
     /// load balancer speaking the PROXY protocol, the one its header names.
     peer: IpAddr,
@@ -709,7 +711,7 @@ impl Worker {
             "the client read nothing within client-send-timeout",
         ));
         if !https {
-            let conn = ConnCtx::new(self, origin, false, h2c);
+            let conn = ConnCtx::new(self, origin, None, h2c);
             let _registered = conn.register();
             if h2c {
                 let http2 = Box::pin(serve_http2(conn, TokioIo::new(stream), &settings));
@@ -767,7 +769,8 @@ impl Worker {
             }
         };
         let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-        let conn = ConnCtx::new(self, origin, true, h2);
+        let facts = TlsFacts::of(tls.get_ref().1);
+        let conn = ConnCtx::new(self, origin, Some(facts), h2);
         let _registered = conn.register();
         if h2 {
             // Boxed for the same reason: hyper's HTTP/2 connection state is several KiB
@@ -936,7 +939,8 @@ impl Worker {
 }
 
 impl ConnCtx {
-    fn new(worker: Rc<Worker>, origin: Origin, https: bool, h2: bool) -> Rc<ConnCtx> {
+    fn new(worker: Rc<Worker>, origin: Origin, tls: Option<TlsFacts>, h2: bool) -> Rc<ConnCtx> {
+        let https = tls.is_some();
         let peer = origin.peer;
         let peer_port = peer.port();
         let peer = peer.ip().to_canonical();
@@ -947,6 +951,7 @@ impl ConnCtx {
             worker,
             https,
             h2,
+            tls,
             peer,
             peer_text,
             peer_port,
@@ -990,6 +995,7 @@ impl ConnCtx {
             serial: self.serial,
             server_port: self.worker.port(self.https).clone(),
             proxy_protocol_addr: self.proxy_protocol_addr,
+            tls: self.tls,
         };
         let mut buffer = self.worker.log.borrow_mut();
         if buffer.write(record, &context, end) >= FLUSH_BYTES {

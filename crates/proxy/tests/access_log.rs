@@ -282,3 +282,60 @@ async fn a_client_that_gives_up_before_the_response_is_logged_as_499() {
     );
     shutdown(h.proxy).await;
 }
+
+#[tokio::test]
+async fn ingress_nginx_documented_variables_forwarded_for_and_tls_session() {
+    let backend = start_backend("web").await;
+    let ca = TestCa::new();
+    let leaf = ca.leaf(&["log.test"]);
+    let mut h = Harness::start();
+    let format = "$the_real_ip|$proxy_add_x_forwarded_for|$ssl_protocol|$ssl_cipher|\
+                  $ssl_session_reused|$scheme";
+    let mut objects = site(&[addr_of(&backend)], json!({}));
+    objects[1]["spec"]["tls"] = json!([{"hosts": ["log.test"], "secretName": "log-tls"}]);
+    objects.push(tls_secret("log-tls", &leaf));
+    objects.push(settings(&[
+        ("log-format-upstream", format),
+        ("ssl-redirect", "false"),
+    ]));
+    h.apply(&objects);
+
+    // Plain HTTP, with a forwarded-for header the client sent (not trusted: it is kept and the
+    // client's address appended, as nginx's $proxy_add_x_forwarded_for does).
+    let mut client = Client::connect(h.http()).await;
+    let reply = client
+        .send(request(
+            "log.test",
+            "/",
+            &[("x-forwarded-for", "203.0.113.9")],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(
+        lines(&h, 1).await[0],
+        "127.0.0.1|203.0.113.9, 127.0.0.1||||http"
+    );
+
+    // HTTPS: the session's protocol and cipher by their OpenSSL names, not resumed.
+    let (tls, _) = ca
+        .connect(h.https(), "log.test", &[b"http/1.1"])
+        .await
+        .unwrap();
+    let mut client = Client::over(tls).await;
+    assert_eq!(client.get("log.test", "/").await.status, StatusCode::OK);
+    let line = lines(&h, 2).await.remove(1);
+    let fields: Vec<&str> = line.split('|').collect();
+    assert_eq!(fields[..3], ["127.0.0.1", "127.0.0.1", "TLSv1.3"], "{line}");
+    assert!(
+        [
+            "TLS_AES_256_GCM_SHA384",
+            "TLS_AES_128_GCM_SHA256",
+            "TLS_CHACHA20_POLY1305_SHA256"
+        ]
+        .contains(&fields[3]),
+        "{line}"
+    );
+    assert_eq!(fields[4..], [".", "https"], "{line}");
+    shutdown(h.proxy).await;
+}
