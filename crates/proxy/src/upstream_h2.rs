@@ -22,6 +22,7 @@
 //!    streams; running ones finish, then hyper closes the connection (its last handle gone)
 //!  GOAWAY or error ─▶ the connection reports closed and is dropped at the next checkout
 //!  no stream for upstream-keepalive-timeout ─▶ dropped by the worker's sweep (Pool::expire)
+//!  upstream-keepalive-requests streams carried ─▶ no new streams; closed once they end
 //! ```
 //! The pool holds a connection as hyper's `SendRequest` handle (a channel to its connection
 //! task, which owns the socket); a stream takes a clone of it.
@@ -90,6 +91,8 @@ struct H2Conn {
 /// closed after upstream-keepalive-timeout, as HTTP/1.1 ones are).
 pub(crate) struct StreamCount {
     open: Cell<usize>,
+    /// Streams the connection has carried (`upstream-keepalive-requests` retires it).
+    started: Cell<u64>,
     idle_since: Cell<Instant>,
 }
 
@@ -171,16 +174,20 @@ where
 }
 
 impl H2Pool {
-    /// A connection to `addr` made with `tls_id` that takes another stream.
+    /// A connection to `addr` made with `tls_id` that takes another stream; one that has
+    /// carried `max_streams` (`upstream-keepalive-requests`, nginx's `keepalive_requests`)
+    /// takes no more.
     fn checkout(
         &mut self,
         addr: SocketAddr,
         tls_id: u64,
+        max_streams: u64,
     ) -> Option<(http2::SendRequest<AttemptBody>, StreamSlot)> {
         let conns = self.conns.get_mut(&addr)?;
-        // A connection that got GOAWAY or failed reports closed: it takes no new stream, and
-        // dropping the handle lets hyper close it once its running streams end.
-        conns.retain(|conn| !conn.send.is_closed());
+        // A connection that got GOAWAY or failed reports closed, and a used-up one is done:
+        // neither takes a new stream, and dropping the handle lets hyper close it once its
+        // running streams end.
+        conns.retain(|conn| !conn.send.is_closed() && conn.streams.started.get() < max_streams);
         let conn = conns.iter().find(|conn| {
             conn.tls_id == tls_id && conn.streams.open.get() < MAX_STREAMS && conn.send.is_ready()
         })?;
@@ -240,6 +247,7 @@ impl StreamCount {
     pub(crate) fn new() -> Rc<StreamCount> {
         Rc::new(StreamCount {
             open: Cell::new(0),
+            started: Cell::new(0),
             idle_since: Cell::new(Instant::now()),
         })
     }
@@ -248,6 +256,7 @@ impl StreamCount {
 impl StreamSlot {
     fn new(streams: &Rc<StreamCount>) -> StreamSlot {
         streams.open.set(streams.open.get() + 1);
+        streams.started.set(streams.started.get() + 1);
         StreamSlot(streams.clone())
     }
 }
@@ -589,9 +598,10 @@ async fn acquire(
     tls: Option<&TlsClient>,
 ) -> Result<(http2::SendRequest<AttemptBody>, StreamSlot), ProxyError> {
     let key = (addr, tls.map_or(0, |tls| tls.id));
+    let max_streams = u64::from(worker.settings().upstream_keepalive_requests);
     let pending = {
         let mut pool = worker.pool.borrow_mut();
-        if let Some(found) = pool.h2.checkout(key.0, key.1) {
+        if let Some(found) = pool.h2.checkout(key.0, key.1, max_streams) {
             return Ok(found);
         }
         pool.h2.connecting.get(&key).cloned()
@@ -600,7 +610,12 @@ async fn acquire(
         // Created while the connect is under way, so its end wakes this (tokio's
         // `notify_waiters` reaches every `Notified` created before it, polled or not).
         let _ = within(timeout, made.notified()).await;
-        if let Some(found) = worker.pool.borrow_mut().h2.checkout(key.0, key.1) {
+        if let Some(found) = worker
+            .pool
+            .borrow_mut()
+            .h2
+            .checkout(key.0, key.1, max_streams)
+        {
             return Ok(found);
         }
     }

@@ -461,12 +461,14 @@ enum Refusal {
     /// GOAWAY (NO_ERROR, last stream ID 0) on its first connection before reading any
     /// stream: whatever was sent on it was not processed.
     FirstConnection,
+    /// Nothing: every stream is answered; connections are counted.
+    Never,
 }
 
 /// A server built on the h2 crate that refuses work as `refusal` says (RFC 9113 §8.7: a
 /// refused stream, or one above a GOAWAY's last stream ID, was not processed) and answers
 /// the rest with the length of the body it read; returns a count: of refused streams
-/// (`FirstStream`), of connections (`FirstConnection`). No gRPC
+/// (`FirstStream`), of connections (`FirstConnection`, `Never`). No gRPC
 /// implementation refuses on demand, so this peer is made here.
 async fn start_refusing_server(
     refusal: Refusal,
@@ -483,7 +485,10 @@ async fn start_refusing_server(
                 let Ok(mut conn) = h2::server::handshake(tcp).await else {
                     return;
                 };
-                let mut first = true;
+                let mut first = !matches!(refusal, Refusal::Never);
+                if let Refusal::Never = refusal {
+                    refused.fetch_add(1, Ordering::SeqCst);
+                }
                 if let Refusal::FirstConnection = refusal {
                     if refused.fetch_add(1, Ordering::SeqCst) == 0 {
                         conn.abrupt_shutdown(h2::Reason::NO_ERROR);
@@ -570,4 +575,20 @@ async fn a_stream_sent_to_a_connection_going_away_is_sent_again_on_another() {
     }
     // The connection that went away was not picked again: it and one more connection.
     assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn upstream_keepalive_requests_retires_an_http2_connection_after_that_many_streams() {
+    let (server, connections) = start_refusing_server(Refusal::Never).await;
+    let mut h = Harness::with_workers(1);
+    let mut objects = site(&[server], json!({}), Some("kubernetes.io/h2c"));
+    objects[2] = settings(&[("use-h2c", "true"), ("upstream-keepalive-requests", "3")]);
+    h.apply(&objects);
+    let mut client = H2Client::over(tokio::net::TcpStream::connect(h.http()).await.unwrap()).await;
+    for _ in 0..7 {
+        let reply = upload(&mut client, b"seven").await;
+        assert_eq!((reply.status.as_u16(), reply.text()), (200, "5".to_owned()));
+    }
+    // 3 + 3 + 1 streams: nginx's keepalive_requests on upstream connections.
+    assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 3);
 }
