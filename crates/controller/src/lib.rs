@@ -161,7 +161,7 @@ impl Options {
             workers,
             access_log: self.access_log.clone(),
             metric_identity: self.metric_identity(),
-            metric_options: self.metric_options,
+            metric_options: self.metric_options.clone(),
         }
     }
 

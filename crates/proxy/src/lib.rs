@@ -120,13 +120,23 @@ pub struct ProxyConfig {
     pub metric_options: MetricOptions,
 }
 
-/// ingress-nginx's `--metrics-per-host` and `--report-status-classes`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// ingress-nginx's flags that shape its request families: `--metrics-per-host`,
+/// `--report-status-classes`, `--time-buckets`, `--length-buckets`, `--size-buckets` and
+/// `--exclude-socket-metrics`.
+#[derive(Clone, Debug, PartialEq)]
 pub struct MetricOptions {
     /// The request families carry the `host` label (ingress-nginx's default: true).
     pub per_host: bool,
     /// `status` is the class (`2xx`, `4xx`, …) instead of the code (default: false).
     pub status_classes: bool,
+    /// Upper bounds of the request families' histograms (`+Inf` is implied), each strictly
+    /// increasing: durations in seconds, request and response lengths, bytes sent.
+    pub time_buckets: Vec<f64>,
+    pub length_buckets: Vec<f64>,
+    pub size_buckets: Vec<f64>,
+    /// Request families not exported, by name without the `nginx_ingress_controller_` prefix
+    /// (`requests`, `request_duration_seconds`, …).
+    pub excluded: Vec<String>,
 }
 
 impl Default for MetricOptions {
@@ -134,9 +144,15 @@ impl Default for MetricOptions {
         MetricOptions {
             per_host: true,
             status_classes: false,
+            time_buckets: metrics::DEFAULT_TIME_BUCKETS.to_vec(),
+            length_buckets: metrics::DEFAULT_LENGTH_BUCKETS.to_vec(),
+            size_buckets: metrics::DEFAULT_SIZE_BUCKETS.to_vec(),
+            excluded: Vec::new(),
         }
     }
 }
+
+pub use metrics::SOCKET_METRICS;
 
 /// Who this controller is, in ingress-nginx's metric labels `controller_namespace`,
 /// `controller_class` and `controller_pod` (dashboards select on them).

@@ -38,37 +38,54 @@ mod exposition;
 pub(crate) use exposition::render;
 
 /// ingress-nginx's `--time-buckets` default (Prometheus' default buckets), seconds.
-pub(crate) const TIME_BOUNDS: [f64; 12] = [
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    f64::INFINITY,
+pub(crate) const DEFAULT_TIME_BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 /// ingress-nginx's `--length-buckets` default (10, 20, … 100), bytes: request and response
 /// sizes.
-pub(crate) const LENGTH_BOUNDS: [f64; 11] = [
-    10.0,
-    20.0,
-    30.0,
-    40.0,
-    50.0,
-    60.0,
-    70.0,
-    80.0,
-    90.0,
-    100.0,
-    f64::INFINITY,
-];
+pub(crate) const DEFAULT_LENGTH_BUCKETS: [f64; 10] =
+    [10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0];
 /// ingress-nginx's `--size-buckets` default (10 ¹ … 10 ⁷), bytes: `bytes_sent`.
-pub(crate) const SIZE_BOUNDS: [f64; 8] = [10.0, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, f64::INFINITY];
+pub(crate) const DEFAULT_SIZE_BUCKETS: [f64; 7] = [10.0, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7];
+
+/// ingress-nginx's request ("socket") families, the names `--exclude-socket-metrics` takes
+/// (with or without the `nginx_ingress_controller_` prefix).
+pub const SOCKET_METRICS: [&str; 8] = [
+    "requests",
+    "request_duration_seconds",
+    "response_duration_seconds",
+    "connect_duration_seconds",
+    "header_duration_seconds",
+    "request_size",
+    "response_size",
+    "bytes_sent",
+];
+
+/// The histograms' upper bounds, `+Inf` last: from the flags, made once at start.
+#[derive(Debug)]
+pub(crate) struct Bounds {
+    pub(crate) time: Box<[f64]>,
+    pub(crate) length: Box<[f64]>,
+    pub(crate) size: Box<[f64]>,
+}
+
+impl Bounds {
+    pub(crate) fn new(options: &crate::MetricOptions) -> Bounds {
+        let with_infinity = |bounds: &[f64]| -> Box<[f64]> {
+            bounds
+                .iter()
+                .copied()
+                .filter(|b| b.is_finite())
+                .chain([f64::INFINITY])
+                .collect()
+        };
+        Bounds {
+            time: with_infinity(&options.time_buckets),
+            length: with_infinity(&options.length_buckets),
+            size: with_infinity(&options.size_buckets),
+        }
+    }
+}
 
 /// The `method` label's values: the methods of RFC 9110 and PATCH, then everything else as
 /// `OTHER` (a method is a client's free text: it must not make series).
@@ -193,33 +210,31 @@ impl ConnectionCounts {
 }
 
 /// A histogram over fixed `bounds` (the last one `+Inf`): per-bucket counts, not cumulative.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Buckets<const N: usize> {
-    pub(crate) counts: [u64; N],
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Buckets {
+    /// Per bucket of its bounds (sized at the first observation).
+    pub(crate) counts: Vec<u64>,
     pub(crate) sum: f64,
 }
 
-impl<const N: usize> Default for Buckets<N> {
-    fn default() -> Self {
-        Buckets {
-            counts: [0; N],
-            sum: 0.0,
+impl Buckets {
+    fn observe(&mut self, bounds: &[f64], value: f64) {
+        if self.counts.len() != bounds.len() {
+            self.counts.resize(bounds.len(), 0);
         }
-    }
-}
-
-impl<const N: usize> Buckets<N> {
-    fn observe(&mut self, bounds: &[f64; N], value: f64) {
         let bucket = bounds
             .iter()
             .position(|bound| value <= *bound)
-            .unwrap_or(N - 1);
+            .unwrap_or(bounds.len() - 1);
         self.counts[bucket] += 1;
         self.sum += value;
     }
 
     fn add(&mut self, other: &Self) {
-        for (mine, theirs) in self.counts.iter_mut().zip(other.counts) {
+        if self.counts.len() < other.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
             *mine += theirs;
         }
         self.sum += other.sum;
@@ -231,19 +246,19 @@ impl<const N: usize> Buckets<N> {
 pub(crate) struct Series {
     pub(crate) requests: u64,
     /// `$request_time`: the request head's arrival to the end of the response.
-    pub(crate) request_time: Buckets<12>,
+    pub(crate) request_time: Buckets,
     /// `$upstream_response_time`, `$upstream_connect_time`, `$upstream_header_time` of the
     /// last upstream attempt (the one whose answer the client got); requests that reached no
     /// upstream are not observed.
-    pub(crate) upstream_response_time: Buckets<12>,
-    pub(crate) upstream_connect_time: Buckets<12>,
-    pub(crate) upstream_header_time: Buckets<12>,
+    pub(crate) upstream_response_time: Buckets,
+    pub(crate) upstream_connect_time: Buckets,
+    pub(crate) upstream_header_time: Buckets,
     /// `$request_length`: request line, headers and body.
-    pub(crate) request_size: Buckets<11>,
+    pub(crate) request_size: Buckets,
     /// `$bytes_sent`: status line, headers and body (ingress-nginx observes it twice, as
     /// `response_size` and the deprecated `bytes_sent`, with different buckets).
-    pub(crate) response_size: Buckets<11>,
-    pub(crate) bytes_sent: Buckets<8>,
+    pub(crate) response_size: Buckets,
+    pub(crate) bytes_sent: Buckets,
 }
 
 impl Series {
@@ -329,7 +344,13 @@ pub(crate) struct RouteMetrics {
 
 impl RouteMetrics {
     /// Counts a finished request.
-    pub(crate) fn finished(&self, measure: &Measure, end: Instant, start: Instant) {
+    pub(crate) fn finished(
+        &self,
+        measure: &Measure,
+        end: Instant,
+        start: Instant,
+        bounds: &Bounds,
+    ) {
         let mut list = self.series.borrow_mut();
         let key = (measure.method, measure.status);
         let index = match list.iter().position(|(k, _)| *k == key) {
@@ -342,31 +363,31 @@ impl RouteMetrics {
         let series = &mut list[index].1;
         series.requests += 1;
         series.request_time.observe(
-            &TIME_BOUNDS,
+            &bounds.time,
             end.saturating_duration_since(start).as_secs_f64(),
         );
         if let Some(upstream) = &measure.upstream {
             let since = |t: Instant| t.saturating_duration_since(upstream.start).as_secs_f64();
             series
                 .upstream_response_time
-                .observe(&TIME_BOUNDS, since(end));
+                .observe(&bounds.time, since(end));
             if let Some(connected) = upstream.connected {
                 series
                     .upstream_connect_time
-                    .observe(&TIME_BOUNDS, since(connected));
+                    .observe(&bounds.time, since(connected));
                 if let Some(answered) = upstream.answered {
                     series
                         .upstream_header_time
-                        .observe(&TIME_BOUNDS, since(answered));
+                        .observe(&bounds.time, since(answered));
                 }
             }
         }
         series
             .request_size
-            .observe(&LENGTH_BOUNDS, measure.request_bytes as f64);
+            .observe(&bounds.length, measure.request_bytes as f64);
         let sent = (measure.response_head_bytes + measure.response_body_bytes) as f64;
-        series.response_size.observe(&LENGTH_BOUNDS, sent);
-        series.bytes_sent.observe(&SIZE_BOUNDS, sent);
+        series.response_size.observe(&bounds.length, sent);
+        series.bytes_sent.observe(&bounds.size, sent);
     }
 }
 
@@ -641,6 +662,17 @@ mod tests {
 
     /// Counts one request on `route` as the pipeline does: routed, answered, finished.
     fn request(stats: &mut Stats, route: Option<&Arc<Route>>, status: u16, millis: u64) {
+        let bounds = Bounds::new(&crate::MetricOptions::default());
+        request_with(stats, route, status, millis, &bounds)
+    }
+
+    fn request_with(
+        stats: &mut Stats,
+        route: Option<&Arc<Route>>,
+        status: u16,
+        millis: u64,
+        bounds: &Bounds,
+    ) {
         let start = Instant::now();
         let mut measure = Measure {
             route: Some(stats.route(route).clone()),
@@ -659,7 +691,7 @@ mod tests {
             .route
             .clone()
             .unwrap()
-            .finished(&measure, end, start);
+            .finished(&measure, end, start, bounds);
     }
 
     use std::time::Duration;
@@ -684,7 +716,8 @@ mod tests {
             ..Measure::default()
         };
         measure.responded(200, &http::HeaderMap::new());
-        in_flight.finished(&measure, Instant::now(), Instant::now());
+        let bounds = Bounds::new(&crate::MetricOptions::default());
+        in_flight.finished(&measure, Instant::now(), Instant::now(), &bounds);
         drop((measure, in_flight));
         request(&mut a, Some(&web), 200, 3);
 
@@ -758,18 +791,66 @@ mod tests {
         );
     }
 
+    /// The proxy's shared state with these metric flags and no identity.
+    fn shared_with(options: crate::MetricOptions) -> Shared {
+        Shared::new(
+            &crate::access_log::AccessLogOutput::Stdout,
+            Default::default(),
+            options,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn bucket_flags_set_the_bounds_and_excluded_families_are_not_exported() {
+        let options = crate::MetricOptions {
+            time_buckets: vec![0.05, 2.0],
+            size_buckets: vec![500.0],
+            excluded: vec!["request_size".into(), "requests".into()],
+            ..Default::default()
+        };
+        let shared = shared_with(options);
+        let mut stats = Stats::default();
+        let web = route("ns", "web");
+        for millis in [10, 100, 3000] {
+            request_with(&mut stats, Some(&web), 200, millis, &shared.bounds);
+        }
+        let text = render(&stats.snapshot(), &shared, 1);
+        let labels = r#"canary="",controller_class="",controller_namespace="",controller_pod="",host="shop.example",ingress="web",method="GET",namespace="ns",path="/api",service="web-svc",status="200""#;
+        let family = "nginx_ingress_controller_request_duration_seconds_bucket";
+        let buckets: Vec<&str> = text.lines().filter(|l| l.starts_with(family)).collect();
+        assert_eq!(
+            buckets,
+            [
+                format!("{family}{{{labels},le=\"0.05\"}} 1"),
+                format!("{family}{{{labels},le=\"2\"}} 2"),
+                format!("{family}{{{labels},le=\"+Inf\"}} 3"),
+            ],
+            "{text}"
+        );
+        // 17 + 983 bytes: above the one size bound.
+        assert!(text.contains(&format!(
+            "nginx_ingress_controller_bytes_sent_bucket{{{labels},le=\"500\"}} 0\n"
+        )));
+        assert!(
+            !text.contains("nginx_ingress_controller_request_size"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("nginx_ingress_controller_requests{"),
+            "{text}"
+        );
+        assert!(text.contains("nginx_ingress_controller_response_size_count{"));
+    }
+
     #[test]
     fn status_classes_and_no_host_label_sum_series_as_ingress_nginx_flags_ask() {
         let options = crate::MetricOptions {
             per_host: false,
             status_classes: true,
+            ..Default::default()
         };
-        let shared = Shared::new(
-            &crate::access_log::AccessLogOutput::Stdout,
-            Default::default(),
-            options,
-        )
-        .unwrap();
+        let shared = shared_with(options);
         let mut stats = Stats::default();
         let web = route("ns", "web");
         request(&mut stats, Some(&web), 502, 1);

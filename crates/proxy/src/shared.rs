@@ -54,6 +54,8 @@ pub(crate) struct Shared {
     /// ingress-nginx's constant metric labels.
     pub(crate) identity: MetricIdentity,
     pub(crate) metric_options: MetricOptions,
+    /// `metric_options`' histogram bounds, ready for the hot path.
+    pub(crate) bounds: crate::metrics::Bounds,
     /// The leader election the control plane takes part in: its name and whether we lead.
     leader: Mutex<Option<(String, bool)>>,
     /// `config_hash()` of the configuration it was computed for.
@@ -84,6 +86,7 @@ impl Shared {
             fallback_cert: crate::tls::self_signed()?,
             access_log: Sink::start(access_log).map_err(StartError::AccessLog)?,
             identity,
+            bounds: crate::metrics::Bounds::new(&metric_options),
             metric_options,
             leader: Mutex::new(None),
             hash_of: Mutex::new(None),

@@ -1118,12 +1118,13 @@ impl Drop for RequestGuard {
     fn drop(&mut self) {
         let now = Instant::now();
         let measure = &self.measure;
+        let bounds = &self.conn.worker.shared.bounds;
         match &measure.route {
-            Some(route) => route.finished(measure, now, self.start),
+            Some(route) => route.finished(measure, now, self.start, bounds),
             // The client left before the request was routed.
             None => {
                 let mut stats = self.conn.worker.stats.borrow_mut();
-                stats.route(None).finished(measure, now, self.start);
+                stats.route(None).finished(measure, now, self.start, bounds);
             }
         }
         if let Some(mut record) = self.record.take() {

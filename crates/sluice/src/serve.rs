@@ -99,6 +99,22 @@ pub(crate) struct ServeArgs {
     /// 4xx, 5xx, ...) instead of the code.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false", value_parser = go_bool)]
     pub(crate) report_status_classes: bool,
+    /// ingress-nginx's flag: the upper bounds (seconds, comma-separated, increasing) of the
+    /// request duration histograms; `+Inf` is implied. Default: Prometheus' default buckets.
+    #[arg(long, value_name = "SECONDS,...", value_parser = bucket_list)]
+    pub(crate) time_buckets: Option<BucketList>,
+    /// ingress-nginx's flag: the bounds (bytes) of the request and response size histograms.
+    /// Default: 10,20,…,100.
+    #[arg(long, value_name = "BYTES,...", value_parser = bucket_list)]
+    pub(crate) length_buckets: Option<BucketList>,
+    /// ingress-nginx's flag: the bounds (bytes) of the bytes_sent histogram. Default:
+    /// 10,100,…,10000000.
+    #[arg(long, value_name = "BYTES,...", value_parser = bucket_list)]
+    pub(crate) size_buckets: Option<BucketList>,
+    /// ingress-nginx's flag: request metric families not exported (comma-separated, with or
+    /// without the nginx_ingress_controller_ prefix), e.g. request_size,bytes_sent.
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
+    pub(crate) exclude_socket_metrics: Vec<String>,
     /// ingress-nginx's flag: Sluice always serves Prometheus metrics on the admin address;
     /// accepted so ingress-nginx's arguments work unchanged.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "true", value_parser = go_bool, hide_short_help = true)]
@@ -233,10 +249,40 @@ impl ServeArgs {
                 Some(path) => proxy::AccessLogOutput::File(path.clone()),
                 None => proxy::AccessLogOutput::Stdout,
             },
-            metric_options: proxy::MetricOptions {
-                per_host: self.metrics_per_host,
-                status_classes: self.report_status_classes,
-            },
+            metric_options: self.metric_options(),
+        }
+    }
+
+    /// ingress-nginx's metrics flags.
+    fn metric_options(&self) -> proxy::MetricOptions {
+        let defaults = proxy::MetricOptions::default();
+        let buckets = |flag: &Option<BucketList>, default: Vec<f64>| {
+            flag.as_ref().map_or(default, |list| list.0.clone())
+        };
+        let mut excluded = Vec::new();
+        for name in &self.exclude_socket_metrics {
+            let name = name.trim();
+            let short = name
+                .strip_prefix("nginx_ingress_controller_")
+                .unwrap_or(name);
+            if proxy::SOCKET_METRICS.contains(&short) {
+                excluded.push(short.to_owned());
+            } else if !name.is_empty() {
+                // ingress-nginx ignores names it does not have too; say so rather than fail.
+                tracing::warn!(
+                    name,
+                    known = %proxy::SOCKET_METRICS.join(","),
+                    "--exclude-socket-metrics: not a request metric family; ignored"
+                );
+            }
+        }
+        proxy::MetricOptions {
+            per_host: self.metrics_per_host,
+            status_classes: self.report_status_classes,
+            time_buckets: buckets(&self.time_buckets, defaults.time_buckets),
+            length_buckets: buckets(&self.length_buckets, defaults.length_buckets),
+            size_buckets: buckets(&self.size_buckets, defaults.size_buckets),
+            excluded,
         }
     }
 
@@ -376,6 +422,30 @@ fn webhook_address(text: &str) -> Result<SocketAddr, String> {
 }
 
 /// Go's `strconv.ParseBool`, which ingress-nginx's boolean flags use.
+/// Histogram bounds as a flag gives them.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct BucketList(Vec<f64>);
+
+/// `0.1,0.5,1` (Go's Float64Slice): finite numbers, each larger than the one before
+/// (Prometheus refuses anything else; ingress-nginx would panic at start).
+fn bucket_list(text: &str) -> Result<BucketList, String> {
+    let mut bounds = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let bound: f64 = part
+            .parse()
+            .ok()
+            .filter(|b: &f64| b.is_finite())
+            .ok_or_else(|| format!("{part:?} is not a number (bounds are comma-separated)"))?;
+        if bounds.last().is_some_and(|last| bound <= *last) {
+            return Err(format!(
+                "{part} is not larger than the bound before it: bounds must increase"
+            ));
+        }
+        bounds.push(bound);
+    }
+    Ok(BucketList(bounds))
+}
+
 fn go_bool(text: &str) -> Result<bool, String> {
     match text {
         "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),

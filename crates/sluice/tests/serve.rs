@@ -346,10 +346,32 @@ fn ingress_nginx_flags_work_and_the_ones_sluice_lacks_say_so() {
             "--default-backend-service=default/fallback",
             "--enable-metrics=true",
             "--annotations-prefix=nginx.ingress.kubernetes.io",
+            "--time-buckets=0.25,5",
+            "--exclude-socket-metrics=nginx_ingress_controller_bytes_sent,request_size",
         ],
     );
     let routed = serve.get("a.test", "/echo");
     assert!(routed.text().contains("\"one\""), "{}", routed.text());
+    // The metrics flags: the request histograms' bounds, and two families left out.
+    eventually(Duration::from_secs(5), "the request counted", || {
+        let metrics = serve.admin("/metrics").text();
+        let bounds: Vec<&str> = metrics
+            .lines()
+            .filter(|l| l.starts_with("nginx_ingress_controller_request_duration_seconds_bucket{"))
+            .filter_map(|l| l.split("le=\"").nth(1)?.split('"').next())
+            .collect();
+        (bounds == ["0.25", "5", "+Inf"]).then_some(metrics)
+    });
+    let metrics = serve.admin("/metrics").text();
+    assert!(
+        !metrics.contains("nginx_ingress_controller_bytes_sent"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("nginx_ingress_controller_request_size"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("nginx_ingress_controller_response_size_bucket{"));
     let unmatched = serve.get("unknown.test", "/echo");
     assert_eq!(unmatched.status, 200, "{}", unmatched.text());
     assert!(
@@ -365,6 +387,12 @@ fn ingress_nginx_flags_work_and_the_ones_sluice_lacks_say_so() {
         stderr.contains(
             "ingress-nginx flag --ssl-passthrough-proxy-port is not supported by Sluice (Sluice passes TLS through on its HTTPS listener itself"
         ),
+        "{stderr}"
+    );
+    let (code, stderr) = run_failing(&["serve", "--config", ".", "--time-buckets=1,0.5"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("0.5 is not larger than the bound before it: bounds must increase"),
         "{stderr}"
     );
     let (code, stderr) = run_failing(&["serve", "--config", ".", "--no-such-flag"]);

@@ -17,9 +17,7 @@ use std::sync::atomic::Ordering;
 
 use model::{Compiled, Route};
 
-use super::{
-    Buckets, Series, Snapshot, LENGTH_BOUNDS, METHODS, PROTOCOLS, SIZE_BOUNDS, TIME_BOUNDS,
-};
+use super::{Bounds, Buckets, Series, Snapshot, METHODS, PROTOCOLS};
 use crate::shared::Shared;
 use crate::MetricOptions;
 
@@ -32,7 +30,13 @@ pub(crate) fn render(total: &Snapshot, shared: &Shared, workers: usize) -> Strin
     let controller = controller_labels(shared);
     let process = ProcessStats::read();
 
-    request_families(&mut out, total, &controller, shared.metric_options);
+    request_families(
+        &mut out,
+        total,
+        &controller,
+        &shared.metric_options,
+        &shared.bounds,
+    );
     controller_families(&mut out, shared, config.as_deref(), &controller);
     nginx_process_families(&mut out, total, &process, &controller);
     process_families(&mut out, &process);
@@ -54,7 +58,13 @@ fn controller_labels(shared: &Shared) -> String {
 /// ingress-nginx's per-request families. Requests no Ingress rule matched are left out, as
 /// ingress-nginx leaves out hosts no Ingress defines (its `--metrics-per-undefined-host`
 /// default); `sluice_requests_total` counts them.
-fn request_families(out: &mut String, total: &Snapshot, controller: &str, options: MetricOptions) {
+fn request_families(
+    out: &mut String,
+    total: &Snapshot,
+    controller: &str,
+    options: &MetricOptions,
+    bounds: &Bounds,
+) {
     // With --report-status-classes or without --metrics-per-host, several series share one
     // label set: they are summed under it.
     let mut by_labels = BTreeMap::<String, Series>::new();
@@ -84,87 +94,94 @@ fn request_families(out: &mut String, total: &Snapshot, controller: &str, option
     }
     let routed: Vec<(String, &Series)> = by_labels.iter().map(|(l, s)| (l.clone(), s)).collect();
 
-    family(
-        out,
-        &format!("{NGINX}_requests"),
-        "counter",
-        "The total number of client requests",
-    );
-    for (labels, series) in &routed {
-        let _ = writeln!(out, "{NGINX}_requests{{{labels}}} {}", series.requests);
+    // `--exclude-socket-metrics`: ingress-nginx neither exports nor computes them.
+    let exported = |name: &str| !options.excluded.iter().any(|e| e == name);
+    if exported("requests") {
+        family(
+            out,
+            &format!("{NGINX}_requests"),
+            "counter",
+            "The total number of client requests",
+        );
+        for (labels, series) in &routed {
+            let _ = writeln!(out, "{NGINX}_requests{{{labels}}} {}", series.requests);
+        }
     }
-    histograms(
-        out,
-        &routed,
-        "request_duration_seconds",
-        "The request processing time in seconds (from the request head's first byte to the response's last byte)",
-        &TIME_BOUNDS,
-        |s| &s.request_time,
-    );
-    histograms(
-        out,
-        &routed,
-        "response_duration_seconds",
-        "The time spent on receiving the response from the upstream server (the last attempt, from its start)",
-        &TIME_BOUNDS,
-        |s| &s.upstream_response_time,
-    );
-    histograms(
-        out,
-        &routed,
-        "connect_duration_seconds",
-        "The time spent on establishing a connection with the upstream server (0 for a pooled connection)",
-        &TIME_BOUNDS,
-        |s| &s.upstream_connect_time,
-    );
-    histograms(
-        out,
-        &routed,
-        "header_duration_seconds",
-        "The time spent on receiving first header from the upstream server",
-        &TIME_BOUNDS,
-        |s| &s.upstream_header_time,
-    );
-    histograms(
-        out,
-        &routed,
-        "request_size",
-        "The request length (including request line, header, and request body)",
-        &LENGTH_BOUNDS,
-        |s| &s.request_size,
-    );
-    histograms(
-        out,
-        &routed,
-        "response_size",
-        "The response length (including status line, header, and response body)",
-        &LENGTH_BOUNDS,
-        |s| &s.response_size,
-    );
-    histograms(
-        out,
-        &routed,
-        "bytes_sent",
-        "DEPRECATED The number of bytes sent to a client (use response_size)",
-        &SIZE_BOUNDS,
-        |s| &s.bytes_sent,
-    );
+    let histogram_families: [HistogramFamily; 7] = [
+        (
+            "request_duration_seconds",
+            "The request processing time in seconds (from the request head's first byte to the response's last byte)",
+            &bounds.time,
+            |s| &s.request_time,
+        ),
+        (
+            "response_duration_seconds",
+            "The time spent on receiving the response from the upstream server (the last attempt, from its start)",
+            &bounds.time,
+            |s| &s.upstream_response_time,
+        ),
+        (
+            "connect_duration_seconds",
+            "The time spent on establishing a connection with the upstream server (0 for a pooled connection)",
+            &bounds.time,
+            |s| &s.upstream_connect_time,
+        ),
+        (
+            "header_duration_seconds",
+            "The time spent on receiving first header from the upstream server",
+            &bounds.time,
+            |s| &s.upstream_header_time,
+        ),
+        (
+            "request_size",
+            "The request length (including request line, header, and request body)",
+            &bounds.length,
+            |s| &s.request_size,
+        ),
+        (
+            "response_size",
+            "The response length (including status line, header, and response body)",
+            &bounds.length,
+            |s| &s.response_size,
+        ),
+        (
+            "bytes_sent",
+            "DEPRECATED The number of bytes sent to a client (use response_size)",
+            &bounds.size,
+            |s| &s.bytes_sent,
+        ),
+    ];
+    for (name, help, bounds, pick) in histogram_families {
+        if exported(name) {
+            histograms(out, &routed, name, help, bounds, pick);
+        }
+    }
 }
 
+/// A request histogram family: name, help, bounds, and the series' histogram.
+type HistogramFamily<'b> = (
+    &'static str,
+    &'static str,
+    &'b [f64],
+    fn(&Series) -> &Buckets,
+);
+
 /// One histogram family: for each series, cumulative `_bucket` lines, `_sum` and `_count`.
-fn histograms<const N: usize>(
+fn histograms(
     out: &mut String,
     routed: &[(String, &Series)],
     name: &str,
     help: &str,
-    bounds: &[f64; N],
-    pick: impl Fn(&Series) -> &Buckets<N>,
+    bounds: &[f64],
+    pick: fn(&Series) -> &Buckets,
 ) {
     family(out, &format!("{NGINX}_{name}"), "histogram", help);
     for (labels, series) in routed {
         let buckets = pick(series);
         let mut cumulative = 0;
-        for (bound, n) in bounds.iter().zip(buckets.counts) {
+        // A histogram never observed has no counts yet: all its buckets are 0.
+        let counts = buckets.counts.iter().chain(std::iter::repeat(&0));
+        for (bound, n) in bounds.iter().zip(counts) {
             cumulative += n;
             let _ = if bound.is_infinite() {
                 writeln!(
