@@ -316,7 +316,17 @@ fn redirect_phase(
         && (ssl.force || (ssl.enabled && matched.tls))
         && !forwarded_https(conn, head, settings)
     {
-        let host = strip_port(request_host(head).unwrap_or_default());
+        // ingress-nginx's `$best_http_host`: a trusted load balancer's X-Forwarded-Host (its
+        // first name) is the host the client asked for.
+        let forwarded_host = conn
+            .trusts_forwarded_headers(settings)
+            .then(|| head.headers.get(&headers::X_FORWARDED_HOST)?.to_str().ok())
+            .flatten()
+            .and_then(|hosts| hosts.split(',').next())
+            .map(str::trim)
+            .filter(|host| !host.is_empty());
+        let host =
+            strip_port(forwarded_host.unwrap_or_else(|| request_host(head).unwrap_or_default()));
         let mut target = head.uri.path_and_query().map_or("/", |pq| pq.as_str());
         if !ssl.preserve_trailing_slash {
             // ingress-nginx drops a trailing `/` of the target (`/` itself becomes nothing).

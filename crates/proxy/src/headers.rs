@@ -34,7 +34,7 @@ use http::{HeaderMap, Method, Uri, Version};
 
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 pub(crate) static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
-static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+pub(crate) static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 static X_FORWARDED_PORT: HeaderName = HeaderName::from_static("x-forwarded-port");
 static X_FORWARDED_SCHEME: HeaderName = HeaderName::from_static("x-forwarded-scheme");
 static X_SCHEME: HeaderName = HeaderName::from_static("x-scheme");

@@ -289,3 +289,42 @@ async fn request_ids_are_kept_or_made_as_generate_request_id_says() {
     let headers = seen_from(&h, Ipv4Addr::LOCALHOST, &[("x-request-id", "abc")]).await;
     assert_eq!(headers["x-request-id"], "abc");
 }
+
+#[tokio::test]
+async fn the_https_redirect_names_the_host_a_trusted_load_balancer_forwarded() {
+    let (h, _echo) = site(&[
+        ("use-forwarded-headers", "true"),
+        ("proxy-real-ip-cidr", "127.0.0.2/32"),
+        ("force-ssl-redirect", "true"),
+    ])
+    .await;
+    let redirect = |source: Ipv4Addr| {
+        let addr = h.http();
+        async move {
+            let request = Request::get("/echo/x?q=1")
+                .header("host", "shop.internal:8080")
+                .header("x-forwarded-host", "shop.example.com, lb.internal")
+                .header("x-forwarded-proto", "http")
+                .body(Full::<Bytes>::default())
+                .unwrap();
+            let reply = connect_from(source, addr)
+                .await
+                .send(request)
+                .await
+                .expect("answered");
+            assert_eq!(reply.status, StatusCode::PERMANENT_REDIRECT);
+            reply.headers["location"].to_str().unwrap().to_owned()
+        }
+    };
+    // ingress-nginx's $best_http_host: the first X-Forwarded-Host of a trusted peer.
+    assert_eq!(
+        redirect(LOAD_BALANCER).await,
+        "https://shop.example.com/echo/x?q=1"
+    );
+    // Anyone else's is not believed: the Host header, without its port.
+    assert_eq!(
+        redirect(Ipv4Addr::LOCALHOST).await,
+        "https://shop.internal/echo/x?q=1"
+    );
+    shutdown(h.proxy).await;
+}
