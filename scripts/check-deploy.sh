@@ -97,6 +97,12 @@ check "helm template (tcp.5432): the TCP services ConfigMap, its flag, its grant
     grep -q 'resourceNames: \[\"sluice\", \"sluice-tcp\"\]' '$tmp/tcp.yaml' &&
     grep -q '\"5432\": \"db/pg:5432\"' '$tmp/tcp.yaml' &&
     grep -q 'name: tcp-5432' '$tmp/tcp.yaml'"
+check "helm template (udp.53): the UDP services ConfigMap, its flag, its grant by name and UDP ports" \
+  bash -c "helm template sluice '$chart' --namespace sluice --set udp.53=kube-system/kube-dns:53 > '$tmp/udp.yaml' &&
+    grep -q -- '--udp-services-configmap=\$(POD_NAMESPACE)/sluice-udp' '$tmp/udp.yaml' &&
+    grep -q 'resourceNames: \[\"sluice\", \"sluice-udp\"\]' '$tmp/udp.yaml' &&
+    grep -q '\"53\": \"kube-system/kube-dns:53\"' '$tmp/udp.yaml' &&
+    grep -A2 'name: udp-53' '$tmp/udp.yaml' | grep -q 'protocol: UDP'"
 check "helm template rejects kind=StatefulSet" \
   bash -c "! helm template x '$chart' --set kind=StatefulSet >/dev/null 2>&1"
 

@@ -145,7 +145,7 @@ pub enum StreamVariable {
     TimeLocal,
     TimeIso8601,
     Msec,
-    /// `TCP`.
+    /// `TCP` or `UDP`.
     Protocol,
     /// 200 spliced, 400 no valid PROXY header, 502 no endpoint reached.
     Status,

@@ -138,6 +138,8 @@ pub struct Compiled {
     /// TCP services (`--tcp-services-configmap`): listen port → where its connections go.
     /// Their backends are in `backends` too, so endpoint changes reach them on the fast path.
     pub tcp_services: BTreeMap<u16, Arc<StreamService>>,
+    /// UDP services (`--udp-services-configmap`): listen port ─▶ where its datagrams go.
+    pub udp_services: BTreeMap<u16, Arc<StreamService>>,
 }
 
 impl Default for CompileOptions {
@@ -434,8 +436,14 @@ fn is_ours(store: &Store, options: &CompileOptions, ingress: &Ingress) -> bool {
 impl Compiler<'_> {
     /// `--tcp-services-configmap` and `--udp-services-configmap` (see `streams`).
     fn streams(&mut self, options: &CompileOptions) {
-        if let Some(name) = &options.tcp_services_config_map {
-            self.out.tcp_services = crate::streams::tcp_services(
+        use crate::streams::{stream_services, StreamProtocol};
+        for (protocol, name) in [
+            (StreamProtocol::Tcp, &options.tcp_services_config_map),
+            (StreamProtocol::Udp, &options.udp_services_config_map),
+        ] {
+            let Some(name) = name else { continue };
+            let services = stream_services(
+                protocol,
                 self.store,
                 name,
                 &options.reserved_ports,
@@ -443,9 +451,10 @@ impl Compiler<'_> {
                 &mut self.out.backends,
                 &mut self.out.diagnostics,
             );
-        }
-        if let Some(name) = &options.udp_services_config_map {
-            crate::streams::udp_services(self.store, name, &mut self.out.diagnostics);
+            match protocol {
+                StreamProtocol::Tcp => self.out.tcp_services = services,
+                StreamProtocol::Udp => self.out.udp_services = services,
+            }
         }
     }
 
@@ -1442,6 +1451,9 @@ pub struct CompiledView {
     /// TCP services: listen port → Service port and PROXY protocol flags.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub tcp_services: BTreeMap<u16, StreamServiceView>,
+    /// UDP services: listen port ─▶ Service port.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub udp_services: BTreeMap<u16, StreamServiceView>,
     pub settings: Settings,
     pub ingresses: Vec<String>,
     pub diagnostics: Vec<String>,
@@ -1546,6 +1558,11 @@ impl Compiled {
                 .collect(),
             tcp_services: self
                 .tcp_services
+                .iter()
+                .map(|(port, service)| (*port, service.view()))
+                .collect(),
+            udp_services: self
+                .udp_services
                 .iter()
                 .map(|(port, service)| (*port, service.view()))
                 .collect(),

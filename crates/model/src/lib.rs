@@ -11,7 +11,8 @@
 //!                 Ingress annotations ──annotations::parse──▶ RoutePolicy per Ingress
 //!                 every Route = { match (path, regex), policy, backend }
 //!            ChangeSet.endpoints ──▶ Compiled::refresh_endpoints ──▶ Backend endpoint swap
-//!            TCP services ConfigMap ──streams──▶ Compiled.tcp_services (port ─▶ Backend)
+//!            TCP/UDP services ConfigMaps ──streams──▶ Compiled.tcp_services, udp_services
+//!                                                     (port ─▶ Backend)
 //!
 //!  request ──▶ validate_host, normalize_path ──▶ Compiled.routes.route(host, path) ──▶ Route
 //!          ──▶ route.policy (access, redirect, rewrite, headers, body, upstream)

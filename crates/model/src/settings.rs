@@ -66,6 +66,10 @@ pub struct Settings {
     /// passed to next endpoints, from its first connect; 0: no limit.
     #[serde(serialize_with = "as_text")]
     pub proxy_stream_next_upstream_timeout: Duration,
+    /// `proxy-stream-responses`: datagrams a UDP service session expects back per datagram
+    /// it forwards; when they have all come the session ends. 0: none expected, the session
+    /// ends once the datagram is sent (nginx's `proxy_responses`).
+    pub proxy_stream_responses: u32,
     /// Sending the request body upstream.
     #[serde(serialize_with = "as_text")]
     pub proxy_send_timeout: Duration,
@@ -327,6 +331,7 @@ impl Default for Settings {
             proxy_stream_next_upstream: true,
             proxy_stream_next_upstream_tries: 3,
             proxy_stream_next_upstream_timeout: Duration::from_secs(600),
+            proxy_stream_responses: 1,
             proxy_send_timeout: Duration::from_secs(60),
             client_header_timeout: Duration::from_secs(60),
             client_body_timeout: Duration::from_secs(60),
@@ -736,6 +741,9 @@ impl Settings {
                 }
             }
             "proxy-stream-next-upstream" => self.proxy_stream_next_upstream = parse_bool(value)?,
+            "proxy-stream-responses" => {
+                self.proxy_stream_responses = value.parse().map_err(|_| COUNT)?
+            }
             "proxy-stream-next-upstream-tries" => {
                 self.proxy_stream_next_upstream_tries = value.parse().map_err(|_| COUNT)?
             }
@@ -1131,6 +1139,7 @@ mod tests {
             ("proxy-stream-next-upstream", "false"),
             ("proxy-stream-next-upstream-tries", "0"),
             ("proxy-stream-next-upstream-timeout", "30s"),
+            ("proxy-stream-responses", "0"),
             ("disable-stream-access-log", "true"),
             ("disable-http-access-log", "true"),
             ("log-format-stream", "$remote_addr $status"),

@@ -1,19 +1,21 @@
-//! TCP services: ingress-nginx's `--tcp-services-configmap`, whose entries open a port each and
-//! forward its TCP connections to a Service's endpoints.
+//! TCP and UDP services: ingress-nginx's `--tcp-services-configmap` and
+//! `--udp-services-configmap`, whose entries open a port each and forward its TCP connections
+//! (UDP datagrams) to a Service's endpoints.
 //!
 //! ```text
 //!  ConfigMap data  "9000": "app/db:5432:PROXY:PROXY"
 //!       │  parse_entry: port number, NAMESPACE/NAME, Service port (number or name),
 //!       │               3rd part PROXY = decode from the client, 4th = send to the upstream
-//!       ▼  resolve: Service exists, has that port with protocol TCP, not a listener's port
-//!  Compiled.tcp_services: listen port ─▶ StreamService { backend (EndpointSlices, the same
+//!       ▼  resolve: Service exists, has that port with the protocol (TCP, UDP), not a
+//!          listener's port
+//!  Compiled.tcp_services / udp_services: listen port ─▶ StreamService { backend (EndpointSlices, the same
 //!                                         Backend as HTTP routes: swapped on the fast path),
 //!                                         PROXY flags }
 //!  every bad entry ─▶ Diagnostic on the ConfigMap naming the key; the other entries serve
 //! ```
 //! The syntax and its checks follow ingress-nginx's `getStreamServices`
-//! (internal/ingress/controller/controller.go). `--udp-services-configmap` entries are read
-//! only to say, per entry, that UDP is not proxied.
+//! (internal/ingress/controller/controller.go), for both protocols; PROXY parts are TCP only
+//! (ingress-nginx ignores them on UDP entries; here that is a notice).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -26,7 +28,39 @@ use crate::endpoints::{endpoints_for, Backend, BackendKey, NodeLocalEndpoints};
 use crate::objects::{Kind, ObjectRef};
 use crate::store::{NamespacedName, Store};
 
-/// One TCP service: what connections to `port` are forwarded to.
+/// The protocol of a stream services ConfigMap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamProtocol {
+    Tcp,
+    Udp,
+}
+
+impl StreamProtocol {
+    /// As Kubernetes writes it (a Service port's `protocol`).
+    pub fn name(self) -> &'static str {
+        match self {
+            StreamProtocol::Tcp => "TCP",
+            StreamProtocol::Udp => "UDP",
+        }
+    }
+
+    fn flag(self) -> &'static str {
+        match self {
+            StreamProtocol::Tcp => "--tcp-services-configmap",
+            StreamProtocol::Udp => "--udp-services-configmap",
+        }
+    }
+
+    /// The upstream name's prefix, as ingress-nginx's (`tcp-…`, `udp-…`).
+    fn prefix(self) -> &'static str {
+        match self {
+            StreamProtocol::Tcp => "tcp",
+            StreamProtocol::Udp => "udp",
+        }
+    }
+}
+
+/// One TCP (or UDP) service: what connections (datagrams) to `port` are forwarded to.
 #[derive(Debug)]
 pub struct StreamService {
     pub port: u16,
@@ -39,7 +73,7 @@ pub struct StreamService {
     pub decode_proxy_protocol: bool,
     /// `:PROXY:PROXY` (fourth part): a PROXY protocol v1 header goes to the upstream first.
     pub encode_proxy_protocol: bool,
-    /// ingress-nginx's `$proxy_upstream_name` for it: `tcp-NAMESPACE-NAME-PORT`.
+    /// ingress-nginx's `$proxy_upstream_name` for it: `tcp-NAMESPACE-NAME-PORT` (`udp-…`).
     pub upstream_name: String,
 }
 
@@ -66,10 +100,12 @@ struct Entry {
     ignored: Vec<String>,
 }
 
-/// Reads the TCP services ConfigMap `name`: each good entry becomes a [`StreamService`] (its
-/// backend added to `backends`, shared with HTTP routes to the same Service port), each bad one
-/// a diagnostic on the ConfigMap. `reserved`: the ports Sluice's own listeners use, and which.
-pub(crate) fn tcp_services(
+/// Reads the TCP (UDP) services ConfigMap `name`: each good entry becomes a [`StreamService`]
+/// (its backend added to `backends`, shared with HTTP routes to the same Service port), each
+/// bad one a diagnostic on the ConfigMap. `reserved`: the ports Sluice's own listeners use,
+/// and which (refused for both protocols, as ingress-nginx refuses them).
+pub(crate) fn stream_services(
+    protocol: StreamProtocol,
     store: &Store,
     name: &NamespacedName,
     reserved: &BTreeMap<u16, String>,
@@ -79,11 +115,15 @@ pub(crate) fn tcp_services(
 ) -> BTreeMap<u16, Arc<StreamService>> {
     let object = ObjectRef::new(Kind::ConfigMap, name.namespace.clone(), name.name.clone());
     let mut out = BTreeMap::new();
+    let kind = protocol.name();
     let Some(config_map) = store.config_map(name) else {
         diagnostics.push(Diagnostic::with_severity(
             Severity::Missing,
             object,
-            "--tcp-services-configmap: no such ConfigMap; no TCP service ports are open until it exists",
+            format!(
+                "{}: no such ConfigMap; no {kind} service ports are open until it exists",
+                protocol.flag()
+            ),
         ));
         return out;
     };
@@ -99,7 +139,7 @@ pub(crate) fn tcp_services(
                 format!("data.{key}: {reason}"),
             ))
         };
-        let entry = match parse_entry(key, value) {
+        let entry = match parse_entry(key, value, kind) {
             Ok(entry) => entry,
             Err(why) => {
                 problem(Severity::Error, format!("{why}; this port is not opened"));
@@ -110,8 +150,8 @@ pub(crate) fn tcp_services(
             problem(
                 Severity::Error,
                 format!(
-                    "port {} is {listener}'s; it cannot be a TCP service (ingress-nginx reserves \
-                     its own ports the same way)",
+                    "port {} is {listener}'s; it cannot be a {kind} service (ingress-nginx \
+                     reserves its own ports the same way)",
                     entry.port
                 ),
             );
@@ -121,7 +161,7 @@ pub(crate) fn tcp_services(
             problem(
                 Severity::Error,
                 format!(
-                    "port {} is already the TCP service of key {first:?}; this key is ignored",
+                    "port {} is already the {kind} service of key {first:?}; this key is ignored",
                     entry.port
                 ),
             );
@@ -136,7 +176,21 @@ pub(crate) fn tcp_services(
                 ),
             );
         }
-        let key_found = match resolve_tcp_port(store, &entry.service, &entry.service_port) {
+        let (decode, encode) = match protocol {
+            StreamProtocol::Tcp => (entry.decode, entry.encode),
+            StreamProtocol::Udp => {
+                if entry.decode || entry.encode {
+                    problem(
+                        Severity::Notice,
+                        "PROXY is ignored: the PROXY protocol is for TCP services only (as in \
+                         ingress-nginx)"
+                            .to_owned(),
+                    );
+                }
+                (false, false)
+            }
+        };
+        let key_found = match resolve_port(store, &entry.service, &entry.service_port, kind) {
             Ok(key) => key,
             Err(problem_text) => {
                 let severity = if store.service(&entry.service).is_none() {
@@ -159,8 +213,11 @@ pub(crate) fn tcp_services(
             })
             .clone();
         let upstream_name = format!(
-            "tcp-{}-{}-{}",
-            entry.service.namespace, entry.service.name, entry.service_port
+            "{}-{}-{}-{}",
+            protocol.prefix(),
+            entry.service.namespace,
+            entry.service.name,
+            entry.service_port
         );
         out.insert(
             entry.port,
@@ -169,8 +226,8 @@ pub(crate) fn tcp_services(
                 service: entry.service,
                 service_port: entry.service_port,
                 backend,
-                decode_proxy_protocol: entry.decode,
-                encode_proxy_protocol: entry.encode,
+                decode_proxy_protocol: decode,
+                encode_proxy_protocol: encode,
                 upstream_name,
             }),
         );
@@ -178,35 +235,12 @@ pub(crate) fn tcp_services(
     out
 }
 
-/// `--udp-services-configmap`: one diagnostic per entry (Sluice proxies no UDP), or one saying
-/// the ConfigMap does not exist.
-pub(crate) fn udp_services(
-    store: &Store,
-    name: &NamespacedName,
-    diagnostics: &mut Vec<Diagnostic>,
-) {
-    let object = ObjectRef::new(Kind::ConfigMap, name.namespace.clone(), name.name.clone());
-    let Some(config_map) = store.config_map(name) else {
-        return;
-    };
-    for (key, value) in config_map.data.iter().flatten() {
-        diagnostics.push(Diagnostic::with_severity(
-            Severity::Unsupported,
-            object.clone(),
-            format!(
-                "data.{key}: {value:?}: UDP services are not proxied by Sluice \
-                 (--udp-services-configmap); expose the Service with type LoadBalancer or NodePort"
-            ),
-        ));
-    }
-}
-
 /// `"<port>": "<namespace>/<service>:<port>[:PROXY][:PROXY]"`, as ingress-nginx reads it:
 /// the key a decimal port; the value split at `:`, at least two parts; `PROXY` (any case) as
 /// the third part decodes the PROXY protocol, as the fourth (of exactly four) encodes it.
-fn parse_entry(key: &str, value: &str) -> Result<Entry, String> {
+fn parse_entry(key: &str, value: &str, kind: &str) -> Result<Entry, String> {
     let port = parse_port(key)
-        .ok_or_else(|| format!("{key:?} is not a port number (1 to 65535) for a TCP service"))?;
+        .ok_or_else(|| format!("{key:?} is not a port number (1 to 65535) for a {kind} service"))?;
     let parts: Vec<&str> = value.split(':').collect();
     if parts.len() < 2 {
         return Err(format!(
@@ -259,12 +293,13 @@ fn parse_port(key: &str) -> Option<u16> {
     digits.parse::<u16>().ok().filter(|port| *port > 0)
 }
 
-/// The Service port the entry names (by number, else by name) with protocol TCP, as the key of
-/// its EndpointSlice port.
-fn resolve_tcp_port(
+/// The Service port the entry names (by number, else by name) with protocol `kind`, as the key
+/// of its EndpointSlice port.
+fn resolve_port(
     store: &Store,
     service: &NamespacedName,
     written: &str,
+    kind: &str,
 ) -> Result<BackendKey, String> {
     let found = store
         .service(service)
@@ -283,9 +318,9 @@ fn resolve_tcp_port(
         })
         .ok_or_else(|| format!("Service {service} has no port {written}"))?;
     let protocol = port.protocol.as_deref().unwrap_or("TCP");
-    if protocol != "TCP" {
+    if protocol != kind {
         return Err(format!(
-            "Service {service} port {written} is {protocol}, not TCP"
+            "Service {service} port {written} is {protocol}, not {kind}"
         ));
     }
     Ok(BackendKey {
@@ -311,7 +346,7 @@ mod tests {
     use crate::objects::parse_documents;
 
     fn entry(key: &str, value: &str) -> Result<Entry, String> {
-        parse_entry(key, value)
+        parse_entry(key, value, "TCP")
     }
 
     #[test]
@@ -394,7 +429,8 @@ data:
         let reserved = BTreeMap::from([(80, "the HTTP listener (--http-listen)".to_owned())]);
         let mut backends = BTreeMap::new();
         let mut diagnostics = Vec::new();
-        let services = tcp_services(
+        let services = stream_services(
+            StreamProtocol::Tcp,
             &store,
             &NamespacedName::new("ingress", "tcp"),
             &reserved,
@@ -435,11 +471,12 @@ data:
     }
 
     #[test]
-    fn a_missing_config_map_is_missing_and_udp_entries_are_unsupported() {
+    fn a_missing_config_map_is_missing_and_udp_entries_need_udp_ports() {
         let mut store = Store::default();
         store.replace_all(parse_documents("t.yaml", OBJECTS).unwrap().objects);
         let mut diagnostics = Vec::new();
-        let services = tcp_services(
+        let services = stream_services(
+            StreamProtocol::Tcp,
             &store,
             &NamespacedName::new("ingress", "nope"),
             &BTreeMap::new(),
@@ -450,14 +487,29 @@ data:
         assert!(services.is_empty());
         assert_eq!(diagnostics[0].severity, Severity::Missing);
         diagnostics.clear();
-        udp_services(
+        // The same entries as UDP services: only the UDP port serves; PROXY is a notice.
+        let services = stream_services(
+            StreamProtocol::Udp,
             &store,
             &NamespacedName::new("ingress", "tcp"),
+            &BTreeMap::new(),
+            NodeLocalEndpoints::Allow,
+            &mut BTreeMap::new(),
             &mut diagnostics,
         );
-        assert_eq!(diagnostics.len(), 8);
-        assert!(diagnostics
-            .iter()
-            .all(|d| d.severity == Severity::Unsupported && d.reason.contains("UDP")));
+        assert_eq!(services.keys().copied().collect::<Vec<_>>(), [53]);
+        assert_eq!(services[&53].upstream_name, "udp-app-db-dns");
+        assert!(!services[&53].decode_proxy_protocol);
+        let text: Vec<String> = diagnostics.iter().map(ToString::to_string).collect();
+        assert!(
+            text.iter()
+                .any(|d| d.contains("data.9000:") && d.contains("is TCP, not UDP")),
+            "{text:#?}"
+        );
+        assert!(
+            text.iter()
+                .any(|d| d.contains("data.9001:") && d.contains("PROXY is ignored")),
+            "{text:#?}"
+        );
     }
 }

@@ -160,6 +160,8 @@ pub(crate) struct StreamLine<'a> {
     pub(crate) proxy_protocol_addr: Option<IpAddr>,
     /// The listener's address.
     pub(crate) server: SocketAddr,
+    /// `TCP` or `UDP`.
+    pub(crate) protocol: &'static str,
     /// nginx's stream `$status`: 200 spliced, 400 bad PROXY header, 502 no endpoint reached.
     pub(crate) status: u16,
     /// To the client.
@@ -212,7 +214,7 @@ impl StreamLine<'_> {
                         .unwrap_or_default();
                     let _ = write!(out, "{}.{:03}", since.as_secs(), since.subsec_millis());
                 }
-                StreamVariable::Protocol => out.extend_from_slice(b"TCP"),
+                StreamVariable::Protocol => out.extend_from_slice(self.protocol.as_bytes()),
                 StreamVariable::Status => {
                     out.extend_from_slice(numbers.format(self.status).as_bytes())
                 }

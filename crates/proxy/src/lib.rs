@@ -89,6 +89,7 @@ mod status_page;
 mod stream;
 mod tls;
 mod tunnel;
+mod udp;
 mod upstream;
 mod upstream_h2;
 mod upstream_tls;

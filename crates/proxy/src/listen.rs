@@ -119,6 +119,30 @@ fn bind(
     })
 }
 
+/// `count` UDP sockets on `addr` sharing its port (SO_REUSEPORT: the kernel keeps a client's
+/// datagrams on one socket, so one worker sees all of a client's session). Port 0 is learned
+/// from the first.
+pub(crate) fn bind_udp_reuseport(
+    addr: SocketAddr,
+    count: usize,
+) -> io::Result<Vec<std::net::UdpSocket>> {
+    let udp = |addr: SocketAddr| -> io::Result<std::net::UdpSocket> {
+        let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+        socket.set_reuse_address(true)?;
+        socket.set_reuse_port(true)?;
+        socket.set_nonblocking(true)?;
+        socket.bind(&addr.into())?;
+        Ok(socket.into())
+    };
+    let first = udp(addr)?;
+    let bound = first.local_addr()?;
+    let mut sockets = vec![first];
+    for _ in 1..count {
+        sockets.push(udp(bound)?);
+    }
+    Ok(sockets)
+}
+
 /// TCP keepalive on client and upstream sockets: a peer that vanished without a FIN or RST (a
 /// node lost, a NAT entry dropped) is found after about two minutes of silence instead of
 /// holding its connection, tunnel or pooled slot until the kernel's two-hour default.

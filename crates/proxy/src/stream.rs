@@ -52,6 +52,13 @@ pub(crate) enum ListenerChange {
     },
     /// Stop accepting on this port.
     Close { port: u16 },
+    /// Receive this UDP service port's datagrams on this socket (this worker's one).
+    OpenUdp {
+        port: u16,
+        socket: std::net::UdpSocket,
+    },
+    /// Stop receiving on this UDP port (its sessions end).
+    CloseUdp { port: u16 },
 }
 
 /// The control plane's side: which TCP service ports are bound, on the HTTP listener's
@@ -67,6 +74,9 @@ pub(crate) struct Listeners {
     open: BTreeSet<u16>,
     /// Ports whose bind failed, and why (retried at every publish; shown on /config).
     failed: BTreeMap<u16, String>,
+    /// UDP service ports bound, and the ones that failed.
+    udp_open: BTreeSet<u16>,
+    udp_failed: BTreeMap<u16, String>,
 }
 
 impl Listeners {
@@ -81,6 +91,8 @@ impl Listeners {
             workers,
             open: BTreeSet::new(),
             failed: BTreeMap::new(),
+            udp_open: BTreeSet::new(),
+            udp_failed: BTreeMap::new(),
         }
     }
 
@@ -141,10 +153,64 @@ impl Listeners {
                 }
             }
         }
-        self.failed
+        self.apply_udp(config);
+        let tcp = self
+            .failed
             .iter()
-            .map(|(port, why)| format!("TCP service port {port}: {why}"))
-            .collect()
+            .map(|(port, why)| format!("TCP service port {port}: {why}"));
+        let udp = self
+            .udp_failed
+            .iter()
+            .map(|(port, why)| format!("UDP service port {port}: {why}"));
+        tcp.chain(udp).collect()
+    }
+
+    /// `apply` for UDP service ports (no listener of Sluice's own is UDP).
+    fn apply_udp(&mut self, config: &Compiled) {
+        let wanted = &config.udp_services;
+        for port in self
+            .udp_open
+            .iter()
+            .filter(|port| !wanted.contains_key(port))
+        {
+            for worker in &self.workers {
+                let _ = worker.send(ListenerChange::CloseUdp { port: *port });
+            }
+            tracing::info!(port, "UDP service port closed (left the ConfigMap)");
+        }
+        self.udp_open.retain(|port| wanted.contains_key(port));
+        self.udp_failed.retain(|port, _| wanted.contains_key(port));
+        for (port, service) in wanted {
+            if self.udp_open.contains(port) {
+                continue;
+            }
+            let addr = SocketAddr::new(self.ip, *port);
+            match crate::listen::bind_udp_reuseport(addr, self.workers.len()) {
+                Ok(sockets) => {
+                    for (worker, socket) in self.workers.iter().zip(sockets) {
+                        let _ = worker.send(ListenerChange::OpenUdp {
+                            port: *port,
+                            socket,
+                        });
+                    }
+                    self.udp_open.insert(*port);
+                    self.udp_failed.remove(port);
+                    tracing::info!(%addr, upstream = %service.upstream_name, "UDP service port open");
+                }
+                Err(e) => {
+                    let why = e.to_string();
+                    if self.udp_failed.get(port) != Some(&why) {
+                        tracing::warn!(
+                            port,
+                            upstream = %service.upstream_name,
+                            "UDP service port not opened: {why}; the other ports serve, and \
+                             it is tried again at the next configuration change"
+                        );
+                    }
+                    self.udp_failed.insert(*port, why);
+                }
+            }
+        }
     }
 }
 
@@ -152,6 +218,8 @@ impl Listeners {
 #[derive(Default)]
 pub(crate) struct Streams {
     accepting: HashMap<u16, JoinHandle<()>>,
+    /// UDP service ports' receive loops (each owns its port's sessions).
+    receiving: HashMap<u16, JoinHandle<()>>,
     /// Endpoint → the connections spliced to it (by serial).
     by_endpoint: HashMap<SocketAddr, HashMap<u64, Rc<Spliced>>>,
     serial: u64,
@@ -297,6 +365,25 @@ pub(crate) async fn listen(
                     task.abort();
                 }
             }
+            ListenerChange::OpenUdp { port, socket } => {
+                let socket = match tokio::net::UdpSocket::from_std(socket) {
+                    Ok(socket) => socket,
+                    Err(e) => {
+                        tracing::warn!(port, error = %e, "UDP service port: cannot register the socket");
+                        continue;
+                    }
+                };
+                let task =
+                    tokio::task::spawn_local(crate::udp::serve_port(worker.clone(), socket, port));
+                if let Some(old) = worker.streams.borrow_mut().receiving.insert(port, task) {
+                    old.abort();
+                }
+            }
+            ListenerChange::CloseUdp { port } => {
+                if let Some(task) = worker.streams.borrow_mut().receiving.remove(&port) {
+                    task.abort();
+                }
+            }
         }
     }
 }
@@ -408,6 +495,7 @@ pub(crate) async fn serve(
                 remote: source,
                 proxy_protocol_addr: announced,
                 server,
+                protocol: "TCP",
                 status: match outcome {
                     Outcome::Spliced => 200,
                     Outcome::Refused => 400,

@@ -457,7 +457,7 @@ impl Worker {
     }
 
     /// `max-worker-connections`, or the derived value for 0.
-    fn max_connections(&self) -> usize {
+    pub(crate) fn max_connections(&self) -> usize {
         match self.settings().max_worker_connections {
             0 => self.derived_max_connections,
             n => n as usize,
@@ -465,7 +465,7 @@ impl Worker {
     }
 
     /// Open client connections not already told to close.
-    fn counted_connections(&self) -> usize {
+    pub(crate) fn counted_connections(&self) -> usize {
         let open = usize::try_from(self.stats.borrow().open_connections).unwrap_or(usize::MAX);
         open.saturating_sub(self.evicting.get())
     }
@@ -1212,7 +1212,7 @@ pub(crate) struct OpenConnection {
 }
 
 impl OpenConnection {
-    fn new(worker: &Rc<Worker>) -> OpenConnection {
+    pub(crate) fn new(worker: &Rc<Worker>) -> OpenConnection {
         worker.stats.borrow_mut().open_connections += 1;
         OpenConnection {
             drain: worker.drain_guard(false),

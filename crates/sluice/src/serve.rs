@@ -127,8 +127,8 @@ pub(crate) struct ServeArgs {
     /// ports open and close as it changes.
     #[arg(long, value_name = "NS/NAME", value_parser = namespaced_name)]
     pub(crate) tcp_services_configmap: Option<NamespacedName>,
-    /// ingress-nginx's flag: accepted, but UDP is not proxied; each entry is reported (log,
-    /// /config, metric).
+    /// ingress-nginx's flag: a ConfigMap whose entries `"PORT": "NS/SERVICE:PORT"` open UDP
+    /// ports whose datagrams go to the Service's endpoints (README: UDP services). Watched.
     #[arg(long, value_name = "NS/NAME", value_parser = namespaced_name)]
     pub(crate) udp_services_configmap: Option<NamespacedName>,
     /// After SIGTERM, how long /ready answers 503 while the listeners keep accepting and
@@ -221,13 +221,6 @@ impl Default for KubeArgs {
 
 /// Runs until SIGTERM or SIGINT, then drains and returns.
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
-    if let Some(udp) = &args.udp_services_configmap {
-        tracing::warn!(
-            configmap = %udp,
-            "--udp-services-configmap: Sluice does not proxy UDP; the ConfigMap's entries are \
-             reported as unsupported and no UDP port is opened"
-        );
-    }
     controller::run(args.options())?;
     Ok(())
 }

@@ -445,9 +445,25 @@ fn access_log_lines_are_dropped_and_counted_when_nobody_reads_stdout() {
 }
 
 #[test]
-fn tcp_services_from_files_open_ports_and_follow_edits_and_udp_ones_are_reported() {
+fn tcp_and_udp_services_from_files_open_ports_and_follow_edits() {
     let dir = temp_dir("tcp-services");
     let one = Pod::start("one");
+    // A UDP backend answering each datagram with `dns:` and the datagram.
+    let dns = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dns_port = dns.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 1500];
+        while let Ok((len, from)) = dns.recv_from(&mut buffer) {
+            let mut answer = b"dns:".to_vec();
+            answer.extend_from_slice(&buffer[..len]);
+            let _ = dns.send_to(&answer, from);
+        }
+    });
+    let udp_port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     std::fs::write(
         dir.join("db.yaml"),
         format!(
@@ -456,8 +472,15 @@ fn tcp_services_from_files_open_ports_and_follow_edits_and_udp_ones_are_reported
              apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
              metadata: {{name: db-1, labels: {{kubernetes.io/service-name: db}}}}\n\
              addressType: IPv4\nports: [{{name: http, port: {}}}]\n\
+             endpoints: [{{addresses: [\"127.0.0.1\"]}}]\n---\n\
+             apiVersion: v1\nkind: Service\nmetadata: {{name: dns}}\n\
+             spec: {{ports: [{{name: dns, port: 53, protocol: UDP}}]}}\n---\n\
+             apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+             metadata: {{name: dns-1, labels: {{kubernetes.io/service-name: dns}}}}\n\
+             addressType: IPv4\nports: [{{name: dns, port: {}, protocol: UDP}}]\n\
              endpoints: [{{addresses: [\"127.0.0.1\"]}}]\n",
-            one.addr.port()
+            one.addr.port(),
+            dns_port
         ),
     )
     .unwrap();
@@ -471,7 +494,7 @@ fn tcp_services_from_files_open_ports_and_follow_edits_and_udp_ones_are_reported
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: tcp}}\n\
              data: {{\"{port}\": \"default/db:http\"}}\n---\n\
              apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: udp}}\n\
-             data: {{\"53\": \"kube-system/kube-dns:53\"}}\n"
+             data: {{\"{udp_port}\": \"default/dns:dns\", \"5353\": \"kube-system/kube-dns:53\"}}\n"
         )
     };
     std::fs::write(dir.join("tcp.yaml"), tcp_yaml(first)).unwrap();
@@ -487,10 +510,23 @@ fn tcp_services_from_files_open_ports_and_follow_edits_and_udp_ones_are_reported
         through_tcp_service(first)
     });
     assert!(reply.contains("Server name: one"), "{reply}");
+    // The UDP service answers through its port; its other entry names a missing Service.
+    let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let answer = eventually(WAIT, "the UDP service to answer", || {
+        client.send_to(b"query", ("127.0.0.1", udp_port)).ok()?;
+        let mut buffer = [0u8; 1500];
+        let (len, _) = client.recv_from(&mut buffer).ok()?;
+        Some(buffer[..len].to_vec())
+    });
+    assert_eq!(answer, b"dns:query");
     let config = serve.config_json();
     let diagnostics = config["config"]["diagnostics"].to_string();
     assert!(
-        diagnostics.contains("ConfigMap default/udp: unsupported: data.53"),
+        diagnostics.contains("ConfigMap default/udp: missing: data.5353")
+            && diagnostics.contains("Service kube-system/kube-dns not found"),
         "{diagnostics}"
     );
 

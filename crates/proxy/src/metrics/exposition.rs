@@ -727,7 +727,7 @@ fn sluice_families(
             "sluice_ssl_passthrough_connections_total{{result=\"{result}\"}} {n}"
         );
     }
-    tcp_services(out, &total.streams);
+    stream_services(out, &total.streams);
     single(
         out,
         "sluice_tunnels_closed_at_shutdown_total",
@@ -849,63 +849,98 @@ fn backend_endpoints(out: &mut String, config: &Compiled) {
     }
 }
 
-/// TCP services (`--tcp-services-configmap`), labelled by listen port and ingress-nginx's
-/// upstream name (`tcp-NAMESPACE-SERVICE-PORT`): both come from the ConfigMap, never a client.
-fn tcp_services(
+/// TCP services (`--tcp-services-configmap`) and UDP services, labelled by listen port and
+/// ingress-nginx's upstream name (`tcp-NAMESPACE-SERVICE-PORT`, `udp-…`): both come from the
+/// ConfigMap, never a client.
+fn stream_services(
     out: &mut String,
     streams: &std::collections::BTreeMap<crate::stream::StreamKey, crate::stream::StreamCounts>,
 ) {
     type Read = fn(&crate::stream::StreamCounts) -> u64;
-    let families: [(&str, &str, &str, Read); 4] = [
-        (
+    type Reasons = [(&'static str, Read); 3];
+    struct Families {
+        prefix: &'static str,
+        names: [&'static str; 4],
+        helps: [&'static str; 4],
+        reasons: Reasons,
+    }
+    let tcp = Families {
+        prefix: "tcp-",
+        names: [
             "sluice_tcp_connections_total",
-            "counter",
-            "TCP service connections accepted.",
-            |c| c.accepted,
-        ),
-        (
             "sluice_tcp_connections_active",
-            "gauge",
-            "TCP service connections open now.",
-            |c| c.active,
-        ),
-        (
             "sluice_tcp_connections_failed_total",
-            "counter",
-            "TCP service connections closed without a byte passed, by reason (no_endpoint: none could be reached; proxy_protocol: no valid PROXY header with :PROXY; endpoint_removed: spliced, closed worker-shutdown-timeout after its endpoint left the Service).",
-            |_| 0,
-        ),
-        (
             "sluice_tcp_bytes_total",
-            "counter",
+        ],
+        helps: [
+            "TCP service connections accepted.",
+            "TCP service connections open now.",
+            "TCP service connections closed without a byte passed, by reason (no_endpoint: none could be reached; proxy_protocol: no valid PROXY header with :PROXY; endpoint_removed: spliced, closed worker-shutdown-timeout after its endpoint left the Service).",
             "Bytes through TCP service connections, open ones included (received: from clients; sent: to clients).",
-            |_| 0,
-        ),
-    ];
-    for (name, kind, help, read) in families {
-        family(out, name, kind, help);
-        for ((port, upstream), counts) in streams {
-            let labels = format!("port=\"{port}\",upstream=\"{}\"", Escaped(upstream));
-            match name {
-                "sluice_tcp_connections_failed_total" => {
-                    for (reason, n) in [
-                        ("no_endpoint", counts.failed),
-                        ("proxy_protocol", counts.refused),
-                        ("endpoint_removed", counts.endpoint_removed),
-                    ] {
-                        let _ = writeln!(out, "{name}{{{labels},reason=\"{reason}\"}} {n}");
+        ],
+        reasons: [
+            ("no_endpoint", |c| c.failed),
+            ("proxy_protocol", |c| c.refused),
+            ("endpoint_removed", |c| c.endpoint_removed),
+        ],
+    };
+    let udp = Families {
+        prefix: "udp-",
+        names: [
+            "sluice_udp_sessions_total",
+            "sluice_udp_sessions_active",
+            "sluice_udp_sessions_failed_total",
+            "sluice_udp_bytes_total",
+        ],
+        helps: [
+            "UDP service sessions started (a client's datagrams to one endpoint).",
+            "UDP service sessions open now.",
+            "UDP service datagrams or sessions that failed, by reason (no_endpoint: none to send to, or it refused (ICMP unreachable); limit: a new client's datagram dropped at max-worker-connections; endpoint_removed: a session moved on because its endpoint left the Service).",
+            "Payload bytes through UDP service sessions, open ones included (received: from clients; sent: to clients).",
+        ],
+        reasons: [
+            ("no_endpoint", |c| c.failed),
+            ("limit", |c| c.refused),
+            ("endpoint_removed", |c| c.endpoint_removed),
+        ],
+    };
+    for families in [tcp, udp] {
+        let ours: Vec<_> = streams
+            .iter()
+            .filter(|((_, upstream), _)| upstream.starts_with(families.prefix))
+            .collect();
+        if families.prefix == "udp-" && ours.is_empty() {
+            // No UDP service: no empty families (the TCP ones stay, as they always were).
+            continue;
+        }
+        let reads: [Read; 2] = [|c| c.accepted, |c| c.active];
+        for (i, name) in families.names.iter().enumerate() {
+            let kind = if i == 1 { "gauge" } else { "counter" };
+            family(out, name, kind, families.helps[i]);
+            for ((port, upstream), counts) in &ours {
+                let labels = format!("port=\"{port}\",upstream=\"{}\"", Escaped(upstream));
+                match i {
+                    0 | 1 => {
+                        let _ = writeln!(out, "{name}{{{labels}}} {}", reads[i](counts));
                     }
-                }
-                "sluice_tcp_bytes_total" => {
-                    for (direction, n) in [
-                        ("received", counts.bytes_received),
-                        ("sent", counts.bytes_sent),
-                    ] {
-                        let _ = writeln!(out, "{name}{{{labels},direction=\"{direction}\"}} {n}");
+                    2 => {
+                        for (reason, read) in families.reasons {
+                            let _ = writeln!(
+                                out,
+                                "{name}{{{labels},reason=\"{reason}\"}} {}",
+                                read(counts)
+                            );
+                        }
                     }
-                }
-                _ => {
-                    let _ = writeln!(out, "{name}{{{labels}}} {}", read(counts));
+                    _ => {
+                        for (direction, n) in [
+                            ("received", counts.bytes_received),
+                            ("sent", counts.bytes_sent),
+                        ] {
+                            let _ =
+                                writeln!(out, "{name}{{{labels},direction=\"{direction}\"}} {n}");
+                        }
+                    }
                 }
             }
         }
