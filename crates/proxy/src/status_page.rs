@@ -6,7 +6,7 @@
 //!  GET / ─▶ (admin.rs) one view at a time ─▶ every worker's counters ─▶ Snapshot::by_ingress
 //!        ─▶ Traffic::since(the previous view)    rates over the interval between two views
 //!        ─▶ Page { current Compiled, source errors, swap history, traffic }
-//!        ─▶ render() ─▶ HTML: traffic · hosts and paths · TCP services (if any) ·
+//!        ─▶ render() ─▶ HTML: traffic · hosts and paths · TCP and UDP services (if any) ·
 //!                             endpoints by condition ·
 //!                             certificates · diagnostics · source errors · swaps
 //! ```
@@ -152,7 +152,7 @@ fn write_page(out: &mut String, page: &Page) -> fmt::Result {
     match &page.config {
         Some(config) => {
             write_hosts(out, config)?;
-            write_tcp_services(out, config)?;
+            write_stream_services(out, config)?;
             write_endpoints(out, config)?;
             write_certificates(out, config, page)?;
             write_diagnostics(out, config)?;
@@ -331,51 +331,55 @@ fn write_route_cells(out: &mut String, route: &Route) -> fmt::Result {
     Ok(())
 }
 
-/// `--tcp-services-configmap`'s ports, when there are any.
-fn write_tcp_services(out: &mut String, config: &Compiled) -> fmt::Result {
-    if config.tcp_services.is_empty() {
-        return Ok(());
-    }
-    out.push_str(
-        "<section id=\"tcp-services\"><h2>TCP services</h2>\n<p class=\"note\">Ports of the \
-         TCP services ConfigMap and the Service port each forwards to. A port that could not be \
-         bound is listed under <code>tcp_service_errors</code> in <a href=\"/config\">/config</a>.\
-         </p>\n",
-    );
-    table_head(
-        out,
-        &[
-            "Port",
-            "Service",
-            "PROXY protocol",
-            "ready",
-            "serving and terminating",
-            "refused",
-        ],
-        &[0],
-    );
-    let mut rows = 0;
-    for (port, service) in &config.tcp_services {
-        rows += 1;
-        if rows > ROWS_SHOWN {
+/// `--tcp-services-configmap`'s and `--udp-services-configmap`'s ports, when there are any.
+fn write_stream_services(out: &mut String, config: &Compiled) -> fmt::Result {
+    for (kind, services) in [("TCP", &config.tcp_services), ("UDP", &config.udp_services)] {
+        if services.is_empty() {
             continue;
         }
-        let proxy = match (service.decode_proxy_protocol, service.encode_proxy_protocol) {
-            (true, true) => "from clients, to the upstream",
-            (true, false) => "from clients",
-            (false, true) => "to the upstream",
-            (false, false) => "",
-        };
+        let id = kind.to_ascii_lowercase();
         write!(
             out,
-            "<tr><td class=\"num\">{port}</td><td>{}:{}</td><td>{proxy}</td>",
-            Html(&service.service.to_string()),
-            Html(&service.service_port)
+            "<section id=\"{id}-services\"><h2>{kind} services</h2>\n<p class=\"note\">Ports of \
+             the {kind} services ConfigMap and the Service port each forwards to. A port that \
+             could not be bound is listed under <code>tcp_service_errors</code> in \
+             <a href=\"/config\">/config</a>.</p>\n"
         )?;
-        write_endpoint_cells(out, &service.backend)?;
+        table_head(
+            out,
+            &[
+                "Port",
+                "Service",
+                "PROXY protocol",
+                "ready",
+                "serving and terminating",
+                "refused",
+            ],
+            &[0],
+        );
+        let mut rows = 0;
+        for (port, service) in services {
+            rows += 1;
+            if rows > ROWS_SHOWN {
+                continue;
+            }
+            let proxy = match (service.decode_proxy_protocol, service.encode_proxy_protocol) {
+                (true, true) => "from clients, to the upstream",
+                (true, false) => "from clients",
+                (false, true) => "to the upstream",
+                (false, false) => "",
+            };
+            write!(
+                out,
+                "<tr><td class=\"num\">{port}</td><td>{}:{}</td><td>{proxy}</td>",
+                Html(&service.service.to_string()),
+                Html(&service.service_port)
+            )?;
+            write_endpoint_cells(out, &service.backend)?;
+        }
+        table_end(out, rows);
+        out.push_str("</section>\n");
     }
-    table_end(out, rows);
-    out.push_str("</section>\n");
     Ok(())
 }
 
@@ -745,7 +749,7 @@ mod tests {
 apiVersion: v1
 kind: Service
 metadata: {name: db, namespace: app}
-spec: {ports: [{name: pg, port: 5432}]}
+spec: {ports: [{name: pg, port: 5432}, {name: dns, port: 53, protocol: UDP}]}
 ---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
@@ -758,16 +762,27 @@ apiVersion: v1
 kind: ConfigMap
 metadata: {name: tcp, namespace: sluice}
 data: {"9000": "app/db:pg:PROXY"}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: udp, namespace: sluice}
+data: {"5353": "app/db:dns"}
 "#;
         let documents = model::parse_documents("test.yaml", yaml).expect("objects parse");
         let mut store = Store::default();
         store.replace_all(documents.objects);
         let options = CompileOptions {
             tcp_services_config_map: Some(model::NamespacedName::new("sluice", "tcp")),
+            udp_services_config_map: Some(model::NamespacedName::new("sluice", "udp")),
             ..CompileOptions::default()
         };
         let html = render(&page(Some(model::compile(&store, &options))));
         assert!(html.contains("<h2>TCP services</h2>"), "{html}");
+        assert!(html.contains("<h2>UDP services</h2>"), "{html}");
+        assert!(
+            html.contains("<td class=\"num\">5353</td><td>app/db:dns</td><td></td>"),
+            "{html}"
+        );
         assert!(
             html.contains("<td class=\"num\">9000</td><td>app/db:pg</td><td>from clients</td>"),
             "{html}"
