@@ -1273,7 +1273,7 @@ fn sluice_migrate_judges_the_ingresses_of_a_live_api() {
 }
 
 #[test]
-fn tcp_services_follow_their_config_map() {
+fn tcp_and_udp_services_follow_their_config_maps() {
     let ns = "streams";
     let cluster = cluster_with_class("streams", ns);
     let (a, b) = (pod(&cluster, 11), pod(&cluster, 12));
@@ -1287,8 +1287,35 @@ fn tcp_services_follow_their_config_map() {
             &[Endpoint::ready(p.addr.ip())],
         ));
     }
+    // A UDP Service: its pod answers each datagram with `dns:` and the datagram.
+    let dns_ip = cluster.add_address(40);
+    let dns = std::net::UdpSocket::bind((dns_ip, 5353)).unwrap();
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 1500];
+        while let Ok((len, from)) = dns.recv_from(&mut buffer) {
+            let mut answer = b"dns:".to_vec();
+            answer.extend_from_slice(&buffer[..len]);
+            let _ = dns.send_to(&answer, from);
+        }
+    });
+    let mut dns_service = service(ns, "dns");
+    dns_service["spec"]["ports"] =
+        serde_json::json!([{"name": "dns", "port": 53, "protocol": "UDP"}]);
+    cluster.create(&dns_service);
+    let mut dns_slice = endpoint_slice(ns, "dns-1", "dns", 5353, &[Endpoint::ready(dns_ip)]);
+    dns_slice["ports"] = serde_json::json!([{"name": "dns", "port": 5353, "protocol": "UDP"}]);
+    cluster.create(&dns_slice);
     let config_map_name = format!("{ns}/tcp-services");
-    let sluice = cluster.sluice(ns, &["--tcp-services-configmap", &config_map_name]);
+    let udp_config_map_name = format!("{ns}/udp-services");
+    let sluice = cluster.sluice(
+        ns,
+        &[
+            "--tcp-services-configmap",
+            &config_map_name,
+            "--udp-services-configmap",
+            &udp_config_map_name,
+        ],
+    );
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -1302,6 +1329,29 @@ fn tcp_services_follow_their_config_map() {
         through_tcp_service(port)
     });
     assert!(reply.contains("Server name: pod-11"), "{reply}");
+
+    // The UDP services ConfigMap, watched by name too: its port answers from the pod.
+    let udp_port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    cluster.create(&config_map(
+        ns,
+        "udp-services",
+        &[(&udp_port.to_string(), "streams/dns:dns")],
+    ));
+    let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let answer = eventually(WAIT, "the UDP service to answer", || {
+        client.send_to(b"query", ("127.0.0.1", udp_port)).ok()?;
+        let mut buffer = [0u8; 1500];
+        let (len, _) = client.recv_from(&mut buffer).ok()?;
+        Some(buffer[..len].to_vec())
+    });
+    assert_eq!(answer, b"dns:query");
 
     // Updated: the port now leads to the other Service.
     cluster.replace(&config_map(
