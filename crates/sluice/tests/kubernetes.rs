@@ -1289,15 +1289,7 @@ fn tcp_and_udp_services_follow_their_config_maps() {
     }
     // A UDP Service: its pod answers each datagram with `dns:` and the datagram.
     let dns_ip = cluster.add_address(40);
-    let dns = std::net::UdpSocket::bind((dns_ip, 5353)).unwrap();
-    std::thread::spawn(move || {
-        let mut buffer = [0u8; 1500];
-        while let Ok((len, from)) = dns.recv_from(&mut buffer) {
-            let mut answer = b"dns:".to_vec();
-            answer.extend_from_slice(&buffer[..len]);
-            let _ = dns.send_to(&answer, from);
-        }
-    });
+    udp_echo(std::net::SocketAddr::new(dns_ip, 5353));
     let mut dns_service = service(ns, "dns");
     dns_service["spec"]["ports"] =
         serde_json::json!([{"name": "dns", "port": 53, "protocol": "UDP"}]);
@@ -1331,26 +1323,13 @@ fn tcp_and_udp_services_follow_their_config_maps() {
     assert!(reply.contains("Server name: pod-11"), "{reply}");
 
     // The UDP services ConfigMap, watched by name too: its port answers from the pod.
-    let udp_port = std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let udp_port = free_udp_port();
     cluster.create(&config_map(
         ns,
         "udp-services",
         &[(&udp_port.to_string(), "streams/dns:dns")],
     ));
-    let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    client
-        .set_read_timeout(Some(Duration::from_millis(500)))
-        .unwrap();
-    let answer = eventually(WAIT, "the UDP service to answer", || {
-        client.send_to(b"query", ("127.0.0.1", udp_port)).ok()?;
-        let mut buffer = [0u8; 1500];
-        let (len, _) = client.recv_from(&mut buffer).ok()?;
-        Some(buffer[..len].to_vec())
-    });
+    let answer = udp_ask(udp_port, b"query");
     assert_eq!(answer, b"dns:query");
 
     // Updated: the port now leads to the other Service.

@@ -448,22 +448,8 @@ fn access_log_lines_are_dropped_and_counted_when_nobody_reads_stdout() {
 fn tcp_and_udp_services_from_files_open_ports_and_follow_edits() {
     let dir = temp_dir("tcp-services");
     let one = Pod::start("one");
-    // A UDP backend answering each datagram with `dns:` and the datagram.
-    let dns = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let dns_port = dns.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        let mut buffer = [0u8; 1500];
-        while let Ok((len, from)) = dns.recv_from(&mut buffer) {
-            let mut answer = b"dns:".to_vec();
-            answer.extend_from_slice(&buffer[..len]);
-            let _ = dns.send_to(&answer, from);
-        }
-    });
-    let udp_port = std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let dns_port = udp_echo("127.0.0.1:0".parse().unwrap());
+    let udp_port = free_udp_port();
     std::fs::write(
         dir.join("db.yaml"),
         format!(
@@ -511,16 +497,7 @@ fn tcp_and_udp_services_from_files_open_ports_and_follow_edits() {
     });
     assert!(reply.contains("Server name: one"), "{reply}");
     // The UDP service answers through its port; its other entry names a missing Service.
-    let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    client
-        .set_read_timeout(Some(Duration::from_millis(500)))
-        .unwrap();
-    let answer = eventually(WAIT, "the UDP service to answer", || {
-        client.send_to(b"query", ("127.0.0.1", udp_port)).ok()?;
-        let mut buffer = [0u8; 1500];
-        let (len, _) = client.recv_from(&mut buffer).ok()?;
-        Some(buffer[..len].to_vec())
-    });
+    let answer = udp_ask(udp_port, b"query");
     assert_eq!(answer, b"dns:query");
     let config = serve.config_json();
     let diagnostics = config["config"]["diagnostics"].to_string();

@@ -718,3 +718,42 @@ impl HttpClient {
         Ok(response)
     }
 }
+
+/// A UDP backend on `addr` answering each datagram with `dns:` and the datagram (a thread,
+/// for the test's life). Returns its port.
+pub fn udp_echo(addr: SocketAddr) -> u16 {
+    let socket = std::net::UdpSocket::bind(addr).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 1500];
+        while let Ok((len, from)) = socket.recv_from(&mut buffer) {
+            let mut answer = b"dns:".to_vec();
+            answer.extend_from_slice(&buffer[..len]);
+            let _ = socket.send_to(&answer, from);
+        }
+    });
+    port
+}
+
+/// Sends `query` to 127.0.0.1:`port` and waits (bounded) until a datagram answers it.
+pub fn udp_ask(port: u16, query: &[u8]) -> Vec<u8> {
+    let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    eventually(Duration::from_secs(10), "the UDP service to answer", || {
+        client.send_to(query, ("127.0.0.1", port)).ok()?;
+        let mut buffer = [0u8; 1500];
+        let (len, _) = client.recv_from(&mut buffer).ok()?;
+        Some(buffer[..len].to_vec())
+    })
+}
+
+/// A UDP port on 127.0.0.1 nothing uses now.
+pub fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
