@@ -75,7 +75,7 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
     let lease_namespace = std::env::var("POD_NAMESPACE")
         .ok()
         .filter(|ns| !ns.is_empty())
-        .unwrap_or_else(|| compile_options.config_map.namespace.clone());
+        .unwrap_or_else(|| compile_options.config_map.namespace.to_string());
     control.proxy.set_leader(&kube.election_id, false);
     let status = StatusWriter::start(
         client.clone(),

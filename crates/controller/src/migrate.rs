@@ -84,8 +84,7 @@ impl Report {
             .ingresses
             .iter()
             .map(|name| {
-                let object =
-                    ObjectRef::new(Kind::Ingress, name.namespace.clone(), name.name.clone());
+                let object = ObjectRef::new(Kind::Ingress, &*name.namespace, &*name.name);
                 let findings: Vec<Finding> = by_object
                     .remove(&object)
                     .unwrap_or_default()

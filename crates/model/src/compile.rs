@@ -18,7 +18,6 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ServicePort;
 use k8s_openapi::api::networking::v1::IngressBackend;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use rustls::sign::CertifiedKey;
@@ -216,6 +215,7 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         hosts: HostExtras::default(),
         passthrough_ingresses: BTreeSet::new(),
         tls_policies: HashMap::new(),
+        strings: HashSet::new(),
     };
     compiler.settings(options);
     compiler.out.hsts_header = compiler.out.settings.hsts_header();
@@ -224,15 +224,20 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         crate::access_log::StreamLogFormat::from_settings(&compiler.out.settings).0;
     compiler.out.tracing = compiler.out.settings.opentelemetry.enabled;
     compiler.default_policy = Arc::new(RoutePolicy::from_settings(&compiler.out.settings));
-    let mut ingresses: Vec<&Ingress> = store
-        .ingresses()
-        .filter(|i| is_ours(store, options, i))
+    let mut ingresses: Vec<(&NamespacedName, &Ingress)> = store
+        .ingresses_by_name()
+        .filter(|(_, i)| is_ours(store, options, i))
         .collect();
-    ingresses.sort_by_key(|i| age_key(i));
+    // Oldest first; objects without a timestamp (files) count as oldest, then by name.
+    ingresses.sort_by(|(a_name, a), (b_name, b)| {
+        (a.metadata.creation_timestamp.as_ref())
+            .cmp(&b.metadata.creation_timestamp.as_ref())
+            .then_with(|| a_name.cmp(b_name))
+    });
 
     let mut claims = Claims::default();
-    for ingress in &ingresses {
-        compiler.ingress(ingress, &mut claims);
+    for (name, ingress) in ingresses {
+        compiler.ingress(name, ingress, &mut claims);
     }
     compiler.certificates(options, claims.tls);
     if let (None, Some(service)) = (&claims.default_backend, &options.default_backend_service) {
@@ -338,6 +343,9 @@ struct Compiler<'a> {
     /// TLS settings are not.)
     tls_policies:
         HashMap<(NamespacedName, usize, NamespacedName, BackendProtocol), Arc<RoutePolicy>>,
+    /// Every name a route holds (Service, port, host, path), once: 10,000 routes to `/` on
+    /// port `http` hold one `/` and one `http`.
+    strings: HashSet<Arc<str>>,
 }
 
 /// How one Ingress's routes reach their endpoints.
@@ -363,13 +371,6 @@ struct HostExtras {
     app_roots: BTreeMap<HostPattern, NamespacedName>,
 }
 
-fn ingress_name(ingress: &Ingress) -> NamespacedName {
-    NamespacedName::new(
-        ingress.metadata.namespace.clone().unwrap_or_default(),
-        ingress.metadata.name.clone().unwrap_or_default(),
-    )
-}
-
 /// Now, in Unix seconds (certificates' expiry is compared with it).
 fn unix_now() -> i64 {
     std::time::SystemTime::now()
@@ -378,15 +379,7 @@ fn unix_now() -> i64 {
 }
 
 fn ingress_ref(name: &NamespacedName) -> ObjectRef {
-    ObjectRef::new(Kind::Ingress, name.namespace.clone(), name.name.clone())
-}
-
-/// Oldest first; objects without a timestamp (files) count as oldest, then by name.
-fn age_key(ingress: &Ingress) -> (Option<Time>, NamespacedName) {
-    (
-        ingress.metadata.creation_timestamp.clone(),
-        ingress_name(ingress),
-    )
+    ObjectRef::new(Kind::Ingress, &*name.namespace, &*name.name)
 }
 
 /// The IngressClass rules of the Kubernetes API, plus the legacy annotation.
@@ -434,6 +427,16 @@ fn is_ours(store: &Store, options: &CompileOptions, ingress: &Ingress) -> bool {
 }
 
 impl Compiler<'_> {
+    /// The one shared copy of `text` in this configuration.
+    fn share(&mut self, text: &str) -> Arc<str> {
+        if let Some(shared) = self.strings.get(text) {
+            return shared.clone();
+        }
+        let shared: Arc<str> = Arc::from(text);
+        self.strings.insert(shared.clone());
+        shared
+    }
+
     /// `--tcp-services-configmap` and `--udp-services-configmap` (see `streams`).
     fn streams(&mut self, options: &CompileOptions) {
         use crate::streams::{stream_services, StreamProtocol};
@@ -468,8 +471,8 @@ impl Compiler<'_> {
         };
         let source = ObjectRef::new(
             Kind::ConfigMap,
-            options.config_map.namespace.clone(),
-            options.config_map.name.clone(),
+            &*options.config_map.namespace,
+            &*options.config_map.name,
         );
         let data = config_map.data.clone().unwrap_or_default();
         self.out.settings = Settings::from_config_map(&source, &data, &mut self.out.diagnostics);
@@ -484,8 +487,9 @@ impl Compiler<'_> {
         }
     }
 
-    fn ingress(&mut self, ingress: &Ingress, claims: &mut Claims) {
-        let name = ingress_name(ingress);
+    /// One Ingress, `name` its Store key (the routes share its strings).
+    fn ingress(&mut self, name: &NamespacedName, ingress: &Ingress, claims: &mut Claims) {
+        let name = name.clone();
         let object = ingress_ref(&name);
         self.out.ingresses.push(name.clone());
         let Some(spec) = ingress.spec.as_ref() else {
@@ -710,17 +714,18 @@ impl Compiler<'_> {
                 (None, None) => String::new(),
             })
             .unwrap_or_default();
-        let make = |service: String, backend: Arc<Backend>, policy: &Arc<RoutePolicy>| {
+        let site = RouteSite {
+            host: self.share(host),
+            path: self.share(path),
+            service_port: self.share(&written_port),
+        };
+        let make = |service: Arc<str>, backend: Arc<Backend>, policy: &Arc<RoutePolicy>| {
             Arc::new(Route {
                 ingress: ingress.clone(),
                 service,
                 backend,
                 policy: policy.clone(),
-                site: RouteSite {
-                    host: host.to_owned(),
-                    path: path.to_owned(),
-                    service_port: written_port.clone(),
-                },
+                site: site.clone(),
             })
         };
         let Some(service_backend) = &backend.service else {
@@ -732,10 +737,13 @@ impl Compiler<'_> {
                 format!("{field}.service: missing; requests answer 503")
             };
             self.diagnose(object, reason);
-            return make(String::new(), Arc::new(Backend::unresolved()), &policy);
+            return make(Arc::from(""), Arc::new(Backend::unresolved()), &policy);
         };
-        let service_name = service_backend.name.clone();
-        let service = NamespacedName::new(ingress.namespace.clone(), service_name.clone());
+        let service_name = self.share(&service_backend.name);
+        let service = NamespacedName {
+            namespace: ingress.namespace.clone(),
+            name: service_name.clone(),
+        };
         let port = service_backend.port.as_ref();
         let written_port = match (
             port.and_then(|p| p.number),
@@ -932,7 +940,7 @@ impl Compiler<'_> {
         let Some((namespace, name)) = written.split_once('/') else {
             return Err(Problem::invalid("expected namespace/name"));
         };
-        if namespace != ingress.namespace {
+        if namespace != &*ingress.namespace {
             return Err(Problem::invalid(
                 "a Secret of another namespace (refused, as ingress-nginx does by default)",
             ));
@@ -1239,11 +1247,7 @@ impl Compiler<'_> {
     /// `--default-backend-service`: the Service's first port, as ingress-nginx uses it, with
     /// the ConfigMap's policy. A missing Service leaves requests no rule matches at 404.
     fn default_backend_service(&mut self, service: &NamespacedName) {
-        let object = ObjectRef::new(
-            Kind::Service,
-            service.namespace.clone(),
-            service.name.clone(),
-        );
+        let object = ObjectRef::new(Kind::Service, &*service.namespace, &*service.name);
         let first_port = self.store.service(service).map(|found| {
             found
                 .spec
@@ -1296,7 +1300,7 @@ impl Compiler<'_> {
             backend,
             policy: self.default_policy.clone(),
             site: RouteSite {
-                service_port: port.to_string(),
+                service_port: port.to_string().into(),
                 ..RouteSite::default()
             },
         }));
@@ -1362,8 +1366,7 @@ impl Compiler<'_> {
             }
         }
         if let Some(secret) = &options.default_tls_secret {
-            let object =
-                ObjectRef::new(Kind::Secret, secret.namespace.clone(), secret.name.clone());
+            let object = ObjectRef::new(Kind::Secret, &*secret.namespace, &*secret.name);
             match self.load_secret(secret) {
                 Ok((key, info)) => {
                     if let Some(info) = &info {
@@ -1493,7 +1496,7 @@ impl RouteView {
             path: path.map(|p| p.written.clone()),
             kind: path.map(|p| p.kind),
             ingress: route.ingress.to_string(),
-            service: route.service.clone(),
+            service: route.service.to_string(),
             backend: route.backend.key().map(ToString::to_string),
             regex: path.and_then(|p| p.pattern.as_ref()).map(|r| r.to_string()),
             policy: route.policy.difference(default),

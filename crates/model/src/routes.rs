@@ -49,12 +49,16 @@ pub enum PathKind {
 }
 
 /// Where a request goes, and the names it is counted under.
+///
+/// Its names are shared strings (`Arc<str>`): the Ingress's with the Store and the served
+/// list, and compile hands every route with the same Service, port, host or path the same
+/// string, so a route costs its own allocation and little else.
 #[derive(Debug)]
 pub struct Route {
     /// The Ingress that owns the rule.
     pub ingress: NamespacedName,
     /// The Service name as written in the Ingress (metrics label), even when unresolved.
-    pub service: String,
+    pub service: Arc<str>,
     pub backend: Arc<Backend>,
     /// What the request goes through (the default policy when the Ingress has no annotations).
     pub policy: Arc<RoutePolicy>,
@@ -67,11 +71,11 @@ pub struct Route {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RouteSite {
     /// The rule's host as written; empty for a default backend or a rule without host.
-    pub host: String,
+    pub host: Arc<str>,
     /// The path as written; empty for a default backend.
-    pub path: String,
+    pub path: Arc<str>,
     /// The Service port as written (number or name).
-    pub service_port: String,
+    pub service_port: Arc<str>,
 }
 
 /// One path rule of one host.
@@ -543,7 +547,7 @@ mod tests {
         host.paths.push(path(PathKind::Exact, "/api"));
         host.paths.push(path(PathKind::Prefix, "/api/v1/"));
         table.finish();
-        let service = |p: &str| table.route("x", p).unwrap().route.service.clone();
+        let service = |p: &str| table.route("x", p).unwrap().route.service.to_string();
         assert_eq!(service("/api"), "/api");
         assert_eq!(table.any_host.paths[1].kind, PathKind::Exact);
         assert_eq!(service("/api/v1/users"), "/api/v1/");
@@ -564,13 +568,13 @@ mod tests {
             .push(path(PathKind::Prefix, "/shared"));
         table.finish();
         assert_eq!(
-            table.route("foo.com", "/shared/x").unwrap().route.service,
+            &*table.route("foo.com", "/shared/x").unwrap().route.service,
             "/shared"
         );
         assert!(table.route("foo.com", "/nothing").is_none());
         table.set_default_backend(route("default"));
         assert_eq!(
-            table.route("foo.com", "/nothing").unwrap().route.service,
+            &*table.route("foo.com", "/nothing").unwrap().route.service,
             "default"
         );
     }

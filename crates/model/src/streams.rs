@@ -113,7 +113,7 @@ pub(crate) fn stream_services(
     backends: &mut BTreeMap<BackendKey, Arc<Backend>>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> BTreeMap<u16, Arc<StreamService>> {
-    let object = ObjectRef::new(Kind::ConfigMap, name.namespace.clone(), name.name.clone());
+    let object = ObjectRef::new(Kind::ConfigMap, &*name.namespace, &*name.name);
     let mut out = BTreeMap::new();
     let kind = protocol.name();
     let Some(config_map) = store.config_map(name) else {

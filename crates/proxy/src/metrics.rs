@@ -568,12 +568,12 @@ impl RouteLabels {
             )
         };
         RouteLabels {
-            namespace: route.ingress.namespace.clone(),
-            ingress: route.ingress.name.clone(),
-            service: route.service.clone(),
-            service_port: route.site.service_port.clone(),
-            host: route.site.host.clone(),
-            path: route.site.path.clone(),
+            namespace: route.ingress.namespace.to_string(),
+            ingress: route.ingress.name.to_string(),
+            service: route.service.to_string(),
+            service_port: route.site.service_port.to_string(),
+            host: route.site.host.to_string(),
+            path: route.site.path.to_string(),
             upstream_name,
             access_log: route.policy.access_log,
         }
@@ -649,7 +649,7 @@ mod tests {
     fn route(namespace: &str, name: &str) -> Arc<Route> {
         Arc::new(Route {
             ingress: NamespacedName::new(namespace, name),
-            service: format!("{name}-svc"),
+            service: format!("{name}-svc").into(),
             backend: Arc::new(Backend::unresolved()),
             policy: Default::default(),
             site: RouteSite {

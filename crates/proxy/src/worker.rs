@@ -839,7 +839,7 @@ impl Worker {
             let live = config
                 .ingresses
                 .iter()
-                .map(|i| (i.namespace.as_str(), i.name.as_str()))
+                .map(|i| (&*i.namespace, &*i.name))
                 .collect();
             self.stats.borrow_mut().retire_routes(&live);
         }

@@ -388,12 +388,15 @@ impl Task {
             if self.reported.contains(diagnostic) {
                 continue;
             }
-            let key = NamespacedName::new(&diagnostic.object.namespace, &diagnostic.object.name);
+            let key = NamespacedName::new(
+                diagnostic.object.namespace.as_str(),
+                diagnostic.object.name.as_str(),
+            );
             let reference = ObjectReference {
                 api_version: Some("networking.k8s.io/v1".into()),
                 kind: Some("Ingress".into()),
-                namespace: Some(key.namespace.clone()),
-                name: Some(key.name.clone()),
+                namespace: Some(key.namespace.to_string()),
+                name: Some(key.name.to_string()),
                 uid: states.get(&key).and_then(|s| s.uid.clone()),
                 ..ObjectReference::default()
             };

@@ -227,7 +227,7 @@ impl Watchers {
             if scope
                 .namespace
                 .as_ref()
-                .is_some_and(|watched| *watched != secret.namespace)
+                .is_some_and(|watched| **watched != *secret.namespace)
             {
                 tasks.push(spawner.spawn::<Secret>(
                     Api::namespaced(client.clone(), &secret.namespace),
@@ -519,7 +519,10 @@ async fn run<K: Watched>(
                 let gone: Vec<ObjectRef> = known.difference(&now).cloned().collect();
                 if let Some(states) = &states {
                     for object_ref in &gone {
-                        let key = NamespacedName::new(&object_ref.namespace, &object_ref.name);
+                        let key = NamespacedName::new(
+                            object_ref.namespace.as_str(),
+                            object_ref.name.as_str(),
+                        );
                         states.set(key, None);
                     }
                 }
@@ -550,7 +553,10 @@ async fn run<K: Watched>(
                 );
                 known.remove(&object_ref);
                 if let Some(states) = &states {
-                    let key = NamespacedName::new(&object_ref.namespace, &object_ref.name);
+                    let key = NamespacedName::new(
+                        object_ref.namespace.as_str(),
+                        object_ref.name.as_str(),
+                    );
                     states.set(key, None);
                 }
                 Update::Delete(object_ref)
