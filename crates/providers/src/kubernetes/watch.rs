@@ -316,7 +316,7 @@ trait Watched: Resource + Clone + Debug + DeserializeOwned + Send + 'static {
     const KIND: Kind;
     fn into_object(self) -> Object;
     /// What the status writer needs from the object before it is slimmed (Ingresses only).
-    fn state(&self) -> Option<(NamespacedName, IngressState)> {
+    fn state(&self) -> Option<IngressState> {
         None
     }
 }
@@ -347,11 +347,7 @@ impl Watched for Ingress {
         Object::from(self)
     }
 
-    fn state(&self) -> Option<(NamespacedName, IngressState)> {
-        let key = NamespacedName::new(
-            self.metadata.namespace.clone().unwrap_or_default(),
-            self.metadata.name.clone().unwrap_or_default(),
-        );
+    fn state(&self) -> Option<IngressState> {
         let state = IngressState {
             uid: self.metadata.uid.clone(),
             load_balancer: self
@@ -361,7 +357,7 @@ impl Watched for Ingress {
                 .and_then(|lb| lb.ingress.clone())
                 .unwrap_or_default(),
         };
-        Some((key, state))
+        Some(state)
     }
 }
 
@@ -446,13 +442,38 @@ where
 }
 
 /// Records an Ingress's status and uid for the status writer (`states`: the Ingress
-/// watcher's), and turns the object into the Store's.
-fn arrived<K: Watched>(object: K, states: Option<&IngressStates>) -> Object {
+/// watcher's), and turns the object into the Store's; `known` gets its key (which the states
+/// share).
+fn arrived<K: Watched>(
+    object: K,
+    known: &mut BTreeSet<NamespacedName>,
+    states: Option<&IngressStates>,
+) -> Object {
     let object = normalise(object);
-    if let (Some(states), Some((key, state))) = (states, object.state()) {
-        states.set(key, Some(state));
+    let key = known_key(
+        known,
+        object.meta().namespace.as_deref().unwrap_or_default(),
+        object.meta().name.as_deref().unwrap_or_default(),
+    );
+    if let (Some(states), Some(state)) = (states, object.state()) {
+        states.set(key.clone(), Some(state));
     }
+    known.insert(key);
     object.into_object()
+}
+
+/// The key of an object in `known`, its namespace string shared with a neighbour's when they
+/// are the same (keys sort by namespace first): one string per namespace, not per object.
+fn known_key(known: &BTreeSet<NamespacedName>, namespace: &str, name: &str) -> NamespacedName {
+    let mut key = NamespacedName::new(namespace, name);
+    let neighbour = known
+        .range(..=&key)
+        .next_back()
+        .or_else(|| known.range(&key..).next());
+    if let Some(existing) = neighbour.filter(|n| n.namespace == key.namespace) {
+        key.namespace = existing.namespace.clone();
+    }
+    key
 }
 
 /// Drives one watcher until the receiver goes away.
@@ -467,9 +488,11 @@ async fn run<K: Watched>(
 {
     let kind = K::KIND;
     let mut stream = watcher(api, config).backoff(retry_backoff()).boxed();
-    // What this watcher has delivered, so a relist can say what disappeared meanwhile.
-    let mut known: BTreeSet<ObjectRef> = BTreeSet::new();
-    let mut listing: Option<Vec<Object>> = None;
+    // What this watcher has delivered, so a relist can say what disappeared meanwhile (one
+    // kind per watcher: namespace and name say which object).
+    let mut known: BTreeSet<NamespacedName> = BTreeSet::new();
+    // A (re)list in progress: its objects and their keys.
+    let mut listing: Option<(Vec<Object>, BTreeSet<NamespacedName>)> = None;
     let mut listed_once = false;
     let mut failures = 0u32;
     while let Some(event) = stream.next().await {
@@ -504,28 +527,26 @@ async fn run<K: Watched>(
         };
         let update = match event {
             watcher::Event::Init => {
-                listing = Some(Vec::new());
+                listing = Some(Default::default());
                 continue;
             }
             watcher::Event::InitApply(object) => {
-                listing
-                    .get_or_insert_with(Vec::new)
-                    .push(arrived(object, states.as_ref()));
+                let (objects, keys) = listing.get_or_insert_with(Default::default);
+                objects.push(arrived(object, keys, states.as_ref()));
                 continue;
             }
             watcher::Event::InitDone => {
-                let objects = listing.take().unwrap_or_default();
-                let now: BTreeSet<ObjectRef> = objects.iter().map(Object::object_ref).collect();
-                let gone: Vec<ObjectRef> = known.difference(&now).cloned().collect();
+                let (objects, now) = listing.take().unwrap_or_default();
+                let gone: Vec<&NamespacedName> = known.difference(&now).collect();
                 if let Some(states) = &states {
-                    for object_ref in &gone {
-                        let key = NamespacedName::new(
-                            object_ref.namespace.as_str(),
-                            object_ref.name.as_str(),
-                        );
-                        states.set(key, None);
+                    for key in &gone {
+                        states.set((*key).clone(), None);
                     }
                 }
+                let gone: Vec<ObjectRef> = gone
+                    .into_iter()
+                    .map(|key| ObjectRef::new(kind, &*key.namespace, &*key.name))
+                    .collect();
                 tracing::debug!(%kind, objects = objects.len(), gone = gone.len(), "listed");
                 known = now;
                 let first = !listed_once;
@@ -541,9 +562,7 @@ async fn run<K: Watched>(
                 }
             }
             watcher::Event::Apply(object) => {
-                let object = arrived(object, states.as_ref());
-                known.insert(object.object_ref());
-                Update::Apply(object)
+                Update::Apply(arrived(object, &mut known, states.as_ref()))
             }
             watcher::Event::Delete(object) => {
                 let object_ref = ObjectRef::new(
@@ -551,12 +570,10 @@ async fn run<K: Watched>(
                     object.namespace().unwrap_or_default(),
                     object.name_any(),
                 );
-                known.remove(&object_ref);
+                let key =
+                    NamespacedName::new(object_ref.namespace.as_str(), object_ref.name.as_str());
+                known.remove(&key);
                 if let Some(states) = &states {
-                    let key = NamespacedName::new(
-                        object_ref.namespace.as_str(),
-                        object_ref.name.as_str(),
-                    );
                     states.set(key, None);
                 }
                 Update::Delete(object_ref)
@@ -673,7 +690,8 @@ mod tests {
         }))
         .unwrap();
         let states = IngressStates::default();
-        let Object::Ingress(stored) = arrived(ingress.clone(), Some(&states)) else {
+        let mut known = BTreeSet::new();
+        let Object::Ingress(stored) = arrived(ingress.clone(), &mut known, Some(&states)) else {
             unreachable!()
         };
         assert_eq!(stored.spec, ingress.spec);
