@@ -19,6 +19,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::core::v1::ServicePort;
@@ -56,10 +57,13 @@ pub struct ObjectRef {
 
 /// The metadata Sluice reads: `ObjectMeta`'s name, namespace, and for the kinds whose
 /// annotations mean something (Ingress, IngressClass) the annotations and creation time.
+///
+/// Name and namespace are shared strings: the Store points them at its key's, so an object's
+/// key and metadata hold one copy, and one namespace's objects one namespace string.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Meta {
-    pub name: Option<String>,
-    pub namespace: Option<String>,
+    pub name: Option<Arc<str>>,
+    pub namespace: Option<Arc<str>>,
     pub annotations: Option<BTreeMap<String, String>>,
     /// Orders Ingresses: the oldest wins a conflict.
     pub creation_timestamp: Option<Time>,
@@ -250,7 +254,7 @@ impl Object {
         }
     }
 
-    fn metadata_mut(&mut self) -> &mut Meta {
+    pub(crate) fn metadata_mut(&mut self) -> &mut Meta {
         match self {
             Object::IngressClass(o) => &mut o.metadata,
             Object::Ingress(o) => &mut o.metadata,
@@ -265,8 +269,8 @@ impl Object {
         let meta = self.metadata();
         ObjectRef::new(
             self.kind(),
-            meta.namespace.clone().unwrap_or_default(),
-            meta.name.clone().unwrap_or_default(),
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default(),
         )
     }
 }
@@ -275,8 +279,8 @@ impl Meta {
     /// Name and namespace only: for kinds whose annotations and age mean nothing to Sluice.
     fn named(meta: ObjectMeta) -> Meta {
         Meta {
-            name: meta.name,
-            namespace: meta.namespace,
+            name: meta.name.map(Arc::from),
+            namespace: meta.namespace.map(Arc::from),
             ..Meta::default()
         }
     }
@@ -284,8 +288,8 @@ impl Meta {
     /// Name, namespace, annotations and creation time.
     fn annotated(meta: ObjectMeta) -> Meta {
         Meta {
-            name: meta.name,
-            namespace: meta.namespace,
+            name: meta.name.map(Arc::from),
+            namespace: meta.namespace.map(Arc::from),
             annotations: meta.annotations,
             creation_timestamp: meta.creation_timestamp,
         }
@@ -551,7 +555,7 @@ fn parse_value(source_name: &str, document: usize, value: serde_yaml::Value, out
     match parsed {
         Ok(mut object) => {
             if kind.is_namespaced() {
-                object.metadata_mut().namespace = Some(namespace);
+                object.metadata_mut().namespace = Some(namespace.into());
             }
             out.objects.push(object);
         }

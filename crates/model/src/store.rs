@@ -186,12 +186,25 @@ impl Store {
     }
 
     /// Adds or replaces one object.
-    pub fn apply(&mut self, object: Object) -> ChangeSet {
+    pub fn apply(&mut self, mut object: Object) -> ChangeSet {
         let mut key = key_of(&object.object_ref());
         let mut changes = ChangeSet::default();
+        match &object {
+            Object::EndpointSlice(_) => share_namespace(&self.endpoint_slices, &mut key),
+            Object::Ingress(_) => share_namespace(&self.ingresses, &mut key),
+            Object::Service(_) => share_namespace(&self.services, &mut key),
+            _ => {}
+        }
+        // The metadata holds the key's strings rather than copies of its own.
+        let meta = object.metadata_mut();
+        if meta.namespace.is_some() {
+            meta.namespace = Some(key.namespace.clone());
+        }
+        if meta.name.is_some() {
+            meta.name = Some(key.name.clone());
+        }
         match object {
             Object::EndpointSlice(slice) => {
-                share_namespace(&self.endpoint_slices, &mut key);
                 let old_service = self
                     .endpoint_slices
                     .get_key_value(&key)
@@ -220,14 +233,8 @@ impl Store {
             Object::IngressClass(o) => {
                 changes.config = upsert(&mut self.ingress_classes, key.name.to_string(), o)
             }
-            Object::Ingress(o) => {
-                share_namespace(&self.ingresses, &mut key);
-                changes.config = upsert(&mut self.ingresses, key, Box::new(o))
-            }
-            Object::Service(o) => {
-                share_namespace(&self.services, &mut key);
-                changes.config = upsert(&mut self.services, key, Box::new(o))
-            }
+            Object::Ingress(o) => changes.config = upsert(&mut self.ingresses, key, Box::new(o)),
+            Object::Service(o) => changes.config = upsert(&mut self.services, key, Box::new(o)),
             Object::Secret(o) => changes.config = upsert(&mut self.secrets, key, o),
             Object::ConfigMap(o) => changes.config = upsert(&mut self.config_maps, key, o),
         }
