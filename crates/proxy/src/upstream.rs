@@ -33,7 +33,7 @@
 //! endpoint once) and `proxy-next-upstream-timeout` the time spent retrying. A pooled
 //! connection that turns out dead is always resent on a fresh one: that is not a retry.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -64,11 +64,12 @@ use crate::worker::{within, Worker};
 
 /// Idle upstream connections of one worker, by endpoint, then by TLS client (0: plain TCP;
 /// nearly always the only one), so that an endpoint's removal stays one map removal.
+/// Only connections to endpoints of the current configuration are kept: callers ask the
+/// worker's one endpoint index (`Worker::is_live_endpoint`) before they check one in (a set
+/// of its own here cost ≈40 bytes per endpoint per worker).
 #[derive(Default)]
 pub(crate) struct Pool {
     idle: HashMap<SocketAddr, Vec<(u64, VecDeque<Idle>)>>,
-    /// Endpoints of the current configuration; connections to others are not kept.
-    live: HashSet<SocketAddr>,
     /// HTTP/2 connections (gRPC, h2c routes): shared by streams, not idle or busy.
     pub(crate) h2: H2Pool,
 }
@@ -183,7 +184,7 @@ impl Pool {
     }
 
     fn checkin(&mut self, addr: SocketAddr, conn: Conn, max_idle: usize, now: Instant) {
-        if max_idle == 0 || !self.live.contains(&addr) {
+        if max_idle == 0 {
             return;
         }
         let tls_id = conn.tls_id();
@@ -202,8 +203,8 @@ impl Pool {
         queue.push_back(Idle { conn, since: now });
     }
 
-    /// An HTTP/2 connection to `addr` joins the pool (while `addr` is live: otherwise it
-    /// carries this one stream and closes).
+    /// An HTTP/2 connection to a live `addr` joins the pool (the caller checks: a connection
+    /// to another carries its one stream and closes).
     pub(crate) fn insert_h2(
         &mut self,
         addr: SocketAddr,
@@ -211,35 +212,26 @@ impl Pool {
         send: hyper::client::conn::http2::SendRequest<AttemptBody>,
         streams: Rc<StreamCount>,
     ) {
-        if self.live.contains(&addr) {
-            self.h2.insert(addr, tls_id, send, streams);
-        }
+        self.h2.insert(addr, tls_id, send, streams);
     }
 
     /// Closes idle connections to endpoints not in `live`, and lets HTTP/2 connections to
     /// them take no new streams (running ones finish); returns how many.
-    pub(crate) fn keep_only(&mut self, live: HashSet<SocketAddr>) -> usize {
+    pub(crate) fn keep_only(&mut self, live: impl Fn(&SocketAddr) -> bool) -> usize {
         let mut closed = self.h2.keep_only(&live);
         self.idle.retain(|addr, queues| {
-            let keep = live.contains(addr);
+            let keep = live(addr);
             if !keep {
                 closed += count(queues);
             }
             keep
         });
-        self.live = live;
         closed
-    }
-
-    /// `addr` takes traffic again (it joined some backend).
-    pub(crate) fn allow(&mut self, addr: SocketAddr) {
-        self.live.insert(addr);
     }
 
     /// `addr` left every backend: close its idle connections and pool no more; returns how many
     /// were closed.
     pub(crate) fn forget(&mut self, addr: &SocketAddr) -> usize {
-        self.live.remove(addr);
         let h2 = self.h2.forget(addr);
         h2 + self.idle.remove(addr).map_or(0, |queues| count(&queues))
     }
@@ -683,6 +675,7 @@ impl UpstreamBody {
             && !self.keep.max_age.is_zero()
             && conn.count_finished() < self.keep.max_requests
             && conn.make_idle()
+            && self.worker.is_live_endpoint(&self.addr)
         {
             self.worker.pool.borrow_mut().checkin(
                 self.addr,

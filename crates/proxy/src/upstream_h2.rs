@@ -28,7 +28,7 @@
 //! task, which owns the socket); a stream takes a clone of it.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -209,10 +209,10 @@ impl H2Pool {
     }
 
     /// Connections to endpoints not in `live` take no new streams; returns how many.
-    pub(crate) fn keep_only(&mut self, live: &HashSet<SocketAddr>) -> usize {
+    pub(crate) fn keep_only(&mut self, live: &impl Fn(&SocketAddr) -> bool) -> usize {
         let mut dropped = 0;
         self.conns.retain(|addr, conns| {
-            let keep = live.contains(addr);
+            let keep = live(addr);
             if !keep {
                 dropped += conns.len();
             }
@@ -625,10 +625,13 @@ async fn acquire(
     let send = made?;
     let streams = StreamCount::new();
     let slot = StreamSlot::new(&streams);
-    worker
-        .pool
-        .borrow_mut()
-        .insert_h2(addr, key.1, send.clone(), streams);
+    // To an endpoint that left meanwhile: this stream only, then it closes.
+    if worker.is_live_endpoint(&addr) {
+        worker
+            .pool
+            .borrow_mut()
+            .insert_h2(addr, key.1, send.clone(), streams);
+    }
     Ok((send, slot))
 }
 

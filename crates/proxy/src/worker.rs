@@ -828,7 +828,7 @@ impl Worker {
         let closed = self
             .pool
             .borrow_mut()
-            .keep_only(live.counts.keys().copied().collect());
+            .keep_only(|endpoint| live.counts.contains_key(endpoint));
         if closed > 0 {
             tracing::debug!(closed, "closed idle connections to removed endpoints");
         }
@@ -854,9 +854,9 @@ impl Worker {
         let mut closed = 0;
         self.live.borrow_mut().update(backends, |addr, live| {
             streams.endpoint_changed(addr, live, grace);
-            match live {
-                true => pool.allow(addr),
-                false => closed += pool.forget(&addr),
+            // One that joins is checked against `live` when a connection to it is pooled.
+            if !live {
+                closed += pool.forget(&addr);
             }
         });
         if closed > 0 {
@@ -1506,6 +1506,8 @@ fn non_zero(duration: Duration) -> Option<Duration> {
 struct LiveEndpoints {
     /// Backend (by address) → its endpoint set when this worker last looked.
     seen: HashMap<usize, Arc<EndpointSet>>,
+    /// The worker's one index of live endpoints: the upstream pool and the TCP services ask
+    /// it too, rather than keep sets of their own.
     counts: HashMap<SocketAddr, u32>,
 }
 
