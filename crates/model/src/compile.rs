@@ -541,6 +541,8 @@ impl Compiler<'_> {
         let mut hosts_of_rules = Vec::new();
         for (r, rule) in spec.rules.iter().flatten().enumerate() {
             let host = match HostPattern::parse(rule.host.as_deref()) {
+                // The route's written host and the table's key are then this one string.
+                Ok(HostPattern::Exact(host)) => HostPattern::Exact(self.share(&host)),
                 Ok(host) => host,
                 Err(why) => {
                     self.diagnose(
@@ -1054,7 +1056,7 @@ impl Compiler<'_> {
                 Some(_) => {}
                 None => {
                     self.hosts.app_roots.insert(host.clone(), ingress.clone());
-                    self.out.routes.host_mut(host).app_root = Some(root.clone());
+                    self.out.routes.host_mut(host).app_root = Some(Box::new(root.clone()));
                 }
             }
         }
@@ -1066,7 +1068,7 @@ impl Compiler<'_> {
         }
         if parsed.from_to_www {
             if let HostPattern::Exact(name) = host {
-                self.hosts.www.push((name.clone(), ingress.clone()));
+                self.hosts.www.push((name.to_string(), ingress.clone()));
             }
         }
         if !parsed.server_request_headers.is_empty() || !parsed.server_response_headers.is_empty() {
@@ -1120,7 +1122,7 @@ impl Compiler<'_> {
                 .find(|p| asked.contains(&p.route.ingress) && p.written == "/");
             match root {
                 Some(path) => {
-                    self.out.passthrough.insert(name.clone(), path.route.clone());
+                    self.out.passthrough.insert(name.to_string(), path.route.clone());
                 }
                 None => diagnostics.push(Diagnostic::new(
                     ingress_ref(&ingress),
@@ -1222,7 +1224,7 @@ impl Compiler<'_> {
             if self
                 .out
                 .routes
-                .host(&HostPattern::Exact(twin.clone()))
+                .host(&HostPattern::Exact(twin.as_str().into()))
                 .is_some()
             {
                 // ingress-nginx too: a twin with its own server is left alone.

@@ -32,9 +32,10 @@ use crate::store::NamespacedName;
 /// A rule's host: `foo.example.com`, `*.example.com` (one extra label), or none (any host).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum HostPattern {
-    Exact(String),
+    /// Shared strings: the pattern, the table's key and each route's written host are one.
+    Exact(Arc<str>),
     /// The part after `*.`.
-    Wildcard(String),
+    Wildcard(Arc<str>),
     Any,
 }
 
@@ -100,14 +101,15 @@ pub struct HostRoutes {
     /// Paths are regexes here (see the module doc).
     pub regex: bool,
     /// `app-root`: a request for `/` is answered with a 302 to this path.
-    pub app_root: Option<HeaderValue>,
+    /// Boxed: few hosts have one, and every host's entry would otherwise carry its 40 bytes.
+    pub app_root: Option<Box<HeaderValue>>,
 }
 
 /// The routes of one compiled configuration. Immutable; replaced whole.
 #[derive(Debug, Default)]
 pub struct RouteTable {
-    exact: HashMap<String, HostRoutes>,
-    wildcard: HashMap<String, HostRoutes>,
+    exact: HashMap<Arc<str>, HostRoutes>,
+    wildcard: HashMap<Arc<str>, HostRoutes>,
     any_host: HostRoutes,
     default_backend: Option<Arc<Route>>,
     /// `from-to-www-redirect`: a host without rules of its own → the host to send it to.
@@ -153,9 +155,9 @@ impl HostPattern {
             return Err("an IP address is not allowed as a host");
         }
         Ok(if wildcard {
-            HostPattern::Wildcard(name.to_owned())
+            HostPattern::Wildcard(name.into())
         } else {
-            HostPattern::Exact(name.to_owned())
+            HostPattern::Exact(name.into())
         })
     }
 }
@@ -223,7 +225,7 @@ impl HostRoutes {
             route: &path.route,
             tls,
             pattern: path.pattern.as_ref(),
-            app_root: self.app_root.as_ref(),
+            app_root: self.app_root.as_deref(),
         }
     }
 

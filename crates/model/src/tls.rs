@@ -252,10 +252,10 @@ impl Certificates {
     ) {
         match host {
             HostPattern::Exact(h) => {
-                self.exact.insert(h.clone(), key);
+                self.exact.insert(h.to_string(), key);
             }
             HostPattern::Wildcard(suffix) => {
-                self.wildcard.insert(suffix.clone(), key);
+                self.wildcard.insert(suffix.to_string(), key);
             }
             HostPattern::Any => self.default = Some(key),
         }
