@@ -626,7 +626,8 @@ impl Compiler<'_> {
                     &upstream,
                     (rule.host.as_deref().unwrap_or(""), written),
                 );
-                let path_route = PathRoute::new(kind, written, route);
+                // The route's site holds the one shared copy of the written path.
+                let path_route = PathRoute::new(kind, route.site.path.clone(), route);
                 let (kind, normalised) = path_route.identity();
                 let claim = (host.clone(), kind, normalised.to_owned());
                 if let Some(owner) = claims.paths.get(&claim) {
@@ -1119,7 +1120,7 @@ impl Compiler<'_> {
             let root = routes
                 .paths
                 .iter()
-                .find(|p| asked.contains(&p.route.ingress) && p.written == "/");
+                .find(|p| asked.contains(&p.route.ingress) && &*p.written == "/");
             match root {
                 Some(path) => {
                     self.out.passthrough.insert(name.to_string(), path.route.clone());
@@ -1132,7 +1133,7 @@ impl Compiler<'_> {
             for other in routes
                 .paths
                 .iter()
-                .filter(|p| asked.contains(&p.route.ingress) && p.written != "/")
+                .filter(|p| asked.contains(&p.route.ingress) && &*p.written != "/")
             {
                 diagnostics.push(Diagnostic::with_severity(
                     Severity::Notice,
@@ -1495,7 +1496,7 @@ pub struct RouteView {
 impl RouteView {
     fn new(path: Option<&PathRoute>, route: &Route, default: &RoutePolicy) -> RouteView {
         RouteView {
-            path: path.map(|p| p.written.clone()),
+            path: path.map(|p| p.written.to_string()),
             kind: path.map(|p| p.kind),
             ingress: route.ingress.to_string(),
             service: route.service.to_string(),

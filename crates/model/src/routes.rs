@@ -83,10 +83,11 @@ pub struct RouteSite {
 #[derive(Clone, Debug)]
 pub struct PathRoute {
     pub kind: PathKind,
-    /// For `Prefix`, normalised without a trailing slash (`/` becomes empty).
-    path: String,
-    /// As written in the Ingress, for display.
-    pub written: String,
+    /// The length of the path matched: for `Prefix`, the written path without its trailing
+    /// slashes (`/` becomes empty), which is always a prefix of it; otherwise all of it.
+    path_len: usize,
+    /// As written in the Ingress, for display; shared with the route's site.
+    pub written: Arc<str>,
     /// On a regex host: what this rule is matched with, `(?i)^<location>`.
     pub pattern: Option<Regex>,
     pub route: Arc<Route>,
@@ -173,18 +174,24 @@ impl fmt::Display for HostPattern {
 }
 
 impl PathRoute {
-    pub fn new(kind: PathKind, written: &str, route: Arc<Route>) -> PathRoute {
-        let path = match kind {
-            PathKind::Exact | PathKind::Regex => written.to_owned(),
-            PathKind::Prefix => written.trim_end_matches('/').to_owned(),
+    pub fn new(kind: PathKind, written: impl Into<Arc<str>>, route: Arc<Route>) -> PathRoute {
+        let written: Arc<str> = written.into();
+        let path_len = match kind {
+            PathKind::Exact | PathKind::Regex => written.len(),
+            PathKind::Prefix => written.trim_end_matches('/').len(),
         };
         PathRoute {
             kind,
-            path,
-            written: written.to_owned(),
+            path_len,
+            written,
             pattern: None,
             route,
         }
+    }
+
+    /// The path matched (see `path_len`).
+    fn path(&self) -> &str {
+        &self.written[..self.path_len]
     }
 
     /// Prefix matching is element-wise: `/foo` matches `/foo`, `/foo/` and `/foo/bar`, never
@@ -194,8 +201,8 @@ impl PathRoute {
             return pattern.is_match(request_path);
         }
         match self.kind {
-            PathKind::Exact => request_path == self.path,
-            PathKind::Prefix => match request_path.strip_prefix(self.path.as_str()) {
+            PathKind::Exact => request_path == self.path(),
+            PathKind::Prefix => match request_path.strip_prefix(self.path()) {
                 Some(rest) => rest.is_empty() || rest.starts_with('/'),
                 None => false,
             },
@@ -206,12 +213,12 @@ impl PathRoute {
 
     /// The key conflicts are detected on: two rules with it can never both win.
     pub fn identity(&self) -> (PathKind, &str) {
-        (self.kind, &self.path)
+        (self.kind, self.path())
     }
 
     /// Sort key: most specific first.
     fn specificity(&self) -> (std::cmp::Reverse<usize>, PathKind) {
-        (std::cmp::Reverse(self.path.len()), self.kind)
+        (std::cmp::Reverse(self.path_len), self.kind)
     }
 }
 
@@ -246,7 +253,7 @@ impl HostRoutes {
     /// does not compile, with the reason; they are left out.
     pub(crate) fn make_regex(&mut self) -> Vec<(PathRoute, String)> {
         self.regex = true;
-        let exact: std::collections::HashSet<String> = self
+        let exact: std::collections::HashSet<Arc<str>> = self
             .paths
             .iter()
             .filter(|p| p.kind == PathKind::Exact)
@@ -254,11 +261,11 @@ impl HostRoutes {
             .collect();
         let mut expanded = Vec::with_capacity(self.paths.len());
         for path in std::mem::take(&mut self.paths) {
-            if path.kind == PathKind::Prefix && path.written != "/" {
+            if path.kind == PathKind::Prefix && &*path.written != "/" {
                 // ingress-nginx's two locations for a Prefix path: `/foo/` and `= /foo`.
                 let mut slash = path.clone();
                 if !slash.written.ends_with('/') {
-                    slash.written.push('/');
+                    slash.written = format!("{}/", slash.written).into();
                 }
                 let keep_exact = !exact.contains(&path.written);
                 expanded.push(slash);
