@@ -210,7 +210,7 @@ impl Store {
                     .get_key_value(&key)
                     .and_then(|(key, old)| service_of(key, old));
                 let new_service = service_of(&key, &slice);
-                if !upsert(&mut self.endpoint_slices, key.clone(), Box::new(slice)) {
+                if !upsert(&mut self.endpoint_slices, key.clone(), slice) {
                     return changes;
                 }
                 if let Some(old) = old_service {
@@ -231,12 +231,12 @@ impl Store {
                 }
             }
             Object::IngressClass(o) => {
-                changes.config = upsert(&mut self.ingress_classes, key.name.to_string(), o)
+                changes.config = upsert(&mut self.ingress_classes, key.name.to_string(), *o)
             }
-            Object::Ingress(o) => changes.config = upsert(&mut self.ingresses, key, Box::new(o)),
-            Object::Service(o) => changes.config = upsert(&mut self.services, key, Box::new(o)),
-            Object::Secret(o) => changes.config = upsert(&mut self.secrets, key, o),
-            Object::ConfigMap(o) => changes.config = upsert(&mut self.config_maps, key, o),
+            Object::Ingress(o) => changes.config = upsert(&mut self.ingresses, key, o),
+            Object::Service(o) => changes.config = upsert(&mut self.services, key, o),
+            Object::Secret(o) => changes.config = upsert(&mut self.secrets, key, *o),
+            Object::ConfigMap(o) => changes.config = upsert(&mut self.config_maps, key, *o),
         }
         changes
     }
