@@ -27,8 +27,6 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, Notify};
 
 /// What the watchers saw, in the order they saw it.
-// Updates are moved once through a channel; boxing would only add an allocation per event.
-#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Update {
     /// An object was created or changed.
