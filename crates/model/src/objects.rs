@@ -31,7 +31,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::ByteString;
 use serde::Serialize;
 
-use crate::store::SERVICE_NAME_LABEL;
+use crate::store::{NamespacedName, SERVICE_NAME_LABEL};
 
 /// The namespace kubectl assumes when a namespaced object names none.
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -267,7 +267,7 @@ impl Object {
         }
     }
 
-    pub(crate) fn metadata_mut(&mut self) -> &mut Meta {
+    pub fn metadata_mut(&mut self) -> &mut Meta {
         match self {
             Object::IngressClass(o) => &mut o.metadata,
             Object::Ingress(o) => &mut o.metadata,
@@ -275,6 +275,28 @@ impl Object {
             Object::EndpointSlice(o) => &mut o.metadata,
             Object::Secret(o) => &mut o.metadata,
             Object::ConfigMap(o) => &mut o.metadata,
+        }
+    }
+
+    /// Namespace and name (empty when missing, as in [`Object::object_ref`]), sharing the
+    /// metadata's strings.
+    pub fn key(&self) -> NamespacedName {
+        let meta = self.metadata();
+        let text = |s: &Option<Arc<str>>| s.clone().unwrap_or_else(|| Arc::from(""));
+        NamespacedName {
+            namespace: text(&meta.namespace),
+            name: text(&meta.name),
+        }
+    }
+
+    /// Points the metadata's name and namespace (where present) at `key`'s strings.
+    pub fn share_key(&mut self, key: &NamespacedName) {
+        let meta = self.metadata_mut();
+        if meta.namespace.is_some() {
+            meta.namespace = Some(key.namespace.clone());
+        }
+        if meta.name.is_some() {
+            meta.name = Some(key.name.clone());
         }
     }
 

@@ -88,6 +88,15 @@ fn key_of(object_ref: &ObjectRef) -> NamespacedName {
     NamespacedName::new(object_ref.namespace.as_str(), object_ref.name.as_str())
 }
 
+/// Makes `key` the map's own key when it has an equal one, else shares a neighbour's
+/// namespace (see `share_namespace`).
+fn share_key<V>(map: &BTreeMap<NamespacedName, V>, key: &mut NamespacedName) {
+    match map.get_key_value(&*key) {
+        Some((existing, _)) => *key = existing.clone(),
+        None => share_namespace(map, key),
+    }
+}
+
 /// The slice's Service, its namespace shared with the slice's key.
 fn service_of(key: &NamespacedName, slice: &EndpointSlice) -> Option<NamespacedName> {
     Some(NamespacedName {
@@ -187,22 +196,17 @@ impl Store {
 
     /// Adds or replaces one object.
     pub fn apply(&mut self, mut object: Object) -> ChangeSet {
-        let mut key = key_of(&object.object_ref());
+        // The key is made of the metadata's strings (which the provider may share with its
+        // own records), and the metadata then holds the key's: one string each.
+        let mut key = object.key();
         let mut changes = ChangeSet::default();
         match &object {
-            Object::EndpointSlice(_) => share_namespace(&self.endpoint_slices, &mut key),
-            Object::Ingress(_) => share_namespace(&self.ingresses, &mut key),
-            Object::Service(_) => share_namespace(&self.services, &mut key),
+            Object::EndpointSlice(_) => share_key(&self.endpoint_slices, &mut key),
+            Object::Ingress(_) => share_key(&self.ingresses, &mut key),
+            Object::Service(_) => share_key(&self.services, &mut key),
             _ => {}
         }
-        // The metadata holds the key's strings rather than copies of its own.
-        let meta = object.metadata_mut();
-        if meta.namespace.is_some() {
-            meta.namespace = Some(key.namespace.clone());
-        }
-        if meta.name.is_some() {
-            meta.name = Some(key.name.clone());
-        }
+        object.share_key(&key);
         match object {
             Object::EndpointSlice(slice) => {
                 let old_service = self

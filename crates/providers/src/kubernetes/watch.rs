@@ -448,22 +448,25 @@ fn arrived<K: Watched>(
     states: Option<&IngressStates>,
 ) -> Object {
     let object = normalise(object);
-    let key = known_key(
-        known,
-        object.meta().namespace.as_deref().unwrap_or_default(),
-        object.meta().name.as_deref().unwrap_or_default(),
-    );
-    if let (Some(states), Some(state)) = (states, object.state()) {
+    let state = object.state();
+    let mut object = object.into_object();
+    let key = known_key(known, object.key());
+    // The object carries the same strings to the Store, which keys it by them.
+    object.share_key(&key);
+    if let (Some(states), Some(state)) = (states, state) {
         states.set(key.clone(), Some(state));
     }
     known.insert(key);
-    object.into_object()
+    object
 }
 
-/// The key of an object in `known`, its namespace string shared with a neighbour's when they
-/// are the same (keys sort by namespace first): one string per namespace, not per object.
-fn known_key(known: &BTreeSet<NamespacedName>, namespace: &str, name: &str) -> NamespacedName {
-    let mut key = NamespacedName::new(namespace, name);
+/// `key` as `known` holds it: its own key when it has an equal one, else with the namespace
+/// string of a neighbour that has the same (keys sort by namespace first): one string per
+/// namespace, not per object.
+fn known_key(known: &BTreeSet<NamespacedName>, mut key: NamespacedName) -> NamespacedName {
+    if let Some(existing) = known.get(&key) {
+        return existing.clone();
+    }
     let neighbour = known
         .range(..=&key)
         .next_back()
