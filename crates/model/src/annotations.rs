@@ -17,7 +17,8 @@ use http::{HeaderName, HeaderValue};
 use crate::compile::{Diagnostic, Severity};
 use crate::objects::ObjectRef;
 use crate::policy::{
-    Access, HeaderAction, HeaderEdit, Redirect, Rewrite, RoutePolicy, TlsVersions, UpstreamProtocol,
+    Access, HeaderAction, HeaderEdit, ProxyProtocolVersion, Redirect, Rewrite, RoutePolicy,
+    TlsVersions, UpstreamProtocol,
 };
 use crate::routes::HostPattern;
 use crate::settings::{parse_cidrs, parse_duration, parse_size, NextUpstream, Settings};
@@ -38,10 +39,14 @@ pub enum Support {
     Accepted(&'static str),
     /// Not implemented: a diagnostic on the Ingress. The text says why or where it is planned.
     No(&'static str),
+    /// Sluice's own, which ingress-nginx does not have: read only as `sluice.dev/<key>` (under
+    /// ingress-nginx's prefix it is a diagnostic, as ingress-nginx would ignore it). The text
+    /// says what it does.
+    Sluice(&'static str),
 }
 
-/// Every annotation ingress-nginx documents, and what Sluice does with it. README's table is
-/// made from this (a test keeps them equal).
+/// Every annotation ingress-nginx documents, and what Sluice does with it, then Sluice's own.
+/// README's table is made from this (a test keeps them equal).
 pub const CATALOGUE: &[(&str, Support)] = &[
     ("app-root", Support::Yes),
     ("affinity", Support::No("planned (wave 2)")),
@@ -162,6 +167,7 @@ pub const CATALOGUE: &[(&str, Support)] = &[
     ("mirror-request-body", Support::No("planned (wave 2)")),
     ("mirror-target", Support::No("planned (wave 2)")),
     ("mirror-host", Support::No("planned (wave 2)")),
+    ("ssl-passthrough-proxy-protocol", Support::Sluice("v1 or v2: a PROXY protocol header naming the client (the load balancer's, with use-proxy-protocol) is written to the endpoint before the ClientHello of each ssl-passthrough connection; off by default (ingress-nginx has no such switch)")),
 ];
 
 /// What one Ingress's annotations ask for.
@@ -248,6 +254,15 @@ pub fn parse(
             continue;
         };
         let value = value.trim();
+        if !sluice && is_sluice_only(name) {
+            reader.diagnose(
+                Severity::Unsupported,
+                format!(
+                    "annotation {key}: Sluice's own, read only as {SLUICE_PREFIX}{name}; ignored"
+                ),
+            );
+            continue;
+        }
         match reader.values.get(name) {
             Some((_, true)) if !sluice => {
                 reader.diagnose(
@@ -268,6 +283,13 @@ pub fn parse(
     }
     reader.unsupported();
     reader.read(settings)
+}
+
+/// A key of Sluice's own (not ingress-nginx's).
+fn is_sluice_only(name: &str) -> bool {
+    CATALOGUE
+        .iter()
+        .any(|(known, support)| *known == name && matches!(support, Support::Sluice(_)))
 }
 
 struct Reader<'a> {
@@ -431,6 +453,7 @@ impl<'a> Reader<'a> {
         policy.upstream_vhost = self.upstream_vhost();
         let service_upstream = self.bool("service-upstream").unwrap_or(false);
         let ssl_passthrough = self.bool("ssl-passthrough").unwrap_or(false);
+        policy.passthrough_proxy_protocol = self.passthrough_proxy_protocol(ssl_passthrough);
 
         if let Some(size) = self.size("proxy-body-size") {
             policy.body.max_size = size;
@@ -546,6 +569,33 @@ impl<'a> Reader<'a> {
             }
         };
         Some(BackendProtocol { protocol, tls })
+    }
+
+    /// `sluice.dev/ssl-passthrough-proxy-protocol`: `v1`, `v2` or `off` (any case).
+    fn passthrough_proxy_protocol(
+        &mut self,
+        ssl_passthrough: bool,
+    ) -> Option<ProxyProtocolVersion> {
+        const NAME: &str = "ssl-passthrough-proxy-protocol";
+        let value = self.get(NAME)?;
+        let version = match value.to_ascii_lowercase().as_str() {
+            "v1" => ProxyProtocolVersion::V1,
+            "v2" => ProxyProtocolVersion::V2,
+            "off" => return None,
+            _ => {
+                self.invalid(NAME, value, "v1, v2 or off");
+                return None;
+            }
+        };
+        if !ssl_passthrough {
+            let key = self.key(NAME);
+            self.diagnose(
+                Severity::Notice,
+                format!("annotation {key}: has no effect without the ssl-passthrough annotation (it is for passed-through TLS connections only)"),
+            );
+            return None;
+        }
+        Some(version)
     }
 
     fn on_off(&mut self, name: &str) -> Option<bool> {

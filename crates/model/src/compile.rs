@@ -26,7 +26,7 @@ use serde::Serialize;
 use crate::annotations::{self, BackendProtocol, IngressAnnotations};
 use crate::endpoints::{endpoints_for, Backend, BackendKey, EndpointSet, NodeLocalEndpoints};
 use crate::objects::{Ingress, Kind, ObjectRef};
-use crate::policy::{HeaderEdit, RoutePolicy, UpstreamProtocol, UpstreamTls};
+use crate::policy::{HeaderEdit, ProxyProtocolVersion, RoutePolicy, UpstreamProtocol, UpstreamTls};
 use crate::routes::{HostPattern, PathKind, PathRoute, Route, RouteSite, RouteTable};
 use crate::settings::Settings;
 use crate::store::{NamespacedName, Store};
@@ -1451,7 +1451,8 @@ pub struct CompiledView {
     pub default_backend: Option<RouteView>,
     pub backends: BTreeMap<String, EndpointSet>,
     pub certificates: BTreeMap<String, String>,
-    /// `ssl-passthrough` hosts → the backend their TLS connections go to.
+    /// `ssl-passthrough` hosts → the backend their TLS connections go to (and the PROXY
+    /// protocol version written to it, if any).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub passthrough: BTreeMap<String, String>,
     /// TCP services: listen port → Service port and PROXY protocol flags.
@@ -1559,6 +1560,11 @@ impl Compiled {
                         .backend
                         .key()
                         .map_or_else(|| "(unresolved)".to_owned(), ToString::to_string);
+                    let backend = match route.policy.passthrough_proxy_protocol {
+                        None => backend,
+                        Some(ProxyProtocolVersion::V1) => format!("{backend} (PROXY protocol v1)"),
+                        Some(ProxyProtocolVersion::V2) => format!("{backend} (PROXY protocol v2)"),
+                    };
                     (host.clone(), backend)
                 })
                 .collect(),

@@ -79,6 +79,21 @@ pub struct RoutePolicy {
     pub access_log: bool,
     /// `enable-opentelemetry`, `opentelemetry-trust-incoming-span`.
     pub opentelemetry: Tracing,
+    /// `sluice.dev/ssl-passthrough-proxy-protocol`: a passthrough connection's endpoint is
+    /// told who the client is by a PROXY protocol header written before the client's first
+    /// byte. `None` (the default): the endpoint gets the client's bytes only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passthrough_proxy_protocol: Option<ProxyProtocolVersion>,
+}
+
+/// A version of the PROXY protocol (HAProxy's spec) that Sluice writes to an upstream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProxyProtocolVersion {
+    /// The text header (`PROXY TCP4 …\r\n`), which every PROXY protocol reader accepts.
+    V1,
+    /// The binary header, which some readers (cloud load balancer targets) ask for.
+    V2,
 }
 
 /// The HTTP spoken to a route's endpoints.
@@ -286,6 +301,7 @@ impl RoutePolicy {
                 enabled: settings.opentelemetry.enabled,
                 trust_incoming_span: settings.opentelemetry.trust_incoming_span,
             },
+            passthrough_proxy_protocol: None,
         }
     }
 }

@@ -17,8 +17,14 @@ fn table() -> String {
             Support::Partial(note) => ("partial", *note),
             Support::Accepted(note) => ("Y (accepted)", *note),
             Support::No(note) => ("N", *note),
+            Support::Sluice(note) => ("Sluice only", *note),
         };
-        out.push_str(&format!("| `{name}` | {mark} | {note} |\n"));
+        // Sluice's own keys are read only under its prefix: the row says so.
+        let prefix = match support {
+            Support::Sluice(_) => "sluice.dev/",
+            _ => "",
+        };
+        out.push_str(&format!("| `{prefix}{name}` | {mark} | {note} |\n"));
     }
     out
 }

@@ -6,6 +6,8 @@
 //! ```text
 //!  accepted ─▶ (PROXY header) ─▶ peek the first TLS record ─▶ SNI in Compiled.passthrough?
 //!     yes ─▶ pick an endpoint (the route's balancer; next one on a failed connect)
+//!            ─▶ (sluice.dev/ssl-passthrough-proxy-protocol) PROXY v1/v2 header naming the
+//!               client (as the load balancer's header said, with use-proxy-protocol)
 //!            ─▶ splice both ways until either closes or proxy-stream-timeout of silence
 //!     no  ─▶ TLS handshake here (ALPN, HTTP/2 or HTTP/1.1)
 //! ```
@@ -17,10 +19,12 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-use model::{Route, Settings};
+use model::{ProxyProtocolVersion, Route, Settings};
 use std::time::Instant;
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
+use crate::proxy_protocol;
 use crate::worker::{within, Worker};
 
 /// A ClientHello is one record of at most 16 KiB (and its 5-byte header); a larger or split
@@ -68,7 +72,8 @@ pub(crate) async fn peek_server_name(stream: &TcpStream) -> Option<String> {
 
 /// Splices `client` to an endpoint of `route`'s backend until either side closes or
 /// `proxy-stream-timeout` passes without a byte. A failed connect tries the next endpoint, up
-/// to `proxy-next-upstream-tries`.
+/// to `proxy-next-upstream-tries`. `peer` is the client as far as Sluice believes it (the
+/// PROXY header's source from a trusted load balancer): what a PROXY header upstream names.
 pub(crate) async fn pass(
     worker: &Rc<Worker>,
     mut client: TcpStream,
@@ -110,6 +115,19 @@ pub(crate) async fn pass(
         return;
     };
     let _ = upstream.set_nodelay(true);
+    if let Some(version) = route.policy.passthrough_proxy_protocol {
+        // Before any byte of the client's: the ClientHello is still in the client's socket.
+        let destination = client.local_addr().unwrap_or(peer);
+        let header = match version {
+            ProxyProtocolVersion::V1 => proxy_protocol::v1_header(peer, destination).into_bytes(),
+            ProxyProtocolVersion::V2 => proxy_protocol::v2_header(peer, destination),
+        };
+        if let Err(e) = upstream.write_all(&header).await {
+            tracing::debug!(%peer, error = %e, "passthrough: writing the PROXY header failed; closed");
+            worker.stats.borrow_mut().passthrough.failed += 1;
+            return;
+        }
+    }
     worker.stats.borrow_mut().passthrough.passed += 1;
     if let Err(e) =
         crate::tunnel::splice(&mut client, &mut upstream, settings.proxy_stream_timeout).await

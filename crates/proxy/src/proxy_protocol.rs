@@ -11,6 +11,10 @@
 //! ```
 //! Peeking keeps the bytes after the header in the socket, so what follows is read by the
 //! TLS or HTTP code exactly as on a connection without a header.
+//!
+//! The other way, headers are written to upstreams: version 1 for TCP services with
+//! `:PROXY:PROXY` (as nginx's `proxy_protocol on`), version 1 or 2 for TLS passthrough hosts
+//! with `sluice.dev/ssl-passthrough-proxy-protocol`.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
@@ -102,6 +106,36 @@ pub(crate) fn v1_header(source: SocketAddr, destination: SocketAddr) -> String {
         source.port(),
         destination.port()
     )
+}
+
+/// The version 2 (binary) header saying a connection comes from `source` to `destination`.
+/// Addresses of different families are both written as IPv6 (an IPv4 one mapped), so the
+/// client's address still gets through, as HAProxy's `send-proxy-v2` does.
+pub(crate) fn v2_header(source: SocketAddr, destination: SocketAddr) -> Vec<u8> {
+    let canonical = |addr: SocketAddr| SocketAddr::new(addr.ip().to_canonical(), addr.port());
+    let (source, destination) = (canonical(source), canonical(destination));
+    let mut header = Vec::with_capacity(16 + 36);
+    header.extend_from_slice(V2_SIGNATURE);
+    header.push(0x21); // version 2, PROXY
+    match (source.ip(), destination.ip()) {
+        (IpAddr::V4(from), IpAddr::V4(to)) => {
+            header.extend_from_slice(&[0x11, 0, 12]); // TCP over IPv4, 12 bytes
+            header.extend_from_slice(&from.octets());
+            header.extend_from_slice(&to.octets());
+        }
+        (from, to) => {
+            let six = |ip: IpAddr| match ip {
+                IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+                IpAddr::V6(v6) => v6,
+            };
+            header.extend_from_slice(&[0x21, 0, 36]); // TCP over IPv6, 36 bytes
+            header.extend_from_slice(&six(from).octets());
+            header.extend_from_slice(&six(to).octets());
+        }
+    }
+    header.extend_from_slice(&source.port().to_be_bytes());
+    header.extend_from_slice(&destination.port().to_be_bytes());
+    header
 }
 
 fn parse(bytes: &[u8]) -> Result<Parsed, Refused> {
@@ -256,6 +290,37 @@ mod tests {
         bytes.extend_from_slice(&(body.len() as u16).to_be_bytes());
         bytes.extend_from_slice(body);
         bytes
+    }
+
+    #[test]
+    fn the_version_2_header_written_upstream_reads_back_as_what_it_says() {
+        let client: SocketAddr = "203.0.113.7:51234".parse().unwrap();
+        let listener: SocketAddr = "10.0.0.1:443".parse().unwrap();
+        let header = v2_header(client, listener);
+        assert_eq!(header.len(), 16 + 12);
+        assert_eq!(header[12..16], [0x21, 0x11, 0, 12]);
+        assert_eq!(
+            complete(&header),
+            (header.len(), Header::Proxied { source: client })
+        );
+        let six: SocketAddr = "[2001:db8::7]:1".parse().unwrap();
+        let header = v2_header(six, "[::1]:443".parse().unwrap());
+        assert_eq!(
+            complete(&header),
+            (16 + 36, Header::Proxied { source: six })
+        );
+        // Mixed families: both as IPv6, the IPv4 one mapped; the client's address survives.
+        let header = v2_header(client, "[::1]:443".parse().unwrap());
+        let (_, Header::Proxied { source }) = complete(&header) else {
+            panic!("not proxied");
+        };
+        assert_eq!(
+            SocketAddr::new(source.ip().to_canonical(), source.port()),
+            client
+        );
+        // A mapped peer (a dual-stack listener) is written as IPv4.
+        let mapped: SocketAddr = "[::ffff:203.0.113.7]:51234".parse().unwrap();
+        assert_eq!(v2_header(mapped, listener)[13], 0x11);
     }
 
     #[test]

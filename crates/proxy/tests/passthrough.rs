@@ -1,30 +1,22 @@
 //! TLS passthrough (`ssl-passthrough` with `--enable-ssl-passthrough`): a passthrough host's
 //! TLS connections reach its backend undecrypted (the client sees the backend's certificate),
 //! other hosts are terminated by Sluice on the same port, and endpoint changes move new
-//! connections while established ones stay. Real TLS on 127.0.0.1.
+//! connections while established ones stay; with `sluice.dev/ssl-passthrough-proxy-protocol`
+//! the backend is first told the client's address in a PROXY protocol header. Real TLS on
+//! 127.0.0.1.
 
 mod support;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
-use rustls::pki_types::PrivateKeyDer;
 use serde_json::{json, Value};
 use support::*;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
 /// A backend that terminates TLS itself with `leaf`, greets with its name, then echoes lines.
 async fn tls_backend(name: &'static str, leaf: &Leaf) -> SocketAddr {
-    let key: PrivateKeyDer<'static> =
-        rustls::pki_types::pem::PemObject::from_pem_slice(leaf.key_pem.as_bytes()).unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(model::tls::crypto_provider().clone())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![leaf.der.clone()], key)
-        .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let acceptor = leaf.acceptor();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -193,6 +185,183 @@ async fn without_the_flag_or_an_endpoint_nothing_is_passed_through() {
     assert_metric(
         &h,
         "sluice_ssl_passthrough_connections_total{result=\"failed\"} 1",
+    )
+    .await;
+}
+
+/// What a backend found before the ClientHello: `none`, `v1 <the line>` or
+/// `v2 <source> <destination>` (read here, independently of Sluice's parser).
+async fn read_proxy_header(stream: &mut TcpStream) -> String {
+    let mut first = [0u8; 1];
+    stream.peek(&mut first).await.unwrap();
+    match first[0] {
+        b'P' => {
+            let mut line = Vec::new();
+            while !line.ends_with(b"\r\n") {
+                line.push(stream.read_u8().await.unwrap());
+            }
+            format!("v1 {}", String::from_utf8(line).unwrap().trim_end())
+        }
+        b'\r' => {
+            let mut fixed = [0u8; 16];
+            stream.read_exact(&mut fixed).await.unwrap();
+            assert_eq!(&fixed[..12], b"\r\n\r\n\0\r\nQUIT\n", "v2 signature");
+            assert_eq!(fixed[12], 0x21, "version 2, PROXY");
+            let mut body = vec![0u8; usize::from(u16::from_be_bytes([fixed[14], fixed[15]]))];
+            stream.read_exact(&mut body).await.unwrap();
+            let port = |at: usize| u16::from_be_bytes([body[at], body[at + 1]]);
+            let (source, destination): (std::net::IpAddr, std::net::IpAddr) = match fixed[13] {
+                0x11 => (
+                    <[u8; 4]>::try_from(&body[..4]).unwrap().into(),
+                    <[u8; 4]>::try_from(&body[4..8]).unwrap().into(),
+                ),
+                0x21 => (
+                    <[u8; 16]>::try_from(&body[..16]).unwrap().into(),
+                    <[u8; 16]>::try_from(&body[16..32]).unwrap().into(),
+                ),
+                other => panic!("v2 family {other:#x}"),
+            };
+            let ports = if fixed[13] == 0x11 { 8 } else { 32 };
+            format!(
+                "v2 {} {}",
+                SocketAddr::new(source, port(ports)),
+                SocketAddr::new(destination, port(ports + 2))
+            )
+        }
+        _ => "none".to_owned(),
+    }
+}
+
+/// A TLS backend with `leaf` that first reads a PROXY protocol header if one comes, and
+/// greets with what it found.
+async fn proxy_protocol_backend(leaf: &Leaf) -> SocketAddr {
+    let acceptor = leaf.acceptor();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let saw = read_proxy_header(&mut stream).await;
+                let Ok(mut tls) = acceptor.accept(stream).await else {
+                    return;
+                };
+                let _ = tls.write_all(format!("saw {saw}\n").as_bytes()).await;
+                let _ = tls.flush().await;
+            });
+        }
+    });
+    addr
+}
+
+/// Connects with SNI `name` over `stream`, which may have carried a PROXY header already,
+/// and returns the backend's greeting.
+async fn greeting(ca: &TestCa, stream: TcpStream, name: &str) -> String {
+    let server_name = rustls::pki_types::ServerName::try_from(name.to_owned()).unwrap();
+    let tls = bounded(ca.connector(&[]).connect(server_name, stream))
+        .await
+        .expect("TLS through to the backend");
+    let mut lines = BufReader::new(tls).lines();
+    bounded(lines.next_line())
+        .await
+        .unwrap()
+        .expect("a greeting")
+}
+
+fn proxy_protocol_objects(backend: SocketAddr, settings_data: &[(&str, &str)]) -> Vec<Value> {
+    let passthrough = |name: &str, host: &str, version: Option<&str>| {
+        let mut annotations = json!({"nginx.ingress.kubernetes.io/ssl-passthrough": "true"});
+        if let Some(version) = version {
+            annotations["sluice.dev/ssl-passthrough-proxy-protocol"] = json!(version);
+        }
+        annotated_site(name, host, "pass", annotations)
+    };
+    let mut objects = vec![
+        service("pass", &[("http", 443)]),
+        passthrough("one", "one.example", Some("v1")),
+        passthrough("two", "two.example", Some("v2")),
+        passthrough("plain", "plain.example", None),
+        settings(settings_data),
+    ];
+    objects.extend(slices("pass", &[backend]));
+    objects
+}
+
+#[tokio::test]
+async fn the_proxy_protocol_annotation_tells_the_backend_who_the_client_is() {
+    let ca = TestCa::new();
+    let leaf = ca.leaf(&["one.example", "two.example", "plain.example"]);
+    let backend = proxy_protocol_backend(&leaf).await;
+    let mut h = Harness::start();
+    h.options.enable_ssl_passthrough = true;
+    h.apply(&proxy_protocol_objects(backend, &[]));
+    let https = h.https();
+
+    // v1 and v2 name the client's own address and port, and the listener's.
+    let stream = TcpStream::connect(https).await.unwrap();
+    let client = stream.local_addr().unwrap();
+    assert_eq!(
+        greeting(&ca, stream, "one.example").await,
+        format!(
+            "saw v1 PROXY TCP4 127.0.0.1 127.0.0.1 {} {}",
+            client.port(),
+            https.port()
+        )
+    );
+    let stream = TcpStream::connect(https).await.unwrap();
+    let client = stream.local_addr().unwrap();
+    assert_eq!(
+        greeting(&ca, stream, "two.example").await,
+        format!("saw v2 {client} {https}")
+    );
+    // Off by default: the backend's first byte is the ClientHello's.
+    let stream = TcpStream::connect(https).await.unwrap();
+    assert_eq!(greeting(&ca, stream, "plain.example").await, "saw none");
+
+    // Behind a load balancer (use-proxy-protocol): the client its header named, not the
+    // load balancer, is who the backend hears of, with either version on either side.
+    h.update(&proxy_protocol_objects(
+        backend,
+        &[("use-proxy-protocol", "true")],
+    ));
+    let mut stream = TcpStream::connect(https).await.unwrap();
+    stream
+        .write_all(b"PROXY TCP4 203.0.113.7 10.0.0.1 40000 443\r\n")
+        .await
+        .unwrap();
+    assert_eq!(
+        greeting(&ca, stream, "two.example").await,
+        format!("saw v2 203.0.113.7:40000 {https}")
+    );
+    let mut stream = TcpStream::connect(https).await.unwrap();
+    let mut v2 = b"\r\n\r\n\0\r\nQUIT\n\x21\x21\0\x24".to_vec();
+    v2.extend_from_slice(
+        &"2001:db8::7"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .octets(),
+    );
+    v2.extend_from_slice(&[0; 16]);
+    v2.extend_from_slice(&[0x9c, 0x40, 0x01, 0xbb]); // ports 40000, 443
+    stream.write_all(&v2).await.unwrap();
+    // A v6 client through a v4 listener: v1 cannot say both, so UNKNOWN (as the spec has it).
+    assert_eq!(
+        greeting(&ca, stream, "one.example").await,
+        "saw v1 PROXY UNKNOWN"
+    );
+    let mut stream = TcpStream::connect(https).await.unwrap();
+    stream.write_all(&v2).await.unwrap();
+    assert_eq!(
+        greeting(&ca, stream, "two.example").await,
+        format!(
+            "saw v2 [2001:db8::7]:40000 [::ffff:127.0.0.1]:{}",
+            https.port()
+        )
+    );
+
+    assert_metric(
+        &h,
+        "sluice_ssl_passthrough_connections_total{result=\"passed\"} 6",
     )
     .await;
 }

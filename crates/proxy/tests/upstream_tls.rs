@@ -459,14 +459,7 @@ async fn websockets_tunnel_through_tls_upstreams() {
     // appProtocol kubernetes.io/wss: a WebSocket server behind TLS.
     let ca = TestCa::new();
     let leaf = ca.leaf(&["ws.default.svc"]);
-    let key = PrivateKeyDer::from_pem_slice(leaf.key_pem.as_bytes()).unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(model::tls::crypto_provider().clone())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![leaf.der.clone()], key)
-        .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let acceptor = leaf.acceptor();
     let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {

@@ -539,6 +539,22 @@ pub async fn raw_head(addr: SocketAddr, request: &[u8]) -> String {
 
 // ---- TLS ----
 
+impl Leaf {
+    /// A TLS server side presenting this certificate (a test backend that speaks TLS itself).
+    pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
+        let key: rustls::pki_types::PrivateKeyDer<'static> =
+            rustls::pki_types::pem::PemObject::from_pem_slice(self.key_pem.as_bytes()).unwrap();
+        let config =
+            rustls::ServerConfig::builder_with_provider(model::tls::crypto_provider().clone())
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(vec![self.der.clone()], key)
+                .unwrap();
+        tokio_rustls::TlsAcceptor::from(Arc::new(config))
+    }
+}
+
 impl TestCa {
     pub fn new() -> TestCa {
         let key = rcgen::KeyPair::generate().unwrap();
