@@ -1,20 +1,30 @@
 #!/usr/bin/env bash
 # TLS passthrough: Sluice (--enable-ssl-passthrough, the ssl-passthrough annotation) vs HAProxy in
-# `mode tcp` routing on the ClientHello's SNI, in front of the same TLS backend. Proxy CPU time per
-# connection is the headline (issue 14: target ≤ 1.0× HAProxy's).
+# `mode tcp` routing on the ClientHello's SNI, in front of the same TLS backend. Two shapes:
 #
-#   CPU 1: sluice load, a new TLS connection per request, SNI app.example.com
+#   SHAPE=handshake (default): a new TLS connection per request, 1 KB answer; proxy CPU time per
+#     connection is the headline (issue 14: target ≤ 1.0× HAProxy's).
+#   SHAPE=throughput: a few long-lived keep-alive connections fetching large bodies (SIZES, 1 MiB
+#     and 16 MiB by default); MiB/s through each proxy and its CPU time per MiB.
+#
+#   CPU 1: sluice load, SNI app.example.com
 #          ──▶ :18454 sluice  ──┐ (CPU 0: one worker / one thread; reads SNI, splices)
 #          ──▶ :18455 haproxy ──┤
-#   CPU 1: nginx :18450 (TLS, answers 1 KB) ◀──┘  the handshake is end to end: client ↔ nginx
+#   CPU 1: nginx :18450 (TLS)  ◀┘  the TLS session is end to end: client ↔ nginx
 #
 # Runs alternate (sluice, haproxy, sluice, ...) so drift hits both alike. For each run the proxy's
 # utime+stime is read from /proc before and after and divided by the connections completed (one
-# request each). A check first: each proxy passes the backend's own certificate through.
+# request each), or by the MiB the client received. A check first: each proxy passes the
+# backend's own certificate through.
 #
 # Environment:
+#   SHAPE=handshake|throughput
 #   DURATION=10s  ROUNDS=3  CONNECTIONS=16   per run; concurrent connections of the load
-#   OUT=target/bench-passthrough.md          the Markdown report
+#                                            (throughput: CONNECTIONS=4 unless set)
+#   SIZES="1048576 16777216"                 throughput: body sizes in bytes, a run each
+#   STRACE=1                                 handshake: also count each proxy's system calls
+#                                            per connection (strace -c -f, one extra run each)
+#   OUT=target/bench-passthrough[-throughput].md   the Markdown report
 #   SLUICE_BIN=...                           else `cargo build --release -p sluice`
 #   PROXY_CPU=0  LOAD_CPU=1                  CPUs for the proxies and for load + backend
 #   KEEP_WORK=1                              keep the temporary directory
@@ -22,9 +32,16 @@
 # Everything listens on 127.0.0.1 and is stopped on exit, by recorded PID.
 set -euo pipefail
 
+SHAPE=${SHAPE:-handshake}
 DURATION=${DURATION:-10s}
 ROUNDS=${ROUNDS:-3}
-CONNECTIONS=${CONNECTIONS:-16}
+case $SHAPE in
+handshake) CONNECTIONS=${CONNECTIONS:-16} ;;
+throughput) CONNECTIONS=${CONNECTIONS:-4} ;;
+*) echo "SHAPE must be handshake or throughput, not $SHAPE" >&2 && exit 2 ;;
+esac
+SIZES=${SIZES:-1048576 16777216}
+STRACE=${STRACE:-0}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 KEEP_WORK=${KEEP_WORK:-0}
@@ -37,7 +54,11 @@ HAPROXY_PORT=18455
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-OUT=${OUT:-target/bench-passthrough.md}
+if [[ $SHAPE == throughput ]]; then
+    OUT=${OUT:-target/bench-passthrough-throughput.md}
+else
+    OUT=${OUT:-target/bench-passthrough.md}
+fi
 PIDS=()
 WORK=""
 BENCH_NAME=bench-passthrough
@@ -46,7 +67,9 @@ BENCH_NAME=bench-passthrough
 
 stop_everything_on_exit
 
-for tool in nginx haproxy openssl curl taskset jq; do
+tools=(nginx haproxy openssl curl taskset jq)
+[[ $STRACE == 1 ]] && tools+=(strace)
+for tool in "${tools[@]}"; do
     command -v "$tool" >/dev/null || [[ -x /usr/sbin/$tool ]] ||
         die "$tool is missing (apt-get install nginx-light haproxy openssl curl util-linux jq)"
 done
@@ -59,11 +82,19 @@ if [[ -z ${SLUICE_BIN:-} ]]; then
 fi
 WORK=$(mktemp -d /tmp/sluice-bench-passthrough.XXXXXX)
 
-# --- the TLS backend: nginx answering 1 KB over TLS --------------------------------------------
+# --- the TLS backend: nginx answering 1 KB, or the large bodies, over TLS ----------------------
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=$HOST" \
     -addext "subjectAltName=DNS:$HOST" -keyout "$WORK/tls.key" -out "$WORK/tls.crt" 2>/dev/null
-mkdir -p "$WORK/nginx"
+mkdir -p "$WORK/nginx" "$WORK/www/bytes"
 BODY=$(head -c 1024 /dev/zero | tr '\0' 'x')
+if [[ $SHAPE == throughput ]]; then
+    for size in $SIZES; do
+        head -c "$size" /dev/urandom >"$WORK/www/bytes/$size.bin"
+    done
+    # nginx's workers run unprivileged; mktemp made the directory private.
+    chmod a+x "$WORK"
+    chmod -R a+rX "$WORK/www"
+fi
 cat >"$WORK/nginx/nginx.conf" <<EOF
 worker_processes 1;
 daemon off;
@@ -72,11 +103,14 @@ error_log $WORK/nginx/error.log warn;
 events { worker_connections 4096; }
 http {
     access_log off;
+    keepalive_requests 1000000;
+    keepalive_timeout 300s;
     server {
         listen 127.0.0.1:$BACKEND_PORT ssl;
         ssl_certificate $WORK/tls.crt;
         ssl_certificate_key $WORK/tls.key;
         location / { return 200 "$BODY"; }
+        location /bytes/ { root $WORK/www; }
     }
 }
 EOF
@@ -164,51 +198,144 @@ for system in sluice haproxy; do
 done
 
 CLK_TCK=$(getconf CLK_TCK)
+describe() { echo "- $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs; sluice $(git describe --always --dirty 2>/dev/null || echo '?'), $("$HAPROXY_BIN" -v | head -n1)"; }
+
+# load SYSTEM NAME EXTRA-ARGS...: one run of the load generator against SYSTEM's port, results in
+# $WORK/NAME.json; fails unless every request was answered 200 without an error. Sets TICKS (the
+# proxy's CPU ticks during the run).
+load() {
+    local system=$1 name=$2 port pid user0 sys0 user1 sys1 requests errors ok
+    shift 2
+    port=$(port_of "$system")
+    pid=$(pid_of "$system")
+    read -r user0 sys0 < <(cpu_ticks "$pid")
+    taskset -c "$LOAD_CPU" "$SLUICE_BIN" load -t 1 -c "$CONNECTIONS" -d "$DURATION" --insecure \
+        -H "Host: $HOST" --json "$WORK/$name.json" "$@" >"$WORK/$name.txt" 2>&1 ||
+        die "$system run $name failed: $(tail -n 3 "$WORK/$name.txt")"
+    read -r user1 sys1 < <(cpu_ticks "$pid")
+    requests=$(jq '.requests' "$WORK/$name.json")
+    errors=$(jq '[.errors | to_entries[] | .value] | add // 0' "$WORK/$name.json")
+    ok=$(jq '.status_codes["200"] // 0' "$WORK/$name.json")
+    ((ok == requests && errors == 0 && requests > 0)) ||
+        die "$system run $name: $ok of $requests answered 200, $errors errors"
+    TICKS=$((user1 + sys1 - user0 - sys0))
+}
+
+seconds() { awk -v t="$1" -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", t / hz }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 
 rows=()
-declare -A total_cpu total_conns
-for ((round = 1; round <= ROUNDS; round++)); do
-    for system in sluice haproxy; do
-        port=$(port_of "$system")
-        pid=$(pid_of "$system")
-        read -r user0 sys0 < <(cpu_ticks "$pid")
-        taskset -c "$LOAD_CPU" "$SLUICE_BIN" load -t 1 -c "$CONNECTIONS" -d "$DURATION" \
-            --new-connection-per-request --insecure -H "Host: $HOST" \
-            --json "$WORK/$system-$round.json" "https://127.0.0.1:$port/1kb.bin" >"$WORK/$system-$round.txt" 2>&1 ||
-            die "$system run $round failed: $(tail -n 3 "$WORK/$system-$round.txt")"
-        read -r user1 sys1 < <(cpu_ticks "$pid")
-        conns=$(jq '.requests' "$WORK/$system-$round.json")
-        errors=$(jq '[.errors | to_entries[] | .value] | add // 0' "$WORK/$system-$round.json")
-        ok=$(jq '.status_codes["200"] // 0' "$WORK/$system-$round.json")
-        ((ok == conns && errors == 0)) || die "$system run $round: $ok of $conns answered 200, $errors errors"
-        ticks=$((user1 + sys1 - user0 - sys0))
-        per=$(awk -v t="$ticks" -v hz="$CLK_TCK" -v n="$conns" 'BEGIN { printf "%.2f", t / hz / n * 1e6 }')
-        rate=$(jq '.achieved_rate | floor' "$WORK/$system-$round.json")
-        rows+=("| $system | $round | $rate | $conns | $(awk -v t="$ticks" -v hz="$CLK_TCK" 'BEGIN { printf "%.2f", t / hz }') | $per | $errors |")
-        total_cpu[$system]=$((${total_cpu[$system]:-0} + ticks))
-        total_conns[$system]=$((${total_conns[$system]:-0} + conns))
-        log "$system round $round: $conns connections, $per µs CPU each"
-    done
-done
-
-per_conn() { awk -v t="${total_cpu[$1]}" -v hz="$CLK_TCK" -v n="${total_conns[$1]}" 'BEGIN { printf "%.2f", t / hz / n * 1e6 }'; }
-sluice_us=$(per_conn sluice)
-haproxy_us=$(per_conn haproxy)
-ratio=$(awk -v a="$sluice_us" -v b="$haproxy_us" 'BEGIN { printf "%.3f", a / b }')
+declare -A total_cpu total_units
 mkdir -p "$(dirname "$OUT")"
-{
-    echo "# TLS passthrough: Sluice vs HAProxy mode tcp, proxy CPU per connection"
-    echo
-    echo "- $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs; sluice $(git describe --always --dirty 2>/dev/null || echo '?'), $("$HAPROXY_BIN" -v | head -n1)"
-    echo "- a new TLS connection per request (full handshake end to end with nginx, RSA-2048), 1 KB answer; $CONNECTIONS concurrent, ${DURATION} × $ROUNDS rounds each, alternating; proxies on CPU $PROXY_CPU, load and backend on CPU $LOAD_CPU"
-    echo
-    echo "| | Sluice | HAProxy |"
-    echo "|---|---:|---:|"
-    echo "| CPU µs per connection | $sluice_us | $haproxy_us |"
-    echo "| **Sluice ÷ HAProxy** | **$ratio** | |"
-    echo
-    echo "| system | round | conn/s | connections | proxy CPU s | CPU µs/conn | errors |"
-    echo "|---|---:|---:|---:|---:|---:|---:|"
-    printf '%s\n' "${rows[@]}"
-} >"$OUT"
+
+if [[ $SHAPE == handshake ]]; then
+    for ((round = 1; round <= ROUNDS; round++)); do
+        for system in sluice haproxy; do
+            load "$system" "$system-$round" --new-connection-per-request \
+                "https://127.0.0.1:$(port_of "$system")/1kb.bin"
+            conns=$(jq '.requests' "$WORK/$system-$round.json")
+            per=$(awk -v t="$TICKS" -v hz="$CLK_TCK" -v n="$conns" 'BEGIN { printf "%.2f", t / hz / n * 1e6 }')
+            rate=$(jq '.achieved_rate | floor' "$WORK/$system-$round.json")
+            rows+=("| $system | $round | $rate | $conns | $(seconds "$TICKS") | $per | 0 |")
+            total_cpu[$system]=$((${total_cpu[$system]:-0} + TICKS))
+            total_units[$system]=$((${total_units[$system]:-0} + conns))
+            log "$system round $round: $conns connections, $per µs CPU each"
+        done
+    done
+    per_conn() { awk -v t="${total_cpu[$1]}" -v hz="$CLK_TCK" -v n="${total_units[$1]}" 'BEGIN { printf "%.2f", t / hz / n * 1e6 }'; }
+    sluice_us=$(per_conn sluice)
+    haproxy_us=$(per_conn haproxy)
+    syscalls=()
+    if [[ $STRACE == 1 ]]; then
+        # One more run each under strace -c -f: system calls per connection, by name. strace
+        # slows the proxy down, so these runs count calls and are left out of the CPU figures.
+        declare -A counts
+        for system in sluice haproxy; do
+            # Every thread of the process (Sluice's workers are threads).
+            attach=()
+            for task in /proc/"$(pid_of "$system")"/task/*; do attach+=(-p "${task##*/}"); done
+            strace -c -f -o "$WORK/$system.strace" "${attach[@]}" 2>/dev/null &
+            STRACE_PID=$!
+            PIDS+=("$STRACE_PID")
+            sleep 1
+            load "$system" "$system-strace" --new-connection-per-request \
+                "https://127.0.0.1:$(port_of "$system")/1kb.bin"
+            stop_pid "$STRACE_PID"
+            unset 'PIDS[-1]'
+            conns=$(jq '.requests' "$WORK/$system-strace.json")
+            # strace -c: "% time seconds usecs/call calls [errors] syscall", then a total line.
+            while read -r name calls; do
+                counts[$system:$name]=$(awk -v c="$calls" -v n="$conns" 'BEGIN { printf "%.2f", c / n }')
+            done < <(awk '$1 ~ /^[0-9.]+$/ && NF >= 5 { print $NF, $4 }' "$WORK/$system.strace")
+            counts[$system:total]=$(awk -v n="$conns" '$NF == "total" { printf "%.2f", $4 / n }' "$WORK/$system.strace")
+        done
+        names=$(printf '%s\n' "${!counts[@]}" | cut -d: -f2 | sort -u | grep -vx total)
+        syscalls+=("| system call | Sluice per connection | HAProxy per connection |" "|---|---:|---:|")
+        for name in $names; do
+            syscalls+=("| $name | ${counts[sluice:$name]:-0} | ${counts[haproxy:$name]:-0} |")
+        done
+        syscalls+=("| **all** | **${counts[sluice:total]:-?}** | **${counts[haproxy:total]:-?}** |")
+    fi
+    {
+        echo "# TLS passthrough: Sluice vs HAProxy mode tcp, proxy CPU per connection"
+        echo
+        describe
+        echo "- a new TLS connection per request (full handshake end to end with nginx, RSA-2048), 1 KB answer; $CONNECTIONS concurrent, ${DURATION} × $ROUNDS rounds each, alternating; proxies on CPU $PROXY_CPU, load and backend on CPU $LOAD_CPU"
+        echo
+        echo "| | Sluice | HAProxy |"
+        echo "|---|---:|---:|"
+        echo "| CPU µs per connection | $sluice_us | $haproxy_us |"
+        echo "| **Sluice ÷ HAProxy** | **$(ratio "$sluice_us" "$haproxy_us")** | |"
+        echo
+        echo "| system | round | conn/s | connections | proxy CPU s | CPU µs/conn | errors |"
+        echo "|---|---:|---:|---:|---:|---:|---:|"
+        printf '%s\n' "${rows[@]}"
+        if ((${#syscalls[@]})); then
+            echo
+            printf '%s\n' "${syscalls[@]}"
+        fi
+    } >"$OUT"
+else
+    summary=()
+    for size in $SIZES; do
+        mib=$(awk -v s="$size" 'BEGIN { printf "%g", s / 1048576 }')
+        declare -A size_cpu=() size_bytes=() size_secs=()
+        for ((round = 1; round <= ROUNDS; round++)); do
+            for system in sluice haproxy; do
+                name="$system-$size-$round"
+                load "$system" "$name" --timeout 30s \
+                    "https://127.0.0.1:$(port_of "$system")/bytes/$size.bin"
+                bytes=$(jq '.bytes_read' "$WORK/$name.json")
+                elapsed=$(jq '.elapsed_secs' "$WORK/$name.json")
+                requests=$(jq '.requests' "$WORK/$name.json")
+                rate=$(awk -v b="$bytes" -v s="$elapsed" 'BEGIN { printf "%.0f", b / 1048576 / s }')
+                per=$(awk -v t="$TICKS" -v hz="$CLK_TCK" -v b="$bytes" 'BEGIN { printf "%.1f", t / hz / (b / 1048576) * 1e6 }')
+                rows+=("| $system | $mib MiB | $round | $requests | $rate | $(seconds "$TICKS") | $per |")
+                size_cpu[$system]=$((${size_cpu[$system]:-0} + TICKS))
+                size_bytes[$system]=$((${size_bytes[$system]:-0} + bytes))
+                size_secs[$system]=$(awk -v a="${size_secs[$system]:-0}" -v b="$elapsed" 'BEGIN { print a + b }')
+                log "$system $mib MiB round $round: $rate MiB/s, $per µs CPU per MiB"
+            done
+        done
+        per_mib() { awk -v t="${size_cpu[$1]}" -v hz="$CLK_TCK" -v b="${size_bytes[$1]}" 'BEGIN { printf "%.1f", t / hz / (b / 1048576) * 1e6 }'; }
+        speed() { awk -v b="${size_bytes[$1]}" -v s="${size_secs[$1]}" 'BEGIN { printf "%.0f", b / 1048576 / s }'; }
+        s_us=$(per_mib sluice)
+        h_us=$(per_mib haproxy)
+        summary+=("| $mib MiB | $(speed sluice) | $(speed haproxy) | $s_us | $h_us | **$(ratio "$s_us" "$h_us")** |")
+    done
+    {
+        echo "# TLS passthrough throughput: Sluice vs HAProxy mode tcp, proxy CPU per MiB"
+        echo
+        describe
+        echo "- $CONNECTIONS long-lived TLS connections (keep-alive, end to end with nginx), each fetching one body after another; ${DURATION} × $ROUNDS rounds per size and proxy, alternating; proxies on CPU $PROXY_CPU, load and backend on CPU $LOAD_CPU (which bounds MiB/s: TLS on both ends is there)"
+        echo
+        echo "| body | Sluice MiB/s | HAProxy MiB/s | Sluice CPU µs/MiB | HAProxy CPU µs/MiB | Sluice ÷ HAProxy (CPU per MiB) |"
+        echo "|---|---:|---:|---:|---:|---:|"
+        printf '%s\n' "${summary[@]}"
+        echo
+        echo "| system | body | round | requests | MiB/s | proxy CPU s | CPU µs/MiB |"
+        echo "|---|---|---:|---:|---:|---:|---:|"
+        printf '%s\n' "${rows[@]}"
+    } >"$OUT"
+fi
 cat "$OUT"
