@@ -36,7 +36,8 @@
 //!           client side polls it; connection back to the pool at its end; 101 ─▶ spliced
 //!           tunnel (closed after proxy-read-timeout without a byte)
 //!   every client socket: client-send-timeout on writes, lingering close, TCP keepalive
-//!   TCP service ports (opened/closed by publish) ─▶ splice to an endpoint (`stream`)
+//!   TCP service ports (opened/closed by publish) ─▶ splice to an endpoint (`stream`; the
+//!   bytes move by splice(2), socket to pipe to socket: `zero_copy`, as for TLS passthrough)
 //!
 //!  exporter thread: spans ─▶ OTLP/HTTP ─▶ otlp-collector-host (`otlp`)
 //!  admin thread (--admin-listen): /healthz /ready /metrics (sums per-worker counters at scrape)
@@ -94,6 +95,7 @@ mod upstream;
 mod upstream_h2;
 mod upstream_tls;
 mod worker;
+mod zero_copy;
 
 pub use access_log::AccessLogOutput;
 pub use fds::{raise_open_files_limit, set_open_files_limit, OpenFilesLimit};

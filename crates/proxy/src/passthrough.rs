@@ -8,7 +8,8 @@
 //!     yes ─▶ pick an endpoint (the route's balancer; next one on a failed connect)
 //!            ─▶ (sluice.dev/ssl-passthrough-proxy-protocol) PROXY v1/v2 header naming the
 //!               client (as the load balancer's header said, with use-proxy-protocol)
-//!            ─▶ splice both ways until either closes or proxy-stream-timeout of silence
+//!            ─▶ splice(2) both ways (`zero_copy`) until both sides closed or
+//!               proxy-stream-timeout of silence
 //!     no  ─▶ TLS handshake here (ALPN, HTTP/2 or HTTP/1.1)
 //! ```
 //! Endpoints are the backend's current ones, as for HTTP: a new connection goes to an endpoint
@@ -25,6 +26,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::proxy_protocol;
+use crate::tunnel::Traffic;
 use crate::worker::{within, Worker};
 
 /// A ClientHello is one record of at most 16 KiB (and its 5-byte header); a larger or split
@@ -76,7 +78,7 @@ pub(crate) async fn peek_server_name(stream: &TcpStream) -> Option<String> {
 /// PROXY header's source from a trusted load balancer): what a PROXY header upstream names.
 pub(crate) async fn pass(
     worker: &Rc<Worker>,
-    mut client: TcpStream,
+    client: TcpStream,
     route: &Route,
     settings: &Settings,
     peer: SocketAddr,
@@ -129,9 +131,8 @@ pub(crate) async fn pass(
         }
     }
     worker.stats.borrow_mut().passthrough.passed += 1;
-    if let Err(e) =
-        crate::tunnel::splice(&mut client, &mut upstream, settings.proxy_stream_timeout).await
-    {
+    let idle = settings.proxy_stream_timeout;
+    if let Err(e) = crate::zero_copy::relay(&client, &upstream, idle, &Traffic::default()).await {
         tracing::debug!(%peer, error = %e, "passthrough connection ended");
     }
 }

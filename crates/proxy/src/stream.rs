@@ -12,7 +12,8 @@
 //!              connections; next one on a failed connect, up to proxy-next-upstream-tries,
 //!              each within proxy-connect-timeout)
 //!           ─▶ (:PROXY:PROXY) PROXY v1 header to the upstream
-//!           ─▶ splice both ways (a half-close goes through) until both sides closed, or
+//!           ─▶ splice(2) both ways (`zero_copy`; a half-close goes through) until both
+//!              sides closed, or
 //!              proxy-stream-timeout without a byte, or its endpoint left every backend
 //!              worker-shutdown-timeout ago
 //!           ─▶ counters (per port and service) and a log line (ingress-nginx's stream format)
@@ -604,7 +605,7 @@ async fn splice(
     let idle = settings.proxy_stream_timeout;
     let traffic = &spliced.traffic;
     let removed = tokio::select! {
-        ended = crate::tunnel::splice_counted(client, upstream, idle, traffic) => {
+        ended = crate::zero_copy::relay(client, upstream, idle, traffic) => {
             if let Err(e) = ended {
                 tracing::debug!(%endpoint, error = %e, "TCP service connection ended");
             }
