@@ -257,10 +257,8 @@ impl<F: Future + 'static> hyper::rt::Executor<F> for LocalExec {
             tokio::task::spawn_local(future);
             return;
         }
-        tokio::task::spawn_local(async move {
-            let task = std::pin::pin!(future);
-            StreamWatch::new(task, limit).await
-        });
+        // Not an `async` block pinning `future`: that would hold the stream's future twice.
+        tokio::task::spawn_local(StreamWatch::new(future, limit));
     }
 }
 
