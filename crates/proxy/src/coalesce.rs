@@ -6,6 +6,7 @@
 //!     (h2 flushes after            bytes; a larger write goes straight through)
 //!      every DATA frame)  ─flush─▶ noted, not done
 //!  the connection task's poll returns ─▶ Flush::flush: batch ─▶ TLS ─▶ socket, then flushed
+//!                                         no stream open ─▶ the buffer is freed (idle: 0 bytes)
 //! ```
 //!
 //! Why: h2 chains a DATA payload of 256 bytes or more behind its frame buffer instead of
@@ -73,14 +74,18 @@ impl<I: AsyncWrite + Unpin> Flush<I> {
     /// Writes out and flushes the batch. Called when the connection's poll returns: a write
     /// that cannot finish now registers this task for when the socket can take more; an
     /// error is kept for the connection's next read or write, and the task woken to meet it.
-    pub(crate) fn flush(&self, cx: &mut Context<'_>) {
+    /// `idle`: no stream is open, so the buffer is given back once empty (an idle HTTP/2
+    /// connection holds no batch).
+    pub(crate) fn flush(&self, cx: &mut Context<'_>, idle: bool) {
         let mut batch = self.batch.borrow_mut();
-        if batch.error.is_some() || (batch.pending() == 0 && !batch.unflushed) {
-            return;
+        if batch.error.is_none() && (batch.pending() > 0 || batch.unflushed) {
+            if let Poll::Ready(Err(e)) = batch.poll_flush(cx) {
+                batch.error = Some(e);
+                cx.waker().wake_by_ref();
+            }
         }
-        if let Poll::Ready(Err(e)) = batch.poll_flush(cx) {
-            batch.error = Some(e);
-            cx.waker().wake_by_ref();
+        if idle && batch.pending() == 0 && batch.buf.capacity() > 0 {
+            batch.buf = Vec::new();
         }
     }
 }
@@ -211,7 +216,7 @@ mod tests {
     /// What the connection's task does when its poll of the connection returns.
     async fn end_of_poll<I: AsyncWrite + Unpin>(flush: &Flush<I>) {
         poll_fn(|cx| {
-            flush.flush(cx);
+            flush.flush(cx, false);
             Poll::Ready(())
         })
         .await;
@@ -242,6 +247,29 @@ mod tests {
         let mut received = [0u8; 41];
         peer.read_exact(&mut received).await.unwrap();
         assert_eq!(&received, b"HEADERS one DATA one HEADERS two DATA two");
+    }
+
+    #[tokio::test]
+    async fn an_idle_connection_gives_its_buffer_back() {
+        let (ours, mut peer) = socket_pair().await;
+        let (mut io, flush) = coalesce(ours);
+        io.write_all(b"last response").await.unwrap();
+        end_of_poll(&flush).await;
+        assert_eq!(
+            flush.batch.borrow().buf.capacity(),
+            BATCH,
+            "kept while streams are open"
+        );
+        io.write_all(b", then idle").await.unwrap();
+        poll_fn(|cx| {
+            flush.flush(cx, true);
+            Poll::Ready(())
+        })
+        .await;
+        assert_eq!(flush.batch.borrow().buf.capacity(), 0);
+        let mut received = [0u8; 24];
+        peer.read_exact(&mut received).await.unwrap();
+        assert_eq!(&received, b"last response, then idle");
     }
 
     #[tokio::test]

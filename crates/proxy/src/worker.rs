@@ -1367,7 +1367,7 @@ where
         keep_alive,
         Server::Hyper,
         |c| c.graceful_shutdown(),
-        |cx| writes.flush(cx),
+        |cx| writes.flush(cx, conn.in_flight.get() == 0),
     );
     if let Some(Err(e)) = ended.await {
         tracing::debug!(error = %e, "client connection ended with an error");
