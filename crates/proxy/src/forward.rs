@@ -37,6 +37,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use futures_util::FutureExt;
 use http::request::Parts;
 use http::uri::PathAndQuery;
 use http::{header, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri, Version};
@@ -80,8 +81,10 @@ pub(crate) fn handle(
         headers::websocket_over_http1(&mut head);
     }
     let body = (!body.is_end_stream()).then_some(body);
-    let response = respond(conn, head, body, client_upgrade);
-    async move { Ok(response.await) }
+    // Mapped rather than awaited in an `async` block: the block would hold the pipeline's
+    // future twice (captured, then moved to be awaited), and HTTP/2 copies it whole into
+    // the box it spawns (7 KiB rather than 3.5 KiB per request).
+    respond(conn, head, body, client_upgrade).map(Ok)
 }
 
 /// Answers one client request: `body` is `None` when the request has none.
@@ -746,6 +749,23 @@ fn strip_port(host: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// HTTP/2 copies `handle`'s future into the box of each stream's task: it must not hold
+    /// the pipeline's future twice, as an `async` block awaiting a captured future does.
+    #[test]
+    fn the_request_future_holds_the_pipeline_once() {
+        fn output_size<A, B, F>(_: impl Fn(A, B) -> F) -> usize {
+            std::mem::size_of::<F>()
+        }
+        fn pipeline_size<A, B, C, D, F>(_: impl Fn(A, B, C, D) -> F) -> usize {
+            std::mem::size_of::<F>()
+        }
+        let (handle, pipeline) = (output_size(handle), pipeline_size(respond));
+        assert!(
+            handle <= pipeline + 64,
+            "{handle} bytes for a {pipeline}-byte pipeline"
+        );
+    }
 
     #[test]
     fn ports_are_stripped_from_hosts() {

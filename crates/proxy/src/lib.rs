@@ -10,7 +10,8 @@
 //!   :https accept ─▶ TLS (cert by SNI from the current  ─┤─▶ respond(request)
 //!                    config) ─ALPN─▶ HTTP/2 | HTTP/1.1 ──┘        │
 //!   HTTP/1.1: Sluice's inline server; hyper takes a connection over at its first request
-//!   with a body, an expectation or an upgrade (or HTTP/1.0, or a bad head). HTTP/2: hyper.
+//!   with a body, an expectation or an upgrade (or HTTP/1.0, or a bad head). HTTP/2: hyper,
+//!   what each poll of a connection writes sent as one TLS record and one write (`coalesce`).
 //!        one pipeline, fixed phases, each reading the matched route's policy (`forward`):
 //!        method, Host, path decoded + normalised (model::target) ─ bad ─▶ 400/405 ┐
 //!        route(host, normalised path) on the current config ─ none ─▶ 404 ───────┤
@@ -66,6 +67,7 @@ mod body;
 mod buffer;
 mod client;
 mod client_addr;
+mod coalesce;
 mod date;
 mod error;
 mod fds;

@@ -21,6 +21,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
@@ -79,20 +80,24 @@ pub(crate) fn body_polled() {
     BODY_POLLED.with(|polled| polled.set(true));
 }
 
-/// An HTTP/2 stream's task (hyper's, spawned through the worker's executor), reset when its
-/// response cannot be sent for `client-send-timeout`: hyper stops polling a body whose stream
-/// has no flow-control window, so nothing else would ever end a stream whose client keeps
-/// the window shut, and each such stream holds an upstream connection and its buffer.
-pub(crate) struct StreamWatch<'t, F> {
-    /// Pinned by the caller (on its task's stack): no allocation of its own.
-    task: Pin<&'t mut F>,
-    stall: StallTimer,
-    /// The response body has been polled: the stream is sending.
-    sending: bool,
+pin_project! {
+    /// An HTTP/2 stream's task (hyper's, spawned through the worker's executor), reset when its
+    /// response cannot be sent for `client-send-timeout`: hyper stops polling a body whose stream
+    /// has no flow-control window, so nothing else would ever end a stream whose client keeps
+    /// the window shut, and each such stream holds an upstream connection and its buffer.
+    pub(crate) struct StreamWatch<F> {
+        // Owned, not borrowed from a pinning `async` block: such a block holds its future
+        // twice, and tokio copies a task's whole future when it spawns it.
+        #[pin]
+        task: F,
+        stall: StallTimer,
+        // The response body has been polled: the stream is sending.
+        sending: bool,
+    }
 }
 
-impl<'t, F: Future> StreamWatch<'t, F> {
-    pub(crate) fn new(task: Pin<&'t mut F>, limit: Duration) -> StreamWatch<'t, F> {
+impl<F: Future> StreamWatch<F> {
+    pub(crate) fn new(task: F, limit: Duration) -> StreamWatch<F> {
         StreamWatch {
             task,
             stall: StallTimer::new(limit),
@@ -101,22 +106,22 @@ impl<'t, F: Future> StreamWatch<'t, F> {
     }
 }
 
-impl<F: Future> Future for StreamWatch<'_, F> {
+impl<F: Future> Future for StreamWatch<F> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.get_mut();
+        let this = self.project();
         BODY_POLLED.with(|polled| polled.set(false));
-        if this.task.as_mut().poll(cx).is_ready() {
+        if this.task.poll(cx).is_ready() {
             return Poll::Ready(());
         }
         if BODY_POLLED.with(Cell::get) {
             // Sent something, or waits for the upstream (proxy-read-timeout's business). The
             // limit starts again, and runs even if nothing wakes this task again: a stream
             // whose window just closed is woken by nothing but the timer.
-            this.sending = true;
+            *this.sending = true;
             this.stall.progress();
-        } else if !this.sending {
+        } else if !*this.sending {
             // Still waiting for the response head: not a flow-control stall.
             return Poll::Pending;
         }

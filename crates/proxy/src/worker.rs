@@ -32,7 +32,7 @@ use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Poll, Waker};
+use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -257,10 +257,8 @@ impl<F: Future + 'static> hyper::rt::Executor<F> for LocalExec {
             tokio::task::spawn_local(future);
             return;
         }
-        tokio::task::spawn_local(async move {
-            let task = std::pin::pin!(future);
-            StreamWatch::new(task, limit).await
-        });
+        // Not an `async` block pinning `future`: that would hold the stream's future twice.
+        tokio::task::spawn_local(StreamWatch::new(future, limit));
     }
 }
 
@@ -714,7 +712,7 @@ impl Worker {
             let conn = ConnCtx::new(self, origin, None, h2c);
             let _registered = conn.register();
             if h2c {
-                let http2 = Box::pin(serve_http2(conn, TokioIo::new(stream), &settings));
+                let http2 = Box::pin(serve_http2(conn, stream, &settings));
                 http2.await;
             } else {
                 serve_http1(conn, stream, &settings).await;
@@ -775,7 +773,7 @@ impl Worker {
         if h2 {
             // Boxed for the same reason: hyper's HTTP/2 connection state is several KiB
             // that HTTP/1.1-over-TLS connections do not need.
-            let http2 = Box::pin(serve_http2(conn, TokioIo::new(tls), settings));
+            let http2 = Box::pin(serve_http2(conn, tls, settings));
             http2.await;
         } else {
             serve_http1(conn, tls, settings).await;
@@ -1247,9 +1245,14 @@ where
     };
     let max_head = settings.max_request_header_size.max(MIN_HEADER_BUFFER);
     let mut inline = Http1::new(io, max_head, !settings.keep_alive.is_zero());
-    let ended = drive(inline.run(&conn), &conn, idle, Server::Inline, |_| {
-        conn.closing.set(true)
-    })
+    let ended = drive(
+        inline.run(&conn),
+        &conn,
+        idle,
+        Server::Inline,
+        |_| conn.closing.set(true),
+        |_| {},
+    )
     .await;
     let Some(Ended::Handover(read)) = ended else {
         return;
@@ -1290,9 +1293,14 @@ async fn serve_http1_hyper<I>(
         .header_read_timeout(None);
     let service = service(conn.clone());
     let connection = builder.serve_connection(io, service).with_upgrades();
-    let result = drive(connection, &conn, idle, Server::Hyper, |c| {
-        c.graceful_shutdown()
-    })
+    let result = drive(
+        connection,
+        &conn,
+        idle,
+        Server::Hyper,
+        |c| c.graceful_shutdown(),
+        |_| {},
+    )
     .await;
     if let Some(Err(e)) = result {
         if e.is_parse_too_large() {
@@ -1329,7 +1337,7 @@ async fn starts_with_h2_preface(stream: &TcpStream) -> bool {
 
 async fn serve_http2<I>(conn: Rc<ConnCtx>, io: I, settings: &Settings)
 where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + 'static,
+    I: AsyncRead + AsyncWrite + Unpin + 'static,
 {
     let mut builder = http2::Builder::new(LocalExec {
         stall_limit: settings.client_send_timeout,
@@ -1349,11 +1357,18 @@ where
     let stream_conn = conn.clone();
     let service =
         service_fn(move |request| Box::pin(crate::forward::handle(stream_conn.clone(), request)));
-    let connection = builder.serve_connection(io, service);
+    // The frames each poll of the connection writes leave in one TLS record and one write.
+    let (io, writes) = crate::coalesce::coalesce(io);
+    let connection = builder.serve_connection(TokioIo::new(io), service);
     let keep_alive = settings.keep_alive;
-    let ended = drive(connection, &conn, keep_alive, Server::Hyper, |c| {
-        c.graceful_shutdown()
-    });
+    let ended = drive(
+        connection,
+        &conn,
+        keep_alive,
+        Server::Hyper,
+        |c| c.graceful_shutdown(),
+        |cx| writes.flush(cx, conn.in_flight.get() == 0),
+    );
     if let Some(Err(e)) = ended.await {
         tracing::debug!(error = %e, "client connection ended with an error");
     }
@@ -1388,13 +1403,15 @@ enum Server {
 ///
 /// The flags are this worker's and this connection's `Cell`s, read with plain loads on each
 /// poll; whoever sets one wakes the task through the waker `watch` keeps. Nothing here
-/// touches memory another worker writes.
+/// touches memory another worker writes. `after_poll` runs after each poll of the connection
+/// (HTTP/2: writes out what the poll gathered, `coalesce`).
 async fn drive<C: Future>(
     connection: C,
     conn: &ConnCtx,
     idle_timeout: Duration,
     server: Server,
     finish: impl Fn(Pin<&mut C>),
+    after_poll: impl Fn(&mut Context<'_>),
 ) -> Option<C::Output> {
     let mut connection = pin!(connection);
     let inline = server == Server::Inline;
@@ -1418,7 +1435,9 @@ async fn drive<C: Future>(
                 }
                 finish(connection.as_mut());
             }
-            if let Poll::Ready(output) = connection.as_mut().poll(cx) {
+            let polled = connection.as_mut().poll(cx);
+            after_poll(cx);
+            if let Poll::Ready(output) = polled {
                 return Poll::Ready(Some(output));
             }
             // Only HTTP/2 is ever asked to close this way (HTTP/1 says `Connection: close`).
