@@ -65,10 +65,10 @@ pub struct CompileOptions {
     pub enable_ssl_passthrough: bool,
     /// `--tcp-services-configmap`: the ConfigMap whose entries open TCP service ports.
     pub tcp_services_config_map: Option<NamespacedName>,
-    /// `--udp-services-configmap`: read only to report that UDP is not proxied.
+    /// `--udp-services-configmap`: the ConfigMap whose entries open UDP service ports.
     pub udp_services_config_map: Option<NamespacedName>,
     /// Ports Sluice's own listeners use (HTTP, HTTPS, admin, status, webhook) → which
-    /// listener: a TCP service entry naming one is refused.
+    /// listener: a TCP or UDP service entry naming one is refused.
     pub reserved_ports: BTreeMap<u16, String>,
 }
 
