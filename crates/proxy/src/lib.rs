@@ -39,6 +39,8 @@
 //!   every client socket: client-send-timeout on writes, lingering close, TCP keepalive
 //!   TCP service ports (opened/closed by publish) ─▶ splice to an endpoint (`stream`; the
 //!   bytes move by splice(2), socket to pipe to socket: `zero_copy`, as for TLS passthrough)
+//!   UDP service ports (opened/closed by publish) ─▶ a session per client with one endpoint,
+//!   its answers sent back from the port (`udp`)
 //!
 //!  exporter thread: spans ─▶ OTLP/HTTP ─▶ otlp-collector-host (`otlp`)
 //!  admin thread (--admin-listen): /healthz /ready /metrics (sums per-worker counters at scrape)
