@@ -5,6 +5,7 @@
 //!
 //! ```text
 //!  accept (TCP service ports, opened and closed by `stream::listen`) ─▶ stream::serve (splice)
+//!  receive (UDP service ports, the same way) ─▶ udp::serve_port (a session per client)
 //!  accept (http) ─┐                            ┌─▶ inline HTTP/1.1 ─(handover)─▶ hyper http1
 //!  accept (https)─┴─▶ serve(conn) ─TLS+ALPN────┴─▶ hyper http2 ─▶ forward::respond
 //!     │                    drive(): stopping │ keep-alive-requests
