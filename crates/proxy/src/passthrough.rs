@@ -21,13 +21,12 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use model::{ProxyProtocolVersion, Route, Settings};
-use std::time::Instant;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::proxy_protocol;
 use crate::tunnel::Traffic;
-use crate::worker::{within, Worker};
+use crate::worker::Worker;
 
 /// A ClientHello is one record of at most 16 KiB (and its 5-byte header); a larger or split
 /// one is terminated here, as if its name were not a passthrough host.
@@ -73,8 +72,8 @@ pub(crate) async fn peek_server_name(stream: &TcpStream) -> Option<String> {
 }
 
 /// Splices `client` to an endpoint of `route`'s backend until either side closes or
-/// `proxy-stream-timeout` passes without a byte. A failed connect tries the next endpoint, up
-/// to `proxy-next-upstream-tries`. `peer` is the client as far as Sluice believes it (the
+/// `proxy-stream-timeout` passes without a byte. A failed connect tries the next endpoint as
+/// the TCP services do (`proxy-stream-next-upstream*`). `peer` is the client as far as Sluice believes it (the
 /// PROXY header's source from a trusted load balancer): what a PROXY header upstream names.
 pub(crate) async fn pass(
     worker: &Rc<Worker>,
@@ -83,33 +82,17 @@ pub(crate) async fn pass(
     settings: &Settings,
     peer: SocketAddr,
 ) {
-    let policy = &route.policy.upstream;
     let mut tried: Vec<SocketAddr> = Vec::new();
-    let tries = settings.proxy_next_upstream_tries.max(1) as usize;
-    let mut upstream = None;
-    while tried.len() < tries {
-        let picked = worker.balancer.borrow_mut().pick(
-            &route.backend,
-            settings.load_balance,
-            &tried,
-            Instant::now(),
-        );
-        let Some(addr) = picked else { break };
-        if tried.contains(&addr) {
-            break;
-        }
-        tried.push(addr);
-        match within(policy.connect_timeout, TcpStream::connect(addr)).await {
-            Some(Ok(stream)) => {
-                upstream = Some(stream);
-                break;
-            }
-            failed => {
-                worker.stats.borrow_mut().connect_errors += 1;
-                tracing::debug!(%addr, ?failed, "passthrough: connect failed");
-            }
-        }
-    }
+    let connected = crate::stream::connect(
+        worker,
+        &route.backend,
+        settings,
+        route.policy.upstream.connect_timeout,
+        &mut tried,
+        "TLS passthrough",
+    )
+    .await;
+    let upstream = connected.map(|(stream, _)| stream);
     let Some(mut upstream) = upstream else {
         // Nothing to answer with: the client speaks TLS to a server it will never reach.
         tracing::debug!(%peer, ingress = %route.ingress, "passthrough: no endpoint could be reached; closed");

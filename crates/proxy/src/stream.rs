@@ -9,8 +9,8 @@
 //!  accepted ─▶ current config's service for the port (none: closed)
 //!           ─▶ (:PROXY) PROXY header read, within client-header-timeout; bad ─▶ closed
 //!           ─▶ pick an endpoint (the backend's balancer, least_request counting open
-//!              connections; next one on a failed connect, up to proxy-next-upstream-tries,
-//!              each within proxy-connect-timeout)
+//!              connections; next one on a failed connect, as proxy-stream-next-upstream*
+//!              allow, each within proxy-connect-timeout)
 //!           ─▶ (:PROXY:PROXY) PROXY v1 header to the upstream
 //!           ─▶ splice(2) both ways (`zero_copy`; a half-close goes through) until both
 //!              sides closed, or
@@ -452,7 +452,16 @@ pub(crate) async fn serve(
     let mut tried = Vec::new();
     let mut connected = None;
     if outcome == Outcome::Spliced {
-        match connect(&worker, &service, &settings, &mut tried).await {
+        let reached = connect(
+            &worker,
+            &service.backend,
+            &settings,
+            settings.proxy_connect_timeout,
+            &mut tried,
+            &service.upstream_name,
+        )
+        .await;
+        match reached {
             None => outcome = Outcome::NoEndpoint,
             Some((mut upstream, endpoint)) => {
                 connected = Some(started.elapsed());
@@ -513,13 +522,17 @@ pub(crate) async fn serve(
     }
 }
 
-/// Connects to an endpoint of the service's backend; a failed connect goes to the next one
-/// as `proxy-stream-next-upstream*` allow. `tried` gathers every endpoint tried, in order.
-async fn connect(
+/// Connects to an endpoint of `backend` for a TCP-level proxy (TCP services, TLS
+/// passthrough); a failed connect goes to the next one as `proxy-stream-next-upstream*` allow,
+/// each within `connect_timeout`. `tried` gathers every endpoint tried, in order; `what`
+/// names the connection in logs.
+pub(crate) async fn connect(
     worker: &Rc<Worker>,
-    service: &StreamService,
+    backend: &model::Backend,
     settings: &model::Settings,
+    connect_timeout: Duration,
     tried: &mut Vec<SocketAddr>,
+    what: &str,
 ) -> Option<(TcpStream, SocketAddr)> {
     // 0 is nginx's "no limit": here every endpoint once.
     let tries = match settings.proxy_stream_next_upstream_tries {
@@ -534,14 +547,13 @@ async fn connect(
         if !tried.is_empty() && !timeout.is_zero() && now.duration_since(first) >= timeout {
             return None;
         }
-        let picked =
-            worker
-                .balancer
-                .borrow_mut()
-                .pick(&service.backend, settings.load_balance, tried, now);
+        let picked = worker
+            .balancer
+            .borrow_mut()
+            .pick(backend, settings.load_balance, tried, now);
         let addr = picked.filter(|a| !tried.contains(a))?;
         tried.push(addr);
-        match within(settings.proxy_connect_timeout, TcpStream::connect(addr)).await {
+        match within(connect_timeout, TcpStream::connect(addr)).await {
             Some(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
                 let _ = socket2::SockRef::from(&stream)
@@ -551,7 +563,7 @@ async fn connect(
             failed => {
                 worker.stats.borrow_mut().connect_errors += 1;
                 worker.balancer.borrow_mut().set_aside(addr, Instant::now());
-                tracing::debug!(%addr, ?failed, upstream = %service.upstream_name, "TCP service: connect failed");
+                tracing::debug!(%addr, ?failed, what, "connect failed");
             }
         }
     }

@@ -164,6 +164,40 @@ async fn passthrough_hosts_reach_their_backend_undecrypted_and_others_are_termin
 }
 
 #[tokio::test]
+async fn a_refused_endpoint_is_passed_over_as_the_stream_keys_allow() {
+    let ca = TestCa::new();
+    let backend_leaf = ca.leaf(&["pass.example"]);
+    let web_leaf = ca.leaf(&["web.example"]);
+    let live = tls_backend("live", &backend_leaf).await;
+    let echo = start_backend("echo").await;
+    // Three endpoints refuse connections (nothing listens on their ports), one answers.
+    let dead: Vec<SocketAddr> = (0..3)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect::<Vec<_>>()
+        .iter()
+        .map(|l| l.local_addr().unwrap())
+        .collect();
+    let mut endpoints = dead.clone();
+    endpoints.push(live);
+    let mut h = Harness::with_workers(1);
+    h.options.enable_ssl_passthrough = true;
+    // `0` tries: every endpoint once, so each connection reaches the live one whatever the
+    // balancer offers first.
+    let mut objects = passthrough_objects(&endpoints, &web_leaf, addr_of(&echo));
+    objects.push(settings(&[("proxy-stream-next-upstream-tries", "0")]));
+    h.apply(&objects);
+    for _ in 0..4 {
+        let mut session = Session::open(&ca, h.https(), "pass.example").await;
+        assert_eq!(session.line().await, "hello from live");
+    }
+    assert_metric(
+        &h,
+        "sluice_ssl_passthrough_connections_total{result=\"passed\"} 4",
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn without_the_flag_or_an_endpoint_nothing_is_passed_through() {
     let ca = TestCa::new();
     let backend_leaf = ca.leaf(&["pass.example"]);
