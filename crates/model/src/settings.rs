@@ -501,6 +501,10 @@ const EVERY_IPV4_PEER: IpNet = IpNet::new_assert(IpAddr::V4(std::net::Ipv4Addr::
 /// ingress-nginx writes from the keys Sluice reads directly.
 const ACCEPTED_UNUSED_KEYS: &[&str] = &["worker-cpu-affinity", "http2", "opentelemetry-config"];
 
+/// Why ingress-nginx's access log path keys are not read.
+const ACCESS_LOG_GOES: &str = "Sluice writes access log lines (HTTP, TCP and UDP) to standard \
+     output, or to the file the --access-log-path flag names";
+
 /// Keys with ingress-nginx's meaning that Sluice does not implement, and why: an
 /// `Unsupported` diagnostic rather than "unknown key".
 const UNSUPPORTED_KEYS: &[(&str, &str)] = &[
@@ -509,21 +513,9 @@ const UNSUPPORTED_KEYS: &[(&str, &str)] = &[
         "nginx variables are not evaluated; spans are named \"METHOD PATH\" with the Ingress \
          path (OpenTelemetry's HTTP span name)",
     ),
-    (
-        "access-log-path",
-        "Sluice writes access log lines (HTTP and TCP) to standard output, or to the file the \
-         --access-log-path flag names",
-    ),
-    (
-        "http-access-log-path",
-        "Sluice writes access log lines (HTTP and TCP) to standard output, or to the file the \
-         --access-log-path flag names",
-    ),
-    (
-        "stream-access-log-path",
-        "Sluice writes access log lines (HTTP and TCP) to standard output, or to the file the \
-         --access-log-path flag names",
-    ),
+    ("access-log-path", ACCESS_LOG_GOES),
+    ("http-access-log-path", ACCESS_LOG_GOES),
+    ("stream-access-log-path", ACCESS_LOG_GOES),
     ("error-log-path", "Sluice's own log goes to standard error"),
     (
         "error-log-level",

@@ -325,8 +325,7 @@ fn redirect_phase(
             .trusts_forwarded_headers(settings)
             .then(|| head.headers.get(&headers::X_FORWARDED_HOST)?.to_str().ok())
             .flatten()
-            .and_then(|hosts| hosts.split(',').next())
-            .map(str::trim)
+            .and_then(|hosts| std::str::from_utf8(headers::first_entry(hosts.as_bytes())).ok())
             .filter(|host| !host.is_empty());
         let host =
             strip_port(forwarded_host.unwrap_or_else(|| request_host(head).unwrap_or_default()));

@@ -407,7 +407,7 @@ pub(crate) fn write_target(out: &mut Vec<u8>, uri: &Uri) {
 }
 
 /// The first entry of a comma-separated list, trimmed.
-fn first_entry(list: &[u8]) -> &[u8] {
+pub(crate) fn first_entry(list: &[u8]) -> &[u8] {
     let end = list.iter().position(|b| *b == b',').unwrap_or(list.len());
     list[..end].trim_ascii()
 }
