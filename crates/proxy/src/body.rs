@@ -25,7 +25,7 @@ pub(crate) enum RequestBody {
     Empty,
     /// The client's body, streamed through as it arrives.
     Client {
-        inner: Incoming,
+        inner: ClientBody,
         /// Bytes still allowed when the length was not declared up front (chunked, or
         /// HTTP/2 without content-length); a declared length was checked before.
         remaining: Option<u64>,
@@ -71,11 +71,46 @@ pub(crate) struct BodyTooLarge;
 #[error("the client sent no body bytes within client-body-timeout")]
 pub(crate) struct BodyTimeout;
 
+/// A client's request body: hyper's (HTTP/1 after a handover) or an HTTP/2 stream's.
+pub(crate) enum ClientBody {
+    Http1(Incoming),
+    Http2(crate::h2_server::RequestBody),
+}
+
+impl Body for ClientBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            ClientBody::Http1(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            ClientBody::Http2(body) => Pin::new(body).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ClientBody::Http1(body) => body.is_end_stream(),
+            ClientBody::Http2(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ClientBody::Http1(body) => body.size_hint(),
+            ClientBody::Http2(body) => body.size_hint(),
+        }
+    }
+}
+
 impl RequestBody {
     /// The client's body, limited to `limit` bytes when its length is unknown (0: no limit),
     /// failing when the client sends nothing for `timeout` (zero: no limit).
     pub(crate) fn client(
-        inner: Incoming,
+        inner: ClientBody,
         declared: Option<u64>,
         limit: u64,
         timeout: Duration,

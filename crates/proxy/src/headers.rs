@@ -457,16 +457,6 @@ pub(crate) fn is_websocket_upgrade(headers: &HeaderMap) -> bool {
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("websocket"))
 }
 
-/// An HTTP/2 extended CONNECT for a WebSocket (RFC 8441 §4: `:method CONNECT`,
-/// `:protocol websocket`).
-pub(crate) fn is_extended_connect_websocket<B>(request: &http::Request<B>) -> bool {
-    request.method() == Method::CONNECT
-        && request
-            .extensions()
-            .get::<hyper::ext::Protocol>()
-            .is_some_and(|p| p.as_str().eq_ignore_ascii_case("websocket"))
-}
-
 /// Turns an RFC 8441 WebSocket request into the HTTP/1.1 upgrade a backend expects: `GET`
 /// with `Upgrade: websocket`, `Connection: Upgrade` and a fresh `Sec-WebSocket-Key` (HTTP/2
 /// clients send none; the backend's `Sec-WebSocket-Accept` is for this key and is not passed
@@ -474,7 +464,6 @@ pub(crate) fn is_extended_connect_websocket<B>(request: &http::Request<B>) -> bo
 pub(crate) fn websocket_over_http1(head: &mut http::request::Parts) {
     use base64::Engine;
     head.method = Method::GET;
-    head.extensions.remove::<hyper::ext::Protocol>();
     head.headers
         .insert(header::UPGRADE, HeaderValue::from_static("websocket"));
     head.headers

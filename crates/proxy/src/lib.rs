@@ -10,8 +10,9 @@
 //!   :https accept ─▶ TLS (cert by SNI from the current  ─┤─▶ respond(request)
 //!                    config) ─ALPN─▶ HTTP/2 | HTTP/1.1 ──┘        │
 //!   HTTP/1.1: Sluice's inline server; hyper takes a connection over at its first request
-//!   with a body, an expectation or an upgrade (or HTTP/1.0, or a bad head). HTTP/2: hyper,
-//!   what each poll of a connection writes sent as one TLS record and one write (`coalesce`).
+//!   with a body, an expectation or an upgrade (or HTTP/1.0, or a bad head). HTTP/2: Sluice's
+//!   own server (`h2_server`: no buffer held by an idle connection; what each poll of a
+//!   connection writes leaves in one TLS record and one write).
 //!        one pipeline, fixed phases, each reading the matched route's policy (`forward`):
 //!        method, Host, path decoded + normalised (model::target) ─ bad ─▶ 400/405 ┐
 //!        route(host, normalised path) on the current config ─ none ─▶ 404 ───────┤
@@ -69,7 +70,6 @@ mod body;
 mod buffer;
 mod client;
 mod client_addr;
-mod coalesce;
 mod date;
 mod error;
 mod fds;
@@ -77,6 +77,7 @@ mod forward;
 #[doc(hidden)]
 pub mod fuzz;
 mod h1;
+mod h2_server;
 mod headers;
 mod history;
 mod linger;

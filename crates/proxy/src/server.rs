@@ -48,6 +48,12 @@ thread_local! {
     static SCRATCH: RefCell<Box<[u8]>> = RefCell::new(vec![0; READ_BUFFER].into_boxed_slice());
 }
 
+/// Runs `f` on the worker thread's scratch buffer (HTTP/2 reads go through it too, so that
+/// a connection between requests holds no read buffer).
+pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
+    SCRATCH.with(|scratch| f(&mut scratch.borrow_mut()[..]))
+}
+
 /// Reads what the client sent into the thread's scratch buffer and appends it to `buf`
 /// (which grows only by what arrived). `Ok(0)`: end of stream.
 async fn read_through_scratch<I: AsyncRead + Unpin>(

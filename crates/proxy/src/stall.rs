@@ -7,7 +7,7 @@
 //!  I/O pending ─▶ poll_expired(): armed once, now + limit ─▶ still pending at the deadline
 //!                 ─▶ Ready: the caller fails the wait (TimedOut) and its connection ends
 //!
-//!  HTTP/2 stream task (StreamWatch) ─poll─▶ hyper: window open? ─yes─▶ ResponseBody polled
+//!  HTTP/2 stream task (StreamWatch) ─poll─▶ h2_server: window open? ─yes─▶ ResponseBody polled
 //!        │                                                              (body_polled mark)
 //!        └─ pending with the body not polled while the response streams: flow control holds
 //!           it ─▶ StallTimer ─▶ after client-send-timeout the task is dropped: RST_STREAM,
@@ -81,10 +81,10 @@ pub(crate) fn body_polled() {
 }
 
 pin_project! {
-    /// An HTTP/2 stream's task (hyper's, spawned through the worker's executor), reset when its
-    /// response cannot be sent for `client-send-timeout`: hyper stops polling a body whose stream
-    /// has no flow-control window, so nothing else would ever end a stream whose client keeps
-    /// the window shut, and each such stream holds an upstream connection and its buffer.
+    /// An HTTP/2 stream's task (`h2_server`), reset when its response cannot be sent for
+    /// `client-send-timeout`: a stream stops polling its body while the client's flow-control
+    /// window is shut, so nothing else would ever end a stream whose client keeps the window
+    /// shut, and each such stream holds an upstream connection and its buffer.
     pub(crate) struct StreamWatch<F> {
         // Owned, not borrowed from a pinning `async` block: such a block holds its future
         // twice, and tokio copies a task's whole future when it spawns it.

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use http::request::Parts;
 use http::HeaderValue;
-use hyper::server::conn::{http1, http2};
+use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use model::{Backend, Compiled, EndpointSet, Settings};
@@ -59,7 +59,7 @@ use crate::otel::{SpanBuffer, SpanContext};
 use crate::proxy_protocol;
 use crate::server::{Ended, Http1, Prefixed};
 use crate::shared::Shared;
-use crate::stall::{StreamWatch, WriteTimeout};
+use crate::stall::WriteTimeout;
 use crate::upstream::Pool;
 
 /// hyper refuses a smaller HTTP/1 buffer limit; `large-client-header-buffers` below it is
@@ -241,26 +241,6 @@ struct Drain {
     /// Of `open`, the upgraded connections (counted when shutdown cuts them).
     tunnels: Cell<usize>,
     idle: Notify,
-}
-
-/// Runs spawned futures on the worker's `LocalSet`: hyper's HTTP/2 server spawns a task per
-/// stream, and ours are `!Send`. Each stream is watched for flow-control stalls
-/// (`client-send-timeout`, see `stall::StreamWatch`).
-#[derive(Clone, Copy)]
-struct LocalExec {
-    stall_limit: Duration,
-}
-
-impl<F: Future + 'static> hyper::rt::Executor<F> for LocalExec {
-    fn execute(&self, future: F) {
-        let limit = self.stall_limit;
-        if limit.is_zero() {
-            tokio::task::spawn_local(future);
-            return;
-        }
-        // Not an `async` block pinning `future`: that would hold the stream's future twice.
-        tokio::task::spawn_local(StreamWatch::new(future, limit));
-    }
 }
 
 /// Starts a worker thread. Sockets are registered with the worker's runtime here, so any
@@ -1298,7 +1278,7 @@ async fn serve_http1_hyper<I>(
         connection,
         &conn,
         idle,
-        Server::Hyper,
+        Server::Graceful,
         |c| c.graceful_shutdown(),
         |_| {},
     )
@@ -1340,35 +1320,23 @@ async fn serve_http2<I>(conn: Rc<ConnCtx>, io: I, settings: &Settings)
 where
     I: AsyncRead + AsyncWrite + Unpin + 'static,
 {
-    let mut builder = http2::Builder::new(LocalExec {
-        stall_limit: settings.client_send_timeout,
-    });
-    builder
-        .timer(TokioTimer::new())
-        .max_header_list_size(u32::try_from(settings.max_request_header_size).unwrap_or(u32::MAX))
+    let limits = crate::h2_server::Limits {
         // What one connection can hold: this many streams, each with at most one upstream
-        // read (256 KiB) and hyper's send buffer (400 KB) queued; a stream that cannot send is
-        // reset after client-send-timeout (`LocalExec`).
-        .max_concurrent_streams(settings.http2_max_concurrent_streams)
-        // RFC 8441: WebSockets over HTTP/2 (extended CONNECT), sent upstream as HTTP/1.1's.
-        .enable_connect_protocol();
-    // Each stream is a task (hyper spawns it on `LocalExec`), and tokio copies a task's whole
-    // future when it creates, polls to completion and drops it: the request's future, several
-    // KiB, is boxed so that only a pointer is copied (it was 14 % of a worker's CPU under h2load).
-    let stream_conn = conn.clone();
-    let service =
-        service_fn(move |request| Box::pin(crate::forward::handle(stream_conn.clone(), request)));
-    // The frames each poll of the connection writes leave in one TLS record and one write.
-    let (io, writes) = crate::coalesce::coalesce(io);
-    let connection = builder.serve_connection(TokioIo::new(io), service);
-    let keep_alive = settings.keep_alive;
+        // read (256 KiB) and the connection's write queue; a stream that cannot send is
+        // reset after client-send-timeout.
+        max_concurrent_streams: settings.http2_max_concurrent_streams,
+        max_header_list: settings.max_request_header_size,
+        header_timeout: settings.client_header_timeout,
+        send_timeout: settings.client_send_timeout,
+    };
+    let connection = crate::h2_server::Connection::new(conn.clone(), io, limits);
     let ended = drive(
         connection,
         &conn,
-        keep_alive,
-        Server::Hyper,
-        |c| c.graceful_shutdown(),
-        |cx| writes.flush(cx, conn.in_flight.get() == 0),
+        settings.keep_alive,
+        Server::Graceful,
+        |c| c.get_mut().go_away(),
+        |_| {},
     );
     if let Some(Err(e)) = ended.await {
         tracing::debug!(error = %e, "client connection ended with an error");
@@ -1388,9 +1356,9 @@ fn service(
 /// Which server a connection is driving, for how it finishes gracefully.
 #[derive(Clone, Copy, PartialEq)]
 enum Server {
-    /// hyper: its graceful shutdown closes HTTP/1 after the response in flight and sends
-    /// HTTP/2 GOAWAY.
-    Hyper,
+    /// hyper (HTTP/1 after a handover) or the HTTP/2 server: a graceful shutdown closes
+    /// HTTP/1 after the response in flight and sends HTTP/2 GOAWAY.
+    Graceful,
     /// The inline HTTP/1 server: the request in flight (if any) is answered with
     /// `Connection: close`; an idle connection is closed at once.
     Inline,
@@ -1405,7 +1373,7 @@ enum Server {
 /// The flags are this worker's and this connection's `Cell`s, read with plain loads on each
 /// poll; whoever sets one wakes the task through the waker `watch` keeps. Nothing here
 /// touches memory another worker writes. `after_poll` runs after each poll of the connection
-/// (HTTP/2: writes out what the poll gathered, `coalesce`).
+/// (unused by both servers today).
 async fn drive<C: Future>(
     connection: C,
     conn: &ConnCtx,

@@ -1,0 +1,24 @@
+//! Sluice's own HTTP/2 server, for client connections (TLS with ALPN `h2`, and `use-h2c`).
+//!
+//! ```text
+//!  socket ─▶ conn::Connection ─frames─▶ frame::parse ─HEADERS─▶ hpack::Decoder ─▶ request
+//!               │                                                  ─▶ stream task:
+//!               │                       forward::respond (the one request pipeline)
+//!               ◀──── stream::Shared.out ◀── HEADERS (hpack encode) + DATA + trailers
+//! ```
+//!
+//! Why not hyper's (h2's) server: h2 keeps a 16 KiB write buffer, an 8 KiB read buffer and
+//! a 4 KiB HPACK buffer for a connection's whole life, so an idle HTTP/2 connection cost
+//! twice nginx's (issue 15). Here a connection between requests holds its HPACK table (the
+//! protocol's state) and a few hundred bytes: reads go through the worker's scratch buffer,
+//! only an incomplete frame's bytes are kept, and the write queue is given back once
+//! written. hyper and h2 still speak HTTP/2 to upstreams.
+
+mod conn;
+mod frame;
+mod hpack;
+mod request;
+mod stream;
+
+pub(crate) use conn::{Connection, Limits};
+pub(crate) use stream::{RequestBody, Upgrade};

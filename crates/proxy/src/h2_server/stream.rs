@@ -1,0 +1,686 @@
+//! What the connection task and a stream's task share: the streams' windows and queues, and
+//! the frames waiting for the socket.
+//!
+//! ```text
+//!  connection task ──DATA──▶ Stream.recv ──▶ RequestBody::poll_frame (the upstream reads it)
+//!        ▲                                      └─ bytes taken ─▶ credit ─▶ WINDOW_UPDATE
+//!        │ writes `out`                                               (half a window at a time)
+//!  Shared.out ◀── HEADERS / DATA / trailers ── stream task: forward::respond, then send()
+//!                  (DATA only within both send windows; waits when `out` is full)
+//! ```
+//!
+//! One worker thread runs both sides, so the state is an `Rc<RefCell<…>>` borrowed for a few
+//! lines at a time and never across an `.await`.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::io;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+use bytes::{Buf, Bytes};
+use http::{HeaderMap, Response};
+use http_body::{Body, Frame, SizeHint};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::frame::{self, ErrorCode};
+use super::hpack;
+use crate::body::{BoxError, ResponseBody};
+
+/// Frames queued for the socket past which a stream's task waits before adding DATA, and the
+/// connection stops reading (a client that sends PINGs or SETTINGS and reads nothing cannot
+/// make the queue grow without bound).
+pub(super) const OUT_HIGH_WATER: usize = 64 * 1024;
+
+/// The receive window each stream and the connection give the client (hyper's defaults):
+/// request bytes the upstream has not taken yet, at most, per stream and per connection.
+pub(super) const RECV_WINDOW: u32 = 1024 * 1024;
+
+/// Every window's size before SETTINGS or WINDOW_UPDATE change it (RFC 9113 §6.9.2).
+pub(super) const DEFAULT_WINDOW: u32 = 65_535;
+
+pub(super) type SharedRef = Rc<RefCell<Shared>>;
+
+/// The connection's state both tasks touch.
+pub(super) struct Shared {
+    /// Frames waiting for the socket. Given back (capacity 0) when written out and no stream
+    /// is open: an idle connection holds no buffer.
+    pub(super) out: Vec<u8>,
+    pub(super) streams: Vec<Stream>,
+    /// What the client lets the server send on the connection.
+    pub(super) send_window: i64,
+    /// The client's SETTINGS_INITIAL_WINDOW_SIZE: new streams' send window.
+    pub(super) peer_initial_window: i64,
+    pub(super) peer_max_frame_size: usize,
+    /// What the client may still send on the connection.
+    pub(super) recv_window: i64,
+    /// Request bytes taken (or dropped) since the last connection WINDOW_UPDATE.
+    pub(super) recv_credit: u32,
+    /// The connection's task, woken when frames are queued.
+    pub(super) conn_waker: Option<Waker>,
+    /// Streams' tasks waiting for the connection window or for room in `out`.
+    pub(super) send_waiters: Vec<Waker>,
+    /// Streams the client reset before their answer, less answers completed since: the
+    /// rapid-reset budget (`conn::RESET_BUDGET`).
+    pub(super) unanswered_resets: u32,
+}
+
+/// One open stream (open or half-closed: a closed stream is removed).
+pub(super) struct Stream {
+    pub(super) id: u32,
+    /// Request data not yet taken by the body's reader.
+    pub(super) recv: VecDeque<Bytes>,
+    pub(super) recv_trailers: Option<HeaderMap>,
+    /// END_STREAM arrived (or the stream was reset): no more request data.
+    pub(super) recv_closed: bool,
+    /// The client reset the stream, or broke its framing: the body reader gets an error.
+    pub(super) recv_error: Option<&'static str>,
+    /// What the client may still send on this stream.
+    pub(super) recv_window: i64,
+    pub(super) recv_credit: u32,
+    pub(super) body_waker: Option<Waker>,
+    /// Nobody reads the request body any more: its data is credited back as it arrives.
+    pub(super) body_dropped: bool,
+    pub(super) content_length: Option<u64>,
+    pub(super) received: u64,
+    /// What the client lets the server send on this stream.
+    pub(super) send_window: i64,
+    pub(super) send_waker: Option<Waker>,
+    /// The response's HEADERS went out.
+    pub(super) answered: bool,
+    /// END_STREAM (or RST_STREAM) went out: nothing more is sent.
+    pub(super) send_closed: bool,
+    /// The stream is a tunnel (extended CONNECT): its response does not end it.
+    pub(super) tunnel: bool,
+    /// Woken when the response to a tunnel's CONNECT has gone out.
+    pub(super) upgrade_waker: Option<Waker>,
+    pub(super) task: Option<tokio::task::AbortHandle>,
+}
+
+impl Stream {
+    pub(super) fn new(id: u32, send_window: i64, content_length: Option<u64>) -> Stream {
+        Stream {
+            id,
+            recv: VecDeque::new(),
+            recv_trailers: None,
+            recv_closed: false,
+            recv_error: None,
+            recv_window: i64::from(RECV_WINDOW),
+            recv_credit: 0,
+            body_waker: None,
+            body_dropped: false,
+            content_length,
+            received: 0,
+            send_window,
+            send_waker: None,
+            answered: false,
+            send_closed: false,
+            tunnel: false,
+            upgrade_waker: None,
+            task: None,
+        }
+    }
+
+    /// Wakes whoever waits on this stream: its body reader, its sender, its tunnel.
+    pub(super) fn wake_all(&mut self) {
+        for waker in [
+            self.body_waker.take(),
+            self.send_waker.take(),
+            self.upgrade_waker.take(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            waker.wake();
+        }
+    }
+}
+
+impl Shared {
+    pub(super) fn new() -> Shared {
+        Shared {
+            out: Vec::new(),
+            streams: Vec::new(),
+            send_window: i64::from(DEFAULT_WINDOW),
+            peer_initial_window: i64::from(DEFAULT_WINDOW),
+            peer_max_frame_size: frame::DEFAULT_MAX_FRAME_SIZE as usize,
+            recv_window: i64::from(DEFAULT_WINDOW),
+            recv_credit: 0,
+            conn_waker: None,
+            send_waiters: Vec::new(),
+            unanswered_resets: 0,
+        }
+    }
+
+    pub(super) fn stream(&mut self, id: u32) -> Option<&mut Stream> {
+        self.streams.iter_mut().find(|s| s.id == id)
+    }
+
+    /// Frames were queued: the connection's task writes them.
+    pub(super) fn wake_conn(&mut self) {
+        if let Some(waker) = &self.conn_waker {
+            waker.wake_by_ref();
+        }
+    }
+
+    pub(super) fn wake_senders(&mut self) {
+        for waker in self.send_waiters.drain(..) {
+            waker.wake();
+        }
+    }
+
+    /// Request bytes left the stream's queue (taken, or dropped unread): once half a window
+    /// is owed, the client is told it may send that much more.
+    fn credit(&mut self, id: u32, len: u32, stream_too: bool) {
+        if len == 0 {
+            return;
+        }
+        self.recv_credit += len;
+        if self.recv_credit >= RECV_WINDOW / 2 {
+            frame::write_window_update(&mut self.out, 0, self.recv_credit);
+            self.recv_window += i64::from(self.recv_credit);
+            self.recv_credit = 0;
+            self.wake_conn();
+        }
+        if !stream_too {
+            return;
+        }
+        let Some(stream) = self.streams.iter_mut().find(|s| s.id == id) else {
+            return;
+        };
+        stream.recv_credit += len;
+        if stream.recv_credit >= RECV_WINDOW / 2 && !stream.recv_closed {
+            let credit = std::mem::take(&mut stream.recv_credit);
+            stream.recv_window += i64::from(credit);
+            frame::write_window_update(&mut self.out, id, credit);
+            self.wake_conn();
+        }
+    }
+
+    /// Data that arrived for a stream nobody reads, or for a stream already gone: the
+    /// connection's window gets it back at once.
+    pub(super) fn discard(&mut self, len: u32) {
+        self.credit(0, len, false);
+    }
+
+    /// Credits request bytes that went nowhere (padding, or data for a stream nobody reads)
+    /// to the connection and to the stream.
+    pub(super) fn credit_unread(&mut self, id: u32, len: u32) {
+        self.credit(id, len, true);
+    }
+
+    /// Removes a stream both sides are done with. Request data still queued is credited
+    /// back to the connection's window.
+    pub(super) fn remove(&mut self, id: u32) {
+        if let Some(at) = self.streams.iter().position(|s| s.id == id) {
+            let mut stream = self.streams.swap_remove(at);
+            let unread: usize = stream.recv.iter().map(Bytes::len).sum();
+            stream.wake_all();
+            self.discard(u32::try_from(unread).unwrap_or(u32::MAX));
+        }
+        if self.streams.is_empty() && self.streams.capacity() > 8 {
+            self.streams = Vec::new();
+        }
+    }
+
+    /// The server is done sending on `id`: the stream closes if the client is done too, else
+    /// the client is told to stop sending (RST_STREAM NO_ERROR, RFC 9113 §8.1).
+    pub(super) fn finish_sending(&mut self, id: u32) {
+        let Some(stream) = self.stream(id) else {
+            return;
+        };
+        stream.send_closed = true;
+        if !stream.recv_closed {
+            frame::write_rst_stream(&mut self.out, id, ErrorCode::NO_ERROR);
+        }
+        self.unanswered_resets = self.unanswered_resets.saturating_sub(1);
+        self.remove(id);
+        self.wake_conn();
+    }
+
+    /// Ends a stream from the server's side with RST_STREAM `code` (a stream task that
+    /// failed, was reset after a stall, or a tunnel that ended early).
+    pub(super) fn reset(&mut self, id: u32, code: ErrorCode) {
+        if self.stream(id).is_some() {
+            frame::write_rst_stream(&mut self.out, id, code);
+            self.remove(id);
+            self.wake_conn();
+        }
+    }
+}
+
+/// The request body of an HTTP/2 stream, read from the stream's queue.
+pub(crate) struct RequestBody {
+    shared: SharedRef,
+    id: u32,
+    /// The declared `content-length`: hyper's bodies report it as the exact size, and the
+    /// pipeline checks it against `client-max-body-size` before reading.
+    declared: Option<u64>,
+    ended: bool,
+}
+
+impl RequestBody {
+    pub(super) fn new(shared: SharedRef, id: u32, declared: Option<u64>) -> RequestBody {
+        RequestBody {
+            shared,
+            id,
+            declared,
+            ended: false,
+        }
+    }
+}
+
+/// Why a request body ended before its END_STREAM.
+#[derive(Debug, thiserror::Error)]
+#[error("the HTTP/2 client {0}")]
+pub(crate) struct StreamBroken(&'static str);
+
+impl Body for RequestBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        let mut shared = this.shared.borrow_mut();
+        let Some(stream) = shared.stream(this.id) else {
+            this.ended = true;
+            return Poll::Ready(Some(Err(StreamBroken("closed the stream").into())));
+        };
+        if let Some(data) = stream.recv.pop_front() {
+            let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+            shared.credit(this.id, len, true);
+            return Poll::Ready(Some(Ok(Frame::data(data))));
+        }
+        if let Some(error) = stream.recv_error {
+            this.ended = true;
+            return Poll::Ready(Some(Err(StreamBroken(error).into())));
+        }
+        if stream.recv_closed {
+            this.ended = true;
+            return Poll::Ready(stream.recv_trailers.take().map(|t| Ok(Frame::trailers(t))));
+        }
+        stream.body_waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        if self.ended {
+            return true;
+        }
+        let mut shared = self.shared.borrow_mut();
+        shared.stream(self.id).is_none_or(|s| {
+            s.recv_closed && s.recv.is_empty() && s.recv_trailers.is_none() && s.recv_error.is_none()
+        })
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.declared {
+            Some(length) => SizeHint::with_exact(length),
+            None => SizeHint::default(),
+        }
+    }
+}
+
+impl Drop for RequestBody {
+    fn drop(&mut self) {
+        // What arrives from now on is read by nobody: give the client its window back.
+        let Ok(mut shared) = self.shared.try_borrow_mut() else {
+            return;
+        };
+        let mut unread = 0;
+        if let Some(stream) = shared.stream(self.id) {
+            stream.body_dropped = true;
+            stream.body_waker = None;
+            unread = stream.recv.drain(..).map(|b| b.len()).sum::<usize>();
+        }
+        if unread > 0 {
+            let unread = u32::try_from(unread).unwrap_or(u32::MAX);
+            shared.credit(self.id, unread, true);
+        }
+    }
+}
+
+/// Ends the stream when a stream's task ends without having finished its response (the
+/// client reset it, the connection closed, or `client-send-timeout` dropped it).
+pub(super) struct StreamEnd {
+    pub(super) shared: SharedRef,
+    pub(super) id: u32,
+    pub(super) done: bool,
+}
+
+impl Drop for StreamEnd {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if let Ok(mut shared) = self.shared.try_borrow_mut() {
+            shared.reset(self.id, ErrorCode::CANCEL);
+        }
+    }
+}
+
+/// Sends `response` on stream `id`: HEADERS, then the body as DATA within the client's
+/// windows, then trailers. A tunnel's 2xx leaves the stream open for `Tunnel`.
+pub(super) async fn send_response(
+    shared: &SharedRef,
+    id: u32,
+    response: Response<ResponseBody>,
+) {
+    let (parts, mut body) = response.into_parts();
+    let end = body.is_end_stream();
+    {
+        let mut state = shared.borrow_mut();
+        let max_frame = state.peer_max_frame_size;
+        let Some(stream) = state.stream(id) else {
+            return;
+        };
+        if stream.send_closed {
+            return;
+        }
+        let tunnel = stream.tunnel && parts.status.is_success();
+        stream.tunnel = tunnel;
+        stream.answered = true;
+        let end = end && !tunnel;
+        let mut block = Vec::with_capacity(128);
+        hpack::encode_status(parts.status.as_u16(), &mut block);
+        for (name, value) in &parts.headers {
+            hpack::encode_field(
+                name.as_str().as_bytes(),
+                value.as_bytes(),
+                value.is_sensitive(),
+                &mut block,
+            );
+        }
+        if !parts.headers.contains_key(http::header::DATE) {
+            crate::date::with_current(|date| hpack::encode_field(b"date", date, false, &mut block));
+        }
+        frame::write_headers(&mut state.out, id, &block, end, max_frame as u32);
+        if tunnel {
+            if let Some(waker) = state.stream(id).and_then(|s| s.upgrade_waker.take()) {
+                waker.wake();
+            }
+            state.wake_conn();
+            return;
+        }
+        if end {
+            state.finish_sending(id);
+            return;
+        }
+        state.wake_conn();
+    }
+    loop {
+        let polled = poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
+        match polled {
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => {
+                    let end = body.is_end_stream();
+                    if send_data(shared, id, data, end).await.is_err() {
+                        return;
+                    }
+                    if end {
+                        return;
+                    }
+                }
+                Err(frame) => {
+                    let Ok(trailers) = frame.into_trailers() else {
+                        continue;
+                    };
+                    let mut state = shared.borrow_mut();
+                    let max_frame = state.peer_max_frame_size as u32;
+                    if state.stream(id).is_none() {
+                        return;
+                    }
+                    let mut block = Vec::with_capacity(64);
+                    for (name, value) in &trailers {
+                        hpack::encode_field(
+                            name.as_str().as_bytes(),
+                            value.as_bytes(),
+                            value.is_sensitive(),
+                            &mut block,
+                        );
+                    }
+                    frame::write_headers(&mut state.out, id, &block, true, max_frame);
+                    state.finish_sending(id);
+                    return;
+                }
+            },
+            None => {
+                // The body ended without saying so beforehand: an empty DATA ends the stream.
+                let _ = send_data(shared, id, Bytes::new(), true).await;
+                return;
+            }
+            Some(Err(error)) => {
+                tracing::debug!(error = %error, stream = id, "response body failed; stream reset");
+                shared.borrow_mut().reset(id, ErrorCode::INTERNAL_ERROR);
+                return;
+            }
+        }
+    }
+}
+
+/// The stream is gone (reset by the client, or the connection ended).
+pub(super) struct Gone;
+
+/// Queues `data` as DATA frames on stream `id` as the windows and the queue allow.
+pub(super) async fn send_data(
+    shared: &SharedRef,
+    id: u32,
+    mut data: Bytes,
+    end: bool,
+) -> Result<(), Gone> {
+    poll_fn(|cx| {
+        let mut state = shared.borrow_mut();
+        let state = &mut *state;
+        let max_frame = state.peer_max_frame_size;
+        loop {
+            let Some(at) = state.streams.iter().position(|s| s.id == id) else {
+                return Poll::Ready(Err(Gone));
+            };
+            let stream = &mut state.streams[at];
+            if stream.send_closed {
+                return Poll::Ready(Err(Gone));
+            }
+            if data.is_empty() {
+                if end {
+                    frame::write_data_head(&mut state.out, id, 0, true);
+                    state.finish_sending(id);
+                }
+                return Poll::Ready(Ok(()));
+            }
+            if state.out.len() >= OUT_HIGH_WATER {
+                state.send_waiters.push(cx.waker().clone());
+                state.wake_conn();
+                return Poll::Pending;
+            }
+            let window = stream.send_window.min(state.send_window);
+            if window <= 0 {
+                if stream.send_window <= 0 {
+                    stream.send_waker = Some(cx.waker().clone());
+                } else {
+                    state.send_waiters.push(cx.waker().clone());
+                }
+                state.wake_conn();
+                return Poll::Pending;
+            }
+            let n = data
+                .len()
+                .min(max_frame)
+                .min(usize::try_from(window).unwrap_or(usize::MAX));
+            let last = n == data.len() && end;
+            frame::write_data_head(&mut state.out, id, n, last);
+            state.out.extend_from_slice(&data[..n]);
+            data.advance(n);
+            stream.send_window -= n as i64;
+            state.send_window -= n as i64;
+            if last {
+                state.finish_sending(id);
+                return Poll::Ready(Ok(()));
+            }
+            if data.is_empty() {
+                state.wake_conn();
+                return Poll::Ready(Ok(()));
+            }
+        }
+    })
+    .await
+}
+
+/// A WebSocket over HTTP/2 (RFC 8441): the client's side of the tunnel is the stream's DATA.
+pub(crate) struct Tunnel {
+    shared: SharedRef,
+    id: u32,
+    /// Bytes taken from the stream's queue and not yet read.
+    pending: Bytes,
+    shut: bool,
+}
+
+/// Resolves once the response to the CONNECT has gone out: the tunnel then carries bytes.
+pub(crate) struct Upgrade {
+    pub(super) shared: SharedRef,
+    pub(super) id: u32,
+}
+
+impl Upgrade {
+    pub(crate) async fn ready(self) -> io::Result<Tunnel> {
+        poll_fn(|cx| {
+            let mut shared = self.shared.borrow_mut();
+            match shared.stream(self.id) {
+                None => Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::ConnectionReset,
+                    "the HTTP/2 stream closed before the tunnel opened",
+                ))),
+                Some(stream) if stream.answered => Poll::Ready(Ok(())),
+                Some(stream) => {
+                    stream.upgrade_waker = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
+        .await?;
+        Ok(Tunnel {
+            shared: self.shared,
+            id: self.id,
+            pending: Bytes::new(),
+            shut: false,
+        })
+    }
+}
+
+impl AsyncRead for Tunnel {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.pending.is_empty() {
+            let mut shared = this.shared.borrow_mut();
+            let Some(stream) = shared.stream(this.id) else {
+                return Poll::Ready(Ok(()));
+            };
+            match stream.recv.pop_front() {
+                Some(data) => {
+                    let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+                    this.pending = data;
+                    shared.credit(this.id, len, true);
+                }
+                None if stream.recv_error.is_some() => {
+                    return Poll::Ready(Err(io::ErrorKind::ConnectionReset.into()));
+                }
+                None if stream.recv_closed => return Poll::Ready(Ok(())),
+                None => {
+                    stream.body_waker = Some(cx.waker().clone());
+                    return Poll::Pending;
+                }
+            }
+        }
+        let n = this.pending.len().min(buf.remaining());
+        buf.put_slice(&this.pending[..n]);
+        this.pending.advance(n);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for Tunnel {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let mut shared = this.shared.borrow_mut();
+        let shared = &mut *shared;
+        let max_frame = shared.peer_max_frame_size;
+        let Some(at) = shared.streams.iter().position(|s| s.id == this.id) else {
+            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+        };
+        let stream = &mut shared.streams[at];
+        if stream.send_closed {
+            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+        }
+        if shared.out.len() >= OUT_HIGH_WATER {
+            shared.send_waiters.push(cx.waker().clone());
+            return Poll::Pending;
+        }
+        let window = stream.send_window.min(shared.send_window);
+        if window <= 0 {
+            if stream.send_window <= 0 {
+                stream.send_waker = Some(cx.waker().clone());
+            } else {
+                shared.send_waiters.push(cx.waker().clone());
+            }
+            return Poll::Pending;
+        }
+        let n = buf
+            .len()
+            .min(max_frame)
+            .min(usize::try_from(window).unwrap_or(usize::MAX));
+        frame::write_data_head(&mut shared.out, this.id, n, false);
+        shared.out.extend_from_slice(&buf[..n]);
+        stream.send_window -= n as i64;
+        shared.send_window -= n as i64;
+        shared.wake_conn();
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // The connection's task writes what was queued as soon as it runs.
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !this.shut {
+            this.shut = true;
+            let mut shared = this.shared.borrow_mut();
+            if shared.stream(this.id).is_some_and(|s| !s.send_closed) {
+                frame::write_data_head(&mut shared.out, this.id, 0, true);
+                shared.finish_sending(this.id);
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl Drop for Tunnel {
+    fn drop(&mut self) {
+        if let Ok(mut shared) = self.shared.try_borrow_mut() {
+            if shared.stream(self.id).is_some() {
+                if self.shut {
+                    // Sent END_STREAM; the client's side is not read any more.
+                    shared.reset(self.id, ErrorCode::NO_ERROR);
+                } else {
+                    shared.reset(self.id, ErrorCode::CANCEL);
+                }
+            }
+        }
+    }
+}
