@@ -388,55 +388,61 @@ pub(crate) fn encode(src: &[u8], dst: &mut Vec<u8>) {
 pub(crate) fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), HpackError> {
     // The shortest code is 5 bits, so the output is at most 8/5 of the input.
     dst.reserve(src.len() / 5 * 8 + 8);
-    // Input bits not yet decoded, left-aligned; `count` of them are real, the rest zero.
+    // Input bits not yet decoded, left-aligned; the first `count` are whole bytes taken from
+    // `rest`'s front; below them are either zeros or the bits of `rest`'s next bytes.
     let mut bits: u64 = 0;
     let mut count: u32 = 0;
     let mut rest = src;
     loop {
-        // Keep at least 57 bits buffered while input lasts: a whole 4-byte load when it fits.
-        if count <= 32 {
-            if let Some((word, tail)) = rest.split_first_chunk::<4>() {
-                bits |= u64::from(u32::from_be_bytes(*word)) << (32 - count);
-                count += 32;
+        if let Some((word, _)) = rest.split_first_chunk::<8>() {
+            // Take as many whole bytes as fit, in one load. Bits of a byte not taken land
+            // below `count` and are ORed again, unchanged, by the next load.
+            bits |= u64::from_be_bytes(*word) >> count;
+            let taken = (63 - count) / 8;
+            rest = rest.get(taken as usize..).unwrap_or_default();
+            count += taken * 8;
+        } else {
+            while count <= 56 {
+                let Some((&byte, tail)) = rest.split_first() else {
+                    break;
+                };
+                bits |= u64::from(byte) << (56 - count);
+                count += 8;
                 rest = tail;
             }
         }
-        while count <= 56 {
-            let Some((&byte, tail)) = rest.split_first() else {
-                break;
+        let last = rest.is_empty();
+        // With input left, at least MAX_BITS are buffered: every code is whole.
+        while count >= MAX_BITS || (last && count > 0) {
+            let short = SHORT[(bits >> (64 - SHORT_BITS)) as usize];
+            let (symbol, len) = if short != 0 {
+                (short & 0xff, u32::from(short >> 8))
+            } else {
+                long_code(bits)
             };
-            bits |= u64::from(byte) << (56 - count);
-            count += 8;
-            rest = tail;
+            if len > count {
+                // The input ended inside a code: what is left is padding, valid only as at
+                // most 7 bits of EOS's leading ones.
+                if count > 7 {
+                    return Err(HpackError::HuffmanPaddingTooLong);
+                }
+                let ones = u64::MAX << (64 - count);
+                return if bits & ones == ones {
+                    Ok(())
+                } else {
+                    Err(HpackError::HuffmanPaddingNotEos)
+                };
+            }
+            if symbol == EOS {
+                return Err(HpackError::HuffmanEos);
+            }
+            dst.push(symbol as u8);
+            bits <<= len;
+            count -= len;
         }
-        if count == 0 {
+        if last {
             return Ok(());
         }
-        let short = SHORT[(bits >> (64 - SHORT_BITS)) as usize];
-        let (symbol, len) = if short != 0 {
-            (short & 0xff, u32::from(short >> 8))
-        } else {
-            long_code(bits)
-        };
-        if len > count {
-            // The input ended inside a code: what is left is padding, and valid only as at
-            // most 7 bits of EOS's leading ones.
-            if count > 7 {
-                return Err(HpackError::HuffmanPaddingTooLong);
-            }
-            let ones = u64::MAX << (64 - count);
-            return if bits & ones == ones {
-                Ok(())
-            } else {
-                Err(HpackError::HuffmanPaddingNotEos)
-            };
-        }
-        if symbol == EOS {
-            return Err(HpackError::HuffmanEos);
-        }
-        dst.push(symbol as u8);
-        bits <<= len;
-        count -= len;
     }
 }
 
