@@ -701,26 +701,39 @@ mod tests {
         ("custom-key", "custom-value"),
     ];
 
+    /// Decodes `block` and checks its fields, then the dynamic table (newest first) and size.
+    fn step(
+        d: &mut Decoder,
+        block: &str,
+        fields: &[(&str, &str)],
+        entries: &[(&str, &str)],
+        size: usize,
+    ) {
+        assert_eq!(decode(d, &hex(block)).unwrap(), pairs(fields), "{block}");
+        assert_eq!(table(d), strings(entries), "{block}");
+        assert_eq!(d.table_size(), size, "{block}");
+    }
+
     fn requests(blocks: [&str; 3]) {
         let mut d = Decoder::new(DEFAULT_TABLE_SIZE);
-        assert_eq!(decode(&mut d, &hex(blocks[0])).unwrap(), pairs(&REQUEST_1));
-        assert_eq!(table(&d), strings(&[(":authority", "www.example.com")]));
-        assert_eq!(d.table_size(), 57);
-        assert_eq!(decode(&mut d, &hex(blocks[1])).unwrap(), pairs(&REQUEST_2));
-        let want = [
-            ("cache-control", "no-cache"),
-            (":authority", "www.example.com"),
-        ];
-        assert_eq!(table(&d), strings(&want));
-        assert_eq!(d.table_size(), 110);
-        assert_eq!(decode(&mut d, &hex(blocks[2])).unwrap(), pairs(&REQUEST_3));
-        let want = [
-            ("custom-key", "custom-value"),
-            ("cache-control", "no-cache"),
-            (":authority", "www.example.com"),
-        ];
-        assert_eq!(table(&d), strings(&want));
-        assert_eq!(d.table_size(), 164);
+        let authority = (":authority", "www.example.com");
+        let cache_control = ("cache-control", "no-cache");
+        step(&mut d, blocks[0], &REQUEST_1, &[authority], 57);
+        step(
+            &mut d,
+            blocks[1],
+            &REQUEST_2,
+            &[cache_control, authority],
+            110,
+        );
+        let custom = ("custom-key", "custom-value");
+        step(
+            &mut d,
+            blocks[2],
+            &REQUEST_3,
+            &[custom, cache_control, authority],
+            164,
+        );
     }
 
     #[test]
@@ -748,53 +761,30 @@ mod tests {
 
     fn responses(blocks: [&str; 3]) {
         let mut d = Decoder::new(256);
-        let want = [
-            (":status", "302"),
-            ("cache-control", "private"),
-            ("date", DATE_1),
-            ("location", LOCATION),
-        ];
-        assert_eq!(decode(&mut d, &hex(blocks[0])).unwrap(), pairs(&want));
-        let want = [
-            ("location", LOCATION),
-            ("date", DATE_1),
-            ("cache-control", "private"),
-            (":status", "302"),
-        ];
-        assert_eq!(table(&d), strings(&want));
-        assert_eq!(d.table_size(), 222);
+        let (private, date_1) = (("cache-control", "private"), ("date", DATE_1));
+        let location = ("location", LOCATION);
+        let (s302, s307) = ((":status", "302"), (":status", "307"));
+        let fields = [s302, private, date_1, location];
+        step(
+            &mut d,
+            blocks[0],
+            &fields,
+            &[location, date_1, private, s302],
+            222,
+        );
         // ":status: 307" evicts ":status: 302".
-        let want = [
-            (":status", "307"),
-            ("cache-control", "private"),
-            ("date", DATE_1),
-            ("location", LOCATION),
-        ];
-        assert_eq!(decode(&mut d, &hex(blocks[1])).unwrap(), pairs(&want));
-        let want = [
-            (":status", "307"),
-            ("location", LOCATION),
-            ("date", DATE_1),
-            ("cache-control", "private"),
-        ];
-        assert_eq!(table(&d), strings(&want));
-        assert_eq!(d.table_size(), 222);
-        let want = [
-            (":status", "200"),
-            ("cache-control", "private"),
-            ("date", DATE_2),
-            ("location", LOCATION),
-            ("content-encoding", "gzip"),
-            ("set-cookie", COOKIE),
-        ];
-        assert_eq!(decode(&mut d, &hex(blocks[2])).unwrap(), pairs(&want));
-        let want = [
-            ("set-cookie", COOKIE),
-            ("content-encoding", "gzip"),
-            ("date", DATE_2),
-        ];
-        assert_eq!(table(&d), strings(&want));
-        assert_eq!(d.table_size(), 215);
+        let fields = [s307, private, date_1, location];
+        step(
+            &mut d,
+            blocks[1],
+            &fields,
+            &[s307, location, date_1, private],
+            222,
+        );
+        let (gzip, cookie) = (("content-encoding", "gzip"), ("set-cookie", COOKIE));
+        let date_2 = ("date", DATE_2);
+        let fields = [(":status", "200"), private, date_2, location, gzip, cookie];
+        step(&mut d, blocks[2], &fields, &[cookie, gzip, date_2], 215);
     }
 
     #[test]
