@@ -455,7 +455,10 @@ fn long_code(bits: u64) -> (u16, u32) {
     while len <= MAX_BITS as usize {
         if top < c.limit[len] {
             let code = (top >> (32 - len)) as u32;
-            let index = usize::from(c.offset[len]) + (code - c.first[len]) as usize;
+            // code >= first[len] since the input is not below limit[len - 1]; were that ever
+            // false, the wrapped index misses `symbols` and the string is refused as EOS.
+            let index =
+                usize::from(c.offset[len]).wrapping_add(code.wrapping_sub(c.first[len]) as usize);
             return (c.symbols.get(index).copied().unwrap_or(EOS), len as u32);
         }
         len += 1;
