@@ -269,8 +269,9 @@ impl RawH2 {
         raw
     }
 
-    /// Connects and writes the preface and an empty SETTINGS frame, and returns at once.
-    pub async fn connect_unacknowledged(addr: SocketAddr) -> RawH2 {
+    /// Connects and writes the preface and an empty SETTINGS frame, and returns at once with
+    /// the reader task running.
+    async fn connect_unacknowledged(addr: SocketAddr) -> RawH2 {
         let stream = connect_silent(addr).await;
         let (mut reader, writer) = stream.into_split();
         let (tx, events) = mpsc::unbounded_channel();
