@@ -2,6 +2,8 @@
 //! HTTP/2 and TLS clients that verify certificates, and a bounded `eventually`.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod raw_h2;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
