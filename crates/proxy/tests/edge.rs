@@ -539,10 +539,10 @@ async fn client_and_upstream_sockets_have_tcp_keepalive() {
 
 #[tokio::test]
 async fn an_http2_connection_that_never_takes_its_last_data_is_dropped_after_goaway() {
-    // A one-byte window: the response is handed to HTTP/2 whole (the request is over) but all
-    // but a byte of it waits for a window the client never opens. The idle close sends GOAWAY;
-    // the connection must not then wait forever for that data to leave.
-    let (h, ca, _backend) = tls_site(&[("keep-alive", "1s")]).await;
+    // A one-byte window: all but a byte of the response waits for a window the client never
+    // opens. client-send-timeout resets that stream, the idle close then sends GOAWAY, and the
+    // connection must not wait forever for the data to leave.
+    let (h, ca, _backend) = tls_site(&[("keep-alive", "1s"), ("client-send-timeout", "1s")]).await;
     let (mut sender, connection) = h2_with_window(&h, &ca, 1).await;
     let request = Request::get("https://files.example/1kb.bin")
         .body(Full::<Bytes>::default())

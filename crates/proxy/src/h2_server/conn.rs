@@ -106,7 +106,10 @@ impl<I> Connection<I> {
     pub(crate) fn new(conn: Rc<ConnCtx>, io: I, limits: Limits) -> Connection<I> {
         let mut state = stream::Shared::new();
         let mut settings = vec![
-            (frame::setting::MAX_CONCURRENT_STREAMS, limits.max_concurrent_streams),
+            (
+                frame::setting::MAX_CONCURRENT_STREAMS,
+                limits.max_concurrent_streams,
+            ),
             (frame::setting::INITIAL_WINDOW_SIZE, RECV_WINDOW),
             (
                 frame::setting::MAX_HEADER_LIST_SIZE,
@@ -217,7 +220,10 @@ impl<I> Connection<I> {
             let head = frame::Head::parse(head_bytes);
             let length = head.length as usize;
             if length > MAX_FRAME {
-                self.fail(ErrorCode::FRAME_SIZE_ERROR, "a frame larger than MAX_FRAME_SIZE");
+                self.fail(
+                    ErrorCode::FRAME_SIZE_ERROR,
+                    "a frame larger than MAX_FRAME_SIZE",
+                );
                 return data.len();
             }
             if data.len() - at - frame::HEAD_LEN < length {
@@ -426,11 +432,7 @@ impl<I> Connection<I> {
         if stream.recv_closed || stream.tunnel && stream.send_closed {
             shared.discard(flow_len);
             drop(shared);
-            return self.reset_stream(
-                id,
-                ErrorCode::STREAM_CLOSED,
-                "DATA after END_STREAM",
-            );
+            return self.reset_stream(id, ErrorCode::STREAM_CLOSED, "DATA after END_STREAM");
         }
         if i64::from(flow_len) > stream.recv_window {
             shared.discard(flow_len);
@@ -571,8 +573,7 @@ impl<I> Connection<I> {
         if trailers {
             return self.on_trailers(id, block);
         }
-        let decoded = match request::decode(&mut self.decoder, block, self.limits.max_header_list)
-        {
+        let decoded = match request::decode(&mut self.decoder, block, self.limits.max_header_list) {
             Ok(decoded) => decoded,
             Err(_) => {
                 return self.fail(ErrorCode::COMPRESSION_ERROR, "a header block HPACK refuses")
@@ -627,7 +628,14 @@ impl<I> Connection<I> {
         });
         shared.streams.push(stream);
         drop(shared);
-        let task = serve_stream(self.conn.clone(), self.shared.clone(), id, parts, body, upgrade);
+        let task = serve_stream(
+            self.conn.clone(),
+            self.shared.clone(),
+            id,
+            parts,
+            body,
+            upgrade,
+        );
         let handle = if self.limits.send_timeout.is_zero() {
             tokio::task::spawn_local(task)
         } else {
@@ -643,7 +651,10 @@ impl<I> Connection<I> {
         let mut shared = self.shared.borrow_mut();
         let max_frame = shared.peer_max_frame_size as u32;
         let mut block = Vec::with_capacity(32);
-        hpack::encode_status(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE.as_u16(), &mut block);
+        hpack::encode_status(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE.as_u16(),
+            &mut block,
+        );
         hpack::encode_field(b"content-length", b"0", false, &mut block);
         frame::write_headers(&mut shared.out, id, &block, true, max_frame);
         if !end_stream {
@@ -661,20 +672,25 @@ impl<I> Connection<I> {
     fn on_trailers(&mut self, id: u32, block: &[u8]) {
         let mut trailers = HeaderMap::new();
         let mut malformed = false;
-        let decoded = self.decoder.decode(block, &mut |name: &[u8], value: &[u8]| {
-            if name.starts_with(b":") || name.iter().any(u8::is_ascii_uppercase) {
-                malformed = true;
-                return;
-            }
-            match (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
-                (Ok(name), Ok(value)) => {
-                    trailers.append(name, value);
+        let decoded = self
+            .decoder
+            .decode(block, &mut |name: &[u8], value: &[u8]| {
+                if name.starts_with(b":") || name.iter().any(u8::is_ascii_uppercase) {
+                    malformed = true;
+                    return;
                 }
-                _ => malformed = true,
-            }
-        });
+                match (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
+                    (Ok(name), Ok(value)) => {
+                        trailers.append(name, value);
+                    }
+                    _ => malformed = true,
+                }
+            });
         if decoded.is_err() {
-            return self.fail(ErrorCode::COMPRESSION_ERROR, "a trailer block HPACK refuses");
+            return self.fail(
+                ErrorCode::COMPRESSION_ERROR,
+                "a trailer block HPACK refuses",
+            );
         }
         if malformed {
             return self.reset_stream(id, ErrorCode::PROTOCOL_ERROR, "malformed trailers");

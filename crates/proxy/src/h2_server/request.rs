@@ -101,7 +101,9 @@ fn field(
 ) -> Result<(Option<HeaderName>, Pseudo), HeadError> {
     if let Some(pseudo) = name.strip_prefix(b":") {
         if *regular_seen {
-            return Err(HeadError::Malformed("a pseudo-header after a regular field"));
+            return Err(HeadError::Malformed(
+                "a pseudo-header after a regular field",
+            ));
         }
         let pseudo = match pseudo {
             b"method" => Pseudo::Method,
@@ -181,7 +183,9 @@ fn build(values: Bytes, fields: &[Field]) -> Result<Head, HeadError> {
     let websocket = match &protocol {
         None => false,
         Some(_) if !connect => {
-            return Err(HeadError::Malformed(":protocol on a method other than CONNECT"))
+            return Err(HeadError::Malformed(
+                ":protocol on a method other than CONNECT",
+            ))
         }
         Some(p) => p.eq_ignore_ascii_case(b"websocket"),
     };
@@ -205,8 +209,9 @@ fn build(values: Bytes, fields: &[Field]) -> Result<Head, HeadError> {
         uri.scheme = Some(match &scheme[..] {
             b"https" => Scheme::HTTPS,
             b"http" => Scheme::HTTP,
-            other => Scheme::try_from(other)
-                .map_err(|_| HeadError::Malformed("an invalid :scheme"))?,
+            other => {
+                Scheme::try_from(other).map_err(|_| HeadError::Malformed("an invalid :scheme"))?
+            }
         });
         if let Some(authority) = authority {
             uri.authority = Some(

@@ -317,7 +317,10 @@ impl Body for RequestBody {
         }
         let mut shared = self.shared.borrow_mut();
         shared.stream(self.id).is_none_or(|s| {
-            s.recv_closed && s.recv.is_empty() && s.recv_trailers.is_none() && s.recv_error.is_none()
+            s.recv_closed
+                && s.recv.is_empty()
+                && s.recv_trailers.is_none()
+                && s.recv_error.is_none()
         })
     }
 
@@ -369,11 +372,7 @@ impl Drop for StreamEnd {
 
 /// Sends `response` on stream `id`: HEADERS, then the body as DATA within the client's
 /// windows, then trailers. A tunnel's 2xx leaves the stream open for `Tunnel`.
-pub(super) async fn send_response(
-    shared: &SharedRef,
-    id: u32,
-    response: Response<ResponseBody>,
-) {
+pub(super) async fn send_response(shared: &SharedRef, id: u32, response: Response<ResponseBody>) {
     let (parts, mut body) = response.into_parts();
     let end = body.is_end_stream();
     {

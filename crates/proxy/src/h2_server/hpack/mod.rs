@@ -265,6 +265,7 @@ impl Decoder {
     }
 
     /// Bytes the dynamic table holds, as RFC 7541 §4.1 counts them (name + value + 32 each).
+    #[cfg(test)]
     pub(crate) fn table_size(&self) -> usize {
         self.size
     }
