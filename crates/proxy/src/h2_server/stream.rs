@@ -166,7 +166,7 @@ impl Shared {
     }
 
     pub(super) fn wake_senders(&mut self) {
-        for waker in self.send_waiters.drain(..) {
+        for waker in std::mem::take(&mut self.send_waiters) {
             waker.wake();
         }
     }
@@ -220,7 +220,8 @@ impl Shared {
             stream.wake_all();
             self.discard(u32::try_from(unread).unwrap_or(u32::MAX));
         }
-        if self.streams.is_empty() && self.streams.capacity() > 8 {
+        if self.streams.is_empty() {
+            // A stream is a few hundred bytes: an idle connection keeps no room for them.
             self.streams = Vec::new();
         }
     }
@@ -391,6 +392,9 @@ pub(super) async fn send_response(shared: &SharedRef, id: u32, response: Respons
         let mut block = Vec::with_capacity(128);
         hpack::encode_status(parts.status.as_u16(), &mut block);
         for (name, value) in &parts.headers {
+            if is_connection_specific(name, value) {
+                continue;
+            }
             hpack::encode_field(
                 name.as_str().as_bytes(),
                 value.as_bytes(),
@@ -463,6 +467,18 @@ pub(super) async fn send_response(shared: &SharedRef, id: u32, response: Respons
             }
         }
     }
+}
+
+/// RFC 9113 §8.2.2: fields that describe an HTTP/1.1 connection do not exist in HTTP/2, and
+/// an intermediary removes them (a client would take the response as malformed).
+fn is_connection_specific(name: &http::HeaderName, value: &http::HeaderValue) -> bool {
+    use http::header;
+    *name == header::CONNECTION
+        || *name == header::TRANSFER_ENCODING
+        || *name == header::UPGRADE
+        || name.as_str() == "keep-alive"
+        || name.as_str() == "proxy-connection"
+        || (*name == header::TE && value.as_bytes() != b"trailers")
 }
 
 /// The stream is gone (reset by the client, or the connection ended).
