@@ -475,7 +475,7 @@ impl<I> Connection<I> {
     }
 
     fn on_headers(&mut self, id: u32, end_stream: bool, end_headers: bool, block: &[u8]) {
-        if id % 2 == 0 {
+        if id.is_multiple_of(2) {
             return self.fail(ErrorCode::PROTOCOL_ERROR, "HEADERS on a server stream id");
         }
         let trailers = {
