@@ -244,3 +244,185 @@ fn build(values: Bytes, fields: &[Field]) -> Result<Head, HeadError> {
         content_length,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::h2_server::hpack;
+
+    const LIMIT: usize = 32 * 1024;
+
+    /// A header block of literal fields, decoded by a fresh decoder.
+    fn head(fields: &[(&str, &str)]) -> Result<Head, HeadError> {
+        let mut block = Vec::new();
+        for (name, value) in fields {
+            hpack::encode_field(name.as_bytes(), value.as_bytes(), false, &mut block);
+        }
+        decode(&mut Decoder::new(hpack::DEFAULT_TABLE_SIZE), &block, LIMIT).expect("valid HPACK")
+    }
+
+    fn get(path: &str) -> Vec<(&'static str, String)> {
+        vec![
+            (":method", "GET".into()),
+            (":scheme", "https".into()),
+            (":authority", "shop.example".into()),
+            (":path", path.into()),
+        ]
+    }
+
+    fn with(
+        mut base: Vec<(&'static str, String)>,
+        extra: &[(&'static str, &str)],
+    ) -> Vec<(&'static str, String)> {
+        base.extend(extra.iter().map(|(n, v)| (*n, v.to_string())));
+        base
+    }
+
+    fn decode_owned(fields: &[(&'static str, String)]) -> Result<Head, HeadError> {
+        let borrowed: Vec<(&str, &str)> = fields.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        head(&borrowed)
+    }
+
+    #[test]
+    fn a_request_head_becomes_parts_with_values_sliced_from_one_buffer() {
+        let head = decode_owned(&with(
+            get("/cart?id=7"),
+            &[
+                ("accept", "text/html"),
+                ("cookie", "a=1"),
+                ("cookie", "b=2"),
+                ("content-length", "12"),
+            ],
+        ))
+        .unwrap();
+        assert_eq!(head.parts.method, Method::GET);
+        assert_eq!(head.parts.uri, "https://shop.example/cart?id=7");
+        assert_eq!(head.parts.version, Version::HTTP_2);
+        assert_eq!(head.parts.headers["accept"], "text/html");
+        assert_eq!(head.parts.headers.get_all("cookie").iter().count(), 2);
+        assert_eq!(head.content_length, Some(12));
+        assert!(!head.websocket);
+    }
+
+    #[test]
+    fn without_authority_the_target_is_origin_form() {
+        let head = head(&[
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":path", "/a"),
+            ("host", "x.example"),
+        ])
+        .unwrap();
+        assert_eq!(head.parts.uri, "/a");
+        assert_eq!(head.parts.headers["host"], "x.example");
+    }
+
+    #[test]
+    fn malformed_heads_are_refused_with_the_reason() {
+        let malformed = |fields: Vec<(&'static str, String)>, why: &str| match decode_owned(&fields)
+        {
+            Err(HeadError::Malformed(said)) => assert_eq!(said, why, "{fields:?}"),
+            other => panic!("{fields:?}: {:?}", other.map(|h| h.parts)),
+        };
+        malformed(
+            with(get("/"), &[("Accept", "x")]),
+            "an uppercase field name",
+        );
+        malformed(
+            with(get("/"), &[("connection", "keep-alive")]),
+            "a connection-specific field",
+        );
+        malformed(
+            with(get("/"), &[("transfer-encoding", "chunked")]),
+            "a connection-specific field",
+        );
+        malformed(
+            with(get("/"), &[("te", "gzip")]),
+            "te other than \"trailers\"",
+        );
+        malformed(
+            with(get("/"), &[("content-length", "1x")]),
+            "an invalid content-length",
+        );
+        malformed(
+            with(
+                get("/"),
+                &[("content-length", "1"), ("content-length", "2")],
+            ),
+            "content-length values that differ",
+        );
+        malformed(
+            with(get("/"), &[(":status", "200")]),
+            "an unknown or response pseudo-header",
+        );
+        let mut late = with(
+            vec![],
+            &[(":method", "GET"), (":scheme", "https"), ("accept", "x")],
+        );
+        late.push((":path", "/".into()));
+        malformed(late, "a pseudo-header after a regular field");
+        malformed(
+            with(get("/"), &[(":path", "/again")]),
+            "a repeated pseudo-header",
+        );
+        malformed(get(""), "an empty :path");
+        malformed(get("relative"), "a :path that is not absolute");
+        malformed(
+            with(vec![], &[(":scheme", "https"), (":path", "/")]),
+            "no :method",
+        );
+        malformed(
+            with(vec![], &[(":method", "GET"), (":scheme", "https")]),
+            "no :path",
+        );
+        malformed(
+            with(
+                vec![],
+                &[
+                    (":method", "CONNECT"),
+                    (":authority", "a:443"),
+                    (":path", "/"),
+                ],
+            ),
+            "CONNECT with :scheme or :path",
+        );
+        malformed(
+            with(get("/"), &[(":protocol", "websocket")]),
+            ":protocol on a method other than CONNECT",
+        );
+    }
+
+    #[test]
+    fn connect_forms_are_told_apart() {
+        let plain = head(&[(":method", "CONNECT"), (":authority", "db.example:5432")]).unwrap();
+        assert_eq!(plain.parts.uri, "db.example:5432");
+        assert!(!plain.websocket);
+        let websocket = head(&[
+            (":method", "CONNECT"),
+            (":protocol", "websocket"),
+            (":scheme", "https"),
+            (":authority", "chat.example"),
+            (":path", "/socket"),
+        ])
+        .unwrap();
+        assert!(websocket.websocket);
+        assert_eq!(websocket.parts.uri, "https://chat.example/socket");
+    }
+
+    #[test]
+    fn a_list_over_the_limit_is_too_large_and_still_decoded_whole() {
+        let big = "v".repeat(LIMIT);
+        let fields = with(get("/"), &[("x-big", &big)]);
+        assert_eq!(decode_owned(&fields).err(), Some(HeadError::TooLarge));
+        // The limit counts name + value + 32 per field (RFC 9113 §6.5.2): the four
+        // pseudo-headers take 42 + 44 + 54 + 38, and `x-big` 5 + 32 and its value.
+        let room = LIMIT - 178 - 37;
+        let fits = "v".repeat(room);
+        assert!(decode_owned(&with(get("/"), &[("x-big", &fits)])).is_ok());
+        let over = "v".repeat(room + 1);
+        assert_eq!(
+            decode_owned(&with(get("/"), &[("x-big", &over)])).err(),
+            Some(HeadError::TooLarge)
+        );
+    }
+}
