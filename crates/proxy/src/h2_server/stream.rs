@@ -392,7 +392,9 @@ pub(super) async fn send_response(shared: &SharedRef, id: u32, response: Respons
         let mut block = Vec::with_capacity(128);
         hpack::encode_status(parts.status.as_u16(), &mut block);
         for (name, value) in &parts.headers {
-            if is_connection_specific(name, value) {
+            if is_connection_specific(name, value)
+                || (tunnel && *name == http::header::CONTENT_LENGTH)
+            {
                 continue;
             }
             hpack::encode_field(
@@ -401,6 +403,15 @@ pub(super) async fn send_response(shared: &SharedRef, id: u32, response: Respons
                 value.is_sensitive(),
                 &mut block,
             );
+        }
+        if !end && !tunnel && !parts.headers.contains_key(http::header::CONTENT_LENGTH) {
+            // A body whose size is known says so (as hyper's server did): the client then
+            // knows when it has all of it without waiting for END_STREAM.
+            if let Some(length) = body.size_hint().exact() {
+                let mut digits = itoa::Buffer::new();
+                let digits = digits.format(length).as_bytes();
+                hpack::encode_field(b"content-length", digits, false, &mut block);
+            }
         }
         if !parts.headers.contains_key(http::header::DATE) {
             crate::date::with_current(|date| hpack::encode_field(b"date", date, false, &mut block));
