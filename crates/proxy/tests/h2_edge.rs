@@ -467,3 +467,138 @@ async fn an_empty_data_flood_is_cut_off_or_served_through() {
     }
     another_connection_is_served(&h).await;
 }
+
+/// A small deterministic generator (xorshift): the same frames on every run.
+struct Dice(u64);
+
+impl Dice {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// One frame a careless or hostile client might send: well-formed requests, and frames of
+/// every type with odd flags, odd stream ids, odd lengths and odd values.
+fn hostile_frame(dice: &mut Dice, next_stream: &mut u32) -> Vec<u8> {
+    let stream = match dice.below(4) {
+        0 => 0,
+        1 => *next_stream,
+        2 => dice.below(12) as u32,
+        _ => next_stream.saturating_sub(2),
+    };
+    let flags = if dice.below(3) == 0 {
+        dice.next() as u8
+    } else {
+        [0, END_STREAM, END_HEADERS, END_STREAM | END_HEADERS][dice.below(4) as usize]
+    };
+    match dice.below(12) {
+        0 | 1 => {
+            *next_stream += 2;
+            let method = ["GET", "POST", "CONNECT", "HEAD"][dice.below(4) as usize];
+            let path = ["/echo", "/", "", "*", "relative", "/%00"][dice.below(6) as usize];
+            let extra: &[(&str, &str)] = match dice.below(4) {
+                0 => &[("content-length", "5")],
+                1 => &[("te", "gzip")],
+                2 => &[(":protocol", "websocket")],
+                _ => &[],
+            };
+            let block = request_block(method, path, extra);
+            frame_bytes(HEADERS, flags | END_HEADERS, *next_stream - 2, &block)
+        }
+        2 => {
+            let len = dice.below(300) as usize;
+            frame_bytes(DATA, flags, stream, &dice.bytes(len))
+        }
+        3 => frame_bytes(RST_STREAM, 0, stream, &dice.bytes(4)),
+        4 => {
+            let increment: u32 = [0, 1, 0x7fff_ffff, dice.next() as u32][dice.below(4) as usize];
+            frame_bytes(WINDOW_UPDATE, 0, stream, &increment.to_be_bytes())
+        }
+        5 => {
+            let mut payload = Vec::new();
+            for _ in 0..dice.below(4) {
+                payload.extend_from_slice(&(dice.below(10) as u16).to_be_bytes());
+                payload.extend_from_slice(&(dice.next() as u32).to_be_bytes());
+            }
+            frame_bytes(SETTINGS, flags & ACK, 0, &payload)
+        }
+        6 => frame_bytes(PING, flags & ACK, 0, &dice.bytes(8)),
+        7 => frame_bytes(0x2, 0, stream, &dice.bytes(5)),
+        8 => {
+            let len = dice.below(64) as usize;
+            frame_bytes(CONTINUATION, flags, stream, &dice.bytes(len))
+        }
+        9 => {
+            let len = dice.below(40) as usize;
+            let block = dice.bytes(len);
+            frame_bytes(HEADERS, flags, stream | 1, &block)
+        }
+        10 => {
+            let kind = dice.below(16) as u8;
+            let len = dice.below(64) as usize;
+            frame_bytes(kind, flags, stream, &dice.bytes(len))
+        }
+        _ => {
+            let len = dice.below(64) as usize;
+            dice.bytes(len)
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_frames_never_panic_a_worker_and_the_edge_keeps_serving() {
+    let worker_panics = Arc::new(AtomicUsize::new(0));
+    let counted = worker_panics.clone();
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let thread = std::thread::current();
+        if thread
+            .name()
+            .is_some_and(|n| n.starts_with("sluice-worker"))
+        {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+        previous(info);
+    }));
+    let (h, _echo) = edge(&[]).await;
+    let mut dice = Dice(0x9e37_79b9_7f4a_7c15);
+    let mut frames_sent = 0;
+    for _ in 0..300 {
+        let mut raw = RawH2::connect(h.http()).await;
+        let mut next_stream = 1;
+        for _ in 0..1 + dice.below(40) {
+            let frame = hostile_frame(&mut dice, &mut next_stream);
+            if raw.write_raw(&frame).await.is_err() {
+                break;
+            }
+            frames_sent += 1;
+        }
+        // Take what the proxy answers, briefly, then leave (some connections mid-stream).
+        for _ in 0..64 {
+            if raw.next_frame(Duration::from_millis(5)).await.is_none() {
+                break;
+            }
+        }
+    }
+    assert!(
+        frames_sent > 2_000,
+        "only {frames_sent} frames were written"
+    );
+    another_connection_is_served(&h).await;
+    assert_eq!(
+        worker_panics.load(Ordering::SeqCst),
+        0,
+        "a worker thread panicked"
+    );
+}
