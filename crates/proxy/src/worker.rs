@@ -7,7 +7,8 @@
 //!  accept (TCP service ports, opened and closed by `stream::listen`) ─▶ stream::serve (splice)
 //!  receive (UDP service ports, the same way) ─▶ udp::serve_port (a session per client)
 //!  accept (http) ─┐                            ┌─▶ inline HTTP/1.1 ─(handover)─▶ hyper http1
-//!  accept (https)─┴─▶ serve(conn) ─TLS+ALPN────┴─▶ hyper http2 ─▶ forward::respond
+//!  accept (https)─┴─▶ serve(conn) ─TLS+ALPN────┴─▶ h2_server (use-h2c: a plain connection
+//!     │                                               that opens with the preface) ─▶ forward
 //!     │                    drive(): stopping │ keep-alive-requests
 //!     │                             ─▶ graceful shutdown (HTTP/1 close after response, GOAWAY)
 //!     │                             idle timer (keep-alive, and client-header-timeout for
@@ -752,8 +753,8 @@ impl Worker {
         let conn = ConnCtx::new(self, origin, Some(facts), h2);
         let _registered = conn.register();
         if h2 {
-            // Boxed for the same reason: hyper's HTTP/2 connection state is several KiB
-            // that HTTP/1.1-over-TLS connections do not need.
+            // Boxed for the same reason: the HTTP/2 connection's state is what
+            // HTTP/1.1-over-TLS connections do not need.
             let http2 = Box::pin(serve_http2(conn, tls, settings));
             http2.await;
         } else {
