@@ -1013,6 +1013,18 @@ impl ConnCtx {
     }
 
     /// Starts a request: returns its guard and its number on this connection (from 1).
+    /// An HTTP/2 stream became a tunnel (RFC 8441 WebSocket): the connection is busy while
+    /// it is open, as while a request is in flight, so keep-alive does not close it.
+    pub(crate) fn tunnel_opened(&self) {
+        self.in_flight.set(self.in_flight.get() + 1);
+    }
+
+    pub(crate) fn tunnel_closed(&self) {
+        self.in_flight.set(self.in_flight.get() - 1);
+        self.last_active.set(Instant::now());
+        self.worker.room_changed();
+    }
+
     pub(crate) fn begin_request(self: &Rc<Self>) -> (RequestGuard, u64) {
         let n = self.requests.get() + 1;
         self.requests.set(n);

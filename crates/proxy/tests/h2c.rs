@@ -75,15 +75,12 @@ async fn without_use_h2c_the_preface_is_not_served() {
     }
 }
 
-#[tokio::test]
-async fn a_websocket_over_http2_reaches_an_http1_websocket_backend() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let (upstream, heads) = start_upgrade_upstream_recording().await;
-    let mut h = Harness::start();
-    let mut objects = catch_all("chat", &[upstream]);
-    objects.push(settings(&[("use-h2c", "true")]));
-    h.apply(&objects);
-
+/// Opens a WebSocket over h2c (RFC 8441 extended CONNECT) through the proxy; the stream is
+/// the tunnel.
+async fn open_websocket(
+    h: &Harness,
+    heads: &std::sync::Mutex<Vec<String>>,
+) -> hyper_util::rt::TokioIo<hyper::upgrade::Upgraded> {
     let stream = TcpStream::connect(h.http()).await.unwrap();
     let (mut sender, connection) = bounded(hyper::client::conn::http2::handshake(
         hyper_util::rt::TokioExecutor::new(),
@@ -113,7 +110,18 @@ async fn a_websocket_over_http2_reaches_an_http1_websocket_backend() {
     let upgraded = bounded(hyper::upgrade::on(response))
         .await
         .expect("the stream is the tunnel");
-    let mut io = hyper_util::rt::TokioIo::new(upgraded);
+    hyper_util::rt::TokioIo::new(upgraded)
+}
+
+#[tokio::test]
+async fn a_websocket_over_http2_reaches_an_http1_websocket_backend() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (upstream, heads) = start_upgrade_upstream_recording().await;
+    let mut h = Harness::start();
+    let mut objects = catch_all("chat", &[upstream]);
+    objects.push(settings(&[("use-h2c", "true")]));
+    h.apply(&objects);
+    let mut io = open_websocket(&h, &heads).await;
     for message in [&b"hello over h2"[..], b"and again"] {
         io.write_all(message).await.unwrap();
         let mut echoed = vec![0u8; message.len()];
@@ -126,4 +134,28 @@ async fn a_websocket_over_http2_reaches_an_http1_websocket_backend() {
         "{head}"
     );
     assert!(head.contains("\r\nhost: ws.example\r\n"), "{head}");
+}
+
+#[tokio::test]
+async fn a_websocket_keeps_its_http2_connection_past_keep_alive() {
+    // An open tunnel is the connection's activity: keep-alive (the idle close, then GOAWAY's
+    // grace) must not cut a WebSocket that is talking.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (upstream, heads) = start_upgrade_upstream_recording().await;
+    let mut h = Harness::start();
+    let mut objects = catch_all("chat", &[upstream]);
+    objects.push(settings(&[("use-h2c", "true"), ("keep-alive", "1s")]));
+    h.apply(&objects);
+    let mut io = open_websocket(&h, &heads).await;
+    // Over three keep-alive periods, a message every half second.
+    for n in 0..7 {
+        let message = format!("message {n}");
+        io.write_all(message.as_bytes()).await.unwrap();
+        let mut echoed = vec![0u8; message.len()];
+        bounded(io.read_exact(&mut echoed))
+            .await
+            .unwrap_or_else(|e| panic!("message {n}: the tunnel ended: {e}"));
+        assert_eq!(echoed, message.as_bytes());
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
 }

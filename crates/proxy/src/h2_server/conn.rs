@@ -615,6 +615,7 @@ impl<I> Connection<I> {
             Some(ClientUpgrade::Http2(stream::Upgrade {
                 shared: self.shared.clone(),
                 id,
+                conn: self.conn.clone(),
             }))
         } else {
             None

@@ -28,6 +28,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use super::frame::{self, ErrorCode};
 use super::hpack;
 use crate::body::{BoxError, ResponseBody};
+use crate::worker::ConnCtx;
 
 /// Frames queued for the socket past which a stream's task waits before adding DATA, and the
 /// connection stops reading (a client that sends PINGs or SETTINGS and reads nothing cannot
@@ -563,6 +564,8 @@ pub(super) async fn send_data(
 pub(crate) struct Tunnel {
     shared: SharedRef,
     id: u32,
+    /// Counted busy while the tunnel is open (`ConnCtx::tunnel_opened`).
+    conn: Rc<ConnCtx>,
     /// Bytes taken from the stream's queue and not yet read.
     pending: Bytes,
     shut: bool,
@@ -572,6 +575,7 @@ pub(crate) struct Tunnel {
 pub(crate) struct Upgrade {
     pub(super) shared: SharedRef,
     pub(super) id: u32,
+    pub(super) conn: Rc<ConnCtx>,
 }
 
 impl Upgrade {
@@ -591,9 +595,11 @@ impl Upgrade {
             }
         })
         .await?;
+        self.conn.tunnel_opened();
         Ok(Tunnel {
             shared: self.shared,
             id: self.id,
+            conn: self.conn,
             pending: Bytes::new(),
             shut: false,
         })
@@ -698,6 +704,7 @@ impl AsyncWrite for Tunnel {
 
 impl Drop for Tunnel {
     fn drop(&mut self) {
+        self.conn.tunnel_closed();
         if let Ok(mut shared) = self.shared.try_borrow_mut() {
             if shared.stream(self.id).is_some() {
                 if self.shut {
