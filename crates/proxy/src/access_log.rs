@@ -693,7 +693,7 @@ pub(crate) struct TlsFacts {
 
 impl TlsFacts {
     /// From a completed handshake.
-    pub(crate) fn of(conn: &rustls::ServerConnection) -> TlsFacts {
+    pub(crate) fn of(conn: &rustls::CommonState) -> TlsFacts {
         TlsFacts {
             version: conn.protocol_version(),
             suite: conn.negotiated_cipher_suite().map(|s| s.suite()),

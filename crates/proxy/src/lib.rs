@@ -94,6 +94,7 @@ mod stall;
 mod status_page;
 mod stream;
 mod tls;
+mod tls_server;
 mod tunnel;
 mod udp;
 mod upstream;

@@ -48,7 +48,6 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{broadcast, mpsc, oneshot, watch, Notify};
 use tokio::task::LocalSet;
-use tokio_rustls::TlsAcceptor;
 
 use crate::access_log::{LineContext, LogBuffer, Record, TlsFacts, FLUSH_BYTES, FLUSH_PERIOD};
 use crate::balance::Balancer;
@@ -121,8 +120,8 @@ pub(crate) struct Worker {
     /// Which endpoints the current configuration's backends hold, as this worker last saw them.
     live: RefCell<LiveEndpoints>,
     pub(crate) stats: RefCell<Stats>,
-    /// The TLS acceptor and whether it issues session tickets.
-    tls: RefCell<(bool, TlsAcceptor)>,
+    /// The TLS server configuration and whether it issues session tickets.
+    tls: RefCell<(bool, Arc<rustls::ServerConfig>)>,
     http_port: HeaderValue,
     https_port: HeaderValue,
     /// The signal every worker shares; only `run` reads it.
@@ -287,7 +286,7 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
                     balancer: RefCell::default(),
                     live: RefCell::default(),
                     stats: RefCell::default(),
-                    tls: RefCell::new((true, TlsAcceptor::from(tls))),
+                    tls: RefCell::new((true, tls)),
                     http_port,
                     https_port,
                     stop,
@@ -557,11 +556,11 @@ impl Worker {
         self.note_limit(|log| log.exhausted += 1);
     }
 
-    fn tls_acceptor(&self, session_tickets: bool) -> Option<TlsAcceptor> {
+    fn tls_config(&self, session_tickets: bool) -> Option<Arc<rustls::ServerConfig>> {
         let mut tls = self.tls.borrow_mut();
         if tls.0 != session_tickets {
             match crate::tls::server_config(self.shared.clone(), session_tickets) {
-                Ok(config) => *tls = (session_tickets, TlsAcceptor::from(config)),
+                Ok(config) => *tls = (session_tickets, config),
                 Err(e) => {
                     tracing::error!(error = %e, "cannot rebuild the TLS configuration");
                     return None;
@@ -733,11 +732,12 @@ impl Worker {
         settings: &Settings,
     ) {
         let peer = origin.peer;
-        let Some(acceptor) = self.tls_acceptor(settings.ssl_session_tickets) else {
+        let Some(config) = self.tls_config(settings.ssl_session_tickets) else {
             return;
         };
         // A client that stalls its handshake is as slow as one that stalls its header.
-        let tls = match within(settings.client_header_timeout, acceptor.accept(stream)).await {
+        let handshake = crate::tls_server::accept(config, stream);
+        let tls = match within(settings.client_header_timeout, handshake).await {
             Some(Ok(tls)) => tls,
             Some(Err(e)) => {
                 tracing::debug!(%peer, error = %e, "TLS handshake failed");
@@ -748,8 +748,8 @@ impl Worker {
                 return;
             }
         };
-        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-        let facts = TlsFacts::of(tls.get_ref().1);
+        let h2 = tls.alpn_protocol() == Some(b"h2");
+        let facts = TlsFacts::of(tls.session());
         let conn = ConnCtx::new(self, origin, Some(facts), h2);
         let _registered = conn.register();
         if h2 {

@@ -1,5 +1,6 @@
 //! TLS termination: certificates by SNI from the current configuration, rotation without
-//! touching open connections, HTTP/2 by ALPN, the self-signed fallback, session resumption.
+//! touching open connections, HTTP/2 by ALPN, the self-signed fallback, session resumption,
+//! TLS 1.2 and 1.3 with large bodies both ways, client KeyUpdates.
 
 mod support;
 
@@ -9,6 +10,7 @@ use http::{StatusCode, Version};
 use rustls::pki_types::ServerName;
 use serde_json::{json, Value};
 use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 fn site(ca_leaves: &[(&str, &Leaf)], echo: std::net::SocketAddr) -> Vec<Value> {
@@ -245,5 +247,115 @@ async fn sessions_resume_on_any_worker_and_tickets_can_be_turned_off() {
             client.get("foo.example.com", "/healthz").await.status,
             StatusCode::OK
         );
+    }
+}
+
+/// A client pinned to one TLS version, trusting `ca`.
+fn pinned_connector(
+    ca: &TestCa,
+    version: &'static rustls::SupportedProtocolVersion,
+) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca.root().clone()).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(model::tls::crypto_provider().clone())
+        .with_protocol_versions(&[version])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+/// One keep-alive `GET /healthz` written by hand (so the test keeps the TLS stream and can
+/// ask for a KeyUpdate between requests); returns the status line and the body.
+async fn healthz_by_hand(tls: &mut tokio_rustls::client::TlsStream<TcpStream>) -> (String, String) {
+    bounded(async {
+        tls.write_all(b"GET /healthz HTTP/1.1\r\nhost: foo.example.com\r\n\r\n")
+            .await
+            .unwrap();
+        tls.flush().await.unwrap();
+        let mut received = Vec::new();
+        loop {
+            let mut chunk = [0u8; 1024];
+            let n = tls.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "the connection closed mid-response");
+            received.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&received).into_owned();
+            let Some(end) = text.find("\r\n\r\n") else {
+                continue;
+            };
+            let length: usize = text[..end]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap())
+                })
+                .expect("content-length");
+            if received.len() >= end + 4 + length {
+                let status = text.lines().next().unwrap().to_owned();
+                return (status, text[end + 4..end + 4 + length].to_owned());
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn tls12_and_tls13_clients_move_large_bodies_both_ways_and_key_updates_are_answered() {
+    let echo = start_backend("echo").await;
+    let ca = TestCa::new();
+    let (foo, wild) = (
+        ca.leaf(&["foo.example.com"]),
+        ca.leaf(&["*.wild.example.com"]),
+    );
+    let mut h = Harness::start();
+    h.apply(&site(
+        &[("foo-tls", &foo), ("wild-tls", &wild)],
+        addr_of(&echo),
+    ));
+
+    for (version, expected) in [
+        (&rustls::version::TLS12, rustls::ProtocolVersion::TLSv1_2),
+        (&rustls::version::TLS13, rustls::ProtocolVersion::TLSv1_3),
+    ] {
+        let connector = pinned_connector(&ca, version);
+        let stream = TcpStream::connect(h.https()).await.unwrap();
+        let name = ServerName::try_from("foo.example.com").unwrap();
+        let tls = bounded(connector.connect(name, stream)).await.unwrap();
+        assert_eq!(tls.get_ref().1.protocol_version(), Some(expected));
+        let mut client = Client::over(tls).await;
+        // Many records each way, read by the proxy through buffers smaller than a record.
+        let download = client.get("foo.example.com", "/1mb.bin").await;
+        assert_eq!(download.status, StatusCode::OK, "{expected:?}");
+        assert_eq!(download.body.len(), 1024 * 1024, "{expected:?}");
+        let upload = http::Request::post("/echo")
+            .header("host", "foo.example.com")
+            .body(http_body_util::Full::new(bytes::Bytes::from(vec![
+                7u8;
+                300_000
+            ])))
+            .unwrap();
+        let reply = client.send(upload).await.unwrap();
+        assert_eq!(reply.status, StatusCode::OK, "{expected:?}");
+        assert_eq!(reply.json()["body_bytes"], 300_000, "{expected:?}");
+        let reply = client.get("foo.example.com", "/healthz").await;
+        assert_eq!(reply.status, StatusCode::OK, "{expected:?}");
+    }
+
+    // A TLS 1.3 client rolls its keys twice on one connection, asking the server to roll its
+    // own: each answer must come before anything under the new key, or the client cannot
+    // read the next response.
+    let connector = pinned_connector(&ca, &rustls::version::TLS13);
+    let stream = TcpStream::connect(h.https()).await.unwrap();
+    let name = ServerName::try_from("foo.example.com").unwrap();
+    let mut tls = bounded(connector.connect(name, stream)).await.unwrap();
+    for round in 0..3 {
+        let (status, body) = healthz_by_hand(&mut tls).await;
+        assert!(
+            status.starts_with("HTTP/1.1 200"),
+            "round {round}: {status}"
+        );
+        assert_eq!(body, "ok", "round {round}");
+        tls.get_mut().1.refresh_traffic_keys().unwrap();
     }
 }
