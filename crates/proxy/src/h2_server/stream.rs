@@ -18,7 +18,7 @@ use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
+use std::task::{ready, Context, Poll, Waker};
 
 use bytes::{Buf, Bytes};
 use http::{HeaderMap, Response};
@@ -240,6 +240,64 @@ impl Shared {
         self.unanswered_resets = self.unanswered_resets.saturating_sub(1);
         self.remove(id);
         self.wake_conn();
+    }
+
+    /// Queues one DATA frame on stream `id`: as much of `data` as both send windows, the
+    /// client's frame size and the queue allow, with END_STREAM when `end` and it is the last
+    /// of `data` (an empty `data` with `end` is an empty frame that ends the stream).
+    /// `Ready(Ok(n))`: `n` bytes went; `Pending`: `cx` is woken when a window opens or the
+    /// queue has room.
+    pub(super) fn poll_queue_data(
+        &mut self,
+        cx: &mut Context<'_>,
+        id: u32,
+        data: &[u8],
+        end: bool,
+    ) -> Poll<Result<usize, Gone>> {
+        let Some(at) = self.streams.iter().position(|s| s.id == id) else {
+            return Poll::Ready(Err(Gone));
+        };
+        let stream = &mut self.streams[at];
+        if stream.send_closed {
+            return Poll::Ready(Err(Gone));
+        }
+        if data.is_empty() {
+            if end {
+                frame::write_data_head(&mut self.out, id, 0, true);
+                self.finish_sending(id);
+            }
+            return Poll::Ready(Ok(0));
+        }
+        if self.out.len() >= OUT_HIGH_WATER {
+            self.send_waiters.push(cx.waker().clone());
+            self.wake_conn();
+            return Poll::Pending;
+        }
+        let window = stream.send_window.min(self.send_window);
+        if window <= 0 {
+            if stream.send_window <= 0 {
+                stream.send_waker = Some(cx.waker().clone());
+            } else {
+                self.send_waiters.push(cx.waker().clone());
+            }
+            self.wake_conn();
+            return Poll::Pending;
+        }
+        let n = data
+            .len()
+            .min(self.peer_max_frame_size)
+            .min(usize::try_from(window).unwrap_or(usize::MAX));
+        let last = n == data.len() && end;
+        frame::write_data_head(&mut self.out, id, n, last);
+        self.out.extend_from_slice(&data[..n]);
+        stream.send_window -= n as i64;
+        self.send_window -= n as i64;
+        if last {
+            self.finish_sending(id);
+        } else {
+            self.wake_conn();
+        }
+        Poll::Ready(Ok(n))
     }
 
     /// Ends a stream from the server's side with RST_STREAM `code` (a stream task that
@@ -505,54 +563,10 @@ pub(super) async fn send_data(
 ) -> Result<(), Gone> {
     poll_fn(|cx| {
         let mut state = shared.borrow_mut();
-        let state = &mut *state;
-        let max_frame = state.peer_max_frame_size;
         loop {
-            let Some(at) = state.streams.iter().position(|s| s.id == id) else {
-                return Poll::Ready(Err(Gone));
-            };
-            let stream = &mut state.streams[at];
-            if stream.send_closed {
-                return Poll::Ready(Err(Gone));
-            }
-            if data.is_empty() {
-                if end {
-                    frame::write_data_head(&mut state.out, id, 0, true);
-                    state.finish_sending(id);
-                }
-                return Poll::Ready(Ok(()));
-            }
-            if state.out.len() >= OUT_HIGH_WATER {
-                state.send_waiters.push(cx.waker().clone());
-                state.wake_conn();
-                return Poll::Pending;
-            }
-            let window = stream.send_window.min(state.send_window);
-            if window <= 0 {
-                if stream.send_window <= 0 {
-                    stream.send_waker = Some(cx.waker().clone());
-                } else {
-                    state.send_waiters.push(cx.waker().clone());
-                }
-                state.wake_conn();
-                return Poll::Pending;
-            }
-            let n = data
-                .len()
-                .min(max_frame)
-                .min(usize::try_from(window).unwrap_or(usize::MAX));
-            let last = n == data.len() && end;
-            frame::write_data_head(&mut state.out, id, n, last);
-            state.out.extend_from_slice(&data[..n]);
+            let n = ready!(state.poll_queue_data(cx, id, &data, end))?;
             data.advance(n);
-            stream.send_window -= n as i64;
-            state.send_window -= n as i64;
-            if last {
-                state.finish_sending(id);
-                return Poll::Ready(Ok(()));
-            }
             if data.is_empty() {
-                state.wake_conn();
                 return Poll::Ready(Ok(()));
             }
         }
@@ -649,38 +663,9 @@ impl AsyncWrite for Tunnel {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let mut shared = this.shared.borrow_mut();
-        let shared = &mut *shared;
-        let max_frame = shared.peer_max_frame_size;
-        let Some(at) = shared.streams.iter().position(|s| s.id == this.id) else {
-            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
-        };
-        let stream = &mut shared.streams[at];
-        if stream.send_closed {
-            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
-        }
-        if shared.out.len() >= OUT_HIGH_WATER {
-            shared.send_waiters.push(cx.waker().clone());
-            return Poll::Pending;
-        }
-        let window = stream.send_window.min(shared.send_window);
-        if window <= 0 {
-            if stream.send_window <= 0 {
-                stream.send_waker = Some(cx.waker().clone());
-            } else {
-                shared.send_waiters.push(cx.waker().clone());
-            }
-            return Poll::Pending;
-        }
-        let n = buf
-            .len()
-            .min(max_frame)
-            .min(usize::try_from(window).unwrap_or(usize::MAX));
-        frame::write_data_head(&mut shared.out, this.id, n, false);
-        shared.out.extend_from_slice(&buf[..n]);
-        stream.send_window -= n as i64;
-        shared.send_window -= n as i64;
-        shared.wake_conn();
-        Poll::Ready(Ok(n))
+        shared
+            .poll_queue_data(cx, this.id, buf, false)
+            .map_err(|Gone| io::ErrorKind::BrokenPipe.into())
     }
 
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
