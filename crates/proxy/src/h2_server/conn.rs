@@ -105,7 +105,7 @@ pub(crate) struct Connection<I> {
 impl<I> Connection<I> {
     pub(crate) fn new(conn: Rc<ConnCtx>, io: I, limits: Limits) -> Connection<I> {
         let mut state = stream::Shared::new();
-        let mut settings = vec![
+        let settings = [
             (
                 frame::setting::MAX_CONCURRENT_STREAMS,
                 limits.max_concurrent_streams,
@@ -115,8 +115,8 @@ impl<I> Connection<I> {
                 frame::setting::MAX_HEADER_LIST_SIZE,
                 u32::try_from(limits.max_header_list).unwrap_or(u32::MAX),
             ),
+            (frame::setting::ENABLE_CONNECT_PROTOCOL, 1),
         ];
-        settings.push((frame::setting::ENABLE_CONNECT_PROTOCOL, 1));
         frame::write_settings(&mut state.out, &settings);
         frame::write_window_update(&mut state.out, 0, RECV_WINDOW - stream::DEFAULT_WINDOW);
         state.recv_window = i64::from(RECV_WINDOW);
@@ -167,30 +167,15 @@ impl<I> Connection<I> {
         self.partial = Vec::new();
         let mut shared = self.shared.borrow_mut();
         frame::write_goaway(&mut shared.out, self.last_stream, code);
-        for stream in &mut shared.streams {
-            stream.recv_error = Some("ended the connection");
-            stream.send_closed = true;
-            if let Some(task) = stream.task.take() {
-                task.abort();
-            }
-            stream.wake_all();
-        }
-        shared.streams.clear();
-        shared.wake_senders();
+        shared.drop_all_streams();
     }
 
     /// Ends one stream with RST_STREAM `code`: its task stops, its body reader gets an error.
     fn reset_stream(&mut self, id: u32, code: ErrorCode, why: &'static str) {
         tracing::debug!(stream = id, code = code.name(), why, "HTTP/2 stream reset");
         let mut shared = self.shared.borrow_mut();
-        if let Some(stream) = shared.stream(id) {
-            stream.recv_error = Some(why);
-            if let Some(task) = stream.task.take() {
-                task.abort();
-            }
-        }
         frame::write_rst_stream(&mut shared.out, id, code);
-        shared.remove(id);
+        shared.drop_stream(id);
         shared.wake_conn();
     }
 
@@ -381,12 +366,7 @@ impl<I> Connection<I> {
             return;
         };
         let unanswered = !stream.answered;
-        stream.recv_error = Some("reset the stream");
-        stream.send_closed = true;
-        if let Some(task) = stream.task.take() {
-            task.abort();
-        }
-        shared.remove(id);
+        shared.drop_stream(id);
         if unanswered {
             shared.unanswered_resets += 1;
             if shared.unanswered_resets > RESET_BUDGET {
@@ -475,9 +455,6 @@ impl<I> Connection<I> {
     }
 
     fn on_headers(&mut self, id: u32, end_stream: bool, end_headers: bool, block: &[u8]) {
-        if id.is_multiple_of(2) {
-            return self.fail(ErrorCode::PROTOCOL_ERROR, "HEADERS on a server stream id");
-        }
         let trailers = {
             let mut shared = self.shared.borrow_mut();
             match shared.stream(id) {
@@ -875,15 +852,7 @@ impl<I> Drop for Connection<I> {
     fn drop(&mut self) {
         // Streams' tasks hold the shared state, not the connection: stop them with it.
         if let Ok(mut shared) = self.shared.try_borrow_mut() {
-            for stream in &mut shared.streams {
-                stream.recv_error = Some("closed the connection");
-                if let Some(task) = stream.task.take() {
-                    task.abort();
-                }
-                stream.wake_all();
-            }
-            shared.streams.clear();
-            shared.send_waiters.clear();
+            shared.drop_all_streams();
         }
     }
 }

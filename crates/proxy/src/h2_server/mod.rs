@@ -22,3 +22,15 @@ mod stream;
 
 pub(crate) use conn::{Connection, Limits};
 pub(crate) use stream::{RequestBody, Upgrade};
+
+/// RFC 9113 §8.2.2: fields that describe an HTTP/1.1 connection and do not exist in HTTP/2
+/// (`te` apart: it may say "trailers"). A request carrying one is malformed; a response
+/// leaves without them.
+fn is_connection_field(name: &http::HeaderName) -> bool {
+    use http::header;
+    *name == header::CONNECTION
+        || *name == header::TRANSFER_ENCODING
+        || *name == header::UPGRADE
+        || name.as_str() == "keep-alive"
+        || name.as_str() == "proxy-connection"
+}

@@ -122,12 +122,7 @@ fn field(
     let name = HeaderName::from_bytes(name)
         .map_err(|_| HeadError::Malformed("a field name with invalid characters"))?;
     // RFC 9113 §8.2.2: connection-specific fields do not exist in HTTP/2.
-    if name == http::header::CONNECTION
-        || name == http::header::TRANSFER_ENCODING
-        || name == http::header::UPGRADE
-        || name.as_str() == "keep-alive"
-        || name.as_str() == "proxy-connection"
-    {
+    if super::is_connection_field(&name) {
         return Err(HeadError::Malformed("a connection-specific field"));
     }
     if name == http::header::TE && value != b"trailers" {

@@ -76,8 +76,6 @@ pub(super) struct Stream {
     pub(super) recv_trailers: Option<HeaderMap>,
     /// END_STREAM arrived (or the stream was reset): no more request data.
     pub(super) recv_closed: bool,
-    /// The client reset the stream, or broke its framing: the body reader gets an error.
-    pub(super) recv_error: Option<&'static str>,
     /// What the client may still send on this stream.
     pub(super) recv_window: i64,
     pub(super) recv_credit: u32,
@@ -107,7 +105,6 @@ impl Stream {
             recv: VecDeque::new(),
             recv_trailers: None,
             recv_closed: false,
-            recv_error: None,
             recv_window: i64::from(RECV_WINDOW),
             recv_credit: 0,
             body_waker: None,
@@ -210,6 +207,45 @@ impl Shared {
     /// to the connection and to the stream.
     pub(super) fn credit_unread(&mut self, id: u32, len: u32) {
         self.credit(id, len, true);
+    }
+
+    /// The next thing stream `id` received for its reader (request body or tunnel): data
+    /// (credited back to the client's windows as it is taken), the end with any trailers,
+    /// or nothing because the stream is gone. `Pending`: `cx` is woken when DATA arrives.
+    pub(super) fn poll_recv(&mut self, cx: &mut Context<'_>, id: u32) -> Poll<Received> {
+        let Some(stream) = self.stream(id) else {
+            return Poll::Ready(Received::Gone);
+        };
+        if let Some(data) = stream.recv.pop_front() {
+            let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
+            self.credit(id, len, true);
+            return Poll::Ready(Received::Data(data));
+        }
+        if stream.recv_closed {
+            return Poll::Ready(Received::End(stream.recv_trailers.take()));
+        }
+        stream.body_waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    /// Ends stream `id` where it stands (reset by either side): its task is stopped, and
+    /// whoever waits on it is woken to find it gone.
+    pub(super) fn drop_stream(&mut self, id: u32) {
+        if let Some(task) = self.stream(id).and_then(|s| s.task.take()) {
+            task.abort();
+        }
+        self.remove(id);
+    }
+
+    /// Ends every stream, as the connection ends.
+    pub(super) fn drop_all_streams(&mut self) {
+        for mut stream in std::mem::take(&mut self.streams) {
+            if let Some(task) = stream.task.take() {
+                task.abort();
+            }
+            stream.wake_all();
+        }
+        self.wake_senders();
     }
 
     /// Removes a stream both sides are done with. Request data still queued is credited
@@ -332,6 +368,15 @@ impl RequestBody {
     }
 }
 
+/// What a stream's reader gets next (`Shared::poll_recv`).
+pub(super) enum Received {
+    Data(Bytes),
+    /// END_STREAM, with the trailers if the client sent any.
+    End(Option<HeaderMap>),
+    /// The stream was reset, or the connection ended.
+    Gone,
+}
+
 /// Why a request body ended before its END_STREAM.
 #[derive(Debug, thiserror::Error)]
 #[error("the HTTP/2 client {0}")]
@@ -349,26 +394,21 @@ impl Body for RequestBody {
         if this.ended {
             return Poll::Ready(None);
         }
-        let mut shared = this.shared.borrow_mut();
-        let Some(stream) = shared.stream(this.id) else {
-            this.ended = true;
-            return Poll::Ready(Some(Err(StreamBroken("closed the stream").into())));
-        };
-        if let Some(data) = stream.recv.pop_front() {
-            let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
-            shared.credit(this.id, len, true);
-            return Poll::Ready(Some(Ok(Frame::data(data))));
+        let polled = ready!(this.shared.borrow_mut().poll_recv(cx, this.id));
+        match polled {
+            Received::Data(data) => Poll::Ready(Some(Ok(Frame::data(data)))),
+            Received::End(trailers) => {
+                this.ended = true;
+                Poll::Ready(trailers.map(|t| Ok(Frame::trailers(t))))
+            }
+            Received::Gone => {
+                this.ended = true;
+                Poll::Ready(Some(Err(StreamBroken(
+                    "reset the stream or closed the connection",
+                )
+                .into())))
+            }
         }
-        if let Some(error) = stream.recv_error {
-            this.ended = true;
-            return Poll::Ready(Some(Err(StreamBroken(error).into())));
-        }
-        if stream.recv_closed {
-            this.ended = true;
-            return Poll::Ready(stream.recv_trailers.take().map(|t| Ok(Frame::trailers(t))));
-        }
-        stream.body_waker = Some(cx.waker().clone());
-        Poll::Pending
     }
 
     fn is_end_stream(&self) -> bool {
@@ -376,12 +416,9 @@ impl Body for RequestBody {
             return true;
         }
         let mut shared = self.shared.borrow_mut();
-        shared.stream(self.id).is_none_or(|s| {
-            s.recv_closed
-                && s.recv.is_empty()
-                && s.recv_trailers.is_none()
-                && s.recv_error.is_none()
-        })
+        shared
+            .stream(self.id)
+            .is_none_or(|s| s.recv_closed && s.recv.is_empty() && s.recv_trailers.is_none())
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -539,16 +576,11 @@ pub(super) async fn send_response(shared: &SharedRef, id: u32, response: Respons
     }
 }
 
-/// RFC 9113 §8.2.2: fields that describe an HTTP/1.1 connection do not exist in HTTP/2, and
-/// an intermediary removes them (a client would take the response as malformed).
+/// A response field an intermediary removes for HTTP/2 (RFC 9113 §8.2.2): a client would
+/// take the response as malformed.
 fn is_connection_specific(name: &http::HeaderName, value: &http::HeaderValue) -> bool {
-    use http::header;
-    *name == header::CONNECTION
-        || *name == header::TRANSFER_ENCODING
-        || *name == header::UPGRADE
-        || name.as_str() == "keep-alive"
-        || name.as_str() == "proxy-connection"
-        || (*name == header::TE && value.as_bytes() != b"trailers")
+    super::is_connection_field(name)
+        || (*name == http::header::TE && value.as_bytes() != b"trailers")
 }
 
 /// The stream is gone (reset by the client, or the connection ended).
@@ -628,24 +660,9 @@ impl AsyncRead for Tunnel {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if this.pending.is_empty() {
-            let mut shared = this.shared.borrow_mut();
-            let Some(stream) = shared.stream(this.id) else {
-                return Poll::Ready(Ok(()));
-            };
-            match stream.recv.pop_front() {
-                Some(data) => {
-                    let len = u32::try_from(data.len()).unwrap_or(u32::MAX);
-                    this.pending = data;
-                    shared.credit(this.id, len, true);
-                }
-                None if stream.recv_error.is_some() => {
-                    return Poll::Ready(Err(io::ErrorKind::ConnectionReset.into()));
-                }
-                None if stream.recv_closed => return Poll::Ready(Ok(())),
-                None => {
-                    stream.body_waker = Some(cx.waker().clone());
-                    return Poll::Pending;
-                }
+            match ready!(this.shared.borrow_mut().poll_recv(cx, this.id)) {
+                Received::Data(data) => this.pending = data,
+                Received::End(_) | Received::Gone => return Poll::Ready(Ok(())),
             }
         }
         let n = this.pending.len().min(buf.remaining());
