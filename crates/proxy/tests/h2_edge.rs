@@ -584,13 +584,22 @@ async fn data_and_trailers_in_flight_after_a_server_reset_are_dropped() {
 /// Opens `streams` streams to the never-answering upstream in batches of 50: each batch's
 /// HEADERS, a moment for their requests to go upstream, then the frame `provoke` makes for
 /// each. Returns the GOAWAY the proxy ends the connection with; panics if it has none.
-async fn provoke_resets(raw: &mut RawH2, streams: u32, provoke: impl Fn(u32) -> Vec<u8>) -> (u32, u32) {
+async fn provoke_resets(
+    raw: &mut RawH2,
+    streams: u32,
+    provoke: impl Fn(u32) -> Vec<u8>,
+) -> (u32, u32) {
     let block = request_block("GET", "/never-answered", &[]);
     for batch in 0..streams / 50 {
         let ids: Vec<u32> = (0..50).map(|i| (batch * 50 + i) * 2 + 1).collect();
         let mut opened = Vec::new();
         for &stream in &ids {
-            opened.extend(frame_bytes(HEADERS, END_HEADERS | END_STREAM, stream, &block));
+            opened.extend(frame_bytes(
+                HEADERS,
+                END_HEADERS | END_STREAM,
+                stream,
+                &block,
+            ));
         }
         if raw.write_raw(&opened).await.is_err() {
             break;
@@ -651,7 +660,12 @@ async fn alternating_resets_and_cheap_requests_do_not_evade_the_budget() {
         // The request to reset goes upstream while the cheap one is answered; then the reset.
         let (reset, answered) = (pair * 4 + 1, pair * 4 + 3);
         let mut bytes = frame_bytes(HEADERS, END_HEADERS | END_STREAM, reset, &hang);
-        bytes.extend(frame_bytes(HEADERS, END_HEADERS | END_STREAM, answered, &cheap));
+        bytes.extend(frame_bytes(
+            HEADERS,
+            END_HEADERS | END_STREAM,
+            answered,
+            &cheap,
+        ));
         if raw.write_raw(&bytes).await.is_err() {
             break;
         }

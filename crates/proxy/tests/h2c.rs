@@ -216,6 +216,9 @@ async fn a_websocket_upgrade_answered_without_101_is_an_ordinary_response() {
     raw.request(3, "GET", "/again", &[], true).await.unwrap();
     assert!(matches!(
         raw.read_until_response(3).await,
-        Outcome::Response { status: Some(200), .. }
+        Outcome::Response {
+            status: Some(200),
+            ..
+        }
     ));
 }

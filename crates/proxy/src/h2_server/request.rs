@@ -69,9 +69,7 @@ impl ListSize {
 
     /// Counts one field; `false` once the list is over the limit.
     fn add(&mut self, name: &[u8], value: &[u8]) -> bool {
-        self.size = self
-            .size
-            .saturating_add(name.len() + value.len() + 32);
+        self.size = self.size.saturating_add(name.len() + value.len() + 32);
         self.size <= self.limit
     }
 }
@@ -485,7 +483,9 @@ mod tests {
         let mut block = Vec::new();
         hpack::encode_field(b"grpc-status", b"0", false, &mut block);
         let fresh = || Decoder::new(hpack::DEFAULT_TABLE_SIZE);
-        let trailers = decode_trailers(&mut fresh(), &block, LIMIT).unwrap().unwrap();
+        let trailers = decode_trailers(&mut fresh(), &block, LIMIT)
+            .unwrap()
+            .unwrap();
         assert_eq!(trailers["grpc-status"], "0");
         for (name, why) in [
             (&b":path"[..], "a pseudo-header in trailers"),
