@@ -2,12 +2,13 @@
 //! the streams the server reset lately (whose frames still in flight are ignored).
 //!
 //! ```text
-//!  client RST_STREAM before the answer ──┐
-//!  stream error the server raises ───────┼─▶ Budget: +1 reset each ─▶ over ─▶ GOAWAY
-//!  (WINDOW_UPDATE 0, DATA after END_STREAM,   │   an answer forgives 1/8       ENHANCE_YOUR_CALM
-//!   content-length, trailers too large, …)  │   server-raised: 1,024 per connection at most
-//!  any RST_STREAM the server writes ─────────┴─▶ Recent: the last 32 ids; frames on them are
-//!                                                 dropped (HEADERS still decoded for HPACK)
+//!  client RST_STREAM before the answer ─┐
+//!  stream error the server raises ──────┴─▶ Budget: +1 reset each, an answer forgives 1/8;
+//!  (WINDOW_UPDATE 0, DATA after              over 200, or over 1,024 server-raised ones
+//!   END_STREAM, content-length, trailers     ─▶ GOAWAY ENHANCE_YOUR_CALM
+//!   over the limit, malformed heads, …)
+//!  any RST_STREAM the server writes ──────▶ Recent: the last 32 ids; frames on them are
+//!                                           dropped (header blocks still decoded for HPACK)
 //! ```
 
 use std::collections::VecDeque;
