@@ -1,7 +1,8 @@
 //! What a hostile HTTP/2 client gets from the edge: each test is one clause of the contract
-//! Sluice's HTTP/2 server keeps (rapid reset, CONTINUATION and empty-frame floods, header and
-//! body limits, the stream cap, PING/SETTINGS floods that never read, stalled header blocks,
-//! and the connection errors of RFC 9113). h2c (prior knowledge on the plain listener), so a
+//! Sluice's HTTP/2 server keeps (rapid reset and the resets a client provokes, CONTINUATION
+//! and empty-frame floods, header and body limits for heads and trailers, the stream cap,
+//! PING/SETTINGS floods that never read, stalled header blocks, frames in flight after a
+//! reset, and the connection errors of RFC 9113). h2c (prior knowledge on the plain listener), so a
 //! raw frame client (`support::raw_h2`) talks to the proxy over real sockets on 127.0.0.1.
 //! Timings are generous upper bounds for a shared machine, never speed.
 
@@ -102,12 +103,9 @@ async fn start_counting_upstream() -> (std::net::SocketAddr, Arc<AtomicUsize>) {
     (addr, count)
 }
 
-/// 1. Rapid reset (CVE-2023-44487): streams opened and cancelled before their answer end the
-///    connection with ENHANCE_YOUR_CALM within 2,000 of them; other connections are served
-///    meanwhile, and few of the cancelled requests ever reach the upstream.
-#[tokio::test]
-async fn rapid_reset_ends_the_connection_with_enhance_your_calm() {
-    const STREAMS: u32 = 2000;
+/// A proxy serving h2c where `/never-answered` goes to an upstream that counts requests and
+/// never answers them, and every other path to the echo backend.
+async fn edge_with_sink() -> (Harness, backend::Backend, Arc<AtomicUsize>) {
     let echo = start_backend("echo").await;
     let (sink, reached) = start_counting_upstream().await;
     let mut h = Harness::start();
@@ -126,7 +124,25 @@ async fn rapid_reset_ends_the_connection_with_enhance_your_calm() {
     objects.extend(slices("echo", &[addr_of(&echo)]));
     objects.extend(slices("sink", &[sink]));
     h.apply(&objects);
+    (h, echo, reached)
+}
 
+/// What reached the upstream behind `/never-answered` once the attack is over (the count
+/// settles), printed for `what`.
+async fn requests_reached(reached: &AtomicUsize, what: &str) -> usize {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let count = reached.load(Ordering::Relaxed);
+    eprintln!("{what}: {count} requests reached the upstream");
+    count
+}
+
+/// 1. Rapid reset (CVE-2023-44487): streams opened and cancelled before their answer end the
+///    connection with ENHANCE_YOUR_CALM within 2,000 of them; other connections are served
+///    meanwhile, and few of the cancelled requests ever reach the upstream.
+#[tokio::test]
+async fn rapid_reset_ends_the_connection_with_enhance_your_calm() {
+    const STREAMS: u32 = 2000;
+    let (h, _echo, reached) = edge_with_sink().await;
     let mut raw = RawH2::connect(h.http()).await;
     let attack = async {
         // In batches of 50 streams, each HEADERS followed at once by its RST_STREAM, to an
@@ -155,9 +171,7 @@ async fn rapid_reset_ends_the_connection_with_enhance_your_calm() {
     another_connection_is_served(&h).await;
     // Far fewer cancelled requests reached the upstream than were opened; a request that is
     // not cancelled does reach it (the count is real).
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let by_attack = reached.load(Ordering::Relaxed);
-    eprintln!("rapid reset: {by_attack} requests reached the upstream");
+    let by_attack = requests_reached(&reached, "rapid reset").await;
     assert!(by_attack <= STREAMS as usize / 10, "{by_attack}");
     let mut control = RawH2::connect(h.http()).await;
     control
@@ -466,6 +480,214 @@ async fn an_empty_data_flood_is_cut_off_or_served_through() {
         other => panic!("{other:?}"),
     }
     another_connection_is_served(&h).await;
+}
+
+/// A header block that enters one 4,000-byte field into the decoder's dynamic table and then
+/// refers to it `references` times (one byte each): a block of `4,010 + references` bytes
+/// that decodes to `references` × 4 KB.
+fn hpack_bomb(references: usize) -> Vec<u8> {
+    let mut block = Vec::new();
+    literal_indexed(b"x-bomb", &[b'v'; 4000], &mut block);
+    for _ in 0..references {
+        indexed(62, &mut block);
+    }
+    block
+}
+
+/// 10. A trailer block of HPACK references to one large dynamic-table entry (60 KB that
+///     would decode to 60 MB) is held to `large-client-header-buffers` like a head: the
+///     stream is reset, and the connection goes on, its HPACK table in step (the next
+///     request refers to the entry the bomb added).
+#[tokio::test]
+async fn a_trailer_bomb_resets_its_stream_and_the_connection_goes_on() {
+    let (h, _echo) = edge(&[("proxy-request-buffering", "off")]).await;
+    let mut raw = RawH2::connect(h.http()).await;
+    raw.request(1, "POST", "/echo", &[], false).await.unwrap();
+    raw.data(1, b"some body", false).await.unwrap();
+    let bomb = hpack_bomb(15_000);
+    assert!(bomb.len() > DEFAULT_MAX_FRAME && bomb.len() < 64 * 1024);
+    raw.headers_split(1, &bomb, true).await.unwrap();
+    assert_eq!(
+        raw.read_until_response(1).await,
+        Outcome::Reset(ENHANCE_YOUR_CALM)
+    );
+    // Index 62 is the bomb's `x-bomb` field: 4 KB, within the limit for one request.
+    let mut block = request_block("GET", "/echo", &[]);
+    indexed(62, &mut block);
+    raw.write_frame(HEADERS, END_HEADERS | END_STREAM, 3, &block)
+        .await
+        .unwrap();
+    match raw.read_until_response(3).await {
+        Outcome::Response { status, body } => {
+            assert_eq!(status, Some(200));
+            let echo: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(echo["headers"]["x-bomb"], "v".repeat(4000), "{echo:#}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// 11. Frames the client sent before it saw the server's RST_STREAM are dropped (RFC 9113
+///     5.1): DATA is not answered frame by frame, and still counts against the connection's
+///     window, which is given back (else the next upload would overrun it); trailers are
+///     decoded for the HPACK table and dropped, not a connection error.
+#[tokio::test]
+async fn data_and_trailers_in_flight_after_a_server_reset_are_dropped() {
+    let (h, _echo) = edge(&[]).await;
+    let mut raw = RawH2::connect(h.http()).await;
+    raw.request(1, "POST", "/echo", &[("content-length", "10")], false)
+        .await
+        .unwrap();
+    raw.data(1, &[b'x'; 50], false).await.unwrap();
+    assert_eq!(
+        raw.read_until_response(1).await,
+        Outcome::Reset(PROTOCOL_ERROR)
+    );
+    // 640 KB more on the reset stream (within its window as the client saw it), then
+    // trailers that add an entry to the HPACK table.
+    let mut in_flight = Vec::new();
+    for _ in 0..40 {
+        in_flight.extend(frame_bytes(DATA, 0, 1, &[b'y'; DEFAULT_MAX_FRAME]));
+    }
+    let mut trailers = Vec::new();
+    literal_indexed(b"x-checksum", b"late", &mut trailers);
+    in_flight.extend(frame_bytes(HEADERS, END_HEADERS | END_STREAM, 1, &trailers));
+    raw.write_raw(&in_flight).await.unwrap();
+    // Another 640 KB on a new stream: more than the connection's 1 MiB window holds unless
+    // the dropped bytes were given back. It refers to the trailers' HPACK entry.
+    let mut block = request_block("POST", "/echo", &[]);
+    indexed(62, &mut block);
+    raw.write_frame(HEADERS, END_HEADERS, 3, &block)
+        .await
+        .unwrap();
+    let mut upload = Vec::new();
+    for n in 0..40 {
+        let flags = if n == 39 { END_STREAM } else { 0 };
+        upload.extend(frame_bytes(DATA, flags, 3, &[b'z'; DEFAULT_MAX_FRAME]));
+    }
+    let answer = async {
+        raw.write_raw(&upload).await.unwrap();
+        raw.read_until_response(3).await
+    };
+    match bounded(answer).await {
+        Outcome::Response { status, body } => {
+            assert_eq!(status, Some(200));
+            let echo: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(echo["headers"]["x-checksum"], "late", "{echo:#}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let late = raw.take_stashed(1);
+    assert!(late.is_empty(), "frames on the reset stream: {late:?}");
+}
+
+/// Opens `streams` streams to the never-answering upstream in batches of 50: each batch's
+/// HEADERS, a moment for their requests to go upstream, then the frame `provoke` makes for
+/// each. Returns the GOAWAY the proxy ends the connection with; panics if it has none.
+async fn provoke_resets(
+    raw: &mut RawH2,
+    streams: u32,
+    provoke: impl Fn(u32) -> Vec<u8>,
+) -> (u32, u32) {
+    let block = request_block("GET", "/never-answered", &[]);
+    for batch in 0..streams / 50 {
+        let ids: Vec<u32> = (0..50).map(|i| (batch * 50 + i) * 2 + 1).collect();
+        let mut opened = Vec::new();
+        for &stream in &ids {
+            opened.extend(frame_bytes(
+                HEADERS,
+                END_HEADERS | END_STREAM,
+                stream,
+                &block,
+            ));
+        }
+        if raw.write_raw(&opened).await.is_err() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let provoked: Vec<u8> = ids.iter().flat_map(|&stream| provoke(stream)).collect();
+        if raw.write_raw(&provoked).await.is_err() {
+            break;
+        }
+    }
+    raw.expect_goaway().await
+}
+
+/// 12. MadeYouReset (CVE-2025-8671): stream errors the client makes the server raise on
+///     streams it started (WINDOW_UPDATE of 0, PRIORITY on itself, DATA after END_STREAM)
+///     count against the reset budget: GOAWAY ENHANCE_YOUR_CALM long before 4,000 of them,
+///     and a few hundred upstream requests at most.
+#[tokio::test]
+async fn stream_errors_the_client_provokes_end_the_connection() {
+    const STREAMS: u32 = 4000;
+    let (h, _echo, reached) = edge_with_sink().await;
+    let mut raw = RawH2::connect(h.http()).await;
+    let (last_stream, code) = provoke_resets(&mut raw, STREAMS, |stream| match stream % 3 {
+        0 => frame_bytes(WINDOW_UPDATE, 0, stream, &0u32.to_be_bytes()),
+        1 => {
+            let mut priority = stream.to_be_bytes().to_vec();
+            priority.push(15);
+            frame_bytes(0x2, 0, stream, &priority)
+        }
+        _ => frame_bytes(DATA, 0, stream, b"after END_STREAM"),
+    })
+    .await;
+    eprintln!("provoked resets: GOAWAY {code:#x} after stream {last_stream}");
+    assert_eq!(code, ENHANCE_YOUR_CALM, "after stream {last_stream}");
+    assert!(last_stream < 2 * 300, "{last_stream}");
+    expect_closed(&mut raw).await;
+    let by_attack = requests_reached(&reached, "provoked resets").await;
+    assert!(by_attack <= 300, "{by_attack}");
+    another_connection_is_served(&h).await;
+}
+
+/// 13. One answered request per reset does not cancel it: alternating a rapid reset with a
+///     cheap request ends the connection too (each answer forgives an eighth of a reset).
+#[tokio::test]
+async fn alternating_resets_and_cheap_requests_do_not_evade_the_budget() {
+    const PAIRS: u32 = 1000;
+    let (h, _echo, reached) = edge_with_sink().await;
+    let mut raw = RawH2::connect(h.http()).await;
+    // Room for all the answers on the connection (it starts with 64 KiB).
+    let increment: u32 = 0x7fff_ffff - 65_535;
+    raw.write_frame(WINDOW_UPDATE, 0, 0, &increment.to_be_bytes())
+        .await
+        .unwrap();
+    let hang = request_block("GET", "/never-answered", &[]);
+    let cheap = request_block("GET", "/echo", &[]);
+    let mut outcome = None;
+    for pair in 0..PAIRS {
+        // The request to reset goes upstream while the cheap one is answered; then the reset.
+        let (reset, answered) = (pair * 4 + 1, pair * 4 + 3);
+        let mut bytes = frame_bytes(HEADERS, END_HEADERS | END_STREAM, reset, &hang);
+        bytes.extend(frame_bytes(
+            HEADERS,
+            END_HEADERS | END_STREAM,
+            answered,
+            &cheap,
+        ));
+        if raw.write_raw(&bytes).await.is_err() {
+            break;
+        }
+        match raw.read_until_response(answered).await {
+            Outcome::Response { status, .. } => assert_eq!(status, Some(200)),
+            other => {
+                outcome = Some((pair, other));
+                break;
+            }
+        }
+        if raw.rst(reset, CANCEL).await.is_err() {
+            break;
+        }
+    }
+    let Some((pair, Outcome::GoAway { code, .. })) = outcome else {
+        panic!("no GOAWAY after {PAIRS} resets, each followed by an answered request: {outcome:?}");
+    };
+    eprintln!("alternating resets: GOAWAY {code:#x} at pair {pair}");
+    assert_eq!(code, ENHANCE_YOUR_CALM);
+    assert!(pair < 300, "{pair}");
+    let by_attack = requests_reached(&reached, "alternating resets").await;
+    assert!(by_attack <= 300, "{by_attack}");
 }
 
 /// A small deterministic generator (xorshift): the same frames on every run.

@@ -159,3 +159,66 @@ async fn a_websocket_keeps_its_http2_connection_past_keep_alive() {
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
 }
+
+/// An upstream that answers every request, WebSocket upgrades included, with an ordinary
+/// `200` and a body: it does not switch protocols.
+async fn start_upstream_refusing_upgrades() -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind((LOCALHOST, 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = stream.read(&mut buf).await {
+                    head.extend_from_slice(&buf[..n]);
+                    if head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        head.clear();
+                        let answer = "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\
+                                      content-length: 15\r\n\r\nnot a websocket";
+                        if stream.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// Extended CONNECT (RFC 8441) to an upstream that answers `200` rather than `101`: the
+/// answer is passed through as an ordinary response, its body and END_STREAM included, as
+/// nginx passes through an HTTP/1.1 upgrade answered without 101; never a bodiless `200`
+/// that leaves the client a tunnel to nowhere.
+#[tokio::test]
+async fn a_websocket_upgrade_answered_without_101_is_an_ordinary_response() {
+    use support::raw_h2::{Outcome, RawH2};
+    let upstream = start_upstream_refusing_upgrades().await;
+    let mut h = Harness::start();
+    let mut objects = catch_all("chat", &[upstream]);
+    objects.push(settings(&[("use-h2c", "true")]));
+    h.apply(&objects);
+    let mut raw = RawH2::connect(h.http()).await;
+    let websocket = [(":protocol", "websocket"), ("sec-websocket-version", "13")];
+    raw.request(1, "CONNECT", "/chat", &websocket, false)
+        .await
+        .unwrap();
+    assert_eq!(
+        raw.read_until_response(1).await,
+        Outcome::Response {
+            status: Some(200),
+            body: b"not a websocket".to_vec()
+        }
+    );
+    // The connection goes on.
+    raw.request(3, "GET", "/again", &[], true).await.unwrap();
+    assert!(matches!(
+        raw.read_until_response(3).await,
+        Outcome::Response {
+            status: Some(200),
+            ..
+        }
+    ));
+}

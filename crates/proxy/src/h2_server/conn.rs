@@ -12,10 +12,12 @@
 //! ```
 //!
 //! A connection error writes GOAWAY and closes; a stream error writes RST_STREAM and the
-//! connection goes on (RFC 9113 §5.4). Hostile patterns end the connection with GOAWAY
-//! ENHANCE_YOUR_CALM: streams reset before their answer faster than answers complete
-//! (rapid reset), a header block larger than twice the header limit (CONTINUATION flood),
-//! and long runs of empty DATA frames. A client that sends and never reads stalls itself:
+//! connection goes on (RFC 9113 §5.4); frames the client sent before it saw a reset are
+//! dropped (`resets::Recent`). Hostile patterns end the connection with GOAWAY
+//! ENHANCE_YOUR_CALM: more resets than `resets::Budget` allows, counting the streams the
+//! client reset before their answer (rapid reset) and the stream errors it made the server
+//! raise (MadeYouReset); a header block larger than twice the header limit (CONTINUATION
+//! flood); long runs of empty DATA frames. A client that sends and never reads stalls itself:
 //! past `OUT_HIGH_WATER` queued bytes the connection stops reading.
 
 use std::cell::RefCell;
@@ -27,7 +29,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Response, StatusCode};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
@@ -41,9 +42,6 @@ use crate::forward::ClientUpgrade;
 use crate::stall::StreamWatch;
 use crate::worker::ConnCtx;
 
-/// Client resets of streams not yet answered, net of answers completed, that end the
-/// connection (CVE-2023-44487: each reset stream cost the server a request's work).
-const RESET_BUDGET: u32 = 200;
 /// Empty DATA frames without END_STREAM in a row that end the connection (CVE-2019-9518).
 const EMPTY_FRAME_LIMIT: u32 = 1_000;
 /// Reads one poll of the connection makes before it lets other tasks run.
@@ -56,7 +54,8 @@ const MAX_FRAME: usize = frame::DEFAULT_MAX_FRAME_SIZE as usize;
 /// The limits a connection runs with, from the ConfigMap.
 pub(crate) struct Limits {
     pub(crate) max_concurrent_streams: u32,
-    /// `large-client-header-buffers`: the decoded header list's size (RFC 9113 counting).
+    /// `large-client-header-buffers`: the decoded header list's size (RFC 9113 counting), for
+    /// a request's head and for its trailers.
     pub(crate) max_header_list: usize,
     /// `client-header-timeout`: how long a header block (or the preface) may take.
     pub(crate) header_timeout: Duration,
@@ -170,12 +169,33 @@ impl<I> Connection<I> {
         shared.drop_all_streams();
     }
 
-    /// Ends one stream with RST_STREAM `code`: its task stops, its body reader gets an error.
+    /// Ends one stream with RST_STREAM `code` for the client's error: its task stops (and
+    /// with it the upstream request), its body reader gets an error. Each counts against the
+    /// reset budget (MadeYouReset), but for REFUSED_STREAM: a stream over the cap started no
+    /// work, and a client may open one before it has read the server's SETTINGS.
     fn reset_stream(&mut self, id: u32, code: ErrorCode, why: &'static str) {
         tracing::debug!(stream = id, code = code.name(), why, "HTTP/2 stream reset");
         let mut shared = self.shared.borrow_mut();
-        frame::write_rst_stream(&mut shared.out, id, code);
+        shared.write_reset(id, code);
         shared.drop_stream(id);
+        shared.wake_conn();
+        let spent = code != ErrorCode::REFUSED_STREAM && shared.resets.server_reset();
+        drop(shared);
+        if spent {
+            self.fail(
+                ErrorCode::ENHANCE_YOUR_CALM,
+                "too many streams reset, by the client or for its errors",
+            );
+        }
+    }
+
+    /// A frame on a stream that closed without a reset from the server: STREAM_CLOSED (RFC
+    /// 9113 §5.1). Not counted: nothing was started, and frames that follow on the id are
+    /// dropped as for any stream the server reset.
+    fn closed_stream_error(&mut self, id: u32, why: &'static str) {
+        tracing::debug!(stream = id, why, "HTTP/2 frame on a closed stream");
+        let mut shared = self.shared.borrow_mut();
+        shared.write_reset(id, ErrorCode::STREAM_CLOSED);
         shared.wake_conn();
     }
 
@@ -242,6 +262,9 @@ impl<I> Connection<I> {
             Err(FrameError::Stream(id, code, why)) => {
                 if head.kind == frame::kind::HEADERS && id > self.last_stream {
                     self.last_stream = id;
+                } else if self.shared.borrow().recent_resets.contains(id) {
+                    // Sent before the client saw the server's RST_STREAM (RFC 9113 §5.1).
+                    return;
                 }
                 return self.reset_stream(id, code, why);
             }
@@ -367,15 +390,12 @@ impl<I> Connection<I> {
         };
         let unanswered = !stream.answered;
         shared.drop_stream(id);
-        if unanswered {
-            shared.unanswered_resets += 1;
-            if shared.unanswered_resets > RESET_BUDGET {
-                drop(shared);
-                self.fail(
-                    ErrorCode::ENHANCE_YOUR_CALM,
-                    "too many streams reset before their answer",
-                );
-            }
+        if unanswered && shared.resets.client_reset() {
+            drop(shared);
+            self.fail(
+                ErrorCode::ENHANCE_YOUR_CALM,
+                "too many streams reset, by the client or for its errors",
+            );
         }
     }
 
@@ -402,12 +422,17 @@ impl<I> Connection<I> {
         let mut shared = self.shared.borrow_mut();
         let padding = flow_len - data.len() as u32;
         let Some(stream) = shared.stream(id) else {
+            // Counted against the connection's window above, and given back at once.
             shared.discard(flow_len);
+            if shared.recent_resets.contains(id) {
+                // Sent before the client saw the server's RST_STREAM (RFC 9113 §5.1).
+                return;
+            }
             drop(shared);
             if id > self.last_stream {
                 return self.fail(ErrorCode::PROTOCOL_ERROR, "DATA on an idle stream");
             }
-            return self.reset_stream(id, ErrorCode::STREAM_CLOSED, "DATA on a closed stream");
+            return self.closed_stream_error(id, "DATA on a closed stream");
         };
         if stream.recv_closed || stream.tunnel && stream.send_closed {
             shared.discard(flow_len);
@@ -455,43 +480,26 @@ impl<I> Connection<I> {
     }
 
     fn on_headers(&mut self, id: u32, end_stream: bool, end_headers: bool, block: &[u8]) {
+        // A block on an open stream is its trailers; one on a stream the server reset lately
+        // is decoded as trailers are (the HPACK table must stay in step) and dropped.
         let trailers = {
             let mut shared = self.shared.borrow_mut();
-            match shared.stream(id) {
-                Some(stream) if stream.recv_closed => {
-                    drop(shared);
-                    return self.reset_stream(
-                        id,
-                        ErrorCode::STREAM_CLOSED,
-                        "HEADERS after END_STREAM",
-                    );
-                }
-                Some(_) => true,
-                None if id <= self.last_stream => {
-                    drop(shared);
-                    if (self.skipped.0..self.skipped.1).contains(&id) {
-                        return self.fail(
-                            ErrorCode::PROTOCOL_ERROR,
-                            "HEADERS on a stream id lower than one already used",
-                        );
-                    }
-                    return self.fail(ErrorCode::STREAM_CLOSED, "HEADERS on a closed stream");
-                }
-                None => false,
-            }
+            shared.stream(id).is_some() || shared.recent_resets.contains(id)
         };
+        if !trailers && id <= self.last_stream {
+            if (self.skipped.0..self.skipped.1).contains(&id) {
+                return self.fail(
+                    ErrorCode::PROTOCOL_ERROR,
+                    "HEADERS on a stream id lower than one already used",
+                );
+            }
+            return self.fail(ErrorCode::STREAM_CLOSED, "HEADERS on a closed stream");
+        }
         if !trailers {
             if id > self.last_stream + 2 {
                 self.skipped = (self.last_stream + 1, id);
             }
             self.last_stream = id;
-        }
-        if trailers && !end_stream {
-            return self.reset_stream(
-                id,
-                ErrorCode::PROTOCOL_ERROR,
-                "a second HEADERS without END_STREAM",
-            );
         }
         if end_headers {
             return self.on_block(id, end_stream, trailers, block);
@@ -548,7 +556,7 @@ impl<I> Connection<I> {
     /// A complete header block: a new request, or a stream's trailers.
     fn on_block(&mut self, id: u32, end_stream: bool, trailers: bool, block: &[u8]) {
         if trailers {
-            return self.on_trailers(id, block);
+            return self.on_trailers(id, end_stream, block);
         }
         let decoded = match request::decode(&mut self.decoder, block, self.limits.max_header_list) {
             Ok(decoded) => decoded,
@@ -636,7 +644,7 @@ impl<I> Connection<I> {
         hpack::encode_field(b"content-length", b"0", false, &mut block);
         frame::write_headers(&mut shared.out, id, &block, true, max_frame);
         if !end_stream {
-            frame::write_rst_stream(&mut shared.out, id, ErrorCode::NO_ERROR);
+            shared.write_reset(id, ErrorCode::NO_ERROR);
         }
         shared.wake_conn();
         drop(shared);
@@ -647,45 +655,48 @@ impl<I> Connection<I> {
             .error(431, crate::error::ErrorSource::Client);
     }
 
-    fn on_trailers(&mut self, id: u32, block: &[u8]) {
-        let mut trailers = HeaderMap::new();
-        let mut malformed = false;
-        let decoded = self
-            .decoder
-            .decode(block, &mut |name: &[u8], value: &[u8]| {
-                if name.starts_with(b":") || name.iter().any(u8::is_ascii_uppercase) {
-                    malformed = true;
-                    return;
-                }
-                match (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
-                    (Ok(name), Ok(value)) => {
-                        trailers.append(name, value);
-                    }
-                    _ => malformed = true,
-                }
-            });
-        if decoded.is_err() {
+    /// A second header block on stream `id`: its trailers, held to the head's limit. Decoded
+    /// whatever becomes of it, so the connection's HPACK table stays in step.
+    fn on_trailers(&mut self, id: u32, end_stream: bool, block: &[u8]) {
+        let limit = self.limits.max_header_list;
+        let Ok(decoded) = request::decode_trailers(&mut self.decoder, block, limit) else {
             return self.fail(
                 ErrorCode::COMPRESSION_ERROR,
                 "a trailer block HPACK refuses",
             );
-        }
-        if malformed {
-            return self.reset_stream(id, ErrorCode::PROTOCOL_ERROR, "malformed trailers");
-        }
+        };
         let mut shared = self.shared.borrow_mut();
         let Some(stream) = shared.stream(id) else {
+            // The server reset the stream (or it ended) while the block was on its way.
             return;
         };
-        if stream.content_length.is_some_and(|l| l != stream.received) {
-            drop(shared);
-            return self.reset_stream(
-                id,
+        let refused = if stream.recv_closed {
+            Some((ErrorCode::STREAM_CLOSED, "HEADERS after END_STREAM"))
+        } else if !end_stream {
+            Some((
+                ErrorCode::PROTOCOL_ERROR,
+                "a second HEADERS without END_STREAM",
+            ))
+        } else if stream.content_length.is_some_and(|l| l != stream.received) {
+            Some((
                 ErrorCode::PROTOCOL_ERROR,
                 "DATA that disagrees with content-length",
-            );
+            ))
+        } else {
+            match &decoded {
+                Ok(_) => None,
+                Err(HeadError::TooLarge) => Some((
+                    ErrorCode::ENHANCE_YOUR_CALM,
+                    "trailers larger than large-client-header-buffers",
+                )),
+                Err(HeadError::Malformed(why)) => Some((ErrorCode::PROTOCOL_ERROR, *why)),
+            }
+        };
+        if let Some((code, why)) = refused {
+            drop(shared);
+            return self.reset_stream(id, code, why);
         }
-        stream.recv_trailers = Some(trailers);
+        stream.recv_trailers = decoded.ok();
         stream.recv_closed = true;
         if let Some(waker) = stream.body_waker.take() {
             waker.wake();

@@ -18,6 +18,7 @@ mod conn;
 mod frame;
 mod hpack;
 mod request;
+mod resets;
 mod stream;
 
 pub(crate) use conn::{Connection, Limits};

@@ -1,4 +1,5 @@
-//! A decoded header block becomes a request head, or the reason it cannot (RFC 9113 §8.1-8.3).
+//! A decoded header block becomes a request head or a request's trailers, or the reason it
+//! cannot (RFC 9113 §8.1-8.3).
 //!
 //! ```text
 //!  HPACK fields ─▶ pseudo-headers first (:method :scheme :authority :path :protocol, once each)
@@ -8,6 +9,7 @@
 //!  list larger than the limit ─▶ TooLarge (431; the block is still decoded to the end, so
 //!                                the connection's HPACK state stays in step)
 //!  anything else wrong ─▶ Malformed (RST_STREAM PROTOCOL_ERROR, as §8.1.1 says)
+//!  trailers: regular fields only, the same limit counted the same way (`ListSize`)
 //! ```
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -35,6 +37,13 @@ pub(super) struct Head {
     pub(super) content_length: Option<u64>,
 }
 
+/// A header list's size as RFC 9113 §6.5.2 counts it (name + value + 32 per field, RFC 7541
+/// §4.1), against `large-client-header-buffers`: the one count heads and trailers are held to.
+struct ListSize {
+    size: usize,
+    limit: usize,
+}
+
 /// Where one field's bytes went in the gathered buffer.
 struct Field {
     name: Option<HeaderName>,
@@ -53,6 +62,18 @@ enum Pseudo {
     Protocol,
 }
 
+impl ListSize {
+    fn new(limit: usize) -> ListSize {
+        ListSize { size: 0, limit }
+    }
+
+    /// Counts one field; `false` once the list is over the limit.
+    fn add(&mut self, name: &[u8], value: &[u8]) -> bool {
+        self.size = self.size.saturating_add(name.len() + value.len() + 32);
+        self.size <= self.limit
+    }
+}
+
 /// Decodes `block` and builds the request it carries. The outer error ends the connection
 /// (COMPRESSION_ERROR); the inner one only the stream.
 pub(super) fn decode(
@@ -63,11 +84,10 @@ pub(super) fn decode(
     let mut values = BytesMut::with_capacity(block.len() + block.len() / 2);
     let mut fields: Vec<Field> = Vec::with_capacity(16);
     let mut error: Option<HeadError> = None;
-    let mut list_size = 0usize;
+    let mut list_size = ListSize::new(limit);
     let mut regular_seen = false;
     decoder.decode(block, &mut |name: &[u8], value: &[u8]| {
-        list_size = list_size.saturating_add(name.len() + value.len() + 32);
-        if list_size > limit {
+        if !list_size.add(name, value) {
             error.get_or_insert(HeadError::TooLarge);
         }
         if error.is_some() {
@@ -91,6 +111,47 @@ pub(super) fn decode(
         return Ok(Err(error));
     }
     Ok(build(values.freeze(), &fields))
+}
+
+/// Decodes a trailer block (a request's second HEADERS) into its fields. Over `limit` the
+/// rest of the block is still decoded, so the connection's HPACK state stays in step, but no
+/// more is kept: references to one large dynamic-table entry cannot make a small block a large
+/// map. The outer error ends the connection (COMPRESSION_ERROR); the inner one the stream.
+pub(super) fn decode_trailers(
+    decoder: &mut Decoder,
+    block: &[u8],
+    limit: usize,
+) -> Result<Result<HeaderMap, HeadError>, HpackError> {
+    let mut trailers = HeaderMap::new();
+    let mut error: Option<HeadError> = None;
+    let mut list_size = ListSize::new(limit);
+    decoder.decode(block, &mut |name: &[u8], value: &[u8]| {
+        if !list_size.add(name, value) {
+            error.get_or_insert(HeadError::TooLarge);
+        }
+        if error.is_some() {
+            return;
+        }
+        if name.starts_with(b":") {
+            error = Some(HeadError::Malformed("a pseudo-header in trailers"));
+            return;
+        }
+        let checked = field(name, value, &mut true).and_then(|(name, _)| {
+            let value = HeaderValue::from_bytes(value)
+                .map_err(|_| HeadError::Malformed("a field value with invalid characters"))?;
+            Ok((name.expect("a regular field carries its name"), value))
+        });
+        match checked {
+            Ok((name, value)) => {
+                trailers.append(name, value);
+            }
+            Err(e) => error = Some(e),
+        }
+    })?;
+    Ok(match error {
+        Some(error) => Err(error),
+        None => Ok(trailers),
+    })
 }
 
 /// Checks one field by itself: which pseudo-header it is, or its name as a header name.
@@ -402,6 +463,40 @@ mod tests {
         .unwrap();
         assert!(websocket.websocket);
         assert_eq!(websocket.parts.uri, "https://chat.example/socket");
+    }
+
+    #[test]
+    fn trailers_are_held_to_the_head_limit_and_decoded_whole_past_it() {
+        let mut decoder = Decoder::new(hpack::DEFAULT_TABLE_SIZE);
+        // A 4,000-byte value entered into the dynamic table (index 62; its length 127 + 33 +
+        // 30 × 128, RFC 7541 §5.1), then referenced 1,000 times: a 5 KB block that would
+        // decode to 4 MB.
+        let mut bomb = vec![0x40, 1, b'x', 0x7f, 0x80 | 33, 30];
+        bomb.extend(std::iter::repeat_n(b'v', 4000));
+        bomb.extend(std::iter::repeat_n(0x80 | 62, 1_000));
+        let decoded = decode_trailers(&mut decoder, &bomb, LIMIT).expect("valid HPACK");
+        assert_eq!(decoded.err(), Some(HeadError::TooLarge));
+        // The table kept its entry: a later block's reference to it still decodes.
+        let again = decode_trailers(&mut decoder, &[0x80 | 62], LIMIT).expect("in step");
+        assert_eq!(again.unwrap()["x"].len(), 4000);
+
+        let mut block = Vec::new();
+        hpack::encode_field(b"grpc-status", b"0", false, &mut block);
+        let fresh = || Decoder::new(hpack::DEFAULT_TABLE_SIZE);
+        let trailers = decode_trailers(&mut fresh(), &block, LIMIT)
+            .unwrap()
+            .unwrap();
+        assert_eq!(trailers["grpc-status"], "0");
+        for (name, why) in [
+            (&b":path"[..], "a pseudo-header in trailers"),
+            (b"Upper", "an uppercase field name"),
+            (b"connection", "a connection-specific field"),
+        ] {
+            let mut block = Vec::new();
+            hpack::encode_field(name, b"v", false, &mut block);
+            let decoded = decode_trailers(&mut fresh(), &block, LIMIT).unwrap();
+            assert_eq!(decoded.err(), Some(HeadError::Malformed(why)));
+        }
     }
 
     #[test]

@@ -27,6 +27,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::frame::{self, ErrorCode};
 use super::hpack;
+use super::resets;
 use crate::body::{BoxError, ResponseBody};
 use crate::worker::ConnCtx;
 
@@ -63,9 +64,11 @@ pub(super) struct Shared {
     pub(super) conn_waker: Option<Waker>,
     /// Streams' tasks waiting for the connection window or for room in `out`.
     pub(super) send_waiters: Vec<Waker>,
-    /// Streams the client reset before their answer, less answers completed since: the
-    /// rapid-reset budget (`conn::RESET_BUDGET`).
-    pub(super) unanswered_resets: u32,
+    /// The resets the client caused (rapid reset, MadeYouReset).
+    pub(super) resets: resets::Budget,
+    /// Streams the server reset lately: frames the client sent before it saw the reset are
+    /// dropped.
+    pub(super) recent_resets: resets::Recent,
 }
 
 /// One open stream (open or half-closed: a closed stream is removed).
@@ -91,7 +94,8 @@ pub(super) struct Stream {
     pub(super) answered: bool,
     /// END_STREAM (or RST_STREAM) went out: nothing more is sent.
     pub(super) send_closed: bool,
-    /// The stream is a tunnel (extended CONNECT): its response does not end it.
+    /// The stream is a tunnel (extended CONNECT): its response does not end it. Cleared when
+    /// the upstream did not switch protocols (`Upgrade` dropped unused).
     pub(super) tunnel: bool,
     /// Woken when the response to a tunnel's CONNECT has gone out.
     pub(super) upgrade_waker: Option<Waker>,
@@ -148,7 +152,8 @@ impl Shared {
             recv_credit: 0,
             conn_waker: None,
             send_waiters: Vec::new(),
-            unanswered_resets: 0,
+            resets: resets::Budget::default(),
+            recent_resets: resets::Recent::default(),
         }
     }
 
@@ -228,6 +233,20 @@ impl Shared {
         Poll::Pending
     }
 
+    /// Nobody reads what stream `id` receives any more: what is queued and what arrives from
+    /// now on is credited back to the client's windows.
+    fn stop_reading(&mut self, id: u32) {
+        let Some(stream) = self.stream(id) else {
+            return;
+        };
+        stream.body_dropped = true;
+        stream.body_waker = None;
+        let unread = stream.recv.drain(..).map(|b| b.len()).sum::<usize>();
+        if unread > 0 {
+            self.credit(id, u32::try_from(unread).unwrap_or(u32::MAX), true);
+        }
+    }
+
     /// Ends stream `id` where it stands (reset by either side): its task is stopped, and
     /// whoever waits on it is woken to find it gone.
     pub(super) fn drop_stream(&mut self, id: u32) {
@@ -271,9 +290,9 @@ impl Shared {
         };
         stream.send_closed = true;
         if !stream.recv_closed {
-            frame::write_rst_stream(&mut self.out, id, ErrorCode::NO_ERROR);
+            self.write_reset(id, ErrorCode::NO_ERROR);
         }
-        self.unanswered_resets = self.unanswered_resets.saturating_sub(1);
+        self.resets.answered();
         self.remove(id);
         self.wake_conn();
     }
@@ -340,10 +359,17 @@ impl Shared {
     /// failed, was reset after a stall, or a tunnel that ended early).
     pub(super) fn reset(&mut self, id: u32, code: ErrorCode) {
         if self.stream(id).is_some() {
-            frame::write_rst_stream(&mut self.out, id, code);
+            self.write_reset(id, code);
             self.remove(id);
             self.wake_conn();
         }
+    }
+
+    /// Queues RST_STREAM `code` for `id`, and remembers the id: what the client sent on the
+    /// stream before it saw the reset is dropped when it arrives, not answered (RFC 9113 §5.1).
+    pub(super) fn write_reset(&mut self, id: u32, code: ErrorCode) {
+        frame::write_rst_stream(&mut self.out, id, code);
+        self.recent_resets.note(id);
     }
 }
 
@@ -431,19 +457,8 @@ impl Body for RequestBody {
 
 impl Drop for RequestBody {
     fn drop(&mut self) {
-        // What arrives from now on is read by nobody: give the client its window back.
-        let Ok(mut shared) = self.shared.try_borrow_mut() else {
-            return;
-        };
-        let mut unread = 0;
-        if let Some(stream) = shared.stream(self.id) {
-            stream.body_dropped = true;
-            stream.body_waker = None;
-            unread = stream.recv.drain(..).map(|b| b.len()).sum::<usize>();
-        }
-        if unread > 0 {
-            let unread = u32::try_from(unread).unwrap_or(u32::MAX);
-            shared.credit(self.id, unread, true);
+        if let Ok(mut shared) = self.shared.try_borrow_mut() {
+            shared.stop_reading(self.id);
         }
     }
 }
@@ -468,7 +483,8 @@ impl Drop for StreamEnd {
 }
 
 /// Sends `response` on stream `id`: HEADERS, then the body as DATA within the client's
-/// windows, then trailers. A tunnel's 2xx leaves the stream open for `Tunnel`.
+/// windows, then trailers. A tunnel's 2xx (the upstream's 101) leaves the stream open for
+/// `Tunnel`.
 pub(super) async fn send_response(shared: &SharedRef, id: u32, response: Response<ResponseBody>) {
     let (parts, mut body) = response.into_parts();
     let end = body.is_end_stream();
@@ -643,12 +659,29 @@ impl Upgrade {
         .await?;
         self.conn.tunnel_opened();
         Ok(Tunnel {
-            shared: self.shared,
+            shared: self.shared.clone(),
             id: self.id,
-            conn: self.conn,
+            conn: self.conn.clone(),
             pending: Bytes::new(),
             shut: false,
         })
+    }
+}
+
+impl Drop for Upgrade {
+    fn drop(&mut self) {
+        // Dropped before the answer went out: the upstream did not switch protocols (it
+        // answered other than 101, or the request was answered here), so the CONNECT is an
+        // ordinary request whose response, body and all, ends the stream; nginx likewise
+        // passes an HTTP/1.1 upgrade answered without 101 through and does not switch.
+        let Ok(mut shared) = self.shared.try_borrow_mut() else {
+            return;
+        };
+        let Some(stream) = shared.stream(self.id).filter(|s| !s.answered) else {
+            return;
+        };
+        stream.tunnel = false;
+        shared.stop_reading(self.id);
     }
 }
 

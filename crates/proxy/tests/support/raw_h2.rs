@@ -160,11 +160,29 @@ pub fn header_block(headers: &[(&str, &str)]) -> Vec<u8> {
 
 /// One literal header field without indexing, appended to `block`.
 pub fn literal(name: &[u8], value: &[u8], block: &mut Vec<u8>) {
-    block.push(0x00);
+    literal_field(0x00, name, value, block);
+}
+
+/// One literal header field with incremental indexing, new name (RFC 7541 6.2.1): the
+/// decoder enters it into its dynamic table, where later blocks may refer to it by index.
+pub fn literal_indexed(name: &[u8], value: &[u8], block: &mut Vec<u8>) {
+    literal_field(0x40, name, value, block);
+}
+
+/// A literal field with a new name: `first` says how it is indexed.
+fn literal_field(first: u8, name: &[u8], value: &[u8], block: &mut Vec<u8>) {
+    block.push(first);
     hpack_int(0, 7, name.len(), block);
     block.extend_from_slice(name);
     hpack_int(0, 7, value.len(), block);
     block.extend_from_slice(value);
+}
+
+/// An indexed header field (RFC 7541 6.1): one byte for indices below 127. The newest entry
+/// of the dynamic table is index 62 (after the static table's 61).
+pub fn indexed(index: u8, block: &mut Vec<u8>) {
+    assert!(index < 127);
+    block.push(0x80 | index);
 }
 
 /// A request's header block: the pseudo-headers for `method` `path` on `h2.example` over
@@ -377,6 +395,15 @@ impl RawH2 {
     pub async fn rst(&mut self, stream: u32, code: u32) -> std::io::Result<()> {
         self.write_frame(RST_STREAM, 0, stream, &code.to_be_bytes())
             .await
+    }
+
+    /// Frames of `stream` read while waiting for other streams, taken.
+    pub fn take_stashed(&mut self, stream: u32) -> Vec<Frame> {
+        let (taken, kept): (VecDeque<Frame>, VecDeque<Frame>) = std::mem::take(&mut self.stash)
+            .into_iter()
+            .partition(|f| f.stream == stream);
+        self.stash = kept;
+        taken.into()
     }
 
     /// The next frame within `wait`; `None` when the connection ended or nothing came.
