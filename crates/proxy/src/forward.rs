@@ -47,7 +47,7 @@ use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use model::policy::Tracing;
 use model::{
-    encode_path, normalize_path, validate_host, Compiled, Matched, Route, UpstreamProtocol,
+    normalize_path, validate_host, Compiled, Matched, Route, UpstreamProtocol,
 };
 use tokio::io::AsyncWriteExt;
 
@@ -277,10 +277,11 @@ fn route<'c>(
 
     // Rewrite.
     if let Some(rewrite) = &policy.rewrite {
-        if let Some(rewritten) = rewrite.apply(matched.pattern, &path.routed) {
-            tracing::debug!(from = %path.routed, to = %rewritten, "rewrite-target");
-            set_rewritten(head, &rewritten);
-        }
+        let rewritten = rewrite
+            .apply(matched.pattern, &path.routed)
+            .map_err(ProxyError::RewriteRefused)?;
+        tracing::debug!(from = %path.routed, to = %rewritten, "rewrite-target");
+        set_rewritten(head, rewritten)?;
     } else if let Some(normal) = path.forward {
         set_path(head, normal);
     }
@@ -368,21 +369,17 @@ fn www_redirect(
     redirect_response(status, &format!("{scheme}://{to}:{port}{target}"))
 }
 
-/// The target after `rewrite-target`: the rewritten path (encoded), and nginx's rule for the
-/// query: the client's query is kept unless the target has its own (then it follows it after
-/// `&`) or ends with `?` (then there is none).
-fn set_rewritten(head: &mut Parts, rewritten: &str) {
-    let (path, target_query) = match rewritten.split_once('?') {
-        Some((path, query)) => (path, Some(query)),
-        None => (rewritten, None),
-    };
-    let mut target = if path.starts_with('/') {
-        encode_path(path)
-    } else {
-        format!("/{}", encode_path(path))
-    };
+/// The target after `rewrite-target`: the rewritten path, and nginx's rule for the query:
+/// the client's query is kept unless the template has its own (then it follows it after `&`)
+/// or ends with `?` (then there is none). Both parts come encoded from the model; a target
+/// the request line cannot carry is the proxy's fault (500), never a silent `/`.
+fn set_rewritten(head: &mut Parts, rewritten: model::Rewritten) -> Result<(), ProxyError> {
+    let model::Rewritten {
+        path: mut target,
+        query: target_query,
+    } = rewritten;
     let client_query = head.uri.query().filter(|q| !q.is_empty());
-    match (target_query, client_query) {
+    match (target_query.as_deref(), client_query) {
         (None, Some(query)) => {
             target.push('?');
             target.push_str(query);
@@ -399,18 +396,18 @@ fn set_rewritten(head: &mut Parts, rewritten: &str) {
             target.push_str(query);
         }
     }
+    let path_and_query = PathAndQuery::from_maybe_shared(Bytes::from(target))
+        .map_err(|_| ProxyError::RewriteInvalid)?;
     let mut parts = std::mem::take(&mut head.uri).into_parts();
-    let original = std::mem::replace(
-        &mut parts.path_and_query,
-        PathAndQuery::from_maybe_shared(Bytes::from(target)).ok(),
-    );
+    let original = parts.path_and_query.replace(path_and_query);
     // X-Original-URI is the target as the client sent it.
     if let Some(original) = original {
         if head.extensions.get::<headers::OriginalTarget>().is_none() {
             head.extensions.insert(headers::OriginalTarget(original));
         }
     }
-    head.uri = Uri::from_parts(parts).unwrap_or_else(|_| Uri::from_static("/"));
+    head.uri = Uri::from_parts(parts).map_err(|_| ProxyError::RewriteInvalid)?;
+    Ok(())
 }
 
 /// `use-forwarded-headers`: a load balancer in front (a peer in `proxy-real-ip-cidr`)
@@ -784,9 +781,14 @@ mod tests {
 
     #[test]
     fn rewritten_targets_follow_nginx_query_rules() {
-        let rewrite = |target: &str, to: &str| {
+        let rewrite = |target: &str, template: &str| {
             let (mut head, ()) = Request::get(target).body(()).unwrap().into_parts();
-            set_rewritten(&mut head, to);
+            let pattern = regex::Regex::new("^/a(.*)").unwrap();
+            let rewritten = model::Rewrite::parse(template, None)
+                .unwrap()
+                .apply(Some(&pattern), head.uri.path())
+                .unwrap();
+            set_rewritten(&mut head, rewritten).unwrap();
             head.uri.to_string()
         };
         assert_eq!(rewrite("/a?x=1", "/b"), "/b?x=1");
@@ -794,5 +796,6 @@ mod tests {
         assert_eq!(rewrite("/a?x=1", "/b?"), "/b");
         assert_eq!(rewrite("/a", "/b?y=2"), "/b?y=2");
         assert_eq!(rewrite("/a", "b c"), "/b%20c");
+        assert_eq!(rewrite("/a/c?x=1", "/b$1?y=$1"), "/b/c?y=/c&x=1");
     }
 }

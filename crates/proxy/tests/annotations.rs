@@ -220,6 +220,61 @@ async fn rewrite_target_uses_the_path_captures_and_regex_paths_follow_ingress_ng
     assert_eq!(reply.status, StatusCode::NOT_FOUND);
 }
 
+/// Issue 24 item 6: what a capture holds (decoded by routing) cannot end the rewritten path,
+/// replace the template's query, or climb out of the template's fixed prefix.
+#[tokio::test]
+async fn rewrite_target_captures_cannot_escape_the_template() {
+    let backend = start_backend("web").await;
+    let mut h = Harness::start();
+    let mut objects = web(&[&backend]);
+    objects.extend([
+        // ingress-nginx's rewrite docs pattern (under /echo, so the backend reports it).
+        site(
+            "docs",
+            "docs.example.com",
+            "/something(/|$)(.*)",
+            "ImplementationSpecific",
+            &[("rewrite-target", "/echo/public/$2?lang=en")],
+        ),
+        site(
+            "files",
+            "files.example.com",
+            "/x(.*)",
+            "ImplementationSpecific",
+            &[("rewrite-target", "/echo/public/$1")],
+        ),
+    ]);
+    h.apply_allowing_diagnostics(&objects);
+    let http = h.http();
+
+    // `%3F%22`: was split into path `/echo/public/` and query `"`, refused by the request
+    // line and replaced by `/` (the backend's root).
+    let reply = get(http, "docs.example.com", "/something/%3F%22").await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let echo = reply.json();
+    assert_eq!(echo["path"], "/echo/public/%3F%22");
+    assert_eq!(echo["query"], "lang=en");
+    // `%3F…%23`: was the query, in place of the template's own.
+    let echo = get(http, "docs.example.com", "/something/%3Fadmin=1%23?q=1")
+        .await
+        .json();
+    assert_eq!(echo["path"], "/echo/public/%3Fadmin=1%23");
+    assert_eq!(echo["query"], "lang=en&q=1");
+
+    // `x..` is no dot segment for routing; `/echo/public/` + `../private/…` would be one.
+    for attack in ["/x../private/secret.txt", "/x%2e%2e/private/secret.txt"] {
+        let reply = get(http, "files.example.com", attack).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{attack}: {}", reply.text());
+    }
+    assert_metric(
+        &h,
+        "sluice_error_responses_total{status=\"400\",source=\"client\"} 2",
+    )
+    .await;
+    let echo = get(http, "files.example.com", "/x/a/../b").await.json();
+    assert_eq!(echo["path"], "/echo/public/b");
+}
+
 #[tokio::test]
 async fn body_limits_timeouts_and_retries_are_per_route() {
     let good = start_backend("good").await;
