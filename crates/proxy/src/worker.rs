@@ -1072,11 +1072,12 @@ impl ConnCtx {
         crate::client_addr::from_forwarded(self.peer, values, &settings.proxy_real_ip_cidr)
     }
 
-    /// `use-forwarded-headers` is on and the peer is in `proxy-real-ip-cidr`: its
-    /// `X-Forwarded-Proto`, `-Host` and `-Port` are believed.
+    /// `use-forwarded-headers` is on and the hop that wrote the request's headers is in
+    /// `proxy-real-ip-cidr`: its `X-Forwarded-Proto`, `-Host` and `-Port` are believed. Behind
+    /// a PROXY-protocol load balancer that hop is the client its header names (`peer`), not
+    /// the balancer: an L4 balancer passes the client's bytes on as they are.
     pub(crate) fn trusts_forwarded_headers(&self, settings: &Settings) -> bool {
-        settings.use_forwarded_headers
-            && settings.is_trusted_proxy(self.load_balancer.unwrap_or(self.peer))
+        settings.use_forwarded_headers && settings.is_trusted_proxy(self.peer)
     }
 
     /// What the upstream request says about its client; `head` as it arrived.
