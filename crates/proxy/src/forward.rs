@@ -345,28 +345,33 @@ fn redirect_phase(
 }
 
 /// `from-to-www-redirect`, as ingress-nginx's redirect server answers: the other name, the
-/// port the client used and the target without a trailing `/`.
+/// scheme the client used (a trusted load balancer's `X-Forwarded-Proto` included), the port
+/// of Sluice's listener for that scheme (none when it is the scheme's default) and the target
+/// without a trailing `/`. ingress-nginx names its HTTPS port whatever the scheme; Sluice the
+/// port of the scheme it names, so a plain redirect does not point at the TLS listener.
 fn www_redirect(
     conn: &ConnCtx,
     head: &Parts,
     settings: &model::Settings,
     to: &str,
 ) -> Response<ResponseBody> {
-    let scheme = if conn.https || forwarded_https(conn, head, settings) {
-        "https"
-    } else {
-        "http"
-    };
-    let port = conn
-        .forwarded(head, settings)
-        .port
-        .to_str()
-        .unwrap_or_default();
+    let https = conn.https || forwarded_https(conn, head, settings);
+    let port = conn.listener_port(https).to_str().unwrap_or_default();
     let target = head.uri.path_and_query().map_or("", |pq| pq.as_str());
     let target = target.strip_suffix('/').unwrap_or(target);
     let status =
         StatusCode::from_u16(settings.http_redirect_code).unwrap_or(StatusCode::PERMANENT_REDIRECT);
-    redirect_response(status, &format!("{scheme}://{to}:{port}{target}"))
+    redirect_response(status, &format!("{}{target}", origin(https, to, port)))
+}
+
+/// `scheme://host[:port]`, without the port when it is the scheme's default.
+fn origin(https: bool, host: &str, port: &str) -> String {
+    match (https, port) {
+        (true, "443" | "") => format!("https://{host}"),
+        (false, "80" | "") => format!("http://{host}"),
+        (true, port) => format!("https://{host}:{port}"),
+        (false, port) => format!("http://{host}:{port}"),
+    }
 }
 
 /// The target after `rewrite-target`: the rewritten path, and nginx's rule for the query:
@@ -770,6 +775,14 @@ mod tests {
             handle <= pipeline + 64,
             "{handle} bytes for a {pipeline}-byte pipeline"
         );
+    }
+
+    #[test]
+    fn redirect_origins_name_only_ports_other_than_the_default() {
+        assert_eq!(origin(true, "example.com", "443"), "https://example.com");
+        assert_eq!(origin(true, "example.com", "8443"), "https://example.com:8443");
+        assert_eq!(origin(false, "example.com", "80"), "http://example.com");
+        assert_eq!(origin(false, "example.com", "8080"), "http://example.com:8080");
     }
 
     #[test]

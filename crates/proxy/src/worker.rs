@@ -1072,6 +1072,11 @@ impl ConnCtx {
         crate::client_addr::from_forwarded(self.peer, values, &settings.proxy_real_ip_cidr)
     }
 
+    /// The port of this worker's listener for a scheme (for redirects that name it).
+    pub(crate) fn listener_port(&self, https: bool) -> &HeaderValue {
+        self.worker.port(https)
+    }
+
     /// `use-forwarded-headers` is on and the hop that wrote the request's headers is in
     /// `proxy-real-ip-cidr`: its `X-Forwarded-Proto`, `-Host` and `-Port` are believed. Behind
     /// a PROXY-protocol load balancer that hop is the client its header names (`peer`), not

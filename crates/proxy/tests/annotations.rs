@@ -156,6 +156,49 @@ async fn redirects_answer_without_an_upstream() {
     assert_eq!(get(http, "example.com", "/echo").await.backend(), "web");
 }
 
+/// Issue 24 item 10: behind a trusted load balancer that terminated TLS, the www redirect
+/// names https and the HTTPS listener's port, not the plain listener's.
+#[tokio::test]
+async fn the_www_redirect_behind_a_trusted_tls_terminator_names_the_https_port() {
+    let backend = start_backend("web").await;
+    let mut h = Harness::start();
+    let mut objects = web(&[&backend]);
+    objects.extend([
+        settings(&[
+            ("use-forwarded-headers", "true"),
+            ("proxy-real-ip-cidr", "127.0.0.1/32"),
+        ]),
+        site(
+            "www",
+            "example.com",
+            "/",
+            "Prefix",
+            &[("from-to-www-redirect", "true")],
+        ),
+    ]);
+    h.apply_allowing_diagnostics(&objects);
+    let request = Request::get("/a/b/?q=1")
+        .header("host", "www.example.com")
+        .header("x-forwarded-proto", "https")
+        .body(Full::<Bytes>::default())
+        .unwrap();
+    let reply = Client::connect(h.http())
+        .await
+        .send(request)
+        .await
+        .unwrap();
+    assert_eq!(reply.status, StatusCode::PERMANENT_REDIRECT);
+    assert_eq!(
+        location(&reply),
+        format!("https://example.com:{}/a/b/?q=1", h.https().port())
+    );
+    let reply = get(h.http(), "www.example.com", "/a").await;
+    assert_eq!(
+        location(&reply),
+        format!("http://example.com:{}/a", h.http().port())
+    );
+}
+
 #[tokio::test]
 async fn rewrite_target_uses_the_path_captures_and_regex_paths_follow_ingress_nginx_order() {
     let (a, b, c) = (
