@@ -1072,6 +1072,22 @@ impl ConnCtx {
         crate::client_addr::from_forwarded(self.peer, values, &settings.proxy_real_ip_cidr)
     }
 
+    /// Logs a request the codec refused before the pipeline saw it (see `Record::refused`).
+    pub(crate) fn log_refused(&self, head: Option<&Parts>, status: u16, sent: (u64, u64)) {
+        let Some(current) = self.worker.config() else {
+            return;
+        };
+        let client = match head {
+            Some(head) => self.client_ip(head, &current.settings),
+            None => self.peer,
+        };
+        let nth = self.requests.get() + 1;
+        if let Some(record) = Record::refused(&current, head, client, status, sent, nth) {
+            let now = Instant::now();
+            self.log(&record, now, now);
+        }
+    }
+
     /// The port of this worker's listener for a scheme (for redirects that name it).
     pub(crate) fn listener_port(&self, https: bool) -> &HeaderValue {
         self.worker.port(https)
@@ -1309,6 +1325,10 @@ async fn serve_http1_hyper<I>(
                 .stats
                 .borrow_mut()
                 .error(431, crate::error::ErrorSource::Client);
+            conn.log_refused(None, 431, (0, 0));
+        } else if e.is_parse() {
+            // hyper answered 400 to a head it could not read.
+            conn.log_refused(None, 400, (0, 0));
         }
         tracing::debug!(error = %e, "client connection ended with an error");
     }
