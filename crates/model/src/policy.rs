@@ -668,9 +668,7 @@ mod tests {
     fn rewritten(target: &str, pattern: &str, path: &str) -> Result<String, RewriteError> {
         let pattern = regex::Regex::new(pattern).unwrap();
         let rewrite = Rewrite::parse(target, None).unwrap();
-        rewrite
-            .apply(Some(&pattern), path)
-            .map(|to| to.to_string())
+        rewrite.apply(Some(&pattern), path).map(|to| to.to_string())
     }
 
     #[test]
@@ -689,7 +687,10 @@ mod tests {
         assert!(Rewrite::parse("/$host/x", None)
             .unwrap_err()
             .contains("$host"));
-        assert_eq!(Rewrite::parse("/a?q=$3", None).unwrap().highest_capture(), 3);
+        assert_eq!(
+            Rewrite::parse("/a?q=$3", None).unwrap().highest_capture(),
+            3
+        );
     }
 
     /// ingress-nginx's documented pattern: what a capture holds stays inside the path.
@@ -699,7 +700,10 @@ mod tests {
         // `%3F` and `%22` decoded by routing: encoded again, never a query delimiter.
         assert_eq!(docs("/something/?\"").unwrap(), "/public/%3F%22");
         assert_eq!(docs("/something/a?b#c").unwrap(), "/public/a%3Fb%23c");
-        assert_eq!(docs("/something/100% sure").unwrap(), "/public/100%25%20sure");
+        assert_eq!(
+            docs("/something/100% sure").unwrap(),
+            "/public/100%25%20sure"
+        );
         assert_eq!(docs("/something/a/b").unwrap(), "/public/a/b");
         // The template's fixed query stays; `?`…`#` in the path part cannot replace it.
         let fixed = |path| rewritten("/public/$1?lang=en", "(?i)^/x(.*)", path);
@@ -767,10 +771,7 @@ mod tests {
             Err(RewriteError::OutsidePrefix { .. })
         ));
         // No fixed prefix: anything below the root.
-        assert_eq!(
-            rewritten("$1", "(?i)^/x/(.*)", "/x/a/../b").unwrap(),
-            "/b"
-        );
+        assert_eq!(rewritten("$1", "(?i)^/x/(.*)", "/x/a/../b").unwrap(), "/b");
     }
 
     #[test]

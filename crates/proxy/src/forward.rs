@@ -46,9 +46,7 @@ use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use model::policy::Tracing;
-use model::{
-    normalize_path, validate_host, Compiled, Matched, Route, UpstreamProtocol,
-};
+use model::{normalize_path, validate_host, Compiled, Matched, Route, UpstreamProtocol};
 use tokio::io::AsyncWriteExt;
 
 use crate::access_log::{Record, RequestId};
@@ -780,9 +778,15 @@ mod tests {
     #[test]
     fn redirect_origins_name_only_ports_other_than_the_default() {
         assert_eq!(origin(true, "example.com", "443"), "https://example.com");
-        assert_eq!(origin(true, "example.com", "8443"), "https://example.com:8443");
+        assert_eq!(
+            origin(true, "example.com", "8443"),
+            "https://example.com:8443"
+        );
         assert_eq!(origin(false, "example.com", "80"), "http://example.com");
-        assert_eq!(origin(false, "example.com", "8080"), "http://example.com:8080");
+        assert_eq!(
+            origin(false, "example.com", "8080"),
+            "http://example.com:8080"
+        );
     }
 
     #[test]

@@ -349,9 +349,13 @@ async fn codec_refusals_are_logged_with_the_status_sent() {
     h.apply(&site(&[addr_of(&backend)], json!({})));
     let ambiguous =
         b"POST /a HTTP/1.1\r\nHost: log.test\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
-    assert!(raw_head(h.http(), ambiguous).await.starts_with("HTTP/1.1 400"));
+    assert!(raw_head(h.http(), ambiguous)
+        .await
+        .starts_with("HTTP/1.1 400"));
     let unknown = b"POST /b HTTP/1.1\r\nHost: log.test\r\nTransfer-Encoding: gzip\r\n\r\n";
-    assert!(raw_head(h.http(), unknown).await.starts_with("HTTP/1.1 501"));
+    assert!(raw_head(h.http(), unknown)
+        .await
+        .starts_with("HTTP/1.1 501"));
     let large = format!(
         "GET /c HTTP/1.1\r\nHost: log.test\r\nX-Big: {}\r\n\r\n",
         "a".repeat(64 * 1024)
@@ -397,7 +401,7 @@ async fn a_response_whose_write_failed_is_logged_with_the_bytes_sent() {
             .unwrap();
         assert_eq!(&first[..7], b"HTTP/1.");
         // Reset rather than FIN: the proxy's next writes fail.
-        stream.set_linger(Some(std::time::Duration::ZERO)).unwrap();
+        stream.set_zero_linger().unwrap();
         drop(stream);
     }
     let lines = lines(&h, 2).await;
@@ -412,7 +416,10 @@ async fn a_response_whose_write_failed_is_logged_with_the_bytes_sent() {
             .and_then(|rest| rest.split(' ').next())
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("{line}"));
-        assert!(sent < 1024 * 1024, "{sent} bytes sent to a reset client: {line}");
+        assert!(
+            sent < 1024 * 1024,
+            "{sent} bytes sent to a reset client: {line}"
+        );
     }
     shutdown(h.proxy).await;
 }

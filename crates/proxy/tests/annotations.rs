@@ -182,11 +182,7 @@ async fn the_www_redirect_behind_a_trusted_tls_terminator_names_the_https_port()
         .header("x-forwarded-proto", "https")
         .body(Full::<Bytes>::default())
         .unwrap();
-    let reply = Client::connect(h.http())
-        .await
-        .send(request)
-        .await
-        .unwrap();
+    let reply = Client::connect(h.http()).await.send(request).await.unwrap();
     assert_eq!(reply.status, StatusCode::PERMANENT_REDIRECT);
     assert_eq!(
         location(&reply),
@@ -307,7 +303,12 @@ async fn rewrite_target_captures_cannot_escape_the_template() {
     // `x..` is no dot segment for routing; `/echo/public/` + `../private/…` would be one.
     for attack in ["/x../private/secret.txt", "/x%2e%2e/private/secret.txt"] {
         let reply = get(http, "files.example.com", attack).await;
-        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{attack}: {}", reply.text());
+        assert_eq!(
+            reply.status,
+            StatusCode::BAD_REQUEST,
+            "{attack}: {}",
+            reply.text()
+        );
     }
     assert_metric(
         &h,
