@@ -12,7 +12,8 @@
 //!   redirect   app-root (`/`) ─▶ 302 │ permanent/temporal-redirect │ ssl-redirect (plain
 //!              HTTP, host with TLS or forced, no X-Forwarded-Proto: https
 //!              from a peer in proxy-real-ip-cidr with use-forwarded-headers)
-//!   rewrite    rewrite-target with the path regex's captures (else the normalised path)
+//!   rewrite    rewrite-target with the path regex's captures (else the normalised path);
+//!              a capture leaving the target's fixed prefix or the root ─▶ 400
 //!   request headers   the proxy's own (client address: ConnCtx::client_ip), then
 //!              upstream-vhost, X-Forwarded-Prefix, the route's header edits
 //!   body       declared body > proxy-body-size ─▶ 413 │ proxy-request-buffering on (no

@@ -18,8 +18,8 @@
 //!     peer's; X-Original-URI: the target as the client sent it (borrowed from the head)
 //! ```
 //!
-//! "Trusted": `use-forwarded-headers` is on and the peer is in `proxy-real-ip-cidr` (see
-//! `worker::ConnCtx::forwarded`). ingress-nginx believes `X-Forwarded-Proto/-Host/-Port` from
+//! "Trusted": `use-forwarded-headers` is on and the peer is in `proxy-real-ip-cidr` (behind
+//! PROXY protocol, the client its header names; see `worker::ConnCtx::forwarded`). ingress-nginx believes `X-Forwarded-Proto/-Host/-Port` from
 //! any peer once `use-forwarded-headers` is on; Sluice asks the same ranges as for the address.
 //!
 //! The common request costs one pass over its header names and no change to the map: the
