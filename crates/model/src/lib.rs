@@ -43,7 +43,8 @@ pub use endpoints::{
 pub use objects::{parse_documents, Documents, Kind, Object, ObjectRef, ParseError};
 pub use policy::{
     Access, BodyPolicy, HeaderAction, HeaderEdit, ProxyProtocolVersion, Redirect, Rewrite,
-    RoutePolicy, SslRedirect, TlsVersions, UpstreamPolicy, UpstreamProtocol, UpstreamTls,
+    RewriteError, Rewritten, RoutePolicy, SslRedirect, TlsVersions, UpstreamPolicy,
+    UpstreamProtocol, UpstreamTls,
 };
 pub use routes::{Matched, Route, RouteSite, RouteTable};
 pub use settings::{LoadBalance, NextUpstream, Settings};

@@ -31,6 +31,9 @@ use rustls::sign::CertifiedKey;
 use serde::{Serialize, Serializer};
 
 use crate::settings::{NextUpstream, Settings};
+use crate::target::{
+    encode_path, encode_query_literal, encode_query_value, remove_dot_segments, TargetError,
+};
 
 /// What a request matched to a route must go through. Immutable; shared with `Arc`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -191,14 +194,24 @@ pub struct SslRedirect {
     pub code: u16,
 }
 
-/// `rewrite-target`: nginx's `rewrite "(?i)<path>" <target> break;`.
+/// `rewrite-target`: nginx's `rewrite "(?i)<path>" <target> break;`, with the template split
+/// once, at compile time, into a path part and a query part (at its first `?`, as nginx
+/// compiles it): what a capture holds can never move that boundary.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Rewrite {
     pub target: String,
-    /// `$1`…`$9` and literal text, parsed once.
+    /// The path part: `$1`…`$9` and literal text (decoded text, encoded when sent).
     #[serde(skip)]
-    pub parts: Vec<RewritePart>,
+    pub path: Vec<RewritePart>,
+    /// The query part after the template's `?` (`Some(empty)`: the template ends with `?`,
+    /// so the client's query is dropped); literal text is sent as written.
+    #[serde(skip)]
+    pub query: Option<Vec<RewritePart>>,
+    /// The normalised literal text of the path before its first capture: a rewritten path
+    /// must still start with it (a capture holding `..` may not climb out of it).
+    #[serde(skip)]
+    pub fixed_prefix: String,
     /// `x-forwarded-prefix` (ingress-nginx sets it only together with a rewrite).
     #[serde(
         skip_serializing_if = "Option::is_none",
@@ -212,6 +225,24 @@ pub enum RewritePart {
     Literal(String),
     /// `$n`: the n-th capture group of the path's regex (empty when it did not take part).
     Capture(usize),
+}
+
+/// A rewritten request target, encoded for the request line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rewritten {
+    /// The path, normalised and percent-encoded (a `/` from a capture stays a separator).
+    pub path: String,
+    /// The template's query with its captures encoded; `Some("")`: the template ends with `?`.
+    pub query: Option<String>,
+}
+
+/// Why a rewritten target is refused: the client's path made it (400).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RewriteError {
+    #[error("the rewritten path is invalid: {0}")]
+    Path(#[source] TargetError),
+    #[error("the rewritten path {path:?} leaves the rewrite target's fixed prefix {prefix:?}")]
+    OutsidePrefix { path: String, prefix: String },
 }
 
 /// One header change.
@@ -422,46 +453,35 @@ impl Rewrite {
     /// Parses a `rewrite-target`. `Err` names what nginx would read as a variable Sluice does
     /// not have (`$host`, `$request_uri`, …).
     pub fn parse(target: &str, forwarded_prefix: Option<HeaderValue>) -> Result<Rewrite, String> {
-        let mut parts = Vec::new();
-        let mut literal = String::new();
-        let mut rest = target;
-        while let Some(at) = rest.find('$') {
-            literal.push_str(&rest[..at]);
-            let after = &rest[at + 1..];
-            let (number, len) = match after.as_bytes() {
-                [b'{', digit @ b'0'..=b'9', b'}', ..] => (digit - b'0', 3),
-                [digit @ b'0'..=b'9', ..] => (digit - b'0', 1),
-                _ => {
-                    let name: String = after
-                        .chars()
-                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                        .collect();
-                    return Err(format!(
-                        "${name}: only the capture groups $1 to $9 of the path are supported in a rewrite target"
-                    ));
-                }
-            };
-            if !literal.is_empty() {
-                parts.push(RewritePart::Literal(std::mem::take(&mut literal)));
-            }
-            parts.push(RewritePart::Capture(usize::from(number)));
-            rest = &after[len..];
+        let (path_template, query_template) = match target.split_once('?') {
+            Some((path, query)) => (path, Some(query)),
+            None => (target, None),
+        };
+        let path = parse_template(path_template)?;
+        let query = query_template.map(parse_template).transpose()?;
+        let prefix = match path.first() {
+            Some(RewritePart::Literal(text)) => text.as_str(),
+            _ => "",
+        };
+        let fixed_prefix = match prefix.strip_prefix('/') {
+            Some(_) => remove_dot_segments(prefix.as_bytes()),
+            None => remove_dot_segments(format!("/{prefix}").as_bytes()),
         }
-        literal.push_str(rest);
-        if !literal.is_empty() {
-            parts.push(RewritePart::Literal(literal));
-        }
+        .map_err(|e| format!("its fixed path {prefix:?} is invalid: {e}"))?;
         Ok(Rewrite {
             target: target.to_owned(),
-            parts,
+            path,
+            query,
+            fixed_prefix: String::from_utf8(fixed_prefix).unwrap_or_default(),
             forwarded_prefix,
         })
     }
 
     /// The highest capture group the target uses (a path regex with fewer is a diagnostic).
     pub fn highest_capture(&self) -> usize {
-        self.parts
+        self.path
             .iter()
+            .chain(self.query.iter().flatten())
             .map(|p| match p {
                 RewritePart::Capture(n) => *n,
                 RewritePart::Literal(_) => 0,
@@ -470,26 +490,66 @@ impl Rewrite {
             .unwrap_or(0)
     }
 
-    /// The rewritten target (path, and a query when the target has one) for a request path
-    /// matched by `pattern`. `None` when the pattern does not match (it always does for the
-    /// route it was matched with).
-    pub fn apply(&self, pattern: Option<&regex::Regex>, path: &str) -> Option<String> {
-        let captures = match pattern {
-            Some(pattern) => Some(pattern.captures(path)?),
-            None => None,
+    /// The rewritten target for a request path (decoded and normalised, as routed) matched
+    /// by `pattern`. Captures are text: in the path they are percent-encoded where a path
+    /// may not hold them as they are (`?`, `#`, `%`, `"`, space…; a `/` stays a separator),
+    /// the result is normalised and must still start with the template's fixed prefix; in
+    /// the query `&`, `=`, `+`, `;`, `#`, `%` are encoded too, so a capture is one value.
+    /// A pattern that does not match (it always does for the route it matched) gives no
+    /// captures.
+    pub fn apply(
+        &self,
+        pattern: Option<&regex::Regex>,
+        path: &str,
+    ) -> Result<Rewritten, RewriteError> {
+        let captures = pattern.and_then(|p| p.captures(path));
+        let capture = |n: usize| {
+            captures
+                .as_ref()
+                .and_then(|c| c.get(n))
+                .map_or("", |m| m.as_str())
         };
-        let mut out = String::with_capacity(self.target.len() + path.len());
-        for part in &self.parts {
+        let mut decoded = Vec::with_capacity(self.target.len() + path.len() + 1);
+        for part in &self.path {
             match part {
-                RewritePart::Literal(text) => out.push_str(text),
-                RewritePart::Capture(n) => {
-                    if let Some(group) = captures.as_ref().and_then(|c| c.get(*n)) {
-                        out.push_str(group.as_str());
-                    }
-                }
+                RewritePart::Literal(text) => decoded.extend_from_slice(text.as_bytes()),
+                RewritePart::Capture(n) => decoded.extend_from_slice(capture(*n).as_bytes()),
             }
         }
-        Some(out)
+        if decoded.first() != Some(&b'/') {
+            decoded.insert(0, b'/');
+        }
+        let normal = remove_dot_segments(&decoded).map_err(RewriteError::Path)?;
+        if !normal.starts_with(self.fixed_prefix.as_bytes()) {
+            return Err(RewriteError::OutsidePrefix {
+                path: String::from_utf8_lossy(&normal).into_owned(),
+                prefix: self.fixed_prefix.clone(),
+            });
+        }
+        let query = self.query.as_ref().map(|parts| {
+            let mut query = String::new();
+            for part in parts {
+                match part {
+                    RewritePart::Literal(text) => query.push_str(&encode_query_literal(text)),
+                    RewritePart::Capture(n) => query.push_str(&encode_query_value(capture(*n))),
+                }
+            }
+            query
+        });
+        Ok(Rewritten {
+            path: encode_path(&String::from_utf8_lossy(&normal)),
+            query,
+        })
+    }
+}
+
+impl fmt::Display for Rewritten {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.path)?;
+        if let Some(query) = &self.query {
+            write!(f, "?{query}")?;
+        }
+        Ok(())
     }
 }
 
@@ -563,6 +623,40 @@ fn optional_tls<S: Serializer>(
     tls.as_deref().serialize(serializer)
 }
 
+/// `$1`…`$9` (or `${1}`) and the literal text between them.
+fn parse_template(template: &str) -> Result<Vec<RewritePart>, String> {
+    let mut parts = Vec::new();
+    let mut literal = String::new();
+    let mut rest = template;
+    while let Some(at) = rest.find('$') {
+        literal.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let (number, len) = match after.as_bytes() {
+            [b'{', digit @ b'0'..=b'9', b'}', ..] => (digit - b'0', 3),
+            [digit @ b'0'..=b'9', ..] => (digit - b'0', 1),
+            _ => {
+                let name: String = after
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                return Err(format!(
+                    "${name}: only the capture groups $1 to $9 of the path are supported in a rewrite target"
+                ));
+            }
+        };
+        if !literal.is_empty() {
+            parts.push(RewritePart::Literal(std::mem::take(&mut literal)));
+        }
+        parts.push(RewritePart::Capture(usize::from(number)));
+        rest = &after[len..];
+    }
+    literal.push_str(rest);
+    if !literal.is_empty() {
+        parts.push(RewritePart::Literal(literal));
+    }
+    Ok(parts)
+}
+
 fn duration_text<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.collect_str(&format_args!("{duration:?}"))
 }
@@ -571,27 +665,113 @@ fn duration_text<S: Serializer>(duration: &Duration, serializer: S) -> Result<S:
 mod tests {
     use super::*;
 
+    fn rewritten(target: &str, pattern: &str, path: &str) -> Result<String, RewriteError> {
+        let pattern = regex::Regex::new(pattern).unwrap();
+        let rewrite = Rewrite::parse(target, None).unwrap();
+        rewrite.apply(Some(&pattern), path).map(|to| to.to_string())
+    }
+
     #[test]
     fn rewrite_targets_substitute_captures() {
         let pattern = regex::Regex::new("(?i)^/something(/|$)(.*)").unwrap();
         let rewrite = Rewrite::parse("/$2", None).unwrap();
         assert_eq!(rewrite.highest_capture(), 2);
-        assert_eq!(
-            rewrite.apply(Some(&pattern), "/something/new").as_deref(),
-            Some("/new")
-        );
-        assert_eq!(
-            rewrite.apply(Some(&pattern), "/SOMETHING").as_deref(),
-            Some("/")
-        );
+        let apply = |path| rewrite.apply(Some(&pattern), path).unwrap().to_string();
+        assert_eq!(apply("/something/new"), "/new");
+        assert_eq!(apply("/SOMETHING"), "/");
         let braces = Rewrite::parse("/api${1}v2", None).unwrap();
         assert_eq!(
-            braces.apply(Some(&pattern), "/something/x").as_deref(),
-            Some("/api/v2")
+            braces.apply(Some(&pattern), "/something/x").unwrap().path,
+            "/api/v2"
         );
         assert!(Rewrite::parse("/$host/x", None)
             .unwrap_err()
             .contains("$host"));
+        assert_eq!(
+            Rewrite::parse("/a?q=$3", None).unwrap().highest_capture(),
+            3
+        );
+    }
+
+    /// ingress-nginx's documented pattern: what a capture holds stays inside the path.
+    #[test]
+    fn captures_cannot_end_the_path_or_leave_the_query() {
+        let docs = |path| rewritten("/public/$2", "(?i)^/something(/|$)(.*)", path);
+        // `%3F` and `%22` decoded by routing: encoded again, never a query delimiter.
+        assert_eq!(docs("/something/?\"").unwrap(), "/public/%3F%22");
+        assert_eq!(docs("/something/a?b#c").unwrap(), "/public/a%3Fb%23c");
+        assert_eq!(
+            docs("/something/100% sure").unwrap(),
+            "/public/100%25%20sure"
+        );
+        assert_eq!(docs("/something/a/b").unwrap(), "/public/a/b");
+        // The template's fixed query stays; `?`…`#` in the path part cannot replace it.
+        let fixed = |path| rewritten("/public/$1?lang=en", "(?i)^/x(.*)", path);
+        assert_eq!(fixed("/x/a").unwrap(), "/public/a?lang=en");
+        assert_eq!(
+            fixed("/x/?admin=1#").unwrap(),
+            "/public/%3Fadmin=1%23?lang=en"
+        );
+        // A template ending in `?` still drops the client's query (nginx), nothing else.
+        assert_eq!(
+            rewritten("/b/$1?", "(?i)^/a/(.*)", "/a/x?y").unwrap(),
+            "/b/x%3Fy?"
+        );
+    }
+
+    #[test]
+    fn captures_in_the_query_are_one_value() {
+        let search = |path| rewritten("/search?q=$1&lang=en", "(?i)^/find/(.*)", path);
+        assert_eq!(search("/find/rust").unwrap(), "/search?q=rust&lang=en");
+        assert_eq!(
+            search("/find/a&admin=1").unwrap(),
+            "/search?q=a%26admin%3D1&lang=en"
+        );
+        assert_eq!(
+            search("/find/a+b;c#d%e \"f").unwrap(),
+            "/search?q=a%2Bb%3Bc%23d%25e%20%22f&lang=en"
+        );
+        assert_eq!(search("/find/a/b?c").unwrap(), "/search?q=a/b?c&lang=en");
+    }
+
+    #[test]
+    fn captures_cannot_climb_out_of_the_fixed_prefix() {
+        let public = |path| rewritten("/public/$1", "(?i)^/x(.*)", path);
+        // `/x../private/secret.txt`: routing sees no dot segment, the rewrite would make one.
+        assert_eq!(
+            public("/x../private/secret.txt"),
+            Err(RewriteError::OutsidePrefix {
+                path: "/private/secret.txt".into(),
+                prefix: "/public/".into()
+            })
+        );
+        // `%2e%2e` is decoded by routing before the capture: the same `..`.
+        let routed = crate::normalize_path("/x%2e%2e/private/secret.txt").unwrap();
+        assert_eq!(routed.routed, "/x../private/secret.txt");
+        assert!(matches!(
+            public(&routed.routed),
+            Err(RewriteError::OutsidePrefix { .. })
+        ));
+        assert_eq!(
+            public("/x../../../etc/passwd"),
+            Err(RewriteError::Path(TargetError::AboveRoot))
+        );
+        assert_eq!(
+            public("/x..;/private"),
+            Err(RewriteError::Path(TargetError::DotSegmentParameter))
+        );
+        // Dot segments that stay inside are resolved, not refused.
+        assert_eq!(public("/xa/../b").unwrap(), "/public/b");
+        assert_eq!(public("/x/a/./b").unwrap(), "/public/a/b");
+        // A prefix ending inside a segment: its text is what must stay.
+        let api = |path| rewritten("/api$1", "(?i)^/v(.*)", path);
+        assert_eq!(api("/v2/users").unwrap(), "/api2/users");
+        assert!(matches!(
+            api("/v/../admin"),
+            Err(RewriteError::OutsidePrefix { .. })
+        ));
+        // No fixed prefix: anything below the root.
+        assert_eq!(rewritten("$1", "(?i)^/x/(.*)", "/x/a/../b").unwrap(), "/b");
     }
 
     #[test]

@@ -169,7 +169,7 @@ fn hex(digit: u8) -> Option<u8> {
 
 /// RFC 3986 §5.2.4 on an absolute path, with empty segments merged (nginx's
 /// `merge_slashes`) and a climb above the root refused rather than clamped.
-fn remove_dot_segments(path: &[u8]) -> Result<Vec<u8>, TargetError> {
+pub(crate) fn remove_dot_segments(path: &[u8]) -> Result<Vec<u8>, TargetError> {
     let mut kept: Vec<&[u8]> = Vec::new();
     let mut trailing_slash = false;
     for segment in path[1..].split(|&b| b == b'/') {
@@ -206,33 +206,57 @@ pub fn encode_path(path: &str) -> String {
     percent_encode(path.as_bytes())
 }
 
+/// Literal query text of a rewrite target, encoded for the request line: `%XX` escapes and
+/// query delimiters stay as written; what may not appear in a query at all (space, `"`, `#`,
+/// control and non-ASCII bytes…) becomes `%XX`.
+pub(crate) fn encode_query_literal(text: &str) -> String {
+    encode_where(text.as_bytes(), |b| {
+        is_path_char(b) || matches!(b, b'/' | b'?' | b'%')
+    })
+}
+
+/// A capture put into a query: one value, so the query's own delimiters (`&`, `=`, `+`, `;`,
+/// `#`) and `%` are encoded as well.
+pub(crate) fn encode_query_value(text: &str) -> String {
+    encode_where(text.as_bytes(), |b| {
+        (is_path_char(b) || matches!(b, b'/' | b'?')) && !matches!(b, b'&' | b'=' | b'+' | b';')
+    })
+}
+
 /// Percent-encodes what may not appear in a path as it is (RFC 3986 `pchar` and `/` stay).
 fn percent_encode(path: &[u8]) -> String {
+    encode_where(path, |b| b == b'/' || is_path_char(b))
+}
+
+/// RFC 3986 `pchar` without `%`: unreserved, sub-delims, `:` and `@`.
+fn is_path_char(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+        || matches!(
+            b,
+            b'-' | b'.'
+                | b'_'
+                | b'~'
+                | b'!'
+                | b'$'
+                | b'&'
+                | b'\''
+                | b'('
+                | b')'
+                | b'*'
+                | b'+'
+                | b','
+                | b';'
+                | b'='
+                | b':'
+                | b'@'
+        )
+}
+
+fn encode_where(bytes: &[u8], keep: impl Fn(u8) -> bool) -> String {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    let mut out = String::with_capacity(path.len());
-    for &b in path {
-        let keep = b.is_ascii_alphanumeric()
-            || matches!(
-                b,
-                b'/' | b'-'
-                    | b'.'
-                    | b'_'
-                    | b'~'
-                    | b'!'
-                    | b'$'
-                    | b'&'
-                    | b'\''
-                    | b'('
-                    | b')'
-                    | b'*'
-                    | b'+'
-                    | b','
-                    | b';'
-                    | b'='
-                    | b':'
-                    | b'@'
-            );
-        if keep {
+    let mut out = String::with_capacity(bytes.len());
+    for &b in bytes {
+        if keep(b) {
             out.push(char::from(b));
         } else {
             out.push('%');

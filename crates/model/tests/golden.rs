@@ -57,8 +57,10 @@ fn route_requests(text: &str, compiled: &model::Compiled) -> Vec<String> {
                 ));
             }
             if let Some(rewrite) = &policy.rewrite {
-                let rewritten = rewrite.apply(matched.pattern, path);
-                out.push_str(&format!(", rewritten to {}", rewritten.unwrap_or_default()));
+                match rewrite.apply(matched.pattern, path) {
+                    Ok(rewritten) => out.push_str(&format!(", rewritten to {rewritten}")),
+                    Err(e) => out.push_str(&format!(", rewrite refused 400 ({e})")),
+                }
             }
             out
         })

@@ -270,6 +270,9 @@ pub(crate) struct Attempt {
 /// What one request's line is made of, gathered as the request goes through the pipeline.
 pub(crate) struct Record {
     pub(crate) log: Current,
+    /// Refused before a request line could be read (a head hyper could not parse): the
+    /// request's fields are logged as `-`, as nginx logs them.
+    unread: bool,
     pub(crate) method: Method,
     pub(crate) target: Uri,
     pub(crate) version: Version,
@@ -337,6 +340,7 @@ impl Record {
         }
         Some(Box::new(Record {
             log: config.clone(),
+            unread: false,
             method: head.method.clone(),
             target: head.uri.clone(),
             version: head.version,
@@ -358,6 +362,32 @@ impl Record {
             connection_requests,
             trace: None,
         }))
+    }
+
+    /// A request the codec refused (400, 431, 501) before the pipeline saw it: `head` is what
+    /// could be read of it (`None`: not even the request line), `sent` the response's head
+    /// and body bytes that went out.
+    pub(crate) fn refused(
+        config: &Current,
+        head: Option<&http::request::Parts>,
+        client: IpAddr,
+        status: u16,
+        sent: (u64, u64),
+        connection_requests: u64,
+    ) -> Option<Box<Record>> {
+        config.access_log.as_ref()?;
+        let unread = http::Request::new(()).into_parts().0;
+        let mut record = Record::begin(
+            config,
+            head.unwrap_or(&unread),
+            client,
+            0,
+            connection_requests,
+        )?;
+        record.unread = head.is_none();
+        record.status = status;
+        (record.response_head_bytes, record.body_bytes) = sent;
+        Some(record)
     }
 
     pub(crate) fn wants(&self) -> &Wants {
@@ -455,6 +485,15 @@ impl Record {
             Variable::Msec => {
                 let since = conn.now.duration_since(UNIX_EPOCH).unwrap_or_default();
                 let _ = write!(out, "{}.{:03}", since.as_secs(), since.subsec_millis());
+            }
+            Variable::Request
+            | Variable::RequestMethod
+            | Variable::RequestUri
+            | Variable::Uri
+            | Variable::ServerProtocol
+                if self.unread =>
+            {
+                out.push(b'-')
             }
             Variable::Request => {
                 text(out, self.method.as_str().as_bytes());

@@ -38,6 +38,13 @@ pub(crate) enum ProxyError {
     BadRequest(&'static str),
     #[error("the request target is refused")]
     BadTarget(#[source] model::TargetError),
+    /// The client's path made a rewrite target that leaves the template's prefix or root.
+    #[error("rewrite-target refused the path")]
+    RewriteRefused(#[source] model::RewriteError),
+    /// A rewritten target the request line cannot carry: the model encodes every part, so
+    /// this is the proxy's own bug, answered rather than sent somewhere else.
+    #[error("rewrite-target made a target that is not a valid request target")]
+    RewriteInvalid,
     #[error("CONNECT and TRACE are not served")]
     MethodNotAllowed,
     #[error("the client address is not allowed on this route")]
@@ -120,9 +127,11 @@ impl ProxyError {
             ProxyError::NoRoute => (StatusCode::NOT_FOUND, Client),
             // nginx answers 500 when it cannot write a client body to its temporary file.
             ProxyError::BodyBuffer(_) => (StatusCode::INTERNAL_SERVER_ERROR, Proxy),
-            ProxyError::BadRequest(_) | ProxyError::BadTarget(_) | ProxyError::ClientBody(_) => {
-                (StatusCode::BAD_REQUEST, Client)
-            }
+            ProxyError::BadRequest(_)
+            | ProxyError::BadTarget(_)
+            | ProxyError::RewriteRefused(_)
+            | ProxyError::ClientBody(_) => (StatusCode::BAD_REQUEST, Client),
+            ProxyError::RewriteInvalid => (StatusCode::INTERNAL_SERVER_ERROR, Proxy),
             ProxyError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, Client),
             ProxyError::Forbidden => (StatusCode::FORBIDDEN, Client),
             // ingress-nginx's "location denied": an annotation that cannot be read safely.
@@ -167,6 +176,10 @@ impl ProxyError {
             ProxyError::NotReady => "503 Service Unavailable: not configured yet\n",
             ProxyError::NoRoute => "404 Not Found: no route for this host and path\n",
             ProxyError::BadRequest(_) | ProxyError::BadTarget(_) => "400 Bad Request\n",
+            ProxyError::RewriteRefused(_) => "400 Bad Request: the rewritten path is refused\n",
+            ProxyError::RewriteInvalid => {
+                "500 Internal Server Error: the rewritten target is invalid\n"
+            }
             ProxyError::ClientBody(_) => "400 Bad Request: the request body failed\n",
             ProxyError::BodyBuffer(_) => {
                 "500 Internal Server Error: the request body could not be buffered\n"
@@ -214,6 +227,8 @@ impl ProxyError {
             ProxyError::NoRoute => (12, "no route for this host and path"),
             ProxyError::MethodNotAllowed => (12, "method not served"),
             ProxyError::BadRequest(_) | ProxyError::BadTarget(_) => (INTERNAL, "bad request"),
+            ProxyError::RewriteRefused(_) => (INTERNAL, "the rewritten path is refused"),
+            ProxyError::RewriteInvalid => (INTERNAL, "the rewritten target is invalid"),
             ProxyError::RequestFraming(_) => (INTERNAL, "ambiguous message framing"),
             ProxyError::ClientBody(_) => (INTERNAL, "the request body failed"),
             ProxyError::BodyBuffer(_) => (INTERNAL, "the request body could not be buffered"),

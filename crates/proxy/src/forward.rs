@@ -12,7 +12,8 @@
 //!   redirect   app-root (`/`) ─▶ 302 │ permanent/temporal-redirect │ ssl-redirect (plain
 //!              HTTP, host with TLS or forced, no X-Forwarded-Proto: https
 //!              from a peer in proxy-real-ip-cidr with use-forwarded-headers)
-//!   rewrite    rewrite-target with the path regex's captures (else the normalised path)
+//!   rewrite    rewrite-target with the path regex's captures (else the normalised path);
+//!              a capture leaving the target's fixed prefix or the root ─▶ 400
 //!   request headers   the proxy's own (client address: ConnCtx::client_ip), then
 //!              upstream-vhost, X-Forwarded-Prefix, the route's header edits
 //!   body       declared body > proxy-body-size ─▶ 413 │ proxy-request-buffering on (no
@@ -46,9 +47,7 @@ use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use model::policy::Tracing;
-use model::{
-    encode_path, normalize_path, validate_host, Compiled, Matched, Route, UpstreamProtocol,
-};
+use model::{normalize_path, validate_host, Compiled, Matched, Route, UpstreamProtocol};
 use tokio::io::AsyncWriteExt;
 
 use crate::access_log::{Record, RequestId};
@@ -277,10 +276,11 @@ fn route<'c>(
 
     // Rewrite.
     if let Some(rewrite) = &policy.rewrite {
-        if let Some(rewritten) = rewrite.apply(matched.pattern, &path.routed) {
-            tracing::debug!(from = %path.routed, to = %rewritten, "rewrite-target");
-            set_rewritten(head, &rewritten);
-        }
+        let rewritten = rewrite
+            .apply(matched.pattern, &path.routed)
+            .map_err(ProxyError::RewriteRefused)?;
+        tracing::debug!(from = %path.routed, to = %rewritten, "rewrite-target");
+        set_rewritten(head, rewritten)?;
     } else if let Some(normal) = path.forward {
         set_path(head, normal);
     }
@@ -344,45 +344,46 @@ fn redirect_phase(
 }
 
 /// `from-to-www-redirect`, as ingress-nginx's redirect server answers: the other name, the
-/// port the client used and the target without a trailing `/`.
+/// scheme the client used (a trusted load balancer's `X-Forwarded-Proto` included), the port
+/// of Sluice's listener for that scheme (none when it is the scheme's default) and the target
+/// without a trailing `/`. ingress-nginx names its HTTPS port whatever the scheme; Sluice the
+/// port of the scheme it names, so a plain redirect does not point at the TLS listener.
 fn www_redirect(
     conn: &ConnCtx,
     head: &Parts,
     settings: &model::Settings,
     to: &str,
 ) -> Response<ResponseBody> {
-    let scheme = if conn.https || forwarded_https(conn, head, settings) {
-        "https"
-    } else {
-        "http"
-    };
-    let port = conn
-        .forwarded(head, settings)
-        .port
-        .to_str()
-        .unwrap_or_default();
+    let https = conn.https || forwarded_https(conn, head, settings);
+    let port = conn.listener_port(https).to_str().unwrap_or_default();
     let target = head.uri.path_and_query().map_or("", |pq| pq.as_str());
     let target = target.strip_suffix('/').unwrap_or(target);
     let status =
         StatusCode::from_u16(settings.http_redirect_code).unwrap_or(StatusCode::PERMANENT_REDIRECT);
-    redirect_response(status, &format!("{scheme}://{to}:{port}{target}"))
+    redirect_response(status, &format!("{}{target}", origin(https, to, port)))
 }
 
-/// The target after `rewrite-target`: the rewritten path (encoded), and nginx's rule for the
-/// query: the client's query is kept unless the target has its own (then it follows it after
-/// `&`) or ends with `?` (then there is none).
-fn set_rewritten(head: &mut Parts, rewritten: &str) {
-    let (path, target_query) = match rewritten.split_once('?') {
-        Some((path, query)) => (path, Some(query)),
-        None => (rewritten, None),
-    };
-    let mut target = if path.starts_with('/') {
-        encode_path(path)
-    } else {
-        format!("/{}", encode_path(path))
-    };
+/// `scheme://host[:port]`, without the port when it is the scheme's default.
+fn origin(https: bool, host: &str, port: &str) -> String {
+    match (https, port) {
+        (true, "443" | "") => format!("https://{host}"),
+        (false, "80" | "") => format!("http://{host}"),
+        (true, port) => format!("https://{host}:{port}"),
+        (false, port) => format!("http://{host}:{port}"),
+    }
+}
+
+/// The target after `rewrite-target`: the rewritten path, and nginx's rule for the query:
+/// the client's query is kept unless the template has its own (then it follows it after `&`)
+/// or ends with `?` (then there is none). Both parts come encoded from the model; a target
+/// the request line cannot carry is the proxy's fault (500), never a silent `/`.
+fn set_rewritten(head: &mut Parts, rewritten: model::Rewritten) -> Result<(), ProxyError> {
+    let model::Rewritten {
+        path: mut target,
+        query: target_query,
+    } = rewritten;
     let client_query = head.uri.query().filter(|q| !q.is_empty());
-    match (target_query, client_query) {
+    match (target_query.as_deref(), client_query) {
         (None, Some(query)) => {
             target.push('?');
             target.push_str(query);
@@ -399,18 +400,18 @@ fn set_rewritten(head: &mut Parts, rewritten: &str) {
             target.push_str(query);
         }
     }
+    let path_and_query = PathAndQuery::from_maybe_shared(Bytes::from(target))
+        .map_err(|_| ProxyError::RewriteInvalid)?;
     let mut parts = std::mem::take(&mut head.uri).into_parts();
-    let original = std::mem::replace(
-        &mut parts.path_and_query,
-        PathAndQuery::from_maybe_shared(Bytes::from(target)).ok(),
-    );
+    let original = parts.path_and_query.replace(path_and_query);
     // X-Original-URI is the target as the client sent it.
     if let Some(original) = original {
         if head.extensions.get::<headers::OriginalTarget>().is_none() {
             head.extensions.insert(headers::OriginalTarget(original));
         }
     }
-    head.uri = Uri::from_parts(parts).unwrap_or_else(|_| Uri::from_static("/"));
+    head.uri = Uri::from_parts(parts).map_err(|_| ProxyError::RewriteInvalid)?;
+    Ok(())
 }
 
 /// `use-forwarded-headers`: a load balancer in front (a peer in `proxy-real-ip-cidr`)
@@ -776,6 +777,20 @@ mod tests {
     }
 
     #[test]
+    fn redirect_origins_name_only_ports_other_than_the_default() {
+        assert_eq!(origin(true, "example.com", "443"), "https://example.com");
+        assert_eq!(
+            origin(true, "example.com", "8443"),
+            "https://example.com:8443"
+        );
+        assert_eq!(origin(false, "example.com", "80"), "http://example.com");
+        assert_eq!(
+            origin(false, "example.com", "8080"),
+            "http://example.com:8080"
+        );
+    }
+
+    #[test]
     fn ports_are_stripped_from_hosts() {
         assert_eq!(strip_port("shop.example.com:8080"), "shop.example.com");
         assert_eq!(strip_port("[::1]:80"), "[::1]");
@@ -784,9 +799,14 @@ mod tests {
 
     #[test]
     fn rewritten_targets_follow_nginx_query_rules() {
-        let rewrite = |target: &str, to: &str| {
+        let rewrite = |target: &str, template: &str| {
             let (mut head, ()) = Request::get(target).body(()).unwrap().into_parts();
-            set_rewritten(&mut head, to);
+            let pattern = regex::Regex::new("^/a(.*)").unwrap();
+            let rewritten = model::Rewrite::parse(template, None)
+                .unwrap()
+                .apply(Some(&pattern), head.uri.path())
+                .unwrap();
+            set_rewritten(&mut head, rewritten).unwrap();
             head.uri.to_string()
         };
         assert_eq!(rewrite("/a?x=1", "/b"), "/b?x=1");
@@ -794,5 +814,6 @@ mod tests {
         assert_eq!(rewrite("/a?x=1", "/b?"), "/b");
         assert_eq!(rewrite("/a", "/b?y=2"), "/b?y=2");
         assert_eq!(rewrite("/a", "b c"), "/b%20c");
+        assert_eq!(rewrite("/a/c?x=1", "/b$1?y=$1"), "/b/c?y=/c&x=1");
     }
 }

@@ -89,7 +89,7 @@ pub fn request_head(data: &[u8]) -> bool {
                     break;
                 }
             }
-            Parse::Partial | Parse::Other | Parse::Refused(_) => {
+            Parse::Partial | Parse::Other | Parse::Refused(..) => {
                 assert_eq!(&buf[..], &data[offset..], "a head not served was consumed");
                 break;
             }

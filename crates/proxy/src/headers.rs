@@ -9,15 +9,17 @@
 //!  request headers ─▶ one pass over the names: hop-by-hop, Expect, Proxy, one the proxy sets?
 //!     ├─ none (the common request) ─▶ the map is left alone
 //!     └─ some ─▶ removed in place; the incoming X-Forwarded-For / -Host are kept aside for
-//!                X-Original-Forwarded-*; a trusted peer's X-Forwarded-Proto / -Port stay
+//!                X-Original-Forwarded-*; a trusted peer's X-Forwarded-Proto / -Port stay,
+//!                and its other forwarded claims (Forwarded, X-Forwarded-Prefix/-Ssl/-Server/
+//!                -Uri, True-Client-IP, X-Client-IP, …); X-Original-URL / X-Rewrite-URL go
 //!  Added: the headers the proxy sets, written after the request's own by the upstream client
 //!     client address (client_addr): X-Real-IP, X-Forwarded-For (or, compute-full-forwarded-for,
 //!     the trusted incoming chain + the peer); scheme and port: the connection's, or a trusted
 //!     peer's; X-Original-URI: the target as the client sent it (borrowed from the head)
 //! ```
 //!
-//! "Trusted": `use-forwarded-headers` is on and the peer is in `proxy-real-ip-cidr` (see
-//! `worker::ConnCtx::forwarded`). ingress-nginx believes `X-Forwarded-Proto/-Host/-Port` from
+//! "Trusted": `use-forwarded-headers` is on and the peer is in `proxy-real-ip-cidr` (behind
+//! PROXY protocol, the client its header names; see `worker::ConnCtx::forwarded`). ingress-nginx believes `X-Forwarded-Proto/-Host/-Port` from
 //! any peer once `use-forwarded-headers` is on; Sluice asks the same ranges as for the address.
 //!
 //! The common request costs one pass over its header names and no change to the map: the
@@ -45,6 +47,25 @@ pub(crate) const X_REQUEST_ID_NAME: &str = "x-request-id";
 static X_ORIGINAL_URI: HeaderName = HeaderName::from_static("x-original-uri");
 static X_ORIGINAL_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-original-forwarded-for");
 static X_ORIGINAL_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-original-forwarded-host");
+/// Headers that replace the request target in IIS, Symfony, Laravel and Zend routing: a
+/// client's would route the backend by another path than the one Sluice routed (and checked
+/// access) by. Nobody legitimate in front of an ingress sets them: always removed.
+const TARGET_OVERRIDES: [&str; 2] = ["x-original-url", "x-rewrite-url"];
+/// What frameworks read as the client's address, scheme, host or path prefix besides the
+/// `X-Forwarded-*` the proxy sets itself: believed (passed on) only from a trusted peer, as
+/// `X-Forwarded-Proto` is; removed from anyone else. A route's `x-forwarded-prefix` replaces
+/// the incoming one either way.
+const FORWARDED_CLAIMS: [&str; 9] = [
+    "forwarded",
+    "x-forwarded-prefix",
+    "x-forwarded-ssl",
+    "x-forwarded-server",
+    "x-forwarded-uri",
+    "true-client-ip",
+    "x-client-ip",
+    "client-ip",
+    "x-cluster-client-ip",
+];
 /// httpoxy (CVE-2016-5385): CGI maps `Proxy` to `HTTP_PROXY`, which HTTP clients read as
 /// their proxy; ingress-nginx sends it empty, which nginx means as not at all.
 static PROXY: HeaderName = HeaderName::from_static("proxy");
@@ -162,6 +183,10 @@ impl Present {
     const PROXY: u32 = 1 << 14;
     /// `forwarded-for-header`, when it is not `X-Forwarded-For`.
     const CUSTOM_FORWARDED_FOR: u32 = 1 << 15;
+    /// One of `TARGET_OVERRIDES`.
+    const TARGET_OVERRIDE: u32 = 1 << 16;
+    /// One of `FORWARDED_CLAIMS`.
+    const FORWARDED_CLAIM: u32 = 1 << 17;
 
     /// `underscores`: names with `_` are allowed (not flagged). `custom`: the
     /// `forwarded-for-header` if it is another header than `X-Forwarded-For`.
@@ -191,6 +216,8 @@ impl Present {
                     "x-original-forwarded-for" => Present::ORIGINAL_FORWARDED_FOR,
                     "x-original-forwarded-host" => Present::ORIGINAL_FORWARDED_HOST,
                     "proxy" => Present::PROXY,
+                    other if TARGET_OVERRIDES.contains(&other) => Present::TARGET_OVERRIDE,
+                    other if FORWARDED_CLAIMS.contains(&other) => Present::FORWARDED_CLAIM,
                     _ => 0,
                 }
             };
@@ -673,6 +700,16 @@ fn set_forwarded<'a>(headers: &mut HeaderMap, f: &Forwarded<'a>, present: Presen
     ];
     for (flag, name) in replaced {
         if present.has(flag) {
+            headers.remove(name);
+        }
+    }
+    if present.has(Present::TARGET_OVERRIDE) {
+        for name in TARGET_OVERRIDES {
+            headers.remove(name);
+        }
+    }
+    if present.has(Present::FORWARDED_CLAIM) && !f.trust_incoming {
+        for name in FORWARDED_CLAIMS {
             headers.remove(name);
         }
     }

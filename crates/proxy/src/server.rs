@@ -119,8 +119,9 @@ pub(crate) enum Parse {
     /// A head whose framing is ambiguous: answered here (400, or 501 for an unknown
     /// transfer coding, as nginx does) and the connection closed, rather than handed to
     /// hyper, which would let some of them through (`Content-Length` with
-    /// `Transfer-Encoding`, repeated lengths).
-    Refused(FramingError),
+    /// `Transfer-Encoding`, repeated lengths). With the request line and `Host`, for the
+    /// access log.
+    Refused(FramingError, Box<Parts>),
 }
 
 impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
@@ -148,8 +149,8 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
                     Parse::Partial => {}
                     Parse::Other => return Ended::Handover(self.buf.split().freeze()),
                     // Boxed, as `answer`: rare, and it writes a response.
-                    Parse::Refused(error) => {
-                        let refused = Box::pin(self.refuse(conn, error));
+                    Parse::Refused(error, head) => {
+                        let refused = Box::pin(self.refuse(conn, error, &head));
                         return refused.await;
                     }
                 }
@@ -198,7 +199,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
 
     /// Answers a head refused for its framing, and ends the connection: where the next
     /// request would start is exactly what cannot be known.
-    async fn refuse(&mut self, conn: &ConnCtx, error: FramingError) -> Ended {
+    async fn refuse(&mut self, conn: &ConnCtx, error: FramingError, head: &Parts) -> Ended {
         let error = ProxyError::RequestFraming(error);
         tracing::debug!(error = %Chain(&error), "refusing a request head");
         let (status, source) = error.classify();
@@ -206,11 +207,16 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
             .stats
             .borrow_mut()
             .error(status.as_u16(), source);
-        if self
-            .write_response(error.response(false), &Method::GET, true)
-            .await
-            .is_ok()
-        {
+        let response = error.response(false);
+        let body_bytes = response.body().size_hint().exact().unwrap_or(0);
+        let written = self.write_response(response, &Method::GET, true).await;
+        // nginx logs what it refused, with the bytes that went out.
+        let sent = match written {
+            Ok(_) => (self.out.len() as u64, body_bytes),
+            Err(_) => (0, 0),
+        };
+        conn.log_refused(Some(head), status.as_u16(), sent);
+        if written.is_ok() {
             let _ = self.io.shutdown().await;
         }
         Ended::Closed
@@ -338,7 +344,7 @@ fn split_off(buf: &mut BytesMut, request: &RequestHead<'_>) -> Parse {
     let bytes = &buf[..request.len];
     let framing = FramingHeaders::read(bytes, request.headers);
     match framing.request_framing(request.version) {
-        Err(error) => return Parse::Refused(error),
+        Err(error) => return Parse::Refused(error, Box::new(refused_head(bytes, request))),
         Ok(Framing::Empty | Framing::Length(0)) => {}
         Ok(_) => return Parse::Other,
     }
@@ -380,6 +386,29 @@ fn split_off(buf: &mut BytesMut, request: &RequestHead<'_>) -> Parse {
     *request.headers_mut() = headers;
     let (head, ()) = request.into_parts();
     Parse::Request(Parsed { head, keep_alive })
+}
+
+/// What the access log shows of a refused head: its method, target, version and `Host`, where
+/// they can be read.
+fn refused_head(bytes: &[u8], request: &RequestHead<'_>) -> Parts {
+    let mut head = Request::new(()).into_parts().0;
+    if let Ok(method) = Method::from_bytes(&bytes[request.method.0..request.method.1]) {
+        head.method = method;
+    }
+    if let Ok(uri) = Uri::try_from(&bytes[request.target.0..request.target.1]) {
+        head.uri = uri;
+    }
+    if request.version == 0 {
+        head.version = http::Version::HTTP_10;
+    }
+    for header in request.headers {
+        if header.name(bytes).eq_ignore_ascii_case(b"host") {
+            if let Ok(host) = HeaderValue::from_bytes(header.value(bytes)) {
+                head.headers.insert(header::HOST, host);
+            }
+        }
+    }
+    head
 }
 
 /// Puts a head split off `buf` back in front of it, for hyper to read whole.

@@ -1072,11 +1072,33 @@ impl ConnCtx {
         crate::client_addr::from_forwarded(self.peer, values, &settings.proxy_real_ip_cidr)
     }
 
-    /// `use-forwarded-headers` is on and the peer is in `proxy-real-ip-cidr`: its
-    /// `X-Forwarded-Proto`, `-Host` and `-Port` are believed.
+    /// Logs a request the codec refused before the pipeline saw it (see `Record::refused`).
+    pub(crate) fn log_refused(&self, head: Option<&Parts>, status: u16, sent: (u64, u64)) {
+        let Some(current) = self.worker.config() else {
+            return;
+        };
+        let client = match head {
+            Some(head) => self.client_ip(head, &current.settings),
+            None => self.peer,
+        };
+        let nth = self.requests.get() + 1;
+        if let Some(record) = Record::refused(&current, head, client, status, sent, nth) {
+            let now = Instant::now();
+            self.log(&record, now, now);
+        }
+    }
+
+    /// The port of this worker's listener for a scheme (for redirects that name it).
+    pub(crate) fn listener_port(&self, https: bool) -> &HeaderValue {
+        self.worker.port(https)
+    }
+
+    /// `use-forwarded-headers` is on and the hop that wrote the request's headers is in
+    /// `proxy-real-ip-cidr`: its `X-Forwarded-Proto`, `-Host` and `-Port` are believed. Behind
+    /// a PROXY-protocol load balancer that hop is the client its header names (`peer`), not
+    /// the balancer: an L4 balancer passes the client's bytes on as they are.
     pub(crate) fn trusts_forwarded_headers(&self, settings: &Settings) -> bool {
-        settings.use_forwarded_headers
-            && settings.is_trusted_proxy(self.load_balancer.unwrap_or(self.peer))
+        settings.use_forwarded_headers && settings.is_trusted_proxy(self.peer)
     }
 
     /// What the upstream request says about its client; `head` as it arrived.
@@ -1303,6 +1325,10 @@ async fn serve_http1_hyper<I>(
                 .stats
                 .borrow_mut()
                 .error(431, crate::error::ErrorSource::Client);
+            conn.log_refused(None, 431, (0, 0));
+        } else if e.is_parse() {
+            // hyper answered 400 to a head it could not read.
+            conn.log_refused(None, 400, (0, 0));
         }
         tracing::debug!(error = %e, "client connection ended with an error");
     }

@@ -339,3 +339,87 @@ async fn ingress_nginx_documented_variables_forwarded_for_and_tls_session() {
     assert_eq!(fields[4..], [".", "https"], "{line}");
     shutdown(h.proxy).await;
 }
+
+/// Issue 24 item 10: heads refused by the codec (nginx logs them with the status it sent,
+/// and `"-"` for a request line it could not read).
+#[tokio::test]
+async fn codec_refusals_are_logged_with_the_status_sent() {
+    let backend = start_backend("web").await;
+    let mut h = Harness::start();
+    h.apply(&site(&[addr_of(&backend)], json!({})));
+    let ambiguous =
+        b"POST /a HTTP/1.1\r\nHost: log.test\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+    assert!(raw_head(h.http(), ambiguous)
+        .await
+        .starts_with("HTTP/1.1 400"));
+    let unknown = b"POST /b HTTP/1.1\r\nHost: log.test\r\nTransfer-Encoding: gzip\r\n\r\n";
+    assert!(raw_head(h.http(), unknown)
+        .await
+        .starts_with("HTTP/1.1 501"));
+    let large = format!(
+        "GET /c HTTP/1.1\r\nHost: log.test\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(64 * 1024)
+    );
+    assert!(raw_head(h.http(), large.as_bytes())
+        .await
+        .starts_with("HTTP/1.1 431"));
+    assert!(raw_head(h.http(), b"NOT HTTP AT ALL\r\n\r\n")
+        .await
+        .starts_with("HTTP/1.1 400"));
+    let lines = lines(&h, 4).await;
+    for expected in [
+        "\"POST /a HTTP/1.1\" 400 ",
+        "\"POST /b HTTP/1.1\" 501 ",
+        "\"-\" 431 ",
+        "\"-\" 400 ",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.contains(expected)),
+            "no line with {expected:?}: {lines:#?}"
+        );
+    }
+    shutdown(h.proxy).await;
+}
+
+/// Issue 24 item 10: a response whose write failed (the client reset the connection) is
+/// logged with its status and the body bytes that went out, not left out.
+#[tokio::test]
+async fn a_response_whose_write_failed_is_logged_with_the_bytes_sent() {
+    let backend = start_backend("web").await;
+    let mut h = Harness::start();
+    h.apply(&site(&[addr_of(&backend)], json!({})));
+    for version in ["1.1", "1.0"] {
+        // HTTP/1.1: the inline server; HTTP/1.0: hyper.
+        let mut stream = tokio::net::TcpStream::connect(h.http()).await.unwrap();
+        let request = format!("GET /1mb.bin HTTP/{version}\r\nHost: log.test\r\n\r\n");
+        tokio::io::AsyncWriteExt::write_all(&mut stream, request.as_bytes())
+            .await
+            .unwrap();
+        let mut first = [0u8; 12];
+        bounded(tokio::io::AsyncReadExt::read_exact(&mut stream, &mut first))
+            .await
+            .unwrap();
+        assert_eq!(&first[..7], b"HTTP/1.");
+        // Reset rather than FIN: the proxy's next writes fail.
+        stream.set_zero_linger().unwrap();
+        drop(stream);
+    }
+    let lines = lines(&h, 2).await;
+    for version in ["1.1", "1.0"] {
+        let line = lines
+            .iter()
+            .find(|l| l.contains(&format!("\"GET /1mb.bin HTTP/{version}\" 200 ")))
+            .unwrap_or_else(|| panic!("no 200 line for HTTP/{version}: {lines:#?}"));
+        let sent: u64 = line
+            .split(&format!("HTTP/{version}\" 200 "))
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{line}"));
+        assert!(
+            sent < 1024 * 1024,
+            "{sent} bytes sent to a reset client: {line}"
+        );
+    }
+    shutdown(h.proxy).await;
+}

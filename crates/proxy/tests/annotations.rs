@@ -156,6 +156,45 @@ async fn redirects_answer_without_an_upstream() {
     assert_eq!(get(http, "example.com", "/echo").await.backend(), "web");
 }
 
+/// Issue 24 item 10: behind a trusted load balancer that terminated TLS, the www redirect
+/// names https and the HTTPS listener's port, not the plain listener's.
+#[tokio::test]
+async fn the_www_redirect_behind_a_trusted_tls_terminator_names_the_https_port() {
+    let backend = start_backend("web").await;
+    let mut h = Harness::start();
+    let mut objects = web(&[&backend]);
+    objects.extend([
+        settings(&[
+            ("use-forwarded-headers", "true"),
+            ("proxy-real-ip-cidr", "127.0.0.1/32"),
+        ]),
+        site(
+            "www",
+            "example.com",
+            "/",
+            "Prefix",
+            &[("from-to-www-redirect", "true")],
+        ),
+    ]);
+    h.apply_allowing_diagnostics(&objects);
+    let request = Request::get("/a/b/?q=1")
+        .header("host", "www.example.com")
+        .header("x-forwarded-proto", "https")
+        .body(Full::<Bytes>::default())
+        .unwrap();
+    let reply = Client::connect(h.http()).await.send(request).await.unwrap();
+    assert_eq!(reply.status, StatusCode::PERMANENT_REDIRECT);
+    assert_eq!(
+        location(&reply),
+        format!("https://example.com:{}/a/b/?q=1", h.https().port())
+    );
+    let reply = get(h.http(), "www.example.com", "/a").await;
+    assert_eq!(
+        location(&reply),
+        format!("http://example.com:{}/a", h.http().port())
+    );
+}
+
 #[tokio::test]
 async fn rewrite_target_uses_the_path_captures_and_regex_paths_follow_ingress_nginx_order() {
     let (a, b, c) = (
@@ -218,6 +257,66 @@ async fn rewrite_target_uses_the_path_captures_and_regex_paths_follow_ingress_ng
     assert_eq!(echo["path"], "/echo/");
     let reply = get(http, "rewrite.example.com", "/somethingelse").await;
     assert_eq!(reply.status, StatusCode::NOT_FOUND);
+}
+
+/// Issue 24 item 6: what a capture holds (decoded by routing) cannot end the rewritten path,
+/// replace the template's query, or climb out of the template's fixed prefix.
+#[tokio::test]
+async fn rewrite_target_captures_cannot_escape_the_template() {
+    let backend = start_backend("web").await;
+    let mut h = Harness::start();
+    let mut objects = web(&[&backend]);
+    objects.extend([
+        // ingress-nginx's rewrite docs pattern (under /echo, so the backend reports it).
+        site(
+            "docs",
+            "docs.example.com",
+            "/something(/|$)(.*)",
+            "ImplementationSpecific",
+            &[("rewrite-target", "/echo/public/$2?lang=en")],
+        ),
+        site(
+            "files",
+            "files.example.com",
+            "/x(.*)",
+            "ImplementationSpecific",
+            &[("rewrite-target", "/echo/public/$1")],
+        ),
+    ]);
+    h.apply_allowing_diagnostics(&objects);
+    let http = h.http();
+
+    // `%3F%22`: was split into path `/echo/public/` and query `"`, refused by the request
+    // line and replaced by `/` (the backend's root).
+    let reply = get(http, "docs.example.com", "/something/%3F%22").await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let echo = reply.json();
+    assert_eq!(echo["path"], "/echo/public/%3F%22");
+    assert_eq!(echo["query"], "lang=en");
+    // `%3F…%23`: was the query, in place of the template's own.
+    let echo = get(http, "docs.example.com", "/something/%3Fadmin=1%23?q=1")
+        .await
+        .json();
+    assert_eq!(echo["path"], "/echo/public/%3Fadmin=1%23");
+    assert_eq!(echo["query"], "lang=en&q=1");
+
+    // `x..` is no dot segment for routing; `/echo/public/` + `../private/…` would be one.
+    for attack in ["/x../private/secret.txt", "/x%2e%2e/private/secret.txt"] {
+        let reply = get(http, "files.example.com", attack).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::BAD_REQUEST,
+            "{attack}: {}",
+            reply.text()
+        );
+    }
+    assert_metric(
+        &h,
+        "sluice_error_responses_total{status=\"400\",source=\"client\"} 2",
+    )
+    .await;
+    let echo = get(http, "files.example.com", "/x/a/../b").await.json();
+    assert_eq!(echo["path"], "/echo/public/b");
 }
 
 #[tokio::test]

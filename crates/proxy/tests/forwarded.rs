@@ -257,6 +257,52 @@ async fn behind_an_untrusted_proxy_nothing_it_says_is_believed() {
     assert_eq!(headers["x-forwarded-proto"], "http");
 }
 
+/// Issue 24: the other headers frameworks read as the client's address, scheme, host, prefix
+/// or request path. The path overrides never pass; the rest only from a trusted peer.
+#[tokio::test]
+async fn other_forwarded_claims_pass_only_from_a_trusted_peer_and_path_overrides_never() {
+    let claims = [
+        ("forwarded", "for=6.6.6.6;proto=https;host=evil.example"),
+        ("x-forwarded-prefix", "/evil"),
+        ("x-forwarded-ssl", "on"),
+        ("x-forwarded-server", "evil.example"),
+        ("x-forwarded-uri", "/admin"),
+        ("true-client-ip", "6.6.6.6"),
+        ("x-client-ip", "6.6.6.6"),
+        ("client-ip", "6.6.6.6"),
+        ("x-cluster-client-ip", "6.6.6.6"),
+    ];
+    let overrides = [("x-original-url", "/admin"), ("x-rewrite-url", "/admin")];
+    let all: Vec<_> = claims.iter().chain(&overrides).copied().collect();
+    let (h, _echo) = site(&[
+        ("use-forwarded-headers", "true"),
+        ("proxy-real-ip-cidr", "127.0.0.2/32"),
+    ])
+    .await;
+
+    // A plain client (127.0.0.1, outside proxy-real-ip-cidr): none of them reaches the backend.
+    let headers = seen_from(&h, Ipv4Addr::LOCALHOST, &all).await;
+    for (name, _) in &all {
+        assert!(headers.get(*name).is_none(), "{name} passed: {headers:#}");
+    }
+
+    // A trusted load balancer: its claims pass as it wrote them; the path overrides do not.
+    let headers = seen_from(&h, LOAD_BALANCER, &all).await;
+    for (name, value) in &claims {
+        assert_eq!(headers[*name], *value, "{name}: {headers:#}");
+    }
+    for (name, _) in &overrides {
+        assert!(headers.get(*name).is_none(), "{name} passed: {headers:#}");
+    }
+
+    // Trust off (the default): a plain client's are removed as well.
+    let (h, _echo) = site(&[]).await;
+    let headers = seen_from(&h, Ipv4Addr::LOCALHOST, &all).await;
+    for (name, _) in &all {
+        assert!(headers.get(*name).is_none(), "{name} passed: {headers:#}");
+    }
+}
+
 #[tokio::test]
 async fn a_bad_cidr_is_a_diagnostic_and_never_widens_the_trust() {
     let echo = start_backend("echo").await;

@@ -242,3 +242,51 @@ async fn an_untrusted_load_balancer_is_the_client_and_the_setting_applies_withou
     let echo = get(h.http(), "web.example", "/echo").await.json();
     assert_eq!(header(&echo, "x-real-ip"), "127.0.0.1", "{echo:#}");
 }
+
+/// Issue 24 item 9: behind an L4 balancer the HTTP headers are the client's own, so its
+/// `X-Forwarded-Proto/-Host` are believed only when the client the PROXY header names is in
+/// `proxy-real-ip-cidr` (an L7 proxy there), never because the balancer is.
+#[tokio::test]
+async fn forwarded_headers_are_believed_from_the_proxied_client_not_the_balancer() {
+    let Site { h, _echo, .. } = site(&[
+        ("use-proxy-protocol", "true"),
+        ("use-forwarded-headers", "true"),
+        ("ssl-redirect", "true"),
+        ("proxy-real-ip-cidr", "127.0.0.1/32, 10.0.0.0/8"),
+    ])
+    .await;
+    let with_headers = |extra: &[(&str, &str)]| {
+        let mut request = http::Request::get("/echo").header("host", "web.example");
+        for (name, value) in extra {
+            request = request.header(*name, *value);
+        }
+        request
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .unwrap()
+    };
+    let forged = [
+        ("x-forwarded-proto", "https"),
+        ("x-forwarded-host", "evil.example"),
+    ];
+
+    // The balancer (127.0.0.1) is trusted; the client it names (203.0.113.7) is not.
+    let mut client = behind(h.http(), &v1_header("203.0.113.7", 1)).await;
+    let reply = client.send(with_headers(&forged)).await.unwrap();
+    assert_eq!(reply.status, 308, "{}", reply.text());
+    assert_eq!(reply.headers["location"], "https://web.example/echo");
+
+    // An L7 proxy inside proxy-real-ip-cidr behind the balancer: believed.
+    let mut client = behind(h.http(), &v1_header("10.1.2.3", 2)).await;
+    let reply = client
+        .send(with_headers(&[("x-forwarded-host", "shop.example")]))
+        .await
+        .unwrap();
+    assert_eq!(reply.status, 308);
+    assert_eq!(reply.headers["location"], "https://shop.example/echo");
+    let echo = client
+        .send(with_headers(&[("x-forwarded-proto", "https")]))
+        .await
+        .unwrap()
+        .json();
+    assert_eq!(header(&echo, "x-forwarded-proto"), "https", "{echo:#}");
+}
