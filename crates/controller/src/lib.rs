@@ -106,7 +106,7 @@ pub struct KubeOptions {
     pub election_id: String,
     pub lease_duration: Duration,
     /// `--validating-webhook`: the admission webhook, answered from this process's Store.
-    pub webhook: Option<WebhookOptions>,
+    pub webhook: Option<Box<WebhookOptions>>,
 }
 
 /// Why the control plane could not start or stopped with an error.

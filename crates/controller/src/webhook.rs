@@ -324,7 +324,10 @@ type Answer = Response<Full<Bytes>>;
 async fn handle(request: Request<Incoming>, shared: Arc<Shared>) -> Result<Answer, Infallible> {
     let limits = &shared.limits;
     if request.method() != hyper::Method::POST {
-        return Ok(plain(StatusCode::METHOD_NOT_ALLOWED, "POST an AdmissionReview\n"));
+        return Ok(plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "POST an AdmissionReview\n",
+        ));
     }
     let too_large = || closing(StatusCode::PAYLOAD_TOO_LARGE, "review too large\n");
     if request.body().size_hint().lower() > limits.max_review_bytes as u64 {

@@ -284,7 +284,10 @@ impl Fixture {
                     return (status, text);
                 }
             }
-            assert!(tokio::time::Instant::now() < deadline, "no such answer in time");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no such answer in time"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -353,7 +356,10 @@ async fn reviews_are_answered_from_the_published_store_on_the_webhooks_own_threa
     let (status, text) = fixture.post(&copy).await;
     assert_eq!(status, 200, "{text}");
     assert!(!allowed(&text), "{text}");
-    assert!(text.contains("already routed by Ingress shop/first"), "{text}");
+    assert!(
+        text.contains("already routed by Ingress shop/first"),
+        "{text}"
+    );
     let good = review_body(ingress("second", "/account", "web", json!({})));
     assert!(allowed(&fixture.post(&good).await.1));
 }
@@ -368,7 +374,10 @@ async fn a_connection_that_never_finishes_its_tls_handshake_is_closed() {
     // Half a ClientHello record header.
     let mut half = fixture.tcp().await;
     half.write_all(&[0x16, 0x03, 0x01]).await.unwrap();
-    assert!(closed_by_server(silent).await, "a silent connection stays open");
+    assert!(
+        closed_by_server(silent).await,
+        "a silent connection stays open"
+    );
     assert!(closed_by_server(half).await, "half a handshake stays open");
 }
 

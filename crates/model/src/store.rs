@@ -257,9 +257,7 @@ impl Store {
             Object::Ingress(o) => changes.config = upsert(&mut self.ingresses, key, o.into()),
             Object::Service(o) => changes.config = upsert(&mut self.services, key, o.into()),
             Object::Secret(o) => changes.config = upsert(&mut self.secrets, key, o.into()),
-            Object::ConfigMap(o) => {
-                changes.config = upsert(&mut self.config_maps, key, o.into())
-            }
+            Object::ConfigMap(o) => changes.config = upsert(&mut self.config_maps, key, o.into()),
         }
         changes
     }

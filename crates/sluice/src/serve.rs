@@ -372,12 +372,12 @@ impl ServeArgs {
                 &kube.validating_webhook_certificate,
                 &kube.validating_webhook_key,
             ) {
-                (Some(listen), Some(certificate), Some(key)) => Some(WebhookOptions {
+                (Some(listen), Some(certificate), Some(key)) => Some(Box::new(WebhookOptions {
                     listen,
                     certificate: certificate.clone(),
                     key: key.clone(),
                     limits: WebhookLimits::default(),
-                }),
+                })),
                 _ => None,
             },
         }
