@@ -312,6 +312,17 @@ fn parse_answer(answer: &[u8]) -> (u16, String) {
     (status, body.to_owned())
 }
 
+/// Sends `bytes` on `tls` and reads until the server closes it: the answer's status.
+async fn status_of(mut tls: TlsStream<TcpStream>, bytes: &[u8]) -> u16 {
+    tls.write_all(bytes).await.unwrap();
+    let mut answer = Vec::new();
+    timeout(BOUND, tls.read_to_end(&mut answer))
+        .await
+        .expect("answered and closed in time")
+        .unwrap();
+    parse_answer(&answer).0
+}
+
 /// Whether the server closes `stream` (EOF or reset) within BOUND, reading what it sends.
 async fn closed_by_server(mut stream: impl AsyncRead + Unpin) -> bool {
     let mut buffer = [0; 4096];
@@ -403,29 +414,21 @@ async fn a_review_over_the_body_limit_is_answered_413_without_being_read() {
         ..lenient()
     });
     // Only the head is sent: the answer cannot have waited for the body.
-    let mut tls = fixture.tls().await;
-    tls.write_all(&head("POST", 1025)).await.unwrap();
-    let mut answer = Vec::new();
-    timeout(BOUND, tls.read_to_end(&mut answer))
-        .await
-        .expect("an answer before any body byte")
-        .unwrap();
-    assert_eq!(parse_answer(&answer).0, 413);
+    assert_eq!(
+        status_of(fixture.tls().await, &head("POST", 1025)).await,
+        413
+    );
 
-    // Chunked, so no length to judge by: refused once past the limit.
-    let mut tls = fixture.tls().await;
+    // Chunked, so no length to judge by: refused once past the limit, the body unfinished.
     let chunked = format!(
         "POST /networking/v1/ingresses HTTP/1.1\r\nhost: localhost\r\n\
          transfer-encoding: chunked\r\n\r\n800\r\n{}\r\n",
         "x".repeat(0x800)
     );
-    tls.write_all(chunked.as_bytes()).await.unwrap();
-    let mut answer = Vec::new();
-    timeout(BOUND, tls.read_to_end(&mut answer))
-        .await
-        .expect("an answer without the end of the body")
-        .unwrap();
-    assert_eq!(parse_answer(&answer).0, 413);
+    assert_eq!(
+        status_of(fixture.tls().await, chunked.as_bytes()).await,
+        413
+    );
 
     // At the limit: a review (not one, so refused as such, but read and answered).
     let (status, text) = fixture.post(&[b' '; 1024]).await;
@@ -438,15 +441,9 @@ async fn a_body_that_stops_coming_is_answered_408_and_closed() {
         body_timeout: Duration::from_millis(300),
         ..lenient()
     });
-    let mut tls = fixture.tls().await;
-    tls.write_all(&head("POST", 100)).await.unwrap();
-    tls.write_all(b"{\"apiVersion\":").await.unwrap();
-    let mut answer = Vec::new();
-    timeout(BOUND, tls.read_to_end(&mut answer))
-        .await
-        .expect("answered and closed")
-        .unwrap();
-    assert_eq!(parse_answer(&answer).0, 408);
+    let mut sent = head("POST", 100);
+    sent.extend_from_slice(b"{\"apiVersion\":");
+    assert_eq!(status_of(fixture.tls().await, &sent).await, 408);
 }
 
 #[tokio::test]
@@ -484,17 +481,8 @@ async fn connections_past_the_cap_are_closed_at_once_while_the_first_are_held() 
         .expect("refused at once, not kept waiting");
     assert!(refused.is_err(), "a fourth connection got a TLS handshake");
     // The held ones still work.
-    let mut first = held.remove(0);
-    first
-        .write_all(b"GET / HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut answer = Vec::new();
-    timeout(BOUND, first.read_to_end(&mut answer))
-        .await
-        .expect("an answer")
-        .unwrap();
-    assert_eq!(parse_answer(&answer).0, 405);
+    let get = b"GET / HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n";
+    assert_eq!(status_of(held.remove(0), get).await, 405);
     // Its place is free again once it has closed.
     let good = review_body(ingress("second", "/account", "web", json!({})));
     fixture.post_until(&good, |status, _| status == 200).await;
