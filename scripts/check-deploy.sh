@@ -187,6 +187,35 @@ jq '(.[] | select(.kind == "DaemonSet") | .spec.template.spec.containers[0].args
 not_admin_surface() { ! admin_surface "$1" >/dev/null; }
 check "a --status-listen on 0.0.0.0 is caught" not_admin_surface "$tmp/exposed.json"
 
+echo "== admission webhook: on the pod's address, not every address of the node"
+# webhook_on_pod_ip FILE.json (normalized objects): every controller container that has
+# --validating-webhook has it as $(POD_IP):PORT, POD_IP from the downward API's status.podIP,
+# and its port named webhook is PORT (the webhook Service's targetPort).
+webhook_on_pod_ip() {
+  jq -e '
+    [ .[] | select(.kind == "DaemonSet" or .kind == "Deployment")
+      | .spec.template.spec.containers[] | select(.args | index("serve"))
+      | select(any(.args[]; startswith("--validating-webhook="))) ] as $containers
+    | ($containers | length) > 0
+      and all($containers[];
+        (.args | map(select(startswith("--validating-webhook=")))[0] | sub("^[^=]*="; "")) as $listen
+        | ($listen | test("^\\$\\(POD_IP\\):[0-9]+$"))
+          and ([.env[]? | select(.name == "POD_IP") | .valueFrom.fieldRef.fieldPath] == ["status.podIP"])
+          and ([.ports[]? | select(.name == "webhook") | .containerPort | tostring]
+               == [$listen | sub("^.*:"; "")]))
+  ' "$1"
+}
+for rendered in manifests chart variant; do
+  check "$rendered: --validating-webhook=\$(POD_IP):PORT, POD_IP from status.podIP, port webhook = PORT" \
+    webhook_on_pod_ip "$tmp/$rendered.json"
+done
+# The check itself must catch a webhook on every address.
+jq '(.[] | select(.kind == "DaemonSet") | .spec.template.spec.containers[0].args) |=
+  map(if startswith("--validating-webhook=") then "--validating-webhook=:8443" else . end)' \
+  "$tmp/manifests.json" >"$tmp/every-address.json"
+not_on_pod_ip() { ! webhook_on_pod_ip "$1" >/dev/null; }
+check "a --validating-webhook on every address (:8443) is caught" not_on_pod_ip "$tmp/every-address.json"
+
 echo "== shutdown: terminationGracePeriodSeconds covers the grace period and the drain"
 # shutdown_budget FILE (normalized JSON): every controller pod has --shutdown-grace-period of at least
 # 5 s, and terminationGracePeriodSeconds >= that + the ConfigMap's worker-shutdown-timeout (default

@@ -5,7 +5,7 @@
 //!                                                   │ recompiled
 //!                                                   ▼
 //!                                   StatusWriter::publish(served, diagnostics)
-//!  webhook ──AdmissionReview──▶ (same loop, same Store) review ──▶ verdict
+//!  configuration changed ──▶ Webhook::publish(&Store) (reviews run on the webhook's thread)
 //! ```
 //! The proxy starts at once (so /healthz answers) but nothing is published, and /ready stays
 //! 503, until every watched kind has been listed. When the API server goes away the watchers
@@ -19,7 +19,7 @@ use providers::kubernetes::{
 };
 use proxy::Proxy;
 
-use crate::webhook::{Pending, Webhook};
+use crate::webhook::Webhook;
 use crate::{
     announce, limits, runtime, ControlPlane, Error, KubeOptions, Options, Step, Termination,
 };
@@ -89,10 +89,10 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
         watchers.ingress_states(),
     );
 
-    let mut webhook = match &kube.webhook {
+    let webhook = match &kube.webhook {
         Some(webhook) => {
-            let started = Webhook::start(webhook).await?;
-            tracing::info!(addr = %started.addr, "admission webhook listening");
+            let started = Webhook::start(webhook, compile_options.clone())?;
+            tracing::info!(addr = %started.addr(), "admission webhook listening");
             Some(started)
         }
         None => None,
@@ -108,10 +108,6 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
     loop {
         let update = tokio::select! {
             update = watchers.next() => update.map(Some),
-            Some(review) = next_review(&mut webhook) => {
-                review.answer(&control.store, &control.options, synced);
-                continue;
-            }
             Ok(()) = leading.changed() => {
                 let leads = *leading.borrow_and_update();
                 control.proxy.set_leader(&kube.election_id, leads);
@@ -162,11 +158,15 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
                 "initial sync with the Kubernetes API complete"
             );
         }
+        let config_changed = pending.config;
         if let Some(compiled) = control.act(std::mem::take(&mut pending)) {
             status.publish(Published {
                 served: compiled.ingresses.iter().cloned().collect(),
                 diagnostics: control.diagnostics_to_report(&compiled),
             });
+        }
+        if let Some(webhook) = webhook.as_ref().filter(|_| config_changed) {
+            webhook.publish(&control.store);
         }
     }
     tracing::info!("shutting down: releasing leadership, finishing requests in flight");
@@ -227,14 +227,6 @@ pub fn load_kubernetes(kube: &KubeOptions, options: &CompileOptions) -> Result<S
             .map_err(|_| Error::SyncTimeout(LOAD_WAIT, watchers.first_lists().describe()))?;
         Ok(store)
     })
-}
-
-/// The next admission review, never when there is no webhook.
-async fn next_review(webhook: &mut Option<Webhook>) -> Option<Pending> {
-    match webhook {
-        Some(webhook) => webhook.next().await,
-        None => std::future::pending().await,
-    }
 }
 
 /// Applies one watcher update to the Store; a relist is a reset, not a stream of deletes.

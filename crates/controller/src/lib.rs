@@ -9,9 +9,11 @@
 //!        config changed ──▶ compile(&Store) ──▶ Proxy::publish (atomic swap) ◀──────────────┤
 //!        endpoints only ──▶ Compiled::refresh_endpoints ──▶ Proxy::endpoints_changed ◀──────┘
 //!  Kubernetes only: recompiled ──▶ StatusWriter::publish(served, diagnostics) (leader only)
-//!                   AdmissionReview ──▶ webhook::review(&Store + candidate) ──▶ allowed/denied
+//!                   recompiled ──▶ Webhook::publish(&Store) ─▶ its thread: AdmissionReview ──▶
+//!                   webhook::review(snapshot + candidate) ──▶ allowed/denied
 //! ```
-//! All of this runs on one current-thread runtime; workers never wait for it.
+//! All of this runs on one current-thread runtime; workers never wait for it, and neither does
+//! it wait for the admission webhook, which serves and compiles on threads of its own.
 //! [`webhook_cert`] is apart: `sluice webhook-cert` (deploy/'s Job) makes the webhook's
 //! certificate Secret and sets its CA as the webhook configuration's `caBundle`.
 //!
@@ -44,7 +46,7 @@ pub use control::ControlPlane;
 pub use files::load_files;
 pub use kubernetes::{apply_update, load_kubernetes};
 pub use signals::{Step, Termination};
-pub use webhook::WebhookOptions;
+pub use webhook::{WebhookLimits, WebhookOptions};
 
 /// ingress-nginx's internal status port, also loopback-only there.
 pub const DEFAULT_STATUS_LISTEN: &str = "127.0.0.1:10246";
@@ -104,7 +106,7 @@ pub struct KubeOptions {
     pub election_id: String,
     pub lease_duration: Duration,
     /// `--validating-webhook`: the admission webhook, answered from this process's Store.
-    pub webhook: Option<WebhookOptions>,
+    pub webhook: Option<Box<WebhookOptions>>,
 }
 
 /// Why the control plane could not start or stopped with an error.

@@ -2,41 +2,77 @@
 //! stores an Ingress, what Sluice would make of it, and refuses it when that is an error.
 //!
 //! ```text
-//!  kube-apiserver ──HTTPS POST AdmissionReview──▶ accept task (TLS: certificate files, re-read
-//!                                                  when they change) ──▶ channel
-//!  control loop (owns the Store) ◀─────────────────────────────────────────┘
-//!     review(): Store + candidate Ingress ─▶ compile() ─▶ the candidate's diagnostics
-//!        Error ─▶ denied, the diagnostics as the message (an object it names that does not
-//!                 exist yet is a warning instead: Services and Secrets may come later)
-//!        Unsupported, Difference, Notice ─▶ allowed, as warnings
+//!  control loop: synced, then every configuration change ──▶ Webhook::publish(Store without
+//!                EndpointSlices: shared objects, no copy) ──▶ the snapshot cell
+//!  thread sluice-webhook (a runtime of its own):
+//!   accept ─ MAX_CONNECTIONS open? ─▶ closed at once (one WARN a minute with counts)
+//!    └▶ TLS handshake + first request head, one REQUEST_HEAD_TIMEOUT from the accept ─▶ closed
+//!       └▶ HTTP/1.1 (hyper; later heads: KEEP_ALIVE_TIMEOUT after the previous response)
+//!          POST? ─ no ─▶ 405;  Content-Length > MAX_REVIEW_BYTES ─▶ 413 (nothing read)
+//!          a review slot (MAX_REVIEWS: one compiling, the rest waiting) ─ none ─▶ 503 at once
+//!          body: MAX_REVIEW_BYTES ─▶ 413, BODY_TIMEOUT ─▶ 408
+//!          one compile at a time, on a blocking thread: review(snapshot + candidate Ingress)
+//!             Error ─▶ denied, the diagnostics as the message (an object it names that does
+//!                      not exist yet is a warning instead: Services and Secrets may come later)
+//!             Unsupported, Difference, Notice ─▶ allowed, as warnings
 //!  ◀──AdmissionReview { response: allowed, status.message, warnings }──
 //! ```
-//! The review runs on the control plane's thread with its Store, so it sees exactly what
-//! Sluice serves (other Ingresses' paths included: a path an older Ingress routes is an error on
-//! the newer one). DELETE, and Ingresses of another class, are allowed without a compile.
+//! The snapshot is the Store Sluice compiled last, so a review sees exactly what Sluice serves
+//! (other Ingresses' paths included: a path an older Ingress routes is an error on the newer
+//! one). Reviews never reach the control loop: endpoint updates are not delayed behind them, and
+//! a flood of them costs at most the webhook's thread and one compiling thread. A 503 or a
+//! closed connection is a failed call, for which the API server applies the configuration's
+//! `failurePolicy` (deploy/: `Ignore`). DELETE, and Ingresses of another class, are allowed
+//! without a compile.
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::{Body, Incoming};
+use hyper::{header, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use model::{compile, CompileOptions, Kind, Object, ObjectRef, Severity, Store};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, oneshot};
+use tokio::net::TcpListener;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::Error;
 
-/// An AdmissionReview larger than this is refused (Kubernetes objects are at most 1.5 MiB; a
-/// review carries the object and the old one).
-const MAX_REVIEW_BYTES: usize = 4 * 1024 * 1024;
+/// From the accept to the first request's complete head, TLS handshake included. The API
+/// server gives a whole webhook call `timeoutSeconds` (default 10, at most 30); a client
+/// slower than this to say what it wants is not one the API server is waiting for.
+pub const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// From the end of a request's head to the end of its body.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// After a response, until the next request's head on that connection is complete.
+pub const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections open at once; a new one past this is closed at once.
+pub const MAX_CONNECTIONS: usize = 64;
+/// An AdmissionReview larger than this is answered 413. The API server accepts no write whose
+/// body is larger (its request limit, 3 MiB), and etcd stores no object over 1.5 MiB; a review
+/// carries the object and, on UPDATE, the old one, so this holds every review of a CREATE and
+/// of any Ingress under half the limit. A larger one is a failed call (`failurePolicy`).
+pub const MAX_REVIEW_BYTES: usize = 3 * 1024 * 1024;
+/// Reviews admitted at once (their bodies are the only ones buffered): one compiling, the rest
+/// waiting their turn. Past it a review is answered 503 before its body is read.
+pub const MAX_REVIEWS: usize = 8;
+/// What one connection may buffer of a request head (hyper's read buffer); more is 431.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// How often the WARN about refused connections and reviews may be written.
+const LIMIT_LOG_PERIOD: Duration = Duration::from_secs(60);
+/// How long the accept loop waits after an accept error (out of descriptors).
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 
 /// `--validating-webhook ADDR --validating-webhook-certificate PATH --validating-webhook-key PATH`.
 #[derive(Clone, Debug)]
@@ -44,6 +80,18 @@ pub struct WebhookOptions {
     pub listen: SocketAddr,
     pub certificate: PathBuf,
     pub key: PathBuf,
+    pub limits: WebhookLimits,
+}
+
+/// What one client may hold of the webhook (defaults: the constants of the same names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WebhookLimits {
+    pub request_head_timeout: Duration,
+    pub body_timeout: Duration,
+    pub keep_alive_timeout: Duration,
+    pub max_connections: usize,
+    pub max_review_bytes: usize,
+    pub max_reviews: usize,
 }
 
 /// What the webhook decided about one Ingress.
@@ -55,22 +103,52 @@ pub struct Verdict {
     pub warnings: Vec<String>,
 }
 
-/// One review waiting for the control loop.
-pub(crate) struct Pending {
-    body: Bytes,
-    reply: oneshot::Sender<Bytes>,
+/// The running webhook: its thread, and the cell the control loop publishes the Store to.
+/// Dropping it stops the thread.
+pub struct Webhook {
+    addr: SocketAddr,
+    snapshot: watch::Sender<Option<Arc<Store>>>,
+    stop: watch::Sender<bool>,
+    thread: Option<JoinHandle<()>>,
 }
 
-/// The running webhook's side of the control loop.
-pub(crate) struct Webhook {
-    requests: mpsc::Receiver<Pending>,
-    pub(crate) addr: SocketAddr,
+/// What every connection of one webhook shares.
+struct Shared {
+    limits: WebhookLimits,
+    compile: CompileOptions,
+    /// `None` until the control loop's first sync.
+    snapshot: watch::Receiver<Option<Arc<Store>>>,
+    reviews: Arc<Semaphore>,
+    /// One compile at a time: held by the blocking task that runs it.
+    compiling: Arc<Semaphore>,
+    refusals: Refusals,
+}
+
+/// Counts of what the limits refused since the last WARN.
+#[derive(Default)]
+struct Refusals {
+    last_log: Mutex<Option<Instant>>,
+    connections: AtomicU64,
+    reviews: AtomicU64,
+}
+
+impl Default for WebhookLimits {
+    fn default() -> WebhookLimits {
+        WebhookLimits {
+            request_head_timeout: REQUEST_HEAD_TIMEOUT,
+            body_timeout: BODY_TIMEOUT,
+            keep_alive_timeout: KEEP_ALIVE_TIMEOUT,
+            max_connections: MAX_CONNECTIONS,
+            max_review_bytes: MAX_REVIEW_BYTES,
+            max_reviews: MAX_REVIEWS,
+        }
+    }
 }
 
 impl Webhook {
-    /// Binds `options.listen`, loads the certificate and starts accepting on the current
-    /// runtime.
-    pub(crate) async fn start(options: &WebhookOptions) -> Result<Webhook, Error> {
+    /// Binds `options.listen`, loads the certificate and starts serving on a thread of its own.
+    /// Until [`Webhook::publish`], reviews are allowed with a warning that nothing was checked.
+    pub fn start(options: &WebhookOptions, compile: CompileOptions) -> Result<Webhook, Error> {
         let resolver = Arc::new(FileCertificate::load(&options.certificate, &options.key)?);
         let mut tls =
             rustls::ServerConfig::builder_with_provider(model::tls::crypto_provider().clone())
@@ -80,42 +158,90 @@ impl Webhook {
                 .with_cert_resolver(resolver);
         tls.alpn_protocols = vec![b"http/1.1".to_vec()];
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
-        let listener = tokio::net::TcpListener::bind(options.listen)
-            .await
+        let io_error = |what| move |source| Error::Io { what, source };
+        let socket = std::net::TcpListener::bind(options.listen)
             .map_err(|e| webhook_error(format!("--validating-webhook {}: {e}", options.listen)))?;
-        let addr = listener.local_addr().map_err(|source| Error::Io {
-            what: "reading the webhook's address",
-            source,
-        })?;
-        let (sender, requests) = mpsc::channel(64);
-        tokio::spawn(accept(listener, acceptor, sender));
-        Ok(Webhook { requests, addr })
+        socket
+            .set_nonblocking(true)
+            .map_err(io_error("setting up the webhook's listener"))?;
+        let addr = socket
+            .local_addr()
+            .map_err(io_error("reading the webhook's address"))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(io_error("starting the webhook's runtime"))?;
+        let listener = {
+            let _entered = runtime.enter();
+            TcpListener::from_std(socket).map_err(io_error("setting up the webhook's listener"))?
+        };
+        let (snapshot, snapshot_cell) = watch::channel(None);
+        let (stop, stopped) = watch::channel(false);
+        let limits = options.limits;
+        let shared = Arc::new(Shared {
+            limits,
+            compile,
+            snapshot: snapshot_cell,
+            reviews: Arc::new(Semaphore::new(limits.max_reviews)),
+            compiling: Arc::new(Semaphore::new(1)),
+            refusals: Refusals::default(),
+        });
+        let thread = std::thread::Builder::new()
+            .name("sluice-webhook".into())
+            .spawn(move || {
+                runtime.block_on(accept(listener, acceptor, shared, stopped));
+                // A compile still running finishes on its own; nothing waits for it.
+                runtime.shutdown_background();
+            })
+            .map_err(io_error("starting the webhook's thread"))?;
+        Ok(Webhook {
+            addr,
+            snapshot,
+            stop,
+            thread: Some(thread),
+        })
     }
 
-    /// The next review to answer (cancel-safe).
-    pub(crate) async fn next(&mut self) -> Option<Pending> {
-        self.requests.recv().await
+    /// Where it listens (the port is known when `listen` had port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Reviews from now on are made against `store` (its EndpointSlices left out: no
+    /// diagnostic depends on them). Costs the caller reference counts, never a compile.
+    pub fn publish(&self, store: &Store) {
+        self.snapshot
+            .send_replace(Some(Arc::new(store.without_endpoint_slices())));
     }
 }
 
-impl Pending {
-    /// Answers with what `store` makes of the request; before the first sync the Store is
-    /// incomplete, so the request is allowed with a warning saying it was not checked.
-    pub(crate) fn answer(self, store: &Store, options: &CompileOptions, synced: bool) {
-        let reply = respond(&self.body, |request| {
-            if synced {
-                review(store, options, request)
-            } else {
-                Verdict {
-                    allowed: true,
-                    message: String::new(),
-                    warnings: vec![
-                        "Sluice has not finished its first sync with the API; not checked".into(),
-                    ],
-                }
-            }
-        });
-        let _ = self.reply.send(reply);
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Refusals {
+    /// Counts one refusal and writes the WARN if the last one is old enough.
+    fn note(&self, limits: &WebhookLimits, count: &AtomicU64) {
+        count.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let mut last = self.last_log.lock().unwrap_or_else(|e| e.into_inner());
+        if last.is_some_and(|last| now.saturating_duration_since(last) < LIMIT_LOG_PERIOD) {
+            return;
+        }
+        *last = Some(now);
+        tracing::warn!(
+            connections_refused = self.connections.swap(0, Ordering::Relaxed),
+            reviews_refused = self.reviews.swap(0, Ordering::Relaxed),
+            max_connections = limits.max_connections,
+            max_reviews = limits.max_reviews,
+            "admission webhook at its limits: connections closed at once, reviews answered 503 \
+             (the API server applies failurePolicy); counts since the last such line"
+        );
     }
 }
 
@@ -124,68 +250,150 @@ fn webhook_error(message: String) -> Error {
 }
 
 async fn accept(
-    listener: tokio::net::TcpListener,
+    listener: TcpListener,
     acceptor: tokio_rustls::TlsAcceptor,
-    sender: mpsc::Sender<Pending>,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
 ) {
+    let connections = Arc::new(Semaphore::new(shared.limits.max_connections));
     loop {
-        let stream = match listener.accept().await {
+        let accepted = tokio::select! {
+            biased;
+            _ = stop.changed() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
             Ok((stream, _)) => stream,
             Err(e) => {
                 tracing::warn!(error = %e, "webhook accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
                 continue;
             }
         };
-        let acceptor = acceptor.clone();
-        let sender = sender.clone();
-        tokio::spawn(async move {
-            let Ok(tls) = acceptor.accept(stream).await else {
-                return;
-            };
-            let service =
-                hyper::service::service_fn(move |request| handle(request, sender.clone()));
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(tls), service)
-                .await;
-        });
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            drop(stream);
+            shared
+                .refusals
+                .note(&shared.limits, &shared.refusals.connections);
+            continue;
+        };
+        tokio::spawn(serve(stream, acceptor.clone(), shared.clone(), permit));
     }
 }
 
-async fn handle(
-    request: Request<hyper::body::Incoming>,
-    sender: mpsc::Sender<Pending>,
-) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
-    let plain = |status: StatusCode, text: &str| {
-        let mut response = Response::new(Full::new(Bytes::from(text.to_owned())));
-        *response.status_mut() = status;
-        Ok(response)
+/// One connection: TLS and the first head within `request_head_timeout` of the accept, then
+/// HTTP/1.1 until the client or a timeout ends it.
+async fn serve(
+    stream: tokio::net::TcpStream,
+    acceptor: tokio_rustls::TlsAcceptor,
+    shared: Arc<Shared>,
+    _permit: OwnedSemaphorePermit,
+) {
+    let deadline = tokio::time::Instant::now() + shared.limits.request_head_timeout;
+    let Ok(Ok(tls)) = tokio::time::timeout_at(deadline, acceptor.accept(stream)).await else {
+        return;
     };
+    let asked = Arc::new(AtomicBool::new(false));
+    let service = hyper::service::service_fn({
+        let asked = asked.clone();
+        let shared = shared.clone();
+        move |request| {
+            asked.store(true, Ordering::Relaxed);
+            handle(request, shared.clone())
+        }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(shared.limits.keep_alive_timeout)
+        .max_buf_size(MAX_HEAD_BYTES);
+    let connection = builder.serve_connection(TokioIo::new(tls), service);
+    let mut connection = std::pin::pin!(connection);
+    tokio::select! {
+        _ = connection.as_mut() => return,
+        () = tokio::time::sleep_until(deadline) => {}
+    }
+    // No head by the deadline: dropping the connection closes it.
+    if asked.load(Ordering::Relaxed) {
+        let _ = connection.await;
+    }
+}
+
+type Answer = Response<Full<Bytes>>;
+
+async fn handle(request: Request<Incoming>, shared: Arc<Shared>) -> Result<Answer, Infallible> {
+    let limits = &shared.limits;
     if request.method() != hyper::Method::POST {
-        return plain(StatusCode::METHOD_NOT_ALLOWED, "POST an AdmissionReview\n");
+        return Ok(plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "POST an AdmissionReview\n",
+        ));
     }
-    let body = match Limited::new(request.into_body(), MAX_REVIEW_BYTES)
-        .collect()
-        .await
-    {
-        Ok(body) => body.to_bytes(),
-        Err(_) => return plain(StatusCode::PAYLOAD_TOO_LARGE, "review too large\n"),
+    let too_large = || closing(StatusCode::PAYLOAD_TOO_LARGE, "review too large\n");
+    if request.body().size_hint().lower() > limits.max_review_bytes as u64 {
+        return Ok(too_large());
+    }
+    let Ok(_slot) = shared.reviews.clone().try_acquire_owned() else {
+        shared.refusals.note(limits, &shared.refusals.reviews);
+        return Ok(closing(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "busy with other reviews\n",
+        ));
     };
-    let (reply, answer) = oneshot::channel();
-    if sender.send(Pending { body, reply }).await.is_err() {
-        return plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n");
-    }
-    match answer.await {
+    let body = Limited::new(request.into_body(), limits.max_review_bytes).collect();
+    let body = match tokio::time::timeout(limits.body_timeout, body).await {
+        Ok(Ok(body)) => body.to_bytes(),
+        Ok(Err(e)) if e.is::<LengthLimitError>() => return Ok(too_large()),
+        Ok(Err(_)) => return Ok(closing(StatusCode::BAD_REQUEST, "unreadable body\n")),
+        Err(_) => return Ok(closing(StatusCode::REQUEST_TIMEOUT, "body too slow\n")),
+    };
+    let Ok(turn) = shared.compiling.clone().acquire_owned().await else {
+        return Ok(closing(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"));
+    };
+    // The newest snapshot, taken when this review's turn comes.
+    let snapshot = shared.snapshot.borrow().clone();
+    let compile = shared.compile.clone();
+    let answered = tokio::task::spawn_blocking(move || {
+        let _turn = turn;
+        respond(&body, |request| match &snapshot {
+            Some(store) => review(store, &compile, request),
+            None => Verdict {
+                allowed: true,
+                message: String::new(),
+                warnings: vec![
+                    "Sluice has not finished its first sync with the API; not checked".into(),
+                ],
+            },
+        })
+    })
+    .await;
+    Ok(match answered {
         Ok(json) => {
             let mut response = Response::new(Full::new(json));
             response.headers_mut().insert(
-                hyper::header::CONTENT_TYPE,
-                hyper::header::HeaderValue::from_static("application/json"),
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("application/json"),
             );
-            Ok(response)
+            response
         }
-        Err(_) => plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"),
-    }
+        Err(_) => closing(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"),
+    })
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Answer {
+    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
+    *response.status_mut() = status;
+    response
+}
+
+/// An answer after which the connection closes (a body may be left unread).
+fn closing(status: StatusCode, text: &'static str) -> Answer {
+    let mut response = plain(status, text);
+    response.headers_mut().insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    response
 }
 
 /// The AdmissionReview answering `body`: `decide` is asked about the request in it.

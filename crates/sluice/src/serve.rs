@@ -9,7 +9,7 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use controller::{KubeOptions, Listen, Options, Source, WebhookOptions};
+use controller::{KubeOptions, Listen, Options, Source, WebhookLimits, WebhookOptions};
 use model::{CompileOptions, NamespacedName, NodeLocalEndpoints};
 use providers::kubernetes::StatusAddresses;
 
@@ -190,8 +190,9 @@ pub(crate) struct KubeArgs {
     #[arg(long, requires = "kubernetes")]
     pub(crate) allow_loopback_endpoints: bool,
     /// Serve the validating admission webhook (admission.k8s.io/v1 AdmissionReview over HTTPS)
-    /// on ADDR (`:8443` is every address): Ingresses Sluice would refuse are refused by the API
-    /// server, with Sluice's reasons; what it serves differently comes back as warnings.
+    /// on ADDR (`IP:PORT`, e.g. `$(POD_IP):8443`; `:8443` is every IPv4 address): Ingresses
+    /// Sluice would refuse are refused by the API server, with Sluice's reasons; what it serves
+    /// differently comes back as warnings.
     #[arg(long, value_name = "ADDR", requires_all = ["kubernetes", "validating_webhook_certificate", "validating_webhook_key"], value_parser = webhook_address)]
     pub(crate) validating_webhook: Option<SocketAddr>,
     /// The webhook's certificate chain (PEM); re-read when the file changes.
@@ -371,11 +372,12 @@ impl ServeArgs {
                 &kube.validating_webhook_certificate,
                 &kube.validating_webhook_key,
             ) {
-                (Some(listen), Some(certificate), Some(key)) => Some(WebhookOptions {
+                (Some(listen), Some(certificate), Some(key)) => Some(Box::new(WebhookOptions {
                     listen,
                     certificate: certificate.clone(),
                     key: key.clone(),
-                }),
+                    limits: WebhookLimits::default(),
+                })),
                 _ => None,
             },
         }
@@ -404,14 +406,22 @@ fn dns_subdomain(text: &str) -> Result<String, String> {
     }
 }
 
-/// `HOST:PORT`, or Go's `:PORT` for every address (ingress-nginx's `--validating-webhook=:8443`).
+/// `IP:PORT`, or Go's `:PORT` for every address (ingress-nginx's `--validating-webhook=:8443`).
+/// An IPv6 address may come without brackets (`fd00::7:8443` is `[fd00::7]:8443`: the port is
+/// required, so it is what follows the last colon), which `$(POD_IP):8443` gives in an IPv6
+/// cluster.
 fn webhook_address(text: &str) -> Result<SocketAddr, String> {
-    let full = match text.strip_prefix(':') {
-        Some(port) => format!("0.0.0.0:{port}"),
-        None => text.to_owned(),
-    };
-    full.parse()
-        .map_err(|_| format!("{text:?}: expected HOST:PORT or :PORT"))
+    let error = || format!("{text:?}: expected IP:PORT or :PORT");
+    if let Some(port) = text.strip_prefix(':') {
+        return format!("0.0.0.0:{port}").parse().map_err(|_| error());
+    }
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    let (ip, port) = text.rsplit_once(':').ok_or_else(error)?;
+    let ip: std::net::Ipv6Addr = ip.parse().map_err(|_| error())?;
+    let port: u16 = port.parse().map_err(|_| error())?;
+    Ok(SocketAddr::from((ip, port)))
 }
 
 /// Go's `strconv.ParseBool`, which ingress-nginx's boolean flags use.
@@ -578,6 +588,17 @@ mod tests {
             PathBuf::from("/usr/local/certificates/cert")
         );
         assert_eq!(webhook.key, PathBuf::from("/usr/local/certificates/key"));
+        // The manifests' `$(POD_IP):8443`, expanded by the kubelet, in either family.
+        for (arg, listen) in [
+            ("10.1.2.3:8443", "10.1.2.3:8443"),
+            ("fd00::7:8443", "[fd00::7]:8443"),
+            ("[fd00::7]:8443", "[fd00::7]:8443"),
+        ] {
+            assert_eq!(webhook_address(arg), Ok(listen.parse().unwrap()), "{arg}");
+        }
+        for bad in ["8443", "web:8443", "10.1.2.3", "fd00::7", ":http"] {
+            assert!(webhook_address(bad).is_err(), "{bad}");
+        }
         // All three or none.
         let error = serve(&["--kubernetes", "--validating-webhook=:8443"]).unwrap_err();
         assert!(

@@ -1136,15 +1136,10 @@ fn try_kubectl(cluster: &Cluster, args: &[&str]) -> (bool, String) {
     (output.status.success(), text)
 }
 
-#[test]
-fn the_admission_webhook_refuses_what_sluice_would_and_warns_about_the_rest() {
-    use base64::Engine;
-    let ns = "admission";
-    let cluster = cluster_with_class("admission", ns);
-    let p = pod(&cluster, 11);
-    cluster.create_app(ns, "web", "web.test", 8080, &ips(&[&p]));
-
-    // ingress-nginx's flags: the certificate and key as files (its chart mounts a Secret).
+/// Sluice with its admission webhook on 127.0.0.1 (ingress-nginx's flags: the certificate and
+/// key as files, which its chart mounts from a Secret): Sluice, the webhook's address and the
+/// certificate (PEM) to trust.
+fn sluice_with_webhook(cluster: &Cluster, ns: &str) -> (KubeSluice, String, String) {
     let (cert_pem, key_pem) = self_signed("127.0.0.1");
     let (cert, key) = (
         cluster.dir.join("webhook.crt"),
@@ -1159,7 +1154,7 @@ fn the_admission_webhook_refuses_what_sluice_would_and_warns_about_the_rest() {
         .unwrap()
         .port();
     let listen = format!("127.0.0.1:{port}");
-    let _sluice = cluster.sluice(
+    let sluice = cluster.sluice(
         ns,
         &[
             "--validating-webhook",
@@ -1170,6 +1165,17 @@ fn the_admission_webhook_refuses_what_sluice_would_and_warns_about_the_rest() {
             key.to_str().unwrap(),
         ],
     );
+    (sluice, listen, cert_pem)
+}
+
+#[test]
+fn the_admission_webhook_refuses_what_sluice_would_and_warns_about_the_rest() {
+    use base64::Engine;
+    let ns = "admission";
+    let cluster = cluster_with_class("admission", ns);
+    let p = pod(&cluster, 11);
+    cluster.create_app(ns, "web", "web.test", 8080, &ips(&[&p]));
+    let (_sluice, listen, cert_pem) = sluice_with_webhook(&cluster, ns);
     cluster.create(&serde_json::json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
@@ -1234,6 +1240,108 @@ fn the_admission_webhook_refuses_what_sluice_would_and_warns_about_the_rest() {
         "{output}"
     );
     assert!(cluster.get("Ingress", ns, "good").is_some());
+}
+
+/// POSTs an AdmissionReview about `object` to the webhook on a connection of its own; the
+/// answer's `response.allowed`.
+fn ask_webhook(
+    listen: &str,
+    tls: &std::sync::Arc<rustls::ClientConfig>,
+    object: &serde_json::Value,
+) -> std::io::Result<bool> {
+    use std::io::{Read, Write};
+    let body = serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "1", "operation": "CREATE", "namespace": object["metadata"]["namespace"],
+            "kind": {"group": "networking.k8s.io", "version": "v1", "kind": "Ingress"},
+            "object": object,
+        },
+    })
+    .to_string();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let connection = rustls::ClientConnection::new(tls.clone(), name).unwrap();
+    let tcp = std::net::TcpStream::connect(listen)?;
+    tcp.set_read_timeout(Some(WAIT))?;
+    let mut stream = rustls::StreamOwned::new(connection, tcp);
+    write!(
+        stream,
+        "POST /networking/v1/ingresses HTTP/1.1\r\nhost: {listen}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    let json = answer.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    let review: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| std::io::Error::other(format!("{e}: {answer}")))?;
+    Ok(review["response"]["allowed"] == true)
+}
+
+#[test]
+fn endpoint_updates_land_while_the_admission_webhook_is_flooded() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let ns = "flood";
+    let cluster = cluster_with_class("flood", ns);
+    let (a, b) = (pod(&cluster, 11), pod(&cluster, 12));
+    cluster.create_app(ns, "web", "web.test", 8080, &ips(&[&a]));
+    let (sluice, listen, cert_pem) = sluice_with_webhook(&cluster, ns);
+    let tls = tls_client(cert_pem.as_bytes());
+    // Checked (refused), so the webhook has the synced Store.
+    let copy = ingress(ns, "copy", Some("sluice"), "web.test", "web");
+    assert!(!ask_webhook(&listen, &tls, &copy).unwrap());
+
+    // Reviews back to back on 4 connections, and 4 more that hold half a request head each
+    // until the webhook closes them, over and over.
+    let stop = Arc::new(AtomicBool::new(false));
+    let answered = Arc::new(AtomicUsize::new(0));
+    let mut flood = Vec::new();
+    for i in 0..8 {
+        let (stop, answered, tls, listen, copy) = (
+            stop.clone(),
+            answered.clone(),
+            tls.clone(),
+            listen.clone(),
+            copy.clone(),
+        );
+        flood.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if i % 2 == 0 {
+                    if let Ok(false) = ask_webhook(&listen, &tls, &copy) {
+                        answered.fetch_add(1, Ordering::Relaxed);
+                    }
+                } else if let Ok(mut tcp) = std::net::TcpStream::connect(&listen) {
+                    use std::io::{Read, Write};
+                    let _ = tcp.write_all(&[0x16, 0x03, 0x01]);
+                    let _ = tcp.set_read_timeout(Some(Duration::from_millis(200)));
+                    let _ = tcp.read(&mut [0; 16]);
+                }
+            }
+        }));
+    }
+    eventually(WAIT, "the flood's reviews to be answered", || {
+        (answered.load(Ordering::Relaxed) >= 10).then_some(())
+    });
+
+    // The web Service's only endpoint moves to pod b while the flood goes on.
+    cluster.apply(&endpoint_slice(
+        ns,
+        "web-1",
+        "web",
+        8080,
+        &[Endpoint::ready(b.addr.ip())],
+    ));
+    sluice.wait_served_by("web.test", "pod-12", WAIT);
+    let during = answered.load(Ordering::Relaxed);
+    eventually(WAIT, "reviews still answered after the update", || {
+        (answered.load(Ordering::Relaxed) > during).then_some(())
+    });
+    stop.store(true, Ordering::Relaxed);
+    for thread in flood {
+        thread.join().unwrap();
+    }
+    drop(a);
 }
 
 #[test]
