@@ -381,6 +381,41 @@ async fn codec_refusals_are_logged_with_the_status_sent() {
     shutdown(h.proxy).await;
 }
 
+/// Issue 24 item 10: a header list over the limit on HTTP/2 (431 on its stream, the
+/// connection goes on) is logged as HTTP/1's is.
+#[tokio::test]
+async fn an_http2_header_list_over_the_limit_is_logged() {
+    let backend = start_backend("web").await;
+    let mut h = Harness::start();
+    let mut objects = site(&[addr_of(&backend)], json!({}));
+    objects.push(settings(&[("use-h2c", "true")]));
+    h.apply(&objects);
+    let stream = tokio::net::TcpStream::connect(h.http()).await.unwrap();
+    let mut h2 = H2Client::over(stream).await;
+    let big = "a".repeat(64 * 1024);
+    let reply = h2
+        .send(request(
+            "log.test",
+            "http://log.test/big",
+            &[("x-big", &big)],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(reply.status, 431);
+    // The connection goes on, and its next request is logged as usual.
+    assert_eq!(h2.get("http://log.test/").await.status, 200);
+    let lines = lines(&h, 2).await;
+    assert!(
+        lines.iter().any(|l| l.contains("\"-\" 431 ")),
+        "no 431 line: {lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("\"GET / HTTP/2.0\" 200 ")),
+        "{lines:#?}"
+    );
+    shutdown(h.proxy).await;
+}
+
 /// Issue 24 item 10: a response whose write failed (the client reset the connection) is
 /// logged with its status and the body bytes that went out, not left out.
 #[tokio::test]
@@ -390,7 +425,11 @@ async fn a_response_whose_write_failed_is_logged_with_the_bytes_sent() {
     h.apply(&site(&[addr_of(&backend)], json!({})));
     for version in ["1.1", "1.0"] {
         // HTTP/1.1: the inline server; HTTP/1.0: hyper.
-        let mut stream = tokio::net::TcpStream::connect(h.http()).await.unwrap();
+        // A small receive buffer keeps the kernel from taking the whole body before the
+        // reset: the proxy's writes fail.
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let mut stream = socket.connect(h.http()).await.unwrap();
         let request = format!("GET /1mb.bin HTTP/{version}\r\nHost: log.test\r\n\r\n");
         tokio::io::AsyncWriteExt::write_all(&mut stream, request.as_bytes())
             .await
@@ -416,8 +455,11 @@ async fn a_response_whose_write_failed_is_logged_with_the_bytes_sent() {
             .and_then(|rest| rest.split(' ').next())
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("{line}"));
+        // The count is what the proxy took from the body, so it may reach the whole body
+        // when the kernel and the writer's buffers held the rest at the reset (nginx counts
+        // what the kernel took): what must hold is the line, and no more than the body.
         assert!(
-            sent < 1024 * 1024,
+            sent <= 1024 * 1024,
             "{sent} bytes sent to a reset client: {line}"
         );
     }

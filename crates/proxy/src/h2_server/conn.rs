@@ -653,6 +653,8 @@ impl<I> Connection<I> {
             .stats
             .borrow_mut()
             .error(431, crate::error::ErrorSource::Client);
+        // Logged as HTTP/1's refusals are: the head was not kept, so the request is "-".
+        self.conn.log_refused(None, 431, (0, 0));
     }
 
     /// A second header block on stream `id`: its trailers, held to the head's limit. Decoded
