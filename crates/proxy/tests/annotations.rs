@@ -429,6 +429,59 @@ async fn allow_and_deny_lists_are_checked_on_the_client_address() {
 }
 
 #[tokio::test]
+async fn authentication_not_implemented_yet_refuses_its_ingress_and_no_other() {
+    let backend = start_backend("web").await;
+    let mut h = Harness::start();
+    let mut objects = web(&[&backend]);
+    objects.extend([
+        site(
+            "basic",
+            "basic.example.com",
+            "/",
+            "Prefix",
+            &[("auth-type", "basic"), ("auth-secret", "htpasswd")],
+        ),
+        site(
+            "external",
+            "external.example.com",
+            "/",
+            "Prefix",
+            &[("auth-url", "http://auth.example.com/check")],
+        ),
+        site(
+            "mtls",
+            "mtls.example.com",
+            "/",
+            "Prefix",
+            &[("auth-tls-secret", "default/client-ca")],
+        ),
+        site("open", "open.example.com", "/", "Prefix", &[]),
+    ]);
+    let compiled = h.apply_allowing_diagnostics(&objects);
+    let errors = compiled
+        .diagnostics
+        .iter()
+        .filter(|d| d.to_string().contains("restricts access and is not implemented"))
+        .count();
+    assert_eq!(errors, 3, "{:?}", compiled.diagnostics);
+    let http = h.http();
+    for host in ["basic", "external", "mtls"] {
+        let reply = get(http, &format!("{host}.example.com"), "/echo").await;
+        assert_eq!(
+            reply.status,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "{host}: authentication Sluice cannot do yet refuses, never opens"
+        );
+    }
+    assert_eq!(get(http, "open.example.com", "/echo").await.backend(), "web");
+    let metrics = get(h.admin(), "admin", "/metrics").await.text();
+    assert!(
+        metrics.contains("sluice_error_responses_total{status=\"503\",source=\"config\"} 3"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
 async fn snippets_translate_headers_and_refuse_the_rest() {
     let backend = start_backend("web").await;
     let mut h = Harness::start();
