@@ -1005,13 +1005,15 @@ pub fn translate_snippet(text: &str) -> Result<Vec<(HeaderEdit, bool)>, String> 
                     } else {
                         HeaderAction::Set(header_value(name, value)?)
                     };
-                    edits.push((
+                    push_edit(
+                        &mut edits,
+                        name,
                         HeaderEdit {
                             name: header,
                             action,
                         },
                         to_request,
-                    ));
+                    )?;
                 }
             }
             "add_header" => {
@@ -1026,13 +1028,15 @@ pub fn translate_snippet(text: &str) -> Result<Vec<(HeaderEdit, bool)>, String> 
                 };
                 let header = header_name(name, header)?;
                 let action = HeaderAction::Append(header_value(name, value)?);
-                edits.push((
+                push_edit(
+                    &mut edits,
+                    name,
                     HeaderEdit {
                         name: header,
                         action,
                     },
                     false,
-                ));
+                )?;
             }
             "proxy_set_header" => {
                 let [header, value] = args else {
@@ -1045,13 +1049,15 @@ pub fn translate_snippet(text: &str) -> Result<Vec<(HeaderEdit, bool)>, String> 
                 } else {
                     HeaderAction::Set(header_value(name, value)?)
                 };
-                edits.push((
+                push_edit(
+                    &mut edits,
+                    name,
                     HeaderEdit {
                         name: header,
                         action,
                     },
                     true,
-                ));
+                )?;
             }
             "more_clear_headers" | "more_clear_input_headers" | "proxy_hide_header" => {
                 let to_request = name == "more_clear_input_headers";
@@ -1062,13 +1068,15 @@ pub fn translate_snippet(text: &str) -> Result<Vec<(HeaderEdit, bool)>, String> 
                 }
                 for arg in args {
                     let header = header_name(name, arg)?;
-                    edits.push((
+                    push_edit(
+                        &mut edits,
+                        name,
                         HeaderEdit {
                             name: header,
                             action: HeaderAction::Remove,
                         },
                         to_request,
-                    ));
+                    )?;
                 }
             }
             other => {
@@ -1080,6 +1088,52 @@ pub fn translate_snippet(text: &str) -> Result<Vec<(HeaderEdit, bool)>, String> 
         }
     }
     Ok(edits)
+}
+
+/// Headers that say how a message is framed or what its connection does, not what it means.
+/// An edit of one desyncs the connection it is sent on: `Content-Length: 0` above a body that
+/// is still sent made the body the next request on the pooled upstream connection, another
+/// tenant's (request smuggling). Sluice frames every message itself.
+const CONNECTION_HEADERS: [&str; 8] = [
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+    "proxy-connection",
+];
+
+/// Adds one translated edit, or refuses it: no snippet frames a message, manages a
+/// connection, or chooses the `Host` the upstream routes on.
+fn push_edit(
+    edits: &mut Vec<(HeaderEdit, bool)>,
+    directive: &str,
+    edit: HeaderEdit,
+    to_request: bool,
+) -> Result<(), String> {
+    let header = edit.name.as_str();
+    if CONNECTION_HEADERS.contains(&header) {
+        if edit.action == HeaderAction::Remove
+            && !matches!(header, "content-length" | "transfer-encoding")
+        {
+            // `proxy_set_header Connection "";` (nginx's keep-alive recipe) and the like ask
+            // for what Sluice does anyway: hop-by-hop headers are never passed on.
+            return Ok(());
+        }
+        return Err(format!(
+            "{directive}: {header} is refused: Sluice sets the framing and connection headers \
+             from the message it sends (an edit of them would let one request smuggle another)"
+        ));
+    }
+    if to_request && edit.name == http::header::HOST {
+        return Err(format!(
+            "{directive}: host is refused (use the upstream-vhost annotation instead)"
+        ));
+    }
+    edits.push((edit, to_request));
+    Ok(())
 }
 
 fn header_name(directive: &str, name: &str) -> Result<HeaderName, String> {
@@ -1210,6 +1264,38 @@ mod tests {
         let refused = translate_snippet("more_set_headers \"X-Host: $host\";").unwrap_err();
         assert!(refused.contains("variables"), "{refused}");
         assert!(translate_snippet("add_header X-A b").is_err());
+    }
+
+    #[test]
+    fn snippets_cannot_frame_messages_or_choose_the_host() {
+        for snippet in [
+            "proxy_set_header Content-Length \"0\";",
+            "proxy_set_header Transfer-Encoding chunked;",
+            "more_set_input_headers \"Connection: close\";",
+            "more_set_input_headers \"Keep-Alive: timeout=5\";",
+            "proxy_set_header Upgrade websocket;",
+            "proxy_set_header TE trailers;",
+            "proxy_set_header Trailer X-Checksum;",
+            "proxy_set_header Proxy-Connection keep-alive;",
+            "more_clear_input_headers Content-Length;",
+            "more_set_headers \"Content-Length: 1\";",
+            "add_header Transfer-Encoding chunked;",
+            "more_clear_headers Transfer-Encoding;",
+            "proxy_set_header Host internal.example.com;",
+            "more_set_input_headers \"Host: internal.example.com\";",
+        ] {
+            let refused = translate_snippet(snippet).unwrap_err();
+            assert!(refused.contains("is refused"), "{snippet}: {refused}");
+        }
+        let refused = translate_snippet("proxy_set_header Host a.example.com;").unwrap_err();
+        assert!(refused.contains("upstream-vhost"), "{refused}");
+        // Clearing a hop-by-hop header asks for what Sluice does anyway; a response's Host is
+        // no routing input.
+        let edits =
+            translate_snippet("proxy_set_header Connection \"\";\nmore_set_headers \"Host: x\";")
+                .unwrap();
+        assert_eq!(edits.len(), 1, "{edits:?}");
+        assert!(!edits[0].1);
     }
 
     #[test]
