@@ -147,7 +147,9 @@ fn authentication_sluice_does_not_implement_yet_is_refused() {
         let verdict = decide("CREATE", ingress("second", "/account", "web", annotations));
         assert!(!verdict.allowed, "{verdict:?}");
         assert!(
-            verdict.message.contains("restricts access and is not implemented"),
+            verdict
+                .message
+                .contains("restricts access and is not implemented"),
             "{}",
             verdict.message
         );

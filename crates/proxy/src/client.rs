@@ -698,7 +698,9 @@ pub(crate) fn request_framing(head: &Parts, body: &RequestBody) -> RequestFramin
             RequestFraming::Length(0)
         }
         RequestBody::Empty => RequestFraming::None,
-        body => body.length().map_or(RequestFraming::Chunked, RequestFraming::Length),
+        body => body
+            .length()
+            .map_or(RequestFraming::Chunked, RequestFraming::Length),
     }
 }
 
@@ -1033,8 +1035,10 @@ mod tests {
         // Framing comes from the argument, never from the head's own headers.
         head.headers
             .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
-        head.headers
-            .insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+        head.headers.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
         encode_head(&mut out, &head, &added, RequestFraming::Length(5));
         let text = String::from_utf8(out.clone()).unwrap();
         assert_eq!(text.matches("content-length").count(), 1, "{text}");

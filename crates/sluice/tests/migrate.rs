@@ -117,7 +117,11 @@ fn every_ingress_gets_one_verdict_and_exit_1_names_the_ones_not_served_as_writte
     assert!(line("sticky").contains("| not served as written | unsupported: "));
     assert!(line("sticky").contains("affinity"));
     assert!(line("basic-auth").contains("| not served as written | "));
-    assert!(line("basic-auth").contains("error: "), "{}", line("basic-auth"));
+    assert!(
+        line("basic-auth").contains("error: "),
+        "{}",
+        line("basic-auth")
+    );
     assert!(line("basic-auth").contains("auth-type: restricts access and is not implemented"));
     assert!(line("legacy").contains("| served with differences | difference: "));
     assert!(line("zz-copy").contains("| not served as written | error: "));
