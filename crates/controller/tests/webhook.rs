@@ -134,6 +134,11 @@ fn an_invalid_annotation_is_refused_and_an_unsupported_one_is_a_warning() {
     );
 }
 
+/// A new Ingress with these annotations, as the API server would send it for review.
+fn create_annotated(annotations: Value) -> Verdict {
+    decide("CREATE", ingress("second", "/account", "web", annotations))
+}
+
 #[test]
 fn authentication_sluice_does_not_implement_yet_is_refused() {
     for annotations in [
@@ -144,7 +149,7 @@ fn authentication_sluice_does_not_implement_yet_is_refused() {
         json!({"nginx.ingress.kubernetes.io/auth-tls-secret": "default/client-ca",
                "nginx.ingress.kubernetes.io/auth-tls-verify-client": "on"}),
     ] {
-        let verdict = decide("CREATE", ingress("second", "/account", "web", annotations));
+        let verdict = create_annotated(annotations);
         assert!(!verdict.allowed, "{verdict:?}");
         assert!(
             verdict
@@ -155,15 +160,8 @@ fn authentication_sluice_does_not_implement_yet_is_refused() {
         );
     }
     // A companion alone does nothing in ingress-nginx either: a warning.
-    let verdict = decide(
-        "CREATE",
-        ingress(
-            "second",
-            "/account",
-            "web",
-            json!({"nginx.ingress.kubernetes.io/auth-secret": "basic-auth"}),
-        ),
-    );
+    let verdict =
+        create_annotated(json!({"nginx.ingress.kubernetes.io/auth-secret": "basic-auth"}));
     assert!(verdict.allowed, "{verdict:?}");
     assert_eq!(verdict.warnings.len(), 1, "{verdict:?}");
 }
