@@ -146,6 +146,38 @@ fn an_invalid_annotation_is_refused_and_an_unsupported_one_is_a_warning() {
     );
 }
 
+/// A new Ingress with these annotations, as the API server would send it for review.
+fn create_annotated(annotations: Value) -> Verdict {
+    decide("CREATE", ingress("second", "/account", "web", annotations))
+}
+
+#[test]
+fn authentication_sluice_does_not_implement_yet_is_refused() {
+    for annotations in [
+        json!({"nginx.ingress.kubernetes.io/auth-type": "basic",
+               "nginx.ingress.kubernetes.io/auth-secret": "basic-auth"}),
+        json!({"nginx.ingress.kubernetes.io/auth-url": "http://auth.example.com/check",
+               "nginx.ingress.kubernetes.io/auth-signin": "https://auth.example.com/start"}),
+        json!({"nginx.ingress.kubernetes.io/auth-tls-secret": "default/client-ca",
+               "nginx.ingress.kubernetes.io/auth-tls-verify-client": "on"}),
+    ] {
+        let verdict = create_annotated(annotations);
+        assert!(!verdict.allowed, "{verdict:?}");
+        assert!(
+            verdict
+                .message
+                .contains("restricts access and is not implemented"),
+            "{}",
+            verdict.message
+        );
+    }
+    // A companion alone does nothing in ingress-nginx either: a warning.
+    let verdict =
+        create_annotated(json!({"nginx.ingress.kubernetes.io/auth-secret": "basic-auth"}));
+    assert!(verdict.allowed, "{verdict:?}");
+    assert_eq!(verdict.warnings.len(), 1, "{verdict:?}");
+}
+
 #[test]
 fn a_service_that_does_not_exist_yet_is_a_warning_not_a_refusal() {
     let verdict = decide("CREATE", ingress("second", "/account", "later", json!({})));

@@ -6,6 +6,8 @@
 //!      unsupported / unknown ─▶ parse each implemented one ─▶ IngressAnnotations
 //!                                 │ bad value ─▶ Error diagnostic, default kept
 //!                                 │            (allow/deny lists, snippets: route refused, 503)
+//!                                 ├ not implemented but restricts access (auth-type, auth-url,
+//!                                 │  auth-tls-secret, …) ─▶ Error diagnostic, route refused, 503
 //!                                 └ unsupported / unknown ─▶ Unsupported diagnostic
 //! ```
 //! An annotation with no effect in Sluice is never silent: it is a diagnostic on its Ingress.
@@ -39,11 +41,28 @@ pub enum Support {
     Accepted(&'static str),
     /// Not implemented: a diagnostic on the Ingress. The text says why or where it is planned.
     No(&'static str),
+    /// Not implemented, and it restricts who may reach a route: set, it refuses the Ingress's
+    /// routes (503, an error diagnostic, the webhook's refusal), as an unreadable allow-list
+    /// does, rather than serving them without it. The text says what it is and until when.
+    FailsClosed(&'static str),
     /// Sluice's own, which ingress-nginx does not have: read only as `sluice.dev/<key>` (under
     /// ingress-nginx's prefix it is a diagnostic, as ingress-nginx would ignore it). The text
     /// says what it does.
     Sluice(&'static str),
 }
+
+/// A companion of `auth-type`: ingress-nginx reads it only with `auth-type`.
+const WITH_AUTH_TYPE: &str = "planned (wave 2); read only with auth-type (alone ignored, as in ingress-nginx), which refuses the Ingress until then";
+/// A companion of `auth-tls-secret`.
+const WITH_AUTH_TLS_SECRET: &str = "planned (wave 2); read only with auth-tls-secret (alone ignored, as in ingress-nginx), which refuses the Ingress until then";
+/// A companion of `auth-url`.
+const WITH_AUTH_URL: &str = "planned (wave 2); read only with auth-url (alone ignored, as in ingress-nginx), which refuses the Ingress until then";
+/// Why rate limits do not fail closed: they bound how much a client may ask, not who may ask.
+/// Without them every client still gets exactly the answers it is entitled to; what is lost is
+/// protection of the backends' capacity, which a diagnostic reports.
+const RATE_LIMIT: &str = "planned (wave 2); a rate limit protects capacity, not access (it decides how much a client may ask, never who may), so the Ingress is served without it, with a diagnostic";
+/// Why the ModSecurity switches do not fail closed while `modsecurity-snippet` does.
+const NO_WAF: &str = "no web application firewall in Sluice; without modsecurity-snippet, ingress-nginx runs ModSecurity in DetectionOnly mode (it logs, blocks nothing), so the Ingress is served, with a diagnostic";
 
 /// Every annotation ingress-nginx documents, and what Sluice does with it, then Sluice's own.
 /// README's table is made from this (a test keeps them equal).
@@ -53,26 +72,31 @@ pub const CATALOGUE: &[(&str, Support)] = &[
     ("affinity-mode", Support::No("planned (wave 2)")),
     ("affinity-canary-behavior", Support::No("planned (wave 2)")),
     ("allowlist-source-range", Support::Yes),
-    ("auth-realm", Support::No("planned (wave 2)")),
-    ("auth-secret", Support::No("planned (wave 2)")),
-    ("auth-secret-type", Support::No("planned (wave 2)")),
-    ("auth-type", Support::No("planned (wave 2)")),
-    ("auth-tls-secret", Support::No("planned (wave 2)")),
-    ("auth-tls-verify-depth", Support::No("planned (wave 2)")),
-    ("auth-tls-verify-client", Support::No("planned (wave 2)")),
-    ("auth-tls-error-page", Support::No("planned (wave 2)")),
-    ("auth-tls-pass-certificate-to-upstream", Support::No("planned (wave 2)")),
-    ("auth-tls-match-cn", Support::No("planned (wave 2)")),
-    ("auth-url", Support::No("planned (wave 2)")),
-    ("auth-cache-key", Support::No("planned (wave 2)")),
-    ("auth-cache-duration", Support::No("planned (wave 2)")),
-    ("auth-keepalive", Support::No("planned (wave 2)")),
-    ("auth-keepalive-share-vars", Support::No("planned (wave 2)")),
-    ("auth-keepalive-requests", Support::No("planned (wave 2)")),
-    ("auth-keepalive-timeout", Support::No("planned (wave 2)")),
-    ("auth-proxy-set-headers", Support::No("planned (wave 2)")),
+    ("auth-realm", Support::No(WITH_AUTH_TYPE)),
+    ("auth-secret", Support::No(WITH_AUTH_TYPE)),
+    ("auth-secret-type", Support::No(WITH_AUTH_TYPE)),
+    ("auth-type", Support::FailsClosed("until basic and digest authentication are implemented (wave 2): any value refuses the Ingress's routes (503) rather than serve them to anyone; ingress-nginx, too, refuses them when auth-type or auth-secret cannot be used")),
+    ("auth-tls-secret", Support::FailsClosed("until client certificate authentication is implemented (wave 2): any value refuses the Ingress's routes (503) rather than serve them without a client certificate (ingress-nginx verifies one by default, auth-tls-verify-client: on, and refuses the routes when the Secret cannot be used)")),
+    ("auth-tls-verify-depth", Support::No(WITH_AUTH_TLS_SECRET)),
+    ("auth-tls-verify-client", Support::No(WITH_AUTH_TLS_SECRET)),
+    ("auth-tls-error-page", Support::No(WITH_AUTH_TLS_SECRET)),
+    ("auth-tls-pass-certificate-to-upstream", Support::No(WITH_AUTH_TLS_SECRET)),
+    ("auth-tls-match-cn", Support::No(WITH_AUTH_TLS_SECRET)),
+    ("auth-signin", Support::No(WITH_AUTH_URL)),
+    ("auth-signin-redirect-param", Support::No(WITH_AUTH_URL)),
+    ("auth-method", Support::No(WITH_AUTH_URL)),
+    ("auth-response-headers", Support::No(WITH_AUTH_URL)),
+    ("auth-request-redirect", Support::No(WITH_AUTH_URL)),
+    ("auth-url", Support::FailsClosed("until external authentication is implemented (wave 2): any value refuses the Ingress's routes (503) rather than serve them unauthenticated; ingress-nginx, too, refuses them when the URL cannot be read")),
+    ("auth-cache-key", Support::No(WITH_AUTH_URL)),
+    ("auth-cache-duration", Support::No(WITH_AUTH_URL)),
+    ("auth-keepalive", Support::No(WITH_AUTH_URL)),
+    ("auth-keepalive-share-vars", Support::No(WITH_AUTH_URL)),
+    ("auth-keepalive-requests", Support::No(WITH_AUTH_URL)),
+    ("auth-keepalive-timeout", Support::No(WITH_AUTH_URL)),
+    ("auth-proxy-set-headers", Support::No(WITH_AUTH_URL)),
     ("auth-snippet", Support::No("snippets are never executed")),
-    ("enable-global-auth", Support::No("planned (wave 2)")),
+    ("enable-global-auth", Support::No("Sluice has no global authentication (the ConfigMap's global-auth-url) for it to turn off")),
     ("backend-protocol", Support::Partial("HTTP, HTTPS (HTTP/1.1 over TLS), GRPC (HTTP/2 prior knowledge) and GRPCS (HTTP/2 over TLS, with the proxy-ssl-* settings); AUTO_HTTP is served as HTTP; FCGI and AJP routes answer 503")),
     ("canary", Support::No("planned (wave 2)")),
     ("canary-by-header", Support::No("planned (wave 2)")),
@@ -96,8 +120,18 @@ pub const CATALOGUE: &[(&str, Support)] = &[
     ("force-ssl-redirect", Support::Yes),
     ("from-to-www-redirect", Support::Yes),
     ("http2-push-preload", Support::No("HTTP/2 server push is obsolete (browsers dropped it)")),
-    ("limit-connections", Support::No("planned (wave 2)")),
-    ("limit-rps", Support::No("planned (wave 2)")),
+    ("limit-connections", Support::No(RATE_LIMIT)),
+    ("limit-rps", Support::No(RATE_LIMIT)),
+    ("limit-rpm", Support::No(RATE_LIMIT)),
+    ("limit-burst-multiplier", Support::No(RATE_LIMIT)),
+    ("limit-rate", Support::No(RATE_LIMIT)),
+    ("limit-rate-after", Support::No(RATE_LIMIT)),
+    ("limit-allowlist", Support::No("planned (wave 2); exempts addresses from the rate limits, so it only ever lets more through")),
+    ("limit-whitelist", Support::No("planned (wave 2); the older name of limit-allowlist")),
+    ("global-rate-limit", Support::No(RATE_LIMIT)),
+    ("global-rate-limit-window", Support::No(RATE_LIMIT)),
+    ("global-rate-limit-key", Support::No(RATE_LIMIT)),
+    ("global-rate-limit-ignored-cidrs", Support::No("planned (wave 2); exempts addresses from the global rate limit, so it only ever lets more through")),
     ("permanent-redirect", Support::Yes),
     ("permanent-redirect-code", Support::Yes),
     ("temporal-redirect", Support::Yes),
@@ -126,7 +160,7 @@ pub const CATALOGUE: &[(&str, Support)] = &[
     ("secure-backends", Support::No("removed from ingress-nginx (0.18); use backend-protocol: HTTPS")),
     ("enable-rewrite-log", Support::Accepted("no effect: Sluice logs rewrites at debug level")),
     ("rewrite-target", Support::Yes),
-    ("satisfy", Support::No("planned with the auth annotations (wave 2)")),
+    ("satisfy", Support::No("planned with the auth annotations (wave 2); it restricts nothing itself, it only says whether authentication and the allow-list must both pass (all) or either (any), and the auth annotations refuse the Ingress until then")),
     ("server-alias", Support::Yes),
     ("server-snippet", Support::Partial("never executed; with allow-snippet-annotations, header directives with literal values are translated for every route of the host, anything else refuses the Ingress")),
     ("service-upstream", Support::Yes),
@@ -160,10 +194,10 @@ pub const CATALOGUE: &[(&str, Support)] = &[
     ("enable-opentelemetry", Support::Yes),
     ("opentelemetry-trust-incoming-span", Support::Yes),
     ("use-regex", Support::Yes),
-    ("enable-modsecurity", Support::No("no web application firewall in Sluice")),
-    ("enable-owasp-core-rules", Support::No("no web application firewall in Sluice")),
-    ("modsecurity-transaction-id", Support::No("no web application firewall in Sluice")),
-    ("modsecurity-snippet", Support::No("no web application firewall in Sluice; snippets are never executed")),
+    ("enable-modsecurity", Support::No(NO_WAF)),
+    ("enable-owasp-core-rules", Support::No(NO_WAF)),
+    ("modsecurity-transaction-id", Support::No(NO_WAF)),
+    ("modsecurity-snippet", Support::FailsClosed("until Sluice has a web application firewall (not planned): the snippet is how ingress-nginx's ModSecurity is made to block (SecRuleEngine On), so it refuses the Ingress's routes (503) rather than serve them unfiltered; snippets are never executed")),
     ("mirror-request-body", Support::No("planned (wave 2)")),
     ("mirror-target", Support::No("planned (wave 2)")),
     ("mirror-host", Support::No("planned (wave 2)")),
@@ -510,6 +544,7 @@ impl<'a> Reader<'a> {
         let proxy_ssl = self.proxy_ssl();
 
         self.access(&mut policy);
+        self.fail_closed(&mut policy);
         let mut server_request_headers = Vec::new();
         let mut server_response_headers = Vec::new();
         self.snippets(
@@ -864,6 +899,27 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// Annotations that restrict access and are not implemented (`Support::FailsClosed`) refuse
+    /// the routes (503) the way an unreadable allow-list does: a cluster moving from
+    /// ingress-nginx must not lose its authentication silently. Any value counts: ingress-nginx
+    /// refuses the location on a value it cannot use as well.
+    fn fail_closed(&mut self, policy: &mut RoutePolicy) {
+        for (name, support) in CATALOGUE {
+            let Support::FailsClosed(why) = support else {
+                continue;
+            };
+            if self.get(name).is_none() {
+                continue;
+            }
+            let key = self.key(name);
+            self.diagnose(
+                Severity::Error,
+                format!("annotation {key}: restricts access and is not implemented; {why}"),
+            );
+            policy.denied = Some(format!("{key} is not implemented (it restricts access)"));
+        }
+    }
+
     fn snippets(
         &mut self,
         settings: &Settings,
@@ -949,13 +1005,15 @@ pub fn translate_snippet(text: &str) -> Result<Vec<(HeaderEdit, bool)>, String> 
                     } else {
                         HeaderAction::Set(header_value(name, value)?)
                     };
-                    edits.push((
+                    push_edit(
+                        &mut edits,
+                        name,
                         HeaderEdit {
                             name: header,
                             action,
                         },
                         to_request,
-                    ));
+                    )?;
                 }
             }
             "add_header" => {
@@ -970,13 +1028,15 @@ pub fn translate_snippet(text: &str) -> Result<Vec<(HeaderEdit, bool)>, String> 
                 };
                 let header = header_name(name, header)?;
                 let action = HeaderAction::Append(header_value(name, value)?);
-                edits.push((
+                push_edit(
+                    &mut edits,
+                    name,
                     HeaderEdit {
                         name: header,
                         action,
                     },
                     false,
-                ));
+                )?;
             }
             "proxy_set_header" => {
                 let [header, value] = args else {
@@ -989,13 +1049,15 @@ pub fn translate_snippet(text: &str) -> Result<Vec<(HeaderEdit, bool)>, String> 
                 } else {
                     HeaderAction::Set(header_value(name, value)?)
                 };
-                edits.push((
+                push_edit(
+                    &mut edits,
+                    name,
                     HeaderEdit {
                         name: header,
                         action,
                     },
                     true,
-                ));
+                )?;
             }
             "more_clear_headers" | "more_clear_input_headers" | "proxy_hide_header" => {
                 let to_request = name == "more_clear_input_headers";
@@ -1006,13 +1068,15 @@ pub fn translate_snippet(text: &str) -> Result<Vec<(HeaderEdit, bool)>, String> 
                 }
                 for arg in args {
                     let header = header_name(name, arg)?;
-                    edits.push((
+                    push_edit(
+                        &mut edits,
+                        name,
                         HeaderEdit {
                             name: header,
                             action: HeaderAction::Remove,
                         },
                         to_request,
-                    ));
+                    )?;
                 }
             }
             other => {
@@ -1024,6 +1088,52 @@ pub fn translate_snippet(text: &str) -> Result<Vec<(HeaderEdit, bool)>, String> 
         }
     }
     Ok(edits)
+}
+
+/// Headers that say how a message is framed or what its connection does, not what it means.
+/// An edit of one desyncs the connection it is sent on: `Content-Length: 0` above a body that
+/// is still sent made the body the next request on the pooled upstream connection, another
+/// tenant's (request smuggling). Sluice frames every message itself.
+const CONNECTION_HEADERS: [&str; 8] = [
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+    "proxy-connection",
+];
+
+/// Adds one translated edit, or refuses it: no snippet frames a message, manages a
+/// connection, or chooses the `Host` the upstream routes on.
+fn push_edit(
+    edits: &mut Vec<(HeaderEdit, bool)>,
+    directive: &str,
+    edit: HeaderEdit,
+    to_request: bool,
+) -> Result<(), String> {
+    let header = edit.name.as_str();
+    if CONNECTION_HEADERS.contains(&header) {
+        if edit.action == HeaderAction::Remove
+            && !matches!(header, "content-length" | "transfer-encoding")
+        {
+            // `proxy_set_header Connection "";` (nginx's keep-alive recipe) and the like ask
+            // for what Sluice does anyway: hop-by-hop headers are never passed on.
+            return Ok(());
+        }
+        return Err(format!(
+            "{directive}: {header} is refused: Sluice sets the framing and connection headers \
+             from the message it sends (an edit of them would let one request smuggle another)"
+        ));
+    }
+    if to_request && edit.name == http::header::HOST {
+        return Err(format!(
+            "{directive}: host is refused (use the upstream-vhost annotation instead)"
+        ));
+    }
+    edits.push((edit, to_request));
+    Ok(())
 }
 
 fn header_name(directive: &str, name: &str) -> Result<HeaderName, String> {
@@ -1154,6 +1264,38 @@ mod tests {
         let refused = translate_snippet("more_set_headers \"X-Host: $host\";").unwrap_err();
         assert!(refused.contains("variables"), "{refused}");
         assert!(translate_snippet("add_header X-A b").is_err());
+    }
+
+    #[test]
+    fn snippets_cannot_frame_messages_or_choose_the_host() {
+        for snippet in [
+            "proxy_set_header Content-Length \"0\";",
+            "proxy_set_header Transfer-Encoding chunked;",
+            "more_set_input_headers \"Connection: close\";",
+            "more_set_input_headers \"Keep-Alive: timeout=5\";",
+            "proxy_set_header Upgrade websocket;",
+            "proxy_set_header TE trailers;",
+            "proxy_set_header Trailer X-Checksum;",
+            "proxy_set_header Proxy-Connection keep-alive;",
+            "more_clear_input_headers Content-Length;",
+            "more_set_headers \"Content-Length: 1\";",
+            "add_header Transfer-Encoding chunked;",
+            "more_clear_headers Transfer-Encoding;",
+            "proxy_set_header Host internal.example.com;",
+            "more_set_input_headers \"Host: internal.example.com\";",
+        ] {
+            let refused = translate_snippet(snippet).unwrap_err();
+            assert!(refused.contains("is refused"), "{snippet}: {refused}");
+        }
+        let refused = translate_snippet("proxy_set_header Host a.example.com;").unwrap_err();
+        assert!(refused.contains("upstream-vhost"), "{refused}");
+        // Clearing a hop-by-hop header asks for what Sluice does anyway; a response's Host is
+        // no routing input.
+        let edits =
+            translate_snippet("proxy_set_header Connection \"\";\nmore_set_headers \"Host: x\";")
+                .unwrap();
+        assert_eq!(edits.len(), 1, "{edits:?}");
+        assert!(!edits[0].1);
     }
 
     #[test]

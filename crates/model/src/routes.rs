@@ -369,8 +369,9 @@ impl RouteTable {
         }
     }
 
-    /// Every host's routes, mutable, for compile's passes.
-    pub(crate) fn hosts_mut(&mut self) -> impl Iterator<Item = (HostPattern, &mut HostRoutes)> {
+    /// Every host's routes, mutable, for compile's passes (and for tests of the proxy's own
+    /// defences, which put into a model what no translator makes).
+    pub fn hosts_mut(&mut self) -> impl Iterator<Item = (HostPattern, &mut HostRoutes)> {
         self.exact
             .iter_mut()
             .map(|(h, r)| (HostPattern::Exact(h.clone()), r))

@@ -17,6 +17,7 @@ fn table() -> String {
             Support::Partial(note) => ("partial", *note),
             Support::Accepted(note) => ("Y (accepted)", *note),
             Support::No(note) => ("N", *note),
+            Support::FailsClosed(note) => ("refused (fails closed)", *note),
             Support::Sluice(note) => ("Sluice only", *note),
         };
         // Sluice's own keys are read only under its prefix: the row says so.

@@ -26,6 +26,9 @@ pub(crate) enum RequestBody {
     /// The client's body, streamed through as it arrives.
     Client {
         inner: ClientBody,
+        /// The length the client declared (and its codec holds it to): what the upstream
+        /// request's `Content-Length` is made from.
+        declared: Option<u64>,
         /// Bytes still allowed when the length was not declared up front (chunked, or
         /// HTTP/2 without content-length); a declared length was checked before.
         remaining: Option<u64>,
@@ -117,9 +120,20 @@ impl RequestBody {
     ) -> RequestBody {
         RequestBody::Client {
             inner,
+            declared,
             remaining: (limit > 0 && declared.is_none()).then_some(limit),
             progress: Rc::default(),
             stall: StallTimer::new(timeout),
+        }
+    }
+
+    /// How many bytes this body yields from its start, when that is known before it is sent:
+    /// the upstream request is framed from this, never from a header someone set.
+    pub(crate) fn length(&self) -> Option<u64> {
+        match self {
+            RequestBody::Empty => Some(0),
+            RequestBody::Client { declared, .. } => *declared,
+            RequestBody::Buffered(body) => Some(body.len()),
         }
     }
 
@@ -171,6 +185,7 @@ impl Body for RequestBody {
                 remaining,
                 progress,
                 stall,
+                ..
             } => (inner, remaining, progress, stall),
         };
         let frame = match Pin::new(&mut *inner).poll_frame(cx) {

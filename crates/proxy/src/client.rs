@@ -87,6 +87,28 @@ pub(crate) struct Outgoing {
     ended: bool,
     /// Bytes of the request the current attempt has written.
     written: usize,
+    /// Body bytes the current attempt's `Content-Length` still allows (`None`: chunked).
+    left: Option<u64>,
+}
+
+/// How a request's body is delimited on the upstream connection. Made from the body that is
+/// sent, never from a header: a `Content-Length` someone set above a body still sent would
+/// make its rest the next request on this pooled connection, another client's (smuggling).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RequestFraming {
+    /// No body and no `Content-Length` (a GET).
+    None,
+    /// `Content-Length`: the body's length is known before it is sent.
+    Length(u64),
+    /// `Transfer-Encoding: chunked`: it is not.
+    Chunked,
+}
+
+/// A request body that did not yield the length its framing announced.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body's length differs from the {declared} bytes announced upstream")]
+pub(crate) struct LengthMismatch {
+    declared: u64,
 }
 
 /// The limits one round trip runs under; zero means none.
@@ -221,12 +243,16 @@ impl Conn {
     ) -> Result<Answer, ClientError> {
         body.rewind();
         let has_body = !matches!(body.body, RequestBody::Empty);
-        // A declared length passes through; without one the body goes chunked.
-        let chunked = has_body && !head.headers.contains_key(header::CONTENT_LENGTH);
+        let framing = request_framing(head, &body.body);
+        let chunked = framing == RequestFraming::Chunked;
+        body.left = match framing {
+            RequestFraming::Length(length) => Some(length),
+            RequestFraming::None | RequestFraming::Chunked => None,
+        };
         if has_body && !body.ended && body.held.is_none() {
             body.poll_ahead().await?;
         }
-        encode_head(&mut self.out, head, added, chunked);
+        encode_head(&mut self.out, head, added, framing);
         self.send_head(body, chunked, timeouts.send).await?;
 
         let mut keep_alive = true;
@@ -275,6 +301,7 @@ impl Conn {
             IoSlice::new(&[]),
         ];
         if let Some(data) = &held {
+            body.take_length(data.len(), body.ended)?;
             if chunked {
                 slices[1] = IoSlice::new(chunk_size_line(data.len(), &mut size_line));
             }
@@ -398,7 +425,24 @@ impl Outgoing {
             held: None,
             ended,
             written: 0,
+            left: None,
         }
+    }
+
+    /// Counts `n` body bytes about to be written against the announced `Content-Length`: more,
+    /// or fewer by the body's end, would desync the connection, so the attempt fails instead
+    /// (and its connection is not reused).
+    fn take_length(&mut self, n: usize, end: bool) -> Result<(), ClientError> {
+        let Some(left) = self.left.as_mut() else {
+            return Ok(());
+        };
+        let n = n as u64;
+        if n > *left || (end && n != *left) {
+            let declared = self.body.length().unwrap_or_default();
+            return Err(ClientError::Body(LengthMismatch { declared }.into()));
+        }
+        *left -= n;
+        Ok(())
     }
 
     /// Readies the body for an attempt: a replayable one starts again from its first byte
@@ -555,6 +599,7 @@ async fn send_rest(
         let data = match body.body.frame().await {
             None => {
                 body.ended = true;
+                body.take_length(0, true)?;
                 if chunked {
                     let last = chunk_tail(false, true);
                     write_all(stream, &mut [IoSlice::new(last)], limit, &mut written).await?;
@@ -568,6 +613,7 @@ async fn send_rest(
             },
         };
         let end = body.body.is_end_stream();
+        body.take_length(data.len(), end)?;
         if chunked {
             let mut slices = [
                 IoSlice::new(chunk_size_line(data.len(), &mut size_line)),
@@ -640,9 +686,34 @@ impl AsyncWrite for Stream {
     }
 }
 
-/// The request line in origin form, the request's headers, the ones the proxy adds, and the
-/// blank line, into `out` (cleared first; its allocation lives as long as the connection).
-pub(crate) fn encode_head(out: &mut Vec<u8>, head: &Parts, added: &Added<'_>, chunked: bool) {
+/// The request's framing: from its body's length, known up front or not. A request without
+/// a body states `Content-Length: 0` when its method gives a body meaning (RFC 9110 §8.6) or
+/// its client stated one.
+pub(crate) fn request_framing(head: &Parts, body: &RequestBody) -> RequestFraming {
+    match body {
+        RequestBody::Empty
+            if matches!(head.method, Method::POST | Method::PUT | Method::PATCH)
+                || head.headers.contains_key(header::CONTENT_LENGTH) =>
+        {
+            RequestFraming::Length(0)
+        }
+        RequestBody::Empty => RequestFraming::None,
+        body => body
+            .length()
+            .map_or(RequestFraming::Chunked, RequestFraming::Length),
+    }
+}
+
+/// The request line in origin form, the request's headers, the ones the proxy adds, the
+/// framing, and the blank line, into `out` (cleared first; its allocation lives as long as
+/// the connection). `Content-Length` and `Transfer-Encoding` in the head are left out
+/// whoever set them: `framing` says how the body that follows is delimited.
+pub(crate) fn encode_head(
+    out: &mut Vec<u8>,
+    head: &Parts,
+    added: &Added<'_>,
+    framing: RequestFraming,
+) {
     out.clear();
     out.extend_from_slice(head.method.as_str().as_bytes());
     out.push(b' ');
@@ -656,11 +727,20 @@ pub(crate) fn encode_head(out: &mut Vec<u8>, head: &Parts, added: &Added<'_>, ch
             h1::encode_header(out, name.as_str().as_bytes(), sent.as_bytes());
             continue;
         }
+        if name == header::CONTENT_LENGTH || name == header::TRANSFER_ENCODING {
+            continue;
+        }
         h1::encode_header(out, name.as_str().as_bytes(), value.as_bytes());
     }
     added.write(out, head, host);
-    if chunked {
-        out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+    match framing {
+        RequestFraming::None => {}
+        RequestFraming::Length(length) => {
+            out.extend_from_slice(b"content-length: ");
+            out.extend_from_slice(h1::decimal(length, &mut [0; 20]));
+            out.extend_from_slice(b"\r\n");
+        }
+        RequestFraming::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
     }
     out.extend_from_slice(b"\r\n");
 }
@@ -932,7 +1012,7 @@ mod tests {
         let forwarded = headers::Forwarded::direct(&ip, &port, false);
         let added = headers::prepare_request(&mut head, &forwarded, false);
         let mut out = Vec::new();
-        encode_head(&mut out, &head, &added, true);
+        encode_head(&mut out, &head, &added, RequestFraming::Chunked);
         let text = String::from_utf8(out.clone()).unwrap();
         assert!(
             text.starts_with(
@@ -952,11 +1032,33 @@ mod tests {
             text.ends_with("\r\ntransfer-encoding: chunked\r\n\r\n"),
             "{text}"
         );
+        // Framing comes from the argument, never from the head's own headers.
+        head.headers
+            .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+        head.headers.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+        encode_head(&mut out, &head, &added, RequestFraming::Length(5));
+        let text = String::from_utf8(out.clone()).unwrap();
+        assert_eq!(text.matches("content-length").count(), 1, "{text}");
+        assert!(!text.contains("transfer-encoding"), "{text}");
+        assert!(text.ends_with("\r\ncontent-length: 5\r\n\r\n"), "{text}");
+        assert_eq!(
+            request_framing(&head, &RequestBody::Empty),
+            RequestFraming::Length(0)
+        );
+        head.headers.clear();
+        head.method = Method::GET;
+        assert_eq!(
+            request_framing(&head, &RequestBody::Empty),
+            RequestFraming::None
+        );
         head.uri = http::Uri::from_static("*");
         head.method = Method::OPTIONS;
         head.headers.clear();
         let added = headers::prepare_request(&mut head, &forwarded, false);
-        encode_head(&mut out, &head, &added, false);
+        encode_head(&mut out, &head, &added, RequestFraming::None);
         let text = String::from_utf8(out).unwrap();
         assert!(
             text.starts_with("OPTIONS * HTTP/1.1\r\nx-request-id: "),

@@ -155,10 +155,11 @@ pub(crate) async fn respond(
             response
         }
     };
-    if let Some(route) = route {
+    if let Some(route) = route.filter(|r| !r.policy.response_headers.is_empty()) {
         for edit in route.policy.response_headers.iter() {
             edit.apply(response.headers_mut());
         }
+        reframe(&mut response, &head.method);
     }
     if hsts {
         if let Some(value) = config.and_then(|c| c.hsts_header.as_deref()) {
@@ -444,6 +445,32 @@ fn set_path(head: &mut Parts, path: String) {
     }
     // Every byte of a normalised path is a valid URI byte: this cannot fail.
     head.uri = Uri::from_parts(parts).unwrap_or_default();
+}
+
+/// After header edits: the response's framing headers say what its body is, whatever an
+/// edit set. Every server (the inline one, hyper's, HTTP/2) frames from `Content-Length`
+/// when there is one, and a wrong one would desync the client's connection. A HEAD, 204 or
+/// 304 response's `Content-Length` describes no body here and stays as it is.
+fn reframe(response: &mut Response<ResponseBody>, method: &Method) {
+    let status = response.status();
+    let bodiless = *method == Method::HEAD
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
+    let length = response.body().size_hint().exact();
+    let headers = response.headers_mut();
+    headers.remove(header::TRANSFER_ENCODING);
+    if bodiless {
+        return;
+    }
+    match length {
+        Some(length) => {
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+        }
+        None => {
+            headers.remove(header::CONTENT_LENGTH);
+        }
+    }
 }
 
 /// The `Strict-Transport-Security` value: the default one without an allocation.

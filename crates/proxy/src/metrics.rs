@@ -154,6 +154,9 @@ pub(crate) struct PassthroughCounts {
     pub(crate) passed: u64,
     /// Closed: no endpoint could be reached.
     pub(crate) failed: u64,
+    /// Closed unspliced: the route's allow- or deny-list refused the client, or the route is
+    /// refused.
+    pub(crate) refused: u64,
 }
 
 /// What the worker did about `max-worker-connections` and the open-files limit.
@@ -604,6 +607,7 @@ impl Snapshot {
         self.proxy_protocol_refused += other.proxy_protocol_refused;
         self.passthrough.passed += other.passthrough.passed;
         self.passthrough.failed += other.passthrough.failed;
+        self.passthrough.refused += other.passthrough.refused;
         for (key, theirs) in &other.streams {
             let mine = self.streams.entry(key.clone()).or_default();
             mine.accepted += theirs.accepted;

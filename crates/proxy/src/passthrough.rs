@@ -5,7 +5,8 @@
 //!
 //! ```text
 //!  accepted ─▶ (PROXY header) ─▶ peek the first TLS record ─▶ SNI in Compiled.passthrough?
-//!     yes ─▶ pick an endpoint (the route's balancer; next one on a failed connect)
+//!     yes ─▶ the route's allow/deny lists on the client address: refused ─▶ closed
+//!            ─▶ pick an endpoint (the route's balancer; next one on a failed connect)
 //!            ─▶ (sluice.dev/ssl-passthrough-proxy-protocol) PROXY v1/v2 header naming the
 //!               client (as the load balancer's header said, with use-proxy-protocol)
 //!            ─▶ splice(2) both ways (`zero_copy`) until both sides closed or
@@ -82,6 +83,12 @@ pub(crate) async fn pass(
     settings: &Settings,
     peer: SocketAddr,
 ) {
+    if let Some(why) = refusal(route, peer) {
+        // TCP has no 403: the connection is closed before any endpoint is dialled.
+        tracing::info!(%peer, ingress = %route.ingress, why, "passthrough: client refused; closed");
+        worker.stats.borrow_mut().passthrough.refused += 1;
+        return;
+    }
     let mut tried: Vec<SocketAddr> = Vec::new();
     let connected = crate::stream::connect(
         worker,
@@ -117,6 +124,21 @@ pub(crate) async fn pass(
     let idle = settings.proxy_stream_timeout;
     if let Err(e) = crate::zero_copy::relay(&client, &upstream, idle, &Traffic::default()).await {
         tracing::debug!(%peer, error = %e, "passthrough connection ended");
+    }
+}
+
+/// Why the route's access rules refuse this client, if they do: the allow- and deny-lists
+/// hold for passed-through connections as for requests, on the same address (the peer, or
+/// the PROXY header's source from a trusted load balancer), and a refused route (a list
+/// that cannot be read, authentication not implemented) passes nothing through.
+fn refusal(route: &Route, peer: SocketAddr) -> Option<&'static str> {
+    let policy = &route.policy;
+    if policy.denied.is_some() {
+        Some("the route is refused (see its diagnostics)")
+    } else if !policy.access.is_open() && !policy.access.allows(peer.ip()) {
+        Some("not allowed by whitelist-source-range / denylist-source-range")
+    } else {
+        None
     }
 }
 

@@ -445,9 +445,16 @@ fn encode_head(
     let mut length = None;
     let mut has_date = false;
     let mut says_close = false;
+    // A body of known length is framed by that length, whatever `Content-Length` a header
+    // edit left in the head: a wrong one would desync the client's connection. (A HEAD
+    // response's says what a GET would get, and passes as it is.)
+    let known = body
+        .size_hint()
+        .exact()
+        .filter(|_| !bodiless_status && *method != Method::HEAD);
     for (name, value) in &head.headers {
         if *name == header::CONTENT_LENGTH {
-            if bodiless_status {
+            if bodiless_status || known.is_some() {
                 continue;
             }
             length = std::str::from_utf8(value.as_bytes())
@@ -466,12 +473,12 @@ fn encode_head(
     }
     let framing = if bodiless_status || *method == Method::HEAD {
         Framing::Empty
-    } else if let Some(len) = length {
-        Framing::Length(len)
-    } else if let Some(len) = body.size_hint().exact() {
+    } else if let Some(len) = known {
         out.extend_from_slice(b"content-length: ");
         out.extend_from_slice(h1::decimal(len, &mut [0; 20]));
         out.extend_from_slice(b"\r\n");
+        Framing::Length(len)
+    } else if let Some(len) = length {
         Framing::Length(len)
     } else {
         out.extend_from_slice(b"transfer-encoding: chunked\r\n");
@@ -670,10 +677,11 @@ mod tests {
         );
         assert!(matches!(framing, Framing::Length(5)) && !close);
 
+        // A known body's length wins over a header that says otherwise (an edit's).
         let (text, framing, close) = encode(
             StatusCode::NOT_FOUND,
-            &[("connection", "close"), ("content-length", "3")],
-            ResponseBody::empty(),
+            &[("connection", "close"), ("content-length", "0")],
+            ResponseBody::full(Bytes::from_static(b"abc")),
             Method::GET,
         );
         assert!(text.starts_with(

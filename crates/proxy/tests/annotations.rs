@@ -4,9 +4,14 @@
 
 mod support;
 
+use std::sync::Arc;
+
 use bytes::Bytes;
-use http::{Request, StatusCode};
+use http::{HeaderName, HeaderValue, Request, StatusCode};
 use http_body_util::Full;
+use model::policy::{HeaderAction, HeaderEdit};
+use model::routes::Route;
+use model::Compiled;
 use serde_json::{json, Value};
 use support::*;
 
@@ -38,6 +43,41 @@ fn web(backends: &[&backend::Backend]) -> Vec<Value> {
     let mut objects = vec![service("web", &[("http", 80)])];
     objects.extend(slices("web", &addrs));
     objects
+}
+
+/// Puts header edits into every route of `host`, past the translator (which refuses edits of
+/// framing headers): the proxy must frame messages itself whatever the model says.
+fn with_edits(
+    compiled: &mut Compiled,
+    host: &str,
+    request: &[HeaderEdit],
+    response: &[HeaderEdit],
+) {
+    for (pattern, routes) in compiled.routes.hosts_mut() {
+        if pattern.to_string() != host {
+            continue;
+        }
+        for path in &mut routes.paths {
+            let route = &path.route;
+            let mut policy = (*route.policy).clone();
+            policy.request_headers = request.into();
+            policy.response_headers = response.into();
+            path.route = Arc::new(Route {
+                ingress: route.ingress.clone(),
+                service: route.service.clone(),
+                backend: route.backend.clone(),
+                policy: Arc::new(policy),
+                site: route.site.clone(),
+            });
+        }
+    }
+}
+
+fn set(name: &'static str, value: &'static str) -> HeaderEdit {
+    HeaderEdit {
+        name: HeaderName::from_static(name),
+        action: HeaderAction::Set(HeaderValue::from_static(value)),
+    }
 }
 
 fn location(reply: &Reply) -> &str {
@@ -528,6 +568,65 @@ async fn allow_and_deny_lists_are_checked_on_the_client_address() {
 }
 
 #[tokio::test]
+async fn authentication_not_implemented_yet_refuses_its_ingress_and_no_other() {
+    let backend = start_backend("web").await;
+    let mut h = Harness::start();
+    let mut objects = web(&[&backend]);
+    objects.extend([
+        site(
+            "basic",
+            "basic.example.com",
+            "/",
+            "Prefix",
+            &[("auth-type", "basic"), ("auth-secret", "htpasswd")],
+        ),
+        site(
+            "external",
+            "external.example.com",
+            "/",
+            "Prefix",
+            &[("auth-url", "http://auth.example.com/check")],
+        ),
+        site(
+            "mtls",
+            "mtls.example.com",
+            "/",
+            "Prefix",
+            &[("auth-tls-secret", "default/client-ca")],
+        ),
+        site("open", "open.example.com", "/", "Prefix", &[]),
+    ]);
+    let compiled = h.apply_allowing_diagnostics(&objects);
+    let errors = compiled
+        .diagnostics
+        .iter()
+        .filter(|d| {
+            d.to_string()
+                .contains("restricts access and is not implemented")
+        })
+        .count();
+    assert_eq!(errors, 3, "{:?}", compiled.diagnostics);
+    let http = h.http();
+    for host in ["basic", "external", "mtls"] {
+        let reply = get(http, &format!("{host}.example.com"), "/echo").await;
+        assert_eq!(
+            reply.status,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "{host}: authentication Sluice cannot do yet refuses, never opens"
+        );
+    }
+    assert_eq!(
+        get(http, "open.example.com", "/echo").await.backend(),
+        "web"
+    );
+    let metrics = get(h.admin(), "admin", "/metrics").await.text();
+    assert!(
+        metrics.contains("sluice_error_responses_total{status=\"503\",source=\"config\"} 3"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
 async fn snippets_translate_headers_and_refuse_the_rest() {
     let backend = start_backend("web").await;
     let mut h = Harness::start();
@@ -585,6 +684,69 @@ async fn snippets_translate_headers_and_refuse_the_rest() {
         get(http, "headers.example.com", "/echo").await.status,
         StatusCode::SERVICE_UNAVAILABLE
     );
+}
+
+#[tokio::test]
+async fn header_edits_cannot_smuggle_a_request_onto_a_pooled_upstream_connection() {
+    let backend = start_backend("web").await;
+    // One worker: one upstream pool, which the attacker's and the victim's requests share.
+    let mut h = Harness::with_workers(1);
+    let mut objects = web(&[&backend]);
+    objects.extend([
+        site("attacker", "attacker.example.com", "/", "Prefix", &[]),
+        site("chunked", "chunked.example.com", "/", "Prefix", &[]),
+        site("victim", "victim.example.com", "/", "Prefix", &[]),
+    ]);
+    h.apply_edited(&objects, |compiled| {
+        let length = [set("content-length", "0")];
+        with_edits(compiled, "attacker.example.com", &length, &[]);
+        let chunked = [set("transfer-encoding", "chunked")];
+        let wrong_length = [set("content-length", "1")];
+        with_edits(compiled, "chunked.example.com", &chunked, &wrong_length);
+    });
+    let http = h.http();
+
+    // The body is a slow request: were it read as one, its answer would still be on the way
+    // when the victim's request takes the pooled connection, and the victim would get it.
+    let smuggled = "GET /slow?ms=2000 HTTP/1.1\r\nHost: attacker.example.com\r\n\r\n";
+    let request = Request::post("/echo")
+        .header("host", "attacker.example.com")
+        .body(Full::new(Bytes::from_static(smuggled.as_bytes())))
+        .unwrap();
+    let reply = Client::connect(http).await.send(request).await.unwrap();
+    assert_eq!(reply.status, StatusCode::OK);
+    let seen = reply.json();
+    assert_eq!(seen["method"], "POST");
+    assert_eq!(seen["body_bytes"], smuggled.len(), "{seen}");
+    assert_eq!(
+        seen["headers"]["content-length"],
+        smuggled.len().to_string()
+    );
+
+    let victim = get(http, "victim.example.com", "/echo/victim").await;
+    assert_eq!(victim.status, StatusCode::OK, "{}", victim.text());
+    assert_eq!(victim.json()["path"], "/echo/victim", "{}", victim.text());
+
+    // A Transfer-Encoding edit makes no CL+TE request; a response's Content-Length edit does
+    // not desync the client's connection: the next request on it is answered whole.
+    let mut client = Client::connect(http).await;
+    for _ in 0..2 {
+        let request = Request::post("/echo")
+            .header("host", "chunked.example.com")
+            .body(Full::new(Bytes::from_static(b"hello")))
+            .unwrap();
+        let reply = client.send(request).await.unwrap();
+        let seen = reply.json();
+        assert_eq!(seen["body_bytes"], 5, "{seen}");
+        assert_eq!(seen["headers"]["content-length"], "5", "{seen}");
+        assert!(seen["headers"].get("transfer-encoding").is_none(), "{seen}");
+        assert_eq!(
+            reply.headers["content-length"],
+            reply.body.len().to_string()
+        );
+        let reply = client.get("chunked.example.com", "/echo/next").await;
+        assert_eq!(reply.json()["path"], "/echo/next");
+    }
 }
 
 #[tokio::test]

@@ -8,6 +8,8 @@
 mod support;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 use support::*;
@@ -16,11 +18,19 @@ use tokio::net::{TcpListener, TcpStream};
 
 /// A backend that terminates TLS itself with `leaf`, greets with its name, then echoes lines.
 async fn tls_backend(name: &'static str, leaf: &Leaf) -> SocketAddr {
+    counted_tls_backend(name, leaf).await.0
+}
+
+/// `tls_backend`, and how many connections it has accepted.
+async fn counted_tls_backend(name: &'static str, leaf: &Leaf) -> (SocketAddr, Arc<AtomicUsize>) {
     let acceptor = leaf.acceptor();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = accepted.clone();
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
                 let Ok(tls) = acceptor.accept(stream).await else {
@@ -43,7 +53,7 @@ async fn tls_backend(name: &'static str, leaf: &Leaf) -> SocketAddr {
             });
         }
     });
-    addr
+    (addr, accepted)
 }
 
 /// A TLS connection to the proxy with SNI `name`: the certificate presented, and a line
@@ -221,6 +231,59 @@ async fn without_the_flag_or_an_endpoint_nothing_is_passed_through() {
         "sluice_ssl_passthrough_connections_total{result=\"failed\"} 1",
     )
     .await;
+}
+
+#[tokio::test]
+async fn allow_and_deny_lists_hold_for_passed_through_connections() {
+    let ca = TestCa::new();
+    let leaf = ca.leaf(&["open.example", "office.example", "blocked.example"]);
+    let (backend, accepted) = counted_tls_backend("a", &leaf).await;
+    let mut h = Harness::start();
+    h.options.enable_ssl_passthrough = true;
+    let site = |name: &str, list: &str, value: &str| {
+        annotated_site(
+            name,
+            &format!("{name}.example"),
+            "pass",
+            json!({
+                "nginx.ingress.kubernetes.io/ssl-passthrough": "true",
+                format!("nginx.ingress.kubernetes.io/{list}"): value,
+            }),
+        )
+    };
+    let mut objects = vec![
+        service("pass", &[("http", 443)]),
+        site("open", "whitelist-source-range", "127.0.0.1/32"),
+        site("office", "whitelist-source-range", "10.0.0.0/8"),
+        site("blocked", "denylist-source-range", "127.0.0.0/8"),
+    ];
+    objects.extend(slices("pass", &[backend]));
+    h.apply(&objects);
+
+    // The client (127.0.0.1) is on the open host's list: spliced.
+    let mut open = Session::open(&ca, h.https(), "open.example").await;
+    assert_eq!(open.presented, leaf.der);
+    assert_eq!(open.line().await, "hello from a");
+    // Not on the office's list, on the blocked host's deny-list: closed before any endpoint
+    // is dialled (TCP has no 403).
+    for name in ["office.example", "blocked.example"] {
+        assert!(ca.connect(h.https(), name, &[]).await.is_err(), "{name}");
+    }
+    assert_metric(
+        &h,
+        "sluice_ssl_passthrough_connections_total{result=\"refused\"} 2",
+    )
+    .await;
+    assert_metric(
+        &h,
+        "sluice_ssl_passthrough_connections_total{result=\"passed\"} 1",
+    )
+    .await;
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "the backend saw only the allowed client"
+    );
 }
 
 /// What a backend found before the ClientHello: `none`, `v1 <the line>` or

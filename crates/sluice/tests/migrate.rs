@@ -70,6 +70,14 @@ fn every_ingress_gets_one_verdict_and_exit_1_names_the_ones_not_served_as_writte
         "Prefix",
         "nginx.ingress.kubernetes.io/affinity: cookie",
     ));
+    // Authentication Sluice does not implement yet: refused, never served open.
+    extra.push_str(&ingress(
+        "basic-auth",
+        "private.test",
+        "/",
+        "Prefix",
+        "nginx.ingress.kubernetes.io/auth-type: basic, nginx.ingress.kubernetes.io/auth-secret: htpasswd",
+    ));
     // ingress-nginx matched ImplementationSpecific /app as a string prefix; Sluice as Prefix.
     extra.push_str(&ingress(
         "legacy",
@@ -92,8 +100,8 @@ fn every_ingress_gets_one_verdict_and_exit_1_names_the_ones_not_served_as_writte
     assert_eq!(code, 1, "{stderr}");
     assert!(
         stdout.starts_with(&format!(
-            "{} Ingresses: {PLAIN} served as ingress-nginx would, 1 served with differences, 2 not served as written.\n",
-            PLAIN + 3
+            "{} Ingresses: {PLAIN} served as ingress-nginx would, 1 served with differences, 3 not served as written.\n",
+            PLAIN + 4
         )),
         "{}",
         &stdout[..stdout.len().min(400)]
@@ -108,6 +116,13 @@ fn every_ingress_gets_one_verdict_and_exit_1_names_the_ones_not_served_as_writte
     };
     assert!(line("sticky").contains("| not served as written | unsupported: "));
     assert!(line("sticky").contains("affinity"));
+    assert!(line("basic-auth").contains("| not served as written | "));
+    assert!(
+        line("basic-auth").contains("error: "),
+        "{}",
+        line("basic-auth")
+    );
+    assert!(line("basic-auth").contains("auth-type: restricts access and is not implemented"));
     assert!(line("legacy").contains("| served with differences | difference: "));
     assert!(line("zz-copy").contains("| not served as written | error: "));
     assert!(line("zz-copy").contains("already routed by Ingress shop/ing-00000"));
@@ -121,7 +136,7 @@ fn every_ingress_gets_one_verdict_and_exit_1_names_the_ones_not_served_as_writte
 
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let verdicts = report["ingresses"].as_array().unwrap();
-    assert_eq!(verdicts.len(), PLAIN + 3);
+    assert_eq!(verdicts.len(), PLAIN + 4);
     let verdict = |name: &str| {
         verdicts
             .iter()
@@ -141,6 +156,7 @@ fn every_ingress_gets_one_verdict_and_exit_1_names_the_ones_not_served_as_writte
         "unsupported"
     );
     assert_eq!(verdict("zz-copy")["verdict"], "not-served-as-written");
+    assert_eq!(verdict("basic-auth")["verdict"], "not-served-as-written");
 }
 
 #[test]

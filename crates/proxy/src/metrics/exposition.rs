@@ -716,11 +716,12 @@ fn sluice_families(
         out,
         "sluice_ssl_passthrough_connections_total",
         "counter",
-        "TLS connections passed through undecrypted (ssl-passthrough), by result (passed: spliced to an endpoint; failed: no endpoint could be reached, closed).",
+        "TLS connections passed through undecrypted (ssl-passthrough), by result (passed: spliced to an endpoint; failed: no endpoint could be reached, closed; refused: the route's allow- or deny-list refused the client, or the route is refused, closed unspliced).",
     );
     for (result, n) in [
         ("passed", total.passthrough.passed),
         ("failed", total.passthrough.failed),
+        ("refused", total.passthrough.refused),
     ] {
         let _ = writeln!(
             out,

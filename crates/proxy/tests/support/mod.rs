@@ -145,6 +145,15 @@ impl Harness {
         compiled
     }
 
+    /// As `apply_allowing_diagnostics`, with `edit` changing the compiled configuration
+    /// before it is published: for what no translator would make (the proxy's own defences).
+    pub fn apply_edited(&mut self, objects: &[Value], edit: impl FnOnce(&mut Compiled)) {
+        self.store.replace_all(parse(objects));
+        let mut compiled = model::compile(&self.store, &self.options);
+        edit(&mut compiled);
+        self.proxy.publish(Arc::new(compiled));
+    }
+
     /// Replaces every object like a provider relist; endpoint-only changes take the fast
     /// path (refresh in place + `endpoints_changed`), anything else a full publish.
     pub fn update(&mut self, objects: &[Value]) {
