@@ -9,9 +9,9 @@
 //!  ─▶ Report { ingresses, other (ConfigMap, Services, Secrets…) } ─▶ Markdown / JSON
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use model::{Compiled, Diagnostic, Kind, ObjectRef, Severity};
+use model::{Compiled, Diagnostic, Kind, NamespacedName, ObjectRef, Severity};
 use serde::Serialize;
 
 /// What Sluice does with one Ingress, compared with ingress-nginx.
@@ -80,12 +80,26 @@ impl Report {
                 .or_default()
                 .push(diagnostic);
         }
+        // A route refused for a reason set elsewhere (the ConfigMap's global-auth-url or
+        // access list, another Ingress's auth-tls-secret on the host) leaves no diagnostic on
+        // its own Ingress: the compiled routes say it.
+        let mut refused: BTreeMap<&NamespacedName, BTreeSet<&str>> = BTreeMap::new();
+        let routes = compiled.routes.hosts();
+        let paths = routes.iter().flat_map(|(_, host)| &host.paths);
+        let all = paths
+            .map(|path| &path.route)
+            .chain(compiled.routes.default_backend());
+        for route in all {
+            if let Some(why) = &route.policy.denied {
+                refused.entry(&route.ingress).or_default().insert(why);
+            }
+        }
         let ingresses = compiled
             .ingresses
             .iter()
             .map(|name| {
                 let object = ObjectRef::new(Kind::Ingress, &*name.namespace, &*name.name);
-                let findings: Vec<Finding> = by_object
+                let mut findings: Vec<Finding> = by_object
                     .remove(&object)
                     .unwrap_or_default()
                     .into_iter()
@@ -94,6 +108,17 @@ impl Report {
                         reason: d.reason.clone(),
                     })
                     .collect();
+                let explained = findings.iter().any(|f| f.severity == Severity::Error);
+                if let Some(why) = refused
+                    .get(name)
+                    .and_then(|w| w.first())
+                    .filter(|_| !explained)
+                {
+                    findings.push(Finding {
+                        severity: Severity::Error,
+                        reason: format!("routes answer 503: {why}"),
+                    });
+                }
                 IngressVerdict {
                     ingress: name.to_string(),
                     verdict: Verdict::of(&findings),
@@ -161,4 +186,74 @@ impl Report {
 /// Text safe inside a Markdown table cell.
 fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use model::{compile, parse_documents, CompileOptions, Store};
+
+    use super::*;
+
+    /// A route refused for a reason set outside its Ingress (the ConfigMap's global-auth-url,
+    /// another Ingress's auth-tls-secret on its host) is "not served as written" too.
+    #[test]
+    fn ingresses_refused_from_elsewhere_are_not_served_as_written() {
+        let text = "\
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: sluice}
+spec: {controller: sluice.dev/ingress-controller}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: sluice, namespace: sluice}
+data: {global-auth-url: 'http://auth.example/check'}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec: {ports: [{name: http, port: 80}]}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: covered, namespace: shop}
+spec:
+  ingressClassName: sluice
+  rules: [{host: a.test, http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}]}}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: opted-out
+  namespace: shop
+  annotations: {nginx.ingress.kubernetes.io/enable-global-auth: 'false'}
+spec:
+  ingressClassName: sluice
+  rules: [{host: b.test, http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}]}}]
+";
+        let mut store = Store::default();
+        store.replace_all(parse_documents("t.yaml", text).unwrap().objects);
+        let report = Report::new(&compile(&store, &CompileOptions::default()));
+        let verdict = |name: &str| {
+            let found = report.ingresses.iter().find(|i| i.ingress == name);
+            found.map(|i| {
+                (
+                    i.verdict,
+                    i.diagnostics
+                        .iter()
+                        .map(|d| d.reason.as_str())
+                        .collect::<Vec<_>>(),
+                )
+            })
+        };
+        assert_eq!(
+            verdict("shop/covered"),
+            Some((
+                Verdict::NotServedAsWritten,
+                vec!["routes answer 503: the ConfigMap's global-auth-url is not implemented (it restricts access)"]
+            )),
+            "{report:?}"
+        );
+        assert_eq!(verdict("shop/opted-out"), Some((Verdict::Served, vec![])));
+    }
 }

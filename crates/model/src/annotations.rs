@@ -76,7 +76,7 @@ pub const CATALOGUE: &[(&str, Support)] = &[
     ("auth-secret", Support::No(WITH_AUTH_TYPE)),
     ("auth-secret-type", Support::No(WITH_AUTH_TYPE)),
     ("auth-type", Support::FailsClosed("until basic and digest authentication are implemented (wave 2): any value refuses the Ingress's routes (503) rather than serve them to anyone; ingress-nginx, too, refuses them when auth-type or auth-secret cannot be used")),
-    ("auth-tls-secret", Support::FailsClosed("until client certificate authentication is implemented (wave 2): any value refuses the Ingress's routes (503) rather than serve them without a client certificate (ingress-nginx verifies one by default, auth-tls-verify-client: on, and refuses the routes when the Secret cannot be used)")),
+    ("auth-tls-secret", Support::FailsClosed("until client certificate authentication is implemented (wave 2): any value refuses every route of the Ingress's hosts, other Ingresses' included (503), rather than serve them without a client certificate (ingress-nginx verifies one by default, auth-tls-verify-client: on, for the whole server: its TLS handshake asks every client of the host; and refuses the routes when the Secret cannot be used)")),
     ("auth-tls-verify-depth", Support::No(WITH_AUTH_TLS_SECRET)),
     ("auth-tls-verify-client", Support::No(WITH_AUTH_TLS_SECRET)),
     ("auth-tls-error-page", Support::No(WITH_AUTH_TLS_SECRET)),
@@ -96,7 +96,7 @@ pub const CATALOGUE: &[(&str, Support)] = &[
     ("auth-keepalive-timeout", Support::No(WITH_AUTH_URL)),
     ("auth-proxy-set-headers", Support::No(WITH_AUTH_URL)),
     ("auth-snippet", Support::No("snippets are never executed")),
-    ("enable-global-auth", Support::No("Sluice has no global authentication (the ConfigMap's global-auth-url) for it to turn off")),
+    ("enable-global-auth", Support::Accepted("\"false\" leaves the Ingress out of the ConfigMap's global-auth-url, which refuses the routes it covers (503) until external authentication is implemented (wave 2)")),
     ("backend-protocol", Support::Partial("HTTP, HTTPS (HTTP/1.1 over TLS), GRPC (HTTP/2 prior knowledge) and GRPCS (HTTP/2 over TLS, with the proxy-ssl-* settings); AUTO_HTTP is served as HTTP; FCGI and AJP routes answer 503")),
     ("canary", Support::No("planned (wave 2)")),
     ("canary-by-header", Support::No("planned (wave 2)")),
@@ -225,6 +225,13 @@ pub struct IngressAnnotations {
     /// `server-snippet` header directives: for every route of this Ingress's hosts.
     pub server_request_headers: Vec<HeaderEdit>,
     pub server_response_headers: Vec<HeaderEdit>,
+    /// `enable-global-auth` (default true): the ConfigMap's `global-auth-url` covers this
+    /// Ingress's routes.
+    pub global_auth: bool,
+    /// Why every route of this Ingress's hosts, other Ingresses' included, is refused:
+    /// `auth-tls-secret`, which ingress-nginx applies to the whole server (its TLS handshake
+    /// asks every client of the host for a certificate).
+    pub hosts_refused: Option<String>,
     /// `backend-protocol`, when it names one Sluice serves. `None`: not set (the Service
     /// port's `appProtocol` decides), or refused (the routes are denied).
     pub backend_protocol: Option<BackendProtocol>,
@@ -544,7 +551,8 @@ impl<'a> Reader<'a> {
         let proxy_ssl = self.proxy_ssl();
 
         self.access(&mut policy);
-        self.fail_closed(&mut policy);
+        let hosts_refused = self.fail_closed(&mut policy);
+        let global_auth = self.bool("enable-global-auth").unwrap_or(true);
         let mut server_request_headers = Vec::new();
         let mut server_response_headers = Vec::new();
         self.snippets(
@@ -565,6 +573,8 @@ impl<'a> Reader<'a> {
             server_response_headers,
             backend_protocol,
             proxy_ssl,
+            global_auth,
+            hosts_refused,
         }
     }
 
@@ -903,7 +913,9 @@ impl<'a> Reader<'a> {
     /// the routes (503) the way an unreadable allow-list does: a cluster moving from
     /// ingress-nginx must not lose its authentication silently. Any value counts: ingress-nginx
     /// refuses the location on a value it cannot use as well.
-    fn fail_closed(&mut self, policy: &mut RoutePolicy) {
+    /// Returns why the Ingress's hosts are refused as a whole (`auth-tls-secret`).
+    fn fail_closed(&mut self, policy: &mut RoutePolicy) -> Option<String> {
+        let mut hosts_refused = None;
         for (name, support) in CATALOGUE {
             let Support::FailsClosed(why) = support else {
                 continue;
@@ -916,8 +928,13 @@ impl<'a> Reader<'a> {
                 Severity::Error,
                 format!("annotation {key}: restricts access and is not implemented; {why}"),
             );
-            policy.denied = Some(format!("{key} is not implemented (it restricts access)"));
+            let reason = format!("{key} is not implemented (it restricts access)");
+            if *name == "auth-tls-secret" {
+                hosts_refused = Some(reason.clone());
+            }
+            policy.denied = Some(reason);
         }
+        hosts_refused
     }
 
     fn snippets(

@@ -296,10 +296,34 @@ impl fmt::Display for Problem {
 struct Policies {
     with_rewrite: Arc<RoutePolicy>,
     without_rewrite: Arc<RoutePolicy>,
+    /// The ConfigMap's `global-auth-url` covers this Ingress: its paths outside
+    /// `no-auth-locations` are refused until external authentication is implemented.
+    global_auth: Option<GlobalAuth>,
+}
+
+/// What `global-auth-url` leaves served, and the refused policy of the rest.
+struct GlobalAuth {
+    exempt: Vec<String>,
+    refused: Arc<RoutePolicy>,
 }
 
 impl Policies {
-    fn new(parsed: &IngressAnnotations, default: &Arc<RoutePolicy>) -> Policies {
+    /// The policy of a path written `written`.
+    fn for_path(&self, written: &str, rewrites: bool) -> Arc<RoutePolicy> {
+        match &self.global_auth {
+            Some(auth) if !auth.exempt.iter().any(|l| written.starts_with(l.as_str())) => {
+                auth.refused.clone()
+            }
+            _ if rewrites => self.with_rewrite.clone(),
+            _ => self.without_rewrite.clone(),
+        }
+    }
+
+    fn new(
+        parsed: &IngressAnnotations,
+        default: &Arc<RoutePolicy>,
+        settings: &Settings,
+    ) -> Policies {
         let share = |policy: RoutePolicy| {
             if policy == **default {
                 default.clone()
@@ -311,9 +335,20 @@ impl Policies {
             rewrite: None,
             ..parsed.policy.clone()
         };
+        let global_auth = (settings.global_auth_url && parsed.global_auth).then(|| GlobalAuth {
+            exempt: settings.no_auth_locations.clone(),
+            refused: Arc::new(RoutePolicy {
+                denied: Some(parsed.policy.denied.clone().unwrap_or_else(|| {
+                    "the ConfigMap's global-auth-url is not implemented (it restricts access)"
+                        .to_owned()
+                })),
+                ..without.clone()
+            }),
+        });
         Policies {
             with_rewrite: share(parsed.policy.clone()),
             without_rewrite: share(without),
+            global_auth,
         }
     }
 }
@@ -369,6 +404,8 @@ struct HostExtras {
     edits: BTreeMap<HostPattern, (Vec<HeaderEdit>, Vec<HeaderEdit>)>,
     /// `app-root` → the Ingress that set it first.
     app_roots: BTreeMap<HostPattern, NamespacedName>,
+    /// Hosts whose every route is refused (`auth-tls-secret`) → why.
+    refused: BTreeMap<HostPattern, String>,
 }
 
 /// Now, in Unix seconds (certificates' expiry is compared with it).
@@ -512,7 +549,7 @@ impl Compiler<'_> {
             annotated: parsed.backend_protocol,
             settings: self.upstream_tls(&name, &mut parsed),
         };
-        let policies = Policies::new(&parsed, &self.default_policy);
+        let policies = Policies::new(&parsed, &self.default_policy, &self.out.settings);
         if parsed.ssl_passthrough {
             self.passthrough_ingresses.insert(name.clone());
         }
@@ -528,7 +565,7 @@ impl Compiler<'_> {
                         &name,
                         backend,
                         "spec.defaultBackend",
-                        policies.without_rewrite.clone(),
+                        policies.for_path("/", false),
                         &upstream,
                         ("", ""),
                     );
@@ -602,11 +639,7 @@ impl Compiler<'_> {
                 } else {
                     kind
                 };
-                let policy = if rewrites {
-                    policies.with_rewrite.clone()
-                } else {
-                    policies.without_rewrite.clone()
-                };
+                let policy = policies.for_path(written, rewrites);
                 if kind == PathKind::Prefix
                     && path.path_type == "ImplementationSpecific"
                     && written != "/"
@@ -1067,6 +1100,12 @@ impl Compiler<'_> {
                 .entry(alias.clone())
                 .or_insert_with(|| (host.clone(), ingress.clone()));
         }
+        if let Some(why) = &parsed.hosts_refused {
+            self.hosts
+                .refused
+                .entry(host.clone())
+                .or_insert_with(|| format!("{why} (Ingress {ingress}, for the whole host)"));
+        }
         if parsed.from_to_www {
             if let HostPattern::Exact(name) = host {
                 self.hosts.www.push((name.to_string(), ingress.clone()));
@@ -1150,7 +1189,26 @@ impl Compiler<'_> {
     fn finish_hosts(&mut self) {
         let mut diagnostics = Vec::new();
         let edits = std::mem::take(&mut self.hosts.edits);
+        let refused = std::mem::take(&mut self.hosts.refused);
         for (host, routes) in self.out.routes.hosts_mut() {
+            if let Some(why) = refused.get(&host) {
+                let mut told = BTreeSet::new();
+                for path in &mut routes.paths {
+                    if path.route.policy.denied.is_none() {
+                        if told.insert(path.route.ingress.clone()) {
+                            diagnostics.push(Diagnostic::new(
+                                ingress_ref(&path.route.ingress),
+                                format!("host {host}: every route answers 503: {why}"),
+                            ));
+                        }
+                        let policy = RoutePolicy {
+                            denied: Some(why.clone()),
+                            ..(*path.route.policy).clone()
+                        };
+                        path.route = Arc::new(path.route.with_policy(Arc::new(policy)));
+                    }
+                }
+            }
             if let Some((request, response)) = edits.get(&host) {
                 for path in &mut routes.paths {
                     let mut policy = (*path.route.policy).clone();
@@ -1164,13 +1222,7 @@ impl Compiler<'_> {
                         .chain(policy.response_headers.iter())
                         .cloned()
                         .collect();
-                    path.route = Arc::new(Route {
-                        ingress: path.route.ingress.clone(),
-                        service: path.route.service.clone(),
-                        backend: path.route.backend.clone(),
-                        policy: Arc::new(policy),
-                        site: path.route.site.clone(),
-                    });
+                    path.route = Arc::new(path.route.with_policy(Arc::new(policy)));
                 }
             }
             let Some(asker) = routes

@@ -296,7 +296,7 @@ impl RoutePolicy {
     /// The policy of a route without annotations: the ConfigMap's values.
     pub fn from_settings(settings: &Settings) -> RoutePolicy {
         RoutePolicy {
-            denied: None,
+            denied: settings.access_refused.clone(),
             access: Access {
                 allow: settings.whitelist_source_range.clone(),
                 deny: settings.denylist_source_range.clone(),

@@ -67,6 +67,19 @@ pub struct Route {
     pub site: RouteSite,
 }
 
+impl Route {
+    /// The same route with another policy (host-wide passes once every Ingress is in).
+    pub fn with_policy(&self, policy: Arc<RoutePolicy>) -> Route {
+        Route {
+            ingress: self.ingress.clone(),
+            service: self.service.clone(),
+            backend: self.backend.clone(),
+            policy,
+            site: self.site.clone(),
+        }
+    }
+}
+
 /// Where a route's rule is written: the labels of its log lines and metrics (bounded: one per
 /// Ingress rule, never a request's own path).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

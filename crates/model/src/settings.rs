@@ -201,6 +201,19 @@ pub struct Settings {
     /// `allow-snippet-annotations`: read `configuration-snippet` and `server-snippet` (never
     /// executed: only a safe subset is translated). Off by default, as in ingress-nginx.
     pub allow_snippet_annotations: bool,
+    /// `global-auth-url`: external authentication for every route, which Sluice does not
+    /// implement yet (wave 2): set, the routes it would cover answer 503, as an unimplemented
+    /// `auth-url` annotation does.
+    #[serde(skip_serializing_if = "is_false")]
+    pub global_auth_url: bool,
+    /// `no-auth-locations`: path prefixes `global-auth-url` leaves out (ingress-nginx's default
+    /// keeps ACME HTTP-01 challenges answerable, so certificates still renew).
+    #[serde(skip_serializing_if = "is_default_no_auth_locations")]
+    pub no_auth_locations: Vec<String>,
+    /// Why every route answers 503 whatever its annotations: an allow- or deny-list of the
+    /// ConfigMap that cannot be read (an access list is never dropped).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access_refused: Option<String>,
 }
 
 /// The ConfigMap's OpenTelemetry keys, with ingress-nginx's names and the defaults of its code
@@ -383,6 +396,9 @@ impl Default for Settings {
             whitelist_source_range: Vec::new(),
             denylist_source_range: Vec::new(),
             allow_snippet_annotations: false,
+            global_auth_url: false,
+            no_auth_locations: vec![DEFAULT_NO_AUTH_LOCATION.to_owned()],
+            access_refused: None,
         }
     }
 }
@@ -505,9 +521,41 @@ const ACCEPTED_UNUSED_KEYS: &[&str] = &["worker-cpu-affinity", "http2", "opentel
 const ACCESS_LOG_GOES: &str = "Sluice writes access log lines (HTTP, TCP and UDP) to standard \
      output, or to the file the --access-log-path flag names";
 
+/// ingress-nginx's `no-auth-locations` default: ACME HTTP-01 challenges.
+const DEFAULT_NO_AUTH_LOCATION: &str = "/.well-known/acme-challenge";
+
+fn is_false(value: &bool) -> bool {
+    !value
+}
+
+fn is_default_no_auth_locations(locations: &[String]) -> bool {
+    locations == [DEFAULT_NO_AUTH_LOCATION]
+}
+
+/// The ConfigMap's access lists: one that cannot be read refuses every route.
+const ACCESS_LIST_KEYS: &[&str] = &[
+    "whitelist-source-range",
+    "allowlist-source-range",
+    "denylist-source-range",
+];
+
+/// `global-auth-url`'s companions: read with it once external authentication is implemented;
+/// until then `global-auth-url` alone decides (it refuses the routes it would cover).
+const WITH_GLOBAL_AUTH: &str =
+    "planned (wave 2) with global-auth-url, which refuses the routes it \
+     would cover until then";
+
 /// Keys with ingress-nginx's meaning that Sluice does not implement, and why: an
 /// `Unsupported` diagnostic rather than "unknown key".
 const UNSUPPORTED_KEYS: &[(&str, &str)] = &[
+    ("global-auth-method", WITH_GLOBAL_AUTH),
+    ("global-auth-signin", WITH_GLOBAL_AUTH),
+    ("global-auth-signin-redirect-param", WITH_GLOBAL_AUTH),
+    ("global-auth-response-headers", WITH_GLOBAL_AUTH),
+    ("global-auth-request-redirect", WITH_GLOBAL_AUTH),
+    ("global-auth-cache-key", WITH_GLOBAL_AUTH),
+    ("global-auth-cache-duration", WITH_GLOBAL_AUTH),
+    ("global-auth-always-set-cookie", WITH_GLOBAL_AUTH),
     (
         "opentelemetry-operation-name",
         "nginx variables are not evaluated; spans are named \"METHOD PATH\" with the Ingress \
@@ -617,9 +665,27 @@ impl Settings {
             }
             let result = settings.set(key, value);
             if let Err(expected) = result {
+                if ACCESS_LIST_KEYS.contains(&key.as_str()) {
+                    // The default is no list: falling back to it would open every route.
+                    diagnostics.push(Diagnostic::new(
+                        source.clone(),
+                        format!("data.{key}: invalid value {value:?}: expected {expected}; every route answers 503 until it is fixed (an access list is never dropped)"),
+                    ));
+                    settings.access_refused = Some(format!("the ConfigMap's {key} cannot be read"));
+                    continue;
+                }
                 diagnostics.push(Diagnostic::new(
                     source.clone(),
                     format!("data.{key}: invalid value {value:?}: expected {expected}; using the default"),
+                ));
+            }
+            if key == "global-auth-url" && settings.global_auth_url {
+                diagnostics.push(Diagnostic::new(
+                    source.clone(),
+                    "data.global-auth-url: restricts access and is not implemented yet (external \
+                     authentication is planned for wave 2): every route it would cover answers 503 \
+                     rather than serve unauthenticated; paths under no-auth-locations and \
+                     Ingresses with enable-global-auth: \"false\" are served as before",
                 ));
             }
         }
@@ -895,6 +961,15 @@ impl Settings {
                     parse_cidrs(value).map_err(|_| "comma-separated IP addresses or CIDR ranges")?
             }
             "allow-snippet-annotations" => self.allow_snippet_annotations = parse_bool(value)?,
+            "global-auth-url" => self.global_auth_url = !value.is_empty(),
+            "no-auth-locations" => {
+                self.no_auth_locations = value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|location| !location.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            }
             key if ACCEPTED_UNUSED_KEYS.contains(&key) => {}
             _ => return Err("a key Sluice knows (see the README); this one is ignored"),
         }
