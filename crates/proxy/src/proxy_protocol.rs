@@ -25,10 +25,10 @@ use tokio::net::TcpStream;
 /// Version 2's signature, the first 12 bytes of its header.
 const V2_SIGNATURE: &[u8; 12] = b"\r\n\r\n\0\r\nQUIT\n";
 /// Version 1's longest header (`PROXY TCP6 <39> <39> 65535 65535\r\n`), as the spec bounds it.
-const V1_MAX: usize = 107;
+pub(crate) const V1_MAX: usize = 107;
 /// Version 2's longest accepted header: the fixed part and addresses, and TLVs (cloud load
 /// balancers add a few, tens of bytes) up to this.
-const V2_MAX: usize = 16 + 1024;
+pub(crate) const V2_MAX: usize = 16 + 1024;
 /// How long to wait before looking again when a header arrived in parts (rare: load
 /// balancers write it in one segment).
 const INCOMPLETE_PAUSE: Duration = Duration::from_millis(2);
@@ -54,7 +54,8 @@ pub(crate) enum Refused {
     Io(std::io::ErrorKind),
 }
 
-enum Parsed {
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Parsed {
     Complete {
         length: usize,
         header: Header,
@@ -138,7 +139,7 @@ pub(crate) fn v2_header(source: SocketAddr, destination: SocketAddr) -> Vec<u8> 
     header
 }
 
-fn parse(bytes: &[u8]) -> Result<Parsed, Refused> {
+pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Refused> {
     let prefix = bytes.len().min(V2_SIGNATURE.len());
     if bytes[..prefix] == V2_SIGNATURE[..prefix] {
         return parse_v2(bytes);
