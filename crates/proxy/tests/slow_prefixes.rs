@@ -13,7 +13,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 /// Half-sent prefixes held open while the CPU is measured.
-const CONNECTIONS: usize = 200;
+const CONNECTIONS: usize = 1000;
 
 /// This process's CPU time so far (user and system, all threads), from /proc/self/stat.
 fn cpu_time() -> Duration {
@@ -25,12 +25,12 @@ fn cpu_time() -> Duration {
     Duration::from_secs_f64(ticks as f64 / rustix::param::clock_ticks_per_second() as f64)
 }
 
-/// Issue 24: 200 connections that sent half a PROXY header, an h2c preface or a ClientHello
-/// sit for a second. Looking every 2 ms, as the proxy did, they kept a worker core busy (about
-/// 90 % for 1,000 of them; the test saw well over a core's fifth for these 200, unoptimised);
-/// waiting for readability they cost next to nothing. The bound, a fifth of one core over
-/// the second measured, is far above what waiting costs and far below what polling did, so
-/// a loaded machine cannot flip it either way.
+/// Issue 24: 1,000 connections that sent half a PROXY header, an h2c preface or a ClientHello
+/// sit for a second. Looking every 2 ms, as the proxy did, they used a third of a core in this
+/// test (unoptimised, on a shared two-core machine; the audit measured ~90 % of a worker core);
+/// waiting for readability they use one clock tick (10 ms) or none. The bound, a tenth of a
+/// core over the second measured, is ten times what waiting costs and a third of what polling
+/// did, so neither a loaded machine nor a slow one flips it.
 #[tokio::test]
 async fn half_sent_prefixes_wait_without_spinning() {
     let echo = start_backend("echo").await;
@@ -86,8 +86,9 @@ async fn half_sent_prefixes_wait_without_spinning() {
     let (cpu, wall) = (cpu_time(), Instant::now());
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (used, elapsed) = (cpu_time() - cpu, wall.elapsed());
+    println!("{CONNECTIONS} half-sent prefixes: {used:?} of CPU in {elapsed:?}");
     assert!(
-        used < elapsed / 5,
+        used < elapsed / 10,
         "{CONNECTIONS} half-sent prefixes used {used:?} of CPU in {elapsed:?}"
     );
     // Still open: they were waited for, not dropped.
