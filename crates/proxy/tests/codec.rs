@@ -69,7 +69,10 @@ fn proxy_headers_hold_their_properties() {
     run(CASES, proxy::fuzz::proxy_header, |rng| {
         let mut data = Vec::new();
         proxy_header(rng, &mut data);
-        data.extend_from_slice(pick(rng, &[&b"GET / HTTP/1.1\r\n"[..], b"\x16\x03\x01", b""]));
+        data.extend_from_slice(pick(
+            rng,
+            &[&b"GET / HTTP/1.1\r\n"[..], b"\x16\x03\x01", b""],
+        ));
         data
     });
 }
@@ -446,7 +449,19 @@ fn h2_frame(rng: &mut fastrand::Rng, out: &mut Vec<u8>) {
         4 => {
             for _ in 0..rng.usize(0..5) {
                 payload.extend_from_slice(&rng.u16(0..10).to_be_bytes());
-                let value = *pick(rng, &[&0u32, &1, &2, &16_384, &65_535, &0x7fff_ffff, &0x8000_0000, &0xffff_ffff]);
+                let value = *pick(
+                    rng,
+                    &[
+                        &0u32,
+                        &1,
+                        &2,
+                        &16_384,
+                        &65_535,
+                        &0x7fff_ffff,
+                        &0x8000_0000,
+                        &0xffff_ffff,
+                    ],
+                );
                 payload.extend_from_slice(&value.to_be_bytes());
             }
         }
@@ -529,7 +544,19 @@ fn hpack_string(rng: &mut fastrand::Rng, out: &mut Vec<u8>, name: bool) {
         return;
     }
     let text: Vec<u8> = if name {
-        pick(rng, &[&b"x-a"[..], b"custom-key", b":path", b":method", b"Upper", b"", b"a b"]).to_vec()
+        pick(
+            rng,
+            &[
+                &b"x-a"[..],
+                b"custom-key",
+                b":path",
+                b":method",
+                b"Upper",
+                b"",
+                b"a b",
+            ],
+        )
+        .to_vec()
     } else {
         (0..rng.usize(0..24))
             .map(|_| *pick(rng, &[&b'a', &b'/', &b' ', &b'\t', &0x80, &b'\r', &0]))
@@ -545,7 +572,7 @@ fn proxy_header(rng: &mut fastrand::Rng, out: &mut Vec<u8>) {
         let line = pick(
             rng,
             &[
-                &"PROXY TCP4 203.0.113.7 10.0.0.1 51234 443"[..],
+                "PROXY TCP4 203.0.113.7 10.0.0.1 51234 443",
                 "PROXY TCP6 2001:db8::1 ::1 1 65535",
                 "PROXY UNKNOWN",
                 "PROXY UNKNOWN ffff::1 ffff::2 1 2",

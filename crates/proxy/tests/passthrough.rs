@@ -242,7 +242,10 @@ async fn a_trickled_client_hello_is_closed_after_one_client_header_timeout() {
     let hello = client_hello("pass.example");
     let pieces: Vec<&[u8]> = hello.chunks(1).take(8).collect();
     let lived = trickle_until_closed(h.https(), &pieces, Duration::from_millis(900)).await;
-    assert!(lived >= Duration::from_millis(1900), "closed after {lived:?}");
+    assert!(
+        lived >= Duration::from_millis(1900),
+        "closed after {lived:?}"
+    );
     assert!(
         lived < Duration::from_secs(3),
         "a trickled ClientHello lived {lived:?} with a 2 s client-header-timeout"

@@ -25,8 +25,8 @@
 
 use loona_hpack::decoder::{DecoderError, IntegerDecodingError};
 
-use crate::h2_server::frame::{self, flag, kind, Frame, FrameError, Head, Settings, HEAD_LEN};
 use super::Choices;
+use crate::h2_server::frame::{self, flag, kind, Frame, FrameError, Head, Settings, HEAD_LEN};
 use crate::h2_server::hpack;
 
 /// A decoded field, as bytes.
@@ -315,14 +315,18 @@ pub fn hpack_lists(data: &[u8]) -> bool {
             encoder.set_max_table_size(size);
         }
         let list = header_list(&mut choices);
-        encoder.encode_into(
-            list.iter().map(|(name, value)| (&name[..], &value[..])),
-            &mut block,
-        )
-        .expect("writing to memory");
-        let fields = decoders
-            .decode(&block)
-            .unwrap_or_else(|| panic!("loona's encoder wrote a block both refuse: {}", shown(&block)));
+        encoder
+            .encode_into(
+                list.iter().map(|(name, value)| (&name[..], &value[..])),
+                &mut block,
+            )
+            .expect("writing to memory");
+        let fields = decoders.decode(&block).unwrap_or_else(|| {
+            panic!(
+                "loona's encoder wrote a block both refuse: {}",
+                shown(&block)
+            )
+        });
         assert_eq!(fields, list, "decoded from {}", shown(&block));
 
         let status = 100 + u16::from(choices.byte()) % 900;
@@ -331,9 +335,12 @@ pub fn hpack_lists(data: &[u8]) -> bool {
         for (name, value) in &list {
             hpack::encode_field(name, value, choices.below(4) == 0, &mut ours);
         }
-        let read = Decoders::new(0)
-            .decode(&ours)
-            .unwrap_or_else(|| panic!("Sluice's encoder wrote a block both refuse: {}", shown(&ours)));
+        let read = Decoders::new(0).decode(&ours).unwrap_or_else(|| {
+            panic!(
+                "Sluice's encoder wrote a block both refuse: {}",
+                shown(&ours)
+            )
+        });
         let mut sent = vec![(b":status".to_vec(), status.to_string().into_bytes())];
         sent.extend(list);
         assert_eq!(read, sent, "decoded from Sluice's {}", shown(&ours));
@@ -412,10 +419,17 @@ impl Decoders {
                 Err(DecoderError::IntegerDecodingError(IntegerDecodingError::TooManyOctets)),
             ) if has_long_integer(block) => return None,
             (Err(e), Ok(_)) => {
-                panic!("Sluice refused ({e}) a block loona decodes to: {}", shown(block))
+                panic!(
+                    "Sluice refused ({e}) a block loona decodes to: {}",
+                    shown(block)
+                )
             }
             (Ok(ours), Err(e)) => {
-                panic!("loona refused ({e}) a block Sluice decodes to {} fields: {}", ours.len(), shown(block))
+                panic!(
+                    "loona refused ({e}) a block Sluice decodes to {} fields: {}",
+                    ours.len(),
+                    shown(block)
+                )
             }
         };
         self.same_tables();

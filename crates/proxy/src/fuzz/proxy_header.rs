@@ -102,7 +102,9 @@ fn round_trip(choices: &mut Choices<'_>) {
     v2.extend_from_slice(follows);
     let Ok(Parsed::Complete {
         length: read,
-        header: Header::Proxied { source: read_source },
+        header: Header::Proxied {
+            source: read_source,
+        },
     }) = parse(&v2)
     else {
         panic!("a written v2 header does not parse: {v2:?}");
