@@ -11,7 +11,11 @@
 //!                         h2_frames, hpack_blocks, hpack_lists, proxy_header}
 //! ```
 
+mod support;
+
 use std::panic::{self, AssertUnwindSafe};
+
+use support::raw_h2::hpack_int;
 
 /// Inputs per target: enough to reach every branch of the codec many times over, few enough
 /// to finish in seconds (each accepted input also goes through hyper).
@@ -489,11 +493,11 @@ fn hpack_block(rng: &mut fastrand::Rng) -> Vec<u8> {
     let mut block = Vec::new();
     for _ in 0..rng.usize(0..3).saturating_sub(1) {
         let size = *pick(rng, &[&0usize, &100, &256, &4096, &5000]);
-        hpack_int(size, 5, 0x20, &mut block);
+        hpack_int(0x20, 5, size, &mut block);
     }
     for _ in 0..rng.usize(0..8) {
         match rng.u8(..6) {
-            0 => hpack_int(rng.usize(1..75), 7, 0x80, &mut block),
+            0 => hpack_int(0x80, 7, rng.usize(1..75), &mut block),
             kind => {
                 let (prefix, flags) = match kind {
                     1 | 2 => (6, 0x40),
@@ -501,10 +505,10 @@ fn hpack_block(rng: &mut fastrand::Rng) -> Vec<u8> {
                     _ => (4, 0x10),
                 };
                 if rng.bool() {
-                    hpack_int(0, prefix, flags, &mut block);
+                    hpack_int(flags, prefix, 0, &mut block);
                     hpack_string(rng, &mut block, true);
                 } else {
-                    hpack_int(rng.usize(1..70), prefix, flags, &mut block);
+                    hpack_int(flags, prefix, rng.usize(1..70), &mut block);
                 }
                 hpack_string(rng, &mut block, false);
             }
@@ -512,21 +516,6 @@ fn hpack_block(rng: &mut fastrand::Rng) -> Vec<u8> {
     }
     block.truncate(255);
     block
-}
-
-fn hpack_int(value: usize, prefix_bits: u32, flags: u8, out: &mut Vec<u8>) {
-    let max = (1usize << prefix_bits) - 1;
-    if value < max {
-        out.push(flags | value as u8);
-        return;
-    }
-    out.push(flags | max as u8);
-    let mut rest = value - max;
-    while rest >= 0x80 {
-        out.push(0x80 | (rest & 0x7f) as u8);
-        rest >>= 7;
-    }
-    out.push(rest as u8);
 }
 
 fn hpack_string(rng: &mut fastrand::Rng, out: &mut Vec<u8>, name: bool) {
@@ -539,7 +528,7 @@ fn hpack_string(rng: &mut fastrand::Rng, out: &mut Vec<u8>, name: bool) {
     ];
     if rng.u8(..4) == 0 {
         let coded = HUFFMAN[rng.usize(..HUFFMAN.len())];
-        hpack_int(coded.len(), 7, 0x80, out);
+        hpack_int(0x80, 7, coded.len(), out);
         out.extend_from_slice(coded);
         return;
     }
@@ -562,7 +551,7 @@ fn hpack_string(rng: &mut fastrand::Rng, out: &mut Vec<u8>, name: bool) {
             .map(|_| *pick(rng, &[&b'a', &b'/', &b' ', &b'\t', &0x80, &b'\r', &0]))
             .collect()
     };
-    hpack_int(text.len(), 7, 0, out);
+    hpack_int(0, 7, text.len(), out);
     out.extend_from_slice(&text);
 }
 
