@@ -194,9 +194,8 @@ pub(crate) struct ConnCtx {
     serial: u64,
     requests: Cell<u64>,
     in_flight: Cell<u32>,
-    /// When the connection was accepted: its one client-header-timeout (prefix, TLS
-    /// handshake, first request head or HTTP/2 preface) counts from here.
-    pub(crate) accepted: Instant,
+    /// When the connection last did something; for a new one, when it was accepted (its one
+    /// client-header-timeout, over prefix, TLS handshake and first head, counts from there).
     last_active: Cell<Instant>,
     /// HTTP/2 only: `keep-alive-requests` reached; the driver sends GOAWAY.
     close_requested: Cell<bool>,
@@ -933,6 +932,11 @@ impl Origin {
 }
 
 impl ConnCtx {
+    /// When the connection last did something (when it was accepted, until its first request).
+    pub(crate) fn last_active(&self) -> Instant {
+        self.last_active.get()
+    }
+
     fn new(worker: Rc<Worker>, origin: Origin, tls: Option<TlsFacts>, h2: bool) -> Rc<ConnCtx> {
         let https = tls.is_some();
         let peer = origin.peer;
@@ -954,7 +958,6 @@ impl ConnCtx {
             serial,
             requests: Cell::new(0),
             in_flight: Cell::new(0),
-            accepted: origin.accepted,
             // Idle since it was accepted: the first request head's wait counts from there.
             last_active: Cell::new(origin.accepted),
             close_requested: Cell::new(false),
