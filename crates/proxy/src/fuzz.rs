@@ -1,6 +1,8 @@
-//! Fuzz targets for the HTTP/1.1 codec (`h1`), public only so that `fuzz/` (cargo-fuzz, on
-//! nightly) and `tests/codec.rs` (the same targets as seeded property tests, on stable) can
-//! call them. Not an API.
+//! Fuzz targets for the parsers of hostile bytes: the HTTP/1.1 codec (`h1`, here), HTTP/2
+//! frames and HPACK (`http2`), the PROXY protocol (`proxy_header`). Public only so that
+//! `fuzz/` (cargo-fuzz, on nightly) and `tests/codec.rs` (the same targets as seeded property
+//! tests, on stable) can call them. Not an API. The HPACK targets compare with loona-hpack's
+//! decoder, which only the `fuzz-reference` feature (tests and `fuzz/`) brings in.
 //!
 //! ```text
 //!  bytes ─▶ request_head  ─▶ server::parse, pipelined ─┬─▶ split anywhere: same result
@@ -12,6 +14,10 @@
 //! ```
 //!
 //! Each target panics when a property fails, which is what a fuzzer looks for.
+
+#[cfg(feature = "fuzz-reference")]
+mod http2;
+mod proxy_header;
 
 use std::cell::RefCell;
 use std::io::Cursor;
@@ -30,6 +36,10 @@ use crate::h1::{self, chunk_size_line, chunk_tail, Chunk, Decoded, Framing};
 use crate::headers;
 use crate::server::{self, Http1, Parse};
 
+#[cfg(feature = "fuzz-reference")]
+pub use http2::{h2_frames, hpack_blocks, hpack_lists};
+pub use proxy_header::proxy_header;
+
 /// The request head limit the targets run with: the default `large-client-header-buffers`.
 const MAX_HEAD: usize = 32 * 1024;
 /// Requests of one input checked against hyper, at most (the rest only for desync).
@@ -47,6 +57,9 @@ thread_local! {
         .expect("a current-thread runtime");
 }
 
+/// A fuzzer's bytes read as a generator's choices: one byte each, zeros once used up.
+struct Choices<'a>(&'a [u8]);
+
 /// What a request means, as far as forwarding goes.
 #[derive(Debug, PartialEq)]
 struct Meaning {
@@ -54,6 +67,26 @@ struct Meaning {
     target: String,
     headers: HeaderMap,
     body: Vec<u8>,
+}
+
+impl Choices<'_> {
+    fn byte(&mut self) -> u8 {
+        match self.0.split_first() {
+            Some((&byte, rest)) => {
+                self.0 = rest;
+                byte
+            }
+            None => 0,
+        }
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        usize::from(self.byte()) % n
+    }
+
+    fn array<const N: usize>(&mut self) -> [u8; N] {
+        std::array::from_fn(|_| self.byte())
+    }
 }
 
 /// Request heads, pipelined: the inline server's parser on `data`.

@@ -86,6 +86,7 @@ mod metrics;
 mod otel;
 mod otlp;
 mod passthrough;
+mod peek;
 mod protobuf;
 mod proxy_protocol;
 mod server;

@@ -19,12 +19,12 @@
 
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::time::Duration;
 
 use model::{ProxyProtocolVersion, Route, Settings};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
+use crate::peek;
 use crate::proxy_protocol;
 use crate::tunnel::Traffic;
 use crate::worker::Worker;
@@ -32,8 +32,6 @@ use crate::worker::Worker;
 /// A ClientHello is one record of at most 16 KiB (and its 5-byte header); a larger or split
 /// one is terminated here, as if its name were not a passthrough host.
 const MAX_RECORD: usize = 5 + 16 * 1024;
-/// How long to wait before looking again when a ClientHello arrived in parts.
-const INCOMPLETE_PAUSE: Duration = Duration::from_millis(2);
 
 /// What the first bytes say.
 #[derive(Debug, PartialEq, Eq)]
@@ -47,28 +45,50 @@ enum Hello<'a> {
     Incomplete,
 }
 
+/// What a look at the first bytes decided.
+enum Looked {
+    /// The lower-cased server name, if the ClientHello has one (and there is a ClientHello).
+    Name(Option<String>),
+    /// The record is longer than the buffer looked into.
+    Larger,
+}
+
 /// The server name the client's first TLS record asks for, read without consuming it.
 /// `None`: none (or not TLS); the caller bounds the wait.
 pub(crate) async fn peek_server_name(stream: &TcpStream) -> Option<String> {
     // Most ClientHellos fit here (post-quantum key shares included): no allocation, little to
     // zero; a longer record is peeked again into a buffer of its size.
     let mut small = [0u8; 4096];
-    let mut large = Vec::new();
-    loop {
-        let in_small = large.is_empty();
-        let buffer: &mut [u8] = if in_small { &mut small } else { &mut large };
-        let seen = stream.peek(buffer).await.ok()?;
-        if seen == 0 {
-            return None;
+    let room = small.len();
+    let looked = peek::until(stream, &mut small, |seen| look(seen, room))
+        .await
+        .ok()?;
+    let looked = match looked {
+        Looked::Larger => {
+            let mut large = vec![0u8; MAX_RECORD];
+            peek::until(stream, &mut large, |seen| look(seen, MAX_RECORD))
+                .await
+                .ok()?
         }
-        let full = seen == buffer.len();
-        match client_hello_name(&buffer[..seen]) {
-            Hello::Named(name) => return Some(name.to_ascii_lowercase()),
-            Hello::Anonymous => return None,
-            Hello::Incomplete if full && in_small => large = vec![0u8; MAX_RECORD],
-            Hello::Incomplete if !full => tokio::time::sleep(INCOMPLETE_PAUSE).await,
-            Hello::Incomplete => return None,
-        }
+        decided => decided,
+    };
+    match looked {
+        Looked::Name(name) => name,
+        Looked::Larger => None,
+    }
+}
+
+/// What the first bytes, peeked into a buffer of `room` bytes, say; `None` while more bytes
+/// may complete the record.
+fn look(seen: &[u8], room: usize) -> Option<Looked> {
+    match client_hello_name(seen) {
+        // The client closed without a byte.
+        _ if seen.is_empty() => Some(Looked::Name(None)),
+        Hello::Named(name) => Some(Looked::Name(Some(name.to_ascii_lowercase()))),
+        Hello::Anonymous => Some(Looked::Name(None)),
+        Hello::Incomplete if seen.len() < room => None,
+        Hello::Incomplete if room < MAX_RECORD => Some(Looked::Larger),
+        Hello::Incomplete => Some(Looked::Name(None)),
     }
 }
 

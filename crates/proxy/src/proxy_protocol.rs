@@ -6,7 +6,8 @@
 //! ```text
 //!  accepted socket ─▶ peek (nothing consumed) ─▶ parse v1 "PROXY TCP4 …\r\n" │ v2 binary
 //!     complete ─▶ read exactly the header's bytes ─▶ TLS / HTTP as usual, client = source
-//!     incomplete ─▶ wait a little, peek again (bounded by client-header-timeout)
+//!     incomplete ─▶ wait for more bytes, peek again (`peek::until`: no polling; bounded
+//!                   by the connection's client-header-timeout deadline)
 //!     malformed ─▶ closed (counted: sluice_proxy_protocol_refused_total)
 //! ```
 //! Peeking keeps the bytes after the header in the socket, so what follows is read by the
@@ -16,22 +17,21 @@
 //! `:PROXY:PROXY` (as nginx's `proxy_protocol on`), version 1 or 2 for TLS passthrough hosts
 //! with `sluice.dev/ssl-passthrough-proxy-protocol`.
 
+use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
+use crate::peek;
+
 /// Version 2's signature, the first 12 bytes of its header.
 const V2_SIGNATURE: &[u8; 12] = b"\r\n\r\n\0\r\nQUIT\n";
 /// Version 1's longest header (`PROXY TCP6 <39> <39> 65535 65535\r\n`), as the spec bounds it.
-const V1_MAX: usize = 107;
+pub(crate) const V1_MAX: usize = 107;
 /// Version 2's longest accepted header: the fixed part and addresses, and TLVs (cloud load
 /// balancers add a few, tens of bytes) up to this.
-const V2_MAX: usize = 16 + 1024;
-/// How long to wait before looking again when a header arrived in parts (rare: load
-/// balancers write it in one segment).
-const INCOMPLETE_PAUSE: Duration = Duration::from_millis(2);
+pub(crate) const V2_MAX: usize = 16 + 1024;
 
 /// What a valid header says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +54,8 @@ pub(crate) enum Refused {
     Io(std::io::ErrorKind),
 }
 
-enum Parsed {
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Parsed {
     Complete {
         length: usize,
         header: Header,
@@ -65,26 +66,26 @@ enum Parsed {
 
 /// Reads the header off `stream`, consuming exactly its bytes. The caller bounds the time.
 pub(crate) async fn read_header(stream: &mut TcpStream) -> Result<Header, Refused> {
+    // Every header fits: `parse` decides (complete or malformed) once this many bytes are in.
     let mut buffer = [0u8; V2_MAX];
-    loop {
-        let seen = stream
-            .peek(&mut buffer)
-            .await
-            .map_err(|e| Refused::Io(e.kind()))?;
-        if seen == 0 {
-            return Err(Refused::Closed);
-        }
-        match parse(&buffer[..seen])? {
-            Parsed::Complete { length, header } => {
-                stream
-                    .read_exact(&mut buffer[..length])
-                    .await
-                    .map_err(|e| Refused::Io(e.kind()))?;
-                return Ok(header);
-            }
-            Parsed::Incomplete => tokio::time::sleep(INCOMPLETE_PAUSE).await,
-        }
-    }
+    let (length, header) = peek::until(stream, &mut buffer, |seen| match seen {
+        [] => Some(Err(Refused::Closed)),
+        seen => match parse(seen) {
+            Ok(Parsed::Incomplete) => None,
+            Ok(Parsed::Complete { length, header }) => Some(Ok((length, header))),
+            Err(refused) => Some(Err(refused)),
+        },
+    })
+    .await
+    .map_err(|e| match e.kind() {
+        io::ErrorKind::UnexpectedEof => Refused::Closed,
+        kind => Refused::Io(kind),
+    })??;
+    stream
+        .read_exact(&mut buffer[..length])
+        .await
+        .map_err(|e| Refused::Io(e.kind()))?;
+    Ok(header)
 }
 
 /// The version 1 header saying a connection comes from `source` to `destination`, which a
@@ -138,7 +139,7 @@ pub(crate) fn v2_header(source: SocketAddr, destination: SocketAddr) -> Vec<u8> 
     header
 }
 
-fn parse(bytes: &[u8]) -> Result<Parsed, Refused> {
+pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Refused> {
     let prefix = bytes.len().min(V2_SIGNATURE.len());
     if bytes[..prefix] == V2_SIGNATURE[..prefix] {
         return parse_v2(bytes);

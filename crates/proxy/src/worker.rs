@@ -194,6 +194,8 @@ pub(crate) struct ConnCtx {
     serial: u64,
     requests: Cell<u64>,
     in_flight: Cell<u32>,
+    /// When the connection last did something; for a new one, when it was accepted (its one
+    /// client-header-timeout, over prefix, TLS handshake and first head, counts from there).
     last_active: Cell<Instant>,
     /// HTTP/2 only: `keep-alive-requests` reached; the driver sends GOAWAY.
     close_requested: Cell<bool>,
@@ -216,6 +218,8 @@ struct Origin {
     load_balancer: Option<IpAddr>,
     /// What the PROXY protocol header said, believed or not (`$proxy_protocol_addr`).
     announced: Option<IpAddr>,
+    /// When the connection was accepted.
+    accepted: Instant,
 }
 
 /// Lives as long as one request (until its response body is done or dropped).
@@ -637,13 +641,16 @@ impl Worker {
             peer,
             load_balancer: None,
             announced: None,
+            accepted: Instant::now(),
         };
+        // One client-header-timeout for everything before the first request: the PROXY
+        // header, the ClientHello peek or h2c preface, the TLS handshake and the request head
+        // (or HTTP/2 preface). A client trickling each stage just inside a timeout of its own
+        // would otherwise hold the connection several timeouts long.
+        let deadline = origin.header_deadline(&settings);
         if settings.use_proxy_protocol {
             // Boxed: only connections behind a PROXY-protocol load balancer carry this future.
-            let header = Box::pin(within(
-                settings.client_header_timeout,
-                proxy_protocol::read_header(&mut stream),
-            ));
+            let header = Box::pin(before(deadline, proxy_protocol::read_header(&mut stream)));
             match header.await {
                 Some(Ok(proxy_protocol::Header::Proxied { source })) => {
                     origin.announced = Some(source.ip().to_canonical());
@@ -666,7 +673,7 @@ impl Worker {
             }
         }
         if https {
-            if let Some(route) = self.passthrough_route(&stream, &settings).await {
+            if let Some(route) = self.passthrough_route(&stream, deadline).await {
                 let peer = origin.peer;
                 // Boxed: only passthrough connections carry the splice.
                 Box::pin(crate::passthrough::pass(
@@ -678,10 +685,7 @@ impl Worker {
         }
         let h2c = !https && settings.use_h2c && {
             // Boxed: only plain listeners with use-h2c carry this future.
-            let preface = Box::pin(within(
-                settings.client_header_timeout,
-                starts_with_h2_preface(&stream),
-            ));
+            let preface = Box::pin(before(deadline, starts_with_h2_preface(&stream)));
             preface.await.unwrap_or(false)
         };
         let stream = Linger::new(WriteTimeout::new(
@@ -707,17 +711,18 @@ impl Worker {
     }
 
     /// The passthrough route of the host a TLS client asks for, if the configuration passes
-    /// it through (read without consuming the ClientHello, within client-header-timeout).
+    /// it through (read without consuming the ClientHello, before the connection's
+    /// client-header-timeout deadline).
     async fn passthrough_route(
         &self,
         stream: &TcpStream,
-        settings: &Settings,
+        deadline: Option<Instant>,
     ) -> Option<Arc<model::Route>> {
         if self.config().as_ref()?.passthrough.is_empty() {
             return None;
         }
-        let peeked = Box::pin(within(
-            settings.client_header_timeout,
+        let peeked = Box::pin(before(
+            deadline,
             crate::passthrough::peek_server_name(stream),
         ));
         let name = peeked.await.flatten()?;
@@ -735,9 +740,10 @@ impl Worker {
         let Some(config) = self.tls_config(settings.ssl_session_tickets) else {
             return;
         };
-        // A client that stalls its handshake is as slow as one that stalls its header.
+        // A client that stalls its handshake is as slow as one that stalls its header: both
+        // share the connection's one client-header-timeout.
         let handshake = crate::tls_server::accept(config, stream);
-        let tls = match within(settings.client_header_timeout, handshake).await {
+        let tls = match before(origin.header_deadline(settings), handshake).await {
             Some(Ok(tls)) => tls,
             Some(Err(e)) => {
                 tracing::debug!(%peer, error = %e, "TLS handshake failed");
@@ -918,7 +924,19 @@ impl Worker {
     }
 }
 
+impl Origin {
+    /// When the connection's client-header-timeout runs out (`None`: 0, no limit).
+    fn header_deadline(&self, settings: &Settings) -> Option<Instant> {
+        non_zero(settings.client_header_timeout).map(|limit| self.accepted + limit)
+    }
+}
+
 impl ConnCtx {
+    /// When the connection last did something (when it was accepted, until its first request).
+    pub(crate) fn last_active(&self) -> Instant {
+        self.last_active.get()
+    }
+
     fn new(worker: Rc<Worker>, origin: Origin, tls: Option<TlsFacts>, h2: bool) -> Rc<ConnCtx> {
         let https = tls.is_some();
         let peer = origin.peer;
@@ -940,7 +958,8 @@ impl ConnCtx {
             serial,
             requests: Cell::new(0),
             in_flight: Cell::new(0),
-            last_active: Cell::new(Instant::now()),
+            // Idle since it was accepted: the first request head's wait counts from there.
+            last_active: Cell::new(origin.accepted),
             close_requested: Cell::new(false),
             evict: Cell::new(false),
             waker: RefCell::new(None),
@@ -1340,19 +1359,16 @@ const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// Whether the client's first bytes are HTTP/2's preface; they stay in the socket.
 async fn starts_with_h2_preface(stream: &TcpStream) -> bool {
     let mut first = [0u8; H2_PREFACE.len()];
-    loop {
-        let Ok(seen) = stream.peek(&mut first).await else {
-            return false;
-        };
-        if seen == 0 || first[..seen] != H2_PREFACE[..seen] {
-            return false;
+    crate::peek::until(stream, &mut first, |seen| {
+        if seen.is_empty() || *seen != H2_PREFACE[..seen.len()] {
+            Some(false)
+        } else {
+            // The preface may arrive in parts (rare): wait for the rest.
+            (seen.len() == H2_PREFACE.len()).then_some(true)
         }
-        if seen == H2_PREFACE.len() {
-            return true;
-        }
-        // The preface arrived in parts (rare): look again shortly.
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    })
+    .await
+    .unwrap_or(false)
 }
 
 async fn serve_http2<I>(conn: Rc<ConnCtx>, io: I, settings: &Settings)
@@ -1424,11 +1440,17 @@ async fn drive<C: Future>(
     let mut connection = pin!(connection);
     let inline = server == Server::Inline;
     let idle_enabled = !idle_timeout.is_zero();
-    let idle = tokio::time::sleep(if idle_enabled {
-        idle_timeout
-    } else {
-        Duration::from_secs(3600)
-    });
+    // From the connection's last activity, which for a new one is when it was accepted: the
+    // first request head gets what the prefix and handshake left of client-header-timeout.
+    let idle = tokio::time::sleep_until(
+        (conn.last_active.get()
+            + if idle_enabled {
+                idle_timeout
+            } else {
+                Duration::from_secs(3600)
+            })
+        .into(),
+    );
     let mut idle = pin!(idle);
     let mut closing = false;
     poll_fn(|cx| {
@@ -1512,6 +1534,14 @@ pub(crate) fn is_per_connection(error: &io::Error) -> bool {
             | io::ErrorKind::ConnectionReset
             | io::ErrorKind::Interrupted
     )
+}
+
+/// Awaits `future` until `deadline` (`None`: as long as it takes). `None` on timeout.
+pub(crate) async fn before<F: Future>(deadline: Option<Instant>, future: F) -> Option<F::Output> {
+    match deadline {
+        None => Some(future.await),
+        Some(deadline) => tokio::time::timeout_at(deadline.into(), future).await.ok(),
+    }
 }
 
 /// Awaits `future` for at most `limit`; a zero limit means no limit. `None` on timeout.

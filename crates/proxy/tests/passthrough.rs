@@ -10,6 +10,7 @@ mod support;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use support::*;
@@ -283,6 +284,34 @@ async fn allow_and_deny_lists_hold_for_passed_through_connections() {
         accepted.load(Ordering::SeqCst),
         1,
         "the backend saw only the allowed client"
+    );
+}
+
+/// Issue 24: a ClientHello trickled a byte every 0.9 s on a passthrough listener is closed one
+/// client-header-timeout (2 s) after it connected. It used to wait out the timeout in the
+/// peek, then get a second one for the handshake (4 s). See `proxy_protocol.rs` for the
+/// margins.
+#[tokio::test]
+async fn a_trickled_client_hello_is_closed_after_one_client_header_timeout() {
+    let ca = TestCa::new();
+    let web_leaf = ca.leaf(&["web.example"]);
+    let a = tls_backend("a", &ca.leaf(&["pass.example"])).await;
+    let echo = start_backend("echo").await;
+    let mut h = Harness::start();
+    h.options.enable_ssl_passthrough = true;
+    let mut objects = passthrough_objects(&[a], &web_leaf, addr_of(&echo));
+    objects.push(settings(&[("client-header-timeout", "2")]));
+    h.apply(&objects);
+    let hello = client_hello("pass.example");
+    let pieces: Vec<&[u8]> = hello.chunks(1).take(8).collect();
+    let lived = trickle_until_closed(h.https(), &pieces, Duration::from_millis(900)).await;
+    assert!(
+        lived >= Duration::from_millis(1900),
+        "closed after {lived:?}"
+    );
+    assert!(
+        lived < Duration::from_secs(3),
+        "a trickled ClientHello lived {lived:?} with a 2 s client-header-timeout"
     );
 }
 

@@ -201,6 +201,66 @@ async fn connections_without_a_valid_header_are_closed_unanswered() {
     assert_metric(&h, "sluice_proxy_protocol_refused_total 4").await;
 }
 
+/// Issue 24: one client-header-timeout covers the PROXY header and everything after it up to
+/// the first request (the TLS handshake, the request head), not one timeout each. The client
+/// sends its header a byte every 0.9 s (under half the 2 s timeout), completing it at 1.8 s,
+/// then goes on the same way with a request head or a ClientHello (or, after a prompt TLS
+/// handshake, an HTTP/2 preface). Closed at 2 s; with a timeout per stage it lived until 3.8 s. The bound, 3 s, is a full second past the
+/// deadline and 0.8 s short of the old lifetime: a loaded machine's timer lateness is
+/// milliseconds.
+#[tokio::test]
+async fn one_client_header_timeout_covers_the_header_and_what_follows_it() {
+    let Site { h, ca, _echo, .. } = site(&[
+        ("use-proxy-protocol", "true"),
+        ("client-header-timeout", "2"),
+    ])
+    .await;
+    let hello = client_hello("web.example");
+    let every = Duration::from_millis(900);
+    let header: &[&[u8]] = &[b"PROXY TCP4 203.0.113.7 10.0.0.1 1 443", b"\r", b"\n"];
+    let head: &[&[u8]] = &[b"GET /echo HTTP/1.1\r\n", b"H", b"o", b"s", b"t"];
+    let handshake: &[&[u8]] = &[&hello[..hello.len() - 3], &hello[hello.len() - 3..][..1]];
+    for (addr, then, stage) in [
+        (h.http(), head, "request head"),
+        (h.https(), handshake, "TLS handshake"),
+    ] {
+        let pieces: Vec<&[u8]> = header.iter().chain(then).copied().collect();
+        let lived = trickle_until_closed(addr, &pieces, every).await;
+        assert!(
+            lived >= Duration::from_millis(1900),
+            "{stage}: closed after {lived:?}, before the timeout"
+        );
+        assert!(
+            lived < Duration::from_secs(3),
+            "{stage}: a header, then a {stage}, lived {lived:?} with a 2 s client-header-timeout"
+        );
+    }
+
+    // HTTP/2 over TLS: the header complete at 1.5 s, the handshake at once, then a connection
+    // preface that never ends. Closed at 2 s; the preface's own timeout made it 3.5 s.
+    let started = Instant::now();
+    let mut stream = TcpStream::connect(h.https()).await.unwrap();
+    stream.write_all(header[0]).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stream.write_all(b"\r\n").await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("web.example").unwrap();
+    let mut tls = bounded(ca.connector(&[b"h2"]).connect(name, stream))
+        .await
+        .expect("TLS after the PROXY header");
+    tls.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+    let mut rest = Vec::new();
+    let _ = bounded(tls.read_to_end(&mut rest)).await;
+    let lived = started.elapsed();
+    assert!(
+        lived >= Duration::from_millis(1900),
+        "h2: closed after {lived:?}"
+    );
+    assert!(
+        lived < Duration::from_secs(3),
+        "h2: a header, then a preface, lived {lived:?} with a 2 s client-header-timeout"
+    );
+}
+
 #[tokio::test]
 async fn an_untrusted_load_balancer_is_the_client_and_the_setting_applies_without_restart() {
     // 127.0.0.1 is outside proxy-real-ip-cidr: its header is read (and required) but not

@@ -119,8 +119,14 @@ impl<I> Connection<I> {
         frame::write_settings(&mut state.out, &settings);
         frame::write_window_update(&mut state.out, 0, RECV_WINDOW - stream::DEFAULT_WINDOW);
         state.recv_window = i64::from(RECV_WINDOW);
-        let header_timer = (!limits.header_timeout.is_zero())
-            .then(|| Box::pin(tokio::time::sleep(limits.header_timeout)));
+        // The preface shares the connection's one client-header-timeout with what came before
+        // it (PROXY header, TLS handshake): it counts from when the connection was accepted,
+        // which a new connection's last activity still is.
+        let header_timer = (!limits.header_timeout.is_zero()).then(|| {
+            Box::pin(tokio::time::sleep_until(
+                (conn.last_active() + limits.header_timeout).into(),
+            ))
+        });
         Connection {
             io,
             conn,

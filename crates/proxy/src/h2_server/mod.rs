@@ -15,8 +15,8 @@
 //! written. hyper and h2 still speak HTTP/2 to upstreams.
 
 mod conn;
-mod frame;
-mod hpack;
+pub(crate) mod frame;
+pub(crate) mod hpack;
 mod request;
 mod resets;
 mod stream;

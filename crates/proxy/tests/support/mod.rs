@@ -704,3 +704,47 @@ pub async fn shutdown(proxy: Proxy) {
         .await
         .expect("shutdown does not panic");
 }
+
+/// A ClientHello record as rustls writes it, asking for `name`.
+pub fn client_hello(name: &str) -> Vec<u8> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let server = rustls::pki_types::ServerName::try_from(name.to_owned()).unwrap();
+    let mut client = rustls::ClientConnection::new(Arc::new(config), server).unwrap();
+    let mut out = Vec::new();
+    client.write_tls(&mut out).unwrap();
+    out
+}
+
+/// Connects to `addr` and writes `pieces` one after the other, `every` apart, reading (and
+/// dropping) whatever comes back, until the proxy closes the connection: how long it lived.
+/// Bounded by [`STEP`].
+pub async fn trickle_until_closed(addr: SocketAddr, pieces: &[&[u8]], every: Duration) -> Duration {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let started = Instant::now();
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    let write = async {
+        for piece in pieces {
+            let _ = writer.write_all(piece).await;
+            tokio::time::sleep(every).await;
+        }
+        std::future::pending::<()>().await;
+    };
+    let read = async {
+        let mut buf = [0u8; 4096];
+        while let Ok(1..) = reader.read(&mut buf).await {}
+    };
+    bounded(async {
+        tokio::select! {
+            () = read => {}
+            () = write => {}
+        }
+    })
+    .await;
+    started.elapsed()
+}

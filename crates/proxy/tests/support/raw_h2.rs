@@ -133,7 +133,7 @@ pub fn frame_bytes(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> 
 
 /// An HPACK integer with an `prefix`-bit prefix (RFC 7541 5.1); `first` holds the bits above
 /// the prefix.
-fn hpack_int(first: u8, prefix: u32, value: usize, out: &mut Vec<u8>) {
+pub fn hpack_int(first: u8, prefix: u32, value: usize, out: &mut Vec<u8>) {
     let max = (1usize << prefix) - 1;
     if value < max {
         out.push(first | value as u8);

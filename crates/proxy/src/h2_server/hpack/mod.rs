@@ -568,7 +568,7 @@ const fn const_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// Appends `value` as an integer with an N-bit prefix (RFC 7541 §5.1); `flags` fills the
 /// first byte's bits above the prefix.
-fn write_int(value: usize, prefix_bits: u32, flags: u8, dst: &mut Vec<u8>) {
+pub(crate) fn write_int(value: usize, prefix_bits: u32, flags: u8, dst: &mut Vec<u8>) {
     let max_prefix = (1usize << prefix_bits) - 1;
     if value < max_prefix {
         dst.push(flags | value as u8);
