@@ -50,5 +50,5 @@ pub use routes::{Matched, Route, RouteSite, RouteTable};
 pub use settings::{LoadBalance, NextUpstream, Settings};
 pub use store::{ChangeSet, NamespacedName, Store};
 pub use streams::StreamService;
-pub use target::{encode_path, normalize_path, validate_host, NormalPath, TargetError};
+pub use target::{normalize_path, validate_host, NormalPath, TargetError};
 pub use tls::Certificates;
