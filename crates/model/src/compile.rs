@@ -296,23 +296,17 @@ impl fmt::Display for Problem {
 struct Policies {
     with_rewrite: Arc<RoutePolicy>,
     without_rewrite: Arc<RoutePolicy>,
-    /// The ConfigMap's `global-auth-url` covers this Ingress: its paths outside
-    /// `no-auth-locations` are refused until external authentication is implemented.
-    global_auth: Option<GlobalAuth>,
-}
-
-/// What `global-auth-url` leaves served, and the refused policy of the rest.
-struct GlobalAuth {
-    exempt: Vec<String>,
-    refused: Arc<RoutePolicy>,
+    /// The ConfigMap's `global-auth-url` covers this Ingress: the policy of its paths outside
+    /// `no-auth-locations`, refused until external authentication is implemented.
+    global_auth_refused: Option<Arc<RoutePolicy>>,
 }
 
 impl Policies {
-    /// The policy of a path written `written`.
-    fn for_path(&self, written: &str, rewrites: bool) -> Arc<RoutePolicy> {
-        match &self.global_auth {
-            Some(auth) if !auth.exempt.iter().any(|l| written.starts_with(l.as_str())) => {
-                auth.refused.clone()
+    /// The policy of a path written `written`; `exempt`: the ConfigMap's `no-auth-locations`.
+    fn for_path(&self, written: &str, rewrites: bool, exempt: &[String]) -> Arc<RoutePolicy> {
+        match &self.global_auth_refused {
+            Some(refused) if !exempt.iter().any(|l| written.starts_with(l.as_str())) => {
+                refused.clone()
             }
             _ if rewrites => self.with_rewrite.clone(),
             _ => self.without_rewrite.clone(),
@@ -335,20 +329,19 @@ impl Policies {
             rewrite: None,
             ..parsed.policy.clone()
         };
-        let global_auth = (settings.global_auth_url && parsed.global_auth).then(|| GlobalAuth {
-            exempt: settings.no_auth_locations.clone(),
-            refused: Arc::new(RoutePolicy {
+        let global_auth_refused = (settings.global_auth_url && parsed.global_auth).then(|| {
+            Arc::new(RoutePolicy {
                 denied: Some(parsed.policy.denied.clone().unwrap_or_else(|| {
                     "the ConfigMap's global-auth-url is not implemented (it restricts access)"
                         .to_owned()
                 })),
                 ..without.clone()
-            }),
+            })
         });
         Policies {
             with_rewrite: share(parsed.policy.clone()),
             without_rewrite: share(without),
-            global_auth,
+            global_auth_refused,
         }
     }
 }
@@ -565,7 +558,7 @@ impl Compiler<'_> {
                         &name,
                         backend,
                         "spec.defaultBackend",
-                        policies.for_path("/", false),
+                        policies.for_path("/", false, &self.out.settings.no_auth_locations),
                         &upstream,
                         ("", ""),
                     );
@@ -639,7 +632,8 @@ impl Compiler<'_> {
                 } else {
                     kind
                 };
-                let policy = policies.for_path(written, rewrites);
+                let policy =
+                    policies.for_path(written, rewrites, &self.out.settings.no_auth_locations);
                 if kind == PathKind::Prefix
                     && path.path_type == "ImplementationSpecific"
                     && written != "/"
