@@ -13,7 +13,12 @@ use model::{compile, CompileOptions, Compiled, Store};
 use providers::{FileSource, FileWatch};
 use proxy::Proxy;
 
-use crate::{announce, limits, runtime, ControlPlane, Error, Options, Step, Termination};
+use crate::control::ControlPlane;
+use crate::error::Error;
+use crate::limits;
+use crate::options::Options;
+use crate::signals::{Step, Termination};
+use crate::start::{announce, runtime};
 
 /// Coalesces the burst of events one save produces (write, chmod, rename) into one reload.
 const DEBOUNCE: Duration = Duration::from_millis(20);

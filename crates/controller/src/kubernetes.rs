@@ -19,10 +19,13 @@ use providers::kubernetes::{
 };
 use proxy::Proxy;
 
+use crate::control::ControlPlane;
+use crate::error::Error;
+use crate::limits;
+use crate::options::{KubeOptions, Options};
+use crate::signals::{Step, Termination};
+use crate::start::{announce, runtime};
 use crate::webhook::Webhook;
-use crate::{
-    announce, limits, runtime, ControlPlane, Error, KubeOptions, Options, Step, Termination,
-};
 
 /// How long start-up waits for the ConfigMap (worker-processes, max-worker-open-files) before
 /// using the defaults.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
-use crate::Error;
+use crate::error::Error;
 
 /// The first signal starts the grace period; its end (or a second signal) ends the loop.
 pub struct Termination {

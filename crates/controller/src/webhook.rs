@@ -47,7 +47,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
-use crate::Error;
+use crate::error::Error;
 
 /// From the accept to the first request's complete head, TLS handshake included. The API
 /// server gives a whole webhook call `timeoutSeconds` (default 10, at most 30); a client

@@ -15,6 +15,8 @@ use http::{Method, Uri};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 
+use crate::tls::{cipher_suite, TlsOptions, Trust};
+
 /// How errors are counted, for `--help` (the crate documentation says the same at more length).
 const AFTER_HELP: &str = "\
 Latency is measured from each request's intended start on the -R schedule (coordinated-omission
@@ -189,25 +191,6 @@ pub struct Target {
     pub connect_to: Option<(String, u16)>,
 }
 
-#[derive(Clone, Debug)]
-pub struct TlsOptions {
-    pub resumption: bool,
-    pub trust: Trust,
-    /// `None`: rustls' defaults.
-    pub cipher_suites: Option<Vec<rustls::SupportedCipherSuite>>,
-}
-
-/// Which server certificates to accept.
-#[derive(Clone, Debug)]
-pub enum Trust {
-    /// The Mozilla roots built in (webpki-roots).
-    WebRoots,
-    /// The CA certificates from `--cacert`.
-    Roots(Vec<CertificateDer<'static>>),
-    /// Anything (`--insecure`); signatures on the handshake are still checked.
-    Insecure,
-}
-
 #[derive(Clone, Debug, Default)]
 pub struct Output {
     pub latency: bool,
@@ -351,7 +334,7 @@ impl TryFrom<LoadArgs> for Config {
             Some(list) => Some(
                 list.split(',')
                     .map(|name| {
-                        crate::tls::cipher_suite(name.trim()).ok_or_else(|| {
+                        cipher_suite(name.trim()).ok_or_else(|| {
                             invalid(
                                 "--tls-ciphers",
                                 name,

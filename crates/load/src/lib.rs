@@ -79,7 +79,7 @@ use anyhow::Context as _;
 
 pub use args::{
     parse_duration, parse_header, parse_metric, Config, ConfigError, LoadArgs, Output, Target,
-    TlsOptions, TlsResumption, Trust,
+    TlsResumption,
 };
 pub use driver::{hold_idle, run, Held, RunError};
 pub use recorder::{
@@ -91,6 +91,7 @@ pub use report::{
     PERCENTILES, SCHEMA,
 };
 pub use schedule::{ConnSchedule, Schedule, Slot, CATCH_UP_FACTOR};
+pub use tls::{TlsOptions, Trust};
 
 /// Exit code for bad input.
 pub const EXIT_BAD_INPUT: i32 = 2;

@@ -12,7 +12,25 @@ use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvi
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
-use crate::args::{TlsOptions, Trust};
+/// What a run asks of TLS (`--tls-*`, `--cacert`, `--insecure`, `--ciphers`).
+#[derive(Clone, Debug)]
+pub struct TlsOptions {
+    pub resumption: bool,
+    pub trust: Trust,
+    /// `None`: rustls' defaults.
+    pub cipher_suites: Option<Vec<rustls::SupportedCipherSuite>>,
+}
+
+/// Which server certificates to accept.
+#[derive(Clone, Debug)]
+pub enum Trust {
+    /// The Mozilla roots built in (webpki-roots).
+    WebRoots,
+    /// The CA certificates from `--cacert`.
+    Roots(Vec<CertificateDer<'static>>),
+    /// Anything (`--insecure`); signatures on the handshake are still checked.
+    Insecure,
+}
 
 /// The cipher suite called `name`: its IANA name as rustls spells it
 /// (`TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384`, `TLS13_AES_256_GCM_SHA384`) or the OpenSSL name of a
