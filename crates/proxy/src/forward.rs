@@ -51,6 +51,7 @@ use model::{normalize_path, validate_host, Compiled, Matched, Route, UpstreamPro
 use tokio::io::AsyncWriteExt;
 
 use crate::access_log::{Record, RequestId};
+use crate::attempts::Attempts;
 use crate::body::{BodyTimeout, BodyTooLarge, BoxError, ClientBody, RequestBody, ResponseBody};
 use crate::buffer::{self, BodyBuffering, BufferError, Place};
 use crate::client::Outgoing;
@@ -559,6 +560,16 @@ async fn forward(
             record.trace = Some(Box::new(trace));
         }
     }
+    let attempts = Attempts::new(
+        &route.backend,
+        settings.load_balance,
+        &policy.upstream,
+        arrived,
+        &mut guard.measure.upstream,
+        record
+            .filter(|r| r.wants().upstream || r.trace.is_some())
+            .map(|r| &mut r.attempts),
+    );
     if http2 {
         let tls = policy.upstream_tls.is_some();
         upstream_h2::http2_head(head, &added, tls, te_trailers);
@@ -566,18 +577,14 @@ async fn forward(
             head,
             body,
             arrived,
-            attempts: record
-                .filter(|r| r.wants().upstream || r.trace.is_some())
-                .map(|r| &mut r.attempts),
-            timing: &mut guard.measure.upstream,
         };
         // Boxed: the HTTP/1.1 path's future does not carry this one.
         let exchanged = Box::pin(upstream_h2::exchange(
             &conn.worker,
-            &route.backend,
             settings,
             policy,
             request,
+            attempts,
         ))
         .await;
         return match exchanged {
@@ -599,19 +606,14 @@ async fn forward(
         body: &mut body,
         retryable,
         upgrade: client_upgrade.is_some(),
-        arrived,
-        attempts: record
-            .filter(|r| r.wants().upstream || r.trace.is_some())
-            .map(|r| &mut r.attempts),
-        timing: &mut guard.measure.upstream,
     };
     let exchanged = upstream::exchange(
         &conn.worker,
-        &route.backend,
         settings,
         upstream_policy,
         policy.upstream_tls.as_ref(),
         pending,
+        attempts,
     )
     .await;
     let Exchange {

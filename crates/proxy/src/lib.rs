@@ -65,6 +65,7 @@ use tokio::sync::watch;
 
 mod access_log;
 mod admin;
+mod attempts;
 mod balance;
 mod body;
 mod buffer;

@@ -46,17 +46,16 @@ use bytes::Bytes;
 use http::request::Parts;
 use http::Response;
 use http_body::{Body, Frame, SizeHint};
-use model::{Backend, LoadBalance, Settings, UpstreamPolicy, UpstreamTls};
+use model::{LoadBalance, Settings, UpstreamPolicy, UpstreamTls};
 use socket2::SockRef;
 use tokio::net::TcpStream;
 
-use crate::access_log::Attempt;
+use crate::attempts::{Attempts, Picked};
 use crate::body::{BodyTimeout, BoxError};
 use crate::buffer::BufferFileError;
 use crate::client::{ClientError, Conn, Framing, Outgoing, Stream, Timeouts};
 use crate::error::{Chain, ProxyError};
 use crate::headers::Added;
-use crate::metrics::UpstreamTimes;
 use crate::stall::{StallTimer, WriteTimeout};
 use crate::upstream_h2::{AttemptBody, H2Pool, StreamCount};
 use crate::upstream_tls::TlsClient;
@@ -140,12 +139,6 @@ pub(crate) struct Pending<'r> {
     pub(crate) retryable: bool,
     /// The client asked for a WebSocket: a 101 is expected.
     pub(crate) upgrade: bool,
-    /// When the request arrived: the first attempt's clock, so it needs no reading of its own.
-    pub(crate) arrived: Instant,
-    /// The access log's list of attempts, when the request is logged with `$upstream_*`.
-    pub(crate) attempts: Option<&'r mut Vec<Attempt>>,
-    /// The last attempt's times, for the metrics.
-    pub(crate) timing: &'r mut Option<UpstreamTimes>,
 }
 
 /// One endpoint attempt failed; `next` says whether another endpoint may be tried.
@@ -278,16 +271,16 @@ impl Worker {
     }
 }
 
-/// Sends a request to one of `backend`'s endpoints, retrying as the module doc describes,
-/// and returns the first response head. On success the request head's header map has become
-/// the response's.
+/// Sends a request to one of `backend`'s endpoints, retrying as the module doc describes
+/// (the rules themselves are `Attempts`'), and returns the first response head. On success
+/// the request head's header map has become the response's.
 pub(crate) async fn exchange(
     worker: &Rc<Worker>,
-    backend: &Backend,
     settings: &Settings,
     policy: &UpstreamPolicy,
     tls: Option<&Arc<UpstreamTls>>,
     mut pending: Pending<'_>,
+    mut attempts: Attempts<'_>,
 ) -> Result<Exchange, ProxyError> {
     // Only HTTPS routes look anything up: the plain path pays this branch.
     let tls = match tls {
@@ -300,101 +293,46 @@ pub(crate) async fn exchange(
                 .map_err(ProxyError::UpstreamTlsSetup)?,
         ),
     };
-    let tries = match policy.tries {
-        0 => u32::MAX,
-        n => n,
-    };
     let retry_statuses = !policy.next_upstream.statuses.is_empty() && pending.retryable;
     // A response head takes the request's header map over (no copy on the common path); to
     // ask another endpoint after a status, the request's headers are kept aside first.
-    let saved_headers = (retry_statuses && tries > 1).then(|| pending.head.headers.clone());
-    let deadline = (!policy.next_upstream_timeout.is_zero())
-        .then(|| pending.arrived + policy.next_upstream_timeout);
-    // Allocates only once an attempt has failed.
-    let mut tried: Vec<SocketAddr> = Vec::new();
+    let saved_headers =
+        (retry_statuses && attempts.allows_retries()).then(|| pending.head.headers.clone());
     // The last attempt's outcome: an error, or a response whose status counted as failed.
     let mut last: Option<Result<Exchange, ProxyError>> = None;
-    for attempt in 1..=tries {
-        let now = if attempt == 1 {
-            pending.arrived
-        } else {
-            let now = Instant::now();
-            if deadline.is_some_and(|deadline| now >= deadline) {
-                break;
-            }
-            now
-        };
-        let picked = worker
-            .balancer
-            .borrow_mut()
-            .pick(backend, settings.load_balance, &tried, now);
-        let Some(addr) = picked else { break };
-        // The balancer offers a tried endpoint again when no other is left. That is a second
-        // chance after a connect error, but not after a status (the endpoint answered) nor
-        // under `tries: 0`, which means every endpoint once.
-        let status_retry = matches!(last, Some(Ok(_)));
-        if (status_retry || policy.tries == 0) && tried.contains(&addr) {
-            break;
-        }
-        if attempt > 1 {
-            worker.stats.borrow_mut().retries += 1;
-        }
-        *pending.timing = Some(UpstreamTimes {
-            start: now,
-            connected: None,
-            answered: None,
-        });
-        if let Some(attempts) = pending.attempts.as_deref_mut() {
-            attempts.push(Attempt {
-                addr,
-                start: now,
-                connected: None,
-                answered: None,
-                status: 0,
-            });
-        }
+    while let Some(picked) = attempts.next(worker) {
+        let addr = picked.addr;
         let result = try_endpoint(
             worker,
-            addr,
+            picked,
             settings,
             policy,
             tls.as_deref(),
             &mut pending,
-            now,
+            &mut attempts,
         )
         .await;
-        let answered = Instant::now();
-        if let Some(timing) = pending.timing.as_mut() {
-            timing.answered = Some(answered);
-        }
-        if let Some(attempt) = pending.attempts.as_deref_mut().and_then(|a| a.last_mut()) {
-            attempt.answered = Some(answered);
-            attempt.status = match &result {
-                Ok(exchange) => exchange.response.status().as_u16(),
-                Err(failure) => failure.error.classify().0.as_u16(),
-            };
-        }
+        attempts.answered(match &result {
+            Ok(exchange) => exchange.response.status().as_u16(),
+            Err(failure) => failure.error.classify().0.as_u16(),
+        });
         match result {
             Ok(exchange) => {
                 let status = exchange.response.status().as_u16();
-                let retry = attempt < tries
-                    && policy.next_upstream.statuses.contains(status)
-                    && saved_headers.is_some();
-                if !retry {
+                let Some(headers) = &saved_headers else {
+                    return Ok(exchange);
+                };
+                if !attempts.status_failed(addr, status, true) {
                     return Ok(exchange);
                 }
-                tracing::debug!(%addr, attempt, status, "status counts as failed (proxy-next-upstream)");
-                if let Some(headers) = &saved_headers {
-                    pending.head.headers = headers.clone();
-                }
-                tried.push(addr);
+                tracing::debug!(%addr, status, "status counts as failed (proxy-next-upstream)");
+                pending.head.headers = headers.clone();
                 // Replaced (dropped unread: its connection is closed, not pooled) by the next.
                 last = Some(Ok(exchange));
             }
             Err(Failure { error, next }) => {
-                tracing::debug!(%addr, attempt, error = %Chain(&error), "upstream attempt failed");
-                tried.push(addr);
-                let next = next && retries_on(policy, &error);
+                tracing::debug!(%addr, error = %Chain(&error), "upstream attempt failed");
+                let next = attempts.failed(addr, &error, next);
                 last = Some(Err(error));
                 if !next {
                     break;
@@ -407,23 +345,14 @@ pub(crate) async fn exchange(
     last.unwrap_or(Err(ProxyError::NoEndpoints))
 }
 
-/// Whether the route's `proxy-next-upstream` sends this failure to another endpoint.
-pub(crate) fn retries_on(policy: &UpstreamPolicy, error: &ProxyError) -> bool {
-    let conditions = &policy.next_upstream;
-    match error {
-        ProxyError::ConnectTimeout { .. } | ProxyError::ReadTimeout { .. } => conditions.timeout,
-        _ => conditions.error,
-    }
-}
-
 async fn try_endpoint(
     worker: &Rc<Worker>,
-    addr: SocketAddr,
+    Picked { addr, start: now }: Picked,
     settings: &Settings,
     policy: &UpstreamPolicy,
     tls: Option<&TlsClient>,
     pending: &mut Pending<'_>,
-    now: Instant,
+    attempts: &mut Attempts<'_>,
 ) -> Result<Exchange, Failure> {
     let timeouts = Timeouts {
         send: policy.send_timeout,
@@ -435,13 +364,7 @@ async fn try_endpoint(
     loop {
         let (mut conn, reused) =
             acquire(worker, addr, settings, policy, tls, fresh_only, now).await?;
-        let connected = Instant::now();
-        if let Some(timing) = pending.timing.as_mut() {
-            timing.connected = Some(connected);
-        }
-        if let Some(attempt) = pending.attempts.as_deref_mut().and_then(|a| a.last_mut()) {
-            attempt.connected = Some(connected);
-        }
+        attempts.connected();
         let in_flight = worker.in_flight(addr, settings.load_balance);
         let sent = conn
             .round_trip(

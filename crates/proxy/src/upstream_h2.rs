@@ -44,12 +44,11 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::client::conn::http2;
 use hyper_util::rt::TokioIo;
-use model::{Backend, RoutePolicy, Settings, UpstreamProtocol};
+use model::{RoutePolicy, Settings, UpstreamProtocol};
 
-use crate::access_log::Attempt;
+use crate::attempts::{Attempts, Picked};
 use crate::body::{BoxError, RequestBody};
 use crate::error::{Chain, ProxyError};
-use crate::metrics::UpstreamTimes;
 use crate::stall::StallTimer;
 use crate::upstream::InFlight;
 use crate::upstream_tls::TlsClient;
@@ -64,9 +63,6 @@ const MAX_STREAMS: usize = 100;
 /// How much request body a stream keeps until its response head arrives, so that a stream
 /// the backend refused can be sent again. Larger bodies are not retried once sent.
 const REPLAY_LIMIT: usize = 64 * 1024;
-
-/// Attempts on refused streams or connections that closed under us, beyond the route's tries.
-const REFUSED_RETRIES: u32 = 4;
 
 /// `grpc-timeout`.
 static GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
@@ -118,6 +114,15 @@ struct Replay {
     failed: Option<ProxyError>,
 }
 
+impl Replay {
+    /// The answer is taken: the body will not be sent again, so nothing more is kept.
+    fn forget(&mut self) {
+        self.complete = false;
+        self.kept = Vec::new();
+        self.kept_len = 0;
+    }
+}
+
 enum Kept {
     Data(Bytes),
     Trailers(HeaderMap),
@@ -154,13 +159,14 @@ enum Outcome {
     },
 }
 
+/// An endpoint's response head, the stream slot it holds and the endpoint.
+type Answer = (Response<Incoming>, StreamSlot, SocketAddr);
+
 /// What `forward` hands over: the request as it goes upstream, and where to note attempts.
 pub(crate) struct H2Request<'r> {
     pub(crate) head: &'r Parts,
     pub(crate) body: RequestBody,
     pub(crate) arrived: Instant,
-    pub(crate) attempts: Option<&'r mut Vec<Attempt>>,
-    pub(crate) timing: &'r mut Option<UpstreamTimes>,
 }
 
 impl<F> hyper::rt::Executor<F> for LocalExec
@@ -321,23 +327,22 @@ pub(crate) fn grpc_timeout(headers: &HeaderMap) -> Option<Duration> {
 }
 
 /// Sends a request to one of `backend`'s endpoints over HTTP/2 and returns the response with
-/// its body streaming (`H2Body`). Retries as the module doc says: a connect failure goes to
-/// the next endpoint (`proxy-next-upstream` `error`, or `timeout` for a connect timeout), a
-/// stream the endpoint did not process is sent again, anything else is answered (statuses
-/// are passed on: `proxy-next-upstream http_*` does not apply to HTTP/2 routes).
+/// its body streaming (`H2Body`). Retries by the rules HTTP/1.1 routes follow (`Attempts`):
+/// a connect failure goes to the next endpoint (`proxy-next-upstream` `error`, or `timeout`
+/// for a connect timeout), as does an answer whose status the route lists (`http_502` …:
+/// nginx's `grpc_next_upstream` takes the same conditions) when the body was kept whole; a
+/// stream the endpoint did not process is sent again; anything else is answered.
 pub(crate) async fn exchange(
     worker: &Rc<Worker>,
-    backend: &Backend,
     settings: &Settings,
     policy: &RoutePolicy,
     request: H2Request<'_>,
+    mut attempts: Attempts<'_>,
 ) -> Result<Response<H2Body>, ProxyError> {
     let H2Request {
         head,
         body,
         arrived,
-        mut attempts,
-        timing,
     } = request;
     let upstream = &policy.upstream;
     let grpc = policy.upstream_protocol == UpstreamProtocol::Grpc;
@@ -356,12 +361,6 @@ pub(crate) async fn exchange(
         .then(|| grpc_timeout(&head.headers))
         .flatten()
         .map(|timeout| arrived + timeout);
-    let retry_deadline = (!upstream.next_upstream_timeout.is_zero())
-        .then(|| arrived + upstream.next_upstream_timeout);
-    let tries = match upstream.tries {
-        0 => u32::MAX,
-        n => n,
-    };
     let idempotent =
         crate::headers::is_idempotent(&head.method) || upstream.next_upstream.non_idempotent;
     let replay = Rc::new(RefCell::new(Replay {
@@ -373,50 +372,16 @@ pub(crate) async fn exchange(
         generation: 0,
         failed: None,
     }));
-    let mut tried: Vec<SocketAddr> = Vec::new();
-    let mut refused = 0;
-    let mut attempt = 0;
-    let mut last: Option<ProxyError> = None;
+    // The last attempt's outcome: an error, or an answer whose status counted as failed.
+    let mut last: Option<Result<Answer, ProxyError>> = None;
     loop {
-        attempt += 1;
-        // The first attempt starts when the request arrived: no clock read of its own.
-        let now = if attempt == 1 && refused == 0 {
-            arrived
-        } else {
-            Instant::now()
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            last = Some(Err(ProxyError::GrpcDeadline));
+            break;
+        }
+        let Some(Picked { addr, .. }) = attempts.next(worker) else {
+            break;
         };
-        if attempt > 1 && retry_deadline.is_some_and(|d| now >= d) {
-            break;
-        }
-        if deadline.is_some_and(|d| now >= d) {
-            last = Some(ProxyError::GrpcDeadline);
-            break;
-        }
-        let picked = worker
-            .balancer
-            .borrow_mut()
-            .pick(backend, settings.load_balance, &tried, now);
-        let Some(addr) = picked else { break };
-        if upstream.tries == 0 && tried.contains(&addr) {
-            break;
-        }
-        if attempt > 1 || refused > 0 {
-            worker.stats.borrow_mut().retries += 1;
-        }
-        *timing = Some(UpstreamTimes {
-            start: now,
-            connected: None,
-            answered: None,
-        });
-        if let Some(attempts) = attempts.as_deref_mut() {
-            attempts.push(Attempt {
-                addr,
-                start: now,
-                connected: None,
-                answered: None,
-                status: 0,
-            });
-        }
         let outcome = try_endpoint(
             worker,
             addr,
@@ -426,50 +391,37 @@ pub(crate) async fn exchange(
             &replay,
             deadline,
             idempotent,
-            &mut *timing,
-            attempts.as_deref_mut(),
+            &mut attempts,
         )
         .await;
-        let answered = Instant::now();
-        if let Some(timing) = timing.as_mut() {
-            timing.answered = Some(answered);
-        }
-        let status = match &outcome {
+        attempts.answered(match &outcome {
             Outcome::Answered(response, _) => response.status().as_u16(),
             Outcome::Refused => 502,
             Outcome::Failed { error, .. } => error.classify().0.as_u16(),
-        };
-        if let Some(attempt) = attempts.as_deref_mut().and_then(|a| a.last_mut()) {
-            attempt.answered = Some(answered);
-            attempt.status = status;
-        }
+        });
         match outcome {
             Outcome::Answered(response, slot) => {
-                let in_flight = worker.in_flight(addr, settings.load_balance);
-                return Ok(response.map(|inner| H2Body {
-                    inner: Some(inner),
-                    read_stall: StallTimer::new(upstream.read_timeout),
-                    deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d.into()))),
-                    grpc,
-                    _slot: slot,
-                    _in_flight: in_flight,
-                }));
-            }
-            Outcome::Refused => {
-                refused += 1;
-                tracing::debug!(%addr, attempt, "stream not processed by the endpoint, sending it again");
-                last = Some(ProxyError::Http2Refused { addr });
-                if refused > REFUSED_RETRIES {
+                let status = response.status().as_u16();
+                let resendable = idempotent && replay.borrow().complete;
+                if !attempts.status_failed(addr, status, resendable) {
+                    last = Some(Ok((response, slot, addr)));
                     break;
                 }
-                // A retry, not a new try: the endpoint never saw the request.
-                attempt -= 1;
+                tracing::debug!(%addr, status, "status counts as failed (proxy-next-upstream)");
+                // Replaced (its stream reset when dropped) by the next answer or error.
+                last = Some(Ok((response, slot, addr)));
+            }
+            Outcome::Refused => {
+                tracing::debug!(%addr, "stream not processed by the endpoint, sending it again");
+                last = Some(Err(ProxyError::Http2Refused { addr }));
+                if !attempts.not_processed() {
+                    break;
+                }
             }
             Outcome::Failed { error, next } => {
-                tracing::debug!(%addr, attempt, error = %Chain(&error), "upstream attempt failed");
-                tried.push(addr);
-                let next = next && crate::upstream::retries_on(upstream, &error) && attempt < tries;
-                last = Some(error);
+                tracing::debug!(%addr, error = %Chain(&error), "upstream attempt failed");
+                let next = attempts.failed(addr, &error, next);
+                last = Some(Err(error));
                 if !next {
                     break;
                 }
@@ -479,7 +431,19 @@ pub(crate) async fn exchange(
     if let Some(failed) = replay.borrow_mut().failed.take() {
         return Err(failed);
     }
-    Err(last.unwrap_or(ProxyError::NoEndpoints))
+    // nginx: when no endpoint is left, the last answer is passed on, even one whose status
+    // counted as failed.
+    let (response, slot, addr) = last.unwrap_or(Err(ProxyError::NoEndpoints))?;
+    replay.borrow_mut().forget();
+    let in_flight = worker.in_flight(addr, settings.load_balance);
+    Ok(response.map(|inner| H2Body {
+        inner: Some(inner),
+        read_stall: StallTimer::new(upstream.read_timeout),
+        deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d.into()))),
+        grpc,
+        _slot: slot,
+        _in_flight: in_flight,
+    }))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -492,8 +456,7 @@ async fn try_endpoint(
     replay: &Rc<RefCell<Replay>>,
     deadline: Option<Instant>,
     idempotent: bool,
-    timing: &mut Option<UpstreamTimes>,
-    attempts: Option<&mut Vec<Attempt>>,
+    attempts: &mut Attempts<'_>,
 ) -> Outcome {
     let upstream = &policy.upstream;
     let (mut send, slot) = match acquire(worker, addr, upstream.connect_timeout, tls).await {
@@ -506,13 +469,7 @@ async fn try_endpoint(
             return Outcome::Failed { error, next: true };
         }
     };
-    let connected = Instant::now();
-    if let Some(timing) = timing.as_mut() {
-        timing.connected = Some(connected);
-    }
-    if let Some(attempt) = attempts.and_then(|a| a.last_mut()) {
-        attempt.connected = Some(connected);
-    }
+    attempts.connected();
     let body = {
         let mut shared = replay.borrow_mut();
         if shared.generation > 0 && !shared.complete {
@@ -556,14 +513,9 @@ async fn try_endpoint(
         }
     };
     match result {
-        Ok(response) => {
-            let mut shared = replay.borrow_mut();
-            // Answered: the body will not be sent again, so nothing more is kept.
-            shared.complete = false;
-            shared.kept = Vec::new();
-            shared.kept_len = 0;
-            Outcome::Answered(response, slot)
-        }
+        // What was kept of the body stays until the loop knows the answer is taken: a status
+        // `proxy-next-upstream` counts as failed sends it to the next endpoint.
+        Ok(response) => Outcome::Answered(response, slot),
         Err(mut error) => {
             if replay.borrow().failed.is_some() {
                 // The client's body failed: nothing to retry, the caller answers for it.

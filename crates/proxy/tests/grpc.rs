@@ -592,3 +592,85 @@ async fn upstream_keepalive_requests_retires_an_http2_connection_after_that_many
     // 3 + 3 + 1 streams: nginx's keepalive_requests on upstream connections.
     assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 3);
 }
+
+/// An HTTP/2 server (the h2 crate) that answers every stream with `status` and counts them.
+async fn start_status_server(
+    status: u16,
+) -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = tokio::net::TcpListener::bind((LOCALHOST, 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let streams = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = streams.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let streams = counter.clone();
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                    return;
+                };
+                while let Some(Ok((_, mut respond))) = conn.accept().await {
+                    streams.fetch_add(1, Ordering::SeqCst);
+                    let response = http::Response::builder().status(status).body(()).unwrap();
+                    let mut send = respond.send_response(response, false).unwrap();
+                    let _ = send.send_data(bytes::Bytes::from(status.to_string()), true);
+                }
+            });
+        }
+    });
+    (addr, streams)
+}
+
+#[tokio::test]
+async fn a_status_listed_in_proxy_next_upstream_goes_to_the_next_http2_endpoint() {
+    use std::sync::atomic::Ordering;
+    let (failing, failing_streams) = start_status_server(503).await;
+    let (working, _) = start_status_server(200).await;
+    let mut h = Harness::with_workers(1);
+    let retry =
+        json!({"nginx.ingress.kubernetes.io/proxy-next-upstream": "error timeout http_503"});
+    h.apply(&site(&[failing, working], retry, Some("kubernetes.io/h2c")));
+    let mut client = H2Client::over(tokio::net::TcpStream::connect(h.http()).await.unwrap()).await;
+    // Round robin sends at least every other request to the failing endpoint first: each
+    // is asked again elsewhere, as on HTTP/1.1 routes (nginx's grpc_next_upstream).
+    for _ in 0..6 {
+        let reply = client.get(&format!("http://{HOST}/")).await;
+        assert_eq!(
+            (reply.status.as_u16(), reply.text()),
+            (200, "200".to_owned())
+        );
+    }
+    let failed_first = failing_streams.load(Ordering::SeqCst);
+    assert!((3..=6).contains(&failed_first), "{failed_first}");
+
+    // A POST is not sent twice: the failing endpoint's answer is passed on (round robin
+    // alternates the two endpoints).
+    let mut statuses: Vec<u16> = Vec::new();
+    for _ in 0..4 {
+        statuses.push(upload(&mut client, b"once").await.status.as_u16());
+    }
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 200, 503, 503]);
+
+    // When every endpoint's answer counts as failed, the last one is passed on.
+    let (other_failing, _) = start_status_server(503).await;
+    let retry =
+        json!({"nginx.ingress.kubernetes.io/proxy-next-upstream": "error timeout http_503"});
+    h.apply(&site(
+        &[failing, other_failing],
+        retry,
+        Some("kubernetes.io/h2c"),
+    ));
+    let reply = client.get(&format!("http://{HOST}/")).await;
+    assert_eq!(
+        (reply.status.as_u16(), reply.text()),
+        (503, "503".to_owned())
+    );
+
+    // Without http_503 the answer is passed on at once.
+    let before = failing_streams.load(Ordering::SeqCst);
+    h.apply(&site(&[failing], json!({}), Some("kubernetes.io/h2c")));
+    let reply = client.get(&format!("http://{HOST}/")).await;
+    assert_eq!(reply.status.as_u16(), 503);
+    assert_eq!(failing_streams.load(Ordering::SeqCst), before + 1);
+}
