@@ -15,11 +15,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use model::{compile, ChangeSet, CompileOptions, Compiled, Diagnostic, Settings, Store};
 use proxy::Proxy;
 
-/// The control plane of one process: the Store it compiles and the proxy it publishes to.
+/// The control plane of one process: the Store it compiles, what it last published, and the
+/// proxy it publishes to. It owns the current configuration: the endpoint fast path patches
+/// the configuration it published, never one read back out of the proxy.
 pub struct ControlPlane {
     pub proxy: Proxy,
     pub options: CompileOptions,
     pub store: Store,
+    /// The configuration last published; `None` until the first publish.
+    current: Option<Arc<Compiled>>,
     source_errors: Vec<String>,
     /// Diagnostics already logged, so a reload only logs what is new.
     diagnostics: BTreeSet<String>,
@@ -47,6 +51,7 @@ impl ControlPlane {
             proxy,
             options,
             store: Store::default(),
+            current: None,
             source_errors: Vec::new(),
             diagnostics: BTreeSet::new(),
             refused_endpoints: Vec::new(),
@@ -74,7 +79,7 @@ impl ControlPlane {
             );
             return Some(compiled);
         } else if !changes.endpoints.is_empty() {
-            let current = self.proxy.current()?;
+            let current = self.current.clone()?;
             let started = Instant::now();
             let changed = current.refresh_endpoints(&self.store, &changes.endpoints);
             let backends = changed.len();
@@ -147,7 +152,13 @@ impl ControlPlane {
         self.diagnostics = current;
         self.report_refused_endpoints(&compiled);
         self.next_certificate_event = compiled.certificates.next_expiry_event(unix_now());
+        self.current = Some(compiled.clone());
         self.proxy.publish(compiled);
+    }
+
+    /// The configuration last published.
+    pub fn current(&self) -> Option<&Arc<Compiled>> {
+        self.current.as_ref()
     }
 
     /// Time until a served certificate crosses `model::tls::EXPIRY_WARNING` or expires: the
