@@ -346,6 +346,43 @@ fn parse_segments<V>(
     Ok(segments)
 }
 
+/// A key made from the request before it goes upstream (`upstream-hash-by`): literals and the
+/// nginx variables a request has by then (client, method, target, host, headers, cookies, query
+/// parameters). Anything else (response, timing, upstream variables) is refused with its name.
+pub fn parse_request_key(text: &str) -> Result<Vec<Segment>, String> {
+    let segments = parse_segments(text, variable).map_err(|bad| match bad {
+        BadFormat::Unknown(name) => format!("unknown variable `${name}`"),
+        BadFormat::Unclosed => "`${` without `}`".to_owned(),
+    })?;
+    for segment in &segments {
+        if let Segment::Variable(variable) = segment {
+            use Variable::*;
+            let known_before_upstream = matches!(
+                variable,
+                RemoteAddr
+                    | RemotePort
+                    | RequestMethod
+                    | RequestUri
+                    | Uri
+                    | Args
+                    | Arg(_)
+                    | Scheme
+                    | Host
+                    | ServerName
+                    | RequestHeader(_)
+                    | Cookie(_)
+            );
+            if !known_before_upstream {
+                return Err(format!(
+                    "`{variable:?}` is not known before the request goes upstream; use the \
+                     client, method, target, host, headers, cookies or query parameters"
+                ));
+            }
+        }
+    }
+    Ok(segments)
+}
+
 /// `log-format-escape-json` / `-none` (they apply to both formats, as in ingress-nginx).
 fn escape_of(settings: &crate::Settings) -> Escape {
     if settings.log_format_escape_json {

@@ -42,7 +42,7 @@ pub use endpoints::{
 };
 pub use objects::{parse_documents, Documents, Kind, Object, ObjectRef, ParseError};
 pub use policy::{
-    Access, BodyPolicy, HeaderAction, HeaderEdit, ProxyProtocolVersion, Redirect, Rewrite,
+    Access, BodyPolicy, HashBy, HeaderAction, HeaderEdit, ProxyProtocolVersion, Redirect, Rewrite,
     RewriteError, Rewritten, RoutePolicy, SslRedirect, TlsVersions, UpstreamPolicy,
     UpstreamProtocol, UpstreamTls,
 };

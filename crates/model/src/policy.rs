@@ -30,6 +30,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::sign::CertifiedKey;
 use serde::{Serialize, Serializer};
 
+use crate::access_log::Segment;
 use crate::settings::{NextUpstream, Settings};
 use crate::target::{
     encode_path, encode_query_literal, encode_query_value, remove_dot_segments, TargetError,
@@ -66,6 +67,13 @@ pub struct RoutePolicy {
     pub upstream_vhost: Option<HeaderValue>,
     pub body: BodyPolicy,
     pub upstream: UpstreamPolicy,
+    /// `upstream-hash-by`: the endpoint is chosen by a consistent hash of this key instead of
+    /// the ConfigMap's `load-balance`.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "optional_hash_key"
+    )]
+    pub hash_by: Option<Arc<HashBy>>,
     /// `backend-protocol` `HTTP`/`HTTPS` (HTTP/1.1), `GRPC`/`GRPCS` (gRPC over HTTP/2), or the
     /// Service port's `appProtocol: kubernetes.io/h2c` (HTTP/2): what is spoken to the
     /// endpoints. Whether that is over TLS is `upstream_tls`: the two are independent.
@@ -292,6 +300,32 @@ pub struct UpstreamPolicy {
     pub next_upstream_timeout: Duration,
 }
 
+/// `upstream-hash-by`: a key made of nginx variables (`$request_uri`, `$remote_addr`,
+/// `$http_x_user`, `$cookie_session`, `$arg_id`, …) whose consistent hash picks the endpoint,
+/// so requests with the same key go to the same endpoint while it exists, and when endpoints
+/// come or go only the keys of the moved share (about 1/N) go elsewhere.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HashBy {
+    /// As written in the annotation.
+    pub key: String,
+    /// The key's literals and variables, filled per request by the proxy.
+    pub segments: Box<[Segment]>,
+}
+
+impl HashBy {
+    /// The key `text`; an error names what cannot be used in it.
+    pub fn parse(text: &str) -> Result<HashBy, String> {
+        let segments = crate::access_log::parse_request_key(text)?;
+        if segments.is_empty() {
+            return Err("the key is empty".to_owned());
+        }
+        Ok(HashBy {
+            key: text.to_owned(),
+            segments: segments.into_boxed_slice(),
+        })
+    }
+}
+
 impl RoutePolicy {
     /// The policy of a route without annotations: the ConfigMap's values.
     pub fn from_settings(settings: &Settings) -> RoutePolicy {
@@ -325,6 +359,7 @@ impl RoutePolicy {
                 tries: settings.proxy_next_upstream_tries,
                 next_upstream_timeout: settings.proxy_next_upstream_timeout,
             },
+            hash_by: None,
             upstream_protocol: UpstreamProtocol::Http1,
             upstream_tls: None,
             access_log: true,
@@ -614,6 +649,14 @@ fn count<S: Serializer, T>(items: &[T], serializer: S) -> Result<S::Ok, S::Error
 
 fn present<S: Serializer, T>(item: &Option<T>, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_bool(item.is_some())
+}
+
+/// `upstream-hash-by` shown as its key.
+fn optional_hash_key<S: Serializer>(hash: &Option<Arc<HashBy>>, s: S) -> Result<S::Ok, S::Error> {
+    match hash {
+        Some(hash) => s.serialize_str(&hash.key),
+        None => s.serialize_none(),
+    }
 }
 
 fn optional_tls<S: Serializer>(

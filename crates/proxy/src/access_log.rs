@@ -29,6 +29,7 @@ use model::access_log::{
 };
 use rustls::{CipherSuite, ProtocolVersion};
 
+use crate::headers;
 use crate::metrics::RouteMetrics;
 use crate::worker::Current;
 
@@ -510,12 +511,10 @@ impl Record {
             }
             Variable::Args => text(out, self.target.query().unwrap_or("").as_bytes()),
             Variable::Arg(name) => {
-                let value = self.target.query().and_then(|query| {
-                    query.split('&').find_map(|pair| {
-                        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-                        (key == name).then_some(value)
-                    })
-                });
+                let value = self
+                    .target
+                    .query()
+                    .and_then(|query| headers::query_arg(query, name));
                 text(out, value.unwrap_or("").as_bytes())
             }
             Variable::IsArgs => {
@@ -608,12 +607,9 @@ impl Record {
                     .iter()
                     .position(|n| n == http::header::COOKIE);
                 let cookies = index.and_then(|i| self.request_header(i));
-                let value = cookies.and_then(|c| c.to_str().ok()).and_then(|c| {
-                    c.split(';').find_map(|pair| {
-                        let (key, value) = pair.trim().split_once('=')?;
-                        (key == name).then_some(value)
-                    })
-                });
+                let value = cookies
+                    .and_then(|c| c.to_str().ok())
+                    .and_then(|c| headers::cookie(c, name));
                 or_dash(out, value.map(str::as_bytes))
             }
             Variable::UpstreamAddr => self.attempts_list(out, |out, a| {

@@ -47,6 +47,8 @@ pub(crate) struct Picked {
 pub(crate) struct Attempts<'r> {
     backend: &'r Backend,
     load_balance: LoadBalance,
+    /// `upstream-hash-by`: the request key's hash, which chooses the endpoint instead.
+    hash: Option<u64>,
     policy: &'r UpstreamPolicy,
     /// `proxy-next-upstream-tries`; 0 (every endpoint once) is `u32::MAX` here.
     tries: u32,
@@ -73,6 +75,7 @@ impl<'r> Attempts<'r> {
     pub(crate) fn new(
         backend: &'r Backend,
         load_balance: LoadBalance,
+        hash: Option<u64>,
         policy: &'r UpstreamPolicy,
         arrived: Instant,
         timing: &'r mut Option<UpstreamTimes>,
@@ -81,6 +84,7 @@ impl<'r> Attempts<'r> {
         Attempts {
             backend,
             load_balance,
+            hash,
             policy,
             tries: match policy.tries {
                 0 => u32::MAX,
@@ -126,11 +130,14 @@ impl<'r> Attempts<'r> {
             }
             now
         };
-        let addr =
-            worker
-                .balancer
-                .borrow_mut()
-                .pick(self.backend, self.load_balance, &self.tried, now)?;
+        let picked = {
+            let mut balancer = worker.balancer.borrow_mut();
+            match self.hash {
+                None => balancer.pick(self.backend, self.load_balance, &self.tried, now),
+                Some(hash) => balancer.pick_hashed(self.backend, hash, &self.tried, now),
+            }
+        };
+        let addr = picked?;
         // The balancer offers a tried endpoint again when no other is left. That is a second
         // chance after a connect error, but not after a status (the endpoint answered) nor
         // under `tries: 0`, which means every endpoint once.

@@ -1,8 +1,10 @@
 //! Picking an endpoint, per worker: round robin or power-of-two-choices on in-flight requests,
-//! skipping endpoints this request already tried and ones that recently refused connections.
+//! or the request key's place on a consistent-hash ring (`upstream-hash-by`), skipping
+//! endpoints this request already tried and ones that recently refused connections.
 //!
 //! ```text
-//!  active endpoints ─▶ untried and not set aside? ─▶ untried? ─▶ any ─▶ round robin | P2C
+//!  active endpoints ─▶ untried and not set aside? ─▶ untried? ─▶ any
+//!     ─▶ round robin | P2C | first along the ring from the key's hash
 //! ```
 //! All state is this worker's own: no shared counters, so workers never contend. Workers
 //! drift apart a little in their rotation, which spreads load just as well.
@@ -10,11 +12,13 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasherDefault;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use model::{Backend, LoadBalance};
+use model::{Backend, EndpointSet, LoadBalance};
 
 use crate::metrics::AddressHasher;
+use crate::ring::Ring;
 
 /// How long an endpoint that refused or failed a connection is passed over (unless nothing
 /// else is left). Long enough to stop hammering a dead pod, short enough that a restarted
@@ -29,6 +33,10 @@ pub(crate) struct Balancer {
     in_flight: HashMap<SocketAddr, u32>,
     /// Endpoints passed over until the given time.
     set_aside: HashMap<SocketAddr, Instant>,
+    /// Hash rings of backends with `upstream-hash-by` routes, by the backend's address, with
+    /// the endpoint set each was made from (held, so its address cannot be reused by a newer
+    /// set while the ring is kept).
+    rings: HashMap<usize, (Arc<EndpointSet>, Ring), BuildHasherDefault<AddressHasher>>,
 }
 
 /// How strictly a candidate is filtered; the first level with any candidate wins.
@@ -62,6 +70,38 @@ impl Balancer {
         })
     }
 
+    /// The endpoint of `backend` that the key hashed to `hash` goes to (`upstream-hash-by`):
+    /// the first along the ring from it that this request has not tried and that is not set
+    /// aside; failing that, the first untried one; failing that, the key's own.
+    pub(crate) fn pick_hashed(
+        &mut self,
+        backend: &Backend,
+        hash: u64,
+        tried: &[SocketAddr],
+        now: Instant,
+    ) -> Option<SocketAddr> {
+        let key = backend as *const Backend as usize;
+        let current = backend.with_endpoints(|set| {
+            let ring = self.rings.get(&key);
+            ring.is_some_and(|(made_from, _)| std::ptr::eq(Arc::as_ptr(made_from), set))
+        });
+        if !current {
+            let set = backend.endpoints();
+            let ring = Ring::new(set.active());
+            self.rings.insert(key, (set, ring));
+        }
+        let (_, ring) = self.rings.get(&key)?;
+        if ring.endpoints().len() <= 1 {
+            return ring.endpoints().first().copied();
+        }
+        for level in [Level::Healthy, Level::Untried] {
+            if let Some(found) = ring.walk(hash).find(|e| self.allowed(level, e, tried, now)) {
+                return Some(found);
+            }
+        }
+        ring.walk(hash).next()
+    }
+
     pub(crate) fn set_aside(&mut self, endpoint: SocketAddr, now: Instant) {
         self.set_aside.insert(endpoint, now + SET_ASIDE);
     }
@@ -79,9 +119,10 @@ impl Balancer {
         }
     }
 
-    /// Forgets round-robin positions of backends that no longer exist.
+    /// Forgets round-robin positions and rings of backends that no longer exist.
     pub(crate) fn keep_only(&mut self, backends: &HashSet<usize>) {
         self.round_robin.retain(|key, _| backends.contains(key));
+        self.rings.retain(|key, _| backends.contains(key));
     }
 
     pub(crate) fn expire(&mut self, now: Instant) {

@@ -56,6 +56,7 @@ use crate::body::{BodyTimeout, BodyTooLarge, BoxError, ClientBody, RequestBody, 
 use crate::buffer::{self, BodyBuffering, BufferError, Place};
 use crate::client::Outgoing;
 use crate::error::{text_response, Chain, ProxyError};
+use crate::hash_key;
 use crate::headers;
 use crate::metrics;
 use crate::otel::Trace;
@@ -526,6 +527,7 @@ async fn forward(
     let http2 = policy.upstream_protocol.is_http2() && client_upgrade.is_none();
     let te_trailers = http2 && headers::te_trailers(&head.headers);
     let forwarded = conn.forwarded(head, settings);
+    let forwarded_client = forwarded.client;
     let mut added = headers::prepare_request(head, &forwarded, client_upgrade.is_some());
     if let Some(vhost) = &policy.upstream_vhost {
         added.set_upstream_host(vhost);
@@ -560,9 +562,15 @@ async fn forward(
             record.trace = Some(Box::new(trace));
         }
     }
+    // `upstream-hash-by`: the key is read before the proxy's own headers are written.
+    let hash = policy
+        .hash_by
+        .as_ref()
+        .map(|hash_by| key_hash(conn, hash_by, head, forwarded_client, &route.site.host));
     let attempts = Attempts::new(
         &route.backend,
         settings.load_balance,
+        hash,
         &policy.upstream,
         arrived,
         &mut guard.measure.upstream,
@@ -657,6 +665,26 @@ async fn forward(
     let worker = &conn.worker;
     Ok(response
         .map(|()| ResponseBody::upstream(UpstreamBody::new(upstream_conn, worker, settings))))
+}
+
+/// The hash of the request's `upstream-hash-by` key.
+fn key_hash(
+    conn: &ConnCtx,
+    hash_by: &model::HashBy,
+    head: &Parts,
+    forwarded_client: Option<std::net::IpAddr>,
+    server_name: &str,
+) -> u64 {
+    let host = request_host(head).map_or("", strip_port);
+    let host = host.to_ascii_lowercase();
+    let inputs = hash_key::KeyInputs {
+        client: forwarded_client.unwrap_or(conn.peer()),
+        client_port: conn.peer_port(),
+        https: conn.https,
+        host: &host,
+        server_name,
+    };
+    hash_key::request_hash(hash_by, head, &inputs)
 }
 
 /// The body phase under `proxy-request-buffering: on`: the body read whole before an upstream

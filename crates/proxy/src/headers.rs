@@ -745,6 +745,23 @@ fn take_joined(headers: &mut HeaderMap, name: &HeaderName) -> Option<HeaderValue
     list
 }
 
+/// The value of query parameter `name` as written (not decoded; the first when repeated), as
+/// nginx's `$arg_NAME`.
+pub(crate) fn query_arg<'q>(query: &'q str, name: &str) -> Option<&'q str> {
+    query.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (key == name).then_some(value)
+    })
+}
+
+/// The value of cookie `name` in one `Cookie` header's value, as nginx's `$cookie_NAME`.
+pub(crate) fn cookie<'c>(header: &'c str, name: &str) -> Option<&'c str> {
+    header.split(';').find_map(|pair| {
+        let (key, value) = pair.trim().split_once('=')?;
+        (key == name).then_some(value)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1121,6 +1121,15 @@ impl ConnCtx {
     }
 
     /// What the upstream request says about its client; `head` as it arrived.
+    /// The address the connection came from (see the field).
+    pub(crate) fn peer(&self) -> IpAddr {
+        self.peer
+    }
+
+    pub(crate) fn peer_port(&self) -> u16 {
+        self.peer_port
+    }
+
     pub(crate) fn forwarded<'a>(&'a self, head: &Parts, settings: &'a Settings) -> Forwarded<'a> {
         let client = self.client_ip(head, settings);
         let trust_incoming = self.trusts_forwarded_headers(settings);
