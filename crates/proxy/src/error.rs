@@ -1,20 +1,16 @@
 //! Everything that can go wrong with one proxied request, and the one place that turns it
-//! into an HTTP status (STYLE.md #7). Audit the status codes here.
+//! into a status, whose fault it is and the words of the answer (STYLE.md #7). Audit the
+//! status codes here. Plain data: the response is made at the edge (`answer`).
 
 use std::io;
 use std::net::SocketAddr;
 
-use bytes::Bytes;
-use http::{header, HeaderValue, Response, StatusCode};
+use http::StatusCode;
 
-use crate::body::{BoxError, ResponseBody};
+use crate::body::BoxError;
 use crate::buffer::BufferFileError;
 use crate::client::ClientError;
 use crate::h1::FramingError;
-
-/// gRPC's status and message: in the head of a trailers-only response.
-static GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
-static GRPC_MESSAGE: http::HeaderName = http::HeaderName::from_static("grpc-message");
 
 /// Whose fault an error is (STYLE.md #13): the client's request, the upstream's answer (or
 /// silence), the proxy's own state, or the configuration (an Ingress whose route is refused).
@@ -163,16 +159,10 @@ impl ProxyError {
         self.classify().0
     }
 
-    /// A short plain-text answer, or on a gRPC route (`grpc`: the route's protocol, or a
-    /// request with `content-type: application/grpc`) a gRPC error, which gRPC clients read
-    /// where they would not read an HTTP status. Static text: an error storm should not cost
-    /// allocations.
-    pub(crate) fn response(&self, grpc: bool) -> Response<ResponseBody> {
-        if grpc {
-            return self.grpc_response();
-        }
-        let status = self.status();
-        let text: &'static str = match self {
+    /// The short plain-text answer (`answer::error_response` makes it a response). Static
+    /// text: an error storm should not cost allocations.
+    pub(crate) fn text(&self) -> &'static str {
+        match self {
             ProxyError::NotReady => "503 Service Unavailable: not configured yet\n",
             ProxyError::NoRoute => "404 Not Found: no route for this host and path\n",
             ProxyError::BadRequest(_) | ProxyError::BadTarget(_) => "400 Bad Request\n",
@@ -209,8 +199,7 @@ impl ProxyError {
             | ProxyError::Http2Refused { .. }
             | ProxyError::UpstreamTls { .. }
             | ProxyError::UpstreamTlsSetup(_) => "502 Bad Gateway: upstream failed\n",
-        };
-        text_response(status, Bytes::from_static(text.as_bytes()))
+        }
     }
 
     /// The gRPC status code and message for this error: a trailers-only response (HTTP 200,
@@ -269,19 +258,6 @@ impl ProxyError {
         }
     }
 
-    fn grpc_response(&self) -> Response<ResponseBody> {
-        let (code, message) = self.grpc_status();
-        let mut response = Response::new(ResponseBody::empty());
-        let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/grpc"),
-        );
-        headers.insert(&GRPC_STATUS, HeaderValue::from(u16::from(code)));
-        headers.insert(&GRPC_MESSAGE, HeaderValue::from_static(message));
-        response
-    }
-
     /// Whether an HTTP/1 connection should close after this answer: after a malformed or
     /// refused request its state is suspect, and an unread body may follow (nginx closes too).
     pub(crate) fn closes_connection(&self) -> bool {
@@ -299,17 +275,6 @@ impl ErrorSource {
             ErrorSource::Config => "config",
         }
     }
-}
-
-/// A `text/plain` response the proxy writes itself.
-pub(crate) fn text_response(status: StatusCode, text: Bytes) -> Response<ResponseBody> {
-    let mut response = Response::new(ResponseBody::full(text));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
 }
 
 /// Formats an error with its sources, `a: b: c`, for logs.
@@ -393,11 +358,7 @@ mod tests {
         for (error, status, source) in cases {
             assert_eq!(error.status().as_u16(), status, "{error}");
             assert_eq!(error.classify().1, source, "{error}");
-            assert_eq!(error.response(false).status().as_u16(), status);
-            let grpc = error.response(true);
-            assert_eq!(grpc.status().as_u16(), 200, "{error}");
-            assert_eq!(grpc.headers()["content-type"], "application/grpc");
-            assert!(grpc.headers().contains_key("grpc-message"));
+            assert!(error.text().starts_with(&status.to_string()), "{error}");
         }
     }
 
@@ -422,13 +383,6 @@ mod tests {
             (ProxyError::BodyTooLarge { limit: 1 }, 8),
         ];
         for (error, code) in cases {
-            let response = error.response(true);
-            assert_eq!(response.status(), StatusCode::OK, "{error}");
-            assert_eq!(
-                response.headers()["grpc-status"],
-                code.to_string(),
-                "{error}"
-            );
             assert_eq!(error.grpc_status().0, code, "{error}");
         }
     }

@@ -51,11 +51,12 @@ use model::{normalize_path, validate_host, Compiled, Matched, Route, UpstreamPro
 use tokio::io::AsyncWriteExt;
 
 use crate::access_log::{Record, RequestId};
+use crate::answer::{error_response, text_response};
 use crate::attempts::Attempts;
 use crate::body::{BodyTimeout, BodyTooLarge, BoxError, ClientBody, RequestBody, ResponseBody};
 use crate::buffer::{self, BodyBuffering, BufferError, Place};
 use crate::client::Outgoing;
-use crate::error::{text_response, Chain, ProxyError};
+use crate::error::{Chain, ProxyError};
 use crate::hash_key;
 use crate::headers;
 use crate::metrics;
@@ -148,7 +149,7 @@ pub(crate) async fn respond(
             worker.stats.borrow_mut().error(status.as_u16(), source);
             let grpc = route.is_some_and(|r| r.policy.upstream_protocol == UpstreamProtocol::Grpc)
                 || headers::is_grpc(&head.headers);
-            let mut response = error.response(grpc);
+            let mut response = error_response(&error, grpc);
             if error.closes_connection() && !conn.h2 {
                 response
                     .headers_mut()

@@ -65,6 +65,7 @@ use tokio::sync::watch;
 
 mod access_log;
 mod admin;
+mod answer;
 mod attempts;
 mod balance;
 mod body;

@@ -207,7 +207,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
             .stats
             .borrow_mut()
             .error(status.as_u16(), source);
-        let response = error.response(false);
+        let response = crate::answer::error_response(&error, false);
         let body_bytes = response.body().size_hint().exact().unwrap_or(0);
         let written = self.write_response(response, &Method::GET, true).await;
         // nginx logs what it refused, with the bytes that went out.
