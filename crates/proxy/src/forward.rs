@@ -20,13 +20,16 @@
 //!              upgrade): read whole (`buffer`: memory, else a temporary file; too large ─▶ 413,
 //!              client-body-timeout ─▶ 408) before any upstream is chosen, then replayable
 //!   trace      the route traces: traceparent (+ tracestate) for the upstream (`otel`)
+//!   pick       upstream-hash-by: the key's hash (`hash_key`) chooses along a ring (`ring`);
+//!              else the ConfigMap's load-balance; the rules of retrying in `attempts`
 //!   upstream   upstream::exchange (balancing, pool, the route's timeouts and retries)
 //!              ─▶ 101 ─▶ tunnel task   │ else ─▶ response streamed back
 //!              HTTP/2 and gRPC routes: upstream_h2::exchange (streams on shared HTTP/2
 //!              connections, trailers both ways, grpc-timeout)
 //!   response headers   the route's header edits; HSTS on HTTPS for hosts with a certificate
-//!  every error ─▶ ProxyError::response (the one status mapping; a gRPC error on gRPC routes
-//!                 and for requests with content-type application/grpc)
+//!  every error ─▶ ProxyError::classify (the one status mapping) ─▶ answer::error_response
+//!                 (a gRPC error on gRPC routes and for requests with content-type
+//!                 application/grpc)
 //! ```
 //! A route without annotations shares the default policy: every phase is an `is_none()` or
 //! `is_empty()` check.

@@ -24,7 +24,7 @@
 //!        whom a peer in proxy-real-ip-cidr names), X-Request-ID, X-Original-*
 //!        request body read whole first (memory, else an unnamed temporary file: `buffer`)
 //!        unless proxy-request-buffering is off, then streamed
-//!        pick endpoint (round robin | least request, set-aside)   │
+//!        pick endpoint (round robin | least request | upstream-hash-by ring, set-aside)
 //!        ─▶ pooled or fresh HTTP/1.1 upstream connection, plain or TLS (the route's
 //!           UpstreamTls: one rustls client per setting per worker, `upstream_tls`)
 //!           ─ fail (proxy-next-upstream: error, timeout, listed statuses)
