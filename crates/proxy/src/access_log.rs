@@ -29,9 +29,9 @@ use model::access_log::{
 };
 use rustls::{CipherSuite, ProtocolVersion};
 
+use crate::current::Current;
 use crate::headers;
 use crate::metrics::RouteMetrics;
-use crate::worker::Current;
 
 /// A worker hands its buffer over once it holds this much.
 pub(crate) const FLUSH_BYTES: usize = 32 * 1024;

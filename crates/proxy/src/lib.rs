@@ -72,8 +72,10 @@ mod body;
 mod buffer;
 mod client;
 mod client_addr;
+mod current;
 mod date;
 mod error;
+mod fallback_cert;
 mod fds;
 mod forward;
 #[doc(hidden)]
@@ -111,6 +113,7 @@ mod zero_copy;
 pub use access_log::AccessLogOutput;
 pub use fds::{raise_open_files_limit, set_open_files_limit, OpenFilesLimit};
 pub use listen::StartError;
+pub use metrics::{MetricIdentity, MetricOptions, SOCKET_METRICS};
 
 use shared::Shared;
 
@@ -132,52 +135,6 @@ pub struct ProxyConfig {
     pub metric_identity: MetricIdentity,
     /// ingress-nginx's flags that shape its request families.
     pub metric_options: MetricOptions,
-}
-
-/// ingress-nginx's flags that shape its request families: `--metrics-per-host`,
-/// `--report-status-classes`, `--time-buckets`, `--length-buckets`, `--size-buckets` and
-/// `--exclude-socket-metrics`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct MetricOptions {
-    /// The request families carry the `host` label (ingress-nginx's default: true).
-    pub per_host: bool,
-    /// `status` is the class (`2xx`, `4xx`, …) instead of the code (default: false).
-    pub status_classes: bool,
-    /// Upper bounds of the request families' histograms (`+Inf` is implied), each strictly
-    /// increasing: durations in seconds, request and response lengths, bytes sent.
-    pub time_buckets: Vec<f64>,
-    pub length_buckets: Vec<f64>,
-    pub size_buckets: Vec<f64>,
-    /// Request families not exported, by name without the `nginx_ingress_controller_` prefix
-    /// (`requests`, `request_duration_seconds`, …).
-    pub excluded: Vec<String>,
-}
-
-impl Default for MetricOptions {
-    fn default() -> Self {
-        MetricOptions {
-            per_host: true,
-            status_classes: false,
-            time_buckets: metrics::DEFAULT_TIME_BUCKETS.to_vec(),
-            length_buckets: metrics::DEFAULT_LENGTH_BUCKETS.to_vec(),
-            size_buckets: metrics::DEFAULT_SIZE_BUCKETS.to_vec(),
-            excluded: Vec::new(),
-        }
-    }
-}
-
-pub use metrics::SOCKET_METRICS;
-
-/// Who this controller is, in ingress-nginx's metric labels `controller_namespace`,
-/// `controller_class` and `controller_pod` (dashboards select on them).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MetricIdentity {
-    /// The pod's namespace (`$POD_NAMESPACE`), empty outside Kubernetes.
-    pub namespace: String,
-    /// The IngressClass controller value served (`--controller-class`).
-    pub class: String,
-    /// The pod's name (`$POD_NAME`), else the host name.
-    pub pod: String,
 }
 
 /// The running data plane. Dropping it without [`Proxy::shutdown`] tells every thread to stop

@@ -70,7 +70,7 @@ pub(crate) struct Bounds {
 }
 
 impl Bounds {
-    pub(crate) fn new(options: &crate::MetricOptions) -> Bounds {
+    pub(crate) fn new(options: &MetricOptions) -> Bounds {
         let with_infinity = |bounds: &[f64]| -> Box<[f64]> {
             bounds
                 .iter()
@@ -144,7 +144,7 @@ pub(crate) struct Stats {
     pub(crate) proxy_protocol_refused: u64,
     pub(crate) passthrough: PassthroughCounts,
     /// TCP services, by port and upstream.
-    pub(crate) streams: BTreeMap<crate::stream::StreamKey, crate::stream::StreamCounts>,
+    pub(crate) streams: BTreeMap<StreamKey, StreamCounts>,
 }
 
 /// TLS passthrough connections, by outcome.
@@ -194,7 +194,7 @@ pub(crate) struct Snapshot {
     pub(crate) bodies_buffered: BufferedCounts,
     pub(crate) proxy_protocol_refused: u64,
     pub(crate) passthrough: PassthroughCounts,
-    pub(crate) streams: BTreeMap<crate::stream::StreamKey, crate::stream::StreamCounts>,
+    pub(crate) streams: BTreeMap<StreamKey, StreamCounts>,
 }
 
 /// Open client connections: `[protocol][state]`, protocol as [`PROTOCOLS`], state
@@ -398,6 +398,70 @@ struct RouteCounts {
     /// Keeps the route's address (the key) from being reused while counted under.
     _route: Option<Arc<Route>>,
     metrics: Rc<RouteMetrics>,
+}
+
+/// One worker's counters for one TCP service (port and upstream).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct StreamCounts {
+    pub(crate) accepted: u64,
+    pub(crate) active: u64,
+    /// Closed without reaching an endpoint (none, or none answered).
+    pub(crate) failed: u64,
+    /// Closed for a missing or invalid PROXY protocol header.
+    pub(crate) refused: u64,
+    /// Closed because their endpoint left the Service (after worker-shutdown-timeout).
+    pub(crate) endpoint_removed: u64,
+    /// Bytes from clients: of ended connections (a scrape adds the open ones').
+    pub(crate) bytes_received: u64,
+    /// Bytes to clients.
+    pub(crate) bytes_sent: u64,
+}
+
+/// Per TCP service: (listen port, `tcp-NAMESPACE-NAME-PORT`).
+pub(crate) type StreamKey = (u16, String);
+
+/// ingress-nginx's flags that shape its request families: `--metrics-per-host`,
+/// `--report-status-classes`, `--time-buckets`, `--length-buckets`, `--size-buckets` and
+/// `--exclude-socket-metrics`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetricOptions {
+    /// The request families carry the `host` label (ingress-nginx's default: true).
+    pub per_host: bool,
+    /// `status` is the class (`2xx`, `4xx`, …) instead of the code (default: false).
+    pub status_classes: bool,
+    /// Upper bounds of the request families' histograms (`+Inf` is implied), each strictly
+    /// increasing: durations in seconds, request and response lengths, bytes sent.
+    pub time_buckets: Vec<f64>,
+    pub length_buckets: Vec<f64>,
+    pub size_buckets: Vec<f64>,
+    /// Request families not exported, by name without the `nginx_ingress_controller_` prefix
+    /// (`requests`, `request_duration_seconds`, …).
+    pub excluded: Vec<String>,
+}
+
+impl Default for MetricOptions {
+    fn default() -> Self {
+        MetricOptions {
+            per_host: true,
+            status_classes: false,
+            time_buckets: DEFAULT_TIME_BUCKETS.to_vec(),
+            length_buckets: DEFAULT_LENGTH_BUCKETS.to_vec(),
+            size_buckets: DEFAULT_SIZE_BUCKETS.to_vec(),
+            excluded: Vec::new(),
+        }
+    }
+}
+
+/// Who this controller is, in ingress-nginx's metric labels `controller_namespace`,
+/// `controller_class` and `controller_pod` (dashboards select on them).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MetricIdentity {
+    /// The pod's namespace (`$POD_NAMESPACE`), empty outside Kubernetes.
+    pub namespace: String,
+    /// The IngressClass controller value served (`--controller-class`).
+    pub class: String,
+    /// The pod's name (`$POD_NAME`), else the host name.
+    pub pod: String,
 }
 
 /// Hashes a pointer-sized key with one multiplication; the keys are addresses, already unique.
@@ -666,7 +730,7 @@ mod tests {
 
     /// Counts one request on `route` as the pipeline does: routed, answered, finished.
     fn request(stats: &mut Stats, route: Option<&Arc<Route>>, status: u16, millis: u64) {
-        let bounds = Bounds::new(&crate::MetricOptions::default());
+        let bounds = Bounds::new(&MetricOptions::default());
         request_with(stats, route, status, millis, &bounds)
     }
 
@@ -720,7 +784,7 @@ mod tests {
             ..Measure::default()
         };
         measure.responded(200, &http::HeaderMap::new());
-        let bounds = Bounds::new(&crate::MetricOptions::default());
+        let bounds = Bounds::new(&MetricOptions::default());
         in_flight.finished(&measure, Instant::now(), Instant::now(), &bounds);
         drop((measure, in_flight));
         request(&mut a, Some(&web), 200, 3);
@@ -796,7 +860,7 @@ mod tests {
     }
 
     /// The proxy's shared state with these metric flags and no identity.
-    fn shared_with(options: crate::MetricOptions) -> Shared {
+    fn shared_with(options: MetricOptions) -> Shared {
         Shared::new(
             &crate::access_log::AccessLogOutput::Stdout,
             Default::default(),
@@ -807,7 +871,7 @@ mod tests {
 
     #[test]
     fn bucket_flags_set_the_bounds_and_excluded_families_are_not_exported() {
-        let options = crate::MetricOptions {
+        let options = MetricOptions {
             time_buckets: vec![0.05, 2.0],
             size_buckets: vec![500.0],
             excluded: vec!["request_size".into(), "requests".into()],
@@ -849,7 +913,7 @@ mod tests {
 
     #[test]
     fn status_classes_and_no_host_label_sum_series_as_ingress_nginx_flags_ask() {
-        let options = crate::MetricOptions {
+        let options = MetricOptions {
             per_host: false,
             status_classes: true,
             ..Default::default()

@@ -24,9 +24,9 @@ use model::policy::Tracing;
 use model::settings::{OpenTelemetry, Sampler};
 
 use crate::access_log::{Record, RequestId};
-use crate::otlp::SpanSink;
+use crate::current::Current;
+use crate::otlp::{any_value, SpanSink, KEY_VALUE_KEY, KEY_VALUE_VALUE};
 use crate::protobuf;
-use crate::worker::Current;
 
 /// A worker hands its spans over once it holds this many, or this many bytes of them.
 const SPANS_PER_BATCH: u32 = 64;
@@ -384,9 +384,6 @@ const SPAN_KIND_SERVER: u64 = 2;
 /// `Status.code`, and its `STATUS_CODE_ERROR`.
 const STATUS_CODE: u32 = 3;
 const STATUS_CODE_ERROR: u64 = 2;
-/// `KeyValue`'s fields.
-pub(crate) const KEY_VALUE_KEY: u32 = 1;
-pub(crate) const KEY_VALUE_VALUE: u32 = 2;
 /// `ArrayValue.values`.
 const ARRAY_VALUES: u32 = 1;
 
@@ -403,13 +400,6 @@ mod span {
     pub(super) const ATTRIBUTES: u32 = 9;
     pub(super) const STATUS: u32 = 15;
     pub(super) const FLAGS: u32 = 16;
-}
-
-/// `AnyValue`'s cases (opentelemetry/proto/common/v1/common.proto).
-pub(crate) mod any_value {
-    pub(crate) const STRING: u32 = 1;
-    pub(crate) const INT: u32 = 3;
-    pub(crate) const ARRAY: u32 = 5;
 }
 
 fn hex_into(out: &mut Vec<u8>, bytes: &[u8]) {

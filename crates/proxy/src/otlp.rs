@@ -35,7 +35,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use model::settings::{OpenTelemetry, OtlpProtocol};
 use model::Compiled;
 
-use crate::otel::{any_value, KEY_VALUE_KEY, KEY_VALUE_VALUE};
 use crate::protobuf;
 
 /// Worker hand-overs waiting for the exporter thread (each ≤ 64 spans and about
@@ -546,4 +545,15 @@ fn send(stream: &mut TcpStream, head: &[u8], body: &[u8]) -> Result<bool, Export
         return Err(ExportError::Status(status));
     }
     Ok(reusable)
+}
+
+/// `KeyValue`'s fields.
+pub(crate) const KEY_VALUE_KEY: u32 = 1;
+pub(crate) const KEY_VALUE_VALUE: u32 = 2;
+
+/// `AnyValue`'s cases (opentelemetry/proto/common/v1/common.proto).
+pub(crate) mod any_value {
+    pub(crate) const STRING: u32 = 1;
+    pub(crate) const INT: u32 = 3;
+    pub(crate) const ARRAY: u32 = 5;
 }

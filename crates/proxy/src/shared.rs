@@ -17,8 +17,8 @@ use tokio::sync::{broadcast, watch};
 use crate::access_log::{AccessLogOutput, Sink};
 use crate::history::{self, Swap, SwapHistory};
 use crate::listen::StartError;
+use crate::metrics::{MetricIdentity, MetricOptions};
 use crate::otlp::SpanSink;
-use crate::{MetricIdentity, MetricOptions};
 
 /// Endpoint changes a worker may be behind by before it rebuilds its whole view instead.
 const ENDPOINT_CHANGES_QUEUED: usize = 256;
@@ -83,7 +83,7 @@ impl Shared {
             wake: watch::Sender::new(0),
             endpoint_changes: broadcast::Sender::new(ENDPOINT_CHANGES_QUEUED),
             ticketer: rustls::crypto::aws_lc_rs::Ticketer::new().map_err(StartError::Tls)?,
-            fallback_cert: crate::tls::self_signed()?,
+            fallback_cert: crate::fallback_cert::self_signed()?,
             access_log: Sink::start(access_log).map_err(StartError::AccessLog)?,
             identity,
             bounds: crate::metrics::Bounds::new(&metric_options),

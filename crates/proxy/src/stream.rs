@@ -39,6 +39,7 @@ use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
 use crate::access_log::StreamLine;
+use crate::metrics::{StreamCounts, StreamKey};
 use crate::proxy_protocol;
 use crate::tunnel::Traffic;
 use crate::worker::{within, Listener, OpenConnection, Worker};
@@ -242,26 +243,6 @@ struct Registration {
     endpoint: SocketAddr,
     serial: u64,
 }
-
-/// One worker's counters for one TCP service (port and upstream).
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct StreamCounts {
-    pub(crate) accepted: u64,
-    pub(crate) active: u64,
-    /// Closed without reaching an endpoint (none, or none answered).
-    pub(crate) failed: u64,
-    /// Closed for a missing or invalid PROXY protocol header.
-    pub(crate) refused: u64,
-    /// Closed because their endpoint left the Service (after worker-shutdown-timeout).
-    pub(crate) endpoint_removed: u64,
-    /// Bytes from clients: of ended connections (a scrape adds the open ones').
-    pub(crate) bytes_received: u64,
-    /// Bytes to clients.
-    pub(crate) bytes_sent: u64,
-}
-
-/// Per TCP service: (listen port, `tcp-NAMESPACE-NAME-PORT`).
-pub(crate) type StreamKey = (u16, String);
 
 impl Streams {
     /// Adds the bytes of the connections still open to `counts` (a scrape's snapshot, which

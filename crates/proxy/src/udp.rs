@@ -33,7 +33,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use crate::access_log::StreamLine;
-use crate::stream::StreamKey;
+use crate::metrics::StreamKey;
 use crate::worker::{OpenConnection, Worker};
 
 /// The largest UDP payload (IPv4: 65,535 − 8 − 20).

@@ -51,6 +51,7 @@ use tokio::task::LocalSet;
 
 use crate::access_log::{LineContext, LogBuffer, Record, TlsFacts, FLUSH_BYTES, FLUSH_PERIOD};
 use crate::balance::Balancer;
+use crate::current::Current;
 use crate::headers::Forwarded;
 use crate::linger::Linger;
 use crate::listen::StartError;
@@ -99,10 +100,6 @@ pub(crate) struct WorkerSetup {
     /// TCP service ports to accept on, and to stop accepting on.
     pub(crate) stream_listeners: mpsc::UnboundedReceiver<crate::stream::ListenerChange>,
 }
-
-/// The current configuration as one worker holds it: cloning the `Rc` is a plain increment,
-/// where cloning the `Arc` would bump a counter every worker shares.
-pub(crate) type Current = Rc<Arc<Compiled>>;
 
 pub(crate) struct Worker {
     pub(crate) shared: Arc<Shared>,
@@ -858,8 +855,8 @@ impl Worker {
     /// Updates one TCP service's counters.
     pub(crate) fn count_stream(
         &self,
-        key: &crate::stream::StreamKey,
-        update: impl FnOnce(&mut crate::stream::StreamCounts),
+        key: &crate::metrics::StreamKey,
+        update: impl FnOnce(&mut crate::metrics::StreamCounts),
     ) {
         let mut stats = self.stats.borrow_mut();
         match stats.streams.get_mut(key) {

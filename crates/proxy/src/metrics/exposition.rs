@@ -855,9 +855,9 @@ fn backend_endpoints(out: &mut String, config: &Compiled) {
 /// ConfigMap, never a client.
 fn stream_services(
     out: &mut String,
-    streams: &std::collections::BTreeMap<crate::stream::StreamKey, crate::stream::StreamCounts>,
+    streams: &std::collections::BTreeMap<crate::metrics::StreamKey, crate::metrics::StreamCounts>,
 ) {
-    type Read = fn(&crate::stream::StreamCounts) -> u64;
+    type Read = fn(&crate::metrics::StreamCounts) -> u64;
     type Reasons = [(&'static str, Read); 3];
     struct Families {
         prefix: &'static str,
