@@ -293,7 +293,7 @@ pub(crate) struct Record {
     pub(crate) body_bytes: u64,
     pub(crate) connection_requests: u64,
     /// The request's trace, when its route traces (`otel`): a span is made from this record.
-    pub(crate) trace: Option<Box<crate::otel::Trace>>,
+    pub(crate) trace: Option<Box<crate::trace_context::Trace>>,
 }
 
 /// What a configuration without an access log (a record kept for a span) wants.

@@ -63,7 +63,7 @@ use crate::error::{Chain, ProxyError};
 use crate::hash_key;
 use crate::headers;
 use crate::metrics;
-use crate::otel::Trace;
+use crate::trace_context::Trace;
 use crate::upstream::{self, Exchange, Pending, UpstreamBody, UpstreamIo};
 use crate::upstream_h2::{self, H2Request};
 use crate::worker::{ConnCtx, RequestGuard};

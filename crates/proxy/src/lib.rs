@@ -102,6 +102,7 @@ mod status_page;
 mod stream;
 mod tls;
 mod tls_server;
+mod trace_context;
 mod tunnel;
 mod udp;
 mod upstream;
