@@ -40,10 +40,10 @@ use tokio::time::Instant;
 use tokio_rustls::client::TlsStream;
 
 use crate::body::{BoxError, RequestBody};
+use crate::deadline::within;
 use crate::h1::{self, chunk_size_line, chunk_tail, Chunk, ChunkError, Decoded};
 use crate::h1::{FramingError, FramingHeaders, HeadError, ResponseHead, Status};
 use crate::headers::{self, Added};
-use crate::worker::within;
 
 pub(crate) use crate::h1::Framing;
 

@@ -74,6 +74,7 @@ mod client;
 mod client_addr;
 mod current;
 mod date;
+mod deadline;
 mod error;
 mod fallback_cert;
 mod fds;

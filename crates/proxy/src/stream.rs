@@ -39,10 +39,11 @@ use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
 use crate::access_log::StreamLine;
+use crate::deadline::within;
 use crate::metrics::{StreamCounts, StreamKey};
 use crate::proxy_protocol;
 use crate::tunnel::Traffic;
-use crate::worker::{within, Listener, OpenConnection, Worker};
+use crate::worker::{Listener, OpenConnection, Worker};
 
 /// What a worker is told about TCP service ports.
 #[derive(Debug)]

@@ -54,12 +54,13 @@ use crate::attempts::{Attempts, Picked};
 use crate::body::{BodyTimeout, BoxError};
 use crate::buffer::BufferFileError;
 use crate::client::{ClientError, Conn, Framing, Outgoing, Stream, Timeouts};
+use crate::deadline::within;
 use crate::error::{Chain, ProxyError};
 use crate::headers::Added;
 use crate::stall::{StallTimer, WriteTimeout};
 use crate::upstream_h2::{AttemptBody, H2Pool, StreamCount};
 use crate::upstream_tls::TlsClient;
-use crate::worker::{within, Worker};
+use crate::worker::Worker;
 
 /// Idle upstream connections of one worker, by endpoint, then by TLS client (0: plain TCP;
 /// nearly always the only one), so that an endpoint's removal stays one map removal.

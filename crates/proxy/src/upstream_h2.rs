@@ -48,11 +48,12 @@ use model::{RoutePolicy, Settings, UpstreamProtocol};
 
 use crate::attempts::{Attempts, Picked};
 use crate::body::{BoxError, RequestBody};
+use crate::deadline::within;
 use crate::error::{Chain, ProxyError};
 use crate::stall::StallTimer;
 use crate::upstream::InFlight;
 use crate::upstream_tls::TlsClient;
-use crate::worker::{within, Worker};
+use crate::worker::Worker;
 
 /// Streams one connection carries before another is opened. hyper does not expose the
 /// peer's SETTINGS_MAX_CONCURRENT_STREAMS; above it h2 queues a stream until one ends, so

@@ -52,6 +52,7 @@ use tokio::task::LocalSet;
 use crate::access_log::{LineContext, LogBuffer, Record, TlsFacts, FLUSH_BYTES, FLUSH_PERIOD};
 use crate::balance::Balancer;
 use crate::current::Current;
+use crate::deadline::before;
 use crate::headers::Forwarded;
 use crate::linger::Linger;
 use crate::listen::StartError;
@@ -1540,23 +1541,6 @@ pub(crate) fn is_per_connection(error: &io::Error) -> bool {
             | io::ErrorKind::ConnectionReset
             | io::ErrorKind::Interrupted
     )
-}
-
-/// Awaits `future` until `deadline` (`None`: as long as it takes). `None` on timeout.
-pub(crate) async fn before<F: Future>(deadline: Option<Instant>, future: F) -> Option<F::Output> {
-    match deadline {
-        None => Some(future.await),
-        Some(deadline) => tokio::time::timeout_at(deadline.into(), future).await.ok(),
-    }
-}
-
-/// Awaits `future` for at most `limit`; a zero limit means no limit. `None` on timeout.
-pub(crate) async fn within<F: Future>(limit: Duration, future: F) -> Option<F::Output> {
-    if limit.is_zero() {
-        Some(future.await)
-    } else {
-        tokio::time::timeout(limit, future).await.ok()
-    }
 }
 
 fn non_zero(duration: Duration) -> Option<Duration> {
