@@ -6,11 +6,11 @@ use std::net::SocketAddr;
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
+use wire::h1::FramingError;
 
 use crate::body::{BoxError, ResponseBody};
 use crate::buffer::BufferFileError;
 use crate::client::ClientError;
-use crate::h1::FramingError;
 
 /// gRPC's status and message: in the head of a trailers-only response.
 static GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");

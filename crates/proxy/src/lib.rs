@@ -76,7 +76,6 @@ mod fds;
 mod forward;
 #[doc(hidden)]
 pub mod fuzz;
-mod h1;
 mod h2_server;
 mod headers;
 mod history;
