@@ -1,10 +1,10 @@
 """Reads HTTP/2 frames, one per line in hex on stdin, with hyperframe (python-hyper's frame
 codec, independent of Sluice) and prints one line per frame: what it parsed, in the form
-crates/wire/tests/wire/frames.rs writes wire's parse in, or `refused <class>`."""
+frames.rs (beside it) writes wire's parse in, or `refused <class>`."""
 
 import sys
 
-from hyperframe.exceptions import HyperframeError
+from hyperframe.exceptions import HyperframeError, InvalidFrameError
 from hyperframe.frame import Frame
 
 # Flags each type defines (the bits a parse keeps; others are ignored on receipt).
@@ -53,8 +53,12 @@ def main():
             frame, length = Frame.parse_frame_header(memoryview(raw[:9]))
             frame.parse_body(memoryview(raw[9:9 + length]))
             out.append(describe(frame))
-        except HyperframeError as error:
-            out.append(f"refused {type(error).__name__}")
+        except InvalidFrameError:
+            # A length that does not fit the type: RFC 9113's FRAME_SIZE_ERROR.
+            out.append("refused size")
+        except HyperframeError:
+            # Bad values, padding, or a frame on the wrong kind of stream: PROTOCOL_ERROR.
+            out.append("refused protocol")
     sys.stdout.write("\n".join(out) + "\n")
 
 
