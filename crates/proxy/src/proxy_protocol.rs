@@ -17,8 +17,8 @@ use std::io;
 
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
-pub(crate) use wire::proxy_protocol::{v1_header, v2_header, Header};
 use wire::proxy_protocol::{parse, Malformed, Parsed, V2_MAX};
+pub(crate) use wire::proxy_protocol::{v1_header, v2_header, Header};
 
 use crate::peek;
 

@@ -145,8 +145,7 @@ fn parse_v1(bytes: &[u8]) -> Result<Parsed, Malformed> {
                 }
                 text.parse::<u16>().ok()
             };
-            let source_port =
-                port(source_port).ok_or(Malformed("version 1 source port"))?;
+            let source_port = port(source_port).ok_or(Malformed("version 1 source port"))?;
             port(destination_port).ok_or(Malformed("version 1 destination port"))?;
             Header::Proxied {
                 source: SocketAddr::new(source, source_port),
@@ -172,9 +171,7 @@ fn parse_v2(bytes: &[u8]) -> Result<Parsed, Malformed> {
     let family = bytes[13];
     let length = 16 + usize::from(u16::from_be_bytes([bytes[14], bytes[15]]));
     if length > V2_MAX {
-        return Err(Malformed(
-            "version 2 header longer than 1040 bytes",
-        ));
+        return Err(Malformed("version 2 header longer than 1040 bytes"));
     }
     if bytes.len() < length {
         return Ok(Parsed::Incomplete);

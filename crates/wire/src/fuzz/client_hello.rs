@@ -84,9 +84,18 @@ fn record_length(data: &[u8]) -> Option<usize> {
 
 /// Prefix lengths to try below `length`: the record's header, its edges and a few between.
 fn cuts(length: usize) -> impl Iterator<Item = usize> {
-    [0, 1, 4, 5, 6, length / 3, length / 2, length.saturating_sub(1)]
-        .into_iter()
-        .filter(move |&cut| cut < length)
+    [
+        0,
+        1,
+        4,
+        5,
+        6,
+        length / 3,
+        length / 2,
+        length.saturating_sub(1),
+    ]
+    .into_iter()
+    .filter(move |&cut| cut < length)
 }
 
 /// A server name as RFC 6066 and the parser take it: non-empty, letters, digits, `-`, `.`.

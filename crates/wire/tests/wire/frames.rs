@@ -91,9 +91,15 @@ fn frames_parse_as_hyperframe_parses_them() {
         "{same} of {} frames alike ({accepted} accepted by both); listed differences: {differences:?}",
         corpus.len()
     );
-    assert!(accepted * 4 >= corpus.len(), "too few valid frames compared");
+    assert!(
+        accepted * 4 >= corpus.len(),
+        "too few valid frames compared"
+    );
     let listed: usize = differences.values().sum();
-    assert!(listed * 8 <= corpus.len(), "the listed differences cover too much");
+    assert!(
+        listed * 8 <= corpus.len(),
+        "the listed differences cover too much"
+    );
 }
 
 /// Corpus frame `seed`: one frame from the seeded generator, mutated for odd seeds, its
@@ -192,7 +198,11 @@ fn describe(bytes: &[u8]) -> String {
             stream,
             end_headers,
             block,
-        } => format!("CONTINUATION {stream} eh={} {}", bit(end_headers), hex(block)),
+        } => format!(
+            "CONTINUATION {stream} eh={} {}",
+            bit(end_headers),
+            hex(block)
+        ),
         Frame::Unknown { kind } => format!("UNKNOWN {kind}"),
     }
 }
@@ -240,7 +250,11 @@ fn difference(bytes: &[u8], ours: &str, theirs: &str) -> Option<&'static str> {
         frame::kind::HEADERS if head.flags & frame::flag::PADDED != 0 => {
             let (pad, rest) = payload.split_first()?;
             let (pad, rest) = (usize::from(*pad), rest.len());
-            let priority = if head.flags & frame::flag::PRIORITY != 0 { 5 } else { 0 };
+            let priority = if head.flags & frame::flag::PRIORITY != 0 {
+                5
+            } else {
+                0
+            };
             let fills_exactly = priority == 0 && pad > 0 && pad == rest;
             let eats_priority = priority > 0 && pad + priority > rest && pad < rest;
             ((fills_exactly && !refused_here && !accepted_there)
@@ -249,7 +263,9 @@ fn difference(bytes: &[u8], ours: &str, theirs: &str) -> Option<&'static str> {
         }
         // hyperframe refuses an increment with the reserved bit set; §6.9 says to ignore it.
         frame::kind::WINDOW_UPDATE
-            if !refused_here && !accepted_there && payload.first().is_some_and(|b| b & 0x80 != 0) =>
+            if !refused_here
+                && !accepted_there
+                && payload.first().is_some_and(|b| b & 0x80 != 0) =>
         {
             Some("the reserved bit of an increment")
         }
@@ -281,9 +297,9 @@ fn depends_on_itself(head: Head, payload: &[u8]) -> bool {
     } else {
         return false;
     };
-    fields.first_chunk::<4>().is_some_and(|dependency| {
-        u32::from_be_bytes(*dependency) & 0x7fff_ffff == head.stream
-    })
+    fields
+        .first_chunk::<4>()
+        .is_some_and(|dependency| u32::from_be_bytes(*dependency) & 0x7fff_ffff == head.stream)
 }
 
 fn hex(bytes: &[u8]) -> String {
