@@ -1,6 +1,6 @@
 //! Fuzz targets for the codecs: HTTP/2 frames and HPACK (`http2`), the PROXY protocol
 //! (`proxy_header`), the ClientHello's server name (`client_hello`). Public only so that
-//! `fuzz/` (cargo-fuzz, on nightly) and `tests/wire.rs` (the same targets as seeded property
+//! `fuzz/` (cargo-fuzz, on nightly) and `tests/wire/` (the same targets as seeded property
 //! tests, on stable) can call them. Not an API. The HPACK targets compare with loona-hpack's
 //! decoder and the seeded runs draw from fastrand, which only the `fuzz-reference` feature
 //! (tests and `fuzz/`) brings in.

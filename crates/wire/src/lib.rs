@@ -3,19 +3,22 @@
 //! table): no sockets, no runtime, no proxy types, so each can be fuzzed on its own.
 //!
 //! ```text
-//!                       proxy (sockets, tokio, TLS, the request pipeline)
-//!   accepted socket ──peek──▶ proxy_protocol::parse ─▶ Header { source } ─┐
-//!                   ──peek──▶ tls::client_hello_name ─▶ SNI ─▶ passthrough│or TLS here
-//!   HTTP/1.1 bytes ─▶ h1::parse_request │ parse_response ─▶ head offsets, ─┤
-//!                     FramingHeaders ─▶ Framing ─decode─▶ body bytes        │
-//!                     (Length │ Chunked │ UntilClose)                        ├─▶ proxy
-//!   HTTP/2 bytes   ─▶ h2::frame::Head::parse ─▶ frame::parse ─▶ Frame ──────┤
-//!                     HEADERS block ─▶ h2::hpack::Decoder ─▶ (name, value) ─┘
-//!   proxy ─▶ h1 encoders (chunk lines, decimal) │ h2 frame writers + hpack encode_*
-//!         │ proxy_protocol::v1_header / v2_header ─▶ bytes to the peer or upstream
+//!          proxy: sockets, tokio, TLS, the request pipeline (none of it here)
+//!             │ peeked or read bytes                                 ▲ what they mean
+//!             ▼                                                      │
+//!   first bytes  ─▶ proxy_protocol::parse ─▶ Header { source } ──────┤
+//!                ─▶ tls::client_hello_name ─▶ the SNI host name ─────┤
+//!   HTTP/1.1     ─▶ h1::parse_request │ parse_response ─▶ head ──────┤
+//!                   (offsets) ─▶ FramingHeaders ─▶ Framing           │
+//!                   ─decode─▶ body bytes (Length │ Chunked │ ...) ───┤
+//!   HTTP/2       ─▶ h2::frame::Head::parse ─▶ frame::parse ─▶ Frame ─┤
+//!                   header block ─▶ h2::hpack::Decoder ─▶ fields ────┘
 //!
-//!   fuzz (doc-hidden): each parser as a target for cargo-fuzz (fuzz/) and, seeded, for
-//!   tests/wire.rs: h2_frames, hpack_blocks + hpack_lists (against loona-hpack),
+//!   proxy ─▶ h1 chunk lines, decimal │ h2 frame writers, hpack encode_* │
+//!            proxy_protocol::v1_header, v2_header ─▶ bytes for a client or an upstream
+//!
+//!   fuzz (doc-hidden): each parser as a cargo-fuzz target (fuzz/) and, seeded, a property
+//!   test (tests/wire/): h2_frames, hpack_blocks + hpack_lists (against loona-hpack),
 //!   proxy_header, client_hello
 //! ```
 //!

@@ -5,9 +5,9 @@
 //! be refused by both, except where the two legitimately differ (listed at `difference`).
 //!
 //! ```text
-//!  seed ─▶ seeded::h2_frame ─▶ as made │ mutated (length field made to fit) ─┬─▶ frame::parse ─▶ line
-//!                                                       hex, one per line ──┴─▶ frames.py (hyperframe) ─▶ line
-//!                                                       the same line, or a listed difference
+//!  seed ─▶ seeded::h2_frame ─▶ as made │ mutated (length field made to fit)
+//!       ─▶ frame ─┬─▶ wire::h2::frame::parse ──────────────────▶ line ─┐ the same line, or
+//!                 └─▶ hex, one a line ─▶ frames.py (hyperframe) ─▶ line ─┘ a listed difference
 //! ```
 //!
 //! The Python comes from `SLUICE_GRPC_PYTHON` (scripts/test.sh sets it). Without it the test
