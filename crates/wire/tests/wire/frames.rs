@@ -220,7 +220,7 @@ fn difference(bytes: &[u8], ours: &str, theirs: &str) -> Option<&'static str> {
         // type it does not know (RFC 9113 §5.5: a server has no use for a client's ALTSVC).
         ALTSVC if ours == "UNKNOWN 10" => Some("ALTSVC, an extension wire ignores"),
         // A client opens odd streams (§5.1.1): HEADERS on an even one is PROTOCOL_ERROR.
-        frame::kind::HEADERS if refused_here && accepted_there && head.stream % 2 == 0 => {
+        frame::kind::HEADERS if refused_here && accepted_there && head.stream.is_multiple_of(2) => {
             Some("a client's HEADERS on an even stream")
         }
         // A SETTINGS acknowledgement with a payload is FRAME_SIZE_ERROR (§6.5); hyperframe
