@@ -53,10 +53,11 @@ echo "== h2spec"
 SLUICE_H2SPEC=$(nice scripts/h2spec.sh)
 export SLUICE_H2SPEC
 echo "$SLUICE_H2SPEC"
-# grpcio (the gRPC project's C-core with Python bindings, from PyPI) in a virtual environment
-# cached by version (seconds the first time). crates/proxy/tests/grpc.rs runs gRPC servers and
-# clients with it; under CI a missing SLUICE_GRPC_PYTHON fails.
-echo "== grpcio"
+# grpcio (the gRPC project's C-core with Python bindings) and hyperframe (an HTTP/2 frame codec),
+# from PyPI, in a virtual environment cached by version (seconds the first time).
+# crates/proxy/tests/grpc.rs runs gRPC servers and clients with it, crates/wire/tests/wire/
+# compares frames with hyperframe; under CI a missing SLUICE_GRPC_PYTHON fails.
+echo "== grpcio, hyperframe"
 SLUICE_GRPC_PYTHON=$(nice scripts/grpc-python.sh)
 export SLUICE_GRPC_PYTHON
 echo "$SLUICE_GRPC_PYTHON"

@@ -1,6 +1,6 @@
-//! `proxy::fuzz::h2_frames`: its properties are in its doc; a failed one panics.
+//! `wire::fuzz::h2_frames`: its properties are in its doc; a failed one panics.
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    proxy::fuzz::h2_frames(data);
+    wire::fuzz::h2_frames(data);
 });

@@ -1,6 +1,6 @@
-//! `proxy::fuzz::hpack_blocks`: its properties are in its doc; a failed one panics.
+//! `wire::fuzz::hpack_blocks`: its properties are in its doc; a failed one panics.
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    proxy::fuzz::hpack_blocks(data);
+    wire::fuzz::hpack_blocks(data);
 });

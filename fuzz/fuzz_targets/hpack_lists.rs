@@ -1,6 +1,6 @@
-//! `proxy::fuzz::hpack_lists`: its properties are in its doc; a failed one panics.
+//! `wire::fuzz::hpack_lists`: its properties are in its doc; a failed one panics.
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    proxy::fuzz::hpack_lists(data);
+    wire::fuzz::hpack_lists(data);
 });

@@ -1,6 +1,6 @@
-//! `proxy::fuzz::proxy_header`: its properties are in its doc; a failed one panics.
+//! `wire::fuzz::proxy_header`: its properties are in its doc; a failed one panics.
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    proxy::fuzz::proxy_header(data);
+    wire::fuzz::proxy_header(data);
 });

@@ -38,14 +38,14 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::client::TlsStream;
+use wire::h1::{self, chunk_size_line, chunk_tail, Chunk, ChunkError, Decoded};
+use wire::h1::{FramingError, FramingHeaders, HeadError, ResponseHead, Status};
 
 use crate::body::{BoxError, RequestBody};
 use crate::deadline::within;
-use crate::h1::{self, chunk_size_line, chunk_tail, Chunk, ChunkError, Decoded};
-use crate::h1::{FramingError, FramingHeaders, HeadError, ResponseHead, Status};
 use crate::headers::{self, Added};
 
-pub(crate) use crate::h1::Framing;
+pub(crate) use wire::h1::Framing;
 
 /// A read wants at least this much free space; with less, a buffer of `READ_BUFFER` is taken.
 const MIN_READ: usize = 4096;

@@ -6,11 +6,11 @@ use std::io;
 use std::net::SocketAddr;
 
 use http::StatusCode;
+use wire::h1::FramingError;
 
 use crate::body::BoxError;
 use crate::buffer::BufferFileError;
 use crate::client::ClientError;
-use crate::h1::FramingError;
 
 /// Whose fault an error is (STYLE.md #13): the client's request, the upstream's answer (or
 /// silence), the proxy's own state, or the configuration (an Ingress whose route is refused).

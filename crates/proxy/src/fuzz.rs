@@ -1,8 +1,8 @@
-//! Fuzz targets for the parsers of hostile bytes: the HTTP/1.1 codec (`h1`, here), HTTP/2
-//! frames and HPACK (`http2`), the PROXY protocol (`proxy_header`). Public only so that
-//! `fuzz/` (cargo-fuzz, on nightly) and `tests/codec.rs` (the same targets as seeded property
-//! tests, on stable) can call them. Not an API. The HPACK targets compare with loona-hpack's
-//! decoder, which only the `fuzz-reference` feature (tests and `fuzz/`) brings in.
+//! Fuzz targets for the HTTP/1.1 codec (`wire::h1`) as the proxy uses it: the inline
+//! server's and the upstream client's parsers, compared with hyper, which is why they live
+//! here and not in `wire::fuzz` (HTTP/2, HPACK, PROXY protocol, ClientHello). Public only so
+//! that `fuzz/` (cargo-fuzz, on nightly) and `tests/codec.rs` (the same targets as seeded
+//! property tests, on stable) can call them. Not an API.
 //!
 //! ```text
 //!  bytes ─▶ request_head  ─▶ server::parse, pipelined ─┬─▶ split anywhere: same result
@@ -15,10 +15,6 @@
 //!
 //! Each target panics when a property fails, which is what a fuzzer looks for.
 
-#[cfg(feature = "fuzz-reference")]
-mod http2;
-mod proxy_header;
-
 use std::cell::RefCell;
 use std::io::Cursor;
 use std::rc::Rc;
@@ -29,16 +25,12 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use wire::h1::{self, chunk_size_line, chunk_tail, Chunk, Decoded, Framing};
 
 use crate::body::ResponseBody;
 use crate::client::{self, Parsed};
-use crate::h1::{self, chunk_size_line, chunk_tail, Chunk, Decoded, Framing};
 use crate::headers;
 use crate::server::{self, Http1, Parse};
-
-#[cfg(feature = "fuzz-reference")]
-pub use http2::{h2_frames, hpack_blocks, hpack_lists};
-pub use proxy_header::proxy_header;
 
 /// The request head limit the targets run with: the default `large-client-header-buffers`.
 const MAX_HEAD: usize = 32 * 1024;
@@ -57,9 +49,6 @@ thread_local! {
         .expect("a current-thread runtime");
 }
 
-/// A fuzzer's bytes read as a generator's choices: one byte each, zeros once used up.
-struct Choices<'a>(&'a [u8]);
-
 /// What a request means, as far as forwarding goes.
 #[derive(Debug, PartialEq)]
 struct Meaning {
@@ -67,26 +56,6 @@ struct Meaning {
     target: String,
     headers: HeaderMap,
     body: Vec<u8>,
-}
-
-impl Choices<'_> {
-    fn byte(&mut self) -> u8 {
-        match self.0.split_first() {
-            Some((&byte, rest)) => {
-                self.0 = rest;
-                byte
-            }
-            None => 0,
-        }
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        usize::from(self.byte()) % n
-    }
-
-    fn array<const N: usize>(&mut self) -> [u8; N] {
-        std::array::from_fn(|_| self.byte())
-    }
 }
 
 /// Request heads, pipelined: the inline server's parser on `data`.

@@ -81,7 +81,6 @@ mod fds;
 mod forward;
 #[doc(hidden)]
 pub mod fuzz;
-mod h1;
 mod h2_server;
 mod hash_key;
 mod headers;

@@ -23,6 +23,7 @@ use std::rc::Rc;
 use model::{ProxyProtocolVersion, Route, Settings};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+use wire::tls::{client_hello_name, Hello};
 
 use crate::peek;
 use crate::proxy_protocol;
@@ -32,18 +33,6 @@ use crate::worker::Worker;
 /// A ClientHello is one record of at most 16 KiB (and its 5-byte header); a larger or split
 /// one is terminated here, as if its name were not a passthrough host.
 const MAX_RECORD: usize = 5 + 16 * 1024;
-
-/// What the first bytes say.
-#[derive(Debug, PartialEq, Eq)]
-enum Hello<'a> {
-    /// A ClientHello naming this server (as sent: the caller lower-cases it).
-    Named(&'a str),
-    /// A ClientHello without SNI, or not a ClientHello at all: terminated here (the handshake
-    /// code decides what to answer).
-    Anonymous,
-    /// More bytes needed.
-    Incomplete,
-}
 
 /// What a look at the first bytes decided.
 enum Looked {
@@ -159,100 +148,6 @@ fn refusal(route: &Route, peer: SocketAddr) -> Option<&'static str> {
         Some("not allowed by whitelist-source-range / denylist-source-range")
     } else {
         None
-    }
-}
-
-/// Reads the SNI host name out of a TLS record holding a ClientHello (RFC 8446 4.1.2,
-/// RFC 6066 3).
-fn client_hello_name(bytes: &[u8]) -> Hello<'_> {
-    // Record: type 22 (handshake), version, length.
-    if bytes.len() < 5 {
-        return if bytes.first().is_none_or(|b| *b == 22) {
-            Hello::Incomplete
-        } else {
-            Hello::Anonymous
-        };
-    }
-    if bytes[0] != 22 {
-        return Hello::Anonymous;
-    }
-    let record_length = usize::from(u16::from_be_bytes([bytes[3], bytes[4]]));
-    if bytes.len() < 5 + record_length {
-        return Hello::Incomplete;
-    }
-    let mut reader = Reader(&bytes[5..5 + record_length]);
-    read_name(&mut reader).map_or(Hello::Anonymous, Hello::Named)
-}
-
-/// The ClientHello's server name, if it is all in this record and has one.
-fn read_name<'a>(r: &mut Reader<'a>) -> Option<&'a str> {
-    // Handshake: type 1 (ClientHello), 24-bit length; the body must be in this record.
-    if r.u8()? != 1 {
-        return None;
-    }
-    let length = r.u24()?;
-    let mut body = Reader(r.take(length)?);
-    body.take(2 + 32)?; // legacy_version, random
-    let session = usize::from(body.u8()?);
-    body.take(session)?;
-    let suites = usize::from(body.u16()?);
-    body.take(suites)?;
-    let compression = usize::from(body.u8()?);
-    body.take(compression)?;
-    let extensions = usize::from(body.u16()?);
-    let mut extensions = Reader(body.take(extensions)?);
-    while !extensions.0.is_empty() {
-        let kind = extensions.u16()?;
-        let length = usize::from(extensions.u16()?);
-        let mut data = Reader(extensions.take(length)?);
-        if kind != 0 {
-            continue;
-        }
-        let list = usize::from(data.u16()?);
-        let mut names = Reader(data.take(list)?);
-        while !names.0.is_empty() {
-            let name_type = names.u8()?;
-            let length = usize::from(names.u16()?);
-            let name = names.take(length)?;
-            if name_type == 0 {
-                let name = std::str::from_utf8(name).ok()?;
-                // A host name: letters, digits, hyphens and dots (RFC 6066: no trailing dot).
-                let valid = !name.is_empty()
-                    && name
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
-                return valid.then_some(name);
-            }
-        }
-        return None;
-    }
-    None
-}
-
-/// Big-endian reads off a byte slice; `None` past its end.
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (taken, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Some(taken)
-    }
-
-    fn u8(&mut self) -> Option<u8> {
-        self.take(1).map(|b| b[0])
-    }
-
-    fn u16(&mut self) -> Option<u16> {
-        self.take(2).map(|b| u16::from_be_bytes([b[0], b[1]]))
-    }
-
-    fn u24(&mut self) -> Option<usize> {
-        self.take(3)
-            .map(|b| usize::from(b[0]) << 16 | usize::from(b[1]) << 8 | usize::from(b[2]))
     }
 }
 

@@ -32,11 +32,11 @@ use http::request::Parts;
 use http::{Method, Request, Response, StatusCode, Uri};
 use http_body::Body;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use wire::h1::{self, chunk_size_line, chunk_tail, FramingError, FramingHeaders, RequestHead};
+use wire::h1::{Framing, Status};
 
 use crate::body::ResponseBody;
 use crate::error::{Chain, ProxyError};
-use crate::h1::{self, chunk_size_line, chunk_tail, FramingError, FramingHeaders, RequestHead};
-use crate::h1::{Framing, Status};
 use crate::worker::ConnCtx;
 
 /// The most one read takes from a client connection (the scratch buffer's size).

@@ -32,9 +32,9 @@ use bytes::Bytes;
 use http::{Response, StatusCode};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
+use wire::h2::frame::{self, ErrorCode, Frame, FrameError};
+use wire::h2::hpack::{self, Decoder};
 
-use super::frame::{self, ErrorCode, Frame, FrameError};
-use super::hpack::{self, Decoder};
 use super::request::{self, HeadError};
 use super::stream::{self, SharedRef, Stream, StreamEnd, OUT_HIGH_WATER, RECV_WINDOW};
 use crate::body::{ClientBody, ResponseBody};

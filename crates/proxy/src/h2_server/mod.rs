@@ -1,7 +1,8 @@
 //! Sluice's own HTTP/2 server, for client connections (TLS with ALPN `h2`, and `use-h2c`).
 //!
 //! ```text
-//!  socket ─▶ conn::Connection ─frames─▶ frame::parse ─HEADERS─▶ hpack::Decoder ─▶ request
+//!  socket ─▶ conn::Connection ─frames─▶ wire::h2::frame::parse
+//!               │                       ─HEADERS─▶ wire::h2::hpack::Decoder ─▶ request
 //!               │                                                  ─▶ stream task:
 //!               │                       forward::respond (the one request pipeline)
 //!               ◀──── stream::Shared.out ◀── HEADERS (hpack encode) + DATA + trailers
@@ -15,8 +16,6 @@
 //! written. hyper and h2 still speak HTTP/2 to upstreams.
 
 mod conn;
-pub(crate) mod frame;
-pub(crate) mod hpack;
 mod request;
 mod resets;
 mod stream;

@@ -17,8 +17,7 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::request::Parts;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Method, Request, Uri, Version};
-
-use super::hpack::{Decoder, HpackError};
+use wire::h2::hpack::{Decoder, HpackError};
 
 /// Why a request head was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -304,7 +303,7 @@ fn build(values: Bytes, fields: &[Field]) -> Result<Head, HeadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::h2_server::hpack;
+    use wire::h2::hpack;
 
     const LIMIT: usize = 32 * 1024;
 

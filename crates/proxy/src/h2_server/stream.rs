@@ -24,9 +24,9 @@ use bytes::{Buf, Bytes};
 use http::{HeaderMap, Response};
 use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use wire::h2::frame::{self, ErrorCode};
+use wire::h2::hpack;
 
-use super::frame::{self, ErrorCode};
-use super::hpack;
 use super::resets;
 use crate::body::{BoxError, ResponseBody};
 use crate::worker::ConnCtx;

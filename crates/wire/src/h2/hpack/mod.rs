@@ -27,7 +27,7 @@ use std::collections::VecDeque;
 use std::fmt;
 
 /// The dynamic table size both sides start with (RFC 9113 §6.5.2 SETTINGS_HEADER_TABLE_SIZE).
-pub(crate) const DEFAULT_TABLE_SIZE: usize = 4096;
+pub const DEFAULT_TABLE_SIZE: usize = 4096;
 
 /// RFC 7541 §4.1: each entry counts its name and value lengths plus this.
 const ENTRY_OVERHEAD: usize = 32;
@@ -118,7 +118,7 @@ static STATIC_BY_LENGTH: [[u8; STATIC_SAME_LENGTH]; STATIC_NAME_MAX + 1] = build
 /// Why a header block could not be decoded. Every one is a connection error of type
 /// COMPRESSION_ERROR.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HpackError {
+pub enum HpackError {
     /// An integer's prefix or continuation bytes run past the end of the block.
     IntegerTruncated,
     /// An integer above 2^32 - 1 or with more continuation bytes than such a value needs.
@@ -142,7 +142,7 @@ pub(crate) enum HpackError {
 }
 
 /// The decoding half of a connection's HPACK context: the dynamic table (RFC 7541 §2.3.2).
-pub(crate) struct Decoder {
+pub struct Decoder {
     /// Newest first, as the table's indexes count (62 is the front).
     entries: VecDeque<Entry>,
     /// RFC 7541 §4.1 size of `entries`.
@@ -227,7 +227,7 @@ impl fmt::Debug for Decoder {
 impl Decoder {
     /// `max_table_size`: the SETTINGS_HEADER_TABLE_SIZE we advertise (the limit the peer's
     /// table size updates may not exceed). Allocates nothing until an entry is inserted.
-    pub(crate) fn new(max_table_size: usize) -> Decoder {
+    pub fn new(max_table_size: usize) -> Decoder {
         Decoder {
             entries: VecDeque::new(),
             size: 0,
@@ -239,7 +239,7 @@ impl Decoder {
     /// Decodes one complete header block (a HEADERS payload and its CONTINUATIONs joined),
     /// calling `field(name, value)` once per field in order. On error the decoder is not to be
     /// used again (the connection ends).
-    pub(crate) fn decode(
+    pub fn decode(
         &mut self,
         block: &[u8],
         field: &mut dyn FnMut(&[u8], &[u8]),
@@ -266,7 +266,7 @@ impl Decoder {
 
     /// Bytes the dynamic table holds, as RFC 7541 §4.1 counts them (name + value + 32 each).
     #[cfg(test)]
-    pub(crate) fn table_size(&self) -> usize {
+    pub fn table_size(&self) -> usize {
         self.size
     }
 
@@ -461,7 +461,7 @@ fn clamp_u32(n: usize) -> u32 {
 
 /// Appends `:status` for `status`: the indexed field when the static table has it (200, 204,
 /// 206, 304, 400, 404, 500), else a literal without indexing whose name is index 8.
-pub(crate) fn encode_status(status: u16, dst: &mut Vec<u8>) {
+pub fn encode_status(status: u16, dst: &mut Vec<u8>) {
     let index = match status {
         200 => 8,
         204 => 9,
@@ -496,7 +496,7 @@ pub(crate) fn encode_status(status: u16, dst: &mut Vec<u8>) {
 /// that names it by index; any other name is a literal without indexing with the name spelled
 /// out. `sensitive` (RFC 7541 §6.2.3) uses the never-indexed literal instead, so that no
 /// intermediary re-encoding the block may index it either.
-pub(crate) fn encode_field(name: &[u8], value: &[u8], sensitive: bool, dst: &mut Vec<u8>) {
+pub fn encode_field(name: &[u8], value: &[u8], sensitive: bool, dst: &mut Vec<u8>) {
     let never_indexed = if sensitive { 0x10 } else { 0x00 };
     let Some(name_index) = static_name_index(name) else {
         dst.push(never_indexed);
@@ -568,7 +568,7 @@ const fn const_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// Appends `value` as an integer with an N-bit prefix (RFC 7541 §5.1); `flags` fills the
 /// first byte's bits above the prefix.
-pub(crate) fn write_int(value: usize, prefix_bits: u32, flags: u8, dst: &mut Vec<u8>) {
+pub fn write_int(value: usize, prefix_bits: u32, flags: u8, dst: &mut Vec<u8>) {
     let max_prefix = (1usize << prefix_bits) - 1;
     if value < max_prefix {
         dst.push(flags | value as u8);

@@ -13,14 +13,14 @@ use super::{Chunk, Framing, FEW_HEADERS, MAX_HEADERS, MAX_RESPONSE_HEAD};
 
 /// A head parsed whole, or more bytes needed.
 #[derive(Debug)]
-pub(crate) enum Status<T> {
+pub enum Status<T> {
     Complete(T),
     Partial,
 }
 
 /// Why a head was refused.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum HeadError {
+pub enum HeadError {
     #[error("invalid head")]
     Parse(#[source] httparse::Error),
     #[error("head larger than {0} bytes")]
@@ -30,33 +30,33 @@ pub(crate) enum HeadError {
 /// Where a header's name and value lie in the head, as offsets from its first byte: they
 /// stay true when the head is split off the read buffer, so values become slices of it.
 #[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct HeaderAt {
+pub struct HeaderAt {
     name: (usize, usize),
     value: (usize, usize),
 }
 
 /// A request head at the front of the buffer; spans are offsets into it.
-pub(crate) struct RequestHead<'a> {
+pub struct RequestHead<'a> {
     /// Bytes of the head, its blank line included.
-    pub(crate) len: usize,
-    pub(crate) method: (usize, usize),
-    pub(crate) target: (usize, usize),
+    pub len: usize,
+    pub method: (usize, usize),
+    pub target: (usize, usize),
     /// The minor version: `1` for HTTP/1.1, `0` for HTTP/1.0.
-    pub(crate) version: u8,
-    pub(crate) headers: &'a [HeaderAt],
+    pub version: u8,
+    pub headers: &'a [HeaderAt],
 }
 
 /// A response head at the front of the buffer.
-pub(crate) struct ResponseHead<'a> {
-    pub(crate) len: usize,
-    pub(crate) code: u16,
-    pub(crate) version: u8,
-    pub(crate) headers: &'a [HeaderAt],
+pub struct ResponseHead<'a> {
+    pub len: usize,
+    pub code: u16,
+    pub version: u8,
+    pub headers: &'a [HeaderAt],
 }
 
 /// What a head's headers say about its body and its connection, from one pass over them.
 #[derive(Default, Debug)]
-pub(crate) struct FramingHeaders {
+pub struct FramingHeaders {
     /// The first `Content-Length` value.
     content_length: Option<u64>,
     /// `Content-Length` values seen (a comma list counts each), up to 255.
@@ -72,22 +72,22 @@ pub(crate) struct FramingHeaders {
     /// The last coding listed is `chunked`.
     chunked_last: bool,
     /// `Connection: close`.
-    pub(crate) close: bool,
+    pub close: bool,
     /// `Connection: keep-alive`.
-    pub(crate) keep_alive: bool,
+    pub keep_alive: bool,
     /// `Connection` names other headers, which are hop-by-hop too.
-    pub(crate) names_others: bool,
+    pub names_others: bool,
     /// `Expect` present.
-    pub(crate) expect: bool,
+    pub expect: bool,
     /// `Upgrade` present.
-    pub(crate) upgrade: bool,
+    pub upgrade: bool,
 }
 
 /// A head whose framing is ambiguous or unsupported. From a client: refused (400, or 501 for
 /// an unknown coding), as nginx does; from an upstream: an upstream error, and the connection
 /// is not reused. Either way, nothing framed two ways is ever passed on.
 #[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
-pub(crate) enum FramingError {
+pub enum FramingError {
     /// Not a decimal number (RFC 9110 §8.6); a comma list only on responses.
     #[error("invalid Content-Length")]
     InvalidContentLength,
@@ -119,15 +119,15 @@ enum Pass<R, F> {
 }
 
 impl HeaderAt {
-    pub(crate) fn name<'h>(&self, head: &'h [u8]) -> &'h [u8] {
+    pub fn name<'h>(&self, head: &'h [u8]) -> &'h [u8] {
         &head[self.name.0..self.name.1]
     }
 
-    pub(crate) fn value<'h>(&self, head: &'h [u8]) -> &'h [u8] {
+    pub fn value<'h>(&self, head: &'h [u8]) -> &'h [u8] {
         &head[self.value.0..self.value.1]
     }
 
-    pub(crate) fn value_range(&self) -> std::ops::Range<usize> {
+    pub fn value_range(&self) -> std::ops::Range<usize> {
         self.value.0..self.value.1
     }
 }
@@ -135,7 +135,7 @@ impl HeaderAt {
 /// Parses the request head at the front of `buf` (at most `max_head` bytes); a complete one
 /// is handed to `f` with the buffer, still whole, so that `f` can split the head off it.
 #[inline]
-pub(crate) fn parse_request<R, F>(
+pub fn parse_request<R, F>(
     buf: &mut BytesMut,
     max_head: usize,
     f: F,
@@ -190,7 +190,7 @@ where
 /// Parses the response head at the front of `buf`, like [`parse_request`], limited to
 /// `MAX_RESPONSE_HEAD`.
 #[inline]
-pub(crate) fn parse_response<R, F>(buf: &mut BytesMut, f: F) -> Result<Status<R>, HeadError>
+pub fn parse_response<R, F>(buf: &mut BytesMut, f: F) -> Result<Status<R>, HeadError>
 where
     F: FnOnce(&mut BytesMut, &ResponseHead<'_>) -> R,
 {
@@ -248,7 +248,7 @@ fn record(at: &mut [HeaderAt], headers: &[httparse::Header<'_>], base: usize) ->
 
 impl FramingHeaders {
     /// Reads the headers that decide framing and the connection's fate, by their raw names.
-    pub(crate) fn read(head: &[u8], headers: &[HeaderAt]) -> FramingHeaders {
+    pub fn read(head: &[u8], headers: &[HeaderAt]) -> FramingHeaders {
         let mut f = FramingHeaders::default();
         for header in headers {
             let name = header.name(head);
@@ -324,7 +324,7 @@ impl FramingHeaders {
     /// How a request's body is framed (RFC 9112 §6.3, 3 to 6), refusing what nginx refuses:
     /// a request may carry one `Content-Length` with one number, or `Transfer-Encoding:
     /// chunked`, never both.
-    pub(crate) fn request_framing(&self, version: u8) -> Result<Framing, FramingError> {
+    pub fn request_framing(&self, version: u8) -> Result<Framing, FramingError> {
         self.check(version)?;
         if self.lengths > 1 {
             return Err(FramingError::RepeatedContentLength);
@@ -339,7 +339,7 @@ impl FramingHeaders {
     /// How a response's body is framed (RFC 9112 §6.3, 1 to 7). `code` is final (not 1xx);
     /// `to_head`: the request was HEAD. Repeated equal lengths are accepted (the RFC allows
     /// it, and hyper does); everything ambiguous is an error.
-    pub(crate) fn response_framing(
+    pub fn response_framing(
         &self,
         code: u16,
         version: u8,
@@ -360,7 +360,7 @@ impl FramingHeaders {
 }
 
 /// A `Content-Length` value: 1 to 19 decimal digits (so it fits in a `u64`), nothing else.
-pub(crate) fn parse_length(digits: &[u8]) -> Option<u64> {
+pub(super) fn parse_length(digits: &[u8]) -> Option<u64> {
     if digits.is_empty() || digits.len() > 19 {
         return None;
     }

@@ -19,7 +19,7 @@ use super::{Decoded, MAX_CHUNK_LINE, MAX_HEADERS, MAX_TRAILERS};
 
 /// Where a chunked body being read is.
 #[derive(Debug, PartialEq)]
-pub(crate) enum Chunk {
+pub enum Chunk {
     /// A chunk-size line is next.
     Size,
     /// Bytes of the current chunk's data still to come.
@@ -36,7 +36,7 @@ pub(crate) enum Chunk {
 
 /// Why a chunked body was refused.
 #[derive(Debug, PartialEq, thiserror::Error)]
-pub(crate) enum ChunkError {
+pub enum ChunkError {
     #[error("invalid chunk size")]
     Size,
     #[error("invalid chunk extension or line ending")]
@@ -55,7 +55,7 @@ pub(crate) enum ChunkError {
 
 impl Chunk {
     /// The next piece of data at the front of `buf`, split off it.
-    pub(crate) fn decode(&mut self, buf: &mut BytesMut) -> Result<Decoded, ChunkError> {
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Decoded, ChunkError> {
         if !self.advance(buf)? {
             return Ok(Decoded::NeedMore);
         }
@@ -72,7 +72,7 @@ impl Chunk {
 
     /// Consumes framing bytes until data (or the end) is at the front of `buf`: `true` then,
     /// `false` when more bytes are needed first.
-    pub(crate) fn advance(&mut self, buf: &mut BytesMut) -> Result<bool, ChunkError> {
+    pub fn advance(&mut self, buf: &mut BytesMut) -> Result<bool, ChunkError> {
         loop {
             match self {
                 Chunk::Size => match parse_size_line(buf)? {
@@ -214,7 +214,7 @@ fn is_tchar(b: u8) -> bool {
 }
 
 /// `len` in hex followed by CRLF, in `line`: what goes before a chunk's data.
-pub(crate) fn chunk_size_line(len: usize, line: &mut [u8; 18]) -> &[u8] {
+pub fn chunk_size_line(len: usize, line: &mut [u8; 18]) -> &[u8] {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut start = 16;
     let mut n = len;
@@ -233,7 +233,7 @@ pub(crate) fn chunk_size_line(len: usize, line: &mut [u8; 18]) -> &[u8] {
 
 /// What follows a chunk's data (`has_data`), or stands alone without it: the CRLF that ends
 /// the data, and the last chunk with an empty trailer section when the body `ends`.
-pub(crate) fn chunk_tail(has_data: bool, ends: bool) -> &'static [u8] {
+pub fn chunk_tail(has_data: bool, ends: bool) -> &'static [u8] {
     match (has_data, ends) {
         (true, true) => b"\r\n0\r\n\r\n",
         (true, false) => b"\r\n",

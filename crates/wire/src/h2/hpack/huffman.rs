@@ -355,7 +355,7 @@ const fn build_canonical() -> Canonical {
 }
 
 /// Bytes `src` takes Huffman-coded (padding included).
-pub(crate) fn encoded_len(src: &[u8]) -> usize {
+pub(super) fn encoded_len(src: &[u8]) -> usize {
     let bits: u64 = src
         .iter()
         .map(|&b| u64::from(CODES[usize::from(b)].1))
@@ -365,7 +365,7 @@ pub(crate) fn encoded_len(src: &[u8]) -> usize {
 
 /// Appends `src` Huffman-coded to `dst`, padded to a byte with the most significant bits of
 /// EOS (ones), as §5.2 requires.
-pub(crate) fn encode(src: &[u8], dst: &mut Vec<u8>) {
+pub(super) fn encode(src: &[u8], dst: &mut Vec<u8>) {
     // Pending bits, right-aligned: fewer than 8 between symbols, at most 37 after adding one.
     let mut pending: u64 = 0;
     let mut count: u32 = 0;
@@ -385,7 +385,7 @@ pub(crate) fn encode(src: &[u8], dst: &mut Vec<u8>) {
 
 /// Appends the decoding of the Huffman string `src` to `dst`. Errors (§5.2): padding longer
 /// than 7 bits, padding that is not ones (the start of EOS), an EOS symbol.
-pub(crate) fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), HpackError> {
+pub(super) fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), HpackError> {
     // The shortest code is 5 bits, so the output is at most 8/5 of the input.
     dst.reserve(src.len() / 5 * 8 + 8);
     // Input bits not yet decoded, left-aligned; the first `count` are whole bytes taken from

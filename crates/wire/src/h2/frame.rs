@@ -15,13 +15,13 @@
 //! indexed, so a fuzzer's worst frame is an `Err`, not a crash.
 
 /// What a client sends first (RFC 9113 §3.4), before its SETTINGS frame.
-pub(crate) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// The length of every frame's head: 24-bit length, type, flags, 31-bit stream.
-pub(crate) const HEAD_LEN: usize = 9;
+pub const HEAD_LEN: usize = 9;
 /// SETTINGS_MAX_FRAME_SIZE until a peer says otherwise, and the least it may say (§6.5.2).
-pub(crate) const DEFAULT_MAX_FRAME_SIZE: u32 = 16_384;
+pub const DEFAULT_MAX_FRAME_SIZE: u32 = 16_384;
 /// The largest flow-control window (§6.9.1) and SETTINGS_INITIAL_WINDOW_SIZE (§6.5.2).
-pub(crate) const MAX_WINDOW: u32 = (1 << 31) - 1;
+pub const MAX_WINDOW: u32 = (1 << 31) - 1;
 
 /// The largest SETTINGS_MAX_FRAME_SIZE a peer may announce: what a 24-bit length holds.
 const LARGEST_MAX_FRAME_SIZE: u32 = (1 << 24) - 1;
@@ -29,42 +29,42 @@ const LARGEST_MAX_FRAME_SIZE: u32 = (1 << 24) - 1;
 const STREAM_MASK: u32 = (1 << 31) - 1;
 
 /// Frame types (RFC 9113 §6).
-pub(crate) mod kind {
-    pub(crate) const DATA: u8 = 0x0;
-    pub(crate) const HEADERS: u8 = 0x1;
-    pub(crate) const PRIORITY: u8 = 0x2;
-    pub(crate) const RST_STREAM: u8 = 0x3;
-    pub(crate) const SETTINGS: u8 = 0x4;
-    pub(crate) const PUSH_PROMISE: u8 = 0x5;
-    pub(crate) const PING: u8 = 0x6;
-    pub(crate) const GOAWAY: u8 = 0x7;
-    pub(crate) const WINDOW_UPDATE: u8 = 0x8;
-    pub(crate) const CONTINUATION: u8 = 0x9;
+pub mod kind {
+    pub const DATA: u8 = 0x0;
+    pub const HEADERS: u8 = 0x1;
+    pub const PRIORITY: u8 = 0x2;
+    pub const RST_STREAM: u8 = 0x3;
+    pub const SETTINGS: u8 = 0x4;
+    pub const PUSH_PROMISE: u8 = 0x5;
+    pub const PING: u8 = 0x6;
+    pub const GOAWAY: u8 = 0x7;
+    pub const WINDOW_UPDATE: u8 = 0x8;
+    pub const CONTINUATION: u8 = 0x9;
 }
 
 /// Frame flags; each means something only on the types named.
-pub(crate) mod flag {
+pub mod flag {
     /// DATA, HEADERS: the sender's last frame on this stream.
-    pub(crate) const END_STREAM: u8 = 0x1;
+    pub const END_STREAM: u8 = 0x1;
     /// SETTINGS, PING: an acknowledgement.
-    pub(crate) const ACK: u8 = 0x1;
+    pub const ACK: u8 = 0x1;
     /// HEADERS, CONTINUATION: the header block ends with this frame.
-    pub(crate) const END_HEADERS: u8 = 0x4;
+    pub const END_HEADERS: u8 = 0x4;
     /// DATA, HEADERS: a pad length byte first, that many bytes of padding last.
-    pub(crate) const PADDED: u8 = 0x8;
+    pub const PADDED: u8 = 0x8;
     /// HEADERS: a 5-byte priority (dependency, weight) before the header block.
-    pub(crate) const PRIORITY: u8 = 0x20;
+    pub const PRIORITY: u8 = 0x20;
 }
 
 /// SETTINGS identifiers (RFC 9113 §6.5.2; RFC 8441 §3 for ENABLE_CONNECT_PROTOCOL).
-pub(crate) mod setting {
-    pub(crate) const HEADER_TABLE_SIZE: u16 = 0x1;
-    pub(crate) const ENABLE_PUSH: u16 = 0x2;
-    pub(crate) const MAX_CONCURRENT_STREAMS: u16 = 0x3;
-    pub(crate) const INITIAL_WINDOW_SIZE: u16 = 0x4;
-    pub(crate) const MAX_FRAME_SIZE: u16 = 0x5;
-    pub(crate) const MAX_HEADER_LIST_SIZE: u16 = 0x6;
-    pub(crate) const ENABLE_CONNECT_PROTOCOL: u16 = 0x8;
+pub mod setting {
+    pub const HEADER_TABLE_SIZE: u16 = 0x1;
+    pub const ENABLE_PUSH: u16 = 0x2;
+    pub const MAX_CONCURRENT_STREAMS: u16 = 0x3;
+    pub const INITIAL_WINDOW_SIZE: u16 = 0x4;
+    pub const MAX_FRAME_SIZE: u16 = 0x5;
+    pub const MAX_HEADER_LIST_SIZE: u16 = 0x6;
+    pub const ENABLE_CONNECT_PROTOCOL: u16 = 0x8;
     /// RFC 9218 §2.1: not kept (Sluice ignores priorities either way), but a value other than
     /// 0 or 1 is still the client's PROTOCOL_ERROR.
     pub(super) const NO_RFC7540_PRIORITIES: u16 = 0x9;
@@ -72,24 +72,24 @@ pub(crate) mod setting {
 
 /// A frame's 9-byte head (RFC 9113 §4.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Head {
+pub struct Head {
     /// The payload's length (24 bits).
-    pub(crate) length: u32,
+    pub length: u32,
     /// The frame type (see [`kind`]).
-    pub(crate) kind: u8,
+    pub kind: u8,
     /// The flags (see [`flag`]); unknown ones are ignored.
-    pub(crate) flags: u8,
+    pub flags: u8,
     /// The stream identifier, reserved bit cleared.
-    pub(crate) stream: u32,
+    pub stream: u32,
 }
 
 /// An HTTP/2 error code (RFC 9113 §7); codes this file does not know are kept as they came.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct ErrorCode(pub(crate) u32);
+pub struct ErrorCode(pub u32);
 
 /// What is wrong with a frame, and how far it reaches (RFC 9113 §5.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum FrameError {
+pub enum FrameError {
     /// The connection ends: GOAWAY with this code. The text says what the client did.
     Connection(ErrorCode, &'static str),
     /// Only this stream ends: RST_STREAM with this code.
@@ -99,33 +99,33 @@ pub(crate) enum FrameError {
 /// A stream's priority as RFC 7540 defined it (RFC 9113 §5.3.2 deprecates it; it is parsed
 /// because a client may still send it, and its one hard rule, no self-dependency, is checked).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Priority {
+pub struct Priority {
     /// The stream this one depends on (reserved bit excluded: it is `exclusive`).
-    pub(crate) depends_on: u32,
-    pub(crate) exclusive: bool,
+    pub depends_on: u32,
+    pub exclusive: bool,
     /// The weight as sent: the stream's weight minus one (0 ..= 255 for 1 ..= 256).
-    pub(crate) weight: u8,
+    pub weight: u8,
 }
 
 /// Settings a SETTINGS frame carried (RFC 9113 §6.5.2), each `None` when absent; repeated →
 /// the last one; unknown identifiers ignored. Values already checked.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Settings {
-    pub(crate) header_table_size: Option<u32>,
-    pub(crate) enable_push: Option<bool>,
-    pub(crate) max_concurrent_streams: Option<u32>,
+pub struct Settings {
+    pub header_table_size: Option<u32>,
+    pub enable_push: Option<bool>,
+    pub max_concurrent_streams: Option<u32>,
     /// At most [`MAX_WINDOW`].
-    pub(crate) initial_window_size: Option<u32>,
+    pub initial_window_size: Option<u32>,
     /// Within `DEFAULT_MAX_FRAME_SIZE ..= 2^24 - 1`.
-    pub(crate) max_frame_size: Option<u32>,
-    pub(crate) max_header_list_size: Option<u32>,
+    pub max_frame_size: Option<u32>,
+    pub max_header_list_size: Option<u32>,
     /// RFC 8441 (id 0x8): the client may use extended CONNECT (WebSocket over HTTP/2).
-    pub(crate) enable_connect_protocol: Option<bool>,
+    pub enable_connect_protocol: Option<bool>,
 }
 
 /// One parsed client frame, borrowing its payload.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Frame<'a> {
+pub enum Frame<'a> {
     /// `data`: padding removed; `flow_len`: the whole payload length (padding counts against
     /// flow control, §6.1).
     Data {
@@ -180,7 +180,7 @@ pub(crate) enum Frame<'a> {
 
 impl Head {
     /// Reads a head; every 9 bytes are one (an unknown type or flag is the parse's concern).
-    pub(crate) fn parse(bytes: &[u8; HEAD_LEN]) -> Head {
+    pub fn parse(bytes: &[u8; HEAD_LEN]) -> Head {
         let [l0, l1, l2, kind, flags, s0, s1, s2, s3] = *bytes;
         Head {
             length: u32::from_be_bytes([0, l0, l1, l2]),
@@ -196,24 +196,24 @@ impl Head {
 }
 
 impl ErrorCode {
-    pub(crate) const NO_ERROR: ErrorCode = ErrorCode(0x0);
-    pub(crate) const PROTOCOL_ERROR: ErrorCode = ErrorCode(0x1);
-    pub(crate) const INTERNAL_ERROR: ErrorCode = ErrorCode(0x2);
-    pub(crate) const FLOW_CONTROL_ERROR: ErrorCode = ErrorCode(0x3);
-    pub(crate) const SETTINGS_TIMEOUT: ErrorCode = ErrorCode(0x4);
-    pub(crate) const STREAM_CLOSED: ErrorCode = ErrorCode(0x5);
-    pub(crate) const FRAME_SIZE_ERROR: ErrorCode = ErrorCode(0x6);
-    pub(crate) const REFUSED_STREAM: ErrorCode = ErrorCode(0x7);
-    pub(crate) const CANCEL: ErrorCode = ErrorCode(0x8);
-    pub(crate) const COMPRESSION_ERROR: ErrorCode = ErrorCode(0x9);
-    pub(crate) const CONNECT_ERROR: ErrorCode = ErrorCode(0xa);
-    pub(crate) const ENHANCE_YOUR_CALM: ErrorCode = ErrorCode(0xb);
-    pub(crate) const INADEQUATE_SECURITY: ErrorCode = ErrorCode(0xc);
-    pub(crate) const HTTP_1_1_REQUIRED: ErrorCode = ErrorCode(0xd);
+    pub const NO_ERROR: ErrorCode = ErrorCode(0x0);
+    pub const PROTOCOL_ERROR: ErrorCode = ErrorCode(0x1);
+    pub const INTERNAL_ERROR: ErrorCode = ErrorCode(0x2);
+    pub const FLOW_CONTROL_ERROR: ErrorCode = ErrorCode(0x3);
+    pub const SETTINGS_TIMEOUT: ErrorCode = ErrorCode(0x4);
+    pub const STREAM_CLOSED: ErrorCode = ErrorCode(0x5);
+    pub const FRAME_SIZE_ERROR: ErrorCode = ErrorCode(0x6);
+    pub const REFUSED_STREAM: ErrorCode = ErrorCode(0x7);
+    pub const CANCEL: ErrorCode = ErrorCode(0x8);
+    pub const COMPRESSION_ERROR: ErrorCode = ErrorCode(0x9);
+    pub const CONNECT_ERROR: ErrorCode = ErrorCode(0xa);
+    pub const ENHANCE_YOUR_CALM: ErrorCode = ErrorCode(0xb);
+    pub const INADEQUATE_SECURITY: ErrorCode = ErrorCode(0xc);
+    pub const HTTP_1_1_REQUIRED: ErrorCode = ErrorCode(0xd);
 
     /// The code's name in RFC 9113 §7 (for logs and metric labels), "UNKNOWN" for others
     /// (§7: an unknown code is not an error, it means no more than INTERNAL_ERROR might).
-    pub(crate) fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Self::NO_ERROR => "NO_ERROR",
             Self::PROTOCOL_ERROR => "PROTOCOL_ERROR",
@@ -237,7 +237,7 @@ impl ErrorCode {
 /// Parses one frame; `payload.len()` is `head.length` (the caller checked the length against
 /// its SETTINGS_MAX_FRAME_SIZE: that is FRAME_SIZE_ERROR on the connection, the caller's job).
 /// Lengths are taken from `payload`, so a mismatch cannot read out of bounds.
-pub(crate) fn parse<'a>(head: Head, payload: &'a [u8]) -> Result<Frame<'a>, FrameError> {
+pub fn parse<'a>(head: Head, payload: &'a [u8]) -> Result<Frame<'a>, FrameError> {
     match head.kind {
         kind::DATA => parse_data(head, payload),
         kind::HEADERS => parse_headers(head, payload),
@@ -543,7 +543,7 @@ fn parse_window_update(head: Head, payload: &[u8]) -> Result<Frame<'_>, FrameErr
 
 /// Appends a frame head. `length` is at most 2^24 - 1 (the writers below keep to the peer's
 /// SETTINGS_MAX_FRAME_SIZE, which is less); the stream's reserved bit is written as 0.
-pub(crate) fn write_head(dst: &mut Vec<u8>, length: usize, kind: u8, flags: u8, stream: u32) {
+pub fn write_head(dst: &mut Vec<u8>, length: usize, kind: u8, flags: u8, stream: u32) {
     debug_assert!(
         length <= LARGEST_MAX_FRAME_SIZE as usize,
         "frame of {length} bytes"
@@ -556,7 +556,7 @@ pub(crate) fn write_head(dst: &mut Vec<u8>, length: usize, kind: u8, flags: u8, 
 }
 
 /// Appends a SETTINGS frame carrying `settings` (identifier, value), in that order.
-pub(crate) fn write_settings(dst: &mut Vec<u8>, settings: &[(u16, u32)]) {
+pub fn write_settings(dst: &mut Vec<u8>, settings: &[(u16, u32)]) {
     dst.reserve(HEAD_LEN + 6 * settings.len());
     write_head(dst, 6 * settings.len(), kind::SETTINGS, 0, 0);
     for &(id, value) in settings {
@@ -566,12 +566,12 @@ pub(crate) fn write_settings(dst: &mut Vec<u8>, settings: &[(u16, u32)]) {
 }
 
 /// Appends the acknowledgement of the client's SETTINGS (§6.5.3).
-pub(crate) fn write_settings_ack(dst: &mut Vec<u8>) {
+pub fn write_settings_ack(dst: &mut Vec<u8>) {
     write_head(dst, 0, kind::SETTINGS, flag::ACK, 0);
 }
 
 /// Appends the answer to the client's PING: the same 8 bytes, ACK set (§6.7).
-pub(crate) fn write_ping_ack(dst: &mut Vec<u8>, data: [u8; 8]) {
+pub fn write_ping_ack(dst: &mut Vec<u8>, data: [u8; 8]) {
     dst.reserve(HEAD_LEN + data.len());
     write_head(dst, data.len(), kind::PING, flag::ACK, 0);
     dst.extend_from_slice(&data);
@@ -579,21 +579,21 @@ pub(crate) fn write_ping_ack(dst: &mut Vec<u8>, data: [u8; 8]) {
 
 /// Appends a GOAWAY without debug data: the reason is logged here rather than sent, so a
 /// client learns nothing about the server beyond the code.
-pub(crate) fn write_goaway(dst: &mut Vec<u8>, last_stream: u32, code: ErrorCode) {
+pub fn write_goaway(dst: &mut Vec<u8>, last_stream: u32, code: ErrorCode) {
     dst.reserve(HEAD_LEN + 8);
     write_head(dst, 8, kind::GOAWAY, 0, 0);
     dst.extend_from_slice(&(last_stream & STREAM_MASK).to_be_bytes());
     dst.extend_from_slice(&code.0.to_be_bytes());
 }
 
-pub(crate) fn write_rst_stream(dst: &mut Vec<u8>, stream: u32, code: ErrorCode) {
+pub fn write_rst_stream(dst: &mut Vec<u8>, stream: u32, code: ErrorCode) {
     dst.reserve(HEAD_LEN + 4);
     write_head(dst, 4, kind::RST_STREAM, 0, stream);
     dst.extend_from_slice(&code.0.to_be_bytes());
 }
 
 /// Appends a WINDOW_UPDATE; `increment` is 1 ..= 2^31 - 1 (0 is the receiver's PROTOCOL_ERROR).
-pub(crate) fn write_window_update(dst: &mut Vec<u8>, stream: u32, increment: u32) {
+pub fn write_window_update(dst: &mut Vec<u8>, stream: u32, increment: u32) {
     debug_assert!(
         (1..=MAX_WINDOW).contains(&increment),
         "window increment {increment}"
@@ -607,7 +607,7 @@ pub(crate) fn write_window_update(dst: &mut Vec<u8>, stream: u32, increment: u32
 /// END_STREAM goes on the HEADERS frame (§8.1: it ends the stream once the block is done),
 /// END_HEADERS on the last frame. `max_frame_size` is the client's setting, held to the
 /// range a valid one has, so no frame is ever too large or empty-but-for-a-huge-block.
-pub(crate) fn write_headers(
+pub fn write_headers(
     dst: &mut Vec<u8>,
     stream: u32,
     block: &[u8],
@@ -637,7 +637,7 @@ pub(crate) fn write_headers(
 }
 
 /// The 9-byte head of a DATA frame of `length` bytes (the payload is written by the caller).
-pub(crate) fn write_data_head(dst: &mut Vec<u8>, stream: u32, length: usize, end_stream: bool) {
+pub fn write_data_head(dst: &mut Vec<u8>, stream: u32, length: usize, end_stream: bool) {
     let flags = if end_stream { flag::END_STREAM } else { 0 };
     write_head(dst, length, kind::DATA, flags, stream);
 }

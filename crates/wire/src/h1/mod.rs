@@ -1,6 +1,7 @@
 //! The HTTP/1.1 codec: head parsing, message framing, chunked coding and their limits, one
-//! module for the inline server (`server`, client side of the proxy) and the upstream client
-//! (`client`). No I/O here except `write_all`; everything else is a function of bytes.
+//! module for proxy's inline server (`proxy::server`, the client side) and its upstream
+//! client (`proxy::client`). No I/O here except `write_all`, which is handed the write to
+//! make; everything else is a function of bytes.
 //!
 //! ```text
 //!  read buffer ─▶ parse_request │ parse_response: httparse with FEW_HEADERS slots on the
@@ -19,16 +20,17 @@
 //! ```
 //!
 //! What is refused, and why, is listed at [`FramingError`] and [`ChunkError`]. Anything this
-//! codec accepts is accepted by hyper with the same meaning: `crate::fuzz` checks that for
-//! request heads, response heads and chunked bodies, as fuzz targets and as property tests.
+//! codec accepts is accepted by hyper with the same meaning: `proxy::fuzz` checks that for
+//! request heads, response heads and chunked bodies (through the server and client that use
+//! this codec), as fuzz targets and as property tests.
 
 mod chunked;
 mod head;
 
 use std::io::{self, IoSlice};
 
-pub(crate) use chunked::{chunk_size_line, chunk_tail, Chunk, ChunkError};
-pub(crate) use head::{
+pub use chunked::{chunk_size_line, chunk_tail, Chunk, ChunkError};
+pub use head::{
     parse_request, parse_response, FramingError, FramingHeaders, HeadError, RequestHead,
     ResponseHead, Status,
 };
@@ -37,26 +39,26 @@ use bytes::{Bytes, BytesMut};
 
 /// Header lines parsed on the stack at first. Almost every head has fewer; a head with more
 /// is parsed a second time with room for `MAX_HEADERS`, so the common head pays for 32 slots.
-pub(crate) const FEW_HEADERS: usize = 32;
+pub const FEW_HEADERS: usize = 32;
 /// The most header lines a head may have: hyper's limit, so that the inline server and hyper
 /// (which serves the same connections after a handover) refuse the same heads.
-pub(crate) const MAX_HEADERS: usize = 100;
+pub const MAX_HEADERS: usize = 100;
 /// The largest response head accepted from an upstream: hyper's default read buffer limit,
 /// which applied when hyper was the upstream client. Request heads are limited by the
 /// `large-client-header-buffers` setting instead.
-pub(crate) const MAX_RESPONSE_HEAD: usize = 8192 + 4096 * 100;
+pub const MAX_RESPONSE_HEAD: usize = 8192 + 4096 * 100;
 /// The longest chunk-size line, extensions included (hyper allows 16 KiB of extensions per
 /// body; nobody needs more than a few bytes): a peer cannot make the codec buffer an endless
 /// line.
-pub(crate) const MAX_CHUNK_LINE: usize = 4096;
+pub const MAX_CHUNK_LINE: usize = 4096;
 /// The largest trailer section. Trailers are dropped, but have to be read to find the end of
 /// the body: this bounds what that costs.
-pub(crate) const MAX_TRAILERS: usize = 16 * 1024;
+pub const MAX_TRAILERS: usize = 16 * 1024;
 
 /// How a message body is delimited on the wire (RFC 9112 §6.3), and for one being read, how
 /// much of it is left.
 #[derive(Debug, PartialEq)]
-pub(crate) enum Framing {
+pub enum Framing {
     /// No (more) body: HEAD, 204, 304, a request without length, or read to its end.
     Empty,
     /// `Content-Length`: bytes still to come.
@@ -71,7 +73,7 @@ pub(crate) enum Framing {
 
 /// What the buffered bytes of a body give.
 #[derive(Debug)]
-pub(crate) enum Decoded {
+pub enum Decoded {
     Data(Bytes),
     End,
     NeedMore,
@@ -79,7 +81,7 @@ pub(crate) enum Decoded {
 
 impl Framing {
     /// The next piece of body at the front of `buf`, split off it (framing bytes consumed).
-    pub(crate) fn decode(&mut self, buf: &mut BytesMut) -> Result<Decoded, ChunkError> {
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Decoded, ChunkError> {
         match self {
             Framing::Empty | Framing::Upgrade | Framing::Length(0) => Ok(Decoded::End),
             Framing::Length(left) => {
@@ -100,7 +102,7 @@ impl Framing {
     }
 
     /// Bytes of body still to come, when known.
-    pub(crate) fn remaining(&self) -> Option<u64> {
+    pub fn remaining(&self) -> Option<u64> {
         match self {
             Framing::Empty | Framing::Upgrade => Some(0),
             Framing::Length(left) => Some(*left),
@@ -112,7 +114,7 @@ impl Framing {
 /// Writes every slice through `write`, which makes one (vectored) write and says how many
 /// bytes went out: one `writev` when the socket takes it all. `written` counts the bytes that
 /// went out, also when it fails.
-pub(crate) async fn write_all<E: From<io::Error>>(
+pub async fn write_all<E: From<io::Error>>(
     mut slices: &mut [IoSlice<'_>],
     written: &mut usize,
     mut write: impl AsyncFnMut(&[IoSlice<'_>]) -> Result<usize, E>,
@@ -131,7 +133,7 @@ pub(crate) async fn write_all<E: From<io::Error>>(
 }
 
 /// `n` in decimal, in `digits`.
-pub(crate) fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
+pub fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
     let mut start = digits.len();
     loop {
         start -= 1;
@@ -144,14 +146,14 @@ pub(crate) fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
 }
 
 /// Whether a comma-separated header value lists `token` (case-insensitive).
-pub(crate) fn has_token(value: &[u8], token: &[u8]) -> bool {
+pub fn has_token(value: &[u8], token: &[u8]) -> bool {
     value
         .split(|&b| b == b',')
         .any(|item| item.trim_ascii().eq_ignore_ascii_case(token))
 }
 
 /// One header line, `name: value`, appended to a head being encoded.
-pub(crate) fn encode_header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+pub fn encode_header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.extend_from_slice(name);
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);

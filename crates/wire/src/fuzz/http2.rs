@@ -26,8 +26,8 @@
 use loona_hpack::decoder::{DecoderError, IntegerDecodingError};
 
 use super::Choices;
-use crate::h2_server::frame::{self, flag, kind, Frame, FrameError, Head, Settings, HEAD_LEN};
-use crate::h2_server::hpack;
+use crate::h2::frame::{self, flag, kind, Frame, FrameError, Head, Settings, HEAD_LEN};
+use crate::h2::hpack;
 
 /// A decoded field, as bytes.
 type Field = (Vec<u8>, Vec<u8>);
