@@ -5,7 +5,7 @@
 #
 #   SLUICE_GRPC_PYTHON=$(scripts/grpc-python.sh)     # progress goes to stderr
 #
-# crates/proxy/tests/grpc.rs runs its gRPC servers and clients with it (generic handlers on raw
+# crates/proxy/tests/it/grpc.rs runs its gRPC servers and clients with it (generic handlers on raw
 # bytes: no protoc). A second run costs nothing; a lock serialises concurrent callers and the
 # environment is built beside its final place and renamed into it, so an interrupted install
 # never leaves half of one. Needs python3 with venv.

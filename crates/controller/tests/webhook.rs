@@ -239,11 +239,11 @@ struct Fixture {
 
 /// The webhook on 127.0.0.1:0 with `limits` and a self-signed certificate for localhost.
 fn start(limits: WebhookLimits) -> Fixture {
-    let generated = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let leaf = testkit::tls::self_signed(&["localhost"]);
     let dir = tempfile::tempdir().unwrap();
     let (certificate, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-    std::fs::write(&certificate, generated.cert.pem()).unwrap();
-    std::fs::write(&key, generated.signing_key.serialize_pem()).unwrap();
+    std::fs::write(&certificate, &leaf.cert_pem).unwrap();
+    std::fs::write(&key, &leaf.key_pem).unwrap();
     let options = WebhookOptions {
         listen: "127.0.0.1:0".parse().unwrap(),
         certificate,
@@ -252,7 +252,7 @@ fn start(limits: WebhookLimits) -> Fixture {
     };
     let webhook = Webhook::start(&options, CompileOptions::default()).unwrap();
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(generated.cert.der().clone()).unwrap();
+    roots.add(leaf.der.clone()).unwrap();
     let config = rustls::ClientConfig::builder_with_provider(model::tls::crypto_provider().clone())
         .with_safe_default_protocol_versions()
         .unwrap()

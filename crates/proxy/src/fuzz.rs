@@ -1,6 +1,6 @@
 //! Fuzz targets for the parsers of hostile bytes: the HTTP/1.1 codec (`h1`, here), HTTP/2
 //! frames and HPACK (`http2`), the PROXY protocol (`proxy_header`). Public only so that
-//! `fuzz/` (cargo-fuzz, on nightly) and `tests/codec.rs` (the same targets as seeded property
+//! `fuzz/` (cargo-fuzz, on nightly) and `tests/it/codec.rs` (the same targets as seeded property
 //! tests, on stable) can call them. Not an API. The HPACK targets compare with loona-hpack's
 //! decoder, which only the `fuzz-reference` feature (tests and `fuzz/`) brings in.
 //!
