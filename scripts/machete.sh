@@ -7,7 +7,7 @@
 #   "$MACHETE" --with-metadata         # from the repository root: nonzero when one is unused
 #
 # A second run costs nothing. It is built in a temporary folder and renamed into place, so an
-# interrupted build never leaves half a binary; a lock serialises concurrent callers. ~1.5 min cold
+# interrupted build never leaves half a binary; a lock serialises concurrent callers. ~4.5 min cold
 # on 2 cores. scripts/test.sh runs it.
 #
 # Env: SLUICE_KUBE_CACHE (default ~/.cache/sluice-kube: the same cache as the kube tools).

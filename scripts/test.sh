@@ -41,7 +41,7 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
-# cargo-machete, built once and cached by version (~1.5 min the first time): fails on a dependency
+# cargo-machete, built once and cached by version (~4.5 min the first time): fails on a dependency
 # a crate declares and never uses.
 echo "== cargo machete"
 MACHETE=$(nice scripts/machete.sh)

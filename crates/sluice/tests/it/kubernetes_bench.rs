@@ -2,7 +2,7 @@
 //! depends on how much is configured. Not tests: run them on a quiet machine with
 //!
 //! ```sh
-//! cargo test --release -p sluice --test kubernetes_bench -- --ignored --nocapture --test-threads 1
+//! cargo test --release -p sluice --test it -- --ignored --nocapture --test-threads 1 kubernetes_bench::
 //! ```
 //!
 //! (or `scripts/bench-kube.sh`, which writes the report). Each prints a Markdown table, and appends
@@ -176,7 +176,7 @@ fn probe_cluster(test: &str, ns: &str, probes: usize) -> (Cluster, Pod) {
 }
 
 #[test]
-#[ignore = "benchmark: cargo test --release --test kubernetes_bench -- --ignored --nocapture"]
+#[ignore = "benchmark: cargo test --release -p sluice --test it -- --ignored --nocapture kubernetes_bench::"]
 fn bench_changes_to_traffic() {
     let ns = "bench";
     let samples = 100;
@@ -420,7 +420,7 @@ fn scale_run(test: &str, ingresses: usize, services: usize, per_service: usize) 
 }
 
 #[test]
-#[ignore = "benchmark: cargo test --release --test kubernetes_bench -- --ignored --nocapture"]
+#[ignore = "benchmark: cargo test --release -p sluice --test it -- --ignored --nocapture kubernetes_bench::"]
 fn bench_scale() {
     let small = scale_run("bench-scale-small", 10, 5, 10);
     let large = scale_run("bench-scale-large", 10_000, 5_000, 10);
