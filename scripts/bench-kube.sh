@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sluice in Kubernetes mode against a real kube-apiserver + etcd: how fast changes reach traffic,
 # and whether that depends on how much is configured. Runs the #[ignore] benchmarks in
-# crates/sluice/tests/kubernetes_bench.rs (release build) and writes a Markdown report:
+# crates/sluice/tests/it/kubernetes_bench.rs (release build) and writes a Markdown report:
 #
 #   (a) EndpointSlice replaced → first response from the new endpoint, 100 samples
 #   (b) Ingress created → first 200 for its host, 100 samples
@@ -30,8 +30,9 @@ export SLUICE_KUBE_BIN
 tables=$(mktemp)
 trap 'rm -f "$tables"' EXIT
 cargo build --release --locked -p sluice --tests >&2
-SLUICE_BENCH_KUBE_OUT=$tables cargo test --release --locked -p sluice --test kubernetes_bench \
-    -- --ignored --nocapture --test-threads 1 >&2
+# The benchmarks are the ignored tests of module kubernetes_bench in sluice's one test binary.
+SLUICE_BENCH_KUBE_OUT=$tables cargo test --release --locked -p sluice --test it \
+    -- --ignored --nocapture --test-threads 1 kubernetes_bench:: >&2
 
 version() { "$1" --version 2>/dev/null | head -n1; }
 mkdir -p "$(dirname "$OUT")"
@@ -44,7 +45,7 @@ mkdir -p "$(dirname "$OUT")"
     echo "  namespace per benchmark. Clocks start when the API server has answered the write (PUT or"
     echo "  POST returned) and stop at the first response through Sluice that shows the change, polled"
     echo "  back to back over one kept-alive connection (one poll ≈ 0.02 ms)."
-    echo "- Reproduce: \`scripts/bench-kube.sh\` (or \`cargo test --release -p sluice --test kubernetes_bench -- --ignored --nocapture --test-threads 1\`)."
+    echo "- Reproduce: \`scripts/bench-kube.sh\` (or \`cargo test --release -p sluice --test it -- --ignored --nocapture --test-threads 1 kubernetes_bench::\`)."
     echo
     cat "$tables"
 } >"$OUT"

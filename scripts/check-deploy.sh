@@ -9,7 +9,7 @@
 #
 # Needs KUBECONFIG (cluster-admin), SLUICE_KUBE_DIR and kubectl, helm and jq on PATH, which
 # kube-cluster.sh run provides (jq: apt-get install jq), openssl and curl, the sluice binary
-# (SLUICE_BIN, default target/debug/sluice) and a network namespace of its own (kube-cluster.sh run
+# (SLUICE_BIN, default $CARGO_TARGET_DIR/debug/sluice, else target/debug/sluice) and a network namespace of its own (kube-cluster.sh run
 # makes one: the webhook Service's cluster IP is put on its lo). Prints one line per check; exits
 # non-zero if any failed, after printing what failed.
 set -uo pipefail
@@ -24,7 +24,7 @@ done
 # It puts an address on lo: only in a network namespace of its own, never the machine's.
 [[ $(readlink /proc/self/ns/net) != "$(readlink /proc/1/ns/net 2>/dev/null)" ]] ||
   { echo "check-deploy: run under scripts/kube-cluster.sh run (a network namespace of its own)" >&2; exit 1; }
-bin=${SLUICE_BIN:-target/debug/sluice}
+bin=${SLUICE_BIN:-${CARGO_TARGET_DIR:-target}/debug/sluice}
 [[ -x $bin ]] || { echo "check-deploy: $bin not found: cargo build -p sluice, or set SLUICE_BIN" >&2; exit 1; }
 
 chart=deploy/helm/sluice

@@ -6,7 +6,7 @@
 #
 #   SLUICE_GRPC_PYTHON=$(scripts/grpc-python.sh)     # progress goes to stderr
 #
-# crates/proxy/tests/grpc.rs runs its gRPC servers and clients with it (generic handlers on raw
+# crates/proxy/tests/it/grpc.rs runs its gRPC servers and clients with it (generic handlers on raw
 # bytes: no protoc); crates/wire/tests/wire/frames.rs compares wire's HTTP/2 frame parser with
 # hyperframe's. A second run costs nothing; a lock serialises concurrent callers and the
 # environment is built beside its final place and renamed into it, so an interrupted install

@@ -8,7 +8,7 @@
 # A second run costs nothing. The binary is built in a temporary folder and renamed into place, so
 # an interrupted build never leaves half a binary; a lock serialises concurrent callers. ~20 s cold
 # on 2 cores. Needs Go (/usr/local/go/bin is added to PATH when `go` is not found) and the Go module
-# proxy. crates/sluice/tests/h2spec.rs runs it against Sluice's TLS listener.
+# proxy. crates/proxy/tests/it/h2spec.rs runs it against Sluice's TLS listener.
 #
 # Env: SLUICE_KUBE_CACHE (default ~/.cache/sluice-kube: the same cache as the kube tools).
 set -euo pipefail

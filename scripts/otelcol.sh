@@ -5,7 +5,7 @@
 #
 #   SLUICE_OTELCOL=$(scripts/otelcol.sh)      # progress goes to stderr
 #
-# A second run costs nothing. crates/proxy/tests/otel.rs runs it as the real receiver of Sluice's
+# A second run costs nothing. crates/proxy/tests/it/otel.rs runs it as the real receiver of Sluice's
 # spans (OTLP/HTTP in, file exporter out as OTLP JSON, one line per batch).
 #
 # Why not plain `builder --config`: the builder runs `go mod tidy`, which also resolves the *test*

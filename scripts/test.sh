@@ -21,12 +21,12 @@ command -v cc >/dev/null || missing+=(build-essential)
 # Python with venv: scripts/grpc-python.sh installs grpcio into a virtual environment.
 command -v python3 >/dev/null || missing+=(python3)
 python3 -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)
-# Prometheus scrapes Sluice in crates/sluice/tests/prometheus.rs (the dashboards' queries).
+# Prometheus scrapes Sluice in crates/sluice/tests/it/prometheus.rs (the dashboards' queries).
 [[ -x /usr/bin/prometheus ]] || missing+=(prometheus)
 # nginx and HAProxy: the lab's peers (its CI smoke runs nginx).
 [[ -x /usr/sbin/nginx ]] || missing+=(nginx-light)
 [[ -x /usr/sbin/haproxy ]] || missing+=(haproxy)
-# Chromium: crates/sluice/tests/status_page.rs renders the status page in it, headless.
+# Chromium: crates/sluice/tests/it/status_page.rs renders the status page in it, headless.
 command -v chromium >/dev/null || missing+=(chromium)
 if ((${#missing[@]})); then
   sudo=""; [[ $(id -u) == 0 ]] || sudo="sudo"
@@ -41,6 +41,11 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# cargo-machete, built once and cached by version (~4.5 min the first time): fails on a dependency
+# a crate declares and never uses.
+echo "== cargo machete"
+MACHETE=$(nice scripts/machete.sh)
+"$MACHETE"
 # kube-apiserver, kubectl, etcd and helm, built from Go modules (needs Go) once and cached by
 # version (5–10 min the first time, nothing after). Kubernetes tests find them through SLUICE_KUBE_BIN.
 echo "== kube tools"
@@ -48,14 +53,14 @@ SLUICE_KUBE_BIN=$(nice scripts/kube-tools.sh)
 export SLUICE_KUBE_BIN
 echo "$SLUICE_KUBE_BIN"
 # h2spec (HTTP/2 conformance), built from its Go module once and cached by version (~20 s the
-# first time). crates/proxy/tests/h2spec.rs runs it; under CI a missing SLUICE_H2SPEC fails.
+# first time). crates/proxy/tests/it/h2spec.rs runs it; under CI a missing SLUICE_H2SPEC fails.
 echo "== h2spec"
 SLUICE_H2SPEC=$(nice scripts/h2spec.sh)
 export SLUICE_H2SPEC
 echo "$SLUICE_H2SPEC"
 # grpcio (the gRPC project's C-core with Python bindings) and hyperframe (an HTTP/2 frame codec),
 # from PyPI, in a virtual environment cached by version (seconds the first time).
-# crates/proxy/tests/grpc.rs runs gRPC servers and clients with it, crates/wire/tests/wire/
+# crates/proxy/tests/it/grpc.rs runs gRPC servers and clients with it, crates/wire/tests/wire/
 # compares frames with hyperframe; under CI a missing SLUICE_GRPC_PYTHON fails.
 echo "== grpcio, hyperframe"
 SLUICE_GRPC_PYTHON=$(nice scripts/grpc-python.sh)
@@ -66,7 +71,7 @@ echo "$SLUICE_GRPC_PYTHON"
 SLUICE_CHROMIUM=$(command -v chromium)
 export SLUICE_CHROMIUM
 # The OpenTelemetry Collector (OTLP receiver, file exporter), built from Go modules once and
-# cached by version (~2.5 min the first time). crates/proxy/tests/otel.rs sends it Sluice's spans;
+# cached by version (~2.5 min the first time). crates/proxy/tests/it/otel.rs sends it Sluice's spans;
 # under CI a missing SLUICE_OTELCOL fails.
 echo "== otelcol"
 SLUICE_OTELCOL=$(nice scripts/otelcol.sh)

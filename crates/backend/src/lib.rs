@@ -280,7 +280,8 @@ async fn serve_connection(
     loop {
         // `phase` was cloned from the accept loop's receiver, so a drain that began between accept
         // and here is still unseen and acted on by the first pass.
-        match *phase.borrow_and_update() {
+        let now = *phase.borrow_and_update();
+        match now {
             Phase::Serving => {}
             Phase::Draining => connection.as_mut().graceful_shutdown(),
             Phase::Aborted => return,

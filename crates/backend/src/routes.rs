@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE, HOST};
@@ -123,13 +123,10 @@ fn file(len: usize) -> Response<ResponseBody> {
 
 fn hello(req: &Request<Incoming>, conn: &Conn) -> Response<ResponseBody> {
     let request_id = header_text(req.headers(), "x-request-id");
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
     let text = hello_text(
         conn.local,
         &conn.site.name,
-        &http_date(now),
+        &httpdate::fmt_http_date(SystemTime::now()),
         req.uri(),
         request_id.as_deref().unwrap_or("-"),
     );
@@ -262,61 +259,9 @@ fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
 }
 
-/// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the format of the HTTP `Date` header.
-fn http_date(unix_secs: u64) -> String {
-    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let days = unix_secs / 86_400;
-    let secs = unix_secs % 86_400;
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{}, {day:02} {} {year} {:02}:{:02}:{:02} GMT",
-        // 1970-01-01 was a Thursday.
-        WEEKDAYS[(days % 7) as usize],
-        MONTHS[(month - 1) as usize],
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60,
-    )
-}
-
-/// Gregorian (year, month 1..=12, day 1..=31) of a day count since 1970-01-01.
-///
-/// Counts in 400-year eras that start on March 1st, so the leap day is the last day of a year and
-/// falls out of the arithmetic without a table.
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    // Days from 0000-03-01 to 1970-01-01.
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let day_of_era = z % 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    // Months counted from March: 0 = March ... 11 = February.
-    let shifted_month = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
-    let month = if shifted_month < 10 {
-        shifted_month + 3
-    } else {
-        shifted_month - 9
-    };
-    let year = era * 400 + year_of_era + u64::from(month <= 2);
-    (year, month, day)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn http_date_matches_known_instants() {
-        assert_eq!(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
-        assert_eq!(http_date(951_782_400), "Tue, 29 Feb 2000 00:00:00 GMT");
-        assert_eq!(http_date(1_700_000_000), "Tue, 14 Nov 2023 22:13:20 GMT");
-        assert_eq!(http_date(4_102_444_799), "Thu, 31 Dec 2099 23:59:59 GMT");
-    }
 
     #[test]
     fn hello_is_padded_to_a_fixed_size() {

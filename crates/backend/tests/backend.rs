@@ -1,6 +1,5 @@
 //! The backend over real sockets on 127.0.0.1, driven by a plain hyper client.
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -11,6 +10,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
+use testkit::eventually_async;
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
@@ -75,22 +75,6 @@ async fn start(name: &str, listeners: usize) -> Backend {
 
 async fn get_once(addr: SocketAddr, path: &str) -> Reply {
     Client::connect(addr).await.get(path).await
-}
-
-/// Polls `check` until it holds; panics after `PATIENCE`.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }
 
 async fn refuses_connections(addr: SocketAddr) -> bool {
@@ -291,14 +275,17 @@ async fn graceful_shutdown_finishes_in_flight_and_refuses_new_connections() {
 
     let mut busy = Client::connect(addr).await;
     let in_flight = tokio::spawn(async move { busy.get("/slow?ms=300").await });
-    eventually("the slow request reaches the handler", || {
+    eventually_async(PATIENCE, "the slow request reaches the handler", || {
         let n = backend.in_flight();
         async move { n == 1 }
     })
     .await;
 
     let drain = tokio::spawn(backend.shutdown(Duration::from_secs(30)));
-    eventually("new connections are refused", || refuses_connections(addr)).await;
+    eventually_async(PATIENCE, "new connections are refused", || {
+        refuses_connections(addr)
+    })
+    .await;
 
     let reply = in_flight.await.unwrap();
     assert_eq!(reply.status, StatusCode::OK);
@@ -333,7 +320,7 @@ async fn drain_drops_what_is_left_when_grace_elapses() {
     let addr = backend.local_addrs()[0];
     let mut busy = Client::connect(addr).await;
     let in_flight = tokio::spawn(async move { busy.send(get("/slow?ms=60000")).await.map(|_| ()) });
-    eventually("the slow request reaches the handler", || {
+    eventually_async(PATIENCE, "the slow request reaches the handler", || {
         let n = backend.in_flight();
         async move { n == 1 }
     })
@@ -360,7 +347,7 @@ async fn abort_drops_connections_and_the_listener() {
     let mut idle = Client::connect(addrs[1]).await;
     assert_eq!(idle.get("/healthz").await.status, StatusCode::OK);
     let in_flight = tokio::spawn(async move { busy.send(get("/slow?ms=60000")).await.map(|_| ()) });
-    eventually("the slow request reaches the handler", || {
+    eventually_async(PATIENCE, "the slow request reaches the handler", || {
         let n = backend.in_flight();
         async move { n == 1 }
     })
@@ -377,7 +364,10 @@ async fn abort_drops_connections_and_the_listener() {
         .expect("the idle connection is closed")
         .unwrap();
     for addr in addrs {
-        eventually("the listener is closed", || refuses_connections(addr)).await;
+        eventually_async(PATIENCE, "the listener is closed", || {
+            refuses_connections(addr)
+        })
+        .await;
     }
 }
 
@@ -392,5 +382,8 @@ async fn dropping_the_backend_stops_it() {
         .await
         .expect("the connection is closed")
         .unwrap();
-    eventually("the listener is closed", || refuses_connections(addr)).await;
+    eventually_async(PATIENCE, "the listener is closed", || {
+        refuses_connections(addr)
+    })
+    .await;
 }

@@ -774,28 +774,19 @@ fn subnet_seed() -> [u8; 2] {
 }
 
 /// (year, month, day, hour, minute, second) in UTC.
-fn civil(time: SystemTime) -> (i64, u32, u32, u32, u32, u32) {
+fn civil(time: SystemTime) -> (i32, u8, u8, u8, u8, u8) {
     let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rem = secs % 86_400;
-    // Days since 1970-01-01 to a proleptic Gregorian date (era-based, 400-year cycles).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let n = |v: u64| u32::try_from(v).unwrap_or(0);
+    let utc = i64::try_from(secs)
+        .ok()
+        .and_then(|secs| time::OffsetDateTime::from_unix_timestamp(secs).ok())
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
     (
-        year,
-        u32::try_from(month).unwrap_or(1),
-        u32::try_from(day).unwrap_or(1),
-        n(rem / 3600),
-        n(rem % 3600 / 60),
-        n(rem % 60),
+        utc.year(),
+        u8::from(utc.month()),
+        utc.day(),
+        utc.hour(),
+        utc.minute(),
+        utc.second(),
     )
 }
 

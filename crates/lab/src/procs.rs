@@ -207,7 +207,8 @@ pub(crate) fn install_signal_handler() -> anyhow::Result<()> {
             });
             eprintln!("\nsluice lab: interrupted, stopping every process it started");
             kill_all();
-            if let Some(dir) = SCRATCH.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let scratch = SCRATCH.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(dir) = scratch {
                 let _ = std::fs::remove_dir_all(dir);
             }
             std::process::exit(130);

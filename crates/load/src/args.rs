@@ -386,7 +386,8 @@ fn invalid(flag: &'static str, value: &str, reason: &str) -> ConfigError {
     }
 }
 
-/// `30s`, `5m`, `1h`, `500ms`, `1.5s`, `2` (seconds, as wrk).
+/// `30s`, `5m`, `1h`, `500ms`, `1.5s`, `2` (seconds, as wrk). Not model's nginx-syntax parser on
+/// purpose: the load generator shares no code with what it measures.
 pub fn parse_duration(raw: &str) -> Option<Duration> {
     let raw = raw.trim();
     let split = raw

@@ -153,16 +153,7 @@ impl HostPattern {
             Some(rest) => (true, rest),
             None => (false, host),
         };
-        let valid_label = |label: &str| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        };
-        if host.len() > 253 || !name.split('.').all(valid_label) {
+        if host.len() > 253 || !name.split('.').all(crate::target::is_dns_label) {
             return Err("must be a lower-case DNS name, optionally starting with `*.` (no IP, port or upper case)");
         }
         if name.parse::<std::net::Ipv4Addr>().is_ok() {

@@ -119,6 +119,34 @@ pub fn validate_host(host: &[u8]) -> Result<(), TargetError> {
     }
 }
 
+/// A `Host` value without its port: `host:80` → `host`, `[::1]:80` → `[::1]`. An IPv6 literal keeps
+/// its brackets, as nginx's `$host` does: put back into a URL or a header, `::1` alone would read as
+/// a name with a port. Always a prefix of `host`, so a caller holding a `str` can slice it.
+pub fn strip_port(host: &[u8]) -> &[u8] {
+    if host.first() == Some(&b'[') {
+        return match host.iter().position(|&b| b == b']') {
+            Some(end) => &host[..=end],
+            None => host,
+        };
+    }
+    match host.iter().rposition(|&b| b == b':') {
+        Some(colon) => &host[..colon],
+        None => host,
+    }
+}
+
+/// Whether `text` is one DNS label as Kubernetes names and Ingress hosts use it (RFC 1123): 1 to 63
+/// lower-case letters, digits and `-`, neither first nor last a `-`.
+pub fn is_dns_label(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 63
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !text.starts_with('-')
+        && !text.ends_with('-')
+}
+
 /// One pass over the raw path: `true` when nothing in it needs decoding or normalising.
 fn is_plain(path: &[u8]) -> Result<bool, TargetError> {
     let mut plain = true;
@@ -383,6 +411,26 @@ mod tests {
                 !first.routed.split('/').any(|s| s == ".." || s == "."),
                 "{raw}"
             );
+        }
+    }
+
+    #[test]
+    fn ports_are_stripped_and_ipv6_literals_keep_their_brackets() {
+        assert_eq!(strip_port(b"[::1]:80"), b"[::1]");
+        assert_eq!(strip_port(b"[::1]"), b"[::1]");
+        assert_eq!(strip_port(b"host:80"), b"host");
+        assert_eq!(strip_port(b"host"), b"host");
+        // An unclosed literal is left whole (validate_host refuses it before routing).
+        assert_eq!(strip_port(b"[::1"), b"[::1");
+    }
+
+    #[test]
+    fn dns_labels_are_lower_case_and_hyphenated_inside() {
+        for good in ["a", "web-1", "0abc", &"x".repeat(63)] {
+            assert!(is_dns_label(good), "{good}");
+        }
+        for bad in ["", "-web", "web-", "Web", "a.b", "a_b", &"x".repeat(64)] {
+            assert!(!is_dns_label(bad), "{bad}");
         }
     }
 

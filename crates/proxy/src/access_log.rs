@@ -531,7 +531,7 @@ impl Record {
                     .map(HeaderValue::as_bytes)
                     .or(self.target.host().map(str::as_bytes))
                     .unwrap_or(b"");
-                let host = strip_port(host).to_ascii_lowercase();
+                let host = model::target::strip_port(host).to_ascii_lowercase();
                 text(out, &host)
             }
             Variable::ServerName => match route.map(|r| r.host.as_str()) {
@@ -780,19 +780,6 @@ fn protocol(version: Version) -> &'static str {
     }
 }
 
-fn strip_port(host: &[u8]) -> &[u8] {
-    if host.starts_with(b"[") {
-        return match host.iter().position(|b| *b == b']') {
-            Some(end) => &host[..=end],
-            None => host,
-        };
-    }
-    match host.iter().rposition(|b| *b == b':') {
-        Some(colon) => &host[..colon],
-        None => host,
-    }
-}
-
 /// Request line, header lines and the blank line, as HTTP/1.1 would carry them.
 /// Seconds with millisecond resolution, as nginx's `$request_time`.
 fn seconds(out: &mut Vec<u8>, duration: Duration) {
@@ -889,12 +876,5 @@ mod tests {
         out.push(b' ');
         seconds(&mut out, Duration::from_micros(999));
         assert_eq!(out, b"1.234 0.000");
-    }
-
-    #[test]
-    fn ports_are_stripped_from_hosts() {
-        assert_eq!(strip_port(b"a.test:8080"), b"a.test");
-        assert_eq!(strip_port(b"[::1]:80"), b"[::1]");
-        assert_eq!(strip_port(b"a.test"), b"a.test");
     }
 }

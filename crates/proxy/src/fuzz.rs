@@ -1,7 +1,7 @@
 //! Fuzz targets for the HTTP/1.1 codec (`wire::h1`) as the proxy uses it: the inline
 //! server's and the upstream client's parsers, compared with hyper, which is why they live
 //! here and not in `wire::fuzz` (HTTP/2, HPACK, PROXY protocol, ClientHello). Public only so
-//! that `fuzz/` (cargo-fuzz, on nightly) and `tests/codec.rs` (the same targets as seeded
+//! that `fuzz/` (cargo-fuzz, on nightly) and `tests/it/codec.rs` (the same targets as seeded
 //! property tests, on stable) can call them. Not an API.
 //!
 //! ```text

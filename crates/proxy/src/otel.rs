@@ -135,7 +135,13 @@ fn write_span_fields(out: &mut Vec<u8>, record: &Record, trace: &Trace, context:
     // HTTP/2 names the host in `:authority` (the target), HTTP/1.1 in `Host`.
     let host = record.host.as_ref().map(HeaderValue::as_bytes);
     if let Some(host) = host.or(record.target.host().map(str::as_bytes)) {
-        attributes.string("server.address", strip_port(host));
+        // OpenTelemetry names an IPv6 server address without the URL's brackets.
+        let name = model::target::strip_port(host);
+        let name = name
+            .strip_prefix(b"[")
+            .and_then(|inner| inner.strip_suffix(b"]"))
+            .unwrap_or(name);
+        attributes.string("server.address", name);
     }
     attributes.int("server.port", i64::from(context.server_port));
     attributes.int("http.response.status_code", i64::from(record.status));
@@ -275,18 +281,5 @@ fn protocol(version: Version) -> &'static [u8] {
         Version::HTTP_2 => b"2",
         Version::HTTP_3 => b"3",
         _ => b"1.1",
-    }
-}
-
-fn strip_port(host: &[u8]) -> &[u8] {
-    if host.starts_with(b"[") {
-        return match host.iter().position(|b| *b == b']') {
-            Some(end) => &host[1..end],
-            None => host,
-        };
-    }
-    match host.iter().rposition(|b| *b == b':') {
-        Some(colon) => &host[..colon],
-        None => host,
     }
 }

@@ -466,15 +466,7 @@ fn namespace_or_all(text: &str) -> Result<String, String> {
 }
 
 fn dns_label(text: &str) -> Result<String, String> {
-    let bytes = text.as_bytes();
-    let valid = !text.is_empty()
-        && text.len() <= 63
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-        && bytes[0] != b'-'
-        && bytes[bytes.len() - 1] != b'-';
-    if valid {
+    if model::target::is_dns_label(text) {
         Ok(text.to_owned())
     } else {
         Err(format!(

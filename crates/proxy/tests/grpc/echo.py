@@ -1,4 +1,4 @@
-"""A real gRPC server and client for crates/proxy/tests/grpc.rs.
+"""A real gRPC server and client for crates/proxy/tests/it/grpc.rs.
 
 grpcio is the gRPC project's own implementation (C-core under Python); generic handlers on raw
 bytes need no protoc. The service is echo.Echo:

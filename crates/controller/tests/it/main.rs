@@ -1,0 +1,5 @@
+//! The controller's integration tests, one binary: the control plane in process (`control`)
+//! and the admission webhook (`webhook`).
+
+mod control;
+mod webhook;

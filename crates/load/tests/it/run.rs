@@ -1,0 +1,191 @@
+//! End-to-end runs that succeed: rate accuracy, closed loop, warm-up, result files, HTTP/2.
+
+use crate::support::{remove_temp, Behavior, TestServer};
+
+#[test]
+fn an_open_loop_run_sends_exactly_the_requested_rate_and_writes_its_files() {
+    let server = TestServer::start(Behavior::Ok);
+    let url = server.url("http");
+    let json = crate::support::temp_path("results.json");
+    let hgrm = crate::support::temp_path("latency.hgrm");
+    let (json_arg, hgrm_arg) = (json.display().to_string(), hgrm.display().to_string());
+    let argv = [
+        "-t", "2", "-c", "4", "-R", "200", "-d", "1s", "--warmup", "500ms", "-L", "-U", "--json",
+        &json_arg, "--hgrm", &hgrm_arg, &url,
+    ];
+    assert_eq!(load::run_cli(crate::support::args(&argv)).unwrap(), 0);
+
+    let results: load::Results =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(results.schema, load::SCHEMA);
+    assert_eq!(results.requests, 200, "exactly rate × duration");
+    assert_eq!(results.achieved_rate, 200.0);
+    assert_eq!(results.requested_rate, Some(200.0));
+    assert_eq!(results.unsent, 0);
+    assert_eq!(
+        results.warmup.completed, 100,
+        "the warm-up ran on the same schedule"
+    );
+    assert_eq!(
+        results.latency.corrected.count, 200,
+        "and stayed out of the histogram"
+    );
+    assert_eq!(server.count(|s| &s.requests), 300);
+    assert_eq!(results.bytes_read, 200 * 43);
+    assert_eq!(results.series.iter().map(|p| p.completed).sum::<u64>(), 200);
+    assert_eq!(results.status_codes[&200], 200);
+    assert_eq!(results.tls_resumption, None);
+
+    let hgrm_text = std::fs::read_to_string(&hgrm).unwrap();
+    remove_temp(&json);
+    remove_temp(&hgrm);
+    assert!(hgrm_text.starts_with("       Value     Percentile TotalCount 1/(1-Percentile)\n\n"));
+    assert!(hgrm_text.contains(&format!("Total count    = {:>12}]", results.requests)));
+}
+
+#[test]
+fn a_closed_loop_run_goes_as_fast_as_it_can_on_kept_alive_connections() {
+    let server = TestServer::start(Behavior::Ok);
+    let results = crate::support::run(&["-t", "1", "-c", "2", "-d", "300ms", &server.url("http")]);
+    assert_eq!(results.errors.total(), 0, "{:?}", results.error_examples);
+    assert!(results.requests > 100, "{}", results.requests);
+    assert_eq!(results.requested_rate, None);
+    assert_eq!(results.unsent, 0);
+    // Closed loop: the intended start is the send, so both histograms agree.
+    assert_eq!(
+        results.latency.corrected.hdr_histogram,
+        results.latency.uncorrected.hdr_histogram
+    );
+    assert_eq!(server.count(|s| &s.accepted), 2);
+}
+
+#[test]
+fn connect_to_overrides_the_urls_address_and_host_goes_to_the_server() {
+    let server = TestServer::start(Behavior::Ok);
+    let connect_to = server.addr.to_string();
+    let results = crate::support::run(&[
+        "-t",
+        "1",
+        "-c",
+        "1",
+        "-R",
+        "50",
+        "-d",
+        "200ms",
+        "--connect-to",
+        &connect_to,
+        "-H",
+        "Host: app.example.com",
+        "http://app.example.com:9/",
+    ]);
+    assert_eq!(results.errors.total(), 0, "{:?}", results.error_examples);
+    assert_eq!(results.requests + results.unsent, 10);
+    assert!(results.requests > 0);
+}
+
+#[test]
+fn new_connection_per_request_opens_one_connection_per_request() {
+    let server = TestServer::start(Behavior::Ok);
+    let results = crate::support::run(&[
+        "-t",
+        "1",
+        "-c",
+        "2",
+        "-R",
+        "100",
+        "-d",
+        "300ms",
+        "--new-connection-per-request",
+        &server.url("http"),
+    ]);
+    assert_eq!(results.errors.total(), 0, "{:?}", results.error_examples);
+    assert_eq!(results.requests + results.unsent, 30);
+    assert_eq!(server.count(|s| &s.accepted), results.requests);
+}
+
+#[test]
+fn http2_prior_knowledge_works_against_a_hyper_server() {
+    use http_body_util::Full;
+    use hyper::body::Bytes;
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            let serve = async {
+                loop {
+                    let (socket, _) = listener.accept().await.unwrap();
+                    tokio::spawn(async move {
+                        let service = hyper::service::service_fn(|_req| async {
+                            Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                                Bytes::from_static(b"hello over h2"),
+                            )))
+                        });
+                        let _ = hyper::server::conn::http2::Builder::new(
+                            hyper_util::rt::TokioExecutor::new(),
+                        )
+                        .serve_connection(hyper_util::rt::TokioIo::new(socket), service)
+                        .await;
+                    });
+                }
+            };
+            tokio::select! {
+                _ = serve => {}
+                _ = stopped => {}
+            }
+        });
+    });
+
+    let url = format!("http://{addr}/");
+    let results = crate::support::run(&[
+        "-t", "1", "-c", "2", "-R", "100", "-d", "300ms", "--http2", &url,
+    ]);
+    assert_eq!(results.errors.total(), 0, "{:?}", results.error_examples);
+    assert_eq!(results.requests + results.unsent, 30);
+    assert_eq!(results.bytes_read, results.requests * 13);
+    let _ = stop.send(());
+    thread.join().unwrap();
+}
+
+#[test]
+fn hold_idle_keeps_every_connection_open_after_one_request_each() {
+    let server = TestServer::start(Behavior::Ok);
+    let config = load::Config::try_from(crate::support::args(&[
+        "--hold-idle",
+        "-t",
+        "2",
+        "-c",
+        "40",
+        "-d",
+        "300ms",
+        &server.url("http"),
+    ]))
+    .expect("valid config");
+    let mut seen_while_idle = None;
+    let held = load::hold_idle(&config, |open, failed| {
+        // Called once all are idle: the server has answered one request per connection, on
+        // as many connections.
+        seen_while_idle = Some((
+            open,
+            failed,
+            server.count(|s| &s.accepted),
+            server.count(|s| &s.requests),
+        ));
+    })
+    .unwrap();
+    assert_eq!(
+        held,
+        load::Held {
+            open: 40,
+            failed: 0
+        }
+    );
+    assert_eq!(seen_while_idle, Some((40, 0, 40, 40)));
+}

@@ -1,0 +1,29 @@
+//! The proxy's integration tests, one binary: a `Proxy` on 127.0.0.1:0 fed from Kubernetes
+//! objects (`support::Harness`), real backends, and clients that speak HTTP/1, HTTP/2, TLS, raw
+//! frames. Each module is one area; `cargo test -p proxy -- routing::` runs one.
+
+mod support;
+
+mod access_log;
+mod admin;
+mod annotations;
+mod buffering;
+mod codec;
+mod edge;
+mod forwarded;
+mod grpc;
+mod h2_edge;
+mod h2c;
+mod h2spec;
+mod http1;
+mod limits;
+mod otel;
+mod passthrough;
+mod proxy_protocol;
+mod routing;
+mod slow_prefixes;
+mod tcp_services;
+mod tls;
+mod udp_services;
+mod upstream;
+mod upstream_tls;

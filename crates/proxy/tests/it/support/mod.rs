@@ -1,0 +1,474 @@
+//! Test support: a proxy on 127.0.0.1:0 fed from Kubernetes objects, real backends, HTTP/1 and
+//! HTTP/2 clients. Waiting, certificates and object builders come from `testkit`, re-exported
+//! here so a test module needs one `use crate::support::*`.
+
+pub(crate) mod raw_h2;
+
+pub(crate) use testkit::objects::*;
+pub(crate) use testkit::tls::{Leaf, TestCa};
+pub(crate) use testkit::{bounded, closed_port, eventually_async, free_udp_port, STEP};
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, StatusCode, Version};
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use model::{CompileOptions, Compiled, NamespacedName, Store};
+use proxy::{Proxy, ProxyConfig};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+pub(crate) const LOCALHOST: std::net::Ipv4Addr = std::net::Ipv4Addr::LOCALHOST;
+
+/// A proxy plus the Store it is configured from, like the control plane holds them.
+pub(crate) struct Harness {
+    pub(crate) proxy: Proxy,
+    pub(crate) store: Store,
+    pub(crate) options: CompileOptions,
+    /// The access log file (`AccessLogOutput::File`), removed with the harness.
+    pub(crate) access_log: tempfile::TempPath,
+}
+
+/// A response with its body read whole.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    pub(crate) status: StatusCode,
+    pub(crate) version: Version,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
+    /// Trailers after the body, when it had some (gRPC's status).
+    pub(crate) trailers: Option<HeaderMap>,
+}
+
+/// An HTTP/1.1 keep-alive client connection (plain or TLS).
+pub(crate) struct Client {
+    sender: http1::SendRequest<Full<Bytes>>,
+}
+
+/// An HTTP/2 client connection.
+pub(crate) struct H2Client {
+    sender: http2::SendRequest<Full<Bytes>>,
+}
+
+impl Harness {
+    pub(crate) fn start() -> Harness {
+        Harness::with_workers(2)
+    }
+
+    pub(crate) fn with_workers(workers: usize) -> Harness {
+        let any = SocketAddr::from((LOCALHOST, 0));
+        let access_log = tempfile::NamedTempFile::new()
+            .expect("a temporary file")
+            .into_temp_path();
+        let proxy = Proxy::start(ProxyConfig {
+            http_listen: any,
+            https_listen: any,
+            admin_listen: any,
+            status_listen: any,
+            workers: NonZeroUsize::new(workers).unwrap(),
+            access_log: proxy::AccessLogOutput::File(access_log.to_path_buf()),
+            metric_identity: proxy::MetricIdentity::default(),
+            metric_options: proxy::MetricOptions::default(),
+        })
+        .expect("proxy starts");
+        Harness {
+            proxy,
+            store: Store::default(),
+            options: CompileOptions::default(),
+            access_log,
+        }
+    }
+
+    /// The access log's lines so far (workers hand them over within 100 ms).
+    pub(crate) fn access_lines(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.access_log)
+            .expect("the access log is readable")
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    pub(crate) fn http(&self) -> SocketAddr {
+        self.proxy.http_addr()
+    }
+
+    pub(crate) fn https(&self) -> SocketAddr {
+        self.proxy.https_addr()
+    }
+
+    pub(crate) fn admin(&self) -> SocketAddr {
+        self.proxy.admin_addr()
+    }
+
+    /// The loopback status listener (`/config`).
+    pub(crate) fn status(&self) -> SocketAddr {
+        self.proxy.status_addr()
+    }
+
+    /// Replaces every object, compiles and publishes; panics on diagnostics so a typo in a
+    /// test's objects cannot pass silently.
+    pub(crate) fn apply(&mut self, objects: &[Value]) -> Arc<Compiled> {
+        let compiled = self.apply_allowing_diagnostics(objects);
+        assert!(
+            compiled.diagnostics.is_empty(),
+            "unexpected diagnostics: {:?}",
+            compiled.diagnostics
+        );
+        compiled
+    }
+
+    pub(crate) fn apply_allowing_diagnostics(&mut self, objects: &[Value]) -> Arc<Compiled> {
+        self.store.replace_all(parse(objects));
+        let compiled = Arc::new(model::compile(&self.store, &self.options));
+        self.proxy.publish(compiled.clone());
+        compiled
+    }
+
+    /// As `apply_allowing_diagnostics`, with `edit` changing the compiled configuration
+    /// before it is published: for what no translator would make (the proxy's own defences).
+    pub(crate) fn apply_edited(&mut self, objects: &[Value], edit: impl FnOnce(&mut Compiled)) {
+        self.store.replace_all(parse(objects));
+        let mut compiled = model::compile(&self.store, &self.options);
+        edit(&mut compiled);
+        self.proxy.publish(Arc::new(compiled));
+    }
+
+    /// Replaces every object like a provider relist; endpoint-only changes take the fast
+    /// path (refresh in place + `endpoints_changed`), anything else a full publish.
+    pub(crate) fn update(&mut self, objects: &[Value]) {
+        let changes = self.store.replace_all(parse(objects));
+        if changes.config {
+            let compiled = Arc::new(model::compile(&self.store, &self.options));
+            self.proxy.publish(compiled);
+        } else if !changes.endpoints.is_empty() {
+            let current = self.proxy.current().expect("published before");
+            let changed = current.refresh_endpoints(&self.store, changes.endpoints.iter());
+            self.proxy.endpoints_changed(changed);
+        }
+    }
+}
+
+fn parse(objects: &[Value]) -> Vec<model::Object> {
+    let text = objects
+        .iter()
+        .map(|o| serde_json::to_string(o).unwrap())
+        .collect::<Vec<_>>()
+        .join("\n---\n");
+    let documents = model::parse_documents("test.yaml", &text).expect("objects parse");
+    assert!(documents.errors.is_empty(), "{:?}", documents.errors);
+    documents.objects
+}
+
+pub(crate) fn default_tls_secret(name: &str) -> Option<NamespacedName> {
+    Some(NamespacedName::new("default", name))
+}
+
+// ---- backends ----
+
+pub(crate) async fn start_backend(name: &str) -> backend::Backend {
+    backend::Backend::start(backend::BackendConfig {
+        listen: vec![SocketAddr::from((LOCALHOST, 0))],
+        name: name.to_owned(),
+    })
+    .await
+    .expect("backend starts")
+}
+
+pub(crate) fn addr_of(backend: &backend::Backend) -> SocketAddr {
+    backend.local_addrs()[0]
+}
+
+/// An upstream that accepts WebSocket upgrades (101) and then echoes every byte back.
+pub(crate) async fn start_upgrade_upstream() -> SocketAddr {
+    start_upgrade_upstream_recording().await.0
+}
+
+/// As [`start_upgrade_upstream`], also keeping every request head it received (lower case).
+/// Its 101 carries `Sec-WebSocket-Accept` and `Sec-WebSocket-Protocol: chat`, as a real
+/// WebSocket server's does.
+pub(crate) async fn start_upgrade_upstream_recording(
+) -> (SocketAddr, Arc<std::sync::Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let heads = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = heads.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(serve_upgrade(stream, seen.clone()));
+        }
+    });
+    (addr, heads)
+}
+
+/// One connection of an upgrade upstream: a WebSocket request gets a 101 (with
+/// `Sec-WebSocket-Accept` and `Sec-WebSocket-Protocol: chat`, as a real WebSocket server's),
+/// then its bytes echoed back; anything else a 400. Every request head goes to `seen`.
+pub(crate) async fn serve_upgrade<S>(mut stream: S, seen: Arc<std::sync::Mutex<Vec<String>>>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    seen.lock().unwrap().push(head.clone());
+    if !(head.contains("upgrade: websocket") && head.contains("connection: upgrade")) {
+        let _ = stream
+            .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+            .await;
+        return;
+    }
+    let _ = stream
+        .write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: computed-for-the-key\r\nSec-WebSocket-Protocol: chat\r\n\r\n")
+        .await;
+    let _ = stream.flush().await;
+    let (mut reader, mut writer) = tokio::io::split(stream);
+    let _ = tokio::io::copy(&mut reader, &mut writer).await;
+}
+
+pub(crate) async fn websocket_upgrade(addr: SocketAddr) -> (TcpStream, String) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(
+            b"GET /chat HTTP/1.1\r\nHost: ws.example.com\r\nConnection: Upgrade\r\n\
+              Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+              Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        bounded(stream.read_exact(&mut byte)).await.unwrap();
+        head.push(byte[0]);
+    }
+    (stream, String::from_utf8_lossy(&head).to_ascii_lowercase())
+}
+
+// ---- clients ----
+
+impl Client {
+    pub(crate) async fn connect(addr: SocketAddr) -> Client {
+        let stream = bounded(TcpStream::connect(addr)).await.expect("connect");
+        Client::over(stream).await
+    }
+
+    pub(crate) async fn over<I>(io: I) -> Client
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let (sender, connection) = bounded(http1::handshake(TokioIo::new(io)))
+            .await
+            .expect("handshake");
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Client { sender }
+    }
+
+    pub(crate) async fn get(&mut self, host: &str, path: &str) -> Reply {
+        let request = Request::get(path)
+            .header("host", host)
+            .body(Full::default())
+            .unwrap();
+        self.send(request).await.expect("request succeeds")
+    }
+
+    pub(crate) async fn send(
+        &mut self,
+        request: Request<Full<Bytes>>,
+    ) -> Result<Reply, hyper::Error> {
+        bounded(async {
+            self.sender.ready().await?;
+            let response = self.sender.send_request(request).await?;
+            read_reply(response).await
+        })
+        .await
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.sender.is_closed()
+    }
+}
+
+impl H2Client {
+    pub(crate) async fn over<I>(io: I) -> H2Client
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let (sender, connection) =
+            bounded(http2::handshake(TokioExecutor::new(), TokioIo::new(io)))
+                .await
+                .expect("h2 handshake");
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        H2Client { sender }
+    }
+
+    /// Another handle on the same connection, for concurrent streams.
+    pub(crate) fn handle(&self) -> H2Client {
+        H2Client {
+            sender: self.sender.clone(),
+        }
+    }
+
+    pub(crate) async fn send(
+        &mut self,
+        request: Request<Full<Bytes>>,
+    ) -> Result<Reply, hyper::Error> {
+        bounded(async {
+            self.sender.ready().await?;
+            let response = self.sender.send_request(request).await?;
+            read_reply(response).await
+        })
+        .await
+    }
+
+    pub(crate) async fn get(&mut self, url: &str) -> Reply {
+        let request = Request::get(url).body(Full::default()).unwrap();
+        bounded(async {
+            self.sender.ready().await?;
+            let response = self.sender.send_request(request).await?;
+            read_reply(response).await
+        })
+        .await
+        .expect("h2 request succeeds")
+    }
+}
+
+async fn read_reply(
+    response: http::Response<hyper::body::Incoming>,
+) -> Result<Reply, hyper::Error> {
+    let (parts, body) = response.into_parts();
+    let collected = body.collect().await?;
+    let trailers = collected.trailers().cloned();
+    Ok(Reply {
+        status: parts.status,
+        version: parts.version,
+        headers: parts.headers,
+        body: collected.to_bytes(),
+        trailers,
+    })
+}
+
+/// Asserts that `/metrics` has this exact line (name, labels and value).
+pub(crate) async fn assert_metric(h: &Harness, line: &str) {
+    let metrics = get(h.admin(), "admin", "/metrics").await.text();
+    assert!(
+        metrics.lines().any(|l| l == line),
+        "no line {line:?} in /metrics:\n{metrics}"
+    );
+}
+
+/// One request on a fresh connection.
+pub(crate) async fn get(addr: SocketAddr, host: &str, path: &str) -> Reply {
+    Client::connect(addr).await.get(host, path).await
+}
+
+impl Reply {
+    pub(crate) fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The backend that answered `/echo`.
+    pub(crate) fn backend(&self) -> String {
+        self.json()["backend"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+}
+
+/// Writes raw bytes and returns the response head (status line and headers) as text.
+pub(crate) async fn raw_head(addr: SocketAddr, request: &[u8]) -> String {
+    bounded(async {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        // The proxy may answer (and close) before reading all of a large request.
+        let _ = stream.write_all(request).await;
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        String::from_utf8_lossy(&head).into_owned()
+    })
+    .await
+}
+
+/// Shuts the proxy down off the async runtime (it blocks until every thread has stopped).
+pub(crate) async fn shutdown(proxy: Proxy) {
+    bounded(tokio::task::spawn_blocking(move || proxy.shutdown()))
+        .await
+        .expect("shutdown does not panic");
+}
+
+/// A ClientHello record as rustls writes it, asking for `name`.
+pub(crate) fn client_hello(name: &str) -> Vec<u8> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let server = rustls::pki_types::ServerName::try_from(name.to_owned()).unwrap();
+    let mut client = rustls::ClientConnection::new(Arc::new(config), server).unwrap();
+    let mut out = Vec::new();
+    client.write_tls(&mut out).unwrap();
+    out
+}
+
+/// Connects to `addr` and writes `pieces` one after the other, `every` apart, reading (and
+/// dropping) whatever comes back, until the proxy closes the connection: how long it lived.
+/// Bounded by [`STEP`].
+pub(crate) async fn trickle_until_closed(
+    addr: SocketAddr,
+    pieces: &[&[u8]],
+    every: Duration,
+) -> Duration {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let started = Instant::now();
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    let write = async {
+        for piece in pieces {
+            let _ = writer.write_all(piece).await;
+            tokio::time::sleep(every).await;
+        }
+        std::future::pending::<()>().await;
+    };
+    let read = async {
+        let mut buf = [0u8; 4096];
+        while let Ok(1..) = reader.read(&mut buf).await {}
+    };
+    bounded(async {
+        tokio::select! {
+            () = read => {}
+            () = write => {}
+        }
+    })
+    .await;
+    started.elapsed()
+}

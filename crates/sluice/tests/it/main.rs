@@ -1,0 +1,18 @@
+//! End-to-end tests of the `sluice` binary, one test binary: real `sluice serve` / `backend` /
+//! `load` processes on 127.0.0.1, and a private Kubernetes API per test in its own network
+//! namespace (`support::kube`). Each module is one area; `cargo test -p sluice -- serve::` runs one.
+
+mod support;
+
+mod kubernetes;
+mod kubernetes_bench;
+mod lab;
+mod lab_capacity;
+mod lifecycle;
+mod load;
+mod memory;
+mod migrate;
+mod prometheus;
+mod serve;
+mod status_page;
+mod tls;

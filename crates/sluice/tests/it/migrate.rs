@@ -1,0 +1,172 @@
+//! `sluice migrate` end to end: the real binary on a generated ingress-nginx configuration.
+
+use std::fmt::Write as _;
+use std::process::Command;
+
+use crate::support::*;
+
+const PLAIN: usize = 10_000;
+
+fn ingress(name: &str, host: &str, path: &str, path_type: &str, annotations: &str) -> String {
+    format!(
+        "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\n\
+         metadata: {{name: {name}, namespace: shop, annotations: {{{annotations}}}}}\n\
+         spec:\n  ingressClassName: nginx\n  rules: [{{host: {host}, http: {{paths: [{{path: {path}, \
+         pathType: {path_type}, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}]}}}}]\n"
+    )
+}
+
+/// IngressClass nginx, the seeds' community ConfigMap, a Service, `PLAIN` plain Ingresses, and
+/// `extra` more.
+fn config(test: &str, extra: &str) -> std::path::PathBuf {
+    let dir = temp_dir(test);
+    let mut text = String::from(
+        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: nginx}\n\
+         spec: {controller: k8s.io/ingress-nginx}\n---\n\
+         apiVersion: v1\nkind: ConfigMap\n\
+         metadata: {name: ingress-nginx-controller, namespace: ingress-nginx}\n\
+         data: {max-worker-connections: '10000', max-worker-open-files: '10204', \
+         upstream-keepalive-connections: '100', keep-alive-requests: '100000000'}\n---\n\
+         apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\n\
+         spec: {ports: [{name: http, port: 80}]}\n",
+    );
+    for i in 0..PLAIN {
+        text.push_str(&ingress(
+            &format!("ing-{i:05}"),
+            &format!("h{i}.test"),
+            "/",
+            "Prefix",
+            "",
+        ));
+    }
+    text.push_str(extra);
+    std::fs::write(dir.join("ingresses.yaml"), text).unwrap();
+    dir
+}
+
+fn migrate(dir: &std::path::Path, json: &std::path::Path) -> (i32, String, String) {
+    let output = Command::new(BIN)
+        .args(["migrate", "--config", dir.to_str().unwrap(), "--json"])
+        .arg(json)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn every_ingress_gets_one_verdict_and_exit_1_names_the_ones_not_served_as_written() {
+    let mut extra = String::new();
+    // Wave-2 annotation Sluice does not implement yet.
+    extra.push_str(&ingress(
+        "sticky",
+        "sticky.test",
+        "/",
+        "Prefix",
+        "nginx.ingress.kubernetes.io/affinity: cookie",
+    ));
+    // Authentication Sluice does not implement yet: refused, never served open.
+    extra.push_str(&ingress(
+        "basic-auth",
+        "private.test",
+        "/",
+        "Prefix",
+        "nginx.ingress.kubernetes.io/auth-type: basic, nginx.ingress.kubernetes.io/auth-secret: htpasswd",
+    ));
+    // ingress-nginx matched ImplementationSpecific /app as a string prefix; Sluice as Prefix.
+    extra.push_str(&ingress(
+        "legacy",
+        "legacy.test",
+        "/app",
+        "ImplementationSpecific",
+        "",
+    ));
+    // The path ing-00000 already routes: left out (files have no timestamps: by name).
+    extra.push_str(&ingress("zz-copy", "h0.test", "/", "Prefix", ""));
+    // Another controller's Ingress is not judged.
+    let _ = write!(
+        extra,
+        "{}",
+        ingress("elsewhere", "x.test", "/", "Prefix", "").replace("nginx\n", "other\n")
+    );
+    let dir = config("migrate-10k", &extra);
+    let json = dir.join("verdicts.json");
+    let (code, stdout, stderr) = migrate(&dir, &json);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stdout.starts_with(&format!(
+            "{} Ingresses: {PLAIN} served as ingress-nginx would, 1 served with differences, 3 not served as written.\n",
+            PLAIN + 4
+        )),
+        "{}",
+        &stdout[..stdout.len().min(400)]
+    );
+    assert!(stdout.contains("| shop/ing-00042 | served as ingress-nginx would |  |\n"));
+    let line = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("| shop/{name} |")))
+            .unwrap_or_else(|| panic!("no row for {name}"))
+            .to_owned()
+    };
+    assert!(line("sticky").contains("| not served as written | unsupported: "));
+    assert!(line("sticky").contains("affinity"));
+    assert!(line("basic-auth").contains("| not served as written | "));
+    assert!(
+        line("basic-auth").contains("error: "),
+        "{}",
+        line("basic-auth")
+    );
+    assert!(line("basic-auth").contains("auth-type: restricts access and is not implemented"));
+    assert!(line("legacy").contains("| served with differences | difference: "));
+    assert!(line("zz-copy").contains("| not served as written | error: "));
+    assert!(line("zz-copy").contains("already routed by Ingress shop/ing-00000"));
+    assert!(!stdout.contains("elsewhere"));
+    // The seeds' ConfigMap has nothing to say.
+    assert!(
+        !stdout.contains("Other objects"),
+        "{}",
+        &stdout[stdout.len() - 400..]
+    );
+
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let verdicts = report["ingresses"].as_array().unwrap();
+    assert_eq!(verdicts.len(), PLAIN + 4);
+    let verdict = |name: &str| {
+        verdicts
+            .iter()
+            .find(|v| v["ingress"] == format!("shop/{name}"))
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(verdict("ing-09999")["verdict"], "served");
+    assert_eq!(verdict("legacy")["verdict"], "served-with-differences");
+    assert_eq!(
+        verdict("legacy")["diagnostics"][0]["severity"],
+        "difference"
+    );
+    assert_eq!(verdict("sticky")["verdict"], "not-served-as-written");
+    assert_eq!(
+        verdict("sticky")["diagnostics"][0]["severity"],
+        "unsupported"
+    );
+    assert_eq!(verdict("zz-copy")["verdict"], "not-served-as-written");
+    assert_eq!(verdict("basic-auth")["verdict"], "not-served-as-written");
+}
+
+#[test]
+fn a_configuration_served_as_written_exits_0() {
+    let dir = config("migrate-clean", "");
+    let json = dir.join("verdicts.json");
+    let (code, stdout, stderr) = migrate(&dir, &json);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with(&format!(
+        "{PLAIN} Ingresses: {PLAIN} served as ingress-nginx would, 0 served with differences, 0 not served as written.\n"
+    )));
+    let (code, _, stderr) = migrate(std::path::Path::new("/nonexistent/config"), &json);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("no such file or directory"), "{stderr}");
+}

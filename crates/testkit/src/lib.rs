@@ -1,0 +1,146 @@
+//! What the integration tests of every crate share, so each helper exists once.
+//!
+//! ```text
+//!   a crate's tests/it/main.rs ──uses──▶ testkit
+//!     eventually / eventually_async / bounded   wait for a condition or a step, never sleep blindly
+//!     tls::{TestCa, Leaf, self_signed}          certificates made on the fly (rcgen)
+//!     objects::{service, slice, ingress, ...}   Kubernetes objects as JSON values
+//!     process::Process                          a child process: first stdout line, killed on drop
+//!     closed_port / free_udp_port               addresses nothing listens on
+//! ```
+//!
+//! A dev-dependency only: nothing here may reach a shipped binary.
+
+pub mod objects;
+pub mod process;
+pub mod tls;
+
+use std::future::Future;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::{Duration, Instant};
+
+/// Every network step of a test is bounded by this.
+pub const STEP: Duration = Duration::from_secs(10);
+
+/// How often `eventually` looks again: often enough that a test waits little past the moment its
+/// condition holds, rarely enough that polling a process or an API server costs nothing.
+const POLL: Duration = Duration::from_millis(20);
+
+/// What a check passed to [`eventually`] returns: `bool` (whether it holds yet) or `Option<T>`
+/// (the value, once there is one).
+pub trait Outcome {
+    /// What `eventually` returns once the check succeeds.
+    type Value;
+    /// `Some` when the check succeeded.
+    fn settled(self) -> Option<Self::Value>;
+}
+
+impl Outcome for bool {
+    type Value = ();
+
+    fn settled(self) -> Option<()> {
+        self.then_some(())
+    }
+}
+
+impl<T> Outcome for Option<T> {
+    type Value = T;
+
+    fn settled(self) -> Option<T> {
+        self
+    }
+}
+
+/// Runs `check` until it succeeds, for at most `limit` (a blocking wait, for tests without a
+/// runtime); panics naming `what` after.
+pub fn eventually<O: Outcome>(
+    limit: Duration,
+    what: &str,
+    mut check: impl FnMut() -> O,
+) -> O::Value {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = check().settled() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(POLL);
+    }
+}
+
+/// As [`eventually`], for a check that is a future (sleeps on the tokio timer between tries).
+pub async fn eventually_async<O, F, Fut>(limit: Duration, what: &str, mut check: F) -> O::Value
+where
+    O: Outcome,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = O>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = check().await.settled() {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Runs `future` for at most [`STEP`], panicking after.
+pub async fn bounded<F: Future>(future: F) -> F::Output {
+    tokio::time::timeout(STEP, future)
+        .await
+        .expect("test step timed out")
+}
+
+/// A TCP port on 127.0.0.1 where nothing listens (bound, then released).
+pub fn closed_port() -> SocketAddr {
+    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0");
+    listener.local_addr().expect("a bound address")
+}
+
+/// A UDP port on 127.0.0.1 nothing uses now.
+pub fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|socket| socket.local_addr())
+        .expect("bind 127.0.0.1:0 (UDP)")
+        .port()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eventually_returns_the_first_value_a_check_settles_on() {
+        let mut tries = 0;
+        let value = eventually(STEP, "the third try", || {
+            tries += 1;
+            (tries == 3).then_some(tries * 10)
+        });
+        assert_eq!(value, 30);
+    }
+
+    #[test]
+    #[should_panic(expected = "waiting for what never holds")]
+    fn eventually_gives_up_after_its_limit() {
+        eventually(Duration::from_millis(50), "what never holds", || false);
+    }
+
+    #[tokio::test]
+    async fn eventually_async_accepts_a_bool_check() {
+        let mut tries = 0;
+        eventually_async(STEP, "the second try", || {
+            tries += 1;
+            let done = tries == 2;
+            async move { done }
+        })
+        .await;
+        assert_eq!(tries, 2);
+    }
+}
