@@ -7,7 +7,7 @@
 //!  Source::Kubernetes: Watchers ──Update (apply, delete, relist)──▶ Store::apply/remove ──────┤
 //!                                                                                       ChangeSet
 //!        config changed ──▶ compile(&Store) ──▶ Proxy::publish (atomic swap) ◀──────────────┤
-//!        endpoints only ──▶ Compiled::refresh_endpoints ──▶ Proxy::endpoints_changed ◀──────┘
+//!        endpoints only ──▶ translate::refresh_endpoints ──▶ Proxy::endpoints_changed ◀──────┘
 //!  Kubernetes only: recompiled ──▶ StatusWriter::publish(served, diagnostics) (leader only)
 //!                   recompiled ──▶ Webhook::publish(&Store) ─▶ its thread: AdmissionReview ──▶
 //!                   webhook::review(snapshot + candidate) ──▶ allowed/denied
@@ -38,9 +38,9 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use model::CompileOptions;
 use providers::kubernetes::StatusAddresses;
 use proxy::ProxyConfig;
+use translate::CompileOptions;
 
 pub use control::ControlPlane;
 pub use files::load_files;

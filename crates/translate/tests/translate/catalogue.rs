@@ -1,7 +1,7 @@
-//! README's annotations table is made from `model::annotations::CATALOGUE`: this test fails when
-//! they differ. `UPDATE_README=1 cargo test -p model --test catalogue` rewrites the table.
+//! README's annotations table is made from `translate::ingress::annotations::CATALOGUE`: this test fails when
+//! they differ. `UPDATE_README=1 cargo test -p translate --test translate catalogue` rewrites the table.
 
-use model::annotations::{Support, CATALOGUE};
+use translate::ingress::annotations::{Support, CATALOGUE};
 
 const BEGIN: &str = "<!-- annotations:begin";
 const END: &str = "<!-- annotations:end -->";
@@ -48,7 +48,7 @@ fn the_readme_table_is_the_catalogue() {
     }
     assert_eq!(
         current, wanted,
-        "README's annotations table differs from the catalogue; run UPDATE_README=1 cargo test -p model --test catalogue"
+        "README's annotations table differs from the catalogue; run UPDATE_README=1 cargo test -p translate --test translate catalogue"
     );
     // Every documented ingress-nginx annotation is listed (the docs list 117 plus the
     // allowlist/whitelist pair).

@@ -16,14 +16,15 @@ use std::collections::BTreeMap;
 
 use http::{HeaderName, HeaderValue};
 
-use crate::compile::{Diagnostic, Severity};
-use crate::objects::ObjectRef;
-use crate::policy::{
+use model::policy::{
     Access, HeaderAction, HeaderEdit, ProxyProtocolVersion, Redirect, Rewrite, RoutePolicy,
     TlsVersions, UpstreamProtocol,
 };
-use crate::routes::HostPattern;
-use crate::settings::{parse_cidrs, parse_duration, parse_size, NextUpstream, Settings};
+use model::routes::HostPattern;
+use model::settings::{NextUpstream, Settings};
+use model::{Diagnostic, ObjectRef, Severity};
+
+use crate::configmap::{parse_cidrs, parse_duration, parse_size};
 
 /// ingress-nginx's annotation prefix.
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
@@ -855,7 +856,7 @@ impl<'a> Reader<'a> {
         let value = self.header_value("upstream-vhost")?;
         let text = value.to_str().unwrap_or_default();
         let host = text.rsplit_once(':').map_or(text, |(host, _)| host);
-        if crate::target::validate_host(text.as_bytes()).is_err() || host.is_empty() {
+        if model::target::validate_host(text.as_bytes()).is_err() || host.is_empty() {
             self.invalid(
                 "upstream-vhost",
                 text,

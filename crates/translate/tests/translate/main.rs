@@ -1,0 +1,7 @@
+//! translate's integration tests, one binary: golden files (`compile()` as data), the README's
+//! annotation table, the endpoint fast path, and the memory measurement (`#[ignore]`).
+
+mod catalogue;
+mod endpoints;
+mod golden;
+mod memory;
