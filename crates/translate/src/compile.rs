@@ -251,13 +251,15 @@ impl Compiler<'_> {
                 )
             }
         };
-        let backend = match backends::resolve(self.store, service, Some(port), &port.to_string()) {
-            Ok(key) => backends::backend(
-                self.store,
-                &key,
-                self.out.node_local_endpoints,
-                &mut self.out.backends,
-            ),
+        let backend = match backends::resolve_backend(
+            self.store,
+            service,
+            Some(port),
+            &port.to_string(),
+            self.out.node_local_endpoints,
+            &mut self.out.backends,
+        ) {
+            Ok(backend) => backend,
             Err(why) => {
                 self.diagnose_with(
                     why.severity(),

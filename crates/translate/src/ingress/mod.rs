@@ -472,18 +472,15 @@ impl Compiler<'_> {
         if let Some(backend) = self.backends_by_port.get(&cache_key) {
             return make(service_name, backend.clone(), &policy);
         }
-        let backend = match backends::resolve(
+        let backend = match backends::resolve_backend(
             self.store,
             &service,
             port.and_then(|p| p.number),
             &written_port,
+            self.out.node_local_endpoints,
+            &mut self.out.backends,
         ) {
-            Ok(key) => backends::backend(
-                self.store,
-                &key,
-                self.out.node_local_endpoints,
-                &mut self.out.backends,
-            ),
+            Ok(backend) => backend,
             Err(why) => {
                 self.diagnose_with(
                     why.severity(),
