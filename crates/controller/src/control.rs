@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  ChangeSet { config: true }  ──▶ compile(&Store) ──▶ log new diagnostics ──▶ Proxy::publish
-//!  ChangeSet { endpoints }     ──▶ Compiled::refresh_endpoints ──▶ Proxy::endpoints_changed
+//!  ChangeSet { endpoints }     ──▶ translate::refresh_endpoints ──▶ Proxy::endpoints_changed
 //!                                  (refused node-local addresses logged once)
 //!  a served certificate crosses its expiry warning ──▶ compile (the diagnostic says so)
 //! ```
@@ -12,8 +12,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use model::{compile, ChangeSet, CompileOptions, Compiled, Diagnostic, Settings, Store};
+use model::{Compiled, Diagnostic, Settings};
 use proxy::Proxy;
+use translate::{compile, refresh_endpoints, ChangeSet, CompileOptions, Store};
 
 /// The control plane of one process: the Store it compiles, what it last published, and the
 /// proxy it publishes to. It owns the current configuration: the endpoint fast path patches
@@ -81,7 +82,7 @@ impl ControlPlane {
         } else if !changes.endpoints.is_empty() {
             let current = self.current.clone()?;
             let started = Instant::now();
-            let changed = current.refresh_endpoints(&self.store, &changes.endpoints);
+            let changed = refresh_endpoints(&current, &self.store, &changes.endpoints);
             let backends = changed.len();
             // Walking the routes for refused addresses is O(routes): only when some are involved.
             let refusals_involved = !self.refused_endpoints.is_empty()

@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use model::{compile, CompileOptions, Compiled, Store};
+use model::Compiled;
 use providers::{FileSource, FileWatch};
 use proxy::Proxy;
+use translate::{compile, CompileOptions, Store};
 
 use crate::control::ControlPlane;
 use crate::error::Error;
@@ -77,7 +78,7 @@ pub(crate) fn run(config: PathBuf, options: &Options) -> Result<(), Error> {
                     }
                 }
                 _ = crate::control::sleep_for(control.certificate_check_in()) => {
-                    control.act(model::ChangeSet { config: true, ..Default::default() });
+                    control.act(translate::ChangeSet { config: true, ..Default::default() });
                 }
                 step = termination.next() => match step {
                     Step::Grace => control.proxy.terminating(),

@@ -13,11 +13,12 @@
 
 use std::time::{Duration, Instant};
 
-use model::{compile, ChangeSet, CompileOptions, NamespacedName, Object, Settings, Store};
+use model::{NamespacedName, Settings};
 use providers::kubernetes::{
     connect, Published, StatusOptions, StatusWriter, Update, WatchScope, Watchers,
 };
 use proxy::Proxy;
+use translate::{compile, ChangeSet, CompileOptions, Object, Store};
 
 use crate::control::ControlPlane;
 use crate::error::Error;

@@ -7,7 +7,7 @@
 //!  Source::Kubernetes: Watchers ──Update (apply, delete, relist)──▶ Store::apply/remove ──────┤
 //!                                                                                       ChangeSet
 //!        config changed ──▶ compile(&Store) ──▶ Proxy::publish (atomic swap) ◀──────────────┤
-//!        endpoints only ──▶ Compiled::refresh_endpoints ──▶ Proxy::endpoints_changed ◀──────┘
+//!        endpoints only ──▶ translate::refresh_endpoints ──▶ Proxy::endpoints_changed ◀──────┘
 //!  Kubernetes only: recompiled ──▶ StatusWriter::publish(served, diagnostics) (leader only)
 //!                   recompiled ──▶ Webhook::publish(&Store) ─▶ its thread: AdmissionReview ──▶
 //!                   webhook::review(snapshot + candidate) ──▶ allowed/denied

@@ -190,7 +190,7 @@ fn cell(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use model::{compile, parse_documents, CompileOptions, Store};
+    use translate::{compile, parse_documents, CompileOptions, Store};
 
     use super::*;
 

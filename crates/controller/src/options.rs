@@ -6,9 +6,9 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use model::CompileOptions;
 use providers::kubernetes::StatusAddresses;
 use proxy::ProxyConfig;
+use translate::CompileOptions;
 
 use crate::webhook::WebhookOptions;
 

@@ -40,12 +40,13 @@ use hyper::{header, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use model::{compile, CompileOptions, Kind, Object, ObjectRef, Severity, Store};
+use model::{Kind, ObjectRef, Severity};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use translate::{compile, CompileOptions, Object, Store};
 
 use crate::error::Error;
 

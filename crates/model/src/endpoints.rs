@@ -1,14 +1,14 @@
 //! Backends and their endpoints: the one piece of routing state that changes without a compile.
 //!
 //! ```text
-//!  EndpointSlices of a Service ──endpoints_for()──▶ EndpointSet ──Backend::set_endpoints──▶ ArcSwap
+//!  EndpointSlices of a Service ──translate::backends──▶ EndpointSet ──Backend::set_endpoints──▶ ArcSwap
 //!                                                                         ▲ read per request
 //!                                                           route table ──┘ (Arc<Backend>)
 //! ```
 //! A route holds an `Arc<Backend>`; the control plane swaps the backend's `EndpointSet` when
 //! slices change, so endpoint churn costs O(that Service), however many Ingresses exist.
 //!
-//! Both paths (compile and the fast path) read slices through `endpoints_for`, so the
+//! Both paths (compile and the fast path) read slices through `translate::backends`, so the
 //! [`NodeLocalEndpoints`] policy holds on both: in Kubernetes mode an address that points at the
 //! node itself (loopback, link-local such as the metadata service, unspecified) is left out and
 //! kept in `EndpointSet::refused`, which `/config`, the metrics and the log show.
@@ -20,8 +20,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use serde::Serialize;
 
-use crate::objects::EndpointSlice;
-use crate::store::{NamespacedName, Store};
+use crate::names::NamespacedName;
 
 /// Which endpoints serve one Service port: namespace, Service and the *name* of the Service
 /// port, which is also the name of the EndpointSlice port carrying the pods' target port.
@@ -181,103 +180,15 @@ pub fn node_local_reason(ip: IpAddr) -> Option<&'static str> {
     }
 }
 
-/// The endpoints of `key` as the Store's EndpointSlices describe them: deduplicated and sorted,
-/// so equal inputs give equal sets and no-op updates are recognised. Addresses `policy` does not
-/// allow go to `refused` instead.
-pub fn endpoints_for(store: &Store, key: &BackendKey, policy: NodeLocalEndpoints) -> EndpointSet {
-    let mut set = EndpointSet::default();
-    for slice in store.endpoint_slices_of(&key.service) {
-        collect_slice(slice, &key.port_name, policy, &mut set);
-    }
-    for list in [&mut set.ready, &mut set.terminating] {
-        list.sort_unstable();
-        list.dedup();
-    }
-    set.refused.sort_unstable();
-    set.refused.dedup();
-    // An address both ready (in one slice) and terminating (in another, mid-update) is ready.
-    let ready = set.ready.clone();
-    set.terminating.retain(|a| ready.binary_search(a).is_err());
-    // Kept until the Service's slices change: no room beyond the addresses.
-    set.ready.shrink_to_fit();
-    set.terminating.shrink_to_fit();
-    set.refused.shrink_to_fit();
-    set
-}
-
-fn collect_slice(
-    slice: &EndpointSlice,
-    port_name: &str,
-    policy: NodeLocalEndpoints,
-    set: &mut EndpointSet,
-) {
-    // FQDN slices name hosts, not addresses; Sluice does not resolve DNS on the data path.
-    if slice.address_type != "IPv4" && slice.address_type != "IPv6" {
-        return;
-    }
-    let port = slice
-        .ports
-        .iter()
-        .flatten()
-        .find(|p| p.name.as_deref().unwrap_or("") == port_name)
-        .and_then(|p| p.port)
-        .and_then(|p| u16::try_from(p).ok())
-        .filter(|p| *p != 0);
-    let Some(port) = port else { return };
-    for endpoint in &slice.endpoints {
-        let conditions = endpoint.conditions.clone().unwrap_or_default();
-        // The API says: nil ready or serving means true, nil terminating means false.
-        let ready = conditions.ready.unwrap_or(true);
-        let serving = conditions.serving.unwrap_or(true);
-        let terminating = conditions.terminating.unwrap_or(false);
-        let list = if ready && !terminating {
-            &mut set.ready
-        } else if serving && terminating {
-            &mut set.terminating
-        } else {
-            continue;
-        };
-        for &ip in &endpoint.addresses {
-            let refusal = match policy {
-                NodeLocalEndpoints::Allow => None,
-                NodeLocalEndpoints::Refuse => node_local_reason(ip),
-            };
-            match refusal {
-                None => list.push(SocketAddr::new(ip, port)),
-                Some(reason) => set.refused.push(RefusedEndpoint {
-                    address: SocketAddr::new(ip, port),
-                    slice: format!(
-                        "{}/{}",
-                        slice.metadata.namespace.as_deref().unwrap_or(""),
-                        slice.metadata.name.as_deref().unwrap_or("")
-                    ),
-                    reason,
-                }),
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::objects::parse_documents;
-
-    fn store(text: &str) -> Store {
-        let mut store = Store::default();
-        store.replace_all(parse_documents("t", text).unwrap().objects);
-        store
-    }
 
     fn key(port_name: &str) -> BackendKey {
         BackendKey {
             service: NamespacedName::new("default", "web"),
             port_name: port_name.into(),
         }
-    }
-
-    fn endpoints_for_allowing(store: &Store, key: &BackendKey) -> EndpointSet {
-        endpoints_for(store, key, NodeLocalEndpoints::Allow)
     }
 
     #[test]
@@ -312,82 +223,6 @@ mod tests {
             let ip: IpAddr = pod.parse().unwrap();
             assert_eq!(node_local_reason(ip), None, "{pod}");
         }
-    }
-
-    #[test]
-    fn refused_addresses_are_kept_apart_and_the_others_still_serve() {
-        let store = store(
-            r#"
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: web-a, namespace: default, labels: {kubernetes.io/service-name: web}}
-addressType: IPv4
-ports: [{name: http, port: 8080}]
-endpoints:
-- {addresses: ["10.0.0.1", "127.0.0.1"]}
-- {addresses: ["169.254.169.254"], conditions: {ready: false, serving: true, terminating: true}}
-- {addresses: ["127.0.0.1"]}
-"#,
-        );
-        let allowed = endpoints_for(&store, &key("http"), NodeLocalEndpoints::Allow);
-        assert_eq!(allowed.ready.len(), 2);
-        assert_eq!(allowed.terminating.len(), 1);
-        assert!(allowed.refused.is_empty());
-
-        let refused = endpoints_for(&store, &key("http"), NodeLocalEndpoints::Refuse);
-        assert_eq!(refused.ready, ["10.0.0.1:8080".parse().unwrap()]);
-        assert!(refused.terminating.is_empty());
-        let listed: Vec<(String, &str)> = refused
-            .refused
-            .iter()
-            .map(|r| (r.address.to_string(), r.slice.as_str()))
-            .collect();
-        assert_eq!(
-            listed,
-            [
-                ("127.0.0.1:8080".to_owned(), "default/web-a"),
-                ("169.254.169.254:8080".to_owned(), "default/web-a"),
-            ]
-        );
-        assert!(refused.refused[0].reason.contains("loopback"));
-        assert!(refused.refused[1].reason.contains("metadata"));
-    }
-
-    #[test]
-    fn conditions_decide_which_endpoints_take_traffic() {
-        let store = store(
-            r#"
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: web-a, labels: {kubernetes.io/service-name: web}}
-addressType: IPv4
-ports: [{name: http, port: 8080}, {name: admin, port: 9000}]
-endpoints:
-- {addresses: ["10.0.0.3"]}
-- {addresses: ["10.0.0.1"], conditions: {ready: true}}
-- {addresses: ["10.0.0.2"], conditions: {ready: false, serving: true, terminating: true}}
-- {addresses: ["10.0.0.4"], conditions: {ready: false, serving: false, terminating: true}}
-- {addresses: ["10.0.0.5"], conditions: {ready: false}}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {name: web-b, labels: {kubernetes.io/service-name: web}}
-addressType: IPv4
-ports: [{name: http, port: 8080}]
-endpoints: [{addresses: ["10.0.0.1"]}]
-"#,
-        );
-        let set = endpoints_for_allowing(&store, &key("http"));
-        let addrs =
-            |v: &[&str]| -> Vec<SocketAddr> { v.iter().map(|a| a.parse().unwrap()).collect() };
-        assert_eq!(set.ready, addrs(&["10.0.0.1:8080", "10.0.0.3:8080"]));
-        assert_eq!(set.terminating, addrs(&["10.0.0.2:8080"]));
-        assert_eq!(set.active(), set.ready.as_slice());
-        assert_eq!(endpoints_for_allowing(&store, &key("admin")).ready.len(), 2);
-        assert_eq!(
-            endpoints_for_allowing(&store, &key("other")),
-            EndpointSet::default()
-        );
     }
 
     #[test]

@@ -26,8 +26,8 @@ use regex::Regex;
 use serde::Serialize;
 
 use crate::endpoints::Backend;
+use crate::names::NamespacedName;
 use crate::policy::RoutePolicy;
-use crate::store::NamespacedName;
 
 /// A rule's host: `foo.example.com`, `*.example.com` (one extra label), or none (any host).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -240,7 +240,7 @@ impl HostRoutes {
         }
     }
 
-    pub(crate) fn sort(&mut self) {
+    pub fn sort(&mut self) {
         if self.regex {
             // ingress-nginx: by path in reverse string order, then (stable) longest first.
             self.paths.sort_by(|a, b| {
@@ -255,7 +255,7 @@ impl HostRoutes {
 
     /// Turns this host into a regex host (see the module doc). Returns the rules whose regex
     /// does not compile, with the reason; they are left out.
-    pub(crate) fn make_regex(&mut self) -> Vec<(PathRoute, String)> {
+    pub fn make_regex(&mut self) -> Vec<(PathRoute, String)> {
         self.regex = true;
         let exact: std::collections::HashSet<Arc<str>> = self
             .paths
@@ -356,7 +356,7 @@ impl RouteTable {
             .map(String::as_str)
     }
 
-    pub(crate) fn add_www_redirect(&mut self, from: String, to: String) {
+    pub fn add_www_redirect(&mut self, from: String, to: String) {
         self.www_redirects.entry(from).or_insert(to);
     }
 
@@ -387,7 +387,7 @@ impl RouteTable {
             .chain(std::iter::once((HostPattern::Any, &mut self.any_host)))
     }
 
-    pub(crate) fn host_mut(&mut self, host: &HostPattern) -> &mut HostRoutes {
+    pub fn host_mut(&mut self, host: &HostPattern) -> &mut HostRoutes {
         match host {
             HostPattern::Exact(h) => self.exact.entry(h.clone()).or_default(),
             HostPattern::Wildcard(s) => self.wildcard.entry(s.clone()).or_default(),
@@ -395,7 +395,7 @@ impl RouteTable {
         }
     }
 
-    pub(crate) fn set_default_backend(&mut self, route: Arc<Route>) {
+    pub fn set_default_backend(&mut self, route: Arc<Route>) {
         self.default_backend = Some(route);
     }
 
@@ -425,7 +425,7 @@ impl RouteTable {
     /// Sorts every host's paths, and gives back what the vectors and maps grew into beyond
     /// their size: the table lives until the next compile, and a host of one path would
     /// otherwise hold room for four (at 10,000 hosts, ≈3 MB).
-    pub(crate) fn finish(&mut self) {
+    pub fn finish(&mut self) {
         for routes in self.exact.values_mut().chain(self.wildcard.values_mut()) {
             routes.sort();
             routes.paths.shrink_to_fit();

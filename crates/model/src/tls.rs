@@ -1,4 +1,4 @@
-//! Server certificates: TLS Secrets turned into ready-to-serve keys, chosen by SNI.
+//! Server certificates: ready-to-serve keys (made from TLS Secrets by `translate`), chosen by SNI.
 //!
 //! Parsing happens at compile time, once per Secret, so a handshake only does a hash lookup;
 //! and a bad Secret is a diagnostic at compile time instead of a failed handshake later.
@@ -11,10 +11,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 
-use crate::objects::Secret;
 use crate::routes::HostPattern;
-
-pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
 
 /// Certificates by host name, plus the default for clients without (matching) SNI.
 #[derive(Clone, Default)]
@@ -156,24 +153,6 @@ pub fn crypto_provider() -> &'static Arc<CryptoProvider> {
     PROVIDER.get_or_init(|| Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
 }
 
-/// Reads `tls.crt` and `tls.key` from a Secret and checks that they belong together.
-pub fn certified_key_from_secret(secret: &Secret) -> Result<Arc<CertifiedKey>, String> {
-    let secret_type = secret.type_.as_deref().unwrap_or("Opaque");
-    if secret_type != TLS_SECRET_TYPE {
-        return Err(format!(
-            "type is {secret_type:?}, expected {TLS_SECRET_TYPE:?}"
-        ));
-    }
-    let data = secret.data.as_ref();
-    let field = |name: &str| {
-        data.and_then(|d| d.get(name))
-            .map(|b| b.0.as_slice())
-            .filter(|b| !b.is_empty())
-            .ok_or_else(|| format!("data.{name}: missing or empty"))
-    };
-    certified_key_from_pem(field("tls.crt")?, field("tls.key")?)
-}
-
 /// A certificate chain and private key in PEM, checked to match.
 pub fn certified_key_from_pem(
     cert_pem: &[u8],
@@ -243,7 +222,8 @@ impl Certificates {
             .min()
     }
 
-    pub(crate) fn insert(
+    /// Serves `key` for `host`; `source` names the Secret it came from (`namespace/name`).
+    pub fn insert(
         &mut self,
         host: &HostPattern,
         key: Arc<CertifiedKey>,

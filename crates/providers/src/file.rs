@@ -13,9 +13,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use model::{parse_documents, Object, ObjectRef};
+use model::ObjectRef;
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::Notify;
+use translate::{parse_documents, Object};
 
 /// Why the config path cannot be used at start-up.
 #[derive(Debug, thiserror::Error)]

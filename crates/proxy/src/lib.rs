@@ -323,14 +323,14 @@ impl Proxy {
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = errors;
     }
 
-    /// The current configuration (the control plane runs `compiled.refresh_endpoints(..)` on
+    /// The current configuration (the control plane runs `translate::refresh_endpoints(..)` on
     /// it: the endpoint fast path).
     pub fn current(&self) -> Option<Arc<model::Compiled>> {
         self.shared.config.load_full()
     }
 
     /// Call after the control plane swapped these backends' endpoint sets in place (what
-    /// `Compiled::refresh_endpoints` returned): counts an endpoint swap and tells the workers,
+    /// `translate::refresh_endpoints` returned): counts an endpoint swap and tells the workers,
     /// which close idle pooled connections to vanished endpoints. Costs O(those backends), not
     /// O(every endpoint), so it stays cheap in large clusters.
     pub fn endpoints_changed(&self, backends: Vec<Arc<model::Backend>>) {

@@ -712,14 +712,15 @@ ul.errors{background:#fff;padding:8px 28px;margin:0}";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use model::{CompileOptions, Kind, ObjectRef, Severity, Store};
+    use model::{Kind, ObjectRef, Severity};
+    use translate::{CompileOptions, Store};
 
     fn compiled(yaml: &str) -> Compiled {
-        let documents = model::parse_documents("test.yaml", yaml).expect("objects parse");
+        let documents = translate::parse_documents("test.yaml", yaml).expect("objects parse");
         assert!(documents.errors.is_empty(), "{:?}", documents.errors);
         let mut store = Store::default();
         store.replace_all(documents.objects);
-        model::compile(&store, &CompileOptions::default())
+        translate::compile(&store, &CompileOptions::default())
     }
 
     fn page(config: Option<Compiled>) -> Page {
@@ -768,7 +769,7 @@ kind: ConfigMap
 metadata: {name: udp, namespace: sluice}
 data: {"5353": "app/db:dns"}
 "#;
-        let documents = model::parse_documents("test.yaml", yaml).expect("objects parse");
+        let documents = translate::parse_documents("test.yaml", yaml).expect("objects parse");
         let mut store = Store::default();
         store.replace_all(documents.objects);
         let options = CompileOptions {
@@ -776,7 +777,7 @@ data: {"5353": "app/db:dns"}
             udp_services_config_map: Some(model::NamespacedName::new("sluice", "udp")),
             ..CompileOptions::default()
         };
-        let html = render(&page(Some(model::compile(&store, &options))));
+        let html = render(&page(Some(translate::compile(&store, &options))));
         assert!(html.contains("<h2>TCP services</h2>"), "{html}");
         assert!(html.contains("<h2>UDP services</h2>"), "{html}");
         assert!(

@@ -63,7 +63,7 @@ pub(crate) fn run(args: DemoArgs) -> anyhow::Result<()> {
             status: args.status_listen,
         },
         workers: args.workers,
-        compile: model::CompileOptions::default(),
+        compile: translate::CompileOptions::default(),
         shutdown_grace_period: std::time::Duration::ZERO,
         access_log: proxy::AccessLogOutput::Stdout,
         metric_options: proxy::MetricOptions::default(),

@@ -12,7 +12,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use controller::migrate::Report;
-use model::{CompileOptions, NamespacedName};
+use model::NamespacedName;
+use translate::CompileOptions;
 
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["config", "kubernetes"])))]
@@ -72,7 +73,7 @@ pub(crate) fn run(args: MigrateArgs) -> anyhow::Result<ExitCode> {
                 ..controller::KubeOptions::default()
             };
             let store = controller::load_kubernetes(&kube, &options)?;
-            (model::compile(&store, &options), Vec::new())
+            (translate::compile(&store, &options), Vec::new())
         }
     };
     let mut report = Report::new(&compiled);

@@ -10,8 +10,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use controller::{KubeOptions, Listen, Options, Source, WebhookLimits, WebhookOptions};
-use model::{CompileOptions, NamespacedName, NodeLocalEndpoints};
+use model::{NamespacedName, NodeLocalEndpoints};
 use providers::kubernetes::StatusAddresses;
+use translate::CompileOptions;
 
 pub(crate) use controller::DEFAULT_STATUS_LISTEN;
 
@@ -385,7 +386,7 @@ impl ServeArgs {
 }
 
 fn grace_period(text: &str) -> Result<Duration, String> {
-    model::settings::parse_duration(text)
+    translate::configmap::parse_duration(text)
         .ok_or_else(|| format!("{text:?}: expected a duration like 5, 5s or 500ms"))
 }
 
@@ -484,7 +485,7 @@ fn status_address(text: &str) -> Result<String, String> {
 }
 
 fn lease_duration(text: &str) -> Result<Duration, String> {
-    match model::settings::parse_duration(text) {
+    match translate::configmap::parse_duration(text) {
         Some(duration) if duration >= Duration::from_secs(2) => Ok(duration),
         Some(_) => Err("must be at least 2s".into()),
         None => Err(format!("{text:?}: expected a duration like 15s or 1m")),

@@ -33,7 +33,7 @@ pub(crate) struct WebhookCertArgs {
 }
 
 fn duration(text: &str) -> Result<Duration, String> {
-    model::settings::parse_duration(text)
+    translate::configmap::parse_duration(text)
         .ok_or_else(|| format!("{text:?}: expected a duration like 120, 120s or 2m"))
 }
 

@@ -8,10 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use controller::ControlPlane;
-use model::{parse_documents, CompileOptions, Compiled, Settings, Severity};
+use model::{Compiled, Settings, Severity};
 use proxy::{Proxy, ProxyConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use translate::{parse_documents, CompileOptions};
 
 /// A provider that knows one thing: the whole set of objects, delivered again on each change
 /// (what the file provider does on every save).

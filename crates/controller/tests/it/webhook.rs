@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use controller::webhook::{respond, review, Verdict, Webhook};
 use controller::{WebhookLimits, WebhookOptions};
-use model::{parse_documents, CompileOptions, Store};
 use rustls::pki_types::ServerName;
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -16,6 +15,7 @@ use tokio::net::TcpStream;
 use tokio::time::timeout;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
+use translate::{parse_documents, CompileOptions, Store};
 
 const EXISTING: &str = "
 apiVersion: networking.k8s.io/v1

@@ -22,9 +22,10 @@ use kube::runtime::utils::{Backoff, ResetTimerBackoff};
 use kube::runtime::watcher::{self, watcher};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, Resource, ResourceExt};
-use model::{Kind, NamespacedName, Object, ObjectRef};
+use model::{Kind, NamespacedName, ObjectRef};
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, Notify};
+use translate::Object;
 
 /// What the watchers saw, in the order they saw it.
 #[derive(Debug)]

@@ -18,11 +18,12 @@ use http::{HeaderMap, Request, StatusCode, Version};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use model::{CompileOptions, Compiled, NamespacedName, Store};
+use model::{Compiled, NamespacedName};
 use proxy::{Proxy, ProxyConfig};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use translate::{CompileOptions, Store};
 
 pub(crate) const LOCALHOST: std::net::Ipv4Addr = std::net::Ipv4Addr::LOCALHOST;
 
@@ -125,7 +126,7 @@ impl Harness {
 
     pub(crate) fn apply_allowing_diagnostics(&mut self, objects: &[Value]) -> Arc<Compiled> {
         self.store.replace_all(parse(objects));
-        let compiled = Arc::new(model::compile(&self.store, &self.options));
+        let compiled = Arc::new(translate::compile(&self.store, &self.options));
         self.proxy.publish(compiled.clone());
         compiled
     }
@@ -134,7 +135,7 @@ impl Harness {
     /// before it is published: for what no translator would make (the proxy's own defences).
     pub(crate) fn apply_edited(&mut self, objects: &[Value], edit: impl FnOnce(&mut Compiled)) {
         self.store.replace_all(parse(objects));
-        let mut compiled = model::compile(&self.store, &self.options);
+        let mut compiled = translate::compile(&self.store, &self.options);
         edit(&mut compiled);
         self.proxy.publish(Arc::new(compiled));
     }
@@ -144,23 +145,24 @@ impl Harness {
     pub(crate) fn update(&mut self, objects: &[Value]) {
         let changes = self.store.replace_all(parse(objects));
         if changes.config {
-            let compiled = Arc::new(model::compile(&self.store, &self.options));
+            let compiled = Arc::new(translate::compile(&self.store, &self.options));
             self.proxy.publish(compiled);
         } else if !changes.endpoints.is_empty() {
             let current = self.proxy.current().expect("published before");
-            let changed = current.refresh_endpoints(&self.store, changes.endpoints.iter());
+            let changed =
+                translate::refresh_endpoints(&current, &self.store, changes.endpoints.iter());
             self.proxy.endpoints_changed(changed);
         }
     }
 }
 
-fn parse(objects: &[Value]) -> Vec<model::Object> {
+fn parse(objects: &[Value]) -> Vec<translate::Object> {
     let text = objects
         .iter()
         .map(|o| serde_json::to_string(o).unwrap())
         .collect::<Vec<_>>()
         .join("\n---\n");
-    let documents = model::parse_documents("test.yaml", &text).expect("objects parse");
+    let documents = translate::parse_documents("test.yaml", &text).expect("objects parse");
     assert!(documents.errors.is_empty(), "{:?}", documents.errors);
     documents.objects
 }

@@ -2,7 +2,7 @@
 //!
 //! Each input is a set of ordinary Kubernetes objects; the output is what Sluice makes of them
 //! (routes, backends with endpoints, certificates, settings, diagnostics, parse errors).
-//! Regenerate with `UPDATE_GOLDEN=1 cargo test -p model --test golden` and review the diff.
+//! Regenerate with `UPDATE_GOLDEN=1 cargo test -p translate --test translate golden` and review the diff.
 //! A first line `# options: default-tls-secret=NS/NAME node-local-endpoints=refuse` sets compile
 //! options (also `configmap=NS/NAME`, `default-backend-service=NS/NAME`, `ingress-class=NAME`, `controller-class=NAME`,
 //! `watch-ingress-without-class`, `ingress-class-by-name`: `sluice serve`'s flags). Lines `# request: HOST PATH` are routed on the result, and the output says where
@@ -10,15 +10,16 @@
 
 use std::path::{Path, PathBuf};
 
-use model::{compile, parse_documents, CompileOptions, NamespacedName, NodeLocalEndpoints, Store};
+use model::{NamespacedName, NodeLocalEndpoints};
 use serde::Serialize;
+use translate::{compile, parse_documents, CompileOptions, Store};
 
 #[derive(Serialize)]
 struct Golden {
     parse_errors: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     requests: Vec<String>,
-    compiled: model::compile::CompiledView,
+    compiled: model::compiled::CompiledView,
 }
 
 /// Where `# request: HOST PATH` lines go, one line each.

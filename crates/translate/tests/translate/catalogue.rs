@@ -1,13 +1,13 @@
-//! README's annotations table is made from `model::annotations::CATALOGUE`: this test fails when
-//! they differ. `UPDATE_README=1 cargo test -p model --test catalogue` rewrites the table.
+//! README's annotations table is made from `translate::ingress::annotations::REGISTRY`: this test fails when
+//! they differ. `UPDATE_README=1 cargo test -p translate --test translate catalogue` rewrites the table.
 
-use model::annotations::{Support, CATALOGUE};
+use translate::ingress::annotations::{Support, REGISTRY};
 
 const BEGIN: &str = "<!-- annotations:begin";
 const END: &str = "<!-- annotations:end -->";
 
 fn table() -> String {
-    let mut rows: Vec<(&str, &Support)> = CATALOGUE.iter().map(|(n, s)| (*n, s)).collect();
+    let mut rows: Vec<(&str, &Support)> = REGISTRY.iter().map(|a| (a.name, &a.support)).collect();
     rows.sort_by_key(|(name, _)| *name);
     let mut out =
         String::from("| `nginx.ingress.kubernetes.io/…` | Sluice | notes |\n|---|---|---|\n");
@@ -48,9 +48,9 @@ fn the_readme_table_is_the_catalogue() {
     }
     assert_eq!(
         current, wanted,
-        "README's annotations table differs from the catalogue; run UPDATE_README=1 cargo test -p model --test catalogue"
+        "README's annotations table differs from the registry; run UPDATE_README=1 cargo test -p translate --test translate catalogue"
     );
     // Every documented ingress-nginx annotation is listed (the docs list 117 plus the
     // allowlist/whitelist pair).
-    assert!(CATALOGUE.len() >= 118, "{}", CATALOGUE.len());
+    assert!(REGISTRY.len() >= 118, "{}", REGISTRY.len());
 }

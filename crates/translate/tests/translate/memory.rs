@@ -1,7 +1,7 @@
 //! Where configuration memory goes (issue 15): the bench-kube shape (10,000 Ingresses, 5,000
 //! Services with one EndpointSlice of 10 endpoints each) built in this process, with RSS read
 //! from /proc after each stage. `#[ignore]`: a measurement, run by hand:
-//! `cargo test --release -p model --test memory -- --ignored --nocapture`.
+//! `cargo test --release -p translate --test translate memory -- --ignored --nocapture`.
 //!
 //! Objects are made and stored one at a time, as the Kubernetes provider does, so each stage's
 //! RSS growth is what the Store keeps of that kind (the API object is a transient of one).
@@ -9,7 +9,8 @@
 
 use std::net::SocketAddr;
 
-use model::{compile, CompileOptions, EndpointSet, Object, Store};
+use model::EndpointSet;
+use translate::{compile, CompileOptions, Object, Store};
 
 fn rss_kib() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
@@ -121,7 +122,7 @@ fn stage(store: &mut Store, what: &str, n: usize, make: impl Fn(usize) -> Object
 #[test]
 #[ignore = "a measurement: run with --ignored --nocapture"]
 fn configuration_memory_by_stage() {
-    use model::objects;
+    use translate::objects;
     println!(
         "sizes: Object {} B; Ingress {}, Service {}, EndpointSlice {}, Endpoint {}; Route {}, \
          PathRoute {}, HostRoutes {}, Backend {}",

@@ -2,8 +2,8 @@
 //! turned into the route policy model, with ingress-nginx's value rules.
 //!
 //! ```text
-//!  metadata.annotations ─▶ ours? (either prefix) ─▶ CATALOGUE: implemented / accepted /
-//!      unsupported / unknown ─▶ parse each implemented one ─▶ IngressAnnotations
+//!  metadata.annotations ─▶ ours? (either prefix) ─▶ REGISTRY: implemented / accepted /
+//!      unsupported / unknown ─▶ its entry's Parser, in Parser order ─▶ IngressAnnotations
 //!                                 │ bad value ─▶ Error diagnostic, default kept
 //!                                 │            (allow/deny lists, snippets: route refused, 503)
 //!                                 ├ not implemented but restricts access (auth-type, auth-url,
@@ -12,18 +12,19 @@
 //! ```
 //! An annotation with no effect in Sluice is never silent: it is a diagnostic on its Ingress.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use http::{HeaderName, HeaderValue};
 
-use crate::compile::{Diagnostic, Severity};
-use crate::objects::ObjectRef;
-use crate::policy::{
+use model::policy::{
     Access, HeaderAction, HeaderEdit, ProxyProtocolVersion, Redirect, Rewrite, RoutePolicy,
     TlsVersions, UpstreamProtocol,
 };
-use crate::routes::HostPattern;
-use crate::settings::{parse_cidrs, parse_duration, parse_size, NextUpstream, Settings};
+use model::routes::HostPattern;
+use model::settings::{NextUpstream, Settings};
+use model::{Diagnostic, ObjectRef, Severity};
+
+use crate::configmap::{parse_cidrs, parse_duration, parse_size};
 
 /// ingress-nginx's annotation prefix.
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
@@ -64,144 +65,201 @@ const RATE_LIMIT: &str = "planned (wave 2); a rate limit protects capacity, not 
 /// Why the ModSecurity switches do not fail closed while `modsecurity-snippet` does.
 const NO_WAF: &str = "no web application firewall in Sluice; without modsecurity-snippet, ingress-nginx runs ModSecurity in DetectionOnly mode (it logs, blocks nothing), so the Ingress is served, with a diagnostic";
 
-/// Every annotation ingress-nginx documents, and what Sluice does with it, then Sluice's own.
-/// README's table is made from this (a test keeps them equal).
-pub const CATALOGUE: &[(&str, Support)] = &[
-    ("app-root", Support::Yes),
-    ("affinity", Support::No("planned (wave 2)")),
-    ("affinity-mode", Support::No("planned (wave 2)")),
-    ("affinity-canary-behavior", Support::No("planned (wave 2)")),
-    ("allowlist-source-range", Support::Yes),
-    ("auth-realm", Support::No(WITH_AUTH_TYPE)),
-    ("auth-secret", Support::No(WITH_AUTH_TYPE)),
-    ("auth-secret-type", Support::No(WITH_AUTH_TYPE)),
-    ("auth-type", Support::FailsClosed("until basic and digest authentication are implemented (wave 2): any value refuses the Ingress's routes (503) rather than serve them to anyone; ingress-nginx, too, refuses them when auth-type or auth-secret cannot be used")),
-    ("auth-tls-secret", Support::FailsClosed("until client certificate authentication is implemented (wave 2): any value refuses every route of the Ingress's hosts, other Ingresses' included (503), rather than serve them without a client certificate (ingress-nginx verifies one by default, auth-tls-verify-client: on, for the whole server: its TLS handshake asks every client of the host; and refuses the routes when the Secret cannot be used)")),
-    ("auth-tls-verify-depth", Support::No(WITH_AUTH_TLS_SECRET)),
-    ("auth-tls-verify-client", Support::No(WITH_AUTH_TLS_SECRET)),
-    ("auth-tls-error-page", Support::No(WITH_AUTH_TLS_SECRET)),
-    ("auth-tls-pass-certificate-to-upstream", Support::No(WITH_AUTH_TLS_SECRET)),
-    ("auth-tls-match-cn", Support::No(WITH_AUTH_TLS_SECRET)),
-    ("auth-signin", Support::No(WITH_AUTH_URL)),
-    ("auth-signin-redirect-param", Support::No(WITH_AUTH_URL)),
-    ("auth-method", Support::No(WITH_AUTH_URL)),
-    ("auth-response-headers", Support::No(WITH_AUTH_URL)),
-    ("auth-request-redirect", Support::No(WITH_AUTH_URL)),
-    ("auth-url", Support::FailsClosed("until external authentication is implemented (wave 2): any value refuses the Ingress's routes (503) rather than serve them unauthenticated; ingress-nginx, too, refuses them when the URL cannot be read")),
-    ("auth-cache-key", Support::No(WITH_AUTH_URL)),
-    ("auth-cache-duration", Support::No(WITH_AUTH_URL)),
-    ("auth-keepalive", Support::No(WITH_AUTH_URL)),
-    ("auth-keepalive-share-vars", Support::No(WITH_AUTH_URL)),
-    ("auth-keepalive-requests", Support::No(WITH_AUTH_URL)),
-    ("auth-keepalive-timeout", Support::No(WITH_AUTH_URL)),
-    ("auth-proxy-set-headers", Support::No(WITH_AUTH_URL)),
-    ("auth-snippet", Support::No("snippets are never executed")),
-    ("enable-global-auth", Support::Accepted("\"false\" leaves the Ingress out of the ConfigMap's global-auth-url, which refuses the routes it covers (503) until external authentication is implemented (wave 2)")),
-    ("backend-protocol", Support::Partial("HTTP, HTTPS (HTTP/1.1 over TLS), GRPC (HTTP/2 prior knowledge) and GRPCS (HTTP/2 over TLS, with the proxy-ssl-* settings); AUTO_HTTP is served as HTTP; FCGI and AJP routes answer 503")),
-    ("canary", Support::No("planned (wave 2)")),
-    ("canary-by-header", Support::No("planned (wave 2)")),
-    ("canary-by-header-value", Support::No("planned (wave 2)")),
-    ("canary-by-header-pattern", Support::No("planned (wave 2)")),
-    ("canary-by-cookie", Support::No("planned (wave 2)")),
-    ("canary-weight", Support::No("planned (wave 2)")),
-    ("canary-weight-total", Support::No("planned (wave 2)")),
-    ("client-body-buffer-size", Support::Yes),
-    ("configuration-snippet", Support::Partial("never executed; with allow-snippet-annotations, header directives with literal values are translated (see below), anything else refuses the Ingress")),
-    ("custom-http-errors", Support::No("planned (wave 2)")),
-    ("custom-headers", Support::No("planned (wave 2)")),
-    ("default-backend", Support::No("planned (wave 2)")),
-    ("enable-cors", Support::No("planned (wave 2)")),
-    ("cors-allow-origin", Support::No("planned (wave 2)")),
-    ("cors-allow-methods", Support::No("planned (wave 2)")),
-    ("cors-allow-headers", Support::No("planned (wave 2)")),
-    ("cors-expose-headers", Support::No("planned (wave 2)")),
-    ("cors-allow-credentials", Support::No("planned (wave 2)")),
-    ("cors-max-age", Support::No("planned (wave 2)")),
-    ("force-ssl-redirect", Support::Yes),
-    ("from-to-www-redirect", Support::Yes),
-    ("http2-push-preload", Support::No("HTTP/2 server push is obsolete (browsers dropped it)")),
-    ("limit-connections", Support::No(RATE_LIMIT)),
-    ("limit-rps", Support::No(RATE_LIMIT)),
-    ("limit-rpm", Support::No(RATE_LIMIT)),
-    ("limit-burst-multiplier", Support::No(RATE_LIMIT)),
-    ("limit-rate", Support::No(RATE_LIMIT)),
-    ("limit-rate-after", Support::No(RATE_LIMIT)),
-    ("limit-allowlist", Support::No("planned (wave 2); exempts addresses from the rate limits, so it only ever lets more through")),
-    ("limit-whitelist", Support::No("planned (wave 2); the older name of limit-allowlist")),
-    ("global-rate-limit", Support::No(RATE_LIMIT)),
-    ("global-rate-limit-window", Support::No(RATE_LIMIT)),
-    ("global-rate-limit-key", Support::No(RATE_LIMIT)),
-    ("global-rate-limit-ignored-cidrs", Support::No("planned (wave 2); exempts addresses from the global rate limit, so it only ever lets more through")),
-    ("permanent-redirect", Support::Yes),
-    ("permanent-redirect-code", Support::Yes),
-    ("temporal-redirect", Support::Yes),
-    ("temporal-redirect-code", Support::Yes),
-    ("preserve-trailing-slash", Support::Yes),
-    ("proxy-body-size", Support::Yes),
-    ("proxy-cookie-domain", Support::No("planned (wave 2)")),
-    ("proxy-cookie-path", Support::No("planned (wave 2)")),
-    ("proxy-connect-timeout", Support::Yes),
-    ("proxy-send-timeout", Support::Yes),
-    ("proxy-read-timeout", Support::Yes),
-    ("proxy-next-upstream", Support::Yes),
-    ("proxy-next-upstream-timeout", Support::Yes),
-    ("proxy-next-upstream-tries", Support::Yes),
-    ("proxy-request-buffering", Support::Yes),
-    ("proxy-redirect-from", Support::No("planned (wave 2)")),
-    ("proxy-redirect-to", Support::No("planned (wave 2)")),
-    ("proxy-http-version", Support::Accepted("1.1 is what Sluice speaks; 1.0 is a diagnostic")),
-    ("proxy-ssl-secret", Support::Yes),
-    ("proxy-ssl-ciphers", Support::Partial("validated; rustls's cipher suites apply, so a list other than DEFAULT is a diagnostic")),
-    ("proxy-ssl-name", Support::Yes),
-    ("proxy-ssl-protocols", Support::Partial("TLSv1.2 and TLSv1.3; older versions are dropped with a diagnostic")),
-    ("proxy-ssl-verify", Support::Yes),
-    ("proxy-ssl-verify-depth", Support::Yes),
-    ("proxy-ssl-server-name", Support::Yes),
-    ("secure-backends", Support::No("removed from ingress-nginx (0.18); use backend-protocol: HTTPS")),
-    ("enable-rewrite-log", Support::Accepted("no effect: Sluice logs rewrites at debug level")),
-    ("rewrite-target", Support::Yes),
-    ("satisfy", Support::No("planned with the auth annotations (wave 2); it restricts nothing itself, it only says whether authentication and the allow-list must both pass (all) or either (any), and the auth annotations refuse the Ingress until then")),
-    ("server-alias", Support::Yes),
-    ("server-snippet", Support::Partial("never executed; with allow-snippet-annotations, header directives with literal values are translated for every route of the host, anything else refuses the Ingress")),
-    ("service-upstream", Support::Yes),
-    ("session-cookie-change-on-failure", Support::No("planned (wave 2)")),
-    ("session-cookie-conditional-samesite-none", Support::No("planned (wave 2)")),
-    ("session-cookie-domain", Support::No("planned (wave 2)")),
-    ("session-cookie-expires", Support::No("planned (wave 2)")),
-    ("session-cookie-max-age", Support::No("planned (wave 2)")),
-    ("session-cookie-name", Support::No("planned (wave 2)")),
-    ("session-cookie-path", Support::No("planned (wave 2)")),
-    ("session-cookie-samesite", Support::No("planned (wave 2)")),
-    ("session-cookie-secure", Support::No("planned (wave 2)")),
-    ("ssl-redirect", Support::Yes),
-    ("ssl-passthrough", Support::Yes),
-    ("stream-snippet", Support::No("snippets are never executed")),
-    ("upstream-hash-by", Support::No("planned (wave 2)")),
-    ("x-forwarded-prefix", Support::Yes),
-    ("load-balance", Support::No("planned (wave 2); the ConfigMap's load-balance applies")),
-    ("upstream-vhost", Support::Yes),
-    ("denylist-source-range", Support::Yes),
-    ("whitelist-source-range", Support::Yes),
-    ("proxy-buffering", Support::Accepted("Sluice streams responses; on and off both accepted")),
-    ("proxy-buffers-number", Support::Accepted("no effect: Sluice does not buffer responses in nginx's buffers")),
-    ("proxy-buffer-size", Support::Accepted("no effect: Sluice does not buffer responses in nginx's buffers")),
-    ("proxy-busy-buffers-size", Support::Accepted("no effect: Sluice does not buffer responses in nginx's buffers")),
-    ("proxy-max-temp-file-size", Support::Accepted("no effect: Sluice does not buffer responses to disk")),
-    ("ssl-ciphers", Support::No("per-Ingress cipher lists are not supported; rustls's safe defaults apply")),
-    ("ssl-prefer-server-ciphers", Support::No("per-Ingress cipher lists are not supported; rustls's safe defaults apply")),
-    ("connection-proxy-header", Support::No("Sluice manages upstream connections itself")),
-    ("enable-access-log", Support::Yes),
-    ("enable-opentelemetry", Support::Yes),
-    ("opentelemetry-trust-incoming-span", Support::Yes),
-    ("use-regex", Support::Yes),
-    ("enable-modsecurity", Support::No(NO_WAF)),
-    ("enable-owasp-core-rules", Support::No(NO_WAF)),
-    ("modsecurity-transaction-id", Support::No(NO_WAF)),
-    ("modsecurity-snippet", Support::FailsClosed("until Sluice has a web application firewall (not planned): the snippet is how ingress-nginx's ModSecurity is made to block (SecRuleEngine On), so it refuses the Ingress's routes (503) rather than serve them unfiltered; snippets are never executed")),
-    ("mirror-request-body", Support::No("planned (wave 2)")),
-    ("mirror-target", Support::No("planned (wave 2)")),
-    ("mirror-host", Support::No("planned (wave 2)")),
-    ("ssl-passthrough-proxy-protocol", Support::Sluice("v1 or v2: a PROXY protocol header naming the client (the load balancer's, with use-proxy-protocol) is written to the endpoint before the ClientHello of each ssl-passthrough connection; off by default (ingress-nginx has no such switch)")),
+/// One annotation: its name (without prefix), what Sluice does with it (README's table) and
+/// the parser that reads it. The reader knows no annotation that is not here.
+#[derive(Clone, Copy, Debug)]
+pub struct Annotation {
+    pub name: &'static str,
+    pub support: Support,
+    /// `None`: nothing reads the value (not implemented, or accepted as a no-op); its
+    /// presence alone is diagnosed from `support`.
+    pub parser: Option<Parser>,
+}
+
+/// The parsers of the registry, each reading one annotation or a family that is read together
+/// (`proxy-ssl-*`, the redirects). They run in this order, each once per Ingress whether or not
+/// its annotations are set (defaults and "has no effect without" notices come from them). The
+/// order matters where two write one field: `backend-protocol`, the access lists, the
+/// fail-closed annotations and the snippets each may refuse the routes, the last one's reason
+/// wins; and `ssl-passthrough` is read before `ssl-passthrough-proxy-protocol`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Parser {
+    SslRedirect,
+    AccessLog,
+    OpenTelemetry,
+    Redirect,
+    UseRegex,
+    AppRoot,
+    FromToWww,
+    ServerAlias,
+    Rewrite,
+    UpstreamVhost,
+    ServiceUpstream,
+    SslPassthrough,
+    Body,
+    Upstream,
+    ProxyBuffering,
+    ProxyHttpVersion,
+    BackendProtocol,
+    ProxySsl,
+    Access,
+    FailClosed,
+    GlobalAuth,
+    Snippets,
+}
+
+const fn annotation(name: &'static str, support: Support, parser: Option<Parser>) -> Annotation {
+    Annotation {
+        name,
+        support,
+        parser,
+    }
+}
+
+/// The registry entry of `name` (without prefix).
+pub fn entry(name: &str) -> Option<&'static Annotation> {
+    REGISTRY.iter().find(|a| a.name == name)
+}
+
+/// Every annotation ingress-nginx documents, what Sluice does with it and its parser, then
+/// Sluice's own. README's table is made from this (a test keeps them equal), and the reader
+/// runs the parsers named here: a supported annotation without a parser fails a test.
+pub const REGISTRY: &[Annotation] = &[
+    annotation("app-root", Support::Yes, Some(Parser::AppRoot)),
+    annotation("affinity", Support::No("planned (wave 2)"), None),
+    annotation("affinity-mode", Support::No("planned (wave 2)"), None),
+    annotation("affinity-canary-behavior", Support::No("planned (wave 2)"), None),
+    annotation("allowlist-source-range", Support::Yes, Some(Parser::Access)),
+    annotation("auth-realm", Support::No(WITH_AUTH_TYPE), None),
+    annotation("auth-secret", Support::No(WITH_AUTH_TYPE), None),
+    annotation("auth-secret-type", Support::No(WITH_AUTH_TYPE), None),
+    annotation("auth-type", Support::FailsClosed("until basic and digest authentication are implemented (wave 2): any value refuses the Ingress's routes (503) rather than serve them to anyone; ingress-nginx, too, refuses them when auth-type or auth-secret cannot be used"), Some(Parser::FailClosed)),
+    annotation("auth-tls-secret", Support::FailsClosed("until client certificate authentication is implemented (wave 2): any value refuses every route of the Ingress's hosts, other Ingresses' included (503), rather than serve them without a client certificate (ingress-nginx verifies one by default, auth-tls-verify-client: on, for the whole server: its TLS handshake asks every client of the host; and refuses the routes when the Secret cannot be used)"), Some(Parser::FailClosed)),
+    annotation("auth-tls-verify-depth", Support::No(WITH_AUTH_TLS_SECRET), None),
+    annotation("auth-tls-verify-client", Support::No(WITH_AUTH_TLS_SECRET), None),
+    annotation("auth-tls-error-page", Support::No(WITH_AUTH_TLS_SECRET), None),
+    annotation("auth-tls-pass-certificate-to-upstream", Support::No(WITH_AUTH_TLS_SECRET), None),
+    annotation("auth-tls-match-cn", Support::No(WITH_AUTH_TLS_SECRET), None),
+    annotation("auth-signin", Support::No(WITH_AUTH_URL), None),
+    annotation("auth-signin-redirect-param", Support::No(WITH_AUTH_URL), None),
+    annotation("auth-method", Support::No(WITH_AUTH_URL), None),
+    annotation("auth-response-headers", Support::No(WITH_AUTH_URL), None),
+    annotation("auth-request-redirect", Support::No(WITH_AUTH_URL), None),
+    annotation("auth-url", Support::FailsClosed("until external authentication is implemented (wave 2): any value refuses the Ingress's routes (503) rather than serve them unauthenticated; ingress-nginx, too, refuses them when the URL cannot be read"), Some(Parser::FailClosed)),
+    annotation("auth-cache-key", Support::No(WITH_AUTH_URL), None),
+    annotation("auth-cache-duration", Support::No(WITH_AUTH_URL), None),
+    annotation("auth-keepalive", Support::No(WITH_AUTH_URL), None),
+    annotation("auth-keepalive-share-vars", Support::No(WITH_AUTH_URL), None),
+    annotation("auth-keepalive-requests", Support::No(WITH_AUTH_URL), None),
+    annotation("auth-keepalive-timeout", Support::No(WITH_AUTH_URL), None),
+    annotation("auth-proxy-set-headers", Support::No(WITH_AUTH_URL), None),
+    annotation("auth-snippet", Support::No("snippets are never executed"), None),
+    annotation("enable-global-auth", Support::Accepted("\"false\" leaves the Ingress out of the ConfigMap's global-auth-url, which refuses the routes it covers (503) until external authentication is implemented (wave 2)"), Some(Parser::GlobalAuth)),
+    annotation("backend-protocol", Support::Partial("HTTP, HTTPS (HTTP/1.1 over TLS), GRPC (HTTP/2 prior knowledge) and GRPCS (HTTP/2 over TLS, with the proxy-ssl-* settings); AUTO_HTTP is served as HTTP; FCGI and AJP routes answer 503"), Some(Parser::BackendProtocol)),
+    annotation("canary", Support::No("planned (wave 2)"), None),
+    annotation("canary-by-header", Support::No("planned (wave 2)"), None),
+    annotation("canary-by-header-value", Support::No("planned (wave 2)"), None),
+    annotation("canary-by-header-pattern", Support::No("planned (wave 2)"), None),
+    annotation("canary-by-cookie", Support::No("planned (wave 2)"), None),
+    annotation("canary-weight", Support::No("planned (wave 2)"), None),
+    annotation("canary-weight-total", Support::No("planned (wave 2)"), None),
+    annotation("client-body-buffer-size", Support::Yes, Some(Parser::Body)),
+    annotation("configuration-snippet", Support::Partial("never executed; with allow-snippet-annotations, header directives with literal values are translated (see below), anything else refuses the Ingress"), Some(Parser::Snippets)),
+    annotation("custom-http-errors", Support::No("planned (wave 2)"), None),
+    annotation("custom-headers", Support::No("planned (wave 2)"), None),
+    annotation("default-backend", Support::No("planned (wave 2)"), None),
+    annotation("enable-cors", Support::No("planned (wave 2)"), None),
+    annotation("cors-allow-origin", Support::No("planned (wave 2)"), None),
+    annotation("cors-allow-methods", Support::No("planned (wave 2)"), None),
+    annotation("cors-allow-headers", Support::No("planned (wave 2)"), None),
+    annotation("cors-expose-headers", Support::No("planned (wave 2)"), None),
+    annotation("cors-allow-credentials", Support::No("planned (wave 2)"), None),
+    annotation("cors-max-age", Support::No("planned (wave 2)"), None),
+    annotation("force-ssl-redirect", Support::Yes, Some(Parser::SslRedirect)),
+    annotation("from-to-www-redirect", Support::Yes, Some(Parser::FromToWww)),
+    annotation("http2-push-preload", Support::No("HTTP/2 server push is obsolete (browsers dropped it)"), None),
+    annotation("limit-connections", Support::No(RATE_LIMIT), None),
+    annotation("limit-rps", Support::No(RATE_LIMIT), None),
+    annotation("limit-rpm", Support::No(RATE_LIMIT), None),
+    annotation("limit-burst-multiplier", Support::No(RATE_LIMIT), None),
+    annotation("limit-rate", Support::No(RATE_LIMIT), None),
+    annotation("limit-rate-after", Support::No(RATE_LIMIT), None),
+    annotation("limit-allowlist", Support::No("planned (wave 2); exempts addresses from the rate limits, so it only ever lets more through"), None),
+    annotation("limit-whitelist", Support::No("planned (wave 2); the older name of limit-allowlist"), None),
+    annotation("global-rate-limit", Support::No(RATE_LIMIT), None),
+    annotation("global-rate-limit-window", Support::No(RATE_LIMIT), None),
+    annotation("global-rate-limit-key", Support::No(RATE_LIMIT), None),
+    annotation("global-rate-limit-ignored-cidrs", Support::No("planned (wave 2); exempts addresses from the global rate limit, so it only ever lets more through"), None),
+    annotation("permanent-redirect", Support::Yes, Some(Parser::Redirect)),
+    annotation("permanent-redirect-code", Support::Yes, Some(Parser::Redirect)),
+    annotation("temporal-redirect", Support::Yes, Some(Parser::Redirect)),
+    annotation("temporal-redirect-code", Support::Yes, Some(Parser::Redirect)),
+    annotation("preserve-trailing-slash", Support::Yes, Some(Parser::SslRedirect)),
+    annotation("proxy-body-size", Support::Yes, Some(Parser::Body)),
+    annotation("proxy-cookie-domain", Support::No("planned (wave 2)"), None),
+    annotation("proxy-cookie-path", Support::No("planned (wave 2)"), None),
+    annotation("proxy-connect-timeout", Support::Yes, Some(Parser::Upstream)),
+    annotation("proxy-send-timeout", Support::Yes, Some(Parser::Upstream)),
+    annotation("proxy-read-timeout", Support::Yes, Some(Parser::Upstream)),
+    annotation("proxy-next-upstream", Support::Yes, Some(Parser::Upstream)),
+    annotation("proxy-next-upstream-timeout", Support::Yes, Some(Parser::Upstream)),
+    annotation("proxy-next-upstream-tries", Support::Yes, Some(Parser::Upstream)),
+    annotation("proxy-request-buffering", Support::Yes, Some(Parser::Body)),
+    annotation("proxy-redirect-from", Support::No("planned (wave 2)"), None),
+    annotation("proxy-redirect-to", Support::No("planned (wave 2)"), None),
+    annotation("proxy-http-version", Support::Accepted("1.1 is what Sluice speaks; 1.0 is a diagnostic"), Some(Parser::ProxyHttpVersion)),
+    annotation("proxy-ssl-secret", Support::Yes, Some(Parser::ProxySsl)),
+    annotation("proxy-ssl-ciphers", Support::Partial("validated; rustls's cipher suites apply, so a list other than DEFAULT is a diagnostic"), Some(Parser::ProxySsl)),
+    annotation("proxy-ssl-name", Support::Yes, Some(Parser::ProxySsl)),
+    annotation("proxy-ssl-protocols", Support::Partial("TLSv1.2 and TLSv1.3; older versions are dropped with a diagnostic"), Some(Parser::ProxySsl)),
+    annotation("proxy-ssl-verify", Support::Yes, Some(Parser::ProxySsl)),
+    annotation("proxy-ssl-verify-depth", Support::Yes, Some(Parser::ProxySsl)),
+    annotation("proxy-ssl-server-name", Support::Yes, Some(Parser::ProxySsl)),
+    annotation("secure-backends", Support::No("removed from ingress-nginx (0.18); use backend-protocol: HTTPS"), None),
+    annotation("enable-rewrite-log", Support::Accepted("no effect: Sluice logs rewrites at debug level"), None),
+    annotation("rewrite-target", Support::Yes, Some(Parser::Rewrite)),
+    annotation("satisfy", Support::No("planned with the auth annotations (wave 2); it restricts nothing itself, it only says whether authentication and the allow-list must both pass (all) or either (any), and the auth annotations refuse the Ingress until then"), None),
+    annotation("server-alias", Support::Yes, Some(Parser::ServerAlias)),
+    annotation("server-snippet", Support::Partial("never executed; with allow-snippet-annotations, header directives with literal values are translated for every route of the host, anything else refuses the Ingress"), Some(Parser::Snippets)),
+    annotation("service-upstream", Support::Yes, Some(Parser::ServiceUpstream)),
+    annotation("session-cookie-change-on-failure", Support::No("planned (wave 2)"), None),
+    annotation("session-cookie-conditional-samesite-none", Support::No("planned (wave 2)"), None),
+    annotation("session-cookie-domain", Support::No("planned (wave 2)"), None),
+    annotation("session-cookie-expires", Support::No("planned (wave 2)"), None),
+    annotation("session-cookie-max-age", Support::No("planned (wave 2)"), None),
+    annotation("session-cookie-name", Support::No("planned (wave 2)"), None),
+    annotation("session-cookie-path", Support::No("planned (wave 2)"), None),
+    annotation("session-cookie-samesite", Support::No("planned (wave 2)"), None),
+    annotation("session-cookie-secure", Support::No("planned (wave 2)"), None),
+    annotation("ssl-redirect", Support::Yes, Some(Parser::SslRedirect)),
+    annotation("ssl-passthrough", Support::Yes, Some(Parser::SslPassthrough)),
+    annotation("stream-snippet", Support::No("snippets are never executed"), None),
+    annotation("upstream-hash-by", Support::No("planned (wave 2)"), None),
+    annotation("x-forwarded-prefix", Support::Yes, Some(Parser::Rewrite)),
+    annotation("load-balance", Support::No("planned (wave 2); the ConfigMap's load-balance applies"), None),
+    annotation("upstream-vhost", Support::Yes, Some(Parser::UpstreamVhost)),
+    annotation("denylist-source-range", Support::Yes, Some(Parser::Access)),
+    annotation("whitelist-source-range", Support::Yes, Some(Parser::Access)),
+    annotation("proxy-buffering", Support::Accepted("Sluice streams responses; on and off both accepted"), Some(Parser::ProxyBuffering)),
+    annotation("proxy-buffers-number", Support::Accepted("no effect: Sluice does not buffer responses in nginx's buffers"), None),
+    annotation("proxy-buffer-size", Support::Accepted("no effect: Sluice does not buffer responses in nginx's buffers"), None),
+    annotation("proxy-busy-buffers-size", Support::Accepted("no effect: Sluice does not buffer responses in nginx's buffers"), None),
+    annotation("proxy-max-temp-file-size", Support::Accepted("no effect: Sluice does not buffer responses to disk"), None),
+    annotation("ssl-ciphers", Support::No("per-Ingress cipher lists are not supported; rustls's safe defaults apply"), None),
+    annotation("ssl-prefer-server-ciphers", Support::No("per-Ingress cipher lists are not supported; rustls's safe defaults apply"), None),
+    annotation("connection-proxy-header", Support::No("Sluice manages upstream connections itself"), None),
+    annotation("enable-access-log", Support::Yes, Some(Parser::AccessLog)),
+    annotation("enable-opentelemetry", Support::Yes, Some(Parser::OpenTelemetry)),
+    annotation("opentelemetry-trust-incoming-span", Support::Yes, Some(Parser::OpenTelemetry)),
+    annotation("use-regex", Support::Yes, Some(Parser::UseRegex)),
+    annotation("enable-modsecurity", Support::No(NO_WAF), None),
+    annotation("enable-owasp-core-rules", Support::No(NO_WAF), None),
+    annotation("modsecurity-transaction-id", Support::No(NO_WAF), None),
+    annotation("modsecurity-snippet", Support::FailsClosed("until Sluice has a web application firewall (not planned): the snippet is how ingress-nginx's ModSecurity is made to block (SecRuleEngine On), so it refuses the Ingress's routes (503) rather than serve them unfiltered; snippets are never executed"), Some(Parser::FailClosed)),
+    annotation("mirror-request-body", Support::No("planned (wave 2)"), None),
+    annotation("mirror-target", Support::No("planned (wave 2)"), None),
+    annotation("mirror-host", Support::No("planned (wave 2)"), None),
+    annotation("ssl-passthrough-proxy-protocol", Support::Sluice("v1 or v2: a PROXY protocol header naming the client (the load balancer's, with use-proxy-protocol) is written to the endpoint before the ClientHello of each ssl-passthrough connection; off by default (ingress-nginx has no such switch)"), Some(Parser::SslPassthrough)),
 ];
 
 /// What one Ingress's annotations ask for.
@@ -284,6 +342,7 @@ pub fn parse(
     let mut reader = Reader {
         values: BTreeMap::new(),
         object,
+        settings,
         diagnostics,
     };
     for (key, value) in annotations {
@@ -323,20 +382,19 @@ pub fn parse(
         reader.values.insert(name, (value, sluice));
     }
     reader.unsupported();
-    reader.read(settings)
+    reader.read()
 }
 
 /// A key of Sluice's own (not ingress-nginx's).
 fn is_sluice_only(name: &str) -> bool {
-    CATALOGUE
-        .iter()
-        .any(|(known, support)| *known == name && matches!(support, Support::Sluice(_)))
+    entry(name).is_some_and(|a| matches!(a.support, Support::Sluice(_)))
 }
 
 struct Reader<'a> {
     /// Annotation name without prefix → (value, came with the Sluice prefix).
     values: BTreeMap<&'a str, (&'a str, bool)>,
     object: &'a ObjectRef,
+    settings: &'a Settings,
     diagnostics: &'a mut Vec<Diagnostic>,
 }
 
@@ -367,18 +425,12 @@ impl<'a> Reader<'a> {
 
     fn unsupported(&mut self) {
         let mut found = Vec::new();
-        for (name, (value, _)) in &self.values {
-            match CATALOGUE.iter().find(|(known, _)| known == name) {
-                Some((_, Support::No(why))) => found.push(format!(
+        for name in self.values.keys() {
+            match entry(name).map(|a| a.support) {
+                Some(Support::No(why)) => found.push(format!(
                     "annotation {}: not supported by Sluice: {why}; ignored",
                     self.key(name)
                 )),
-                Some((_, Support::Accepted(_))) if *name == "proxy-http-version" && *value != "1.1" => {
-                    found.push(format!(
-                        "annotation {}: {value:?}: Sluice speaks HTTP/1.1 to upstreams; ignored",
-                        self.key(name)
-                    ))
-                }
                 Some(_) => {}
                 None => found.push(format!(
                     "annotation {}: unknown (not an ingress-nginx annotation Sluice knows); ignored",
@@ -392,6 +444,11 @@ impl<'a> Reader<'a> {
     }
 
     fn get(&self, name: &str) -> Option<&'a str> {
+        // A parser reads only what the registry lists (tests run with debug assertions).
+        debug_assert!(
+            entry(name).is_some(),
+            "{name} is read but not in the registry"
+        );
         self.values.get(name).map(|(value, _)| *value)
     }
 
@@ -455,47 +512,121 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn read(mut self, settings: &Settings) -> IngressAnnotations {
-        let mut policy = RoutePolicy::from_settings(settings);
-        if let Some(on) = self.bool("ssl-redirect") {
-            policy.ssl_redirect.enabled = on;
+    /// Runs the registry's parsers, in [`Parser`] order.
+    fn read(mut self) -> IngressAnnotations {
+        let mut out = IngressAnnotations {
+            policy: RoutePolicy::from_settings(self.settings),
+            use_regex: false,
+            server_aliases: Vec::new(),
+            app_root: None,
+            from_to_www: false,
+            service_upstream: false,
+            ssl_passthrough: false,
+            server_request_headers: Vec::new(),
+            server_response_headers: Vec::new(),
+            global_auth: true,
+            hosts_refused: None,
+            backend_protocol: None,
+            proxy_ssl: ProxySsl::default(),
+        };
+        let parsers: BTreeSet<Parser> = REGISTRY.iter().filter_map(|a| a.parser).collect();
+        for parser in parsers {
+            self.run(parser, &mut out);
         }
-        if let Some(on) = self.bool("enable-access-log") {
-            policy.access_log = on;
-        }
-        // As ingress-nginx: "true" traces this Ingress even with the ConfigMap's key off.
-        if let Some(on) = self.bool("enable-opentelemetry") {
-            policy.opentelemetry.enabled = on;
-        }
-        if let Some(on) = self.bool("opentelemetry-trust-incoming-span") {
-            policy.opentelemetry.trust_incoming_span = on;
-        }
-        if let Some(on) = self.bool("force-ssl-redirect") {
-            policy.ssl_redirect.force = on;
-        }
-        if let Some(on) = self.bool("preserve-trailing-slash") {
-            policy.ssl_redirect.preserve_trailing_slash = on;
-        }
-        policy.redirect = self.redirect();
-        let use_regex = self.bool("use-regex").unwrap_or(false);
-        let app_root = self.app_root();
-        let from_to_www = self.bool("from-to-www-redirect").unwrap_or(false);
-        let server_aliases = self.server_aliases();
-        policy.rewrite = self.rewrite();
-        if policy.rewrite.is_none() && self.get("x-forwarded-prefix").is_some() {
-            let key = self.key("x-forwarded-prefix");
-            self.diagnose(
-                Severity::Notice,
-                format!(
-                    "annotation {key}: has no effect without rewrite-target (as in ingress-nginx)"
-                ),
-            );
-        }
-        policy.upstream_vhost = self.upstream_vhost();
-        let service_upstream = self.bool("service-upstream").unwrap_or(false);
-        let ssl_passthrough = self.bool("ssl-passthrough").unwrap_or(false);
-        policy.passthrough_proxy_protocol = self.passthrough_proxy_protocol(ssl_passthrough);
+        out
+    }
 
+    /// The dispatch: one arm per parser, each reading its annotations into `out`.
+    fn run(&mut self, parser: Parser, out: &mut IngressAnnotations) {
+        let policy = &mut out.policy;
+        match parser {
+            Parser::SslRedirect => {
+                if let Some(on) = self.bool("ssl-redirect") {
+                    policy.ssl_redirect.enabled = on;
+                }
+                if let Some(on) = self.bool("force-ssl-redirect") {
+                    policy.ssl_redirect.force = on;
+                }
+                if let Some(on) = self.bool("preserve-trailing-slash") {
+                    policy.ssl_redirect.preserve_trailing_slash = on;
+                }
+            }
+            Parser::AccessLog => {
+                if let Some(on) = self.bool("enable-access-log") {
+                    policy.access_log = on;
+                }
+            }
+            Parser::OpenTelemetry => {
+                // As ingress-nginx: "true" traces this Ingress even with the ConfigMap's key off.
+                if let Some(on) = self.bool("enable-opentelemetry") {
+                    policy.opentelemetry.enabled = on;
+                }
+                if let Some(on) = self.bool("opentelemetry-trust-incoming-span") {
+                    policy.opentelemetry.trust_incoming_span = on;
+                }
+            }
+            Parser::Redirect => policy.redirect = self.redirect(),
+            Parser::UseRegex => out.use_regex = self.bool("use-regex").unwrap_or(false),
+            Parser::AppRoot => out.app_root = self.app_root(),
+            Parser::FromToWww => {
+                out.from_to_www = self.bool("from-to-www-redirect").unwrap_or(false)
+            }
+            Parser::ServerAlias => out.server_aliases = self.server_aliases(),
+            Parser::Rewrite => {
+                policy.rewrite = self.rewrite();
+                if policy.rewrite.is_none() && self.get("x-forwarded-prefix").is_some() {
+                    let key = self.key("x-forwarded-prefix");
+                    self.diagnose(
+                        Severity::Notice,
+                        format!(
+                            "annotation {key}: has no effect without rewrite-target (as in ingress-nginx)"
+                        ),
+                    );
+                }
+            }
+            Parser::UpstreamVhost => policy.upstream_vhost = self.upstream_vhost(),
+            Parser::ServiceUpstream => {
+                out.service_upstream = self.bool("service-upstream").unwrap_or(false)
+            }
+            Parser::SslPassthrough => {
+                out.ssl_passthrough = self.bool("ssl-passthrough").unwrap_or(false);
+                policy.passthrough_proxy_protocol =
+                    self.passthrough_proxy_protocol(out.ssl_passthrough);
+            }
+            Parser::Body => self.body(policy),
+            Parser::Upstream => self.upstream(policy),
+            Parser::ProxyBuffering => {
+                if let Some(value) = self.get("proxy-buffering") {
+                    if value != "on" && value != "off" {
+                        self.invalid("proxy-buffering", value, "on or off");
+                    }
+                }
+            }
+            Parser::ProxyHttpVersion => {
+                if let Some(value) = self.get("proxy-http-version").filter(|v| *v != "1.1") {
+                    let key = self.key("proxy-http-version");
+                    self.diagnose(
+                        Severity::Unsupported,
+                        format!(
+                            "annotation {key}: {value:?}: Sluice speaks HTTP/1.1 to upstreams; ignored"
+                        ),
+                    );
+                }
+            }
+            Parser::BackendProtocol => out.backend_protocol = self.backend_protocol(policy),
+            Parser::ProxySsl => out.proxy_ssl = self.proxy_ssl(),
+            Parser::Access => self.access(policy),
+            Parser::FailClosed => out.hosts_refused = self.fail_closed(policy),
+            Parser::GlobalAuth => out.global_auth = self.bool("enable-global-auth").unwrap_or(true),
+            Parser::Snippets => self.snippets(
+                policy,
+                &mut out.server_request_headers,
+                &mut out.server_response_headers,
+            ),
+        }
+    }
+
+    fn body(&mut self, policy: &mut RoutePolicy) {
         if let Some(size) = self.size("proxy-body-size") {
             policy.body.max_size = size;
         }
@@ -519,6 +650,9 @@ impl<'a> Reader<'a> {
                 }
             }
         }
+    }
+
+    fn upstream(&mut self, policy: &mut RoutePolicy) {
         let upstream = &mut policy.upstream;
         if let Some(d) = self.duration("proxy-connect-timeout") {
             upstream.connect_timeout = d;
@@ -540,41 +674,6 @@ impl<'a> Reader<'a> {
                 Ok(conditions) => upstream.next_upstream = conditions,
                 Err(why) => self.invalid("proxy-next-upstream", value, &why),
             }
-        }
-        if let Some(value) = self.get("proxy-buffering") {
-            if value != "on" && value != "off" {
-                self.invalid("proxy-buffering", value, "on or off");
-            }
-        }
-
-        let backend_protocol = self.backend_protocol(&mut policy);
-        let proxy_ssl = self.proxy_ssl();
-
-        self.access(&mut policy);
-        let hosts_refused = self.fail_closed(&mut policy);
-        let global_auth = self.bool("enable-global-auth").unwrap_or(true);
-        let mut server_request_headers = Vec::new();
-        let mut server_response_headers = Vec::new();
-        self.snippets(
-            settings,
-            &mut policy,
-            &mut server_request_headers,
-            &mut server_response_headers,
-        );
-        IngressAnnotations {
-            policy,
-            use_regex,
-            server_aliases,
-            app_root,
-            from_to_www,
-            service_upstream,
-            ssl_passthrough,
-            server_request_headers,
-            server_response_headers,
-            backend_protocol,
-            proxy_ssl,
-            global_auth,
-            hosts_refused,
         }
     }
 
@@ -855,7 +954,7 @@ impl<'a> Reader<'a> {
         let value = self.header_value("upstream-vhost")?;
         let text = value.to_str().unwrap_or_default();
         let host = text.rsplit_once(':').map_or(text, |(host, _)| host);
-        if crate::target::validate_host(text.as_bytes()).is_err() || host.is_empty() {
+        if model::target::validate_host(text.as_bytes()).is_err() || host.is_empty() {
             self.invalid(
                 "upstream-vhost",
                 text,
@@ -916,8 +1015,8 @@ impl<'a> Reader<'a> {
     /// Returns why the Ingress's hosts are refused as a whole (`auth-tls-secret`).
     fn fail_closed(&mut self, policy: &mut RoutePolicy) -> Option<String> {
         let mut hosts_refused = None;
-        for (name, support) in CATALOGUE {
-            let Support::FailsClosed(why) = support else {
+        for annotation in REGISTRY {
+            let (name, Support::FailsClosed(why)) = (annotation.name, annotation.support) else {
                 continue;
             };
             if self.get(name).is_none() {
@@ -929,7 +1028,7 @@ impl<'a> Reader<'a> {
                 format!("annotation {key}: restricts access and is not implemented; {why}"),
             );
             let reason = format!("{key} is not implemented (it restricts access)");
-            if *name == "auth-tls-secret" {
+            if name == "auth-tls-secret" {
                 hosts_refused = Some(reason.clone());
             }
             policy.denied = Some(reason);
@@ -939,7 +1038,6 @@ impl<'a> Reader<'a> {
 
     fn snippets(
         &mut self,
-        settings: &Settings,
         policy: &mut RoutePolicy,
         server_request: &mut Vec<HeaderEdit>,
         server_response: &mut Vec<HeaderEdit>,
@@ -949,7 +1047,7 @@ impl<'a> Reader<'a> {
         for (name, server) in [("configuration-snippet", false), ("server-snippet", true)] {
             let Some(text) = self.get(name) else { continue };
             let key = self.key(name);
-            if !settings.allow_snippet_annotations {
+            if !self.settings.allow_snippet_annotations {
                 self.diagnose(
                     Severity::Error,
                     format!("annotation {key}: snippet annotations are off (ConfigMap allow-snippet-annotations, as in ingress-nginx); the Ingress's routes answer 503 until it is removed"),
@@ -1316,8 +1414,50 @@ mod tests {
     }
 
     #[test]
+    fn every_annotation_with_an_effect_has_a_parser_and_only_those() {
+        for annotation in REGISTRY {
+            let needs_parser = match annotation.support {
+                Support::Yes
+                | Support::Partial(_)
+                | Support::FailsClosed(_)
+                | Support::Sluice(_) => Some(true),
+                Support::No(_) => Some(false),
+                // A no-op that Sluice accepts may still check its value.
+                Support::Accepted(_) => None,
+            };
+            match (needs_parser, annotation.parser) {
+                (Some(true), None) => panic!("{} is supported but has no parser", annotation.name),
+                (Some(false), Some(parser)) => panic!(
+                    "{} is not supported but names the parser {parser:?}",
+                    annotation.name
+                ),
+                _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn parsers_read_only_names_of_the_registry() {
+        // `Reader::get` asserts that each name it is asked for has an entry; every parser runs
+        // on every Ingress, so one parse with nothing set and one with everything set reach
+        // every read.
+        let settings = Settings {
+            allow_snippet_annotations: true,
+            ..Settings::default()
+        };
+        let object = ObjectRef::new(model::Kind::Ingress, "default", "web");
+        let mut diagnostics = Vec::new();
+        parse(&BTreeMap::new(), &settings, &object, &mut diagnostics);
+        let every: BTreeMap<String, String> = REGISTRY
+            .iter()
+            .map(|a| (format!("{NGINX_PREFIX}{}", a.name), "1".to_owned()))
+            .collect();
+        parse(&every, &settings, &object, &mut diagnostics);
+    }
+
+    #[test]
     fn the_catalogue_has_each_annotation_once() {
-        let mut names: Vec<&str> = CATALOGUE.iter().map(|(n, _)| *n).collect();
+        let mut names: Vec<&str> = REGISTRY.iter().map(|a| a.name).collect();
         names.sort_unstable();
         let before = names.len();
         names.dedup();

@@ -1,7 +1,8 @@
 //! The node-local endpoint policy holds on both paths that read EndpointSlices: `compile()` and
-//! the endpoint fast path (`Compiled::refresh_endpoints`), which bypasses compile.
+//! the endpoint fast path (`translate::refresh_endpoints`), which bypasses compile.
 
-use model::{compile, parse_documents, CompileOptions, NodeLocalEndpoints, Store};
+use model::NodeLocalEndpoints;
+use translate::{compile, parse_documents, refresh_endpoints, CompileOptions, Store};
 
 const SERVICE_AND_INGRESS: &str = r#"
 apiVersion: v1
@@ -26,7 +27,7 @@ fn slice(addresses: &str) -> String {
     )
 }
 
-fn objects(text: &str) -> Vec<model::Object> {
+fn objects(text: &str) -> Vec<translate::Object> {
     let documents = parse_documents("t.yaml", text).unwrap();
     assert!(documents.errors.is_empty(), "{:?}", documents.errors);
     documents.objects
@@ -74,7 +75,7 @@ fn the_endpoint_fast_path_applies_the_policy_compile_used() {
             slice("10.0.0.2, 127.0.0.1, 169.254.169.254")
         )));
         assert!(!changes.config, "an endpoint-only change");
-        let changed = compiled.refresh_endpoints(&store, &changes.endpoints);
+        let changed = refresh_endpoints(&compiled, &store, &changes.endpoints);
         assert_eq!(changed.len(), 1, "{policy:?}");
         let now = backend.endpoints();
         assert_eq!(addresses(&now.ready), ready_after, "{policy:?}");

@@ -29,31 +29,13 @@ use k8s_openapi::api::networking::v1 as networking;
 use k8s_openapi::api::networking::v1::{IngressClassSpec, IngressSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::ByteString;
-use serde::Serialize;
 
-use crate::store::{NamespacedName, SERVICE_NAME_LABEL};
+use model::{Kind, NamespacedName, ObjectRef};
+
+use crate::store::SERVICE_NAME_LABEL;
 
 /// The namespace kubectl assumes when a namespaced object names none.
 pub const DEFAULT_NAMESPACE: &str = "default";
-
-/// The kinds of object Sluice reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub enum Kind {
-    IngressClass,
-    Ingress,
-    Service,
-    EndpointSlice,
-    Secret,
-    ConfigMap,
-}
-
-/// Identifies one object: kind, namespace (empty for cluster-scoped kinds) and name.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ObjectRef {
-    pub kind: Kind,
-    pub namespace: String,
-    pub name: String,
-}
 
 /// The metadata Sluice reads: `ObjectMeta`'s name, namespace, and for the kinds whose
 /// annotations mean something (Ingress, IngressClass) the annotations and creation time.
@@ -180,68 +162,6 @@ pub struct Documents {
     pub errors: Vec<ParseError>,
     /// Documents of kinds we do not read (Deployments, Pods, ...), skipped on purpose.
     pub ignored: usize,
-}
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::IngressClass => "IngressClass",
-            Kind::Ingress => "Ingress",
-            Kind::Service => "Service",
-            Kind::EndpointSlice => "EndpointSlice",
-            Kind::Secret => "Secret",
-            Kind::ConfigMap => "ConfigMap",
-        }
-    }
-
-    /// The kind named by a document's `apiVersion` and `kind`, if it is one we read.
-    pub fn from_type(api_version: &str, kind: &str) -> Option<Kind> {
-        match (api_version, kind) {
-            ("networking.k8s.io/v1", "IngressClass") => Some(Kind::IngressClass),
-            ("networking.k8s.io/v1", "Ingress") => Some(Kind::Ingress),
-            ("v1", "Service") => Some(Kind::Service),
-            ("discovery.k8s.io/v1", "EndpointSlice") => Some(Kind::EndpointSlice),
-            ("v1", "Secret") => Some(Kind::Secret),
-            ("v1", "ConfigMap") => Some(Kind::ConfigMap),
-            _ => None,
-        }
-    }
-
-    pub fn is_namespaced(self) -> bool {
-        self != Kind::IngressClass
-    }
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl ObjectRef {
-    pub fn new(kind: Kind, namespace: impl Into<String>, name: impl Into<String>) -> ObjectRef {
-        ObjectRef {
-            kind,
-            namespace: namespace.into(),
-            name: name.into(),
-        }
-    }
-}
-
-impl fmt::Display for ObjectRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.namespace.is_empty() {
-            write!(f, "{} {}", self.kind, self.name)
-        } else {
-            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
-        }
-    }
-}
-
-impl Serialize for ObjectRef {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
 }
 
 impl Object {

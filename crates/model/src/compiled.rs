@@ -1,0 +1,314 @@
+//! What one translation produces and the proxy serves: [`Compiled`], plain data swapped in
+//! whole, and the [`Diagnostic`]s that say what was left out or served differently.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::endpoints::{Backend, BackendKey, EndpointSet, NodeLocalEndpoints};
+use crate::names::{Kind, NamespacedName, ObjectRef};
+use crate::policy::{ProxyProtocolVersion, RoutePolicy};
+use crate::routes::{PathKind, PathRoute, Route, RouteTable};
+use crate::settings::Settings;
+use crate::streams::{StreamService, StreamServiceView};
+use crate::tls::Certificates;
+
+/// Something about one object an operator must know: it is invalid, or uses what Sluice does
+/// not implement, or is served differently than ingress-nginx would. The rest still serves.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Diagnostic {
+    pub object: ObjectRef,
+    pub reason: String,
+    pub severity: Severity,
+}
+
+/// How much a diagnostic changes what is served. The admission webhook refuses `Error`s and
+/// returns the others as warnings; `sluice migrate` calls an Ingress with an `Error` or
+/// `Unsupported` one "not served as written".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Severity {
+    /// Invalid or refused: the object, rule or annotation is left out (or, where leaving it out
+    /// would open access, its routes answer 503).
+    Error,
+    /// Input Sluice does not implement (yet): ignored, so behaviour differs from ingress-nginx.
+    Unsupported,
+    /// Names an object that does not exist (yet): a Service (its paths answer 503) or a Secret
+    /// (the default certificate is served) until it appears. Valid input: applying a folder, or
+    /// cert-manager making the Secret after the Ingress, passes through this state.
+    Missing,
+    /// Served, but not exactly as ingress-nginx would (a documented, deliberate difference).
+    Difference,
+    /// Served as ingress-nginx would, in a way that surprises (its documented traps).
+    Notice,
+    /// Served now, failing soon: a certificate that expires within `tls::EXPIRY_WARNING` or
+    /// has expired (clients refuse it).
+    Expiring,
+}
+
+/// The product of one compile. Immutable; the proxy swaps it in whole.
+#[derive(Debug, Default)]
+pub struct Compiled {
+    pub routes: RouteTable,
+    /// Every resolved backend, for the endpoint fast path.
+    pub backends: BTreeMap<BackendKey, Arc<Backend>>,
+    /// `service-upstream` backends: the Service's cluster IP, changed only by a compile.
+    pub service_upstreams: BTreeMap<BackendKey, Arc<Backend>>,
+    pub certificates: Certificates,
+    pub settings: Settings,
+    /// `settings.hsts_header()`, made once here rather than per response.
+    pub hsts_header: Option<String>,
+    /// The access log's format and filters; `None`: `disable-access-log` or
+    /// `disable-http-access-log`.
+    pub access_log: Option<crate::access_log::AccessLog>,
+    /// TCP services' line format (`log-format-stream`); `None`: `disable-access-log` or
+    /// `disable-stream-access-log`.
+    pub stream_access_log: Option<crate::access_log::StreamLogFormat>,
+    /// Some route traces (`enable-opentelemetry`, ConfigMap or annotation): requests keep a
+    /// record for a span. `false`: tracing costs a request this one check.
+    pub tracing: bool,
+    pub diagnostics: Vec<Diagnostic>,
+    /// Ingresses this configuration serves.
+    pub ingresses: Vec<NamespacedName>,
+    /// `ssl-passthrough` hosts (exact names, lower case) → the route of their `/` path: TLS
+    /// connections naming the host in SNI go to its backend undecrypted.
+    pub passthrough: HashMap<String, Arc<Route>>,
+    /// The policy its backends' endpoints were read with; the fast path keeps applying it.
+    pub node_local_endpoints: NodeLocalEndpoints,
+    /// TCP services (`--tcp-services-configmap`): listen port → where its connections go.
+    /// Their backends are in `backends` too, so endpoint changes reach them on the fast path.
+    pub tcp_services: BTreeMap<u16, Arc<StreamService>>,
+    /// UDP services (`--udp-services-configmap`): listen port ─▶ where its datagrams go.
+    pub udp_services: BTreeMap<u16, Arc<StreamService>>,
+}
+
+impl Diagnostic {
+    /// An [`Severity::Error`].
+    pub fn new(object: ObjectRef, reason: impl Into<String>) -> Diagnostic {
+        Diagnostic::with_severity(Severity::Error, object, reason)
+    }
+
+    pub fn with_severity(
+        severity: Severity,
+        object: ObjectRef,
+        reason: impl Into<String>,
+    ) -> Diagnostic {
+        Diagnostic {
+            object,
+            reason: reason.into(),
+            severity,
+        }
+    }
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Unsupported => "unsupported",
+            Severity::Missing => "missing",
+            Severity::Difference => "difference",
+            Severity::Notice => "notice",
+            Severity::Expiring => "expiring",
+        }
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    /// Errors read as before; the other kinds say what they are.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.severity {
+            Severity::Error => write!(f, "{}: {}", self.object, self.reason),
+            other => write!(f, "{}: {}: {}", self.object, other.as_str(), self.reason),
+        }
+    }
+}
+
+/// A serialisable picture of a compiled configuration: what `/config` shows and golden files
+/// hold. Endpoints are read as they are now.
+#[derive(Debug, Serialize)]
+pub struct CompiledView {
+    pub hosts: BTreeMap<String, HostView>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub www_redirects: BTreeMap<String, String>,
+    pub default_backend: Option<RouteView>,
+    pub backends: BTreeMap<String, EndpointSet>,
+    pub certificates: BTreeMap<String, String>,
+    /// `ssl-passthrough` hosts → the backend their TLS connections go to (and the PROXY
+    /// protocol version written to it, if any).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub passthrough: BTreeMap<String, String>,
+    /// TCP services: listen port → Service port and PROXY protocol flags.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub tcp_services: BTreeMap<u16, StreamServiceView>,
+    /// UDP services: listen port ─▶ Service port.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub udp_services: BTreeMap<u16, StreamServiceView>,
+    pub settings: Settings,
+    pub ingresses: Vec<String>,
+    pub diagnostics: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HostView {
+    pub tls: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub regex: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_root: Option<String>,
+    pub paths: Vec<RouteView>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RouteView {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<PathKind>,
+    pub ingress: String,
+    pub service: String,
+    /// `None` when the backend could not be resolved (requests answer 503).
+    pub backend: Option<String>,
+    /// On a regex host: the regex the path is matched with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    /// What the route's policy changes from the ConfigMap's default policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<serde_json::Value>,
+}
+
+impl RouteView {
+    fn new(path: Option<&PathRoute>, route: &Route, default: &RoutePolicy) -> RouteView {
+        RouteView {
+            path: path.map(|p| p.written.to_string()),
+            kind: path.map(|p| p.kind),
+            ingress: route.ingress.to_string(),
+            service: route.service.to_string(),
+            backend: route.backend.key().map(ToString::to_string),
+            regex: path.and_then(|p| p.pattern.as_ref()).map(|r| r.to_string()),
+            policy: route.policy.difference(default),
+        }
+    }
+}
+
+impl Compiled {
+    pub fn view(&self) -> CompiledView {
+        let default = RoutePolicy::from_settings(&self.settings);
+        CompiledView {
+            www_redirects: self
+                .routes
+                .www_redirects()
+                .iter()
+                .map(|(from, to)| (from.clone(), to.clone()))
+                .collect(),
+            hosts: self
+                .routes
+                .hosts()
+                .into_iter()
+                .map(|(host, routes)| {
+                    let paths = routes
+                        .paths
+                        .iter()
+                        .map(|p| RouteView::new(Some(p), &p.route, &default))
+                        .collect();
+                    (
+                        host.to_string(),
+                        HostView {
+                            tls: routes.tls,
+                            regex: routes.regex,
+                            app_root: routes
+                                .app_root
+                                .as_ref()
+                                .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned()),
+                            paths,
+                        },
+                    )
+                })
+                .collect(),
+            default_backend: self
+                .routes
+                .default_backend()
+                .map(|r| RouteView::new(None, r, &default)),
+            backends: self
+                .backends
+                .iter()
+                .map(|(key, backend)| (key.to_string(), (*backend.endpoints()).clone()))
+                .collect(),
+            certificates: self.certificates.sources().clone(),
+            passthrough: self
+                .passthrough
+                .iter()
+                .map(|(host, route)| {
+                    let backend = route
+                        .backend
+                        .key()
+                        .map_or_else(|| "(unresolved)".to_owned(), ToString::to_string);
+                    let backend = match route.policy.passthrough_proxy_protocol {
+                        None => backend,
+                        Some(ProxyProtocolVersion::V1) => format!("{backend} (PROXY protocol v1)"),
+                        Some(ProxyProtocolVersion::V2) => format!("{backend} (PROXY protocol v2)"),
+                    };
+                    (host.clone(), backend)
+                })
+                .collect(),
+            tcp_services: self
+                .tcp_services
+                .iter()
+                .map(|(port, service)| (*port, service.view()))
+                .collect(),
+            udp_services: self
+                .udp_services
+                .iter()
+                .map(|(port, service)| (*port, service.view()))
+                .collect(),
+            settings: self.settings.clone(),
+            ingresses: self.ingresses.iter().map(ToString::to_string).collect(),
+            diagnostics: self.diagnostics.iter().map(ToString::to_string).collect(),
+        }
+    }
+}
+
+impl Compiled {
+    /// One diagnostic per served Ingress and refused address of its backends, as the endpoints
+    /// are now (see [`NodeLocalEndpoints`]); sorted. Not part of `diagnostics`, because the fast
+    /// path changes endpoints without a compile. O(routes): call it when refused addresses are
+    /// involved, not on every endpoint change.
+    pub fn refused_endpoint_diagnostics(&self) -> Vec<Diagnostic> {
+        let mut out = Vec::new();
+        let mut visit = |route: &Route| {
+            let Some(key) = route.backend.key() else {
+                return;
+            };
+            route.backend.with_endpoints(|set| {
+                for refused in &set.refused {
+                    out.push(Diagnostic::new(
+                        ingress_ref(&route.ingress),
+                        format!(
+                            "backend {key}: endpoint {} (EndpointSlice {}) not used: {}; \
+                             --allow-loopback-endpoints allows it",
+                            refused.address, refused.slice, refused.reason
+                        ),
+                    ));
+                }
+            });
+        };
+        for (_, routes) in self.routes.hosts() {
+            for path in &routes.paths {
+                visit(&path.route);
+            }
+        }
+        if let Some(route) = self.routes.default_backend() {
+            visit(route);
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// The Ingress `name` as a diagnostic's object.
+pub fn ingress_ref(name: &NamespacedName) -> ObjectRef {
+    ObjectRef::new(Kind::Ingress, &*name.namespace, &*name.name)
+}

@@ -1,0 +1,343 @@
+//! Backend references: a Service and a port (number or name), as an Ingress backend, a TCP/UDP
+//! services entry or the default backend names it, resolved to a [`BackendKey`], and the
+//! endpoints of that key read from the Store's EndpointSlices. One function per step, shared by
+//! every source (Ingress today, Gateway API's `backendRefs` next), so a port or an endpoint is
+//! read the same way whatever named it.
+//!
+//! ```text
+//!  (Service, port number | port name) ──resolve──▶ BackendKey { service, port name }
+//!  BackendKey + Store's EndpointSlices ──endpoints_for──▶ EndpointSet ──backend──▶ Backend
+//!  (the two together: resolve_backend, what Ingress and Gateway API references go through)
+//!  changed Services ──refresh_endpoints──▶ Backend::set_endpoints (the fast path, no compile)
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ServicePort;
+use model::{
+    node_local_reason, Backend, BackendKey, Compiled, EndpointSet, NamespacedName,
+    NodeLocalEndpoints, RefusedEndpoint, Severity,
+};
+
+use crate::objects::EndpointSlice;
+use crate::store::Store;
+
+/// Why a referenced object cannot be used: it does not exist (yet), or it is unusable.
+#[derive(Clone, Debug)]
+pub struct Problem {
+    pub text: String,
+    /// `true`: the object does not exist (yet), a [`Severity::Missing`] diagnostic.
+    pub missing: bool,
+}
+
+impl Problem {
+    pub fn missing(text: impl Into<String>) -> Problem {
+        Problem {
+            text: text.into(),
+            missing: true,
+        }
+    }
+
+    pub fn invalid(text: impl Into<String>) -> Problem {
+        Problem {
+            text: text.into(),
+            missing: false,
+        }
+    }
+
+    pub fn severity(&self) -> Severity {
+        if self.missing {
+            Severity::Missing
+        } else {
+            Severity::Error
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// The port of Service `service` a reference names: by `number` when it is written as one,
+/// otherwise by the name `written`.
+pub fn service_port<'s>(
+    store: &'s Store,
+    service: &NamespacedName,
+    number: Option<i32>,
+    written: &str,
+) -> Result<&'s ServicePort, Problem> {
+    let found = store
+        .service(service)
+        .ok_or_else(|| Problem::missing(format!("Service {service} not found")))?;
+    let ports: &[ServicePort] = found
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_deref())
+        .unwrap_or_default();
+    ports
+        .iter()
+        .find(|p| match number {
+            Some(n) => p.port == n,
+            None => p.name.as_deref() == Some(written),
+        })
+        .ok_or_else(|| Problem::invalid(format!("Service {service} has no port {written}")))
+}
+
+/// Service port (by number or name) → the key of its endpoints: the port's name, which
+/// EndpointSlices use for it.
+pub fn resolve(
+    store: &Store,
+    service: &NamespacedName,
+    number: Option<i32>,
+    written: &str,
+) -> Result<BackendKey, Problem> {
+    let port = service_port(store, service, number, written)?;
+    Ok(key_of(service, port))
+}
+
+/// The key of `port` of `service`.
+pub fn key_of(service: &NamespacedName, port: &ServicePort) -> BackendKey {
+    BackendKey {
+        service: service.clone(),
+        port_name: port.name.clone().unwrap_or_default(),
+    }
+}
+
+/// The one Backend of `key` in this configuration, made with its endpoints on first use:
+/// every route and stream service to one Service port shares it, so one endpoint swap on the
+/// fast path reaches all of them.
+pub fn backend(
+    store: &Store,
+    key: &BackendKey,
+    policy: NodeLocalEndpoints,
+    backends: &mut BTreeMap<BackendKey, Arc<Backend>>,
+) -> Arc<Backend> {
+    backends
+        .entry(key.clone())
+        .or_insert_with(|| Arc::new(Backend::new(key.clone(), endpoints_for(store, key, policy))))
+        .clone()
+}
+
+/// A backend reference resolved: Service `service`, port `number` or named `written` ─▶ the
+/// one [`Backend`] of that Service port in this configuration, with its endpoints. What every
+/// source's backend reference goes through (Ingress backends, the default backend; Gateway
+/// API `backendRefs` next).
+pub fn resolve_backend(
+    store: &Store,
+    service: &NamespacedName,
+    number: Option<i32>,
+    written: &str,
+    policy: NodeLocalEndpoints,
+    backends: &mut BTreeMap<BackendKey, Arc<Backend>>,
+) -> Result<Arc<Backend>, Problem> {
+    let key = resolve(store, service, number, written)?;
+    Ok(backend(store, &key, policy, backends))
+}
+
+/// The endpoint fast path: re-reads the endpoints of every backend of these Services and
+/// swaps the ones that changed. Returns those backends. O(those Services' slices). Uses the
+/// node-local endpoint policy `compiled` was made with.
+pub fn refresh_endpoints<'a>(
+    compiled: &Compiled,
+    store: &Store,
+    services: impl IntoIterator<Item = &'a NamespacedName>,
+) -> Vec<Arc<Backend>> {
+    let mut changed = Vec::new();
+    for service in services {
+        let from = BackendKey {
+            service: service.clone(),
+            port_name: String::new(),
+        };
+        for (key, backend) in compiled.backends.range(from..) {
+            if key.service != *service {
+                break;
+            }
+            let endpoints = endpoints_for(store, key, compiled.node_local_endpoints);
+            if backend.set_endpoints(endpoints) {
+                changed.push(backend.clone());
+            }
+        }
+    }
+    changed
+}
+
+/// The endpoints of `key` as the Store's EndpointSlices describe them: deduplicated and sorted,
+/// so equal inputs give equal sets and no-op updates are recognised. Addresses `policy` does not
+/// allow go to `refused` instead.
+pub fn endpoints_for(store: &Store, key: &BackendKey, policy: NodeLocalEndpoints) -> EndpointSet {
+    let mut set = EndpointSet::default();
+    for slice in store.endpoint_slices_of(&key.service) {
+        collect_slice(slice, &key.port_name, policy, &mut set);
+    }
+    for list in [&mut set.ready, &mut set.terminating] {
+        list.sort_unstable();
+        list.dedup();
+    }
+    set.refused.sort_unstable();
+    set.refused.dedup();
+    // An address both ready (in one slice) and terminating (in another, mid-update) is ready.
+    let ready = set.ready.clone();
+    set.terminating.retain(|a| ready.binary_search(a).is_err());
+    // Kept until the Service's slices change: no room beyond the addresses.
+    set.ready.shrink_to_fit();
+    set.terminating.shrink_to_fit();
+    set.refused.shrink_to_fit();
+    set
+}
+
+fn collect_slice(
+    slice: &EndpointSlice,
+    port_name: &str,
+    policy: NodeLocalEndpoints,
+    set: &mut EndpointSet,
+) {
+    // FQDN slices name hosts, not addresses; Sluice does not resolve DNS on the data path.
+    if slice.address_type != "IPv4" && slice.address_type != "IPv6" {
+        return;
+    }
+    let port = slice
+        .ports
+        .iter()
+        .flatten()
+        .find(|p| p.name.as_deref().unwrap_or("") == port_name)
+        .and_then(|p| p.port)
+        .and_then(|p| u16::try_from(p).ok())
+        .filter(|p| *p != 0);
+    let Some(port) = port else { return };
+    for endpoint in &slice.endpoints {
+        let conditions = endpoint.conditions.clone().unwrap_or_default();
+        // The API says: nil ready or serving means true, nil terminating means false.
+        let ready = conditions.ready.unwrap_or(true);
+        let serving = conditions.serving.unwrap_or(true);
+        let terminating = conditions.terminating.unwrap_or(false);
+        let list = if ready && !terminating {
+            &mut set.ready
+        } else if serving && terminating {
+            &mut set.terminating
+        } else {
+            continue;
+        };
+        for &ip in &endpoint.addresses {
+            let refusal = match policy {
+                NodeLocalEndpoints::Allow => None,
+                NodeLocalEndpoints::Refuse => node_local_reason(ip),
+            };
+            match refusal {
+                None => list.push(SocketAddr::new(ip, port)),
+                Some(reason) => set.refused.push(RefusedEndpoint {
+                    address: SocketAddr::new(ip, port),
+                    slice: format!(
+                        "{}/{}",
+                        slice.metadata.namespace.as_deref().unwrap_or(""),
+                        slice.metadata.name.as_deref().unwrap_or("")
+                    ),
+                    reason,
+                }),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::objects::parse_documents;
+
+    fn store(text: &str) -> Store {
+        let mut store = Store::default();
+        store.replace_all(parse_documents("t", text).unwrap().objects);
+        store
+    }
+
+    fn key(port_name: &str) -> BackendKey {
+        BackendKey {
+            service: NamespacedName::new("default", "web"),
+            port_name: port_name.into(),
+        }
+    }
+
+    fn endpoints_for_allowing(store: &Store, key: &BackendKey) -> EndpointSet {
+        endpoints_for(store, key, NodeLocalEndpoints::Allow)
+    }
+
+    #[test]
+    fn refused_addresses_are_kept_apart_and_the_others_still_serve() {
+        let store = store(
+            r#"
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-a, namespace: default, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080}]
+endpoints:
+- {addresses: ["10.0.0.1", "127.0.0.1"]}
+- {addresses: ["169.254.169.254"], conditions: {ready: false, serving: true, terminating: true}}
+- {addresses: ["127.0.0.1"]}
+"#,
+        );
+        let allowed = endpoints_for(&store, &key("http"), NodeLocalEndpoints::Allow);
+        assert_eq!(allowed.ready.len(), 2);
+        assert_eq!(allowed.terminating.len(), 1);
+        assert!(allowed.refused.is_empty());
+
+        let refused = endpoints_for(&store, &key("http"), NodeLocalEndpoints::Refuse);
+        assert_eq!(refused.ready, ["10.0.0.1:8080".parse().unwrap()]);
+        assert!(refused.terminating.is_empty());
+        let listed: Vec<(String, &str)> = refused
+            .refused
+            .iter()
+            .map(|r| (r.address.to_string(), r.slice.as_str()))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("127.0.0.1:8080".to_owned(), "default/web-a"),
+                ("169.254.169.254:8080".to_owned(), "default/web-a"),
+            ]
+        );
+        assert!(refused.refused[0].reason.contains("loopback"));
+        assert!(refused.refused[1].reason.contains("metadata"));
+    }
+
+    #[test]
+    fn conditions_decide_which_endpoints_take_traffic() {
+        let store = store(
+            r#"
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-a, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080}, {name: admin, port: 9000}]
+endpoints:
+- {addresses: ["10.0.0.3"]}
+- {addresses: ["10.0.0.1"], conditions: {ready: true}}
+- {addresses: ["10.0.0.2"], conditions: {ready: false, serving: true, terminating: true}}
+- {addresses: ["10.0.0.4"], conditions: {ready: false, serving: false, terminating: true}}
+- {addresses: ["10.0.0.5"], conditions: {ready: false}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-b, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8080}]
+endpoints: [{addresses: ["10.0.0.1"]}]
+"#,
+        );
+        let set = endpoints_for_allowing(&store, &key("http"));
+        let addrs =
+            |v: &[&str]| -> Vec<SocketAddr> { v.iter().map(|a| a.parse().unwrap()).collect() };
+        assert_eq!(set.ready, addrs(&["10.0.0.1:8080", "10.0.0.3:8080"]));
+        assert_eq!(set.terminating, addrs(&["10.0.0.2:8080"]));
+        assert_eq!(set.active(), set.ready.as_slice());
+        assert_eq!(endpoints_for_allowing(&store, &key("admin")).ready.len(), 2);
+        assert_eq!(
+            endpoints_for_allowing(&store, &key("other")),
+            EndpointSet::default()
+        );
+    }
+}

@@ -1,0 +1,386 @@
+//! `compile(&Store) -> Compiled`: the whole configuration rebuilt from one snapshot.
+//!
+//! ```text
+//!  ConfigMap ─▶ configmap ─▶ Settings ─▶ the default RoutePolicy
+//!  Store ─▶ ingress::served ─▶ Compiler::ingress (ingress/) ─▶ RouteTable, backends, claims
+//!  claims.tls + --default-tls-secret ─▶ Secrets ─▶ Certificates
+//!  --default-backend-service, host-level annotations, ssl-passthrough, TCP/UDP services
+//!  every problem ─▶ Diagnostic (and the object or rule is left out)
+//! ```
+//! Pure and deterministic: no I/O, no clock, sorted iteration. A broken object never stops
+//! the rest from compiling; conflicts go to the oldest Ingress, the newer one gets a diagnostic.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use model::compiled::ingress_ref;
+use model::policy::RoutePolicy;
+use model::routes::{HostPattern, Route, RouteSite};
+use model::tls::{certificate_info, CertificateInfo};
+use model::{
+    Backend, Compiled, Diagnostic, Kind, NamespacedName, NodeLocalEndpoints, ObjectRef, Severity,
+};
+
+use crate::backends::{self, Problem};
+use crate::ingress::annotations::BackendProtocol;
+use crate::ingress::{self, Claims, HostExtras};
+use crate::store::Store;
+use crate::tls::certified_key_from_secret;
+
+pub const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
+pub const LEGACY_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
+
+/// Which objects are ours and where the controller settings live.
+#[derive(Clone, Debug)]
+pub struct CompileOptions {
+    /// `--ingress-class`: also honoured in the legacy annotation, and as an `ingressClassName`
+    /// when no IngressClass object of that name exists (standalone configs may omit it).
+    pub ingress_class: String,
+    /// `--controller-class`: the `spec.controller` of IngressClasses we implement.
+    pub controller_class: String,
+    pub config_map: NamespacedName,
+    pub default_tls_secret: Option<NamespacedName>,
+    /// Whether EndpointSlice addresses that point at the node itself (loopback, link-local,
+    /// unspecified) take traffic: allowed for standalone configs, refused in Kubernetes mode
+    /// unless `--allow-loopback-endpoints`.
+    pub node_local_endpoints: NodeLocalEndpoints,
+    /// `--default-backend-service`: answers requests no rule matches (ingress-nginx: its
+    /// first port), unless an Ingress sets `spec.defaultBackend`.
+    pub default_backend_service: Option<NamespacedName>,
+    /// `--watch-ingress-without-class`: also serve Ingresses that name no class at all.
+    pub watch_ingress_without_class: bool,
+    /// `--ingress-class-by-name`: an IngressClass named `ingress_class` is ours whatever its
+    /// `spec.controller` says.
+    pub ingress_class_by_name: bool,
+    /// `--enable-ssl-passthrough`: the `ssl-passthrough` annotation takes effect.
+    pub enable_ssl_passthrough: bool,
+    /// `--tcp-services-configmap`: the ConfigMap whose entries open TCP service ports.
+    pub tcp_services_config_map: Option<NamespacedName>,
+    /// `--udp-services-configmap`: the ConfigMap whose entries open UDP service ports.
+    pub udp_services_config_map: Option<NamespacedName>,
+    /// Ports Sluice's own listeners use (HTTP, HTTPS, admin, status, webhook) → which
+    /// listener: a TCP or UDP service entry naming one is refused.
+    pub reserved_ports: BTreeMap<u16, String>,
+}
+
+impl Default for CompileOptions {
+    fn default() -> CompileOptions {
+        CompileOptions {
+            ingress_class: "sluice".into(),
+            controller_class: "sluice.dev/ingress-controller".into(),
+            config_map: NamespacedName::new("sluice", "sluice"),
+            default_tls_secret: None,
+            node_local_endpoints: NodeLocalEndpoints::Allow,
+            default_backend_service: None,
+            watch_ingress_without_class: false,
+            ingress_class_by_name: false,
+            enable_ssl_passthrough: false,
+            tcp_services_config_map: None,
+            udp_services_config_map: None,
+            reserved_ports: BTreeMap::new(),
+        }
+    }
+}
+
+/// Compiles the Store's current content.
+pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
+    let mut compiler = Compiler {
+        store,
+        out: Compiled {
+            node_local_endpoints: options.node_local_endpoints,
+            ..Compiled::default()
+        },
+        backends_by_port: HashMap::new(),
+        default_policy: Arc::default(),
+        hosts: HostExtras::default(),
+        passthrough_ingresses: BTreeSet::new(),
+        tls_policies: HashMap::new(),
+        strings: HashSet::new(),
+    };
+    compiler.settings(options);
+    compiler.out.hsts_header = compiler.out.settings.hsts_header();
+    compiler.out.access_log = model::access_log::AccessLog::from_settings(&compiler.out.settings).0;
+    compiler.out.stream_access_log =
+        model::access_log::StreamLogFormat::from_settings(&compiler.out.settings).0;
+    compiler.out.tracing = compiler.out.settings.opentelemetry.enabled;
+    compiler.default_policy = Arc::new(RoutePolicy::from_settings(&compiler.out.settings));
+    let mut claims = Claims::default();
+    for (name, ingress) in ingress::served(store, options) {
+        compiler.ingress(name, ingress, &mut claims);
+    }
+    compiler.certificates(options, claims.tls);
+    if let (None, Some(service)) = (&claims.default_backend, &options.default_backend_service) {
+        compiler.default_backend_service(service);
+    }
+    compiler.finish_hosts();
+    compiler.passthrough(options);
+    compiler.streams(options);
+    compiler.out.routes.finish();
+    compiler.out.diagnostics.sort();
+    compiler.out.diagnostics.dedup();
+    compiler.out.diagnostics.shrink_to_fit();
+    compiler.out.ingresses.shrink_to_fit();
+    compiler.out
+}
+pub(crate) struct Compiler<'a> {
+    pub(crate) store: &'a Store,
+    pub(crate) out: Compiled,
+    /// Ingress backend (service, port as written) → backend, so each is resolved once.
+    pub(crate) backends_by_port: HashMap<(NamespacedName, String), Arc<Backend>>,
+    /// The ConfigMap's policy, shared by every route without annotations.
+    pub(crate) default_policy: Arc<RoutePolicy>,
+    pub(crate) hosts: HostExtras,
+    /// Ingresses with `ssl-passthrough`, in the order they were read.
+    pub(crate) passthrough_ingresses: BTreeSet<NamespacedName>,
+    /// (Ingress, its policy, Service, protocol) → that policy with the protocol and the
+    /// `UpstreamTls` of the Ingress's TLS settings for that Service, so that its routes to one
+    /// Service share one. (Policies without annotations are shared between Ingresses; their
+    /// TLS settings are not.)
+    pub(crate) tls_policies:
+        HashMap<(NamespacedName, usize, NamespacedName, BackendProtocol), Arc<RoutePolicy>>,
+    /// Every name a route holds (Service, port, host, path), once: 10,000 routes to `/` on
+    /// port `http` hold one `/` and one `http`.
+    pub(crate) strings: HashSet<Arc<str>>,
+}
+/// Now, in Unix seconds (certificates' expiry is compared with it).
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+impl Compiler<'_> {
+    /// The one shared copy of `text` in this configuration.
+    pub(crate) fn share(&mut self, text: &str) -> Arc<str> {
+        if let Some(shared) = self.strings.get(text) {
+            return shared.clone();
+        }
+        let shared: Arc<str> = Arc::from(text);
+        self.strings.insert(shared.clone());
+        shared
+    }
+
+    /// `--tcp-services-configmap` and `--udp-services-configmap` (see `streams`).
+    pub(crate) fn streams(&mut self, options: &CompileOptions) {
+        use crate::streams::stream_services;
+        use model::streams::StreamProtocol;
+        for (protocol, name) in [
+            (StreamProtocol::Tcp, &options.tcp_services_config_map),
+            (StreamProtocol::Udp, &options.udp_services_config_map),
+        ] {
+            let Some(name) = name else { continue };
+            let services = stream_services(
+                protocol,
+                self.store,
+                name,
+                &options.reserved_ports,
+                self.out.node_local_endpoints,
+                &mut self.out.backends,
+                &mut self.out.diagnostics,
+            );
+            match protocol {
+                StreamProtocol::Tcp => self.out.tcp_services = services,
+                StreamProtocol::Udp => self.out.udp_services = services,
+            }
+        }
+    }
+
+    pub(crate) fn diagnose(&mut self, object: ObjectRef, reason: impl Into<String>) {
+        self.out.diagnostics.push(Diagnostic::new(object, reason));
+    }
+
+    pub(crate) fn settings(&mut self, options: &CompileOptions) {
+        let Some(config_map) = self.store.config_map(&options.config_map) else {
+            return;
+        };
+        let source = ObjectRef::new(
+            Kind::ConfigMap,
+            &*options.config_map.namespace,
+            &*options.config_map.name,
+        );
+        let data = config_map.data.clone().unwrap_or_default();
+        self.out.settings =
+            crate::configmap::from_config_map(&source, &data, &mut self.out.diagnostics);
+        if let (_, Some(problem)) = model::access_log::AccessLog::from_settings(&self.out.settings)
+        {
+            self.diagnose(source.clone(), problem);
+        }
+        if let (_, Some(problem)) =
+            model::access_log::StreamLogFormat::from_settings(&self.out.settings)
+        {
+            self.diagnose(source, problem);
+        }
+    }
+    pub(crate) fn diagnose_with(
+        &mut self,
+        severity: Severity,
+        object: ObjectRef,
+        reason: impl Into<String>,
+    ) {
+        self.out
+            .diagnostics
+            .push(Diagnostic::with_severity(severity, object, reason));
+    }
+
+    /// Service port (by number or name) → the port name EndpointSlices use for it.
+    /// `--default-backend-service`: the Service's first port, as ingress-nginx uses it, with
+    /// the ConfigMap's policy. A missing Service leaves requests no rule matches at 404.
+    pub(crate) fn default_backend_service(&mut self, service: &NamespacedName) {
+        let object = ObjectRef::new(Kind::Service, &*service.namespace, &*service.name);
+        let first_port = self.store.service(service).map(|found| {
+            found
+                .spec
+                .as_ref()
+                .and_then(|s| s.ports.as_deref())
+                .and_then(|ports| ports.first())
+                .map(|port| port.port)
+        });
+        let port = match first_port {
+            Some(Some(port)) => port,
+            Some(None) => {
+                return self.diagnose(
+                    object,
+                    "--default-backend-service: the Service has no port; requests no rule matches answer 404",
+                )
+            }
+            None => {
+                return self.diagnose_with(
+                    Severity::Missing,
+                    object,
+                    "--default-backend-service: no such Service; requests no rule matches answer 404",
+                )
+            }
+        };
+        let backend = match backends::resolve_backend(
+            self.store,
+            service,
+            Some(port),
+            &port.to_string(),
+            self.out.node_local_endpoints,
+            &mut self.out.backends,
+        ) {
+            Ok(backend) => backend,
+            Err(why) => {
+                self.diagnose_with(
+                    why.severity(),
+                    object,
+                    format!("--default-backend-service: {why}"),
+                );
+                return;
+            }
+        };
+        self.out.routes.set_default_backend(Arc::new(Route {
+            ingress: service.clone(),
+            service: service.name.clone(),
+            backend,
+            policy: self.default_policy.clone(),
+            site: RouteSite {
+                service_port: port.to_string().into(),
+                ..RouteSite::default()
+            },
+        }));
+    }
+
+    pub(crate) fn certificates(
+        &mut self,
+        options: &CompileOptions,
+        tls: BTreeMap<HostPattern, (NamespacedName, NamespacedName)>,
+    ) {
+        let now = unix_now();
+        let mut parsed = HashMap::new();
+        let mut warned = HashSet::new();
+        for (host, (secret, ingress)) in tls {
+            let result = parsed
+                .entry(secret.clone())
+                .or_insert_with(|| self.load_secret(&secret))
+                .clone();
+            match result {
+                Ok((key, info)) => {
+                    if let Some(info) = &info {
+                        if warned.insert((secret.clone(), ingress.clone())) {
+                            self.warn_expiry(ingress_ref(&ingress), &secret, info, now);
+                        }
+                    }
+                    self.out
+                        .certificates
+                        .insert(&host, key, secret.to_string(), info)
+                }
+                Err(why) => self.diagnose_with(
+                    why.severity(),
+                    ingress_ref(&ingress),
+                    format!("TLS for host {host}: Secret {secret}: {why}; the default certificate is served"),
+                ),
+            }
+        }
+        if let Some(secret) = &options.default_tls_secret {
+            let object = ObjectRef::new(Kind::Secret, &*secret.namespace, &*secret.name);
+            match self.load_secret(secret) {
+                Ok((key, info)) => {
+                    if let Some(info) = &info {
+                        self.warn_expiry(object, secret, info, now);
+                    }
+                    self.out
+                        .certificates
+                        .insert(&HostPattern::Any, key, secret.to_string(), info)
+                }
+                Err(why) => self.diagnose_with(
+                    why.severity(),
+                    object,
+                    format!(
+                        "--default-tls-secret: {why}; a self-signed certificate is served instead"
+                    ),
+                ),
+            }
+        }
+    }
+
+    /// A served certificate that expires within [`model::tls::EXPIRY_WARNING`] (or has):
+    /// a diagnostic whose text stays the same until it expires, so it is reported once.
+    pub(crate) fn warn_expiry(
+        &mut self,
+        object: ObjectRef,
+        secret: &NamespacedName,
+        info: &CertificateInfo,
+        now: i64,
+    ) {
+        let warning = model::tls::EXPIRY_WARNING.as_secs() as i64;
+        let when = model::tls::utc_text(info.not_after);
+        let reason = if info.not_after <= now {
+            format!(
+                "Secret {secret}: the certificate expired at {when}; clients refuse it: renew it"
+            )
+        } else if info.not_after - now <= warning {
+            format!(
+                "Secret {secret}: the certificate expires at {when}, within {} days: renew it",
+                warning / 86_400
+            )
+        } else {
+            return;
+        };
+        self.diagnose_with(Severity::Expiring, object, reason);
+    }
+
+    pub(crate) fn load_secret(
+        &self,
+        secret: &NamespacedName,
+    ) -> Result<
+        (
+            Arc<rustls::sign::CertifiedKey>,
+            Option<Arc<CertificateInfo>>,
+        ),
+        Problem,
+    > {
+        let found = self
+            .store
+            .secret(secret)
+            .ok_or_else(|| Problem::missing("not found"))?;
+        let key = certified_key_from_secret(found).map_err(Problem::invalid)?;
+        // rustls serves the chain as opaque bytes; reading it is for expiry and metrics only.
+        let info = key
+            .cert
+            .first()
+            .and_then(|leaf| certificate_info(leaf).ok())
+            .map(Arc::new);
+        Ok((key, info))
+    }
+}

@@ -1,0 +1,1163 @@
+//! The controller ConfigMap read into [`Settings`], with ingress-nginx's key names where one
+//! exists.
+//!
+//! ```text
+//!  data { key: value } ─▶ KEYS (one table: key ─▶ Read(parser) | Alias | Accepted |
+//!                         Unsupported(why) | Snippet) ─▶ Settings field, or a diagnostic
+//!  README's ConfigMap keys table ◀── a test keeps it equal to KEYS
+//! ```
+//! Every value is validated here; a bad one becomes a diagnostic naming the key and the value
+//! and its default (`Settings::default()`, in model) applies, so a typo never takes the proxy
+//! down. A new key: a `Settings` field and its default (model), an entry here, a README row.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use ipnet::IpNet;
+use model::settings::{LoadBalance, NextUpstream, OtlpProtocol, Sampler, Settings};
+use model::{Diagnostic, ObjectRef, Severity};
+
+/// A comma-separated CIDR list (a bare address is a /32 or /128). `Err` names the bad entry.
+pub fn parse_cidrs(text: &str) -> Result<Vec<IpNet>, String> {
+    let mut out = Vec::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let net = entry
+            .parse::<IpNet>()
+            .or_else(|_| entry.parse::<std::net::IpAddr>().map(IpNet::from))
+            .map_err(|_| format!("{entry:?} is not an IP address or CIDR range"))?;
+        out.push(net.trunc());
+    }
+    Ok(out)
+}
+/// Why ingress-nginx's access log path keys are not read.
+const ACCESS_LOG_GOES: &str = "Sluice writes access log lines (HTTP, TCP and UDP) to standard \
+     output, or to the file the --access-log-path flag names";
+
+/// The ConfigMap's access lists: one that cannot be read refuses every route.
+const ACCESS_LIST_KEYS: &[&str] = &[
+    "whitelist-source-range",
+    "allowlist-source-range",
+    "denylist-source-range",
+];
+
+/// `global-auth-url`'s companions: read with it once external authentication is implemented;
+/// until then `global-auth-url` alone decides (it refuses the routes it would cover).
+const WITH_GLOBAL_AUTH: &str =
+    "planned (wave 2) with global-auth-url, which refuses the routes it \
+     would cover until then";
+
+/// What Sluice does with one ConfigMap key.
+#[derive(Clone, Copy, Debug)]
+pub enum KeyKind {
+    /// Read into [`Settings`] by this parser; `Err` says what was expected.
+    Read(fn(&mut Settings, &str) -> Result<(), &'static str>),
+    /// NGINX Inc.'s controller's name (the seeds' ConfigMaps use both dialects) for this
+    /// ingress-nginx key: read as that key, unless both are set, then the ingress-nginx name
+    /// wins and the other is reported.
+    Alias(&'static str),
+    /// ingress-nginx's key that other controllers' ConfigMaps carry and that needs nothing
+    /// from Sluice.
+    Accepted,
+    /// ingress-nginx's meaning, not implemented (why): an `Unsupported` diagnostic rather than
+    /// "unknown key".
+    Unsupported(&'static str),
+    /// nginx configuration text (ingress-nginx's snippets, NGINX Inc.'s snippets and
+    /// templates): Sluice generates no nginx configuration and never executes them.
+    Snippet,
+}
+
+/// One ConfigMap key: its name and what reads it. README's ConfigMap keys table documents
+/// each (a test keeps the two lists equal); defaults are `Settings::default()`'s.
+#[derive(Clone, Copy, Debug)]
+pub struct Key {
+    pub name: &'static str,
+    pub kind: KeyKind,
+}
+
+const DURATION: &str = "a duration like 60, 60s, 500ms or 5m";
+const COUNT: &str = "a whole number";
+const POSITIVE: &str = "a whole number of at least 1";
+
+const fn read(
+    name: &'static str,
+    parse: fn(&mut Settings, &str) -> Result<(), &'static str>,
+) -> Key {
+    Key {
+        name,
+        kind: KeyKind::Read(parse),
+    }
+}
+
+const fn alias(name: &'static str, of: &'static str) -> Key {
+    Key {
+        name,
+        kind: KeyKind::Alias(of),
+    }
+}
+
+const fn unsupported(name: &'static str, why: &'static str) -> Key {
+    Key {
+        name,
+        kind: KeyKind::Unsupported(why),
+    }
+}
+
+const fn accepted(name: &'static str) -> Key {
+    Key {
+        name,
+        kind: KeyKind::Accepted,
+    }
+}
+
+const fn snippet(name: &'static str) -> Key {
+    Key {
+        name,
+        kind: KeyKind::Snippet,
+    }
+}
+
+/// Every ConfigMap key Sluice knows: the one list that parsing, the diagnostics for
+/// unsupported and unknown keys, and the README check read.
+pub const KEYS: &[Key] = &[
+    read("upstream-keepalive-connections", |settings, value| {
+        settings.keepalive = value.parse().map_err(|_| COUNT)?;
+        Ok(())
+    }),
+    read("upstream-keepalive-requests", |settings, value| {
+        settings.upstream_keepalive_requests =
+            value.parse().ok().filter(|n| *n > 0).ok_or(POSITIVE)?;
+        Ok(())
+    }),
+    read("upstream-keepalive-timeout", |settings, value| {
+        settings.upstream_keepalive_timeout = parse_duration(value).ok_or(DURATION)?;
+        Ok(())
+    }),
+    read("keep-alive", |settings, value| {
+        settings.keep_alive = parse_duration(value).ok_or(DURATION)?;
+        Ok(())
+    }),
+    read("keep-alive-requests", |settings, value| {
+        settings.keep_alive_requests = value.parse().ok().filter(|n| *n > 0).ok_or(POSITIVE)?;
+        Ok(())
+    }),
+    read("max-worker-open-files", |settings, value| {
+        settings.max_worker_open_files = value.parse().map_err(|_| COUNT)?;
+        Ok(())
+    }),
+    read("proxy-stream-timeout", |settings, value| {
+        settings.proxy_stream_timeout = parse_duration(value).ok_or(DURATION)?;
+        Ok(())
+    }),
+    read("proxy-connect-timeout", |settings, value| {
+        settings.proxy_connect_timeout = parse_duration(value).ok_or(DURATION)?;
+        Ok(())
+    }),
+    read("proxy-read-timeout", |settings, value| {
+        settings.proxy_read_timeout = parse_duration(value).ok_or(DURATION)?;
+        Ok(())
+    }),
+    read("proxy-send-timeout", |settings, value| {
+        settings.proxy_send_timeout = parse_duration(value).ok_or(DURATION)?;
+        Ok(())
+    }),
+    read("client-header-timeout", |settings, value| {
+        settings.client_header_timeout = parse_duration(value).ok_or(DURATION)?;
+        Ok(())
+    }),
+    read("client-body-timeout", |settings, value| {
+        settings.client_body_timeout = parse_duration(value).ok_or(DURATION)?;
+        Ok(())
+    }),
+    read("client-send-timeout", |settings, value| {
+        settings.client_send_timeout = parse_duration(value).ok_or(DURATION)?;
+        Ok(())
+    }),
+    read("client-max-body-size", |settings, value| {
+        settings.client_max_body_size =
+            parse_size(value).ok_or("a size like 1m, 512k or 1048576 (0 for no limit)")?;
+        Ok(())
+    }),
+    read("proxy-body-size", |settings, value| {
+        settings.client_max_body_size =
+            parse_size(value).ok_or("a size like 1m, 512k or 1048576 (0 for no limit)")?;
+        Ok(())
+    }),
+    read("proxy-request-buffering", |settings, value| {
+        settings.proxy_request_buffering = parse_on_off(value)?;
+        Ok(())
+    }),
+    read("client-body-buffer-size", |settings, value| {
+        settings.client_body_buffer_size = parse_size(value)
+            .and_then(|size| usize::try_from(size).ok())
+            .filter(|size| *size > 0)
+            .ok_or("a size of at least 1 byte, like 8k, 16k or 1m")?;
+        Ok(())
+    }),
+    read("large-client-header-buffers", |settings, value| {
+        settings.max_request_header_size =
+            parse_header_buffers(value).ok_or("a count and a size, like \"4 8k\"")?;
+        Ok(())
+    }),
+    read("load-balance", |settings, value| {
+        settings.load_balance = match value {
+            "round_robin" => LoadBalance::RoundRobin,
+            "least_request" => LoadBalance::LeastRequest,
+            _ => return Err("round_robin or least_request"),
+        };
+        Ok(())
+    }),
+    read("proxy-stream-next-upstream", |settings, value| {
+        settings.proxy_stream_next_upstream = parse_bool(value)?;
+        Ok(())
+    }),
+    read("proxy-stream-responses", |settings, value| {
+        settings.proxy_stream_responses = value.parse().map_err(|_| COUNT)?;
+        Ok(())
+    }),
+    read("proxy-stream-next-upstream-tries", |settings, value| {
+        settings.proxy_stream_next_upstream_tries = value.parse().map_err(|_| COUNT)?;
+        Ok(())
+    }),
+    read("proxy-stream-next-upstream-timeout", |settings, value| {
+        settings.proxy_stream_next_upstream_timeout = parse_duration(value).ok_or(DURATION)?;
+        Ok(())
+    }),
+    // 0 is nginx's "no limit": every endpoint once (as the annotation reads it).
+    read("proxy-next-upstream-tries", |settings, value| {
+        settings.proxy_next_upstream_tries = value.parse().map_err(|_| COUNT)?;
+        Ok(())
+    }),
+    read("worker-shutdown-timeout", |settings, value| {
+        settings.worker_shutdown_timeout = parse_duration(value).ok_or(DURATION)?;
+        Ok(())
+    }),
+    read("worker-processes", |settings, value| {
+        settings.worker_processes = match value {
+            "auto" => None,
+            n => Some(
+                n.parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or("auto or a whole number")?,
+            ),
+        };
+        Ok(())
+    }),
+    read("max-worker-connections", |settings, value| {
+        settings.max_worker_connections = value.parse().map_err(|_| COUNT)?;
+        Ok(())
+    }),
+    read("ssl-session-tickets", |settings, value| {
+        settings.ssl_session_tickets = parse_bool(value)?;
+        Ok(())
+    }),
+    read("ssl-redirect", |settings, value| {
+        settings.ssl_redirect = parse_bool(value)?;
+        Ok(())
+    }),
+    read("use-forwarded-headers", |settings, value| {
+        settings.use_forwarded_headers = parse_bool(value)?;
+        Ok(())
+    }),
+    read("use-proxy-protocol", |settings, value| {
+        settings.use_proxy_protocol = parse_bool(value)?;
+        Ok(())
+    }),
+    read("use-h2c", |settings, value| {
+        settings.use_h2c = parse_bool(value)?;
+        Ok(())
+    }),
+    read("enable-real-ip", |settings, value| {
+        settings.enable_real_ip = parse_bool(value)?;
+        Ok(())
+    }),
+    read("forwarded-for-header", |settings, value| {
+        settings.forwarded_for_header =
+            parse_header_name(value).ok_or("a header name like X-Forwarded-For")?;
+        Ok(())
+    }),
+    read("compute-full-forwarded-for", |settings, value| {
+        settings.compute_full_forwarded_for = parse_bool(value)?;
+        Ok(())
+    }),
+    read("proxy-real-ip-cidr", |settings, value| {
+        // Bad entries are reported by `from_config_map` and left out.
+        settings.proxy_real_ip_cidr = value.split(',').filter_map(parse_cidr).collect();
+        Ok(())
+    }),
+    read("proxy-add-original-uri-header", |settings, value| {
+        settings.proxy_add_original_uri_header = parse_bool(value)?;
+        Ok(())
+    }),
+    read("generate-request-id", |settings, value| {
+        settings.generate_request_id = parse_bool(value)?;
+        Ok(())
+    }),
+    read("disable-access-log", |settings, value| {
+        settings.disable_access_log = parse_bool(value)?;
+        Ok(())
+    }),
+    read("disable-http-access-log", |settings, value| {
+        settings.disable_http_access_log = parse_bool(value)?;
+        Ok(())
+    }),
+    read("disable-stream-access-log", |settings, value| {
+        settings.disable_stream_access_log = parse_bool(value)?;
+        Ok(())
+    }),
+    read("log-format-stream", |settings, value| {
+        settings.log_format_stream = value.to_owned();
+        Ok(())
+    }),
+    read("log-format-upstream", |settings, value| {
+        settings.log_format_upstream = value.to_owned();
+        Ok(())
+    }),
+    read("log-format-escape-json", |settings, value| {
+        settings.log_format_escape_json = parse_bool(value)?;
+        Ok(())
+    }),
+    read("log-format-escape-none", |settings, value| {
+        settings.log_format_escape_none = parse_bool(value)?;
+        Ok(())
+    }),
+    read("skip-access-log-urls", |settings, value| {
+        settings.skip_access_log_urls = value
+            .split(',')
+            .map(str::trim)
+            .filter(|url| !url.is_empty())
+            .map(str::to_owned)
+            .collect();
+        Ok(())
+    }),
+    read("enable-opentelemetry", |settings, value| {
+        settings.opentelemetry.enabled = parse_bool(value)?;
+        Ok(())
+    }),
+    read("opentelemetry-trust-incoming-span", |settings, value| {
+        settings.opentelemetry.trust_incoming_span = parse_bool(value)?;
+        Ok(())
+    }),
+    read("otlp-collector-host", |settings, value| {
+        settings.opentelemetry.collector_host =
+            parse_host(value).ok_or("a host name or an IP address")?;
+        Ok(())
+    }),
+    read("otlp-collector-port", |settings, value| {
+        settings.opentelemetry.collector_port = value
+            .parse()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or("a port, 1 to 65535")?;
+        Ok(())
+    }),
+    read("otlp-collector-protocol", |settings, value| {
+        settings.opentelemetry.collector_protocol = match value {
+            "grpc" => OtlpProtocol::Grpc,
+            "http/protobuf" => OtlpProtocol::HttpProtobuf,
+            _ => return Err("grpc or http/protobuf"),
+        };
+        Ok(())
+    }),
+    read("otel-service-name", |settings, value| {
+        settings.opentelemetry.service_name = Some(value)
+            .filter(|v| !v.is_empty() && !v.chars().any(char::is_control))
+            .ok_or("a name without control characters")?
+            .to_owned();
+        Ok(())
+    }),
+    read("otel-sampler", |settings, value| {
+        settings.opentelemetry.sampler = match value {
+            "AlwaysOn" => Sampler::AlwaysOn,
+            "AlwaysOff" => Sampler::AlwaysOff,
+            "TraceIdRatioBased" => Sampler::TraceIdRatioBased,
+            _ => return Err("AlwaysOn, AlwaysOff or TraceIdRatioBased"),
+        };
+        Ok(())
+    }),
+    read("otel-sampler-ratio", |settings, value| {
+        settings.opentelemetry.sampler_ratio = value
+            .parse::<f64>()
+            .ok()
+            .filter(|r| (0.0..=1.0).contains(r))
+            .ok_or("a number from 0 to 1, like 0.01")?;
+        Ok(())
+    }),
+    read("otel-sampler-parent-based", |settings, value| {
+        settings.opentelemetry.sampler_parent_based = parse_bool(value)?;
+        Ok(())
+    }),
+    read("otel-max-queuesize", |settings, value| {
+        settings.opentelemetry.max_queue_size =
+            value.parse().ok().filter(|n| *n > 0).ok_or(POSITIVE)?;
+        Ok(())
+    }),
+    read("otel-schedule-delay-millis", |settings, value| {
+        settings.opentelemetry.schedule_delay = value
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .map(Duration::from_millis)
+            .ok_or("a whole number of milliseconds, at least 1")?;
+        Ok(())
+    }),
+    read("otel-max-export-batch-size", |settings, value| {
+        settings.opentelemetry.max_export_batch_size =
+            value.parse().ok().filter(|n| *n > 0).ok_or(POSITIVE)?;
+        Ok(())
+    }),
+    read("http2-max-concurrent-streams", |settings, value| {
+        settings.http2_max_concurrent_streams =
+            value.parse().ok().filter(|n| *n > 0).ok_or(POSITIVE)?;
+        Ok(())
+    }),
+    read("enable-underscores-in-headers", |settings, value| {
+        settings.enable_underscores_in_headers = parse_bool(value)?;
+        Ok(())
+    }),
+    read("hsts", |settings, value| {
+        settings.hsts = parse_bool(value)?;
+        Ok(())
+    }),
+    read("hsts-max-age", |settings, value| {
+        settings.hsts_max_age = value.parse().map_err(|_| COUNT)?;
+        Ok(())
+    }),
+    read("hsts-include-subdomains", |settings, value| {
+        settings.hsts_include_subdomains = parse_bool(value)?;
+        Ok(())
+    }),
+    read("hsts-preload", |settings, value| {
+        settings.hsts_preload = parse_bool(value)?;
+        Ok(())
+    }),
+    read("http-redirect-code", |settings, value| {
+        settings.http_redirect_code = value
+            .parse()
+            .ok()
+            .filter(|code| [301, 302, 307, 308].contains(code))
+            .ok_or("301, 302, 307 or 308")?;
+        Ok(())
+    }),
+    read("force-ssl-redirect", |settings, value| {
+        settings.force_ssl_redirect = parse_bool(value)?;
+        Ok(())
+    }),
+    read("preserve-trailing-slash", |settings, value| {
+        settings.preserve_trailing_slash = parse_bool(value)?;
+        Ok(())
+    }),
+    read("proxy-next-upstream", |settings, value| {
+        settings.proxy_next_upstream = NextUpstream::parse(value)
+            .map_err(|_| "conditions like \"error timeout http_502\", or off")?;
+        Ok(())
+    }),
+    read("proxy-next-upstream-timeout", |settings, value| {
+        settings.proxy_next_upstream_timeout = parse_duration(value).ok_or(DURATION)?;
+        Ok(())
+    }),
+    read("whitelist-source-range", |settings, value| {
+        settings.whitelist_source_range =
+            parse_cidrs(value).map_err(|_| "comma-separated IP addresses or CIDR ranges")?;
+        Ok(())
+    }),
+    read("allowlist-source-range", |settings, value| {
+        settings.whitelist_source_range =
+            parse_cidrs(value).map_err(|_| "comma-separated IP addresses or CIDR ranges")?;
+        Ok(())
+    }),
+    read("denylist-source-range", |settings, value| {
+        settings.denylist_source_range =
+            parse_cidrs(value).map_err(|_| "comma-separated IP addresses or CIDR ranges")?;
+        Ok(())
+    }),
+    read("allow-snippet-annotations", |settings, value| {
+        settings.allow_snippet_annotations = parse_bool(value)?;
+        Ok(())
+    }),
+    read("global-auth-url", |settings, value| {
+        settings.global_auth_url = !value.is_empty();
+        Ok(())
+    }),
+    read("no-auth-locations", |settings, value| {
+        settings.no_auth_locations = value
+            .split(',')
+            .map(str::trim)
+            .filter(|location| !location.is_empty())
+            .map(str::to_owned)
+            .collect();
+        Ok(())
+    }),
+    alias("worker-connections", "max-worker-connections"),
+    alias("keepalive", "upstream-keepalive-connections"),
+    alias("keepalive-requests", "keep-alive-requests"),
+    alias("worker-rlimit-nofile", "max-worker-open-files"),
+    // `opentelemetry-config` is the path of the nginx module's own configuration file, which
+    // ingress-nginx writes from the keys Sluice reads directly.
+    accepted("worker-cpu-affinity"),
+    accepted("http2"),
+    accepted("opentelemetry-config"),
+    unsupported("global-auth-method", WITH_GLOBAL_AUTH),
+    unsupported("global-auth-signin", WITH_GLOBAL_AUTH),
+    unsupported("global-auth-signin-redirect-param", WITH_GLOBAL_AUTH),
+    unsupported("global-auth-response-headers", WITH_GLOBAL_AUTH),
+    unsupported("global-auth-request-redirect", WITH_GLOBAL_AUTH),
+    unsupported("global-auth-cache-key", WITH_GLOBAL_AUTH),
+    unsupported("global-auth-cache-duration", WITH_GLOBAL_AUTH),
+    unsupported("global-auth-always-set-cookie", WITH_GLOBAL_AUTH),
+    unsupported(
+        "opentelemetry-operation-name",
+        "nginx variables are not evaluated; spans are named \"METHOD PATH\" with the Ingress \
+         path (OpenTelemetry's HTTP span name)",
+    ),
+    unsupported("access-log-path", ACCESS_LOG_GOES),
+    unsupported("http-access-log-path", ACCESS_LOG_GOES),
+    unsupported("stream-access-log-path", ACCESS_LOG_GOES),
+    unsupported("error-log-path", "Sluice's own log goes to standard error"),
+    unsupported(
+        "error-log-level",
+        "Sluice's log level is the --v flag's (or SLUICE_LOG)",
+    ),
+    unsupported(
+        "access-log-params",
+        "nginx's access_log buffering parameters; Sluice's log writer batches lines itself",
+    ),
+    snippet("main-snippet"),
+    snippet("http-snippet"),
+    snippet("server-snippet"),
+    snippet("location-snippet"),
+    snippet("stream-snippet"),
+    snippet("modsecurity-snippet"),
+    snippet("global-auth-snippet"),
+    snippet("main-snippets"),
+    snippet("http-snippets"),
+    snippet("server-snippets"),
+    snippet("location-snippets"),
+    snippet("stream-snippets"),
+    snippet("main-template"),
+    snippet("ingress-template"),
+    snippet("virtualserver-template"),
+    snippet("transportserver-template"),
+];
+
+/// The entry of `key`.
+pub fn key(name: &str) -> Option<&'static Key> {
+    KEYS.iter().find(|k| k.name == name)
+}
+
+/// Settings from a ConfigMap's `data`; `source` names it in diagnostics.
+pub fn from_config_map(
+    source: &ObjectRef,
+    data: &BTreeMap<String, String>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Settings {
+    let mut settings = Settings::default();
+    for (key, value) in data {
+        let value = value.trim();
+        let kind = self::key(key).map(|k| k.kind);
+        if let Some(KeyKind::Alias(wins)) = kind.filter(|k| match k {
+            KeyKind::Alias(wins) => data.contains_key(*wins),
+            _ => false,
+        }) {
+            diagnostics.push(Diagnostic::new(
+                source.clone(),
+                format!("data.{key}: ignored: {wins} is set too and wins"),
+            ));
+            continue;
+        }
+        if let Some(KeyKind::Snippet) = kind {
+            diagnostics.push(Diagnostic::new(
+                source.clone(),
+                format!(
+                    "data.{key}: refused: Sluice generates no nginx configuration and never \
+                     executes snippets or templates; use the ConfigMap keys and annotations \
+                     for what it should do (README: From ingress-nginx)"
+                ),
+            ));
+            continue;
+        }
+        if let Some(KeyKind::Unsupported(why)) = kind {
+            diagnostics.push(Diagnostic::with_severity(
+                Severity::Unsupported,
+                source.clone(),
+                format!("data.{key}: not supported: {why}; ignored"),
+            ));
+            continue;
+        }
+        if key == PROXY_REAL_IP_CIDR {
+            for entry in value.split(',').map(str::trim) {
+                if !entry.is_empty() && parse_cidr(entry).is_none() {
+                    diagnostics.push(Diagnostic::new(
+                        source.clone(),
+                        format!(
+                            "data.{key}: invalid entry {entry:?}: expected an IP address or \
+                             a CIDR range like 10.0.0.0/8; left out (the other entries apply, \
+                             so a typo never widens the trust)"
+                        ),
+                    ));
+                }
+            }
+        }
+        let result = set(&mut settings, key, value);
+        if let Err(expected) = result {
+            if ACCESS_LIST_KEYS.contains(&key.as_str()) {
+                // The default is no list: falling back to it would open every route.
+                diagnostics.push(Diagnostic::new(
+                    source.clone(),
+                    format!("data.{key}: invalid value {value:?}: expected {expected}; every route answers 503 until it is fixed (an access list is never dropped)"),
+                ));
+                settings.access_refused = Some(format!("the ConfigMap's {key} cannot be read"));
+                continue;
+            }
+            diagnostics.push(Diagnostic::new(
+                source.clone(),
+                format!(
+                    "data.{key}: invalid value {value:?}: expected {expected}; using the default"
+                ),
+            ));
+        }
+        if key == "global-auth-url" && settings.global_auth_url {
+            diagnostics.push(Diagnostic::new(
+                source.clone(),
+                "data.global-auth-url: restricts access and is not implemented yet (external \
+                 authentication is planned for wave 2): every route it would cover answers 503 \
+                 rather than serve unauthenticated; paths under no-auth-locations and \
+                 Ingresses with enable-global-auth: \"false\" are served as before",
+            ));
+        }
+    }
+    let otel = &mut settings.opentelemetry;
+    if !data.contains_key("otlp-collector-port") {
+        otel.collector_port = otel.collector_protocol.default_port();
+    }
+    check_opentelemetry(&settings, source, diagnostics);
+    settings
+}
+
+/// Tracing on without a Collector to send spans to.
+fn check_opentelemetry(settings: &Settings, source: &ObjectRef, diagnostics: &mut Vec<Diagnostic>) {
+    let otel = &settings.opentelemetry;
+    if otel.enabled && otel.collector_host.is_empty() {
+        diagnostics.push(Diagnostic::new(
+            source.clone(),
+            "data.enable-opentelemetry: \"true\" without otlp-collector-host: spans are made \
+             (and traceparent sent upstream) but not exported; they count as dropped",
+        ));
+    }
+}
+
+/// Reads `value` into the field `key` names, by its entry in [`KEYS`].
+fn set(settings: &mut Settings, key: &str, value: &str) -> Result<(), &'static str> {
+    match self::key(key).map(|k| k.kind) {
+        Some(KeyKind::Read(parse)) => parse(settings, value),
+        Some(KeyKind::Alias(of)) => set(settings, of, value),
+        Some(KeyKind::Accepted) => Ok(()),
+        _ => Err("a key Sluice knows (see the README); this one is ignored"),
+    }
+}
+
+/// `proxy-real-ip-cidr`: its entries are checked one by one.
+const PROXY_REAL_IP_CIDR: &str = "proxy-real-ip-cidr";
+
+/// A CIDR range (host bits cleared, as nginx's `set_real_ip_from` does) or one address;
+/// `None` for an empty or bad entry.
+fn parse_cidr(entry: &str) -> Option<IpNet> {
+    let entry = entry.trim();
+    match entry.parse::<IpNet>() {
+        Ok(net) => Some(net.trunc()),
+        Err(_) => entry.parse::<IpAddr>().ok().map(IpNet::from),
+    }
+}
+
+/// A host name (letters, digits, `-`, `.`, `_`) or an IP address (IPv6 with or without
+/// brackets), kept as written without brackets.
+fn parse_host(value: &str) -> Option<String> {
+    let bare = value
+        .strip_prefix('[')
+        .and_then(|v| v.strip_suffix(']'))
+        .unwrap_or(value);
+    if bare.parse::<IpAddr>().is_ok() {
+        return Some(bare.to_owned());
+    }
+    let name = |b: u8| b.is_ascii_alphanumeric() || b"-._".contains(&b);
+    (!value.is_empty() && value.len() <= 253 && value.bytes().all(name)).then(|| value.to_owned())
+}
+
+/// An HTTP field name (RFC 9110 §5.1: a token), lower case.
+fn parse_header_name(value: &str) -> Option<String> {
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    (!value.is_empty() && value.bytes().all(token)).then(|| value.to_ascii_lowercase())
+}
+
+fn parse_bool(value: &str) -> Result<bool, &'static str> {
+    match value {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err("true or false"),
+    }
+}
+
+/// nginx's `on`/`off` switches, as ingress-nginx passes them through.
+fn parse_on_off(value: &str) -> Result<bool, &'static str> {
+    match value {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err("on or off"),
+    }
+}
+
+/// nginx-style durations: a bare number is seconds; units ms, s, m, h.
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let millis = match unit {
+        "ms" => number,
+        "" | "s" => number.checked_mul(1000)?,
+        "m" => number.checked_mul(60_000)?,
+        "h" => number.checked_mul(3_600_000)?,
+        _ => return None,
+    };
+    Some(Duration::from_millis(millis))
+}
+
+/// nginx-style sizes: bytes, or k/m/g (either case).
+pub fn parse_size(text: &str) -> Option<u64> {
+    let (number, multiplier) = match text.chars().last()?.to_ascii_lowercase() {
+        'k' => (&text[..text.len() - 1], 1024),
+        'm' => (&text[..text.len() - 1], 1024 * 1024),
+        'g' => (&text[..text.len() - 1], 1024 * 1024 * 1024),
+        _ => (text, 1),
+    };
+    number.parse::<u64>().ok()?.checked_mul(multiplier)
+}
+
+fn parse_header_buffers(text: &str) -> Option<usize> {
+    let mut parts = text.split_whitespace();
+    let count: usize = parts.next()?.parse().ok()?;
+    let size = usize::try_from(parse_size(parts.next()?)?).ok()?;
+    let total = count.checked_mul(size)?;
+    (parts.next().is_none() && total >= 1024).then_some(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::settings::OpenTelemetry;
+    use model::Kind;
+
+    fn settings(pairs: &[(&str, &str)]) -> (Settings, Vec<String>) {
+        let data = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut diagnostics = Vec::new();
+        let source = ObjectRef::new(Kind::ConfigMap, "sluice", "sluice");
+        let settings = from_config_map(&source, &data, &mut diagnostics);
+        (
+            settings,
+            diagnostics.iter().map(|d| d.to_string()).collect(),
+        )
+    }
+
+    #[test]
+    fn keys_are_read_with_nginx_units() {
+        let (s, diagnostics) = settings(&[
+            ("keepalive", "32"),
+            ("proxy-connect-timeout", "2"),
+            ("proxy-read-timeout", "1500ms"),
+            ("worker-shutdown-timeout", "5m"),
+            ("client-max-body-size", "8m"),
+            ("large-client-header-buffers", "4 16k"),
+            ("load-balance", "least_request"),
+            ("ssl-session-tickets", "false"),
+            ("worker-processes", "2"),
+            ("worker-connections", "10000"),
+        ]);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        assert_eq!(s.keepalive, 32);
+        assert_eq!(s.proxy_connect_timeout, Duration::from_secs(2));
+        assert_eq!(s.proxy_read_timeout, Duration::from_millis(1500));
+        assert_eq!(s.worker_shutdown_timeout, Duration::from_secs(300));
+        assert_eq!(s.client_max_body_size, 8 * 1024 * 1024);
+        assert_eq!(s.max_request_header_size, 64 * 1024);
+        assert_eq!(s.load_balance, LoadBalance::LeastRequest);
+        assert!(!s.ssl_session_tickets);
+        assert_eq!(s.worker_processes, Some(2));
+        assert_eq!(s.max_worker_connections, 10000);
+    }
+
+    #[test]
+    fn max_worker_connections_wins_over_its_nginx_inc_name() {
+        let (s, diagnostics) = settings(&[("max-worker-connections", "0")]);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        assert_eq!(s.max_worker_connections, 0);
+        let (s, diagnostics) = settings(&[
+            ("max-worker-connections", "512"),
+            ("worker-connections", "1024"),
+        ]);
+        assert_eq!(s.max_worker_connections, 512);
+        assert_eq!(diagnostics.len(), 1);
+        assert!(diagnostics[0].contains("data.worker-connections: ignored"));
+        let (_, diagnostics) = settings(&[("max-worker-connections", "many")]);
+        assert!(diagnostics[0].contains("invalid value \"many\""));
+    }
+
+    #[test]
+    fn ingress_nginx_and_nginx_inc_names_mean_the_same_and_the_ingress_nginx_one_wins() {
+        let (s, diagnostics) = settings(&[
+            ("upstream-keepalive-connections", "64"),
+            ("upstream-keepalive-requests", "500"),
+            ("keepalive-requests", "42"),
+            ("worker-rlimit-nofile", "10240"),
+        ]);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        assert_eq!(s.keepalive, 64);
+        assert_eq!(s.upstream_keepalive_requests, 500);
+        assert_eq!(s.keep_alive_requests, 42);
+        assert_eq!(s.max_worker_open_files, 10240);
+        let (s, _) = settings(&[]);
+        assert_eq!(s.upstream_keepalive_requests, 10_000);
+        assert_eq!(s.max_worker_open_files, 0);
+
+        let (s, diagnostics) = settings(&[
+            ("keepalive", "1"),
+            ("upstream-keepalive-connections", "2"),
+            ("keepalive-requests", "3"),
+            ("keep-alive-requests", "4"),
+            ("worker-rlimit-nofile", "5"),
+            ("max-worker-open-files", "6"),
+        ]);
+        assert_eq!(
+            (s.keepalive, s.keep_alive_requests, s.max_worker_open_files),
+            (2, 4, 6)
+        );
+        assert_eq!(diagnostics.len(), 3, "{diagnostics:?}");
+        assert!(diagnostics[0]
+            .contains("data.keepalive: ignored: upstream-keepalive-connections is set too"));
+        assert!(diagnostics[1]
+            .contains("data.keepalive-requests: ignored: keep-alive-requests is set too"));
+        assert!(diagnostics[2]
+            .contains("data.worker-rlimit-nofile: ignored: max-worker-open-files is set too"));
+        let (_, diagnostics) = settings(&[("upstream-keepalive-requests", "0")]);
+        assert!(diagnostics[0].contains("data.upstream-keepalive-requests: invalid value \"0\""));
+    }
+
+    #[test]
+    fn snippet_and_template_keys_are_refused_never_executed() {
+        let snippets = KEYS.iter().filter(|k| matches!(k.kind, KeyKind::Snippet));
+        assert_eq!(snippets.clone().count(), 16);
+        for key in snippets.map(|k| k.name) {
+            let (s, diagnostics) = settings(&[(key, "worker_processes 1;")]);
+            assert_eq!(s, Settings::default());
+            assert_eq!(diagnostics.len(), 1, "{key}: {diagnostics:?}");
+            assert!(
+                diagnostics[0].contains(&format!("data.{key}: refused:"))
+                    && diagnostics[0].contains("never executes snippets or templates"),
+                "{diagnostics:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bad_value_names_key_and_value_and_keeps_the_default() {
+        let (s, diagnostics) = settings(&[("proxy-read-timeout", "soon"), ("keepalive", "-1")]);
+        assert_eq!(s.proxy_read_timeout, Settings::default().proxy_read_timeout);
+        assert_eq!(s.keepalive, 100);
+        assert_eq!(diagnostics.len(), 2);
+        assert!(diagnostics[1].contains("data.proxy-read-timeout: invalid value \"soon\""));
+    }
+
+    #[test]
+    fn stream_keys_are_read_with_ingress_nginx_defaults() {
+        let defaults = Settings::default();
+        assert!(defaults.proxy_stream_next_upstream);
+        assert_eq!(defaults.proxy_stream_next_upstream_tries, 3);
+        assert_eq!(
+            defaults.proxy_stream_next_upstream_timeout,
+            Duration::from_secs(600)
+        );
+        assert_eq!(defaults.log_format_stream, model::access_log::LOG_STREAM);
+        let (s, diagnostics) = settings(&[
+            ("proxy-stream-next-upstream", "false"),
+            ("proxy-stream-next-upstream-tries", "0"),
+            ("proxy-stream-next-upstream-timeout", "30s"),
+            ("proxy-stream-responses", "0"),
+            ("disable-stream-access-log", "true"),
+            ("disable-http-access-log", "true"),
+            ("log-format-stream", "$remote_addr $status"),
+        ]);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        assert!(!s.proxy_stream_next_upstream);
+        assert_eq!(s.proxy_stream_next_upstream_tries, 0);
+        assert_eq!(
+            s.proxy_stream_next_upstream_timeout,
+            Duration::from_secs(30)
+        );
+        assert!(s.disable_stream_access_log && s.disable_http_access_log);
+        assert_eq!(s.log_format_stream, "$remote_addr $status");
+        let (s, diagnostics) = settings(&[("proxy-stream-next-upstream-tries", "some")]);
+        assert_eq!(s.proxy_stream_next_upstream_tries, 3);
+        assert!(diagnostics[0].contains("data.proxy-stream-next-upstream-tries: invalid value"));
+    }
+
+    #[test]
+    fn log_paths_are_unsupported_with_where_the_lines_go() {
+        for key in [
+            "access-log-path",
+            "stream-access-log-path",
+            "http-access-log-path",
+        ] {
+            let (s, diagnostics) = settings(&[(key, "/var/log/nginx/access.log")]);
+            assert_eq!(s, Settings::default());
+            assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+            assert!(
+                diagnostics[0].contains(&format!("data.{key}: not supported:"))
+                    && diagnostics[0].contains("--access-log-path"),
+                "{diagnostics:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn proxy_next_upstream_tries_zero_means_every_endpoint_once() {
+        let (s, diagnostics) = settings(&[("proxy-next-upstream-tries", "0")]);
+        assert_eq!(s.proxy_next_upstream_tries, 0);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        let (s, diagnostics) = settings(&[("proxy-next-upstream-tries", "-1")]);
+        assert_eq!(s.proxy_next_upstream_tries, 3);
+        assert_eq!(diagnostics.len(), 1);
+    }
+
+    #[test]
+    fn unknown_keys_are_reported() {
+        let (_, diagnostics) = settings(&[("proxy-raed-timeout", "5")]);
+        assert_eq!(diagnostics.len(), 1);
+        assert!(diagnostics[0].contains("this one is ignored"));
+    }
+
+    #[test]
+    fn hsts_is_one_value_made_once() {
+        let (s, _) = settings(&[]);
+        assert_eq!(
+            s.hsts_header().as_deref(),
+            Some("max-age=31536000; includeSubDomains")
+        );
+        let (s, diagnostics) = settings(&[
+            ("hsts-max-age", "600"),
+            ("hsts-include-subdomains", "false"),
+            ("hsts-preload", "true"),
+        ]);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        assert_eq!(s.hsts_header().as_deref(), Some("max-age=600; preload"));
+        let (s, _) = settings(&[("hsts", "false")]);
+        assert_eq!(s.hsts_header(), None);
+    }
+
+    #[test]
+    fn forwarded_header_keys_follow_ingress_nginx() {
+        let (s, _) = settings(&[]);
+        assert!(!s.use_forwarded_headers && !s.enable_real_ip);
+        assert_eq!(s.forwarded_for_header, "x-forwarded-for");
+        assert!(s.generate_request_id && !s.proxy_add_original_uri_header);
+        // ingress-nginx's default trusts every IPv4 peer, and no IPv6 one.
+        assert!(s.is_trusted_proxy("203.0.113.9".parse().unwrap()));
+        assert!(!s.is_trusted_proxy("2001:db8::1".parse().unwrap()));
+
+        let (s, diagnostics) = settings(&[
+            ("use-forwarded-headers", "true"),
+            ("enable-real-ip", "true"),
+            ("forwarded-for-header", "CF-Connecting-IP"),
+            ("compute-full-forwarded-for", "true"),
+            ("proxy-real-ip-cidr", "10.0.0.1/8, 192.0.2.7,2001:db8::/32"),
+            ("proxy-add-original-uri-header", "true"),
+            ("generate-request-id", "false"),
+        ]);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        assert!(s.use_forwarded_headers && s.enable_real_ip && s.compute_full_forwarded_for);
+        assert!(s.proxy_add_original_uri_header && !s.generate_request_id);
+        assert_eq!(s.forwarded_for_header, "cf-connecting-ip");
+        let ranges: Vec<String> = s.proxy_real_ip_cidr.iter().map(|n| n.to_string()).collect();
+        assert_eq!(ranges, ["10.0.0.0/8", "192.0.2.7/32", "2001:db8::/32"]);
+        assert!(s.is_trusted_proxy("10.200.0.1".parse().unwrap()));
+        assert!(s.is_trusted_proxy("2001:db8:1::5".parse().unwrap()));
+        assert!(!s.is_trusted_proxy("192.0.2.8".parse().unwrap()));
+
+        // Nothing trusted at all: an empty list (as ingress-nginx).
+        let (s, diagnostics) = settings(&[("proxy-real-ip-cidr", "")]);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        assert!(!s.is_trusted_proxy("127.0.0.1".parse().unwrap()));
+
+        let (s, diagnostics) = settings(&[("forwarded-for-header", "X Forwarded")]);
+        assert_eq!(s.forwarded_for_header, "x-forwarded-for");
+        assert!(diagnostics[0].contains("data.forwarded-for-header: invalid value"));
+    }
+
+    #[test]
+    fn a_bad_cidr_is_named_and_left_out_without_widening_the_trust() {
+        let (s, diagnostics) = settings(&[(
+            "proxy-real-ip-cidr",
+            "10.0.0.0/8, 10.1.2.3/33, lb.example.com",
+        )]);
+        assert_eq!(diagnostics.len(), 2, "{diagnostics:?}");
+        assert!(
+            diagnostics[0].contains("data.proxy-real-ip-cidr: invalid entry \"10.1.2.3/33\""),
+            "{diagnostics:?}"
+        );
+        assert!(
+            diagnostics[1].contains("\"lb.example.com\""),
+            "{diagnostics:?}"
+        );
+        // The valid entry stands; the default (every IPv4 peer) does not come back.
+        assert_eq!(
+            s.proxy_real_ip_cidr,
+            ["10.0.0.0/8".parse::<IpNet>().unwrap()]
+        );
+        assert!(!s.is_trusted_proxy("203.0.113.9".parse().unwrap()));
+        // Nothing valid: nobody is trusted.
+        let (s, diagnostics) = settings(&[("proxy-real-ip-cidr", "everyone")]);
+        assert_eq!(diagnostics.len(), 1);
+        assert!(s.proxy_real_ip_cidr.is_empty());
+    }
+
+    #[test]
+    fn request_buffering_is_on_with_an_8k_memory_buffer_unless_set() {
+        let (s, _) = settings(&[]);
+        assert!(s.proxy_request_buffering);
+        assert_eq!(s.client_body_buffer_size, 8 * 1024);
+        let (s, diagnostics) = settings(&[
+            ("proxy-request-buffering", "off"),
+            ("client-body-buffer-size", "64k"),
+        ]);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        assert!(!s.proxy_request_buffering);
+        assert_eq!(s.client_body_buffer_size, 64 * 1024);
+        let (s, diagnostics) = settings(&[
+            ("proxy-request-buffering", "true"),
+            ("client-body-buffer-size", "0"),
+        ]);
+        assert!(s.proxy_request_buffering);
+        assert_eq!(s.client_body_buffer_size, 8 * 1024);
+        assert_eq!(diagnostics.len(), 2, "{diagnostics:?}");
+        assert!(diagnostics[0].contains("data.client-body-buffer-size: invalid value \"0\""));
+        assert!(diagnostics[1]
+            .contains("data.proxy-request-buffering: invalid value \"true\": expected on or off"));
+    }
+
+    #[test]
+    fn opentelemetry_keys_follow_ingress_nginx_code_defaults() {
+        let (s, diagnostics) = settings(&[]);
+        assert!(diagnostics.is_empty());
+        let otel = &s.opentelemetry;
+        assert!(!otel.enabled && otel.trust_incoming_span && otel.sampler_parent_based);
+        assert_eq!(otel.sampler, Sampler::AlwaysOn);
+        assert_eq!(
+            (otel.collector_port, otel.service_name.as_str()),
+            (4317, "nginx")
+        );
+        assert_eq!(
+            (otel.max_queue_size, otel.max_export_batch_size),
+            (2048, 512)
+        );
+        assert_eq!(otel.schedule_delay, Duration::from_secs(5));
+
+        let (s, diagnostics) = settings(&[
+            ("enable-opentelemetry", "true"),
+            ("opentelemetry-trust-incoming-span", "false"),
+            ("otlp-collector-host", "otel-collector.otel.svc"),
+            ("otlp-collector-port", "14318"),
+            ("otlp-collector-protocol", "http/protobuf"),
+            ("otel-service-name", "edge"),
+            ("otel-sampler", "TraceIdRatioBased"),
+            ("otel-sampler-ratio", "0.25"),
+            ("otel-sampler-parent-based", "false"),
+            ("otel-max-queuesize", "100"),
+            ("otel-schedule-delay-millis", "250"),
+            ("otel-max-export-batch-size", "10"),
+            ("opentelemetry-config", "/etc/nginx/opentelemetry.toml"),
+        ]);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        let otel = &s.opentelemetry;
+        assert!(otel.enabled && !otel.trust_incoming_span && !otel.sampler_parent_based);
+        assert_eq!(otel.collector_host, "otel-collector.otel.svc");
+        assert_eq!(
+            (otel.collector_port, otel.service_name.as_str()),
+            (14318, "edge")
+        );
+        assert_eq!(
+            (otel.sampler, otel.sampler_ratio),
+            (Sampler::TraceIdRatioBased, 0.25)
+        );
+        assert_eq!((otel.max_queue_size, otel.max_export_batch_size), (100, 10));
+        assert_eq!(otel.schedule_delay, Duration::from_millis(250));
+        assert_eq!(otel.collector_protocol, OtlpProtocol::HttpProtobuf);
+        let (s, _) = settings(&[("otlp-collector-host", "[::1]")]);
+        assert_eq!(s.opentelemetry.collector_host, "::1");
+        // The port follows the protocol unless it is set.
+        let (s, _) = settings(&[("otlp-collector-protocol", "http/protobuf")]);
+        assert_eq!(s.opentelemetry.collector_port, 4318);
+    }
+
+    #[test]
+    fn bad_opentelemetry_values_are_diagnostics_and_keep_defaults() {
+        let (s, diagnostics) = settings(&[
+            ("enable-opentelemetry", "yes"),
+            ("otlp-collector-host", "http://collector:4318"),
+            ("otlp-collector-port", "0"),
+            ("otel-sampler", "always"),
+            ("otlp-collector-protocol", "http/json"),
+            ("otel-sampler-ratio", "1.5"),
+            ("otel-schedule-delay-millis", "-1"),
+            ("otel-service-name", "a\nb"),
+            ("opentelemetry-operation-name", "HTTP $request_method $uri"),
+        ]);
+        assert_eq!(s.opentelemetry, OpenTelemetry::default());
+        assert_eq!(diagnostics.len(), 9, "{diagnostics:?}");
+        for key in [
+            "otlp-collector-protocol",
+            "enable-opentelemetry",
+            "otlp-collector-host",
+            "otlp-collector-port",
+            "otel-sampler",
+            "otel-sampler-ratio",
+            "otel-schedule-delay-millis",
+            "otel-service-name",
+        ] {
+            assert!(
+                diagnostics
+                    .iter()
+                    .any(|d| d.contains(&format!("data.{key}: invalid value"))),
+                "{key}: {diagnostics:?}"
+            );
+        }
+        assert!(diagnostics
+            .iter()
+            .any(|d| d.contains("unsupported: data.opentelemetry-operation-name: not supported")));
+
+        let (_, diagnostics) = settings(&[("enable-opentelemetry", "true")]);
+        assert!(
+            diagnostics[0].contains("without otlp-collector-host"),
+            "{diagnostics:?}"
+        );
+        let (_, diagnostics) = settings(&[
+            ("enable-opentelemetry", "true"),
+            ("otlp-collector-host", "10.0.0.5"),
+        ]);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    }
+
+    #[test]
+    fn units() {
+        assert_eq!(parse_duration("0"), Some(Duration::ZERO));
+        assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("1d"), None);
+        assert_eq!(parse_duration("s"), None);
+        assert_eq!(parse_size("1K"), Some(1024));
+        assert_eq!(parse_size("2g"), Some(2 << 30));
+        assert_eq!(parse_size(""), None);
+        assert_eq!(parse_size("x"), None);
+    }
+}

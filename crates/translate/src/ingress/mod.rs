@@ -1,0 +1,496 @@
+//! Ingress: `networking.k8s.io/v1` Ingresses and ingress-nginx's annotations, translated into
+//! routes.
+//!
+//! ```text
+//!  Store ─▶ our IngressClasses ─▶ served Ingresses (oldest first) ─▶ hosts × paths ─▶ RouteTable
+//!                                        │                     └─▶ backends (crate::backends)
+//!                                        │   annotations (one registry) ─▶ RoutePolicy
+//!                                        │   backend-protocol / port appProtocol + proxy-ssl-secret
+//!                                        │                     └─▶ the route's upstream protocol
+//!                                        │                         (HTTP/1.1, HTTP/2, gRPC) and TLS
+//!                                        └─▶ spec.tls ─▶ claims ─▶ certificates (compile)
+//!  host-level annotations (server-alias, www redirect, server-snippet, app-root) ─▶ hosts.rs,
+//!  once every Ingress is read
+//! ```
+//! Conflicts go to the oldest Ingress; the newer one gets a diagnostic.
+
+pub mod annotations;
+mod hosts;
+mod upstream;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::networking::v1::IngressBackend;
+use model::compiled::ingress_ref;
+use model::policy::{HeaderEdit, RoutePolicy};
+use model::routes::{HostPattern, PathKind, PathRoute, Route, RouteSite};
+use model::settings::Settings;
+use model::{Backend, NamespacedName, Severity};
+
+use crate::backends;
+use crate::compile::{CompileOptions, Compiler, DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION};
+use crate::objects::Ingress;
+use crate::store::Store;
+use annotations::IngressAnnotations;
+use upstream::UpstreamChoice;
+/// The policies of one Ingress's routes: shared with the default when it has no annotations
+/// that change anything, and without the rewrite for paths equal to their rewrite target.
+pub(crate) struct Policies {
+    with_rewrite: Arc<RoutePolicy>,
+    without_rewrite: Arc<RoutePolicy>,
+    /// The ConfigMap's `global-auth-url` covers this Ingress: the policy of its paths outside
+    /// `no-auth-locations`, refused until external authentication is implemented.
+    global_auth_refused: Option<Arc<RoutePolicy>>,
+}
+
+impl Policies {
+    /// The policy of a path written `written`; `exempt`: the ConfigMap's `no-auth-locations`.
+    fn for_path(&self, written: &str, rewrites: bool, exempt: &[String]) -> Arc<RoutePolicy> {
+        match &self.global_auth_refused {
+            Some(refused) if !exempt.iter().any(|l| written.starts_with(l.as_str())) => {
+                refused.clone()
+            }
+            _ if rewrites => self.with_rewrite.clone(),
+            _ => self.without_rewrite.clone(),
+        }
+    }
+
+    fn new(
+        parsed: &IngressAnnotations,
+        default: &Arc<RoutePolicy>,
+        settings: &Settings,
+    ) -> Policies {
+        let share = |policy: RoutePolicy| {
+            if policy == **default {
+                default.clone()
+            } else {
+                Arc::new(policy)
+            }
+        };
+        let without = RoutePolicy {
+            rewrite: None,
+            ..parsed.policy.clone()
+        };
+        let global_auth_refused = (settings.global_auth_url && parsed.global_auth).then(|| {
+            Arc::new(RoutePolicy {
+                denied: Some(parsed.policy.denied.clone().unwrap_or_else(|| {
+                    "the ConfigMap's global-auth-url is not implemented (it restricts access)"
+                        .to_owned()
+                })),
+                ..without.clone()
+            })
+        });
+        Policies {
+            with_rewrite: share(parsed.policy.clone()),
+            without_rewrite: share(without),
+            global_auth_refused,
+        }
+    }
+}
+
+/// Who holds each contested thing, so later (newer) claimants can be told who won.
+#[derive(Default)]
+pub(crate) struct Claims {
+    pub(crate) paths: HashMap<(HostPattern, PathKind, String), NamespacedName>,
+    pub(crate) default_backend: Option<NamespacedName>,
+    /// Host → (Secret, claiming Ingress).
+    pub(crate) tls: BTreeMap<HostPattern, (NamespacedName, NamespacedName)>,
+}
+/// Host-level annotations, applied once every Ingress has been read.
+#[derive(Default)]
+pub(crate) struct HostExtras {
+    /// `server-alias`: alias → (host, Ingress that asked).
+    aliases: BTreeMap<HostPattern, (HostPattern, NamespacedName)>,
+    /// `from-to-www-redirect`: hosts whose www/non-www twin redirects to them.
+    www: Vec<(String, NamespacedName)>,
+    /// `server-snippet` header edits: host → (request, response) edits.
+    edits: BTreeMap<HostPattern, (Vec<HeaderEdit>, Vec<HeaderEdit>)>,
+    /// `app-root` → the Ingress that set it first.
+    app_roots: BTreeMap<HostPattern, NamespacedName>,
+    /// Hosts whose every route is refused (`auth-tls-secret`) → why.
+    refused: BTreeMap<HostPattern, String>,
+}
+/// The IngressClass rules of the Kubernetes API, plus the legacy annotation.
+fn is_ours(store: &Store, options: &CompileOptions, ingress: &Ingress) -> bool {
+    let our_class = |name: &str| {
+        let class = store
+            .ingress_classes()
+            .find(|c| c.metadata.name.as_deref() == Some(name));
+        match class {
+            Some(class) => {
+                (options.ingress_class_by_name && name == options.ingress_class)
+                    || class.spec.as_ref().and_then(|s| s.controller.as_deref())
+                        == Some(options.controller_class.as_str())
+            }
+            None => name == options.ingress_class,
+        }
+    };
+    if let Some(name) = ingress
+        .spec
+        .as_ref()
+        .and_then(|s| s.ingress_class_name.as_deref())
+    {
+        return our_class(name);
+    }
+    if let Some(name) = ingress
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(LEGACY_CLASS_ANNOTATION))
+    {
+        return name == &options.ingress_class;
+    }
+    options.watch_ingress_without_class
+        || store.ingress_classes().any(|class| {
+            let is_default = class
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(DEFAULT_CLASS_ANNOTATION))
+                .is_some_and(|v| v == "true");
+            is_default
+                && class.spec.as_ref().and_then(|s| s.controller.as_deref())
+                    == Some(options.controller_class.as_str())
+        })
+}
+
+/// The Ingresses this controller serves, oldest first (objects without a timestamp, from files,
+/// count as oldest), then by name: the order conflicts are decided in.
+pub(crate) fn served<'s>(
+    store: &'s Store,
+    options: &CompileOptions,
+) -> Vec<(&'s NamespacedName, &'s Ingress)> {
+    let mut ingresses: Vec<(&NamespacedName, &Ingress)> = store
+        .ingresses_by_name()
+        .filter(|(_, i)| is_ours(store, options, i))
+        .collect();
+    ingresses.sort_by(|(a_name, a), (b_name, b)| {
+        (a.metadata.creation_timestamp.as_ref())
+            .cmp(&b.metadata.creation_timestamp.as_ref())
+            .then_with(|| a_name.cmp(b_name))
+    });
+    ingresses
+}
+
+impl Compiler<'_> {
+    /// One Ingress, `name` its Store key (the routes share its strings).
+    pub(crate) fn ingress(
+        &mut self,
+        name: &NamespacedName,
+        ingress: &Ingress,
+        claims: &mut Claims,
+    ) {
+        let name = name.clone();
+        let object = ingress_ref(&name);
+        self.out.ingresses.push(name.clone());
+        let Some(spec) = ingress.spec.as_ref() else {
+            self.diagnose(object, "spec: missing; nothing to serve");
+            return;
+        };
+        let mut parsed = annotations::parse(
+            ingress
+                .metadata
+                .annotations
+                .as_ref()
+                .unwrap_or(&BTreeMap::new()),
+            &self.out.settings,
+            &object,
+            &mut self.out.diagnostics,
+        );
+        self.out.tracing |= parsed.policy.opentelemetry.enabled;
+        let upstream = UpstreamChoice {
+            service_upstream: parsed.service_upstream,
+            annotated: parsed.backend_protocol,
+            settings: self.upstream_tls(&name, &mut parsed),
+        };
+        let policies = Policies::new(&parsed, &self.default_policy, &self.out.settings);
+        if parsed.ssl_passthrough {
+            self.passthrough_ingresses.insert(name.clone());
+        }
+
+        if let Some(backend) = &spec.default_backend {
+            match &claims.default_backend {
+                Some(owner) => self.diagnose(
+                    object.clone(),
+                    format!("spec.defaultBackend: ignored, Ingress {owner} is older and already sets one"),
+                ),
+                None => {
+                    let route = self.route(
+                        &name,
+                        backend,
+                        "spec.defaultBackend",
+                        policies.for_path("/", false, &self.out.settings.no_auth_locations),
+                        &upstream,
+                        ("", ""),
+                    );
+                    self.out.routes.set_default_backend(route);
+                    claims.default_backend = Some(name.clone());
+                }
+            }
+        }
+
+        let mut hosts_of_rules = Vec::new();
+        for (r, rule) in spec.rules.iter().flatten().enumerate() {
+            let host = match HostPattern::parse(rule.host.as_deref()) {
+                // The route's written host and the table's key are then this one string.
+                Ok(HostPattern::Exact(host)) => HostPattern::Exact(self.share(&host)),
+                Ok(host) => host,
+                Err(why) => {
+                    self.diagnose(
+                        object.clone(),
+                        format!(
+                            "spec.rules[{r}].host {:?}: {why}; rule ignored",
+                            rule.host.as_deref().unwrap_or("")
+                        ),
+                    );
+                    continue;
+                }
+            };
+            hosts_of_rules.push(host.clone());
+            self.host_annotations(&name, &host, &parsed);
+            for (p, path) in rule.http.iter().flat_map(|h| h.paths.iter()).enumerate() {
+                let field = format!("spec.rules[{r}].http.paths[{p}]");
+                let kind = match path.path_type.as_str() {
+                    "Exact" => PathKind::Exact,
+                    "Prefix" | "ImplementationSpecific" => PathKind::Prefix,
+                    "" => {
+                        self.diagnose(
+                            object.clone(),
+                            format!("{field}.pathType: missing; it is required (Exact, Prefix or ImplementationSpecific); path ignored"),
+                        );
+                        continue;
+                    }
+                    other => {
+                        self.diagnose(
+                            object.clone(),
+                            format!("{field}.pathType {other:?}: must be Exact, Prefix or ImplementationSpecific; path ignored"),
+                        );
+                        continue;
+                    }
+                };
+                let written = match path.path.as_deref() {
+                    Some(written) if written.starts_with('/') => written,
+                    None if path.path_type == "ImplementationSpecific" => "/",
+                    other => {
+                        self.diagnose(
+                            object.clone(),
+                            format!(
+                                "{field}.path {:?}: must start with '/'; path ignored",
+                                other.unwrap_or("")
+                            ),
+                        );
+                        continue;
+                    }
+                };
+                // ingress-nginx: a rewrite to the path itself is no rewrite.
+                let rewrites = parsed
+                    .policy
+                    .rewrite
+                    .as_ref()
+                    .is_some_and(|r| r.target != written);
+                let kind = if parsed.use_regex || rewrites {
+                    PathKind::Regex
+                } else {
+                    kind
+                };
+                let policy =
+                    policies.for_path(written, rewrites, &self.out.settings.no_auth_locations);
+                if kind == PathKind::Prefix
+                    && path.path_type == "ImplementationSpecific"
+                    && written != "/"
+                    && !written.ends_with('/')
+                {
+                    self.diagnose_with(
+                        Severity::Difference,
+                        object.clone(),
+                        format!("{field}: ImplementationSpecific {written} is matched as Prefix, element by element ({written}x does not match); ingress-nginx matched it as a string prefix"),
+                    );
+                }
+                let route = self.route(
+                    &name,
+                    &path.backend,
+                    &format!("{field}.backend"),
+                    policy,
+                    &upstream,
+                    (rule.host.as_deref().unwrap_or(""), written),
+                );
+                // The route's site holds the one shared copy of the written path.
+                let path_route = PathRoute::new(kind, route.site.path.clone(), route);
+                let (kind, normalised) = path_route.identity();
+                let claim = (host.clone(), kind, normalised.to_owned());
+                if let Some(owner) = claims.paths.get(&claim) {
+                    let owner = if *owner == name {
+                        "this Ingress".to_owned()
+                    } else {
+                        format!("Ingress {owner}")
+                    };
+                    self.diagnose(
+                        object.clone(),
+                        format!("{field}: {:?} {written} on host {host} is already routed by {owner}, which takes precedence; path ignored", path.path_type),
+                    );
+                    continue;
+                }
+                claims.paths.insert(claim, name.clone());
+                self.out.routes.host_mut(&host).paths.push(path_route);
+            }
+        }
+
+        for (t, tls) in spec.tls.iter().flatten().enumerate() {
+            let hosts: Vec<HostPattern> = match &tls.hosts {
+                Some(hosts) if !hosts.is_empty() => {
+                    let mut parsed = Vec::new();
+                    for host in hosts {
+                        match HostPattern::parse(Some(host)) {
+                            Ok(h) => parsed.push(h),
+                            Err(why) => self.diagnose(
+                                object.clone(),
+                                format!("spec.tls[{t}].hosts: {host:?}: {why}; host ignored"),
+                            ),
+                        }
+                    }
+                    parsed
+                }
+                // No hosts listed: the entry covers this Ingress's own hosts.
+                _ => hosts_of_rules
+                    .iter()
+                    .filter(|h| **h != HostPattern::Any)
+                    .cloned()
+                    .collect(),
+            };
+            for host in &hosts {
+                self.out.routes.host_mut(host).tls = true;
+            }
+            let Some(secret_name) = tls.secret_name.as_deref().filter(|s| !s.is_empty()) else {
+                self.diagnose(
+                    object.clone(),
+                    format!("spec.tls[{t}].secretName: missing; the default certificate is served"),
+                );
+                continue;
+            };
+            let secret = NamespacedName::new(name.namespace.clone(), secret_name);
+            for host in hosts {
+                match claims.tls.get(&host) {
+                    Some((other_secret, owner)) if *other_secret != secret => self.diagnose(
+                        object.clone(),
+                        format!("spec.tls[{t}]: host {host} already uses Secret {other_secret} from Ingress {owner}, which is older; Secret {secret_name} ignored for it"),
+                    ),
+                    Some(_) => {}
+                    None => {
+                        claims.tls.insert(host, (secret.clone(), name.clone()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Resolves an Ingress backend to a route. Problems are diagnostics, and the route then
+    /// points at an unresolved backend that answers 503.
+    pub(crate) fn route(
+        &mut self,
+        ingress: &NamespacedName,
+        backend: &IngressBackend,
+        field: &str,
+        policy: Arc<RoutePolicy>,
+        upstream: &UpstreamChoice,
+        (host, path): (&str, &str),
+    ) -> Arc<Route> {
+        let object = ingress_ref(ingress);
+        let written_port = backend
+            .service
+            .as_ref()
+            .and_then(|s| s.port.as_ref())
+            .map(|p| match (p.number, &p.name) {
+                (Some(number), _) => number.to_string(),
+                (None, Some(name)) => name.clone(),
+                (None, None) => String::new(),
+            })
+            .unwrap_or_default();
+        let site = RouteSite {
+            host: self.share(host),
+            path: self.share(path),
+            service_port: self.share(&written_port),
+        };
+        let make = |service: Arc<str>, backend: Arc<Backend>, policy: &Arc<RoutePolicy>| {
+            Arc::new(Route {
+                ingress: ingress.clone(),
+                service,
+                backend,
+                policy: policy.clone(),
+                site: site.clone(),
+            })
+        };
+        let Some(service_backend) = &backend.service else {
+            let reason = if backend.resource.is_some() {
+                format!(
+                    "{field}.resource: resource backends are not supported; requests answer 503"
+                )
+            } else {
+                format!("{field}.service: missing; requests answer 503")
+            };
+            self.diagnose(object, reason);
+            return make(Arc::from(""), Arc::new(Backend::unresolved()), &policy);
+        };
+        let service_name = self.share(&service_backend.name);
+        let service = NamespacedName {
+            namespace: ingress.namespace.clone(),
+            name: service_name.clone(),
+        };
+        let port = service_backend.port.as_ref();
+        let written_port = match (
+            port.and_then(|p| p.number),
+            port.and_then(|p| p.name.as_deref()),
+        ) {
+            (Some(number), _) => number.to_string(),
+            (None, Some(name)) => name.to_owned(),
+            (None, None) => {
+                self.diagnose(
+                    object,
+                    format!("{field}.service.port: needs a number or a name; requests answer 503"),
+                );
+                return make(service_name, Arc::new(Backend::unresolved()), &policy);
+            }
+        };
+        let policy = self.upstream_protocol(
+            &service,
+            ingress,
+            port.and_then(|p| p.number),
+            &written_port,
+            policy,
+            upstream,
+        );
+        if upstream.service_upstream {
+            match self.cluster_ip_backend(&service, port.and_then(|p| p.number), &written_port) {
+                Ok(backend) => return make(service_name, backend, &policy),
+                Err(why) => self.diagnose(
+                    object.clone(),
+                    format!("{field}: service-upstream: {why}; the Service's endpoints are used"),
+                ),
+            }
+        }
+        let cache_key = (service.clone(), written_port.clone());
+        if let Some(backend) = self.backends_by_port.get(&cache_key) {
+            return make(service_name, backend.clone(), &policy);
+        }
+        let backend = match backends::resolve_backend(
+            self.store,
+            &service,
+            port.and_then(|p| p.number),
+            &written_port,
+            self.out.node_local_endpoints,
+            &mut self.out.backends,
+        ) {
+            Ok(backend) => backend,
+            Err(why) => {
+                self.diagnose_with(
+                    why.severity(),
+                    object,
+                    format!("{field}: {why}; requests answer 503"),
+                );
+                Arc::new(Backend::unresolved())
+            }
+        };
+        self.backends_by_port.insert(cache_key, backend.clone());
+        make(service_name, backend, &policy)
+    }
+}

@@ -1,0 +1,38 @@
+//! Translation: the Kubernetes objects Sluice reads, the Store that holds them, and the pure
+//! `compile()` that turns one snapshot of them into the model the proxy serves. No sockets, no
+//! runtime, no clock it is not given.
+//!
+//! ```text
+//!  YAML/JSON text ──parse_documents──▶ Object ──Store::apply/replace_all──▶ Store ──▶ ChangeSet
+//!  kube watcher ─────────────────────▶ Object ──┘                             │
+//!                                                                             ▼
+//!   ChangeSet.config ──▶ compile(&Store, &CompileOptions) ──▶ model::Compiled { routes,
+//!                           │                                 backends, certificates,
+//!                           │                                 settings, diagnostics }
+//!        configmap:  ConfigMap ──▶ Settings ──▶ RoutePolicy (the default, shared)
+//!        ingress/:   Ingress spec + annotations (one registry) ──▶ RoutePolicy, Routes
+//!        gateway/:   (next) Gateway API routes ──▶ the same model
+//!        backends:   Service + port ──▶ BackendKey ──▶ Backend with its EndpointSlices
+//!                    (one function for every source)
+//!        streams:    TCP/UDP services ConfigMaps ──▶ Compiled.tcp_services, udp_services
+//!        tls:        Secrets ──▶ certificates
+//!   ChangeSet.endpoints ──▶ backends::refresh_endpoints ──▶ Backend endpoint swap (no compile)
+//! ```
+//!
+//! Bad input never fails a compile: it becomes a [`Diagnostic`] on the object (see
+//! [`model::Severity`]) and is left out, so one broken Ingress never takes the others down.
+
+pub mod backends;
+pub mod compile;
+pub mod configmap;
+pub mod ingress;
+pub mod objects;
+pub mod store;
+pub mod streams;
+pub mod tls;
+
+pub use backends::refresh_endpoints;
+pub use compile::{compile, CompileOptions};
+pub use model::{Compiled, Diagnostic, Severity};
+pub use objects::{parse_documents, Documents, Object, ParseError};
+pub use store::{ChangeSet, Store};

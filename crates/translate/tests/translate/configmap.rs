@@ -1,0 +1,63 @@
+//! README's ConfigMap keys table and `translate::configmap::KEYS` name the same keys: a key
+//! the code reads is documented, and a documented key is read (or diagnosed as the table says).
+
+use std::collections::BTreeSet;
+
+use translate::configmap::{KeyKind, KEYS};
+
+/// The README section `### ConfigMap keys` (under Configuration reference).
+fn section(readme: &str) -> &str {
+    let start = readme
+        .find("### ConfigMap keys\n")
+        .expect("README has a ConfigMap keys section");
+    let rest = &readme[start + 1..];
+    let end = rest.find("\n### ").map_or(rest.len(), |i| i + 1);
+    &rest[..end]
+}
+
+/// The backquoted names in the first column of the section's table.
+fn documented(section: &str) -> BTreeSet<&str> {
+    let mut names = BTreeSet::new();
+    for row in section.lines().filter(|l| l.starts_with("| `")) {
+        let first = row[1..].split(" | ").next().unwrap_or_default();
+        for (i, part) in first.split('`').enumerate() {
+            if i % 2 == 1 {
+                names.insert(part);
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn the_readme_documents_every_configmap_key_and_no_other() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    let readme = std::fs::read_to_string(&path).unwrap();
+    let section = section(&readme);
+    let documented = documented(section);
+    assert!(documented.len() > 60, "{documented:?}");
+    let mut wrong = Vec::new();
+    for key in KEYS {
+        let listed = match key.kind {
+            // NGINX Inc.'s names are documented with the key they stand for.
+            KeyKind::Alias(of) => {
+                readme.contains(&format!("`{}`", key.name)) && documented.contains(of)
+            }
+            _ => section.contains(&format!("`{}`", key.name)),
+        };
+        if !listed {
+            wrong.push(format!(
+                "{}: read, but not in README's ConfigMap keys table",
+                key.name
+            ));
+        }
+    }
+    for name in documented {
+        if !KEYS.iter().any(|k| k.name == name) {
+            wrong.push(format!(
+                "{name}: in README's ConfigMap keys table, unknown to Sluice"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
