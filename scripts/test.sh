@@ -39,6 +39,10 @@ rustup show active-toolchain >/dev/null
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
+# No import circle between the modules of a crate (two known knots are listed in the script,
+# each with the step that removes it); prints each crate's layers when one is found.
+echo "== layers"
+python3 scripts/check-layers.py
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # cargo-machete, built once and cached by version (~4.5 min the first time): fails on a dependency

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use rustix::process::Signal;
 
+use crate::host::{http_get_ok, wait_until};
 use crate::procs::{pinned, Proc};
 use crate::systems::System;
-use crate::{http_get_ok, wait_until};
 
 /// The port every pod listens on (a Deployment's containerPort).
 pub(crate) const POD_PORT: u16 = 8080;

@@ -18,8 +18,8 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use rustix::process::Signal;
 
+use crate::host::{free_port, wait_until, HOST};
 use crate::procs::{pinned, Proc};
-use crate::{free_port, wait_until};
 
 /// What every system gets: the same certificates, CPUs, worker count and directory layout.
 #[derive(Clone, Debug)]
@@ -294,7 +294,7 @@ impl System for Sluice {
                 let tail = std::fs::read_to_string(&log).unwrap_or_default();
                 bail!("sluice serve exited ({status}):\n{tail}");
             }
-            Ok(crate::http_get_ok(admin, "/ready"))
+            Ok(crate::host::http_get_ok(admin, "/ready"))
         })
         .context("waiting for sluice serve to be ready")?;
         self.proc = Some(proc);
@@ -604,4 +604,44 @@ impl System for Haproxy {
             proc.stop(Duration::from_secs(5));
         }
     }
+}
+
+/// The RSA-2048 certificate every system serves (self-signed; the load generator trusts it).
+pub(crate) fn make_cert(dir: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let cert = make_cert_for(dir, HOST, KeyKind::Rsa2048)?;
+    Ok((cert.cert_pem, cert.key_pem))
+}
+
+/// The key types the lab's certificates use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KeyKind {
+    Rsa2048,
+    EcdsaP256,
+}
+
+/// A self-signed certificate for `host` with a fresh key of `kind`, written to `dir`.
+pub(crate) fn make_cert_for(dir: &Path, host: &str, kind: KeyKind) -> anyhow::Result<Cert> {
+    let (key, tag) = match kind {
+        KeyKind::Rsa2048 => (
+            rcgen::KeyPair::generate_rsa_for(&rcgen::PKCS_RSA_SHA256, rcgen::RsaKeySize::_2048)
+                .context("generating an RSA-2048 key")?,
+            "",
+        ),
+        KeyKind::EcdsaP256 => (
+            rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+                .context("generating an ECDSA P-256 key")?,
+            "-ecdsa",
+        ),
+    };
+    let params = rcgen::CertificateParams::new(vec![host.to_owned()])?;
+    let cert = params.self_signed(&key)?;
+    let cert_pem = dir.join(format!("tls{tag}.crt"));
+    let key_pem = dir.join(format!("tls{tag}.key"));
+    std::fs::write(&cert_pem, cert.pem())?;
+    std::fs::write(&key_pem, key.serialize_pem())?;
+    Ok(Cert {
+        host: host.to_owned(),
+        cert_pem,
+        key_pem,
+    })
 }

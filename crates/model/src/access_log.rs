@@ -17,15 +17,7 @@
 use http::HeaderName;
 use serde::Serialize;
 
-/// ingress-nginx's default `log-format-stream`.
-pub const LOG_STREAM: &str =
-    "[$remote_addr] [$time_local] $protocol $status $bytes_sent $bytes_received $session_time";
-
-/// ingress-nginx's default `log-format-upstream` (its `upstreaminfo` format).
-pub const UPSTREAMINFO: &str = "$remote_addr - $remote_user [$time_local] \"$request\" \
-$status $body_bytes_sent \"$http_referer\" \"$http_user_agent\" $request_length $request_time \
-[$proxy_upstream_name] [$proxy_alternative_upstream_name] $upstream_addr \
-$upstream_response_length $upstream_response_time $upstream_status $req_id";
+pub use crate::settings::{LOG_STREAM, UPSTREAMINFO};
 
 /// How values are escaped in a line (nginx's `log_format … escape=`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -203,7 +195,9 @@ impl StreamLogFormat {
     /// The TCP services' log format of these settings: `None` when `disable-access-log` or
     /// `disable-stream-access-log`; a format that does not parse is `Err` with the reason, and
     /// the default is used.
-    pub fn from_settings(settings: &crate::Settings) -> (Option<StreamLogFormat>, Option<String>) {
+    pub fn from_settings(
+        settings: &crate::settings::Settings,
+    ) -> (Option<StreamLogFormat>, Option<String>) {
         if settings.disable_access_log || settings.disable_stream_access_log {
             return (None, None);
         }
@@ -384,7 +378,7 @@ pub fn parse_request_key(text: &str) -> Result<Vec<Segment>, String> {
 }
 
 /// `log-format-escape-json` / `-none` (they apply to both formats, as in ingress-nginx).
-fn escape_of(settings: &crate::Settings) -> Escape {
+fn escape_of(settings: &crate::settings::Settings) -> Escape {
     if settings.log_format_escape_json {
         Escape::Json
     } else if settings.log_format_escape_none {
@@ -524,7 +518,9 @@ pub struct AccessLog {
 impl AccessLog {
     /// From the settings; a format that does not parse is `Err` with the reason, and the
     /// default format is used.
-    pub fn from_settings(settings: &crate::Settings) -> (Option<AccessLog>, Option<String>) {
+    pub fn from_settings(
+        settings: &crate::settings::Settings,
+    ) -> (Option<AccessLog>, Option<String>) {
         if settings.disable_access_log || settings.disable_http_access_log {
             return (None, None);
         }
@@ -676,9 +672,9 @@ mod tests {
             error.starts_with("$request: not a variable of a TCP connection"),
             "{error}"
         );
-        let mut settings = crate::Settings {
+        let mut settings = crate::settings::Settings {
             log_format_stream: "$status $http_host".into(),
-            ..crate::Settings::default()
+            ..crate::settings::Settings::default()
         };
         let (format, problem) = StreamLogFormat::from_settings(&settings);
         assert_eq!(format.unwrap().text, LOG_STREAM);

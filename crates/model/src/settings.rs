@@ -8,6 +8,16 @@ use std::time::Duration;
 use ipnet::IpNet;
 use serde::{Serialize, Serializer};
 
+/// ingress-nginx's default `log-format-stream`.
+pub const LOG_STREAM: &str =
+    "[$remote_addr] [$time_local] $protocol $status $bytes_sent $bytes_received $session_time";
+
+/// ingress-nginx's default `log-format-upstream` (its `upstreaminfo` format).
+pub const UPSTREAMINFO: &str = "$remote_addr - $remote_user [$time_local] \"$request\" \
+$status $body_bytes_sent \"$http_referer\" \"$http_user_agent\" $request_length $request_time \
+[$proxy_upstream_name] [$proxy_alternative_upstream_name] $upstream_addr \
+$upstream_response_length $upstream_response_time $upstream_status $req_id";
+
 /// How a worker picks an endpoint among a backend's active ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -366,8 +376,8 @@ impl Default for Settings {
             disable_access_log: false,
             disable_http_access_log: false,
             disable_stream_access_log: false,
-            log_format_stream: crate::access_log::LOG_STREAM.to_owned(),
-            log_format_upstream: crate::access_log::UPSTREAMINFO.to_owned(),
+            log_format_stream: LOG_STREAM.to_owned(),
+            log_format_upstream: UPSTREAMINFO.to_owned(),
             log_format_escape_json: false,
             log_format_escape_none: false,
             skip_access_log_urls: Vec::new(),

@@ -32,7 +32,8 @@ use k8s_openapi::ByteString;
 
 use model::{Kind, NamespacedName, ObjectRef};
 
-use crate::store::SERVICE_NAME_LABEL;
+/// The label that ties an EndpointSlice to its Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
 /// The namespace kubectl assumes when a namespaced object names none.
 pub const DEFAULT_NAMESPACE: &str = "default";

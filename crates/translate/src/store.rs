@@ -11,9 +11,6 @@ use model::{Kind, NamespacedName, ObjectRef};
 
 use crate::objects::{ConfigMap, EndpointSlice, Ingress, IngressClass, Object, Secret, Service};
 
-/// The label that ties an EndpointSlice to its Service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
-
 /// Every object of the kinds Sluice reads, keyed for deterministic iteration.
 ///
 /// The numerous kinds are behind a pointer: a B-tree node has room for eleven entries and is on

@@ -20,10 +20,12 @@ use super::{
     Skipped, Study, SCHEMA,
 };
 use crate::cpu;
+use crate::host::HOST;
+use crate::host::{compact_timestamp, iso_timestamp, WorkDir};
 use crate::pods::{Deployment, PodProgram};
 use crate::procs::{self, pinned, Proc};
 use crate::systems::{self, Cert, Listeners, SutEnv, System};
-use crate::{compact_timestamp, iso_timestamp, make_cert_for, KeyKind, WorkDir, HOST};
+use crate::systems::{make_cert_for, KeyKind};
 
 /// The second virtual host, served with the ECDSA certificate.
 pub const ECDSA_HOST: &str = "ecdsa.example.com";
@@ -432,7 +434,7 @@ pub fn run_sizing(args: SizingArgs) -> anyhow::Result<()> {
 
 /// Writes results.json, report.md and report.html into `out`.
 pub fn write_outputs(out: &Path, results: &CapacityResults) -> anyhow::Result<()> {
-    crate::write_report_files(
+    crate::host::write_report_files(
         out,
         results,
         super::render::markdown(results),
@@ -683,8 +685,8 @@ fn run_workers(
     let w = pin.workers;
     let dir = lab.work.join(format!("workers-{w}"));
     std::fs::create_dir_all(&dir)?;
-    crate::set_mode_755(&dir)?;
-    let subnet = crate::subnet_seed();
+    crate::host::set_mode_755(&dir)?;
+    let subnet = crate::host::subnet_seed();
     let mut deployment = Deployment::new(
         PodProgram::Http(lab.exe.clone()),
         pin.load_cpus.clone(),
@@ -829,8 +831,8 @@ fn progress_line(m: &Measurement) -> String {
 
 /// A system that answers fast with errors would look efficient: check a real 1 KB answer first.
 fn check_serves(http: SocketAddr) -> anyhow::Result<()> {
-    crate::wait_until(Duration::from_secs(10), || {
-        Ok(crate::http_get_host_ok(http, HOST, "/1kb.bin"))
+    crate::host::wait_until(Duration::from_secs(10), || {
+        Ok(crate::host::http_get_host_ok(http, HOST, "/1kb.bin"))
     })
     .with_context(|| format!("GET http://{HOST}/1kb.bin via {http} did not answer 200"))
 }

@@ -11,7 +11,7 @@
 //! longer codes fall back to the canonical-code limits, one comparison per code length. The
 //! tables are built at compile time from the RFC's table below.
 
-use super::HpackError;
+use super::error::HpackError;
 
 /// RFC 7541 Appendix B: (code, bit length) for symbols 0..=255 and EOS (256), the code
 /// right-aligned. The code is canonical (codes of one length are consecutive in symbol order,
