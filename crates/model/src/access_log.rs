@@ -348,33 +348,63 @@ pub fn parse_request_key(text: &str) -> Result<Vec<Segment>, String> {
         BadFormat::Unknown(name) => format!("unknown variable `${name}`"),
         BadFormat::Unclosed => "`${` without `}`".to_owned(),
     })?;
-    for segment in &segments {
-        if let Segment::Variable(variable) = segment {
-            use Variable::*;
-            let known_before_upstream = matches!(
-                variable,
-                RemoteAddr
-                    | RemotePort
-                    | RequestMethod
-                    | RequestUri
-                    | Uri
-                    | Args
-                    | Arg(_)
-                    | Scheme
-                    | Host
-                    | ServerName
-                    | RequestHeader(_)
-                    | Cookie(_)
-            );
-            if !known_before_upstream {
-                return Err(format!(
-                    "`{variable:?}` is not known before the request goes upstream; use the \
-                     client, method, target, host, headers, cookies or query parameters"
-                ));
-            }
+    // The variables in the order written, with their names, to name a refused one as written.
+    let named = segments.iter().filter_map(|s| match s {
+        Segment::Variable(v) => Some(v),
+        Segment::Literal(_) => None,
+    });
+    for (variable, name) in named.zip(variable_names(text)) {
+        use Variable::*;
+        let known_before_upstream = matches!(
+            variable,
+            RemoteAddr
+                | RemotePort
+                | RequestMethod
+                | RequestUri
+                | Uri
+                | Args
+                | Arg(_)
+                | Scheme
+                | Host
+                | ServerName
+                | RequestHeader(_)
+                | Cookie(_)
+        );
+        if !known_before_upstream {
+            return Err(format!(
+                "`${name}` is not known before the request goes upstream; use the client, \
+                 method, target, host, headers, cookies or query parameters"
+            ));
         }
     }
     Ok(segments)
+}
+
+/// The names of the variables in nginx `log_format` text, in order (as `parse_segments` reads
+/// them).
+fn variable_names(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || loop {
+        let at = rest.find('$')?;
+        rest = &rest[at + 1..];
+        let (name, after) = match rest.strip_prefix('{') {
+            Some(braced) => {
+                let end = braced.find('}')?;
+                (&braced[..end], &braced[end + 1..])
+            }
+            None => {
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(rest.len());
+                (&rest[..end], &rest[end..])
+            }
+        };
+        if name.is_empty() {
+            continue;
+        }
+        rest = after;
+        return Some(name);
+    })
 }
 
 /// `log-format-escape-json` / `-none` (they apply to both formats, as in ingress-nginx).
@@ -592,6 +622,25 @@ pub fn escape_into(out: &mut Vec<u8>, value: &[u8], escape: Escape) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_keys_take_only_what_a_request_has_before_the_upstream() {
+        let key = parse_request_key("$http_x_user:${arg_id}").unwrap();
+        assert_eq!(
+            key,
+            [
+                Segment::Variable(Variable::RequestHeader(HeaderName::from_static("x-user"))),
+                Segment::Literal(":".to_owned()),
+                Segment::Variable(Variable::Arg("id".to_owned())),
+            ]
+        );
+        let refused = parse_request_key("$host${upstream_addr}").unwrap_err();
+        assert!(
+            refused.starts_with("`$upstream_addr` is not known"),
+            "{refused}"
+        );
+        assert!(parse_request_key("$nope").unwrap_err().contains("$nope"));
+    }
 
     #[test]
     fn upstreaminfo_parses_into_its_variables_and_literals() {

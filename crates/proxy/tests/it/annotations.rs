@@ -868,3 +868,96 @@ async fn behind_a_trusted_load_balancer_the_allow_list_sees_the_forwarded_client
         StatusCode::FORBIDDEN
     );
 }
+
+/// The test application's name for itself in its `/` answer.
+fn server_name(reply: &Reply) -> String {
+    let text = reply.text();
+    text.lines()
+        .find_map(|l| l.strip_prefix("Server name: "))
+        .unwrap_or_else(|| panic!("the backend names itself: {text}"))
+        .to_owned()
+}
+
+#[tokio::test]
+async fn upstream_hash_by_keeps_a_key_on_its_endpoint_and_moves_only_the_keys_of_one_that_leaves() {
+    let (a, b, c) = (
+        start_backend("a").await,
+        start_backend("b").await,
+        start_backend("c").await,
+    );
+    let mut h = Harness::with_workers(2);
+    let keyed = site(
+        "keyed",
+        "hash.example.com",
+        "/",
+        "Prefix",
+        &[("upstream-hash-by", "$arg_user")],
+    );
+    let mut objects = web(&[&a, &b, &c]);
+    objects.push(keyed.clone());
+    h.apply(&objects);
+    let http = h.http();
+    let owner = |user: u32| async move {
+        let reply = get(http, "hash.example.com", &format!("/?user={user}")).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        server_name(&reply)
+    };
+    let mut owners = Vec::new();
+    for user in 0..60 {
+        owners.push(owner(user).await);
+    }
+    // Every key stays on its endpoint, whichever worker or connection asks.
+    for (user, first) in owners.iter().enumerate() {
+        for _ in 0..2 {
+            assert_eq!(&owner(user as u32).await, first, "user {user}");
+        }
+    }
+    // The keys spread over all three.
+    for name in ["a", "b", "c"] {
+        let count = owners.iter().filter(|o| *o == name).count();
+        assert!(count >= 5, "{name} owns {count} of 60 keys: {owners:?}");
+    }
+
+    // `c` leaves (the endpoint fast path): only its keys move, to the other two.
+    let mut objects = web(&[&a, &b]);
+    objects.push(keyed);
+    h.update(&objects);
+    for (user, before) in owners.iter().enumerate() {
+        let after = owner(user as u32).await;
+        if before == "c" {
+            assert_ne!(after, "c", "user {user}");
+        } else {
+            assert_eq!(&after, before, "user {user} moved from {before} to {after}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn upstream_hash_by_with_a_variable_known_only_after_the_upstream_is_refused() {
+    let backend = start_backend("web").await;
+    let mut h = Harness::start();
+    let mut objects = web(&[&backend]);
+    objects.push(site(
+        "late",
+        "late.example.com",
+        "/",
+        "Prefix",
+        &[("upstream-hash-by", "$upstream_status")],
+    ));
+    let compiled = h.apply_allowing_diagnostics(&objects);
+    assert!(
+        compiled
+            .diagnostics
+            .iter()
+            .any(|d| d.reason.contains("upstream-hash-by")
+                && d.reason
+                    .contains("not known before the request goes upstream")),
+        "{:?}",
+        compiled.diagnostics
+    );
+    // The route is served with the ConfigMap's load-balance.
+    assert_eq!(
+        get(h.http(), "late.example.com", "/").await.status,
+        StatusCode::OK
+    );
+}

@@ -13,11 +13,12 @@
 //! An annotation with no effect in Sluice is never silent: it is a diagnostic on its Ingress.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use http::{HeaderName, HeaderValue};
 
 use model::policy::{
-    Access, HeaderAction, HeaderEdit, ProxyProtocolVersion, Redirect, Rewrite, RoutePolicy,
+    Access, HashBy, HeaderAction, HeaderEdit, ProxyProtocolVersion, Redirect, Rewrite, RoutePolicy,
     TlsVersions, UpstreamProtocol,
 };
 use model::routes::HostPattern;
@@ -98,6 +99,7 @@ pub enum Parser {
     SslPassthrough,
     Body,
     Upstream,
+    HashBy,
     ProxyBuffering,
     ProxyHttpVersion,
     BackendProtocol,
@@ -234,7 +236,9 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("ssl-redirect", Support::Yes, Some(Parser::SslRedirect)),
     annotation("ssl-passthrough", Support::Yes, Some(Parser::SslPassthrough)),
     annotation("stream-snippet", Support::No("snippets are never executed"), None),
-    annotation("upstream-hash-by", Support::No("planned (wave 2)"), None),
+    annotation("upstream-hash-by", Support::Partial("the key's consistent hash picks the endpoint (a ring of 160 points per endpoint: moving one endpoint moves about 1/N of the keys); the key may use the request's variables (client address and port, method, $request_uri, $uri, $args, $arg_*, $scheme, $host, $server_name, $http_*, $cookie_*); a retry goes to the next endpoint along the ring, where ingress-nginx asks the same endpoint again"), Some(Parser::HashBy)),
+    annotation("upstream-hash-by-subset", Support::No("planned (wave 2); with upstream-hash-by the key's own endpoint is chosen, not a random one of its subset"), None),
+    annotation("upstream-hash-by-subset-size", Support::No("planned (wave 2), with upstream-hash-by-subset"), None),
     annotation("x-forwarded-prefix", Support::Yes, Some(Parser::Rewrite)),
     annotation("load-balance", Support::No("planned (wave 2); the ConfigMap's load-balance applies"), None),
     annotation("upstream-vhost", Support::Yes, Some(Parser::UpstreamVhost)),
@@ -595,6 +599,7 @@ impl<'a> Reader<'a> {
             }
             Parser::Body => self.body(policy),
             Parser::Upstream => self.upstream(policy),
+            Parser::HashBy => policy.hash_by = self.hash_by(),
             Parser::ProxyBuffering => {
                 if let Some(value) = self.get("proxy-buffering") {
                     if value != "on" && value != "off" {
@@ -944,6 +949,24 @@ impl<'a> Reader<'a> {
                 self.diagnose(
                     Severity::Unsupported,
                     format!("annotation {key}: {target:?}: {why}; ignored"),
+                );
+                None
+            }
+        }
+    }
+
+    /// `upstream-hash-by`: nginx variables and literals; a variable the proxy cannot know
+    /// before the request goes upstream is refused by name, and the ConfigMap's load-balance
+    /// applies.
+    fn hash_by(&mut self) -> Option<Arc<HashBy>> {
+        let value = self.get("upstream-hash-by")?;
+        match HashBy::parse(value) {
+            Ok(hash_by) => Some(Arc::new(hash_by)),
+            Err(why) => {
+                let key = self.key("upstream-hash-by");
+                self.diagnose(
+                    Severity::Error,
+                    format!("annotation {key}: invalid value {value:?}: {why}; the ConfigMap's load-balance applies"),
                 );
                 None
             }
