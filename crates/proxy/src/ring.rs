@@ -54,15 +54,30 @@ impl Ring {
     /// endpoint, the others are where the key goes when the ones before are passed over.
     pub(crate) fn walk(&self, hash: u64) -> impl Iterator<Item = SocketAddr> + '_ {
         let start = self.points.partition_point(|&(point, _)| point < hash);
-        let mut seen = vec![false; self.endpoints.len()];
+        // The first endpoint is nearly always taken: the set of those seen is made only when a
+        // second one is asked for, so the common request allocates nothing here.
+        let mut first: Option<usize> = None;
+        let mut seen: Vec<bool> = Vec::new();
         let mut left = self.endpoints.len();
         (0..self.points.len())
             .map(move |i| self.points[(start + i) % self.points.len()].1 as usize)
             .filter(move |&index| {
-                if left == 0 || seen[index] {
+                if left == 0 {
                     return false;
                 }
-                seen[index] = true;
+                match first {
+                    None => first = Some(index),
+                    Some(first) => {
+                        if seen.is_empty() {
+                            seen = vec![false; self.endpoints.len()];
+                            seen[first] = true;
+                        }
+                        if seen[index] {
+                            return false;
+                        }
+                        seen[index] = true;
+                    }
+                }
                 left -= 1;
                 true
             })
