@@ -134,6 +134,9 @@ pub struct CompiledView {
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub www_redirects: BTreeMap<String, String>,
     pub default_backend: Option<RouteView>,
+    /// Rules tried before the default backend (its canary's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub default_rules: Vec<RouteView>,
     pub backends: BTreeMap<String, EndpointSet>,
     pub certificates: BTreeMap<String, String>,
     /// `ssl-passthrough` hosts → the backend their TLS connections go to (and the PROXY
@@ -177,10 +180,28 @@ pub struct RouteView {
     /// What the route's policy changes from the ConfigMap's default policy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<serde_json::Value>,
+    /// The rule's conditions beyond its path, one per line (`header x-canary = "always"`).
+    #[serde(rename = "when", skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<String>,
+    /// This route is the alternative upstream of a rule (a canary): its name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alternative: Option<String>,
+    /// The alternatives that take a share of this rule's requests.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub split: Vec<SplitView>,
+}
+
+/// One alternative of a split: `weight` requests in `total` go to `route`.
+#[derive(Debug, Serialize)]
+pub struct SplitView {
+    pub weight: u32,
+    pub total: u32,
+    pub route: RouteView,
 }
 
 impl RouteView {
     fn new(path: Option<&PathRoute>, route: &Route, default: &RoutePolicy) -> RouteView {
+        let traffic = route.traffic.as_deref();
         RouteView {
             path: path.map(|p| p.written.to_string()),
             kind: path.map(|p| p.kind),
@@ -189,6 +210,20 @@ impl RouteView {
             backend: route.backend.key().map(ToString::to_string),
             regex: path.and_then(|p| p.pattern.as_ref()).map(|r| r.to_string()),
             policy: route.policy.difference(default),
+            conditions: path.map_or_else(Vec::new, |p| {
+                p.when.iter().map(ToString::to_string).collect()
+            }),
+            alternative: route.alternative_name().map(ToString::to_string),
+            split: traffic.map_or_else(Vec::new, |t| {
+                t.alternatives
+                    .iter()
+                    .map(|a| SplitView {
+                        weight: a.weight,
+                        total: t.total,
+                        route: RouteView::new(None, &a.route, default),
+                    })
+                    .collect()
+            }),
         }
     }
 }
@@ -231,6 +266,12 @@ impl Compiled {
                 .routes
                 .default_backend()
                 .map(|r| RouteView::new(None, r, &default)),
+            default_rules: self
+                .routes
+                .default_rules()
+                .iter()
+                .map(|rule| RouteView::new(Some(rule), &rule.route, &default))
+                .collect(),
             backends: self
                 .backends
                 .iter()
@@ -294,12 +335,7 @@ impl Compiled {
                 }
             });
         };
-        for (_, routes) in self.routes.hosts() {
-            for path in &routes.paths {
-                visit(&path.route);
-            }
-        }
-        if let Some(route) = self.routes.default_backend() {
+        for route in self.routes.routes() {
             visit(route);
         }
         out.sort();

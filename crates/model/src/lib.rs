@@ -7,7 +7,9 @@
 //!                                            settings, access_log, tcp/udp services,
 //!                                            diagnostics }
 //!                                      │ Arc, swapped whole by the proxy
-//!  request ──▶ validate_host, normalize_path ──▶ Compiled.routes.route(host, path) ──▶ Route
+//!  request ──▶ validate_host, normalize_path ──▶ Compiled.routes.route(host, path, head)
+//!          ──▶ the first rule whose path and conditions (matches.rs) hold ──▶ Route
+//!          ──▶ Route::pick (a weighted split: canary-weight)
 //!          ──▶ route.policy (access, redirect, rewrite, headers, body, upstream)
 //!          ──▶ Backend::endpoints()  (ArcSwap per backend: the endpoint fast path swaps it
 //!                                     without a compile)
@@ -22,6 +24,7 @@
 pub mod access_log;
 pub mod compiled;
 pub mod endpoints;
+pub mod matches;
 pub mod names;
 pub mod policy;
 pub mod routes;
@@ -34,13 +37,14 @@ pub use compiled::{Compiled, Diagnostic, Severity};
 pub use endpoints::{
     node_local_reason, Backend, BackendKey, EndpointSet, NodeLocalEndpoints, RefusedEndpoint,
 };
+pub use matches::{RequestMatch, ValueMatch};
 pub use names::{Kind, NamespacedName, ObjectRef};
 pub use policy::{
     Access, BodyPolicy, HashBy, HeaderAction, HeaderEdit, ProxyProtocolVersion, Redirect, Rewrite,
     RewriteError, Rewritten, RoutePolicy, SslRedirect, TlsVersions, UpstreamPolicy,
     UpstreamProtocol, UpstreamTls,
 };
-pub use routes::{Matched, Route, RouteSite, RouteTable};
+pub use routes::{Matched, Route, RouteSite, RouteTable, Traffic, Weighted};
 pub use settings::{LoadBalance, NextUpstream, Settings};
 pub use streams::StreamService;
 pub use target::{normalize_path, validate_host, NormalPath, TargetError};

@@ -16,16 +16,25 @@
 //! regex becomes `^/foo/` and `^/foo` (ingress-nginx's two locations). They are tried longest
 //! first, then in reverse string order, and the first match wins (nginx's first-match rule
 //! for regex locations).
+//!
+//! **Rules beyond the path.** A path rule may also ask for headers, cookies, query parameters
+//! or a method ([`RequestMatch`]); it then applies only to the requests that have them. At
+//! equal path, a rule with more conditions is tried first, and rules with as many in the order
+//! they were written (so ingress-nginx's canary order, header before cookie before weight, is
+//! the order compile writes them in). A route may share its requests by weight with other
+//! routes ([`Traffic`]); [`Route::pick`] makes the draw.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
+use http::request::Parts;
 use http::HeaderValue;
 use regex::Regex;
 use serde::Serialize;
 
 use crate::endpoints::Backend;
+use crate::matches::RequestMatch;
 use crate::names::NamespacedName;
 use crate::policy::RoutePolicy;
 
@@ -65,10 +74,35 @@ pub struct Route {
     pub policy: Arc<RoutePolicy>,
     /// Where the rule is written, for logs and metric labels.
     pub site: RouteSite,
+    /// Other routes taking a share of this rule's requests, or what this route is to another
+    /// rule. `None` for almost every route: it costs one pointer.
+    pub traffic: Option<Box<Traffic>>,
+}
+
+/// A route's part in a traffic split (ingress-nginx's canary; Gateway API's weighted
+/// backendRefs later).
+#[derive(Debug, Default)]
+pub struct Traffic {
+    /// The draw is a number in `1..=total`: a number up to the first alternative's weight picks
+    /// it, up to the sum of the first two the second, and so on; above all of them, this route.
+    /// An alternative whose weight reaches `total` takes every request, one of weight 0 none.
+    pub total: u32,
+    pub alternatives: Box<[Weighted]>,
+    /// This route is the alternative upstream of another rule: its name as ingress-nginx logs
+    /// it (`$proxy_alternative_upstream_name`) and labels it (`canary`).
+    pub alternative_name: Option<Arc<str>>,
+}
+
+/// One alternative of a split, with its weight.
+#[derive(Debug)]
+pub struct Weighted {
+    pub weight: u32,
+    pub route: Arc<Route>,
 }
 
 impl Route {
-    /// The same route with another policy (host-wide passes once every Ingress is in).
+    /// The same route with another policy (host-wide passes once every Ingress is in). The
+    /// copy has no split: the passes that change policies run before compile makes splits.
     pub fn with_policy(&self, policy: Arc<RoutePolicy>) -> Route {
         Route {
             ingress: self.ingress.clone(),
@@ -76,7 +110,34 @@ impl Route {
             backend: self.backend.clone(),
             policy,
             site: self.site.clone(),
+            traffic: None,
         }
+    }
+
+    /// The route this request takes: an alternative when the draw falls on it, else this one.
+    /// `draw(total)` returns a number in `1..=total`; it is called only when some alternative
+    /// has a weight, so a route without a split costs no random number.
+    pub fn pick(self: &Arc<Route>, draw: impl FnOnce(u32) -> u32) -> &Arc<Route> {
+        let Some(traffic) = self.traffic.as_deref() else {
+            return self;
+        };
+        if traffic.total == 0 || traffic.alternatives.iter().all(|a| a.weight == 0) {
+            return self;
+        }
+        let drawn = draw(traffic.total);
+        let mut below = 0u32;
+        for alternative in traffic.alternatives.iter() {
+            below = below.saturating_add(alternative.weight);
+            if drawn <= below {
+                return &alternative.route;
+            }
+        }
+        self
+    }
+
+    /// `alternative_name` of the split, when this route is an alternative.
+    pub fn alternative_name(&self) -> Option<&Arc<str>> {
+        self.traffic.as_deref()?.alternative_name.as_ref()
     }
 }
 
@@ -98,11 +159,15 @@ pub struct PathRoute {
     pub kind: PathKind,
     /// The length of the path matched: for `Prefix`, the written path without its trailing
     /// slashes (`/` becomes empty), which is always a prefix of it; otherwise all of it.
-    path_len: usize,
+    /// `u32` packs it beside `kind` (8 bytes a rule at 10,000s of rules); a path is an object
+    /// field of at most a few MB.
+    path_len: u32,
     /// As written in the Ingress, for display; shared with the route's site.
     pub written: Arc<str>,
     /// On a regex host: what this rule is matched with, `(?i)^<location>`.
     pub pattern: Option<Regex>,
+    /// What else the request must have (none for a plain Ingress path).
+    pub when: Box<[RequestMatch]>,
     pub route: Arc<Route>,
 }
 
@@ -126,6 +191,8 @@ pub struct RouteTable {
     wildcard: HashMap<Arc<str>, HostRoutes>,
     any_host: HostRoutes,
     default_backend: Option<Arc<Route>>,
+    /// Rules tried before the default backend (its canary's header and cookie rules), in order.
+    default_rules: Vec<PathRoute>,
     /// `from-to-www-redirect`: a host without rules of its own → the host to send it to.
     www_redirects: HashMap<String, String>,
 }
@@ -184,18 +251,32 @@ impl PathRoute {
             PathKind::Exact | PathKind::Regex => written.len(),
             PathKind::Prefix => written.trim_end_matches('/').len(),
         };
+        let path_len = u32::try_from(path_len).expect("a path shorter than 4 GiB");
         PathRoute {
             kind,
             path_len,
             written,
             pattern: None,
+            when: Box::default(),
+            route,
+        }
+    }
+
+    /// The same path, for the requests that also satisfy `when`, to `route`.
+    pub fn with_conditions(&self, when: Box<[RequestMatch]>, route: Arc<Route>) -> PathRoute {
+        PathRoute {
+            kind: self.kind,
+            path_len: self.path_len,
+            written: self.written.clone(),
+            pattern: self.pattern.clone(),
+            when,
             route,
         }
     }
 
     /// The path matched (see `path_len`).
     fn path(&self) -> &str {
-        &self.written[..self.path_len]
+        &self.written[..self.path_len as usize]
     }
 
     /// Prefix matching is element-wise: `/foo` matches `/foo`, `/foo/` and `/foo/bar`, never
@@ -220,15 +301,24 @@ impl PathRoute {
         (self.kind, self.path())
     }
 
-    /// Sort key: most specific first.
-    fn specificity(&self) -> (std::cmp::Reverse<usize>, PathKind) {
-        (std::cmp::Reverse(self.path_len), self.kind)
+    /// Sort key: most specific first, then more conditions first.
+    fn specificity(&self) -> (std::cmp::Reverse<u32>, PathKind, std::cmp::Reverse<usize>) {
+        (
+            std::cmp::Reverse(self.path_len),
+            self.kind,
+            std::cmp::Reverse(self.when.len()),
+        )
+    }
+
+    /// The path matches and so does every other condition.
+    fn applies(&self, path: &str, head: &Parts) -> bool {
+        self.matches(path) && (self.when.is_empty() || RequestMatch::all(&self.when, head))
     }
 }
 
 impl HostRoutes {
-    fn find(&self, path: &str) -> Option<&PathRoute> {
-        self.paths.iter().find(|p| p.matches(path))
+    fn find(&self, path: &str, head: &Parts) -> Option<&PathRoute> {
+        self.paths.iter().find(|p| p.applies(path, head))
     }
 
     fn matched<'a>(&'a self, path: &'a PathRoute, tls: bool) -> Matched<'a> {
@@ -244,8 +334,11 @@ impl HostRoutes {
         if self.regex {
             // ingress-nginx: by path in reverse string order, then (stable) longest first.
             self.paths.sort_by(|a, b| {
-                let (a, b) = (a.location(), b.location());
-                b.len().cmp(&a.len()).then_with(|| b.cmp(a))
+                let (la, lb) = (a.location(), b.location());
+                lb.len()
+                    .cmp(&la.len())
+                    .then_with(|| lb.cmp(la))
+                    .then_with(|| b.when.len().cmp(&a.when.len()))
             });
             return;
         }
@@ -319,8 +412,9 @@ fn regex_error(error: &regex::Error) -> String {
 
 impl RouteTable {
     /// The route for a request. `host` is the Host header or `:authority` (a port and a
-    /// trailing dot are ignored, case does not matter); `path` excludes the query.
-    pub fn route(&self, host: &str, path: &str) -> Option<Matched<'_>> {
+    /// trailing dot are ignored, case does not matter); `path` excludes the query; `head` is
+    /// what rules with conditions read.
+    pub fn route(&self, host: &str, path: &str, head: &Parts) -> Option<Matched<'_>> {
         let host = normalise_host(host);
         let host = host.as_ref();
         let by_host = self.exact.get(host).into_iter().chain(
@@ -330,19 +424,26 @@ impl RouteTable {
         let mut tls = false;
         for routes in by_host {
             tls |= routes.tls;
-            if let Some(found) = routes.find(path) {
+            if let Some(found) = routes.find(path, head) {
                 return Some(routes.matched(found, routes.tls));
             }
         }
-        if let Some(found) = self.any_host.find(path) {
+        if let Some(found) = self.any_host.find(path, head) {
             return Some(self.any_host.matched(found, tls));
         }
-        self.default_backend.as_ref().map(|route| Matched {
-            route,
-            tls,
-            pattern: None,
-            app_root: None,
-        })
+        let conditional = self
+            .default_rules
+            .iter()
+            .find(|rule| RequestMatch::all(&rule.when, head))
+            .map(|rule| &rule.route);
+        conditional
+            .or(self.default_backend.as_ref())
+            .map(|route| Matched {
+                route,
+                tls,
+                pattern: None,
+                app_root: None,
+            })
     }
 
     /// `from-to-www-redirect`: the host a request for `host` is sent to, if any. Checked
@@ -401,6 +502,40 @@ impl RouteTable {
 
     pub fn default_backend(&self) -> Option<&Arc<Route>> {
         self.default_backend.as_ref()
+    }
+
+    pub fn default_backend_mut(&mut self) -> Option<&mut Arc<Route>> {
+        self.default_backend.as_mut()
+    }
+
+    /// Rules tried, in order, before the default backend.
+    pub fn default_rules(&self) -> &[PathRoute] {
+        &self.default_rules
+    }
+
+    /// Adds a rule tried before the default backend, after those added before it (its path
+    /// is not read: the default backend takes every path).
+    pub fn add_default_rule(&mut self, rule: PathRoute) {
+        self.default_rules.push(rule);
+    }
+
+    /// Every route a request can reach: each rule's, each split's alternatives, the default
+    /// backend's. A route shared by several rules comes once per rule.
+    pub fn routes(&self) -> impl Iterator<Item = &Arc<Route>> {
+        let rules = self
+            .exact
+            .values()
+            .chain(self.wildcard.values())
+            .chain(std::iter::once(&self.any_host))
+            .flat_map(|host| host.paths.iter())
+            .chain(self.default_rules.iter())
+            .map(|rule| &rule.route)
+            .chain(self.default_backend.iter());
+        rules.flat_map(|route| {
+            let alternatives = route.traffic.as_deref().into_iter();
+            std::iter::once(route)
+                .chain(alternatives.flat_map(|t| t.alternatives.iter().map(|a| &a.route)))
+        })
     }
 
     /// Every host pattern with its routes, in a stable order (for display and golden files).
@@ -467,7 +602,12 @@ mod tests {
             backend: Arc::new(Backend::unresolved()),
             policy: Arc::default(),
             site: RouteSite::default(),
+            traffic: None,
         })
+    }
+
+    fn get() -> Parts {
+        http::Request::new(()).into_parts().0
     }
 
     fn path(kind: PathKind, p: &str) -> PathRoute {
@@ -532,9 +672,9 @@ mod tests {
             .paths
             .push(path(PathKind::Prefix, "/"));
         table.finish();
-        assert!(table.route("foo.example.com", "/").is_some());
-        assert!(table.route("a.b.example.com", "/").is_none());
-        assert!(table.route("example.com", "/").is_none());
+        assert!(table.route("foo.example.com", "/", &get()).is_some());
+        assert!(table.route("a.b.example.com", "/", &get()).is_none());
+        assert!(table.route("example.com", "/", &get()).is_none());
     }
 
     #[test]
@@ -546,10 +686,10 @@ mod tests {
             .push(path(PathKind::Prefix, "/"));
         table.finish();
         for host in ["foo.com", "FOO.com:8443", "foo.com.", "foo.com:80"] {
-            assert!(table.route(host, "/x").is_some(), "{host}");
+            assert!(table.route(host, "/x", &get()).is_some(), "{host}");
         }
-        assert!(table.route("bar.com", "/x").is_none());
-        assert!(table.route("[::1]:80", "/x").is_none());
+        assert!(table.route("bar.com", "/x", &get()).is_none());
+        assert!(table.route("[::1]:80", "/x", &get()).is_none());
     }
 
     #[test]
@@ -561,7 +701,14 @@ mod tests {
         host.paths.push(path(PathKind::Exact, "/api"));
         host.paths.push(path(PathKind::Prefix, "/api/v1/"));
         table.finish();
-        let service = |p: &str| table.route("x", p).unwrap().route.service.to_string();
+        let service = |p: &str| {
+            table
+                .route("x", p, &get())
+                .unwrap()
+                .route
+                .service
+                .to_string()
+        };
         assert_eq!(service("/api"), "/api");
         assert_eq!(table.any_host.paths[1].kind, PathKind::Exact);
         assert_eq!(service("/api/v1/users"), "/api/v1/");
@@ -582,14 +729,133 @@ mod tests {
             .push(path(PathKind::Prefix, "/shared"));
         table.finish();
         assert_eq!(
-            &*table.route("foo.com", "/shared/x").unwrap().route.service,
+            &*table
+                .route("foo.com", "/shared/x", &get())
+                .unwrap()
+                .route
+                .service,
             "/shared"
         );
-        assert!(table.route("foo.com", "/nothing").is_none());
+        assert!(table.route("foo.com", "/nothing", &get()).is_none());
         table.set_default_backend(route("default"));
         assert_eq!(
-            &*table.route("foo.com", "/nothing").unwrap().route.service,
+            &*table
+                .route("foo.com", "/nothing", &get())
+                .unwrap()
+                .route
+                .service,
             "default"
         );
+    }
+
+    fn header_is(value: &str) -> Box<[RequestMatch]> {
+        Box::new([RequestMatch::Header {
+            name: http::HeaderName::from_static("x-canary"),
+            value: crate::matches::ValueMatch::Exact(value.into()),
+        }])
+    }
+
+    fn with_header(value: &str) -> Parts {
+        let request = http::Request::builder().header("x-canary", value);
+        request.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn rules_with_conditions_go_first_at_equal_path_in_the_order_written() {
+        let mut table = RouteTable::default();
+        let host = table.host_mut(&HostPattern::Exact("foo.com".into()));
+        let plain = path(PathKind::Prefix, "/");
+        host.paths.push(path(PathKind::Prefix, "/api"));
+        host.paths
+            .push(plain.with_conditions(header_is("always"), route("always")));
+        host.paths
+            .push(plain.with_conditions(header_is("never"), route("never")));
+        host.paths.push(plain);
+        host.paths.reverse();
+        table.finish();
+        let service = |head: &Parts, p: &str| {
+            table
+                .route("foo.com", p, head)
+                .unwrap()
+                .route
+                .service
+                .to_string()
+        };
+        assert_eq!(service(&with_header("always"), "/x"), "always");
+        assert_eq!(service(&with_header("never"), "/x"), "never");
+        assert_eq!(service(&with_header("other"), "/x"), "/");
+        assert_eq!(service(&get(), "/x"), "/");
+        // A longer path wins over a shorter one with conditions.
+        assert_eq!(service(&with_header("always"), "/api/v1"), "/api");
+        // After the reverse, "never" was written before "always", so it is tried first.
+        let host = table.host(&HostPattern::Exact("foo.com".into())).unwrap();
+        let order: Vec<&str> = host.paths.iter().map(|p| &*p.route.service).collect();
+        assert_eq!(order, ["/api", "never", "always", "/"]);
+    }
+
+    #[test]
+    fn the_default_backend_s_rules_are_tried_before_it() {
+        let mut table = RouteTable::default();
+        table.set_default_backend(route("default"));
+        let rule =
+            path(PathKind::Prefix, "/").with_conditions(header_is("always"), route("canary"));
+        table.add_default_rule(rule);
+        let service = |head: &Parts| {
+            table
+                .route("x", "/any", head)
+                .unwrap()
+                .route
+                .service
+                .to_string()
+        };
+        assert_eq!(service(&with_header("always")), "canary");
+        assert_eq!(service(&get()), "default");
+        let names: Vec<&str> = table.routes().map(|r| &*r.service).collect();
+        assert_eq!(names, ["canary", "default"]);
+    }
+
+    #[test]
+    fn a_split_draws_once_and_follows_the_weights() {
+        let split = |weight: u32, total: u32| {
+            Arc::new(Route {
+                traffic: Some(Box::new(Traffic {
+                    total,
+                    alternatives: Box::new([Weighted {
+                        weight,
+                        route: route("canary"),
+                    }]),
+                    alternative_name: None,
+                })),
+                ..Arc::try_unwrap(route("main")).unwrap()
+            })
+        };
+        let picked = |route: &Arc<Route>, drawn: u32| route.pick(|_| drawn).service.to_string();
+        let main = split(10, 100);
+        assert_eq!(picked(&main, 1), "canary");
+        assert_eq!(picked(&main, 10), "canary");
+        assert_eq!(picked(&main, 11), "main");
+        assert_eq!(picked(&main, 100), "main");
+        // Weight 0: never, and no draw at all.
+        let never = split(0, 100);
+        assert_eq!(
+            never.pick(|_| unreachable!("no draw")).service.to_string(),
+            "main"
+        );
+        // A weight above the total takes everything.
+        assert_eq!(picked(&split(150, 100), 100), "canary");
+        // No split: no draw.
+        assert_eq!(
+            route("plain")
+                .pick(|_| unreachable!("no draw"))
+                .service
+                .to_string(),
+            "plain"
+        );
+        let names: Vec<String> = {
+            let mut table = RouteTable::default();
+            table.set_default_backend(main.clone());
+            table.routes().map(|r| r.service.to_string()).collect()
+        };
+        assert_eq!(names, ["main", "canary"]);
     }
 }

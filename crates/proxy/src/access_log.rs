@@ -656,7 +656,9 @@ impl Record {
                 }
                 _ => out.extend_from_slice(b"upstream-default-backend"),
             },
-            Variable::ProxyAlternativeUpstreamName => {}
+            Variable::ProxyAlternativeUpstreamName => {
+                text(out, route.map_or("", |r| &r.canary).as_bytes())
+            }
             Variable::Namespace => text(out, route.map_or("", |r| &r.namespace).as_bytes()),
             Variable::IngressName => text(out, route.map_or("", |r| &r.ingress).as_bytes()),
             Variable::ServiceName => text(out, route.map_or("", |r| &r.service).as_bytes()),

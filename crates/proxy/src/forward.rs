@@ -257,9 +257,11 @@ fn route<'c>(
             response,
         });
     }
-    let Some(matched) = config.routes.route(host, &path.routed) else {
+    let Some(mut matched) = config.routes.route(host, &path.routed, head) else {
         return Err(ProxyError::NoRoute);
     };
+    // A weighted split (canary-weight) draws here, once: every later phase sees one route.
+    matched.route = matched.route.pick(|total| fastrand::u32(1..=total));
     let route = matched.route;
     let policy = &*route.policy;
 

@@ -588,6 +588,8 @@ pub(crate) struct RouteKey {
     pub(crate) service: String,
     pub(crate) host: String,
     pub(crate) path: String,
+    /// Empty, or the canary the requests went to.
+    pub(crate) canary: String,
 }
 
 impl RouteKey {
@@ -598,6 +600,7 @@ impl RouteKey {
             service: labels.service.clone(),
             host: labels.host.clone(),
             path: labels.path.clone(),
+            canary: labels.canary.clone(),
         }
     }
 }
@@ -614,6 +617,9 @@ pub(crate) struct RouteLabels {
     pub(crate) path: String,
     /// ingress-nginx's `$proxy_upstream_name`: `NAMESPACE-SERVICE-PORT`.
     pub(crate) upstream_name: String,
+    /// The canary's upstream name when the request went to one (ingress-nginx's
+    /// `$proxy_alternative_upstream_name` and `canary` label); empty otherwise.
+    pub(crate) canary: String,
     /// `enable-access-log`.
     pub(crate) access_log: bool,
 }
@@ -642,6 +648,9 @@ impl RouteLabels {
             host: route.site.host.to_string(),
             path: route.site.path.to_string(),
             upstream_name,
+            canary: route
+                .alternative_name()
+                .map_or_else(String::new, ToString::to_string),
             access_log: route.policy.access_log,
         }
     }
@@ -725,6 +734,7 @@ mod tests {
                 path: "/api".into(),
                 service_port: "80".into(),
             },
+            traffic: None,
         })
     }
 

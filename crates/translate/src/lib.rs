@@ -9,6 +9,8 @@
 //!   ChangeSet.config ──▶ compile(&Store, &CompileOptions) ──▶ model::Compiled { routes,
 //!                           │                                 backends, certificates,
 //!                           │                                 settings, diagnostics }
+//!        compiler:   the state a compile builds (options, output, shared strings), below
+//!                    every source's translation
 //!        configmap:  ConfigMap ──▶ Settings ──▶ RoutePolicy (the default, shared)
 //!        ingress/:   Ingress spec + annotations (one registry) ──▶ RoutePolicy, Routes
 //!        gateway/:   (next) Gateway API routes ──▶ the same model
@@ -24,6 +26,7 @@
 
 pub mod backends;
 pub mod compile;
+mod compiler;
 pub mod configmap;
 pub mod ingress;
 pub mod objects;

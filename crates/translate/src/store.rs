@@ -114,6 +114,10 @@ impl Store {
             .map(|(key, ingress)| (key, &**ingress))
     }
 
+    pub fn ingress(&self, key: &NamespacedName) -> Option<&Ingress> {
+        self.ingresses.get(key).map(|ingress| &**ingress)
+    }
+
     pub fn service(&self, key: &NamespacedName) -> Option<&Service> {
         self.services.get(key).map(|service| &**service)
     }

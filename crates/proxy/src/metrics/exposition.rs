@@ -83,7 +83,8 @@ fn request_families(
             status.to_string()
         };
         let labels = format!(
-            "canary=\"\",{controller},{host}ingress=\"{}\",method=\"{}\",namespace=\"{}\",path=\"{}\",service=\"{}\",status=\"{status}\"",
+            "canary=\"{}\",{controller},{host}ingress=\"{}\",method=\"{}\",namespace=\"{}\",path=\"{}\",service=\"{}\",status=\"{status}\"",
+            Escaped(&route.canary),
             Escaped(&route.ingress),
             METHODS[usize::from(*method)],
             Escaped(&route.namespace),

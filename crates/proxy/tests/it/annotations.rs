@@ -66,6 +66,7 @@ fn with_edits(
                 backend: route.backend.clone(),
                 policy: Arc::new(policy),
                 site: route.site.clone(),
+                traffic: None,
             });
         }
     }
@@ -758,7 +759,7 @@ async fn unsupported_annotations_are_diagnostics_and_the_route_still_serves() {
         "/",
         "Prefix",
         &[
-            ("canary", "true"),
+            ("enable-cors", "true"),
             ("limit-rps", "5"),
             ("rewrite-targte", "/"),
         ],
@@ -770,7 +771,9 @@ async fn unsupported_annotations_are_diagnostics_and_the_route_still_serves() {
         reasons.iter().all(|r| r.contains("unsupported")),
         "{reasons:?}"
     );
-    assert!(reasons.iter().any(|r| r.contains("canary: not supported")));
+    assert!(reasons
+        .iter()
+        .any(|r| r.contains("enable-cors: not supported")));
     assert!(reasons
         .iter()
         .any(|r| r.contains("rewrite-targte: unknown")));

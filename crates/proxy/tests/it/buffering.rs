@@ -272,9 +272,10 @@ async fn the_ingress_annotation_turns_buffering_off_for_its_routes_only() {
     });
     h.apply(&objects);
     let current = h.proxy.current().unwrap();
+    let head = http::Request::new(()).into_parts().0;
     let policy = &current
         .routes
-        .route("buf.example", "/")
+        .route("buf.example", "/", &head)
         .unwrap()
         .route
         .policy;

@@ -8,6 +8,7 @@ mod access_log;
 mod admin;
 mod annotations;
 mod buffering;
+mod canary;
 mod codec;
 mod edge;
 mod forwarded;

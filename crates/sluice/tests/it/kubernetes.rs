@@ -944,7 +944,7 @@ fn annotations_from_the_api_shape_routes_and_unsupported_ones_are_warning_events
     rewrite["metadata"]["annotations"] = serde_json::json!({
         "nginx.ingress.kubernetes.io/rewrite-target": "/echo/$1",
         "nginx.ingress.kubernetes.io/whitelist-source-range": "10.0.0.0/8",
-        "nginx.ingress.kubernetes.io/canary": "true",
+        "nginx.ingress.kubernetes.io/enable-cors": "true",
     });
     rewrite["spec"]["rules"][0]["http"]["paths"][0]["path"] = serde_json::json!("/v1/(.*)");
     rewrite["spec"]["rules"][0]["http"]["paths"][0]["pathType"] =
@@ -957,12 +957,16 @@ fn annotations_from_the_api_shape_routes_and_unsupported_ones_are_warning_events
     eventually(WAIT, "api.test/v1/x answers 403", || {
         (sluice.get("api.test", "/v1/x").status == 403).then_some(())
     });
-    let event = eventually(WAIT, "a Warning Event about the canary annotation", || {
-        cluster
-            .events_about(ns, "Ingress", "api")
-            .into_iter()
-            .find(|e| e["note"].as_str().unwrap_or("").contains("canary"))
-    });
+    let event = eventually(
+        WAIT,
+        "a Warning Event about the enable-cors annotation",
+        || {
+            cluster
+                .events_about(ns, "Ingress", "api")
+                .into_iter()
+                .find(|e| e["note"].as_str().unwrap_or("").contains("enable-cors"))
+        },
+    );
     assert_eq!(event["type"], "Warning", "{event:#}");
     assert_eq!(event["reason"], "UnsupportedConfiguration", "{event:#}");
 

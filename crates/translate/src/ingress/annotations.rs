@@ -100,6 +100,7 @@ pub enum Parser {
     Body,
     Upstream,
     HashBy,
+    Canary,
     ProxyBuffering,
     ProxyHttpVersion,
     BackendProtocol,
@@ -158,13 +159,13 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("auth-snippet", Support::No("snippets are never executed"), None),
     annotation("enable-global-auth", Support::Accepted("\"false\" leaves the Ingress out of the ConfigMap's global-auth-url, which refuses the routes it covers (503) until external authentication is implemented (wave 2)"), Some(Parser::GlobalAuth)),
     annotation("backend-protocol", Support::Partial("HTTP, HTTPS (HTTP/1.1 over TLS), GRPC (HTTP/2 prior knowledge) and GRPCS (HTTP/2 over TLS, with the proxy-ssl-* settings); AUTO_HTTP is served as HTTP; FCGI and AJP routes answer 503"), Some(Parser::BackendProtocol)),
-    annotation("canary", Support::No("planned (wave 2)"), None),
-    annotation("canary-by-header", Support::No("planned (wave 2)"), None),
-    annotation("canary-by-header-value", Support::No("planned (wave 2)"), None),
-    annotation("canary-by-header-pattern", Support::No("planned (wave 2)"), None),
-    annotation("canary-by-cookie", Support::No("planned (wave 2)"), None),
-    annotation("canary-weight", Support::No("planned (wave 2)"), None),
-    annotation("canary-weight-total", Support::No("planned (wave 2)"), None),
+    annotation("canary", Support::Partial("with ingress-nginx's rules and traps: the canary belongs to the main rule's backend (every rule routing to that Service port gets it), one canary per backend (the oldest), the canary Ingress's other annotations are ignored except upstream-hash-by and service-upstream (load-balance and affinity are not implemented); the main route's backend-protocol applies to the canary Service"), Some(Parser::Canary)),
+    annotation("canary-by-header", Support::Yes, Some(Parser::Canary)),
+    annotation("canary-by-header-value", Support::Yes, Some(Parser::Canary)),
+    annotation("canary-by-header-pattern", Support::Partial("Rust regex syntax rather than PCRE: a pattern it cannot compile (look-around, back-references) is ignored with a diagnostic, as ingress-nginx ignores an invalid one"), Some(Parser::Canary)),
+    annotation("canary-by-cookie", Support::Yes, Some(Parser::Canary)),
+    annotation("canary-weight", Support::Yes, Some(Parser::Canary)),
+    annotation("canary-weight-total", Support::Yes, Some(Parser::Canary)),
     annotation("client-body-buffer-size", Support::Yes, Some(Parser::Body)),
     annotation("configuration-snippet", Support::Partial("never executed; with allow-snippet-annotations, header directives with literal values are translated (see below), anything else refuses the Ingress"), Some(Parser::Snippets)),
     annotation("custom-http-errors", Support::No("planned (wave 2)"), None),
@@ -299,6 +300,23 @@ pub struct IngressAnnotations {
     pub backend_protocol: Option<BackendProtocol>,
     /// The `proxy-ssl-*` annotations, for the routes that turn out TLS.
     pub proxy_ssl: ProxySsl,
+    /// `canary: "true"`: this Ingress is the alternative backend of other Ingresses' rules.
+    pub canary: Option<Canary>,
+}
+
+/// The `canary-*` annotations of a canary Ingress, checked as ingress-nginx checks them (a
+/// value it would refuse is left out with a diagnostic, as it defaults it).
+#[derive(Clone, Debug, Default)]
+pub struct Canary {
+    /// `canary-weight`: requests in `weight_total` sent to the canary; 0 (the default) none.
+    pub weight: u32,
+    /// `canary-weight-total`; ingress-nginx uses 100 when it is below 100.
+    pub weight_total: u32,
+    pub header: Option<HeaderName>,
+    pub header_value: Option<String>,
+    /// Unanchored, as ingress-nginx matches it.
+    pub header_pattern: Option<regex::Regex>,
+    pub cookie: Option<String>,
 }
 
 /// What `backend-protocol` (or a Service port's `appProtocol`) asks for: the HTTP spoken and
@@ -532,6 +550,7 @@ impl<'a> Reader<'a> {
             hosts_refused: None,
             backend_protocol: None,
             proxy_ssl: ProxySsl::default(),
+            canary: None,
         };
         let parsers: BTreeSet<Parser> = REGISTRY.iter().filter_map(|a| a.parser).collect();
         for parser in parsers {
@@ -600,6 +619,7 @@ impl<'a> Reader<'a> {
             Parser::Body => self.body(policy),
             Parser::Upstream => self.upstream(policy),
             Parser::HashBy => policy.hash_by = self.hash_by(),
+            Parser::Canary => out.canary = self.canary(),
             Parser::ProxyBuffering => {
                 if let Some(value) = self.get("proxy-buffering") {
                     if value != "on" && value != "off" {
@@ -968,6 +988,126 @@ impl<'a> Reader<'a> {
                     Severity::Error,
                     format!("annotation {key}: invalid value {value:?}: {why}; the ConfigMap's load-balance applies"),
                 );
+                None
+            }
+        }
+    }
+
+    /// The canary family. As ingress-nginx: a weight or header without `canary: "true"` is an
+    /// error and the Ingress is an ordinary one; `canary-weight-total` below 100 counts as 100;
+    /// a value with characters ingress-nginx refuses (it allows letters, digits and `-._~/:`)
+    /// is left out; `canary-by-header-pattern` is read only without `canary-by-header-value`.
+    fn canary(&mut self) -> Option<Canary> {
+        const CANARY_KEYS: [&str; 6] = [
+            "canary-weight",
+            "canary-weight-total",
+            "canary-by-header",
+            "canary-by-header-value",
+            "canary-by-header-pattern",
+            "canary-by-cookie",
+        ];
+        let enabled = self.bool("canary").unwrap_or(false);
+        if !enabled {
+            let set: Vec<String> = CANARY_KEYS
+                .iter()
+                .filter(|name| self.get(name).is_some())
+                .map(|name| self.key(name))
+                .collect();
+            if !set.is_empty() {
+                let key = self.key("canary");
+                self.diagnose(
+                    Severity::Error,
+                    format!("{}: configured but not enabled ({key} is not \"true\"); ignored, the Ingress is served as an ordinary one (as in ingress-nginx)", set.join(", ")),
+                );
+            }
+            return None;
+        }
+        let mut canary = Canary {
+            weight: 0,
+            weight_total: 100,
+            ..Canary::default()
+        };
+        if let Some(weight) = self.canary_number("canary-weight") {
+            canary.weight = weight;
+        }
+        if let Some(total) = self.canary_number("canary-weight-total") {
+            if total < 100 {
+                let key = self.key("canary-weight-total");
+                self.diagnose(
+                    Severity::Notice,
+                    format!("annotation {key}: {total} is below 100, so 100 applies (as in ingress-nginx): canary-weight {} means {} %", canary.weight, canary.weight.min(100)),
+                );
+            } else {
+                canary.weight_total = total;
+            }
+        }
+        canary.header = self.canary_text("canary-by-header").and_then(|name| {
+            match HeaderName::from_bytes(name.as_bytes()) {
+                Ok(header) => Some(header),
+                Err(_) => {
+                    self.invalid("canary-by-header", &name, "a header name");
+                    None
+                }
+            }
+        });
+        canary.header_value = self.canary_text("canary-by-header-value");
+        canary.cookie = self.canary_text("canary-by-cookie");
+        if let Some(pattern) = self
+            .get("canary-by-header-pattern")
+            .filter(|p| !p.is_empty())
+        {
+            let key = self.key("canary-by-header-pattern");
+            if canary.header_value.is_some() {
+                self.diagnose(
+                    Severity::Notice,
+                    format!("annotation {key}: ignored, canary-by-header-value is set and wins (as in ingress-nginx)"),
+                );
+            } else {
+                match regex::Regex::new(pattern) {
+                    Ok(compiled) => canary.header_pattern = Some(compiled),
+                    Err(why) => self.diagnose(
+                        Severity::Unsupported,
+                        format!("annotation {key}: {pattern:?} is not a regular expression Sluice can compile ({}); ignored, the request goes on to the cookie and weight rules", why.to_string().lines().last().unwrap_or("invalid").trim().trim_start_matches("error:").trim()),
+                    ),
+                }
+            }
+        }
+        if canary.header.is_none() {
+            for companion in ["canary-by-header-value", "canary-by-header-pattern"] {
+                if self.get(companion).is_some() {
+                    let key = self.key(companion);
+                    self.diagnose(
+                        Severity::Notice,
+                        format!("annotation {key}: has no effect without canary-by-header (as in ingress-nginx)"),
+                    );
+                }
+            }
+        }
+        Some(canary)
+    }
+
+    /// A canary value ingress-nginx accepts: letters, digits and `-._~/:`, spaces removed.
+    fn canary_text(&mut self, name: &str) -> Option<String> {
+        let value: String = self.get(name)?.chars().filter(|c| *c != ' ').collect();
+        let allowed = |c: char| c.is_ascii_alphanumeric() || "-._~/:".contains(c);
+        if !value.chars().all(allowed) {
+            self.invalid(
+                name,
+                &value,
+                "letters, digits and -._~/: (what ingress-nginx accepts)",
+            );
+            return None;
+        }
+        (!value.is_empty()).then_some(value)
+    }
+
+    /// A canary weight: a whole number; a negative one sends nothing, as in ingress-nginx.
+    fn canary_number(&mut self, name: &str) -> Option<u32> {
+        let value = self.get(name)?;
+        match value.parse::<i64>() {
+            Ok(n) => Some(n.clamp(0, i64::from(u32::MAX)) as u32),
+            Err(_) => {
+                self.invalid(name, value, "a whole number");
                 None
             }
         }

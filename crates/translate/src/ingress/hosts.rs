@@ -9,7 +9,7 @@ use model::policy::RoutePolicy;
 use model::routes::{HostPattern, PathKind};
 use model::{Diagnostic, NamespacedName, Severity};
 
-use crate::compile::{CompileOptions, Compiler};
+use crate::compiler::{CompileOptions, Compiler};
 use crate::ingress::annotations::IngressAnnotations;
 impl Compiler<'_> {
     /// Records the host-level annotations of one Ingress for one of its hosts.

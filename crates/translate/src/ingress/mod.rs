@@ -11,28 +11,35 @@
 //!                                        └─▶ spec.tls ─▶ claims ─▶ certificates (compile)
 //!  host-level annotations (server-alias, www redirect, server-snippet, app-root) ─▶ hosts.rs,
 //!  once every Ingress is read
+//!  canary Ingresses ─▶ claims ─▶ canary.rs, once every ordinary Ingress is read: conditional
+//!  rules and a weighted split on the rules of the backend they join
 //! ```
 //! Conflicts go to the oldest Ingress; the newer one gets a diagnostic.
 
 pub mod annotations;
+mod canary;
+pub(crate) mod claims;
 mod hosts;
 mod upstream;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::networking::v1::IngressBackend;
 use model::compiled::ingress_ref;
-use model::policy::{HeaderEdit, RoutePolicy};
+use model::policy::RoutePolicy;
 use model::routes::{HostPattern, PathKind, PathRoute, Route, RouteSite};
 use model::settings::Settings;
-use model::{Backend, NamespacedName, Severity};
+use model::{Backend, NamespacedName, ObjectRef, Severity};
 
 use crate::backends;
-use crate::compile::{CompileOptions, Compiler, DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION};
+use crate::compiler::{
+    CompileOptions, Compiler, DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION,
+};
 use crate::objects::Ingress;
 use crate::store::Store;
 use annotations::IngressAnnotations;
+use claims::{Claims, PendingCanary};
 use upstream::UpstreamChoice;
 /// The policies of one Ingress's routes: shared with the default when it has no annotations
 /// that change anything, and without the rewrite for paths equal to their rewrite target.
@@ -89,28 +96,6 @@ impl Policies {
     }
 }
 
-/// Who holds each contested thing, so later (newer) claimants can be told who won.
-#[derive(Default)]
-pub(crate) struct Claims {
-    pub(crate) paths: HashMap<(HostPattern, PathKind, String), NamespacedName>,
-    pub(crate) default_backend: Option<NamespacedName>,
-    /// Host → (Secret, claiming Ingress).
-    pub(crate) tls: BTreeMap<HostPattern, (NamespacedName, NamespacedName)>,
-}
-/// Host-level annotations, applied once every Ingress has been read.
-#[derive(Default)]
-pub(crate) struct HostExtras {
-    /// `server-alias`: alias → (host, Ingress that asked).
-    aliases: BTreeMap<HostPattern, (HostPattern, NamespacedName)>,
-    /// `from-to-www-redirect`: hosts whose www/non-www twin redirects to them.
-    www: Vec<(String, NamespacedName)>,
-    /// `server-snippet` header edits: host → (request, response) edits.
-    edits: BTreeMap<HostPattern, (Vec<HeaderEdit>, Vec<HeaderEdit>)>,
-    /// `app-root` → the Ingress that set it first.
-    app_roots: BTreeMap<HostPattern, NamespacedName>,
-    /// Hosts whose every route is refused (`auth-tls-secret`) → why.
-    refused: BTreeMap<HostPattern, String>,
-}
 /// The IngressClass rules of the Kubernetes API, plus the legacy annotation.
 fn is_ours(store: &Store, options: &CompileOptions, ingress: &Ingress) -> bool {
     let our_class = |name: &str| {
@@ -198,6 +183,16 @@ impl Compiler<'_> {
             &object,
             &mut self.out.diagnostics,
         );
+        if let Some(canary) = parsed.canary.take() {
+            self.ignored_on_canary(&object, ingress);
+            claims.canaries.push(PendingCanary {
+                ingress: name,
+                canary,
+                hash_by: parsed.policy.hash_by.clone(),
+                service_upstream: parsed.service_upstream,
+            });
+            return;
+        }
         self.out.tracing |= parsed.policy.opentelemetry.enabled;
         let upstream = UpstreamChoice {
             service_upstream: parsed.service_upstream,
@@ -332,6 +327,10 @@ impl Compiler<'_> {
                     continue;
                 }
                 claims.paths.insert(claim, name.clone());
+                if let Some(upstream) = canary::upstream_name(&path_route.route) {
+                    let location = (host.clone(), written.to_owned(), path.path_type.clone());
+                    claims.locations.insert(location, upstream);
+                }
                 self.out.routes.host_mut(&host).paths.push(path_route);
             }
         }
@@ -418,6 +417,7 @@ impl Compiler<'_> {
                 backend,
                 policy: policy.clone(),
                 site: site.clone(),
+                traffic: None,
             })
         };
         let Some(service_backend) = &backend.service else {
@@ -459,24 +459,45 @@ impl Compiler<'_> {
             policy,
             upstream,
         );
-        if upstream.service_upstream {
-            match self.cluster_ip_backend(&service, port.and_then(|p| p.number), &written_port) {
-                Ok(backend) => return make(service_name, backend, &policy),
+        let backend = self.service_backend(
+            &object,
+            field,
+            &service,
+            (port.and_then(|p| p.number), &written_port),
+            upstream.service_upstream,
+        );
+        make(service_name, backend, &policy)
+    }
+
+    /// The backend of a Service port (by number and as written), resolved once per compile;
+    /// with `service-upstream`, the Service's cluster IP. Problems are diagnostics on
+    /// `object` and leave a backend that answers 503.
+    pub(crate) fn service_backend(
+        &mut self,
+        object: &ObjectRef,
+        field: &str,
+        service: &NamespacedName,
+        (number, written_port): (Option<i32>, &str),
+        service_upstream: bool,
+    ) -> Arc<Backend> {
+        if service_upstream {
+            match self.cluster_ip_backend(service, number, written_port) {
+                Ok(backend) => return backend,
                 Err(why) => self.diagnose(
                     object.clone(),
                     format!("{field}: service-upstream: {why}; the Service's endpoints are used"),
                 ),
             }
         }
-        let cache_key = (service.clone(), written_port.clone());
+        let cache_key = (service.clone(), written_port.to_owned());
         if let Some(backend) = self.backends_by_port.get(&cache_key) {
-            return make(service_name, backend.clone(), &policy);
+            return backend.clone();
         }
         let backend = match backends::resolve_backend(
             self.store,
-            &service,
-            port.and_then(|p| p.number),
-            &written_port,
+            service,
+            number,
+            written_port,
             self.out.node_local_endpoints,
             &mut self.out.backends,
         ) {
@@ -484,13 +505,13 @@ impl Compiler<'_> {
             Err(why) => {
                 self.diagnose_with(
                     why.severity(),
-                    object,
+                    object.clone(),
                     format!("{field}: {why}; requests answer 503"),
                 );
                 Arc::new(Backend::unresolved())
             }
         };
         self.backends_by_port.insert(cache_key, backend.clone());
-        make(service_name, backend, &policy)
+        backend
     }
 }

@@ -12,7 +12,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::sign::CertifiedKey;
 
 use crate::backends::{self, Problem};
-use crate::compile::Compiler;
+use crate::compiler::Compiler;
 use crate::ingress::annotations::{self, BackendProtocol, IngressAnnotations};
 /// How one Ingress's routes reach their endpoints.
 pub(crate) struct UpstreamChoice {

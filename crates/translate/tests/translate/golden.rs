@@ -5,8 +5,9 @@
 //! Regenerate with `UPDATE_GOLDEN=1 cargo test -p translate --test translate golden` and review the diff.
 //! A first line `# options: default-tls-secret=NS/NAME node-local-endpoints=refuse` sets compile
 //! options (also `configmap=NS/NAME`, `default-backend-service=NS/NAME`, `ingress-class=NAME`, `controller-class=NAME`,
-//! `watch-ingress-without-class`, `ingress-class-by-name`: `sluice serve`'s flags). Lines `# request: HOST PATH` are routed on the result, and the output says where
-//! each went (route, regex, rewritten path, redirects): the matching rules as data.
+//! `watch-ingress-without-class`, `ingress-class-by-name`: `sluice serve`'s flags). Lines `# request: HOST PATH [NAME:VALUE]…` are routed on the result
+//! (the words after the path are request headers), and the output says where each went
+//! (route, regex, canary and weights, rewritten path, redirects): the matching rules as data.
 
 use std::path::{Path, PathBuf};
 
@@ -29,17 +30,33 @@ fn route_requests(text: &str, compiled: &model::Compiled) -> Vec<String> {
         .map(|request| {
             let mut words = request.split_whitespace();
             let (host, path) = (words.next().unwrap(), words.next().unwrap());
-            let mut out = format!("{host} {path} -> ");
+            let mut head = http::Request::builder().uri(path);
+            let mut out = format!("{host} {path}");
+            for header in words {
+                let (name, value) = header.split_once(':').expect("NAME:VALUE");
+                head = head.header(name, value);
+                out.push_str(&format!(" {header}"));
+            }
+            let head = head.body(()).unwrap().into_parts().0;
+            out.push_str(" -> ");
             if let Some(to) = compiled.routes.www_redirect(host) {
                 out.push_str(&format!("www redirect to {to}"));
                 return out;
             }
-            let Some(matched) = compiled.routes.route(host, path) else {
+            let Some(matched) = compiled.routes.route(host, path, &head) else {
                 out.push_str("404");
                 return out;
             };
             let route = matched.route;
             out.push_str(&format!("{} {}", route.ingress, route.service));
+            if let Some(canary) = route.alternative_name() {
+                out.push_str(&format!(", canary {canary}"));
+            }
+            for alternative in route.traffic.iter().flat_map(|t| t.alternatives.iter()) {
+                let total = route.traffic.as_ref().map_or(0, |t| t.total);
+                let name = alternative.route.alternative_name().map_or("", |n| &**n);
+                out.push_str(&format!(", {}/{total} to {name}", alternative.weight));
+            }
             if let Some(pattern) = matched.pattern {
                 out.push_str(&format!(" by {pattern}"));
             }

@@ -1,0 +1,123 @@
+//! The state one compile builds up, and what every source's translation (`ingress/`, and
+//! `gateway/` later) shares: the options, the output under construction, shared strings,
+//! diagnostics.
+//!
+//! ```text
+//!  compile.rs ─▶ ingress/ (and later gateway/) ─▶ compiler.rs (this: Compiler, CompileOptions)
+//!                                                └▶ backends.rs, store.rs, model
+//! ```
+//! Below the sources, so that they depend on it and it on none of them.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use model::policy::RoutePolicy;
+use model::{
+    Backend, Compiled, Diagnostic, NamespacedName, NodeLocalEndpoints, ObjectRef, Severity,
+};
+
+use crate::ingress::annotations::BackendProtocol;
+use crate::ingress::claims::HostExtras;
+use crate::store::Store;
+
+pub(crate) const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
+pub(crate) const LEGACY_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
+
+/// Which objects are ours and where the controller settings live.
+#[derive(Clone, Debug)]
+pub struct CompileOptions {
+    /// `--ingress-class`: also honoured in the legacy annotation, and as an `ingressClassName`
+    /// when no IngressClass object of that name exists (standalone configs may omit it).
+    pub ingress_class: String,
+    /// `--controller-class`: the `spec.controller` of IngressClasses we implement.
+    pub controller_class: String,
+    pub config_map: NamespacedName,
+    pub default_tls_secret: Option<NamespacedName>,
+    /// Whether EndpointSlice addresses that point at the node itself (loopback, link-local,
+    /// unspecified) take traffic: allowed for standalone configs, refused in Kubernetes mode
+    /// unless `--allow-loopback-endpoints`.
+    pub node_local_endpoints: NodeLocalEndpoints,
+    /// `--default-backend-service`: answers requests no rule matches (ingress-nginx: its
+    /// first port), unless an Ingress sets `spec.defaultBackend`.
+    pub default_backend_service: Option<NamespacedName>,
+    /// `--watch-ingress-without-class`: also serve Ingresses that name no class at all.
+    pub watch_ingress_without_class: bool,
+    /// `--ingress-class-by-name`: an IngressClass named `ingress_class` is ours whatever its
+    /// `spec.controller` says.
+    pub ingress_class_by_name: bool,
+    /// `--enable-ssl-passthrough`: the `ssl-passthrough` annotation takes effect.
+    pub enable_ssl_passthrough: bool,
+    /// `--tcp-services-configmap`: the ConfigMap whose entries open TCP service ports.
+    pub tcp_services_config_map: Option<NamespacedName>,
+    /// `--udp-services-configmap`: the ConfigMap whose entries open UDP service ports.
+    pub udp_services_config_map: Option<NamespacedName>,
+    /// Ports Sluice's own listeners use (HTTP, HTTPS, admin, status, webhook) → which
+    /// listener: a TCP or UDP service entry naming one is refused.
+    pub reserved_ports: BTreeMap<u16, String>,
+}
+
+impl Default for CompileOptions {
+    fn default() -> CompileOptions {
+        CompileOptions {
+            ingress_class: "sluice".into(),
+            controller_class: "sluice.dev/ingress-controller".into(),
+            config_map: NamespacedName::new("sluice", "sluice"),
+            default_tls_secret: None,
+            node_local_endpoints: NodeLocalEndpoints::Allow,
+            default_backend_service: None,
+            watch_ingress_without_class: false,
+            ingress_class_by_name: false,
+            enable_ssl_passthrough: false,
+            tcp_services_config_map: None,
+            udp_services_config_map: None,
+            reserved_ports: BTreeMap::new(),
+        }
+    }
+}
+
+pub(crate) struct Compiler<'a> {
+    pub(crate) store: &'a Store,
+    pub(crate) out: Compiled,
+    /// Ingress backend (service, port as written) → backend, so each is resolved once.
+    pub(crate) backends_by_port: HashMap<(NamespacedName, String), Arc<Backend>>,
+    /// The ConfigMap's policy, shared by every route without annotations.
+    pub(crate) default_policy: Arc<RoutePolicy>,
+    pub(crate) hosts: HostExtras,
+    /// Ingresses with `ssl-passthrough`, in the order they were read.
+    pub(crate) passthrough_ingresses: BTreeSet<NamespacedName>,
+    /// (Ingress, its policy, Service, protocol) → that policy with the protocol and the
+    /// `UpstreamTls` of the Ingress's TLS settings for that Service, so that its routes to one
+    /// Service share one. (Policies without annotations are shared between Ingresses; their
+    /// TLS settings are not.)
+    pub(crate) tls_policies:
+        HashMap<(NamespacedName, usize, NamespacedName, BackendProtocol), Arc<RoutePolicy>>,
+    /// Every name a route holds (Service, port, host, path), once: 10,000 routes to `/` on
+    /// port `http` hold one `/` and one `http`.
+    pub(crate) strings: HashSet<Arc<str>>,
+}
+impl Compiler<'_> {
+    /// The one shared copy of `text` in this configuration.
+    pub(crate) fn share(&mut self, text: &str) -> Arc<str> {
+        if let Some(shared) = self.strings.get(text) {
+            return shared.clone();
+        }
+        let shared: Arc<str> = Arc::from(text);
+        self.strings.insert(shared.clone());
+        shared
+    }
+
+    pub(crate) fn diagnose(&mut self, object: ObjectRef, reason: impl Into<String>) {
+        self.out.diagnostics.push(Diagnostic::new(object, reason));
+    }
+
+    pub(crate) fn diagnose_with(
+        &mut self,
+        severity: Severity,
+        object: ObjectRef,
+        reason: impl Into<String>,
+    ) {
+        self.out
+            .diagnostics
+            .push(Diagnostic::with_severity(severity, object, reason));
+    }
+}

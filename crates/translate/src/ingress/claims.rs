@@ -1,0 +1,49 @@
+//! What Ingresses contend for while they are read, and the host-level annotations kept until
+//! every Ingress is in: plain data, below the translation that fills it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use model::policy::{HashBy, HeaderEdit};
+use model::routes::{HostPattern, PathKind};
+use model::NamespacedName;
+
+use crate::ingress::annotations::Canary;
+
+/// Who holds each contested thing, so later (newer) claimants can be told who won.
+#[derive(Default)]
+pub(crate) struct Claims {
+    pub(crate) paths: HashMap<(HostPattern, PathKind, String), NamespacedName>,
+    pub(crate) default_backend: Option<NamespacedName>,
+    /// Host → (Secret, claiming Ingress).
+    pub(crate) tls: BTreeMap<HostPattern, (NamespacedName, NamespacedName)>,
+    /// Every served path of an ordinary Ingress: (host, path as written, pathType as written)
+    /// → its backend's upstream name, which canary Ingresses are matched against.
+    pub(crate) locations: HashMap<(HostPattern, String, String), String>,
+    /// Canary Ingresses, oldest first, merged once every ordinary Ingress is in.
+    pub(crate) canaries: Vec<PendingCanary>,
+}
+
+/// A canary Ingress as read, waiting for the ordinary Ingresses it joins.
+pub(crate) struct PendingCanary {
+    pub(crate) ingress: NamespacedName,
+    pub(crate) canary: Canary,
+    /// The two of its other annotations that still apply (to its own backend): ingress-nginx
+    /// keeps them per upstream, not per location.
+    pub(crate) hash_by: Option<Arc<HashBy>>,
+    pub(crate) service_upstream: bool,
+}
+/// Host-level annotations, applied once every Ingress has been read.
+#[derive(Default)]
+pub(crate) struct HostExtras {
+    /// `server-alias`: alias → (host, Ingress that asked).
+    pub(crate) aliases: BTreeMap<HostPattern, (HostPattern, NamespacedName)>,
+    /// `from-to-www-redirect`: hosts whose www/non-www twin redirects to them.
+    pub(crate) www: Vec<(String, NamespacedName)>,
+    /// `server-snippet` header edits: host → (request, response) edits.
+    pub(crate) edits: BTreeMap<HostPattern, (Vec<HeaderEdit>, Vec<HeaderEdit>)>,
+    /// `app-root` → the Ingress that set it first.
+    pub(crate) app_roots: BTreeMap<HostPattern, NamespacedName>,
+    /// Hosts whose every route is refused (`auth-tls-secret`) → why.
+    pub(crate) refused: BTreeMap<HostPattern, String>,
+}
