@@ -69,6 +69,11 @@ pub struct Compiled {
     /// Some route traces (`enable-opentelemetry`, ConfigMap or annotation): requests keep a
     /// record for a span. `false`: tracing costs a request this one check.
     pub tracing: bool,
+    /// The ConfigMap's `custom-http-errors`, for requests no rule matches.
+    pub custom_errors: Option<Arc<crate::policy::CustomErrors>>,
+    /// Some route (or the ConfigMap) has custom errors: the proxy keeps a copy of each
+    /// request's head for the error request only then.
+    pub any_custom_errors: bool,
     pub diagnostics: Vec<Diagnostic>,
     /// Ingresses this configuration serves.
     pub ingresses: Vec<NamespacedName>,
@@ -230,7 +235,11 @@ impl RouteView {
 
 impl Compiled {
     pub fn view(&self) -> CompiledView {
-        let default = RoutePolicy::from_settings(&self.settings);
+        // What a route without annotations has: the ConfigMap's, custom errors included.
+        let default = RoutePolicy {
+            custom_errors: self.custom_errors.clone(),
+            ..RoutePolicy::from_settings(&self.settings)
+        };
         CompiledView {
             www_redirects: self
                 .routes

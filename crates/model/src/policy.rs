@@ -95,6 +95,95 @@ pub struct RoutePolicy {
     /// byte. `None` (the default): the endpoint gets the client's bytes only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub passthrough_proxy_protocol: Option<ProxyProtocolVersion>,
+    /// `custom-http-errors` (the annotation, or the ConfigMap's key for every route): answers
+    /// with these codes are replaced by what an error backend answers (the errors phase).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "optional_arc"
+    )]
+    pub custom_errors: Option<Arc<CustomErrors>>,
+    /// `default-backend`: where requests go while the route's own backend has no ready
+    /// endpoint (with the `X-Code: 503` headers ingress-nginx adds).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "optional_arc"
+    )]
+    pub default_backend: Option<Arc<ErrorBackend>>,
+}
+
+/// The errors phase: which answers an error backend makes instead, and which backend.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct CustomErrors {
+    /// 300-599, sorted.
+    pub codes: Box<[u16]>,
+    /// The upstream's own answers with these codes are replaced too, not only Sluice's
+    /// (`disable-proxy-intercept-errors: "false"`, the default).
+    pub intercept_upstream: bool,
+    #[serde(serialize_with = "upstream_names")]
+    /// Tried in order, the first with a ready endpoint answers: the Ingress's `default-backend`,
+    /// then `--default-backend-service`. None ready (or none): Sluice answers 404 itself, as
+    /// ingress-nginx's built-in default backend does.
+    pub backends: Box<[Arc<ErrorBackend>]>,
+    /// The policy the error request goes with: the ConfigMap's, without custom errors (nginx's
+    /// error location does not intercept again).
+    #[serde(skip)]
+    pub policy: Arc<RoutePolicy>,
+}
+
+fn optional_arc<T: Serialize, S: Serializer>(
+    value: &Option<Arc<T>>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    value.as_deref().serialize(serializer)
+}
+
+fn upstream_names<S: Serializer>(
+    backends: &[Arc<ErrorBackend>],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(backends.iter().map(|b| &*b.upstream_name))
+}
+
+impl CustomErrors {
+    /// Does an answer with `status` go to the error backend? `own`: Sluice made it (no route,
+    /// a refusal, an upstream that failed), rather than the upstream.
+    pub fn replaces(&self, status: u16, own: bool) -> bool {
+        (own || self.intercept_upstream) && self.codes.binary_search(&status).is_ok()
+    }
+
+    /// The first backend with a ready endpoint.
+    pub fn ready_backend(&self) -> Option<&Arc<ErrorBackend>> {
+        self.backends.iter().find(|b| b.has_ready_endpoint())
+    }
+}
+
+/// A Service that answers for others (`default-backend`, `--default-backend-service`); shown
+/// as its upstream name.
+#[derive(Debug)]
+pub struct ErrorBackend {
+    /// ingress-nginx's upstream name: `custom-default-backend-NAMESPACE-NAME` or
+    /// `upstream-default-backend` (logs).
+    pub upstream_name: Arc<str>,
+    pub backend: Arc<crate::endpoints::Backend>,
+}
+
+impl Serialize for ErrorBackend {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.upstream_name)
+    }
+}
+
+impl PartialEq for ErrorBackend {
+    fn eq(&self, other: &ErrorBackend) -> bool {
+        self.upstream_name == other.upstream_name && Arc::ptr_eq(&self.backend, &other.backend)
+    }
+}
+
+impl ErrorBackend {
+    pub fn has_ready_endpoint(&self) -> bool {
+        self.backend.with_endpoints(|set| !set.ready.is_empty())
+    }
 }
 
 /// A version of the PROXY protocol (HAProxy's spec) that Sluice writes to an upstream.
@@ -368,6 +457,8 @@ impl RoutePolicy {
                 trust_incoming_span: settings.opentelemetry.trust_incoming_span,
             },
             passthrough_proxy_protocol: None,
+            custom_errors: None,
+            default_backend: None,
         }
     }
 }

@@ -177,6 +177,12 @@ pub struct Settings {
     /// `enable-underscores-in-headers`: forward request headers whose names hold `_`
     /// (dropped by default, as nginx's `underscores_in_headers off`).
     pub enable_underscores_in_headers: bool,
+    /// `custom-http-errors`: answers with these codes (300-599, sorted) are made by
+    /// `--default-backend-service` instead, for every route without the annotation.
+    pub custom_http_errors: Vec<u16>,
+    /// `disable-proxy-intercept-errors`: only Sluice's own answers are replaced, never the
+    /// upstream's.
+    pub disable_proxy_intercept_errors: bool,
     /// `hsts`: send `Strict-Transport-Security` on HTTPS responses for hosts with their own
     /// certificate.
     pub hsts: bool,
@@ -384,6 +390,8 @@ impl Default for Settings {
             opentelemetry: OpenTelemetry::default(),
             http2_max_concurrent_streams: 128,
             enable_underscores_in_headers: false,
+            custom_http_errors: Vec::new(),
+            disable_proxy_intercept_errors: false,
             hsts: true,
             hsts_max_age: 31_536_000,
             hsts_include_subdomains: true,

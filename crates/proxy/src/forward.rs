@@ -60,6 +60,7 @@ use crate::body::{BodyTimeout, BodyTooLarge, BoxError, ClientBody, RequestBody, 
 use crate::buffer::{self, BodyBuffering, BufferError, Place};
 use crate::client::Outgoing;
 use crate::error::{Chain, ProxyError};
+use crate::errors::{self, OriginalHead};
 use crate::hash_key;
 use crate::headers;
 use crate::metrics;
@@ -117,31 +118,34 @@ pub(crate) async fn respond(
         guard.record = Record::begin(current, &head, client, guard.measure.request_bytes, nth);
     }
     let config: Option<&Compiled> = current.as_deref().map(|c| &**c);
-    let (result, route, hsts) = match config {
-        None => (Err(ProxyError::NotReady), None, false),
+    // The errors phase sends the client's request as it came: kept only where it may be used.
+    let original = config
+        .filter(|c| c.any_custom_errors)
+        .map(|_| Box::new(OriginalHead::of(&head)));
+    let (result, route, hsts, upstream_answered) = match config {
+        None => (Err(ProxyError::NotReady), None, false, false),
         Some(config) => match route(&conn, config, &mut head) {
-            Err(error) => (Err(error), None, false),
-            Ok(Routed::Answer { route, response }) => (Ok(*response), route, false),
-            Ok(Routed::Refused { route, error }) => (Err(error), Some(route), false),
-            Ok(Routed::Forward { route, tls }) => (
-                {
-                    // Counted under its route even if the client leaves before the answer.
-                    let counted = worker.stats.borrow_mut().route(Some(route)).clone();
-                    guard.measure.route = Some(counted);
-                    forward(
-                        &conn,
-                        config,
-                        route,
-                        &mut head,
-                        body,
-                        client_upgrade,
-                        &mut guard,
-                    )
-                    .await
-                },
-                Some(route),
-                tls && conn.https,
-            ),
+            Err(error) => (Err(error), None, false, false),
+            Ok(Routed::Answer { route, response }) => (Ok(*response), route, false, false),
+            Ok(Routed::Refused { route, error }) => (Err(error), Some(route), false, false),
+            Ok(Routed::Forward { route, tls }) => {
+                // Counted under its route even if the client leaves before the answer.
+                let counted = worker.stats.borrow_mut().route(Some(route)).clone();
+                guard.measure.route = Some(counted);
+                let fallback = errors::unavailable_fallback(route, &mut head);
+                let result = forward(
+                    &conn,
+                    config,
+                    fallback.as_ref().unwrap_or(route),
+                    &mut head,
+                    body,
+                    client_upgrade,
+                    &mut guard,
+                )
+                .await;
+                let answered = result.is_ok();
+                (result, Some(route), tls && conn.https, answered)
+            }
         },
     };
     let mut response = match result {
@@ -161,6 +165,23 @@ pub(crate) async fn respond(
             response
         }
     };
+    if let (Some(original), Some(config)) = (&original, config) {
+        let errors = match route {
+            Some(route) => route.policy.custom_errors.as_deref(),
+            None => config.custom_errors.as_deref(),
+        };
+        let status = response.status().as_u16();
+        if let Some(errors) = errors.filter(|e| e.replaces(status, !upstream_answered)) {
+            let request = errors::ErrorRequest {
+                errors,
+                status,
+                route: route.map(|r| &**r),
+                original,
+            };
+            // Boxed: only answers that are replaced carry this future.
+            response = Box::pin(error_page(&conn, config, request, &mut guard)).await;
+        }
+    }
     if let Some(route) = route.filter(|r| !r.policy.response_headers.is_empty()) {
         for edit in route.policy.response_headers.iter() {
             edit.apply(response.headers_mut());
@@ -672,6 +693,33 @@ async fn forward(
     let worker = &conn.worker;
     Ok(response
         .map(|()| ResponseBody::upstream(UpstreamBody::new(upstream_conn, worker, settings))))
+}
+
+/// The errors phase: the answer `request.status` is replaced by what the error backend
+/// answers to the client's request (see `errors`), or by Sluice's 404 when no error backend
+/// has a ready endpoint (ingress-nginx's built-in default backend). The error backend's
+/// answer goes to the client as it is: it is never replaced in turn.
+async fn error_page(
+    conn: &Rc<ConnCtx>,
+    config: &Compiled,
+    request: errors::ErrorRequest<'_>,
+    guard: &mut RequestGuard,
+) -> Response<ResponseBody> {
+    let Some(backend) = request.errors.ready_backend() else {
+        return error_response(&ProxyError::NoRoute, false);
+    };
+    let (target, mut head) = request.to(backend);
+    match forward(conn, config, &target, &mut head, None, None, guard).await {
+        Ok(response) => response,
+        Err(error) => {
+            let (status, source) = error.classify();
+            conn.worker
+                .stats
+                .borrow_mut()
+                .error(status.as_u16(), source);
+            error_response(&error, false)
+        }
+    }
 }
 
 /// The hash of the request's `upstream-hash-by` key.

@@ -76,6 +76,7 @@ mod current;
 mod date;
 mod deadline;
 mod error;
+mod errors;
 mod fallback_cert;
 mod fds;
 mod forward;

@@ -14,10 +14,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use model::compiled::ingress_ref;
-use model::policy::RoutePolicy;
+use model::policy::{CustomErrors, ErrorBackend, RoutePolicy};
 use model::routes::{HostPattern, Route, RouteSite};
 use model::tls::{certificate_info, CertificateInfo};
-use model::{Compiled, Kind, NamespacedName, ObjectRef, Severity};
+use model::{Backend, Compiled, Kind, NamespacedName, ObjectRef, Severity};
 
 use crate::backends::{self, Problem};
 pub use crate::compiler::CompileOptions;
@@ -37,6 +37,8 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         },
         backends_by_port: HashMap::new(),
         default_policy: Arc::default(),
+        default_error_backend: None,
+        default_backend_route: None,
         hosts: HostExtras::default(),
         passthrough_ingresses: BTreeSet::new(),
         tls_policies: HashMap::new(),
@@ -49,13 +51,22 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         model::access_log::StreamLogFormat::from_settings(&compiler.out.settings).0;
     compiler.out.tracing = compiler.out.settings.opentelemetry.enabled;
     compiler.default_policy = Arc::new(RoutePolicy::from_settings(&compiler.out.settings));
+    if let Some(service) = &options.default_backend_service {
+        compiler.default_backend_service(service);
+    }
+    compiler.custom_errors();
     let mut claims = Claims::default();
     for (name, ingress) in ingress::served(store, options) {
         compiler.ingress(name, ingress, &mut claims);
     }
     compiler.certificates(options, std::mem::take(&mut claims.tls));
-    if let (None, Some(service)) = (&claims.default_backend, &options.default_backend_service) {
-        compiler.default_backend_service(service);
+    if let (None, Some(route)) = (
+        &claims.default_backend,
+        compiler.default_backend_route.take(),
+    ) {
+        // Made before the ConfigMap's custom errors were in the default policy.
+        let route = route.with_policy(compiler.default_policy.clone());
+        compiler.out.routes.set_default_backend(Arc::new(route));
     }
     compiler.finish_hosts();
     compiler.canaries(&mut claims);
@@ -129,49 +140,23 @@ impl Compiler<'_> {
     /// the ConfigMap's policy. A missing Service leaves requests no rule matches at 404.
     pub(crate) fn default_backend_service(&mut self, service: &NamespacedName) {
         let object = ObjectRef::new(Kind::Service, &*service.namespace, &*service.name);
-        let first_port = self.store.service(service).map(|found| {
-            found
-                .spec
-                .as_ref()
-                .and_then(|s| s.ports.as_deref())
-                .and_then(|ports| ports.first())
-                .map(|port| port.port)
-        });
-        let port = match first_port {
-            Some(Some(port)) => port,
-            Some(None) => {
-                return self.diagnose(
-                    object,
-                    "--default-backend-service: the Service has no port; requests no rule matches answer 404",
-                )
-            }
-            None => {
+        let (backend, port) = match self.first_port_backend(service) {
+            Ok(found) => found,
+            Err((severity, why)) => {
                 return self.diagnose_with(
-                    Severity::Missing,
+                    severity,
                     object,
-                    "--default-backend-service: no such Service; requests no rule matches answer 404",
+                    format!(
+                        "--default-backend-service: {why}; requests no rule matches answer 404"
+                    ),
                 )
             }
         };
-        let backend = match backends::resolve_backend(
-            self.store,
-            service,
-            Some(port),
-            &port.to_string(),
-            self.out.node_local_endpoints,
-            &mut self.out.backends,
-        ) {
-            Ok(backend) => backend,
-            Err(why) => {
-                self.diagnose_with(
-                    why.severity(),
-                    object,
-                    format!("--default-backend-service: {why}"),
-                );
-                return;
-            }
-        };
-        self.out.routes.set_default_backend(Arc::new(Route {
+        self.default_error_backend = Some(Arc::new(ErrorBackend {
+            upstream_name: "upstream-default-backend".into(),
+            backend: backend.clone(),
+        }));
+        self.default_backend_route = Some(Arc::new(Route {
             ingress: service.clone(),
             service: service.name.clone(),
             backend,
@@ -182,6 +167,57 @@ impl Compiler<'_> {
             },
             traffic: None,
         }));
+    }
+
+    /// The backend of a Service's first port (as ingress-nginx uses a default backend), or
+    /// why there is none.
+    pub(crate) fn first_port_backend(
+        &mut self,
+        service: &NamespacedName,
+    ) -> Result<(Arc<Backend>, i32), (Severity, String)> {
+        let found = self
+            .store
+            .service(service)
+            .ok_or((Severity::Missing, "no such Service".to_owned()))?;
+        let port = found
+            .spec
+            .as_ref()
+            .and_then(|s| s.ports.as_deref())
+            .and_then(|ports| ports.first())
+            .map(|port| port.port)
+            .ok_or((Severity::Error, "the Service has no port".to_owned()))?;
+        let backend = backends::resolve_backend(
+            self.store,
+            service,
+            Some(port),
+            &port.to_string(),
+            self.out.node_local_endpoints,
+            &mut self.out.backends,
+        )
+        .map_err(|why| (why.severity(), why.to_string()))?;
+        Ok((backend, port))
+    }
+
+    /// The ConfigMap's `custom-http-errors`: the errors phase of the default policy, answered
+    /// by `--default-backend-service` (resolved before).
+    pub(crate) fn custom_errors(&mut self) {
+        let settings = &self.out.settings;
+        if settings.custom_http_errors.is_empty() {
+            return;
+        }
+        let errors = CustomErrors {
+            codes: settings.custom_http_errors.clone().into(),
+            intercept_upstream: !settings.disable_proxy_intercept_errors,
+            backends: self.default_error_backend.iter().cloned().collect(),
+            policy: self.default_policy.clone(),
+        };
+        let errors = Arc::new(errors);
+        self.out.custom_errors = Some(errors.clone());
+        self.out.any_custom_errors = true;
+        self.default_policy = Arc::new(RoutePolicy {
+            custom_errors: Some(errors),
+            ..(*self.default_policy).clone()
+        });
     }
 
     pub(crate) fn certificates(

@@ -416,6 +416,14 @@ pub const KEYS: &[Key] = &[
         settings.enable_underscores_in_headers = parse_bool(value)?;
         Ok(())
     }),
+    read("custom-http-errors", |settings, value| {
+        settings.custom_http_errors = parse_error_codes(value)?;
+        Ok(())
+    }),
+    read("disable-proxy-intercept-errors", |settings, value| {
+        settings.disable_proxy_intercept_errors = parse_bool(value)?;
+        Ok(())
+    }),
     read("hsts", |settings, value| {
         settings.hsts = parse_bool(value)?;
         Ok(())
@@ -688,6 +696,21 @@ fn parse_host(value: &str) -> Option<String> {
 fn parse_header_name(value: &str) -> Option<String> {
     let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
     (!value.is_empty() && value.bytes().all(token)).then(|| value.to_ascii_lowercase())
+}
+
+/// A comma-separated list of status codes for error pages: 300-599 (what nginx's
+/// `error_page` takes), sorted, each once.
+pub(crate) fn parse_error_codes(value: &str) -> Result<Vec<u16>, &'static str> {
+    let mut codes = Vec::new();
+    for code in value.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+        match code.parse::<u16>() {
+            Ok(code) if (300..600).contains(&code) => codes.push(code),
+            _ => return Err("a comma-separated list of status codes from 300 to 599"),
+        }
+    }
+    codes.sort_unstable();
+    codes.dedup();
+    Ok(codes)
 }
 
 fn parse_bool(value: &str) -> Result<bool, &'static str> {

@@ -101,6 +101,7 @@ pub enum Parser {
     Upstream,
     HashBy,
     Canary,
+    CustomErrors,
     ProxyBuffering,
     ProxyHttpVersion,
     BackendProtocol,
@@ -168,9 +169,10 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("canary-weight-total", Support::Yes, Some(Parser::Canary)),
     annotation("client-body-buffer-size", Support::Yes, Some(Parser::Body)),
     annotation("configuration-snippet", Support::Partial("never executed; with allow-snippet-annotations, header directives with literal values are translated (see below), anything else refuses the Ingress"), Some(Parser::Snippets)),
-    annotation("custom-http-errors", Support::No("planned (wave 2)"), None),
+    annotation("custom-http-errors", Support::Yes, Some(Parser::CustomErrors)),
+    annotation("disable-proxy-intercept-errors", Support::Yes, Some(Parser::CustomErrors)),
     annotation("custom-headers", Support::No("planned (wave 2)"), None),
-    annotation("default-backend", Support::No("planned (wave 2)"), None),
+    annotation("default-backend", Support::Partial("a Service of the Ingress's namespace (its first port): requests go there while the route's Service has no ready endpoint, and it answers the Ingress's custom-http-errors; whether it has endpoints is checked per request, where ingress-nginx checks at its last reload"), Some(Parser::CustomErrors)),
     annotation("enable-cors", Support::No("planned (wave 2)"), None),
     annotation("cors-allow-origin", Support::No("planned (wave 2)"), None),
     annotation("cors-allow-methods", Support::No("planned (wave 2)"), None),
@@ -302,6 +304,13 @@ pub struct IngressAnnotations {
     pub proxy_ssl: ProxySsl,
     /// `canary: "true"`: this Ingress is the alternative backend of other Ingresses' rules.
     pub canary: Option<Canary>,
+    /// `custom-http-errors`: the codes (300-599, sorted); `None` when not set (the
+    /// ConfigMap's apply).
+    pub custom_http_errors: Option<Vec<u16>>,
+    /// `disable-proxy-intercept-errors`, when set.
+    pub disable_intercept: Option<bool>,
+    /// `default-backend`: a Service name in the Ingress's namespace.
+    pub default_backend: Option<String>,
 }
 
 /// The `canary-*` annotations of a canary Ingress, checked as ingress-nginx checks them (a
@@ -551,6 +560,9 @@ impl<'a> Reader<'a> {
             backend_protocol: None,
             proxy_ssl: ProxySsl::default(),
             canary: None,
+            custom_http_errors: None,
+            disable_intercept: None,
+            default_backend: None,
         };
         let parsers: BTreeSet<Parser> = REGISTRY.iter().filter_map(|a| a.parser).collect();
         for parser in parsers {
@@ -620,6 +632,27 @@ impl<'a> Reader<'a> {
             Parser::Upstream => self.upstream(policy),
             Parser::HashBy => policy.hash_by = self.hash_by(),
             Parser::Canary => out.canary = self.canary(),
+            Parser::CustomErrors => {
+                if let Some(value) = self.get("custom-http-errors") {
+                    match crate::configmap::parse_error_codes(value) {
+                        Ok(codes) => out.custom_http_errors = Some(codes),
+                        Err(expected) => self.invalid("custom-http-errors", value, expected),
+                    }
+                }
+                out.disable_intercept = self.bool("disable-proxy-intercept-errors");
+                out.default_backend = self.get("default-backend").map(str::to_owned);
+                if let Some(name) = &out.default_backend {
+                    if !model::target::is_dns_label(name) {
+                        let name = name.clone();
+                        self.invalid(
+                            "default-backend",
+                            &name,
+                            "the name of a Service in the Ingress's namespace",
+                        );
+                        out.default_backend = None;
+                    }
+                }
+            }
             Parser::ProxyBuffering => {
                 if let Some(value) = self.get("proxy-buffering") {
                     if value != "on" && value != "off" {

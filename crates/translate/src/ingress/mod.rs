@@ -11,6 +11,7 @@
 //!                                        └─▶ spec.tls ─▶ claims ─▶ certificates (compile)
 //!  host-level annotations (server-alias, www redirect, server-snippet, app-root) ─▶ hosts.rs,
 //!  once every Ingress is read
+//!  custom-http-errors, default-backend ─▶ errors.rs (the errors phase)
 //!  canary Ingresses ─▶ claims ─▶ canary.rs, once every ordinary Ingress is read: conditional
 //!  rules and a weighted split on the rules of the backend they join
 //! ```
@@ -19,6 +20,7 @@
 pub mod annotations;
 mod canary;
 pub(crate) mod claims;
+mod errors;
 mod hosts;
 mod upstream;
 
@@ -193,6 +195,7 @@ impl Compiler<'_> {
             });
             return;
         }
+        self.errors_phase(&name, &object, &mut parsed);
         self.out.tracing |= parsed.policy.opentelemetry.enabled;
         let upstream = UpstreamChoice {
             service_upstream: parsed.service_upstream,
