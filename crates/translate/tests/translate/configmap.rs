@@ -61,3 +61,59 @@ fn the_readme_documents_every_configmap_key_and_no_other() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// Each row's documented default: the first backquoted value of its second column, when the
+/// column starts with one (`(none)`, derived and prose defaults are not values to parse).
+fn documented_defaults(section: &str) -> Vec<(&str, &str)> {
+    let mut defaults = Vec::new();
+    for row in section.lines().filter(|l| l.starts_with("| `")) {
+        let mut columns = row[1..].split(" | ");
+        let (Some(names), Some(default)) = (columns.next(), columns.next()) else {
+            continue;
+        };
+        let Some(value) = default
+            .trim()
+            .strip_prefix('`')
+            .and_then(|d| d.split('`').next())
+        else {
+            continue;
+        };
+        for (i, name) in names.split('`').enumerate() {
+            if i % 2 == 1 {
+                defaults.push((name, value));
+            }
+        }
+    }
+    defaults
+}
+
+#[test]
+fn every_documented_default_is_the_default_the_code_uses() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
+    let readme = std::fs::read_to_string(&path).unwrap();
+    let defaults = documented_defaults(section(&readme));
+    assert!(defaults.len() > 40, "{defaults:?}");
+    let source = model::ObjectRef::new(model::Kind::ConfigMap, "sluice", "sluice");
+    let mut wrong = Vec::new();
+    for (name, value) in defaults {
+        let Some(key) = KEYS.iter().find(|k| k.name == name) else {
+            continue;
+        };
+        if !matches!(key.kind, KeyKind::Read(_)) {
+            continue;
+        }
+        let data = [(name.to_owned(), value.to_owned())].into_iter().collect();
+        let mut diagnostics = Vec::new();
+        let settings = translate::configmap::from_config_map(&source, &data, &mut diagnostics);
+        if !diagnostics.is_empty() {
+            wrong.push(format!(
+                "{name}: the documented default {value:?} is refused: {diagnostics:?}"
+            ));
+        } else if settings != model::Settings::default() {
+            wrong.push(format!(
+                "{name}: the documented default {value:?} is not the code's default"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
