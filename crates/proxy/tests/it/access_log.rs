@@ -81,7 +81,7 @@ async fn a_proxied_request_gets_an_upstreaminfo_line() {
         json!(&captures[5]),
         "{line}"
     );
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -118,7 +118,7 @@ async fn a_retried_request_lists_every_endpoint_tried() {
         assert_eq!(fields[8], "200", "{line}");
     }
     assert!(seen_retry, "no request went to the refusing endpoint first");
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -161,7 +161,7 @@ async fn log_format_upstream_with_json_escaping_makes_json_lines() {
         parsed["time"].as_str().unwrap().ends_with("+00:00"),
         "{line}"
     );
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -188,7 +188,7 @@ async fn an_unknown_variable_is_a_diagnostic_and_upstreaminfo_is_used() {
     get(h.http(), "log.test", "/").await;
     let line = lines(&h, 1).await.remove(0);
     assert!(line.contains("\"GET / HTTP/1.1\" 200 "), "{line}");
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -235,7 +235,7 @@ async fn lines_are_turned_off_globally_per_url_and_per_ingress() {
     let logged = lines(&h, 2).await;
     assert_eq!(logged.len(), 2, "{logged:?}");
     assert!(logged[1].contains("\"GET /after HTTP/1.1\""), "{logged:?}");
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -251,7 +251,7 @@ async fn requests_without_a_route_are_logged_against_the_default_backend() {
             && line.contains(" [upstream-default-backend] [] - - - - "),
         "{line}"
     );
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -278,7 +278,7 @@ async fn a_client_that_gives_up_before_the_response_is_logged_as_499() {
         line.contains("\"GET /slow?ms=5000 HTTP/2.0\" 499 0 "),
         "{line}"
     );
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -335,7 +335,7 @@ async fn ingress_nginx_documented_variables_forwarded_for_and_tls_session() {
         "{line}"
     );
     assert_eq!(fields[4..], [".", "https"], "{line}");
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 /// Issue 24 item 10: heads refused by the codec (nginx logs them with the status it sent,
@@ -376,7 +376,7 @@ async fn codec_refusals_are_logged_with_the_status_sent() {
             "no line with {expected:?}: {lines:#?}"
         );
     }
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 /// Issue 24 item 10: a header list over the limit on HTTP/2 (431 on its stream, the
@@ -411,7 +411,7 @@ async fn an_http2_header_list_over_the_limit_is_logged() {
         lines.iter().any(|l| l.contains("\"GET / HTTP/2.0\" 200 ")),
         "{lines:#?}"
     );
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 /// Issue 24 item 10: a response whose write failed (the client reset the connection) is
@@ -461,5 +461,5 @@ async fn a_response_whose_write_failed_is_logged_with_the_bytes_sent() {
             "{sent} bytes sent to a reset client: {line}"
         );
     }
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }

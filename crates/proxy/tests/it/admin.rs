@@ -47,7 +47,7 @@ async fn config_is_served_only_on_the_status_listener() {
             "{path} on the status listener"
         );
     }
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -99,7 +99,7 @@ async fn the_status_page_shows_swaps_and_request_rates_per_ingress_between_views
         text.contains(&format!("<code>{}</code>", addr_of(&two))),
         "{text}"
     );
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[test]
@@ -247,7 +247,7 @@ async fn probes_answer_while_config_and_metrics_are_hammered() {
         max < PROBE_BOUND,
         "a probe took {max:?} (all: {latencies:?})"
     );
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 /// The value of one sample line of `/metrics` (exact series text before the value).
@@ -266,7 +266,7 @@ async fn memory_and_connections_by_protocol_and_state_are_exposed() {
     let mut objects = catch_all("web", &[addr_of(&backend)]);
     objects.push(tls_secret("conns-tls", &leaf));
     // The certificate for every TLS client: the catch-all Ingress names no host.
-    h.options.default_tls_secret = default_tls_secret("conns-tls");
+    h.control.options.default_tls_secret = default_tls_secret("conns-tls");
     h.apply(&objects);
 
     // Two idle plain connections, one idle HTTP/1.1 over TLS, one idle HTTP/2, and one plain
@@ -318,5 +318,5 @@ async fn memory_and_connections_by_protocol_and_state_are_exposed() {
     assert!(sample(&metrics, "process_max_fds").unwrap() > 0.0);
     in_flight.abort();
     drop((idle_plain, tls_client, h2));
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }

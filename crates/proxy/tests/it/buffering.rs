@@ -271,7 +271,7 @@ async fn the_ingress_annotation_turns_buffering_off_for_its_routes_only() {
         "nginx.ingress.kubernetes.io/client-body-buffer-size": "1k",
     });
     h.apply(&objects);
-    let current = h.proxy.current().unwrap();
+    let current = h.control.proxy.current().unwrap();
     let head = http::Request::new(()).into_parts().0;
     let policy = &current
         .routes

@@ -91,8 +91,8 @@ async fn listed_answers_go_to_the_error_backend_with_ingress_nginx_s_headers() {
     let global = start_error_backend("global").await;
     let own = start_error_backend("own").await;
     let mut h = Harness::start();
-    h.options.config_map = NamespacedName::new("sluice", "sluice");
-    h.options.default_backend_service = Some(NamespacedName::new("default", "errors"));
+    h.control.options.config_map = NamespacedName::new("sluice", "sluice");
+    h.control.options.default_backend_service = Some(NamespacedName::new("default", "errors"));
     let mut objects = vec![settings(&[("custom-http-errors", "404, 503")])];
     objects.extend(service_at("web", Some(addr_of(&web))));
     objects.extend(service_at("errors", Some(global)));
@@ -226,7 +226,7 @@ async fn default_backend_takes_a_route_s_requests_while_its_service_has_no_endpo
 async fn without_an_error_backend_ready_sluice_answers_404_as_the_built_in_default_backend() {
     let web = start_backend("web").await;
     let mut h = Harness::start();
-    h.options.config_map = NamespacedName::new("sluice", "sluice");
+    h.control.options.config_map = NamespacedName::new("sluice", "sluice");
     let mut objects = vec![settings(&[("custom-http-errors", "503")])];
     objects.extend(service_at("web", Some(addr_of(&web))));
     objects.push(annotated("plain", "plain.example", "web", &[]));

@@ -370,5 +370,5 @@ async fn the_https_redirect_names_the_host_a_trusted_load_balancer_forwarded() {
         redirect(Ipv4Addr::LOCALHOST).await,
         "https://shop.internal/echo/x?q=1"
     );
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }

@@ -196,7 +196,7 @@ async fn h2spec_passes_against_the_tls_listener() {
         now_passing.is_empty(),
         "these listed exceptions pass now; remove them: {now_passing:?}"
     );
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[test]

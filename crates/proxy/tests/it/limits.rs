@@ -150,14 +150,14 @@ async fn terminating_fails_ready_then_shutdown_sends_goaway_to_an_idle_http2_con
     assert_eq!(h2_get(&mut connection).await, StatusCode::OK);
 
     // The grace period: /ready fails, traffic is still served.
-    h.proxy.terminating();
+    h.control.proxy.terminating();
     let ready = get(h.admin(), "admin", "/ready").await;
     assert_eq!(ready.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(ready.text(), "not ready: shutting down\n");
     assert_eq!(h2_get(&mut connection).await, StatusCode::OK);
 
     // The stop: each worker's own flag reaches the idle connection, which gets GOAWAY.
-    let Harness { proxy, .. } = h;
+    let proxy = h.control.proxy;
     let stopping = tokio::spawn(shutdown(proxy));
     eventually_async(STEP, "the idle HTTP/2 connection to be closed", || {
         let closed = connection.is_closed();

@@ -337,7 +337,7 @@ async fn a_request_continues_the_clients_trace_and_its_span_reaches_the_collecto
         metrics.contains("\nsluice_otel_spans_dropped_total 0\n"),
         "{metrics}"
     );
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
     drop(collector);
 }
 
@@ -369,7 +369,7 @@ async fn hostile_header_bytes_and_long_values_still_make_a_span_the_collector_ta
     );
     let path = attribute(&span, "url.path");
     assert_eq!(path.as_str().map(str::len), Some(2048), "cut at 2 KiB");
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -385,7 +385,7 @@ async fn spans_waiting_for_their_export_go_out_at_shutdown() {
     let reply = traced(&mut client, "trace.test", "/", &trace_id).await;
     assert_eq!(reply.status, StatusCode::OK);
     drop(client);
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
     collector.span_of(&trace_id).await;
 }
 
@@ -410,7 +410,7 @@ async fn spans_the_collector_does_not_take_are_dropped_and_counted() {
         h.apply(&objects);
         send_and_count_dropped(&h, dropped).await;
     }
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 /// Sends 3 traced requests and waits until `dropped` spans in all are counted.
@@ -499,5 +499,5 @@ async fn an_untraced_route_and_the_always_off_sampler_make_no_span() {
         "AlwaysOff sampled a new trace"
     );
     assert_eq!(spans.len(), before + 1, "{:#?}\n{}", spans, collector.log());
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }

@@ -126,7 +126,7 @@ async fn passthrough_hosts_reach_their_backend_undecrypted_and_others_are_termin
     let b = tls_backend("b", &backend_leaf).await;
     let echo = start_backend("echo").await;
     let mut h = Harness::start();
-    h.options.enable_ssl_passthrough = true;
+    h.control.options.enable_ssl_passthrough = true;
     h.apply(&passthrough_objects(&[a], &web_leaf, addr_of(&echo)));
 
     // The backend's certificate, its own greeting: nothing was terminated on the way.
@@ -189,7 +189,7 @@ async fn a_refused_endpoint_is_passed_over_as_the_stream_keys_allow() {
     let mut endpoints = dead.clone();
     endpoints.push(live);
     let mut h = Harness::with_workers(1);
-    h.options.enable_ssl_passthrough = true;
+    h.control.options.enable_ssl_passthrough = true;
     // `0` tries: every endpoint once, so each connection reaches the live one whatever the
     // balancer offers first.
     let mut objects = passthrough_objects(&endpoints, &web_leaf, addr_of(&echo));
@@ -222,7 +222,7 @@ async fn without_the_flag_or_an_endpoint_nothing_is_passed_through() {
 
     // With the flag but no endpoint: closed during the handshake, counted.
     let mut h = Harness::start();
-    h.options.enable_ssl_passthrough = true;
+    h.control.options.enable_ssl_passthrough = true;
     h.apply(&passthrough_objects(&[], &web_leaf, addr_of(&echo)));
     assert!(ca.connect(h.https(), "pass.example", &[]).await.is_err());
     assert_metric(
@@ -238,7 +238,7 @@ async fn allow_and_deny_lists_hold_for_passed_through_connections() {
     let leaf = ca.leaf(&["open.example", "office.example", "blocked.example"]);
     let (backend, accepted) = counted_tls_backend("a", &leaf).await;
     let mut h = Harness::start();
-    h.options.enable_ssl_passthrough = true;
+    h.control.options.enable_ssl_passthrough = true;
     let site = |name: &str, list: &str, value: &str| {
         annotated_site(
             name,
@@ -296,7 +296,7 @@ async fn a_trickled_client_hello_is_closed_after_one_client_header_timeout() {
     let a = tls_backend("a", &ca.leaf(&["pass.example"])).await;
     let echo = start_backend("echo").await;
     let mut h = Harness::start();
-    h.options.enable_ssl_passthrough = true;
+    h.control.options.enable_ssl_passthrough = true;
     let mut objects = passthrough_objects(&[a], &web_leaf, addr_of(&echo));
     objects.push(settings(&[("client-header-timeout", "2")]));
     h.apply(&objects);
@@ -417,7 +417,7 @@ async fn the_proxy_protocol_annotation_tells_the_backend_who_the_client_is() {
     let leaf = ca.leaf(&["one.example", "two.example", "plain.example"]);
     let backend = proxy_protocol_backend(&leaf).await;
     let mut h = Harness::start();
-    h.options.enable_ssl_passthrough = true;
+    h.control.options.enable_ssl_passthrough = true;
     h.apply(&proxy_protocol_objects(backend, &[]));
     let https = h.https();
 

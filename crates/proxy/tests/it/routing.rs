@@ -384,7 +384,8 @@ async fn admin_reports_health_readiness_config_and_metrics() {
     assert_eq!(config["ready"], false);
 
     h.apply(&catch_all("echo", &[addr_of(&echo)]));
-    h.proxy
+    h.control
+        .proxy
         .set_source_errors(vec!["app.yaml: not valid YAML at line 3".into()]);
     assert_eq!(get(h.admin(), "a", "/ready").await.status, StatusCode::OK);
     let config = get(h.status(), "a", "/config").await.json();
@@ -402,7 +403,7 @@ async fn admin_reports_health_readiness_config_and_metrics() {
     for _ in 0..3 {
         assert_eq!(client.get("x", "/healthz").await.status, StatusCode::OK);
     }
-    h.proxy.endpoints_changed(Vec::new());
+    h.control.proxy.endpoints_changed(Vec::new());
     // A request is counted when its body is done, just after the client has it.
     eventually_async(STEP, "three counted requests", || async {
         get(h.admin(), "a", "/metrics").await.text().contains(

@@ -33,7 +33,7 @@ fn cpu_time() -> Duration {
 async fn half_sent_prefixes_wait_without_spinning() {
     let echo = start_backend("echo").await;
     let mut h = Harness::with_workers(1);
-    h.options.enable_ssl_passthrough = true;
+    h.control.options.enable_ssl_passthrough = true;
     let mut objects = catch_all("echo", &[addr_of(&echo)]);
     objects.extend([
         service("pass", &[("http", 443)]),

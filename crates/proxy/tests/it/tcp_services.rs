@@ -92,7 +92,7 @@ fn objects(endpoints: &[SocketAddr], entries: &[(u16, &str)], data: &[(&str, &st
 
 fn harness() -> Harness {
     let mut h = Harness::start();
-    h.options.tcp_services_config_map = Some(NamespacedName::new("sluice", "tcp"));
+    h.control.options.tcp_services_config_map = Some(NamespacedName::new("sluice", "tcp"));
     h
 }
 
@@ -193,7 +193,7 @@ async fn bytes_go_both_ways_and_a_half_close_goes_through() {
         config["config"]["tcp_services"][port.to_string()]["service"],
         "default/db:5432"
     );
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -233,7 +233,7 @@ async fn the_proxy_protocol_is_read_from_clients_and_sent_upstream() {
     .await;
     // Spliced connections keep a stopping proxy waiting (up to worker-shutdown-timeout).
     drop(session);
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -271,7 +271,7 @@ async fn ports_open_and_close_with_the_config_map_and_established_connections_st
     })
     .await;
     drop((established, moved));
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -320,7 +320,7 @@ async fn endpoint_churn_leaves_survivors_alone_and_closes_removed_endpoints_afte
         &format!("sluice_tcp_connections_failed_total{{{labels},reason=\"endpoint_removed\"}} 1"),
     )
     .await;
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -379,7 +379,7 @@ async fn bad_entries_are_diagnostics_and_a_taken_port_is_reported_while_the_othe
     // The HTTP listener still speaks HTTP.
     assert_eq!(get(h.http(), "any.example", "/").await.status, 404);
     drop((holder, session));
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -388,7 +388,7 @@ async fn least_request_sends_new_connections_to_the_endpoint_with_fewest_open() 
     let (two, _) = echo_backend("two", false).await;
     // One worker: one balancer sees every connection.
     let mut h = Harness::with_workers(1);
-    h.options.tcp_services_config_map = Some(NamespacedName::new("sluice", "tcp"));
+    h.control.options.tcp_services_config_map = Some(NamespacedName::new("sluice", "tcp"));
     let [port] = free_ports();
     let settings = [("load-balance", "least_request")];
     h.apply(&objects(
@@ -425,7 +425,7 @@ async fn least_request_sends_new_connections_to_the_endpoint_with_fewest_open() 
         open.push(("one".into(), session));
     }
     drop(open);
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -457,7 +457,7 @@ async fn a_service_without_endpoints_keeps_its_port_and_serves_once_one_appears(
     let mut session = Session::open(port).await;
     assert_eq!(session.line().await.as_deref(), Some("db-1"));
     drop(session);
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -566,5 +566,5 @@ async fn stream_keys_choose_how_many_endpoints_a_connection_tries_and_format_its
         logged_502, 1,
         "the connection made with the stream log off was logged"
     );
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }

@@ -44,7 +44,7 @@ async fn sni_chooses_exact_wildcard_and_default_certificates() {
     let wild = ca.leaf(&["*.wild.example.com"]);
     let default = ca.leaf(&["default.example.com", "127.0.0.1"]);
     let mut h = Harness::start();
-    h.options.default_tls_secret = default_tls_secret("default-tls");
+    h.control.options.default_tls_secret = default_tls_secret("default-tls");
     h.apply(&site(
         &[
             ("foo-tls", &foo),

@@ -57,7 +57,7 @@ fn objects(endpoints: &[SocketAddr], port: u16, data: &[(&str, &str)]) -> Vec<Va
 
 fn harness() -> Harness {
     let mut h = Harness::with_workers(1);
-    h.options.udp_services_config_map = Some(NamespacedName::new("sluice", "udp"));
+    h.control.options.udp_services_config_map = Some(NamespacedName::new("sluice", "udp"));
     h
 }
 
@@ -126,7 +126,7 @@ async fn datagrams_are_answered_through_the_port_and_each_answer_ends_its_sessio
         config["config"]["udp_services"][port.to_string()]["service"],
         "default/dns:53"
     );
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -156,7 +156,7 @@ async fn a_session_whose_endpoint_left_moves_its_client_to_a_current_one() {
         &format!("sluice_udp_sessions_failed_total{{{labels},reason=\"endpoint_removed\"}} 1"),
     )
     .await;
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -195,5 +195,5 @@ async fn max_worker_connections_bounds_the_sessions_and_a_refusing_endpoint_fail
             .any(|l| l.contains("] UDP 502 0 6 "))
     })
     .await;
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }

@@ -276,7 +276,7 @@ async fn graceful_shutdown_lets_an_in_flight_request_finish() {
     .await;
 
     let started = Instant::now();
-    let Harness { proxy, .. } = h;
+    let proxy = h.control.proxy;
     let stopping = tokio::spawn(shutdown(proxy));
     eventually_async(STEP, "the idle connection to close", || {
         let closed = idle.is_closed();

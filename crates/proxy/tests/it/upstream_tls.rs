@@ -221,7 +221,7 @@ async fn https_routes_speak_tls_and_reuse_pooled_connections() {
     let (status, json) = seen(&h, "https.example.com").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(json["connection"], 1, "{json}");
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -245,7 +245,7 @@ async fn sessions_resume_across_connections() {
         assert_eq!(json["resumed"], n > 1, "{json}");
     }
     assert_eq!(backend.resumed.load(Ordering::SeqCst), 3);
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -308,7 +308,7 @@ async fn verification_uses_the_secret_ca_and_the_name() {
         let (status, _) = seen(&h, host).await;
         assert_eq!(status, expected, "{host}");
     }
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -350,7 +350,7 @@ async fn client_certificates_from_the_secret_satisfy_mtls_backends() {
     let (status, json) = seen(&h, "mtls.example.com").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(json["connection"], 1, "{json}");
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -390,7 +390,7 @@ async fn sni_is_sent_only_with_proxy_ssl_server_name() {
         *backend.names.lock().unwrap(),
         [Some("web.default.svc".to_owned()), None]
     );
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -417,7 +417,7 @@ async fn app_protocol_https_without_annotation_is_tls() {
     assert_eq!(json["connection"], 1, "{json}");
     let (status, _) = seen(&h, "forced.example.com").await;
     assert_eq!(status, StatusCode::BAD_GATEWAY);
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -449,7 +449,7 @@ async fn verify_depth_bounds_the_intermediates() {
     assert_eq!(status, StatusCode::BAD_GATEWAY);
     let (status, _) = seen(&h, "two.example.com").await;
     assert_eq!(status, StatusCode::OK);
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }
 
 #[tokio::test]
@@ -489,5 +489,5 @@ async fn websockets_tunnel_through_tls_upstreams() {
     // The client's close ends the tunnel both ways (TLS close_notify upstream), so shutdown
     // has nothing left to drain.
     drop(stream);
-    shutdown(h.proxy).await;
+    shutdown(h.control.proxy).await;
 }

@@ -14,24 +14,24 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use controller::ControlPlane;
 use http::{HeaderMap, Request, StatusCode, Version};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use model::{Compiled, NamespacedName};
+use model::{Compiled, NamespacedName, Settings};
 use proxy::{Proxy, ProxyConfig};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use translate::{CompileOptions, Store};
+use translate::CompileOptions;
 
 pub(crate) const LOCALHOST: std::net::Ipv4Addr = std::net::Ipv4Addr::LOCALHOST;
 
-/// A proxy plus the Store it is configured from, like the control plane holds them.
+/// A proxy driven by the controller's own control plane (`controller::ControlPlane`: the
+/// Store, compile, the endpoint fast path), as `sluice serve` drives it.
 pub(crate) struct Harness {
-    pub(crate) proxy: Proxy,
-    pub(crate) store: Store,
-    pub(crate) options: CompileOptions,
+    pub(crate) control: ControlPlane,
     /// The access log file (`AccessLogOutput::File`), removed with the harness.
     pub(crate) access_log: tempfile::TempPath,
 }
@@ -79,9 +79,7 @@ impl Harness {
         })
         .expect("proxy starts");
         Harness {
-            proxy,
-            store: Store::default(),
-            options: CompileOptions::default(),
+            control: ControlPlane::new(proxy, CompileOptions::default(), &Settings::default()),
             access_log,
         }
     }
@@ -96,20 +94,20 @@ impl Harness {
     }
 
     pub(crate) fn http(&self) -> SocketAddr {
-        self.proxy.http_addr()
+        self.control.proxy.http_addr()
     }
 
     pub(crate) fn https(&self) -> SocketAddr {
-        self.proxy.https_addr()
+        self.control.proxy.https_addr()
     }
 
     pub(crate) fn admin(&self) -> SocketAddr {
-        self.proxy.admin_addr()
+        self.control.proxy.admin_addr()
     }
 
     /// The loopback status listener (`/config`).
     pub(crate) fn status(&self) -> SocketAddr {
-        self.proxy.status_addr()
+        self.control.proxy.status_addr()
     }
 
     /// Replaces every object, compiles and publishes; panics on diagnostics so a typo in a
@@ -125,34 +123,29 @@ impl Harness {
     }
 
     pub(crate) fn apply_allowing_diagnostics(&mut self, objects: &[Value]) -> Arc<Compiled> {
-        self.store.replace_all(parse(objects));
-        let compiled = Arc::new(translate::compile(&self.store, &self.options));
-        self.proxy.publish(compiled.clone());
-        compiled
+        let mut changes = self.control.store.replace_all(parse(objects));
+        // Published whole even when only endpoints changed: the caller wants this compile's
+        // diagnostics.
+        changes.config = true;
+        self.control
+            .act(changes)
+            .expect("a compile returns its configuration")
     }
 
     /// As `apply_allowing_diagnostics`, with `edit` changing the compiled configuration
     /// before it is published: for what no translator would make (the proxy's own defences).
     pub(crate) fn apply_edited(&mut self, objects: &[Value], edit: impl FnOnce(&mut Compiled)) {
-        self.store.replace_all(parse(objects));
-        let mut compiled = translate::compile(&self.store, &self.options);
+        self.control.store.replace_all(parse(objects));
+        let mut compiled = translate::compile(&self.control.store, &self.control.options);
         edit(&mut compiled);
-        self.proxy.publish(Arc::new(compiled));
+        self.control.publish(Arc::new(compiled));
     }
 
-    /// Replaces every object like a provider relist; endpoint-only changes take the fast
-    /// path (refresh in place + `endpoints_changed`), anything else a full publish.
+    /// Replaces every object like a provider relist; the control plane decides: endpoint-only
+    /// changes take the fast path, anything else a full publish.
     pub(crate) fn update(&mut self, objects: &[Value]) {
-        let changes = self.store.replace_all(parse(objects));
-        if changes.config {
-            let compiled = Arc::new(translate::compile(&self.store, &self.options));
-            self.proxy.publish(compiled);
-        } else if !changes.endpoints.is_empty() {
-            let current = self.proxy.current().expect("published before");
-            let changed =
-                translate::refresh_endpoints(&current, &self.store, changes.endpoints.iter());
-            self.proxy.endpoints_changed(changed);
-        }
+        let changes = self.control.store.replace_all(parse(objects));
+        self.control.act(changes);
     }
 }
 
