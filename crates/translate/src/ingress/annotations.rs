@@ -1048,8 +1048,9 @@ impl<'a> Reader<'a> {
                 .collect();
             if !set.is_empty() {
                 let key = self.key("canary");
+                // Served as ingress-nginx serves it (as an ordinary Ingress): a trap, noticed.
                 self.diagnose(
-                    Severity::Error,
+                    Severity::Notice,
                     format!("{}: configured but not enabled ({key} is not \"true\"); ignored, the Ingress is served as an ordinary one (as in ingress-nginx)", set.join(", ")),
                 );
             }
