@@ -113,7 +113,7 @@ async fn serve(mut stream: TcpStream, progress: Progress, log: Arc<Mutex<Log>>, 
 
 /// Reads more into `buf`; `false` at end of stream.
 async fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
-    let mut chunk = [0u8; 16 * 1024];
+    let mut chunk = vec![0u8; 16 * 1024];
     match stream.read(&mut chunk).await {
         Ok(0) | Err(_) => false,
         Ok(n) => {

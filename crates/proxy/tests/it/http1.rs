@@ -57,7 +57,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// Reads until `buf` holds `n` bytes; false at a clean end of stream (FIN, and over
     /// TLS a close_notify first). A reset or a truncated TLS stream fails the test.
     async fn fill(&mut self, n: usize) -> bool {
-        let mut chunk = [0u8; 16 * 1024];
+        let mut chunk = vec![0u8; 16 * 1024];
         while self.buf.len() < n {
             match bounded(self.stream.read(&mut chunk)).await {
                 Ok(0) => return false,

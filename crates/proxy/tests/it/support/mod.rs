@@ -455,15 +455,16 @@ pub(crate) async fn trickle_until_closed(
         std::future::pending::<()>().await;
     };
     let read = async {
-        let mut buf = [0u8; 4096];
+        let mut buf = vec![0u8; 4096];
         while let Ok(1..) = reader.read(&mut buf).await {}
     };
-    bounded(async {
+    // Boxed: the select holds both halves' futures (clippy's large_futures).
+    Box::pin(bounded(async {
         tokio::select! {
             () = read => {}
             () = write => {}
         }
-    })
+    }))
     .await;
     started.elapsed()
 }
