@@ -24,6 +24,39 @@ pub struct Certificates {
     sources: BTreeMap<String, String>,
     /// What each served Secret's certificate says (`namespace/name` → info).
     details: BTreeMap<String, Arc<CertificateInfo>>,
+    /// Hosts whose handshake differs from the listener's, by exact name and by wildcard
+    /// suffix. Empty for almost every configuration: the proxy then never reads the
+    /// ClientHello before the handshake.
+    host_tls_exact: HashMap<String, Arc<HostTls>>,
+    host_tls_wildcard: HashMap<String, Arc<HostTls>>,
+}
+
+/// How the TLS handshake of one host differs from the listener's, chosen by the ClientHello's
+/// server name before the handshake starts (one listener, many hosts). No translator sets one
+/// yet: client certificates per host (ingress-nginx's `auth-tls-*`, wave 2) are what it is for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HostTls {
+    /// The ALPN protocols offered, most preferred first (the listener's: `h2`, `http/1.1`).
+    pub alpn: Vec<Vec<u8>>,
+}
+
+/// The entry for `name` in an exact map, else in a wildcard map (one more label).
+fn by_host<'m, T>(
+    exact: &'m HashMap<String, T>,
+    wildcard: &'m HashMap<String, T>,
+    name: &str,
+) -> Option<&'m T> {
+    let lower;
+    let name = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        lower = name.to_ascii_lowercase();
+        lower.as_str()
+    } else {
+        name
+    };
+    exact.get(name).or_else(|| {
+        let (_, parent) = name.split_once('.')?;
+        wildcard.get(parent)
+    })
 }
 
 /// How long before a served certificate's expiry it is reported (diagnostic, Event, log).
@@ -181,24 +214,34 @@ impl Certificates {
     /// The certificate for a client's SNI: exact host, then wildcard, then the default.
     /// `None` when there is no default either; the proxy then uses its own.
     pub fn resolve(&self, server_name: Option<&str>) -> Option<Arc<CertifiedKey>> {
-        if let Some(name) = server_name {
-            let lower;
-            let name = if name.bytes().any(|b| b.is_ascii_uppercase()) {
-                lower = name.to_ascii_lowercase();
-                lower.as_str()
-            } else {
-                name
-            };
-            if let Some(key) = self.exact.get(name) {
-                return Some(key.clone());
+        server_name
+            .and_then(|name| by_host(&self.exact, &self.wildcard, name))
+            .or(self.default.as_ref())
+            .cloned()
+    }
+
+    /// Some host's handshake differs from the listener's (see [`HostTls`]).
+    pub fn has_host_tls(&self) -> bool {
+        !self.host_tls_exact.is_empty() || !self.host_tls_wildcard.is_empty()
+    }
+
+    /// How the handshake for a client's SNI differs, if it does.
+    pub fn host_tls(&self, server_name: Option<&str>) -> Option<&Arc<HostTls>> {
+        by_host(&self.host_tls_exact, &self.host_tls_wildcard, server_name?)
+    }
+
+    /// Makes `host`'s handshakes differ as `tls` says (`Any`: ignored, that is the listener's).
+    pub fn set_host_tls(&mut self, host: &HostPattern, tls: HostTls) {
+        let tls = Arc::new(tls);
+        match host {
+            HostPattern::Exact(h) => {
+                self.host_tls_exact.insert(h.to_string(), tls);
             }
-            if let Some((_, parent)) = name.split_once('.') {
-                if let Some(key) = self.wildcard.get(parent) {
-                    return Some(key.clone());
-                }
+            HostPattern::Wildcard(suffix) => {
+                self.host_tls_wildcard.insert(suffix.to_string(), tls);
             }
+            HostPattern::Any => {}
         }
-        self.default.clone()
     }
 
     /// Host pattern → `namespace/name` of the Secret serving it.
@@ -259,6 +302,28 @@ impl std::fmt::Debug for Certificates {
 mod tests {
     use super::*;
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    #[test]
+    fn a_host_s_own_tls_is_found_by_exact_name_then_wildcard() {
+        let mut certificates = Certificates::default();
+        assert!(!certificates.has_host_tls());
+        let h1 = HostTls {
+            alpn: vec![b"http/1.1".to_vec()],
+        };
+        certificates.set_host_tls(&HostPattern::Wildcard("example.com".into()), h1.clone());
+        certificates.set_host_tls(
+            &HostPattern::Exact("api.example.com".into()),
+            HostTls {
+                alpn: vec![b"h2".to_vec()],
+            },
+        );
+        assert!(certificates.has_host_tls());
+        let alpn = |name| certificates.host_tls(name).map(|t| t.alpn.clone());
+        assert_eq!(alpn(Some("API.example.com")), Some(vec![b"h2".to_vec()]));
+        assert_eq!(alpn(Some("www.example.com")), Some(h1.alpn.clone()));
+        assert_eq!(alpn(Some("a.b.example.com")), None);
+        assert_eq!(alpn(None), None);
+    }
 
     fn issued(not_after: SystemTime) -> (rcgen::Certificate, rcgen::KeyPair) {
         let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();

@@ -2,7 +2,9 @@
 //!
 //! A rotated Secret therefore applies to the next handshake with nothing rebuilt, and open
 //! connections keep the keys they negotiated. The `ServerConfig` itself is rebuilt only when
-//! `ssl-session-tickets` flips; the ticket keys are shared, so tickets survive that too.
+//! `ssl-session-tickets` flips; the ticket keys are shared, so tickets survive that too. A host
+//! whose handshake differs (`model::tls::HostTls`) gets a `ServerConfig` of its own, chosen
+//! from the ClientHello's server name, read before the handshake only when some host has one.
 
 use std::sync::Arc;
 
@@ -30,18 +32,26 @@ impl ResolvesServerCert for CurrentCertificates {
     }
 }
 
+/// The ALPN protocols a listener offers: HTTP/2 first.
+pub(crate) const LISTENER_ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
+
 /// A server configuration for one worker. Each worker builds its own so the session cache
-/// (a mutex inside rustls) is never contended across workers.
+/// (a mutex inside rustls) is never contended across workers. `host`: how the handshake of
+/// the host the ClientHello names differs (`None`: the listener's).
 pub(crate) fn server_config(
     shared: Arc<Shared>,
     session_tickets: bool,
+    host: Option<&model::tls::HostTls>,
 ) -> Result<Arc<ServerConfig>, rustls::Error> {
     let ticketer = shared.ticketer.clone();
     let mut config = ServerConfig::builder_with_provider(model::tls::crypto_provider().clone())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(CurrentCertificates { shared }));
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.alpn_protocols = match host {
+        Some(host) => host.alpn.clone(),
+        None => LISTENER_ALPN.iter().map(|p| p.to_vec()).collect(),
+    };
     config.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE_SIZE);
     if session_tickets {
         config.ticketer = ticketer;
@@ -63,10 +73,13 @@ mod tests {
             )
             .unwrap(),
         );
-        assert!(server_config(shared.clone(), true)
+        assert!(server_config(shared.clone(), true, None)
             .unwrap()
             .ticketer
             .enabled());
-        assert!(!server_config(shared, false).unwrap().ticketer.enabled());
+        assert!(!server_config(shared, false, None)
+            .unwrap()
+            .ticketer
+            .enabled());
     }
 }

@@ -264,7 +264,8 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
             TcpListener::from_std(setup.https).map_err(|e| thread_error("HTTPS listener", e))?,
         )
     };
-    let tls = crate::tls::server_config(setup.shared.clone(), true).map_err(StartError::Tls)?;
+    let tls =
+        crate::tls::server_config(setup.shared.clone(), true, None).map_err(StartError::Tls)?;
     let id = setup.id;
     let shared = setup.shared;
     let http_port = HeaderValue::from(setup.http_port);
@@ -561,7 +562,7 @@ impl Worker {
     fn tls_config(&self, session_tickets: bool) -> Option<Arc<rustls::ServerConfig>> {
         let mut tls = self.tls.borrow_mut();
         if tls.0 != session_tickets {
-            match crate::tls::server_config(self.shared.clone(), session_tickets) {
+            match crate::tls::server_config(self.shared.clone(), session_tickets, None) {
                 Ok(config) => *tls = (session_tickets, config),
                 Err(e) => {
                     tracing::error!(error = %e, "cannot rebuild the TLS configuration");
