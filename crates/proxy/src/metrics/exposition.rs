@@ -349,6 +349,10 @@ fn orphan_ingresses(out: &mut String, config: &Compiled, controller: &str) {
         if route.service.is_empty() {
             return None; // a resource backend, or a redirect-only rule
         }
+        if route.alternative_name().is_some() {
+            // A canary's rule: its backend is the canary Ingress's, its labels the main's.
+            return None;
+        }
         let kind = if route.backend.key().is_none() {
             "no-service"
         } else if route.backend.with_endpoints(|set| set.ready.is_empty()) {
