@@ -94,6 +94,8 @@ mod passthrough;
 mod peek;
 mod protobuf;
 mod proxy_protocol;
+mod request_body;
+mod response_body;
 mod ring;
 mod server;
 mod shared;

@@ -35,8 +35,8 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use wire::h1::{self, chunk_size_line, chunk_tail, FramingError, FramingHeaders, RequestHead};
 use wire::h1::{Framing, Status};
 
-use crate::body::ResponseBody;
 use crate::error::{Chain, ProxyError};
+use crate::response_body::ResponseBody;
 use crate::worker::ConnCtx;
 
 /// The most one read takes from a client connection (the scratch buffer's size).

@@ -47,9 +47,10 @@ use hyper_util::rt::TokioIo;
 use model::{RoutePolicy, Settings, UpstreamProtocol};
 
 use crate::attempts::{Attempts, Picked};
-use crate::body::{BoxError, RequestBody};
+use crate::body::BoxError;
 use crate::deadline::within;
 use crate::error::{Chain, ProxyError};
+use crate::request_body::RequestBody;
 use crate::stall::StallTimer;
 use crate::upstream::InFlight;
 use crate::upstream_tls::TlsClient;

@@ -1409,7 +1409,7 @@ fn service(
     conn: Rc<ConnCtx>,
 ) -> impl hyper::service::Service<
     http::Request<hyper::body::Incoming>,
-    Response = http::Response<crate::body::ResponseBody>,
+    Response = http::Response<crate::response_body::ResponseBody>,
     Error = Infallible,
 > {
     service_fn(move |request| crate::forward::handle(conn.clone(), request))

@@ -37,8 +37,9 @@ use wire::h2::hpack::{self, Decoder};
 
 use super::request::{self, HeadError};
 use super::stream::{self, SharedRef, Stream, StreamEnd, OUT_HIGH_WATER, RECV_WINDOW};
-use crate::body::{ClientBody, ResponseBody};
 use crate::forward::ClientUpgrade;
+use crate::request_body::ClientBody;
+use crate::response_body::ResponseBody;
 use crate::stall::StreamWatch;
 use crate::worker::ConnCtx;
 

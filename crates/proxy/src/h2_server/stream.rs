@@ -28,7 +28,8 @@ use wire::h2::frame::{self, ErrorCode};
 use wire::h2::hpack;
 
 use super::resets;
-use crate::body::{BoxError, ResponseBody};
+use crate::body::BoxError;
+use crate::response_body::ResponseBody;
 use crate::worker::ConnCtx;
 
 /// Frames queued for the socket past which a stream's task waits before adding DATA, and the
