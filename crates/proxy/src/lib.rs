@@ -81,6 +81,7 @@ mod fds;
 mod forward;
 #[doc(hidden)]
 pub mod fuzz;
+mod h2_replay;
 mod h2_server;
 mod hash_key;
 mod headers;
@@ -92,6 +93,7 @@ mod otel;
 mod otlp;
 mod passthrough;
 mod peek;
+mod pool;
 mod protobuf;
 mod proxy_protocol;
 mod request_body;

@@ -33,7 +33,6 @@
 //! endpoint once) and `proxy-next-upstream-timeout` the time spent retrying. A pooled
 //! connection that turns out dead is always resent on a fresh one: that is not a retry.
 
-use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -46,38 +45,20 @@ use bytes::Bytes;
 use http::request::Parts;
 use http::Response;
 use http_body::{Body, Frame, SizeHint};
-use model::{LoadBalance, Settings, UpstreamPolicy, UpstreamTls};
+use model::{Settings, UpstreamPolicy, UpstreamTls};
 use socket2::SockRef;
 use tokio::net::TcpStream;
 
 use crate::attempts::{Attempts, Picked};
-use crate::body::{BodyTimeout, BoxError};
-use crate::buffer::BufferFileError;
+use crate::balance::{in_flight, InFlight};
+use crate::body::BoxError;
 use crate::client::{ClientError, Conn, Framing, Outgoing, Stream, Timeouts};
 use crate::deadline::within;
-use crate::error::{Chain, ProxyError};
+use crate::error::{client_body_error, Chain, ProxyError};
 use crate::headers::Added;
 use crate::stall::{StallTimer, WriteTimeout};
-use crate::upstream_h2::{AttemptBody, H2Pool, StreamCount};
 use crate::upstream_tls::TlsClient;
 use crate::worker::Worker;
-
-/// Idle upstream connections of one worker, by endpoint, then by TLS client (0: plain TCP;
-/// nearly always the only one), so that an endpoint's removal stays one map removal.
-/// Only connections to endpoints of the current configuration are kept: callers ask the
-/// worker's one endpoint index (`Worker::is_live_endpoint`) before they check one in (a set
-/// of its own here cost ≈40 bytes per endpoint per worker).
-#[derive(Default)]
-pub(crate) struct Pool {
-    idle: HashMap<SocketAddr, Vec<(u64, VecDeque<Idle>)>>,
-    /// HTTP/2 connections (gRPC, h2c routes): shared by streams, not idle or busy.
-    pub(crate) h2: H2Pool,
-}
-
-struct Idle {
-    conn: Conn,
-    since: Instant,
-}
 
 /// A response head from an endpoint, and the connection its body (or tunnel) is on.
 pub(crate) struct Exchange {
@@ -119,12 +100,6 @@ struct Keep {
     max_requests: u32,
 }
 
-/// One request outstanding at an endpoint, for least-request balancing.
-pub(crate) struct InFlight {
-    worker: Rc<Worker>,
-    addr: SocketAddr,
-}
-
 /// The upstream socket of a tunnel, with `proxy-send-timeout` applied to writes that make no
 /// progress.
 pub(crate) type UpstreamIo = WriteTimeout<Stream>;
@@ -146,130 +121,6 @@ pub(crate) struct Pending<'r> {
 struct Failure {
     error: ProxyError,
     next: bool,
-}
-
-impl Pool {
-    /// The most recently used idle connection to `addr` that is still open and young enough.
-    fn checkout(
-        &mut self,
-        addr: SocketAddr,
-        tls_id: u64,
-        max_age: Duration,
-        now: Instant,
-    ) -> Option<Conn> {
-        let queue = self
-            .idle
-            .get_mut(&addr)?
-            .iter_mut()
-            .find_map(|(id, queue)| (*id == tls_id).then_some(queue))?;
-        while let Some(idle) = queue.pop_back() {
-            if now.saturating_duration_since(idle.since) >= max_age {
-                // The newest is too old, so are all the others.
-                queue.clear();
-                return None;
-            }
-            // Closed while idle (the endpoint's keep-alive timeout, a restart): not a failure
-            // of anything, just take the next one.
-            if idle.conn.is_idle_open() {
-                return Some(idle.conn);
-            }
-        }
-        None
-    }
-
-    fn checkin(&mut self, addr: SocketAddr, conn: Conn, max_idle: usize, now: Instant) {
-        if max_idle == 0 {
-            return;
-        }
-        let tls_id = conn.tls_id();
-        let queues = self.idle.entry(addr).or_default();
-        let at = match queues.iter().position(|(id, _)| *id == tls_id) {
-            Some(at) => at,
-            None => {
-                queues.push((tls_id, VecDeque::new()));
-                queues.len() - 1
-            }
-        };
-        let queue = &mut queues[at].1;
-        while queue.len() >= max_idle {
-            queue.pop_front();
-        }
-        queue.push_back(Idle { conn, since: now });
-    }
-
-    /// An HTTP/2 connection to a live `addr` joins the pool (the caller checks: a connection
-    /// to another carries its one stream and closes).
-    pub(crate) fn insert_h2(
-        &mut self,
-        addr: SocketAddr,
-        tls_id: u64,
-        send: hyper::client::conn::http2::SendRequest<AttemptBody>,
-        streams: Rc<StreamCount>,
-    ) {
-        self.h2.insert(addr, tls_id, send, streams);
-    }
-
-    /// Closes idle connections to endpoints not in `live`, and lets HTTP/2 connections to
-    /// them take no new streams (running ones finish); returns how many.
-    pub(crate) fn keep_only(&mut self, live: impl Fn(&SocketAddr) -> bool) -> usize {
-        let mut closed = self.h2.keep_only(&live);
-        self.idle.retain(|addr, queues| {
-            let keep = live(addr);
-            if !keep {
-                closed += count(queues);
-            }
-            keep
-        });
-        closed
-    }
-
-    /// `addr` left every backend: close its idle connections and pool no more; returns how many
-    /// were closed.
-    pub(crate) fn forget(&mut self, addr: &SocketAddr) -> usize {
-        let h2 = self.h2.forget(addr);
-        h2 + self.idle.remove(addr).map_or(0, |queues| count(&queues))
-    }
-
-    /// Closes idle connections past their age, and ones their endpoint closed (no task
-    /// watches idle connections, so this is where a closed one stops holding a socket).
-    pub(crate) fn expire(&mut self, max_age: Duration, now: Instant) {
-        for queues in self.idle.values_mut() {
-            for (_, queue) in queues.iter_mut() {
-                queue.retain(|idle| {
-                    now.saturating_duration_since(idle.since) < max_age && idle.conn.is_idle_open()
-                });
-            }
-            queues.retain(|(_, queue)| !queue.is_empty());
-        }
-        self.idle.retain(|_, queues| !queues.is_empty());
-        self.h2.expire(max_age, now);
-    }
-
-    pub(crate) fn clear(&mut self) {
-        self.idle.clear();
-        self.h2.clear();
-    }
-}
-
-/// Connections in an endpoint's queues.
-fn count(queues: &[(u64, VecDeque<Idle>)]) -> usize {
-    queues.iter().map(|(_, queue)| queue.len()).sum()
-}
-
-impl Worker {
-    pub(crate) fn in_flight(
-        self: &Rc<Self>,
-        addr: SocketAddr,
-        policy: LoadBalance,
-    ) -> Option<InFlight> {
-        (policy == LoadBalance::LeastRequest).then(|| {
-            self.balancer.borrow_mut().started(addr);
-            InFlight {
-                worker: self.clone(),
-                addr,
-            }
-        })
-    }
 }
 
 /// Sends a request to one of `backend`'s endpoints, retrying as the module doc describes
@@ -366,7 +217,7 @@ async fn try_endpoint(
         let (mut conn, reused) =
             acquire(worker, addr, settings, policy, tls, fresh_only, now).await?;
         attempts.connected();
-        let in_flight = worker.in_flight(addr, settings.load_balance);
+        let in_flight = in_flight(&worker.balancer, addr, settings.load_balance);
         let sent = conn
             .round_trip(
                 pending.head,
@@ -424,18 +275,6 @@ async fn try_endpoint(
             continue;
         }
         return Err(Failure { error, next: true });
-    }
-}
-
-/// A request body that failed while being sent: too large, too slow, or broken by the client;
-/// or, for a buffered one, its temporary file (the proxy's own failure).
-pub(crate) fn client_body_error(source: BoxError) -> ProxyError {
-    if source.is::<BodyTimeout>() {
-        return ProxyError::ClientBodyTimeout;
-    }
-    match source.downcast::<BufferFileError>() {
-        Ok(file) => ProxyError::BodyBuffer(*file),
-        Err(source) => ProxyError::ClientBody(source),
     }
 }
 
@@ -672,11 +511,5 @@ impl Body for UpstreamBody {
             Some(left) => SizeHint::with_exact(left),
             None => SizeHint::default(),
         }
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.worker.balancer.borrow_mut().finished(self.addr);
     }
 }

@@ -58,11 +58,11 @@ use crate::linger::Linger;
 use crate::listen::StartError;
 use crate::metrics::{Measure, Snapshot, Stats};
 use crate::otel::{SpanBuffer, SpanContext};
+use crate::pool::Pool;
 use crate::proxy_protocol;
 use crate::server::{Ended, Http1, Prefixed};
 use crate::shared::Shared;
 use crate::stall::WriteTimeout;
-use crate::upstream::Pool;
 
 /// hyper refuses a smaller HTTP/1 buffer limit; `large-client-header-buffers` below it is
 /// raised to it.
@@ -114,7 +114,7 @@ pub(crate) struct Worker {
     pub(crate) pool: RefCell<Pool>,
     /// TLS client configurations for HTTPS routes (their session caches included).
     pub(crate) tls_clients: RefCell<crate::upstream_tls::TlsClients>,
-    pub(crate) balancer: RefCell<Balancer>,
+    pub(crate) balancer: Rc<RefCell<Balancer>>,
     /// Which endpoints the current configuration's backends hold, as this worker last saw them.
     live: RefCell<LiveEndpoints>,
     pub(crate) stats: RefCell<Stats>,
@@ -285,7 +285,7 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
                     stats_config: Cell::new(0),
                     pool: RefCell::default(),
                     tls_clients: RefCell::default(),
-                    balancer: RefCell::default(),
+                    balancer: Rc::default(),
                     live: RefCell::default(),
                     stats: RefCell::default(),
                     tls: RefCell::new((true, tls)),
