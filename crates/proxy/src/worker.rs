@@ -1030,18 +1030,6 @@ impl ConnCtx {
     }
 
     /// Starts a request: returns its guard and its number on this connection (from 1).
-    /// An HTTP/2 stream became a tunnel (RFC 8441 WebSocket): the connection is busy while
-    /// it is open, as while a request is in flight, so keep-alive does not close it.
-    pub(crate) fn tunnel_opened(&self) {
-        self.in_flight.set(self.in_flight.get() + 1);
-    }
-
-    pub(crate) fn tunnel_closed(&self) {
-        self.in_flight.set(self.in_flight.get() - 1);
-        self.last_active.set(Instant::now());
-        self.worker.room_changed();
-    }
-
     pub(crate) fn begin_request(self: &Rc<Self>) -> (RequestGuard, u64) {
         let n = self.requests.get() + 1;
         self.requests.set(n);
@@ -1145,6 +1133,20 @@ impl ConnCtx {
             generate_request_id: settings.generate_request_id,
             underscores: settings.enable_underscores_in_headers,
         }
+    }
+}
+
+/// An HTTP/2 stream became a tunnel (RFC 8441 WebSocket): the connection is busy while it
+/// is open, as while a request is in flight, so keep-alive does not close it.
+impl crate::h2_server::TunnelCount for ConnCtx {
+    fn tunnel_opened(&self) {
+        self.in_flight.set(self.in_flight.get() + 1);
+    }
+
+    fn tunnel_closed(&self) {
+        self.in_flight.set(self.in_flight.get() - 1);
+        self.last_active.set(Instant::now());
+        self.worker.room_changed();
     }
 }
 

@@ -21,7 +21,7 @@ mod resets;
 mod stream;
 
 pub(crate) use conn::{Connection, Limits};
-pub(crate) use stream::{RequestBody, Upgrade};
+pub(crate) use stream::{RequestBody, TunnelCount, Upgrade};
 
 /// RFC 9113 §8.2.2: fields that describe an HTTP/1.1 connection and do not exist in HTTP/2
 /// (`te` apart: it may say "trailers"). A request carrying one is malformed; a response
