@@ -595,7 +595,7 @@ async fn forward(
         };
         // Boxed: the HTTP/1.1 path's future does not carry this one.
         let exchanged = Box::pin(upstream_h2::exchange(
-            &conn.worker,
+            &conn.worker.upstreams,
             settings,
             policy,
             request,
@@ -623,7 +623,7 @@ async fn forward(
         upgrade: client_upgrade.is_some(),
     };
     let exchanged = upstream::exchange(
-        &conn.worker,
+        &conn.worker.upstreams,
         settings,
         upstream_policy,
         policy.upstream_tls.as_ref(),
@@ -631,6 +631,10 @@ async fn forward(
         attempts,
     )
     .await;
+    if let Err(ProxyError::OutOfFileDescriptors { .. }) = &exchanged {
+        // A connect found no free descriptor: the worker's limit, not the endpoint's.
+        conn.worker.note_connect_exhaustion();
+    }
     let Exchange {
         mut response,
         conn: upstream_conn,
@@ -669,9 +673,9 @@ async fn forward(
     }
 
     // The upstream client consumed the connection-specific headers already.
-    let worker = &conn.worker;
+    let upstreams = &conn.worker.upstreams;
     Ok(response
-        .map(|()| ResponseBody::upstream(UpstreamBody::new(upstream_conn, worker, settings))))
+        .map(|()| ResponseBody::upstream(UpstreamBody::new(upstream_conn, upstreams, settings))))
 }
 
 /// The hash of the request's `upstream-hash-by` key.

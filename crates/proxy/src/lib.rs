@@ -88,6 +88,7 @@ mod headers;
 mod history;
 mod linger;
 mod listen;
+mod live_endpoints;
 mod metrics;
 mod otel;
 mod otlp;
@@ -112,6 +113,7 @@ mod udp;
 mod upstream;
 mod upstream_h2;
 mod upstream_tls;
+mod upstreams;
 mod worker;
 mod zero_copy;
 

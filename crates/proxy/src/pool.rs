@@ -28,7 +28,7 @@ const MAX_STREAMS: usize = 100;
 /// Idle upstream connections of one worker, by endpoint, then by TLS client (0: plain TCP;
 /// nearly always the only one), so that an endpoint's removal stays one map removal.
 /// Only connections to endpoints of the current configuration are kept: callers ask the
-/// worker's one endpoint index (`Worker::is_live_endpoint`) before they check one in (a set
+/// worker's one endpoint index (`Upstreams::is_live_endpoint`) before they check one in (a set
 /// of its own here cost ≈40 bytes per endpoint per worker).
 #[derive(Default)]
 pub(crate) struct Pool {

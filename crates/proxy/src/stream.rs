@@ -450,7 +450,7 @@ pub(crate) async fn serve(
                 // Least request counts open connections here: the long-lived ones are the load.
                 let least = settings.load_balance == model::LoadBalance::LeastRequest;
                 if least {
-                    worker.balancer.borrow_mut().started(endpoint);
+                    worker.upstreams.balancer.borrow_mut().started(endpoint);
                 }
                 (removed, received, sent) = splice(
                     &worker,
@@ -462,7 +462,7 @@ pub(crate) async fn serve(
                 )
                 .await;
                 if least {
-                    worker.balancer.borrow_mut().finished(endpoint);
+                    worker.upstreams.balancer.borrow_mut().finished(endpoint);
                 }
             }
         }
@@ -529,10 +529,12 @@ pub(crate) async fn connect(
         if !tried.is_empty() && !timeout.is_zero() && now.duration_since(first) >= timeout {
             return None;
         }
-        let picked = worker
-            .balancer
-            .borrow_mut()
-            .pick(backend, settings.load_balance, tried, now);
+        let picked =
+            worker
+                .upstreams
+                .balancer
+                .borrow_mut()
+                .pick(backend, settings.load_balance, tried, now);
         let addr = picked.filter(|a| !tried.contains(a))?;
         tried.push(addr);
         match within(connect_timeout, TcpStream::connect(addr)).await {
@@ -544,7 +546,11 @@ pub(crate) async fn connect(
             }
             failed => {
                 worker.stats.borrow_mut().connect_errors += 1;
-                worker.balancer.borrow_mut().set_aside(addr, Instant::now());
+                worker
+                    .upstreams
+                    .balancer
+                    .borrow_mut()
+                    .set_aside(addr, Instant::now());
                 tracing::debug!(%addr, ?failed, what, "connect failed");
             }
         }

@@ -58,7 +58,7 @@ use crate::error::{client_body_error, Chain, ProxyError};
 use crate::headers::Added;
 use crate::stall::{StallTimer, WriteTimeout};
 use crate::upstream_tls::TlsClient;
-use crate::worker::Worker;
+use crate::upstreams::Upstreams;
 
 /// A response head from an endpoint, and the connection its body (or tunnel) is on.
 pub(crate) struct Exchange {
@@ -83,7 +83,7 @@ pub(crate) struct UpstreamBody {
     conn: Option<Conn>,
     framing: Framing,
     keep_alive: bool,
-    worker: Rc<Worker>,
+    upstreams: Rc<Upstreams>,
     addr: SocketAddr,
     keep: Keep,
     /// `proxy-read-timeout` between body reads.
@@ -127,7 +127,7 @@ struct Failure {
 /// (the rules themselves are `Attempts`'), and returns the first response head. On success
 /// the request head's header map has become the response's.
 pub(crate) async fn exchange(
-    worker: &Rc<Worker>,
+    upstreams: &Rc<Upstreams>,
     settings: &Settings,
     policy: &UpstreamPolicy,
     tls: Option<&Arc<UpstreamTls>>,
@@ -138,7 +138,7 @@ pub(crate) async fn exchange(
     let tls = match tls {
         None => None,
         Some(tls) => Some(
-            worker
+            upstreams
                 .tls_clients
                 .borrow_mut()
                 .get(tls)
@@ -152,10 +152,10 @@ pub(crate) async fn exchange(
         (retry_statuses && attempts.allows_retries()).then(|| pending.head.headers.clone());
     // The last attempt's outcome: an error, or a response whose status counted as failed.
     let mut last: Option<Result<Exchange, ProxyError>> = None;
-    while let Some(picked) = attempts.next(worker) {
+    while let Some(picked) = attempts.next(upstreams) {
         let addr = picked.addr;
         let result = try_endpoint(
-            worker,
+            upstreams,
             picked,
             settings,
             policy,
@@ -198,7 +198,7 @@ pub(crate) async fn exchange(
 }
 
 async fn try_endpoint(
-    worker: &Rc<Worker>,
+    upstreams: &Rc<Upstreams>,
     Picked { addr, start: now }: Picked,
     settings: &Settings,
     policy: &UpstreamPolicy,
@@ -215,9 +215,9 @@ async fn try_endpoint(
     let mut fresh_only = false;
     loop {
         let (mut conn, reused) =
-            acquire(worker, addr, settings, policy, tls, fresh_only, now).await?;
+            acquire(upstreams, addr, settings, policy, tls, fresh_only, now).await?;
         attempts.connected();
-        let in_flight = in_flight(&worker.balancer, addr, settings.load_balance);
+        let in_flight = in_flight(&upstreams.balancer, addr, settings.load_balance);
         let sent = conn
             .round_trip(
                 pending.head,
@@ -270,7 +270,7 @@ async fn try_endpoint(
         }
         if reused {
             tracing::debug!(%addr, error = %Chain(&error), "pooled connection failed, resending on a fresh one");
-            worker.stats.borrow_mut().retries += 1;
+            upstreams.stats.borrow_mut().retries += 1;
             fresh_only = true;
             continue;
         }
@@ -281,7 +281,7 @@ async fn try_endpoint(
 /// A connection to `addr`: the newest usable pooled one, else a fresh one (`true`: pooled).
 /// Its own future, so that the connect path's state does not sit in every attempt's.
 async fn acquire(
-    worker: &Worker,
+    upstreams: &Upstreams,
     addr: SocketAddr,
     settings: &Settings,
     policy: &UpstreamPolicy,
@@ -291,7 +291,7 @@ async fn acquire(
 ) -> Result<(Conn, bool), Failure> {
     if !fresh_only {
         let tls_id = tls.map_or(0, |tls| tls.id);
-        let pooled = worker.pool.borrow_mut().checkout(
+        let pooled = upstreams.pool.borrow_mut().checkout(
             addr,
             tls_id,
             settings.upstream_keepalive_timeout,
@@ -308,18 +308,19 @@ async fn acquire(
         // do not fit the route's. Another endpoint may, so it is tried; this one is not set
         // aside for other routes.
         Err(error @ ProxyError::UpstreamTls { .. }) => {
-            worker.stats.borrow_mut().connect_errors += 1;
+            upstreams.stats.borrow_mut().connect_errors += 1;
             Err(Failure { error, next: true })
         }
         // This process is out of descriptors: the endpoint is fine, and every other endpoint
-        // would fail the same way.
-        Err(error @ ProxyError::OutOfFileDescriptors { .. }) => {
-            worker.note_connect_exhaustion();
-            Err(Failure { error, next: false })
-        }
+        // would fail the same way. The attempt loop ends with this error, and the worker
+        // counts it (`forward`): nothing between here and there awaits.
+        Err(error @ ProxyError::OutOfFileDescriptors { .. }) => Err(Failure { error, next: false }),
         Err(error) => {
-            worker.balancer.borrow_mut().set_aside(addr, Instant::now());
-            worker.stats.borrow_mut().connect_errors += 1;
+            upstreams
+                .balancer
+                .borrow_mut()
+                .set_aside(addr, Instant::now());
+            upstreams.stats.borrow_mut().connect_errors += 1;
             // Nothing was sent: any request may go elsewhere.
             Err(Failure { error, next: true })
         }
@@ -393,7 +394,7 @@ impl UpstreamConn {
 impl UpstreamBody {
     pub(crate) fn new(
         upstream: UpstreamConn,
-        worker: &Rc<Worker>,
+        upstreams: &Rc<Upstreams>,
         settings: &Settings,
     ) -> UpstreamBody {
         let UpstreamConn {
@@ -407,7 +408,7 @@ impl UpstreamBody {
             conn: Some(conn),
             framing,
             keep_alive,
-            worker: worker.clone(),
+            upstreams: upstreams.clone(),
             addr,
             keep: Keep {
                 max_idle: usize::try_from(settings.keepalive).unwrap_or(usize::MAX),
@@ -438,9 +439,9 @@ impl UpstreamBody {
             && !self.keep.max_age.is_zero()
             && conn.count_finished() < self.keep.max_requests
             && conn.make_idle()
-            && self.worker.is_live_endpoint(&self.addr)
+            && self.upstreams.is_live_endpoint(&self.addr)
         {
-            self.worker.pool.borrow_mut().checkin(
+            self.upstreams.pool.borrow_mut().checkin(
                 self.addr,
                 conn,
                 self.keep.max_idle,

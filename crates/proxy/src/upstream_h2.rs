@@ -55,7 +55,7 @@ use crate::pool::StreamSlot;
 use crate::request_body::RequestBody;
 use crate::stall::StallTimer;
 use crate::upstream_tls::TlsClient;
-use crate::worker::Worker;
+use crate::upstreams::Upstreams;
 
 /// `grpc-timeout`.
 static GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
@@ -164,7 +164,7 @@ pub(crate) fn grpc_timeout(headers: &HeaderMap) -> Option<Duration> {
 /// nginx's `grpc_next_upstream` takes the same conditions) when the body was kept whole; a
 /// stream the endpoint did not process is sent again; anything else is answered.
 pub(crate) async fn exchange(
-    worker: &Rc<Worker>,
+    upstreams: &Rc<Upstreams>,
     settings: &Settings,
     policy: &RoutePolicy,
     request: H2Request<'_>,
@@ -180,13 +180,15 @@ pub(crate) async fn exchange(
     let tls = match &policy.upstream_tls {
         None => None,
         Some(tls) => Some(
-            worker
+            upstreams
                 .tls_clients
                 .borrow_mut()
                 .get(tls)
                 .map_err(ProxyError::UpstreamTlsSetup)?,
         ),
     };
+    // `upstream-keepalive-requests` retires an HTTP/2 connection after that many streams.
+    let max_streams = u64::from(settings.upstream_keepalive_requests);
     // gRPC's deadline covers the whole call, the response body included.
     let deadline = grpc
         .then(|| grpc_timeout(&head.headers))
@@ -210,14 +212,15 @@ pub(crate) async fn exchange(
             last = Some(Err(ProxyError::GrpcDeadline));
             break;
         }
-        let Some(Picked { addr, .. }) = attempts.next(worker) else {
+        let Some(Picked { addr, .. }) = attempts.next(upstreams) else {
             break;
         };
         let outcome = try_endpoint(
-            worker,
+            upstreams,
             addr,
             policy,
             tls.as_deref(),
+            max_streams,
             head,
             &replay,
             deadline,
@@ -266,7 +269,7 @@ pub(crate) async fn exchange(
     // counted as failed.
     let (response, slot, addr) = last.unwrap_or(Err(ProxyError::NoEndpoints))?;
     replay.borrow_mut().forget();
-    let in_flight = crate::balance::in_flight(&worker.balancer, addr, settings.load_balance);
+    let in_flight = crate::balance::in_flight(&upstreams.balancer, addr, settings.load_balance);
     Ok(response.map(|inner| H2Body {
         inner: Some(inner),
         read_stall: StallTimer::new(upstream.read_timeout),
@@ -279,10 +282,11 @@ pub(crate) async fn exchange(
 
 #[allow(clippy::too_many_arguments)]
 async fn try_endpoint(
-    worker: &Rc<Worker>,
+    upstreams: &Rc<Upstreams>,
     addr: SocketAddr,
     policy: &RoutePolicy,
     tls: Option<&TlsClient>,
+    max_streams: u64,
     head: &Parts,
     replay: &Rc<RefCell<Replay>>,
     deadline: Option<Instant>,
@@ -290,16 +294,20 @@ async fn try_endpoint(
     attempts: &mut Attempts<'_>,
 ) -> Outcome {
     let upstream = &policy.upstream;
-    let (mut send, slot) = match acquire(worker, addr, upstream.connect_timeout, tls).await {
-        Ok(found) => found,
-        Err(error) => {
-            if !matches!(error, ProxyError::UpstreamTls { .. }) {
-                worker.balancer.borrow_mut().set_aside(addr, Instant::now());
+    let (mut send, slot) =
+        match acquire(upstreams, addr, upstream.connect_timeout, tls, max_streams).await {
+            Ok(found) => found,
+            Err(error) => {
+                if !matches!(error, ProxyError::UpstreamTls { .. }) {
+                    upstreams
+                        .balancer
+                        .borrow_mut()
+                        .set_aside(addr, Instant::now());
+                }
+                upstreams.stats.borrow_mut().connect_errors += 1;
+                return Outcome::Failed { error, next: true };
             }
-            worker.stats.borrow_mut().connect_errors += 1;
-            return Outcome::Failed { error, next: true };
-        }
-    };
+        };
     attempts.connected();
     let body = {
         let mut shared = replay.borrow_mut();
@@ -375,15 +383,15 @@ async fn try_endpoint(
 /// one another request is making (waited for, within `timeout`), else a new one. Requests
 /// that arrive together share one new connection rather than each opening their own.
 async fn acquire(
-    worker: &Worker,
+    upstreams: &Upstreams,
     addr: SocketAddr,
     timeout: Duration,
     tls: Option<&TlsClient>,
+    max_streams: u64,
 ) -> Result<(http2::SendRequest<AttemptBody>, StreamSlot), ProxyError> {
     let key = (addr, tls.map_or(0, |tls| tls.id));
-    let max_streams = u64::from(worker.settings().upstream_keepalive_requests);
     let pending = {
-        let mut pool = worker.pool.borrow_mut();
+        let mut pool = upstreams.pool.borrow_mut();
         if let Some(found) = pool.h2.checkout(key.0, key.1, max_streams) {
             return Ok(found);
         }
@@ -393,7 +401,7 @@ async fn acquire(
         // Created while the connect is under way, so its end wakes this (tokio's
         // `notify_waiters` reaches every `Notified` created before it, polled or not).
         let _ = within(timeout, made.notified()).await;
-        if let Some(found) = worker
+        if let Some(found) = upstreams
             .pool
             .borrow_mut()
             .h2
@@ -402,15 +410,15 @@ async fn acquire(
             return Ok(found);
         }
     }
-    let connecting = Connecting::start(worker, key);
+    let connecting = Connecting::start(upstreams, key);
     let made = Box::pin(connect(addr, timeout, tls)).await;
     drop(connecting);
     let send = made?;
     let streams = crate::pool::StreamCount::new();
     let slot = StreamSlot::new(&streams);
     // To an endpoint that left meanwhile: this stream only, then it closes.
-    if worker.is_live_endpoint(&addr) {
-        worker
+    if upstreams.is_live_endpoint(&addr) {
+        upstreams
             .pool
             .borrow_mut()
             .insert_h2(addr, key.1, send.clone(), streams);
@@ -421,15 +429,15 @@ async fn acquire(
 /// A connect under way, listed so that other requests wait for it; unlisted (and its
 /// waiters woken) when it ends, also when the request making it goes away.
 struct Connecting<'w> {
-    worker: &'w Worker,
+    upstreams: &'w Upstreams,
     key: (SocketAddr, u64),
     made: Rc<tokio::sync::Notify>,
 }
 
 impl<'w> Connecting<'w> {
-    fn start(worker: &'w Worker, key: (SocketAddr, u64)) -> Connecting<'w> {
+    fn start(upstreams: &'w Upstreams, key: (SocketAddr, u64)) -> Connecting<'w> {
         let made = Rc::new(tokio::sync::Notify::new());
-        let listed = worker
+        let listed = upstreams
             .pool
             .borrow_mut()
             .h2
@@ -438,13 +446,17 @@ impl<'w> Connecting<'w> {
         // Another request's connect that ended without a usable connection: its waiters
         // were woken already.
         drop(listed);
-        Connecting { worker, key, made }
+        Connecting {
+            upstreams,
+            key,
+            made,
+        }
     }
 }
 
 impl Drop for Connecting<'_> {
     fn drop(&mut self) {
-        let mut pool = self.worker.pool.borrow_mut();
+        let mut pool = self.upstreams.pool.borrow_mut();
         if pool
             .h2
             .connecting

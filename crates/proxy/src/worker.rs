@@ -25,7 +25,7 @@
 //! ```
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::convert::Infallible;
 use std::future::{poll_fn, Future};
 use std::io;
@@ -43,14 +43,13 @@ use http::HeaderValue;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use model::{Backend, Compiled, EndpointSet, Settings};
+use model::{Backend, Settings};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{broadcast, mpsc, oneshot, watch, Notify};
 use tokio::task::LocalSet;
 
 use crate::access_log::{LineContext, LogBuffer, Record, TlsFacts, FLUSH_BYTES, FLUSH_PERIOD};
-use crate::balance::Balancer;
 use crate::current::Current;
 use crate::deadline::before;
 use crate::headers::Forwarded;
@@ -58,11 +57,11 @@ use crate::linger::Linger;
 use crate::listen::StartError;
 use crate::metrics::{Measure, Snapshot, Stats};
 use crate::otel::{SpanBuffer, SpanContext};
-use crate::pool::Pool;
 use crate::proxy_protocol;
 use crate::server::{Ended, Http1, Prefixed};
 use crate::shared::Shared;
 use crate::stall::WriteTimeout;
+use crate::upstreams::Upstreams;
 
 /// hyper refuses a smaller HTTP/1 buffer limit; `large-client-header-buffers` below it is
 /// raised to it.
@@ -111,13 +110,11 @@ pub(crate) struct Worker {
     settings_copy: RefCell<Option<(Option<Current>, Rc<Settings>)>>,
     /// Address of the configuration whose routes `stats` counts under.
     stats_config: Cell<usize>,
-    pub(crate) pool: RefCell<Pool>,
-    /// TLS client configurations for HTTPS routes (their session caches included).
-    pub(crate) tls_clients: RefCell<crate::upstream_tls::TlsClients>,
-    pub(crate) balancer: Rc<RefCell<Balancer>>,
-    /// Which endpoints the current configuration's backends hold, as this worker last saw them.
-    live: RefCell<LiveEndpoints>,
-    pub(crate) stats: RefCell<Stats>,
+    /// Connections at rest, TLS clients, balancer state, live endpoints: handed down to the
+    /// transports.
+    pub(crate) upstreams: Rc<Upstreams>,
+    /// The same counters as `upstreams.stats`.
+    pub(crate) stats: Rc<RefCell<Stats>>,
     /// The TLS server configuration and whether it issues session tickets.
     tls: RefCell<(bool, Arc<rustls::ServerConfig>)>,
     http_port: HeaderValue,
@@ -278,16 +275,14 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
         .spawn(move || {
             let local = LocalSet::new();
             local.block_on(&runtime, async move {
+                let upstreams = Rc::new(Upstreams::default());
                 let worker = Rc::new(Worker {
                     shared,
                     config: RefCell::new(None),
                     settings_copy: RefCell::new(None),
                     stats_config: Cell::new(0),
-                    pool: RefCell::default(),
-                    tls_clients: RefCell::default(),
-                    balancer: Rc::default(),
-                    live: RefCell::default(),
-                    stats: RefCell::default(),
+                    stats: upstreams.stats.clone(),
+                    upstreams,
                     tls: RefCell::new((true, tls)),
                     http_port,
                     https_port,
@@ -353,7 +348,7 @@ impl Worker {
                 "worker-shutdown-timeout elapsed, closing what is still open"
             );
         }
-        self.pool.borrow_mut().clear();
+        self.upstreams.pool.borrow_mut().clear();
         self.flush_log();
     }
 
@@ -801,7 +796,7 @@ impl Worker {
     /// (O(all endpoints), like the compile that produced it).
     fn on_config_change(&self) {
         let Some(config) = self.config() else { return };
-        let mut live = self.live.borrow_mut();
+        let mut live = self.upstreams.live.borrow_mut();
         live.rebuild(&config);
         let grace = self.settings().worker_shutdown_timeout;
         let streams = self.streams.borrow();
@@ -810,6 +805,7 @@ impl Worker {
         }
         drop(streams);
         let closed = self
+            .upstreams
             .pool
             .borrow_mut()
             .keep_only(|endpoint| live.counts.contains_key(endpoint));
@@ -817,7 +813,7 @@ impl Worker {
             tracing::debug!(closed, "closed idle connections to removed endpoints");
         }
         let backends: HashSet<usize> = live.seen.keys().copied().collect();
-        self.balancer.borrow_mut().keep_only(&backends);
+        self.upstreams.balancer.borrow_mut().keep_only(&backends);
         let address = Arc::as_ptr(&*config) as usize;
         if self.stats_config.replace(address) != address {
             let live = config
@@ -833,16 +829,19 @@ impl Worker {
     /// the same with 50 endpoints or 50,000.
     fn on_endpoints_change(&self, backends: &[Arc<Backend>]) {
         let grace = self.settings().worker_shutdown_timeout;
-        let mut pool = self.pool.borrow_mut();
+        let mut pool = self.upstreams.pool.borrow_mut();
         let streams = self.streams.borrow();
         let mut closed = 0;
-        self.live.borrow_mut().update(backends, |addr, live| {
-            streams.endpoint_changed(addr, live, grace);
-            // One that joins is checked against `live` when a connection to it is pooled.
-            if !live {
-                closed += pool.forget(&addr);
-            }
-        });
+        self.upstreams
+            .live
+            .borrow_mut()
+            .update(backends, |addr, live| {
+                streams.endpoint_changed(addr, live, grace);
+                // One that joins is checked against `live` when a connection to it is pooled.
+                if !live {
+                    closed += pool.forget(&addr);
+                }
+            });
         if closed > 0 {
             tracing::debug!(closed, "closed idle connections to removed endpoints");
         }
@@ -850,7 +849,7 @@ impl Worker {
 
     /// Whether some backend of the current configuration holds `endpoint`.
     pub(crate) fn is_live_endpoint(&self, endpoint: &SocketAddr) -> bool {
-        self.live.borrow().counts.contains_key(endpoint)
+        self.upstreams.is_live_endpoint(endpoint)
     }
 
     /// Updates one TCP service's counters.
@@ -887,8 +886,8 @@ impl Worker {
     fn expire(&self) {
         let max_age = self.settings().upstream_keepalive_timeout;
         let now = Instant::now();
-        self.pool.borrow_mut().expire(max_age, now);
-        self.balancer.borrow_mut().expire(now);
+        self.upstreams.pool.borrow_mut().expire(max_age, now);
+        self.upstreams.balancer.borrow_mut().expire(now);
     }
 
     async fn serve_stats(self: Rc<Self>, mut requests: mpsc::Receiver<StatsRequest>) {
@@ -1547,134 +1546,4 @@ pub(crate) fn is_per_connection(error: &io::Error) -> bool {
 
 fn non_zero(duration: Duration) -> Option<Duration> {
     (!duration.is_zero()).then_some(duration)
-}
-
-/// Every endpoint the current configuration's backends hold, counted per backend that holds
-/// it (one pod can serve several Services), and each backend's set as last seen.
-#[derive(Default)]
-struct LiveEndpoints {
-    /// Backend (by address) → its endpoint set when this worker last looked.
-    seen: HashMap<usize, Arc<EndpointSet>>,
-    /// The worker's one index of live endpoints: the upstream pool and the TCP services ask
-    /// it too, rather than keep sets of their own.
-    counts: HashMap<SocketAddr, u32>,
-}
-
-impl LiveEndpoints {
-    fn rebuild(&mut self, config: &Compiled) {
-        self.seen.clear();
-        self.counts.clear();
-        for backend in config.backends.values() {
-            let endpoints = backend.endpoints();
-            for addr in endpoints.all() {
-                *self.counts.entry(*addr).or_default() += 1;
-            }
-            self.seen.insert(Arc::as_ptr(backend) as usize, endpoints);
-        }
-    }
-
-    /// Takes in these backends' current sets; `changed(addr, true)` hears of endpoints no
-    /// backend held before, `changed(addr, false)` of ones no backend holds any more.
-    fn update(&mut self, backends: &[Arc<Backend>], mut changed: impl FnMut(SocketAddr, bool)) {
-        for backend in backends {
-            // A backend of a configuration this worker has not seen (or has replaced): the
-            // rebuild for that configuration covers it.
-            let Some(seen) = self.seen.get_mut(&(Arc::as_ptr(backend) as usize)) else {
-                continue;
-            };
-            let now = backend.endpoints();
-            if Arc::ptr_eq(seen, &now) {
-                continue;
-            }
-            // Count the new set in before the old one out, so an endpoint in both never
-            // touches zero.
-            for addr in now.all() {
-                let count = self.counts.entry(*addr).or_default();
-                *count += 1;
-                if *count == 1 {
-                    changed(*addr, true);
-                }
-            }
-            for addr in seen.all() {
-                if let Some(count) = self.counts.get_mut(addr) {
-                    *count -= 1;
-                    if *count == 0 {
-                        self.counts.remove(addr);
-                        changed(*addr, false);
-                    }
-                }
-            }
-            *seen = now;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use model::BackendKey;
-
-    fn addr(last: u8) -> SocketAddr {
-        SocketAddr::from(([198, 18, 0, last], 8080))
-    }
-
-    fn backend(service: &str, ready: &[SocketAddr]) -> Arc<Backend> {
-        Arc::new(Backend::new(
-            BackendKey {
-                service: model::NamespacedName::new("default", service),
-                port_name: String::new(),
-            },
-            EndpointSet {
-                ready: ready.to_vec(),
-                terminating: Vec::new(),
-                refused: Vec::new(),
-            },
-        ))
-    }
-
-    #[test]
-    fn an_endpoint_leaves_only_when_no_backend_holds_it() {
-        let (web, api) = (
-            backend("web", &[addr(1), addr(2)]),
-            backend("api", &[addr(2)]),
-        );
-        let config = Compiled {
-            backends: [
-                (web.key().unwrap().clone(), web.clone()),
-                (api.key().unwrap().clone(), api.clone()),
-            ]
-            .into_iter()
-            .collect(),
-            ..Compiled::default()
-        };
-        let mut live = LiveEndpoints::default();
-        live.rebuild(&config);
-        assert_eq!(live.counts.len(), 2);
-
-        // web drops the shared endpoint and gains a new one: only the new one is news.
-        web.set_endpoints(EndpointSet {
-            ready: vec![addr(1), addr(3)],
-            terminating: Vec::new(),
-            refused: Vec::new(),
-        });
-        let mut changes = Vec::new();
-        live.update(std::slice::from_ref(&web), |a, joined| {
-            changes.push((a, joined))
-        });
-        assert_eq!(changes, [(addr(3), true)]);
-
-        // api drops it too: now it is gone. An unchanged backend is no work at all.
-        api.set_endpoints(EndpointSet::default());
-        changes.clear();
-        live.update(&[api.clone(), web.clone()], |a, joined| {
-            changes.push((a, joined))
-        });
-        assert_eq!(changes, [(addr(2), false)]);
-        assert_eq!(live.counts.len(), 2);
-
-        // A backend of a configuration this worker never saw is left to that rebuild.
-        let stranger = backend("other", &[addr(9)]);
-        live.update(&[stranger], |a, joined| changes.push((a, joined)));
-        assert_eq!(changes.len(), 1);
-    }
 }
