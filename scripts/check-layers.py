@@ -26,7 +26,6 @@ ROOT = Path(__file__).resolve().parent.parent
 # Crates whose circle is known and being removed, with the issue that removes it. The check fails
 # if such a crate has no circle any more, so the exemption cannot outlive the knot.
 KNOWN_KNOTS = {
-    "proxy": "issue 25 item 4: the proxy is layered, Worker state handed down as a value",
     "translate": "issue 25 item 1: the rule model's translation, Compiler state below ingress/",
 }
 

@@ -79,6 +79,7 @@ mod error;
 mod fallback_cert;
 mod fds;
 mod forward;
+mod front_door;
 #[doc(hidden)]
 pub mod fuzz;
 mod h2_replay;
@@ -100,8 +101,10 @@ mod proxy_protocol;
 mod request_body;
 mod response_body;
 mod ring;
+mod runtime;
 mod server;
 mod shared;
+mod spliced;
 mod stall;
 mod status_page;
 mod stream;
@@ -212,7 +215,7 @@ impl Proxy {
             stats_senders.push(stats_tx);
             let (stream_tx, stream_rx) = tokio::sync::mpsc::unbounded_channel();
             stream_senders.push(stream_tx);
-            let spawned = worker::spawn(worker::WorkerSetup {
+            let spawned = runtime::spawn(runtime::WorkerSetup {
                 id,
                 shared: shared.clone(),
                 http,

@@ -27,23 +27,23 @@
 //! their endpoint is in some backend of the configuration (another port or an Ingress uses the
 //! Service), else they are given the same grace: nothing follows that endpoint any more.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use model::{Compiled, StreamService};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify};
-use tokio::task::JoinHandle;
 
 use crate::access_log::StreamLine;
 use crate::deadline::within;
-use crate::metrics::{StreamCounts, StreamKey};
+use crate::metrics::StreamKey;
 use crate::proxy_protocol;
+use crate::spliced::Spliced;
 use crate::tunnel::Traffic;
-use crate::worker::{Listener, OpenConnection, Worker};
+use crate::worker::{OpenConnection, Worker};
 
 /// What a worker is told about TCP service ports.
 #[derive(Debug)]
@@ -217,95 +217,11 @@ impl Listeners {
     }
 }
 
-/// One worker's TCP service state: its accept loops and its spliced connections by endpoint.
-#[derive(Default)]
-pub(crate) struct Streams {
-    accepting: HashMap<u16, JoinHandle<()>>,
-    /// UDP service ports' receive loops (each owns its port's sessions).
-    receiving: HashMap<u16, JoinHandle<()>>,
-    /// Endpoint → the connections spliced to it (by serial).
-    by_endpoint: HashMap<SocketAddr, HashMap<u64, Rc<Spliced>>>,
-    serial: u64,
-}
-
-/// A spliced connection, as endpoint removal and the metrics see it.
-pub(crate) struct Spliced {
-    key: StreamKey,
-    /// Its bytes so far: scrapes count them while it lasts, not only when it ends.
-    traffic: Traffic,
-    /// Set when its endpoint left every backend: closed at this moment.
-    deadline: std::cell::Cell<Option<Instant>>,
-    changed: Notify,
-}
-
 /// Takes a connection out of the registry when it ends.
 struct Registration {
     worker: Rc<Worker>,
     endpoint: SocketAddr,
     serial: u64,
-}
-
-impl Streams {
-    /// Adds the bytes of the connections still open to `counts` (a scrape's snapshot, which
-    /// holds those of ended connections).
-    pub(crate) fn add_open_traffic(&self, counts: &mut BTreeMap<StreamKey, StreamCounts>) {
-        for spliced in self.by_endpoint.values().flat_map(HashMap::values) {
-            let entry = counts.entry(spliced.key.clone()).or_default();
-            entry.bytes_received += spliced.traffic.from_client.get();
-            entry.bytes_sent += spliced.traffic.from_upstream.get();
-        }
-    }
-
-    /// The endpoints that connections are spliced to, for the worker's endpoint checks.
-    pub(crate) fn endpoints(&self) -> Vec<SocketAddr> {
-        self.by_endpoint.keys().copied().collect()
-    }
-
-    /// `endpoint` left every backend (`live: false`) or is back (`true`): its connections are
-    /// given `grace` to finish, or reprieved.
-    pub(crate) fn endpoint_changed(&self, endpoint: SocketAddr, live: bool, grace: Duration) {
-        let Some(connections) = self.by_endpoint.get(&endpoint) else {
-            return;
-        };
-        let now = Instant::now();
-        for spliced in connections.values() {
-            match (live, spliced.deadline.get()) {
-                (true, Some(_)) => spliced.deadline.set(None),
-                (false, None) => spliced.deadline.set(Some(now + grace)),
-                _ => continue,
-            }
-            spliced.changed.notify_one();
-        }
-        if !live {
-            tracing::debug!(
-                %endpoint,
-                connections = connections.len(),
-                ?grace,
-                "TCP service endpoint removed; its connections close after worker-shutdown-timeout"
-            );
-        }
-    }
-}
-
-impl Spliced {
-    /// Resolves when the connection must close: its endpoint has been gone for the grace time.
-    async fn until_closed(&self) {
-        loop {
-            match self.deadline.get() {
-                None => self.changed.notified().await,
-                Some(at) => {
-                    tokio::select! {
-                        () = tokio::time::sleep_until(at.into()) => {
-                            if self.deadline.get().is_some_and(|d| d <= Instant::now()) {
-                                return;
-                            }
-                        }
-                        () = self.changed.notified() => {}
-                    }
-                }
-            }
-        }
-    }
 }
 
 impl Drop for Registration {
@@ -315,57 +231,6 @@ impl Drop for Registration {
             connections.remove(&self.serial);
             if connections.is_empty() {
                 streams.by_endpoint.remove(&self.endpoint);
-            }
-        }
-    }
-}
-
-/// Applies the control plane's listener changes to this worker until it stops.
-pub(crate) async fn listen(
-    worker: Rc<Worker>,
-    mut changes: mpsc::UnboundedReceiver<ListenerChange>,
-) {
-    while let Some(change) = changes.recv().await {
-        match change {
-            ListenerChange::Open { port, socket } => {
-                let listener = match TcpListener::from_std(socket) {
-                    Ok(listener) => listener,
-                    Err(e) => {
-                        tracing::warn!(port, error = %e, "TCP service port: cannot register the socket");
-                        continue;
-                    }
-                };
-                let accept = worker
-                    .clone()
-                    .accept_loop(listener, Listener::TcpService(port));
-                let task = tokio::task::spawn_local(accept);
-                if let Some(old) = worker.streams.borrow_mut().accepting.insert(port, task) {
-                    old.abort();
-                }
-            }
-            ListenerChange::Close { port } => {
-                if let Some(task) = worker.streams.borrow_mut().accepting.remove(&port) {
-                    task.abort();
-                }
-            }
-            ListenerChange::OpenUdp { port, socket } => {
-                let socket = match tokio::net::UdpSocket::from_std(socket) {
-                    Ok(socket) => socket,
-                    Err(e) => {
-                        tracing::warn!(port, error = %e, "UDP service port: cannot register the socket");
-                        continue;
-                    }
-                };
-                let task =
-                    tokio::task::spawn_local(crate::udp::serve_port(worker.clone(), socket, port));
-                if let Some(old) = worker.streams.borrow_mut().receiving.insert(port, task) {
-                    old.abort();
-                }
-            }
-            ListenerChange::CloseUdp { port } => {
-                if let Some(task) = worker.streams.borrow_mut().receiving.remove(&port) {
-                    task.abort();
-                }
             }
         }
     }
