@@ -47,7 +47,6 @@ use http::uri::PathAndQuery;
 use http::{header, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri, Version};
 use http_body::Body;
 use hyper::body::Incoming;
-use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use model::policy::Tracing;
 use model::{normalize_path, validate_host, Compiled, Matched, Route, UpstreamProtocol};
@@ -63,6 +62,7 @@ use crate::error::{Chain, ProxyError};
 use crate::hash_key;
 use crate::headers;
 use crate::metrics;
+use crate::pipeline::ClientUpgrade;
 use crate::request_body::{ClientBody, RequestBody};
 use crate::response_body::ResponseBody;
 use crate::trace_context::Trace;
@@ -84,14 +84,6 @@ pub(crate) fn handle(
     // Mapped rather than awaited in an `async` block: the block would hold the pipeline's
     // future twice (captured, then moved to be awaited).
     respond(conn, head, body, client_upgrade).map(Ok)
-}
-
-/// The client's side of an upgraded connection, once the response has gone out.
-pub(crate) enum ClientUpgrade {
-    /// HTTP/1.1 `Upgrade`: hyper hands over the connection after the 101.
-    Http1(OnUpgrade),
-    /// HTTP/2 extended CONNECT (RFC 8441): the stream carries the bytes after the 200.
-    Http2(crate::h2_server::Upgrade),
 }
 
 /// Answers one client request: `body` is `None` when the request has none.

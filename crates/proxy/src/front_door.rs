@@ -21,6 +21,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use http::request::Parts;
+use http::Response;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -30,11 +32,50 @@ use tokio::net::TcpStream;
 
 use crate::access_log::TlsFacts;
 use crate::deadline::before;
+use crate::error::{ErrorSource, ProxyError};
 use crate::linger::Linger;
+use crate::pipeline::{ClientUpgrade, Pipeline};
 use crate::proxy_protocol;
+use crate::request_body::ClientBody;
+use crate::response_body::ResponseBody;
 use crate::server::{Ended, Http1, Prefixed};
 use crate::stall::WriteTimeout;
 use crate::worker::{non_zero, ConnCtx, OpenConnection, Origin, Worker};
+
+/// The servers' way into the pipeline (`pipeline`): a client connection's requests go
+/// through `forward::respond`.
+impl Pipeline for ConnCtx {
+    type Body = ResponseBody;
+
+    fn respond(
+        self: Rc<Self>,
+        head: Parts,
+        body: Option<ClientBody>,
+        upgrade: Option<ClientUpgrade>,
+    ) -> impl Future<Output = Response<ResponseBody>> {
+        crate::forward::respond(self, head, body, upgrade)
+    }
+
+    fn count_error(&self, status: u16, source: ErrorSource) {
+        self.worker.stats.borrow_mut().error(status, source);
+    }
+
+    fn error_response(&self, error: &ProxyError) -> Response<ResponseBody> {
+        crate::answer::error_response(error, false)
+    }
+
+    fn log_refused(&self, head: Option<&Parts>, status: u16, sent: (u64, u64)) {
+        ConnCtx::log_refused(self, head, status, sent);
+    }
+
+    fn closing(&self) -> bool {
+        ConnCtx::closing(self)
+    }
+
+    fn last_active(&self) -> Instant {
+        ConnCtx::last_active(self)
+    }
+}
 
 /// hyper refuses a smaller HTTP/1 buffer limit; `large-client-header-buffers` below it is
 /// raised to it.

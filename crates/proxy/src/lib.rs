@@ -95,6 +95,7 @@ mod otel;
 mod otlp;
 mod passthrough;
 mod peek;
+mod pipeline;
 mod pool;
 mod protobuf;
 mod proxy_protocol;

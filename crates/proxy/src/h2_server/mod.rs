@@ -4,7 +4,7 @@
 //!  socket ─▶ conn::Connection ─frames─▶ wire::h2::frame::parse
 //!               │                       ─HEADERS─▶ wire::h2::hpack::Decoder ─▶ request
 //!               │                                                  ─▶ stream task:
-//!               │                       forward::respond (the one request pipeline)
+//!               │                       Pipeline::respond (the one request pipeline)
 //!               ◀──── stream::Shared.out ◀── HEADERS (hpack encode) + DATA + trailers
 //! ```
 //!

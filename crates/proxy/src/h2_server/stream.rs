@@ -5,7 +5,7 @@
 //!  connection task ──DATA──▶ Stream.recv ──▶ RequestBody::poll_frame (the upstream reads it)
 //!        ▲                                      └─ bytes taken ─▶ credit ─▶ WINDOW_UPDATE
 //!        │ writes `out`                                               (half a window at a time)
-//!  Shared.out ◀── HEADERS / DATA / trailers ── stream task: forward::respond, then send()
+//!  Shared.out ◀── HEADERS / DATA / trailers ── stream task: Pipeline::respond, then send()
 //!                  (DATA only within both send windows; waits when `out` is full)
 //! ```
 //!
