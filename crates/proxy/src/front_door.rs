@@ -107,26 +107,10 @@ pub(crate) async fn serve(
     let deadline = origin.header_deadline(&settings);
     if settings.use_proxy_protocol {
         // Boxed: only connections behind a PROXY-protocol load balancer carry this future.
-        let header = Box::pin(before(deadline, proxy_protocol::read_header(&mut stream)));
-        match header.await {
-            Some(Ok(proxy_protocol::Header::Proxied { source })) => {
-                origin.announced = Some(source.ip().to_canonical());
-                if settings.is_trusted_proxy(peer.ip().to_canonical()) {
-                    origin.peer = source;
-                    origin.load_balancer = Some(peer.ip().to_canonical());
-                }
-            }
-            Some(Ok(_)) => {}
-            Some(Err(e)) => {
-                tracing::debug!(%peer, error = %e, "connection refused");
-                worker.stats.borrow_mut().proxy_protocol_refused += 1;
-                return;
-            }
-            None => {
-                tracing::debug!(%peer, "no PROXY protocol header within client-header-timeout");
-                worker.stats.borrow_mut().proxy_protocol_refused += 1;
-                return;
-            }
+        let header = Box::pin(proxy_header(&mut stream, &mut origin, deadline, &settings));
+        if !header.await {
+            worker.stats.borrow_mut().proxy_protocol_refused += 1;
+            return;
         }
     }
     if https {
@@ -165,6 +149,37 @@ pub(crate) async fn serve(
     // every plain connection's task too (a task is as large as its largest state).
     let tls = Box::pin(serve_tls(worker, stream, origin, &settings));
     tls.await;
+}
+
+/// Reads the PROXY protocol header a load balancer sends first (before `deadline`): the
+/// client it names becomes the connection's origin when the peer is a trusted proxy. `false`:
+/// no valid header, the connection is refused.
+async fn proxy_header(
+    stream: &mut TcpStream,
+    origin: &mut Origin,
+    deadline: Option<Instant>,
+    settings: &Settings,
+) -> bool {
+    let peer = origin.peer;
+    match before(deadline, proxy_protocol::read_header(stream)).await {
+        Some(Ok(proxy_protocol::Header::Proxied { source })) => {
+            origin.announced = Some(source.ip().to_canonical());
+            if settings.is_trusted_proxy(peer.ip().to_canonical()) {
+                origin.peer = source;
+                origin.load_balancer = Some(peer.ip().to_canonical());
+            }
+            true
+        }
+        Some(Ok(_)) => true,
+        Some(Err(e)) => {
+            tracing::debug!(%peer, error = %e, "connection refused");
+            false
+        }
+        None => {
+            tracing::debug!(%peer, "no PROXY protocol header within client-header-timeout");
+            false
+        }
+    }
 }
 
 /// The passthrough route of the host a TLS client asks for, if the configuration passes
@@ -393,6 +408,10 @@ enum Server {
 /// poll; whoever sets one wakes the task through the waker `watch` keeps. Nothing here
 /// touches memory another worker writes. `after_poll` runs after each poll of the connection
 /// (unused by both servers today).
+///
+/// One function of ~95 lines on purpose: the stop flag, `close_requested`, eviction and the
+/// idle timer are checked in this order on every wake-up, against one `closing` state; spread
+/// over helpers, the order that makes shutdown graceful would be spread with it.
 async fn drive<C: Future>(
     connection: C,
     conn: &ConnCtx,

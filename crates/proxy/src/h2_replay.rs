@@ -39,6 +39,19 @@ pub(crate) struct Replay {
 }
 
 impl Replay {
+    /// Nothing pulled yet: every frame is kept until the limit or the answer.
+    pub(crate) fn new(source: RequestBody) -> Replay {
+        Replay {
+            source,
+            kept: Vec::new(),
+            kept_len: 0,
+            complete: true,
+            ended: false,
+            generation: 0,
+            failed: None,
+        }
+    }
+
     /// The answer is taken: the body will not be sent again, so nothing more is kept.
     pub(crate) fn forget(&mut self) {
         self.complete = false;

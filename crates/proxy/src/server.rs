@@ -220,6 +220,10 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
     }
 
     /// Writes a response; `Ok(true)` when the connection can carry another request.
+    ///
+    /// One function of ~100 lines on purpose: the head waits for the first body frame only if
+    /// it is already here, and the rest is framed as it comes; split into async helpers, each
+    /// would add its own state to every request's future on the hot path.
     pub(crate) async fn write_response<B>(
         &mut self,
         response: Response<B>,

@@ -275,60 +275,27 @@ pub(crate) async fn serve(
     let mut outcome = Outcome::Spliced;
     let mut removed = false;
     if service.decode_proxy_protocol {
-        let header = within(
-            settings.client_header_timeout,
-            proxy_protocol::read_header(&mut client),
-        )
-        .await;
-        match header {
-            Some(Ok(proxy_protocol::Header::Proxied {
-                source: from_header,
-            })) => {
-                announced = Some(from_header.ip().to_canonical());
-                if settings.is_trusted_proxy(peer.ip().to_canonical()) {
-                    source = from_header;
-                }
-            }
-            Some(Ok(proxy_protocol::Header::Local)) => {}
-            failed => {
-                tracing::debug!(%peer, port, ?failed, "TCP service: no valid PROXY protocol header; closed");
-                outcome = Outcome::Refused;
-            }
+        match read_proxy_header(&mut client, peer, port, &settings).await {
+            Some((from, said)) => (source, announced) = (from, said),
+            None => outcome = Outcome::Refused,
         }
     }
     let mut tried = Vec::new();
     let mut connected = None;
     if outcome == Outcome::Spliced {
-        let reached = connect(
+        let reached = reach_and_splice(
             &worker,
-            &service.backend,
-            &settings,
-            settings.proxy_connect_timeout,
+            &mut client,
+            (source, &service, &settings),
+            &key,
             &mut tried,
-            &service.upstream_name,
         )
         .await;
         match reached {
             None => outcome = Outcome::NoEndpoint,
-            Some((mut upstream, endpoint)) => {
-                connected = Some(started.elapsed());
-                // Least request counts open connections here: the long-lived ones are the load.
-                let least = settings.load_balance == model::LoadBalance::LeastRequest;
-                if least {
-                    worker.upstreams.balancer.borrow_mut().started(endpoint);
-                }
-                (removed, received, sent) = splice(
-                    &worker,
-                    &mut client,
-                    &mut upstream,
-                    endpoint,
-                    (source, &service, &settings),
-                    &key,
-                )
-                .await;
-                if least {
-                    worker.upstreams.balancer.borrow_mut().finished(endpoint);
-                }
+            Some((at, spliced)) => {
+                connected = Some(at.saturating_duration_since(started));
+                (removed, received, sent) = spliced;
             }
         }
     }
@@ -346,26 +313,102 @@ pub(crate) async fn serve(
         let server = client
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], port)));
-        worker.log_stream(
-            format,
-            &StreamLine {
-                remote: source,
-                proxy_protocol_addr: announced,
-                server,
-                protocol: "TCP",
-                status: match outcome {
-                    Outcome::Spliced => 200,
-                    Outcome::Refused => 400,
-                    Outcome::NoEndpoint => 502,
-                },
-                bytes_sent: sent,
-                bytes_received: received,
-                session: started.elapsed(),
-                upstreams: &tried,
-                upstream_connect: connected,
-                serial,
-            },
-        );
+        let line = StreamLine {
+            remote: source,
+            proxy_protocol_addr: announced,
+            server,
+            protocol: "TCP",
+            status: outcome.status(),
+            bytes_sent: sent,
+            bytes_received: received,
+            session: started.elapsed(),
+            upstreams: &tried,
+            upstream_connect: connected,
+            serial,
+        };
+        worker.log_stream(format, &line);
+    }
+}
+
+/// Connects to an endpoint of the service (`tried` gathers the endpoints tried) and splices
+/// until the connection ends: when it connected, then whether its endpoint's removal ended it
+/// and the bytes each way; `None`: no endpoint could be reached.
+async fn reach_and_splice(
+    worker: &Rc<Worker>,
+    client: &mut TcpStream,
+    (source, service, settings): (SocketAddr, &StreamService, &model::Settings),
+    key: &StreamKey,
+    tried: &mut Vec<SocketAddr>,
+) -> Option<(Instant, (bool, u64, u64))> {
+    let (mut upstream, endpoint) = connect(
+        worker,
+        &service.backend,
+        settings,
+        settings.proxy_connect_timeout,
+        tried,
+        &service.upstream_name,
+    )
+    .await?;
+    let connected = Instant::now();
+    // Least request counts open connections here: the long-lived ones are the load.
+    let least = settings.load_balance == model::LoadBalance::LeastRequest;
+    if least {
+        worker.upstreams.balancer.borrow_mut().started(endpoint);
+    }
+    let spliced = splice(
+        worker,
+        client,
+        &mut upstream,
+        endpoint,
+        (source, service, settings),
+        key,
+    )
+    .await;
+    if least {
+        worker.upstreams.balancer.borrow_mut().finished(endpoint);
+    }
+    Some((connected, spliced))
+}
+
+impl Outcome {
+    /// nginx's stream `$status`.
+    fn status(self) -> u16 {
+        match self {
+            Outcome::Spliced => 200,
+            Outcome::Refused => 400,
+            Outcome::NoEndpoint => 502,
+        }
+    }
+}
+
+/// A TCP service connection's PROXY protocol header (within client-header-timeout): the
+/// client it names when the peer is a trusted proxy (else the peer), and the address it
+/// announced; `None` when there is no valid header (the connection is refused).
+async fn read_proxy_header(
+    client: &mut TcpStream,
+    peer: SocketAddr,
+    port: u16,
+    settings: &model::Settings,
+) -> Option<(SocketAddr, Option<IpAddr>)> {
+    let header = within(
+        settings.client_header_timeout,
+        proxy_protocol::read_header(client),
+    )
+    .await;
+    match header {
+        Some(Ok(proxy_protocol::Header::Proxied { source })) => {
+            let announced = Some(source.ip().to_canonical());
+            if settings.is_trusted_proxy(peer.ip().to_canonical()) {
+                Some((source, announced))
+            } else {
+                Some((peer, announced))
+            }
+        }
+        Some(Ok(proxy_protocol::Header::Local)) => Some((peer, None)),
+        failed => {
+            tracing::debug!(%peer, port, ?failed, "TCP service: no valid PROXY protocol header; closed");
+            None
+        }
     }
 }
 

@@ -134,17 +134,7 @@ pub(crate) async fn exchange(
     mut pending: Pending<'_>,
     mut attempts: Attempts<'_>,
 ) -> Result<Exchange, ProxyError> {
-    // Only HTTPS routes look anything up: the plain path pays this branch.
-    let tls = match tls {
-        None => None,
-        Some(tls) => Some(
-            upstreams
-                .tls_clients
-                .borrow_mut()
-                .get(tls)
-                .map_err(ProxyError::UpstreamTlsSetup)?,
-        ),
-    };
+    let tls = upstreams.tls_client(tls)?;
     let retry_statuses = !policy.next_upstream.statuses.is_empty() && pending.retryable;
     // A response head takes the request's header map over (no copy on the common path); to
     // ask another endpoint after a status, the request's headers are kept aside first.

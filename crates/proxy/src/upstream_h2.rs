@@ -163,6 +163,9 @@ pub(crate) fn grpc_timeout(headers: &HeaderMap) -> Option<Duration> {
 /// for a connect timeout), as does an answer whose status the route lists (`http_502` …:
 /// nginx's `grpc_next_upstream` takes the same conditions) when the body was kept whole; a
 /// stream the endpoint did not process is sent again; anything else is answered.
+///
+/// The attempt loop is one function (~100 lines) so that its retry rules read in one place,
+/// as `upstream::exchange`'s do (issue 25 item 4 wants one loop for both transports).
 pub(crate) async fn exchange(
     upstreams: &Rc<Upstreams>,
     settings: &Settings,
@@ -177,16 +180,7 @@ pub(crate) async fn exchange(
     } = request;
     let upstream = &policy.upstream;
     let grpc = policy.upstream_protocol == UpstreamProtocol::Grpc;
-    let tls = match &policy.upstream_tls {
-        None => None,
-        Some(tls) => Some(
-            upstreams
-                .tls_clients
-                .borrow_mut()
-                .get(tls)
-                .map_err(ProxyError::UpstreamTlsSetup)?,
-        ),
-    };
+    let tls = upstreams.tls_client(policy.upstream_tls.as_ref())?;
     // `upstream-keepalive-requests` retires an HTTP/2 connection after that many streams.
     let max_streams = u64::from(settings.upstream_keepalive_requests);
     // gRPC's deadline covers the whole call, the response body included.
@@ -196,15 +190,7 @@ pub(crate) async fn exchange(
         .map(|timeout| arrived + timeout);
     let idempotent =
         crate::headers::is_idempotent(&head.method) || upstream.next_upstream.non_idempotent;
-    let replay = Rc::new(RefCell::new(Replay {
-        source: body,
-        kept: Vec::new(),
-        kept_len: 0,
-        complete: true,
-        ended: false,
-        generation: 0,
-        failed: None,
-    }));
+    let replay = Rc::new(RefCell::new(Replay::new(body)));
     // The last attempt's outcome: an error, or an answer whose status counted as failed.
     let mut last: Option<Result<Answer, ProxyError>> = None;
     loop {
@@ -280,6 +266,10 @@ pub(crate) async fn exchange(
     }))
 }
 
+/// One attempt on one endpoint: a stream on a pooled or new connection, the body pulled
+/// through `Replay`, the head awaited within proxy-read-timeout and the gRPC deadline. One
+/// function (~100 lines): what decides whether the attempt may be retried (refused, body
+/// complete, idempotent) is read from the same few values along the way.
 #[allow(clippy::too_many_arguments)]
 async fn try_endpoint(
     upstreams: &Rc<Upstreams>,

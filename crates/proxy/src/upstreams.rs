@@ -12,12 +12,16 @@
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
+
+use model::UpstreamTls;
 
 use crate::balance::Balancer;
+use crate::error::ProxyError;
 use crate::live_endpoints::LiveEndpoints;
 use crate::metrics::Stats;
 use crate::pool::Pool;
-use crate::upstream_tls::TlsClients;
+use crate::upstream_tls::{TlsClient, TlsClients};
 
 #[derive(Default)]
 pub(crate) struct Upstreams {
@@ -33,6 +37,24 @@ pub(crate) struct Upstreams {
 }
 
 impl Upstreams {
+    /// The TLS client for an HTTPS route's settings (`None`: plain TCP). Only HTTPS routes
+    /// look anything up: the plain path pays one branch.
+    #[inline]
+    pub(crate) fn tls_client(
+        &self,
+        tls: Option<&Arc<UpstreamTls>>,
+    ) -> Result<Option<Rc<TlsClient>>, ProxyError> {
+        match tls {
+            None => Ok(None),
+            Some(tls) => self
+                .tls_clients
+                .borrow_mut()
+                .get(tls)
+                .map(Some)
+                .map_err(ProxyError::UpstreamTlsSetup),
+        }
+    }
+
     /// Whether some backend of the current configuration holds `endpoint`.
     pub(crate) fn is_live_endpoint(&self, endpoint: &SocketAddr) -> bool {
         self.live.borrow().counts.contains_key(endpoint)
