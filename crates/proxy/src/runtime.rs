@@ -192,8 +192,11 @@ pub(crate) async fn listen(
     }
 }
 
+/// The worker's loops. Methods of `Worker` kept here, not in `worker.rs`: they start what sits
+/// above the worker's state (the front door, the TCP and UDP services), and only this module
+/// calls them.
 impl Worker {
-    pub(crate) async fn run(
+    async fn run(
         self: &Rc<Self>,
         http: TcpListener,
         https: TcpListener,
@@ -235,7 +238,7 @@ impl Worker {
         self.flush_log();
     }
 
-    pub(crate) async fn accept_loop(self: Rc<Self>, listener: TcpListener, role: Listener) {
+    async fn accept_loop(self: Rc<Self>, listener: TcpListener, role: Listener) {
         loop {
             self.room_for_one(false).await;
             let accepted = tokio::select! {
@@ -294,7 +297,7 @@ impl Worker {
 
     /// Woken by publish/endpoints_changed: forget what no longer exists. Also ages out idle
     /// upstream connections periodically.
-    pub(crate) async fn housekeeping(self: Rc<Self>) {
+    async fn housekeeping(self: Rc<Self>) {
         let mut wake = self.shared.wake.subscribe();
         let mut endpoint_changes = self.shared.endpoint_changes.subscribe();
         // A publish before we subscribed woke nobody: catch up with it now.
@@ -325,7 +328,7 @@ impl Worker {
 
     /// A new configuration: rebuild the view of live endpoints and backends from scratch
     /// (O(all endpoints), like the compile that produced it).
-    pub(crate) fn on_config_change(&self) {
+    fn on_config_change(&self) {
         let Some(config) = self.config() else { return };
         let mut live = self.upstreams.live.borrow_mut();
         live.rebuild(&config);
@@ -358,7 +361,7 @@ impl Worker {
 
     /// Endpoint sets swapped in place: only these backends are looked at, so one change costs
     /// the same with 50 endpoints or 50,000.
-    pub(crate) fn on_endpoints_change(&self, backends: &[Arc<Backend>]) {
+    fn on_endpoints_change(&self, backends: &[Arc<Backend>]) {
         let grace = self.settings().worker_shutdown_timeout;
         let mut pool = self.upstreams.pool.borrow_mut();
         let streams = self.streams.borrow();
@@ -378,14 +381,14 @@ impl Worker {
         }
     }
 
-    pub(crate) fn expire(&self) {
+    fn expire(&self) {
         let max_age = self.settings().upstream_keepalive_timeout;
         let now = Instant::now();
         self.upstreams.pool.borrow_mut().expire(max_age, now);
         self.upstreams.balancer.borrow_mut().expire(now);
     }
 
-    pub(crate) async fn serve_stats(self: Rc<Self>, mut requests: mpsc::Receiver<StatsRequest>) {
+    async fn serve_stats(self: Rc<Self>, mut requests: mpsc::Receiver<StatsRequest>) {
         while let Some(reply) = requests.recv().await {
             let mut snapshot = self.stats.borrow_mut().snapshot();
             snapshot.accepted = self.connections_seen.get();

@@ -92,14 +92,14 @@ pub(crate) struct Worker {
 /// Registered client connections: a slab (a `Vec` with a free list), one slot each.
 #[derive(Default)]
 pub(crate) struct Connections {
-    pub(crate) slots: Vec<Option<Rc<ConnCtx>>>,
-    pub(crate) free: Vec<usize>,
+    slots: Vec<Option<Rc<ConnCtx>>>,
+    free: Vec<usize>,
 }
 
 /// Removes a connection from the worker's registry when it ends.
 pub(crate) struct Registered {
     pub(crate) conn: Rc<ConnCtx>,
-    pub(crate) slot: usize,
+    slot: usize,
 }
 
 /// Counts since the last limit WARN, and when it was written.
@@ -107,7 +107,7 @@ pub(crate) struct Registered {
 pub(crate) struct LimitLog {
     pub(crate) last: Option<Instant>,
     pub(crate) idle_closed: u64,
-    pub(crate) paused: u64,
+    paused: u64,
     pub(crate) exhausted: u64,
 }
 
@@ -126,7 +126,7 @@ pub(crate) struct ConnCtx {
     /// The address a PROXY protocol header named, believed or not.
     pub(crate) proxy_protocol_addr: Option<IpAddr>,
     /// `peer`, formatted once.
-    pub(crate) peer_text: HeaderValue,
+    peer_text: HeaderValue,
     pub(crate) peer_port: u16,
     /// The worker's count of connections when this one came (nginx's `$connection`).
     pub(crate) serial: u64,
@@ -246,7 +246,7 @@ impl Worker {
         settings
     }
 
-    pub(crate) fn drain_guard(self: &Rc<Self>, tunnel: bool) -> DrainGuard {
+    fn drain_guard(self: &Rc<Self>, tunnel: bool) -> DrainGuard {
         self.drain.open.set(self.drain.open.get() + 1);
         if tunnel {
             self.drain.tunnels.set(self.drain.tunnels.get() + 1);
@@ -281,7 +281,7 @@ impl Worker {
     }
 
     /// The idle connection that has waited longest, if any. A scan: it runs only at the cap.
-    pub(crate) fn longest_idle(&self) -> Option<Rc<ConnCtx>> {
+    fn longest_idle(&self) -> Option<Rc<ConnCtx>> {
         self.connections
             .borrow()
             .iter()
@@ -291,7 +291,7 @@ impl Worker {
     }
 
     /// Tells the longest-idle connection to close; `false` when every connection is busy.
-    pub(crate) fn evict_idle(&self) -> bool {
+    fn evict_idle(&self) -> bool {
         let Some(conn) = self.longest_idle() else {
             return false;
         };
@@ -341,7 +341,7 @@ impl Worker {
     }
 
     /// A connection ended or went idle: a paused accept loop may go on.
-    pub(crate) fn room_changed(&self) {
+    fn room_changed(&self) {
         if self.accept_waiting.get() {
             self.room.notify_waiters();
         }
@@ -530,7 +530,7 @@ impl ConnCtx {
     }
 
     /// The listener port this connection came to.
-    pub(crate) fn local_port(&self) -> u16 {
+    fn local_port(&self) -> u16 {
         let port = self.worker.port(self.https);
         port.to_str().ok().and_then(|p| p.parse().ok()).unwrap_or(0)
     }
