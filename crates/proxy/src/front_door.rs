@@ -470,7 +470,10 @@ async fn drive<C: Future>(
                 }
                 // A request arrived since it was chosen: it stays, and counts again.
                 conn.evict.set(false);
-                conn.worker.evicting.set(conn.worker.evicting.get() - 1);
+                conn.worker
+                    .cap
+                    .evicting
+                    .set(conn.worker.cap.evicting.get() - 1);
             }
             if idle_enabled && idle.as_mut().poll(cx).is_ready() {
                 let now = Instant::now();

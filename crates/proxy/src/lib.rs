@@ -72,6 +72,7 @@ mod body;
 mod buffer;
 mod client;
 mod client_addr;
+mod conn_cap;
 mod current;
 mod date;
 mod deadline;

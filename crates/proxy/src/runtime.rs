@@ -32,6 +32,7 @@ use tokio::sync::{broadcast, mpsc, watch, Notify};
 use tokio::task::LocalSet;
 
 use crate::access_log::FLUSH_PERIOD;
+use crate::conn_cap::ConnCap;
 use crate::listen::StartError;
 use crate::shared::Shared;
 use crate::stream::ListenerChange;
@@ -123,11 +124,7 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
                     stopped: Notify::new(),
                     drain: Drain::default(),
                     connections: RefCell::default(),
-                    derived_max_connections,
-                    evicting: Cell::new(0),
-                    accept_waiting: Cell::new(false),
-                    room: Notify::new(),
-                    limit_log: RefCell::default(),
+                    cap: ConnCap::new(derived_max_connections),
                     log: RefCell::default(),
                     spans: RefCell::default(),
                     connections_seen: Cell::new(0),
@@ -278,14 +275,14 @@ impl Worker {
                     // No idle connection is closed here: Linux allocates the descriptor before
                     // it looks for a pending connection, so EMFILE does not mean that anyone
                     // is waiting. The cap is what keeps descriptors free; this only waits.
-                    let room = self.room.notified();
-                    self.accept_waiting.set(true);
+                    let room = self.cap.room.notified();
+                    self.cap.accept_waiting.set(true);
                     tokio::select! {
                         () = room => {}
                         () = tokio::time::sleep(EXHAUSTED_PAUSE) => {}
                         () = self.until_stopping() => {}
                     }
-                    self.accept_waiting.set(false);
+                    self.cap.accept_waiting.set(false);
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed, backing off");

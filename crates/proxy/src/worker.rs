@@ -30,16 +30,13 @@ use model::Settings;
 use tokio::sync::{oneshot, watch, Notify};
 
 use crate::access_log::{LineContext, LogBuffer, Record, TlsFacts, FLUSH_BYTES};
+use crate::conn_cap::{ConnCap, LimitLog};
 use crate::current::Current;
 use crate::headers::Forwarded;
 use crate::metrics::{Measure, Snapshot, Stats};
 use crate::otel::{SpanBuffer, SpanContext};
 use crate::shared::Shared;
 use crate::upstreams::Upstreams;
-
-/// At most one WARN about connection limits per this period per worker; it carries the
-/// counts since the previous one.
-const LIMIT_LOG_PERIOD: Duration = Duration::from_secs(10);
 
 /// The admin server's request for this worker's counters.
 pub(crate) type StatsRequest = oneshot::Sender<Snapshot>;
@@ -72,13 +69,8 @@ pub(crate) struct Worker {
     /// Client connections being served, so stopping can wake them and the connection cap
     /// can find an idle one.
     pub(crate) connections: RefCell<Connections>,
-    pub(crate) derived_max_connections: usize,
-    /// Connections told to close for the cap and not yet gone.
-    pub(crate) evicting: Cell<usize>,
-    /// An accept loop waits for room under the cap: ending connections and requests wake it.
-    pub(crate) accept_waiting: Cell<bool>,
-    pub(crate) room: Notify,
-    pub(crate) limit_log: RefCell<LimitLog>,
+    /// `max-worker-connections`: its numbers, the accept loops' wait, the limit WARN.
+    pub(crate) cap: ConnCap,
     /// Access log lines not yet handed to the writer thread.
     pub(crate) log: RefCell<LogBuffer>,
     /// Spans not yet handed to the exporter thread.
@@ -100,15 +92,6 @@ pub(crate) struct Connections {
 pub(crate) struct Registered {
     pub(crate) conn: Rc<ConnCtx>,
     slot: usize,
-}
-
-/// Counts since the last limit WARN, and when it was written.
-#[derive(Default)]
-pub(crate) struct LimitLog {
-    pub(crate) last: Option<Instant>,
-    pub(crate) idle_closed: u64,
-    paused: u64,
-    pub(crate) exhausted: u64,
 }
 
 /// One client connection.
@@ -268,16 +251,12 @@ impl Worker {
 
     /// `max-worker-connections`, or the derived value for 0.
     pub(crate) fn max_connections(&self) -> usize {
-        match self.settings().max_worker_connections {
-            0 => self.derived_max_connections,
-            n => n as usize,
-        }
+        self.cap.max(&self.settings())
     }
 
     /// Open client connections not already told to close.
     pub(crate) fn counted_connections(&self) -> usize {
-        let open = usize::try_from(self.stats.borrow().open_connections).unwrap_or(usize::MAX);
-        open.saturating_sub(self.evicting.get())
+        self.cap.counted(self.stats.borrow().open_connections)
     }
 
     /// The idle connection that has waited longest, if any. A scan: it runs only at the cap.
@@ -296,7 +275,7 @@ impl Worker {
             return false;
         };
         conn.evict.set(true);
-        self.evicting.set(self.evicting.get() + 1);
+        self.cap.evicting.set(self.cap.evicting.get() + 1);
         conn.wake();
         self.stats.borrow_mut().limits.idle_closed += 1;
         self.note_limit(|log| log.idle_closed += 1);
@@ -323,7 +302,7 @@ impl Worker {
             } else if self.longest_idle().is_some() {
                 return;
             }
-            let room = self.room.notified();
+            let room = self.cap.room.notified();
             let mut room = pin!(room);
             room.as_mut().enable();
             if !counted_pause {
@@ -331,46 +310,25 @@ impl Worker {
                 self.stats.borrow_mut().limits.accept_paused += 1;
                 self.note_limit(|log| log.paused += 1);
             }
-            self.accept_waiting.set(true);
+            self.cap.accept_waiting.set(true);
             tokio::select! {
                 () = room => {}
                 () = self.until_stopping() => {}
             }
-            self.accept_waiting.set(false);
+            self.cap.accept_waiting.set(false);
         }
     }
 
     /// A connection ended or went idle: a paused accept loop may go on.
     fn room_changed(&self) {
-        if self.accept_waiting.get() {
-            self.room.notify_waiters();
-        }
+        self.cap.room_changed();
     }
 
     /// Counts a limit event and writes the WARN if the last one is old enough.
     pub(crate) fn note_limit(&self, count: impl FnOnce(&mut LimitLog)) {
-        let mut log = self.limit_log.borrow_mut();
-        count(&mut log);
-        let now = Instant::now();
-        if log
-            .last
-            .is_some_and(|last| now.saturating_duration_since(last) < LIMIT_LOG_PERIOD)
-        {
-            return;
-        }
-        tracing::warn!(
-            max_worker_connections = self.max_connections(),
-            open = self.stats.borrow().open_connections,
-            idle_closed = log.idle_closed,
-            accept_paused = log.paused,
-            out_of_file_descriptors = log.exhausted,
-            "connection limit reached (max-worker-connections or the open-files limit); \
-             counts since the last such line"
-        );
-        *log = LimitLog {
-            last: Some(now),
-            ..LimitLog::default()
-        };
+        self.cap.note(count, || {
+            (self.max_connections(), self.stats.borrow().open_connections)
+        });
     }
 
     /// The next accepted client connection's serial number (nginx's `$connection`), HTTP and
@@ -753,7 +711,7 @@ impl Drop for Registered {
         let worker = &self.conn.worker;
         worker.connections.borrow_mut().remove(self.slot);
         if self.conn.evict.get() {
-            worker.evicting.set(worker.evicting.get() - 1);
+            worker.cap.evicting.set(worker.cap.evicting.get() - 1);
         }
         // Its task is over: nothing to wake any more, and no cycle through the waker.
         self.conn.waker.borrow_mut().take();
