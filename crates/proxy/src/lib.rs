@@ -88,6 +88,7 @@ mod h2_server;
 mod hash_key;
 mod headers;
 mod history;
+mod housekeeping;
 mod linger;
 mod listen;
 mod live_endpoints;

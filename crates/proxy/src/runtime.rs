@@ -5,33 +5,31 @@
 //! ```text
 //!  accept (TCP service ports, opened and closed by `listen`) ─▶ stream::serve (splice)
 //!  receive (UDP service ports, the same way) ─▶ udp::serve_port (a session per client)
-//!  accept (http, https) ─▶ front_door: Worker::serve (a task per connection)
+//!  accept (http, https) ─▶ front_door::serve (a task per connection)
 //!     └─ max-worker-connections open: `room_for_one` (evict the longest-idle, or pause).
 //!        EMFILE: pause until a connection ends, at most EXHAUSTED_PAUSE.
 //!  shutdown: the shared stop signal is watched by one task per worker (`run`), which sets
 //!            the worker's own `stopping` flag and wakes its connections: connections never
 //!            touch anything another worker touches.
-//!  housekeeping: woken by publish/endpoints_changed ─▶ drop idle connections to vanished
-//!                endpoints; every second ─▶ drop idle connections past their age
+//!  housekeeping (its own task, `housekeeping::run`): woken by publish/endpoints_changed ─▶
+//!                drop idle connections to vanished endpoints; every second ─▶ drop idle
+//!                connections past their age
 //!  stats: admin asks ─▶ snapshot of this worker's counters
 //! ```
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashSet;
 use std::io;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use http::HeaderValue;
-use model::Backend;
 use tokio::net::TcpListener;
-use tokio::sync::{broadcast, mpsc, watch, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::LocalSet;
 
-use crate::access_log::FLUSH_PERIOD;
 use crate::conn_cap::ConnCap;
 use crate::listen::StartError;
 use crate::shared::Shared;
@@ -46,9 +44,6 @@ pub(crate) const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
 /// Out of file descriptors: accepting waits for a connection of this worker to end, or this
 /// long (nginx disables accepting for 500 ms), since other workers may free descriptors too.
 const EXHAUSTED_PAUSE: Duration = Duration::from_millis(500);
-
-/// How often idle upstream connections are checked against `upstream-keepalive-timeout`.
-const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(1);
 
 /// Everything a worker thread starts from.
 pub(crate) struct WorkerSetup {
@@ -203,7 +198,7 @@ impl Worker {
         tokio::task::spawn_local(listen(self.clone(), stream_listeners));
         tokio::task::spawn_local(self.clone().accept_loop(http, Listener::Http));
         tokio::task::spawn_local(self.clone().accept_loop(https, Listener::Https));
-        tokio::task::spawn_local(self.clone().housekeeping());
+        tokio::task::spawn_local(crate::housekeeping::run(self.clone()));
         tokio::task::spawn_local(self.clone().serve_stats(stats));
 
         // The one place this worker reads the signal all workers share.
@@ -290,99 +285,6 @@ impl Worker {
                 }
             }
         }
-    }
-
-    /// Woken by publish/endpoints_changed: forget what no longer exists. Also ages out idle
-    /// upstream connections periodically.
-    async fn housekeeping(self: Rc<Self>) {
-        let mut wake = self.shared.wake.subscribe();
-        let mut endpoint_changes = self.shared.endpoint_changes.subscribe();
-        // A publish before we subscribed woke nobody: catch up with it now.
-        self.on_config_change();
-        let mut tick = tokio::time::interval(HOUSEKEEPING_PERIOD);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut log_tick = tokio::time::interval(FLUSH_PERIOD);
-        log_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = log_tick.tick() => self.flush_log(),
-                changed = wake.changed() => {
-                    if changed.is_err() {
-                        return;
-                    }
-                    self.on_config_change();
-                }
-                change = endpoint_changes.recv() => match change {
-                    Ok(backends) => self.on_endpoints_change(&backends),
-                    // Missed some: the whole view is cheaper than guessing.
-                    Err(broadcast::error::RecvError::Lagged(_)) => self.on_config_change(),
-                    Err(broadcast::error::RecvError::Closed) => return,
-                },
-                _ = tick.tick() => self.expire(),
-            }
-        }
-    }
-
-    /// A new configuration: rebuild the view of live endpoints and backends from scratch
-    /// (O(all endpoints), like the compile that produced it).
-    fn on_config_change(&self) {
-        let Some(config) = self.config() else { return };
-        let mut live = self.upstreams.live.borrow_mut();
-        live.rebuild(&config);
-        let grace = self.settings().worker_shutdown_timeout;
-        let streams = self.streams.borrow();
-        for endpoint in streams.endpoints() {
-            streams.endpoint_changed(endpoint, live.counts.contains_key(&endpoint), grace);
-        }
-        drop(streams);
-        let closed = self
-            .upstreams
-            .pool
-            .borrow_mut()
-            .keep_only(|endpoint| live.counts.contains_key(endpoint));
-        if closed > 0 {
-            tracing::debug!(closed, "closed idle connections to removed endpoints");
-        }
-        let backends: HashSet<usize> = live.seen.keys().copied().collect();
-        self.upstreams.balancer.borrow_mut().keep_only(&backends);
-        let address = Arc::as_ptr(&*config) as usize;
-        if self.stats_config.replace(address) != address {
-            let live = config
-                .ingresses
-                .iter()
-                .map(|i| (&*i.namespace, &*i.name))
-                .collect();
-            self.stats.borrow_mut().retire_routes(&live);
-        }
-    }
-
-    /// Endpoint sets swapped in place: only these backends are looked at, so one change costs
-    /// the same with 50 endpoints or 50,000.
-    fn on_endpoints_change(&self, backends: &[Arc<Backend>]) {
-        let grace = self.settings().worker_shutdown_timeout;
-        let mut pool = self.upstreams.pool.borrow_mut();
-        let streams = self.streams.borrow();
-        let mut closed = 0;
-        self.upstreams
-            .live
-            .borrow_mut()
-            .update(backends, |addr, live| {
-                streams.endpoint_changed(addr, live, grace);
-                // One that joins is checked against `live` when a connection to it is pooled.
-                if !live {
-                    closed += pool.forget(&addr);
-                }
-            });
-        if closed > 0 {
-            tracing::debug!(closed, "closed idle connections to removed endpoints");
-        }
-    }
-
-    fn expire(&self) {
-        let max_age = self.settings().upstream_keepalive_timeout;
-        let now = Instant::now();
-        self.upstreams.pool.borrow_mut().expire(max_age, now);
-        self.upstreams.balancer.borrow_mut().expire(now);
     }
 
     async fn serve_stats(self: Rc<Self>, mut requests: mpsc::Receiver<StatsRequest>) {
