@@ -118,7 +118,11 @@ pub(crate) async fn serve(
             let peer = origin.peer;
             // Boxed: only passthrough connections carry the splice.
             Box::pin(crate::passthrough::pass(
-                &worker, stream, &route, &settings, peer,
+                &worker.upstreams,
+                stream,
+                &route,
+                &settings,
+                peer,
             ))
             .await;
             return;

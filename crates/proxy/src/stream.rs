@@ -43,6 +43,7 @@ use crate::metrics::StreamKey;
 use crate::proxy_protocol;
 use crate::spliced::Spliced;
 use crate::tunnel::Traffic;
+use crate::upstreams::Upstreams;
 use crate::worker::{OpenConnection, Worker};
 
 /// What a worker is told about TCP service ports.
@@ -341,7 +342,7 @@ async fn reach_and_splice(
     tried: &mut Vec<SocketAddr>,
 ) -> Option<(Instant, (bool, u64, u64))> {
     let (mut upstream, endpoint) = connect(
-        worker,
+        &worker.upstreams,
         &service.backend,
         settings,
         settings.proxy_connect_timeout,
@@ -417,7 +418,7 @@ async fn read_proxy_header(
 /// each within `connect_timeout`. `tried` gathers every endpoint tried, in order; `what`
 /// names the connection in logs.
 pub(crate) async fn connect(
-    worker: &Rc<Worker>,
+    upstreams: &Upstreams,
     backend: &model::Backend,
     settings: &model::Settings,
     connect_timeout: Duration,
@@ -438,8 +439,7 @@ pub(crate) async fn connect(
             return None;
         }
         let picked =
-            worker
-                .upstreams
+            upstreams
                 .balancer
                 .borrow_mut()
                 .pick(backend, settings.load_balance, tried, now);
@@ -453,9 +453,8 @@ pub(crate) async fn connect(
                 return Some((stream, addr));
             }
             failed => {
-                worker.stats.borrow_mut().connect_errors += 1;
-                worker
-                    .upstreams
+                upstreams.stats.borrow_mut().connect_errors += 1;
+                upstreams
                     .balancer
                     .borrow_mut()
                     .set_aside(addr, Instant::now());
