@@ -8,8 +8,8 @@
 use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 
-use crate::body::ResponseBody;
 use crate::error::ProxyError;
+use crate::response_body::ResponseBody;
 
 /// gRPC's status and message: in the head of a trailers-only response.
 static GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");

@@ -31,7 +31,7 @@ use model::{Backend, LoadBalance, UpstreamPolicy};
 use crate::access_log::Attempt;
 use crate::error::ProxyError;
 use crate::metrics::UpstreamTimes;
-use crate::worker::Worker;
+use crate::upstreams::Upstreams;
 
 /// Attempts the endpoint never processed (HTTP/2 refused streams) sent again beyond the tries.
 const NOT_PROCESSED_AGAIN: u32 = 4;
@@ -116,7 +116,7 @@ impl<'r> Attempts<'r> {
 
     /// The endpoint for the next attempt and when it starts, recorded as started; `None`:
     /// stop, and answer with what the last attempt came to.
-    pub(crate) fn next(&mut self, worker: &Worker) -> Option<Picked> {
+    pub(crate) fn next(&mut self, upstreams: &Upstreams) -> Option<Picked> {
         if !self.tries_left() {
             return None;
         }
@@ -131,7 +131,7 @@ impl<'r> Attempts<'r> {
             now
         };
         let picked = {
-            let mut balancer = worker.balancer.borrow_mut();
+            let mut balancer = upstreams.balancer.borrow_mut();
             match self.hash {
                 None => balancer.pick(self.backend, self.load_balance, &self.tried, now),
                 Some(hash) => balancer.pick_hashed(self.backend, hash, &self.tried, now),
@@ -145,7 +145,7 @@ impl<'r> Attempts<'r> {
             return None;
         }
         if self.started > 0 {
-            worker.stats.borrow_mut().retries += 1;
+            upstreams.stats.borrow_mut().retries += 1;
         }
         self.started += 1;
         self.counted += 1;

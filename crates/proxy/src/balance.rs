@@ -9,9 +9,11 @@
 //! All state is this worker's own: no shared counters, so workers never contend. Workers
 //! drift apart a little in their rotation, which spreads load just as well.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasherDefault;
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -45,6 +47,13 @@ enum Level {
     Healthy,
     Untried,
     Any,
+}
+
+/// One request outstanding at an endpoint, for least-request balancing: counted from its
+/// attempt until its response body ends (or the attempt fails).
+pub(crate) struct InFlight {
+    balancer: Rc<RefCell<Balancer>>,
+    addr: SocketAddr,
 }
 
 impl Balancer {
@@ -208,6 +217,28 @@ impl Balancer {
         } else {
             a
         }
+    }
+}
+
+/// Counts a request at `addr` when the route balances by least requests (other policies
+/// need no count, and pay no `Rc` clone).
+pub(crate) fn in_flight(
+    balancer: &Rc<RefCell<Balancer>>,
+    addr: SocketAddr,
+    policy: LoadBalance,
+) -> Option<InFlight> {
+    (policy == LoadBalance::LeastRequest).then(|| {
+        balancer.borrow_mut().started(addr);
+        InFlight {
+            balancer: balancer.clone(),
+            addr,
+        }
+    })
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.balancer.borrow_mut().finished(self.addr);
     }
 }
 

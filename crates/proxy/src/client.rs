@@ -41,9 +41,10 @@ use tokio_rustls::client::TlsStream;
 use wire::h1::{self, chunk_size_line, chunk_tail, Chunk, ChunkError, Decoded};
 use wire::h1::{FramingError, FramingHeaders, HeadError, ResponseHead, Status};
 
-use crate::body::{BoxError, RequestBody};
+use crate::body::BoxError;
 use crate::deadline::within;
 use crate::headers::{self, Added};
+use crate::request_body::RequestBody;
 
 pub(crate) use wire::h1::Framing;
 

@@ -292,6 +292,18 @@ impl std::fmt::Display for Chain<'_> {
     }
 }
 
+/// A request body that failed while being sent: too large, too slow, or broken by the client;
+/// or, for a buffered one, its temporary file (the proxy's own failure).
+pub(crate) fn client_body_error(source: BoxError) -> ProxyError {
+    if source.is::<crate::body::BodyTimeout>() {
+        return ProxyError::ClientBodyTimeout;
+    }
+    match source.downcast::<BufferFileError>() {
+        Ok(file) => ProxyError::BodyBuffer(*file),
+        Err(source) => ProxyError::ClientBody(source),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -47,7 +47,6 @@ use http::uri::PathAndQuery;
 use http::{header, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri, Version};
 use http_body::Body;
 use hyper::body::Incoming;
-use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use model::policy::Tracing;
 use model::{normalize_path, validate_host, Compiled, Matched, Route, UpstreamProtocol};
@@ -56,7 +55,7 @@ use tokio::io::AsyncWriteExt;
 use crate::access_log::{Record, RequestId};
 use crate::answer::{error_response, text_response};
 use crate::attempts::Attempts;
-use crate::body::{BodyTimeout, BodyTooLarge, BoxError, ClientBody, RequestBody, ResponseBody};
+use crate::body::{BodyTimeout, BodyTooLarge, BoxError};
 use crate::buffer::{self, BodyBuffering, BufferError, Place};
 use crate::client::Outgoing;
 use crate::error::{Chain, ProxyError};
@@ -64,6 +63,9 @@ use crate::errors::{self, OriginalHead};
 use crate::hash_key;
 use crate::headers;
 use crate::metrics;
+use crate::pipeline::ClientUpgrade;
+use crate::request_body::{ClientBody, RequestBody};
+use crate::response_body::ResponseBody;
 use crate::trace_context::Trace;
 use crate::upstream::{self, Exchange, Pending, UpstreamBody, UpstreamIo};
 use crate::upstream_h2::{self, H2Request};
@@ -83,14 +85,6 @@ pub(crate) fn handle(
     // Mapped rather than awaited in an `async` block: the block would hold the pipeline's
     // future twice (captured, then moved to be awaited).
     respond(conn, head, body, client_upgrade).map(Ok)
-}
-
-/// The client's side of an upgraded connection, once the response has gone out.
-pub(crate) enum ClientUpgrade {
-    /// HTTP/1.1 `Upgrade`: hyper hands over the connection after the 101.
-    Http1(OnUpgrade),
-    /// HTTP/2 extended CONNECT (RFC 8441): the stream carries the bytes after the 200.
-    Http2(crate::h2_server::Upgrade),
 }
 
 /// Answers one client request: `body` is `None` when the request has none.
@@ -616,7 +610,7 @@ async fn forward(
         };
         // Boxed: the HTTP/1.1 path's future does not carry this one.
         let exchanged = Box::pin(upstream_h2::exchange(
-            &conn.worker,
+            &conn.worker.upstreams,
             settings,
             policy,
             request,
@@ -644,7 +638,7 @@ async fn forward(
         upgrade: client_upgrade.is_some(),
     };
     let exchanged = upstream::exchange(
-        &conn.worker,
+        &conn.worker.upstreams,
         settings,
         upstream_policy,
         policy.upstream_tls.as_ref(),
@@ -652,6 +646,10 @@ async fn forward(
         attempts,
     )
     .await;
+    if let Err(ProxyError::OutOfFileDescriptors { .. }) = &exchanged {
+        // A connect found no free descriptor: the worker's limit, not the endpoint's.
+        conn.worker.note_connect_exhaustion();
+    }
     let Exchange {
         mut response,
         conn: upstream_conn,
@@ -690,9 +688,9 @@ async fn forward(
     }
 
     // The upstream client consumed the connection-specific headers already.
-    let worker = &conn.worker;
+    let upstreams = &conn.worker.upstreams;
     Ok(response
-        .map(|()| ResponseBody::upstream(UpstreamBody::new(upstream_conn, worker, settings))))
+        .map(|()| ResponseBody::upstream(UpstreamBody::new(upstream_conn, upstreams, settings))))
 }
 
 /// The errors phase: the answer `request.status` is replaced by what the error backend

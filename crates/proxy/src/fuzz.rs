@@ -27,9 +27,9 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wire::h1::{self, chunk_size_line, chunk_tail, Chunk, Decoded, Framing};
 
-use crate::body::ResponseBody;
 use crate::client::{self, Parsed};
 use crate::headers;
+use crate::response_body::ResponseBody;
 use crate::server::{self, Http1, Parse};
 
 /// The request head limit the targets run with: the default `large-client-header-buffers`.
@@ -131,7 +131,7 @@ pub fn request_head(data: &[u8]) -> bool {
         let added = headers::prepare_request(&mut head, &forwarded, false);
         let mut out = Vec::new();
         // The framing is the writer's own, from the (empty) body: hyper must read no body.
-        let framing = client::request_framing(&head, &crate::body::RequestBody::Empty);
+        let framing = client::request_framing(&head, &crate::request_body::RequestBody::Empty);
         client::encode_head(&mut out, &head, &added, framing);
         let (seen, ended) = hyper_serves_why(&out);
         let mut expected = Meaning {

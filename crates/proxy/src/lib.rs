@@ -72,6 +72,7 @@ mod body;
 mod buffer;
 mod client;
 mod client_addr;
+mod conn_cap;
 mod current;
 mod date;
 mod deadline;
@@ -80,24 +81,34 @@ mod errors;
 mod fallback_cert;
 mod fds;
 mod forward;
+mod front_door;
 #[doc(hidden)]
 pub mod fuzz;
+mod h2_replay;
 mod h2_server;
 mod hash_key;
 mod headers;
 mod history;
+mod housekeeping;
 mod linger;
 mod listen;
+mod live_endpoints;
 mod metrics;
 mod otel;
 mod otlp;
 mod passthrough;
 mod peek;
+mod pipeline;
+mod pool;
 mod protobuf;
 mod proxy_protocol;
+mod request_body;
+mod response_body;
 mod ring;
+mod runtime;
 mod server;
 mod shared;
+mod spliced;
 mod stall;
 mod status_page;
 mod stream;
@@ -109,6 +120,7 @@ mod udp;
 mod upstream;
 mod upstream_h2;
 mod upstream_tls;
+mod upstreams;
 mod worker;
 mod zero_copy;
 
@@ -207,7 +219,7 @@ impl Proxy {
             stats_senders.push(stats_tx);
             let (stream_tx, stream_rx) = tokio::sync::mpsc::unbounded_channel();
             stream_senders.push(stream_tx);
-            let spawned = worker::spawn(worker::WorkerSetup {
+            let spawned = runtime::spawn(runtime::WorkerSetup {
                 id,
                 shared: shared.clone(),
                 http,

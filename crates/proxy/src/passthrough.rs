@@ -18,7 +18,6 @@
 //! (ingress-nginx's passthrough proxy dials the Service's cluster IP instead).
 
 use std::net::SocketAddr;
-use std::rc::Rc;
 
 use model::{ProxyProtocolVersion, Route, Settings};
 use tokio::io::AsyncWriteExt;
@@ -28,7 +27,7 @@ use wire::tls::{client_hello_name, Hello};
 use crate::peek;
 use crate::proxy_protocol;
 use crate::tunnel::Traffic;
-use crate::worker::Worker;
+use crate::upstreams::Upstreams;
 
 /// A ClientHello is one record of at most 16 KiB (and its 5-byte header); a larger or split
 /// one is terminated here, as if its name were not a passthrough host.
@@ -86,7 +85,7 @@ fn look(seen: &[u8], room: usize) -> Option<Looked> {
 /// the TCP services do (`proxy-stream-next-upstream*`). `peer` is the client as far as Sluice believes it (the
 /// PROXY header's source from a trusted load balancer): what a PROXY header upstream names.
 pub(crate) async fn pass(
-    worker: &Rc<Worker>,
+    upstreams: &Upstreams,
     client: TcpStream,
     route: &Route,
     settings: &Settings,
@@ -95,12 +94,12 @@ pub(crate) async fn pass(
     if let Some(why) = refusal(route, peer) {
         // TCP has no 403: the connection is closed before any endpoint is dialled.
         tracing::info!(%peer, ingress = %route.ingress, why, "passthrough: client refused; closed");
-        worker.stats.borrow_mut().passthrough.refused += 1;
+        upstreams.stats.borrow_mut().passthrough.refused += 1;
         return;
     }
     let mut tried: Vec<SocketAddr> = Vec::new();
     let connected = crate::stream::connect(
-        worker,
+        upstreams,
         &route.backend,
         settings,
         route.policy.upstream.connect_timeout,
@@ -112,7 +111,7 @@ pub(crate) async fn pass(
     let Some(mut upstream) = upstream else {
         // Nothing to answer with: the client speaks TLS to a server it will never reach.
         tracing::debug!(%peer, ingress = %route.ingress, "passthrough: no endpoint could be reached; closed");
-        worker.stats.borrow_mut().passthrough.failed += 1;
+        upstreams.stats.borrow_mut().passthrough.failed += 1;
         return;
     };
     let _ = upstream.set_nodelay(true);
@@ -125,11 +124,11 @@ pub(crate) async fn pass(
         };
         if let Err(e) = upstream.write_all(&header).await {
             tracing::debug!(%peer, error = %e, "passthrough: writing the PROXY header failed; closed");
-            worker.stats.borrow_mut().passthrough.failed += 1;
+            upstreams.stats.borrow_mut().passthrough.failed += 1;
             return;
         }
     }
-    worker.stats.borrow_mut().passthrough.passed += 1;
+    upstreams.stats.borrow_mut().passthrough.passed += 1;
     let idle = settings.proxy_stream_timeout;
     if let Err(e) = crate::zero_copy::relay(&client, &upstream, idle, &Traffic::default()).await {
         tracing::debug!(%peer, error = %e, "passthrough connection ended");

@@ -5,7 +5,7 @@
 //!    │                           than chunked)? ─▶ 400 / 501 written here, connection closed
 //!    ▼
 //!  a plain request? HTTP/1.1, no body, no Expect, no Upgrade, a valid head
-//!    ├─ yes ─▶ forward::respond ─▶ status line, headers, framing (and Date) encoded into the
+//!    ├─ yes ─▶ Pipeline::respond ─▶ status line, headers, framing (and Date) encoded into the
 //!    │         connection's head buffer ─▶ one writev: head + the body bytes already here
 //!    │         ─▶ the rest of the body (as it is, or chunked) ─▶ the next request (pipelined
 //!    │         ones straight from the buffer, without a read)
@@ -35,9 +35,9 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use wire::h1::{self, chunk_size_line, chunk_tail, FramingError, FramingHeaders, RequestHead};
 use wire::h1::{Framing, Status};
 
-use crate::body::ResponseBody;
+use crate::body::BoxError;
 use crate::error::{Chain, ProxyError};
-use crate::worker::ConnCtx;
+use crate::pipeline::Pipeline;
 
 /// The most one read takes from a client connection (the scratch buffer's size).
 const READ_BUFFER: usize = 16 * 1024;
@@ -141,7 +141,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
     }
 
     /// Serves requests until the connection ends or hyper has to take over.
-    pub(crate) async fn run(&mut self, conn: &Rc<ConnCtx>) -> Ended {
+    pub(crate) async fn run<C: Pipeline>(&mut self, conn: &Rc<C>) -> Ended {
         loop {
             let request = loop {
                 match parse(&mut self.buf, self.max_head) {
@@ -150,7 +150,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
                     Parse::Other => return Ended::Handover(self.buf.split().freeze()),
                     // Boxed, as `answer`: rare, and it writes a response.
                     Parse::Refused(error, head) => {
-                        let refused = Box::pin(self.refuse(conn, error, &head));
+                        let refused = Box::pin(self.refuse(&**conn, error, &head));
                         return refused.await;
                     }
                 }
@@ -190,24 +190,21 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
     }
 
     /// One plain request: through the pipeline, then the response written.
-    async fn answer(&mut self, conn: &Rc<ConnCtx>, request: Parsed) -> io::Result<bool> {
+    async fn answer<C: Pipeline>(&mut self, conn: &Rc<C>, request: Parsed) -> io::Result<bool> {
         let method = request.head.method.clone();
-        let response = crate::forward::respond(conn.clone(), request.head, None, None).await;
+        let response = conn.clone().respond(request.head, None, None).await;
         let close = !request.keep_alive || !self.keep_alive || conn.closing();
         self.write_response(response, &method, close).await
     }
 
     /// Answers a head refused for its framing, and ends the connection: where the next
     /// request would start is exactly what cannot be known.
-    async fn refuse(&mut self, conn: &ConnCtx, error: FramingError, head: &Parts) -> Ended {
+    async fn refuse<C: Pipeline>(&mut self, conn: &C, error: FramingError, head: &Parts) -> Ended {
         let error = ProxyError::RequestFraming(error);
         tracing::debug!(error = %Chain(&error), "refusing a request head");
         let (status, source) = error.classify();
-        conn.worker
-            .stats
-            .borrow_mut()
-            .error(status.as_u16(), source);
-        let response = crate::answer::error_response(&error, false);
+        conn.count_error(status.as_u16(), source);
+        let response = conn.error_response(&error);
         let body_bytes = response.body().size_hint().exact().unwrap_or(0);
         let written = self.write_response(response, &Method::GET, true).await;
         // nginx logs what it refused, with the bytes that went out.
@@ -223,12 +220,19 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
     }
 
     /// Writes a response; `Ok(true)` when the connection can carry another request.
-    pub(crate) async fn write_response(
+    ///
+    /// One function of ~100 lines on purpose: the head waits for the first body frame only if
+    /// it is already here, and the rest is framed as it comes; split into async helpers, each
+    /// would add its own state to every request's future on the hot path.
+    pub(crate) async fn write_response<B>(
         &mut self,
-        response: Response<ResponseBody>,
+        response: Response<B>,
         method: &Method,
         close: bool,
-    ) -> io::Result<bool> {
+    ) -> io::Result<bool>
+    where
+        B: Body<Data = Bytes, Error = BoxError> + Unpin,
+    {
         let (head, mut body) = response.into_parts();
         let (framing, close) = encode_head(&mut self.out, &head, &body, method, close);
         if matches!(framing, Framing::Empty) {
@@ -424,7 +428,7 @@ fn put_back(buf: &mut BytesMut, head: &Bytes) {
 fn encode_head(
     out: &mut Vec<u8>,
     head: &http::response::Parts,
-    body: &ResponseBody,
+    body: &impl Body,
     method: &Method,
     mut close: bool,
 ) -> (Framing, bool) {
@@ -570,6 +574,7 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Prefixed<I> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::response_body::ResponseBody;
 
     fn parsed(bytes: &[u8]) -> (Parse, BytesMut) {
         let mut buf = BytesMut::from(bytes);

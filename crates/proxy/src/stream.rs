@@ -27,23 +27,24 @@
 //! their endpoint is in some backend of the configuration (another port or an Ingress uses the
 //! Service), else they are given the same grace: nothing follows that endpoint any more.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use model::{Compiled, StreamService};
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify};
-use tokio::task::JoinHandle;
 
 use crate::access_log::StreamLine;
 use crate::deadline::within;
-use crate::metrics::{StreamCounts, StreamKey};
+use crate::metrics::StreamKey;
 use crate::proxy_protocol;
+use crate::spliced::Spliced;
 use crate::tunnel::Traffic;
-use crate::worker::{Listener, OpenConnection, Worker};
+use crate::upstreams::Upstreams;
+use crate::worker::{OpenConnection, Worker};
 
 /// What a worker is told about TCP service ports.
 #[derive(Debug)]
@@ -217,95 +218,11 @@ impl Listeners {
     }
 }
 
-/// One worker's TCP service state: its accept loops and its spliced connections by endpoint.
-#[derive(Default)]
-pub(crate) struct Streams {
-    accepting: HashMap<u16, JoinHandle<()>>,
-    /// UDP service ports' receive loops (each owns its port's sessions).
-    receiving: HashMap<u16, JoinHandle<()>>,
-    /// Endpoint → the connections spliced to it (by serial).
-    by_endpoint: HashMap<SocketAddr, HashMap<u64, Rc<Spliced>>>,
-    serial: u64,
-}
-
-/// A spliced connection, as endpoint removal and the metrics see it.
-pub(crate) struct Spliced {
-    key: StreamKey,
-    /// Its bytes so far: scrapes count them while it lasts, not only when it ends.
-    traffic: Traffic,
-    /// Set when its endpoint left every backend: closed at this moment.
-    deadline: std::cell::Cell<Option<Instant>>,
-    changed: Notify,
-}
-
 /// Takes a connection out of the registry when it ends.
 struct Registration {
     worker: Rc<Worker>,
     endpoint: SocketAddr,
     serial: u64,
-}
-
-impl Streams {
-    /// Adds the bytes of the connections still open to `counts` (a scrape's snapshot, which
-    /// holds those of ended connections).
-    pub(crate) fn add_open_traffic(&self, counts: &mut BTreeMap<StreamKey, StreamCounts>) {
-        for spliced in self.by_endpoint.values().flat_map(HashMap::values) {
-            let entry = counts.entry(spliced.key.clone()).or_default();
-            entry.bytes_received += spliced.traffic.from_client.get();
-            entry.bytes_sent += spliced.traffic.from_upstream.get();
-        }
-    }
-
-    /// The endpoints that connections are spliced to, for the worker's endpoint checks.
-    pub(crate) fn endpoints(&self) -> Vec<SocketAddr> {
-        self.by_endpoint.keys().copied().collect()
-    }
-
-    /// `endpoint` left every backend (`live: false`) or is back (`true`): its connections are
-    /// given `grace` to finish, or reprieved.
-    pub(crate) fn endpoint_changed(&self, endpoint: SocketAddr, live: bool, grace: Duration) {
-        let Some(connections) = self.by_endpoint.get(&endpoint) else {
-            return;
-        };
-        let now = Instant::now();
-        for spliced in connections.values() {
-            match (live, spliced.deadline.get()) {
-                (true, Some(_)) => spliced.deadline.set(None),
-                (false, None) => spliced.deadline.set(Some(now + grace)),
-                _ => continue,
-            }
-            spliced.changed.notify_one();
-        }
-        if !live {
-            tracing::debug!(
-                %endpoint,
-                connections = connections.len(),
-                ?grace,
-                "TCP service endpoint removed; its connections close after worker-shutdown-timeout"
-            );
-        }
-    }
-}
-
-impl Spliced {
-    /// Resolves when the connection must close: its endpoint has been gone for the grace time.
-    async fn until_closed(&self) {
-        loop {
-            match self.deadline.get() {
-                None => self.changed.notified().await,
-                Some(at) => {
-                    tokio::select! {
-                        () = tokio::time::sleep_until(at.into()) => {
-                            if self.deadline.get().is_some_and(|d| d <= Instant::now()) {
-                                return;
-                            }
-                        }
-                        () = self.changed.notified() => {}
-                    }
-                }
-            }
-        }
-    }
 }
 
 impl Drop for Registration {
@@ -315,57 +232,6 @@ impl Drop for Registration {
             connections.remove(&self.serial);
             if connections.is_empty() {
                 streams.by_endpoint.remove(&self.endpoint);
-            }
-        }
-    }
-}
-
-/// Applies the control plane's listener changes to this worker until it stops.
-pub(crate) async fn listen(
-    worker: Rc<Worker>,
-    mut changes: mpsc::UnboundedReceiver<ListenerChange>,
-) {
-    while let Some(change) = changes.recv().await {
-        match change {
-            ListenerChange::Open { port, socket } => {
-                let listener = match TcpListener::from_std(socket) {
-                    Ok(listener) => listener,
-                    Err(e) => {
-                        tracing::warn!(port, error = %e, "TCP service port: cannot register the socket");
-                        continue;
-                    }
-                };
-                let accept = worker
-                    .clone()
-                    .accept_loop(listener, Listener::TcpService(port));
-                let task = tokio::task::spawn_local(accept);
-                if let Some(old) = worker.streams.borrow_mut().accepting.insert(port, task) {
-                    old.abort();
-                }
-            }
-            ListenerChange::Close { port } => {
-                if let Some(task) = worker.streams.borrow_mut().accepting.remove(&port) {
-                    task.abort();
-                }
-            }
-            ListenerChange::OpenUdp { port, socket } => {
-                let socket = match tokio::net::UdpSocket::from_std(socket) {
-                    Ok(socket) => socket,
-                    Err(e) => {
-                        tracing::warn!(port, error = %e, "UDP service port: cannot register the socket");
-                        continue;
-                    }
-                };
-                let task =
-                    tokio::task::spawn_local(crate::udp::serve_port(worker.clone(), socket, port));
-                if let Some(old) = worker.streams.borrow_mut().receiving.insert(port, task) {
-                    old.abort();
-                }
-            }
-            ListenerChange::CloseUdp { port } => {
-                if let Some(task) = worker.streams.borrow_mut().receiving.remove(&port) {
-                    task.abort();
-                }
             }
         }
     }
@@ -410,60 +276,27 @@ pub(crate) async fn serve(
     let mut outcome = Outcome::Spliced;
     let mut removed = false;
     if service.decode_proxy_protocol {
-        let header = within(
-            settings.client_header_timeout,
-            proxy_protocol::read_header(&mut client),
-        )
-        .await;
-        match header {
-            Some(Ok(proxy_protocol::Header::Proxied {
-                source: from_header,
-            })) => {
-                announced = Some(from_header.ip().to_canonical());
-                if settings.is_trusted_proxy(peer.ip().to_canonical()) {
-                    source = from_header;
-                }
-            }
-            Some(Ok(proxy_protocol::Header::Local)) => {}
-            failed => {
-                tracing::debug!(%peer, port, ?failed, "TCP service: no valid PROXY protocol header; closed");
-                outcome = Outcome::Refused;
-            }
+        match read_proxy_header(&mut client, peer, port, &settings).await {
+            Some((from, said)) => (source, announced) = (from, said),
+            None => outcome = Outcome::Refused,
         }
     }
     let mut tried = Vec::new();
     let mut connected = None;
     if outcome == Outcome::Spliced {
-        let reached = connect(
+        let reached = reach_and_splice(
             &worker,
-            &service.backend,
-            &settings,
-            settings.proxy_connect_timeout,
+            &mut client,
+            (source, &service, &settings),
+            &key,
             &mut tried,
-            &service.upstream_name,
         )
         .await;
         match reached {
             None => outcome = Outcome::NoEndpoint,
-            Some((mut upstream, endpoint)) => {
-                connected = Some(started.elapsed());
-                // Least request counts open connections here: the long-lived ones are the load.
-                let least = settings.load_balance == model::LoadBalance::LeastRequest;
-                if least {
-                    worker.balancer.borrow_mut().started(endpoint);
-                }
-                (removed, received, sent) = splice(
-                    &worker,
-                    &mut client,
-                    &mut upstream,
-                    endpoint,
-                    (source, &service, &settings),
-                    &key,
-                )
-                .await;
-                if least {
-                    worker.balancer.borrow_mut().finished(endpoint);
-                }
+            Some((at, spliced)) => {
+                connected = Some(at.saturating_duration_since(started));
+                (removed, received, sent) = spliced;
             }
         }
     }
@@ -481,26 +314,102 @@ pub(crate) async fn serve(
         let server = client
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], port)));
-        worker.log_stream(
-            format,
-            &StreamLine {
-                remote: source,
-                proxy_protocol_addr: announced,
-                server,
-                protocol: "TCP",
-                status: match outcome {
-                    Outcome::Spliced => 200,
-                    Outcome::Refused => 400,
-                    Outcome::NoEndpoint => 502,
-                },
-                bytes_sent: sent,
-                bytes_received: received,
-                session: started.elapsed(),
-                upstreams: &tried,
-                upstream_connect: connected,
-                serial,
-            },
-        );
+        let line = StreamLine {
+            remote: source,
+            proxy_protocol_addr: announced,
+            server,
+            protocol: "TCP",
+            status: outcome.status(),
+            bytes_sent: sent,
+            bytes_received: received,
+            session: started.elapsed(),
+            upstreams: &tried,
+            upstream_connect: connected,
+            serial,
+        };
+        worker.log_stream(format, &line);
+    }
+}
+
+/// Connects to an endpoint of the service (`tried` gathers the endpoints tried) and splices
+/// until the connection ends: when it connected, then whether its endpoint's removal ended it
+/// and the bytes each way; `None`: no endpoint could be reached.
+async fn reach_and_splice(
+    worker: &Rc<Worker>,
+    client: &mut TcpStream,
+    (source, service, settings): (SocketAddr, &StreamService, &model::Settings),
+    key: &StreamKey,
+    tried: &mut Vec<SocketAddr>,
+) -> Option<(Instant, (bool, u64, u64))> {
+    let (mut upstream, endpoint) = connect(
+        &worker.upstreams,
+        &service.backend,
+        settings,
+        settings.proxy_connect_timeout,
+        tried,
+        &service.upstream_name,
+    )
+    .await?;
+    let connected = Instant::now();
+    // Least request counts open connections here: the long-lived ones are the load.
+    let least = settings.load_balance == model::LoadBalance::LeastRequest;
+    if least {
+        worker.upstreams.balancer.borrow_mut().started(endpoint);
+    }
+    let spliced = splice(
+        worker,
+        client,
+        &mut upstream,
+        endpoint,
+        (source, service, settings),
+        key,
+    )
+    .await;
+    if least {
+        worker.upstreams.balancer.borrow_mut().finished(endpoint);
+    }
+    Some((connected, spliced))
+}
+
+impl Outcome {
+    /// nginx's stream `$status`.
+    fn status(self) -> u16 {
+        match self {
+            Outcome::Spliced => 200,
+            Outcome::Refused => 400,
+            Outcome::NoEndpoint => 502,
+        }
+    }
+}
+
+/// A TCP service connection's PROXY protocol header (within client-header-timeout): the
+/// client it names when the peer is a trusted proxy (else the peer), and the address it
+/// announced; `None` when there is no valid header (the connection is refused).
+async fn read_proxy_header(
+    client: &mut TcpStream,
+    peer: SocketAddr,
+    port: u16,
+    settings: &model::Settings,
+) -> Option<(SocketAddr, Option<IpAddr>)> {
+    let header = within(
+        settings.client_header_timeout,
+        proxy_protocol::read_header(client),
+    )
+    .await;
+    match header {
+        Some(Ok(proxy_protocol::Header::Proxied { source })) => {
+            let announced = Some(source.ip().to_canonical());
+            if settings.is_trusted_proxy(peer.ip().to_canonical()) {
+                Some((source, announced))
+            } else {
+                Some((peer, announced))
+            }
+        }
+        Some(Ok(proxy_protocol::Header::Local)) => Some((peer, None)),
+        failed => {
+            tracing::debug!(%peer, port, ?failed, "TCP service: no valid PROXY protocol header; closed");
+            None
+        }
     }
 }
 
@@ -509,7 +418,7 @@ pub(crate) async fn serve(
 /// each within `connect_timeout`. `tried` gathers every endpoint tried, in order; `what`
 /// names the connection in logs.
 pub(crate) async fn connect(
-    worker: &Rc<Worker>,
+    upstreams: &Upstreams,
     backend: &model::Backend,
     settings: &model::Settings,
     connect_timeout: Duration,
@@ -529,10 +438,11 @@ pub(crate) async fn connect(
         if !tried.is_empty() && !timeout.is_zero() && now.duration_since(first) >= timeout {
             return None;
         }
-        let picked = worker
-            .balancer
-            .borrow_mut()
-            .pick(backend, settings.load_balance, tried, now);
+        let picked =
+            upstreams
+                .balancer
+                .borrow_mut()
+                .pick(backend, settings.load_balance, tried, now);
         let addr = picked.filter(|a| !tried.contains(a))?;
         tried.push(addr);
         match within(connect_timeout, TcpStream::connect(addr)).await {
@@ -543,8 +453,11 @@ pub(crate) async fn connect(
                 return Some((stream, addr));
             }
             failed => {
-                worker.stats.borrow_mut().connect_errors += 1;
-                worker.balancer.borrow_mut().set_aside(addr, Instant::now());
+                upstreams.stats.borrow_mut().connect_errors += 1;
+                upstreams
+                    .balancer
+                    .borrow_mut()
+                    .set_aside(addr, Instant::now());
                 tracing::debug!(%addr, ?failed, what, "connect failed");
             }
         }

@@ -215,7 +215,7 @@ fn open(
     key: StreamKey,
 ) -> Option<Rc<Session>> {
     let settings = worker.settings();
-    let endpoint = worker.balancer.borrow_mut().pick(
+    let endpoint = worker.upstreams.balancer.borrow_mut().pick(
         &service.backend,
         settings.load_balance,
         &[],
@@ -237,7 +237,7 @@ fn open(
         )
         .ok()?;
     if settings.load_balance == model::LoadBalance::LeastRequest {
-        worker.balancer.borrow_mut().started(endpoint);
+        worker.upstreams.balancer.borrow_mut().started(endpoint);
     }
     let now = Instant::now();
     worker.count_stream(&key, |c| {
@@ -281,7 +281,11 @@ impl Drop for Session {
             c.failed += u64::from(refused);
         });
         if self.worker.settings().load_balance == model::LoadBalance::LeastRequest {
-            self.worker.balancer.borrow_mut().finished(self.endpoint);
+            self.worker
+                .upstreams
+                .balancer
+                .borrow_mut()
+                .finished(self.endpoint);
         }
     }
 }
@@ -308,6 +312,7 @@ async fn run(
     if ending == Ending::Refused {
         session.refused.set(true);
         worker
+            .upstreams
             .balancer
             .borrow_mut()
             .set_aside(session.endpoint, Instant::now());

@@ -33,7 +33,6 @@
 //! endpoint once) and `proxy-next-upstream-timeout` the time spent retrying. A pooled
 //! connection that turns out dead is always resent on a fresh one: that is not a retry.
 
-use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -46,38 +45,20 @@ use bytes::Bytes;
 use http::request::Parts;
 use http::Response;
 use http_body::{Body, Frame, SizeHint};
-use model::{LoadBalance, Settings, UpstreamPolicy, UpstreamTls};
+use model::{Settings, UpstreamPolicy, UpstreamTls};
 use socket2::SockRef;
 use tokio::net::TcpStream;
 
 use crate::attempts::{Attempts, Picked};
-use crate::body::{BodyTimeout, BoxError};
-use crate::buffer::BufferFileError;
+use crate::balance::{in_flight, InFlight};
+use crate::body::BoxError;
 use crate::client::{ClientError, Conn, Framing, Outgoing, Stream, Timeouts};
 use crate::deadline::within;
-use crate::error::{Chain, ProxyError};
+use crate::error::{client_body_error, Chain, ProxyError};
 use crate::headers::Added;
 use crate::stall::{StallTimer, WriteTimeout};
-use crate::upstream_h2::{AttemptBody, H2Pool, StreamCount};
 use crate::upstream_tls::TlsClient;
-use crate::worker::Worker;
-
-/// Idle upstream connections of one worker, by endpoint, then by TLS client (0: plain TCP;
-/// nearly always the only one), so that an endpoint's removal stays one map removal.
-/// Only connections to endpoints of the current configuration are kept: callers ask the
-/// worker's one endpoint index (`Worker::is_live_endpoint`) before they check one in (a set
-/// of its own here cost ≈40 bytes per endpoint per worker).
-#[derive(Default)]
-pub(crate) struct Pool {
-    idle: HashMap<SocketAddr, Vec<(u64, VecDeque<Idle>)>>,
-    /// HTTP/2 connections (gRPC, h2c routes): shared by streams, not idle or busy.
-    pub(crate) h2: H2Pool,
-}
-
-struct Idle {
-    conn: Conn,
-    since: Instant,
-}
+use crate::upstreams::Upstreams;
 
 /// A response head from an endpoint, and the connection its body (or tunnel) is on.
 pub(crate) struct Exchange {
@@ -102,7 +83,7 @@ pub(crate) struct UpstreamBody {
     conn: Option<Conn>,
     framing: Framing,
     keep_alive: bool,
-    worker: Rc<Worker>,
+    upstreams: Rc<Upstreams>,
     addr: SocketAddr,
     keep: Keep,
     /// `proxy-read-timeout` between body reads.
@@ -117,12 +98,6 @@ struct Keep {
     max_idle: usize,
     max_age: Duration,
     max_requests: u32,
-}
-
-/// One request outstanding at an endpoint, for least-request balancing.
-pub(crate) struct InFlight {
-    worker: Rc<Worker>,
-    addr: SocketAddr,
 }
 
 /// The upstream socket of a tunnel, with `proxy-send-timeout` applied to writes that make no
@@ -148,152 +123,18 @@ struct Failure {
     next: bool,
 }
 
-impl Pool {
-    /// The most recently used idle connection to `addr` that is still open and young enough.
-    fn checkout(
-        &mut self,
-        addr: SocketAddr,
-        tls_id: u64,
-        max_age: Duration,
-        now: Instant,
-    ) -> Option<Conn> {
-        let queue = self
-            .idle
-            .get_mut(&addr)?
-            .iter_mut()
-            .find_map(|(id, queue)| (*id == tls_id).then_some(queue))?;
-        while let Some(idle) = queue.pop_back() {
-            if now.saturating_duration_since(idle.since) >= max_age {
-                // The newest is too old, so are all the others.
-                queue.clear();
-                return None;
-            }
-            // Closed while idle (the endpoint's keep-alive timeout, a restart): not a failure
-            // of anything, just take the next one.
-            if idle.conn.is_idle_open() {
-                return Some(idle.conn);
-            }
-        }
-        None
-    }
-
-    fn checkin(&mut self, addr: SocketAddr, conn: Conn, max_idle: usize, now: Instant) {
-        if max_idle == 0 {
-            return;
-        }
-        let tls_id = conn.tls_id();
-        let queues = self.idle.entry(addr).or_default();
-        let at = match queues.iter().position(|(id, _)| *id == tls_id) {
-            Some(at) => at,
-            None => {
-                queues.push((tls_id, VecDeque::new()));
-                queues.len() - 1
-            }
-        };
-        let queue = &mut queues[at].1;
-        while queue.len() >= max_idle {
-            queue.pop_front();
-        }
-        queue.push_back(Idle { conn, since: now });
-    }
-
-    /// An HTTP/2 connection to a live `addr` joins the pool (the caller checks: a connection
-    /// to another carries its one stream and closes).
-    pub(crate) fn insert_h2(
-        &mut self,
-        addr: SocketAddr,
-        tls_id: u64,
-        send: hyper::client::conn::http2::SendRequest<AttemptBody>,
-        streams: Rc<StreamCount>,
-    ) {
-        self.h2.insert(addr, tls_id, send, streams);
-    }
-
-    /// Closes idle connections to endpoints not in `live`, and lets HTTP/2 connections to
-    /// them take no new streams (running ones finish); returns how many.
-    pub(crate) fn keep_only(&mut self, live: impl Fn(&SocketAddr) -> bool) -> usize {
-        let mut closed = self.h2.keep_only(&live);
-        self.idle.retain(|addr, queues| {
-            let keep = live(addr);
-            if !keep {
-                closed += count(queues);
-            }
-            keep
-        });
-        closed
-    }
-
-    /// `addr` left every backend: close its idle connections and pool no more; returns how many
-    /// were closed.
-    pub(crate) fn forget(&mut self, addr: &SocketAddr) -> usize {
-        let h2 = self.h2.forget(addr);
-        h2 + self.idle.remove(addr).map_or(0, |queues| count(&queues))
-    }
-
-    /// Closes idle connections past their age, and ones their endpoint closed (no task
-    /// watches idle connections, so this is where a closed one stops holding a socket).
-    pub(crate) fn expire(&mut self, max_age: Duration, now: Instant) {
-        for queues in self.idle.values_mut() {
-            for (_, queue) in queues.iter_mut() {
-                queue.retain(|idle| {
-                    now.saturating_duration_since(idle.since) < max_age && idle.conn.is_idle_open()
-                });
-            }
-            queues.retain(|(_, queue)| !queue.is_empty());
-        }
-        self.idle.retain(|_, queues| !queues.is_empty());
-        self.h2.expire(max_age, now);
-    }
-
-    pub(crate) fn clear(&mut self) {
-        self.idle.clear();
-        self.h2.clear();
-    }
-}
-
-/// Connections in an endpoint's queues.
-fn count(queues: &[(u64, VecDeque<Idle>)]) -> usize {
-    queues.iter().map(|(_, queue)| queue.len()).sum()
-}
-
-impl Worker {
-    pub(crate) fn in_flight(
-        self: &Rc<Self>,
-        addr: SocketAddr,
-        policy: LoadBalance,
-    ) -> Option<InFlight> {
-        (policy == LoadBalance::LeastRequest).then(|| {
-            self.balancer.borrow_mut().started(addr);
-            InFlight {
-                worker: self.clone(),
-                addr,
-            }
-        })
-    }
-}
-
 /// Sends a request to one of `backend`'s endpoints, retrying as the module doc describes
 /// (the rules themselves are `Attempts`'), and returns the first response head. On success
 /// the request head's header map has become the response's.
 pub(crate) async fn exchange(
-    worker: &Rc<Worker>,
+    upstreams: &Rc<Upstreams>,
     settings: &Settings,
     policy: &UpstreamPolicy,
     tls: Option<&Arc<UpstreamTls>>,
     mut pending: Pending<'_>,
     mut attempts: Attempts<'_>,
 ) -> Result<Exchange, ProxyError> {
-    // Only HTTPS routes look anything up: the plain path pays this branch.
-    let tls = match tls {
-        None => None,
-        Some(tls) => Some(
-            worker
-                .tls_clients
-                .borrow_mut()
-                .get(tls)
-                .map_err(ProxyError::UpstreamTlsSetup)?,
-        ),
-    };
+    let tls = upstreams.tls_client(tls)?;
     let retry_statuses = !policy.next_upstream.statuses.is_empty() && pending.retryable;
     // A response head takes the request's header map over (no copy on the common path); to
     // ask another endpoint after a status, the request's headers are kept aside first.
@@ -301,10 +142,10 @@ pub(crate) async fn exchange(
         (retry_statuses && attempts.allows_retries()).then(|| pending.head.headers.clone());
     // The last attempt's outcome: an error, or a response whose status counted as failed.
     let mut last: Option<Result<Exchange, ProxyError>> = None;
-    while let Some(picked) = attempts.next(worker) {
+    while let Some(picked) = attempts.next(upstreams) {
         let addr = picked.addr;
         let result = try_endpoint(
-            worker,
+            upstreams,
             picked,
             settings,
             policy,
@@ -347,7 +188,7 @@ pub(crate) async fn exchange(
 }
 
 async fn try_endpoint(
-    worker: &Rc<Worker>,
+    upstreams: &Rc<Upstreams>,
     Picked { addr, start: now }: Picked,
     settings: &Settings,
     policy: &UpstreamPolicy,
@@ -364,9 +205,9 @@ async fn try_endpoint(
     let mut fresh_only = false;
     loop {
         let (mut conn, reused) =
-            acquire(worker, addr, settings, policy, tls, fresh_only, now).await?;
+            acquire(upstreams, addr, settings, policy, tls, fresh_only, now).await?;
         attempts.connected();
-        let in_flight = worker.in_flight(addr, settings.load_balance);
+        let in_flight = in_flight(&upstreams.balancer, addr, settings.load_balance);
         let sent = conn
             .round_trip(
                 pending.head,
@@ -419,7 +260,7 @@ async fn try_endpoint(
         }
         if reused {
             tracing::debug!(%addr, error = %Chain(&error), "pooled connection failed, resending on a fresh one");
-            worker.stats.borrow_mut().retries += 1;
+            upstreams.stats.borrow_mut().retries += 1;
             fresh_only = true;
             continue;
         }
@@ -427,22 +268,10 @@ async fn try_endpoint(
     }
 }
 
-/// A request body that failed while being sent: too large, too slow, or broken by the client;
-/// or, for a buffered one, its temporary file (the proxy's own failure).
-pub(crate) fn client_body_error(source: BoxError) -> ProxyError {
-    if source.is::<BodyTimeout>() {
-        return ProxyError::ClientBodyTimeout;
-    }
-    match source.downcast::<BufferFileError>() {
-        Ok(file) => ProxyError::BodyBuffer(*file),
-        Err(source) => ProxyError::ClientBody(source),
-    }
-}
-
 /// A connection to `addr`: the newest usable pooled one, else a fresh one (`true`: pooled).
 /// Its own future, so that the connect path's state does not sit in every attempt's.
 async fn acquire(
-    worker: &Worker,
+    upstreams: &Upstreams,
     addr: SocketAddr,
     settings: &Settings,
     policy: &UpstreamPolicy,
@@ -452,7 +281,7 @@ async fn acquire(
 ) -> Result<(Conn, bool), Failure> {
     if !fresh_only {
         let tls_id = tls.map_or(0, |tls| tls.id);
-        let pooled = worker.pool.borrow_mut().checkout(
+        let pooled = upstreams.pool.borrow_mut().checkout(
             addr,
             tls_id,
             settings.upstream_keepalive_timeout,
@@ -469,18 +298,19 @@ async fn acquire(
         // do not fit the route's. Another endpoint may, so it is tried; this one is not set
         // aside for other routes.
         Err(error @ ProxyError::UpstreamTls { .. }) => {
-            worker.stats.borrow_mut().connect_errors += 1;
+            upstreams.stats.borrow_mut().connect_errors += 1;
             Err(Failure { error, next: true })
         }
         // This process is out of descriptors: the endpoint is fine, and every other endpoint
-        // would fail the same way.
-        Err(error @ ProxyError::OutOfFileDescriptors { .. }) => {
-            worker.note_connect_exhaustion();
-            Err(Failure { error, next: false })
-        }
+        // would fail the same way. The attempt loop ends with this error, and the worker
+        // counts it (`forward`): nothing between here and there awaits.
+        Err(error @ ProxyError::OutOfFileDescriptors { .. }) => Err(Failure { error, next: false }),
         Err(error) => {
-            worker.balancer.borrow_mut().set_aside(addr, Instant::now());
-            worker.stats.borrow_mut().connect_errors += 1;
+            upstreams
+                .balancer
+                .borrow_mut()
+                .set_aside(addr, Instant::now());
+            upstreams.stats.borrow_mut().connect_errors += 1;
             // Nothing was sent: any request may go elsewhere.
             Err(Failure { error, next: true })
         }
@@ -554,7 +384,7 @@ impl UpstreamConn {
 impl UpstreamBody {
     pub(crate) fn new(
         upstream: UpstreamConn,
-        worker: &Rc<Worker>,
+        upstreams: &Rc<Upstreams>,
         settings: &Settings,
     ) -> UpstreamBody {
         let UpstreamConn {
@@ -568,7 +398,7 @@ impl UpstreamBody {
             conn: Some(conn),
             framing,
             keep_alive,
-            worker: worker.clone(),
+            upstreams: upstreams.clone(),
             addr,
             keep: Keep {
                 max_idle: usize::try_from(settings.keepalive).unwrap_or(usize::MAX),
@@ -599,9 +429,9 @@ impl UpstreamBody {
             && !self.keep.max_age.is_zero()
             && conn.count_finished() < self.keep.max_requests
             && conn.make_idle()
-            && self.worker.is_live_endpoint(&self.addr)
+            && self.upstreams.is_live_endpoint(&self.addr)
         {
-            self.worker.pool.borrow_mut().checkin(
+            self.upstreams.pool.borrow_mut().checkin(
                 self.addr,
                 conn,
                 self.keep.max_idle,
@@ -672,11 +502,5 @@ impl Body for UpstreamBody {
             Some(left) => SizeHint::with_exact(left),
             None => SizeHint::default(),
         }
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.worker.balancer.borrow_mut().finished(self.addr);
     }
 }

@@ -27,8 +27,7 @@
 //! The pool holds a connection as hyper's `SendRequest` handle (a channel to its connection
 //! task, which owns the socket); a stream takes a clone of it.
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::cell::RefCell;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -47,94 +46,23 @@ use hyper_util::rt::TokioIo;
 use model::{RoutePolicy, Settings, UpstreamProtocol};
 
 use crate::attempts::{Attempts, Picked};
-use crate::body::{BoxError, RequestBody};
+use crate::balance::InFlight;
+use crate::body::BoxError;
 use crate::deadline::within;
 use crate::error::{Chain, ProxyError};
+use crate::h2_replay::{AttemptBody, Replay};
+use crate::pool::StreamSlot;
+use crate::request_body::RequestBody;
 use crate::stall::StallTimer;
-use crate::upstream::InFlight;
 use crate::upstream_tls::TlsClient;
-use crate::worker::Worker;
-
-/// Streams one connection carries before another is opened. hyper does not expose the
-/// peer's SETTINGS_MAX_CONCURRENT_STREAMS; above it h2 queues a stream until one ends, so
-/// this bound spreads load and never fails a request. 100 is the least RFC 9113 §6.5.2
-/// recommends a server allow.
-const MAX_STREAMS: usize = 100;
-
-/// How much request body a stream keeps until its response head arrives, so that a stream
-/// the backend refused can be sent again. Larger bodies are not retried once sent.
-const REPLAY_LIMIT: usize = 64 * 1024;
+use crate::upstreams::Upstreams;
 
 /// `grpc-timeout`.
 static GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 
-/// A worker's HTTP/2 connections, by endpoint (beside the HTTP/1.1 idle pool in `Pool`).
-#[derive(Default)]
-pub(crate) struct H2Pool {
-    conns: HashMap<SocketAddr, Vec<H2Conn>>,
-    /// Connects under way, by endpoint and TLS client: others wait for them.
-    connecting: HashMap<(SocketAddr, u64), Rc<tokio::sync::Notify>>,
-}
-
-/// One multiplexed connection.
-struct H2Conn {
-    /// The TLS client it was made with (0: cleartext).
-    tls_id: u64,
-    send: http2::SendRequest<AttemptBody>,
-    streams: Rc<StreamCount>,
-}
-
-/// The streams open on a connection, and since when it has had none (an idle connection is
-/// closed after upstream-keepalive-timeout, as HTTP/1.1 ones are).
-pub(crate) struct StreamCount {
-    open: Cell<usize>,
-    /// Streams the connection has carried (`upstream-keepalive-requests` retires it).
-    started: Cell<u64>,
-    idle_since: Cell<Instant>,
-}
-
-/// One open stream, counted on its connection until the response body ends.
-struct StreamSlot(Rc<StreamCount>);
-
 /// Runs hyper's connection tasks on this worker's thread: request bodies hold `Rc`s.
 #[derive(Clone, Copy)]
 struct LocalExec;
-
-/// The request body as attempts pull it: what was pulled stays here (up to `REPLAY_LIMIT`)
-/// until a response head arrives, so a refused stream's body can be sent again.
-struct Replay {
-    source: RequestBody,
-    kept: Vec<Kept>,
-    kept_len: usize,
-    /// Every frame pulled so far is in `kept` (false once past the limit or answered).
-    complete: bool,
-    ended: bool,
-    /// Attempts get a new generation; a stale attempt's body (its stream reset) gets nothing.
-    generation: u32,
-    /// The client's body failed: the error that answers the request.
-    failed: Option<ProxyError>,
-}
-
-impl Replay {
-    /// The answer is taken: the body will not be sent again, so nothing more is kept.
-    fn forget(&mut self) {
-        self.complete = false;
-        self.kept = Vec::new();
-        self.kept_len = 0;
-    }
-}
-
-enum Kept {
-    Data(Bytes),
-    Trailers(HeaderMap),
-}
-
-/// One attempt's view of the request body.
-pub(crate) struct AttemptBody {
-    replay: Rc<RefCell<Replay>>,
-    generation: u32,
-    next: usize,
-}
 
 /// A response body from an HTTP/2 upstream on its way to the client: data and trailers as
 /// they come; `proxy-read-timeout` between frames; a gRPC route's deadline.
@@ -177,104 +105,6 @@ where
 {
     fn execute(&self, future: F) {
         tokio::task::spawn_local(future);
-    }
-}
-
-impl H2Pool {
-    /// A connection to `addr` made with `tls_id` that takes another stream; one that has
-    /// carried `max_streams` (`upstream-keepalive-requests`, nginx's `keepalive_requests`)
-    /// takes no more.
-    fn checkout(
-        &mut self,
-        addr: SocketAddr,
-        tls_id: u64,
-        max_streams: u64,
-    ) -> Option<(http2::SendRequest<AttemptBody>, StreamSlot)> {
-        let conns = self.conns.get_mut(&addr)?;
-        // A connection that got GOAWAY or failed reports closed, and a used-up one is done:
-        // neither takes a new stream, and dropping the handle lets hyper close it once its
-        // running streams end.
-        conns.retain(|conn| !conn.send.is_closed() && conn.streams.started.get() < max_streams);
-        let conn = conns.iter().find(|conn| {
-            conn.tls_id == tls_id && conn.streams.open.get() < MAX_STREAMS && conn.send.is_ready()
-        })?;
-        Some((conn.send.clone(), StreamSlot::new(&conn.streams)))
-    }
-
-    pub(crate) fn insert(
-        &mut self,
-        addr: SocketAddr,
-        tls_id: u64,
-        send: http2::SendRequest<AttemptBody>,
-        streams: Rc<StreamCount>,
-    ) {
-        self.conns.entry(addr).or_default().push(H2Conn {
-            tls_id,
-            send,
-            streams,
-        });
-    }
-
-    /// Connections to endpoints not in `live` take no new streams; returns how many.
-    pub(crate) fn keep_only(&mut self, live: &impl Fn(&SocketAddr) -> bool) -> usize {
-        let mut dropped = 0;
-        self.conns.retain(|addr, conns| {
-            let keep = live(addr);
-            if !keep {
-                dropped += conns.len();
-            }
-            keep
-        });
-        dropped
-    }
-
-    /// `addr` left every backend: its connections take no new streams.
-    pub(crate) fn forget(&mut self, addr: &SocketAddr) -> usize {
-        self.conns.remove(addr).map_or(0, |conns| conns.len())
-    }
-
-    /// Drops connections that closed (GOAWAY, errors) and ones without a stream for
-    /// `max_age` (zero: none are kept idle).
-    pub(crate) fn expire(&mut self, max_age: Duration, now: Instant) {
-        for conns in self.conns.values_mut() {
-            conns.retain(|conn| {
-                let idle_for = now.saturating_duration_since(conn.streams.idle_since.get());
-                !conn.send.is_closed() && (conn.streams.open.get() > 0 || idle_for < max_age)
-            });
-        }
-        self.conns.retain(|_, conns| !conns.is_empty());
-    }
-
-    pub(crate) fn clear(&mut self) {
-        self.conns.clear();
-    }
-}
-
-impl StreamCount {
-    pub(crate) fn new() -> Rc<StreamCount> {
-        Rc::new(StreamCount {
-            open: Cell::new(0),
-            started: Cell::new(0),
-            idle_since: Cell::new(Instant::now()),
-        })
-    }
-}
-
-impl StreamSlot {
-    fn new(streams: &Rc<StreamCount>) -> StreamSlot {
-        streams.open.set(streams.open.get() + 1);
-        streams.started.set(streams.started.get() + 1);
-        StreamSlot(streams.clone())
-    }
-}
-
-impl Drop for StreamSlot {
-    fn drop(&mut self) {
-        let open = self.0.open.get().saturating_sub(1);
-        self.0.open.set(open);
-        if open == 0 {
-            self.0.idle_since.set(Instant::now());
-        }
     }
 }
 
@@ -333,8 +163,11 @@ pub(crate) fn grpc_timeout(headers: &HeaderMap) -> Option<Duration> {
 /// for a connect timeout), as does an answer whose status the route lists (`http_502` …:
 /// nginx's `grpc_next_upstream` takes the same conditions) when the body was kept whole; a
 /// stream the endpoint did not process is sent again; anything else is answered.
+///
+/// The attempt loop is one function (~100 lines) so that its retry rules read in one place,
+/// as `upstream::exchange`'s do (issue 25 item 4 wants one loop for both transports).
 pub(crate) async fn exchange(
-    worker: &Rc<Worker>,
+    upstreams: &Rc<Upstreams>,
     settings: &Settings,
     policy: &RoutePolicy,
     request: H2Request<'_>,
@@ -347,16 +180,9 @@ pub(crate) async fn exchange(
     } = request;
     let upstream = &policy.upstream;
     let grpc = policy.upstream_protocol == UpstreamProtocol::Grpc;
-    let tls = match &policy.upstream_tls {
-        None => None,
-        Some(tls) => Some(
-            worker
-                .tls_clients
-                .borrow_mut()
-                .get(tls)
-                .map_err(ProxyError::UpstreamTlsSetup)?,
-        ),
-    };
+    let tls = upstreams.tls_client(policy.upstream_tls.as_ref())?;
+    // `upstream-keepalive-requests` retires an HTTP/2 connection after that many streams.
+    let max_streams = u64::from(settings.upstream_keepalive_requests);
     // gRPC's deadline covers the whole call, the response body included.
     let deadline = grpc
         .then(|| grpc_timeout(&head.headers))
@@ -364,15 +190,7 @@ pub(crate) async fn exchange(
         .map(|timeout| arrived + timeout);
     let idempotent =
         crate::headers::is_idempotent(&head.method) || upstream.next_upstream.non_idempotent;
-    let replay = Rc::new(RefCell::new(Replay {
-        source: body,
-        kept: Vec::new(),
-        kept_len: 0,
-        complete: true,
-        ended: false,
-        generation: 0,
-        failed: None,
-    }));
+    let replay = Rc::new(RefCell::new(Replay::new(body)));
     // The last attempt's outcome: an error, or an answer whose status counted as failed.
     let mut last: Option<Result<Answer, ProxyError>> = None;
     loop {
@@ -380,14 +198,15 @@ pub(crate) async fn exchange(
             last = Some(Err(ProxyError::GrpcDeadline));
             break;
         }
-        let Some(Picked { addr, .. }) = attempts.next(worker) else {
+        let Some(Picked { addr, .. }) = attempts.next(upstreams) else {
             break;
         };
         let outcome = try_endpoint(
-            worker,
+            upstreams,
             addr,
             policy,
             tls.as_deref(),
+            max_streams,
             head,
             &replay,
             deadline,
@@ -436,7 +255,7 @@ pub(crate) async fn exchange(
     // counted as failed.
     let (response, slot, addr) = last.unwrap_or(Err(ProxyError::NoEndpoints))?;
     replay.borrow_mut().forget();
-    let in_flight = worker.in_flight(addr, settings.load_balance);
+    let in_flight = crate::balance::in_flight(&upstreams.balancer, addr, settings.load_balance);
     Ok(response.map(|inner| H2Body {
         inner: Some(inner),
         read_stall: StallTimer::new(upstream.read_timeout),
@@ -447,12 +266,17 @@ pub(crate) async fn exchange(
     }))
 }
 
+/// One attempt on one endpoint: a stream on a pooled or new connection, the body pulled
+/// through `Replay`, the head awaited within proxy-read-timeout and the gRPC deadline. One
+/// function (~100 lines): what decides whether the attempt may be retried (refused, body
+/// complete, idempotent) is read from the same few values along the way.
 #[allow(clippy::too_many_arguments)]
 async fn try_endpoint(
-    worker: &Rc<Worker>,
+    upstreams: &Rc<Upstreams>,
     addr: SocketAddr,
     policy: &RoutePolicy,
     tls: Option<&TlsClient>,
+    max_streams: u64,
     head: &Parts,
     replay: &Rc<RefCell<Replay>>,
     deadline: Option<Instant>,
@@ -460,16 +284,20 @@ async fn try_endpoint(
     attempts: &mut Attempts<'_>,
 ) -> Outcome {
     let upstream = &policy.upstream;
-    let (mut send, slot) = match acquire(worker, addr, upstream.connect_timeout, tls).await {
-        Ok(found) => found,
-        Err(error) => {
-            if !matches!(error, ProxyError::UpstreamTls { .. }) {
-                worker.balancer.borrow_mut().set_aside(addr, Instant::now());
+    let (mut send, slot) =
+        match acquire(upstreams, addr, upstream.connect_timeout, tls, max_streams).await {
+            Ok(found) => found,
+            Err(error) => {
+                if !matches!(error, ProxyError::UpstreamTls { .. }) {
+                    upstreams
+                        .balancer
+                        .borrow_mut()
+                        .set_aside(addr, Instant::now());
+                }
+                upstreams.stats.borrow_mut().connect_errors += 1;
+                return Outcome::Failed { error, next: true };
             }
-            worker.stats.borrow_mut().connect_errors += 1;
-            return Outcome::Failed { error, next: true };
-        }
-    };
+        };
     attempts.connected();
     let body = {
         let mut shared = replay.borrow_mut();
@@ -545,15 +373,15 @@ async fn try_endpoint(
 /// one another request is making (waited for, within `timeout`), else a new one. Requests
 /// that arrive together share one new connection rather than each opening their own.
 async fn acquire(
-    worker: &Worker,
+    upstreams: &Upstreams,
     addr: SocketAddr,
     timeout: Duration,
     tls: Option<&TlsClient>,
+    max_streams: u64,
 ) -> Result<(http2::SendRequest<AttemptBody>, StreamSlot), ProxyError> {
     let key = (addr, tls.map_or(0, |tls| tls.id));
-    let max_streams = u64::from(worker.settings().upstream_keepalive_requests);
     let pending = {
-        let mut pool = worker.pool.borrow_mut();
+        let mut pool = upstreams.pool.borrow_mut();
         if let Some(found) = pool.h2.checkout(key.0, key.1, max_streams) {
             return Ok(found);
         }
@@ -563,7 +391,7 @@ async fn acquire(
         // Created while the connect is under way, so its end wakes this (tokio's
         // `notify_waiters` reaches every `Notified` created before it, polled or not).
         let _ = within(timeout, made.notified()).await;
-        if let Some(found) = worker
+        if let Some(found) = upstreams
             .pool
             .borrow_mut()
             .h2
@@ -572,15 +400,15 @@ async fn acquire(
             return Ok(found);
         }
     }
-    let connecting = Connecting::start(worker, key);
+    let connecting = Connecting::start(upstreams, key);
     let made = Box::pin(connect(addr, timeout, tls)).await;
     drop(connecting);
     let send = made?;
-    let streams = StreamCount::new();
+    let streams = crate::pool::StreamCount::new();
     let slot = StreamSlot::new(&streams);
     // To an endpoint that left meanwhile: this stream only, then it closes.
-    if worker.is_live_endpoint(&addr) {
-        worker
+    if upstreams.is_live_endpoint(&addr) {
+        upstreams
             .pool
             .borrow_mut()
             .insert_h2(addr, key.1, send.clone(), streams);
@@ -591,15 +419,15 @@ async fn acquire(
 /// A connect under way, listed so that other requests wait for it; unlisted (and its
 /// waiters woken) when it ends, also when the request making it goes away.
 struct Connecting<'w> {
-    worker: &'w Worker,
+    upstreams: &'w Upstreams,
     key: (SocketAddr, u64),
     made: Rc<tokio::sync::Notify>,
 }
 
 impl<'w> Connecting<'w> {
-    fn start(worker: &'w Worker, key: (SocketAddr, u64)) -> Connecting<'w> {
+    fn start(upstreams: &'w Upstreams, key: (SocketAddr, u64)) -> Connecting<'w> {
         let made = Rc::new(tokio::sync::Notify::new());
-        let listed = worker
+        let listed = upstreams
             .pool
             .borrow_mut()
             .h2
@@ -608,13 +436,17 @@ impl<'w> Connecting<'w> {
         // Another request's connect that ended without a usable connection: its waiters
         // were woken already.
         drop(listed);
-        Connecting { worker, key, made }
+        Connecting {
+            upstreams,
+            key,
+            made,
+        }
     }
 }
 
 impl Drop for Connecting<'_> {
     fn drop(&mut self) {
-        let mut pool = self.worker.pool.borrow_mut();
+        let mut pool = self.upstreams.pool.borrow_mut();
         if pool
             .h2
             .connecting
@@ -710,78 +542,6 @@ where
             tracing::debug!(%addr, error = %Chain(&error), "HTTP/2 upstream connection ended");
         }
     });
-}
-
-impl Body for AttemptBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let this = self.get_mut();
-        let mut shared = this.replay.borrow_mut();
-        if shared.generation != this.generation {
-            return Poll::Ready(Some(Err("a later attempt sends this body".into())));
-        }
-        if let Some(kept) = shared.kept.get(this.next) {
-            this.next += 1;
-            let frame = match kept {
-                Kept::Data(data) => Frame::data(data.clone()),
-                Kept::Trailers(trailers) => Frame::trailers(trailers.clone()),
-            };
-            return Poll::Ready(Some(Ok(frame)));
-        }
-        if shared.ended {
-            return Poll::Ready(None);
-        }
-        match Pin::new(&mut shared.source).poll_frame(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(None) => {
-                shared.ended = true;
-                Poll::Ready(None)
-            }
-            Poll::Ready(Some(Err(error))) => {
-                shared.failed = Some(crate::upstream::client_body_error(error));
-                Poll::Ready(Some(Err("the client's request body failed".into())))
-            }
-            Poll::Ready(Some(Ok(frame))) => {
-                if shared.complete {
-                    let kept = if let Some(data) = frame.data_ref() {
-                        shared.kept_len += data.len();
-                        Kept::Data(data.clone())
-                    } else if let Some(trailers) = frame.trailers_ref() {
-                        Kept::Trailers(trailers.clone())
-                    } else {
-                        return Poll::Ready(Some(Ok(frame)));
-                    };
-                    if shared.kept_len > REPLAY_LIMIT {
-                        shared.complete = false;
-                        shared.kept = Vec::new();
-                    } else {
-                        shared.kept.push(kept);
-                        this.next = shared.kept.len();
-                    }
-                }
-                Poll::Ready(Some(Ok(frame)))
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        let shared = self.replay.borrow();
-        self.next >= shared.kept.len() && (shared.ended || shared.source.is_end_stream())
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        let shared = self.replay.borrow();
-        if self.next >= shared.kept.len() && (shared.ended || shared.source.is_end_stream()) {
-            SizeHint::with_exact(0)
-        } else {
-            SizeHint::default()
-        }
-    }
 }
 
 impl H2Body {

@@ -4,7 +4,7 @@
 //!  socket ─read─▶ worker's scratch buffer ─▶ whole frames parsed in place; an incomplete
 //!     ▲           one's bytes kept in `partial` (empty, capacity 0, between requests)
 //!     │             ├─ HEADERS (+CONTINUATION) ─▶ HPACK ─▶ request::decode ─▶ stream task:
-//!     │             │      forward::respond ─▶ stream::send_response
+//!     │             │      Pipeline::respond ─▶ stream::send_response
 //!     │             ├─ DATA ─▶ the stream's queue (its request body reads it)
 //!     │             └─ SETTINGS / PING / WINDOW_UPDATE / RST_STREAM / GOAWAY ─▶ state
 //!     └─write── Shared.out (frames from both tasks), written after each poll; given back
@@ -37,10 +37,10 @@ use wire::h2::hpack::{self, Decoder};
 
 use super::request::{self, HeadError};
 use super::stream::{self, SharedRef, Stream, StreamEnd, OUT_HIGH_WATER, RECV_WINDOW};
-use crate::body::{ClientBody, ResponseBody};
-use crate::forward::ClientUpgrade;
+use crate::error::ErrorSource;
+use crate::pipeline::{ClientUpgrade, Pipeline};
+use crate::request_body::ClientBody;
 use crate::stall::StreamWatch;
-use crate::worker::ConnCtx;
 
 /// Empty DATA frames without END_STREAM in a row that end the connection (CVE-2019-9518).
 const EMPTY_FRAME_LIMIT: u32 = 1_000;
@@ -72,9 +72,9 @@ struct PartialBlock {
 }
 
 /// A client connection speaking HTTP/2: a future that ends when the connection does.
-pub(crate) struct Connection<I> {
+pub(crate) struct Connection<I, C> {
     io: I,
-    conn: Rc<ConnCtx>,
+    conn: Rc<C>,
     shared: SharedRef,
     decoder: Decoder,
     limits: Limits,
@@ -101,8 +101,8 @@ pub(crate) struct Connection<I> {
     header_timer: Option<Pin<Box<Sleep>>>,
 }
 
-impl<I> Connection<I> {
-    pub(crate) fn new(conn: Rc<ConnCtx>, io: I, limits: Limits) -> Connection<I> {
+impl<I, C: Pipeline> Connection<I, C> {
+    pub(crate) fn new(conn: Rc<C>, io: I, limits: Limits) -> Connection<I, C> {
         let mut state = stream::Shared::new();
         let settings = [
             (
@@ -654,11 +654,7 @@ impl<I> Connection<I> {
         }
         shared.wake_conn();
         drop(shared);
-        self.conn
-            .worker
-            .stats
-            .borrow_mut()
-            .error(431, crate::error::ErrorSource::Client);
+        self.conn.count_error(431, ErrorSource::Client);
         // Logged as HTTP/1's refusals are: the head was not kept, so the request is "-".
         self.conn.log_refused(None, 431, (0, 0));
     }
@@ -713,8 +709,8 @@ impl<I> Connection<I> {
 }
 
 /// One stream's task: the request through the pipeline, then its response out.
-async fn serve_stream(
-    conn: Rc<ConnCtx>,
+async fn serve_stream<C: Pipeline>(
+    conn: Rc<C>,
     shared: SharedRef,
     id: u32,
     parts: http::request::Parts,
@@ -728,13 +724,12 @@ async fn serve_stream(
     };
     // Boxed: the pipeline's future is kilobytes, and tokio moves a task's future as it
     // spawns it; a pointer is cheaper to move.
-    let response: Response<ResponseBody> =
-        Box::pin(crate::forward::respond(conn, parts, body, upgrade)).await;
+    let response: Response<C::Body> = Box::pin(conn.respond(parts, body, upgrade)).await;
     stream::send_response(&shared, id, response).await;
     end.done = true;
 }
 
-impl<I: AsyncRead + AsyncWrite + Unpin> Connection<I> {
+impl<I: AsyncRead + AsyncWrite + Unpin, C: Pipeline> Connection<I, C> {
     /// Reads and handles what the client sent; `Ready` when the client closed or the read
     /// failed.
     fn poll_read_frames(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -824,7 +819,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Connection<I> {
     }
 }
 
-impl<I: AsyncRead + AsyncWrite + Unpin> Future for Connection<I> {
+impl<I: AsyncRead + AsyncWrite + Unpin, C: Pipeline> Future for Connection<I, C> {
     type Output = io::Result<()>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -867,7 +862,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Future for Connection<I> {
     }
 }
 
-impl<I> Drop for Connection<I> {
+impl<I, C> Drop for Connection<I, C> {
     fn drop(&mut self) {
         // Streams' tasks hold the shared state, not the connection: stop them with it.
         if let Ok(mut shared) = self.shared.try_borrow_mut() {

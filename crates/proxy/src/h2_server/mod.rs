@@ -4,7 +4,7 @@
 //!  socket ─▶ conn::Connection ─frames─▶ wire::h2::frame::parse
 //!               │                       ─HEADERS─▶ wire::h2::hpack::Decoder ─▶ request
 //!               │                                                  ─▶ stream task:
-//!               │                       forward::respond (the one request pipeline)
+//!               │                       Pipeline::respond (the one request pipeline)
 //!               ◀──── stream::Shared.out ◀── HEADERS (hpack encode) + DATA + trailers
 //! ```
 //!
@@ -21,7 +21,7 @@ mod resets;
 mod stream;
 
 pub(crate) use conn::{Connection, Limits};
-pub(crate) use stream::{RequestBody, Upgrade};
+pub(crate) use stream::{RequestBody, TunnelCount, Upgrade};
 
 /// RFC 9113 §8.2.2: fields that describe an HTTP/1.1 connection and do not exist in HTTP/2
 /// (`te` apart: it may say "trailers"). A request carrying one is malformed; a response

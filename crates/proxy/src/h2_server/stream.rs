@@ -5,7 +5,7 @@
 //!  connection task ──DATA──▶ Stream.recv ──▶ RequestBody::poll_frame (the upstream reads it)
 //!        ▲                                      └─ bytes taken ─▶ credit ─▶ WINDOW_UPDATE
 //!        │ writes `out`                                               (half a window at a time)
-//!  Shared.out ◀── HEADERS / DATA / trailers ── stream task: forward::respond, then send()
+//!  Shared.out ◀── HEADERS / DATA / trailers ── stream task: Pipeline::respond, then send()
 //!                  (DATA only within both send windows; waits when `out` is full)
 //! ```
 //!
@@ -28,8 +28,7 @@ use wire::h2::frame::{self, ErrorCode};
 use wire::h2::hpack;
 
 use super::resets;
-use crate::body::{BoxError, ResponseBody};
-use crate::worker::ConnCtx;
+use crate::body::BoxError;
 
 /// Frames queued for the socket past which a stream's task waits before adding DATA, and the
 /// connection stops reading (a client that sends PINGs or SETTINGS and reads nothing cannot
@@ -44,6 +43,15 @@ pub(super) const RECV_WINDOW: u32 = 1024 * 1024;
 pub(super) const DEFAULT_WINDOW: u32 = 65_535;
 
 pub(super) type SharedRef = Rc<RefCell<Shared>>;
+
+/// What an RFC 8441 tunnel tells the client connection it runs on: the connection is busy
+/// while a tunnel is open (as while a request is in flight), so keep-alive does not close it.
+/// The connection context implements it; a trait object, so that this layer names no type of
+/// the layers above (a tunnel is rare: the dynamic call costs nothing that matters).
+pub(crate) trait TunnelCount {
+    fn tunnel_opened(&self);
+    fn tunnel_closed(&self);
+}
 
 /// The connection's state both tasks touch.
 pub(super) struct Shared {
@@ -485,7 +493,10 @@ impl Drop for StreamEnd {
 /// Sends `response` on stream `id`: HEADERS, then the body as DATA within the client's
 /// windows, then trailers. A tunnel's 2xx (the upstream's 101) leaves the stream open for
 /// `Tunnel`.
-pub(super) async fn send_response(shared: &SharedRef, id: u32, response: Response<ResponseBody>) {
+pub(super) async fn send_response<B>(shared: &SharedRef, id: u32, response: Response<B>)
+where
+    B: Body<Data = Bytes, Error = BoxError> + Unpin,
+{
     let (parts, mut body) = response.into_parts();
     let end = body.is_end_stream();
     {
@@ -626,8 +637,8 @@ pub(super) async fn send_data(
 pub(crate) struct Tunnel {
     shared: SharedRef,
     id: u32,
-    /// Counted busy while the tunnel is open (`ConnCtx::tunnel_opened`).
-    conn: Rc<ConnCtx>,
+    /// Counted busy while the tunnel is open (`TunnelCount`).
+    conn: Rc<dyn TunnelCount>,
     /// Bytes taken from the stream's queue and not yet read.
     pending: Bytes,
     shut: bool,
@@ -637,7 +648,7 @@ pub(crate) struct Tunnel {
 pub(crate) struct Upgrade {
     pub(super) shared: SharedRef,
     pub(super) id: u32,
-    pub(super) conn: Rc<ConnCtx>,
+    pub(super) conn: Rc<dyn TunnelCount>,
 }
 
 impl Upgrade {

@@ -1,0 +1,516 @@
+//! What a client connection goes through before its requests: the PROXY protocol header, the
+//! TLS passthrough peek, the h2c preface, the TLS handshake with ALPN; then the server that
+//! speaks its protocol, driven until it ends.
+//!
+//! ```text
+//!  accepted ─▶ serve(conn) ─ PROXY header? ─ passthrough SNI? ─▶ passthrough::pass (splice)
+//!                 ├─ plain ──────────────┐            ┌─▶ inline HTTP/1.1 ─(handover)─▶ hyper http1
+//!                 └─ TLS+ALPN (serve_tls)┴─▶ ConnCtx ─┴─▶ h2_server (use-h2c: a plain connection
+//!                                                        that opens with the preface) ─▶ forward
+//!  drive(): stopping │ keep-alive-requests ─▶ graceful shutdown (HTTP/1 close after response,
+//!           GOAWAY); idle timer (keep-alive, and client-header-timeout for HTTP/1) │ evicted
+//!           ─▶ close (HTTP/1) │ GOAWAY (HTTP/2)
+//! ```
+
+use std::convert::Infallible;
+use std::future::{poll_fn, Future};
+use std::net::SocketAddr;
+use std::pin::{pin, Pin};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use http::request::Parts;
+use http::Response;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use model::Settings;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+
+use crate::access_log::TlsFacts;
+use crate::deadline::before;
+use crate::error::{ErrorSource, ProxyError};
+use crate::linger::Linger;
+use crate::pipeline::{ClientUpgrade, Pipeline};
+use crate::proxy_protocol;
+use crate::request_body::ClientBody;
+use crate::response_body::ResponseBody;
+use crate::server::{Ended, Http1, Prefixed};
+use crate::stall::WriteTimeout;
+use crate::worker::{non_zero, ConnCtx, OpenConnection, Origin, Worker};
+
+/// The servers' way into the pipeline (`pipeline`): a client connection's requests go
+/// through `forward::respond`.
+impl Pipeline for ConnCtx {
+    type Body = ResponseBody;
+
+    fn respond(
+        self: Rc<Self>,
+        head: Parts,
+        body: Option<ClientBody>,
+        upgrade: Option<ClientUpgrade>,
+    ) -> impl Future<Output = Response<ResponseBody>> {
+        crate::forward::respond(self, head, body, upgrade)
+    }
+
+    fn count_error(&self, status: u16, source: ErrorSource) {
+        self.worker.stats.borrow_mut().error(status, source);
+    }
+
+    fn error_response(&self, error: &ProxyError) -> Response<ResponseBody> {
+        crate::answer::error_response(error, false)
+    }
+
+    fn log_refused(&self, head: Option<&Parts>, status: u16, sent: (u64, u64)) {
+        ConnCtx::log_refused(self, head, status, sent);
+    }
+
+    fn closing(&self) -> bool {
+        ConnCtx::closing(self)
+    }
+
+    fn last_active(&self) -> Instant {
+        ConnCtx::last_active(self)
+    }
+}
+
+/// hyper refuses a smaller HTTP/1 buffer limit; `large-client-header-buffers` below it is
+/// raised to it.
+const MIN_HEADER_BUFFER: usize = 8192;
+
+/// Serves one accepted client connection until it ends (`_open` counts it meanwhile).
+pub(crate) async fn serve(
+    worker: Rc<Worker>,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    https: bool,
+    _open: OpenConnection,
+) {
+    // Responses are written in few large writes; Nagle would only delay their tails.
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "set TCP_NODELAY");
+    }
+    let settings = worker.settings();
+    let mut origin = Origin {
+        peer,
+        load_balancer: None,
+        announced: None,
+        accepted: Instant::now(),
+    };
+    // One client-header-timeout for everything before the first request: the PROXY
+    // header, the ClientHello peek or h2c preface, the TLS handshake and the request head
+    // (or HTTP/2 preface). A client trickling each stage just inside a timeout of its own
+    // would otherwise hold the connection several timeouts long.
+    let deadline = origin.header_deadline(&settings);
+    if settings.use_proxy_protocol {
+        // Boxed: only connections behind a PROXY-protocol load balancer carry this future.
+        let header = Box::pin(proxy_header(&mut stream, &mut origin, deadline, &settings));
+        if !header.await {
+            worker.stats.borrow_mut().proxy_protocol_refused += 1;
+            return;
+        }
+    }
+    if https {
+        if let Some(route) = passthrough_route(&worker, &stream, deadline).await {
+            let peer = origin.peer;
+            // Boxed: only passthrough connections carry the splice.
+            Box::pin(crate::passthrough::pass(
+                &worker.upstreams,
+                stream,
+                &route,
+                &settings,
+                peer,
+            ))
+            .await;
+            return;
+        }
+    }
+    let h2c = !https && settings.use_h2c && {
+        // Boxed: only plain listeners with use-h2c carry this future.
+        let preface = Box::pin(before(deadline, starts_with_h2_preface(&stream)));
+        preface.await.unwrap_or(false)
+    };
+    let stream = Linger::new(WriteTimeout::new(
+        stream,
+        settings.client_send_timeout,
+        "the client read nothing within client-send-timeout",
+    ));
+    if !https {
+        let conn = ConnCtx::new(worker, origin, None, h2c);
+        let _registered = conn.register();
+        if h2c {
+            let http2 = Box::pin(serve_http2(conn, stream, &settings));
+            http2.await;
+        } else {
+            serve_http1(conn, stream, &settings).await;
+        }
+        return;
+    }
+    // Boxed: the handshake's and the TLS connection's state would otherwise be part of
+    // every plain connection's task too (a task is as large as its largest state).
+    let tls = Box::pin(serve_tls(worker, stream, origin, &settings));
+    tls.await;
+}
+
+/// Reads the PROXY protocol header a load balancer sends first (before `deadline`): the
+/// client it names becomes the connection's origin when the peer is a trusted proxy. `false`:
+/// no valid header, the connection is refused.
+async fn proxy_header(
+    stream: &mut TcpStream,
+    origin: &mut Origin,
+    deadline: Option<Instant>,
+    settings: &Settings,
+) -> bool {
+    let peer = origin.peer;
+    match before(deadline, proxy_protocol::read_header(stream)).await {
+        Some(Ok(proxy_protocol::Header::Proxied { source })) => {
+            origin.announced = Some(source.ip().to_canonical());
+            if settings.is_trusted_proxy(peer.ip().to_canonical()) {
+                origin.peer = source;
+                origin.load_balancer = Some(peer.ip().to_canonical());
+            }
+            true
+        }
+        Some(Ok(_)) => true,
+        Some(Err(e)) => {
+            tracing::debug!(%peer, error = %e, "connection refused");
+            false
+        }
+        None => {
+            tracing::debug!(%peer, "no PROXY protocol header within client-header-timeout");
+            false
+        }
+    }
+}
+
+/// The passthrough route of the host a TLS client asks for, if the configuration passes
+/// it through (read without consuming the ClientHello, before the connection's
+/// client-header-timeout deadline).
+async fn passthrough_route(
+    worker: &Worker,
+    stream: &TcpStream,
+    deadline: Option<Instant>,
+) -> Option<Arc<model::Route>> {
+    if worker.config().as_ref()?.passthrough.is_empty() {
+        return None;
+    }
+    let peeked = Box::pin(before(
+        deadline,
+        crate::passthrough::peek_server_name(stream),
+    ));
+    let name = peeked.await.flatten()?;
+    // Looked up again: the configuration may have been swapped while the hello came.
+    worker.config().as_ref()?.passthrough.get(&name).cloned()
+}
+
+async fn serve_tls(
+    worker: Rc<Worker>,
+    stream: Linger<WriteTimeout<TcpStream>>,
+    origin: Origin,
+    settings: &Settings,
+) {
+    let peer = origin.peer;
+    let Some(config) = worker.tls_config(settings.ssl_session_tickets) else {
+        return;
+    };
+    // A client that stalls its handshake is as slow as one that stalls its header: both
+    // share the connection's one client-header-timeout.
+    let handshake = crate::tls_server::accept(config, stream);
+    let tls = match before(origin.header_deadline(settings), handshake).await {
+        Some(Ok(tls)) => tls,
+        Some(Err(e)) => {
+            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+            return;
+        }
+        None => {
+            tracing::debug!(%peer, "TLS handshake timed out");
+            return;
+        }
+    };
+    let h2 = tls.alpn_protocol() == Some(b"h2");
+    let facts = TlsFacts::of(tls.session());
+    let conn = ConnCtx::new(worker, origin, Some(facts), h2);
+    let _registered = conn.register();
+    if h2 {
+        // Boxed for the same reason: the HTTP/2 connection's state is what
+        // HTTP/1.1-over-TLS connections do not need.
+        let http2 = Box::pin(serve_http2(conn, tls, settings));
+        http2.await;
+    } else {
+        serve_http1(conn, tls, settings).await;
+    }
+}
+
+/// HTTP/1.1: Sluice's inline server first; hyper takes the connection over at the first
+/// request the inline server leaves to it (see `server`).
+async fn serve_http1<I>(conn: Rc<ConnCtx>, io: I, settings: &Settings)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    // Between requests a connection waits for the next head: it closes after the shorter of
+    // `keep-alive` and `client-header-timeout` without one (a head that started arriving
+    // does not extend it), as hyper's header timer did.
+    let idle = match (
+        non_zero(settings.keep_alive),
+        non_zero(settings.client_header_timeout),
+    ) {
+        (Some(keep_alive), Some(header)) => keep_alive.min(header),
+        (Some(limit), None) | (None, Some(limit)) => limit,
+        (None, None) => Duration::ZERO,
+    };
+    let max_head = settings.max_request_header_size.max(MIN_HEADER_BUFFER);
+    let mut inline = Http1::new(io, max_head, !settings.keep_alive.is_zero());
+    let ended = drive(
+        inline.run(&conn),
+        &conn,
+        idle,
+        Server::Inline,
+        |_| conn.closing.set(true),
+        |_| {},
+    )
+    .await;
+    let Some(Ended::Handover(read)) = ended else {
+        return;
+    };
+    // Boxed: hyper's connection state is kilobytes, and only the connections handed over
+    // (bodies, upgrades, HTTP/1.0) need it.
+    // Built in its own statement: a temporary in the awaiting statement would keep its
+    // (unboxed) size in this future.
+    let hyper = Box::pin(serve_http1_hyper(
+        conn,
+        Prefixed::new(read, inline.into_io()),
+        settings,
+        idle,
+        max_head,
+    ));
+    hyper.await;
+}
+
+/// The rest of a connection the inline server handed over, served by hyper.
+async fn serve_http1_hyper<I>(
+    conn: Rc<ConnCtx>,
+    io: Prefixed<I>,
+    settings: &Settings,
+    idle: Duration,
+    max_head: usize,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let io = TokioIo::new(io);
+
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .max_buf_size(max_head)
+        .keep_alive(!settings.keep_alive.is_zero())
+        // `client-header-timeout` is enforced by `drive` instead: hyper's own timer would be
+        // allocated and registered anew for every request head.
+        .header_read_timeout(None);
+    let service = service(conn.clone());
+    let connection = builder.serve_connection(io, service).with_upgrades();
+    let result = drive(
+        connection,
+        &conn,
+        idle,
+        Server::Graceful,
+        |c| c.graceful_shutdown(),
+        |_| {},
+    )
+    .await;
+    if let Some(Err(e)) = result {
+        if e.is_parse_too_large() {
+            // hyper answered 431 itself; count it with the other generated errors.
+            conn.worker
+                .stats
+                .borrow_mut()
+                .error(431, crate::error::ErrorSource::Client);
+            conn.log_refused(None, 431, (0, 0));
+        } else if e.is_parse() {
+            // hyper answered 400 to a head it could not read.
+            conn.log_refused(None, 400, (0, 0));
+        }
+        tracing::debug!(error = %e, "client connection ended with an error");
+    }
+}
+
+/// HTTP/2's connection preface (RFC 9113 3.4): a client with prior knowledge starts with it.
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Whether the client's first bytes are HTTP/2's preface; they stay in the socket.
+async fn starts_with_h2_preface(stream: &TcpStream) -> bool {
+    let mut first = [0u8; H2_PREFACE.len()];
+    crate::peek::until(stream, &mut first, |seen| {
+        if seen.is_empty() || *seen != H2_PREFACE[..seen.len()] {
+            Some(false)
+        } else {
+            // The preface may arrive in parts (rare): wait for the rest.
+            (seen.len() == H2_PREFACE.len()).then_some(true)
+        }
+    })
+    .await
+    .unwrap_or(false)
+}
+
+async fn serve_http2<I>(conn: Rc<ConnCtx>, io: I, settings: &Settings)
+where
+    I: AsyncRead + AsyncWrite + Unpin + 'static,
+{
+    let limits = crate::h2_server::Limits {
+        // What one connection can hold: this many streams, each with at most one upstream
+        // read (256 KiB) and the connection's write queue; a stream that cannot send is
+        // reset after client-send-timeout.
+        max_concurrent_streams: settings.http2_max_concurrent_streams,
+        max_header_list: settings.max_request_header_size,
+        header_timeout: settings.client_header_timeout,
+        send_timeout: settings.client_send_timeout,
+    };
+    let connection = crate::h2_server::Connection::new(conn.clone(), io, limits);
+    let ended = drive(
+        connection,
+        &conn,
+        settings.keep_alive,
+        Server::Graceful,
+        |c| c.get_mut().go_away(),
+        |_| {},
+    );
+    if let Some(Err(e)) = ended.await {
+        tracing::debug!(error = %e, "client connection ended with an error");
+    }
+}
+
+fn service(
+    conn: Rc<ConnCtx>,
+) -> impl hyper::service::Service<
+    http::Request<hyper::body::Incoming>,
+    Response = http::Response<crate::response_body::ResponseBody>,
+    Error = Infallible,
+> {
+    service_fn(move |request| crate::forward::handle(conn.clone(), request))
+}
+
+/// Which server a connection is driving, for how it finishes gracefully.
+#[derive(Clone, Copy, PartialEq)]
+enum Server {
+    /// hyper (HTTP/1 after a handover) or the HTTP/2 server: a graceful shutdown closes
+    /// HTTP/1 after the response in flight and sends HTTP/2 GOAWAY.
+    Graceful,
+    /// The inline HTTP/1 server: the request in flight (if any) is answered with
+    /// `Connection: close`; an idle connection is closed at once.
+    Inline,
+}
+
+/// Runs a client connection to its end, turning the worker's stop flag, the idle timeout,
+/// an eviction for `max-worker-connections` and `keep-alive-requests` into a graceful
+/// shutdown of it. `None`: the driver closed it. An HTTP/1 connection idle too long (or
+/// evicted) is closed outright: hyper would keep one that never completed its first head open
+/// on a graceful shutdown, and with no request in flight nothing is cut short.
+///
+/// The flags are this worker's and this connection's `Cell`s, read with plain loads on each
+/// poll; whoever sets one wakes the task through the waker `watch` keeps. Nothing here
+/// touches memory another worker writes. `after_poll` runs after each poll of the connection
+/// (unused by both servers today).
+///
+/// One function of ~95 lines on purpose: the stop flag, `close_requested`, eviction and the
+/// idle timer are checked in this order on every wake-up, against one `closing` state; spread
+/// over helpers, the order that makes shutdown graceful would be spread with it.
+async fn drive<C: Future>(
+    connection: C,
+    conn: &ConnCtx,
+    idle_timeout: Duration,
+    server: Server,
+    finish: impl Fn(Pin<&mut C>),
+    after_poll: impl Fn(&mut Context<'_>),
+) -> Option<C::Output> {
+    let mut connection = pin!(connection);
+    let inline = server == Server::Inline;
+    let idle_enabled = !idle_timeout.is_zero();
+    // From the connection's last activity, which for a new one is when it was accepted: the
+    // first request head gets what the prefix and handshake left of client-header-timeout.
+    let idle = tokio::time::sleep_until(
+        (conn.last_active.get()
+            + if idle_enabled {
+                idle_timeout
+            } else {
+                Duration::from_secs(3600)
+            })
+        .into(),
+    );
+    let mut idle = pin!(idle);
+    let mut closing = false;
+    poll_fn(|cx| {
+        conn.watch(cx.waker());
+        loop {
+            if !closing && conn.worker.stopping.get() {
+                closing = true;
+                // The inline server between requests waits on a read that nothing else
+                // would end.
+                if inline && conn.in_flight.get() == 0 {
+                    return Poll::Ready(None);
+                }
+                finish(connection.as_mut());
+            }
+            let polled = connection.as_mut().poll(cx);
+            after_poll(cx);
+            if let Poll::Ready(output) = polled {
+                return Poll::Ready(Some(output));
+            }
+            // Only HTTP/2 is ever asked to close this way (HTTP/1 says `Connection: close`).
+            if !closing && conn.close_requested.get() {
+                closing = true;
+                finish(connection.as_mut());
+                continue;
+            }
+            if conn.evict.get() && !(closing && conn.h2) {
+                if conn.in_flight.get() == 0 {
+                    if !conn.h2 {
+                        return Poll::Ready(None);
+                    }
+                    closing = true;
+                    finish(connection.as_mut());
+                    continue;
+                }
+                // A request arrived since it was chosen: it stays, and counts again.
+                conn.evict.set(false);
+                conn.worker
+                    .cap
+                    .evicting
+                    .set(conn.worker.cap.evicting.get() - 1);
+            }
+            if idle_enabled && idle.as_mut().poll(cx).is_ready() {
+                let now = Instant::now();
+                if closing && conn.h2 {
+                    // GOAWAY is out. A client that does not let the connection finish (a
+                    // flow-control window kept shut on the last responses' data) is dropped
+                    // once it has had no stream for another idle period.
+                    if conn.in_flight.get() == 0 {
+                        return Poll::Ready(None);
+                    }
+                    idle.as_mut().reset((now + idle_timeout).into());
+                    continue;
+                }
+                let deadline = conn.last_active.get() + idle_timeout;
+                if conn.in_flight.get() == 0 && deadline <= now {
+                    if !conn.h2 {
+                        return Poll::Ready(None);
+                    }
+                    closing = true;
+                    finish(connection.as_mut());
+                    idle.as_mut().reset((now + idle_timeout).into());
+                } else {
+                    let next = if conn.in_flight.get() == 0 {
+                        deadline
+                    } else {
+                        now + idle_timeout
+                    };
+                    idle.as_mut().reset(next.into());
+                }
+                continue;
+            }
+            return Poll::Pending;
+        }
+    })
+    .await
+}
