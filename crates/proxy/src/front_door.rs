@@ -1,9 +1,11 @@
 //! What a client connection goes through before its requests: the PROXY protocol header, the
-//! TLS passthrough peek, the h2c preface, the TLS handshake with ALPN; then the server that
-//! speaks its protocol, driven until it ends.
+//! ClientHello peek (only when the configuration has passthrough hosts or hosts with their own
+//! TLS settings), the h2c preface, the TLS handshake with ALPN; then the server that speaks its
+//! protocol, driven until it ends.
 //!
 //! ```text
-//!  accepted ─▶ serve(conn) ─ PROXY header? ─ passthrough SNI? ─▶ passthrough::pass (splice)
+//!  accepted ─▶ serve(conn) ─ PROXY header? ─ SNI: passthrough? ─▶ passthrough::pass (splice)
+//!                                               own TLS settings? ─▶ that host's ServerConfig
 //!                 ├─ plain ──────────────┐            ┌─▶ inline HTTP/1.1 ─(handover)─▶ hyper http1
 //!                 └─ TLS+ALPN (serve_tls)┴─▶ ConnCtx ─┴─▶ h2_server (use-h2c: a plain connection
 //!                                                        that opens with the preface) ─▶ forward
@@ -26,6 +28,7 @@ use http::Response;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use model::tls::HostTls;
 use model::Settings;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -113,8 +116,11 @@ pub(crate) async fn serve(
             return;
         }
     }
+    let mut host_tls = None;
     if https {
-        if let Some(route) = passthrough_route(&worker, &stream, deadline).await {
+        let hello = hello(&worker, &stream, deadline).await;
+        host_tls = hello.host_tls;
+        if let Some(route) = hello.passthrough {
             let peer = origin.peer;
             // Boxed: only passthrough connections carry the splice.
             Box::pin(crate::passthrough::pass(
@@ -151,7 +157,7 @@ pub(crate) async fn serve(
     }
     // Boxed: the handshake's and the TLS connection's state would otherwise be part of
     // every plain connection's task too (a task is as large as its largest state).
-    let tls = Box::pin(serve_tls(worker, stream, origin, &settings));
+    let tls = Box::pin(serve_tls(worker, stream, origin, &settings, host_tls));
     tls.await;
 }
 
@@ -186,24 +192,47 @@ async fn proxy_header(
     }
 }
 
-/// The passthrough route of the host a TLS client asks for, if the configuration passes
-/// it through (read without consuming the ClientHello, before the connection's
-/// client-header-timeout deadline).
-async fn passthrough_route(
-    worker: &Worker,
-    stream: &TcpStream,
-    deadline: Option<Instant>,
-) -> Option<Arc<model::Route>> {
-    if worker.config().as_ref()?.passthrough.is_empty() {
-        return None;
+/// What the ClientHello's server name decides before the handshake.
+#[derive(Default)]
+struct Hello {
+    /// The configuration passes this host's TLS through.
+    passthrough: Option<Arc<model::Route>>,
+    /// This host's handshake differs from the listener's.
+    host_tls: Option<Arc<HostTls>>,
+}
+
+/// Reads the server name a TLS client asks for, without consuming the ClientHello and
+/// before the connection's client-header-timeout deadline, when the configuration has a use
+/// for it (passthrough hosts, hosts with their own TLS settings); otherwise reads nothing.
+async fn hello(worker: &Worker, stream: &TcpStream, deadline: Option<Instant>) -> Hello {
+    let wanted = worker
+        .config()
+        .as_ref()
+        .is_some_and(|c| !c.passthrough.is_empty() || c.certificates.has_host_tls());
+    if !wanted {
+        return Hello::default();
     }
     let peeked = Box::pin(before(
         deadline,
         crate::passthrough::peek_server_name(stream),
     ));
-    let name = peeked.await.flatten()?;
+    let Some(name) = peeked.await.flatten() else {
+        return Hello::default();
+    };
     // Looked up again: the configuration may have been swapped while the hello came.
-    worker.config().as_ref()?.passthrough.get(&name).cloned()
+    let Some(config) = worker.config() else {
+        return Hello::default();
+    };
+    match config.passthrough.get(&name) {
+        Some(route) => Hello {
+            passthrough: Some(route.clone()),
+            host_tls: None,
+        },
+        None => Hello {
+            passthrough: None,
+            host_tls: config.certificates.host_tls(Some(&name)).cloned(),
+        },
+    }
 }
 
 async fn serve_tls(
@@ -211,9 +240,10 @@ async fn serve_tls(
     stream: Linger<WriteTimeout<TcpStream>>,
     origin: Origin,
     settings: &Settings,
+    host_tls: Option<Arc<HostTls>>,
 ) {
     let peer = origin.peer;
-    let Some(config) = worker.tls_config(settings.ssl_session_tickets) else {
+    let Some(config) = worker.tls_config(settings.ssl_session_tickets, host_tls.as_ref()) else {
         return;
     };
     // A client that stalls its handshake is as slow as one that stalls its header: both

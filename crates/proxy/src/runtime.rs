@@ -113,6 +113,7 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
                     stats: upstreams.stats.clone(),
                     upstreams,
                     tls: RefCell::new((true, tls)),
+                    host_tls: RefCell::default(),
                     http_port,
                     https_port,
                     stop,

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use http::request::Parts;
 use http::HeaderValue;
+use model::tls::HostTls;
 use model::Settings;
 use tokio::sync::{oneshot, watch, Notify};
 
@@ -37,6 +38,10 @@ use crate::metrics::{Measure, Snapshot, Stats};
 use crate::otel::{SpanBuffer, SpanContext};
 use crate::shared::Shared;
 use crate::upstreams::Upstreams;
+
+/// Host TLS configurations a worker keeps at most (distinct settings, not hosts: hosts with
+/// equal settings share one).
+const HOST_TLS_CONFIGS: usize = 32;
 
 /// The admin server's request for this worker's counters.
 pub(crate) type StatsRequest = oneshot::Sender<Snapshot>;
@@ -57,6 +62,9 @@ pub(crate) struct Worker {
     pub(crate) stats: Rc<RefCell<Stats>>,
     /// The TLS server configuration and whether it issues session tickets.
     pub(crate) tls: RefCell<(bool, Arc<rustls::ServerConfig>)>,
+    /// The configurations of hosts whose handshake differs (`model::tls::HostTls`), made on
+    /// first use; emptied when session tickets flip, and bounded by `HOST_TLS_CONFIGS`.
+    pub(crate) host_tls: RefCell<Vec<(Arc<HostTls>, Arc<rustls::ServerConfig>)>>,
     pub(crate) http_port: HeaderValue,
     pub(crate) https_port: HeaderValue,
     /// The signal every worker shares; only `run` reads it.
@@ -345,7 +353,13 @@ impl Worker {
         self.note_limit(|log| log.exhausted += 1);
     }
 
-    pub(crate) fn tls_config(&self, session_tickets: bool) -> Option<Arc<rustls::ServerConfig>> {
+    /// The TLS server configuration for a handshake: the listener's, or that of the host the
+    /// ClientHello named when its handshake differs.
+    pub(crate) fn tls_config(
+        &self,
+        session_tickets: bool,
+        host: Option<&Arc<HostTls>>,
+    ) -> Option<Arc<rustls::ServerConfig>> {
         let mut tls = self.tls.borrow_mut();
         if tls.0 != session_tickets {
             match crate::tls::server_config(self.shared.clone(), session_tickets, None) {
@@ -355,8 +369,29 @@ impl Worker {
                     return None;
                 }
             }
+            self.host_tls.borrow_mut().clear();
         }
-        Some(tls.1.clone())
+        let Some(host) = host else {
+            return Some(tls.1.clone());
+        };
+        let mut made = self.host_tls.borrow_mut();
+        // Compared by value: each compile makes new `Arc`s of the same settings.
+        if let Some((_, config)) = made.iter().find(|(h, _)| **h == **host) {
+            return Some(config.clone());
+        }
+        match crate::tls::server_config(self.shared.clone(), session_tickets, Some(host)) {
+            Ok(config) => {
+                if made.len() >= HOST_TLS_CONFIGS {
+                    made.clear();
+                }
+                made.push((host.clone(), config.clone()));
+                Some(config)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot build a host's TLS configuration");
+                None
+            }
+        }
     }
 
     /// Whether some backend of the current configuration holds `endpoint`.

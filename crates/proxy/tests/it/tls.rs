@@ -171,6 +171,58 @@ async fn http2_is_served_when_alpn_selects_it() {
     );
 }
 
+/// TLS settings chosen per host after the ClientHello, on one listener: a host whose
+/// handshake offers only HTTP/1.1 (`model::tls::HostTls`, which no translator sets yet: the
+/// configuration is edited as wave 2's client certificates will set it) next to hosts that keep
+/// the listener's h2.
+#[tokio::test]
+async fn one_listener_gives_each_host_its_own_handshake_settings() {
+    let echo = start_backend("echo").await;
+    let ca = TestCa::new();
+    let (foo, wild) = (
+        ca.leaf(&["foo.example.com"]),
+        ca.leaf(&["*.wild.example.com"]),
+    );
+    let mut h = Harness::start();
+    let objects = site(&[("foo-tls", &foo), ("wild-tls", &wild)], addr_of(&echo));
+    h.apply_edited(&objects, |compiled| {
+        compiled.certificates.set_host_tls(
+            &model::routes::HostPattern::Wildcard("wild.example.com".into()),
+            model::tls::HostTls {
+                alpn: vec![b"http/1.1".to_vec()],
+            },
+        );
+    });
+    for _ in 0..2 {
+        // Twice: the second handshake of each kind uses the worker's cached configuration.
+        let (tls, _) = ca
+            .connect(h.https(), "a.wild.example.com", &[b"h2", b"http/1.1"])
+            .await
+            .unwrap();
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+        let mut client = Client::over(tls).await;
+        let reply = client.get("a.wild.example.com", "/echo").await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.version, Version::HTTP_11);
+
+        let (tls, _) = ca
+            .connect(h.https(), "foo.example.com", &[b"h2", b"http/1.1"])
+            .await
+            .unwrap();
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+        let mut client = H2Client::over(tls).await;
+        let reply = client.get("https://foo.example.com/echo").await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.version, Version::HTTP_2);
+    }
+    // Each host still gets its own certificate (the connector checks the name against it).
+    let (tls, _) = ca
+        .connect(h.https(), "b.wild.example.com", &[b"http/1.1"])
+        .await
+        .unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+}
+
 #[tokio::test]
 async fn without_a_default_certificate_a_self_signed_one_is_served() {
     let echo = start_backend("echo").await;
