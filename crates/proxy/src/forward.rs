@@ -1,32 +1,39 @@
 //! One client request, from head to response: the data path of DESIGN.md below the swap line.
 //!
 //! One pipeline with fixed phases; each phase reads its block of the route's policy
-//! (`model::policy`), from the same snapshot as the route:
+//! (`model::policy`), from the same snapshot as the route. The phases are in this order, in
+//! the file named on the right (this one when none):
 //!
 //! ```text
 //!  request ─▶ current config? ─no─▶ 503
-//!   normalise  CONNECT, TRACE ─▶ 405 │ Host missing, repeated, invalid, ≠ :authority ─▶ 400
-//!              path decoded and normalised (model::target) ─ NUL, `%zz`, above `/` ─▶ 400
-//!   route      from-to-www twin ─▶ http-redirect-code │ route(host, path) ─none─▶ 404
+//!   normalise  CONNECT, TRACE ─▶ 405 │ Host missing, repeated, invalid,      normalise.rs
+//!              ≠ :authority ─▶ 400 │ path decoded and normalised           (model::target)
+//!              (NUL, `%zz`, above `/` ─▶ 400); the client address, once    (ConnCtx::client_ip)
+//!   route      from-to-www twin ─▶ http-redirect-code │ the first rule whose path and
+//!              conditions hold (model::routes) ─none─▶ 404; a weighted split draws here
 //!   access     route refused by its config ─▶ 503 │ client address not allowed ─▶ 403
-//!   redirect   app-root (`/`) ─▶ 302 │ permanent/temporal-redirect │ ssl-redirect (plain
-//!              HTTP, host with TLS or forced, no X-Forwarded-Proto: https
-//!              from a peer in proxy-real-ip-cidr with use-forwarded-headers)
-//!   rewrite    rewrite-target with the path regex's captures (else the normalised path);
-//!              a capture leaving the target's fixed prefix or the root ─▶ 400
-//!   request headers   the proxy's own (client address: ConnCtx::client_ip), then
-//!              upstream-vhost, X-Forwarded-Prefix, the route's header edits
-//!   body       declared body > proxy-body-size ─▶ 413 │ proxy-request-buffering on (no
-//!              upgrade): read whole (`buffer`: memory, else a temporary file; too large ─▶ 413,
-//!              client-body-timeout ─▶ 408) before any upstream is chosen, then replayable
-//!   trace      the route traces: traceparent (+ tracestate) for the upstream (`otel`)
-//!   pick       upstream-hash-by: the key's hash (`hash_key`) chooses along a ring (`ring`);
-//!              else the ConfigMap's load-balance; the rules of retrying in `attempts`
-//!   upstream   upstream::exchange (balancing, pool, the route's timeouts and retries)
-//!              ─▶ 101 ─▶ tunnel task   │ else ─▶ response streamed back
-//!              HTTP/2 and gRPC routes: upstream_h2::exchange (streams on shared HTTP/2
-//!              connections, trailers both ways, grpc-timeout)
-//!   response headers   the route's header edits; HSTS on HTTPS for hosts with a certificate
+//!   (limits, auth: wave 2)
+//!   answer here  app-root (`/`) ─▶ 302 │ permanent/temporal-redirect │     answer_here.rs
+//!              ssl-redirect (plain HTTP, host with TLS or forced, no X-Forwarded-Proto:
+//!              https from a trusted balancer)
+//!   rewrite    rewrite-target with the path regex's captures (else the     rewrite.rs
+//!              normalised path); a capture leaving the fixed prefix or the root ─▶ 400
+//!   request headers   the proxy's own, then upstream-vhost,                headers.rs
+//!              X-Forwarded-Prefix, the route's header edits
+//!   body       declared body > proxy-body-size ─▶ 413 │ proxy-request-     buffer.rs
+//!              buffering on (no upgrade): read whole (memory, else a temporary file; too
+//!              large ─▶ 413, client-body-timeout ─▶ 408) before any upstream is chosen
+//!   trace      the route traces: traceparent (+ tracestate) upstream       trace_context.rs
+//!   upstream   default-backend while the Service has no ready endpoint     errors.rs
+//!              (X-Code: 503); upstream-hash-by's ring or load-balance;     hash_key.rs, ring.rs
+//!              the attempts (tries, timeouts, proxy-next-upstream)         attempts.rs
+//!              HTTP/1.1 (pool, 101 ─▶ tunnel task) │ HTTP/2 and gRPC       upstream.rs,
+//!              (streams on shared connections, trailers, grpc-timeout)     upstream_h2.rs
+//!   errors     custom-http-errors: a listed answer ─▶ the same pipeline     errors.rs
+//!              to the error backend (path /, X-Code, X-Original-URI, names)
+//!   response headers   the route's header edits, reframed; HSTS on HTTPS   response_headers.rs
+//!              for hosts with a certificate
+//!   log        access log line, metrics, span (when the response body ends) worker.rs
 //!  every error ─▶ ProxyError::classify (the one status mapping) ─▶ answer::error_response
 //!                 (a gRPC error on gRPC routes and for requests with content-type
 //!                 application/grpc)
@@ -36,6 +43,7 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
@@ -43,17 +51,17 @@ use std::time::Instant;
 use bytes::Bytes;
 use futures_util::FutureExt;
 use http::request::Parts;
-use http::uri::PathAndQuery;
-use http::{header, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri, Version};
+use http::{header, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 use http_body::Body;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use model::policy::Tracing;
-use model::{normalize_path, validate_host, Compiled, Matched, Route, UpstreamProtocol};
+use model::{normalize_path, Compiled, Route, UpstreamProtocol};
 use tokio::io::AsyncWriteExt;
 
 use crate::access_log::{Record, RequestId};
-use crate::answer::{error_response, text_response};
+use crate::answer::error_response;
+use crate::answer_here::{redirect_phase, www_redirect};
 use crate::attempts::Attempts;
 use crate::body::{BodyTimeout, BodyTooLarge, BoxError};
 use crate::buffer::{self, BodyBuffering, BufferError, Place};
@@ -63,9 +71,12 @@ use crate::errors::{self, OriginalHead};
 use crate::hash_key;
 use crate::headers;
 use crate::metrics;
+use crate::normalise::request_host;
 use crate::pipeline::ClientUpgrade;
 use crate::request_body::{ClientBody, RequestBody};
 use crate::response_body::ResponseBody;
+use crate::response_headers::{hsts_value, reframe};
+use crate::rewrite::{set_path, set_rewritten};
 use crate::trace_context::Trace;
 use crate::upstream::{self, Exchange, Pending, UpstreamBody, UpstreamIo};
 use crate::upstream_h2::{self, H2Request};
@@ -104,21 +115,24 @@ pub(crate) async fn respond(
     let body_length = body.as_ref().map_or(0, |b| b.size_hint().lower());
     guard.measure.method = metrics::method_label(&head.method);
     guard.measure.request_bytes = metrics::request_head_length(&head) + body_length;
+    let config: Option<&Compiled> = current.as_deref().map(|c| &**c);
+    // Once per request, from the head as it came: the access phase, the log and the
+    // forwarded headers all name this one.
+    let client = config.map_or_else(|| conn.peer(), |c| conn.client_ip(&head, &c.settings));
+    guard.client = client;
     if let Some(current) = current
         .as_ref()
         .filter(|c| c.access_log.is_some() || c.tracing)
     {
-        let client = conn.client_ip(&head, &current.settings);
         guard.record = Record::begin(current, &head, client, guard.measure.request_bytes, nth);
     }
-    let config: Option<&Compiled> = current.as_deref().map(|c| &**c);
     // The errors phase sends the client's request as it came: kept only where it may be used.
     let original = config
         .filter(|c| c.any_custom_errors)
         .map(|_| Box::new(OriginalHead::of(&head)));
     let (result, route, hsts, upstream_answered) = match config {
         None => (Err(ProxyError::NotReady), None, false, false),
-        Some(config) => match route(&conn, config, &mut head) {
+        Some(config) => match route(&conn, config, &mut head, client) {
             Err(error) => (Err(error), None, false, false),
             Ok(Routed::Answer { route, response }) => (Ok(*response), route, false, false),
             Ok(Routed::Refused { route, error }) => (Err(error), Some(route), false, false),
@@ -257,6 +271,7 @@ fn route<'c>(
     conn: &ConnCtx,
     config: &'c Compiled,
     head: &mut Parts,
+    client: IpAddr,
 ) -> Result<Routed<'c>, ProxyError> {
     if head.method == Method::CONNECT || head.method == Method::TRACE {
         // An ingress is not a forward proxy, and TRACE echoes credentials back (nginx: 405).
@@ -285,7 +300,7 @@ fn route<'c>(
         let error = ProxyError::RouteRefused(why.clone());
         return Ok(Routed::Refused { route, error });
     }
-    if !policy.access.is_open() && !policy.access.allows(conn.client_ip(head, settings)) {
+    if !policy.access.is_open() && !policy.access.allows(client) {
         let error = ProxyError::Forbidden;
         return Ok(Routed::Refused { route, error });
     }
@@ -312,199 +327,6 @@ fn route<'c>(
         route,
         tls: matched.tls,
     })
-}
-
-/// The redirect phase, in ingress-nginx's order: `app-root` (a request for `/`), then
-/// `temporal-redirect`/`permanent-redirect`, then the redirect to HTTPS.
-fn redirect_phase(
-    conn: &ConnCtx,
-    head: &Parts,
-    settings: &model::Settings,
-    matched: &Matched<'_>,
-    routed_path: &str,
-) -> Option<Response<ResponseBody>> {
-    let policy = &matched.route.policy;
-    if let (Some(root), "/") = (matched.app_root, routed_path) {
-        let host = request_host(head).unwrap_or_default();
-        let scheme = if conn.https { "https" } else { "http" };
-        let location = format!("{scheme}://{host}{}", root.to_str().unwrap_or("/"));
-        return Some(redirect_response(StatusCode::FOUND, &location));
-    }
-    if let Some(redirect) = &policy.redirect {
-        let status = StatusCode::from_u16(redirect.code).unwrap_or(StatusCode::MOVED_PERMANENTLY);
-        let mut response = redirect_body(status);
-        response
-            .headers_mut()
-            .insert(header::LOCATION, redirect.location.clone());
-        return Some(response);
-    }
-    let ssl = &policy.ssl_redirect;
-    if !conn.https
-        && (ssl.force || (ssl.enabled && matched.tls))
-        && !forwarded_https(conn, head, settings)
-    {
-        // ingress-nginx's `$best_http_host`: a trusted load balancer's X-Forwarded-Host (its
-        // first name) is the host the client asked for.
-        let forwarded_host = conn
-            .trusts_forwarded_headers(settings)
-            .then(|| head.headers.get(&headers::X_FORWARDED_HOST)?.to_str().ok())
-            .flatten()
-            .and_then(|hosts| std::str::from_utf8(headers::first_entry(hosts.as_bytes())).ok())
-            .filter(|host| !host.is_empty());
-        let host = forwarded_host.unwrap_or_else(|| request_host(head).unwrap_or_default());
-        // A prefix ending before an ASCII `:` or after `]`: a char boundary.
-        let host = &host[..model::target::strip_port(host.as_bytes()).len()];
-        let mut target = head.uri.path_and_query().map_or("/", |pq| pq.as_str());
-        if !ssl.preserve_trailing_slash {
-            // ingress-nginx drops a trailing `/` of the target (`/` itself becomes nothing).
-            target = target.strip_suffix('/').unwrap_or(target);
-        }
-        let status = StatusCode::from_u16(ssl.code).unwrap_or(StatusCode::PERMANENT_REDIRECT);
-        return Some(redirect_response(
-            status,
-            &format!("https://{host}{target}"),
-        ));
-    }
-    None
-}
-
-/// `from-to-www-redirect`, as ingress-nginx's redirect server answers: the other name, the
-/// scheme the client used (a trusted load balancer's `X-Forwarded-Proto` included), the port
-/// of Sluice's listener for that scheme (none when it is the scheme's default) and the target
-/// without a trailing `/`. ingress-nginx names its HTTPS port whatever the scheme; Sluice the
-/// port of the scheme it names, so a plain redirect does not point at the TLS listener.
-fn www_redirect(
-    conn: &ConnCtx,
-    head: &Parts,
-    settings: &model::Settings,
-    to: &str,
-) -> Response<ResponseBody> {
-    let https = conn.https || forwarded_https(conn, head, settings);
-    let port = conn.listener_port(https).to_str().unwrap_or_default();
-    let target = head.uri.path_and_query().map_or("", |pq| pq.as_str());
-    let target = target.strip_suffix('/').unwrap_or(target);
-    let status =
-        StatusCode::from_u16(settings.http_redirect_code).unwrap_or(StatusCode::PERMANENT_REDIRECT);
-    redirect_response(status, &format!("{}{target}", origin(https, to, port)))
-}
-
-/// `scheme://host[:port]`, without the port when it is the scheme's default.
-fn origin(https: bool, host: &str, port: &str) -> String {
-    match (https, port) {
-        (true, "443" | "") => format!("https://{host}"),
-        (false, "80" | "") => format!("http://{host}"),
-        (true, port) => format!("https://{host}:{port}"),
-        (false, port) => format!("http://{host}:{port}"),
-    }
-}
-
-/// The target after `rewrite-target`: the rewritten path, and nginx's rule for the query:
-/// the client's query is kept unless the template has its own (then it follows it after `&`)
-/// or ends with `?` (then there is none). Both parts come encoded from the model; a target
-/// the request line cannot carry is the proxy's fault (500), never a silent `/`.
-fn set_rewritten(head: &mut Parts, rewritten: model::Rewritten) -> Result<(), ProxyError> {
-    let model::Rewritten {
-        path: mut target,
-        query: target_query,
-    } = rewritten;
-    let client_query = head.uri.query().filter(|q| !q.is_empty());
-    match (target_query.as_deref(), client_query) {
-        (None, Some(query)) => {
-            target.push('?');
-            target.push_str(query);
-        }
-        (Some(""), _) | (None, None) => {}
-        (Some(own), None) => {
-            target.push('?');
-            target.push_str(own);
-        }
-        (Some(own), Some(query)) => {
-            target.push('?');
-            target.push_str(own);
-            target.push('&');
-            target.push_str(query);
-        }
-    }
-    let path_and_query = PathAndQuery::from_maybe_shared(Bytes::from(target))
-        .map_err(|_| ProxyError::RewriteInvalid)?;
-    let mut parts = std::mem::take(&mut head.uri).into_parts();
-    let original = parts.path_and_query.replace(path_and_query);
-    // X-Original-URI is the target as the client sent it.
-    if let Some(original) = original {
-        if head.extensions.get::<headers::OriginalTarget>().is_none() {
-            head.extensions.insert(headers::OriginalTarget(original));
-        }
-    }
-    head.uri = Uri::from_parts(parts).map_err(|_| ProxyError::RewriteInvalid)?;
-    Ok(())
-}
-
-/// `use-forwarded-headers`: a load balancer in front (a peer in `proxy-real-ip-cidr`)
-/// terminated TLS and says so; redirecting such a request to https would loop.
-fn forwarded_https(conn: &ConnCtx, head: &Parts, settings: &model::Settings) -> bool {
-    conn.trusts_forwarded_headers(settings)
-        && head
-            .headers
-            .get(&headers::X_FORWARDED_PROTO)
-            .is_some_and(|proto| proto.as_bytes().eq_ignore_ascii_case(b"https"))
-}
-
-/// Replaces the path of the target, keeping its query (and, for HTTP/2 and absolute-form
-/// targets, its scheme and authority). The first change keeps the target the client sent
-/// for `X-Original-URI` (moved, not copied: this path allocates anyway).
-fn set_path(head: &mut Parts, path: String) {
-    let target = match head.uri.query() {
-        Some(query) => format!("{path}?{query}"),
-        None => path,
-    };
-    let mut parts = std::mem::take(&mut head.uri).into_parts();
-    let original = std::mem::replace(
-        &mut parts.path_and_query,
-        PathAndQuery::from_maybe_shared(Bytes::from(target)).ok(),
-    );
-    if let Some(original) = original {
-        if head.extensions.get::<headers::OriginalTarget>().is_none() {
-            head.extensions.insert(headers::OriginalTarget(original));
-        }
-    }
-    // Every byte of a normalised path is a valid URI byte: this cannot fail.
-    head.uri = Uri::from_parts(parts).unwrap_or_default();
-}
-
-/// After header edits: the response's framing headers say what its body is, whatever an
-/// edit set. Every server (the inline one, hyper's, HTTP/2) frames from `Content-Length`
-/// when there is one, and a wrong one would desync the client's connection. A HEAD, 204 or
-/// 304 response's `Content-Length` describes no body here and stays as it is.
-fn reframe(response: &mut Response<ResponseBody>, method: &Method) {
-    let status = response.status();
-    let bodiless = *method == Method::HEAD
-        || status.is_informational()
-        || status == StatusCode::NO_CONTENT
-        || status == StatusCode::NOT_MODIFIED;
-    let length = response.body().size_hint().exact();
-    let headers = response.headers_mut();
-    headers.remove(header::TRANSFER_ENCODING);
-    if bodiless {
-        return;
-    }
-    match length {
-        Some(length) => {
-            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
-        }
-        None => {
-            headers.remove(header::CONTENT_LENGTH);
-        }
-    }
-}
-
-/// The `Strict-Transport-Security` value: the default one without an allocation.
-fn hsts_value(value: &str) -> HeaderValue {
-    const DEFAULT: &str = "max-age=31536000; includeSubDomains";
-    if value == DEFAULT {
-        HeaderValue::from_static(DEFAULT)
-    } else {
-        HeaderValue::from_str(value).unwrap_or_else(|_| HeaderValue::from_static(DEFAULT))
-    }
 }
 
 async fn forward(
@@ -548,7 +370,7 @@ async fn forward(
     // One branch on the plain path: HTTP/2 and gRPC routes go their own way below.
     let http2 = policy.upstream_protocol.is_http2() && client_upgrade.is_none();
     let te_trailers = http2 && headers::te_trailers(&head.headers);
-    let forwarded = conn.forwarded(head, settings);
+    let forwarded = conn.forwarded(guard.client, settings);
     let forwarded_client = forwarded.client;
     let mut added = headers::prepare_request(head, &forwarded, client_upgrade.is_some());
     if let Some(vhost) = &policy.upstream_vhost {
@@ -802,60 +624,6 @@ async fn tunnel(
     Ok(())
 }
 
-/// The host a request is for, checked: HTTP/2 `:authority` (or an HTTP/1.1 absolute-form
-/// target), else `Host`. RFC 9112 §3.2 and nginx: an HTTP/1.1 request without `Host`, with
-/// more than one, or with an invalid one is refused; so is an HTTP/2 request whose `host`
-/// disagrees with its `:authority`.
-fn request_host(head: &Parts) -> Result<&str, ProxyError> {
-    let mut hosts = head.headers.get_all(header::HOST).iter();
-    let host = hosts.next();
-    if hosts.next().is_some() {
-        return Err(ProxyError::BadRequest("more than one Host header"));
-    }
-    let authority = head.uri.authority().map(|a| a.as_str());
-    let host = match (authority, host) {
-        (Some(authority), Some(host)) => {
-            if head.version == Version::HTTP_2
-                && !host.as_bytes().eq_ignore_ascii_case(authority.as_bytes())
-            {
-                return Err(ProxyError::BadRequest(
-                    "the host header disagrees with :authority",
-                ));
-            }
-            authority
-        }
-        (Some(authority), None) if head.version != Version::HTTP_11 => authority,
-        (None, Some(host)) => host
-            .to_str()
-            .map_err(|_| ProxyError::BadRequest("the Host header is not ASCII"))?,
-        (None, None) if head.version != Version::HTTP_11 => return Ok(""),
-        (_, None) => return Err(ProxyError::BadRequest("an HTTP/1.1 request without Host")),
-    };
-    validate_host(host.as_bytes()).map_err(ProxyError::BadTarget)?;
-    Ok(host)
-}
-
-/// A redirect the proxy answers itself, with a short body naming the status.
-fn redirect_response(status: StatusCode, location: &str) -> Response<ResponseBody> {
-    let mut response = redirect_body(status);
-    if let Ok(location) = HeaderValue::try_from(location) {
-        response.headers_mut().insert(header::LOCATION, location);
-    }
-    response
-}
-
-fn redirect_body(status: StatusCode) -> Response<ResponseBody> {
-    let text: &'static [u8] = match status.as_u16() {
-        301 => b"301 Moved Permanently\n",
-        302 => b"302 Found\n",
-        303 => b"303 See Other\n",
-        307 => b"307 Temporary Redirect\n",
-        308 => b"308 Permanent Redirect\n",
-        _ => b"Redirect\n",
-    };
-    text_response(status, Bytes::from_static(text))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -875,39 +643,5 @@ mod tests {
             handle <= pipeline + 64,
             "{handle} bytes for a {pipeline}-byte pipeline"
         );
-    }
-
-    #[test]
-    fn redirect_origins_name_only_ports_other_than_the_default() {
-        assert_eq!(origin(true, "example.com", "443"), "https://example.com");
-        assert_eq!(
-            origin(true, "example.com", "8443"),
-            "https://example.com:8443"
-        );
-        assert_eq!(origin(false, "example.com", "80"), "http://example.com");
-        assert_eq!(
-            origin(false, "example.com", "8080"),
-            "http://example.com:8080"
-        );
-    }
-
-    #[test]
-    fn rewritten_targets_follow_nginx_query_rules() {
-        let rewrite = |target: &str, template: &str| {
-            let (mut head, ()) = Request::get(target).body(()).unwrap().into_parts();
-            let pattern = regex::Regex::new("^/a(.*)").unwrap();
-            let rewritten = model::Rewrite::parse(template, None)
-                .unwrap()
-                .apply(Some(&pattern), head.uri.path())
-                .unwrap();
-            set_rewritten(&mut head, rewritten).unwrap();
-            head.uri.to_string()
-        };
-        assert_eq!(rewrite("/a?x=1", "/b"), "/b?x=1");
-        assert_eq!(rewrite("/a?x=1", "/b?y=2"), "/b?y=2&x=1");
-        assert_eq!(rewrite("/a?x=1", "/b?"), "/b");
-        assert_eq!(rewrite("/a", "/b?y=2"), "/b?y=2");
-        assert_eq!(rewrite("/a", "b c"), "/b%20c");
-        assert_eq!(rewrite("/a/c?x=1", "/b$1?y=$1"), "/b/c?y=/c&x=1");
     }
 }

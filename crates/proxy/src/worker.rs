@@ -159,6 +159,9 @@ pub(crate) struct RequestGuard {
     pub(crate) record: Option<Box<Record>>,
     /// What the metrics count when the request is over.
     pub(crate) measure: Measure,
+    /// The request's client address ([`ConnCtx::client_ip`]), worked out once when the
+    /// pipeline starts (the connection's peer until then).
+    pub(crate) client: IpAddr,
 }
 
 /// Keeps the worker's shutdown waiting while a connection or tunnel is open.
@@ -561,6 +564,7 @@ impl ConnCtx {
             start: Instant::now(),
             record: None,
             measure: Measure::default(),
+            client: self.peer,
         };
         (guard, n)
     }
@@ -628,7 +632,6 @@ impl ConnCtx {
         settings.use_forwarded_headers && settings.is_trusted_proxy(self.peer)
     }
 
-    /// What the upstream request says about its client; `head` as it arrived.
     /// The address the connection came from (see the field).
     pub(crate) fn peer(&self) -> IpAddr {
         self.peer
@@ -638,8 +641,9 @@ impl ConnCtx {
         self.peer_port
     }
 
-    pub(crate) fn forwarded<'a>(&'a self, head: &Parts, settings: &'a Settings) -> Forwarded<'a> {
-        let client = self.client_ip(head, settings);
+    /// What the upstream request says about its client (`client`: the request's
+    /// [`ConnCtx::client_ip`]).
+    pub(crate) fn forwarded<'a>(&'a self, client: IpAddr, settings: &'a Settings) -> Forwarded<'a> {
         let trust_incoming = self.trusts_forwarded_headers(settings);
         let custom = settings.forwarded_for_header.as_str();
         Forwarded {
