@@ -450,6 +450,8 @@ impl Record {
         true
     }
 
+    /// One arm per nginx variable (~220 lines, one `match`): a variable's rendering is read
+    /// where its name is, and a new one is one arm.
     #[allow(clippy::too_many_arguments)]
     fn variable(
         &self,

@@ -329,6 +329,11 @@ fn route<'c>(
     })
 }
 
+/// The phases from the request headers to the upstream's answer (see the module's map).
+///
+/// One async fn (~185 lines) for the reason `respond` is one: each layer would keep its own
+/// copy of the request in the future on the hot path. The HTTP/2 and upgrade branches are
+/// boxed, so the plain HTTP/1.1 request's future does not carry them.
 async fn forward(
     conn: &Rc<ConnCtx>,
     config: &Compiled,

@@ -178,6 +178,9 @@ impl Proxy {
     /// runtime, its own SO_REUSEPORT listeners for HTTP and HTTPS, its own upstream pool) and
     /// the admin and status servers (a thread each). Before the first `publish`, data-plane
     /// requests answer 503 and /ready answers 503. A non-loopback `status_listen` is refused.
+    ///
+    /// One function (~125 lines): every listener is bound before any thread starts, so a
+    /// failure is one `StartError` with nothing to unwind; the steps read in the order they run.
     pub fn start(config: ProxyConfig) -> Result<Proxy, StartError> {
         if !config.status_listen.ip().to_canonical().is_loopback() {
             return Err(StartError::StatusNotLoopback {

@@ -246,7 +246,9 @@ enum Outcome {
 }
 
 /// Serves one accepted connection to the TCP service on `port`; `_open` counts it (metrics,
-/// max-worker-connections, the shutdown drain) until it ends.
+/// max-worker-connections, the shutdown drain) until it ends. One function (~85 lines): the
+/// PROXY header and the splice are helpers; what remains is the order of the connection's
+/// steps, each a few lines.
 pub(crate) async fn serve(
     worker: Rc<Worker>,
     mut client: TcpStream,

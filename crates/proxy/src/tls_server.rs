@@ -411,6 +411,9 @@ impl<I: AsyncRead + AsyncWrite + Unpin> TlsStream<I> {
 
 /// Runs rustls over `input` until it needs more bytes from the peer or has done `goal`.
 /// TLS bytes to send are appended to `out`, plaintext the goal does not take to `plaintext`.
+///
+/// One loop over rustls's states (~95 lines, one arm each): the unbuffered API hands back
+/// borrows of `input` and `out` that cannot outlive one state, so the states are not helpers.
 fn advance(
     conn: &mut UnbufferedServerConnection,
     input: &mut [u8],

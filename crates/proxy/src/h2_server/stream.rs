@@ -493,6 +493,9 @@ impl Drop for StreamEnd {
 /// Sends `response` on stream `id`: HEADERS, then the body as DATA within the client's
 /// windows, then trailers. A tunnel's 2xx (the upstream's 101) leaves the stream open for
 /// `Tunnel`.
+///
+/// One async fn (~110 lines): the DATA loop waits on the client's windows and the body in
+/// one `select`, and split into helpers each would add its state to every stream's future.
 pub(super) async fn send_response<B>(shared: &SharedRef, id: u32, response: Response<B>)
 where
     B: Body<Data = Bytes, Error = BoxError> + Unpin,

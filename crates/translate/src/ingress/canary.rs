@@ -18,6 +18,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use k8s_openapi::api::networking::v1::{IngressBackend, IngressSpec};
 use model::compiled::ingress_ref;
 use model::policy::RoutePolicy;
 use model::routes::{HostPattern, PathRoute, Route, Traffic, Weighted};
@@ -180,26 +181,7 @@ impl Compiler<'_> {
         else {
             return;
         };
-        // (field, host, path, pathType, backend) for each path, the default backend first.
-        let mut paths = Vec::new();
-        if let Some(backend) = &spec.default_backend {
-            paths.push(("spec.defaultBackend".to_owned(), None, backend.clone()));
-        }
-        for (r, rule) in spec.rules.iter().flatten().enumerate() {
-            for (p, path) in rule.http.iter().flat_map(|h| h.paths.iter()).enumerate() {
-                let host = rule.host.clone().unwrap_or_default();
-                let written = match path.path.clone() {
-                    Some(written) => written,
-                    None if path.path_type == "ImplementationSpecific" => "/".to_owned(),
-                    None => continue,
-                };
-                paths.push((
-                    format!("spec.rules[{r}].http.paths[{p}]"),
-                    Some((host, written, path.path_type.clone())),
-                    path.backend.clone(),
-                ));
-            }
-        }
+        let paths = canary_paths(&spec);
         for (field, location, backend) in paths {
             let Some(service) = backend.service.as_ref() else {
                 continue;
@@ -232,24 +214,10 @@ impl Compiler<'_> {
             };
             for primary in primaries {
                 if let Some(first) = joined.get_mut(&primary) {
-                    if *first.name != alternative || first.ingress != pending.ingress {
-                        let same_rule = location.as_ref().is_some_and(|(host, path, _)| {
-                            first.named.contains(&(host.clone(), path.clone()))
-                        });
-                        // ingress-nginx's webhook refuses a second canary of one host and
-                        // path; one of another rule of the backend it lets in, and ignores.
-                        let severity = if same_rule {
-                            Severity::Error
-                        } else {
-                            Severity::Notice
-                        };
-                        self.diagnose_with(
-                            severity,
-                            object.clone(),
-                            format!("{field}: backend {primary} already has canary {} (Ingress {}), which is older; ingress-nginx uses only the first canary of a backend, this one is ignored", first.name, first.ingress),
-                        );
-                    } else if let Some((host, path, _)) = &location {
-                        first.named.push((host.clone(), path.clone()));
+                    let this = (&pending.ingress, alternative.as_str());
+                    let why = second_canary(first, this, &primary, location.as_ref());
+                    if let Some((severity, why)) = why {
+                        self.diagnose_with(severity, object.clone(), format!("{field}: {why}"));
                     }
                     continue;
                 }
@@ -378,6 +346,61 @@ impl Compiler<'_> {
         }
         primaries
     }
+}
+
+/// (field, (host, path, pathType), backend) for each path of a canary Ingress, its
+/// `spec.defaultBackend` first (no location: it joins the default server).
+type CanaryPath = (String, Option<(String, String, String)>, IngressBackend);
+
+fn canary_paths(spec: &IngressSpec) -> Vec<CanaryPath> {
+    let mut paths = Vec::new();
+    if let Some(backend) = &spec.default_backend {
+        paths.push(("spec.defaultBackend".to_owned(), None, backend.clone()));
+    }
+    for (r, rule) in spec.rules.iter().flatten().enumerate() {
+        for (p, path) in rule.http.iter().flat_map(|h| h.paths.iter()).enumerate() {
+            let host = rule.host.clone().unwrap_or_default();
+            let written = match path.path.clone() {
+                Some(written) => written,
+                None if path.path_type == "ImplementationSpecific" => "/".to_owned(),
+                None => continue,
+            };
+            paths.push((
+                format!("spec.rules[{r}].http.paths[{p}]"),
+                Some((host, written, path.path_type.clone())),
+                path.backend.clone(),
+            ));
+        }
+    }
+    paths
+}
+
+/// A canary path whose primary already has a canary: the same canary naming another of the
+/// backend's rules is recorded; another canary is ignored, and why (an error where
+/// ingress-nginx's webhook refuses it: a second canary of one host and path).
+fn second_canary(
+    first: &mut Joined,
+    (ingress, alternative): (&NamespacedName, &str),
+    primary: &str,
+    location: Option<&(String, String, String)>,
+) -> Option<(Severity, String)> {
+    if *first.name == *alternative && first.ingress == *ingress {
+        if let Some((host, path, _)) = location {
+            first.named.push((host.clone(), path.clone()));
+        }
+        return None;
+    }
+    let same_rule =
+        location.is_some_and(|(host, path, _)| first.named.contains(&(host.clone(), path.clone())));
+    let severity = if same_rule {
+        Severity::Error
+    } else {
+        Severity::Notice
+    };
+    Some((
+        severity,
+        format!("backend {primary} already has canary {} (Ingress {}), which is older; ingress-nginx uses only the first canary of a backend, this one is ignored", first.name, first.ingress),
+    ))
 }
 
 /// A rule's conditions beyond its path, and where the requests that meet them go.
