@@ -55,8 +55,15 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         compiler.default_backend_service(service);
     }
     compiler.custom_errors();
-    let mut claims = Claims::default();
-    for (name, ingress) in ingress::served(store, options) {
+    let served = ingress::served(store, options);
+    let mut claims = Claims {
+        // The ordinary rules are recorded for canaries to join only when there are canaries:
+        // at 10,000 paths the record is a few MB the compile would otherwise allocate for
+        // nothing.
+        record_locations: served.iter().any(|(_, i)| ingress::is_canary(i)),
+        ..Claims::default()
+    };
+    for (name, ingress) in served {
         compiler.ingress(name, ingress, &mut claims);
     }
     compiler.certificates(options, std::mem::take(&mut claims.tls));

@@ -17,6 +17,8 @@ pub(crate) struct Claims {
     pub(crate) default_backend: Option<NamespacedName>,
     /// Host → (Secret, claiming Ingress).
     pub(crate) tls: BTreeMap<HostPattern, (NamespacedName, NamespacedName)>,
+    /// Some served Ingress is a canary: `locations` is filled.
+    pub(crate) record_locations: bool,
     /// Every served path of an ordinary Ingress: (host, path as written, pathType as written)
     /// → its backend's upstream name, which canary Ingresses are matched against.
     pub(crate) locations: HashMap<(HostPattern, String, String), String>,

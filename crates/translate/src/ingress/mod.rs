@@ -98,6 +98,17 @@ impl Policies {
     }
 }
 
+/// `canary: "true"` under either prefix (Go's true spellings, as the annotation parser reads).
+pub(crate) fn is_canary(ingress: &Ingress) -> bool {
+    const KEYS: [&str; 2] = ["sluice.dev/canary", "nginx.ingress.kubernetes.io/canary"];
+    debug_assert!(KEYS[0].starts_with(annotations::SLUICE_PREFIX));
+    debug_assert!(KEYS[1].starts_with(annotations::NGINX_PREFIX));
+    let annotations = ingress.metadata.annotations.as_ref();
+    KEYS.iter()
+        .find_map(|key| annotations?.get(*key))
+        .is_some_and(|v| matches!(v.trim(), "1" | "t" | "T" | "true" | "TRUE" | "True"))
+}
+
 /// The IngressClass rules of the Kubernetes API, plus the legacy annotation.
 fn is_ours(store: &Store, options: &CompileOptions, ingress: &Ingress) -> bool {
     let our_class = |name: &str| {
@@ -330,7 +341,11 @@ impl Compiler<'_> {
                     continue;
                 }
                 claims.paths.insert(claim, name.clone());
-                if let Some(upstream) = canary::upstream_name(&path_route.route) {
+                let upstream = claims
+                    .record_locations
+                    .then(|| canary::upstream_name(&path_route.route))
+                    .flatten();
+                if let Some(upstream) = upstream {
                     let location = (host.clone(), written.to_owned(), path.path_type.clone());
                     claims.locations.insert(location, upstream);
                 }
