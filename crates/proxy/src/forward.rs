@@ -173,6 +173,9 @@ pub(crate) async fn respond(
             response
         }
     };
+    // The error backend's answer goes out as it came: the route's header edits belong to the
+    // route's answers (nginx's named error location has none of the location's directives).
+    let mut error_page_made = false;
     if let (Some(original), Some(config)) = (&original, config) {
         let errors = match route {
             Some(route) => route.policy.custom_errors.as_deref(),
@@ -188,9 +191,11 @@ pub(crate) async fn respond(
             };
             // Boxed: only answers that are replaced carry this future.
             response = Box::pin(error_page(&conn, config, request, &mut guard)).await;
+            error_page_made = true;
         }
     }
-    if let Some(route) = route.filter(|r| !r.policy.response_headers.is_empty()) {
+    let edits = route.filter(|r| !error_page_made && !r.policy.response_headers.is_empty());
+    if let Some(route) = edits {
         for edit in route.policy.response_headers.iter() {
             edit.apply(response.headers_mut());
         }

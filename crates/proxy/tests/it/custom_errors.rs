@@ -93,7 +93,10 @@ async fn listed_answers_go_to_the_error_backend_with_ingress_nginx_s_headers() {
     let mut h = Harness::start();
     h.control.options.config_map = NamespacedName::new("sluice", "sluice");
     h.control.options.default_backend_service = Some(NamespacedName::new("default", "errors"));
-    let mut objects = vec![settings(&[("custom-http-errors", "404, 503")])];
+    let mut objects = vec![settings(&[
+        ("custom-http-errors", "404, 503"),
+        ("allow-snippet-annotations", "true"),
+    ])];
     objects.extend(service_at("web", Some(addr_of(&web))));
     objects.extend(service_at("errors", Some(global)));
     objects.extend(service_at("own-errors", Some(own)));
@@ -106,6 +109,10 @@ async fn listed_answers_go_to_the_error_backend_with_ingress_nginx_s_headers() {
         &[
             ("custom-http-errors", "500"),
             ("default-backend", "own-errors"),
+            (
+                "configuration-snippet",
+                "more_set_headers \"X-Route: custom\";",
+            ),
         ],
     ));
     objects.push(annotated(
@@ -160,6 +167,16 @@ async fn listed_answers_go_to_the_error_backend_with_ingress_nginx_s_headers() {
     let reply = request(&h, "custom.example", "/status/500").await;
     assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(reply.json()["name"], "own");
+    // The error backend's answer goes out as it came: the route's header edits are the
+    // route's (nginx's error location has none of them); its own answers carry them.
+    assert!(
+        reply.headers.get("x-route").is_none(),
+        "{:?}",
+        reply.headers
+    );
+    let reply = request(&h, "custom.example", "/echo").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.headers["x-route"], "custom");
     let reply = request(&h, "custom.example", "/status/503").await;
     assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(!reply.text().contains("\"name\""), "{}", reply.text());
