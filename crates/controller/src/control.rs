@@ -26,6 +26,9 @@ pub struct ControlPlane {
     /// The configuration last published; `None` until the first publish.
     current: Option<Arc<Compiled>>,
     source_errors: Vec<String>,
+    /// `source_errors` changed and has not reached the proxy: it goes with the next publish
+    /// (one call per change), or at the end of an `act` that publishes nothing.
+    source_errors_pending: bool,
     /// Diagnostics already logged, so a reload only logs what is new.
     diagnostics: BTreeSet<String>,
     /// Endpoint addresses refused by the node-local policy, as last reported (see
@@ -54,6 +57,7 @@ impl ControlPlane {
             store: Store::default(),
             current: None,
             source_errors: Vec::new(),
+            source_errors_pending: false,
             diagnostics: BTreeSet::new(),
             refused_endpoints: Vec::new(),
             worker_processes: startup.worker_processes,
@@ -66,6 +70,15 @@ impl ControlPlane {
     /// the endpoint fast path. Returns the configuration when what the status writer reports
     /// may have changed: it recompiled, or the fast path changed which endpoints are refused.
     pub fn act(&mut self, changes: ChangeSet) -> Option<Arc<Compiled>> {
+        let reported = self.act_on(changes);
+        if std::mem::take(&mut self.source_errors_pending) {
+            // Nothing was published (a publish takes them along): they go on their own.
+            self.proxy.set_source_errors(self.source_errors.clone());
+        }
+        reported
+    }
+
+    fn act_on(&mut self, changes: ChangeSet) -> Option<Arc<Compiled>> {
         if changes.config {
             let started = Instant::now();
             let compiled = Arc::new(compile(&self.store, &self.options));
@@ -154,7 +167,9 @@ impl ControlPlane {
         self.report_refused_endpoints(&compiled);
         self.next_certificate_event = compiled.certificates.next_expiry_event(unix_now());
         self.current = Some(compiled.clone());
-        self.proxy.publish(compiled);
+        let source_errors =
+            std::mem::take(&mut self.source_errors_pending).then(|| self.source_errors.clone());
+        self.proxy.publish_with(compiled, source_errors);
     }
 
     /// The configuration last published.
@@ -174,15 +189,18 @@ impl ControlPlane {
         ))
     }
 
-    /// Files that could not be read or parsed: logged when new, shown on `/config`.
+    /// Files that could not be read or parsed: logged when new, shown on `/config` from the
+    /// next `publish` or `act`, in the same call into the proxy as the change they came with.
     pub fn report_source_errors(&mut self, errors: Vec<String>) {
         for error in &errors {
             if !self.source_errors.contains(error) {
                 tracing::warn!("{error}");
             }
         }
-        self.source_errors = errors.clone();
-        self.proxy.set_source_errors(errors);
+        if errors != self.source_errors {
+            self.source_errors = errors;
+            self.source_errors_pending = true;
+        }
     }
 }
 

@@ -329,6 +329,15 @@ impl Proxy {
     /// longer present, and binds the TCP service ports it adds and closes the ones it drops
     /// (a port that cannot be bound is logged and shown on `/config`, not an error).
     pub fn publish(&self, compiled: Arc<model::Compiled>) {
+        self.publish_with(compiled, None);
+    }
+
+    /// [`Proxy::publish`], with the provider's problems that came with this change (`Some`:
+    /// they replace those shown in /config), so that one change is one call.
+    pub fn publish_with(&self, compiled: Arc<model::Compiled>, source_errors: Option<Vec<String>>) {
+        if let Some(errors) = source_errors {
+            self.set_source_errors(errors);
+        }
         self.shared.publish(compiled.clone());
         // After the swap, so a connection on a new port finds its service.
         let errors = self

@@ -182,10 +182,12 @@ spec:
     assert_eq!(served_by(provider.http()).await, "b");
     assert_eq!(get(provider.http(), "other.test", "/").await.0, 404);
 
-    // A provider's own error (a file it could not read) is shown beside the diagnostics.
+    // A provider's own error (a file it could not read) is shown beside the diagnostics, from
+    // the control plane's next act (here one that changes nothing else).
     provider
         .control
         .report_source_errors(vec!["objects.yaml: not valid YAML at line 3".into()]);
+    provider.control.act(translate::ChangeSet::default());
     let status = provider.control.proxy.status_addr();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
