@@ -27,7 +27,7 @@ mod upstream;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::networking::v1::IngressBackend;
+use k8s_openapi::api::networking::v1::{IngressBackend, IngressSpec};
 use model::compiled::ingress_ref;
 use model::policy::RoutePolicy;
 use model::routes::{HostPattern, PathKind, PathRoute, Route, RouteSite};
@@ -353,6 +353,19 @@ impl Compiler<'_> {
             }
         }
 
+        self.ingress_tls(&name, &object, spec, &hosts_of_rules, claims);
+    }
+
+    /// `spec.tls` of one Ingress: its hosts are TLS hosts, and the Secret of each is claimed
+    /// (the oldest Ingress's wins). Entries without hosts cover the Ingress's own hosts.
+    fn ingress_tls(
+        &mut self,
+        name: &NamespacedName,
+        object: &ObjectRef,
+        spec: &IngressSpec,
+        hosts_of_rules: &[HostPattern],
+        claims: &mut Claims,
+    ) {
         for (t, tls) in spec.tls.iter().flatten().enumerate() {
             let hosts: Vec<HostPattern> = match &tls.hosts {
                 Some(hosts) if !hosts.is_empty() => {
