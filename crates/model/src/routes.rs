@@ -135,6 +135,17 @@ impl Route {
         self
     }
 
+    /// ingress-nginx's name for the route's upstream (`$proxy_upstream_name`):
+    /// `NAMESPACE-SERVICE-PORT`, the port as written. `None` for a route without a Service.
+    pub fn upstream_name(&self) -> Option<String> {
+        (!self.service.is_empty()).then(|| {
+            format!(
+                "{}-{}-{}",
+                self.ingress.namespace, self.service, self.site.service_port
+            )
+        })
+    }
+
     /// `alternative_name` of the split, when this route is an alternative.
     pub fn alternative_name(&self) -> Option<&Arc<str>> {
         self.traffic.as_deref()?.alternative_name.as_ref()

@@ -632,14 +632,7 @@ impl RouteLabels {
                 ..RouteLabels::default()
             };
         };
-        let upstream_name = if route.service.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "{}-{}-{}",
-                route.ingress.namespace, route.service, route.site.service_port
-            )
-        };
+        let upstream_name = route.upstream_name().unwrap_or_default();
         RouteLabels {
             namespace: route.ingress.namespace.to_string(),
             ingress: route.ingress.name.to_string(),

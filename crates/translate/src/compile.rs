@@ -38,7 +38,6 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         backends_by_port: HashMap::new(),
         default_policy: Arc::default(),
         default_error_backend: None,
-        default_backend_route: None,
         hosts: HostExtras::default(),
         passthrough_ingresses: BTreeSet::new(),
         tls_policies: HashMap::new(),
@@ -51,10 +50,13 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         model::access_log::StreamLogFormat::from_settings(&compiler.out.settings).0;
     compiler.out.tracing = compiler.out.settings.opentelemetry.enabled;
     compiler.default_policy = Arc::new(RoutePolicy::from_settings(&compiler.out.settings));
-    if let Some(service) = &options.default_backend_service {
-        compiler.default_backend_service(service);
-    }
+    let default_service = options
+        .default_backend_service
+        .as_ref()
+        .and_then(|service| compiler.default_backend_service(service));
     compiler.custom_errors();
+    // Made once the default policy is final (the ConfigMap's custom errors are in it).
+    let default_route = default_service.map(|route| compiler.default_backend_route(route));
     let served = ingress::served(store, options);
     let mut claims = Claims {
         // The ordinary rules are recorded for canaries to join only when there are canaries:
@@ -67,13 +69,8 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         compiler.ingress(name, ingress, &mut claims);
     }
     compiler.certificates(options, std::mem::take(&mut claims.tls));
-    if let (None, Some(route)) = (
-        &claims.default_backend,
-        compiler.default_backend_route.take(),
-    ) {
-        // Made before the ConfigMap's custom errors were in the default policy.
-        let route = route.with_policy(compiler.default_policy.clone());
-        compiler.out.routes.set_default_backend(Arc::new(route));
+    if let (None, Some(route)) = (&claims.default_backend, default_route) {
+        compiler.out.routes.set_default_backend(route);
     }
     compiler.finish_hosts();
     compiler.canaries(&mut claims);
@@ -142,30 +139,43 @@ impl Compiler<'_> {
         }
     }
 
-    /// Service port (by number or name) → the port name EndpointSlices use for it.
-    /// `--default-backend-service`: the Service's first port, as ingress-nginx uses it, with
-    /// the ConfigMap's policy. A missing Service leaves requests no rule matches at 404.
-    pub(crate) fn default_backend_service(&mut self, service: &NamespacedName) {
+    /// `--default-backend-service`: the Service's first port, as ingress-nginx uses it; it is
+    /// the errors phase's backend (`upstream-default-backend`), and the route of requests no
+    /// rule matches unless an Ingress's `spec.defaultBackend` takes that place. A missing
+    /// Service leaves those requests at 404.
+    pub(crate) fn default_backend_service(
+        &mut self,
+        service: &NamespacedName,
+    ) -> Option<(NamespacedName, Arc<Backend>, i32)> {
         let object = ObjectRef::new(Kind::Service, &*service.namespace, &*service.name);
         let (backend, port) = match self.first_port_backend(service) {
             Ok(found) => found,
             Err((severity, why)) => {
-                return self.diagnose_with(
+                self.diagnose_with(
                     severity,
                     object,
                     format!(
                         "--default-backend-service: {why}; requests no rule matches answer 404"
                     ),
-                )
+                );
+                return None;
             }
         };
         self.default_error_backend = Some(Arc::new(ErrorBackend {
             upstream_name: "upstream-default-backend".into(),
             backend: backend.clone(),
         }));
-        self.default_backend_route = Some(Arc::new(Route {
-            ingress: service.clone(),
+        Some((service.clone(), backend, port))
+    }
+
+    /// The route of `--default-backend-service`, with the ConfigMap's policy.
+    pub(crate) fn default_backend_route(
+        &self,
+        (service, backend, port): (NamespacedName, Arc<Backend>, i32),
+    ) -> Arc<Route> {
+        Arc::new(Route {
             service: service.name.clone(),
+            ingress: service,
             backend,
             policy: self.default_policy.clone(),
             site: RouteSite {
@@ -173,7 +183,7 @@ impl Compiler<'_> {
                 ..RouteSite::default()
             },
             traffic: None,
-        }));
+        })
     }
 
     /// The backend of a Service's first port (as ingress-nginx uses a default backend), or

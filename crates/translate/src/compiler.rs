@@ -12,7 +12,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use model::policy::{ErrorBackend, RoutePolicy};
-use model::routes::Route;
 use model::{
     Backend, Compiled, Diagnostic, NamespacedName, NodeLocalEndpoints, ObjectRef, Severity,
 };
@@ -85,9 +84,6 @@ pub(crate) struct Compiler<'a> {
     pub(crate) default_policy: Arc<RoutePolicy>,
     /// `--default-backend-service` as the errors phase's backend (`upstream-default-backend`).
     pub(crate) default_error_backend: Option<Arc<ErrorBackend>>,
-    /// `--default-backend-service` as the route of requests no rule matches, unless an
-    /// Ingress's `spec.defaultBackend` takes that place.
-    pub(crate) default_backend_route: Option<Arc<Route>>,
     pub(crate) hosts: HostExtras,
     /// Ingresses with `ssl-passthrough`, in the order they were read.
     pub(crate) passthrough_ingresses: BTreeSet<NamespacedName>,

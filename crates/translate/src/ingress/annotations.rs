@@ -416,6 +416,15 @@ pub fn parse(
     reader.read()
 }
 
+/// Go's `strconv.ParseBool`, which ingress-nginx reads its boolean annotations with.
+pub(crate) fn go_bool(value: &str) -> Option<bool> {
+    match value {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
+}
+
 /// A key of Sluice's own (not ingress-nginx's).
 fn is_sluice_only(name: &str) -> bool {
     entry(name).is_some_and(|a| matches!(a.support, Support::Sluice(_)))
@@ -485,15 +494,11 @@ impl<'a> Reader<'a> {
 
     fn bool(&mut self, name: &str) -> Option<bool> {
         let value = self.get(name)?;
-        // Go's strconv.ParseBool, which ingress-nginx uses.
-        match value {
-            "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
-            "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
-            _ => {
-                self.invalid(name, value, "true or false");
-                None
-            }
+        let parsed = go_bool(value);
+        if parsed.is_none() {
+            self.invalid(name, value, "true or false");
         }
+        parsed
     }
 
     fn duration(&mut self, name: &str) -> Option<std::time::Duration> {

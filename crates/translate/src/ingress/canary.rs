@@ -29,17 +29,6 @@ use crate::ingress::annotations::{self, Canary};
 use crate::ingress::claims::{Claims, PendingCanary};
 use crate::objects::Ingress;
 
-/// ingress-nginx's name for a route's upstream: `NAMESPACE-SERVICE-PORT`, the port as written.
-/// `None` for a route without a Service.
-pub(crate) fn upstream_name(route: &Route) -> Option<String> {
-    (!route.service.is_empty()).then(|| {
-        format!(
-            "{}-{}-{}",
-            route.ingress.namespace, route.service, route.site.service_port
-        )
-    })
-}
-
 /// A canary joined to a primary upstream.
 struct Joined {
     /// The canary's own upstream name.
@@ -108,7 +97,7 @@ impl Compiler<'_> {
         for (host, routes) in self.out.routes.hosts_mut() {
             let mut added = Vec::new();
             for rule in routes.paths.iter_mut() {
-                let Some(join) = upstream_name(&rule.route).and_then(|u| joined.get(&u)) else {
+                let Some(join) = rule.route.upstream_name().and_then(|u| joined.get(&u)) else {
                     continue;
                 };
                 let site = (
@@ -138,7 +127,7 @@ impl Compiler<'_> {
             let default = self.out.routes.default_backend().cloned();
             if let Some(join) = default
                 .as_ref()
-                .and_then(|r| upstream_name(r))
+                .and_then(|r| r.upstream_name())
                 .and_then(|u| joined.get(&u))
             {
                 let default = default.expect("checked above");
@@ -324,7 +313,7 @@ impl Compiler<'_> {
                 self.out
                     .routes
                     .default_backend()
-                    .and_then(|r| upstream_name(r)),
+                    .and_then(|r| r.upstream_name()),
             );
         }
         primaries.sort();

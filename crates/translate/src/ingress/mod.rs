@@ -98,7 +98,7 @@ impl Policies {
     }
 }
 
-/// `canary: "true"` under either prefix (Go's true spellings, as the annotation parser reads).
+/// `canary: "true"` under either prefix, read as the annotation parser reads it.
 pub(crate) fn is_canary(ingress: &Ingress) -> bool {
     const KEYS: [&str; 2] = ["sluice.dev/canary", "nginx.ingress.kubernetes.io/canary"];
     debug_assert!(KEYS[0].starts_with(annotations::SLUICE_PREFIX));
@@ -106,7 +106,7 @@ pub(crate) fn is_canary(ingress: &Ingress) -> bool {
     let annotations = ingress.metadata.annotations.as_ref();
     KEYS.iter()
         .find_map(|key| annotations?.get(*key))
-        .is_some_and(|v| matches!(v.trim(), "1" | "t" | "T" | "true" | "TRUE" | "True"))
+        .is_some_and(|v| annotations::go_bool(v.trim()) == Some(true))
 }
 
 /// The IngressClass rules of the Kubernetes API, plus the legacy annotation.
@@ -343,7 +343,7 @@ impl Compiler<'_> {
                 claims.paths.insert(claim, name.clone());
                 let upstream = claims
                     .record_locations
-                    .then(|| canary::upstream_name(&path_route.route))
+                    .then(|| path_route.route.upstream_name())
                     .flatten();
                 if let Some(upstream) = upstream {
                     let location = (host.clone(), written.to_owned(), path.path_type.clone());
