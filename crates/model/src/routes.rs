@@ -328,6 +328,16 @@ impl PathRoute {
 }
 
 impl HostRoutes {
+    /// Adds a rule. Most hosts have one rule: the first gets room for exactly one, where a
+    /// plain `push` would reserve four and `finish`'s shrink would leave three as a hole in the
+    /// heap (2.4 MB of holes at 10,000 hosts).
+    pub fn add(&mut self, path: PathRoute) {
+        if self.paths.capacity() == 0 {
+            self.paths.reserve_exact(1);
+        }
+        self.paths.push(path);
+    }
+
     fn find(&self, path: &str, head: &Parts) -> Option<&PathRoute> {
         self.paths.iter().find(|p| p.applies(path, head))
     }
@@ -497,6 +507,12 @@ impl RouteTable {
                     .map(|(s, r)| (HostPattern::Wildcard(s.clone()), r)),
             )
             .chain(std::iter::once((HostPattern::Any, &mut self.any_host)))
+    }
+
+    /// Room for up to `hosts` exact hosts (the compile knows how many rules it will add), so
+    /// the map is not grown by doubling with the outgrown tables left behind.
+    pub fn reserve_hosts(&mut self, hosts: usize) {
+        self.exact.reserve(hosts);
     }
 
     pub fn host_mut(&mut self, host: &HostPattern) -> &mut HostRoutes {

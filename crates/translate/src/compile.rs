@@ -58,7 +58,11 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
     // Made once the default policy is final (the ConfigMap's custom errors are in it).
     let default_route = default_service.map(|route| compiler.default_backend_route(route));
     let served = ingress::served(store, options);
+    let paths = served.iter().map(|(_, i)| ingress::path_count(i)).sum();
+    compiler.out.ingresses.reserve_exact(served.len());
+    compiler.out.routes.reserve_hosts(paths);
     let mut claims = Claims {
+        paths: HashMap::with_capacity(paths),
         // The ordinary rules are recorded for canaries to join only when there are canaries:
         // at 10,000 paths the record is a few MB the compile would otherwise allocate for
         // nothing.

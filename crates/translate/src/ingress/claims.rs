@@ -13,7 +13,9 @@ use crate::ingress::annotations::Canary;
 /// Who holds each contested thing, so later (newer) claimants can be told who won.
 #[derive(Default)]
 pub(crate) struct Claims {
-    pub(crate) paths: HashMap<(HostPattern, PathKind, String), NamespacedName>,
+    /// (host, kind, path as matched) → the Ingress that routes it. The path is the compile's
+    /// shared copy (for most paths the route's own string).
+    pub(crate) paths: HashMap<(HostPattern, PathKind, Arc<str>), NamespacedName>,
     pub(crate) default_backend: Option<NamespacedName>,
     /// Host → (Secret, claiming Ingress).
     pub(crate) tls: BTreeMap<HostPattern, (NamespacedName, NamespacedName)>,

@@ -109,6 +109,17 @@ pub(crate) fn is_canary(ingress: &Ingress) -> bool {
         .is_some_and(|v| annotations::go_bool(v.trim()) == Some(true))
 }
 
+/// How many paths an Ingress's rules write: the compile sizes its tables once with the sum,
+/// instead of growing them by doubling and leaving the outgrown copies as holes in the heap.
+pub(crate) fn path_count(ingress: &Ingress) -> usize {
+    let rules = ingress.spec.as_ref().and_then(|s| s.rules.as_ref());
+    rules
+        .into_iter()
+        .flatten()
+        .map(|rule| rule.http.as_ref().map_or(0, |http| http.paths.len()))
+        .sum()
+}
+
 /// The IngressClass rules of the Kubernetes API, plus the legacy annotation.
 fn is_ours(store: &Store, options: &CompileOptions, ingress: &Ingress) -> bool {
     let our_class = |name: &str| {
@@ -327,7 +338,7 @@ impl Compiler<'_> {
                 // The route's site holds the one shared copy of the written path.
                 let path_route = PathRoute::new(kind, route.site.path.clone(), route);
                 let (kind, normalised) = path_route.identity();
-                let claim = (host.clone(), kind, normalised.to_owned());
+                let claim = (host.clone(), kind, self.share(normalised));
                 if let Some(owner) = claims.paths.get(&claim) {
                     let owner = if *owner == name {
                         "this Ingress".to_owned()
@@ -349,7 +360,7 @@ impl Compiler<'_> {
                     let location = (host.clone(), written.to_owned(), path.path_type.clone());
                     claims.locations.insert(location, upstream);
                 }
-                self.out.routes.host_mut(&host).paths.push(path_route);
+                self.out.routes.host_mut(&host).add(path_route);
             }
         }
 
