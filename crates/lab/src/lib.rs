@@ -39,8 +39,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context as _};
 
-use crate::capacity::run::Which;
-pub use crate::capacity::run::{CapacityArgs, SizingArgs};
+use crate::capacity::plan::Which;
+pub use crate::capacity::plan::{CapacityArgs, SizingArgs};
 use crate::churn::Churn;
 use crate::host::{
     compact_timestamp, iso_timestamp, set_mode_755, subnet_seed, write_report_files, WorkDir,

@@ -14,6 +14,7 @@
 //! Everything here is a function of the numbers it is given, so reports re-render from
 //! `results.json` and the arithmetic is unit-tested without processes.
 
+pub mod plan;
 pub mod render;
 pub mod run;
 
