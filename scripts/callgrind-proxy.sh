@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# User-space instructions per proxied request, counted by callgrind: a figure that does not move
+# with the machine's load, so two builds can be compared on a shared 2-CPU VM where CPU time
+# per request (scripts/bench-proxy.sh) has a spread of several percent.
+#
+#   sluice load -R RATE -d DURATION ──HTTP/1.1 keep-alive──▶ sluice serve (under callgrind,
+#   instrumented only while the load runs) ──pooled──▶ sluice backend
+#
+# Each binary serves the same one-Ingress config (Prefix /, one endpoint, access log off, as
+# bench-proxy's plain case). Instrumentation is switched on after a warm-up (connections pooled)
+# and off when the load ends, so start-up and shut-down are not counted; what is counted is the
+# requests plus the worker's timers in that window.
+#
+# Usage: scripts/callgrind-proxy.sh BIN [BIN ...]
+#   RATE=300 DURATION=20s   open-loop rate and length (callgrind runs ~50x slower than native;
+#                           300/s keeps the proxy well below saturation)
+#   OUT=DIR                 keep callgrind files there (default: a temporary directory)
+# Prints one line per binary: requests, instructions, instructions per request, and the
+# callgrind file (`callgrind_annotate --auto=no FILE` shows where they go).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+(($# > 0)) || { echo "usage: $0 BIN [BIN ...]" >&2; exit 2; }
+command -v valgrind >/dev/null || { echo "callgrind-proxy: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
+RATE=${RATE:-300}
+DURATION=${DURATION:-20s}
+WORK=$(mktemp -d)
+OUT=${OUT:-$WORK}
+mkdir -p "$OUT"
+BACKEND_PORT=${BACKEND_PORT:-18180}
+HTTP_PORT=${HTTP_PORT:-18190}
+ADMIN_PORT=${ADMIN_PORT:-18191}
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    [[ $OUT == "$WORK" ]] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+mkdir -p "$WORK/config"
+cat >"$WORK/config/all.yaml" <<EOF
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: sluice}
+spec: {controller: sluice.dev/ingress-controller}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: sluice, namespace: sluice}
+data: {keepalive: "100", keep-alive-requests: "100000000", ssl-redirect: "false", disable-access-log: "true"}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: app, namespace: default}
+spec:
+  ports: [{name: http, port: 80, protocol: TCP, targetPort: $BACKEND_PORT}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: app-1, namespace: default, labels: {kubernetes.io/service-name: app}}
+addressType: IPv4
+ports: [{name: http, port: $BACKEND_PORT, protocol: TCP}]
+endpoints: [{addresses: [127.0.0.1], conditions: {ready: true}}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: app, namespace: default}
+spec:
+  ingressClassName: sluice
+  rules:
+    - host: bench.test
+      http:
+        paths:
+          - {path: /, pathType: Prefix, backend: {service: {name: app, port: {number: 80}}}}
+EOF
+
+wait_ready() {
+    for _ in $(seq 1 240); do
+        curl -fsS "$1" >/dev/null 2>&1 && return 0
+        sleep 0.5
+    done
+    echo "callgrind-proxy: $1 never answered" >&2
+    return 1
+}
+
+LOAD_BIN=$1
+"$LOAD_BIN" backend --listen "127.0.0.1:$BACKEND_PORT" --name callgrind >"$WORK/backend.log" 2>&1 &
+PIDS+=($!)
+wait_ready "http://127.0.0.1:$BACKEND_PORT/healthz"
+
+n=0
+for bin in "$@"; do
+    n=$((n + 1))
+    label="$n-$(basename "$bin")"
+    file="$OUT/$label.callgrind"
+    valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$file" \
+        "$bin" serve --config "$WORK/config" --http-listen "127.0.0.1:$HTTP_PORT" \
+        --https-listen "127.0.0.1:$((HTTP_PORT + 2))" --admin-listen "127.0.0.1:$ADMIN_PORT" \
+        --workers 1 >"$OUT/$label.log" 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    wait_ready "http://127.0.0.1:$ADMIN_PORT/ready" || { grep -v "^==" "$OUT/$label.log" | tail -5 >&2; exit 1; }
+    "$LOAD_BIN" load -t1 -c10 -R 100 -d 3s -H 'Host: bench.test' "http://127.0.0.1:$HTTP_PORT/" >/dev/null
+    callgrind_control -i on "$pid" >/dev/null 2>&1
+    "$LOAD_BIN" load -t1 -c10 -R "$RATE" -d "$DURATION" -H 'Host: bench.test' \
+        "http://127.0.0.1:$HTTP_PORT/" >"$OUT/$label.load"
+    callgrind_control -i off "$pid" >/dev/null 2>&1
+    kill -TERM "$pid"
+    wait "$pid" || true
+    requests=$(awk '/ requests in / && !done {print $1; done = 1}' "$OUT/$label.load")
+    failed=$(grep -ciE "non-2xx|socket errors|timeouts" "$OUT/$label.load" || true)
+    instructions=$(callgrind_annotate --auto=no "$file" 2>/dev/null | awk '/PROGRAM TOTALS/ && !done {gsub(",", "", $1); print $1; done = 1}')
+    [[ -n $requests && -n $instructions ]] || { echo "callgrind-proxy: no figures for $bin (see $WORK)" >&2; exit 1; }
+    ((failed == 0)) || echo "callgrind-proxy: $bin: the load reported errors: $(grep -iE 'non-2xx|socket errors|timeouts' "$OUT/$label.load")" >&2
+    printf '%s: %s requests, %s instructions, %.0f per request (%s)\n' \
+        "$bin" "$requests" "$instructions" "$(echo "$instructions / $requests" | bc -l)" "$file"
+done
