@@ -27,7 +27,7 @@ mod upstream;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::networking::v1::{IngressBackend, IngressSpec};
+use k8s_openapi::api::networking::v1::{HTTPIngressPath, IngressBackend, IngressSpec};
 use model::compiled::ingress_ref;
 use model::policy::RoutePolicy;
 use model::routes::{HostPattern, PathKind, PathRoute, Route, RouteSite};
@@ -51,6 +51,15 @@ pub(crate) struct Policies {
     /// The ConfigMap's `global-auth-url` covers this Ingress: the policy of its paths outside
     /// `no-auth-locations`, refused until external authentication is implemented.
     global_auth_refused: Option<Arc<RoutePolicy>>,
+}
+
+/// What every path of one Ingress is compiled with.
+struct IngressContext<'a> {
+    name: &'a NamespacedName,
+    object: &'a ObjectRef,
+    parsed: &'a IngressAnnotations,
+    policies: &'a Policies,
+    upstream: &'a UpstreamChoice,
 }
 
 impl Policies {
@@ -118,6 +127,28 @@ pub(crate) fn path_count(ingress: &Ingress) -> usize {
         .flatten()
         .map(|rule| rule.http.as_ref().map_or(0, |http| http.paths.len()))
         .sum()
+}
+
+/// A path's kind from its `pathType`, and its path (`/` when an ImplementationSpecific path
+/// has none), or why the path is left out.
+fn path_as_written<'p>(
+    path: &'p HTTPIngressPath,
+    field: &str,
+) -> Result<(PathKind, &'p str), String> {
+    let kind = match path.path_type.as_str() {
+        "Exact" => PathKind::Exact,
+        "Prefix" | "ImplementationSpecific" => PathKind::Prefix,
+        "" => return Err(format!("{field}.pathType: missing; it is required (Exact, Prefix or ImplementationSpecific); path ignored")),
+        other => return Err(format!("{field}.pathType {other:?}: must be Exact, Prefix or ImplementationSpecific; path ignored")),
+    };
+    match path.path.as_deref() {
+        Some(written) if written.starts_with('/') => Ok((kind, written)),
+        None if path.path_type == "ImplementationSpecific" => Ok((kind, "/")),
+        other => Err(format!(
+            "{field}.path {:?}: must start with '/'; path ignored",
+            other.unwrap_or("")
+        )),
+    }
 }
 
 /// The IngressClass rules of the Kubernetes API, plus the legacy annotation.
@@ -229,27 +260,16 @@ impl Compiler<'_> {
             self.passthrough_ingresses.insert(name.clone());
         }
 
+        let context = IngressContext {
+            name: &name,
+            object: &object,
+            parsed: &parsed,
+            policies: &policies,
+            upstream: &upstream,
+        };
         if let Some(backend) = &spec.default_backend {
-            match &claims.default_backend {
-                Some(owner) => self.diagnose(
-                    object.clone(),
-                    format!("spec.defaultBackend: ignored, Ingress {owner} is older and already sets one"),
-                ),
-                None => {
-                    let route = self.route(
-                        &name,
-                        backend,
-                        "spec.defaultBackend",
-                        policies.for_path("/", false, &self.out.settings.no_auth_locations),
-                        &upstream,
-                        ("", ""),
-                    );
-                    self.out.routes.set_default_backend(route);
-                    claims.default_backend = Some(name.clone());
-                }
-            }
+            self.ingress_default_backend(&context, backend, claims);
         }
-
         let mut hosts_of_rules = Vec::new();
         for (r, rule) in spec.rules.iter().flatten().enumerate() {
             let host = match HostPattern::parse(rule.host.as_deref()) {
@@ -271,100 +291,122 @@ impl Compiler<'_> {
             self.host_annotations(&name, &host, &parsed);
             for (p, path) in rule.http.iter().flat_map(|h| h.paths.iter()).enumerate() {
                 let field = format!("spec.rules[{r}].http.paths[{p}]");
-                let kind = match path.path_type.as_str() {
-                    "Exact" => PathKind::Exact,
-                    "Prefix" | "ImplementationSpecific" => PathKind::Prefix,
-                    "" => {
-                        self.diagnose(
-                            object.clone(),
-                            format!("{field}.pathType: missing; it is required (Exact, Prefix or ImplementationSpecific); path ignored"),
-                        );
-                        continue;
-                    }
-                    other => {
-                        self.diagnose(
-                            object.clone(),
-                            format!("{field}.pathType {other:?}: must be Exact, Prefix or ImplementationSpecific; path ignored"),
-                        );
-                        continue;
-                    }
-                };
-                let written = match path.path.as_deref() {
-                    Some(written) if written.starts_with('/') => written,
-                    None if path.path_type == "ImplementationSpecific" => "/",
-                    other => {
-                        self.diagnose(
-                            object.clone(),
-                            format!(
-                                "{field}.path {:?}: must start with '/'; path ignored",
-                                other.unwrap_or("")
-                            ),
-                        );
-                        continue;
-                    }
-                };
-                // ingress-nginx: a rewrite to the path itself is no rewrite.
-                let rewrites = parsed
-                    .policy
-                    .rewrite
-                    .as_ref()
-                    .is_some_and(|r| r.target != written);
-                let kind = if parsed.use_regex || rewrites {
-                    PathKind::Regex
-                } else {
-                    kind
-                };
-                let policy =
-                    policies.for_path(written, rewrites, &self.out.settings.no_auth_locations);
-                if kind == PathKind::Prefix
-                    && path.path_type == "ImplementationSpecific"
-                    && written != "/"
-                    && !written.ends_with('/')
-                {
-                    self.diagnose_with(
-                        Severity::Difference,
-                        object.clone(),
-                        format!("{field}: ImplementationSpecific {written} is matched as Prefix, element by element ({written}x does not match); ingress-nginx matched it as a string prefix"),
-                    );
-                }
-                let route = self.route(
-                    &name,
-                    &path.backend,
-                    &format!("{field}.backend"),
-                    policy,
-                    &upstream,
-                    (rule.host.as_deref().unwrap_or(""), written),
-                );
-                // The route's site holds the one shared copy of the written path.
-                let path_route = PathRoute::new(kind, route.site.path.clone(), route);
-                let (kind, normalised) = path_route.identity();
-                let claim = (host.clone(), kind, self.share(normalised));
-                if let Some(owner) = claims.paths.get(&claim) {
-                    let owner = if *owner == name {
-                        "this Ingress".to_owned()
-                    } else {
-                        format!("Ingress {owner}")
-                    };
-                    self.diagnose(
-                        object.clone(),
-                        format!("{field}: {:?} {written} on host {host} is already routed by {owner}, which takes precedence; path ignored", path.path_type),
-                    );
-                    continue;
-                }
-                claims.paths.insert(claim, name.clone());
-                let upstream = claims
-                    .record_locations
-                    .then(|| path_route.route.upstream_name())
-                    .flatten();
-                if let Some(upstream) = upstream {
-                    let location = (host.clone(), written.to_owned(), path.path_type.clone());
-                    claims.locations.insert(location, upstream);
-                }
-                self.out.routes.host_mut(&host).add(path_route);
+                let rule_host = rule.host.as_deref().unwrap_or("");
+                self.ingress_path(&context, &host, rule_host, &field, path, claims);
             }
         }
 
         self.ingress_tls(&name, &object, spec, &hosts_of_rules, claims);
+    }
+
+    /// `spec.defaultBackend`: the oldest Ingress's takes the requests no rule matches.
+    fn ingress_default_backend(
+        &mut self,
+        context: &IngressContext<'_>,
+        backend: &IngressBackend,
+        claims: &mut Claims,
+    ) {
+        if let Some(owner) = &claims.default_backend {
+            self.diagnose(
+                context.object.clone(),
+                format!(
+                    "spec.defaultBackend: ignored, Ingress {owner} is older and already sets one"
+                ),
+            );
+            return;
+        }
+        let policy = (context.policies).for_path("/", false, &self.out.settings.no_auth_locations);
+        let route = self.route(
+            context.name,
+            backend,
+            "spec.defaultBackend",
+            policy,
+            context.upstream,
+            ("", ""),
+        );
+        self.out.routes.set_default_backend(route);
+        claims.default_backend = Some(context.name.clone());
+    }
+
+    /// One path of a rule: its kind, its policy, its route, and its claim on (host, path): the
+    /// oldest Ingress routes a path, a newer one gets a diagnostic.
+    fn ingress_path(
+        &mut self,
+        context: &IngressContext<'_>,
+        host: &HostPattern,
+        rule_host: &str,
+        field: &str,
+        path: &HTTPIngressPath,
+        claims: &mut Claims,
+    ) {
+        let (kind, written) = match path_as_written(path, field) {
+            Ok(path) => path,
+            Err(why) => {
+                self.diagnose(context.object.clone(), why);
+                return;
+            }
+        };
+        // ingress-nginx: a rewrite to the path itself is no rewrite.
+        let rewrites = context
+            .parsed
+            .policy
+            .rewrite
+            .as_ref()
+            .is_some_and(|r| r.target != written);
+        let kind = if context.parsed.use_regex || rewrites {
+            PathKind::Regex
+        } else {
+            kind
+        };
+        let policy =
+            context
+                .policies
+                .for_path(written, rewrites, &self.out.settings.no_auth_locations);
+        if kind == PathKind::Prefix
+            && path.path_type == "ImplementationSpecific"
+            && written != "/"
+            && !written.ends_with('/')
+        {
+            self.diagnose_with(
+                Severity::Difference,
+                context.object.clone(),
+                format!("{field}: ImplementationSpecific {written} is matched as Prefix, element by element ({written}x does not match); ingress-nginx matched it as a string prefix"),
+            );
+        }
+        let route = self.route(
+            context.name,
+            &path.backend,
+            &format!("{field}.backend"),
+            policy,
+            context.upstream,
+            (rule_host, written),
+        );
+        // The route's site holds the one shared copy of the written path.
+        let path_route = PathRoute::new(kind, route.site.path.clone(), route);
+        let (kind, normalised) = path_route.identity();
+        let claim = (host.clone(), kind, self.share(normalised));
+        if let Some(owner) = claims.paths.get(&claim) {
+            let owner = if owner == context.name {
+                "this Ingress".to_owned()
+            } else {
+                format!("Ingress {owner}")
+            };
+            self.diagnose(
+                context.object.clone(),
+                format!("{field}: {:?} {written} on host {host} is already routed by {owner}, which takes precedence; path ignored", path.path_type),
+            );
+            return;
+        }
+        claims.paths.insert(claim, context.name.clone());
+        let upstream = claims
+            .record_locations
+            .then(|| path_route.route.upstream_name())
+            .flatten();
+        if let Some(upstream) = upstream {
+            let location = (host.clone(), written.to_owned(), path.path_type.clone());
+            claims.locations.insert(location, upstream);
+        }
+        self.out.routes.host_mut(host).add(path_route);
     }
 
     /// `spec.tls` of one Ingress: its hosts are TLS hosts, and the Secret of each is claimed
