@@ -607,6 +607,29 @@ pub fn from_config_map(
                 }
             }
         }
+        let kept_codes;
+        let value = if key == CUSTOM_HTTP_ERRORS {
+            // As ingress-nginx: a code it cannot read is left out with a warning, the others
+            // apply (it parses them one by one and filters 300-599).
+            let (kept, refused): (Vec<&str>, Vec<&str>) = value
+                .split(',')
+                .map(str::trim)
+                .filter(|code| !code.is_empty())
+                .partition(|code| parse_error_codes(code).is_ok());
+            for code in refused {
+                diagnostics.push(Diagnostic::new(
+                    source.clone(),
+                    format!(
+                        "data.{key}: invalid entry {code:?}: expected a status code from 300 \
+                         to 599; left out (the other codes apply, as in ingress-nginx)"
+                    ),
+                ));
+            }
+            kept_codes = kept.join(",");
+            kept_codes.as_str()
+        } else {
+            value
+        };
         let result = set(&mut settings, key, value);
         if let Err(expected) = result {
             if ACCESS_LIST_KEYS.contains(&key.as_str()) {
@@ -667,6 +690,8 @@ fn set(settings: &mut Settings, key: &str, value: &str) -> Result<(), &'static s
 
 /// `proxy-real-ip-cidr`: its entries are checked one by one.
 const PROXY_REAL_IP_CIDR: &str = "proxy-real-ip-cidr";
+/// `custom-http-errors`: its codes are read one by one.
+const CUSTOM_HTTP_ERRORS: &str = "custom-http-errors";
 
 /// A CIDR range (host bits cleared, as nginx's `set_real_ip_from` does) or one address;
 /// `None` for an empty or bad entry.

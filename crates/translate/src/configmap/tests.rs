@@ -278,6 +278,24 @@ fn a_bad_cidr_is_named_and_left_out_without_widening_the_trust() {
 }
 
 #[test]
+fn a_bad_error_code_is_named_and_left_out_and_the_others_apply() {
+    // ingress-nginx reads the codes one by one: one it cannot read is a warning, not the end
+    // of the custom error pages.
+    let (s, diagnostics) = settings(&[("custom-http-errors", "404, abc,700 ,503,404")]);
+    assert_eq!(diagnostics.len(), 2, "{diagnostics:?}");
+    assert!(
+        diagnostics[0].contains("data.custom-http-errors: invalid entry \"abc\""),
+        "{diagnostics:?}"
+    );
+    assert!(diagnostics[1].contains("\"700\""), "{diagnostics:?}");
+    assert_eq!(s.custom_http_errors, [404, 503]);
+    // Nothing readable: no codes, as the default.
+    let (s, diagnostics) = settings(&[("custom-http-errors", "x")]);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    assert!(s.custom_http_errors.is_empty());
+}
+
+#[test]
 fn request_buffering_is_on_with_an_8k_memory_buffer_unless_set() {
     let (s, _) = settings(&[]);
     assert!(s.proxy_request_buffering);
