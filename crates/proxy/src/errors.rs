@@ -5,7 +5,8 @@
 //! ```text
 //!  answer with a listed code ─▶ ErrorRequest::to(backend) ─▶ the client's method, headers and
 //!        query, path `/`, no body, plus X-Code, X-Format, X-Original-URI, X-Namespace,
-//!        X-Ingress-Name, X-Service-Name, X-Service-Port (X-Request-ID: the client's, if sent)
+//!        X-Ingress-Name, X-Service-Name, X-Service-Port, X-Request-ID (the one the request
+//!        went upstream with: the client's, or the one Sluice made for it)
 //!  route without a ready endpoint + default-backend ─▶ unavailable_fallback: the same request
 //!        to the default backend, plus X-Code: 503 and the names (no X-Original-URI)
 //! ```
@@ -23,6 +24,10 @@ pub(crate) struct OriginalHead {
     method: Method,
     uri: Uri,
     headers: HeaderMap,
+    /// The `X-Request-ID` Sluice made for the request when it went upstream (the client sent
+    /// none): the error request repeats it, as ingress-nginx sends `$req_id`, so the error
+    /// backend's log and the access log name the same request.
+    pub(crate) request_id: Option<HeaderValue>,
 }
 
 impl OriginalHead {
@@ -31,6 +36,7 @@ impl OriginalHead {
             method: head.method.clone(),
             uri: head.uri.clone(),
             headers: head.headers.clone(),
+            request_id: None,
         }
     }
 }
@@ -75,6 +81,9 @@ impl ErrorRequest<'_> {
             head.headers.remove(framing);
         }
         let headers = &mut head.headers;
+        if let Some(id) = &original.request_id {
+            headers.entry("x-request-id").or_insert_with(|| id.clone());
+        }
         set(headers, "x-code", HeaderValue::from(self.status));
         copy_accept(headers);
         let request_uri = original.uri.path_and_query().map_or("/", |pq| pq.as_str());

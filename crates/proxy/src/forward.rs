@@ -127,7 +127,7 @@ pub(crate) async fn respond(
         guard.record = Record::begin(current, &head, client, guard.measure.request_bytes, nth);
     }
     // The errors phase sends the client's request as it came: kept only where it may be used.
-    let original = config
+    guard.original = config
         .filter(|c| c.any_custom_errors)
         .map(|_| Box::new(OriginalHead::of(&head)));
     let (result, route, hsts, upstream_answered) = match config {
@@ -176,6 +176,7 @@ pub(crate) async fn respond(
     // The error backend's answer goes out as it came: the route's header edits belong to the
     // route's answers (nginx's named error location has none of the location's directives).
     let mut error_page_made = false;
+    let original = guard.original.take();
     if let (Some(original), Some(config)) = (&original, config) {
         let errors = match route {
             Some(route) => route.policy.custom_errors.as_deref(),
@@ -398,6 +399,11 @@ async fn forward(
     }
     for edit in policy.request_headers.iter() {
         edit.apply(&mut head.headers);
+    }
+    if let (Some(original), Some(id)) =
+        (guard.original.as_deref_mut(), added.generated_request_id())
+    {
+        original.request_id = HeaderValue::from_bytes(id).ok();
     }
     if let Some(record) = record.as_deref_mut() {
         record.request_id = match added.generated_request_id() {

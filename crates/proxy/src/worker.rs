@@ -33,6 +33,7 @@ use tokio::sync::{oneshot, watch, Notify};
 use crate::access_log::{LineContext, LogBuffer, Record, TlsFacts, FLUSH_BYTES};
 use crate::conn_cap::{ConnCap, LimitLog};
 use crate::current::Current;
+use crate::errors::OriginalHead;
 use crate::headers::Forwarded;
 use crate::metrics::{Measure, Snapshot, Stats};
 use crate::otel::{SpanBuffer, SpanContext};
@@ -162,6 +163,9 @@ pub(crate) struct RequestGuard {
     /// The request's client address ([`ConnCtx::client_ip`]), worked out once when the
     /// pipeline starts (the connection's peer until then).
     pub(crate) client: IpAddr,
+    /// The request as the client sent it, kept only when the configuration has custom error
+    /// pages (the errors phase sends it on); `forward` notes the request id it made.
+    pub(crate) original: Option<Box<OriginalHead>>,
 }
 
 /// Keeps the worker's shutdown waiting while a connection or tunnel is open.
@@ -565,6 +569,7 @@ impl ConnCtx {
             record: None,
             measure: Measure::default(),
             client: self.peer,
+            original: None,
         };
         (guard, n)
     }

@@ -4,6 +4,7 @@
 //! Sluice answers 404 as ingress-nginx's built-in default backend does.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 
 use crate::support::*;
 use bytes::Bytes;
@@ -19,10 +20,20 @@ const NGINX: &str = "nginx.ingress.kubernetes.io/";
 /// An error backend: answers every request with the status its `X-Code` names (200 without
 /// one) and a JSON body of what it received (`name`, `method`, `target`, `headers`).
 async fn start_error_backend(name: &'static str) -> SocketAddr {
+    start_recording_backend(name, Seen::default()).await
+}
+
+/// What a recording backend received: each request's headers, in order.
+type Seen = Arc<Mutex<Vec<Map<String, Value>>>>;
+
+/// [`start_error_backend`] that also keeps the headers of every request in `seen` (for a
+/// route's own backend, whose answer the errors phase replaces).
+async fn start_recording_backend(name: &'static str, seen: Seen) -> SocketAddr {
     let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
+            let seen = seen.clone();
             tokio::spawn(async move {
                 let mut buffer = Vec::new();
                 let mut chunk = [0u8; 4096];
@@ -42,6 +53,7 @@ async fn start_error_backend(name: &'static str) -> SocketAddr {
                         headers.insert(name.trim().to_ascii_lowercase(), json!(value.trim()));
                     }
                 }
+                seen.lock().unwrap().push(headers.clone());
                 let status = headers
                     .get("x-code")
                     .and_then(|c| c.as_str()?.parse::<u16>().ok())
@@ -252,4 +264,47 @@ async fn without_an_error_backend_ready_sluice_answers_404_as_the_built_in_defau
     assert_eq!(reply.status, StatusCode::NOT_FOUND, "{}", reply.text());
     let reply = request(&h, "plain.example", "/status/502").await;
     assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
+}
+
+#[tokio::test]
+async fn the_error_request_carries_the_request_id_the_upstream_got() {
+    // The route's own backend answers what X-Code asks (503 here) and records what it got.
+    let seen = Seen::default();
+    let web = start_recording_backend("web", seen.clone()).await;
+    let errors = start_error_backend("errors").await;
+    let mut h = Harness::start();
+    h.control.options.config_map = NamespacedName::new("sluice", "sluice");
+    h.control.options.default_backend_service = Some(NamespacedName::new("default", "errors"));
+    let mut objects = vec![settings(&[("custom-http-errors", "503")])];
+    objects.extend(service_at("web", Some(web)));
+    objects.extend(service_at("errors", Some(errors)));
+    objects.push(annotated("plain", "plain.example", "web", &[]));
+    h.apply_allowing_diagnostics(&objects);
+    // No X-Request-ID from the client: Sluice makes one for the upstream, and the error
+    // backend gets the same one (ingress-nginx sends `$req_id` to both).
+    let send = |id: Option<&'static str>| {
+        let mut request = Request::get("/page")
+            .header("host", "plain.example")
+            .header("x-code", "503");
+        if let Some(id) = id {
+            request = request.header("x-request-id", id);
+        }
+        let request = request.body(Full::<Bytes>::default()).unwrap();
+        let http = h.http();
+        async move { Client::connect(http).await.send(request).await.unwrap() }
+    };
+    let reply = send(None).await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    let error_request = reply.json();
+    assert_eq!(error_request["name"], "errors", "{error_request}");
+    let upstream_got = seen.lock().unwrap()[0]["x-request-id"].clone();
+    let id = upstream_got
+        .as_str()
+        .expect("the upstream got an X-Request-ID");
+    assert_eq!(id.len(), 32, "{id}");
+    assert_eq!(error_request["headers"]["x-request-id"], upstream_got);
+    // The client's own id goes to both as it is.
+    let reply = send(Some("req-2")).await;
+    assert_eq!(reply.json()["headers"]["x-request-id"], "req-2");
+    assert_eq!(seen.lock().unwrap()[1]["x-request-id"], "req-2");
 }
