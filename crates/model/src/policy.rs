@@ -109,6 +109,13 @@ pub struct RoutePolicy {
         serialize_with = "optional_arc"
     )]
     pub default_backend: Option<Arc<ErrorBackend>>,
+    /// `mirror-target` (with `mirror-host`, `mirror-request-body`): a copy of each request
+    /// goes there too, without waiting; its answer is dropped.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "optional_arc"
+    )]
+    pub mirror: Option<Arc<crate::mirror::Mirror>>,
 }
 
 /// The errors phase: which answers an error backend makes instead, and which backend.
@@ -459,6 +466,7 @@ impl RoutePolicy {
             passthrough_proxy_protocol: None,
             custom_errors: None,
             default_backend: None,
+            mirror: None,
         }
     }
 }

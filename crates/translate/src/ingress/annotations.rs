@@ -21,6 +21,7 @@ use model::policy::{
     Access, HashBy, HeaderAction, HeaderEdit, ProxyProtocolVersion, Redirect, Rewrite, RoutePolicy,
     TlsVersions, UpstreamProtocol,
 };
+use model::mirror::MirrorTarget;
 use model::routes::HostPattern;
 use model::settings::{NextUpstream, Settings};
 use model::{Diagnostic, ObjectRef, Severity};
@@ -102,6 +103,7 @@ pub enum Parser {
     HashBy,
     Canary,
     CustomErrors,
+    Mirror,
     ProxyBuffering,
     ProxyHttpVersion,
     BackendProtocol,
@@ -263,9 +265,9 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("enable-owasp-core-rules", Support::No(NO_WAF), None),
     annotation("modsecurity-transaction-id", Support::No(NO_WAF), None),
     annotation("modsecurity-snippet", Support::FailsClosed("until Sluice has a web application firewall (not planned): the snippet is how ingress-nginx's ModSecurity is made to block (SecRuleEngine On), so it refuses the Ingress's routes (503) rather than serve them unfiltered; snippets are never executed"), Some(Parser::FailClosed)),
-    annotation("mirror-request-body", Support::No("planned (wave 2)"), None),
-    annotation("mirror-target", Support::No("planned (wave 2)"), None),
-    annotation("mirror-host", Support::No("planned (wave 2)"), None),
+    annotation("mirror-target", Support::Partial("a copy of each request goes to the URL (its path may use $request_uri, $args, $arg_*, $host, $scheme, $remote_addr, $request_method, $http_*, $cookie_*, $server_name) without waiting for it: never delayed or failed by it, at most mirror-max-in-flight per worker; the host must be an IP address or a Service as <name>.<namespace>.svc[.cluster.local] (its port's endpoints; Sluice resolves no other DNS name); with proxy-request-buffering off the body is teed and the copy dropped if it falls 256 KiB behind; copies carry the client's headers as they came, not the X-Forwarded-* the main request gets"), Some(Parser::Mirror)),
+    annotation("mirror-host", Support::Yes, Some(Parser::Mirror)),
+    annotation("mirror-request-body", Support::Yes, Some(Parser::Mirror)),
     annotation("ssl-passthrough-proxy-protocol", Support::Sluice("v1 or v2: a PROXY protocol header naming the client (the load balancer's, with use-proxy-protocol) is written to the endpoint before the ClientHello of each ssl-passthrough connection; off by default (ingress-nginx has no such switch)"), Some(Parser::SslPassthrough)),
 ];
 
@@ -311,6 +313,21 @@ pub struct IngressAnnotations {
     pub disable_intercept: Option<bool>,
     /// `default-backend`: a Service name in the Ingress's namespace.
     pub default_backend: Option<String>,
+    /// `mirror-target` with `mirror-host` and `mirror-request-body`, checked; compile
+    /// resolves where it goes.
+    pub mirror: Option<MirrorAnnotations>,
+}
+
+/// The mirror family as read: the target checked, the host and body switch defaulted as
+/// ingress-nginx defaults them.
+#[derive(Clone, Debug)]
+pub struct MirrorAnnotations {
+    /// The annotation's full name, as written (either prefix), for diagnostics.
+    pub key: String,
+    pub written: String,
+    pub target: MirrorTarget,
+    pub host: HeaderValue,
+    pub request_body: bool,
 }
 
 /// The `canary-*` annotations of a canary Ingress, checked as ingress-nginx checks them (a
@@ -414,6 +431,25 @@ pub fn parse(
     }
     reader.unsupported();
     reader.read()
+}
+
+/// The characters ingress-nginx's `ValidateServerName` allows (`parser.IsValidRegex`), which
+/// it checks `mirror-target` and `mirror-host` with.
+fn is_server_name_text(value: &str) -> bool {
+    value.chars().all(|c| {
+        c.is_ascii_alphanumeric() || "-._~/:^$[](){}*+?|&=\\".contains(c)
+    })
+}
+
+/// Whether ingress-nginx's mirror parser finds a host in a target (`parser.StringToURL` on
+/// the text before its first `$`: a scheme, a host, no `..` in it).
+fn go_url_has_host(target: &str) -> bool {
+    let before_variables = target.split('$').next().unwrap_or("");
+    let Some((scheme, rest)) = before_variables.split_once("://") else {
+        return false;
+    };
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    !scheme.is_empty() && !host.is_empty() && !host.contains("..")
 }
 
 /// Go's `strconv.ParseBool`, which ingress-nginx reads its boolean annotations with.
@@ -568,6 +604,7 @@ impl<'a> Reader<'a> {
             custom_http_errors: None,
             disable_intercept: None,
             default_backend: None,
+            mirror: None,
         };
         let parsers: BTreeSet<Parser> = REGISTRY.iter().filter_map(|a| a.parser).collect();
         for parser in parsers {
@@ -658,6 +695,7 @@ impl<'a> Reader<'a> {
                     }
                 }
             }
+            Parser::Mirror => out.mirror = self.mirror(),
             Parser::ProxyBuffering => {
                 if let Some(value) = self.get("proxy-buffering") {
                     if value != "on" && value != "off" {
@@ -1029,6 +1067,95 @@ impl<'a> Reader<'a> {
                 None
             }
         }
+    }
+
+    /// The mirror family (ingress-nginx's `annotations/mirror`): `mirror-request-body` is on
+    /// unless exactly `off`; `mirror-host` defaults to the target's host. A target
+    /// ingress-nginx's validator refuses, or one that is no URL, mirrors nothing here; in
+    /// ingress-nginx it still turns the `mirror` directive on, towards an internal location
+    /// it then does not write, so the host's own locations get the copies: said in the
+    /// diagnostic.
+    fn mirror(&mut self) -> Option<MirrorAnnotations> {
+        const TRAP: &str = "not mirrored (ingress-nginx ignores the value too, but still sends a copy of each request to its internal path /_mirror-<Ingress UID>, which this host's own locations then answer)";
+        let request_body = match self.get("mirror-request-body") {
+            None | Some("on") => true,
+            Some("off") => false,
+            Some(value) => {
+                let key = self.key("mirror-request-body");
+                self.diagnose(
+                    Severity::Error,
+                    format!("annotation {key}: invalid value {value:?}: expected on or off; on applies"),
+                );
+                true
+            }
+        };
+        let Some(written) = self.get("mirror-target") else {
+            for name in ["mirror-host", "mirror-request-body"] {
+                if self.get(name).is_some() {
+                    let key = self.key(name);
+                    self.diagnose(
+                        Severity::Notice,
+                        format!("annotation {key}: has no effect without mirror-target (as in ingress-nginx)"),
+                    );
+                }
+            }
+            return None;
+        };
+        let key = self.key("mirror-target");
+        if !is_server_name_text(written) {
+            self.diagnose(
+                Severity::Error,
+                format!("annotation {key}: invalid value {written:?}: ingress-nginx allows only letters, digits and -._~/:^$[](){{}}*+?|&=\\ in it; {TRAP}"),
+            );
+            return None;
+        }
+        let target = match MirrorTarget::parse(written) {
+            Ok(target) => target,
+            Err(why) => {
+                // ingress-nginx writes the mirror location only when its URL parser found a
+                // host; past that, what Sluice refuses nginx fails on (an unknown variable) or
+                // sends somewhere else (`$uri`: its own internal path).
+                let outcome = if go_url_has_host(written) {
+                    "not mirrored"
+                } else {
+                    TRAP
+                };
+                self.diagnose(
+                    Severity::Error,
+                    format!("annotation {key}: invalid value {written:?}: {why}; {outcome}"),
+                );
+                return None;
+            }
+        };
+        let default_host = target.default_host();
+        let host = match self.get("mirror-host") {
+            None => default_host,
+            Some(host) => {
+                let hkey = self.key("mirror-host");
+                if host.contains('$') {
+                    self.diagnose(
+                        Severity::Unsupported,
+                        format!("annotation {hkey}: {host:?}: nginx variables are not supported, only a literal host; the target's host {default_host:?} applies"),
+                    );
+                    default_host
+                } else if !is_server_name_text(host) || HeaderValue::from_str(host).is_err() {
+                    self.diagnose(
+                        Severity::Error,
+                        format!("annotation {hkey}: invalid value {host:?}: expected a host name; the target's host {default_host:?} applies (as in ingress-nginx)"),
+                    );
+                    default_host
+                } else {
+                    host.to_owned()
+                }
+            }
+        };
+        Some(MirrorAnnotations {
+            key,
+            written: written.to_owned(),
+            host: HeaderValue::from_str(&host).ok()?,
+            target,
+            request_body,
+        })
     }
 
     /// The canary family. As ingress-nginx: a weight or header without `canary: "true"` is an
