@@ -237,7 +237,7 @@ impl Conn {
     pub(crate) async fn round_trip(
         &mut self,
         head: &mut Parts,
-        added: &Added<'_>,
+        added: Option<&Added<'_>>,
         body: &mut Outgoing,
         timeouts: Timeouts,
         upgrade: bool,
@@ -712,7 +712,7 @@ pub(crate) fn request_framing(head: &Parts, body: &RequestBody) -> RequestFramin
 pub(crate) fn encode_head(
     out: &mut Vec<u8>,
     head: &Parts,
-    added: &Added<'_>,
+    added: Option<&Added<'_>>,
     framing: RequestFraming,
 ) {
     out.clear();
@@ -724,7 +724,7 @@ pub(crate) fn encode_head(
     for (name, value) in &head.headers {
         if name == header::HOST {
             host = Some(value);
-            let sent = added.upstream_host(value);
+            let sent = added.map_or(value, |added| added.upstream_host(value));
             h1::encode_header(out, name.as_str().as_bytes(), sent.as_bytes());
             continue;
         }
@@ -733,7 +733,9 @@ pub(crate) fn encode_head(
         }
         h1::encode_header(out, name.as_str().as_bytes(), value.as_bytes());
     }
-    added.write(out, head, host);
+    if let Some(added) = added {
+        added.write(out, head, host);
+    }
     match framing {
         RequestFraming::None => {}
         RequestFraming::Length(length) => {
@@ -1013,7 +1015,7 @@ mod tests {
         let forwarded = headers::Forwarded::direct(&ip, &port, false);
         let added = headers::prepare_request(&mut head, &forwarded, false);
         let mut out = Vec::new();
-        encode_head(&mut out, &head, &added, RequestFraming::Chunked);
+        encode_head(&mut out, &head, Some(&added), RequestFraming::Chunked);
         let text = String::from_utf8(out.clone()).unwrap();
         assert!(
             text.starts_with(
@@ -1040,7 +1042,7 @@ mod tests {
             header::TRANSFER_ENCODING,
             HeaderValue::from_static("chunked"),
         );
-        encode_head(&mut out, &head, &added, RequestFraming::Length(5));
+        encode_head(&mut out, &head, Some(&added), RequestFraming::Length(5));
         let text = String::from_utf8(out.clone()).unwrap();
         assert_eq!(text.matches("content-length").count(), 1, "{text}");
         assert!(!text.contains("transfer-encoding"), "{text}");
@@ -1059,7 +1061,7 @@ mod tests {
         head.method = Method::OPTIONS;
         head.headers.clear();
         let added = headers::prepare_request(&mut head, &forwarded, false);
-        encode_head(&mut out, &head, &added, RequestFraming::None);
+        encode_head(&mut out, &head, Some(&added), RequestFraming::None);
         let text = String::from_utf8(out).unwrap();
         assert!(
             text.starts_with("OPTIONS * HTTP/1.1\r\nx-request-id: "),

@@ -95,6 +95,7 @@ mod linger;
 mod listen;
 mod live_endpoints;
 mod metrics;
+mod mirror;
 mod normalise;
 mod otel;
 mod otlp;

@@ -173,6 +173,15 @@ pub(crate) async fn send(
     }
 }
 
+/// Why a copy failed (logged at debug, counted).
+#[derive(Debug, thiserror::Error)]
+enum MirrorError {
+    #[error(transparent)]
+    Exchange(ProxyError),
+    #[error("reading the mirror's answer failed")]
+    Answer(#[source] BoxError),
+}
+
 async fn exchange(
     upstreams: &Rc<Upstreams>,
     settings: &Settings,
@@ -180,7 +189,7 @@ async fn exchange(
     policy: &UpstreamPolicy,
     head: &mut Parts,
     body: RequestBody,
-) -> Result<(), ProxyError> {
+) -> Result<(), MirrorError> {
     let retryable = body.is_replayable()
         && (headers::is_idempotent(&head.method) || policy.next_upstream.non_idempotent);
     let mut body = Outgoing::new(body);
@@ -209,14 +218,15 @@ async fn exchange(
         pending,
         attempts,
     )
-    .await?;
+    .await
+    .map_err(MirrorError::Exchange)?;
     let mut answer = UpstreamBody::new(conn, upstreams, settings);
     let mut read = 0;
     while read <= DRAIN_MAX {
         match answer.frame().await {
             None => break,
             Some(Ok(frame)) => read += frame.data_ref().map_or(0, Bytes::len),
-            Some(Err(error)) => return Err(ProxyError::MirrorAnswer(error)),
+            Some(Err(error)) => return Err(MirrorError::Answer(error)),
         }
     }
     Ok(())
@@ -252,7 +262,7 @@ impl Queue {
         if self.end == End::Open {
             self.end = end;
         }
-        if end == End::Dropped {
+        if self.end == End::Dropped {
             self.frames.clear();
             self.queued = 0;
         }
@@ -263,13 +273,16 @@ impl Queue {
 }
 
 /// The main request's streamed body, teeing each data frame to the copy: never waits for it.
-pub(crate) struct Tee {
-    body: RequestBody,
+pub(crate) struct Tee<B = RequestBody> {
+    body: B,
     copy: Rc<RefCell<Queue>>,
 }
 
-impl Tee {
-    pub(crate) fn body(&self) -> &RequestBody {
+impl<B> Tee<B>
+where
+    B: Body<Data = Bytes, Error = BoxError> + Unpin,
+{
+    pub(crate) fn body(&self) -> &B {
         &self.body
     }
 
@@ -302,7 +315,7 @@ impl Tee {
     }
 }
 
-impl Drop for Tee {
+impl<B> Drop for Tee<B> {
     fn drop(&mut self) {
         // Ended early (the client left, the upstream failed): the copy cannot be whole.
         self.copy.borrow_mut().finish(End::Dropped);
@@ -456,11 +469,9 @@ mod tests {
         }
     }
 
-    fn tee(frames: &[&'static [u8]]) -> (Tee, TeeCopy) {
+    fn tee(frames: &[&'static [u8]]) -> (Tee<Frames>, TeeCopy) {
         let shared = Rc::new(RefCell::new(Queue::default()));
-        let body = RequestBody::Test(Box::new(Frames(
-            frames.iter().map(|f| Bytes::from_static(f)).collect(),
-        )));
+        let body = Frames(frames.iter().map(|f| Bytes::from_static(f)).collect());
         let tee = Tee {
             body,
             copy: shared.clone(),
@@ -495,6 +506,8 @@ mod tests {
         assert_eq!(data(poll(|cx| main.poll_frame(cx))).unwrap(), "ab");
         assert_eq!(data(poll(|cx| main.poll_frame(cx))).unwrap(), "cd");
         assert!(matches!(poll(|cx| main.poll_frame(cx)), Poll::Ready(None)));
+        // The main request is done with its body before the copy has read it.
+        drop(main);
         assert_eq!(data(poll(|cx| copy.poll_frame(cx))).unwrap(), "ab");
         assert_eq!(data(poll(|cx| copy.poll_frame(cx))).unwrap(), "cd");
         assert!(matches!(poll(|cx| copy.poll_frame(cx)), Poll::Ready(None)));

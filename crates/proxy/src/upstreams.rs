@@ -34,6 +34,8 @@ pub(crate) struct Upstreams {
     pub(crate) live: RefCell<LiveEndpoints>,
     /// The worker's counters (the worker holds them too: admin and the pipeline count there).
     pub(crate) stats: Rc<RefCell<Stats>>,
+    /// Mirrored requests in flight (`mirror-max-in-flight`).
+    pub(crate) mirrors: crate::mirror::InFlight,
 }
 
 impl Upstreams {
