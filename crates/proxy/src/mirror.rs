@@ -431,7 +431,10 @@ mod tests {
 
         // Without variables: the fixed path with the query after the rewrite.
         let m = mirror("http://10.0.0.9/shadow", "copy.example");
-        assert_eq!(head(&m, &client, &inputs(), false).unwrap().uri, "/shadow?x=1");
+        assert_eq!(
+            head(&m, &client, &inputs(), false).unwrap().uri,
+            "/shadow?x=1"
+        );
 
         // Other variables, as upstream-hash-by reads them.
         let m = mirror("http://10.0.0.9/$host/$remote_addr?$args", "copy.example");
@@ -518,15 +521,24 @@ mod tests {
         static BIG: [u8; TEE_QUEUE_MAX] = [b'x'; TEE_QUEUE_MAX];
         let (mut main, mut copy) = tee(&[b"ab", &BIG, b"cd"]);
         assert_eq!(data(poll(|cx| main.poll_frame(cx))).unwrap(), "ab");
-        assert_eq!(data(poll(|cx| main.poll_frame(cx))).unwrap().len(), BIG.len());
+        assert_eq!(
+            data(poll(|cx| main.poll_frame(cx))).unwrap().len(),
+            BIG.len()
+        );
         assert_eq!(data(poll(|cx| main.poll_frame(cx))).unwrap(), "cd");
         assert!(matches!(poll(|cx| main.poll_frame(cx)), Poll::Ready(None)));
-        assert!(matches!(poll(|cx| copy.poll_frame(cx)), Poll::Ready(Some(Err(_)))));
+        assert!(matches!(
+            poll(|cx| copy.poll_frame(cx)),
+            Poll::Ready(Some(Err(_)))
+        ));
 
         // A main body dropped before its end drops the copy too.
         let (mut main, mut copy) = tee(&[b"ab", b"cd"]);
         assert!(data(poll(|cx| main.poll_frame(cx))).is_some());
         drop(main);
-        assert!(matches!(poll(|cx| copy.poll_frame(cx)), Poll::Ready(Some(Err(_)))));
+        assert!(matches!(
+            poll(|cx| copy.poll_frame(cx)),
+            Poll::Ready(Some(Err(_)))
+        ));
     }
 }

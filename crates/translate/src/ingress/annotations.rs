@@ -17,11 +17,11 @@ use std::sync::Arc;
 
 use http::{HeaderName, HeaderValue};
 
+use model::mirror::MirrorTarget;
 use model::policy::{
     Access, HashBy, HeaderAction, HeaderEdit, ProxyProtocolVersion, Redirect, Rewrite, RoutePolicy,
     TlsVersions, UpstreamProtocol,
 };
-use model::mirror::MirrorTarget;
 use model::routes::HostPattern;
 use model::settings::{NextUpstream, Settings};
 use model::{Diagnostic, ObjectRef, Severity};
@@ -436,9 +436,9 @@ pub fn parse(
 /// The characters ingress-nginx's `ValidateServerName` allows (`parser.IsValidRegex`), which
 /// it checks `mirror-target` and `mirror-host` with.
 fn is_server_name_text(value: &str) -> bool {
-    value.chars().all(|c| {
-        c.is_ascii_alphanumeric() || "-._~/:^$[](){}*+?|&=\\".contains(c)
-    })
+    value
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-._~/:^$[](){}*+?|&=\\".contains(c))
 }
 
 /// Whether ingress-nginx's mirror parser finds a host in a target (`parser.StringToURL` on
@@ -1084,7 +1084,9 @@ impl<'a> Reader<'a> {
                 let key = self.key("mirror-request-body");
                 self.diagnose(
                     Severity::Error,
-                    format!("annotation {key}: invalid value {value:?}: expected on or off; on applies"),
+                    format!(
+                        "annotation {key}: invalid value {value:?}: expected on or off; on applies"
+                    ),
                 );
                 true
             }
