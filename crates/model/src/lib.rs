@@ -33,6 +33,7 @@ pub mod settings;
 pub mod streams;
 pub mod target;
 pub mod tls;
+pub mod upstream_tls;
 
 pub use compiled::{Compiled, Diagnostic, Severity};
 pub use endpoints::{

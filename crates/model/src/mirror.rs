@@ -22,7 +22,7 @@ use serde::{Serialize, Serializer};
 
 use crate::access_log::{parse_request_key, Segment, Variable};
 use crate::endpoints::Backend;
-use crate::policy::UpstreamTls;
+use crate::upstream_tls::UpstreamTls;
 
 /// A route's mirror: where the copy goes and what it carries.
 #[derive(Debug, Serialize)]

@@ -117,6 +117,7 @@ mod spliced;
 mod stall;
 mod status_page;
 mod stream;
+mod tee;
 mod tls;
 mod tls_server;
 mod trace_context;

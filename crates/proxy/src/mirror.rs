@@ -1,7 +1,8 @@
 //! Mirroring (`mirror-target`): a copy of a route's request goes to another backend, and
-//! nothing the copy does reaches the client. Here: the copy's head, made from the client's,
-//! and its body, shared with the main request without ever holding it up. `forward` starts
-//! the copy (one spawn); no socket is touched here.
+//! nothing the copy does reaches the client. Here: the copy's head, made from the client's
+//! (pure), its body, shared with the main request without ever holding it up (`tee`), and the
+//! task body that sends it through `upstream::exchange` (sockets are that module's). `forward`
+//! starts the copy: one spawn.
 //!
 //! ```text
 //!  forward, after the body phase, before the request headers are prepared:
@@ -13,7 +14,7 @@
 //!     └▶ body: none (mirror-request-body off, or no body) │ read whole first (buffered):
 //!        a copy (memory: the same bytes; file: the same file, read by offset) │ streamed:
 //!        the main body tees its frames into a queue the copy reads; a queue over
-//!        TEE_QUEUE_MAX (the copy falls behind) or a main body that fails drops the copy
+//!        tee::TEE_QUEUE_MAX (the copy falls behind) or a main body that fails drops the copy
 //!   ─▶ spawn_local: upstream::exchange to the mirror's endpoints, with the route's connect,
 //!      send and read timeouts ─▶ response head ─▶ body read (up to DRAIN_MAX, for the pool)
 //!      and dropped ─▶ counted: sent │ failed (logged at debug)
@@ -21,17 +22,13 @@
 //! Unlike nginx, which reads the whole body before its mirror starts and holds the client's
 //! next keep-alive request until the mirror has answered, nothing here waits for the copy.
 
-use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
-use std::pin::Pin;
+use std::cell::RefCell;
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use bytes::Bytes;
 use http::request::Parts;
 use http::{header, Request, Uri};
-use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use model::access_log::Segment;
 use model::mirror::{Mirror, MirrorUri};
@@ -45,44 +42,13 @@ use crate::hash_key::{self, KeyInputs};
 use crate::headers;
 use crate::metrics::Stats;
 use crate::request_body::RequestBody;
+use crate::tee::{self, Tee, TeeCopy};
 use crate::upstream::{self, Exchange, Pending, UpstreamBody};
-use crate::upstreams::Upstreams;
+use crate::upstreams::{MirrorSlot, Upstreams};
 
-/// How far a streamed body's copy may fall behind the main request before it is dropped:
-/// the memory one copy may hold, so a worker holds at most this × mirror-max-in-flight.
-pub(crate) const TEE_QUEUE_MAX: usize = 256 * 1024;
 /// How much of the mirror's answer is read (and thrown away) so its connection can be
 /// pooled; a longer answer closes the connection instead.
 const DRAIN_MAX: usize = 64 * 1024;
-
-/// One worker's mirrored requests in flight, against `mirror-max-in-flight`.
-#[derive(Default)]
-pub(crate) struct InFlight(Rc<Cell<u32>>);
-
-/// A place in flight, given back when the copy ends.
-pub(crate) struct Slot(Rc<Cell<u32>>);
-
-impl InFlight {
-    /// A place for one more copy, unless `max` are in flight.
-    pub(crate) fn take(&self, max: u32) -> Option<Slot> {
-        let n = self.0.get();
-        (n < max).then(|| {
-            self.0.set(n + 1);
-            Slot(self.0.clone())
-        })
-    }
-
-    #[cfg(test)]
-    fn count(&self) -> u32 {
-        self.0.get()
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.set(self.0.get() - 1);
-    }
-}
 
 /// The copy's request head: the client's `head` (its target already rewritten, its
 /// `OriginalTarget` still attached), sent to `mirror`. `None`: the target does not expand to
@@ -139,12 +105,7 @@ pub(crate) fn split_body(body: RequestBody, with_body: bool) -> (RequestBody, Re
         },
         body => {
             let declared = body.length();
-            let shared = Rc::new(RefCell::new(Queue::default()));
-            let tee = Tee {
-                body,
-                copy: shared.clone(),
-            };
-            let copy = TeeCopy { shared, declared };
+            let (tee, copy): (Tee<RequestBody>, TeeCopy) = tee::tee(body, declared);
             (RequestBody::Teed(Box::new(tee)), RequestBody::Mirror(copy))
         }
     }
@@ -159,7 +120,7 @@ pub(crate) async fn send(
     policy: UpstreamPolicy,
     mut head: Parts,
     body: RequestBody,
-    slot: Slot,
+    slot: MirrorSlot,
 ) {
     let _slot = slot;
     let result = exchange(&upstreams, &settings, &mirror, &policy, &mut head, body).await;
@@ -237,140 +198,6 @@ pub(crate) fn dropped(stats: &RefCell<Stats>) {
     stats.borrow_mut().mirrors.dropped += 1;
 }
 
-/// The frames of a streamed body on their way to the copy.
-#[derive(Default)]
-struct Queue {
-    frames: VecDeque<Bytes>,
-    queued: usize,
-    end: End,
-    /// The copy's task, waiting for a frame.
-    reader: Option<Waker>,
-}
-
-#[derive(Clone, Copy, Default, PartialEq, Eq)]
-enum End {
-    #[default]
-    Open,
-    /// The main body ended: the copy has all of it.
-    Complete,
-    /// The copy fell behind, or the main body failed or was dropped early.
-    Dropped,
-}
-
-impl Queue {
-    fn finish(&mut self, end: End) {
-        if self.end == End::Open {
-            self.end = end;
-        }
-        if self.end == End::Dropped {
-            self.frames.clear();
-            self.queued = 0;
-        }
-        if let Some(reader) = self.reader.take() {
-            reader.wake();
-        }
-    }
-}
-
-/// The main request's streamed body, teeing each data frame to the copy: never waits for it.
-pub(crate) struct Tee<B = RequestBody> {
-    body: B,
-    copy: Rc<RefCell<Queue>>,
-}
-
-impl<B> Tee<B>
-where
-    B: Body<Data = Bytes, Error = BoxError> + Unpin,
-{
-    pub(crate) fn body(&self) -> &B {
-        &self.body
-    }
-
-    pub(crate) fn poll_frame(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let polled = Pin::new(&mut self.body).poll_frame(cx);
-        let mut copy = self.copy.borrow_mut();
-        match &polled {
-            Poll::Ready(Some(Ok(frame))) if copy.end == End::Open => {
-                if let Some(data) = frame.data_ref() {
-                    if copy.queued + data.len() > TEE_QUEUE_MAX {
-                        tracing::debug!("mirror: the copy fell behind the body; dropped");
-                        copy.finish(End::Dropped);
-                    } else {
-                        copy.queued += data.len();
-                        copy.frames.push_back(data.clone());
-                        if let Some(reader) = copy.reader.take() {
-                            reader.wake();
-                        }
-                    }
-                }
-            }
-            Poll::Ready(None) => copy.finish(End::Complete),
-            Poll::Ready(Some(Err(_))) => copy.finish(End::Dropped),
-            _ => {}
-        }
-        polled
-    }
-}
-
-impl<B> Drop for Tee<B> {
-    fn drop(&mut self) {
-        // Ended early (the client left, the upstream failed): the copy cannot be whole.
-        self.copy.borrow_mut().finish(End::Dropped);
-    }
-}
-
-/// The copy's body: what the tee queued, ending when the main body ended.
-pub(crate) struct TeeCopy {
-    shared: Rc<RefCell<Queue>>,
-    /// The client's declared length: the copy is framed as the main request is.
-    declared: Option<u64>,
-}
-
-/// The copy was dropped (fell behind, or the main body did not end well).
-#[derive(Debug, thiserror::Error)]
-#[error("the mirrored body was dropped")]
-struct CopyDropped;
-
-impl TeeCopy {
-    pub(crate) fn length(&self) -> Option<u64> {
-        self.declared
-    }
-
-    pub(crate) fn poll_frame(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let mut queue = self.shared.borrow_mut();
-        if queue.end == End::Dropped {
-            return Poll::Ready(Some(Err(CopyDropped.into())));
-        }
-        if let Some(data) = queue.frames.pop_front() {
-            queue.queued -= data.len();
-            return Poll::Ready(Some(Ok(Frame::data(data))));
-        }
-        if queue.end == End::Complete {
-            return Poll::Ready(None);
-        }
-        queue.reader = Some(cx.waker().clone());
-        Poll::Pending
-    }
-
-    pub(crate) fn is_end_stream(&self) -> bool {
-        let queue = self.shared.borrow();
-        queue.end == End::Complete && queue.frames.is_empty()
-    }
-
-    pub(crate) fn size_hint(&self) -> SizeHint {
-        match self.declared {
-            Some(n) => SizeHint::with_exact(n),
-            None => SizeHint::default(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -444,101 +271,5 @@ mod tests {
         // An expansion that is no target drops the copy.
         let m = mirror("http://10.0.0.9$http_x_user", "copy.example");
         assert!(head(&m, &client, &inputs(), false).is_none());
-    }
-
-    #[test]
-    fn the_in_flight_cap_gives_places_back() {
-        let in_flight = InFlight::default();
-        let a = in_flight.take(2).unwrap();
-        let _b = in_flight.take(2).unwrap();
-        assert!(in_flight.take(2).is_none());
-        drop(a);
-        assert_eq!(in_flight.count(), 1);
-        assert!(in_flight.take(2).is_some());
-        assert!(in_flight.take(0).is_none());
-    }
-
-    /// A body of these frames, then its end.
-    struct Frames(VecDeque<Bytes>);
-
-    impl Body for Frames {
-        type Data = Bytes;
-        type Error = BoxError;
-        fn poll_frame(
-            self: Pin<&mut Self>,
-            _: &mut Context<'_>,
-        ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-            Poll::Ready(self.get_mut().0.pop_front().map(|b| Ok(Frame::data(b))))
-        }
-    }
-
-    fn tee(frames: &[&'static [u8]]) -> (Tee<Frames>, TeeCopy) {
-        let shared = Rc::new(RefCell::new(Queue::default()));
-        let body = Frames(frames.iter().map(|f| Bytes::from_static(f)).collect());
-        let tee = Tee {
-            body,
-            copy: shared.clone(),
-        };
-        (
-            tee,
-            TeeCopy {
-                shared,
-                declared: None,
-            },
-        )
-    }
-
-    fn poll<F>(mut f: F) -> Poll<Option<Result<Frame<Bytes>, BoxError>>>
-    where
-        F: FnMut(&mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>>,
-    {
-        f(&mut Context::from_waker(Waker::noop()))
-    }
-
-    fn data(polled: Poll<Option<Result<Frame<Bytes>, BoxError>>>) -> Option<Bytes> {
-        match polled {
-            Poll::Ready(Some(Ok(frame))) => frame.into_data().ok(),
-            _ => None,
-        }
-    }
-
-    #[test]
-    fn the_tee_copies_every_frame_and_the_end() {
-        let (mut main, mut copy) = tee(&[b"ab", b"cd"]);
-        assert!(poll(|cx| copy.poll_frame(cx)).is_pending());
-        assert_eq!(data(poll(|cx| main.poll_frame(cx))).unwrap(), "ab");
-        assert_eq!(data(poll(|cx| main.poll_frame(cx))).unwrap(), "cd");
-        assert!(matches!(poll(|cx| main.poll_frame(cx)), Poll::Ready(None)));
-        // The main request is done with its body before the copy has read it.
-        drop(main);
-        assert_eq!(data(poll(|cx| copy.poll_frame(cx))).unwrap(), "ab");
-        assert_eq!(data(poll(|cx| copy.poll_frame(cx))).unwrap(), "cd");
-        assert!(matches!(poll(|cx| copy.poll_frame(cx)), Poll::Ready(None)));
-    }
-
-    #[test]
-    fn a_copy_that_falls_behind_is_dropped_and_the_main_body_goes_on() {
-        static BIG: [u8; TEE_QUEUE_MAX] = [b'x'; TEE_QUEUE_MAX];
-        let (mut main, mut copy) = tee(&[b"ab", &BIG, b"cd"]);
-        assert_eq!(data(poll(|cx| main.poll_frame(cx))).unwrap(), "ab");
-        assert_eq!(
-            data(poll(|cx| main.poll_frame(cx))).unwrap().len(),
-            BIG.len()
-        );
-        assert_eq!(data(poll(|cx| main.poll_frame(cx))).unwrap(), "cd");
-        assert!(matches!(poll(|cx| main.poll_frame(cx)), Poll::Ready(None)));
-        assert!(matches!(
-            poll(|cx| copy.poll_frame(cx)),
-            Poll::Ready(Some(Err(_)))
-        ));
-
-        // A main body dropped before its end drops the copy too.
-        let (mut main, mut copy) = tee(&[b"ab", b"cd"]);
-        assert!(data(poll(|cx| main.poll_frame(cx))).is_some());
-        drop(main);
-        assert!(matches!(
-            poll(|cx| copy.poll_frame(cx)),
-            Poll::Ready(Some(Err(_)))
-        ));
     }
 }

@@ -13,8 +13,8 @@ use hyper::body::Incoming;
 
 use crate::body::{BodyProgress, BodyTimeout, BodyTooLarge, BoxError};
 use crate::buffer::Buffered;
-use crate::mirror::{Tee, TeeCopy};
 use crate::stall::StallTimer;
+use crate::tee::{Tee, TeeCopy};
 
 /// A request body on its way upstream.
 pub(crate) enum RequestBody {
@@ -39,7 +39,7 @@ pub(crate) enum RequestBody {
     Buffered(Buffered),
     /// A streamed body whose frames a mirrored copy of the request gets too (`mirror`).
     /// Boxed: only mirrored routes' requests have one, the enum stays its size.
-    Teed(Box<Tee>),
+    Teed(Box<Tee<RequestBody>>),
     /// That copy's body: the frames the tee passed on.
     Mirror(TeeCopy),
 }
