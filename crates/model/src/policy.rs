@@ -9,9 +9,10 @@
 //!
 //!  proxy pipeline, fixed phases, each reading one part of the policy:
 //!   denied ─▶ access ─▶ redirect (app-root, permanent/temporal, ssl) ─▶ rewrite
-//!   ─▶ request headers (+ traceparent) ─▶ body (limit, buffering) ─▶ upstream (timeouts,
-//!   retries, TLS: `backend-protocol` / `appProtocol` + `proxy-ssl-*`) ─▶ response headers
-//!   ─▶ log line, span
+//!   ─▶ request headers (+ traceparent) ─▶ body (limit, buffering) ─▶ mirror (a copy, not
+//!   waited for: `mirror.rs`) ─▶ upstream (timeouts, retries, TLS: `backend-protocol` /
+//!   `appProtocol` + `proxy-ssl-*`, `upstream_tls.rs`) ─▶ response headers ─▶ errors
+//!   (`custom-http-errors`) ─▶ log line, span
 //! ```
 //!
 //! The phases are fixed, so a policy is a block per phase rather than a list the proxy would

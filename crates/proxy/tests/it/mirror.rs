@@ -21,6 +21,8 @@ const NGINX: &str = "nginx.ingress.kubernetes.io/";
 /// What a mirror received.
 #[derive(Debug)]
 struct Seen {
+    /// Which of the mirror's connections it came on, counted from 0.
+    connection: usize,
     method: String,
     target: String,
     /// Names lowercased.
@@ -41,14 +43,21 @@ async fn start_mirror(answers: bool) -> (SocketAddr, mpsc::UnboundedReceiver<See
     let addr = listener.local_addr().unwrap();
     let (seen, received) = mpsc::unbounded_channel();
     tokio::spawn(async move {
+        let mut connection = 0;
         while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(serve_mirror(stream, seen.clone(), answers));
+            tokio::spawn(serve_mirror(stream, connection, seen.clone(), answers));
+            connection += 1;
         }
     });
     (addr, received)
 }
 
-async fn serve_mirror(mut stream: TcpStream, seen: mpsc::UnboundedSender<Seen>, answers: bool) {
+async fn serve_mirror(
+    mut stream: TcpStream,
+    connection: usize,
+    seen: mpsc::UnboundedSender<Seen>,
+    answers: bool,
+) {
     let mut buffer = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
@@ -85,6 +94,7 @@ async fn serve_mirror(mut stream: TcpStream, seen: mpsc::UnboundedSender<Seen>, 
         let body = buffer[head_end..head_end + length].to_vec();
         buffer.drain(..head_end + length);
         let _ = seen.send(Seen {
+            connection,
             method,
             target,
             headers,
@@ -175,6 +185,22 @@ async fn the_mirror_gets_the_client_s_request_and_the_client_the_route_s_answer(
     // The client's headers only, as nginx's mirror location sends them.
     assert_eq!(seen.header("x-forwarded-for"), None);
     eventually_metric(&h, "sluice_mirror_requests_total{outcome=\"sent\"} 1").await;
+}
+
+#[tokio::test]
+async fn copies_to_an_address_reuse_the_pooled_connection() {
+    let (mirror, mut received) = start_mirror(true).await;
+    let target = format!("http://{mirror}$request_uri");
+    let sites = vec![site("shop", "shop.example", &[("mirror-target", &target)])];
+    let (h, _web) = harness(&[], sites).await;
+    for n in 1..=3 {
+        let reply = get(h.http(), "shop.example", "/echo/x").await;
+        assert_eq!(reply.status, StatusCode::OK);
+        // Counted once the mirror's answer is read and its connection back in the pool.
+        let sent = format!("sluice_mirror_requests_total{{outcome=\"sent\"}} {n}");
+        eventually_metric(&h, &sent).await;
+        assert_eq!(next(&mut received).await.connection, 0);
+    }
 }
 
 #[tokio::test]

@@ -2,8 +2,10 @@
 //! where the copies go, resolved here so the proxy never resolves a name.
 //!
 //! ```text
-//!  target host ─▶ IP address ─▶ a backend of that one endpoint (refused in Kubernetes mode
-//!                               when it is the node itself, as EndpointSlice addresses are)
+//!  target host ─▶ IP address ─▶ a backend of that one endpoint, among the configuration's
+//!                               backends (`/mirror-target:ADDR:PORT`) so its connections are
+//!                               pooled (refused in Kubernetes mode when it is the node
+//!                               itself, as EndpointSlice addresses are)
 //!              ─▶ <name>.<namespace>.svc[.cluster.local] ─▶ that Service port's backend (the
 //!                               port written in the URL, else 80/443), endpoints kept current
 //!                               by the fast path like any route's
@@ -49,14 +51,20 @@ impl Compiler<'_> {
                     ready: vec![addr],
                     ..EndpointSet::default()
                 };
+                // Kept with the configuration's backends, so that the worker's pool keeps
+                // connections to it (it pools only endpoints of those). No Service has an
+                // empty namespace: the key meets no other.
                 let key = BackendKey {
                     service: NamespacedName::new("", "mirror-target"),
                     port_name: addr.to_string(),
                 };
-                (
-                    Arc::new(Backend::new(key, endpoints)),
-                    Arc::from(addr.to_string()),
-                )
+                let backend = self
+                    .out
+                    .backends
+                    .entry(key.clone())
+                    .or_insert_with(|| Arc::new(Backend::new(key, endpoints)))
+                    .clone();
+                (backend, Arc::from(addr.to_string()))
             }
             MirrorHost::Service { namespace, name } => {
                 let service = NamespacedName::new(namespace, name);
