@@ -263,14 +263,14 @@ impl Body for Buffered {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::VecDeque;
     use std::os::unix::fs::MetadataExt;
 
     use super::*;
 
-    /// A body that yields these frames, each at once.
-    struct Frames(VecDeque<Result<Frame<Bytes>, BoxError>>);
+    /// A body that yields these frames, each at once (the tee's tests use it too).
+    pub(crate) struct Frames(pub(crate) VecDeque<Result<Frame<Bytes>, BoxError>>);
 
     impl Body for Frames {
         type Data = Bytes;

@@ -172,25 +172,14 @@ impl TeeCopy {
 mod tests {
     use super::*;
 
-    /// A body of these frames, then its end.
-    struct Frames(VecDeque<Bytes>);
+    use crate::buffer::tests::Frames;
 
-    impl Body for Frames {
-        type Data = Bytes;
-        type Error = BoxError;
-        fn poll_frame(
-            self: Pin<&mut Self>,
-            _: &mut Context<'_>,
-        ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-            Poll::Ready(self.get_mut().0.pop_front().map(|b| Ok(Frame::data(b))))
-        }
-    }
-
+    /// A body of these data frames, then its end, teed.
     fn teed(frames: &[&'static [u8]]) -> (Tee<Frames>, TeeCopy) {
-        tee(
-            Frames(frames.iter().map(|f| Bytes::from_static(f)).collect()),
-            None,
-        )
+        let frames = frames
+            .iter()
+            .map(|f| Ok(Frame::data(Bytes::from_static(f))));
+        tee(Frames(frames.collect()), None)
     }
 
     fn poll<F>(mut f: F) -> Poll<Option<Result<Frame<Bytes>, BoxError>>>

@@ -133,6 +133,28 @@ async fn harness(config: &[(&str, &str)], sites: Vec<Value>) -> (Harness, backen
     (h, web)
 }
 
+/// A mirror (answering or not) and the site `shop.example` mirroring to `target` (`MIRROR`
+/// stands for the mirror's address) with these annotations besides, under ConfigMap `config`.
+struct Mirrored {
+    h: Harness,
+    _web: backend::Backend,
+    received: mpsc::UnboundedReceiver<Seen>,
+}
+
+async fn mirrored(
+    answers: bool,
+    target: &str,
+    annotations: &[(&str, &str)],
+    config: &[(&str, &str)],
+) -> Mirrored {
+    let (mirror, received) = start_mirror(answers).await;
+    let target = target.replace("MIRROR", &mirror.to_string());
+    let mut annotations = annotations.to_vec();
+    annotations.push(("mirror-target", &target));
+    let (h, _web) = harness(config, vec![site("shop", "shop.example", &annotations)]).await;
+    Mirrored { h, _web, received }
+}
+
 fn post(host: &str, target: &str, body: &'static str) -> Request<Full<Bytes>> {
     Request::post(target)
         .header("host", host)
@@ -159,14 +181,12 @@ async fn next(received: &mut mpsc::UnboundedReceiver<Seen>) -> Seen {
 
 #[tokio::test]
 async fn the_mirror_gets_the_client_s_request_and_the_client_the_route_s_answer() {
-    let (mirror, mut received) = start_mirror(true).await;
-    let target = format!("http://{mirror}$request_uri");
-    let sites = vec![site(
-        "shop",
-        "shop.example",
-        &[("mirror-target", &target), ("mirror-host", "copy.example")],
-    )];
-    let (h, _web) = harness(&[], sites).await;
+    let hosted = [("mirror-host", "copy.example")];
+    let Mirrored {
+        h,
+        mut received,
+        _web,
+    } = mirrored(true, "http://MIRROR$request_uri", &hosted, &[]).await;
     let mut client = Client::connect(h.http()).await;
     let reply = client
         .send(post("shop.example", "/echo/a?b=1", "hello"))
@@ -189,10 +209,11 @@ async fn the_mirror_gets_the_client_s_request_and_the_client_the_route_s_answer(
 
 #[tokio::test]
 async fn copies_to_an_address_reuse_the_pooled_connection() {
-    let (mirror, mut received) = start_mirror(true).await;
-    let target = format!("http://{mirror}$request_uri");
-    let sites = vec![site("shop", "shop.example", &[("mirror-target", &target)])];
-    let (h, _web) = harness(&[], sites).await;
+    let Mirrored {
+        h,
+        mut received,
+        _web,
+    } = mirrored(true, "http://MIRROR$request_uri", &[], &[]).await;
     for n in 1..=3 {
         let reply = get(h.http(), "shop.example", "/echo/x").await;
         assert_eq!(reply.status, StatusCode::OK);
@@ -205,14 +226,12 @@ async fn copies_to_an_address_reuse_the_pooled_connection() {
 
 #[tokio::test]
 async fn without_the_request_body_the_copy_has_none_and_the_host_is_the_target_s() {
-    let (mirror, mut received) = start_mirror(true).await;
-    let target = format!("http://{mirror}/shadow");
-    let sites = vec![site(
-        "shop",
-        "shop.example",
-        &[("mirror-target", &target), ("mirror-request-body", "off")],
-    )];
-    let (h, _web) = harness(&[], sites).await;
+    let off = [("mirror-request-body", "off")];
+    let Mirrored {
+        h,
+        mut received,
+        _web,
+    } = mirrored(true, "http://MIRROR/shadow", &off, &[]).await;
     let reply = Client::connect(h.http())
         .await
         .send(post("shop.example", "/echo/a?b=1", "hello"))
@@ -229,17 +248,12 @@ async fn without_the_request_body_the_copy_has_none_and_the_host_is_the_target_s
 
 #[tokio::test]
 async fn a_streamed_body_reaches_both_the_backend_and_the_mirror() {
-    let (mirror, mut received) = start_mirror(true).await;
-    let target = format!("http://{mirror}$request_uri");
-    let sites = vec![site(
-        "shop",
-        "shop.example",
-        &[
-            ("mirror-target", &target),
-            ("proxy-request-buffering", "off"),
-        ],
-    )];
-    let (h, _web) = harness(&[], sites).await;
+    let streamed = [("proxy-request-buffering", "off")];
+    let Mirrored {
+        h,
+        mut received,
+        _web,
+    } = mirrored(true, "http://MIRROR$request_uri", &streamed, &[]).await;
     let body = "x".repeat(100_000).leak();
     let reply = Client::connect(h.http())
         .await
@@ -283,10 +297,11 @@ async fn the_mirror_goes_to_a_service_s_endpoints() {
 
 #[tokio::test]
 async fn a_mirror_that_never_answers_delays_no_request() {
-    let (mirror, mut received) = start_mirror(false).await;
-    let target = format!("http://{mirror}$request_uri");
-    let sites = vec![site("shop", "shop.example", &[("mirror-target", &target)])];
-    let (h, _web) = harness(&[], sites).await;
+    let Mirrored {
+        h,
+        mut received,
+        _web,
+    } = mirrored(false, "http://MIRROR$request_uri", &[], &[]).await;
     // One keep-alive connection: nginx would hold the second request until the first's mirror
     // answered; the mirror here never does.
     let mut client = Client::connect(h.http()).await;
@@ -322,10 +337,12 @@ async fn a_mirror_that_refuses_connections_fails_no_request() {
 
 #[tokio::test]
 async fn over_the_in_flight_cap_copies_are_dropped_and_counted() {
-    let (mirror, mut received) = start_mirror(false).await;
-    let target = format!("http://{mirror}$request_uri");
-    let sites = vec![site("shop", "shop.example", &[("mirror-target", &target)])];
-    let (h, _web) = harness(&[("mirror-max-in-flight", "1")], sites).await;
+    let cap = [("mirror-max-in-flight", "1")];
+    let Mirrored {
+        h,
+        mut received,
+        _web,
+    } = mirrored(false, "http://MIRROR$request_uri", &[], &cap).await;
     let mut client = Client::connect(h.http()).await;
     for _ in 0..3 {
         let reply = client.get("shop.example", "/echo/x").await;

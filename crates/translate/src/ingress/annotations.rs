@@ -499,6 +499,22 @@ impl<'a> Reader<'a> {
         );
     }
 
+    /// A notice for each of `names` that is set: ingress-nginx reads them only with `needed`,
+    /// which is not set.
+    fn no_effect_without(&mut self, names: &[&str], needed: &str) {
+        for name in names {
+            if self.get(name).is_some() {
+                let key = self.key(name);
+                self.diagnose(
+                    Severity::Notice,
+                    format!(
+                        "annotation {key}: has no effect without {needed} (as in ingress-nginx)"
+                    ),
+                );
+            }
+        }
+    }
+
     fn unsupported(&mut self) {
         let mut found = Vec::new();
         for name in self.values.keys() {
@@ -866,15 +882,7 @@ impl<'a> Reader<'a> {
         ];
         let mut ssl = ProxySsl::default();
         let Some(secret) = self.get("proxy-ssl-secret") else {
-            for name in OTHERS {
-                if self.get(name).is_some() {
-                    let key = self.key(name);
-                    self.diagnose(
-                        Severity::Notice,
-                        format!("annotation {key}: has no effect without proxy-ssl-secret (as in ingress-nginx)"),
-                    );
-                }
-            }
+            self.no_effect_without(&OTHERS, "proxy-ssl-secret");
             return ssl;
         };
         ssl.secret = Some(secret.to_owned());
@@ -1092,15 +1100,7 @@ impl<'a> Reader<'a> {
             }
         };
         let Some(written) = self.get("mirror-target") else {
-            for name in ["mirror-host", "mirror-request-body"] {
-                if self.get(name).is_some() {
-                    let key = self.key(name);
-                    self.diagnose(
-                        Severity::Notice,
-                        format!("annotation {key}: has no effect without mirror-target (as in ingress-nginx)"),
-                    );
-                }
-            }
+            self.no_effect_without(&["mirror-host", "mirror-request-body"], "mirror-target");
             return None;
         };
         let key = self.key("mirror-target");
