@@ -21,6 +21,8 @@
 //! ```
 //! Unlike nginx, which reads the whole body before its mirror starts and holds the client's
 //! next keep-alive request until the mirror has answered, nothing here waits for the copy.
+//! The copy is made from the head `forward` gets: while `default-backend` takes a route's
+//! requests (`errors::unavailable_fallback`), that head has its `X-Code` and names already.
 
 use std::cell::RefCell;
 use std::rc::Rc;

@@ -353,3 +353,34 @@ async fn over_the_in_flight_cap_copies_are_dropped_and_counted() {
     assert_metric(&h, "sluice_mirror_requests_total{outcome=\"dropped\"} 2").await;
     assert!(received.try_recv().is_err(), "only one copy went out");
 }
+
+/// An HTTP/2 client's request (its host in `:authority`, cookies in separate fields, a body
+/// streamed in DATA frames) reaches the mirror as the HTTP/1.1 request it stands for.
+#[tokio::test]
+async fn an_http2_client_s_request_is_mirrored_as_http1() {
+    let config = [("use-h2c", "true")];
+    let streamed = [("proxy-request-buffering", "off")];
+    let Mirrored {
+        h,
+        mut received,
+        _web,
+    } = mirrored(true, "http://MIRROR$request_uri", &streamed, &config).await;
+    let stream = TcpStream::connect(h.http()).await.unwrap();
+    let mut client = H2Client::over(stream).await;
+    let request = Request::post("http://shop.example/echo/h2?q=1")
+        .header("cookie", "a=1")
+        .header("cookie", "b=2")
+        .body(Full::new(Bytes::from_static(b"over h2")))
+        .unwrap();
+    let reply = client.send(request).await.unwrap();
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.json()["body_bytes"], 7);
+    let seen = next(&mut received).await;
+    assert_eq!(
+        (seen.method.as_str(), seen.target.as_str()),
+        ("POST", "/echo/h2?q=1")
+    );
+    assert_eq!(seen.header("host"), Some("127.0.0.1"));
+    assert_eq!(seen.header("cookie"), Some("a=1; b=2"));
+    assert_eq!(seen.body, b"over h2");
+}
