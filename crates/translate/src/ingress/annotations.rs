@@ -1104,6 +1104,11 @@ impl<'a> Reader<'a> {
             return None;
         };
         let key = self.key("mirror-target");
+        if written.is_empty() {
+            // ingress-nginx reads an empty value as no mirror at all.
+            self.invalid("mirror-target", written, "an http:// or https:// URL");
+            return None;
+        }
         if !is_server_name_text(written) {
             self.diagnose(
                 Severity::Error,
