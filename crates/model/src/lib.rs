@@ -10,7 +10,7 @@
 //!  request ──▶ validate_host, normalize_path ──▶ Compiled.routes.route(host, path, head)
 //!          ──▶ the first rule whose path and conditions (matches.rs) hold ──▶ Route
 //!          ──▶ Route::pick (a weighted split: canary-weight)
-//!          ──▶ route.policy (access, redirect, rewrite, headers, body, upstream)
+//!          ──▶ route.policy (access, redirect, rewrite, headers, body, upstream, mirror)
 //!          ──▶ Backend::endpoints()  (ArcSwap per backend: the endpoint fast path swaps it
 //!                                     without a compile)
 //!  connection to a TCP/UDP service port ──▶ Compiled.tcp_services[port] ──▶ StreamService
@@ -25,6 +25,7 @@ pub mod access_log;
 pub mod compiled;
 pub mod endpoints;
 pub mod matches;
+pub mod mirror;
 pub mod names;
 pub mod policy;
 pub mod routes;
@@ -32,6 +33,7 @@ pub mod settings;
 pub mod streams;
 pub mod target;
 pub mod tls;
+pub mod upstream_tls;
 
 pub use compiled::{Compiled, Diagnostic, Severity};
 pub use endpoints::{

@@ -9,9 +9,10 @@
 //!
 //!  proxy pipeline, fixed phases, each reading one part of the policy:
 //!   denied ─▶ access ─▶ redirect (app-root, permanent/temporal, ssl) ─▶ rewrite
-//!   ─▶ request headers (+ traceparent) ─▶ body (limit, buffering) ─▶ upstream (timeouts,
-//!   retries, TLS: `backend-protocol` / `appProtocol` + `proxy-ssl-*`) ─▶ response headers
-//!   ─▶ log line, span
+//!   ─▶ request headers (+ traceparent) ─▶ body (limit, buffering) ─▶ mirror (a copy, not
+//!   waited for: `mirror.rs`) ─▶ upstream (timeouts, retries, TLS: `backend-protocol` /
+//!   `appProtocol` + `proxy-ssl-*`, `upstream_tls.rs`) ─▶ response headers ─▶ errors
+//!   (`custom-http-errors`) ─▶ log line, span
 //! ```
 //!
 //! The phases are fixed, so a policy is a block per phase rather than a list the proxy would
@@ -26,8 +27,6 @@ use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 use ipnet::IpNet;
-use rustls::pki_types::CertificateDer;
-use rustls::sign::CertifiedKey;
 use serde::{Serialize, Serializer};
 
 use crate::access_log::Segment;
@@ -35,6 +34,7 @@ use crate::settings::{NextUpstream, Settings};
 use crate::target::{
     encode_path, encode_query_literal, encode_query_value, remove_dot_segments, TargetError,
 };
+pub use crate::upstream_tls::{TlsVersions, UpstreamTls};
 
 /// What a request matched to a route must go through. Immutable; shared with `Arc`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -109,6 +109,13 @@ pub struct RoutePolicy {
         serialize_with = "optional_arc"
     )]
     pub default_backend: Option<Arc<ErrorBackend>>,
+    /// `mirror-target` (with `mirror-host`, `mirror-request-body`): a copy of each request
+    /// goes there too, without waiting; its answer is dropped.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "optional_arc"
+    )]
+    pub mirror: Option<Arc<crate::mirror::Mirror>>,
 }
 
 /// The errors phase: which answers an error backend makes instead, and which backend.
@@ -219,43 +226,6 @@ pub struct Tracing {
     pub enabled: bool,
     /// The client's `traceparent`/`tracestate` are continued; off, they are replaced.
     pub trust_incoming_span: bool,
-}
-
-/// How connections to a route's endpoints are made TLS (`proxy-ssl-*`, ingress-nginx's
-/// defaults: no verification, no SNI). Compared by content: the proxy keeps one TLS client
-/// configuration, and so one session cache, per distinct value, and never pools a connection
-/// made with one value for a route with another.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub struct UpstreamTls {
-    /// `proxy-ssl-verify`: the endpoint's certificate must chain to `trusted` and name `name`.
-    pub verify: bool,
-    /// `proxy-ssl-verify-depth`: at most this many intermediate certificates between the
-    /// endpoint's certificate and a trusted one.
-    pub verify_depth: u32,
-    /// `proxy-ssl-name`, else `<service>.<namespace>.svc`: checked in the certificate, and sent
-    /// as SNI when `server_name` is on.
-    pub name: String,
-    /// `proxy-ssl-server-name`: send `name` as SNI (nginx's default: off).
-    pub server_name: bool,
-    /// `proxy-ssl-protocols`, as far as rustls speaks them.
-    pub versions: TlsVersions,
-    /// `proxy-ssl-secret` (namespace/name), for display.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub secret: Option<String>,
-    /// The Secret's `ca.crt` (shown as a count).
-    #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "count")]
-    pub trusted: Vec<CertificateDer<'static>>,
-    /// The Secret's `tls.crt` and `tls.key`: presented when the endpoint asks (mTLS).
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "present")]
-    pub client_cert: Option<Arc<CertifiedKey>>,
-}
-
-/// The TLS versions an upstream connection may use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct TlsVersions {
-    pub tls12: bool,
-    pub tls13: bool,
 }
 
 /// Source-address rules (`whitelist-source-range`, `denylist-source-range`), checked on the
@@ -459,6 +429,7 @@ impl RoutePolicy {
             passthrough_proxy_protocol: None,
             custom_errors: None,
             default_backend: None,
+            mirror: None,
         }
     }
 }
@@ -494,27 +465,6 @@ impl Default for RoutePolicy {
     }
 }
 
-impl PartialEq for UpstreamTls {
-    /// A client certificate is compared by its chain: a certificate names one public key, and
-    /// its key was checked to match it.
-    fn eq(&self, other: &UpstreamTls) -> bool {
-        self.verify == other.verify
-            && self.verify_depth == other.verify_depth
-            && self.name == other.name
-            && self.server_name == other.server_name
-            && self.versions == other.versions
-            && self.secret == other.secret
-            && self.trusted == other.trusted
-            && match (&self.client_cert, &other.client_cert) {
-                (None, None) => true,
-                (Some(a), Some(b)) => a.cert == b.cert,
-                _ => false,
-            }
-    }
-}
-
-impl Eq for UpstreamTls {}
-
 impl UpstreamProtocol {
     pub fn is_http1(&self) -> bool {
         *self == UpstreamProtocol::Http1
@@ -523,30 +473,6 @@ impl UpstreamProtocol {
     /// HTTP/2 to the endpoints (gRPC included).
     pub fn is_http2(self) -> bool {
         self != UpstreamProtocol::Http1
-    }
-}
-
-impl TlsVersions {
-    pub const ALL: TlsVersions = TlsVersions {
-        tls12: true,
-        tls13: true,
-    };
-}
-
-impl fmt::Display for TlsVersions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.tls12, self.tls13) {
-            (true, true) => f.write_str("TLSv1.2 TLSv1.3"),
-            (true, false) => f.write_str("TLSv1.2"),
-            (false, true) => f.write_str("TLSv1.3"),
-            (false, false) => f.write_str("none"),
-        }
-    }
-}
-
-impl Serialize for TlsVersions {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
     }
 }
 
@@ -732,14 +658,6 @@ fn optional_value_text<S: Serializer>(
         Some(value) => value_text(value, serializer),
         None => serializer.serialize_none(),
     }
-}
-
-fn count<S: Serializer, T>(items: &[T], serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_u64(items.len() as u64)
-}
-
-fn present<S: Serializer, T>(item: &Option<T>, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_bool(item.is_some())
 }
 
 /// `upstream-hash-by` shown as its key.

@@ -224,6 +224,18 @@ pub struct Settings {
     /// ConfigMap that cannot be read (an access list is never dropped).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub access_refused: Option<String>,
+    /// `mirror-max-in-flight` (Sluice's own): mirrored requests one worker keeps in flight at
+    /// most; a request that would go over it is not mirrored (counted). Shown only when set.
+    #[serde(skip_serializing_if = "is_default_mirror_max_in_flight")]
+    pub mirror_max_in_flight: u32,
+}
+
+/// The default `mirror-max-in-flight`: per worker, so a mirror that stops answering holds at
+/// most this many connections (and tee buffers) of each worker.
+pub const DEFAULT_MIRROR_MAX_IN_FLIGHT: u32 = 100;
+
+fn is_default_mirror_max_in_flight(value: &u32) -> bool {
+    *value == DEFAULT_MIRROR_MAX_IN_FLIGHT
 }
 
 /// The ConfigMap's OpenTelemetry keys, with ingress-nginx's names and the defaults of its code
@@ -411,6 +423,7 @@ impl Default for Settings {
             global_auth_url: false,
             no_auth_locations: vec![DEFAULT_NO_AUTH_LOCATION.to_owned()],
             access_refused: None,
+            mirror_max_in_flight: DEFAULT_MIRROR_MAX_IN_FLIGHT,
         }
     }
 }

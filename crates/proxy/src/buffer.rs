@@ -199,6 +199,21 @@ impl Buffered {
         }
     }
 
+    /// Another reader of the same body, from its first byte (a mirrored request's): the same
+    /// bytes in memory, or the same file (read by offset, so the two never disturb each other;
+    /// the file lives while either does).
+    pub(crate) fn copy(&self) -> Result<Buffered, BufferFileError> {
+        let stored = match &self.stored {
+            Stored::Memory(bytes) => Stored::Memory(bytes.clone()),
+            Stored::File(file) => Stored::File(file.try_clone().map_err(BufferFileError)?),
+        };
+        Ok(Buffered {
+            stored,
+            len: self.len,
+            sent: 0,
+        })
+    }
+
     /// Starts again from the first byte (each upstream attempt does).
     pub(crate) fn rewind(&mut self) {
         self.sent = 0;
@@ -248,14 +263,14 @@ impl Body for Buffered {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::VecDeque;
     use std::os::unix::fs::MetadataExt;
 
     use super::*;
 
-    /// A body that yields these frames, each at once.
-    struct Frames(VecDeque<Result<Frame<Bytes>, BoxError>>);
+    /// A body that yields these frames, each at once (the tee's tests use it too).
+    pub(crate) struct Frames(pub(crate) VecDeque<Result<Frame<Bytes>, BoxError>>);
 
     impl Body for Frames {
         type Data = Bytes;

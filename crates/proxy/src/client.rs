@@ -237,7 +237,7 @@ impl Conn {
     pub(crate) async fn round_trip(
         &mut self,
         head: &mut Parts,
-        added: &Added<'_>,
+        added: Option<&Added<'_>>,
         body: &mut Outgoing,
         timeouts: Timeouts,
         upgrade: bool,
@@ -712,7 +712,7 @@ pub(crate) fn request_framing(head: &Parts, body: &RequestBody) -> RequestFramin
 pub(crate) fn encode_head(
     out: &mut Vec<u8>,
     head: &Parts,
-    added: &Added<'_>,
+    added: Option<&Added<'_>>,
     framing: RequestFraming,
 ) {
     out.clear();
@@ -724,7 +724,7 @@ pub(crate) fn encode_head(
     for (name, value) in &head.headers {
         if name == header::HOST {
             host = Some(value);
-            let sent = added.upstream_host(value);
+            let sent = added.map_or(value, |added| added.upstream_host(value));
             h1::encode_header(out, name.as_str().as_bytes(), sent.as_bytes());
             continue;
         }
@@ -733,7 +733,9 @@ pub(crate) fn encode_head(
         }
         h1::encode_header(out, name.as_str().as_bytes(), value.as_bytes());
     }
-    added.write(out, head, host);
+    if let Some(added) = added {
+        added.write(out, head, host);
+    }
     match framing {
         RequestFraming::None => {}
         RequestFraming::Length(length) => {

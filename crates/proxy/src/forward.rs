@@ -23,6 +23,10 @@
 //!   body       declared body > proxy-body-size ─▶ 413 │ proxy-request-     buffer.rs
 //!              buffering on (no upgrade): read whole (memory, else a temporary file; too
 //!              large ─▶ 413, client-body-timeout ─▶ 408) before any upstream is chosen
+//!   mirror     mirror-target: a copy of the request as it came (the client's  mirror.rs
+//!              headers, before the proxy writes its own), to the
+//!              mirror's endpoints on its own task (max mirror-max-in-flight
+//!              per worker); a streamed body teed; never waited for
 //!   trace      the route traces: traceparent (+ tracestate) upstream       trace_context.rs
 //!   upstream   default-backend while the Service has no ready endpoint     errors.rs
 //!              (X-Code: 503); upstream-hash-by's ring or load-balance;     hash_key.rs, ring.rs
@@ -71,6 +75,7 @@ use crate::errors::{self, OriginalHead};
 use crate::hash_key;
 use crate::headers;
 use crate::metrics;
+use crate::mirror;
 use crate::normalise::request_host;
 use crate::pipeline::ClientUpgrade;
 use crate::request_body::{ClientBody, RequestBody};
@@ -383,6 +388,12 @@ async fn forward(
     let te_trailers = http2 && headers::te_trailers(&head.headers);
     let forwarded = conn.forwarded(guard.client, settings);
     let forwarded_client = forwarded.client;
+    // Mirror: a copy of the request as it came (after access, redirects and the rewrite;
+    // before the proxy's own headers), sent without waiting for it.
+    let body = match &policy.mirror {
+        Some(mirror) => start_mirror(conn, mirror, route, head, body, forwarded_client),
+        None => body,
+    };
     let mut added = headers::prepare_request(head, &forwarded, client_upgrade.is_some());
     if let Some(vhost) = &policy.upstream_vhost {
         added.set_upstream_host(vhost);
@@ -470,7 +481,7 @@ async fn forward(
     let mut body = Outgoing::new(body);
     let pending = Pending {
         head,
-        added,
+        added: Some(added),
         body: &mut body,
         retryable,
         upgrade: client_upgrade.is_some(),
@@ -563,9 +574,23 @@ fn key_hash(
     conn: &ConnCtx,
     hash_by: &model::HashBy,
     head: &Parts,
-    forwarded_client: Option<std::net::IpAddr>,
+    forwarded_client: Option<IpAddr>,
     server_name: &str,
 ) -> u64 {
+    with_key_inputs(conn, head, forwarded_client, server_name, |inputs| {
+        hash_key::request_hash(hash_by, head, inputs)
+    })
+}
+
+/// What the request's nginx variables are filled from besides its head (`upstream-hash-by`,
+/// a mirror's target).
+fn with_key_inputs<R>(
+    conn: &ConnCtx,
+    head: &Parts,
+    forwarded_client: Option<IpAddr>,
+    server_name: &str,
+    f: impl FnOnce(&hash_key::KeyInputs<'_>) -> R,
+) -> R {
     let host = request_host(head).unwrap_or("");
     let host = host[..model::target::strip_port(host.as_bytes()).len()].to_ascii_lowercase();
     let inputs = hash_key::KeyInputs {
@@ -575,7 +600,46 @@ fn key_hash(
         host: &host,
         server_name,
     };
-    hash_key::request_hash(hash_by, head, &inputs)
+    f(&inputs)
+}
+
+/// The mirror phase (`mirror-target`): starts a copy of the request (made by `mirror`) on its
+/// own task, unless this worker has `mirror-max-in-flight` copies out already; returns the
+/// body the main request goes on with (teed when it streams). Nothing here waits.
+fn start_mirror(
+    conn: &Rc<ConnCtx>,
+    mirror: &Arc<model::mirror::Mirror>,
+    route: &Route,
+    head: &Parts,
+    body: RequestBody,
+    forwarded_client: Option<IpAddr>,
+) -> RequestBody {
+    let upstreams = &conn.worker.upstreams;
+    let settings = conn.worker.settings();
+    let Some(slot) = upstreams.mirrors.take(settings.mirror_max_in_flight) else {
+        mirror::dropped(&upstreams.stats);
+        return body;
+    };
+    let underscores = settings.enable_underscores_in_headers;
+    let copy = with_key_inputs(conn, head, forwarded_client, &route.site.host, |inputs| {
+        mirror::head(mirror, head, inputs, underscores)
+    });
+    let Some(copy) = copy else {
+        mirror::dropped(&upstreams.stats);
+        return body;
+    };
+    let (body, copy_body) = mirror::split_body(body, mirror.request_body);
+    let send = mirror::send(
+        upstreams.clone(),
+        settings,
+        mirror.clone(),
+        route.policy.upstream,
+        copy,
+        copy_body,
+        slot,
+    );
+    tokio::task::spawn_local(send);
+    body
 }
 
 /// The body phase under `proxy-request-buffering: on`: the body read whole before an upstream

@@ -132,7 +132,7 @@ pub fn request_head(data: &[u8]) -> bool {
         let mut out = Vec::new();
         // The framing is the writer's own, from the (empty) body: hyper must read no body.
         let framing = client::request_framing(&head, &crate::request_body::RequestBody::Empty);
-        client::encode_head(&mut out, &head, &added, framing);
+        client::encode_head(&mut out, &head, Some(&added), framing);
         let (seen, ended) = hyper_serves_why(&out);
         let mut expected = Meaning {
             method: head.method.clone(),

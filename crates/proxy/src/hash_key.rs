@@ -42,7 +42,9 @@ pub(crate) fn request_hash(hash_by: &HashBy, head: &Parts, inputs: &KeyInputs<'_
     stable_hash(&key)
 }
 
-fn fill(key: &mut Vec<u8>, variable: &Variable, head: &Parts, inputs: &KeyInputs<'_>) {
+/// Appends `variable`'s value in this request (nothing when it has none); also what a mirror's
+/// target template is filled with.
+pub(crate) fn fill(key: &mut Vec<u8>, variable: &Variable, head: &Parts, inputs: &KeyInputs<'_>) {
     match variable {
         Variable::RemoteAddr => {
             let _ = write!(key, "{}", inputs.client);

@@ -230,6 +230,21 @@ impl Present {
     }
 }
 
+/// The client's headers as a copy of the request carries them (a mirror): what is about the
+/// client's connection out (hop-by-hop, `Expect`), names with `_` out unless allowed (nginx
+/// never read them), HTTP/2 cookies joined; nothing the proxy adds (no `X-Forwarded-*`).
+pub(crate) fn client_headers_only(parts: &mut Parts, underscores: bool) {
+    if !underscores {
+        drop_underscored(&mut parts.headers);
+    }
+    strip_hop_by_hop(&mut parts.headers, false);
+    parts.headers.remove(header::EXPECT);
+    if parts.version == Version::HTTP_2 {
+        join_cookies(&mut parts.headers);
+    }
+    parts.version = Version::HTTP_11;
+}
+
 /// Rewrites a client request into the one sent upstream; returns the headers to add to it.
 pub(crate) fn prepare_request<'a>(
     parts: &mut Parts,

@@ -140,6 +140,7 @@ pub(crate) struct Stats {
     pub(crate) open_connections: u64,
     pub(crate) limits: LimitCounts,
     pub(crate) bodies_buffered: BufferedCounts,
+    pub(crate) mirrors: MirrorCounts,
     /// Connections closed for a missing or invalid PROXY protocol header.
     pub(crate) proxy_protocol_refused: u64,
     pub(crate) passthrough: PassthroughCounts,
@@ -177,6 +178,17 @@ pub(crate) struct BufferedCounts {
     pub(crate) file: u64,
 }
 
+/// Mirrored copies of requests (`mirror-target`), by outcome.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct MirrorCounts {
+    /// The mirror answered (its answer was dropped).
+    pub(crate) sent: u64,
+    /// The copy failed on the way: no endpoint, connect, timeout, the body dropped.
+    pub(crate) failed: u64,
+    /// Not sent: mirror-max-in-flight reached, or its target expanded to no valid target.
+    pub(crate) dropped: u64,
+}
+
 /// What a worker hands to the admin server.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Snapshot {
@@ -192,6 +204,7 @@ pub(crate) struct Snapshot {
     pub(crate) accepted: u64,
     pub(crate) limits: LimitCounts,
     pub(crate) bodies_buffered: BufferedCounts,
+    pub(crate) mirrors: MirrorCounts,
     pub(crate) proxy_protocol_refused: u64,
     pub(crate) passthrough: PassthroughCounts,
     pub(crate) streams: BTreeMap<StreamKey, StreamCounts>,
@@ -573,6 +586,7 @@ impl Stats {
             accepted: 0,
             limits: self.limits,
             bodies_buffered: self.bodies_buffered,
+            mirrors: self.mirrors,
             proxy_protocol_refused: self.proxy_protocol_refused,
             passthrough: self.passthrough,
             streams: self.streams.clone(),
@@ -670,6 +684,9 @@ impl Snapshot {
         self.limits.fd_exhausted += other.limits.fd_exhausted;
         self.bodies_buffered.memory += other.bodies_buffered.memory;
         self.bodies_buffered.file += other.bodies_buffered.file;
+        self.mirrors.sent += other.mirrors.sent;
+        self.mirrors.failed += other.mirrors.failed;
+        self.mirrors.dropped += other.mirrors.dropped;
         self.proxy_protocol_refused += other.proxy_protocol_refused;
         self.passthrough.passed += other.passthrough.passed;
         self.passthrough.failed += other.passthrough.failed;

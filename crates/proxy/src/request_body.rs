@@ -1,5 +1,5 @@
-//! A request body on its way upstream: none, the client's (streamed, limited, timed) or a
-//! buffered one. A plain enum rather than a boxed trait object: no allocation, no dynamic
+//! A request body on its way upstream: none, the client's (streamed, limited, timed), a
+//! buffered one, or (mirroring) a streamed one teed to a copy of the request and that copy's. A plain enum rather than a boxed trait object: no allocation, no dynamic
 //! dispatch per frame.
 
 use std::pin::Pin;
@@ -14,6 +14,7 @@ use hyper::body::Incoming;
 use crate::body::{BodyProgress, BodyTimeout, BodyTooLarge, BoxError};
 use crate::buffer::Buffered;
 use crate::stall::StallTimer;
+use crate::tee::{Tee, TeeCopy};
 
 /// A request body on its way upstream.
 pub(crate) enum RequestBody {
@@ -36,6 +37,11 @@ pub(crate) enum RequestBody {
     /// The client's body, read whole before the upstream was chosen (`buffer`): it can be
     /// sent again from its first byte.
     Buffered(Buffered),
+    /// A streamed body whose frames a mirrored copy of the request gets too (`mirror`).
+    /// Boxed: only mirrored routes' requests have one, the enum stays its size.
+    Teed(Box<Tee<RequestBody>>),
+    /// That copy's body: the frames the tee passed on.
+    Mirror(TeeCopy),
 }
 
 /// A client's request body: hyper's (HTTP/1 after a handover) or an HTTP/2 stream's.
@@ -98,20 +104,26 @@ impl RequestBody {
             RequestBody::Empty => Some(0),
             RequestBody::Client { declared, .. } => *declared,
             RequestBody::Buffered(body) => Some(body.len()),
+            RequestBody::Teed(tee) => tee.body().length(),
+            RequestBody::Mirror(copy) => copy.length(),
         }
     }
 
     pub(crate) fn progress(&self) -> Option<&Rc<BodyProgress>> {
         match self {
-            RequestBody::Empty | RequestBody::Buffered(_) => None,
+            RequestBody::Empty | RequestBody::Buffered(_) | RequestBody::Mirror(_) => None,
             RequestBody::Client { progress, .. } => Some(progress),
+            RequestBody::Teed(tee) => tee.body().progress(),
         }
     }
 
     /// Whether the body can be sent again after an attempt wrote some of it: none, or a
     /// buffered one. (`proxy-next-upstream` decides whether it is, by method.)
     pub(crate) fn is_replayable(&self) -> bool {
-        !matches!(self, RequestBody::Client { .. })
+        !matches!(
+            self,
+            RequestBody::Client { .. } | RequestBody::Teed(_) | RequestBody::Mirror(_)
+        )
     }
 
     /// A buffered body starts again from its first byte: `true` when this one did (no body
@@ -122,7 +134,10 @@ impl RequestBody {
                 body.rewind();
                 true
             }
-            RequestBody::Empty | RequestBody::Client { .. } => false,
+            RequestBody::Empty
+            | RequestBody::Client { .. }
+            | RequestBody::Teed(_)
+            | RequestBody::Mirror(_) => false,
         }
     }
 }
@@ -138,6 +153,8 @@ impl Body for RequestBody {
         let (inner, remaining, progress, stall) = match self.get_mut() {
             RequestBody::Empty => return Poll::Ready(None),
             RequestBody::Buffered(body) => return Pin::new(body).poll_frame(cx),
+            RequestBody::Teed(tee) => return tee.poll_frame(cx),
+            RequestBody::Mirror(copy) => return copy.poll_frame(cx),
             RequestBody::Client {
                 inner,
                 remaining,
@@ -173,6 +190,8 @@ impl Body for RequestBody {
             RequestBody::Empty => true,
             RequestBody::Client { inner, .. } => inner.is_end_stream(),
             RequestBody::Buffered(body) => body.is_end_stream(),
+            RequestBody::Teed(tee) => tee.body().is_end_stream(),
+            RequestBody::Mirror(copy) => copy.is_end_stream(),
         }
     }
 
@@ -181,6 +200,8 @@ impl Body for RequestBody {
             RequestBody::Empty => SizeHint::with_exact(0),
             RequestBody::Client { inner, .. } => inner.size_hint(),
             RequestBody::Buffered(body) => body.size_hint(),
+            RequestBody::Teed(tee) => tee.body().size_hint(),
+            RequestBody::Mirror(copy) => copy.size_hint(),
         }
     }
 }

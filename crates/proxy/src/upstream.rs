@@ -107,8 +107,9 @@ pub(crate) type UpstreamIo = WriteTimeout<Stream>;
 /// The request to send: each attempt only borrows it.
 pub(crate) struct Pending<'r> {
     pub(crate) head: &'r mut Parts,
-    /// The headers the proxy adds, written after the head's own.
-    pub(crate) added: Added<'r>,
+    /// The headers the proxy adds, written after the head's own (none for a mirrored copy,
+    /// which carries the client's headers only).
+    pub(crate) added: Option<Added<'r>>,
     pub(crate) body: &'r mut Outgoing,
     /// Idempotent (or `non_idempotent` allowed) with a replayable body: may be resent after
     /// it was written.
@@ -211,7 +212,7 @@ async fn try_endpoint(
         let sent = conn
             .round_trip(
                 pending.head,
-                &pending.added,
+                pending.added.as_ref(),
                 pending.body,
                 timeouts,
                 pending.upgrade,

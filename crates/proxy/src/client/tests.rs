@@ -153,7 +153,7 @@ fn request_heads_are_origin_form_with_the_prepared_headers() {
     let forwarded = headers::Forwarded::direct(&ip, &port, false);
     let added = headers::prepare_request(&mut head, &forwarded, false);
     let mut out = Vec::new();
-    encode_head(&mut out, &head, &added, RequestFraming::Chunked);
+    encode_head(&mut out, &head, Some(&added), RequestFraming::Chunked);
     let text = String::from_utf8(out.clone()).unwrap();
     assert!(
         text.starts_with("POST /a?b=c HTTP/1.1\r\nhost: example.com\r\nx-one: 1\r\nx-request-id: "),
@@ -178,7 +178,7 @@ fn request_heads_are_origin_form_with_the_prepared_headers() {
         header::TRANSFER_ENCODING,
         HeaderValue::from_static("chunked"),
     );
-    encode_head(&mut out, &head, &added, RequestFraming::Length(5));
+    encode_head(&mut out, &head, Some(&added), RequestFraming::Length(5));
     let text = String::from_utf8(out.clone()).unwrap();
     assert_eq!(text.matches("content-length").count(), 1, "{text}");
     assert!(!text.contains("transfer-encoding"), "{text}");
@@ -197,7 +197,7 @@ fn request_heads_are_origin_form_with_the_prepared_headers() {
     head.method = Method::OPTIONS;
     head.headers.clear();
     let added = headers::prepare_request(&mut head, &forwarded, false);
-    encode_head(&mut out, &head, &added, RequestFraming::None);
+    encode_head(&mut out, &head, Some(&added), RequestFraming::None);
     let text = String::from_utf8(out).unwrap();
     assert!(
         text.starts_with("OPTIONS * HTTP/1.1\r\nx-request-id: "),

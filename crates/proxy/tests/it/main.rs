@@ -19,6 +19,7 @@ mod h2c;
 mod h2spec;
 mod http1;
 mod limits;
+mod mirror;
 mod otel;
 mod passthrough;
 mod proxy_protocol;

@@ -491,3 +491,35 @@ async fn websockets_tunnel_through_tls_upstreams() {
     drop(stream);
     shutdown(h.control.proxy).await;
 }
+
+/// `mirror-target: https://…`: the copy goes over TLS as nginx's `proxy_pass https://` makes
+/// it, without verification (the mirror's certificate chains to nothing the proxy trusts) and
+/// without SNI.
+#[tokio::test]
+async fn an_https_mirror_target_speaks_tls_without_verification_or_sni() {
+    let untrusted = TestCa::new();
+    let mirror = start_tls_backend(&untrusted.leaf(&["mirror.example"]), &[], None).await;
+    let plain = start_backend("plain").await;
+    let mut h = Harness::with_workers(1);
+    let mut objects = vec![service("web", &[("http", 80)])];
+    objects.extend(slices("web", &[addr_of(&plain)]));
+    let target = format!("https://{}/copy", mirror.addr);
+    objects.push(annotated(
+        "mirrored",
+        "mirrored.example.com",
+        &[("mirror-target", &target)],
+    ));
+    h.apply(&objects);
+    let reply = get(h.http(), "mirrored.example.com", "/echo").await;
+    assert_eq!(reply.backend(), "plain");
+    eventually_async(STEP, "the copy answered", || async {
+        let metrics = get(h.admin(), "admin", "/metrics").await.text();
+        metrics
+            .lines()
+            .any(|l| l == "sluice_mirror_requests_total{outcome=\"sent\"} 1")
+    })
+    .await;
+    assert_eq!(mirror.connections.load(Ordering::SeqCst), 1);
+    assert_eq!(*mirror.names.lock().unwrap(), [None]);
+    shutdown(h.control.proxy).await;
+}

@@ -12,6 +12,7 @@
 //!  host-level annotations (server-alias, www redirect, server-snippet, app-root) ─▶ hosts.rs,
 //!  once every Ingress is read
 //!  custom-http-errors, default-backend ─▶ errors.rs (the errors phase)
+//!  mirror-target, -host, -request-body ─▶ mirror.rs (where the copies go, resolved)
 //!  canary Ingresses ─▶ claims ─▶ canary.rs, once every ordinary Ingress is read: conditional
 //!  rules and a weighted split on the rules of the backend they join
 //! ```
@@ -22,6 +23,7 @@ mod canary;
 pub(crate) mod claims;
 mod errors;
 mod hosts;
+mod mirror;
 mod upstream;
 
 use std::collections::BTreeMap;
@@ -249,6 +251,7 @@ impl Compiler<'_> {
             return;
         }
         self.errors_phase(&name, &object, &mut parsed);
+        self.mirror_phase(&object, &mut parsed);
         self.out.tracing |= parsed.policy.opentelemetry.enabled;
         let upstream = UpstreamChoice {
             service_upstream: parsed.service_upstream,

@@ -85,6 +85,23 @@ pub(super) fn sluice_families(
         "sluice_request_bodies_buffered_total{{to=\"file\"}} {}",
         buffered.file
     );
+    family(
+        out,
+        "sluice_mirror_requests_total",
+        "counter",
+        "Copies of requests sent to a mirror-target, by outcome (sent: the mirror answered; failed: no endpoint, connect, timeout or the body dropped on the way; dropped: not sent, mirror-max-in-flight reached or the target expanded to no valid request target).",
+    );
+    let mirrors = total.mirrors;
+    for (outcome, n) in [
+        ("sent", mirrors.sent),
+        ("failed", mirrors.failed),
+        ("dropped", mirrors.dropped),
+    ] {
+        let _ = writeln!(
+            out,
+            "sluice_mirror_requests_total{{outcome=\"{outcome}\"}} {n}"
+        );
+    }
     single(
         out,
         "sluice_client_connections_open",

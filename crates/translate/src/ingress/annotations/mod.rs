@@ -13,12 +13,13 @@
 //! An annotation with no effect in Sluice is never silent: it is a diagnostic on its Ingress.
 //!
 //! Files: `registry.rs` (the entries), `reader.rs` (prefixes, the parser order), one
-//! `read_*.rs` per group of parsers (upstream, routing, canary, access), `snippet.rs` (nginx
+//! `read_*.rs` per group of parsers (upstream, routing, canary, mirror, access), `snippet.rs` (nginx
 //! snippets → header edits), `parsed.rs` (what the reader leaves).
 
 mod parsed;
 mod read_access;
 mod read_canary;
+mod read_mirror;
 mod read_routing;
 mod read_upstream;
 mod reader;
@@ -27,7 +28,7 @@ mod snippet;
 #[cfg(test)]
 mod tests;
 
-pub use parsed::{BackendProtocol, Canary, IngressAnnotations, ProxySsl};
+pub use parsed::{BackendProtocol, Canary, IngressAnnotations, MirrorAnnotations, ProxySsl};
 pub(crate) use reader::go_bool;
 pub use reader::parse;
 pub use registry::{entry, Annotation, Parser, Support, NGINX_PREFIX, REGISTRY, SLUICE_PREFIX};

@@ -1,6 +1,7 @@
 //! What one Ingress's annotations ask for, as the reader leaves it.
 
 use http::{HeaderName, HeaderValue};
+use model::mirror::MirrorTarget;
 
 use model::policy::{HeaderEdit, RoutePolicy, TlsVersions, UpstreamProtocol};
 use model::routes::HostPattern;
@@ -47,6 +48,21 @@ pub struct IngressAnnotations {
     pub disable_intercept: Option<bool>,
     /// `default-backend`: a Service name in the Ingress's namespace.
     pub default_backend: Option<String>,
+    /// `mirror-target` with `mirror-host` and `mirror-request-body`, checked; compile
+    /// resolves where it goes.
+    pub mirror: Option<MirrorAnnotations>,
+}
+
+/// The mirror family as read: the target checked, the host and body switch defaulted as
+/// ingress-nginx defaults them.
+#[derive(Clone, Debug)]
+pub struct MirrorAnnotations {
+    /// The annotation's full name, as written (either prefix), for diagnostics.
+    pub key: String,
+    pub written: String,
+    pub target: MirrorTarget,
+    pub host: HeaderValue,
+    pub request_body: bool,
 }
 
 /// The `canary-*` annotations of a canary Ingress, checked as ingress-nginx checks them (a

@@ -152,15 +152,7 @@ impl Reader<'_> {
         ];
         let mut ssl = ProxySsl::default();
         let Some(secret) = self.get("proxy-ssl-secret") else {
-            for name in OTHERS {
-                if self.get(name).is_some() {
-                    let key = self.key(name);
-                    self.diagnose(
-                        Severity::Notice,
-                        format!("annotation {key}: has no effect without proxy-ssl-secret (as in ingress-nginx)"),
-                    );
-                }
-            }
+            self.no_effect_without(&OTHERS, "proxy-ssl-secret");
             return ssl;
         };
         ssl.secret = Some(secret.to_owned());

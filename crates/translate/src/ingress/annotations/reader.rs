@@ -113,6 +113,22 @@ impl<'a> Reader<'a> {
         );
     }
 
+    /// A notice for each of `names` that is set: ingress-nginx reads them only with `needed`,
+    /// which is not set.
+    pub(super) fn no_effect_without(&mut self, names: &[&str], needed: &str) {
+        for name in names {
+            if self.get(name).is_some() {
+                let key = self.key(name);
+                self.diagnose(
+                    Severity::Notice,
+                    format!(
+                        "annotation {key}: has no effect without {needed} (as in ingress-nginx)"
+                    ),
+                );
+            }
+        }
+    }
+
     pub(super) fn unsupported(&mut self) {
         let mut found = Vec::new();
         for name in self.values.keys() {
@@ -218,6 +234,7 @@ impl<'a> Reader<'a> {
             custom_http_errors: None,
             disable_intercept: None,
             default_backend: None,
+            mirror: None,
         };
         let parsers: BTreeSet<Parser> = REGISTRY.iter().filter_map(|a| a.parser).collect();
         for parser in parsers {
@@ -308,6 +325,7 @@ impl<'a> Reader<'a> {
                     }
                 }
             }
+            Parser::Mirror => out.mirror = self.mirror(),
             Parser::ProxyBuffering => {
                 if let Some(value) = self.get("proxy-buffering") {
                     if value != "on" && value != "off" {

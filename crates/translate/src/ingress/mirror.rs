@@ -1,0 +1,139 @@
+//! The mirror of an Ingress's routes (`mirror-target`, `mirror-host`, `mirror-request-body`):
+//! where the copies go, resolved here so the proxy never resolves a name.
+//!
+//! ```text
+//!  target host ─▶ IP address ─▶ a backend of that one endpoint, among the configuration's
+//!                               backends (`/mirror-target:ADDR:PORT`) so its connections are
+//!                               pooled (refused in Kubernetes mode when it is the node
+//!                               itself, as EndpointSlice addresses are)
+//!              ─▶ <name>.<namespace>.svc[.cluster.local] ─▶ that Service port's backend (the
+//!                               port written in the URL, else 80/443), endpoints kept current
+//!                               by the fast path like any route's
+//!              ─▶ any other name ─▶ not mirrored, a diagnostic: ingress-nginx asks its DNS
+//!                               resolver per request, Sluice does no DNS on the data path
+//! ```
+//! As in ingress-nginx the mirror covers every path of the Ingress (its canary-routed
+//! requests too: a canary takes the main Ingress's policy).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use model::mirror::{Mirror, MirrorHost, MirrorUri};
+use model::policy::{TlsVersions, UpstreamTls};
+use model::{
+    node_local_reason, Backend, BackendKey, EndpointSet, NamespacedName, NodeLocalEndpoints,
+    ObjectRef, Severity,
+};
+
+use crate::backends;
+use crate::compiler::Compiler;
+use crate::ingress::annotations::IngressAnnotations;
+
+impl Compiler<'_> {
+    /// Fills `parsed.policy.mirror` from the mirror annotations, or leaves a diagnostic.
+    pub(crate) fn mirror_phase(&mut self, object: &ObjectRef, parsed: &mut IngressAnnotations) {
+        let Some(read) = parsed.mirror.take() else {
+            return;
+        };
+        let (key, written, target) = (&read.key, &read.written, &read.target);
+        let (backend, upstream_name): (Arc<Backend>, Arc<str>) = match target.host_kind() {
+            MirrorHost::Address(ip) => {
+                let addr = SocketAddr::new(ip, target.port);
+                let refused = self.out.node_local_endpoints == NodeLocalEndpoints::Refuse;
+                if let Some(why) = node_local_reason(ip).filter(|_| refused) {
+                    self.diagnose(
+                        object.clone(),
+                        format!("annotation {key}: {written:?}: {why}, refused in Kubernetes mode as an endpoint would be; not mirrored"),
+                    );
+                    return;
+                }
+                let endpoints = EndpointSet {
+                    ready: vec![addr],
+                    ..EndpointSet::default()
+                };
+                // Kept with the configuration's backends, so that the worker's pool keeps
+                // connections to it (it pools only endpoints of those). No Service has an
+                // empty namespace: the key meets no other.
+                let key = BackendKey {
+                    service: NamespacedName::new("", "mirror-target"),
+                    port_name: addr.to_string(),
+                };
+                let backend = self
+                    .out
+                    .backends
+                    .entry(key.clone())
+                    .or_insert_with(|| Arc::new(Backend::new(key, endpoints)))
+                    .clone();
+                (backend, Arc::from(addr.to_string()))
+            }
+            MirrorHost::Service { namespace, name } => {
+                let service = NamespacedName::new(namespace, name);
+                let port = i32::from(target.port);
+                match backends::resolve_backend(
+                    self.store,
+                    &service,
+                    Some(port),
+                    &port.to_string(),
+                    self.out.node_local_endpoints,
+                    &mut self.out.backends,
+                ) {
+                    Ok(backend) => {
+                        let name = backend
+                            .key()
+                            .map_or_else(|| service.to_string(), ToString::to_string);
+                        (backend, Arc::from(name))
+                    }
+                    Err(why) => {
+                        self.diagnose_with(
+                            why.severity(),
+                            object.clone(),
+                            format!("annotation {key}: {written:?}: {why}; not mirrored"),
+                        );
+                        return;
+                    }
+                }
+            }
+            MirrorHost::Name => {
+                self.diagnose_with(
+                    Severity::Unsupported,
+                    object.clone(),
+                    format!("annotation {key}: {written:?}: the host {:?} needs DNS, which Sluice does not resolve on the data path; use an IP address or a Service as <name>.<namespace>.svc; not mirrored", target.host),
+                );
+                return;
+            }
+        };
+        let uri = match &target.uri {
+            Some(uri) => uri.clone(),
+            None => {
+                self.diagnose_with(
+                    Severity::Difference,
+                    object.clone(),
+                    format!("annotation {key}: {written:?} has no path: ingress-nginx sends its internal path /_mirror-<Ingress UID> (with the client's query), Sluice sends / with it; add $request_uri to send the client's"),
+                );
+                MirrorUri::Fixed("/".to_owned())
+            }
+        };
+        // nginx's `proxy_pass https://` defaults: no verification, no SNI.
+        let tls = target.https.then(|| {
+            Arc::new(UpstreamTls {
+                verify: false,
+                verify_depth: 1,
+                name: target.host.clone(),
+                server_name: false,
+                versions: TlsVersions::ALL,
+                secret: None,
+                trusted: Vec::new(),
+                client_cert: None,
+            })
+        });
+        parsed.policy.mirror = Some(Arc::new(Mirror {
+            target: written.clone(),
+            host: read.host.clone(),
+            uri,
+            request_body: read.request_body,
+            upstream_name,
+            backend,
+            tls,
+        }));
+    }
+}
