@@ -28,7 +28,10 @@ impl LiveEndpoints {
     pub(crate) fn rebuild(&mut self, config: &Compiled) {
         self.seen.clear();
         self.counts.clear();
-        for backend in config.backends.values() {
+        // A `service-upstream` route's one endpoint (the cluster IP) is as live as any other:
+        // without it here, its connections were never pooled.
+        let backends = config.backends.values();
+        for backend in backends.chain(config.service_upstreams.values()) {
             let endpoints = backend.endpoints();
             for addr in endpoints.all() {
                 *self.counts.entry(*addr).or_default() += 1;
