@@ -18,8 +18,6 @@
 //!              https from a trusted balancer)
 //!   rewrite    rewrite-target with the path regex's captures (else the     rewrite.rs
 //!              normalised path); a capture leaving the fixed prefix or the root ─▶ 400
-//!   request headers   the proxy's own, then upstream-vhost,                headers.rs
-//!              X-Forwarded-Prefix, the route's header edits
 //!   body       declared body > proxy-body-size ─▶ 413 │ proxy-request-     buffer.rs
 //!              buffering on (no upgrade): read whole (memory, else a temporary file; too
 //!              large ─▶ 413, client-body-timeout ─▶ 408) before any upstream is chosen
@@ -27,6 +25,8 @@
 //!              headers, before the proxy writes its own), to the
 //!              mirror's endpoints on its own task (max mirror-max-in-flight
 //!              per worker); a streamed body teed; never waited for
+//!   request headers   the proxy's own, then upstream-vhost,                headers.rs
+//!              X-Forwarded-Prefix, the route's header edits
 //!   trace      the route traces: traceparent (+ tracestate) upstream       trace_context.rs
 //!   upstream   default-backend while the Service has no ready endpoint     errors.rs
 //!              (X-Code: 503); upstream-hash-by's ring or load-balance;     hash_key.rs, ring.rs
@@ -44,6 +44,11 @@
 //! ```
 //! A route without annotations shares the default policy: every phase is an `is_none()` or
 //! `is_empty()` check.
+//!
+//! The request headers are written after the body and mirror phases (issue 25 lists them
+//! before the body): the mirror copies the request as the client sent it, and the body phase
+//! reads only the client's framing, which no header edit may change, so nothing a client or
+//! a backend sees depends on the difference.
 
 use std::convert::Infallible;
 use std::future::Future;
