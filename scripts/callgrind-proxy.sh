@@ -15,6 +15,9 @@
 #   RATE=300 DURATION=20s   open-loop rate and length (callgrind runs ~50x slower than native;
 #                           300/s keeps the proxy well below saturation)
 #   OUT=DIR                 keep callgrind files there (default: a temporary directory)
+#   HTTP2=1                 the client speaks HTTP/2 with prior knowledge (h2c, `use-h2c` on):
+#                           the proxy's HTTP/2 server instead of its HTTP/1.1 one; the upstream
+#                           stays HTTP/1.1
 # Prints one line per binary: requests, instructions, instructions per request, and the
 # callgrind file (`callgrind_annotate --auto=no FILE` shows where they go).
 set -euo pipefail
@@ -23,6 +26,12 @@ cd "$(dirname "$0")/.."
 (($# > 0)) || { echo "usage: $0 BIN [BIN ...]" >&2; exit 2; }
 command -v valgrind >/dev/null || { echo "callgrind-proxy: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 RATE=${RATE:-300}
+LOAD_ARGS=()
+USE_H2C=false
+if [[ ${HTTP2:-} == 1 ]]; then
+    LOAD_ARGS+=(--http2)
+    USE_H2C=true
+fi
 DURATION=${DURATION:-20s}
 WORK=$(mktemp -d)
 OUT=${OUT:-$WORK}
@@ -48,7 +57,7 @@ spec: {controller: sluice.dev/ingress-controller}
 apiVersion: v1
 kind: ConfigMap
 metadata: {name: sluice, namespace: sluice}
-data: {keepalive: "100", keep-alive-requests: "100000000", ssl-redirect: "false", disable-access-log: "true"}
+data: {keepalive: "100", keep-alive-requests: "100000000", ssl-redirect: "false", disable-access-log: "true", use-h2c: "${USE_H2C}"}
 ---
 apiVersion: v1
 kind: Service
@@ -101,9 +110,9 @@ for bin in "$@"; do
     pid=$!
     PIDS+=("$pid")
     wait_ready "http://127.0.0.1:$ADMIN_PORT/ready" || { grep -v "^==" "$OUT/$label.log" | tail -5 >&2; exit 1; }
-    "$LOAD_BIN" load -t1 -c10 -R 100 -d 3s -H 'Host: bench.test' "http://127.0.0.1:$HTTP_PORT/" >/dev/null
+    "$LOAD_BIN" load "${LOAD_ARGS[@]}" -t1 -c10 -R 100 -d 3s -H 'Host: bench.test' "http://127.0.0.1:$HTTP_PORT/" >/dev/null
     callgrind_control -i on "$pid" >/dev/null 2>&1
-    "$LOAD_BIN" load -t1 -c10 -R "$RATE" -d "$DURATION" -H 'Host: bench.test' \
+    "$LOAD_BIN" load "${LOAD_ARGS[@]}" -t1 -c10 -R "$RATE" -d "$DURATION" -H 'Host: bench.test' \
         "http://127.0.0.1:$HTTP_PORT/" >"$OUT/$label.load"
     callgrind_control -i off "$pid" >/dev/null 2>&1
     kill -TERM "$pid"
