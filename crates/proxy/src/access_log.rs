@@ -464,10 +464,9 @@ impl Record {
         numbers: &mut itoa::Buffer,
     ) {
         let text = |out: &mut Vec<u8>, value: &[u8]| escape_into(out, value, escape);
-        // nginx writes `-` for an empty or unset value.
         let or_dash = |out: &mut Vec<u8>, value: Option<&[u8]>| match value {
             Some(value) if !value.is_empty() => escape_into(out, value, escape),
-            _ => out.push(b'-'),
+            _ => unset(out, escape),
         };
         let route = self.route.as_deref().map(|r| &r.labels);
         match variable {
@@ -496,7 +495,7 @@ impl Record {
             | Variable::ServerProtocol
                 if self.unread =>
             {
-                out.push(b'-')
+                unset(out, escape)
             }
             Variable::Request => {
                 text(out, self.method.as_str().as_bytes());
@@ -614,16 +613,16 @@ impl Record {
                     .and_then(|c| headers::cookie(c, name));
                 or_dash(out, value.map(str::as_bytes))
             }
-            Variable::UpstreamAddr => self.attempts_list(out, |out, a| {
+            Variable::UpstreamAddr => self.attempts_list(out, escape, |out, a| {
                 let _ = write!(out, "{}", a.addr);
             }),
-            Variable::UpstreamStatus => self.attempts_list(out, |out, a| {
+            Variable::UpstreamStatus => self.attempts_list(out, escape, |out, a| {
                 out.extend_from_slice(itoa::Buffer::new().format(a.status).as_bytes())
             }),
             Variable::UpstreamResponseTime => {
                 let last = self.attempts.len().saturating_sub(1);
                 let mut index = 0;
-                self.attempts_list(out, |out, a| {
+                self.attempts_list(out, escape, |out, a| {
                     // The last attempt's response ends with the request; a failed one
                     // when it failed.
                     let until = if index == last {
@@ -638,20 +637,24 @@ impl Record {
             Variable::UpstreamResponseLength => {
                 let last = self.attempts.len().saturating_sub(1);
                 let mut index = 0;
-                self.attempts_list(out, |out, _| {
+                self.attempts_list(out, escape, |out, _| {
                     let length = if index == last { self.body_bytes } else { 0 };
                     index += 1;
                     out.extend_from_slice(itoa::Buffer::new().format(length).as_bytes())
                 })
             }
-            Variable::UpstreamConnectTime => self.attempts_list(out, |out, a| match a.connected {
-                Some(at) => seconds(out, at.saturating_duration_since(a.start)),
-                None => out.push(b'-'),
-            }),
-            Variable::UpstreamHeaderTime => self.attempts_list(out, |out, a| match a.answered {
-                Some(at) => seconds(out, at.saturating_duration_since(a.start)),
-                None => out.push(b'-'),
-            }),
+            Variable::UpstreamConnectTime => {
+                self.attempts_list(out, escape, |out, a| match a.connected {
+                    Some(at) => seconds(out, at.saturating_duration_since(a.start)),
+                    None => out.push(b'-'),
+                })
+            }
+            Variable::UpstreamHeaderTime => {
+                self.attempts_list(out, escape, |out, a| match a.answered {
+                    Some(at) => seconds(out, at.saturating_duration_since(a.start)),
+                    None => out.push(b'-'),
+                })
+            }
             Variable::ProxyUpstreamName => match route {
                 Some(route) if !route.upstream_name.is_empty() => {
                     text(out, route.upstream_name.as_bytes())
@@ -675,10 +678,15 @@ impl Record {
         }
     }
 
-    /// Each attempt, `, `-separated (nginx's `$upstream_*` lists); `-` without one.
-    fn attempts_list(&self, out: &mut Vec<u8>, mut each: impl FnMut(&mut Vec<u8>, &Attempt)) {
+    /// Each attempt, `, `-separated (nginx's `$upstream_*` lists); unset without one.
+    fn attempts_list(
+        &self,
+        out: &mut Vec<u8>,
+        escape: Escape,
+        mut each: impl FnMut(&mut Vec<u8>, &Attempt),
+    ) {
         if self.attempts.is_empty() {
-            out.push(b'-');
+            unset(out, escape);
             return;
         }
         for (i, attempt) in self.attempts.iter().enumerate() {
@@ -786,6 +794,15 @@ fn protocol(version: Version) -> &'static str {
 
 /// Request line, header lines and the blank line, as HTTP/1.1 would carry them.
 /// Seconds with millisecond resolution, as nginx's `$request_time`.
+/// A variable with no value (nginx's "not found": no such header, no upstream, a request line
+/// never read): `-`, except under `log-format-escape-json` and `-escape-none`, where nginx
+/// writes nothing (its JSON and unescaped variable writers skip the dash).
+fn unset(out: &mut Vec<u8>, escape: Escape) {
+    if escape == Escape::Default {
+        out.push(b'-');
+    }
+}
+
 fn seconds(out: &mut Vec<u8>, duration: Duration) {
     let millis = duration.as_millis();
     let _ = write!(out, "{}.{:03}", millis / 1000, millis % 1000);

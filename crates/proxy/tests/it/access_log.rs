@@ -165,6 +165,41 @@ async fn log_format_upstream_with_json_escaping_makes_json_lines() {
 }
 
 #[tokio::test]
+async fn an_unset_variable_is_empty_with_escape_json_or_none_and_a_dash_otherwise() {
+    // nginx's JSON and unescaped variable writers skip the `-` its default writer puts for a
+    // variable with no value: no such header, no upstream (a request no rule matched).
+    let backend = start_backend("web").await;
+    let format = r#"{"ref": "$http_referer", "up": "$upstream_addr", "user": "$remote_user", "st": "$upstream_status"}"#;
+    for (key, expected) in [
+        (Some("log-format-escape-json"), ""),
+        (Some("log-format-escape-none"), ""),
+        (None, "-"),
+    ] {
+        let mut h = Harness::start();
+        let mut objects = site(&[addr_of(&backend)], json!({}));
+        let mut keys = vec![("log-format-upstream", format)];
+        if let Some(key) = key {
+            keys.push((key, "true"));
+        }
+        objects.push(settings(&keys));
+        h.apply(&objects);
+        let mut client = Client::connect(h.http()).await;
+        let reply = client
+            .send(request("nowhere.test", "/", &[]))
+            .await
+            .unwrap();
+        assert_eq!(reply.status, StatusCode::NOT_FOUND);
+        let line = lines(&h, 1).await.remove(0);
+        let parsed: Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        for field in ["ref", "up", "user", "st"] {
+            assert_eq!(parsed[field], expected, "{key:?}: {field} in {line}");
+        }
+        shutdown(h.control.proxy).await;
+    }
+}
+
+#[tokio::test]
 async fn an_unknown_variable_is_a_diagnostic_and_upstreaminfo_is_used() {
     let backend = start_backend("web").await;
     let mut h = Harness::start();
