@@ -205,11 +205,14 @@ impl System for Sluice {
             ),
             (
                 // The seeds' ConfigMap, in Sluice's (ingress-nginx) key names. No access log,
-                // as the lab's nginx has none: the seeds measure proxying, not logging.
+                // as the lab's nginx has none: the seeds measure proxying, not logging. Session
+                // tickets on, as the lab's nginx and HAProxy have them by default (ingress-nginx
+                // turns them off, and so does Sluice's default).
                 "configmap.yaml".to_owned(),
                 "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: sluice\n  namespace: sluice\n\
                  data:\n  keepalive: \"100\"\n  keep-alive-requests: \"100000000\"\n  \
-                 ssl-redirect: \"false\"\n  disable-access-log: \"true\"\n"
+                 ssl-redirect: \"false\"\n  disable-access-log: \"true\"\n  \
+                 ssl-session-tickets: \"true\"\n"
                     .to_owned(),
             ),
             (

@@ -380,7 +380,7 @@ impl Default for Settings {
             worker_shutdown_timeout: Duration::from_secs(10),
             worker_processes: None,
             max_worker_connections: 0,
-            ssl_session_tickets: true,
+            ssl_session_tickets: false,
             ssl_redirect: true,
             use_forwarded_headers: false,
             use_proxy_protocol: false,

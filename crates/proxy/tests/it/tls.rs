@@ -261,7 +261,9 @@ async fn sessions_resume_on_any_worker_and_tickets_can_be_turned_off() {
         ca.leaf(&["*.wild.example.com"]),
     );
     let mut h = Harness::with_workers(2);
-    let objects = site(&[("foo-tls", &foo), ("wild-tls", &wild)], addr_of(&echo));
+    let mut objects = site(&[("foo-tls", &foo), ("wild-tls", &wild)], addr_of(&echo));
+    // Off by default, as in ingress-nginx.
+    objects.push(settings(&[("ssl-session-tickets", "true")]));
     h.apply(&objects);
 
     // One client config, so one session cache, across connections.
@@ -284,7 +286,7 @@ async fn sessions_resume_on_any_worker_and_tickets_can_be_turned_off() {
     // The ticket key is shared, so whichever worker a reconnection lands on can resume it.
     assert_eq!(resumed, 5);
 
-    let mut objects = objects;
+    objects.pop();
     objects.push(settings(&[("ssl-session-tickets", "false")]));
     h.apply(&objects);
     for _ in 0..3 {
