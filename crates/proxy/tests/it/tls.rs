@@ -411,3 +411,51 @@ async fn tls12_and_tls13_clients_move_large_bodies_both_ways_and_key_updates_are
         tls.get_mut().1.refresh_traffic_keys().unwrap();
     }
 }
+
+#[tokio::test]
+async fn from_to_www_redirects_a_www_name_listed_only_in_spec_tls() {
+    // ingress-nginx's e2e "should redirect from www HTTPS to HTTPS": the rule names the bare
+    // host, spec.tls both; the www name gets the certificate and a 308 to the bare host.
+    let echo = start_backend("echo").await;
+    let ca = TestCa::new();
+    let both = ca.leaf(&["redirect.example.com", "www.redirect.example.com"]);
+    let mut h = Harness::start();
+    let mut site = ingress(
+        "site",
+        json!({
+            "tls": [{"hosts": ["redirect.example.com", "www.redirect.example.com"],
+                     "secretName": "both-tls"}],
+            "rules": [rule("redirect.example.com", vec![path("/", "Prefix", to("echo"))])],
+        }),
+    );
+    site["metadata"]["annotations"] =
+        json!({"nginx.ingress.kubernetes.io/from-to-www-redirect": "true"});
+    let mut objects = vec![service("echo", &[("http", 80)]), site];
+    objects.push(tls_secret("both-tls", &both));
+    objects.extend(slices("echo", &[addr_of(&echo)]));
+    h.apply(&objects);
+
+    let (tls, presented) = ca
+        .connect(h.https(), "www.redirect.example.com", &[b"http/1.1"])
+        .await
+        .unwrap();
+    assert_eq!(presented, both.der);
+    let mut client = Client::over(tls).await;
+    let reply = client.get("www.redirect.example.com", "/").await;
+    assert_eq!(reply.status, StatusCode::PERMANENT_REDIRECT);
+    let port = h.https().port();
+    assert_eq!(
+        reply.headers["location"],
+        format!("https://redirect.example.com:{port}").as_str()
+    );
+    // The bare name is served, not redirected.
+    let (tls, _) = ca
+        .connect(h.https(), "redirect.example.com", &[b"http/1.1"])
+        .await
+        .unwrap();
+    let mut client = Client::over(tls).await;
+    assert_eq!(
+        client.get("redirect.example.com", "/echo").await.status,
+        StatusCode::OK
+    );
+}

@@ -213,12 +213,14 @@ impl Compiler<'_> {
                 Some(bare) => bare.to_owned(),
                 None => format!("www.{name}"),
             };
-            if self
+            // A twin named only in `spec.tls` has an entry without rules: ingress-nginx makes
+            // no server of it, so it is redirected (with its certificate).
+            let has_rules = self
                 .out
                 .routes
                 .host(&HostPattern::Exact(twin.as_str().into()))
-                .is_some()
-            {
+                .is_some_and(|routes| !routes.paths.is_empty());
+            if has_rules {
                 // ingress-nginx too: a twin with its own server is left alone.
                 self.diagnose_with(
                     Severity::Notice,
