@@ -47,6 +47,15 @@ pub struct Report {
     pub ingresses: Vec<IngressVerdict>,
     /// Diagnostics about the ConfigMap, Services, Secrets…: `Kind ns/name: reason`.
     pub other: Vec<String>,
+    /// Ingresses not judged: they name another class, or none (`class: null`).
+    pub skipped: Vec<SkippedIngress>,
+}
+
+/// An Ingress of the objects read that the judged class does not cover.
+#[derive(Clone, Debug, Serialize)]
+pub struct SkippedIngress {
+    pub ingress: String,
+    pub class: Option<String>,
 }
 
 impl Verdict {
@@ -131,7 +140,11 @@ impl Report {
             .flatten()
             .map(ToString::to_string)
             .collect();
-        Report { ingresses, other }
+        Report {
+            ingresses,
+            other,
+            skipped: Vec::new(),
+        }
     }
 
     /// Whether some Ingress is not served as written (`sluice migrate` exits 1).
@@ -159,6 +172,7 @@ impl Report {
             self.count(Verdict::ServedWithDifferences),
             self.count(Verdict::NotServedAsWritten),
         ));
+        out.push_str(&self.skipped_summary());
         out.push_str("| Ingress | verdict | diagnostics |\n|---|---|---|\n");
         for ingress in &self.ingresses {
             let details: Vec<String> = ingress
@@ -179,6 +193,37 @@ impl Report {
                 out.push_str(&format!("- {}\n", cell(line)));
             }
         }
+        out
+    }
+}
+
+impl Report {
+    /// Nothing was judged although Ingresses were read: every one names another class (or
+    /// none), so the options do not describe this cluster (`sluice migrate` exits 1).
+    pub fn judged_nothing(&self) -> bool {
+        self.ingresses.is_empty() && !self.skipped.is_empty()
+    }
+
+    /// How many Ingresses were not judged and why, with the option that would judge them.
+    fn skipped_summary(&self) -> String {
+        if self.skipped.is_empty() {
+            return String::new();
+        }
+        let mut by_class: BTreeMap<Option<&str>, usize> = BTreeMap::new();
+        for skipped in &self.skipped {
+            *by_class.entry(skipped.class.as_deref()).or_default() += 1;
+        }
+        let mut out = format!(
+            "{} Ingresses not judged: they are not of the judged class.\n\n",
+            self.skipped.len()
+        );
+        for (class, n) in by_class {
+            out.push_str(&match class {
+                None => format!("- {n} name no class: `--watch-ingress-without-class` judges them (ingress-nginx serves them only with that flag, or with a default IngressClass)\n"),
+                Some(class) => format!("- {n} of class `{}`: `--ingress-class {}` judges them (and `--controller-class` set to that IngressClass's spec.controller, if it is not k8s.io/ingress-nginx)\n", cell(class), cell(class)),
+            });
+        }
+        out.push('\n');
         out
     }
 }

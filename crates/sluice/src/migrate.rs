@@ -4,14 +4,15 @@
 //! ```text
 //!  --config PATH ──controller::load_files──┐
 //!  --kubernetes ──controller::load_kubernetes (one list)──┴─▶ compile ─▶ migrate::Report
-//!     ─▶ Markdown on stdout, --json FILE; exit 1 when some Ingress is not served as written
+//!     ─▶ Markdown on stdout, --json FILE; exit 1 when some Ingress is not served as written,
+//!        or when none is of the judged class (the skipped ones are counted, by class)
 //! ```
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use controller::migrate::Report;
+use controller::migrate::{Report, SkippedIngress};
 use model::NamespacedName;
 use translate::CompileOptions;
 
@@ -52,7 +53,7 @@ fn namespaced_name(text: &str) -> Result<NamespacedName, String> {
 }
 
 /// Exit code: 0 when every Ingress is served (with or without differences), 1 when one is not
-/// served as written.
+/// served as written, or when Ingresses were read and none is of the judged class.
 pub(crate) fn run(args: MigrateArgs) -> anyhow::Result<ExitCode> {
     let options = CompileOptions {
         ingress_class: args.ingress_class.clone(),
@@ -61,11 +62,8 @@ pub(crate) fn run(args: MigrateArgs) -> anyhow::Result<ExitCode> {
         watch_ingress_without_class: args.watch_ingress_without_class,
         ..CompileOptions::default()
     };
-    let (compiled, source_errors) = match &args.config {
-        Some(path) => {
-            let (_, compiled, errors) = controller::load_files(path, &options)?;
-            (compiled, errors)
-        }
+    let (store, compiled, source_errors) = match &args.config {
+        Some(path) => controller::load_files(path, &options)?,
         None => {
             let kube = controller::KubeOptions {
                 kubeconfig: args.kubeconfig.clone(),
@@ -73,15 +71,30 @@ pub(crate) fn run(args: MigrateArgs) -> anyhow::Result<ExitCode> {
                 ..controller::KubeOptions::default()
             };
             let store = controller::load_kubernetes(&kube, &options)?;
-            (translate::compile(&store, &options), Vec::new())
+            let compiled = translate::compile(&store, &options);
+            (store, compiled, Vec::new())
         }
     };
     let mut report = Report::new(&compiled);
     report.other.extend(source_errors);
+    report.skipped = translate::ingress::not_ours(&store, &options)
+        .into_iter()
+        .map(|(name, class)| SkippedIngress {
+            ingress: name.to_string(),
+            class: class.map(str::to_owned),
+        })
+        .collect();
     print!("{}", report.markdown());
     if let Some(path) = &args.json {
         let json = serde_json::to_vec_pretty(&report).context("serialising the report")?;
         std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if report.judged_nothing() {
+        eprintln!(
+            "sluice migrate: no Ingress is of the judged class ({} / {}); see the options above",
+            args.ingress_class, args.controller_class
+        );
+        return Ok(ExitCode::from(1));
     }
     Ok(if report.any_not_served() {
         ExitCode::from(1)

@@ -170,3 +170,57 @@ fn a_configuration_served_as_written_exits_0() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("no such file or directory"), "{stderr}");
 }
+
+#[test]
+fn ingresses_of_another_class_or_none_are_counted_with_the_option_that_judges_them() {
+    let dir = temp_dir("migrate-classes");
+    let other = |name: &str, class: &str| {
+        format!(
+            "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\n\
+             metadata: {{name: {name}, namespace: shop}}\n\
+             spec:\n  {class}rules: [{{host: {name}.test, http: {{paths: [{{path: /, \
+             pathType: Prefix, backend: {{service: {{name: web, port: {{number: 80}}}}}}}}]}}}}]\n"
+        )
+    };
+    let text = [
+        "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\n\
+         spec: {ports: [{name: http, port: 80}]}\n"
+            .to_owned(),
+        other("a", "ingressClassName: internal\n  "),
+        other("b", "ingressClassName: internal\n  "),
+        other("c", ""),
+    ]
+    .concat();
+    std::fs::write(dir.join("ingresses.yaml"), text).unwrap();
+    let json = dir.join("verdicts.json");
+    // Nothing of the judged class (nginx): not a pass.
+    let (code, stdout, stderr) = migrate(&dir, &json);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(stdout.starts_with("0 Ingresses: "), "{stdout}");
+    assert!(stdout.contains("3 Ingresses not judged"), "{stdout}");
+    assert!(
+        stdout.contains("- 2 of class `internal`: `--ingress-class internal` judges them"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("- 1 name no class: `--watch-ingress-without-class` judges them"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("no Ingress is of the judged class"),
+        "{stderr}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["skipped"].as_array().unwrap().len(), 3, "{report}");
+    assert_eq!(report["skipped"][0]["class"], "internal");
+    // With the flag that covers the class-less one, it is judged and the others still counted.
+    let output = Command::new(BIN)
+        .args(["migrate", "--watch-ingress-without-class", "--config"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert!(stdout.starts_with("1 Ingresses: 1 served"), "{stdout}");
+    assert!(stdout.contains("2 Ingresses not judged"), "{stdout}");
+}

@@ -153,6 +153,33 @@ fn path_as_written<'p>(
     }
 }
 
+/// The Ingresses in the Store this controller does not serve, each with the class it names
+/// (`spec.ingressClassName`, else the legacy annotation; `None`: no class), by name.
+pub fn not_ours<'s>(
+    store: &'s Store,
+    options: &CompileOptions,
+) -> Vec<(&'s NamespacedName, Option<&'s str>)> {
+    store
+        .ingresses_by_name()
+        .filter(|(_, ingress)| !is_ours(store, options, ingress))
+        .map(|(name, ingress)| (name, class_of(ingress)))
+        .collect()
+}
+
+/// The class an Ingress names: `spec.ingressClassName`, else the legacy annotation.
+fn class_of(ingress: &Ingress) -> Option<&str> {
+    let by_spec = ingress
+        .spec
+        .as_ref()
+        .and_then(|s| s.ingress_class_name.as_deref());
+    let annotations = ingress.metadata.annotations.as_ref();
+    by_spec.or_else(|| {
+        annotations?
+            .get(LEGACY_CLASS_ANNOTATION)
+            .map(String::as_str)
+    })
+}
+
 /// The IngressClass rules of the Kubernetes API, plus the legacy annotation.
 fn is_ours(store: &Store, options: &CompileOptions, ingress: &Ingress) -> bool {
     let our_class = |name: &str| {
