@@ -46,6 +46,7 @@ pub(crate) fn redirect_phase(
     let ssl = &policy.ssl_redirect;
     if !conn.https
         && (ssl.force || (ssl.enabled && matched.tls))
+        && !conn.behind_tls_balancer()
         && !forwarded_https(conn, head, settings)
     {
         // ingress-nginx's `$best_http_host`: a trusted load balancer's X-Forwarded-Host (its
@@ -84,7 +85,7 @@ pub(crate) fn www_redirect(
     settings: &model::Settings,
     to: &str,
 ) -> Response<ResponseBody> {
-    let https = conn.https || forwarded_https(conn, head, settings);
+    let https = conn.https || conn.behind_tls_balancer() || forwarded_https(conn, head, settings);
     let port = conn.listener_port(https).to_str().unwrap_or_default();
     let target = head.uri.path_and_query().map_or("", |pq| pq.as_str());
     let target = target.strip_suffix('/').unwrap_or(target);

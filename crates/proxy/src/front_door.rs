@@ -100,6 +100,7 @@ pub(crate) async fn serve(
     let mut origin = Origin {
         peer,
         load_balancer: None,
+        balancer_port: None,
         announced: None,
         accepted: Instant::now(),
     };
@@ -172,11 +173,15 @@ async fn proxy_header(
 ) -> bool {
     let peer = origin.peer;
     match before(deadline, proxy_protocol::read_header(stream)).await {
-        Some(Ok(proxy_protocol::Header::Proxied { source })) => {
+        Some(Ok(proxy_protocol::Header::Proxied {
+            source,
+            destination_port,
+        })) => {
             origin.announced = Some(source.ip().to_canonical());
             if settings.is_trusted_proxy(peer.ip().to_canonical()) {
                 origin.peer = source;
                 origin.load_balancer = Some(peer.ip().to_canonical());
+                origin.balancer_port = Some(destination_port);
             }
             true
         }

@@ -399,7 +399,7 @@ async fn read_proxy_header(
     )
     .await;
     match header {
-        Some(Ok(proxy_protocol::Header::Proxied { source })) => {
+        Some(Ok(proxy_protocol::Header::Proxied { source, .. })) => {
             let announced = Some(source.ip().to_canonical());
             if settings.is_trusted_proxy(peer.ip().to_canonical()) {
                 Some((source, announced))

@@ -115,6 +115,9 @@ pub(crate) struct ConnCtx {
     pub(crate) peer: IpAddr,
     /// The load balancer's address, when `peer` came from its PROXY protocol header.
     pub(crate) load_balancer: Option<IpAddr>,
+    /// The port the client reached the load balancer on (its PROXY header's destination),
+    /// formatted: what `X-Forwarded-Port` says. Boxed: most connections have no balancer.
+    balancer_port: Option<Box<HeaderValue>>,
     /// The address a PROXY protocol header named, believed or not.
     pub(crate) proxy_protocol_addr: Option<IpAddr>,
     /// `peer`, formatted once.
@@ -146,6 +149,9 @@ pub(crate) struct ConnCtx {
 pub(crate) struct Origin {
     pub(crate) peer: SocketAddr,
     pub(crate) load_balancer: Option<IpAddr>,
+    /// With `load_balancer`: the port its PROXY header says the client connected to
+    /// (nginx's `$proxy_protocol_server_port`).
+    pub(crate) balancer_port: Option<u16>,
     /// What the PROXY protocol header said, believed or not (`$proxy_protocol_addr`).
     pub(crate) announced: Option<IpAddr>,
     /// When the connection was accepted.
@@ -481,6 +487,9 @@ impl ConnCtx {
             peer_text,
             peer_port,
             load_balancer: origin.load_balancer,
+            balancer_port: origin
+                .balancer_port
+                .map(|port| Box::new(HeaderValue::from(port))),
             proxy_protocol_addr: origin.announced,
             serial,
             requests: Cell::new(0),
@@ -594,10 +603,14 @@ impl ConnCtx {
     pub(crate) fn client_ip(&self, head: &Parts, settings: &Settings) -> IpAddr {
         // The PROXY protocol's address replaces the forwarded-for header (nginx's
         // `real_ip_header proxy_protocol`, as ingress-nginx configures it).
-        if self.load_balancer.is_some()
-            || !(settings.use_forwarded_headers || settings.enable_real_ip)
-            || !settings.is_trusted_proxy(self.peer)
-        {
+        // Behind such a balancer, the client it names may itself be a trusted proxy whose
+        // forwarded-for header is believed (ingress-nginx >= 1.13 with use-forwarded-headers).
+        let reads_forwarded = if self.load_balancer.is_some() {
+            settings.use_forwarded_headers
+        } else {
+            settings.use_forwarded_headers || settings.enable_real_ip
+        };
+        if !reads_forwarded || !settings.is_trusted_proxy(self.peer) {
             return self.peer;
         }
         let values = head
@@ -637,6 +650,15 @@ impl ConnCtx {
         settings.use_forwarded_headers && settings.is_trusted_proxy(self.peer)
     }
 
+    /// A PROXY-protocol load balancer says the client reached it on 443: it terminated TLS,
+    /// so the request counts as HTTPS for X-Forwarded-Proto and ssl-redirect (ingress-nginx's
+    /// `$pass_access_scheme` with use-proxy-protocol).
+    pub(crate) fn behind_tls_balancer(&self) -> bool {
+        self.balancer_port
+            .as_deref()
+            .is_some_and(|port| port.as_bytes() == b"443")
+    }
+
     /// The address the connection came from (see the field).
     pub(crate) fn peer(&self) -> IpAddr {
         self.peer
@@ -654,8 +676,9 @@ impl ConnCtx {
         Forwarded {
             peer: &self.peer_text,
             client: (client != self.peer).then_some(client),
-            port: self.worker.port(self.https),
-            https: self.https,
+            // The balancer's port, as nginx's `$proxy_protocol_server_port`.
+            port: (self.balancer_port.as_deref()).unwrap_or(self.worker.port(self.https)),
+            https: self.https || self.behind_tls_balancer(),
             trust_incoming,
             full_forwarded_for: trust_incoming && settings.compute_full_forwarded_for,
             custom_forwarded_for: (custom != model::settings::DEFAULT_FORWARDED_FOR_HEADER)

@@ -28,8 +28,12 @@ pub const V2_MAX: usize = 16 + 1024;
 /// What a valid header says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Header {
-    /// A proxied connection from `source`.
-    Proxied { source: SocketAddr },
+    /// A proxied connection from `source`, made to the load balancer's `destination_port`
+    /// (nginx's `$proxy_protocol_server_port`: 443 when it terminated TLS for the client).
+    Proxied {
+        source: SocketAddr,
+        destination_port: u16,
+    },
     /// The load balancer's own connection (v2 `LOCAL`, v1 `UNKNOWN`, or an address family
     /// other than TCP over IPv4/IPv6): the peer is the client.
     Local,
@@ -146,9 +150,11 @@ fn parse_v1(bytes: &[u8]) -> Result<Parsed, Malformed> {
                 text.parse::<u16>().ok()
             };
             let source_port = port(source_port).ok_or(Malformed("version 1 source port"))?;
-            port(destination_port).ok_or(Malformed("version 1 destination port"))?;
+            let destination_port =
+                port(destination_port).ok_or(Malformed("version 1 destination port"))?;
             Header::Proxied {
                 source: SocketAddr::new(source, source_port),
+                destination_port,
             }
         }
         _ => return Err(Malformed("version 1 fields")),
@@ -188,6 +194,7 @@ fn parse_v2(bytes: &[u8]) -> Result<Parsed, Malformed> {
             let port = u16::from_be_bytes([body[8], body[9]]);
             Header::Proxied {
                 source: SocketAddr::new(IpAddr::V4(ip), port),
+                destination_port: u16::from_be_bytes([body[10], body[11]]),
             }
         }
         (0x1, 0x21) => {
@@ -198,6 +205,7 @@ fn parse_v2(bytes: &[u8]) -> Result<Parsed, Malformed> {
             let port = u16::from_be_bytes([body[32], body[33]]);
             Header::Proxied {
                 source: SocketAddr::new(IpAddr::V6(Ipv6Addr::from(octets)), port),
+                destination_port: u16::from_be_bytes([body[34], body[35]]),
             }
         }
         // UDP, Unix sockets, unspecified: nothing an HTTP client address can be made of.
@@ -225,7 +233,13 @@ mod tests {
             panic!("{header:?} does not parse");
         };
         assert_eq!(length, header.len());
-        assert_eq!(read, Header::Proxied { source: client });
+        assert_eq!(
+            read,
+            Header::Proxied {
+                source: client,
+                destination_port: 9000
+            }
+        );
         let six: SocketAddr = "[2001:db8::7]:1".parse().unwrap();
         assert!(v1_header(six, "[::1]:2".parse().unwrap())
             .starts_with("PROXY TCP6 2001:db8::7 ::1 1 2"));
@@ -261,17 +275,29 @@ mod tests {
         assert_eq!(header[12..16], [0x21, 0x11, 0, 12]);
         assert_eq!(
             complete(&header),
-            (header.len(), Header::Proxied { source: client })
+            (
+                header.len(),
+                Header::Proxied {
+                    source: client,
+                    destination_port: 443
+                }
+            )
         );
         let six: SocketAddr = "[2001:db8::7]:1".parse().unwrap();
         let header = v2_header(six, "[::1]:443".parse().unwrap());
         assert_eq!(
             complete(&header),
-            (16 + 36, Header::Proxied { source: six })
+            (
+                16 + 36,
+                Header::Proxied {
+                    source: six,
+                    destination_port: 443
+                }
+            )
         );
         // Mixed families: both as IPv6, the IPv4 one mapped; the client's address survives.
         let header = v2_header(client, "[::1]:443".parse().unwrap());
-        let (_, Header::Proxied { source }) = complete(&header) else {
+        let (_, Header::Proxied { source, .. }) = complete(&header) else {
             panic!("not proxied");
         };
         assert_eq!(
@@ -291,14 +317,16 @@ mod tests {
         assert_eq!(
             header,
             Header::Proxied {
-                source: "203.0.113.7:51234".parse().unwrap()
+                source: "203.0.113.7:51234".parse().unwrap(),
+                destination_port: 443
             }
         );
         let (_, header) = complete(b"PROXY TCP6 2001:db8::1 2001:db8::2 1 80\r\n");
         assert_eq!(
             header,
             Header::Proxied {
-                source: "[2001:db8::1]:1".parse().unwrap()
+                source: "[2001:db8::1]:1".parse().unwrap(),
+                destination_port: 80
             }
         );
         assert_eq!(complete(b"PROXY UNKNOWN\r\n"), (15, Header::Local));
@@ -322,7 +350,8 @@ mod tests {
             (
                 header_length,
                 Header::Proxied {
-                    source: "198.51.100.9:40000".parse().unwrap()
+                    source: "198.51.100.9:40000".parse().unwrap(),
+                    destination_port: 443
                 }
             )
         );
@@ -332,7 +361,8 @@ mod tests {
         assert_eq!(
             complete(&v2(1, 0x21, &body)).1,
             Header::Proxied {
-                source: "[::1]:8080".parse().unwrap()
+                source: "[::1]:8080".parse().unwrap(),
+                destination_port: 0
             }
         );
         assert_eq!(complete(&v2(0, 0x00, &[])).1, Header::Local);

@@ -349,3 +349,67 @@ async fn forwarded_headers_are_believed_from_the_proxied_client_not_the_balancer
         .json();
     assert_eq!(header(&echo, "x-forwarded-proto"), "https", "{echo:#}");
 }
+
+/// A v1 header from `source` to the balancer's port `port`.
+fn v1_header_to(source: &str, port: u16) -> Vec<u8> {
+    format!("PROXY TCP4 {source} 10.0.0.1 40000 {port}\r\n").into_bytes()
+}
+
+/// Issue 26 item 8: ingress-nginx's `$pass_port` and `$pass_access_scheme` with
+/// use-proxy-protocol: the port the client reached the balancer on, and https when that port is
+/// 443 (a balancer that terminated TLS), so ssl-redirect does not loop behind it.
+#[tokio::test]
+async fn the_balancer_s_port_is_x_forwarded_port_and_443_makes_the_request_https() {
+    let Site { h, _echo, .. } =
+        site(&[("use-proxy-protocol", "true"), ("ssl-redirect", "true")]).await;
+    let mut client = behind(h.http(), &v1_header_to("203.0.113.7", 443)).await;
+    let reply = client.get("web.example", "/echo").await;
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let echo = reply.json();
+    assert_eq!(header(&echo, "x-forwarded-proto"), "https", "{echo:#}");
+    assert_eq!(header(&echo, "x-forwarded-port"), "443", "{echo:#}");
+    assert_eq!(header(&echo, "x-forwarded-scheme"), "https", "{echo:#}");
+
+    // Plain HTTP at the balancer: redirected, and a request that is not redirected (a host
+    // without TLS) names the balancer's port.
+    let mut client = behind(h.http(), &v1_header_to("203.0.113.7", 8080)).await;
+    let reply = client.get("web.example", "/echo").await;
+    assert_eq!(reply.status, 308, "{}", reply.text());
+    let echo = client.get("office.example", "/echo").await.json();
+    assert_eq!(header(&echo, "x-forwarded-port"), "8080", "{echo:#}");
+    assert_eq!(header(&echo, "x-forwarded-proto"), "http", "{echo:#}");
+}
+
+/// ingress-nginx >= 1.13 (use-forwarded-headers with use-proxy-protocol): when the client the
+/// PROXY header names is a trusted proxy, the real client is the one its X-Forwarded-For
+/// names; an untrusted one cannot forge it.
+#[tokio::test]
+async fn a_trusted_proxy_behind_the_balancer_names_the_client_in_x_forwarded_for() {
+    let Site { h, _echo, .. } = site(&[
+        ("use-proxy-protocol", "true"),
+        ("use-forwarded-headers", "true"),
+        ("proxy-real-ip-cidr", "127.0.0.1/32, 10.0.0.0/8"),
+    ])
+    .await;
+    let forwarded_for = |client: &'static str| {
+        http::Request::get("/echo")
+            .header("host", "web.example")
+            .header("x-forwarded-for", client)
+            .body(http_body_util::Full::new(bytes::Bytes::new()))
+            .unwrap()
+    };
+    let mut client = behind(h.http(), &v1_header("10.1.2.3", 1)).await;
+    let echo = client
+        .send(forwarded_for("198.51.100.4"))
+        .await
+        .unwrap()
+        .json();
+    assert_eq!(header(&echo, "x-real-ip"), "198.51.100.4", "{echo:#}");
+    let mut client = behind(h.http(), &v1_header("203.0.113.7", 2)).await;
+    let echo = client
+        .send(forwarded_for("198.51.100.4"))
+        .await
+        .unwrap()
+        .json();
+    assert_eq!(header(&echo, "x-real-ip"), "203.0.113.7", "{echo:#}");
+}

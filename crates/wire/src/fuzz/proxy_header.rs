@@ -71,6 +71,7 @@ fn round_trip(choices: &mut Choices<'_>) {
     let expected = if same_family {
         Header::Proxied {
             source: canonical(source),
+            destination_port: destination.port(),
         }
     } else {
         Header::Local
@@ -102,15 +103,18 @@ fn round_trip(choices: &mut Choices<'_>) {
     v2.extend_from_slice(follows);
     let Ok(Parsed::Complete {
         length: read,
-        header: Header::Proxied {
-            source: read_source,
-        },
+        header:
+            Header::Proxied {
+                source: read_source,
+                destination_port: read_port,
+            },
     }) = parse(&v2)
     else {
         panic!("a written v2 header does not parse: {v2:?}");
     };
     assert_eq!(read, length);
     assert_eq!(canonical(read_source), canonical(source));
+    assert_eq!(read_port, destination.port());
 }
 
 fn address(choices: &mut Choices<'_>) -> SocketAddr {
