@@ -93,11 +93,12 @@ impl Reader<'_> {
             let Some(text) = self.get(name) else { continue };
             let key = self.key(name);
             if !self.settings.allow_snippet_annotations {
+                // ingress-nginx's controller drops the snippet and serves the Ingress; its
+                // admission webhook refuses it, and so does Sluice's (an error diagnostic).
                 self.diagnose(
                     Severity::Error,
-                    format!("annotation {key}: snippet annotations are off (ConfigMap allow-snippet-annotations, as in ingress-nginx); the Ingress's routes answer 503 until it is removed"),
+                    format!("annotation {key}: snippet annotations are off (ConfigMap allow-snippet-annotations); the snippet is dropped and the Ingress served without it, as ingress-nginx does (its admission webhook, like Sluice's, refuses the Ingress)"),
                 );
-                policy.denied = Some(format!("{key} is not allowed"));
                 continue;
             }
             match translate_snippet(text) {
