@@ -8,8 +8,8 @@
 //!  (Gateway API filters, later: another input, the same model)
 //!
 //!  proxy pipeline, fixed phases, each reading one part of the policy:
-//!   denied ─▶ access ─▶ redirect (app-root, permanent/temporal, ssl) ─▶ rewrite
-//!   ─▶ request headers (+ traceparent) ─▶ body (limit, buffering) ─▶ mirror (a copy, not
+//!   denied ─▶ CORS preflight ─▶ access ─▶ redirect (app-root, permanent/temporal, ssl)
+//!   ─▶ rewrite ─▶ request headers (+ traceparent) ─▶ body (limit, buffering) ─▶ mirror (a copy, not
 //!   waited for: `mirror.rs`) ─▶ upstream (timeouts, retries, TLS: `backend-protocol` /
 //!   `appProtocol` + `proxy-ssl-*`, `upstream_tls.rs`) ─▶ response headers ─▶ errors
 //!   (`custom-http-errors`) ─▶ log line, span
@@ -46,6 +46,13 @@ pub struct RoutePolicy {
     pub denied: Option<String>,
     #[serde(skip_serializing_if = "Access::is_open")]
     pub access: Access,
+    /// `enable-cors` and `cors-*`: preflights answered here, `Access-Control-*` headers on the
+    /// route's answers (Sluice's own errors too). Behind a pointer: routes without it pay 8 B.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "optional_arc"
+    )]
+    pub cors: Option<Arc<crate::cors::Cors>>,
     /// `permanent-redirect` / `temporal-redirect`: answered instead of proxying.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub redirect: Option<Redirect>,
@@ -394,6 +401,7 @@ impl RoutePolicy {
                 allow: settings.whitelist_source_range.clone(),
                 deny: settings.denylist_source_range.clone(),
             },
+            cors: None,
             redirect: None,
             ssl_redirect: SslRedirect {
                 enabled: settings.ssl_redirect,

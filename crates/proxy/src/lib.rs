@@ -74,6 +74,7 @@ mod buffer;
 mod client;
 mod client_addr;
 mod conn_cap;
+mod cors;
 mod current;
 mod date;
 mod deadline;

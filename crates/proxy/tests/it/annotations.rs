@@ -760,7 +760,7 @@ async fn unsupported_annotations_are_diagnostics_and_the_route_still_serves() {
         "/",
         "Prefix",
         &[
-            ("enable-cors", "true"),
+            ("http2-push-preload", "true"),
             ("limit-rps", "5"),
             ("rewrite-targte", "/"),
         ],
@@ -774,7 +774,7 @@ async fn unsupported_annotations_are_diagnostics_and_the_route_still_serves() {
     );
     assert!(reasons
         .iter()
-        .any(|r| r.contains("enable-cors: not supported")));
+        .any(|r| r.contains("http2-push-preload: not supported")));
     assert!(reasons
         .iter()
         .any(|r| r.contains("rewrite-targte: unknown")));
