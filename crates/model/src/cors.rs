@@ -204,12 +204,24 @@ mod tests {
 
     #[test]
     fn exact_entries_match_scheme_host_and_port_ignoring_case() {
-        assert!(matches("https://origin.cors.com:8080", "https://origin.cors.com:8080"));
-        assert!(matches("https://origin.cors.com", "HTTPS://Origin.CORS.com"));
-        assert!(!matches("https://origin.cors.com", "http://origin.cors.com"));
+        assert!(matches(
+            "https://origin.cors.com:8080",
+            "https://origin.cors.com:8080"
+        ));
+        assert!(matches(
+            "https://origin.cors.com",
+            "HTTPS://Origin.CORS.com"
+        ));
+        assert!(!matches(
+            "https://origin.cors.com",
+            "http://origin.cors.com"
+        ));
         assert!(!matches("http://origin.com", "http://origin.com:8080"));
         assert!(!matches("http://origin.com:8080", "http://origin.com"));
-        assert!(!matches("https://origin.com", "https://origin.com.evil.net"));
+        assert!(!matches(
+            "https://origin.com",
+            "https://origin.com.evil.net"
+        ));
     }
 
     #[test]
@@ -246,7 +258,10 @@ mod tests {
                 preflight: false
             })
         );
-        assert_eq!(any.grant(Some(&origin), true).map(|g| g.preflight), Some(true));
+        assert_eq!(
+            any.grant(Some(&origin), true).map(|g| g.preflight),
+            Some(true)
+        );
         let list = Cors {
             origins: AllowedOrigins::List(vec![OriginPattern::new("https://a.example.com")].into()),
             ..Cors::ingress_nginx_default()

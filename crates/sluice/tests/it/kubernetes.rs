@@ -964,7 +964,12 @@ fn annotations_from_the_api_shape_routes_and_unsupported_ones_are_warning_events
             cluster
                 .events_about(ns, "Ingress", "api")
                 .into_iter()
-                .find(|e| e["note"].as_str().unwrap_or("").contains("http2-push-preload"))
+                .find(|e| {
+                    e["note"]
+                        .as_str()
+                        .unwrap_or("")
+                        .contains("http2-push-preload")
+                })
         },
     );
     assert_eq!(event["type"], "Warning", "{event:#}");

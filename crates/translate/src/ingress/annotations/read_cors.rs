@@ -76,7 +76,11 @@ impl Reader<'_> {
             if valid(&EXPOSE, value) && EXPOSE.is_match(value) {
                 cors.expose_headers = Some(header(value));
             } else {
-                self.refused("cors-expose-headers", value, "none (no Access-Control-Expose-Headers)");
+                self.refused(
+                    "cors-expose-headers",
+                    value,
+                    "none (no Access-Control-Expose-Headers)",
+                );
             }
         }
         if let Some(value) = self.get("cors-max-age") {
