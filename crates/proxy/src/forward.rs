@@ -175,6 +175,13 @@ pub(crate) async fn respond(
         Ok(response) => response,
         Err(error) => {
             tracing::debug!(error = %Chain(&error), "answering with an error");
+            if matches!(error, ProxyError::BodyTooLarge { .. })
+                && head.headers.contains_key(header::CONTENT_LENGTH)
+            {
+                // nginx refuses a declared length before the location's rewrite phase, where
+                // CORS is decided; a body found too large while read gets the headers.
+                cors = None;
+            }
             let (status, source) = error.classify();
             worker.stats.borrow_mut().error(status.as_u16(), source);
             let grpc = route.is_some_and(|r| r.policy.upstream_protocol == UpstreamProtocol::Grpc)
@@ -330,17 +337,15 @@ fn route<'c>(
     // CORS, as ingress-nginx's location runs it: in the rewrite phase, so a preflight is
     // answered before the allow-lists (and auth) are asked, and their refusals carry the
     // headers. A refused route (above) has none: ingress-nginx's denied location writes none.
-    if let Some(policy_cors) = &policy.cors {
+    // ingress-nginx redirects to app-root in the server, before the location's CORS.
+    let app_root = matched.app_root.is_some() && path.routed == "/";
+    if let Some(policy_cors) = policy.cors.as_ref().filter(|_| !app_root) {
         *cors = CorsHeaders::grant(policy_cors, head);
         if cors.as_ref().is_some_and(|c| c.preflight) {
             return Ok(Routed::Answer {
                 route: Some(route),
                 response: Box::new(preflight_response()),
             });
-        }
-        if matched.app_root.is_some() && path.routed == "/" {
-            // ingress-nginx redirects to app-root in the server, before the location's CORS.
-            *cors = None;
         }
     }
     if !policy.access.is_open() && !policy.access.allows(client) {

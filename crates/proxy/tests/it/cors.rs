@@ -387,11 +387,24 @@ async fn sluice_own_errors_carry_the_headers_and_a_refused_route_does_not() {
         .header(header::ORIGIN, origin)
         .body(Full::new(Bytes::from_static(b"too large")))
         .unwrap();
-    let too_large = Client::connect(h.http()).await.send(request).await.unwrap();
-    assert_eq!(too_large.status, StatusCode::PAYLOAD_TOO_LARGE);
-    assert_eq!(
-        value(&too_large, header::ACCESS_CONTROL_ALLOW_ORIGIN),
-        Some(origin)
+    let declared = Client::connect(h.http()).await.send(request).await.unwrap();
+    assert_eq!(declared.status, StatusCode::PAYLOAD_TOO_LARGE);
+    // nginx refuses a declared Content-Length before the location's CORS is decided.
+    assert_eq!(value(&declared, header::ACCESS_CONTROL_ALLOW_ORIGIN), None);
+    let chunked = raw_head(
+        h.http(),
+        format!(
+            "POST / HTTP/1.1\r\nHost: small.example.com\r\nOrigin: {origin}\r\n\
+             Transfer-Encoding: chunked\r\n\r\n9\r\ntoo large\r\n0\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await
+    .to_ascii_lowercase();
+    assert!(chunked.starts_with("http/1.1 413"), "{chunked}");
+    assert!(
+        chunked.contains(&format!("access-control-allow-origin: {origin}\r\n")),
+        "{chunked}"
     );
 
     // A route refused by its config (auth-url, not implemented: fails closed) answers 503
@@ -429,4 +442,45 @@ async fn preflight_over_http2() {
     assert_eq!(reply.status, StatusCode::NO_CONTENT);
     assert_defaults(&reply, "*");
     assert_eq!(requests.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn app_root_redirects_before_cors_as_the_server_level_rule_it_is() {
+    let (addr, requests) = start_recording_backend().await;
+    let mut h = Harness::start();
+    let mut objects = web(addr);
+    objects.push(site(
+        "root",
+        "root.example.com",
+        "web",
+        &[("enable-cors", "true"), ("app-root", "/app")],
+    ));
+    h.apply_allowing_diagnostics(&objects);
+    let root = send(
+        h.http(),
+        "OPTIONS",
+        "root.example.com",
+        Some("https://a.example"),
+    )
+    .await;
+    assert_eq!(root.status, StatusCode::FOUND);
+    assert_eq!(value(&root, header::ACCESS_CONTROL_ALLOW_ORIGIN), None);
+    let mut request = Request::builder()
+        .method("OPTIONS")
+        .uri("/app")
+        .header("host", "root.example.com")
+        .header(header::ORIGIN, "https://a.example")
+        .body(Full::default())
+        .unwrap();
+    let reply = Client::connect(h.http()).await.send(request).await.unwrap();
+    assert_eq!(reply.status, StatusCode::NO_CONTENT);
+    assert_defaults(&reply, "*");
+    request = Request::get("/app")
+        .header("host", "root.example.com")
+        .body(Full::default())
+        .unwrap();
+    let get = Client::connect(h.http()).await.send(request).await.unwrap();
+    assert_eq!(get.status, StatusCode::OK);
+    assert_defaults(&get, "*");
+    assert_eq!(requests.load(Ordering::SeqCst), 1);
 }
