@@ -92,7 +92,7 @@ async fn send(addr: SocketAddr, method: &str, host: &str, origin: Option<&str>) 
         .expect("request succeeds")
 }
 
-fn value<'r>(reply: &'r Reply, name: header::HeaderName) -> Option<&'r str> {
+fn value(reply: &Reply, name: header::HeaderName) -> Option<&str> {
     reply.headers.get(name).map(|v| v.to_str().unwrap())
 }
 
