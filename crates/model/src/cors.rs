@@ -13,6 +13,8 @@
 use http::HeaderValue;
 use serde::{Serialize, Serializer};
 
+use crate::policy::{optional_value_text, value_text};
+
 /// ingress-nginx's defaults, used when an annotation is absent or refused.
 pub const DEFAULT_METHODS: &str = "GET, PUT, POST, DELETE, PATCH, OPTIONS";
 pub const DEFAULT_HEADERS: &str = "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization";
@@ -178,20 +180,6 @@ fn strip_suffix_ignore_case<'a>(text: &'a [u8], suffix: &[u8]) -> Option<&'a [u8
     text[start..]
         .eq_ignore_ascii_case(suffix)
         .then(|| &text[..start])
-}
-
-fn value_text<S: Serializer>(value: &HeaderValue, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_str(&String::from_utf8_lossy(value.as_bytes()))
-}
-
-fn optional_value_text<S: Serializer>(
-    value: &Option<HeaderValue>,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    match value {
-        Some(value) => value_text(value, serializer),
-        None => serializer.serialize_none(),
-    }
 }
 
 #[cfg(test)]

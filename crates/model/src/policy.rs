@@ -654,11 +654,14 @@ impl Serialize for HeaderEdit {
     }
 }
 
-fn value_text<S: Serializer>(value: &HeaderValue, serializer: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn value_text<S: Serializer>(
+    value: &HeaderValue,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
     serializer.serialize_str(&String::from_utf8_lossy(value.as_bytes()))
 }
 
-fn optional_value_text<S: Serializer>(
+pub(crate) fn optional_value_text<S: Serializer>(
     value: &Option<HeaderValue>,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {

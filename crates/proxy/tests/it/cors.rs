@@ -3,8 +3,6 @@
 //! origin list's echo and silence, and Sluice's own errors carrying them.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 
 use crate::support::*;
 use bytes::Bytes;
@@ -38,46 +36,33 @@ fn web(addr: SocketAddr) -> Vec<Value> {
 }
 
 /// A backend that answers every request 200 with its own CORS headers (which Sluice's must
-/// replace) and counts the requests it received.
-async fn start_recording_backend() -> (SocketAddr, Arc<AtomicUsize>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind((LOCALHOST, 0)).await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let requests = Arc::new(AtomicUsize::new(0));
-    let count = requests.clone();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            let count = count.clone();
-            tokio::spawn(async move {
-                let mut buffer = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    while let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-                        buffer.drain(..end + 4);
-                        count.fetch_add(1, Ordering::SeqCst);
-                        let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\
-                            access-control-allow-origin: https://backend.example\r\n\
-                            access-control-expose-headers: X-Backend\r\n\r\nok";
-                        if stream.write_all(answer).await.is_err() {
-                            return;
-                        }
-                    }
-                    match stream.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buffer.extend_from_slice(&chunk[..n]),
-                    }
-                }
-            });
-        }
-    });
-    (addr, requests)
+/// replace), counting the requests it received.
+async fn start_recording_backend() -> (SocketAddr, Counts) {
+    start_fixed_backend(
+        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\
+          access-control-allow-origin: https://backend.example\r\n\
+          access-control-expose-headers: X-Backend\r\n\r\nok",
+    )
+    .await
 }
 
-/// One request on a fresh connection, with an `Origin` when given.
+/// One request for `/` on a fresh connection, with an `Origin` when given.
 async fn send(addr: SocketAddr, method: &str, host: &str, origin: Option<&str>) -> Reply {
+    send_to(addr, method, host, "/", origin).await
+}
+
+/// One request on a fresh connection, with an `Origin` (and a preflight's
+/// Access-Control-Request-Method) when given.
+async fn send_to(
+    addr: SocketAddr,
+    method: &str,
+    host: &str,
+    path: &str,
+    origin: Option<&str>,
+) -> Reply {
     let mut request = Request::builder()
         .method(method)
-        .uri("/")
+        .uri(path)
         .header("host", host);
     if let Some(origin) = origin {
         request = request
@@ -166,11 +151,7 @@ async fn preflight_is_answered_here_and_actual_requests_get_the_defaults() {
     let bare = send(h.http(), "OPTIONS", "cors.example.com", None).await;
     assert_eq!(bare.status, StatusCode::NO_CONTENT);
     assert_defaults(&bare, "*");
-    assert_eq!(
-        requests.load(Ordering::SeqCst),
-        0,
-        "no preflight reaches the backend"
-    );
+    assert_eq!(requests.requests(), 0, "no preflight reaches the backend");
 
     // An actual request: the backend answers, Sluice's headers replace its Allow-Origin; its
     // Expose-Headers (not configured here) passes. No Vary: Origin (ingress-nginx adds none).
@@ -191,7 +172,7 @@ async fn preflight_is_answered_here_and_actual_requests_get_the_defaults() {
     assert_eq!(value(&get, header::VARY), None);
     let without_origin = send(h.http(), "GET", "cors.example.com", None).await;
     assert_defaults(&without_origin, "*");
-    assert_eq!(requests.load(Ordering::SeqCst), 2);
+    assert_eq!(requests.requests(), 2);
 
     // A route without CORS: OPTIONS goes to the backend, its headers pass untouched.
     let plain = send(
@@ -207,7 +188,7 @@ async fn preflight_is_answered_here_and_actual_requests_get_the_defaults() {
         Some("https://backend.example")
     );
     assert_eq!(value(&plain, header::ACCESS_CONTROL_MAX_AGE), None);
-    assert_eq!(requests.load(Ordering::SeqCst), 3);
+    assert_eq!(requests.requests(), 3);
 }
 
 #[tokio::test]
@@ -274,11 +255,7 @@ async fn an_origin_list_echoes_matching_origins_and_says_nothing_to_others() {
         );
         assert_eq!(value(&get, header::VARY), None);
     }
-    assert_eq!(
-        requests.load(Ordering::SeqCst),
-        2,
-        "only the GETs reached the backend"
-    );
+    assert_eq!(requests.requests(), 2, "only the GETs reached the backend");
 
     // No match (another port, two labels for `*`, another scheme, none): no CORS headers from
     // Sluice, the backend's own pass, and an OPTIONS is the backend's to answer.
@@ -303,7 +280,7 @@ async fn an_origin_list_echoes_matching_origins_and_says_nothing_to_others() {
                 Some("X-Backend")
             );
             assert_eq!(value(&reply, header::ACCESS_CONTROL_MAX_AGE), None);
-            assert_eq!(requests.load(Ordering::SeqCst), sent);
+            assert_eq!(requests.requests(), sent);
         }
     }
 }
@@ -414,7 +391,7 @@ async fn sluice_own_errors_carry_the_headers_and_a_refused_route_does_not() {
         assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE, "{method}");
         assert_eq!(value(&refused, header::ACCESS_CONTROL_ALLOW_ORIGIN), None);
     }
-    assert_eq!(requests.load(Ordering::SeqCst), 0);
+    assert_eq!(requests.requests(), 0);
 }
 
 #[tokio::test]
@@ -441,7 +418,7 @@ async fn preflight_over_http2() {
     let reply = client.send(request).await.unwrap();
     assert_eq!(reply.status, StatusCode::NO_CONTENT);
     assert_defaults(&reply, "*");
-    assert_eq!(requests.load(Ordering::SeqCst), 0);
+    assert_eq!(requests.requests(), 0);
 }
 
 #[tokio::test]
@@ -465,22 +442,18 @@ async fn app_root_redirects_before_cors_as_the_server_level_rule_it_is() {
     .await;
     assert_eq!(root.status, StatusCode::FOUND);
     assert_eq!(value(&root, header::ACCESS_CONTROL_ALLOW_ORIGIN), None);
-    let mut request = Request::builder()
-        .method("OPTIONS")
-        .uri("/app")
-        .header("host", "root.example.com")
-        .header(header::ORIGIN, "https://a.example")
-        .body(Full::default())
-        .unwrap();
-    let reply = Client::connect(h.http()).await.send(request).await.unwrap();
-    assert_eq!(reply.status, StatusCode::NO_CONTENT);
-    assert_defaults(&reply, "*");
-    request = Request::get("/app")
-        .header("host", "root.example.com")
-        .body(Full::default())
-        .unwrap();
-    let get = Client::connect(h.http()).await.send(request).await.unwrap();
+    let preflight = send_to(
+        h.http(),
+        "OPTIONS",
+        "root.example.com",
+        "/app",
+        Some("https://a.example"),
+    )
+    .await;
+    assert_eq!(preflight.status, StatusCode::NO_CONTENT);
+    assert_defaults(&preflight, "*");
+    let get = send_to(h.http(), "GET", "root.example.com", "/app", None).await;
     assert_eq!(get.status, StatusCode::OK);
     assert_defaults(&get, "*");
-    assert_eq!(requests.load(Ordering::SeqCst), 1);
+    assert_eq!(requests.requests(), 1);
 }
