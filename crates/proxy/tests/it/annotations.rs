@@ -13,19 +13,6 @@ use model::routes::Route;
 use model::Compiled;
 use serde_json::{json, Value};
 
-const NGINX: &str = "nginx.ingress.kubernetes.io/";
-
-/// An Ingress with `nginx.ingress.kubernetes.io/` annotations.
-fn annotated(name: &str, annotations: &[(&str, &str)], spec: Value) -> Value {
-    let mut object = ingress(name, spec);
-    let map: serde_json::Map<String, Value> = annotations
-        .iter()
-        .map(|(k, v)| (format!("{NGINX}{k}"), json!(v)))
-        .collect();
-    object["metadata"]["annotations"] = Value::Object(map);
-    object
-}
-
 /// One host, one path to `web`.
 fn site(name: &str, host: &str, p: &str, kind: &str, annotations: &[(&str, &str)]) -> Value {
     annotated(

@@ -10,22 +10,13 @@ use http::{header, Request, StatusCode};
 use http_body_util::Full;
 use serde_json::{json, Value};
 
-const NGINX: &str = "nginx.ingress.kubernetes.io/";
 const DEFAULT_METHODS: &str = "GET, PUT, POST, DELETE, PATCH, OPTIONS";
 const DEFAULT_HEADERS: &str = "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization";
 
 /// One host, `/` to `service`, with these `nginx.ingress.kubernetes.io/` annotations.
 fn site(name: &str, host: &str, service: &str, annotations: &[(&str, &str)]) -> Value {
-    let mut object = ingress(
-        name,
-        json!({"rules": [rule(host, vec![path("/", "Prefix", to(service))])]}),
-    );
-    let map: serde_json::Map<String, Value> = annotations
-        .iter()
-        .map(|(k, v)| (format!("{NGINX}{k}"), json!(v)))
-        .collect();
-    object["metadata"]["annotations"] = Value::Object(map);
-    object
+    let rules = json!({"rules": [rule(host, vec![path("/", "Prefix", to(service))])]});
+    annotated(name, annotations, rules)
 }
 
 /// The `web` Service on the recording backend.

@@ -175,6 +175,20 @@ pub(crate) async fn start_backend(name: &str) -> backend::Backend {
     .expect("backend starts")
 }
 
+/// An Ingress with `nginx.ingress.kubernetes.io/` annotations.
+pub(crate) fn annotated(name: &str, annotations: &[(&str, &str)], spec: Value) -> Value {
+    let mut object = ingress(name, spec);
+    let map: serde_json::Map<String, Value> = annotations
+        .iter()
+        .map(|(k, v)| {
+            let key = format!("nginx.ingress.kubernetes.io/{k}");
+            (key, Value::String((*v).to_owned()))
+        })
+        .collect();
+    object["metadata"]["annotations"] = Value::Object(map);
+    object
+}
+
 /// What a [`start_fixed_backend`] counted.
 #[derive(Clone, Default)]
 pub(crate) struct Counts {
