@@ -8,10 +8,10 @@
 //!  (Gateway API filters, later: another input, the same model)
 //!
 //!  proxy pipeline, fixed phases, each reading one part of the policy:
-//!   denied ─▶ CORS preflight ─▶ access ─▶ redirect (app-root, permanent/temporal, ssl)
-//!   ─▶ rewrite ─▶ request headers (+ traceparent) ─▶ body (limit, buffering) ─▶ mirror (a copy, not
-//!   waited for: `mirror.rs`) ─▶ upstream (timeouts, retries, TLS: `backend-protocol` /
-//!   `appProtocol` + `proxy-ssl-*`, `upstream_tls.rs`) ─▶ response headers ─▶ errors
+//!   denied ─▶ CORS preflight (`cors.rs`) ─▶ access ─▶ redirect (app-root, permanent/temporal,
+//!   ssl) ─▶ rewrite ─▶ request headers (+ traceparent) ─▶ body (limit, buffering) ─▶ mirror (a
+//!   copy, not waited for: `mirror.rs`) ─▶ upstream (timeouts, retries, TLS: `backend-protocol` /
+//!   `appProtocol` + `proxy-ssl-*`, `upstream_tls.rs`) ─▶ response headers (CORS's too) ─▶ errors
 //!   (`custom-http-errors`) ─▶ log line, span
 //! ```
 //!

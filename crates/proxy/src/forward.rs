@@ -337,15 +337,16 @@ fn route<'c>(
     // CORS, as ingress-nginx's location runs it: in the rewrite phase, so a preflight is
     // answered before the allow-lists (and auth) are asked, and their refusals carry the
     // headers. A refused route (above) has none: ingress-nginx's denied location writes none.
-    // ingress-nginx redirects to app-root in the server, before the location's CORS.
-    let app_root = matched.app_root.is_some() && path.routed == "/";
-    if let Some(policy_cors) = policy.cors.as_ref().filter(|_| !app_root) {
-        *cors = CorsHeaders::grant(policy_cors, head);
-        if cors.as_ref().is_some_and(|c| c.preflight) {
-            return Ok(Routed::Answer {
-                route: Some(route),
-                response: Box::new(preflight_response()),
-            });
+    if let Some(policy_cors) = &policy.cors {
+        // ingress-nginx redirects to app-root in the server, before the location's CORS.
+        if matched.app_root.is_none() || path.routed != "/" {
+            *cors = CorsHeaders::grant(policy_cors, head);
+            if cors.as_ref().is_some_and(|c| c.preflight) {
+                return Ok(Routed::Answer {
+                    route: Some(route),
+                    response: Box::new(preflight_response()),
+                });
+            }
         }
     }
     if !policy.access.is_open() && !policy.access.allows(client) {
