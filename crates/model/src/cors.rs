@@ -13,7 +13,7 @@
 use http::HeaderValue;
 use serde::{Serialize, Serializer};
 
-use crate::policy::{optional_value_text, value_text};
+use crate::header_text::{optional_value_text, value_text};
 
 /// ingress-nginx's defaults, used when an annotation is absent or refused.
 pub const DEFAULT_METHODS: &str = "GET, PUT, POST, DELETE, PATCH, OPTIONS";

@@ -25,6 +25,7 @@ pub mod access_log;
 pub mod compiled;
 pub mod cors;
 pub mod endpoints;
+mod header_text;
 pub mod matches;
 pub mod mirror;
 pub mod names;

@@ -30,6 +30,7 @@ use ipnet::IpNet;
 use serde::{Serialize, Serializer};
 
 use crate::access_log::Segment;
+use crate::header_text::{optional_value_text, value_text};
 use crate::settings::{NextUpstream, Settings};
 use crate::target::{
     encode_path, encode_query_literal, encode_query_value, remove_dot_segments, TargetError,
@@ -651,23 +652,6 @@ impl fmt::Display for HeaderEdit {
 impl Serialize for HeaderEdit {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)
-    }
-}
-
-pub(crate) fn value_text<S: Serializer>(
-    value: &HeaderValue,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    serializer.serialize_str(&String::from_utf8_lossy(value.as_bytes()))
-}
-
-pub(crate) fn optional_value_text<S: Serializer>(
-    value: &Option<HeaderValue>,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    match value {
-        Some(value) => value_text(value, serializer),
-        None => serializer.serialize_none(),
     }
 }
 
