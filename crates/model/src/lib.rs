@@ -10,7 +10,7 @@
 //!  request ──▶ validate_host, normalize_path ──▶ Compiled.routes.route(host, path, head)
 //!          ──▶ the first rule whose path and conditions (matches.rs) hold ──▶ Route
 //!          ──▶ Route::pick (a weighted split: canary-weight)
-//!          ──▶ route.policy (access, redirect, rewrite, headers, body, upstream, mirror)
+//!          ──▶ route.policy (cors, access, redirect, rewrite, headers, body, upstream, mirror)
 //!          ──▶ Backend::endpoints()  (ArcSwap per backend: the endpoint fast path swaps it
 //!                                     without a compile)
 //!  connection to a TCP/UDP service port ──▶ Compiled.tcp_services[port] ──▶ StreamService
@@ -23,7 +23,9 @@
 
 pub mod access_log;
 pub mod compiled;
+pub mod cors;
 pub mod endpoints;
+mod header_text;
 pub mod matches;
 pub mod mirror;
 pub mod names;

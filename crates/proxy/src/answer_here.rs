@@ -1,7 +1,8 @@
 //! The "answer here" phase: requests the proxy answers without an upstream, in ingress-nginx's
 //! order: `from-to-www-redirect` (before routing), then `app-root` (a request for `/`),
 //! `permanent-redirect`/`temporal-redirect`, and the redirect to HTTPS (`ssl-redirect`,
-//! `force-ssl-redirect`). CORS preflights and fixed responses belong here too (wave 2).
+//! `force-ssl-redirect`). CORS preflights are answered earlier, before the allow-lists, as
+//! ingress-nginx answers them in its rewrite phase (`cors.rs`, called from `forward::route`).
 //!
 //! ```text
 //!  Matched route ─▶ app-root? ─▶ 302 │ redirect? ─▶ its code │ plain HTTP to a TLS host (or

@@ -11,7 +11,9 @@
 //!              (NUL, `%zz`, above `/` ─▶ 400); the client address, once    (ConnCtx::client_ip)
 //!   route      from-to-www twin ─▶ http-redirect-code │ the first rule whose path and
 //!              conditions hold (model::routes) ─none─▶ 404; a weighted split draws here
-//!   access     route refused by its config ─▶ 503 │ client address not allowed ─▶ 403
+//!   access     route refused by its config ─▶ 503 │ CORS: an OPTIONS       cors.rs
+//!              granted ─▶ 204 (before the allow-lists, as ingress-nginx's   (model::cors)
+//!              rewrite phase) │ client address not allowed ─▶ 403
 //!   (limits, auth: wave 2)
 //!   answer here  app-root (`/`) ─▶ 302 │ permanent/temporal-redirect │     answer_here.rs
 //!              ssl-redirect (plain HTTP, host with TLS or forced, no X-Forwarded-Proto:
@@ -35,8 +37,9 @@
 //!              (streams on shared connections, trailers, grpc-timeout)     upstream_h2.rs
 //!   errors     custom-http-errors: a listed answer ─▶ the same pipeline     errors.rs
 //!              to the error backend (path /, X-Code, X-Original-URI, names)
-//!   response headers   the route's header edits, reframed; HSTS on HTTPS   response_headers.rs
-//!              for hosts with a certificate
+//!   response headers   the route's header edits, reframed; CORS headers    response_headers.rs
+//!              (granted requests, Sluice's own errors too, not error pages);  cors.rs
+//!              HSTS on HTTPS for hosts with a certificate
 //!   log        access log line, metrics, span (when the response body ends) worker.rs
 //!  every error ─▶ ProxyError::classify (the one status mapping) ─▶ answer::error_response
 //!                 (a gRPC error on gRPC routes and for requests with content-type
@@ -75,6 +78,7 @@ use crate::attempts::Attempts;
 use crate::body::{BodyTimeout, BodyTooLarge, BoxError};
 use crate::buffer::{self, BodyBuffering, BufferError, Place};
 use crate::client::Outgoing;
+use crate::cors::{preflight_response, CorsHeaders};
 use crate::error::{Chain, ProxyError};
 use crate::errors::{self, OriginalHead};
 use crate::hash_key;
@@ -140,9 +144,10 @@ pub(crate) async fn respond(
     guard.original = config
         .filter(|c| c.any_custom_errors)
         .map(|_| Box::new(OriginalHead::of(&head)));
+    let mut cors = None;
     let (result, route, hsts, upstream_answered) = match config {
         None => (Err(ProxyError::NotReady), None, false, false),
-        Some(config) => match route(&conn, config, &mut head, client) {
+        Some(config) => match route(&conn, config, &mut head, client, &mut cors) {
             Err(error) => (Err(error), None, false, false),
             Ok(Routed::Answer { route, response }) => (Ok(*response), route, false, false),
             Ok(Routed::Refused { route, error }) => (Err(error), Some(route), false, false),
@@ -170,6 +175,13 @@ pub(crate) async fn respond(
         Ok(response) => response,
         Err(error) => {
             tracing::debug!(error = %Chain(&error), "answering with an error");
+            if matches!(error, ProxyError::BodyTooLarge { .. })
+                && head.headers.contains_key(header::CONTENT_LENGTH)
+            {
+                // nginx refuses a declared length before the location's rewrite phase, where
+                // CORS is decided; a body found too large while read gets the headers.
+                cors = None;
+            }
             let (status, source) = error.classify();
             worker.stats.borrow_mut().error(status.as_u16(), source);
             let grpc = route.is_some_and(|r| r.policy.upstream_protocol == UpstreamProtocol::Grpc)
@@ -211,6 +223,10 @@ pub(crate) async fn respond(
             edit.apply(response.headers_mut());
         }
         reframe(&mut response, &head.method);
+    }
+    // After the route's edits (CORS's replace theirs); an error page is not the route's.
+    if let Some(cors) = cors.filter(|_| !error_page_made) {
+        cors.apply(response.headers_mut());
     }
     if hsts {
         if let Some(value) = config.and_then(|c| c.hsts_header.as_deref()) {
@@ -282,12 +298,14 @@ enum Routed<'c> {
 }
 
 /// The phases before the upstream: normalise, route, access, redirect, rewrite (see the
-/// module doc). The request head leaves with the target it is sent upstream with.
+/// module doc). The request head leaves with the target it is sent upstream with; `cors`
+/// with the CORS headers its answer gets, whatever answers.
 fn route<'c>(
     conn: &ConnCtx,
     config: &'c Compiled,
     head: &mut Parts,
     client: IpAddr,
+    cors: &mut Option<CorsHeaders<'c>>,
 ) -> Result<Routed<'c>, ProxyError> {
     if head.method == Method::CONNECT || head.method == Method::TRACE {
         // An ingress is not a forward proxy, and TRACE echoes credentials back (nginx: 405).
@@ -315,6 +333,21 @@ fn route<'c>(
     if let Some(why) = &policy.denied {
         let error = ProxyError::RouteRefused(why.clone());
         return Ok(Routed::Refused { route, error });
+    }
+    // CORS, as ingress-nginx's location runs it: in the rewrite phase, so a preflight is
+    // answered before the allow-lists (and auth) are asked, and their refusals carry the
+    // headers. A refused route (above) has none: ingress-nginx's denied location writes none.
+    if let Some(policy_cors) = &policy.cors {
+        // ingress-nginx redirects to app-root in the server, before the location's CORS.
+        if matched.app_root.is_none() || path.routed != "/" {
+            *cors = CorsHeaders::grant(policy_cors, head);
+            if cors.as_ref().is_some_and(|c| c.preflight) {
+                return Ok(Routed::Answer {
+                    route: Some(route),
+                    response: Box::new(preflight_response()),
+                });
+            }
+        }
     }
     if !policy.access.is_open() && !policy.access.allows(client) {
         let error = ProxyError::Forbidden;

@@ -16,8 +16,9 @@
 //!        one pipeline, fixed phases, each reading the matched route's policy (`forward`):
 //!        method, Host, path decoded + normalised (model::target) ─ bad ─▶ 400/405 ┐
 //!        route(host, normalised path) on the current config ─ none ─▶ 404 ───────┤
-//!        access (allow/deny ─▶ 403, refused route ─▶ 503) ─▶ redirects (app-root,  │
-//!        permanent/temporal, https) ─▶ rewrite-target ─▶ header edits            │
+//!        access (refused route ─▶ 503, CORS preflight ─▶ 204, allow/deny ─▶ 403) │
+//!        ─▶ redirects (app-root, permanent/temporal, https) ─▶ rewrite-target    │
+//!        ─▶ header edits                                                         │
 //!        no endpoint ─▶ 503 │ too big ─▶ 413 │ slow ─▶ 408 ──────────────────────┤ ProxyError
 //!                                     (status + source: client/upstream/proxy/config)
 //!        request headers: X-Forwarded-*, X-Real-IP (the real client address: the peer, or
@@ -74,6 +75,7 @@ mod buffer;
 mod client;
 mod client_addr;
 mod conn_cap;
+mod cors;
 mod current;
 mod date;
 mod deadline;

@@ -2,7 +2,6 @@
 //! through real sockets (redirects, rewrite and regex order, limits and retries, allow/deny,
 //! snippets, the upstream request, and diagnostics for what Sluice does not implement).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::support::*;
@@ -13,19 +12,6 @@ use model::policy::{HeaderAction, HeaderEdit};
 use model::routes::Route;
 use model::Compiled;
 use serde_json::{json, Value};
-
-const NGINX: &str = "nginx.ingress.kubernetes.io/";
-
-/// An Ingress with `nginx.ingress.kubernetes.io/` annotations.
-fn annotated(name: &str, annotations: &[(&str, &str)], spec: Value) -> Value {
-    let mut object = ingress(name, spec);
-    let map: serde_json::Map<String, Value> = annotations
-        .iter()
-        .map(|(k, v)| (format!("{NGINX}{k}"), json!(v)))
-        .collect();
-    object["metadata"]["annotations"] = Value::Object(map);
-    object
-}
 
 /// One host, one path to `web`.
 fn site(name: &str, host: &str, p: &str, kind: &str, annotations: &[(&str, &str)]) -> Value {
@@ -760,7 +746,7 @@ async fn unsupported_annotations_are_diagnostics_and_the_route_still_serves() {
         "/",
         "Prefix",
         &[
-            ("enable-cors", "true"),
+            ("http2-push-preload", "true"),
             ("limit-rps", "5"),
             ("rewrite-targte", "/"),
         ],
@@ -774,7 +760,7 @@ async fn unsupported_annotations_are_diagnostics_and_the_route_still_serves() {
     );
     assert!(reasons
         .iter()
-        .any(|r| r.contains("enable-cors: not supported")));
+        .any(|r| r.contains("http2-push-preload: not supported")));
     assert!(reasons
         .iter()
         .any(|r| r.contains("rewrite-targte: unknown")));
@@ -824,41 +810,10 @@ async fn service_upstream_sends_to_the_cluster_ip() {
     );
 }
 
-/// A backend that answers every request 200 (keep-alive) and counts the connections it took.
-async fn start_counting_backend() -> (std::net::SocketAddr, Arc<AtomicUsize>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind((LOCALHOST, 0)).await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let count = accepted.clone();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            count.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let mut buffer = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    while let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-                        buffer.drain(..end + 4);
-                        let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
-                        if stream.write_all(answer).await.is_err() {
-                            return;
-                        }
-                    }
-                    match stream.read(&mut chunk).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buffer.extend_from_slice(&chunk[..n]),
-                    }
-                }
-            });
-        }
-    });
-    (addr, accepted)
-}
-
 #[tokio::test]
 async fn service_upstream_connections_are_pooled() {
-    let (addr, accepted) = start_counting_backend().await;
+    let (addr, counts) =
+        start_fixed_backend(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
     // One worker: each worker has its own pool.
     let mut h = Harness::with_workers(1);
     h.apply(&[
@@ -880,7 +835,7 @@ async fn service_upstream_connections_are_pooled() {
         assert_eq!(reply.status, StatusCode::OK);
     }
     assert_eq!(
-        accepted.load(Ordering::SeqCst),
+        counts.connections(),
         1,
         "every request opened its own connection to the cluster IP"
     );

@@ -10,6 +10,7 @@ mod annotations;
 mod buffering;
 mod canary;
 mod codec;
+mod cors;
 mod custom_errors;
 mod edge;
 mod forwarded;

@@ -944,7 +944,7 @@ fn annotations_from_the_api_shape_routes_and_unsupported_ones_are_warning_events
     rewrite["metadata"]["annotations"] = serde_json::json!({
         "nginx.ingress.kubernetes.io/rewrite-target": "/echo/$1",
         "nginx.ingress.kubernetes.io/whitelist-source-range": "10.0.0.0/8",
-        "nginx.ingress.kubernetes.io/enable-cors": "true",
+        "nginx.ingress.kubernetes.io/http2-push-preload": "true",
     });
     rewrite["spec"]["rules"][0]["http"]["paths"][0]["path"] = serde_json::json!("/v1/(.*)");
     rewrite["spec"]["rules"][0]["http"]["paths"][0]["pathType"] =
@@ -959,12 +959,17 @@ fn annotations_from_the_api_shape_routes_and_unsupported_ones_are_warning_events
     });
     let event = eventually(
         WAIT,
-        "a Warning Event about the enable-cors annotation",
+        "a Warning Event about the http2-push-preload annotation",
         || {
             cluster
                 .events_about(ns, "Ingress", "api")
                 .into_iter()
-                .find(|e| e["note"].as_str().unwrap_or("").contains("enable-cors"))
+                .find(|e| {
+                    e["note"]
+                        .as_str()
+                        .unwrap_or("")
+                        .contains("http2-push-preload")
+                })
         },
     );
     assert_eq!(event["type"], "Warning", "{event:#}");

@@ -175,6 +175,71 @@ pub(crate) async fn start_backend(name: &str) -> backend::Backend {
     .expect("backend starts")
 }
 
+/// An Ingress with `nginx.ingress.kubernetes.io/` annotations.
+pub(crate) fn annotated(name: &str, annotations: &[(&str, &str)], spec: Value) -> Value {
+    let mut object = ingress(name, spec);
+    let map: serde_json::Map<String, Value> = annotations
+        .iter()
+        .map(|(k, v)| {
+            let key = format!("nginx.ingress.kubernetes.io/{k}");
+            (key, Value::String((*v).to_owned()))
+        })
+        .collect();
+    object["metadata"]["annotations"] = Value::Object(map);
+    object
+}
+
+/// What a [`start_fixed_backend`] counted.
+#[derive(Clone, Default)]
+pub(crate) struct Counts {
+    pub(crate) connections: Arc<std::sync::atomic::AtomicUsize>,
+    pub(crate) requests: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Counts {
+    pub(crate) fn connections(&self) -> usize {
+        self.connections.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub(crate) fn requests(&self) -> usize {
+        self.requests.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A keep-alive backend that answers every request head with `answer` (bodiless requests
+/// only) and counts the connections it took and the requests it got.
+pub(crate) async fn start_fixed_backend(answer: &'static [u8]) -> (SocketAddr, Counts) {
+    use std::sync::atomic::Ordering;
+    let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let counts = Counts::default();
+    let counted = counts.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            counted.connections.fetch_add(1, Ordering::SeqCst);
+            let requests = counted.requests.clone();
+            tokio::spawn(async move {
+                let mut buffer = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    while let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buffer.drain(..end + 4);
+                        requests.fetch_add(1, Ordering::SeqCst);
+                        if stream.write_all(answer).await.is_err() {
+                            return;
+                        }
+                    }
+                    match stream.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                    }
+                }
+            });
+        }
+    });
+    (addr, counts)
+}
+
 pub(crate) fn addr_of(backend: &backend::Backend) -> SocketAddr {
     backend.local_addrs()[0]
 }

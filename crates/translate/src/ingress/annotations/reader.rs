@@ -326,6 +326,7 @@ impl<'a> Reader<'a> {
                 }
             }
             Parser::Mirror => out.mirror = self.mirror(),
+            Parser::Cors => policy.cors = self.cors(),
             Parser::ProxyBuffering => {
                 if let Some(value) = self.get("proxy-buffering") {
                     if value != "on" && value != "off" {

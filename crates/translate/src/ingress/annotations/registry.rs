@@ -40,6 +40,9 @@ pub(super) const RATE_LIMIT: &str = "planned (wave 2); a rate limit protects cap
 /// Why the ModSecurity switches do not fail closed while `modsecurity-snippet` does.
 pub(super) const NO_WAF: &str = "no web application firewall in Sluice; without modsecurity-snippet, ingress-nginx runs ModSecurity in DetectionOnly mode (it logs, blocks nothing), so the Ingress is served, with a diagnostic";
 
+/// CORS: ingress-nginx's semantics and traps, and the differences Sluice keeps.
+pub(super) const CORS: &str = "as ingress-nginx's template: an OPTIONS request that gets CORS headers is answered 204 by Sluice (never the backend), before the allow-lists (a refused client still gets its preflight answered) and redirects, after app-root; the Access-Control-* headers replace the backend's on every answer of the route, Sluice's own errors included (403, 413 for a body found too large while read, 502, 503, 504), not on a route refused by its config (503), a 413 for a declared Content-Length or a custom-http-errors page; cors-allow-origin * (the default, also when the value is refused as a whole) sends * to every request, with Allow-Credentials: true by default; a list echoes the Origin only when an entry matches its end, case-insensitively (*. is one label), and otherwise sends nothing, with no Vary: Origin. Difference: the 204 has no Content-Length (RFC 9110), its Content-Type is text/plain charset=UTF-8 as ingress-nginx writes it";
+
 /// One annotation: its name (without prefix), what Sluice does with it (README's table) and
 /// the parser that reads it. The reader knows no annotation that is not here.
 #[derive(Clone, Copy, Debug)]
@@ -77,6 +80,7 @@ pub enum Parser {
     Canary,
     CustomErrors,
     Mirror,
+    Cors,
     ProxyBuffering,
     ProxyHttpVersion,
     BackendProtocol,
@@ -152,13 +156,13 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("disable-proxy-intercept-errors", Support::Yes, Some(Parser::CustomErrors)),
     annotation("custom-headers", Support::No("planned (wave 2)"), None),
     annotation("default-backend", Support::Partial("a Service of the Ingress's namespace (its first port): requests go there while the route's Service has no ready endpoint, and it answers the Ingress's custom-http-errors; whether it has endpoints is checked per request, where ingress-nginx checks at its last reload"), Some(Parser::CustomErrors)),
-    annotation("enable-cors", Support::No("planned (wave 2)"), None),
-    annotation("cors-allow-origin", Support::No("planned (wave 2)"), None),
-    annotation("cors-allow-methods", Support::No("planned (wave 2)"), None),
-    annotation("cors-allow-headers", Support::No("planned (wave 2)"), None),
-    annotation("cors-expose-headers", Support::No("planned (wave 2)"), None),
-    annotation("cors-allow-credentials", Support::No("planned (wave 2)"), None),
-    annotation("cors-max-age", Support::No("planned (wave 2)"), None),
+    annotation("enable-cors", Support::Partial(CORS), Some(Parser::Cors)),
+    annotation("cors-allow-origin", Support::Yes, Some(Parser::Cors)),
+    annotation("cors-allow-methods", Support::Yes, Some(Parser::Cors)),
+    annotation("cors-allow-headers", Support::Yes, Some(Parser::Cors)),
+    annotation("cors-expose-headers", Support::Yes, Some(Parser::Cors)),
+    annotation("cors-allow-credentials", Support::Yes, Some(Parser::Cors)),
+    annotation("cors-max-age", Support::Yes, Some(Parser::Cors)),
     annotation("force-ssl-redirect", Support::Yes, Some(Parser::SslRedirect)),
     annotation("from-to-www-redirect", Support::Yes, Some(Parser::FromToWww)),
     annotation("http2-push-preload", Support::No("HTTP/2 server push is obsolete (browsers dropped it)"), None),

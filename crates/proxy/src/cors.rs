@@ -1,0 +1,79 @@
+//! CORS at the proxy (`model::cors` decides): a granted preflight is answered here, and a
+//! granted request's answer gets the `Access-Control-*` headers, whoever made it.
+//!
+//! ```text
+//!  route matched, not refused ─▶ policy.cors? ─▶ Cors::grant(Origin, OPTIONS?)
+//!     preflight ─▶ 204 here (answer here phase) ──┐
+//!     other     ─▶ access, redirects, upstream ───┴─▶ response headers phase: set the
+//!                                                      Access-Control-* headers (replacing
+//!                                                      the backend's), errors included
+//! ```
+
+use http::request::Parts;
+use http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
+use model::cors::{AllowOrigin, Cors};
+
+use crate::response_body::ResponseBody;
+
+/// What a granted request's answer carries; borrowed from the route's policy.
+pub(crate) struct CorsHeaders<'c> {
+    cors: &'c Cors,
+    /// `*`, or the request's `Origin` (a cheap clone: the head is edited later).
+    origin: HeaderValue,
+    pub(crate) preflight: bool,
+}
+
+impl<'c> CorsHeaders<'c> {
+    /// `None`: the request gets no CORS headers (its Origin matched no entry).
+    pub(crate) fn grant(cors: &'c Cors, head: &Parts) -> Option<CorsHeaders<'c>> {
+        let grant = cors.grant(
+            head.headers.get(header::ORIGIN),
+            head.method == Method::OPTIONS,
+        )?;
+        let origin = match grant.origin {
+            AllowOrigin::Any => HeaderValue::from_static("*"),
+            AllowOrigin::Echo(origin) => origin.clone(),
+        };
+        Some(CorsHeaders {
+            cors,
+            origin,
+            preflight: grant.preflight,
+        })
+    }
+
+    /// ingress-nginx's `more_set_headers`: each replaces what the answer had under its name.
+    pub(crate) fn apply(self, headers: &mut HeaderMap) {
+        let cors = self.cors;
+        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, self.origin);
+        if cors.allow_credentials {
+            headers.insert(
+                header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
+                HeaderValue::from_static("true"),
+            );
+        }
+        headers.insert(
+            header::ACCESS_CONTROL_ALLOW_METHODS,
+            cors.allow_methods.clone(),
+        );
+        headers.insert(
+            header::ACCESS_CONTROL_ALLOW_HEADERS,
+            cors.allow_headers.clone(),
+        );
+        if let Some(expose) = &cors.expose_headers {
+            headers.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, expose.clone());
+        }
+        headers.insert(header::ACCESS_CONTROL_MAX_AGE, cors.max_age.clone());
+    }
+}
+
+/// The preflight's answer: 204 with the `Content-Type` ingress-nginx's template writes (sic,
+/// without `;`). No `Content-Length`: a 204 has none (RFC 9110).
+pub(crate) fn preflight_response() -> Response<ResponseBody> {
+    let mut response = Response::new(ResponseBody::empty());
+    *response.status_mut() = StatusCode::NO_CONTENT;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain charset=UTF-8"),
+    );
+    response
+}
