@@ -783,17 +783,14 @@ async fn unsupported_annotations_are_diagnostics_and_the_route_still_serves() {
     );
 }
 
-#[tokio::test]
-async fn service_upstream_sends_to_the_cluster_ip() {
-    let backend = start_backend("web").await;
-    let addr = addr_of(&backend);
-    let mut h = Harness::start();
-    // No EndpointSlice at all: only the cluster IP (here the backend's loopback address).
-    let objects = vec![
+/// Service `web` with cluster IP 127.0.0.1 on `port` (no EndpointSlice), and an Ingress for
+/// `vip.example.com` to it with `service-upstream`.
+fn cluster_ip_site(port: u16) -> Vec<Value> {
+    vec![
         json!({
             "apiVersion": "v1", "kind": "Service",
             "metadata": {"name": "web", "namespace": "default"},
-            "spec": {"clusterIP": "127.0.0.1", "ports": [{"name": "http", "port": addr.port()}]},
+            "spec": {"clusterIP": "127.0.0.1", "ports": [{"name": "http", "port": port}]},
         }),
         site(
             "vip",
@@ -802,8 +799,17 @@ async fn service_upstream_sends_to_the_cluster_ip() {
             "Prefix",
             &[("service-upstream", "true")],
         ),
-        site("pods", "pods.example.com", "/", "Prefix", &[]),
-    ];
+    ]
+}
+
+#[tokio::test]
+async fn service_upstream_sends_to_the_cluster_ip() {
+    let backend = start_backend("web").await;
+    let addr = addr_of(&backend);
+    let mut h = Harness::start();
+    // No EndpointSlice at all: only the cluster IP (here the backend's loopback address).
+    let mut objects = cluster_ip_site(addr.port());
+    objects.push(site("pods", "pods.example.com", "/", "Prefix", &[]));
     h.apply(&objects);
     assert_eq!(
         get(h.http(), "vip.example.com", "/echo").await.backend(),
@@ -822,20 +828,7 @@ async fn service_upstream_connections_are_pooled() {
         start_fixed_backend(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
     // One worker: each worker has its own pool.
     let mut h = Harness::with_workers(1);
-    h.apply(&[
-        json!({
-            "apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": "web", "namespace": "default"},
-            "spec": {"clusterIP": "127.0.0.1", "ports": [{"name": "http", "port": addr.port()}]},
-        }),
-        site(
-            "vip",
-            "vip.example.com",
-            "/",
-            "Prefix",
-            &[("service-upstream", "true")],
-        ),
-    ]);
+    h.apply(&cluster_ip_site(addr.port()));
     for _ in 0..3 {
         let reply = get(h.http(), "vip.example.com", "/").await;
         assert_eq!(reply.status, StatusCode::OK);
