@@ -266,35 +266,11 @@ impl TryFrom<LoadArgs> for Config {
             }
         };
 
-        let mut headers = Vec::new();
-        let mut host_override = None;
-        let mut close = args.new_connection_per_request;
-        for raw in &args.headers {
-            let (name, value) = parse_header(raw)?;
-            if name == http::header::HOST {
-                let host = value
-                    .to_str()
-                    .map_err(|_| invalid("--header", raw, "Host must be visible ASCII"))?;
-                host_override = Some(host.to_owned());
-                continue;
-            }
-            if name == http::header::CONTENT_LENGTH || name == http::header::TRANSFER_ENCODING {
-                return Err(invalid(
-                    "--header",
-                    raw,
-                    "the body's framing comes from --body; drop this header",
-                ));
-            }
-            if name == http::header::CONNECTION
-                && value
-                    .as_bytes()
-                    .split(|&b| b == b',')
-                    .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
-            {
-                close = true;
-            }
-            headers.push((name, value));
-        }
+        let RequestHeaders {
+            headers,
+            host_override,
+            close,
+        } = request_headers(&args)?;
 
         let target = parse_target(&args.url, host_override, args.connect_to.as_deref())?;
         let body = match &args.body {
@@ -305,46 +281,9 @@ impl TryFrom<LoadArgs> for Config {
                 source,
             })?),
         };
-        let trust = if args.insecure {
-            Trust::Insecure
-        } else if let Some(path) = &args.cacert {
-            let file_error = |source| ConfigError::File {
-                flag: "--cacert",
-                path: path.clone(),
-                source,
-            };
-            let pem = fs::read(path).map_err(file_error)?;
-            let certs = CertificateDer::pem_slice_iter(&pem)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| invalid("--cacert", &path.display().to_string(), &e.to_string()))?;
-            if certs.is_empty() {
-                return Err(invalid(
-                    "--cacert",
-                    &path.display().to_string(),
-                    "no PEM certificates in the file",
-                ));
-            }
-            Trust::Roots(certs)
-        } else {
-            Trust::WebRoots
-        };
+        let trust = trust(&args)?;
 
-        let cipher_suites = match &args.tls_ciphers {
-            None => None,
-            Some(list) => Some(
-                list.split(',')
-                    .map(|name| {
-                        cipher_suite(name.trim()).ok_or_else(|| {
-                            invalid(
-                                "--tls-ciphers",
-                                name,
-                                "not a cipher suite Sluice's TLS library offers",
-                            )
-                        })
-                    })
-                    .collect::<Result<Vec<_>, _>>()?,
-            ),
-        };
+        let cipher_suites = args.tls_ciphers.as_deref().map(cipher_suites).transpose()?;
 
         Ok(Config {
             target,
@@ -374,6 +313,97 @@ impl TryFrom<LoadArgs> for Config {
             },
         })
     }
+}
+
+/// What `--header`s say.
+struct RequestHeaders {
+    /// The request's own.
+    headers: Vec<(HeaderName, HeaderValue)>,
+    /// A `Host` header: it overrides the URL's.
+    host_override: Option<String>,
+    /// `Connection: close` among them, or `--new-connection-per-request`.
+    close: bool,
+}
+
+/// `--header`s, checked (the body's framing is not theirs to set).
+fn request_headers(args: &LoadArgs) -> Result<RequestHeaders, ConfigError> {
+    let mut headers = Vec::new();
+    let mut host_override = None;
+    let mut close = args.new_connection_per_request;
+    for raw in &args.headers {
+        let (name, value) = parse_header(raw)?;
+        if name == http::header::HOST {
+            let host = value
+                .to_str()
+                .map_err(|_| invalid("--header", raw, "Host must be visible ASCII"))?;
+            host_override = Some(host.to_owned());
+            continue;
+        }
+        if name == http::header::CONTENT_LENGTH || name == http::header::TRANSFER_ENCODING {
+            return Err(invalid(
+                "--header",
+                raw,
+                "the body's framing comes from --body; drop this header",
+            ));
+        }
+        if name == http::header::CONNECTION
+            && value
+                .as_bytes()
+                .split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
+        {
+            close = true;
+        }
+        headers.push((name, value));
+    }
+    Ok(RequestHeaders {
+        headers,
+        host_override,
+        close,
+    })
+}
+
+/// Which server certificates are trusted: `--insecure`, `--cacert`, or the web's roots.
+fn trust(args: &LoadArgs) -> Result<Trust, ConfigError> {
+    let trust = if args.insecure {
+        Trust::Insecure
+    } else if let Some(path) = &args.cacert {
+        let file_error = |source| ConfigError::File {
+            flag: "--cacert",
+            path: path.clone(),
+            source,
+        };
+        let pem = fs::read(path).map_err(file_error)?;
+        let certs = CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| invalid("--cacert", &path.display().to_string(), &e.to_string()))?;
+        if certs.is_empty() {
+            return Err(invalid(
+                "--cacert",
+                &path.display().to_string(),
+                "no PEM certificates in the file",
+            ));
+        }
+        Trust::Roots(certs)
+    } else {
+        Trust::WebRoots
+    };
+    Ok(trust)
+}
+
+/// `--tls-ciphers`: each name a cipher suite the TLS library offers.
+fn cipher_suites(list: &str) -> Result<Vec<rustls::SupportedCipherSuite>, ConfigError> {
+    list.split(',')
+        .map(|name| {
+            cipher_suite(name.trim()).ok_or_else(|| {
+                invalid(
+                    "--tls-ciphers",
+                    name,
+                    "not a cipher suite Sluice's TLS library offers",
+                )
+            })
+        })
+        .collect()
 }
 
 const DURATION_HINT: &str = "expected a duration like 30s, 5m, 1h or 500ms";
