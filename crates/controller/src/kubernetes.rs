@@ -47,6 +47,8 @@ fn identity() -> String {
     format!("{host}-{}", std::process::id())
 }
 
+/// One function for the whole run (~110 lines): the event loop's arms share the control
+/// plane, the watchers, the status writer and the sync state, which pieces would pass around.
 async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
     let client = connect(kube.kubeconfig.as_deref()).await?;
     let compile_options = &options.compile;
@@ -76,31 +78,9 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
             default_tls_secret: compile_options.default_tls_secret.clone(),
         },
     );
-    let lease_namespace = std::env::var("POD_NAMESPACE")
-        .ok()
-        .filter(|ns| !ns.is_empty())
-        .unwrap_or_else(|| compile_options.config_map.namespace.to_string());
     control.proxy.set_leader(&kube.election_id, false);
-    let status = StatusWriter::start(
-        client.clone(),
-        StatusOptions {
-            identity: identity(),
-            lease: NamespacedName::new(lease_namespace, kube.election_id.clone()),
-            lease_duration: kube.lease_duration,
-            addresses: kube.status_addresses.clone(),
-            controller: compile_options.controller_class.clone(),
-        },
-        watchers.ingress_states(),
-    );
-
-    let webhook = match &kube.webhook {
-        Some(webhook) => {
-            let started = Webhook::start(webhook, compile_options.clone())?;
-            tracing::info!(addr = %started.addr(), "admission webhook listening");
-            Some(started)
-        }
-        None => None,
-    };
+    let status = start_status_writer(&client, &kube, compile_options, &watchers);
+    let webhook = start_webhook(&kube, compile_options)?;
 
     let mut leading = status.leading();
     let started = Instant::now();
@@ -181,6 +161,44 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
     tokio::task::spawn_blocking(move || proxy.shutdown()).await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The status writer: leader election on the Lease named `--election-id` in the pod's
+/// namespace (else the ConfigMap's), and the Ingresses' status while leading.
+fn start_status_writer(
+    client: &kube::Client,
+    kube: &KubeOptions,
+    compile_options: &CompileOptions,
+    watchers: &Watchers,
+) -> StatusWriter {
+    let lease_namespace = std::env::var("POD_NAMESPACE")
+        .ok()
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or_else(|| compile_options.config_map.namespace.to_string());
+    StatusWriter::start(
+        client.clone(),
+        StatusOptions {
+            identity: identity(),
+            lease: NamespacedName::new(lease_namespace, kube.election_id.clone()),
+            lease_duration: kube.lease_duration,
+            addresses: kube.status_addresses.clone(),
+            controller: compile_options.controller_class.clone(),
+        },
+        watchers.ingress_states(),
+    )
+}
+
+/// The admission webhook, when `--validating-webhook` asks for one.
+fn start_webhook(
+    kube: &KubeOptions,
+    compile_options: &CompileOptions,
+) -> Result<Option<Webhook>, Error> {
+    let Some(webhook) = &kube.webhook else {
+        return Ok(None);
+    };
+    let started = Webhook::start(webhook, compile_options.clone())?;
+    tracing::info!(addr = %started.addr(), "admission webhook listening");
+    Ok(Some(started))
 }
 
 /// The TCP and UDP services ConfigMaps, watched beside the controller's.
