@@ -30,6 +30,7 @@ pub mod matches;
 pub mod mirror;
 pub mod names;
 pub mod policy;
+pub mod response_rewrite;
 pub mod routes;
 pub mod settings;
 pub mod streams;

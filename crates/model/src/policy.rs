@@ -124,6 +124,13 @@ pub struct RoutePolicy {
         serialize_with = "optional_arc"
     )]
     pub mirror: Option<Arc<crate::mirror::Mirror>>,
+    /// `proxy-redirect-from`/`-to`, `proxy-cookie-path`, `proxy-cookie-domain`: the
+    /// upstream's `Location`, `Refresh` and `Set-Cookie` rewritten (the response headers phase).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "optional_arc"
+    )]
+    pub response_rewrite: Option<Arc<crate::response_rewrite::ResponseRewrite>>,
 }
 
 /// The errors phase: which answers an error backend makes instead, and which backend.
@@ -439,6 +446,7 @@ impl RoutePolicy {
             custom_errors: None,
             default_backend: None,
             mirror: None,
+            response_rewrite: None,
         }
     }
 }

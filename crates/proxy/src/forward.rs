@@ -89,7 +89,7 @@ use crate::normalise::request_host;
 use crate::pipeline::ClientUpgrade;
 use crate::request_body::{ClientBody, RequestBody};
 use crate::response_body::ResponseBody;
-use crate::response_headers::{hsts_value, reframe};
+use crate::response_headers::{self, hsts_value, reframe};
 use crate::rewrite::{set_path, set_rewritten};
 use crate::trace_context::Trace;
 use crate::upstream::{self, Exchange, Pending, UpstreamBody, UpstreamIo};
@@ -216,6 +216,14 @@ pub(crate) async fn respond(
             response = Box::pin(error_page(&conn, config, request, &mut guard)).await;
             error_page_made = true;
         }
+    }
+    // nginx's proxy_redirect / proxy_cookie_*: on what the upstream answered, before the
+    // route's own edits (which nginx's add_header makes after the proxy module).
+    if let Some(rewrite) = route
+        .filter(|_| upstream_answered && !error_page_made)
+        .and_then(|r| r.policy.response_rewrite.as_deref())
+    {
+        response_headers::rewrite(response.headers_mut(), rewrite);
     }
     let edits = route.filter(|r| !error_page_made && !r.policy.response_headers.is_empty());
     if let Some(route) = edits {

@@ -988,3 +988,86 @@ async fn upstream_hash_by_with_a_variable_known_only_after_the_upstream_is_refus
         StatusCode::OK
     );
 }
+
+/// The upstream's redirects and cookies rewritten as nginx's `proxy_redirect` /
+/// `proxy_cookie_*`: prefix (case-sensitive) for the URL and path, whole and case-insensitive
+/// for the domain; another route of the same backend is left as the upstream sent it.
+#[tokio::test]
+async fn proxy_redirect_and_cookie_rewrites_change_the_upstreams_headers() {
+    const ANSWER: &[u8] = b"HTTP/1.1 302 Found\r\n\
+        Location: http://backend.internal:8080/app/next?x=1\r\n\
+        Refresh: 3; URL=http://backend.internal:8080/app/later\r\n\
+        Set-Cookie: s=1; PATH=/app/inner; Domain=.Backend.Internal; HttpOnly\r\n\
+        Set-Cookie: t=2; path=/other/; domain=elsewhere.example\r\n\
+        Content-Length: 0\r\n\r\n";
+    let (addr, _) = start_fixed_backend(ANSWER).await;
+    let mut h = Harness::start();
+    let mut objects = vec![
+        service("web", &[("http", 80)]),
+        site(
+            "rewritten",
+            "rewritten.example.com",
+            "/",
+            "Prefix",
+            &[
+                ("proxy-redirect-from", "http://backend.internal:8080/app/"),
+                ("proxy-redirect-to", "https://rewritten.example.com/"),
+                ("proxy-cookie-path", "/app/ /"),
+                (
+                    "proxy-cookie-domain",
+                    "backend.internal rewritten.example.com",
+                ),
+            ],
+        ),
+        // ingress-nginx's template writes `proxy_redirect default` here: nothing an upstream
+        // sends is rewritten.
+        site(
+            "default",
+            "default.example.com",
+            "/",
+            "Prefix",
+            &[
+                ("proxy-redirect-from", "default"),
+                ("proxy-redirect-to", "https://default.example.com/"),
+            ],
+        ),
+    ];
+    objects.extend(slices("web", &[addr]));
+    let compiled = h.apply_allowing_diagnostics(&objects);
+    let reasons: Vec<String> = compiled.diagnostics.iter().map(|d| d.to_string()).collect();
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    assert!(
+        reasons[0].contains("proxy-redirect-from: default"),
+        "{reasons:?}"
+    );
+    let http = h.http();
+    let reply = get(http, "rewritten.example.com", "/").await;
+    assert_eq!(reply.status, StatusCode::FOUND);
+    assert_eq!(location(&reply), "https://rewritten.example.com/next?x=1");
+    assert_eq!(
+        reply.headers["refresh"],
+        "3; URL=https://rewritten.example.com/later"
+    );
+    let cookies: Vec<&str> = reply
+        .headers
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert_eq!(
+        cookies,
+        [
+            "s=1; PATH=/inner; Domain=.rewritten.example.com; HttpOnly",
+            "t=2; path=/other/; domain=elsewhere.example",
+        ]
+    );
+    let reply = get(http, "default.example.com", "/").await;
+    assert_eq!(
+        location(&reply),
+        "http://backend.internal:8080/app/next?x=1"
+    );
+    assert_eq!(
+        reply.headers["set-cookie"],
+        "s=1; PATH=/app/inner; Domain=.Backend.Internal; HttpOnly"
+    );
+}

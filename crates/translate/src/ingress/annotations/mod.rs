@@ -21,6 +21,7 @@ mod read_access;
 mod read_canary;
 mod read_cors;
 mod read_mirror;
+mod read_response;
 mod read_routing;
 mod read_upstream;
 mod reader;

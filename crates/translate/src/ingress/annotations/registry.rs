@@ -41,6 +41,9 @@ pub(super) const RATE_LIMIT: &str = "planned (wave 2); a rate limit protects cap
 pub(super) const NO_WAF: &str = "no web application firewall in Sluice; without modsecurity-snippet, ingress-nginx runs ModSecurity in DetectionOnly mode (it logs, blocks nothing), so the Ingress is served, with a diagnostic";
 
 /// CORS: ingress-nginx's semantics and traps, and the differences Sluice keeps.
+/// `proxy-redirect-*`, `proxy-cookie-*`.
+pub(super) const RESPONSE_REWRITE: &str = "as nginx's proxy_redirect / proxy_cookie_path / proxy_cookie_domain on the upstream's answers (not Sluice's own): literal text only (a ~ regex is refused), the redirect and cookie path by a case-sensitive prefix, the cookie domain whole and case-insensitively; proxy-redirect-from off (the default), default, or without proxy-redirect-to rewrites nothing, as ingress-nginx's template renders them; no ConfigMap keys (their default off)";
+
 pub(super) const CORS: &str = "as ingress-nginx's template: an OPTIONS request that gets CORS headers is answered 204 by Sluice (never the backend), before the allow-lists (a refused client still gets its preflight answered) and redirects, after app-root; the Access-Control-* headers replace the backend's on every answer of the route, Sluice's own errors included (403, 413 for a body found too large while read, 502, 503, 504), not on a route refused by its config (503), a 413 for a declared Content-Length or a custom-http-errors page; cors-allow-origin * (the default, also when the value is refused as a whole) sends * to every request, with Allow-Credentials: true by default; a list echoes the Origin only when an entry matches its end, case-insensitively (*. is one label), and otherwise sends nothing, with no Vary: Origin. Difference: the 204 has no Content-Length (RFC 9110), its Content-Type is text/plain charset=UTF-8 as ingress-nginx writes it";
 
 /// One annotation: its name (without prefix), what Sluice does with it (README's table) and
@@ -81,6 +84,7 @@ pub enum Parser {
     CustomErrors,
     Mirror,
     Cors,
+    ResponseRewrite,
     ProxyBuffering,
     ProxyHttpVersion,
     BackendProtocol,
@@ -184,8 +188,8 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("temporal-redirect-code", Support::Yes, Some(Parser::Redirect)),
     annotation("preserve-trailing-slash", Support::Yes, Some(Parser::SslRedirect)),
     annotation("proxy-body-size", Support::Yes, Some(Parser::Body)),
-    annotation("proxy-cookie-domain", Support::No("planned (wave 2)"), None),
-    annotation("proxy-cookie-path", Support::No("planned (wave 2)"), None),
+    annotation("proxy-cookie-domain", Support::Partial(RESPONSE_REWRITE), Some(Parser::ResponseRewrite)),
+    annotation("proxy-cookie-path", Support::Partial(RESPONSE_REWRITE), Some(Parser::ResponseRewrite)),
     annotation("proxy-connect-timeout", Support::Yes, Some(Parser::Upstream)),
     annotation("proxy-send-timeout", Support::Yes, Some(Parser::Upstream)),
     annotation("proxy-read-timeout", Support::Yes, Some(Parser::Upstream)),
@@ -193,8 +197,8 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("proxy-next-upstream-timeout", Support::Yes, Some(Parser::Upstream)),
     annotation("proxy-next-upstream-tries", Support::Yes, Some(Parser::Upstream)),
     annotation("proxy-request-buffering", Support::Yes, Some(Parser::Body)),
-    annotation("proxy-redirect-from", Support::No("planned (wave 2)"), None),
-    annotation("proxy-redirect-to", Support::No("planned (wave 2)"), None),
+    annotation("proxy-redirect-from", Support::Partial(RESPONSE_REWRITE), Some(Parser::ResponseRewrite)),
+    annotation("proxy-redirect-to", Support::Partial(RESPONSE_REWRITE), Some(Parser::ResponseRewrite)),
     annotation("proxy-http-version", Support::Accepted("1.1 is what Sluice speaks; 1.0 is a diagnostic"), Some(Parser::ProxyHttpVersion)),
     annotation("proxy-ssl-secret", Support::Yes, Some(Parser::ProxySsl)),
     annotation("proxy-ssl-ciphers", Support::Partial("validated; rustls's cipher suites apply, so a list other than DEFAULT is a diagnostic"), Some(Parser::ProxySsl)),
