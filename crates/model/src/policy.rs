@@ -131,6 +131,29 @@ pub struct RoutePolicy {
         serialize_with = "optional_arc"
     )]
     pub response_rewrite: Option<Arc<crate::response_rewrite::ResponseRewrite>>,
+    /// `connection-proxy-header`: the `Connection` sent to HTTP/1.1 endpoints instead of
+    /// none (upgrades keep theirs). `None`: the proxy's own (nothing, or `upgrade`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connection_header: Option<ConnectionHeader>,
+}
+
+/// `connection-proxy-header`'s two values (ingress-nginx's validator allows no others).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConnectionHeader {
+    /// The endpoint closes the connection after its answer; it is not pooled.
+    Close,
+    /// What HTTP/1.1 means anyway; for endpoints that want to hear it.
+    KeepAlive,
+}
+
+impl ConnectionHeader {
+    pub fn value(self) -> HeaderValue {
+        HeaderValue::from_static(match self {
+            ConnectionHeader::Close => "close",
+            ConnectionHeader::KeepAlive => "keep-alive",
+        })
+    }
 }
 
 /// The errors phase: which answers an error backend makes instead, and which backend.
@@ -447,6 +470,7 @@ impl RoutePolicy {
             default_backend: None,
             mirror: None,
             response_rewrite: None,
+            connection_header: None,
         }
     }
 }

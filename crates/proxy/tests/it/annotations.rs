@@ -1071,3 +1071,54 @@ async fn proxy_redirect_and_cookie_rewrites_change_the_upstreams_headers() {
         "s=1; PATH=/app/inner; Domain=.Backend.Internal; HttpOnly"
     );
 }
+
+/// `connection-proxy-header`: the endpoint hears the value; `close` keeps the connection out of
+/// the pool even when the endpoint leaves it open, `keep-alive` pools as usual.
+#[tokio::test]
+async fn connection_proxy_header_is_sent_and_close_is_not_pooled() {
+    let echo = start_backend("web").await;
+    let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+    let (closing, closing_counts) = start_fixed_backend(answer).await;
+    let (kept, kept_counts) = start_fixed_backend(answer).await;
+    // One worker: each worker has its own pool.
+    let mut h = Harness::with_workers(1);
+    let mut objects = web(&[&echo]);
+    for (name, value, addr) in [("closing", "close", closing), ("kept", "keep-alive", kept)] {
+        objects.push(service(name, &[("http", 80)]));
+        objects.extend(slices(name, &[addr]));
+        objects.push(annotated(
+            name,
+            &[("connection-proxy-header", value)],
+            json!({"rules": [
+                rule(&format!("{name}.example.com"), vec![path("/", "Prefix", to(name))]),
+                rule(&format!("echo-{name}.example.com"), vec![path("/", "Prefix", to("web"))]),
+            ]}),
+        ));
+    }
+    h.apply(&objects);
+    let http = h.http();
+    let echo = get(http, "echo-closing.example.com", "/echo").await.json();
+    assert_eq!(echo["headers"]["connection"], "close");
+    let echo = get(http, "echo-kept.example.com", "/echo").await.json();
+    assert_eq!(echo["headers"]["connection"], "keep-alive");
+    for _ in 0..3 {
+        assert_eq!(
+            get(http, "closing.example.com", "/").await.status,
+            StatusCode::OK
+        );
+        assert_eq!(
+            get(http, "kept.example.com", "/").await.status,
+            StatusCode::OK
+        );
+    }
+    assert_eq!(
+        closing_counts.connections(),
+        3,
+        "a closing request's connection is not reused"
+    );
+    assert_eq!(
+        kept_counts.connections(),
+        1,
+        "keep-alive connections are pooled"
+    );
+}

@@ -328,6 +328,7 @@ impl<'a> Reader<'a> {
             Parser::Mirror => out.mirror = self.mirror(),
             Parser::Cors => policy.cors = self.cors(),
             Parser::ResponseRewrite => policy.response_rewrite = self.response_rewrite(),
+            Parser::ConnectionHeader => policy.connection_header = self.connection_header(),
             Parser::ProxyBuffering => {
                 if let Some(value) = self.get("proxy-buffering") {
                     if value != "on" && value != "off" {
