@@ -24,6 +24,7 @@
 pub mod access_log;
 pub mod compiled;
 pub mod cors;
+pub mod custom_headers;
 pub mod endpoints;
 mod header_text;
 pub mod matches;

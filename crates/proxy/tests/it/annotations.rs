@@ -1122,3 +1122,64 @@ async fn connection_proxy_header_is_sent_and_close_is_not_pooled() {
         "keep-alive connections are pooled"
     );
 }
+
+/// `custom-headers`: the ConfigMap's headers replace the upstream's on the route's answers;
+/// a ConfigMap with a header not allowed by `global-allowed-response-headers` refuses its
+/// routes (503); a change of the ConfigMap is served after the recompile.
+#[tokio::test]
+async fn custom_headers_from_a_configmap_are_set_when_allowed() {
+    const ANSWER: &[u8] =
+        b"HTTP/1.1 200 OK\r\nX-Frame-Options: SAMEORIGIN\r\nContent-Length: 2\r\n\r\nok";
+    let (addr, _) = start_fixed_backend(ANSWER).await;
+    let mut h = Harness::start();
+    let config_map = |name: &str, data: Value| {
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default"},
+            "data": data,
+        })
+    };
+    let mut objects = vec![
+        service("web", &[("http", 80)]),
+        settings(&[("global-allowed-response-headers", "X-Frame-Options,X-Team")]),
+        config_map(
+            "headers",
+            json!({"X-Frame-Options": "DENY", "X-Team": "checkout"}),
+        ),
+        config_map("unlisted", json!({"X-Powered-By": "me"})),
+        site(
+            "headers",
+            "headers.example.com",
+            "/",
+            "Prefix",
+            &[("custom-headers", "default/headers")],
+        ),
+        site(
+            "unlisted",
+            "unlisted.example.com",
+            "/",
+            "Prefix",
+            &[("custom-headers", "default/unlisted")],
+        ),
+        site("plain", "plain.example.com", "/", "Prefix", &[]),
+    ];
+    objects.extend(slices("web", &[addr]));
+    h.apply_allowing_diagnostics(&objects);
+    let http = h.http();
+    let reply = get(http, "headers.example.com", "/").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.headers["x-frame-options"], "DENY");
+    assert_eq!(reply.headers.get_all("x-frame-options").iter().count(), 1);
+    assert_eq!(reply.headers["x-team"], "checkout");
+    let reply = get(http, "plain.example.com", "/").await;
+    assert_eq!(reply.headers["x-frame-options"], "SAMEORIGIN");
+    assert!(reply.headers.get("x-team").is_none());
+    let reply = get(http, "unlisted.example.com", "/").await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    // The ConfigMap changes: the route follows.
+    objects[2] = config_map("headers", json!({"X-Team": "payments"}));
+    h.apply_allowing_diagnostics(&objects);
+    let reply = get(h.http(), "headers.example.com", "/").await;
+    assert_eq!(reply.headers["x-team"], "payments");
+    assert_eq!(reply.headers["x-frame-options"], "SAMEORIGIN");
+}

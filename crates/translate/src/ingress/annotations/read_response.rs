@@ -119,4 +119,27 @@ impl<'a> Reader<'a> {
             to: to.to_owned(),
         })
     }
+
+    /// `custom-headers`: `namespace/name` (ingress-nginx's `BasicCharsRegex`, spaces removed;
+    /// its store key, so both parts are needed).
+    pub(super) fn custom_headers(&mut self) -> Option<(model::NamespacedName, String)> {
+        let value = self.get("custom-headers")?;
+        let compact = value.replace(' ', "");
+        let parts = compact
+            .split_once('/')
+            .filter(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains('/'));
+        let valid = compact
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-._~/:".contains(c));
+        match parts.filter(|_| valid) {
+            Some((namespace, name)) => Some((
+                model::NamespacedName::new(namespace, name),
+                self.key("custom-headers"),
+            )),
+            None => {
+                self.invalid("custom-headers", value, "a ConfigMap as namespace/name");
+                None
+            }
+        }
+    }
 }
