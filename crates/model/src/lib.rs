@@ -10,7 +10,8 @@
 //!  request ──▶ validate_host, normalize_path ──▶ Compiled.routes.route(host, path, head)
 //!          ──▶ the first rule whose path and conditions (matches.rs) hold ──▶ Route
 //!          ──▶ Route::pick (a weighted split: canary-weight)
-//!          ──▶ route.policy (cors, access, redirect, rewrite, headers, body, upstream, mirror)
+//!          ──▶ route.policy (cors, access, redirect, rewrite, headers, body, upstream, mirror,
+//!                            response rewrites: response_rewrite.rs)
 //!          ──▶ Backend::endpoints()  (ArcSwap per backend: the endpoint fast path swaps it
 //!                                     without a compile)
 //!  connection to a TCP/UDP service port ──▶ Compiled.tcp_services[port] ──▶ StreamService
@@ -24,12 +25,14 @@
 pub mod access_log;
 pub mod compiled;
 pub mod cors;
+pub mod custom_headers;
 pub mod endpoints;
 mod header_text;
 pub mod matches;
 pub mod mirror;
 pub mod names;
 pub mod policy;
+pub mod response_rewrite;
 pub mod routes;
 pub mod settings;
 pub mod streams;

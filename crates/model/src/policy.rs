@@ -124,6 +124,36 @@ pub struct RoutePolicy {
         serialize_with = "optional_arc"
     )]
     pub mirror: Option<Arc<crate::mirror::Mirror>>,
+    /// `proxy-redirect-from`/`-to`, `proxy-cookie-path`, `proxy-cookie-domain`: the
+    /// upstream's `Location`, `Refresh` and `Set-Cookie` rewritten (the response headers phase).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "optional_arc"
+    )]
+    pub response_rewrite: Option<Arc<crate::response_rewrite::ResponseRewrite>>,
+    /// `connection-proxy-header`: the `Connection` sent to HTTP/1.1 endpoints instead of
+    /// none (upgrades keep theirs). `None`: the proxy's own (nothing, or `upgrade`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connection_header: Option<ConnectionHeader>,
+}
+
+/// `connection-proxy-header`'s two values (ingress-nginx's validator allows no others).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConnectionHeader {
+    /// The endpoint closes the connection after its answer; it is not pooled.
+    Close,
+    /// What HTTP/1.1 means anyway; for endpoints that want to hear it.
+    KeepAlive,
+}
+
+impl ConnectionHeader {
+    pub fn value(self) -> HeaderValue {
+        HeaderValue::from_static(match self {
+            ConnectionHeader::Close => "close",
+            ConnectionHeader::KeepAlive => "keep-alive",
+        })
+    }
 }
 
 /// The errors phase: which answers an error backend makes instead, and which backend.
@@ -439,6 +469,8 @@ impl RoutePolicy {
             custom_errors: None,
             default_backend: None,
             mirror: None,
+            response_rewrite: None,
+            connection_header: None,
         }
     }
 }

@@ -211,6 +211,10 @@ pub struct Settings {
     /// `allow-snippet-annotations`: read `configuration-snippet` and `server-snippet` (never
     /// executed: only a safe subset is translated). Off by default, as in ingress-nginx.
     pub allow_snippet_annotations: bool,
+    /// `global-allowed-response-headers`: the header names the `custom-headers` annotation's
+    /// ConfigMaps may set (exactly as written; empty: none, as in ingress-nginx).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub global_allowed_response_headers: Vec<String>,
     /// `global-auth-url`: external authentication for every route, which Sluice does not
     /// implement yet (wave 2): set, the routes it would cover answer 503, as an unimplemented
     /// `auth-url` annotation does.
@@ -420,6 +424,7 @@ impl Default for Settings {
             whitelist_source_range: Vec::new(),
             denylist_source_range: Vec::new(),
             allow_snippet_annotations: false,
+            global_allowed_response_headers: Vec::new(),
             global_auth_url: false,
             no_auth_locations: vec![DEFAULT_NO_AUTH_LOCATION.to_owned()],
             access_refused: None,

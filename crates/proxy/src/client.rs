@@ -253,10 +253,12 @@ impl Conn {
         if has_body && !body.ended && body.held.is_none() {
             body.poll_ahead().await?;
         }
+        // A request that asked the endpoint to close (`connection-proxy-header: close`) leaves
+        // a connection that must not go back to the pool, whatever the answer says.
+        let mut keep_alive = !headers::connection_has(&head.headers, "close");
         encode_head(&mut self.out, head, added, framing);
         self.send_head(body, chunked, timeouts.send).await?;
 
-        let mut keep_alive = true;
         // Boxed: a large future, needed only by bodies still arriving; the common request's
         // future (moved around by hyper) stays small.
         if has_body

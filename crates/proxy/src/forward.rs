@@ -28,7 +28,8 @@
 //!              mirror's endpoints on its own task (max mirror-max-in-flight
 //!              per worker); a streamed body teed; never waited for
 //!   request headers   the proxy's own, then upstream-vhost,                headers.rs
-//!              X-Forwarded-Prefix, the route's header edits
+//!              X-Forwarded-Prefix, the route's header edits,
+//!              connection-proxy-header (HTTP/1.1, not upgrades; close: not pooled, client.rs)
 //!   trace      the route traces: traceparent (+ tracestate) upstream       trace_context.rs
 //!   upstream   default-backend while the Service has no ready endpoint     errors.rs
 //!              (X-Code: 503); upstream-hash-by's ring or load-balance;     hash_key.rs, ring.rs
@@ -37,7 +38,8 @@
 //!              (streams on shared connections, trailers, grpc-timeout)     upstream_h2.rs
 //!   errors     custom-http-errors: a listed answer ─▶ the same pipeline     errors.rs
 //!              to the error backend (path /, X-Code, X-Original-URI, names)
-//!   response headers   the route's header edits, reframed; CORS headers    response_headers.rs
+//!   response headers   proxy-redirect-*, proxy-cookie-* (the upstream's answers);  response_headers.rs
+//!              the route's header edits, reframed; CORS headers
 //!              (granted requests, Sluice's own errors too, not error pages);  cors.rs
 //!              HSTS on HTTPS for hosts with a certificate
 //!   log        access log line, metrics, span (when the response body ends) worker.rs
@@ -89,7 +91,7 @@ use crate::normalise::request_host;
 use crate::pipeline::ClientUpgrade;
 use crate::request_body::{ClientBody, RequestBody};
 use crate::response_body::ResponseBody;
-use crate::response_headers::{hsts_value, reframe};
+use crate::response_headers::{self, hsts_value, reframe};
 use crate::rewrite::{set_path, set_rewritten};
 use crate::trace_context::Trace;
 use crate::upstream::{self, Exchange, Pending, UpstreamBody, UpstreamIo};
@@ -216,6 +218,14 @@ pub(crate) async fn respond(
             response = Box::pin(error_page(&conn, config, request, &mut guard)).await;
             error_page_made = true;
         }
+    }
+    // nginx's proxy_redirect / proxy_cookie_*: on what the upstream answered, before the
+    // route's own edits (which nginx's add_header makes after the proxy module).
+    if let Some(rewrite) = route
+        .filter(|_| upstream_answered && !error_page_made)
+        .and_then(|r| r.policy.response_rewrite.as_deref())
+    {
+        response_headers::rewrite(response.headers_mut(), rewrite);
     }
     let edits = route.filter(|r| !error_page_made && !r.policy.response_headers.is_empty());
     if let Some(route) = edits {
@@ -448,6 +458,13 @@ async fn forward(
     }
     for edit in policy.request_headers.iter() {
         edit.apply(&mut head.headers);
+    }
+    // connection-proxy-header: HTTP/2 has no Connection header, and an upgrade needs its own.
+    if let Some(connection) = policy
+        .connection_header
+        .filter(|_| !http2 && client_upgrade.is_none())
+    {
+        head.headers.insert(header::CONNECTION, connection.value());
     }
     if let (Some(original), Some(id)) =
         (guard.original.as_deref_mut(), added.generated_request_id())

@@ -4,6 +4,8 @@
 use http::{header, HeaderValue, Method, Response, StatusCode};
 use http_body::Body;
 
+use model::response_rewrite::ResponseRewrite;
+
 use crate::response_body::ResponseBody;
 
 /// After header edits: the response's framing headers say what its body is, whatever an
@@ -39,5 +41,33 @@ pub(crate) fn hsts_value(value: &str) -> HeaderValue {
         HeaderValue::from_static(DEFAULT)
     } else {
         HeaderValue::from_str(value).unwrap_or_else(|_| HeaderValue::from_static(DEFAULT))
+    }
+}
+
+/// `proxy-redirect-*`, `proxy-cookie-*`: the upstream's `Location`, `Refresh` and
+/// `Set-Cookie` values rewritten in place (each `Set-Cookie` on its own). A value that is not
+/// text, or that the rewrite would make invalid, stays as it is.
+pub(crate) fn rewrite(headers: &mut http::HeaderMap, rewrite: &ResponseRewrite) {
+    if rewrite.redirect.is_some() {
+        replace_each(headers, header::LOCATION, |v| rewrite.location(v));
+        replace_each(headers, header::REFRESH, |v| rewrite.refresh(v));
+    }
+    if rewrite.cookie_path.is_some() || rewrite.cookie_domain.is_some() {
+        replace_each(headers, header::SET_COOKIE, |v| rewrite.set_cookie(v));
+    }
+}
+
+fn replace_each(
+    headers: &mut http::HeaderMap,
+    name: header::HeaderName,
+    change: impl Fn(&str) -> Option<String>,
+) {
+    if let http::header::Entry::Occupied(mut entry) = headers.entry(name) {
+        for value in entry.iter_mut() {
+            let changed = value.to_str().ok().and_then(&change);
+            if let Some(new) = changed.and_then(|t| HeaderValue::try_from(t).ok()) {
+                *value = new;
+            }
+        }
     }
 }

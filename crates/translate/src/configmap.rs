@@ -488,6 +488,21 @@ pub const KEYS: &[Key] = &[
         settings.allow_snippet_annotations = parse_bool(value)?;
         Ok(())
     }),
+    read("global-allowed-response-headers", |settings, value| {
+        // ingress-nginx drops a name its header check refuses (with a warning) and keeps the
+        // others; here the whole key is refused with a diagnostic instead of a log line.
+        let names: Vec<String> = value
+            .split(',')
+            .map(str::trim)
+            .filter(|name| !name.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if !names.iter().all(|n| model::custom_headers::valid_name(n)) {
+            return Err("comma-separated header names (letters, digits, - and _)");
+        }
+        settings.global_allowed_response_headers = names;
+        Ok(())
+    }),
     read("global-auth-url", |settings, value| {
         settings.global_auth_url = !value.is_empty();
         Ok(())

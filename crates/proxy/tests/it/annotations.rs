@@ -981,3 +981,198 @@ async fn upstream_hash_by_with_a_variable_known_only_after_the_upstream_is_refus
         StatusCode::OK
     );
 }
+
+/// The upstream's redirects and cookies rewritten as nginx's `proxy_redirect` /
+/// `proxy_cookie_*`: prefix (case-sensitive) for the URL and path, whole and case-insensitive
+/// for the domain; another route of the same backend is left as the upstream sent it.
+#[tokio::test]
+async fn proxy_redirect_and_cookie_rewrites_change_the_upstreams_headers() {
+    const ANSWER: &[u8] = b"HTTP/1.1 302 Found\r\n\
+        Location: http://backend.internal:8080/app/next?x=1\r\n\
+        Refresh: 3; URL=http://backend.internal:8080/app/later\r\n\
+        Set-Cookie: s=1; PATH=/app/inner; Domain=.Backend.Internal; HttpOnly\r\n\
+        Set-Cookie: t=2; path=/other/; domain=elsewhere.example\r\n\
+        Content-Length: 0\r\n\r\n";
+    let (addr, _) = start_fixed_backend(ANSWER).await;
+    let mut h = Harness::start();
+    let mut objects = vec![
+        service("web", &[("http", 80)]),
+        site(
+            "rewritten",
+            "rewritten.example.com",
+            "/",
+            "Prefix",
+            &[
+                ("proxy-redirect-from", "http://backend.internal:8080/app/"),
+                ("proxy-redirect-to", "https://rewritten.example.com/"),
+                ("proxy-cookie-path", "/app/ /"),
+                (
+                    "proxy-cookie-domain",
+                    "backend.internal rewritten.example.com",
+                ),
+            ],
+        ),
+        // ingress-nginx's template writes `proxy_redirect default` here: nothing an upstream
+        // sends is rewritten.
+        site(
+            "default",
+            "default.example.com",
+            "/",
+            "Prefix",
+            &[
+                ("proxy-redirect-from", "default"),
+                ("proxy-redirect-to", "https://default.example.com/"),
+            ],
+        ),
+    ];
+    objects.extend(slices("web", &[addr]));
+    let compiled = h.apply_allowing_diagnostics(&objects);
+    let reasons: Vec<String> = compiled.diagnostics.iter().map(|d| d.to_string()).collect();
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    assert!(
+        reasons[0].contains("proxy-redirect-from: default"),
+        "{reasons:?}"
+    );
+    let http = h.http();
+    let reply = get(http, "rewritten.example.com", "/").await;
+    assert_eq!(reply.status, StatusCode::FOUND);
+    assert_eq!(location(&reply), "https://rewritten.example.com/next?x=1");
+    assert_eq!(
+        reply.headers["refresh"],
+        "3; URL=https://rewritten.example.com/later"
+    );
+    let cookies: Vec<&str> = reply
+        .headers
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert_eq!(
+        cookies,
+        [
+            "s=1; PATH=/inner; Domain=.rewritten.example.com; HttpOnly",
+            "t=2; path=/other/; domain=elsewhere.example",
+        ]
+    );
+    let reply = get(http, "default.example.com", "/").await;
+    assert_eq!(
+        location(&reply),
+        "http://backend.internal:8080/app/next?x=1"
+    );
+    assert_eq!(
+        reply.headers["set-cookie"],
+        "s=1; PATH=/app/inner; Domain=.Backend.Internal; HttpOnly"
+    );
+}
+
+/// `connection-proxy-header`: the endpoint hears the value; `close` keeps the connection out of
+/// the pool even when the endpoint leaves it open, `keep-alive` pools as usual.
+#[tokio::test]
+async fn connection_proxy_header_is_sent_and_close_is_not_pooled() {
+    let echo = start_backend("web").await;
+    let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+    let (closing, closing_counts) = start_fixed_backend(answer).await;
+    let (kept, kept_counts) = start_fixed_backend(answer).await;
+    // One worker: each worker has its own pool.
+    let mut h = Harness::with_workers(1);
+    let mut objects = web(&[&echo]);
+    for (name, value, addr) in [("closing", "close", closing), ("kept", "keep-alive", kept)] {
+        objects.push(service(name, &[("http", 80)]));
+        objects.extend(slices(name, &[addr]));
+        objects.push(annotated(
+            name,
+            &[("connection-proxy-header", value)],
+            json!({"rules": [
+                rule(&format!("{name}.example.com"), vec![path("/", "Prefix", to(name))]),
+                rule(&format!("echo-{name}.example.com"), vec![path("/", "Prefix", to("web"))]),
+            ]}),
+        ));
+    }
+    h.apply(&objects);
+    let http = h.http();
+    let echo = get(http, "echo-closing.example.com", "/echo").await.json();
+    assert_eq!(echo["headers"]["connection"], "close");
+    let echo = get(http, "echo-kept.example.com", "/echo").await.json();
+    assert_eq!(echo["headers"]["connection"], "keep-alive");
+    for _ in 0..3 {
+        assert_eq!(
+            get(http, "closing.example.com", "/").await.status,
+            StatusCode::OK
+        );
+        assert_eq!(
+            get(http, "kept.example.com", "/").await.status,
+            StatusCode::OK
+        );
+    }
+    assert_eq!(
+        closing_counts.connections(),
+        3,
+        "a closing request's connection is not reused"
+    );
+    assert_eq!(
+        kept_counts.connections(),
+        1,
+        "keep-alive connections are pooled"
+    );
+}
+
+/// `custom-headers`: the ConfigMap's headers replace the upstream's on the route's answers;
+/// a ConfigMap with a header not allowed by `global-allowed-response-headers` refuses its
+/// routes (503); a change of the ConfigMap is served after the recompile.
+#[tokio::test]
+async fn custom_headers_from_a_configmap_are_set_when_allowed() {
+    const ANSWER: &[u8] =
+        b"HTTP/1.1 200 OK\r\nX-Frame-Options: SAMEORIGIN\r\nContent-Length: 2\r\n\r\nok";
+    let (addr, _) = start_fixed_backend(ANSWER).await;
+    let mut h = Harness::start();
+    let config_map = |name: &str, data: Value| {
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default"},
+            "data": data,
+        })
+    };
+    let mut objects = vec![
+        service("web", &[("http", 80)]),
+        settings(&[("global-allowed-response-headers", "X-Frame-Options,X-Team")]),
+        config_map(
+            "headers",
+            json!({"X-Frame-Options": "DENY", "X-Team": "checkout"}),
+        ),
+        config_map("unlisted", json!({"X-Powered-By": "me"})),
+        site(
+            "headers",
+            "headers.example.com",
+            "/",
+            "Prefix",
+            &[("custom-headers", "default/headers")],
+        ),
+        site(
+            "unlisted",
+            "unlisted.example.com",
+            "/",
+            "Prefix",
+            &[("custom-headers", "default/unlisted")],
+        ),
+        site("plain", "plain.example.com", "/", "Prefix", &[]),
+    ];
+    objects.extend(slices("web", &[addr]));
+    h.apply_allowing_diagnostics(&objects);
+    let http = h.http();
+    let reply = get(http, "headers.example.com", "/").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.headers["x-frame-options"], "DENY");
+    assert_eq!(reply.headers.get_all("x-frame-options").iter().count(), 1);
+    assert_eq!(reply.headers["x-team"], "checkout");
+    let reply = get(http, "plain.example.com", "/").await;
+    assert_eq!(reply.headers["x-frame-options"], "SAMEORIGIN");
+    assert!(reply.headers.get("x-team").is_none());
+    let reply = get(http, "unlisted.example.com", "/").await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    // The ConfigMap changes: the route follows.
+    objects[2] = config_map("headers", json!({"X-Team": "payments"}));
+    h.apply_allowing_diagnostics(&objects);
+    let reply = get(h.http(), "headers.example.com", "/").await;
+    assert_eq!(reply.headers["x-team"], "payments");
+    assert_eq!(reply.headers["x-frame-options"], "SAMEORIGIN");
+}

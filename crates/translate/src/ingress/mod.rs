@@ -21,6 +21,7 @@
 pub mod annotations;
 mod canary;
 pub(crate) mod claims;
+mod custom_headers;
 mod errors;
 mod hosts;
 mod mirror;
@@ -279,6 +280,7 @@ impl Compiler<'_> {
         }
         self.errors_phase(&name, &object, &mut parsed);
         self.mirror_phase(&object, &mut parsed);
+        self.custom_headers_phase(&object, &mut parsed);
         self.out.tracing |= parsed.policy.opentelemetry.enabled;
         let upstream = UpstreamChoice {
             service_upstream: parsed.service_upstream,

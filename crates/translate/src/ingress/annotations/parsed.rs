@@ -51,6 +51,9 @@ pub struct IngressAnnotations {
     /// `mirror-target` with `mirror-host` and `mirror-request-body`, checked; compile
     /// resolves where it goes.
     pub mirror: Option<MirrorAnnotations>,
+    /// `custom-headers`: the ConfigMap (`namespace/name`) and the annotation's key; compile
+    /// reads it from the Store.
+    pub custom_headers: Option<(model::NamespacedName, String)>,
 }
 
 /// The mirror family as read: the target checked, the host and body switch defaulted as

@@ -148,7 +148,7 @@ impl Reader<'_> {
     }
 
     /// A refused value: `default` applies, as in ingress-nginx.
-    fn refused(&mut self, name: &str, value: &str, default: &str) {
+    pub(super) fn refused(&mut self, name: &str, value: &str, default: &str) {
         let key = self.key(name);
         self.diagnose(
             Severity::Error,

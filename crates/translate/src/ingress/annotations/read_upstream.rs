@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use http::HeaderValue;
 
-use model::policy::{HashBy, ProxyProtocolVersion, RoutePolicy, TlsVersions, UpstreamProtocol};
+use model::policy::{
+    ConnectionHeader, HashBy, ProxyProtocolVersion, RoutePolicy, TlsVersions, UpstreamProtocol,
+};
 use model::settings::NextUpstream;
 use model::Severity;
 
@@ -271,5 +273,20 @@ impl Reader<'_> {
             return None;
         }
         Some(value)
+    }
+
+    /// `connection-proxy-header`: `close` or `keep-alive` (ingress-nginx's validator, spaces
+    /// removed); anything else leaves the default (`Connection: upgrade` for upgrades,
+    /// nothing otherwise).
+    pub(super) fn connection_header(&mut self) -> Option<ConnectionHeader> {
+        let value = self.get("connection-proxy-header")?;
+        match value.replace(' ', "").as_str() {
+            "close" => Some(ConnectionHeader::Close),
+            "keep-alive" => Some(ConnectionHeader::KeepAlive),
+            _ => {
+                self.invalid("connection-proxy-header", value, "close or keep-alive");
+                None
+            }
+        }
     }
 }

@@ -235,6 +235,7 @@ impl<'a> Reader<'a> {
             disable_intercept: None,
             default_backend: None,
             mirror: None,
+            custom_headers: None,
         };
         let parsers: BTreeSet<Parser> = REGISTRY.iter().filter_map(|a| a.parser).collect();
         for parser in parsers {
@@ -327,6 +328,9 @@ impl<'a> Reader<'a> {
             }
             Parser::Mirror => out.mirror = self.mirror(),
             Parser::Cors => policy.cors = self.cors(),
+            Parser::ResponseRewrite => policy.response_rewrite = self.response_rewrite(),
+            Parser::ConnectionHeader => policy.connection_header = self.connection_header(),
+            Parser::CustomHeaders => out.custom_headers = self.custom_headers(),
             Parser::ProxyBuffering => {
                 if let Some(value) = self.get("proxy-buffering") {
                     if value != "on" && value != "off" {

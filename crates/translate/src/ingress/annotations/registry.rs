@@ -41,6 +41,9 @@ pub(super) const RATE_LIMIT: &str = "planned (wave 2); a rate limit protects cap
 pub(super) const NO_WAF: &str = "no web application firewall in Sluice; without modsecurity-snippet, ingress-nginx runs ModSecurity in DetectionOnly mode (it logs, blocks nothing), so the Ingress is served, with a diagnostic";
 
 /// CORS: ingress-nginx's semantics and traps, and the differences Sluice keeps.
+/// `proxy-redirect-*`, `proxy-cookie-*`.
+pub(super) const RESPONSE_REWRITE: &str = "as nginx's proxy_redirect / proxy_cookie_path / proxy_cookie_domain on the upstream's answers (not Sluice's own): literal text only (a ~ regex is refused), the redirect and cookie path by a case-sensitive prefix, the cookie domain whole and case-insensitively; proxy-redirect-from off (the default), default, or without proxy-redirect-to rewrites nothing, as ingress-nginx's template renders them; no ConfigMap keys (their default off)";
+
 pub(super) const CORS: &str = "as ingress-nginx's template: an OPTIONS request that gets CORS headers is answered 204 by Sluice (never the backend), before the allow-lists (a refused client still gets its preflight answered) and redirects, after app-root; the Access-Control-* headers replace the backend's on every answer of the route, Sluice's own errors included (403, 413 for a body found too large while read, 502, 503, 504), not on a route refused by its config (503), a 413 for a declared Content-Length or a custom-http-errors page; cors-allow-origin * (the default, also when the value is refused as a whole) sends * to every request, with Allow-Credentials: true by default; a list echoes the Origin only when an entry matches its end, case-insensitively (*. is one label), and otherwise sends nothing, with no Vary: Origin. Difference: the 204 has no Content-Length (RFC 9110), its Content-Type is text/plain charset=UTF-8 as ingress-nginx writes it";
 
 /// One annotation: its name (without prefix), what Sluice does with it (README's table) and
@@ -81,6 +84,9 @@ pub enum Parser {
     CustomErrors,
     Mirror,
     Cors,
+    ResponseRewrite,
+    ConnectionHeader,
+    CustomHeaders,
     ProxyBuffering,
     ProxyHttpVersion,
     BackendProtocol,
@@ -154,7 +160,7 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("configuration-snippet", Support::Partial("never executed; with allow-snippet-annotations, header directives with literal values are translated (see below), anything else refuses the Ingress"), Some(Parser::Snippets)),
     annotation("custom-http-errors", Support::Yes, Some(Parser::CustomErrors)),
     annotation("disable-proxy-intercept-errors", Support::Yes, Some(Parser::CustomErrors)),
-    annotation("custom-headers", Support::No("planned (wave 2)"), None),
+    annotation("custom-headers", Support::Partial("a ConfigMap namespace/name whose data are response headers set (replacing the upstream's) on every answer of the route, as ingress-nginx's more_set_headers; each name must be listed in the ConfigMap key global-allowed-response-headers (exactly as written) and names and values pass ingress-nginx's checks, otherwise the routes answer 503 as in ingress-nginx. Differences: a ConfigMap not in the Store is a diagnostic and the routes are served without the headers (ingress-nginx answers 503); in Kubernetes, Sluice watches only the ConfigMaps it is told to (--configmap, --tcp/udp-services-configmap), so the referenced ConfigMap is not read there yet"), Some(Parser::CustomHeaders)),
     annotation("default-backend", Support::Partial("a Service of the Ingress's namespace (its first port): requests go there while the route's Service has no ready endpoint, and it answers the Ingress's custom-http-errors; whether it has endpoints is checked per request, where ingress-nginx checks at its last reload"), Some(Parser::CustomErrors)),
     annotation("enable-cors", Support::Partial(CORS), Some(Parser::Cors)),
     annotation("cors-allow-origin", Support::Yes, Some(Parser::Cors)),
@@ -184,8 +190,8 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("temporal-redirect-code", Support::Yes, Some(Parser::Redirect)),
     annotation("preserve-trailing-slash", Support::Yes, Some(Parser::SslRedirect)),
     annotation("proxy-body-size", Support::Yes, Some(Parser::Body)),
-    annotation("proxy-cookie-domain", Support::No("planned (wave 2)"), None),
-    annotation("proxy-cookie-path", Support::No("planned (wave 2)"), None),
+    annotation("proxy-cookie-domain", Support::Partial(RESPONSE_REWRITE), Some(Parser::ResponseRewrite)),
+    annotation("proxy-cookie-path", Support::Partial(RESPONSE_REWRITE), Some(Parser::ResponseRewrite)),
     annotation("proxy-connect-timeout", Support::Yes, Some(Parser::Upstream)),
     annotation("proxy-send-timeout", Support::Yes, Some(Parser::Upstream)),
     annotation("proxy-read-timeout", Support::Yes, Some(Parser::Upstream)),
@@ -193,8 +199,8 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("proxy-next-upstream-timeout", Support::Yes, Some(Parser::Upstream)),
     annotation("proxy-next-upstream-tries", Support::Yes, Some(Parser::Upstream)),
     annotation("proxy-request-buffering", Support::Yes, Some(Parser::Body)),
-    annotation("proxy-redirect-from", Support::No("planned (wave 2)"), None),
-    annotation("proxy-redirect-to", Support::No("planned (wave 2)"), None),
+    annotation("proxy-redirect-from", Support::Partial(RESPONSE_REWRITE), Some(Parser::ResponseRewrite)),
+    annotation("proxy-redirect-to", Support::Partial(RESPONSE_REWRITE), Some(Parser::ResponseRewrite)),
     annotation("proxy-http-version", Support::Accepted("1.1 is what Sluice speaks; 1.0 is a diagnostic"), Some(Parser::ProxyHttpVersion)),
     annotation("proxy-ssl-secret", Support::Yes, Some(Parser::ProxySsl)),
     annotation("proxy-ssl-ciphers", Support::Partial("validated; rustls's cipher suites apply, so a list other than DEFAULT is a diagnostic"), Some(Parser::ProxySsl)),
@@ -237,7 +243,7 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("proxy-max-temp-file-size", Support::Accepted("no effect: Sluice does not buffer responses to disk"), None),
     annotation("ssl-ciphers", Support::No("per-Ingress cipher lists are not supported; rustls's safe defaults apply"), None),
     annotation("ssl-prefer-server-ciphers", Support::No("per-Ingress cipher lists are not supported; rustls's safe defaults apply"), None),
-    annotation("connection-proxy-header", Support::No("Sluice manages upstream connections itself"), None),
+    annotation("connection-proxy-header", Support::Partial("close or keep-alive (ingress-nginx's validator) as the Connection header sent to HTTP/1.1 endpoints; close also keeps the connection out of the pool. Differences: an upgrade (WebSocket) request still sends Connection: upgrade (ingress-nginx sends the annotation's value, which endpoints that check Connection refuse); HTTP/2 and gRPC endpoints get none (HTTP/2 has no Connection header)"), Some(Parser::ConnectionHeader)),
     annotation("enable-access-log", Support::Yes, Some(Parser::AccessLog)),
     annotation("enable-opentelemetry", Support::Yes, Some(Parser::OpenTelemetry)),
     annotation("opentelemetry-trust-incoming-span", Support::Yes, Some(Parser::OpenTelemetry)),
