@@ -10,7 +10,7 @@
 //!  request ──▶ validate_host, normalize_path ──▶ Compiled.routes.route(host, path, head)
 //!          ──▶ the first rule whose path and conditions (matches.rs) hold ──▶ Route
 //!          ──▶ Route::pick (a weighted split: canary-weight)
-//!          ──▶ route.policy (cors, access, redirect, rewrite, headers, body, upstream, mirror,
+//!          ──▶ route.policy (cors, access, external auth (auth.rs), redirect, rewrite, headers, body, upstream, mirror,
 //!                            response rewrites: response_rewrite.rs)
 //!          ──▶ Backend::endpoints()  (ArcSwap per backend: the endpoint fast path swaps it
 //!                                     without a compile)
@@ -23,6 +23,7 @@
 //! operator wrote is ignored without one.
 
 pub mod access_log;
+pub mod auth;
 pub mod compiled;
 pub mod cors;
 pub mod custom_headers;

@@ -54,6 +54,13 @@ pub struct RoutePolicy {
         serialize_with = "optional_arc"
     )]
     pub cors: Option<Arc<crate::cors::Cors>>,
+    /// `auth-url` and its family (or the ConfigMap's `global-auth-*`): a sub-request to an
+    /// auth server decides before the request goes upstream.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "optional_arc"
+    )]
+    pub external_auth: Option<Arc<crate::auth::ExternalAuth>>,
     /// `permanent-redirect` / `temporal-redirect`: answered instead of proxying.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub redirect: Option<Redirect>,
@@ -433,6 +440,7 @@ impl RoutePolicy {
                 deny: settings.denylist_source_range.clone(),
             },
             cors: None,
+            external_auth: None,
             redirect: None,
             ssl_redirect: SslRedirect {
                 enabled: settings.ssl_redirect,

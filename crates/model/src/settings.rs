@@ -232,6 +232,18 @@ pub struct Settings {
     /// most; a request that would go over it is not mirrored (counted). Shown only when set.
     #[serde(skip_serializing_if = "is_default_mirror_max_in_flight")]
     pub mirror_max_in_flight: u32,
+    /// `auth-cache-max-entries` (Sluice's own): answers the auth cache (`auth-cache-key`)
+    /// keeps at most, for the whole process; the least recently used goes first.
+    #[serde(skip_serializing_if = "is_default_auth_cache_max_entries")]
+    pub auth_cache_max_entries: usize,
+}
+
+/// The default `auth-cache-max-entries`: ~10,000 sessions, a few MB at most (a kept answer
+/// holds its status and the auth-response-headers).
+pub const DEFAULT_AUTH_CACHE_MAX_ENTRIES: usize = 10_000;
+
+fn is_default_auth_cache_max_entries(value: &usize) -> bool {
+    *value == DEFAULT_AUTH_CACHE_MAX_ENTRIES
 }
 
 /// The default `mirror-max-in-flight`: per worker, so a mirror that stops answering holds at
@@ -429,6 +441,7 @@ impl Default for Settings {
             no_auth_locations: vec![DEFAULT_NO_AUTH_LOCATION.to_owned()],
             access_refused: None,
             mirror_max_in_flight: DEFAULT_MIRROR_MAX_IN_FLIGHT,
+            auth_cache_max_entries: DEFAULT_AUTH_CACHE_MAX_ENTRIES,
         }
     }
 }

@@ -45,6 +45,13 @@ pub(crate) enum ProxyError {
     MethodNotAllowed,
     #[error("the client address is not allowed on this route")]
     Forbidden,
+    /// The auth server (`auth-url`) answered 401.
+    #[error("the auth server refused the request (401)")]
+    AuthRequired,
+    /// The auth server could not be asked, or answered neither 2xx, 401 nor 403 (nginx's
+    /// `auth_request`: 500).
+    #[error("the auth server could not decide")]
+    AuthFailed,
     #[error("the route is refused by its configuration: {0}")]
     RouteRefused(String),
     #[error("the backend has no ready endpoints")]
@@ -130,6 +137,8 @@ impl ProxyError {
             ProxyError::RewriteInvalid => (StatusCode::INTERNAL_SERVER_ERROR, Proxy),
             ProxyError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, Client),
             ProxyError::Forbidden => (StatusCode::FORBIDDEN, Client),
+            ProxyError::AuthRequired => (StatusCode::UNAUTHORIZED, Client),
+            ProxyError::AuthFailed => (StatusCode::INTERNAL_SERVER_ERROR, Upstream),
             // ingress-nginx's "location denied": an annotation that cannot be read safely.
             ProxyError::RouteRefused(_) => (StatusCode::SERVICE_UNAVAILABLE, Config),
             // nginx: 501 to a transfer coding it does not know, 400 to the rest.
@@ -176,6 +185,11 @@ impl ProxyError {
             }
             ProxyError::MethodNotAllowed => "405 Method Not Allowed\n",
             ProxyError::Forbidden => "403 Forbidden\n",
+            // nginx's text for 401, which ingress-nginx's users see.
+            ProxyError::AuthRequired => "401 Authorization Required\n",
+            ProxyError::AuthFailed => {
+                "500 Internal Server Error: the auth server could not decide\n"
+            }
             ProxyError::RouteRefused(_) => {
                 "503 Service Unavailable: this route is refused by its configuration\n"
             }
@@ -222,6 +236,8 @@ impl ProxyError {
             ProxyError::ClientBody(_) => (INTERNAL, "the request body failed"),
             ProxyError::BodyBuffer(_) => (INTERNAL, "the request body could not be buffered"),
             ProxyError::Forbidden => (7, "the client address is not allowed"),
+            ProxyError::AuthRequired => (16, "authentication required"),
+            ProxyError::AuthFailed => (13, "the auth server could not decide"),
             ProxyError::RouteRefused(_) => {
                 (UNAVAILABLE, "this route is refused by its configuration")
             }

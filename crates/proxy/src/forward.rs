@@ -14,12 +14,15 @@
 //!   access     route refused by its config ─▶ 503 │ CORS: an OPTIONS       cors.rs
 //!              granted ─▶ 204 (before the allow-lists, as ingress-nginx's   (model::cors)
 //!              rewrite phase) │ client address not allowed ─▶ 403
-//!   (limits, auth: wave 2)
+//!   (limits: wave 2)
 //!   answer here  app-root (`/`) ─▶ 302 │ permanent/temporal-redirect │     answer_here.rs
 //!              ssl-redirect (plain HTTP, host with TLS or forced, no X-Forwarded-Proto:
 //!              https from a trusted balancer)
 //!   rewrite    rewrite-target with the path regex's captures (else the     rewrite.rs
 //!              normalised path); a capture leaving the fixed prefix or the root ─▶ 400
+//!   auth       auth-url (global-auth-url): a sub-request to the auth server  auth.rs
+//!              (or the auth cache): 2xx ─▶ auth-response-headers copied on │   (model::auth)
+//!              401 ─▶ 401 or 302 to auth-signin │ 403 ─▶ 403 │ else ─▶ 500
 //!   body       declared body > proxy-body-size ─▶ 413 │ proxy-request-     buffer.rs
 //!              buffering on (no upgrade): read whole (memory, else a temporary file; too
 //!              large ─▶ 413, client-body-timeout ─▶ 408) before any upstream is chosen
@@ -77,6 +80,7 @@ use crate::access_log::{Record, RequestId};
 use crate::answer::error_response;
 use crate::answer_here::{redirect_phase, www_redirect};
 use crate::attempts::Attempts;
+use crate::auth::{self, Checked};
 use crate::body::{BodyTimeout, BodyTooLarge, BoxError};
 use crate::buffer::{self, BodyBuffering, BufferError, Place};
 use crate::client::Outgoing;
@@ -147,6 +151,7 @@ pub(crate) async fn respond(
         .filter(|c| c.any_custom_errors)
         .map(|_| Box::new(OriginalHead::of(&head)));
     let mut cors = None;
+    let mut auth_adds = None;
     let (result, route, hsts, upstream_answered) = match config {
         None => (Err(ProxyError::NotReady), None, false, false),
         Some(config) => match route(&conn, config, &mut head, client, &mut cors) {
@@ -157,19 +162,41 @@ pub(crate) async fn respond(
                 // Counted under its route even if the client leaves before the answer.
                 let counted = worker.stats.borrow_mut().route(Some(route)).clone();
                 guard.measure.route = Some(counted);
-                let fallback = errors::unavailable_fallback(route, &mut head);
-                let result = forward(
-                    &conn,
-                    config,
-                    fallback.as_ref().unwrap_or(route),
-                    &mut head,
-                    body,
-                    client_upgrade,
-                    &mut guard,
-                )
-                .await;
-                let answered = result.is_ok();
-                (result, Some(route), tls && conn.https, answered)
+                // External auth: boxed, so requests of routes without it do not carry its
+                // future.
+                let denied = match &route.policy.external_auth {
+                    None => None,
+                    Some(auth) => {
+                        let check = auth::check(&conn, config, route, auth, &mut head, client);
+                        match Box::pin(check).await {
+                            Checked::Granted(adds) => {
+                                auth_adds = Some(adds);
+                                None
+                            }
+                            Checked::Denied(result, adds) => {
+                                auth_adds = Some(adds);
+                                Some(*result)
+                            }
+                        }
+                    }
+                };
+                if let Some(result) = denied {
+                    (result, Some(route), tls && conn.https, false)
+                } else {
+                    let fallback = errors::unavailable_fallback(route, &mut head);
+                    let result = forward(
+                        &conn,
+                        config,
+                        fallback.as_ref().unwrap_or(route),
+                        &mut head,
+                        body,
+                        client_upgrade,
+                        &mut guard,
+                    )
+                    .await;
+                    let answered = result.is_ok();
+                    (result, Some(route), tls && conn.https, answered)
+                }
             }
         },
     };
@@ -237,6 +264,11 @@ pub(crate) async fn respond(
     // After the route's edits (CORS's replace theirs); an error page is not the route's.
     if let Some(cors) = cors.filter(|_| !error_page_made) {
         cors.apply(response.headers_mut());
+    }
+    // The auth server's cookies (and a 401's WWW-Authenticate), as nginx's add_header: on
+    // every answer of the location, an error page's too.
+    if let Some(adds) = auth_adds {
+        adds.apply(&mut response);
     }
     if hsts {
         if let Some(value) = config.and_then(|c| c.hsts_header.as_deref()) {
@@ -639,7 +671,7 @@ fn key_hash(
 
 /// What the request's nginx variables are filled from besides its head (`upstream-hash-by`,
 /// a mirror's target).
-fn with_key_inputs<R>(
+pub(crate) fn with_key_inputs<R>(
     conn: &ConnCtx,
     head: &Parts,
     forwarded_client: Option<IpAddr>,

@@ -69,6 +69,7 @@ mod admin;
 mod answer;
 mod answer_here;
 mod attempts;
+mod auth;
 mod balance;
 mod body;
 mod buffer;

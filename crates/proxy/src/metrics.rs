@@ -141,6 +141,7 @@ pub(crate) struct Stats {
     pub(crate) limits: LimitCounts,
     pub(crate) bodies_buffered: BufferedCounts,
     pub(crate) mirrors: MirrorCounts,
+    pub(crate) auth: AuthCounts,
     /// Connections closed for a missing or invalid PROXY protocol header.
     pub(crate) proxy_protocol_refused: u64,
     pub(crate) passthrough: PassthroughCounts,
@@ -178,6 +179,18 @@ pub(crate) struct BufferedCounts {
     pub(crate) file: u64,
 }
 
+/// External auth (`auth-url`): how each request's answer was found.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct AuthCounts {
+    /// A sub-request was sent.
+    pub(crate) misses: u64,
+    /// The auth cache held the answer.
+    pub(crate) hits: u64,
+    /// Another request's sub-request with the same cache key was in flight; its answer was
+    /// shared (single-flight).
+    pub(crate) shared: u64,
+}
+
 /// Mirrored copies of requests (`mirror-target`), by outcome.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct MirrorCounts {
@@ -205,6 +218,7 @@ pub(crate) struct Snapshot {
     pub(crate) limits: LimitCounts,
     pub(crate) bodies_buffered: BufferedCounts,
     pub(crate) mirrors: MirrorCounts,
+    pub(crate) auth: AuthCounts,
     pub(crate) proxy_protocol_refused: u64,
     pub(crate) passthrough: PassthroughCounts,
     pub(crate) streams: BTreeMap<StreamKey, StreamCounts>,
@@ -587,6 +601,7 @@ impl Stats {
             limits: self.limits,
             bodies_buffered: self.bodies_buffered,
             mirrors: self.mirrors,
+            auth: self.auth,
             proxy_protocol_refused: self.proxy_protocol_refused,
             passthrough: self.passthrough,
             streams: self.streams.clone(),
@@ -687,6 +702,9 @@ impl Snapshot {
         self.mirrors.sent += other.mirrors.sent;
         self.mirrors.failed += other.mirrors.failed;
         self.mirrors.dropped += other.mirrors.dropped;
+        self.auth.misses += other.auth.misses;
+        self.auth.hits += other.auth.hits;
+        self.auth.shared += other.auth.shared;
         self.proxy_protocol_refused += other.proxy_protocol_refused;
         self.passthrough.passed += other.passthrough.passed;
         self.passthrough.failed += other.passthrough.failed;

@@ -248,6 +248,10 @@ pub const KEYS: &[Key] = &[
         settings.max_worker_connections = value.parse().map_err(|_| COUNT)?;
         Ok(())
     }),
+    read("auth-cache-max-entries", |settings, value| {
+        settings.auth_cache_max_entries = value.parse().map_err(|_| COUNT)?;
+        Ok(())
+    }),
     read("mirror-max-in-flight", |settings, value| {
         settings.mirror_max_in_flight = value.parse().map_err(|_| COUNT)?;
         Ok(())

@@ -13,6 +13,7 @@ mod codec;
 mod cors;
 mod custom_errors;
 mod edge;
+mod external_auth;
 mod forwarded;
 mod grpc;
 mod h2_edge;

@@ -18,7 +18,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use model::mirror::{Mirror, MirrorHost, MirrorUri};
+use model::mirror::{Mirror, MirrorHost, MirrorTarget, MirrorUri};
 use model::policy::{TlsVersions, UpstreamTls};
 use model::{
     node_local_reason, Backend, BackendKey, EndpointSet, NamespacedName, NodeLocalEndpoints,
@@ -36,71 +36,15 @@ impl Compiler<'_> {
             return;
         };
         let (key, written, target) = (&read.key, &read.written, &read.target);
-        let (backend, upstream_name): (Arc<Backend>, Arc<str>) = match target.host_kind() {
-            MirrorHost::Address(ip) => {
-                let addr = SocketAddr::new(ip, target.port);
-                let refused = self.out.node_local_endpoints == NodeLocalEndpoints::Refuse;
-                if let Some(why) = node_local_reason(ip).filter(|_| refused) {
-                    self.diagnose(
-                        object.clone(),
-                        format!("annotation {key}: {written:?}: {why}, refused in Kubernetes mode as an endpoint would be; not mirrored"),
-                    );
-                    return;
-                }
-                let endpoints = EndpointSet {
-                    ready: vec![addr],
-                    ..EndpointSet::default()
-                };
-                // Kept with the configuration's backends, so that the worker's pool keeps
-                // connections to it (it pools only endpoints of those). No Service has an
-                // empty namespace: the key meets no other.
-                let key = BackendKey {
-                    service: NamespacedName::new("", "mirror-target"),
-                    port_name: addr.to_string(),
-                };
-                let backend = self
-                    .out
-                    .backends
-                    .entry(key.clone())
-                    .or_insert_with(|| Arc::new(Backend::new(key, endpoints)))
-                    .clone();
-                (backend, Arc::from(addr.to_string()))
-            }
-            MirrorHost::Service { namespace, name } => {
-                let service = NamespacedName::new(namespace, name);
-                let port = i32::from(target.port);
-                match backends::resolve_backend(
-                    self.store,
-                    &service,
-                    Some(port),
-                    &port.to_string(),
-                    self.out.node_local_endpoints,
-                    &mut self.out.backends,
-                ) {
-                    Ok(backend) => {
-                        let name = backend
-                            .key()
-                            .map_or_else(|| service.to_string(), ToString::to_string);
-                        (backend, Arc::from(name))
-                    }
-                    Err(why) => {
-                        self.diagnose_with(
-                            why.severity(),
-                            object.clone(),
-                            format!("annotation {key}: {written:?}: {why}; not mirrored"),
-                        );
-                        return;
-                    }
-                }
-            }
-            MirrorHost::Name => {
-                self.diagnose_with(
-                    Severity::Unsupported,
-                    object.clone(),
-                    format!("annotation {key}: {written:?}: the host {:?} needs DNS, which Sluice does not resolve on the data path; use an IP address or a Service as <name>.<namespace>.svc; not mirrored", target.host),
-                );
-                return;
-            }
+        let Some((backend, upstream_name)) = self.url_backend(
+            object,
+            &format!("annotation {key}"),
+            written,
+            target,
+            "mirror-target",
+            "not mirrored",
+        ) else {
+            return;
         };
         let uri = match &target.uri {
             Some(uri) => uri.clone(),
@@ -135,5 +79,85 @@ impl Compiler<'_> {
             backend,
             tls,
         }));
+    }
+
+    /// Where a URL annotation (`mirror-target`, `auth-url`) sends requests: an address (a
+    /// backend of that one endpoint, `/<kind>:ADDR:PORT`) or a Service port; `None` after a
+    /// diagnostic ending in `outcome`. `key` names the source (`annotation …`, `data.…`).
+    pub(crate) fn url_backend(
+        &mut self,
+        object: &ObjectRef,
+        key: &str,
+        written: &str,
+        target: &MirrorTarget,
+        kind: &str,
+        outcome: &str,
+    ) -> Option<(Arc<Backend>, Arc<str>)> {
+        match target.host_kind() {
+            MirrorHost::Address(ip) => {
+                let addr = SocketAddr::new(ip, target.port);
+                let refused = self.out.node_local_endpoints == NodeLocalEndpoints::Refuse;
+                if let Some(why) = node_local_reason(ip).filter(|_| refused) {
+                    self.diagnose(
+                        object.clone(),
+                        format!("{key}: {written:?}: {why}, refused in Kubernetes mode as an endpoint would be; {outcome}"),
+                    );
+                    return None;
+                }
+                let endpoints = EndpointSet {
+                    ready: vec![addr],
+                    ..EndpointSet::default()
+                };
+                // Kept with the configuration's backends, so that the worker's pool keeps
+                // connections to it (it pools only endpoints of those). No Service has an
+                // empty namespace: the key meets no other.
+                let key = BackendKey {
+                    service: NamespacedName::new("", kind),
+                    port_name: addr.to_string(),
+                };
+                let backend = self
+                    .out
+                    .backends
+                    .entry(key.clone())
+                    .or_insert_with(|| Arc::new(Backend::new(key, endpoints)))
+                    .clone();
+                Some((backend, Arc::from(addr.to_string())))
+            }
+            MirrorHost::Service { namespace, name } => {
+                let service = NamespacedName::new(namespace, name);
+                let port = i32::from(target.port);
+                match backends::resolve_backend(
+                    self.store,
+                    &service,
+                    Some(port),
+                    &port.to_string(),
+                    self.out.node_local_endpoints,
+                    &mut self.out.backends,
+                ) {
+                    Ok(backend) => {
+                        let name = backend
+                            .key()
+                            .map_or_else(|| service.to_string(), ToString::to_string);
+                        Some((backend, Arc::from(name)))
+                    }
+                    Err(why) => {
+                        self.diagnose_with(
+                            why.severity(),
+                            object.clone(),
+                            format!("{key}: {written:?}: {why}; {outcome}"),
+                        );
+                        None
+                    }
+                }
+            }
+            MirrorHost::Name => {
+                self.diagnose_with(
+                    Severity::Unsupported,
+                    object.clone(),
+                    format!("{key}: {written:?}: the host {:?} needs DNS, which Sluice does not resolve on the data path; use an IP address or a Service as <name>.<namespace>.svc; {outcome}", target.host),
+                );
+                None
+            }
+        }
     }
 }

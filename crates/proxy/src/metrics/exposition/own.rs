@@ -102,6 +102,20 @@ pub(super) fn sluice_families(
             "sluice_mirror_requests_total{{outcome=\"{outcome}\"}} {n}"
         );
     }
+    family(
+        out,
+        "sluice_auth_requests_total",
+        "counter",
+        "Requests of routes with external auth (auth-url), by how the auth server's answer was found (miss: a sub-request was sent; hit: the auth cache held it; shared: another request's sub-request with the same cache key was in flight and its answer was used).",
+    );
+    let auth = total.auth;
+    for (result, n) in [
+        ("miss", auth.misses),
+        ("hit", auth.hits),
+        ("shared", auth.shared),
+    ] {
+        let _ = writeln!(out, "sluice_auth_requests_total{{result=\"{result}\"}} {n}");
+    }
     single(
         out,
         "sluice_client_connections_open",

@@ -14,11 +14,12 @@
 //!
 //! Files: `registry.rs` (the entries), `reader.rs` (prefixes, the parser order), one
 //! `read_*.rs` per group of parsers (upstream, routing, canary, mirror, cors, access, response:
-//! the redirect and cookie rewrites and custom-headers' reference),
+//! the redirect and cookie rewrites and custom-headers' reference, auth: external auth),
 //! `snippet.rs` (nginx snippets → header edits), `parsed.rs` (what the reader leaves).
 
 mod parsed;
 mod read_access;
+mod read_auth;
 mod read_canary;
 mod read_cors;
 mod read_mirror;
@@ -30,6 +31,8 @@ mod registry;
 mod snippet;
 #[cfg(test)]
 mod tests;
+
+pub use read_auth::AuthSpec;
 
 pub use parsed::{BackendProtocol, Canary, IngressAnnotations, MirrorAnnotations, ProxySsl};
 pub(crate) use reader::go_bool;

@@ -54,6 +54,8 @@ pub struct IngressAnnotations {
     /// `custom-headers`: the ConfigMap (`namespace/name`) and the annotation's key; compile
     /// reads it from the Store.
     pub custom_headers: Option<(model::NamespacedName, String)>,
+    /// `auth-url` and its companions, checked; compile resolves where the sub-request goes.
+    pub external_auth: Option<super::AuthSpec>,
 }
 
 /// The mirror family as read: the target checked, the host and body switch defaulted as

@@ -31,8 +31,6 @@ pub enum Support {
 pub(super) const WITH_AUTH_TYPE: &str = "planned (wave 2); read only with auth-type (alone ignored, as in ingress-nginx), which refuses the Ingress until then";
 /// A companion of `auth-tls-secret`.
 pub(super) const WITH_AUTH_TLS_SECRET: &str = "planned (wave 2); read only with auth-tls-secret (alone ignored, as in ingress-nginx), which refuses the Ingress until then";
-/// A companion of `auth-url`.
-pub(super) const WITH_AUTH_URL: &str = "planned (wave 2); read only with auth-url (alone ignored, as in ingress-nginx), which refuses the Ingress until then";
 /// Why rate limits do not fail closed: they bound how much a client may ask, not who may ask.
 /// Without them every client still gets exactly the answers it is entitled to; what is lost is
 /// protection of the backends' capacity, which a diagnostic reports.
@@ -93,6 +91,7 @@ pub enum Parser {
     ProxySsl,
     Access,
     FailClosed,
+    ExternalAuth,
     GlobalAuth,
     Snippets,
 }
@@ -133,19 +132,20 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("auth-tls-error-page", Support::No(WITH_AUTH_TLS_SECRET), None),
     annotation("auth-tls-pass-certificate-to-upstream", Support::No(WITH_AUTH_TLS_SECRET), None),
     annotation("auth-tls-match-cn", Support::No(WITH_AUTH_TLS_SECRET), None),
-    annotation("auth-signin", Support::No(WITH_AUTH_URL), None),
-    annotation("auth-signin-redirect-param", Support::No(WITH_AUTH_URL), None),
-    annotation("auth-method", Support::No(WITH_AUTH_URL), None),
-    annotation("auth-response-headers", Support::No(WITH_AUTH_URL), None),
-    annotation("auth-request-redirect", Support::No(WITH_AUTH_URL), None),
-    annotation("auth-url", Support::FailsClosed("until external authentication is implemented (wave 2): any value refuses the Ingress's routes (503) rather than serve them unauthenticated; ingress-nginx, too, refuses them when the URL cannot be read"), Some(Parser::FailClosed)),
-    annotation("auth-cache-key", Support::No(WITH_AUTH_URL), None),
-    annotation("auth-cache-duration", Support::No(WITH_AUTH_URL), None),
-    annotation("auth-keepalive", Support::No(WITH_AUTH_URL), None),
-    annotation("auth-keepalive-share-vars", Support::No(WITH_AUTH_URL), None),
-    annotation("auth-keepalive-requests", Support::No(WITH_AUTH_URL), None),
-    annotation("auth-keepalive-timeout", Support::No(WITH_AUTH_URL), None),
-    annotation("auth-proxy-set-headers", Support::No(WITH_AUTH_URL), None),
+    annotation("auth-signin", Support::Yes, Some(Parser::ExternalAuth)),
+    annotation("auth-signin-redirect-param", Support::Yes, Some(Parser::ExternalAuth)),
+    annotation("auth-method", Support::Yes, Some(Parser::ExternalAuth)),
+    annotation("auth-response-headers", Support::Partial("copied from the auth server's 2xx answer into the request sent upstream, replacing what the client sent; a header the answer lacks is removed (nginx sends an empty proxy_set_header not at all)"), Some(Parser::ExternalAuth)),
+    annotation("auth-request-redirect", Support::Yes, Some(Parser::ExternalAuth)),
+    annotation("auth-url", Support::Partial("as nginx's auth_request in ingress-nginx's template: before the request goes upstream, a sub-request (the client's method, or auth-method; its headers, no body; Host the URL's host; X-Original-URL, X-Original-Method, X-Sent-From, X-Real-IP, X-Forwarded-For, X-Auth-Request-Redirect, X-Request-ID; X-Forwarded-Proto removed) goes to the URL: 2xx proxies the request, 401 and 403 answer that (401 with the auth server's WWW-Authenticate, or a 302 to auth-signin), anything else or an unreachable server 500; the URL's host must be an IP address or a Service as <name>.<namespace>.svc[.cluster.local] (Sluice resolves no other DNS name on the data path); a URL that cannot be read refuses the routes (503); the ConfigMap's no-auth-locations apply"), Some(Parser::ExternalAuth)),
+    annotation("auth-cache-key", Support::Partial("answers cached per host, Ingress path and key, for every worker of the process at once (one cache, not one per worker); simultaneous requests with one key wait for one sub-request (single-flight, which nginx's proxy_cache_lock is off for); bounded by the ConfigMap key auth-cache-max-entries (least recently used out); an answer with Set-Cookie or Cache-Control no-store, no-cache or private is not kept (nginx's proxy_cache rules); counted in sluice_auth_requests_total"), Some(Parser::ExternalAuth)),
+    annotation("auth-cache-duration", Support::Yes, Some(Parser::ExternalAuth)),
+    annotation("auth-keepalive", Support::Accepted("Sluice keeps connections to the auth server in its pool whatever the value"), None),
+    annotation("auth-keepalive-share-vars", Support::Accepted("Sluice keeps connections to the auth server in its pool whatever the value"), None),
+    annotation("auth-keepalive-requests", Support::Accepted("Sluice keeps connections to the auth server in its pool whatever the value"), None),
+    annotation("auth-keepalive-timeout", Support::Accepted("Sluice keeps connections to the auth server in its pool whatever the value"), None),
+    annotation("auth-proxy-set-headers", Support::Partial("a ConfigMap of the Ingress's namespace whose data are headers sent to the auth server; a ConfigMap not found or with an invalid name refuses the routes (503), as in ingress-nginx; in Kubernetes, Sluice watches only the ConfigMaps it is told to, so it is not read there yet"), Some(Parser::ExternalAuth)),
+    annotation("auth-always-set-cookie", Support::Yes, Some(Parser::ExternalAuth)),
     annotation("auth-snippet", Support::No("snippets are never executed"), None),
     annotation("enable-global-auth", Support::Accepted("\"false\" leaves the Ingress out of the ConfigMap's global-auth-url, which refuses the routes it covers (503) until external authentication is implemented (wave 2)"), Some(Parser::GlobalAuth)),
     annotation("backend-protocol", Support::Partial("HTTP, HTTPS (HTTP/1.1 over TLS), GRPC (HTTP/2 prior knowledge) and GRPCS (HTTP/2 over TLS, with the proxy-ssl-* settings); AUTO_HTTP is served as HTTP; FCGI and AJP routes answer 503"), Some(Parser::BackendProtocol)),

@@ -1,0 +1,751 @@
+//! The external-auth phase (`auth-url`, `global-auth-url`): before a request goes upstream, a
+//! sub-request asks the auth server, as nginx's `auth_request` in ingress-nginx's template
+//! does; and the auth cache (`auth-cache-key`), one for every worker of the process.
+//!
+//! ```text
+//!  forward, after the redirects and the rewrite, before the body is read:
+//!   route.policy.external_auth ─▶ cache key? ─hit─▶ the kept answer
+//!      │ miss ─▶ one sub-request per key at a time (single-flight): the others wait for it
+//!      ▼         and share its answer when it may be kept
+//!   sub-request: the client's method (or auth-method) and headers, no body; Host the URL's;
+//!      X-Original-URL, X-Original-Method, X-Sent-From, X-Real-IP, X-Forwarded-For,
+//!      X-Auth-Request-Redirect, X-Request-ID (the one the upstream gets too), X-Forwarded-Proto
+//!      removed; auth-proxy-set-headers ─▶ upstream::exchange to the auth backend
+//!   answer: 2xx ─▶ Granted: auth-response-headers onto the request (absent: removed), the
+//!                  auth server's Set-Cookie onto the answer (SET_COOKIE_STATUSES, or always)
+//!           401 ─▶ auth-signin: 302 to it │ 401 with the auth server's WWW-Authenticate
+//!           403 ─▶ 403 │ anything else, no answer ─▶ 500
+//! ```
+//! The cache keeps an answer by nginx's `proxy_cache` rules: its status has a duration in
+//! `auth-cache-duration`, it sets no cookie, its `Cache-Control` allows keeping it (`max-age`
+//! overrides the duration). Its size is bounded by the ConfigMap's `auth-cache-max-entries`;
+//! the least recently used key goes first.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{header, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode, Uri};
+use http_body_util::BodyExt;
+use model::access_log::Segment;
+use model::auth::{escape_uri_component, AuthUri, ExternalAuth, SigninPart, SET_COOKIE_STATUSES};
+use model::{Compiled, Route};
+use tokio::sync::OnceCell;
+
+use crate::answer::text_response;
+use crate::attempts::Attempts;
+use crate::client::Outgoing;
+use crate::error::{Chain, ProxyError};
+use crate::hash_key::{self, KeyInputs};
+use crate::headers::{self, X_FORWARDED_PROTO};
+use crate::request_body::RequestBody;
+use crate::response_body::ResponseBody;
+use crate::upstream::{self, Exchange, Pending, UpstreamBody};
+use crate::worker::ConnCtx;
+
+/// How much of the auth server's answer body is read (and dropped) to pool its connection.
+const DRAIN_MAX: usize = 64 * 1024;
+/// The longest cache key kept (a longer one is not cached: an `Authorization` of megabytes
+/// must not fill the cache).
+const KEY_MAX: usize = 8 * 1024;
+
+static X_ORIGINAL_URL: HeaderName = HeaderName::from_static("x-original-url");
+static X_ORIGINAL_METHOD: HeaderName = HeaderName::from_static("x-original-method");
+static X_ORIGINAL_URI: HeaderName = HeaderName::from_static("x-original-uri");
+static X_SCHEME: HeaderName = HeaderName::from_static("x-scheme");
+static X_SENT_FROM: HeaderName = HeaderName::from_static("x-sent-from");
+static X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_AUTH_REQUEST_REDIRECT: HeaderName = HeaderName::from_static("x-auth-request-redirect");
+static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// What the phase decided.
+pub(crate) enum Checked {
+    /// The request goes on; `AuthAdds` goes on its answer.
+    Granted(AuthAdds),
+    /// Answered here: a redirect to sign in (`Ok`) or a refusal (`Err`), with what goes on it.
+    Denied(Box<Result<Response<ResponseBody>, ProxyError>>, AuthAdds),
+}
+
+/// What the auth server's answer adds to the client's.
+#[derive(Default)]
+pub(crate) struct AuthAdds {
+    cookies: Vec<HeaderValue>,
+    always: bool,
+    www_authenticate: Option<HeaderValue>,
+}
+
+impl AuthAdds {
+    /// Onto the answer the client gets: the auth server's cookies (nginx's `add_header
+    /// Set-Cookie $auth_cookie`, on `SET_COOKIE_STATUSES` unless `auth-always-set-cookie`),
+    /// and on a 401 its `WWW-Authenticate`.
+    pub(crate) fn apply<B>(self, response: &mut Response<B>) {
+        let status = response.status();
+        let headers = response.headers_mut();
+        if let Some(value) = self.www_authenticate.filter(|_| status.as_u16() == 401) {
+            headers.insert(header::WWW_AUTHENTICATE, value);
+        }
+        if self.always || SET_COOKIE_STATUSES.contains(&status.as_u16()) {
+            for cookie in self.cookies {
+                headers.append(header::SET_COOKIE, cookie);
+            }
+        }
+    }
+}
+
+/// The auth server's answer, as far as the phase needs it.
+#[derive(Debug)]
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+}
+
+/// The phase: asks (or finds in the cache) what the auth server says about `head`.
+pub(crate) async fn check(
+    conn: &Rc<ConnCtx>,
+    config: &Compiled,
+    route: &Route,
+    auth: &ExternalAuth,
+    head: &mut Parts,
+    client: IpAddr,
+) -> Checked {
+    let settings = &config.settings;
+    let forwarded = conn.forwarded(client, settings);
+    let https = forwarded.https;
+    let trust_incoming = forwarded.trust_incoming;
+    let full_forwarded_for = forwarded.full_forwarded_for;
+    // nginx's `$req_id`: the client's X-Request-ID, else a new one, which the upstream then
+    // gets too (ingress-nginx sends `$req_id` to both).
+    let request_id = match head.headers.get(&X_REQUEST_ID) {
+        Some(id) => id.clone(),
+        None => {
+            let id = HeaderValue::from_bytes(&headers::request_id()).expect("hex digits");
+            if settings.generate_request_id {
+                head.headers.insert(X_REQUEST_ID.clone(), id.clone());
+            }
+            id
+        }
+    };
+    let forwarded_client = (client != conn.peer()).then_some(client);
+    let pass_scheme = pass_access_scheme(head, https, trust_incoming);
+    let sub =
+        crate::forward::with_key_inputs(conn, head, forwarded_client, &route.site.host, |inputs| {
+            let ctx = SubRequest {
+                auth,
+                inputs,
+                client,
+                pass_scheme,
+                full_forwarded_for,
+                request_id: &request_id,
+                underscores: settings.enable_underscores_in_headers,
+            };
+            let cache_key = auth
+                .cache
+                .as_ref()
+                .and_then(|cache| cache_key(route, &cache.segments, head, inputs));
+            (ctx.head(head), cache_key)
+        });
+    let (sub_head, cache_key) = sub;
+    let Some(sub_head) = sub_head else {
+        tracing::debug!(url = %auth.url, "auth-url expands to no valid request target");
+        return Checked::Denied(Box::new(Err(ProxyError::AuthFailed)), AuthAdds::default());
+    };
+    let answer = match cache_key {
+        Some(key) => cached_ask(conn, config, route, auth, sub_head, key).await,
+        None => {
+            conn.worker.stats.borrow_mut().auth.misses += 1;
+            ask(conn, config, route, auth, sub_head).await.map(Rc::new)
+        }
+    };
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(error) => {
+            tracing::warn!(url = %auth.url, error = %Chain(&error), "the auth server could not be asked; answering 500");
+            return Checked::Denied(Box::new(Err(ProxyError::AuthFailed)), AuthAdds::default());
+        }
+    };
+    let mut adds = AuthAdds {
+        cookies: answer
+            .headers
+            .get_all(header::SET_COOKIE)
+            .iter()
+            .cloned()
+            .collect(),
+        always: auth.always_set_cookie,
+        www_authenticate: None,
+    };
+    match answer.status.as_u16() {
+        200..=299 => {
+            for name in auth.response_headers.iter() {
+                match answer.headers.get(name) {
+                    Some(value) => head.headers.insert(name.clone(), value.clone()),
+                    None => head.headers.remove(name),
+                };
+            }
+            Checked::Granted(adds)
+        }
+        401 => match &auth.signin {
+            Some(signin) => {
+                let location = crate::forward::with_key_inputs(
+                    conn,
+                    head,
+                    forwarded_client,
+                    &route.site.host,
+                    |inputs| signin_location(&signin.parts, head, inputs, pass_scheme),
+                );
+                match location {
+                    Some(location) => Checked::Denied(Box::new(Ok(redirect(location))), adds),
+                    None => Checked::Denied(Box::new(Err(ProxyError::AuthFailed)), adds),
+                }
+            }
+            None => {
+                adds.www_authenticate = answer.headers.get(header::WWW_AUTHENTICATE).cloned();
+                Checked::Denied(Box::new(Err(ProxyError::AuthRequired)), adds)
+            }
+        },
+        403 => Checked::Denied(Box::new(Err(ProxyError::Forbidden)), adds),
+        status => {
+            tracing::warn!(url = %auth.url, status, "the auth server answered neither 2xx, 401 nor 403; answering 500");
+            Checked::Denied(Box::new(Err(ProxyError::AuthFailed)), adds)
+        }
+    }
+}
+
+/// `$pass_access_scheme`: the trusted balancer's `X-Forwarded-Proto`, else how the client
+/// (or the PROXY protocol's balancer) reached Sluice.
+fn pass_access_scheme(head: &Parts, https: bool, trust_incoming: bool) -> &'static str {
+    let forwarded = trust_incoming
+        .then(|| head.headers.get(&X_FORWARDED_PROTO))
+        .flatten()
+        .map(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
+    if forwarded.unwrap_or(https) {
+        "https"
+    } else {
+        "http"
+    }
+}
+
+fn redirect(location: HeaderValue) -> Response<ResponseBody> {
+    let mut response = text_response(StatusCode::FOUND, Bytes::from_static(b"302 Found\n"));
+    response.headers_mut().insert(header::LOCATION, location);
+    response
+}
+
+/// The sign-in `Location` for this request.
+fn signin_location(
+    parts: &[SigninPart],
+    head: &Parts,
+    inputs: &KeyInputs<'_>,
+    pass_scheme: &str,
+) -> Option<HeaderValue> {
+    let mut out = Vec::with_capacity(128);
+    for part in parts {
+        match part {
+            SigninPart::Literal(text) => out.extend_from_slice(text.as_bytes()),
+            SigninPart::PassAccessScheme => out.extend_from_slice(pass_scheme.as_bytes()),
+            SigninPart::HttpHost => {
+                if let Some(host) = head.headers.get(header::HOST) {
+                    out.extend_from_slice(host.as_bytes());
+                } else if let Some(authority) = head.uri.authority() {
+                    out.extend_from_slice(authority.as_str().as_bytes());
+                }
+            }
+            SigninPart::EscapedRequestUri => {
+                let mut uri = Vec::new();
+                hash_key::fill(
+                    &mut uri,
+                    &model::access_log::Variable::RequestUri,
+                    head,
+                    inputs,
+                );
+                let mut escaped = String::with_capacity(uri.len() * 2);
+                escape_uri_component(&mut escaped, &uri);
+                out.extend_from_slice(escaped.as_bytes());
+            }
+            SigninPart::Variable(variable) => hash_key::fill(&mut out, variable, head, inputs),
+        }
+    }
+    HeaderValue::from_bytes(&out).ok()
+}
+
+/// What the sub-request is made from.
+struct SubRequest<'a> {
+    auth: &'a ExternalAuth,
+    inputs: &'a KeyInputs<'a>,
+    client: IpAddr,
+    pass_scheme: &'static str,
+    full_forwarded_for: bool,
+    request_id: &'a HeaderValue,
+    underscores: bool,
+}
+
+impl SubRequest<'_> {
+    /// The sub-request's head, from the client's `head`; `None`: the URL expands to no
+    /// request target.
+    fn head(&self, head: &Parts) -> Option<Parts> {
+        let auth = self.auth;
+        let target = match &auth.uri {
+            AuthUri::Fixed(uri) => Uri::try_from(uri.as_str()).ok()?,
+            AuthUri::Template(segments) => {
+                let mut target = Vec::with_capacity(128);
+                for segment in segments.iter() {
+                    match segment {
+                        Segment::Literal(text) => target.extend_from_slice(text.as_bytes()),
+                        Segment::Variable(v) => hash_key::fill(&mut target, v, head, self.inputs),
+                    }
+                }
+                Uri::try_from(target)
+                    .ok()
+                    .filter(|uri| uri.scheme().is_none() && uri.path().starts_with('/'))?
+            }
+        };
+        let mut request_uri = Vec::with_capacity(64);
+        let uri_variable = model::access_log::Variable::RequestUri;
+        hash_key::fill(&mut request_uri, &uri_variable, head, self.inputs);
+        let request_uri = HeaderValue::from_bytes(&request_uri).ok()?;
+        let http_host = head.headers.get(header::HOST).cloned().or_else(|| {
+            let authority = head.uri.authority()?;
+            HeaderValue::from_str(authority.as_str()).ok()
+        });
+        let scheme = if self.inputs.https { "https" } else { "http" };
+        let mut original_url = format!("{scheme}://").into_bytes();
+        if let Some(host) = &http_host {
+            original_url.extend_from_slice(host.as_bytes());
+        }
+        original_url.extend_from_slice(request_uri.as_bytes());
+
+        let mut sub = Request::new(()).into_parts().0;
+        sub.method = auth.method.clone().unwrap_or_else(|| head.method.clone());
+        sub.version = head.version;
+        sub.uri = target;
+        sub.headers = head.headers.clone();
+        // nginx's `proxy_pass_request_headers on`, without the body's framing
+        // (`proxy_pass_request_body off`, `Content-Length: ""`).
+        headers::client_headers_only(&mut sub, self.underscores);
+        let h = &mut sub.headers;
+        h.remove(header::CONTENT_LENGTH);
+        h.remove(header::TRANSFER_ENCODING);
+        h.remove(&X_FORWARDED_PROTO);
+        h.insert(header::HOST, auth.host.clone());
+        h.insert(
+            X_ORIGINAL_URL.clone(),
+            HeaderValue::from_bytes(&original_url).ok()?,
+        );
+        h.insert(
+            X_ORIGINAL_METHOD.clone(),
+            HeaderValue::from_str(head.method.as_str()).ok()?,
+        );
+        h.insert(
+            X_SENT_FROM.clone(),
+            HeaderValue::from_static("nginx-ingress-controller"),
+        );
+        let client = HeaderValue::from_str(&self.client.to_string()).ok()?;
+        h.insert(X_REAL_IP.clone(), client.clone());
+        let forwarded_for = match head.headers.get(&X_FORWARDED_FOR) {
+            Some(chain) if self.full_forwarded_for => {
+                let mut joined = chain.as_bytes().to_vec();
+                joined.extend_from_slice(b", ");
+                joined.extend_from_slice(client.as_bytes());
+                HeaderValue::from_bytes(&joined).unwrap_or(client)
+            }
+            _ => client,
+        };
+        h.insert(X_FORWARDED_FOR.clone(), forwarded_for);
+        let redirect = auth
+            .request_redirect
+            .clone()
+            .unwrap_or_else(|| request_uri.clone());
+        h.insert(X_AUTH_REQUEST_REDIRECT.clone(), redirect);
+        h.insert(X_REQUEST_ID.clone(), self.request_id.clone());
+        if auth.method.is_some() {
+            h.insert(X_ORIGINAL_URI.clone(), request_uri);
+            h.insert(X_SCHEME.clone(), HeaderValue::from_static(self.pass_scheme));
+        }
+        for (name, value) in auth.proxy_set_headers.iter() {
+            h.insert(name.clone(), value.clone());
+        }
+        Some(sub)
+    }
+}
+
+/// The cache key: the route's host and path (ingress-nginx keys per server and location),
+/// then the expanded `auth-cache-key`. `None`: too long to keep.
+fn cache_key(
+    route: &Route,
+    segments: &[Segment],
+    head: &Parts,
+    inputs: &KeyInputs<'_>,
+) -> Option<Box<str>> {
+    let mut key = Vec::with_capacity(128);
+    key.extend_from_slice(route.site.host.as_bytes());
+    key.push(0);
+    key.extend_from_slice(route.site.path.as_bytes());
+    key.push(0);
+    key.extend_from_slice(route.ingress.to_string().as_bytes());
+    key.push(0);
+    for segment in segments {
+        match segment {
+            Segment::Literal(text) => key.extend_from_slice(text.as_bytes()),
+            Segment::Variable(v) => hash_key::fill(&mut key, v, head, inputs),
+        }
+    }
+    (key.len() <= KEY_MAX).then(|| String::from_utf8_lossy(&key).into())
+}
+
+/// Sends the sub-request; the answer's body is read and dropped.
+async fn ask(
+    conn: &Rc<ConnCtx>,
+    config: &Compiled,
+    route: &Route,
+    auth: &ExternalAuth,
+    mut head: Parts,
+) -> Result<Answer, ProxyError> {
+    let upstreams = &conn.worker.upstreams;
+    let settings = &config.settings;
+    let policy = &route.policy.upstream;
+    let mut body = Outgoing::new(RequestBody::Empty);
+    let mut timing = None;
+    let attempts = Attempts::new(
+        &auth.backend,
+        settings.load_balance,
+        None,
+        policy,
+        Instant::now(),
+        &mut timing,
+        None,
+    );
+    let retryable = headers::is_idempotent(&head.method) || policy.next_upstream.non_idempotent;
+    let pending = Pending {
+        head: &mut head,
+        added: None,
+        body: &mut body,
+        retryable,
+        upgrade: false,
+    };
+    let Exchange {
+        response,
+        conn: upstream_conn,
+    } = upstream::exchange(
+        upstreams,
+        settings,
+        policy,
+        auth.tls.as_ref(),
+        pending,
+        attempts,
+    )
+    .await?;
+    let (parts, ()) = response.into_parts();
+    let mut drained = UpstreamBody::new(upstream_conn, upstreams, settings);
+    let mut read = 0;
+    while read <= DRAIN_MAX {
+        match drained.frame().await {
+            Some(Ok(frame)) => read += frame.data_ref().map_or(0, Bytes::len),
+            // The answer is known; a body that fails only costs the connection.
+            None | Some(Err(_)) => break,
+        }
+    }
+    Ok(Answer {
+        status: parts.status,
+        headers: parts.headers,
+    })
+}
+
+/// `ask` through the cache: a kept answer, or the one sub-request of its key in flight, or a
+/// new one.
+async fn cached_ask(
+    conn: &Rc<ConnCtx>,
+    config: &Compiled,
+    route: &Route,
+    auth: &ExternalAuth,
+    head: Parts,
+    key: Box<str>,
+) -> Result<Rc<Answer>, ProxyError> {
+    let cache = &conn.worker.shared.auth_cache;
+    let capacity = config.settings.auth_cache_max_entries;
+    let flight = match cache.lookup(&key, capacity, Instant::now()) {
+        Lookup::Hit(kept) => {
+            conn.worker.stats.borrow_mut().auth.hits += 1;
+            return Ok(Rc::new(kept.to_answer()));
+        }
+        Lookup::Flight(flight) => flight,
+    };
+    // Only the first caller's future runs; the others wait for its outcome. A caller that
+    // goes away while it asks hands the question to the next waiter.
+    let mut own: Option<Result<Answer, ProxyError>> = None;
+    let rules = auth.cache.as_ref().expect("cached_ask needs a cache");
+    let spare = copy_head(&head);
+    let own_slot = &mut own;
+    let shared = flight
+        .get_or_init(|| async move {
+            conn.worker.stats.borrow_mut().auth.misses += 1;
+            let answer = ask(conn, config, route, auth, head).await;
+            let kept = answer
+                .as_ref()
+                .ok()
+                .and_then(|a| keep_for(rules, a).map(|d| (a, d)))
+                .map(|(a, duration)| Arc::new(Kept::of(a, auth, Instant::now() + duration)));
+            *own_slot = Some(answer);
+            kept
+        })
+        .await
+        .clone();
+    if let Some(answer) = own {
+        return answer.map(Rc::new);
+    }
+    match shared {
+        Some(kept) => {
+            conn.worker.stats.borrow_mut().auth.shared += 1;
+            Ok(Rc::new(kept.to_answer()))
+        }
+        // The answer in flight could not be kept (a cookie, an error): ask alone.
+        None => {
+            conn.worker.stats.borrow_mut().auth.misses += 1;
+            ask(conn, config, route, auth, spare).await.map(Rc::new)
+        }
+    }
+}
+
+/// A second sub-request head (`Parts` is not `Clone`: its extensions are not).
+fn copy_head(head: &Parts) -> Parts {
+    let mut copy = Request::new(()).into_parts().0;
+    copy.method = head.method.clone();
+    copy.uri = head.uri.clone();
+    copy.version = head.version;
+    copy.headers = head.headers.clone();
+    copy
+}
+
+/// How long nginx's `proxy_cache` would keep `answer`: not with a cookie, not when
+/// `Cache-Control` forbids it; its `max-age` (or `s-maxage`) before the table's duration.
+fn keep_for(rules: &model::auth::AuthCache, answer: &Answer) -> Option<Duration> {
+    if answer.headers.contains_key(header::SET_COOKIE) {
+        return None;
+    }
+    let mut max_age = None;
+    for value in answer.headers.get_all(header::CACHE_CONTROL) {
+        let text = value.to_str().ok()?.to_ascii_lowercase();
+        for directive in text.split(',').map(str::trim) {
+            if matches!(directive, "no-store" | "no-cache" | "private") {
+                return None;
+            }
+            if let Some(seconds) = directive
+                .strip_prefix("s-maxage=")
+                .or_else(|| directive.strip_prefix("max-age="))
+            {
+                max_age = seconds.parse::<u64>().ok().map(Duration::from_secs);
+            }
+        }
+    }
+    match max_age {
+        Some(age) if age.is_zero() => None,
+        Some(age) => Some(age),
+        None => rules.keep(answer.status.as_u16()),
+    }
+}
+
+/// An answer in the cache: its status and the headers the phase reads from it.
+#[derive(Debug)]
+struct Kept {
+    status: StatusCode,
+    headers: HeaderMap,
+    expires: Instant,
+}
+
+impl Kept {
+    fn of(answer: &Answer, auth: &ExternalAuth, expires: Instant) -> Kept {
+        let mut headers = HeaderMap::new();
+        for name in auth
+            .response_headers
+            .iter()
+            .chain([&header::WWW_AUTHENTICATE])
+        {
+            for value in answer.headers.get_all(name) {
+                headers.append(name.clone(), value.clone());
+            }
+        }
+        Kept {
+            status: answer.status,
+            headers,
+            expires,
+        }
+    }
+
+    fn to_answer(&self) -> Answer {
+        Answer {
+            status: self.status,
+            headers: self.headers.clone(),
+        }
+    }
+}
+
+/// One key's answer, asked once: `None` inside when it could not be kept.
+type Flight = OnceCell<Option<Arc<Kept>>>;
+
+enum Lookup {
+    Hit(Arc<Kept>),
+    Flight(Arc<Flight>),
+}
+
+/// The auth cache of the process: every worker's requests share it, so N workers make one
+/// sub-request per key, not N.
+#[derive(Default)]
+pub(crate) struct AuthCache {
+    inner: Mutex<CacheInner>,
+}
+
+#[derive(Default)]
+struct CacheInner {
+    entries: HashMap<Box<str>, (Arc<Flight>, u64)>,
+    /// Keys in the order they were last used, with the use's tick; an older tick of a key
+    /// used since is skipped when evicting.
+    order: VecDeque<(Box<str>, u64)>,
+    tick: u64,
+}
+
+impl AuthCache {
+    fn lookup(&self, key: &str, capacity: usize, now: Instant) -> Lookup {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.tick += 1;
+        let tick = inner.tick;
+        if let Some((flight, used)) = inner.entries.get_mut(key) {
+            match flight.get() {
+                Some(Some(kept)) if kept.expires > now => {
+                    let kept = kept.clone();
+                    *used = tick;
+                    inner.order.push_back((key.into(), tick));
+                    inner.compact();
+                    return Lookup::Hit(kept);
+                }
+                // In flight: wait for it.
+                None => {
+                    let flight = flight.clone();
+                    *used = tick;
+                    inner.order.push_back((key.into(), tick));
+                    inner.compact();
+                    return Lookup::Flight(flight);
+                }
+                // Expired, or an answer that was not kept: ask again.
+                Some(_) => {}
+            }
+        }
+        let flight = Arc::new(Flight::new());
+        inner.entries.insert(key.into(), (flight.clone(), tick));
+        inner.order.push_back((key.into(), tick));
+        while inner.entries.len() > capacity.max(1) {
+            let Some((old, old_tick)) = inner.order.pop_front() else {
+                break;
+            };
+            if inner
+                .entries
+                .get(&old)
+                .is_some_and(|(_, used)| *used == old_tick)
+            {
+                inner.entries.remove(&old);
+            }
+        }
+        inner.compact();
+        Lookup::Flight(flight)
+    }
+
+    /// Keys kept now.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entries
+            .len()
+    }
+}
+
+impl CacheInner {
+    /// Drops the stale ticks once they outnumber the keys, so `order` stays bounded.
+    fn compact(&mut self) {
+        if self.order.len() <= 2 * self.entries.len() + 64 {
+            return;
+        }
+        let entries = &self.entries;
+        self.order
+            .retain(|(key, tick)| entries.get(key).is_some_and(|(_, used)| used == tick));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_keeps_at_most_its_capacity_least_recently_used_out() {
+        let cache = AuthCache::default();
+        let now = Instant::now();
+        let keep = |flight: &Arc<Flight>| {
+            let kept = Kept {
+                status: StatusCode::OK,
+                headers: HeaderMap::new(),
+                expires: now + Duration::from_secs(60),
+            };
+            flight.set(Some(Arc::new(kept))).unwrap();
+        };
+        for key in ["a", "b", "c"] {
+            let Lookup::Flight(flight) = cache.lookup(key, 3, now) else {
+                panic!("{key} is new")
+            };
+            keep(&flight);
+        }
+        // `a` used again: `b` is now the least recent.
+        assert!(matches!(cache.lookup("a", 3, now), Lookup::Hit(_)));
+        let Lookup::Flight(flight) = cache.lookup("d", 3, now) else {
+            panic!("d is new")
+        };
+        keep(&flight);
+        assert_eq!(cache.len(), 3);
+        assert!(matches!(cache.lookup("a", 3, now), Lookup::Hit(_)));
+        assert!(matches!(cache.lookup("c", 3, now), Lookup::Hit(_)));
+        assert!(matches!(cache.lookup("b", 3, now), Lookup::Flight(_)));
+        // Expired answers are asked again.
+        let later = now + Duration::from_secs(61);
+        assert!(matches!(cache.lookup("a", 3, later), Lookup::Flight(_)));
+        // Many uses of one key leave `order` bounded.
+        for _ in 0..10_000 {
+            let _ = cache.lookup("c", 3, now);
+        }
+        assert!(cache.inner.lock().unwrap().order.len() < 100);
+    }
+
+    #[test]
+    fn proxy_cache_rules_decide_what_is_kept() {
+        let rules = model::auth::AuthCache {
+            key: String::new(),
+            segments: Box::new([]),
+            validity: model::auth::cache_durations("").unwrap(),
+        };
+        let answer = |status: u16, headers: &[(&str, &str)]| Answer {
+            status: StatusCode::from_u16(status).unwrap(),
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.parse::<HeaderName>().unwrap(), v.parse().unwrap()))
+                .collect(),
+        };
+        assert_eq!(
+            keep_for(&rules, &answer(200, &[])),
+            Some(Duration::from_secs(300))
+        );
+        assert_eq!(keep_for(&rules, &answer(403, &[])), None);
+        assert_eq!(
+            keep_for(&rules, &answer(200, &[("set-cookie", "a=1")])),
+            None
+        );
+        assert_eq!(
+            keep_for(&rules, &answer(200, &[("cache-control", "no-cache")])),
+            None
+        );
+        assert_eq!(
+            keep_for(&rules, &answer(401, &[("cache-control", "max-age=7")])),
+            Some(Duration::from_secs(7))
+        );
+    }
+}

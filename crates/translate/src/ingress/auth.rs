@@ -1,0 +1,143 @@
+//! External authentication of an Ingress's routes (`auth-url` and its family), and the
+//! ConfigMap's `global-auth-url` for every Ingress that does not opt out: the sub-request's
+//! destination resolved here (as `mirror-target`'s), the `auth-proxy-set-headers` ConfigMap
+//! read from the Store.
+//!
+//! ```text
+//!  AuthSpec (annotations, or the ConfigMap's global-auth-*) ─▶ url_backend: an address │
+//!      <svc>.<ns>.svc[.cluster.local] (that Service port's endpoints) │ a name ─▶ refused
+//!  auth-proxy-set-headers "[ns/]name" ─▶ that ConfigMap's data as headers (same namespace)
+//!  ─▶ model::auth::ExternalAuth in the route policy │ anything unusable ─▶ the routes are
+//!     refused (503): authentication is never dropped
+//! ```
+
+use std::sync::Arc;
+
+use http::{HeaderName, HeaderValue};
+use model::auth::ExternalAuth;
+use model::policy::{TlsVersions, UpstreamTls};
+use model::{NamespacedName, ObjectRef};
+
+use super::annotations::{AuthSpec, IngressAnnotations};
+use crate::compiler::Compiler;
+
+impl Compiler<'_> {
+    /// Fills `parsed.policy.external_auth` from the `auth-url` family, or refuses the routes.
+    pub(crate) fn external_auth_phase(
+        &mut self,
+        name: &NamespacedName,
+        object: &ObjectRef,
+        parsed: &mut IngressAnnotations,
+    ) {
+        let Some(spec) = parsed.external_auth.take() else {
+            return;
+        };
+        match self.external_auth(object, &spec, &name.namespace, false) {
+            Ok(auth) => parsed.policy.external_auth = Some(Arc::new(auth)),
+            Err(reason) => parsed.policy.denied = Some(reason),
+        }
+    }
+
+    /// The model's external auth from a checked spec; `Err`: why the routes are refused (the
+    /// diagnostic made). `namespace`: where `auth-proxy-set-headers` may name a ConfigMap.
+    pub(crate) fn external_auth(
+        &mut self,
+        object: &ObjectRef,
+        spec: &AuthSpec,
+        namespace: &str,
+        global: bool,
+    ) -> Result<ExternalAuth, String> {
+        const REFUSED: &str = "the routes answer 503 (authentication is never dropped)";
+        let refused = || format!("{} cannot be used", spec.key);
+        let (backend, upstream_name) = self
+            .url_backend(
+                object,
+                &spec.key,
+                &spec.url,
+                &spec.target,
+                "auth-url",
+                REFUSED,
+            )
+            .ok_or_else(refused)?;
+        let proxy_set_headers = match &spec.proxy_set_headers {
+            None => Box::default(),
+            Some(reference) => {
+                let key = spec.key.replace("auth-url", "auth-proxy-set-headers");
+                match self.auth_headers(reference, namespace) {
+                    Ok(headers) => headers,
+                    Err(why) => {
+                        self.diagnose(
+                            object.clone(),
+                            format!("{key}: {reference:?}: {why}; {REFUSED} (as in ingress-nginx)"),
+                        );
+                        return Err(format!("{key} cannot be used"));
+                    }
+                }
+            }
+        };
+        let host = HeaderValue::from_str(&spec.target.default_host()).map_err(|_| refused())?;
+        // nginx's `proxy_pass https://` in ingress-nginx's auth location: SNI
+        // (`proxy_ssl_server_name on`), no verification.
+        let tls = spec.target.https.then(|| {
+            Arc::new(UpstreamTls {
+                verify: false,
+                verify_depth: 1,
+                name: spec.target.host.clone(),
+                server_name: true,
+                versions: TlsVersions::ALL,
+                secret: None,
+                trusted: Vec::new(),
+                client_cert: None,
+            })
+        });
+        Ok(ExternalAuth {
+            url: spec.url.clone(),
+            global,
+            host,
+            uri: spec.uri.clone(),
+            method: spec.method.clone(),
+            upstream_name,
+            backend,
+            tls,
+            signin: spec.signin.clone(),
+            request_redirect: spec.request_redirect.clone(),
+            response_headers: spec.response_headers.clone(),
+            proxy_set_headers,
+            always_set_cookie: spec.always_set_cookie,
+            cache: spec.cache.clone(),
+        })
+    }
+
+    /// `auth-proxy-set-headers`: the ConfigMap's entries, each a header name of letters,
+    /// digits, `-` and `_` (ingress-nginx's check) with a value a header can carry.
+    fn auth_headers(
+        &self,
+        reference: &str,
+        namespace: &str,
+    ) -> Result<Box<[(HeaderName, HeaderValue)]>, String> {
+        let (ns, name) = reference.split_once('/').unwrap_or((namespace, reference));
+        if ns != namespace {
+            return Err(format!(
+                "a ConfigMap of another namespace than {namespace} (ingress-nginx refuses those too)"
+            ));
+        }
+        let config_map = self
+            .store
+            .config_map(&NamespacedName::new(ns, name))
+            .ok_or_else(|| format!("ConfigMap {ns}/{name} not found"))?;
+        let mut headers = Vec::new();
+        for (key, value) in config_map.data.iter().flatten() {
+            let valid = !key.is_empty()
+                && key
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            let header = HeaderName::from_bytes(key.as_bytes())
+                .ok()
+                .filter(|_| valid)
+                .zip(HeaderValue::from_str(value).ok())
+                .ok_or_else(|| format!("ConfigMap {ns}/{name}: invalid header {key:?}"))?;
+            headers.push(header);
+        }
+        Ok(headers.into_boxed_slice())
+    }
+}
