@@ -88,6 +88,13 @@ echo "== grpc tools"
 SLUICE_GRPC_TOOLS=$(nice scripts/grpc-tools.sh)
 export SLUICE_GRPC_TOOLS
 echo "$SLUICE_GRPC_TOOLS"
+# oauth2-proxy and an OpenID Connect provider (scripts/mockoidc), built from Go modules once and
+# cached by version (~40 s the first time). crates/proxy/tests/it/oauth2_proxy.rs signs in
+# through Sluice's auth-url / auth-signin; under CI a missing SLUICE_OAUTH2_TOOLS fails.
+echo "== oauth2-proxy"
+SLUICE_OAUTH2_TOOLS=$(nice scripts/oauth2-proxy.sh)
+export SLUICE_OAUTH2_TOOLS
+echo "$SLUICE_OAUTH2_TOOLS"
 echo "== cargo test"
 cargo test --workspace --locked
 echo "== deploy check (deploy/ against a real API server)"

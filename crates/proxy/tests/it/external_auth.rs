@@ -307,3 +307,34 @@ async fn simultaneous_requests_with_one_cache_key_make_one_sub_request() {
     assert_eq!(count("hit") + count("shared"), 20);
     shutdown(h.control.proxy).await;
 }
+
+#[tokio::test]
+async fn an_auth_refusal_carries_the_routes_cors_headers() {
+    let web = start_backend("web").await;
+    let (auth, seen) = start_auth_server().await;
+    let mut h = Harness::start();
+    h.apply_allowing_diagnostics(&objects(addr_of(&web), auth, &[("enable-cors", "true")]));
+    let reply = send(h.http(), "/echo/", None, &[("origin", "https://a.example")]).await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(reply.headers[header::ACCESS_CONTROL_ALLOW_ORIGIN], "*");
+    // A preflight is answered before authentication, as ingress-nginx's rewrite phase does.
+    let mut request = Request::builder()
+        .method("OPTIONS")
+        .uri("/echo/")
+        .header("host", "auth.example")
+        .header("origin", "https://a.example")
+        .body(Full::default())
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("access-control-request-method", "PUT".parse().unwrap());
+    let before = seen.lock().unwrap().len();
+    let reply = Client::connect(h.http()).await.send(request).await.unwrap();
+    assert_eq!(reply.status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        before,
+        "no sub-request for a preflight"
+    );
+    shutdown(h.control.proxy).await;
+}

@@ -22,6 +22,7 @@ mod h2spec;
 mod http1;
 mod limits;
 mod mirror;
+mod oauth2_proxy;
 mod otel;
 mod passthrough;
 mod proxy_protocol;
