@@ -6,7 +6,8 @@
 //! ```text
 //!  auth-url "http://oauth2-proxy.auth.svc:4180/oauth2/auth" ─auth_url()─▶ MirrorTarget (host,
 //!      port) + AuthUri (the path and query sent, fixed or expanded per request)
-//!  translate: host ─▶ an IP address │ <svc>.<ns>.svc ─▶ backend (as mirror-target's)
+//!  translate: host ─▶ an IP address │ <svc>.<ns>.svc ─▶ backend (as mirror-target's) │
+//!      $host or a host Sluice serves ─▶ routed by Sluice's own rules
 //!  auth-signin "https://$host/oauth2/start" ─Signin::parse─▶ parts expanded per request,
 //!      `?rd=<scheme>://<host><escaped request URI>` appended unless the URL names it
 //!  auth-cache-key + auth-cache-duration ─▶ AuthCache { key, validity }
@@ -49,15 +50,8 @@ pub struct ExternalAuth {
     /// `auth-method`: `None` sends the client's method.
     #[serde(serialize_with = "optional_method")]
     pub method: Option<Method>,
-    /// Where the sub-request goes: a Service port (`namespace/name:port`) or an address.
-    #[serde(serialize_with = "arc_text")]
-    pub upstream_name: Arc<str>,
-    #[serde(skip)]
-    pub backend: Arc<Backend>,
-    /// An `https` URL: TLS as nginx's `proxy_pass https://` with `proxy_ssl_server_name on`
-    /// makes it (SNI, no verification).
-    #[serde(skip)]
-    pub tls: Option<Arc<UpstreamTls>>,
+    /// Where the sub-request goes.
+    pub destination: AuthDestination,
     /// `auth-signin`: a 401 from the auth server becomes a 302 there.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signin: Option<Signin>,
@@ -96,9 +90,57 @@ impl PartialEq for ExternalAuth {
             && self.proxy_set_headers == other.proxy_set_headers
             && self.always_set_cookie == other.always_set_cookie
             && self.cache == other.cache
-            && Arc::ptr_eq(&self.backend, &other.backend)
+            && self.destination == other.destination
     }
 }
+
+/// Where a sub-request goes.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AuthDestination {
+    /// A Service port (`namespace/name:port`) or an address.
+    Backend {
+        #[serde(serialize_with = "arc_text")]
+        upstream_name: Arc<str>,
+        #[serde(skip)]
+        backend: Arc<Backend>,
+        /// An `https` URL: TLS as nginx's `proxy_pass https://` with `proxy_ssl_server_name
+        /// on` makes it (SNI, no verification).
+        #[serde(skip)]
+        tls: Option<Arc<UpstreamTls>>,
+    },
+    /// A host Sluice serves (`$host`, `$http_host`, `$best_http_host`: the request's own): the
+    /// sub-request is routed by Sluice's own rules to the route's backend, without leaving the
+    /// process. ingress-nginx sends it out through DNS and the load balancer, back to itself.
+    Routed {
+        /// `None`: the request's host.
+        host: Option<String>,
+    },
+}
+
+impl PartialEq for AuthDestination {
+    fn eq(&self, other: &AuthDestination) -> bool {
+        match (self, other) {
+            (
+                AuthDestination::Backend {
+                    backend: a,
+                    upstream_name: na,
+                    ..
+                },
+                AuthDestination::Backend {
+                    backend: b,
+                    upstream_name: nb,
+                    ..
+                },
+            ) => na == nb && Arc::ptr_eq(a, b),
+            (AuthDestination::Routed { host: a }, AuthDestination::Routed { host: b }) => a == b,
+            _ => false,
+        }
+    }
+}
+
+/// The variables an `auth-url` host may be: the request's host.
+pub const REQUEST_HOST_VARIABLES: [&str; 3] = ["$host", "$http_host", "$best_http_host"];
 
 /// The sub-request's path and query.
 #[derive(Clone, Debug, PartialEq)]
@@ -120,13 +162,33 @@ impl Serialize for AuthUri {
 
 /// Reads an `auth-url`: where it goes (host, port, scheme) and the target sent. A URL without
 /// a path sends `/`.
-pub fn auth_url(text: &str) -> Result<(MirrorTarget, AuthUri), String> {
+pub fn auth_url(text: &str) -> Result<(MirrorTarget, AuthUri, bool), String> {
     if text.contains('#') {
         return Err("a fragment has no meaning in an auth URL".to_owned());
     }
     let (base, query) = match text.split_once('?') {
         Some((base, query)) => (base, Some(query)),
         None => (text, None),
+    };
+    // `http(s)://$host/…`: the request's host, routed by Sluice's rules. Parsed with a
+    // stand-in host, then marked.
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let request_host = REQUEST_HOST_VARIABLES.iter().find(|v| {
+        base[scheme_end..].starts_with(**v)
+            && !base[scheme_end + v.len()..]
+                .starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+    });
+    let stand_in;
+    let base = match request_host {
+        Some(variable) => {
+            stand_in = format!(
+                "{}request-host{}",
+                &base[..scheme_end],
+                &base[scheme_end + variable.len()..]
+            );
+            stand_in.as_str()
+        }
+        None => base,
     };
     let mut target = MirrorTarget::parse(base)?;
     let mut segments = match target.uri.take() {
@@ -155,7 +217,7 @@ pub fn auth_url(text: &str) -> Result<(MirrorTarget, AuthUri), String> {
         }
         _ => AuthUri::Template(segments.into_boxed_slice()),
     };
-    Ok((target, uri))
+    Ok((target, uri, request_host.is_some()))
 }
 
 /// `auth-method`: ingress-nginx's list.
@@ -435,18 +497,24 @@ mod tests {
 
     #[test]
     fn auth_urls_keep_their_query_and_expand_variables() {
-        let (target, uri) = auth_url("http://oauth2-proxy.auth.svc:4180/oauth2/auth").unwrap();
+        let (target, uri, routed) =
+            auth_url("http://oauth2-proxy.auth.svc:4180/oauth2/auth").unwrap();
+        assert!(!routed);
         assert_eq!(
             (target.host.as_str(), target.port),
             ("oauth2-proxy.auth.svc", 4180)
         );
         assert_eq!(uri, AuthUri::Fixed("/oauth2/auth".into()));
-        let (_, uri) = auth_url("https://10.0.0.9/auth?allowed_groups=a,b").unwrap();
+        let (_, uri, _) = auth_url("https://10.0.0.9/auth?allowed_groups=a,b").unwrap();
         assert_eq!(uri, AuthUri::Fixed("/auth?allowed_groups=a,b".into()));
-        let (_, uri) = auth_url("http://10.0.0.9").unwrap();
+        let (_, uri, _) = auth_url("http://10.0.0.9").unwrap();
         assert_eq!(uri, AuthUri::Fixed("/".into()));
-        let (_, uri) = auth_url("http://10.0.0.9/check?uri=$request_uri").unwrap();
+        let (_, uri, _) = auth_url("http://10.0.0.9/check?uri=$request_uri").unwrap();
         assert!(matches!(uri, AuthUri::Template(_)));
+        let (_, uri, routed) = auth_url("https://$host/oauth2/auth").unwrap();
+        assert!(routed);
+        assert_eq!(uri, AuthUri::Fixed("/oauth2/auth".into()));
+        assert!(auth_url("https://$hostname/oauth2/auth").is_err());
         assert!(auth_url("ftp://10.0.0.9/").is_err());
         assert!(auth_url("http://10.0.0.9/a?x=$nope_nope_var").is_err());
     }

@@ -32,8 +32,10 @@ use http::request::Parts;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode, Uri};
 use http_body_util::BodyExt;
 use model::access_log::Segment;
-use model::auth::{escape_uri_component, AuthUri, ExternalAuth, SigninPart, SET_COOKIE_STATUSES};
-use model::{Compiled, Route};
+use model::auth::{
+    escape_uri_component, AuthDestination, AuthUri, ExternalAuth, SigninPart, SET_COOKIE_STATUSES,
+};
+use model::{normalize_path, Compiled, Route};
 use tokio::sync::OnceCell;
 
 use crate::answer::text_response;
@@ -330,7 +332,14 @@ impl SubRequest<'_> {
         h.remove(header::CONTENT_LENGTH);
         h.remove(header::TRANSFER_ENCODING);
         h.remove(&X_FORWARDED_PROTO);
-        h.insert(header::HOST, auth.host.clone());
+        let host = match &auth.destination {
+            // nginx's `Host $host`: the request's host.
+            AuthDestination::Routed { host: None } => {
+                HeaderValue::from_str(self.inputs.host).ok()?
+            }
+            _ => auth.host.clone(),
+        };
+        h.insert(header::HOST, host);
         h.insert(
             X_ORIGINAL_URL.clone(),
             HeaderValue::from_bytes(&original_url).ok()?,
@@ -406,11 +415,38 @@ async fn ask(
 ) -> Result<Answer, ProxyError> {
     let upstreams = &conn.worker.upstreams;
     let settings = &config.settings;
-    let policy = &route.policy.upstream;
+    let (backend, tls, policy) = match &auth.destination {
+        AuthDestination::Backend { backend, tls, .. } => {
+            (backend, tls.as_ref(), &route.policy.upstream)
+        }
+        // A host Sluice serves: its rule's backend, as if the sub-request had come back in
+        // through the listener (without that rule's own phases).
+        AuthDestination::Routed { .. } => {
+            let host = head
+                .headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("");
+            let path = normalize_path(head.uri.path()).map_err(ProxyError::BadTarget)?;
+            let Some(matched) = config.routes.route(host, &path.routed, &head) else {
+                return Err(ProxyError::NoRoute);
+            };
+            let target = &**matched.route;
+            if target.policy.denied.is_some() || !target.policy.upstream_protocol.is_http1() {
+                tracing::warn!(url = %auth.url, route = %target.site.path, "the auth URL's route is refused or not HTTP/1.1; the auth server cannot be asked");
+                return Err(ProxyError::AuthFailed);
+            }
+            (
+                &target.backend,
+                target.policy.upstream_tls.as_ref(),
+                &target.policy.upstream,
+            )
+        }
+    };
     let mut body = Outgoing::new(RequestBody::Empty);
     let mut timing = None;
     let attempts = Attempts::new(
-        &auth.backend,
+        backend,
         settings.load_balance,
         None,
         policy,
@@ -429,15 +465,7 @@ async fn ask(
     let Exchange {
         response,
         conn: upstream_conn,
-    } = upstream::exchange(
-        upstreams,
-        settings,
-        policy,
-        auth.tls.as_ref(),
-        pending,
-        attempts,
-    )
-    .await?;
+    } = upstream::exchange(upstreams, settings, policy, tls, pending, attempts).await?;
     let (parts, ()) = response.into_parts();
     let mut drained = UpstreamBody::new(upstream_conn, upstreams, settings);
     let mut read = 0;

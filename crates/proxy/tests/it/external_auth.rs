@@ -338,3 +338,27 @@ async fn an_auth_refusal_carries_the_routes_cors_headers() {
     );
     shutdown(h.control.proxy).await;
 }
+
+#[tokio::test]
+async fn an_auth_url_naming_a_host_sluice_serves_is_routed_by_sluice_s_rules() {
+    let web = start_backend("web").await;
+    let (auth, seen) = start_auth_server().await;
+    let mut h = Harness::start();
+    let mut all = objects(addr_of(&web), auth, &[]);
+    all.last_mut().unwrap()["metadata"]["annotations"]["nginx.ingress.kubernetes.io/auth-url"] =
+        json!("http://login.example/check");
+    all.push(service("login", &[("http", 80)]));
+    all.extend(slices("login", &[auth]));
+    all.push(ingress(
+        "login",
+        json!({"rules": [rule("login.example", vec![path("/check", "Exact", to("login"))])]}),
+    ));
+    h.apply(&all);
+    let reply = send(h.http(), "/echo/", Some("good"), &[]).await;
+    assert_eq!(reply.status, StatusCode::OK, "{reply:?}");
+    let sub = seen.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(sub.target, "/check");
+    assert_eq!(sub.headers["host"], "login.example");
+    assert_eq!(send(h.http(), "/echo/", None, &[]).await.status, 401);
+    shutdown(h.control.proxy).await;
+}

@@ -195,11 +195,12 @@ async fn a_browser_signs_in_through_oauth2_proxy_and_reaches_the_backend_as_that
     ];
     objects.extend(slices("web", &[addr_of(&web)]));
     objects.extend(slices("oauth2-proxy", &[oauth2_addr]));
-    let auth_url = format!("http://{oauth2_addr}/oauth2/auth");
+    // oauth2-proxy's documented form: the auth URL names the request's own host, which
+    // Sluice routes by its own rules (to the oauth2 Ingress below), without DNS.
     objects.push(annotated(
         "app",
         &[
-            ("auth-url", auth_url.as_str()),
+            ("auth-url", "https://$host/oauth2/auth"),
             (
                 "auth-signin",
                 "http://$http_host/oauth2/start?rd=$escaped_request_uri",

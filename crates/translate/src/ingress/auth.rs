@@ -5,7 +5,9 @@
 //!
 //! ```text
 //!  AuthSpec (annotations, or the ConfigMap's global-auth-*) ─▶ url_backend: an address │
-//!      <svc>.<ns>.svc[.cluster.local] (that Service port's endpoints) │ a name ─▶ refused
+//!      <svc>.<ns>.svc[.cluster.local] (that Service port's endpoints) │ $host, or a name an
+//!      Ingress has a rule for ─▶ routed by Sluice's own rules per request │ another name ─▶
+//!      refused (Sluice resolves no DNS on the data path)
 //!  auth-proxy-set-headers "[ns/]name" ─▶ that ConfigMap's data as headers (same namespace)
 //!  ─▶ model::auth::ExternalAuth in the route policy │ anything unusable ─▶ the routes are
 //!     refused (503): authentication is never dropped
@@ -14,8 +16,10 @@
 use std::sync::Arc;
 
 use http::{HeaderName, HeaderValue};
-use model::auth::ExternalAuth;
+use model::auth::{AuthDestination, ExternalAuth};
+use model::mirror::MirrorHost;
 use model::policy::{TlsVersions, UpstreamTls};
+use model::routes::HostPattern;
 use model::{NamespacedName, ObjectRef};
 
 use super::annotations::{AuthSpec, IngressAnnotations};
@@ -49,16 +53,45 @@ impl Compiler<'_> {
     ) -> Result<ExternalAuth, String> {
         const REFUSED: &str = "the routes answer 503 (authentication is never dropped)";
         let refused = || format!("{} cannot be used", spec.key);
-        let (backend, upstream_name) = self
-            .url_backend(
-                object,
-                &spec.key,
-                &spec.url,
-                &spec.target,
-                "auth-url",
-                REFUSED,
-            )
-            .ok_or_else(refused)?;
+        let served_name = matches!(spec.target.host_kind(), MirrorHost::Name)
+            && self.serves_host(&spec.target.host);
+        let destination = if spec.request_host {
+            AuthDestination::Routed { host: None }
+        } else if served_name {
+            AuthDestination::Routed {
+                host: Some(spec.target.host.clone()),
+            }
+        } else {
+            let (backend, upstream_name) = self
+                .url_backend(
+                    object,
+                    &spec.key,
+                    &spec.url,
+                    &spec.target,
+                    "auth-url",
+                    REFUSED,
+                )
+                .ok_or_else(refused)?;
+            // nginx's `proxy_pass https://` in ingress-nginx's auth location: SNI
+            // (`proxy_ssl_server_name on`), no verification.
+            let tls = spec.target.https.then(|| {
+                Arc::new(UpstreamTls {
+                    verify: false,
+                    verify_depth: 1,
+                    name: spec.target.host.clone(),
+                    server_name: true,
+                    versions: TlsVersions::ALL,
+                    secret: None,
+                    trusted: Vec::new(),
+                    client_cert: None,
+                })
+            });
+            AuthDestination::Backend {
+                upstream_name,
+                backend,
+                tls,
+            }
+        };
         let proxy_set_headers = match &spec.proxy_set_headers {
             None => Box::default(),
             Some(reference) => {
@@ -75,36 +108,38 @@ impl Compiler<'_> {
                 }
             }
         };
+        // A `$host` URL's Host is the request's, filled per request.
         let host = HeaderValue::from_str(&spec.target.default_host()).map_err(|_| refused())?;
-        // nginx's `proxy_pass https://` in ingress-nginx's auth location: SNI
-        // (`proxy_ssl_server_name on`), no verification.
-        let tls = spec.target.https.then(|| {
-            Arc::new(UpstreamTls {
-                verify: false,
-                verify_depth: 1,
-                name: spec.target.host.clone(),
-                server_name: true,
-                versions: TlsVersions::ALL,
-                secret: None,
-                trusted: Vec::new(),
-                client_cert: None,
-            })
-        });
         Ok(ExternalAuth {
             url: spec.url.clone(),
             global,
             host,
             uri: spec.uri.clone(),
             method: spec.method.clone(),
-            upstream_name,
-            backend,
-            tls,
+            destination,
             signin: spec.signin.clone(),
             request_redirect: spec.request_redirect.clone(),
             response_headers: spec.response_headers.clone(),
             proxy_set_headers,
             always_set_cookie: spec.always_set_cookie,
             cache: spec.cache.clone(),
+        })
+    }
+
+    /// Whether an Ingress Sluice serves has a rule for `host` (exactly, or by a wildcard).
+    fn serves_host(&self, host: &str) -> bool {
+        self.store.ingresses_by_name().any(|(_, ingress)| {
+            let rules = ingress.spec.iter().flat_map(|s| s.rules.iter().flatten());
+            rules
+                .filter_map(|rule| HostPattern::parse(rule.host.as_deref()).ok())
+                .any(|pattern| match pattern {
+                    HostPattern::Exact(exact) => *exact == *host,
+                    HostPattern::Wildcard(parent) => {
+                        host.split_once('.').is_some_and(|(_, p)| p == &*parent)
+                    }
+                    // A rule without a host: not a name anyone resolves to Sluice.
+                    HostPattern::Any => false,
+                })
         })
     }
 

@@ -21,6 +21,8 @@ pub struct AuthSpec {
     pub key: String,
     pub url: String,
     pub target: MirrorTarget,
+    /// The URL's host is the request's (`$host`…): routed by Sluice's own rules.
+    pub request_host: bool,
     pub uri: AuthUri,
     pub method: Option<http::Method>,
     pub signin: Option<Signin>,
@@ -57,7 +59,7 @@ pub(crate) fn read_spec(source: &mut AuthSource<'_>) -> Result<Option<AuthSpec>,
         );
         Err(format!("{key} cannot be read"))
     };
-    let (target, uri) = match auth::auth_url(url) {
+    let (target, uri, request_host) = match auth::auth_url(url) {
         Ok(parsed) => parsed,
         Err(why) => return refuse(source, "auth-url", url, why),
     };
@@ -172,6 +174,7 @@ pub(crate) fn read_spec(source: &mut AuthSource<'_>) -> Result<Option<AuthSpec>,
         key: url_key,
         url: url.to_owned(),
         target,
+        request_host,
         uri,
         method,
         signin,
