@@ -359,6 +359,7 @@ pub fn parse_request_key(text: &str) -> Result<Vec<Segment>, String> {
             variable,
             RemoteAddr
                 | RemotePort
+                | RemoteUser
                 | RequestMethod
                 | RequestUri
                 | Uri

@@ -215,11 +215,12 @@ pub struct Settings {
     /// ConfigMaps may set (exactly as written; empty: none, as in ingress-nginx).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub global_allowed_response_headers: Vec<String>,
-    /// `global-auth-url`: external authentication for every route, which Sluice does not
-    /// implement yet (wave 2): set, the routes it would cover answer 503, as an unimplemented
-    /// `auth-url` annotation does.
-    #[serde(skip_serializing_if = "is_false")]
-    pub global_auth_url: bool,
+    /// `global-auth-url` and its companions, as written, by the name of the annotation each
+    /// stands for (`auth-url`, `auth-method`…): external authentication for every route of
+    /// an Ingress without its own `auth-url` (and not `enable-global-auth: "false"`),
+    /// compiled with the annotations' rules.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub global_auth: std::collections::BTreeMap<String, String>,
     /// `no-auth-locations`: path prefixes `global-auth-url` leaves out (ingress-nginx's default
     /// keeps ACME HTTP-01 challenges answerable, so certificates still renew).
     #[serde(skip_serializing_if = "is_default_no_auth_locations")]
@@ -437,7 +438,7 @@ impl Default for Settings {
             denylist_source_range: Vec::new(),
             allow_snippet_annotations: false,
             global_allowed_response_headers: Vec::new(),
-            global_auth_url: false,
+            global_auth: std::collections::BTreeMap::new(),
             no_auth_locations: vec![DEFAULT_NO_AUTH_LOCATION.to_owned()],
             access_refused: None,
             mirror_max_in_flight: DEFAULT_MIRROR_MAX_IN_FLIGHT,
@@ -545,10 +546,6 @@ const EVERY_IPV4_PEER: IpNet = IpNet::new_assert(IpAddr::V4(std::net::Ipv4Addr::
 
 /// ingress-nginx's `no-auth-locations` default: ACME HTTP-01 challenges.
 const DEFAULT_NO_AUTH_LOCATION: &str = "/.well-known/acme-challenge";
-
-fn is_false(value: &bool) -> bool {
-    !value
-}
 
 fn is_default_no_auth_locations(locations: &[String]) -> bool {
     locations == [DEFAULT_NO_AUTH_LOCATION]

@@ -699,20 +699,11 @@ impl Record {
 
     /// The user of a Basic `Authorization` header (nginx's `$remote_user`).
     fn remote_user(&self, wants: &Wants) -> Option<Vec<u8>> {
-        use base64::Engine;
         let index = wants
             .request_headers
             .iter()
             .position(|n| n == http::header::AUTHORIZATION)?;
-        let value = self.request_header(index)?.as_bytes();
-        let encoded = value
-            .strip_prefix(b"Basic ")
-            .or_else(|| value.strip_prefix(b"basic "))?;
-        let decoded = base64::engine::general_purpose::STANDARD
-            .decode(encoded.trim_ascii())
-            .ok()?;
-        let user = decoded.split(|b| *b == b':').next()?;
-        Some(user.to_vec())
+        crate::headers::basic_user(self.request_header(index)?.as_bytes())
     }
 }
 

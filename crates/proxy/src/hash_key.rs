@@ -52,6 +52,15 @@ pub(crate) fn fill(key: &mut Vec<u8>, variable: &Variable, head: &Parts, inputs:
         Variable::RemotePort => {
             let _ = write!(key, "{}", inputs.client_port);
         }
+        Variable::RemoteUser => {
+            let user = head
+                .headers
+                .get(header::AUTHORIZATION)
+                .and_then(|value| headers::basic_user(value.as_bytes()));
+            if let Some(user) = user {
+                key.extend_from_slice(&user);
+            }
+        }
         Variable::RequestMethod => key.extend_from_slice(head.method.as_str().as_bytes()),
         // As the client sent it: before normalisation and rewrite.
         Variable::RequestUri => {

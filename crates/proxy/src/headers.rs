@@ -762,6 +762,19 @@ fn take_joined(headers: &mut HeaderMap, name: &HeaderName) -> Option<HeaderValue
 
 /// The value of query parameter `name` as written (not decoded; the first when repeated), as
 /// nginx's `$arg_NAME`.
+/// nginx's `$remote_user`: the user name of a Basic `Authorization` value.
+pub(crate) fn basic_user(value: &[u8]) -> Option<Vec<u8>> {
+    use base64::Engine;
+    let encoded = value
+        .strip_prefix(b"Basic ")
+        .or_else(|| value.strip_prefix(b"basic "))?;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim_ascii())
+        .ok()?;
+    let user = decoded.split(|b| *b == b':').next()?;
+    Some(user.to_vec())
+}
+
 pub(crate) fn query_arg<'q>(query: &'q str, name: &str) -> Option<&'q str> {
     query.split('&').find_map(|pair| {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));

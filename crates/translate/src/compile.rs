@@ -37,6 +37,7 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         },
         backends_by_port: HashMap::new(),
         default_policy: Arc::default(),
+        global_auth: None,
         default_error_backend: None,
         hosts: HostExtras::default(),
         passthrough_ingresses: BTreeSet::new(),
@@ -50,6 +51,7 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         model::access_log::StreamLogFormat::from_settings(&compiler.out.settings).0;
     compiler.out.tracing = compiler.out.settings.opentelemetry.enabled;
     compiler.default_policy = Arc::new(RoutePolicy::from_settings(&compiler.out.settings));
+    compiler.global_auth = compiler.global_external_auth(options);
     let default_service = options
         .default_backend_service
         .as_ref()

@@ -82,6 +82,9 @@ pub(crate) struct Compiler<'a> {
     pub(crate) backends_by_port: HashMap<(NamespacedName, String), Arc<Backend>>,
     /// The ConfigMap's policy, shared by every route without annotations.
     pub(crate) default_policy: Arc<RoutePolicy>,
+    /// The ConfigMap's `global-auth-url`, compiled once: `Err` says why the routes it covers
+    /// are refused.
+    pub(crate) global_auth: Option<Result<Arc<model::auth::ExternalAuth>, String>>,
     /// `--default-backend-service` as the errors phase's backend (`upstream-default-backend`).
     pub(crate) default_error_backend: Option<Arc<ErrorBackend>>,
     pub(crate) hosts: HostExtras,

@@ -41,12 +41,6 @@ const ACCESS_LIST_KEYS: &[&str] = &[
     "denylist-source-range",
 ];
 
-/// `global-auth-url`'s companions: read with it once external authentication is implemented;
-/// until then `global-auth-url` alone decides (it refuses the routes it would cover).
-const WITH_GLOBAL_AUTH: &str =
-    "planned (wave 2) with global-auth-url, which refuses the routes it \
-     would cover until then";
-
 /// What Sluice does with one ConfigMap key.
 #[derive(Clone, Copy, Debug)]
 pub enum KeyKind {
@@ -87,6 +81,17 @@ const fn read(
         name,
         kind: KeyKind::Read(parse),
     }
+}
+
+/// One `global-auth-*` key, kept as written under its annotation's name; compile checks it
+/// with the annotation's rules (`ingress::auth`).
+fn global_auth(settings: &mut Settings, name: &str, value: &str) -> Result<(), &'static str> {
+    if !value.is_empty() {
+        settings
+            .global_auth
+            .insert(name.to_owned(), value.to_owned());
+    }
+    Ok(())
 }
 
 const fn alias(name: &'static str, of: &'static str) -> Key {
@@ -507,9 +512,30 @@ pub const KEYS: &[Key] = &[
         settings.global_allowed_response_headers = names;
         Ok(())
     }),
-    read("global-auth-url", |settings, value| {
-        settings.global_auth_url = !value.is_empty();
-        Ok(())
+    read("global-auth-url", |s, v| global_auth(s, "auth-url", v)),
+    read("global-auth-method", |s, v| {
+        global_auth(s, "auth-method", v)
+    }),
+    read("global-auth-signin", |s, v| {
+        global_auth(s, "auth-signin", v)
+    }),
+    read("global-auth-signin-redirect-param", |s, v| {
+        global_auth(s, "auth-signin-redirect-param", v)
+    }),
+    read("global-auth-response-headers", |s, v| {
+        global_auth(s, "auth-response-headers", v)
+    }),
+    read("global-auth-request-redirect", |s, v| {
+        global_auth(s, "auth-request-redirect", v)
+    }),
+    read("global-auth-cache-key", |s, v| {
+        global_auth(s, "auth-cache-key", v)
+    }),
+    read("global-auth-cache-duration", |s, v| {
+        global_auth(s, "auth-cache-duration", v)
+    }),
+    read("global-auth-always-set-cookie", |s, v| {
+        global_auth(s, "auth-always-set-cookie", v)
     }),
     read("no-auth-locations", |settings, value| {
         settings.no_auth_locations = value
@@ -529,14 +555,6 @@ pub const KEYS: &[Key] = &[
     accepted("worker-cpu-affinity"),
     accepted("http2"),
     accepted("opentelemetry-config"),
-    unsupported("global-auth-method", WITH_GLOBAL_AUTH),
-    unsupported("global-auth-signin", WITH_GLOBAL_AUTH),
-    unsupported("global-auth-signin-redirect-param", WITH_GLOBAL_AUTH),
-    unsupported("global-auth-response-headers", WITH_GLOBAL_AUTH),
-    unsupported("global-auth-request-redirect", WITH_GLOBAL_AUTH),
-    unsupported("global-auth-cache-key", WITH_GLOBAL_AUTH),
-    unsupported("global-auth-cache-duration", WITH_GLOBAL_AUTH),
-    unsupported("global-auth-always-set-cookie", WITH_GLOBAL_AUTH),
     unsupported(
         "opentelemetry-operation-name",
         "nginx variables are not evaluated; spans are named \"METHOD PATH\" with the Ingress \
@@ -669,15 +687,6 @@ pub fn from_config_map(
                 format!(
                     "data.{key}: invalid value {value:?}: expected {expected}; using the default"
                 ),
-            ));
-        }
-        if key == "global-auth-url" && settings.global_auth_url {
-            diagnostics.push(Diagnostic::new(
-                source.clone(),
-                "data.global-auth-url: restricts access and is not implemented yet (external \
-                 authentication is planned for wave 2): every route it would cover answers 503 \
-                 rather than serve unauthenticated; paths under no-auth-locations and \
-                 Ingresses with enable-global-auth: \"false\" are served as before",
             ));
         }
     }

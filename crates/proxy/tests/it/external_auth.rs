@@ -362,3 +362,67 @@ async fn an_auth_url_naming_a_host_sluice_serves_is_routed_by_sluice_s_rules() {
     assert_eq!(send(h.http(), "/echo/", None, &[]).await.status, 401);
     shutdown(h.control.proxy).await;
 }
+
+#[tokio::test]
+async fn global_auth_covers_ingresses_without_their_own_and_no_auth_locations_stay_open() {
+    let web = start_backend("web").await;
+    let (auth, seen) = start_auth_server().await;
+    let mut h = Harness::start();
+    let global = format!("http://{auth}/global");
+    let mut all = vec![
+        settings(&[
+            ("global-auth-url", global.as_str()),
+            ("global-auth-response-headers", "X-Auth-Request-User"),
+        ]),
+        service("web", &[("http", 80)]),
+    ];
+    all.extend(slices("web", &[addr_of(&web)]));
+    let paths = || {
+        vec![
+            path("/", "Prefix", to("web")),
+            path("/.well-known/acme-challenge", "Prefix", to("web")),
+        ]
+    };
+    all.push(ingress(
+        "covered",
+        json!({"rules": [rule("covered.example", paths())]}),
+    ));
+    all.push(annotated(
+        "opted-out",
+        &[("enable-global-auth", "false")],
+        json!({"rules": [rule("open.example", paths())]}),
+    ));
+    let own = format!("http://{auth}/own");
+    all.push(annotated(
+        "own",
+        &[("auth-url", own.as_str())],
+        json!({"rules": [rule("own.example", paths())]}),
+    ));
+    h.apply(&all);
+    let ask = |host: &'static str, path: &'static str, token: Option<&'static str>| {
+        let proxy = h.http();
+        async move {
+            let mut request = Request::get(path).header("host", host);
+            if let Some(token) = token {
+                request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+            }
+            let request = request.body(Full::default()).unwrap();
+            Client::connect(proxy).await.send(request).await.unwrap()
+        }
+    };
+    assert_eq!(ask("covered.example", "/echo/", None).await.status, 401);
+    let reply = ask("covered.example", "/echo/", Some("good")).await;
+    assert_eq!(reply.json()["headers"]["x-auth-request-user"], "ann");
+    assert_eq!(seen.lock().unwrap().last().unwrap().target, "/global");
+    // ACME challenges renew certificates without a login (no-auth-locations' default).
+    let before = seen.lock().unwrap().len();
+    let path = "/.well-known/acme-challenge/token";
+    assert_eq!(ask("covered.example", path, None).await.status, 404);
+    assert_eq!(ask("own.example", path, None).await.status, 404);
+    assert_eq!(seen.lock().unwrap().len(), before, "no sub-request there");
+    // Opted out: open; its own auth-url: its own URL, not the global one.
+    assert_eq!(ask("open.example", "/echo/", None).await.status, 200);
+    assert_eq!(ask("own.example", "/echo/", None).await.status, 401);
+    assert_eq!(seen.lock().unwrap().last().unwrap().target, "/own");
+    shutdown(h.control.proxy).await;
+}

@@ -20,10 +20,10 @@ use model::auth::{AuthDestination, ExternalAuth};
 use model::mirror::MirrorHost;
 use model::policy::{TlsVersions, UpstreamTls};
 use model::routes::HostPattern;
-use model::{NamespacedName, ObjectRef};
+use model::{Kind, NamespacedName, ObjectRef};
 
-use super::annotations::{AuthSpec, IngressAnnotations};
-use crate::compiler::Compiler;
+use super::annotations::{read_spec, AuthSource, AuthSpec, IngressAnnotations};
+use crate::compiler::{CompileOptions, Compiler};
 
 impl Compiler<'_> {
     /// Fills `parsed.policy.external_auth` from the `auth-url` family, or refuses the routes.
@@ -40,6 +40,43 @@ impl Compiler<'_> {
             Ok(auth) => parsed.policy.external_auth = Some(Arc::new(auth)),
             Err(reason) => parsed.policy.denied = Some(reason),
         }
+    }
+
+    /// The ConfigMap's `global-auth-*` keys, read with the annotations' rules. `None`: no
+    /// `global-auth-url`.
+    pub(crate) fn global_external_auth(
+        &mut self,
+        options: &CompileOptions,
+    ) -> Option<Result<Arc<ExternalAuth>, String>> {
+        let keys = self.out.settings.global_auth.clone();
+        keys.get("auth-url")?;
+        let object = ObjectRef::new(
+            Kind::ConfigMap,
+            &*options.config_map.namespace,
+            &*options.config_map.name,
+        );
+        let get = |name: &str| keys.get(name).map(String::as_str);
+        let key = |name: &str| format!("data.global-{name}");
+        let mut found = Vec::new();
+        let mut diagnose = |severity, reason| found.push((severity, reason));
+        let read = read_spec(&mut AuthSource {
+            get: &get,
+            key: &key,
+            diagnose: &mut diagnose,
+        });
+        for (severity, reason) in found {
+            self.diagnose_with(severity, object.clone(), reason);
+        }
+        let spec = match read {
+            Ok(spec) => spec?,
+            Err(reason) => return Some(Err(reason)),
+        };
+        // The global auth's ConfigMap references live in the controller's namespace.
+        let namespace = options.config_map.namespace.clone();
+        Some(
+            self.external_auth(&object, &spec, &namespace, true)
+                .map(Arc::new),
+        )
     }
 
     /// The model's external auth from a checked spec; `Err`: why the routes are refused (the
@@ -109,7 +146,11 @@ impl Compiler<'_> {
             }
         };
         // A `$host` URL's Host is the request's, filled per request.
-        let host = HeaderValue::from_str(&spec.target.default_host()).map_err(|_| refused())?;
+        let host = if spec.request_host {
+            HeaderValue::from_static("$host")
+        } else {
+            HeaderValue::from_str(&spec.target.default_host()).map_err(|_| refused())?
+        };
         Ok(ExternalAuth {
             url: spec.url.clone(),
             global,

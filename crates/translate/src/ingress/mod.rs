@@ -36,7 +36,6 @@ use k8s_openapi::api::networking::v1::{HTTPIngressPath, IngressBackend, IngressS
 use model::compiled::ingress_ref;
 use model::policy::RoutePolicy;
 use model::routes::{HostPattern, PathKind, PathRoute, Route, RouteSite};
-use model::settings::Settings;
 use model::{Backend, NamespacedName, ObjectRef, Severity};
 
 use crate::backends;
@@ -53,9 +52,18 @@ use upstream::UpstreamChoice;
 pub(crate) struct Policies {
     with_rewrite: Arc<RoutePolicy>,
     without_rewrite: Arc<RoutePolicy>,
-    /// The ConfigMap's `global-auth-url` covers this Ingress: the policy of its paths outside
-    /// `no-auth-locations`, refused until external authentication is implemented.
-    global_auth_refused: Option<Arc<RoutePolicy>>,
+    /// The other authentication some paths get, decided by the ConfigMap's
+    /// `no-auth-locations`: with the Ingress's own `auth-url`, the paths under those
+    /// locations go without it; without one, the paths outside them get `global-auth-url`.
+    other_auth: Option<OtherAuth>,
+}
+
+struct OtherAuth {
+    with_rewrite: Arc<RoutePolicy>,
+    without_rewrite: Arc<RoutePolicy>,
+    /// `other_auth` is for the paths under `no-auth-locations` (the Ingress's own auth
+    /// dropped); otherwise for the paths outside them (the global auth added).
+    under_exempt: bool,
 }
 
 /// What every path of one Ingress is compiled with.
@@ -68,12 +76,13 @@ struct IngressContext<'a> {
 }
 
 impl Policies {
-    /// The policy of a path written `written`; `exempt`: the ConfigMap's `no-auth-locations`.
+    /// The policy of a path written `written`; `exempt`: the ConfigMap's `no-auth-locations`
+    /// (ingress-nginx: the path starts with one of them).
     fn for_path(&self, written: &str, rewrites: bool, exempt: &[String]) -> Arc<RoutePolicy> {
-        match &self.global_auth_refused {
-            Some(refused) if !exempt.iter().any(|l| written.starts_with(l.as_str())) => {
-                refused.clone()
-            }
+        let under = exempt.iter().any(|l| written.starts_with(l.as_str()));
+        match &self.other_auth {
+            Some(other) if other.under_exempt == under && rewrites => other.with_rewrite.clone(),
+            Some(other) if other.under_exempt == under => other.without_rewrite.clone(),
             _ if rewrites => self.with_rewrite.clone(),
             _ => self.without_rewrite.clone(),
         }
@@ -82,7 +91,7 @@ impl Policies {
     fn new(
         parsed: &IngressAnnotations,
         default: &Arc<RoutePolicy>,
-        settings: &Settings,
+        global_auth: Option<&Result<Arc<model::auth::ExternalAuth>, String>>,
     ) -> Policies {
         let share = |policy: RoutePolicy| {
             if policy == **default {
@@ -95,19 +104,39 @@ impl Policies {
             rewrite: None,
             ..parsed.policy.clone()
         };
-        let global_auth_refused = (settings.global_auth_url && parsed.global_auth).then(|| {
-            Arc::new(RoutePolicy {
-                denied: Some(parsed.policy.denied.clone().unwrap_or_else(|| {
-                    "the ConfigMap's global-auth-url is not implemented (it restricts access)"
-                        .to_owned()
-                })),
-                ..without.clone()
+        let pair = |edit: &dyn Fn(&mut RoutePolicy)| {
+            let mut with = parsed.policy.clone();
+            edit(&mut with);
+            let mut without = without.clone();
+            edit(&mut without);
+            (share(with), share(without))
+        };
+        let other_auth = if parsed.policy.external_auth.is_some() {
+            let (with_rewrite, without_rewrite) = pair(&|p| p.external_auth = None);
+            Some(OtherAuth {
+                with_rewrite,
+                without_rewrite,
+                under_exempt: true,
             })
-        });
+        } else if let Some(global) = global_auth.filter(|_| parsed.global_auth) {
+            let (with_rewrite, without_rewrite) = pair(&|p| match global {
+                Ok(auth) => p.external_auth = Some(auth.clone()),
+                Err(reason) => {
+                    p.denied.get_or_insert_with(|| reason.clone());
+                }
+            });
+            Some(OtherAuth {
+                with_rewrite,
+                without_rewrite,
+                under_exempt: false,
+            })
+        } else {
+            None
+        };
         Policies {
             with_rewrite: share(parsed.policy.clone()),
             without_rewrite: share(without),
-            global_auth_refused,
+            other_auth,
         }
     }
 }
@@ -290,7 +319,7 @@ impl Compiler<'_> {
             annotated: parsed.backend_protocol,
             settings: self.upstream_tls(&name, &mut parsed),
         };
-        let policies = Policies::new(&parsed, &self.default_policy, &self.out.settings);
+        let policies = Policies::new(&parsed, &self.default_policy, self.global_auth.as_ref());
         if parsed.ssl_passthrough {
             self.passthrough_ingresses.insert(name.clone());
         }

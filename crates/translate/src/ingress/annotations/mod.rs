@@ -33,6 +33,7 @@ mod snippet;
 mod tests;
 
 pub use read_auth::AuthSpec;
+pub(crate) use read_auth::{read_spec, AuthSource};
 
 pub use parsed::{BackendProtocol, Canary, IngressAnnotations, MirrorAnnotations, ProxySsl};
 pub(crate) use reader::go_bool;

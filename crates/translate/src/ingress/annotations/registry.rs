@@ -147,7 +147,7 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("auth-proxy-set-headers", Support::Partial("a ConfigMap of the Ingress's namespace whose data are headers sent to the auth server; a ConfigMap not found or with an invalid name refuses the routes (503), as in ingress-nginx; in Kubernetes, Sluice watches only the ConfigMaps it is told to, so it is not read there yet"), Some(Parser::ExternalAuth)),
     annotation("auth-always-set-cookie", Support::Yes, Some(Parser::ExternalAuth)),
     annotation("auth-snippet", Support::No("snippets are never executed"), None),
-    annotation("enable-global-auth", Support::Accepted("\"false\" leaves the Ingress out of the ConfigMap's global-auth-url, which refuses the routes it covers (503) until external authentication is implemented (wave 2)"), Some(Parser::GlobalAuth)),
+    annotation("enable-global-auth", Support::Yes, Some(Parser::GlobalAuth)),
     annotation("backend-protocol", Support::Partial("HTTP, HTTPS (HTTP/1.1 over TLS), GRPC (HTTP/2 prior knowledge) and GRPCS (HTTP/2 over TLS, with the proxy-ssl-* settings); AUTO_HTTP is served as HTTP; FCGI and AJP routes answer 503"), Some(Parser::BackendProtocol)),
     annotation("canary", Support::Partial("with ingress-nginx's rules and traps: the canary belongs to the main rule's backend (every rule routing to that Service port gets it), one canary per backend (the oldest), the canary Ingress's other annotations are ignored except upstream-hash-by and service-upstream (load-balance and affinity are not implemented); the main route's backend-protocol applies to the canary Service"), Some(Parser::Canary)),
     annotation("canary-by-header", Support::Yes, Some(Parser::Canary)),
