@@ -209,7 +209,7 @@ pub(crate) async fn check(
                 Checked::Denied(Box::new(Err(ProxyError::AuthRequired)), adds)
             }
         },
-        403 => Checked::Denied(Box::new(Err(ProxyError::Forbidden)), adds),
+        403 => Checked::Denied(Box::new(Err(ProxyError::AuthForbidden)), adds),
         status => {
             tracing::warn!(url = %auth.url, status, "the auth server answered neither 2xx, 401 nor 403; answering 500");
             Checked::Denied(Box::new(Err(ProxyError::AuthFailed)), adds)

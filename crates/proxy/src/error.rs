@@ -52,6 +52,9 @@ pub(crate) enum ProxyError {
     /// `auth_request`: 500).
     #[error("the auth server could not decide")]
     AuthFailed,
+    /// The auth server answered 403.
+    #[error("the auth server refused the request (403)")]
+    AuthForbidden,
     #[error("the route is refused by its configuration: {0}")]
     RouteRefused(String),
     #[error("the backend has no ready endpoints")]
@@ -138,6 +141,7 @@ impl ProxyError {
             ProxyError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, Client),
             ProxyError::Forbidden => (StatusCode::FORBIDDEN, Client),
             ProxyError::AuthRequired => (StatusCode::UNAUTHORIZED, Client),
+            ProxyError::AuthForbidden => (StatusCode::FORBIDDEN, Client),
             ProxyError::AuthFailed => (StatusCode::INTERNAL_SERVER_ERROR, Upstream),
             // ingress-nginx's "location denied": an annotation that cannot be read safely.
             ProxyError::RouteRefused(_) => (StatusCode::SERVICE_UNAVAILABLE, Config),
@@ -187,6 +191,7 @@ impl ProxyError {
             ProxyError::Forbidden => "403 Forbidden\n",
             // nginx's text for 401, which ingress-nginx's users see.
             ProxyError::AuthRequired => "401 Authorization Required\n",
+            ProxyError::AuthForbidden => "403 Forbidden\n",
             ProxyError::AuthFailed => {
                 "500 Internal Server Error: the auth server could not decide\n"
             }
@@ -237,6 +242,7 @@ impl ProxyError {
             ProxyError::BodyBuffer(_) => (INTERNAL, "the request body could not be buffered"),
             ProxyError::Forbidden => (7, "the client address is not allowed"),
             ProxyError::AuthRequired => (16, "authentication required"),
+            ProxyError::AuthForbidden => (7, "the auth server refused the request"),
             ProxyError::AuthFailed => (13, "the auth server could not decide"),
             ProxyError::RouteRefused(_) => {
                 (UNAVAILABLE, "this route is refused by its configuration")

@@ -164,8 +164,14 @@ pub(crate) async fn respond(
                 guard.measure.route = Some(counted);
                 // External auth: boxed, so requests of routes without it do not carry its
                 // future.
+                let declared = body.as_ref().and_then(|b| b.size_hint().exact());
+                let limit = BodyBuffering::of(&route.policy).max;
                 let denied = match &route.policy.external_auth {
                     None => None,
+                    // nginx refuses a declared body over the limit before the access phase.
+                    Some(_) if limit > 0 && declared.is_some_and(|len| len > limit) => {
+                        Some(Err(ProxyError::BodyTooLarge { limit }))
+                    }
                     Some(auth) => {
                         let check = auth::check(&conn, config, route, auth, &mut head, client);
                         match Box::pin(check).await {

@@ -426,3 +426,22 @@ async fn global_auth_covers_ingresses_without_their_own_and_no_auth_locations_st
     assert_eq!(seen.lock().unwrap().last().unwrap().target, "/own");
     shutdown(h.control.proxy).await;
 }
+
+#[tokio::test]
+async fn a_declared_body_over_the_limit_is_refused_before_the_auth_server_is_asked() {
+    let web = start_backend("web").await;
+    let (auth, seen) = start_auth_server().await;
+    let mut h = Harness::start();
+    h.apply(&objects(addr_of(&web), auth, &[("proxy-body-size", "1k")]));
+    let request = Request::post("/echo/")
+        .header("host", "auth.example")
+        .body(Full::new(Bytes::from(vec![b'x'; 4096])))
+        .unwrap();
+    let reply = Client::connect(h.http()).await.send(request).await.unwrap();
+    assert_eq!(reply.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "nginx checks the length first"
+    );
+    shutdown(h.control.proxy).await;
+}

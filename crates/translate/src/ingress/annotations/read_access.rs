@@ -89,7 +89,14 @@ impl Reader<'_> {
     ) {
         let mut request = policy.request_headers.to_vec();
         let mut response = policy.response_headers.to_vec();
-        for (name, server) in [("configuration-snippet", false), ("server-snippet", true)] {
+        // `auth-snippet` goes into ingress-nginx's auth sub-request location: nothing there
+        // is translated, so with snippets allowed it refuses the routes (`None`).
+        let snippets = [
+            ("configuration-snippet", Some(false)),
+            ("server-snippet", Some(true)),
+            ("auth-snippet", None),
+        ];
+        for (name, server) in snippets {
             let Some(text) = self.get(name) else { continue };
             let key = self.key(name);
             if !self.settings.allow_snippet_annotations {
@@ -101,8 +108,15 @@ impl Reader<'_> {
                 );
                 continue;
             }
-            match translate_snippet(text) {
+            let translated = match server {
+                Some(_) => translate_snippet(text),
+                None => Err(
+                    "directives of the auth sub-request's location are not translated".to_owned(),
+                ),
+            };
+            match translated {
                 Ok(edits) => {
+                    let server = server == Some(true);
                     for (edit, to_request) in edits {
                         match (server, to_request) {
                             (false, true) => request.push(edit),
