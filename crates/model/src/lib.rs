@@ -10,7 +10,7 @@
 //!  request ──▶ validate_host, normalize_path ──▶ Compiled.routes.route(host, path, head)
 //!          ──▶ the first rule whose path and conditions (matches.rs) hold ──▶ Route
 //!          ──▶ Route::pick (a weighted split: canary-weight)
-//!          ──▶ route.policy (cors, access, external auth (auth.rs), redirect, rewrite, headers, body, upstream, mirror,
+//!          ──▶ route.policy (cors, access, basic auth (basic_auth.rs), external auth (auth.rs), redirect, rewrite, headers, body, upstream, mirror,
 //!                            response rewrites: response_rewrite.rs)
 //!          ──▶ Backend::endpoints()  (ArcSwap per backend: the endpoint fast path swaps it
 //!                                     without a compile)
@@ -24,6 +24,7 @@
 
 pub mod access_log;
 pub mod auth;
+pub mod basic_auth;
 pub mod compiled;
 pub mod cors;
 pub mod custom_headers;

@@ -54,6 +54,16 @@ pub struct RoutePolicy {
         serialize_with = "optional_arc"
     )]
     pub cors: Option<Arc<crate::cors::Cors>>,
+    /// `auth-type: basic` with `auth-secret`: the client names a user of the Secret.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "optional_arc"
+    )]
+    pub basic_auth: Option<Arc<crate::basic_auth::BasicAuth>>,
+    /// `satisfy: any`: the allow-list or the authentication (basic or external) suffices;
+    /// `false` (nginx's `all`): both must pass.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub satisfy_any: bool,
     /// `auth-url` and its family (or the ConfigMap's `global-auth-*`): a sub-request to an
     /// auth server decides before the request goes upstream.
     #[serde(
@@ -440,6 +450,8 @@ impl RoutePolicy {
                 deny: settings.denylist_source_range.clone(),
             },
             cors: None,
+            basic_auth: None,
+            satisfy_any: false,
             external_auth: None,
             redirect: None,
             ssl_redirect: SslRedirect {

@@ -66,7 +66,7 @@ static X_AUTH_REQUEST_REDIRECT: HeaderName = HeaderName::from_static("x-auth-req
 static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// What the phase decided.
-pub(crate) enum Checked {
+enum Checked {
     /// The request goes on; `AuthAdds` goes on its answer.
     Granted(AuthAdds),
     /// Answered here: a redirect to sign in (`Ok`) or a refusal (`Err`), with what goes on it.
@@ -82,6 +82,14 @@ pub(crate) struct AuthAdds {
 }
 
 impl AuthAdds {
+    /// A 401's challenge alone (basic auth's `WWW-Authenticate: Basic realm=…`).
+    pub(crate) fn challenge(value: HeaderValue) -> AuthAdds {
+        AuthAdds {
+            www_authenticate: Some(value),
+            ..AuthAdds::default()
+        }
+    }
+
     /// Onto the answer the client gets: the auth server's cookies (nginx's `add_header
     /// Set-Cookie $auth_cookie`, on `SET_COOKIE_STATUSES` unless `auth-always-set-cookie`),
     /// and on a 401 its `WWW-Authenticate`.
@@ -106,8 +114,49 @@ struct Answer {
     headers: HeaderMap,
 }
 
-/// The phase: asks (or finds in the cache) what the auth server says about `head`.
-pub(crate) async fn check(
+/// The auth phases of a route with basic or external auth, in nginx's order: a declared body
+/// over the limit (413, before the access phase), basic auth, then the auth server. `Some`:
+/// the answer instead of the upstream's; the adds go on the client's answer either way.
+pub(crate) async fn phase(
+    conn: &Rc<ConnCtx>,
+    config: &Compiled,
+    route: &Route,
+    head: &mut Parts,
+    client: IpAddr,
+    declared: Option<u64>,
+) -> (Option<Result<Response<ResponseBody>, ProxyError>>, AuthAdds) {
+    let limit = crate::buffer::BodyBuffering::of(&route.policy).max;
+    if limit > 0 && declared.is_some_and(|len| len > limit) {
+        let error = ProxyError::BodyTooLarge { limit };
+        return (Some(Err(error)), AuthAdds::default());
+    }
+    if let Some(basic) = &route.policy.basic_auth {
+        if !crate::basic_auth::allows(basic, head) {
+            let adds = AuthAdds::challenge(basic.challenge.clone());
+            return (Some(Err(ProxyError::AuthRequired)), adds);
+        }
+        // ingress-nginx's template: `proxy_set_header Authorization ""` (the auth server,
+        // a location of its own, still gets it).
+        if route.policy.external_auth.is_none() {
+            head.headers.remove(header::AUTHORIZATION);
+        }
+    }
+    let Some(auth) = &route.policy.external_auth else {
+        return (None, AuthAdds::default());
+    };
+    let checked = check(conn, config, route, auth, head, client).await;
+    if route.policy.basic_auth.is_some() {
+        head.headers.remove(header::AUTHORIZATION);
+    }
+    match checked {
+        Checked::Granted(adds) => (None, adds),
+        Checked::Denied(result, adds) => (Some(*result), adds),
+    }
+}
+
+/// The external-auth phase: asks (or finds in the cache) what the auth server says about
+/// `head`.
+async fn check(
     conn: &Rc<ConnCtx>,
     config: &Compiled,
     route: &Route,

@@ -284,7 +284,9 @@ impl ProxyError {
     /// refused request its state is suspect, and an unread body may follow (nginx closes too).
     pub(crate) fn closes_connection(&self) -> bool {
         let (status, source) = self.classify();
-        source == ErrorSource::Client && status != StatusCode::NOT_FOUND
+        // A browser asked for credentials answers on the same connection.
+        let auth = matches!(self, ProxyError::AuthRequired | ProxyError::AuthForbidden);
+        source == ErrorSource::Client && status != StatusCode::NOT_FOUND && !auth
     }
 }
 

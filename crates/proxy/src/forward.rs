@@ -13,15 +13,19 @@
 //!              conditions hold (model::routes) ─none─▶ 404; a weighted split draws here
 //!   access     route refused by its config ─▶ 503 │ CORS: an OPTIONS       cors.rs
 //!              granted ─▶ 204 (before the allow-lists, as ingress-nginx's   (model::cors)
-//!              rewrite phase) │ client address not allowed ─▶ 403
+//!              rewrite phase) │ client address not allowed ─▶ 403 (satisfy: any
+//!              with auth: the auth phase decides)
 //!   (limits: wave 2)
 //!   answer here  app-root (`/`) ─▶ 302 │ permanent/temporal-redirect │     answer_here.rs
 //!              ssl-redirect (plain HTTP, host with TLS or forced, no X-Forwarded-Proto:
 //!              https from a trusted balancer)
 //!   rewrite    rewrite-target with the path regex's captures (else the     rewrite.rs
 //!              normalised path); a capture leaving the fixed prefix or the root ─▶ 400
-//!   auth       auth-url (global-auth-url): a sub-request to the auth server  auth.rs
-//!              (or the auth cache): 2xx ─▶ auth-response-headers copied on │   (model::auth)
+//!   auth       (skipped with satisfy: any when the allow-list let the client in)  auth.rs
+//!              declared body > proxy-body-size ─▶ 413 │ auth-type basic:       basic_auth.rs
+//!              Authorization not a user's ─▶ 401 (Authorization then not sent upstream) │
+//!              auth-url (global-auth-url): a sub-request to the auth server (or the
+//!              auth cache): 2xx ─▶ auth-response-headers copied on │     (model::auth)
 //!              401 ─▶ 401 or 302 to auth-signin │ 403 ─▶ 403 │ else ─▶ 500
 //!   body       declared body > proxy-body-size ─▶ 413 │ proxy-request-     buffer.rs
 //!              buffering on (no upgrade): read whole (memory, else a temporary file; too
@@ -80,7 +84,7 @@ use crate::access_log::{Record, RequestId};
 use crate::answer::error_response;
 use crate::answer_here::{redirect_phase, www_redirect};
 use crate::attempts::Attempts;
-use crate::auth::{self, Checked};
+use crate::auth;
 use crate::body::{BodyTimeout, BodyTooLarge, BoxError};
 use crate::buffer::{self, BodyBuffering, BufferError, Place};
 use crate::client::Outgoing;
@@ -158,33 +162,26 @@ pub(crate) async fn respond(
             Err(error) => (Err(error), None, false, false),
             Ok(Routed::Answer { route, response }) => (Ok(*response), route, false, false),
             Ok(Routed::Refused { route, error }) => (Err(error), Some(route), false, false),
-            Ok(Routed::Forward { route, tls }) => {
+            Ok(Routed::Forward {
+                route,
+                tls,
+                authenticate,
+            }) => {
                 // Counted under its route even if the client leaves before the answer.
                 let counted = worker.stats.borrow_mut().route(Some(route)).clone();
                 guard.measure.route = Some(counted);
-                // External auth: boxed, so requests of routes without it do not carry its
-                // future.
-                let declared = body.as_ref().and_then(|b| b.size_hint().exact());
-                let limit = BodyBuffering::of(&route.policy).max;
-                let denied = match &route.policy.external_auth {
-                    None => None,
-                    // nginx refuses a declared body over the limit before the access phase.
-                    Some(_) if limit > 0 && declared.is_some_and(|len| len > limit) => {
-                        Some(Err(ProxyError::BodyTooLarge { limit }))
-                    }
-                    Some(auth) => {
-                        let check = auth::check(&conn, config, route, auth, &mut head, client);
-                        match Box::pin(check).await {
-                            Checked::Granted(adds) => {
-                                auth_adds = Some(adds);
-                                None
-                            }
-                            Checked::Denied(result, adds) => {
-                                auth_adds = Some(adds);
-                                Some(*result)
-                            }
-                        }
-                    }
+                // Basic and external auth: boxed, so requests of routes without them do not
+                // carry their future.
+                let policy = &route.policy;
+                let guarded = policy.basic_auth.is_some() || policy.external_auth.is_some();
+                let denied = if guarded && authenticate {
+                    let declared = body.as_ref().and_then(|b| b.size_hint().exact());
+                    let phase = auth::phase(&conn, config, route, &mut head, client, declared);
+                    let (denied, adds) = Box::pin(phase).await;
+                    auth_adds = Some(adds);
+                    denied
+                } else {
+                    None
                 };
                 if let Some(result) = denied {
                     (result, Some(route), tls && conn.https, false)
@@ -342,7 +339,13 @@ enum Routed<'c> {
         error: ProxyError,
     },
     /// `tls`: the host has its own certificate (HSTS applies).
-    Forward { route: &'c Arc<Route>, tls: bool },
+    /// `authenticate`: the auth phases run (not when `satisfy: any` and the allow-list let
+    /// the client in).
+    Forward {
+        route: &'c Arc<Route>,
+        tls: bool,
+        authenticate: bool,
+    },
 }
 
 /// The phases before the upstream: normalise, route, access, redirect, rewrite (see the
@@ -397,9 +400,17 @@ fn route<'c>(
             }
         }
     }
-    if !policy.access.is_open() && !policy.access.allows(client) {
-        let error = ProxyError::Forbidden;
-        return Ok(Routed::Refused { route, error });
+    // `satisfy: any`: the allow-list or the authentication suffices (nginx's access phase).
+    let mut authenticate = true;
+    if !policy.access.is_open() {
+        let allowed = policy.access.allows(client);
+        let has_auth = policy.basic_auth.is_some() || policy.external_auth.is_some();
+        if policy.satisfy_any && has_auth {
+            authenticate = !allowed;
+        } else if !allowed {
+            let error = ProxyError::Forbidden;
+            return Ok(Routed::Refused { route, error });
+        }
     }
 
     // Redirects.
@@ -423,6 +434,7 @@ fn route<'c>(
     Ok(Routed::Forward {
         route,
         tls: matched.tls,
+        authenticate,
     })
 }
 

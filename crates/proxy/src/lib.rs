@@ -71,6 +71,7 @@ mod answer_here;
 mod attempts;
 mod auth;
 mod balance;
+mod basic_auth;
 mod body;
 mod buffer;
 mod client;

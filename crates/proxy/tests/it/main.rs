@@ -7,6 +7,7 @@ mod support;
 mod access_log;
 mod admin;
 mod annotations;
+mod basic_auth;
 mod buffering;
 mod canary;
 mod codec;

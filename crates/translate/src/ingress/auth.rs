@@ -17,10 +17,11 @@ use std::sync::Arc;
 
 use http::{HeaderName, HeaderValue};
 use model::auth::{AuthDestination, ExternalAuth};
+use model::basic_auth::{challenge, BasicAuth, Users};
 use model::mirror::MirrorHost;
 use model::policy::{TlsVersions, UpstreamTls};
 use model::routes::HostPattern;
-use model::{Kind, NamespacedName, ObjectRef};
+use model::{Kind, NamespacedName, ObjectRef, Severity};
 
 use super::annotations::{read_spec, AuthSource, AuthSpec, IngressAnnotations};
 use crate::compiler::{CompileOptions, Compiler};
@@ -40,6 +41,70 @@ impl Compiler<'_> {
             Ok(auth) => parsed.policy.external_auth = Some(Arc::new(auth)),
             Err(reason) => parsed.policy.denied = Some(reason),
         }
+    }
+
+    /// Fills `parsed.policy.basic_auth` from `auth-type: basic`'s Secret, or refuses the
+    /// routes.
+    pub(crate) fn basic_auth_phase(&mut self, object: &ObjectRef, parsed: &mut IngressAnnotations) {
+        let Some(spec) = parsed.basic_auth.take() else {
+            return;
+        };
+        let (ns, name) = &spec.secret;
+        let key = &spec.key;
+        let refuse = |compiler: &mut Self, severity, why: String| {
+            compiler.diagnose_with(
+                severity,
+                object.clone(),
+                format!("{key}: {why}; the routes answer 503 (as in ingress-nginx)"),
+            );
+            Some(format!("{key} cannot be used"))
+        };
+        let Some(secret) = self
+            .store
+            .secret(&NamespacedName::new(ns.as_str(), name.as_str()))
+        else {
+            parsed.policy.denied = refuse(
+                self,
+                Severity::Missing,
+                format!("Secret {ns}/{name} not found"),
+            );
+            return;
+        };
+        let data = secret.data.clone().unwrap_or_default();
+        let users = if spec.map {
+            let entries: Vec<(String, String)> = data
+                .iter()
+                .map(|(user, hash)| (user.clone(), String::from_utf8_lossy(&hash.0).into_owned()))
+                .collect();
+            Users::from_map(entries.iter().map(|(u, h)| (u.as_str(), h.as_str())))
+        } else {
+            let Some(file) = data.get("auth") else {
+                parsed.policy.denied = refuse(self, Severity::Error, format!("Secret {ns}/{name} has no key auth (the htpasswd file of auth-secret-type auth-file)"));
+                return;
+            };
+            Users::from_htpasswd(&String::from_utf8_lossy(&file.0))
+        };
+        if users.is_empty() {
+            self.diagnose_with(
+                Severity::Notice,
+                object.clone(),
+                format!("{key}: Secret {ns}/{name} names no user: every request gets 401"),
+            );
+        }
+        let Some(challenge) = challenge(&spec.realm) else {
+            parsed.policy.denied = refuse(
+                self,
+                Severity::Error,
+                format!("auth-realm {:?} cannot be sent in a header", spec.realm),
+            );
+            return;
+        };
+        parsed.policy.basic_auth = Some(Arc::new(BasicAuth {
+            realm: spec.realm,
+            challenge,
+            secret: format!("{ns}/{name}"),
+            users: Arc::new(users),
+        }));
     }
 
     /// The ConfigMap's `global-auth-*` keys, read with the annotations' rules. `None`: no

@@ -13,7 +13,8 @@
 //!  once every Ingress is read
 //!  custom-http-errors, default-backend ─▶ errors.rs (the errors phase)
 //!  mirror-target, -host, -request-body ─▶ mirror.rs (where the copies go, resolved)
-//!  auth-url and its family ─▶ auth.rs (where the sub-requests go, resolved)
+//!  auth-url and its family ─▶ auth.rs (where the sub-requests go, resolved);
+//!  auth-type: basic ─▶ auth.rs too (the Secret's users)
 //!  canary Ingresses ─▶ claims ─▶ canary.rs, once every ordinary Ingress is read: conditional
 //!  rules and a weighted split on the rules of the backend they join
 //! ```
@@ -312,6 +313,7 @@ impl Compiler<'_> {
         self.errors_phase(&name, &object, &mut parsed);
         self.mirror_phase(&object, &mut parsed);
         self.external_auth_phase(&name, &object, &mut parsed);
+        self.basic_auth_phase(&object, &mut parsed);
         self.custom_headers_phase(&object, &mut parsed);
         self.out.tracing |= parsed.policy.opentelemetry.enabled;
         let upstream = UpstreamChoice {

@@ -32,8 +32,8 @@ mod snippet;
 #[cfg(test)]
 mod tests;
 
-pub use read_auth::AuthSpec;
 pub(crate) use read_auth::{read_spec, AuthSource};
+pub use read_auth::{AuthSpec, BasicSpec};
 
 pub use parsed::{BackendProtocol, Canary, IngressAnnotations, MirrorAnnotations, ProxySsl};
 pub(crate) use reader::go_bool;

@@ -56,6 +56,8 @@ pub struct IngressAnnotations {
     pub custom_headers: Option<(model::NamespacedName, String)>,
     /// `auth-url` and its companions, checked; compile resolves where the sub-request goes.
     pub external_auth: Option<super::AuthSpec>,
+    /// `auth-type: basic` with its Secret's reference; compile reads the Secret.
+    pub basic_auth: Option<super::BasicSpec>,
 }
 
 /// The mirror family as read: the target checked, the host and body switch defaulted as

@@ -258,3 +258,91 @@ impl Reader<'_> {
         }
     }
 }
+
+/// `auth-type: basic` as read: where the users are; compile reads the Secret.
+#[derive(Clone, Debug)]
+pub struct BasicSpec {
+    /// The `auth-secret` key, for diagnostics.
+    pub key: String,
+    /// `namespace/name` (the Ingress's namespace when none is written).
+    pub secret: (String, String),
+    /// `auth-secret-type: auth-map` (else `auth-file`).
+    pub map: bool,
+    pub realm: String,
+}
+
+impl Reader<'_> {
+    /// `auth-type` with `auth-secret`, `auth-secret-type`, `auth-realm`, and `satisfy`. What
+    /// cannot be used refuses the routes, as ingress-nginx denies the location.
+    pub(super) fn basic_auth(
+        &mut self,
+        namespace: &str,
+        satisfy_any: &mut bool,
+        denied: &mut Option<String>,
+    ) -> Option<BasicSpec> {
+        match self.get("satisfy") {
+            None | Some("all") => {}
+            Some("any") => *satisfy_any = true,
+            Some(value) => self.invalid("satisfy", value, "all or any (all applies)"),
+        }
+        let Some(kind) = self.get("auth-type") else {
+            self.no_effect_without(
+                &["auth-secret", "auth-secret-type", "auth-realm"],
+                "auth-type",
+            );
+            return None;
+        };
+        let key = self.key("auth-type");
+        let mut refuse = |reader: &mut Self, why: String| {
+            reader.diagnose(
+                Severity::Error,
+                format!("{why}; the routes answer 503 (authentication is never dropped)"),
+            );
+            *denied = Some(format!("{key} cannot be used"));
+            None
+        };
+        match kind {
+            "basic" => {}
+            "digest" => {
+                let why = format!("annotation {key}: digest authentication is not implemented");
+                return refuse(self, why);
+            }
+            // ingress-nginx's check is an unanchored `basic|digest`: `basic-auth` passes
+            // and its template then serves digest authentication.
+            other if other.contains("basic") || other.contains("digest") => {
+                let why = format!("annotation {key}: {other:?}: expected basic or digest (ingress-nginx accepts any value containing either and serves it as digest)");
+                return refuse(self, why);
+            }
+            other => {
+                let why = format!("annotation {key}: invalid value {other:?}: expected basic or digest (ingress-nginx refuses it too)");
+                return refuse(self, why);
+            }
+        }
+        let map = match self.get("auth-secret-type") {
+            None | Some("auth-file") => false,
+            Some("auth-map") => true,
+            Some(other) => {
+                let skey = self.key("auth-secret-type");
+                let why = format!("annotation {skey}: invalid value {other:?}: expected auth-file or auth-map (ingress-nginx refuses it too)");
+                return refuse(self, why);
+            }
+        };
+        let secret_key = self.key("auth-secret");
+        let Some(reference) = self.get("auth-secret").filter(|v| !v.is_empty()) else {
+            let why = format!("annotation {key}: basic needs {secret_key}");
+            return refuse(self, why);
+        };
+        let (ns, name) = reference.split_once('/').unwrap_or((namespace, reference));
+        if ns != namespace {
+            let why = format!("annotation {secret_key}: {reference:?}: a Secret of another namespace than {namespace} (ingress-nginx refuses those too)");
+            return refuse(self, why);
+        }
+        let realm = self.get("auth-realm").unwrap_or("").to_owned();
+        Some(BasicSpec {
+            key: format!("annotation {secret_key}"),
+            secret: (ns.to_owned(), name.to_owned()),
+            map,
+            realm,
+        })
+    }
+}

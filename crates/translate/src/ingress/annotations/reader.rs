@@ -237,6 +237,7 @@ impl<'a> Reader<'a> {
             mirror: None,
             custom_headers: None,
             external_auth: None,
+            basic_auth: None,
         };
         let parsers: BTreeSet<Parser> = REGISTRY.iter().filter_map(|a| a.parser).collect();
         for parser in parsers {
@@ -354,6 +355,11 @@ impl<'a> Reader<'a> {
             Parser::ProxySsl => out.proxy_ssl = self.proxy_ssl(),
             Parser::Access => self.access(policy),
             Parser::FailClosed => out.hosts_refused = self.fail_closed(policy),
+            Parser::BasicAuth => {
+                let namespace = self.object.namespace.clone();
+                out.basic_auth =
+                    self.basic_auth(&namespace, &mut policy.satisfy_any, &mut policy.denied);
+            }
             Parser::ExternalAuth => out.external_auth = self.external_auth(&mut policy.denied),
             Parser::GlobalAuth => out.global_auth = self.bool("enable-global-auth").unwrap_or(true),
             Parser::Snippets => self.snippets(

@@ -27,8 +27,6 @@ pub enum Support {
     Sluice(&'static str),
 }
 
-/// A companion of `auth-type`: ingress-nginx reads it only with `auth-type`.
-pub(super) const WITH_AUTH_TYPE: &str = "planned (wave 2); read only with auth-type (alone ignored, as in ingress-nginx), which refuses the Ingress until then";
 /// A companion of `auth-tls-secret`.
 pub(super) const WITH_AUTH_TLS_SECRET: &str = "planned (wave 2); read only with auth-tls-secret (alone ignored, as in ingress-nginx), which refuses the Ingress until then";
 /// Why rate limits do not fail closed: they bound how much a client may ask, not who may ask.
@@ -91,6 +89,7 @@ pub enum Parser {
     ProxySsl,
     Access,
     FailClosed,
+    BasicAuth,
     ExternalAuth,
     GlobalAuth,
     Snippets,
@@ -122,10 +121,10 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("affinity-mode", Support::No("planned (wave 2)"), None),
     annotation("affinity-canary-behavior", Support::No("planned (wave 2)"), None),
     annotation("allowlist-source-range", Support::Yes, Some(Parser::Access)),
-    annotation("auth-realm", Support::No(WITH_AUTH_TYPE), None),
-    annotation("auth-secret", Support::No(WITH_AUTH_TYPE), None),
-    annotation("auth-secret-type", Support::No(WITH_AUTH_TYPE), None),
-    annotation("auth-type", Support::FailsClosed("until basic and digest authentication are implemented (wave 2): any value refuses the Ingress's routes (503) rather than serve them to anyone; ingress-nginx, too, refuses them when auth-type or auth-secret cannot be used"), Some(Parser::FailClosed)),
+    annotation("auth-realm", Support::Yes, Some(Parser::BasicAuth)),
+    annotation("auth-secret", Support::Yes, Some(Parser::BasicAuth)),
+    annotation("auth-secret-type", Support::Yes, Some(Parser::BasicAuth)),
+    annotation("auth-type", Support::Partial("basic: the Secret's users (auth-file: an htpasswd file in data.auth; auth-map: a user per key) with nginx's hashes (bcrypt $2y$/$2b$/$2a$, $apr1$, MD5 $1$, SHA-256 $5$ and SHA-512 $6$ crypt, {SHA}, {SSHA}, {PLAIN}, DES crypt); a missing or wrong Authorization gets 401 with WWW-Authenticate: Basic realm=\"<auth-realm>\" and nginx's text; the Authorization header is not sent upstream (as ingress-nginx's template); verified passwords are remembered for 60 s (a bcrypt check per request is what makes nginx slow). digest refuses the routes (503): not implemented. A Secret that cannot be read refuses the routes, as in ingress-nginx; Differences: only exactly basic or digest are accepted (ingress-nginx's unanchored check takes any value containing either, and serves anything but basic as digest); in Kubernetes Sluice reads only the TLS Secrets it watches, so the Secret is not read there yet"), Some(Parser::BasicAuth)),
     annotation("auth-tls-secret", Support::FailsClosed("until client certificate authentication is implemented (wave 2): any value refuses every route of the Ingress's hosts, other Ingresses' included (503), rather than serve them without a client certificate (ingress-nginx verifies one by default, auth-tls-verify-client: on, for the whole server: its TLS handshake asks every client of the host; and refuses the routes when the Secret cannot be used)"), Some(Parser::FailClosed)),
     annotation("auth-tls-verify-depth", Support::No(WITH_AUTH_TLS_SECRET), None),
     annotation("auth-tls-verify-client", Support::No(WITH_AUTH_TLS_SECRET), None),
@@ -212,7 +211,7 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("secure-backends", Support::No("removed from ingress-nginx (0.18); use backend-protocol: HTTPS"), None),
     annotation("enable-rewrite-log", Support::Accepted("no effect: Sluice logs rewrites at debug level"), None),
     annotation("rewrite-target", Support::Yes, Some(Parser::Rewrite)),
-    annotation("satisfy", Support::No("planned with the auth annotations (wave 2); it restricts nothing itself, it only says whether authentication and the allow-list must both pass (all) or either (any), and the auth annotations refuse the Ingress until then"), None),
+    annotation("satisfy", Support::Yes, Some(Parser::BasicAuth)),
     annotation("server-alias", Support::Yes, Some(Parser::ServerAlias)),
     annotation("server-snippet", Support::Partial("never executed; with allow-snippet-annotations, header directives with literal values are translated for every route of the host, anything else refuses the Ingress"), Some(Parser::Snippets)),
     annotation("service-upstream", Support::Yes, Some(Parser::ServiceUpstream)),
