@@ -23,6 +23,7 @@
 //! operator wrote is ignored without one.
 
 pub mod access_log;
+pub mod affinity;
 pub mod compiled;
 pub mod cors;
 pub mod custom_headers;

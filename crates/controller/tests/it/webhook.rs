@@ -134,13 +134,13 @@ fn an_invalid_annotation_is_refused_and_an_unsupported_one_is_a_warning() {
             "second",
             "/account",
             "web",
-            json!({"nginx.ingress.kubernetes.io/affinity": "cookie"}),
+            json!({"nginx.ingress.kubernetes.io/ssl-ciphers": "HIGH"}),
         ),
     );
     assert!(verdict.allowed, "{verdict:?}");
     assert_eq!(verdict.warnings.len(), 1, "{verdict:?}");
     assert!(
-        verdict.warnings[0].contains("affinity") && verdict.warnings[0].contains("unsupported"),
+        verdict.warnings[0].contains("ssl-ciphers") && verdict.warnings[0].contains("unsupported"),
         "{:?}",
         verdict.warnings
     );

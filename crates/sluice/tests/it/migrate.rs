@@ -60,13 +60,13 @@ fn migrate(dir: &std::path::Path, json: &std::path::Path) -> (i32, String, Strin
 #[test]
 fn every_ingress_gets_one_verdict_and_exit_1_names_the_ones_not_served_as_written() {
     let mut extra = String::new();
-    // Wave-2 annotation Sluice does not implement yet.
+    // An annotation Sluice does not implement.
     extra.push_str(&ingress(
         "sticky",
         "sticky.test",
         "/",
         "Prefix",
-        "nginx.ingress.kubernetes.io/affinity: cookie",
+        "nginx.ingress.kubernetes.io/ssl-ciphers: HIGH",
     ));
     // Authentication Sluice does not implement yet: refused, never served open.
     extra.push_str(&ingress(
@@ -113,7 +113,7 @@ fn every_ingress_gets_one_verdict_and_exit_1_names_the_ones_not_served_as_writte
             .to_owned()
     };
     assert!(line("sticky").contains("| not served as written | unsupported: "));
-    assert!(line("sticky").contains("affinity"));
+    assert!(line("sticky").contains("ssl-ciphers"));
     assert!(line("basic-auth").contains("| not served as written | "));
     assert!(
         line("basic-auth").contains("error: "),

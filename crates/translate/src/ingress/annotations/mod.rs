@@ -13,12 +13,13 @@
 //! An annotation with no effect in Sluice is never silent: it is a diagnostic on its Ingress.
 //!
 //! Files: `registry.rs` (the entries), `reader.rs` (prefixes, the parser order), one
-//! `read_*.rs` per group of parsers (upstream, routing, canary, mirror, cors, access, response:
+//! `read_*.rs` per group of parsers (upstream, routing, canary, mirror, cors, access, affinity, response:
 //! the redirect and cookie rewrites and custom-headers' reference),
 //! `snippet.rs` (nginx snippets → header edits), `parsed.rs` (what the reader leaves).
 
 mod parsed;
 mod read_access;
+mod read_affinity;
 mod read_canary;
 mod read_cors;
 mod read_mirror;

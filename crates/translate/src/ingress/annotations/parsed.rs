@@ -54,6 +54,8 @@ pub struct IngressAnnotations {
     /// `custom-headers`: the ConfigMap (`namespace/name`) and the annotation's key; compile
     /// reads it from the Store.
     pub custom_headers: Option<(model::NamespacedName, String)>,
+    /// `affinity-canary-behavior` (what it says on a canary Ingress decides).
+    pub canary_behavior: model::affinity::CanaryBehavior,
 }
 
 /// The mirror family as read: the target checked, the host and body switch defaulted as

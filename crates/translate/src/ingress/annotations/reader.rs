@@ -236,6 +236,7 @@ impl<'a> Reader<'a> {
             default_backend: None,
             mirror: None,
             custom_headers: None,
+            canary_behavior: Default::default(),
         };
         let parsers: BTreeSet<Parser> = REGISTRY.iter().filter_map(|a| a.parser).collect();
         for parser in parsers {
@@ -305,6 +306,11 @@ impl<'a> Reader<'a> {
             Parser::Upstream => self.upstream(policy),
             Parser::HashBy => policy.hash_by = self.hash_by(),
             Parser::Canary => out.canary = self.canary(),
+            Parser::Affinity => {
+                out.canary_behavior = self.canary_behavior();
+                let regex_paths = out.use_regex || policy.rewrite.is_some();
+                policy.affinity = self.affinity(regex_paths, out.canary_behavior);
+            }
             Parser::CustomErrors => {
                 if let Some(value) = self.get("custom-http-errors") {
                     match crate::configmap::parse_error_codes(value) {
