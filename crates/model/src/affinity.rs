@@ -92,7 +92,9 @@ pub struct CookieContext<'a> {
     /// `Expires` already formatted (`Thu, 18-Nov-10 11:27:35 GMT`), when `expires` is set.
     pub expires: Option<&'a str>,
     pub https: bool,
-    pub user_agent: Option<&'a [u8]>,
+    /// The client's browser takes `SameSite=None` ([`same_site_none_compatible`] of its
+    /// User-Agent; asked only with `conditional_same_site_none`).
+    pub same_site_none_compatible: bool,
 }
 
 impl Default for SessionCookie {
@@ -140,7 +142,7 @@ impl SessionCookie {
         if let Some(same_site) = &self.same_site {
             let dropped = self.conditional_same_site_none
                 && same_site == "None"
-                && !same_site_none_compatible(context.user_agent);
+                && !context.same_site_none_compatible;
             if !dropped {
                 let _ = write!(out, "; SameSite={same_site}");
             }
@@ -168,13 +170,13 @@ pub fn same_site_none_compatible(user_agent: Option<&[u8]>) -> bool {
 mod tests {
     use super::*;
 
-    fn context<'a>(https: bool, agent: Option<&'a [u8]>) -> CookieContext<'a> {
+    fn context(https: bool, agent: Option<&[u8]>) -> CookieContext<'static> {
         CookieContext {
             value: "k|t",
             location_path: "/app",
             expires: None,
             https,
-            user_agent: agent,
+            same_site_none_compatible: same_site_none_compatible(agent),
         }
     }
 

@@ -66,6 +66,7 @@ use tokio::sync::watch;
 
 mod access_log;
 mod admin;
+mod affinity;
 mod answer;
 mod answer_here;
 mod attempts;
