@@ -93,17 +93,8 @@ impl Balancer {
         tried: &[SocketAddr],
         now: Instant,
     ) -> Option<SocketAddr> {
-        let key = backend as *const Backend as usize;
-        let current = backend.with_endpoints(|set| {
-            let ring = self.rings.get(&key);
-            ring.is_some_and(|(made_from, _)| std::ptr::eq(Arc::as_ptr(made_from), set))
-        });
-        if !current {
-            let set = backend.endpoints();
-            let ring = Ring::new(set.active());
-            self.rings.insert(key, (set, ring));
-        }
-        let (_, ring) = self.rings.get(&key)?;
+        keep_current(&mut self.rings, backend, |_, active| Ring::new(active));
+        let (_, ring) = self.rings.get(&(backend as *const Backend as usize))?;
         if ring.endpoints().len() <= 1 {
             return ring.endpoints().first().copied();
         }
@@ -124,17 +115,8 @@ impl Balancer {
         tried: &[SocketAddr],
         now: Instant,
     ) -> Option<SocketAddr> {
-        let key = backend as *const Backend as usize;
-        let current = backend.with_endpoints(|set| {
-            let table = self.sticky.get(&key);
-            table.is_some_and(|(made_from, _)| std::ptr::eq(Arc::as_ptr(made_from), set))
-        });
-        if !current {
-            let set = backend.endpoints();
-            let table = StickyTable::new(backend, set.active());
-            self.sticky.insert(key, (set, table));
-        }
-        let (_, table) = self.sticky.get(&key)?;
+        keep_current(&mut self.sticky, backend, StickyTable::new);
+        let (_, table) = self.sticky.get(&(backend as *const Backend as usize))?;
         sticky.pick(table, tried, |strictness, endpoint| {
             let level = match strictness {
                 Strictness::Healthy => Level::Healthy,
@@ -252,6 +234,26 @@ impl Balancer {
         } else {
             a
         }
+    }
+}
+
+/// Makes what `cache` keeps for `backend` (by its address: a ring, a sticky table) again with
+/// `make` from its active endpoints, once its endpoint set changed. The set is held beside it,
+/// so its address cannot be reused by a newer set while the entry is kept.
+fn keep_current<T>(
+    cache: &mut HashMap<usize, (Arc<EndpointSet>, T), BuildHasherDefault<AddressHasher>>,
+    backend: &Backend,
+    make: impl FnOnce(&Backend, &[SocketAddr]) -> T,
+) {
+    let key = backend as *const Backend as usize;
+    let current = backend.with_endpoints(|set| {
+        let kept = cache.get(&key);
+        kept.is_some_and(|(made_from, _)| std::ptr::eq(Arc::as_ptr(made_from), set))
+    });
+    if !current {
+        let set = backend.endpoints();
+        let made = make(backend, set.active());
+        cache.insert(key, (set, made));
     }
 }
 

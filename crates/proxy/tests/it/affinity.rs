@@ -36,6 +36,17 @@ fn site(name: &str, host: &str, path: &str, service: &str, annotations: &[(&str,
     )
 }
 
+/// Backends that answer `/echo` with these names.
+async fn backends<const N: usize>(names: [&str; N]) -> [backend::Backend; N] {
+    let mut started = Vec::with_capacity(N);
+    for name in names {
+        started.push(start_backend(name).await);
+    }
+    started
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("{N} started"))
+}
+
 /// Applies `objects`; the only diagnostics are notices and differences (each affinity
 /// Ingress has one: its cookie values are Sluice's own).
 fn serve(h: &mut Harness, objects: &[Value]) {
@@ -96,11 +107,7 @@ async fn pinned(client: &mut Client, host: &str, path: &str) -> (String, String)
 
 #[tokio::test]
 async fn the_cookie_pins_the_client_with_ingress_nginx_s_attributes() {
-    let (a, b, c) = (
-        start_backend("a").await,
-        start_backend("b").await,
-        start_backend("c").await,
-    );
+    let [a, b, c] = backends(["a", "b", "c"]).await;
     let mut h = Harness::start();
     serve(
         &mut h,
@@ -219,11 +226,7 @@ async fn secure_over_https_and_when_asked_on_plain_http() {
 /// same Service honours it (the affinity belongs to the backend).
 #[tokio::test]
 async fn the_cookie_is_issued_only_on_the_ingress_s_own_paths() {
-    let (a, b, c) = (
-        start_backend("a").await,
-        start_backend("b").await,
-        start_backend("c").await,
-    );
+    let [a, b, c] = backends(["a", "b", "c"]).await;
     let mut h = Harness::start();
     let mut objects = sticky_site(
         &[&a, &b, &c],
@@ -310,12 +313,7 @@ async fn use_regex_takes_session_cookie_path_and_without_it_the_regex_as_written
 #[tokio::test]
 async fn a_client_stays_while_its_endpoint_is_ready_and_moves_with_a_new_cookie_when_it_leaves() {
     for mode in ["persistent", "balanced"] {
-        let backends = [
-            start_backend("a").await,
-            start_backend("b").await,
-            start_backend("c").await,
-            start_backend("d").await,
-        ];
+        let backends = backends(["a", "b", "c", "d"]).await;
         let all: Vec<&backend::Backend> = backends.iter().collect();
         let annotations = [("affinity", "cookie"), ("affinity-mode", mode)];
         let mut h = Harness::start();
@@ -397,12 +395,7 @@ fn by_name<'b>(backends: &[&'b backend::Backend], name: &str) -> &'b backend::Ba
 /// persistent none.
 #[tokio::test]
 async fn endpoints_added_move_balanced_clients_but_never_persistent_ones() {
-    let backends = [
-        start_backend("a").await,
-        start_backend("b").await,
-        start_backend("c").await,
-        start_backend("d").await,
-    ];
+    let backends = backends(["a", "b", "c", "d"]).await;
     let all: Vec<&backend::Backend> = backends.iter().collect();
     for (mode, moves) in [("persistent", false), ("balanced", true)] {
         let annotations = [("affinity", "cookie"), ("affinity-mode", mode)];
