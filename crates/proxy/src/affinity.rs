@@ -12,7 +12,9 @@
 //!                                     the owner, rebalanced; it left ─▶ a new key)
 //!     a retry ─▶ another endpoint; a new cookie only with change-on-failure (or when one was
 //!               being issued anyway)
-//!  answer ─▶ Set-Cookie when one was issued and the route's Ingress asked for affinity
+//!  answer ─▶ IssuedCookie kept on it when one was issued and the route's Ingress asked for
+//!  affinity ─▶ the response headers phase: Set-Cookie (after proxy-cookie-*, before the
+//!  route's header edits)
 //! ```
 //! A digest is the stable hash of the backend tag and the endpoint's address, so every worker
 //! and every replica read a cookie alike; the tag (the stable hash of the Service port) tells
@@ -239,10 +241,17 @@ impl Sticky {
     }
 }
 
-/// The response headers phase: the `Set-Cookie` of a newly pinned client, on the routes of the
-/// Ingress that asked for affinity (ingress-nginx's location list).
-pub(crate) fn set_cookie(
-    response: &mut HeaderMap,
+/// The `Set-Cookie` of a newly pinned client, made when the upstream answers and added in the
+/// response headers phase (after proxy-cookie-* rewrote the upstream's own cookies, which
+/// nginx's proxy module does not apply to the one ingress-nginx's balancer sets).
+#[derive(Clone, Debug)]
+pub(crate) struct IssuedCookie(pub(crate) HeaderValue);
+
+/// The upstream answered: the cookie to issue, kept on `response` for the response headers
+/// phase. Only on the routes of the Ingress that asked for affinity (ingress-nginx's location
+/// list).
+pub(crate) fn keep_cookie<B>(
+    response: &mut http::Response<B>,
     sticky: &Sticky,
     affinity: &Affinity,
     route: &Route,
@@ -263,7 +272,14 @@ pub(crate) fn set_cookie(
         same_site_none_compatible: sticky.same_site_none_compatible,
     };
     if let Ok(cookie) = HeaderValue::from_str(&affinity.cookie.set_cookie(&context)) {
-        response.append(header::SET_COOKIE, cookie);
+        response.extensions_mut().insert(IssuedCookie(cookie));
+    }
+}
+
+/// The response headers phase: the kept cookie, if any, joins the answer's headers.
+pub(crate) fn set_cookie<B>(response: &mut http::Response<B>) {
+    if let Some(IssuedCookie(cookie)) = response.extensions_mut().remove::<IssuedCookie>() {
+        response.headers_mut().append(header::SET_COOKIE, cookie);
     }
 }
 

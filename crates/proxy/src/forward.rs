@@ -40,9 +40,9 @@
 //!              (streams on shared connections, trailers, grpc-timeout)     upstream_h2.rs
 //!   errors     custom-http-errors: a listed answer ─▶ the same pipeline     errors.rs
 //!              to the error backend (path /, X-Code, X-Original-URI, names)
-//!   response headers   the affinity Set-Cookie (a client pinned anew);  affinity.rs
-//!              proxy-redirect-*, proxy-cookie-* (the upstream's answers);  response_headers.rs
-//!              the route's header edits, reframed; CORS headers
+//!   response headers   proxy-redirect-*, proxy-cookie-* (the upstream's answers);  response_headers.rs
+//!              the affinity Set-Cookie (a client pinned anew, never        affinity.rs
+//!              rewritten); the route's header edits, reframed; CORS headers
 //!              (granted requests, Sluice's own errors too, not error pages);  cors.rs
 //!              HSTS on HTTPS for hosts with a certificate
 //!   log        access log line, metrics, span (when the response body ends) worker.rs
@@ -230,6 +230,12 @@ pub(crate) async fn respond(
         .and_then(|r| r.policy.response_rewrite.as_deref())
     {
         response_headers::rewrite(response.headers_mut(), rewrite);
+    }
+    // The affinity cookie: not rewritten by proxy-cookie-* (nginx's proxy module rewrites
+    // only the upstream's), before the route's edits (nginx's header filters run after
+    // ingress-nginx's balancer set it); an error page is not the route's answer.
+    if route.is_some_and(|r| r.policy.affinity.is_some()) && !error_page_made {
+        affinity::set_cookie(&mut response);
     }
     let edits = route.filter(|r| !error_page_made && !r.policy.response_headers.is_empty());
     if let Some(route) = edits {
@@ -540,8 +546,7 @@ async fn forward(
         return match exchanged {
             Ok(mut response) => {
                 if let (Some(sticky), Some(affinity)) = (&sticky, &policy.affinity) {
-                    let headers = response.headers_mut();
-                    affinity::set_cookie(headers, sticky, affinity, route, conn.https);
+                    affinity::keep_cookie(&mut response, sticky, affinity, route, conn.https);
                 }
                 Ok(response.map(ResponseBody::http2))
             }
@@ -586,11 +591,8 @@ async fn forward(
         }
         Err(error) => return Err(error),
     };
-    // The session cookie, before the route's header edits (as ingress-nginx's balancer sets
-    // it before nginx's header filters run).
     if let (Some(sticky), Some(affinity)) = (&sticky, &policy.affinity) {
-        let headers = response.headers_mut();
-        affinity::set_cookie(headers, sticky, affinity, route, conn.https);
+        affinity::keep_cookie(&mut response, sticky, affinity, route, conn.https);
     }
 
     if response.status() == StatusCode::SWITCHING_PROTOCOLS {

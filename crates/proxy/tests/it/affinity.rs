@@ -530,3 +530,76 @@ async fn a_sticky_canary_keeps_its_clients_and_a_legacy_one_draws_again() {
         assert_eq!(seen.len(), 2, "{behavior}: both sides drawn: {seen:?}");
     }
 }
+
+/// The affinity cookie is Sluice's, not the upstream's: proxy-cookie-path rewrites the
+/// upstream's cookies only (nginx's proxy module never sees the one ingress-nginx's balancer
+/// sets), and both reach the client.
+#[tokio::test]
+async fn proxy_cookie_path_rewrites_the_upstream_s_cookie_not_the_affinity_one() {
+    let (addr, _) = start_fixed_backend(
+        b"HTTP/1.1 200 OK\r\nSet-Cookie: app=1; Path=/echo\r\nContent-Length: 0\r\n\r\n",
+    )
+    .await;
+    let mut objects = vec![service("web", &[("http", 80)])];
+    objects.extend(slices("web", &[addr]));
+    objects.push(site(
+        "both",
+        "cookies.example",
+        "/echo",
+        "web",
+        &[
+            ("affinity", "cookie"),
+            ("proxy-cookie-path", "/echo /moved"),
+        ],
+    ));
+    let mut h = Harness::start();
+    serve(&mut h, &objects);
+    let reply = get(h.http(), "cookies.example", "/echo").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let cookies: Vec<&str> = reply
+        .headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert_eq!(cookies.len(), 2, "{cookies:?}");
+    assert!(cookies.contains(&"app=1; Path=/moved"), "{cookies:?}");
+    let ours = cookies
+        .iter()
+        .find(|c| c.starts_with("INGRESSCOOKIE="))
+        .unwrap();
+    assert!(ours.contains("; Path=/echo;"), "{ours}");
+}
+
+/// HTTP/2 clients may split their cookies over several `cookie` fields (RFC 9113 8.2.3): the
+/// affinity cookie is found in any of them.
+#[tokio::test]
+async fn an_http2_client_s_split_cookie_is_read() {
+    let [a, b, c] = backends(["a", "b", "c"]).await;
+    let mut objects = sticky_site(
+        &[&a, &b, &c],
+        "sticky",
+        "h2.example",
+        "/echo",
+        &[("affinity", "cookie"), ("affinity-mode", "persistent")],
+    );
+    objects.push(settings(&[("use-h2c", "true")]));
+    let mut h = Harness::start();
+    serve(&mut h, &objects);
+    let mut first = Client::connect(h.http()).await;
+    let (home, cookie) = pinned(&mut first, "h2.example", "/echo").await;
+    let stream = tokio::net::TcpStream::connect(h.http()).await.unwrap();
+    let mut client = H2Client::over(stream).await;
+    for _ in 0..6 {
+        let request = Request::get("http://h2.example/echo")
+            .header(header::COOKIE, "a=1")
+            .header(header::COOKIE, cookie.as_str())
+            .header(header::COOKIE, "z=2")
+            .body(Full::<Bytes>::default())
+            .unwrap();
+        let reply = client.send(request).await.unwrap();
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.backend(), home);
+        assert_eq!(reply.headers.get(header::SET_COOKIE), None);
+    }
+}
