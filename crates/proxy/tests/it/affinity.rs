@@ -603,3 +603,63 @@ async fn an_http2_client_s_split_cookie_is_read() {
         assert_eq!(reply.headers.get(header::SET_COOKIE), None);
     }
 }
+
+/// A cleartext HTTP/2 upstream (prior knowledge) that answers every request with its name.
+async fn start_h2c_upstream(name: &'static str) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind((LOCALHOST, 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let service = hyper::service::service_fn(move |_request| async move {
+                Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(Bytes::from(name))))
+            });
+            tokio::spawn(
+                hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
+            );
+        }
+    });
+    addr
+}
+
+/// The HTTP/2 upstream path (a Service port with `appProtocol: kubernetes.io/h2c`) pins and
+/// issues as the HTTP/1.1 one does.
+#[tokio::test]
+async fn http2_upstreams_are_sticky_too() {
+    let upstreams = [
+        start_h2c_upstream("a").await,
+        start_h2c_upstream("b").await,
+        start_h2c_upstream("c").await,
+    ];
+    let mut web = service("web", &[("http", 80)]);
+    web["spec"]["ports"][0]["appProtocol"] = json!("kubernetes.io/h2c");
+    let mut objects = vec![web];
+    objects.extend(slices("web", &upstreams));
+    objects.push(site(
+        "sticky",
+        "h2c.example",
+        "/",
+        "web",
+        &[("affinity", "cookie"), ("affinity-mode", "persistent")],
+    ));
+    let mut h = Harness::start();
+    serve(&mut h, &objects);
+    let mut client = Client::connect(h.http()).await;
+    let first = client.get("h2c.example", "/").await;
+    assert_eq!(first.status, StatusCode::OK);
+    let home = first.text();
+    let set_cookie = first.headers.get(header::SET_COOKIE).expect("a cookie");
+    let cookie = pair(set_cookie.to_str().unwrap());
+    for _ in 0..8 {
+        let request = Request::get("/")
+            .header("host", "h2c.example")
+            .header(header::COOKIE, cookie.as_str())
+            .body(Full::<Bytes>::default())
+            .unwrap();
+        let reply = client.send(request).await.unwrap();
+        assert_eq!(
+            (reply.text(), reply.headers.get(header::SET_COOKIE)),
+            (home.clone(), None)
+        );
+    }
+}
