@@ -293,9 +293,10 @@ pub(crate) fn sticky_side<'r>(route: &'r Arc<Route>, head: &Parts) -> Option<&'r
     if affinitized(route, &head.headers) {
         return Some(route);
     }
-    let alternatives = traffic.alternatives.iter().map(|a| &a.route);
-    alternatives
-        .into_iter()
+    traffic
+        .alternatives
+        .iter()
+        .map(|a| &a.route)
         .find(|r| affinitized(r, &head.headers))
 }
 
