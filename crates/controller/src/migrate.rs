@@ -295,7 +295,7 @@ spec:
             verdict("shop/covered"),
             Some((
                 Verdict::NotServedAsWritten,
-                vec!["routes answer 503: the ConfigMap's global-auth-url is not implemented (it restricts access)"]
+                vec!["routes answer 503: data.global-auth-url cannot be used"]
             )),
             "{report:?}"
         );

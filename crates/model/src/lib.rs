@@ -10,8 +10,10 @@
 //!  request ──▶ validate_host, normalize_path ──▶ Compiled.routes.route(host, path, head)
 //!          ──▶ the first rule whose path and conditions (matches.rs) hold ──▶ Route
 //!          ──▶ Route::pick (a weighted split: canary-weight)
-//!          ──▶ route.policy (cors, access, basic auth (basic_auth.rs), external auth (auth.rs), redirect, rewrite, headers, body, upstream, mirror,
-//!                            response rewrites: response_rewrite.rs)
+//!          ──▶ route.policy (cors, access, basic auth: basic_auth.rs, external auth:
+//!                            auth.rs, redirect, rewrite, headers, body, upstream, session
+//!                            affinity: affinity.rs, mirror, response rewrites:
+//!                            response_rewrite.rs)
 //!          ──▶ Backend::endpoints()  (ArcSwap per backend: the endpoint fast path swaps it
 //!                                     without a compile)
 //!  connection to a TCP/UDP service port ──▶ Compiled.tcp_services[port] ──▶ StreamService
@@ -23,6 +25,7 @@
 //! operator wrote is ignored without one.
 
 pub mod access_log;
+pub mod affinity;
 pub mod auth;
 pub mod basic_auth;
 pub mod compiled;

@@ -152,6 +152,13 @@ pub struct RoutePolicy {
     /// none (upgrades keep theirs). `None`: the proxy's own (nothing, or `upgrade`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connection_header: Option<ConnectionHeader>,
+    /// `affinity: cookie` and `session-cookie-*`: the endpoint a client's cookie names (the
+    /// upstream phase), and the `Set-Cookie` that names it. Behind a pointer: 8 B otherwise.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "optional_arc"
+    )]
+    pub affinity: Option<Arc<crate::affinity::Affinity>>,
 }
 
 /// `connection-proxy-header`'s two values (ingress-nginx's validator allows no others).
@@ -491,6 +498,7 @@ impl RoutePolicy {
             mirror: None,
             response_rewrite: None,
             connection_header: None,
+            affinity: None,
         }
     }
 }

@@ -29,6 +29,7 @@ use std::time::Instant;
 use model::{Backend, LoadBalance, UpstreamPolicy};
 
 use crate::access_log::Attempt;
+use crate::affinity::Sticky;
 use crate::error::ProxyError;
 use crate::metrics::UpstreamTimes;
 use crate::upstreams::Upstreams;
@@ -49,6 +50,9 @@ pub(crate) struct Attempts<'r> {
     load_balance: LoadBalance,
     /// `upstream-hash-by`: the request key's hash, which chooses the endpoint instead.
     hash: Option<u64>,
+    /// `affinity`: the session cookie chooses the endpoint (before `hash`, as ingress-nginx's
+    /// sticky balancer replaces the hash one).
+    sticky: Option<&'r mut Sticky>,
     policy: &'r UpstreamPolicy,
     /// `proxy-next-upstream-tries`; 0 (every endpoint once) is `u32::MAX` here.
     tries: u32,
@@ -85,6 +89,7 @@ impl<'r> Attempts<'r> {
             backend,
             load_balance,
             hash,
+            sticky: None,
             policy,
             tries: match policy.tries {
                 0 => u32::MAX,
@@ -101,6 +106,11 @@ impl<'r> Attempts<'r> {
             timing,
             log,
         }
+    }
+
+    /// The session cookie chooses the endpoints (`affinity`).
+    pub(crate) fn stick(&mut self, sticky: &'r mut Sticky) {
+        self.sticky = Some(sticky);
     }
 
     /// Whether the route allows more than one try at all (what a resend needs is kept only
@@ -132,9 +142,10 @@ impl<'r> Attempts<'r> {
         };
         let picked = {
             let mut balancer = upstreams.balancer.borrow_mut();
-            match self.hash {
-                None => balancer.pick(self.backend, self.load_balance, &self.tried, now),
-                Some(hash) => balancer.pick_hashed(self.backend, hash, &self.tried, now),
+            match (self.sticky.as_deref_mut(), self.hash) {
+                (Some(sticky), _) => balancer.pick_sticky(self.backend, sticky, &self.tried, now),
+                (None, None) => balancer.pick(self.backend, self.load_balance, &self.tried, now),
+                (None, Some(hash)) => balancer.pick_hashed(self.backend, hash, &self.tried, now),
             }
         };
         let addr = picked?;

@@ -1,6 +1,6 @@
 //! The external-auth phase (`auth-url`, `global-auth-url`): before a request goes upstream, a
 //! sub-request asks the auth server, as nginx's `auth_request` in ingress-nginx's template
-//! does; and the auth cache (`auth-cache-key`), one for every worker of the process.
+//! does, with the auth cache (`auth-cache-key`, kept in auth_cache.rs) for every worker.
 //!
 //! ```text
 //!  forward, after the redirects and the rewrite, before the body is read:
@@ -21,10 +21,9 @@
 //! overrides the duration). Its size is bounded by the ConfigMap's `auth-cache-max-entries`;
 //! the least recently used key goes first.
 
-use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -36,10 +35,10 @@ use model::auth::{
     escape_uri_component, AuthDestination, AuthUri, ExternalAuth, SigninPart, SET_COOKIE_STATUSES,
 };
 use model::{normalize_path, Compiled, Route};
-use tokio::sync::OnceCell;
 
 use crate::answer::text_response;
 use crate::attempts::Attempts;
+use crate::auth_cache::{Kept, Lookup};
 use crate::client::Outgoing;
 use crate::error::{Chain, ProxyError};
 use crate::hash_key::{self, KeyInputs};
@@ -183,23 +182,22 @@ async fn check(
     };
     let forwarded_client = (client != conn.peer()).then_some(client);
     let pass_scheme = pass_access_scheme(head, https, trust_incoming);
-    let sub =
-        crate::forward::with_key_inputs(conn, head, forwarded_client, &route.site.host, |inputs| {
-            let ctx = SubRequest {
-                auth,
-                inputs,
-                client,
-                pass_scheme,
-                full_forwarded_for,
-                request_id: &request_id,
-                underscores: settings.enable_underscores_in_headers,
-            };
-            let cache_key = auth
-                .cache
-                .as_ref()
-                .and_then(|cache| cache_key(route, &cache.segments, head, inputs));
-            (ctx.head(head), cache_key)
-        });
+    let sub = conn.with_key_inputs(head, forwarded_client, &route.site.host, |inputs| {
+        let ctx = SubRequest {
+            auth,
+            inputs,
+            client,
+            pass_scheme,
+            full_forwarded_for,
+            request_id: &request_id,
+            underscores: settings.enable_underscores_in_headers,
+        };
+        let cache_key = auth
+            .cache
+            .as_ref()
+            .and_then(|cache| cache_key(route, &cache.segments, head, inputs));
+        (ctx.head(head), cache_key)
+    });
     let (sub_head, cache_key) = sub;
     let Some(sub_head) = sub_head else {
         tracing::debug!(url = %auth.url, "auth-url expands to no valid request target");
@@ -241,13 +239,10 @@ async fn check(
         }
         401 => match &auth.signin {
             Some(signin) => {
-                let location = crate::forward::with_key_inputs(
-                    conn,
-                    head,
-                    forwarded_client,
-                    &route.site.host,
-                    |inputs| signin_location(&signin.parts, head, inputs, pass_scheme),
-                );
+                let location =
+                    conn.with_key_inputs(head, forwarded_client, &route.site.host, |inputs| {
+                        signin_location(&signin.parts, head, inputs, pass_scheme)
+                    });
                 match location {
                     Some(location) => Checked::Denied(Box::new(Ok(redirect(location))), adds),
                     None => Checked::Denied(Box::new(Err(ProxyError::AuthFailed)), adds),
@@ -546,7 +541,7 @@ async fn cached_ask(
     let flight = match cache.lookup(&key, capacity, Instant::now()) {
         Lookup::Hit(kept) => {
             conn.worker.stats.borrow_mut().auth.hits += 1;
-            return Ok(Rc::new(kept.to_answer()));
+            return Ok(Rc::new(from_kept(&kept)));
         }
         Lookup::Flight(flight) => flight,
     };
@@ -564,7 +559,7 @@ async fn cached_ask(
                 .as_ref()
                 .ok()
                 .and_then(|a| keep_for(rules, a).map(|d| (a, d)))
-                .map(|(a, duration)| Arc::new(Kept::of(a, auth, Instant::now() + duration)));
+                .map(|(a, duration)| Arc::new(kept(a, auth, Instant::now() + duration)));
             *own_slot = Some(answer);
             kept
         })
@@ -576,13 +571,39 @@ async fn cached_ask(
     match shared {
         Some(kept) => {
             conn.worker.stats.borrow_mut().auth.shared += 1;
-            Ok(Rc::new(kept.to_answer()))
+            Ok(Rc::new(from_kept(&kept)))
         }
         // The answer in flight could not be kept (a cookie, an error): ask alone.
         None => {
             conn.worker.stats.borrow_mut().auth.misses += 1;
             ask(conn, config, route, auth, spare).await.map(Rc::new)
         }
+    }
+}
+
+/// What the cache keeps of an answer: its status and the headers the phase reads.
+fn kept(answer: &Answer, auth: &ExternalAuth, expires: Instant) -> Kept {
+    let mut headers = HeaderMap::new();
+    for name in auth
+        .response_headers
+        .iter()
+        .chain([&header::WWW_AUTHENTICATE])
+    {
+        for value in answer.headers.get_all(name) {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    Kept {
+        status: answer.status,
+        headers,
+        expires,
+    }
+}
+
+fn from_kept(kept: &Kept) -> Answer {
+    Answer {
+        status: kept.status,
+        headers: kept.headers.clone(),
     }
 }
 
@@ -624,174 +645,9 @@ fn keep_for(rules: &model::auth::AuthCache, answer: &Answer) -> Option<Duration>
     }
 }
 
-/// An answer in the cache: its status and the headers the phase reads from it.
-#[derive(Debug)]
-struct Kept {
-    status: StatusCode,
-    headers: HeaderMap,
-    expires: Instant,
-}
-
-impl Kept {
-    fn of(answer: &Answer, auth: &ExternalAuth, expires: Instant) -> Kept {
-        let mut headers = HeaderMap::new();
-        for name in auth
-            .response_headers
-            .iter()
-            .chain([&header::WWW_AUTHENTICATE])
-        {
-            for value in answer.headers.get_all(name) {
-                headers.append(name.clone(), value.clone());
-            }
-        }
-        Kept {
-            status: answer.status,
-            headers,
-            expires,
-        }
-    }
-
-    fn to_answer(&self) -> Answer {
-        Answer {
-            status: self.status,
-            headers: self.headers.clone(),
-        }
-    }
-}
-
-/// One key's answer, asked once: `None` inside when it could not be kept.
-type Flight = OnceCell<Option<Arc<Kept>>>;
-
-enum Lookup {
-    Hit(Arc<Kept>),
-    Flight(Arc<Flight>),
-}
-
-/// The auth cache of the process: every worker's requests share it, so N workers make one
-/// sub-request per key, not N.
-#[derive(Default)]
-pub(crate) struct AuthCache {
-    inner: Mutex<CacheInner>,
-}
-
-#[derive(Default)]
-struct CacheInner {
-    entries: HashMap<Box<str>, (Arc<Flight>, u64)>,
-    /// Keys in the order they were last used, with the use's tick; an older tick of a key
-    /// used since is skipped when evicting.
-    order: VecDeque<(Box<str>, u64)>,
-    tick: u64,
-}
-
-impl AuthCache {
-    fn lookup(&self, key: &str, capacity: usize, now: Instant) -> Lookup {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        inner.tick += 1;
-        let tick = inner.tick;
-        if let Some((flight, used)) = inner.entries.get_mut(key) {
-            match flight.get() {
-                Some(Some(kept)) if kept.expires > now => {
-                    let kept = kept.clone();
-                    *used = tick;
-                    inner.order.push_back((key.into(), tick));
-                    inner.compact();
-                    return Lookup::Hit(kept);
-                }
-                // In flight: wait for it.
-                None => {
-                    let flight = flight.clone();
-                    *used = tick;
-                    inner.order.push_back((key.into(), tick));
-                    inner.compact();
-                    return Lookup::Flight(flight);
-                }
-                // Expired, or an answer that was not kept: ask again.
-                Some(_) => {}
-            }
-        }
-        let flight = Arc::new(Flight::new());
-        inner.entries.insert(key.into(), (flight.clone(), tick));
-        inner.order.push_back((key.into(), tick));
-        while inner.entries.len() > capacity.max(1) {
-            let Some((old, old_tick)) = inner.order.pop_front() else {
-                break;
-            };
-            if inner
-                .entries
-                .get(&old)
-                .is_some_and(|(_, used)| *used == old_tick)
-            {
-                inner.entries.remove(&old);
-            }
-        }
-        inner.compact();
-        Lookup::Flight(flight)
-    }
-
-    /// Keys kept now.
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entries
-            .len()
-    }
-}
-
-impl CacheInner {
-    /// Drops the stale ticks once they outnumber the keys, so `order` stays bounded.
-    fn compact(&mut self) {
-        if self.order.len() <= 2 * self.entries.len() + 64 {
-            return;
-        }
-        let entries = &self.entries;
-        self.order
-            .retain(|(key, tick)| entries.get(key).is_some_and(|(_, used)| used == tick));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_cache_keeps_at_most_its_capacity_least_recently_used_out() {
-        let cache = AuthCache::default();
-        let now = Instant::now();
-        let keep = |flight: &Arc<Flight>| {
-            let kept = Kept {
-                status: StatusCode::OK,
-                headers: HeaderMap::new(),
-                expires: now + Duration::from_secs(60),
-            };
-            flight.set(Some(Arc::new(kept))).unwrap();
-        };
-        for key in ["a", "b", "c"] {
-            let Lookup::Flight(flight) = cache.lookup(key, 3, now) else {
-                panic!("{key} is new")
-            };
-            keep(&flight);
-        }
-        // `a` used again: `b` is now the least recent.
-        assert!(matches!(cache.lookup("a", 3, now), Lookup::Hit(_)));
-        let Lookup::Flight(flight) = cache.lookup("d", 3, now) else {
-            panic!("d is new")
-        };
-        keep(&flight);
-        assert_eq!(cache.len(), 3);
-        assert!(matches!(cache.lookup("a", 3, now), Lookup::Hit(_)));
-        assert!(matches!(cache.lookup("c", 3, now), Lookup::Hit(_)));
-        assert!(matches!(cache.lookup("b", 3, now), Lookup::Flight(_)));
-        // Expired answers are asked again.
-        let later = now + Duration::from_secs(61);
-        assert!(matches!(cache.lookup("a", 3, later), Lookup::Flight(_)));
-        // Many uses of one key leave `order` bounded.
-        for _ in 0..10_000 {
-            let _ = cache.lookup("c", 3, now);
-        }
-        assert!(cache.inner.lock().unwrap().order.len() < 100);
-    }
 
     #[test]
     fn proxy_cache_rules_decide_what_is_kept() {

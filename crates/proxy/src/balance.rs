@@ -4,7 +4,8 @@
 //!
 //! ```text
 //!  active endpoints ─▶ untried and not set aside? ─▶ untried? ─▶ any
-//!     ─▶ round robin | P2C | first along the ring from the key's hash
+//!     ─▶ round robin | P2C | first along the ring from the key's hash | the session
+//!        cookie's endpoint (affinity.rs)
 //! ```
 //! All state is this worker's own: no shared counters, so workers never contend. Workers
 //! drift apart a little in their rotation, which spreads load just as well.
@@ -19,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use model::{Backend, EndpointSet, LoadBalance};
 
+use crate::affinity::{Sticky, StickyTable, Strictness};
 use crate::metrics::AddressHasher;
 use crate::ring::Ring;
 
@@ -39,6 +41,8 @@ pub(crate) struct Balancer {
     /// the endpoint set each was made from (held, so its address cannot be reused by a newer
     /// set while the ring is kept).
     rings: HashMap<usize, (Arc<EndpointSet>, Ring), BuildHasherDefault<AddressHasher>>,
+    /// The endpoint digests (and rings) of backends with affinity routes, kept as `rings`.
+    sticky: HashMap<usize, (Arc<EndpointSet>, StickyTable), BuildHasherDefault<AddressHasher>>,
 }
 
 /// How strictly a candidate is filtered; the first level with any candidate wins.
@@ -89,17 +93,8 @@ impl Balancer {
         tried: &[SocketAddr],
         now: Instant,
     ) -> Option<SocketAddr> {
-        let key = backend as *const Backend as usize;
-        let current = backend.with_endpoints(|set| {
-            let ring = self.rings.get(&key);
-            ring.is_some_and(|(made_from, _)| std::ptr::eq(Arc::as_ptr(made_from), set))
-        });
-        if !current {
-            let set = backend.endpoints();
-            let ring = Ring::new(set.active());
-            self.rings.insert(key, (set, ring));
-        }
-        let (_, ring) = self.rings.get(&key)?;
+        keep_current(&mut self.rings, backend, |_, active| Ring::new(active));
+        let (_, ring) = self.rings.get(&(backend as *const Backend as usize))?;
         if ring.endpoints().len() <= 1 {
             return ring.endpoints().first().copied();
         }
@@ -109,6 +104,27 @@ impl Balancer {
             }
         }
         ring.walk(hash).next()
+    }
+
+    /// The endpoint of `backend` for a request with session affinity (`affinity`): the one
+    /// its cookie names while it is ready, else a new one (see `affinity`).
+    pub(crate) fn pick_sticky(
+        &mut self,
+        backend: &Backend,
+        sticky: &mut Sticky,
+        tried: &[SocketAddr],
+        now: Instant,
+    ) -> Option<SocketAddr> {
+        keep_current(&mut self.sticky, backend, StickyTable::new);
+        let (_, table) = self.sticky.get(&(backend as *const Backend as usize))?;
+        sticky.pick(table, tried, |strictness, endpoint| {
+            let level = match strictness {
+                Strictness::Healthy => Level::Healthy,
+                Strictness::Untried => Level::Untried,
+                Strictness::Any => Level::Any,
+            };
+            self.allowed(level, endpoint, tried, now)
+        })
     }
 
     pub(crate) fn set_aside(&mut self, endpoint: SocketAddr, now: Instant) {
@@ -132,6 +148,7 @@ impl Balancer {
     pub(crate) fn keep_only(&mut self, backends: &HashSet<usize>) {
         self.round_robin.retain(|key, _| backends.contains(key));
         self.rings.retain(|key, _| backends.contains(key));
+        self.sticky.retain(|key, _| backends.contains(key));
     }
 
     pub(crate) fn expire(&mut self, now: Instant) {
@@ -217,6 +234,26 @@ impl Balancer {
         } else {
             a
         }
+    }
+}
+
+/// Makes what `cache` keeps for `backend` (by its address: a ring, a sticky table) again with
+/// `make` from its active endpoints, once its endpoint set changed. The set is held beside it,
+/// so its address cannot be reused by a newer set while the entry is kept.
+fn keep_current<T>(
+    cache: &mut HashMap<usize, (Arc<EndpointSet>, T), BuildHasherDefault<AddressHasher>>,
+    backend: &Backend,
+    make: impl FnOnce(&Backend, &[SocketAddr]) -> T,
+) {
+    let key = backend as *const Backend as usize;
+    let current = backend.with_endpoints(|set| {
+        let kept = cache.get(&key);
+        kept.is_some_and(|(made_from, _)| std::ptr::eq(Arc::as_ptr(made_from), set))
+    });
+    if !current {
+        let set = backend.endpoints();
+        let made = make(backend, set.active());
+        cache.insert(key, (set, made));
     }
 }
 

@@ -11,6 +11,7 @@
 //!              (NUL, `%zz`, above `/` ─▶ 400); the client address, once    (ConnCtx::client_ip)
 //!   route      from-to-www twin ─▶ http-redirect-code │ the first rule whose path and
 //!              conditions hold (model::routes) ─none─▶ 404; a weighted split draws here
+//!              unless the affinity cookie names a side (sticky canary)     affinity.rs
 //!   access     route refused by its config ─▶ 503 │ CORS: an OPTIONS       cors.rs
 //!              granted ─▶ 204 (before the allow-lists, as ingress-nginx's   (model::cors)
 //!              rewrite phase) │ client address not allowed ─▶ 403 (satisfy: any
@@ -39,14 +40,16 @@
 //!              connection-proxy-header (HTTP/1.1, not upgrades; close: not pooled, client.rs)
 //!   trace      the route traces: traceparent (+ tracestate) upstream       trace_context.rs
 //!   upstream   default-backend while the Service has no ready endpoint     errors.rs
-//!              (X-Code: 503); upstream-hash-by's ring or load-balance;     hash_key.rs, ring.rs
+//!              (X-Code: 503); the affinity cookie's endpoint (else a new    affinity.rs
+//!              one, and a cookie); upstream-hash-by's ring or load-balance; hash_key.rs, ring.rs
 //!              the attempts (tries, timeouts, proxy-next-upstream)         attempts.rs
 //!              HTTP/1.1 (pool, 101 ─▶ tunnel task) │ HTTP/2 and gRPC       upstream.rs,
 //!              (streams on shared connections, trailers, grpc-timeout)     upstream_h2.rs
 //!   errors     custom-http-errors: a listed answer ─▶ the same pipeline     errors.rs
 //!              to the error backend (path /, X-Code, X-Original-URI, names)
 //!   response headers   proxy-redirect-*, proxy-cookie-* (the upstream's answers);  response_headers.rs
-//!              the route's header edits, reframed; CORS headers
+//!              the affinity Set-Cookie (a client pinned anew, never        affinity.rs
+//!              rewritten); the route's header edits, reframed; CORS headers
 //!              (granted requests, Sluice's own errors too, not error pages);  cors.rs
 //!              HSTS on HTTPS for hosts with a certificate
 //!   log        access log line, metrics, span (when the response body ends) worker.rs
@@ -81,6 +84,7 @@ use model::{normalize_path, Compiled, Route, UpstreamProtocol};
 use tokio::io::AsyncWriteExt;
 
 use crate::access_log::{Record, RequestId};
+use crate::affinity::{self, Sticky};
 use crate::answer::error_response;
 use crate::answer_here::{redirect_phase, www_redirect};
 use crate::attempts::Attempts;
@@ -257,6 +261,12 @@ pub(crate) async fn respond(
     {
         response_headers::rewrite(response.headers_mut(), rewrite);
     }
+    // The affinity cookie: not rewritten by proxy-cookie-* (nginx's proxy module rewrites
+    // only the upstream's), before the route's edits (nginx's header filters run after
+    // ingress-nginx's balancer set it); an error page is not the route's answer.
+    if route.is_some_and(|r| r.policy.affinity.is_some()) && !error_page_made {
+        affinity::set_cookie(&mut response);
+    }
     let edits = route.filter(|r| !error_page_made && !r.policy.response_headers.is_empty());
     if let Some(route) = edits {
         for edit in route.policy.response_headers.iter() {
@@ -375,8 +385,12 @@ fn route<'c>(
     let Some(mut matched) = config.routes.route(host, &path.routed, head) else {
         return Err(ProxyError::NoRoute);
     };
-    // A weighted split (canary-weight) draws here, once: every later phase sees one route.
-    matched.route = matched.route.pick(|total| fastrand::u32(1..=total));
+    // A weighted split (canary-weight) draws here, once: every later phase sees one route;
+    // a client whose affinity cookie names one side stays there (sticky canaries).
+    matched.route = match affinity::sticky_side(matched.route, head) {
+        Some(side) => side,
+        None => matched.route.pick(|total| fastrand::u32(1..=total)),
+    };
     let route = matched.route;
     let policy = &*route.policy;
 
@@ -543,7 +557,12 @@ async fn forward(
         .hash_by
         .as_ref()
         .map(|hash_by| key_hash(conn, hash_by, head, forwarded_client, &route.site.host));
-    let attempts = Attempts::new(
+    // `affinity`: the session cookie's endpoint. Boxed: routes without it carry 8 bytes.
+    let mut sticky = policy
+        .affinity
+        .as_deref()
+        .map(|affinity| Box::new(Sticky::new(affinity, &head.headers)));
+    let mut attempts = Attempts::new(
         &route.backend,
         settings.load_balance,
         hash,
@@ -554,6 +573,9 @@ async fn forward(
             .filter(|r| r.wants().upstream || r.trace.is_some())
             .map(|r| &mut r.attempts),
     );
+    if let Some(sticky) = sticky.as_deref_mut() {
+        attempts.stick(sticky);
+    }
     if http2 {
         let tls = policy.upstream_tls.is_some();
         upstream_h2::http2_head(head, &added, tls, te_trailers);
@@ -572,7 +594,12 @@ async fn forward(
         ))
         .await;
         return match exchanged {
-            Ok(response) => Ok(response.map(ResponseBody::http2)),
+            Ok(mut response) => {
+                if let (Some(sticky), Some(affinity)) = (&sticky, &policy.affinity) {
+                    affinity::keep_cookie(&mut response, sticky, affinity, route, conn.https);
+                }
+                Ok(response.map(ResponseBody::http2))
+            }
             Err(_) if progress.is_some_and(|p| p.exceeded()) => {
                 Err(ProxyError::BodyTooLarge { limit })
             }
@@ -614,6 +641,9 @@ async fn forward(
         }
         Err(error) => return Err(error),
     };
+    if let (Some(sticky), Some(affinity)) = (&sticky, &policy.affinity) {
+        affinity::keep_cookie(&mut response, sticky, affinity, route, conn.https);
+    }
 
     if response.status() == StatusCode::SWITCHING_PROTOCOLS {
         // The client asked for it (the upstream client refuses a 101 otherwise).
@@ -682,30 +712,9 @@ fn key_hash(
     forwarded_client: Option<IpAddr>,
     server_name: &str,
 ) -> u64 {
-    with_key_inputs(conn, head, forwarded_client, server_name, |inputs| {
+    conn.with_key_inputs(head, forwarded_client, server_name, |inputs| {
         hash_key::request_hash(hash_by, head, inputs)
     })
-}
-
-/// What the request's nginx variables are filled from besides its head (`upstream-hash-by`,
-/// a mirror's target).
-pub(crate) fn with_key_inputs<R>(
-    conn: &ConnCtx,
-    head: &Parts,
-    forwarded_client: Option<IpAddr>,
-    server_name: &str,
-    f: impl FnOnce(&hash_key::KeyInputs<'_>) -> R,
-) -> R {
-    let host = request_host(head).unwrap_or("");
-    let host = host[..model::target::strip_port(host.as_bytes()).len()].to_ascii_lowercase();
-    let inputs = hash_key::KeyInputs {
-        client: forwarded_client.unwrap_or(conn.peer()),
-        client_port: conn.peer_port(),
-        https: conn.https,
-        host: &host,
-        server_name,
-    };
-    f(&inputs)
 }
 
 /// The mirror phase (`mirror-target`): starts a copy of the request (made by `mirror`) on its
@@ -726,7 +735,7 @@ fn start_mirror(
         return body;
     };
     let underscores = settings.enable_underscores_in_headers;
-    let copy = with_key_inputs(conn, head, forwarded_client, &route.site.host, |inputs| {
+    let copy = conn.with_key_inputs(head, forwarded_client, &route.site.host, |inputs| {
         mirror::head(mirror, head, inputs, underscores)
     });
     let Some(copy) = copy else {

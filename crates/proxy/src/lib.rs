@@ -66,10 +66,12 @@ use tokio::sync::watch;
 
 mod access_log;
 mod admin;
+mod affinity;
 mod answer;
 mod answer_here;
 mod attempts;
 mod auth;
+mod auth_cache;
 mod balance;
 mod basic_auth;
 mod body;

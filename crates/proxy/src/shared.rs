@@ -48,7 +48,7 @@ pub(crate) struct Shared {
     /// (SO_REUSEPORT hashes the new connection), so all must decrypt its ticket.
     pub(crate) ticketer: Arc<dyn ProducesTickets>,
     /// `auth-cache-key`'s answers, for every worker at once.
-    pub(crate) auth_cache: crate::auth::AuthCache,
+    pub(crate) auth_cache: crate::auth_cache::AuthCache,
     /// Served when the configuration has no certificate for the client (no default).
     pub(crate) fallback_cert: Arc<CertifiedKey>,
     /// The access log's writer thread.
@@ -85,7 +85,7 @@ impl Shared {
             wake: watch::Sender::new(0),
             endpoint_changes: broadcast::Sender::new(ENDPOINT_CHANGES_QUEUED),
             ticketer: rustls::crypto::aws_lc_rs::Ticketer::new().map_err(StartError::Tls)?,
-            auth_cache: crate::auth::AuthCache::default(),
+            auth_cache: crate::auth_cache::AuthCache::default(),
             fallback_cert: crate::fallback_cert::self_signed()?,
             access_log: Sink::start(access_log).map_err(StartError::AccessLog)?,
             identity,

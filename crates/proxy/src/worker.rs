@@ -670,6 +670,27 @@ impl ConnCtx {
 
     /// What the upstream request says about its client (`client`: the request's
     /// [`ConnCtx::client_ip`]).
+    /// What the request's nginx variables are filled from besides its head (`upstream-hash-by`,
+    /// a mirror's target, the auth URL and sign-in).
+    pub(crate) fn with_key_inputs<R>(
+        &self,
+        head: &Parts,
+        forwarded_client: Option<IpAddr>,
+        server_name: &str,
+        f: impl FnOnce(&crate::hash_key::KeyInputs<'_>) -> R,
+    ) -> R {
+        let host = crate::normalise::request_host(head).unwrap_or("");
+        let host = host[..model::target::strip_port(host.as_bytes()).len()].to_ascii_lowercase();
+        let inputs = crate::hash_key::KeyInputs {
+            client: forwarded_client.unwrap_or(self.peer()),
+            client_port: self.peer_port(),
+            https: self.https,
+            host: &host,
+            server_name,
+        };
+        f(&inputs)
+    }
+
     pub(crate) fn forwarded<'a>(&'a self, client: IpAddr, settings: &'a Settings) -> Forwarded<'a> {
         let trust_incoming = self.trusts_forwarded_headers(settings);
         let custom = settings.forwarded_for_header.as_str();

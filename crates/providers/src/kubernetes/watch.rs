@@ -214,12 +214,21 @@ impl Watchers {
             in_scope("EndpointSlices"),
             None,
         ));
-        // Only TLS Secrets: the controller never needs (or asks to read) any other kind.
+        // TLS Secrets (certificates) and Opaque ones (basic auth's users, `auth-secret`):
+        // never service-account tokens, Helm releases or the other kinds the controller has
+        // no use for.
         let tls_only = all.clone().fields("type=kubernetes.io/tls");
         tasks.push(spawner.spawn::<Secret>(
             namespaced(client, namespace),
             tls_only,
             in_scope("TLS Secrets"),
+            None,
+        ));
+        let opaque_only = all.clone().fields("type=Opaque");
+        tasks.push(spawner.spawn::<Secret>(
+            namespaced(client, namespace),
+            opaque_only,
+            in_scope("Opaque Secrets"),
             None,
         ));
         if let Some(secret) = &scope.default_tls_secret {

@@ -6,6 +6,7 @@ mod support;
 
 mod access_log;
 mod admin;
+mod affinity;
 mod annotations;
 mod basic_auth;
 mod buffering;

@@ -1253,12 +1253,12 @@ fn the_admission_webhook_refuses_what_sluice_would_and_warns_about_the_rest() {
     // A good Ingress passes; an annotation Sluice does not implement comes back as a warning.
     let mut good = ingress(ns, "good", Some("sluice"), "good.test", "web");
     good["metadata"]["annotations"] =
-        serde_json::json!({"nginx.ingress.kubernetes.io/affinity": "cookie"});
+        serde_json::json!({"nginx.ingress.kubernetes.io/ssl-ciphers": "HIGH"});
     let good = write("good", &good);
     let (ok, output) = try_kubectl(&cluster, &["apply", "-f", good.to_str().unwrap()]);
     assert!(ok, "{output}");
     assert!(
-        output.contains("Warning:") && output.contains("affinity"),
+        output.contains("Warning:") && output.contains("ssl-ciphers"),
         "{output}"
     );
     assert!(cluster.get("Ingress", ns, "good").is_some());
@@ -1376,7 +1376,7 @@ fn sluice_migrate_judges_the_ingresses_of_a_live_api() {
     cluster.create(&ingress(ns, "plain", Some("nginx"), "plain.test", "web"));
     let mut sticky = ingress(ns, "sticky", Some("nginx"), "sticky.test", "web");
     sticky["metadata"]["annotations"] =
-        serde_json::json!({"nginx.ingress.kubernetes.io/affinity": "cookie"});
+        serde_json::json!({"nginx.ingress.kubernetes.io/ssl-ciphers": "HIGH"});
     cluster.create(&sticky);
 
     let output = std::process::Command::new(BIN)

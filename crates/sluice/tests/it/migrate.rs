@@ -60,15 +60,15 @@ fn migrate(dir: &std::path::Path, json: &std::path::Path) -> (i32, String, Strin
 #[test]
 fn every_ingress_gets_one_verdict_and_exit_1_names_the_ones_not_served_as_written() {
     let mut extra = String::new();
-    // Wave-2 annotation Sluice does not implement yet.
+    // An annotation Sluice does not implement.
     extra.push_str(&ingress(
         "sticky",
         "sticky.test",
         "/",
         "Prefix",
-        "nginx.ingress.kubernetes.io/affinity: cookie",
+        "nginx.ingress.kubernetes.io/ssl-ciphers: HIGH",
     ));
-    // Authentication Sluice does not implement yet: refused, never served open.
+    // Authentication whose Secret does not exist: refused, never served open.
     extra.push_str(&ingress(
         "basic-auth",
         "private.test",
@@ -113,14 +113,14 @@ fn every_ingress_gets_one_verdict_and_exit_1_names_the_ones_not_served_as_writte
             .to_owned()
     };
     assert!(line("sticky").contains("| not served as written | unsupported: "));
-    assert!(line("sticky").contains("affinity"));
+    assert!(line("sticky").contains("ssl-ciphers"));
     assert!(line("basic-auth").contains("| not served as written | "));
     assert!(
         line("basic-auth").contains("error: "),
         "{}",
         line("basic-auth")
     );
-    assert!(line("basic-auth").contains("auth-type: restricts access and is not implemented"));
+    assert!(line("basic-auth").contains("Secret shop/htpasswd not found"));
     assert!(line("legacy").contains("| served with differences | difference: "));
     assert!(line("zz-copy").contains("| not served as written | error: "));
     assert!(line("zz-copy").contains("already routed by Ingress shop/ing-00000"));

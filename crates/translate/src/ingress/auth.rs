@@ -24,6 +24,7 @@ use model::routes::HostPattern;
 use model::{Kind, NamespacedName, ObjectRef, Severity};
 
 use super::annotations::{read_spec, AuthSource, AuthSpec, IngressAnnotations};
+use super::mirror::UrlUse;
 use crate::compiler::{CompileOptions, Compiler};
 
 impl Compiler<'_> {
@@ -170,8 +171,12 @@ impl Compiler<'_> {
                     &spec.key,
                     &spec.url,
                     &spec.target,
-                    "auth-url",
-                    REFUSED,
+                    UrlUse {
+                        kind: "auth-url",
+                        outcome: REFUSED,
+                        // The routes are refused: the webhook says so before they are.
+                        name_severity: Severity::Error,
+                    },
                 )
                 .ok_or_else(refused)?;
             // nginx's `proxy_pass https://` in ingress-nginx's auth location: SNI

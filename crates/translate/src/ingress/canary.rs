@@ -37,6 +37,8 @@ struct Joined {
     backend: Arc<Backend>,
     canary: Canary,
     hash_by: Option<Arc<model::HashBy>>,
+    /// `affinity-canary-behavior: legacy`: the canary's own affinity (else the main's).
+    legacy_affinity: Option<Option<Arc<model::affinity::Affinity>>>,
     /// (host, path) the canary named, to tell it where else it applies.
     named: Vec<(String, String)>,
 }
@@ -48,6 +50,14 @@ const KEPT_ON_CANARY: [&str; 4] = [
     "upstream-hash-by-subset-size",
     "service-upstream",
 ];
+
+/// Whether a canary Ingress's annotation still does something: the affinity family is read
+/// there too (`affinity-canary-behavior` says whether the canary's own applies).
+fn kept_on_canary(name: &str) -> bool {
+    KEPT_ON_CANARY.contains(&name)
+        || name.starts_with("affinity")
+        || name.starts_with("session-cookie-")
+}
 
 impl Compiler<'_> {
     /// The annotations a canary Ingress carries that ingress-nginx ignores on it: one notice.
@@ -61,8 +71,7 @@ impl Compiler<'_> {
                 let name = key
                     .strip_prefix(annotations::NGINX_PREFIX)
                     .or_else(|| key.strip_prefix(annotations::SLUICE_PREFIX))?;
-                (!name.starts_with("canary") && !KEPT_ON_CANARY.contains(&name))
-                    .then_some(key.as_str())
+                (!name.starts_with("canary") && !kept_on_canary(name)).then_some(key.as_str())
             })
             .collect();
         if !ignored.is_empty() {
@@ -231,6 +240,7 @@ impl Compiler<'_> {
                         backend,
                         canary: pending.canary.clone(),
                         hash_by: pending.hash_by.clone(),
+                        legacy_affinity: pending.legacy_affinity.clone(),
                         named,
                     },
                 );
@@ -398,11 +408,18 @@ type Conditional = (Box<[RequestMatch]>, Arc<Route>);
 /// The rules a canary adds in front of `main`, in ingress-nginx's order, and the route that
 /// replaces `main` (with the weighted split, when the canary has a weight).
 fn canary_rules(main: &Arc<Route>, join: &Joined) -> (Vec<Conditional>, Arc<Route>) {
-    let policy = if main.policy.hash_by == join.hash_by {
+    // ingress-nginx copies the main upstream's affinity to the canary's unless the canary
+    // says `legacy`.
+    let affinity = match &join.legacy_affinity {
+        Some(own) => own.clone(),
+        None => main.policy.affinity.clone(),
+    };
+    let policy = if main.policy.hash_by == join.hash_by && main.policy.affinity == affinity {
         main.policy.clone()
     } else {
         Arc::new(RoutePolicy {
             hash_by: join.hash_by.clone(),
+            affinity,
             ..(*main.policy).clone()
         })
     };

@@ -36,6 +36,9 @@ pub(crate) struct PendingCanary {
     /// keeps them per upstream, not per location.
     pub(crate) hash_by: Option<Arc<HashBy>>,
     pub(crate) service_upstream: bool,
+    /// `affinity-canary-behavior: legacy`: the canary's own affinity (maybe none) applies to
+    /// its requests. `None`: sticky, the main route's.
+    pub(crate) legacy_affinity: Option<Option<Arc<model::affinity::Affinity>>>,
 }
 /// Host-level annotations, applied once every Ingress has been read.
 #[derive(Default)]

@@ -41,8 +41,11 @@ impl Compiler<'_> {
             &format!("annotation {key}"),
             written,
             target,
-            "mirror-target",
-            "not mirrored",
+            UrlUse {
+                kind: "mirror-target",
+                outcome: "not mirrored",
+                name_severity: Severity::Unsupported,
+            },
         ) else {
             return;
         };
@@ -90,9 +93,13 @@ impl Compiler<'_> {
         key: &str,
         written: &str,
         target: &MirrorTarget,
-        kind: &str,
-        outcome: &str,
+        how: UrlUse<'_>,
     ) -> Option<(Arc<Backend>, Arc<str>)> {
+        let UrlUse {
+            kind,
+            outcome,
+            name_severity,
+        } = how;
         match target.host_kind() {
             MirrorHost::Address(ip) => {
                 let addr = SocketAddr::new(ip, target.port);
@@ -152,7 +159,7 @@ impl Compiler<'_> {
             }
             MirrorHost::Name => {
                 self.diagnose_with(
-                    Severity::Unsupported,
+                    name_severity,
                     object.clone(),
                     format!("{key}: {written:?}: the host {:?} needs DNS, which Sluice does not resolve on the data path; use an IP address or a Service as <name>.<namespace>.svc; {outcome}", target.host),
                 );
@@ -160,4 +167,15 @@ impl Compiler<'_> {
             }
         }
     }
+}
+
+/// What a URL annotation's destination is for, in `Compiler::url_backend`.
+pub(crate) struct UrlUse<'a> {
+    /// The annotation, naming an address's backend (`/<kind>:ADDR:PORT`).
+    pub(crate) kind: &'a str,
+    /// How a diagnostic ends: what happens instead.
+    pub(crate) outcome: &'a str,
+    /// A host that needs DNS: Unsupported when the annotation is dropped, Error when the
+    /// routes are refused.
+    pub(crate) name_severity: Severity,
 }

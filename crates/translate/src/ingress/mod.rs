@@ -11,6 +11,8 @@
 //!                                        └─▶ spec.tls ─▶ claims ─▶ certificates (compile)
 //!  host-level annotations (server-alias, www redirect, server-snippet, app-root) ─▶ hosts.rs,
 //!  once every Ingress is read
+//!  affinity ─▶ affinity.rs, once every ordinary Ingress is in: the oldest Ingress's affinity
+//!  on a Service port applies to every route to it
 //!  custom-http-errors, default-backend ─▶ errors.rs (the errors phase)
 //!  mirror-target, -host, -request-body ─▶ mirror.rs (where the copies go, resolved)
 //!  auth-url and its family ─▶ auth.rs (where the sub-requests go, resolved);
@@ -20,6 +22,7 @@
 //! ```
 //! Conflicts go to the oldest Ingress; the newer one gets a diagnostic.
 
+mod affinity;
 pub mod annotations;
 mod auth;
 mod canary;
@@ -34,6 +37,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::networking::v1::{HTTPIngressPath, IngressBackend, IngressSpec};
+use model::affinity::CanaryBehavior;
 use model::compiled::ingress_ref;
 use model::policy::RoutePolicy;
 use model::routes::{HostPattern, PathKind, PathRoute, Route, RouteSite};
@@ -307,6 +311,8 @@ impl Compiler<'_> {
                 canary,
                 hash_by: parsed.policy.hash_by.clone(),
                 service_upstream: parsed.service_upstream,
+                legacy_affinity: (parsed.canary_behavior == CanaryBehavior::Legacy)
+                    .then(|| parsed.policy.affinity.clone()),
             });
             return;
         }

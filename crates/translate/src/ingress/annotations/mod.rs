@@ -13,12 +13,14 @@
 //! An annotation with no effect in Sluice is never silent: it is a diagnostic on its Ingress.
 //!
 //! Files: `registry.rs` (the entries), `reader.rs` (prefixes, the parser order), one
-//! `read_*.rs` per group of parsers (upstream, routing, canary, mirror, cors, access, response:
-//! the redirect and cookie rewrites and custom-headers' reference, auth: external auth),
+//! `read_*.rs` per group of parsers (upstream, routing, canary, mirror, cors, access, affinity,
+//! response: the redirect and cookie rewrites and custom-headers' reference, auth: external and
+//! basic auth),
 //! `snippet.rs` (nginx snippets → header edits), `parsed.rs` (what the reader leaves).
 
 mod parsed;
 mod read_access;
+mod read_affinity;
 mod read_auth;
 mod read_canary;
 mod read_cors;
@@ -33,9 +35,10 @@ mod snippet;
 mod tests;
 
 pub(crate) use read_auth::{read_spec, AuthSource};
-pub use read_auth::{AuthSpec, BasicSpec};
 
-pub use parsed::{BackendProtocol, Canary, IngressAnnotations, MirrorAnnotations, ProxySsl};
+pub use parsed::{
+    AuthSpec, BackendProtocol, BasicSpec, Canary, IngressAnnotations, MirrorAnnotations, ProxySsl,
+};
 pub(crate) use reader::go_bool;
 pub use reader::parse;
 pub use registry::{entry, Annotation, Parser, Support, NGINX_PREFIX, REGISTRY, SLUICE_PREFIX};

@@ -1,6 +1,7 @@
 //! What one Ingress's annotations ask for, as the reader leaves it.
 
 use http::{HeaderName, HeaderValue};
+use model::auth::{AuthCache, AuthUri, Signin};
 use model::mirror::MirrorTarget;
 
 use model::policy::{HeaderEdit, RoutePolicy, TlsVersions, UpstreamProtocol};
@@ -55,9 +56,11 @@ pub struct IngressAnnotations {
     /// reads it from the Store.
     pub custom_headers: Option<(model::NamespacedName, String)>,
     /// `auth-url` and its companions, checked; compile resolves where the sub-request goes.
-    pub external_auth: Option<super::AuthSpec>,
+    pub external_auth: Option<AuthSpec>,
     /// `auth-type: basic` with its Secret's reference; compile reads the Secret.
-    pub basic_auth: Option<super::BasicSpec>,
+    pub basic_auth: Option<BasicSpec>,
+    /// `affinity-canary-behavior` (what it says on a canary Ingress decides).
+    pub canary_behavior: model::affinity::CanaryBehavior,
 }
 
 /// The mirror family as read: the target checked, the host and body switch defaulted as
@@ -120,4 +123,36 @@ impl Default for ProxySsl {
             versions: TlsVersions::ALL,
         }
     }
+}
+
+/// The family as read, before compile resolves where the sub-request goes.
+#[derive(Clone, Debug)]
+pub struct AuthSpec {
+    /// The key `auth-url` was read from, for diagnostics (an annotation or `data.<key>`).
+    pub key: String,
+    pub url: String,
+    pub target: MirrorTarget,
+    /// The URL's host is the request's (`$host`…): routed by Sluice's own rules.
+    pub request_host: bool,
+    pub uri: AuthUri,
+    pub method: Option<http::Method>,
+    pub signin: Option<Signin>,
+    pub request_redirect: Option<HeaderValue>,
+    pub response_headers: Box<[HeaderName]>,
+    /// `auth-proxy-set-headers`: a ConfigMap `[namespace/]name`, read by compile.
+    pub proxy_set_headers: Option<String>,
+    pub always_set_cookie: bool,
+    pub cache: Option<AuthCache>,
+}
+
+/// `auth-type: basic` as read: where the users are; compile reads the Secret.
+#[derive(Clone, Debug)]
+pub struct BasicSpec {
+    /// The `auth-secret` key, for diagnostics.
+    pub key: String,
+    /// `namespace/name` (the Ingress's namespace when none is written).
+    pub secret: (String, String),
+    /// `auth-secret-type: auth-map` (else `auth-file`).
+    pub map: bool,
+    pub realm: String,
 }

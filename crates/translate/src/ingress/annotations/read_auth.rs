@@ -7,32 +7,12 @@
 //! `auth-cache-duration`, `auth-request-redirect`), Sluice refuses the routes instead and says
 //! so: a typo must not take authentication away.
 
-use http::{HeaderName, HeaderValue};
-use model::auth::{self, AuthCache, AuthUri, Signin};
-use model::mirror::MirrorTarget;
+use http::HeaderValue;
+use model::auth::{self, AuthCache, Signin};
 use model::Severity;
 
+use super::parsed::{AuthSpec, BasicSpec};
 use super::reader::{go_bool, Reader};
-
-/// The family as read, before compile resolves where the sub-request goes.
-#[derive(Clone, Debug)]
-pub struct AuthSpec {
-    /// The key `auth-url` was read from, for diagnostics (an annotation or `data.<key>`).
-    pub key: String,
-    pub url: String,
-    pub target: MirrorTarget,
-    /// The URL's host is the request's (`$host`…): routed by Sluice's own rules.
-    pub request_host: bool,
-    pub uri: AuthUri,
-    pub method: Option<http::Method>,
-    pub signin: Option<Signin>,
-    pub request_redirect: Option<HeaderValue>,
-    pub response_headers: Box<[HeaderName]>,
-    /// `auth-proxy-set-headers`: a ConfigMap `[namespace/]name`, read by compile.
-    pub proxy_set_headers: Option<String>,
-    pub always_set_cookie: bool,
-    pub cache: Option<AuthCache>,
-}
 
 /// What the family's reading found wrong, for one source.
 pub(crate) struct AuthSource<'s> {
@@ -257,18 +237,6 @@ impl Reader<'_> {
             }
         }
     }
-}
-
-/// `auth-type: basic` as read: where the users are; compile reads the Secret.
-#[derive(Clone, Debug)]
-pub struct BasicSpec {
-    /// The `auth-secret` key, for diagnostics.
-    pub key: String,
-    /// `namespace/name` (the Ingress's namespace when none is written).
-    pub secret: (String, String),
-    /// `auth-secret-type: auth-map` (else `auth-file`).
-    pub map: bool,
-    pub realm: String,
 }
 
 impl Reader<'_> {

@@ -238,6 +238,7 @@ impl<'a> Reader<'a> {
             custom_headers: None,
             external_auth: None,
             basic_auth: None,
+            canary_behavior: Default::default(),
         };
         let parsers: BTreeSet<Parser> = REGISTRY.iter().filter_map(|a| a.parser).collect();
         for parser in parsers {
@@ -307,6 +308,11 @@ impl<'a> Reader<'a> {
             Parser::Upstream => self.upstream(policy),
             Parser::HashBy => policy.hash_by = self.hash_by(),
             Parser::Canary => out.canary = self.canary(),
+            Parser::Affinity => {
+                out.canary_behavior = self.canary_behavior();
+                let regex_paths = out.use_regex || policy.rewrite.is_some();
+                policy.affinity = self.affinity(regex_paths, out.canary_behavior);
+            }
             Parser::CustomErrors => {
                 if let Some(value) = self.get("custom-http-errors") {
                     match crate::configmap::parse_error_codes(value) {

@@ -42,6 +42,13 @@ pub(super) const RESPONSE_REWRITE: &str = "as nginx's proxy_redirect / proxy_coo
 
 pub(super) const CORS: &str = "as ingress-nginx's template: an OPTIONS request that gets CORS headers is answered 204 by Sluice (never the backend), before the allow-lists (a refused client still gets its preflight answered) and redirects, after app-root; the Access-Control-* headers replace the backend's on every answer of the route, Sluice's own errors included (403, 413 for a body found too large while read, 502, 503, 504), not on a route refused by its config (503), a 413 for a declared Content-Length or a custom-http-errors page; cors-allow-origin * (the default, also when the value is refused as a whole) sends * to every request, with Allow-Credentials: true by default; a list echoes the Origin only when an entry matches its end, case-insensitively (*. is one label), and otherwise sends nothing, with no Vary: Origin. Difference: the 204 has no Content-Length (RFC 9110), its Content-Type is text/plain charset=UTF-8 as ingress-nginx writes it";
 
+/// Session affinity: ingress-nginx's sticky balancers, and the differences Sluice keeps.
+pub(super) const AFFINITY: &str = "cookie, as ingress-nginx's sticky balancers: balanced (the default) puts a random key on the backend's consistent-hash ring (endpoints added take about 1/N of the clients), persistent names the endpoint by a digest salted with the backend (a client moves only when its endpoint leaves); a cookie naming no ready endpoint gets another endpoint and a new cookie, never an error; the cookie is issued only on the Ingress's own paths, HttpOnly, Secure over HTTPS or with session-cookie-secure; a Service port's affinity is the oldest Ingress's, honoured (not issued) on other Ingresses' paths to it; it overrides upstream-hash-by. Differences: the values are Sluice's own (an ingress-nginx cookie counts as none, once); on a shared Service port the oldest Ingress's settings apply whole, where ingress-nginx takes the mode from the oldest that sets one and the cookie's attributes from the newest; a session-cookie-name with / or : is refused (ingress-nginx sends it, and browsers drop the cookie); balanced: a client whose endpoint left gets a new key, so it stays on its new endpoint when the old one comes back (ingress-nginx moves it back without a new cookie)";
+/// `session-cookie-change-on-failure`.
+pub(super) const CHANGE_ON_FAILURE: &str = "true: after a failed attempt (proxy-next-upstream) the client gets a cookie naming the endpoint that answered; false (the default): the cookie keeps naming its endpoint. Difference: with false the retry still goes to another endpoint, where ingress-nginx asks the cookie's endpoint again";
+/// `affinity-canary-behavior`.
+pub(super) const AFFINITY_CANARY: &str = "read on the canary Ingress: sticky (the default) gives the canary the main Ingress's affinity, so a client the weight sent to either side stays there (its cookie names the backend); legacy keeps the canary's own. Difference: canary-by-header and canary-by-cookie rules are tried before the affinity cookie, where ingress-nginx lets a cookie of the main backend win over them";
+
 /// One annotation: its name (without prefix), what Sluice does with it (README's table) and
 /// the parser that reads it. The reader knows no annotation that is not here.
 #[derive(Clone, Copy, Debug)]
@@ -77,6 +84,7 @@ pub enum Parser {
     Upstream,
     HashBy,
     Canary,
+    Affinity,
     CustomErrors,
     Mirror,
     Cors,
@@ -117,9 +125,9 @@ pub fn entry(name: &str) -> Option<&'static Annotation> {
 /// runs the parsers named here: a supported annotation without a parser fails a test.
 pub const REGISTRY: &[Annotation] = &[
     annotation("app-root", Support::Yes, Some(Parser::AppRoot)),
-    annotation("affinity", Support::No("planned (wave 2)"), None),
-    annotation("affinity-mode", Support::No("planned (wave 2)"), None),
-    annotation("affinity-canary-behavior", Support::No("planned (wave 2)"), None),
+    annotation("affinity", Support::Partial(AFFINITY), Some(Parser::Affinity)),
+    annotation("affinity-mode", Support::Yes, Some(Parser::Affinity)),
+    annotation("affinity-canary-behavior", Support::Partial(AFFINITY_CANARY), Some(Parser::Affinity)),
     annotation("allowlist-source-range", Support::Yes, Some(Parser::Access)),
     annotation("auth-realm", Support::Yes, Some(Parser::BasicAuth)),
     annotation("auth-secret", Support::Yes, Some(Parser::BasicAuth)),
@@ -148,7 +156,7 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("auth-snippet", Support::Partial("never executed: with allow-snippet-annotations off (the default) dropped with an error diagnostic and the Ingress served, as ingress-nginx does; with it on, it refuses the Ingress's routes (503), as an untranslatable configuration-snippet does"), Some(Parser::Snippets)),
     annotation("enable-global-auth", Support::Yes, Some(Parser::GlobalAuth)),
     annotation("backend-protocol", Support::Partial("HTTP, HTTPS (HTTP/1.1 over TLS), GRPC (HTTP/2 prior knowledge) and GRPCS (HTTP/2 over TLS, with the proxy-ssl-* settings); AUTO_HTTP is served as HTTP; FCGI and AJP routes answer 503"), Some(Parser::BackendProtocol)),
-    annotation("canary", Support::Partial("with ingress-nginx's rules and traps: the canary belongs to the main rule's backend (every rule routing to that Service port gets it), one canary per backend (the oldest), the canary Ingress's other annotations are ignored except upstream-hash-by and service-upstream (load-balance and affinity are not implemented); the main route's backend-protocol applies to the canary Service"), Some(Parser::Canary)),
+    annotation("canary", Support::Partial("with ingress-nginx's rules and traps: the canary belongs to the main rule's backend (every rule routing to that Service port gets it), one canary per backend (the oldest), the canary Ingress's other annotations are ignored except upstream-hash-by, service-upstream and the affinity annotations (load-balance is not implemented); the main route's backend-protocol applies to the canary Service"), Some(Parser::Canary)),
     annotation("canary-by-header", Support::Yes, Some(Parser::Canary)),
     annotation("canary-by-header-value", Support::Yes, Some(Parser::Canary)),
     annotation("canary-by-header-pattern", Support::Partial("Rust regex syntax rather than PCRE: a pattern it cannot compile (look-around, back-references) is ignored with a diagnostic, as ingress-nginx ignores an invalid one"), Some(Parser::Canary)),
@@ -215,15 +223,15 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("server-alias", Support::Yes, Some(Parser::ServerAlias)),
     annotation("server-snippet", Support::Partial("never executed; with allow-snippet-annotations, header directives with literal values are translated for every route of the host, anything else refuses the Ingress"), Some(Parser::Snippets)),
     annotation("service-upstream", Support::Yes, Some(Parser::ServiceUpstream)),
-    annotation("session-cookie-change-on-failure", Support::No("planned (wave 2)"), None),
-    annotation("session-cookie-conditional-samesite-none", Support::No("planned (wave 2)"), None),
-    annotation("session-cookie-domain", Support::No("planned (wave 2)"), None),
-    annotation("session-cookie-expires", Support::No("planned (wave 2)"), None),
-    annotation("session-cookie-max-age", Support::No("planned (wave 2)"), None),
-    annotation("session-cookie-name", Support::No("planned (wave 2)"), None),
-    annotation("session-cookie-path", Support::No("planned (wave 2)"), None),
-    annotation("session-cookie-samesite", Support::No("planned (wave 2)"), None),
-    annotation("session-cookie-secure", Support::No("planned (wave 2)"), None),
+    annotation("session-cookie-change-on-failure", Support::Partial(CHANGE_ON_FAILURE), Some(Parser::Affinity)),
+    annotation("session-cookie-conditional-samesite-none", Support::Yes, Some(Parser::Affinity)),
+    annotation("session-cookie-domain", Support::Yes, Some(Parser::Affinity)),
+    annotation("session-cookie-expires", Support::Yes, Some(Parser::Affinity)),
+    annotation("session-cookie-max-age", Support::Yes, Some(Parser::Affinity)),
+    annotation("session-cookie-name", Support::Yes, Some(Parser::Affinity)),
+    annotation("session-cookie-path", Support::Yes, Some(Parser::Affinity)),
+    annotation("session-cookie-samesite", Support::Yes, Some(Parser::Affinity)),
+    annotation("session-cookie-secure", Support::Yes, Some(Parser::Affinity)),
     annotation("ssl-redirect", Support::Yes, Some(Parser::SslRedirect)),
     annotation("ssl-passthrough", Support::Yes, Some(Parser::SslPassthrough)),
     annotation("stream-snippet", Support::No("snippets are never executed"), None),
