@@ -13,7 +13,7 @@
 //! An annotation with no effect in Sluice is never silent: it is a diagnostic on its Ingress.
 //!
 //! Files: `registry.rs` (the entries), `reader.rs` (prefixes, the parser order), one
-//! `read_*.rs` per group of parsers (upstream, routing, canary, mirror, cors, access, response:
+//! `read_*.rs` per group of parsers (upstream, routing, canary, mirror, cors, access, limits, response:
 //! the redirect and cookie rewrites and custom-headers' reference),
 //! `snippet.rs` (nginx snippets → header edits), `parsed.rs` (what the reader leaves).
 
@@ -21,6 +21,7 @@ mod parsed;
 mod read_access;
 mod read_canary;
 mod read_cors;
+mod read_limits;
 mod read_mirror;
 mod read_response;
 mod read_routing;

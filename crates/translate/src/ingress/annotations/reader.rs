@@ -352,6 +352,7 @@ impl<'a> Reader<'a> {
             Parser::BackendProtocol => out.backend_protocol = self.backend_protocol(policy),
             Parser::ProxySsl => out.proxy_ssl = self.proxy_ssl(),
             Parser::Access => self.access(policy),
+            Parser::Limits => self.limits(policy),
             Parser::FailClosed => out.hosts_refused = self.fail_closed(policy),
             Parser::GlobalAuth => out.global_auth = self.bool("enable-global-auth").unwrap_or(true),
             Parser::Snippets => self.snippets(
