@@ -45,6 +45,13 @@ pub(crate) enum ProxyError {
     MethodNotAllowed,
     #[error("the client address is not allowed on this route")]
     Forbidden,
+    /// `limit-rps` / `limit-rpm` / `limit-connections` (`limit`) refused the request; the
+    /// status is the ConfigMap's `limit-req-status-code` / `limit-conn-status-code`.
+    #[error("over the route's {limit}")]
+    Limited {
+        status: StatusCode,
+        limit: &'static str,
+    },
     #[error("the route is refused by its configuration: {0}")]
     RouteRefused(String),
     #[error("the backend has no ready endpoints")]
@@ -130,6 +137,7 @@ impl ProxyError {
             ProxyError::RewriteInvalid => (StatusCode::INTERNAL_SERVER_ERROR, Proxy),
             ProxyError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, Client),
             ProxyError::Forbidden => (StatusCode::FORBIDDEN, Client),
+            ProxyError::Limited { status, .. } => (*status, Client),
             // ingress-nginx's "location denied": an annotation that cannot be read safely.
             ProxyError::RouteRefused(_) => (StatusCode::SERVICE_UNAVAILABLE, Config),
             // nginx: 501 to a transfer coding it does not know, 400 to the rest.
@@ -176,6 +184,7 @@ impl ProxyError {
             }
             ProxyError::MethodNotAllowed => "405 Method Not Allowed\n",
             ProxyError::Forbidden => "403 Forbidden\n",
+            ProxyError::Limited { status, .. } => crate::limits::nginx_text(*status),
             ProxyError::RouteRefused(_) => {
                 "503 Service Unavailable: this route is refused by its configuration\n"
             }
@@ -222,6 +231,7 @@ impl ProxyError {
             ProxyError::ClientBody(_) => (INTERNAL, "the request body failed"),
             ProxyError::BodyBuffer(_) => (INTERNAL, "the request body could not be buffered"),
             ProxyError::Forbidden => (7, "the client address is not allowed"),
+            ProxyError::Limited { .. } => (8, "over the route's rate or connection limit"),
             ProxyError::RouteRefused(_) => {
                 (UNAVAILABLE, "this route is refused by its configuration")
             }
@@ -262,7 +272,10 @@ impl ProxyError {
     /// refused request its state is suspect, and an unread body may follow (nginx closes too).
     pub(crate) fn closes_connection(&self) -> bool {
         let (status, source) = self.classify();
-        source == ErrorSource::Client && status != StatusCode::NOT_FOUND
+        // nginx keeps the connection after a limit's answer (limit_req, limit_conn).
+        source == ErrorSource::Client
+            && status != StatusCode::NOT_FOUND
+            && !matches!(self, ProxyError::Limited { .. })
     }
 }
 
@@ -323,6 +336,14 @@ mod tests {
             ),
             (ProxyError::MethodNotAllowed, 405, Client),
             (ProxyError::Forbidden, 403, Client),
+            (
+                ProxyError::Limited {
+                    status: StatusCode::TOO_MANY_REQUESTS,
+                    limit: "limit-rps/limit-rpm",
+                },
+                429,
+                Client,
+            ),
             (
                 ProxyError::RouteRefused("bad allow-list".into()),
                 503,

@@ -14,7 +14,10 @@
 //!   access     route refused by its config ─▶ 503 │ CORS: an OPTIONS       cors.rs
 //!              granted ─▶ 204 (before the allow-lists, as ingress-nginx's   (model::cors)
 //!              rewrite phase) │ client address not allowed ─▶ 403
-//!   (limits, auth: wave 2)
+//!   limits     limit-rps/-rpm over the burst ─▶ limit-req-status-code │     limits.rs
+//!              limit-connections in progress ─▶ limit-conn-status-code     (model::limits)
+//!              (the trusted client address, limit-allowlist exempt; zones shared by workers)
+//!   (auth: wave 2)
 //!   answer here  app-root (`/`) ─▶ 302 │ permanent/temporal-redirect │     answer_here.rs
 //!              ssl-redirect (plain HTTP, host with TLS or forced, no X-Forwarded-Proto:
 //!              https from a trusted balancer)
@@ -153,7 +156,8 @@ pub(crate) async fn respond(
             Err(error) => (Err(error), None, false, false),
             Ok(Routed::Answer { route, response }) => (Ok(*response), route, false, false),
             Ok(Routed::Refused { route, error }) => (Err(error), Some(route), false, false),
-            Ok(Routed::Forward { route, tls }) => {
+            Ok(Routed::Forward { route, tls, slot }) => {
+                guard.limit_slot = slot;
                 // Counted under its route even if the client leaves before the answer.
                 let counted = worker.stats.borrow_mut().route(Some(route)).clone();
                 guard.measure.route = Some(counted);
@@ -303,8 +307,13 @@ enum Routed<'c> {
         route: &'c Arc<Route>,
         error: ProxyError,
     },
-    /// `tls`: the host has its own certificate (HSTS applies).
-    Forward { route: &'c Arc<Route>, tls: bool },
+    /// `tls`: the host has its own certificate (HSTS applies); `slot`: the request's place
+    /// under `limit-connections`, held until it ends.
+    Forward {
+        route: &'c Arc<Route>,
+        tls: bool,
+        slot: Option<crate::limits::ConnSlot>,
+    },
 }
 
 /// The phases before the upstream: normalise, route, access, redirect, rewrite (see the
@@ -363,6 +372,14 @@ fn route<'c>(
         let error = ProxyError::Forbidden;
         return Ok(Routed::Refused { route, error });
     }
+    // Limits: keyed by the client address worked out above (never a balancer's).
+    let mut slot = None;
+    if let Some(limits) = &policy.limits {
+        match crate::limits::check(&conn.worker.shared.limits, limits, settings, head, client) {
+            Ok(held) => slot = held,
+            Err(error) => return Ok(Routed::Refused { route, error }),
+        }
+    }
 
     // Redirects.
     if let Some(response) = redirect_phase(conn, head, settings, &matched, &path.routed) {
@@ -385,6 +402,7 @@ fn route<'c>(
     Ok(Routed::Forward {
         route,
         tls: matched.tls,
+        slot,
     })
 }
 

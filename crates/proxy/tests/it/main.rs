@@ -24,6 +24,7 @@ mod mirror;
 mod otel;
 mod passthrough;
 mod proxy_protocol;
+mod rate_limits;
 mod routing;
 mod slow_prefixes;
 mod tcp_services;
