@@ -16,7 +16,8 @@
 //!              rewrite phase) │ client address not allowed ─▶ 403
 //!   limits     limit-rps/-rpm over the burst ─▶ limit-req-status-code │     limits.rs
 //!              limit-connections in progress ─▶ limit-conn-status-code     (model::limits)
-//!              (the trusted client address, limit-allowlist exempt; zones shared by workers)
+//!              (the trusted client address, limit-allowlist exempt; zones shared by workers);
+//!              limit-rate: the response body paced (set with the guard, below)
 //!   (auth: wave 2)
 //!   answer here  app-root (`/`) ─▶ 302 │ permanent/temporal-redirect │     answer_here.rs
 //!              ssl-redirect (plain HTTP, host with TLS or forced, no X-Forwarded-Proto:
@@ -290,6 +291,15 @@ pub(crate) async fn respond(
                 .headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
+    }
+    // limit-rate: the body paced from the request's arrival, as nginx's limit_rate.
+    if let Some(limits) = route
+        .and_then(|r| r.policy.limits.as_deref())
+        .filter(|l| l.rate > 0 && response.status() != StatusCode::SWITCHING_PROTOCOLS)
+    {
+        response
+            .body_mut()
+            .throttle(limits.rate, limits.rate_after, guard.start);
     }
     response.body_mut().set_guard(guard);
     response

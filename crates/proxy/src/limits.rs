@@ -26,14 +26,20 @@ use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
-use std::time::Instant;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use http::request::Parts;
 use http::StatusCode;
+use http_body::Frame;
 use model::limits::{LimitKey, Limits, RequestRate};
 use model::Settings;
 
 use crate::error::ProxyError;
+use tokio::time::Sleep;
 
 /// Keys one zone holds at most. nginx's 5 MB zones (ingress-nginx's `SharedSize`) hold about
 /// 80,000 IPv4 states of limit_req (64 bytes each) or 40,000 IPv6 ones; a state here takes
@@ -362,6 +368,79 @@ impl Drop for ConnSlot {
 
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// `limit-rate` / `limit-rate-after` on one response body, as nginx's limit_rate: by the
+/// time `t` after the request began, at most `after + rate × (t + 1 s)` body bytes have gone
+/// (nginx's `limit_rate × (now − start + 1) − (sent − limit_rate_after)`, in whole seconds
+/// there, continuous here). A frame larger than the allowance is split; the rest waits.
+pub(crate) struct Throttle {
+    rate: u64,
+    after: u64,
+    start: Instant,
+    sent: u64,
+    /// Bytes of a frame not yet allowed out.
+    pending: Option<Bytes>,
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl Throttle {
+    pub(crate) fn new(rate: u64, after: u64, start: Instant) -> Throttle {
+        Throttle {
+            rate,
+            after,
+            start,
+            sent: 0,
+            pending: None,
+            sleep: None,
+        }
+    }
+
+    /// Bytes held back (the body is not over while there are some).
+    pub(crate) fn pending(&self) -> u64 {
+        self.pending.as_ref().map_or(0, |b| b.len() as u64)
+    }
+
+    /// The next frame of a body `poll_inner` polls, as fast as the rate allows.
+    pub(crate) fn poll_frame<E>(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll_inner: impl FnOnce(&mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, E>>>,
+    ) -> Poll<Option<Result<Frame<Bytes>, E>>> {
+        if let Some(sleep) = self.sleep.as_mut() {
+            ready!(sleep.as_mut().poll(cx));
+            self.sleep = None;
+        }
+        let data = match self.pending.take() {
+            Some(data) => data,
+            None => match ready!(poll_inner(cx)) {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => data,
+                    Err(frame) => return Poll::Ready(Some(Ok(frame))),
+                },
+                other => return Poll::Ready(other),
+            },
+        };
+        let elapsed = self.start.elapsed().as_millis() as u64 + 1000;
+        let allowed = (self.after + self.rate.saturating_mul(elapsed) / 1000)
+            .saturating_sub(self.sent);
+        // Not byte by byte: wait for a tenth of a second's worth (or the whole frame).
+        let wanted = (data.len() as u64).min(self.rate / 10 + 1);
+        if allowed < wanted {
+            let wait_ms = (wanted - allowed) * 1000 / self.rate.max(1) + 1;
+            let mut sleep = Box::pin(tokio::time::sleep(Duration::from_millis(wait_ms)));
+            let _ = sleep.as_mut().poll(cx);
+            self.sleep = Some(sleep);
+            self.pending = Some(data);
+            return Poll::Pending;
+        }
+        let mut data = data;
+        if (data.len() as u64) > allowed {
+            self.pending = Some(data.split_off(allowed as usize));
+        }
+        self.sent += data.len() as u64;
+        Poll::Ready(Some(Ok(Frame::data(data))))
+    }
 }
 
 /// nginx's text for a status it answers itself (its error pages' titles), for the limits'

@@ -362,3 +362,44 @@ async fn a_header_key_limits_by_its_value_and_leaves_requests_without_it_alone()
         assert_eq!(key(None).await, 200);
     }
 }
+
+#[tokio::test]
+async fn limit_rate_paces_the_body_from_the_configmap_or_the_annotation() {
+    let mut h = Harness::start();
+    // 3 KiB: at 1 KB/s, nginx's first second plus two more.
+    let answer = format!(
+        "HTTP/1.1 200 OK\r\ncontent-length: 3072\r\n\r\n{}",
+        "x".repeat(3072)
+    );
+    let answer: &'static [u8] = Box::leak(answer.into_bytes().into_boxed_slice());
+    let addr = start_fixed_backend(answer).await.0;
+    let mut objects = site(addr, "slow", "slow.example.com", &[], &[("limit-rate", "1")]);
+    objects.push(limited("off", "off.example.com", &[("limit-rate", "0")]));
+    objects.push(limited(
+        "after",
+        "after.example.com",
+        &[("limit-rate", "1"), ("limit-rate-after", "2")],
+    ));
+    h.apply(&objects);
+
+    let timed = |host: &'static str| {
+        let proxy = h.http();
+        async move {
+            let started = std::time::Instant::now();
+            let reply = get(proxy, host, "/a").await;
+            assert_eq!(reply.body.len(), 3072, "{host}");
+            assert!(reply.body.iter().all(|b| *b == b'x'), "{host}");
+            started.elapsed()
+        }
+    };
+    // The ConfigMap's 1 KB/s: 2 s at the least (loose above: a shared machine).
+    let slow = timed("slow.example.com").await;
+    assert!(slow >= Duration::from_millis(1500), "{slow:?}");
+    assert!(slow < Duration::from_secs(20), "{slow:?}");
+    // The annotation's 0 turns it off; limit-rate-after's 2 KB go at once, the rest is
+    // within the first second's allowance.
+    for host in ["off.example.com", "after.example.com"] {
+        let took = timed(host).await;
+        assert!(took < Duration::from_millis(1500), "{host}: {took:?}");
+    }
+}
