@@ -55,18 +55,18 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// The ConfigMap's `limit-rate` / `limit-rate-after`, which ingress-nginx renders in
-    /// every location without the annotations; `None` without `limit-rate`.
-    pub fn from_settings(settings: &crate::Settings) -> Option<Arc<Limits>> {
-        (settings.limit_rate > 0).then(|| {
+    /// The ConfigMap's `limit-rate` / `limit-rate-after` (bytes), which ingress-nginx renders
+    /// in every location without the annotations; `None` without a rate.
+    pub fn rate_only(rate: u64, rate_after: u64) -> Option<Arc<Limits>> {
+        (rate > 0).then(|| {
             Arc::new(Limits {
                 zone: Arc::from(""),
                 rps: None,
                 rpm: None,
                 connections: 0,
                 exempt: Box::default(),
-                rate: settings.limit_rate,
-                rate_after: settings.limit_rate_after,
+                rate,
+                rate_after,
             })
         })
     }

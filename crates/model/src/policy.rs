@@ -439,7 +439,10 @@ impl RoutePolicy {
                 allow: settings.whitelist_source_range.clone(),
                 deny: settings.denylist_source_range.clone(),
             },
-            limits: crate::limits::Limits::from_settings(settings),
+            limits: crate::limits::Limits::rate_only(
+                settings.limit_rate,
+                settings.limit_rate_after,
+            ),
             cors: None,
             redirect: None,
             ssl_redirect: SslRedirect {

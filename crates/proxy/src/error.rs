@@ -184,7 +184,7 @@ impl ProxyError {
             }
             ProxyError::MethodNotAllowed => "405 Method Not Allowed\n",
             ProxyError::Forbidden => "403 Forbidden\n",
-            ProxyError::Limited { status, .. } => crate::limits::nginx_text(*status),
+            ProxyError::Limited { status, .. } => nginx_text(*status),
             ProxyError::RouteRefused(_) => {
                 "503 Service Unavailable: this route is refused by its configuration\n"
             }
@@ -287,6 +287,39 @@ impl ErrorSource {
             ErrorSource::Proxy => "proxy",
             ErrorSource::Config => "config",
         }
+    }
+}
+
+/// nginx's text for a status it answers itself (its error pages' titles), for the limits'
+/// configurable codes; a code nginx has no page for gets an empty body, as nginx sends.
+fn nginx_text(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 => "400 Bad Request\n",
+        401 => "401 Authorization Required\n",
+        402 => "402 Payment Required\n",
+        403 => "403 Forbidden\n",
+        404 => "404 Not Found\n",
+        405 => "405 Not Allowed\n",
+        406 => "406 Not Acceptable\n",
+        408 => "408 Request Time-out\n",
+        409 => "409 Conflict\n",
+        410 => "410 Gone\n",
+        411 => "411 Length Required\n",
+        412 => "412 Precondition Failed\n",
+        413 => "413 Request Entity Too Large\n",
+        414 => "414 Request-URI Too Large\n",
+        415 => "415 Unsupported Media Type\n",
+        416 => "416 Requested Range Not Satisfiable\n",
+        421 => "421 Misdirected Request\n",
+        429 => "429 Too Many Requests\n",
+        500 => "500 Internal Server Error\n",
+        501 => "501 Not Implemented\n",
+        502 => "502 Bad Gateway\n",
+        503 => "503 Service Temporarily Unavailable\n",
+        504 => "504 Gateway Time-out\n",
+        505 => "505 HTTP Version Not Supported\n",
+        507 => "507 Insufficient Storage\n",
+        _ => "",
     }
 }
 
@@ -430,5 +463,18 @@ mod tests {
             Chain(&error).to_string(),
             "connecting to 127.0.0.1:1 failed: refused"
         );
+    }
+
+    #[test]
+    fn nginx_texts() {
+        assert_eq!(
+            nginx_text(StatusCode::SERVICE_UNAVAILABLE),
+            "503 Service Temporarily Unavailable\n"
+        );
+        assert_eq!(
+            nginx_text(StatusCode::TOO_MANY_REQUESTS),
+            "429 Too Many Requests\n"
+        );
+        assert_eq!(nginx_text(StatusCode::from_u16(499).unwrap()), "");
     }
 }

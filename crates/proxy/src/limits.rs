@@ -22,12 +22,12 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
+use std::future::Future;
 use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
-use std::future::Future;
-use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -422,8 +422,8 @@ impl Throttle {
             },
         };
         let elapsed = self.start.elapsed().as_millis() as u64 + 1000;
-        let allowed = (self.after + self.rate.saturating_mul(elapsed) / 1000)
-            .saturating_sub(self.sent);
+        let allowed =
+            (self.after + self.rate.saturating_mul(elapsed) / 1000).saturating_sub(self.sent);
         // Not byte by byte: wait for a tenth of a second's worth (or the whole frame).
         let wanted = (data.len() as u64).min(self.rate / 10 + 1);
         if allowed < wanted {
@@ -440,39 +440,6 @@ impl Throttle {
         }
         self.sent += data.len() as u64;
         Poll::Ready(Some(Ok(Frame::data(data))))
-    }
-}
-
-/// nginx's text for a status it answers itself (its error pages' titles), for the limits'
-/// configurable codes; a code nginx has no page for gets an empty body, as nginx sends.
-pub(crate) fn nginx_text(status: StatusCode) -> &'static str {
-    match status.as_u16() {
-        400 => "400 Bad Request\n",
-        401 => "401 Authorization Required\n",
-        402 => "402 Payment Required\n",
-        403 => "403 Forbidden\n",
-        404 => "404 Not Found\n",
-        405 => "405 Not Allowed\n",
-        406 => "406 Not Acceptable\n",
-        408 => "408 Request Time-out\n",
-        409 => "409 Conflict\n",
-        410 => "410 Gone\n",
-        411 => "411 Length Required\n",
-        412 => "412 Precondition Failed\n",
-        413 => "413 Request Entity Too Large\n",
-        414 => "414 Request-URI Too Large\n",
-        415 => "415 Unsupported Media Type\n",
-        416 => "416 Requested Range Not Satisfiable\n",
-        421 => "421 Misdirected Request\n",
-        429 => "429 Too Many Requests\n",
-        500 => "500 Internal Server Error\n",
-        501 => "501 Not Implemented\n",
-        502 => "502 Bad Gateway\n",
-        503 => "503 Service Temporarily Unavailable\n",
-        504 => "504 Gateway Time-out\n",
-        505 => "505 HTTP Version Not Supported\n",
-        507 => "507 Insufficient Storage\n",
-        _ => "",
     }
 }
 
@@ -597,23 +564,10 @@ mod tests {
         }
         // Another zone made: the empty, unheld one is dropped.
         let other: Arc<str> = Arc::from("ns_b_1");
-        let _held = zones.zone(&other, ZoneKind::Rps, IDLE_MS);
+        let held = zones.zone(&other, ZoneKind::Rps, IDLE_MS);
         assert_eq!(zones.len(), 1);
         // A zone in use is the same zone on the next request (a configuration swap keeps it).
         let again = zones.zone(&other, ZoneKind::Rps, IDLE_MS);
-        assert!(Arc::ptr_eq(&again, &_held));
-    }
-
-    #[test]
-    fn nginx_texts() {
-        assert_eq!(
-            nginx_text(StatusCode::SERVICE_UNAVAILABLE),
-            "503 Service Temporarily Unavailable\n"
-        );
-        assert_eq!(
-            nginx_text(StatusCode::TOO_MANY_REQUESTS),
-            "429 Too Many Requests\n"
-        );
-        assert_eq!(nginx_text(StatusCode::from_u16(499).unwrap()), "");
+        assert!(Arc::ptr_eq(&again, &held));
     }
 }

@@ -373,7 +373,13 @@ async fn limit_rate_paces_the_body_from_the_configmap_or_the_annotation() {
     );
     let answer: &'static [u8] = Box::leak(answer.into_bytes().into_boxed_slice());
     let addr = start_fixed_backend(answer).await.0;
-    let mut objects = site(addr, "slow", "slow.example.com", &[], &[("limit-rate", "1")]);
+    let mut objects = site(
+        addr,
+        "slow",
+        "slow.example.com",
+        &[],
+        &[("limit-rate", "1")],
+    );
     objects.push(limited("off", "off.example.com", &[("limit-rate", "0")]));
     objects.push(limited(
         "after",
