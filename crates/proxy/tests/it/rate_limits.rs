@@ -40,6 +40,14 @@ fn limited(name: &str, host: &str, annotations: &[(&str, &str)]) -> Value {
     annotated(name, annotations, json!({"rules": [rule(host, paths)]}))
 }
 
+/// A proxy with `api.example.com` (Ingress `api`) on an `ok` backend.
+async fn api(annotations: &[(&str, &str)], data: &[(&str, &str)]) -> Harness {
+    let mut h = Harness::start();
+    let addr = ok_backend().await;
+    h.apply(&site(addr, "api", "api.example.com", annotations, data));
+    h
+}
+
 /// A backend answering every request `ok`.
 async fn ok_backend() -> SocketAddr {
     start_fixed_backend(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
@@ -295,15 +303,11 @@ async fn behind_a_trusted_proxy_the_limit_keys_on_the_forwarded_client() {
 
 #[tokio::test]
 async fn behind_a_proxy_protocol_balancer_the_limit_keys_on_the_client_it_names() {
-    let mut h = Harness::start();
-    let addr = ok_backend().await;
-    h.apply(&site(
-        addr,
-        "api",
-        "api.example.com",
+    let h = api(
         &[("limit-rpm", "1"), ("limit-burst-multiplier", "1")],
         &[("use-proxy-protocol", "true")],
-    ));
+    )
+    .await;
     let behind = |source: &'static str| {
         let proxy = h.http();
         async move {
@@ -334,15 +338,11 @@ async fn behind_a_proxy_protocol_balancer_the_limit_keys_on_the_client_it_names(
 
 #[tokio::test]
 async fn a_header_key_limits_by_its_value_and_leaves_requests_without_it_alone() {
-    let mut h = Harness::start();
-    let addr = ok_backend().await;
-    h.apply(&site(
-        addr,
-        "api",
-        "api.example.com",
+    let h = api(
         &[("limit-rpm", "1"), ("limit-burst-multiplier", "0")],
         &[("limit-conn-zone-variable", "$http_x_api_key")],
-    ));
+    )
+    .await;
     let key = |value: Option<&'static str>| {
         let proxy = h.http();
         async move {
