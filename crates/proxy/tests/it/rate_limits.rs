@@ -186,22 +186,28 @@ async fn a_configuration_swap_keeps_the_counters() {
     );
 }
 
-/// A backend that answers `/hold` only once `release` says so, and anything else at once.
-async fn gate_backend() -> (SocketAddr, tokio::sync::watch::Sender<bool>) {
+/// A backend that answers `/a/hold` only once `release` says so (counting those it holds),
+/// and anything else at once.
+async fn gate_backend() -> (SocketAddr, tokio::sync::watch::Sender<bool>, Counts) {
+    use std::sync::atomic::Ordering;
     let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (release, released) = tokio::sync::watch::channel(false);
+    let counts = Counts::default();
+    let held = counts.requests.clone();
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
             let mut released = released.clone();
+            let held = held.clone();
             tokio::spawn(async move {
                 let mut buffer = Vec::new();
                 let mut chunk = [0u8; 4096];
                 loop {
                     while let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-                        let head = String::from_utf8_lossy(&buffer[..end]).into_owned();
+                        let hold = buffer.starts_with(b"GET /a/hold");
                         buffer.drain(..end + 4);
-                        if head.starts_with("GET /a/hold") {
+                        if hold {
+                            held.fetch_add(1, Ordering::SeqCst);
                             let _ = released.wait_for(|r| *r).await;
                         }
                         let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
@@ -217,13 +223,13 @@ async fn gate_backend() -> (SocketAddr, tokio::sync::watch::Sender<bool>) {
             });
         }
     });
-    (addr, release)
+    (addr, release, counts)
 }
 
 #[tokio::test]
 async fn limit_connections_counts_requests_in_progress_until_they_end() {
     let mut h = Harness::start();
-    let (addr, release) = gate_backend().await;
+    let (addr, release, counts) = gate_backend().await;
     h.apply(&site(
         addr,
         "api",
@@ -239,13 +245,14 @@ async fn limit_connections_counts_requests_in_progress_until_they_end() {
             client.get("api.example.com", "/a/hold").await.status
         }));
     }
-    // The third, from the same address, is refused while they are in progress.
-    let what = "a third request refused while two are held";
-    let third = eventually_async(Duration::from_secs(10), what, || async {
-        let reply = get(h.http(), "api.example.com", "/b").await;
-        (reply.status == StatusCode::SERVICE_UNAVAILABLE).then_some(reply)
+    let what = "two requests held at the backend";
+    eventually_async(Duration::from_secs(10), what, || async {
+        (counts.requests() == 2).then_some(())
     })
     .await;
+    // The third, from the same address, is refused while they are in progress.
+    let third = get(h.http(), "api.example.com", "/b").await;
+    assert_eq!(third.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(third.text(), "503 Service Temporarily Unavailable\n");
     release.send(true).unwrap();
     for request in held {
@@ -384,7 +391,11 @@ async fn limit_rate_paces_the_body_from_the_configmap_or_the_annotation() {
     objects.push(limited(
         "after",
         "after.example.com",
-        &[("limit-rate", "1"), ("limit-rate-after", "2")],
+        &[
+            ("limit-rate", "1"),
+            ("limit-rate-after", "2"),
+            ("proxy-buffering", "on"),
+        ],
     ));
     h.apply(&objects);
 

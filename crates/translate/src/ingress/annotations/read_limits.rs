@@ -31,9 +31,8 @@ impl Reader<'_> {
             .unwrap_or(DEFAULT_BURST_MULTIPLIER);
         let kilobytes = |n: u32| u64::from(n) * 1024;
         let settings = self.settings;
-        let rate = self
-            .limit_count("limit-rate", "the ConfigMap's limit-rate")
-            .map_or(settings.limit_rate, kilobytes);
+        let annotated_rate = self.limit_count("limit-rate", "the ConfigMap's limit-rate");
+        let rate = annotated_rate.map_or(settings.limit_rate, kilobytes);
         let rate_after = self
             .limit_count("limit-rate-after", "the ConfigMap's limit-rate-after")
             .map_or(settings.limit_rate_after, kilobytes);
@@ -62,6 +61,13 @@ impl Reader<'_> {
             // Unkeyed (limit-rate alone): as the ConfigMap's, no zone.
             limits.zone = Arc::from("");
             limits.exempt = Box::default();
+        }
+        if annotated_rate.is_some_and(|n| n > 0) && self.get("proxy-buffering") != Some("on") {
+            let key = self.key("limit-rate");
+            self.diagnose(
+                Severity::Difference,
+                format!("annotation {key}: ingress-nginx documents that limit-rate needs proxy-buffering \"on\" (without it nginx's unbuffered responses are not kept to the rate); Sluice paces the response either way"),
+            );
         }
         if limits.rate == 0 && limits.rate_after > 0 {
             self.no_effect_without(&["limit-rate-after"], "limit-rate");
