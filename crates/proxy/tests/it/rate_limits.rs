@@ -420,3 +420,39 @@ async fn limit_rate_paces_the_body_from_the_configmap_or_the_annotation() {
         assert!(took < Duration::from_millis(1500), "{host}: {took:?}");
     }
 }
+
+#[tokio::test]
+async fn each_http2_stream_counts_as_one_connection() {
+    let mut h = Harness::start();
+    let (addr, release, counts) = gate_backend().await;
+    h.apply(&site(
+        addr,
+        "api",
+        "api.example.com",
+        &[("limit-connections", "2")],
+        &[("use-h2c", "true")],
+    ));
+    // One HTTP/2 connection, two streams held: nginx's limit_conn counts each.
+    let stream = TcpStream::connect(h.http()).await.unwrap();
+    let client = H2Client::over(stream).await;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut handle = client.handle();
+        held.push(tokio::spawn(async move {
+            handle.get("http://api.example.com/a/hold").await.status
+        }));
+    }
+    let what = "two streams held at the backend";
+    eventually_async(Duration::from_secs(10), what, || async {
+        (counts.requests() == 2).then_some(())
+    })
+    .await;
+    let third = client.handle().get("http://api.example.com/b").await;
+    assert_eq!(third.status, StatusCode::SERVICE_UNAVAILABLE);
+    release.send(true).unwrap();
+    for request in held {
+        assert_eq!(request.await.unwrap(), StatusCode::OK);
+    }
+    let again = client.handle().get("http://api.example.com/b").await;
+    assert_eq!(again.status, StatusCode::OK);
+}
