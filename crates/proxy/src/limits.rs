@@ -149,7 +149,7 @@ impl Zones {
             .clone()
     }
 
-    /// The zones held (for tests and the status of the map).
+    /// How many zones are held.
     #[cfg(test)]
     fn len(&self) -> usize {
         read(&self.zones).len()
