@@ -226,17 +226,28 @@ async fn gate_backend() -> (SocketAddr, tokio::sync::watch::Sender<bool>, Counts
     (addr, release, counts)
 }
 
-#[tokio::test]
-async fn limit_connections_counts_requests_in_progress_until_they_end() {
+/// A proxy with `api.example.com` (`limit-connections: 2`) on a [`gate_backend`], and the
+/// ConfigMap's `data`.
+async fn gated(data: &[(&str, &str)]) -> (Harness, tokio::sync::watch::Sender<bool>, Counts) {
     let mut h = Harness::start();
     let (addr, release, counts) = gate_backend().await;
-    h.apply(&site(
-        addr,
-        "api",
-        "api.example.com",
-        &[("limit-connections", "2")],
-        &[("limit-conn-status-code", "503")],
-    ));
+    let annotations = [("limit-connections", "2")];
+    h.apply(&site(addr, "api", "api.example.com", &annotations, data));
+    (h, release, counts)
+}
+
+/// Waits until the gate holds `n` requests.
+async fn held_at_backend(counts: &Counts, n: usize) {
+    let what = format!("{n} requests held at the backend");
+    eventually_async(Duration::from_secs(10), &what, || async {
+        (counts.requests() == n).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn limit_connections_counts_requests_in_progress_until_they_end() {
+    let (h, release, counts) = gated(&[("limit-conn-status-code", "503")]).await;
     // Two requests held by the backend, on two connections (workers may differ).
     let mut held = Vec::new();
     for _ in 0..2 {
@@ -245,11 +256,7 @@ async fn limit_connections_counts_requests_in_progress_until_they_end() {
             client.get("api.example.com", "/a/hold").await.status
         }));
     }
-    let what = "two requests held at the backend";
-    eventually_async(Duration::from_secs(10), what, || async {
-        (counts.requests() == 2).then_some(())
-    })
-    .await;
+    held_at_backend(&counts, 2).await;
     // The third, from the same address, is refused while they are in progress.
     let third = get(h.http(), "api.example.com", "/b").await;
     assert_eq!(third.status, StatusCode::SERVICE_UNAVAILABLE);
@@ -423,15 +430,7 @@ async fn limit_rate_paces_the_body_from_the_configmap_or_the_annotation() {
 
 #[tokio::test]
 async fn each_http2_stream_counts_as_one_connection() {
-    let mut h = Harness::start();
-    let (addr, release, counts) = gate_backend().await;
-    h.apply(&site(
-        addr,
-        "api",
-        "api.example.com",
-        &[("limit-connections", "2")],
-        &[("use-h2c", "true")],
-    ));
+    let (h, release, counts) = gated(&[("use-h2c", "true")]).await;
     // One HTTP/2 connection, two streams held: nginx's limit_conn counts each.
     let stream = TcpStream::connect(h.http()).await.unwrap();
     let client = H2Client::over(stream).await;
@@ -442,11 +441,7 @@ async fn each_http2_stream_counts_as_one_connection() {
             handle.get("http://api.example.com/a/hold").await.status
         }));
     }
-    let what = "two streams held at the backend";
-    eventually_async(Duration::from_secs(10), what, || async {
-        (counts.requests() == 2).then_some(())
-    })
-    .await;
+    held_at_backend(&counts, 2).await;
     let third = client.handle().get("http://api.example.com/b").await;
     assert_eq!(third.status, StatusCode::SERVICE_UNAVAILABLE);
     release.send(true).unwrap();
