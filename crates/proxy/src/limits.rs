@@ -377,7 +377,7 @@ fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
 pub(crate) struct Throttle {
     rate: u64,
     after: u64,
-    start: Instant,
+    start: tokio::time::Instant,
     sent: u64,
     /// Bytes of a frame not yet allowed out.
     pending: Option<Bytes>,
@@ -389,7 +389,8 @@ impl Throttle {
         Throttle {
             rate,
             after,
-            start,
+            // On tokio's clock, which the sleeps use (and tests can pause).
+            start: tokio::time::Instant::from_std(start),
             sent: 0,
             pending: None,
             sleep: None,
@@ -466,6 +467,46 @@ mod tests {
             }
             None => false,
         }
+    }
+
+    /// Drains `frames` through a throttle; the (paused) time it took and what came out.
+    async fn drain(throttle: &mut Throttle, frames: Vec<Bytes>) -> (Duration, Vec<u8>) {
+        let started = tokio::time::Instant::now();
+        let mut frames: std::collections::VecDeque<Bytes> = frames.into();
+        let mut out = Vec::new();
+        loop {
+            let frame = std::future::poll_fn(|cx| {
+                throttle.poll_frame::<std::convert::Infallible>(cx, |_| {
+                    Poll::Ready(frames.pop_front().map(|b| Ok(Frame::data(b))))
+                })
+            })
+            .await;
+            match frame {
+                Some(Ok(frame)) => out.extend_from_slice(&frame.into_data().unwrap()),
+                _ => return (started.elapsed(), out),
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn limit_rate_allows_a_first_second_then_the_rate() {
+        // 1 KB/s; 5 KiB in one frame: the first second's KiB at once, then 4 s.
+        let mut throttle = Throttle::new(1024, 0, tokio::time::Instant::now().into_std());
+        let body = Bytes::from(vec![7u8; 5 * 1024]);
+        let (took, out) = drain(&mut throttle, vec![body.clone()]).await;
+        assert_eq!(out, body);
+        assert!(took >= Duration::from_secs(4), "{took:?}");
+        assert!(took < Duration::from_millis(4200), "{took:?}");
+        // limit-rate-after: 3 KiB go at once, with the first second's, 1 s for the last.
+        let mut throttle = Throttle::new(1024, 3 * 1024, tokio::time::Instant::now().into_std());
+        let frames = vec![Bytes::from(vec![1u8; 2048]); 2]
+            .into_iter()
+            .chain([Bytes::from(vec![1u8; 1024])])
+            .collect();
+        let (took, out) = drain(&mut throttle, frames).await;
+        assert_eq!(out.len(), 5 * 1024);
+        assert!(took >= Duration::from_secs(1), "{took:?}");
+        assert!(took < Duration::from_millis(1200), "{took:?}");
     }
 
     #[test]
