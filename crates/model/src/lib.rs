@@ -33,6 +33,7 @@ pub mod cors;
 pub mod custom_headers;
 pub mod endpoints;
 mod header_text;
+pub mod limits;
 pub mod matches;
 pub mod mirror;
 pub mod names;

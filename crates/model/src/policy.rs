@@ -47,6 +47,13 @@ pub struct RoutePolicy {
     pub denied: Option<String>,
     #[serde(skip_serializing_if = "Access::is_open")]
     pub access: Access,
+    /// `limit-rps`, `limit-rpm`, `limit-connections`, `limit-rate` (and the ConfigMap's
+    /// `limit-rate`): the limits phase. Behind a pointer: routes without it pay 8 B.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "optional_arc"
+    )]
+    pub limits: Option<Arc<crate::limits::Limits>>,
     /// `enable-cors` and `cors-*`: preflights answered here, `Access-Control-*` headers on the
     /// route's answers (Sluice's own errors too). Behind a pointer: routes without it pay 8 B.
     #[serde(
@@ -456,6 +463,10 @@ impl RoutePolicy {
                 allow: settings.whitelist_source_range.clone(),
                 deny: settings.denylist_source_range.clone(),
             },
+            limits: crate::limits::Limits::rate_only(
+                settings.limit_rate,
+                settings.limit_rate_after,
+            ),
             cors: None,
             basic_auth: None,
             satisfy_any: false,

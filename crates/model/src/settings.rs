@@ -208,6 +208,17 @@ pub struct Settings {
     pub whitelist_source_range: Vec<IpNet>,
     /// `denylist-source-range`: client addresses every route refuses by default.
     pub denylist_source_range: Vec<IpNet>,
+    /// `limit-req-status-code`: the answer to a request over `limit-rps` / `limit-rpm`.
+    pub limit_req_status_code: u16,
+    /// `limit-conn-status-code`: the answer to a request over `limit-connections`.
+    pub limit_conn_status_code: u16,
+    /// `limit-conn-zone-variable`: what the request and connection limits are keyed by.
+    pub limit_conn_zone_variable: crate::limits::LimitKey,
+    /// `limit-rate` (KB/s in the ConfigMap, bytes per second here): every response's rate
+    /// unless its Ingress sets its own; 0: no limit.
+    pub limit_rate: u64,
+    /// `limit-rate-after` (KB in the ConfigMap, bytes here).
+    pub limit_rate_after: u64,
     /// `allow-snippet-annotations`: read `configuration-snippet` and `server-snippet` (never
     /// executed: only a safe subset is translated). Off by default, as in ingress-nginx.
     pub allow_snippet_annotations: bool,
@@ -436,6 +447,11 @@ impl Default for Settings {
             proxy_next_upstream_timeout: Duration::ZERO,
             whitelist_source_range: Vec::new(),
             denylist_source_range: Vec::new(),
+            limit_req_status_code: 503,
+            limit_conn_status_code: 503,
+            limit_conn_zone_variable: crate::limits::LimitKey::RemoteAddr,
+            limit_rate: 0,
+            limit_rate_after: 0,
             allow_snippet_annotations: false,
             global_allowed_response_headers: Vec::new(),
             global_auth: std::collections::BTreeMap::new(),

@@ -55,6 +55,13 @@ pub(crate) enum ProxyError {
     /// The auth server answered 403.
     #[error("the auth server refused the request (403)")]
     AuthForbidden,
+    /// `limit-rps` / `limit-rpm` / `limit-connections` (`limit`) refused the request; the
+    /// status is the ConfigMap's `limit-req-status-code` / `limit-conn-status-code`.
+    #[error("over the route's {limit}")]
+    Limited {
+        status: StatusCode,
+        limit: &'static str,
+    },
     #[error("the route is refused by its configuration: {0}")]
     RouteRefused(String),
     #[error("the backend has no ready endpoints")]
@@ -143,6 +150,7 @@ impl ProxyError {
             ProxyError::AuthRequired => (StatusCode::UNAUTHORIZED, Client),
             ProxyError::AuthForbidden => (StatusCode::FORBIDDEN, Client),
             ProxyError::AuthFailed => (StatusCode::INTERNAL_SERVER_ERROR, Upstream),
+            ProxyError::Limited { status, .. } => (*status, Client),
             // ingress-nginx's "location denied": an annotation that cannot be read safely.
             ProxyError::RouteRefused(_) => (StatusCode::SERVICE_UNAVAILABLE, Config),
             // nginx: 501 to a transfer coding it does not know, 400 to the rest.
@@ -195,6 +203,7 @@ impl ProxyError {
             ProxyError::AuthFailed => {
                 "500 Internal Server Error: the auth server could not decide\n"
             }
+            ProxyError::Limited { status, .. } => nginx_text(*status),
             ProxyError::RouteRefused(_) => {
                 "503 Service Unavailable: this route is refused by its configuration\n"
             }
@@ -244,6 +253,7 @@ impl ProxyError {
             ProxyError::AuthRequired => (16, "authentication required"),
             ProxyError::AuthForbidden => (7, "the auth server refused the request"),
             ProxyError::AuthFailed => (13, "the auth server could not decide"),
+            ProxyError::Limited { .. } => (8, "over the route's rate or connection limit"),
             ProxyError::RouteRefused(_) => {
                 (UNAVAILABLE, "this route is refused by its configuration")
             }
@@ -284,9 +294,13 @@ impl ProxyError {
     /// refused request its state is suspect, and an unread body may follow (nginx closes too).
     pub(crate) fn closes_connection(&self) -> bool {
         let (status, source) = self.classify();
-        // A browser asked for credentials answers on the same connection.
-        let auth = matches!(self, ProxyError::AuthRequired | ProxyError::AuthForbidden);
-        source == ErrorSource::Client && status != StatusCode::NOT_FOUND && !auth
+        // A browser asked for credentials answers on the same connection; nginx keeps the
+        // connection after a limit's answer too (limit_req, limit_conn).
+        let kept = matches!(
+            self,
+            ProxyError::AuthRequired | ProxyError::AuthForbidden | ProxyError::Limited { .. }
+        );
+        source == ErrorSource::Client && status != StatusCode::NOT_FOUND && !kept
     }
 }
 
@@ -298,6 +312,39 @@ impl ErrorSource {
             ErrorSource::Proxy => "proxy",
             ErrorSource::Config => "config",
         }
+    }
+}
+
+/// nginx's text for a status it answers itself (its error pages' titles), for the limits'
+/// configurable codes; a code nginx has no page for gets an empty body, as nginx sends.
+fn nginx_text(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 => "400 Bad Request\n",
+        401 => "401 Authorization Required\n",
+        402 => "402 Payment Required\n",
+        403 => "403 Forbidden\n",
+        404 => "404 Not Found\n",
+        405 => "405 Not Allowed\n",
+        406 => "406 Not Acceptable\n",
+        408 => "408 Request Time-out\n",
+        409 => "409 Conflict\n",
+        410 => "410 Gone\n",
+        411 => "411 Length Required\n",
+        412 => "412 Precondition Failed\n",
+        413 => "413 Request Entity Too Large\n",
+        414 => "414 Request-URI Too Large\n",
+        415 => "415 Unsupported Media Type\n",
+        416 => "416 Requested Range Not Satisfiable\n",
+        421 => "421 Misdirected Request\n",
+        429 => "429 Too Many Requests\n",
+        500 => "500 Internal Server Error\n",
+        501 => "501 Not Implemented\n",
+        502 => "502 Bad Gateway\n",
+        503 => "503 Service Temporarily Unavailable\n",
+        504 => "504 Gateway Time-out\n",
+        505 => "505 HTTP Version Not Supported\n",
+        507 => "507 Insufficient Storage\n",
+        _ => "",
     }
 }
 
@@ -347,6 +394,14 @@ mod tests {
             ),
             (ProxyError::MethodNotAllowed, 405, Client),
             (ProxyError::Forbidden, 403, Client),
+            (
+                ProxyError::Limited {
+                    status: StatusCode::TOO_MANY_REQUESTS,
+                    limit: "limit-rps/limit-rpm",
+                },
+                429,
+                Client,
+            ),
             (
                 ProxyError::RouteRefused("bad allow-list".into()),
                 503,
@@ -433,5 +488,18 @@ mod tests {
             Chain(&error).to_string(),
             "connecting to 127.0.0.1:1 failed: refused"
         );
+    }
+
+    #[test]
+    fn nginx_texts() {
+        assert_eq!(
+            nginx_text(StatusCode::SERVICE_UNAVAILABLE),
+            "503 Service Temporarily Unavailable\n"
+        );
+        assert_eq!(
+            nginx_text(StatusCode::TOO_MANY_REQUESTS),
+            "429 Too Many Requests\n"
+        );
+        assert_eq!(nginx_text(StatusCode::from_u16(499).unwrap()), "");
     }
 }

@@ -16,7 +16,10 @@
 //!              granted ─▶ 204 (before the allow-lists, as ingress-nginx's   (model::cors)
 //!              rewrite phase) │ client address not allowed ─▶ 403 (satisfy: any
 //!              with auth: the auth phase decides)
-//!   (limits: wave 2)
+//!   limits     limit-rps/-rpm over the burst ─▶ limit-req-status-code │     limits.rs
+//!              limit-connections in progress ─▶ limit-conn-status-code     (model::limits)
+//!              (the trusted client address, limit-allowlist exempt; zones shared by workers);
+//!              limit-rate: the response body paced (set with the guard, below)
 //!   answer here  app-root (`/`) ─▶ 302 │ permanent/temporal-redirect │     answer_here.rs
 //!              ssl-redirect (plain HTTP, host with TLS or forced, no X-Forwarded-Proto:
 //!              https from a trusted balancer)
@@ -170,7 +173,9 @@ pub(crate) async fn respond(
                 route,
                 tls,
                 authenticate,
+                slot,
             }) => {
+                guard.limit_slot = slot;
                 // Counted under its route even if the client leaves before the answer.
                 let counted = worker.stats.borrow_mut().route(Some(route)).clone();
                 guard.measure.route = Some(counted);
@@ -332,6 +337,15 @@ pub(crate) async fn respond(
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
     }
+    // limit-rate: the body paced from the request's arrival, as nginx's limit_rate.
+    if let Some(limits) = route
+        .and_then(|r| r.policy.limits.as_deref())
+        .filter(|l| l.rate > 0 && response.status() != StatusCode::SWITCHING_PROTOCOLS)
+    {
+        response
+            .body_mut()
+            .throttle(limits.rate, limits.rate_after, guard.start);
+    }
     response.body_mut().set_guard(guard);
     response
 }
@@ -348,13 +362,14 @@ enum Routed<'c> {
         route: &'c Arc<Route>,
         error: ProxyError,
     },
-    /// `tls`: the host has its own certificate (HSTS applies).
-    /// `authenticate`: the auth phases run (not when `satisfy: any` and the allow-list let
-    /// the client in).
+    /// `tls`: the host has its own certificate (HSTS applies); `authenticate`: the auth
+    /// phases run (not when `satisfy: any` and the allow-list let the client in); `slot`: the
+    /// request's place under `limit-connections`, held until it ends.
     Forward {
         route: &'c Arc<Route>,
         tls: bool,
         authenticate: bool,
+        slot: Option<crate::limits::ConnSlot>,
     },
 }
 
@@ -426,6 +441,14 @@ fn route<'c>(
             return Ok(Routed::Refused { route, error });
         }
     }
+    // Limits: keyed by the client address worked out above (never a balancer's).
+    let mut slot = None;
+    if let Some(limits) = &policy.limits {
+        match crate::limits::check(&conn.worker.shared.limits, limits, settings, head, client) {
+            Ok(held) => slot = held,
+            Err(error) => return Ok(Routed::Refused { route, error }),
+        }
+    }
 
     // Redirects.
     if let Some(response) = redirect_phase(conn, head, settings, &matched, &path.routed) {
@@ -449,6 +472,7 @@ fn route<'c>(
         route,
         tls: matched.tls,
         authenticate,
+        slot,
     })
 }
 

@@ -17,6 +17,7 @@
 //!        method, Host, path decoded + normalised (model::target) ─ bad ─▶ 400/405 ┐
 //!        route(host, normalised path) on the current config ─ none ─▶ 404 ───────┤
 //!        access (refused route ─▶ 503, CORS preflight ─▶ 204, allow/deny ─▶ 403) │
+//!        limits (limit-rps/-rpm/-connections, zones shared by workers ─▶ 503/429) │
 //!        ─▶ redirects (app-root, permanent/temporal, https) ─▶ rewrite-target    │
 //!        ─▶ header edits                                                         │
 //!        no endpoint ─▶ 503 │ too big ─▶ 413 │ slow ─▶ 408 ──────────────────────┤ ProxyError
@@ -97,6 +98,7 @@ mod hash_key;
 mod headers;
 mod history;
 mod housekeeping;
+mod limits;
 mod linger;
 mod listen;
 mod live_endpoints;

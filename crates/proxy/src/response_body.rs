@@ -9,6 +9,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
 use crate::body::BoxError;
+use crate::limits::Throttle;
 use crate::upstream::UpstreamBody;
 use crate::upstream_h2::H2Body;
 use crate::worker::RequestGuard;
@@ -18,6 +19,8 @@ pub(crate) struct ResponseBody {
     kind: ResponseKind,
     /// Dropped with the body: the request is over then (metrics, idle tracking).
     guard: Option<RequestGuard>,
+    /// `limit-rate`: the body's bytes paced (`limits::Throttle`); `None` on most routes.
+    throttle: Option<Box<Throttle>>,
 }
 
 // Boxing the upstream body would cost an allocation per response; the size difference only
@@ -35,6 +38,7 @@ impl ResponseBody {
         ResponseBody {
             kind: ResponseKind::Full((!bytes.is_empty()).then_some(bytes)),
             guard: None,
+            throttle: None,
         }
     }
 
@@ -42,6 +46,7 @@ impl ResponseBody {
         ResponseBody {
             kind: ResponseKind::Full(None),
             guard: None,
+            throttle: None,
         }
     }
 
@@ -49,6 +54,7 @@ impl ResponseBody {
         ResponseBody {
             kind: ResponseKind::Upstream(body),
             guard: None,
+            throttle: None,
         }
     }
 
@@ -56,11 +62,17 @@ impl ResponseBody {
         ResponseBody {
             kind: ResponseKind::Http2(body),
             guard: None,
+            throttle: None,
         }
     }
 
     pub(crate) fn set_guard(&mut self, guard: RequestGuard) {
         self.guard = Some(guard);
+    }
+
+    /// Paces the body at `limit-rate` from `start` (the request's arrival, as nginx's).
+    pub(crate) fn throttle(&mut self, rate: u64, after: u64, start: std::time::Instant) {
+        self.throttle = Some(Box::new(Throttle::new(rate, after, start)));
     }
 }
 
@@ -74,10 +86,10 @@ impl Body for ResponseBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         crate::stall::body_polled();
         let this = self.get_mut();
-        let polled = match &mut this.kind {
-            ResponseKind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            ResponseKind::Upstream(body) => Pin::new(body).poll_frame(cx),
-            ResponseKind::Http2(body) => Pin::new(body).poll_frame(cx),
+        let kind = &mut this.kind;
+        let polled = match this.throttle.as_deref_mut() {
+            None => kind.poll_frame(cx),
+            Some(throttle) => throttle.poll_frame(cx, |cx| kind.poll_frame(cx)),
         };
         if let (Poll::Ready(Some(Ok(frame))), Some(guard)) = (&polled, this.guard.as_mut()) {
             if let Some(data) = frame.data_ref() {
@@ -88,6 +100,9 @@ impl Body for ResponseBody {
     }
 
     fn is_end_stream(&self) -> bool {
+        if self.throttle.as_ref().is_some_and(|t| t.pending() > 0) {
+            return false;
+        }
         match &self.kind {
             ResponseKind::Full(bytes) => bytes.is_none(),
             ResponseKind::Upstream(body) => body.is_end_stream(),
@@ -96,12 +111,33 @@ impl Body for ResponseBody {
     }
 
     fn size_hint(&self) -> SizeHint {
-        match &self.kind {
+        let hint = match &self.kind {
             ResponseKind::Full(bytes) => {
                 SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
             }
             ResponseKind::Upstream(body) => body.size_hint(),
             ResponseKind::Http2(body) => body.size_hint(),
+        };
+        match self.throttle.as_ref().map_or(0, |t| t.pending()) {
+            0 => hint,
+            held => {
+                let mut sum = SizeHint::new();
+                sum.set_lower(hint.lower() + held);
+                if let Some(upper) = hint.upper() {
+                    sum.set_upper(upper + held);
+                }
+                sum
+            }
+        }
+    }
+}
+
+impl ResponseKind {
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self {
+            ResponseKind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            ResponseKind::Upstream(body) => Pin::new(body).poll_frame(cx),
+            ResponseKind::Http2(body) => Pin::new(body).poll_frame(cx),
         }
     }
 }

@@ -64,6 +64,8 @@ pub(crate) struct Shared {
     hash_of: Mutex<Option<(Weak<Compiled>, u64)>>,
     /// The span exporter thread.
     pub(crate) spans: Arc<SpanSink>,
+    /// The rate and connection limits' counters: one set for all workers (`limits.rs`).
+    pub(crate) limits: crate::limits::Zones,
 }
 
 impl Shared {
@@ -97,6 +99,7 @@ impl Shared {
                 what: "the span exporter".into(),
                 source,
             })?,
+            limits: crate::limits::Zones::new(),
         })
     }
 

@@ -172,6 +172,8 @@ pub(crate) struct RequestGuard {
     /// The request as the client sent it, kept only when the configuration has custom error
     /// pages (the errors phase sends it on); `forward` notes the request id it made.
     pub(crate) original: Option<Box<OriginalHead>>,
+    /// `limit-connections`: this request's place in its zone, given back when it ends.
+    pub(crate) limit_slot: Option<crate::limits::ConnSlot>,
 }
 
 /// Keeps the worker's shutdown waiting while a connection or tunnel is open.
@@ -579,6 +581,7 @@ impl ConnCtx {
             measure: Measure::default(),
             client: self.peer,
             original: None,
+            limit_slot: None,
         };
         (guard, n)
     }

@@ -41,6 +41,30 @@ const ACCESS_LIST_KEYS: &[&str] = &[
     "denylist-source-range",
 ];
 
+/// The global rate limit's keys (its annotations are refused the same way).
+const GLOBAL_RATE_LIMIT: &str =
+    "ingress-nginx's global rate limit counts in memcached, which Sluice has no client for; \
+     the global-rate-limit annotations are diagnosed and not applied (limit-rps and limit-rpm \
+     limit per replica)";
+
+/// `limit-req-status-code` / `limit-conn-status-code`: nginx's limit_req_status accepts
+/// 400 to 599.
+fn parse_limit_status(value: &str) -> Result<u16, &'static str> {
+    value
+        .parse()
+        .ok()
+        .filter(|code| (400..=599).contains(code))
+        .ok_or("a status code from 400 to 599")
+}
+
+/// `limit-rate` / `limit-rate-after`: whole kilobytes, as ingress-nginx renders them (`Nk`).
+fn parse_kilobytes(value: &str) -> Result<u64, &'static str> {
+    let kilobytes: u64 = value.parse().map_err(|_| "a whole number of kilobytes")?;
+    kilobytes
+        .checked_mul(1024)
+        .ok_or("a whole number of kilobytes")
+}
+
 /// What Sluice does with one ConfigMap key.
 #[derive(Clone, Copy, Debug)]
 pub enum KeyKind {
@@ -493,6 +517,29 @@ pub const KEYS: &[Key] = &[
             parse_cidrs(value).map_err(|_| "comma-separated IP addresses or CIDR ranges")?;
         Ok(())
     }),
+    read("limit-req-status-code", |settings, value| {
+        settings.limit_req_status_code = parse_limit_status(value)?;
+        Ok(())
+    }),
+    read("limit-conn-status-code", |settings, value| {
+        settings.limit_conn_status_code = parse_limit_status(value)?;
+        Ok(())
+    }),
+    read("limit-conn-zone-variable", |settings, value| {
+        settings.limit_conn_zone_variable = model::limits::LimitKey::parse(value).ok_or(
+            "$binary_remote_addr, $remote_addr (the client address Sluice trusts) or \
+             $http_<name> (a request header); Sluice keys limits by no other variable",
+        )?;
+        Ok(())
+    }),
+    read("limit-rate", |settings, value| {
+        settings.limit_rate = parse_kilobytes(value)?;
+        Ok(())
+    }),
+    read("limit-rate-after", |settings, value| {
+        settings.limit_rate_after = parse_kilobytes(value)?;
+        Ok(())
+    }),
     read("allow-snippet-annotations", |settings, value| {
         settings.allow_snippet_annotations = parse_bool(value)?;
         Ok(())
@@ -555,6 +602,18 @@ pub const KEYS: &[Key] = &[
     accepted("worker-cpu-affinity"),
     accepted("http2"),
     accepted("opentelemetry-config"),
+    unsupported("global-rate-limit-memcached-host", GLOBAL_RATE_LIMIT),
+    unsupported("global-rate-limit-memcached-port", GLOBAL_RATE_LIMIT),
+    unsupported(
+        "global-rate-limit-memcached-connect-timeout",
+        GLOBAL_RATE_LIMIT,
+    ),
+    unsupported(
+        "global-rate-limit-memcached-max-idle-timeout",
+        GLOBAL_RATE_LIMIT,
+    ),
+    unsupported("global-rate-limit-memcached-pool-size", GLOBAL_RATE_LIMIT),
+    unsupported("global-rate-limit-status-code", GLOBAL_RATE_LIMIT),
     unsupported(
         "opentelemetry-operation-name",
         "nginx variables are not evaluated; spans are named \"METHOD PATH\" with the Ingress \

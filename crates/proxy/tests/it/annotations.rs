@@ -759,7 +759,7 @@ async fn unsupported_annotations_are_diagnostics_and_the_route_still_serves() {
         "Prefix",
         &[
             ("http2-push-preload", "true"),
-            ("limit-rps", "5"),
+            ("global-rate-limit", "5"),
             ("rewrite-targte", "/"),
         ],
     ));
@@ -781,7 +781,10 @@ async fn unsupported_annotations_are_diagnostics_and_the_route_still_serves() {
         "web"
     );
     let config = get(h.status(), "status", "/config").await.text();
-    assert!(config.contains("limit-rps: not supported"), "{config}");
+    assert!(
+        config.contains("global-rate-limit: not supported"),
+        "{config}"
+    );
     let metrics = get(h.admin(), "admin", "/metrics").await.text();
     assert!(
         metrics.contains("sluice_config_diagnostics{kind=\"Ingress\",severity=\"unsupported\"} 3"),

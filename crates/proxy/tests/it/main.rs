@@ -28,6 +28,7 @@ mod oauth2_proxy;
 mod otel;
 mod passthrough;
 mod proxy_protocol;
+mod rate_limits;
 mod routing;
 mod slow_prefixes;
 mod tcp_services;

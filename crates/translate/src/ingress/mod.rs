@@ -304,6 +304,15 @@ impl Compiler<'_> {
             &object,
             &mut self.out.diagnostics,
         );
+        // ingress-nginx's zone is `<namespace>_<name>_<uid>`, so an Ingress made again starts
+        // afresh; the Store keeps no uid, its creation time (seconds) tells them apart.
+        if let (Some(limits), Some(created)) = (
+            parsed.policy.limits.as_mut().filter(|l| l.keyed()),
+            ingress.metadata.creation_timestamp.as_ref(),
+        ) {
+            let zone = format!("{}_{}", limits.zone, created.0.as_second());
+            Arc::make_mut(limits).zone = zone.into();
+        }
         if let Some(canary) = parsed.canary.take() {
             self.ignored_on_canary(&object, ingress);
             claims.canaries.push(PendingCanary {

@@ -167,6 +167,20 @@ pub(super) fn sluice_families(
     );
     family(
         out,
+        "sluice_limited_requests_total",
+        "counter",
+        "Requests refused by a route's limits (ingress-nginx counts them only under their status), by kind (requests: limit-rps or limit-rpm, answered limit-req-status-code; connections: limit-connections, answered limit-conn-status-code). One count for all workers.",
+    );
+    let zones = &shared.limits;
+    for (kind, n) in [
+        ("requests", &zones.limited_requests),
+        ("connections", &zones.limited_connections),
+    ] {
+        let n = n.load(Ordering::Relaxed);
+        let _ = writeln!(out, "sluice_limited_requests_total{{kind=\"{kind}\"}} {n}");
+    }
+    family(
+        out,
         "sluice_ssl_passthrough_connections_total",
         "counter",
         "TLS connections passed through undecrypted (ssl-passthrough), by result (passed: spliced to an endpoint; failed: no endpoint could be reached, closed; refused: the route's allow- or deny-list refused the client, or the route is refused, closed unspliced).",

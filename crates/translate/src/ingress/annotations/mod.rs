@@ -14,8 +14,8 @@
 //!
 //! Files: `registry.rs` (the entries), `reader.rs` (prefixes, the parser order), one
 //! `read_*.rs` per group of parsers (upstream, routing, canary, mirror, cors, access, affinity,
-//! response: the redirect and cookie rewrites and custom-headers' reference, auth: external and
-//! basic auth),
+//! limits, response: the redirect and cookie rewrites and custom-headers' reference, auth:
+//! external and basic auth),
 //! `snippet.rs` (nginx snippets → header edits), `parsed.rs` (what the reader leaves).
 
 mod parsed;
@@ -24,6 +24,7 @@ mod read_affinity;
 mod read_auth;
 mod read_canary;
 mod read_cors;
+mod read_limits;
 mod read_mirror;
 mod read_response;
 mod read_routing;

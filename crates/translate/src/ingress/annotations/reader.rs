@@ -360,6 +360,7 @@ impl<'a> Reader<'a> {
             Parser::BackendProtocol => out.backend_protocol = self.backend_protocol(policy),
             Parser::ProxySsl => out.proxy_ssl = self.proxy_ssl(),
             Parser::Access => self.access(policy),
+            Parser::Limits => self.limits(policy),
             Parser::FailClosed => out.hosts_refused = self.fail_closed(policy),
             Parser::BasicAuth => {
                 let namespace = self.object.namespace.clone();

@@ -29,10 +29,14 @@ pub enum Support {
 
 /// A companion of `auth-tls-secret`.
 pub(super) const WITH_AUTH_TLS_SECRET: &str = "planned (wave 2); read only with auth-tls-secret (alone ignored, as in ingress-nginx), which refuses the Ingress until then";
-/// Why rate limits do not fail closed: they bound how much a client may ask, not who may ask.
-/// Without them every client still gets exactly the answers it is entitled to; what is lost is
-/// protection of the backends' capacity, which a diagnostic reports.
-pub(super) const RATE_LIMIT: &str = "planned (wave 2); a rate limit protects capacity, not access (it decides how much a client may ask, never who may), so the Ingress is served without it, with a diagnostic";
+/// Why the global rate limit does not fail closed: it bounds how much a client may ask, not
+/// who may ask. Without it every client still gets exactly the answers it is entitled to; what
+/// is lost is protection of the backends' capacity, which a diagnostic reports.
+pub(super) const GLOBAL_RATE_LIMIT: &str = "ingress-nginx counts it in a memcached server (global-rate-limit-memcached-host) shared by all replicas; Sluice has no memcached client, and a limit counted per replica would let N times the requests through without saying so. A rate limit protects capacity, not access, so the Ingress is served without it, with a diagnostic; limit-rps / limit-rpm limit per replica";
+/// `limit-connections`: nginx's limit_conn, with what Sluice counts differently.
+pub(super) const LIMIT_CONN: &str = "requests in progress per client address (nginx's limit_conn: an HTTP/2 stream counts as one, a keep-alive connection between requests as none), for all paths of the Ingress together, answered limit-conn-status-code (503); held until the response is sent. Difference: a WebSocket (upgraded) connection is counted until its 101 is sent, not for its whole life";
+/// `limit-rate` / `limit-rate-after`: nginx's limit_rate.
+pub(super) const LIMIT_RATE: &str = "KB/s (KB) per response body, with nginx's first-second allowance (a response may be ahead by one second of rate); the ConfigMap's keys are the default. Difference: applied with proxy-buffering off too (ingress-nginx documents that it needs proxy-buffering on, nginx's unbuffered path does not keep to it); the response headers are not counted";
 /// Why the ModSecurity switches do not fail closed while `modsecurity-snippet` does.
 pub(super) const NO_WAF: &str = "no web application firewall in Sluice; without modsecurity-snippet, ingress-nginx runs ModSecurity in DetectionOnly mode (it logs, blocks nothing), so the Ingress is served, with a diagnostic";
 
@@ -96,6 +100,7 @@ pub enum Parser {
     BackendProtocol,
     ProxySsl,
     Access,
+    Limits,
     FailClosed,
     BasicAuth,
     ExternalAuth,
@@ -179,18 +184,18 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("force-ssl-redirect", Support::Yes, Some(Parser::SslRedirect)),
     annotation("from-to-www-redirect", Support::Yes, Some(Parser::FromToWww)),
     annotation("http2-push-preload", Support::No("HTTP/2 server push is obsolete (browsers dropped it)"), None),
-    annotation("limit-connections", Support::No(RATE_LIMIT), None),
-    annotation("limit-rps", Support::No(RATE_LIMIT), None),
-    annotation("limit-rpm", Support::No(RATE_LIMIT), None),
-    annotation("limit-burst-multiplier", Support::No(RATE_LIMIT), None),
-    annotation("limit-rate", Support::No(RATE_LIMIT), None),
-    annotation("limit-rate-after", Support::No(RATE_LIMIT), None),
-    annotation("limit-allowlist", Support::No("planned (wave 2); exempts addresses from the rate limits, so it only ever lets more through"), None),
-    annotation("limit-whitelist", Support::No("planned (wave 2); the older name of limit-allowlist"), None),
-    annotation("global-rate-limit", Support::No(RATE_LIMIT), None),
-    annotation("global-rate-limit-window", Support::No(RATE_LIMIT), None),
-    annotation("global-rate-limit-key", Support::No(RATE_LIMIT), None),
-    annotation("global-rate-limit-ignored-cidrs", Support::No("planned (wave 2); exempts addresses from the global rate limit, so it only ever lets more through"), None),
+    annotation("limit-connections", Support::Partial(LIMIT_CONN), Some(Parser::Limits)),
+    annotation("limit-rps", Support::Yes, Some(Parser::Limits)),
+    annotation("limit-rpm", Support::Yes, Some(Parser::Limits)),
+    annotation("limit-burst-multiplier", Support::Yes, Some(Parser::Limits)),
+    annotation("limit-rate", Support::Partial(LIMIT_RATE), Some(Parser::Limits)),
+    annotation("limit-rate-after", Support::Partial(LIMIT_RATE), Some(Parser::Limits)),
+    annotation("limit-allowlist", Support::Yes, Some(Parser::Limits)),
+    annotation("limit-whitelist", Support::Yes, Some(Parser::Limits)),
+    annotation("global-rate-limit", Support::No(GLOBAL_RATE_LIMIT), None),
+    annotation("global-rate-limit-window", Support::No(GLOBAL_RATE_LIMIT), None),
+    annotation("global-rate-limit-key", Support::No(GLOBAL_RATE_LIMIT), None),
+    annotation("global-rate-limit-ignored-cidrs", Support::No(GLOBAL_RATE_LIMIT), None),
     annotation("permanent-redirect", Support::Yes, Some(Parser::Redirect)),
     annotation("permanent-redirect-code", Support::Yes, Some(Parser::Redirect)),
     annotation("temporal-redirect", Support::Yes, Some(Parser::Redirect)),
