@@ -426,6 +426,17 @@ pub struct UpstreamPolicy {
     /// How long retrying may go on, from the first attempt; 0: no limit.
     #[serde(serialize_with = "duration_text")]
     pub next_upstream_timeout: Duration,
+    /// `load-balance` (the annotation): this route's endpoint choice; `None`: the
+    /// ConfigMap's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_balance: Option<crate::LoadBalance>,
+}
+
+impl UpstreamPolicy {
+    /// The route's `load-balance`, else `default` (the ConfigMap's).
+    pub fn balance(&self, default: crate::LoadBalance) -> crate::LoadBalance {
+        self.load_balance.unwrap_or(default)
+    }
 }
 
 /// `upstream-hash-by`: a key made of nginx variables (`$request_uri`, `$remote_addr`,
@@ -494,6 +505,7 @@ impl RoutePolicy {
                 next_upstream: settings.proxy_next_upstream,
                 tries: settings.proxy_next_upstream_tries,
                 next_upstream_timeout: settings.proxy_next_upstream_timeout,
+                load_balance: None,
             },
             hash_by: None,
             upstream_protocol: UpstreamProtocol::Http1,

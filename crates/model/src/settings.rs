@@ -25,6 +25,9 @@ pub enum LoadBalance {
     RoundRobin,
     /// Power of two random choices on in-flight requests.
     LeastRequest,
+    /// ingress-nginx's `ewma`: power of two random choices on each endpoint's response time,
+    /// an exponentially weighted moving average that decays over 10 s.
+    Ewma,
 }
 
 /// Proxy behaviour that is not routing. Defaults follow ingress-nginx unless noted.

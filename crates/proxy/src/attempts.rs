@@ -87,7 +87,8 @@ impl<'r> Attempts<'r> {
     ) -> Attempts<'r> {
         Attempts {
             backend,
-            load_balance,
+            // The route's `load-balance` annotation before the ConfigMap's.
+            load_balance: policy.balance(load_balance),
             hash,
             sticky: None,
             policy,

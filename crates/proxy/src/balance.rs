@@ -1,12 +1,19 @@
-//! Picking an endpoint, per worker: round robin or power-of-two-choices on in-flight requests,
-//! or the request key's place on a consistent-hash ring (`upstream-hash-by`), skipping
-//! endpoints this request already tried and ones that recently refused connections.
+//! Picking an endpoint, per worker: round robin, power-of-two-choices on in-flight requests or
+//! on response times (`ewma`), or the request key's place on a consistent-hash ring
+//! (`upstream-hash-by`), skipping endpoints this request already tried and ones that recently
+//! refused connections.
 //!
 //! ```text
 //!  active endpoints ─▶ untried and not set aside? ─▶ untried? ─▶ any
-//!     ─▶ round robin | P2C | first along the ring from the key's hash | the session
-//!        cookie's endpoint (affinity.rs)
+//!     ─▶ round robin | P2C on in-flight | P2C on the EWMA of response times | first along
+//!        the ring from the key's hash | the session cookie's endpoint (affinity.rs)
+//!  response body ends (InFlight dropped) ─▶ least_request: one less in flight │ ewma: the
+//!     attempt's time folded into the endpoint's average
 //! ```
+//! `ewma` is ingress-nginx's `balancer/ewma.lua`: an endpoint's score is its average response
+//! time (connected to body end), decayed by `exp(-Δt / 10 s)` since it was last updated, so
+//! an endpoint that was slow a minute ago is tried again; an endpoint without a score starts
+//! at the average of the others' (its slow start), or 0 when none has one.
 //! All state is this worker's own: no shared counters, so workers never contend. Workers
 //! drift apart a little in their rotation, which spreads load just as well.
 
@@ -37,6 +44,8 @@ pub(crate) struct Balancer {
     in_flight: HashMap<SocketAddr, u32>,
     /// Endpoints passed over until the given time.
     set_aside: HashMap<SocketAddr, Instant>,
+    /// `ewma`: each endpoint's response-time average (seconds) and when it was last updated.
+    ewma: HashMap<SocketAddr, (f64, Instant)>,
     /// Hash rings of backends with `upstream-hash-by` routes, by the backend's address, with
     /// the endpoint set each was made from (held, so its address cannot be reused by a newer
     /// set while the ring is kept).
@@ -53,11 +62,13 @@ enum Level {
     Any,
 }
 
-/// One request outstanding at an endpoint, for least-request balancing: counted from its
-/// attempt until its response body ends (or the attempt fails).
+/// One request outstanding at an endpoint, for least-request balancing (counted) and `ewma`
+/// (timed): from its attempt until its response body ends (or the attempt fails).
 pub(crate) struct InFlight {
     balancer: Rc<RefCell<Balancer>>,
     addr: SocketAddr,
+    /// `ewma`: when the attempt started.
+    since: Option<Instant>,
 }
 
 impl Balancer {
@@ -78,6 +89,7 @@ impl Balancer {
                 _ => Some(match policy {
                     LoadBalance::RoundRobin => self.round_robin(key, endpoints, tried, now),
                     LoadBalance::LeastRequest => self.least_request(endpoints, tried, now),
+                    LoadBalance::Ewma => self.ewma(endpoints, tried, now),
                 }),
             }
         })
@@ -135,6 +147,16 @@ impl Balancer {
         *self.in_flight.entry(endpoint).or_default() += 1;
     }
 
+    /// `ewma`: folds one attempt's time at `endpoint` into its average, as ingress-nginx's
+    /// `after_balance` does.
+    pub(crate) fn observed(&mut self, endpoint: SocketAddr, took: Duration, now: Instant) {
+        let took = took.as_secs_f64();
+        let entry = self.ewma.entry(endpoint).or_insert((took, now));
+        let weight = decay(now.saturating_duration_since(entry.1));
+        entry.0 = entry.0 * weight + took * (1.0 - weight);
+        entry.1 = now;
+    }
+
     pub(crate) fn finished(&mut self, endpoint: SocketAddr) {
         if let Some(n) = self.in_flight.get_mut(&endpoint) {
             *n -= 1;
@@ -153,6 +175,10 @@ impl Balancer {
 
     pub(crate) fn expire(&mut self, now: Instant) {
         self.set_aside.retain(|_, until| *until > now);
+        // An average not updated for ten decay times is under 0.005 % of what it was: the
+        // endpoint is gone, or idle enough to start afresh.
+        self.ewma
+            .retain(|_, (_, touched)| now.saturating_duration_since(*touched) < EWMA_DECAY * 10);
     }
 
     fn allowed(
@@ -205,6 +231,44 @@ impl Balancer {
             .unwrap_or(endpoints[start % n])
     }
 
+    /// ingress-nginx's `ewma`: two candidates drawn at random, the lower decayed average wins.
+    fn ewma(&self, endpoints: &[SocketAddr], tried: &[SocketAddr], now: Instant) -> SocketAddr {
+        let level = self.level(endpoints, tried, now);
+        let candidates: Vec<SocketAddr> = endpoints
+            .iter()
+            .filter(|e| self.allowed(level, e, tried, now))
+            .copied()
+            .collect();
+        if candidates.len() <= 1 {
+            return candidates.first().copied().unwrap_or(endpoints[0]);
+        }
+        let first = fastrand::usize(..candidates.len());
+        let mut second = fastrand::usize(..candidates.len() - 1);
+        if second >= first {
+            second += 1;
+        }
+        let known = |e: &SocketAddr| {
+            self.ewma
+                .get(e)
+                .map(|(average, touched)| average * decay(now.saturating_duration_since(*touched)))
+        };
+        // A new endpoint starts at the others' average (ingress-nginx's slow start), so it
+        // is not flooded for having no history.
+        let scores: Vec<f64> = endpoints.iter().filter_map(known).collect();
+        let start = if scores.is_empty() {
+            0.0
+        } else {
+            scores.iter().sum::<f64>() / scores.len() as f64
+        };
+        let score = |e: &SocketAddr| known(e).unwrap_or(start);
+        let (a, b) = (candidates[first], candidates[second]);
+        if score(&b) < score(&a) {
+            b
+        } else {
+            a
+        }
+    }
+
     fn least_request(
         &self,
         endpoints: &[SocketAddr],
@@ -237,6 +301,14 @@ impl Balancer {
     }
 }
 
+/// `ewma`'s decay time (ingress-nginx's `DECAY_TIME`).
+const EWMA_DECAY: Duration = Duration::from_secs(10);
+
+/// How much of an average is left after `elapsed`.
+fn decay(elapsed: Duration) -> f64 {
+    (-elapsed.as_secs_f64() / EWMA_DECAY.as_secs_f64()).exp()
+}
+
 /// Makes what `cache` keeps for `backend` (by its address: a ring, a sticky table) again with
 /// `make` from its active endpoints, once its endpoint set changed. The set is held beside it,
 /// so its address cannot be reused by a newer set while the entry is kept.
@@ -257,25 +329,34 @@ fn keep_current<T>(
     }
 }
 
-/// Counts a request at `addr` when the route balances by least requests (other policies
-/// need no count, and pay no `Rc` clone).
+/// Counts a request at `addr` when the route balances by least requests, or times it when by
+/// `ewma` (other policies need neither, and pay no `Rc` clone).
 pub(crate) fn in_flight(
     balancer: &Rc<RefCell<Balancer>>,
     addr: SocketAddr,
     policy: LoadBalance,
 ) -> Option<InFlight> {
-    (policy == LoadBalance::LeastRequest).then(|| {
-        balancer.borrow_mut().started(addr);
-        InFlight {
-            balancer: balancer.clone(),
-            addr,
-        }
+    let since = match policy {
+        LoadBalance::RoundRobin => return None,
+        LoadBalance::LeastRequest => None,
+        LoadBalance::Ewma => Some(Instant::now()),
+    };
+    balancer.borrow_mut().started(addr);
+    Some(InFlight {
+        balancer: balancer.clone(),
+        addr,
+        since,
     })
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.balancer.borrow_mut().finished(self.addr);
+        let mut balancer = self.balancer.borrow_mut();
+        balancer.finished(self.addr);
+        if let Some(since) = self.since {
+            let now = Instant::now();
+            balancer.observed(self.addr, now.saturating_duration_since(since), now);
+        }
     }
 }
 
@@ -386,5 +467,38 @@ mod tests {
             balancer.pick(&only, LoadBalance::LeastRequest, &[addr(7)], now),
             Some(addr(7))
         );
+    }
+
+    #[test]
+    fn ewma_prefers_the_faster_endpoint_and_forgets_slowness_over_time() {
+        let be = backend(&[1, 2]);
+        let now = Instant::now();
+        let mut balancer = Balancer::default();
+        balancer.observed(addr(1), Duration::from_millis(200), now);
+        balancer.observed(addr(2), Duration::from_millis(5), now);
+        // Two endpoints: both are drawn, the faster wins every time.
+        for _ in 0..50 {
+            assert_eq!(
+                balancer.pick(&be, LoadBalance::Ewma, &[], now),
+                Some(addr(2))
+            );
+        }
+        // A tried endpoint is passed over whatever its score.
+        assert_eq!(
+            balancer.pick(&be, LoadBalance::Ewma, &[addr(2)], now),
+            Some(addr(1))
+        );
+        // A new sample moves the average by the share the elapsed time decayed.
+        let later = now + Duration::from_secs(10);
+        balancer.observed(addr(1), Duration::from_millis(0), later);
+        let (average, _) = balancer.ewma[&addr(1)];
+        assert!((average - 0.2 * (-1f64).exp()).abs() < 1e-9, "{average}");
+        // A new endpoint starts at the others' average rather than at 0.
+        let three = backend(&[1, 2, 3]);
+        let start = balancer.pick(&three, LoadBalance::Ewma, &[addr(1), addr(2)], later);
+        assert_eq!(start, Some(addr(3)));
+        // Averages untouched for ten decay times are dropped.
+        balancer.expire(later + Duration::from_secs(101));
+        assert!(balancer.ewma.is_empty());
     }
 }

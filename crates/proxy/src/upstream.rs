@@ -208,7 +208,8 @@ async fn try_endpoint(
         let (mut conn, reused) =
             acquire(upstreams, addr, settings, policy, tls, fresh_only, now).await?;
         attempts.connected();
-        let in_flight = in_flight(&upstreams.balancer, addr, settings.load_balance);
+        let balance = policy.balance(settings.load_balance);
+        let in_flight = in_flight(&upstreams.balancer, addr, balance);
         let sent = conn
             .round_trip(
                 pending.head,

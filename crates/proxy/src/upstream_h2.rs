@@ -255,7 +255,8 @@ pub(crate) async fn exchange(
     // counted as failed.
     let (response, slot, addr) = last.unwrap_or(Err(ProxyError::NoEndpoints))?;
     replay.borrow_mut().forget();
-    let in_flight = crate::balance::in_flight(&upstreams.balancer, addr, settings.load_balance);
+    let balance = upstream.balance(settings.load_balance);
+    let in_flight = crate::balance::in_flight(&upstreams.balancer, addr, balance);
     Ok(response.map(|inner| H2Body {
         inner: Some(inner),
         read_stall: StallTimer::new(upstream.read_timeout),

@@ -232,7 +232,8 @@ pub const KEYS: &[Key] = &[
         settings.load_balance = match value {
             "round_robin" => LoadBalance::RoundRobin,
             "least_request" => LoadBalance::LeastRequest,
-            _ => return Err("round_robin or least_request"),
+            "ewma" => LoadBalance::Ewma,
+            _ => return Err("round_robin, ewma or least_request"),
         };
         Ok(())
     }),

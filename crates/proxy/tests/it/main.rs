@@ -23,6 +23,7 @@ mod h2c;
 mod h2spec;
 mod http1;
 mod limits;
+mod load_balance;
 mod mirror;
 mod oauth2_proxy;
 mod otel;

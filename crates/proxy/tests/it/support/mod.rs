@@ -209,6 +209,14 @@ impl Counts {
 /// A keep-alive backend that answers every request head with `answer` (bodiless requests
 /// only) and counts the connections it took and the requests it got.
 pub(crate) async fn start_fixed_backend(answer: &'static [u8]) -> (SocketAddr, Counts) {
+    start_delayed_backend(answer, std::time::Duration::ZERO).await
+}
+
+/// As [`start_fixed_backend`], answering each request after `delay` (a slow endpoint).
+pub(crate) async fn start_delayed_backend(
+    answer: &'static [u8],
+    delay: std::time::Duration,
+) -> (SocketAddr, Counts) {
     use std::sync::atomic::Ordering;
     let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -225,6 +233,9 @@ pub(crate) async fn start_fixed_backend(answer: &'static [u8]) -> (SocketAddr, C
                     while let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
                         buffer.drain(..end + 4);
                         requests.fetch_add(1, Ordering::SeqCst);
+                        if !delay.is_zero() {
+                            tokio::time::sleep(delay).await;
+                        }
                         if stream.write_all(answer).await.is_err() {
                             return;
                         }

@@ -9,6 +9,7 @@ use model::policy::{
     ConnectionHeader, HashBy, ProxyProtocolVersion, RoutePolicy, TlsVersions, UpstreamProtocol,
 };
 use model::settings::NextUpstream;
+use model::LoadBalance;
 use model::Severity;
 
 use super::parsed::{BackendProtocol, ProxySsl};
@@ -254,6 +255,33 @@ impl Reader<'_> {
                 self.diagnose(
                     Severity::Error,
                     format!("annotation {key}: invalid value {value:?}: {why}; the ConfigMap's load-balance applies"),
+                );
+                None
+            }
+        }
+    }
+
+    /// `load-balance` for this Ingress's routes (ingress-nginx's values, and Sluice's
+    /// `least_request`); `None`: the ConfigMap's.
+    pub(super) fn load_balance(&mut self) -> Option<LoadBalance> {
+        let value = self.get("load-balance")?;
+        match value {
+            "round_robin" => Some(LoadBalance::RoundRobin),
+            "ewma" => Some(LoadBalance::Ewma),
+            "least_request" => Some(LoadBalance::LeastRequest),
+            "chash" | "chashsubset" | "sticky_balanced" | "sticky_persistent" => {
+                let key = self.key("load-balance");
+                self.diagnose(
+                    Severity::Notice,
+                    format!("annotation {key}: {value:?} is what upstream-hash-by or affinity sets, not a value of its own; the ConfigMap's load-balance applies (use those annotations)"),
+                );
+                None
+            }
+            _ => {
+                self.invalid(
+                    "load-balance",
+                    value,
+                    "round_robin or ewma (or Sluice's least_request); the ConfigMap's load-balance applies",
                 );
                 None
             }

@@ -307,6 +307,7 @@ impl<'a> Reader<'a> {
             Parser::Body => self.body(policy),
             Parser::Upstream => self.upstream(policy),
             Parser::HashBy => policy.hash_by = self.hash_by(),
+            Parser::LoadBalance => policy.upstream.load_balance = self.load_balance(),
             Parser::Canary => out.canary = self.canary(),
             Parser::Affinity => {
                 out.canary_behavior = self.canary_behavior();
