@@ -251,6 +251,50 @@ pub struct Settings {
     /// keeps at most, for the whole process; the least recently used goes first.
     #[serde(skip_serializing_if = "is_default_auth_cache_max_entries")]
     pub auth_cache_max_entries: usize,
+    /// `proxy-redirect-from`, `proxy-redirect-to`, `proxy-cookie-path`, `proxy-cookie-domain`:
+    /// every route's default for the annotations of the same names (ingress-nginx: `off`),
+    /// checked as the annotations are.
+    #[serde(skip_serializing_if = "ResponseRewriteDefaults::is_off")]
+    pub response_rewrite: ResponseRewriteDefaults,
+}
+
+/// The ConfigMap's defaults of the upstream answers' rewrites, as written (`off`: none).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ResponseRewriteDefaults {
+    pub proxy_redirect_from: String,
+    pub proxy_redirect_to: String,
+    pub proxy_cookie_path: String,
+    pub proxy_cookie_domain: String,
+}
+
+impl Default for ResponseRewriteDefaults {
+    fn default() -> Self {
+        ResponseRewriteDefaults {
+            proxy_redirect_from: "off".to_owned(),
+            proxy_redirect_to: "off".to_owned(),
+            proxy_cookie_path: "off".to_owned(),
+            proxy_cookie_domain: "off".to_owned(),
+        }
+    }
+}
+
+impl ResponseRewriteDefaults {
+    pub fn is_off(&self) -> bool {
+        *self == ResponseRewriteDefaults::default()
+    }
+
+    /// The ConfigMap's value for the annotation `name`, unless `off`.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        let value = match name {
+            "proxy-redirect-from" => &self.proxy_redirect_from,
+            "proxy-redirect-to" => &self.proxy_redirect_to,
+            "proxy-cookie-path" => &self.proxy_cookie_path,
+            "proxy-cookie-domain" => &self.proxy_cookie_domain,
+            _ => return None,
+        };
+        (value != "off").then_some(value.as_str())
+    }
 }
 
 /// The default `auth-cache-max-entries`: ~10,000 sessions, a few MB at most (a kept answer
@@ -462,6 +506,7 @@ impl Default for Settings {
             access_refused: None,
             mirror_max_in_flight: DEFAULT_MIRROR_MAX_IN_FLIGHT,
             auth_cache_max_entries: DEFAULT_AUTH_CACHE_MAX_ENTRIES,
+            response_rewrite: ResponseRewriteDefaults::default(),
         }
     }
 }

@@ -107,6 +107,40 @@ const fn read(
     }
 }
 
+/// `proxy-redirect-from` / `-to`: `off`, (for `from`) `default`, or literal URL text, as the
+/// annotations take them (nginx regular expressions, `~`, are not supported).
+fn rewrite_word(value: &str, from: bool) -> Result<String, &'static str> {
+    const EXPECTED: &str = "off, default (proxy-redirect-from) or literal URL text (no ~ regex)";
+    let value = value.trim();
+    let literal = !value.is_empty()
+        && !value.starts_with('~')
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-._~/:,?&=".contains(c));
+    match value {
+        "" | "off" => Ok("off".to_owned()),
+        "default" if from => Ok("default".to_owned()),
+        _ if literal => Ok(value.to_owned()),
+        _ => Err(EXPECTED),
+    }
+}
+
+/// `proxy-cookie-path` / `-domain`: `off`, or the text to find and its replacement (literal).
+fn rewrite_pair(value: &str) -> Result<String, &'static str> {
+    const EXPECTED: &str = "off, or the text to find and its replacement (no ~ regex)";
+    let words: Vec<&str> = value.split_whitespace().collect();
+    let literal = |w: &str| {
+        !w.starts_with('~')
+            && w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-._~/:,?&=".contains(c))
+    };
+    match words[..] {
+        [] | ["off"] => Ok("off".to_owned()),
+        [from, to] if literal(from) && literal(to) => Ok(format!("{from} {to}")),
+        _ => Err(EXPECTED),
+    }
+}
+
 /// One `global-auth-*` key, kept as written under its annotation's name; compile checks it
 /// with the annotation's rules (`ingress::auth`).
 fn global_auth(settings: &mut Settings, name: &str, value: &str) -> Result<(), &'static str> {
@@ -276,6 +310,22 @@ pub const KEYS: &[Key] = &[
     }),
     read("max-worker-connections", |settings, value| {
         settings.max_worker_connections = value.parse().map_err(|_| COUNT)?;
+        Ok(())
+    }),
+    read("proxy-redirect-from", |settings, value| {
+        settings.response_rewrite.proxy_redirect_from = rewrite_word(value, true)?;
+        Ok(())
+    }),
+    read("proxy-redirect-to", |settings, value| {
+        settings.response_rewrite.proxy_redirect_to = rewrite_word(value, false)?;
+        Ok(())
+    }),
+    read("proxy-cookie-path", |settings, value| {
+        settings.response_rewrite.proxy_cookie_path = rewrite_pair(value)?;
+        Ok(())
+    }),
+    read("proxy-cookie-domain", |settings, value| {
+        settings.response_rewrite.proxy_cookie_domain = rewrite_pair(value)?;
         Ok(())
     }),
     read("auth-cache-max-entries", |settings, value| {

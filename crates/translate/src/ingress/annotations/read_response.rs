@@ -25,8 +25,8 @@ fn domain_chars(value: &str) -> bool {
 }
 
 impl<'a> Reader<'a> {
-    /// The four annotations (no ConfigMap keys in Sluice: their ingress-nginx default `off`
-    /// applies to every route).
+    /// The four annotations, each defaulting to the ConfigMap's key of its name (checked when
+    /// the ConfigMap was read; ingress-nginx's default `off`).
     pub(super) fn response_rewrite(&mut self) -> Option<Arc<ResponseRewrite>> {
         let rewrite = ResponseRewrite {
             redirect: self.proxy_redirect(),
@@ -40,7 +40,8 @@ impl<'a> Reader<'a> {
     /// validator (the ConfigMap default).
     fn redirect_half(&mut self, name: &str) -> &'a str {
         match self.get(name) {
-            None | Some("") => "off",
+            None => self.settings.response_rewrite.get(name).unwrap_or("off"),
+            Some("") => "off",
             Some(value) if url_chars(value) && !value.trim().contains(' ') => value.trim(),
             Some(value) => {
                 self.refused(name, value, "off");
@@ -57,11 +58,16 @@ impl<'a> Reader<'a> {
     fn proxy_redirect(&mut self) -> Option<Replace> {
         let from = self.redirect_half("proxy-redirect-from");
         let to = self.redirect_half("proxy-redirect-to");
+        // The ConfigMap's values were diagnosed when it was read.
+        let annotated = self.get("proxy-redirect-from").is_some();
         if from == "off" {
             self.no_effect_without(&["proxy-redirect-to"], "proxy-redirect-from");
             return None;
         }
         let key = self.key("proxy-redirect-from");
+        if from == "default" || (!annotated && to == "off") {
+            return None;
+        }
         if from == "default" {
             self.diagnose(
                 Severity::Notice,
@@ -93,7 +99,13 @@ impl<'a> Reader<'a> {
     /// into the directive as it is; a value nginx refuses would fail its whole configuration,
     /// here only this annotation is ignored).
     fn cookie_rewrite(&mut self, name: &str, chars: fn(&str) -> bool) -> Option<Replace> {
-        let value = self.get(name)?;
+        let Some(value) = self.get(name) else {
+            let (from, to) = self.settings.response_rewrite.get(name)?.split_once(' ')?;
+            return Some(Replace {
+                from: from.to_owned(),
+                to: to.to_owned(),
+            });
+        };
         if value.is_empty() || value == "off" {
             return None;
         }
