@@ -344,6 +344,16 @@ fn parse_segments<V>(
 /// nginx variables a request has by then (client, method, target, host, headers, cookies, query
 /// parameters). Anything else (response, timing, upstream variables) is refused with its name.
 pub fn parse_request_key(text: &str) -> Result<Vec<Segment>, String> {
+    parse_request_segments(text, false)
+}
+
+/// A header value made per request (a snippet's `proxy_set_header X-Host $host`): the
+/// variables of [`parse_request_key`] and `$request_id` / `$req_id`, the request's ID.
+pub fn parse_header_template(text: &str) -> Result<Vec<Segment>, String> {
+    parse_request_segments(text, true)
+}
+
+fn parse_request_segments(text: &str, request_id: bool) -> Result<Vec<Segment>, String> {
     let segments = parse_segments(text, variable).map_err(|bad| match bad {
         BadFormat::Unknown(name) => format!("unknown variable `${name}`"),
         BadFormat::Unclosed => "`${` without `}`".to_owned(),
@@ -370,7 +380,7 @@ pub fn parse_request_key(text: &str) -> Result<Vec<Segment>, String> {
                 | ServerName
                 | RequestHeader(_)
                 | Cookie(_)
-        );
+        ) || (request_id && matches!(variable, ReqId));
         if !known_before_upstream {
             return Err(format!(
                 "`${name}` is not known before the request goes upstream; use the client, \

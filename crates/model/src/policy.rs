@@ -395,6 +395,19 @@ pub enum HeaderAction {
     /// Add this value beside any others.
     Append(HeaderValue),
     Remove,
+    /// As `Set`, the value made per request from nginx variables (a snippet's
+    /// `proxy_set_header X-Host $host`).
+    SetTemplate(HeaderTemplate),
+    /// As `Append`, the value made per request.
+    AppendTemplate(HeaderTemplate),
+}
+
+/// A header value with request variables: literals and `$host`, `$request_uri`, `$http_x`…
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeaderTemplate {
+    /// As written.
+    pub written: Box<str>,
+    pub segments: Box<[crate::access_log::Segment]>,
 }
 
 /// The request body: its limit and whether it is read whole before an upstream is chosen.
@@ -705,8 +718,9 @@ impl HeaderEdit {
         }
     }
 
-    /// Applies the edit to a header map.
-    pub fn apply(&self, headers: &mut http::HeaderMap) {
+    /// Applies the edit to a header map. `expanded`: a template's value for this request
+    /// (`None` for a template: the value was no valid header value, and nothing is set).
+    pub fn apply(&self, headers: &mut http::HeaderMap, expanded: Option<HeaderValue>) {
         match &self.action {
             HeaderAction::Set(value) => {
                 headers.insert(self.name.clone(), value.clone());
@@ -717,6 +731,28 @@ impl HeaderEdit {
             HeaderAction::Remove => {
                 headers.remove(&self.name);
             }
+            // nginx: a value that comes out empty is not sent (proxy_set_header), not added.
+            HeaderAction::SetTemplate(_) => match expanded.filter(|v| !v.is_empty()) {
+                Some(value) => {
+                    headers.insert(self.name.clone(), value);
+                }
+                None => {
+                    headers.remove(&self.name);
+                }
+            },
+            HeaderAction::AppendTemplate(_) => {
+                if let Some(value) = expanded.filter(|v| !v.is_empty()) {
+                    headers.append(self.name.clone(), value);
+                }
+            }
+        }
+    }
+
+    /// The template whose value this edit needs per request.
+    pub fn template(&self) -> Option<&HeaderTemplate> {
+        match &self.action {
+            HeaderAction::SetTemplate(t) | HeaderAction::AppendTemplate(t) => Some(t),
+            _ => None,
         }
     }
 }
@@ -728,6 +764,12 @@ impl fmt::Display for HeaderEdit {
             HeaderAction::Set(v) => write!(f, "set {}: {}", self.name, text(v)),
             HeaderAction::Append(v) => write!(f, "add {}: {}", self.name, text(v)),
             HeaderAction::Remove => write!(f, "remove {}", self.name),
+            HeaderAction::SetTemplate(t) => {
+                write!(f, "set {}: {} (per request)", self.name, t.written)
+            }
+            HeaderAction::AppendTemplate(t) => {
+                write!(f, "add {}: {} (per request)", self.name, t.written)
+            }
         }
     }
 }

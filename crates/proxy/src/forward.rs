@@ -82,6 +82,7 @@ use http::{header, HeaderName, HeaderValue, Method, Request, Response, StatusCod
 use http_body::Body;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
+use model::access_log::{Segment, Variable};
 use model::policy::Tracing;
 use model::{normalize_path, Compiled, Route, UpstreamProtocol};
 use tokio::io::AsyncWriteExt;
@@ -163,51 +164,68 @@ pub(crate) async fn respond(
         .map(|_| Box::new(OriginalHead::of(&head)));
     let mut cors = None;
     let mut auth_adds = None;
+    // The route's response header values with nginx variables, made from the request once
+    // routed (before the proxy changes it for the upstream).
+    let mut response_values = Vec::new();
     let (result, route, hsts, upstream_answered) = match config {
         None => (Err(ProxyError::NotReady), None, false, false),
         Some(config) => match route(&conn, config, &mut head, client, &mut cors) {
             Err(error) => (Err(error), None, false, false),
-            Ok(Routed::Answer { route, response }) => (Ok(*response), route, false, false),
-            Ok(Routed::Refused { route, error }) => (Err(error), Some(route), false, false),
-            Ok(Routed::Forward {
-                route,
-                tls,
-                authenticate,
-                slot,
-            }) => {
-                guard.limit_slot = slot;
-                // Counted under its route even if the client leaves before the answer.
-                let counted = worker.stats.borrow_mut().route(Some(route)).clone();
-                guard.measure.route = Some(counted);
-                // Basic and external auth: boxed, so requests of routes without them do not
-                // carry their future.
-                let policy = &route.policy;
-                let guarded = policy.basic_auth.is_some() || policy.external_auth.is_some();
-                let denied = if guarded && authenticate {
-                    let declared = body.as_ref().and_then(|b| b.size_hint().exact());
-                    let phase = auth::phase(&conn, config, route, &mut head, client, declared);
-                    let (denied, adds) = Box::pin(phase).await;
-                    auth_adds = Some(adds);
-                    denied
-                } else {
-                    None
+            Ok(routed) => {
+                let routed_to = match &routed {
+                    Routed::Answer { route, .. } => *route,
+                    Routed::Refused { route, .. } | Routed::Forward { route, .. } => Some(*route),
                 };
-                if let Some(result) = denied {
-                    (result, Some(route), tls && conn.https, false)
-                } else {
-                    let fallback = errors::unavailable_fallback(route, &mut head);
-                    let result = forward(
-                        &conn,
-                        config,
-                        fallback.as_ref().unwrap_or(route),
-                        &mut head,
-                        body,
-                        client_upgrade,
-                        &mut guard,
-                    )
-                    .await;
-                    let answered = result.is_ok();
-                    (result, Some(route), tls && conn.https, answered)
+                if let Some(route) = routed_to {
+                    let forwarded = (client != conn.peer()).then_some(client);
+                    let edits = &route.policy.response_headers;
+                    response_values = header_values(&conn, route, &mut head, forwarded, edits);
+                }
+                match routed {
+                    Routed::Answer { route, response } => (Ok(*response), route, false, false),
+                    Routed::Refused { route, error } => (Err(error), Some(route), false, false),
+                    Routed::Forward {
+                        route,
+                        tls,
+                        authenticate,
+                        slot,
+                    } => {
+                        guard.limit_slot = slot;
+                        // Counted under its route even if the client leaves before the answer.
+                        let counted = worker.stats.borrow_mut().route(Some(route)).clone();
+                        guard.measure.route = Some(counted);
+                        // Basic and external auth: boxed, so requests of routes without them do not
+                        // carry their future.
+                        let policy = &route.policy;
+                        let guarded = policy.basic_auth.is_some() || policy.external_auth.is_some();
+                        let denied = if guarded && authenticate {
+                            let declared = body.as_ref().and_then(|b| b.size_hint().exact());
+                            let phase =
+                                auth::phase(&conn, config, route, &mut head, client, declared);
+                            let (denied, adds) = Box::pin(phase).await;
+                            auth_adds = Some(adds);
+                            denied
+                        } else {
+                            None
+                        };
+                        if let Some(result) = denied {
+                            (result, Some(route), tls && conn.https, false)
+                        } else {
+                            let fallback = errors::unavailable_fallback(route, &mut head);
+                            let result = forward(
+                                &conn,
+                                config,
+                                fallback.as_ref().unwrap_or(route),
+                                &mut head,
+                                body,
+                                client_upgrade,
+                                &mut guard,
+                            )
+                            .await;
+                            let answered = result.is_ok();
+                            (result, Some(route), tls && conn.https, answered)
+                        }
+                    }
                 }
             }
         },
@@ -274,8 +292,11 @@ pub(crate) async fn respond(
     }
     let edits = route.filter(|r| !error_page_made && !r.policy.response_headers.is_empty());
     if let Some(route) = edits {
-        for edit in route.policy.response_headers.iter() {
-            edit.apply(response.headers_mut());
+        for (i, edit) in route.policy.response_headers.iter().enumerate() {
+            edit.apply(
+                response.headers_mut(),
+                response_values.get(i).cloned().flatten(),
+            );
         }
         reframe(&mut response, &head.method);
     }
@@ -371,6 +392,47 @@ enum Routed<'c> {
         authenticate: bool,
         slot: Option<crate::limits::ConnSlot>,
     },
+}
+
+/// The values of `edits`' templates (header values with nginx variables) for this request, by
+/// the edits' order; empty when none has one (no allocation). `$request_id` makes sure the
+/// request has an `X-Request-ID` (the one the upstream then gets too).
+fn header_values(
+    conn: &ConnCtx,
+    route: &Route,
+    head: &mut Parts,
+    forwarded_client: Option<IpAddr>,
+    edits: &[model::policy::HeaderEdit],
+) -> Vec<Option<HeaderValue>> {
+    if !edits.iter().any(|e| e.template().is_some()) {
+        return Vec::new();
+    }
+    let wants_id = edits.iter().filter_map(|e| e.template()).any(|t| {
+        t.segments
+            .iter()
+            .any(|s| matches!(s, Segment::Variable(Variable::ReqId)))
+    });
+    if wants_id && !head.headers.contains_key(headers::X_REQUEST_ID_NAME) {
+        let id = HeaderValue::from_bytes(&headers::request_id()).expect("hex digits");
+        head.headers.insert(headers::X_REQUEST_ID_NAME, id);
+    }
+    let head = &*head;
+    conn.with_key_inputs(head, forwarded_client, &route.site.host, |inputs| {
+        edits
+            .iter()
+            .map(|edit| {
+                let template = edit.template()?;
+                let mut value = Vec::with_capacity(64);
+                for segment in template.segments.iter() {
+                    match segment {
+                        Segment::Literal(text) => value.extend_from_slice(text.as_bytes()),
+                        Segment::Variable(v) => hash_key::fill(&mut value, v, head, inputs),
+                    }
+                }
+                HeaderValue::from_bytes(&value).ok()
+            })
+            .collect()
+    })
 }
 
 /// The phases before the upstream: normalise, route, access, redirect, rewrite (see the
@@ -530,6 +592,10 @@ async fn forward(
         Some(mirror) => start_mirror(conn, mirror, route, head, body, forwarded_client),
         None => body,
     };
+    // Header values with nginx variables: made from the request as it is now, before the
+    // proxy's own headers are written (no allocation for routes without).
+    let request_values =
+        header_values(conn, route, head, forwarded_client, &policy.request_headers);
     let mut added = headers::prepare_request(head, &forwarded, client_upgrade.is_some());
     if let Some(vhost) = &policy.upstream_vhost {
         added.set_upstream_host(vhost);
@@ -544,8 +610,8 @@ async fn forward(
             prefix.clone(),
         );
     }
-    for edit in policy.request_headers.iter() {
-        edit.apply(&mut head.headers);
+    for (i, edit) in policy.request_headers.iter().enumerate() {
+        edit.apply(&mut head.headers, request_values.get(i).cloned().flatten());
     }
     // connection-proxy-header: HTTP/2 has no Connection header, and an upgrade needs its own.
     if let Some(connection) = policy

@@ -99,6 +99,12 @@ pub(crate) fn fill(key: &mut Vec<u8>, variable: &Variable, head: &Parts, inputs:
                 key.extend_from_slice(value.as_bytes());
             }
         }
+        // The request's ID: the client's, or the one the proxy put on the request for it.
+        Variable::ReqId => {
+            if let Some(id) = head.headers.get(headers::X_REQUEST_ID_NAME) {
+                key.extend_from_slice(id.as_bytes());
+            }
+        }
         // The model accepts only the variables above in a key.
         _ => {}
     }

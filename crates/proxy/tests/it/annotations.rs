@@ -618,6 +618,74 @@ async fn authentication_that_cannot_be_used_refuses_its_ingress_and_no_other() {
     );
 }
 
+/// Snippet header values with nginx variables are made per request (ingress-nginx's users
+/// write `proxy_set_header X-Original-Host $host` and the like); a variable Sluice does not
+/// know before the request goes upstream refuses the Ingress, naming it.
+#[tokio::test]
+async fn snippet_header_values_with_nginx_variables_are_made_per_request() {
+    let backend = start_backend("web").await;
+    let mut h = Harness::start();
+    let mut objects = web(&[&backend]);
+    objects.extend([
+        settings(&[("allow-snippet-annotations", "true")]),
+        site(
+            "vars",
+            "vars.example.com",
+            "/app",
+            "Prefix",
+            &[
+                (
+                    "configuration-snippet",
+                    "proxy_set_header X-Original-Host $host;\nproxy_set_header X-Empty $http_x_none;\nmore_set_headers \"X-Seen: $request_method $request_uri from $remote_addr\";\nadd_header X-Req $request_id;",
+                ),
+                ("rewrite-target", "/echo"),
+            ],
+        ),
+        site(
+            "unknown",
+            "unknown.example.com",
+            "/",
+            "Prefix",
+            &[("configuration-snippet", "proxy_set_header X-Time $upstream_response_time;")],
+        ),
+    ]);
+    let compiled = h.apply_allowing_diagnostics(&objects);
+    assert_eq!(compiled.diagnostics.len(), 1, "{:?}", compiled.diagnostics);
+    assert!(
+        compiled.diagnostics[0]
+            .reason
+            .contains("$upstream_response_time"),
+        "{:?}",
+        compiled.diagnostics
+    );
+    let http = h.http();
+    let request = http::Request::get("/app?q=1")
+        .header("host", "Vars.Example.com:8080")
+        .header("x-request-id", "rid-7")
+        .body(http_body_util::Full::<bytes::Bytes>::default())
+        .unwrap();
+    let reply = Client::connect(http).await.send(request).await.unwrap();
+    assert_eq!(reply.status, StatusCode::OK);
+    // The rewrite changed the path; $request_uri is still the client's.
+    assert_eq!(reply.headers["x-seen"], "GET /app?q=1 from 127.0.0.1");
+    assert_eq!(reply.headers["x-req"], "rid-7");
+    let echo = reply.json();
+    assert_eq!(echo["headers"]["x-original-host"], "vars.example.com");
+    assert!(
+        echo["headers"].get("x-empty").is_none(),
+        "an empty value is not sent"
+    );
+    // Without an X-Request-ID the generated one is the upstream's too.
+    let reply = get(http, "vars.example.com", "/app").await;
+    let id = reply.headers["x-req"].to_str().unwrap().to_owned();
+    assert_eq!(id.len(), 32);
+    assert_eq!(reply.json()["headers"]["x-request-id"], id.as_str());
+    assert_eq!(
+        get(http, "unknown.example.com", "/echo").await.status,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+}
+
 #[tokio::test]
 async fn snippets_translate_headers_and_refuse_the_rest() {
     let backend = start_backend("web").await;

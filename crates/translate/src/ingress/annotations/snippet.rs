@@ -2,7 +2,7 @@
 
 use http::{HeaderName, HeaderValue};
 
-use model::policy::{HeaderAction, HeaderEdit};
+use model::policy::{HeaderAction, HeaderEdit, HeaderTemplate};
 
 /// Translates the safe subset of an nginx snippet into header edits (`true`: request side).
 /// `Err` names the first directive that is refused, and the typed alternative if there is one.
@@ -22,10 +22,22 @@ pub fn translate_snippet(text: &str) -> Result<Vec<(HeaderEdit, bool)>, String> 
             "proxy_hide_header",
             "",
         ];
+        // Variables are values made per request: in a header name they would make one.
+        let names_only = matches!(
+            name.as_str(),
+            "more_clear_headers" | "more_clear_input_headers" | "proxy_hide_header"
+        );
         if TRANSLATED.contains(&name.as_str()) {
-            if let Some(arg) = args.iter().find(|arg| arg.contains('$')) {
+            let named = |arg: &&String| match name.as_str() {
+                "more_set_headers" | "more_set_input_headers" => {
+                    arg.split_once(':').is_none_or(|(n, _)| n.contains('$'))
+                }
+                "add_header" | "proxy_set_header" => args.first() == Some(*arg),
+                _ => names_only,
+            };
+            if let Some(arg) = args.iter().filter(named).find(|arg| arg.contains('$')) {
                 return Err(format!(
-                    "{name}: {arg:?}: nginx variables are not supported, only literal values"
+                    "{name}: {arg:?}: a header name cannot come from an nginx variable"
                 ));
             }
         }
@@ -40,12 +52,7 @@ pub fn translate_snippet(text: &str) -> Result<Vec<(HeaderEdit, bool)>, String> 
                         .split_once(':')
                         .ok_or_else(|| format!("{name}: {arg:?} is not \"Name: value\""))?;
                     let header = header_name(name, header.trim())?;
-                    let value = value.trim();
-                    let action = if value.is_empty() {
-                        HeaderAction::Remove
-                    } else {
-                        HeaderAction::Set(header_value(name, value)?)
-                    };
+                    let action = value_action(name, value.trim(), false)?;
                     push_edit(
                         &mut edits,
                         name,
@@ -68,7 +75,11 @@ pub fn translate_snippet(text: &str) -> Result<Vec<(HeaderEdit, bool)>, String> 
                     }
                 };
                 let header = header_name(name, header)?;
-                let action = HeaderAction::Append(header_value(name, value)?);
+                let action = if value.contains('$') {
+                    value_action(name, value, true)?
+                } else {
+                    HeaderAction::Append(header_value(name, value)?)
+                };
                 push_edit(
                     &mut edits,
                     name,
@@ -85,11 +96,7 @@ pub fn translate_snippet(text: &str) -> Result<Vec<(HeaderEdit, bool)>, String> 
                 };
                 let header = header_name(name, header)?;
                 // nginx: an empty value means the header is not passed.
-                let action = if value.is_empty() {
-                    HeaderAction::Remove
-                } else {
-                    HeaderAction::Set(header_value(name, value)?)
-                };
+                let action = value_action(name, value, false)?;
                 push_edit(
                     &mut edits,
                     name,
@@ -175,6 +182,40 @@ pub(super) fn push_edit(
     }
     edits.push((edit, to_request));
     Ok(())
+}
+
+/// A value that sets (or, `append`, adds) a header: empty removes it (nginx passes no empty
+/// header); one with nginx variables becomes a template filled per request, refused naming
+/// the variable Sluice does not know before the request goes upstream.
+fn value_action(directive: &str, value: &str, append: bool) -> Result<HeaderAction, String> {
+    if value.is_empty() {
+        return Ok(HeaderAction::Remove);
+    }
+    if !value.contains('$') {
+        let value = header_value(directive, value)?;
+        return Ok(if append {
+            HeaderAction::Append(value)
+        } else {
+            HeaderAction::Set(value)
+        });
+    }
+    let segments = model::access_log::parse_header_template(value)
+        .map_err(|why| format!("{directive}: {value:?}: {why}"))?;
+    // The literal parts must be header text on their own.
+    for segment in &segments {
+        if let model::access_log::Segment::Literal(text) = segment {
+            header_value(directive, text)?;
+        }
+    }
+    let template = HeaderTemplate {
+        written: value.into(),
+        segments: segments.into_boxed_slice(),
+    };
+    Ok(if append {
+        HeaderAction::AppendTemplate(template)
+    } else {
+        HeaderAction::SetTemplate(template)
+    })
 }
 
 pub(super) fn header_name(directive: &str, name: &str) -> Result<HeaderName, String> {

@@ -28,8 +28,13 @@ fn snippets_translate_header_directives_only() {
     assert!(refused.contains("rewrite-target"), "{refused}");
     let refused = translate_snippet("if ($host = x) { return 301 https://y; }").unwrap_err();
     assert!(refused.contains("block"), "{refused}");
-    let refused = translate_snippet("more_set_headers \"X-Host: $host\";").unwrap_err();
-    assert!(refused.contains("variables"), "{refused}");
+    // A value with a variable is a template; an unknown variable, or one in a name, is not.
+    let edits = translate_snippet("more_set_headers \"X-Host: $host\";").unwrap();
+    assert!(edits[0].0.template().is_some());
+    let refused = translate_snippet("more_set_headers \"X-Host: $nope_nope\";").unwrap_err();
+    assert!(refused.contains("$nope_nope"), "{refused}");
+    let refused = translate_snippet("proxy_set_header $host 1;").unwrap_err();
+    assert!(refused.contains("header name"), "{refused}");
     assert!(translate_snippet("add_header X-A b").is_err());
 }
 
