@@ -445,6 +445,18 @@ pub struct UpstreamPolicy {
     pub load_balance: Option<crate::LoadBalance>,
 }
 
+impl RoutePolicy {
+    /// Whether a request header edit needs values made per request (a snippet's variables).
+    pub fn request_headers_have_templates(&self) -> bool {
+        self.request_headers.iter().any(|e| e.template().is_some())
+    }
+
+    /// Whether a response header edit needs values made per request.
+    pub fn response_headers_have_templates(&self) -> bool {
+        self.response_headers.iter().any(|e| e.template().is_some())
+    }
+}
+
 impl UpstreamPolicy {
     /// The route's `load-balance`, else `default` (the ConfigMap's).
     pub fn balance(&self, default: crate::LoadBalance) -> crate::LoadBalance {

@@ -92,15 +92,16 @@ impl AuthAdds {
     /// Onto the answer the client gets: the auth server's cookies (nginx's `add_header
     /// Set-Cookie $auth_cookie`, on `SET_COOKIE_STATUSES` unless `auth-always-set-cookie`),
     /// and on a 401 its `WWW-Authenticate`.
-    pub(crate) fn apply<B>(self, response: &mut Response<B>) {
+    pub(crate) fn apply<B>(&self, response: &mut Response<B>) {
         let status = response.status();
         let headers = response.headers_mut();
-        if let Some(value) = self.www_authenticate.filter(|_| status.as_u16() == 401) {
-            headers.insert(header::WWW_AUTHENTICATE, value);
+        let challenge = self.www_authenticate.as_ref();
+        if let Some(value) = challenge.filter(|_| status.as_u16() == 401) {
+            headers.insert(header::WWW_AUTHENTICATE, value.clone());
         }
         if self.always || SET_COOKIE_STATUSES.contains(&status.as_u16()) {
-            for cookie in self.cookies {
-                headers.append(header::SET_COOKIE, cookie);
+            for cookie in &self.cookies {
+                headers.append(header::SET_COOKIE, cookie.clone());
             }
         }
     }

@@ -166,7 +166,7 @@ pub(crate) async fn respond(
     let mut auth_adds = None;
     // The route's response header values with nginx variables, made from the request once
     // routed (before the proxy changes it for the upstream).
-    let mut response_values = Vec::new();
+    let mut response_values: Box<[Option<HeaderValue>]> = Box::default();
     let (result, route, hsts, upstream_answered) = match config {
         None => (Err(ProxyError::NotReady), None, false, false),
         Some(config) => match route(&conn, config, &mut head, client, &mut cors) {
@@ -176,7 +176,8 @@ pub(crate) async fn respond(
                     Routed::Answer { route, .. } => *route,
                     Routed::Refused { route, .. } | Routed::Forward { route, .. } => Some(*route),
                 };
-                if let Some(route) = routed_to {
+                let templates = routed_to.filter(|r| r.policy.response_headers_have_templates());
+                if let Some(route) = templates {
                     let forwarded = (client != conn.peer()).then_some(client);
                     let edits = &route.policy.response_headers;
                     response_values = header_values(&conn, route, &mut head, forwarded, edits);
@@ -203,7 +204,7 @@ pub(crate) async fn respond(
                             let phase =
                                 auth::phase(&conn, config, route, &mut head, client, declared);
                             let (denied, adds) = Box::pin(phase).await;
-                            auth_adds = Some(adds);
+                            auth_adds = Some(Box::new(adds));
                             denied
                         } else {
                             None
@@ -395,7 +396,7 @@ enum Routed<'c> {
 }
 
 /// The values of `edits`' templates (header values with nginx variables) for this request, by
-/// the edits' order; empty when none has one (no allocation). `$request_id` makes sure the
+/// the edits' order (called only for edits with templates). `$request_id` makes sure the
 /// request has an `X-Request-ID` (the one the upstream then gets too).
 fn header_values(
     conn: &ConnCtx,
@@ -403,10 +404,7 @@ fn header_values(
     head: &mut Parts,
     forwarded_client: Option<IpAddr>,
     edits: &[model::policy::HeaderEdit],
-) -> Vec<Option<HeaderValue>> {
-    if !edits.iter().any(|e| e.template().is_some()) {
-        return Vec::new();
-    }
+) -> Box<[Option<HeaderValue>]> {
     let wants_id = edits.iter().filter_map(|e| e.template()).any(|t| {
         t.segments
             .iter()
@@ -594,8 +592,11 @@ async fn forward(
     };
     // Header values with nginx variables: made from the request as it is now, before the
     // proxy's own headers are written (no allocation for routes without).
-    let request_values =
-        header_values(conn, route, head, forwarded_client, &policy.request_headers);
+    let request_values = if policy.request_headers_have_templates() {
+        header_values(conn, route, head, forwarded_client, &policy.request_headers)
+    } else {
+        Box::default()
+    };
     let mut added = headers::prepare_request(head, &forwarded, client_upgrade.is_some());
     if let Some(vhost) = &policy.upstream_vhost {
         added.set_upstream_host(vhost);
