@@ -391,7 +391,7 @@ enum Routed<'c> {
         route: &'c Arc<Route>,
         tls: bool,
         authenticate: bool,
-        slot: Option<crate::limits::ConnSlot>,
+        slot: Option<Box<crate::limits::ConnSlot>>,
     },
 }
 
@@ -614,6 +614,8 @@ async fn forward(
     for (i, edit) in policy.request_headers.iter().enumerate() {
         edit.apply(&mut head.headers, request_values.get(i).cloned().flatten());
     }
+    // Not kept across the upstream's await (the future would carry it).
+    drop(request_values);
     // connection-proxy-header: HTTP/2 has no Connection header, and an upgrade needs its own.
     if let Some(connection) = policy
         .connection_header

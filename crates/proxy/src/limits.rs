@@ -164,7 +164,7 @@ pub(crate) fn check(
     settings: &Settings,
     head: &Parts,
     client: IpAddr,
-) -> Result<Option<ConnSlot>, ProxyError> {
+) -> Result<Option<Box<ConnSlot>>, ProxyError> {
     if !limits.keyed() || limits.exempt.iter().any(|net| net.contains(&client)) {
         return Ok(None);
     }
@@ -209,7 +209,8 @@ pub(crate) fn check(
             "limit-connections",
         ));
     }
-    Ok(Some(ConnSlot { zone, key }))
+    // Boxed: the request guard and the response body carry it, and stay small without it.
+    Ok(Some(Box::new(ConnSlot { zone, key })))
 }
 
 fn limited(status: u16, limit: &'static str) -> ProxyError {

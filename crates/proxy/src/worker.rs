@@ -173,7 +173,7 @@ pub(crate) struct RequestGuard {
     /// pages (the errors phase sends it on); `forward` notes the request id it made.
     pub(crate) original: Option<Box<OriginalHead>>,
     /// `limit-connections`: this request's place in its zone, given back when it ends.
-    pub(crate) limit_slot: Option<crate::limits::ConnSlot>,
+    pub(crate) limit_slot: Option<Box<crate::limits::ConnSlot>>,
 }
 
 /// Keeps the worker's shutdown waiting while a connection or tunnel is open.
