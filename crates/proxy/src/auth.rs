@@ -10,7 +10,7 @@
 //!   sub-request: the client's method (or auth-method) and headers, no body; Host the URL's;
 //!      X-Original-URL, X-Original-Method, X-Sent-From, X-Real-IP, X-Forwarded-For,
 //!      X-Auth-Request-Redirect, X-Request-ID (the one the upstream gets too), X-Forwarded-Proto
-//!      removed; auth-proxy-set-headers ─▶ upstream::exchange to the auth backend
+//!      removed; auth-proxy-set-headers ─▶ upstream::own_request to the auth backend
 //!   answer: 2xx ─▶ Granted: auth-response-headers onto the request (absent: removed), the
 //!                  auth server's Set-Cookie onto the answer (SET_COOKIE_STATUSES, or always)
 //!           401 ─▶ auth-signin: 302 to it │ 401 with the auth server's WWW-Authenticate
@@ -29,7 +29,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::request::Parts;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode, Uri};
-use http_body_util::BodyExt;
 use model::access_log::Segment;
 use model::auth::{
     escape_uri_component, AuthDestination, AuthUri, ExternalAuth, SigninPart, SET_COOKIE_STATUSES,
@@ -37,19 +36,15 @@ use model::auth::{
 use model::{normalize_path, Compiled, Route};
 
 use crate::answer::text_response;
-use crate::attempts::Attempts;
 use crate::auth_cache::{Kept, Lookup};
-use crate::client::Outgoing;
 use crate::error::{Chain, ProxyError};
 use crate::hash_key::{self, KeyInputs};
 use crate::headers::{self, X_FORWARDED_PROTO};
 use crate::request_body::RequestBody;
 use crate::response_body::ResponseBody;
-use crate::upstream::{self, Exchange, Pending, UpstreamBody};
+use crate::upstream;
 use crate::worker::ConnCtx;
 
-/// How much of the auth server's answer body is read (and dropped) to pool its connection.
-const DRAIN_MAX: usize = 64 * 1024;
 /// The longest cache key kept (a longer one is not cached: an `Authorization` of megabytes
 /// must not fill the cache).
 const KEY_MAX: usize = 8 * 1024;
@@ -488,39 +483,10 @@ async fn ask(
             )
         }
     };
-    let mut body = Outgoing::new(RequestBody::Empty);
-    let mut timing = None;
-    let attempts = Attempts::new(
-        backend,
-        settings.load_balance,
-        None,
-        policy,
-        Instant::now(),
-        &mut timing,
-        None,
-    );
-    let retryable = headers::is_idempotent(&head.method) || policy.next_upstream.non_idempotent;
-    let pending = Pending {
-        head: &mut head,
-        added: None,
-        body: &mut body,
-        retryable,
-        upgrade: false,
-    };
-    let Exchange {
-        response,
-        conn: upstream_conn,
-    } = upstream::exchange(upstreams, settings, policy, tls, pending, attempts).await?;
-    let (parts, ()) = response.into_parts();
-    let mut drained = UpstreamBody::new(upstream_conn, upstreams, settings);
-    let mut read = 0;
-    while read <= DRAIN_MAX {
-        match drained.frame().await {
-            Some(Ok(frame)) => read += frame.data_ref().map_or(0, Bytes::len),
-            // The answer is known; a body that fails only costs the connection.
-            None | Some(Err(_)) => break,
-        }
-    }
+    let body = RequestBody::Empty;
+    // The answer is known once its head is: a body that fails only costs the connection.
+    let (parts, _) =
+        upstream::own_request(upstreams, settings, backend, policy, tls, &mut head, body).await?;
     Ok(Answer {
         status: parts.status,
         headers: parts.headers,

@@ -1,7 +1,7 @@
 //! Mirroring (`mirror-target`): a copy of a route's request goes to another backend, and
 //! nothing the copy does reaches the client. Here: the copy's head, made from the client's
 //! (pure), its body, shared with the main request without ever holding it up (`tee`), and the
-//! task body that sends it through `upstream::exchange` (sockets are that module's). `forward`
+//! task body that sends it through `upstream::own_request` (sockets are that module's). `forward`
 //! starts the copy: one spawn.
 //!
 //! ```text
@@ -15,7 +15,7 @@
 //!        a copy (memory: the same bytes; file: the same file, read by offset) │ streamed:
 //!        the main body tees its frames into a queue the copy reads; a queue over
 //!        tee::TEE_QUEUE_MAX (the copy falls behind) or a main body that fails drops the copy
-//!   ─▶ spawn_local: upstream::exchange to the mirror's endpoints, with the route's connect,
+//!   ─▶ spawn_local: upstream::own_request to the mirror's endpoints, with the route's connect,
 //!      send and read timeouts ─▶ response head ─▶ body read (up to DRAIN_MAX, for the pool)
 //!      and dropped ─▶ counted: sent │ failed (logged at debug)
 //! ```
@@ -26,31 +26,22 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::time::Instant;
 
-use bytes::Bytes;
 use http::request::Parts;
 use http::{header, Request, Uri};
-use http_body_util::BodyExt;
 use model::access_log::Segment;
 use model::mirror::{Mirror, MirrorUri};
 use model::{Settings, UpstreamPolicy};
 
-use crate::attempts::Attempts;
 use crate::body::BoxError;
-use crate::client::Outgoing;
 use crate::error::{Chain, ProxyError};
 use crate::hash_key::{self, KeyInputs};
 use crate::headers;
 use crate::metrics::Stats;
 use crate::request_body::RequestBody;
 use crate::tee::{self, Tee, TeeCopy};
-use crate::upstream::{self, Exchange, Pending, UpstreamBody};
+use crate::upstream;
 use crate::upstreams::{MirrorSlot, Upstreams};
-
-/// How much of the mirror's answer is read (and thrown away) so its connection can be
-/// pooled; a longer answer closes the connection instead.
-const DRAIN_MAX: usize = 64 * 1024;
 
 /// The copy's request head: the client's `head` (its target already rewritten, its
 /// `OriginalTarget` still attached), sent to `mirror`. `None`: the target does not expand to
@@ -153,46 +144,18 @@ async fn exchange(
     head: &mut Parts,
     body: RequestBody,
 ) -> Result<(), MirrorError> {
-    let retryable = body.is_replayable()
-        && (headers::is_idempotent(&head.method) || policy.next_upstream.non_idempotent);
-    let mut body = Outgoing::new(body);
-    let mut timing = None;
-    let attempts = Attempts::new(
-        &mirror.backend,
-        settings.load_balance,
-        None,
-        policy,
-        Instant::now(),
-        &mut timing,
-        None,
-    );
-    let pending = Pending {
-        head,
-        added: None,
-        body: &mut body,
-        retryable,
-        upgrade: false,
-    };
-    let Exchange { conn, .. } = upstream::exchange(
+    let (_, drained) = upstream::own_request(
         upstreams,
         settings,
+        &mirror.backend,
         policy,
         mirror.tls.as_ref(),
-        pending,
-        attempts,
+        head,
+        body,
     )
     .await
     .map_err(MirrorError::Exchange)?;
-    let mut answer = UpstreamBody::new(conn, upstreams, settings);
-    let mut read = 0;
-    while read <= DRAIN_MAX {
-        match answer.frame().await {
-            None => break,
-            Some(Ok(frame)) => read += frame.data_ref().map_or(0, Bytes::len),
-            Some(Err(error)) => return Err(MirrorError::Answer(error)),
-        }
-    }
-    Ok(())
+    drained.map_err(MirrorError::Answer)
 }
 
 /// Counts a copy left out before it started.

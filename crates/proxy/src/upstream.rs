@@ -104,6 +104,58 @@ struct Keep {
 /// progress.
 pub(crate) type UpstreamIo = WriteTimeout<Stream>;
 
+/// How much of the answer to a request of the proxy's own (`own_request`) is read and dropped
+/// so its connection can be pooled; a longer answer closes the connection instead.
+const OWN_ANSWER_DRAIN_MAX: usize = 64 * 1024;
+
+/// A request of the proxy's own (a mirror's copy, an auth sub-request) to `backend`: sent
+/// with the route's timeouts and retries, its answer's head returned, its body read (up to
+/// `OWN_ANSWER_DRAIN_MAX`) and dropped. The second result says whether the body read well.
+pub(crate) async fn own_request(
+    upstreams: &Rc<Upstreams>,
+    settings: &Settings,
+    backend: &model::Backend,
+    policy: &UpstreamPolicy,
+    tls: Option<&Arc<UpstreamTls>>,
+    head: &mut Parts,
+    body: crate::request_body::RequestBody,
+) -> Result<(http::response::Parts, Result<(), BoxError>), ProxyError> {
+    let retryable = body.is_replayable()
+        && (crate::headers::is_idempotent(&head.method) || policy.next_upstream.non_idempotent);
+    let mut body = Outgoing::new(body);
+    let mut timing = None;
+    let attempts = Attempts::new(
+        backend,
+        settings.load_balance,
+        None,
+        policy,
+        Instant::now(),
+        &mut timing,
+        None,
+    );
+    let pending = Pending {
+        head,
+        added: None,
+        body: &mut body,
+        retryable,
+        upgrade: false,
+    };
+    let Exchange { response, conn } =
+        exchange(upstreams, settings, policy, tls, pending, attempts).await?;
+    let (parts, ()) = response.into_parts();
+    use http_body_util::BodyExt;
+    let mut answer = UpstreamBody::new(conn, upstreams, settings);
+    let mut read = 0;
+    while read <= OWN_ANSWER_DRAIN_MAX {
+        match answer.frame().await {
+            None => break,
+            Some(Ok(frame)) => read += frame.data_ref().map_or(0, Bytes::len),
+            Some(Err(error)) => return Ok((parts, Err(error))),
+        }
+    }
+    Ok((parts, Ok(())))
+}
+
 /// The request to send: each attempt only borrows it.
 pub(crate) struct Pending<'r> {
     pub(crate) head: &'r mut Parts,
