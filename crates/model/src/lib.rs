@@ -28,6 +28,7 @@ pub mod access_log;
 pub mod affinity;
 pub mod auth;
 pub mod basic_auth;
+pub mod client_cert;
 pub mod compiled;
 pub mod cors;
 pub mod custom_headers;

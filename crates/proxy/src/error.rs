@@ -55,6 +55,15 @@ pub(crate) enum ProxyError {
     /// The auth server answered 403.
     #[error("the auth server refused the request (403)")]
     AuthForbidden,
+    /// `auth-tls-verify-client: on` and the client sent no certificate (nginx's 496).
+    #[error("no client certificate was sent")]
+    ClientCertMissing,
+    /// The client's certificate did not verify (nginx's 495).
+    #[error("the client certificate did not verify")]
+    ClientCertInvalid,
+    /// `auth-tls-match-cn` did not match the certificate's subject.
+    #[error("the client certificate's subject is not allowed (auth-tls-match-cn)")]
+    ClientCertUnauthorized,
     #[error("the route is refused by its configuration: {0}")]
     RouteRefused(String),
     #[error("the backend has no ready endpoints")]
@@ -143,6 +152,11 @@ impl ProxyError {
             ProxyError::AuthRequired => (StatusCode::UNAUTHORIZED, Client),
             ProxyError::AuthForbidden => (StatusCode::FORBIDDEN, Client),
             ProxyError::AuthFailed => (StatusCode::INTERNAL_SERVER_ERROR, Upstream),
+            // nginx's 496 and 495 are answered as 400.
+            ProxyError::ClientCertMissing | ProxyError::ClientCertInvalid => {
+                (StatusCode::BAD_REQUEST, Client)
+            }
+            ProxyError::ClientCertUnauthorized => (StatusCode::FORBIDDEN, Client),
             // ingress-nginx's "location denied": an annotation that cannot be read safely.
             ProxyError::RouteRefused(_) => (StatusCode::SERVICE_UNAVAILABLE, Config),
             // nginx: 501 to a transfer coding it does not know, 400 to the rest.
@@ -195,6 +209,10 @@ impl ProxyError {
             ProxyError::AuthFailed => {
                 "500 Internal Server Error: the auth server could not decide\n"
             }
+            // nginx's own texts (its 496 and 495 pages), and ingress-nginx's `return 403`.
+            ProxyError::ClientCertMissing => "400 No required SSL certificate was sent\n",
+            ProxyError::ClientCertInvalid => "400 The SSL certificate error\n",
+            ProxyError::ClientCertUnauthorized => "client certificate unauthorized",
             ProxyError::RouteRefused(_) => {
                 "503 Service Unavailable: this route is refused by its configuration\n"
             }
@@ -244,6 +262,9 @@ impl ProxyError {
             ProxyError::AuthRequired => (16, "authentication required"),
             ProxyError::AuthForbidden => (7, "the auth server refused the request"),
             ProxyError::AuthFailed => (13, "the auth server could not decide"),
+            ProxyError::ClientCertMissing => (16, "no required SSL certificate was sent"),
+            ProxyError::ClientCertInvalid => (16, "the SSL certificate error"),
+            ProxyError::ClientCertUnauthorized => (7, "client certificate unauthorized"),
             ProxyError::RouteRefused(_) => {
                 (UNAVAILABLE, "this route is refused by its configuration")
             }

@@ -12,6 +12,9 @@
 //!   route      from-to-www twin ─▶ http-redirect-code │ the first rule whose path and
 //!              conditions hold (model::routes) ─none─▶ 404; a weighted split draws here
 //!              unless the affinity cookie names a side (sticky canary)     affinity.rs
+//!   client cert  auth-tls-* (HTTPS here; plain HTTP after the redirects):  client_cert.rs
+//!              none with on ─▶ 400 │ did not verify ─▶ 400 (or 302 to      (model::client_cert)
+//!              auth-tls-error-page) │ subject not auth-tls-match-cn ─▶ 403
 //!   access     route refused by its config ─▶ 503 │ CORS: an OPTIONS       cors.rs
 //!              granted ─▶ 204 (before the allow-lists, as ingress-nginx's   (model::cors)
 //!              rewrite phase) │ client address not allowed ─▶ 403 (satisfy: any
@@ -36,7 +39,7 @@
 //!              mirror's endpoints on its own task (max mirror-max-in-flight
 //!              per worker); a streamed body teed; never waited for
 //!   request headers   the proxy's own, then upstream-vhost,                headers.rs
-//!              X-Forwarded-Prefix, the route's header edits,
+//!              X-Forwarded-Prefix, ssl-client-* (client_cert.rs), the route's header edits,
 //!              connection-proxy-header (HTTP/1.1, not upgrades; close: not pooled, client.rs)
 //!   trace      the route traces: traceparent (+ tracestate) upstream       trace_context.rs
 //!   upstream   default-backend while the Service has no ready endpoint     errors.rs
@@ -394,6 +397,13 @@ fn route<'c>(
     let route = matched.route;
     let policy = &*route.policy;
 
+    // Client certificates over HTTPS: nginx answers 495/496 as soon as the head is read,
+    // before anything of the server or location runs (plain HTTP: after the redirects).
+    if conn.https {
+        if let Some(routed) = client_cert_phase(conn, route) {
+            return Ok(routed);
+        }
+    }
     // Access. A refusal allocates its reason; only refused requests pay for it.
     if let Some(why) = &policy.denied {
         let error = ProxyError::RouteRefused(why.clone());
@@ -434,6 +444,11 @@ fn route<'c>(
             response: Box::new(response),
         });
     }
+    if !conn.https {
+        if let Some(routed) = client_cert_phase(conn, route) {
+            return Ok(routed);
+        }
+    }
 
     // Rewrite.
     if let Some(rewrite) = &policy.rewrite {
@@ -450,6 +465,20 @@ fn route<'c>(
         tls: matched.tls,
         authenticate,
     })
+}
+
+/// `auth-tls-*`: a missing or bad certificate is answered 400 (or sent to the error page),
+/// a subject `auth-tls-match-cn` does not match 403. `None`: the request goes on.
+fn client_cert_phase<'c>(conn: &ConnCtx, route: &'c Arc<Route>) -> Option<Routed<'c>> {
+    let policy = route.policy.client_cert.as_ref()?;
+    match crate::client_cert::decide(conn, policy) {
+        crate::client_cert::Decision::Pass => None,
+        crate::client_cert::Decision::Refuse(error) => Some(Routed::Refused { route, error }),
+        crate::client_cert::Decision::ErrorPage(location) => Some(Routed::Answer {
+            route: Some(route),
+            response: Box::new(crate::answer_here::found(location)),
+        }),
+    }
 }
 
 /// The phases from the request headers to the upstream's answer (see the module's map).
@@ -519,6 +548,9 @@ async fn forward(
             HeaderName::from_static("x-forwarded-prefix"),
             prefix.clone(),
         );
+    }
+    if let Some(client_cert) = &policy.client_cert {
+        crate::client_cert::set_headers(conn, client_cert, &mut head.headers);
     }
     for edit in policy.request_headers.iter() {
         edit.apply(&mut head.headers);

@@ -146,7 +146,7 @@ pub(crate) async fn serve(
         "the client read nothing within client-send-timeout",
     ));
     if !https {
-        let conn = ConnCtx::new(worker, origin, None, h2c);
+        let conn = ConnCtx::new(worker, origin, None, None, h2c);
         let _registered = conn.register();
         if h2c {
             let http2 = Box::pin(serve_http2(conn, stream, &settings));
@@ -267,7 +267,10 @@ async fn serve_tls(
     };
     let h2 = tls.alpn_protocol() == Some(b"h2");
     let facts = TlsFacts::of(tls.session());
-    let conn = ConnCtx::new(worker, origin, Some(facts), h2);
+    let client_cert = host_tls
+        .filter(|h| h.client_cert_request.is_some())
+        .and_then(|_| crate::client_cert::PeerCert::of(tls.session()));
+    let conn = ConnCtx::new(worker, origin, Some(facts), client_cert, h2);
     let _registered = conn.register();
     if h2 {
         // Boxed for the same reason: the HTTP/2 connection's state is what

@@ -44,10 +44,16 @@ pub(crate) fn server_config(
     host: Option<&model::tls::HostTls>,
 ) -> Result<Arc<ServerConfig>, rustls::Error> {
     let ticketer = shared.ticketer.clone();
-    let mut config = ServerConfig::builder_with_provider(model::tls::crypto_provider().clone())
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(CurrentCertificates { shared }));
+    let builder = ServerConfig::builder_with_provider(model::tls::crypto_provider().clone())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?;
+    // Client certificates: asked for, never required (see `client_cert`).
+    let builder = match host.and_then(|h| h.client_cert_request.as_deref()) {
+        Some(names) => {
+            builder.with_client_cert_verifier(Arc::new(crate::client_cert::RequestAny::new(names)))
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(Arc::new(CurrentCertificates { shared }));
     config.alpn_protocols = match host {
         Some(host) => host.alpn.clone(),
         None => LISTENER_ALPN.iter().map(|p| p.to_vec()).collect(),

@@ -53,4 +53,6 @@ pub(crate) struct HostExtras {
     pub(crate) app_roots: BTreeMap<HostPattern, NamespacedName>,
     /// Hosts whose every route is refused (`auth-tls-secret`) → why.
     pub(crate) refused: BTreeMap<HostPattern, String>,
+    /// `auth-tls-*` per host.
+    pub(crate) client_certs: BTreeMap<HostPattern, super::client_cert::HostClientCerts>,
 }
