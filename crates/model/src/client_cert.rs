@@ -97,10 +97,15 @@ impl PartialEq for ClientCa {
 }
 
 impl ClientCa {
-    /// From a Secret's `ca.crt` (PEM, one or more CA certificates) and `ca.crl` (PEM CRLs).
-    /// With CRLs every certificate of a chain must be covered by one (nginx sets OpenSSL's
-    /// `CRL_CHECK_ALL`).
-    pub fn from_pem(secret: String, ca: &[u8], crl: Option<&[u8]>) -> Result<ClientCa, String> {
+    /// From a Secret's `ca.crt` (PEM, one or more CA certificates) and `ca.crl` (PEM CRLs),
+    /// verified with `provider` (`tls::crypto_provider`). With CRLs every certificate of a
+    /// chain must be covered by one (nginx sets OpenSSL's `CRL_CHECK_ALL`).
+    pub fn from_pem(
+        secret: String,
+        ca: &[u8],
+        crl: Option<&[u8]>,
+        provider: Arc<rustls::crypto::CryptoProvider>,
+    ) -> Result<ClientCa, String> {
         let mut roots = RootCertStore::empty();
         let mut subjects = Vec::new();
         for cert in CertificateDer::pem_slice_iter(ca) {
@@ -125,13 +130,10 @@ impl ClientCa {
             return Err("ca.crl: no X509 CRL block found".into());
         }
         let has_crl = !crls.is_empty();
-        let verifier = WebPkiClientVerifier::builder_with_provider(
-            Arc::new(roots),
-            crate::tls::crypto_provider().clone(),
-        )
-        .with_crls(crls)
-        .build()
-        .map_err(|e| format!("ca.crt/ca.crl cannot be used: {e}"))?;
+        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+            .with_crls(crls)
+            .build()
+            .map_err(|e| format!("ca.crt/ca.crl cannot be used: {e}"))?;
         Ok(ClientCa {
             secret,
             verifier,
@@ -483,6 +485,10 @@ pub fn escaped_pem(der: &[u8]) -> String {
 mod tests {
     use super::*;
 
+    fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+        Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+    }
+
     struct Ca {
         issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
         pem: String,
@@ -519,7 +525,9 @@ mod tests {
 
     fn policy(ca: &Ca, verify: VerifyClient) -> ClientCertPolicy {
         ClientCertPolicy {
-            ca: Arc::new(ClientCa::from_pem("ns/ca".into(), ca.pem.as_bytes(), None).unwrap()),
+            ca: Arc::new(
+                ClientCa::from_pem("ns/ca".into(), ca.pem.as_bytes(), None, provider()).unwrap(),
+            ),
             verify,
             depth: 1,
             error_page: None,
@@ -537,7 +545,7 @@ mod tests {
         let good = client(&ours, "alice");
         let foreign = client(&theirs, "mallory");
         let on = policy(&ours, VerifyClient::On);
-        let checked = on.check(Some(&[good.clone()]), true);
+        let checked = on.check(Some(std::slice::from_ref(&good)), true);
         assert_eq!(checked.verdict, Verdict::Pass);
         assert_eq!(checked.verify, "SUCCESS");
         // rcgen writes CN, C, O: RFC 2253 lists them last first.
@@ -549,7 +557,7 @@ mod tests {
             .unwrap()
             .starts_with("-----BEGIN%20CERTIFICATE-----%0A"));
         assert_eq!(on.check(None, true).verdict, Verdict::Missing);
-        let bad = on.check(Some(&[foreign.clone()]), true);
+        let bad = on.check(Some(std::slice::from_ref(&foreign)), true);
         assert_eq!(bad.verdict, Verdict::Invalid);
         assert_eq!(bad.verify, "FAILED:unable to get local issuer certificate");
         // Plain HTTP: nginx checks nothing (scope host); scope path refuses.
@@ -627,9 +635,10 @@ mod tests {
 
     #[test]
     fn an_unusable_ca_is_an_error() {
-        assert!(ClientCa::from_pem("ns/x".into(), b"", None).is_err());
-        assert!(ClientCa::from_pem("ns/x".into(), b"not pem", None).is_err());
+        assert!(ClientCa::from_pem("ns/x".into(), b"", None, provider()).is_err());
+        assert!(ClientCa::from_pem("ns/x".into(), b"not pem", None, provider()).is_err());
         let ours = ca("Our CA");
-        assert!(ClientCa::from_pem("ns/x".into(), ours.pem.as_bytes(), Some(b"junk")).is_err());
+        let junk = Some(&b"junk"[..]);
+        assert!(ClientCa::from_pem("ns/x".into(), ours.pem.as_bytes(), junk, provider()).is_err());
     }
 }

@@ -5,8 +5,9 @@
 //!
 //! ```text
 //!  ClientHello (SNI of a host with client_cert_request) ─▶ CertificateRequest (optional, the
-//!    CAs named) ─▶ RequestAny: any chain whose key signed the handshake ─▶ ConnCtx.client_cert
-//!  forward: route ─▶ phase(): model::client_cert::check, once per connection and policy
+//!    CAs named) ─▶ tls::RequestAny: any chain whose key signed the handshake ─▶
+//!    ConnCtx.client_cert (a PeerCert)
+//!  forward: route ─▶ decide(): model::client_cert::check, once per connection and policy
 //!    (PeerCert's cache) ─▶ 400 │ 302 error page │ 403 │ on
 //!  request headers: ssl-client-* set from the verdict (the client's own always removed)
 //! ```
@@ -17,13 +18,9 @@ use std::sync::Arc;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use model::client_cert::{Checked, ClientCertPolicy, Verdict};
-use rustls::client::danger::HandshakeSignatureValid;
-use rustls::pki_types::{CertificateDer, UnixTime};
-use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
-use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
+use rustls::pki_types::CertificateDer;
 
 use crate::error::ProxyError;
-use crate::worker::ConnCtx;
 
 /// Verdicts a connection remembers (one per policy it met: a host's, a path's; a new
 /// configuration makes new policies).
@@ -33,80 +30,6 @@ static SSL_CLIENT_CERT: HeaderName = HeaderName::from_static("ssl-client-cert");
 static SSL_CLIENT_VERIFY: HeaderName = HeaderName::from_static("ssl-client-verify");
 static SSL_CLIENT_SUBJECT_DN: HeaderName = HeaderName::from_static("ssl-client-subject-dn");
 static SSL_CLIENT_ISSUER_DN: HeaderName = HeaderName::from_static("ssl-client-issuer-dn");
-
-/// The handshake's side: asks for a certificate naming the hosts' CAs, never requires one,
-/// and takes any chain (its key's signature over the handshake is still checked), so that
-/// the request, not the handshake, is refused.
-#[derive(Debug)]
-pub(crate) struct RequestAny {
-    hints: Vec<DistinguishedName>,
-    provider: Arc<rustls::crypto::CryptoProvider>,
-}
-
-impl RequestAny {
-    pub(crate) fn new(names: &[Vec<u8>]) -> RequestAny {
-        RequestAny {
-            hints: names
-                .iter()
-                .map(|n| DistinguishedName::from(n.clone()))
-                .collect(),
-            provider: model::tls::crypto_provider().clone(),
-        }
-    }
-}
-
-impl ClientCertVerifier for RequestAny {
-    fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        &self.hints
-    }
-
-    fn client_auth_mandatory(&self) -> bool {
-        false
-    }
-
-    fn verify_client_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _now: UnixTime,
-    ) -> Result<ClientCertVerified, rustls::Error> {
-        Ok(ClientCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
-}
 
 /// The chain a client presented, and the verdicts made of it so far.
 pub(crate) struct PeerCert {
@@ -125,9 +48,17 @@ impl PeerCert {
     }
 }
 
+/// What a request's connection presented: its certificate (`None`: none), and whether it is
+/// HTTPS at all.
+#[derive(Clone, Copy)]
+pub(crate) struct Presented<'c> {
+    pub(crate) peer: Option<&'c PeerCert>,
+    pub(crate) https: bool,
+}
+
 /// The connection's certificate checked against `policy`: once per connection and policy.
-pub(crate) fn checked(conn: &ConnCtx, policy: &Arc<ClientCertPolicy>) -> Rc<Checked> {
-    let Some(peer) = conn.client_cert.as_deref() else {
+fn checked(conn: Presented<'_>, policy: &Arc<ClientCertPolicy>) -> Rc<Checked> {
+    let Some(peer) = conn.peer else {
         return Rc::new(policy.check(None, conn.https));
     };
     let mut remembered = peer.checked.borrow_mut();
@@ -151,7 +82,7 @@ pub(crate) enum Decision {
 
 /// The route's certificate rules for this request (nginx: 495/496 before anything of the
 /// server, then the server's `match-cn` check).
-pub(crate) fn decide(conn: &ConnCtx, policy: &Arc<ClientCertPolicy>) -> Decision {
+pub(crate) fn decide(conn: Presented<'_>, policy: &Arc<ClientCertPolicy>) -> Decision {
     let checked = checked(conn, policy);
     let error = match checked.verdict {
         Verdict::Pass => return Decision::Pass,
@@ -167,7 +98,11 @@ pub(crate) fn decide(conn: &ConnCtx, policy: &Arc<ClientCertPolicy>) -> Decision
 
 /// nginx's `proxy_set_header ssl-client-*`: the client's own values never pass; an empty
 /// variable (plain HTTP, no certificate) sends no header.
-pub(crate) fn set_headers(conn: &ConnCtx, policy: &Arc<ClientCertPolicy>, headers: &mut HeaderMap) {
+pub(crate) fn set_headers(
+    conn: Presented<'_>,
+    policy: &Arc<ClientCertPolicy>,
+    headers: &mut HeaderMap,
+) {
     for name in [
         &SSL_CLIENT_CERT,
         &SSL_CLIENT_VERIFY,

@@ -471,7 +471,7 @@ fn route<'c>(
 /// a subject `auth-tls-match-cn` does not match 403. `None`: the request goes on.
 fn client_cert_phase<'c>(conn: &ConnCtx, route: &'c Arc<Route>) -> Option<Routed<'c>> {
     let policy = route.policy.client_cert.as_ref()?;
-    match crate::client_cert::decide(conn, policy) {
+    match crate::client_cert::decide(conn.presented(), policy) {
         crate::client_cert::Decision::Pass => None,
         crate::client_cert::Decision::Refuse(error) => Some(Routed::Refused { route, error }),
         crate::client_cert::Decision::ErrorPage(location) => Some(Routed::Answer {
@@ -550,7 +550,7 @@ async fn forward(
         );
     }
     if let Some(client_cert) = &policy.client_cert {
-        crate::client_cert::set_headers(conn, client_cert, &mut head.headers);
+        crate::client_cert::set_headers(conn.presented(), client_cert, &mut head.headers);
     }
     for edit in policy.request_headers.iter() {
         edit.apply(&mut head.headers);

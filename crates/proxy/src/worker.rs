@@ -462,6 +462,14 @@ impl Origin {
 }
 
 impl ConnCtx {
+    /// The client certificate this connection presented, for the `auth-tls-*` phase.
+    pub(crate) fn presented(&self) -> crate::client_cert::Presented<'_> {
+        crate::client_cert::Presented {
+            peer: self.client_cert.as_deref(),
+            https: self.https,
+        }
+    }
+
     /// When the connection last did something (when it was accepted, until its first request).
     pub(crate) fn last_active(&self) -> Instant {
         self.last_active.get()

@@ -24,17 +24,6 @@ use model::{Diagnostic, NamespacedName, ObjectRef, Severity};
 use super::annotations::IngressAnnotations;
 use crate::compiler::Compiler;
 
-/// One host's client certificate rules, as the Ingresses were read.
-#[derive(Default)]
-pub(crate) struct HostClientCerts {
-    /// Scope host: the oldest Ingress's rules (and that Ingress), for every path of the host.
-    host: Option<(Arc<ClientCertPolicy>, NamespacedName)>,
-    /// Newer Ingresses whose scope-host rules are ignored.
-    ignored: Vec<NamespacedName>,
-    /// The CA names the handshake lists; empty: no certificate is asked for.
-    names: BTreeSet<Vec<u8>>,
-}
-
 impl Compiler<'_> {
     /// Reads the Secret of `auth-tls-secret` into the Ingress's policy, or refuses the
     /// routes (scope host: every route of its hosts, as ingress-nginx denies the server).
@@ -65,6 +54,7 @@ impl Compiler<'_> {
                         format!("{ns}/{secret_name}"),
                         &ca.0,
                         data.get("ca.crl").map(|crl| crl.0.as_slice()),
+                        model::tls::crypto_provider().clone(),
                     )
                     .map_err(|why| (Severity::Error, format!("Secret {ns}/{secret_name}: {why}"))),
                 }
@@ -152,7 +142,8 @@ impl Compiler<'_> {
                             continue;
                         }
                         let ingress = &path.route.ingress;
-                        if ingress != owner && told.insert(ingress.clone()) {
+                        let told_already = ingress == owner || certs.ignored.contains(ingress);
+                        if !told_already && told.insert(ingress.clone()) {
                             diagnostics.push(Diagnostic::with_severity(
                                 Severity::Notice,
                                 ingress_ref(ingress),

@@ -36,10 +36,10 @@ mod snippet;
 mod tests;
 
 pub(crate) use read_auth::{read_spec, AuthSource};
-pub use read_client_cert::ClientCertSpec;
 
 pub use parsed::{
-    AuthSpec, BackendProtocol, BasicSpec, Canary, IngressAnnotations, MirrorAnnotations, ProxySsl,
+    AuthSpec, BackendProtocol, BasicSpec, Canary, ClientCertSpec, IngressAnnotations,
+    MirrorAnnotations, ProxySsl,
 };
 pub(crate) use reader::go_bool;
 pub use reader::parse;

@@ -60,7 +60,7 @@ pub struct IngressAnnotations {
     /// `auth-type: basic` with its Secret's reference; compile reads the Secret.
     pub basic_auth: Option<BasicSpec>,
     /// `auth-tls-secret` and its family; compile reads the Secret.
-    pub client_cert: Option<super::read_client_cert::ClientCertSpec>,
+    pub client_cert: Option<ClientCertSpec>,
     /// `affinity-canary-behavior` (what it says on a canary Ingress decides).
     pub canary_behavior: model::affinity::CanaryBehavior,
 }
@@ -157,4 +157,18 @@ pub struct BasicSpec {
     /// `auth-secret-type: auth-map` (else `auth-file`).
     pub map: bool,
     pub realm: String,
+}
+
+/// The `auth-tls-*` family as read; compile reads the Secret.
+#[derive(Clone, Debug)]
+pub struct ClientCertSpec {
+    /// `annotation <full name of auth-tls-secret>`, for diagnostics.
+    pub key: String,
+    pub secret: (String, String),
+    pub verify: model::client_cert::VerifyClient,
+    pub depth: u32,
+    pub error_page: Option<HeaderValue>,
+    pub pass_certificate: bool,
+    pub match_cn: Option<regex::Regex>,
+    pub scope: model::client_cert::Scope,
 }

@@ -6,21 +6,8 @@ use http::HeaderValue;
 use model::client_cert::{Scope, VerifyClient};
 use model::Severity;
 
+use super::parsed::ClientCertSpec;
 use super::reader::Reader;
-
-/// The `auth-tls-*` family as read; compile reads the Secret.
-#[derive(Clone, Debug)]
-pub struct ClientCertSpec {
-    /// `annotation <full name of auth-tls-secret>`, for diagnostics.
-    pub key: String,
-    pub secret: (String, String),
-    pub verify: VerifyClient,
-    pub depth: u32,
-    pub error_page: Option<HeaderValue>,
-    pub pass_certificate: bool,
-    pub match_cn: Option<regex::Regex>,
-    pub scope: Scope,
-}
 
 /// ingress-nginx's `redirectRegex` for `auth-tls-error-page`.
 const ERROR_PAGE: &str =
