@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use rustls::client::danger::HandshakeSignatureValid;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::{ClientHello, ResolvesServerCert, ServerConfig, ServerSessionMemoryCache};
@@ -36,13 +36,14 @@ impl ResolvesServerCert for CurrentCertificates {
     }
 }
 
-/// The handshake's side: asks for a certificate naming the hosts' CAs, never requires one,
-/// and takes any chain (its key's signature over the handshake is still checked), so that
-/// the request, not the handshake, is refused.
+/// The handshake's side of client certificates: asks for one naming the host's CAs, never
+/// requires one, and takes any chain (its key's signature over the handshake is still
+/// checked, as `AcceptAnyCertificate` checks a server's), so that the request, not the
+/// handshake, is refused (`client_cert`).
 #[derive(Debug)]
 struct RequestAny {
     hints: Vec<DistinguishedName>,
-    provider: Arc<rustls::crypto::CryptoProvider>,
+    signatures: model::tls::AcceptAnyCertificate,
 }
 
 impl RequestAny {
@@ -52,7 +53,7 @@ impl RequestAny {
                 .iter()
                 .map(|n| DistinguishedName::from(n.clone()))
                 .collect(),
-            provider: model::tls::crypto_provider().clone(),
+            signatures: model::tls::AcceptAnyCertificate(model::tls::crypto_provider().clone()),
         }
     }
 }
@@ -81,12 +82,7 @@ impl ClientCertVerifier for RequestAny {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        self.signatures.verify_tls12_signature(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -95,18 +91,11 @@ impl ClientCertVerifier for RequestAny {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        self.signatures.verify_tls13_signature(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
+        self.signatures.supported_verify_schemes()
     }
 }
 

@@ -388,26 +388,23 @@ async fn a_revoked_certificate_is_refused_by_the_crl() {
     assert_eq!(reply.text(), "400 The SSL certificate error\n");
 }
 
+/// Two Ingresses of `HOST`: `a-mtls` (`/echo/api`, the client CA, `more` annotations, `scope`)
+/// and `b-public` (`/echo/public`, none).
+fn api_and_public(more: &[(&str, &str)], scope: Option<&str>) -> Vec<Value> {
+    let mut annotations = vec![("auth-tls-secret", "default/client-ca")];
+    annotations.extend_from_slice(more);
+    vec![
+        site_ingress("a-mtls", HOST, &["/echo/api"], &annotations, scope),
+        site_ingress("b-public", HOST, &["/echo/public"], &[], None),
+    ]
+}
+
 /// ingress-nginx's trap: the first Ingress of a host that sets auth-tls-secret decides for
 /// the whole host, another Ingress's paths included.
 #[tokio::test]
 async fn scope_host_covers_every_ingress_of_the_host() {
     let client_ca = TestCa::new();
-    let site = start(
-        &client_ca,
-        None,
-        vec![
-            site_ingress(
-                "a-mtls",
-                HOST,
-                &["/echo/api"],
-                &[("auth-tls-secret", "default/client-ca")],
-                None,
-            ),
-            site_ingress("b-public", HOST, &["/echo/public"], &[], None),
-        ],
-    )
-    .await;
+    let site = start(&client_ca, None, api_and_public(&[], None)).await;
     let reply = get_with(&site, HOST, "/echo/public", &no_offer(), false).await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     let alice = offer(&client_ca.client("alice", 1), &[]);
@@ -421,24 +418,8 @@ async fn scope_host_covers_every_ingress_of_the_host() {
 #[tokio::test]
 async fn scope_path_keeps_the_rules_to_the_ingress_s_paths() {
     let client_ca = TestCa::new();
-    let site = start(
-        &client_ca,
-        None,
-        vec![
-            site_ingress(
-                "a-mtls",
-                HOST,
-                &["/echo/api"],
-                &[
-                    ("auth-tls-secret", "default/client-ca"),
-                    ("ssl-redirect", "false"),
-                ],
-                Some("path"),
-            ),
-            site_ingress("b-public", HOST, &["/echo/public"], &[], None),
-        ],
-    )
-    .await;
+    let no_redirect = [("ssl-redirect", "false")];
+    let site = start(&client_ca, None, api_and_public(&no_redirect, Some("path"))).await;
     let none = no_offer();
     let reply = get_with(&site, HOST, "/echo/public", &none, false).await;
     assert_eq!(reply.status, StatusCode::OK);
