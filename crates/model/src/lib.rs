@@ -10,8 +10,9 @@
 //!  request ──▶ validate_host, normalize_path ──▶ Compiled.routes.route(host, path, head)
 //!          ──▶ the first rule whose path and conditions (matches.rs) hold ──▶ Route
 //!          ──▶ Route::pick (a weighted split: canary-weight)
-//!          ──▶ route.policy (cors, access, basic auth: basic_auth.rs, external auth:
-//!                            auth.rs, redirect, rewrite, headers, body, upstream, session
+//!          ──▶ route.policy (client certificates: client_cert.rs, cors, access, basic
+//!                            auth: basic_auth.rs, external auth: auth.rs, redirect,
+//!                            rewrite, headers, body, upstream, session
 //!                            affinity: affinity.rs, mirror, response rewrites:
 //!                            response_rewrite.rs)
 //!          ──▶ Backend::endpoints()  (ArcSwap per backend: the endpoint fast path swaps it
