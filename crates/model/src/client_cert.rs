@@ -446,10 +446,19 @@ pub fn rfc2253(name: &x509_parser::x509::X509Name<'_>) -> String {
     out
 }
 
-/// RFC 2253 §2.4: `,+"\<>;` escaped, and `#` or a space first, a space last.
+/// RFC 2253 §2.4: `,+"\<>;` escaped, and `#` or a space first, a space last; as OpenSSL's
+/// `ASN1_STRFLGS_RFC2253`, control characters and every byte of a non-ASCII character as
+/// `\XX`.
 fn escape_dn_value(value: &str, out: &mut String) {
     let last = value.chars().count().saturating_sub(1);
     for (i, c) in value.chars().enumerate() {
+        if !c.is_ascii() || c.is_ascii_control() {
+            let mut bytes = [0; 4];
+            for byte in c.encode_utf8(&mut bytes).bytes() {
+                out.push_str(&format!("\\{byte:02X}"));
+            }
+            continue;
+        }
         let special = matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';')
             || (i == 0 && (c == '#' || c == ' '))
             || (i == last && c == ' ');
@@ -586,6 +595,13 @@ mod tests {
                 .verdict,
             Verdict::Pass
         );
+    }
+
+    #[test]
+    fn dn_values_are_escaped_as_openssl_rfc2253() {
+        let mut out = String::new();
+        escape_dn_value(" #a,b+c\"d\\e<f>g;h é\u{1} ", &mut out);
+        assert_eq!(out, "\\ #a\\,b\\+c\\\"d\\\\e\\<f\\>g\\;h \\C3\\A9\\01\\ ");
     }
 
     #[test]
