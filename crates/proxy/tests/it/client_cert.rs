@@ -463,6 +463,69 @@ async fn a_secret_that_cannot_be_used_refuses_the_host() {
     assert_eq!(get(&site, OTHER, &no_offer()).await.status, StatusCode::OK);
 }
 
+/// ingress-nginx's auth location gets the certificate's headers too: an auth server that
+/// records them and lets everyone in.
+#[tokio::test]
+async fn the_auth_sub_request_carries_the_certificate_s_headers() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let auth = listener.local_addr().unwrap();
+    let heads = Arc::new(Mutex::new(Vec::<String>::new()));
+    let record = heads.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let record = record.clone();
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                let mut buf = [0; 4096];
+                while let Ok(n @ 1..) = stream.read(&mut buf).await {
+                    seen.extend_from_slice(&buf[..n]);
+                    while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head: Vec<u8> = seen.drain(..end + 4).collect();
+                        record
+                            .lock()
+                            .unwrap()
+                            .push(String::from_utf8_lossy(&head).to_lowercase());
+                        let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+                        if stream.write_all(ok).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let client_ca = TestCa::new();
+    let url = format!("http://{auth}/check");
+    let site = start(
+        &client_ca,
+        None,
+        mtls(&[("auth-tls-verify-client", "optional"), ("auth-url", &url)]),
+    )
+    .await;
+    let reply = get(&site, HOST, &offer(&client_ca.client("alice", 1), &[])).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let reply = get(&site, HOST, &no_offer()).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let heads = heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 2, "{heads:?}");
+    assert!(
+        heads[0].contains("ssl-client-verify: success\r\n"),
+        "{}",
+        heads[0]
+    );
+    assert!(heads[0].contains("ssl-client-subject-dn: cn=alice\r\n"));
+    assert!(
+        heads[1].contains("ssl-client-verify: none\r\n"),
+        "{}",
+        heads[1]
+    );
+    assert!(
+        !heads[1].contains("ssl-client-subject-dn"),
+        "the client's own is removed"
+    );
+}
+
 /// curl (OpenSSL) as an independent client: its certificate passes, none gets nginx's 400.
 #[tokio::test]
 async fn curl_with_and_without_a_client_certificate() {
