@@ -31,20 +31,23 @@ static SSL_CLIENT_VERIFY: HeaderName = HeaderName::from_static("ssl-client-verif
 static SSL_CLIENT_SUBJECT_DN: HeaderName = HeaderName::from_static("ssl-client-subject-dn");
 static SSL_CLIENT_ISSUER_DN: HeaderName = HeaderName::from_static("ssl-client-issuer-dn");
 
-/// The chain a client presented, and the verdicts made of it so far.
+/// A connection whose handshake asked for a client certificate: the server name it asked
+/// for, the chain the client presented (empty: none), and the verdicts made of it so far.
 pub(crate) struct PeerCert {
+    server_name: Box<str>,
     chain: Box<[CertificateDer<'static>]>,
     checked: RefCell<Vec<(Arc<ClientCertPolicy>, Rc<Checked>)>>,
 }
 
 impl PeerCert {
-    /// From a finished handshake; `None` when the client sent no certificate.
-    pub(crate) fn of(session: &rustls::CommonState) -> Option<Box<PeerCert>> {
-        let chain = session.peer_certificates().filter(|c| !c.is_empty())?;
-        Some(Box::new(PeerCert {
+    /// From a finished handshake for `server_name`.
+    pub(crate) fn of(session: &rustls::CommonState, server_name: Box<str>) -> Box<PeerCert> {
+        let chain = session.peer_certificates().unwrap_or_default();
+        Box::new(PeerCert {
+            server_name,
             chain: chain.iter().map(|c| c.clone().into_owned()).collect(),
             checked: RefCell::default(),
-        }))
+        })
     }
 }
 
@@ -56,9 +59,17 @@ pub(crate) struct Presented<'c> {
     pub(crate) https: bool,
 }
 
+impl Presented<'_> {
+    /// Whether this connection's handshake asked for a client certificate for `host`.
+    pub(crate) fn asked_for(&self, host: &str) -> bool {
+        self.peer
+            .is_some_and(|p| p.server_name.eq_ignore_ascii_case(host))
+    }
+}
+
 /// The connection's certificate checked against `policy`: once per connection and policy.
 fn checked(conn: Presented<'_>, policy: &Arc<ClientCertPolicy>) -> Rc<Checked> {
-    let Some(peer) = conn.peer else {
+    let Some(peer) = conn.peer.filter(|p| !p.chain.is_empty()) else {
         return Rc::new(policy.check(None, conn.https));
     };
     let mut remembered = peer.checked.borrow_mut();

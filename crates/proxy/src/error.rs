@@ -61,6 +61,10 @@ pub(crate) enum ProxyError {
     /// The client's certificate did not verify (nginx's 495).
     #[error("the client certificate did not verify")]
     ClientCertInvalid,
+    /// The handshake asked for no client certificate for this request's host, which wants
+    /// one (nginx's 421: the server name negotiated differs from the host).
+    #[error("the TLS handshake was for another host than this request's")]
+    Misdirected,
     /// `auth-tls-match-cn` did not match the certificate's subject.
     #[error("the client certificate's subject is not allowed (auth-tls-match-cn)")]
     ClientCertUnauthorized,
@@ -157,6 +161,7 @@ impl ProxyError {
                 (StatusCode::BAD_REQUEST, Client)
             }
             ProxyError::ClientCertUnauthorized => (StatusCode::FORBIDDEN, Client),
+            ProxyError::Misdirected => (StatusCode::MISDIRECTED_REQUEST, Client),
             // ingress-nginx's "location denied": an annotation that cannot be read safely.
             ProxyError::RouteRefused(_) => (StatusCode::SERVICE_UNAVAILABLE, Config),
             // nginx: 501 to a transfer coding it does not know, 400 to the rest.
@@ -213,6 +218,7 @@ impl ProxyError {
             ProxyError::ClientCertMissing => "400 No required SSL certificate was sent\n",
             ProxyError::ClientCertInvalid => "400 The SSL certificate error\n",
             ProxyError::ClientCertUnauthorized => "client certificate unauthorized",
+            ProxyError::Misdirected => "421 Misdirected Request\n",
             ProxyError::RouteRefused(_) => {
                 "503 Service Unavailable: this route is refused by its configuration\n"
             }
@@ -265,6 +271,7 @@ impl ProxyError {
             ProxyError::ClientCertMissing => (16, "no required SSL certificate was sent"),
             ProxyError::ClientCertInvalid => (16, "the SSL certificate error"),
             ProxyError::ClientCertUnauthorized => (7, "client certificate unauthorized"),
+            ProxyError::Misdirected => (14, "misdirected request"),
             ProxyError::RouteRefused(_) => {
                 (UNAVAILABLE, "this route is refused by its configuration")
             }

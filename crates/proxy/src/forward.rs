@@ -400,7 +400,7 @@ fn route<'c>(
     // Client certificates over HTTPS: nginx answers 495/496 as soon as the head is read,
     // before anything of the server or location runs (plain HTTP: after the redirects).
     if conn.https {
-        if let Some(routed) = client_cert_phase(conn, route) {
+        if let Some(routed) = client_cert_phase(conn, config, host, route) {
             return Ok(routed);
         }
     }
@@ -445,7 +445,7 @@ fn route<'c>(
         });
     }
     if !conn.https {
-        if let Some(routed) = client_cert_phase(conn, route) {
+        if let Some(routed) = client_cert_phase(conn, config, host, route) {
             return Ok(routed);
         }
     }
@@ -469,9 +469,29 @@ fn route<'c>(
 
 /// `auth-tls-*`: a missing or bad certificate is answered 400 (or sent to the error page),
 /// a subject `auth-tls-match-cn` does not match 403. `None`: the request goes on.
-fn client_cert_phase<'c>(conn: &ConnCtx, route: &'c Arc<Route>) -> Option<Routed<'c>> {
+fn client_cert_phase<'c>(
+    conn: &ConnCtx,
+    config: &Compiled,
+    host: &str,
+    route: &'c Arc<Route>,
+) -> Option<Routed<'c>> {
     let policy = route.policy.client_cert.as_ref()?;
-    match crate::client_cert::decide(conn.presented(), policy) {
+    let presented = conn.presented();
+    // nginx's 421: the handshake was for another name (HTTP/2 connection reuse, or a client
+    // naming one host in SNI and another in Host) while this host's handshake asks for a
+    // certificate; a browser retries on a connection of its own.
+    let asks = |h: &Arc<model::tls::HostTls>| h.client_cert_request.is_some();
+    // A prefix of an ASCII `str`: the slice is whole characters.
+    let name = &host[..model::target::strip_port(host.as_bytes()).len()];
+    if conn.https
+        && policy.verify != model::client_cert::VerifyClient::Off
+        && !presented.asked_for(name)
+        && config.certificates.host_tls(Some(name)).is_some_and(asks)
+    {
+        let error = ProxyError::Misdirected;
+        return Some(Routed::Refused { route, error });
+    }
+    match crate::client_cert::decide(presented, policy) {
         crate::client_cert::Decision::Pass => None,
         crate::client_cert::Decision::Refuse(error) => Some(Routed::Refused { route, error }),
         crate::client_cert::Decision::ErrorPage(location) => Some(Routed::Answer {

@@ -98,6 +98,16 @@ async fn get_with(site: &Site, host: &str, path: &str, offer: &Arc<Offer>, tls12
     client.send(request).await.unwrap()
 }
 
+/// A handshake for `OTHER`, a request for `HOST`.
+async fn misdirected(site: &Site) -> Reply {
+    let (tls, _) = site
+        .server_ca
+        .connect(site.h.https(), OTHER, &[b"http/1.1"])
+        .await
+        .unwrap();
+    Client::over(tls).await.get(HOST, "/echo").await
+}
+
 async fn get(site: &Site, host: &str, offer: &Arc<Offer>) -> Reply {
     get_with(site, host, "/echo", offer, false).await
 }
@@ -219,6 +229,14 @@ async fn verify_client_on_answers_400_without_a_good_certificate_and_passes_its_
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     assert_eq!(reply.text(), "400 The SSL certificate error\n");
 
+    // SNI for the other host, Host for this one (HTTP/2 connection reuse does it): nginx's
+    // 421, so that a browser retries on a connection of its own.
+    let reply = get_with(&site, OTHER, "/echo", &alice, false).await;
+    assert_eq!(reply.status, StatusCode::OK, "other hosts are served");
+    let reply = misdirected(&site).await;
+    assert_eq!(reply.status, StatusCode::MISDIRECTED_REQUEST);
+    assert_eq!(reply.text(), "421 Misdirected Request\n");
+
     // The other host on the listener: no CertificateRequest, served as before.
     let other = no_offer();
     let reply = get(&site, OTHER, &other).await;
@@ -275,6 +293,7 @@ async fn optional_optional_no_ca_and_off_as_nginx() {
     assert_eq!(reply.status, StatusCode::OK);
     assert!(!asked(&none), "off: no certificate is asked for");
     assert_eq!(seen(&reply, "ssl-client-verify").unwrap(), "NONE");
+    assert_eq!(misdirected(&site).await.status, StatusCode::OK);
 }
 
 #[tokio::test]

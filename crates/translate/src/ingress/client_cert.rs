@@ -104,6 +104,15 @@ impl Compiler<'_> {
         let Some(policy) = &parsed.policy.client_cert else {
             return;
         };
+        if *host == HostPattern::Any && policy.verify != VerifyClient::Off {
+            // The handshake is chosen by the name the client sends; a rule without host has
+            // none, so no handshake asks: a client sends no certificate unasked.
+            self.diagnose_with(
+                Severity::Difference,
+                ingress_ref(ingress),
+                "auth-tls-secret on a rule without host: no TLS handshake asks for a client certificate (Sluice asks per host name), so HTTPS requests of it have none (auth-tls-verify-client on: 400); name the host",
+            );
+        }
         let entry = self.hosts.client_certs.entry(host.clone()).or_default();
         if policy.scope == Scope::Host {
             match &entry.host {
@@ -160,8 +169,6 @@ impl Compiler<'_> {
                 continue;
             }
             if host == HostPattern::Any {
-                // No handshake is chosen for it: a client sends no certificate unasked, so
-                // `on` answers 400 (never serves without one).
                 continue;
             }
             self.out.certificates.set_host_tls(
