@@ -214,10 +214,12 @@ impl ProxyError {
             ProxyError::AuthFailed => {
                 "500 Internal Server Error: the auth server could not decide\n"
             }
-            // nginx's own texts (its 496 and 495 pages), and ingress-nginx's `return 403`.
+            // nginx's own texts (its 496 and 495 pages), and ingress-nginx's `return 403`'s.
             ProxyError::ClientCertMissing => "400 No required SSL certificate was sent\n",
             ProxyError::ClientCertInvalid => "400 The SSL certificate error\n",
-            ProxyError::ClientCertUnauthorized => "client certificate unauthorized",
+            ProxyError::ClientCertUnauthorized => {
+                "403 Forbidden: client certificate unauthorized\n"
+            }
             ProxyError::Misdirected => "421 Misdirected Request\n",
             ProxyError::RouteRefused(_) => {
                 "503 Service Unavailable: this route is refused by its configuration\n"
@@ -375,6 +377,10 @@ mod tests {
             ),
             (ProxyError::MethodNotAllowed, 405, Client),
             (ProxyError::Forbidden, 403, Client),
+            (ProxyError::ClientCertMissing, 400, Client),
+            (ProxyError::ClientCertInvalid, 400, Client),
+            (ProxyError::ClientCertUnauthorized, 403, Client),
+            (ProxyError::Misdirected, 421, Client),
             (
                 ProxyError::RouteRefused("bad allow-list".into()),
                 503,

@@ -340,7 +340,10 @@ async fn match_cn_answers_403_when_the_subject_does_not_match() {
     .await;
     let reply = get(&site, HOST, &alice).await;
     assert_eq!(reply.status, StatusCode::FORBIDDEN);
-    assert_eq!(reply.text(), "client certificate unauthorized");
+    assert_eq!(
+        reply.text(),
+        "403 Forbidden: client certificate unauthorized\n"
+    );
 
     // One of the alternatives matching is enough (ingress-nginx's e2e case).
     let site = start(
