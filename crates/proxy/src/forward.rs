@@ -13,8 +13,9 @@
 //!              conditions hold (model::routes) ─none─▶ 404; a weighted split draws here
 //!              unless the affinity cookie names a side (sticky canary)     affinity.rs
 //!   client cert  auth-tls-* (HTTPS here; plain HTTP after the redirects):  client_cert.rs
-//!              none with on ─▶ 400 │ did not verify ─▶ 400 (or 302 to      (model::client_cert)
-//!              auth-tls-error-page) │ subject not auth-tls-match-cn ─▶ 403
+//!              handshake for another name ─▶ 421 │ none with on ─▶ 400 │   (model::client_cert)
+//!              did not verify ─▶ 400 (or 302 to auth-tls-error-page) │
+//!              subject not auth-tls-match-cn ─▶ 403
 //!   access     route refused by its config ─▶ 503 │ CORS: an OPTIONS       cors.rs
 //!              granted ─▶ 204 (before the allow-lists, as ingress-nginx's   (model::cors)
 //!              rewrite phase) │ client address not allowed ─▶ 403 (satisfy: any

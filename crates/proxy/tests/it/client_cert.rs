@@ -66,9 +66,14 @@ struct Site {
     _echo: backend::Backend,
 }
 
-/// HTTPS to `host` with this offer (TLS 1.2 when `tls12`): the echo's answer, and whether
-/// the server asked for a certificate.
-async fn get_with(site: &Site, host: &str, path: &str, offer: &Arc<Offer>, tls12: bool) -> Reply {
+/// A TLS connection to `host` with this offer (TLS 1.2 when `tls12`), offering `alpn`.
+async fn connect(
+    site: &Site,
+    host: &str,
+    offer: &Arc<Offer>,
+    tls12: bool,
+    alpn: &[u8],
+) -> tokio_rustls::client::TlsStream<TcpStream> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(site.server_ca.root().clone()).unwrap();
     let versions: &[&rustls::SupportedProtocolVersion] = if tls12 {
@@ -76,17 +81,24 @@ async fn get_with(site: &Site, host: &str, path: &str, offer: &Arc<Offer>, tls12
     } else {
         &[&rustls::version::TLS13]
     };
-    let config = rustls::ClientConfig::builder_with_provider(model::tls::crypto_provider().clone())
-        .with_protocol_versions(versions)
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_client_cert_resolver(offer.clone());
+    let mut config =
+        rustls::ClientConfig::builder_with_provider(model::tls::crypto_provider().clone())
+            .with_protocol_versions(versions)
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_client_cert_resolver(offer.clone());
+    config.alpn_protocols = vec![alpn.to_vec()];
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let stream = bounded(TcpStream::connect(site.h.https())).await.unwrap();
     let name = ServerName::try_from(host.to_owned()).unwrap();
-    let tls = bounded(connector.connect(name, stream))
+    bounded(connector.connect(name, stream))
         .await
-        .expect("the handshake never fails over the client certificate");
+        .expect("the handshake never fails over the client certificate")
+}
+
+/// HTTPS (HTTP/1.1) to `host` with this offer (TLS 1.2 when `tls12`): the echo's answer.
+async fn get_with(site: &Site, host: &str, path: &str, offer: &Arc<Offer>, tls12: bool) -> Reply {
+    let tls = connect(site, host, offer, tls12, b"http/1.1").await;
     let mut client = Client::over(tls).await;
     let request = Request::get(path)
         .header("host", host)
@@ -457,6 +469,16 @@ async fn scope_path_keeps_the_rules_to_the_ingress_s_paths() {
     let reply = get_with(&site, HOST, "/echo/api", &alice, false).await;
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(seen(&reply, "ssl-client-verify").unwrap(), "SUCCESS");
+    // HTTP/2: one connection, both paths.
+    let mut h2 = H2Client::over(connect(&site, HOST, &alice, false, b"h2").await).await;
+    let reply = h2.get(&format!("https://{HOST}/echo/api")).await;
+    assert_eq!(reply.version, http::Version::HTTP_2);
+    assert_eq!(seen(&reply, "ssl-client-subject-dn").unwrap(), "CN=alice");
+    let reply = h2.get(&format!("https://{HOST}/echo/public")).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let mut h2 = H2Client::over(connect(&site, HOST, &none, false, b"h2").await).await;
+    let reply = h2.get(&format!("https://{HOST}/echo/api")).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     // Plain HTTP has no way around it, even without the redirect to HTTPS (which the public
     // path keeps).
     let reply = crate::support::get(site.h.http(), HOST, "/echo/api").await;
