@@ -247,6 +247,17 @@ impl Certificates {
         }
     }
 
+    /// The hosts whose handshake asks for a client certificate (`*.suffix` for a wildcard) →
+    /// how many CA names it lists, for `/config` and golden files.
+    pub fn client_cert_requests(&self) -> BTreeMap<String, usize> {
+        let exact = self.host_tls_exact.iter().map(|(h, t)| (h.clone(), t));
+        let wildcard = (self.host_tls_wildcard.iter()).map(|(s, t)| (format!("*.{s}"), t));
+        exact
+            .chain(wildcard)
+            .filter_map(|(host, tls)| Some((host, tls.client_cert_request.as_ref()?.len())))
+            .collect()
+    }
+
     /// Host pattern → `namespace/name` of the Secret serving it.
     pub fn sources(&self) -> &BTreeMap<String, String> {
         &self.sources
