@@ -438,7 +438,22 @@ fn api_and_public(more: &[(&str, &str)], scope: Option<&str>) -> Vec<Value> {
 #[tokio::test]
 async fn scope_host_covers_every_ingress_of_the_host() {
     let client_ca = TestCa::new();
-    let site = start(&client_ca, None, api_and_public(&[], None)).await;
+    let no_redirect = [("ssl-redirect", "false")];
+    let site = start(&client_ca, None, api_and_public(&no_redirect, None)).await;
+    // Plain HTTP is not checked (nginx checks certificates of TLS connections only), and a
+    // client's own ssl-client-verify does not pass.
+    let request = Request::get("/echo/api")
+        .header("host", HOST)
+        .header("ssl-client-verify", "SUCCESS")
+        .body(Full::default())
+        .unwrap();
+    let reply = Client::connect(site.h.http())
+        .await
+        .send(request)
+        .await
+        .unwrap();
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(seen(&reply, "ssl-client-verify"), None);
     let reply = get_with(&site, HOST, "/echo/public", &no_offer(), false).await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     let alice = offer(&client_ca.client("alice", 1), &[]);
