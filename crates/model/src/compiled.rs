@@ -144,6 +144,9 @@ pub struct CompiledView {
     pub default_rules: Vec<RouteView>,
     pub backends: BTreeMap<String, EndpointSet>,
     pub certificates: BTreeMap<String, String>,
+    /// Hosts whose handshake asks for a client certificate → the CA names it lists.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub client_cert_requests: BTreeMap<String, usize>,
     /// `ssl-passthrough` hosts → the backend their TLS connections go to (and the PROXY
     /// protocol version written to it, if any).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -287,6 +290,7 @@ impl Compiled {
                 .map(|(key, backend)| (key.to_string(), (*backend.endpoints()).clone()))
                 .collect(),
             certificates: self.certificates.sources().clone(),
+            client_cert_requests: self.certificates.client_cert_requests(),
             passthrough: self
                 .passthrough
                 .iter()

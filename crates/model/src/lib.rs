@@ -10,8 +10,9 @@
 //!  request ──▶ validate_host, normalize_path ──▶ Compiled.routes.route(host, path, head)
 //!          ──▶ the first rule whose path and conditions (matches.rs) hold ──▶ Route
 //!          ──▶ Route::pick (a weighted split: canary-weight)
-//!          ──▶ route.policy (cors, access, basic auth: basic_auth.rs, external auth:
-//!                            auth.rs, redirect, rewrite, headers, body, upstream, session
+//!          ──▶ route.policy (client certificates: client_cert.rs, cors, access, basic
+//!                            auth: basic_auth.rs, external auth: auth.rs, redirect,
+//!                            rewrite, headers, body, upstream, session
 //!                            affinity: affinity.rs, mirror, response rewrites:
 //!                            response_rewrite.rs)
 //!          ──▶ Backend::endpoints()  (ArcSwap per backend: the endpoint fast path swaps it
@@ -28,6 +29,7 @@ pub mod access_log;
 pub mod affinity;
 pub mod auth;
 pub mod basic_auth;
+pub mod client_cert;
 pub mod compiled;
 pub mod cors;
 pub mod custom_headers;

@@ -67,6 +67,13 @@ pub struct RoutePolicy {
         serialize_with = "optional_arc"
     )]
     pub basic_auth: Option<Arc<crate::basic_auth::BasicAuth>>,
+    /// `auth-tls-*`: the client certificate this route requires, checks and passes on (the
+    /// host's, or with `sluice.dev/auth-tls-scope: path` the Ingress's own).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "optional_arc"
+    )]
+    pub client_cert: Option<Arc<crate::client_cert::ClientCertPolicy>>,
     /// `satisfy: any`: the allow-list or the authentication (basic or external) suffices;
     /// `false` (nginx's `all`): both must pass.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -505,6 +512,7 @@ impl RoutePolicy {
             ),
             cors: None,
             basic_auth: None,
+            client_cert: None,
             satisfy_any: false,
             external_auth: None,
             redirect: None,

@@ -32,12 +32,15 @@ pub struct Certificates {
 }
 
 /// How the TLS handshake of one host differs from the listener's, chosen by the ClientHello's
-/// server name before the handshake starts (one listener, many hosts). No translator sets one
-/// yet: client certificates per host (ingress-nginx's `auth-tls-*`, wave 2) are what it is for.
+/// server name before the handshake starts (one listener, many hosts): client certificates
+/// per host (`auth-tls-*`, `client_cert.rs`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct HostTls {
     /// The ALPN protocols offered, most preferred first (the listener's: `h2`, `http/1.1`).
     pub alpn: Vec<Vec<u8>>,
+    /// A client certificate is asked for (never required: a missing or bad one is answered
+    /// in HTTP, 400, as ingress-nginx does), naming these CAs (DER subjects).
+    pub client_cert_request: Option<Vec<Vec<u8>>>,
 }
 
 /// The entry for `name` in an exact map, else in a wildcard map (one more label).
@@ -244,6 +247,17 @@ impl Certificates {
         }
     }
 
+    /// The hosts whose handshake asks for a client certificate (`*.suffix` for a wildcard) →
+    /// how many CA names it lists, for `/config` and golden files.
+    pub fn client_cert_requests(&self) -> BTreeMap<String, usize> {
+        let exact = self.host_tls_exact.iter().map(|(h, t)| (h.clone(), t));
+        let wildcard = (self.host_tls_wildcard.iter()).map(|(s, t)| (format!("*.{s}"), t));
+        exact
+            .chain(wildcard)
+            .filter_map(|(host, tls)| Some((host, tls.client_cert_request.as_ref()?.len())))
+            .collect()
+    }
+
     /// Host pattern → `namespace/name` of the Secret serving it.
     pub fn sources(&self) -> &BTreeMap<String, String> {
         &self.sources
@@ -309,12 +323,14 @@ mod tests {
         assert!(!certificates.has_host_tls());
         let h1 = HostTls {
             alpn: vec![b"http/1.1".to_vec()],
+            client_cert_request: None,
         };
         certificates.set_host_tls(&HostPattern::Wildcard("example.com".into()), h1.clone());
         certificates.set_host_tls(
             &HostPattern::Exact("api.example.com".into()),
             HostTls {
                 alpn: vec![b"h2".to_vec()],
+                client_cert_request: None,
             },
         );
         assert!(certificates.has_host_tls());

@@ -116,6 +116,13 @@ fn forwarded_https(conn: &ConnCtx, head: &Parts, settings: &model::Settings) -> 
 }
 
 /// A redirect the proxy answers itself, with a short body naming the status.
+/// A 302 to `location` (`auth-tls-error-page`: nginx's `error_page 495 496 = <url>`).
+pub(crate) fn found(location: HeaderValue) -> Response<ResponseBody> {
+    let mut response = redirect_body(StatusCode::FOUND);
+    response.headers_mut().insert(header::LOCATION, location);
+    response
+}
+
 fn redirect_response(status: StatusCode, location: &str) -> Response<ResponseBody> {
     let mut response = redirect_body(status);
     if let Ok(location) = HeaderValue::try_from(location) {

@@ -10,7 +10,8 @@
 //!   sub-request: the client's method (or auth-method) and headers, no body; Host the URL's;
 //!      X-Original-URL, X-Original-Method, X-Sent-From, X-Real-IP, X-Forwarded-For,
 //!      X-Auth-Request-Redirect, X-Request-ID (the one the upstream gets too), X-Forwarded-Proto
-//!      removed; auth-proxy-set-headers ─▶ upstream::own_request to the auth backend
+//!      removed; auth-proxy-set-headers; ssl-client-* (auth-tls-*) ─▶ upstream::own_request
+//!      to the auth backend
 //!   answer: 2xx ─▶ Granted: auth-response-headers onto the request (absent: removed), the
 //!                  auth server's Set-Cookie onto the answer (SET_COOKIE_STATUSES, or always)
 //!           401 ─▶ auth-signin: 302 to it │ 401 with the auth server's WWW-Authenticate
@@ -195,10 +196,14 @@ async fn check(
         (ctx.head(head), cache_key)
     });
     let (sub_head, cache_key) = sub;
-    let Some(sub_head) = sub_head else {
+    let Some(mut sub_head) = sub_head else {
         tracing::debug!(url = %auth.url, "auth-url expands to no valid request target");
         return Checked::Denied(Box::new(Err(ProxyError::AuthFailed)), AuthAdds::default());
     };
+    // ingress-nginx's auth location sets the client certificate's headers too.
+    if let Some(client_cert) = &route.policy.client_cert {
+        crate::client_cert::set_headers(conn.presented(), client_cert, &mut sub_head.headers);
+    }
     let answer = match cache_key {
         Some(key) => cached_ask(conn, config, route, auth, sub_head, key).await,
         None => {

@@ -62,6 +62,19 @@ pub(crate) enum ProxyError {
         status: StatusCode,
         limit: &'static str,
     },
+    /// `auth-tls-verify-client: on` and the client sent no certificate (nginx's 496).
+    #[error("no client certificate was sent")]
+    ClientCertMissing,
+    /// The client's certificate did not verify (nginx's 495).
+    #[error("the client certificate did not verify")]
+    ClientCertInvalid,
+    /// The handshake asked for no client certificate for this request's host, which wants
+    /// one (nginx's 421: the server name negotiated differs from the host).
+    #[error("the TLS handshake was for another host than this request's")]
+    Misdirected,
+    /// `auth-tls-match-cn` did not match the certificate's subject.
+    #[error("the client certificate's subject is not allowed (auth-tls-match-cn)")]
+    ClientCertUnauthorized,
     #[error("the route is refused by its configuration: {0}")]
     RouteRefused(String),
     #[error("the backend has no ready endpoints")]
@@ -151,6 +164,12 @@ impl ProxyError {
             ProxyError::AuthForbidden => (StatusCode::FORBIDDEN, Client),
             ProxyError::AuthFailed => (StatusCode::INTERNAL_SERVER_ERROR, Upstream),
             ProxyError::Limited { status, .. } => (*status, Client),
+            // nginx's 496 and 495 are answered as 400.
+            ProxyError::ClientCertMissing | ProxyError::ClientCertInvalid => {
+                (StatusCode::BAD_REQUEST, Client)
+            }
+            ProxyError::ClientCertUnauthorized => (StatusCode::FORBIDDEN, Client),
+            ProxyError::Misdirected => (StatusCode::MISDIRECTED_REQUEST, Client),
             // ingress-nginx's "location denied": an annotation that cannot be read safely.
             ProxyError::RouteRefused(_) => (StatusCode::SERVICE_UNAVAILABLE, Config),
             // nginx: 501 to a transfer coding it does not know, 400 to the rest.
@@ -204,6 +223,13 @@ impl ProxyError {
                 "500 Internal Server Error: the auth server could not decide\n"
             }
             ProxyError::Limited { status, .. } => nginx_text(*status),
+            // nginx's own texts (its 496 and 495 pages), and ingress-nginx's `return 403`'s.
+            ProxyError::ClientCertMissing => "400 No required SSL certificate was sent\n",
+            ProxyError::ClientCertInvalid => "400 The SSL certificate error\n",
+            ProxyError::ClientCertUnauthorized => {
+                "403 Forbidden: client certificate unauthorized\n"
+            }
+            ProxyError::Misdirected => "421 Misdirected Request\n",
             ProxyError::RouteRefused(_) => {
                 "503 Service Unavailable: this route is refused by its configuration\n"
             }
@@ -254,6 +280,10 @@ impl ProxyError {
             ProxyError::AuthForbidden => (7, "the auth server refused the request"),
             ProxyError::AuthFailed => (13, "the auth server could not decide"),
             ProxyError::Limited { .. } => (8, "over the route's rate or connection limit"),
+            ProxyError::ClientCertMissing => (16, "no required SSL certificate was sent"),
+            ProxyError::ClientCertInvalid => (16, "the SSL certificate error"),
+            ProxyError::ClientCertUnauthorized => (7, "client certificate unauthorized"),
+            ProxyError::Misdirected => (14, "misdirected request"),
             ProxyError::RouteRefused(_) => {
                 (UNAVAILABLE, "this route is refused by its configuration")
             }
@@ -394,6 +424,10 @@ mod tests {
             ),
             (ProxyError::MethodNotAllowed, 405, Client),
             (ProxyError::Forbidden, 403, Client),
+            (ProxyError::ClientCertMissing, 400, Client),
+            (ProxyError::ClientCertInvalid, 400, Client),
+            (ProxyError::ClientCertUnauthorized, 403, Client),
+            (ProxyError::Misdirected, 421, Client),
             (
                 ProxyError::Limited {
                     status: StatusCode::TOO_MANY_REQUESTS,

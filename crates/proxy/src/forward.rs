@@ -12,6 +12,10 @@
 //!   route      from-to-www twin ─▶ http-redirect-code │ the first rule whose path and
 //!              conditions hold (model::routes) ─none─▶ 404; a weighted split draws here
 //!              unless the affinity cookie names a side (sticky canary)     affinity.rs
+//!   client cert  auth-tls-* (HTTPS here; plain HTTP after the redirects):  client_cert.rs
+//!              handshake for another name ─▶ 421 │ none with on ─▶ 400 │   (model::client_cert)
+//!              did not verify ─▶ 400 (or 302 to auth-tls-error-page) │
+//!              subject not auth-tls-match-cn ─▶ 403
 //!   access     route refused by its config ─▶ 503 │ CORS: an OPTIONS       cors.rs
 //!              granted ─▶ 204 (before the allow-lists, as ingress-nginx's   (model::cors)
 //!              rewrite phase) │ client address not allowed ─▶ 403 (satisfy: any
@@ -39,7 +43,7 @@
 //!              mirror's endpoints on its own task (max mirror-max-in-flight
 //!              per worker); a streamed body teed; never waited for
 //!   request headers   the proxy's own, then upstream-vhost,                headers.rs
-//!              X-Forwarded-Prefix, the route's header edits,
+//!              X-Forwarded-Prefix, ssl-client-* (client_cert.rs), the route's header edits,
 //!              connection-proxy-header (HTTP/1.1, not upgrades; close: not pooled, client.rs)
 //!   trace      the route traces: traceparent (+ tracestate) upstream       trace_context.rs
 //!   upstream   default-backend while the Service has no ready endpoint     errors.rs
@@ -469,6 +473,13 @@ fn route<'c>(
     let route = matched.route;
     let policy = &*route.policy;
 
+    // Client certificates over HTTPS: nginx answers 495/496 as soon as the head is read,
+    // before anything of the server or location runs (plain HTTP: after the redirects).
+    if conn.https {
+        if let Some(routed) = client_cert_phase(conn, config, host, route) {
+            return Ok(routed);
+        }
+    }
     // Access. A refusal allocates its reason; only refused requests pay for it.
     if let Some(why) = &policy.denied {
         let error = ProxyError::RouteRefused(why.clone());
@@ -517,6 +528,11 @@ fn route<'c>(
             response: Box::new(response),
         });
     }
+    if !conn.https {
+        if let Some(routed) = client_cert_phase(conn, config, host, route) {
+            return Ok(routed);
+        }
+    }
 
     // Rewrite.
     if let Some(rewrite) = &policy.rewrite {
@@ -534,6 +550,40 @@ fn route<'c>(
         authenticate,
         slot,
     })
+}
+
+/// `auth-tls-*`: a missing or bad certificate is answered 400 (or sent to the error page),
+/// a subject `auth-tls-match-cn` does not match 403. `None`: the request goes on.
+fn client_cert_phase<'c>(
+    conn: &ConnCtx,
+    config: &Compiled,
+    host: &str,
+    route: &'c Arc<Route>,
+) -> Option<Routed<'c>> {
+    let policy = route.policy.client_cert.as_ref()?;
+    let presented = conn.presented();
+    // nginx's 421: the handshake was for another name (HTTP/2 connection reuse, or a client
+    // naming one host in SNI and another in Host) while this host's handshake asks for a
+    // certificate; a browser retries on a connection of its own.
+    let asks = |h: &Arc<model::tls::HostTls>| h.client_cert_request.is_some();
+    // A prefix of an ASCII `str`: the slice is whole characters.
+    let name = &host[..model::target::strip_port(host.as_bytes()).len()];
+    if conn.https
+        && policy.verify != model::client_cert::VerifyClient::Off
+        && !presented.asked_for(name)
+        && config.certificates.host_tls(Some(name)).is_some_and(asks)
+    {
+        let error = ProxyError::Misdirected;
+        return Some(Routed::Refused { route, error });
+    }
+    match crate::client_cert::decide(presented, policy) {
+        crate::client_cert::Decision::Pass => None,
+        crate::client_cert::Decision::Refuse(error) => Some(Routed::Refused { route, error }),
+        crate::client_cert::Decision::ErrorPage(location) => Some(Routed::Answer {
+            route: Some(route),
+            response: Box::new(crate::answer_here::found(location)),
+        }),
+    }
 }
 
 /// The phases from the request headers to the upstream's answer (see the module's map).
@@ -610,6 +660,9 @@ async fn forward(
             HeaderName::from_static("x-forwarded-prefix"),
             prefix.clone(),
         );
+    }
+    if let Some(client_cert) = &policy.client_cert {
+        crate::client_cert::set_headers(conn.presented(), client_cert, &mut head.headers);
     }
     for (i, edit) in policy.request_headers.iter().enumerate() {
         edit.apply(&mut head.headers, request_values.get(i).cloned().flatten());

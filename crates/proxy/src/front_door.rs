@@ -118,9 +118,11 @@ pub(crate) async fn serve(
         }
     }
     let mut host_tls = None;
+    let mut asked_name = None;
     if https {
         let hello = hello(&worker, &stream, deadline).await;
         host_tls = hello.host_tls;
+        asked_name = hello.asked_name;
         if let Some(route) = hello.passthrough {
             let peer = origin.peer;
             // Boxed: only passthrough connections carry the splice.
@@ -146,7 +148,7 @@ pub(crate) async fn serve(
         "the client read nothing within client-send-timeout",
     ));
     if !https {
-        let conn = ConnCtx::new(worker, origin, None, h2c);
+        let conn = ConnCtx::new(worker, origin, None, None, h2c);
         let _registered = conn.register();
         if h2c {
             let http2 = Box::pin(serve_http2(conn, stream, &settings));
@@ -158,7 +160,9 @@ pub(crate) async fn serve(
     }
     // Boxed: the handshake's and the TLS connection's state would otherwise be part of
     // every plain connection's task too (a task is as large as its largest state).
-    let tls = Box::pin(serve_tls(worker, stream, origin, &settings, host_tls));
+    let tls = Box::pin(serve_tls(
+        worker, stream, origin, &settings, host_tls, asked_name,
+    ));
     tls.await;
 }
 
@@ -204,6 +208,8 @@ struct Hello {
     passthrough: Option<Arc<model::Route>>,
     /// This host's handshake differs from the listener's.
     host_tls: Option<Arc<HostTls>>,
+    /// The server name, when its handshake asks for a client certificate (`auth-tls-*`).
+    asked_name: Option<Box<str>>,
 }
 
 /// Reads the server name a TLS client asks for, without consuming the ClientHello and
@@ -231,12 +237,19 @@ async fn hello(worker: &Worker, stream: &TcpStream, deadline: Option<Instant>) -
     match config.passthrough.get(&name) {
         Some(route) => Hello {
             passthrough: Some(route.clone()),
-            host_tls: None,
+            ..Hello::default()
         },
-        None => Hello {
-            passthrough: None,
-            host_tls: config.certificates.host_tls(Some(&name)).cloned(),
-        },
+        None => {
+            let host_tls = config.certificates.host_tls(Some(&name)).cloned();
+            let asks = host_tls
+                .as_ref()
+                .is_some_and(|h| h.client_cert_request.is_some());
+            Hello {
+                passthrough: None,
+                host_tls,
+                asked_name: asks.then(|| name.into()),
+            }
+        }
     }
 }
 
@@ -246,6 +259,7 @@ async fn serve_tls(
     origin: Origin,
     settings: &Settings,
     host_tls: Option<Arc<HostTls>>,
+    asked_name: Option<Box<str>>,
 ) {
     let peer = origin.peer;
     let Some(config) = worker.tls_config(settings.ssl_session_tickets, host_tls.as_ref()) else {
@@ -267,7 +281,8 @@ async fn serve_tls(
     };
     let h2 = tls.alpn_protocol() == Some(b"h2");
     let facts = TlsFacts::of(tls.session());
-    let conn = ConnCtx::new(worker, origin, Some(facts), h2);
+    let client_cert = asked_name.map(|name| crate::client_cert::PeerCert::of(tls.session(), name));
+    let conn = ConnCtx::new(worker, origin, Some(facts), client_cert, h2);
     let _registered = conn.register();
     if h2 {
         // Boxed for the same reason: the HTTP/2 connection's state is what

@@ -79,6 +79,7 @@ mod body;
 mod buffer;
 mod client;
 mod client_addr;
+mod client_cert;
 mod conn_cap;
 mod cors;
 mod current;

@@ -8,8 +8,12 @@
 
 use std::sync::Arc;
 
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::{ClientHello, ResolvesServerCert, ServerConfig, ServerSessionMemoryCache};
 use rustls::sign::CertifiedKey;
+use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 
 use crate::shared::Shared;
 
@@ -32,6 +36,69 @@ impl ResolvesServerCert for CurrentCertificates {
     }
 }
 
+/// The handshake's side of client certificates: asks for one naming the host's CAs, never
+/// requires one, and takes any chain (its key's signature over the handshake is still
+/// checked, as `AcceptAnyCertificate` checks a server's), so that the request, not the
+/// handshake, is refused (`client_cert`).
+#[derive(Debug)]
+struct RequestAny {
+    hints: Vec<DistinguishedName>,
+    signatures: model::tls::AcceptAnyCertificate,
+}
+
+impl RequestAny {
+    fn new(names: &[Vec<u8>]) -> RequestAny {
+        RequestAny {
+            hints: names
+                .iter()
+                .map(|n| DistinguishedName::from(n.clone()))
+                .collect(),
+            signatures: model::tls::AcceptAnyCertificate(model::tls::crypto_provider().clone()),
+        }
+    }
+}
+
+impl ClientCertVerifier for RequestAny {
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        &self.hints
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.signatures.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.signatures.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.signatures.supported_verify_schemes()
+    }
+}
+
 /// The ALPN protocols a listener offers: HTTP/2 first.
 pub(crate) const LISTENER_ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
 
@@ -44,10 +111,14 @@ pub(crate) fn server_config(
     host: Option<&model::tls::HostTls>,
 ) -> Result<Arc<ServerConfig>, rustls::Error> {
     let ticketer = shared.ticketer.clone();
-    let mut config = ServerConfig::builder_with_provider(model::tls::crypto_provider().clone())
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(CurrentCertificates { shared }));
+    let builder = ServerConfig::builder_with_provider(model::tls::crypto_provider().clone())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?;
+    // Client certificates: asked for, never required (`client_cert` decides per request).
+    let builder = match host.and_then(|h| h.client_cert_request.as_deref()) {
+        Some(names) => builder.with_client_cert_verifier(Arc::new(RequestAny::new(names))),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(Arc::new(CurrentCertificates { shared }));
     config.alpn_protocols = match host {
         Some(host) => host.alpn.clone(),
         None => LISTENER_ALPN.iter().map(|p| p.to_vec()).collect(),

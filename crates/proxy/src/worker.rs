@@ -110,6 +110,8 @@ pub(crate) struct ConnCtx {
     pub(crate) h2: bool,
     /// HTTPS: the session's version and cipher (the access log's `$ssl_*`).
     pub(crate) tls: Option<TlsFacts>,
+    /// HTTPS: the certificate the client presented, when its host asked for one.
+    pub(crate) client_cert: Option<Box<crate::client_cert::PeerCert>>,
     /// The address the connection came from (IPv4-mapped IPv6 as IPv4); behind a trusted
     /// load balancer speaking the PROXY protocol, the one its header names.
     pub(crate) peer: IpAddr,
@@ -462,6 +464,14 @@ impl Origin {
 }
 
 impl ConnCtx {
+    /// The client certificate this connection presented, for the `auth-tls-*` phase.
+    pub(crate) fn presented(&self) -> crate::client_cert::Presented<'_> {
+        crate::client_cert::Presented {
+            peer: self.client_cert.as_deref(),
+            https: self.https,
+        }
+    }
+
     /// When the connection last did something (when it was accepted, until its first request).
     pub(crate) fn last_active(&self) -> Instant {
         self.last_active.get()
@@ -471,6 +481,7 @@ impl ConnCtx {
         worker: Rc<Worker>,
         origin: Origin,
         tls: Option<TlsFacts>,
+        client_cert: Option<Box<crate::client_cert::PeerCert>>,
         h2: bool,
     ) -> Rc<ConnCtx> {
         let https = tls.is_some();
@@ -485,6 +496,7 @@ impl ConnCtx {
             https,
             h2,
             tls,
+            client_cert,
             peer,
             peer_text,
             peer_port,

@@ -67,6 +67,7 @@ fn ca_params(name: &str) -> rcgen::CertificateParams {
     params.key_usages = vec![
         rcgen::KeyUsagePurpose::KeyCertSign,
         rcgen::KeyUsagePurpose::DigitalSignature,
+        rcgen::KeyUsagePurpose::CrlSign,
     ];
     params
 }
@@ -125,6 +126,50 @@ impl TestCa {
             key_pem: key.serialize_pem(),
             der: cert.der().clone(),
         }
+    }
+
+    /// A client certificate (subject `CN=<cn>`, extended key usage clientAuth) with this
+    /// serial number (what a CRL names).
+    pub fn client(&self, cn: &str, serial: u64) -> Leaf {
+        let key = rcgen::KeyPair::generate().expect("a key pair");
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("no names");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        params.serial_number = Some(rcgen::SerialNumber::from(serial));
+        let cert = params.signed_by(&key, &self.issuer).expect("signed");
+        Leaf {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            der: cert.der().clone(),
+        }
+    }
+
+    /// This CA's certificate revocation list (PEM, valid from 2020 to 2100) naming these
+    /// serial numbers.
+    pub fn crl_pem(&self, revoked: &[u64]) -> String {
+        let params = rcgen::CertificateRevocationListParams {
+            this_update: rcgen::date_time_ymd(2020, 1, 1),
+            next_update: rcgen::date_time_ymd(2100, 1, 1),
+            crl_number: rcgen::SerialNumber::from(1u64),
+            issuing_distribution_point: None,
+            revoked_certs: revoked
+                .iter()
+                .map(|serial| rcgen::RevokedCertParams {
+                    serial_number: rcgen::SerialNumber::from(*serial),
+                    revocation_time: rcgen::date_time_ymd(2021, 1, 1),
+                    reason_code: None,
+                    invalidity_date: None,
+                })
+                .collect(),
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        };
+        params
+            .signed_by(&self.issuer)
+            .expect("a CRL")
+            .pem()
+            .expect("PEM")
     }
 
     /// A CA this one signs (an intermediate); its `root()` is its own certificate.

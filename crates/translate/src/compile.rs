@@ -79,6 +79,7 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         compiler.out.routes.set_default_backend(route);
     }
     compiler.finish_hosts();
+    compiler.client_cert_hosts();
     compiler.share_affinity();
     compiler.canaries(&mut claims);
     compiler.passthrough(options);

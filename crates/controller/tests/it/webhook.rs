@@ -168,7 +168,12 @@ fn authentication_that_cannot_be_used_is_refused() {
         (
             json!({"nginx.ingress.kubernetes.io/auth-tls-secret": "default/client-ca",
                    "nginx.ingress.kubernetes.io/auth-tls-verify-client": "on"}),
-            "restricts access and is not implemented",
+            "a Secret of another namespace",
+        ),
+        (
+            json!({"nginx.ingress.kubernetes.io/auth-tls-secret": "client-ca",
+                   "nginx.ingress.kubernetes.io/auth-tls-match-cn": "admin"}),
+            "expected CN= and a regular expression",
         ),
     ] {
         let verdict = create_annotated(annotations);
@@ -185,6 +190,16 @@ fn authentication_that_cannot_be_used_is_refused() {
             .warnings
             .iter()
             .any(|w| w.contains("Secret shop/later not found")),
+        "{verdict:?}"
+    );
+    let verdict =
+        create_annotated(json!({"nginx.ingress.kubernetes.io/auth-tls-secret": "client-ca"}));
+    assert!(verdict.allowed, "{verdict:?}");
+    assert!(
+        verdict
+            .warnings
+            .iter()
+            .any(|w| w.contains("Secret shop/client-ca not found")),
         "{verdict:?}"
     );
     // A companion alone does nothing in ingress-nginx either: a warning.

@@ -214,7 +214,8 @@ impl Watchers {
             in_scope("EndpointSlices"),
             None,
         ));
-        // TLS Secrets (certificates) and Opaque ones (basic auth's users, `auth-secret`):
+        // TLS Secrets (certificates) and Opaque ones (basic auth's users, `auth-secret`;
+        // client certificates' CAs, `auth-tls-secret`):
         // never service-account tokens, Helm releases or the other kinds the controller has
         // no use for.
         let tls_only = all.clone().fields("type=kubernetes.io/tls");

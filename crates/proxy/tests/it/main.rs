@@ -11,6 +11,7 @@ mod annotations;
 mod basic_auth;
 mod buffering;
 mod canary;
+mod client_cert;
 mod codec;
 mod cors;
 mod custom_errors;

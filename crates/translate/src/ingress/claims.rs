@@ -53,4 +53,17 @@ pub(crate) struct HostExtras {
     pub(crate) app_roots: BTreeMap<HostPattern, NamespacedName>,
     /// Hosts whose every route is refused (`auth-tls-secret`) → why.
     pub(crate) refused: BTreeMap<HostPattern, String>,
+    /// `auth-tls-*` per host.
+    pub(crate) client_certs: BTreeMap<HostPattern, HostClientCerts>,
+}
+
+/// One host's client certificate rules, as the Ingresses were read.
+#[derive(Default)]
+pub(crate) struct HostClientCerts {
+    /// Scope host: the oldest Ingress's rules (and that Ingress), for every path of the host.
+    pub(crate) host: Option<(Arc<model::client_cert::ClientCertPolicy>, NamespacedName)>,
+    /// Newer Ingresses whose scope-host rules are ignored.
+    pub(crate) ignored: Vec<NamespacedName>,
+    /// The CA names the handshake lists; empty: no certificate is asked for.
+    pub(crate) names: std::collections::BTreeSet<Vec<u8>>,
 }

@@ -39,6 +39,7 @@ impl Compiler<'_> {
                 .entry(alias.clone())
                 .or_insert_with(|| (host.clone(), ingress.clone()));
         }
+        self.host_client_cert(ingress, host, parsed);
         if let Some(why) = &parsed.hosts_refused {
             self.hosts
                 .refused

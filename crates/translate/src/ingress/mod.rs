@@ -27,6 +27,7 @@ pub mod annotations;
 mod auth;
 mod canary;
 pub(crate) mod claims;
+mod client_cert;
 mod custom_headers;
 mod errors;
 mod hosts;
@@ -329,6 +330,7 @@ impl Compiler<'_> {
         self.mirror_phase(&object, &mut parsed);
         self.external_auth_phase(&name, &object, &mut parsed);
         self.basic_auth_phase(&object, &mut parsed);
+        self.client_cert_phase(&name, &object, &mut parsed);
         self.custom_headers_phase(&object, &mut parsed);
         self.out.tracing |= parsed.policy.opentelemetry.enabled;
         let upstream = UpstreamChoice {

@@ -6,8 +6,8 @@
 //!      unsupported / unknown ─▶ its entry's Parser, in Parser order ─▶ IngressAnnotations
 //!                                 │ bad value ─▶ Error diagnostic, default kept
 //!                                 │            (allow/deny lists, snippets: route refused, 503)
-//!                                 ├ not implemented but restricts access (auth-type, auth-url,
-//!                                 │  auth-tls-secret, …) ─▶ Error diagnostic, route refused, 503
+//!                                 ├ not implemented but restricts access (modsecurity-snippet,
+//!                                 │  …) ─▶ Error diagnostic, route refused, 503
 //!                                 └ unsupported / unknown ─▶ Unsupported diagnostic
 //! ```
 //! An annotation with no effect in Sluice is never silent: it is a diagnostic on its Ingress.
@@ -15,7 +15,7 @@
 //! Files: `registry.rs` (the entries), `reader.rs` (prefixes, the parser order), one
 //! `read_*.rs` per group of parsers (upstream, routing, canary, mirror, cors, access, affinity,
 //! limits, response: the redirect and cookie rewrites and custom-headers' reference, auth:
-//! external and basic auth),
+//! external and basic auth, client_cert: auth-tls-*),
 //! `snippet.rs` (nginx snippets → header edits), `parsed.rs` (what the reader leaves).
 
 mod parsed;
@@ -23,6 +23,7 @@ mod read_access;
 mod read_affinity;
 mod read_auth;
 mod read_canary;
+mod read_client_cert;
 mod read_cors;
 mod read_limits;
 mod read_mirror;
@@ -38,7 +39,8 @@ mod tests;
 pub(crate) use read_auth::{read_spec, AuthSource};
 
 pub use parsed::{
-    AuthSpec, BackendProtocol, BasicSpec, Canary, IngressAnnotations, MirrorAnnotations, ProxySsl,
+    AuthSpec, BackendProtocol, BasicSpec, Canary, ClientCertSpec, IngressAnnotations,
+    MirrorAnnotations, ProxySsl,
 };
 pub(crate) use reader::go_bool;
 pub use reader::parse;

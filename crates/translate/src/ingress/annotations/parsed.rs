@@ -32,8 +32,8 @@ pub struct IngressAnnotations {
     /// Ingress's routes.
     pub global_auth: bool,
     /// Why every route of this Ingress's hosts, other Ingresses' included, is refused:
-    /// `auth-tls-secret`, which ingress-nginx applies to the whole server (its TLS handshake
-    /// asks every client of the host for a certificate).
+    /// an `auth-tls-secret` that cannot be used, which ingress-nginx applies to the whole
+    /// server (its TLS handshake asks every client of the host for a certificate).
     pub hosts_refused: Option<String>,
     /// `backend-protocol`, when it names one Sluice serves. `None`: not set (the Service
     /// port's `appProtocol` decides), or refused (the routes are denied).
@@ -59,6 +59,8 @@ pub struct IngressAnnotations {
     pub external_auth: Option<AuthSpec>,
     /// `auth-type: basic` with its Secret's reference; compile reads the Secret.
     pub basic_auth: Option<BasicSpec>,
+    /// `auth-tls-secret` and its family; compile reads the Secret.
+    pub client_cert: Option<ClientCertSpec>,
     /// `affinity-canary-behavior` (what it says on a canary Ingress decides).
     pub canary_behavior: model::affinity::CanaryBehavior,
 }
@@ -155,4 +157,18 @@ pub struct BasicSpec {
     /// `auth-secret-type: auth-map` (else `auth-file`).
     pub map: bool,
     pub realm: String,
+}
+
+/// The `auth-tls-*` family as read; compile reads the Secret.
+#[derive(Clone, Debug)]
+pub struct ClientCertSpec {
+    /// `annotation <full name of auth-tls-secret>`, for diagnostics.
+    pub key: String,
+    pub secret: (String, String),
+    pub verify: model::client_cert::VerifyClient,
+    pub depth: u32,
+    pub error_page: Option<HeaderValue>,
+    pub pass_certificate: bool,
+    pub match_cn: Option<regex::Regex>,
+    pub scope: model::client_cert::Scope,
 }

@@ -57,9 +57,7 @@ impl Reader<'_> {
     /// the routes (503) the way an unreadable allow-list does: a cluster moving from
     /// ingress-nginx must not lose its authentication silently. Any value counts: ingress-nginx
     /// refuses the location on a value it cannot use as well.
-    /// Returns why the Ingress's hosts are refused as a whole (`auth-tls-secret`).
-    pub(super) fn fail_closed(&mut self, policy: &mut RoutePolicy) -> Option<String> {
-        let mut hosts_refused = None;
+    pub(super) fn fail_closed(&mut self, policy: &mut RoutePolicy) {
         for annotation in REGISTRY {
             let (name, Support::FailsClosed(why)) = (annotation.name, annotation.support) else {
                 continue;
@@ -72,13 +70,8 @@ impl Reader<'_> {
                 Severity::Error,
                 format!("annotation {key}: restricts access and is not implemented; {why}"),
             );
-            let reason = format!("{key} is not implemented (it restricts access)");
-            if name == "auth-tls-secret" {
-                hosts_refused = Some(reason.clone());
-            }
-            policy.denied = Some(reason);
+            policy.denied = Some(format!("{key} is not implemented (it restricts access)"));
         }
-        hosts_refused
     }
 
     pub(super) fn snippets(

@@ -65,7 +65,7 @@ impl<'a> Reader<'a> {
             return None;
         }
         let key = self.key("proxy-redirect-from");
-        if from == "default" || (!annotated && to == "off") {
+        if !annotated && (from == "default" || to == "off") {
             return None;
         }
         if from == "default" {

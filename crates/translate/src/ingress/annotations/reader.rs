@@ -238,6 +238,7 @@ impl<'a> Reader<'a> {
             custom_headers: None,
             external_auth: None,
             basic_auth: None,
+            client_cert: None,
             canary_behavior: Default::default(),
         };
         let parsers: BTreeSet<Parser> = REGISTRY.iter().filter_map(|a| a.parser).collect();
@@ -362,7 +363,18 @@ impl<'a> Reader<'a> {
             Parser::ProxySsl => out.proxy_ssl = self.proxy_ssl(),
             Parser::Access => self.access(policy),
             Parser::Limits => self.limits(policy),
-            Parser::FailClosed => out.hosts_refused = self.fail_closed(policy),
+            Parser::ClientCert => match self.client_cert() {
+                None => {}
+                Some(Ok(spec)) => out.client_cert = Some(spec),
+                Some(Err(why)) => {
+                    // Scope host (ingress-nginx's): the whole host is refused.
+                    if self.get("auth-tls-scope") != Some("path") {
+                        out.hosts_refused = Some(why.clone());
+                    }
+                    policy.denied = Some(why);
+                }
+            },
+            Parser::FailClosed => self.fail_closed(policy),
             Parser::BasicAuth => {
                 let namespace = self.object.namespace.clone();
                 out.basic_auth =

@@ -27,8 +27,8 @@ pub enum Support {
     Sluice(&'static str),
 }
 
-/// A companion of `auth-tls-secret`.
-pub(super) const WITH_AUTH_TLS_SECRET: &str = "planned (wave 2); read only with auth-tls-secret (alone ignored, as in ingress-nginx), which refuses the Ingress until then";
+/// Client certificates: ingress-nginx's semantics and traps, and the differences Sluice keeps.
+pub(super) const AUTH_TLS: &str = "as ingress-nginx: the CAs of the Secret's ca.crt (ca.crl: every certificate of the chain checked against it, as nginx's CRL_CHECK_ALL) for the whole host, from the first (oldest) Ingress of the host that sets it, other Ingresses' paths included (a diagnostic names them); the handshake of that host alone asks for a certificate (other hosts' handshakes are unchanged) and never fails over it: none with auth-tls-verify-client on gets 400 \"No required SSL certificate was sent\", one that does not verify 400 \"The SSL certificate error\" (optional_no_ca lets an unknown CA pass), a subject auth-tls-match-cn does not match 403 (\"client certificate unauthorized\", after Sluice's \"403 Forbidden: \"); upstream get ssl-client-verify (SUCCESS, NONE, FAILED:<OpenSSL's reason>), ssl-client-subject-dn and ssl-client-issuer-dn (RFC 2253, as nginx since 1.11.6), ssl-client-cert with auth-tls-pass-certificate-to-upstream (the URL-escaped PEM), the client's own values removed (the auth-url sub-request gets them too); a request on a connection whose handshake was for another name gets nginx's 421; plain HTTP is not checked (as nginx; match-cn answers 403). sluice.dev/auth-tls-scope: path applies the rules to the Ingress's own paths only. Differences: a Secret that is missing, has no ca.crt or an unusable one refuses the host's routes with 503 (ingress-nginx: its own paths 503, the rest of the host 403; without ca.crt it serves without client certificates); on a rule without host no handshake asks for a certificate (ingress-nginx's default server would), a diagnostic says so";
 /// Why the global rate limit does not fail closed: it bounds how much a client may ask, not
 /// who may ask. Without it every client still gets exactly the answers it is entitled to; what
 /// is lost is protection of the backends' capacity, which a diagnostic reports.
@@ -102,6 +102,7 @@ pub enum Parser {
     ProxySsl,
     Access,
     Limits,
+    ClientCert,
     FailClosed,
     BasicAuth,
     ExternalAuth,
@@ -139,12 +140,12 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("auth-secret", Support::Yes, Some(Parser::BasicAuth)),
     annotation("auth-secret-type", Support::Yes, Some(Parser::BasicAuth)),
     annotation("auth-type", Support::Partial("basic: the Secret's users (auth-file: an htpasswd file in data.auth; auth-map: a user per key) with nginx's hashes (bcrypt $2y$/$2b$/$2a$, $apr1$, MD5 $1$, SHA-256 $5$ and SHA-512 $6$ crypt, {SHA}, {SSHA}, {PLAIN}, DES crypt); a missing or wrong Authorization gets 401 with WWW-Authenticate: Basic realm=\"<auth-realm>\" and nginx's text; the Authorization header is not sent upstream (as ingress-nginx's template); verified passwords are remembered for 60 s (a bcrypt check per request is what makes nginx slow). digest refuses the routes (503): not implemented. A Secret that cannot be read refuses the routes, as in ingress-nginx; Differences: only exactly basic or digest are accepted (ingress-nginx's unanchored check takes any value containing either, and serves anything but basic as digest); in Kubernetes Sluice reads only the TLS Secrets it watches, so the Secret is not read there yet"), Some(Parser::BasicAuth)),
-    annotation("auth-tls-secret", Support::FailsClosed("until client certificate authentication is implemented (wave 2): any value refuses every route of the Ingress's hosts, other Ingresses' included (503), rather than serve them without a client certificate (ingress-nginx verifies one by default, auth-tls-verify-client: on, for the whole server: its TLS handshake asks every client of the host; and refuses the routes when the Secret cannot be used)"), Some(Parser::FailClosed)),
-    annotation("auth-tls-verify-depth", Support::No(WITH_AUTH_TLS_SECRET), None),
-    annotation("auth-tls-verify-client", Support::No(WITH_AUTH_TLS_SECRET), None),
-    annotation("auth-tls-error-page", Support::No(WITH_AUTH_TLS_SECRET), None),
-    annotation("auth-tls-pass-certificate-to-upstream", Support::No(WITH_AUTH_TLS_SECRET), None),
-    annotation("auth-tls-match-cn", Support::No(WITH_AUTH_TLS_SECRET), None),
+    annotation("auth-tls-secret", Support::Partial(AUTH_TLS), Some(Parser::ClientCert)),
+    annotation("auth-tls-verify-depth", Support::Partial("OpenSSL's verify depth: at most this many intermediates between the certificate and a CA of ca.crt (default 1; 0 or a bad value: 1, as in ingress-nginx); deeper: ssl-client-verify FAILED:certificate chain too long, 400"), Some(Parser::ClientCert)),
+    annotation("auth-tls-verify-client", Support::Yes, Some(Parser::ClientCert)),
+    annotation("auth-tls-error-page", Support::Partial("a missing or bad certificate (nginx's 495/496) gets a 302 to this value instead of the 400. Difference: a path is redirected to as well, where nginx's error_page serves that path's location internally"), Some(Parser::ClientCert)),
+    annotation("auth-tls-pass-certificate-to-upstream", Support::Yes, Some(Parser::ClientCert)),
+    annotation("auth-tls-match-cn", Support::Yes, Some(Parser::ClientCert)),
     annotation("auth-signin", Support::Yes, Some(Parser::ExternalAuth)),
     annotation("auth-signin-redirect-param", Support::Yes, Some(Parser::ExternalAuth)),
     annotation("auth-method", Support::Yes, Some(Parser::ExternalAuth)),
@@ -268,5 +269,6 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("mirror-target", Support::Partial("a copy of each request goes to the URL (its path may use $request_uri, $args, $arg_*, $host, $scheme, $remote_addr, $request_method, $http_*, $cookie_*, $server_name) without waiting for it: never delayed or failed by it, at most mirror-max-in-flight per worker; the host must be an IP address or a Service as <name>.<namespace>.svc[.cluster.local] (its port's endpoints; Sluice resolves no other DNS name); with proxy-request-buffering off the body is teed and the copy dropped if it falls 256 KiB behind; copies carry the client's headers as they came, not the X-Forwarded-* the main request gets"), Some(Parser::Mirror)),
     annotation("mirror-host", Support::Yes, Some(Parser::Mirror)),
     annotation("mirror-request-body", Support::Yes, Some(Parser::Mirror)),
+    annotation("auth-tls-scope", Support::Sluice("host (the default) or path: with path, the Ingress's auth-tls-* rules apply to its own paths only (ingress-nginx issues 3964, 6013, 7133): the host's handshake asks for a certificate (optional), only this Ingress's paths require and check it, the host's other paths stay public; over plain HTTP such a path with auth-tls-verify-client on answers 400 (no way around it)"), Some(Parser::ClientCert)),
     annotation("ssl-passthrough-proxy-protocol", Support::Sluice("v1 or v2: a PROXY protocol header naming the client (the load balancer's, with use-proxy-protocol) is written to the endpoint before the ClientHello of each ssl-passthrough connection; off by default (ingress-nginx has no such switch)"), Some(Parser::SslPassthrough)),
 ];
