@@ -36,6 +36,14 @@
 #                    what an ingress-nginx user writes for a rewrite, a regex path /app/(.*) with
 #                    rewrite-target /$1 and two header filters (a request header set, a response
 #                    header added), against nginx configured as ingress-nginx renders that Ingress
+#                    More routes, one policy each (issue 26's measurements), nginx configured as
+#                    ingress-nginx's template renders it: `cors` (enable-cors; the load sends an
+#                    Origin), `basic-auth` (auth-type basic, an apr1 htpasswd as `htpasswd -c`
+#                    writes it; the load sends the credentials), `auth-url` (auth-url with
+#                    auth-cache-key $http_authorization, every request a cache hit after the
+#                    first; nginx: auth_request with proxy_cache), `auth-url-miss` (the same
+#                    without a cache: a sub-request per request), `limit-rps` (limit-rps 100000,
+#                    never reached: what counting costs)
 #   ACCESS_LOG=off   `on`: both proxies write ingress-nginx's upstreaminfo line per request to a
 #                    file in the work directory (nginx as ingress-nginx configures it: an
 #                    unbuffered write per request; Sluice: its default, buffered per worker);
@@ -84,10 +92,18 @@ case $BODY in
     1mb) BODY_BYTES=1048576 ;;
     *) echo "BODY must be 1kb or 1mb, not '$BODY'" >&2; exit 2 ;;
 esac
+# EXTRA_HEADER: what every request of the load carries besides Host (credentials, an Origin).
+EXTRA_HEADER=""
 case $ROUTE in
-    plain) PATH_UNDER_TEST=/$BODY.bin ;;
+    plain | limit-rps) PATH_UNDER_TEST=/$BODY.bin ;;
     policy) PATH_UNDER_TEST=/app/$BODY.bin ;;
-    *) echo "ROUTE must be plain or policy, not '$ROUTE'" >&2; exit 2 ;;
+    cors) PATH_UNDER_TEST=/$BODY.bin EXTRA_HEADER="Origin: https://client.example" ;;
+    basic-auth)
+        PATH_UNDER_TEST=/$BODY.bin
+        EXTRA_HEADER="Authorization: Basic $(printf 'bench:s3cret' | base64)"
+        ;;
+    auth-url | auth-url-miss) PATH_UNDER_TEST=/$BODY.bin EXTRA_HEADER="Authorization: Bearer bench" ;;
+    *) echo "ROUTE must be plain, policy, cors, basic-auth, auth-url, auth-url-miss or limit-rps, not '$ROUTE'" >&2; exit 2 ;;
 esac
 BACKEND_PORT=18080
 NGINX_HTTP=18091
@@ -216,6 +232,12 @@ EOF
     log "collector pid $COLLECTOR_PID"
 }
 
+# ROUTE=basic-auth: one user, apr1-MD5 as `htpasswd -c` writes it (readable by nginx's worker).
+make_htpasswd() {
+    printf 'bench:%s\n' "$(openssl passwd -apr1 -salt benchslt s3cret)" >"$WORK/htpasswd"
+    chmod 644 "$WORK/htpasswd"
+}
+
 make_cert() {
     openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=$HOST" \
         -addext "subjectAltName=DNS:$HOST" \
@@ -228,6 +250,74 @@ make_cert() {
 nginx_location() {
     case $ROUTE in
         plain) echo '        location / {' ;;
+        cors)
+            # ingress-nginx's CORS block with the defaults (origin *, credentials true).
+            cat <<'LOCATION'
+        location / {
+            if ($request_method = 'OPTIONS') {
+                add_header Access-Control-Allow-Origin "*";
+                add_header Access-Control-Allow-Credentials true;
+                add_header Access-Control-Allow-Methods "GET, PUT, POST, DELETE, PATCH, OPTIONS";
+                add_header Access-Control-Allow-Headers "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization";
+                add_header Access-Control-Max-Age 1728000;
+                add_header Content-Type 'text/plain charset=UTF-8';
+                add_header Content-Length 0;
+                return 204;
+            }
+            add_header Access-Control-Allow-Origin "*" always;
+            add_header Access-Control-Allow-Credentials true always;
+            add_header Access-Control-Allow-Methods "GET, PUT, POST, DELETE, PATCH, OPTIONS" always;
+            add_header Access-Control-Allow-Headers "DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization" always;
+            add_header Access-Control-Max-Age 1728000 always;
+LOCATION
+            ;;
+        basic-auth)
+            cat <<LOCATION
+        location / {
+            auth_basic "Authentication Required";
+            auth_basic_user_file $WORK/htpasswd;
+            proxy_set_header Authorization "";
+LOCATION
+            ;;
+        auth-url | auth-url-miss)
+            # ingress-nginx's auth location (with auth-cache-key: its cache), then the location
+            # using it.
+            local cache=""
+            [[ $ROUTE == auth-url-miss ]] || cache="proxy_cache auth_cache;
+            proxy_cache_valid 200 202 401 5m;
+            proxy_cache_key \"$HOST/_external-auth-Lw-Prefix\$http_authorization\";"
+            cat <<LOCATION
+        location = /_external-auth-Lw-Prefix {
+            internal;
+            $cache
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length "";
+            proxy_set_header X-Forwarded-Proto "";
+            proxy_set_header X-Request-ID \$req_id;
+            proxy_set_header Host 127.0.0.1;
+            proxy_set_header X-Original-URL \$scheme://\$http_host\$request_uri;
+            proxy_set_header X-Original-Method \$request_method;
+            proxy_set_header X-Sent-From "nginx-ingress-controller";
+            proxy_set_header X-Real-IP \$remote_addr;
+            proxy_set_header X-Forwarded-For \$remote_addr;
+            proxy_set_header X-Auth-Request-Redirect \$request_uri;
+            proxy_buffering on;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_pass http://app/healthz;
+        }
+        location / {
+            auth_request /_external-auth-Lw-Prefix;
+            auth_request_set \$auth_cookie \$upstream_http_set_cookie;
+            add_header Set-Cookie \$auth_cookie;
+LOCATION
+            ;;
+        limit-rps)
+            cat <<'LOCATION'
+        location / {
+            limit_req zone=default_app_rps burst=500000 nodelay;
+LOCATION
+            ;;
         policy)
             cat <<'LOCATION'
         location ~* "^/app/(.*)" {
@@ -236,6 +326,14 @@ nginx_location() {
             proxy_set_header X-Team bench;
 LOCATION
             ;;
+    esac
+}
+
+# What a ROUTE needs at the http level: the auth cache's zone, the rate limit's.
+nginx_http_extra() {
+    case $ROUTE in
+        auth-url) echo "    proxy_cache_path $WORK/nginx/cache levels=1:2 keys_zone=auth_cache:10m max_size=128m inactive=30m;" ;;
+        limit-rps) echo '    limit_req_zone $binary_remote_addr zone=default_app_rps:5m rate=100000r/s;' ;;
     esac
 }
 
@@ -307,9 +405,10 @@ EOF
 # upstream connections, no access log, one worker.
 start_nginx() {
     local dir=$WORK/nginx
-    mkdir -p "$dir/tmp"
+    mkdir -p "$dir/tmp" "$dir/cache"
     # When started as root the worker runs as nobody and must reach its temp directories.
     chmod 755 "$WORK" "$dir" "$dir/tmp"
+    chmod 777 "$dir/cache"
     cat >"$dir/nginx.conf" <<EOF
 daemon off;
 master_process on;
@@ -323,6 +422,7 @@ events {
 
 http {
 $(nginx_access_log)
+$(nginx_http_extra)
     default_type application/octet-stream;
     server_tokens off;
     # Debian's compiled-in temp paths are under /var/lib/nginx; keep everything in our prefix.
@@ -368,8 +468,10 @@ EOF
         >"$dir/stdout.log" 2>&1 &
     NGINX_PID=$!
     PIDS+=("$NGINX_PID")
+    local ready=(curl -fsS -H "Host: $HOST")
+    [[ -z $EXTRA_HEADER ]] || ready+=(-H "$EXTRA_HEADER")
     wait_until "nginx" "$NGINX_PID" \
-        curl -fsS -H "Host: $HOST" "http://127.0.0.1:$NGINX_HTTP${PATH_UNDER_TEST%/*}/healthz"
+        "${ready[@]}" "http://127.0.0.1:$NGINX_HTTP${PATH_UNDER_TEST%/*}/healthz"
     log "nginx master pid $NGINX_PID, workers: $(child_pids "$NGINX_PID" | tr '\n' ' ')"
 }
 
@@ -460,6 +562,28 @@ EOF
     nginx.ingress.kubernetes.io/configuration-snippet: |
       add_header X-Frame-Options DENY always;
       proxy_set_header X-Team bench;'
+    elif [[ $ROUTE == cors ]]; then
+        annotations='  annotations:
+    nginx.ingress.kubernetes.io/enable-cors: "true"'
+    elif [[ $ROUTE == basic-auth ]]; then
+        annotations='  annotations:
+    nginx.ingress.kubernetes.io/auth-type: basic
+    nginx.ingress.kubernetes.io/auth-secret: htpasswd
+    nginx.ingress.kubernetes.io/auth-realm: "Authentication Required"'
+        {
+            printf 'apiVersion: v1\nkind: Secret\nmetadata:\n  name: htpasswd\n  namespace: default\ntype: Opaque\nstringData:\n  auth: |\n'
+            sed 's/^/    /' "$WORK/htpasswd"
+        } >"$dir/htpasswd.yaml"
+    elif [[ $ROUTE == auth-url ]]; then
+        annotations="  annotations:
+    nginx.ingress.kubernetes.io/auth-url: http://127.0.0.1:$BACKEND_PORT/healthz
+    nginx.ingress.kubernetes.io/auth-cache-key: \$http_authorization"
+    elif [[ $ROUTE == auth-url-miss ]]; then
+        annotations="  annotations:
+    nginx.ingress.kubernetes.io/auth-url: http://127.0.0.1:$BACKEND_PORT/healthz"
+    elif [[ $ROUTE == limit-rps ]]; then
+        annotations='  annotations:
+    nginx.ingress.kubernetes.io/limit-rps: "100000"'
     fi
     cat >"$dir/ingress.yaml" <<EOF
 apiVersion: networking.k8s.io/v1
@@ -614,6 +738,8 @@ url_for() {
 # SNI for the host (wrk will send 127.0.0.1 or none), so both paths of certificate choice are seen.
 check_proxy() {
     local system=$1 protocol=$2 url got port
+    local CURL_EXTRA=()
+    [[ -z $EXTRA_HEADER ]] || CURL_EXTRA=(-H "$EXTRA_HEADER")
     url=$(url_for "$system" "$protocol")
     port=${url#*://127.0.0.1:}
     port=${port%%/*}
@@ -625,24 +751,32 @@ check_proxy() {
         return
     fi
     if [[ $protocol == h2 ]]; then
-        got=$(curl -sS -k --http2 -H "Host: $HOST" -o /dev/null -w '%{http_version} %{http_code} %{size_download}' "$url") ||
+        got=$(curl -sS -k --http2 -H "Host: $HOST" "${CURL_EXTRA[@]}" -o /dev/null -w '%{http_version} %{http_code} %{size_download}' "$url") ||
             die "$system h2: curl $url failed"
         [[ $got == "2 200 $BODY_BYTES" ]] || die "$system h2: want '2 200 $BODY_BYTES' (HTTP/2), got '$got'"
         return
     fi
     if [[ $protocol == https ]]; then
-        got=$(curl -sS -k --resolve "$HOST:$port:127.0.0.1" -o /dev/null \
+        got=$(curl -sS -k --resolve "$HOST:$port:127.0.0.1" "${CURL_EXTRA[@]}" -o /dev/null \
             -w '%{http_code} %{size_download}' "https://$HOST:$port$PATH_UNDER_TEST") ||
             die "$system $protocol: curl with SNI $HOST failed"
         [[ $got == "200 $BODY_BYTES" ]] ||
             die "$system $protocol with SNI $HOST: want '200 $BODY_BYTES', got '$got'"
     fi
-    got=$(curl -sS -k -H "Host: $HOST" -o /dev/null -w '%{http_code} %{size_download}' "$url") ||
+    got=$(curl -sS -k -H "Host: $HOST" "${CURL_EXTRA[@]}" -o /dev/null -w '%{http_code} %{size_download}' "$url") ||
         die "$system $protocol: curl $url failed"
     [[ $got == "200 $BODY_BYTES" ]] || die "$system $protocol: want '200 $BODY_BYTES', got '$got'"
     if [[ $ROUTE == policy ]]; then
         curl -sS -k -H "Host: $HOST" -D - -o /dev/null "$url" | grep -qi '^x-frame-options: DENY' ||
             die "$system $protocol: the response header filter is missing"
+    fi
+    if [[ $ROUTE == basic-auth ]]; then
+        got=$(curl -sS -k -H "Host: $HOST" -o /dev/null -w '%{http_code}' "$url")
+        [[ $got == 401 ]] || die "$system $protocol: without credentials want 401, got $got"
+    fi
+    if [[ $ROUTE == cors ]]; then
+        curl -sS -k -H "Host: $HOST" "${CURL_EXTRA[@]}" -D - -o /dev/null "$url" |
+            grep -qi '^access-control-allow-origin: \*' || die "$system $protocol: no CORS headers"
     fi
     if [[ $protocol == https ]]; then
         check_certificate "$system" "$port"
@@ -664,14 +798,18 @@ check_certificate() {
 # run_load PROTOCOL URL DURATION OUT: wrk for HTTP/1.1, h2load for h2.
 run_load() {
     local protocol=$1 url=$2 duration=$3 out=$4
-    local pid status=0 tolerated=0 load=(wrk -t1 -c50 -d"$duration" -H "Host: $HOST" "$url")
+    local pid status=0 tolerated=0 load=(wrk -t1 -c50 -d"$duration" -H "Host: $HOST")
+    [[ -z $EXTRA_HEADER ]] || load+=(-H "$EXTRA_HEADER")
+    load+=("$url")
     if [[ $protocol == grpc ]]; then
         # ghz exits 1 when calls fail: the summary is still read (errors are counted).
         load=("$GRPC_TOOLS/ghz" --skipTLS --authority "$GRPC_HOST" --call "$GRPC_CALL"
             -d '{"response_size":1024}' -z "$duration" --duration-stop wait -c "$GRPC_CONCURRENCY"
             --connections "$GRPC_CONNECTIONS" "$url")
     elif [[ $protocol == h2 ]]; then
-        load=(h2load -t1 -c"$H2_CONNECTIONS" -m"$H2_STREAMS" -D"$duration" -H ":authority: $HOST" "$url")
+        load=(h2load -t1 -c"$H2_CONNECTIONS" -m"$H2_STREAMS" -D"$duration" -H ":authority: $HOST")
+        [[ -z $EXTRA_HEADER ]] || load+=(-H "$EXTRA_HEADER")
+        load+=("$url")
     fi
     # The load tool stops itself after DURATION; the outer timeout only guards against a hang. It
     # runs in the background so that a signal to this script interrupts `wait` instead of waiting.
@@ -816,6 +954,7 @@ main() {
     : >"$RESULTS"
 
     make_cert
+    [[ $ROUTE != basic-auth ]] || make_htpasswd
     start_backend
     [[ " $PROTOCOLS " != *" grpc "* ]] || start_grpc_backend
     [[ $OTEL == off ]] || start_collector
