@@ -43,7 +43,10 @@
 #                    auth-cache-key $http_authorization, every request a cache hit after the
 #                    first; nginx: auth_request with proxy_cache), `auth-url-miss` (the same
 #                    without a cache: a sub-request per request), `limit-rps` (limit-rps 100000,
-#                    never reached: what counting costs)
+#                    never reached: what counting costs), `affinity` (affinity: cookie; the load
+#                    sends the cookie Sluice issued, so every request is sticky; nginx, which has
+#                    no sticky cookie without ingress-nginx's Lua, hashes the same cookie:
+#                    `hash $cookie_INGRESSCOOKIE consistent`)
 #   ACCESS_LOG=off   `on`: both proxies write ingress-nginx's upstreaminfo line per request to a
 #                    file in the work directory (nginx as ingress-nginx configures it: an
 #                    unbuffered write per request; Sluice: its default, buffered per worker);
@@ -96,6 +99,8 @@ esac
 EXTRA_HEADER=""
 case $ROUTE in
     plain | limit-rps) PATH_UNDER_TEST=/$BODY.bin ;;
+    # The cookie Sluice issues is read once it runs (check_proxy) and sent to both.
+    affinity) PATH_UNDER_TEST=/$BODY.bin ;;
     policy) PATH_UNDER_TEST=/app/$BODY.bin ;;
     cors) PATH_UNDER_TEST=/$BODY.bin EXTRA_HEADER="Origin: https://client.example" ;;
     basic-auth)
@@ -103,7 +108,7 @@ case $ROUTE in
         EXTRA_HEADER="Authorization: Basic $(printf 'bench:s3cret' | base64)"
         ;;
     auth-url | auth-url-miss) PATH_UNDER_TEST=/$BODY.bin EXTRA_HEADER="Authorization: Bearer bench" ;;
-    *) echo "ROUTE must be plain, policy, cors, basic-auth, auth-url, auth-url-miss or limit-rps, not '$ROUTE'" >&2; exit 2 ;;
+    *) echo "ROUTE must be plain, policy, cors, basic-auth, auth-url, auth-url-miss, limit-rps or affinity, not '$ROUTE'" >&2; exit 2 ;;
 esac
 BACKEND_PORT=18080
 NGINX_HTTP=18091
@@ -249,7 +254,7 @@ make_cert() {
 # a configuration-snippet with add_header and proxy_set_header.
 nginx_location() {
     case $ROUTE in
-        plain) echo '        location / {' ;;
+        plain | affinity) echo '        location / {' ;;
         cors)
             # ingress-nginx's CORS block with the defaults (origin *, credentials true).
             cat <<'LOCATION'
@@ -436,6 +441,7 @@ $(nginx_http_extra)
     keepalive_requests 100000000;
 
     upstream app {
+$([[ $ROUTE != affinity ]] || echo '        hash $cookie_INGRESSCOOKIE consistent;')
         server 127.0.0.1:$BACKEND_PORT;
         keepalive 100;
         keepalive_requests 100000000;
@@ -584,6 +590,9 @@ EOF
     elif [[ $ROUTE == limit-rps ]]; then
         annotations='  annotations:
     nginx.ingress.kubernetes.io/limit-rps: "100000"'
+    elif [[ $ROUTE == affinity ]]; then
+        annotations='  annotations:
+    nginx.ingress.kubernetes.io/affinity: cookie'
     fi
     cat >"$dir/ingress.yaml" <<EOF
 apiVersion: networking.k8s.io/v1
@@ -738,6 +747,15 @@ url_for() {
 # SNI for the host (wrk will send 127.0.0.1 or none), so both paths of certificate choice are seen.
 check_proxy() {
     local system=$1 protocol=$2 url got port
+    if [[ $ROUTE == affinity && $system == sluice && -z $EXTRA_HEADER ]]; then
+        # The session cookie Sluice issues (over plain HTTP: without Secure), for every request.
+        local cookie
+        cookie=$(curl -sS -H "Host: $HOST" -D - -o /dev/null "http://127.0.0.1:$SLUICE_HTTP$PATH_UNDER_TEST" |
+            tr -d '\r' | awk -F'[:;] *' 'tolower($1) == "set-cookie" {print $2; exit}')
+        [[ $cookie == INGRESSCOOKIE=* ]] || die "sluice: no affinity cookie issued"
+        EXTRA_HEADER="Cookie: $cookie"
+        log "affinity: the load sends $EXTRA_HEADER"
+    fi
     local CURL_EXTRA=()
     [[ -z $EXTRA_HEADER ]] || CURL_EXTRA=(-H "$EXTRA_HEADER")
     url=$(url_for "$system" "$protocol")
