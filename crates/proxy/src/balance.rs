@@ -12,8 +12,9 @@
 //! ```
 //! `ewma` is ingress-nginx's `balancer/ewma.lua`: an endpoint's score is its average response
 //! time (connected to body end), decayed by `exp(-Δt / 10 s)` since it was last updated, so
-//! an endpoint that was slow a minute ago is tried again; an endpoint without a score starts
-//! at the average of the others' (its slow start), or 0 when none has one.
+//! an endpoint that was slow a minute ago is tried again; an endpoint added to a backend
+//! starts at the average of the others' (its slow start), and one never measured scores 0
+//! (each is tried once at first), as ingress-nginx's shared dictionary reads.
 //! All state is this worker's own: no shared counters, so workers never contend. Workers
 //! drift apart a little in their rotation, which spreads load just as well.
 
@@ -46,6 +47,9 @@ pub(crate) struct Balancer {
     set_aside: HashMap<SocketAddr, Instant>,
     /// `ewma`: each endpoint's response-time average (seconds) and when it was last updated.
     ewma: HashMap<SocketAddr, (f64, Instant)>,
+    /// `ewma`: the endpoint set each backend had when last picked from, to give endpoints
+    /// added since the others' average (ingress-nginx's slow start at its balancer's sync).
+    ewma_sets: HashMap<usize, Arc<EndpointSet>, BuildHasherDefault<AddressHasher>>,
     /// Hash rings of backends with `upstream-hash-by` routes, by the backend's address, with
     /// the endpoint set each was made from (held, so its address cannot be reused by a newer
     /// set while the ring is kept).
@@ -81,6 +85,9 @@ impl Balancer {
         now: Instant,
     ) -> Option<SocketAddr> {
         let key = backend as *const Backend as usize;
+        if policy == LoadBalance::Ewma {
+            self.ewma_slow_start(key, backend, now);
+        }
         backend.with_endpoints(|set| {
             let endpoints = set.active();
             match endpoints.len() {
@@ -171,6 +178,7 @@ impl Balancer {
         self.round_robin.retain(|key, _| backends.contains(key));
         self.rings.retain(|key, _| backends.contains(key));
         self.sticky.retain(|key, _| backends.contains(key));
+        self.ewma_sets.retain(|key, _| backends.contains(key));
     }
 
     pub(crate) fn expire(&mut self, now: Instant) {
@@ -231,6 +239,38 @@ impl Balancer {
             .unwrap_or(endpoints[start % n])
     }
 
+    /// Endpoints that joined `backend` since it was last picked from start at the average of
+    /// the others' (decayed) averages, as ingress-nginx's `sync` stores for added endpoints;
+    /// the first time, every endpoint starts without one (score 0: each is tried).
+    fn ewma_slow_start(&mut self, key: usize, backend: &Backend, now: Instant) {
+        let seen = backend.with_endpoints(|set| {
+            let kept = self.ewma_sets.get(&key);
+            kept.is_some_and(|seen| std::ptr::eq(Arc::as_ptr(seen), set))
+        });
+        if seen {
+            return;
+        }
+        let set = backend.endpoints();
+        let Some(previous) = self.ewma_sets.insert(key, set.clone()) else {
+            return;
+        };
+        let known: Vec<f64> = previous
+            .active()
+            .iter()
+            .filter_map(|e| self.ewma.get(e))
+            .map(|(average, touched)| average * decay(now.saturating_duration_since(*touched)))
+            .collect();
+        if known.is_empty() {
+            return;
+        }
+        let start = known.iter().sum::<f64>() / known.len() as f64;
+        for endpoint in set.active() {
+            if !previous.active().contains(endpoint) {
+                self.ewma.entry(*endpoint).or_insert((start, now));
+            }
+        }
+    }
+
     /// ingress-nginx's `ewma`: two candidates drawn at random, the lower decayed average wins.
     fn ewma(&self, endpoints: &[SocketAddr], tried: &[SocketAddr], now: Instant) -> SocketAddr {
         let level = self.level(endpoints, tried, now);
@@ -247,20 +287,13 @@ impl Balancer {
         if second >= first {
             second += 1;
         }
-        let known = |e: &SocketAddr| {
-            self.ewma
-                .get(e)
-                .map(|(average, touched)| average * decay(now.saturating_duration_since(*touched)))
+        // Without an average (never answered): 0, tried first, as ingress-nginx's missing
+        // shared-dict entry reads.
+        let score = |e: &SocketAddr| {
+            self.ewma.get(e).map_or(0.0, |(average, touched)| {
+                average * decay(now.saturating_duration_since(*touched))
+            })
         };
-        // A new endpoint starts at the others' average (ingress-nginx's slow start), so it
-        // is not flooded for having no history.
-        let scores: Vec<f64> = endpoints.iter().filter_map(known).collect();
-        let start = if scores.is_empty() {
-            0.0
-        } else {
-            scores.iter().sum::<f64>() / scores.len() as f64
-        };
-        let score = |e: &SocketAddr| known(e).unwrap_or(start);
         let (a, b) = (candidates[first], candidates[second]);
         if score(&b) < score(&a) {
             b
@@ -493,10 +526,21 @@ mod tests {
         balancer.observed(addr(1), Duration::from_millis(0), later);
         let (average, _) = balancer.ewma[&addr(1)];
         assert!((average - 0.2 * (-1f64).exp()).abs() < 1e-9, "{average}");
-        // A new endpoint starts at the others' average rather than at 0.
-        let three = backend(&[1, 2, 3]);
-        let start = balancer.pick(&three, LoadBalance::Ewma, &[addr(1), addr(2)], later);
-        assert_eq!(start, Some(addr(3)));
+        // An endpoint added to a backend already picked from starts at the others' average
+        // (slow start), not at 0, so it is not flooded for having no history.
+        let be = backend(&[1, 2]);
+        balancer.pick(&be, LoadBalance::Ewma, &[], later);
+        be.set_endpoints(EndpointSet {
+            ready: [1, 2, 3].map(addr).to_vec(),
+            ..EndpointSet::default()
+        });
+        balancer.pick(&be, LoadBalance::Ewma, &[], later);
+        let (start, _) = balancer.ewma[&addr(3)];
+        let (one, _) = balancer.ewma[&addr(1)];
+        let (two, _) = balancer.ewma[&addr(2)];
+        // `two` was last updated ten seconds before `later`: it counts decayed.
+        let expected = (one + two * (-1f64).exp()) / 2.0;
+        assert!((start - expected).abs() < 1e-9, "{start} vs {expected}");
         // Averages untouched for ten decay times are dropped.
         balancer.expire(later + Duration::from_secs(101));
         assert!(balancer.ewma.is_empty());
