@@ -112,15 +112,10 @@ const fn read(
 fn rewrite_word(value: &str, from: bool) -> Result<String, &'static str> {
     const EXPECTED: &str = "off, default (proxy-redirect-from) or literal URL text (no ~ regex)";
     let value = value.trim();
-    let literal = !value.is_empty()
-        && !value.starts_with('~')
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-._~/:,?&=".contains(c));
     match value {
         "" | "off" => Ok("off".to_owned()),
         "default" if from => Ok("default".to_owned()),
-        _ if literal => Ok(value.to_owned()),
+        _ if literal_url_text(value) => Ok(value.to_owned()),
         _ => Err(EXPECTED),
     }
 }
@@ -129,16 +124,20 @@ fn rewrite_word(value: &str, from: bool) -> Result<String, &'static str> {
 fn rewrite_pair(value: &str) -> Result<String, &'static str> {
     const EXPECTED: &str = "off, or the text to find and its replacement (no ~ regex)";
     let words: Vec<&str> = value.split_whitespace().collect();
-    let literal = |w: &str| {
-        !w.starts_with('~')
-            && w.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-._~/:,?&=".contains(c))
-    };
     match words[..] {
         [] | ["off"] => Ok("off".to_owned()),
-        [from, to] if literal(from) && literal(to) => Ok(format!("{from} {to}")),
+        [from, to] if literal_url_text(from) && literal_url_text(to) => Ok(format!("{from} {to}")),
         _ => Err(EXPECTED),
     }
+}
+
+/// One word the annotations' validator takes (ingress-nginx's `URLIsValidRegex`), and no
+/// nginx regular expression (`~`), which Sluice does not support.
+fn literal_url_text(word: &str) -> bool {
+    !word.is_empty()
+        && !word.starts_with('~')
+        && !word.contains(' ')
+        && crate::ingress::annotations::url_chars(word)
 }
 
 /// One `global-auth-*` key, kept as written under its annotation's name; compile checks it

@@ -96,6 +96,25 @@ async fn answer(record: &Mutex<Vec<Seen>>, request: Request<Incoming>) -> Respon
         .unwrap()
 }
 
+/// What every test here starts with: the echo backend, the auth server and a proxy.
+struct Setup {
+    web: backend::Backend,
+    auth: SocketAddr,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    h: Harness,
+}
+
+async fn setup() -> Setup {
+    let web = start_backend("web").await;
+    let (auth, seen) = start_auth_server().await;
+    Setup {
+        web,
+        auth,
+        seen,
+        h: Harness::start(),
+    }
+}
+
 /// `auth.example` on the echo backend, with `auth-url` to `auth` and more annotations.
 fn objects(web: SocketAddr, auth: SocketAddr, annotations: &[(&str, &str)]) -> Vec<Value> {
     let mut objects = vec![service("web", &[("http", 80)])];
@@ -125,9 +144,12 @@ async fn send(addr: SocketAddr, path: &str, token: Option<&str>, extra: &[(&str,
 
 #[tokio::test]
 async fn the_auth_server_decides_and_its_headers_reach_the_upstream() {
-    let web = start_backend("web").await;
-    let (auth, seen) = start_auth_server().await;
-    let mut h = Harness::start();
+    let Setup {
+        web,
+        auth,
+        seen,
+        mut h,
+    } = setup().await;
     h.apply(&objects(
         addr_of(&web),
         auth,
@@ -211,9 +233,9 @@ async fn the_auth_server_decides_and_its_headers_reach_the_upstream() {
 
 #[tokio::test]
 async fn signin_redirects_with_the_escaped_request_and_an_unreachable_server_is_500() {
-    let web = start_backend("web").await;
-    let (auth, _) = start_auth_server().await;
-    let mut h = Harness::start();
+    let Setup {
+        web, auth, mut h, ..
+    } = setup().await;
     h.apply(&objects(
         addr_of(&web),
         auth,
@@ -264,9 +286,12 @@ async fn an_unusable_auth_url_refuses_the_routes() {
 
 #[tokio::test]
 async fn simultaneous_requests_with_one_cache_key_make_one_sub_request() {
-    let web = start_backend("web").await;
-    let (auth, seen) = start_auth_server().await;
-    let mut h = Harness::start();
+    let Setup {
+        web,
+        auth,
+        seen,
+        mut h,
+    } = setup().await;
     h.apply(&objects(
         addr_of(&web),
         auth,
@@ -310,9 +335,12 @@ async fn simultaneous_requests_with_one_cache_key_make_one_sub_request() {
 
 #[tokio::test]
 async fn an_auth_refusal_carries_the_routes_cors_headers() {
-    let web = start_backend("web").await;
-    let (auth, seen) = start_auth_server().await;
-    let mut h = Harness::start();
+    let Setup {
+        web,
+        auth,
+        seen,
+        mut h,
+    } = setup().await;
     h.apply_allowing_diagnostics(&objects(addr_of(&web), auth, &[("enable-cors", "true")]));
     let reply = send(h.http(), "/echo/", None, &[("origin", "https://a.example")]).await;
     assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
@@ -341,9 +369,12 @@ async fn an_auth_refusal_carries_the_routes_cors_headers() {
 
 #[tokio::test]
 async fn an_auth_url_naming_a_host_sluice_serves_is_routed_by_sluice_s_rules() {
-    let web = start_backend("web").await;
-    let (auth, seen) = start_auth_server().await;
-    let mut h = Harness::start();
+    let Setup {
+        web,
+        auth,
+        seen,
+        mut h,
+    } = setup().await;
     let mut all = objects(addr_of(&web), auth, &[]);
     all.last_mut().unwrap()["metadata"]["annotations"]["nginx.ingress.kubernetes.io/auth-url"] =
         json!("http://login.example/check");
@@ -365,9 +396,12 @@ async fn an_auth_url_naming_a_host_sluice_serves_is_routed_by_sluice_s_rules() {
 
 #[tokio::test]
 async fn global_auth_covers_ingresses_without_their_own_and_no_auth_locations_stay_open() {
-    let web = start_backend("web").await;
-    let (auth, seen) = start_auth_server().await;
-    let mut h = Harness::start();
+    let Setup {
+        web,
+        auth,
+        seen,
+        mut h,
+    } = setup().await;
     let global = format!("http://{auth}/global");
     let mut all = vec![
         settings(&[
@@ -429,9 +463,12 @@ async fn global_auth_covers_ingresses_without_their_own_and_no_auth_locations_st
 
 #[tokio::test]
 async fn a_declared_body_over_the_limit_is_refused_before_the_auth_server_is_asked() {
-    let web = start_backend("web").await;
-    let (auth, seen) = start_auth_server().await;
-    let mut h = Harness::start();
+    let Setup {
+        web,
+        auth,
+        seen,
+        mut h,
+    } = setup().await;
     h.apply(&objects(addr_of(&web), auth, &[("proxy-body-size", "1k")]));
     let request = Request::post("/echo/")
         .header("host", "auth.example")

@@ -10,7 +10,7 @@ use model::Severity;
 use super::reader::Reader;
 
 /// ingress-nginx's `URLIsValidRegex` (spaces removed first): what the four may contain.
-fn url_chars(value: &str) -> bool {
+pub(crate) fn url_chars(value: &str) -> bool {
     value
         .chars()
         .filter(|c| *c != ' ')
