@@ -134,10 +134,17 @@ fn rewrite_pair(value: &str) -> Result<String, &'static str> {
 /// One word the annotations' validator takes (ingress-nginx's `URLIsValidRegex`), and no
 /// nginx regular expression (`~`), which Sluice does not support.
 fn literal_url_text(word: &str) -> bool {
-    !word.is_empty()
-        && !word.starts_with('~')
-        && !word.contains(' ')
-        && crate::ingress::annotations::url_chars(word)
+    !word.is_empty() && !word.starts_with('~') && !word.contains(' ') && url_chars(word)
+}
+
+/// ingress-nginx's `URLIsValidRegex` (spaces removed first): what `proxy-redirect-*` and
+/// `proxy-cookie-*` may contain, as annotations and as these keys. Here, below the
+/// annotations' reader, which reads this module's parsers too.
+pub(crate) fn url_chars(value: &str) -> bool {
+    value
+        .chars()
+        .filter(|c| *c != ' ')
+        .all(|c| c.is_ascii_alphanumeric() || "-._~/:,?&=".contains(c))
 }
 
 /// One `global-auth-*` key, kept as written under its annotation's name; compile checks it

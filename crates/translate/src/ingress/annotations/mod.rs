@@ -42,7 +42,6 @@ pub use parsed::{
     AuthSpec, BackendProtocol, BasicSpec, Canary, ClientCertSpec, IngressAnnotations,
     MirrorAnnotations, ProxySsl,
 };
-pub(crate) use read_response::url_chars;
 pub(crate) use reader::go_bool;
 pub use reader::parse;
 pub use registry::{entry, Annotation, Parser, Support, NGINX_PREFIX, REGISTRY, SLUICE_PREFIX};

@@ -8,14 +8,7 @@ use model::response_rewrite::{Replace, ResponseRewrite};
 use model::Severity;
 
 use super::reader::Reader;
-
-/// ingress-nginx's `URLIsValidRegex` (spaces removed first): what the four may contain.
-pub(crate) fn url_chars(value: &str) -> bool {
-    value
-        .chars()
-        .filter(|c| *c != ' ')
-        .all(|c| c.is_ascii_alphanumeric() || "-._~/:,?&=".contains(c))
-}
+use crate::configmap::url_chars;
 
 /// ingress-nginx's `cookieDomainRegex` characters.
 fn domain_chars(value: &str) -> bool {
