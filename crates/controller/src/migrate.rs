@@ -97,6 +97,7 @@ impl Report {
         let paths = routes.iter().flat_map(|(_, host)| &host.paths);
         let all = paths
             .map(|path| &path.route)
+            .chain(routes.iter().filter_map(|(_, host)| host.root.as_ref()))
             .chain(compiled.routes.default_backend());
         for route in all {
             if let Some(why) = &route.policy.denied {

@@ -139,6 +139,9 @@ pub struct CompiledView {
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub www_redirects: BTreeMap<String, String>,
     pub default_backend: Option<RouteView>,
+    /// Where known hosts' unmatched paths go when the host has no root of its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_default: Option<RouteView>,
     /// Rules tried before the default backend (its canary's).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub default_rules: Vec<RouteView>,
@@ -170,6 +173,10 @@ pub struct HostView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub app_root: Option<String>,
     pub paths: Vec<RouteView>,
+    /// The host's root location, where its unmatched paths go (see `routes::HostRoutes`);
+    /// absent: the host default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root: Option<RouteView>,
 }
 
 #[derive(Debug, Serialize)]
@@ -182,6 +189,9 @@ pub struct RouteView {
     pub service: String,
     /// `None` when the backend could not be resolved (requests answer 503).
     pub backend: Option<String>,
+    /// No upstream: Sluice answers 404 once the policy's phases let the request through.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub not_found: bool,
     /// On a regex host: the regex the path is matched with.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub regex: Option<String>,
@@ -216,6 +226,7 @@ impl RouteView {
             ingress: route.ingress.to_string(),
             service: route.service.to_string(),
             backend: route.backend.key().map(ToString::to_string),
+            not_found: route.not_found,
             regex: path.and_then(|p| p.pattern.as_ref()).map(|r| r.to_string()),
             policy: route.policy.difference(default),
             conditions: path.map_or_else(Vec::new, |p| {
@@ -270,6 +281,10 @@ impl Compiled {
                                 .as_ref()
                                 .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned()),
                             paths,
+                            root: routes
+                                .root
+                                .as_ref()
+                                .map(|r| RouteView::new(None, r, &default)),
                         },
                     )
                 })
@@ -277,6 +292,10 @@ impl Compiled {
             default_backend: self
                 .routes
                 .default_backend()
+                .map(|r| RouteView::new(None, r, &default)),
+            host_default: self
+                .routes
+                .host_default()
                 .map(|r| RouteView::new(None, r, &default)),
             default_rules: self
                 .routes

@@ -5,7 +5,15 @@
 //!                           *.parent   ─▶ its paths ─┼─▶ first match (most specific) ─▶ Route
 //!                           any host   ─▶ its paths ─┤
 //!                           defaultBackend ──────────┘  else None (404)
+//!  a host with rules whose paths all miss ─▶ its root (first Ingress's policy) or the host
+//!  default (--default-backend-service), else None (404): never the next line of the picture
 //! ```
+//! **Hosts are servers** (ingress-nginx's, traps included): a request whose host has rules is
+//! settled by that host, as nginx picks one `server` by name before any `location`; a path no
+//! rule of the host matches goes to the host's `location /`, which carries the annotations of
+//! the first Ingress with a rule for the host (its auth, CORS, limits, redirects) in front of
+//! that Ingress's `spec.defaultBackend` or the default backend. Only hosts without rules reach
+//! the wildcard's, the host-less rules and the catch-all.
 //! Within one host, paths are sorted most specific first: longer path first, and at equal
 //! length `Exact` before `Prefix`, so the first match is the one the Ingress spec asks for.
 //!
@@ -77,6 +85,10 @@ pub struct Route {
     /// Other routes taking a share of this rule's requests, or what this route is to another
     /// rule. `None` for almost every route: it costs one pointer.
     pub traffic: Option<Box<Traffic>>,
+    /// No upstream: the request goes through the policy's phases, then Sluice answers 404. A
+    /// host's root location when no default backend is configured (ingress-nginx's built-in
+    /// 404 behind the first Ingress's annotations; see [`HostRoutes::root`]).
+    pub not_found: bool,
 }
 
 /// A route's part in a traffic split (ingress-nginx's canary; Gateway API's weighted
@@ -111,6 +123,7 @@ impl Route {
             policy,
             site: self.site.clone(),
             traffic: None,
+            not_found: self.not_found,
         }
     }
 
@@ -193,6 +206,16 @@ pub struct HostRoutes {
     /// `app-root`: a request for `/` is answered with a 302 to this path.
     /// Boxed: few hosts have one, and every host's entry would otherwise carry its 40 bytes.
     pub app_root: Option<Box<HeaderValue>>,
+    /// Some Ingress has a rule for this host (an entry made only by `spec.tls` has none): a
+    /// request for it that no path matches stops here (ingress-nginx's server for the host),
+    /// at `root`, else at the table's host default; it never falls through to the wildcard's
+    /// or the host-less rules.
+    pub server: bool,
+    /// The host's root location (ingress-nginx's `location /` of the server, made by the
+    /// first Ingress with a rule for the host): that Ingress's policy in front of its
+    /// `spec.defaultBackend`, else the default backend, else a 404. `None` when it would be
+    /// the table's host default anyway (an Ingress without annotations or defaultBackend).
+    pub root: Option<Arc<Route>>,
 }
 
 /// The routes of one compiled configuration. Immutable; replaced whole.
@@ -202,6 +225,9 @@ pub struct RouteTable {
     wildcard: HashMap<Arc<str>, HostRoutes>,
     any_host: HostRoutes,
     default_backend: Option<Arc<Route>>,
+    /// Where a known host's unmatched paths go when the host has no `root` of its own:
+    /// `--default-backend-service` with the ConfigMap's policy; `None`: 404.
+    host_default: Option<Arc<Route>>,
     /// Rules tried before the default backend (its canary's header and cookie rules), in order.
     default_rules: Vec<PathRoute>,
     /// `from-to-www-redirect`: a host without rules of its own → the host to send it to.
@@ -448,6 +474,15 @@ impl RouteTable {
             if let Some(found) = routes.find(path, head) {
                 return Some(routes.matched(found, routes.tls));
             }
+            if routes.server {
+                let root = routes.root.as_ref().or(self.host_default.as_ref())?;
+                return Some(Matched {
+                    route: root,
+                    tls: routes.tls,
+                    pattern: None,
+                    app_root: routes.app_root.as_deref(),
+                });
+            }
         }
         if let Some(found) = self.any_host.find(path, head) {
             return Some(self.any_host.matched(found, tls));
@@ -535,6 +570,15 @@ impl RouteTable {
         self.default_backend.as_mut()
     }
 
+    /// Sets where known hosts' unmatched paths go when the host has no root of its own.
+    pub fn set_host_default(&mut self, route: Arc<Route>) {
+        self.host_default = Some(route);
+    }
+
+    pub fn host_default(&self) -> Option<&Arc<Route>> {
+        self.host_default.as_ref()
+    }
+
     /// Rules tried, in order, before the default backend.
     pub fn default_rules(&self) -> &[PathRoute] {
         &self.default_rules
@@ -557,7 +601,14 @@ impl RouteTable {
             .flat_map(|host| host.paths.iter())
             .chain(self.default_rules.iter())
             .map(|rule| &rule.route)
-            .chain(self.default_backend.iter());
+            .chain(self.default_backend.iter())
+            .chain(self.host_default.iter())
+            .chain(
+                self.exact
+                    .values()
+                    .chain(self.wildcard.values())
+                    .filter_map(|host| host.root.as_ref()),
+            );
         rules.flat_map(|route| {
             let alternatives = route.traffic.as_deref().into_iter();
             std::iter::once(route)
@@ -630,6 +681,7 @@ mod tests {
             policy: Arc::default(),
             site: RouteSite::default(),
             traffic: None,
+            not_found: false,
         })
     }
 

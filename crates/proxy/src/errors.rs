@@ -105,6 +105,7 @@ impl ErrorRequest<'_> {
                 .route
                 .map_or_else(RouteSite::default, |route| route.site.clone()),
             traffic: None,
+            not_found: false,
         };
         (target, head)
     }
@@ -129,6 +130,7 @@ pub(crate) fn unavailable_fallback(route: &Route, head: &mut Parts) -> Option<Ro
         policy: route.policy.clone(),
         site: route.site.clone(),
         traffic: None,
+        not_found: false,
     })
 }
 
@@ -198,6 +200,7 @@ mod tests {
                 ..RouteSite::default()
             },
             traffic: None,
+            not_found: false,
         };
         let original = original(
             "http://shop.example/a/b?x=1",

@@ -10,7 +10,8 @@
 //!              ≠ :authority ─▶ 400 │ path decoded and normalised           (model::target)
 //!              (NUL, `%zz`, above `/` ─▶ 400); the client address, once    (ConnCtx::client_ip)
 //!   route      from-to-www twin ─▶ http-redirect-code │ the first rule whose path and
-//!              conditions hold (model::routes) ─none─▶ 404; a weighted split draws here
+//!              conditions hold (model::routes; a host's unmatched path: its root, the
+//!              first Ingress's policy, then 404 after auth) ─none─▶ 404; a weighted split draws here
 //!              unless the affinity cookie names a side (sticky canary)     affinity.rs
 //!   client cert  auth-tls-* (HTTPS here; plain HTTP after the redirects):  client_cert.rs
 //!              handshake for another name ─▶ 421 │ none with on ─▶ 400 │   (model::client_cert)
@@ -214,6 +215,11 @@ pub(crate) async fn respond(
                             None
                         };
                         if let Some(result) = denied {
+                            (result, Some(route), tls && conn.https, false)
+                        } else if route.not_found {
+                            // A host's root location without a default backend: its policy
+                            // let the request through to ingress-nginx's built-in 404.
+                            let result = Err(ProxyError::NoRoute);
                             (result, Some(route), tls && conn.https, false)
                         } else {
                             let fallback = errors::unavailable_fallback(route, &mut head);

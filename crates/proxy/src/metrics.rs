@@ -763,6 +763,7 @@ mod tests {
                 service_port: "80".into(),
             },
             traffic: None,
+            not_found: false,
         })
     }
 

@@ -39,6 +39,7 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         default_policy: Arc::default(),
         global_auth: None,
         default_error_backend: None,
+        host_default: None,
         hosts: HostExtras::default(),
         passthrough_ingresses: BTreeSet::new(),
         tls_policies: HashMap::new(),
@@ -59,6 +60,7 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
     compiler.custom_errors();
     // Made once the default policy is final (the ConfigMap's custom errors are in it).
     let default_route = default_service.map(|route| compiler.default_backend_route(route));
+    compiler.host_default = default_route.clone();
     let served = ingress::served(store, options);
     let paths = served.iter().map(|(_, i)| ingress::path_count(i)).sum();
     compiler.out.ingresses.reserve_exact(served.len());
@@ -75,8 +77,11 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         compiler.ingress(name, ingress, &mut claims);
     }
     compiler.certificates(options, std::mem::take(&mut claims.tls));
-    if let (None, Some(route)) = (&claims.default_backend, default_route) {
-        compiler.out.routes.set_default_backend(route);
+    if let Some(route) = default_route {
+        compiler.out.routes.set_host_default(route.clone());
+        if claims.default_backend.is_none() {
+            compiler.out.routes.set_default_backend(route);
+        }
     }
     compiler.finish_hosts();
     compiler.client_cert_hosts();
@@ -191,6 +196,7 @@ impl Compiler<'_> {
                 ..RouteSite::default()
             },
             traffic: None,
+            not_found: false,
         })
     }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use model::policy::{ErrorBackend, RoutePolicy};
 use model::{
-    Backend, Compiled, Diagnostic, NamespacedName, NodeLocalEndpoints, ObjectRef, Severity,
+    Backend, Compiled, Diagnostic, NamespacedName, NodeLocalEndpoints, ObjectRef, Route, Severity,
 };
 
 use crate::ingress::annotations::BackendProtocol;
@@ -87,6 +87,9 @@ pub(crate) struct Compiler<'a> {
     pub(crate) global_auth: Option<Result<Arc<model::auth::ExternalAuth>, String>>,
     /// `--default-backend-service` as the errors phase's backend (`upstream-default-backend`).
     pub(crate) default_error_backend: Option<Arc<ErrorBackend>>,
+    /// `--default-backend-service`'s route: where known hosts' unmatched paths go (and what a
+    /// host's root location forwards to when its Ingress has no `spec.defaultBackend`).
+    pub(crate) host_default: Option<Arc<Route>>,
     pub(crate) hosts: HostExtras,
     /// Ingresses with `ssl-passthrough`, in the order they were read.
     pub(crate) passthrough_ingresses: BTreeSet<NamespacedName>,

@@ -54,6 +54,7 @@ fn with_edits(
                 policy: Arc::new(policy),
                 site: route.site.clone(),
                 traffic: None,
+                not_found: false,
             });
         }
     }

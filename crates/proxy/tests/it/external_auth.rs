@@ -21,16 +21,16 @@ use crate::support::*;
 
 /// A sub-request as the auth server saw it.
 #[derive(Clone, Debug)]
-struct Seen {
-    method: String,
-    target: String,
-    headers: HeaderMap,
+pub(crate) struct Seen {
+    pub(crate) method: String,
+    pub(crate) target: String,
+    pub(crate) headers: HeaderMap,
 }
 
 /// An auth server on loopback: `Authorization: Bearer <word>` decides. `good` 200 with
 /// `X-Auth-Request-User`/`-Email` and a cookie; `cached` 200 without a cookie after 300 ms
 /// (cacheable); `nope` 403; `broken` 502; none 401 with `WWW-Authenticate`.
-async fn start_auth_server() -> (SocketAddr, Arc<Mutex<Vec<Seen>>>) {
+pub(crate) async fn start_auth_server() -> (SocketAddr, Arc<Mutex<Vec<Seen>>>) {
     let listener = TcpListener::bind((LOCALHOST, 0)).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));

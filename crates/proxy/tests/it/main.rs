@@ -22,6 +22,7 @@ mod grpc;
 mod h2_edge;
 mod h2c;
 mod h2spec;
+mod host_root;
 mod http1;
 mod limits;
 mod load_balance;

@@ -55,14 +55,29 @@ async fn hosts_paths_and_the_default_backend_route_end_to_end() {
         client.get("x.wild.example.com", "/echo").await.backend(),
         "b"
     );
-    // No rule for the host, or no path under a known one: the default backend.
+    // A known host's unmatched path: the host's root location, which sends it to the
+    // spec.defaultBackend of the Ingress with the host's first rule (ingress-nginx).
+    assert_eq!(
+        client
+            .get("x.wild.example.com", "/echo/other")
+            .await
+            .backend(),
+        "c"
+    );
+    // No rule for the host: an Ingress with rules is not the catch-all (only one without
+    // rules is, as in ingress-nginx), so 404 until there is one.
+    let reply = client.get("elsewhere.example.com", "/echo").await;
+    assert_eq!(reply.status, http::StatusCode::NOT_FOUND, "{reply:?}");
+    objects.push(ingress("catch-all", json!({"defaultBackend": to("svc-a")})));
+    h.apply(&objects);
+    let mut client = Client::connect(h.http()).await;
     assert_eq!(
         client.get("elsewhere.example.com", "/echo").await.backend(),
-        "c"
+        "a"
     );
     assert_eq!(
         client.get("a.b.wild.example.com", "/echo").await.backend(),
-        "c"
+        "a"
     );
 
     let echo = client.get("foo.example.com", "/echo?q=1").await.json();

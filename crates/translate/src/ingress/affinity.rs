@@ -102,6 +102,9 @@ impl Compiler<'_> {
             for path in &mut routes.paths {
                 adjust(&mut path.route);
             }
+            if let Some(root) = &mut routes.root {
+                adjust(root);
+            }
         }
         if let Some(route) = self.out.routes.default_backend_mut() {
             adjust(route);

@@ -433,6 +433,7 @@ fn canary_rules(main: &Arc<Route>, join: &Joined) -> (Vec<Conditional>, Arc<Rout
             alternative_name: Some(join.name.clone()),
             ..Traffic::default()
         })),
+        not_found: false,
     });
     let exact = |value: &str| ValueMatch::Exact(value.into());
     let mut rules: Vec<Conditional> = Vec::new();

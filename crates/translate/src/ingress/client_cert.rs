@@ -23,6 +23,7 @@ use model::{Diagnostic, NamespacedName, ObjectRef, Severity};
 
 use super::annotations::IngressAnnotations;
 use crate::compiler::Compiler;
+use crate::ingress::roots::routes_of_server;
 
 impl Compiler<'_> {
     /// Reads the Secret of `auth-tls-secret` into the Ingress's policy, or refuses the
@@ -133,6 +134,8 @@ impl Compiler<'_> {
     /// handshakes.
     pub(crate) fn client_cert_hosts(&mut self) {
         let hosts = std::mem::take(&mut self.hosts.client_certs);
+        let (host_default, default_policy) =
+            (self.host_default.clone(), self.default_policy.clone());
         let mut diagnostics = Vec::new();
         for (host, certs) in hosts {
             if let Some((policy, owner)) = &certs.host {
@@ -145,12 +148,14 @@ impl Compiler<'_> {
                 if self.out.routes.host(&host).is_some() {
                     let routes = self.out.routes.host_mut(&host);
                     let mut told = BTreeSet::new();
-                    for path in &mut routes.paths {
-                        let own = path.route.policy.client_cert.as_ref();
+                    // The root too: nginx asks at the server, for every request of the host.
+                    let every = routes_of_server(routes, host_default.as_ref(), &default_policy);
+                    for route in every {
+                        let own = route.policy.client_cert.as_ref();
                         if own.is_some_and(|p| p.scope == Scope::Path || Arc::ptr_eq(p, policy)) {
                             continue;
                         }
-                        let ingress = &path.route.ingress;
+                        let ingress = &route.ingress;
                         let told_already = ingress == owner || certs.ignored.contains(ingress);
                         if !told_already && told.insert(ingress.clone()) {
                             diagnostics.push(Diagnostic::with_severity(
@@ -159,9 +164,9 @@ impl Compiler<'_> {
                                 format!("host {host}: this Ingress's paths require the client certificates of Ingress {owner} (its auth-tls-secret applies to the whole host, as in ingress-nginx; sluice.dev/auth-tls-scope: path on it would keep them to its own paths)"),
                             ));
                         }
-                        let mut changed = (*path.route.policy).clone();
+                        let mut changed = (*route.policy).clone();
                         changed.client_cert = Some(policy.clone());
-                        path.route = Arc::new(path.route.with_policy(Arc::new(changed)));
+                        *route = Arc::new(route.with_policy(Arc::new(changed)));
                     }
                 }
             }

@@ -11,6 +11,7 @@ use model::{Diagnostic, NamespacedName, Severity};
 
 use crate::compiler::{CompileOptions, Compiler};
 use crate::ingress::annotations::IngressAnnotations;
+use crate::ingress::roots::{routes_of_server, takes_every_path};
 impl Compiler<'_> {
     /// Records the host-level annotations of one Ingress for one of its hosts.
     pub(crate) fn host_annotations(
@@ -130,28 +131,34 @@ impl Compiler<'_> {
         let mut diagnostics = Vec::new();
         let edits = std::mem::take(&mut self.hosts.edits);
         let refused = std::mem::take(&mut self.hosts.refused);
+        let host_default = self.host_default.clone();
+        let default_policy = self.default_policy.clone();
         for (host, routes) in self.out.routes.hosts_mut() {
+            if takes_every_path(routes) {
+                routes.root = None;
+            }
+            // Server-wide: every path of the host, and its root (nginx's server directives).
             if let Some(why) = refused.get(&host) {
                 let mut told = BTreeSet::new();
-                for path in &mut routes.paths {
-                    if path.route.policy.denied.is_none() {
-                        if told.insert(path.route.ingress.clone()) {
+                for route in routes_of_server(routes, host_default.as_ref(), &default_policy) {
+                    if route.policy.denied.is_none() {
+                        if told.insert(route.ingress.clone()) {
                             diagnostics.push(Diagnostic::new(
-                                ingress_ref(&path.route.ingress),
+                                ingress_ref(&route.ingress),
                                 format!("host {host}: every route answers 503: {why}"),
                             ));
                         }
                         let policy = RoutePolicy {
                             denied: Some(why.clone()),
-                            ..(*path.route.policy).clone()
+                            ..(*route.policy).clone()
                         };
-                        path.route = Arc::new(path.route.with_policy(Arc::new(policy)));
+                        *route = Arc::new(route.with_policy(Arc::new(policy)));
                     }
                 }
             }
             if let Some((request, response)) = edits.get(&host) {
-                for path in &mut routes.paths {
-                    let mut policy = (*path.route.policy).clone();
+                for route in routes_of_server(routes, host_default.as_ref(), &default_policy) {
+                    let mut policy = (*route.policy).clone();
                     policy.request_headers = request
                         .iter()
                         .chain(policy.request_headers.iter())
@@ -162,7 +169,7 @@ impl Compiler<'_> {
                         .chain(policy.response_headers.iter())
                         .cloned()
                         .collect();
-                    path.route = Arc::new(path.route.with_policy(Arc::new(policy)));
+                    *route = Arc::new(route.with_policy(Arc::new(policy)));
                 }
             }
             let Some(asker) = routes

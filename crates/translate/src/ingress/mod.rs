@@ -32,6 +32,7 @@ mod custom_headers;
 mod errors;
 mod hosts;
 mod mirror;
+mod roots;
 mod upstream;
 
 use std::collections::BTreeMap;
@@ -350,9 +351,21 @@ impl Compiler<'_> {
             policies: &policies,
             upstream: &upstream,
         };
-        if let Some(backend) = &spec.default_backend {
+        // ingress-nginx: an Ingress without rules makes its spec.defaultBackend the catch-all;
+        // one with rules sends its hosts' unmatched paths there (see `roots`).
+        let has_rules = spec.rules.as_ref().is_some_and(|rules| !rules.is_empty());
+        if let Some(backend) = spec.default_backend.as_ref().filter(|_| !has_rules) {
             self.ingress_default_backend(&context, backend, claims);
         }
+        let own_default = spec.default_backend.as_ref().filter(|_| has_rules);
+        let root_policy = policies.for_path("/", false, &self.out.settings.no_auth_locations);
+        let mut roots = roots::Roots::new(
+            (&name, &object),
+            root_policy,
+            &self.default_policy,
+            &upstream,
+            own_default,
+        );
         let mut hosts_of_rules = Vec::new();
         for (r, rule) in spec.rules.iter().flatten().enumerate() {
             let host = match HostPattern::parse(rule.host.as_deref()) {
@@ -372,17 +385,20 @@ impl Compiler<'_> {
             };
             hosts_of_rules.push(host.clone());
             self.host_annotations(&name, &host, &parsed);
+            let rule_host = rule.host.as_deref().unwrap_or("");
+            self.host_root(&mut roots, &host, rule_host);
             for (p, path) in rule.http.iter().flat_map(|h| h.paths.iter()).enumerate() {
                 let field = format!("spec.rules[{r}].http.paths[{p}]");
-                let rule_host = rule.host.as_deref().unwrap_or("");
                 self.ingress_path(&context, &host, rule_host, &field, path, claims);
             }
         }
+        self.unused_default_backend(&roots);
 
         self.ingress_tls(&name, &object, spec, &hosts_of_rules, claims);
     }
 
-    /// `spec.defaultBackend`: the oldest Ingress's takes the requests no rule matches.
+    /// `spec.defaultBackend` of an Ingress without rules: the oldest one's takes the requests
+    /// of hosts without rules (ingress-nginx's catch-all server).
     fn ingress_default_backend(
         &mut self,
         context: &IngressContext<'_>,
@@ -585,6 +601,7 @@ impl Compiler<'_> {
                 policy: policy.clone(),
                 site: site.clone(),
                 traffic: None,
+                not_found: false,
             })
         };
         let Some(service_backend) = &backend.service else {

@@ -63,7 +63,13 @@ fn route_requests(text: &str, compiled: &model::Compiled) -> Vec<String> {
             if let (Some(root), "/") = (matched.app_root, path) {
                 out.push_str(&format!(", app-root 302 {}", root.to_str().unwrap()));
             }
+            if route.not_found {
+                out.push_str(" (root: 404 after the policy)");
+            }
             let policy = &route.policy;
+            if policy.external_auth.is_some() || policy.basic_auth.is_some() {
+                out.push_str(", auth");
+            }
             if let Some(why) = &policy.denied {
                 out.push_str(&format!(", denied 503 ({why})"));
             }

@@ -1,0 +1,173 @@
+//! A host's unmatched paths over real sockets, as ingress-nginx serves them: the first
+//! Ingress of a host lends its policy to the host's root location (auth, CORS), in front of
+//! the default backend or a 404; a host with rules never falls through to other hosts' rules.
+
+use http::{header, Method, Request, StatusCode};
+use http_body_util::Full;
+use model::NamespacedName;
+use serde_json::{json, Value};
+
+use crate::external_auth::start_auth_server;
+use crate::support::*;
+
+/// `auth.example`: `/echo/app` to `web`, behind `auth-url` (Bearer `good` passes) and CORS.
+fn guarded_host(web: &backend::Backend, auth: std::net::SocketAddr) -> Vec<Value> {
+    let mut objects = vec![service("web", &[("http", 80)])];
+    objects.extend(slices("web", &[addr_of(web)]));
+    let url = format!("http://{auth}/verify");
+    let rules =
+        json!({"rules": [rule("auth.example", vec![path("/echo/app", "Prefix", to("web"))])]});
+    objects.push(annotated(
+        "guarded",
+        &[
+            ("auth-url", url.as_str()),
+            ("enable-cors", "true"),
+            ("cors-allow-origin", "https://a.test"),
+        ],
+        rules,
+    ));
+    objects
+}
+
+async fn send(h: &Harness, method: Method, path: &str, headers: &[(&str, &str)]) -> Reply {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "auth.example");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    Client::connect(h.http())
+        .await
+        .send(request.body(Full::default()).unwrap())
+        .await
+        .expect("an answer")
+}
+
+#[tokio::test]
+async fn an_unrouted_path_of_an_auth_host_asks_the_auth_server_before_its_404() {
+    let web = start_backend("web").await;
+    let (auth, seen) = start_auth_server().await;
+    let mut h = Harness::start();
+    h.apply(&guarded_host(&web, auth));
+    let good = ("authorization", "Bearer good");
+
+    // Unauthenticated: the auth server's 401 (with CORS headers), not a 404 that would tell a
+    // stranger which paths exist.
+    let reply = send(
+        &h,
+        Method::GET,
+        "/echo/other",
+        &[("origin", "https://a.test")],
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{reply:?}");
+    assert_eq!(
+        reply.headers[header::ACCESS_CONTROL_ALLOW_ORIGIN],
+        "https://a.test"
+    );
+    let sub = seen.lock().unwrap().last().cloned().expect("a sub-request");
+    assert_eq!(
+        sub.headers["x-original-url"],
+        "http://auth.example/echo/other"
+    );
+
+    // Signed in: the root's 404 (with the CORS headers of the route's answers).
+    let reply = send(
+        &h,
+        Method::GET,
+        "/echo/other",
+        &[good, ("origin", "https://a.test")],
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND, "{reply:?}");
+    assert_eq!(
+        reply.headers[header::ACCESS_CONTROL_ALLOW_ORIGIN],
+        "https://a.test"
+    );
+
+    // A preflight is answered by the root's CORS, before auth.
+    let asked = seen.lock().unwrap().len();
+    let preflight = [
+        ("origin", "https://a.test"),
+        ("access-control-request-method", "PUT"),
+    ];
+    let reply = send(&h, Method::OPTIONS, "/echo/other", &preflight).await;
+    assert_eq!(reply.status, StatusCode::NO_CONTENT, "{reply:?}");
+    assert_eq!(seen.lock().unwrap().len(), asked);
+
+    // The routed path is unchanged.
+    let reply = send(&h, Method::GET, "/echo/app/x", &[good]).await;
+    assert_eq!(reply.status, StatusCode::OK, "{reply:?}");
+    assert_eq!(reply.backend(), "web");
+}
+
+#[tokio::test]
+async fn with_a_default_backend_the_root_forwards_to_it_behind_the_first_ingress_s_policy() {
+    let web = start_backend("web").await;
+    let fallback = start_backend("fallback").await;
+    let (auth, _seen) = start_auth_server().await;
+    let mut h = Harness::start();
+    h.control.options.default_backend_service = Some(NamespacedName::new("default", "fallback"));
+    let mut objects = guarded_host(&web, auth);
+    objects.push(service("fallback", &[("http", 80)]));
+    objects.extend(slices("fallback", &[addr_of(&fallback)]));
+    h.apply(&objects);
+
+    let reply = send(&h, Method::GET, "/echo/other", &[]).await;
+    assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{reply:?}");
+    let reply = send(
+        &h,
+        Method::GET,
+        "/echo/other",
+        &[("authorization", "Bearer good")],
+    )
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{reply:?}");
+    assert_eq!(reply.backend(), "fallback");
+    // An unknown host goes to the default backend with the ConfigMap's policy: no auth.
+    let reply = get(h.http(), "unknown.example", "/echo/other").await;
+    assert_eq!(reply.status, StatusCode::OK, "{reply:?}");
+    assert_eq!(reply.backend(), "fallback");
+}
+
+#[tokio::test]
+async fn a_host_with_rules_keeps_its_unmatched_paths_from_other_hosts_rules() {
+    let web = start_backend("web").await;
+    let other = start_backend("other").await;
+    let mut h = Harness::start();
+    let mut objects = vec![
+        service("web", &[("http", 80)]),
+        service("other", &[("http", 80)]),
+    ];
+    objects.extend(slices("web", &[addr_of(&web)]));
+    objects.extend(slices("other", &[addr_of(&other)]));
+    let rules = json!({"rules": [
+        rule("a.wild.example", vec![path("/echo/app", "Prefix", to("web"))]),
+        rule("*.wild.example", vec![path("/", "Prefix", to("other"))]),
+        {"http": {"paths": [path("/", "Prefix", to("other"))]}},
+    ]});
+    objects.push(ingress("hosts", rules));
+    h.apply(&objects);
+
+    for (host, path, answer) in [
+        ("a.wild.example", "/echo/app/x", Some("web")),
+        // ingress-nginx's server for a.wild.example answers, not the wildcard's nor `_`.
+        ("a.wild.example", "/echo/other", None),
+        ("b.wild.example", "/echo/x", Some("other")),
+        ("unknown.example", "/echo/x", Some("other")),
+    ] {
+        let reply = get(h.http(), host, path).await;
+        match answer {
+            Some(backend) => {
+                assert_eq!(reply.status, StatusCode::OK, "{host}{path}: {reply:?}");
+                assert_eq!(reply.backend(), backend, "{host}{path}");
+            }
+            None => assert_eq!(
+                reply.status,
+                StatusCode::NOT_FOUND,
+                "{host}{path}: {reply:?}"
+            ),
+        }
+    }
+}
