@@ -10,8 +10,9 @@
 //!              ≠ :authority ─▶ 400 │ path decoded and normalised           (model::target)
 //!              (NUL, `%zz`, above `/` ─▶ 400); the client address, once    (ConnCtx::client_ip)
 //!   route      from-to-www twin ─▶ http-redirect-code │ the first rule whose path and
-//!              conditions hold (model::routes) ─none─▶ 404; a weighted split draws here
-//!              unless the affinity cookie names a side (sticky canary)     affinity.rs
+//!              conditions hold (model::routes) ─none─▶ 404; an affinity cookie naming
+//!              a side of a canary keeps it there, before the canary's header,
+//!              cookie and weight (sticky canary); else a weighted split draws affinity.rs
 //!   client cert  auth-tls-* (HTTPS here; plain HTTP after the redirects):  client_cert.rs
 //!              handshake for another name ─▶ 421 │ none with on ─▶ 400 │   (model::client_cert)
 //!              did not verify ─▶ 400 (or 302 to auth-tls-error-page) │
@@ -465,7 +466,8 @@ fn route<'c>(
         return Err(ProxyError::NoRoute);
     };
     // A weighted split (canary-weight) draws here, once: every later phase sees one route;
-    // a client whose affinity cookie names one side stays there (sticky canaries).
+    // a client whose affinity cookie names one side stays there, whatever rule matched
+    // (sticky canaries, ingress-nginx's balancer order).
     matched.route = match affinity::sticky_side(matched.route, head) {
         Some(side) => side,
         None => matched.route.pick(|total| fastrand::u32(1..=total)),

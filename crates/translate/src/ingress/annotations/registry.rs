@@ -51,7 +51,7 @@ pub(super) const AFFINITY: &str = "cookie, as ingress-nginx's sticky balancers: 
 /// `session-cookie-change-on-failure`.
 pub(super) const CHANGE_ON_FAILURE: &str = "true: after a failed attempt (proxy-next-upstream) the client gets a cookie naming the endpoint that answered; false (the default): the cookie keeps naming its endpoint. Difference: with false the retry still goes to another endpoint, where ingress-nginx asks the cookie's endpoint again";
 /// `affinity-canary-behavior`.
-pub(super) const AFFINITY_CANARY: &str = "read on the canary Ingress: sticky (the default) gives the canary the main Ingress's affinity, so a client the weight sent to either side stays there (its cookie names the backend); legacy keeps the canary's own. Difference: canary-by-header and canary-by-cookie rules are tried before the affinity cookie, where ingress-nginx lets a cookie of the main backend win over them";
+pub(super) const AFFINITY_CANARY: &str = "read on the canary Ingress: sticky (the default) gives the canary the main Ingress's affinity, so a client the weight sent to either side stays there (its cookie names the backend); legacy keeps the canary's own. The affinity cookie is asked first, as in ingress-nginx's balancer: a client whose cookie names the main backend stays there even with canary-by-header or canary-by-cookie asking for the canary (always), one whose cookie names the canary goes there even when they say never; only without such a cookie do the header, the cookie and the weight decide";
 
 /// One annotation: its name (without prefix), what Sluice does with it (README's table) and
 /// the parser that reads it. The reader knows no annotation that is not here.
