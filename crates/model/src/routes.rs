@@ -515,6 +515,18 @@ impl RouteTable {
         &self.www_redirects
     }
 
+    /// Whether `name` (a ClientHello's SNI) names a host of the table (exactly, by a wildcard,
+    /// or a from-to-www-redirect twin): nginx's servers, each chosen by its own name.
+    pub fn serves_host(&self, name: &str) -> bool {
+        let name = normalise_host(name);
+        let name = name.as_ref();
+        self.exact.contains_key(name)
+            || name
+                .split_once('.')
+                .is_some_and(|(_, parent)| self.wildcard.contains_key(parent))
+            || self.www_redirects.contains_key(name)
+    }
+
     /// Host routes by pattern, if the table has that host.
     pub fn host(&self, host: &HostPattern) -> Option<&HostRoutes> {
         match host {

@@ -4,8 +4,9 @@
 //! verdict's headers go upstream.
 //!
 //! ```text
-//!  ClientHello (SNI of a host with client_cert_request) ─▶ CertificateRequest (optional, the
-//!    CAs named) ─▶ tls::RequestAny: any chain whose key signed the handshake ─▶
+//!  ClientHello (SNI of a host with client_cert_request; none, or one naming no host, when the
+//!    rules without host have one: the catch-all, nginx's default server `_`) ─▶
+//!    CertificateRequest (optional, the CAs named) ─▶ tls::RequestAny: any chain whose key signed the handshake ─▶
 //!    ConnCtx.client_cert (a PeerCert)
 //!  forward: route ─▶ decide(): model::client_cert::check, once per connection and policy
 //!    (PeerCert's cache) ─▶ 400 │ 302 error page │ 403 │ on

@@ -567,16 +567,17 @@ fn client_cert_phase<'c>(
     // nginx's 421: the handshake was for another name (HTTP/2 connection reuse, or a client
     // naming one host in SNI and another in Host) while this host's handshake asks for a
     // certificate; a browser retries on a connection of its own.
+    // The rules without host have the catch-all's handshake (nginx's default server), which
+    // every name without a host of its own shares.
     let asks = |h: &Arc<model::tls::HostTls>| h.client_cert_request.is_some();
     // A prefix of an ASCII `str`: the slice is whole characters.
     let name = &host[..model::target::strip_port(host.as_bytes()).len()];
-    if conn.https
-        && policy.verify != model::client_cert::VerifyClient::Off
-        && !presented.asked_for(name)
-        && config.certificates.host_tls(Some(name)).is_some_and(asks)
-    {
-        let error = ProxyError::Misdirected;
-        return Some(Routed::Refused { route, error });
+    if conn.https && policy.verify != model::client_cert::VerifyClient::Off {
+        let server = config.certificates.server(&config.routes, Some(name));
+        if !presented.asked_for(server.name) && server.tls.is_some_and(asks) {
+            let error = ProxyError::Misdirected;
+            return Some(Routed::Refused { route, error });
+        }
     }
     match crate::client_cert::decide(presented, policy) {
         crate::client_cert::Decision::Pass => None,
