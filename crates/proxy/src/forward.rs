@@ -15,7 +15,8 @@
 //!              cookie and weight (sticky canary); else a weighted split draws affinity.rs
 //!   client cert  auth-tls-* (HTTPS here; plain HTTP after the redirects):  client_cert.rs
 //!              handshake for another name ─▶ 421 │ none with on ─▶ 400 │   (model::client_cert)
-//!              did not verify ─▶ 400 (or 302 to auth-tls-error-page) │
+//!              did not verify ─▶ 400 (or 302 to auth-tls-error-page; a path:
+//!              routed again to it, a GET without body: nginx's internal redirect) │
 //!              subject not auth-tls-match-cn ─▶ 403
 //!   access     route refused by its config ─▶ 503 │ CORS: an OPTIONS       cors.rs
 //!              granted ─▶ 204 (before the allow-lists, as ingress-nginx's   (model::cors)
@@ -177,6 +178,9 @@ pub(crate) async fn respond(
         Some(config) => match route(&conn, config, &mut head, client, &mut cors) {
             Err(error) => (Err(error), None, false, false),
             Ok(routed) => {
+                // Sent to auth-tls-error-page's path: nginx's internal redirect drops the body.
+                let redirected = head.extensions.get::<crate::client_cert::ToErrorPath>();
+                let body = body.filter(|_| redirected.is_none());
                 let routed_to = match &routed {
                     Routed::Answer { route, .. } => *route,
                     Routed::Refused { route, .. } | Routed::Forward { route, .. } => Some(*route),
@@ -478,8 +482,8 @@ fn route<'c>(
     // Client certificates over HTTPS: nginx answers 495/496 as soon as the head is read,
     // before anything of the server or location runs (plain HTTP: after the redirects).
     if conn.https {
-        if let Some(routed) = client_cert_phase(conn, config, host, route) {
-            return Ok(routed);
+        if let Some(answer) = client_cert_phase(conn, config, host, route, head) {
+            return cert_answer(conn, config, head, client, cors, answer);
         }
     }
     // Access. A refusal allocates its reason; only refused requests pay for it.
@@ -531,8 +535,8 @@ fn route<'c>(
         });
     }
     if !conn.https {
-        if let Some(routed) = client_cert_phase(conn, config, host, route) {
-            return Ok(routed);
+        if let Some(answer) = client_cert_phase(conn, config, host, route, head) {
+            return cert_answer(conn, config, head, client, cors, answer);
         }
     }
 
@@ -561,8 +565,16 @@ fn client_cert_phase<'c>(
     config: &Compiled,
     host: &str,
     route: &'c Arc<Route>,
-) -> Option<Routed<'c>> {
+    head: &Parts,
+) -> Option<CertAnswer<'c>> {
     let policy = route.policy.client_cert.as_ref()?;
+    if head
+        .extensions
+        .get::<crate::client_cert::ToErrorPath>()
+        .is_some()
+    {
+        return None;
+    }
     let presented = conn.presented();
     // nginx's 421: the handshake was for another name (HTTP/2 connection reuse, or a client
     // naming one host in SNI and another in Host) while this host's handshake asks for a
@@ -576,16 +588,50 @@ fn client_cert_phase<'c>(
         let server = config.certificates.server(&config.routes, Some(name));
         if !presented.asked_for(server.name) && server.tls.is_some_and(asks) {
             let error = ProxyError::Misdirected;
-            return Some(Routed::Refused { route, error });
+            return Some(CertAnswer::Routed(Routed::Refused { route, error }));
         }
     }
-    match crate::client_cert::decide(presented, policy) {
-        crate::client_cert::Decision::Pass => None,
-        crate::client_cert::Decision::Refuse(error) => Some(Routed::Refused { route, error }),
-        crate::client_cert::Decision::ErrorPage(location) => Some(Routed::Answer {
+    let routed = match crate::client_cert::decide(presented, policy) {
+        crate::client_cert::Decision::Pass => return None,
+        crate::client_cert::Decision::Refuse(error) => Routed::Refused { route, error },
+        crate::client_cert::Decision::ErrorPage(page) if page.as_bytes().starts_with(b"/") => {
+            return Some(CertAnswer::ErrorPath(page));
+        }
+        crate::client_cert::Decision::ErrorPage(location) => Routed::Answer {
             route: Some(route),
             response: Box::new(crate::answer_here::found(location)),
-        }),
+        },
+    };
+    Some(CertAnswer::Routed(routed))
+}
+
+/// What the client certificate phase decided, when it decided.
+enum CertAnswer<'c> {
+    Routed(Routed<'c>),
+    /// `auth-tls-error-page` is a path: the same server serves it (nginx's internal redirect).
+    ErrorPath(HeaderValue),
+}
+
+/// The request as the client certificate phase decided: answered or refused here, or routed
+/// again to the error page's path (its certificate not checked again; every other phase of
+/// that path's route runs, as nginx's internal redirect runs the location's).
+fn cert_answer<'c>(
+    conn: &ConnCtx,
+    config: &'c Compiled,
+    head: &mut Parts,
+    client: IpAddr,
+    cors: &mut Option<CorsHeaders<'c>>,
+    answer: CertAnswer<'c>,
+) -> Result<Routed<'c>, ProxyError> {
+    match answer {
+        CertAnswer::Routed(routed) => Ok(routed),
+        CertAnswer::ErrorPath(page) => {
+            if !crate::client_cert::to_error_path(head, &page) {
+                return Err(ProxyError::ClientCertInvalid);
+            }
+            *cors = None;
+            route(conn, config, head, client, cors)
+        }
     }
 }
 

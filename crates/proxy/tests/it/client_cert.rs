@@ -710,3 +710,54 @@ async fn a_rule_without_host_asks_the_handshakes_the_catch_all_serves() {
     let reply = client.get("whatever.example.org", "/echo").await;
     assert_eq!(reply.status, StatusCode::MISDIRECTED_REQUEST);
 }
+
+/// `auth-tls-error-page` as a path: nginx's `error_page 495 496 = /path` is an internal
+/// redirect, so the same server's location for that path answers (its status, a GET without
+/// the body or the query), where a URL is a 302; a good certificate is not sent there.
+#[tokio::test]
+async fn an_error_page_path_is_served_from_the_same_host() {
+    let client_ca = TestCa::new();
+    let site = start(
+        &client_ca,
+        None,
+        mtls(&[("auth-tls-error-page", "/echo/cert-error")]),
+    )
+    .await;
+    let post = |path: &str| {
+        Request::post(path)
+            .header("host", HOST)
+            .body(Full::from("some body"))
+            .unwrap()
+    };
+    for (offered, path, method, body) in [
+        (false, "/echo/cert-error", "GET", 0),
+        (true, "/echo/api", "POST", 9),
+    ] {
+        let offer = if offered {
+            offer(&client_ca.client("alice", 1), &[])
+        } else {
+            no_offer()
+        };
+        let tls = connect(&site, HOST, &offer, false, b"http/1.1").await;
+        let mut client = Client::over(tls).await;
+        let reply = client.send(post("/echo/api?x=1")).await.unwrap();
+        assert_eq!(reply.status, StatusCode::OK, "certificate {offered}");
+        let seen = reply.json();
+        assert_eq!(seen["path"], path);
+        assert_eq!(seen["method"], method);
+        assert_eq!(seen["body_bytes"], body);
+        assert_eq!(seen["query"].as_str(), offered.then_some("x=1"));
+        let verify = seen["headers"]["ssl-client-verify"].as_str();
+        assert_eq!(verify, Some(if offered { "SUCCESS" } else { "NONE" }));
+        // The connection carries on: the next request is checked as before.
+        let again = client.get(HOST, "/echo/next").await;
+        assert_eq!(
+            again.json()["path"],
+            if offered {
+                "/echo/next"
+            } else {
+                "/echo/cert-error"
+            }
+        );
+    }
+}

@@ -143,7 +143,7 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("auth-tls-secret", Support::Partial(AUTH_TLS), Some(Parser::ClientCert)),
     annotation("auth-tls-verify-depth", Support::Partial("OpenSSL's verify depth: at most this many intermediates between the certificate and a CA of ca.crt (default 1; 0 or a bad value: 1, as in ingress-nginx); deeper: ssl-client-verify FAILED:certificate chain too long, 400"), Some(Parser::ClientCert)),
     annotation("auth-tls-verify-client", Support::Yes, Some(Parser::ClientCert)),
-    annotation("auth-tls-error-page", Support::Partial("a missing or bad certificate (nginx's 495/496) gets a 302 to this value instead of the 400. Difference: a path is redirected to as well, where nginx's error_page serves that path's location internally"), Some(Parser::ClientCert)),
+    annotation("auth-tls-error-page", Support::Partial("a missing or bad certificate (nginx's 495/496) gets a 302 to this value instead of the 400 when it is a URL; a path (/cert-error.html) is served by the same host's route for it, as nginx's error_page internal redirect: that route's answer and status, the request made a GET (a HEAD stays one) without its body or query, its certificate not checked again (ssl-client-verify tells the backend what failed). Difference: @name (a named location, which only a snippet makes in ingress-nginx) gets the 302"), Some(Parser::ClientCert)),
     annotation("auth-tls-pass-certificate-to-upstream", Support::Yes, Some(Parser::ClientCert)),
     annotation("auth-tls-match-cn", Support::Yes, Some(Parser::ClientCert)),
     annotation("auth-signin", Support::Yes, Some(Parser::ExternalAuth)),
