@@ -476,36 +476,42 @@ async fn change_on_failure_moves_the_cookie_to_the_endpoint_that_answered() {
     }
 }
 
+/// `shop.example/echo`: the Ingress `main` with affinity to `web`, and the canary Ingress
+/// `canary` to `web-v2` with these canary annotations.
+fn sticky_with_canary(
+    web: &backend::Backend,
+    v2: &backend::Backend,
+    canary: &[(&str, &str)],
+) -> Vec<Value> {
+    let mut objects = web_and_v2(web, v2);
+    let main = [("affinity", "cookie")];
+    objects.push(site("main", "shop.example", "/echo", "web", &main));
+    let mut annotations = vec![("canary", "true")];
+    annotations.extend_from_slice(canary);
+    objects.push(site(
+        "canary",
+        "shop.example",
+        "/echo",
+        "web-v2",
+        &annotations,
+    ));
+    objects
+}
+
 /// Sticky canaries (the default): a client the weight sent to either side stays there; legacy:
 /// the canary issues no cookie, its clients are drawn again.
 #[tokio::test]
 async fn a_sticky_canary_keeps_its_clients_and_a_legacy_one_draws_again() {
     let (web, v2) = (start_backend("web").await, start_backend("web-v2").await);
     for behavior in ["sticky", "legacy"] {
-        let mut objects = vec![
-            service("web", &[("http", 80)]),
-            service("web-v2", &[("http", 80)]),
-        ];
-        objects.extend(slices("web", &[addr_of(&web)]));
-        objects.extend(slices("web-v2", &[addr_of(&v2)]));
-        objects.push(site(
-            "main",
-            "shop.example",
-            "/echo",
-            "web",
-            &[("affinity", "cookie")],
-        ));
-        objects.push(site(
-            "canary",
-            "shop.example",
-            "/echo",
-            "web-v2",
+        let objects = sticky_with_canary(
+            &web,
+            &v2,
             &[
-                ("canary", "true"),
                 ("canary-weight", "50"),
                 ("affinity-canary-behavior", behavior),
             ],
-        ));
+        );
         let mut h = Harness::start();
         serve(&mut h, &objects);
         let mut client = Client::connect(h.http()).await;
@@ -671,30 +677,14 @@ async fn http2_upstreams_are_sticky_too() {
 #[tokio::test]
 async fn a_main_backend_cookie_wins_over_the_canary_header_and_a_canary_one_over_never() {
     let (web, v2) = (start_backend("web").await, start_backend("web-v2").await);
-    let mut objects = vec![
-        service("web", &[("http", 80)]),
-        service("web-v2", &[("http", 80)]),
-    ];
-    objects.extend(slices("web", &[addr_of(&web)]));
-    objects.extend(slices("web-v2", &[addr_of(&v2)]));
-    objects.push(site(
-        "main",
-        "shop.example",
-        "/echo",
-        "web",
-        &[("affinity", "cookie")],
-    ));
-    objects.push(site(
-        "canary",
-        "shop.example",
-        "/echo",
-        "web-v2",
+    let objects = sticky_with_canary(
+        &web,
+        &v2,
         &[
-            ("canary", "true"),
             ("canary-by-header", "x-canary"),
             ("canary-by-cookie", "canary"),
         ],
-    ));
+    );
     let mut h = Harness::start();
     serve(&mut h, &objects);
     let mut client = Client::connect(h.http()).await;
