@@ -234,8 +234,10 @@ impl RouteView {
             }),
             alternative: route.alternative_name().map(ToString::to_string),
             split: traffic.map_or_else(Vec::new, |t| {
+                // A weightless alternative is there for its affinity cookie only.
                 t.alternatives
                     .iter()
+                    .filter(|a| a.weight > 0)
                     .map(|a| SplitView {
                         weight: a.weight,
                         total: t.total,

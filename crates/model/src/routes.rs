@@ -103,6 +103,9 @@ pub struct Traffic {
     /// This route is the alternative upstream of another rule: its name as ingress-nginx logs
     /// it (`$proxy_alternative_upstream_name`) and labels it (`canary`).
     pub alternative_name: Option<Arc<str>>,
+    /// This route is an alternative: the rule's own route (without its split), where an
+    /// affinity cookie for it keeps a request whatever the alternative's rules say.
+    pub primary: Option<Arc<Route>>,
 }
 
 /// One alternative of a split, with its weight.
@@ -146,6 +149,32 @@ impl Route {
             }
         }
         self
+    }
+
+    /// The side of a split an affinity cookie keeps the request on, asked before the
+    /// alternative's rules and the draw (ingress-nginx's `route_to_alternative_balancer`): the
+    /// primary when the request is `affinitized` to it (even when a canary header or cookie
+    /// rule sent it to the alternative), else the alternative it is affinitized to (even from
+    /// a `never` rule); `None`: the rules and the weights decide. Only the first alternative
+    /// counts, as in ingress-nginx.
+    pub fn affinity_side(
+        self: &Arc<Route>,
+        affinitized: impl Fn(&Route) -> bool,
+    ) -> Option<&Arc<Route>> {
+        let traffic = self.traffic.as_deref()?;
+        if let Some(primary) = &traffic.primary {
+            return if affinitized(primary) {
+                Some(primary)
+            } else {
+                affinitized(self).then_some(self)
+            };
+        }
+        let alternative = &traffic.alternatives.first()?.route;
+        if affinitized(self) {
+            Some(self)
+        } else {
+            affinitized(alternative).then_some(alternative)
+        }
     }
 
     /// ingress-nginx's name for the route's upstream (`$proxy_upstream_name`):
@@ -519,6 +548,18 @@ impl RouteTable {
 
     pub fn www_redirects(&self) -> &HashMap<String, String> {
         &self.www_redirects
+    }
+
+    /// Whether `name` (a ClientHello's SNI) names a host of the table (exactly, by a wildcard,
+    /// or a from-to-www-redirect twin): nginx's servers, each chosen by its own name.
+    pub fn serves_host(&self, name: &str) -> bool {
+        let name = normalise_host(name);
+        let name = name.as_ref();
+        self.exact.contains_key(name)
+            || name
+                .split_once('.')
+                .is_some_and(|(_, parent)| self.wildcard.contains_key(parent))
+            || self.www_redirects.contains_key(name)
     }
 
     /// Host routes by pattern, if the table has that host.
@@ -904,6 +945,7 @@ mod tests {
                         route: route("canary"),
                     }]),
                     alternative_name: None,
+                    primary: None,
                 })),
                 ..Arc::try_unwrap(route("main")).unwrap()
             })
@@ -936,5 +978,49 @@ mod tests {
             table.routes().map(|r| r.service.to_string()).collect()
         };
         assert_eq!(names, ["main", "canary"]);
+    }
+
+    /// ingress-nginx's `route_to_alternative_balancer` (balancer.lua): a request affinitized to
+    /// the primary stays there before any canary rule (the trap: `canary-by-header: always`
+    /// with a main-backend cookie is not sent to the canary); one affinitized to the canary
+    /// goes there (even from a `never` rule); only otherwise do the rules and weights decide.
+    #[test]
+    fn an_affinity_cookie_decides_before_the_canary_rules_and_weights() {
+        let main = route("main");
+        let canary = Arc::new(Route {
+            traffic: Some(Box::new(Traffic {
+                alternative_name: Some("default-canary-80".into()),
+                primary: Some(main.clone()),
+                ..Traffic::default()
+            })),
+            ..Arc::try_unwrap(route("canary")).unwrap()
+        });
+        // The main rule's route (weight 0: what a `never` rule and the weightless main use).
+        let split = Arc::new(Route {
+            traffic: Some(Box::new(Traffic {
+                total: 100,
+                alternatives: Box::new([Weighted {
+                    weight: 0,
+                    route: canary.clone(),
+                }]),
+                ..Traffic::default()
+            })),
+            ..Arc::try_unwrap(route("main")).unwrap()
+        });
+        let side = |matched: &Arc<Route>, cookie_for: Option<&str>| {
+            matched
+                .affinity_side(|r| Some(&*r.service) == cookie_for)
+                .map(|r| r.service.to_string())
+        };
+        // Sent to the canary by its header or cookie rule:
+        assert_eq!(side(&canary, Some("main")).as_deref(), Some("main"));
+        assert_eq!(side(&canary, Some("canary")).as_deref(), Some("canary"));
+        assert_eq!(side(&canary, None), None);
+        // On the main rule (no canary rule matched, or `never`):
+        assert_eq!(side(&split, Some("main")).as_deref(), Some("main"));
+        assert_eq!(side(&split, Some("canary")).as_deref(), Some("canary"));
+        assert_eq!(side(&split, None), None);
+        // A route outside any split has no side.
+        assert_eq!(side(&main, Some("main")), None);
     }
 }

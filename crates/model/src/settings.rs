@@ -225,6 +225,11 @@ pub struct Settings {
     /// `allow-snippet-annotations`: read `configuration-snippet` and `server-snippet` (never
     /// executed: only a safe subset is translated). Off by default, as in ingress-nginx.
     pub allow_snippet_annotations: bool,
+    /// `allow-cross-namespace-resources`: annotations may name a Secret or ConfigMap of
+    /// another namespace (auth-secret, auth-tls-secret, proxy-ssl-secret,
+    /// auth-proxy-set-headers). Off by default, as in ingress-nginx.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub allow_cross_namespace_resources: bool,
     /// `global-allowed-response-headers`: the header names the `custom-headers` annotation's
     /// ConfigMaps may set (exactly as written; empty: none, as in ingress-nginx).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -500,6 +505,7 @@ impl Default for Settings {
             limit_rate: 0,
             limit_rate_after: 0,
             allow_snippet_annotations: false,
+            allow_cross_namespace_resources: false,
             global_allowed_response_headers: Vec::new(),
             global_auth: std::collections::BTreeMap::new(),
             no_auth_locations: vec![DEFAULT_NO_AUTH_LOCATION.to_owned()],

@@ -11,7 +11,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 
-use crate::routes::HostPattern;
+use crate::routes::{HostPattern, RouteTable};
 
 /// Certificates by host name, plus the default for clients without (matching) SNI.
 #[derive(Clone, Default)]
@@ -29,6 +29,22 @@ pub struct Certificates {
     /// ClientHello before the handshake.
     host_tls_exact: HashMap<String, Arc<HostTls>>,
     host_tls_wildcard: HashMap<String, Arc<HostTls>>,
+    /// The handshake of the rules without host (ingress-nginx's default server `_`): the
+    /// handshakes that name no host the routes serve, or none.
+    host_tls_catch_all: Option<Arc<HostTls>>,
+}
+
+/// nginx's name of ingress-nginx's default server, where the rules without host live; never
+/// a host name (`_` is no DNS label character).
+pub const CATCH_ALL_SERVER: &str = "_";
+
+/// The server a handshake or a request belongs to, as nginx picks its `server` by name.
+#[derive(Clone, Copy, Debug)]
+pub struct TlsServer<'c, 'n> {
+    /// The name (the catch-all's: [`CATCH_ALL_SERVER`]).
+    pub name: &'n str,
+    /// How its handshake differs from the listener's, if it does.
+    pub tls: Option<&'c Arc<HostTls>>,
 }
 
 /// How the TLS handshake of one host differs from the listener's, chosen by the ClientHello's
@@ -225,7 +241,35 @@ impl Certificates {
 
     /// Some host's handshake differs from the listener's (see [`HostTls`]).
     pub fn has_host_tls(&self) -> bool {
-        !self.host_tls_exact.is_empty() || !self.host_tls_wildcard.is_empty()
+        !self.host_tls_exact.is_empty()
+            || !self.host_tls_wildcard.is_empty()
+            || self.host_tls_catch_all.is_some()
+    }
+
+    /// The server `name` (a ClientHello's SNI, a request's host) belongs to, as nginx picks
+    /// it: a host with its own handshake; else, when the rules without host have one, the
+    /// catch-all for a name `routes` serves no host for, and for no name at all (nginx's
+    /// default server); else the listener's.
+    pub fn server<'c, 'n>(
+        &'c self,
+        routes: &RouteTable,
+        name: Option<&'n str>,
+    ) -> TlsServer<'c, 'n> {
+        if let Some(name) = name {
+            if let Some(tls) = self.host_tls(Some(name)) {
+                return TlsServer {
+                    name,
+                    tls: Some(tls),
+                };
+            }
+            if self.host_tls_catch_all.is_none() || routes.serves_host(name) {
+                return TlsServer { name, tls: None };
+            }
+        }
+        TlsServer {
+            name: CATCH_ALL_SERVER,
+            tls: self.host_tls_catch_all.as_ref(),
+        }
     }
 
     /// How the handshake for a client's SNI differs, if it does.
@@ -233,7 +277,8 @@ impl Certificates {
         by_host(&self.host_tls_exact, &self.host_tls_wildcard, server_name?)
     }
 
-    /// Makes `host`'s handshakes differ as `tls` says (`Any`: ignored, that is the listener's).
+    /// Makes `host`'s handshakes differ as `tls` says (`Any`: the catch-all's, see
+    /// [`Certificates::server`]).
     pub fn set_host_tls(&mut self, host: &HostPattern, tls: HostTls) {
         let tls = Arc::new(tls);
         match host {
@@ -243,7 +288,7 @@ impl Certificates {
             HostPattern::Wildcard(suffix) => {
                 self.host_tls_wildcard.insert(suffix.to_string(), tls);
             }
-            HostPattern::Any => {}
+            HostPattern::Any => self.host_tls_catch_all = Some(tls),
         }
     }
 
@@ -252,8 +297,10 @@ impl Certificates {
     pub fn client_cert_requests(&self) -> BTreeMap<String, usize> {
         let exact = self.host_tls_exact.iter().map(|(h, t)| (h.clone(), t));
         let wildcard = (self.host_tls_wildcard.iter()).map(|(s, t)| (format!("*.{s}"), t));
+        let catch_all = (self.host_tls_catch_all.iter()).map(|t| ("*".to_owned(), t));
         exact
             .chain(wildcard)
+            .chain(catch_all)
             .filter_map(|(host, tls)| Some((host, tls.client_cert_request.as_ref()?.len())))
             .collect()
     }
@@ -316,6 +363,49 @@ impl std::fmt::Debug for Certificates {
 mod tests {
     use super::*;
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    /// ingress-nginx's default server `_` serves the handshakes that name no server (or none);
+    /// a name with rules has its own server, whatever its TLS.
+    #[test]
+    fn the_catch_all_s_handshake_is_for_names_without_a_host() {
+        let mut routes = RouteTable::default();
+        routes.host_mut(&HostPattern::Exact("plain.example.com".into()));
+        routes.host_mut(&HostPattern::Wildcard("wild.example.com".into()));
+        let mut certificates = Certificates::default();
+        let server = |c: &Certificates, name| {
+            let server = c.server(&routes, name);
+            (server.name.to_owned(), server.tls.is_some())
+        };
+        // No catch-all handshake: every name keeps the listener's.
+        assert_eq!(server(&certificates, None), ("_".to_owned(), false));
+        assert_eq!(
+            server(&certificates, Some("x.org")),
+            ("x.org".to_owned(), false)
+        );
+        let asks = HostTls {
+            alpn: vec![b"h2".to_vec()],
+            client_cert_request: Some(vec![]),
+        };
+        certificates.set_host_tls(&HostPattern::Any, asks.clone());
+        certificates.set_host_tls(&HostPattern::Exact("mtls.example.com".into()), asks);
+        assert!(certificates.has_host_tls());
+        assert_eq!(server(&certificates, None), ("_".to_owned(), true));
+        assert_eq!(server(&certificates, Some("x.org")), ("_".to_owned(), true));
+        assert_eq!(server(&certificates, Some("*")), ("_".to_owned(), true));
+        for named in [
+            "plain.example.com",
+            "PLAIN.example.com.",
+            "a.wild.example.com",
+        ] {
+            assert_eq!(
+                server(&certificates, Some(named)),
+                (named.to_owned(), false)
+            );
+        }
+        let own = server(&certificates, Some("mtls.example.com"));
+        assert_eq!(own, ("mtls.example.com".to_owned(), true));
+        assert_eq!(certificates.client_cert_requests().len(), 2);
+    }
 
     #[test]
     fn a_host_s_own_tls_is_found_by_exact_name_then_wildcard() {

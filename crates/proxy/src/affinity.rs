@@ -283,21 +283,14 @@ pub(crate) fn set_cookie<B>(response: &mut http::Response<B>) {
     }
 }
 
-/// The side of a canary split the client's cookie names (sticky canaries: each side has the
-/// affinity, its cookie carries the side's backend tag); `None`: no such cookie, draw.
+/// The side of a canary split the client's cookie names, before the canary's header, cookie
+/// and weight (each side has the affinity, its cookie carries the side's backend tag; the
+/// order is the model's, `Route::affinity_side`); `None`: no such cookie, the rules decide.
 pub(crate) fn sticky_side<'r>(route: &'r Arc<Route>, head: &Parts) -> Option<&'r Arc<Route>> {
-    let traffic = route.traffic.as_deref()?;
-    if traffic.alternatives.is_empty() || !head.headers.contains_key(header::COOKIE) {
+    if route.traffic.is_none() || !head.headers.contains_key(header::COOKIE) {
         return None;
     }
-    if affinitized(route, &head.headers) {
-        return Some(route);
-    }
-    traffic
-        .alternatives
-        .iter()
-        .map(|a| &a.route)
-        .find(|r| affinitized(r, &head.headers))
+    route.affinity_side(|side| affinitized(side, &head.headers))
 }
 
 /// The request's cookie for `route`'s affinity names `route`'s backend (ingress-nginx's

@@ -4,8 +4,9 @@
 //! verdict's headers go upstream.
 //!
 //! ```text
-//!  ClientHello (SNI of a host with client_cert_request) ─▶ CertificateRequest (optional, the
-//!    CAs named) ─▶ tls::RequestAny: any chain whose key signed the handshake ─▶
+//!  ClientHello (SNI of a host with client_cert_request; none, or one naming no host, when the
+//!    rules without host have one: the catch-all, nginx's default server `_`) ─▶
+//!    CertificateRequest (optional, the CAs named) ─▶ tls::RequestAny: any chain whose key signed the handshake ─▶
 //!    ConnCtx.client_cert (a PeerCert)
 //!  forward: route ─▶ decide(): model::client_cert::check, once per connection and policy
 //!    (PeerCert's cache) ─▶ 400 │ 302 error page │ 403 │ on
@@ -16,11 +17,14 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use http::{HeaderMap, HeaderName, HeaderValue};
+use http::request::Parts;
+use http::uri::PathAndQuery;
+use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Uri};
 use model::client_cert::{Checked, ClientCertPolicy, Verdict};
 use rustls::pki_types::CertificateDer;
 
 use crate::error::ProxyError;
+use crate::headers::OriginalTarget;
 
 /// Verdicts a connection remembers (one per policy it met: a host's, a path's; a new
 /// configuration makes new policies).
@@ -105,6 +109,39 @@ pub(crate) fn decide(conn: Presented<'_>, policy: &Arc<ClientCertPolicy>) -> Dec
         Some(page) => Decision::ErrorPage(page.clone()),
         None => Decision::Refuse(error),
     }
+}
+
+/// The request was sent to `auth-tls-error-page`'s path: its certificate is not checked again
+/// (nginx checks it once, as the request's head is read) and it goes on without its body.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ToErrorPath;
+
+/// `auth-tls-error-page` as a path (`/cert-error.html`): nginx's `error_page 495 496 = /path`
+/// is an internal redirect, not a 302: the same server's location for the path answers, with
+/// its own status, the request made a GET (a HEAD stays one) without a body or a query.
+/// `false`: not a path (a URL is answered 302; `@name` too, no Ingress makes one).
+pub(crate) fn to_error_path(head: &mut Parts, page: &HeaderValue) -> bool {
+    if !page.as_bytes().starts_with(b"/") {
+        return false;
+    }
+    let Ok(target) = PathAndQuery::try_from(page.as_bytes()) else {
+        return false;
+    };
+    let mut parts = std::mem::take(&mut head.uri).into_parts();
+    let original = parts.path_and_query.replace(target);
+    if let Some(original) = original {
+        if head.extensions.get::<OriginalTarget>().is_none() {
+            head.extensions.insert(OriginalTarget(original));
+        }
+    }
+    head.uri = Uri::from_parts(parts).unwrap_or_default();
+    if head.method != Method::HEAD {
+        head.method = Method::GET;
+    }
+    head.headers.remove(header::CONTENT_LENGTH);
+    head.headers.remove(header::TRANSFER_ENCODING);
+    head.extensions.insert(ToErrorPath);
+    true
 }
 
 /// nginx's `proxy_set_header ssl-client-*`: the client's own values never pass; an empty

@@ -11,11 +11,13 @@
 //!              (NUL, `%zz`, above `/` ─▶ 400); the client address, once    (ConnCtx::client_ip)
 //!   route      from-to-www twin ─▶ http-redirect-code │ the first rule whose path and
 //!              conditions hold (model::routes; a host's unmatched path: its root, the
-//!              first Ingress's policy, then 404 after auth) ─none─▶ 404; a weighted split draws here
-//!              unless the affinity cookie names a side (sticky canary)     affinity.rs
+//!              first Ingress's policy, then 404 after auth) ─none─▶ 404; an affinity
+//!              cookie naming a side of a canary keeps it there, before the canary's
+//!              header, cookie and weight (sticky canary); else a weighted split draws affinity.rs
 //!   client cert  auth-tls-* (HTTPS here; plain HTTP after the redirects):  client_cert.rs
 //!              handshake for another name ─▶ 421 │ none with on ─▶ 400 │   (model::client_cert)
-//!              did not verify ─▶ 400 (or 302 to auth-tls-error-page) │
+//!              did not verify ─▶ 400 (or 302 to auth-tls-error-page; a path:
+//!              routed again to it, a GET without body: nginx's internal redirect) │
 //!              subject not auth-tls-match-cn ─▶ 403
 //!   access     route refused by its config ─▶ 503 │ CORS: an OPTIONS       cors.rs
 //!              granted ─▶ 204 (before the allow-lists, as ingress-nginx's   (model::cors)
@@ -177,6 +179,9 @@ pub(crate) async fn respond(
         Some(config) => match route(&conn, config, &mut head, client, &mut cors) {
             Err(error) => (Err(error), None, false, false),
             Ok(routed) => {
+                // Sent to auth-tls-error-page's path: nginx's internal redirect drops the body.
+                let redirected = head.extensions.get::<crate::client_cert::ToErrorPath>();
+                let body = body.filter(|_| redirected.is_none());
                 let routed_to = match &routed {
                     Routed::Answer { route, .. } => *route,
                     Routed::Refused { route, .. } | Routed::Forward { route, .. } => Some(*route),
@@ -471,7 +476,8 @@ fn route<'c>(
         return Err(ProxyError::NoRoute);
     };
     // A weighted split (canary-weight) draws here, once: every later phase sees one route;
-    // a client whose affinity cookie names one side stays there (sticky canaries).
+    // a client whose affinity cookie names one side stays there, whatever rule matched
+    // (sticky canaries, ingress-nginx's balancer order).
     matched.route = match affinity::sticky_side(matched.route, head) {
         Some(side) => side,
         None => matched.route.pick(|total| fastrand::u32(1..=total)),
@@ -482,8 +488,8 @@ fn route<'c>(
     // Client certificates over HTTPS: nginx answers 495/496 as soon as the head is read,
     // before anything of the server or location runs (plain HTTP: after the redirects).
     if conn.https {
-        if let Some(routed) = client_cert_phase(conn, config, host, route) {
-            return Ok(routed);
+        if let Some(answer) = client_cert_phase(conn, config, host, route, head) {
+            return cert_answer(conn, config, head, client, cors, answer);
         }
     }
     // Access. A refusal allocates its reason; only refused requests pay for it.
@@ -535,8 +541,8 @@ fn route<'c>(
         });
     }
     if !conn.https {
-        if let Some(routed) = client_cert_phase(conn, config, host, route) {
-            return Ok(routed);
+        if let Some(answer) = client_cert_phase(conn, config, host, route, head) {
+            return cert_answer(conn, config, head, client, cors, answer);
         }
     }
 
@@ -565,30 +571,73 @@ fn client_cert_phase<'c>(
     config: &Compiled,
     host: &str,
     route: &'c Arc<Route>,
-) -> Option<Routed<'c>> {
+    head: &Parts,
+) -> Option<CertAnswer<'c>> {
     let policy = route.policy.client_cert.as_ref()?;
+    if head
+        .extensions
+        .get::<crate::client_cert::ToErrorPath>()
+        .is_some()
+    {
+        return None;
+    }
     let presented = conn.presented();
     // nginx's 421: the handshake was for another name (HTTP/2 connection reuse, or a client
     // naming one host in SNI and another in Host) while this host's handshake asks for a
     // certificate; a browser retries on a connection of its own.
+    // The rules without host have the catch-all's handshake (nginx's default server), which
+    // every name without a host of its own shares.
     let asks = |h: &Arc<model::tls::HostTls>| h.client_cert_request.is_some();
     // A prefix of an ASCII `str`: the slice is whole characters.
     let name = &host[..model::target::strip_port(host.as_bytes()).len()];
-    if conn.https
-        && policy.verify != model::client_cert::VerifyClient::Off
-        && !presented.asked_for(name)
-        && config.certificates.host_tls(Some(name)).is_some_and(asks)
-    {
-        let error = ProxyError::Misdirected;
-        return Some(Routed::Refused { route, error });
+    if conn.https && policy.verify != model::client_cert::VerifyClient::Off {
+        let server = config.certificates.server(&config.routes, Some(name));
+        if !presented.asked_for(server.name) && server.tls.is_some_and(asks) {
+            let error = ProxyError::Misdirected;
+            return Some(CertAnswer::Routed(Routed::Refused { route, error }));
+        }
     }
-    match crate::client_cert::decide(presented, policy) {
-        crate::client_cert::Decision::Pass => None,
-        crate::client_cert::Decision::Refuse(error) => Some(Routed::Refused { route, error }),
-        crate::client_cert::Decision::ErrorPage(location) => Some(Routed::Answer {
+    let routed = match crate::client_cert::decide(presented, policy) {
+        crate::client_cert::Decision::Pass => return None,
+        crate::client_cert::Decision::Refuse(error) => Routed::Refused { route, error },
+        crate::client_cert::Decision::ErrorPage(page) if page.as_bytes().starts_with(b"/") => {
+            return Some(CertAnswer::ErrorPath(page));
+        }
+        crate::client_cert::Decision::ErrorPage(location) => Routed::Answer {
             route: Some(route),
             response: Box::new(crate::answer_here::found(location)),
-        }),
+        },
+    };
+    Some(CertAnswer::Routed(routed))
+}
+
+/// What the client certificate phase decided, when it decided.
+enum CertAnswer<'c> {
+    Routed(Routed<'c>),
+    /// `auth-tls-error-page` is a path: the same server serves it (nginx's internal redirect).
+    ErrorPath(HeaderValue),
+}
+
+/// The request as the client certificate phase decided: answered or refused here, or routed
+/// again to the error page's path (its certificate not checked again; every other phase of
+/// that path's route runs, as nginx's internal redirect runs the location's).
+fn cert_answer<'c>(
+    conn: &ConnCtx,
+    config: &'c Compiled,
+    head: &mut Parts,
+    client: IpAddr,
+    cors: &mut Option<CorsHeaders<'c>>,
+    answer: CertAnswer<'c>,
+) -> Result<Routed<'c>, ProxyError> {
+    match answer {
+        CertAnswer::Routed(routed) => Ok(routed),
+        CertAnswer::ErrorPath(page) => {
+            if !crate::client_cert::to_error_path(head, &page) {
+                return Err(ProxyError::ClientCertInvalid);
+            }
+            *cors = None;
+            route(conn, config, head, client, cors)
+        }
     }
 }
 

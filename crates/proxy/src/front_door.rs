@@ -227,29 +227,24 @@ async fn hello(worker: &Worker, stream: &TcpStream, deadline: Option<Instant>) -
         deadline,
         crate::passthrough::peek_server_name(stream),
     ));
-    let Some(name) = peeked.await.flatten() else {
-        return Hello::default();
-    };
+    // No name (or no ClientHello): the catch-all's handshake, if it has one of its own.
+    let name = peeked.await.flatten();
     // Looked up again: the configuration may have been swapped while the hello came.
     let Some(config) = worker.config() else {
         return Hello::default();
     };
-    match config.passthrough.get(&name) {
-        Some(route) => Hello {
+    if let Some(route) = name.as_deref().and_then(|n| config.passthrough.get(n)) {
+        return Hello {
             passthrough: Some(route.clone()),
             ..Hello::default()
-        },
-        None => {
-            let host_tls = config.certificates.host_tls(Some(&name)).cloned();
-            let asks = host_tls
-                .as_ref()
-                .is_some_and(|h| h.client_cert_request.is_some());
-            Hello {
-                passthrough: None,
-                host_tls,
-                asked_name: asks.then(|| name.into()),
-            }
-        }
+        };
+    }
+    let server = config.certificates.server(&config.routes, name.as_deref());
+    let asks = server.tls.is_some_and(|h| h.client_cert_request.is_some());
+    Hello {
+        passthrough: None,
+        host_tls: server.tls.cloned(),
+        asked_name: asks.then(|| server.name.into()),
     }
 }
 

@@ -601,6 +601,10 @@ pub const KEYS: &[Key] = &[
         settings.allow_snippet_annotations = parse_bool(value)?;
         Ok(())
     }),
+    read("allow-cross-namespace-resources", |settings, value| {
+        settings.allow_cross_namespace_resources = parse_bool(value)?;
+        Ok(())
+    }),
     read("global-allowed-response-headers", |settings, value| {
         // ingress-nginx drops a name its header check refuses (with a warning) and keeps the
         // others; here the whole key is refused with a diagnostic instead of a log line.

@@ -476,36 +476,42 @@ async fn change_on_failure_moves_the_cookie_to_the_endpoint_that_answered() {
     }
 }
 
+/// `shop.example/echo`: the Ingress `main` with affinity to `web`, and the canary Ingress
+/// `canary` to `web-v2` with these canary annotations.
+fn sticky_with_canary(
+    web: &backend::Backend,
+    v2: &backend::Backend,
+    canary: &[(&str, &str)],
+) -> Vec<Value> {
+    let mut objects = web_and_v2(web, v2);
+    let main = [("affinity", "cookie")];
+    objects.push(site("main", "shop.example", "/echo", "web", &main));
+    let mut annotations = vec![("canary", "true")];
+    annotations.extend_from_slice(canary);
+    objects.push(site(
+        "canary",
+        "shop.example",
+        "/echo",
+        "web-v2",
+        &annotations,
+    ));
+    objects
+}
+
 /// Sticky canaries (the default): a client the weight sent to either side stays there; legacy:
 /// the canary issues no cookie, its clients are drawn again.
 #[tokio::test]
 async fn a_sticky_canary_keeps_its_clients_and_a_legacy_one_draws_again() {
     let (web, v2) = (start_backend("web").await, start_backend("web-v2").await);
     for behavior in ["sticky", "legacy"] {
-        let mut objects = vec![
-            service("web", &[("http", 80)]),
-            service("web-v2", &[("http", 80)]),
-        ];
-        objects.extend(slices("web", &[addr_of(&web)]));
-        objects.extend(slices("web-v2", &[addr_of(&v2)]));
-        objects.push(site(
-            "main",
-            "shop.example",
-            "/echo",
-            "web",
-            &[("affinity", "cookie")],
-        ));
-        objects.push(site(
-            "canary",
-            "shop.example",
-            "/echo",
-            "web-v2",
+        let objects = sticky_with_canary(
+            &web,
+            &v2,
             &[
-                ("canary", "true"),
                 ("canary-weight", "50"),
                 ("affinity-canary-behavior", behavior),
             ],
-        ));
+        );
         let mut h = Harness::start();
         serve(&mut h, &objects);
         let mut client = Client::connect(h.http()).await;
@@ -662,4 +668,77 @@ async fn http2_upstreams_are_sticky_too() {
             (home.clone(), None)
         );
     }
+}
+
+/// ingress-nginx's balancer asks the affinity cookie before the canary's rules
+/// (`route_to_alternative_balancer`): a client whose cookie names the main backend stays there
+/// even with `canary-by-header: always` (or the canary cookie), one without goes to the canary
+/// and gets the canary's cookie, which keeps it there even with `never`.
+#[tokio::test]
+async fn a_main_backend_cookie_wins_over_the_canary_header_and_a_canary_one_over_never() {
+    let (web, v2) = (start_backend("web").await, start_backend("web-v2").await);
+    let objects = sticky_with_canary(
+        &web,
+        &v2,
+        &[
+            ("canary-by-header", "x-canary"),
+            ("canary-by-cookie", "canary"),
+        ],
+    );
+    let mut h = Harness::start();
+    serve(&mut h, &objects);
+    let mut client = Client::connect(h.http()).await;
+    let visit_with = |by_header: Option<&'static str>, cookie: Option<String>| {
+        let mut request = Request::get("/echo").header("host", "shop.example");
+        if let Some(value) = by_header {
+            request = request.header("x-canary", value);
+        }
+        if let Some(cookie) = cookie {
+            request = request.header(header::COOKIE, cookie);
+        }
+        request.body(Full::<Bytes>::default()).unwrap()
+    };
+    let mut ask = async |by_header: Option<&'static str>, cookie: Option<String>| {
+        let reply = client
+            .send(visit_with(by_header, cookie))
+            .await
+            .expect("answered");
+        assert_eq!(reply.status, StatusCode::OK);
+        let issued = reply
+            .headers
+            .get(header::SET_COOKIE)
+            .map(|v| pair(v.to_str().unwrap()));
+        (reply.backend(), issued)
+    };
+    // A new client: the main backend, and its cookie.
+    let (first, main_cookie) = ask(None, None).await;
+    assert_eq!(first, "web");
+    let main_cookie = main_cookie.expect("a cookie naming the main backend");
+    // Its cookie keeps it on main whatever the canary's header or cookie say.
+    for _ in 0..5 {
+        assert_eq!(
+            ask(Some("always"), Some(main_cookie.clone())).await.0,
+            "web"
+        );
+        let both = format!("{main_cookie}; canary=always");
+        assert_eq!(ask(None, Some(both)).await.0, "web");
+    }
+    // Without it the header sends the client to the canary, which pins it there.
+    let (side, canary_cookie) = ask(Some("always"), None).await;
+    assert_eq!(side, "web-v2");
+    let canary_cookie = canary_cookie.expect("a cookie naming the canary");
+    assert_eq!(ask(None, Some("canary=always".into())).await.0, "web-v2");
+    // The canary's cookie keeps the client there, even with the header or cookie at never.
+    for _ in 0..5 {
+        assert_eq!(ask(None, Some(canary_cookie.clone())).await.0, "web-v2");
+        assert_eq!(
+            ask(Some("never"), Some(canary_cookie.clone())).await.0,
+            "web-v2"
+        );
+        let both = format!("{canary_cookie}; canary=never");
+        assert_eq!(ask(None, Some(both)).await.0, "web-v2");
+    }
+    // No affinity cookie: the rules decide as before.
+    assert_eq!(ask(Some("never"), None).await.0, "web");
+    assert_eq!(ask(None, Some("canary=never".into())).await.0, "web");
 }

@@ -18,12 +18,7 @@ fn objects(
     v2: &backend::Backend,
     canary_annotations: &[(&str, &str)],
 ) -> Vec<Value> {
-    let mut objects = vec![
-        service("web", &[("http", 80)]),
-        service("web-v2", &[("http", 80)]),
-    ];
-    objects.extend(slices("web", &[addr_of(web)]));
-    objects.extend(slices("web-v2", &[addr_of(v2)]));
+    let mut objects = web_and_v2(web, v2);
     objects.push(annotated_site("web", "shop.example", "web", json!({})));
     objects.push(annotated_site("other", "other.example", "web", json!({})));
     let annotations: serde_json::Map<String, Value> = [("canary", "true")]

@@ -637,3 +637,127 @@ async fn curl_with_and_without_a_client_certificate() {
         "400 No required SSL certificate was sent\n"
     );
 }
+
+/// A handshake with this offer that sends `sni` (none: no SNI), accepting whatever server
+/// certificate comes (the default one, for a name no certificate is for).
+async fn connect_named(
+    site: &Site,
+    sni: Option<&str>,
+    offer: &Arc<Offer>,
+) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let provider = model::tls::crypto_provider().clone();
+    let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(model::tls::AcceptAnyCertificate(provider)))
+        .with_client_cert_resolver(offer.clone());
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.enable_sni = sni.is_some();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let stream = bounded(TcpStream::connect(site.h.https())).await.unwrap();
+    let name = ServerName::try_from(sni.unwrap_or("no-sni.invalid").to_owned()).unwrap();
+    bounded(connector.connect(name, stream))
+        .await
+        .expect("the handshake never fails over the client certificate")
+}
+
+/// A rule without host is ingress-nginx's default server `_`, and its auth-tls-* are that
+/// server's `ssl_verify_client` (controller.go gives `_` the first such Ingress's): a
+/// handshake with no SNI, or one naming no host, is asked for a certificate and the rules
+/// apply; a named host's handshake is not asked, and a request of the catch-all on it gets 421.
+#[tokio::test]
+async fn a_rule_without_host_asks_the_handshakes_the_catch_all_serves() {
+    let client_ca = TestCa::new();
+    let catch_all = annotated(
+        "catch-all",
+        &[("auth-tls-secret", "default/client-ca")],
+        json!({"rules": [{"http": {"paths": [path("/", "Prefix", to("echo"))]}}]}),
+    );
+    let site = start(&client_ca, None, vec![catch_all]).await;
+    let alice = client_ca.client("alice", 1);
+    for sni in [None, Some("unknown.example.com")] {
+        for (offered, status) in [(true, StatusCode::OK), (false, StatusCode::BAD_REQUEST)] {
+            let offer = if offered {
+                offer(&alice, &[])
+            } else {
+                no_offer()
+            };
+            let tls = connect_named(&site, sni, &offer).await;
+            assert!(asked(&offer), "{sni:?}: the catch-all's handshake asks");
+            let mut client = Client::over(tls).await;
+            let reply = client.get("whatever.example.org", "/echo").await;
+            assert_eq!(reply.status, status, "{sni:?}, certificate {offered}");
+            if offered {
+                assert_eq!(
+                    seen(&reply, "ssl-client-verify").as_deref(),
+                    Some("SUCCESS")
+                );
+            } else {
+                assert!(reply
+                    .text()
+                    .contains("No required SSL certificate was sent"));
+            }
+        }
+    }
+    // A host of its own: its handshake asks nothing and its requests pass.
+    let offer = no_offer();
+    let tls = connect_named(&site, Some(OTHER), &offer).await;
+    assert!(!asked(&offer), "a named host's handshake is its own");
+    let mut client = Client::over(tls).await;
+    assert_eq!(client.get(OTHER, "/echo").await.status, StatusCode::OK);
+    // The catch-all's request on that connection: another server asks (nginx's 421).
+    let reply = client.get("whatever.example.org", "/echo").await;
+    assert_eq!(reply.status, StatusCode::MISDIRECTED_REQUEST);
+}
+
+/// `auth-tls-error-page` as a path: nginx's `error_page 495 496 = /path` is an internal
+/// redirect, so the same server's location for that path answers (its status, a GET without
+/// the body or the query), where a URL is a 302; a good certificate is not sent there.
+#[tokio::test]
+async fn an_error_page_path_is_served_from_the_same_host() {
+    let client_ca = TestCa::new();
+    let site = start(
+        &client_ca,
+        None,
+        mtls(&[("auth-tls-error-page", "/echo/cert-error")]),
+    )
+    .await;
+    let post = |path: &str| {
+        Request::post(path)
+            .header("host", HOST)
+            .body(Full::from("some body"))
+            .unwrap()
+    };
+    for (offered, path, method, body) in [
+        (false, "/echo/cert-error", "GET", 0),
+        (true, "/echo/api", "POST", 9),
+    ] {
+        let offer = if offered {
+            offer(&client_ca.client("alice", 1), &[])
+        } else {
+            no_offer()
+        };
+        let tls = connect(&site, HOST, &offer, false, b"http/1.1").await;
+        let mut client = Client::over(tls).await;
+        let reply = client.send(post("/echo/api?x=1")).await.unwrap();
+        assert_eq!(reply.status, StatusCode::OK, "certificate {offered}");
+        let seen = reply.json();
+        assert_eq!(seen["path"], path);
+        assert_eq!(seen["method"], method);
+        assert_eq!(seen["body_bytes"], body);
+        assert_eq!(seen["query"].as_str(), offered.then_some("x=1"));
+        let verify = seen["headers"]["ssl-client-verify"].as_str();
+        assert_eq!(verify, Some(if offered { "SUCCESS" } else { "NONE" }));
+        // The connection carries on: the next request is checked as before.
+        let again = client.get(HOST, "/echo/next").await;
+        assert_eq!(
+            again.json()["path"],
+            if offered {
+                "/echo/next"
+            } else {
+                "/echo/cert-error"
+            }
+        );
+    }
+}

@@ -24,6 +24,7 @@ use model::routes::HostPattern;
 use model::{Kind, NamespacedName, ObjectRef, Severity};
 
 use super::annotations::{read_spec, AuthSource, AuthSpec, IngressAnnotations};
+use super::cross_namespace;
 use super::mirror::UrlUse;
 use crate::compiler::{CompileOptions, Compiler};
 
@@ -262,11 +263,7 @@ impl Compiler<'_> {
         namespace: &str,
     ) -> Result<Box<[(HeaderName, HeaderValue)]>, String> {
         let (ns, name) = reference.split_once('/').unwrap_or((namespace, reference));
-        if ns != namespace {
-            return Err(format!(
-                "a ConfigMap of another namespace than {namespace} (ingress-nginx refuses those too)"
-            ));
-        }
+        cross_namespace::check(&self.out.settings, "ConfigMap", ns, namespace)?;
         let config_map = self
             .store
             .config_map(&NamespacedName::new(ns, name))

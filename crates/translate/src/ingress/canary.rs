@@ -431,13 +431,36 @@ fn canary_rules(main: &Arc<Route>, join: &Joined) -> (Vec<Conditional>, Arc<Rout
         site: main.site.clone(),
         traffic: Some(Box::new(Traffic {
             alternative_name: Some(join.name.clone()),
+            primary: Some(main.clone()),
             ..Traffic::default()
         })),
         not_found: false,
     });
+    let c = &join.canary;
+    // The main side: its split carries the canary even at weight 0, so that a request whose
+    // affinity cookie names the canary goes there from any rule (ingress-nginx asks the
+    // cookies before the traffic rules); `never` rules take the weightless one.
+    let split = |weight: u32| {
+        Arc::new(Route {
+            traffic: Some(Box::new(Traffic {
+                total: c.weight_total,
+                alternatives: Box::new([Weighted {
+                    weight: weight.min(c.weight_total),
+                    route: canary.clone(),
+                }]),
+                ..Traffic::default()
+            })),
+            ..main.with_policy(main.policy.clone())
+        })
+    };
+    let never = split(0);
+    let main = if c.weight == 0 {
+        never.clone()
+    } else {
+        split(c.weight)
+    };
     let exact = |value: &str| ValueMatch::Exact(value.into());
     let mut rules: Vec<Conditional> = Vec::new();
-    let c = &join.canary;
     if let Some(name) = &c.header {
         let header = |value: ValueMatch| -> Box<[RequestMatch]> {
             Box::new([RequestMatch::Header {
@@ -451,7 +474,7 @@ fn canary_rules(main: &Arc<Route>, join: &Joined) -> (Vec<Conditional>, Arc<Rout
             rules.push((header(ValueMatch::Regex(pattern.clone())), canary.clone()));
         } else {
             rules.push((header(exact("always")), canary.clone()));
-            rules.push((header(exact("never")), main.clone()));
+            rules.push((header(exact("never")), never.clone()));
         }
     }
     if let Some(name) = &c.cookie {
@@ -462,22 +485,7 @@ fn canary_rules(main: &Arc<Route>, join: &Joined) -> (Vec<Conditional>, Arc<Rout
             }])
         };
         rules.push((cookie("always"), canary.clone()));
-        rules.push((cookie("never"), main.clone()));
+        rules.push((cookie("never"), never.clone()));
     }
-    let main = if c.weight == 0 {
-        main.clone()
-    } else {
-        Arc::new(Route {
-            traffic: Some(Box::new(Traffic {
-                total: c.weight_total,
-                alternatives: Box::new([Weighted {
-                    weight: c.weight.min(c.weight_total),
-                    route: canary,
-                }]),
-                alternative_name: None,
-            })),
-            ..main.with_policy(main.policy.clone())
-        })
-    };
     (rules, main)
 }

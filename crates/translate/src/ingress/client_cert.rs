@@ -9,7 +9,8 @@
 //!  scope host: the route policy of every path of the host (the oldest Ingress's; a newer
 //!     one's rules are ignored, a diagnostic each) │ scope path: the Ingress's paths only
 //!  any rule asking for a certificate ─▶ HostTls.client_cert_request for the host (its
-//!     handshake alone asks for a certificate, naming the CAs)
+//!     handshake alone asks for a certificate, naming the CAs); rules without host: the
+//!     catch-all's handshake (no SNI, or one naming no host: nginx's default server `_`)
 //! ```
 
 use std::collections::BTreeSet;
@@ -105,15 +106,6 @@ impl Compiler<'_> {
         let Some(policy) = &parsed.policy.client_cert else {
             return;
         };
-        if *host == HostPattern::Any && policy.verify != VerifyClient::Off {
-            // The handshake is chosen by the name the client sends; a rule without host has
-            // none, so no handshake asks: a client sends no certificate unasked.
-            self.diagnose_with(
-                Severity::Difference,
-                ingress_ref(ingress),
-                "auth-tls-secret on a rule without host: no TLS handshake asks for a client certificate (Sluice asks per host name), so HTTPS requests of it have none (auth-tls-verify-client on: 400); name the host",
-            );
-        }
         let entry = self.hosts.client_certs.entry(host.clone()).or_default();
         if policy.scope == Scope::Host {
             match &entry.host {
@@ -173,9 +165,9 @@ impl Compiler<'_> {
             if certs.names.is_empty() {
                 continue;
             }
-            if host == HostPattern::Any {
-                continue;
-            }
+            // Rules without host: the catch-all's handshake (ingress-nginx's default server
+            // `_`, whose ssl_verify_client the first such Ingress sets), the one a client
+            // gets when its SNI names no host, or when it sends none.
             self.out.certificates.set_host_tls(
                 &host,
                 HostTls {

@@ -28,6 +28,7 @@ mod auth;
 mod canary;
 pub(crate) mod claims;
 mod client_cert;
+pub(crate) mod cross_namespace;
 mod custom_headers;
 mod errors;
 mod hosts;

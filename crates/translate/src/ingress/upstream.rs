@@ -14,6 +14,8 @@ use rustls::sign::CertifiedKey;
 use crate::backends::{self, Problem};
 use crate::compiler::Compiler;
 use crate::ingress::annotations::{self, BackendProtocol, IngressAnnotations};
+use crate::ingress::cross_namespace;
+
 /// How one Ingress's routes reach their endpoints.
 pub(crate) struct UpstreamChoice {
     /// `service-upstream`: the Service's cluster IP rather than its endpoints.
@@ -158,11 +160,8 @@ impl Compiler<'_> {
         let Some((namespace, name)) = written.split_once('/') else {
             return Err(Problem::invalid("expected namespace/name"));
         };
-        if namespace != &*ingress.namespace {
-            return Err(Problem::invalid(
-                "a Secret of another namespace (refused, as ingress-nginx does by default)",
-            ));
-        }
+        cross_namespace::check(&self.out.settings, "Secret", namespace, &ingress.namespace)
+            .map_err(Problem::invalid)?;
         let found = self
             .store
             .secret(&NamespacedName::new(namespace, name))

@@ -52,7 +52,8 @@ fn route_requests(text: &str, compiled: &model::Compiled) -> Vec<String> {
             if let Some(canary) = route.alternative_name() {
                 out.push_str(&format!(", canary {canary}"));
             }
-            for alternative in route.traffic.iter().flat_map(|t| t.alternatives.iter()) {
+            let alternatives = route.traffic.iter().flat_map(|t| t.alternatives.iter());
+            for alternative in alternatives.filter(|a| a.weight > 0) {
                 let total = route.traffic.as_ref().map_or(0, |t| t.total);
                 let name = alternative.route.alternative_name().map_or("", |n| &**n);
                 out.push_str(&format!(", {}/{total} to {name}", alternative.weight));

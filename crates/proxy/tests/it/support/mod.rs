@@ -255,6 +255,17 @@ pub(crate) fn addr_of(backend: &backend::Backend) -> SocketAddr {
     backend.local_addrs()[0]
 }
 
+/// The Services `web` and `web-v2` (a main backend and its canary), one backend each.
+pub(crate) fn web_and_v2(web: &backend::Backend, v2: &backend::Backend) -> Vec<Value> {
+    let mut objects = vec![
+        service("web", &[("http", 80)]),
+        service("web-v2", &[("http", 80)]),
+    ];
+    objects.extend(slices("web", &[addr_of(web)]));
+    objects.extend(slices("web-v2", &[addr_of(v2)]));
+    objects
+}
+
 /// An upstream that accepts WebSocket upgrades (101) and then echoes every byte back.
 pub(crate) async fn start_upgrade_upstream() -> SocketAddr {
     start_upgrade_upstream_recording().await.0

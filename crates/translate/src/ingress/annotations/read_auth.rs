@@ -13,6 +13,7 @@ use model::Severity;
 
 use super::parsed::{AuthSpec, BasicSpec};
 use super::reader::{go_bool, Reader};
+use crate::ingress::cross_namespace;
 
 /// What the family's reading found wrong, for one source.
 pub(crate) struct AuthSource<'s> {
@@ -301,8 +302,8 @@ impl Reader<'_> {
             return refuse(self, why);
         };
         let (ns, name) = reference.split_once('/').unwrap_or((namespace, reference));
-        if ns != namespace {
-            let why = format!("annotation {secret_key}: {reference:?}: a Secret of another namespace than {namespace} (ingress-nginx refuses those too)");
+        if let Err(why) = cross_namespace::check(self.settings, "Secret", ns, namespace) {
+            let why = format!("annotation {secret_key}: {reference:?}: {why}");
             return refuse(self, why);
         }
         let realm = self.get("auth-realm").unwrap_or("").to_owned();

@@ -8,6 +8,7 @@ use model::Severity;
 
 use super::parsed::ClientCertSpec;
 use super::reader::Reader;
+use crate::ingress::cross_namespace;
 
 /// ingress-nginx's `redirectRegex` for `auth-tls-error-page`.
 const ERROR_PAGE: &str =
@@ -43,8 +44,8 @@ impl Reader<'_> {
             let why = format!("{key}: {reference:?} is not a Secret name (namespace/name)");
             return refuse(self, why);
         }
-        if ns != namespace {
-            let why = format!("{key}: {reference:?}: a Secret of another namespace than {namespace} (ingress-nginx refuses those too)");
+        if let Err(why) = cross_namespace::check(self.settings, "Secret", ns, &namespace) {
+            let why = format!("{key}: {reference:?}: {why}");
             return refuse(self, why);
         }
         let verify = match self.get("auth-tls-verify-client") {
