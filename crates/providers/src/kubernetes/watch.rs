@@ -48,13 +48,15 @@ pub enum Update {
 /// Which objects to watch.
 #[derive(Clone, Debug)]
 pub struct WatchScope {
-    /// `--watch-namespace`: Ingresses, Services, EndpointSlices and Secrets only from here.
+    /// `--watch-namespace`: Ingresses, Services, EndpointSlices, Secrets and ConfigMaps only
+    /// from here.
     /// `None` watches all namespaces.
     pub namespace: Option<String>,
-    /// The controller's ConfigMap: watched by name, like `extra_config_maps`.
+    /// The controller's ConfigMap: watched by name when it lies outside `namespace` (inside,
+    /// the scope's ConfigMap watch holds it).
     pub config_map: NamespacedName,
-    /// `--tcp-services-configmap` and `--udp-services-configmap`: each watched by name, so
-    /// RBAC may grant exactly these ConfigMaps and no other is ever read.
+    /// `--tcp-services-configmap` and `--udp-services-configmap`: watched by name when
+    /// outside `namespace`, like `config_map`.
     pub extra_config_maps: Vec<NamespacedName>,
     /// `--default-tls-secret`: watched on its own when it lies outside `namespace`.
     pub default_tls_secret: Option<NamespacedName>,
@@ -163,6 +165,24 @@ impl IngressStates {
     }
 }
 
+impl WatchScope {
+    /// The ConfigMaps named by flags that the scope's ConfigMap watch does not see, each once.
+    pub fn outside_config_maps(&self) -> Vec<&NamespacedName> {
+        let mut outside: Vec<&NamespacedName> = Vec::new();
+        let named = std::iter::once(&self.config_map).chain(&self.extra_config_maps);
+        for config_map in named {
+            let in_scope = self
+                .namespace
+                .as_deref()
+                .is_none_or(|watched| watched == &*config_map.namespace);
+            if !in_scope && !outside.contains(&config_map) {
+                outside.push(config_map);
+            }
+        }
+        outside
+    }
+}
+
 impl Watchers {
     /// Starts one watcher per kind on the current tokio runtime.
     pub fn start(client: &Client, scope: &WatchScope) -> Watchers {
@@ -246,13 +266,19 @@ impl Watchers {
                 ));
             }
         }
-        let mut config_maps = vec![&scope.config_map];
-        for extra in &scope.extra_config_maps {
-            if !config_maps.contains(&extra) {
-                config_maps.push(extra);
-            }
-        }
-        for config_map in config_maps {
+        // Every ConfigMap of the scope, as ingress-nginx's store holds them: Ingresses name
+        // theirs (`custom-headers`, `auth-proxy-set-headers`) and the controller's may name
+        // more (`proxy-set-headers`, `add-headers`).
+        tasks.push(spawner.spawn::<ConfigMap>(
+            namespaced(client, namespace),
+            all.clone(),
+            in_scope("ConfigMaps"),
+            None,
+        ));
+        // The ConfigMaps named by flags may live outside the scope: those are watched by name
+        // (RBAC may grant exactly them). One inside it is left to the scope's watch, so no
+        // ConfigMap comes from two watches (a relist of one would drop what the other holds).
+        for config_map in scope.outside_config_maps() {
             tasks.push(spawner.spawn::<ConfigMap>(
                 Api::namespaced(client.clone(), &config_map.namespace),
                 one_named(&config_map.name),
@@ -710,6 +736,31 @@ mod tests {
         let state = &states.snapshot()[&NamespacedName::new("app", "web")];
         assert_eq!(state.uid.as_deref(), Some("4b1e5c3a"));
         assert_eq!(state.load_balancer[0].ip.as_deref(), Some("192.0.2.1"));
+    }
+
+    #[test]
+    fn config_maps_named_by_flags_are_watched_by_name_only_outside_the_scope_and_once() {
+        let scope = |namespace: Option<&str>| WatchScope {
+            namespace: namespace.map(str::to_owned),
+            config_map: NamespacedName::new("sluice", "sluice"),
+            extra_config_maps: vec![
+                NamespacedName::new("sluice", "tcp"),
+                NamespacedName::new("shop", "udp"),
+                NamespacedName::new("sluice", "tcp"),
+            ],
+            default_tls_secret: None,
+        };
+        // All namespaces: the scope's watch sees every one.
+        assert!(scope(None).outside_config_maps().is_empty());
+        let names = |namespace| -> Vec<String> {
+            scope(Some(namespace))
+                .outside_config_maps()
+                .iter()
+                .map(|n| n.to_string())
+                .collect()
+        };
+        assert_eq!(names("shop"), ["sluice/sluice", "sluice/tcp"]);
+        assert_eq!(names("sluice"), ["shop/udp"]);
     }
 
     #[test]

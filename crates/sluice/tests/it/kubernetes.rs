@@ -829,11 +829,17 @@ fn a_config_map_rbac_does_not_grant_is_named_while_not_ready_and_granting_it_mak
     let cluster = Cluster::start("rbac-gap");
     let manifests = deploy_dir().join("manifests");
     cluster.kubectl(&["apply", "-f", manifests.to_str().unwrap()]);
-    // The manifests grant the ConfigMap `sluice` by name only: `sluice/tcp` is refused.
+    // Watching one namespace, Sluice watches a ConfigMap named by a flag outside it by name; the
+    // manifests grant the ConfigMap `sluice` by name only there: `sluice/tcp` is refused.
     let sluice = as_service_account(
         &cluster,
         "sluice-rbac-gap",
-        &["--tcp-services-configmap", "sluice/tcp"],
+        &[
+            "--watch-namespace",
+            "shop",
+            "--tcp-services-configmap",
+            "sluice/tcp",
+        ],
         false,
     );
     eventually(
