@@ -51,6 +51,7 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         model::access_log::StreamLogFormat::from_settings(&compiler.out.settings).0;
     compiler.out.tracing = compiler.out.settings.opentelemetry.enabled;
     compiler.default_policy = Arc::new(RoutePolicy::from_settings(&compiler.out.settings));
+    compiler.config_map_headers(options);
     compiler.global_auth = compiler.global_external_auth(options);
     let default_service = options
         .default_backend_service

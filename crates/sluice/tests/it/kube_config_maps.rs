@@ -1,0 +1,163 @@
+//! ConfigMaps that Ingresses name (`custom-headers`, `auth-proxy-set-headers`), read from a real
+//! kube-apiserver: Sluice watches every ConfigMap of its scope, as ingress-nginx's store does, so
+//! they work as in standalone mode and an edit changes the answer without a restart.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::kube::*;
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// The key the auth server wants in `X-Auth-Key`.
+const KEY: &str = "letmein";
+
+/// An auth server on `ip:9000`: 200 when the sub-request carries `X-Auth-Key: letmein`, 401
+/// otherwise. Counts the sub-requests it answered.
+fn start_auth_server(ip: IpAddr) -> Arc<AtomicUsize> {
+    let listener = TcpListener::bind(SocketAddr::new(ip, 9000)).expect("bind the auth server");
+    let asked = Arc::new(AtomicUsize::new(0));
+    let count = asked.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let count = count.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                loop {
+                    // One request head per loop (sub-requests carry no body).
+                    let mut allowed = false;
+                    let mut line = String::new();
+                    let mut first = true;
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let trimmed = line.trim_end();
+                        if trimmed.is_empty() && !first {
+                            break;
+                        }
+                        first = false;
+                        if let Some((name, value)) = trimmed.split_once(':') {
+                            if name.eq_ignore_ascii_case("x-auth-key") && value.trim() == KEY {
+                                allowed = true;
+                            }
+                        }
+                    }
+                    count.fetch_add(1, Ordering::SeqCst);
+                    let status = if allowed {
+                        "200 OK"
+                    } else {
+                        "401 Unauthorized"
+                    };
+                    let answer =
+                        format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\n\r\n").into_bytes();
+                    if stream.write_all(&answer).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    asked
+}
+
+fn annotated(mut ingress: serde_json::Value, annotations: &[(&str, &str)]) -> serde_json::Value {
+    let annotations: serde_json::Map<String, serde_json::Value> = annotations
+        .iter()
+        .map(|(k, v)| (format!("nginx.ingress.kubernetes.io/{k}"), json!(v)))
+        .collect();
+    ingress["metadata"]["annotations"] = json!(annotations);
+    ingress
+}
+
+#[test]
+fn config_maps_named_by_ingresses_are_read_from_the_api_and_their_edits_apply_live() {
+    let ns = "cmheaders";
+    let cluster = Cluster::start("cmheaders");
+    cluster.create(&namespace(ns));
+    cluster.create(&ingress_class("sluice", CONTROLLER));
+    let web_ip = cluster.add_address(11);
+    let _web = Pod::start_at("pod-11", &socket(web_ip, 8080));
+    cluster.create(&service(ns, "web"));
+    cluster.create(&endpoint_slice(
+        ns,
+        "web-1",
+        "web",
+        8080,
+        &[Endpoint::ready(web_ip)],
+    ));
+    let auth_ip = cluster.add_address(30);
+    let asked = start_auth_server(auth_ip);
+    cluster.create(&service(ns, "auth"));
+    cluster.create(&endpoint_slice(
+        ns,
+        "auth-1",
+        "auth",
+        9000,
+        &[Endpoint::ready(auth_ip)],
+    ));
+    cluster.create(&config_map(
+        ns,
+        "sluice",
+        &[("global-allowed-response-headers", "X-Team")],
+    ));
+    cluster.create(&config_map(ns, "team", &[("X-Team", "checkout")]));
+    cluster.create(&config_map(ns, "auth-headers", &[("X-Auth-Key", KEY)]));
+    cluster.create(&annotated(
+        ingress(ns, "headers", Some("sluice"), "headers.test", "web"),
+        &[("custom-headers", &format!("{ns}/team"))],
+    ));
+    let auth_url = format!("http://auth.{ns}.svc.cluster.local/check");
+    cluster.create(&annotated(
+        ingress(ns, "guarded", Some("sluice"), "guarded.test", "web"),
+        &[
+            ("auth-url", &auth_url),
+            ("auth-proxy-set-headers", "auth-headers"),
+        ],
+    ));
+    cluster.create(&ingress(ns, "plain", Some("sluice"), "plain.test", "web"));
+    let sluice = cluster.sluice(ns, &[]);
+
+    // As in standalone mode: the ConfigMaps were listed with everything else.
+    let reply = sluice.get("headers.test", "/");
+    assert_eq!(reply.status, 200, "{}", sluice.log_tail(20));
+    assert_eq!(reply.header("x-team"), Some("checkout"));
+    let reply = sluice.get("guarded.test", "/");
+    assert_eq!(
+        reply.status, 200,
+        "the auth server got X-Auth-Key from the ConfigMap"
+    );
+    assert!(
+        asked.load(Ordering::SeqCst) >= 1,
+        "the auth server was asked"
+    );
+    assert_eq!(sluice.get("plain.test", "/").header("x-team"), None);
+
+    // Edited: the answers follow without a restart.
+    cluster.replace(&config_map(ns, "team", &[("X-Team", "payments")]));
+    eventually(WAIT, "the edited custom-headers ConfigMap served", || {
+        (sluice.get("headers.test", "/").header("x-team") == Some("payments")).then_some(())
+    });
+    cluster.replace(&config_map(ns, "auth-headers", &[("X-Auth-Key", "stale")]));
+    sluice.wait_status("guarded.test", 401, WAIT);
+
+    // Deleted: the routes that name it are denied (503, as ingress-nginx's LocationDenied), the
+    // others keep serving.
+    cluster.delete("ConfigMap", ns, "team");
+    sluice.wait_status("headers.test", 503, WAIT);
+    assert_eq!(sluice.get("plain.test", "/").status, 200);
+    cluster.create(&config_map(ns, "team", &[("X-Team", "back")]));
+    sluice.wait_status("headers.test", 200, WAIT);
+    assert_eq!(
+        sluice.get("headers.test", "/").header("x-team"),
+        Some("back")
+    );
+}
