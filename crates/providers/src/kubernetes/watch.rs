@@ -58,6 +58,10 @@ pub struct WatchScope {
     /// `--tcp-services-configmap` and `--udp-services-configmap`: watched by name when
     /// outside `namespace`, like `config_map`.
     pub extra_config_maps: Vec<NamespacedName>,
+    /// ConfigMaps the controller's ConfigMap names (`proxy-set-headers`, `add-headers`), as
+    /// read at start: watched by name when outside `namespace`, like `config_map`. Named
+    /// later: [`Watchers::watch_config_map`].
+    pub referenced_config_maps: Vec<NamespacedName>,
     /// `--default-tls-secret`: watched on its own when it lies outside `namespace`.
     pub default_tls_secret: Option<NamespacedName>,
 }
@@ -86,6 +90,12 @@ struct IngressStatesInner {
 /// The running watchers and the merged stream of their updates.
 pub struct Watchers {
     updates: mpsc::UnboundedReceiver<Update>,
+    /// For watches started later ([`Watchers::watch_config_map`]).
+    client: Client,
+    sender: mpsc::UnboundedSender<Update>,
+    scope: WatchScope,
+    /// The ConfigMaps watched by name.
+    named: BTreeSet<NamespacedName>,
     /// Watchers that have not finished their first list yet.
     unlisted: usize,
     first_lists: FirstLists,
@@ -166,20 +176,26 @@ impl IngressStates {
 }
 
 impl WatchScope {
-    /// The ConfigMaps named by flags that the scope's ConfigMap watch does not see, each once.
+    /// The ConfigMaps named by flags (and the settings) that the scope's ConfigMap watch does
+    /// not see, each once.
     pub fn outside_config_maps(&self) -> Vec<&NamespacedName> {
         let mut outside: Vec<&NamespacedName> = Vec::new();
-        let named = std::iter::once(&self.config_map).chain(&self.extra_config_maps);
+        let named = std::iter::once(&self.config_map)
+            .chain(&self.extra_config_maps)
+            .chain(&self.referenced_config_maps);
         for config_map in named {
-            let in_scope = self
-                .namespace
-                .as_deref()
-                .is_none_or(|watched| watched == &*config_map.namespace);
-            if !in_scope && !outside.contains(&config_map) {
+            if !self.sees(config_map) && !outside.contains(&config_map) {
                 outside.push(config_map);
             }
         }
         outside
+    }
+
+    /// Whether the scope's ConfigMap watch sees `config_map`.
+    fn sees(&self, config_map: &NamespacedName) -> bool {
+        self.namespace
+            .as_deref()
+            .is_none_or(|watched| watched == &*config_map.namespace)
     }
 }
 
@@ -278,21 +294,45 @@ impl Watchers {
         // The ConfigMaps named by flags may live outside the scope: those are watched by name
         // (RBAC may grant exactly them). One inside it is left to the scope's watch, so no
         // ConfigMap comes from two watches (a relist of one would drop what the other holds).
-        for config_map in scope.outside_config_maps() {
-            tasks.push(spawner.spawn::<ConfigMap>(
-                Api::namespaced(client.clone(), &config_map.namespace),
-                one_named(&config_map.name),
-                format!("ConfigMap {config_map}"),
-                None,
-            ));
+        let named: BTreeSet<NamespacedName> =
+            scope.outside_config_maps().into_iter().cloned().collect();
+        for config_map in &named {
+            tasks.push(spawner.spawn_config_map(client, config_map));
         }
         Watchers {
             updates,
+            client: client.clone(),
+            sender,
+            scope: scope.clone(),
+            named,
             unlisted: tasks.len(),
             first_lists,
             states,
             tasks,
         }
+    }
+
+    /// After the initial sync: starts watching `config_map` by name when neither the scope's
+    /// ConfigMap watch nor a watch by name holds it yet (a ConfigMap the controller's ConfigMap
+    /// names since start). `true` when a watch started. Readiness is not withdrawn for it (it
+    /// may be one RBAC does not grant: its first failure is logged naming the grant).
+    pub fn watch_config_map(&mut self, config_map: &NamespacedName) -> bool {
+        if self.scope.sees(config_map) || self.named.contains(config_map) {
+            return false;
+        }
+        let spawner = Spawner {
+            sender: &self.sender,
+            first_lists: &self.first_lists,
+        };
+        let task = spawner.spawn_config_map(&self.client, config_map);
+        // Not waited for: its first list is not counted (see `observe`).
+        self.first_lists
+            .lock()
+            .remove(&format!("ConfigMap {config_map}"));
+        self.unlisted += 1;
+        self.tasks.push(task);
+        self.named.insert(config_map.clone());
+        true
     }
 
     /// The watches that have not listed yet, and why.
@@ -403,6 +443,20 @@ struct Spawner<'a> {
 }
 
 impl Spawner<'_> {
+    /// A watch of one ConfigMap by name.
+    fn spawn_config_map(
+        &self,
+        client: &Client,
+        config_map: &NamespacedName,
+    ) -> tokio::task::JoinHandle<()> {
+        self.spawn::<ConfigMap>(
+            Api::namespaced(client.clone(), &config_map.namespace),
+            one_named(&config_map.name),
+            format!("ConfigMap {config_map}"),
+            None,
+        )
+    }
+
     /// Starts one watcher; `watch` names it to the operator until its first list.
     fn spawn<K: Watched>(
         &self,
@@ -748,6 +802,7 @@ mod tests {
                 NamespacedName::new("shop", "udp"),
                 NamespacedName::new("sluice", "tcp"),
             ],
+            referenced_config_maps: vec![NamespacedName::new("shared", "headers")],
             default_tls_secret: None,
         };
         // All namespaces: the scope's watch sees every one.
@@ -759,8 +814,12 @@ mod tests {
                 .map(|n| n.to_string())
                 .collect()
         };
-        assert_eq!(names("shop"), ["sluice/sluice", "sluice/tcp"]);
-        assert_eq!(names("sluice"), ["shop/udp"]);
+        assert_eq!(
+            names("shop"),
+            ["sluice/sluice", "sluice/tcp", "shared/headers"]
+        );
+        assert_eq!(names("sluice"), ["shop/udp", "shared/headers"]);
+        assert_eq!(names("shared"), ["sluice/sluice", "sluice/tcp", "shop/udp"]);
     }
 
     #[test]

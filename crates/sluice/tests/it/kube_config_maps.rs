@@ -161,3 +161,81 @@ fn config_maps_named_by_ingresses_are_read_from_the_api_and_their_edits_apply_li
         Some("back")
     );
 }
+
+#[test]
+fn config_maps_the_settings_name_outside_the_watched_namespace_are_watched_by_name() {
+    let ns = "team";
+    let cluster = Cluster::start("cmsettings");
+    for namespace_name in [ns, "sluice", "shared"] {
+        cluster.create(&namespace(namespace_name));
+    }
+    cluster.create(&ingress_class("sluice", CONTROLLER));
+    let web_ip = cluster.add_address(11);
+    let _web = Pod::start_at("pod-11", &socket(web_ip, 8080));
+    cluster.create(&service(ns, "web"));
+    cluster.create(&endpoint_slice(
+        ns,
+        "web-1",
+        "web",
+        8080,
+        &[Endpoint::ready(web_ip)],
+    ));
+    cluster.create(&ingress(ns, "web", Some("sluice"), "web.test", "web"));
+    cluster.create(&config_map(
+        "shared",
+        "upstream",
+        &[("X-Team", "edge"), ("X-Original", "$host$request_uri")],
+    ));
+    cluster.create(&config_map(
+        "shared",
+        "answers",
+        &[("X-Frame-Options", "DENY")],
+    ));
+    cluster.create(&config_map(
+        "sluice",
+        "sluice",
+        &[("proxy-set-headers", "shared/upstream")],
+    ));
+    // The settings ConfigMap and the one it names both lie outside the watched namespace.
+    let sluice = cluster.sluice("sluice", &["--watch-namespace", ns]);
+    let echo = |sluice: &KubeSluice| {
+        let reply = sluice.get("web.test", "/echo?a=1");
+        let json: serde_json::Value = serde_json::from_slice(&reply.body).unwrap_or_default();
+        (reply, json)
+    };
+    let (reply, json) = echo(&sluice);
+    assert_eq!(reply.status, 200, "{}", sluice.log_tail(20));
+    assert_eq!(json["headers"]["x-team"], "edge", "{json}");
+    assert_eq!(json["headers"]["x-original"], "web.test/echo?a=1");
+
+    // Edited: followed without a restart.
+    cluster.replace(&config_map("shared", "upstream", &[("X-Team", "core")]));
+    eventually(
+        WAIT,
+        "the edited proxy-set-headers ConfigMap applied",
+        || (echo(&sluice).1["headers"]["x-team"] == "core").then_some(()),
+    );
+
+    // The settings name another ConfigMap since start: it is watched from then on.
+    cluster.replace(&config_map(
+        "sluice",
+        "sluice",
+        &[
+            ("proxy-set-headers", "shared/upstream"),
+            ("add-headers", "shared/answers"),
+        ],
+    ));
+    eventually(
+        WAIT,
+        "add-headers from a ConfigMap named since start",
+        || (echo(&sluice).0.header("x-frame-options") == Some("DENY")).then_some(()),
+    );
+    cluster.replace(&config_map(
+        "shared",
+        "answers",
+        &[("X-Frame-Options", "SAMEORIGIN")],
+    ));
+    eventually(WAIT, "its edit applied", || {
+        (echo(&sluice).0.header("x-frame-options") == Some("SAMEORIGIN")).then_some(())
+    });
+}
