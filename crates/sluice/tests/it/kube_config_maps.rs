@@ -69,6 +69,26 @@ fn start_auth_server(ip: IpAddr) -> Arc<AtomicUsize> {
     asked
 }
 
+/// Service `name` (port `http` 80) with one EndpointSlice to `ip:port`.
+fn backed_service(cluster: &Cluster, ns: &str, name: &str, ip: IpAddr, port: u16) {
+    cluster.create(&service(ns, name));
+    cluster.create(&endpoint_slice(
+        ns,
+        &format!("{name}-1"),
+        name,
+        port,
+        &[Endpoint::ready(ip)],
+    ));
+}
+
+/// The echo "pod" `pod-11` behind Service `web`.
+fn web_pod(cluster: &Cluster, ns: &str) -> Pod {
+    let ip = cluster.add_address(11);
+    let pod = Pod::start_at("pod-11", &socket(ip, 8080));
+    backed_service(cluster, ns, "web", ip, 8080);
+    pod
+}
+
 fn annotated(mut ingress: serde_json::Value, annotations: &[(&str, &str)]) -> serde_json::Value {
     let annotations: serde_json::Map<String, serde_json::Value> = annotations
         .iter()
@@ -84,26 +104,10 @@ fn config_maps_named_by_ingresses_are_read_from_the_api_and_their_edits_apply_li
     let cluster = Cluster::start("cmheaders");
     cluster.create(&namespace(ns));
     cluster.create(&ingress_class("sluice", CONTROLLER));
-    let web_ip = cluster.add_address(11);
-    let _web = Pod::start_at("pod-11", &socket(web_ip, 8080));
-    cluster.create(&service(ns, "web"));
-    cluster.create(&endpoint_slice(
-        ns,
-        "web-1",
-        "web",
-        8080,
-        &[Endpoint::ready(web_ip)],
-    ));
+    let _web = web_pod(&cluster, ns);
     let auth_ip = cluster.add_address(30);
     let asked = start_auth_server(auth_ip);
-    cluster.create(&service(ns, "auth"));
-    cluster.create(&endpoint_slice(
-        ns,
-        "auth-1",
-        "auth",
-        9000,
-        &[Endpoint::ready(auth_ip)],
-    ));
+    backed_service(&cluster, ns, "auth", auth_ip, 9000);
     cluster.create(&config_map(
         ns,
         "sluice",
@@ -170,16 +174,7 @@ fn config_maps_the_settings_name_outside_the_watched_namespace_are_watched_by_na
         cluster.create(&namespace(namespace_name));
     }
     cluster.create(&ingress_class("sluice", CONTROLLER));
-    let web_ip = cluster.add_address(11);
-    let _web = Pod::start_at("pod-11", &socket(web_ip, 8080));
-    cluster.create(&service(ns, "web"));
-    cluster.create(&endpoint_slice(
-        ns,
-        "web-1",
-        "web",
-        8080,
-        &[Endpoint::ready(web_ip)],
-    ));
+    let _web = web_pod(&cluster, ns);
     cluster.create(&ingress(ns, "web", Some("sluice"), "web.test", "web"));
     cluster.create(&config_map(
         "shared",
