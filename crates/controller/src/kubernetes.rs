@@ -143,7 +143,7 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
                 "initial sync with the Kubernetes API complete"
             );
         }
-        let config_changed = pending.config;
+        let config_changed = control.needs_compile(&pending);
         if let Some(compiled) = control.act(std::mem::take(&mut pending)) {
             // A ConfigMap the settings name since start, outside the watched namespace.
             for config_map in referenced_config_maps(&compiled.settings) {

@@ -109,6 +109,7 @@ impl Compiler<'_> {
             (StreamProtocol::Udp, &options.udp_services_config_map),
         ] {
             let Some(name) = name else { continue };
+            self.out.config_maps_read.insert(name.clone());
             let services = stream_services(
                 protocol,
                 self.store,
@@ -126,7 +127,7 @@ impl Compiler<'_> {
     }
 
     pub(crate) fn settings(&mut self, options: &CompileOptions) {
-        let Some(config_map) = self.store.config_map(&options.config_map) else {
+        let Some(config_map) = self.read_config_map(&options.config_map) else {
             return;
         };
         let source = ObjectRef::new(

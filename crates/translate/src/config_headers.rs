@@ -82,7 +82,7 @@ impl Compiler<'_> {
         side: Side,
     ) -> Vec<HeaderEdit> {
         let (namespace, name) = reference.split_once('/').unwrap_or(("", reference));
-        let Some(config_map) = self.store.config_map(&NamespacedName::new(namespace, name)) else {
+        let Some(config_map) = self.read_config_map(&NamespacedName::new(namespace, name)) else {
             self.diagnose_with(
                 Severity::Missing,
                 source.clone(),

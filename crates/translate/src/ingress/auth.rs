@@ -257,7 +257,7 @@ impl Compiler<'_> {
     /// `auth-proxy-set-headers`: the ConfigMap's entries, each a header name of letters,
     /// digits, `-` and `_` (ingress-nginx's check) with a value a header can carry.
     fn auth_headers(
-        &self,
+        &mut self,
         reference: &str,
         namespace: &str,
     ) -> Result<Box<[(HeaderName, HeaderValue)]>, String> {
@@ -268,8 +268,7 @@ impl Compiler<'_> {
             ));
         }
         let config_map = self
-            .store
-            .config_map(&NamespacedName::new(ns, name))
+            .read_config_map(&NamespacedName::new(ns, name))
             .ok_or_else(|| format!("ConfigMap {ns}/{name} not found"))?;
         let mut headers = Vec::new();
         for (key, value) in config_map.data.iter().flatten() {

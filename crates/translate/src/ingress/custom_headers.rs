@@ -27,7 +27,7 @@ impl Compiler<'_> {
         // ingress-nginx denies the location when it cannot read the ConfigMap (its
         // `LocationDenied`): served without the headers, a route would drop what its owner
         // asked for (often security headers), so it answers 503 until the ConfigMap exists.
-        let Some(data) = self.store.config_map(&config_map).map(|c| c.data.clone()) else {
+        let Some(data) = self.read_config_map(&config_map).map(|c| c.data.clone()) else {
             self.diagnose_with(
                 Severity::Missing,
                 object.clone(),
