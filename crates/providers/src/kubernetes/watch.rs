@@ -678,8 +678,9 @@ async fn run<K: Watched>(
 }
 
 /// client-go's shape (exponential with jitter, reset after two quiet minutes) but capped at 8 s
-/// instead of 30 s: after an API server restart, changes reach traffic within seconds. Six
-/// watches per replica retrying every few seconds is still light load for a recovering server.
+/// instead of 30 s: after an API server restart, changes reach traffic within seconds. Seven
+/// watches per replica (and one per object named outside --watch-namespace) retrying every few
+/// seconds is still light load for a recovering server.
 fn retry_backoff() -> ResetTimerBackoff<RetryDelays> {
     ResetTimerBackoff::new(RetryDelays::default(), Duration::from_secs(120))
 }
