@@ -251,6 +251,9 @@ for verb in list watch; do
   can allowed "$verb" services -A
   can allowed "$verb" endpointslices.discovery.k8s.io -A
   can allowed "$verb" secrets -A
+  # Every ConfigMap of the scope (custom-headers, auth-proxy-set-headers, the settings'
+  # proxy-set-headers/add-headers), as ingress-nginx.
+  can allowed "$verb" configmaps -A
 done
 can allowed get services/sluice -n sluice
 can allowed patch ingresses.networking.k8s.io --subresource status -A
@@ -277,9 +280,11 @@ can denied create ingressclasses.networking.k8s.io
 can denied update endpointslices.discovery.k8s.io -A
 can denied list pods -A
 can denied get nodes
-can denied list configmaps -n sluice
 can denied get configmaps/other -n sluice
-can denied list configmaps -n default
+can denied get configmaps -n default
+can denied update configmaps/sluice -n sluice
+can denied create configmaps -n sluice
+can denied delete configmaps -A
 can denied update leases.coordination.k8s.io/other -n sluice
 can denied create leases.coordination.k8s.io -n default
 can denied delete leases.coordination.k8s.io/sluice-leader -n sluice
@@ -444,6 +449,8 @@ sa=system:serviceaccount:edge:edge
 can allowed list ingressclasses.networking.k8s.io
 can allowed watch ingresses.networking.k8s.io -n team-a
 can allowed list secrets -n team-a
+can allowed list configmaps -n team-a
+can allowed watch configmaps -n team-a
 can allowed update ingresses.networking.k8s.io --subresource status -n team-a
 can allowed create events.events.k8s.io -n team-a
 can allowed update leases.coordination.k8s.io/edge -n edge
@@ -451,6 +458,8 @@ can allowed watch configmaps/edge -n edge
 can denied list ingresses.networking.k8s.io -A
 can denied list secrets -n default
 can denied list secrets -A
+can denied list configmaps -n default
+can denied list configmaps -A
 can allowed watch secrets/wildcard -n certs
 can denied list secrets -n certs
 can denied get services/sluice -n sluice

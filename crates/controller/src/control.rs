@@ -3,6 +3,7 @@
 //!
 //! ```text
 //!  ChangeSet { config: true }  ──▶ compile(&Store) ──▶ log new diagnostics ──▶ Proxy::publish
+//!  ChangeSet { config_maps }   ──▶ the same, only for a ConfigMap the last compile read
 //!  ChangeSet { endpoints }     ──▶ translate::refresh_endpoints ──▶ Proxy::endpoints_changed
 //!                                  (refused node-local addresses logged once)
 //!  a served certificate crosses its expiry warning ──▶ compile (the diagnostic says so)
@@ -78,8 +79,14 @@ impl ControlPlane {
         reported
     }
 
+    /// Whether `changes` need a compile: a configuration change, or a change to a ConfigMap
+    /// the last compile read (Sluice watches every ConfigMap of its scope; most are no one's).
+    pub fn needs_compile(&self, changes: &ChangeSet) -> bool {
+        changes.needs_compile(self.current.as_deref())
+    }
+
     fn act_on(&mut self, changes: ChangeSet) -> Option<Arc<Compiled>> {
-        if changes.config {
+        if self.needs_compile(&changes) {
             let started = Instant::now();
             let compiled = Arc::new(compile(&self.store, &self.options));
             let elapsed = started.elapsed();

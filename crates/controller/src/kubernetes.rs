@@ -75,6 +75,7 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
             namespace: kube.watch_namespace.clone(),
             config_map: compile_options.config_map.clone(),
             extra_config_maps: stream_config_maps(compile_options),
+            referenced_config_maps: referenced_config_maps(&startup),
             default_tls_secret: compile_options.default_tls_secret.clone(),
         },
     );
@@ -142,8 +143,14 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
                 "initial sync with the Kubernetes API complete"
             );
         }
-        let config_changed = pending.config;
+        let config_changed = control.needs_compile(&pending);
         if let Some(compiled) = control.act(std::mem::take(&mut pending)) {
+            // A ConfigMap the settings name since start, outside the watched namespace.
+            for config_map in referenced_config_maps(&compiled.settings) {
+                if watchers.watch_config_map(&config_map) {
+                    tracing::info!(%config_map, "watching a ConfigMap the settings name");
+                }
+            }
             status.publish(Published {
                 served: compiled.ingresses.iter().cloned().collect(),
                 diagnostics: control.diagnostics_to_report(&compiled),
@@ -213,6 +220,17 @@ fn stream_config_maps(options: &CompileOptions) -> Vec<model::NamespacedName> {
     .collect()
 }
 
+/// The ConfigMaps the settings name (`proxy-set-headers`, `add-headers`), watched beside the
+/// controller's when they lie outside `--watch-namespace`.
+fn referenced_config_maps(settings: &Settings) -> Vec<NamespacedName> {
+    [&settings.proxy_set_headers, &settings.add_headers]
+        .into_iter()
+        .flatten()
+        .filter_map(|reference| reference.split_once('/'))
+        .map(|(namespace, name)| NamespacedName::new(namespace, name))
+        .collect()
+}
+
 /// While the first lists are not all in, what they wait for is logged this often.
 const WAITING_REPORT: Duration = Duration::from_secs(30);
 
@@ -229,6 +247,7 @@ pub fn load_kubernetes(kube: &KubeOptions, options: &CompileOptions) -> Result<S
                 namespace: kube.watch_namespace.clone(),
                 config_map: options.config_map.clone(),
                 extra_config_maps: stream_config_maps(options),
+                referenced_config_maps: Vec::new(),
                 default_tls_secret: options.default_tls_secret.clone(),
             },
         );

@@ -1,7 +1,7 @@
 //! What one translation produces and the proxy serves: [`Compiled`], plain data swapped in
 //! whole, and the [`Diagnostic`]s that say what was left out or served differently.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
@@ -87,6 +87,9 @@ pub struct Compiled {
     pub tcp_services: BTreeMap<u16, Arc<StreamService>>,
     /// UDP services (`--udp-services-configmap`): listen port ─▶ where its datagrams go.
     pub udp_services: BTreeMap<u16, Arc<StreamService>>,
+    /// Every ConfigMap this compile looked up, found or not: a change to any other (Sluice
+    /// watches every ConfigMap of its scope) needs no compile.
+    pub config_maps_read: BTreeSet<NamespacedName>,
 }
 
 impl Diagnostic {

@@ -234,6 +234,14 @@ pub struct Settings {
     /// ConfigMaps may set (exactly as written; empty: none, as in ingress-nginx).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub global_allowed_response_headers: Vec<String>,
+    /// `proxy-set-headers`: the ConfigMap (`namespace/name`) whose data are headers set on
+    /// every request sent upstream; compile turns them into every route's request header edits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy_set_headers: Option<String>,
+    /// `add-headers`: the ConfigMap (`namespace/name`) whose data are headers set on every
+    /// response; compile turns them into every route's response header edits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub add_headers: Option<String>,
     /// `global-auth-url` and its companions, as written, by the name of the annotation each
     /// stands for (`auth-url`, `auth-method`…): external authentication for every route of
     /// an Ingress without its own `auth-url` (and not `enable-global-auth: "false"`),
@@ -507,6 +515,8 @@ impl Default for Settings {
             allow_snippet_annotations: false,
             allow_cross_namespace_resources: false,
             global_allowed_response_headers: Vec::new(),
+            proxy_set_headers: None,
+            add_headers: None,
             global_auth: std::collections::BTreeMap::new(),
             no_auth_locations: vec![DEFAULT_NO_AUTH_LOCATION.to_owned()],
             access_refused: None,

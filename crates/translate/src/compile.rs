@@ -52,6 +52,7 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         model::access_log::StreamLogFormat::from_settings(&compiler.out.settings).0;
     compiler.out.tracing = compiler.out.settings.opentelemetry.enabled;
     compiler.default_policy = Arc::new(RoutePolicy::from_settings(&compiler.out.settings));
+    compiler.config_map_headers(options);
     compiler.global_auth = compiler.global_external_auth(options);
     let default_service = options
         .default_backend_service
@@ -113,6 +114,7 @@ impl Compiler<'_> {
             (StreamProtocol::Udp, &options.udp_services_config_map),
         ] {
             let Some(name) = name else { continue };
+            self.out.config_maps_read.insert(name.clone());
             let services = stream_services(
                 protocol,
                 self.store,
@@ -130,7 +132,7 @@ impl Compiler<'_> {
     }
 
     pub(crate) fn settings(&mut self, options: &CompileOptions) {
-        let Some(config_map) = self.store.config_map(&options.config_map) else {
+        let Some(config_map) = self.read_config_map(&options.config_map) else {
             return;
         };
         let source = ObjectRef::new(

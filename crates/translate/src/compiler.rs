@@ -18,6 +18,7 @@ use model::{
 
 use crate::ingress::annotations::BackendProtocol;
 use crate::ingress::claims::HostExtras;
+use crate::objects::ConfigMap;
 use crate::store::Store;
 
 pub(crate) const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
@@ -127,5 +128,14 @@ impl Compiler<'_> {
         self.out
             .diagnostics
             .push(Diagnostic::with_severity(severity, object, reason));
+    }
+}
+
+impl<'a> Compiler<'a> {
+    /// The ConfigMap `key` names, from the Store, recorded as read (found or not) so that a
+    /// change to it, and only to a ConfigMap some compile read, compiles again.
+    pub(crate) fn read_config_map(&mut self, key: &NamespacedName) -> Option<&'a ConfigMap> {
+        self.out.config_maps_read.insert(key.clone());
+        self.store.config_map(key)
     }
 }

@@ -158,6 +158,25 @@ fn global_auth(settings: &mut Settings, name: &str, value: &str) -> Result<(), &
     Ok(())
 }
 
+/// `proxy-set-headers` / `add-headers`: a ConfigMap as `namespace/name` (ingress-nginx's store
+/// key); empty: none.
+fn config_map_ref(value: &str) -> Result<Option<String>, &'static str> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let valid = value.split_once('/').is_some_and(|(namespace, name)| {
+        let part = |p: &str| {
+            !p.is_empty()
+                && p.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-.".contains(&b))
+        };
+        part(namespace) && part(name)
+    });
+    valid
+        .then(|| Some(value.to_owned()))
+        .ok_or("a ConfigMap as namespace/name")
+}
+
 const fn alias(name: &'static str, of: &'static str) -> Key {
     Key {
         name,
@@ -618,6 +637,14 @@ pub const KEYS: &[Key] = &[
             return Err("comma-separated header names (letters, digits, - and _)");
         }
         settings.global_allowed_response_headers = names;
+        Ok(())
+    }),
+    read("proxy-set-headers", |settings, value| {
+        settings.proxy_set_headers = config_map_ref(value)?;
+        Ok(())
+    }),
+    read("add-headers", |settings, value| {
+        settings.add_headers = config_map_ref(value)?;
         Ok(())
     }),
     read("global-auth-url", |s, v| global_auth(s, "auth-url", v)),

@@ -12,6 +12,8 @@
 //!        compiler:   the state a compile builds (options, output, shared strings), below
 //!                    every source's translation
 //!        configmap:  ConfigMap ──▶ Settings ──▶ RoutePolicy (the default, shared)
+//!        config_headers: proxy-set-headers / add-headers ConfigMaps ──▶ the default
+//!                    policy's header edits, first in every route's
 //!        ingress/:   Ingress spec + annotations (one registry) ──▶ RoutePolicy, Routes
 //!        gateway/:   (next) Gateway API routes ──▶ the same model
 //!        backends:   Service + port ──▶ BackendKey ──▶ Backend with its EndpointSlices
@@ -27,6 +29,7 @@
 pub mod backends;
 pub mod compile;
 mod compiler;
+mod config_headers;
 pub mod configmap;
 pub mod ingress;
 pub mod objects;

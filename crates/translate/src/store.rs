@@ -37,16 +37,32 @@ pub struct ChangeSet {
     pub config: bool,
     /// Services whose EndpointSlices changed: refresh just their endpoint sets.
     pub endpoints: BTreeSet<NamespacedName>,
+    /// ConfigMaps that changed: a recompile only if the last compile read one of them
+    /// (`Compiled::config_maps_read`); the others are in the Store for when one is named.
+    pub config_maps: BTreeSet<NamespacedName>,
 }
 
 impl ChangeSet {
     pub fn is_empty(&self) -> bool {
-        !self.config && self.endpoints.is_empty()
+        !self.config && self.endpoints.is_empty() && self.config_maps.is_empty()
     }
 
     pub fn merge(&mut self, other: ChangeSet) {
         self.config |= other.config;
         self.endpoints.extend(other.endpoints);
+        self.config_maps.extend(other.config_maps);
+    }
+
+    /// Whether the configuration must be compiled again, given what the last compile read
+    /// (`None`: nothing compiled yet).
+    pub fn needs_compile(&self, last: Option<&model::Compiled>) -> bool {
+        self.config
+            || (!self.config_maps.is_empty()
+                && last.is_none_or(|last| {
+                    self.config_maps
+                        .iter()
+                        .any(|key| last.config_maps_read.contains(key))
+                }))
     }
 }
 
@@ -225,7 +241,11 @@ impl Store {
             Object::Ingress(o) => changes.config = upsert(&mut self.ingresses, key, o.into()),
             Object::Service(o) => changes.config = upsert(&mut self.services, key, o.into()),
             Object::Secret(o) => changes.config = upsert(&mut self.secrets, key, o.into()),
-            Object::ConfigMap(o) => changes.config = upsert(&mut self.config_maps, key, o.into()),
+            Object::ConfigMap(o) => {
+                if upsert(&mut self.config_maps, key.clone(), o.into()) {
+                    changes.config_maps.insert(key);
+                }
+            }
         }
         changes
     }
@@ -249,7 +269,11 @@ impl Store {
             Kind::Ingress => changes.config = self.ingresses.remove(&key).is_some(),
             Kind::Service => changes.config = self.services.remove(&key).is_some(),
             Kind::Secret => changes.config = self.secrets.remove(&key).is_some(),
-            Kind::ConfigMap => changes.config = self.config_maps.remove(&key).is_some(),
+            Kind::ConfigMap => {
+                if self.config_maps.remove(&key).is_some() {
+                    changes.config_maps.insert(key);
+                }
+            }
         }
         changes
     }
@@ -351,6 +375,32 @@ endpoints: [{addresses: ["10.0.0.1"]}]
         ));
         assert!(changes.config);
         assert!(changes.endpoints.is_empty());
+    }
+
+    #[test]
+    fn a_config_map_change_compiles_only_if_the_last_compile_read_it() {
+        let mut store = Store::default();
+        let config_map = |value: &str| {
+            objects(&format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: app, namespace: shop}}\ndata: {{k: {value}}}\n"
+            ))
+        };
+        let changes = store.replace_all(config_map("a"));
+        assert!(!changes.config);
+        assert_eq!(
+            changes.config_maps,
+            BTreeSet::from([NamespacedName::new("shop", "app")])
+        );
+        // Nothing compiled yet: compile.
+        assert!(changes.needs_compile(None));
+        let mut last = model::Compiled::default();
+        assert!(!changes.needs_compile(Some(&last)));
+        last.config_maps_read
+            .insert(NamespacedName::new("shop", "app"));
+        assert!(changes.needs_compile(Some(&last)));
+        assert!(store.replace_all(config_map("a")).is_empty(), "unchanged");
+        let gone = store.replace_all(Vec::new());
+        assert!(gone.needs_compile(Some(&last)), "deleted");
     }
 
     #[test]

@@ -231,3 +231,43 @@ endpoints: [{{addresses: ['{}'], conditions: {{ready: true}}}}]
     );
     assert_eq!(served_by(provider.http()).await, "first");
 }
+
+/// Sluice watches every ConfigMap of its scope; a change to one no compile read (an
+/// application's own) costs no compile, while one a compile looked up (here the controller's,
+/// read while it did not exist yet) compiles again.
+#[tokio::test]
+async fn only_a_change_to_a_config_map_the_compile_read_recompiles() {
+    let backend = backend_on(2, 0, "a").await;
+    let web = backend.local_addrs()[0];
+    let app_config = |level: &str| {
+        format!(
+            "---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: app-settings, namespace: shop}}
+data: {{LOG_LEVEL: {level}}}
+"
+        )
+    };
+    let mut provider = Provider::start();
+    let first = provider
+        .deliver(&objects(&[web], &app_config("info")))
+        .expect("the first delivery compiles");
+    assert!(first
+        .config_maps_read
+        .contains(&model::NamespacedName::new("sluice", "sluice")));
+    assert!(provider
+        .deliver(&objects(&[web], &app_config("debug")))
+        .is_none());
+    assert!(Arc::ptr_eq(provider.control.current().unwrap(), &first));
+    let settings = "---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: sluice, namespace: sluice}
+data: {http-redirect-code: '301'}
+";
+    let second = provider
+        .deliver(&objects(&[web], &(app_config("debug") + settings)))
+        .expect("the controller's ConfigMap appearing recompiles");
+    assert_eq!(second.settings.http_redirect_code, 301);
+}

@@ -48,14 +48,20 @@ pub enum Update {
 /// Which objects to watch.
 #[derive(Clone, Debug)]
 pub struct WatchScope {
-    /// `--watch-namespace`: Ingresses, Services, EndpointSlices and Secrets only from here.
+    /// `--watch-namespace`: Ingresses, Services, EndpointSlices, Secrets and ConfigMaps only
+    /// from here.
     /// `None` watches all namespaces.
     pub namespace: Option<String>,
-    /// The controller's ConfigMap: watched by name, like `extra_config_maps`.
+    /// The controller's ConfigMap: watched by name when it lies outside `namespace` (inside,
+    /// the scope's ConfigMap watch holds it).
     pub config_map: NamespacedName,
-    /// `--tcp-services-configmap` and `--udp-services-configmap`: each watched by name, so
-    /// RBAC may grant exactly these ConfigMaps and no other is ever read.
+    /// `--tcp-services-configmap` and `--udp-services-configmap`: watched by name when
+    /// outside `namespace`, like `config_map`.
     pub extra_config_maps: Vec<NamespacedName>,
+    /// ConfigMaps the controller's ConfigMap names (`proxy-set-headers`, `add-headers`), as
+    /// read at start: watched by name when outside `namespace`, like `config_map`. Named
+    /// later: [`Watchers::watch_config_map`].
+    pub referenced_config_maps: Vec<NamespacedName>,
     /// `--default-tls-secret`: watched on its own when it lies outside `namespace`.
     pub default_tls_secret: Option<NamespacedName>,
 }
@@ -84,6 +90,12 @@ struct IngressStatesInner {
 /// The running watchers and the merged stream of their updates.
 pub struct Watchers {
     updates: mpsc::UnboundedReceiver<Update>,
+    /// For watches started later ([`Watchers::watch_config_map`]).
+    client: Client,
+    sender: mpsc::UnboundedSender<Update>,
+    scope: WatchScope,
+    /// The ConfigMaps watched by name.
+    named: BTreeSet<NamespacedName>,
     /// Watchers that have not finished their first list yet.
     unlisted: usize,
     first_lists: FirstLists,
@@ -160,6 +172,30 @@ impl IngressStates {
         if changed {
             self.inner.changed.notify_one();
         }
+    }
+}
+
+impl WatchScope {
+    /// The ConfigMaps named by flags (and the settings) that the scope's ConfigMap watch does
+    /// not see, each once.
+    pub fn outside_config_maps(&self) -> Vec<&NamespacedName> {
+        let mut outside: Vec<&NamespacedName> = Vec::new();
+        let named = std::iter::once(&self.config_map)
+            .chain(&self.extra_config_maps)
+            .chain(&self.referenced_config_maps);
+        for config_map in named {
+            if !self.sees(config_map) && !outside.contains(&config_map) {
+                outside.push(config_map);
+            }
+        }
+        outside
+    }
+
+    /// Whether the scope's ConfigMap watch sees `config_map`.
+    fn sees(&self, config_map: &NamespacedName) -> bool {
+        self.namespace
+            .as_deref()
+            .is_none_or(|watched| watched == &*config_map.namespace)
     }
 }
 
@@ -246,27 +282,57 @@ impl Watchers {
                 ));
             }
         }
-        let mut config_maps = vec![&scope.config_map];
-        for extra in &scope.extra_config_maps {
-            if !config_maps.contains(&extra) {
-                config_maps.push(extra);
-            }
-        }
-        for config_map in config_maps {
-            tasks.push(spawner.spawn::<ConfigMap>(
-                Api::namespaced(client.clone(), &config_map.namespace),
-                one_named(&config_map.name),
-                format!("ConfigMap {config_map}"),
-                None,
-            ));
+        // Every ConfigMap of the scope, as ingress-nginx's store holds them: Ingresses name
+        // theirs (`custom-headers`, `auth-proxy-set-headers`) and the controller's may name
+        // more (`proxy-set-headers`, `add-headers`).
+        tasks.push(spawner.spawn::<ConfigMap>(
+            namespaced(client, namespace),
+            all.clone(),
+            in_scope("ConfigMaps"),
+            None,
+        ));
+        // The ConfigMaps named by flags may live outside the scope: those are watched by name
+        // (RBAC may grant exactly them). One inside it is left to the scope's watch, so no
+        // ConfigMap comes from two watches (a relist of one would drop what the other holds).
+        let named: BTreeSet<NamespacedName> =
+            scope.outside_config_maps().into_iter().cloned().collect();
+        for config_map in &named {
+            tasks.push(spawner.spawn_config_map(client, config_map));
         }
         Watchers {
             updates,
+            client: client.clone(),
+            sender,
+            scope: scope.clone(),
+            named,
             unlisted: tasks.len(),
             first_lists,
             states,
             tasks,
         }
+    }
+
+    /// After the initial sync: starts watching `config_map` by name when neither the scope's
+    /// ConfigMap watch nor a watch by name holds it yet (a ConfigMap the controller's ConfigMap
+    /// names since start). `true` when a watch started. Readiness is not withdrawn for it (it
+    /// may be one RBAC does not grant: its first failure is logged naming the grant).
+    pub fn watch_config_map(&mut self, config_map: &NamespacedName) -> bool {
+        if self.scope.sees(config_map) || self.named.contains(config_map) {
+            return false;
+        }
+        let spawner = Spawner {
+            sender: &self.sender,
+            first_lists: &self.first_lists,
+        };
+        let task = spawner.spawn_config_map(&self.client, config_map);
+        // Not waited for: its first list is not counted (see `observe`).
+        self.first_lists
+            .lock()
+            .remove(&format!("ConfigMap {config_map}"));
+        self.unlisted += 1;
+        self.tasks.push(task);
+        self.named.insert(config_map.clone());
+        true
     }
 
     /// The watches that have not listed yet, and why.
@@ -377,6 +443,20 @@ struct Spawner<'a> {
 }
 
 impl Spawner<'_> {
+    /// A watch of one ConfigMap by name.
+    fn spawn_config_map(
+        &self,
+        client: &Client,
+        config_map: &NamespacedName,
+    ) -> tokio::task::JoinHandle<()> {
+        self.spawn::<ConfigMap>(
+            Api::namespaced(client.clone(), &config_map.namespace),
+            one_named(&config_map.name),
+            format!("ConfigMap {config_map}"),
+            None,
+        )
+    }
+
     /// Starts one watcher; `watch` names it to the operator until its first list.
     fn spawn<K: Watched>(
         &self,
@@ -598,8 +678,9 @@ async fn run<K: Watched>(
 }
 
 /// client-go's shape (exponential with jitter, reset after two quiet minutes) but capped at 8 s
-/// instead of 30 s: after an API server restart, changes reach traffic within seconds. Six
-/// watches per replica retrying every few seconds is still light load for a recovering server.
+/// instead of 30 s: after an API server restart, changes reach traffic within seconds. Seven
+/// watches per replica (and one per object named outside --watch-namespace) retrying every few
+/// seconds is still light load for a recovering server.
 fn retry_backoff() -> ResetTimerBackoff<RetryDelays> {
     ResetTimerBackoff::new(RetryDelays::default(), Duration::from_secs(120))
 }
@@ -710,6 +791,36 @@ mod tests {
         let state = &states.snapshot()[&NamespacedName::new("app", "web")];
         assert_eq!(state.uid.as_deref(), Some("4b1e5c3a"));
         assert_eq!(state.load_balancer[0].ip.as_deref(), Some("192.0.2.1"));
+    }
+
+    #[test]
+    fn config_maps_named_by_flags_are_watched_by_name_only_outside_the_scope_and_once() {
+        let scope = |namespace: Option<&str>| WatchScope {
+            namespace: namespace.map(str::to_owned),
+            config_map: NamespacedName::new("sluice", "sluice"),
+            extra_config_maps: vec![
+                NamespacedName::new("sluice", "tcp"),
+                NamespacedName::new("shop", "udp"),
+                NamespacedName::new("sluice", "tcp"),
+            ],
+            referenced_config_maps: vec![NamespacedName::new("shared", "headers")],
+            default_tls_secret: None,
+        };
+        // All namespaces: the scope's watch sees every one.
+        assert!(scope(None).outside_config_maps().is_empty());
+        let names = |namespace| -> Vec<String> {
+            scope(Some(namespace))
+                .outside_config_maps()
+                .iter()
+                .map(|n| n.to_string())
+                .collect()
+        };
+        assert_eq!(
+            names("shop"),
+            ["sluice/sluice", "sluice/tcp", "shared/headers"]
+        );
+        assert_eq!(names("sluice"), ["shop/udp", "shared/headers"]);
+        assert_eq!(names("shared"), ["sluice/sluice", "sluice/tcp", "shop/udp"]);
     }
 
     #[test]

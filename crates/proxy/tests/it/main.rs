@@ -13,6 +13,7 @@ mod buffering;
 mod canary;
 mod client_cert;
 mod codec;
+mod config_headers;
 mod cors;
 mod custom_errors;
 mod edge;

@@ -829,11 +829,48 @@ fn a_config_map_rbac_does_not_grant_is_named_while_not_ready_and_granting_it_mak
     let cluster = Cluster::start("rbac-gap");
     let manifests = deploy_dir().join("manifests");
     cluster.kubectl(&["apply", "-f", manifests.to_str().unwrap()]);
-    // The manifests grant the ConfigMap `sluice` by name only: `sluice/tcp` is refused.
+    // The grants the Helm chart makes with watchNamespace=shop: ConfigMaps readable in `shop`,
+    // not cluster-wide (the manifests' ClusterRole would grant `sluice/tcp` too).
+    let mut cluster_role: serde_json::Value =
+        serde_json::from_str(&cluster.kubectl(&["get", "clusterrole", "sluice", "-o", "json"]))
+            .unwrap();
+    cluster_role["rules"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|rule| rule["resources"] != serde_json::json!(["configmaps"]));
+    let edited = cluster.dir.join("cluster-role.json");
+    std::fs::write(&edited, cluster_role.to_string()).unwrap();
+    cluster.kubectl(&["replace", "-f", edited.to_str().unwrap()]);
+    cluster.kubectl(&["create", "namespace", "shop"]);
+    cluster.kubectl(&[
+        "create",
+        "role",
+        "configmaps",
+        "-n",
+        "shop",
+        "--verb=list,watch",
+        "--resource=configmaps",
+    ]);
+    cluster.kubectl(&[
+        "create",
+        "rolebinding",
+        "configmaps",
+        "-n",
+        "shop",
+        "--role=configmaps",
+        "--serviceaccount=sluice:sluice",
+    ]);
+    // Watching `shop`, Sluice watches a ConfigMap named by a flag outside it by name; the
+    // manifests grant the ConfigMap `sluice` by name only there: `sluice/tcp` is refused.
     let sluice = as_service_account(
         &cluster,
         "sluice-rbac-gap",
-        &["--tcp-services-configmap", "sluice/tcp"],
+        &[
+            "--watch-namespace",
+            "shop",
+            "--tcp-services-configmap",
+            "sluice/tcp",
+        ],
         false,
     );
     eventually(

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod kube_config_maps;
 mod kubernetes;
 mod kubernetes_bench;
 mod lab;

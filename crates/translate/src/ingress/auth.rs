@@ -258,15 +258,14 @@ impl Compiler<'_> {
     /// `auth-proxy-set-headers`: the ConfigMap's entries, each a header name of letters,
     /// digits, `-` and `_` (ingress-nginx's check) with a value a header can carry.
     fn auth_headers(
-        &self,
+        &mut self,
         reference: &str,
         namespace: &str,
     ) -> Result<Box<[(HeaderName, HeaderValue)]>, String> {
         let (ns, name) = reference.split_once('/').unwrap_or((namespace, reference));
         cross_namespace::check(&self.out.settings, "ConfigMap", ns, namespace)?;
         let config_map = self
-            .store
-            .config_map(&NamespacedName::new(ns, name))
+            .read_config_map(&NamespacedName::new(ns, name))
             .ok_or_else(|| format!("ConfigMap {ns}/{name} not found"))?;
         let mut headers = Vec::new();
         for (key, value) in config_map.data.iter().flatten() {

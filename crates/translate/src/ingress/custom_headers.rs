@@ -1,6 +1,7 @@
 //! `custom-headers`: the named ConfigMap's data, read from the Store, become response header
 //! edits of the Ingress's routes, with ingress-nginx's checks and its
-//! `global-allowed-response-headers` gate.
+//! `global-allowed-response-headers` gate. A ConfigMap that cannot be read denies the routes
+//! (503), as ingress-nginx does; every other route keeps serving.
 
 use http::{HeaderName, HeaderValue};
 
@@ -23,12 +24,16 @@ impl Compiler<'_> {
         let Some((config_map, key)) = parsed.custom_headers.take() else {
             return;
         };
-        let Some(data) = self.store.config_map(&config_map).map(|c| c.data.clone()) else {
+        // ingress-nginx denies the location when it cannot read the ConfigMap (its
+        // `LocationDenied`): served without the headers, a route would drop what its owner
+        // asked for (often security headers), so it answers 503 until the ConfigMap exists.
+        let Some(data) = self.read_config_map(&config_map).map(|c| c.data.clone()) else {
             self.diagnose_with(
                 Severity::Missing,
                 object.clone(),
-                format!("annotation {key}: ConfigMap {config_map} not found; the routes are served without its headers (ingress-nginx answers 503)"),
+                format!("annotation {key}: ConfigMap {config_map} not found; the routes answer 503 until it exists (as in ingress-nginx)"),
             );
+            parsed.policy.denied = Some(format!("{key}: ConfigMap {config_map} not found"));
             return;
         };
         let allowed = &self.out.settings.global_allowed_response_headers;

@@ -307,6 +307,7 @@ impl Compiler<'_> {
             &object,
             &mut self.out.diagnostics,
         );
+        self.config_map_headers_phase(&mut parsed);
         // ingress-nginx's zone is `<namespace>_<name>_<uid>`, so an Ingress made again starts
         // afresh; the Store keeps no uid, its creation time (seconds) tells them apart.
         if let (Some(limits), Some(created)) = (
