@@ -281,6 +281,25 @@ fn write_hosts(out: &mut String, config: &Compiled) -> fmt::Result {
             )?;
             write_route_cells(out, &path.route)?;
         }
+        if let Some(root) = &routes.root {
+            rows += 1;
+            if rows <= ROWS_SHOWN {
+                write!(
+                    out,
+                    "<tr><td>{}{}</td><td><i>unmatched paths</i> <span class=\"note\">root</span></td>",
+                    Html(&host.to_string()),
+                    host_flags(routes),
+                )?;
+                write_route_cells(out, root)?;
+            }
+        }
+    }
+    if let Some(route) = config.routes.host_default() {
+        rows += 1;
+        if rows <= ROWS_SHOWN {
+            out.push_str("<tr><td><i>hosts with rules</i></td><td><i>unmatched paths</i></td>");
+            write_route_cells(out, route)?;
+        }
     }
     if let Some(route) = config.routes.default_backend() {
         rows += 1;
@@ -312,7 +331,9 @@ fn write_route_cells(out: &mut String, route: &Route) -> fmt::Result {
         Html(&route.service),
         Html(&route.site.service_port)
     )?;
-    if route.backend.key().is_none() {
+    if route.not_found {
+        out.push_str("none: answers 404 once the Ingress's policy lets the request through");
+    } else if route.backend.key().is_none() {
         out.push_str("<span class=\"bad\">unresolved: answers 503</span>");
     } else {
         route.backend.with_endpoints(|set| {

@@ -100,6 +100,12 @@ async fn an_unrouted_path_of_an_auth_host_asks_the_auth_server_before_its_404() 
     let reply = send(&h, Method::GET, "/echo/app/x", &[good]).await;
     assert_eq!(reply.status, StatusCode::OK, "{reply:?}");
     assert_eq!(reply.backend(), "web");
+
+    // The status page shows where the host's unmatched paths go.
+    let page = get(h.status(), "s", "/").await.text();
+    let row = "<tr><td>auth.example</td><td><i>unmatched paths</i> <span class=\"note\">root</span></td><td>default/guarded</td>";
+    assert!(page.contains(row), "{page}");
+    assert!(page.contains("none: answers 404 once the Ingress's policy lets the request through"));
 }
 
 #[tokio::test]
