@@ -80,6 +80,28 @@ async fn sni_chooses_exact_wildcard_and_default_certificates() {
         Err(err) => err,
     };
     assert!(err.to_string().contains("certificate"), "{err}");
+
+    // Known difference (issue 26 item 8): an SNI that is no host name (`*`) should get the
+    // default certificate, as in ingress-nginx; rustls 0.23.46 answers it with an
+    // illegal_parameter alert before any callback runs (its InvalidSniPolicy comes with a
+    // newer release). When that lands, this turns into a default-certificate check.
+    let mut hello = client_hello("a");
+    let at = hello
+        .windows(4)
+        .position(|w| w == [0x00, 0x00, 0x01, b'a'])
+        .expect("the SNI entry: host_name, length 1, `a`");
+    hello[at + 3] = b'*';
+    let mut raw = TcpStream::connect(h.https()).await.unwrap();
+    raw.write_all(&hello).await.unwrap();
+    let mut answer = [0u8; 7];
+    raw.read_exact(&mut answer).await.unwrap();
+    assert_eq!(answer[0], 0x15, "an alert record: {answer:?}");
+    assert_eq!(answer[6], 47, "illegal_parameter: {answer:?}");
+    // The listener is unharmed: the next handshake is served.
+    assert!(ca
+        .connect(h.https(), "foo.example.com", &[b"http/1.1"])
+        .await
+        .is_ok());
 }
 
 #[tokio::test]
