@@ -13,7 +13,8 @@
 //!                    every source's translation
 //!        configmap:  ConfigMap ──▶ Settings ──▶ RoutePolicy (the default, shared)
 //!        ingress/:   Ingress spec + annotations (one registry) ──▶ RoutePolicy, Routes
-//!        gateway/:   (next) Gateway API routes ──▶ the same model
+//!        gateway/:   GatewayClass, Gateway listeners, HTTPRoutes ──▶ the same model (rules
+//!                    per listener and host, weighted backends, filters as policy blocks)
 //!        backends:   Service + port ──▶ BackendKey ──▶ Backend with its EndpointSlices
 //!                    (one function for every source)
 //!        streams:    TCP/UDP services ConfigMaps ──▶ Compiled.tcp_services, udp_services
@@ -28,6 +29,7 @@ pub mod backends;
 pub mod compile;
 mod compiler;
 pub mod configmap;
+pub mod gateway;
 pub mod ingress;
 pub mod objects;
 pub mod store;

@@ -32,6 +32,8 @@ use k8s_openapi::ByteString;
 
 use model::{Kind, NamespacedName, ObjectRef};
 
+use crate::gateway::objects as gateway;
+
 /// The label that ties an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
@@ -142,6 +144,10 @@ pub enum Object {
     EndpointSlice(Box<EndpointSlice>),
     Secret(Box<Secret>),
     ConfigMap(Box<ConfigMap>),
+    GatewayClass(Box<gateway::GatewayClass>),
+    Gateway(Box<gateway::Gateway>),
+    HttpRoute(Box<gateway::HttpRoute>),
+    ReferenceGrant(Box<gateway::ReferenceGrant>),
 }
 
 /// Why a document could not be used. `object` is known when the document got as far as
@@ -174,6 +180,10 @@ impl Object {
             Object::EndpointSlice(_) => Kind::EndpointSlice,
             Object::Secret(_) => Kind::Secret,
             Object::ConfigMap(_) => Kind::ConfigMap,
+            Object::GatewayClass(_) => Kind::GatewayClass,
+            Object::Gateway(_) => Kind::Gateway,
+            Object::HttpRoute(_) => Kind::HTTPRoute,
+            Object::ReferenceGrant(_) => Kind::ReferenceGrant,
         }
     }
 
@@ -185,6 +195,10 @@ impl Object {
             Object::EndpointSlice(o) => &o.metadata,
             Object::Secret(o) => &o.metadata,
             Object::ConfigMap(o) => &o.metadata,
+            Object::GatewayClass(o) => &o.metadata,
+            Object::Gateway(o) => &o.metadata,
+            Object::HttpRoute(o) => &o.metadata,
+            Object::ReferenceGrant(o) => &o.metadata,
         }
     }
 
@@ -196,6 +210,10 @@ impl Object {
             Object::EndpointSlice(o) => &mut o.metadata,
             Object::Secret(o) => &mut o.metadata,
             Object::ConfigMap(o) => &mut o.metadata,
+            Object::GatewayClass(o) => &mut o.metadata,
+            Object::Gateway(o) => &mut o.metadata,
+            Object::HttpRoute(o) => &mut o.metadata,
+            Object::ReferenceGrant(o) => &mut o.metadata,
         }
     }
 
@@ -238,6 +256,16 @@ impl Meta {
             name: meta.name.map(Arc::from),
             namespace: meta.namespace.map(Arc::from),
             ..Meta::default()
+        }
+    }
+
+    /// Name, namespace and creation time (Gateway API orders routes by age).
+    pub(crate) fn gateway(meta: ObjectMeta) -> Meta {
+        Meta {
+            name: meta.name.map(Arc::from),
+            namespace: meta.namespace.map(Arc::from),
+            annotations: None,
+            creation_timestamp: meta.creation_timestamp,
         }
     }
 
@@ -543,6 +571,14 @@ fn parse_value(source_name: &str, document: usize, value: serde_yaml::Value, out
             Object::from(secret)
         }),
         Kind::ConfigMap => typed::<core::ConfigMap>(value).map(Object::from),
+        Kind::GatewayClass => {
+            gateway::typed_gateway(value).map(|o| Object::GatewayClass(Box::new(o)))
+        }
+        Kind::Gateway => gateway::typed_gateway(value).map(|o| Object::Gateway(Box::new(o))),
+        Kind::HTTPRoute => gateway::typed_gateway(value).map(|o| Object::HttpRoute(Box::new(o))),
+        Kind::ReferenceGrant => {
+            gateway::typed_gateway(value).map(|o| Object::ReferenceGrant(Box::new(o)))
+        }
     };
     match parsed {
         Ok(mut object) => {
@@ -560,7 +596,7 @@ fn parse_value(source_name: &str, document: usize, value: serde_yaml::Value, out
 
 /// Deserializes with the path of the offending field kept, e.g.
 /// `spec.rules[0].http.paths[1].pathType`.
-fn typed<T: serde::de::DeserializeOwned>(
+pub(crate) fn typed<T: serde::de::DeserializeOwned>(
     value: serde_yaml::Value,
 ) -> Result<T, (Option<String>, String)> {
     serde_path_to_error::deserialize(value).map_err(|error| {
