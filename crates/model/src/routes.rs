@@ -602,8 +602,12 @@ impl RouteTable {
             }
         }
         if !self.suffix.is_empty() {
-            if let Some(found) = self.by_suffix(on, host, path, head) {
-                return Some(found);
+            // Gateway API wildcards two or more labels above the host (one label above was
+            // the wildcard map's), the longest suffix first.
+            for routes in parents(host).skip(1).filter_map(|p| self.suffix.get(p)) {
+                if let Some(found) = routes.find(on, path, head) {
+                    return Some(routes.matched(found, routes.tls));
+                }
             }
         }
         if let Some(found) = self.any_host.find(on, path, head) {
@@ -622,27 +626,6 @@ impl RouteTable {
                 pattern: None,
                 app_root: None,
             })
-    }
-
-    /// Gateway API wildcards two or more labels above `host`, the longest suffix first (one
-    /// label above was the wildcard map's).
-    fn by_suffix(
-        &self,
-        on: Listeners,
-        host: &str,
-        path: &str,
-        head: &Parts,
-    ) -> Option<Matched<'_>> {
-        let mut parent = host.split_once('.')?.1;
-        while let Some((_, above)) = parent.split_once('.') {
-            parent = above;
-            if let Some(routes) = self.suffix.get(parent) {
-                if let Some(found) = routes.find(on, path, head) {
-                    return Some(routes.matched(found, routes.tls));
-                }
-            }
-        }
-        None
     }
 
     /// A Gateway API wildcard rule, `*.<suffix>`: it matches names one or more labels below
@@ -686,18 +669,7 @@ impl RouteTable {
                 .split_once('.')
                 .is_some_and(|(_, parent)| self.wildcard.contains_key(parent))
             || self.www_redirects.contains_key(name)
-            || (!self.suffix.is_empty() && self.serves_by_suffix(name))
-    }
-
-    fn serves_by_suffix(&self, name: &str) -> bool {
-        let mut rest = name;
-        while let Some((_, parent)) = rest.split_once('.') {
-            if self.suffix.contains_key(parent) {
-                return true;
-            }
-            rest = parent;
-        }
-        false
+            || (!self.suffix.is_empty() && parents(name).any(|p| self.suffix.contains_key(p)))
     }
 
     /// Host routes by pattern, if the table has that host.
@@ -830,6 +802,14 @@ impl RouteTable {
         self.suffix.shrink_to_fit();
         self.www_redirects.shrink_to_fit();
     }
+}
+
+/// The parent names of `name`, nearest first: `a.b.c` gives `b.c`, then `c`.
+fn parents(name: &str) -> impl Iterator<Item = &str> {
+    fn parent(name: &str) -> Option<&str> {
+        name.split_once('.').map(|(_, parent)| parent)
+    }
+    std::iter::successors(parent(name), |above| parent(above))
 }
 
 /// Lower case, without port or trailing dot; borrows when nothing needs changing, which is

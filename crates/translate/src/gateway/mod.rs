@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use http::{HeaderName, HeaderValue, Method};
+use model::gateway_redirect::{GatewayRedirect, PathReplace};
 use model::matches::{RequestMatch, ValueMatch};
 use model::policy::{HeaderAction, HeaderEdit, RoutePolicy};
 use model::routes::Weighted;
@@ -521,11 +522,32 @@ impl Compiler<'_> {
             path: self.share(first_path),
             service_port: self.share(""),
         };
-        let policy = self.gateway_filters(object, &field, &rule.filters);
-        let route = self.gateway_backends(key, object, &field, &rule.backend_refs, policy, site);
+        // A filter that replaces the matched prefix needs each match's own prefix: then one
+        // route per match, else one for the rule.
+        let per_match = rule.filters.iter().any(replaces_prefix);
+        let shared = (!per_match).then(|| {
+            let policy = self.gateway_filters(object, &field, &rule.filters, None);
+            let refs = &rule.backend_refs;
+            self.gateway_backends(key, object, &field, refs, policy, site.clone())
+        });
         for (m, spec_match) in matches.iter().enumerate() {
             let at = format!("{field}.matches[{m}]");
-            let Some(path_rule) = self.gateway_match(object, &at, spec_match, route.clone()) else {
+            let route = match &shared {
+                Some(route) => route.clone(),
+                None => {
+                    let path = spec_match.path.as_ref();
+                    let prefix = match path.and_then(|p| p.type_.as_deref()) {
+                        None | Some("PathPrefix") => {
+                            path.and_then(|p| p.value.as_deref()).or(Some("/"))
+                        }
+                        Some(_) => None,
+                    };
+                    let policy = self.gateway_filters(object, &field, &rule.filters, prefix);
+                    let refs = &rule.backend_refs;
+                    self.gateway_backends(key, object, &field, refs, policy, site.clone())
+                }
+            };
+            let Some(path_rule) = self.gateway_match(object, &at, spec_match, route) else {
                 continue;
             };
             for (host, on) in hosts {
@@ -678,6 +700,7 @@ impl Compiler<'_> {
         object: &ObjectRef,
         field: &str,
         filters: &[objects::HttpRouteFilter],
+        prefix: Option<&str>,
     ) -> Arc<RoutePolicy> {
         if filters.is_empty() {
             return self.default_policy.clone();
@@ -707,6 +730,14 @@ impl Compiler<'_> {
                     },
                     Some(_) => Err(format!("{at}.urlRewrite.path: not supported yet")),
                     None => Err(format!("{at}.urlRewrite: missing for type URLRewrite")),
+                },
+                "RequestRedirect" => match &filter.request_redirect {
+                    Some(redirect) => gateway_redirect(redirect, prefix)
+                        .map(|redirect| policy.gateway_redirect = Some(Arc::new(redirect)))
+                        .map_err(|why| format!("{at}.requestRedirect{why}")),
+                    None => Err(format!(
+                        "{at}.requestRedirect: missing for type RequestRedirect"
+                    )),
                 },
                 other => Err(format!("{at}.type {other}: not supported yet")),
             };
@@ -771,7 +802,7 @@ impl Compiler<'_> {
             ));
         }
         if shares.is_empty() {
-            let answers_here = policy.redirect.is_some() || policy.denied.is_some();
+            let answers_here = policy.gateway_redirect.is_some() || policy.denied.is_some();
             if !answers_here {
                 let why = if refs.is_empty() {
                     "no backendRefs"
@@ -868,6 +899,96 @@ impl Compiler<'_> {
         let written = port.to_string();
         let backend = self.service_backend(object, field, &service, (Some(port), &written), false);
         (service_name, backend, self.share(&written))
+    }
+}
+
+/// A filter whose path is `ReplacePrefixMatch` (it needs the prefix its match matched).
+fn replaces_prefix(filter: &objects::HttpRouteFilter) -> bool {
+    let redirect = filter
+        .request_redirect
+        .as_ref()
+        .and_then(|r| r.path.as_ref());
+    let rewrite = filter.url_rewrite.as_ref().and_then(|r| r.path.as_ref());
+    redirect
+        .into_iter()
+        .chain(rewrite)
+        .any(|p| p.type_ == "ReplacePrefixMatch")
+}
+
+/// A `RequestRedirect`, for a match of `prefix` (`None`: not a PathPrefix match). `Err`: the
+/// field at fault, after `requestRedirect`, and why.
+fn gateway_redirect(
+    redirect: &objects::RequestRedirect,
+    prefix: Option<&str>,
+) -> Result<GatewayRedirect, String> {
+    let scheme = match redirect.scheme.as_deref() {
+        None => None,
+        Some(scheme @ ("http" | "https")) => Some(scheme.into()),
+        Some(other) => return Err(format!(".scheme {other:?}: must be http or https")),
+    };
+    let hostname = match redirect.hostname.as_deref() {
+        None => None,
+        Some(host) => match HostPattern::parse(Some(host)) {
+            Ok(HostPattern::Exact(_)) => Some(host.into()),
+            _ => return Err(format!(".hostname {host:?}: must be a lower-case DNS name")),
+        },
+    };
+    let port = match redirect.port {
+        None => None,
+        Some(port) => Some(
+            u16::try_from(port)
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| format!(".port {port}: must be 1 to 65535"))?,
+        ),
+    };
+    let code = match redirect.status_code.unwrap_or(302) {
+        code @ (301 | 302 | 303 | 307 | 308) => code,
+        other => {
+            return Err(format!(
+                ".statusCode {other}: must be 301 or 302 (or 303, 307, 308)"
+            ))
+        }
+    };
+    let path = match &redirect.path {
+        None => None,
+        Some(path) => Some(path_replace(path, prefix).map_err(|why| format!(".path{why}"))?),
+    };
+    Ok(GatewayRedirect {
+        scheme,
+        hostname,
+        port,
+        path,
+        code,
+    })
+}
+
+/// An HTTPPathModifier for a match of `prefix`.
+fn path_replace(path: &objects::PathModifier, prefix: Option<&str>) -> Result<PathReplace, String> {
+    let absolute = |field: &str, value: Option<&String>| -> Result<Box<str>, String> {
+        match value {
+            Some(value) if value.starts_with('/') => Ok(value.as_str().into()),
+            Some(value) => Err(format!(".{field} {value:?}: must start with '/'")),
+            None => Err(format!(".{field}: required for type {}", path.type_)),
+        }
+    };
+    match path.type_.as_str() {
+        "ReplaceFullPath" => Ok(PathReplace::Full(absolute(
+            "replaceFullPath",
+            path.replace_full_path.as_ref(),
+        )?)),
+        "ReplacePrefixMatch" => {
+            let Some(matched) = prefix else {
+                return Err(".type ReplacePrefixMatch: only with a PathPrefix match".to_owned());
+            };
+            Ok(PathReplace::Prefix {
+                matched: matched.into(),
+                with: absolute("replacePrefixMatch", path.replace_prefix_match.as_ref())?,
+            })
+        }
+        other => Err(format!(
+            ".type {other:?}: must be ReplaceFullPath or ReplacePrefixMatch"
+        )),
     }
 }
 

@@ -88,6 +88,14 @@ fn route_requests(text: &str, compiled: &model::Compiled) -> Vec<String> {
             if let Some(why) = &policy.denied {
                 out.push_str(&format!(", denied 503 ({why})"));
             }
+            if let Some(redirect) = &policy.gateway_redirect {
+                let (path, query) = path
+                    .split_once('?')
+                    .map_or((path, None), |(p, q)| (p, Some(q)));
+                let https = listener == Listeners::HTTPS;
+                let location = redirect.location(https, host, path, query);
+                out.push_str(&format!(", redirect {} {location}", redirect.code));
+            }
             if let Some(redirect) = &policy.redirect {
                 out.push_str(&format!(
                     ", redirect {} {}",

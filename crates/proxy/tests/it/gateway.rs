@@ -1,0 +1,223 @@
+//! Gateway API in standalone mode over real sockets: a Gateway of Sluice's class with an HTTP
+//! listener (port 80, served on the HTTP socket) and an HTTPS one (port 443, its certificate
+//! from `certificateRefs`), HTTPRoutes compiled into the same rules as Ingresses. Redirects
+//! derive their port from the listener's declared port, never the socket's.
+
+use crate::support::*;
+use http::{Request, StatusCode};
+use serde_json::{json, Value};
+
+fn gateway_class() -> Value {
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+        "metadata": {"name": "sluice"},
+        "spec": {"controllerName": "sluice.dev/gateway-controller"},
+    })
+}
+
+/// The Gateway `edge`: an HTTP listener, and an HTTPS one for `secure.example.com` with the
+/// Secret `secure-tls`.
+fn gateway() -> Value {
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "edge", "namespace": "default"},
+        "spec": {
+            "gatewayClassName": "sluice",
+            "listeners": [
+                {"name": "http", "port": 80, "protocol": "HTTP"},
+                {"name": "https", "port": 443, "protocol": "HTTPS",
+                 "hostname": "secure.example.com",
+                 "tls": {"certificateRefs": [{"name": "secure-tls"}]}},
+            ],
+        },
+    })
+}
+
+fn http_route(name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    })
+}
+
+/// What a test runs against: the proxy, the backends behind `web` and `v2`, and the CA of the
+/// HTTPS listener's certificate (`leaf`).
+struct Served {
+    h: Harness,
+    ca: TestCa,
+    leaf: Leaf,
+    _backends: [backend::Backend; 2],
+}
+
+/// The class, the Gateway and its certificate, Services `web` and `v2` with a backend each,
+/// and `route`, applied (no diagnostics).
+async fn serve(route: Value) -> Served {
+    let (web, v2) = (start_backend("web").await, start_backend("v2").await);
+    let ca = TestCa::new();
+    let leaf = ca.leaf(&["secure.example.com"]);
+    let mut objects = vec![
+        gateway_class(),
+        gateway(),
+        tls_secret("secure-tls", &leaf),
+        service("web", &[("http", 80)]),
+        service("v2", &[("http", 80)]),
+        route,
+    ];
+    objects.extend(slices("web", &[addr_of(&web)]));
+    objects.extend(slices("v2", &[addr_of(&v2)]));
+    let mut h = Harness::start();
+    h.apply(&objects);
+    Served {
+        h,
+        ca,
+        leaf,
+        _backends: [web, v2],
+    }
+}
+
+#[tokio::test]
+async fn redirects_name_no_port_on_the_port_80_listener_and_keep_the_query() {
+    let served = serve(http_route(
+        "moves",
+        json!({
+            "parentRefs": [{"name": "edge"}],
+            "hostnames": ["app.example.com"],
+            "rules": [
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/old"}}],
+                 "filters": [{"type": "RequestRedirect", "requestRedirect": {
+                     "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/new"},
+                     "statusCode": 301}}]},
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/secure"}}],
+                 "filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "https"}}]},
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/alt"}}],
+                 "filters": [{"type": "RequestRedirect", "requestRedirect": {"port": 8080}}]},
+            ],
+        }),
+    ))
+    .await;
+    let h = &served.h;
+    // The socket's port is not 80; the listener's declared port is, so no port is written.
+    assert_ne!(h.http().port(), 80);
+    let mut client = Client::connect(h.http()).await;
+    let cases = [
+        ("/old/page?x=1", 301, "http://app.example.com/new/page?x=1"),
+        ("/secure/login", 302, "https://app.example.com/secure/login"),
+        ("/alt", 302, "http://app.example.com:8080/alt"),
+    ];
+    for (path, status, location) in cases {
+        let reply = client.get("app.example.com", path).await;
+        assert_eq!(reply.status.as_u16(), status, "{path}");
+        assert_eq!(reply.headers["location"], location, "{path}");
+    }
+    // A host no route names: nothing answers.
+    let reply = client.get("other.example.com", "/old").await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn header_modifiers_edit_the_request_and_the_response() {
+    let served = serve(http_route(
+        "headers",
+        json!({
+            "parentRefs": [{"name": "edge", "sectionName": "http"}],
+            "rules": [{
+                "filters": [
+                    {"type": "RequestHeaderModifier", "requestHeaderModifier": {
+                        "set": [{"name": "x-set", "value": "new"}],
+                        "add": [{"name": "x-add", "value": "two"}],
+                        "remove": ["x-remove"]}},
+                    {"type": "ResponseHeaderModifier", "responseHeaderModifier": {
+                        "set": [{"name": "x-served-by", "value": "gateway"}]}},
+                ],
+                "backendRefs": [{"name": "web", "port": 80}],
+            }],
+        }),
+    ))
+    .await;
+    let h = &served.h;
+    let mut client = Client::connect(h.http()).await;
+    let request = Request::get("/echo")
+        .header("host", "any.example.com")
+        .header("x-set", "old")
+        .header("x-add", "one")
+        .header("x-remove", "gone")
+        .body(Default::default())
+        .unwrap();
+    let reply = client.send(request).await.unwrap();
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    assert_eq!(reply.headers["x-served-by"], "gateway");
+    let headers = &reply.json()["headers"];
+    assert_eq!(headers["x-set"], "new", "{headers}");
+    assert!(
+        headers["x-add"] == "one, two" || headers["x-add"] == json!(["one", "two"]),
+        "{headers}"
+    );
+    assert!(headers.get("x-remove").is_none(), "{headers}");
+}
+
+#[tokio::test]
+async fn weighted_backend_refs_split_the_requests() {
+    let served = serve(http_route(
+        "split",
+        json!({
+            "parentRefs": [{"name": "edge", "port": 80}],
+            "hostnames": ["split.example.com"],
+            "rules": [
+                {"backendRefs": [{"name": "web", "port": 80, "weight": 1},
+                                 {"name": "v2", "port": 80, "weight": 1}]},
+                {"matches": [{"path": {"type": "Exact", "value": "/echo"},
+                              "headers": [{"name": "x-only", "value": "web"}]}],
+                 "backendRefs": [{"name": "web", "port": 80, "weight": 5},
+                                 {"name": "v2", "port": 80, "weight": 0}]},
+            ],
+        }),
+    ))
+    .await;
+    let h = &served.h;
+    let mut client = Client::connect(h.http()).await;
+    let mut seen = std::collections::BTreeMap::new();
+    for _ in 0..200 {
+        let reply = client.get("split.example.com", "/echo").await;
+        assert_eq!(reply.status, StatusCode::OK);
+        *seen.entry(reply.backend()).or_insert(0) += 1;
+    }
+    // 1:1 over 200 draws: each side far from zero (a wrong split would send all to one).
+    assert!(seen.get("web").copied().unwrap_or(0) > 40, "{seen:?}");
+    assert!(seen.get("v2").copied().unwrap_or(0) > 40, "{seen:?}");
+    // Weight 0 takes no request.
+    for _ in 0..50 {
+        let request = Request::get("/echo")
+            .header("host", "split.example.com")
+            .header("x-only", "web")
+            .body(Default::default())
+            .unwrap();
+        let reply = client.send(request).await.unwrap();
+        assert_eq!(reply.backend(), "web");
+    }
+}
+
+#[tokio::test]
+async fn an_https_listener_serves_its_certificate_and_its_routes_only_over_https() {
+    let served = serve(http_route(
+        "secure",
+        json!({
+            "parentRefs": [{"name": "edge", "sectionName": "https"}],
+            "rules": [{"backendRefs": [{"name": "web", "port": 80}]}],
+        }),
+    ))
+    .await;
+    let h = &served.h;
+    let (tls, presented) = (served.ca)
+        .connect(h.https(), "secure.example.com", &[b"http/1.1"])
+        .await
+        .expect("the listener's certificate verifies");
+    assert_eq!(presented, served.leaf.der);
+    let mut client = Client::over(tls).await;
+    let reply = client.get("secure.example.com", "/echo").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.backend(), "web");
+    // The route is attached to the HTTPS listener only: plain HTTP does not reach it.
+    let reply = get(h.http(), "secure.example.com", "/echo").await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+}
