@@ -221,3 +221,32 @@ async fn an_https_listener_serves_its_certificate_and_its_routes_only_over_https
     let reply = get(h.http(), "secure.example.com", "/echo").await;
     assert_eq!(reply.status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn url_rewrite_replaces_the_matched_prefix_and_the_upstream_host() {
+    let served = serve(http_route(
+        "rewrite",
+        json!({
+            "parentRefs": [{"name": "edge"}],
+            "hostnames": ["app.example.com"],
+            "rules": [{
+                "matches": [{"path": {"type": "PathPrefix", "value": "/api/v1"}}],
+                "filters": [{"type": "URLRewrite", "urlRewrite": {
+                    "hostname": "internal.example.com",
+                    "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/echo"}}}],
+                "backendRefs": [{"name": "web", "port": 80}],
+            }],
+        }),
+    ))
+    .await;
+    let mut client = Client::connect(served.h.http()).await;
+    let reply = client.get("app.example.com", "/api/v1/users?id=7").await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let echo = reply.json();
+    assert_eq!(echo["path"], "/echo/users", "{echo}");
+    assert_eq!(echo["query"], "id=7", "{echo}");
+    assert_eq!(echo["host"], "internal.example.com", "{echo}");
+    // The prefix matches element by element: /api/v1x is not under it.
+    let reply = client.get("app.example.com", "/api/v1x").await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+}

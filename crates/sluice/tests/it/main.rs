@@ -4,6 +4,7 @@
 
 mod support;
 
+mod gateway;
 mod kubernetes;
 mod kubernetes_bench;
 mod lab;

@@ -547,9 +547,16 @@ impl Compiler<'_> {
                     self.gateway_backends(key, object, &field, refs, policy, site.clone())
                 }
             };
-            let Some(path_rule) = self.gateway_match(object, &at, spec_match, route) else {
+            let Some(mut path_rule) = self.gateway_match(object, &at, spec_match, route) else {
                 continue;
             };
+            if path_rule.kind == PathKind::Prefix && path_rule.route.policy.rewrite.is_some() {
+                // URLRewrite's ReplacePrefixMatch: the rewrite takes what follows the prefix
+                // as capture 1 of this pattern, which matches exactly what the prefix does.
+                let prefix = path_rule.written.trim_end_matches('/');
+                let pattern = format!("^{}(/.*)?$", regex::escape(prefix));
+                path_rule.pattern = Some(Regex::new(&pattern).expect("an escaped prefix"));
+            }
             for (host, on) in hosts {
                 let mut rule = path_rule.clone();
                 rule.listeners = *on;
@@ -720,15 +727,8 @@ impl Compiler<'_> {
                 )
                 .map_err(|why| format!("{at}.responseHeaderModifier: {why}")),
                 "URLRewrite" => match &filter.url_rewrite {
-                    Some(rewrite) if rewrite.path.is_none() => match &rewrite.hostname {
-                        Some(host) => HeaderValue::from_str(host)
-                            .map(|host| policy.upstream_vhost = Some(host))
-                            .map_err(|_| {
-                                format!("{at}.urlRewrite.hostname {host:?}: not a host name")
-                            }),
-                        None => Ok(()),
-                    },
-                    Some(_) => Err(format!("{at}.urlRewrite.path: not supported yet")),
+                    Some(rewrite) => url_rewrite(&mut policy, rewrite, prefix)
+                        .map_err(|why| format!("{at}.urlRewrite{why}")),
                     None => Err(format!("{at}.urlRewrite: missing for type URLRewrite")),
                 },
                 "RequestRedirect" => match &filter.request_redirect {
@@ -913,6 +913,39 @@ fn replaces_prefix(filter: &objects::HttpRouteFilter) -> bool {
         .into_iter()
         .chain(rewrite)
         .any(|p| p.type_ == "ReplacePrefixMatch")
+}
+
+/// A `URLRewrite`: its hostname is the upstream Host, its path a rewrite of the path sent
+/// upstream (the query kept). `Err`: the field at fault, after `urlRewrite`, and why.
+fn url_rewrite(
+    policy: &mut RoutePolicy,
+    rewrite: &objects::UrlRewrite,
+    prefix: Option<&str>,
+) -> Result<(), String> {
+    if let Some(host) = &rewrite.hostname {
+        let value = HeaderValue::from_str(host);
+        let valid = matches!(HostPattern::parse(Some(host)), Ok(HostPattern::Exact(_)));
+        match value {
+            Ok(value) if valid => policy.upstream_vhost = Some(value),
+            _ => return Err(format!(".hostname {host:?}: must be a lower-case DNS name")),
+        }
+    }
+    if let Some(path) = &rewrite.path {
+        let target = match path_replace(path, prefix).map_err(|why| format!(".path{why}"))? {
+            PathReplace::Full(full) => full.to_string(),
+            // Capture 1 of the rule's pattern: what follows the matched prefix.
+            PathReplace::Prefix { with, .. } => format!("{}$1", with.trim_end_matches('/')),
+        };
+        if target.trim_end_matches("$1").contains('$') {
+            return Err(format!(
+                ".path {target:?}: a `$` is not supported in a rewritten path"
+            ));
+        }
+        let parsed = model::policy::Rewrite::parse(&target, None)
+            .map_err(|why| format!(".path {target:?}: {why}"))?;
+        policy.rewrite = Some(parsed);
+    }
+    Ok(())
 }
 
 /// A `RequestRedirect`, for a match of `prefix` (`None`: not a PathPrefix match). `Err`: the
