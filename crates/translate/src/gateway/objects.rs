@@ -150,11 +150,9 @@ pub struct Listener {
 unsupported!(Listener { tls => "tls", allowed_routes => "allowedRoutes" });
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct ListenerTls {
-    #[serde(default)]
     pub mode: Option<String>,
-    #[serde(default)]
     pub certificate_refs: Vec<ObjectReference>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -179,11 +177,9 @@ pub struct ObjectReference {
 unsupported!(ObjectReference {});
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct AllowedRoutes {
-    #[serde(default)]
     pub namespaces: Option<RouteNamespaces>,
-    #[serde(default)]
     pub kinds: Option<Vec<RouteGroupKind>>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -191,12 +187,10 @@ pub struct AllowedRoutes {
 unsupported!(AllowedRoutes { namespaces => "namespaces", kinds => "kinds" });
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct RouteNamespaces {
-    #[serde(default)]
     pub from: Option<String>,
     /// Read only to say it is not supported yet (Sluice keeps no Namespace objects).
-    #[serde(default)]
     pub selector: Option<serde_yaml::Value>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -215,13 +209,10 @@ pub struct RouteGroupKind {
 unsupported!(RouteGroupKind {});
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct HttpRouteSpec {
-    #[serde(default)]
     pub parent_refs: Vec<ParentReference>,
-    #[serde(default)]
     pub hostnames: Vec<String>,
-    #[serde(default)]
     pub rules: Vec<HttpRouteRule>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -248,16 +239,12 @@ pub struct ParentReference {
 unsupported!(ParentReference {});
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct HttpRouteRule {
     /// Named rules: read (nothing depends on the name yet).
-    #[serde(default)]
     pub name: Option<String>,
-    #[serde(default)]
     pub matches: Vec<HttpRouteMatch>,
-    #[serde(default)]
     pub filters: Vec<HttpRouteFilter>,
-    #[serde(default)]
     pub backend_refs: Vec<HttpBackendRef>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -269,15 +256,11 @@ unsupported!(HttpRouteRule {
 });
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct HttpRouteMatch {
-    #[serde(default)]
     pub path: Option<PathMatch>,
-    #[serde(default)]
     pub headers: Vec<ValueMatchSpec>,
-    #[serde(default)]
     pub query_params: Vec<ValueMatchSpec>,
-    #[serde(default)]
     pub method: Option<String>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -289,11 +272,10 @@ unsupported!(HttpRouteMatch {
 });
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct PathMatch {
-    #[serde(default, rename = "type")]
+    #[serde(rename = "type")]
     pub type_: Option<String>,
-    #[serde(default)]
     pub value: Option<String>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -345,13 +327,10 @@ unsupported!(HttpRouteFilter {
 });
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct HeaderModifier {
-    #[serde(default)]
     pub set: Vec<HeaderPair>,
-    #[serde(default)]
     pub add: Vec<HeaderPair>,
-    #[serde(default)]
     pub remove: Vec<String>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -369,17 +348,12 @@ pub struct HeaderPair {
 unsupported!(HeaderPair {});
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct RequestRedirect {
-    #[serde(default)]
     pub scheme: Option<String>,
-    #[serde(default)]
     pub hostname: Option<String>,
-    #[serde(default)]
     pub path: Option<PathModifier>,
-    #[serde(default)]
     pub port: Option<i32>,
-    #[serde(default)]
     pub status_code: Option<u16>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -401,11 +375,9 @@ pub struct PathModifier {
 unsupported!(PathModifier {});
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct UrlRewrite {
-    #[serde(default)]
     pub hostname: Option<String>,
-    #[serde(default)]
     pub path: Option<PathModifier>,
     #[serde(flatten)]
     pub rest: Rest,
@@ -432,11 +404,9 @@ pub struct HttpBackendRef {
 unsupported!(HttpBackendRef {});
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct ReferenceGrantSpec {
-    #[serde(default)]
     pub from: Vec<GrantFrom>,
-    #[serde(default)]
     pub to: Vec<GrantTo>,
     #[serde(flatten)]
     pub rest: Rest,
