@@ -95,6 +95,10 @@ pub struct RoutePolicy {
         serialize_with = "optional_arc"
     )]
     pub gateway_redirect: Option<Arc<crate::gateway_redirect::GatewayRedirect>>,
+    /// Gateway API: the route is the share of a backendRef that cannot be used (its backend
+    /// never has endpoints); it answers 500 where an Ingress's unresolved backend answers 503.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub invalid_backend: bool,
     pub ssl_redirect: SslRedirect,
     /// `rewrite-target`: the path sent upstream, from the path's regex captures.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -524,6 +528,7 @@ impl RoutePolicy {
             external_auth: None,
             redirect: None,
             gateway_redirect: None,
+            invalid_backend: false,
             ssl_redirect: SslRedirect {
                 enabled: settings.ssl_redirect,
                 force: settings.force_ssl_redirect,

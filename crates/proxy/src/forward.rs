@@ -239,6 +239,14 @@ pub(crate) async fn respond(
                                 &mut guard,
                             )
                             .await;
+                            // Gateway API: the share of an unusable backendRef answers 500
+                            // (decided here, off the path of a request that has endpoints).
+                            let result = match result {
+                                Err(ProxyError::NoEndpoints) if route.policy.invalid_backend => {
+                                    Err(ProxyError::InvalidBackend)
+                                }
+                                other => other,
+                            };
                             let answered = result.is_ok();
                             (result, Some(route), tls && conn.https, answered)
                         }

@@ -53,6 +53,16 @@ struct Served {
 /// The class, the Gateway and its certificate, Services `web` and `v2` with a backend each,
 /// and `route`, applied (no diagnostics).
 async fn serve(route: Value) -> Served {
+    let (served, diagnostics) = serve_allowing_diagnostics(route).await;
+    assert!(
+        diagnostics.is_empty(),
+        "unexpected diagnostics: {diagnostics:?}"
+    );
+    served
+}
+
+/// As [`serve`], with the compile's diagnostics.
+async fn serve_allowing_diagnostics(route: Value) -> (Served, Vec<String>) {
     let (web, v2) = (start_backend("web").await, start_backend("v2").await);
     let ca = TestCa::new();
     let leaf = ca.leaf(&["secure.example.com"]);
@@ -67,13 +77,15 @@ async fn serve(route: Value) -> Served {
     objects.extend(slices("web", &[addr_of(&web)]));
     objects.extend(slices("v2", &[addr_of(&v2)]));
     let mut h = Harness::start();
-    h.apply(&objects);
-    Served {
+    let compiled = h.apply_allowing_diagnostics(&objects);
+    let diagnostics = compiled.diagnostics.iter().map(|d| d.to_string()).collect();
+    let served = Served {
         h,
         ca,
         leaf,
         _backends: [web, v2],
-    }
+    };
+    (served, diagnostics)
 }
 
 #[tokio::test]
@@ -249,4 +261,51 @@ async fn url_rewrite_replaces_the_matched_prefix_and_the_upstream_host() {
     // The prefix matches element by element: /api/v1x is not under it.
     let reply = client.get("app.example.com", "/api/v1x").await;
     assert_eq!(reply.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn an_unusable_backend_share_answers_500_and_the_others_serve() {
+    let route = http_route(
+        "broken",
+        json!({
+            "parentRefs": [{"name": "edge"}],
+            "hostnames": ["broken.example.com"],
+            "rules": [
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/gone"}}],
+                 "backendRefs": [{"name": "no-such-service", "port": 80}]},
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/nothing"}}]},
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/half"}}],
+                 "backendRefs": [{"name": "web", "port": 80},
+                                 {"name": "web", "port": 81}]},
+                {"backendRefs": [{"name": "web", "port": 80}]},
+            ],
+        }),
+    );
+    let (served, diagnostics) = serve_allowing_diagnostics(route).await;
+    assert_eq!(diagnostics.len(), 2, "{diagnostics:?}");
+    assert!(
+        diagnostics.iter().any(|d| d.contains("no-such-service")),
+        "{diagnostics:?}"
+    );
+    let mut client = Client::connect(served.h.http()).await;
+    for path in ["/gone", "/nothing"] {
+        let reply = client.get("broken.example.com", path).await;
+        assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR, "{path}");
+    }
+    let reply = client.get("broken.example.com", "/echo").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    // Half the requests to a split with an unusable share answer 500, the rest are served.
+    let mut statuses = std::collections::BTreeMap::new();
+    for _ in 0..100 {
+        let reply = client.get("broken.example.com", "/half").await;
+        *statuses.entry(reply.status.as_u16()).or_insert(0) += 1;
+    }
+    assert!(
+        statuses.get(&500).copied().unwrap_or(0) > 20,
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.get(&200).copied().unwrap_or(0) + statuses.get(&404).copied().unwrap_or(0) > 20,
+        "{statuses:?}"
+    );
 }

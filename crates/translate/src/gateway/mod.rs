@@ -30,6 +30,7 @@ use model::routes::{HostPattern, Listeners, PathKind, PathRoute, Route, RouteSit
 use model::{Backend, Kind, NamespacedName, ObjectRef, Severity};
 use regex::Regex;
 
+use crate::backends;
 use crate::compiler::Compiler;
 use objects::{HeaderModifier, HttpBackendRef, HttpRoute, HttpRouteMatch, ListenerTls};
 
@@ -758,7 +759,7 @@ impl Compiler<'_> {
     }
 
     /// A rule's backendRefs: one route, or a weighted split of several. A reference that
-    /// cannot be used keeps its share, which answers 503 (the spec's 500; see the docs).
+    /// cannot be used keeps its share, which answers 500, as Gateway API says.
     fn gateway_backends(
         &mut self,
         key: &NamespacedName,
@@ -785,13 +786,18 @@ impl Compiler<'_> {
                 continue;
             }
             let (service, backend, port) = self.gateway_backend(key, object, &at, reference);
+            // An unusable reference never has endpoints; its share answers 500.
+            let policy = match backend.key() {
+                Some(_) => policy.clone(),
+                None => invalid_backend(&policy),
+            };
             shares.push((
                 weight,
                 Route {
                     ingress: key.clone(),
                     service,
                     backend,
-                    policy: policy.clone(),
+                    policy,
                     site: RouteSite {
                         service_port: port,
                         ..site.clone()
@@ -802,24 +808,17 @@ impl Compiler<'_> {
             ));
         }
         if shares.is_empty() {
-            let answers_here = policy.gateway_redirect.is_some() || policy.denied.is_some();
-            if !answers_here {
-                let why = if refs.is_empty() {
-                    "no backendRefs"
-                } else {
-                    "every backendRef has weight 0"
-                };
-                self.diagnose_with(
-                    Severity::Difference,
-                    object.clone(),
-                    format!("{field}: {why}: requests answer 503 (Gateway API says 500)"),
-                );
-            }
+            // No backendRefs, or every weight 0: Gateway API's 500 (unless a filter answers
+            // first, as a redirect does).
             return Arc::new(Route {
                 ingress: key.clone(),
                 service: self.share(""),
                 backend: Arc::new(Backend::unresolved()),
-                policy,
+                policy: if policy.gateway_redirect.is_some() || policy.denied.is_some() {
+                    policy
+                } else {
+                    invalid_backend(&policy)
+                },
                 site,
                 traffic: None,
                 not_found: false,
@@ -857,7 +856,7 @@ impl Compiler<'_> {
         let unresolved = |this: &mut Self, why: String| {
             this.diagnose(
                 object.clone(),
-                format!("{field}: {why}; its share answers 503"),
+                format!("{field}: {why}; its share answers 500"),
             );
             (
                 service_name.clone(),
@@ -897,7 +896,24 @@ impl Compiler<'_> {
             name: service_name.clone(),
         };
         let written = port.to_string();
-        let backend = self.service_backend(object, field, &service, (Some(port), &written), false);
+        let backend = match backends::resolve_backend(
+            self.store,
+            &service,
+            Some(port),
+            &written,
+            self.out.node_local_endpoints,
+            &mut self.out.backends,
+        ) {
+            Ok(backend) => backend,
+            Err(why) => {
+                self.diagnose_with(
+                    why.severity(),
+                    object.clone(),
+                    format!("{field}: {why}; its share answers 500"),
+                );
+                Arc::new(Backend::unresolved())
+            }
+        };
         (service_name, backend, self.share(&written))
     }
 }
@@ -1023,6 +1039,14 @@ fn path_replace(path: &objects::PathModifier, prefix: Option<&str>) -> Result<Pa
             ".type {other:?}: must be ReplaceFullPath or ReplacePrefixMatch"
         )),
     }
+}
+
+/// `policy` for the share of an unusable backendRef (it answers 500).
+fn invalid_backend(policy: &Arc<RoutePolicy>) -> Arc<RoutePolicy> {
+    Arc::new(RoutePolicy {
+        invalid_backend: true,
+        ..(**policy).clone()
+    })
 }
 
 /// A header modifier's `set`, `add` and `remove`, in that order, after what the policy had.

@@ -85,6 +85,9 @@ fn route_requests(text: &str, compiled: &model::Compiled) -> Vec<String> {
             if policy.external_auth.is_some() || policy.basic_auth.is_some() {
                 out.push_str(", auth");
             }
+            if policy.invalid_backend {
+                out.push_str(" (an unusable backend: 500)");
+            }
             if let Some(why) = &policy.denied {
                 out.push_str(&format!(", denied 503 ({why})"));
             }
