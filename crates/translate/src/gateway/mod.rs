@@ -24,7 +24,7 @@ use std::sync::Arc;
 use http::{HeaderName, HeaderValue, Method};
 use model::gateway_redirect::{GatewayRedirect, PathReplace};
 use model::matches::{RequestMatch, ValueMatch};
-use model::policy::{HeaderAction, HeaderEdit, RoutePolicy};
+use model::policy::{HeaderAction, HeaderEdit, RoutePolicy, SslRedirect};
 use model::routes::Weighted;
 use model::routes::{HostPattern, Listeners, PathKind, PathRoute, Route, RouteSite, Traffic};
 use model::{Backend, Kind, NamespacedName, ObjectRef, Severity};
@@ -151,9 +151,21 @@ impl Compiler<'_> {
                 .cmp(&b.metadata.creation_timestamp.as_ref())
                 .then_with(|| a_key.cmp(b_key))
         });
+        // Gateway routes start from the ConfigMap's policy without ingress-nginx's ssl-redirect:
+        // Gateway API has none (an HTTP listener serves plain HTTP; a redirect is a filter).
+        let ingress_default = self.default_policy.clone();
+        self.default_policy = Arc::new(RoutePolicy {
+            ssl_redirect: SslRedirect {
+                enabled: false,
+                force: false,
+                ..ingress_default.ssl_redirect
+            },
+            ..(*ingress_default).clone()
+        });
         for (key, route) in routes {
             self.http_route(key, route, &listeners, &ours);
         }
+        self.default_policy = ingress_default;
     }
 
     fn unsupported_fields(&mut self, object: &ObjectRef, fields: &[String]) {

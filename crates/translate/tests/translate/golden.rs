@@ -85,6 +85,10 @@ fn route_requests(text: &str, compiled: &model::Compiled) -> Vec<String> {
             if policy.external_auth.is_some() || policy.basic_auth.is_some() {
                 out.push_str(", auth");
             }
+            let ssl = &policy.ssl_redirect;
+            if listener == Listeners::HTTP && (ssl.force || (ssl.enabled && matched.tls)) {
+                out.push_str(&format!(", ssl-redirect {}", ssl.code));
+            }
             if policy.invalid_backend {
                 out.push_str(" (an unusable backend: 500)");
             }
