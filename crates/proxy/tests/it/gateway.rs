@@ -53,7 +53,7 @@ struct Served {
 /// The class, the Gateway and its certificate, Services `web` and `v2` with a backend each,
 /// and `route`, applied (no diagnostics).
 async fn serve(route: Value) -> Served {
-    let (served, diagnostics) = serve_allowing_diagnostics(route).await;
+    let (served, diagnostics) = serve_allowing_diagnostics(vec![route]).await;
     assert!(
         diagnostics.is_empty(),
         "unexpected diagnostics: {diagnostics:?}"
@@ -61,8 +61,8 @@ async fn serve(route: Value) -> Served {
     served
 }
 
-/// As [`serve`], with the compile's diagnostics.
-async fn serve_allowing_diagnostics(route: Value) -> (Served, Vec<String>) {
+/// As [`serve`], with other objects than one route, and the compile's diagnostics.
+async fn serve_allowing_diagnostics(extra: Vec<Value>) -> (Served, Vec<String>) {
     let (web, v2) = (start_backend("web").await, start_backend("v2").await);
     let ca = TestCa::new();
     let leaf = ca.leaf(&["secure.example.com"]);
@@ -72,8 +72,8 @@ async fn serve_allowing_diagnostics(route: Value) -> (Served, Vec<String>) {
         tls_secret("secure-tls", &leaf),
         service("web", &[("http", 80)]),
         service("v2", &[("http", 80)]),
-        route,
     ];
+    objects.extend(extra);
     objects.extend(slices("web", &[addr_of(&web)]));
     objects.extend(slices("v2", &[addr_of(&v2)]));
     let mut h = Harness::start();
@@ -281,7 +281,7 @@ async fn an_unusable_backend_share_answers_500_and_the_others_serve() {
             ],
         }),
     );
-    let (served, diagnostics) = serve_allowing_diagnostics(route).await;
+    let (served, diagnostics) = serve_allowing_diagnostics(vec![route]).await;
     assert_eq!(diagnostics.len(), 2, "{diagnostics:?}");
     assert!(
         diagnostics.iter().any(|d| d.contains("no-such-service")),
@@ -308,4 +308,37 @@ async fn an_unusable_backend_share_answers_500_and_the_others_serve() {
         statuses.get(&200).copied().unwrap_or(0) + statuses.get(&404).copied().unwrap_or(0) > 20,
         "{statuses:?}"
     );
+}
+
+#[tokio::test]
+async fn request_mirror_sends_a_copy_while_the_client_gets_the_route_s_answer() {
+    let (mirror, counts) =
+        start_fixed_backend(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n").await;
+    let mut extra = vec![
+        service("mirror", &[("http", 80)]),
+        http_route(
+            "mirrored",
+            json!({
+                "parentRefs": [{"name": "edge"}],
+                "rules": [{
+                    "filters": [{"type": "RequestMirror",
+                                 "requestMirror": {"backendRef": {"name": "mirror", "port": 80}}}],
+                    "backendRefs": [{"name": "web", "port": 80}],
+                }],
+            }),
+        ),
+    ];
+    extra.extend(slices("mirror", &[mirror]));
+    let (served, diagnostics) = serve_allowing_diagnostics(extra).await;
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    let mut client = Client::connect(served.h.http()).await;
+    for _ in 0..3 {
+        let reply = client.get("any.example.com", "/echo").await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.backend(), "web");
+    }
+    eventually_async(STEP, "the mirror got the three copies", || async {
+        (counts.requests() == 3).then_some(())
+    })
+    .await;
 }

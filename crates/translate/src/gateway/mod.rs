@@ -24,6 +24,7 @@ use std::sync::Arc;
 use http::{HeaderName, HeaderValue, Method};
 use model::gateway_redirect::{GatewayRedirect, PathReplace};
 use model::matches::{RequestMatch, ValueMatch};
+use model::mirror::{Mirror, MirrorUri};
 use model::policy::{HeaderAction, HeaderEdit, RoutePolicy, SslRedirect};
 use model::routes::Weighted;
 use model::routes::{HostPattern, Listeners, PathKind, PathRoute, Route, RouteSite, Traffic};
@@ -539,7 +540,7 @@ impl Compiler<'_> {
         // route per match, else one for the rule.
         let per_match = rule.filters.iter().any(replaces_prefix);
         let shared = (!per_match).then(|| {
-            let policy = self.gateway_filters(object, &field, &rule.filters, None);
+            let policy = self.gateway_filters((key, object), &field, &rule.filters, None);
             let refs = &rule.backend_refs;
             self.gateway_backends(key, object, &field, refs, policy, site.clone())
         });
@@ -555,7 +556,8 @@ impl Compiler<'_> {
                         }
                         Some(_) => None,
                     };
-                    let policy = self.gateway_filters(object, &field, &rule.filters, prefix);
+                    let filters = &rule.filters;
+                    let policy = self.gateway_filters((key, object), &field, filters, prefix);
                     let refs = &rule.backend_refs;
                     self.gateway_backends(key, object, &field, refs, policy, site.clone())
                 }
@@ -717,7 +719,7 @@ impl Compiler<'_> {
     /// the rule (503, with a diagnostic): serving it without would be another behaviour.
     fn gateway_filters(
         &mut self,
-        object: &ObjectRef,
+        (key, object): (&NamespacedName, &ObjectRef),
         field: &str,
         filters: &[objects::HttpRouteFilter],
         prefix: Option<&str>,
@@ -750,6 +752,19 @@ impl Compiler<'_> {
                         .map_err(|why| format!("{at}.requestRedirect{why}")),
                     None => Err(format!(
                         "{at}.requestRedirect: missing for type RequestRedirect"
+                    )),
+                },
+                "RequestMirror" => match &filter.request_mirror {
+                    Some(_) if policy.mirror.is_some() => {
+                        Err(format!("{at}: a second RequestMirror is not supported yet"))
+                    }
+                    Some(mirror) => {
+                        let field = format!("{at}.requestMirror");
+                        policy.mirror = self.gateway_mirror((key, object), &field, mirror);
+                        Ok(())
+                    }
+                    None => Err(format!(
+                        "{at}.requestMirror: missing for type RequestMirror"
                     )),
                 },
                 other => Err(format!("{at}.type {other}: not supported yet")),
@@ -797,7 +812,8 @@ impl Compiler<'_> {
             if weight == 0 {
                 continue;
             }
-            let (service, backend, port) = self.gateway_backend(key, object, &at, reference);
+            let (service, backend, port) =
+                self.gateway_backend(key, object, &at, reference, "its share answers 500");
             // An unusable reference never has endpoints; its share answers 500.
             let policy = match backend.key() {
                 Some(_) => policy.clone(),
@@ -856,6 +872,40 @@ impl Compiler<'_> {
         Arc::new(first)
     }
 
+    /// A `RequestMirror`: a copy of each request to the backendRef's Service port, its
+    /// answer dropped (the mirror block Ingress's `mirror-target` fills). `None` after a
+    /// diagnostic when the reference cannot be used: the rule serves without a mirror.
+    fn gateway_mirror(
+        &mut self,
+        (key, object): (&NamespacedName, &ObjectRef),
+        field: &str,
+        mirror: &objects::RequestMirror,
+    ) -> Option<Arc<Mirror>> {
+        if mirror.percent.is_some() || mirror.fraction.is_some() {
+            self.diagnose_with(
+                Severity::Unsupported,
+                object.clone(),
+                format!("{field}: percent and fraction are not supported yet; every request is mirrored"),
+            );
+        }
+        let at = format!("{field}.backendRef");
+        let reference = &mirror.backend_ref;
+        let (_, backend, port) = self.gateway_backend(key, object, &at, reference, "not mirrored");
+        let upstream_name: Arc<str> = backend.key()?.to_string().into();
+        let namespace = reference.namespace.as_deref().unwrap_or(&key.namespace);
+        let host = format!("{}.{namespace}.svc", reference.name);
+        let request_uri = model::access_log::parse_request_key("$request_uri").ok()?;
+        Some(Arc::new(Mirror {
+            target: format!("backendRef {namespace}/{}:{port}", reference.name),
+            host: HeaderValue::from_str(&host).ok()?,
+            uri: MirrorUri::Template(request_uri.into()),
+            request_body: true,
+            upstream_name,
+            backend,
+            tls: None,
+        }))
+    }
+
     /// One backendRef: a Service port, resolved as every source's are (`backends.rs`).
     fn gateway_backend(
         &mut self,
@@ -863,13 +913,11 @@ impl Compiler<'_> {
         object: &ObjectRef,
         field: &str,
         reference: &HttpBackendRef,
+        outcome: &str,
     ) -> (Arc<str>, Arc<Backend>, Arc<str>) {
         let service_name = self.share(&reference.name);
         let unresolved = |this: &mut Self, why: String| {
-            this.diagnose(
-                object.clone(),
-                format!("{field}: {why}; its share answers 500"),
-            );
+            this.diagnose(object.clone(), format!("{field}: {why}; {outcome}"));
             (
                 service_name.clone(),
                 Arc::new(Backend::unresolved()),
@@ -921,7 +969,7 @@ impl Compiler<'_> {
                 self.diagnose_with(
                     why.severity(),
                     object.clone(),
-                    format!("{field}: {why}; its share answers 500"),
+                    format!("{field}: {why}; {outcome}"),
                 );
                 Arc::new(Backend::unresolved())
             }

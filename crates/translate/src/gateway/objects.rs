@@ -308,10 +308,10 @@ pub struct HttpRouteFilter {
     pub request_redirect: Option<RequestRedirect>,
     #[serde(default)]
     pub url_rewrite: Option<UrlRewrite>,
+    #[serde(default)]
+    pub request_mirror: Option<RequestMirror>,
     /// The filters Sluice does not implement yet: read so that their diagnostic is the
     /// filter's (the rule answers 503), not an "ignored" field.
-    #[serde(default)]
-    pub request_mirror: Option<serde_yaml::Value>,
     #[serde(default)]
     pub cors: Option<serde_yaml::Value>,
     #[serde(default)]
@@ -324,7 +324,22 @@ unsupported!(HttpRouteFilter {
     response_header_modifier => "responseHeaderModifier",
     request_redirect => "requestRedirect",
     url_rewrite => "urlRewrite",
+    request_mirror => "requestMirror",
 });
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestMirror {
+    pub backend_ref: HttpBackendRef,
+    /// Read only to say they are not supported yet (every request is mirrored).
+    #[serde(default)]
+    pub percent: Option<i32>,
+    #[serde(default)]
+    pub fraction: Option<serde_yaml::Value>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(RequestMirror { backend_ref => "backendRef" });
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
