@@ -31,7 +31,6 @@ use model::routes::{HostPattern, Listeners, PathKind, PathRoute, Route, RouteSit
 use model::{Backend, Kind, NamespacedName, ObjectRef, Severity};
 use regex::Regex;
 
-use crate::backends;
 use crate::compiler::Compiler;
 use objects::{HeaderModifier, HttpBackendRef, HttpRoute, HttpRouteMatch, ListenerTls};
 
@@ -956,24 +955,8 @@ impl Compiler<'_> {
             name: service_name.clone(),
         };
         let written = port.to_string();
-        let backend = match backends::resolve_backend(
-            self.store,
-            &service,
-            Some(port),
-            &written,
-            self.out.node_local_endpoints,
-            &mut self.out.backends,
-        ) {
-            Ok(backend) => backend,
-            Err(why) => {
-                self.diagnose_with(
-                    why.severity(),
-                    object.clone(),
-                    format!("{field}: {why}; {outcome}"),
-                );
-                Arc::new(Backend::unresolved())
-            }
-        };
+        let backend =
+            self.backend_or_diagnose(object, field, &service, (Some(port), &written), outcome);
         (service_name, backend, self.share(&written))
     }
 }
