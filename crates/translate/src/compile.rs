@@ -88,7 +88,7 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
     compiler.client_cert_hosts();
     compiler.share_affinity();
     compiler.canaries(&mut claims);
-    compiler.gateway_api(options.default_tls_secret.is_some());
+    compiler.gateway_api();
     compiler.passthrough(options);
     compiler.streams(options);
     compiler.out.routes.finish();

@@ -109,7 +109,7 @@ fn route_ref(key: &NamespacedName) -> ObjectRef {
 impl Compiler<'_> {
     /// Every Gateway API object of Sluice's classes, into the route table and certificates.
     /// Runs after the Ingresses' passes, so their host-wide annotations stay on their routes.
-    pub(crate) fn gateway_api(&mut self, keep_default_certificate: bool) {
+    pub(crate) fn gateway_api(&mut self) {
         let store = self.store;
         let mut classes = BTreeSet::new();
         for class in store.gateway_classes() {
@@ -138,7 +138,7 @@ impl Compiler<'_> {
             let object = gateway_ref(key);
             self.unsupported_fields(&object, &gateway.unsupported);
             for (i, listener) in gateway.spec.listeners.iter().enumerate() {
-                if let Some(slot) = self.listener(key, i, listener, keep_default_certificate) {
+                if let Some(slot) = self.listener(key, i, listener) {
                     listeners.push(slot);
                 }
             }
@@ -185,7 +185,6 @@ impl Compiler<'_> {
         gateway: &NamespacedName,
         i: usize,
         listener: &objects::Listener,
-        keep_default_certificate: bool,
     ) -> Option<ListenerSlot> {
         let object = gateway_ref(gateway);
         let field = format!("spec.listeners[{i}]");
@@ -221,13 +220,7 @@ impl Compiler<'_> {
             );
         }
         if on == Listeners::HTTPS
-            && !self.listener_tls(
-                gateway,
-                &field,
-                listener.tls.as_ref(),
-                &host,
-                keep_default_certificate,
-            )
+            && !self.listener_tls(gateway, &field, listener.tls.as_ref(), &host)
         {
             return None;
         }
@@ -293,7 +286,6 @@ impl Compiler<'_> {
         field: &str,
         tls: Option<&ListenerTls>,
         host: &GatewayHost,
-        keep_default_certificate: bool,
     ) -> bool {
         let object = gateway_ref(gateway);
         let Some(tls) = tls else {
@@ -344,16 +336,18 @@ impl Compiler<'_> {
                         // The certificate store's wildcards are one label deep (TLS's own
                         // rule for `*.` names): deeper names get the default certificate.
                         GatewayHost::Suffix(s) => HostPattern::Wildcard(s.as_str().into()),
-                        GatewayHost::Any if keep_default_certificate => {
-                            self.diagnose_with(
-                                Severity::Difference,
-                                object,
-                                format!("{at}: the listener has no hostname and --default-tls-secret is set: that one stays the default certificate"),
-                            );
-                            return true;
-                        }
                         GatewayHost::Any => HostPattern::Any,
                     };
+                    // An Ingress's certificate for the name (or --default-tls-secret for a
+                    // listener without hostname) came first and stays, as its rules win ties.
+                    if let Some(kept) = self.out.certificates.sources().get(&pattern.to_string()) {
+                        self.diagnose_with(
+                            Severity::Notice,
+                            object,
+                            format!("{at}: {pattern} already has the certificate of Secret {kept} (an Ingress's or --default-tls-secret), which is served"),
+                        );
+                        return true;
+                    }
                     if tls.certificate_refs.len() > c + 1 {
                         self.diagnose_with(
                             Severity::Unsupported,
