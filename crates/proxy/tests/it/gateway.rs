@@ -342,3 +342,79 @@ async fn request_mirror_sends_a_copy_while_the_client_gets_the_route_s_answer() 
     })
     .await;
 }
+
+/// A host moved from an Ingress to an HTTPRoute under traffic: add the HTTPRoute (the
+/// Ingress's rule wins the tie at `/`, the route's longer path is served at once), then delete
+/// the Ingress (the host is no longer an Ingress server; only the Gateway rules remain). Not
+/// one request fails on the way.
+#[tokio::test]
+async fn moving_a_host_from_an_ingress_to_an_http_route_fails_no_request() {
+    let (old, new) = (start_backend("web").await, start_backend("v2").await);
+    let leaf = TestCa::new().leaf(&["secure.example.com"]);
+    let mut common = vec![
+        gateway_class(),
+        gateway(),
+        tls_secret("secure-tls", &leaf),
+        service("web", &[("http", 80)]),
+        service("v2", &[("http", 80)]),
+    ];
+    common.extend(slices("web", &[addr_of(&old)]));
+    common.extend(slices("v2", &[addr_of(&new)]));
+    let legacy = annotated_site("legacy", "shop.example.com", "web", json!({}));
+    let moving = http_route(
+        "moving",
+        json!({
+            "parentRefs": [{"name": "edge", "sectionName": "http"}],
+            "hostnames": ["shop.example.com"],
+            "rules": [
+                {"backendRefs": [{"name": "v2", "port": 80}]},
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/echo/new"}}],
+                 "backendRefs": [{"name": "v2", "port": 80}]},
+            ],
+        }),
+    );
+    let with = |extra: &[&Value]| {
+        let mut objects = common.clone();
+        objects.extend(extra.iter().map(|o| (*o).clone()));
+        objects
+    };
+    let mut h = Harness::start();
+    h.apply(&with(&[&legacy]));
+    let addr = h.http();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            let mut client = Client::connect(addr).await;
+            let mut seen = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let reply = client.get("shop.example.com", "/echo").await;
+                assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+                seen.push(reply.backend());
+            }
+            seen
+        }
+    });
+    let pause = || tokio::time::sleep(std::time::Duration::from_millis(100));
+    pause().await;
+    h.apply(&with(&[&legacy, &moving]));
+    pause().await;
+    // Both: `/` ties and stays the Ingress's; the route's longer path is already served.
+    assert_eq!(
+        get(addr, "shop.example.com", "/echo/new").await.backend(),
+        "v2"
+    );
+    assert_eq!(
+        get(addr, "shop.example.com", "/echo").await.backend(),
+        "web"
+    );
+    h.apply(&with(&[&moving]));
+    pause().await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let seen = load.await.expect("no request failed");
+    assert!(seen.first().is_some_and(|b| b == "web"), "{seen:?}");
+    assert!(seen.last().is_some_and(|b| b == "v2"), "{seen:?}");
+    // Once moved, never back.
+    let first_new = seen.iter().position(|b| b == "v2").unwrap();
+    assert!(seen[first_new..].iter().all(|b| b == "v2"), "{seen:?}");
+}
