@@ -418,3 +418,26 @@ async fn moving_a_host_from_an_ingress_to_an_http_route_fails_no_request() {
     let first_new = seen.iter().position(|b| b == "v2").unwrap();
     assert!(seen[first_new..].iter().all(|b| b == "v2"), "{seen:?}");
 }
+
+#[tokio::test]
+async fn a_service_port_with_app_protocol_h2c_is_spoken_to_in_http2() {
+    let upstream = start_h2c_upstream("h2").await;
+    let mut h2 = service("h2", &[("http", 80)]);
+    h2["spec"]["ports"][0]["appProtocol"] = json!("kubernetes.io/h2c");
+    let mut extra = vec![
+        h2,
+        http_route(
+            "h2",
+            json!({
+                "parentRefs": [{"name": "edge"}],
+                "rules": [{"backendRefs": [{"name": "h2", "port": 80}]}],
+            }),
+        ),
+    ];
+    extra.extend(slices("h2", &[upstream]));
+    let (served, diagnostics) = serve_allowing_diagnostics(extra).await;
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    let reply = get(served.h.http(), "any.example.com", "/").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.text(), "h2");
+}

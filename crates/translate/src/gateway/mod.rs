@@ -25,7 +25,7 @@ use http::{HeaderName, HeaderValue, Method};
 use model::gateway_redirect::{GatewayRedirect, PathReplace};
 use model::matches::{RequestMatch, ValueMatch};
 use model::mirror::{Mirror, MirrorUri};
-use model::policy::{HeaderAction, HeaderEdit, RoutePolicy, SslRedirect};
+use model::policy::{HeaderAction, HeaderEdit, RoutePolicy, SslRedirect, UpstreamProtocol};
 use model::routes::Weighted;
 use model::routes::{HostPattern, Listeners, PathKind, PathRoute, Route, RouteSite, Traffic};
 use model::{Backend, Kind, NamespacedName, ObjectRef, Severity};
@@ -809,7 +809,7 @@ impl Compiler<'_> {
                 self.gateway_backend(key, object, &at, reference, "its share answers 500");
             // An unusable reference never has endpoints; its share answers 500.
             let policy = match backend.key() {
-                Some(_) => policy.clone(),
+                Some(_) => self.app_protocol(object, &at, &backend, &policy),
                 None => invalid_backend(&policy),
             };
             shares.push((
@@ -897,6 +897,41 @@ impl Compiler<'_> {
             backend,
             tls: None,
         }))
+    }
+
+    /// The policy for a share to `backend`, as its Service port's `appProtocol` asks:
+    /// `kubernetes.io/h2c` is HTTP/2 in cleartext; TLS to a backend is BackendTLSPolicy's,
+    /// not supported yet (a diagnostic; HTTP/1.1 in cleartext is spoken).
+    fn app_protocol(
+        &mut self,
+        object: &ObjectRef,
+        field: &str,
+        backend: &Backend,
+        policy: &Arc<RoutePolicy>,
+    ) -> Arc<RoutePolicy> {
+        let found = backend.key().and_then(|key| {
+            let spec = self.store.service(&key.service)?.spec.as_ref()?;
+            let ports = spec.ports.as_deref()?;
+            let port = ports
+                .iter()
+                .find(|p| p.name.as_deref().unwrap_or_default() == key.port_name)?;
+            port.app_protocol.clone()
+        });
+        match found.as_deref() {
+            Some("kubernetes.io/h2c") => Arc::new(RoutePolicy {
+                upstream_protocol: UpstreamProtocol::Http2,
+                ..(**policy).clone()
+            }),
+            Some(tls @ ("https" | "kubernetes.io/wss")) => {
+                self.diagnose_with(
+                    Severity::Unsupported,
+                    object.clone(),
+                    format!("{field}: the Service port's appProtocol {tls} asks for TLS to the backend, which needs BackendTLSPolicy, not supported yet; plain HTTP/1.1 is spoken"),
+                );
+                policy.clone()
+            }
+            _ => policy.clone(),
+        }
     }
 
     /// One backendRef: a Service port, resolved as every source's are (`backends.rs`).
