@@ -84,7 +84,7 @@ impl Compiler<'_> {
                 not_found: false,
             });
         }
-        let total = shares.iter().map(|(w, _)| *w).sum();
+        let total = (shares.iter()).fold(0u32, |sum, (weight, _)| sum.saturating_add(*weight));
         let mut shares = shares.into_iter();
         let (_, mut first) = shares.next().expect("one share at least");
         let alternatives: Box<[Weighted]> = shares
