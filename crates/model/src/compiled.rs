@@ -204,6 +204,9 @@ pub struct RouteView {
     /// The rule's conditions beyond its path, one per line (`header x-canary = "always"`).
     #[serde(rename = "when", skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<String>,
+    /// The one listener the rule answers on (`http`, `https`); absent: both.
+    #[serde(rename = "listener", skip_serializing_if = "Option::is_none")]
+    pub listener: Option<&'static str>,
     /// This route is the alternative upstream of a rule (a canary): its name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alternative: Option<String>,
@@ -235,6 +238,7 @@ impl RouteView {
             conditions: path.map_or_else(Vec::new, |p| {
                 p.when.iter().map(ToString::to_string).collect()
             }),
+            listener: path.and_then(|p| p.listeners.only()),
             alternative: route.alternative_name().map(ToString::to_string),
             split: traffic.map_or_else(Vec::new, |t| {
                 // A weightless alternative is there for its affinity cookie only.

@@ -7,11 +7,14 @@
 //!                                            settings, access_log, tcp/udp services,
 //!                                            diagnostics }
 //!                                      │ Arc, swapped whole by the proxy
-//!  request ──▶ validate_host, normalize_path ──▶ Compiled.routes.route(host, path, head)
-//!          ──▶ the first rule whose path and conditions (matches.rs) hold ──▶ Route
+//!  request ──▶ validate_host, normalize_path ──▶ Compiled.routes.route_on(listener, host,
+//!                                                 path, head)
+//!          ──▶ the first rule on that listener whose path and conditions (matches.rs) hold
+//!              (Ingress and Gateway API rules alike) ──▶ Route
 //!          ──▶ Route::pick (a weighted split: canary-weight)
 //!          ──▶ route.policy (client certificates: client_cert.rs, cors, access, basic
-//!                            auth: basic_auth.rs, external auth: auth.rs, redirect,
+//!                            auth: basic_auth.rs, external auth: auth.rs, redirect
+//!                            (Gateway API's: gateway_redirect.rs),
 //!                            rewrite, headers, body, upstream, session
 //!                            affinity: affinity.rs, mirror, response rewrites:
 //!                            response_rewrite.rs)
@@ -34,6 +37,7 @@ pub mod compiled;
 pub mod cors;
 pub mod custom_headers;
 pub mod endpoints;
+pub mod gateway_redirect;
 mod header_text;
 pub mod limits;
 pub mod matches;

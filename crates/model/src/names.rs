@@ -26,6 +26,11 @@ pub enum Kind {
     EndpointSlice,
     Secret,
     ConfigMap,
+    /// Gateway API (`gateway.networking.k8s.io`).
+    GatewayClass,
+    Gateway,
+    HTTPRoute,
+    ReferenceGrant,
 }
 
 /// Identifies one object: kind, namespace (empty for cluster-scoped kinds) and name.
@@ -67,6 +72,10 @@ impl Kind {
             Kind::EndpointSlice => "EndpointSlice",
             Kind::Secret => "Secret",
             Kind::ConfigMap => "ConfigMap",
+            Kind::GatewayClass => "GatewayClass",
+            Kind::Gateway => "Gateway",
+            Kind::HTTPRoute => "HTTPRoute",
+            Kind::ReferenceGrant => "ReferenceGrant",
         }
     }
 
@@ -79,12 +88,19 @@ impl Kind {
             ("discovery.k8s.io/v1", "EndpointSlice") => Some(Kind::EndpointSlice),
             ("v1", "Secret") => Some(Kind::Secret),
             ("v1", "ConfigMap") => Some(Kind::ConfigMap),
+            ("gateway.networking.k8s.io/v1", "GatewayClass") => Some(Kind::GatewayClass),
+            ("gateway.networking.k8s.io/v1", "Gateway") => Some(Kind::Gateway),
+            ("gateway.networking.k8s.io/v1", "HTTPRoute") => Some(Kind::HTTPRoute),
+            (
+                "gateway.networking.k8s.io/v1" | "gateway.networking.k8s.io/v1beta1",
+                "ReferenceGrant",
+            ) => Some(Kind::ReferenceGrant),
             _ => None,
         }
     }
 
     pub fn is_namespaced(self) -> bool {
-        self != Kind::IngressClass
+        !matches!(self, Kind::IngressClass | Kind::GatewayClass)
     }
 }
 

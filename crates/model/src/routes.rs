@@ -31,6 +31,15 @@
 //! they were written (so ingress-nginx's canary order, header before cookie before weight, is
 //! the order compile writes them in). A route may share its requests by weight with other
 //! routes ([`Traffic`]); [`Route::pick`] makes the draw.
+//!
+//! **Gateway API rules** (translate's `gateway/`) go into the same hosts. Three things are
+//! theirs: a rule may answer on one of Sluice's listeners only ([`Listeners`], a byte beside
+//! the path's kind: Ingress rules answer on both); a Gateway wildcard `*.example.com` matches
+//! one *or more* labels ([`RouteTable::add_suffix_rule`]: the one-label case shares the
+//! Ingress wildcard's host, deeper names are looked up by suffix, longest first, only when
+//! such rules exist); and conditions rank as Gateway API's precedence asks (a method before
+//! headers before query parameters, see [`PathRoute::rank`]). A host with Gateway rules only
+//! is no server: its unmatched requests fall through to the wildcards and host-less rules.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -54,6 +63,46 @@ pub enum HostPattern {
     /// The part after `*.`.
     Wildcard(Arc<str>),
     Any,
+}
+
+/// Which of Sluice's listeners a rule answers on: a Gateway API route attached only to the
+/// HTTPS listener must not answer plain HTTP. Ingress rules answer on both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Listeners(u8);
+
+impl Listeners {
+    pub const HTTP: Listeners = Listeners(1);
+    pub const HTTPS: Listeners = Listeners(2);
+    pub const ALL: Listeners = Listeners(3);
+    pub const NONE: Listeners = Listeners(0);
+
+    /// The listener a connection came in on.
+    pub fn of(https: bool) -> Listeners {
+        if https {
+            Listeners::HTTPS
+        } else {
+            Listeners::HTTP
+        }
+    }
+
+    pub fn union(self, other: Listeners) -> Listeners {
+        Listeners(self.0 | other.0)
+    }
+
+    /// Some listener is in both.
+    pub fn meets(self, other: Listeners) -> bool {
+        self.0 & other.0 != 0
+    }
+
+    /// For display: `None` for both (every Ingress rule), else `http` or `https`.
+    pub fn only(self) -> Option<&'static str> {
+        match self {
+            Listeners::HTTP => Some("http"),
+            Listeners::HTTPS => Some("https"),
+            Listeners::NONE => Some("none"),
+            _ => None,
+        }
+    }
 }
 
 /// How a path rule matches.
@@ -217,7 +266,11 @@ pub struct PathRoute {
     path_len: u32,
     /// As written in the Ingress, for display; shared with the route's site.
     pub written: Arc<str>,
-    /// On a regex host: what this rule is matched with, `(?i)^<location>`.
+    /// The listeners the rule answers on (a byte in `kind`'s padding: no cost per rule).
+    pub listeners: Listeners,
+    /// On a regex host: what this rule is matched with, `(?i)^<location>`. A Gateway API
+    /// `RegularExpression` path (kind `Regex` on a host that is not a regex host): its
+    /// whole-path pattern.
     pub pattern: Option<Regex>,
     /// What else the request must have (none for a plain Ingress path).
     pub when: Box<[RequestMatch]>,
@@ -261,6 +314,9 @@ pub struct RouteTable {
     default_rules: Vec<PathRoute>,
     /// `from-to-www-redirect`: a host without rules of its own → the host to send it to.
     www_redirects: HashMap<String, String>,
+    /// Gateway API wildcards by suffix, for names two or more labels below it (one label
+    /// below is `wildcard`'s, where the same rules are too). Empty without such rules.
+    suffix: HashMap<Arc<str>, HostRoutes>,
 }
 
 /// What `route()` found.
@@ -322,6 +378,7 @@ impl PathRoute {
             kind,
             path_len,
             written,
+            listeners: Listeners::ALL,
             pattern: None,
             when: Box::default(),
             route,
@@ -334,6 +391,7 @@ impl PathRoute {
             kind: self.kind,
             path_len: self.path_len,
             written: self.written.clone(),
+            listeners: self.listeners,
             pattern: self.pattern.clone(),
             when,
             route,
@@ -367,18 +425,36 @@ impl PathRoute {
         (self.kind, self.path())
     }
 
-    /// Sort key: most specific first, then more conditions first.
-    fn specificity(&self) -> (std::cmp::Reverse<u32>, PathKind, std::cmp::Reverse<usize>) {
+    /// Sort key: most specific first, then the higher [`rank`](Self::rank) first.
+    fn specificity(&self) -> (std::cmp::Reverse<u32>, PathKind, std::cmp::Reverse<u32>) {
         (
             std::cmp::Reverse(self.path_len),
             self.kind,
-            std::cmp::Reverse(self.when.len()),
+            std::cmp::Reverse(self.rank()),
         )
     }
 
-    /// The path matches and so does every other condition.
-    fn applies(&self, path: &str, head: &Parts) -> bool {
-        self.matches(path) && (self.when.is_empty() || RequestMatch::all(&self.when, head))
+    /// How the conditions rank at equal path, Gateway API's order: a method match first, then
+    /// the most header (and cookie) matches, then the most query parameter matches. Ingress
+    /// rules have at most one header or cookie condition, so among them this is the count of
+    /// conditions it always was (rules ranking alike keep the order they were added in).
+    pub fn rank(&self) -> u32 {
+        let mut rank = 0u32;
+        for condition in self.when.iter() {
+            rank += match condition {
+                RequestMatch::Method(_) => 1 << 20,
+                RequestMatch::Header { .. } | RequestMatch::Cookie { .. } => 1 << 10,
+                RequestMatch::Query { .. } => 1,
+            };
+        }
+        rank
+    }
+
+    /// The rule answers on listener `on`, its path matches and so does every other condition.
+    fn applies(&self, on: Listeners, path: &str, head: &Parts) -> bool {
+        self.listeners.meets(on)
+            && self.matches(path)
+            && (self.when.is_empty() || RequestMatch::all(&self.when, head))
     }
 }
 
@@ -393,8 +469,8 @@ impl HostRoutes {
         self.paths.push(path);
     }
 
-    fn find(&self, path: &str, head: &Parts) -> Option<&PathRoute> {
-        self.paths.iter().find(|p| p.applies(path, head))
+    fn find(&self, on: Listeners, path: &str, head: &Parts) -> Option<&PathRoute> {
+        self.paths.iter().find(|p| p.applies(on, path, head))
     }
 
     fn matched<'a>(&'a self, path: &'a PathRoute, tls: bool) -> Matched<'a> {
@@ -414,7 +490,7 @@ impl HostRoutes {
                 lb.len()
                     .cmp(&la.len())
                     .then_with(|| lb.cmp(la))
-                    .then_with(|| b.when.len().cmp(&a.when.len()))
+                    .then_with(|| b.rank().cmp(&a.rank()))
             });
             return;
         }
@@ -491,6 +567,18 @@ impl RouteTable {
     /// trailing dot are ignored, case does not matter); `path` excludes the query; `head` is
     /// what rules with conditions read.
     pub fn route(&self, host: &str, path: &str, head: &Parts) -> Option<Matched<'_>> {
+        self.route_on(Listeners::ALL, host, path, head)
+    }
+
+    /// [`route`](Self::route) for a request that came in on listener `on`: rules that answer
+    /// on other listeners only are skipped.
+    pub fn route_on(
+        &self,
+        on: Listeners,
+        host: &str,
+        path: &str,
+        head: &Parts,
+    ) -> Option<Matched<'_>> {
         let host = normalise_host(host);
         let host = host.as_ref();
         let by_host = self.exact.get(host).into_iter().chain(
@@ -500,7 +588,7 @@ impl RouteTable {
         let mut tls = false;
         for routes in by_host {
             tls |= routes.tls;
-            if let Some(found) = routes.find(path, head) {
+            if let Some(found) = routes.find(on, path, head) {
                 return Some(routes.matched(found, routes.tls));
             }
             if routes.server {
@@ -513,7 +601,16 @@ impl RouteTable {
                 });
             }
         }
-        if let Some(found) = self.any_host.find(path, head) {
+        if !self.suffix.is_empty() {
+            // Gateway API wildcards two or more labels above the host (one label above was
+            // the wildcard map's), the longest suffix first.
+            for routes in parents(host).skip(1).filter_map(|p| self.suffix.get(p)) {
+                if let Some(found) = routes.find(on, path, head) {
+                    return Some(routes.matched(found, routes.tls));
+                }
+            }
+        }
+        if let Some(found) = self.any_host.find(on, path, head) {
             return Some(self.any_host.matched(found, tls));
         }
         let conditional = self
@@ -529,6 +626,18 @@ impl RouteTable {
                 pattern: None,
                 app_root: None,
             })
+    }
+
+    /// A Gateway API wildcard rule, `*.<suffix>`: it matches names one or more labels below
+    /// the suffix (an Ingress wildcard only one). The one-label case is the wildcard host's,
+    /// beside any Ingress rules for it; deeper names find it by suffix.
+    pub fn add_suffix_rule(&mut self, suffix: &Arc<str>, rule: PathRoute) {
+        self.suffix
+            .entry(suffix.clone())
+            .or_default()
+            .add(rule.clone());
+        self.host_mut(&HostPattern::Wildcard(suffix.clone()))
+            .add(rule);
     }
 
     /// `from-to-www-redirect`: the host a request for `host` is sent to, if any. Checked
@@ -560,6 +669,7 @@ impl RouteTable {
                 .split_once('.')
                 .is_some_and(|(_, parent)| self.wildcard.contains_key(parent))
             || self.www_redirects.contains_key(name)
+            || (!self.suffix.is_empty() && parents(name).any(|p| self.suffix.contains_key(p)))
     }
 
     /// Host routes by pattern, if the table has that host.
@@ -680,7 +790,8 @@ impl RouteTable {
     /// their size: the table lives until the next compile, and a host of one path would
     /// otherwise hold room for four (at 10,000 hosts, ≈3 MB).
     pub fn finish(&mut self) {
-        for routes in self.exact.values_mut().chain(self.wildcard.values_mut()) {
+        let hosts = self.exact.values_mut().chain(self.wildcard.values_mut());
+        for routes in hosts.chain(self.suffix.values_mut()) {
             routes.sort();
             routes.paths.shrink_to_fit();
         }
@@ -688,8 +799,17 @@ impl RouteTable {
         self.any_host.paths.shrink_to_fit();
         self.exact.shrink_to_fit();
         self.wildcard.shrink_to_fit();
+        self.suffix.shrink_to_fit();
         self.www_redirects.shrink_to_fit();
     }
+}
+
+/// The parent names of `name`, nearest first: `a.b.c` gives `b.c`, then `c`.
+fn parents(name: &str) -> impl Iterator<Item = &str> {
+    fn parent(name: &str) -> Option<&str> {
+        name.split_once('.').map(|(_, parent)| parent)
+    }
+    std::iter::successors(parent(name), |above| parent(above))
 }
 
 /// Lower case, without port or trailing dot; borrows when nothing needs changing, which is
@@ -911,6 +1031,105 @@ mod tests {
         let host = table.host(&HostPattern::Exact("foo.com".into())).unwrap();
         let order: Vec<&str> = host.paths.iter().map(|p| &*p.route.service).collect();
         assert_eq!(order, ["/api", "never", "always", "/"]);
+    }
+
+    #[test]
+    fn gateway_wildcards_match_one_or_more_labels_longest_suffix_first() {
+        let mut table = RouteTable::default();
+        // An Ingress wildcard for one label, a Gateway one for any depth.
+        table
+            .host_mut(&HostPattern::Wildcard("example.com".into()))
+            .add(path(PathKind::Prefix, "/ingress"));
+        table.add_suffix_rule(&"example.com".into(), path(PathKind::Prefix, "/gateway"));
+        table.add_suffix_rule(&"b.example.com".into(), path(PathKind::Prefix, "/"));
+        table.finish();
+        let service = |host: &str, p: &str| {
+            table
+                .route(host, p, &get())
+                .map(|m| m.route.service.to_string())
+        };
+        assert_eq!(
+            service("a.example.com", "/ingress").as_deref(),
+            Some("/ingress")
+        );
+        assert_eq!(
+            service("a.example.com", "/gateway").as_deref(),
+            Some("/gateway")
+        );
+        assert_eq!(
+            service("x.y.example.com", "/gateway").as_deref(),
+            Some("/gateway")
+        );
+        assert_eq!(service("x.y.example.com", "/ingress"), None);
+        // The longer suffix first, then the shorter one for what it does not match.
+        assert_eq!(
+            service("x.y.b.example.com", "/gateway").as_deref(),
+            Some("/")
+        );
+        assert_eq!(service("x.b.example.com", "/other").as_deref(), Some("/"));
+        assert_eq!(service("example.com", "/gateway"), None);
+        assert!(table.serves_host("x.y.example.com"));
+        assert!(!table.serves_host("example.org"));
+    }
+
+    #[test]
+    fn a_rule_answers_only_on_its_listeners() {
+        let mut table = RouteTable::default();
+        let host = table.host_mut(&HostPattern::Exact("foo.com".into()));
+        let mut secure = path(PathKind::Prefix, "/");
+        secure.listeners = Listeners::HTTPS;
+        host.add(secure);
+        table
+            .host_mut(&HostPattern::Any)
+            .add(path(PathKind::Prefix, "/"));
+        table.finish();
+        let on = |listener: Listeners| {
+            let found = table.route_on(listener, "foo.com", "/x", &get()).unwrap();
+            found.route.service.to_string()
+        };
+        assert_eq!(
+            table
+                .host(&HostPattern::Exact("foo.com".into()))
+                .unwrap()
+                .paths[0]
+                .listeners,
+            Listeners::HTTPS
+        );
+        // Plain HTTP skips the HTTPS-only rule (the host is no server: it falls through).
+        assert_eq!(on(Listeners::HTTP), "/");
+        assert_eq!(on(Listeners::HTTPS), "/");
+        assert!(Arc::ptr_eq(
+            table
+                .route_on(Listeners::HTTPS, "foo.com", "/x", &get())
+                .unwrap()
+                .route,
+            &table
+                .host(&HostPattern::Exact("foo.com".into()))
+                .unwrap()
+                .paths[0]
+                .route
+        ));
+    }
+
+    #[test]
+    fn a_method_ranks_before_headers_and_headers_before_query_parameters() {
+        let mut table = RouteTable::default();
+        let host = table.host_mut(&HostPattern::Exact("foo.com".into()));
+        let plain = path(PathKind::Prefix, "/");
+        let query = |name: &str| RequestMatch::Query {
+            name: name.into(),
+            value: crate::matches::ValueMatch::Exact("1".into()),
+        };
+        host.add(plain.with_conditions(Box::new([query("a"), query("b")]), route("two queries")));
+        host.add(plain.with_conditions(header_is("on"), route("header")));
+        host.add(plain.with_conditions(
+            Box::new([RequestMatch::Method(http::Method::GET)]),
+            route("method"),
+        ));
+        table.finish();
+        let host = table.host(&HostPattern::Exact("foo.com".into())).unwrap();
+        let order: Vec<&str> = host.paths.iter().map(|p| &*p.route.service).collect();
+        assert_eq!(order, ["method", "header", "two queries"]);
     }
 
     #[test]

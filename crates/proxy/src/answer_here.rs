@@ -44,6 +44,14 @@ pub(crate) fn redirect_phase(
             .insert(header::LOCATION, redirect.location.clone());
         return Some(response);
     }
+    if let Some(redirect) = &policy.gateway_redirect {
+        // Gateway API: the Location from the listener (not the socket's port), host and path.
+        let host = request_host(head).unwrap_or_default();
+        let host = &host[..model::target::strip_port(host.as_bytes()).len()];
+        let location = redirect.location(conn.https, host, head.uri.path(), head.uri.query());
+        let status = StatusCode::from_u16(redirect.code).unwrap_or(StatusCode::FOUND);
+        return Some(redirect_response(status, &location));
+    }
     let ssl = &policy.ssl_redirect;
     if !conn.https
         && (ssl.force || (ssl.enabled && matched.tls))

@@ -79,6 +79,10 @@ pub(crate) enum ProxyError {
     RouteRefused(String),
     #[error("the backend has no ready endpoints")]
     NoEndpoints,
+    /// Gateway API: the share of a backendRef that cannot be used (missing Service, wrong
+    /// kind, no ReferenceGrant): the spec's 500.
+    #[error("the route's backend reference is invalid")]
+    InvalidBackend,
     #[error("request body larger than client-max-body-size ({limit} bytes)")]
     BodyTooLarge { limit: u64 },
     #[error("the client sent no request body bytes within client-body-timeout")]
@@ -181,6 +185,8 @@ impl ProxyError {
             ProxyError::ClientBodyTimeout => (StatusCode::REQUEST_TIMEOUT, Client),
             // The Service has no ready pod: the backend's state, not ours.
             ProxyError::NoEndpoints => (StatusCode::SERVICE_UNAVAILABLE, Upstream),
+            // Gateway API: a backendRef that cannot be used is the route's fault.
+            ProxyError::InvalidBackend => (StatusCode::INTERNAL_SERVER_ERROR, Config),
             ProxyError::ConnectTimeout { .. }
             | ProxyError::ReadTimeout { .. }
             | ProxyError::SendTimeout { .. }
@@ -234,6 +240,9 @@ impl ProxyError {
                 "503 Service Unavailable: this route is refused by its configuration\n"
             }
             ProxyError::NoEndpoints => "503 Service Unavailable: no endpoints for this service\n",
+            ProxyError::InvalidBackend => {
+                "500 Internal Server Error: the route's backend reference is invalid\n"
+            }
             ProxyError::OutOfFileDescriptors { .. } => {
                 "503 Service Unavailable: the proxy is out of file descriptors\n"
             }
@@ -288,6 +297,7 @@ impl ProxyError {
                 (UNAVAILABLE, "this route is refused by its configuration")
             }
             ProxyError::NoEndpoints => (UNAVAILABLE, "no endpoints for this service"),
+            ProxyError::InvalidBackend => (INTERNAL, "the route's backend reference is invalid"),
             ProxyError::OutOfFileDescriptors { .. } => {
                 (UNAVAILABLE, "the proxy is out of file descriptors")
             }
@@ -450,6 +460,7 @@ mod tests {
             ),
             (ProxyError::BodyTooLarge { limit: 1 }, 413, Client),
             (ProxyError::NoEndpoints, 503, Upstream),
+            (ProxyError::InvalidBackend, 500, Config),
             (ProxyError::ConnectTimeout { addr }, 504, Upstream),
             (ProxyError::ReadTimeout { addr }, 504, Upstream),
             (ProxyError::SendTimeout { addr }, 504, Upstream),

@@ -28,6 +28,7 @@
 //!              (the trusted client address, limit-allowlist exempt; zones shared by workers);
 //!              limit-rate: the response body paced (set with the guard, below)
 //!   answer here  app-root (`/`) ─▶ 302 │ permanent/temporal-redirect │     answer_here.rs
+//!              Gateway API RequestRedirect (port from the listener) │
 //!              ssl-redirect (plain HTTP, host with TLS or forced, no X-Forwarded-Proto:
 //!              https from a trusted balancer)
 //!   rewrite    rewrite-target with the path regex's captures (else the     rewrite.rs
@@ -238,6 +239,14 @@ pub(crate) async fn respond(
                                 &mut guard,
                             )
                             .await;
+                            // Gateway API: the share of an unusable backendRef answers 500
+                            // (decided here, off the path of a request that has endpoints).
+                            let result = match result {
+                                Err(ProxyError::NoEndpoints) if route.policy.invalid_backend => {
+                                    Err(ProxyError::InvalidBackend)
+                                }
+                                other => other,
+                            };
                             let answered = result.is_ok();
                             (result, Some(route), tls && conn.https, answered)
                         }
@@ -472,7 +481,9 @@ fn route<'c>(
             response,
         });
     }
-    let Some(mut matched) = config.routes.route(host, &path.routed, head) else {
+    // The listener the request came in on: Gateway API rules may answer on one only.
+    let on = model::routes::Listeners::of(conn.https);
+    let Some(mut matched) = config.routes.route_on(on, host, &path.routed, head) else {
         return Err(ProxyError::NoRoute);
     };
     // A weighted split (canary-weight) draws here, once: every later phase sees one route;

@@ -5,6 +5,7 @@
 //!  Store ─▶ ingress::served ─▶ Compiler::ingress (ingress/) ─▶ RouteTable, backends, claims
 //!  claims.tls + --default-tls-secret ─▶ Secrets ─▶ Certificates
 //!  --default-backend-service, host-level annotations, ssl-passthrough, TCP/UDP services
+//!  Gateway API (gateway/): after the Ingresses' host-wide passes, into the same hosts
 //!  every problem ─▶ Diagnostic (and the object or rule is left out)
 //! ```
 //! Pure and deterministic: no I/O, no clock, sorted iteration. A broken object never stops
@@ -88,6 +89,7 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
     compiler.client_cert_hosts();
     compiler.share_affinity();
     compiler.canaries(&mut claims);
+    compiler.gateway_api();
     compiler.passthrough(options);
     compiler.streams(options);
     compiler.out.routes.finish();

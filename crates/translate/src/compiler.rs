@@ -115,6 +115,34 @@ impl Compiler<'_> {
         shared
     }
 
+    /// The backend of a Service port (by number, else the name as written), or, with a
+    /// diagnostic on `object` saying `field`, why and `outcome`, a backend that never has
+    /// endpoints.
+    pub(crate) fn backend_or_diagnose(
+        &mut self,
+        object: &ObjectRef,
+        field: &str,
+        service: &NamespacedName,
+        (number, written_port): (Option<i32>, &str),
+        outcome: &str,
+    ) -> Arc<Backend> {
+        match crate::backends::resolve_backend(
+            self.store,
+            service,
+            number,
+            written_port,
+            self.out.node_local_endpoints,
+            &mut self.out.backends,
+        ) {
+            Ok(backend) => backend,
+            Err(why) => {
+                let reason = format!("{field}: {why}; {outcome}");
+                self.diagnose_with(why.severity(), object.clone(), reason);
+                Arc::new(Backend::unresolved())
+            }
+        }
+    }
+
     pub(crate) fn diagnose(&mut self, object: ObjectRef, reason: impl Into<String>) {
         self.out.diagnostics.push(Diagnostic::new(object, reason));
     }

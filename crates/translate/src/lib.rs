@@ -15,7 +15,8 @@
 //!        config_headers: proxy-set-headers / add-headers ConfigMaps ──▶ the default
 //!                    policy's header edits, first in every route's
 //!        ingress/:   Ingress spec + annotations (one registry) ──▶ RoutePolicy, Routes
-//!        gateway/:   (next) Gateway API routes ──▶ the same model
+//!        gateway/:   GatewayClass, Gateway listeners, HTTPRoutes ──▶ the same model (rules
+//!                    per listener and host, weighted backends, filters as policy blocks)
 //!        backends:   Service + port ──▶ BackendKey ──▶ Backend with its EndpointSlices
 //!                    (one function for every source)
 //!        streams:    TCP/UDP services ConfigMaps ──▶ Compiled.tcp_services, udp_services
@@ -31,7 +32,9 @@ pub mod compile;
 mod compiler;
 mod config_headers;
 pub mod configmap;
+pub mod gateway;
 pub mod ingress;
+mod meta;
 pub mod objects;
 pub mod store;
 pub mod streams;

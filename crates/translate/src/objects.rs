@@ -27,30 +27,19 @@ use k8s_openapi::api::discovery::v1 as discovery;
 use k8s_openapi::api::discovery::v1::{EndpointConditions, EndpointPort};
 use k8s_openapi::api::networking::v1 as networking;
 use k8s_openapi::api::networking::v1::{IngressClassSpec, IngressSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::ByteString;
 
 use model::{Kind, NamespacedName, ObjectRef};
+
+use crate::gateway::objects as gateway;
+pub(crate) use crate::meta::typed;
+pub use crate::meta::Meta;
 
 /// The label that ties an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
 /// The namespace kubectl assumes when a namespaced object names none.
 pub const DEFAULT_NAMESPACE: &str = "default";
-
-/// The metadata Sluice reads: `ObjectMeta`'s name, namespace, and for the kinds whose
-/// annotations mean something (Ingress, IngressClass) the annotations and creation time.
-///
-/// Name and namespace are shared strings: the Store points them at its key's, so an object's
-/// key and metadata hold one copy, and one namespace's objects one namespace string.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Meta {
-    pub name: Option<Arc<str>>,
-    pub namespace: Option<Arc<str>>,
-    pub annotations: Option<BTreeMap<String, String>>,
-    /// Orders Ingresses: the oldest wins a conflict.
-    pub creation_timestamp: Option<Time>,
-}
 
 /// An Ingress: its class, annotations, rules, TLS and default backend (`spec`). Status is
 /// the status writer's business and never reaches the Store.
@@ -142,6 +131,10 @@ pub enum Object {
     EndpointSlice(Box<EndpointSlice>),
     Secret(Box<Secret>),
     ConfigMap(Box<ConfigMap>),
+    GatewayClass(Box<gateway::GatewayClass>),
+    Gateway(Box<gateway::Gateway>),
+    HttpRoute(Box<gateway::HttpRoute>),
+    ReferenceGrant(Box<gateway::ReferenceGrant>),
 }
 
 /// Why a document could not be used. `object` is known when the document got as far as
@@ -174,6 +167,10 @@ impl Object {
             Object::EndpointSlice(_) => Kind::EndpointSlice,
             Object::Secret(_) => Kind::Secret,
             Object::ConfigMap(_) => Kind::ConfigMap,
+            Object::GatewayClass(_) => Kind::GatewayClass,
+            Object::Gateway(_) => Kind::Gateway,
+            Object::HttpRoute(_) => Kind::HTTPRoute,
+            Object::ReferenceGrant(_) => Kind::ReferenceGrant,
         }
     }
 
@@ -185,6 +182,10 @@ impl Object {
             Object::EndpointSlice(o) => &o.metadata,
             Object::Secret(o) => &o.metadata,
             Object::ConfigMap(o) => &o.metadata,
+            Object::GatewayClass(o) => &o.metadata,
+            Object::Gateway(o) => &o.metadata,
+            Object::HttpRoute(o) => &o.metadata,
+            Object::ReferenceGrant(o) => &o.metadata,
         }
     }
 
@@ -196,6 +197,10 @@ impl Object {
             Object::EndpointSlice(o) => &mut o.metadata,
             Object::Secret(o) => &mut o.metadata,
             Object::ConfigMap(o) => &mut o.metadata,
+            Object::GatewayClass(o) => &mut o.metadata,
+            Object::Gateway(o) => &mut o.metadata,
+            Object::HttpRoute(o) => &mut o.metadata,
+            Object::ReferenceGrant(o) => &mut o.metadata,
         }
     }
 
@@ -228,27 +233,6 @@ impl Object {
             meta.namespace.as_deref().unwrap_or_default(),
             meta.name.as_deref().unwrap_or_default(),
         )
-    }
-}
-
-impl Meta {
-    /// Name and namespace only: for kinds whose annotations and age mean nothing to Sluice.
-    fn named(meta: ObjectMeta) -> Meta {
-        Meta {
-            name: meta.name.map(Arc::from),
-            namespace: meta.namespace.map(Arc::from),
-            ..Meta::default()
-        }
-    }
-
-    /// Name, namespace, annotations and creation time.
-    fn annotated(meta: ObjectMeta) -> Meta {
-        Meta {
-            name: meta.name.map(Arc::from),
-            namespace: meta.namespace.map(Arc::from),
-            annotations: meta.annotations,
-            creation_timestamp: meta.creation_timestamp,
-        }
     }
 }
 
@@ -543,6 +527,14 @@ fn parse_value(source_name: &str, document: usize, value: serde_yaml::Value, out
             Object::from(secret)
         }),
         Kind::ConfigMap => typed::<core::ConfigMap>(value).map(Object::from),
+        Kind::GatewayClass => {
+            gateway::typed_gateway(value).map(|o| Object::GatewayClass(Box::new(o)))
+        }
+        Kind::Gateway => gateway::typed_gateway(value).map(|o| Object::Gateway(Box::new(o))),
+        Kind::HTTPRoute => gateway::typed_gateway(value).map(|o| Object::HttpRoute(Box::new(o))),
+        Kind::ReferenceGrant => {
+            gateway::typed_gateway(value).map(|o| Object::ReferenceGrant(Box::new(o)))
+        }
     };
     match parsed {
         Ok(mut object) => {
@@ -556,18 +548,6 @@ fn parse_value(source_name: &str, document: usize, value: serde_yaml::Value, out
                 .push(error(Some(object_ref), field.as_deref(), message))
         }
     }
-}
-
-/// Deserializes with the path of the offending field kept, e.g.
-/// `spec.rules[0].http.paths[1].pathType`.
-fn typed<T: serde::de::DeserializeOwned>(
-    value: serde_yaml::Value,
-) -> Result<T, (Option<String>, String)> {
-    serde_path_to_error::deserialize(value).map_err(|error| {
-        let path = error.path().to_string();
-        let field = (path != "." && !path.is_empty()).then_some(path);
-        (field, error.into_inner().to_string())
-    })
 }
 
 /// The API server folds `stringData` into `data` on write; a file has no API server, so we do

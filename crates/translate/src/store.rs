@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use model::{Kind, NamespacedName, ObjectRef};
 
+use crate::gateway::objects::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use crate::objects::{ConfigMap, EndpointSlice, Ingress, IngressClass, Object, Secret, Service};
 
 /// Every object of the kinds Sluice reads, keyed for deterministic iteration.
@@ -28,6 +29,11 @@ pub struct Store {
     config_maps: BTreeMap<NamespacedName, Arc<ConfigMap>>,
     /// Service → its EndpointSlices, so the fast path never scans every slice.
     slices_by_service: BTreeMap<NamespacedName, BTreeSet<Arc<str>>>,
+    /// Gateway API: empty maps (no allocation) in an Ingress-only configuration.
+    gateway_classes: BTreeMap<String, Arc<GatewayClass>>,
+    gateways: BTreeMap<NamespacedName, Arc<Gateway>>,
+    http_routes: BTreeMap<NamespacedName, Arc<HttpRoute>>,
+    reference_grants: BTreeMap<NamespacedName, Arc<ReferenceGrant>>,
 }
 
 /// What a batch of changes requires of the control plane.
@@ -146,6 +152,28 @@ impl Store {
         self.config_maps.get(key).map(|config_map| &**config_map)
     }
 
+    pub fn gateway_classes(&self) -> impl Iterator<Item = &GatewayClass> {
+        self.gateway_classes.values().map(|o| &**o)
+    }
+
+    pub fn gateways_by_name(&self) -> impl Iterator<Item = (&NamespacedName, &Gateway)> {
+        self.gateways.iter().map(|(key, o)| (key, &**o))
+    }
+
+    pub fn gateway(&self, key: &NamespacedName) -> Option<&Gateway> {
+        self.gateways.get(key).map(|o| &**o)
+    }
+
+    pub fn http_routes_by_name(&self) -> impl Iterator<Item = (&NamespacedName, &HttpRoute)> {
+        self.http_routes.iter().map(|(key, o)| (key, &**o))
+    }
+
+    pub fn reference_grants_by_name(
+        &self,
+    ) -> impl Iterator<Item = (&NamespacedName, &ReferenceGrant)> {
+        self.reference_grants.iter().map(|(key, o)| (key, &**o))
+    }
+
     /// The EndpointSlices labelled for `service`, in name order.
     pub fn endpoint_slices_of<'a>(
         &'a self,
@@ -178,6 +206,10 @@ impl Store {
             secrets: self.secrets.clone(),
             config_maps: self.config_maps.clone(),
             slices_by_service: BTreeMap::new(),
+            gateway_classes: self.gateway_classes.clone(),
+            gateways: self.gateways.clone(),
+            http_routes: self.http_routes.clone(),
+            reference_grants: self.reference_grants.clone(),
         }
     }
 
@@ -189,6 +221,10 @@ impl Store {
             + self.endpoint_slices.len()
             + self.secrets.len()
             + self.config_maps.len()
+            + self.gateway_classes.len()
+            + self.gateways.len()
+            + self.http_routes.len()
+            + self.reference_grants.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -246,6 +282,14 @@ impl Store {
                     changes.config_maps.insert(key);
                 }
             }
+            Object::GatewayClass(o) => {
+                changes.config = upsert(&mut self.gateway_classes, key.name.to_string(), o.into())
+            }
+            Object::Gateway(o) => changes.config = upsert(&mut self.gateways, key, o.into()),
+            Object::HttpRoute(o) => changes.config = upsert(&mut self.http_routes, key, o.into()),
+            Object::ReferenceGrant(o) => {
+                changes.config = upsert(&mut self.reference_grants, key, o.into())
+            }
         }
         changes
     }
@@ -274,6 +318,12 @@ impl Store {
                     changes.config_maps.insert(key);
                 }
             }
+            Kind::GatewayClass => {
+                changes.config = self.gateway_classes.remove(&*key.name).is_some()
+            }
+            Kind::Gateway => changes.config = self.gateways.remove(&key).is_some(),
+            Kind::HTTPRoute => changes.config = self.http_routes.remove(&key).is_some(),
+            Kind::ReferenceGrant => changes.config = self.reference_grants.remove(&key).is_some(),
         }
         changes
     }
@@ -314,6 +364,14 @@ impl Store {
             .chain(namespaced(Kind::EndpointSlice, &self.endpoint_slices))
             .chain(namespaced(Kind::Secret, &self.secrets))
             .chain(namespaced(Kind::ConfigMap, &self.config_maps))
+            .chain(
+                self.gateway_classes
+                    .keys()
+                    .map(|name| ObjectRef::new(Kind::GatewayClass, "", name.clone())),
+            )
+            .chain(namespaced(Kind::Gateway, &self.gateways))
+            .chain(namespaced(Kind::HTTPRoute, &self.http_routes))
+            .chain(namespaced(Kind::ReferenceGrant, &self.reference_grants))
             .collect()
     }
 

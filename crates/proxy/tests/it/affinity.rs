@@ -610,24 +610,6 @@ async fn an_http2_client_s_split_cookie_is_read() {
     }
 }
 
-/// A cleartext HTTP/2 upstream (prior knowledge) that answers every request with its name.
-async fn start_h2c_upstream(name: &'static str) -> std::net::SocketAddr {
-    let listener = tokio::net::TcpListener::bind((LOCALHOST, 0)).await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let service = hyper::service::service_fn(move |_request| async move {
-                Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(Bytes::from(name))))
-            });
-            tokio::spawn(
-                hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
-            );
-        }
-    });
-    addr
-}
-
 /// The HTTP/2 upstream path (a Service port with `appProtocol: kubernetes.io/h2c`) pins and
 /// issues as the HTTP/1.1 one does.
 #[tokio::test]

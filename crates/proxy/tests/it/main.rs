@@ -19,6 +19,7 @@ mod custom_errors;
 mod edge;
 mod external_auth;
 mod forwarded;
+mod gateway;
 mod grpc;
 mod h2_edge;
 mod h2c;

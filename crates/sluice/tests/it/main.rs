@@ -4,6 +4,7 @@
 
 mod support;
 
+mod gateway;
 mod kube_config_maps;
 mod kubernetes;
 mod kubernetes_bench;

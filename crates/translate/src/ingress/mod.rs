@@ -46,7 +46,6 @@ use model::policy::RoutePolicy;
 use model::routes::{HostPattern, PathKind, PathRoute, Route, RouteSite};
 use model::{Backend, NamespacedName, ObjectRef, Severity};
 
-use crate::backends;
 use crate::compiler::{
     CompileOptions, Compiler, DEFAULT_CLASS_ANNOTATION, LEGACY_CLASS_ANNOTATION,
 };
@@ -679,24 +678,8 @@ impl Compiler<'_> {
         if let Some(backend) = self.backends_by_port.get(&cache_key) {
             return backend.clone();
         }
-        let backend = match backends::resolve_backend(
-            self.store,
-            service,
-            number,
-            written_port,
-            self.out.node_local_endpoints,
-            &mut self.out.backends,
-        ) {
-            Ok(backend) => backend,
-            Err(why) => {
-                self.diagnose_with(
-                    why.severity(),
-                    object.clone(),
-                    format!("{field}: {why}; requests answer 503"),
-                );
-                Arc::new(Backend::unresolved())
-            }
-        };
+        let port = (number, written_port);
+        let backend = self.backend_or_diagnose(object, field, service, port, "requests answer 503");
         self.backends_by_port.insert(cache_key, backend.clone());
         backend
     }

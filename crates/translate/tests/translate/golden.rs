@@ -6,11 +6,13 @@
 //! A first line `# options: default-tls-secret=NS/NAME node-local-endpoints=refuse` sets compile
 //! options (also `configmap=NS/NAME`, `default-backend-service=NS/NAME`, `ingress-class=NAME`, `controller-class=NAME`,
 //! `watch-ingress-without-class`, `ingress-class-by-name`: `sluice serve`'s flags). Lines `# request: HOST PATH [NAME:VALUE]…` are routed on the result
-//! (the words after the path are request headers), and the output says where each went
+//! (the words after the path are request headers, or `method=VERB`; a host written `http://HOST` or
+//! `https://HOST` is routed as a request on that listener, a bare one as on either), and the output says where each went
 //! (route, regex, canary and weights, rewritten path, redirects): the matching rules as data.
 
 use std::path::{Path, PathBuf};
 
+use model::routes::Listeners;
 use model::{NamespacedName, NodeLocalEndpoints};
 use serde::Serialize;
 use translate::{compile, parse_documents, CompileOptions, Store};
@@ -29,13 +31,22 @@ fn route_requests(text: &str, compiled: &model::Compiled) -> Vec<String> {
         .filter_map(|l| l.strip_prefix("# request:"))
         .map(|request| {
             let mut words = request.split_whitespace();
-            let (host, path) = (words.next().unwrap(), words.next().unwrap());
+            let (written_host, path) = (words.next().unwrap(), words.next().unwrap());
+            let (listener, host) = match written_host.split_once("://") {
+                Some(("http", host)) => (Listeners::HTTP, host),
+                Some(("https", host)) => (Listeners::HTTPS, host),
+                _ => (Listeners::ALL, written_host),
+            };
             let mut head = http::Request::builder().uri(path);
-            let mut out = format!("{host} {path}");
-            for header in words {
-                let (name, value) = header.split_once(':').expect("NAME:VALUE");
-                head = head.header(name, value);
-                out.push_str(&format!(" {header}"));
+            let mut out = format!("{written_host} {path}");
+            for word in words {
+                if let Some(method) = word.strip_prefix("method=") {
+                    head = head.method(method);
+                } else {
+                    let (name, value) = word.split_once(':').expect("NAME:VALUE");
+                    head = head.header(name, value);
+                }
+                out.push_str(&format!(" {word}"));
             }
             let head = head.body(()).unwrap().into_parts().0;
             out.push_str(" -> ");
@@ -43,7 +54,8 @@ fn route_requests(text: &str, compiled: &model::Compiled) -> Vec<String> {
                 out.push_str(&format!("www redirect to {to}"));
                 return out;
             }
-            let Some(matched) = compiled.routes.route(host, path, &head) else {
+            let routed = path.split_once('?').map_or(path, |(p, _)| p);
+            let Some(matched) = compiled.routes.route_on(listener, host, routed, &head) else {
                 out.push_str("404");
                 return out;
             };
@@ -55,7 +67,9 @@ fn route_requests(text: &str, compiled: &model::Compiled) -> Vec<String> {
             let alternatives = route.traffic.iter().flat_map(|t| t.alternatives.iter());
             for alternative in alternatives.filter(|a| a.weight > 0) {
                 let total = route.traffic.as_ref().map_or(0, |t| t.total);
-                let name = alternative.route.alternative_name().map_or("", |n| &**n);
+                // A Gateway API split's alternatives have no canary name: their Service.
+                let name = (alternative.route.alternative_name())
+                    .map_or(&*alternative.route.service, |n| &**n);
                 out.push_str(&format!(", {}/{total} to {name}", alternative.weight));
             }
             if let Some(pattern) = matched.pattern {
@@ -71,8 +85,23 @@ fn route_requests(text: &str, compiled: &model::Compiled) -> Vec<String> {
             if policy.external_auth.is_some() || policy.basic_auth.is_some() {
                 out.push_str(", auth");
             }
+            let ssl = &policy.ssl_redirect;
+            if listener == Listeners::HTTP && (ssl.force || (ssl.enabled && matched.tls)) {
+                out.push_str(&format!(", ssl-redirect {}", ssl.code));
+            }
+            if policy.invalid_backend {
+                out.push_str(" (an unusable backend: 500)");
+            }
             if let Some(why) = &policy.denied {
                 out.push_str(&format!(", denied 503 ({why})"));
+            }
+            if let Some(redirect) = &policy.gateway_redirect {
+                let (path, query) = path
+                    .split_once('?')
+                    .map_or((path, None), |(p, q)| (p, Some(q)));
+                let https = listener == Listeners::HTTPS;
+                let location = redirect.location(https, host, path, query);
+                out.push_str(&format!(", redirect {} {location}", redirect.code));
             }
             if let Some(redirect) = &policy.redirect {
                 out.push_str(&format!(

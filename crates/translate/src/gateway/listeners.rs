@@ -1,0 +1,233 @@
+//! A Gateway's listeners as Sluice serves them: HTTP on port 80, HTTPS on port 443 with its
+//! certificate, and which routes each admits.
+//!
+//! ```text
+//!  Listener { protocol, port, hostname, tls, allowedRoutes } ─▶ ListenerSlot { Listeners, host,
+//!      namespaces, kinds } │ None + a diagnostic (other ports and protocols, no certificate)
+//!  tls.certificateRefs ─(ReferenceGrant across namespaces)─▶ Secret ─▶ Certificates[hostname]
+//! ```
+
+use model::routes::{HostPattern, Listeners};
+use model::{NamespacedName, Severity};
+
+use super::objects::{self, ListenerTls};
+use super::{gateway_ref, AllowedFrom, GatewayHost, ListenerSlot, GROUP};
+use crate::compiler::Compiler;
+
+impl Compiler<'_> {
+    /// One listener of one of our Gateways, or `None` (with a diagnostic) when Sluice does not
+    /// serve it.
+    pub(super) fn listener(
+        &mut self,
+        gateway: &NamespacedName,
+        i: usize,
+        listener: &objects::Listener,
+    ) -> Option<ListenerSlot> {
+        let object = gateway_ref(gateway);
+        let field = format!("spec.listeners[{i}]");
+        let on = match (listener.protocol.as_str(), listener.port) {
+            ("HTTP", 80) => Listeners::HTTP,
+            ("HTTPS", 443) => Listeners::HTTPS,
+            (protocol, port) => {
+                self.diagnose_with(
+                    Severity::Unsupported,
+                    object,
+                    format!("{field}: {protocol} on port {port}: Sluice serves a Gateway's HTTP listener on port 80 (--http-listen) and HTTPS listener on port 443 (--https-listen), no other yet; listener ignored"),
+                );
+                return None;
+            }
+        };
+        let host = match GatewayHost::parse(listener.hostname.as_deref()) {
+            Ok(host) => host,
+            Err(why) => {
+                self.diagnose(
+                    object,
+                    format!(
+                        "{field}.hostname {:?}: {why}; listener ignored",
+                        listener.hostname.as_deref().unwrap_or("")
+                    ),
+                );
+                return None;
+            }
+        };
+        if on == Listeners::HTTP && listener.tls.is_some() {
+            self.diagnose(
+                object.clone(),
+                format!("{field}.tls: an HTTP listener has no TLS; ignored"),
+            );
+        }
+        if on == Listeners::HTTPS
+            && !self.listener_tls(gateway, &field, listener.tls.as_ref(), &host)
+        {
+            return None;
+        }
+        let allowed = listener.allowed_routes.as_ref();
+        let from = allowed
+            .and_then(|a| a.namespaces.as_ref())
+            .and_then(|n| n.from.as_deref())
+            .unwrap_or("Same");
+        let from = match from {
+            "Same" => AllowedFrom::Same,
+            "All" => AllowedFrom::All,
+            "Selector" => {
+                self.diagnose_with(
+                    Severity::Unsupported,
+                    object.clone(),
+                    format!("{field}.allowedRoutes.namespaces.from Selector: not supported yet (standalone Sluice keeps no Namespace objects to select); the listener admits no routes"),
+                );
+                AllowedFrom::Nobody
+            }
+            other => {
+                self.diagnose(
+                    object.clone(),
+                    format!("{field}.allowedRoutes.namespaces.from {other:?}: must be Same, All or Selector; the listener admits no routes"),
+                );
+                AllowedFrom::Nobody
+            }
+        };
+        let http_routes = match allowed.and_then(|a| a.kinds.as_deref()) {
+            None | Some([]) => true,
+            Some(kinds) => {
+                let mut http = false;
+                for (k, kind) in kinds.iter().enumerate() {
+                    let group = kind.group.as_deref().unwrap_or(GROUP);
+                    if group == GROUP && kind.kind == "HTTPRoute" {
+                        http = true;
+                    } else {
+                        self.diagnose_with(
+                            Severity::Unsupported,
+                            object.clone(),
+                            format!("{field}.allowedRoutes.kinds[{k}]: {group}/{}: Sluice serves HTTPRoutes only, yet; ignored", kind.kind),
+                        );
+                    }
+                }
+                http
+            }
+        };
+        Some(ListenerSlot {
+            gateway: gateway.clone(),
+            name: listener.name.clone(),
+            port: listener.port,
+            on,
+            host,
+            from,
+            http_routes,
+        })
+    }
+
+    /// An HTTPS listener's certificate: the first usable `certificateRefs` Secret, served for
+    /// the listener's hostname. `false` (with diagnostics): the listener is not served.
+    pub(super) fn listener_tls(
+        &mut self,
+        gateway: &NamespacedName,
+        field: &str,
+        tls: Option<&ListenerTls>,
+        host: &GatewayHost,
+    ) -> bool {
+        let object = gateway_ref(gateway);
+        let Some(tls) = tls else {
+            self.diagnose(object, format!("{field}.tls: required on an HTTPS listener (mode Terminate with certificateRefs); listener ignored"));
+            return false;
+        };
+        let mode = tls.mode.as_deref().unwrap_or("Terminate");
+        if mode != "Terminate" {
+            self.diagnose_with(
+                Severity::Unsupported,
+                object,
+                format!(
+                    "{field}.tls.mode {mode}: Sluice terminates TLS only, yet; listener ignored"
+                ),
+            );
+            return false;
+        }
+        for (c, reference) in tls.certificate_refs.iter().enumerate() {
+            let at = format!("{field}.tls.certificateRefs[{c}]");
+            let group = reference.group.as_deref().unwrap_or("");
+            let kind = reference.kind.as_deref().unwrap_or("Secret");
+            if !group.is_empty() || kind != "Secret" {
+                self.diagnose_with(
+                    Severity::Unsupported,
+                    object.clone(),
+                    format!("{at}: {group}/{kind}: certificates come from Secrets only; ignored"),
+                );
+                continue;
+            }
+            let namespace = reference.namespace.as_deref().unwrap_or(&gateway.namespace);
+            if namespace != &*gateway.namespace
+                && !self.granted(
+                    ("Gateway", &gateway.namespace),
+                    ("Secret", namespace, &reference.name),
+                )
+            {
+                self.diagnose(
+                    object.clone(),
+                    format!("{at}: Secret {namespace}/{} is in another namespace and no ReferenceGrant there allows it; ignored", reference.name),
+                );
+                continue;
+            }
+            let secret = NamespacedName::new(namespace, reference.name.as_str());
+            match self.load_secret(&secret) {
+                Ok((key, info)) => {
+                    let pattern = match host {
+                        GatewayHost::Exact(h) => HostPattern::Exact(h.as_str().into()),
+                        // The certificate store's wildcards are one label deep (TLS's own
+                        // rule for `*.` names): deeper names get the default certificate.
+                        GatewayHost::Suffix(s) => HostPattern::Wildcard(s.as_str().into()),
+                        GatewayHost::Any => HostPattern::Any,
+                    };
+                    // An Ingress's certificate for the name (or --default-tls-secret for a
+                    // listener without hostname) came first and stays, as its rules win ties.
+                    if let Some(kept) = self.out.certificates.sources().get(&pattern.to_string()) {
+                        self.diagnose_with(
+                            Severity::Notice,
+                            object,
+                            format!("{at}: {pattern} already has the certificate of Secret {kept} (an Ingress's or --default-tls-secret), which is served"),
+                        );
+                        return true;
+                    }
+                    if tls.certificate_refs.len() > c + 1 {
+                        self.diagnose_with(
+                            Severity::Unsupported,
+                            object.clone(),
+                            format!("{field}.tls.certificateRefs: Sluice serves one certificate per listener, the first usable ({secret}); the others are ignored"),
+                        );
+                    }
+                    self.out
+                        .certificates
+                        .insert(&pattern, key, secret.to_string(), info);
+                    return true;
+                }
+                Err(why) => self.diagnose_with(
+                    why.severity(),
+                    object.clone(),
+                    format!("{at}: Secret {secret}: {why}"),
+                ),
+            }
+        }
+        self.diagnose(
+            object,
+            format!("{field}.tls.certificateRefs: no usable certificate; listener ignored"),
+        );
+        false
+    }
+
+    /// A ReferenceGrant in the target's namespace lets `from` (a kind of Gateway API's group
+    /// in a namespace) refer to `to` (a core kind, its namespace and name).
+    pub(super) fn granted(
+        &self,
+        (from_kind, from_namespace): (&str, &str),
+        (to_kind, to_namespace, to_name): (&str, &str, &str),
+    ) -> bool {
+        self.store.reference_grants_by_name().any(|(key, grant)| {
+            &*key.namespace == to_namespace
+                && grant.spec.from.iter().any(|f| {
+                    f.group == GROUP && f.kind == from_kind && f.namespace == from_namespace
+                })
+                && grant.spec.to.iter().any(|t| {
+                    t.group.is_empty()
+                        && t.kind == to_kind
+                        && t.name.as_deref().is_none_or(|name| name == to_name)
+                })
+        })
+    }
+}

@@ -1,0 +1,411 @@
+//! Gateway API: GatewayClasses of Sluice's controller, their Gateways' listeners and the
+//! HTTPRoutes attached to them, compiled into the same rule model as Ingresses.
+//!
+//! ```text
+//!  GatewayClass (controllerName sluice.dev/gateway-controller)
+//!    └▶ Gateway ─▶ listeners: HTTP :80 ─▶ Listeners::HTTP   (served on --http-listen)
+//!                             HTTPS :443 ─▶ Listeners::HTTPS (--https-listen; certificateRefs
+//!                                           ─▶ Certificates, ReferenceGrant across namespaces)
+//!  HTTPRoute ─parentRefs (name, sectionName, port)─▶ listeners that allow it
+//!            ─hostnames ∩ listener hostname─▶ hosts (exact, *.suffix of any depth, any)
+//!            ─rules × matches─▶ PathRoute { path, when: [method, headers, query], listeners }
+//!                      filters ─▶ RoutePolicy blocks (header edits, upstream Host, redirect)
+//!                      backendRefs ─▶ Route, weighted split as Traffic (backends.rs resolves)
+//! ```
+//! Files: `objects` (the types), `listeners` (what a Gateway serves), this file (attaching routes,
+//! hostnames, rules), `matches`, `filters`, `backend_refs`.
+//! Routes are read oldest first, then by namespace/name, rules and matches in order: the
+//! RouteTable's stable sort then gives Gateway API's precedence (see `model::routes`).
+//! Nothing here is reached in an Ingress-only configuration beyond three empty-map checks.
+
+mod backend_refs;
+mod filters;
+mod listeners;
+mod matches;
+pub mod objects;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use model::policy::{RoutePolicy, SslRedirect};
+use model::routes::{HostPattern, Listeners, PathKind, RouteSite};
+use model::{Kind, NamespacedName, ObjectRef, Severity};
+use regex::Regex;
+
+use crate::compiler::Compiler;
+use objects::{HttpRoute, HttpRouteMatch};
+
+/// The `controllerName` of the GatewayClasses Sluice serves.
+pub const GATEWAY_CONTROLLER: &str = "sluice.dev/gateway-controller";
+/// The API group of Gateway API's kinds (the default group of references to them).
+pub const GROUP: &str = "gateway.networking.k8s.io";
+
+/// A hostname a route answers for on Sluice's table.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum GatewayHost {
+    Exact(String),
+    /// `*.<suffix>`: one or more labels below the suffix (Gateway API's wildcard).
+    Suffix(String),
+    /// No hostname anywhere: every host.
+    Any,
+}
+
+impl GatewayHost {
+    fn parse(text: Option<&str>) -> Result<GatewayHost, &'static str> {
+        Ok(match HostPattern::parse(text)? {
+            HostPattern::Exact(h) => GatewayHost::Exact(h.to_string()),
+            HostPattern::Wildcard(s) => GatewayHost::Suffix(s.to_string()),
+            HostPattern::Any => GatewayHost::Any,
+        })
+    }
+
+    /// What a listener's hostname and a route's have in common (Gateway API's intersection:
+    /// the more specific of the two when one covers the other).
+    fn intersect(&self, other: &GatewayHost) -> Option<GatewayHost> {
+        use GatewayHost::*;
+        match (self, other) {
+            (Any, h) | (h, Any) => Some(h.clone()),
+            (Exact(a), Exact(b)) => (a == b).then(|| Exact(a.clone())),
+            (Suffix(s), Exact(h)) | (Exact(h), Suffix(s)) => covers(s, h).then(|| Exact(h.clone())),
+            (Suffix(a), Suffix(b)) if a == b || covers(a, b) => Some(Suffix(b.clone())),
+            (Suffix(a), Suffix(b)) => covers(b, a).then(|| Suffix(a.clone())),
+        }
+    }
+}
+
+/// `*.<suffix>` matches `name`: one or more labels in front of the suffix.
+fn covers(suffix: &str, name: &str) -> bool {
+    name.strip_suffix(suffix)
+        .and_then(|head| head.strip_suffix('.'))
+        .is_some_and(|labels| !labels.is_empty())
+}
+
+/// Which namespaces' routes a listener admits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AllowedFrom {
+    Same,
+    All,
+    Nobody,
+}
+
+/// One listener Sluice serves.
+struct ListenerSlot {
+    gateway: NamespacedName,
+    name: String,
+    port: i32,
+    on: Listeners,
+    host: GatewayHost,
+    from: AllowedFrom,
+    http_routes: bool,
+}
+
+fn gateway_ref(key: &NamespacedName) -> ObjectRef {
+    ObjectRef::new(Kind::Gateway, &*key.namespace, &*key.name)
+}
+
+fn route_ref(key: &NamespacedName) -> ObjectRef {
+    ObjectRef::new(Kind::HTTPRoute, &*key.namespace, &*key.name)
+}
+
+impl Compiler<'_> {
+    /// Every Gateway API object of Sluice's classes, into the route table and certificates.
+    /// Runs after the Ingresses' passes, so their host-wide annotations stay on their routes.
+    pub(crate) fn gateway_api(&mut self) {
+        let store = self.store;
+        let mut classes = BTreeSet::new();
+        for class in store.gateway_classes() {
+            if class.spec.controller_name != GATEWAY_CONTROLLER {
+                continue;
+            }
+            let name = class.metadata.name.as_deref().unwrap_or_default();
+            classes.insert(name.to_owned());
+            let object = ObjectRef::new(Kind::GatewayClass, "", name);
+            self.unsupported_fields(&object, &class.unsupported);
+        }
+        if classes.is_empty() {
+            return;
+        }
+        for (key, grant) in store.reference_grants_by_name() {
+            let object = ObjectRef::new(Kind::ReferenceGrant, &*key.namespace, &*key.name);
+            self.unsupported_fields(&object, &grant.unsupported);
+        }
+        let mut listeners = Vec::new();
+        let mut ours = BTreeSet::new();
+        for (key, gateway) in store.gateways_by_name() {
+            if !classes.contains(&gateway.spec.gateway_class_name) {
+                continue;
+            }
+            ours.insert(key.clone());
+            let object = gateway_ref(key);
+            self.unsupported_fields(&object, &gateway.unsupported);
+            for (i, listener) in gateway.spec.listeners.iter().enumerate() {
+                if let Some(slot) = self.listener(key, i, listener) {
+                    listeners.push(slot);
+                }
+            }
+        }
+        let mut routes: Vec<(&NamespacedName, &HttpRoute)> = store.http_routes_by_name().collect();
+        // Gateway API's tie-break: the oldest route, then namespace/name (objects from files
+        // have no creation time and count as oldest).
+        routes.sort_by(|(a_key, a), (b_key, b)| {
+            (a.metadata.creation_timestamp.as_ref())
+                .cmp(&b.metadata.creation_timestamp.as_ref())
+                .then_with(|| a_key.cmp(b_key))
+        });
+        // Gateway routes start from the ConfigMap's policy without ingress-nginx's ssl-redirect:
+        // Gateway API has none (an HTTP listener serves plain HTTP; a redirect is a filter).
+        let ingress_default = self.default_policy.clone();
+        self.default_policy = Arc::new(RoutePolicy {
+            ssl_redirect: SslRedirect {
+                enabled: false,
+                force: false,
+                ..ingress_default.ssl_redirect
+            },
+            ..(*ingress_default).clone()
+        });
+        for (key, route) in routes {
+            self.http_route(key, route, &listeners, &ours);
+        }
+        self.default_policy = ingress_default;
+    }
+
+    fn unsupported_fields(&mut self, object: &ObjectRef, fields: &[String]) {
+        for field in fields {
+            self.diagnose_with(
+                Severity::Unsupported,
+                object.clone(),
+                format!("{field}: not supported by Sluice (yet); ignored"),
+            );
+        }
+    }
+
+    /// One HTTPRoute: the listeners it attaches to, the hosts it answers for there, then its
+    /// rules. A route naming none of our Gateways is another controller's: not a word.
+    fn http_route(
+        &mut self,
+        key: &NamespacedName,
+        route: &HttpRoute,
+        listeners: &[ListenerSlot],
+        ours: &BTreeSet<NamespacedName>,
+    ) {
+        let spec = &route.spec;
+        let parent_of = |parent: &objects::ParentReference| {
+            let group = parent.group.as_deref().unwrap_or(GROUP);
+            let kind = parent.kind.as_deref().unwrap_or("Gateway");
+            let namespace = parent.namespace.as_deref().unwrap_or(&key.namespace);
+            (group == GROUP && kind == "Gateway")
+                .then(|| NamespacedName::new(namespace, parent.name.as_str()))
+                .filter(|gateway| ours.contains(gateway))
+        };
+        if !spec.parent_refs.iter().any(|p| parent_of(p).is_some()) {
+            return;
+        }
+        let object = route_ref(key);
+        self.unsupported_fields(&object, &route.unsupported);
+        let mut route_hosts = Vec::new();
+        for (h, hostname) in spec.hostnames.iter().enumerate() {
+            match GatewayHost::parse(Some(hostname)) {
+                Ok(GatewayHost::Any) | Err(_) => self.diagnose(
+                    object.clone(),
+                    format!("spec.hostnames[{h}] {hostname:?}: must be a lower-case DNS name, optionally starting with `*.`; ignored"),
+                ),
+                Ok(host) => route_hosts.push(host),
+            }
+        }
+        let mut hosts: BTreeMap<GatewayHost, Listeners> = BTreeMap::new();
+        for (p, parent) in spec.parent_refs.iter().enumerate() {
+            let field = format!("spec.parentRefs[{p}]");
+            let Some(gateway) = parent_of(parent) else {
+                continue;
+            };
+            let (mut named, mut allowed, mut by_host) = (false, false, false);
+            for slot in listeners.iter().filter(|l| l.gateway == gateway) {
+                if parent
+                    .section_name
+                    .as_ref()
+                    .is_some_and(|s| *s != slot.name)
+                    || parent.port.is_some_and(|port| port != slot.port)
+                {
+                    continue;
+                }
+                named = true;
+                let admits = match slot.from {
+                    AllowedFrom::Same => slot.gateway.namespace == key.namespace,
+                    AllowedFrom::All => true,
+                    AllowedFrom::Nobody => false,
+                };
+                if !admits || !slot.http_routes {
+                    continue;
+                }
+                allowed = true;
+                let found: Vec<GatewayHost> = if spec.hostnames.is_empty() {
+                    vec![slot.host.clone()]
+                } else {
+                    route_hosts
+                        .iter()
+                        .filter_map(|h| slot.host.intersect(h))
+                        .collect()
+                };
+                for host in found {
+                    by_host = true;
+                    let on = hosts.entry(host).or_insert(Listeners::NONE);
+                    *on = on.union(slot.on);
+                }
+            }
+            let reason = if !named {
+                let section = parent
+                    .section_name
+                    .as_ref()
+                    .map(|s| format!(" named {s}"))
+                    .unwrap_or_default();
+                let port = parent
+                    .port
+                    .map(|p| format!(" on port {p}"))
+                    .unwrap_or_default();
+                format!("Gateway {gateway} has no listener{section}{port} that Sluice serves (NoMatchingParent)")
+            } else if !allowed {
+                format!("the listeners of Gateway {gateway} do not allow this route (allowedRoutes: its namespace or kind; NotAllowedByListeners)")
+            } else if !by_host {
+                format!("none of the route's hostnames matches a listener hostname of Gateway {gateway} (NoMatchingListenerHostname)")
+            } else {
+                continue;
+            };
+            self.diagnose(
+                object.clone(),
+                format!("{field}: {reason}; not attached there"),
+            );
+        }
+        if hosts.is_empty() {
+            return;
+        }
+        let site_host = match hosts.keys().next() {
+            Some(GatewayHost::Exact(h)) => self.share(h),
+            Some(GatewayHost::Suffix(s)) => self.share(&format!("*.{s}")),
+            _ => self.share(""),
+        };
+        for (r, rule) in spec.rules.iter().enumerate() {
+            self.http_route_rule(key, &object, r, rule, &hosts, &site_host);
+        }
+    }
+
+    fn http_route_rule(
+        &mut self,
+        key: &NamespacedName,
+        object: &ObjectRef,
+        r: usize,
+        rule: &objects::HttpRouteRule,
+        hosts: &BTreeMap<GatewayHost, Listeners>,
+        site_host: &Arc<str>,
+    ) {
+        let field = format!("spec.rules[{r}]");
+        let default_match = [HttpRouteMatch::default()];
+        let matches = if rule.matches.is_empty() {
+            &default_match[..]
+        } else {
+            &rule.matches[..]
+        };
+        let first_path = matches[0]
+            .path
+            .as_ref()
+            .and_then(|p| p.value.as_deref())
+            .unwrap_or("/");
+        let site = RouteSite {
+            host: site_host.clone(),
+            path: self.share(first_path),
+            service_port: self.share(""),
+        };
+        // A filter that replaces the matched prefix needs each match's own prefix: then one
+        // route per match, else one for the rule.
+        let per_match = rule.filters.iter().any(filters::replaces_prefix);
+        let shared = (!per_match).then(|| {
+            let policy = self.gateway_filters((key, object), &field, &rule.filters, None);
+            let refs = &rule.backend_refs;
+            self.gateway_backends(key, object, &field, refs, policy, site.clone())
+        });
+        for (m, spec_match) in matches.iter().enumerate() {
+            let at = format!("{field}.matches[{m}]");
+            let route = match &shared {
+                Some(route) => route.clone(),
+                None => {
+                    let path = spec_match.path.as_ref();
+                    let prefix = match path.and_then(|p| p.type_.as_deref()) {
+                        None | Some("PathPrefix") => {
+                            path.and_then(|p| p.value.as_deref()).or(Some("/"))
+                        }
+                        Some(_) => None,
+                    };
+                    let filters = &rule.filters;
+                    let policy = self.gateway_filters((key, object), &field, filters, prefix);
+                    let refs = &rule.backend_refs;
+                    self.gateway_backends(key, object, &field, refs, policy, site.clone())
+                }
+            };
+            let Some(mut path_rule) = self.gateway_match(object, &at, spec_match, route) else {
+                continue;
+            };
+            if path_rule.kind == PathKind::Prefix && path_rule.route.policy.rewrite.is_some() {
+                // URLRewrite's ReplacePrefixMatch: the rewrite takes what follows the prefix
+                // as capture 1 of this pattern, which matches exactly what the prefix does.
+                let prefix = path_rule.written.trim_end_matches('/');
+                let pattern = format!("^{}(/.*)?$", regex::escape(prefix));
+                path_rule.pattern = Some(Regex::new(&pattern).expect("an escaped prefix"));
+            }
+            for (host, on) in hosts {
+                let mut rule = path_rule.clone();
+                rule.listeners = *on;
+                match host {
+                    GatewayHost::Exact(h) => {
+                        let h = self.share(h);
+                        self.out.routes.host_mut(&HostPattern::Exact(h)).add(rule);
+                    }
+                    GatewayHost::Suffix(s) => {
+                        let s = self.share(s);
+                        self.out.routes.add_suffix_rule(&s, rule);
+                    }
+                    GatewayHost::Any => self.out.routes.host_mut(&HostPattern::Any).add(rule),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(text: &str) -> GatewayHost {
+        GatewayHost::parse(Some(text)).unwrap()
+    }
+
+    #[test]
+    fn hostnames_intersect_as_gateway_api_says() {
+        let cases = [
+            (
+                "foo.example.com",
+                "foo.example.com",
+                Some("foo.example.com"),
+            ),
+            ("*.example.com", "foo.example.com", Some("foo.example.com")),
+            ("*.example.com", "a.b.example.com", Some("a.b.example.com")),
+            ("foo.example.com", "*.example.com", Some("foo.example.com")),
+            ("*.example.com", "*.b.example.com", Some("*.b.example.com")),
+            ("*.b.example.com", "*.example.com", Some("*.b.example.com")),
+            ("*.example.com", "example.com", None),
+            ("foo.example.com", "bar.example.com", None),
+            ("*.example.com", "*.example.org", None),
+        ];
+        let shown = |h: GatewayHost| match h {
+            GatewayHost::Exact(h) => h,
+            GatewayHost::Suffix(s) => format!("*.{s}"),
+            GatewayHost::Any => "*".to_owned(),
+        };
+        for (listener, route, expected) in cases {
+            let found = host(listener).intersect(&host(route)).map(shown);
+            assert_eq!(found.as_deref(), expected, "{listener} ∩ {route}");
+        }
+        assert_eq!(
+            GatewayHost::Any.intersect(&host("*.x.com")),
+            Some(host("*.x.com"))
+        );
+    }
+}

@@ -1,0 +1,501 @@
+//! Gateway API objects as Sluice reads them: GatewayClass, Gateway, HTTPRoute and
+//! ReferenceGrant (`gateway.networking.k8s.io`), Sluice's own serde types.
+//!
+//! ```text
+//!  YAML ──serde (required fields and types checked, path kept)──▶ *Doc ──slim──▶ Object ──▶ Store
+//!             └─ every field not declared here lands in a `rest` map ──▶ `unsupported` paths
+//! ```
+//! Own types rather than a generated crate: a field Sluice does not implement must never be
+//! dropped without a word. Each level keeps what it does not know in a flattened `rest` map;
+//! slimming takes those maps out (the values are not kept) and records their field paths
+//! (`spec.rules[0].timeouts`), which the compile reports as diagnostics on the object. So an
+//! unsupported feature and a typo read the same: "not supported by Sluice; ignored".
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
+
+use crate::meta::Meta;
+
+/// What a level of an object holds beyond the fields Sluice reads. Emptied by slimming.
+pub type Rest = BTreeMap<String, serde_yaml::Value>;
+
+/// The fields of a level Sluice does not read, taken out and named by their path.
+pub trait Unsupported {
+    fn take_unsupported(&mut self, at: &str, out: &mut Vec<String>);
+}
+
+fn take_rest(rest: &mut Rest, at: &str, out: &mut Vec<String>) {
+    for key in std::mem::take(rest).into_keys() {
+        out.push(format!("{at}.{key}"));
+    }
+}
+
+impl<T: Unsupported> Unsupported for Vec<T> {
+    fn take_unsupported(&mut self, at: &str, out: &mut Vec<String>) {
+        for (i, item) in self.iter_mut().enumerate() {
+            item.take_unsupported(&format!("{at}[{i}]"), out);
+        }
+    }
+}
+
+impl<T: Unsupported> Unsupported for Option<T> {
+    fn take_unsupported(&mut self, at: &str, out: &mut Vec<String>) {
+        if let Some(inner) = self {
+            inner.take_unsupported(at, out);
+        }
+    }
+}
+
+/// Implements [`Unsupported`] for a struct: its `rest`, then each named field (the field's
+/// name in the API, for the path).
+macro_rules! unsupported {
+    ($ty:ty { $($field:ident => $api:literal),* $(,)? }) => {
+        impl Unsupported for $ty {
+            fn take_unsupported(&mut self, at: &str, out: &mut Vec<String>) {
+                take_rest(&mut self.rest, at, out);
+                $( self.$field.take_unsupported(&format!("{at}.{}", $api), out); )*
+            }
+        }
+    };
+}
+
+/// A whole document: the envelope every kind shares.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Doc<S> {
+    #[allow(dead_code)]
+    api_version: String,
+    #[allow(dead_code)]
+    kind: String,
+    #[serde(default)]
+    metadata: ObjectMeta,
+    spec: S,
+    /// Written by controllers, never read: no diagnostic for it.
+    #[serde(default)]
+    #[allow(dead_code)]
+    status: Option<serde::de::IgnoredAny>,
+    #[serde(flatten)]
+    rest: Rest,
+}
+
+/// One object, slim: its metadata, its spec without the unknown fields, and their paths.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GatewayObject<S> {
+    pub metadata: Meta,
+    pub spec: S,
+    /// Fields present in the object that Sluice does not read (`spec.addresses`, …).
+    pub unsupported: Box<[String]>,
+}
+
+impl<S: Unsupported> From<Doc<S>> for GatewayObject<S> {
+    fn from(mut doc: Doc<S>) -> GatewayObject<S> {
+        let mut unsupported = Vec::new();
+        take_rest(&mut doc.rest, "", &mut unsupported);
+        for field in &mut unsupported {
+            field.remove(0);
+        }
+        doc.spec.take_unsupported("spec", &mut unsupported);
+        GatewayObject {
+            metadata: Meta::gateway(doc.metadata),
+            spec: doc.spec,
+            unsupported: unsupported.into(),
+        }
+    }
+}
+
+pub type GatewayClass = GatewayObject<GatewayClassSpec>;
+pub type Gateway = GatewayObject<GatewaySpec>;
+pub type HttpRoute = GatewayObject<HttpRouteSpec>;
+pub type ReferenceGrant = GatewayObject<ReferenceGrantSpec>;
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayClassSpec {
+    pub controller_name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(GatewayClassSpec {});
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewaySpec {
+    pub gateway_class_name: String,
+    #[serde(default)]
+    pub listeners: Vec<Listener>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(GatewaySpec { listeners => "listeners" });
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Listener {
+    pub name: String,
+    #[serde(default)]
+    pub hostname: Option<String>,
+    pub port: i32,
+    pub protocol: String,
+    #[serde(default)]
+    pub tls: Option<ListenerTls>,
+    #[serde(default)]
+    pub allowed_routes: Option<AllowedRoutes>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(Listener { tls => "tls", allowed_routes => "allowedRoutes" });
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ListenerTls {
+    pub mode: Option<String>,
+    pub certificate_refs: Vec<ObjectReference>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(ListenerTls { certificate_refs => "certificateRefs" });
+
+/// A reference to an object by group, kind, namespace and name (`SecretObjectReference`,
+/// `BackendObjectReference` without port, `ParentReference` without section and port).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectReference {
+    #[serde(default)]
+    pub group: Option<String>,
+    #[serde(default)]
+    pub kind: Option<String>,
+    pub name: String,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(ObjectReference {});
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AllowedRoutes {
+    pub namespaces: Option<RouteNamespaces>,
+    pub kinds: Option<Vec<RouteGroupKind>>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(AllowedRoutes { namespaces => "namespaces", kinds => "kinds" });
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RouteNamespaces {
+    pub from: Option<String>,
+    /// Read only to say it is not supported yet (Sluice keeps no Namespace objects).
+    pub selector: Option<serde_yaml::Value>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(RouteNamespaces {});
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteGroupKind {
+    #[serde(default)]
+    pub group: Option<String>,
+    pub kind: String,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(RouteGroupKind {});
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpRouteSpec {
+    pub parent_refs: Vec<ParentReference>,
+    pub hostnames: Vec<String>,
+    pub rules: Vec<HttpRouteRule>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(HttpRouteSpec { parent_refs => "parentRefs", rules => "rules" });
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentReference {
+    #[serde(default)]
+    pub group: Option<String>,
+    #[serde(default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    pub name: String,
+    #[serde(default)]
+    pub section_name: Option<String>,
+    #[serde(default)]
+    pub port: Option<i32>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(ParentReference {});
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpRouteRule {
+    /// Named rules: read (nothing depends on the name yet).
+    pub name: Option<String>,
+    pub matches: Vec<HttpRouteMatch>,
+    pub filters: Vec<HttpRouteFilter>,
+    pub backend_refs: Vec<HttpBackendRef>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(HttpRouteRule {
+    matches => "matches",
+    filters => "filters",
+    backend_refs => "backendRefs",
+});
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpRouteMatch {
+    pub path: Option<PathMatch>,
+    pub headers: Vec<ValueMatchSpec>,
+    pub query_params: Vec<ValueMatchSpec>,
+    pub method: Option<String>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(HttpRouteMatch {
+    path => "path",
+    headers => "headers",
+    query_params => "queryParams",
+});
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct PathMatch {
+    #[serde(rename = "type")]
+    pub type_: Option<String>,
+    pub value: Option<String>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(PathMatch {});
+
+/// A header or query parameter match.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ValueMatchSpec {
+    #[serde(default, rename = "type")]
+    pub type_: Option<String>,
+    pub name: String,
+    pub value: String,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(ValueMatchSpec {});
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpRouteFilter {
+    #[serde(rename = "type")]
+    pub type_: String,
+    #[serde(default)]
+    pub request_header_modifier: Option<HeaderModifier>,
+    #[serde(default)]
+    pub response_header_modifier: Option<HeaderModifier>,
+    #[serde(default)]
+    pub request_redirect: Option<RequestRedirect>,
+    #[serde(default)]
+    pub url_rewrite: Option<UrlRewrite>,
+    #[serde(default)]
+    pub request_mirror: Option<RequestMirror>,
+    /// The filters Sluice does not implement yet: read so that their diagnostic is the
+    /// filter's (the rule answers 503), not an "ignored" field.
+    #[serde(default)]
+    pub cors: Option<serde_yaml::Value>,
+    #[serde(default)]
+    pub extension_ref: Option<serde_yaml::Value>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(HttpRouteFilter {
+    request_header_modifier => "requestHeaderModifier",
+    response_header_modifier => "responseHeaderModifier",
+    request_redirect => "requestRedirect",
+    url_rewrite => "urlRewrite",
+    request_mirror => "requestMirror",
+});
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestMirror {
+    pub backend_ref: HttpBackendRef,
+    /// Read only to say they are not supported yet (every request is mirrored).
+    #[serde(default)]
+    pub percent: Option<i32>,
+    #[serde(default)]
+    pub fraction: Option<serde_yaml::Value>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(RequestMirror { backend_ref => "backendRef" });
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HeaderModifier {
+    pub set: Vec<HeaderPair>,
+    pub add: Vec<HeaderPair>,
+    pub remove: Vec<String>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(HeaderModifier { set => "set", add => "add" });
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeaderPair {
+    pub name: String,
+    pub value: String,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(HeaderPair {});
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RequestRedirect {
+    pub scheme: Option<String>,
+    pub hostname: Option<String>,
+    pub path: Option<PathModifier>,
+    pub port: Option<i32>,
+    pub status_code: Option<u16>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(RequestRedirect { path => "path" });
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PathModifier {
+    #[serde(rename = "type")]
+    pub type_: String,
+    #[serde(default)]
+    pub replace_full_path: Option<String>,
+    #[serde(default)]
+    pub replace_prefix_match: Option<String>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(PathModifier {});
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct UrlRewrite {
+    pub hostname: Option<String>,
+    pub path: Option<PathModifier>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(UrlRewrite { path => "path" });
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpBackendRef {
+    #[serde(default)]
+    pub group: Option<String>,
+    #[serde(default)]
+    pub kind: Option<String>,
+    pub name: String,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub port: Option<i32>,
+    #[serde(default)]
+    pub weight: Option<i32>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(HttpBackendRef {});
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ReferenceGrantSpec {
+    pub from: Vec<GrantFrom>,
+    pub to: Vec<GrantTo>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(ReferenceGrantSpec { from => "from", to => "to" });
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrantFrom {
+    #[serde(default)]
+    pub group: String,
+    pub kind: String,
+    pub namespace: String,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(GrantFrom {});
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrantTo {
+    #[serde(default)]
+    pub group: String,
+    pub kind: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(GrantTo {});
+
+/// Parses a document of one of the Gateway API kinds into its slim object.
+pub(crate) fn typed_gateway<S>(
+    value: serde_yaml::Value,
+) -> Result<GatewayObject<S>, (Option<String>, String)>
+where
+    S: Unsupported + serde::de::DeserializeOwned,
+{
+    crate::meta::typed::<Doc<S>>(value).map(GatewayObject::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_and_unsupported_fields_are_named_by_path_and_dropped() {
+        let text = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: web, namespace: app}
+spec:
+  parentRefs: [{name: gw}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /}, bogus: 1}]
+    timeouts: {request: 10s}
+    backendRefs: [{name: web, port: 80, filters: []}]
+  sessionPersistence: {}
+status: {parents: []}
+extra: true
+"#;
+        let value: serde_yaml::Value = serde_yaml::from_str(text).unwrap();
+        let route: HttpRoute = typed_gateway(value).unwrap();
+        assert_eq!(
+            &*route.unsupported,
+            [
+                "extra",
+                "spec.sessionPersistence",
+                "spec.rules[0].timeouts",
+                "spec.rules[0].matches[0].bogus",
+                "spec.rules[0].backendRefs[0].filters",
+            ]
+        );
+        assert!(route.spec.rules[0].rest.is_empty());
+        assert_eq!(route.metadata.name.as_deref(), Some("web"));
+    }
+}
