@@ -33,20 +33,9 @@ sa=system:serviceaccount:sluice:sluice
 tmp=$(mktemp -d)
 sluice_pid=""
 trap '[[ -n $sluice_pid ]] && kill "$sluice_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-failed=()
-
-# check NAME CMD...: run CMD; on failure print its output and remember NAME.
-check() {
-  local name=$1 out
-  shift
-  if out=$("$@" 2>&1); then
-    echo "ok    $name"
-  else
-    echo "FAIL  $name"
-    printf '%s\n' "$out" | sed 's/^/      /'
-    failed+=("$name")
-  fi
-}
+# check NAME CMD..., checks_summary
+# shellcheck source=lib/checks.sh
+source scripts/lib/checks.sh
 
 # can ALLOWED|DENIED VERB RESOURCE [kubectl auth can-i flags...]: as the sluice ServiceAccount.
 can() {
@@ -493,10 +482,4 @@ can allowed watch secrets/wildcard -n certs
 can denied list secrets -n certs
 can denied get services/sluice -n sluice
 
-echo
-if ((${#failed[@]})); then
-  echo "check-deploy: ${#failed[@]} check(s) failed:"
-  printf '  %s\n' "${failed[@]}"
-  exit 1
-fi
-echo "check-deploy: all checks passed"
+checks_summary check-deploy

@@ -54,18 +54,9 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-failed=()
-check() {
-  local what=$1 out
-  shift
-  if out=$("$@" 2>&1); then
-    echo "ok    $what"
-  else
-    echo "FAIL  $what"
-    printf '%s\n' "$out" | sed 's/^/      /'
-    failed+=("$what")
-  fi
-}
+# check NAME CMD..., checks_summary
+# shellcheck source=lib/checks.sh
+source scripts/lib/checks.sh
 # until_ok SECONDS CMD...: CMD succeeds within SECONDS (tried every 0.1 s).
 until_ok() {
   local deadline=$((SECONDS + $1))
@@ -238,10 +229,4 @@ containers+=("$name-job0" "$name-job1")
 check "with NET_BIND_SERVICE added, as deploy/'s Job now has it, it runs" \
   bash -c "timeout 30 ${podman[*]} run --rm --name $name-job1 ${job[*]} --cap-add NET_BIND_SERVICE $ref --version"
 
-echo
-if ((${#failed[@]})); then
-  echo "test-image: ${#failed[@]} check(s) failed:"
-  printf '  %s\n' "${failed[@]}"
-  exit 1
-fi
-echo "test-image: all checks passed"
+checks_summary test-image
