@@ -135,6 +135,11 @@ check "the process runs as 65532:65532" \
 # 0x400: bit 10, CAP_NET_BIND_SERVICE, and nothing else.
 check "its capabilities: NET_BIND_SERVICE only (effective $(status CapEff), bounding $(status CapBnd))" \
   bash -c "[[ '$(status CapEff)' == 0000000000000400 && '$(status CapBnd)' == 0000000000000400 ]]"
+# podman, unlike a kubelet, also puts an added capability in the ambient set of a non-root
+# process; exec of a binary with file capabilities clears that set. So an empty ambient set with
+# NET_BIND_SERVICE effective means the binary's file capability granted it, as on a node.
+check "the capability comes from the binary's file capability (ambient $(status CapAmb))" \
+  bash -c "[[ '$(status CapAmb)' == 0000000000000000 ]]"
 check "no new privileges" bash -c "[[ '$(status NoNewPrivs)' == 1 ]]"
 check "it listens on $ip:80 and :443 (privileged ports, as 65532)" \
   bash -c "ss -Htln | grep -q ' $ip:80 ' && ss -Htln | grep -q ' $ip:443 '"
