@@ -114,6 +114,11 @@ def image_problems(ref, want):
     tag = ref.rsplit(":", 1)[-1]
     if labels.get("org.opencontainers.image.version") != tag:
         problems.append(f"image version label {labels.get('org.opencontainers.image.version')!r}, tag {tag!r}")
+    # The commit the image was built from (a stale build cache once kept an older one).
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    revision = labels.get("org.opencontainers.image.revision", "")
+    if head.returncode == 0 and revision.removesuffix("-dirty") != head.stdout.strip():
+        problems.append(f"image revision label {revision!r}, HEAD is {head.stdout.strip()}")
     root = subprocess.check_output(PODMAN + ["image", "mount", ref], text=True).strip()
     try:
         caps = subprocess.run(["getcap", root + want["binary"]], capture_output=True, text=True).stdout
