@@ -96,7 +96,7 @@ if [[ -n $previous && $previous != $("${podman[@]}" image inspect --format '{{.I
   "${podman[@]}" rmi "$previous" >/dev/null 2>&1 || true
 fi
 size=$("${podman[@]}" image inspect --format '{{.Size}}' "$ref")
-log "$ref: $((size / 1024 / 1024)) MB ($size bytes), layers:"
+log "$ref: $((size / 1000000)).$((size / 100000 % 10)) MB ($size bytes), layers:"
 "${podman[@]}" history --format '  {{.Size}}	{{.CreatedBy}}' "$ref" | cut -c1-100 >&2
-((size <= 40 * 1024 * 1024)) || { log "$ref is larger than 40 MB"; exit 1; }
+((size <= 40000000)) || { log "$ref is larger than 40 MB"; exit 1; }
 echo "$ref"
