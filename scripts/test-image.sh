@@ -81,6 +81,7 @@ echo "== as the DaemonSet runs it, on $ip"
 
 "$bin" backend --listen "$ip:18080" --name image-test-backend >"$tmp/backend.log" 2>&1 &
 backend_pid=$!
+check "the backend (outside the container) answers" until_ok 10 curl -fsS -m 1 "http://$ip:18080/healthz"
 mkdir -p "$tmp/config" "$tmp/tmp"
 # The emptyDir the DaemonSet mounts on /tmp is world-writable, as here.
 chmod 0777 "$tmp/tmp"
@@ -119,12 +120,12 @@ spec:
 YAML
 chmod -R a+rX "$tmp/config"
 grace=3
+containers+=("$name-serve") # before run: a failed start can leave it created
 "${podman[@]}" run -d --name "$name-serve" "${as_daemonset[@]}" \
   -v "$tmp/config:/config:ro" -v "$tmp/tmp:/tmp" "$ref" \
   serve --config /config --shutdown-grace-period=${grace}s \
   --http-listen="$ip:80" --https-listen="$ip:443" \
   --admin-listen="$ip:10254" --status-listen="$ip:10246" >/dev/null
-containers+=("$name-serve")
 
 ready() { curl -fsS -m 1 "http://$ip:10254/ready"; }
 check "/ready answers 200 on the admin port" until_ok 30 ready
@@ -199,10 +200,10 @@ echo "-- its log (last lines):"
 
 # The same without the /tmp volume: the file cannot be made, so the upload fails. This shows the
 # volume is where the buffered body went, and why the DaemonSet mounts one.
+containers+=("$name-notmp") # before run: a failed start can leave it created
 "${podman[@]}" run -d --name "$name-notmp" "${as_daemonset[@]}" -v "$tmp/config:/config:ro" "$ref" \
   serve --config /config --http-listen="$ip:80" --https-listen="$ip:443" \
   --admin-listen="$ip:10254" --status-listen="$ip:10246" >/dev/null
-containers+=("$name-notmp")
 if until_ok 30 ready >/dev/null; then
   check "without the /tmp volume the same upload fails (the read-only root takes no file)" \
     bash -c "$(declare -f upload); tmp='$tmp' ip='$ip'; ! upload"
@@ -212,9 +213,9 @@ fi
 "${podman[@]}" rm -f -t 0 "$name-notmp" >/dev/null
 
 echo "== sluice demo from the image (its own network namespace)"
+containers+=("$name-demo") # before run: a failed start can leave it created
 "${podman[@]}" run -d --name "$name-demo" --network none \
   --ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc" "$ref" demo >/dev/null
-containers+=("$name-demo")
 demo_pid=$("${podman[@]}" inspect --format '{{.State.Pid}}' "$name-demo")
 demo_get() {
   [[ $(nsenter -t "$demo_pid" -n curl -sS -m 1 -H 'Host: demo.example.com' http://127.0.0.1:8080/) == *hello* ]]
@@ -226,6 +227,7 @@ check "podman stop (SIGTERM) ends it with exit code 0" \
     [[ \$(${podman[*]} inspect --format '{{.State.ExitCode}}' $name-demo) == 0 ]]"
 
 echo "== the admission certificate Job's security context"
+containers+=("$name-job0" "$name-job1") # --rm, but removed on exit should a run hang
 job=(--ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc" --network none
   --user 65532:65532 --read-only --cap-drop all --security-opt no-new-privileges)
 # The binary's file capability makes the kernel refuse exec without NET_BIND_SERVICE in the
@@ -233,7 +235,6 @@ job=(--ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc" --network 
 check "with every capability dropped, exec is refused (the file capability is there)" \
   bash -c "out=\$(timeout 30 ${podman[*]} run --rm --name $name-job0 ${job[*]} $ref --version 2>&1);
     [[ \$? != 0 && \$out == *'operation not permitted'* ]] || { echo \"\$out\"; exit 1; }"
-containers+=("$name-job0" "$name-job1")
 check "with NET_BIND_SERVICE added, as deploy/'s Job now has it, it runs" \
   bash -c "timeout 30 ${podman[*]} run --rm --name $name-job1 ${job[*]} --cap-add NET_BIND_SERVICE $ref --version"
 
