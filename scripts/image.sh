@@ -31,6 +31,7 @@ command -v podman >/dev/null || missing+=(podman)
 command -v buildah >/dev/null || missing+=(buildah)
 command -v runc >/dev/null || missing+=(runc)
 command -v setcap >/dev/null || missing+=(libcap2-bin)
+command -v strip >/dev/null || missing+=(binutils)
 [[ -f /etc/ssl/certs/ca-certificates.crt ]] || missing+=(ca-certificates)
 if ((${#missing[@]})); then
   sudo=""; [[ $(id -u) == 0 ]] || sudo="sudo"
