@@ -33,20 +33,9 @@ sa=system:serviceaccount:sluice:sluice
 tmp=$(mktemp -d)
 sluice_pid=""
 trap '[[ -n $sluice_pid ]] && kill "$sluice_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-failed=()
-
-# check NAME CMD...: run CMD; on failure print its output and remember NAME.
-check() {
-  local name=$1 out
-  shift
-  if out=$("$@" 2>&1); then
-    echo "ok    $name"
-  else
-    echo "FAIL  $name"
-    printf '%s\n' "$out" | sed 's/^/      /'
-    failed+=("$name")
-  fi
-}
+# check NAME CMD..., checks_summary
+# shellcheck source=lib/checks.sh
+source scripts/lib/checks.sh
 
 # can ALLOWED|DENIED VERB RESOURCE [kubectl auth can-i flags...]: as the sluice ServiceAccount.
 can() {
@@ -237,6 +226,35 @@ check "manifests: terminationGracePeriodSeconds >= shutdown-grace-period + worke
   shutdown_budget "$tmp/manifests.json"
 check "chart (defaults and variant): the same" \
   bash -c "$(declare -f shutdown_budget); shutdown_budget '$tmp/chart.json' && shutdown_budget '$tmp/variant.json'"
+
+echo "== capabilities: every container of the Sluice image can exec its binary"
+# The image's /sluice carries the file capability cap_net_bind_service (deploy/Dockerfile), and
+# the kernel refuses to exec a binary whose file capabilities are not all in the bounding set: a
+# container that drops ALL (or NET_BIND_SERVICE) must add NET_BIND_SERVICE back, whatever it runs
+# (the certificate Job binds nothing and failed with "exec /sluice: operation not permitted" on a
+# real node). scripts/test-image.sh shows the same refusal with podman.
+# exec_caps FILE.json (normalized objects): true when every such container keeps the capability.
+exec_caps() {
+  jq -e '
+    [ .[] | select(.kind == "DaemonSet" or .kind == "Deployment" or .kind == "Job")
+      | .spec.template.spec | (.initContainers // []) + .containers | .[]
+      | select(.image | test("(^|/)sluice(:|@|$)")) ] as $containers
+    | ($containers | length) > 0
+      and all($containers[];
+        (.securityContext.capabilities // {}) as $caps
+        | (($caps.drop // []) | (index("ALL") or index("NET_BIND_SERVICE"))) as $dropped
+        | ($dropped | not) or (($caps.add // []) | index("NET_BIND_SERVICE")))
+  ' "$1"
+}
+for rendered in manifests chart variant; do
+  check "$rendered: every container of the sluice image that drops ALL adds NET_BIND_SERVICE back" \
+    exec_caps "$tmp/$rendered.json"
+done
+# The check itself must catch the Job as it was (drop ALL, nothing added).
+jq '(.[] | select(.kind == "Job") | .spec.template.spec.containers[0].securityContext.capabilities)
+  |= del(.add)' "$tmp/manifests.json" >"$tmp/job-without-cap.json"
+no_exec_caps() { ! exec_caps "$1" >/dev/null; }
+check "a Job dropping ALL without adding NET_BIND_SERVICE is caught" no_exec_caps "$tmp/job-without-cap.json"
 
 echo "== RBAC: applied for real, asked as $sa"
 check "kubectl apply -f $manifests/" kubectl apply -f "$manifests/"
@@ -464,10 +482,4 @@ can allowed watch secrets/wildcard -n certs
 can denied list secrets -n certs
 can denied get services/sluice -n sluice
 
-echo
-if ((${#failed[@]})); then
-  echo "check-deploy: ${#failed[@]} check(s) failed:"
-  printf '  %s\n' "${failed[@]}"
-  exit 1
-fi
-echo "check-deploy: all checks passed"
+checks_summary check-deploy

@@ -28,6 +28,12 @@ python3 -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)
 [[ -x /usr/sbin/haproxy ]] || missing+=(haproxy)
 # Chromium: crates/sluice/tests/it/status_page.rs renders the status page in it, headless.
 command -v chromium >/dev/null || missing+=(chromium)
+# Podman, buildah and runc: scripts/test-image.sh builds the image from scratch and runs it as the
+# DaemonSet runs it (libcap2-bin's setcap gives the binary its file capability).
+command -v podman >/dev/null || missing+=(podman)
+command -v buildah >/dev/null || missing+=(buildah)
+command -v runc >/dev/null || missing+=(runc)
+command -v setcap >/dev/null || missing+=(libcap2-bin)
 if ((${#missing[@]})); then
   sudo=""; [[ $(id -u) == 0 ]] || sudo="sudo"
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
@@ -99,3 +105,9 @@ echo "== cargo test"
 cargo test --workspace --locked
 echo "== deploy check (deploy/ against a real API server)"
 scripts/kube-cluster.sh run --bin "$SLUICE_KUBE_BIN" -- scripts/check-deploy.sh
+# The image built from scratch with podman (scripts/image.sh), from the debug binary the tests
+# built (a cold release build would cost CI a quarter of an hour; the layout, user, capability
+# and entrypoint are the release image's), its layout checked against deploy/Dockerfile, then run
+# as the DaemonSet runs it (~10 s). Under CI a missing podman fails.
+echo "== image (scripts/image.sh, run as the DaemonSet runs it)"
+SLUICE_IMAGE_PROFILE=dev scripts/test-image.sh
