@@ -229,7 +229,12 @@ impl RouteView {
         RouteView {
             path: path.map(|p| p.written.to_string()),
             kind: path.map(|p| p.kind),
-            ingress: route.ingress.to_string(),
+            // The host default's 404 belongs to no Ingress.
+            ingress: if route.ingress.name.is_empty() {
+                String::new()
+            } else {
+                route.ingress.to_string()
+            },
             service: route.service.to_string(),
             backend: route.backend.key().map(ToString::to_string),
             not_found: route.not_found,

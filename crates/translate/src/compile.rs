@@ -40,7 +40,7 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         default_policy: Arc::default(),
         global_auth: None,
         default_error_backend: None,
-        host_default: None,
+        host_default: Arc::new(not_found_route(Arc::default())),
         hosts: HostExtras::default(),
         passthrough_ingresses: BTreeSet::new(),
         tls_policies: HashMap::new(),
@@ -62,7 +62,9 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
     compiler.custom_errors();
     // Made once the default policy is final (the ConfigMap's custom errors are in it).
     let default_route = default_service.map(|route| compiler.default_backend_route(route));
-    compiler.host_default = default_route.clone();
+    compiler.host_default = default_route
+        .clone()
+        .unwrap_or_else(|| Arc::new(not_found_route(compiler.default_policy.clone())));
     let served = ingress::served(store, options);
     let paths = served.iter().map(|(_, i)| ingress::path_count(i)).sum();
     compiler.out.ingresses.reserve_exact(served.len());
@@ -79,11 +81,12 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         compiler.ingress(name, ingress, &mut claims);
     }
     compiler.certificates(options, std::mem::take(&mut claims.tls));
-    if let Some(route) = default_route {
-        compiler.out.routes.set_host_default(route.clone());
-        if claims.default_backend.is_none() {
-            compiler.out.routes.set_default_backend(route);
-        }
+    compiler
+        .out
+        .routes
+        .set_host_default(compiler.host_default.clone());
+    if let (None, Some(route)) = (&claims.default_backend, default_route) {
+        compiler.out.routes.set_default_backend(route);
     }
     compiler.finish_hosts();
     compiler.client_cert_hosts();
@@ -99,6 +102,20 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
     compiler.out.ingresses.shrink_to_fit();
     compiler.out
 }
+/// Sluice's 404 behind `policy`, for known hosts' unmatched paths without a default backend.
+/// Its names are empty: counted and logged as a request no rule matched.
+fn not_found_route(policy: Arc<RoutePolicy>) -> Route {
+    Route {
+        ingress: NamespacedName::new("", ""),
+        service: Arc::from(""),
+        backend: Arc::new(Backend::unresolved()),
+        policy,
+        site: RouteSite::default(),
+        traffic: None,
+        not_found: true,
+    }
+}
+
 /// Now, in Unix seconds (certificates' expiry is compared with it).
 fn unix_now() -> i64 {
     std::time::SystemTime::now()

@@ -88,9 +88,11 @@ pub(crate) struct Compiler<'a> {
     pub(crate) global_auth: Option<Result<Arc<model::auth::ExternalAuth>, String>>,
     /// `--default-backend-service` as the errors phase's backend (`upstream-default-backend`).
     pub(crate) default_error_backend: Option<Arc<ErrorBackend>>,
-    /// `--default-backend-service`'s route: where known hosts' unmatched paths go (and what a
-    /// host's root location forwards to when its Ingress has no `spec.defaultBackend`).
-    pub(crate) host_default: Option<Arc<Route>>,
+    /// Where known hosts' unmatched paths go (and what a host's root location forwards to
+    /// when its Ingress has no `spec.defaultBackend`): `--default-backend-service`'s route, else
+    /// a 404 with the ConfigMap's policy (ingress-nginx's root location of a host whose
+    /// Ingress has no annotations: ssl-redirect, add-headers, the ConfigMap's allow-lists).
+    pub(crate) host_default: Arc<Route>,
     pub(crate) hosts: HostExtras,
     /// Ingresses with `ssl-passthrough`, in the order they were read.
     pub(crate) passthrough_ingresses: BTreeSet<NamespacedName>,

@@ -177,3 +177,76 @@ async fn a_host_with_rules_keeps_its_unmatched_paths_from_other_hosts_rules() {
         }
     }
 }
+
+#[tokio::test]
+async fn an_unmatched_path_of_a_host_gets_the_configmap_s_policy_before_its_404() {
+    let web = start_backend("web").await;
+    let mut h = Harness::start();
+    let mut objects = vec![
+        service("web", &[("http", 80)]),
+        settings(&[("add-headers", "default/answers")]),
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "answers", "namespace": "default"},
+            "data": {"X-Frame-Options": "DENY"},
+        }),
+    ];
+    objects.extend(slices("web", &[addr_of(&web)]));
+    // A TLS host (its Secret missing: the default certificate) and a plain one, no annotations.
+    objects.push(ingress(
+        "sites",
+        json!({
+            "tls": [{"hosts": ["secure.example"], "secretName": "missing"}],
+            "rules": [
+                rule("secure.example", vec![path("/echo/app", "Prefix", to("web"))]),
+                rule("plain.example", vec![path("/echo/app", "Prefix", to("web"))]),
+            ],
+        }),
+    ));
+    h.apply_allowing_diagnostics(&objects);
+
+    // As ingress-nginx's root location of the host: ssl-redirect first (plain HTTP to a TLS
+    // host), then the 404 with the http-level add-headers.
+    let reply = get(h.http(), "secure.example", "/echo/other").await;
+    assert_eq!(reply.status, StatusCode::PERMANENT_REDIRECT, "{reply:?}");
+    assert_eq!(
+        reply.headers[header::LOCATION],
+        "https://secure.example/echo/other"
+    );
+    let reply = get(h.http(), "plain.example", "/echo/other").await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND, "{reply:?}");
+    assert_eq!(reply.headers["x-frame-options"], "DENY");
+    // The routed path is unchanged.
+    let reply = get(h.http(), "plain.example", "/echo/app").await;
+    assert_eq!(reply.status, StatusCode::OK, "{reply:?}");
+    assert_eq!(reply.headers["x-frame-options"], "DENY");
+}
+
+#[tokio::test]
+async fn the_configmap_s_allow_list_covers_a_host_s_unmatched_paths() {
+    let web = start_backend("web").await;
+    let mut h = Harness::start();
+    let mut objects = vec![
+        service("web", &[("http", 80)]),
+        settings(&[("whitelist-source-range", "10.0.0.0/8")]),
+    ];
+    objects.extend(slices("web", &[addr_of(&web)]));
+    let rules =
+        json!({"rules": [rule("plain.example", vec![path("/echo/app", "Prefix", to("web"))])]});
+    objects.push(ingress("site", rules));
+    h.apply(&objects);
+    // 127.0.0.1 is not in the list: 403 on the rule and on the host's unmatched path alike, as
+    // ingress-nginx's root location carries the ConfigMap's list; an unknown host stays a 404.
+    assert_eq!(
+        get(h.http(), "plain.example", "/echo/app").await.status,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        get(h.http(), "plain.example", "/echo/x").await.status,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        get(h.http(), "unknown.example", "/echo/x").await.status,
+        StatusCode::NOT_FOUND
+    );
+}

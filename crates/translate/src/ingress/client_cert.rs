@@ -126,8 +126,7 @@ impl Compiler<'_> {
     /// handshakes.
     pub(crate) fn client_cert_hosts(&mut self) {
         let hosts = std::mem::take(&mut self.hosts.client_certs);
-        let (host_default, default_policy) =
-            (self.host_default.clone(), self.default_policy.clone());
+        let host_default = self.host_default.clone();
         let mut diagnostics = Vec::new();
         for (host, certs) in hosts {
             if let Some((policy, owner)) = &certs.host {
@@ -141,7 +140,7 @@ impl Compiler<'_> {
                     let routes = self.out.routes.host_mut(&host);
                     let mut told = BTreeSet::new();
                     // The root too: nginx asks at the server, for every request of the host.
-                    let every = routes_of_server(routes, host_default.as_ref(), &default_policy);
+                    let every = routes_of_server(routes, &host_default);
                     for route in every {
                         let own = route.policy.client_cert.as_ref();
                         if own.is_some_and(|p| p.scope == Scope::Path || Arc::ptr_eq(p, policy)) {

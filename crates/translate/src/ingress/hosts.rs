@@ -132,7 +132,6 @@ impl Compiler<'_> {
         let edits = std::mem::take(&mut self.hosts.edits);
         let refused = std::mem::take(&mut self.hosts.refused);
         let host_default = self.host_default.clone();
-        let default_policy = self.default_policy.clone();
         for (host, routes) in self.out.routes.hosts_mut() {
             if takes_every_path(routes) {
                 routes.root = None;
@@ -140,7 +139,7 @@ impl Compiler<'_> {
             // Server-wide: every path of the host, and its root (nginx's server directives).
             if let Some(why) = refused.get(&host) {
                 let mut told = BTreeSet::new();
-                for route in routes_of_server(routes, host_default.as_ref(), &default_policy) {
+                for route in routes_of_server(routes, &host_default) {
                     if route.policy.denied.is_none() {
                         if told.insert(route.ingress.clone()) {
                             diagnostics.push(Diagnostic::new(
@@ -157,7 +156,7 @@ impl Compiler<'_> {
                 }
             }
             if let Some((request, response)) = edits.get(&host) {
-                for route in routes_of_server(routes, host_default.as_ref(), &default_policy) {
+                for route in routes_of_server(routes, &host_default) {
                     let mut policy = (*route.policy).clone();
                     policy.request_headers = request
                         .iter()

@@ -20,7 +20,7 @@ use k8s_openapi::api::networking::v1::IngressBackend;
 use model::client_cert::Scope;
 use model::policy::RoutePolicy;
 use model::routes::{HostPattern, HostRoutes, PathKind, Route, RouteSite};
-use model::{Backend, NamespacedName, ObjectRef, Severity};
+use model::{NamespacedName, ObjectRef, Severity};
 
 use super::upstream::UpstreamChoice;
 use crate::compiler::Compiler;
@@ -102,30 +102,16 @@ impl Compiler<'_> {
             }
             None if Arc::ptr_eq(&policy, &self.default_policy) => None,
             None => {
-                let (service, backend, service_port) = match &self.host_default {
-                    Some(default) => (
-                        default.service.clone(),
-                        default.backend.clone(),
-                        default.site.service_port.clone(),
-                    ),
-                    None => (
-                        Arc::from(""),
-                        Arc::new(Backend::unresolved()),
-                        Arc::from(""),
-                    ),
-                };
+                let default = self.host_default.clone();
                 Some(Arc::new(Route {
                     ingress: roots.ingress.clone(),
-                    not_found: self.host_default.is_none(),
-                    service,
-                    backend,
                     policy,
                     site: RouteSite {
                         host: self.share(rule_host),
                         path: self.share("/"),
-                        service_port,
+                        service_port: default.site.service_port.clone(),
                     },
-                    traffic: None,
+                    ..default.with_policy(self.default_policy.clone())
                 }))
             }
         };
@@ -153,26 +139,14 @@ impl Compiler<'_> {
 /// the host has none yet (its Ingress: the one of the host's first path).
 pub(super) fn routes_of_server<'r>(
     routes: &'r mut HostRoutes,
-    host_default: Option<&Arc<Route>>,
-    default_policy: &Arc<RoutePolicy>,
+    host_default: &Arc<Route>,
 ) -> impl Iterator<Item = &'r mut Arc<Route>> {
     let owner = routes.paths.first().map(|p| p.route.ingress.clone());
     let wanted = routes.server && routes.root.is_none() && !takes_every_path(routes);
     if let Some(owner) = owner.filter(|_| wanted) {
-        let route = match host_default {
-            Some(default) => Route {
-                ingress: owner,
-                ..default.with_policy(default_policy.clone())
-            },
-            None => Route {
-                ingress: owner,
-                service: Arc::from(""),
-                backend: Arc::new(Backend::unresolved()),
-                policy: default_policy.clone(),
-                site: RouteSite::default(),
-                traffic: None,
-                not_found: true,
-            },
+        let route = Route {
+            ingress: owner,
+            ..host_default.with_policy(host_default.policy.clone())
         };
         routes.root = Some(Arc::new(route));
     }

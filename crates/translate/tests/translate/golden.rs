@@ -60,7 +60,13 @@ fn route_requests(text: &str, compiled: &model::Compiled) -> Vec<String> {
                 return out;
             };
             let route = matched.route;
-            out.push_str(&format!("{} {}", route.ingress, route.service));
+            if route.not_found && route.ingress.name.is_empty() {
+                // The host default without --default-backend-service: the ConfigMap's policy,
+                // then 404.
+                out.push_str("404 (host default)");
+            } else {
+                out.push_str(&format!("{} {}", route.ingress, route.service));
+            }
             if let Some(canary) = route.alternative_name() {
                 out.push_str(&format!(", canary {canary}"));
             }
@@ -78,7 +84,7 @@ fn route_requests(text: &str, compiled: &model::Compiled) -> Vec<String> {
             if let (Some(root), "/") = (matched.app_root, path) {
                 out.push_str(&format!(", app-root 302 {}", root.to_str().unwrap()));
             }
-            if route.not_found {
+            if route.not_found && !route.ingress.name.is_empty() {
                 out.push_str(" (root: 404 after the policy)");
             }
             let policy = &route.policy;
