@@ -273,6 +273,19 @@ for verb in list watch; do
   # proxy-set-headers/add-headers), as ingress-nginx.
   can allowed "$verb" configmaps -A
 done
+# Gateway API (a cluster without its CRDs answers the same: RBAC does not check that a
+# resource exists).
+for verb in get list watch; do
+  can allowed "$verb" gatewayclasses.gateway.networking.k8s.io
+  for resource in gateways httproutes referencegrants; do
+    can allowed "$verb" "$resource.gateway.networking.k8s.io" -A
+  done
+done
+can allowed patch gatewayclasses.gateway.networking.k8s.io --subresource status
+for resource in gateways httproutes; do
+  can allowed patch "$resource.gateway.networking.k8s.io" --subresource status -A
+  can allowed update "$resource.gateway.networking.k8s.io" --subresource status -A
+done
 can allowed get services/sluice -n sluice
 can allowed patch ingresses.networking.k8s.io --subresource status -A
 can allowed update ingresses.networking.k8s.io --subresource status -A
@@ -296,6 +309,10 @@ can denied update ingresses.networking.k8s.io -A
 can denied delete ingresses.networking.k8s.io -A
 can denied create ingressclasses.networking.k8s.io
 can denied update endpointslices.discovery.k8s.io -A
+can denied update httproutes.gateway.networking.k8s.io -A
+can denied delete gateways.gateway.networking.k8s.io -A
+can denied create gatewayclasses.gateway.networking.k8s.io
+can denied update referencegrants.gateway.networking.k8s.io -A
 can denied list pods -A
 can denied get nodes
 can denied get configmaps/other -n sluice
@@ -470,12 +487,16 @@ can allowed list secrets -n team-a
 can allowed list configmaps -n team-a
 can allowed watch configmaps -n team-a
 can allowed update ingresses.networking.k8s.io --subresource status -n team-a
+can allowed watch httproutes.gateway.networking.k8s.io -n team-a
+can allowed patch gateways.gateway.networking.k8s.io --subresource status -n team-a
+can allowed watch gatewayclasses.gateway.networking.k8s.io
 can allowed create events.events.k8s.io -n team-a
 can allowed update leases.coordination.k8s.io/edge -n edge
 can allowed watch configmaps/edge -n edge
 can denied list ingresses.networking.k8s.io -A
 can denied list secrets -n default
 can denied list secrets -A
+can denied list httproutes.gateway.networking.k8s.io -A
 can denied list configmaps -n default
 can denied list configmaps -A
 can allowed watch secrets/wildcard -n certs

@@ -8,6 +8,7 @@
 //! ```
 //! Nothing here touches sockets for traffic; the proxy knows nothing of Kubernetes.
 
+mod gateway;
 mod lease;
 mod status;
 mod watch;
