@@ -645,7 +645,9 @@ async fn run<K: Watched>(
     while let Some(event) = stream.next().await {
         let event = match event {
             Ok(event) => {
-                if !installed {
+                // `Init` comes before the list request: only what the list or watch returned
+                // proves the resource exists.
+                if !installed && !matches!(event, watcher::Event::Init) {
                     installed = true;
                     tracing::info!(%kind, "{kind} is installed now; watching it");
                 }
