@@ -38,6 +38,7 @@ pub mod cors;
 pub mod custom_headers;
 pub mod endpoints;
 pub mod gateway_redirect;
+pub mod gateway_status;
 mod header_text;
 pub mod limits;
 pub mod matches;
