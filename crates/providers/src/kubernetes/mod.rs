@@ -9,6 +9,7 @@
 //! Nothing here touches sockets for traffic; the proxy knows nothing of Kubernetes.
 
 mod gateway;
+mod gateway_status;
 mod lease;
 mod status;
 mod watch;

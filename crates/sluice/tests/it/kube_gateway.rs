@@ -150,3 +150,138 @@ fn without_the_gateway_crds_ingresses_are_served_and_installing_them_later_adds_
         "{log}"
     );
 }
+
+/// `type`'s condition in a status's `conditions`, or Null.
+fn condition<'a>(conditions: &'a Value, type_: &str) -> &'a Value {
+    static NULL: Value = Value::Null;
+    conditions
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == type_)
+        .unwrap_or(&NULL)
+}
+
+/// Sluice's entry in an HTTPRoute's `status.parents`, once written.
+fn route_parent(cluster: &Cluster, ns: &str, name: &str) -> Option<Value> {
+    let route = cluster.get("HTTPRoute", ns, name)?;
+    route["status"]["parents"]
+        .as_array()?
+        .iter()
+        .find(|p| p["controllerName"] == "sluice.dev/gateway-controller")
+        .cloned()
+}
+
+#[test]
+fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_generation() {
+    let ns = "status";
+    let cluster = Cluster::start("gateway-status");
+    cluster.install_gateway_crds();
+    cluster.create(&namespace(ns));
+    cluster.create(&namespace("elsewhere"));
+    let a = pod(&cluster, 11);
+    backend(&cluster, ns, "web", &a);
+    cluster.create(&gateway_class());
+    cluster.create(&gateway(ns));
+    cluster.create(&http_route(ns, "web", "web.test", "web"));
+    // To a Service that does not exist: ResolvedRefs False, and its share answers 500.
+    cluster.create(&http_route(ns, "ghost", "ghost.test", "nothing"));
+    // From another namespace: the listener admits its own namespace's routes only.
+    let mut outsider = http_route("elsewhere", "outsider", "outsider.test", "web");
+    outsider["spec"]["parentRefs"] = json!([{"name": "edge", "namespace": ns}]);
+    cluster.create(&outsider);
+    let sluice = cluster.sluice(ns, &["--publish-status-address", "198.18.0.200"]);
+    assert_eq!(sluice.get("web.test", "/").status, 200);
+    assert_eq!(sluice.get("ghost.test", "/").status, 500);
+    assert_eq!(sluice.get("outsider.test", "/").status, 404);
+
+    let class = eventually(WAIT, "GatewayClass status", || {
+        let class = cluster.get("GatewayClass", "", "sluice")?;
+        (condition(&class["status"]["conditions"], "Accepted")["status"] == "True").then_some(class)
+    });
+    let accepted = condition(&class["status"]["conditions"], "Accepted");
+    assert_eq!(accepted["observedGeneration"], 1, "{class:#}");
+
+    let gateway = eventually(WAIT, "Gateway status", || {
+        let gateway = cluster.get("Gateway", ns, "edge")?;
+        (condition(&gateway["status"]["conditions"], "Programmed")["status"] == "True")
+            .then_some(gateway)
+    });
+    let status = &gateway["status"];
+    assert_eq!(
+        condition(&status["conditions"], "Accepted")["status"],
+        "True",
+        "{status:#}"
+    );
+    assert_eq!(
+        status["addresses"],
+        json!([{"type": "IPAddress", "value": "198.18.0.200"}])
+    );
+    let listener = &status["listeners"][0];
+    assert_eq!(listener["name"], "http");
+    assert_eq!(listener["attachedRoutes"], 2, "web and ghost: {status:#}");
+    assert_eq!(listener["supportedKinds"][0]["kind"], "HTTPRoute");
+    for (type_, value) in [
+        ("Accepted", "True"),
+        ("Programmed", "True"),
+        ("ResolvedRefs", "True"),
+        ("Conflicted", "False"),
+    ] {
+        assert_eq!(
+            condition(&listener["conditions"], type_)["status"],
+            value,
+            "{type_}"
+        );
+    }
+
+    let web = eventually(WAIT, "HTTPRoute web status", || {
+        route_parent(&cluster, ns, "web")
+    });
+    // The parentRef as the route has it (the API server filled in group and kind).
+    assert_eq!(
+        web["parentRef"],
+        json!({"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "edge"})
+    );
+    let web_accepted = condition(&web["conditions"], "Accepted").clone();
+    assert_eq!(web_accepted["status"], "True");
+    assert_eq!(web_accepted["observedGeneration"], 1);
+    assert_eq!(
+        condition(&web["conditions"], "ResolvedRefs")["status"],
+        "True"
+    );
+
+    let ghost = eventually(WAIT, "HTTPRoute ghost status", || {
+        route_parent(&cluster, ns, "ghost")
+    });
+    let refs = condition(&ghost["conditions"], "ResolvedRefs");
+    assert_eq!(
+        (&refs["status"], &refs["reason"]),
+        (&json!("False"), &json!("BackendNotFound"))
+    );
+    assert!(
+        refs["message"].as_str().unwrap().contains("nothing"),
+        "{refs:#}"
+    );
+
+    let outsider = eventually(WAIT, "HTTPRoute outsider status", || {
+        route_parent(&cluster, "elsewhere", "outsider")
+    });
+    let refused = condition(&outsider["conditions"], "Accepted");
+    assert_eq!(
+        (&refused["status"], &refused["reason"]),
+        (&json!("False"), &json!("NotAllowedByListeners"))
+    );
+
+    // An edit bumps the generation: the status follows it, and a condition that did not
+    // change keeps its transition time.
+    cluster.apply(&http_route(ns, "web", "web2.test", "web"));
+    sluice.wait_served_by("web2.test", "pod-11", WAIT);
+    let edited = eventually(WAIT, "HTTPRoute web status at generation 2", || {
+        let parent = route_parent(&cluster, ns, "web")?;
+        (condition(&parent["conditions"], "Accepted")["observedGeneration"] == 2).then_some(parent)
+    });
+    assert_eq!(
+        condition(&edited["conditions"], "Accepted")["lastTransitionTime"],
+        web_accepted["lastTransitionTime"]
+    );
+}
