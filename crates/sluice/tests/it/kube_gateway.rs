@@ -190,7 +190,27 @@ fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_gene
     let mut outsider = http_route("elsewhere", "outsider", "outsider.test", "web");
     outsider["spec"]["parentRefs"] = json!([{"name": "edge", "namespace": ns}]);
     cluster.create(&outsider);
-    let sluice = cluster.sluice(ns, &["--publish-status-address", "198.18.0.200"]);
+    // As ServiceAccount sluice/sluice with the deploy manifests' RBAC: their grants cover the
+    // Gateway API reads and status writes (checked at the end: nothing refused).
+    cluster.kubectl(&[
+        "apply",
+        "-f",
+        deploy_dir().join("manifests").to_str().unwrap(),
+    ]);
+    let sluice = cluster.sluice_with(SluiceOptions {
+        identity: "sluice-gateway",
+        namespace: "sluice",
+        kubeconfig: Some(cluster.sluice_kubeconfig()),
+        extra: &[
+            "--configmap",
+            "sluice/sluice",
+            "--election-id",
+            "sluice-leader",
+            "--publish-status-address",
+            "198.18.0.200",
+        ],
+        wait_ready: true,
+    });
     assert_eq!(sluice.get("web.test", "/").status, 200);
     assert_eq!(sluice.get("ghost.test", "/").status, 500);
     assert_eq!(sluice.get("outsider.test", "/").status, 404);
@@ -283,5 +303,15 @@ fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_gene
     assert_eq!(
         condition(&edited["conditions"], "Accepted")["lastTransitionTime"],
         web_accepted["lastTransitionTime"]
+    );
+    let log = sluice.log_text();
+    let refused: Vec<&str> = log
+        .lines()
+        .filter(|l| l.to_ascii_lowercase().contains("forbidden"))
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "refused by RBAC:\n{}",
+        refused.join("\n")
     );
 }
