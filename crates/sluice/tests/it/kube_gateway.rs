@@ -77,13 +77,7 @@ fn gateway_api_objects_route_through_sluice_and_follow_their_changes() {
     let sluice = cluster.sluice(ns, &[]);
 
     // Objects that existed before Sluice started are served once it is ready.
-    let reply = sluice.get("web.test", "/");
-    assert_eq!(reply.status, 200, "{}", reply.text());
-    assert!(
-        reply.text().contains("Server name: pod-11"),
-        "{}",
-        reply.text()
-    );
+    sluice.wait_served_by("web.test", "pod-11", Duration::ZERO);
     assert_eq!(sluice.get("api.test", "/").status, 404);
 
     // A route created while Sluice runs, then edited to another backend, then deleted.
