@@ -258,6 +258,19 @@ check "a Job dropping ALL without adding NET_BIND_SERVICE is caught" no_exec_cap
 
 echo "== RBAC: applied for real, asked as $sa"
 check "kubectl apply -f $manifests/" kubectl apply -f "$manifests/"
+# `kubectl auth can-i` asks discovery for the resource: the Gateway API CRDs must be there.
+install_gateway_crds() {
+  local crds
+  crds=$(scripts/gateway-crds.sh) || return 1
+  local files=() kind
+  for kind in gatewayclasses gateways httproutes referencegrants; do
+    files+=(-f "$crds/standard/gateway.networking.k8s.io_$kind.yaml")
+  done
+  kubectl apply --server-side "${files[@]}" >/dev/null &&
+    kubectl wait --for condition=Established --timeout 60s \
+      crd/{gatewayclasses,gateways,httproutes,referencegrants}.gateway.networking.k8s.io >/dev/null
+}
+check "the Gateway API CRDs (scripts/gateway-crds.sh) installed" install_gateway_crds
 check "the test cluster's sluice.kubeconfig user is $sa" \
   bash -c "kubectl --kubeconfig '$SLUICE_KUBE_DIR/sluice.kubeconfig' auth whoami -o json |
     jq -e '.status.userInfo | .username == \"$sa\" and (.groups | index(\"system:serviceaccounts:sluice\"))'"

@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+use futures_util::StreamExt;
 use k8s_openapi::api::networking::v1::IngressLoadBalancerIngress;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, Patch, PatchParams};
@@ -24,6 +25,9 @@ use model::{Kind, NamespacedName};
 use serde_json::{json, Value};
 
 use super::gateway::{ApiObject, GatewayClasses, Gateways, HttpRoutes};
+
+/// Objects read and written at once during a pass (as many as Ingress status writes).
+const WRITES_IN_FLIGHT: usize = 8;
 
 /// What this replica wrote last, per object, while leading.
 #[derive(Debug, Default)]
@@ -48,26 +52,33 @@ impl GatewayWrites {
         addresses: Option<&[IngressLoadBalancerIngress]>,
         leads: impl Fn() -> bool,
     ) -> bool {
-        let wanted = desired(statuses, addresses);
+        let mut wanted = desired(statuses, addresses);
         self.written.retain(|key, _| wanted.contains_key(key));
+        wanted.retain(|key, want| self.written.get(key) != Some(want));
+        // A few at a time, as Ingress status: a new leader may have thousands to read and write.
+        let leads = &leads;
+        let mut results = futures_util::stream::iter(wanted)
+            .map(|((kind, key), want)| async move {
+                if !leads() {
+                    // Lost the Lease mid-pass: the new leader takes it from here.
+                    return (None, false);
+                }
+                match write(client, field_manager, kind, &key, &want).await {
+                    Ok(()) => (Some(((kind, key), want)), true),
+                    // Deleted meanwhile: the next publish no longer names it.
+                    Err(kube::Error::Api(status)) if status.code == 404 => (None, true),
+                    Err(error) => {
+                        tracing::warn!(%kind, object = %key, "writing Gateway API status failed: {error}");
+                        (None, false)
+                    }
+                }
+            })
+            .buffer_unordered(WRITES_IN_FLIGHT);
         let mut complete = true;
-        for ((kind, key), want) in wanted {
-            if self.written.get(&(kind, key.clone())) == Some(&want) {
-                continue;
-            }
-            if !leads() {
-                return false;
-            }
-            match write(client, field_manager, kind, &key, &want).await {
-                Ok(()) => {
-                    self.written.insert((kind, key), want);
-                }
-                // Deleted meanwhile: the next publish no longer names it.
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(error) => {
-                    tracing::warn!(%kind, object = %key, "writing Gateway API status failed: {error}");
-                    complete = false;
-                }
+        while let Some((written, done)) = results.next().await {
+            complete &= done;
+            if let Some((key, want)) = written {
+                self.written.insert(key, want);
             }
         }
         complete
