@@ -352,13 +352,16 @@ impl Cluster {
         )
     }
 
-    /// Installs the Gateway API CRDs of the standard channel (scripts/gateway-crds.sh, cached
-    /// under ~/.cache/sluice-kube) and waits until the API server serves them.
+    /// Installs the Gateway API CRDs of the standard channel ($SLUICE_GATEWAY_CRDS, else what
+    /// scripts/gateway-crds.sh caches under ~/.cache/sluice-kube) and waits until the API server
+    /// serves them.
     pub(crate) fn install_gateway_crds(&self) {
-        let crds = run(
-            Command::new("bash").arg(scripts_dir().join("gateway-crds.sh")),
-            "scripts/gateway-crds.sh",
-        );
+        let crds = std::env::var("SLUICE_GATEWAY_CRDS").unwrap_or_else(|_| {
+            run(
+                Command::new("bash").arg(scripts_dir().join("gateway-crds.sh")),
+                "scripts/gateway-crds.sh",
+            )
+        });
         let standard = Path::new(crds.trim()).join("standard");
         let mut files: Vec<PathBuf> = std::fs::read_dir(&standard)
             .unwrap_or_else(|e| panic!("{}: {e}", standard.display()))
