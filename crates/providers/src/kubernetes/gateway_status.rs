@@ -53,6 +53,13 @@ impl GatewayWrites {
         leads: impl Fn() -> bool,
     ) -> bool {
         let mut wanted = desired(statuses, addresses);
+        // A route Sluice wrote parents into and no longer serves (it names another Gateway
+        // now): its entries go, the other controllers' stay.
+        for key in self.written.keys() {
+            if key.0 == Kind::HTTPRoute && !wanted.contains_key(key) {
+                wanted.insert(key.clone(), json!({"parents": []}));
+            }
+        }
         self.written.retain(|key, _| wanted.contains_key(key));
         wanted.retain(|key, want| self.written.get(key) != Some(want));
         // A few at a time, as Ingress status: a new leader may have thousands to read and write.
@@ -61,28 +68,40 @@ impl GatewayWrites {
             .map(|((kind, key), want)| async move {
                 if !leads() {
                     // Lost the Lease mid-pass: the new leader takes it from here.
-                    return (None, false);
+                    return ((kind, key), Outcome::Failed);
                 }
-                match write(client, field_manager, kind, &key, &want).await {
-                    Ok(()) => (Some(((kind, key), want)), true),
-                    // Deleted meanwhile: the next publish no longer names it.
-                    Err(kube::Error::Api(status)) if status.code == 404 => (None, true),
+                let outcome = match write(client, field_manager, kind, &key, &want).await {
+                    Ok(()) => Outcome::Written(want),
+                    // Deleted meanwhile: nothing to write, nothing to remember.
+                    Err(kube::Error::Api(status)) if status.code == 404 => Outcome::Gone,
                     Err(error) => {
                         tracing::warn!(%kind, object = %key, "writing Gateway API status failed: {error}");
-                        (None, false)
+                        Outcome::Failed
                     }
-                }
+                };
+                ((kind, key), outcome)
             })
             .buffer_unordered(WRITES_IN_FLIGHT);
         let mut complete = true;
-        while let Some((written, done)) = results.next().await {
-            complete &= done;
-            if let Some((key, want)) = written {
-                self.written.insert(key, want);
+        while let Some((key, outcome)) = results.next().await {
+            match outcome {
+                Outcome::Written(want) => {
+                    self.written.insert(key, want);
+                }
+                Outcome::Gone => {
+                    self.written.remove(&key);
+                }
+                Outcome::Failed => complete = false,
             }
         }
         complete
     }
+}
+
+enum Outcome {
+    Written(Value),
+    Gone,
+    Failed,
 }
 
 /// Each object's status as the compile decided it, without transition times.

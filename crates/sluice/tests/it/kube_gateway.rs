@@ -298,6 +298,25 @@ fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_gene
         condition(&edited["conditions"], "Accepted")["lastTransitionTime"],
         web_accepted["lastTransitionTime"]
     );
+    // A route that stops naming Sluice's Gateway loses Sluice's parent entry.
+    let mut moved = http_route(ns, "ghost", "ghost.test", "nothing");
+    moved["spec"]["parentRefs"] = json!([{"name": "someone-elses"}]);
+    cluster.apply(&moved);
+    eventually(
+        WAIT,
+        "Sluice's parent entry gone from HTTPRoute ghost",
+        || {
+            let route = cluster.get("HTTPRoute", ns, "ghost")?;
+            let parents = route["status"]["parents"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            parents
+                .iter()
+                .all(|p| p["controllerName"] != "sluice.dev/gateway-controller")
+                .then_some(())
+        },
+    );
     let log = sluice.log_text();
     let refused: Vec<&str> = log
         .lines()
