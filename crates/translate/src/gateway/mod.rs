@@ -368,8 +368,10 @@ impl Compiler<'_> {
             .filter(|d| d.object == object)
             .collect();
         let resolved = status::resolved_refs(&said, generation);
+        let partial = status::partially_invalid(&said, generation);
         for parent in &mut parents {
             parent.conditions.push(resolved.clone());
+            parent.conditions.extend(partial.clone());
         }
         Some(RouteStatus { parents })
     }

@@ -156,4 +156,28 @@ pub(super) fn resolved_refs(said: &[&Diagnostic], generation: i64) -> Condition 
     }
 }
 
+/// `PartiallyInvalid` when some of a route's rules are not served as written: a filter Sluice
+/// refuses (that rule answers 503, in place of the dropped rule) or a match left out. The spec's
+/// "drop the rule" approach, so `Accepted` stays True; the message starts "Dropped Rule" as the
+/// spec asks.
+pub(super) fn partially_invalid(said: &[&Diagnostic], generation: i64) -> Option<Condition> {
+    let dropped: Vec<&str> = said
+        .iter()
+        .filter(|d| {
+            d.reason.ends_with("; the rule answers 503") || d.reason.ends_with("; match ignored")
+        })
+        .map(|d| d.reason.as_str())
+        .collect();
+    (!dropped.is_empty()).then(|| {
+        let message = format!("Dropped Rule(s) or matches: {}", dropped.join("; "));
+        Condition::new(
+            "PartiallyInvalid",
+            true,
+            "UnsupportedValue",
+            message,
+            generation,
+        )
+    })
+}
+
 pub(super) const CONTROLLER_NAME: &str = GATEWAY_CONTROLLER;

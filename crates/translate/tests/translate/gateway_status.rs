@@ -59,7 +59,11 @@ kind: HTTPRoute
 metadata: {name: missing, namespace: app}
 spec:
   parentRefs: [{name: edge, sectionName: http}]
-  rules: [{backendRefs: [{name: web, port: 80}, {name: gone, port: 80}]}]
+  rules:
+  - backendRefs: [{name: web, port: 80}, {name: gone, port: 80}]
+  - matches: [{path: {value: /cors}}]
+    filters: [{type: CORS, cors: {allowOrigins: ['*']}}]
+    backendRefs: [{name: web, port: 80}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -140,6 +144,19 @@ fn classes_gateways_listeners_and_route_parents_get_the_specs_conditions() {
     assert_eq!((refs.status, refs.reason), (false, "BackendNotFound"));
     assert!(refs.message.contains("gone"), "{}", refs.message);
     assert!(find(&missing.parents[0].conditions, "Accepted").status);
+    // A rule with a filter Sluice refuses answers 503 in place of the dropped rule.
+    let partial = find(&missing.parents[0].conditions, "PartiallyInvalid");
+    assert_eq!((partial.status, partial.reason), (true, "UnsupportedValue"));
+    assert!(
+        partial.message.starts_with("Dropped Rule"),
+        "{}",
+        partial.message
+    );
+    assert!(partial.message.contains("CORS"), "{}", partial.message);
+    assert!(!good.parents[0]
+        .conditions
+        .iter()
+        .any(|c| c.type_ == "PartiallyInvalid"));
 
     let outsider = &status.http_routes[&NamespacedName::new("elsewhere", "outsider")];
     let refused = find(&outsider.parents[0].conditions, "Accepted");
