@@ -477,7 +477,7 @@ impl Compiler<'_> {
 fn parent_status(parent: &objects::ParentReference, accepted: Condition) -> RouteParentStatus {
     RouteParentStatus {
         parent_ref: status::parent_ref(parent),
-        controller_name: status::CONTROLLER_NAME,
+        controller_name: GATEWAY_CONTROLLER,
         conditions: vec![accepted],
     }
 }

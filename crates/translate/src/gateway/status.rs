@@ -11,7 +11,7 @@ use model::gateway_status::{Condition, ListenerStatus, ParentRef, RouteKind};
 use model::{Diagnostic, Severity};
 
 use super::objects::{self, ParentReference};
-use super::{GATEWAY_CONTROLLER, GROUP};
+use super::GROUP;
 
 /// What the compile found about one listener of a Gateway.
 pub(super) struct ListenerOutcome {
@@ -179,5 +179,3 @@ pub(super) fn partially_invalid(said: &[&Diagnostic], generation: i64) -> Option
         )
     })
 }
-
-pub(super) const CONTROLLER_NAME: &str = GATEWAY_CONTROLLER;
