@@ -258,6 +258,19 @@ check "a Job dropping ALL without adding NET_BIND_SERVICE is caught" no_exec_cap
 
 echo "== RBAC: applied for real, asked as $sa"
 check "kubectl apply -f $manifests/" kubectl apply -f "$manifests/"
+# `kubectl auth can-i` asks discovery for the resource: the Gateway API CRDs must be there.
+install_gateway_crds() {
+  local crds
+  crds=$(scripts/gateway-crds.sh) || return 1
+  local files=() kind
+  for kind in gatewayclasses gateways httproutes referencegrants; do
+    files+=(-f "$crds/standard/gateway.networking.k8s.io_$kind.yaml")
+  done
+  kubectl apply --server-side "${files[@]}" >/dev/null &&
+    kubectl wait --for condition=Established --timeout 60s \
+      crd/{gatewayclasses,gateways,httproutes,referencegrants}.gateway.networking.k8s.io >/dev/null
+}
+check "the Gateway API CRDs (scripts/gateway-crds.sh) installed" install_gateway_crds
 check "the test cluster's sluice.kubeconfig user is $sa" \
   bash -c "kubectl --kubeconfig '$SLUICE_KUBE_DIR/sluice.kubeconfig' auth whoami -o json |
     jq -e '.status.userInfo | .username == \"$sa\" and (.groups | index(\"system:serviceaccounts:sluice\"))'"
@@ -272,6 +285,19 @@ for verb in list watch; do
   # Every ConfigMap of the scope (custom-headers, auth-proxy-set-headers, the settings'
   # proxy-set-headers/add-headers), as ingress-nginx.
   can allowed "$verb" configmaps -A
+done
+# Gateway API (a cluster without its CRDs answers the same: RBAC does not check that a
+# resource exists).
+for verb in get list watch; do
+  can allowed "$verb" gatewayclasses.gateway.networking.k8s.io
+  for resource in gateways httproutes referencegrants; do
+    can allowed "$verb" "$resource.gateway.networking.k8s.io" -A
+  done
+done
+can allowed patch gatewayclasses.gateway.networking.k8s.io --subresource status
+for resource in gateways httproutes; do
+  can allowed patch "$resource.gateway.networking.k8s.io" --subresource status -A
+  can allowed update "$resource.gateway.networking.k8s.io" --subresource status -A
 done
 can allowed get services/sluice -n sluice
 can allowed patch ingresses.networking.k8s.io --subresource status -A
@@ -296,6 +322,10 @@ can denied update ingresses.networking.k8s.io -A
 can denied delete ingresses.networking.k8s.io -A
 can denied create ingressclasses.networking.k8s.io
 can denied update endpointslices.discovery.k8s.io -A
+can denied update httproutes.gateway.networking.k8s.io -A
+can denied delete gateways.gateway.networking.k8s.io -A
+can denied create gatewayclasses.gateway.networking.k8s.io
+can denied update referencegrants.gateway.networking.k8s.io -A
 can denied list pods -A
 can denied get nodes
 can denied get configmaps/other -n sluice
@@ -470,12 +500,16 @@ can allowed list secrets -n team-a
 can allowed list configmaps -n team-a
 can allowed watch configmaps -n team-a
 can allowed update ingresses.networking.k8s.io --subresource status -n team-a
+can allowed watch httproutes.gateway.networking.k8s.io -n team-a
+can allowed patch gateways.gateway.networking.k8s.io --subresource status -n team-a
+can allowed watch gatewayclasses.gateway.networking.k8s.io
 can allowed create events.events.k8s.io -n team-a
 can allowed update leases.coordination.k8s.io/edge -n edge
 can allowed watch configmaps/edge -n edge
 can denied list ingresses.networking.k8s.io -A
 can denied list secrets -n default
 can denied list secrets -A
+can denied list httproutes.gateway.networking.k8s.io -A
 can denied list configmaps -n default
 can denied list configmaps -A
 can allowed watch secrets/wildcard -n certs

@@ -62,6 +62,12 @@ echo "== kube tools"
 SLUICE_KUBE_BIN=$(nice scripts/kube-tools.sh)
 export SLUICE_KUBE_BIN
 echo "$SLUICE_KUBE_BIN"
+# The Gateway API CRDs (YAML from the sigs.k8s.io/gateway-api module, cached by version; a second
+# or so the first time). The Kubernetes tests of Gateway API install them into their API server.
+echo "== Gateway API CRDs"
+SLUICE_GATEWAY_CRDS=$(nice scripts/gateway-crds.sh)
+export SLUICE_GATEWAY_CRDS
+echo "$SLUICE_GATEWAY_CRDS"
 # h2spec (HTTP/2 conformance), built from its Go module once and cached by version (~20 s the
 # first time). crates/proxy/tests/it/h2spec.rs runs it; under CI a missing SLUICE_H2SPEC fails.
 echo "== h2spec"

@@ -154,6 +154,7 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
             status.publish(Published {
                 served: compiled.ingresses.iter().cloned().collect(),
                 diagnostics: control.diagnostics_to_report(&compiled),
+                gateway: compiled.gateway_status.clone(),
             });
         }
         if let Some(webhook) = webhook.as_ref().filter(|_| config_changed) {

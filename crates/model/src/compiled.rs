@@ -90,6 +90,8 @@ pub struct Compiled {
     /// Every ConfigMap this compile looked up, found or not: a change to any other (Sluice
     /// watches every ConfigMap of its scope) needs no compile.
     pub config_maps_read: BTreeSet<NamespacedName>,
+    /// Gateway API status as this compile decided it (empty without Gateway API objects).
+    pub gateway_status: Arc<crate::gateway_status::GatewayStatuses>,
 }
 
 impl Diagnostic {

@@ -5,7 +5,9 @@
 //! ```text
 //!  translate::compile(&Store) ──▶ Compiled { routes: RouteTable, backends, certificates,
 //!                                            settings, access_log, tcp/udp services,
-//!                                            diagnostics }
+//!                                            diagnostics, gateway_status }
+//!                                      │ gateway_status (gateway_status.rs): Gateway API
+//!                                      │ conditions, written back by the provider's leader
 //!                                      │ Arc, swapped whole by the proxy
 //!  request ──▶ validate_host, normalize_path ──▶ Compiled.routes.route_on(listener, host,
 //!                                                 path, head)
@@ -38,6 +40,7 @@ pub mod cors;
 pub mod custom_headers;
 pub mod endpoints;
 pub mod gateway_redirect;
+pub mod gateway_status;
 mod header_text;
 pub mod limits;
 pub mod matches;

@@ -16,7 +16,8 @@
 //!                    policy's header edits, first in every route's
 //!        ingress/:   Ingress spec + annotations (one registry) ──▶ RoutePolicy, Routes
 //!        gateway/:   GatewayClass, Gateway listeners, HTTPRoutes ──▶ the same model (rules
-//!                    per listener and host, weighted backends, filters as policy blocks)
+//!                    per listener and host, weighted backends, filters as policy blocks),
+//!                    and their status as data (Compiled.gateway_status)
 //!        backends:   Service + port ──▶ BackendKey ──▶ Backend with its EndpointSlices
 //!                    (one function for every source)
 //!        streams:    TCP/UDP services ConfigMaps ──▶ Compiled.tcp_services, udp_services

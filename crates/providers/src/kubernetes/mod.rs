@@ -5,9 +5,14 @@
 //!  API server ──watch, one per kind──▶ Watchers ──Update──▶ control plane ──▶ Store ──▶ compile
 //!                      └─ Ingress status, uid ──▶ IngressStates ─┐
 //!  control plane ──Published{served, diagnostics}──▶ StatusWriter ┴─(Lease holder)─▶ status, Events
+//!                  └─ gateway (Compiled.gateway_status) ─▶ GatewayWrites ─▶ Gateway API status
 //! ```
+//! Gateway API kinds (`gateway`) are watched like the rest; a cluster without their CRDs
+//! (404) has none of them, which is not an error.
 //! Nothing here touches sockets for traffic; the proxy knows nothing of Kubernetes.
 
+mod gateway;
+mod gateway_status;
 mod lease;
 mod status;
 mod watch;

@@ -24,6 +24,7 @@ use kube::{Api, Client};
 use model::{Diagnostic, Kind, NamespacedName, Severity};
 use tokio::sync::{oneshot, watch};
 
+use super::gateway_status::GatewayWrites;
 use super::lease::Election;
 
 /// Status patches in flight at once during a pass.
@@ -63,6 +64,8 @@ pub struct Published {
     /// Ingresses the current configuration serves.
     pub served: BTreeSet<NamespacedName>,
     pub diagnostics: Vec<Diagnostic>,
+    /// Gateway API status as the compile decided it.
+    pub gateway: Arc<model::gateway_status::GatewayStatuses>,
 }
 
 /// Handle to the running status writer.
@@ -114,6 +117,7 @@ impl StatusWriter {
             published: published_rx,
             addresses: None,
             reported: BTreeSet::new(),
+            gateway: GatewayWrites::default(),
         };
         let writer = tokio::spawn(task.run());
         StatusWriter {
@@ -222,6 +226,8 @@ struct Task {
     addresses: Option<Vec<IngressLoadBalancerIngress>>,
     /// Diagnostics already turned into Events by this replica while leading.
     reported: BTreeSet<Diagnostic>,
+    /// Gateway API status this replica wrote while leading.
+    gateway: GatewayWrites,
 }
 
 impl Task {
@@ -239,6 +245,7 @@ impl Task {
                     // A new leader reports what is wrong again: the old one's Events may be
                     // long gone.
                     self.reported.clear();
+                    self.gateway.forget();
                 }
                 changed = self.published.changed() => {
                     if changed.is_err() {
@@ -271,12 +278,14 @@ impl Task {
         let mut complete = self.report_events(&published, &states).await;
         let desired = match self.desired_addresses().await {
             Ok(Some(desired)) => desired,
-            Ok(None) => return complete,
+            Ok(None) => return complete && self.write_gateway_status(&published, None).await,
             Err(error) => {
                 tracing::warn!("resolving the status addresses failed: {error}");
                 return false;
             }
         };
+        // A Gateway's addresses are the Ingresses': the same flags say where Sluice is reached.
+        complete &= self.write_gateway_status(&published, Some(&desired)).await;
         if self.addresses.as_ref() != Some(&desired) {
             tracing::info!(addresses = ?desired.iter().map(address_text).collect::<Vec<_>>(), "Ingress status addresses");
             self.addresses = Some(desired.clone());
@@ -318,6 +327,24 @@ impl Task {
             complete &= written;
         }
         complete
+    }
+
+    async fn write_gateway_status(
+        &mut self,
+        published: &Published,
+        addresses: Option<&[IngressLoadBalancerIngress]>,
+    ) -> bool {
+        let leader = self.leader.clone();
+        let leads = move || *leader.borrow();
+        self.gateway
+            .reconcile(
+                &self.client,
+                &self.field_manager,
+                &published.gateway,
+                addresses,
+                leads,
+            )
+            .await
     }
 
     async fn write_status(

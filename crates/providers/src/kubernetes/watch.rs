@@ -27,6 +27,10 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, Notify};
 use translate::Object;
 
+use super::gateway::{
+    ApiObject, GatewayClasses, GatewayKind, Gateways, HttpRoutes, ReferenceGrants,
+};
+
 /// What the watchers saw, in the order they saw it.
 #[derive(Debug)]
 pub enum Update {
@@ -291,6 +295,32 @@ impl Watchers {
             in_scope("ConfigMaps"),
             None,
         ));
+        // Gateway API, when its CRDs are installed (a 404 counts as listed and empty, see
+        // `not_installed`). Gateways, routes and grants in the scope, as Ingresses are.
+        tasks.push(spawner.spawn::<ApiObject<GatewayClasses>>(
+            Api::all(client.clone()),
+            all.clone(),
+            "GatewayClasses".into(),
+            None,
+        ));
+        tasks.push(spawner.spawn::<ApiObject<Gateways>>(
+            namespaced(client, namespace),
+            all.clone(),
+            in_scope("Gateways"),
+            None,
+        ));
+        tasks.push(spawner.spawn::<ApiObject<HttpRoutes>>(
+            namespaced(client, namespace),
+            all.clone(),
+            in_scope("HTTPRoutes"),
+            None,
+        ));
+        tasks.push(spawner.spawn::<ApiObject<ReferenceGrants>>(
+            namespaced(client, namespace),
+            all.clone(),
+            in_scope("ReferenceGrants"),
+            None,
+        ));
         // The ConfigMaps named by flags may live outside the scope: those are watched by name
         // (RBAC may grant exactly them). One inside it is left to the scope's watch, so no
         // ConfigMap comes from two watches (a relist of one would drop what the other holds).
@@ -380,6 +410,36 @@ impl Drop for Watchers {
     }
 }
 
+/// Whether a watch failed because the API server has no such resource (a CRD not installed).
+fn not_installed(error: &watcher::Error) -> bool {
+    matches!(
+        error,
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status))
+        | watcher::Error::WatchError(status) if status.code == 404
+    )
+}
+
+fn object_ref<K: Watched>(object: &K) -> ObjectRef {
+    ObjectRef::new(
+        K::KIND,
+        object.namespace().unwrap_or_default(),
+        object.name_any(),
+    )
+}
+
+/// Gateway API kinds: optional (their CRDs may not be installed), read through translate's
+/// own types (`gateway.rs`).
+impl<K: GatewayKind> Watched for ApiObject<K> {
+    const KIND: Kind = K::KIND;
+    const OPTIONAL: bool = true;
+
+    fn into_object(self) -> Option<Object> {
+        self.into_store_object()
+    }
+}
+
 fn one_named(name: &str) -> watcher::Config {
     watcher::Config::default().fields(&format!("metadata.name={name}"))
 }
@@ -387,9 +447,15 @@ fn one_named(name: &str) -> watcher::Config {
 /// A kind the provider watches. Each object becomes the Store's slim [`Object`] in the
 /// watcher's task, as it arrives: the whole API object (and a list page of them) is the only
 /// transient, never a list's worth.
-trait Watched: Resource + Clone + Debug + DeserializeOwned + Send + 'static {
+pub(super) trait Watched:
+    Resource + Clone + Debug + DeserializeOwned + Send + 'static
+{
     const KIND: Kind;
-    fn into_object(self) -> Object;
+    /// A kind whose resource a cluster may not have (a CRD the user installs): a 404 means
+    /// "none of these", not a failure (see `not_installed`).
+    const OPTIONAL: bool = false;
+    /// The Store's object; `None` leaves it out (logged where it is made).
+    fn into_object(self) -> Option<Object>;
     /// What the status writer needs from the object before it is slimmed (Ingresses only).
     fn state(&self) -> Option<IngressState> {
         None
@@ -400,8 +466,8 @@ macro_rules! watched {
     ($($type:ty => $kind:ident),* $(,)?) => {$(
         impl Watched for $type {
             const KIND: Kind = Kind::$kind;
-            fn into_object(self) -> Object {
-                Object::from(self)
+            fn into_object(self) -> Option<Object> {
+                Some(Object::from(self))
             }
         }
     )*};
@@ -418,8 +484,8 @@ watched! {
 impl Watched for Ingress {
     const KIND: Kind = Kind::Ingress;
 
-    fn into_object(self) -> Object {
-        Object::from(self)
+    fn into_object(self) -> Option<Object> {
+        Some(Object::from(self))
     }
 
     fn state(&self) -> Option<IngressState> {
@@ -537,10 +603,10 @@ fn arrived<K: Watched>(
     object: K,
     known: &mut BTreeSet<NamespacedName>,
     states: Option<&IngressStates>,
-) -> Object {
+) -> Option<Object> {
     let object = normalise(object);
     let state = object.state();
-    let mut object = object.into_object();
+    let mut object = object.into_object()?;
     let key = known_key(known, object.key());
     // The object carries the same strings to the Store, which keys it by them.
     object.share_key(&key);
@@ -548,7 +614,7 @@ fn arrived<K: Watched>(
         states.set(key.clone(), Some(state));
     }
     known.insert(key);
-    object
+    Some(object)
 }
 
 /// `key` as `known` holds it: its own key when it has an equal one, else with the namespace
@@ -587,14 +653,61 @@ async fn run<K: Watched>(
     let mut listing: Option<(Vec<Object>, BTreeSet<NamespacedName>)> = None;
     let mut listed_once = false;
     let mut failures = 0u32;
+    // False while the API server answers 404 for an optional kind's resource.
+    let mut installed = true;
     while let Some(event) = stream.next().await {
         let event = match event {
             Ok(event) => {
+                // `Init` comes before the list request: only what the list or watch returned
+                // proves the resource exists.
+                if !installed && !matches!(event, watcher::Event::Init) {
+                    installed = true;
+                    tracing::info!(%kind, "{kind} is installed now; watching it");
+                }
                 if failures > 0 {
                     tracing::info!(%kind, failures, "Kubernetes API reachable again; watch resumed");
                     failures = 0;
                 }
                 event
+            }
+            Err(error) if K::OPTIONAL && not_installed(&error) => {
+                // Not an outage: the cluster has no such resource, so it has none of these
+                // objects. Said once per change; the watcher asks again after its backoff
+                // (at most every 8 s), so installing the CRDs later is noticed.
+                failures = 0;
+                if installed {
+                    installed = false;
+                    tracing::info!(
+                        %kind,
+                        "{} is not installed in this cluster (404); serving without \
+                         {kind} objects and checking again every few seconds",
+                        K::plural(&K::DynamicType::default()),
+                    );
+                }
+                listing = None;
+                if !listed_once || !known.is_empty() {
+                    let gone = std::mem::take(&mut known)
+                        .into_iter()
+                        .map(|key| ObjectRef::new(kind, &*key.namespace, &*key.name))
+                        .collect();
+                    let first = !listed_once;
+                    if first {
+                        first_list.done();
+                    }
+                    listed_once = true;
+                    if sender
+                        .send(Update::Relisted {
+                            kind,
+                            objects: Vec::new(),
+                            gone,
+                            first,
+                        })
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+                continue;
             }
             Err(error) => {
                 failures += 1;
@@ -624,7 +737,7 @@ async fn run<K: Watched>(
             }
             watcher::Event::InitApply(object) => {
                 let (objects, keys) = listing.get_or_insert_with(Default::default);
-                objects.push(arrived(object, keys, states.as_ref()));
+                objects.extend(arrived(object, keys, states.as_ref()));
                 continue;
             }
             watcher::Event::InitDone => {
@@ -654,14 +767,21 @@ async fn run<K: Watched>(
                 }
             }
             watcher::Event::Apply(object) => {
-                Update::Apply(arrived(object, &mut known, states.as_ref()))
+                let object_ref = object_ref::<K>(&object);
+                match arrived(object, &mut known, states.as_ref()) {
+                    Some(object) => Update::Apply(object),
+                    // Changed into something Sluice cannot read: no longer served.
+                    None => {
+                        known.remove(&NamespacedName::new(
+                            object_ref.namespace.as_str(),
+                            object_ref.name.as_str(),
+                        ));
+                        Update::Delete(object_ref)
+                    }
+                }
             }
             watcher::Event::Delete(object) => {
-                let object_ref = ObjectRef::new(
-                    kind,
-                    object.namespace().unwrap_or_default(),
-                    object.name_any(),
-                );
+                let object_ref = object_ref::<K>(&object);
                 let key =
                     NamespacedName::new(object_ref.namespace.as_str(), object_ref.name.as_str());
                 known.remove(&key);
@@ -678,7 +798,7 @@ async fn run<K: Watched>(
 }
 
 /// client-go's shape (exponential with jitter, reset after two quiet minutes) but capped at 8 s
-/// instead of 30 s: after an API server restart, changes reach traffic within seconds. Seven
+/// instead of 30 s: after an API server restart, changes reach traffic within seconds. Eleven
 /// watches per replica (and one per object named outside --watch-namespace) retrying every few
 /// seconds is still light load for a recovering server.
 fn retry_backoff() -> ResetTimerBackoff<RetryDelays> {
@@ -784,7 +904,8 @@ mod tests {
         .unwrap();
         let states = IngressStates::default();
         let mut known = BTreeSet::new();
-        let Object::Ingress(stored) = arrived(ingress.clone(), &mut known, Some(&states)) else {
+        let Some(Object::Ingress(stored)) = arrived(ingress.clone(), &mut known, Some(&states))
+        else {
             unreachable!()
         };
         assert_eq!(stored.spec, ingress.spec);

@@ -6,6 +6,7 @@ mod support;
 
 mod gateway;
 mod kube_config_maps;
+mod kube_gateway;
 mod kubernetes;
 mod kubernetes_bench;
 mod lab;

@@ -112,6 +112,7 @@ impl Compiler<'_> {
             host,
             from,
             http_routes,
+            attached: 0,
         })
     }
 

@@ -18,15 +18,20 @@
 //! RouteTable's stable sort then gives Gateway API's precedence (see `model::routes`).
 //! Nothing here is reached in an Ingress-only configuration beyond three empty-map checks.
 
+pub mod api;
 mod backend_refs;
 mod filters;
 mod listeners;
 mod matches;
 pub mod objects;
+mod status;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use model::gateway_status::{
+    ClassStatus, Condition, GatewayStatus, GatewayStatuses, RouteParentStatus, RouteStatus,
+};
 use model::policy::{RoutePolicy, SslRedirect};
 use model::routes::{HostPattern, Listeners, PathKind, RouteSite};
 use model::{Kind, NamespacedName, ObjectRef, Severity};
@@ -37,8 +42,7 @@ use objects::{HttpRoute, HttpRouteMatch};
 
 /// The `controllerName` of the GatewayClasses Sluice serves.
 pub const GATEWAY_CONTROLLER: &str = "sluice.dev/gateway-controller";
-/// The API group of Gateway API's kinds (the default group of references to them).
-pub const GROUP: &str = "gateway.networking.k8s.io";
+pub use objects::GROUP;
 
 /// A hostname a route answers for on Sluice's table.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -97,6 +101,8 @@ struct ListenerSlot {
     host: GatewayHost,
     from: AllowedFrom,
     http_routes: bool,
+    /// Routes attached here (a listener status's `attachedRoutes`).
+    attached: i32,
 }
 
 fn gateway_ref(key: &NamespacedName) -> ObjectRef {
@@ -111,6 +117,12 @@ impl Compiler<'_> {
     /// Every Gateway API object of Sluice's classes, into the route table and certificates.
     /// Runs after the Ingresses' passes, so their host-wide annotations stay on their routes.
     pub(crate) fn gateway_api(&mut self) {
+        let mut status = GatewayStatuses::default();
+        self.gateway_api_into(&mut status);
+        self.out.gateway_status = Arc::new(status);
+    }
+
+    fn gateway_api_into(&mut self, status: &mut GatewayStatuses) {
         let store = self.store;
         let mut classes = BTreeSet::new();
         for class in store.gateway_classes() {
@@ -121,6 +133,19 @@ impl Compiler<'_> {
             classes.insert(name.to_owned());
             let object = ObjectRef::new(Kind::GatewayClass, "", name);
             self.unsupported_fields(&object, &class.unsupported);
+            let accepted = Condition::new(
+                "Accepted",
+                true,
+                "Accepted",
+                "served by Sluice",
+                class.generation,
+            );
+            status.classes.insert(
+                name.to_owned(),
+                ClassStatus {
+                    conditions: vec![accepted],
+                },
+            );
         }
         if classes.is_empty() {
             return;
@@ -131,6 +156,7 @@ impl Compiler<'_> {
         }
         let mut listeners = Vec::new();
         let mut ours = BTreeSet::new();
+        let mut outcomes = Vec::new();
         for (key, gateway) in store.gateways_by_name() {
             if !classes.contains(&gateway.spec.gateway_class_name) {
                 continue;
@@ -138,11 +164,29 @@ impl Compiler<'_> {
             ours.insert(key.clone());
             let object = gateway_ref(key);
             self.unsupported_fields(&object, &gateway.unsupported);
+            let mut seen = BTreeSet::new();
+            let mut found = Vec::new();
             for (i, listener) in gateway.spec.listeners.iter().enumerate() {
-                if let Some(slot) = self.listener(key, i, listener) {
+                let mark = self.out.diagnostics.len();
+                let slot = self.listener(key, i, listener).map(|slot| {
                     listeners.push(slot);
-                }
+                    listeners.len() - 1
+                });
+                let field = format!("spec.listeners[{i}]");
+                let said = self.out.diagnostics[mark..]
+                    .iter()
+                    .filter(|d| d.reason.starts_with(&field))
+                    .map(|d| d.reason.clone())
+                    .collect();
+                let conflicted = !seen.insert((listener.port, listener.hostname.clone()));
+                found.push(status::ListenerOutcome {
+                    name: listener.name.clone(),
+                    slot,
+                    said,
+                    conflicted,
+                });
             }
+            outcomes.push((key, gateway, found));
         }
         let mut routes: Vec<(&NamespacedName, &HttpRoute)> = store.http_routes_by_name().collect();
         // Gateway API's tie-break: the oldest route, then namespace/name (objects from files
@@ -164,9 +208,33 @@ impl Compiler<'_> {
             ..(*ingress_default).clone()
         });
         for (key, route) in routes {
-            self.http_route(key, route, &listeners, &ours);
+            if let Some(route_status) = self.http_route(key, route, &mut listeners, &ours) {
+                status.http_routes.insert(key.clone(), route_status);
+            }
         }
         self.default_policy = ingress_default;
+        for (key, gateway, found) in outcomes {
+            let generation = gateway.generation;
+            let listener_status = gateway
+                .spec
+                .listeners
+                .iter()
+                .zip(&found)
+                .map(|(listener, outcome)| {
+                    let slot = outcome.slot.map(|s| &listeners[s]);
+                    let counts = slot.map_or((false, 0), |s| (s.http_routes, s.attached));
+                    status::listener_status(listener, outcome, counts, generation)
+                })
+                .collect();
+            let served = found.iter().filter(|o| o.slot.is_some()).count();
+            status.gateways.insert(
+                key.clone(),
+                GatewayStatus {
+                    conditions: status::gateway_conditions(served, found.len(), generation),
+                    listeners: listener_status,
+                },
+            );
+        }
     }
 
     fn unsupported_fields(&mut self, object: &ObjectRef, fields: &[String]) {
@@ -180,14 +248,15 @@ impl Compiler<'_> {
     }
 
     /// One HTTPRoute: the listeners it attaches to, the hosts it answers for there, then its
-    /// rules. A route naming none of our Gateways is another controller's: not a word.
+    /// rules; its status entry for each parentRef naming one of our Gateways. A route naming
+    /// none of them is another controller's: not a word (`None`).
     fn http_route(
         &mut self,
         key: &NamespacedName,
         route: &HttpRoute,
-        listeners: &[ListenerSlot],
+        listeners: &mut [ListenerSlot],
         ours: &BTreeSet<NamespacedName>,
-    ) {
+    ) -> Option<RouteStatus> {
         let spec = &route.spec;
         let parent_of = |parent: &objects::ParentReference| {
             let group = parent.group.as_deref().unwrap_or(GROUP);
@@ -198,8 +267,11 @@ impl Compiler<'_> {
                 .filter(|gateway| ours.contains(gateway))
         };
         if !spec.parent_refs.iter().any(|p| parent_of(p).is_some()) {
-            return;
+            return None;
         }
+        let generation = route.generation;
+        let mut parents: Vec<RouteParentStatus> = Vec::new();
+        let mut attached_to = BTreeSet::new();
         let object = route_ref(key);
         self.unsupported_fields(&object, &route.unsupported);
         let mut route_hosts = Vec::new();
@@ -219,7 +291,11 @@ impl Compiler<'_> {
                 continue;
             };
             let (mut named, mut allowed, mut by_host) = (false, false, false);
-            for slot in listeners.iter().filter(|l| l.gateway == gateway) {
+            for (s, slot) in listeners
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.gateway == gateway)
+            {
                 if parent
                     .section_name
                     .as_ref()
@@ -248,11 +324,12 @@ impl Compiler<'_> {
                 };
                 for host in found {
                     by_host = true;
+                    attached_to.insert(s);
                     let on = hosts.entry(host).or_insert(Listeners::NONE);
                     *on = on.union(slot.on);
                 }
             }
-            let reason = if !named {
+            let (reason, why) = if !named {
                 let section = parent
                     .section_name
                     .as_ref()
@@ -262,29 +339,57 @@ impl Compiler<'_> {
                     .port
                     .map(|p| format!(" on port {p}"))
                     .unwrap_or_default();
-                format!("Gateway {gateway} has no listener{section}{port} that Sluice serves (NoMatchingParent)")
+                ("NoMatchingParent", format!("Gateway {gateway} has no listener{section}{port} that Sluice serves (NoMatchingParent)"))
             } else if !allowed {
-                format!("the listeners of Gateway {gateway} do not allow this route (allowedRoutes: its namespace or kind; NotAllowedByListeners)")
+                ("NotAllowedByListeners", format!("the listeners of Gateway {gateway} do not allow this route (allowedRoutes: its namespace or kind; NotAllowedByListeners)"))
             } else if !by_host {
-                format!("none of the route's hostnames matches a listener hostname of Gateway {gateway} (NoMatchingListenerHostname)")
+                ("NoMatchingListenerHostname", format!("none of the route's hostnames matches a listener hostname of Gateway {gateway} (NoMatchingListenerHostname)"))
             } else {
+                let accepted = Condition::new("Accepted", true, "Accepted", "", generation);
+                parents.push(parent_status(parent, accepted));
                 continue;
             };
+            let accepted = Condition::new("Accepted", false, reason, why.clone(), generation);
+            parents.push(parent_status(parent, accepted));
             self.diagnose(
                 object.clone(),
-                format!("{field}: {reason}; not attached there"),
+                format!("{field}: {why}; not attached there"),
             );
         }
-        if hosts.is_empty() {
-            return;
+        for s in attached_to {
+            listeners[s].attached += 1;
         }
+        let mark = self.out.diagnostics.len();
+        if !hosts.is_empty() {
+            self.http_route_rules(key, &object, spec, &hosts);
+        }
+        let said: Vec<&model::Diagnostic> = self.out.diagnostics[mark..]
+            .iter()
+            .filter(|d| d.object == object)
+            .collect();
+        let resolved = status::resolved_refs(&said, generation);
+        let partial = status::partially_invalid(&said, generation);
+        for parent in &mut parents {
+            parent.conditions.push(resolved.clone());
+            parent.conditions.extend(partial.clone());
+        }
+        Some(RouteStatus { parents })
+    }
+
+    fn http_route_rules(
+        &mut self,
+        key: &NamespacedName,
+        object: &ObjectRef,
+        spec: &objects::HttpRouteSpec,
+        hosts: &BTreeMap<GatewayHost, Listeners>,
+    ) {
         let site_host = match hosts.keys().next() {
             Some(GatewayHost::Exact(h)) => self.share(h),
             Some(GatewayHost::Suffix(s)) => self.share(&format!("*.{s}")),
             _ => self.share(""),
         };
         for (r, rule) in spec.rules.iter().enumerate() {
-            self.http_route_rule(key, &object, r, rule, &hosts, &site_host);
+            self.http_route_rule(key, object, r, rule, hosts, &site_host);
         }
     }
 
@@ -366,6 +471,14 @@ impl Compiler<'_> {
                 }
             }
         }
+    }
+}
+
+fn parent_status(parent: &objects::ParentReference, accepted: Condition) -> RouteParentStatus {
+    RouteParentStatus {
+        parent_ref: status::parent_ref(parent),
+        controller_name: GATEWAY_CONTROLLER,
+        conditions: vec![accepted],
     }
 }
 

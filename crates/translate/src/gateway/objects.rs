@@ -18,6 +18,9 @@ use serde::Deserialize;
 
 use crate::meta::Meta;
 
+/// The API group of Gateway API's kinds (the default group of references to them).
+pub const GROUP: &str = "gateway.networking.k8s.io";
+
 /// What a level of an object holds beyond the fields Sluice reads. Emptied by slimming.
 pub type Rest = BTreeMap<String, serde_yaml::Value>;
 
@@ -87,6 +90,8 @@ pub struct GatewayObject<S> {
     pub spec: S,
     /// Fields present in the object that Sluice does not read (`spec.addresses`, …).
     pub unsupported: Box<[String]>,
+    /// `metadata.generation` (0 in a file): the `observedGeneration` of its status.
+    pub generation: i64,
 }
 
 impl<S: Unsupported> From<Doc<S>> for GatewayObject<S> {
@@ -97,7 +102,9 @@ impl<S: Unsupported> From<Doc<S>> for GatewayObject<S> {
             field.remove(0);
         }
         doc.spec.take_unsupported("spec", &mut unsupported);
+        let generation = doc.metadata.generation.unwrap_or_default();
         GatewayObject {
+            generation,
             metadata: Meta::gateway(doc.metadata),
             spec: doc.spec,
             unsupported: unsupported.into(),

@@ -4,5 +4,6 @@
 mod catalogue;
 mod configmap;
 mod endpoints;
+mod gateway_status;
 mod golden;
 mod memory;

@@ -47,4 +47,10 @@ RBAC rules for namespaced objects: granted cluster-wide, or only in watchNamespa
 - apiGroups: ["", "events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+- apiGroups: ["gateway.networking.k8s.io"]
+  resources: ["gateways", "httproutes", "referencegrants"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["gateway.networking.k8s.io"]
+  resources: ["gateways/status", "httproutes/status"]
+  verbs: ["patch", "update"]
 {{- end -}}

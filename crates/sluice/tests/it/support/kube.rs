@@ -352,6 +352,45 @@ impl Cluster {
         )
     }
 
+    /// Installs the Gateway API CRDs of the standard channel ($SLUICE_GATEWAY_CRDS, else what
+    /// scripts/gateway-crds.sh caches under ~/.cache/sluice-kube) and waits until the API server
+    /// serves them.
+    pub(crate) fn install_gateway_crds(&self) {
+        let crds = std::env::var("SLUICE_GATEWAY_CRDS").unwrap_or_else(|_| {
+            run(
+                Command::new("bash").arg(scripts_dir().join("gateway-crds.sh")),
+                "scripts/gateway-crds.sh",
+            )
+        });
+        let standard = Path::new(crds.trim()).join("standard");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&standard)
+            .unwrap_or_else(|e| panic!("{}: {e}", standard.display()))
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| {
+                let name = path.file_name().unwrap().to_string_lossy();
+                // The CRDs only; not the release's admission policy (`*_vap_*`).
+                name.starts_with("gateway.networking.k8s.io_") && !name.contains("_vap_")
+            })
+            .collect();
+        files.sort();
+        let mut args = vec!["apply", "--server-side"];
+        for file in &files {
+            args.extend(["-f", file.to_str().unwrap()]);
+        }
+        self.kubectl(&args);
+        self.kubectl(&[
+            "wait",
+            "--for",
+            "condition=Established",
+            "--timeout",
+            "60s",
+            "crd/gatewayclasses.gateway.networking.k8s.io",
+            "crd/gateways.gateway.networking.k8s.io",
+            "crd/httproutes.gateway.networking.k8s.io",
+            "crd/referencegrants.gateway.networking.k8s.io",
+        ]);
+    }
+
     /// Stops kube-apiserver (etcd keeps running).
     pub(crate) fn stop_apiserver(&self) {
         run(
@@ -821,7 +860,22 @@ fn api_resource(kind: &str) -> (ApiResource, bool) {
             ApiResource::erase::<admissionregistration::v1::ValidatingWebhookConfiguration>(&()),
             false,
         ),
+        "GatewayClass" => (gateway_api("GatewayClass", "gatewayclasses"), false),
+        "Gateway" => (gateway_api("Gateway", "gateways"), true),
+        "HTTPRoute" => (gateway_api("HTTPRoute", "httproutes"), true),
+        "ReferenceGrant" => (gateway_api("ReferenceGrant", "referencegrants"), true),
         other => panic!("the fixture does not know kind {other}"),
+    }
+}
+
+/// A Gateway API kind (`gateway.networking.k8s.io/v1`; its CRDs: `install_gateway_crds`).
+fn gateway_api(kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: "gateway.networking.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "gateway.networking.k8s.io/v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
     }
 }
 

@@ -1,0 +1,134 @@
+//! Gateway API status as the compile decided it: plain data in [`crate::Compiled`], written to
+//! the API server by the Kubernetes provider's leader (which adds `lastTransitionTime` and keeps
+//! it while a condition does not change).
+//!
+//! ```text
+//!  compile ──decisions (attached? refs resolved? listener served?)──▶ GatewayStatuses
+//!     ──▶ provider (leader): serde_json of each object's status + times ──▶ status subresource
+//! ```
+//! The shapes serialize as the API's (`camelCase`, `"True"`/`"False"`), so the provider writes
+//! them without a mapping of its own.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::NamespacedName;
+
+/// Every status the compile decided, by object (each object's status serializes; the map
+/// itself is the provider's to walk).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GatewayStatuses {
+    /// GatewayClasses of Sluice's controller, by name.
+    pub classes: BTreeMap<String, ClassStatus>,
+    /// Gateways of those classes.
+    pub gateways: BTreeMap<NamespacedName, GatewayStatus>,
+    /// HTTPRoutes naming one of those Gateways: Sluice's entries of `status.parents`.
+    pub http_routes: BTreeMap<NamespacedName, RouteStatus>,
+}
+
+/// One condition, without its transition time (the writer keeps or sets that).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: &'static str,
+    #[serde(serialize_with = "true_false")]
+    pub status: bool,
+    pub reason: &'static str,
+    pub message: String,
+    pub observed_generation: i64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ClassStatus {
+    pub conditions: Vec<Condition>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct GatewayStatus {
+    pub conditions: Vec<Condition>,
+    pub listeners: Vec<ListenerStatus>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerStatus {
+    pub name: String,
+    pub supported_kinds: Vec<RouteKind>,
+    pub attached_routes: i32,
+    pub conditions: Vec<Condition>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RouteKind {
+    pub group: &'static str,
+    pub kind: &'static str,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RouteStatus {
+    pub parents: Vec<RouteParentStatus>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteParentStatus {
+    /// The parentRef as the route wrote it.
+    pub parent_ref: ParentRef,
+    pub controller_name: &'static str,
+    pub conditions: Vec<Condition>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentRef {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub section_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
+}
+
+impl Condition {
+    pub fn new(
+        type_: &'static str,
+        status: bool,
+        reason: &'static str,
+        message: impl Into<String>,
+        observed_generation: i64,
+    ) -> Condition {
+        Condition {
+            type_,
+            status,
+            reason,
+            message: message.into(),
+            observed_generation,
+        }
+    }
+}
+
+fn true_false<S: serde::Serializer>(status: &bool, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(if *status { "True" } else { "False" })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conditions_serialize_as_the_api_writes_them() {
+        let condition = Condition::new("Accepted", false, "NotAllowedByListeners", "no", 3);
+        assert_eq!(
+            serde_json::to_value(&condition).unwrap(),
+            serde_json::json!({"type": "Accepted", "status": "False",
+                "reason": "NotAllowedByListeners", "message": "no", "observedGeneration": 3})
+        );
+    }
+}

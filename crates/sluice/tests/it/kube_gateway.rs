@@ -1,0 +1,330 @@
+//! Gateway API in `sluice serve --kubernetes`: the release's CRDs installed in the test's own
+//! kube-apiserver (scripts/gateway-crds.sh), GatewayClass, Gateway and HTTPRoute objects written
+//! there, traffic through Sluice; and a cluster without the CRDs, which Sluice serves anyway.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::kube::*;
+use crate::support::*;
+
+/// Long enough for a watch that saw 404 to ask again (its backoff is capped at 8 s).
+const WAIT: Duration = Duration::from_secs(30);
+
+fn gateway_class() -> Value {
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+        "metadata": {"name": "sluice"},
+        "spec": {"controllerName": "sluice.dev/gateway-controller"},
+    })
+}
+
+/// Gateway `edge` of class `sluice`: one HTTP listener on port 80 (Sluice's --http-listen).
+fn gateway(ns: &str) -> Value {
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "edge", "namespace": ns},
+        "spec": {
+            "gatewayClassName": "sluice",
+            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}],
+        },
+    })
+}
+
+/// HTTPRoute `name` attached to Gateway `edge`: `host` to Service `service` port 80.
+fn http_route(ns: &str, name: &str, host: &str, service: &str) -> Value {
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "parentRefs": [{"name": "edge"}],
+            "hostnames": [host],
+            "rules": [{"backendRefs": [{"name": service, "port": 80}]}],
+        },
+    })
+}
+
+/// Service `name` with one EndpointSlice pointing at `pod` (port 8080), no Ingress.
+fn backend(cluster: &Cluster, ns: &str, name: &str, pod: &Pod) {
+    cluster.create(&service(ns, name));
+    cluster.create(&endpoint_slice(
+        ns,
+        &format!("{name}-1"),
+        name,
+        8080,
+        &[Endpoint::ready(pod.addr.ip())],
+    ));
+}
+
+fn pod(cluster: &Cluster, n: u8) -> Pod {
+    let ip = cluster.add_address(n);
+    Pod::start_at(&format!("pod-{n}"), &socket(ip, 8080))
+}
+
+#[test]
+fn gateway_api_objects_route_through_sluice_and_follow_their_changes() {
+    let ns = "gw";
+    let cluster = Cluster::start("gateway-api");
+    cluster.install_gateway_crds();
+    cluster.create(&namespace(ns));
+    let (a, b) = (pod(&cluster, 11), pod(&cluster, 12));
+    backend(&cluster, ns, "web", &a);
+    backend(&cluster, ns, "api", &b);
+    cluster.create(&gateway_class());
+    cluster.create(&gateway(ns));
+    cluster.create(&http_route(ns, "web", "web.test", "web"));
+    let sluice = cluster.sluice(ns, &[]);
+
+    // Objects that existed before Sluice started are served once it is ready.
+    sluice.wait_served_by("web.test", "pod-11", Duration::ZERO);
+    assert_eq!(sluice.get("api.test", "/").status, 404);
+
+    // A route created while Sluice runs, then edited to another backend, then deleted.
+    cluster.create(&http_route(ns, "api", "api.test", "web"));
+    sluice.wait_served_by("api.test", "pod-11", WAIT);
+    cluster.apply(&http_route(ns, "api", "api.test", "api"));
+    sluice.wait_served_by("api.test", "pod-12", WAIT);
+    cluster.delete("HTTPRoute", ns, "api");
+    sluice.wait_status("api.test", 404, WAIT);
+
+    // A Gateway of another controller's class serves nothing.
+    let mut other = gateway_class();
+    other["metadata"]["name"] = json!("other");
+    other["spec"]["controllerName"] = json!("example.com/other");
+    cluster.create(&other);
+    let mut foreign = gateway(ns);
+    foreign["metadata"]["name"] = json!("foreign");
+    foreign["spec"]["gatewayClassName"] = json!("other");
+    cluster.create(&foreign);
+    let mut foreign_route = http_route(ns, "foreign", "foreign.test", "web");
+    foreign_route["spec"]["parentRefs"] = json!([{"name": "foreign"}]);
+    cluster.create(&foreign_route);
+    // Sluice has seen the foreign objects once a route created after them is served.
+    cluster.create(&http_route(ns, "later", "later.test", "api"));
+    sluice.wait_served_by("later.test", "pod-12", WAIT);
+    assert_eq!(sluice.get("foreign.test", "/").status, 404);
+    assert_eq!(sluice.get("web.test", "/").status, 200);
+}
+
+#[test]
+fn without_the_gateway_crds_ingresses_are_served_and_installing_them_later_adds_routes() {
+    let ns = "plain";
+    let cluster = Cluster::start("no-gateway-crds");
+    cluster.create(&namespace(ns));
+    cluster.create(&ingress_class("sluice", CONTROLLER));
+    let a = pod(&cluster, 11);
+    cluster.create_app(ns, "web", "web.test", 8080, &[a.addr.ip()]);
+
+    // Ready although four of its watches answer 404, and serving the Ingress.
+    let sluice = cluster.sluice(ns, &[]);
+    assert_eq!(sluice.get("web.test", "/").status, 200);
+    let log = sluice.log_text();
+    let not_installed = log
+        .lines()
+        .filter(|l| l.contains("is not installed in this cluster"))
+        .count();
+    assert_eq!(not_installed, 4, "one line per Gateway API kind:\n{log}");
+    assert!(!sluice.has_exited());
+
+    // The CRDs installed while Sluice runs: the watches find them on their next attempt.
+    cluster.install_gateway_crds();
+    cluster.create(&gateway_class());
+    cluster.create(&gateway(ns));
+    cluster.create(&http_route(ns, "gw", "gw.test", "web"));
+    sluice.wait_served_by("gw.test", "pod-11", WAIT);
+    assert_eq!(sluice.get("web.test", "/").status, 200);
+    // Said once per kind, not once per retry.
+    let log = sluice.log_text();
+    assert_eq!(
+        log.lines()
+            .filter(|l| l.contains("is not installed in this cluster"))
+            .count(),
+        4,
+        "{log}"
+    );
+}
+
+/// `type`'s condition in a status's `conditions`, or Null.
+fn condition<'a>(conditions: &'a Value, type_: &str) -> &'a Value {
+    static NULL: Value = Value::Null;
+    conditions
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == type_)
+        .unwrap_or(&NULL)
+}
+
+/// Sluice's entry in an HTTPRoute's `status.parents`, once written.
+fn route_parent(cluster: &Cluster, ns: &str, name: &str) -> Option<Value> {
+    let route = cluster.get("HTTPRoute", ns, name)?;
+    route["status"]["parents"]
+        .as_array()?
+        .iter()
+        .find(|p| p["controllerName"] == "sluice.dev/gateway-controller")
+        .cloned()
+}
+
+#[test]
+fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_generation() {
+    let ns = "status";
+    let cluster = Cluster::start("gateway-status");
+    cluster.install_gateway_crds();
+    cluster.create(&namespace(ns));
+    cluster.create(&namespace("elsewhere"));
+    let a = pod(&cluster, 11);
+    backend(&cluster, ns, "web", &a);
+    cluster.create(&gateway_class());
+    cluster.create(&gateway(ns));
+    cluster.create(&http_route(ns, "web", "web.test", "web"));
+    // To a Service that does not exist: ResolvedRefs False, and its share answers 500.
+    cluster.create(&http_route(ns, "ghost", "ghost.test", "nothing"));
+    // From another namespace: the listener admits its own namespace's routes only.
+    let mut outsider = http_route("elsewhere", "outsider", "outsider.test", "web");
+    outsider["spec"]["parentRefs"] = json!([{"name": "edge", "namespace": ns}]);
+    cluster.create(&outsider);
+    // As ServiceAccount sluice/sluice with the deploy manifests' RBAC: their grants cover the
+    // Gateway API reads and status writes (checked at the end: nothing refused).
+    cluster.kubectl(&[
+        "apply",
+        "-f",
+        deploy_dir().join("manifests").to_str().unwrap(),
+    ]);
+    let sluice = cluster.sluice_with(SluiceOptions {
+        identity: "sluice-gateway",
+        namespace: "sluice",
+        kubeconfig: Some(cluster.sluice_kubeconfig()),
+        extra: &[
+            "--configmap",
+            "sluice/sluice",
+            "--election-id",
+            "sluice-leader",
+            "--publish-status-address",
+            "198.18.0.200",
+        ],
+        wait_ready: true,
+    });
+    assert_eq!(sluice.get("web.test", "/").status, 200);
+    assert_eq!(sluice.get("ghost.test", "/").status, 500);
+    assert_eq!(sluice.get("outsider.test", "/").status, 404);
+
+    let class = eventually(WAIT, "GatewayClass status", || {
+        let class = cluster.get("GatewayClass", "", "sluice")?;
+        (condition(&class["status"]["conditions"], "Accepted")["status"] == "True").then_some(class)
+    });
+    let accepted = condition(&class["status"]["conditions"], "Accepted");
+    assert_eq!(accepted["observedGeneration"], 1, "{class:#}");
+
+    let gateway = eventually(WAIT, "Gateway status", || {
+        let gateway = cluster.get("Gateway", ns, "edge")?;
+        (condition(&gateway["status"]["conditions"], "Programmed")["status"] == "True")
+            .then_some(gateway)
+    });
+    let status = &gateway["status"];
+    assert_eq!(
+        condition(&status["conditions"], "Accepted")["status"],
+        "True",
+        "{status:#}"
+    );
+    assert_eq!(
+        status["addresses"],
+        json!([{"type": "IPAddress", "value": "198.18.0.200"}])
+    );
+    let listener = &status["listeners"][0];
+    assert_eq!(listener["name"], "http");
+    assert_eq!(listener["attachedRoutes"], 2, "web and ghost: {status:#}");
+    assert_eq!(listener["supportedKinds"][0]["kind"], "HTTPRoute");
+    for (type_, value) in [
+        ("Accepted", "True"),
+        ("Programmed", "True"),
+        ("ResolvedRefs", "True"),
+        ("Conflicted", "False"),
+    ] {
+        assert_eq!(
+            condition(&listener["conditions"], type_)["status"],
+            value,
+            "{type_}"
+        );
+    }
+
+    let web = eventually(WAIT, "HTTPRoute web status", || {
+        route_parent(&cluster, ns, "web")
+    });
+    // The parentRef as the route has it (the API server filled in group and kind).
+    assert_eq!(
+        web["parentRef"],
+        json!({"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "edge"})
+    );
+    let web_accepted = condition(&web["conditions"], "Accepted").clone();
+    assert_eq!(web_accepted["status"], "True");
+    assert_eq!(web_accepted["observedGeneration"], 1);
+    assert_eq!(
+        condition(&web["conditions"], "ResolvedRefs")["status"],
+        "True"
+    );
+
+    let ghost = eventually(WAIT, "HTTPRoute ghost status", || {
+        route_parent(&cluster, ns, "ghost")
+    });
+    let refs = condition(&ghost["conditions"], "ResolvedRefs");
+    assert_eq!(
+        (&refs["status"], &refs["reason"]),
+        (&json!("False"), &json!("BackendNotFound"))
+    );
+    assert!(
+        refs["message"].as_str().unwrap().contains("nothing"),
+        "{refs:#}"
+    );
+
+    let outsider = eventually(WAIT, "HTTPRoute outsider status", || {
+        route_parent(&cluster, "elsewhere", "outsider")
+    });
+    let refused = condition(&outsider["conditions"], "Accepted");
+    assert_eq!(
+        (&refused["status"], &refused["reason"]),
+        (&json!("False"), &json!("NotAllowedByListeners"))
+    );
+
+    // An edit bumps the generation: the status follows it, and a condition that did not
+    // change keeps its transition time.
+    cluster.apply(&http_route(ns, "web", "web2.test", "web"));
+    sluice.wait_served_by("web2.test", "pod-11", WAIT);
+    let edited = eventually(WAIT, "HTTPRoute web status at generation 2", || {
+        let parent = route_parent(&cluster, ns, "web")?;
+        (condition(&parent["conditions"], "Accepted")["observedGeneration"] == 2).then_some(parent)
+    });
+    assert_eq!(
+        condition(&edited["conditions"], "Accepted")["lastTransitionTime"],
+        web_accepted["lastTransitionTime"]
+    );
+    // A route that stops naming Sluice's Gateway loses Sluice's parent entry.
+    let mut moved = http_route(ns, "ghost", "ghost.test", "nothing");
+    moved["spec"]["parentRefs"] = json!([{"name": "someone-elses"}]);
+    cluster.apply(&moved);
+    eventually(
+        WAIT,
+        "Sluice's parent entry gone from HTTPRoute ghost",
+        || {
+            let route = cluster.get("HTTPRoute", ns, "ghost")?;
+            let parents = route["status"]["parents"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            parents
+                .iter()
+                .all(|p| p["controllerName"] != "sluice.dev/gateway-controller")
+                .then_some(())
+        },
+    );
+    let log = sluice.log_text();
+    let refused: Vec<&str> = log
+        .lines()
+        .filter(|l| l.to_ascii_lowercase().contains("forbidden"))
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "refused by RBAC:\n{}",
+        refused.join("\n")
+    );
+}
