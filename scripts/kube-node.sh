@@ -500,12 +500,14 @@ cmd_down() {
   done
   # The host paths the kubelet and libcni hard-code.
   for m in /var/log/containers/*.log; do
-    [[ -L $m && $(readlink "$m") == "$dir/"* ]] && rm -f "$m"
+    if [[ -L $m && $(readlink "$m") == "$dir/"* ]]; then rm -f "$m"; fi
   done
   rm -rf /var/lib/kubelet/device-plugins
   rmdir /var/lib/kubelet 2>/dev/null || true
   # libcni's cache of each pod's results (pods killed without a CNI DEL): ours name our netns files.
-  grep -lF -- "$dir/containerd/" /var/lib/cni/results/* 2>/dev/null | xargs -r rm -f
+  if [[ -d /var/lib/cni/results ]]; then
+    { grep -rlF -- "$dir/containerd/" /var/lib/cni/results || true; } | xargs -r rm -f
+  fi
   rmdir /var/lib/cni/results /var/lib/cni 2>/dev/null || true
   # The shims' sockets (hard-coded /run/containerd/s), when no other containerd runs here.
   if ! pgrep -x containerd >/dev/null 2>&1; then
