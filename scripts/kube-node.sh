@@ -409,6 +409,10 @@ start_all() {
   wait_for "node $node Ready" 120 kubelet node_ready
 }
 
+all_alive() {
+  local c
+  for c in "${components[@]}"; do alive "$c" || return 1; done
+}
 node_ready() {
   [[ $(kctl get node "$node" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]
 }
@@ -437,7 +441,7 @@ cmd_up() {
   dir=$(cd "$dir" && pwd)
   if [[ -f $dir/run/up ]]; then
     resolve_bin
-    if alive kubelet && alive kube-apiserver && node_ready; then
+    if all_alive && node_ready; then
       log "already up and Ready"
       return 0
     fi
@@ -503,7 +507,7 @@ cmd_down() {
     if [[ -L $m && $(readlink "$m") == "$dir/"* ]]; then rm -f "$m"; fi
   done
   rm -rf /var/lib/kubelet/device-plugins
-  rmdir /var/lib/kubelet 2>/dev/null || true
+  rmdir /var/lib/kubelet /var/log/containers 2>/dev/null || true
   # libcni's cache of each pod's results (pods killed without a CNI DEL): ours name our netns files.
   if [[ -d /var/lib/cni/results ]]; then
     { grep -rlF -- "$dir/containerd/" /var/lib/cni/results || true; } | xargs -r rm -f
