@@ -55,58 +55,29 @@ cache=${SLUICE_KUBE_CACHE:-$HOME/.cache/sluice-kube}
 # kubelet's stop order is the reverse of the start order.
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy)
 
-# --- processes (as scripts/kube-cluster.sh) -----------------------------------------------------
+# --- processes ---------------------------------------------------------------------------------
 
-# alive NAME: the process in $dir/run/NAME.pid is running, is NAME (a reused pid is not) and is
-# not a zombie. /proc/PID/comm holds the first 15 characters of the name.
-alive() {
-  local pidfile="$dir/run/$1.pid" pid state
-  [[ -f $pidfile ]] || return 1
-  pid=$(<"$pidfile")
-  [[ $pid =~ ^[0-9]+$ ]] || return 1
-  [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "${1:0:15}" ]] || return 1
-  state=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1) || return 1
-  [[ $state != Z ]]
-}
+# alive PIDFILE NAME, stop_daemon PIDFILE NAME [SECONDS], spawn NAME LOG PIDFILE CMD...
+# shellcheck source=lib/daemons.sh
+source "$here/lib/daemons.sh"
+# pki_key FILE, pki_ca CN, pki_sign NAME SUBJECT EXTENSIONS
+# shellcheck source=lib/pki.sh
+source "$here/lib/pki.sh"
 
-# stop NAME [SECONDS]: SIGTERM its process group, SIGKILL after SECONDS (default 10).
-stop() {
-  local name=$1 grace=${2:-10} pid i
-  if alive "$name"; then
-    pid=$(<"$dir/run/$name.pid")
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < grace * 10; i++)); do
-      alive "$name" || break
-      sleep 0.1
-    done
-    if alive "$name"; then
-      log "$name (pid $pid) did not stop in $grace s: SIGKILL"
-      kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-      for ((i = 0; i < 50; i++)); do
-        alive "$name" || break
-        sleep 0.1
-      done
-    fi
-  fi
-  rm -f "$dir/run/$name.pid"
-}
+# running NAME: the component NAME (pid in run/NAME.pid) runs.
+running() { alive "$dir/run/$1.pid" "$1"; }
+# stop NAME [SECONDS]: SIGTERM, SIGKILL after SECONDS (default 10).
+stop() { stop_daemon "$dir/run/$1.pid" "$1" "${2:-10}"; }
 
-# spawn NAME CMD...: CMD in the node's network namespace, in its own session, logging to
+# start NAME CMD...: CMD in the node's network namespace, in its own session, logging to
 # logs/NAME.log. nsenter execs CMD in place, so the pid is the daemon's.
-spawn() {
-  local name=$1 pid i
+start() {
+  local name=$1
   shift
-  alive "$name" && return 0
+  running "$name" && return 0
   echo "--- start $(date -u +%FT%TZ)" >>"$dir/logs/$name.log"
-  setsid "${nsrun[@]}" "$@" </dev/null >>"$dir/logs/$name.log" 2>&1 &
-  pid=$!
-  echo "$pid" >"$dir/run/$name.pid"
-  for ((i = 0; i < 100; i++)); do
-    [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "${name:0:15}" ]] && return 0
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  alive "$name" || { tail -n 20 "$dir/logs/$name.log" >&2; die "$name exited at once"; }
+  spawn "$name" "$dir/logs/$name.log" "$dir/run/$name.pid" "${nsrun[@]}" "$@"
+  running "$name" || { tail -n 20 "$dir/logs/$name.log" >&2; die "$name exited at once"; }
 }
 
 # wait_for WHAT SECONDS NAME CMD...: CMD succeeds within SECONDS while NAME runs; else the last
@@ -115,7 +86,7 @@ wait_for() {
   local what=$1 limit=$2 name=$3 t0=$SECONDS
   shift 3
   until "$@" >/dev/null 2>&1; do
-    if ! alive "$name"; then
+    if ! running "$name"; then
       tail -n 30 "$dir/logs/$name.log" >&2
       die "$name exited before $what"
     fi
@@ -199,20 +170,14 @@ make_pki() {
   (
     cd "$pki"
     umask 077
-    key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
-    # sign NAME SUBJECT USAGE [SAN]: NAME.crt for NAME.key, signed by the CA.
+    pki_ca sluice-node-ca
+    # sign NAME SUBJECT USAGE [SAN]: a leaf certificate for USAGE (serverAuth, clientAuth).
     sign() {
-      key "$1.key"
-      openssl req -new -key "$1.key" -subj "$2" -out "$1.csr" 2>/dev/null
-      printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=%s\n' "$3" >"$1.ext"
-      [[ -z ${4:-} ]] || echo "subjectAltName=$4" >>"$1.ext"
-      openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
-        -sha256 -extfile "$1.ext" -out "$1.crt" 2>/dev/null
-      rm -f "$1.csr" "$1.ext"
+      pki_sign "$1" "$2" "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature
+extendedKeyUsage=$3${4:+
+subjectAltName=$4}"
     }
-    key ca.key
-    openssl req -x509 -new -key ca.key -subj "/CN=sluice-node-ca" -days 3650 -sha256 \
-      -addext "keyUsage=critical,keyCertSign,cRLSign" -out ca.crt 2>/dev/null
     sign apiserver "/CN=kube-apiserver" serverAuth \
       "IP:$node_ip,IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
     # Users the default RBAC policy knows (as kubeadm makes them).
@@ -222,7 +187,7 @@ make_pki() {
     sign controller-manager "/CN=system:kube-controller-manager" clientAuth
     sign scheduler "/CN=system:kube-scheduler" clientAuth
     sign proxy "/CN=system:kube-proxy" clientAuth
-    key sa.key
+    pki_key sa.key
     openssl pkey -in sa.key -pubout -out sa.pub 2>/dev/null
   ) || true
   local f
@@ -362,13 +327,13 @@ kctl() { "${nsrun[@]}" "$BIN/kubectl" --kubeconfig "$dir/admin.kubeconfig" "$@";
 
 start_all() {
   local pki="$dir/pki" client="http://127.0.0.1:2379" peer="http://127.0.0.1:2380"
-  spawn etcd "$BIN/etcd" --name "$node" --data-dir "$dir/etcd" \
+  start etcd "$BIN/etcd" --name "$node" --data-dir "$dir/etcd" \
     --listen-client-urls "$client" --advertise-client-urls "$client" \
     --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
     --initial-cluster "$node=$peer" --initial-cluster-state new --unsafe-no-fsync --log-level warn
   wait_for "etcd healthy" 30 etcd inns curl -fsS -m 1 "$client/health"
 
-  spawn kube-apiserver "$BIN/kube-apiserver" \
+  start kube-apiserver "$BIN/kube-apiserver" \
     --etcd-servers "$client" --bind-address 0.0.0.0 --advertise-address "$node_ip" \
     --secure-port "$api_port" --cert-dir "$pki" \
     --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
@@ -381,7 +346,7 @@ start_all() {
     --allow-privileged --profiling=false
   wait_for "kube-apiserver ready" 90 kube-apiserver inns bash -c "$(declare -f apiserver_ready); dir='$dir' node_ip='$node_ip' api_port='$api_port' apiserver_ready"
 
-  spawn kube-controller-manager "$BIN/kube-controller-manager" \
+  start kube-controller-manager "$BIN/kube-controller-manager" \
     --kubeconfig "$dir/controller-manager.kubeconfig" \
     --authentication-kubeconfig "$dir/controller-manager.kubeconfig" \
     --authorization-kubeconfig "$dir/controller-manager.kubeconfig" \
@@ -390,28 +355,28 @@ start_all() {
     --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
     --service-cluster-ip-range "$service_cidr" --flex-volume-plugin-dir "$dir/flexvolume" \
     --profiling=false
-  spawn kube-scheduler "$BIN/kube-scheduler" \
+  start kube-scheduler "$BIN/kube-scheduler" \
     --kubeconfig "$dir/scheduler.kubeconfig" \
     --authentication-kubeconfig "$dir/scheduler.kubeconfig" \
     --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
     --bind-address 127.0.0.1 --leader-elect=false --profiling=false
 
-  spawn containerd containerd --config "$dir/containerd/config.toml"
+  start containerd containerd --config "$dir/containerd/config.toml"
   wait_for "containerd answers" 30 containerd ctr --address "$dir/containerd/containerd.sock" version
   import "$pause_archive" "$pause_ref"
 
-  spawn kubelet "$BIN/kubelet" --config "$dir/kubelet/config.yaml" \
+  start kubelet "$BIN/kubelet" --config "$dir/kubelet/config.yaml" \
     --kubeconfig "$dir/kubelet.kubeconfig" --root-dir "$dir/kubelet" --cert-dir "$dir/kubelet/pki" \
     --hostname-override "$node" --node-ip "$node_ip"
-  spawn kube-proxy "$BIN/kube-proxy" --kubeconfig "$dir/proxy.kubeconfig" \
+  start kube-proxy "$BIN/kube-proxy" --kubeconfig "$dir/proxy.kubeconfig" \
     --hostname-override "$node" --proxy-mode iptables --cluster-cidr "$pod_cidr" \
     --conntrack-max-per-core 0 --metrics-bind-address 127.0.0.1:10249
   wait_for "node $node Ready" 120 kubelet node_ready
 }
 
-all_alive() {
+all_running() {
   local c
-  for c in "${components[@]}"; do alive "$c" || return 1; done
+  for c in "${components[@]}"; do running "$c" || return 1; done
 }
 node_ready() {
   [[ $(kctl get node "$node" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]
@@ -441,7 +406,7 @@ cmd_up() {
   dir=$(cd "$dir" && pwd)
   if [[ -f $dir/run/up ]]; then
     resolve_bin
-    if all_alive && node_ready; then
+    if all_running && node_ready; then
       log "already up and Ready"
       return 0
     fi
@@ -472,7 +437,7 @@ cmd_down() {
   stop kube-controller-manager
   # Every pod's containers: killed, deleted (their shims exit with them), then their sandboxes.
   ctr=(ctr --address "$dir/containerd/containerd.sock" -n k8s.io)
-  if alive containerd; then
+  if running containerd; then
     for c in $("${ctr[@]}" tasks ls -q 2>/dev/null); do
       "${ctr[@]}" tasks kill -s SIGKILL "$c" >/dev/null 2>&1 || true
     done
@@ -527,7 +492,7 @@ cmd_status() {
   local c status=0
   [[ -d $dir/run ]] || { log "not up"; return 1; }
   for c in "${components[@]}"; do
-    if alive "$c"; then echo "$c: running (pid $(<"$dir/run/$c.pid"))"; else echo "$c: not running"; status=1; fi
+    if running "$c"; then echo "$c: running (pid $(<"$dir/run/$c.pid"))"; else echo "$c: not running"; status=1; fi
   done
   resolve_bin
   if node_ready; then echo "node $node: Ready"; else echo "node $node: not Ready"; status=1; fi

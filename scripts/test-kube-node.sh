@@ -48,15 +48,8 @@ echo "== node up ($((SECONDS - t0)) s)"
 "$node" import-image sluice:0.1.0
 echo "== image imported ($((SECONDS - t0)) s)"
 
-# until_ok SECONDS CMD...: CMD succeeds within SECONDS (tried every 0.5 s); else its output.
-until_ok() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || { "$@"; return 1; }
-    sleep 0.5
-  done
-}
+# until_ok (scripts/lib/checks.sh) every 0.5 s: each try runs kubectl.
+UNTIL_OK_INTERVAL=0.5
 # in_node CMD...: CMD in the node's network namespace (where its address and Services are).
 in_node() { "$node" exec "$@"; }
 
