@@ -92,6 +92,9 @@ spec:
           env: [{name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]
           ports: [{name: http, containerPort: 8080}]
           readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}
+          # Keeps serving while Sluice drops the endpoint (the EndpointSlice marks it not ready
+          # when the pod starts terminating): scaling down loses no request.
+          lifecycle: {preStop: {sleep: {seconds: 2}}}
           securityContext:
             allowPrivilegeEscalation: false
             readOnlyRootFilesystem: true
@@ -164,6 +167,41 @@ if ((${#failed[@]})); then
   k get pods -A -o wide || true
   k get events -n sluice --sort-by=.lastTimestamp | tail -n 15 || true
 fi
+# The seeds' experiment on real pods: the backend scaled 5 -> 7 -> 5 -> 7 -> 5 while `sluice
+# load` sends 200 requests/s through Sluice (inside the node's namespace); not one may fail.
+case $SLUICE_IMAGE_PROFILE in
+  dev) sluice_bin=${CARGO_TARGET_DIR:-target}/debug/sluice ;;
+  *) sluice_bin=${CARGO_TARGET_DIR:-target}/release/sluice ;;
+esac
+sluice_bin=$(realpath "$sluice_bin")
+scale_under_load() {
+  local n load_pid
+  k scale -n app deployment/backend --replicas 5 >/dev/null
+  k rollout status -n app deployment/backend --timeout 120s >/dev/null || return 1
+  in_node "$sluice_bin" load -R 200 -c 10 -d 40s --timeout 2s -H 'Host: app.test' \
+    --json "$tmp/load.json" "http://$node_ip/" >"$tmp/load.out" 2>&1 &
+  load_pid=$!
+  sleep 3
+  for n in 7 5 7 5; do
+    k scale -n app deployment/backend --replicas "$n" >/dev/null
+    k rollout status -n app deployment/backend --timeout 60s >/dev/null || echo "scale to $n: not rolled out in 60 s"
+    # Until the pods that go have gone (their preStop sleep, then SIGTERM).
+    until_ok 30 bash -c "[[ \$('$node' kubectl get pods -n app -o name | grep -c .) == $n ]]" >/dev/null ||
+      echo "scale to $n: still $(k get pods -n app -o name | grep -c .) pods"
+    echo "$(date +%T) $n pods" >>"$tmp/scale.log"
+    sleep 2
+  done
+  kill -0 "$load_pid" 2>/dev/null || { echo "the load ended before the scaling did"; return 1; }
+  wait "$load_pid" || { cat "$tmp/load.out"; return 1; }
+  jq -c '{requests, errors, status_codes}' "$tmp/load.json"
+  jq -e '.requests > 5000 and ([.errors[]] | add) == 0 and (.status_codes | keys) == ["200"]' \
+    "$tmp/load.json" >/dev/null
+}
+check "manifests: backend scaled 5 <-> 7 under 200 requests/s through Sluice: 0 failed requests" \
+  scale_under_load
+[[ ! -f $tmp/load.json ]] || jq -c '{requests, errors, status_codes}' "$tmp/load.json" | sed 's/^/      /'
+[[ ! -f $tmp/scale.log ]] || sed 's/^/      /' "$tmp/scale.log"
+
 echo "== uninstall ($((SECONDS - t0)) s)"
 check "manifests: kubectl delete removes everything" \
   k delete --wait --timeout=120s -f deploy/manifests/sluice.yaml -f "$tmp/backend.yaml"
