@@ -120,6 +120,7 @@ SLUICE_IMAGE_PROFILE=dev scripts/test-image.sh
 # controller-manager, scheduler, in a network namespace of its own; the node programs built from
 # Go modules once and cached by version, ~3.5 min the first time), and on it a fresh install of
 # deploy/manifests, then of the chart, with the image above: every pod Ready, an Ingress routed to
-# backend pods, the webhook called through its Service (~1 min).
+# backend pods, the webhook called through its Service, the backend scaled 5 <-> 7 under load
+# with 0 failed requests, a rolling update of the DaemonSet (~1.7 min).
 echo "== real node (scripts/test-kube-node.sh)"
 SLUICE_IMAGE_PROFILE=dev scripts/test-kube-node.sh
