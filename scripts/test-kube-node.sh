@@ -94,9 +94,6 @@ spec:
           env: [{name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]
           ports: [{name: http, containerPort: 8080}]
           readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}
-          # Keeps serving while Sluice drops the endpoint (the EndpointSlice marks it not ready
-          # when the pod starts terminating): scaling down loses no request.
-          lifecycle: {preStop: {sleep: {seconds: 2}}}
           securityContext:
             allowPrivilegeEscalation: false
             readOnlyRootFilesystem: true
@@ -187,7 +184,10 @@ scale_under_load() {
   for n in 7 5 7 5; do
     k scale -n app deployment/backend --replicas "$n" >/dev/null
     k rollout status -n app deployment/backend --timeout 60s >/dev/null || echo "scale to $n: not rolled out in 60 s"
-    # Until the pods that go have gone (their preStop sleep, then SIGTERM).
+    # Until the pods that go have gone. No preStop delay: what keeps requests from failing is
+    # Sluice (the endpoint leaves with the EndpointSlice update; a refused connection is retried
+    # on another endpoint), not a sleep in the backend (the run with a 2 s preStop sleep and the
+    # run without both had 0 failures in 8000 requests).
     until_ok 30 bash -c "[[ \$('$node' kubectl get pods -n app -o name | grep -c .) == $n ]]" >/dev/null ||
       echo "scale to $n: still $(k get pods -n app -o name | grep -c .) pods"
     echo "$(date +%T) $n pods" >>"$tmp/scale.log"
