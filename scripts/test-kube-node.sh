@@ -184,9 +184,8 @@ scale_under_load() {
   for n in 7 5 7 5; do
     k scale -n app deployment/backend --replicas "$n" >/dev/null
     k rollout status -n app deployment/backend --timeout 60s >/dev/null || echo "scale to $n: not rolled out in 60 s"
-    # Until the pods that go have gone. No preStop delay: what keeps requests from failing is
-    # Sluice (the endpoint leaves with the EndpointSlice update; a refused connection is retried
-    # on another endpoint), not a sleep in the backend (the run with a 2 s preStop sleep and the
+    # Until the pods that go have gone. No preStop delay in the backend: it is Sluice, following
+    # the EndpointSlice updates, that must lose no request (a run with a 2 s preStop sleep and a
     # run without both had 0 failures in 8000 requests).
     until_ok 30 bash -c "[[ \$('$node' kubectl get pods -n app -o name | grep -c .) == $n ]]" >/dev/null ||
       echo "scale to $n: still $(k get pods -n app -o name | grep -c .) pods"
