@@ -18,8 +18,8 @@
 #                                        (namespace k8s.io) and tag it as each REF
 #   scripts/kube-node.sh import-image [REF...]
 #                                        the Sluice image (scripts/image.sh) into the node, as REF
-#                                        (default sluice:0.1.0 and localhost/sluice:0.1.0, what
-#                                        deploy/ names)
+#                                        (default localhost/sluice:0.1.0; the test sets the
+#                                        manifests' and the chart's image to it)
 #
 # Traffic never touches the host's network: the node's address (198.18.0.2/24, on a veth pair
 # whose two ends are both inside the namespace), the pod bridge cni0 (10.244.0.0/24), the Service
@@ -382,8 +382,9 @@ node_ready() {
   [[ $(kctl get node "$node" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]
 }
 
-# import ARCHIVE REF...: the OCI archive into containerd's k8s.io namespace, tagged as each REF
-# (a short name like sluice:0.1.0 is docker.io/library/sluice:0.1.0 to the kubelet).
+# import ARCHIVE REF...: the OCI archive into containerd's k8s.io namespace, tagged as each REF.
+# A REF names its domain (localhost/sluice:0.1.0, as podman names local images): the kubelet reads
+# a short name as a registry's, which nothing here can pull from.
 import() {
   local archive=$1 ctr=(ctr --address "$dir/containerd/containerd.sock" -n k8s.io) name ref full
   shift
@@ -391,8 +392,8 @@ import() {
   [[ -n $name ]] || die "ctr imported no named image from $archive"
   for ref in "$@"; do
     full=$ref
-    [[ $full == */* ]] || full="library/$full"
-    [[ ${full%%/*} == *[.:]* || ${full%%/*} == localhost ]] || full="docker.io/$full"
+    [[ $full == */* && ( ${full%%/*} == *[.:]* || ${full%%/*} == localhost ) ]] ||
+      die "import: $ref: give the reference with its domain, e.g. localhost/sluice:0.1.0"
     [[ $full == "$name" ]] && continue
     "${ctr[@]}" images rm "$full" >/dev/null 2>&1 || true
     "${ctr[@]}" images tag "$name" "$full" >/dev/null
@@ -521,7 +522,7 @@ case ${1:-} in
     ;;
   import-image)
     shift
-    (($#)) || set -- sluice:0.1.0 localhost/sluice:0.1.0
+    (($#)) || set -- localhost/sluice:0.1.0
     ref=$(cd "$here/.." && "$here/image.sh" | tail -n 1)
     archive=$(mktemp "${TMPDIR:-/tmp}/sluice-image.XXXXXX.tar")
     trap 'rm -f "$archive"' EXIT

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sluice on a real node (scripts/kube-node.sh): a fresh install of deploy/manifests/sluice.yaml,
 # then of the Helm chart, each with the image built here (scripts/image.sh, imported into the
-# node's containerd as sluice:0.1.0), and on each:
+# node's containerd as localhost/sluice:0.1.0, the manifests' and the chart's image set to it), and
+# on each:
 #   - every pod Ready: the admission certificate Job completes (the check that would have caught
 #     the Job that dropped NET_BIND_SERVICE and could not exec the binary), the DaemonSet's pod
 #     becomes Ready through its probes;
@@ -47,7 +48,7 @@ trap cleanup EXIT
 
 "$node" up
 echo "== node up ($((SECONDS - t0)) s)"
-"$node" import-image sluice:0.1.0
+"$node" import-image localhost/sluice:0.1.0
 echo "== image imported ($((SECONDS - t0)) s)"
 
 # until_ok (scripts/lib/checks.sh) every 0.5 s: each try runs kubectl.
@@ -88,7 +89,7 @@ spec:
       securityContext: {runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532}
       containers:
         - name: backend
-          image: sluice:0.1.0
+          image: localhost/sluice:0.1.0
           imagePullPolicy: Never
           args: [backend, --listen, "0.0.0.0:8080", --name, "\$(POD_NAME)"]
           env: [{name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]
@@ -159,7 +160,11 @@ on_install() {
 }
 
 echo "== kubectl apply -f deploy/manifests/sluice.yaml ($((SECONDS - t0)) s)"
-k apply -f deploy/manifests/sluice.yaml >/dev/null
+# The manifests as a user applies them, the image set to the one imported here (a short name
+# would be a registry's to the kubelet).
+sed 's#image: sluice:0.1.0#image: localhost/sluice:0.1.0#' deploy/manifests/sluice.yaml >"$tmp/sluice.yaml"
+grep -q 'image: localhost/sluice:0.1.0' "$tmp/sluice.yaml" || { echo "test-kube-node: the manifests name no sluice:0.1.0 image to replace" >&2; exit 1; }
+k apply -f "$tmp/sluice.yaml" >/dev/null
 k apply -f "$tmp/backend.yaml" >/dev/null
 on_install sluice manifests
 if ((${#failed[@]})); then
@@ -237,14 +242,14 @@ check "manifests: rolling update of the DaemonSet: requests in flight and during
 
 echo "== uninstall ($((SECONDS - t0)) s)"
 check "manifests: kubectl delete removes everything" \
-  k delete --wait --timeout=120s -f deploy/manifests/sluice.yaml -f "$tmp/backend.yaml"
+  k delete --wait --timeout=120s -f "$tmp/sluice.yaml" -f "$tmp/backend.yaml"
 
 echo "== helm install deploy/helm/sluice ($((SECONDS - t0)) s)"
 # service.type NodePort: the chart's default LoadBalancer never gets an address without a load
 # balancer controller, and --wait would wait for one.
 check "chart: helm install --wait (its hook Jobs complete)" \
   in_node helm install sluice deploy/helm/sluice --namespace sluice --create-namespace \
-  --set image.repository=sluice --set image.tag=0.1.0 --set service.type=NodePort \
+  --set image.repository=localhost/sluice --set image.tag=0.1.0 --set service.type=NodePort \
   --wait --timeout 180s
 k apply -f "$tmp/backend.yaml" >/dev/null
 on_install sluice chart
