@@ -41,58 +41,12 @@ usage() {
 
 # --- processes -----------------------------------------------------------------------------------
 
-# alive PIDFILE NAME: the process in PIDFILE is running and is NAME (guards against a reused pid;
-# a zombie counts as gone).
-alive() {
-  local pid state
-  [[ -f $1 ]] || return 1
-  pid=$(<"$1")
-  [[ $pid =~ ^[0-9]+$ ]] || return 1
-  [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$2" ]] || return 1
-  state=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1) || return 1
-  [[ $state != Z ]]
-}
-
-# stop_daemon PIDFILE NAME: SIGTERM its process group, SIGKILL after 10 s.
-stop_daemon() {
-  local pidfile=$1 name=$2 pid i
-  if alive "$pidfile" "$name"; then
-    pid=$(<"$pidfile")
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 100; i++)); do
-      alive "$pidfile" "$name" || break
-      sleep 0.1
-    done
-    if alive "$pidfile" "$name"; then
-      log "$name (pid $pid) did not stop in 10 s: SIGKILL"
-      kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-      for ((i = 0; i < 50; i++)); do
-        alive "$pidfile" "$name" || break
-        sleep 0.1
-      done
-    fi
-  fi
-  rm -f "$pidfile"
-}
-
-# spawn NAME LOG PIDFILE CMD...: run CMD in its own session (so its own process group), detached
-# from our stdin/stdout/stderr so that callers reading our output are not kept waiting.
-spawn() {
-  local name=$1 logfile=$2 pidfile=$3
-  shift 3
-  # Started from a script (no job control) the child is not a group leader, so setsid(1) calls
-  # setsid() and execs in place: $! is the daemon's pid and its process group id.
-  setsid "$@" </dev/null >>"$logfile" 2>&1 &
-  local pid=$! i
-  echo "$pid" >"$pidfile"
-  # Until it has exec'd, the child is still bash or setsid: wait for NAME so that `alive` (which
-  # checks the name) never mistakes "not started yet" for "exited". Up to 5 s, or until it dies.
-  for ((i = 0; i < 100; i++)); do
-    [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$name" ]] && return 0
-    kill -0 "$pid" 2>/dev/null || return 0
-    sleep 0.05
-  done
-}
+# alive PIDFILE NAME, stop_daemon PIDFILE NAME, spawn NAME LOG PIDFILE CMD...
+# shellcheck source=lib/daemons.sh
+source "$here/lib/daemons.sh"
+# pki_key FILE, pki_ca CN, pki_sign NAME SUBJECT EXTENSIONS
+# shellcheck source=lib/pki.sh
+source "$here/lib/pki.sh"
 
 # --- certificates and kubeconfigs ----------------------------------------------------------------
 
@@ -105,28 +59,16 @@ make_pki() {
   (
     cd "$pki"
     umask 077
-    key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
-    # sign NAME SUBJECT EXTENSIONS: a certificate for NAME.key signed by the CA.
-    sign() {
-      key "$1.key"
-      openssl req -new -key "$1.key" -subj "$2" -out "$1.csr" 2>/dev/null
-      printf '%s\n' "$3" >"$1.ext"
-      openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
-        -sha256 -extfile "$1.ext" -out "$1.crt" 2>/dev/null
-      rm -f "$1.csr" "$1.ext"
-    }
-    key ca.key
-    openssl req -x509 -new -key ca.key -subj "/CN=sluice-test-ca" -days 3650 -sha256 \
-      -addext "keyUsage=critical,keyCertSign,cRLSign" -out ca.crt 2>/dev/null
-    sign apiserver "/CN=kube-apiserver" "basicConstraints=CA:FALSE
+    pki_ca sluice-test-ca
+    pki_sign apiserver "/CN=kube-apiserver" "basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature
 extendedKeyUsage=serverAuth
 subjectAltName=IP:127.0.0.1,DNS:localhost,IP:10.96.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
-    sign admin "/O=system:masters/CN=admin" "basicConstraints=CA:FALSE
+    pki_sign admin "/O=system:masters/CN=admin" "basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature
 extendedKeyUsage=clientAuth"
     # Service-account token signing (ES256).
-    key sa.key
+    pki_key sa.key
     openssl pkey -in sa.key -pubout -out sa.pub 2>/dev/null
   ) || true # (set -e does not apply in there: what counts is what got made)
   local f

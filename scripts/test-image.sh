@@ -64,15 +64,6 @@ trap cleanup EXIT
 # check NAME CMD..., checks_summary
 # shellcheck source=lib/checks.sh
 source scripts/lib/checks.sh
-# until_ok SECONDS CMD...: CMD succeeds within SECONDS (tried every 0.1 s).
-until_ok() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || { "$@"; return 1; }
-    sleep 0.1
-  done
-}
 free_on() { ! ss -Htln | awk '{print $4}' | grep -Eq "^(0\.0\.0\.0|\*|\[::\]|$1):($2)\$"; }
 
 # A loopback address of our own whose ports are free.

@@ -34,6 +34,10 @@ command -v podman >/dev/null || missing+=(podman)
 command -v buildah >/dev/null || missing+=(buildah)
 command -v runc >/dev/null || missing+=(runc)
 command -v setcap >/dev/null || missing+=(libcap2-bin)
+# containerd (Debian's, started by scripts/kube-node.sh with its own config) and conntrack for
+# kube-proxy: scripts/test-kube-node.sh runs Sluice on a real node.
+command -v containerd >/dev/null || missing+=(containerd)
+command -v conntrack >/dev/null || missing+=(conntrack)
 if ((${#missing[@]})); then
   sudo=""; [[ $(id -u) == 0 ]] || sudo="sudo"
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
@@ -57,9 +61,10 @@ echo "== cargo machete"
 MACHETE=$(nice scripts/machete.sh)
 "$MACHETE"
 # kube-apiserver, kubectl, etcd and helm, built from Go modules (needs Go) once and cached by
-# version (5–10 min the first time, nothing after). Kubernetes tests find them through SLUICE_KUBE_BIN.
+# version (5–10 min the first time, nothing after), and with --node the real node's kubelet,
+# kube-proxy, kube-controller-manager and kube-scheduler (~3.5 min more the first time). Kubernetes tests find them through SLUICE_KUBE_BIN.
 echo "== kube tools"
-SLUICE_KUBE_BIN=$(nice scripts/kube-tools.sh)
+SLUICE_KUBE_BIN=$(nice scripts/kube-tools.sh --node)
 export SLUICE_KUBE_BIN
 echo "$SLUICE_KUBE_BIN"
 # The Gateway API CRDs (YAML from the sigs.k8s.io/gateway-api module, cached by version; a second
@@ -117,3 +122,11 @@ scripts/kube-cluster.sh run --bin "$SLUICE_KUBE_BIN" -- scripts/check-deploy.sh
 # as the DaemonSet runs it (~10 s). Under CI a missing podman fails.
 echo "== image (scripts/image.sh, run as the DaemonSet runs it)"
 SLUICE_IMAGE_PROFILE=dev scripts/test-image.sh
+# A real single-node cluster (scripts/kube-node.sh: kubelet with containerd and runc, kube-proxy,
+# controller-manager, scheduler, in a network namespace of its own; the node programs built from
+# Go modules once and cached by version, ~3.5 min the first time), and on it a fresh install of
+# deploy/manifests, then of the chart, with the image above: every pod Ready, an Ingress routed to
+# backend pods, the webhook called through its Service, the backend scaled 5 <-> 7 under load
+# with 0 failed requests, a rolling update of the DaemonSet (~1.7 min).
+echo "== real node (scripts/test-kube-node.sh)"
+SLUICE_IMAGE_PROFILE=dev scripts/test-kube-node.sh

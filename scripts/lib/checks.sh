@@ -1,5 +1,6 @@
-# Shared by the check scripts (sourced: scripts/check-deploy.sh, scripts/test-image.sh): one line
-# per check, the output of a failed one indented below it, and a summary that sets the exit code.
+# Shared by the check scripts (sourced: scripts/check-deploy.sh, scripts/test-image.sh,
+# scripts/test-kube-node.sh): one line per check, the output of a failed one indented below it, and
+# a summary that sets the exit code.
 
 failed=()
 
@@ -25,4 +26,15 @@ checks_summary() {
     exit 1
   fi
   echo "$1: all checks passed"
+}
+
+# until_ok SECONDS CMD...: CMD succeeds within SECONDS, tried every $UNTIL_OK_INTERVAL seconds
+# (0.1); else CMD once more with its output, and failure.
+until_ok() {
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || { "$@"; return 1; }
+    sleep "${UNTIL_OK_INTERVAL:-0.1}"
+  done
 }
