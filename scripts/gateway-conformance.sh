@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# The official Gateway API conformance suite (sigs.k8s.io/gateway-api/conformance) against Sluice
+# on the real one-node cluster (scripts/kube-node.sh). FIRST EXPLORATION (issue 27, items 4-5):
+# not in scripts/test.sh yet; it runs the suite and keeps its report and log, it does not judge them.
+#
+#   scripts/gateway-conformance.sh build   build (once per version) the suite's test binary, the
+#                                          echo-basic and CoreDNS binaries and their images; prints
+#                                          the cache folder
+#   scripts/gateway-conformance.sh run     build, node up, images imported, standard CRDs, Sluice's
+#                                          manifests and a GatewayClass `sluice`, then the suite;
+#                                          report and log into $OUT (default docs/conformance/<run>)
+#
+# What `build` makes (cached in $SLUICE_KUBE_CACHE/gateway-conformance-<version>-<arch>/, nothing
+# from anywhere but the Go module proxy):
+#   - gw-conformance.test: the conformance module has `replace sigs.k8s.io/gateway-api => ../`, so
+#     its module download is placed at conformance/ inside a writable copy of the gateway-api module
+#     download and built there with GOWORK=off (../shared/notes/go-tools.md);
+#   - echo-basic (conformance/echo-basic of the same module) and coredns (github.com/coredns/coredns
+#     at the version the base manifests name), each static (CGO_ENABLED=0) in a FROM scratch image
+#     saved as an OCI archive;
+#   - images.txt: every image reference the suite's manifests (base/ and tests/) name. `run` imports
+#     the echo-basic archive under each `.../echo-basic:*` reference and the CoreDNS archive under the
+#     coredns one, exactly as the manifests spell them, so the kubelet (IfNotPresent) finds them in
+#     containerd and pulls nothing. Other references (echo-advanced, used by TCP/UDP/mesh tests) are
+#     not provided: those tests are outside GATEWAY-HTTP.
+#
+# Env: GATEWAY_API_VERSION (default v1.6.3: it builds with this machine's Go; v1.7.0 needs
+# GOTOOLCHAIN=go1.27.3, exported here when asked for), SLUICE_KUBE_CACHE, OUT, SUITE_TIMEOUT (the
+# test binary's -test.timeout, default 40m), SUITE_ARGS (more suite flags, e.g. --run-test=NAME),
+# SUPPORTED_FEATURES (default Gateway,HTTPRoute), PROFILES (default GATEWAY-HTTP), SLUICE_NODE_KEEP=1
+# (leave the node up afterwards; scripts/kube-node.sh down).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+
+version=${GATEWAY_API_VERSION:-v1.6.3}
+coredns_module=github.com/coredns/coredns
+cache=${SLUICE_KUBE_CACHE:-$HOME/.cache/sluice-kube}
+out_dir="$cache/gateway-conformance-$version-$(uname -m)"
+log() { echo "gateway-conformance: $*" >&2; }
+die() { log "$*"; exit 1; }
+command -v go >/dev/null || PATH=/usr/local/go/bin:$PATH
+case $version in v1.[0-6].*) ;; *) export GOTOOLCHAIN=${GOTOOLCHAIN:-go1.27.3} ;; esac
+
+built() {
+  [[ -x $out_dir/gw-conformance.test && -f $out_dir/echo-basic.tar && -f $out_dir/coredns.tar && -s $out_dir/images.txt ]]
+}
+
+# image NAME BINARY ARCHIVE [USER]: a FROM scratch image with BINARY as /NAME, saved as ARCHIVE.
+image() {
+  local name=$1 bin=$2 archive=$3 user=${4:-} ctx
+  ctx=$(mktemp -d)
+  cp "$bin" "$ctx/$name"
+  {
+    echo 'FROM scratch'
+    echo "COPY $name /$name"
+    [[ -z $user ]] || echo "USER $user"
+    echo "ENTRYPOINT [\"/$name\"]"
+  } >"$ctx/Containerfile"
+  podman --runtime runc --cgroup-manager cgroupfs build --quiet -f "$ctx/Containerfile" \
+    -t "localhost/gateway-conformance/$name:$version" "$ctx" >/dev/null
+  rm -f "$archive"
+  podman save --quiet --format oci-archive -o "$archive" "localhost/gateway-conformance/$name:$version" >/dev/null
+  rm -rf "$ctx"
+}
+
+cmd_build() {
+  if built; then
+    echo "$out_dir"
+    return 0
+  fi
+  command -v go >/dev/null || die "go not found (install Go into /usr/local/go)"
+  command -v podman >/dev/null || die "podman not found (scripts/kube-node.sh up installs it)"
+  mkdir -p "$cache"
+  exec 9>"$cache/.lock-gateway-conformance"
+  flock 9
+  if built; then
+    echo "$out_dir"
+    return 0
+  fi
+  local work json gw conf coredns_version t0=$SECONDS
+  work=$(mktemp -d "$cache/.gateway-conformance.XXXXXX")
+  trap 'rm -rf "$work"' RETURN
+  log "downloading sigs.k8s.io/gateway-api@$version and its conformance module"
+  json=$(cd "$work" && GOWORK=off GOFLAGS=-mod=mod go mod download -json \
+    "sigs.k8s.io/gateway-api@$version" "sigs.k8s.io/gateway-api/conformance@$version")
+  gw=$(sed -n 's/^[[:space:]]*"Dir": "\(.*gateway-api@.*\)",\{0,1\}$/\1/p' <<<"$json")
+  conf=$(sed -n 's/^[[:space:]]*"Dir": "\(.*conformance@.*\)",\{0,1\}$/\1/p' <<<"$json")
+  [[ -d $gw && -d $conf ]] || { echo "$json" >&2; die "no module folders for $version"; }
+  cp -r "$gw" "$work/src"
+  chmod -R u+w "$work/src"
+  rm -rf "$work/src/conformance"
+  cp -r "$conf" "$work/src/conformance"
+  chmod -R u+w "$work/src/conformance"
+  mkdir -p "$work/out"
+  log "building the suite (go test -c)"
+  (cd "$work/src/conformance" && GOWORK=off go test -c -o "$work/out/gw-conformance.test" .)
+  log "building echo-basic"
+  (cd "$work/src/conformance/echo-basic" && CGO_ENABLED=0 GOWORK=off go build -o "$work/echo-basic" .)
+  # Every image the suite's manifests name, as they spell it.
+  cat "$work/src/conformance/base/manifests.yaml" "$work/src/conformance/tests/"*.yaml |
+    sed -n 's/^[[:space:]]*image:[[:space:]]*\([^[:space:]#]*\).*/\1/p' | sort -u >"$work/out/images.txt"
+  cp "$work/src/conformance/base/manifests.yaml" "$work/out/base-manifests.yaml"
+  coredns_version=$(sed -n 's#.*/coredns/coredns:\(v[0-9.]*\)$#\1#p' "$work/out/images.txt" | head -n 1)
+  [[ -n $coredns_version ]] || die "the manifests name no coredns image"
+  log "building $coredns_module@$coredns_version"
+  (cd "$work" && CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=mod GOBIN="$work/bin" go install "$coredns_module@$coredns_version")
+  image echo-basic "$work/echo-basic" "$work/out/echo-basic.tar"
+  image coredns "$work/bin/coredns" "$work/out/coredns.tar"
+  rm -rf "$out_dir"
+  mv "$work/out" "$out_dir"
+  log "built in $((SECONDS - t0)) s: $out_dir"
+  echo "$out_dir"
+}
+
+cmd_run() {
+  local dir node=scripts/kube-node.sh node_ip=198.18.0.2 out tmp ref t0=$SECONDS crds rc
+  dir=$(cmd_build)
+  out=${OUT:-docs/conformance/$(date -u +%Y-%m-%d)-$version-gateway-http}
+  mkdir -p "$out"
+  out=$(realpath "$out")
+  export SLUICE_IMAGE_PROFILE=${SLUICE_IMAGE_PROFILE:-dev}
+  exec 8>"${SLUICE_NODE_DIR:-/var/tmp/sluice-node}.lock"
+  flock -w 1200 8 || die "another run holds the node for 20 min"
+  tmp=$(mktemp -d)
+  # shellcheck disable=SC2064
+  trap "rm -rf '$tmp'; [[ -n \${SLUICE_NODE_KEEP:-} ]] || '$node' down || true" EXIT
+  k() { "$node" kubectl "$@"; }
+
+  "$node" up
+  log "node up ($((SECONDS - t0)) s)"
+  "$node" import-image localhost/sluice:0.1.0
+  while read -r ref; do
+    case $ref in
+      */gateway-api/echo-basic:*) "$node" import "$dir/echo-basic.tar" "$ref" ;;
+      */coredns/coredns:*) "$node" import "$dir/coredns.tar" "$ref" ;;
+      *) log "not provided (outside GATEWAY-HTTP): $ref" ;;
+    esac
+  done <"$dir/images.txt"
+  log "images imported ($((SECONDS - t0)) s)"
+
+  crds=$(GATEWAY_API_VERSION=$version scripts/gateway-crds.sh)
+  k apply --server-side -f <(cat "$crds"/standard/gateway.networking.k8s.io_*.yaml) >/dev/null
+  k wait --for condition=Established --timeout 60s crd -l gateway.networking.k8s.io/bundle-version >/dev/null ||
+    k wait --for condition=Established --timeout 60s crd --all >/dev/null
+
+  # The manifests as a user applies them; the image is the one imported, and the Gateway's address
+  # is the node's (host network): --publish-status-address instead of --publish-service.
+  sed -e 's#image: sluice:0.1.0#image: localhost/sluice:0.1.0#' \
+    -e "s#- --publish-service=\$(POD_NAMESPACE)/sluice#- --publish-status-address=$node_ip#" \
+    deploy/manifests/sluice.yaml >"$tmp/sluice.yaml"
+  grep -q "publish-status-address=$node_ip" "$tmp/sluice.yaml" || die "no --publish-service line to replace"
+  cat >>"$tmp/sluice.yaml" <<'YAML'
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: sluice}
+spec:
+  controllerName: sluice.dev/gateway-controller
+YAML
+  k apply -f "$tmp/sluice.yaml" >/dev/null
+  k rollout status -n sluice daemonset/sluice --timeout 180s
+  log "Sluice ready ($((SECONDS - t0)) s)"
+
+  # The suite inside the node's namespace (the Gateway's address, Services and pods are there).
+  log "suite: profiles ${PROFILES:-GATEWAY-HTTP}, features ${SUPPORTED_FEATURES:-Gateway,HTTPRoute}, log $out/suite.log"
+  rc=0
+  # shellcheck disable=SC2086
+  "$node" exec "$dir/gw-conformance.test" -test.run 'TestConformance$' -test.v \
+    -test.timeout "${SUITE_TIMEOUT:-40m}" \
+    --gateway-class=sluice \
+    --supported-features="${SUPPORTED_FEATURES:-Gateway,HTTPRoute}" \
+    --conformance-profiles="${PROFILES:-GATEWAY-HTTP}" \
+    --organization=sluice --project=sluice --url=https://sluice.dev --version=0.1.0 \
+    --contact=sluice-maintainers \
+    --report-output="$out/report.yaml" ${SUITE_ARGS:-} >"$out/suite.log" 2>&1 || rc=$?
+  log "suite exited $rc after $((SECONDS - t0)) s"
+  k get gatewayclass,gateway -A -o wide >"$out/objects.txt" 2>&1 || true
+  k logs -n sluice -l app.kubernetes.io/component=controller --tail=400 >"$out/sluice.log" 2>&1 || true
+  grep -E '^\s*--- (PASS|FAIL|SKIP)' "$out/suite.log" | sort | uniq -c | sort -rn | head -n 100 >&2 || true
+  return "$rc"
+}
+
+case ${1:-} in
+  build) cmd_build ;;
+  run) cmd_run ;;
+  *) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac
