@@ -28,7 +28,9 @@
 # GOTOOLCHAIN=go1.27.3, exported here when asked for), SLUICE_KUBE_CACHE, OUT, SUITE_TIMEOUT (the
 # test binary's -test.timeout, default 40m), SUITE_ARGS (more suite flags, e.g. --run-test=NAME),
 # SUPPORTED_FEATURES (default Gateway,HTTPRoute), PROFILES (default GATEWAY-HTTP), SLUICE_NODE_KEEP=1
-# (leave the node up afterwards; scripts/kube-node.sh down).
+# (leave the node up afterwards; scripts/kube-node.sh down), TIMEOUT_OVERRIDES (the suite's
+# --timeout-config-overrides, `Name:seconds;...`, e.g. `HTTPRouteMustHaveCondition:15`: a failing
+# test waits out each of its timeouts, 60-180 s by default, so a first run shortens them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -140,9 +142,11 @@ cmd_run() {
   log "images imported ($((SECONDS - t0)) s)"
 
   crds=$(GATEWAY_API_VERSION=$version scripts/gateway-crds.sh)
-  k apply --server-side -f <(cat "$crds"/standard/gateway.networking.k8s.io_*.yaml) >/dev/null
-  k wait --for condition=Established --timeout 60s crd -l gateway.networking.k8s.io/bundle-version >/dev/null ||
-    k wait --for condition=Established --timeout 60s crd --all >/dev/null
+  # The CRDs only, not the release's ValidatingAdmissionPolicy (*vap*, scripts/gateway-crds.sh).
+  find "$crds/standard" -name 'gateway.networking.k8s.io_*.yaml' ! -name '*vap*' \
+    -exec sh -c 'for f; do echo ---; cat "$f"; done' sh {} + >"$tmp/crds.yaml"
+  k apply --server-side -f "$tmp/crds.yaml" >/dev/null
+  k wait --for condition=Established --timeout 60s -f "$tmp/crds.yaml" >/dev/null
 
   # The manifests as a user applies them; the image is the one imported, and the Gateway's address
   # is the node's (host network): --publish-status-address instead of --publish-service.
@@ -150,8 +154,7 @@ cmd_run() {
     -e "s#- --publish-service=\$(POD_NAMESPACE)/sluice#- --publish-status-address=$node_ip#" \
     deploy/manifests/sluice.yaml >"$tmp/sluice.yaml"
   grep -q "publish-status-address=$node_ip" "$tmp/sluice.yaml" || die "no --publish-service line to replace"
-  cat >>"$tmp/sluice.yaml" <<'YAML'
----
+  cat >"$tmp/class.yaml" <<'YAML'
 apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: sluice}
@@ -159,6 +162,13 @@ spec:
   controllerName: sluice.dev/gateway-controller
 YAML
   k apply -f "$tmp/sluice.yaml" >/dev/null
+  # Right after the CRDs, kubectl's discovery may not know the kind yet: try again for a while.
+  local i
+  for ((i = 0; i < 30; i++)); do
+    k apply -f "$tmp/class.yaml" >/dev/null 2>&1 && break
+    sleep 1
+  done
+  k apply -f "$tmp/class.yaml" >/dev/null
   k rollout status -n sluice daemonset/sluice --timeout 180s
   log "Sluice ready ($((SECONDS - t0)) s)"
 
@@ -173,11 +183,16 @@ YAML
     --conformance-profiles="${PROFILES:-GATEWAY-HTTP}" \
     --organization=sluice --project=sluice --url=https://sluice.dev --version=0.1.0 \
     --contact=sluice-maintainers \
+    --timeout-config-overrides="${TIMEOUT_OVERRIDES:-}" \
     --report-output="$out/report.yaml" ${SUITE_ARGS:-} >"$out/suite.log" 2>&1 || rc=$?
   log "suite exited $rc after $((SECONDS - t0)) s"
-  k get gatewayclass,gateway -A -o wide >"$out/objects.txt" 2>&1 || true
   k logs -n sluice -l app.kubernetes.io/component=controller --tail=400 >"$out/sluice.log" 2>&1 || true
-  grep -E '^\s*--- (PASS|FAIL|SKIP)' "$out/suite.log" | sort | uniq -c | sort -rn | head -n 100 >&2 || true
+  # The verdicts (each test and its first level of subtests), why each skipped test was skipped,
+  # and the full log compressed (a failing test polls every 100 ms: megabytes of the same line).
+  grep -E '^(--- |    --- )(PASS|FAIL|SKIP)' "$out/suite.log" >"$out/results.txt" || true
+  grep -oE 'Skipping [A-Za-z0-9]+: .*' "$out/suite.log" | sort -u >"$out/skipped.txt" || true
+  grep -E '^    --- (PASS|FAIL)' "$out/results.txt" | awk '{print $2}' | sort | uniq -c >&2 || true
+  gzip -9f "$out/suite.log"
   return "$rc"
 }
 
