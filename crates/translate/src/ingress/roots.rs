@@ -105,13 +105,13 @@ impl Compiler<'_> {
                 let default = self.host_default.clone();
                 Some(Arc::new(Route {
                     ingress: roots.ingress.clone(),
-                    policy,
                     site: RouteSite {
                         host: self.share(rule_host),
                         path: self.share("/"),
                         service_port: default.site.service_port.clone(),
                     },
-                    ..default.with_policy(self.default_policy.clone())
+                    // The host default's target (its backend, or its 404) behind this policy.
+                    ..default.with_policy(policy)
                 }))
             }
         };
