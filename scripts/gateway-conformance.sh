@@ -43,9 +43,12 @@ log() { echo "gateway-conformance: $*" >&2; }
 die() { log "$*"; exit 1; }
 command -v go >/dev/null || PATH=/usr/local/go/bin:$PATH
 case $version in v1.[0-6].*) ;; *) export GOTOOLCHAIN=${GOTOOLCHAIN:-go1.27.3} ;; esac
+# Versions of sigs.k8s.io/gateway-api-conformance-images to try when the one required is not served.
+CONFORMANCE_IMAGES_FALLBACK=${CONFORMANCE_IMAGES_FALLBACK:-v0.1.0}
 
 built() {
-  [[ -x $out_dir/gw-conformance.test && -f $out_dir/echo-basic.tar && -f $out_dir/coredns.tar && -s $out_dir/images.txt ]]
+  [[ -x $out_dir/gw-conformance.test && -f $out_dir/echo-basic.tar && -s $out_dir/images.txt ]] &&
+    { [[ -f $out_dir/coredns.tar ]] || ! grep -q '/coredns/coredns:' "$out_dir/images.txt"; }
 }
 
 # image NAME BINARY ARCHIVE [USER]: a FROM scratch image with BINARY as /NAME, saved as ARCHIVE.
@@ -95,20 +98,54 @@ cmd_build() {
   cp -r "$conf" "$work/src/conformance"
   chmod -R u+w "$work/src/conformance"
   mkdir -p "$work/out"
+  # From v1.7 the conformance module takes echo-basic (and its gRPC/TCP/UDP echo servers) from the
+  # module sigs.k8s.io/gateway-api-conformance-images. The version v1.7.0 requires (v0.2.0) is not
+  # served by the module proxy here; v0.1.0 is, builds the same suite (the packages the tests use
+  # are the same) and its echo-basic serves everything the base manifests ask (HTTP, h2c, HTTPS,
+  # gRPC, TCP and UDP echo). Take the required version when it downloads, else the newest that does.
+  local images_dir="" wanted
+  wanted=$(sed -n 's#^[[:space:]]*sigs.k8s.io/gateway-api-conformance-images[[:space:]]\(v[^[:space:]]*\).*#\1#p' \
+    "$work/src/conformance/go.mod" | head -n 1)
+  if [[ -n $wanted ]]; then
+    local v
+    for v in "$wanted" $CONFORMANCE_IMAGES_FALLBACK; do
+      json=$(cd "$work" && GOWORK=off GOFLAGS=-mod=mod go mod download -json \
+        "sigs.k8s.io/gateway-api-conformance-images@$v" 2>/dev/null) || true
+      images_dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")
+      [[ -d $images_dir ]] && break
+      log "sigs.k8s.io/gateway-api-conformance-images@$v is not served here"
+    done
+    [[ -d $images_dir ]] || die "no version of sigs.k8s.io/gateway-api-conformance-images downloads (tried $wanted $CONFORMANCE_IMAGES_FALLBACK)"
+    if [[ $v != "$wanted" ]]; then
+      log "building with sigs.k8s.io/gateway-api-conformance-images@$v in place of $wanted"
+      (cd "$work/src/conformance" && GOWORK=off go mod edit \
+        -replace "sigs.k8s.io/gateway-api-conformance-images=sigs.k8s.io/gateway-api-conformance-images@$v")
+      echo "sigs.k8s.io/gateway-api-conformance-images@$v (required: $wanted)" >"$work/out/substitutions.txt"
+    fi
+  fi
   log "building the suite (go test -c)"
-  (cd "$work/src/conformance" && GOWORK=off go test -c -o "$work/out/gw-conformance.test" .)
+  (cd "$work/src/conformance" && GOWORK=off GOFLAGS=-mod=mod go test -c -o "$work/out/gw-conformance.test" .)
   log "building echo-basic"
-  (cd "$work/src/conformance/echo-basic" && CGO_ENABLED=0 GOWORK=off go build -o "$work/echo-basic" .)
+  if [[ -f $work/src/conformance/echo-basic/echo-basic.go ]]; then
+    (cd "$work/src/conformance/echo-basic" && CGO_ENABLED=0 GOWORK=off go build -o "$work/echo-basic" .)
+  else
+    [[ -d $images_dir ]] || die "the conformance module has no echo-basic and names no images module"
+    cp -r "$images_dir" "$work/images"
+    chmod -R u+w "$work/images"
+    (cd "$work/images/echo-basic" && CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=mod go build -o "$work/echo-basic" .)
+  fi
   # Every image the suite's manifests name, as they spell it.
   cat "$work/src/conformance/base/manifests.yaml" "$work/src/conformance/tests/"*.yaml |
     sed -n 's/^[[:space:]]*image:[[:space:]]*\([^[:space:]#]*\).*/\1/p' | sort -u >"$work/out/images.txt"
   cp "$work/src/conformance/base/manifests.yaml" "$work/out/base-manifests.yaml"
+  # CoreDNS: only versions whose manifests name it (v1.6 does, v1.7 does not).
   coredns_version=$(sed -n 's#.*/coredns/coredns:\(v[0-9.]*\)$#\1#p' "$work/out/images.txt" | head -n 1)
-  [[ -n $coredns_version ]] || die "the manifests name no coredns image"
-  log "building $coredns_module@$coredns_version"
-  (cd "$work" && CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=mod GOBIN="$work/bin" go install "$coredns_module@$coredns_version")
+  if [[ -n $coredns_version ]]; then
+    log "building $coredns_module@$coredns_version"
+    (cd "$work" && CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=mod GOBIN="$work/bin" go install "$coredns_module@$coredns_version")
+    image coredns "$work/bin/coredns" "$work/out/coredns.tar"
+  fi
   image echo-basic "$work/echo-basic" "$work/out/echo-basic.tar"
-  image coredns "$work/bin/coredns" "$work/out/coredns.tar"
   rm -rf "$out_dir"
   mv "$work/out" "$out_dir"
   log "built in $((SECONDS - t0)) s: $out_dir"
