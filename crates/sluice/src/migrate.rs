@@ -6,6 +6,7 @@
 //!  --kubernetes ──controller::load_kubernetes (one list)──┴─▶ compile ─▶ migrate::Report
 //!     ─▶ Markdown on stdout, --json FILE; exit 1 when some Ingress is not served as written,
 //!        or when none is of the judged class (the skipped ones are counted, by class)
+//!     --to gateway-api ─▶ translate::to_gateway ─▶ YAML on stdout, the gaps on stderr
 //! ```
 
 use std::path::PathBuf;
@@ -43,9 +44,26 @@ pub(crate) struct MigrateArgs {
     /// ingress-nginx's ConfigMap (its chart's default name).
     #[arg(long, value_name = "NS/NAME", default_value = "ingress-nginx/ingress-nginx-controller", value_parser = namespaced_name)]
     configmap: NamespacedName,
-    /// Also write the verdicts as JSON to FILE.
+    /// Also write the verdicts (with --to: the objects and gaps) as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Instead of verdicts, write the served Ingresses as objects of this API on stdout (YAML),
+    /// and list on stderr what has no equivalent.
+    #[arg(long, value_enum, value_name = "API")]
+    to: Option<MigrateTo>,
+    /// With --to gateway-api: the Gateway to write and attach every route to.
+    #[arg(long, value_name = "NS/NAME", default_value = "default/sluice", value_parser = namespaced_name, requires = "to")]
+    gateway: NamespacedName,
+    /// With --to gateway-api: the Gateway's class (written too, with Sluice's controllerName).
+    #[arg(long, value_name = "NAME", default_value = "sluice", requires = "to")]
+    gateway_class: String,
+}
+
+/// What `--to` converts into.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub(crate) enum MigrateTo {
+    /// Gateway API (gateway.networking.k8s.io): a Gateway, HTTPRoutes, ReferenceGrants.
+    GatewayApi,
 }
 
 fn namespaced_name(text: &str) -> Result<NamespacedName, String> {
@@ -75,6 +93,9 @@ pub(crate) fn run(args: MigrateArgs) -> anyhow::Result<ExitCode> {
             (store, compiled, Vec::new())
         }
     };
+    if args.to.is_some() {
+        return to_gateway_api(&args, &store, &compiled);
+    }
     let mut report = Report::new(&compiled);
     report.other.extend(source_errors);
     report.skipped = translate::ingress::not_ours(&store, &options)
@@ -101,4 +122,41 @@ pub(crate) fn run(args: MigrateArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `--to gateway-api`: the objects on stdout, the gaps on stderr. Exit code 0 (a gap is
+/// something to read, not a failure), 1 when no Ingress is of the judged class.
+fn to_gateway_api(
+    args: &MigrateArgs,
+    store: &translate::Store,
+    compiled: &model::Compiled,
+) -> anyhow::Result<ExitCode> {
+    if compiled.ingresses.is_empty() {
+        eprintln!(
+            "sluice migrate: no Ingress is of the judged class ({} / {}); nothing to convert",
+            args.ingress_class, args.controller_class
+        );
+        return Ok(ExitCode::from(1));
+    }
+    let target = translate::to_gateway::Target {
+        gateway: args.gateway.clone(),
+        class: args.gateway_class.clone(),
+    };
+    let conversion = translate::to_gateway::to_gateway_api(store, compiled, &target);
+    print!("{}", conversion.yaml());
+    if conversion.gaps.is_empty() {
+        eprintln!("sluice migrate: every served Ingress converted with nothing left out");
+    } else {
+        eprintln!(
+            "sluice migrate: {} things are not said the same way in Gateway API:\n{}",
+            conversion.gaps.len(),
+            conversion.gaps_markdown()
+        );
+    }
+    if let Some(path) = &args.json {
+        let json = serde_json::json!({"objects": conversion.objects, "gaps": conversion.gaps});
+        let json = serde_json::to_vec_pretty(&json).context("serialising the conversion")?;
+        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
 }

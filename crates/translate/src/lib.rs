@@ -22,6 +22,8 @@
 //!                    (one function for every source)
 //!        streams:    TCP/UDP services ConfigMaps ──▶ Compiled.tcp_services, udp_services
 //!        tls:        Secrets ──▶ certificates
+//!        to_gateway: served Ingresses ──▶ Gateway API objects + gaps (`sluice migrate
+//!                    --to gateway-api`; not part of a compile)
 //!   ChangeSet.endpoints ──▶ backends::refresh_endpoints ──▶ Backend endpoint swap (no compile)
 //! ```
 //!
@@ -40,6 +42,7 @@ pub mod objects;
 pub mod store;
 pub mod streams;
 pub mod tls;
+pub mod to_gateway;
 
 pub use backends::refresh_endpoints;
 pub use compile::{compile, CompileOptions};

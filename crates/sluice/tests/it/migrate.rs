@@ -224,3 +224,222 @@ fn ingresses_of_another_class_or_none_are_counted_with_the_option_that_judges_th
     assert!(stdout.starts_with("1 Ingresses: 1 served"), "{stdout}");
     assert!(stdout.contains("2 Ingresses not judged"), "{stdout}");
 }
+
+/// Services `web` and `web-canary` (one pod each), the TLS Secret of secure.test.
+fn backends_yaml(web: &Pod, canary: &Pod, cert: &str, key: &str) -> String {
+    let mut text = String::new();
+    for (service, pod) in [("web", web), ("web-canary", canary)] {
+        let _ = write!(
+            text,
+            "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {service}, namespace: shop}}\n\
+             spec: {{ports: [{{name: http, port: 80}}]}}\n\
+             ---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+             metadata: {{name: {service}-1, namespace: shop, labels: {{kubernetes.io/service-name: {service}}}}}\n\
+             addressType: IPv4\nports: [{{name: http, port: {}}}]\n\
+             endpoints: [{{addresses: [\"{}\"]}}]\n",
+            pod.addr.port(),
+            pod.addr.ip()
+        );
+    }
+    let secret = tls_secret_yaml("secure-tls", cert, key).replace(
+        "metadata: {name: secure-tls}",
+        "metadata: {name: secure-tls, namespace: shop}",
+    );
+    assert!(secret.contains("namespace: shop"), "{secret}");
+    text.push_str("---\n");
+    text.push_str(&secret);
+    text
+}
+
+/// The Ingresses the conversion is tried on: a canary by header and weight, a rewrite with the
+/// `/$2` idiom, a permanent redirect, app-root, and a TLS host whose plain HTTP is redirected.
+const INGRESSES: &str = "\
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: nginx}
+spec: {controller: k8s.io/ingress-nginx}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: shop, namespace: shop}
+spec:
+  ingressClassName: nginx
+  rules: [{host: shop.test, http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}]}}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: shop-canary
+  namespace: shop
+  annotations: {nginx.ingress.kubernetes.io/canary: 'true', nginx.ingress.kubernetes.io/canary-by-header: x-canary}
+spec:
+  ingressClassName: nginx
+  rules: [{host: shop.test, http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: web-canary, port: {name: http}}}}]}}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: api
+  namespace: shop
+  annotations: {nginx.ingress.kubernetes.io/rewrite-target: /$2}
+spec:
+  ingressClassName: nginx
+  rules: [{host: api.test, http: {paths: [{path: '/api(/|$)(.*)', pathType: ImplementationSpecific, backend: {service: {name: web, port: {number: 80}}}}]}}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: moved
+  namespace: shop
+  annotations: {nginx.ingress.kubernetes.io/permanent-redirect: 'https://new.test/landing'}
+spec:
+  ingressClassName: nginx
+  rules: [{host: moved.test, http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}]}}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: rooted
+  namespace: shop
+  annotations: {nginx.ingress.kubernetes.io/app-root: /echo/app}
+spec:
+  ingressClassName: nginx
+  rules: [{host: root.test, http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}]}}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: secure, namespace: shop}
+spec:
+  ingressClassName: nginx
+  tls: [{hosts: [secure.test], secretName: secure-tls}]
+  rules: [{host: secure.test, http: {paths: [{path: /echo, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}]}}]
+";
+
+/// What a client sees of one answer: status, Location, and which backend saw which path and
+/// Host (the backend's `/echo` report).
+fn seen(response: &Response) -> String {
+    let mut out = format!(
+        "{} {}",
+        response.status,
+        response.header("location").unwrap_or("-")
+    );
+    if let Ok(echo) = serde_json::from_slice::<serde_json::Value>(&response.body) {
+        let _ = write!(
+            out,
+            " {} {} {}",
+            echo["backend"], echo["path"], echo["host"]
+        );
+    }
+    out
+}
+
+#[test]
+fn ingresses_converted_to_gateway_api_answer_the_same_requests_the_same_way() {
+    let web = Pod::start("web");
+    let canary = Pod::start("canary");
+    let leaf = self_signed(&["secure.test"]);
+    let backends = backends_yaml(&web, &canary, &leaf.cert_pem, &leaf.key_pem);
+    let ingress_dir = temp_dir("migrate-gw-ingress");
+    std::fs::write(ingress_dir.join("backends.yaml"), &backends).unwrap();
+    std::fs::write(ingress_dir.join("ingresses.yaml"), INGRESSES).unwrap();
+
+    let output = Command::new(BIN)
+        .args([
+            "migrate",
+            "--to",
+            "gateway-api",
+            "--gateway",
+            "edge/sluice",
+            "--config",
+        ])
+        .arg(&ingress_dir)
+        .output()
+        .unwrap();
+    let (yaml, gaps) = (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    );
+    assert_eq!(output.status.code(), Some(0), "{gaps}");
+    assert!(yaml.contains("kind: Gateway\n"), "{yaml}");
+    assert!(yaml.contains("kind: HTTPRoute\n"), "{yaml}");
+    // The one difference the conversion knows of is listed, and nothing else.
+    assert!(gaps.contains("permanent-redirect"), "{gaps}");
+    assert!(gaps.contains("matched case-sensitively"), "{gaps}");
+    assert_eq!(
+        gaps.lines().filter(|l| l.starts_with("- ")).count(),
+        2,
+        "{gaps}"
+    );
+
+    let gateway_dir = temp_dir("migrate-gw-gateway");
+    std::fs::write(gateway_dir.join("backends.yaml"), &backends).unwrap();
+    std::fs::write(gateway_dir.join("gateway.yaml"), &yaml).unwrap();
+    let ingresses = Serve::start(
+        &ingress_dir,
+        &[
+            "--ingress-class",
+            "nginx",
+            "--controller-class",
+            "k8s.io/ingress-nginx",
+        ],
+    );
+    let gateway = Serve::start(&gateway_dir, &[]);
+    let requests: &[(&str, &str, &[(&str, &str)])] = &[
+        ("shop.test", "/echo/a", &[]),
+        ("shop.test", "/echo/a", &[("x-canary", "always")]),
+        ("shop.test", "/echo/b", &[("x-canary", "never")]),
+        ("api.test", "/api/echo/deep?q=1", &[]),
+        ("api.test", "/api", &[]),
+        ("moved.test", "/anything", &[]),
+        ("root.test", "/", &[]),
+        ("root.test", "/echo/other", &[]),
+        ("secure.test", "/echo/s", &[]),
+        ("unknown.test", "/echo", &[]),
+    ];
+    let mut answers = Vec::new();
+    for (host, path, headers) in requests {
+        let answer = |serve: &Serve| {
+            let mut stream = std::net::TcpStream::connect(serve.http).unwrap();
+            stream
+                .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .unwrap();
+            seen(&request(&mut stream, "GET", host, path, headers).unwrap())
+        };
+        let (want, got) = (answer(&ingresses), answer(&gateway));
+        assert_eq!(want, got, "{host}{path} {headers:?}\n{yaml}");
+        answers.push(want);
+    }
+    // Over TLS, with the Secret's certificate on both.
+    let tls = |serve: &Serve| {
+        seen(
+            &get_tls(
+                serve.https,
+                "secure.test",
+                leaf.cert_pem.as_bytes(),
+                "/echo/s",
+            )
+            .unwrap(),
+        )
+    };
+    assert_eq!(tls(&ingresses), tls(&gateway));
+    // The answers were the interesting ones, not 404s everywhere.
+    let expected = [
+        "200 - \"web\" \"/echo/a\" \"shop.test\"",
+        "200 - \"canary\" \"/echo/a\" \"shop.test\"",
+        "200 - \"web\" \"/echo/b\" \"shop.test\"",
+        "200 - \"web\" \"/echo/deep\" \"api.test\"",
+        "301 https://new.test/landing",
+        "308 https://secure.test/echo/s",
+    ];
+    for answer in expected {
+        assert!(
+            answers.iter().any(|a| a == answer),
+            "{answer:?} not in {answers:#?}"
+        );
+    }
+    assert!(
+        tls(&gateway).starts_with("200 - \"web\" \"/echo/s\""),
+        "{}",
+        tls(&gateway)
+    );
+}

@@ -25,20 +25,31 @@ struct Golden {
     compiled: model::compiled::CompiledView,
 }
 
-/// Where `# request: HOST PATH` lines go, one line each.
-fn route_requests(text: &str, compiled: &model::Compiled) -> Vec<String> {
+/// One `# request: HOST PATH [NAME:VALUE | method=VERB]…` line.
+pub(crate) struct RequestLine<'a> {
+    /// `Some(true)`: written `https://HOST`, `Some(false)`: `http://HOST`, `None`: bare.
+    pub scheme: Option<bool>,
+    pub host: &'a str,
+    /// The request target, query included.
+    pub path: &'a str,
+    /// What follows the path, as written.
+    pub words: String,
+    pub head: http::request::Parts,
+}
+
+pub(crate) fn request_lines(text: &str) -> Vec<RequestLine<'_>> {
     text.lines()
         .filter_map(|l| l.strip_prefix("# request:"))
         .map(|request| {
             let mut words = request.split_whitespace();
             let (written_host, path) = (words.next().unwrap(), words.next().unwrap());
-            let (listener, host) = match written_host.split_once("://") {
-                Some(("http", host)) => (Listeners::HTTP, host),
-                Some(("https", host)) => (Listeners::HTTPS, host),
-                _ => (Listeners::ALL, written_host),
+            let (scheme, host) = match written_host.split_once("://") {
+                Some(("http", host)) => (Some(false), host),
+                Some(("https", host)) => (Some(true), host),
+                _ => (None, written_host),
             };
             let mut head = http::Request::builder().uri(path);
-            let mut out = format!("{written_host} {path}");
+            let mut written = Vec::new();
             for word in words {
                 if let Some(method) = word.strip_prefix("method=") {
                     head = head.method(method);
@@ -46,16 +57,45 @@ fn route_requests(text: &str, compiled: &model::Compiled) -> Vec<String> {
                     let (name, value) = word.split_once(':').expect("NAME:VALUE");
                     head = head.header(name, value);
                 }
-                out.push_str(&format!(" {word}"));
+                written.push(word);
             }
-            let head = head.body(()).unwrap().into_parts().0;
+            RequestLine {
+                scheme,
+                host,
+                path,
+                words: written.join(" "),
+                head: head.body(()).unwrap().into_parts().0,
+            }
+        })
+        .collect()
+}
+
+/// Where `# request: HOST PATH` lines go, one line each.
+fn route_requests(text: &str, compiled: &model::Compiled) -> Vec<String> {
+    request_lines(text)
+        .into_iter()
+        .map(|request| {
+            let (host, path, head) = (request.host, request.path, &request.head);
+            let listener = match request.scheme {
+                Some(https) => Listeners::of(https),
+                None => Listeners::ALL,
+            };
+            let written_host = match request.scheme {
+                Some(true) => format!("https://{host}"),
+                Some(false) => format!("http://{host}"),
+                None => host.to_string(),
+            };
+            let mut out = format!("{written_host} {path}");
+            if !request.words.is_empty() {
+                out.push_str(&format!(" {}", request.words));
+            }
             out.push_str(" -> ");
             if let Some(to) = compiled.routes.www_redirect(host) {
                 out.push_str(&format!("www redirect to {to}"));
                 return out;
             }
             let routed = path.split_once('?').map_or(path, |(p, _)| p);
-            let Some(matched) = compiled.routes.route_on(listener, host, routed, &head) else {
+            let Some(matched) = compiled.routes.route_on(listener, host, routed, head) else {
                 out.push_str("404");
                 return out;
             };
@@ -127,7 +167,7 @@ fn route_requests(text: &str, compiled: &model::Compiled) -> Vec<String> {
         .collect()
 }
 
-fn options_for(text: &str) -> CompileOptions {
+pub(crate) fn options_for(text: &str) -> CompileOptions {
     let mut options = CompileOptions::default();
     if let Some(line) = text
         .lines()

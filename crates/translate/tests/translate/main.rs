@@ -1,5 +1,6 @@
 //! translate's integration tests, one binary: golden files (`compile()` as data), the README's
-//! annotation table and ConfigMap keys, the endpoint fast path, and the memory measurement (`#[ignore]`).
+//! annotation table and ConfigMap keys, the endpoint fast path, the memory measurement (`#[ignore]`), and `migrate --to gateway-api`
+//! replayed on the golden cases.
 
 mod catalogue;
 mod configmap;
@@ -7,3 +8,4 @@ mod endpoints;
 mod gateway_status;
 mod golden;
 mod memory;
+mod to_gateway;
