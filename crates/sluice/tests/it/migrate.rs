@@ -315,6 +315,9 @@ spec:
   rules: [{host: secure.test, http: {paths: [{path: /echo, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}]}}]
 ";
 
+/// Request headers of one test request.
+type Headers<'a> = &'a [(&'a str, &'a str)];
+
 /// What a client sees of one answer: status, Location, and which backend saw which path and
 /// Host (the backend's `/echo` report).
 fn seen(response: &Response) -> String {
@@ -384,7 +387,7 @@ fn ingresses_converted_to_gateway_api_answer_the_same_requests_the_same_way() {
         ],
     );
     let gateway = Serve::start(&gateway_dir, &[]);
-    let requests: &[(&str, &str, &[(&str, &str)])] = &[
+    let requests: &[(&str, &str, Headers)] = &[
         ("shop.test", "/echo/a", &[]),
         ("shop.test", "/echo/a", &[("x-canary", "always")]),
         ("shop.test", "/echo/b", &[("x-canary", "never")]),
