@@ -224,6 +224,8 @@ YAML
     --report-output="$out/report.yaml" ${SUITE_ARGS:-} >"$out/suite.log" 2>&1 || rc=$?
   log "suite exited $rc after $((SECONDS - t0)) s"
   k logs -n sluice -l app.kubernetes.io/component=controller --tail=400 >"$out/sluice.log" 2>&1 || true
+  # What the cluster looked like at the end: pods that never got Ready explain a setup timeout.
+  { k get pods -A -o wide; echo; k get events -A --sort-by=.lastTimestamp | tail -n 150; } >"$out/cluster.txt" 2>&1 || true
   # The verdicts (each test and its first level of subtests), why each skipped test was skipped,
   # and the full log compressed (a failing test polls every 100 ms: megabytes of the same line).
   grep -E '^(--- |    --- )(PASS|FAIL|SKIP)' "$out/suite.log" >"$out/results.txt" || true
