@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The official Gateway API conformance suite (sigs.k8s.io/gateway-api/conformance) against Sluice
-# on the real one-node cluster (scripts/kube-node.sh). FIRST EXPLORATION (issue 27, items 4-5):
-# not in scripts/test.sh yet; it runs the suite and keeps its report and log, it does not judge them.
+# on the real one-node cluster (scripts/kube-node.sh). `run` keeps the suite's report and log;
+# `check` (the test command's step) judges them against what Sluice claims to pass.
 #
 #   scripts/gateway-conformance.sh build   build (once per version) the suite's test binary, the
 #                                          echo-basic and CoreDNS binaries and their images; prints
@@ -9,6 +9,11 @@
 #   scripts/gateway-conformance.sh run     build, node up, images imported, standard CRDs, Sluice's
 #                                          manifests and a GatewayClass `sluice`, then the suite;
 #                                          report and log into $OUT (default docs/conformance/<run>)
+#   scripts/gateway-conformance.sh check   `run` with the profiles, features and timeouts of
+#                                          docs/conformance/claims.env, then every test named in
+#                                          docs/conformance/expected-pass.txt must pass; a failing
+#                                          one fails the check, one passing beyond the list is
+#                                          named (add it). Files in $OUT (default a temporary folder).
 #
 # What `build` makes (cached in $SLUICE_KUBE_CACHE/gateway-conformance-<version>-<arch>/, nothing
 # from anywhere but the Go module proxy):
@@ -171,7 +176,7 @@ cmd_run() {
   "$node" import-image localhost/sluice:0.1.0
   while read -r ref; do
     case $ref in
-      */gateway-api/echo-basic:*) "$node" import "$dir/echo-basic.tar" "$ref" ;;
+      */echo-basic:*) "$node" import "$dir/echo-basic.tar" "$ref" ;;
       */coredns/coredns:*) "$node" import "$dir/coredns.tar" "$ref" ;;
       *) log "not provided (outside GATEWAY-HTTP): $ref" ;;
     esac
@@ -235,8 +240,34 @@ YAML
   return "$rc"
 }
 
+cmd_check() {
+  local claims=docs/conformance/claims.env expected=docs/conformance/expected-pass.txt
+  local passed missing extra rc=0 t0=$SECONDS
+  [[ -f $claims && -f $expected ]] || die "$claims or $expected missing"
+  # shellcheck source=/dev/null
+  source "$claims"
+  export PROFILES SUPPORTED_FEATURES TIMEOUT_OVERRIDES
+  OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/sluice-conformance.XXXXXX")}
+  export OUT
+  # The suite exits 1 when any test fails: the verdicts below decide.
+  cmd_run || rc=$?
+  passed=$(grep -E '^    --- PASS' "$OUT/results.txt" | awk '{sub("TestConformance/", "", $3); print $3}' | sort -u)
+  [[ -n $passed ]] || die "no test passed (suite exit $rc): see $OUT/suite.log.gz and $OUT/cluster.txt"
+  missing=$(comm -23 <(grep -v '^#' "$expected" | sed '/^$/d' | sort -u) <(echo "$passed"))
+  extra=$(comm -13 <(grep -v '^#' "$expected" | sed '/^$/d' | sort -u) <(echo "$passed"))
+  log "$(wc -l <<<"$passed") tests passed in $((SECONDS - t0)) s; $(grep -c '^    --- FAIL' "$OUT/results.txt" || true) failed (report: $OUT)"
+  [[ -z $extra ]] || log "passing, not yet in $expected (add them): $(echo $extra)"
+  if [[ -n $missing ]]; then
+    log "FAILED: expected to pass, did not: $(echo $missing)"
+    log "see $OUT/results.txt, $OUT/suite.log.gz, $OUT/sluice.log, $OUT/cluster.txt"
+    exit 1
+  fi
+  log "all checks passed"
+}
+
 case ${1:-} in
   build) cmd_build ;;
   run) cmd_run ;;
+  check) cmd_check ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
