@@ -5,6 +5,7 @@
 mod support;
 
 mod gateway;
+mod gateway_bench;
 mod kube_config_maps;
 mod kube_gateway;
 mod kubernetes;

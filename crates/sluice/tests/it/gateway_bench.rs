@@ -1,0 +1,331 @@
+//! Gateway API in `sluice serve --kubernetes` against a real kube-apiserver + etcd: how fast an
+//! HTTPRoute reaches traffic (with 1 and 3,000 routes configured, and while 50 routes a second
+//! change), whether unchanged routes lose a request while 1,000 others change, and memory at
+//! 5,000 HTTPRoutes. Not tests: run them on a quiet machine with
+//!
+//! ```sh
+//! cargo test --release -p sluice --test it -- --ignored --nocapture --test-threads 1 gateway_bench::
+//! ```
+//!
+//! (or `scripts/bench-gateway.sh`, which writes the report). Each prints a Markdown table and
+//! appends it to `$SLUICE_BENCH_KUBE_OUT` when set. Clocks start when the API server answered
+//! the write and stop at the first 200 through Sluice, polled back to back over one kept-alive
+//! connection.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::kube::*;
+use crate::support::*;
+
+const NS: &str = "bench";
+/// A poll that has not seen the route after this long is a failure.
+const LIMIT: Duration = Duration::from_secs(30);
+const SAMPLES: usize = 100;
+
+fn gateway_objects() -> [Value; 2] {
+    [
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+            "metadata": {"name": "sluice"},
+            "spec": {"controllerName": "sluice.dev/gateway-controller"},
+        }),
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "edge", "namespace": NS},
+            "spec": {
+                "gatewayClassName": "sluice",
+                "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}],
+            },
+        }),
+    ]
+}
+
+/// HTTPRoute `name` for `host` to Service `probe`, with `version` in a response header (an
+/// edit that changes the route without changing where it goes).
+fn route(name: &str, host: &str, version: usize) -> Value {
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "parentRefs": [{"name": "edge"}],
+            "hostnames": [host],
+            "rules": [{
+                "backendRefs": [{"name": "probe", "port": 80}],
+                "filters": [{"type": "ResponseHeaderModifier",
+                    "responseHeaderModifier": {"set": [{"name": "x-version", "value": version.to_string()}]}}],
+            }],
+        },
+    })
+}
+
+/// A cluster with the CRDs, the class, Gateway `edge`, Service `probe` (one backend process)
+/// and `existing` HTTPRoutes `r-<i>` for `r-<i>.test`, created before Sluice starts.
+fn gateway_cluster(test: &str, existing: usize) -> (Cluster, Pod) {
+    let cluster = Cluster::start(test);
+    cluster.install_gateway_crds();
+    cluster.create(&namespace(NS));
+    let ip = cluster.add_address(11);
+    let pod = Pod::start_at("probe", &socket(ip, 8080));
+    cluster.create(&service(NS, "probe"));
+    cluster.create(&endpoint_slice(
+        NS,
+        "probe-1",
+        "probe",
+        8080,
+        &[Endpoint::ready(pod.addr.ip())],
+    ));
+    for object in gateway_objects() {
+        cluster.create(&object);
+    }
+    let routes = (0..existing)
+        .map(|i| route(&format!("r-{i}"), &format!("r-{i}.test"), 0))
+        .collect();
+    cluster.create_many(routes, 64);
+    (cluster, pod)
+}
+
+/// `SAMPLES` new HTTPRoutes, one at a time: from the POST returning to their host's first 200.
+fn creations(cluster: &Cluster, sluice: &KubeSluice, prefix: &str) -> Vec<Duration> {
+    let mut latencies = Vec::with_capacity(SAMPLES);
+    for i in 0..SAMPLES {
+        let host = format!("{prefix}-{i}.test");
+        let mut client = HttpClient::new(sluice.http, &host);
+        assert_eq!(client.get("/").unwrap().status, 404, "{host} before");
+        cluster.create(&route(&format!("{prefix}-{i}"), &host, 0));
+        let written = Instant::now();
+        loop {
+            let status = client.get("/").expect("GET through Sluice").status;
+            if status == 200 {
+                latencies.push(written.elapsed());
+                break;
+            }
+            assert!(
+                written.elapsed() < LIMIT,
+                "{host} not 200 within {LIMIT:?} (last {status})"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    latencies
+}
+
+/// While `run` runs: `per_second` edits a second to routes `r-0`…`r-<routes-1>` in turn (each
+/// a new x-version, the same backend). Returns `run`'s result and the edits made.
+fn with_churn<T>(
+    cluster: &Cluster,
+    routes: usize,
+    per_second: u32,
+    run: impl FnOnce() -> T,
+) -> (T, usize) {
+    let stop = AtomicBool::new(false);
+    let edits = AtomicUsize::new(0);
+    let result = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let period = Duration::from_secs(1) / per_second;
+            let mut next = Instant::now();
+            while !stop.load(Ordering::Relaxed) {
+                let n = edits.fetch_add(1, Ordering::Relaxed);
+                let i = n % routes;
+                cluster.apply(&route(&format!("r-{i}"), &format!("r-{i}.test"), n + 1));
+                next += period;
+                std::thread::sleep(next.saturating_duration_since(Instant::now()));
+            }
+        });
+        let result = run();
+        stop.store(true, Ordering::Relaxed);
+        result
+    });
+    (result, edits.into_inner())
+}
+
+struct Summary {
+    samples: usize,
+    p50: Duration,
+    p99: Duration,
+    max: Duration,
+}
+
+fn summarize(mut samples: Vec<Duration>) -> Summary {
+    samples.sort();
+    let rank = |p: f64| samples[((p * samples.len() as f64).ceil() as usize).max(1) - 1];
+    Summary {
+        samples: samples.len(),
+        p50: rank(0.50),
+        p99: rank(0.99),
+        max: *samples.last().unwrap(),
+    }
+}
+
+fn ms(duration: Duration) -> String {
+    format!("{:.2} ms", duration.as_secs_f64() * 1e3)
+}
+
+fn report(markdown: &str) {
+    println!("\n{markdown}");
+    if let Some(path) = std::env::var_os("SLUICE_BENCH_KUBE_OUT") {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        writeln!(file, "{markdown}").unwrap();
+    }
+}
+
+/// A `/proc/PID/status` or `smaps_rollup` field, in MiB.
+fn proc_mib(pid: u32, file: &str, field: &str) -> f64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).unwrap();
+    let kib: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} in /proc/PID/{file}"));
+    kib / 1024.0
+}
+
+fn ready_sluice(cluster: &Cluster) -> KubeSluice {
+    let sluice = cluster.sluice(NS, &[]);
+    sluice.wait_served_by("r-0.test", "probe", LIMIT);
+    sluice
+}
+
+#[test]
+#[ignore = "benchmark: cargo test --release -p sluice --test it -- --ignored --nocapture gateway_bench::"]
+fn bench_route_to_traffic() {
+    let mut rows = Vec::new();
+    for existing in [1, 3_000] {
+        let (cluster, _pod) = gateway_cluster(&format!("bench-gw-{existing}"), existing);
+        let sluice = ready_sluice(&cluster);
+        let quiet = summarize(creations(&cluster, &sluice, "new"));
+        let (busy, edits) = with_churn(&cluster, existing, 50, || {
+            creations(&cluster, &sluice, "busy")
+        });
+        let row = |what: String, s: &Summary| {
+            format!(
+                "| {existing} | {what} | {} | {} | {} | {} |",
+                s.samples,
+                ms(s.p50),
+                ms(s.p99),
+                ms(s.max)
+            )
+        };
+        rows.push(row("quiet".into(), &quiet));
+        rows.push(row(
+            format!("50 route edits/s ({edits} edits during the samples)"),
+            &summarize(busy),
+        ));
+    }
+    report(&format!(
+        "### HTTPRoute created → first 200 for its host\n\n\
+         | HTTPRoutes before | meanwhile | samples | p50 | p99 | max |\n\
+         |---:|---|---:|---:|---:|---:|\n{}\n\n\
+         Goal (issue 27): p99 < 30 ms. Each edit is a server-side apply of one existing route \
+         (a new response header value, the same backend): a recompile for Sluice.\n",
+        rows.join("\n")
+    ));
+}
+
+#[test]
+#[ignore = "benchmark: cargo test --release -p sluice --test it -- --ignored --nocapture gateway_bench::"]
+fn bench_unchanged_routes_during_changes() {
+    let routes = 100;
+    let (cluster, _pod) = gateway_cluster("bench-gw-unchanged", routes);
+    let sluice = ready_sluice(&cluster);
+    // r-0 is never edited below (edits go to r-1…r-99, and new routes come and go).
+    let dir = temp_dir("bench-gw-unchanged");
+    let http = sluice.http.to_string();
+    let load = Load::start(
+        &[
+            "-t",
+            "1",
+            "-c",
+            "16",
+            "-R",
+            "2000",
+            "-d",
+            "60s",
+            "--connect-to",
+            &http,
+            "http://r-0.test/",
+        ],
+        &dir,
+        "load",
+    );
+    let started = Instant::now();
+    let mut changes = 0;
+    while changes < 1_000 {
+        let i = changes % (routes - 1) + 1;
+        match changes % 4 {
+            // Edits of existing routes, and a route created and deleted.
+            0..=1 => {
+                cluster.apply(&route(&format!("r-{i}"), &format!("r-{i}.test"), changes));
+            }
+            2 => {
+                cluster.create(&route(
+                    &format!("tmp-{changes}"),
+                    &format!("tmp-{changes}.test"),
+                    0,
+                ));
+            }
+            _ => cluster.delete("HTTPRoute", NS, &format!("tmp-{}", changes - 1)),
+        }
+        changes += 1;
+    }
+    let changing = started.elapsed();
+    assert!(
+        changing < Duration::from_secs(55),
+        "the changes took {changing:?}, longer than the load runs"
+    );
+    let result = load.finish(Duration::from_secs(60));
+    let requests = result.json["requests"].as_u64().unwrap_or(0);
+    let failed = ["connect", "read", "write", "timeout", "status"]
+        .iter()
+        .map(|class| result.json["errors"][class].as_u64().unwrap_or(0))
+        .sum::<u64>();
+    report(&format!(
+        "### Unchanged route under load while 1,000 others change\n\n\
+         | routes | changes (apply, create, delete) | over | requests to the unchanged route | failed |\n\
+         |---:|---:|---:|---:|---:|\n| {routes} | {changes} | {:.1} s | {requests} | {failed} |\n\n\
+         Load: `sluice load -c16 -R2000 -d60s` on r-0.test, which no change touches; the \
+         changes, back to back, all fall inside it. Goal: 0 failed.\n",
+        changing.as_secs_f64()
+    ));
+    result.assert_clean(1_000);
+}
+
+#[test]
+#[ignore = "benchmark: cargo test --release -p sluice --test it -- --ignored --nocapture gateway_bench::"]
+fn bench_memory_at_5000_routes() {
+    let mut rows = Vec::new();
+    let mut baseline = None;
+    for routes in [1, 5_000] {
+        let (cluster, _pod) = gateway_cluster(&format!("bench-gw-mem-{routes}"), routes);
+        let started = Instant::now();
+        let sluice = ready_sluice(&cluster);
+        let ready = started.elapsed();
+        let last = format!("r-{}.test", routes - 1);
+        assert_eq!(sluice.get(&last, "/").status, 200, "{last}");
+        let pid = sluice.process.pid();
+        let rss = proc_mib(pid, "status", "VmRSS:");
+        let anonymous = proc_mib(pid, "smaps_rollup", "Anonymous:");
+        let base: &mut Option<f64> = &mut baseline;
+        let growth = base.map_or("–".to_string(), |b| format!("{:.1} MiB", anonymous - b));
+        base.get_or_insert(anonymous);
+        rows.push(format!(
+            "| {routes} | {:.2} s | {rss:.1} MiB | {anonymous:.1} MiB | {growth} |",
+            ready.as_secs_f64()
+        ));
+    }
+    report(&format!(
+        "### Memory with 5,000 HTTPRoutes\n\n\
+         | HTTPRoutes | start → serving the last route | VmRSS | anonymous (heap, stacks) | anonymous beyond 1 route |\n\
+         |---:|---:|---:|---:|---:|\n{}\n\n\
+         One process holds both planes: the Store (every object as read), the compiled routes \
+         and the proxy. Goal (issue 27): the data plane's share ≤ 40 MB at 5,000 routes.\n",
+        rows.join("\n")
+    ));
+}
