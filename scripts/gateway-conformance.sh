@@ -20,17 +20,20 @@
 #   - gw-conformance.test: the conformance module has `replace sigs.k8s.io/gateway-api => ../`, so
 #     its module download is placed at conformance/ inside a writable copy of the gateway-api module
 #     download and built there with GOWORK=off (../shared/notes/go-tools.md);
-#   - echo-basic (conformance/echo-basic of the same module) and coredns (github.com/coredns/coredns
-#     at the version the base manifests name), each static (CGO_ENABLED=0) in a FROM scratch image
-#     saved as an OCI archive;
+#   - echo-basic (up to v1.6 conformance/echo-basic of the same module; from v1.7 the module
+#     sigs.k8s.io/gateway-api-conformance-images, v0.1.0 where the required version is not served:
+#     substitutions.txt says so) and, where the base manifests name it (v1.6), CoreDNS
+#     (github.com/coredns/coredns at that version), each static (CGO_ENABLED=0) in a FROM scratch
+#     image saved as an OCI archive;
 #   - images.txt: every image reference the suite's manifests (base/ and tests/) name. `run` imports
 #     the echo-basic archive under each `.../echo-basic:*` reference and the CoreDNS archive under the
 #     coredns one, exactly as the manifests spell them, so the kubelet (IfNotPresent) finds them in
 #     containerd and pulls nothing. Other references (echo-advanced, used by TCP/UDP/mesh tests) are
 #     not provided: those tests are outside GATEWAY-HTTP.
 #
-# Env: GATEWAY_API_VERSION (default v1.6.3: it builds with this machine's Go; v1.7.0 needs
-# GOTOOLCHAIN=go1.27.3, exported here when asked for), SLUICE_KUBE_CACHE, OUT, SUITE_TIMEOUT (the
+# Env: GATEWAY_API_VERSION (default v1.7.0, the newest release that builds here; it needs
+# GOTOOLCHAIN=go1.27.3, exported here, which the go command fetches once as a module; v1.6.3
+# builds with the machine's Go), SLUICE_KUBE_CACHE, OUT, SUITE_TIMEOUT (the
 # test binary's -test.timeout, default 40m), SUITE_ARGS (more suite flags, e.g. --run-test=NAME),
 # SUPPORTED_FEATURES (default Gateway,HTTPRoute), PROFILES (default GATEWAY-HTTP), SLUICE_NODE_KEEP=1
 # (leave the node up afterwards; scripts/kube-node.sh down), TIMEOUT_OVERRIDES (the suite's
@@ -40,7 +43,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 
-version=${GATEWAY_API_VERSION:-v1.6.3}
+version=${GATEWAY_API_VERSION:-v1.7.0}
 coredns_module=github.com/coredns/coredns
 cache=${SLUICE_KUBE_CACHE:-$HOME/.cache/sluice-kube}
 out_dir="$cache/gateway-conformance-$version-$(uname -m)"

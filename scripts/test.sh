@@ -130,3 +130,10 @@ SLUICE_IMAGE_PROFILE=dev scripts/test-image.sh
 # with 0 failed requests, a rolling update of the DaemonSet (~1.7 min).
 echo "== real node (scripts/test-kube-node.sh)"
 SLUICE_IMAGE_PROFILE=dev scripts/test-kube-node.sh
+# The official Gateway API conformance suite (sigs.k8s.io/gateway-api/conformance v1.7.0, built
+# from Go modules once and cached by version with its echo-basic image, ~2-4 min the first time)
+# on the same real node, Sluice as its DaemonSet: the profiles and features
+# docs/conformance/claims.env claims, and every test in docs/conformance/expected-pass.txt must
+# pass (~5 min). Under CI a missing tool fails, as above.
+echo "== Gateway API conformance (scripts/gateway-conformance.sh check)"
+SLUICE_IMAGE_PROFILE=dev scripts/gateway-conformance.sh check
