@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::support::bench::*;
 use crate::support::kube::*;
 use crate::support::*;
 
@@ -139,52 +140,6 @@ fn with_churn<T>(
         result
     });
     (result, edits.into_inner())
-}
-
-struct Summary {
-    samples: usize,
-    p50: Duration,
-    p99: Duration,
-    max: Duration,
-}
-
-fn summarize(mut samples: Vec<Duration>) -> Summary {
-    samples.sort();
-    let rank = |p: f64| samples[((p * samples.len() as f64).ceil() as usize).max(1) - 1];
-    Summary {
-        samples: samples.len(),
-        p50: rank(0.50),
-        p99: rank(0.99),
-        max: *samples.last().unwrap(),
-    }
-}
-
-fn ms(duration: Duration) -> String {
-    format!("{:.2} ms", duration.as_secs_f64() * 1e3)
-}
-
-fn report(markdown: &str) {
-    println!("\n{markdown}");
-    if let Some(path) = std::env::var_os("SLUICE_BENCH_KUBE_OUT") {
-        use std::io::Write;
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .unwrap();
-        writeln!(file, "{markdown}").unwrap();
-    }
-}
-
-/// A `/proc/PID/status` or `smaps_rollup` field, in MiB.
-fn proc_mib(pid: u32, file: &str, field: &str) -> f64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).unwrap();
-    let kib: f64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("{field} in /proc/PID/{file}"));
-    kib / 1024.0
 }
 
 fn ready_sluice(cluster: &Cluster) -> KubeSluice {

@@ -15,6 +15,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
+use crate::support::bench::*;
 use crate::support::kube::*;
 use crate::support::*;
 use serde_json::Value;
@@ -103,63 +104,6 @@ fn endpoint_move_latencies(
         std::thread::sleep(Duration::from_millis(20));
     }
     latencies
-}
-
-struct Summary {
-    samples: usize,
-    p50: Duration,
-    p99: Duration,
-    max: Duration,
-}
-
-fn summarize(mut samples: Vec<Duration>) -> Summary {
-    samples.sort();
-    // Nearest rank.
-    let rank = |p: f64| samples[((p * samples.len() as f64).ceil() as usize).max(1) - 1];
-    Summary {
-        samples: samples.len(),
-        p50: rank(0.50),
-        p99: rank(0.99),
-        max: *samples.last().unwrap(),
-    }
-}
-
-fn ms(duration: Duration) -> String {
-    format!("{:.2} ms", duration.as_secs_f64() * 1e3)
-}
-
-fn report(markdown: &str) {
-    println!("\n{markdown}");
-    if let Some(path) = std::env::var_os("SLUICE_BENCH_KUBE_OUT") {
-        use std::io::Write;
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .unwrap();
-        writeln!(file, "{markdown}").unwrap();
-    }
-}
-
-/// `Anonymous:` of /proc/PID/smaps_rollup: heap and stacks, without the binary's pages.
-fn anonymous_mib(pid: u32) -> f64 {
-    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap();
-    let kib: f64 = rollup
-        .lines()
-        .find_map(|l| l.strip_prefix("Anonymous:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("Anonymous in /proc/PID/smaps_rollup");
-    kib / 1024.0
-}
-
-fn vm_rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/PID/status");
-    kib / 1024.0
 }
 
 /// A cluster with namespace `ns`, IngressClass sluice, Service `probe` whose one endpoint is
@@ -328,8 +272,8 @@ fn scale_run(test: &str, ingresses: usize, services: usize, per_service: usize) 
         std::thread::sleep(Duration::from_millis(5));
     }
     let ready = started.elapsed();
-    let rss_ready = vm_rss_mib(sluice.process.pid());
-    let anon_ready = anonymous_mib(sluice.process.pid());
+    let rss_ready = proc_mib(sluice.process.pid(), "status", "VmRSS:");
+    let anon_ready = proc_mib(sluice.process.pid(), "smaps_rollup", "Anonymous:");
     // Time to look at the process as it is at ready (gdb, /proc/PID/smaps).
     if let Some(hold) = std::env::var("SLUICE_BENCH_HOLD_SECS")
         .ok()
@@ -368,7 +312,7 @@ fn scale_run(test: &str, ingresses: usize, services: usize, per_service: usize) 
         "probe.test",
         samples,
     ));
-    let rss_after = vm_rss_mib(sluice.process.pid());
+    let rss_after = proc_mib(sluice.process.pid(), "status", "VmRSS:");
     let log = sluice.log_text();
     let swaps: Vec<u64> = log
         .lines()

@@ -20,11 +20,11 @@ mod rules;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::networking::v1::IngressSpec;
-use model::{Compiled, NamespacedName};
+use model::{Compiled, Kind, NamespacedName, ObjectRef, Settings};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::ingress::annotations::{NGINX_PREFIX, SLUICE_PREFIX};
+use crate::ingress::annotations::{parse, IngressAnnotations, NGINX_PREFIX, SLUICE_PREFIX};
 use crate::objects::Ingress;
 use crate::Store;
 
@@ -81,14 +81,26 @@ struct Source<'a> {
     key: NamespacedName,
     spec: &'a IngressSpec,
     annotations: Option<&'a BTreeMap<String, String>>,
+    /// The annotations as the compile reads them (validated: a value ingress-nginx refuses is
+    /// left out here too).
+    parsed: IngressAnnotations,
 }
 
 impl<'a> Source<'a> {
-    fn new(key: NamespacedName, ingress: &'a Ingress) -> Option<Source<'a>> {
+    fn new(key: NamespacedName, ingress: &'a Ingress, settings: &Settings) -> Option<Source<'a>> {
+        let annotations = ingress.metadata.annotations.as_ref();
+        let object = ObjectRef::new(Kind::Ingress, &*key.namespace, &*key.name);
+        let parsed = parse(
+            annotations.unwrap_or(&BTreeMap::new()),
+            settings,
+            &object,
+            &mut Vec::new(),
+        );
         Some(Source {
             key,
             spec: ingress.spec.as_ref()?,
-            annotations: ingress.metadata.annotations.as_ref(),
+            annotations,
+            parsed,
         })
     }
 
@@ -148,7 +160,7 @@ pub fn to_gateway_api(store: &Store, compiled: &Compiled, target: &Target) -> Co
         .filter(|(key, _)| served.contains(key))
         .filter_map(|(key, ingress)| {
             let age = ingress.metadata.creation_timestamp.as_ref().map(|t| t.0);
-            Some((age, Source::new(key.clone(), ingress)?))
+            Some((age, Source::new(key.clone(), ingress, &compiled.settings)?))
         })
         .collect();
     // Oldest first, as the compile orders them: the first Ingress of a host decides its

@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 
 use super::listeners::{Listeners, HTTP_LISTENER};
 use super::{host_slug, Gap, Source, Target};
+use crate::ingress::annotations::Canary;
 use crate::Store;
 
 /// Annotations of a main Ingress this conversion writes as Gateway API.
@@ -35,17 +36,6 @@ const CONVERTED: &[&str] = &[
     "force-ssl-redirect",
     "from-to-www-redirect",
     "enable-global-auth",
-];
-
-/// Annotations of a canary Ingress this conversion writes (as rules of the main Ingress's route).
-const CANARY: &[&str] = &[
-    "canary",
-    "canary-weight",
-    "canary-weight-total",
-    "canary-by-header",
-    "canary-by-header-value",
-    "canary-by-header-pattern",
-    "canary-by-cookie",
 ];
 
 /// What converting one Ingress needs to know about the others.
@@ -349,20 +339,21 @@ fn path_rules(
             key: &canary.key,
         };
         for name in canary.annotation_names() {
-            if !CANARY.contains(&name) {
+            // The canary family becomes rules; ingress-nginx ignores the rest on a canary.
+            if !name.starts_with("canary") {
                 canary_out.gap(name, "on a canary Ingress: ingress-nginx uses the main Ingress's settings; not converted");
             }
         }
         let canary_ref = backend_ref(ctx, canary, &canary_path.backend, &mut canary_out, &field);
         out.gaps.append(&mut canary_out.gaps);
-        if let Some(canary_ref) = canary_ref {
+        if let (Some(canary_ref), Some(parsed)) = (canary_ref, &canary.parsed.canary) {
             let split = Split {
                 main: &reference,
                 canary: &canary_ref,
                 path: &matches[0]["path"],
                 filters: &filters,
             };
-            split.rules(canary, &mut rules, &mut main_refs);
+            split.rules(parsed, &mut rules, &mut main_refs);
         }
     }
     let mut main = json!({"matches": matches, "backendRefs": main_refs});
@@ -438,34 +429,27 @@ struct Split<'v> {
 impl Split<'_> {
     /// The canary's rules in front of the main rule (header, then cookie), and its weight in
     /// the main rule's backendRefs: ingress-nginx's order.
-    fn rules(&self, canary: &Source, rules: &mut Vec<Value>, main_refs: &mut Vec<Value>) {
-        let weight: u32 = (canary.annotation("canary-weight"))
-            .and_then(|w| w.parse().ok())
-            .unwrap_or(0);
-        // A total below 100 counts as 100 (ingress-nginx's trap, as the compile reads it).
-        let total: u32 = (canary.annotation("canary-weight-total"))
-            .and_then(|w| w.parse().ok())
-            .unwrap_or(100)
-            .max(100);
-        let cookie = canary.annotation("canary-by-cookie");
-        if let Some(header) = canary.annotation("canary-by-header") {
-            if let Some(value) = canary.annotation("canary-by-header-value") {
+    fn rules(&self, canary: &Canary, rules: &mut Vec<Value>, main_refs: &mut Vec<Value>) {
+        let (weight, total) = (canary.weight, canary.weight_total);
+        if let Some(header) = &canary.header {
+            let header = header.as_str();
+            if let Some(value) = &canary.header_value {
                 rules.push(self.rule(json!({"name": header, "value": value}), self.canary));
-            } else if let Some(pattern) = canary.annotation("canary-by-header-pattern") {
+            } else if let Some(pattern) = &canary.header_pattern {
                 // ingress-nginx searches the value; Gateway API's regex is the whole value.
-                let pattern = format!(".*(?:{pattern}).*");
+                let pattern = format!(".*(?:{}).*", pattern.as_str());
                 rules.push(self.rule(
                     json!({"type": "RegularExpression", "name": header, "value": pattern}),
                     self.canary,
                 ));
             } else {
                 rules.push(self.rule(json!({"name": header, "value": "always"}), self.canary));
-                if weight > 0 || cookie.is_some() {
+                if weight > 0 || canary.cookie.is_some() {
                     rules.push(self.rule(json!({"name": header, "value": "never"}), self.main));
                 }
             }
         }
-        if let Some(cookie) = cookie {
+        if let Some(cookie) = &canary.cookie {
             // nginx's $cookie_<name> ignores the name's case.
             let cookie_match = |value: &str| {
                 let value = format!("(.*;\\s*)?(?i:{})={value}(;.*)?", regex::escape(cookie));

@@ -2,6 +2,7 @@
 //! small blocking HTTP/1.1 client (plain or TLS with certificate verification). The process
 //! harness, `eventually` and certificates are `testkit`'s, re-exported here.
 
+pub(crate) mod bench;
 pub(crate) mod kube;
 
 use std::io::{BufRead, BufReader, Read, Write};
