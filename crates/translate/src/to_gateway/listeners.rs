@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use model::NamespacedName;
 use serde_json::{json, Value};
 
-use super::{host_slug, Gap, Source, Target};
+use super::source::{host_slug, Gap, Source, Target};
 use crate::Store;
 
 /// Gateway API allows no more listeners on one Gateway.

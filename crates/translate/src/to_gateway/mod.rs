@@ -13,40 +13,23 @@
 //! It converts from the objects, not from the compiled table: the result is meant to be read,
 //! kept and edited by the people who own the Ingresses. The compiled configuration decides
 //! which Ingresses count (class, validity) and supplies the ConfigMap's defaults.
+//! Files: `source` (an Ingress with its parsed annotations; the target; a gap), `listeners`
+//! (the Gateway), `rules` (the HTTPRoutes), this file (the order, and what spans Ingresses:
+//! www redirects, global auth, hosts that fall through).
 
 mod listeners;
 mod rules;
+mod source;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::networking::v1::IngressSpec;
-use model::{Compiled, Kind, NamespacedName, ObjectRef, Settings};
-use serde::Serialize;
+use model::{Compiled, NamespacedName};
 use serde_json::{json, Value};
 
-use crate::ingress::annotations::{parse, IngressAnnotations, NGINX_PREFIX, SLUICE_PREFIX};
-use crate::objects::Ingress;
+use source::{host_slug, Source};
+pub use source::{Gap, Target};
+
 use crate::Store;
-
-/// Where the converted routes attach.
-#[derive(Clone, Debug)]
-pub struct Target {
-    /// The Gateway written, and named by every route's parentRef.
-    pub gateway: NamespacedName,
-    /// Its `gatewayClassName` (a GatewayClass of Sluice's controller is written too).
-    pub class: String,
-}
-
-/// Something the Gateway API objects do not say as the Ingress did.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub struct Gap {
-    /// `namespace/name` of the Ingress (or of the Gateway, for listener limits).
-    pub object: String,
-    /// The annotation or field.
-    pub what: String,
-    /// What happens instead.
-    pub why: String,
-}
 
 /// The objects to apply and the gaps to read first.
 #[derive(Debug, Default)]
@@ -73,68 +56,6 @@ impl Conversion {
             out.push_str(&format!("- {} `{}`: {}\n", gap.object, gap.what, gap.why));
         }
         out
-    }
-}
-
-/// An Ingress being converted, with its annotations at hand.
-struct Source<'a> {
-    key: NamespacedName,
-    spec: &'a IngressSpec,
-    annotations: Option<&'a BTreeMap<String, String>>,
-    /// The annotations as the compile reads them (validated: a value ingress-nginx refuses is
-    /// left out here too).
-    parsed: IngressAnnotations,
-}
-
-impl<'a> Source<'a> {
-    fn new(key: NamespacedName, ingress: &'a Ingress, settings: &Settings) -> Option<Source<'a>> {
-        let annotations = ingress.metadata.annotations.as_ref();
-        let object = ObjectRef::new(Kind::Ingress, &*key.namespace, &*key.name);
-        let parsed = parse(
-            annotations.unwrap_or(&BTreeMap::new()),
-            settings,
-            &object,
-            &mut Vec::new(),
-        );
-        Some(Source {
-            key,
-            spec: ingress.spec.as_ref()?,
-            annotations,
-            parsed,
-        })
-    }
-
-    /// An ingress-nginx annotation's value, by its name without the prefix (Sluice's own
-    /// prefix, which Sluice reads as the same annotation, when ingress-nginx's is absent).
-    fn annotation(&self, name: &str) -> Option<&'a str> {
-        let annotations = self.annotations?;
-        [NGINX_PREFIX, SLUICE_PREFIX]
-            .iter()
-            .find_map(|prefix| annotations.get(&format!("{prefix}{name}")))
-            .map(|v| v.trim())
-    }
-
-    fn flag(&self, name: &str) -> Option<bool> {
-        self.annotation(name).and_then(|v| v.parse().ok())
-    }
-
-    fn is_canary(&self) -> bool {
-        self.flag("canary") == Some(true)
-    }
-
-    /// Every ingress-nginx annotation this Ingress carries, by name without the prefix.
-    fn annotation_names(&self) -> impl Iterator<Item = &'a str> {
-        self.annotations
-            .into_iter()
-            .flat_map(|a| a.keys())
-            .filter_map(|k| {
-                k.strip_prefix(NGINX_PREFIX)
-                    .or_else(|| k.strip_prefix(SLUICE_PREFIX))
-            })
-    }
-
-    fn namespace(&self) -> &str {
-        &self.key.namespace
     }
 }
 
@@ -380,14 +301,5 @@ impl Converter<'_> {
                 "no main Ingress has this host and path: nothing to split, not converted (ingress-nginx ignores it too)",
             );
         }
-    }
-}
-
-/// `a.example.com` → `a.example.com`, `*.example.com` → `wildcard.example.com`: a name part
-/// for objects and listeners.
-fn host_slug(host: Option<&str>) -> String {
-    match host {
-        None => "any-host".to_string(),
-        Some(h) => h.replace('*', "wildcard"),
     }
 }

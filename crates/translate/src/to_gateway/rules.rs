@@ -18,7 +18,7 @@ use model::{NamespacedName, Settings};
 use serde_json::{json, Value};
 
 use super::listeners::{Listeners, HTTP_LISTENER};
-use super::{host_slug, Gap, Source, Target};
+use super::source::{host_slug, Gap, Source, Target};
 use crate::ingress::annotations::Canary;
 use crate::Store;
 
