@@ -188,15 +188,36 @@ async fn write(
     Ok(())
 }
 
-/// `want` with transition times (kept from `current` where a condition's status is the same)
-/// and, for a route, the other controllers' parent entries from `current` in front of ours.
+/// The condition types Gateway API defines for GatewayClasses, Gateways and their listeners:
+/// Sluice's to write (and to drop when it no longer says them). Any other type on those
+/// objects is another controller's (a policy controller, an operator's tooling) and is kept
+/// as it is.
+const SPEC_CONDITIONS: &[&str] = &[
+    "Accepted",
+    "Programmed",
+    "Ready",
+    "ResolvedRefs",
+    "Conflicted",
+    "SupportedVersion",
+    "AttachedListenerSets",
+    "OverlappingTLSConfig",
+];
+
+/// `want` with transition times (kept from `current` where a condition's status is the same),
+/// the conditions of types Gateway API does not define kept from `current` (a class, a
+/// Gateway and each listener), and, for a route, the other controllers' parent entries from
+/// `current` in front of ours.
 fn merged(kind: Kind, want: &Value, current: &Value, now: &str) -> Value {
     let mut status = want.clone();
     stamp(&mut status["conditions"], &current["conditions"], now);
+    if kind != Kind::HTTPRoute {
+        keep_foreign(&mut status["conditions"], &current["conditions"]);
+    }
     if let Some(listeners) = status.get_mut("listeners").and_then(Value::as_array_mut) {
         for listener in listeners {
             let before = same_named(&current["listeners"], &listener["name"]);
             stamp(&mut listener["conditions"], &before["conditions"], now);
+            keep_foreign(&mut listener["conditions"], &before["conditions"]);
         }
     }
     if kind == Kind::HTTPRoute {
@@ -248,6 +269,28 @@ fn stamp(conditions: &mut Value, current: &Value, now: &str) {
     }
 }
 
+/// Appends the conditions of `current` whose type is not one Gateway API defines, as they are.
+fn keep_foreign(conditions: &mut Value, current: &Value) {
+    let foreign: Vec<Value> = current
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| {
+            c["type"]
+                .as_str()
+                .is_some_and(|t| !SPEC_CONDITIONS.contains(&t))
+        })
+        .cloned()
+        .collect();
+    if foreign.is_empty() {
+        return;
+    }
+    match conditions.as_array_mut() {
+        Some(ours) => ours.extend(foreign),
+        None => *conditions = Value::Array(foreign),
+    }
+}
+
 fn same_named<'a>(list: &'a Value, name: &Value) -> &'a Value {
     static NULL: Value = Value::Null;
     list.as_array()
@@ -296,6 +339,44 @@ mod tests {
         // Written again unchanged: the same status, so no write.
         let again = merged(Kind::HTTPRoute, &want, &status, "2026-11-27T17:00:00Z");
         assert_eq!(again, status);
+    }
+
+    #[test]
+    fn conditions_of_types_gateway_api_does_not_define_are_kept_as_they_are() {
+        let want = json!({
+            "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                            "message": "", "observedGeneration": 3}],
+            "listeners": [{"name": "http", "conditions": [
+                {"type": "Programmed", "status": "True", "reason": "Programmed", "message": "",
+                 "observedGeneration": 3}]}],
+        });
+        let foreign = json!({"type": "example.com/Audited", "status": "True", "reason": "Seeded",
+                             "message": "", "observedGeneration": 2,
+                             "lastTransitionTime": "2026-01-01T00:00:00Z"});
+        let current = json!({
+            "conditions": [
+                {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+                 "observedGeneration": 2, "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                // Sluice's own type, no longer said: dropped.
+                {"type": "ResolvedRefs", "status": "False", "reason": "InvalidCertificateRef",
+                 "message": "", "observedGeneration": 2,
+                 "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                foreign.clone(),
+            ],
+            "listeners": [{"name": "http", "conditions": [foreign.clone()]}],
+        });
+        let status = merged(Kind::Gateway, &want, &current, "2026-11-27T16:00:00Z");
+        let types: Vec<&str> = (status["conditions"].as_array().unwrap().iter())
+            .map(|c| c["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(types, ["Accepted", "example.com/Audited"]);
+        assert_eq!(status["conditions"][1], foreign);
+        assert_eq!(status["listeners"][0]["conditions"][1], foreign);
+        // Nothing changes on the next pass: no write.
+        assert_eq!(
+            merged(Kind::Gateway, &want, &status, "2026-11-27T17:00:00Z"),
+            status
+        );
     }
 
     #[test]
