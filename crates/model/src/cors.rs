@@ -1,6 +1,7 @@
-//! CORS (`enable-cors` and the `cors-*` annotations) as ingress-nginx's template writes it:
-//! which requests get the `Access-Control-*` headers, and which `OPTIONS` Sluice answers 204
-//! itself. Pure: the proxy asks [`Cors::grant`] with the request's `Origin` and method.
+//! CORS (`enable-cors` and the `cors-*` annotations) as ingress-nginx's template writes it, and
+//! Gateway API's `CORS` filter by its own rules ([`CorsRules`]): which requests get the
+//! `Access-Control-*` headers, and which `OPTIONS` Sluice answers 204 itself. Pure: the proxy
+//! asks [`Cors::grant`] with the request's `Origin` and method.
 //!
 //! ```text
 //!  Origin header ─▶ AllowedOrigins::Any ─▶ `*` (whatever the Origin, or none)
@@ -9,6 +10,10 @@
 //!  granted + OPTIONS ─▶ preflight: 204 here, never the backend
 //!  granted, any other method ─▶ the headers on whatever answers (backend or Sluice's error)
 //! ```
+//! Gateway API's rules differ where ingress-nginx's template has traps: an origin entry is
+//! the whole Origin (`*.` one or more labels), a preflight is an `OPTIONS` that asks for a
+//! method (`Access-Control-Request-Method`), `*` with credentials echoes the Origin, and
+//! `*` methods or headers echo what the preflight asked for.
 
 use http::HeaderValue;
 use serde::{Serialize, Serializer};
@@ -40,6 +45,20 @@ pub struct Cors {
     pub expose_headers: Option<HeaderValue>,
     #[serde(serialize_with = "value_text")]
     pub max_age: HeaderValue,
+    pub rules: CorsRules,
+}
+
+/// Whose CORS semantics a policy follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CorsRules {
+    /// ingress-nginx's template: every `OPTIONS` of a granted origin is a preflight, `*` is
+    /// sent as `*` (credentials or not), every header on every answer.
+    IngressNginx,
+    /// Gateway API's `CORS` filter: a preflight asks for a method; with credentials, `*`
+    /// origins echo the Origin; `*` methods and headers echo the preflight's; an empty list is
+    /// not sent; an actual request gets only the origin, credentials and exposed headers.
+    GatewayApi,
 }
 
 /// `cors-allow-origin` as ingress-nginx keeps it (shown as `*` or the list).
@@ -59,6 +78,9 @@ pub enum AllowedOrigins {
 pub struct OriginPattern {
     /// As written, for the golden files and diagnostics.
     written: Box<str>,
+    /// Gateway API's entry: the whole Origin, and `*.` one or more labels (ingress-nginx's
+    /// matches at the end of the Origin, `*` one label).
+    whole: bool,
     /// `scheme://` before a `*.` wildcard, lowercased; `None`: no wildcard.
     wildcard_scheme: Option<Box<str>>,
     /// What the Origin must end with: the whole entry, or what follows the `*` (`.host:port`),
@@ -93,15 +115,29 @@ impl Cors {
             allow_credentials: true,
             expose_headers: None,
             max_age: HeaderValue::from(DEFAULT_MAX_AGE),
+            rules: CorsRules::IngressNginx,
         }
     }
 
     /// Does this request get CORS headers (`origin`: its first `Origin` header), and is it a
-    /// preflight? ingress-nginx's `$cors` variable: `true` when the origin matched (always with
-    /// `*`), `trueoptions` for an `OPTIONS` among those, which is answered 204 whether or not
-    /// it carries `Access-Control-Request-Method`.
-    pub fn grant<'r>(&self, origin: Option<&'r HeaderValue>, options: bool) -> Option<Grant<'r>> {
+    /// preflight (`options`: its method; `asks_method`: it has `Access-Control-Request-Method`)?
+    /// ingress-nginx's `$cors` variable: `true` when the origin matched (always with `*`),
+    /// `trueoptions` for an `OPTIONS` among those, which is answered 204 whether or not it
+    /// carries `Access-Control-Request-Method`. Gateway API: a preflight asks for a method.
+    pub fn grant<'r>(
+        &self,
+        origin: Option<&'r HeaderValue>,
+        options: bool,
+        asks_method: bool,
+    ) -> Option<Grant<'r>> {
+        let gateway = self.rules == CorsRules::GatewayApi;
+        let preflight = options && (asks_method || !gateway);
         let origin = match &self.origins {
+            // Browsers refuse `*` with credentials: Gateway API echoes the Origin then.
+            AllowedOrigins::Any if gateway && self.allow_credentials => match origin {
+                Some(origin) => AllowOrigin::Echo(origin),
+                None => AllowOrigin::Any,
+            },
             AllowedOrigins::Any => AllowOrigin::Any,
             AllowedOrigins::List(patterns) => {
                 let origin = origin?;
@@ -112,10 +148,7 @@ impl Cors {
                 AllowOrigin::Echo(origin)
             }
         };
-        Some(Grant {
-            origin,
-            preflight: options,
-        })
+        Some(Grant { origin, preflight })
     }
 }
 
@@ -129,8 +162,19 @@ impl OriginPattern {
         };
         OriginPattern {
             written: written.into(),
+            whole: false,
             wildcard_scheme,
             suffix,
+        }
+    }
+
+    /// A Gateway API `allowOrigins` entry (`scheme://host[:port]` or `scheme://*.host[:port]`,
+    /// already checked by translate): it matches the whole Origin, case-insensitively, and
+    /// `*` stands for one or more labels.
+    pub fn gateway(written: &str) -> OriginPattern {
+        OriginPattern {
+            whole: true,
+            ..OriginPattern::new(written)
         }
     }
 
@@ -146,8 +190,17 @@ impl OriginPattern {
             return false;
         };
         let Some(scheme) = &self.wildcard_scheme else {
-            return true;
+            return !self.whole || before.is_empty();
         };
+        if self.whole {
+            // `scheme://` then labels: letters, digits, `-` and the dots between them.
+            return strip_prefix_ignore_case(before, scheme.as_bytes()).is_some_and(|labels| {
+                !labels.is_empty()
+                    && labels.split(|b| *b == b'.').all(|l| {
+                        !l.is_empty() && l.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-')
+                    })
+            });
+        }
         let label = before
             .iter()
             .rev()
@@ -173,6 +226,11 @@ impl Serialize for OriginPattern {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(&self.written)
     }
+}
+
+fn strip_prefix_ignore_case<'a>(text: &'a [u8], prefix: &[u8]) -> Option<&'a [u8]> {
+    (text.len() >= prefix.len() && text[..prefix.len()].eq_ignore_ascii_case(prefix))
+        .then(|| &text[prefix.len()..])
 }
 
 fn strip_suffix_ignore_case<'a>(text: &'a [u8], suffix: &[u8]) -> Option<&'a [u8]> {
@@ -240,14 +298,14 @@ mod tests {
         let other = HeaderValue::from_static("https://b.example.com");
         let any = Cors::ingress_nginx_default();
         assert_eq!(
-            any.grant(None, false),
+            any.grant(None, false, false),
             Some(Grant {
                 origin: AllowOrigin::Any,
                 preflight: false
             })
         );
         assert_eq!(
-            any.grant(Some(&origin), true).map(|g| g.preflight),
+            any.grant(Some(&origin), true, false).map(|g| g.preflight),
             Some(true)
         );
         let list = Cors {
@@ -255,18 +313,63 @@ mod tests {
             ..Cors::ingress_nginx_default()
         };
         assert_eq!(
-            list.grant(Some(&origin), true),
+            list.grant(Some(&origin), true, true),
             Some(Grant {
                 origin: AllowOrigin::Echo(&origin),
                 preflight: true
             })
         );
-        assert_eq!(list.grant(Some(&other), true), None);
-        assert_eq!(list.grant(None, false), None);
+        assert_eq!(list.grant(Some(&other), true, true), None);
+        assert_eq!(list.grant(None, false, false), None);
         let empty = Cors {
             origins: AllowedOrigins::List(Box::default()),
             ..Cors::ingress_nginx_default()
         };
-        assert_eq!(empty.grant(Some(&origin), false), None);
+        assert_eq!(empty.grant(Some(&origin), false, false), None);
+    }
+
+    #[test]
+    fn gateway_entries_match_the_whole_origin_and_any_number_of_labels() {
+        let gateway =
+            |entry: &str, origin: &str| OriginPattern::gateway(entry).matches(origin.as_bytes());
+        assert!(gateway("https://www.foo.com", "https://www.foo.com"));
+        assert!(gateway("https://www.foo.com", "HTTPS://WWW.FOO.COM"));
+        assert!(!gateway("https://www.foo.com", "xhttps://www.foo.com"));
+        assert!(!gateway("https://www.foo.com", "https://www.foo.com:8443"));
+        assert!(gateway("https://*.bar.com", "https://www.bar.com"));
+        assert!(gateway("https://*.bar.com", "https://xpto.www.bar.com"));
+        assert!(!gateway("https://*.bar.com", "https://bar.com"));
+        assert!(!gateway("https://*.bar.com", "http://www.bar.com"));
+        assert!(!gateway("https://*.bar.com", "https://evil.com/.bar.com"));
+        assert!(!gateway("https://*.bar.com", "https://a..bar.com"));
+    }
+
+    #[test]
+    fn gateway_rules_echo_the_origin_with_credentials_and_need_a_method_for_a_preflight() {
+        let origin = HeaderValue::from_static("https://a.example.com");
+        let cors = Cors {
+            rules: CorsRules::GatewayApi,
+            ..Cors::ingress_nginx_default()
+        };
+        assert_eq!(
+            cors.grant(Some(&origin), true, true),
+            Some(Grant {
+                origin: AllowOrigin::Echo(&origin),
+                preflight: true
+            })
+        );
+        // An OPTIONS that asks for no method is an ordinary request, for the backend.
+        assert_eq!(
+            cors.grant(Some(&origin), true, false).map(|g| g.preflight),
+            Some(false)
+        );
+        let without = Cors {
+            allow_credentials: false,
+            ..cors
+        };
+        assert_eq!(
+            without.grant(Some(&origin), false, false).map(|g| g.origin),
+            Some(AllowOrigin::Any)
+        );
     }
 }

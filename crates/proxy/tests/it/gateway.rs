@@ -441,3 +441,165 @@ async fn a_service_port_with_app_protocol_h2c_is_spoken_to_in_http2() {
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(reply.text(), "h2");
 }
+
+#[tokio::test]
+async fn the_cors_filter_answers_preflights_by_gateway_api_rules() {
+    let cors = |path: &str, cors: Value| {
+        json!({"matches": [{"path": {"type": "PathPrefix", "value": path}}],
+               "filters": [{"type": "CORS", "cors": cors}],
+               "backendRefs": [{"name": "web", "port": 80}]})
+    };
+    let served = serve(http_route(
+        "cors",
+        json!({
+            "parentRefs": [{"name": "edge", "sectionName": "http"}],
+            "rules": [
+                cors("/echo/listed", json!({
+                    "allowOrigins": ["https://www.foo.com", "https://*.bar.com"],
+                    "allowMethods": ["GET", "OPTIONS"], "allowHeaders": ["x-a", "x-b"],
+                    "exposeHeaders": ["x-c"], "allowCredentials": true, "maxAge": 3600})),
+                cors("/echo/any", json!({"allowOrigins": ["*"], "allowMethods": ["*"],
+                                    "allowHeaders": ["*"], "allowCredentials": true})),
+            ],
+        }),
+    ))
+    .await;
+    let h = &served.h;
+    let mut client = Client::connect(h.http()).await;
+    let send = |method: &str, path: &str, headers: &[(&str, &str)]| {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "cors.example.com");
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.body(Default::default()).unwrap()
+    };
+    let header = |reply: &Reply, name: &str| {
+        reply
+            .headers
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
+
+    // A preflight from a listed origin, and from one matched by `*.` two labels deep.
+    for origin in ["https://www.foo.com", "https://xpto.www.bar.com"] {
+        let preflight = send(
+            "OPTIONS",
+            "/echo/listed",
+            &[("origin", origin), ("access-control-request-method", "GET")],
+        );
+        let reply = client.send(preflight).await.unwrap();
+        assert_eq!(reply.status, StatusCode::NO_CONTENT, "{origin}");
+        assert_eq!(
+            header(&reply, "access-control-allow-origin").as_deref(),
+            Some(origin)
+        );
+        assert_eq!(
+            header(&reply, "access-control-allow-methods").as_deref(),
+            Some("GET, OPTIONS")
+        );
+        assert_eq!(
+            header(&reply, "access-control-allow-headers").as_deref(),
+            Some("x-a, x-b")
+        );
+        assert_eq!(
+            header(&reply, "access-control-expose-headers").as_deref(),
+            Some("x-c")
+        );
+        assert_eq!(
+            header(&reply, "access-control-max-age").as_deref(),
+            Some("3600")
+        );
+        assert_eq!(
+            header(&reply, "access-control-allow-credentials").as_deref(),
+            Some("true")
+        );
+    }
+    // An origin not listed gets nothing: the OPTIONS goes to the backend like any request.
+    let reply = client
+        .send(send(
+            "OPTIONS",
+            "/echo/listed",
+            &[
+                ("origin", "https://foobar.com"),
+                ("access-control-request-method", "GET"),
+            ],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(header(&reply, "access-control-allow-origin"), None);
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    assert!(reply.text().contains("\"OPTIONS\""), "{}", reply.text());
+    // An actual request: the origin, credentials and exposed headers, on the backend's answer.
+    let reply = client
+        .send(send(
+            "GET",
+            "/echo/listed",
+            &[("origin", "https://www.foo.com")],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(reply.status, StatusCode::OK);
+    assert!(reply.text().contains("\"web\""), "{}", reply.text());
+    assert_eq!(
+        header(&reply, "access-control-allow-origin").as_deref(),
+        Some("https://www.foo.com")
+    );
+    assert_eq!(
+        header(&reply, "access-control-expose-headers").as_deref(),
+        Some("x-c")
+    );
+    assert_eq!(header(&reply, "access-control-allow-methods"), None);
+    // `*` with credentials: the origin, the method and the headers asked for, echoed.
+    let preflight = send(
+        "OPTIONS",
+        "/echo/any",
+        &[
+            ("origin", "https://other.foo.com"),
+            ("access-control-request-method", "PUT"),
+            ("access-control-request-headers", "x-header-1, x-header-2"),
+        ],
+    );
+    let reply = client.send(preflight).await.unwrap();
+    assert_eq!(reply.status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        header(&reply, "access-control-allow-origin").as_deref(),
+        Some("https://other.foo.com")
+    );
+    assert_eq!(
+        header(&reply, "access-control-allow-methods").as_deref(),
+        Some("PUT")
+    );
+    assert_eq!(
+        header(&reply, "access-control-allow-headers").as_deref(),
+        Some("x-header-1, x-header-2")
+    );
+    assert_eq!(
+        header(&reply, "access-control-max-age").as_deref(),
+        Some("5")
+    );
+}
+
+#[tokio::test]
+async fn a_cors_filter_with_a_bad_origin_refuses_its_rule_and_names_the_field() {
+    let (served, diagnostics) = serve_allowing_diagnostics(vec![http_route(
+        "bad-cors",
+        json!({
+            "parentRefs": [{"name": "edge", "sectionName": "http"}],
+            "rules": [{"filters": [{"type": "CORS", "cors": {"allowOrigins": ["www.foo.com"]}}],
+                       "backendRefs": [{"name": "web", "port": 80}]}],
+        }),
+    )])
+    .await;
+    assert!(
+        diagnostics
+            .iter()
+            .any(|d| d.contains("spec.rules[0].filters[0].cors.allowOrigins[0]")),
+        "{diagnostics:?}"
+    );
+    let mut client = Client::connect(served.h.http()).await;
+    let reply = client.get("cors.example.com", "/").await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+}

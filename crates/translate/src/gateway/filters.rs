@@ -3,7 +3,8 @@
 //! ```text
 //!  RequestHeaderModifier ─▶ request_headers    ResponseHeaderModifier ─▶ response_headers
 //!  URLRewrite ─▶ upstream_vhost, rewrite       RequestRedirect ─▶ gateway_redirect
-//!  RequestMirror ─▶ mirror                     anything else ─▶ denied (503) + a diagnostic
+//!  RequestMirror ─▶ mirror                     CORS ─▶ cors (Gateway API's rules, cors.rs)
+//!  anything else ─▶ denied (503) + a diagnostic
 //! ```
 
 use std::sync::Arc;
@@ -70,6 +71,12 @@ impl Compiler<'_> {
                     None => Err(format!(
                         "{at}.requestMirror: missing for type RequestMirror"
                     )),
+                },
+                "CORS" => match &filter.cors {
+                    Some(cors) => super::cors::gateway_cors(cors)
+                        .map(|cors| policy.cors = Some(Arc::new(cors)))
+                        .map_err(|why| format!("{at}.cors{why}")),
+                    None => Err(format!("{at}.cors: missing for type CORS")),
                 },
                 other => Err(format!("{at}.type {other}: not supported yet")),
             };

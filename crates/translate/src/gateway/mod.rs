@@ -20,6 +20,7 @@
 
 pub mod api;
 mod backend_refs;
+mod cors;
 mod filters;
 mod listeners;
 mod matches;

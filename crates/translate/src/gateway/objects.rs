@@ -317,10 +317,10 @@ pub struct HttpRouteFilter {
     pub url_rewrite: Option<UrlRewrite>,
     #[serde(default)]
     pub request_mirror: Option<RequestMirror>,
-    /// The filters Sluice does not implement yet: read so that their diagnostic is the
-    /// filter's (the rule answers 503), not an "ignored" field.
     #[serde(default)]
-    pub cors: Option<serde_yaml::Value>,
+    pub cors: Option<CorsFilter>,
+    /// A filter Sluice does not implement yet: read so that its diagnostic is the filter's
+    /// (the rule answers 503), not an "ignored" field.
     #[serde(default)]
     pub extension_ref: Option<serde_yaml::Value>,
     #[serde(flatten)]
@@ -332,7 +332,23 @@ unsupported!(HttpRouteFilter {
     request_redirect => "requestRedirect",
     url_rewrite => "urlRewrite",
     request_mirror => "requestMirror",
+    cors => "cors",
 });
+
+/// The `CORS` filter.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct CorsFilter {
+    pub allow_origins: Vec<String>,
+    pub allow_credentials: Option<bool>,
+    pub allow_methods: Vec<String>,
+    pub allow_headers: Vec<String>,
+    pub expose_headers: Vec<String>,
+    pub max_age: Option<i32>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(CorsFilter {});
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]

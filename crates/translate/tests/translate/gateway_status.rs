@@ -62,7 +62,7 @@ spec:
   rules:
   - backendRefs: [{name: web, port: 80}, {name: gone, port: 80}]
   - matches: [{path: {value: /cors}}]
-    filters: [{type: CORS, cors: {allowOrigins: ['*']}}]
+    filters: [{type: ExtensionRef, extensionRef: {group: example.com, kind: Filter, name: x}}]
     backendRefs: [{name: web, port: 80}]
 ---
 apiVersion: gateway.networking.k8s.io/v1
@@ -152,7 +152,11 @@ fn classes_gateways_listeners_and_route_parents_get_the_specs_conditions() {
         "{}",
         partial.message
     );
-    assert!(partial.message.contains("CORS"), "{}", partial.message);
+    assert!(
+        partial.message.contains("ExtensionRef"),
+        "{}",
+        partial.message
+    );
     assert!(!good.parents[0]
         .conditions
         .iter()
