@@ -46,6 +46,24 @@ pub struct Mirror {
     /// SNI).
     #[serde(skip)]
     pub tls: Option<Arc<UpstreamTls>>,
+    /// Gateway API's `percent` / `fraction`: the share of requests copied, `numerator` of
+    /// `denominator` (drawn per request); `None`: every request (ingress-nginx's mirror).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<MirrorShare>,
+}
+
+/// A share of requests, `numerator` in `denominator` (numerator ≤ denominator, denominator > 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct MirrorShare {
+    pub numerator: u32,
+    pub denominator: u32,
+}
+
+impl MirrorShare {
+    /// Whether a request whose draw (uniform in `0..denominator`) is `draw` is copied.
+    pub fn takes(self, draw: u32) -> bool {
+        draw < self.numerator
+    }
 }
 
 impl PartialEq for Mirror {
@@ -55,6 +73,7 @@ impl PartialEq for Mirror {
             && self.uri == other.uri
             && self.request_body == other.request_body
             && Arc::ptr_eq(&self.backend, &other.backend)
+            && self.share == other.share
     }
 }
 

@@ -940,6 +940,12 @@ fn start_mirror(
     body: RequestBody,
     forwarded_client: Option<IpAddr>,
 ) -> RequestBody {
+    // Gateway API's percent / fraction: most requests of such a route are not copied.
+    if let Some(share) = mirror.share {
+        if !share.takes(fastrand::u32(..share.denominator)) {
+            return body;
+        }
+    }
     let upstreams = &conn.worker.upstreams;
     let settings = conn.worker.settings();
     let Some(slot) = upstreams.mirrors.take(settings.mirror_max_in_flight) else {

@@ -180,6 +180,7 @@ mod tests {
             upstream_name: "10.0.0.9:80".into(),
             backend: Arc::new(model::Backend::unresolved()),
             tls: None,
+            share: None,
         }
     }
 

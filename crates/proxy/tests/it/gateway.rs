@@ -603,3 +603,65 @@ async fn a_cors_filter_with_a_bad_origin_refuses_its_rule_and_names_the_field() 
     let reply = client.get("cors.example.com", "/").await;
     assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
 }
+
+/// `percent` and `fraction`: a share of the requests is copied, drawn per request (none at 0,
+/// all at 100; about half at 25/50, bounds far outside what chance gives in 200 draws).
+#[tokio::test]
+async fn a_mirror_percent_or_fraction_copies_that_share_of_the_requests() {
+    let mut mirrors = Vec::new();
+    let mut extra = Vec::new();
+    let shares = [
+        ("none", json!({"percent": 0})),
+        (
+            "half",
+            json!({"fraction": {"numerator": 25, "denominator": 50}}),
+        ),
+        ("all", json!({"percent": 100})),
+    ];
+    for (name, share) in &shares {
+        let (mirror, counts) =
+            start_fixed_backend(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n").await;
+        let service_name = format!("mirror-{name}");
+        let mut request_mirror = json!({"backendRef": {"name": service_name, "port": 80}});
+        request_mirror
+            .as_object_mut()
+            .unwrap()
+            .extend(share.as_object().unwrap().clone());
+        extra.push(service(&service_name, &[("http", 80)]));
+        extra.extend(slices(&service_name, &[mirror]));
+        extra.push(http_route(
+            &format!("mirrored-{name}"),
+            json!({
+                "parentRefs": [{"name": "edge"}],
+                "hostnames": [format!("{name}.example.com")],
+                "rules": [{
+                    "filters": [{"type": "RequestMirror", "requestMirror": request_mirror}],
+                    "backendRefs": [{"name": "web", "port": 80}],
+                }],
+            }),
+        ));
+        mirrors.push(counts);
+    }
+    let (served, diagnostics) = serve_allowing_diagnostics(extra).await;
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    let mut client = Client::connect(served.h.http()).await;
+    const REQUESTS: usize = 200;
+    for (name, _) in &shares {
+        for _ in 0..REQUESTS {
+            let reply = client.get(&format!("{name}.example.com"), "/echo").await;
+            assert_eq!(reply.status, StatusCode::OK);
+        }
+    }
+    // The routes were asked in order: when the last one's copies have all arrived, the
+    // others' have too.
+    eventually_async(STEP, "every copy of the 100% mirror arrived", || async {
+        (mirrors[2].requests() == REQUESTS).then_some(())
+    })
+    .await;
+    assert_eq!(mirrors[0].requests(), 0);
+    let half = mirrors[1].requests();
+    assert!(
+        (50..=150).contains(&half),
+        "{half} of {REQUESTS} copied at 25/50"
+    );
+}

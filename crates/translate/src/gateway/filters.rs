@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use http::{HeaderName, HeaderValue};
 use model::gateway_redirect::{GatewayRedirect, PathReplace};
-use model::mirror::{Mirror, MirrorUri};
+use model::mirror::{Mirror, MirrorShare, MirrorUri};
 use model::policy::{HeaderAction, HeaderEdit, RoutePolicy};
 use model::routes::HostPattern;
 use model::{NamespacedName, ObjectRef, Severity};
@@ -105,13 +105,13 @@ impl Compiler<'_> {
         field: &str,
         mirror: &objects::RequestMirror,
     ) -> Option<Arc<Mirror>> {
-        if mirror.percent.is_some() || mirror.fraction.is_some() {
-            self.diagnose_with(
-                Severity::Unsupported,
-                object.clone(),
-                format!("{field}: percent and fraction are not supported yet; every request is mirrored"),
-            );
-        }
+        let share = match mirror_share(mirror) {
+            Ok(share) => share,
+            Err(why) => {
+                self.diagnose(object.clone(), format!("{field}{why}; not mirrored"));
+                return None;
+            }
+        };
         let at = format!("{field}.backendRef");
         let reference = &mirror.backend_ref;
         let (_, backend, port) = self.gateway_backend(key, object, &at, reference, "not mirrored");
@@ -127,7 +127,39 @@ impl Compiler<'_> {
             upstream_name,
             backend,
             tls: None,
+            share,
         }))
+    }
+}
+
+/// `percent` (0–100) or `fraction` (numerator ≤ denominator, denominator default 100) as the
+/// share of requests copied; neither: every request. `Err`: the field and why.
+fn mirror_share(mirror: &objects::RequestMirror) -> Result<Option<MirrorShare>, String> {
+    match (mirror.percent, &mirror.fraction) {
+        (Some(_), Some(_)) => Err(": percent and fraction are exclusive".into()),
+        (Some(percent), None) => match u32::try_from(percent) {
+            Ok(numerator) if numerator <= 100 => Ok(Some(MirrorShare {
+                numerator,
+                denominator: 100,
+            })),
+            _ => Err(format!(".percent {percent}: must be 0 to 100")),
+        },
+        (None, Some(fraction)) => {
+            let denominator = fraction.denominator.unwrap_or(100);
+            match (u32::try_from(fraction.numerator), u32::try_from(denominator)) {
+                (Ok(numerator), Ok(denominator)) if denominator > 0 && numerator <= denominator => {
+                    Ok(Some(MirrorShare {
+                        numerator,
+                        denominator,
+                    }))
+                }
+                _ => Err(format!(
+                    ".fraction {}/{denominator}: the numerator must be 0 to the denominator, the denominator above 0",
+                    fraction.numerator
+                )),
+            }
+        }
+        (None, None) => Ok(None),
     }
 }
 
@@ -287,4 +319,49 @@ fn header_edits(
     }
     *edits = all.into_boxed_slice();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mirror(
+        percent: Option<i32>,
+        fraction: Option<(i32, Option<i32>)>,
+    ) -> objects::RequestMirror {
+        objects::RequestMirror {
+            percent,
+            fraction: fraction.map(|(numerator, denominator)| objects::Fraction {
+                numerator,
+                denominator,
+                ..objects::Fraction::default()
+            }),
+            ..objects::RequestMirror::default()
+        }
+    }
+
+    #[test]
+    fn mirror_shares_from_percent_or_fraction() {
+        let share = |numerator, denominator| {
+            Ok(Some(MirrorShare {
+                numerator,
+                denominator,
+            }))
+        };
+        assert_eq!(mirror_share(&mirror(None, None)), Ok(None));
+        assert_eq!(mirror_share(&mirror(Some(20), None)), share(20, 100));
+        assert_eq!(
+            mirror_share(&mirror(None, Some((25, Some(50))))),
+            share(25, 50)
+        );
+        assert_eq!(mirror_share(&mirror(None, Some((3, None)))), share(3, 100));
+        assert!(mirror_share(&mirror(Some(101), None))
+            .unwrap_err()
+            .contains(".percent 101"));
+        assert!(mirror_share(&mirror(None, Some((5, Some(0))))).is_err());
+        assert!(mirror_share(&mirror(None, Some((6, Some(5))))).is_err());
+        assert!(mirror_share(&mirror(Some(1), Some((1, None))))
+            .unwrap_err()
+            .contains("exclusive"));
+    }
 }

@@ -354,15 +354,27 @@ unsupported!(CorsFilter {});
 #[serde(rename_all = "camelCase")]
 pub struct RequestMirror {
     pub backend_ref: HttpBackendRef,
-    /// Read only to say they are not supported yet (every request is mirrored).
+    /// The share of requests copied (all without either).
     #[serde(default)]
     pub percent: Option<i32>,
     #[serde(default)]
-    pub fraction: Option<serde_yaml::Value>,
+    pub fraction: Option<Fraction>,
     #[serde(flatten)]
     pub rest: Rest,
 }
-unsupported!(RequestMirror { backend_ref => "backendRef" });
+unsupported!(RequestMirror { backend_ref => "backendRef", fraction => "fraction" });
+
+/// `numerator` in `denominator` (default 100).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Fraction {
+    pub numerator: i32,
+    #[serde(default)]
+    pub denominator: Option<i32>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(Fraction {});
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
