@@ -665,3 +665,39 @@ async fn a_mirror_percent_or_fraction_copies_that_share_of_the_requests() {
         "{half} of {REQUESTS} copied at 25/50"
     );
 }
+
+/// A backendRef's own RequestHeaderModifier applies to its share only, on top of the rule's.
+#[tokio::test]
+async fn a_backend_ref_s_header_filters_apply_to_its_share_only() {
+    let set = |value: &str| {
+        json!([{"type": "RequestHeaderModifier",
+                "requestHeaderModifier": {"set": [{"name": "x-backend", "value": value}]}}])
+    };
+    let served = serve(http_route(
+        "split",
+        json!({
+            "parentRefs": [{"name": "edge", "sectionName": "http"}],
+            "rules": [{
+                "filters": [{"type": "RequestHeaderModifier",
+                             "requestHeaderModifier": {"set": [{"name": "x-rule", "value": "both"}]}}],
+                "backendRefs": [
+                    {"name": "web", "port": 80, "weight": 1, "filters": set("web")},
+                    {"name": "v2", "port": 80, "weight": 1, "filters": set("v2")},
+                ],
+            }],
+        }),
+    ))
+    .await;
+    let mut client = Client::connect(served.h.http()).await;
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..40 {
+        let reply = client.get("split.example.com", "/echo").await;
+        assert_eq!(reply.status, StatusCode::OK);
+        let echo: Value = serde_json::from_str(&reply.text()).unwrap();
+        let backend = reply.backend();
+        assert_eq!(echo["headers"]["x-backend"], backend, "{echo}");
+        assert_eq!(echo["headers"]["x-rule"], "both", "{echo}");
+        seen.insert(backend.to_owned());
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+}

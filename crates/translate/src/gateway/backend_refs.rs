@@ -4,7 +4,8 @@
 //! ```text
 //!  backendRefs [{ Service, port, weight, namespace (ReferenceGrant) }]
 //!      ─▶ backend_or_diagnose ─▶ Route per share (policy: appProtocol h2c ─▶ HTTP/2;
-//!         unusable ─▶ invalid_backend) ─▶ the first share's Route + Traffic of the others
+//!         unusable ─▶ invalid_backend; its own header filters on top) ─▶ the first share's
+//!         Route + Traffic of the others
 //! ```
 
 use std::sync::Arc;
@@ -47,10 +48,13 @@ impl Compiler<'_> {
             let (service, backend, port) =
                 self.gateway_backend(key, object, &at, reference, "its share answers 500");
             // An unusable reference never has endpoints; its share answers 500.
-            let policy = match backend.key() {
+            let mut policy = match backend.key() {
                 Some(_) => self.app_protocol(object, &at, &backend, &policy),
                 None => invalid_backend(&policy),
             };
+            if !reference.filters.is_empty() {
+                policy = self.backend_filters(object, &at, &reference.filters, &policy);
+            }
             shares.push((
                 weight,
                 Route {

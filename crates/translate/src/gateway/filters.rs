@@ -4,6 +4,7 @@
 //!  RequestHeaderModifier ─▶ request_headers    ResponseHeaderModifier ─▶ response_headers
 //!  URLRewrite ─▶ upstream_vhost, rewrite       RequestRedirect ─▶ gateway_redirect
 //!  RequestMirror ─▶ mirror                     CORS ─▶ cors (Gateway API's rules, cors.rs)
+//!  a backendRef's header modifiers ─▶ that share's policy, on top of the rule's
 //!  anything else ─▶ denied (503) + a diagnostic
 //! ```
 
@@ -94,6 +95,45 @@ impl Compiler<'_> {
         } else {
             Arc::new(policy)
         }
+    }
+
+    /// A backendRef's own filters, on top of its rule's policy: header modifiers for that
+    /// share's requests and answers. Another type refuses the share (503, with a diagnostic).
+    pub(super) fn backend_filters(
+        &mut self,
+        object: &ObjectRef,
+        field: &str,
+        filters: &[objects::HttpRouteFilter],
+        base: &Arc<RoutePolicy>,
+    ) -> Arc<RoutePolicy> {
+        let mut policy = (**base).clone();
+        for (f, filter) in filters.iter().enumerate() {
+            let at = format!("{field}.filters[{f}]");
+            let refused = match filter.type_.as_str() {
+                "RequestHeaderModifier" => header_edits(
+                    &mut policy.request_headers,
+                    filter.request_header_modifier.as_ref(),
+                )
+                .map_err(|why| format!("{at}.requestHeaderModifier: {why}")),
+                "ResponseHeaderModifier" => header_edits(
+                    &mut policy.response_headers,
+                    filter.response_header_modifier.as_ref(),
+                )
+                .map_err(|why| format!("{at}.responseHeaderModifier: {why}")),
+                other => Err(format!(
+                    "{at}.type {other}: not supported on a backendRef yet"
+                )),
+            };
+            if let Err(why) = refused {
+                self.diagnose_with(
+                    Severity::Unsupported,
+                    object.clone(),
+                    format!("{why}; this backend's share answers 503"),
+                );
+                policy.denied.get_or_insert(why);
+            }
+        }
+        Arc::new(policy)
     }
 
     /// A `RequestMirror`: a copy of each request to the backendRef's Service port, its

@@ -448,10 +448,13 @@ pub struct HttpBackendRef {
     pub port: Option<i32>,
     #[serde(default)]
     pub weight: Option<i32>,
+    /// Filters for this backend's share only (header modifiers).
+    #[serde(default)]
+    pub filters: Vec<HttpRouteFilter>,
     #[serde(flatten)]
     pub rest: Rest,
 }
-unsupported!(HttpBackendRef {});
+unsupported!(HttpBackendRef { filters => "filters" });
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -527,7 +530,6 @@ extra: true
                 "spec.sessionPersistence",
                 "spec.rules[0].timeouts",
                 "spec.rules[0].matches[0].bogus",
-                "spec.rules[0].backendRefs[0].filters",
             ]
         );
         assert!(route.spec.rules[0].rest.is_empty());
