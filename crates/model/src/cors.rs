@@ -12,7 +12,7 @@
 //! ```
 //! Gateway API's rules differ where ingress-nginx's template has traps: an origin entry is
 //! the whole Origin (`*.` one or more labels), a preflight is an `OPTIONS` that asks for a
-//! method (`Access-Control-Request-Method`), `*` with credentials echoes the Origin, and
+//! method (`Access-Control-Request-Method`), answered here whether its origin is allowed or not, `*` with credentials echoes the Origin, and
 //! `*` methods or headers echo what the preflight asked for.
 
 use http::HeaderValue;

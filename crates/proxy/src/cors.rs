@@ -122,6 +122,18 @@ impl CorsHeaders<'_> {
     }
 }
 
+/// Under Gateway API's rules, an `OPTIONS` with an `Origin` and an
+/// `Access-Control-Request-Method` is a preflight whether or not its origin is allowed: one not
+/// granted is answered here too, with no CORS header.
+pub(crate) fn refused_preflight(cors: &Cors, head: &Parts) -> bool {
+    cors.rules == CorsRules::GatewayApi
+        && head.method == Method::OPTIONS
+        && head.headers.contains_key(header::ORIGIN)
+        && head
+            .headers
+            .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
+}
+
 /// The preflight's answer: 204 with the `Content-Type` ingress-nginx's template writes (sic,
 /// without `;`). No `Content-Length`: a 204 has none (RFC 9110).
 pub(crate) fn preflight_response() -> Response<ResponseBody> {

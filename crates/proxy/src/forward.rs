@@ -515,7 +515,10 @@ fn route<'c>(
         // ingress-nginx redirects to app-root in the server, before the location's CORS.
         if matched.app_root.is_none() || path.routed != "/" {
             *cors = CorsHeaders::grant(policy_cors, head);
-            if cors.as_ref().is_some_and(|c| c.preflight) {
+            // Gateway API: a preflight from an origin not allowed is answered too, without
+            // CORS headers (the browser then refuses), never passed to the backend.
+            let refused = cors.is_none() && crate::cors::refused_preflight(policy_cors, head);
+            if refused || cors.as_ref().is_some_and(|c| c.preflight) {
                 return Ok(Routed::Answer {
                     route: Some(route),
                     response: Box::new(preflight_response()),

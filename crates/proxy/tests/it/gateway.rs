@@ -517,7 +517,7 @@ async fn the_cors_filter_answers_preflights_by_gateway_api_rules() {
             Some("true")
         );
     }
-    // An origin not listed gets nothing: the OPTIONS goes to the backend like any request.
+    // A preflight from an origin not listed is answered here too, with no CORS header.
     let reply = client
         .send(send(
             "OPTIONS",
@@ -530,6 +530,16 @@ async fn the_cors_filter_answers_preflights_by_gateway_api_rules() {
         .await
         .unwrap();
     assert_eq!(header(&reply, "access-control-allow-origin"), None);
+    assert_eq!(reply.status, StatusCode::NO_CONTENT, "{}", reply.text());
+    // An OPTIONS that is no preflight (no method asked for) goes to the backend.
+    let reply = client
+        .send(send(
+            "OPTIONS",
+            "/echo/listed",
+            &[("origin", "https://www.foo.com")],
+        ))
+        .await
+        .unwrap();
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
     assert!(reply.text().contains("\"OPTIONS\""), "{}", reply.text());
     // An actual request: the origin, credentials and exposed headers, on the backend's answer.
