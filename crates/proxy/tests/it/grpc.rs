@@ -21,14 +21,14 @@ const HOST: &str = "grpc.example";
 
 /// A grpcio server process on 127.0.0.1; stopped gracefully (GOAWAY, running calls finish)
 /// when its stdin closes.
-struct GrpcServer {
+pub(crate) struct GrpcServer {
     child: Child,
     stdin: Option<ChildStdin>,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
 }
 
 impl GrpcServer {
-    fn start(python: &Path, name: &str, tls: Option<(&Path, &Path)>) -> GrpcServer {
+    pub(crate) fn start(python: &Path, name: &str, tls: Option<(&Path, &Path)>) -> GrpcServer {
         let mut command = Command::new(python);
         command.arg(SCRIPT).args(["serve", name]);
         if let Some((cert, key)) = tls {
@@ -68,7 +68,7 @@ impl Drop for GrpcServer {
 }
 
 /// The grpcio Python, or `None` (skip) outside CI.
-fn python() -> Option<PathBuf> {
+pub(crate) fn python() -> Option<PathBuf> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     match std::env::var_os("SLUICE_GRPC_PYTHON").map(PathBuf::from) {
         Some(path) if path.is_file() => Some(path),
@@ -87,13 +87,24 @@ fn python() -> Option<PathBuf> {
 }
 
 /// Runs one client case of `echo.py` against Sluice's plain listener; its JSON answer.
-async fn client(python: &Path, h: &Harness, case: &str, args: &[&str]) -> Value {
+pub(crate) async fn client(python: &Path, h: &Harness, case: &str, args: &[&str]) -> Value {
+    client_for(python, h, case, HOST, args).await
+}
+
+/// [`client`] with another `:authority`.
+pub(crate) async fn client_for(
+    python: &Path,
+    h: &Harness,
+    case: &str,
+    authority: &str,
+    args: &[&str],
+) -> Value {
     let mut command = Command::new(python);
     command
         .arg(SCRIPT)
         .arg(case)
         .arg(h.http().to_string())
-        .arg(HOST)
+        .arg(authority)
         .args(args);
     let output = tokio::task::spawn_blocking(move || command.output())
         .await
