@@ -108,8 +108,14 @@ async fn methods_services_regexes_and_headers_pick_the_rule_the_spec_ranks_first
     let reply = call(&python, &h, "/nothing.Here/Call", &[]).await;
     assert_eq!(reply["code"], "UNIMPLEMENTED", "{reply:#}");
     // Another host: no route either.
-    let reply = client_for(&python, &h, "call", "other.example.com", &["/echo.Echo/Say", "x"])
-        .await;
+    let reply = client_for(
+        &python,
+        &h,
+        "call",
+        "other.example.com",
+        &["/echo.Echo/Say", "x"],
+    )
+    .await;
     assert_eq!(reply["code"], "UNIMPLEMENTED", "{reply:#}");
 }
 
@@ -161,7 +167,13 @@ async fn header_modifiers_edit_the_call_s_metadata_both_ways() {
     let mut h = Harness::start();
     h.apply(&objects(&[("a", &a)], route));
 
-    let reply = call(&python, &h, "/echo.Echo/Say", &["x-set=old", "x-remove=gone"]).await;
+    let reply = call(
+        &python,
+        &h,
+        "/echo.Echo/Say",
+        &["x-set=old", "x-remove=gone"],
+    )
+    .await;
     assert_eq!(served_by(&reply), "a");
     let seen = &reply["reply"]["metadata"];
     assert_eq!(seen["x-set"], "new", "{reply:#}");

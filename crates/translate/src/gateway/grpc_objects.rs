@@ -13,8 +13,8 @@
 use serde::Deserialize;
 
 use super::objects::{
-    take_rest, GatewayObject, HttpBackendRef, HttpRouteFilter, ParentReference, Rest,
-    Unsupported, ValueMatchSpec,
+    take_rest, GatewayObject, HttpBackendRef, HttpRouteFilter, ParentReference, Rest, Unsupported,
+    ValueMatchSpec,
 };
 
 pub type GrpcRoute = GatewayObject<GrpcRouteSpec>;

@@ -207,7 +207,12 @@ impl Compiler<'_> {
                 Some((PathKind::Regex, pattern, Some(regex)))
             }
             other => {
-                self.diagnose(object.clone(), format!("{field}.type {other:?}: must be Exact or RegularExpression; match ignored"));
+                self.diagnose(
+                    object.clone(),
+                    format!(
+                        "{field}.type {other:?}: must be Exact or RegularExpression; match ignored"
+                    ),
+                );
                 None
             }
         }
@@ -236,7 +241,12 @@ mod tests {
 
     #[test]
     fn service_and_method_names_follow_the_api_s_patterns() {
-        for good in ["echo.Echo", ".pkg.v1.Svc", "Svc", "gateway_api_conformance.echo_basic.grpcecho.GrpcEcho"] {
+        for good in [
+            "echo.Echo",
+            ".pkg.v1.Svc",
+            "Svc",
+            "gateway_api_conformance.echo_basic.grpcecho.GrpcEcho",
+        ] {
             assert!(valid_service(good), "{good}");
         }
         for bad in ["", "echo..Echo", "echo/Echo", "1pkg.Svc", "echo.Echo."] {

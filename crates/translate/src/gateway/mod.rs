@@ -230,7 +230,11 @@ impl Compiler<'_> {
         }
         let mut routes: Vec<(&NamespacedName, AnyRoute)> = (store.http_routes_by_name())
             .map(|(key, r)| (key, AnyRoute::Http(r)))
-            .chain(store.grpc_routes_by_name().map(|(k, r)| (k, AnyRoute::Grpc(r))))
+            .chain(
+                store
+                    .grpc_routes_by_name()
+                    .map(|(k, r)| (k, AnyRoute::Grpc(r))),
+            )
             .collect();
         // Gateway API's tie-break: the oldest route, then namespace/name (objects from files
         // have no creation time and count as oldest). Both kinds in one order: of an HTTPRoute
@@ -276,8 +280,9 @@ impl Compiler<'_> {
                 .zip(&found)
                 .map(|(listener, outcome)| {
                     let slot = outcome.slot.map(|s| &listeners[s]);
-                    let counts =
-                        slot.map_or((false, false, 0), |s| (s.http_routes, s.grpc_routes, s.attached));
+                    let counts = slot.map_or((false, false, 0), |s| {
+                        (s.http_routes, s.grpc_routes, s.attached)
+                    });
                     status::listener_status(listener, outcome, counts, generation)
                 })
                 .collect();
