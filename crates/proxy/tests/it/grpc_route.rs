@@ -71,11 +71,7 @@ fn served_by(reply: &Value) -> &str {
 #[tokio::test]
 async fn methods_services_regexes_and_headers_pick_the_rule_the_spec_ranks_first() {
     let Some(python) = python() else { return };
-    let (a, b, c) = (
-        GrpcServer::start(&python, "a", None),
-        GrpcServer::start(&python, "b", None),
-        GrpcServer::start(&python, "c", None),
-    );
+    let [a, b, c] = ["a", "b", "c"].map(|name| GrpcServer::start(&python, name, None));
     let route = grpc_route(json!([
         {"matches": [{"method": {"service": "echo.Echo", "method": "Say"}}],
          "backendRefs": backend_ref("a")},
@@ -122,11 +118,7 @@ async fn methods_services_regexes_and_headers_pick_the_rule_the_spec_ranks_first
 #[tokio::test]
 async fn weighted_backend_refs_share_the_calls_and_a_zero_weight_gets_none() {
     let Some(python) = python() else { return };
-    let (a, b, c) = (
-        GrpcServer::start(&python, "a", None),
-        GrpcServer::start(&python, "b", None),
-        GrpcServer::start(&python, "c", None),
-    );
+    let [a, b, c] = ["a", "b", "c"].map(|name| GrpcServer::start(&python, name, None));
     let route = grpc_route(json!([{"backendRefs": [
         {"name": "a", "port": 8080, "weight": 3},
         {"name": "b", "port": 8080, "weight": 1},

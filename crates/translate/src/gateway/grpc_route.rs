@@ -15,11 +15,9 @@
 //! Precedence is the table's: a longer path (service and method) first, then more header
 //! matches, then the older route and rule order, which is GRPCRoute's order.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use http::HeaderName;
-use model::matches::RequestMatch;
 use model::policy::{RoutePolicy, UpstreamProtocol};
 use model::routes::{Listeners, PathKind, PathRoute, Route, RouteSite};
 use model::{Kind, NamespacedName, ObjectRef, Severity};
@@ -138,21 +136,7 @@ impl Compiler<'_> {
             Some(method) => self.grpc_method(object, &format!("{field}.method"), method)?,
         };
         let mut when = Vec::new();
-        // Of several matches on one header name (in any case), only the first counts.
-        let mut seen = HashSet::new();
-        for (h, header) in spec.headers.iter().enumerate() {
-            let at = format!("{field}.headers[{h}]");
-            let Ok(name) = HeaderName::from_bytes(header.name.as_bytes()) else {
-                let name = &header.name;
-                let why = format!("{at}.name {name:?}: not a header name; match ignored");
-                self.diagnose(object.clone(), why);
-                return None;
-            };
-            if seen.insert(name.clone()) {
-                let value = self.value_match(object, &at, header)?;
-                when.push(RequestMatch::Header { name, value });
-            }
-        }
+        self.header_matches(object, field, &spec.headers, &mut when)?;
         let mut rule = PathRoute::new(kind, self.share(&written), route);
         rule.pattern = pattern;
         rule.when = when.into_boxed_slice();
@@ -207,12 +191,7 @@ impl Compiler<'_> {
                 Some((PathKind::Regex, pattern, Some(regex)))
             }
             other => {
-                self.diagnose(
-                    object.clone(),
-                    format!(
-                        "{field}.type {other:?}: must be Exact or RegularExpression; match ignored"
-                    ),
-                );
+                self.bad_match_type(object, field, other);
                 None
             }
         }

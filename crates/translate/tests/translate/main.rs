@@ -6,4 +6,5 @@ mod configmap;
 mod endpoints;
 mod gateway_status;
 mod golden;
+mod grpc_route_status;
 mod memory;
