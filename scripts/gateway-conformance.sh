@@ -21,8 +21,10 @@
 #   - images.txt: every image reference the suite's manifests (base/ and tests/) name. `run` imports
 #     the echo-basic archive under each `.../echo-basic:*` reference and the CoreDNS archive under the
 #     coredns one, exactly as the manifests spell them, so the kubelet (IfNotPresent) finds them in
-#     containerd and pulls nothing. Other references (echo-advanced, used by TCP/UDP/mesh tests) are
-#     not provided: those tests are outside GATEWAY-HTTP.
+#     containerd and pulls nothing. The GRPCRoute tests' backends (grpc-infra-backend-v1..3) are the
+#     same echo-basic image with GRPC_ECHO_SERVER set: GATEWAY-GRPC needs nothing more. Other
+#     references (echo-advanced, used by TCP/UDP/mesh tests) are not provided: those tests are
+#     outside GATEWAY-HTTP and GATEWAY-GRPC.
 #
 # Env: GATEWAY_API_VERSION (default v1.6.3: it builds with this machine's Go; v1.7.0 needs
 # GOTOOLCHAIN=go1.27.3, exported here when asked for), SLUICE_KUBE_CACHE, OUT, SUITE_TIMEOUT (the
@@ -136,7 +138,7 @@ cmd_run() {
     case $ref in
       */gateway-api/echo-basic:*) "$node" import "$dir/echo-basic.tar" "$ref" ;;
       */coredns/coredns:*) "$node" import "$dir/coredns.tar" "$ref" ;;
-      *) log "not provided (outside GATEWAY-HTTP): $ref" ;;
+      *) log "not provided (outside GATEWAY-HTTP and GATEWAY-GRPC): $ref" ;;
     esac
   done <"$dir/images.txt"
   log "images imported ($((SECONDS - t0)) s)"
