@@ -5,6 +5,7 @@
 mod support;
 
 mod gateway;
+mod grpc_route;
 mod kube_config_maps;
 mod kube_gateway;
 mod kubernetes;

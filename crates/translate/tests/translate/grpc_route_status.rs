@@ -2,24 +2,9 @@
 //! list and admit GRPCRoute, and the spec's one-of-two rule for an HTTPRoute and a GRPCRoute
 //! with a hostname in common on a listener.
 
-use model::gateway_status::{Condition, GatewayStatuses};
 use model::NamespacedName;
-use translate::{compile, parse_documents, CompileOptions, Store};
 
-fn statuses(text: &str) -> GatewayStatuses {
-    let documents = parse_documents("t.yaml", text).unwrap();
-    assert!(documents.errors.is_empty(), "{:?}", documents.errors);
-    let mut store = Store::default();
-    store.replace_all(documents.objects);
-    (*compile(&store, &CompileOptions::default()).gateway_status).clone()
-}
-
-fn find<'a>(conditions: &'a [Condition], type_: &str) -> &'a Condition {
-    conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .unwrap_or_else(|| panic!("no {type_} in {conditions:?}"))
-}
+use crate::gateway_status::{find, statuses};
 
 const OBJECTS: &str = "\
 apiVersion: gateway.networking.k8s.io/v1
