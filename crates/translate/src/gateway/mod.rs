@@ -1,5 +1,5 @@
 //! Gateway API: GatewayClasses of Sluice's controller, their Gateways' listeners and the
-//! HTTPRoutes attached to them, compiled into the same rule model as Ingresses.
+//! HTTPRoutes and GRPCRoutes attached to them, compiled into the same rule model as Ingresses.
 //!
 //! ```text
 //!  GatewayClass (controllerName sluice.dev/gateway-controller)
@@ -11,10 +11,16 @@
 //!            ─rules × matches─▶ PathRoute { path, when: [method, headers, query], listeners }
 //!                      filters ─▶ RoutePolicy blocks (header edits, upstream Host, redirect)
 //!                      backendRefs ─▶ Route, weighted split as Traffic (backends.rs resolves)
+//!  GRPCRoute ─the same attachment (attach_route)─▶ hosts
+//!            ─rules × matches─▶ method as the path /<service>/<method>, headers as conditions;
+//!                      the same filters and backendRefs, every share gRPC (HTTP/2)
 //! ```
-//! Files: `objects` (the types), `listeners` (what a Gateway serves), this file (attaching routes,
-//! hostnames, rules), `matches`, `filters`, `backend_refs`.
-//! Routes are read oldest first, then by namespace/name, rules and matches in order: the
+//! Files: `objects` and `grpc_objects` (the types), `listeners` (what a Gateway serves), this file
+//! (attaching routes of either kind, hostnames, HTTPRoute rules), `grpc_route`, `matches`,
+//! `filters`, `backend_refs`.
+//! HTTPRoutes and GRPCRoutes are attached in one order; of the two kinds, the route attached
+//! first keeps a hostname on a listener (the spec accepts exactly one of them).
+//! Routes (both kinds) are read oldest first, then by namespace/name, rules and matches in order: the
 //! RouteTable's stable sort then gives Gateway API's precedence (see `model::routes`).
 //! Nothing here is reached in an Ingress-only configuration beyond three empty-map checks.
 
