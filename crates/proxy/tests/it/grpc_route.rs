@@ -183,8 +183,7 @@ async fn a_missing_backend_answers_a_grpc_error_and_other_rules_keep_serving() {
         {"matches": [{"method": {"service": "echo.Echo"}}], "backendRefs": backend_ref("a")},
         // A filter GRPCRoute does not have: that rule refuses (503, UNAVAILABLE).
         {"matches": [{"method": {"service": "echo.Third"}}],
-         "filters": [{"type": "RequestMirror",
-                      "requestMirror": {"backendRef": {"name": "a", "port": 8080}}}],
+         "filters": [{"type": "URLRewrite", "urlRewrite": {"hostname": "x.example.com"}}],
          "backendRefs": backend_ref("a")},
     ]));
     let mut h = Harness::start();
@@ -193,7 +192,7 @@ async fn a_missing_backend_answers_a_grpc_error_and_other_rules_keep_serving() {
     assert_eq!(said.len(), 2, "{said:#?}");
     for expected in [
         "spec.rules[0].backendRefs[0]: Service default/gone not found",
-        "spec.rules[2].filters[0].type RequestMirror",
+        "spec.rules[2].filters[0].type URLRewrite: not supported on a GRPCRoute",
     ] {
         assert!(said.iter().any(|d| d.contains(expected)), "{said:#?}");
     }
@@ -205,4 +204,28 @@ async fn a_missing_backend_answers_a_grpc_error_and_other_rules_keep_serving() {
     assert_eq!(reply["code"], "UNAVAILABLE", "{reply:#}");
     let reply = call(&python, &h, "/echo.Echo/Say", &[]).await;
     assert_eq!(served_by(&reply), "a");
+}
+
+#[tokio::test]
+async fn request_mirror_sends_a_copy_of_each_call_over_h2c() {
+    let Some(python) = python() else { return };
+    let [a, b] = ["a", "b"].map(|name| GrpcServer::start(&python, name, None));
+    let route = grpc_route(json!([{
+        "filters": [{"type": "RequestMirror",
+                     "requestMirror": {"backendRef": {"name": "b", "port": 8080}}}],
+        "backendRefs": backend_ref("a"),
+    }]));
+    let mut h = Harness::start();
+    h.apply(&objects(&[("a", &a), ("b", &b)], route));
+
+    let reply = call(&python, &h, "/echo.Echo/Say", &[]).await;
+    assert_eq!(served_by(&reply), "a");
+    // The copy is counted once its answer is read to the end: a gRPC server answered it, which
+    // it would not have over HTTP/1.1.
+    let sent = "sluice_mirror_requests_total{outcome=\"sent\"} 1";
+    eventually_async(STEP, sent, || async {
+        let metrics = get(h.admin(), "admin", "/metrics").await.text();
+        metrics.lines().any(|l| l == sent)
+    })
+    .await;
 }

@@ -120,6 +120,7 @@ impl Compiler<'_> {
             upstream_name,
             backend,
             tls: None,
+            http2: false,
         }))
     }
 }

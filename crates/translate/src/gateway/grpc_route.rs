@@ -7,8 +7,9 @@
 //!         Exact { method }          ─▶ Regex  ^/[^/]+/<method>$
 //!         RegularExpression         ─▶ Regex  ^/(?:<service>)/(?:<method>)$ (either: [^/]+)
 //!  no method                        ─▶ Prefix /
-//!  headers ─▶ conditions (HTTPRoute's)    filters ─▶ RequestHeaderModifier,
-//!  backendRefs ─▶ weighted shares            ResponseHeaderModifier (HTTPRoute's); others 503
+//!  headers ─▶ conditions (HTTPRoute's)    filters ─▶ RequestHeaderModifier, RequestMirror
+//!  backendRefs ─▶ weighted shares            (its copy over h2c), ResponseHeaderModifier
+//!                                            (HTTPRoute's); others 503
 //!  every share ─▶ UpstreamProtocol::Grpc: HTTP/2 (h2c) whatever the Service's appProtocol,
 //!                 request bodies streamed, Sluice's own answers gRPC errors
 //! ```
@@ -27,7 +28,11 @@ use super::{route_ref, GatewayHost, ListenerSlot, RouteHead};
 use crate::compiler::Compiler;
 
 /// The filter types GRPCRoute has that Sluice implements.
-const GRPC_FILTERS: [&str; 2] = ["RequestHeaderModifier", "ResponseHeaderModifier"];
+const GRPC_FILTERS: [&str; 3] = [
+    "RequestHeaderModifier",
+    "ResponseHeaderModifier",
+    "RequestMirror",
+];
 
 impl Compiler<'_> {
     /// One GRPCRoute, as [`Compiler::http_route`] does an HTTPRoute.
@@ -89,9 +94,9 @@ impl Compiler<'_> {
         }
     }
 
-    /// A rule's filters as its policy (HTTPRoute's blocks), with gRPC spoken upstream. The
-    /// types GRPCRoute does not have, and RequestMirror (its copy would go out as HTTP/1.1,
-    /// which gRPC servers refuse), make the rule answer 503 with a diagnostic.
+    /// A rule's filters as its policy (HTTPRoute's blocks), with gRPC spoken upstream and to
+    /// the mirror. The types GRPCRoute does not have make the rule answer 503 with a
+    /// diagnostic.
     fn grpc_filters(
         &mut self,
         (key, object): (&NamespacedName, &ObjectRef),
@@ -104,10 +109,8 @@ impl Compiler<'_> {
         let policy = self.gateway_filters((key, object), field, &usable, None);
         let mut policy = (*policy).clone();
         for (f, filter) in refused {
-            let why = match filter.type_.as_str() {
-                "RequestMirror" => format!("{field}.filters[{f}].type RequestMirror: not supported on a GRPCRoute yet (the copy would be sent with HTTP/1.1)"),
-                other => format!("{field}.filters[{f}].type {other}: not supported on a GRPCRoute"),
-            };
+            let other = &filter.type_;
+            let why = format!("{field}.filters[{f}].type {other}: not supported on a GRPCRoute");
             self.diagnose_with(
                 Severity::Unsupported,
                 object.clone(),
@@ -119,6 +122,9 @@ impl Compiler<'_> {
         // client-streaming call may never end on its own), Sluice's own answers gRPC errors.
         policy.upstream_protocol = UpstreamProtocol::Grpc;
         policy.body.request_buffering = false;
+        if let Some(mirror) = &mut policy.mirror {
+            Arc::make_mut(mirror).http2 = true;
+        }
         Arc::new(policy)
     }
 
