@@ -84,6 +84,17 @@ impl GatewayHost {
             (Suffix(a), Suffix(b)) => covers(b, a).then(|| Suffix(a.clone())),
         }
     }
+
+    /// Whether some name matches both (`intersect` is `Some`), without making the name.
+    fn overlaps(&self, other: &GatewayHost) -> bool {
+        use GatewayHost::*;
+        match (self, other) {
+            (Any, _) | (_, Any) => true,
+            (Exact(a), Exact(b)) => a == b,
+            (Suffix(s), Exact(h)) | (Exact(h), Suffix(s)) => covers(s, h),
+            (Suffix(a), Suffix(b)) => a == b || covers(a, b) || covers(b, a),
+        }
+    }
 }
 
 /// `*.<suffix>` matches `name`: one or more labels in front of the suffix.
@@ -425,7 +436,7 @@ impl Compiler<'_> {
             let taken = found.iter().find_map(|(s, host)| {
                 let claims = listeners[*s].claims.iter();
                 claims
-                    .filter(|(held, kind)| *kind != head.kind && held.intersect(host).is_some())
+                    .filter(|(held, kind)| *kind != head.kind && held.overlaps(host))
                     .map(|(_, kind)| *kind)
                     .next()
             });
@@ -646,6 +657,8 @@ mod tests {
         for (listener, route, expected) in cases {
             let found = host(listener).intersect(&host(route)).map(shown);
             assert_eq!(found.as_deref(), expected, "{listener} ∩ {route}");
+            let overlaps = host(listener).overlaps(&host(route));
+            assert_eq!(overlaps, expected.is_some(), "{listener} ∩ {route}");
         }
         assert_eq!(
             GatewayHost::Any.intersect(&host("*.x.com")),
