@@ -28,8 +28,10 @@
 #   - images.txt: every image reference the suite's manifests (base/ and tests/) name. `run` imports
 #     the echo-basic archive under each `.../echo-basic:*` reference and the CoreDNS archive under the
 #     coredns one, exactly as the manifests spell them, so the kubelet (IfNotPresent) finds them in
-#     containerd and pulls nothing. Other references (echo-advanced, used by TCP/UDP/mesh tests) are
-#     not provided: those tests are outside GATEWAY-HTTP.
+#     containerd and pulls nothing. The GRPCRoute tests' backends (grpc-infra-backend-v1..3) are the
+#     same echo-basic image with GRPC_ECHO_SERVER set: GATEWAY-GRPC needs nothing more. Other
+#     references (echo-advanced, used by TCP/UDP/mesh tests) are not provided: those tests are
+#     outside GATEWAY-HTTP and GATEWAY-GRPC.
 #
 # Env: GATEWAY_API_VERSION (default v1.7.0, the newest release that builds here; it needs
 # GOTOOLCHAIN=go1.27.3, exported here, which the go command fetches once as a module; v1.6.3
@@ -181,7 +183,7 @@ cmd_run() {
     case $ref in
       */echo-basic:*) "$node" import "$dir/echo-basic.tar" "$ref" ;;
       */coredns/coredns:*) "$node" import "$dir/coredns.tar" "$ref" ;;
-      *) log "not provided (outside GATEWAY-HTTP): $ref" ;;
+      *) log "not provided (outside GATEWAY-HTTP and GATEWAY-GRPC): $ref" ;;
     esac
   done <"$dir/images.txt"
   log "images imported ($((SECONDS - t0)) s)"

@@ -25,6 +25,8 @@ pub struct GatewayStatuses {
     pub gateways: BTreeMap<NamespacedName, GatewayStatus>,
     /// HTTPRoutes naming one of those Gateways: Sluice's entries of `status.parents`.
     pub http_routes: BTreeMap<NamespacedName, RouteStatus>,
+    /// GRPCRoutes naming one of those Gateways, likewise.
+    pub grpc_routes: BTreeMap<NamespacedName, RouteStatus>,
 }
 
 /// One condition, without its transition time (the writer keeps or sets that).

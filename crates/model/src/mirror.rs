@@ -25,7 +25,7 @@ use crate::endpoints::Backend;
 use crate::upstream_tls::UpstreamTls;
 
 /// A route's mirror: where the copy goes and what it carries.
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Mirror {
     /// `mirror-target` as written.
@@ -46,6 +46,10 @@ pub struct Mirror {
     /// SNI).
     #[serde(skip)]
     pub tls: Option<Arc<UpstreamTls>>,
+    /// The copy is sent with HTTP/2 in cleartext (h2c) and `te: trailers`: a GRPCRoute's
+    /// mirror, as gRPC servers speak nothing else. Otherwise HTTP/1.1.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub http2: bool,
     /// Gateway API's `percent` / `fraction`: the share of requests copied, `numerator` of
     /// `denominator` (drawn per request); `None`: every request (ingress-nginx's mirror).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -72,6 +76,7 @@ impl PartialEq for Mirror {
             && self.host == other.host
             && self.uri == other.uri
             && self.request_body == other.request_body
+            && self.http2 == other.http2
             && Arc::ptr_eq(&self.backend, &other.backend)
             && self.share == other.share
     }

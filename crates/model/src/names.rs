@@ -30,6 +30,7 @@ pub enum Kind {
     GatewayClass,
     Gateway,
     HTTPRoute,
+    GRPCRoute,
     ReferenceGrant,
 }
 
@@ -75,6 +76,7 @@ impl Kind {
             Kind::GatewayClass => "GatewayClass",
             Kind::Gateway => "Gateway",
             Kind::HTTPRoute => "HTTPRoute",
+            Kind::GRPCRoute => "GRPCRoute",
             Kind::ReferenceGrant => "ReferenceGrant",
         }
     }
@@ -91,6 +93,7 @@ impl Kind {
             ("gateway.networking.k8s.io/v1", "GatewayClass") => Some(Kind::GatewayClass),
             ("gateway.networking.k8s.io/v1", "Gateway") => Some(Kind::Gateway),
             ("gateway.networking.k8s.io/v1", "HTTPRoute") => Some(Kind::HTTPRoute),
+            ("gateway.networking.k8s.io/v1", "GRPCRoute") => Some(Kind::GRPCRoute),
             (
                 "gateway.networking.k8s.io/v1" | "gateway.networking.k8s.io/v1beta1",
                 "ReferenceGrant",

@@ -134,7 +134,8 @@ pub struct Settings {
     pub use_proxy_protocol: bool,
     /// `use-h2c` (Sluice's key; ingress-nginx serves no cleartext HTTP/2): the plain listener
     /// also speaks HTTP/2 to clients that start with its preface (prior knowledge, RFC 9113
-    /// 3.3), as gRPC clients without TLS do. Off by default.
+    /// 3.3), as gRPC clients without TLS do. Off by default; on whenever a Gateway's HTTP
+    /// listener is served (GRPCRoute requires h2c there).
     pub use_h2c: bool,
     /// `enable-real-ip`: take the client address from `forwarded-for-header` (peers in
     /// `proxy-real-ip-cidr` only) without trusting the other `X-Forwarded-*` headers.

@@ -968,7 +968,7 @@ fn start_mirror(
         upstreams.clone(),
         settings,
         mirror.clone(),
-        route.policy.upstream,
+        route.policy.clone(),
         copy,
         copy_body,
         slot,

@@ -18,6 +18,8 @@
 //!   ─▶ spawn_local: upstream::own_request to the mirror's endpoints, with the route's connect,
 //!      send and read timeouts ─▶ response head ─▶ body read (up to DRAIN_MAX, for the pool)
 //!      and dropped ─▶ counted: sent │ failed (logged at debug)
+//!      (a GRPCRoute's mirror, `http2`: upstream_h2::exchange with the route's policy instead,
+//!      the head in HTTP/2 form with `te: trailers`, the answer read to its end)
 //! ```
 //! Unlike nginx, which reads the whole body before its mirror starts and holds the client's
 //! next keep-alive request until the mirror has answered, nothing here waits for the copy.
@@ -26,13 +28,18 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::time::Instant;
 
 use http::request::Parts;
-use http::{header, Request, Uri};
+use http::uri::{Authority, Scheme};
+use http::{header, HeaderValue, Request, Uri, Version};
+use http_body_util::BodyExt;
 use model::access_log::Segment;
 use model::mirror::{Mirror, MirrorUri};
-use model::{Settings, UpstreamPolicy};
+use model::policy::RoutePolicy;
+use model::Settings;
 
+use crate::attempts::Attempts;
 use crate::body::BoxError;
 use crate::error::{Chain, ProxyError};
 use crate::hash_key::{self, KeyInputs};
@@ -41,6 +48,7 @@ use crate::metrics::Stats;
 use crate::request_body::RequestBody;
 use crate::tee::{self, Tee, TeeCopy};
 use crate::upstream;
+use crate::upstream_h2::{self, H2Request};
 use crate::upstreams::{MirrorSlot, Upstreams};
 
 /// The copy's request head: the client's `head` (its target already rewritten, its
@@ -110,7 +118,7 @@ pub(crate) async fn send(
     upstreams: Rc<Upstreams>,
     settings: Rc<Settings>,
     mirror: std::sync::Arc<Mirror>,
-    policy: UpstreamPolicy,
+    policy: std::sync::Arc<RoutePolicy>,
     mut head: Parts,
     body: RequestBody,
     slot: MirrorSlot,
@@ -140,15 +148,18 @@ async fn exchange(
     upstreams: &Rc<Upstreams>,
     settings: &Settings,
     mirror: &Mirror,
-    policy: &UpstreamPolicy,
+    policy: &RoutePolicy,
     head: &mut Parts,
     body: RequestBody,
 ) -> Result<(), MirrorError> {
+    if mirror.http2 {
+        return Box::pin(exchange_h2(upstreams, settings, mirror, policy, head, body)).await;
+    }
     let (_, drained) = upstream::own_request(
         upstreams,
         settings,
         &mirror.backend,
-        policy,
+        &policy.upstream,
         mirror.tls.as_ref(),
         head,
         body,
@@ -156,6 +167,52 @@ async fn exchange(
     .await
     .map_err(MirrorError::Exchange)?;
     drained.map_err(MirrorError::Answer)
+}
+
+/// A GRPCRoute's copy: HTTP/2 in cleartext to the mirror's endpoints (the route's HTTP/2
+/// exchange, its timeouts and `grpc-timeout`), `:authority` the mirror's host, `te: trailers`
+/// as gRPC servers want it; the answer read to its end and dropped.
+async fn exchange_h2(
+    upstreams: &Rc<Upstreams>,
+    settings: &Settings,
+    mirror: &Mirror,
+    policy: &RoutePolicy,
+    head: &mut Parts,
+    body: RequestBody,
+) -> Result<(), MirrorError> {
+    let mut parts = std::mem::take(&mut head.uri).into_parts();
+    parts.scheme = Some(Scheme::HTTP);
+    parts.authority = Authority::try_from(mirror.host.as_bytes()).ok();
+    head.uri =
+        Uri::from_parts(parts).map_err(|_| MirrorError::Exchange(ProxyError::RewriteInvalid))?;
+    head.headers.remove(header::HOST);
+    head.headers
+        .insert(header::TE, HeaderValue::from_static("trailers"));
+    head.version = Version::HTTP_2;
+    let arrived = Instant::now();
+    let mut timing = None;
+    let attempts = Attempts::new(
+        &mirror.backend,
+        settings.load_balance,
+        None,
+        &policy.upstream,
+        arrived,
+        &mut timing,
+        None,
+    );
+    let request = H2Request {
+        head,
+        body,
+        arrived,
+    };
+    let response = upstream_h2::exchange(upstreams, settings, policy, request, attempts)
+        .await
+        .map_err(MirrorError::Exchange)?;
+    let mut answer = response.into_body();
+    while let Some(frame) = answer.frame().await {
+        frame.map_err(MirrorError::Answer)?;
+    }
+    Ok(())
 }
 
 /// Counts a copy left out before it started.
@@ -180,6 +237,7 @@ mod tests {
             upstream_name: "10.0.0.9:80".into(),
             backend: Arc::new(model::Backend::unresolved()),
             tls: None,
+            http2: false,
             share: None,
         }
     }

@@ -7,10 +7,12 @@
 //!     objects::{service, slice, ingress, ...}   Kubernetes objects as JSON values
 //!     process::Process                          a child process: first stdout line, killed on drop
 //!     closed_port / free_udp_port               addresses nothing listens on
+//!     grpc::{GrpcServer, python}                grpcio servers (echo.py), skipped without grpcio
 //! ```
 //!
 //! A dev-dependency only: nothing here may reach a shipped binary.
 
+pub mod grpc;
 pub mod objects;
 pub mod process;
 pub mod tls;

@@ -15,7 +15,7 @@
 //!        config_headers: proxy-set-headers / add-headers ConfigMaps ──▶ the default
 //!                    policy's header edits, first in every route's
 //!        ingress/:   Ingress spec + annotations (one registry) ──▶ RoutePolicy, Routes
-//!        gateway/:   GatewayClass, Gateway listeners, HTTPRoutes ──▶ the same model (rules
+//!        gateway/:   GatewayClass, Gateway listeners, HTTPRoutes, GRPCRoutes ──▶ the same model (rules
 //!                    per listener and host, weighted backends, filters as policy blocks),
 //!                    and their status as data (Compiled.gateway_status)
 //!        backends:   Service + port ──▶ BackendKey ──▶ Backend with its EndpointSlices

@@ -134,6 +134,7 @@ pub enum Object {
     GatewayClass(Box<gateway::GatewayClass>),
     Gateway(Box<gateway::Gateway>),
     HttpRoute(Box<gateway::HttpRoute>),
+    GrpcRoute(Box<crate::gateway::grpc_objects::GrpcRoute>),
     ReferenceGrant(Box<gateway::ReferenceGrant>),
 }
 
@@ -170,6 +171,7 @@ impl Object {
             Object::GatewayClass(_) => Kind::GatewayClass,
             Object::Gateway(_) => Kind::Gateway,
             Object::HttpRoute(_) => Kind::HTTPRoute,
+            Object::GrpcRoute(_) => Kind::GRPCRoute,
             Object::ReferenceGrant(_) => Kind::ReferenceGrant,
         }
     }
@@ -185,6 +187,7 @@ impl Object {
             Object::GatewayClass(o) => &o.metadata,
             Object::Gateway(o) => &o.metadata,
             Object::HttpRoute(o) => &o.metadata,
+            Object::GrpcRoute(o) => &o.metadata,
             Object::ReferenceGrant(o) => &o.metadata,
         }
     }
@@ -200,6 +203,7 @@ impl Object {
             Object::GatewayClass(o) => &mut o.metadata,
             Object::Gateway(o) => &mut o.metadata,
             Object::HttpRoute(o) => &mut o.metadata,
+            Object::GrpcRoute(o) => &mut o.metadata,
             Object::ReferenceGrant(o) => &mut o.metadata,
         }
     }
@@ -532,6 +536,7 @@ fn parse_value(source_name: &str, document: usize, value: serde_yaml::Value, out
         }
         Kind::Gateway => gateway::typed_gateway(value).map(|o| Object::Gateway(Box::new(o))),
         Kind::HTTPRoute => gateway::typed_gateway(value).map(|o| Object::HttpRoute(Box::new(o))),
+        Kind::GRPCRoute => gateway::typed_gateway(value).map(|o| Object::GrpcRoute(Box::new(o))),
         Kind::ReferenceGrant => {
             gateway::typed_gateway(value).map(|o| Object::ReferenceGrant(Box::new(o)))
         }

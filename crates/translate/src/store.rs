@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use model::{Kind, NamespacedName, ObjectRef};
 
+use crate::gateway::grpc_objects::GrpcRoute;
 use crate::gateway::objects::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use crate::objects::{ConfigMap, EndpointSlice, Ingress, IngressClass, Object, Secret, Service};
 
@@ -33,6 +34,7 @@ pub struct Store {
     gateway_classes: BTreeMap<String, Arc<GatewayClass>>,
     gateways: BTreeMap<NamespacedName, Arc<Gateway>>,
     http_routes: BTreeMap<NamespacedName, Arc<HttpRoute>>,
+    grpc_routes: BTreeMap<NamespacedName, Arc<GrpcRoute>>,
     reference_grants: BTreeMap<NamespacedName, Arc<ReferenceGrant>>,
 }
 
@@ -168,6 +170,10 @@ impl Store {
         self.http_routes.iter().map(|(key, o)| (key, &**o))
     }
 
+    pub fn grpc_routes_by_name(&self) -> impl Iterator<Item = (&NamespacedName, &GrpcRoute)> {
+        self.grpc_routes.iter().map(|(key, o)| (key, &**o))
+    }
+
     pub fn reference_grants_by_name(
         &self,
     ) -> impl Iterator<Item = (&NamespacedName, &ReferenceGrant)> {
@@ -209,6 +215,7 @@ impl Store {
             gateway_classes: self.gateway_classes.clone(),
             gateways: self.gateways.clone(),
             http_routes: self.http_routes.clone(),
+            grpc_routes: self.grpc_routes.clone(),
             reference_grants: self.reference_grants.clone(),
         }
     }
@@ -224,6 +231,7 @@ impl Store {
             + self.gateway_classes.len()
             + self.gateways.len()
             + self.http_routes.len()
+            + self.grpc_routes.len()
             + self.reference_grants.len()
     }
 
@@ -287,6 +295,7 @@ impl Store {
             }
             Object::Gateway(o) => changes.config = upsert(&mut self.gateways, key, o.into()),
             Object::HttpRoute(o) => changes.config = upsert(&mut self.http_routes, key, o.into()),
+            Object::GrpcRoute(o) => changes.config = upsert(&mut self.grpc_routes, key, o.into()),
             Object::ReferenceGrant(o) => {
                 changes.config = upsert(&mut self.reference_grants, key, o.into())
             }
@@ -323,6 +332,7 @@ impl Store {
             }
             Kind::Gateway => changes.config = self.gateways.remove(&key).is_some(),
             Kind::HTTPRoute => changes.config = self.http_routes.remove(&key).is_some(),
+            Kind::GRPCRoute => changes.config = self.grpc_routes.remove(&key).is_some(),
             Kind::ReferenceGrant => changes.config = self.reference_grants.remove(&key).is_some(),
         }
         changes
@@ -371,6 +381,7 @@ impl Store {
             )
             .chain(namespaced(Kind::Gateway, &self.gateways))
             .chain(namespaced(Kind::HTTPRoute, &self.http_routes))
+            .chain(namespaced(Kind::GRPCRoute, &self.grpc_routes))
             .chain(namespaced(Kind::ReferenceGrant, &self.reference_grants))
             .collect()
     }

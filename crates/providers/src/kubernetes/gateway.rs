@@ -58,6 +58,7 @@ gateway_kinds! {
     GatewayClasses => GatewayClass, "v1", "gatewayclasses", ClusterResourceScope;
     Gateways => Gateway, "v1", "gateways", NamespaceResourceScope;
     HttpRoutes => HTTPRoute, "v1", "httproutes", NamespaceResourceScope;
+    GrpcRoutes => GRPCRoute, "v1", "grpcroutes", NamespaceResourceScope;
     ReferenceGrants => ReferenceGrant, "v1beta1", "referencegrants", NamespaceResourceScope;
 }
 

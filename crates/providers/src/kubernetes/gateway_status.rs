@@ -24,7 +24,7 @@ use model::gateway_status::GatewayStatuses;
 use model::{Kind, NamespacedName};
 use serde_json::{json, Value};
 
-use super::gateway::{ApiObject, GatewayClasses, Gateways, HttpRoutes};
+use super::gateway::{ApiObject, GatewayClasses, Gateways, GrpcRoutes, HttpRoutes};
 
 /// Objects read and written at once during a pass (as many as Ingress status writes).
 const WRITES_IN_FLIGHT: usize = 8;
@@ -56,7 +56,7 @@ impl GatewayWrites {
         // A route Sluice wrote parents into and no longer serves (it names another Gateway
         // now): its entries go, the other controllers' stay.
         for key in self.written.keys() {
-            if key.0 == Kind::HTTPRoute && !wanted.contains_key(key) {
+            if is_route(key.0) && !wanted.contains_key(key) {
                 wanted.insert(key.clone(), json!({"parents": []}));
             }
         }
@@ -124,7 +124,15 @@ fn desired(
     for (key, status) in &statuses.http_routes {
         wanted.insert((Kind::HTTPRoute, key.clone()), to_json(status));
     }
+    for (key, status) in &statuses.grpc_routes {
+        wanted.insert((Kind::GRPCRoute, key.clone()), to_json(status));
+    }
     wanted
+}
+
+/// A route kind: its status is a list of parents, other controllers' entries among them.
+fn is_route(kind: Kind) -> bool {
+    matches!(kind, Kind::HTTPRoute | Kind::GRPCRoute)
 }
 
 fn to_json(status: &impl serde::Serialize) -> Value {
@@ -160,6 +168,11 @@ async fn write(
             client.clone(),
             &key.namespace,
             &ApiResource::erase::<ApiObject<Gateways>>(&()),
+        ),
+        Kind::GRPCRoute => Api::namespaced_with(
+            client.clone(),
+            &key.namespace,
+            &ApiResource::erase::<ApiObject<GrpcRoutes>>(&()),
         ),
         _ => Api::namespaced_with(
             client.clone(),
@@ -220,7 +233,7 @@ fn merged(kind: Kind, want: &Value, current: &Value, now: &str) -> Value {
             keep_foreign(&mut listener["conditions"], &before["conditions"]);
         }
     }
-    if kind == Kind::HTTPRoute {
+    if is_route(kind) {
         let ours = status["parents"].as_array().cloned().unwrap_or_default();
         let controller = translate::gateway::GATEWAY_CONTROLLER;
         let mut parents: Vec<Value> = current["parents"]

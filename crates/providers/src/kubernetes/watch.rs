@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, Notify};
 use translate::Object;
 
 use super::gateway::{
-    ApiObject, GatewayClasses, GatewayKind, Gateways, HttpRoutes, ReferenceGrants,
+    ApiObject, GatewayClasses, GatewayKind, Gateways, GrpcRoutes, HttpRoutes, ReferenceGrants,
 };
 
 /// What the watchers saw, in the order they saw it.
@@ -313,6 +313,12 @@ impl Watchers {
             namespaced(client, namespace),
             all.clone(),
             in_scope("HTTPRoutes"),
+            None,
+        ));
+        tasks.push(spawner.spawn::<ApiObject<GrpcRoutes>>(
+            namespaced(client, namespace),
+            all.clone(),
+            in_scope("GRPCRoutes"),
             None,
         ));
         tasks.push(spawner.spawn::<ApiObject<ReferenceGrants>>(

@@ -10,9 +10,15 @@ bytes need no protoc. The service is echo.Echo:
   Count  server streaming: the request is a number n; n replies "<server>:<i>".
   Chat   bidirectional:    every message m is answered "<server>:<m>" at once.
 
+The server also answers echo.Other/Say and echo.Other/Ask as echo.Echo/Say does (two services
+and methods for GRPCRoute's method matches).
+
   python echo.py serve NAME [CERT KEY]   prints the port it listens on (127.0.0.1), serves until
                                          stdin closes, then stops gracefully (GOAWAY; running
                                          calls finish within 10 s)
+  python echo.py call TARGET AUTHORITY PATH MESSAGE [KEY=VALUE...]   a unary call to any
+                                         method PATH with request metadata; prints the code,
+                                         the reply and the initial (header) metadata
   python echo.py CASE TARGET AUTHORITY [ARGS...]   runs one client case against TARGET
                                          (host:port, h2c) with :authority AUTHORITY and prints
                                          one JSON object
@@ -60,9 +66,16 @@ def serve(name, cert=None, key=None):
             "Chat": grpc.stream_stream_rpc_method_handler(chat, ident, ident),
         },
     )
+    other = grpc.method_handlers_generic_handler(
+        "echo.Other",
+        {
+            "Say": grpc.unary_unary_rpc_method_handler(say, ident, ident),
+            "Ask": grpc.unary_unary_rpc_method_handler(say, ident, ident),
+        },
+    )
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=64),
-        handlers=(handler,),
+        handlers=(handler, other),
         options=[("grpc.so_reuseport", 0)],
     )
     if cert:
@@ -95,6 +108,18 @@ def unary(target, authority, message, timeout=None):
             return failure(error)
         return {"code": call.code().name, "reply": json.loads(reply),
                 "trailing": dict(call.trailing_metadata() or ())}
+
+
+def call(target, authority, path, message, *metadata):
+    pairs = tuple(tuple(pair.split("=", 1)) for pair in metadata)
+    with channel(target, authority) as ch:
+        method = ch.unary_unary(path, request_serializer=ident, response_deserializer=ident)
+        try:
+            reply, call = method.with_call(message.encode(), metadata=pairs, timeout=10)
+        except grpc.RpcError as error:
+            return dict(failure(error), initial=dict(error.initial_metadata() or ()))
+        return {"code": call.code().name, "reply": json.loads(reply),
+                "initial": dict(call.initial_metadata() or ())}
 
 
 def stream(target, authority, n):
@@ -196,7 +221,7 @@ def main():
     if command == "serve":
         serve(*args)
         return
-    cases = {"unary": unary, "stream": stream, "bidi": bidi, "churn": churn}
+    cases = {"unary": unary, "call": call, "stream": stream, "bidi": bidi, "churn": churn}
     print(json.dumps(cases[command](*args)), flush=True)
 
 

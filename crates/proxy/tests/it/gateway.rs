@@ -440,6 +440,19 @@ async fn a_service_port_with_app_protocol_h2c_is_spoken_to_in_http2() {
     let reply = get(served.h.http(), "any.example.com", "/").await;
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(reply.text(), "h2");
+    // A client with HTTP/2 prior knowledge (h2c) on the plain socket, as the conformance
+    // suite's HTTPRouteBackendProtocolH2C sends: a Gateway's HTTP listener speaks it without
+    // `use-h2c`.
+    let stream = tokio::net::TcpStream::connect(served.h.http())
+        .await
+        .unwrap();
+    let mut client = H2Client::over(stream).await;
+    let reply = client.get("http://any.example.com/").await;
+    assert_eq!(
+        (reply.status, reply.version),
+        (StatusCode::OK, http::Version::HTTP_2)
+    );
+    assert_eq!(reply.text(), "h2");
 }
 
 #[tokio::test]

@@ -7,93 +7,36 @@
 //! scripts/grpc-python.sh). Without it the tests are skipped with a message, except under CI
 //! (`CI=true`), where a missing one fails.
 
-use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::support::*;
 use serde_json::{json, Value};
 
-const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/grpc/echo.py");
+pub(crate) use testkit::grpc::{python, GrpcServer, ECHO_PY as SCRIPT};
 const HOST: &str = "grpc.example";
 
-/// A grpcio server process on 127.0.0.1; stopped gracefully (GOAWAY, running calls finish)
-/// when its stdin closes.
-struct GrpcServer {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    addr: SocketAddr,
-}
-
-impl GrpcServer {
-    fn start(python: &Path, name: &str, tls: Option<(&Path, &Path)>) -> GrpcServer {
-        let mut command = Command::new(python);
-        command.arg(SCRIPT).args(["serve", name]);
-        if let Some((cert, key)) = tls {
-            command.arg(cert).arg(key);
-        }
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("the gRPC server starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port: u16 = line.trim().parse().expect("the server prints its port");
-        GrpcServer {
-            stdin: child.stdin.take(),
-            child,
-            addr: SocketAddr::from((LOCALHOST, port)),
-        }
-    }
-
-    /// Starts the graceful stop (GOAWAY to every connection, running calls finish).
-    fn begin_stop(&mut self) {
-        if let Some(mut stdin) = self.stdin.take() {
-            let _ = stdin.flush();
-        }
-    }
-}
-
-impl Drop for GrpcServer {
-    fn drop(&mut self) {
-        // Our own child, by its handle.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The grpcio Python, or `None` (skip) outside CI.
-fn python() -> Option<PathBuf> {
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-    match std::env::var_os("SLUICE_GRPC_PYTHON").map(PathBuf::from) {
-        Some(path) if path.is_file() => Some(path),
-        Some(path) => panic!(
-            "SLUICE_GRPC_PYTHON={} is not a file (make it with scripts/grpc-python.sh)",
-            path.display()
-        ),
-        None if ci => panic!("CI: SLUICE_GRPC_PYTHON is not set; scripts/test.sh installs grpcio"),
-        None => {
-            eprintln!(
-                "skipped: set SLUICE_GRPC_PYTHON=$(scripts/grpc-python.sh) to run the gRPC tests"
-            );
-            None
-        }
-    }
-}
-
 /// Runs one client case of `echo.py` against Sluice's plain listener; its JSON answer.
-async fn client(python: &Path, h: &Harness, case: &str, args: &[&str]) -> Value {
+pub(crate) async fn client(python: &Path, h: &Harness, case: &str, args: &[&str]) -> Value {
+    client_for(python, h, case, HOST, args).await
+}
+
+/// [`client`] with another `:authority`.
+pub(crate) async fn client_for(
+    python: &Path,
+    h: &Harness,
+    case: &str,
+    authority: &str,
+    args: &[&str],
+) -> Value {
     let mut command = Command::new(python);
     command
         .arg(SCRIPT)
         .arg(case)
         .arg(h.http().to_string())
-        .arg(HOST)
+        .arg(authority)
         .args(args);
     let output = tokio::task::spawn_blocking(move || command.output())
         .await

@@ -21,6 +21,7 @@ mod external_auth;
 mod forwarded;
 mod gateway;
 mod grpc;
+mod grpc_route;
 mod h2_edge;
 mod h2c;
 mod h2spec;

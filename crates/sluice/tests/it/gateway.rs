@@ -6,7 +6,7 @@ use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(10);
 
-const GATEWAY: &str = "\
+pub(crate) const GATEWAY: &str = "\
 apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: sluice}

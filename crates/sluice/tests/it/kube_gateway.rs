@@ -124,7 +124,7 @@ fn without_the_gateway_crds_ingresses_are_served_and_installing_them_later_adds_
         .lines()
         .filter(|l| l.contains("is not installed in this cluster"))
         .count();
-    assert_eq!(not_installed, 4, "one line per Gateway API kind:\n{log}");
+    assert_eq!(not_installed, 5, "one line per Gateway API kind:\n{log}");
     assert!(!sluice.has_exited());
 
     // The CRDs installed while Sluice runs: the watches find them on their next attempt.
@@ -140,7 +140,7 @@ fn without_the_gateway_crds_ingresses_are_served_and_installing_them_later_adds_
         log.lines()
             .filter(|l| l.contains("is not installed in this cluster"))
             .count(),
-        4,
+        5,
         "{log}"
     );
 }
@@ -158,7 +158,12 @@ fn condition<'a>(conditions: &'a Value, type_: &str) -> &'a Value {
 
 /// Sluice's entry in an HTTPRoute's `status.parents`, once written.
 fn route_parent(cluster: &Cluster, ns: &str, name: &str) -> Option<Value> {
-    let route = cluster.get("HTTPRoute", ns, name)?;
+    kind_route_parent(cluster, "HTTPRoute", ns, name)
+}
+
+/// Sluice's entry in a route's `status.parents`, once written.
+fn kind_route_parent(cluster: &Cluster, kind: &str, ns: &str, name: &str) -> Option<Value> {
+    let route = cluster.get(kind, ns, name)?;
     route["status"]["parents"]
         .as_array()?
         .iter()
@@ -184,6 +189,12 @@ fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_gene
     let mut outsider = http_route("elsewhere", "outsider", "outsider.test", "web");
     outsider["spec"]["parentRefs"] = json!([{"name": "edge", "namespace": ns}]);
     cluster.create(&outsider);
+    // A GRPCRoute on the same listener, another hostname (its status needs the manifests'
+    // grpcroutes/status grant).
+    let mut rpc = http_route(ns, "rpc", "rpc.test", "web");
+    rpc["kind"] = json!("GRPCRoute");
+    rpc["spec"]["rules"][0]["matches"] = json!([{"method": {"service": "echo.Echo"}}]);
+    cluster.create(&rpc);
     // As ServiceAccount sluice/sluice with the deploy manifests' RBAC: their grants cover the
     // Gateway API reads and status writes (checked at the end: nothing refused).
     cluster.kubectl(&[
@@ -233,8 +244,9 @@ fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_gene
     );
     let listener = &status["listeners"][0];
     assert_eq!(listener["name"], "http");
-    assert_eq!(listener["attachedRoutes"], 2, "web and ghost: {status:#}");
+    assert_eq!(listener["attachedRoutes"], 3, "web, ghost, rpc: {status:#}");
     assert_eq!(listener["supportedKinds"][0]["kind"], "HTTPRoute");
+    assert_eq!(listener["supportedKinds"][1]["kind"], "GRPCRoute");
     for (type_, value) in [
         ("Accepted", "True"),
         ("Programmed", "True"),
@@ -276,6 +288,15 @@ fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_gene
         refs["message"].as_str().unwrap().contains("nothing"),
         "{refs:#}"
     );
+
+    let rpc = eventually(WAIT, "GRPCRoute rpc status", || {
+        kind_route_parent(&cluster, "GRPCRoute", ns, "rpc")
+    });
+    for type_ in ["Accepted", "ResolvedRefs"] {
+        let found = condition(&rpc["conditions"], type_);
+        assert_eq!(found["status"], "True", "{rpc:#}");
+        assert_eq!(found["observedGeneration"], 1, "{rpc:#}");
+    }
 
     let outsider = eventually(WAIT, "HTTPRoute outsider status", || {
         route_parent(&cluster, "elsewhere", "outsider")

@@ -126,8 +126,10 @@ impl Compiler<'_> {
                 .find(|p| p.name.as_deref().unwrap_or_default() == key.port_name)?;
             port.app_protocol.clone()
         });
+        // A GRPCRoute's shares speak gRPC (HTTP/2) whatever the port says.
+        let grpc = policy.upstream_protocol == UpstreamProtocol::Grpc;
         match found.as_deref() {
-            Some("kubernetes.io/h2c") => Arc::new(RoutePolicy {
+            Some("kubernetes.io/h2c") if !grpc => Arc::new(RoutePolicy {
                 upstream_protocol: UpstreamProtocol::Http2,
                 ..(**policy).clone()
             }),
@@ -135,7 +137,7 @@ impl Compiler<'_> {
                 self.diagnose_with(
                     Severity::Unsupported,
                     object.clone(),
-                    format!("{field}: the Service port's appProtocol {tls} asks for TLS to the backend, which needs BackendTLSPolicy, not supported yet; plain HTTP/1.1 is spoken"),
+                    format!("{field}: the Service port's appProtocol {tls} asks for TLS to the backend, which needs BackendTLSPolicy, not supported yet; {} in cleartext is spoken", if grpc { "gRPC" } else { "HTTP/1.1" }),
                 );
                 policy.clone()
             }

@@ -167,6 +167,7 @@ impl Compiler<'_> {
             upstream_name,
             backend,
             tls: None,
+            http2: false,
             share,
         }))
     }

@@ -85,23 +85,25 @@ impl Compiler<'_> {
                 AllowedFrom::Nobody
             }
         };
-        let http_routes = match allowed.and_then(|a| a.kinds.as_deref()) {
-            None | Some([]) => true,
+        let (http_routes, grpc_routes) = match allowed.and_then(|a| a.kinds.as_deref()) {
+            None | Some([]) => (true, true),
             Some(kinds) => {
-                let mut http = false;
+                let (mut http, mut grpc) = (false, false);
                 for (k, kind) in kinds.iter().enumerate() {
                     let group = kind.group.as_deref().unwrap_or(GROUP);
                     if group == GROUP && kind.kind == "HTTPRoute" {
                         http = true;
+                    } else if group == GROUP && kind.kind == "GRPCRoute" {
+                        grpc = true;
                     } else {
                         self.diagnose_with(
                             Severity::Unsupported,
                             object.clone(),
-                            format!("{field}.allowedRoutes.kinds[{k}]: {group}/{}: Sluice serves HTTPRoutes only, yet; ignored", kind.kind),
+                            format!("{field}.allowedRoutes.kinds[{k}]: {group}/{}: Sluice serves HTTPRoutes and GRPCRoutes only, yet; ignored", kind.kind),
                         );
                     }
                 }
-                http
+                (http, grpc)
             }
         };
         Some(ListenerSlot {
@@ -112,7 +114,9 @@ impl Compiler<'_> {
             host,
             from,
             http_routes,
+            grpc_routes,
             attached: 0,
+            claims: Vec::new(),
         })
     }
 

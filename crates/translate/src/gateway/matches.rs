@@ -66,26 +66,8 @@ impl Compiler<'_> {
                 }
             }
         }
-        // Gateway API: of several matches on one header name (in any case) or query
-        // parameter name, only the first counts.
-        let mut seen = HashSet::new();
-        for (h, header) in spec.headers.iter().enumerate() {
-            let at = format!("{field}.headers[{h}]");
-            let Ok(name) = HeaderName::from_bytes(header.name.as_bytes()) else {
-                self.diagnose(
-                    object.clone(),
-                    format!(
-                        "{at}.name {:?}: not a header name; match ignored",
-                        header.name
-                    ),
-                );
-                return None;
-            };
-            if seen.insert(name.clone()) {
-                let value = self.value_match(object, &at, header)?;
-                when.push(RequestMatch::Header { name, value });
-            }
-        }
+        self.header_matches(object, field, &spec.headers, &mut when)?;
+        // Of several matches on one query parameter name, only the first counts.
         let mut seen = HashSet::new();
         for (q, query) in spec.query_params.iter().enumerate() {
             let at = format!("{field}.queryParams[{q}]");
@@ -103,6 +85,46 @@ impl Compiler<'_> {
         Some(rule)
     }
 
+    /// A match's `headers` as conditions (HTTPRoute's and GRPCRoute's alike). `None` (with a
+    /// diagnostic) when one is invalid: the match is left out.
+    pub(super) fn header_matches(
+        &mut self,
+        object: &ObjectRef,
+        field: &str,
+        headers: &[objects::ValueMatchSpec],
+        when: &mut Vec<RequestMatch>,
+    ) -> Option<()> {
+        // Gateway API: of several matches on one header name (in any case), only the first
+        // counts.
+        let mut seen = HashSet::new();
+        for (h, header) in headers.iter().enumerate() {
+            let at = format!("{field}.headers[{h}]");
+            let Ok(name) = HeaderName::from_bytes(header.name.as_bytes()) else {
+                self.diagnose(
+                    object.clone(),
+                    format!(
+                        "{at}.name {:?}: not a header name; match ignored",
+                        header.name
+                    ),
+                );
+                return None;
+            };
+            if seen.insert(name.clone()) {
+                let value = self.value_match(object, &at, header)?;
+                when.push(RequestMatch::Header { name, value });
+            }
+        }
+        Some(())
+    }
+
+    /// A match `type` that is neither Exact nor RegularExpression: the match is left out.
+    pub(super) fn bad_match_type(&mut self, object: &ObjectRef, field: &str, other: &str) {
+        self.diagnose(
+            object.clone(),
+            format!("{field}.type {other:?}: must be Exact or RegularExpression; match ignored"),
+        );
+    }
+
     pub(super) fn value_match(
         &mut self,
         object: &ObjectRef,
@@ -115,12 +137,7 @@ impl Compiler<'_> {
                 .gateway_regex(object, &format!("{field}.value"), &spec.value)
                 .map(ValueMatch::Regex),
             other => {
-                self.diagnose(
-                    object.clone(),
-                    format!(
-                        "{field}.type {other:?}: must be Exact or RegularExpression; match ignored"
-                    ),
-                );
+                self.bad_match_type(object, field, other);
                 None
             }
         }

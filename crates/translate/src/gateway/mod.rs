@@ -1,5 +1,5 @@
 //! Gateway API: GatewayClasses of Sluice's controller, their Gateways' listeners and the
-//! HTTPRoutes attached to them, compiled into the same rule model as Ingresses.
+//! HTTPRoutes and GRPCRoutes attached to them, compiled into the same rule model as Ingresses.
 //!
 //! ```text
 //!  GatewayClass (controllerName sluice.dev/gateway-controller)
@@ -11,10 +11,16 @@
 //!            ─rules × matches─▶ PathRoute { path, when: [method, headers, query], listeners }
 //!                      filters ─▶ RoutePolicy blocks (header edits, upstream Host, redirect)
 //!                      backendRefs ─▶ Route, weighted split as Traffic (backends.rs resolves)
+//!  GRPCRoute ─the same attachment (attach_route)─▶ hosts
+//!            ─rules × matches─▶ method as the path /<service>/<method>, headers as conditions;
+//!                      the same filters and backendRefs, every share gRPC (HTTP/2)
 //! ```
-//! Files: `objects` (the types), `listeners` (what a Gateway serves), this file (attaching routes,
-//! hostnames, rules), `matches`, `filters`, `backend_refs`.
-//! Routes are read oldest first, then by namespace/name, rules and matches in order: the
+//! Files: `objects` and `grpc_objects` (the types), `listeners` (what a Gateway serves), this file
+//! (attaching routes of either kind, hostnames, HTTPRoute rules), `grpc_route`, `matches`,
+//! `filters`, `backend_refs`.
+//! HTTPRoutes and GRPCRoutes are attached in one order; of the two kinds, the route attached
+//! first keeps a hostname on a listener (the spec accepts exactly one of them).
+//! Routes (both kinds) are read oldest first, then by namespace/name, rules and matches in order: the
 //! RouteTable's stable sort then gives Gateway API's precedence (see `model::routes`).
 //! Nothing here is reached in an Ingress-only configuration beyond three empty-map checks.
 
@@ -22,6 +28,8 @@ pub mod api;
 mod backend_refs;
 mod cors;
 mod filters;
+pub mod grpc_objects;
+mod grpc_route;
 mod listeners;
 mod matches;
 pub mod objects;
@@ -34,11 +42,12 @@ use model::gateway_status::{
     ClassStatus, Condition, GatewayStatus, GatewayStatuses, RouteParentStatus, RouteStatus,
 };
 use model::policy::{RoutePolicy, SslRedirect};
-use model::routes::{HostPattern, Listeners, PathKind, RouteSite};
+use model::routes::{HostPattern, Listeners, PathKind, PathRoute, RouteSite};
 use model::{Kind, NamespacedName, ObjectRef, Severity};
 use regex::Regex;
 
 use crate::compiler::Compiler;
+use grpc_objects::GrpcRoute;
 use objects::{HttpRoute, HttpRouteMatch};
 
 /// The `controllerName` of the GatewayClasses Sluice serves.
@@ -76,6 +85,17 @@ impl GatewayHost {
             (Suffix(a), Suffix(b)) => covers(b, a).then(|| Suffix(a.clone())),
         }
     }
+
+    /// Whether some name matches both (`intersect` is `Some`), without making the name.
+    fn overlaps(&self, other: &GatewayHost) -> bool {
+        use GatewayHost::*;
+        match (self, other) {
+            (Any, _) | (_, Any) => true,
+            (Exact(a), Exact(b)) => a == b,
+            (Suffix(s), Exact(h)) | (Exact(h), Suffix(s)) => covers(s, h),
+            (Suffix(a), Suffix(b)) => a == b || covers(a, b) || covers(b, a),
+        }
+    }
 }
 
 /// `*.<suffix>` matches `name`: one or more labels in front of the suffix.
@@ -102,16 +122,47 @@ struct ListenerSlot {
     host: GatewayHost,
     from: AllowedFrom,
     http_routes: bool,
+    /// `allowedRoutes.kinds` admits GRPCRoutes (as it does when it names no kind).
+    grpc_routes: bool,
     /// Routes attached here (a listener status's `attachedRoutes`).
     attached: i32,
+    /// The hostnames routes of each kind hold here, kept only when both HTTPRoutes and
+    /// GRPCRoutes exist: the spec lets one kind, the older route's, have a hostname.
+    claims: Vec<(GatewayHost, Kind)>,
+}
+
+/// What HTTPRoute and GRPCRoute share: where a route attaches.
+struct RouteHead<'a> {
+    key: &'a NamespacedName,
+    kind: Kind,
+    parent_refs: &'a [objects::ParentReference],
+    hostnames: &'a [String],
+    unsupported: &'a [String],
+    generation: i64,
+}
+
+/// A route of either kind, for the one order both are attached in.
+#[derive(Clone, Copy)]
+enum AnyRoute<'a> {
+    Http(&'a HttpRoute),
+    Grpc(&'a GrpcRoute),
+}
+
+impl AnyRoute<'_> {
+    fn created(&self) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> {
+        match self {
+            AnyRoute::Http(r) => r.metadata.creation_timestamp.as_ref(),
+            AnyRoute::Grpc(r) => r.metadata.creation_timestamp.as_ref(),
+        }
+    }
 }
 
 fn gateway_ref(key: &NamespacedName) -> ObjectRef {
     ObjectRef::new(Kind::Gateway, &*key.namespace, &*key.name)
 }
 
-fn route_ref(key: &NamespacedName) -> ObjectRef {
-    ObjectRef::new(Kind::HTTPRoute, &*key.namespace, &*key.name)
+fn route_ref(kind: Kind, key: &NamespacedName) -> ObjectRef {
+    ObjectRef::new(kind, &*key.namespace, &*key.name)
 }
 
 impl Compiler<'_> {
@@ -189,14 +240,28 @@ impl Compiler<'_> {
             }
             outcomes.push((key, gateway, found));
         }
-        let mut routes: Vec<(&NamespacedName, &HttpRoute)> = store.http_routes_by_name().collect();
+        if listeners.iter().any(|l| l.on == Listeners::HTTP) {
+            // A Gateway's HTTP listener also speaks HTTP/2 with prior knowledge (h2c), as
+            // GRPCRoute requires of HTTP listeners and HTTPRoute's h2c clients expect: the
+            // plain socket takes the preface as `use-h2c` has it.
+            self.out.settings.use_h2c = true;
+        }
+        let mut routes: Vec<(&NamespacedName, AnyRoute)> = (store.http_routes_by_name())
+            .map(|(key, r)| (key, AnyRoute::Http(r)))
+            .chain(
+                store
+                    .grpc_routes_by_name()
+                    .map(|(k, r)| (k, AnyRoute::Grpc(r))),
+            )
+            .collect();
         // Gateway API's tie-break: the oldest route, then namespace/name (objects from files
-        // have no creation time and count as oldest).
+        // have no creation time and count as oldest). Both kinds in one order: of an HTTPRoute
+        // and a GRPCRoute with a hostname in common on a listener, the first keeps it.
         routes.sort_by(|(a_key, a), (b_key, b)| {
-            (a.metadata.creation_timestamp.as_ref())
-                .cmp(&b.metadata.creation_timestamp.as_ref())
-                .then_with(|| a_key.cmp(b_key))
+            (a.created().cmp(&b.created())).then_with(|| a_key.cmp(b_key))
         });
+        let both_kinds = store.http_routes_by_name().next().is_some()
+            && store.grpc_routes_by_name().next().is_some();
         // Gateway routes start from the ConfigMap's policy without ingress-nginx's ssl-redirect:
         // Gateway API has none (an HTTP listener serves plain HTTP; a redirect is a filter).
         let ingress_default = self.default_policy.clone();
@@ -209,8 +274,18 @@ impl Compiler<'_> {
             ..(*ingress_default).clone()
         });
         for (key, route) in routes {
-            if let Some(route_status) = self.http_route(key, route, &mut listeners, &ours) {
-                status.http_routes.insert(key.clone(), route_status);
+            let (found, into) = match route {
+                AnyRoute::Http(route) => (
+                    self.http_route(key, route, &mut listeners, (&ours, both_kinds)),
+                    &mut status.http_routes,
+                ),
+                AnyRoute::Grpc(route) => (
+                    self.grpc_route(key, route, &mut listeners, (&ours, both_kinds)),
+                    &mut status.grpc_routes,
+                ),
+            };
+            if let Some(route_status) = found {
+                into.insert(key.clone(), route_status);
             }
         }
         self.default_policy = ingress_default;
@@ -223,7 +298,9 @@ impl Compiler<'_> {
                 .zip(&found)
                 .map(|(listener, outcome)| {
                     let slot = outcome.slot.map(|s| &listeners[s]);
-                    let counts = slot.map_or((false, 0), |s| (s.http_routes, s.attached));
+                    let counts = slot.map_or((false, false, 0), |s| {
+                        (s.http_routes, s.grpc_routes, s.attached)
+                    });
                     status::listener_status(listener, outcome, counts, generation)
                 })
                 .collect();
@@ -256,9 +333,36 @@ impl Compiler<'_> {
         key: &NamespacedName,
         route: &HttpRoute,
         listeners: &mut [ListenerSlot],
-        ours: &BTreeSet<NamespacedName>,
+        ours: (&BTreeSet<NamespacedName>, bool),
     ) -> Option<RouteStatus> {
         let spec = &route.spec;
+        let head = RouteHead {
+            key,
+            kind: Kind::HTTPRoute,
+            parent_refs: &spec.parent_refs,
+            hostnames: &spec.hostnames,
+            unsupported: &route.unsupported,
+            generation: route.generation,
+        };
+        let (parents, hosts) = self.attach_route(&head, listeners, ours)?;
+        let object = route_ref(Kind::HTTPRoute, key);
+        let mark = self.out.diagnostics.len();
+        if !hosts.is_empty() {
+            self.http_route_rules(key, &object, spec, &hosts);
+        }
+        Some(self.route_status(&object, parents, mark, route.generation))
+    }
+
+    /// Where a route of either kind attaches: each parentRef naming one of our Gateways gets a
+    /// status entry (Accepted and why not), and the hosts the route answers for, with the
+    /// listeners it answers on there. `None`: no parentRef names one of our Gateways.
+    fn attach_route(
+        &mut self,
+        head: &RouteHead,
+        listeners: &mut [ListenerSlot],
+        (ours, both_kinds): (&BTreeSet<NamespacedName>, bool),
+    ) -> Option<(Vec<RouteParentStatus>, BTreeMap<GatewayHost, Listeners>)> {
+        let key = head.key;
         let parent_of = |parent: &objects::ParentReference| {
             let group = parent.group.as_deref().unwrap_or(GROUP);
             let kind = parent.kind.as_deref().unwrap_or("Gateway");
@@ -267,16 +371,16 @@ impl Compiler<'_> {
                 .then(|| NamespacedName::new(namespace, parent.name.as_str()))
                 .filter(|gateway| ours.contains(gateway))
         };
-        if !spec.parent_refs.iter().any(|p| parent_of(p).is_some()) {
+        if !head.parent_refs.iter().any(|p| parent_of(p).is_some()) {
             return None;
         }
-        let generation = route.generation;
+        let generation = head.generation;
         let mut parents: Vec<RouteParentStatus> = Vec::new();
         let mut attached_to = BTreeSet::new();
-        let object = route_ref(key);
-        self.unsupported_fields(&object, &route.unsupported);
+        let object = route_ref(head.kind, key);
+        self.unsupported_fields(&object, head.unsupported);
         let mut route_hosts = Vec::new();
-        for (h, hostname) in spec.hostnames.iter().enumerate() {
+        for (h, hostname) in head.hostnames.iter().enumerate() {
             match GatewayHost::parse(Some(hostname)) {
                 Ok(GatewayHost::Any) | Err(_) => self.diagnose(
                     object.clone(),
@@ -286,12 +390,14 @@ impl Compiler<'_> {
             }
         }
         let mut hosts: BTreeMap<GatewayHost, Listeners> = BTreeMap::new();
-        for (p, parent) in spec.parent_refs.iter().enumerate() {
+        for (p, parent) in head.parent_refs.iter().enumerate() {
             let field = format!("spec.parentRefs[{p}]");
             let Some(gateway) = parent_of(parent) else {
                 continue;
             };
-            let (mut named, mut allowed, mut by_host) = (false, false, false);
+            let (mut named, mut allowed) = (false, false);
+            // (listener, host) pairs this parentRef attaches the route to.
+            let mut found = Vec::new();
             for (s, slot) in listeners
                 .iter()
                 .enumerate()
@@ -311,23 +417,39 @@ impl Compiler<'_> {
                     AllowedFrom::All => true,
                     AllowedFrom::Nobody => false,
                 };
-                if !admits || !slot.http_routes {
+                let kind_allowed = match head.kind {
+                    Kind::GRPCRoute => slot.grpc_routes,
+                    _ => slot.http_routes,
+                };
+                if !admits || !kind_allowed {
                     continue;
                 }
                 allowed = true;
-                let found: Vec<GatewayHost> = if spec.hostnames.is_empty() {
-                    vec![slot.host.clone()]
+                if head.hostnames.is_empty() {
+                    found.push((s, slot.host.clone()));
                 } else {
-                    route_hosts
-                        .iter()
-                        .filter_map(|h| slot.host.intersect(h))
-                        .collect()
-                };
-                for host in found {
-                    by_host = true;
+                    let common = route_hosts.iter().filter_map(|h| slot.host.intersect(h));
+                    found.extend(common.map(|host| (s, host)));
+                }
+            }
+            // The spec accepts one of an HTTPRoute and a GRPCRoute with a hostname in common
+            // on a listener: the one attached first (the older).
+            let taken = found.iter().find_map(|(s, host)| {
+                let claims = listeners[*s].claims.iter();
+                claims
+                    .filter(|(held, kind)| *kind != head.kind && held.overlaps(host))
+                    .map(|(_, kind)| *kind)
+                    .next()
+            });
+            let by_host = !found.is_empty();
+            if taken.is_none() {
+                for (s, host) in found {
+                    if both_kinds {
+                        listeners[s].claims.push((host.clone(), head.kind));
+                    }
                     attached_to.insert(s);
                     let on = hosts.entry(host).or_insert(Listeners::NONE);
-                    *on = on.union(slot.on);
+                    *on = on.union(listeners[s].on);
                 }
             }
             let (reason, why) = if !named {
@@ -345,6 +467,8 @@ impl Compiler<'_> {
                 ("NotAllowedByListeners", format!("the listeners of Gateway {gateway} do not allow this route (allowedRoutes: its namespace or kind; NotAllowedByListeners)"))
             } else if !by_host {
                 ("NoMatchingListenerHostname", format!("none of the route's hostnames matches a listener hostname of Gateway {gateway} (NoMatchingListenerHostname)"))
+            } else if let Some(kind) = taken {
+                ("NotAllowedByListeners", format!("an older {kind} has a hostname of this route on a listener of Gateway {gateway}, and an HTTPRoute and a GRPCRoute may not share one (NotAllowedByListeners)"))
             } else {
                 let accepted = Condition::new("Accepted", true, "Accepted", "", generation);
                 parents.push(parent_status(parent, accepted));
@@ -360,13 +484,21 @@ impl Compiler<'_> {
         for s in attached_to {
             listeners[s].attached += 1;
         }
-        let mark = self.out.diagnostics.len();
-        if !hosts.is_empty() {
-            self.http_route_rules(key, &object, spec, &hosts);
-        }
+        Some((parents, hosts))
+    }
+
+    /// A route's status from its parents' acceptance and what the compile said about its
+    /// rules since `mark`: ResolvedRefs and PartiallyInvalid on every parent.
+    fn route_status(
+        &mut self,
+        object: &ObjectRef,
+        mut parents: Vec<RouteParentStatus>,
+        mark: usize,
+        generation: i64,
+    ) -> RouteStatus {
         let said: Vec<&model::Diagnostic> = self.out.diagnostics[mark..]
             .iter()
-            .filter(|d| d.object == object)
+            .filter(|d| d.object == *object)
             .collect();
         let resolved = status::resolved_refs(&said, generation);
         let partial = status::partially_invalid(&said, generation);
@@ -374,7 +506,7 @@ impl Compiler<'_> {
             parent.conditions.push(resolved.clone());
             parent.conditions.extend(partial.clone());
         }
-        Some(RouteStatus { parents })
+        RouteStatus { parents }
     }
 
     fn http_route_rules(
@@ -384,11 +516,7 @@ impl Compiler<'_> {
         spec: &objects::HttpRouteSpec,
         hosts: &BTreeMap<GatewayHost, Listeners>,
     ) {
-        let site_host = match hosts.keys().next() {
-            Some(GatewayHost::Exact(h)) => self.share(h),
-            Some(GatewayHost::Suffix(s)) => self.share(&format!("*.{s}")),
-            _ => self.share(""),
-        };
+        let site_host = self.site_host(hosts);
         for (r, rule) in spec.rules.iter().enumerate() {
             self.http_route_rule(key, object, r, rule, hosts, &site_host);
         }
@@ -456,21 +584,35 @@ impl Compiler<'_> {
                 let pattern = format!("^{}(/.*)?$", regex::escape(prefix));
                 path_rule.pattern = Some(Regex::new(&pattern).expect("an escaped prefix"));
             }
-            for (host, on) in hosts {
-                let mut rule = path_rule.clone();
-                rule.listeners = *on;
-                match host {
-                    GatewayHost::Exact(h) => {
-                        let h = self.share(h);
-                        self.out.routes.host_mut(&HostPattern::Exact(h)).add(rule);
-                    }
-                    GatewayHost::Suffix(s) => {
-                        let s = self.share(s);
-                        self.out.routes.add_suffix_rule(&s, rule);
-                    }
-                    GatewayHost::Any => self.out.routes.host_mut(&HostPattern::Any).add(rule),
+            self.add_to_hosts(&path_rule, hosts);
+        }
+    }
+
+    /// One rule of a route, on each host it answers for, on that host's listeners.
+    fn add_to_hosts(&mut self, path_rule: &PathRoute, hosts: &BTreeMap<GatewayHost, Listeners>) {
+        for (host, on) in hosts {
+            let mut rule = path_rule.clone();
+            rule.listeners = *on;
+            match host {
+                GatewayHost::Exact(h) => {
+                    let h = self.share(h);
+                    self.out.routes.host_mut(&HostPattern::Exact(h)).add(rule);
                 }
+                GatewayHost::Suffix(s) => {
+                    let s = self.share(s);
+                    self.out.routes.add_suffix_rule(&s, rule);
+                }
+                GatewayHost::Any => self.out.routes.host_mut(&HostPattern::Any).add(rule),
             }
+        }
+    }
+
+    /// The site a route's rules are shown under: its first host.
+    fn site_host(&mut self, hosts: &BTreeMap<GatewayHost, Listeners>) -> Arc<str> {
+        match hosts.keys().next() {
+            Some(GatewayHost::Exact(h)) => self.share(h),
+            Some(GatewayHost::Suffix(s)) => self.share(&format!("*.{s}")),
+            _ => self.share(""),
         }
     }
 }
@@ -516,6 +658,8 @@ mod tests {
         for (listener, route, expected) in cases {
             let found = host(listener).intersect(&host(route)).map(shown);
             assert_eq!(found.as_deref(), expected, "{listener} ∩ {route}");
+            let overlaps = host(listener).overlaps(&host(route));
+            assert_eq!(overlaps, expected.is_some(), "{listener} ∩ {route}");
         }
         assert_eq!(
             GatewayHost::Any.intersect(&host("*.x.com")),

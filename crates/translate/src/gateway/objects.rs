@@ -29,7 +29,7 @@ pub trait Unsupported {
     fn take_unsupported(&mut self, at: &str, out: &mut Vec<String>);
 }
 
-fn take_rest(rest: &mut Rest, at: &str, out: &mut Vec<String>) {
+pub(super) fn take_rest(rest: &mut Rest, at: &str, out: &mut Vec<String>) {
     for key in std::mem::take(rest).into_keys() {
         out.push(format!("{at}.{key}"));
     }

@@ -26,7 +26,7 @@ pub(super) struct ListenerOutcome {
 pub(super) fn listener_status(
     listener: &objects::Listener,
     outcome: &ListenerOutcome,
-    (http_routes, attached): (bool, i32),
+    (http_routes, grpc_routes, attached): (bool, bool, i32),
     generation: i64,
 ) -> ListenerStatus {
     let said = outcome.said.join("; ");
@@ -72,14 +72,11 @@ pub(super) fn listener_status(
     });
     ListenerStatus {
         name: outcome.name.clone(),
-        supported_kinds: if http_routes && outcome.slot.is_some() {
-            vec![RouteKind {
-                group: GROUP,
-                kind: "HTTPRoute",
-            }]
-        } else {
-            Vec::new()
-        },
+        supported_kinds: [(http_routes, "HTTPRoute"), (grpc_routes, "GRPCRoute")]
+            .into_iter()
+            .filter(|(admitted, _)| *admitted && outcome.slot.is_some())
+            .map(|(_, kind)| RouteKind { group: GROUP, kind })
+            .collect(),
         attached_routes: attached,
         conditions,
     }

@@ -81,6 +81,7 @@ impl Compiler<'_> {
             upstream_name,
             backend,
             tls,
+            http2: false,
             share: None,
         }));
     }

@@ -5,7 +5,7 @@ use model::gateway_status::{Condition, GatewayStatuses};
 use model::NamespacedName;
 use translate::{compile, parse_documents, CompileOptions, Store};
 
-fn statuses(text: &str) -> GatewayStatuses {
+pub(crate) fn statuses(text: &str) -> GatewayStatuses {
     let documents = parse_documents("t.yaml", text).unwrap();
     assert!(documents.errors.is_empty(), "{:?}", documents.errors);
     let mut store = Store::default();
@@ -13,7 +13,7 @@ fn statuses(text: &str) -> GatewayStatuses {
     (*compile(&store, &CompileOptions::default()).gateway_status).clone()
 }
 
-fn find<'a>(conditions: &'a [Condition], type_: &str) -> &'a Condition {
+pub(crate) fn find<'a>(conditions: &'a [Condition], type_: &str) -> &'a Condition {
     conditions
         .iter()
         .find(|c| c.type_ == type_)

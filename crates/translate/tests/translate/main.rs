@@ -7,5 +7,6 @@ mod configmap;
 mod endpoints;
 mod gateway_status;
 mod golden;
+mod grpc_route_status;
 mod memory;
 mod to_gateway;

@@ -48,9 +48,9 @@ RBAC rules for namespaced objects: granted cluster-wide, or only in watchNamespa
   resources: ["events"]
   verbs: ["create", "patch"]
 - apiGroups: ["gateway.networking.k8s.io"]
-  resources: ["gateways", "httproutes", "referencegrants"]
+  resources: ["gateways", "httproutes", "grpcroutes", "referencegrants"]
   verbs: ["get", "list", "watch"]
 - apiGroups: ["gateway.networking.k8s.io"]
-  resources: ["gateways/status", "httproutes/status"]
+  resources: ["gateways/status", "httproutes/status", "grpcroutes/status"]
   verbs: ["patch", "update"]
 {{- end -}}

@@ -387,6 +387,7 @@ impl Cluster {
             "crd/gatewayclasses.gateway.networking.k8s.io",
             "crd/gateways.gateway.networking.k8s.io",
             "crd/httproutes.gateway.networking.k8s.io",
+            "crd/grpcroutes.gateway.networking.k8s.io",
             "crd/referencegrants.gateway.networking.k8s.io",
         ]);
     }
@@ -863,6 +864,7 @@ fn api_resource(kind: &str) -> (ApiResource, bool) {
         "GatewayClass" => (gateway_api("GatewayClass", "gatewayclasses"), false),
         "Gateway" => (gateway_api("Gateway", "gateways"), true),
         "HTTPRoute" => (gateway_api("HTTPRoute", "httproutes"), true),
+        "GRPCRoute" => (gateway_api("GRPCRoute", "grpcroutes"), true),
         "ReferenceGrant" => (gateway_api("ReferenceGrant", "referencegrants"), true),
         other => panic!("the fixture does not know kind {other}"),
     }

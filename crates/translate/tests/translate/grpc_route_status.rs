@@ -1,0 +1,95 @@
+//! GRPCRoute status as `compile()` decides it: route parents as HTTPRoute's, listeners that
+//! list and admit GRPCRoute, and the spec's one-of-two rule for an HTTPRoute and a GRPCRoute
+//! with a hostname in common on a listener.
+
+use model::NamespacedName;
+
+use crate::gateway_status::{find, statuses};
+
+const OBJECTS: &str = "\
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: sluice}
+spec: {controllerName: sluice.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: app}
+spec:
+  gatewayClassName: sluice
+  listeners:
+  - {name: http, port: 80, protocol: HTTP}
+  - {name: http-only, port: 80, protocol: HTTP, hostname: web.example.com,
+     allowedRoutes: {kinds: [{kind: HTTPRoute}]}}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: echo, namespace: app}
+spec: {ports: [{name: grpc, port: 8080}]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: rpc, namespace: app, generation: 4, creationTimestamp: '2026-01-01T00:00:00Z'}
+spec:
+  parentRefs: [{name: edge, sectionName: http}]
+  hostnames: [rpc.example.com]
+  rules:
+  - matches: [{method: {service: echo.Echo}}]
+    backendRefs: [{name: echo, port: 8080}, {name: gone, port: 8080}]
+  - matches: [{method: {service: 'not/valid'}}]
+    backendRefs: [{name: echo, port: 8080}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: later, namespace: app, creationTimestamp: '2026-02-01T00:00:00Z'}
+spec:
+  parentRefs: [{name: edge, sectionName: http}]
+  hostnames: ['*.example.com']
+  rules: [{backendRefs: [{name: echo, port: 8080}]}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {name: refused, namespace: app}
+spec:
+  parentRefs: [{name: edge, sectionName: http-only}]
+  rules: [{backendRefs: [{name: echo, port: 8080}]}]
+";
+
+#[test]
+fn grpc_routes_get_parents_like_http_routes_and_one_kind_holds_a_hostname() {
+    let status = statuses(OBJECTS);
+    let gateway = &status.gateways[&NamespacedName::new("app", "edge")];
+    let kinds = |l: usize| -> Vec<&str> {
+        let listener = &gateway.listeners[l];
+        listener.supported_kinds.iter().map(|k| k.kind).collect()
+    };
+    assert_eq!(kinds(0), ["HTTPRoute", "GRPCRoute"]);
+    assert_eq!(kinds(1), ["HTTPRoute"]);
+    assert_eq!(gateway.listeners[0].attached_routes, 1, "rpc only");
+
+    let rpc = &status.grpc_routes[&NamespacedName::new("app", "rpc")];
+    let accepted = find(&rpc.parents[0].conditions, "Accepted");
+    assert_eq!((accepted.status, accepted.observed_generation), (true, 4));
+    let refs = find(&rpc.parents[0].conditions, "ResolvedRefs");
+    assert_eq!((refs.status, refs.reason), (false, "BackendNotFound"));
+    let partial = find(&rpc.parents[0].conditions, "PartiallyInvalid");
+    assert!(partial.message.contains("not/valid"), "{}", partial.message);
+
+    // The older GRPCRoute holds rpc.example.com, which `*.example.com` covers: the HTTPRoute
+    // is refused on that listener.
+    let later = &status.http_routes[&NamespacedName::new("app", "later")];
+    let refused = find(&later.parents[0].conditions, "Accepted");
+    assert_eq!(
+        (refused.status, refused.reason),
+        (false, "NotAllowedByListeners")
+    );
+    assert!(refused.message.contains("GRPCRoute"), "{}", refused.message);
+
+    // A listener whose kinds name HTTPRoute only does not admit a GRPCRoute.
+    let refused = &status.grpc_routes[&NamespacedName::new("app", "refused")];
+    let accepted = find(&refused.parents[0].conditions, "Accepted");
+    assert_eq!(
+        (accepted.status, accepted.reason),
+        (false, "NotAllowedByListeners")
+    );
+}
