@@ -119,10 +119,7 @@ spec:
 "#;
         let value: serde_yaml::Value = serde_yaml::from_str(text).unwrap();
         let route: GrpcRoute = typed_gateway(value).unwrap();
-        assert_eq!(
-            &*route.unsupported,
-            ["spec.rules[0].sessionPersistence"]
-        );
+        assert_eq!(&*route.unsupported, ["spec.rules[0].sessionPersistence"]);
         let rule = &route.spec.rules[0];
         let method = rule.matches[0].method.as_ref().unwrap();
         assert_eq!(
