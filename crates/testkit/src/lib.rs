@@ -100,10 +100,23 @@ pub async fn bounded<F: Future>(future: F) -> F::Output {
         .expect("test step timed out")
 }
 
-/// A TCP port on 127.0.0.1 where nothing listens (bound, then released).
+/// A TCP port on 127.0.0.1 that refuses connections for as long as the test process runs: a
+/// socket bound there that never listens. (A port bound and released could be taken by a test
+/// running beside it, whose server would then answer.)
 pub fn closed_port() -> SocketAddr {
-    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("a bound address")
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).expect("a TCP socket");
+    socket
+        .bind(&SocketAddr::from((Ipv4Addr::LOCALHOST, 0)).into())
+        .expect("bind 127.0.0.1:0");
+    let addr = socket
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_socket())
+        .expect("a bound address");
+    // Kept bound (not listening) until the process exits: a few descriptors per test run.
+    std::mem::forget(socket);
+    addr
 }
 
 /// A UDP port on 127.0.0.1 nothing uses now.

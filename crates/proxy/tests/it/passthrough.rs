@@ -180,12 +180,7 @@ async fn a_refused_endpoint_is_passed_over_as_the_stream_keys_allow() {
     let live = tls_backend("live", &backend_leaf).await;
     let echo = start_backend("echo").await;
     // Three endpoints refuse connections (nothing listens on their ports), one answers.
-    let dead: Vec<SocketAddr> = (0..3)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect::<Vec<_>>()
-        .iter()
-        .map(|l| l.local_addr().unwrap())
-        .collect();
+    let dead: Vec<SocketAddr> = (0..3).map(|_| closed_port()).collect();
     let mut endpoints = dead.clone();
     endpoints.push(live);
     let mut h = Harness::with_workers(1);
