@@ -31,6 +31,8 @@ pub enum Kind {
     Gateway,
     HTTPRoute,
     ReferenceGrant,
+    /// Read for its labels only (`allowedRoutes.namespaces.selector`).
+    Namespace,
 }
 
 /// Identifies one object: kind, namespace (empty for cluster-scoped kinds) and name.
@@ -76,6 +78,7 @@ impl Kind {
             Kind::Gateway => "Gateway",
             Kind::HTTPRoute => "HTTPRoute",
             Kind::ReferenceGrant => "ReferenceGrant",
+            Kind::Namespace => "Namespace",
         }
     }
 
@@ -95,12 +98,13 @@ impl Kind {
                 "gateway.networking.k8s.io/v1" | "gateway.networking.k8s.io/v1beta1",
                 "ReferenceGrant",
             ) => Some(Kind::ReferenceGrant),
+            ("v1", "Namespace") => Some(Kind::Namespace),
             _ => None,
         }
     }
 
     pub fn is_namespaced(self) -> bool {
-        !matches!(self, Kind::IngressClass | Kind::GatewayClass)
+        !matches!(self, Kind::IngressClass | Kind::GatewayClass | Kind::Namespace)
     }
 }
 

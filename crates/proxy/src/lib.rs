@@ -114,6 +114,7 @@ mod pipeline;
 mod pool;
 mod protobuf;
 mod proxy_protocol;
+mod request_timeout;
 mod request_body;
 mod response_body;
 mod response_headers;

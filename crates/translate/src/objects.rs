@@ -118,6 +118,15 @@ pub struct ConfigMap {
     pub data: Option<BTreeMap<String, String>>,
 }
 
+/// A Namespace: its labels, what a Gateway listener's `allowedRoutes.namespaces.selector`
+/// selects on. Always with `kubernetes.io/metadata.name: <name>`, which the API server sets on
+/// every Namespace (a file's Namespace gets it here).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Namespace {
+    pub metadata: Meta,
+    pub labels: BTreeMap<String, String>,
+}
+
 /// One object of a kind Sluice reads.
 #[derive(Clone, Debug, PartialEq)]
 ///
@@ -135,6 +144,7 @@ pub enum Object {
     Gateway(Box<gateway::Gateway>),
     HttpRoute(Box<gateway::HttpRoute>),
     ReferenceGrant(Box<gateway::ReferenceGrant>),
+    Namespace(Box<Namespace>),
 }
 
 /// Why a document could not be used. `object` is known when the document got as far as
@@ -171,6 +181,7 @@ impl Object {
             Object::Gateway(_) => Kind::Gateway,
             Object::HttpRoute(_) => Kind::HTTPRoute,
             Object::ReferenceGrant(_) => Kind::ReferenceGrant,
+            Object::Namespace(_) => Kind::Namespace,
         }
     }
 
@@ -186,6 +197,7 @@ impl Object {
             Object::Gateway(o) => &o.metadata,
             Object::HttpRoute(o) => &o.metadata,
             Object::ReferenceGrant(o) => &o.metadata,
+            Object::Namespace(o) => &o.metadata,
         }
     }
 
@@ -201,6 +213,7 @@ impl Object {
             Object::Gateway(o) => &mut o.metadata,
             Object::HttpRoute(o) => &mut o.metadata,
             Object::ReferenceGrant(o) => &mut o.metadata,
+            Object::Namespace(o) => &mut o.metadata,
         }
     }
 
@@ -360,6 +373,21 @@ impl<'a> IntoIterator for &'a Addresses {
     }
 }
 
+impl From<core::Namespace> for Namespace {
+    fn from(namespace: core::Namespace) -> Namespace {
+        let mut labels = namespace.metadata.labels.clone().unwrap_or_default();
+        if let Some(name) = &namespace.metadata.name {
+            labels
+                .entry(crate::gateway::NAMESPACE_NAME_LABEL.to_owned())
+                .or_insert_with(|| name.clone());
+        }
+        Namespace {
+            metadata: Meta::named(namespace.metadata),
+            labels,
+        }
+    }
+}
+
 impl From<core::Secret> for Secret {
     fn from(secret: core::Secret) -> Secret {
         Secret {
@@ -401,6 +429,7 @@ object_from! {
     discovery::EndpointSlice => EndpointSlice,
     core::Secret => Secret,
     core::ConfigMap => ConfigMap,
+    core::Namespace => Namespace,
 }
 
 impl fmt::Display for ParseError {
@@ -535,6 +564,7 @@ fn parse_value(source_name: &str, document: usize, value: serde_yaml::Value, out
         Kind::ReferenceGrant => {
             gateway::typed_gateway(value).map(|o| Object::ReferenceGrant(Box::new(o)))
         }
+        Kind::Namespace => typed::<core::Namespace>(value).map(Object::from),
     };
     match parsed {
         Ok(mut object) => {

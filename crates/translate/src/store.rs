@@ -10,7 +10,9 @@ use std::sync::Arc;
 use model::{Kind, NamespacedName, ObjectRef};
 
 use crate::gateway::objects::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
-use crate::objects::{ConfigMap, EndpointSlice, Ingress, IngressClass, Object, Secret, Service};
+use crate::objects::{
+    ConfigMap, EndpointSlice, Ingress, IngressClass, Namespace, Object, Secret, Service,
+};
 
 /// Every object of the kinds Sluice reads, keyed for deterministic iteration.
 ///
@@ -34,6 +36,9 @@ pub struct Store {
     gateways: BTreeMap<NamespacedName, Arc<Gateway>>,
     http_routes: BTreeMap<NamespacedName, Arc<HttpRoute>>,
     reference_grants: BTreeMap<NamespacedName, Arc<ReferenceGrant>>,
+    /// Namespaces' labels, by name (Kubernetes mode: watched unless the scope is one
+    /// namespace; a file: the Namespaces it describes).
+    namespaces: BTreeMap<String, Arc<Namespace>>,
 }
 
 /// What a batch of changes requires of the control plane.
@@ -46,17 +51,21 @@ pub struct ChangeSet {
     /// ConfigMaps that changed: a recompile only if the last compile read one of them
     /// (`Compiled::config_maps_read`); the others are in the Store for when one is named.
     pub config_maps: BTreeSet<NamespacedName>,
+    /// A Namespace's labels changed: a recompile only if the last compile selected route
+    /// namespaces by label (`Compiled::namespace_selectors`).
+    pub namespaces: bool,
 }
 
 impl ChangeSet {
     pub fn is_empty(&self) -> bool {
-        !self.config && self.endpoints.is_empty() && self.config_maps.is_empty()
+        !self.config && self.endpoints.is_empty() && self.config_maps.is_empty() && !self.namespaces
     }
 
     pub fn merge(&mut self, other: ChangeSet) {
         self.config |= other.config;
         self.endpoints.extend(other.endpoints);
         self.config_maps.extend(other.config_maps);
+        self.namespaces |= other.namespaces;
     }
 
     /// Whether the configuration must be compiled again, given what the last compile read
@@ -69,6 +78,7 @@ impl ChangeSet {
                         .iter()
                         .any(|key| last.config_maps_read.contains(key))
                 }))
+            || (self.namespaces && last.is_none_or(|last| last.namespace_selectors))
     }
 }
 
@@ -175,6 +185,11 @@ impl Store {
     }
 
     /// The EndpointSlices labelled for `service`, in name order.
+    /// A Namespace's labels, when the Store has it.
+    pub fn namespace_labels(&self, name: &str) -> Option<&BTreeMap<String, String>> {
+        self.namespaces.get(name).map(|n| &n.labels)
+    }
+
     pub fn endpoint_slices_of<'a>(
         &'a self,
         service: &NamespacedName,
@@ -210,6 +225,7 @@ impl Store {
             gateways: self.gateways.clone(),
             http_routes: self.http_routes.clone(),
             reference_grants: self.reference_grants.clone(),
+            namespaces: self.namespaces.clone(),
         }
     }
 
@@ -225,6 +241,7 @@ impl Store {
             + self.gateways.len()
             + self.http_routes.len()
             + self.reference_grants.len()
+            + self.namespaces.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -290,6 +307,9 @@ impl Store {
             Object::ReferenceGrant(o) => {
                 changes.config = upsert(&mut self.reference_grants, key, o.into())
             }
+            Object::Namespace(o) => {
+                changes.namespaces = upsert(&mut self.namespaces, key.name.to_string(), o.into())
+            }
         }
         changes
     }
@@ -324,6 +344,7 @@ impl Store {
             Kind::Gateway => changes.config = self.gateways.remove(&key).is_some(),
             Kind::HTTPRoute => changes.config = self.http_routes.remove(&key).is_some(),
             Kind::ReferenceGrant => changes.config = self.reference_grants.remove(&key).is_some(),
+            Kind::Namespace => changes.namespaces = self.namespaces.remove(&*key.name).is_some(),
         }
         changes
     }
@@ -372,6 +393,11 @@ impl Store {
             .chain(namespaced(Kind::Gateway, &self.gateways))
             .chain(namespaced(Kind::HTTPRoute, &self.http_routes))
             .chain(namespaced(Kind::ReferenceGrant, &self.reference_grants))
+            .chain(
+                self.namespaces
+                    .keys()
+                    .map(|name| ObjectRef::new(Kind::Namespace, "", name.clone())),
+            )
             .collect()
     }
 

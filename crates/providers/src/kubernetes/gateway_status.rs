@@ -33,12 +33,20 @@ const WRITES_IN_FLIGHT: usize = 8;
 #[derive(Debug, Default)]
 pub(super) struct GatewayWrites {
     written: BTreeMap<(Kind, NamespacedName), Value>,
+    /// This term looked for routes whose status still has Sluice's parents from an earlier
+    /// term (or replica) although Sluice no longer serves them.
+    swept: bool,
+    /// GatewayClass' `SupportedVersion`, from the CRDs' bundle-version annotations (read
+    /// once a term, with the sweep).
+    versions: Option<(bool, String)>,
 }
 
 impl GatewayWrites {
     /// A new term as leader: read and compare every object again.
     pub(super) fn forget(&mut self) {
         self.written.clear();
+        self.swept = false;
+        self.versions = None;
     }
 
     /// Writes every status that differs from what was written last. `addresses`: the Gateway
@@ -53,12 +61,35 @@ impl GatewayWrites {
         leads: impl Fn() -> bool,
     ) -> bool {
         let mut wanted = desired(statuses, addresses);
+        if !self.swept {
+            // What this term never wrote it cannot remember: once per term, every route
+            // whose status names Sluice's controller is read from one list.
+            // Tried once a term: a namespace-scoped deployment may not list across namespaces.
+            self.swept = true;
+            self.versions = Some(crd_versions(client).await);
+            match routes_with_our_parents(client).await {
+                Ok(routes) => {
+                    for key in routes {
+                        let key = (Kind::HTTPRoute, key);
+                        if !wanted.contains_key(&key) {
+                            self.written.insert(key, Value::Null);
+                        }
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!("listing HTTPRoutes for Sluice's stale parents failed: {error}");
+                }
+            }
+        }
         // A route Sluice wrote parents into and no longer serves (it names another Gateway
         // now): its entries go, the other controllers' stay.
         for key in self.written.keys() {
             if key.0 == Kind::HTTPRoute && !wanted.contains_key(key) {
                 wanted.insert(key.clone(), json!({"parents": []}));
             }
+        }
+        if let Some(versions) = &self.versions {
+            supported_version(&mut wanted, versions);
         }
         self.written.retain(|key, _| wanted.contains_key(key));
         wanted.retain(|key, want| self.written.get(key) != Some(want));
@@ -96,6 +127,94 @@ impl GatewayWrites {
         }
         complete
     }
+}
+
+/// The Gateway API releases whose CRDs Sluice reads (its types follow v1.6; v1.7 adds fields
+/// only, which are diagnostics until read).
+const SUPPORTED_BUNDLES: [&str; 2] = ["v1.6.", "v1.7."];
+
+/// The kinds Sluice reads, by CRD name.
+const CRDS: [&str; 4] = [
+    "gatewayclasses.gateway.networking.k8s.io",
+    "gateways.gateway.networking.k8s.io",
+    "httproutes.gateway.networking.k8s.io",
+    "referencegrants.gateway.networking.k8s.io",
+];
+
+/// Whether every CRD Sluice reads has a bundle version Sluice supports, and what was found.
+async fn crd_versions(client: &Client) -> (bool, String) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut found = Vec::new();
+    let mut supported = true;
+    for crd in CRDS {
+        let version = match api.get_metadata_opt(crd).await {
+            Ok(Some(meta)) => meta
+                .metadata
+                .annotations
+                .and_then(|a| a.get("gateway.networking.k8s.io/bundle-version").cloned()),
+            Ok(None) => continue,
+            Err(error) => {
+                supported = false;
+                found.push(format!("{crd}: not readable ({error})"));
+                continue;
+            }
+        };
+        let ok = version
+            .as_deref()
+            .is_some_and(|v| SUPPORTED_BUNDLES.iter().any(|s| v.starts_with(s)));
+        supported &= ok;
+        found.push(format!("{crd} {}", version.as_deref().unwrap_or("without bundle-version")));
+    }
+    (supported, found.join(", "))
+}
+
+/// Adds `SupportedVersion` to each GatewayClass' conditions (the spec asks for it wherever a
+/// class is Accepted), with the class' observedGeneration.
+fn supported_version(wanted: &mut BTreeMap<(Kind, NamespacedName), Value>, (ok, found): &(bool, String)) {
+    for ((kind, _), status) in wanted.iter_mut() {
+        let Some(conditions) = status["conditions"].as_array_mut().filter(|_| *kind == Kind::GatewayClass) else {
+            continue;
+        };
+        let generation = conditions
+            .first()
+            .map_or(Value::Null, |c| c["observedGeneration"].clone());
+        let (reason, message) = if *ok {
+            ("SupportedVersion", format!("Gateway API CRDs: {found}"))
+        } else {
+            ("UnsupportedVersion", format!("Gateway API CRDs: {found}; Sluice supports bundle versions {} (best effort otherwise)", SUPPORTED_BUNDLES.map(|v| format!("{v}x")).join(", ")))
+        };
+        conditions.push(json!({
+            "type": "SupportedVersion",
+            "status": if *ok { "True" } else { "False" },
+            "reason": reason,
+            "message": message,
+            "observedGeneration": generation,
+        }));
+    }
+}
+
+/// Routes whose `status.parents` has an entry of Sluice's controller.
+async fn routes_with_our_parents(client: &Client) -> Result<Vec<NamespacedName>, kube::Error> {
+    let api: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::erase::<ApiObject<HttpRoutes>>(&()),
+    );
+    let controller = translate::gateway::GATEWAY_CONTROLLER;
+    let list = api.list(&kube::api::ListParams::default()).await?;
+    Ok(list
+        .items
+        .iter()
+        .filter(|route| {
+            route.data["status"]["parents"]
+                .as_array()
+                .is_some_and(|parents| parents.iter().any(|p| p["controllerName"] == controller))
+        })
+        .map(|route| {
+            let namespace = route.metadata.namespace.as_deref().unwrap_or_default();
+            NamespacedName::new(namespace, route.metadata.name.as_deref().unwrap_or_default())
+        })
+        .collect())
 }
 
 enum Outcome {

@@ -23,8 +23,10 @@ mod backend_refs;
 mod filters;
 mod listeners;
 mod matches;
+mod namespaces;
 pub mod objects;
 mod status;
+mod timeouts;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -38,10 +40,12 @@ use model::{Kind, NamespacedName, ObjectRef, Severity};
 use regex::Regex;
 
 use crate::compiler::Compiler;
+use namespaces::AllowedFrom;
 use objects::{HttpRoute, HttpRouteMatch};
 
 /// The `controllerName` of the GatewayClasses Sluice serves.
 pub const GATEWAY_CONTROLLER: &str = "sluice.dev/gateway-controller";
+pub use namespaces::NAMESPACE_NAME_LABEL;
 pub use objects::GROUP;
 
 /// A hostname a route answers for on Sluice's table.
@@ -84,14 +88,6 @@ fn covers(suffix: &str, name: &str) -> bool {
         .is_some_and(|labels| !labels.is_empty())
 }
 
-/// Which namespaces' routes a listener admits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum AllowedFrom {
-    Same,
-    All,
-    Nobody,
-}
-
 /// One listener Sluice serves.
 struct ListenerSlot {
     gateway: NamespacedName,
@@ -103,6 +99,11 @@ struct ListenerSlot {
     http_routes: bool,
     /// Routes attached here (a listener status's `attachedRoutes`).
     attached: i32,
+    /// Served: false when its certificate is unusable. Routes still attach (and are counted);
+    /// their rules are compiled for their conditions but not served here.
+    programmed: bool,
+    /// Why `ResolvedRefs` is False (the spec's reason), if it is.
+    refs: Option<&'static str>,
 }
 
 fn gateway_ref(key: &NamespacedName) -> ObjectRef {
@@ -222,15 +223,21 @@ impl Compiler<'_> {
                 .zip(&found)
                 .map(|(listener, outcome)| {
                     let slot = outcome.slot.map(|s| &listeners[s]);
-                    let counts = slot.map_or((false, 0), |s| (s.http_routes, s.attached));
-                    status::listener_status(listener, outcome, counts, generation)
+                    status::listener_status(listener, outcome, slot, generation)
                 })
                 .collect();
-            let served = found.iter().filter(|o| o.slot.is_some()).count();
+            let slots = found.iter().filter_map(|o| o.slot.map(|s| &listeners[s]));
+            let accepted = slots.clone().count();
+            let programmed = slots.filter(|s| s.programmed).count();
             status.gateways.insert(
                 key.clone(),
                 GatewayStatus {
-                    conditions: status::gateway_conditions(served, found.len(), generation),
+                    conditions: status::gateway_conditions(
+                        accepted,
+                        programmed,
+                        found.len(),
+                        generation,
+                    ),
                     listeners: listener_status,
                 },
             );
@@ -305,11 +312,7 @@ impl Compiler<'_> {
                     continue;
                 }
                 named = true;
-                let admits = match slot.from {
-                    AllowedFrom::Same => slot.gateway.namespace == key.namespace,
-                    AllowedFrom::All => true,
-                    AllowedFrom::Nobody => false,
-                };
+                let admits = (slot.from).admits(self.store, &slot.gateway.namespace, &key.namespace);
                 if !admits || !slot.http_routes {
                     continue;
                 }
@@ -325,8 +328,12 @@ impl Compiler<'_> {
                 for host in found {
                     by_host = true;
                     attached_to.insert(s);
+                    // A listener that is not programmed serves nothing: its routes' rules
+                    // are compiled (for their conditions) but not added for it.
                     let on = hosts.entry(host).or_insert(Listeners::NONE);
-                    *on = on.union(slot.on);
+                    if slot.programmed {
+                        *on = on.union(slot.on);
+                    }
                 }
             }
             let (reason, why) = if !named {
@@ -369,9 +376,16 @@ impl Compiler<'_> {
             .collect();
         let resolved = status::resolved_refs(&said, generation);
         let partial = status::partially_invalid(&said, generation);
+        let refused = status::all_rules_refused(&said, spec.rules.len());
         for parent in &mut parents {
+            if let Some(why) = refused.as_ref().filter(|_| parent.conditions[0].status) {
+                let refused = Condition::new("Accepted", false, "UnsupportedValue", why, generation);
+                parent.conditions[0] = refused;
+            }
             parent.conditions.push(resolved.clone());
-            parent.conditions.extend(partial.clone());
+            if refused.is_none() {
+                parent.conditions.extend(partial.clone());
+            }
         }
         Some(RouteStatus { parents })
     }
@@ -422,8 +436,10 @@ impl Compiler<'_> {
         // A filter that replaces the matched prefix needs each match's own prefix: then one
         // route per match, else one for the rule.
         let per_match = rule.filters.iter().any(filters::replaces_prefix);
+        let timeouts = self.rule_timeouts(object, &field, rule.timeouts.as_ref());
         let shared = (!per_match).then(|| {
             let policy = self.gateway_filters((key, object), &field, &rule.filters, None);
+            let policy = timeouts.apply(policy);
             let refs = &rule.backend_refs;
             self.gateway_backends(key, object, &field, refs, policy, site.clone())
         });
@@ -441,6 +457,7 @@ impl Compiler<'_> {
                     };
                     let filters = &rule.filters;
                     let policy = self.gateway_filters((key, object), &field, filters, prefix);
+                    let policy = timeouts.apply(policy);
                     let refs = &rule.backend_refs;
                     self.gateway_backends(key, object, &field, refs, policy, site.clone())
                 }
@@ -456,6 +473,9 @@ impl Compiler<'_> {
                 path_rule.pattern = Some(Regex::new(&pattern).expect("an escaped prefix"));
             }
             for (host, on) in hosts {
+                if *on == Listeners::NONE {
+                    continue;
+                }
                 let mut rule = path_rule.clone();
                 rule.listeners = *on;
                 match host {
