@@ -104,7 +104,10 @@ impl Kind {
     }
 
     pub fn is_namespaced(self) -> bool {
-        !matches!(self, Kind::IngressClass | Kind::GatewayClass | Kind::Namespace)
+        !matches!(
+            self,
+            Kind::IngressClass | Kind::GatewayClass | Kind::Namespace
+        )
     }
 }
 

@@ -463,7 +463,10 @@ pub struct UpstreamPolicy {
     pub load_balance: Option<crate::LoadBalance>,
     /// Gateway API's `timeouts.request`: from the client's request to the upstream's response
     /// head, every attempt included (504 after); 0: no such bound (Ingress routes).
-    #[serde(serialize_with = "duration_text", skip_serializing_if = "Duration::is_zero")]
+    #[serde(
+        serialize_with = "duration_text",
+        skip_serializing_if = "Duration::is_zero"
+    )]
     pub request_timeout: Duration,
 }
 

@@ -118,6 +118,9 @@ pub struct ConfigMap {
     pub data: Option<BTreeMap<String, String>>,
 }
 
+/// The label the API server puts on every Namespace: its own name.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
 /// A Namespace: its labels, what a Gateway listener's `allowedRoutes.namespaces.selector`
 /// selects on. Always with `kubernetes.io/metadata.name: <name>`, which the API server sets on
 /// every Namespace (a file's Namespace gets it here).
@@ -378,7 +381,7 @@ impl From<core::Namespace> for Namespace {
         let mut labels = namespace.metadata.labels.clone().unwrap_or_default();
         if let Some(name) = &namespace.metadata.name {
             labels
-                .entry(crate::gateway::NAMESPACE_NAME_LABEL.to_owned())
+                .entry(NAMESPACE_NAME_LABEL.to_owned())
                 .or_insert_with(|| name.clone());
         }
         Namespace {

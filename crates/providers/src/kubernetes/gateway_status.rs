@@ -77,7 +77,9 @@ impl GatewayWrites {
                     }
                 }
                 Err(error) => {
-                    tracing::debug!("listing HTTPRoutes for Sluice's stale parents failed: {error}");
+                    tracing::debug!(
+                        "listing HTTPRoutes for Sluice's stale parents failed: {error}"
+                    );
                 }
             }
         }
@@ -90,6 +92,23 @@ impl GatewayWrites {
         }
         if let Some(versions) = &self.versions {
             supported_version(&mut wanted, versions);
+        }
+        // A Gateway Sluice wrote and no longer serves (its class now another controller's or
+        // gone): its status goes back to the API's "not reconciled yet" (Pending), only while
+        // it is still what Sluice wrote (its new controller may have written its own already).
+        let released: Vec<(NamespacedName, Value)> = (self.written.iter())
+            .filter(|((kind, key), _)| {
+                *kind == Kind::Gateway && !wanted.contains_key(&(*kind, key.clone()))
+            })
+            .map(|((_, key), written)| (key.clone(), written.clone()))
+            .collect();
+        for (key, written) in released {
+            if !leads() {
+                break;
+            }
+            if let Err(error) = release(client, field_manager, &key, &written).await {
+                tracing::warn!(gateway = %key, "clearing Gateway status failed: {error}");
+            }
         }
         self.written.retain(|key, _| wanted.contains_key(key));
         wanted.retain(|key, want| self.written.get(key) != Some(want));
@@ -164,16 +183,25 @@ async fn crd_versions(client: &Client) -> (bool, String) {
             .as_deref()
             .is_some_and(|v| SUPPORTED_BUNDLES.iter().any(|s| v.starts_with(s)));
         supported &= ok;
-        found.push(format!("{crd} {}", version.as_deref().unwrap_or("without bundle-version")));
+        found.push(format!(
+            "{crd} {}",
+            version.as_deref().unwrap_or("without bundle-version")
+        ));
     }
     (supported, found.join(", "))
 }
 
 /// Adds `SupportedVersion` to each GatewayClass' conditions (the spec asks for it wherever a
 /// class is Accepted), with the class' observedGeneration.
-fn supported_version(wanted: &mut BTreeMap<(Kind, NamespacedName), Value>, (ok, found): &(bool, String)) {
+fn supported_version(
+    wanted: &mut BTreeMap<(Kind, NamespacedName), Value>,
+    (ok, found): &(bool, String),
+) {
     for ((kind, _), status) in wanted.iter_mut() {
-        let Some(conditions) = status["conditions"].as_array_mut().filter(|_| *kind == Kind::GatewayClass) else {
+        let Some(conditions) = status["conditions"]
+            .as_array_mut()
+            .filter(|_| *kind == Kind::GatewayClass)
+        else {
             continue;
         };
         let generation = conditions
@@ -194,6 +222,61 @@ fn supported_version(wanted: &mut BTreeMap<(Kind, NamespacedName), Value>, (ok, 
     }
 }
 
+/// Puts a Gateway Sluice stopped serving back to the API's initial status (Accepted and
+/// Programmed Unknown, Pending; no listeners, no addresses), if its conditions are still the
+/// ones Sluice wrote.
+async fn release(
+    client: &Client,
+    field_manager: &str,
+    key: &NamespacedName,
+    written: &Value,
+) -> Result<(), kube::Error> {
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &key.namespace,
+        &ApiResource::erase::<ApiObject<Gateways>>(&()),
+    );
+    let Some(current) = api.get_opt(&key.name).await? else {
+        return Ok(());
+    };
+    let status = current.data.get("status").cloned().unwrap_or(Value::Null);
+    if !still_ours(&status["conditions"], &written["conditions"]) {
+        return Ok(());
+    }
+    let now = Timestamp::now().to_string();
+    let pending = |type_: &str| {
+        json!({"type": type_, "status": "Unknown", "reason": "Pending",
+               "message": "Waiting for controller", "lastTransitionTime": now})
+    };
+    let patch = json!({
+        "metadata": {"resourceVersion": current.metadata.resource_version},
+        "status": {"conditions": [pending("Accepted"), pending("Programmed")],
+                   "listeners": null, "addresses": null},
+    });
+    let params = PatchParams {
+        field_manager: Some(field_manager.to_owned()),
+        ..PatchParams::default()
+    };
+    api.patch_status(&key.name, &params, &Patch::Merge(&patch))
+        .await?;
+    tracing::debug!(gateway = %key, "Gateway no longer Sluice's: status cleared");
+    Ok(())
+}
+
+/// Whether `current` conditions are `written` ones with their transition times.
+fn still_ours(current: &Value, written: &Value) -> bool {
+    let without_times = |conditions: &Value| -> Vec<Value> {
+        let mut conditions = conditions.as_array().cloned().unwrap_or_default();
+        for condition in &mut conditions {
+            if let Some(fields) = condition.as_object_mut() {
+                fields.remove("lastTransitionTime");
+            }
+        }
+        conditions
+    };
+    !without_times(written).is_empty() && without_times(current) == without_times(written)
+}
+
 /// Routes whose `status.parents` has an entry of Sluice's controller.
 async fn routes_with_our_parents(client: &Client) -> Result<Vec<NamespacedName>, kube::Error> {
     let api: Api<DynamicObject> = Api::all_with(
@@ -212,7 +295,10 @@ async fn routes_with_our_parents(client: &Client) -> Result<Vec<NamespacedName>,
         })
         .map(|route| {
             let namespace = route.metadata.namespace.as_deref().unwrap_or_default();
-            NamespacedName::new(namespace, route.metadata.name.as_deref().unwrap_or_default())
+            NamespacedName::new(
+                namespace,
+                route.metadata.name.as_deref().unwrap_or_default(),
+            )
         })
         .collect())
 }
@@ -415,6 +501,43 @@ mod tests {
         // Written again unchanged: the same status, so no write.
         let again = merged(Kind::HTTPRoute, &want, &status, "2026-11-27T17:00:00Z");
         assert_eq!(again, status);
+    }
+
+    #[test]
+    fn a_gateway_status_is_cleared_only_while_it_is_what_sluice_wrote() {
+        let written = json!({"conditions": [
+            {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "served by Sluice",
+             "observedGeneration": 3},
+        ]});
+        let mut current = written["conditions"].clone();
+        current[0]["lastTransitionTime"] = json!("2026-11-27T16:00:00Z");
+        assert!(still_ours(&current, &written["conditions"]));
+        // Another controller wrote its own conditions since.
+        current[0]["message"] = json!("accepted by example.com/other");
+        assert!(!still_ours(&current, &written["conditions"]));
+        assert!(!still_ours(&Value::Null, &Value::Null));
+    }
+
+    #[test]
+    fn supported_version_follows_the_classes_accepted_generation() {
+        let mut wanted = BTreeMap::from([
+            (
+                (Kind::GatewayClass, NamespacedName::new("", "sluice")),
+                json!({"conditions": [{"type": "Accepted", "observedGeneration": 4}]}),
+            ),
+            (
+                (Kind::Gateway, NamespacedName::new("app", "edge")),
+                json!({"conditions": [{"type": "Accepted", "observedGeneration": 1}]}),
+            ),
+        ]);
+        supported_version(&mut wanted, &(false, "gateways v1.5.0".to_owned()));
+        let class = &wanted[&(Kind::GatewayClass, NamespacedName::new("", "sluice"))];
+        let version = &class["conditions"][1];
+        assert_eq!(version["type"], "SupportedVersion");
+        assert_eq!(version["reason"], "UnsupportedVersion");
+        assert_eq!(version["observedGeneration"], 4);
+        let gateway = &wanted[&(Kind::Gateway, NamespacedName::new("app", "edge"))];
+        assert_eq!(gateway["conditions"].as_array().unwrap().len(), 1);
     }
 
     #[test]

@@ -37,8 +37,14 @@ async fn request_and_backend_request_timeouts_answer_504_when_they_pass() {
         service("web", &[("http", 80)]),
         route("request.test", json!({"request": "300ms"})),
         route("backend.test", json!({"backendRequest": "300ms"})),
-        route("both.test", json!({"request": "2s", "backendRequest": "300ms"})),
-        route("disabled.test", json!({"request": "0s", "backendRequest": "0s"})),
+        route(
+            "both.test",
+            json!({"request": "2s", "backendRequest": "300ms"}),
+        ),
+        route(
+            "disabled.test",
+            json!({"request": "0s", "backendRequest": "0s"}),
+        ),
     ];
     objects.extend(slices("web", &[addr_of(&web)]));
     let mut h = Harness::start();

@@ -387,6 +387,8 @@ fn a_listener_selecting_namespaces_by_label_follows_the_labels_and_a_new_leader_
     assert!(route_parent(&cluster, "team", "web").is_some());
     let _next = cluster.sluice("infra", &[]);
     eventually(WAIT, "Sluice's stale parent entry cleared", || {
-        route_parent(&cluster, "team", "web").is_none().then_some(())
+        route_parent(&cluster, "team", "web")
+            .is_none()
+            .then_some(())
     });
 }

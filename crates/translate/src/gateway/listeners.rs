@@ -13,8 +13,8 @@
 use model::routes::{HostPattern, Listeners};
 use model::{NamespacedName, Severity};
 
-use super::objects::{self, ListenerTls};
 use super::namespaces::{AllowedFrom, NamespaceSelector};
+use super::objects::{self, ListenerTls};
 use super::{gateway_ref, GatewayHost, ListenerSlot, GROUP};
 use crate::compiler::Compiler;
 
@@ -135,7 +135,12 @@ impl Compiler<'_> {
             .and_then(|n| n.selector.as_ref());
         let at = format!("{field}.allowedRoutes.namespaces");
         let Some(selector) = selector else {
-            self.diagnose(object.clone(), format!("{at}.selector: required with from Selector; the listener admits no routes"));
+            self.diagnose(
+                object.clone(),
+                format!(
+                    "{at}.selector: required with from Selector; the listener admits no routes"
+                ),
+            );
             return AllowedFrom::Nobody;
         };
         match NamespaceSelector::parse(selector) {

@@ -17,6 +17,8 @@
 //! Routes are read oldest first, then by namespace/name, rules and matches in order: the
 //! RouteTable's stable sort then gives Gateway API's precedence (see `model::routes`).
 //! Nothing here is reached in an Ingress-only configuration beyond three empty-map checks.
+//! Also: `namespaces` (which namespaces' routes a listener admits, label selectors over the
+//! Store's Namespace labels), `timeouts` (a rule's `timeouts` on its upstream policy), `status`.
 
 pub mod api;
 mod backend_refs;
@@ -222,7 +224,15 @@ impl Compiler<'_> {
                 .iter()
                 .zip(&found)
                 .map(|(listener, outcome)| {
-                    let slot = outcome.slot.map(|s| &listeners[s]);
+                    let slot = outcome
+                        .slot
+                        .map(|s| &listeners[s])
+                        .map(|s| status::Accepted {
+                            http_routes: s.http_routes,
+                            attached: s.attached,
+                            programmed: s.programmed,
+                            refs: s.refs,
+                        });
                     status::listener_status(listener, outcome, slot, generation)
                 })
                 .collect();
@@ -312,7 +322,8 @@ impl Compiler<'_> {
                     continue;
                 }
                 named = true;
-                let admits = (slot.from).admits(self.store, &slot.gateway.namespace, &key.namespace);
+                let admits =
+                    (slot.from).admits(self.store, &slot.gateway.namespace, &key.namespace);
                 if !admits || !slot.http_routes {
                     continue;
                 }
@@ -379,7 +390,8 @@ impl Compiler<'_> {
         let refused = status::all_rules_refused(&said, spec.rules.len());
         for parent in &mut parents {
             if let Some(why) = refused.as_ref().filter(|_| parent.conditions[0].status) {
-                let refused = Condition::new("Accepted", false, "UnsupportedValue", why, generation);
+                let refused =
+                    Condition::new("Accepted", false, "UnsupportedValue", why, generation);
                 parent.conditions[0] = refused;
             }
             parent.conditions.push(resolved.clone());

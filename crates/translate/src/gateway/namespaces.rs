@@ -14,10 +14,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
+pub use crate::objects::NAMESPACE_NAME_LABEL;
 use crate::store::Store;
-
-/// The label the API server puts on every Namespace: its own name.
-pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// Which namespaces' routes a listener admits.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,7 +51,12 @@ enum Operator {
 impl AllowedFrom {
     /// Whether a route in `route_namespace` may attach to a listener of a Gateway in
     /// `gateway_namespace`.
-    pub(super) fn admits(&self, store: &Store, gateway_namespace: &str, route_namespace: &str) -> bool {
+    pub(super) fn admits(
+        &self,
+        store: &Store,
+        gateway_namespace: &str,
+        route_namespace: &str,
+    ) -> bool {
         match self {
             AllowedFrom::Same => gateway_namespace == route_namespace,
             AllowedFrom::All => true,
@@ -145,7 +148,10 @@ mod tests {
     }
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -165,8 +171,18 @@ mod tests {
         let cases: [&[(&str, &str)]; 5] = [
             &[("team", "web"), ("env", "dev"), ("owner", "x")],
             &[("team", "api"), ("env", "prod"), ("owner", "x")],
-            &[("team", "web"), ("env", "prod"), ("owner", "x"), ("frozen", "")],
-            &[("team", "web"), ("env", "prod"), ("owner", "x"), ("tier", "db")],
+            &[
+                ("team", "web"),
+                ("env", "prod"),
+                ("owner", "x"),
+                ("frozen", ""),
+            ],
+            &[
+                ("team", "web"),
+                ("env", "prod"),
+                ("owner", "x"),
+                ("tier", "db"),
+            ],
             &[("team", "web"), ("env", "prod")],
         ];
         for case in cases {

@@ -11,7 +11,6 @@ use model::gateway_status::{Condition, ListenerStatus, ParentRef, RouteKind};
 use model::{Diagnostic, Severity};
 
 use super::objects::{self, ParentReference, GROUP};
-use super::ListenerSlot;
 
 /// What the compile found about one listener of a Gateway.
 pub(super) struct ListenerOutcome {
@@ -23,12 +22,22 @@ pub(super) struct ListenerOutcome {
     pub(super) conflicted: bool,
 }
 
+/// What the compile decided about an accepted listener (from its slot).
+#[derive(Clone, Copy)]
+pub(super) struct Accepted {
+    pub(super) http_routes: bool,
+    pub(super) attached: i32,
+    pub(super) programmed: bool,
+    /// Why `ResolvedRefs` is False, if it is.
+    pub(super) refs: Option<&'static str>,
+}
+
 /// The conditions and counts of one listener: Accepted (its protocol and port are served),
 /// ResolvedRefs (its certificate and route kinds), Conflicted, Programmed (served now).
 pub(super) fn listener_status(
     listener: &objects::Listener,
     outcome: &ListenerOutcome,
-    slot: Option<&ListenerSlot>,
+    slot: Option<Accepted>,
     generation: i64,
 ) -> ListenerStatus {
     let said = outcome.said.join("; ");
@@ -111,7 +120,9 @@ pub(super) fn gateway_conditions(
             let message = if programmed == listeners {
                 String::new()
             } else {
-                format!("{programmed} of {listeners} listeners are programmed; see their conditions")
+                format!(
+                    "{programmed} of {listeners} listeners are programmed; see their conditions"
+                )
             };
             Condition::new("Programmed", true, "Programmed", message, generation)
         } else {

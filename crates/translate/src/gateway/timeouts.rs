@@ -91,7 +91,9 @@ impl RuleTimeouts {
         if let Some(backend) = self.backend_request {
             // One attempt: connecting, sending and waiting for the head each within it (a
             // zero limit is no limit, as for the ConfigMap's timeouts).
-            if !backend.is_zero() && (upstream.connect_timeout.is_zero() || backend < upstream.connect_timeout) {
+            if !backend.is_zero()
+                && (upstream.connect_timeout.is_zero() || backend < upstream.connect_timeout)
+            {
                 upstream.connect_timeout = backend;
             }
             upstream.send_timeout = backend;
@@ -173,7 +175,10 @@ mod tests {
         assert_eq!(applied.upstream.read_timeout, Duration::from_secs(2));
         assert_eq!(applied.upstream.send_timeout, Duration::from_secs(2));
         assert!(applied.upstream.connect_timeout <= Duration::from_secs(2));
-        assert!(Arc::ptr_eq(&RuleTimeouts::default().apply(policy.clone()), &policy));
+        assert!(Arc::ptr_eq(
+            &RuleTimeouts::default().apply(policy.clone()),
+            &policy
+        ));
         let disabled = RuleTimeouts {
             request: None,
             backend_request: Some(Duration::ZERO),
@@ -181,6 +186,9 @@ mod tests {
         }
         .apply(policy.clone());
         assert!(disabled.upstream.read_timeout.is_zero());
-        assert_eq!(disabled.upstream.connect_timeout, policy.upstream.connect_timeout);
+        assert_eq!(
+            disabled.upstream.connect_timeout,
+            policy.upstream.connect_timeout
+        );
     }
 }

@@ -157,13 +157,20 @@ fn listeners_admit_routes_by_namespace_label_and_timeouts_are_checked() {
     let refused = (false, "NotAllowedByListeners");
     assert_eq!(accepted("web-dev", "app", 0), refused, "env NotIn [dev]");
     assert_eq!(accepted("web-prod", "named", 0), refused, "another name");
-    assert_eq!(accepted("web-prod", "named", 1), refused, "a malformed selector");
+    assert_eq!(
+        accepted("web-prod", "named", 1),
+        refused,
+        "a malformed selector"
+    );
     assert_eq!(listener(status, "edge", "by-label").attached_routes, 1);
     assert_eq!(listener(status, "edge", "by-name").attached_routes, 1);
     assert_eq!(listener(status, "edge", "secure").attached_routes, 1);
 
     // Both refused timeouts name their field; the rules answer 503, said as PartiallyInvalid.
-    let partial = find(&route("infra", "timeouts")[0].conditions, "PartiallyInvalid");
+    let partial = find(
+        &route("infra", "timeouts")[0].conditions,
+        "PartiallyInvalid",
+    );
     assert!(partial.status);
     for field in [
         "spec.rules[2].timeouts.backendRequest \"5s\": must not exceed timeouts.request \"1s\"",
@@ -171,10 +178,9 @@ fn listeners_admit_routes_by_namespace_label_and_timeouts_are_checked() {
     ] {
         assert!(partial.message.contains(field), "{}", partial.message);
     }
-    assert!(compiled
-        .diagnostics
-        .iter()
-        .any(|d| d.reason.contains("selector.matchExpressions[0]: In needs values")));
+    assert!(compiled.diagnostics.iter().any(|d| d
+        .reason
+        .contains("selector.matchExpressions[0]: In needs values")));
 }
 
 #[test]
@@ -189,7 +195,9 @@ fn a_change_of_namespace_labels_compiles_again_only_while_a_listener_selects_by_
     store.apply(namespace("prod"));
     let changes = store.apply(namespace("dev"));
     assert!(changes.namespaces && !changes.config);
-    let selecting = compiled(include_str!("../golden/gateway-namespaces-timeouts.in.yaml"));
+    let selecting = compiled(include_str!(
+        "../golden/gateway-namespaces-timeouts.in.yaml"
+    ));
     let not_selecting = compiled("");
     assert!(changes.needs_compile(Some(&selecting)));
     assert!(!changes.needs_compile(Some(&not_selecting)));
