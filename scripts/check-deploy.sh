@@ -295,6 +295,13 @@ for verb in get list watch; do
   done
 done
 can allowed patch gatewayclasses.gateway.networking.k8s.io --subresource status
+# Namespaces' labels (allowedRoutes.namespaces.selector) and the CRDs' bundle-version
+# (GatewayClass SupportedVersion).
+can allowed list namespaces
+can allowed watch namespaces
+can allowed get customresourcedefinitions.apiextensions.k8s.io
+can denied update namespaces
+can denied update customresourcedefinitions.apiextensions.k8s.io
 for resource in gateways httproutes grpcroutes; do
   can allowed patch "$resource.gateway.networking.k8s.io" --subresource status -A
   can allowed update "$resource.gateway.networking.k8s.io" --subresource status -A

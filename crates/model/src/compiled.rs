@@ -90,6 +90,9 @@ pub struct Compiled {
     /// Every ConfigMap this compile looked up, found or not: a change to any other (Sluice
     /// watches every ConfigMap of its scope) needs no compile.
     pub config_maps_read: BTreeSet<NamespacedName>,
+    /// Some Gateway listener selects route namespaces by label: a change to a Namespace's
+    /// labels needs a compile (otherwise none does).
+    pub namespace_selectors: bool,
     /// Gateway API status as this compile decided it (empty without Gateway API objects).
     pub gateway_status: Arc<crate::gateway_status::GatewayStatuses>,
 }

@@ -32,6 +32,8 @@ pub enum Kind {
     HTTPRoute,
     GRPCRoute,
     ReferenceGrant,
+    /// Read for its labels only (`allowedRoutes.namespaces.selector`).
+    Namespace,
 }
 
 /// Identifies one object: kind, namespace (empty for cluster-scoped kinds) and name.
@@ -78,6 +80,7 @@ impl Kind {
             Kind::HTTPRoute => "HTTPRoute",
             Kind::GRPCRoute => "GRPCRoute",
             Kind::ReferenceGrant => "ReferenceGrant",
+            Kind::Namespace => "Namespace",
         }
     }
 
@@ -98,12 +101,16 @@ impl Kind {
                 "gateway.networking.k8s.io/v1" | "gateway.networking.k8s.io/v1beta1",
                 "ReferenceGrant",
             ) => Some(Kind::ReferenceGrant),
+            ("v1", "Namespace") => Some(Kind::Namespace),
             _ => None,
         }
     }
 
     pub fn is_namespaced(self) -> bool {
-        !matches!(self, Kind::IngressClass | Kind::GatewayClass)
+        !matches!(
+            self,
+            Kind::IngressClass | Kind::GatewayClass | Kind::Namespace
+        )
     }
 }
 

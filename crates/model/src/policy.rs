@@ -461,6 +461,13 @@ pub struct UpstreamPolicy {
     /// ConfigMap's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub load_balance: Option<crate::LoadBalance>,
+    /// Gateway API's `timeouts.request`: from the client's request to the upstream's response
+    /// head, every attempt included (504 after); 0: no such bound (Ingress routes).
+    #[serde(
+        serialize_with = "duration_text",
+        skip_serializing_if = "Duration::is_zero"
+    )]
+    pub request_timeout: Duration,
 }
 
 impl RoutePolicy {
@@ -552,6 +559,7 @@ impl RoutePolicy {
                 tries: settings.proxy_next_upstream_tries,
                 next_upstream_timeout: settings.proxy_next_upstream_timeout,
                 load_balance: None,
+                request_timeout: Duration::ZERO,
             },
             hash_by: None,
             upstream_protocol: UpstreamProtocol::Http1,

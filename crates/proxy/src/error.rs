@@ -137,6 +137,9 @@ pub(crate) enum ProxyError {
     /// gRPC's `grpc-timeout` passed before the upstream answered.
     #[error("the gRPC deadline (grpc-timeout) passed before the upstream answered")]
     GrpcDeadline,
+    /// Gateway API's `timeouts.request` passed before the upstream's response head.
+    #[error("the route's request timeout passed before the upstream answered")]
+    RequestTimeout,
     #[error("request to {addr} failed")]
     Upstream {
         addr: SocketAddr,
@@ -190,7 +193,8 @@ impl ProxyError {
             ProxyError::ConnectTimeout { .. }
             | ProxyError::ReadTimeout { .. }
             | ProxyError::SendTimeout { .. }
-            | ProxyError::GrpcDeadline => (StatusCode::GATEWAY_TIMEOUT, Upstream),
+            | ProxyError::GrpcDeadline
+            | ProxyError::RequestTimeout => (StatusCode::GATEWAY_TIMEOUT, Upstream),
             ProxyError::Connect { .. }
             | ProxyError::Upstream { .. }
             | ProxyError::Http2 { .. }
@@ -255,7 +259,10 @@ impl ProxyError {
             ProxyError::ConnectTimeout { .. }
             | ProxyError::ReadTimeout { .. }
             | ProxyError::SendTimeout { .. }
-            | ProxyError::GrpcDeadline => "504 Gateway Timeout: upstream did not answer in time\n",
+            | ProxyError::GrpcDeadline
+            | ProxyError::RequestTimeout => {
+                "504 Gateway Timeout: upstream did not answer in time\n"
+            }
             ProxyError::Connect { .. }
             | ProxyError::Upstream { .. }
             | ProxyError::Http2 { .. }
@@ -306,6 +313,7 @@ impl ProxyError {
                 (4, "the client sent no body within client-body-timeout")
             }
             ProxyError::GrpcDeadline => (4, "deadline exceeded (grpc-timeout) at the proxy"),
+            ProxyError::RequestTimeout => (4, "the route's request timeout passed"),
             ProxyError::ConnectTimeout { .. } => (
                 4,
                 "connecting upstream took longer than proxy-connect-timeout",

@@ -114,6 +114,7 @@ use crate::mirror;
 use crate::normalise::request_host;
 use crate::pipeline::ClientUpgrade;
 use crate::request_body::{ClientBody, RequestBody};
+use crate::request_timeout;
 use crate::response_body::ResponseBody;
 use crate::response_headers::{self, hsts_value, reframe};
 use crate::rewrite::{set_path, set_rewritten};
@@ -670,6 +671,7 @@ async fn forward(
     guard: &mut RequestGuard,
 ) -> Result<Response<ResponseBody>, ProxyError> {
     let mut arrived = guard.started();
+    let deadline = request_timeout::deadline(&route.policy.upstream, arrived);
     let mut record = guard.record.as_deref_mut();
     let settings = &config.settings;
     let buffering = BodyBuffering::of(&route.policy);
@@ -800,12 +802,9 @@ async fn forward(
             arrived,
         };
         // Boxed: the HTTP/1.1 path's future does not carry this one.
-        let exchanged = Box::pin(upstream_h2::exchange(
-            &conn.worker.upstreams,
-            settings,
-            policy,
-            request,
-            attempts,
+        let exchanged = Box::pin(request_timeout::within(
+            deadline,
+            upstream_h2::exchange(&conn.worker.upstreams, settings, policy, request, attempts),
         ))
         .await;
         return match exchanged {
@@ -833,15 +832,15 @@ async fn forward(
         retryable,
         upgrade: client_upgrade.is_some(),
     };
-    let exchanged = upstream::exchange(
+    let exchange = upstream::exchange(
         &conn.worker.upstreams,
         settings,
         upstream_policy,
         policy.upstream_tls.as_ref(),
         pending,
         attempts,
-    )
-    .await;
+    );
+    let exchanged = request_timeout::within(deadline, exchange).await;
     if let Err(ProxyError::OutOfFileDescriptors { .. }) = &exchanged {
         // A connect found no free descriptor: the worker's limit, not the endpoint's.
         conn.worker.note_connect_exhaustion();

@@ -30,7 +30,8 @@
 //!        ─▶ pooled or fresh HTTP/1.1 upstream connection, plain or TLS (the route's
 //!           UpstreamTls: one rustls client per setting per worker, `upstream_tls`)
 //!           ─ fail (proxy-next-upstream: error, timeout, listed statuses)
-//!           ─▶ next endpoint (bounded by tries and timeout)
+//!           ─▶ next endpoint (bounded by tries and timeout; a Gateway route's
+//!           `timeouts.request` bounds all of it: 504, `request_timeout`)
 //!           (Sluice's own client, run inside the request's future: no task, no channels)
 //!        ─▶ or, on gRPC / h2c routes, a stream on a shared HTTP/2 connection (hyper's
 //!           client, its connection task on this worker; refused streams sent again;
@@ -115,6 +116,7 @@ mod pool;
 mod protobuf;
 mod proxy_protocol;
 mod request_body;
+mod request_timeout;
 mod response_body;
 mod response_headers;
 mod rewrite;

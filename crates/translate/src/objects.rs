@@ -118,6 +118,18 @@ pub struct ConfigMap {
     pub data: Option<BTreeMap<String, String>>,
 }
 
+/// The label the API server puts on every Namespace: its own name.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// A Namespace: its labels, what a Gateway listener's `allowedRoutes.namespaces.selector`
+/// selects on. Always with `kubernetes.io/metadata.name: <name>`, which the API server sets on
+/// every Namespace (a file's Namespace gets it here).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Namespace {
+    pub metadata: Meta,
+    pub labels: BTreeMap<String, String>,
+}
+
 /// One object of a kind Sluice reads.
 #[derive(Clone, Debug, PartialEq)]
 ///
@@ -136,6 +148,7 @@ pub enum Object {
     HttpRoute(Box<gateway::HttpRoute>),
     GrpcRoute(Box<crate::gateway::grpc_objects::GrpcRoute>),
     ReferenceGrant(Box<gateway::ReferenceGrant>),
+    Namespace(Box<Namespace>),
 }
 
 /// Why a document could not be used. `object` is known when the document got as far as
@@ -173,6 +186,7 @@ impl Object {
             Object::HttpRoute(_) => Kind::HTTPRoute,
             Object::GrpcRoute(_) => Kind::GRPCRoute,
             Object::ReferenceGrant(_) => Kind::ReferenceGrant,
+            Object::Namespace(_) => Kind::Namespace,
         }
     }
 
@@ -189,6 +203,7 @@ impl Object {
             Object::HttpRoute(o) => &o.metadata,
             Object::GrpcRoute(o) => &o.metadata,
             Object::ReferenceGrant(o) => &o.metadata,
+            Object::Namespace(o) => &o.metadata,
         }
     }
 
@@ -205,6 +220,7 @@ impl Object {
             Object::HttpRoute(o) => &mut o.metadata,
             Object::GrpcRoute(o) => &mut o.metadata,
             Object::ReferenceGrant(o) => &mut o.metadata,
+            Object::Namespace(o) => &mut o.metadata,
         }
     }
 
@@ -364,6 +380,21 @@ impl<'a> IntoIterator for &'a Addresses {
     }
 }
 
+impl From<core::Namespace> for Namespace {
+    fn from(namespace: core::Namespace) -> Namespace {
+        let mut labels = namespace.metadata.labels.clone().unwrap_or_default();
+        if let Some(name) = &namespace.metadata.name {
+            labels
+                .entry(NAMESPACE_NAME_LABEL.to_owned())
+                .or_insert_with(|| name.clone());
+        }
+        Namespace {
+            metadata: Meta::named(namespace.metadata),
+            labels,
+        }
+    }
+}
+
 impl From<core::Secret> for Secret {
     fn from(secret: core::Secret) -> Secret {
         Secret {
@@ -405,6 +436,7 @@ object_from! {
     discovery::EndpointSlice => EndpointSlice,
     core::Secret => Secret,
     core::ConfigMap => ConfigMap,
+    core::Namespace => Namespace,
 }
 
 impl fmt::Display for ParseError {
@@ -540,6 +572,7 @@ fn parse_value(source_name: &str, document: usize, value: serde_yaml::Value, out
         Kind::ReferenceGrant => {
             gateway::typed_gateway(value).map(|o| Object::ReferenceGrant(Box::new(o)))
         }
+        Kind::Namespace => typed::<core::Namespace>(value).map(Object::from),
     };
     match parsed {
         Ok(mut object) => {

@@ -11,7 +11,9 @@ use model::{Kind, NamespacedName, ObjectRef};
 
 use crate::gateway::grpc_objects::GrpcRoute;
 use crate::gateway::objects::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
-use crate::objects::{ConfigMap, EndpointSlice, Ingress, IngressClass, Object, Secret, Service};
+use crate::objects::{
+    ConfigMap, EndpointSlice, Ingress, IngressClass, Namespace, Object, Secret, Service,
+};
 
 /// Every object of the kinds Sluice reads, keyed for deterministic iteration.
 ///
@@ -36,6 +38,9 @@ pub struct Store {
     http_routes: BTreeMap<NamespacedName, Arc<HttpRoute>>,
     grpc_routes: BTreeMap<NamespacedName, Arc<GrpcRoute>>,
     reference_grants: BTreeMap<NamespacedName, Arc<ReferenceGrant>>,
+    /// Namespaces' labels, by name (Kubernetes mode: watched unless the scope is one
+    /// namespace; a file: the Namespaces it describes).
+    namespaces: BTreeMap<String, Arc<Namespace>>,
 }
 
 /// What a batch of changes requires of the control plane.
@@ -48,17 +53,21 @@ pub struct ChangeSet {
     /// ConfigMaps that changed: a recompile only if the last compile read one of them
     /// (`Compiled::config_maps_read`); the others are in the Store for when one is named.
     pub config_maps: BTreeSet<NamespacedName>,
+    /// A Namespace's labels changed: a recompile only if the last compile selected route
+    /// namespaces by label (`Compiled::namespace_selectors`).
+    pub namespaces: bool,
 }
 
 impl ChangeSet {
     pub fn is_empty(&self) -> bool {
-        !self.config && self.endpoints.is_empty() && self.config_maps.is_empty()
+        !self.config && self.endpoints.is_empty() && self.config_maps.is_empty() && !self.namespaces
     }
 
     pub fn merge(&mut self, other: ChangeSet) {
         self.config |= other.config;
         self.endpoints.extend(other.endpoints);
         self.config_maps.extend(other.config_maps);
+        self.namespaces |= other.namespaces;
     }
 
     /// Whether the configuration must be compiled again, given what the last compile read
@@ -71,6 +80,7 @@ impl ChangeSet {
                         .iter()
                         .any(|key| last.config_maps_read.contains(key))
                 }))
+            || (self.namespaces && last.is_none_or(|last| last.namespace_selectors))
     }
 }
 
@@ -181,6 +191,11 @@ impl Store {
     }
 
     /// The EndpointSlices labelled for `service`, in name order.
+    /// A Namespace's labels, when the Store has it.
+    pub fn namespace_labels(&self, name: &str) -> Option<&BTreeMap<String, String>> {
+        self.namespaces.get(name).map(|n| &n.labels)
+    }
+
     pub fn endpoint_slices_of<'a>(
         &'a self,
         service: &NamespacedName,
@@ -217,6 +232,7 @@ impl Store {
             http_routes: self.http_routes.clone(),
             grpc_routes: self.grpc_routes.clone(),
             reference_grants: self.reference_grants.clone(),
+            namespaces: self.namespaces.clone(),
         }
     }
 
@@ -233,6 +249,7 @@ impl Store {
             + self.http_routes.len()
             + self.grpc_routes.len()
             + self.reference_grants.len()
+            + self.namespaces.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -299,6 +316,9 @@ impl Store {
             Object::ReferenceGrant(o) => {
                 changes.config = upsert(&mut self.reference_grants, key, o.into())
             }
+            Object::Namespace(o) => {
+                changes.namespaces = upsert(&mut self.namespaces, key.name.to_string(), o.into())
+            }
         }
         changes
     }
@@ -334,6 +354,7 @@ impl Store {
             Kind::HTTPRoute => changes.config = self.http_routes.remove(&key).is_some(),
             Kind::GRPCRoute => changes.config = self.grpc_routes.remove(&key).is_some(),
             Kind::ReferenceGrant => changes.config = self.reference_grants.remove(&key).is_some(),
+            Kind::Namespace => changes.namespaces = self.namespaces.remove(&*key.name).is_some(),
         }
         changes
     }
@@ -383,6 +404,11 @@ impl Store {
             .chain(namespaced(Kind::HTTPRoute, &self.http_routes))
             .chain(namespaced(Kind::GRPCRoute, &self.grpc_routes))
             .chain(namespaced(Kind::ReferenceGrant, &self.reference_grants))
+            .chain(
+                self.namespaces
+                    .keys()
+                    .map(|name| ObjectRef::new(Kind::Namespace, "", name.clone())),
+            )
             .collect()
     }
 

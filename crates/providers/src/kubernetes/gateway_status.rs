@@ -33,12 +33,20 @@ const WRITES_IN_FLIGHT: usize = 8;
 #[derive(Debug, Default)]
 pub(super) struct GatewayWrites {
     written: BTreeMap<(Kind, NamespacedName), Value>,
+    /// This term looked for routes whose status still has Sluice's parents from an earlier
+    /// term (or replica) although Sluice no longer serves them.
+    swept: bool,
+    /// GatewayClass' `SupportedVersion`, from the CRDs' bundle-version annotations (read
+    /// once a term, with the sweep).
+    versions: Option<(bool, String)>,
 }
 
 impl GatewayWrites {
     /// A new term as leader: read and compare every object again.
     pub(super) fn forget(&mut self) {
         self.written.clear();
+        self.swept = false;
+        self.versions = None;
     }
 
     /// Writes every status that differs from what was written last. `addresses`: the Gateway
@@ -53,11 +61,53 @@ impl GatewayWrites {
         leads: impl Fn() -> bool,
     ) -> bool {
         let mut wanted = desired(statuses, addresses);
+        if !self.swept {
+            // What this term never wrote it cannot remember: once per term, every route
+            // whose status names Sluice's controller is read from one list.
+            // Tried once a term: a namespace-scoped deployment may not list across namespaces.
+            self.swept = true;
+            self.versions = Some(crd_versions(client).await);
+            match routes_with_our_parents(client).await {
+                Ok(routes) => {
+                    for key in routes {
+                        let key = (Kind::HTTPRoute, key);
+                        if !wanted.contains_key(&key) {
+                            self.written.insert(key, Value::Null);
+                        }
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(
+                        "listing HTTPRoutes for Sluice's stale parents failed: {error}"
+                    );
+                }
+            }
+        }
         // A route Sluice wrote parents into and no longer serves (it names another Gateway
         // now): its entries go, the other controllers' stay.
         for key in self.written.keys() {
             if is_route(key.0) && !wanted.contains_key(key) {
                 wanted.insert(key.clone(), json!({"parents": []}));
+            }
+        }
+        if let Some(versions) = &self.versions {
+            supported_version(&mut wanted, versions);
+        }
+        // A Gateway Sluice wrote and no longer serves (its class now another controller's or
+        // gone): its status goes back to the API's "not reconciled yet" (Pending), only while
+        // it is still what Sluice wrote (its new controller may have written its own already).
+        let released: Vec<(NamespacedName, Value)> = (self.written.iter())
+            .filter(|((kind, key), _)| {
+                *kind == Kind::Gateway && !wanted.contains_key(&(*kind, key.clone()))
+            })
+            .map(|((_, key), written)| (key.clone(), written.clone()))
+            .collect();
+        for (key, written) in released {
+            if !leads() {
+                break;
+            }
+            if let Err(error) = release(client, field_manager, &key, &written).await {
+                tracing::warn!(gateway = %key, "clearing Gateway status failed: {error}");
             }
         }
         self.written.retain(|key, _| wanted.contains_key(key));
@@ -96,6 +146,161 @@ impl GatewayWrites {
         }
         complete
     }
+}
+
+/// The Gateway API releases whose CRDs Sluice reads (its types follow v1.6; v1.7 adds fields
+/// only, which are diagnostics until read).
+const SUPPORTED_BUNDLES: [&str; 2] = ["v1.6.", "v1.7."];
+
+/// The kinds Sluice reads, by CRD name.
+const CRDS: [&str; 4] = [
+    "gatewayclasses.gateway.networking.k8s.io",
+    "gateways.gateway.networking.k8s.io",
+    "httproutes.gateway.networking.k8s.io",
+    "referencegrants.gateway.networking.k8s.io",
+];
+
+/// Whether every CRD Sluice reads has a bundle version Sluice supports, and what was found.
+async fn crd_versions(client: &Client) -> (bool, String) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut found = Vec::new();
+    let mut supported = true;
+    for crd in CRDS {
+        let version = match api.get_metadata_opt(crd).await {
+            Ok(Some(meta)) => meta
+                .metadata
+                .annotations
+                .and_then(|a| a.get("gateway.networking.k8s.io/bundle-version").cloned()),
+            Ok(None) => continue,
+            Err(error) => {
+                supported = false;
+                found.push(format!("{crd}: not readable ({error})"));
+                continue;
+            }
+        };
+        let ok = version
+            .as_deref()
+            .is_some_and(|v| SUPPORTED_BUNDLES.iter().any(|s| v.starts_with(s)));
+        supported &= ok;
+        found.push(format!(
+            "{crd} {}",
+            version.as_deref().unwrap_or("without bundle-version")
+        ));
+    }
+    (supported, found.join(", "))
+}
+
+/// Adds `SupportedVersion` to each GatewayClass' conditions (the spec asks for it wherever a
+/// class is Accepted), with the class' observedGeneration.
+fn supported_version(
+    wanted: &mut BTreeMap<(Kind, NamespacedName), Value>,
+    (ok, found): &(bool, String),
+) {
+    for ((kind, _), status) in wanted.iter_mut() {
+        let Some(conditions) = status["conditions"]
+            .as_array_mut()
+            .filter(|_| *kind == Kind::GatewayClass)
+        else {
+            continue;
+        };
+        let generation = conditions
+            .first()
+            .map_or(Value::Null, |c| c["observedGeneration"].clone());
+        let (reason, message) = if *ok {
+            ("SupportedVersion", format!("Gateway API CRDs: {found}"))
+        } else {
+            ("UnsupportedVersion", format!("Gateway API CRDs: {found}; Sluice supports bundle versions {} (best effort otherwise)", SUPPORTED_BUNDLES.map(|v| format!("{v}x")).join(", ")))
+        };
+        conditions.push(json!({
+            "type": "SupportedVersion",
+            "status": if *ok { "True" } else { "False" },
+            "reason": reason,
+            "message": message,
+            "observedGeneration": generation,
+        }));
+    }
+}
+
+/// Puts a Gateway Sluice stopped serving back to the API's initial status (Accepted and
+/// Programmed Unknown, Pending; no listeners, no addresses), if its conditions are still the
+/// ones Sluice wrote.
+async fn release(
+    client: &Client,
+    field_manager: &str,
+    key: &NamespacedName,
+    written: &Value,
+) -> Result<(), kube::Error> {
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &key.namespace,
+        &ApiResource::erase::<ApiObject<Gateways>>(&()),
+    );
+    let Some(current) = api.get_opt(&key.name).await? else {
+        return Ok(());
+    };
+    let status = current.data.get("status").cloned().unwrap_or(Value::Null);
+    if !still_ours(&status["conditions"], &written["conditions"]) {
+        return Ok(());
+    }
+    let now = Timestamp::now().to_string();
+    let pending = |type_: &str| {
+        json!({"type": type_, "status": "Unknown", "reason": "Pending",
+               "message": "Waiting for controller", "lastTransitionTime": now})
+    };
+    let patch = json!({
+        "metadata": {"resourceVersion": current.metadata.resource_version},
+        "status": {"conditions": [pending("Accepted"), pending("Programmed")],
+                   "listeners": null, "addresses": null},
+    });
+    let params = PatchParams {
+        field_manager: Some(field_manager.to_owned()),
+        ..PatchParams::default()
+    };
+    api.patch_status(&key.name, &params, &Patch::Merge(&patch))
+        .await?;
+    tracing::debug!(gateway = %key, "Gateway no longer Sluice's: status cleared");
+    Ok(())
+}
+
+/// Whether `current` conditions are `written` ones with their transition times.
+fn still_ours(current: &Value, written: &Value) -> bool {
+    let without_times = |conditions: &Value| -> Vec<Value> {
+        let mut conditions = conditions.as_array().cloned().unwrap_or_default();
+        for condition in &mut conditions {
+            if let Some(fields) = condition.as_object_mut() {
+                fields.remove("lastTransitionTime");
+            }
+        }
+        conditions
+    };
+    !without_times(written).is_empty() && without_times(current) == without_times(written)
+}
+
+/// Routes whose `status.parents` has an entry of Sluice's controller.
+async fn routes_with_our_parents(client: &Client) -> Result<Vec<NamespacedName>, kube::Error> {
+    let api: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::erase::<ApiObject<HttpRoutes>>(&()),
+    );
+    let controller = translate::gateway::GATEWAY_CONTROLLER;
+    let list = api.list(&kube::api::ListParams::default()).await?;
+    Ok(list
+        .items
+        .iter()
+        .filter(|route| {
+            route.data["status"]["parents"]
+                .as_array()
+                .is_some_and(|parents| parents.iter().any(|p| p["controllerName"] == controller))
+        })
+        .map(|route| {
+            let namespace = route.metadata.namespace.as_deref().unwrap_or_default();
+            NamespacedName::new(
+                namespace,
+                route.metadata.name.as_deref().unwrap_or_default(),
+            )
+        })
+        .collect())
 }
 
 enum Outcome {
@@ -223,7 +428,7 @@ const SPEC_CONDITIONS: &[&str] = &[
 fn merged(kind: Kind, want: &Value, current: &Value, now: &str) -> Value {
     let mut status = want.clone();
     stamp(&mut status["conditions"], &current["conditions"], now);
-    if kind != Kind::HTTPRoute {
+    if !is_route(kind) {
         keep_foreign(&mut status["conditions"], &current["conditions"]);
     }
     if let Some(listeners) = status.get_mut("listeners").and_then(Value::as_array_mut) {
@@ -390,6 +595,43 @@ mod tests {
             merged(Kind::Gateway, &want, &status, "2026-11-27T17:00:00Z"),
             status
         );
+    }
+
+    #[test]
+    fn a_gateway_status_is_cleared_only_while_it_is_what_sluice_wrote() {
+        let written = json!({"conditions": [
+            {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "served by Sluice",
+             "observedGeneration": 3},
+        ]});
+        let mut current = written["conditions"].clone();
+        current[0]["lastTransitionTime"] = json!("2026-11-27T16:00:00Z");
+        assert!(still_ours(&current, &written["conditions"]));
+        // Another controller wrote its own conditions since.
+        current[0]["message"] = json!("accepted by example.com/other");
+        assert!(!still_ours(&current, &written["conditions"]));
+        assert!(!still_ours(&Value::Null, &Value::Null));
+    }
+
+    #[test]
+    fn supported_version_follows_the_classes_accepted_generation() {
+        let mut wanted = BTreeMap::from([
+            (
+                (Kind::GatewayClass, NamespacedName::new("", "sluice")),
+                json!({"conditions": [{"type": "Accepted", "observedGeneration": 4}]}),
+            ),
+            (
+                (Kind::Gateway, NamespacedName::new("app", "edge")),
+                json!({"conditions": [{"type": "Accepted", "observedGeneration": 1}]}),
+            ),
+        ]);
+        supported_version(&mut wanted, &(false, "gateways v1.5.0".to_owned()));
+        let class = &wanted[&(Kind::GatewayClass, NamespacedName::new("", "sluice"))];
+        let version = &class["conditions"][1];
+        assert_eq!(version["type"], "SupportedVersion");
+        assert_eq!(version["reason"], "UnsupportedVersion");
+        assert_eq!(version["observedGeneration"], 4);
+        let gateway = &wanted[&(Kind::Gateway, NamespacedName::new("app", "edge"))];
+        assert_eq!(gateway["conditions"].as_array().unwrap().len(), 1);
     }
 
     #[test]

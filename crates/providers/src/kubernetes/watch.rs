@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass, IngressLoadBalancerIngress};
 use kube::runtime::utils::{Backoff, ResetTimerBackoff};
@@ -327,6 +327,18 @@ impl Watchers {
             in_scope("ReferenceGrants"),
             None,
         ));
+        // Namespaces' labels, for Gateway listeners that select route namespaces by label (a
+        // change recompiles only while one does: `ChangeSet::namespaces`). Not in a
+        // one-namespace scope, whose Role grants no cluster-scoped kind: there a namespace
+        // has only the label the API server sets, its name.
+        if namespace.is_none() {
+            tasks.push(spawner.spawn::<Namespace>(
+                Api::all(client.clone()),
+                all.clone(),
+                "Namespaces".into(),
+                None,
+            ));
+        }
         // The ConfigMaps named by flags may live outside the scope: those are watched by name
         // (RBAC may grant exactly them). One inside it is left to the scope's watch, so no
         // ConfigMap comes from two watches (a relist of one would drop what the other holds).
@@ -485,6 +497,7 @@ watched! {
     EndpointSlice => EndpointSlice,
     Secret => Secret,
     ConfigMap => ConfigMap,
+    Namespace => Namespace,
 }
 
 impl Watched for Ingress {

@@ -349,3 +349,67 @@ fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_gene
         refused.join("\n")
     );
 }
+
+#[test]
+fn a_listener_selecting_namespaces_by_label_follows_the_labels_and_a_new_leader_clears_stale_parents(
+) {
+    let cluster = Cluster::start("gateway-selector");
+    cluster.install_gateway_crds();
+    cluster.create(&namespace("infra"));
+    cluster.create(&namespace("team"));
+    let a = pod(&cluster, 11);
+    backend(&cluster, "team", "web", &a);
+    cluster.create(&gateway_class());
+    let mut edge = gateway("infra");
+    edge["spec"]["listeners"][0]["allowedRoutes"] = json!({"namespaces": {
+        "from": "Selector", "selector": {"matchLabels": {"gateway-access": "yes"}}}});
+    cluster.create(&edge);
+    let mut route = http_route("team", "web", "web.test", "web");
+    route["spec"]["parentRefs"] = json!([{"name": "edge", "namespace": "infra"}]);
+    cluster.create(&route);
+    let sluice = cluster.sluice("infra", &[]);
+    assert_eq!(sluice.get("web.test", "/").status, 404, "not labelled yet");
+
+    let accepted = |want: &'static str| {
+        eventually(WAIT, &format!("HTTPRoute team/web Accepted {want}"), || {
+            let parent = route_parent(&cluster, "team", "web")?;
+            let accepted = condition(&parent["conditions"], "Accepted").clone();
+            (accepted["status"] == want).then_some(accepted)
+        })
+    };
+    assert_eq!(accepted("False")["reason"], "NotAllowedByListeners");
+    // The Namespace's labels change: the route attaches, then detaches again.
+    let mut labelled = namespace("team");
+    labelled["metadata"]["labels"] = json!({"gateway-access": "yes"});
+    cluster.apply(&labelled);
+    sluice.wait_served_by("web.test", "pod-11", WAIT);
+    accepted("True");
+    cluster.apply(&namespace("team"));
+    sluice.wait_status("web.test", 404, WAIT);
+    accepted("False");
+
+    // The class says which CRD bundle it found.
+    let class = eventually(WAIT, "GatewayClass SupportedVersion", || {
+        let class = cluster.get("GatewayClass", "", "sluice")?;
+        let version = condition(&class["status"]["conditions"], "SupportedVersion").clone();
+        (!version.is_null()).then_some(version)
+    });
+    assert_eq!(
+        (&class["status"], &class["reason"]),
+        (&json!("True"), &json!("SupportedVersion")),
+        "{class:#}"
+    );
+
+    // The route moves to another controller's Gateway while no Sluice runs: the next leader
+    // finds Sluice's stale entry (it never wrote it) and clears it.
+    drop(sluice);
+    route["spec"]["parentRefs"] = json!([{"name": "someone-elses", "namespace": "infra"}]);
+    cluster.apply(&route);
+    assert!(route_parent(&cluster, "team", "web").is_some());
+    let _next = cluster.sluice("infra", &[]);
+    eventually(WAIT, "Sluice's stale parent entry cleared", || {
+        route_parent(&cluster, "team", "web")
+            .is_none()
+            .then_some(())
+    });
+}

@@ -61,7 +61,8 @@ impl Compiler<'_> {
                 self.grpc_route_rule((key, &object), r, rule, &hosts, &site_host);
             }
         }
-        Some(self.route_status(&object, parents, mark, route.generation))
+        let rules = spec.rules.len();
+        Some(self.route_status(&object, parents, (mark, rules), route.generation))
     }
 
     fn grpc_route_rule(

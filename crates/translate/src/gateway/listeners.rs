@@ -3,15 +3,19 @@
 //!
 //! ```text
 //!  Listener { protocol, port, hostname, tls, allowedRoutes } ─▶ ListenerSlot { Listeners, host,
-//!      namespaces, kinds } │ None + a diagnostic (other ports and protocols, no certificate)
+//!      namespaces (namespaces.rs), kinds, programmed, refs } │ None + a diagnostic (other
+//!      ports and protocols: not accepted)
+//!  no usable certificate ─▶ kept, not programmed, ResolvedRefs False (InvalidCertificateRef,
+//!      RefNotPermitted): routes attach and are counted, nothing is served for it
 //!  tls.certificateRefs ─(ReferenceGrant across namespaces)─▶ Secret ─▶ Certificates[hostname]
 //! ```
 
 use model::routes::{HostPattern, Listeners};
 use model::{NamespacedName, Severity};
 
+use super::namespaces::{AllowedFrom, NamespaceSelector};
 use super::objects::{self, ListenerTls};
-use super::{gateway_ref, AllowedFrom, GatewayHost, ListenerSlot, GROUP};
+use super::{gateway_ref, GatewayHost, ListenerSlot, GROUP};
 use crate::compiler::Compiler;
 
 impl Compiler<'_> {
@@ -56,11 +60,15 @@ impl Compiler<'_> {
                 format!("{field}.tls: an HTTP listener has no TLS; ignored"),
             );
         }
-        if on == Listeners::HTTPS
-            && !self.listener_tls(gateway, &field, listener.tls.as_ref(), &host)
-        {
-            return None;
-        }
+        // An unusable certificate leaves the listener in place, not programmed, with
+        // ResolvedRefs False (routes still attach to it and are counted).
+        let refs = if on == Listeners::HTTPS {
+            self.listener_tls(gateway, &field, listener.tls.as_ref(), &host)?
+                .err()
+        } else {
+            None
+        };
+        let programmed = refs.is_none();
         let allowed = listener.allowed_routes.as_ref();
         let from = allowed
             .and_then(|a| a.namespaces.as_ref())
@@ -69,14 +77,7 @@ impl Compiler<'_> {
         let from = match from {
             "Same" => AllowedFrom::Same,
             "All" => AllowedFrom::All,
-            "Selector" => {
-                self.diagnose_with(
-                    Severity::Unsupported,
-                    object.clone(),
-                    format!("{field}.allowedRoutes.namespaces.from Selector: not supported yet (standalone Sluice keeps no Namespace objects to select); the listener admits no routes"),
-                );
-                AllowedFrom::Nobody
-            }
+            "Selector" => self.namespace_selector(&object, &field, allowed),
             other => {
                 self.diagnose(
                     object.clone(),
@@ -85,6 +86,7 @@ impl Compiler<'_> {
                 AllowedFrom::Nobody
             }
         };
+        let mut kinds_refused = false;
         let (http_routes, grpc_routes) = match allowed.and_then(|a| a.kinds.as_deref()) {
             None | Some([]) => (true, true),
             Some(kinds) => {
@@ -96,6 +98,7 @@ impl Compiler<'_> {
                     } else if group == GROUP && kind.kind == "GRPCRoute" {
                         grpc = true;
                     } else {
+                        kinds_refused = true;
                         self.diagnose_with(
                             Severity::Unsupported,
                             object.clone(),
@@ -117,22 +120,61 @@ impl Compiler<'_> {
             grpc_routes,
             attached: 0,
             claims: Vec::new(),
+            programmed,
+            refs: refs.or(kinds_refused.then_some("InvalidRouteKinds")),
         })
     }
 
+    /// `from: Selector`: the listener's selector, validated; a missing or malformed one
+    /// admits no routes.
+    fn namespace_selector(
+        &mut self,
+        object: &model::ObjectRef,
+        field: &str,
+        allowed: Option<&objects::AllowedRoutes>,
+    ) -> AllowedFrom {
+        self.out.namespace_selectors = true;
+        let selector = allowed
+            .and_then(|a| a.namespaces.as_ref())
+            .and_then(|n| n.selector.as_ref());
+        let at = format!("{field}.allowedRoutes.namespaces");
+        let Some(selector) = selector else {
+            self.diagnose(
+                object.clone(),
+                format!(
+                    "{at}.selector: required with from Selector; the listener admits no routes"
+                ),
+            );
+            return AllowedFrom::Nobody;
+        };
+        match NamespaceSelector::parse(selector) {
+            Ok(selector) => AllowedFrom::Selector(Box::new(selector)),
+            Err(why) => {
+                self.diagnose(
+                    object.clone(),
+                    format!("{at}.{why}; the listener admits no routes"),
+                );
+                AllowedFrom::Nobody
+            }
+        }
+    }
+
     /// An HTTPS listener's certificate: the first usable `certificateRefs` Secret, served for
-    /// the listener's hostname. `false` (with diagnostics): the listener is not served.
+    /// the listener's hostname. `Some(Err(reason))` (with diagnostics): no usable certificate,
+    /// the listener stays with `ResolvedRefs` False for that reason (RefNotPermitted when a
+    /// Secret in another namespace is not granted, else InvalidCertificateRef) and is not
+    /// programmed. `None`: a TLS mode Sluice does not serve; the listener is not accepted.
     pub(super) fn listener_tls(
         &mut self,
         gateway: &NamespacedName,
         field: &str,
         tls: Option<&ListenerTls>,
         host: &GatewayHost,
-    ) -> bool {
+    ) -> Option<Result<(), &'static str>> {
         let object = gateway_ref(gateway);
         let Some(tls) = tls else {
-            self.diagnose(object, format!("{field}.tls: required on an HTTPS listener (mode Terminate with certificateRefs); listener ignored"));
-            return false;
+            self.diagnose(object, format!("{field}.tls: required on an HTTPS listener (mode Terminate with certificateRefs); listener not programmed"));
+            return Some(Err("InvalidCertificateRef"));
         };
         let mode = tls.mode.as_deref().unwrap_or("Terminate");
         if mode != "Terminate" {
@@ -143,8 +185,9 @@ impl Compiler<'_> {
                     "{field}.tls.mode {mode}: Sluice terminates TLS only, yet; listener ignored"
                 ),
             );
-            return false;
+            return None;
         }
+        let mut reason = "InvalidCertificateRef";
         for (c, reference) in tls.certificate_refs.iter().enumerate() {
             let at = format!("{field}.tls.certificateRefs[{c}]");
             let group = reference.group.as_deref().unwrap_or("");
@@ -166,8 +209,9 @@ impl Compiler<'_> {
             {
                 self.diagnose(
                     object.clone(),
-                    format!("{at}: Secret {namespace}/{} is in another namespace and no ReferenceGrant there allows it; ignored", reference.name),
+                    format!("{at}: Secret {namespace}/{} is in another namespace and no ReferenceGrant there allows it (RefNotPermitted); ignored", reference.name),
                 );
+                reason = "RefNotPermitted";
                 continue;
             }
             let secret = NamespacedName::new(namespace, reference.name.as_str());
@@ -188,7 +232,7 @@ impl Compiler<'_> {
                             object,
                             format!("{at}: {pattern} already has the certificate of Secret {kept} (an Ingress's or --default-tls-secret), which is served"),
                         );
-                        return true;
+                        return Some(Ok(()));
                     }
                     if tls.certificate_refs.len() > c + 1 {
                         self.diagnose_with(
@@ -200,7 +244,7 @@ impl Compiler<'_> {
                     self.out
                         .certificates
                         .insert(&pattern, key, secret.to_string(), info);
-                    return true;
+                    return Some(Ok(()));
                 }
                 Err(why) => self.diagnose_with(
                     why.severity(),
@@ -211,9 +255,9 @@ impl Compiler<'_> {
         }
         self.diagnose(
             object,
-            format!("{field}.tls.certificateRefs: no usable certificate; listener ignored"),
+            format!("{field}.tls.certificateRefs: no usable certificate ({reason}); listener not programmed"),
         );
-        false
+        Some(Err(reason))
     }
 
     /// A ReferenceGrant in the target's namespace lets `from` (a kind of Gateway API's group

@@ -23,6 +23,8 @@
 //! Routes (both kinds) are read oldest first, then by namespace/name, rules and matches in order: the
 //! RouteTable's stable sort then gives Gateway API's precedence (see `model::routes`).
 //! Nothing here is reached in an Ingress-only configuration beyond three empty-map checks.
+//! Also: `namespaces` (which namespaces' routes a listener admits, label selectors over the
+//! Store's Namespace labels), `timeouts` (a rule's `timeouts` on its upstream policy), `status`.
 
 pub mod api;
 mod backend_refs;
@@ -32,8 +34,10 @@ pub mod grpc_objects;
 mod grpc_route;
 mod listeners;
 mod matches;
+mod namespaces;
 pub mod objects;
 mod status;
+mod timeouts;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -48,10 +52,12 @@ use regex::Regex;
 
 use crate::compiler::Compiler;
 use grpc_objects::GrpcRoute;
+use namespaces::AllowedFrom;
 use objects::{HttpRoute, HttpRouteMatch};
 
 /// The `controllerName` of the GatewayClasses Sluice serves.
 pub const GATEWAY_CONTROLLER: &str = "sluice.dev/gateway-controller";
+pub use namespaces::NAMESPACE_NAME_LABEL;
 pub use objects::GROUP;
 
 /// A hostname a route answers for on Sluice's table.
@@ -105,14 +111,6 @@ fn covers(suffix: &str, name: &str) -> bool {
         .is_some_and(|labels| !labels.is_empty())
 }
 
-/// Which namespaces' routes a listener admits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum AllowedFrom {
-    Same,
-    All,
-    Nobody,
-}
-
 /// One listener Sluice serves.
 struct ListenerSlot {
     gateway: NamespacedName,
@@ -129,6 +127,11 @@ struct ListenerSlot {
     /// The hostnames routes of each kind hold here, kept only when both HTTPRoutes and
     /// GRPCRoutes exist: the spec lets one kind, the older route's, have a hostname.
     claims: Vec<(GatewayHost, Kind)>,
+    /// Served: false when its certificate is unusable. Routes still attach (and are counted);
+    /// their rules are compiled for their conditions but not served here.
+    programmed: bool,
+    /// Why `ResolvedRefs` is False (the spec's reason), if it is.
+    refs: Option<&'static str>,
 }
 
 /// What HTTPRoute and GRPCRoute share: where a route attaches.
@@ -297,18 +300,31 @@ impl Compiler<'_> {
                 .iter()
                 .zip(&found)
                 .map(|(listener, outcome)| {
-                    let slot = outcome.slot.map(|s| &listeners[s]);
-                    let counts = slot.map_or((false, false, 0), |s| {
-                        (s.http_routes, s.grpc_routes, s.attached)
-                    });
-                    status::listener_status(listener, outcome, counts, generation)
+                    let slot = outcome
+                        .slot
+                        .map(|s| &listeners[s])
+                        .map(|s| status::Accepted {
+                            http_routes: s.http_routes,
+                            grpc_routes: s.grpc_routes,
+                            attached: s.attached,
+                            programmed: s.programmed,
+                            refs: s.refs,
+                        });
+                    status::listener_status(listener, outcome, slot, generation)
                 })
                 .collect();
-            let served = found.iter().filter(|o| o.slot.is_some()).count();
+            let slots = found.iter().filter_map(|o| o.slot.map(|s| &listeners[s]));
+            let accepted = slots.clone().count();
+            let programmed = slots.filter(|s| s.programmed).count();
             status.gateways.insert(
                 key.clone(),
                 GatewayStatus {
-                    conditions: status::gateway_conditions(served, found.len(), generation),
+                    conditions: status::gateway_conditions(
+                        accepted,
+                        programmed,
+                        found.len(),
+                        generation,
+                    ),
                     listeners: listener_status,
                 },
             );
@@ -350,7 +366,8 @@ impl Compiler<'_> {
         if !hosts.is_empty() {
             self.http_route_rules(key, &object, spec, &hosts);
         }
-        Some(self.route_status(&object, parents, mark, route.generation))
+        let rules = spec.rules.len();
+        Some(self.route_status(&object, parents, (mark, rules), route.generation))
     }
 
     /// Where a route of either kind attaches: each parentRef naming one of our Gateways gets a
@@ -412,11 +429,8 @@ impl Compiler<'_> {
                     continue;
                 }
                 named = true;
-                let admits = match slot.from {
-                    AllowedFrom::Same => slot.gateway.namespace == key.namespace,
-                    AllowedFrom::All => true,
-                    AllowedFrom::Nobody => false,
-                };
+                let admits =
+                    (slot.from).admits(self.store, &slot.gateway.namespace, &key.namespace);
                 let kind_allowed = match head.kind {
                     Kind::GRPCRoute => slot.grpc_routes,
                     _ => slot.http_routes,
@@ -448,8 +462,12 @@ impl Compiler<'_> {
                         listeners[s].claims.push((host.clone(), head.kind));
                     }
                     attached_to.insert(s);
+                    // A listener that is not programmed serves nothing: its routes' rules
+                    // are compiled (for their conditions) but not added for it.
                     let on = hosts.entry(host).or_insert(Listeners::NONE);
-                    *on = on.union(listeners[s].on);
+                    if listeners[s].programmed {
+                        *on = on.union(listeners[s].on);
+                    }
                 }
             }
             let (reason, why) = if !named {
@@ -488,12 +506,13 @@ impl Compiler<'_> {
     }
 
     /// A route's status from its parents' acceptance and what the compile said about its
-    /// rules since `mark`: ResolvedRefs and PartiallyInvalid on every parent.
+    /// `rules` since `mark`: ResolvedRefs and PartiallyInvalid on every parent, or
+    /// Accepted=False UnsupportedValue when every rule was refused.
     fn route_status(
         &mut self,
         object: &ObjectRef,
         mut parents: Vec<RouteParentStatus>,
-        mark: usize,
+        (mark, rules): (usize, usize),
         generation: i64,
     ) -> RouteStatus {
         let said: Vec<&model::Diagnostic> = self.out.diagnostics[mark..]
@@ -502,9 +521,17 @@ impl Compiler<'_> {
             .collect();
         let resolved = status::resolved_refs(&said, generation);
         let partial = status::partially_invalid(&said, generation);
+        let refused = status::all_rules_refused(&said, rules);
         for parent in &mut parents {
+            if let Some(why) = refused.as_ref().filter(|_| parent.conditions[0].status) {
+                let refused =
+                    Condition::new("Accepted", false, "UnsupportedValue", why, generation);
+                parent.conditions[0] = refused;
+            }
             parent.conditions.push(resolved.clone());
-            parent.conditions.extend(partial.clone());
+            if refused.is_none() {
+                parent.conditions.extend(partial.clone());
+            }
         }
         RouteStatus { parents }
     }
@@ -551,8 +578,10 @@ impl Compiler<'_> {
         // A filter that replaces the matched prefix needs each match's own prefix: then one
         // route per match, else one for the rule.
         let per_match = rule.filters.iter().any(filters::replaces_prefix);
+        let timeouts = self.rule_timeouts(object, &field, rule.timeouts.as_ref());
         let shared = (!per_match).then(|| {
             let policy = self.gateway_filters((key, object), &field, &rule.filters, None);
+            let policy = timeouts.apply(policy);
             let refs = &rule.backend_refs;
             self.gateway_backends(key, object, &field, refs, policy, site.clone())
         });
@@ -570,6 +599,7 @@ impl Compiler<'_> {
                     };
                     let filters = &rule.filters;
                     let policy = self.gateway_filters((key, object), &field, filters, prefix);
+                    let policy = timeouts.apply(policy);
                     let refs = &rule.backend_refs;
                     self.gateway_backends(key, object, &field, refs, policy, site.clone())
                 }
@@ -588,9 +618,13 @@ impl Compiler<'_> {
         }
     }
 
-    /// One rule of a route, on each host it answers for, on that host's listeners.
+    /// One rule of a route, on each host it answers for, on that host's listeners (none when
+    /// every listener it attached to is not programmed: compiled for its conditions only).
     fn add_to_hosts(&mut self, path_rule: &PathRoute, hosts: &BTreeMap<GatewayHost, Listeners>) {
         for (host, on) in hosts {
+            if *on == Listeners::NONE {
+                continue;
+            }
             let mut rule = path_rule.clone();
             rule.listeners = *on;
             match host {

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde::Deserialize;
 
 use crate::meta::Meta;
@@ -197,8 +197,8 @@ unsupported!(AllowedRoutes { namespaces => "namespaces", kinds => "kinds" });
 #[serde(rename_all = "camelCase", default)]
 pub struct RouteNamespaces {
     pub from: Option<String>,
-    /// Read only to say it is not supported yet (Sluice keeps no Namespace objects).
-    pub selector: Option<serde_yaml::Value>,
+    /// With `from: Selector`: over the labels of the route's Namespace.
+    pub selector: Option<LabelSelector>,
     #[serde(flatten)]
     pub rest: Rest,
 }
@@ -253,6 +253,7 @@ pub struct HttpRouteRule {
     pub matches: Vec<HttpRouteMatch>,
     pub filters: Vec<HttpRouteFilter>,
     pub backend_refs: Vec<HttpBackendRef>,
+    pub timeouts: Option<HttpRouteTimeouts>,
     #[serde(flatten)]
     pub rest: Rest,
 }
@@ -260,7 +261,19 @@ unsupported!(HttpRouteRule {
     matches => "matches",
     filters => "filters",
     backend_refs => "backendRefs",
+    timeouts => "timeouts",
 });
+
+/// `timeouts`: durations as Gateway API writes them (`500ms`, `1m30s`), read in `timeouts.rs`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpRouteTimeouts {
+    pub request: Option<String>,
+    pub backend_request: Option<String>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(HttpRouteTimeouts {});
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -515,7 +528,7 @@ spec:
   parentRefs: [{name: gw}]
   rules:
   - matches: [{path: {type: PathPrefix, value: /}, bogus: 1}]
-    timeouts: {request: 10s}
+    timeouts: {request: 10s, idle: 1s}
     backendRefs: [{name: web, port: 80, filters: []}]
   sessionPersistence: {}
 status: {parents: []}
@@ -528,8 +541,8 @@ extra: true
             [
                 "extra",
                 "spec.sessionPersistence",
-                "spec.rules[0].timeouts",
                 "spec.rules[0].matches[0].bogus",
+                "spec.rules[0].timeouts.idle",
             ]
         );
         assert!(route.spec.rules[0].rest.is_empty());

@@ -15,18 +15,30 @@ use super::objects::{self, ParentReference, GROUP};
 /// What the compile found about one listener of a Gateway.
 pub(super) struct ListenerOutcome {
     pub(super) name: String,
-    /// Index into the served slots; `None`: not served.
+    /// Index into the accepted listeners' slots; `None`: not accepted.
     pub(super) slot: Option<usize>,
     /// What the compile said about this listener, for the conditions' messages.
     pub(super) said: Vec<String>,
     pub(super) conflicted: bool,
 }
 
-/// The conditions and counts of one listener.
+/// What the compile decided about an accepted listener (from its slot).
+#[derive(Clone, Copy)]
+pub(super) struct Accepted {
+    pub(super) http_routes: bool,
+    pub(super) grpc_routes: bool,
+    pub(super) attached: i32,
+    pub(super) programmed: bool,
+    /// Why `ResolvedRefs` is False, if it is.
+    pub(super) refs: Option<&'static str>,
+}
+
+/// The conditions and counts of one listener: Accepted (its protocol and port are served),
+/// ResolvedRefs (its certificate and route kinds), Conflicted, Programmed (served now).
 pub(super) fn listener_status(
     listener: &objects::Listener,
     outcome: &ListenerOutcome,
-    (http_routes, grpc_routes, attached): (bool, bool, i32),
+    slot: Option<Accepted>,
     generation: i64,
 ) -> ListenerStatus {
     let said = outcome.said.join("; ");
@@ -34,25 +46,17 @@ pub(super) fn listener_status(
         Condition::new(type_, status, reason, message, generation)
     };
     let mut conditions = Vec::new();
-    let accepted = match (listener.protocol.as_str(), listener.port) {
-        ("HTTP", 80) | ("HTTPS", 443) => None,
-        ("HTTP" | "HTTPS", _) => Some("PortUnavailable"),
+    let accepted = match (listener.protocol.as_str(), listener.port, slot) {
+        (_, _, Some(_)) => None,
+        ("HTTP", 80, None) | ("HTTPS", 443, None) => Some("UnsupportedValue"),
+        ("HTTP" | "HTTPS", _, None) => Some("PortUnavailable"),
         _ => Some("UnsupportedProtocol"),
     };
     match accepted {
         Some(reason) => conditions.push(condition("Accepted", false, reason, &said)),
         None => conditions.push(condition("Accepted", true, "Accepted", "served by Sluice")),
     }
-    let refs = if said.contains("ReferenceGrant") {
-        Some("RefNotPermitted")
-    } else if said.contains("certificate") || said.contains(".tls") {
-        Some("InvalidCertificateRef")
-    } else if said.contains("allowedRoutes.kinds") {
-        Some("InvalidRouteKinds")
-    } else {
-        None
-    };
-    match refs {
+    match slot.and_then(|s| s.refs) {
         Some(reason) => conditions.push(condition("ResolvedRefs", false, reason, &said)),
         None => conditions.push(condition("ResolvedRefs", true, "ResolvedRefs", "")),
     }
@@ -66,52 +70,67 @@ pub(super) fn listener_status(
     } else {
         condition("Conflicted", false, "NoConflicts", "")
     });
-    conditions.push(match outcome.slot {
-        Some(_) => condition("Programmed", true, "Programmed", ""),
-        None => condition("Programmed", false, "Invalid", &said),
+    conditions.push(match slot {
+        Some(s) if s.programmed => condition("Programmed", true, "Programmed", ""),
+        _ => condition("Programmed", false, "Invalid", &said),
     });
     ListenerStatus {
         name: outcome.name.clone(),
-        supported_kinds: [(http_routes, "HTTPRoute"), (grpc_routes, "GRPCRoute")]
+        // An accepted listener lists the kinds it admits even while not programmed (the
+        // spec's supportedKinds is about the listener's configuration, not its certificate).
+        supported_kinds: slot
+            .map(|s| [(s.http_routes, "HTTPRoute"), (s.grpc_routes, "GRPCRoute")])
             .into_iter()
-            .filter(|(admitted, _)| *admitted && outcome.slot.is_some())
+            .flatten()
+            .filter(|(admitted, _)| *admitted)
             .map(|(_, kind)| RouteKind { group: GROUP, kind })
             .collect(),
-        attached_routes: attached,
+        attached_routes: slot.map_or(0, |s| s.attached),
         conditions,
     }
 }
 
-/// A Gateway's own conditions, from how many of its listeners are served.
+/// A Gateway's own conditions from its listeners: Accepted while some listener is
+/// (ListenersNotValid when not all are), Programmed while an accepted listener makes data
+/// plane configuration (a listener without its certificate is accepted, not programmed, and
+/// says so itself, so the Gateway stays Programmed as the conformance suite expects).
 pub(super) fn gateway_conditions(
-    served: usize,
+    accepted: usize,
+    programmed: usize,
     listeners: usize,
     generation: i64,
 ) -> Vec<Condition> {
-    let all = served == listeners;
+    let all = accepted == listeners;
     vec![
         if all {
             Condition::new("Accepted", true, "Accepted", "served by Sluice", generation)
         } else {
             Condition::new(
                 "Accepted",
-                served > 0,
+                accepted > 0,
                 "ListenersNotValid",
                 format!(
-                    "{} of {listeners} listeners are not served; see their conditions",
-                    listeners - served
+                    "{} of {listeners} listeners are not accepted; see their conditions",
+                    listeners - accepted
                 ),
                 generation,
             )
         },
-        if served > 0 {
-            Condition::new("Programmed", true, "Programmed", "", generation)
+        if accepted > 0 {
+            let message = if programmed == listeners {
+                String::new()
+            } else {
+                format!(
+                    "{programmed} of {listeners} listeners are programmed; see their conditions"
+                )
+            };
+            Condition::new("Programmed", true, "Programmed", message, generation)
         } else {
             Condition::new(
                 "Programmed",
                 false,
                 "Invalid",
-                "no listener is served",
+                "no listener is accepted",
                 generation,
             )
         },
@@ -174,4 +193,23 @@ pub(super) fn partially_invalid(said: &[&Diagnostic], generation: i64) -> Option
             generation,
         )
     })
+}
+
+/// When every rule of a route is refused (each answers 503): why, for `Accepted=False` with
+/// reason `UnsupportedValue`. Such a route is fully invalid, so it gets no `PartiallyInvalid`
+/// (the spec sets that on a partly valid route only).
+pub(super) fn all_rules_refused(said: &[&Diagnostic], rules: usize) -> Option<String> {
+    let refused: Vec<&str> = said
+        .iter()
+        .filter(|d| d.reason.ends_with("; the rule answers 503"))
+        .map(|d| d.reason.as_str())
+        .collect();
+    let rule_of = |reason: &str| {
+        let index = reason.strip_prefix("spec.rules[")?.split(']').next()?;
+        index.parse::<usize>().ok()
+    };
+    let distinct: std::collections::BTreeSet<usize> =
+        refused.iter().filter_map(|r| rule_of(r)).collect();
+    (rules > 0 && distinct.len() == rules)
+        .then(|| format!("every rule is refused: {}", refused.join("; ")))
 }
