@@ -92,6 +92,9 @@ pub struct Compiled {
     pub config_maps_read: BTreeSet<NamespacedName>,
     /// Gateway API status as this compile decided it (empty without Gateway API objects).
     pub gateway_status: Arc<crate::gateway_status::GatewayStatuses>,
+    /// Gateways with an address of their own (`--gateway-address-pool`): address → what is
+    /// served there instead of the routes, certificates and passthrough hosts above.
+    pub sites: crate::sites::Sites,
 }
 
 impl Diagnostic {
@@ -168,6 +171,16 @@ pub struct CompiledView {
     pub settings: Settings,
     pub ingresses: Vec<String>,
     pub diagnostics: Vec<String>,
+    /// Gateways' own addresses → their hosts and certificates (see `sites`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub sites: BTreeMap<String, SiteView>,
+}
+
+/// What one Gateway's own address serves.
+#[derive(Debug, Serialize)]
+pub struct SiteView {
+    pub hosts: BTreeMap<String, HostView>,
+    pub certificates: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -277,34 +290,7 @@ impl Compiled {
                 .iter()
                 .map(|(from, to)| (from.clone(), to.clone()))
                 .collect(),
-            hosts: self
-                .routes
-                .hosts()
-                .into_iter()
-                .map(|(host, routes)| {
-                    let paths = routes
-                        .paths
-                        .iter()
-                        .map(|p| RouteView::new(Some(p), &p.route, &default))
-                        .collect();
-                    (
-                        host.to_string(),
-                        HostView {
-                            tls: routes.tls,
-                            regex: routes.regex,
-                            app_root: routes
-                                .app_root
-                                .as_ref()
-                                .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned()),
-                            paths,
-                            root: routes
-                                .root
-                                .as_ref()
-                                .map(|r| RouteView::new(None, r, &default)),
-                        },
-                    )
-                })
-                .collect(),
+            hosts: hosts_view(&self.routes, &default),
             default_backend: self
                 .routes
                 .default_backend()
@@ -355,8 +341,50 @@ impl Compiled {
             settings: self.settings.clone(),
             ingresses: self.ingresses.iter().map(ToString::to_string).collect(),
             diagnostics: self.diagnostics.iter().map(ToString::to_string).collect(),
+            sites: self
+                .sites
+                .iter()
+                .map(|(address, site)| {
+                    let view = SiteView {
+                        hosts: hosts_view(&site.routes, &default),
+                        certificates: site.certificates.sources().clone(),
+                    };
+                    (address.to_string(), view)
+                })
+                .collect(),
         }
     }
+}
+
+/// A route table's hosts, as `/config` shows them.
+fn hosts_view(routes: &RouteTable, default: &RoutePolicy) -> BTreeMap<String, HostView> {
+    routes
+        .hosts()
+        .into_iter()
+        .map(|(host, routes)| {
+            let paths = routes
+                .paths
+                .iter()
+                .map(|p| RouteView::new(Some(p), &p.route, default))
+                .collect();
+            (
+                host.to_string(),
+                HostView {
+                    tls: routes.tls,
+                    regex: routes.regex,
+                    app_root: routes
+                        .app_root
+                        .as_ref()
+                        .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned()),
+                    paths,
+                    root: routes
+                        .root
+                        .as_ref()
+                        .map(|r| RouteView::new(None, r, default)),
+                },
+            )
+        })
+        .collect()
 }
 
 impl Compiled {

@@ -122,6 +122,7 @@ mod ring;
 mod runtime;
 mod server;
 mod shared;
+mod sites;
 mod spliced;
 mod stall;
 mod status_page;

@@ -89,8 +89,8 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
             TcpListener::from_std(setup.https).map_err(|e| thread_error("HTTPS listener", e))?,
         )
     };
-    let tls =
-        crate::tls::server_config(setup.shared.clone(), true, None).map_err(StartError::Tls)?;
+    let tls = crate::tls::server_config(setup.shared.clone(), true, None, None)
+        .map_err(StartError::Tls)?;
     let id = setup.id;
     let shared = setup.shared;
     let http_port = HeaderValue::from(setup.http_port);
@@ -114,6 +114,7 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
                     upstreams,
                     tls: RefCell::new((true, tls)),
                     host_tls: RefCell::default(),
+                    site_tls: RefCell::default(),
                     http_port,
                     https_port,
                     stop,

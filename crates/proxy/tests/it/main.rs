@@ -20,6 +20,7 @@ mod edge;
 mod external_auth;
 mod forwarded;
 mod gateway;
+mod gateway_sites;
 mod grpc;
 mod h2_edge;
 mod h2c;

@@ -11,7 +11,7 @@ use model::routes::{HostPattern, Listeners};
 use model::{NamespacedName, Severity};
 
 use super::objects::{self, ListenerTls};
-use super::{gateway_ref, AllowedFrom, GatewayHost, ListenerSlot, GROUP};
+use super::{gateway_ref, AllowedFrom, GatewayHost, ListenerSlot, Place, GROUP};
 use crate::compiler::Compiler;
 
 impl Compiler<'_> {
@@ -20,6 +20,7 @@ impl Compiler<'_> {
     pub(super) fn listener(
         &mut self,
         gateway: &NamespacedName,
+        place: Place,
         i: usize,
         listener: &objects::Listener,
     ) -> Option<ListenerSlot> {
@@ -57,7 +58,7 @@ impl Compiler<'_> {
             );
         }
         if on == Listeners::HTTPS
-            && !self.listener_tls(gateway, &field, listener.tls.as_ref(), &host)
+            && !self.listener_tls((gateway, place), &field, listener.tls.as_ref(), &host)
         {
             return None;
         }
@@ -106,6 +107,7 @@ impl Compiler<'_> {
         };
         Some(ListenerSlot {
             gateway: gateway.clone(),
+            place,
             name: listener.name.clone(),
             port: listener.port,
             on,
@@ -120,7 +122,7 @@ impl Compiler<'_> {
     /// the listener's hostname. `false` (with diagnostics): the listener is not served.
     pub(super) fn listener_tls(
         &mut self,
-        gateway: &NamespacedName,
+        (gateway, place): (&NamespacedName, Place),
         field: &str,
         tls: Option<&ListenerTls>,
         host: &GatewayHost,
@@ -178,7 +180,12 @@ impl Compiler<'_> {
                     };
                     // An Ingress's certificate for the name (or --default-tls-secret for a
                     // listener without hostname) came first and stays, as its rules win ties.
-                    if let Some(kept) = self.out.certificates.sources().get(&pattern.to_string()) {
+                    // A Gateway that serves nowhere (its address) has its certificate checked.
+                    let Some(certificates) = self.certificates_at(place) else {
+                        return true;
+                    };
+                    let kept = certificates.sources().get(&pattern.to_string()).cloned();
+                    if let Some(kept) = kept {
                         self.diagnose_with(
                             Severity::Notice,
                             object,
@@ -193,9 +200,9 @@ impl Compiler<'_> {
                             format!("{field}.tls.certificateRefs: Sluice serves one certificate per listener, the first usable ({secret}); the others are ignored"),
                         );
                     }
-                    self.out
-                        .certificates
-                        .insert(&pattern, key, secret.to_string(), info);
+                    if let Some(certificates) = self.certificates_at(place) {
+                        certificates.insert(&pattern, key, secret.to_string(), info);
+                    }
                     return true;
                 }
                 Err(why) => self.diagnose_with(

@@ -18,6 +18,7 @@
 //! RouteTable's stable sort then gives Gateway API's precedence (see `model::routes`).
 //! Nothing here is reached in an Ingress-only configuration beyond three empty-map checks.
 
+mod addresses;
 pub mod api;
 mod backend_refs;
 mod filters;
@@ -42,7 +43,10 @@ use objects::{HttpRoute, HttpRouteMatch};
 
 /// The `controllerName` of the GatewayClasses Sluice serves.
 pub const GATEWAY_CONTROLLER: &str = "sluice.dev/gateway-controller";
+pub use addresses::{AddressPool, PoolError, MAX_POOL_ADDRESSES};
 pub use objects::GROUP;
+
+use addresses::Place;
 
 /// A hostname a route answers for on Sluice's table.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -95,6 +99,8 @@ enum AllowedFrom {
 /// One listener Sluice serves.
 struct ListenerSlot {
     gateway: NamespacedName,
+    /// The Gateway's site (`addresses`).
+    place: Place,
     name: String,
     port: i32,
     on: Listeners,
@@ -116,13 +122,14 @@ fn route_ref(key: &NamespacedName) -> ObjectRef {
 impl Compiler<'_> {
     /// Every Gateway API object of Sluice's classes, into the route table and certificates.
     /// Runs after the Ingresses' passes, so their host-wide annotations stay on their routes.
-    pub(crate) fn gateway_api(&mut self) {
+    pub(crate) fn gateway_api(&mut self, pool: Option<&AddressPool>) {
         let mut status = GatewayStatuses::default();
-        self.gateway_api_into(&mut status);
+        self.gateway_api_into(&mut status, pool);
+        self.finish_sites();
         self.out.gateway_status = Arc::new(status);
     }
 
-    fn gateway_api_into(&mut self, status: &mut GatewayStatuses) {
+    fn gateway_api_into(&mut self, status: &mut GatewayStatuses, pool: Option<&AddressPool>) {
         let store = self.store;
         let mut classes = BTreeSet::new();
         for class in store.gateway_classes() {
@@ -157,10 +164,14 @@ impl Compiler<'_> {
         let mut listeners = Vec::new();
         let mut ours = BTreeSet::new();
         let mut outcomes = Vec::new();
-        for (key, gateway) in store.gateways_by_name() {
-            if !classes.contains(&gateway.spec.gateway_class_name) {
-                continue;
-            }
+        let gateways: Vec<_> = (store.gateways_by_name())
+            .filter(|(_, g)| classes.contains(&g.spec.gateway_class_name))
+            .collect();
+        let assignments = addresses::assign(pool, &gateways);
+        self.unpooled_addresses(pool, &gateways);
+        self.open_sites(&assignments);
+        for (key, gateway) in gateways {
+            let place = assignments[key].place;
             ours.insert(key.clone());
             let object = gateway_ref(key);
             self.unsupported_fields(&object, &gateway.unsupported);
@@ -168,7 +179,7 @@ impl Compiler<'_> {
             let mut found = Vec::new();
             for (i, listener) in gateway.spec.listeners.iter().enumerate() {
                 let mark = self.out.diagnostics.len();
-                let slot = self.listener(key, i, listener).map(|slot| {
+                let slot = self.listener(key, place, i, listener).map(|slot| {
                     listeners.push(slot);
                     listeners.len() - 1
                 });
@@ -188,6 +199,7 @@ impl Compiler<'_> {
             }
             outcomes.push((key, gateway, found));
         }
+        self.shared_collisions(&listeners);
         let mut routes: Vec<(&NamespacedName, &HttpRoute)> = store.http_routes_by_name().collect();
         // Gateway API's tie-break: the oldest route, then namespace/name (objects from files
         // have no creation time and count as oldest).
@@ -227,10 +239,14 @@ impl Compiler<'_> {
                 })
                 .collect();
             let served = found.iter().filter(|o| o.slot.is_some()).count();
+            let mut conditions = status::gateway_conditions(served, found.len(), generation);
+            let assignment = &assignments[key];
+            assignment.overrule(&mut conditions, generation);
             status.gateways.insert(
                 key.clone(),
                 GatewayStatus {
-                    conditions: status::gateway_conditions(served, found.len(), generation),
+                    addresses: assignment.status_addresses(),
+                    conditions,
                     listeners: listener_status,
                 },
             );
@@ -284,7 +300,7 @@ impl Compiler<'_> {
                 Ok(host) => route_hosts.push(host),
             }
         }
-        let mut hosts: BTreeMap<GatewayHost, Listeners> = BTreeMap::new();
+        let mut hosts: BTreeMap<(Place, GatewayHost), Listeners> = BTreeMap::new();
         for (p, parent) in spec.parent_refs.iter().enumerate() {
             let field = format!("spec.parentRefs[{p}]");
             let Some(gateway) = parent_of(parent) else {
@@ -325,7 +341,7 @@ impl Compiler<'_> {
                 for host in found {
                     by_host = true;
                     attached_to.insert(s);
-                    let on = hosts.entry(host).or_insert(Listeners::NONE);
+                    let on = hosts.entry((slot.place, host)).or_insert(Listeners::NONE);
                     *on = on.union(slot.on);
                 }
             }
@@ -381,9 +397,9 @@ impl Compiler<'_> {
         key: &NamespacedName,
         object: &ObjectRef,
         spec: &objects::HttpRouteSpec,
-        hosts: &BTreeMap<GatewayHost, Listeners>,
+        hosts: &BTreeMap<(Place, GatewayHost), Listeners>,
     ) {
-        let site_host = match hosts.keys().next() {
+        let site_host = match hosts.keys().next().map(|(_, host)| host) {
             Some(GatewayHost::Exact(h)) => self.share(h),
             Some(GatewayHost::Suffix(s)) => self.share(&format!("*.{s}")),
             _ => self.share(""),
@@ -399,7 +415,7 @@ impl Compiler<'_> {
         object: &ObjectRef,
         r: usize,
         rule: &objects::HttpRouteRule,
-        hosts: &BTreeMap<GatewayHost, Listeners>,
+        hosts: &BTreeMap<(Place, GatewayHost), Listeners>,
         site_host: &Arc<str>,
     ) {
         let field = format!("spec.rules[{r}]");
@@ -455,19 +471,21 @@ impl Compiler<'_> {
                 let pattern = format!("^{}(/.*)?$", regex::escape(prefix));
                 path_rule.pattern = Some(Regex::new(&pattern).expect("an escaped prefix"));
             }
-            for (host, on) in hosts {
+            for ((place, host), on) in hosts {
                 let mut rule = path_rule.clone();
                 rule.listeners = *on;
+                let shared = match host {
+                    GatewayHost::Exact(h) | GatewayHost::Suffix(h) => self.share(h),
+                    GatewayHost::Any => self.share(""),
+                };
+                // A Gateway whose address could not be given serves nowhere.
+                let Some(table) = self.routes_at(*place) else {
+                    continue;
+                };
                 match host {
-                    GatewayHost::Exact(h) => {
-                        let h = self.share(h);
-                        self.out.routes.host_mut(&HostPattern::Exact(h)).add(rule);
-                    }
-                    GatewayHost::Suffix(s) => {
-                        let s = self.share(s);
-                        self.out.routes.add_suffix_rule(&s, rule);
-                    }
-                    GatewayHost::Any => self.out.routes.host_mut(&HostPattern::Any).add(rule),
+                    GatewayHost::Exact(_) => table.host_mut(&HostPattern::Exact(shared)).add(rule),
+                    GatewayHost::Suffix(_) => table.add_suffix_rule(&shared, rule),
+                    GatewayHost::Any => table.host_mut(&HostPattern::Any).add(rule),
                 }
             }
         }

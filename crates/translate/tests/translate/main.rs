@@ -4,6 +4,7 @@
 mod catalogue;
 mod configmap;
 mod endpoints;
+mod gateway_sites;
 mod gateway_status;
 mod golden;
 mod memory;
