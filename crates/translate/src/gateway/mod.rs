@@ -25,6 +25,7 @@ mod filters;
 mod listeners;
 mod matches;
 pub mod objects;
+mod pool;
 mod status;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,10 +44,10 @@ use objects::{HttpRoute, HttpRouteMatch};
 
 /// The `controllerName` of the GatewayClasses Sluice serves.
 pub const GATEWAY_CONTROLLER: &str = "sluice.dev/gateway-controller";
-pub use addresses::{AddressPool, PoolError, MAX_POOL_ADDRESSES};
 pub use objects::GROUP;
+pub use pool::{AddressPool, PoolError, MAX_POOL_ADDRESSES};
 
-use addresses::Place;
+use pool::Place;
 
 /// A hostname a route answers for on Sluice's table.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -167,7 +168,7 @@ impl Compiler<'_> {
         let gateways: Vec<_> = (store.gateways_by_name())
             .filter(|(_, g)| classes.contains(&g.spec.gateway_class_name))
             .collect();
-        let assignments = addresses::assign(pool, &gateways);
+        let assignments = pool::assign(pool, &gateways);
         self.unpooled_addresses(pool, &gateways);
         self.open_sites(&assignments);
         for (key, gateway) in gateways {
