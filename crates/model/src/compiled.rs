@@ -96,6 +96,8 @@ pub struct Compiled {
     /// Gateways with an address of their own (`--gateway-address-pool`): address → what is
     /// served there instead of the routes, certificates and passthrough hosts above.
     pub sites: crate::sites::Sites,
+    /// Ports Gateway listeners declare beyond 80 and 443 (see `sites::DeclaredPort`).
+    pub declared_ports: crate::sites::DeclaredPorts,
 }
 
 impl Diagnostic {
@@ -175,6 +177,9 @@ pub struct CompiledView {
     /// Gateways' own addresses → their hosts and certificates (see `sites`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub sites: BTreeMap<String, SiteView>,
+    /// Ports Gateway listeners declare beyond 80 and 443 → `http` or `https`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub declared_ports: BTreeMap<u16, &'static str>,
 }
 
 /// What one Gateway's own address serves.
@@ -352,6 +357,9 @@ impl Compiled {
                     };
                     (address.to_string(), view)
                 })
+                .collect(),
+            declared_ports: (self.declared_ports.iter())
+                .map(|(port, d)| (*port, if d.tls { "https" } else { "http" }))
                 .collect(),
         }
     }

@@ -36,3 +36,16 @@ pub struct SiteRef<'c> {
 
 /// Sites by address (sorted, so views and golden files are stable).
 pub type Sites = BTreeMap<IpAddr, Site>;
+
+/// A port a Gateway listener declares beyond 80 (`--http-listen`) and 443 (`--https-listen`):
+/// the proxy binds it on `--http-listen`'s address at that number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeclaredPort {
+    /// HTTPS (terminated with the site's certificates), else plain HTTP.
+    pub tls: bool,
+    /// The bit rules attached to it answer on.
+    pub on: crate::routes::Listeners,
+}
+
+/// Declared ports by number.
+pub type DeclaredPorts = BTreeMap<u16, DeclaredPort>;

@@ -484,7 +484,7 @@ fn route<'c>(
         });
     }
     // The listener the request came in on: Gateway API rules may answer on one only.
-    let on = model::routes::Listeners::of(conn.https);
+    let on = conn.on;
     let Some(mut matched) = routes.route_on(on, host, &path.routed, head) else {
         return Err(ProxyError::NoRoute);
     };

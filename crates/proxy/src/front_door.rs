@@ -84,14 +84,26 @@ impl Pipeline for ConnCtx {
 /// raised to it.
 const MIN_HEADER_BUFFER: usize = 8192;
 
+/// The listener a connection came in on, as Gateway API sees it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FrontDoor {
+    /// TLS is terminated here.
+    pub(crate) https: bool,
+    /// Its bit: the rules that answer on it.
+    pub(crate) on: model::routes::Listeners,
+    /// The port it declares (80 and 443 for Sluice's own two, whatever their sockets' are).
+    pub(crate) port: u16,
+}
+
 /// Serves one accepted client connection until it ends (`_open` counts it meanwhile).
 pub(crate) async fn serve(
     worker: Rc<Worker>,
     mut stream: TcpStream,
     peer: SocketAddr,
-    https: bool,
+    door: FrontDoor,
     _open: OpenConnection,
 ) {
+    let https = door.https;
     // Responses are written in few large writes; Nagle would only delay their tails.
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(error = %e, "set TCP_NODELAY");
@@ -104,6 +116,7 @@ pub(crate) async fn serve(
         announced: None,
         accepted: Instant::now(),
         // Read only when some Gateway has an address of its own: one syscall then, none else.
+        door,
         local: crate::sites::local_site(worker.config().as_deref().map(|c| &**c), &stream),
     };
     // One client-header-timeout for everything before the first request: the PROXY

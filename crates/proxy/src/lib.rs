@@ -85,6 +85,7 @@ mod cors;
 mod current;
 mod date;
 mod deadline;
+mod declared_ports;
 mod error;
 mod errors;
 mod fallback_cert;
@@ -181,6 +182,8 @@ pub struct Proxy {
     workers: Vec<JoinHandle<()>>,
     /// TCP service ports, opened and closed as published configurations ask.
     streams: std::sync::Mutex<stream::Listeners>,
+    /// Ports Gateway listeners declare beyond 80 and 443.
+    declared: std::sync::Mutex<declared_ports::DeclaredListeners>,
     /// The admin and status threads.
     admin_threads: Vec<JoinHandle<()>>,
 }
@@ -306,6 +309,15 @@ impl Proxy {
             stop,
             stop_admin,
             workers: handles,
+            // Gateway listeners' ports too.
+            declared: std::sync::Mutex::new(declared_ports::DeclaredListeners::new(
+                config.http_listen.ip(),
+                [
+                    (http_addr.port(), "HTTP listener"),
+                    (https_addr.port(), "HTTPS listener"),
+                ],
+                stream_senders.clone(),
+            )),
             // TCP service ports listen on the HTTP listener's address.
             streams: std::sync::Mutex::new(stream::Listeners::new(
                 config.http_listen.ip(),
@@ -352,11 +364,18 @@ impl Proxy {
         }
         self.shared.publish(compiled.clone());
         // After the swap, so a connection on a new port finds its service.
-        let errors = self
+        let mut errors = self
             .streams
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .apply(&compiled);
+        // After the TCP services: a port one of them leaves is closed before it is bound again.
+        errors.extend(
+            self.declared
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .apply(&compiled),
+        );
         *self
             .shared
             .stream_errors

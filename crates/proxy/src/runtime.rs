@@ -31,6 +31,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::LocalSet;
 
 use crate::conn_cap::ConnCap;
+use crate::front_door::FrontDoor;
 use crate::listen::StartError;
 use crate::shared::Shared;
 use crate::stream::ListenerChange;
@@ -68,6 +69,8 @@ pub(crate) enum Listener {
     Https,
     /// A TCP service's port (`stream`).
     TcpService(u16),
+    /// A port a Gateway listener declares (`declared_ports`).
+    Declared(u16, model::sites::DeclaredPort),
 }
 
 /// Starts a worker thread. Sockets are registered with the worker's runtime here, so any
@@ -155,6 +158,26 @@ pub(crate) async fn listen(
                     .clone()
                     .accept_loop(listener, Listener::TcpService(port));
                 let task = tokio::task::spawn_local(accept);
+                if let Some(old) = worker.streams.borrow_mut().accepting.insert(port, task) {
+                    old.abort();
+                }
+            }
+            ListenerChange::OpenDeclared {
+                port,
+                declared,
+                socket,
+            } => {
+                let listener = match TcpListener::from_std(socket) {
+                    Ok(listener) => listener,
+                    Err(e) => {
+                        tracing::warn!(port, error = %e, "Gateway listener port: cannot register the socket");
+                        continue;
+                    }
+                };
+                let role = Listener::Declared(port, declared);
+                let task = tokio::task::spawn_local(worker.clone().accept_loop(listener, role));
+                // Keyed by port with the TCP services' loops: `declared_ports` never binds one
+                // of their ports.
                 if let Some(old) = worker.streams.borrow_mut().accepting.insert(port, task) {
                     old.abort();
                 }
@@ -250,11 +273,31 @@ impl Worker {
                     match role {
                         Listener::Http | Listener::Https => {
                             let https = role == Listener::Https;
+                            let port = if https { 443 } else { 80 };
+                            let door = FrontDoor {
+                                https,
+                                on: model::routes::Listeners::of(https),
+                                port,
+                            };
                             tokio::task::spawn_local(crate::front_door::serve(
                                 self.clone(),
                                 stream,
                                 peer,
-                                https,
+                                door,
+                                open,
+                            ));
+                        }
+                        Listener::Declared(port, declared) => {
+                            let door = FrontDoor {
+                                https: declared.tls,
+                                on: declared.on,
+                                port,
+                            };
+                            tokio::task::spawn_local(crate::front_door::serve(
+                                self.clone(),
+                                stream,
+                                peer,
+                                door,
                                 open,
                             ));
                         }

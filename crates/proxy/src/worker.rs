@@ -127,6 +127,10 @@ pub(crate) struct ConnCtx {
     /// The Gateway site's address the connection came in on (`sites`); `None`: the shared
     /// site's routes and certificates.
     pub(crate) local: Option<IpAddr>,
+    /// The listener bit its requests' rules must answer on (`model::routes::Listeners`).
+    pub(crate) on: model::routes::Listeners,
+    /// The port its listener declares (Gateway API redirects derive theirs from it).
+    pub(crate) declared_port: u16,
     /// `peer`, formatted once.
     peer_text: HeaderValue,
     pub(crate) peer_port: u16,
@@ -165,6 +169,8 @@ pub(crate) struct Origin {
     pub(crate) accepted: Instant,
     /// The Gateway site's address it came in on (`sites`); `None`: the shared site.
     pub(crate) local: Option<IpAddr>,
+    /// The listener it came in on.
+    pub(crate) door: crate::front_door::FrontDoor,
 }
 
 /// Lives as long as one request (until its response body is done or dropped).
@@ -531,6 +537,8 @@ impl ConnCtx {
                 .map(|port| Box::new(HeaderValue::from(port))),
             proxy_protocol_addr: origin.announced,
             local: origin.local,
+            on: origin.door.on,
+            declared_port: origin.door.port,
             serial,
             requests: Cell::new(0),
             in_flight: Cell::new(0),

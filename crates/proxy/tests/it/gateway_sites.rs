@@ -138,3 +138,81 @@ async fn each_gateway_address_serves_its_own_routes_and_certificate() {
     let reply = get(at(B, http), "legacy.example.com", "/echo").await;
     assert_eq!(reply.backend(), "legacy");
 }
+
+#[tokio::test]
+async fn a_listener_on_another_port_serves_only_its_routes_until_it_goes() {
+    let (web, alt) = (start_backend("web").await, start_backend("alt").await);
+    let port = closed_port().port();
+    let gateway = |listeners: Value| {
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "edge", "namespace": "default"},
+            "spec": {"gatewayClassName": "sluice", "listeners": listeners},
+        })
+    };
+    let attached = |name: &str, section: &str, rules: Value| {
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"parentRefs": [{"name": "edge", "sectionName": section}], "rules": rules},
+        })
+    };
+    let both = json!([
+        {"name": "http", "port": 80, "protocol": "HTTP"},
+        {"name": "alt", "port": port, "protocol": "HTTP"},
+    ]);
+    let mut objects = vec![
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+            "metadata": {"name": "sluice"},
+            "spec": {"controllerName": "sluice.dev/gateway-controller"},
+        }),
+        gateway(both),
+        attached(
+            "web",
+            "http",
+            json!([{"backendRefs": [{"name": "web", "port": 80}]}]),
+        ),
+        attached(
+            "alt",
+            "alt",
+            json!([
+                {"backendRefs": [{"name": "alt", "port": 80}]},
+                {"matches": [{"path": {"type": "PathPrefix", "value": "/moved"}}],
+                 "filters": [{"type": "RequestRedirect",
+                              "requestRedirect": {"hostname": "elsewhere.example.com"}}]},
+            ]),
+        ),
+    ];
+    for (name, backend) in [("web", &web), ("alt", &alt)] {
+        objects.push(service(name, &[("http", 80)]));
+        objects.extend(slices(name, &[addr_of(backend)]));
+    }
+    let mut h = Harness::start();
+    h.apply(&objects);
+    let extra = SocketAddr::from((LOCALHOST, port));
+    assert_eq!(
+        get(h.http(), "x.example.com", "/echo").await.backend(),
+        "web"
+    );
+    assert_eq!(get(extra, "x.example.com", "/echo").await.backend(), "alt");
+    // A redirect without a port names the listener's declared one.
+    let reply = get(extra, "x.example.com", "/moved/here").await;
+    assert_eq!(reply.status.as_u16(), 302);
+    let expected = format!("http://elsewhere.example.com:{port}/moved/here");
+    assert_eq!(reply.headers["location"], expected.as_str());
+    let config = get(h.status(), "localhost", "/config").await.json();
+    assert_eq!(config["config"]["declared_ports"][port.to_string()], "http");
+
+    // The listener gone, its port closes.
+    objects[1] = gateway(json!([{"name": "http", "port": 80, "protocol": "HTTP"}]));
+    h.apply_allowing_diagnostics(&objects);
+    eventually_async(STEP, "the declared port to close", || async {
+        tokio::net::TcpStream::connect(extra).await.is_err()
+    })
+    .await;
+    assert_eq!(
+        get(h.http(), "x.example.com", "/echo").await.backend(),
+        "web"
+    );
+}

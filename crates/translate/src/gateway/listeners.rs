@@ -1,13 +1,14 @@
 //! A Gateway's listeners as Sluice serves them: HTTP on port 80, HTTPS on port 443 with its
-//! certificate, and which routes each admits.
+//! certificate, HTTP or HTTPS on any other port (`ports`), and which routes each admits.
 //!
 //! ```text
 //!  Listener { protocol, port, hostname, tls, allowedRoutes } ─▶ ListenerSlot { Listeners, host,
-//!      namespaces, kinds } │ None + a diagnostic (other ports and protocols, no certificate)
+//!      namespaces, kinds } │ None + a diagnostic (other protocols, a protocol conflict, no
+//!      certificate)
 //!  tls.certificateRefs ─(ReferenceGrant across namespaces)─▶ Secret ─▶ Certificates[hostname]
 //! ```
 
-use model::routes::{HostPattern, Listeners};
+use model::routes::HostPattern;
 use model::{NamespacedName, Severity};
 
 use super::objects::{self, ListenerTls};
@@ -27,13 +28,20 @@ impl Compiler<'_> {
         let object = gateway_ref(gateway);
         let field = format!("spec.listeners[{i}]");
         let on = match (listener.protocol.as_str(), listener.port) {
-            ("HTTP", 80) => Listeners::HTTP,
-            ("HTTPS", 443) => Listeners::HTTPS,
+            (protocol @ ("HTTP" | "HTTPS"), port) => {
+                match self.declare_port(port, protocol == "HTTPS") {
+                    Ok(on) => on,
+                    Err(why) => {
+                        self.diagnose(object, format!("{field}: {protocol}: {why}"));
+                        return None;
+                    }
+                }
+            }
             (protocol, port) => {
                 self.diagnose_with(
                     Severity::Unsupported,
                     object,
-                    format!("{field}: {protocol} on port {port}: Sluice serves a Gateway's HTTP listener on port 80 (--http-listen) and HTTPS listener on port 443 (--https-listen), no other yet; listener ignored"),
+                    format!("{field}: {protocol} on port {port}: Sluice serves HTTP and HTTPS listeners only, yet; listener ignored"),
                 );
                 return None;
             }
@@ -51,15 +59,14 @@ impl Compiler<'_> {
                 return None;
             }
         };
-        if on == Listeners::HTTP && listener.tls.is_some() {
+        let tls = listener.protocol == "HTTPS";
+        if !tls && listener.tls.is_some() {
             self.diagnose(
                 object.clone(),
                 format!("{field}.tls: an HTTP listener has no TLS; ignored"),
             );
         }
-        if on == Listeners::HTTPS
-            && !self.listener_tls((gateway, place), &field, listener.tls.as_ref(), &host)
-        {
+        if tls && !self.listener_tls((gateway, place), &field, listener.tls.as_ref(), &host) {
             return None;
         }
         let allowed = listener.allowed_routes.as_ref();

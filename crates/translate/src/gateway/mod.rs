@@ -3,17 +3,20 @@
 //!
 //! ```text
 //!  GatewayClass (controllerName sluice.dev/gateway-controller)
-//!    └▶ Gateway ─▶ listeners: HTTP :80 ─▶ Listeners::HTTP   (served on --http-listen)
+//!    └▶ Gateway ─▶ address (`addresses`: --gateway-address-pool ─▶ a site of its own)
+//!               ─▶ listeners: HTTP :80 ─▶ Listeners::HTTP   (served on --http-listen)
 //!                             HTTPS :443 ─▶ Listeners::HTTPS (--https-listen; certificateRefs
 //!                                           ─▶ Certificates, ReferenceGrant across namespaces)
+//!                             HTTP/HTTPS :other ─▶ a declared port's bit (`ports`)
 //!  HTTPRoute ─parentRefs (name, sectionName, port)─▶ listeners that allow it
 //!            ─hostnames ∩ listener hostname─▶ hosts (exact, *.suffix of any depth, any)
 //!            ─rules × matches─▶ PathRoute { path, when: [method, headers, query], listeners }
 //!                      filters ─▶ RoutePolicy blocks (header edits, upstream Host, redirect)
 //!                      backendRefs ─▶ Route, weighted split as Traffic (backends.rs resolves)
 //! ```
-//! Files: `objects` (the types), `listeners` (what a Gateway serves), this file (attaching routes,
-//! hostnames, rules), `matches`, `filters`, `backend_refs`.
+//! Files: `objects` (the types), `addresses` (a Gateway's site), `listeners` (what a Gateway
+//! serves), `ports` (ports beyond 80 and 443), this file (attaching routes, hostnames, rules),
+//! `matches`, `filters`, `backend_refs`.
 //! Routes are read oldest first, then by namespace/name, rules and matches in order: the
 //! RouteTable's stable sort then gives Gateway API's precedence (see `model::routes`).
 //! Nothing here is reached in an Ingress-only configuration beyond three empty-map checks.
@@ -26,6 +29,7 @@ mod listeners;
 mod matches;
 pub mod objects;
 mod pool;
+mod ports;
 mod status;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -36,6 +36,7 @@ pub(super) fn listener_status(
     let mut conditions = Vec::new();
     let accepted = match (listener.protocol.as_str(), listener.port) {
         ("HTTP", 80) | ("HTTPS", 443) => None,
+        ("HTTP" | "HTTPS", _) if outcome.slot.is_some() => None,
         ("HTTP" | "HTTPS", _) => Some("PortUnavailable"),
         _ => Some("UnsupportedProtocol"),
     };
@@ -56,7 +57,9 @@ pub(super) fn listener_status(
         Some(reason) => conditions.push(condition("ResolvedRefs", false, reason, &said)),
         None => conditions.push(condition("ResolvedRefs", true, "ResolvedRefs", "")),
     }
-    conditions.push(if outcome.conflicted {
+    conditions.push(if said.contains("(ProtocolConflict)") {
+        condition("Conflicted", true, "ProtocolConflict", &said)
+    } else if outcome.conflicted {
         condition(
             "Conflicted",
             true,

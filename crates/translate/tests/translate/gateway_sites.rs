@@ -188,3 +188,42 @@ fn addresses_asked_for_kept_from_status_or_refused() {
         .message
         .contains("not in --gateway-address-pool"));
 }
+
+#[test]
+fn other_ports_get_a_listener_bit_and_a_protocol_conflict_is_refused() {
+    let text = format!(
+        "{CLASS}\
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: ports, namespace: app}}
+spec:
+  gatewayClassName: sluice
+  listeners:
+  - {{name: alt, port: 8080, protocol: HTTP}}
+  - {{name: alt-again, port: 8080, protocol: HTTP, hostname: a.example.com}}
+  - {{name: clash, port: 8080, protocol: HTTPS, hostname: b.example.com, tls: {{certificateRefs: [{{name: nope}}]}}}}
+  - {{name: tls-on-80, port: 80, protocol: HTTPS, hostname: c.example.com, tls: {{certificateRefs: [{{name: nope}}]}}}}
+---
+"
+    );
+    let c = compiled(&text, None);
+    let declared: Vec<(u16, bool)> = c.declared_ports.iter().map(|(p, d)| (*p, d.tls)).collect();
+    assert_eq!(declared, [(8080, false)]);
+    let status = &c.gateway_status.gateways[&NamespacedName::new("app", "ports")];
+    let conflicted = |i: usize| {
+        let found = status.listeners[i]
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Conflicted");
+        found.map(|c| (c.status, c.reason)).unwrap()
+    };
+    assert_eq!(conflicted(0), (false, "NoConflicts"));
+    assert_eq!(conflicted(2), (true, "ProtocolConflict"));
+    assert_eq!(conflicted(3), (true, "ProtocolConflict"));
+    let accepted = status.listeners[0]
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Accepted")
+        .unwrap();
+    assert!(accepted.status, "{accepted:?}");
+}
