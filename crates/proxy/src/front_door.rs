@@ -84,23 +84,12 @@ impl Pipeline for ConnCtx {
 /// raised to it.
 const MIN_HEADER_BUFFER: usize = 8192;
 
-/// The listener a connection came in on, as Gateway API sees it.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct FrontDoor {
-    /// TLS is terminated here.
-    pub(crate) https: bool,
-    /// Its bit: the rules that answer on it.
-    pub(crate) on: model::routes::Listeners,
-    /// The port it declares (80 and 443 for Sluice's own two, whatever their sockets' are).
-    pub(crate) port: u16,
-}
-
 /// Serves one accepted client connection until it ends (`_open` counts it meanwhile).
 pub(crate) async fn serve(
     worker: Rc<Worker>,
     mut stream: TcpStream,
     peer: SocketAddr,
-    door: FrontDoor,
+    door: crate::sites::FrontDoor,
     _open: OpenConnection,
 ) {
     let https = door.https;

@@ -31,9 +31,9 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::LocalSet;
 
 use crate::conn_cap::ConnCap;
-use crate::front_door::FrontDoor;
 use crate::listen::StartError;
 use crate::shared::Shared;
+use crate::sites::FrontDoor;
 use crate::stream::ListenerChange;
 use crate::upstreams::Upstreams;
 use crate::worker::{Drain, OpenConnection, StatsRequest, Worker};
@@ -71,6 +71,31 @@ pub(crate) enum Listener {
     TcpService(u16),
     /// A port a Gateway listener declares (`declared_ports`).
     Declared(u16, model::sites::DeclaredPort),
+}
+
+impl Listener {
+    /// The listener a connection accepted here came in on, as Gateway API sees it: Sluice's
+    /// own two declare 80 and 443 whatever port their sockets have.
+    fn door(self) -> FrontDoor {
+        match self {
+            Listener::Declared(port, declared) => FrontDoor {
+                https: declared.tls,
+                on: declared.on,
+                port,
+            },
+            Listener::Https => FrontDoor {
+                https: true,
+                on: model::routes::Listeners::HTTPS,
+                port: 443,
+            },
+            // A TCP service's connections never reach the front door.
+            Listener::Http | Listener::TcpService(_) => FrontDoor {
+                https: false,
+                on: model::routes::Listeners::HTTP,
+                port: 80,
+            },
+        }
+    }
 }
 
 /// Starts a worker thread. Sockets are registered with the worker's runtime here, so any
@@ -271,33 +296,12 @@ impl Worker {
                     let open = OpenConnection::new(&self);
                     self.room_for_one(true).await;
                     match role {
-                        Listener::Http | Listener::Https => {
-                            let https = role == Listener::Https;
-                            let port = if https { 443 } else { 80 };
-                            let door = FrontDoor {
-                                https,
-                                on: model::routes::Listeners::of(https),
-                                port,
-                            };
+                        Listener::Http | Listener::Https | Listener::Declared(..) => {
                             tokio::task::spawn_local(crate::front_door::serve(
                                 self.clone(),
                                 stream,
                                 peer,
-                                door,
-                                open,
-                            ));
-                        }
-                        Listener::Declared(port, declared) => {
-                            let door = FrontDoor {
-                                https: declared.tls,
-                                on: declared.on,
-                                port,
-                            };
-                            tokio::task::spawn_local(crate::front_door::serve(
-                                self.clone(),
-                                stream,
-                                peer,
-                                door,
+                                role.door(),
                                 open,
                             ));
                         }

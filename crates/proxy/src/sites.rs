@@ -6,6 +6,7 @@
 //!                                                     └ yes ─▶ getsockname ─▶ Some(local ip)
 //!  Origin.local ─▶ ConnCtx.local ─▶ Compiled::site(local): routes (forward), certificates and
 //!                                   passthrough hosts (front_door, tls)
+//!  FrontDoor: the listener it came in on (its Listeners bit and declared port) ─▶ ConnCtx
 //!  TLS: site_tls_config ─▶ a ServerConfig per (site, host handshake), made on first use per
 //!       worker, whose certificate resolver looks in that site's certificates
 //! ```
@@ -23,7 +24,21 @@ const SITE_TLS_CONFIGS: usize = 256;
 /// The TLS configurations a worker made for sites: (site address, host handshake) → config.
 #[derive(Default)]
 pub(crate) struct SiteTlsConfigs {
-    made: Vec<((IpAddr, Option<Arc<HostTls>>), Arc<rustls::ServerConfig>)>,
+    made: Vec<(SiteHandshake, Arc<rustls::ServerConfig>)>,
+}
+
+/// A site's address and the host handshake (`None`: the listener's) a configuration is for.
+type SiteHandshake = (IpAddr, Option<Arc<HostTls>>);
+
+/// The listener a connection came in on, as Gateway API sees it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FrontDoor {
+    /// TLS is terminated here.
+    pub(crate) https: bool,
+    /// Its bit: the rules that answer on it.
+    pub(crate) on: model::routes::Listeners,
+    /// The port it declares (80 and 443 for Sluice's own two, whatever their sockets' are).
+    pub(crate) port: u16,
 }
 
 /// The connection's local address when it is a site's; read only when `config` has sites.
@@ -42,9 +57,7 @@ impl SiteTlsConfigs {
         make: impl FnOnce() -> Result<Arc<rustls::ServerConfig>, rustls::Error>,
     ) -> Option<Arc<rustls::ServerConfig>> {
         // Compared by value: each compile makes new `Arc`s of the same settings.
-        let same = |(ip, h): &(IpAddr, Option<Arc<HostTls>>)| {
-            *ip == site && h.as_deref() == host.map(|h| &**h)
-        };
+        let same = |(ip, h): &SiteHandshake| *ip == site && h.as_deref() == host.map(|h| &**h);
         if let Some((_, config)) = self.made.iter().find(|(key, _)| same(key)) {
             return Some(config.clone());
         }

@@ -170,7 +170,7 @@ pub(crate) struct Origin {
     /// The Gateway site's address it came in on (`sites`); `None`: the shared site.
     pub(crate) local: Option<IpAddr>,
     /// The listener it came in on.
-    pub(crate) door: crate::front_door::FrontDoor,
+    pub(crate) door: crate::sites::FrontDoor,
 }
 
 /// Lives as long as one request (until its response body is done or dropped).
