@@ -555,16 +555,21 @@ mod tests {
 
     #[test]
     fn a_gateway_address_pool_is_read_or_refused_naming_the_flag() {
-        let options = serve(&["--gateway-address-pool=198.18.0.64/26,10.0.0.1"]).unwrap();
+        let options = serve(&[
+            "--kubernetes",
+            "--gateway-address-pool=198.18.0.64/26,10.0.0.1",
+        ])
+        .unwrap();
         let pool = options.compile.gateway_address_pool.expect("a pool");
         assert_eq!(pool.len(), 65);
-        assert!(serve(&[]).unwrap().compile.gateway_address_pool.is_none());
+        let without = serve(&["--kubernetes"]).unwrap();
+        assert!(without.compile.gateway_address_pool.is_none());
         for (bad, why) in [
             ("10.0.0.1,x", "\"x\": not an IP address"),
             ("10.0.0.0/8", "more than 4096 addresses"),
             ("10.0.0.9-10.0.0.1", "the first not above the last"),
         ] {
-            let error = serve(&["--gateway-address-pool", bad]).unwrap_err();
+            let error = serve(&["--kubernetes", "--gateway-address-pool", bad]).unwrap_err();
             assert!(
                 error.contains("--gateway-address-pool") && error.contains(why),
                 "{error}"
