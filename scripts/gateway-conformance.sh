@@ -40,7 +40,10 @@
 # SUPPORTED_FEATURES (default Gateway,HTTPRoute), PROFILES (default GATEWAY-HTTP), SLUICE_NODE_KEEP=1
 # (leave the node up afterwards; scripts/kube-node.sh down), TIMEOUT_OVERRIDES (the suite's
 # --timeout-config-overrides, `Name:seconds;...`, e.g. `HTTPRouteMustHaveCondition:15`: a failing
-# test waits out each of its timeouts, 60-180 s by default, so a first run shortens them).
+# test waits out each of its timeouts, 60-180 s by default, so a first run shortens them),
+# GATEWAY_ADDRESS_POOL (default 198.18.0.64/26; empty: every Gateway on the node's address): Sluice's
+# --gateway-address-pool, each Gateway an address of its own, made local in the node's namespace
+# (`ip route add local POOL dev lo`: every address of the pool is the node's, gone with the node).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -178,6 +181,12 @@ cmd_run() {
 
   "$node" up
   log "node up ($((SECONDS - t0)) s)"
+  local pool=${GATEWAY_ADDRESS_POOL-198.18.0.64/26}
+  if [[ -n $pool ]]; then
+    # Every address of the pool local to the node: Sluice's wildcard sockets get connections to
+    # them and tell the Gateways apart by the local address.
+    "$node" exec ip route replace local "$pool" dev lo
+  fi
   "$node" import-image localhost/sluice:0.1.0
   while read -r ref; do
     case $ref in
@@ -201,6 +210,10 @@ cmd_run() {
     -e "s#- --publish-service=\$(POD_NAMESPACE)/sluice#- --publish-status-address=$node_ip#" \
     deploy/manifests/sluice.yaml >"$tmp/sluice.yaml"
   grep -q "publish-status-address=$node_ip" "$tmp/sluice.yaml" || die "no --publish-service line to replace"
+  if [[ -n $pool ]]; then
+    sed -i "s@# - --gateway-address-pool=.*@- --gateway-address-pool=$pool@" "$tmp/sluice.yaml"
+    grep -q -- "- --gateway-address-pool=$pool" "$tmp/sluice.yaml" || die "no --gateway-address-pool line to enable"
+  fi
   cat >"$tmp/class.yaml" <<'YAML'
 apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -95,6 +96,11 @@ pub struct Compiled {
     pub namespace_selectors: bool,
     /// Gateway API status as this compile decided it (empty without Gateway API objects).
     pub gateway_status: Arc<crate::gateway_status::GatewayStatuses>,
+    /// Gateways with an address of their own (`--gateway-address-pool`): address → what is
+    /// served there instead of the routes, certificates and passthrough hosts above.
+    pub sites: crate::sites::Sites,
+    /// Ports Gateway listeners declare beyond 80 and 443 (see `sites::DeclaredPort`).
+    pub declared_ports: crate::sites::DeclaredPorts,
 }
 
 impl Diagnostic {
@@ -171,6 +177,19 @@ pub struct CompiledView {
     pub settings: Settings,
     pub ingresses: Vec<String>,
     pub diagnostics: Vec<String>,
+    /// Gateways' own addresses → their hosts and certificates (see `sites`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub sites: BTreeMap<String, SiteView>,
+    /// Ports Gateway listeners declare beyond 80 and 443 → `http` or `https`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub declared_ports: BTreeMap<u16, &'static str>,
+}
+
+/// What one Gateway's own address serves.
+#[derive(Debug, Serialize)]
+pub struct SiteView {
+    pub hosts: BTreeMap<String, HostView>,
+    pub certificates: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -280,34 +299,7 @@ impl Compiled {
                 .iter()
                 .map(|(from, to)| (from.clone(), to.clone()))
                 .collect(),
-            hosts: self
-                .routes
-                .hosts()
-                .into_iter()
-                .map(|(host, routes)| {
-                    let paths = routes
-                        .paths
-                        .iter()
-                        .map(|p| RouteView::new(Some(p), &p.route, &default))
-                        .collect();
-                    (
-                        host.to_string(),
-                        HostView {
-                            tls: routes.tls,
-                            regex: routes.regex,
-                            app_root: routes
-                                .app_root
-                                .as_ref()
-                                .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned()),
-                            paths,
-                            root: routes
-                                .root
-                                .as_ref()
-                                .map(|r| RouteView::new(None, r, &default)),
-                        },
-                    )
-                })
-                .collect(),
+            hosts: hosts_view(&self.routes, &default),
             default_backend: self
                 .routes
                 .default_backend()
@@ -358,8 +350,53 @@ impl Compiled {
             settings: self.settings.clone(),
             ingresses: self.ingresses.iter().map(ToString::to_string).collect(),
             diagnostics: self.diagnostics.iter().map(ToString::to_string).collect(),
+            sites: self
+                .sites
+                .iter()
+                .map(|(address, site)| {
+                    let view = SiteView {
+                        hosts: hosts_view(&site.routes, &default),
+                        certificates: site.certificates.sources().clone(),
+                    };
+                    (address.to_string(), view)
+                })
+                .collect(),
+            declared_ports: (self.declared_ports.iter())
+                .map(|(port, d)| (*port, if d.tls { "https" } else { "http" }))
+                .collect(),
         }
     }
+}
+
+/// A route table's hosts, as `/config` shows them.
+fn hosts_view(routes: &RouteTable, default: &RoutePolicy) -> BTreeMap<String, HostView> {
+    routes
+        .hosts()
+        .into_iter()
+        .map(|(host, routes)| {
+            let paths = routes
+                .paths
+                .iter()
+                .map(|p| RouteView::new(Some(p), &p.route, default))
+                .collect();
+            (
+                host.to_string(),
+                HostView {
+                    tls: routes.tls,
+                    regex: routes.regex,
+                    app_root: routes
+                        .app_root
+                        .as_ref()
+                        .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned()),
+                    paths,
+                    root: routes
+                        .root
+                        .as_ref()
+                        .map(|r| RouteView::new(None, r, default)),
+                },
+            )
+        })
+        .collect()
 }
 
 impl Compiled {
@@ -398,4 +435,83 @@ impl Compiled {
 /// The Ingress `name` as a diagnostic's object.
 pub fn ingress_ref(name: &NamespacedName) -> ObjectRef {
     ObjectRef::new(Kind::Ingress, &*name.namespace, &*name.name)
+}
+
+impl Compiled {
+    /// Some Gateway has an address of its own: connections must say which address they came
+    /// in on.
+    pub fn has_sites(&self) -> bool {
+        !self.sites.is_empty()
+    }
+
+    /// What a connection to `local` (its local address; `None`: not read, as without sites)
+    /// is served with: the site of the Gateway that owns the address, else the shared one.
+    pub fn site(&self, local: Option<IpAddr>) -> crate::sites::SiteRef<'_> {
+        match local.and_then(|ip| self.sites.get(&ip.to_canonical())) {
+            Some(site) => crate::sites::SiteRef {
+                routes: &site.routes,
+                certificates: &site.certificates,
+                passthrough: &site.passthrough,
+            },
+            None => crate::sites::SiteRef {
+                routes: &self.routes,
+                certificates: &self.certificates,
+                passthrough: &self.passthrough,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod site_tests {
+    use super::*;
+    use crate::routes::{HostPattern, PathKind, PathRoute, RouteSite};
+    use crate::sites::Site;
+    use crate::Backend;
+
+    fn route(name: &str) -> Arc<Route> {
+        Arc::new(Route {
+            ingress: crate::NamespacedName::new("default", name),
+            service: Arc::from(name),
+            backend: Arc::new(Backend::unresolved()),
+            policy: Arc::default(),
+            site: RouteSite::default(),
+            traffic: None,
+            not_found: false,
+        })
+    }
+
+    #[test]
+    fn a_connection_gets_the_site_of_its_address_else_the_shared_one() {
+        let mut compiled = Compiled::default();
+        let own: IpAddr = "192.0.2.7".parse().unwrap();
+        let mut site = Site::default();
+        site.routes.host_mut(&HostPattern::Any).add(PathRoute::new(
+            PathKind::Prefix,
+            "/",
+            route("gateway"),
+        ));
+        site.routes.finish();
+        compiled.sites.insert(own, site);
+        compiled
+            .routes
+            .host_mut(&HostPattern::Any)
+            .add(PathRoute::new(PathKind::Prefix, "/", route("ingress")));
+        compiled.routes.finish();
+        assert!(compiled.has_sites());
+        let head = http::Request::new(()).into_parts().0;
+        let served_by = |local: Option<IpAddr>| {
+            let found = compiled.site(local).routes.route("x.com", "/", &head);
+            found.map(|m| m.route.ingress.name.to_string())
+        };
+        assert_eq!(served_by(Some(own)).as_deref(), Some("gateway"));
+        // A dual-stack socket reports an IPv4 client's address mapped into IPv6.
+        let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
+        assert_eq!(served_by(Some(mapped)).as_deref(), Some("gateway"));
+        assert_eq!(
+            served_by(Some("192.0.2.8".parse().unwrap())).as_deref(),
+            Some("ingress")
+        );
+        assert_eq!(served_by(None).as_deref(), Some("ingress"));
+    }
 }

@@ -75,11 +75,21 @@ impl GatewayRedirect {
     /// The Location for a request that came in on the HTTPS listener (`https`) or the HTTP
     /// one, for `host` (without port), `path` and `query` as received.
     pub fn location(&self, https: bool, host: &str, path: &str, query: Option<&str>) -> String {
+        self.location_from(https, if https { 443 } else { 80 }, host, path, query)
+    }
+
+    /// [`GatewayRedirect::location`] from a listener that declares `listener_port` (Sluice's
+    /// own two declare 80 and 443 whatever port their sockets have; the others theirs).
+    pub fn location_from(
+        &self,
+        https: bool,
+        listener_port: u16,
+        host: &str,
+        path: &str,
+        query: Option<&str>,
+    ) -> String {
         let listener_scheme = if https { "https" } else { "http" };
         let scheme = self.scheme.as_deref().unwrap_or(listener_scheme);
-        // The listener's declared port: Sluice serves a Gateway's HTTP listener as port 80
-        // and its HTTPS listener as 443, whatever port the socket has.
-        let listener_port = if https { 443 } else { 80 };
         let port = self.port.or_else(|| match &self.scheme {
             Some(scheme) => well_known(scheme).or(Some(listener_port)),
             None => Some(listener_port),

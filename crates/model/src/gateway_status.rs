@@ -49,8 +49,20 @@ pub struct ClassStatus {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct GatewayStatus {
+    /// The Gateway's own address (`--gateway-address-pool`); empty: the provider writes the
+    /// addresses every Gateway shares (`--publish-*`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<GatewayAddress>,
     pub conditions: Vec<Condition>,
     pub listeners: Vec<ListenerStatus>,
+}
+
+/// One `status.addresses` entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GatewayAddress {
+    #[serde(rename = "type")]
+    pub type_: &'static str,
+    pub value: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

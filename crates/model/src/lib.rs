@@ -22,6 +22,8 @@
 //!                            response_rewrite.rs)
 //!          ──▶ Backend::endpoints()  (ArcSwap per backend: the endpoint fast path swaps it
 //!                                     without a compile)
+//!  connection to a Gateway's own address (--gateway-address-pool) ──▶ Compiled.sites[addr]
+//!      (sites.rs): that Gateway's routes and certificates instead of the shared ones
 //!  connection to a TCP/UDP service port ──▶ Compiled.tcp_services[port] ──▶ StreamService
 //! ```
 //!
@@ -50,6 +52,7 @@ pub mod policy;
 pub mod response_rewrite;
 pub mod routes;
 pub mod settings;
+pub mod sites;
 pub mod streams;
 pub mod target;
 pub mod tls;

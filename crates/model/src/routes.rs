@@ -66,15 +66,27 @@ pub enum HostPattern {
 }
 
 /// Which of Sluice's listeners a rule answers on: a Gateway API route attached only to the
-/// HTTPS listener must not answer plain HTTP. Ingress rules answer on both.
+/// HTTPS listener must not answer plain HTTP. Ingress rules answer on both. Bit 0 is the port-80
+/// listener (`--http-listen`), bit 1 the port-443 one (`--https-listen`), the others the ports
+/// Gateway listeners declare beyond those (`Compiled::declared_ports`, in `u16`: two bytes in
+/// the padding beside the path's kind, no cost per rule).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Listeners(u8);
+pub struct Listeners(u16);
 
 impl Listeners {
     pub const HTTP: Listeners = Listeners(1);
     pub const HTTPS: Listeners = Listeners(2);
+    /// What Ingress rules answer on: Sluice's own two listeners (a port a Gateway declares
+    /// serves that Gateway's routes only).
     pub const ALL: Listeners = Listeners(3);
     pub const NONE: Listeners = Listeners(0);
+    /// How many ports beyond 80 and 443 have a bit.
+    pub const MAX_DECLARED: usize = 14;
+
+    /// The bit of the `index`th declared port (`None` past [`Listeners::MAX_DECLARED`]).
+    pub fn declared(index: usize) -> Option<Listeners> {
+        (index < Listeners::MAX_DECLARED).then(|| Listeners(4 << index))
+    }
 
     /// The listener a connection came in on.
     pub fn of(https: bool) -> Listeners {
@@ -94,13 +106,20 @@ impl Listeners {
         self.0 & other.0 != 0
     }
 
-    /// For display: `None` for both (every Ingress rule), else `http` or `https`.
+    /// For display: `None` for both (every Ingress rule), else `http`, `https` or which with
+    /// declared ports.
     pub fn only(self) -> Option<&'static str> {
         match self {
             Listeners::HTTP => Some("http"),
             Listeners::HTTPS => Some("https"),
             Listeners::NONE => Some("none"),
-            _ => None,
+            Listeners::ALL => None,
+            Listeners(mask) => Some(match mask & Listeners::ALL.0 {
+                0 => "declared ports",
+                1 => "http and declared ports",
+                2 => "https and declared ports",
+                _ => "http, https and declared ports",
+            }),
         }
     }
 }
@@ -266,7 +285,7 @@ pub struct PathRoute {
     path_len: u32,
     /// As written in the Ingress, for display; shared with the route's site.
     pub written: Arc<str>,
-    /// The listeners the rule answers on (a byte in `kind`'s padding: no cost per rule).
+    /// The listeners the rule answers on (in `kind`'s padding: no cost per rule).
     pub listeners: Listeners,
     /// On a regex host: what this rule is matched with, `(?i)^<location>`. A Gateway API
     /// `RegularExpression` path (kind `Regex` on a host that is not a regex host): its

@@ -48,7 +48,8 @@ pub(crate) fn redirect_phase(
         // Gateway API: the Location from the listener (not the socket's port), host and path.
         let host = request_host(head).unwrap_or_default();
         let host = &host[..model::target::strip_port(host.as_bytes()).len()];
-        let location = redirect.location(conn.https, host, head.uri.path(), head.uri.query());
+        let (path, query) = (head.uri.path(), head.uri.query());
+        let location = redirect.location_from(conn.https, conn.declared_port, host, path, query);
         let status = StatusCode::from_u16(redirect.code).unwrap_or(StatusCode::FOUND);
         return Some(redirect_response(status, &location));
     }

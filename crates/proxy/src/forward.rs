@@ -475,7 +475,9 @@ fn route<'c>(
     let host = request_host(head)?;
     let path = normalize_path(head.uri.path()).map_err(ProxyError::BadTarget)?;
     let settings = &config.settings;
-    if let Some(to) = config.routes.www_redirect(host) {
+    // A Gateway's own address (`sites`) has its own routes; else the shared ones.
+    let routes = config.site(conn.local).routes;
+    if let Some(to) = routes.www_redirect(host) {
         let response = Box::new(www_redirect(conn, head, settings, to));
         return Ok(Routed::Answer {
             route: None,
@@ -483,8 +485,8 @@ fn route<'c>(
         });
     }
     // The listener the request came in on: Gateway API rules may answer on one only.
-    let on = model::routes::Listeners::of(conn.https);
-    let Some(mut matched) = config.routes.route_on(on, host, &path.routed, head) else {
+    let on = conn.on;
+    let Some(mut matched) = routes.route_on(on, host, &path.routed, head) else {
         return Err(ProxyError::NoRoute);
     };
     // A weighted split (canary-weight) draws here, once: every later phase sees one route;
@@ -606,7 +608,8 @@ fn client_cert_phase<'c>(
     // A prefix of an ASCII `str`: the slice is whole characters.
     let name = &host[..model::target::strip_port(host.as_bytes()).len()];
     if conn.https && policy.verify != model::client_cert::VerifyClient::Off {
-        let server = config.certificates.server(&config.routes, Some(name));
+        let site = config.site(conn.local);
+        let server = site.certificates.server(site.routes, Some(name));
         if !presented.asked_for(server.name) && server.tls.is_some_and(asks) {
             let error = ProxyError::Misdirected;
             return Some(CertAnswer::Routed(Routed::Refused { route, error }));

@@ -89,9 +89,10 @@ pub(crate) async fn serve(
     worker: Rc<Worker>,
     mut stream: TcpStream,
     peer: SocketAddr,
-    https: bool,
+    door: crate::sites::FrontDoor,
     _open: OpenConnection,
 ) {
+    let https = door.https;
     // Responses are written in few large writes; Nagle would only delay their tails.
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(error = %e, "set TCP_NODELAY");
@@ -103,6 +104,9 @@ pub(crate) async fn serve(
         balancer_port: None,
         announced: None,
         accepted: Instant::now(),
+        // Read only when some Gateway has an address of its own: one syscall then, none else.
+        door,
+        local: crate::sites::local_site(worker.config().as_deref().map(|c| &**c), &stream),
     };
     // One client-header-timeout for everything before the first request: the PROXY
     // header, the ClientHello peek or h2c preface, the TLS handshake and the request head
@@ -120,7 +124,7 @@ pub(crate) async fn serve(
     let mut host_tls = None;
     let mut asked_name = None;
     if https {
-        let hello = hello(&worker, &stream, deadline).await;
+        let hello = hello(&worker, &stream, deadline, origin.local).await;
         host_tls = hello.host_tls;
         asked_name = hello.asked_name;
         if let Some(route) = hello.passthrough {
@@ -215,11 +219,16 @@ struct Hello {
 /// Reads the server name a TLS client asks for, without consuming the ClientHello and
 /// before the connection's client-header-timeout deadline, when the configuration has a use
 /// for it (passthrough hosts, hosts with their own TLS settings); otherwise reads nothing.
-async fn hello(worker: &Worker, stream: &TcpStream, deadline: Option<Instant>) -> Hello {
-    let wanted = worker
-        .config()
-        .as_ref()
-        .is_some_and(|c| !c.passthrough.is_empty() || c.certificates.has_host_tls());
+async fn hello(
+    worker: &Worker,
+    stream: &TcpStream,
+    deadline: Option<Instant>,
+    local: Option<std::net::IpAddr>,
+) -> Hello {
+    let wanted = worker.config().as_ref().is_some_and(|c| {
+        let site = c.site(local);
+        !site.passthrough.is_empty() || site.certificates.has_host_tls()
+    });
     if !wanted {
         return Hello::default();
     }
@@ -233,13 +242,14 @@ async fn hello(worker: &Worker, stream: &TcpStream, deadline: Option<Instant>) -
     let Some(config) = worker.config() else {
         return Hello::default();
     };
-    if let Some(route) = name.as_deref().and_then(|n| config.passthrough.get(n)) {
+    let site = config.site(local);
+    if let Some(route) = name.as_deref().and_then(|n| site.passthrough.get(n)) {
         return Hello {
             passthrough: Some(route.clone()),
             ..Hello::default()
         };
     }
-    let server = config.certificates.server(&config.routes, name.as_deref());
+    let server = site.certificates.server(site.routes, name.as_deref());
     let asks = server.tls.is_some_and(|h| h.client_cert_request.is_some());
     Hello {
         passthrough: None,
@@ -257,7 +267,12 @@ async fn serve_tls(
     asked_name: Option<Box<str>>,
 ) {
     let peer = origin.peer;
-    let Some(config) = worker.tls_config(settings.ssl_session_tickets, host_tls.as_ref()) else {
+    let tickets = settings.ssl_session_tickets;
+    let config = match origin.local {
+        None => worker.tls_config(tickets, host_tls.as_ref()),
+        Some(site) => worker.site_tls_config(site, tickets, host_tls.as_ref()),
+    };
+    let Some(config) = config else {
         return;
     };
     // A client that stalls its handshake is as slow as one that stalls its header: both

@@ -9,6 +9,8 @@
 //!   :http  accept ─▶ HTTP/1.1 ───────────────────────────┐
 //!   :https accept ─▶ TLS (cert by SNI from the current  ─┤─▶ respond(request)
 //!                    config) ─ALPN─▶ HTTP/2 | HTTP/1.1 ──┘        │
+//!   (ports Gateway listeners declare: bound per publish, `declared_ports`; a connection to a
+//!    Gateway's own address: that Gateway's routes and certificates, `sites`)
 //!   HTTP/1.1: Sluice's inline server; hyper takes a connection over at its first request
 //!   with a body, an expectation or an upgrade (or HTTP/1.0, or a bad head). HTTP/2: Sluice's
 //!   own server (`h2_server`: no buffer held by an idle connection; what each poll of a
@@ -86,6 +88,7 @@ mod cors;
 mod current;
 mod date;
 mod deadline;
+mod declared_ports;
 mod error;
 mod errors;
 mod fallback_cert;
@@ -124,6 +127,7 @@ mod ring;
 mod runtime;
 mod server;
 mod shared;
+mod sites;
 mod spliced;
 mod stall;
 mod status_page;
@@ -182,6 +186,8 @@ pub struct Proxy {
     workers: Vec<JoinHandle<()>>,
     /// TCP service ports, opened and closed as published configurations ask.
     streams: std::sync::Mutex<stream::Listeners>,
+    /// Ports Gateway listeners declare beyond 80 and 443.
+    declared: std::sync::Mutex<declared_ports::DeclaredListeners>,
     /// The admin and status threads.
     admin_threads: Vec<JoinHandle<()>>,
 }
@@ -307,6 +313,15 @@ impl Proxy {
             stop,
             stop_admin,
             workers: handles,
+            // Gateway listeners' ports too.
+            declared: std::sync::Mutex::new(declared_ports::DeclaredListeners::new(
+                config.http_listen.ip(),
+                [
+                    (http_addr.port(), "HTTP listener"),
+                    (https_addr.port(), "HTTPS listener"),
+                ],
+                stream_senders.clone(),
+            )),
             // TCP service ports listen on the HTTP listener's address.
             streams: std::sync::Mutex::new(stream::Listeners::new(
                 config.http_listen.ip(),
@@ -353,11 +368,18 @@ impl Proxy {
         }
         self.shared.publish(compiled.clone());
         // After the swap, so a connection on a new port finds its service.
-        let errors = self
+        let mut errors = self
             .streams
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .apply(&compiled);
+        // After the TCP services: a port one of them leaves is closed before it is bound again.
+        errors.extend(
+            self.declared
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .apply(&compiled),
+        );
         *self
             .shared
             .stream_errors

@@ -33,6 +33,7 @@ use tokio::task::LocalSet;
 use crate::conn_cap::ConnCap;
 use crate::listen::StartError;
 use crate::shared::Shared;
+use crate::sites::FrontDoor;
 use crate::stream::ListenerChange;
 use crate::upstreams::Upstreams;
 use crate::worker::{Drain, OpenConnection, StatsRequest, Worker};
@@ -68,6 +69,33 @@ pub(crate) enum Listener {
     Https,
     /// A TCP service's port (`stream`).
     TcpService(u16),
+    /// A port a Gateway listener declares (`declared_ports`).
+    Declared(u16, model::sites::DeclaredPort),
+}
+
+impl Listener {
+    /// The listener a connection accepted here came in on, as Gateway API sees it: Sluice's
+    /// own two declare 80 and 443 whatever port their sockets have.
+    fn door(self) -> FrontDoor {
+        match self {
+            Listener::Declared(port, declared) => FrontDoor {
+                https: declared.tls,
+                on: declared.on,
+                port,
+            },
+            Listener::Https => FrontDoor {
+                https: true,
+                on: model::routes::Listeners::HTTPS,
+                port: 443,
+            },
+            // A TCP service's connections never reach the front door.
+            Listener::Http | Listener::TcpService(_) => FrontDoor {
+                https: false,
+                on: model::routes::Listeners::HTTP,
+                port: 80,
+            },
+        }
+    }
 }
 
 /// Starts a worker thread. Sockets are registered with the worker's runtime here, so any
@@ -89,8 +117,8 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
             TcpListener::from_std(setup.https).map_err(|e| thread_error("HTTPS listener", e))?,
         )
     };
-    let tls =
-        crate::tls::server_config(setup.shared.clone(), true, None).map_err(StartError::Tls)?;
+    let tls = crate::tls::server_config(setup.shared.clone(), true, None, None)
+        .map_err(StartError::Tls)?;
     let id = setup.id;
     let shared = setup.shared;
     let http_port = HeaderValue::from(setup.http_port);
@@ -114,6 +142,7 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
                     upstreams,
                     tls: RefCell::new((true, tls)),
                     host_tls: RefCell::default(),
+                    site_tls: RefCell::default(),
                     http_port,
                     https_port,
                     stop,
@@ -154,6 +183,26 @@ pub(crate) async fn listen(
                     .clone()
                     .accept_loop(listener, Listener::TcpService(port));
                 let task = tokio::task::spawn_local(accept);
+                if let Some(old) = worker.streams.borrow_mut().accepting.insert(port, task) {
+                    old.abort();
+                }
+            }
+            ListenerChange::OpenDeclared {
+                port,
+                declared,
+                socket,
+            } => {
+                let listener = match TcpListener::from_std(socket) {
+                    Ok(listener) => listener,
+                    Err(e) => {
+                        tracing::warn!(port, error = %e, "Gateway listener port: cannot register the socket");
+                        continue;
+                    }
+                };
+                let role = Listener::Declared(port, declared);
+                let task = tokio::task::spawn_local(worker.clone().accept_loop(listener, role));
+                // Keyed by port with the TCP services' loops: `declared_ports` never binds one
+                // of their ports.
                 if let Some(old) = worker.streams.borrow_mut().accepting.insert(port, task) {
                     old.abort();
                 }
@@ -247,13 +296,12 @@ impl Worker {
                     let open = OpenConnection::new(&self);
                     self.room_for_one(true).await;
                     match role {
-                        Listener::Http | Listener::Https => {
-                            let https = role == Listener::Https;
+                        Listener::Http | Listener::Https | Listener::Declared(..) => {
                             tokio::task::spawn_local(crate::front_door::serve(
                                 self.clone(),
                                 stream,
                                 peer,
-                                https,
+                                role.door(),
                                 open,
                             ));
                         }

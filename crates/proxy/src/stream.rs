@@ -54,8 +54,14 @@ pub(crate) enum ListenerChange {
         port: u16,
         socket: std::net::TcpListener,
     },
-    /// Stop accepting on this port.
+    /// Stop accepting on this port (a TCP service's or a Gateway listener's).
     Close { port: u16 },
+    /// Accept on this socket as a Gateway listener's declared port (`declared_ports`).
+    OpenDeclared {
+        port: u16,
+        declared: model::sites::DeclaredPort,
+        socket: std::net::TcpListener,
+    },
     /// Receive this UDP service port's datagrams on this socket (this worker's one).
     OpenUdp {
         port: u16,

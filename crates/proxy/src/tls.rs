@@ -20,10 +20,12 @@ use crate::shared::Shared;
 /// Sessions each worker remembers for clients that resume by session ID instead of ticket.
 const SESSION_CACHE_SIZE: usize = 4096;
 
-/// Looks the certificate up in whatever configuration is current at handshake time.
+/// Looks the certificate up in whatever configuration is current at handshake time, in the
+/// certificates of `site` (a Gateway's own address, `model::sites`) or the shared ones.
 #[derive(Debug)]
 struct CurrentCertificates {
     shared: Arc<Shared>,
+    site: Option<std::net::IpAddr>,
 }
 
 impl ResolvesServerCert for CurrentCertificates {
@@ -31,7 +33,7 @@ impl ResolvesServerCert for CurrentCertificates {
         let config = self.shared.config.load();
         let found = config
             .as_ref()
-            .and_then(|c| c.certificates.resolve(hello.server_name()));
+            .and_then(|c| c.site(self.site).certificates.resolve(hello.server_name()));
         Some(found.unwrap_or_else(|| self.shared.fallback_cert.clone()))
     }
 }
@@ -109,6 +111,7 @@ pub(crate) fn server_config(
     shared: Arc<Shared>,
     session_tickets: bool,
     host: Option<&model::tls::HostTls>,
+    site: Option<std::net::IpAddr>,
 ) -> Result<Arc<ServerConfig>, rustls::Error> {
     let ticketer = shared.ticketer.clone();
     let builder = ServerConfig::builder_with_provider(model::tls::crypto_provider().clone())
@@ -118,7 +121,7 @@ pub(crate) fn server_config(
         Some(names) => builder.with_client_cert_verifier(Arc::new(RequestAny::new(names))),
         None => builder.with_no_client_auth(),
     };
-    let mut config = builder.with_cert_resolver(Arc::new(CurrentCertificates { shared }));
+    let mut config = builder.with_cert_resolver(Arc::new(CurrentCertificates { shared, site }));
     config.alpn_protocols = match host {
         Some(host) => host.alpn.clone(),
         None => LISTENER_ALPN.iter().map(|p| p.to_vec()).collect(),
@@ -144,11 +147,11 @@ mod tests {
             )
             .unwrap(),
         );
-        assert!(server_config(shared.clone(), true, None)
+        assert!(server_config(shared.clone(), true, None, None)
             .unwrap()
             .ticketer
             .enabled());
-        assert!(!server_config(shared, false, None)
+        assert!(!server_config(shared, false, None, None)
             .unwrap()
             .ticketer
             .enabled());

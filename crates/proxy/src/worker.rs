@@ -66,6 +66,8 @@ pub(crate) struct Worker {
     /// The configurations of hosts whose handshake differs (`model::tls::HostTls`), made on
     /// first use; emptied when session tickets flip, and bounded by `HOST_TLS_CONFIGS`.
     pub(crate) host_tls: RefCell<Vec<(Arc<HostTls>, Arc<rustls::ServerConfig>)>>,
+    /// The same for Gateways' own addresses (`sites`).
+    pub(crate) site_tls: RefCell<crate::sites::SiteTlsConfigs>,
     pub(crate) http_port: HeaderValue,
     pub(crate) https_port: HeaderValue,
     /// The signal every worker shares; only `run` reads it.
@@ -122,6 +124,13 @@ pub(crate) struct ConnCtx {
     balancer_port: Option<Box<HeaderValue>>,
     /// The address a PROXY protocol header named, believed or not.
     pub(crate) proxy_protocol_addr: Option<IpAddr>,
+    /// The Gateway site's address the connection came in on (`sites`); `None`: the shared
+    /// site's routes and certificates.
+    pub(crate) local: Option<IpAddr>,
+    /// The listener bit its requests' rules must answer on (`model::routes::Listeners`).
+    pub(crate) on: model::routes::Listeners,
+    /// The port its listener declares (Gateway API redirects derive theirs from it).
+    pub(crate) declared_port: u16,
     /// `peer`, formatted once.
     peer_text: HeaderValue,
     pub(crate) peer_port: u16,
@@ -158,6 +167,10 @@ pub(crate) struct Origin {
     pub(crate) announced: Option<IpAddr>,
     /// When the connection was accepted.
     pub(crate) accepted: Instant,
+    /// The Gateway site's address it came in on (`sites`); `None`: the shared site.
+    pub(crate) local: Option<IpAddr>,
+    /// The listener it came in on.
+    pub(crate) door: crate::sites::FrontDoor,
 }
 
 /// Lives as long as one request (until its response body is done or dropped).
@@ -379,7 +392,7 @@ impl Worker {
     ) -> Option<Arc<rustls::ServerConfig>> {
         let mut tls = self.tls.borrow_mut();
         if tls.0 != session_tickets {
-            match crate::tls::server_config(self.shared.clone(), session_tickets, None) {
+            match crate::tls::server_config(self.shared.clone(), session_tickets, None, None) {
                 Ok(config) => *tls = (session_tickets, config),
                 Err(e) => {
                     tracing::error!(error = %e, "cannot rebuild the TLS configuration");
@@ -387,6 +400,7 @@ impl Worker {
                 }
             }
             self.host_tls.borrow_mut().clear();
+            self.site_tls.borrow_mut().clear();
         }
         let Some(host) = host else {
             return Some(tls.1.clone());
@@ -396,7 +410,7 @@ impl Worker {
         if let Some((_, config)) = made.iter().find(|(h, _)| **h == **host) {
             return Some(config.clone());
         }
-        match crate::tls::server_config(self.shared.clone(), session_tickets, Some(host)) {
+        match crate::tls::server_config(self.shared.clone(), session_tickets, Some(host), None) {
             Ok(config) => {
                 if made.len() >= HOST_TLS_CONFIGS {
                     made.clear();
@@ -409,6 +423,23 @@ impl Worker {
                 None
             }
         }
+    }
+
+    /// The TLS configuration for a connection to the site at `site` (`sites`), with `host`'s
+    /// handshake: its certificate resolver looks in that site's certificates.
+    pub(crate) fn site_tls_config(
+        &self,
+        site: IpAddr,
+        session_tickets: bool,
+        host: Option<&Arc<HostTls>>,
+    ) -> Option<Arc<rustls::ServerConfig>> {
+        // Rebuilds the shared configuration (and forgets the sites') when tickets flipped.
+        self.tls_config(session_tickets, None)?;
+        let shared = self.shared.clone();
+        let host_tls = host.map(|h| &**h);
+        self.site_tls.borrow_mut().get_or_make(site, host, || {
+            crate::tls::server_config(shared, session_tickets, host_tls, Some(site))
+        })
     }
 
     /// Whether some backend of the current configuration holds `endpoint`.
@@ -505,6 +536,9 @@ impl ConnCtx {
                 .balancer_port
                 .map(|port| Box::new(HeaderValue::from(port))),
             proxy_protocol_addr: origin.announced,
+            local: origin.local,
+            on: origin.door.on,
+            declared_port: origin.door.port,
             serial,
             requests: Cell::new(0),
             in_flight: Cell::new(0),

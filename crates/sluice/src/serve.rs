@@ -93,6 +93,13 @@ pub(crate) struct ServeArgs {
     /// ClientHello on the HTTPS listener; other hosts are terminated there as usual).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false", value_parser = go_bool)]
     pub(crate) enable_ssl_passthrough: bool,
+    /// Addresses for Gateways (IPs, ranges `a-b`, CIDRs; comma-separated; at most 4096): each
+    /// Gateway of Sluice's class gets one of its own (its spec.addresses when free, else the
+    /// one its status has, else the first free) and serves only its own routes and
+    /// certificates there. The addresses must reach the node (on its interface, or
+    /// announced). Without it, every Gateway shares Sluice's listeners.
+    #[arg(long, value_name = "IPS", value_parser = address_pool)]
+    pub(crate) gateway_address_pool: Option<translate::gateway::AddressPool>,
     /// ingress-nginx's flag: the request metric families carry a `host` label (the rule's host).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "true", value_parser = go_bool)]
     pub(crate) metrics_per_host: bool,
@@ -324,6 +331,7 @@ impl ServeArgs {
             tcp_services_config_map: self.tcp_services_configmap.clone(),
             udp_services_config_map: self.udp_services_configmap.clone(),
             reserved_ports: self.reserved_ports(),
+            gateway_address_pool: self.gateway_address_pool.clone(),
         }
     }
 
@@ -392,6 +400,10 @@ fn grace_period(text: &str) -> Result<Duration, String> {
 
 fn namespaced_name(text: &str) -> Result<NamespacedName, String> {
     NamespacedName::parse(text).ok_or_else(|| format!("expected NAMESPACE/NAME, got {text:?}"))
+}
+
+fn address_pool(text: &str) -> Result<translate::gateway::AddressPool, String> {
+    text.parse().map_err(|e| format!("{e}"))
 }
 
 fn dns_subdomain(text: &str) -> Result<String, String> {
@@ -540,6 +552,30 @@ mod tests {
         "--validating-webhook-certificate=/usr/local/certificates/cert",
         "--validating-webhook-key=/usr/local/certificates/key",
     ];
+
+    #[test]
+    fn a_gateway_address_pool_is_read_or_refused_naming_the_flag() {
+        let options = serve(&[
+            "--kubernetes",
+            "--gateway-address-pool=198.18.0.64/26,10.0.0.1",
+        ])
+        .unwrap();
+        let pool = options.compile.gateway_address_pool.expect("a pool");
+        assert_eq!(pool.len(), 65);
+        let without = serve(&["--kubernetes"]).unwrap();
+        assert!(without.compile.gateway_address_pool.is_none());
+        for (bad, why) in [
+            ("10.0.0.1,x", "\"x\": not an IP address"),
+            ("10.0.0.0/8", "more than 4096 addresses"),
+            ("10.0.0.9-10.0.0.1", "the first not above the last"),
+        ] {
+            let error = serve(&["--kubernetes", "--gateway-address-pool", bad]).unwrap_err();
+            assert!(
+                error.contains("--gateway-address-pool") && error.contains(why),
+                "{error}"
+            );
+        }
+    }
 
     #[test]
     fn klog_verbosity_is_taken_as_ingress_nginx_writes_it() {

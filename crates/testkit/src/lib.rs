@@ -119,6 +119,15 @@ pub fn closed_port() -> SocketAddr {
     addr
 }
 
+/// A TCP port on 127.0.0.1 nothing uses now (bound, then released): for a server the test
+/// starts there. For a port that must refuse connections, [`closed_port`].
+pub fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|listener| listener.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
 /// A UDP port on 127.0.0.1 nothing uses now.
 pub fn free_udp_port() -> u16 {
     std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))

@@ -92,7 +92,7 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
     compiler.client_cert_hosts();
     compiler.share_affinity();
     compiler.canaries(&mut claims);
-    compiler.gateway_api();
+    compiler.gateway_api(options.gateway_address_pool.as_ref());
     compiler.passthrough(options);
     compiler.streams(options);
     compiler.out.routes.finish();

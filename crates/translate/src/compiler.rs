@@ -55,6 +55,9 @@ pub struct CompileOptions {
     /// Ports Sluice's own listeners use (HTTP, HTTPS, admin, status, webhook) → which
     /// listener: a TCP or UDP service entry naming one is refused.
     pub reserved_ports: BTreeMap<u16, String>,
+    /// `--gateway-address-pool`: each Gateway gets an address of its own (`gateway/addresses`);
+    /// `None`: every Gateway shares Sluice's listeners.
+    pub gateway_address_pool: Option<crate::gateway::AddressPool>,
 }
 
 impl Default for CompileOptions {
@@ -72,6 +75,7 @@ impl Default for CompileOptions {
             tcp_services_config_map: None,
             udp_services_config_map: None,
             reserved_ports: BTreeMap::new(),
+            gateway_address_pool: None,
         }
     }
 }

@@ -320,8 +320,10 @@ fn desired(
         wanted.insert((Kind::GatewayClass, key), to_json(status));
     }
     for (key, status) in &statuses.gateways {
+        let own = !status.addresses.is_empty();
         let mut status = to_json(status);
-        if let Some(addresses) = addresses {
+        // A Gateway with an address of its own (--gateway-address-pool) keeps it.
+        if let (false, Some(addresses)) = (own, addresses) {
             status["addresses"] = addresses.iter().filter_map(gateway_address).collect();
         }
         wanted.insert((Kind::Gateway, key.clone()), status);

@@ -54,7 +54,8 @@ struct Collector {
 impl Collector {
     async fn start(binary: &Path) -> Collector {
         let dir = tempfile::tempdir().unwrap();
-        let (grpc, http) = (closed_port(), closed_port());
+        let free = || SocketAddr::from(([127, 0, 0, 1], free_tcp_port()));
+        let (grpc, http) = (free(), free());
         let spans = dir.path().join("spans.json");
         let config = dir.path().join("otelcol.yaml");
         std::fs::write(

@@ -413,3 +413,53 @@ fn a_listener_selecting_namespaces_by_label_follows_the_labels_and_a_new_leader_
             .then_some(())
     });
 }
+
+/// Gateway `name` of class `sluice` with one HTTP listener.
+fn named_gateway(ns: &str, name: &str) -> Value {
+    let mut gateway = gateway(ns);
+    gateway["metadata"]["name"] = json!(name);
+    gateway
+}
+
+fn status_addresses(cluster: &Cluster, ns: &str, name: &str) -> Option<Value> {
+    let gateway = cluster.get("Gateway", ns, name)?;
+    let addresses = gateway["status"]["addresses"].clone();
+    addresses.is_array().then_some(addresses)
+}
+
+#[test]
+fn with_an_address_pool_each_gateway_gets_its_own_and_keeps_it_across_restarts() {
+    let ns = "pool";
+    let cluster = Cluster::start("gateway-pool");
+    cluster.install_gateway_crds();
+    cluster.create(&namespace(ns));
+    cluster.create(&gateway_class());
+    cluster.create(&named_gateway(ns, "a"));
+    // Created one second later at least: the pool is handed out oldest first.
+    std::thread::sleep(Duration::from_millis(1100));
+    cluster.create(&named_gateway(ns, "b"));
+    let pool = ["--gateway-address-pool", "198.18.0.210-198.18.0.212"];
+    let own = |ip: &str| json!([{"type": "IPAddress", "value": ip}]);
+    {
+        let _sluice = cluster.sluice(ns, &pool);
+        for (name, ip) in [("a", "198.18.0.210"), ("b", "198.18.0.211")] {
+            let found = eventually(WAIT, "a Gateway's own address", || {
+                status_addresses(&cluster, ns, name).filter(|a| *a == own(ip))
+            });
+            assert_eq!(found, own(ip), "{name}");
+        }
+    }
+    // A restart (or a new leader) reads the addresses from status: b keeps .211, although
+    // .210 is free now and first in the pool, and a newer Gateway gets what is left.
+    cluster.delete("Gateway", ns, "a");
+    cluster.create(&named_gateway(ns, "c"));
+    let _sluice = cluster.sluice(ns, &pool);
+    let c = eventually(WAIT, "the new Gateway's address", || {
+        status_addresses(&cluster, ns, "c")
+    });
+    assert_eq!(c, own("198.18.0.210"));
+    assert_eq!(
+        status_addresses(&cluster, ns, "b"),
+        Some(own("198.18.0.211"))
+    );
+}

@@ -16,15 +16,14 @@
 //! Precedence is the table's: a longer path (service and method) first, then more header
 //! matches, then the older route and rule order, which is GRPCRoute's order.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use model::policy::{RoutePolicy, UpstreamProtocol};
-use model::routes::{Listeners, PathKind, PathRoute, Route, RouteSite};
+use model::routes::{PathKind, PathRoute, Route, RouteSite};
 use model::{Kind, NamespacedName, ObjectRef, Severity};
 
 use super::grpc_objects::{GrpcMethodMatch, GrpcRoute, GrpcRouteMatch, GrpcRouteRule};
-use super::{route_ref, GatewayHost, ListenerSlot, RouteHead};
+use super::{route_ref, ListenerSlot, RouteHead};
 use crate::compiler::Compiler;
 
 /// The filter types GRPCRoute has that Sluice implements.
@@ -70,7 +69,7 @@ impl Compiler<'_> {
         (key, object): (&NamespacedName, &ObjectRef),
         r: usize,
         rule: &GrpcRouteRule,
-        hosts: &BTreeMap<GatewayHost, Listeners>,
+        hosts: &super::RouteHosts,
         site_host: &Arc<str>,
     ) {
         let field = format!("spec.rules[{r}]");

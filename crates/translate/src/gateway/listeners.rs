@@ -1,21 +1,21 @@
 //! A Gateway's listeners as Sluice serves them: HTTP on port 80, HTTPS on port 443 with its
-//! certificate, and which routes each admits.
+//! certificate, HTTP or HTTPS on any other port (`ports`), and which routes each admits.
 //!
 //! ```text
 //!  Listener { protocol, port, hostname, tls, allowedRoutes } ─▶ ListenerSlot { Listeners, host,
 //!      namespaces (namespaces.rs), kinds, programmed, refs } │ None + a diagnostic (other
-//!      ports and protocols: not accepted)
+//!      protocols, a protocol conflict: not accepted)
 //!  no usable certificate ─▶ kept, not programmed, ResolvedRefs False (InvalidCertificateRef,
 //!      RefNotPermitted): routes attach and are counted, nothing is served for it
 //!  tls.certificateRefs ─(ReferenceGrant across namespaces)─▶ Secret ─▶ Certificates[hostname]
 //! ```
 
-use model::routes::{HostPattern, Listeners};
+use model::routes::HostPattern;
 use model::{NamespacedName, Severity};
 
 use super::namespaces::{AllowedFrom, NamespaceSelector};
 use super::objects::{self, ListenerTls};
-use super::{gateway_ref, GatewayHost, ListenerSlot, GROUP};
+use super::{gateway_ref, GatewayHost, ListenerSlot, Place, GROUP};
 use crate::compiler::Compiler;
 
 impl Compiler<'_> {
@@ -24,19 +24,27 @@ impl Compiler<'_> {
     pub(super) fn listener(
         &mut self,
         gateway: &NamespacedName,
+        place: Place,
         i: usize,
         listener: &objects::Listener,
     ) -> Option<ListenerSlot> {
         let object = gateway_ref(gateway);
         let field = format!("spec.listeners[{i}]");
         let on = match (listener.protocol.as_str(), listener.port) {
-            ("HTTP", 80) => Listeners::HTTP,
-            ("HTTPS", 443) => Listeners::HTTPS,
+            (protocol @ ("HTTP" | "HTTPS"), port) => {
+                match self.declare_port(port, protocol == "HTTPS") {
+                    Ok(on) => on,
+                    Err(why) => {
+                        self.diagnose(object, format!("{field}: {protocol}: {why}"));
+                        return None;
+                    }
+                }
+            }
             (protocol, port) => {
                 self.diagnose_with(
                     Severity::Unsupported,
                     object,
-                    format!("{field}: {protocol} on port {port}: Sluice serves a Gateway's HTTP listener on port 80 (--http-listen) and HTTPS listener on port 443 (--https-listen), no other yet; listener ignored"),
+                    format!("{field}: {protocol} on port {port}: Sluice serves HTTP and HTTPS listeners only, yet; listener ignored"),
                 );
                 return None;
             }
@@ -54,7 +62,8 @@ impl Compiler<'_> {
                 return None;
             }
         };
-        if on == Listeners::HTTP && listener.tls.is_some() {
+        let tls = listener.protocol == "HTTPS";
+        if !tls && listener.tls.is_some() {
             self.diagnose(
                 object.clone(),
                 format!("{field}.tls: an HTTP listener has no TLS; ignored"),
@@ -62,8 +71,8 @@ impl Compiler<'_> {
         }
         // An unusable certificate leaves the listener in place, not programmed, with
         // ResolvedRefs False (routes still attach to it and are counted).
-        let refs = if on == Listeners::HTTPS {
-            self.listener_tls(gateway, &field, listener.tls.as_ref(), &host)?
+        let refs = if tls {
+            self.listener_tls((gateway, place), &field, listener.tls.as_ref(), &host)?
                 .err()
         } else {
             None
@@ -111,6 +120,7 @@ impl Compiler<'_> {
         };
         Some(ListenerSlot {
             gateway: gateway.clone(),
+            place,
             name: listener.name.clone(),
             port: listener.port,
             on,
@@ -166,7 +176,7 @@ impl Compiler<'_> {
     /// programmed. `None`: a TLS mode Sluice does not serve; the listener is not accepted.
     pub(super) fn listener_tls(
         &mut self,
-        gateway: &NamespacedName,
+        (gateway, place): (&NamespacedName, Place),
         field: &str,
         tls: Option<&ListenerTls>,
         host: &GatewayHost,
@@ -226,7 +236,12 @@ impl Compiler<'_> {
                     };
                     // An Ingress's certificate for the name (or --default-tls-secret for a
                     // listener without hostname) came first and stays, as its rules win ties.
-                    if let Some(kept) = self.out.certificates.sources().get(&pattern.to_string()) {
+                    // A Gateway that serves nowhere (its address) has its certificate checked.
+                    let Some(certificates) = self.certificates_at(place) else {
+                        return Some(Ok(()));
+                    };
+                    let kept = certificates.sources().get(&pattern.to_string()).cloned();
+                    if let Some(kept) = kept {
                         self.diagnose_with(
                             Severity::Notice,
                             object,
@@ -241,9 +256,9 @@ impl Compiler<'_> {
                             format!("{field}.tls.certificateRefs: Sluice serves one certificate per listener, the first usable ({secret}); the others are ignored"),
                         );
                     }
-                    self.out
-                        .certificates
-                        .insert(&pattern, key, secret.to_string(), info);
+                    if let Some(certificates) = self.certificates_at(place) {
+                        certificates.insert(&pattern, key, secret.to_string(), info);
+                    }
                     return Some(Ok(()));
                 }
                 Err(why) => self.diagnose_with(

@@ -3,9 +3,11 @@
 //!
 //! ```text
 //!  GatewayClass (controllerName sluice.dev/gateway-controller)
-//!    └▶ Gateway ─▶ listeners: HTTP :80 ─▶ Listeners::HTTP   (served on --http-listen)
+//!    └▶ Gateway ─▶ address (`addresses`: --gateway-address-pool ─▶ a site of its own)
+//!               ─▶ listeners: HTTP :80 ─▶ Listeners::HTTP   (served on --http-listen)
 //!                             HTTPS :443 ─▶ Listeners::HTTPS (--https-listen; certificateRefs
 //!                                           ─▶ Certificates, ReferenceGrant across namespaces)
+//!                             HTTP/HTTPS :other ─▶ a declared port's bit (`ports`)
 //!  HTTPRoute ─parentRefs (name, sectionName, port)─▶ listeners that allow it
 //!            ─hostnames ∩ listener hostname─▶ hosts (exact, *.suffix of any depth, any)
 //!            ─rules × matches─▶ PathRoute { path, when: [method, headers, query], listeners }
@@ -15,9 +17,10 @@
 //!            ─rules × matches─▶ method as the path /<service>/<method>, headers as conditions;
 //!                      the same filters and backendRefs, every share gRPC (HTTP/2)
 //! ```
-//! Files: `objects` and `grpc_objects` (the types), `listeners` (what a Gateway serves), this file
-//! (attaching routes of either kind, hostnames, HTTPRoute rules), `grpc_route`, `matches`,
-//! `filters`, `backend_refs`.
+//! Files: `objects` and `grpc_objects` (the types), `addresses` (a Gateway's site),
+//! `listeners` (what a Gateway serves), `ports` (ports beyond 80 and 443), this file (attaching
+//! routes of either kind, hostnames, HTTPRoute rules), `grpc_route`, `matches`, `filters`,
+//! `backend_refs`.
 //! HTTPRoutes and GRPCRoutes are attached in one order; of the two kinds, the route attached
 //! first keeps a hostname on a listener (the spec accepts exactly one of them).
 //! Routes (both kinds) are read oldest first, then by namespace/name, rules and matches in order: the
@@ -26,6 +29,7 @@
 //! Also: `namespaces` (which namespaces' routes a listener admits, label selectors over the
 //! Store's Namespace labels), `timeouts` (a rule's `timeouts` on its upstream policy), `status`.
 
+mod addresses;
 pub mod api;
 mod backend_refs;
 mod cors;
@@ -36,6 +40,8 @@ mod listeners;
 mod matches;
 mod namespaces;
 pub mod objects;
+mod pool;
+mod ports;
 mod status;
 mod timeouts;
 
@@ -59,6 +65,9 @@ use objects::{HttpRoute, HttpRouteMatch};
 pub const GATEWAY_CONTROLLER: &str = "sluice.dev/gateway-controller";
 pub use namespaces::NAMESPACE_NAME_LABEL;
 pub use objects::GROUP;
+pub use pool::{AddressPool, PoolError, MAX_POOL_ADDRESSES};
+
+use pool::Place;
 
 /// A hostname a route answers for on Sluice's table.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -111,9 +120,14 @@ fn covers(suffix: &str, name: &str) -> bool {
         .is_some_and(|labels| !labels.is_empty())
 }
 
+/// The hosts a route answers for, each at its Gateway's site with the listeners it is on.
+type RouteHosts = BTreeMap<(Place, GatewayHost), Listeners>;
+
 /// One listener Sluice serves.
 struct ListenerSlot {
     gateway: NamespacedName,
+    /// The Gateway's site (`addresses`).
+    place: Place,
     name: String,
     port: i32,
     on: Listeners,
@@ -171,13 +185,14 @@ fn route_ref(kind: Kind, key: &NamespacedName) -> ObjectRef {
 impl Compiler<'_> {
     /// Every Gateway API object of Sluice's classes, into the route table and certificates.
     /// Runs after the Ingresses' passes, so their host-wide annotations stay on their routes.
-    pub(crate) fn gateway_api(&mut self) {
+    pub(crate) fn gateway_api(&mut self, pool: Option<&AddressPool>) {
         let mut status = GatewayStatuses::default();
-        self.gateway_api_into(&mut status);
+        self.gateway_api_into(&mut status, pool);
+        self.finish_sites();
         self.out.gateway_status = Arc::new(status);
     }
 
-    fn gateway_api_into(&mut self, status: &mut GatewayStatuses) {
+    fn gateway_api_into(&mut self, status: &mut GatewayStatuses, pool: Option<&AddressPool>) {
         let store = self.store;
         let mut classes = BTreeSet::new();
         for class in store.gateway_classes() {
@@ -212,10 +227,14 @@ impl Compiler<'_> {
         let mut listeners = Vec::new();
         let mut ours = BTreeSet::new();
         let mut outcomes = Vec::new();
-        for (key, gateway) in store.gateways_by_name() {
-            if !classes.contains(&gateway.spec.gateway_class_name) {
-                continue;
-            }
+        let gateways: Vec<_> = (store.gateways_by_name())
+            .filter(|(_, g)| classes.contains(&g.spec.gateway_class_name))
+            .collect();
+        let assignments = pool::assign(pool, &gateways);
+        self.unpooled_addresses(pool, &gateways);
+        self.open_sites(&assignments);
+        for (key, gateway) in gateways {
+            let place = assignments[key].place;
             ours.insert(key.clone());
             let object = gateway_ref(key);
             self.unsupported_fields(&object, &gateway.unsupported);
@@ -223,7 +242,7 @@ impl Compiler<'_> {
             let mut found = Vec::new();
             for (i, listener) in gateway.spec.listeners.iter().enumerate() {
                 let mark = self.out.diagnostics.len();
-                let slot = self.listener(key, i, listener).map(|slot| {
+                let slot = self.listener(key, place, i, listener).map(|slot| {
                     listeners.push(slot);
                     listeners.len() - 1
                 });
@@ -243,7 +262,12 @@ impl Compiler<'_> {
             }
             outcomes.push((key, gateway, found));
         }
-        if listeners.iter().any(|l| l.on == Listeners::HTTP) {
+        self.shared_collisions(&listeners);
+        let plain = |l: &ListenerSlot| {
+            l.on == Listeners::HTTP
+                || (self.out.declared_ports.values()).any(|d| d.on == l.on && !d.tls)
+        };
+        if listeners.iter().any(plain) {
             // A Gateway's HTTP listener also speaks HTTP/2 with prior knowledge (h2c), as
             // GRPCRoute requires of HTTP listeners and HTTPRoute's h2c clients expect: the
             // plain socket takes the preface as `use-h2c` has it.
@@ -316,15 +340,15 @@ impl Compiler<'_> {
             let slots = found.iter().filter_map(|o| o.slot.map(|s| &listeners[s]));
             let accepted = slots.clone().count();
             let programmed = slots.filter(|s| s.programmed).count();
+            let mut conditions =
+                status::gateway_conditions(accepted, programmed, found.len(), generation);
+            let assignment = &assignments[key];
+            assignment.overrule(&mut conditions, generation);
             status.gateways.insert(
                 key.clone(),
                 GatewayStatus {
-                    conditions: status::gateway_conditions(
-                        accepted,
-                        programmed,
-                        found.len(),
-                        generation,
-                    ),
+                    addresses: assignment.status_addresses(),
+                    conditions,
                     listeners: listener_status,
                 },
             );
@@ -378,7 +402,7 @@ impl Compiler<'_> {
         head: &RouteHead,
         listeners: &mut [ListenerSlot],
         (ours, both_kinds): (&BTreeSet<NamespacedName>, bool),
-    ) -> Option<(Vec<RouteParentStatus>, BTreeMap<GatewayHost, Listeners>)> {
+    ) -> Option<(Vec<RouteParentStatus>, RouteHosts)> {
         let key = head.key;
         let parent_of = |parent: &objects::ParentReference| {
             let group = parent.group.as_deref().unwrap_or(GROUP);
@@ -406,7 +430,7 @@ impl Compiler<'_> {
                 Ok(host) => route_hosts.push(host),
             }
         }
-        let mut hosts: BTreeMap<GatewayHost, Listeners> = BTreeMap::new();
+        let mut hosts: RouteHosts = BTreeMap::new();
         for (p, parent) in head.parent_refs.iter().enumerate() {
             let field = format!("spec.parentRefs[{p}]");
             let Some(gateway) = parent_of(parent) else {
@@ -464,9 +488,10 @@ impl Compiler<'_> {
                     attached_to.insert(s);
                     // A listener that is not programmed serves nothing: its routes' rules
                     // are compiled (for their conditions) but not added for it.
-                    let on = hosts.entry(host).or_insert(Listeners::NONE);
-                    if listeners[s].programmed {
-                        *on = on.union(listeners[s].on);
+                    let slot = &listeners[s];
+                    let on = hosts.entry((slot.place, host)).or_insert(Listeners::NONE);
+                    if slot.programmed {
+                        *on = on.union(slot.on);
                     }
                 }
             }
@@ -541,7 +566,7 @@ impl Compiler<'_> {
         key: &NamespacedName,
         object: &ObjectRef,
         spec: &objects::HttpRouteSpec,
-        hosts: &BTreeMap<GatewayHost, Listeners>,
+        hosts: &RouteHosts,
     ) {
         let site_host = self.site_host(hosts);
         for (r, rule) in spec.rules.iter().enumerate() {
@@ -555,7 +580,7 @@ impl Compiler<'_> {
         object: &ObjectRef,
         r: usize,
         rule: &objects::HttpRouteRule,
-        hosts: &BTreeMap<GatewayHost, Listeners>,
+        hosts: &RouteHosts,
         site_host: &Arc<str>,
     ) {
         let field = format!("spec.rules[{r}]");
@@ -618,32 +643,34 @@ impl Compiler<'_> {
         }
     }
 
-    /// One rule of a route, on each host it answers for, on that host's listeners (none when
-    /// every listener it attached to is not programmed: compiled for its conditions only).
-    fn add_to_hosts(&mut self, path_rule: &PathRoute, hosts: &BTreeMap<GatewayHost, Listeners>) {
-        for (host, on) in hosts {
+    /// One rule of a route, on each host it answers for, on that host's listeners at its
+    /// Gateway's site (none when every listener it attached to is not programmed: compiled for
+    /// its conditions only; a Gateway whose address could not be given serves nowhere).
+    fn add_to_hosts(&mut self, path_rule: &PathRoute, hosts: &RouteHosts) {
+        for ((place, host), on) in hosts {
             if *on == Listeners::NONE {
                 continue;
             }
             let mut rule = path_rule.clone();
             rule.listeners = *on;
+            let shared = match host {
+                GatewayHost::Exact(h) | GatewayHost::Suffix(h) => self.share(h),
+                GatewayHost::Any => self.share(""),
+            };
+            let Some(table) = self.routes_at(*place) else {
+                continue;
+            };
             match host {
-                GatewayHost::Exact(h) => {
-                    let h = self.share(h);
-                    self.out.routes.host_mut(&HostPattern::Exact(h)).add(rule);
-                }
-                GatewayHost::Suffix(s) => {
-                    let s = self.share(s);
-                    self.out.routes.add_suffix_rule(&s, rule);
-                }
-                GatewayHost::Any => self.out.routes.host_mut(&HostPattern::Any).add(rule),
+                GatewayHost::Exact(_) => table.host_mut(&HostPattern::Exact(shared)).add(rule),
+                GatewayHost::Suffix(_) => table.add_suffix_rule(&shared, rule),
+                GatewayHost::Any => table.host_mut(&HostPattern::Any).add(rule),
             }
         }
     }
 
     /// The site a route's rules are shown under: its first host.
-    fn site_host(&mut self, hosts: &BTreeMap<GatewayHost, Listeners>) -> Arc<str> {
-        match hosts.keys().next() {
+    fn site_host(&mut self, hosts: &RouteHosts) -> Arc<str> {
+        match hosts.keys().next().map(|(_, host)| host) {
             Some(GatewayHost::Exact(h)) => self.share(h),
             Some(GatewayHost::Suffix(s)) => self.share(&format!("*.{s}")),
             _ => self.share(""),

@@ -75,12 +75,25 @@ pub(crate) struct Doc<S> {
     #[serde(default)]
     metadata: ObjectMeta,
     spec: S,
-    /// Written by controllers, never read: no diagnostic for it.
+    /// Written by controllers: only a Gateway's `addresses` are read (the address it was
+    /// given, kept across restarts); no diagnostic for the rest.
     #[serde(default)]
-    #[allow(dead_code)]
-    status: Option<serde::de::IgnoredAny>,
+    status: Option<DocStatus>,
     #[serde(flatten)]
     rest: Rest,
+}
+
+/// The part of an object's status the compile reads.
+#[derive(Deserialize, Default)]
+pub(crate) struct DocStatus {
+    #[serde(default)]
+    addresses: Vec<StatusAddress>,
+}
+
+#[derive(Deserialize)]
+struct StatusAddress {
+    #[serde(default)]
+    value: String,
 }
 
 /// One object, slim: its metadata, its spec without the unknown fields, and their paths.
@@ -92,6 +105,8 @@ pub struct GatewayObject<S> {
     pub unsupported: Box<[String]>,
     /// `metadata.generation` (0 in a file): the `observedGeneration` of its status.
     pub generation: i64,
+    /// `status.addresses[].value` (a Gateway's; empty for the other kinds).
+    pub status_addresses: Box<[String]>,
 }
 
 impl<S: Unsupported> From<Doc<S>> for GatewayObject<S> {
@@ -103,8 +118,10 @@ impl<S: Unsupported> From<Doc<S>> for GatewayObject<S> {
         }
         doc.spec.take_unsupported("spec", &mut unsupported);
         let generation = doc.metadata.generation.unwrap_or_default();
+        let status = doc.status.unwrap_or_default();
         GatewayObject {
             generation,
+            status_addresses: status.addresses.into_iter().map(|a| a.value).collect(),
             metadata: Meta::gateway(doc.metadata),
             spec: doc.spec,
             unsupported: unsupported.into(),
@@ -134,10 +151,26 @@ pub struct GatewaySpec {
     pub gateway_class_name: String,
     #[serde(default)]
     pub listeners: Vec<Listener>,
+    /// The addresses asked for (`--gateway-address-pool` assigns one; see `addresses`).
+    #[serde(default)]
+    pub addresses: Vec<GatewaySpecAddress>,
     #[serde(flatten)]
     pub rest: Rest,
 }
-unsupported!(GatewaySpec { listeners => "listeners" });
+unsupported!(GatewaySpec { listeners => "listeners", addresses => "addresses" });
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewaySpecAddress {
+    /// `IPAddress` when absent (the API's default).
+    #[serde(default, rename = "type")]
+    pub type_: Option<String>,
+    #[serde(default)]
+    pub value: String,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(GatewaySpecAddress {});
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -60,7 +60,9 @@ pub(super) fn listener_status(
         Some(reason) => conditions.push(condition("ResolvedRefs", false, reason, &said)),
         None => conditions.push(condition("ResolvedRefs", true, "ResolvedRefs", "")),
     }
-    conditions.push(if outcome.conflicted {
+    conditions.push(if said.contains("(ProtocolConflict)") {
+        condition("Conflicted", true, "ProtocolConflict", &said)
+    } else if outcome.conflicted {
         condition(
             "Conflicted",
             true,

@@ -6,6 +6,7 @@ mod catalogue;
 mod configmap;
 mod endpoints;
 mod gateway_listener_status;
+mod gateway_sites;
 mod gateway_status;
 mod golden;
 mod grpc_route_status;

@@ -6,7 +6,9 @@ pub(crate) mod raw_h2;
 
 pub(crate) use testkit::objects::*;
 pub(crate) use testkit::tls::{Leaf, TestCa};
-pub(crate) use testkit::{bounded, closed_port, eventually_async, free_udp_port, STEP};
+pub(crate) use testkit::{
+    bounded, closed_port, eventually_async, free_tcp_port, free_udp_port, STEP,
+};
 
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
@@ -63,15 +65,26 @@ impl Harness {
     }
 
     pub(crate) fn with_workers(workers: usize) -> Harness {
-        let any = SocketAddr::from((LOCALHOST, 0));
+        Harness::listening(LOCALHOST.into(), workers, CompileOptions::default())
+    }
+
+    /// HTTP and HTTPS on `ip` (port 0; admin and status on loopback) with these compile
+    /// options.
+    pub(crate) fn listening(
+        ip: std::net::IpAddr,
+        workers: usize,
+        options: CompileOptions,
+    ) -> Harness {
+        let any = SocketAddr::from((ip, 0));
+        let loopback = SocketAddr::from((LOCALHOST, 0));
         let access_log = tempfile::NamedTempFile::new()
             .expect("a temporary file")
             .into_temp_path();
         let proxy = Proxy::start(ProxyConfig {
             http_listen: any,
             https_listen: any,
-            admin_listen: any,
-            status_listen: any,
+            admin_listen: loopback,
+            status_listen: loopback,
             workers: NonZeroUsize::new(workers).unwrap(),
             access_log: proxy::AccessLogOutput::File(access_log.to_path_buf()),
             metric_identity: proxy::MetricIdentity::default(),
@@ -79,7 +92,7 @@ impl Harness {
         })
         .expect("proxy starts");
         Harness {
-            control: ControlPlane::new(proxy, CompileOptions::default(), &Settings::default()),
+            control: ControlPlane::new(proxy, options, &Settings::default()),
             access_log,
         }
     }

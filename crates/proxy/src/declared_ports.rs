@@ -1,0 +1,114 @@
+//! Ports Gateway listeners declare beyond Sluice's own two (`model::sites::DeclaredPort`):
+//! bound on `--http-listen`'s address at the declared number, one SO_REUSEPORT socket per
+//! worker, the way TCP service ports are (`stream`).
+//!
+//! ```text
+//!  publish(config) ─▶ apply: port added ─▶ bind ×workers ─▶ ListenerChange::OpenDeclared
+//!                           (accept ─▶ front_door::serve as that listener: plain or TLS,
+//!                            its bit of model::routes::Listeners, its declared port)
+//!                     port gone or changed ─▶ ListenerChange::Close (open connections stay)
+//!                     bind failed ─▶ logged, shown on /config, tried again at the next publish
+//! ```
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+
+use model::sites::DeclaredPort;
+use model::Compiled;
+use tokio::sync::mpsc;
+
+use crate::stream::ListenerChange;
+
+/// The control plane's side: which declared ports are bound.
+pub(crate) struct DeclaredListeners {
+    ip: IpAddr,
+    /// Sluice's own HTTP and HTTPS ports as bound: binding one again (SO_REUSEPORT) would
+    /// share its connections.
+    own: [(u16, &'static str); 2],
+    workers: Vec<mpsc::UnboundedSender<ListenerChange>>,
+    open: BTreeMap<u16, DeclaredPort>,
+    failed: BTreeMap<u16, String>,
+}
+
+impl DeclaredListeners {
+    pub(crate) fn new(
+        ip: IpAddr,
+        own: [(u16, &'static str); 2],
+        workers: Vec<mpsc::UnboundedSender<ListenerChange>>,
+    ) -> Self {
+        DeclaredListeners {
+            ip,
+            own,
+            workers,
+            open: BTreeMap::new(),
+            failed: BTreeMap::new(),
+        }
+    }
+
+    /// Opens the ports `config` declares and closes the ones it no longer does (or declares
+    /// differently). Returns the ports that could not be bound, with why.
+    pub(crate) fn apply(&mut self, config: &Compiled) -> Vec<String> {
+        let wanted = &config.declared_ports;
+        let gone: Vec<u16> = (self.open.iter())
+            .filter(|(port, open)| wanted.get(port) != Some(open))
+            .map(|(port, _)| *port)
+            .collect();
+        for port in gone {
+            for worker in &self.workers {
+                let _ = worker.send(ListenerChange::Close { port });
+            }
+            self.open.remove(&port);
+            tracing::info!(port, "Gateway listener port closed");
+        }
+        self.failed.retain(|port, _| wanted.contains_key(port));
+        for (port, declared) in wanted {
+            if self.open.contains_key(port) {
+                continue;
+            }
+            let why = if let Some((_, listener)) = self.own.iter().find(|(own, _)| own == port) {
+                Some(format!("it is the {listener}'s port"))
+            } else if config.tcp_services.contains_key(port) {
+                Some("it is a TCP service's port (--tcp-services-configmap)".to_owned())
+            } else {
+                None
+            };
+            let bound = match why {
+                Some(why) => Err(why),
+                None => crate::listen::bind_reuseport(
+                    "Gateway listener",
+                    "a Gateway's listener port",
+                    SocketAddr::new(self.ip, *port),
+                    self.workers.len(),
+                )
+                .map_err(|e| crate::error::Chain(&e).to_string()),
+            };
+            match bound {
+                Ok(bound) => {
+                    for (worker, socket) in self.workers.iter().zip(bound.sockets) {
+                        let _ = worker.send(ListenerChange::OpenDeclared {
+                            port: *port,
+                            declared: *declared,
+                            socket,
+                        });
+                    }
+                    self.open.insert(*port, *declared);
+                    self.failed.remove(port);
+                    tracing::info!(port, tls = declared.tls, "Gateway listener port open");
+                }
+                Err(why) => {
+                    if self.failed.get(port) != Some(&why) {
+                        tracing::warn!(
+                            port,
+                            "Gateway listener port not opened: {why}; tried again at the next \
+                             configuration change"
+                        );
+                    }
+                    self.failed.insert(*port, why);
+                }
+            }
+        }
+        (self.failed.iter())
+            .map(|(port, why)| format!("Gateway listener port {port}: {why}"))
+            .collect()
+    }
+}

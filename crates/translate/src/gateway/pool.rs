@@ -1,0 +1,382 @@
+//! Gateways' addresses, decided: `--gateway-address-pool` read, and each Gateway's place
+//! (plain data and pure functions; `addresses` puts the result into the compile).
+//!
+//! ```text
+//!  --gateway-address-pool 198.18.0.64/26,10.0.0.5-10.0.0.9 ─▶ AddressPool (sorted, ≤ 4096)
+//!  Gateways, oldest first, then by namespace/name:
+//!    1. spec.addresses IPAddress in the pool and free ─▶ Own(ip)
+//!       (outside the pool, or taken ─▶ Nowhere, Programmed=False AddressNotUsable;
+//!        Hostname/NamedAddress ─▶ Nowhere, Accepted=False UnsupportedAddress)
+//!    2. status.addresses[] in the pool and free (a restart or a new leader keeps it) ─▶ Own
+//!    3. the first free address of the pool ─▶ Own; none left ─▶ Nowhere, AddressNotAssigned
+//!  no pool ─▶ every Gateway Shared (Sluice's one site, with the Ingresses)
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::IpAddr;
+use std::str::FromStr;
+
+use ipnet::IpNet;
+use model::gateway_status::{Condition, GatewayAddress};
+use model::NamespacedName;
+
+use super::objects::Gateway;
+
+/// The most addresses a pool may hold: far more Gateways than one node serves, and the pool is
+/// kept as a sorted list.
+pub const MAX_POOL_ADDRESSES: usize = 4096;
+
+/// `--gateway-address-pool`: the addresses Gateways get, in the order they are handed out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddressPool {
+    addresses: Vec<IpAddr>,
+}
+
+/// Why a pool's text is refused (the flag's name is the caller's to add).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PoolError {
+    #[error("{0:?}: not an IP address, a range `a-b` or a CIDR")]
+    Entry(String),
+    #[error("{0:?}: a range's ends must be of one family, the first not above the last")]
+    Range(String),
+    #[error("more than {MAX_POOL_ADDRESSES} addresses")]
+    TooLarge,
+    #[error("no address")]
+    Empty,
+}
+
+/// Where a Gateway is served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Place {
+    /// Sluice's shared site: every Gateway without a pool, with the Ingresses.
+    Shared,
+    /// Its own address.
+    Own(IpAddr),
+    /// Nowhere: it asked for an address it cannot have (its status says why).
+    Nowhere,
+}
+
+/// A Gateway's address, decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Assignment {
+    pub(crate) place: Place,
+    /// Why it has none: (`Accepted` or `Programmed`, reason, message).
+    pub(crate) problem: Option<(&'static str, &'static str, String)>,
+}
+
+impl FromStr for AddressPool {
+    type Err = PoolError;
+
+    /// Comma-separated IPs, ranges `a-b` and CIDRs (a CIDR's every address, network and
+    /// broadcast included: they are the operator's to hand out).
+    fn from_str(text: &str) -> Result<AddressPool, PoolError> {
+        let mut addresses = BTreeSet::new();
+        let mut add = |ip: IpAddr| {
+            addresses.insert(ip);
+            if addresses.len() > MAX_POOL_ADDRESSES {
+                return Err(PoolError::TooLarge);
+            }
+            Ok(())
+        };
+        for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            if let Some((first, last)) = entry.split_once('-') {
+                let parse = |t: &str| t.trim().parse::<IpAddr>();
+                let (Ok(first), Ok(last)) = (parse(first), parse(last)) else {
+                    return Err(PoolError::Entry(entry.to_owned()));
+                };
+                if first.is_ipv4() != last.is_ipv4() || first > last {
+                    return Err(PoolError::Range(entry.to_owned()));
+                }
+                let mut ip = first;
+                loop {
+                    add(ip)?;
+                    if ip == last {
+                        break;
+                    }
+                    ip = next(ip);
+                }
+            } else if let Ok(ip) = entry.parse::<IpAddr>() {
+                add(ip)?;
+            } else if let Ok(net) = entry.parse::<IpNet>() {
+                // Counted before walking: a /8 must not be listed to be refused.
+                let bits = net.max_prefix_len() - net.prefix_len();
+                if bits >= 13 {
+                    return Err(PoolError::TooLarge);
+                }
+                for ip in net.hosts_including_ends() {
+                    add(ip)?;
+                }
+            } else {
+                return Err(PoolError::Entry(entry.to_owned()));
+            }
+        }
+        if addresses.is_empty() {
+            return Err(PoolError::Empty);
+        }
+        Ok(AddressPool {
+            addresses: addresses.into_iter().collect(),
+        })
+    }
+}
+
+impl fmt::Display for AddressPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (first, last) = (self.addresses[0], self.addresses[self.addresses.len() - 1]);
+        write!(f, "{} addresses, {first} to {last}", self.addresses.len())
+    }
+}
+
+impl AddressPool {
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        self.addresses.binary_search(&ip).is_ok()
+    }
+
+    pub fn len(&self) -> usize {
+        self.addresses.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.addresses.is_empty()
+    }
+}
+
+/// Every address of a network, its first and last included.
+trait HostsIncludingEnds {
+    fn hosts_including_ends(&self) -> Box<dyn Iterator<Item = IpAddr>>;
+}
+
+impl HostsIncludingEnds for IpNet {
+    fn hosts_including_ends(&self) -> Box<dyn Iterator<Item = IpAddr>> {
+        let (first, last) = (self.network(), self.broadcast());
+        let mut ip = Some(first);
+        Box::new(std::iter::from_fn(move || {
+            let now = ip?;
+            ip = (now != last).then(|| next(now));
+            Some(now)
+        }))
+    }
+}
+
+/// The address after `ip` (never called on the family's last).
+fn next(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => std::net::Ipv4Addr::from(u32::from(v4).wrapping_add(1)).into(),
+        IpAddr::V6(v6) => std::net::Ipv6Addr::from(u128::from(v6).wrapping_add(1)).into(),
+    }
+}
+
+/// Each Gateway's place (see the module doc). `gateways`: Sluice's, in any order.
+pub(crate) fn assign(
+    pool: Option<&AddressPool>,
+    gateways: &[(&NamespacedName, &Gateway)],
+) -> BTreeMap<NamespacedName, Assignment> {
+    let mut out = BTreeMap::new();
+    let Some(pool) = pool else {
+        for (key, _) in gateways {
+            let shared = Assignment {
+                place: Place::Shared,
+                problem: None,
+            };
+            out.insert((*key).clone(), shared);
+        }
+        return out;
+    };
+    let mut ordered = gateways.to_vec();
+    ordered.sort_by(|(a_key, a), (b_key, b)| {
+        (a.metadata.creation_timestamp.as_ref())
+            .cmp(&b.metadata.creation_timestamp.as_ref())
+            .then_with(|| a_key.cmp(b_key))
+    });
+    let mut taken = BTreeSet::new();
+    let mut waiting = Vec::new();
+    for (key, gateway) in ordered {
+        match asked(pool, gateway, &taken) {
+            Ok(Some(ip)) => {
+                taken.insert(ip);
+                out.insert(key.clone(), own(ip));
+            }
+            Ok(None) => waiting.push((key, gateway)),
+            Err(problem) => {
+                let nowhere = Assignment {
+                    place: Place::Nowhere,
+                    problem: Some(problem),
+                };
+                out.insert(key.clone(), nowhere);
+            }
+        }
+    }
+    // The address a Gateway was given before, when nobody asked for it since.
+    let mut unplaced = Vec::new();
+    for (key, gateway) in waiting {
+        let kept = (gateway.status_addresses.iter())
+            .filter_map(|text| text.parse::<IpAddr>().ok())
+            .find(|ip| pool.contains(*ip) && !taken.contains(ip));
+        match kept {
+            Some(ip) => {
+                taken.insert(ip);
+                out.insert(key.clone(), own(ip));
+            }
+            None => unplaced.push(key),
+        }
+    }
+    let mut free = pool.addresses.iter().filter(|ip| !taken.contains(*ip));
+    for key in unplaced {
+        let assignment = match free.next() {
+            Some(ip) => own(*ip),
+            None => Assignment {
+                place: Place::Nowhere,
+                problem: Some((
+                    "Programmed",
+                    "AddressNotAssigned",
+                    format!("every address of --gateway-address-pool ({pool}) is taken"),
+                )),
+            },
+        };
+        out.insert(key.clone(), assignment);
+    }
+    out
+}
+
+fn own(ip: IpAddr) -> Assignment {
+    Assignment {
+        place: Place::Own(ip),
+        problem: None,
+    }
+}
+
+/// The address `spec.addresses` asks for: `None` when it asks for none (or only for "any
+/// IPAddress", an entry without value).
+fn asked(
+    pool: &AddressPool,
+    gateway: &Gateway,
+    taken: &BTreeSet<IpAddr>,
+) -> Result<Option<IpAddr>, (&'static str, &'static str, String)> {
+    let mut wanted = None;
+    for (a, address) in gateway.spec.addresses.iter().enumerate() {
+        let kind = address.type_.as_deref().unwrap_or("IPAddress");
+        if kind != "IPAddress" {
+            return Err((
+                "Accepted",
+                "UnsupportedAddress",
+                format!("spec.addresses[{a}]: Sluice assigns addresses of type IPAddress only, not {kind}"),
+            ));
+        }
+        if address.value.is_empty() {
+            continue;
+        }
+        let Ok(ip) = address.value.parse::<IpAddr>() else {
+            return Err((
+                "Programmed",
+                "AddressNotUsable",
+                format!("spec.addresses[{a}] {:?}: not an IP address", address.value),
+            ));
+        };
+        if wanted.is_some_and(|w| w != ip) {
+            return Err((
+                "Programmed",
+                "AddressNotUsable",
+                format!("spec.addresses[{a}] {ip}: Sluice gives a Gateway one address"),
+            ));
+        }
+        wanted = Some(ip);
+    }
+    let Some(ip) = wanted else {
+        return Ok(None);
+    };
+    if !pool.contains(ip) {
+        return Err((
+            "Programmed",
+            "AddressNotUsable",
+            format!("{ip} is not in --gateway-address-pool ({pool})"),
+        ));
+    }
+    if taken.contains(&ip) {
+        return Err((
+            "Programmed",
+            "AddressNotUsable",
+            format!("{ip} is another Gateway's (an older one asked for it)"),
+        ));
+    }
+    Ok(Some(ip))
+}
+
+impl Assignment {
+    /// The Gateway's `status.addresses`: its own, else none of its own.
+    pub(super) fn status_addresses(&self) -> Vec<GatewayAddress> {
+        match self.place {
+            Place::Own(ip) => vec![GatewayAddress {
+                type_: "IPAddress",
+                value: ip.to_string(),
+            }],
+            Place::Shared | Place::Nowhere => Vec::new(),
+        }
+    }
+
+    /// Replaces the condition its problem is about in `conditions` (made as if it were served).
+    pub(super) fn overrule(&self, conditions: &mut [Condition], generation: i64) {
+        let Some((type_, reason, message)) = &self.problem else {
+            return;
+        };
+        for condition in conditions.iter_mut() {
+            if condition.type_ == *type_
+                || (*type_ == "Accepted" && condition.type_ == "Programmed")
+            {
+                *condition =
+                    Condition::new(condition.type_, false, reason, message.clone(), generation);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(text: &str) -> AddressPool {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn pools_read_addresses_ranges_and_networks() {
+        let p = pool("10.0.0.9, 10.0.0.1-10.0.0.3,192.0.2.4/31,::1");
+        let all: Vec<String> = p.addresses.iter().map(ToString::to_string).collect();
+        let expected = [
+            "10.0.0.1",
+            "10.0.0.2",
+            "10.0.0.3",
+            "10.0.0.9",
+            "192.0.2.4",
+            "192.0.2.5",
+            "::1",
+        ];
+        assert_eq!(all, expected);
+        assert_eq!(pool("198.18.0.64/26").len(), 64);
+        assert_eq!(
+            pool("198.18.0.64/26").to_string(),
+            "64 addresses, 198.18.0.64 to 198.18.0.127"
+        );
+        assert_eq!(
+            "10.0.0.1,nope".parse::<AddressPool>(),
+            Err(PoolError::Entry("nope".into()))
+        );
+        assert_eq!(
+            "10.0.0.5-10.0.0.1".parse::<AddressPool>(),
+            Err(PoolError::Range("10.0.0.5-10.0.0.1".into()))
+        );
+        assert_eq!(
+            "10.0.0.1-::2".parse::<AddressPool>(),
+            Err(PoolError::Range("10.0.0.1-::2".into()))
+        );
+        assert_eq!(
+            "10.0.0.0/8".parse::<AddressPool>(),
+            Err(PoolError::TooLarge)
+        );
+        assert_eq!(
+            "10.0.0.0-10.0.16.0".parse::<AddressPool>(),
+            Err(PoolError::TooLarge)
+        );
+        assert!("10.0.0.0/20".parse::<AddressPool>().is_ok());
+        assert_eq!(" , ".parse::<AddressPool>(), Err(PoolError::Empty));
+    }
+}

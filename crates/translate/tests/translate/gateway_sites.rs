@@ -1,0 +1,229 @@
+//! `--gateway-address-pool`: each Gateway of Sluice's class gets an address of its own, a site
+//! with only its own routes and certificates; the status says which address, or why none.
+
+use std::net::IpAddr;
+
+use model::gateway_status::Condition;
+use model::{Compiled, NamespacedName};
+use translate::gateway::AddressPool;
+use translate::{compile, parse_documents, CompileOptions, Store};
+
+fn compiled(text: &str, pool: Option<&str>) -> Compiled {
+    let documents = parse_documents("t.yaml", text).unwrap();
+    assert!(documents.errors.is_empty(), "{:?}", documents.errors);
+    let mut store = Store::default();
+    store.replace_all(documents.objects);
+    let options = CompileOptions {
+        gateway_address_pool: pool.map(|p| p.parse::<AddressPool>().unwrap()),
+        ..CompileOptions::default()
+    };
+    compile(&store, &options)
+}
+
+fn gateway(name: &str, extra: &str) -> String {
+    format!(
+        "\
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: {name}, namespace: app}}
+spec:
+  gatewayClassName: sluice
+  listeners: [{{name: http, port: 80, protocol: HTTP}}]
+{extra}---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: {name}-route, namespace: app}}
+spec:
+  parentRefs: [{{name: {name}}}]
+  rules: [{{backendRefs: [{{name: {name}-web, port: 80}}]}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: {name}-web, namespace: app}}
+spec: {{ports: [{{name: http, port: 80}}]}}
+---
+"
+    )
+}
+
+const CLASS: &str = "\
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: sluice}
+spec: {controllerName: sluice.dev/gateway-controller}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: legacy, namespace: app}
+spec:
+  ingressClassName: sluice
+  rules: [{host: legacy.example.com, http: {paths: [{path: /, pathType: Prefix, backend: {service: {name: legacy, port: {number: 80}}}}]}}]
+---
+";
+
+fn address(c: &Compiled, name: &str) -> Vec<String> {
+    let status = &c.gateway_status.gateways[&NamespacedName::new("app", name)];
+    status.addresses.iter().map(|a| a.value.clone()).collect()
+}
+
+fn condition(c: &Compiled, name: &str, type_: &str) -> Condition {
+    let status = &c.gateway_status.gateways[&NamespacedName::new("app", name)];
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .cloned()
+        .unwrap()
+}
+
+/// Which Service serves `/` for `host` on a connection to `local`.
+fn served(c: &Compiled, local: &str, host: &str) -> Option<String> {
+    let head = http::Request::new(()).into_parts().0;
+    let local: IpAddr = local.parse().unwrap();
+    let site = c.site(Some(local));
+    let found = site.routes.route(host, "/", &head);
+    found.map(|m| m.route.service.to_string())
+}
+
+#[test]
+fn each_gateway_is_a_site_of_its_own_and_ingresses_stay_on_the_shared_one() {
+    let text = format!("{CLASS}{}{}", gateway("a", ""), gateway("b", ""));
+    let c = compiled(&text, Some("192.0.2.10-192.0.2.11"));
+    assert_eq!(address(&c, "a"), ["192.0.2.10"]);
+    assert_eq!(address(&c, "b"), ["192.0.2.11"]);
+    assert_eq!(served(&c, "192.0.2.10", "x.com").as_deref(), Some("a-web"));
+    assert_eq!(served(&c, "192.0.2.11", "x.com").as_deref(), Some("b-web"));
+    // The Ingress's host is not served on a Gateway's address; on others it is, and the
+    // Gateways' routes are not.
+    assert_eq!(
+        served(&c, "192.0.2.10", "legacy.example.com").as_deref(),
+        Some("a-web")
+    );
+    assert_eq!(
+        served(&c, "127.0.0.1", "legacy.example.com").as_deref(),
+        Some("legacy")
+    );
+    assert_eq!(served(&c, "127.0.0.1", "x.com"), None);
+    assert!(c
+        .routes
+        .hosts()
+        .iter()
+        .all(|(h, _)| h.to_string() == "legacy.example.com"));
+    assert_eq!(condition(&c, "a", "Programmed").reason, "Programmed");
+    let view = serde_json::to_value(c.view()).unwrap();
+    assert!(
+        view["sites"]["192.0.2.11"]["hosts"]["*"].is_object(),
+        "{view:#}"
+    );
+}
+
+#[test]
+fn without_a_pool_gateways_share_the_site_and_a_collision_is_said() {
+    let text = format!("{CLASS}{}{}", gateway("a", ""), gateway("b", ""));
+    let c = compiled(&text, None);
+    assert!(c.sites.is_empty());
+    assert!(address(&c, "a").is_empty());
+    let said: Vec<String> = c.diagnostics.iter().map(ToString::to_string).collect();
+    assert!(
+        said.iter().any(|d| d.contains("Gateway app/b")
+            && d.contains("shares Sluice's listeners with Gateway app/a's listener http")),
+        "{said:?}"
+    );
+}
+
+#[test]
+fn addresses_asked_for_kept_from_status_or_refused() {
+    let asked = "  addresses: [{type: IPAddress, value: 192.0.2.11}]\n";
+    let kept = "status: {addresses: [{type: IPAddress, value: 192.0.2.12}]}\n";
+    let text = format!(
+        "{CLASS}{}{}{}",
+        gateway("a", ""),
+        gateway("b", asked),
+        gateway("c", kept)
+    );
+    let c = compiled(&text, Some("192.0.2.10-192.0.2.12"));
+    assert_eq!(address(&c, "b"), ["192.0.2.11"]);
+    assert_eq!(address(&c, "c"), ["192.0.2.12"]);
+    assert_eq!(address(&c, "a"), ["192.0.2.10"]);
+    // The pool is exhausted for a fourth.
+    let text = format!("{text}{}", gateway("d", ""));
+    let c = compiled(&text, Some("192.0.2.10-192.0.2.12"));
+    let programmed = condition(&c, "d", "Programmed");
+    assert_eq!(
+        (programmed.status, programmed.reason),
+        (false, "AddressNotAssigned")
+    );
+    assert!(address(&c, "d").is_empty());
+    assert_eq!(
+        served(&c, "127.0.0.1", "x.com"),
+        None,
+        "not on the shared site"
+    );
+    // Outside the pool, taken, or not an IP.
+    let outside = "  addresses: [{value: 10.9.9.9}]\n";
+    let taken = "  addresses: [{value: 192.0.2.11}]\n";
+    let named = "  addresses: [{type: Hostname, value: gw.example.com}]\n";
+    let text = format!(
+        "{CLASS}{}{}{}{}",
+        gateway("b", asked),
+        gateway("e", outside),
+        gateway("f", taken),
+        gateway("g", named)
+    );
+    let c = compiled(&text, Some("192.0.2.10-192.0.2.12"));
+    for (name, type_, reason) in [
+        ("e", "Programmed", "AddressNotUsable"),
+        ("f", "Programmed", "AddressNotUsable"),
+        ("g", "Accepted", "UnsupportedAddress"),
+    ] {
+        let found = condition(&c, name, type_);
+        assert_eq!(
+            (found.status, found.reason),
+            (false, reason),
+            "{name}: {found:?}"
+        );
+    }
+    assert_eq!(address(&c, "b"), ["192.0.2.11"]);
+    assert!(condition(&c, "e", "Programmed")
+        .message
+        .contains("not in --gateway-address-pool"));
+}
+
+#[test]
+fn other_ports_get_a_listener_bit_and_a_protocol_conflict_is_refused() {
+    let text = format!(
+        "{CLASS}\
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: ports, namespace: app}}
+spec:
+  gatewayClassName: sluice
+  listeners:
+  - {{name: alt, port: 8080, protocol: HTTP}}
+  - {{name: alt-again, port: 8080, protocol: HTTP, hostname: a.example.com}}
+  - {{name: clash, port: 8080, protocol: HTTPS, hostname: b.example.com, tls: {{certificateRefs: [{{name: nope}}]}}}}
+  - {{name: tls-on-80, port: 80, protocol: HTTPS, hostname: c.example.com, tls: {{certificateRefs: [{{name: nope}}]}}}}
+---
+"
+    );
+    let c = compiled(&text, None);
+    let declared: Vec<(u16, bool)> = c.declared_ports.iter().map(|(p, d)| (*p, d.tls)).collect();
+    assert_eq!(declared, [(8080, false)]);
+    let status = &c.gateway_status.gateways[&NamespacedName::new("app", "ports")];
+    let conflicted = |i: usize| {
+        let found = status.listeners[i]
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Conflicted");
+        found.map(|c| (c.status, c.reason)).unwrap()
+    };
+    assert_eq!(conflicted(0), (false, "NoConflicts"));
+    assert_eq!(conflicted(2), (true, "ProtocolConflict"));
+    assert_eq!(conflicted(3), (true, "ProtocolConflict"));
+    let accepted = status.listeners[0]
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Accepted")
+        .unwrap();
+    assert!(accepted.status, "{accepted:?}");
+}
