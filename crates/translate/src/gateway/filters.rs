@@ -37,16 +37,9 @@ impl Compiler<'_> {
         for (f, filter) in filters.iter().enumerate() {
             let at = format!("{field}.filters[{f}]");
             let refused = match filter.type_.as_str() {
-                "RequestHeaderModifier" => header_edits(
-                    &mut policy.request_headers,
-                    filter.request_header_modifier.as_ref(),
-                )
-                .map_err(|why| format!("{at}.requestHeaderModifier: {why}")),
-                "ResponseHeaderModifier" => header_edits(
-                    &mut policy.response_headers,
-                    filter.response_header_modifier.as_ref(),
-                )
-                .map_err(|why| format!("{at}.responseHeaderModifier: {why}")),
+                "RequestHeaderModifier" | "ResponseHeaderModifier" => {
+                    header_filter(&mut policy, filter, &at)
+                }
                 "URLRewrite" => match &filter.url_rewrite {
                     Some(rewrite) => url_rewrite(&mut policy, rewrite, prefix)
                         .map_err(|why| format!("{at}.urlRewrite{why}")),
@@ -110,16 +103,9 @@ impl Compiler<'_> {
         for (f, filter) in filters.iter().enumerate() {
             let at = format!("{field}.filters[{f}]");
             let refused = match filter.type_.as_str() {
-                "RequestHeaderModifier" => header_edits(
-                    &mut policy.request_headers,
-                    filter.request_header_modifier.as_ref(),
-                )
-                .map_err(|why| format!("{at}.requestHeaderModifier: {why}")),
-                "ResponseHeaderModifier" => header_edits(
-                    &mut policy.response_headers,
-                    filter.response_header_modifier.as_ref(),
-                )
-                .map_err(|why| format!("{at}.responseHeaderModifier: {why}")),
+                "RequestHeaderModifier" | "ResponseHeaderModifier" => {
+                    header_filter(&mut policy, filter, &at)
+                }
                 other => Err(format!(
                     "{at}.type {other}: not supported on a backendRef yet"
                 )),
@@ -201,6 +187,28 @@ fn mirror_share(mirror: &objects::RequestMirror) -> Result<Option<MirrorShare>, 
             }
         }
         (None, None) => Ok(None),
+    }
+}
+
+/// A `RequestHeaderModifier` or `ResponseHeaderModifier` (a rule's or a backendRef's) as
+/// header edits of `policy`; `Err` names the field at `at` and why.
+fn header_filter(
+    policy: &mut RoutePolicy,
+    filter: &objects::HttpRouteFilter,
+    at: &str,
+) -> Result<(), String> {
+    if filter.type_ == "RequestHeaderModifier" {
+        header_edits(
+            &mut policy.request_headers,
+            filter.request_header_modifier.as_ref(),
+        )
+        .map_err(|why| format!("{at}.requestHeaderModifier: {why}"))
+    } else {
+        header_edits(
+            &mut policy.response_headers,
+            filter.response_header_modifier.as_ref(),
+        )
+        .map_err(|why| format!("{at}.responseHeaderModifier: {why}"))
     }
 }
 
