@@ -7,19 +7,14 @@ use model::gateway_status::{Condition, GatewayStatuses, ListenerStatus};
 use model::NamespacedName;
 use translate::{compile, parse_documents, CompileOptions, Compiled, Store};
 
+use crate::gateway_status::find;
+
 fn compiled(text: &str) -> Compiled {
     let documents = parse_documents("t.yaml", text).unwrap();
     assert!(documents.errors.is_empty(), "{:?}", documents.errors);
     let mut store = Store::default();
     store.replace_all(documents.objects);
     compile(&store, &CompileOptions::default())
-}
-
-fn find<'a>(conditions: &'a [Condition], type_: &str) -> &'a Condition {
-    conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .unwrap_or_else(|| panic!("no {type_} in {conditions:?}"))
 }
 
 fn state(conditions: &[Condition], type_: &str) -> (bool, &'static str) {
