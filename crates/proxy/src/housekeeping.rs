@@ -79,7 +79,7 @@ fn on_config_change(worker: &Worker) {
     }
     let backends: HashSet<usize> = live.seen.keys().copied().collect();
     worker.upstreams.balancer.borrow_mut().keep_only(&backends);
-    let address = Arc::as_ptr(&*config) as usize;
+    let address = Arc::as_ptr(config.arc()) as usize;
     if worker.stats_config.replace(address) != address {
         let live = config
             .ingresses

@@ -80,7 +80,7 @@ impl SpanBuffer {
         };
         let encoded = std::mem::take(&mut self.spans_encoded);
         let spans = std::mem::take(&mut self.spans);
-        sink.hand_over(Arc::clone(&config), encoded, spans);
+        sink.hand_over(Arc::clone(config.arc()), encoded, spans);
     }
 }
 

@@ -66,6 +66,8 @@ pub(crate) struct Shared {
     pub(crate) spans: Arc<SpanSink>,
     /// The rate and connection limits' counters: one set for all workers (`limits.rs`).
     pub(crate) limits: crate::limits::Zones,
+    /// Where replaced configurations are freed, off the workers and the control plane.
+    pub(crate) reclaimer: crate::current::Reclaimer,
 }
 
 impl Shared {
@@ -100,6 +102,10 @@ impl Shared {
                 source,
             })?,
             limits: crate::limits::Zones::new(),
+            reclaimer: crate::current::Reclaimer::start().map_err(|source| StartError::Thread {
+                what: "the configuration reclaimer".into(),
+                source,
+            })?,
         })
     }
 
@@ -135,7 +141,9 @@ impl Shared {
 
     pub(crate) fn publish(&self, compiled: Arc<Compiled>) {
         let summary = history::describe_config(self.config.load().as_deref(), &compiled);
-        self.config.store(Some(compiled));
+        if let Some(replaced) = self.config.swap(Some(compiled)) {
+            self.reclaimer.retire(replaced);
+        }
         self.config_swaps.fetch_add(1, Ordering::Relaxed);
         let at = SystemTime::now();
         let now = at

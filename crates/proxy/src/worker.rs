@@ -32,7 +32,7 @@ use tokio::sync::{oneshot, watch, Notify};
 
 use crate::access_log::{LineContext, LogBuffer, Record, TlsFacts, FLUSH_BYTES};
 use crate::conn_cap::{ConnCap, LimitLog};
-use crate::current::Current;
+use crate::current::{Current, Held};
 use crate::errors::OriginalHead;
 use crate::headers::Forwarded;
 use crate::metrics::{Measure, Snapshot, Stats};
@@ -232,11 +232,14 @@ impl Worker {
         let current = current.as_ref()?;
         let mut cached = self.config.borrow_mut();
         if let Some(mine) = cached.as_ref() {
-            if Arc::ptr_eq(mine, current) {
+            if Arc::ptr_eq(mine.arc(), current) {
                 return Some(mine.clone());
             }
         }
-        let fresh = Rc::new(Arc::clone(current));
+        let fresh = Rc::new(Held::new(
+            Arc::clone(current),
+            self.shared.reclaimer.clone(),
+        ));
         *cached = Some(fresh.clone());
         Some(fresh)
     }
@@ -248,7 +251,7 @@ impl Worker {
         let mut cached = self.settings_copy.borrow_mut();
         if let Some((of, settings)) = cached.as_ref() {
             let same = match (of, &config) {
-                (Some(of), Some(config)) => Arc::ptr_eq(of, config),
+                (Some(of), Some(config)) => Arc::ptr_eq(of.arc(), config.arc()),
                 (None, None) => true,
                 _ => false,
             };

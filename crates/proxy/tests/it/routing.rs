@@ -483,6 +483,34 @@ async fn admin_reports_health_readiness_config_and_metrics() {
     );
 }
 
+/// A replaced configuration is freed on the reclaim thread once nothing holds it: not by a
+/// worker in the middle of its first request on the new one, and not leaked.
+#[tokio::test]
+async fn replaced_configurations_are_freed_off_the_workers() {
+    let echo = start_backend("echo").await;
+    let mut h = Harness::start();
+    let objects = catch_all("echo", &[addr_of(&echo)]);
+    for _ in 0..5 {
+        drop(h.apply(&objects));
+        let mut client = Client::connect(h.http()).await;
+        assert_eq!(client.get("x", "/").await.status, StatusCode::OK);
+    }
+    // Five published: the current one, and at most one older one cached by each of the two
+    // workers, so at least two are freed.
+    let freed = || async {
+        let metrics = get(h.admin(), "a", "/metrics").await.text();
+        let line = metrics
+            .lines()
+            .find(|l| l.starts_with("sluice_config_freed_total "))?;
+        line.rsplit(' ')
+            .next()?
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n >= 2)
+    };
+    eventually_async(STEP, "two replaced configurations freed", freed).await;
+}
+
 #[tokio::test]
 async fn idle_and_slow_clients_are_cut_off() {
     let echo = start_backend("echo").await;

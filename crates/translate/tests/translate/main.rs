@@ -1,8 +1,10 @@
 //! translate's integration tests, one binary: golden files (`compile()` as data), the README's
-//! annotation table and ConfigMap keys, the endpoint fast path, the memory measurement (`#[ignore]`), and `migrate --to gateway-api`
+//! annotation table and ConfigMap keys, the endpoint fast path, the memory and compile-time
+//! measurements (`#[ignore]`), and `migrate --to gateway-api`
 //! replayed on the golden cases.
 
 mod catalogue;
+mod compile_time;
 mod configmap;
 mod endpoints;
 mod gateway_listener_status;

@@ -226,6 +226,13 @@ pub(super) fn sluice_families(
     );
     single(
         out,
+        "sluice_config_freed_total",
+        "counter",
+        "Replaced configurations freed on the reclaim thread once nothing held them (a request or connection still on an old configuration holds it until it ends).",
+        shared.reclaimer.freed() as f64,
+    );
+    single(
+        out,
         "sluice_config_last_swap_timestamp_seconds",
         "gauge",
         "Unix time of the last configuration publish.",

@@ -717,7 +717,8 @@ impl Drop for Guard {
             let _ = watchdog.kill();
             let _ = watchdog.wait();
         }
-        if std::thread::panicking() {
+        // SLUICE_KEEP_CLUSTER=1 keeps it after a pass too (a benchmark's Sluice logs).
+        if std::thread::panicking() || std::env::var_os("SLUICE_KEEP_CLUSTER").is_some() {
             eprintln!(
                 "kept the cluster folder for inspection: {} (apiserver.log, sluice-*.log)",
                 self.dir.display()

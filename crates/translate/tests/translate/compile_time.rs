@@ -1,0 +1,140 @@
+//! How long one full compile takes with thousands of routes (issue 27, item 6: a route created
+//! → its first 200 in < 30 ms with 3,000 routes). Every configuration change compiles the whole
+//! Store, so this time is a floor under the propagation delay. `#[ignore]`: a measurement, run by
+//! hand in release:
+//! `cargo test --release -p translate --test translate compile_time -- --ignored --nocapture`
+//! (`SLUICE_COMPILE_ROUTES=3000 SLUICE_COMPILE_RUNS=1`: one size, one compile, for a profiler).
+
+use std::time::{Duration, Instant};
+
+use translate::{compile, parse_documents, CompileOptions, Store};
+
+/// `routes` HTTPRoutes `r-<i>` for host `r-<i>.test` on one Gateway, all to one Service, the
+/// shape of `gateway_bench` (crates/sluice/tests/it).
+fn gateway_routes(routes: usize) -> String {
+    let mut text = String::from(
+        "\
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: sluice}
+spec: {controllerName: sluice.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: bench}
+spec:
+  gatewayClassName: sluice
+  listeners: [{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: Same}}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: probe, namespace: bench}
+spec: {ports: [{name: http, port: 80, targetPort: 8080}]}
+",
+    );
+    for i in 0..routes {
+        text.push_str(&format!(
+            "---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: r-{i}, namespace: bench}}
+spec:
+  parentRefs: [{{name: gw}}]
+  hostnames: [r-{i}.test]
+  rules:
+  - filters: [{{type: ResponseHeaderModifier, responseHeaderModifier: {{set: [{{name: x-version, value: '1'}}]}}}}]
+    backendRefs: [{{name: probe, port: 80}}]
+"
+        ));
+    }
+    text
+}
+
+/// The same shape as Ingresses of class `sluice`.
+fn ingress_routes(routes: usize) -> String {
+    let mut text = String::from(
+        "\
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: sluice}
+spec: {controller: sluice.dev/ingress-controller}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: probe, namespace: bench}
+spec: {ports: [{name: http, port: 80, targetPort: 8080}]}
+",
+    );
+    for i in 0..routes {
+        text.push_str(&format!(
+            "---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {{name: r-{i}, namespace: bench}}
+spec:
+  ingressClassName: sluice
+  rules: [{{host: r-{i}.test, http: {{paths: [{{path: /, pathType: Prefix, backend: {{service: {{name: probe, port: {{number: 80}}}}}}}}]}}}}]
+"
+        ));
+    }
+    text
+}
+
+fn store_of(text: &str) -> Store {
+    let documents = parse_documents("bench.yaml", text).unwrap();
+    assert!(documents.errors.is_empty(), "{:?}", documents.errors);
+    let mut store = Store::default();
+    store.replace_all(documents.objects);
+    store
+}
+
+/// The medians of `runs` compiles and of freeing their results (what the proxy's reclaim
+/// thread takes off the workers), and the host count as a check that every route compiled.
+fn median_compile(store: &Store, runs: usize) -> (Duration, Duration, usize) {
+    let options = CompileOptions::default();
+    let mut times = Vec::with_capacity(runs);
+    let mut frees = Vec::with_capacity(runs);
+    let mut hosts = 0;
+    for _ in 0..runs {
+        let started = Instant::now();
+        let compiled = compile(store, &options);
+        times.push(started.elapsed());
+        hosts = compiled.routes.hosts().len();
+        let started = Instant::now();
+        drop(compiled);
+        frees.push(started.elapsed());
+    }
+    times.sort();
+    frees.sort();
+    (times[runs / 2], frees[runs / 2], hosts)
+}
+
+#[test]
+#[ignore = "a measurement: run in release with --ignored --nocapture"]
+fn full_compile_time_by_route_count() {
+    println!("| routes | kind | median compile | median free | hosts served |");
+    println!("|---:|---|---:|---:|---:|");
+    // SLUICE_COMPILE_ROUTES=3000 measures one size (e.g. under callgrind).
+    let sizes: Vec<usize> = match std::env::var("SLUICE_COMPILE_ROUTES") {
+        Ok(sizes) => sizes
+            .split(',')
+            .map(|n| n.trim().parse().unwrap())
+            .collect(),
+        Err(_) => vec![1, 1_000, 3_000, 5_000],
+    };
+    let runs = std::env::var("SLUICE_COMPILE_RUNS").map_or(9, |n| n.parse().unwrap());
+    for routes in sizes {
+        for (kind, text) in [
+            ("HTTPRoute", gateway_routes(routes)),
+            ("Ingress", ingress_routes(routes)),
+        ] {
+            let (compile, free, hosts) = median_compile(&store_of(&text), runs);
+            assert!(hosts >= routes, "{kind}: {hosts} hosts for {routes} routes");
+            println!(
+                "| {routes} | {kind} | {:.2} ms | {:.2} ms | {hosts} |",
+                compile.as_secs_f64() * 1e3,
+                free.as_secs_f64() * 1e3
+            );
+        }
+    }
+}
