@@ -20,7 +20,7 @@
 //! Files: `objects` and `grpc_objects` (the types), `addresses` (a Gateway's site),
 //! `listeners` (what a Gateway serves), `ports` (ports beyond 80 and 443), this file (attaching
 //! routes of either kind, hostnames, HTTPRoute rules), `grpc_route`, `matches`, `filters`,
-//! `backend_refs`.
+//! `backend_refs`, `backend_tls` (BackendTLSPolicy: TLS to a Service port's endpoints).
 //! HTTPRoutes and GRPCRoutes are attached in one order; of the two kinds, the route attached
 //! first keeps a hostname on a listener (the spec accepts exactly one of them).
 //! Routes (both kinds) are read oldest first, then by namespace/name, rules and matches in order: the
@@ -32,6 +32,7 @@
 mod addresses;
 pub mod api;
 mod backend_refs;
+pub mod backend_tls;
 mod cors;
 mod filters;
 pub mod grpc_objects;
@@ -287,6 +288,7 @@ impl Compiler<'_> {
         routes.sort_by(|(a_key, a), (b_key, b)| {
             (a.created().cmp(&b.created())).then_with(|| a_key.cmp(b_key))
         });
+        self.backend_tls_policies();
         let both_kinds = store.http_routes_by_name().next().is_some()
             && store.grpc_routes_by_name().next().is_some();
         // Gateway routes start from the ConfigMap's policy without ingress-nginx's ssl-redirect:
@@ -316,6 +318,7 @@ impl Compiler<'_> {
             }
         }
         self.default_policy = ingress_default;
+        self.backend_tls_status(status);
         for (key, gateway, found) in outcomes {
             let generation = gateway.generation;
             let listener_status = gateway

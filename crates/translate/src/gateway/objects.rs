@@ -63,6 +63,7 @@ macro_rules! unsupported {
         }
     };
 }
+pub(super) use unsupported;
 
 /// A whole document: the envelope every kind shares.
 #[derive(Deserialize)]
