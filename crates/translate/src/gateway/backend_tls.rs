@@ -63,7 +63,7 @@ unsupported!(PolicyTargetRef {});
 pub struct BackendTlsValidation {
     #[serde(default)]
     pub ca_certificate_refs: Vec<LocalObjectRef>,
-    #[serde(default)]
+    #[serde(default, rename = "wellKnownCACertificates")]
     pub well_known_ca_certificates: Option<String>,
     pub hostname: String,
     #[serde(default)]
@@ -289,12 +289,14 @@ impl Compiler<'_> {
                 let pem = data.ok_or_else(|| invalid(format!("Secret {key} has no ca.crt")))?;
                 pem.0.clone()
             }
-            (group, kind) => return Err((
-                "InvalidKind",
-                format!(
+            (group, kind) => {
+                return Err((
+                    "InvalidKind",
+                    format!(
                     "{group}/{kind}: Sluice reads CA certificates from ConfigMaps and Secrets only"
                 ),
-            )),
+                ))
+            }
         };
         trust_anchors(&pem)
             .map_err(|why| invalid(format!("{} {key}: ca.crt: {why}", reference.kind)))

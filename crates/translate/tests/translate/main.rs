@@ -2,6 +2,7 @@
 //! annotation table and ConfigMap keys, the endpoint fast path, the memory measurement (`#[ignore]`), and `migrate --to gateway-api`
 //! replayed on the golden cases.
 
+mod backend_tls;
 mod catalogue;
 mod configmap;
 mod endpoints;
