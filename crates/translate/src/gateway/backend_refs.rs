@@ -46,13 +46,17 @@ impl Compiler<'_> {
             if weight == 0 {
                 continue;
             }
-            let (service, backend, port) =
+            let (service, mut backend, port) =
                 self.gateway_backend(key, object, &at, reference, "its share answers 500");
             // An unusable reference never has endpoints; its share answers 500.
             let mut policy = match backend.key() {
                 Some(_) => self.app_protocol(object, &at, &backend, &policy),
                 None => invalid_backend(&policy),
             };
+            if policy.invalid_backend {
+                // A BackendTLSPolicy that cannot be used: never a connection in cleartext.
+                backend = Arc::new(Backend::unresolved());
+            }
             if !reference.filters.is_empty() {
                 policy = self.backend_filters(object, &at, &reference.filters, &policy);
             }
