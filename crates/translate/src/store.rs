@@ -182,6 +182,14 @@ impl Store {
         self.http_routes.iter().map(|(key, o)| (key, &**o))
     }
 
+    pub fn http_route(&self, key: &NamespacedName) -> Option<&HttpRoute> {
+        self.http_routes.get(key).map(|o| &**o)
+    }
+
+    pub fn grpc_route(&self, key: &NamespacedName) -> Option<&GrpcRoute> {
+        self.grpc_routes.get(key).map(|o| &**o)
+    }
+
     pub fn grpc_routes_by_name(&self) -> impl Iterator<Item = (&NamespacedName, &GrpcRoute)> {
         self.grpc_routes.iter().map(|(key, o)| (key, &**o))
     }

@@ -180,3 +180,30 @@ async fn routes_speak_tls_to_a_policy_s_backend_and_verify_its_hostname_sans_and
     assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
     shutdown(h.control.proxy).await;
 }
+
+#[tokio::test]
+async fn a_gateway_s_backend_client_certificate_is_presented_to_a_policy_s_backend() {
+    let ca = TestCa::new();
+    let backend = start_tls_backend(&ca.leaf(&["backend.internal"]), &[], Some(&ca)).await;
+    let client = ca.leaf(&["sluice.client"]);
+    let mut objects = gateway_objects();
+    objects[1]["spec"]["tls"] = json!({"backend": {"clientCertificateRef": {"name": "client"}}});
+    objects.push(tls_secret("client", &client));
+    objects.push(ca_config_map("ca", &ca));
+    objects.extend(backend_for("mtls", backend.addr));
+    objects.push(policy(
+        "mtls",
+        with_ca("ca", json!({"hostname": "backend.internal"})),
+    ));
+    let mut h = Harness::with_workers(1);
+    h.apply(&objects);
+    let reply = get(h.http(), "mtls.example.com", "/").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.json()["client-cert"], true);
+    // Without it, the backend (which requires one) refuses the handshake.
+    objects[1]["spec"]["tls"] = Value::Null;
+    h.apply(&objects);
+    let reply = get(h.http(), "mtls.example.com", "/").await;
+    assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
+    shutdown(h.control.proxy).await;
+}

@@ -10,6 +10,8 @@
 //!  backendRef share (app_protocol) ─(Service, port name)─▶ that UpstreamTls on its RoutePolicy,
 //!     the route remembered per target ─▶ after the routes: status.ancestors, one per Gateway
 //!     that accepted such a route (Accepted, ResolvedRefs with the spec's reasons)
+//!  Gateway spec.tls.backend.clientCertificateRef ─▶ Secret (tls.crt, tls.key) ─▶ the client
+//!     certificate of its routes' policy TLS (the Gateway's ResolvedRefs says whether it resolved)
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,9 +23,12 @@ use model::gateway_status::{
 use model::policy::{TlsVersions, UpstreamTls};
 use model::upstream_tls::SubjectAltName;
 use model::{Backend, Kind, NamespacedName, ObjectRef, Severity};
+use rustls::sign::CertifiedKey;
 use serde::Deserialize;
 
-use super::objects::{take_rest, unsupported, GatewayObject, Rest, Unsupported, GROUP};
+use super::objects::{
+    take_rest, unsupported, Gateway, GatewayObject, ObjectReference, Rest, Unsupported, GROUP,
+};
 use super::GATEWAY_CONTROLLER;
 use crate::compiler::Compiler;
 use crate::ingress::upstream::trust_anchors;
@@ -101,6 +106,26 @@ pub struct SubjectAltNameSpec {
 }
 unsupported!(SubjectAltNameSpec {});
 
+/// A Gateway's `spec.tls`: `backend` is read (`frontend` is a diagnostic, not supported yet).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct GatewayTls {
+    #[serde(default)]
+    pub backend: Option<GatewayBackendTls>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(GatewayTls { backend => "backend" });
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayBackendTls {
+    #[serde(default)]
+    pub client_certificate_ref: Option<ObjectReference>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(GatewayBackendTls { client_certificate_ref => "clientCertificateRef" });
+
 /// A compile's BackendTLSPolicies: which one covers each target, what it makes, and the
 /// routes that sent through each Service port (for the policies' ancestors).
 #[derive(Debug, Default)]
@@ -110,6 +135,12 @@ pub(crate) struct BackendTls {
     verdicts: BTreeMap<NamespacedName, Verdict>,
     /// (Service, port name) → the routes with a share there.
     used_by: BTreeMap<(NamespacedName, String), BTreeSet<ObjectRef>>,
+    /// Gateways' `spec.tls.backend.clientCertificateRef`, resolved.
+    client_certs: BTreeMap<NamespacedName, Arc<CertifiedKey>>,
+    /// A Gateway's `ResolvedRefs` condition, for those with a `clientCertificateRef`.
+    pub(super) gateway_refs: BTreeMap<NamespacedName, Condition>,
+    /// (policy, Gateway) → the policy's TLS with that Gateway's client certificate.
+    with_client_cert: BTreeMap<(NamespacedName, NamespacedName), Arc<UpstreamTls>>,
 }
 
 /// What one policy is.
@@ -139,7 +170,8 @@ impl Compiler<'_> {
                 .cmp(&b.metadata.creation_timestamp))
             .then_with(|| a_key.cmp(b_key))
         });
-        let mut index = BackendTls::default();
+        // The Gateways' client certificates were read with the Gateways.
+        let mut index = std::mem::take(&mut self.backend_tls);
         for (key, policy) in policies {
             let object = ObjectRef::new(Kind::BackendTLSPolicy, &*key.namespace, &*key.name);
             self.unsupported_fields(&object, &policy.unsupported);
@@ -323,16 +355,114 @@ impl Compiler<'_> {
             .get(&(key.service.clone(), Some(key.port_name.to_string())))
             .or_else(|| index.winners.get(&(key.service.clone(), None)))?;
         let verdict = &index.verdicts[winner];
-        Some(match &verdict.tls {
-            Ok(tls) => Ok(tls.clone()),
-            Err(why) => Err(format!("BackendTLSPolicy {winner}: {why}")),
-        })
+        let tls = match &verdict.tls {
+            Ok(tls) => tls.clone(),
+            Err(why) => return Some(Err(format!("BackendTLSPolicy {winner}: {why}"))),
+        };
+        if index.client_certs.is_empty() {
+            return Some(Ok(tls));
+        }
+        // The client certificate of the route's Gateway (the first by namespace/name, when
+        // its parents are several Gateways with one each).
+        let Some(gateway) = self
+            .route_gateways(route)
+            .into_iter()
+            .find(|g| self.backend_tls.client_certs.contains_key(g))
+        else {
+            return Some(Ok(tls));
+        };
+        let winner = winner.clone();
+        let index = &mut self.backend_tls;
+        let cert = index.client_certs[&gateway].clone();
+        let with = (index.with_client_cert.entry((winner, gateway))).or_insert_with(|| {
+            Arc::new(UpstreamTls {
+                client_cert: Some(cert),
+                ..(*tls).clone()
+            })
+        });
+        Some(Ok(with.clone()))
+    }
+
+    /// The Gateways a route's parentRefs name, in namespace/name order.
+    fn route_gateways(&self, route: &ObjectRef) -> BTreeSet<NamespacedName> {
+        let key = NamespacedName::new(route.namespace.as_str(), route.name.as_str());
+        let parents = match route.kind {
+            Kind::HTTPRoute => self.store.http_route(&key).map(|r| &r.spec.parent_refs),
+            Kind::GRPCRoute => self.store.grpc_route(&key).map(|r| &r.spec.parent_refs),
+            _ => None,
+        };
+        (parents.into_iter().flatten())
+            .filter(|p| p.group.as_deref().unwrap_or(GROUP) == GROUP)
+            .filter(|p| p.kind.as_deref().unwrap_or("Gateway") == "Gateway")
+            .map(|p| {
+                let namespace = p.namespace.as_deref().unwrap_or(&route.namespace);
+                NamespacedName::new(namespace, p.name.as_str())
+            })
+            .collect()
+    }
+
+    /// A Gateway's `spec.tls.backend.clientCertificateRef`: the certificate its routes present
+    /// to TLS backends, and its `ResolvedRefs` condition (with the spec's reasons).
+    pub(super) fn gateway_client_certificate(&mut self, key: &NamespacedName, gateway: &Gateway) {
+        let Some(reference) = (gateway.spec.tls.as_ref())
+            .and_then(|tls| tls.backend.as_ref())
+            .and_then(|backend| backend.client_certificate_ref.as_ref())
+        else {
+            return;
+        };
+        let at = "spec.tls.backend.clientCertificateRef";
+        let group = reference.group.as_deref().unwrap_or("");
+        let kind = reference.kind.as_deref().unwrap_or("Secret");
+        let namespace = reference.namespace.as_deref().unwrap_or(&key.namespace);
+        let found = if !group.is_empty() || kind != "Secret" {
+            Err((
+                "InvalidClientCertificateRef",
+                format!("{at}: {group}/{kind}: client certificates come from Secrets only"),
+            ))
+        } else if namespace != &*key.namespace
+            && !self.granted(
+                ("Gateway", &key.namespace),
+                ("Secret", namespace, &reference.name),
+            )
+        {
+            Err((
+                "RefNotPermitted",
+                format!("{at}: Secret {namespace}/{} is in another namespace and no ReferenceGrant there allows it", reference.name),
+            ))
+        } else {
+            let secret = NamespacedName::new(namespace, reference.name.as_str());
+            self.load_secret(&secret).map_err(|problem| {
+                (
+                    "InvalidClientCertificateRef",
+                    format!("{at}: Secret {secret}: {}", problem.text),
+                )
+            })
+        };
+        let generation = gateway.generation;
+        let condition = match found {
+            Ok((cert, _)) => {
+                self.backend_tls.client_certs.insert(key.clone(), cert);
+                Condition::new("ResolvedRefs", true, "ResolvedRefs", "", generation)
+            }
+            Err((reason, why)) => {
+                let object = ObjectRef::new(Kind::Gateway, &*key.namespace, &*key.name);
+                self.diagnose(
+                    object,
+                    format!("{why}; its routes present no client certificate"),
+                );
+                Condition::new("ResolvedRefs", false, reason, why, generation)
+            }
+        };
+        self.backend_tls.gateway_refs.insert(key.clone(), condition);
     }
 
     /// Each policy's `status.ancestors`: one entry per Gateway that accepted a route with a
     /// share to one of its targets.
     pub(super) fn backend_tls_status(&mut self, status: &mut GatewayStatuses) {
         let index = std::mem::take(&mut self.backend_tls);
+        if index.verdicts.is_empty() {
+            return;
+        }
         for (key, verdict) in &index.verdicts {
             let mut gateways = BTreeSet::new();
             for ((service, port), routes) in &index.used_by {

@@ -239,6 +239,7 @@ impl Compiler<'_> {
             ours.insert(key.clone());
             let object = gateway_ref(key);
             self.unsupported_fields(&object, &gateway.unsupported);
+            self.gateway_client_certificate(key, gateway);
             let mut seen = BTreeSet::new();
             let mut found = Vec::new();
             for (i, listener) in gateway.spec.listeners.iter().enumerate() {
@@ -318,7 +319,6 @@ impl Compiler<'_> {
             }
         }
         self.default_policy = ingress_default;
-        self.backend_tls_status(status);
         for (key, gateway, found) in outcomes {
             let generation = gateway.generation;
             let listener_status = gateway
@@ -347,6 +347,7 @@ impl Compiler<'_> {
                 status::gateway_conditions(accepted, programmed, found.len(), generation);
             let assignment = &assignments[key];
             assignment.overrule(&mut conditions, generation);
+            conditions.extend(self.backend_tls.gateway_refs.get(key).cloned());
             status.gateways.insert(
                 key.clone(),
                 GatewayStatus {
@@ -356,6 +357,7 @@ impl Compiler<'_> {
                 },
             );
         }
+        self.backend_tls_status(status);
     }
 
     fn unsupported_fields(&mut self, object: &ObjectRef, fields: &[String]) {

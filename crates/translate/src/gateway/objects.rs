@@ -155,10 +155,13 @@ pub struct GatewaySpec {
     /// The addresses asked for (`--gateway-address-pool` assigns one; see `addresses`).
     #[serde(default)]
     pub addresses: Vec<GatewaySpecAddress>,
+    /// `backend.clientCertificateRef` (see `backend_tls`).
+    #[serde(default)]
+    pub tls: Option<super::backend_tls::GatewayTls>,
     #[serde(flatten)]
     pub rest: Rest,
 }
-unsupported!(GatewaySpec { listeners => "listeners", addresses => "addresses" });
+unsupported!(GatewaySpec { listeners => "listeners", addresses => "addresses", tls => "tls" });
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -237,3 +237,64 @@ fn subject_alt_names_and_system_roots_are_carried_to_the_proxy() {
     );
     assert_eq!(route_tls(&c, "/sans"), (true, None));
 }
+
+#[test]
+fn a_gateway_s_backend_client_certificate_goes_on_its_routes_policy_tls_and_its_resolved_refs() {
+    let leaf = testkit_leaf();
+    let with_ref = |reference: &str| {
+        objects(&policy("web", "2026-01-01T00:00:00Z", "{group: '', kind: Service, name: web}", CA))
+            .replace(
+                "  listeners: [{name: http, port: 80, protocol: HTTP}]\n",
+                &format!("  listeners: [{{name: http, port: 80, protocol: HTTP}}]\n  tls: {{backend: {{clientCertificateRef: {reference}}}}}\n"),
+            )
+            + &leaf
+    };
+    let c = compiled(&with_ref("{name: client}"));
+    let tls = route_tls(&c, "/web").1.unwrap();
+    assert!(tls.client_cert.is_some());
+    let gateway = &c.gateway_status.gateways[&NamespacedName::new("app", "edge")];
+    let resolved = (gateway.conditions.iter())
+        .find(|c| c.type_ == "ResolvedRefs")
+        .unwrap();
+    assert_eq!((resolved.status, resolved.reason), (true, "ResolvedRefs"));
+    for (reference, reason) in [
+        ("{name: nowhere}", "InvalidClientCertificateRef"),
+        (
+            "{group: example.com, kind: Secret, name: client}",
+            "InvalidClientCertificateRef",
+        ),
+        ("{kind: ConfigMap, name: ca}", "InvalidClientCertificateRef"),
+        ("{name: client, namespace: elsewhere}", "RefNotPermitted"),
+    ] {
+        let c = compiled(&with_ref(reference));
+        let gateway = &c.gateway_status.gateways[&NamespacedName::new("app", "edge")];
+        let resolved = (gateway.conditions.iter())
+            .find(|c| c.type_ == "ResolvedRefs")
+            .unwrap();
+        assert_eq!(
+            (resolved.status, resolved.reason),
+            (false, reason),
+            "{reference}"
+        );
+        let accepted = (gateway.conditions.iter())
+            .find(|c| c.type_ == "Accepted")
+            .unwrap();
+        assert!(accepted.status, "{reference}");
+        assert!(route_tls(&c, "/web").1.unwrap().client_cert.is_none());
+    }
+}
+
+/// Secret `client` (kubernetes.io/tls) in `app`.
+fn testkit_leaf() -> String {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["client.example.com".to_owned()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let indent = |pem: String| pem.trim_end().replace('\n', "\n    ");
+    format!(
+        "---\napiVersion: v1\nkind: Secret\ntype: kubernetes.io/tls\nmetadata: {{name: client, namespace: app}}\nstringData:\n  tls.crt: |\n    {}\n  tls.key: |\n    {}\n",
+        indent(cert.pem()),
+        indent(key.serialize_pem())
+    )
+}
