@@ -110,7 +110,7 @@ pub(crate) struct Compiler<'a> {
     /// port `http` hold one `/` and one `http`.
     pub(crate) strings: HashSet<Arc<str>>,
     /// Gateway API's BackendTLSPolicies, by target (read before the routes).
-    pub(crate) backend_tls: crate::gateway::backend_tls::BackendTls,
+    pub(crate) backend_tls: crate::gateway::backend_tls_objects::BackendTls,
 }
 impl Compiler<'_> {
     /// The one shared copy of `text` in this configuration.

@@ -148,7 +148,7 @@ pub enum Object {
     HttpRoute(Box<gateway::HttpRoute>),
     GrpcRoute(Box<crate::gateway::grpc_objects::GrpcRoute>),
     ReferenceGrant(Box<gateway::ReferenceGrant>),
-    BackendTlsPolicy(Box<crate::gateway::backend_tls::BackendTlsPolicy>),
+    BackendTlsPolicy(Box<crate::gateway::backend_tls_objects::BackendTlsPolicy>),
     Namespace(Box<Namespace>),
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use model::{Kind, NamespacedName, ObjectRef};
 
-use crate::gateway::backend_tls::BackendTlsPolicy;
+use crate::gateway::backend_tls_objects::BackendTlsPolicy;
 use crate::gateway::grpc_objects::GrpcRoute;
 use crate::gateway::objects::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use crate::objects::{

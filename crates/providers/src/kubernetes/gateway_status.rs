@@ -614,6 +614,38 @@ mod tests {
     }
 
     #[test]
+    fn a_policy_s_ancestors_of_other_controllers_stay_as_they_are() {
+        let edge = json!({"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                          "namespace": "app", "name": "edge"});
+        let want = json!({"ancestors": [{
+            "ancestorRef": edge, "controllerName": "sluice.dev/gateway-controller",
+            "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                            "message": "", "observedGeneration": 2}],
+        }]});
+        let theirs = json!({
+            "ancestorRef": {"name": "unmanaged"}, "controllerName": "example.com/other",
+            "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        });
+        let current = json!({"ancestors": [theirs.clone(), {
+            "ancestorRef": edge, "controllerName": "sluice.dev/gateway-controller",
+            "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                            "observedGeneration": 1,
+                            "lastTransitionTime": "2026-11-27T15:00:00Z"}],
+        }]});
+        let status = merged(
+            Kind::BackendTLSPolicy,
+            &want,
+            &current,
+            "2026-11-27T16:00:00Z",
+        );
+        assert_eq!(status["ancestors"][0], theirs);
+        let ours = &status["ancestors"][1]["conditions"][0];
+        assert_eq!(ours["observedGeneration"], 2);
+        assert_eq!(ours["lastTransitionTime"], "2026-11-27T15:00:00Z");
+    }
+
+    #[test]
     fn a_gateway_status_is_cleared_only_while_it_is_what_sluice_wrote() {
         let written = json!({"conditions": [
             {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "served by Sluice",

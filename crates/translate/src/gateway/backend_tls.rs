@@ -14,7 +14,7 @@
 //!     certificate of its routes' policy TLS (the Gateway's ResolvedRefs says whether it resolved)
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use model::gateway_status::{
@@ -23,139 +23,12 @@ use model::gateway_status::{
 use model::policy::{TlsVersions, UpstreamTls};
 use model::upstream_tls::SubjectAltName;
 use model::{Backend, Kind, NamespacedName, ObjectRef, Severity};
-use rustls::sign::CertifiedKey;
-use serde::Deserialize;
 
-use super::objects::{
-    take_rest, unsupported, Gateway, GatewayObject, ObjectReference, Rest, Unsupported, GROUP,
-};
+use super::backend_tls_objects::{BackendTlsPolicy, LocalObjectRef, Verdict};
+use super::objects::{Gateway, GROUP};
 use super::GATEWAY_CONTROLLER;
 use crate::compiler::Compiler;
 use crate::ingress::upstream::trust_anchors;
-
-pub type BackendTlsPolicy = GatewayObject<BackendTlsPolicySpec>;
-
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BackendTlsPolicySpec {
-    #[serde(default)]
-    pub target_refs: Vec<PolicyTargetRef>,
-    pub validation: BackendTlsValidation,
-    /// Implementation-specific keys: Sluice defines none (each is a diagnostic).
-    #[serde(default)]
-    pub options: BTreeMap<String, String>,
-    #[serde(flatten)]
-    pub rest: Rest,
-}
-unsupported!(BackendTlsPolicySpec { target_refs => "targetRefs", validation => "validation" });
-
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PolicyTargetRef {
-    #[serde(default)]
-    pub group: String,
-    pub kind: String,
-    pub name: String,
-    #[serde(default)]
-    pub section_name: Option<String>,
-    #[serde(flatten)]
-    pub rest: Rest,
-}
-unsupported!(PolicyTargetRef {});
-
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BackendTlsValidation {
-    #[serde(default)]
-    pub ca_certificate_refs: Vec<LocalObjectRef>,
-    #[serde(default, rename = "wellKnownCACertificates")]
-    pub well_known_ca_certificates: Option<String>,
-    pub hostname: String,
-    #[serde(default)]
-    pub subject_alt_names: Vec<SubjectAltNameSpec>,
-    #[serde(flatten)]
-    pub rest: Rest,
-}
-unsupported!(BackendTlsValidation {
-    ca_certificate_refs => "caCertificateRefs",
-    subject_alt_names => "subjectAltNames",
-});
-
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LocalObjectRef {
-    #[serde(default)]
-    pub group: String,
-    pub kind: String,
-    pub name: String,
-    #[serde(flatten)]
-    pub rest: Rest,
-}
-unsupported!(LocalObjectRef {});
-
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-pub struct SubjectAltNameSpec {
-    #[serde(rename = "type")]
-    pub type_: String,
-    #[serde(default)]
-    pub hostname: Option<String>,
-    #[serde(default)]
-    pub uri: Option<String>,
-    #[serde(flatten)]
-    pub rest: Rest,
-}
-unsupported!(SubjectAltNameSpec {});
-
-/// A Gateway's `spec.tls`: `backend` is read (`frontend` is a diagnostic, not supported yet).
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-pub struct GatewayTls {
-    #[serde(default)]
-    pub backend: Option<GatewayBackendTls>,
-    #[serde(flatten)]
-    pub rest: Rest,
-}
-unsupported!(GatewayTls { backend => "backend" });
-
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GatewayBackendTls {
-    #[serde(default)]
-    pub client_certificate_ref: Option<ObjectReference>,
-    #[serde(flatten)]
-    pub rest: Rest,
-}
-unsupported!(GatewayBackendTls { client_certificate_ref => "clientCertificateRef" });
-
-/// A compile's BackendTLSPolicies: which one covers each target, what it makes, and the
-/// routes that sent through each Service port (for the policies' ancestors).
-#[derive(Debug, Default)]
-pub(crate) struct BackendTls {
-    /// (Service, sectionName) → the policy that takes precedence there.
-    winners: BTreeMap<(NamespacedName, Option<String>), NamespacedName>,
-    verdicts: BTreeMap<NamespacedName, Verdict>,
-    /// (Service, port name) → the routes with a share there.
-    used_by: BTreeMap<(NamespacedName, String), BTreeSet<ObjectRef>>,
-    /// Gateways' `spec.tls.backend.clientCertificateRef`, resolved.
-    client_certs: BTreeMap<NamespacedName, Arc<CertifiedKey>>,
-    /// A Gateway's `ResolvedRefs` condition, for those with a `clientCertificateRef`.
-    pub(super) gateway_refs: BTreeMap<NamespacedName, Condition>,
-    /// (policy, Gateway) → the policy's TLS with that Gateway's client certificate.
-    with_client_cert: BTreeMap<(NamespacedName, NamespacedName), Arc<UpstreamTls>>,
-}
-
-/// What one policy is.
-#[derive(Debug)]
-struct Verdict {
-    generation: i64,
-    /// What its targets' connections are made with; `Err`: why they cannot be (500).
-    tls: Result<Arc<UpstreamTls>, String>,
-    /// `Accepted` False: the spec's reason and a message (`tls` says the same, or it lost).
-    refused: Option<(&'static str, String)>,
-    /// `ResolvedRefs` False: the spec's reason and a message.
-    unresolved: Option<(&'static str, String)>,
-    /// Its targets, as (Service, sectionName).
-    targets: Vec<(NamespacedName, Option<String>)>,
-}
 
 impl Compiler<'_> {
     /// Reads every BackendTLSPolicy and decides which covers each target.

@@ -20,7 +20,8 @@
 //! Files: `objects` and `grpc_objects` (the types), `addresses` (a Gateway's site),
 //! `listeners` (what a Gateway serves), `ports` (ports beyond 80 and 443), this file (attaching
 //! routes of either kind, hostnames, HTTPRoute rules), `grpc_route`, `matches`, `filters`,
-//! `backend_refs`, `backend_tls` (BackendTLSPolicy: TLS to a Service port's endpoints).
+//! `backend_refs`, `backend_tls` (BackendTLSPolicy: TLS to a Service port's endpoints; its types
+//! and the compile's decisions in `backend_tls_objects`).
 //! HTTPRoutes and GRPCRoutes are attached in one order; of the two kinds, the route attached
 //! first keeps a hostname on a listener (the spec accepts exactly one of them).
 //! Routes (both kinds) are read oldest first, then by namespace/name, rules and matches in order: the
@@ -32,7 +33,8 @@
 mod addresses;
 pub mod api;
 mod backend_refs;
-pub mod backend_tls;
+mod backend_tls;
+pub mod backend_tls_objects;
 mod cors;
 mod filters;
 pub mod grpc_objects;
