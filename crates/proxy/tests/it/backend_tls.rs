@@ -2,28 +2,13 @@
 //! on 127.0.0.1 (the one of `upstream_tls.rs`), verified against the policy's CA ConfigMap,
 //! its hostname (sent as SNI) or its subjectAltNames.
 
+use crate::grpc_route::gateway_objects;
 use crate::support::*;
 use crate::upstream_tls::start_tls_backend;
 use http::StatusCode;
 use serde_json::{json, Value};
 
 const SPIFFE: &str = "spiffe://cluster.local/ns/default/sa/web";
-
-fn gateway_objects() -> Vec<Value> {
-    vec![
-        json!({
-            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
-            "metadata": {"name": "sluice"},
-            "spec": {"controllerName": "sluice.dev/gateway-controller"},
-        }),
-        json!({
-            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-            "metadata": {"name": "edge", "namespace": "default"},
-            "spec": {"gatewayClassName": "sluice",
-                     "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]},
-        }),
-    ]
-}
 
 /// Service `name` (port `http` 443, `appProtocol: https`) on `addr`, and a route for
 /// `<name>.example.com` to it.

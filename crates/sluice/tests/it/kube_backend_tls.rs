@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::kube_gateway::{as_deployed, backend, gateway, gateway_class, http_route, pod};
 use crate::support::kube::*;
 use crate::support::*;
 
@@ -56,50 +57,12 @@ fn policies_are_watched_applied_and_given_ancestor_status_by_the_leader() {
     let cluster = Cluster::start("backend-tls");
     cluster.install_gateway_crds();
     cluster.create(&namespace(ns));
-    let ip = cluster.add_address(11);
-    let _pod = Pod::start_at("pod-11", &socket(ip, 8080));
-    cluster.create(&service(ns, "web"));
-    cluster.create(&endpoint_slice(
-        ns,
-        "web-1",
-        "web",
-        8080,
-        &[Endpoint::ready(ip)],
-    ));
-    cluster.create(&json!({
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
-        "metadata": {"name": "sluice"},
-        "spec": {"controllerName": CONTROLLER},
-    }));
-    cluster.create(&json!({
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-        "metadata": {"name": "edge", "namespace": ns},
-        "spec": {"gatewayClassName": "sluice",
-                 "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]},
-    }));
-    cluster.create(&json!({
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-        "metadata": {"name": "web", "namespace": ns},
-        "spec": {"parentRefs": [{"name": "edge"}], "hostnames": ["web.test"],
-                 "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]},
-    }));
-    cluster.kubectl(&[
-        "apply",
-        "-f",
-        deploy_dir().join("manifests").to_str().unwrap(),
-    ]);
-    let sluice = cluster.sluice_with(SluiceOptions {
-        identity: "sluice-btls",
-        namespace: "sluice",
-        kubeconfig: Some(cluster.sluice_kubeconfig()),
-        extra: &[
-            "--configmap",
-            "sluice/sluice",
-            "--election-id",
-            "sluice-leader",
-        ],
-        wait_ready: true,
-    });
+    let a = pod(&cluster, 11);
+    backend(&cluster, ns, "web", &a);
+    cluster.create(&gateway_class());
+    cluster.create(&gateway(ns));
+    cluster.create(&http_route(ns, "web", "web.test", "web"));
+    let sluice = as_deployed(&cluster, "sluice-btls", &[]);
     assert_eq!(sluice.get("web.test", "/").status, 200);
 
     // A policy whose ConfigMap does not exist yet: refused, and the share answers 500.

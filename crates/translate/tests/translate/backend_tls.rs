@@ -4,15 +4,8 @@
 use model::gateway_status::{Condition, GatewayStatuses};
 use model::upstream_tls::SubjectAltName;
 use model::{Compiled, NamespacedName};
-use translate::{compile, parse_documents, CompileOptions, Store};
 
-fn compiled(text: &str) -> Compiled {
-    let documents = parse_documents("t.yaml", text).unwrap();
-    assert!(documents.errors.is_empty(), "{:?}", documents.errors);
-    let mut store = Store::default();
-    store.replace_all(documents.objects);
-    compile(&store, &CompileOptions::default())
-}
+use crate::gateway_listener_status::compiled;
 
 fn ca_pem() -> String {
     let key = rcgen::KeyPair::generate().unwrap();
