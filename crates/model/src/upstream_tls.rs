@@ -4,6 +4,7 @@
 //!
 //! ```text
 //!  proxy-ssl-* + Secret ─▶ UpstreamTls ─▶ RoutePolicy::upstream_tls, Mirror::tls
+//!  BackendTLSPolicy (+ the Gateway's client certificate) ─▶ UpstreamTls ─▶ RoutePolicy::upstream_tls
 //!  proxy: UpstreamTls (compared by content) ─▶ one rustls client config and session cache
 //! ```
 
@@ -33,7 +34,8 @@ pub struct UpstreamTls {
     pub server_name: bool,
     /// `proxy-ssl-protocols`, as far as rustls speaks them.
     pub versions: TlsVersions,
-    /// `proxy-ssl-secret` (namespace/name), for display.
+    /// `proxy-ssl-secret` (namespace/name), or `BackendTLSPolicy <namespace/name>`: where the
+    /// settings come from, for display.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
     /// The Secret's `ca.crt` (shown as a count).
