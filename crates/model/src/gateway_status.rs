@@ -27,6 +27,9 @@ pub struct GatewayStatuses {
     pub http_routes: BTreeMap<NamespacedName, RouteStatus>,
     /// GRPCRoutes naming one of those Gateways, likewise.
     pub grpc_routes: BTreeMap<NamespacedName, RouteStatus>,
+    /// BackendTLSPolicies that a route of those Gateways sends through: Sluice's entries of
+    /// `status.ancestors`, one per Gateway.
+    pub backend_tls_policies: BTreeMap<NamespacedName, PolicyStatus>,
 }
 
 /// One condition, without its transition time (the writer keeps or sets that).
@@ -108,6 +111,20 @@ pub struct ParentRef {
     pub section_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub port: Option<i32>,
+}
+
+/// A policy's status (GEP-713): one entry per ancestor (Gateway) it takes effect under.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PolicyStatus {
+    pub ancestors: Vec<PolicyAncestorStatus>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyAncestorStatus {
+    pub ancestor_ref: ParentRef,
+    pub controller_name: &'static str,
+    pub conditions: Vec<Condition>,
 }
 
 impl Condition {

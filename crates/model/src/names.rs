@@ -32,6 +32,7 @@ pub enum Kind {
     HTTPRoute,
     GRPCRoute,
     ReferenceGrant,
+    BackendTLSPolicy,
     /// Read for its labels only (`allowedRoutes.namespaces.selector`).
     Namespace,
 }
@@ -80,6 +81,7 @@ impl Kind {
             Kind::HTTPRoute => "HTTPRoute",
             Kind::GRPCRoute => "GRPCRoute",
             Kind::ReferenceGrant => "ReferenceGrant",
+            Kind::BackendTLSPolicy => "BackendTLSPolicy",
             Kind::Namespace => "Namespace",
         }
     }
@@ -101,6 +103,7 @@ impl Kind {
                 "gateway.networking.k8s.io/v1" | "gateway.networking.k8s.io/v1beta1",
                 "ReferenceGrant",
             ) => Some(Kind::ReferenceGrant),
+            ("gateway.networking.k8s.io/v1", "BackendTLSPolicy") => Some(Kind::BackendTLSPolicy),
             ("v1", "Namespace") => Some(Kind::Namespace),
             _ => None,
         }

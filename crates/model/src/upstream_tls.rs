@@ -4,6 +4,7 @@
 //!
 //! ```text
 //!  proxy-ssl-* + Secret ─▶ UpstreamTls ─▶ RoutePolicy::upstream_tls, Mirror::tls
+//!  BackendTLSPolicy (+ the Gateway's client certificate) ─▶ UpstreamTls ─▶ RoutePolicy::upstream_tls
 //!  proxy: UpstreamTls (compared by content) ─▶ one rustls client config and session cache
 //! ```
 
@@ -33,7 +34,8 @@ pub struct UpstreamTls {
     pub server_name: bool,
     /// `proxy-ssl-protocols`, as far as rustls speaks them.
     pub versions: TlsVersions,
-    /// `proxy-ssl-secret` (namespace/name), for display.
+    /// `proxy-ssl-secret` (namespace/name), or `BackendTLSPolicy <namespace/name>`: where the
+    /// settings come from, for display.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
     /// The Secret's `ca.crt` (shown as a count).
@@ -42,6 +44,24 @@ pub struct UpstreamTls {
     /// The Secret's `tls.crt` and `tls.key`: presented when the endpoint asks (mTLS).
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "present")]
     pub client_cert: Option<Arc<CertifiedKey>>,
+    /// BackendTLSPolicy's `subjectAltNames`: when any, the certificate must carry one of
+    /// them and `name` is only sent as SNI (the spec: the hostname then authenticates nothing).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub subject_alt_names: Vec<SubjectAltName>,
+    /// BackendTLSPolicy's `wellKnownCACertificates: System`: the proxy's built-in roots
+    /// (Mozilla's, compiled in) are trusted too.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub system_roots: bool,
+}
+
+/// One name a backend's certificate may carry (BackendTLSPolicy's `subjectAltNames`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SubjectAltName {
+    /// A DNS name (a `*.` wildcard in the certificate covers one label).
+    Hostname(String),
+    /// A URI SAN, compared whole (SPIFFE IDs: `spiffe://trust-domain/path`).
+    Uri(String),
 }
 
 /// The TLS versions an upstream connection may use.
@@ -62,6 +82,8 @@ impl PartialEq for UpstreamTls {
             && self.versions == other.versions
             && self.secret == other.secret
             && self.trusted == other.trusted
+            && self.subject_alt_names == other.subject_alt_names
+            && self.system_roots == other.system_roots
             && match (&self.client_cert, &other.client_cert) {
                 (None, None) => true,
                 (Some(a), Some(b)) => a.cert == b.cert,
@@ -102,4 +124,21 @@ fn count<S: Serializer, T>(items: &[T], serializer: S) -> Result<S::Ok, S::Error
 
 fn present<S: Serializer, T>(item: &Option<T>, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_bool(item.is_some())
+}
+
+/// The URI names of a certificate's subjectAltName extension (none when it cannot be read):
+/// what a [`SubjectAltName::Uri`] is compared with.
+pub fn uri_names(der: &[u8]) -> Vec<String> {
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(der) else {
+        return Vec::new();
+    };
+    match cert.subject_alternative_name() {
+        Ok(Some(san)) => (san.value.general_names.iter())
+            .filter_map(|name| match name {
+                x509_parser::extensions::GeneralName::URI(uri) => Some((*uri).to_owned()),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
 }

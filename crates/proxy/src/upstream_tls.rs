@@ -15,12 +15,16 @@
 //! Verification follows nginx: off by default (any certificate is accepted, as
 //! `proxy_ssl_verify off`, but the handshake's signatures are still checked); on, the chain
 //! must lead to the Secret's `ca.crt` through at most `proxy-ssl-verify-depth` intermediates
-//! and name `proxy-ssl-name` (else `<service>.<namespace>.svc`).
+//! and name `proxy-ssl-name` (else `<service>.<namespace>.svc`). A BackendTLSPolicy's settings
+//! are the same with verification on, SNI on, no depth limit, its `wellKnownCACertificates:
+//! System` as Mozilla's roots (compiled in), and its `subjectAltNames`, when any, in place of
+//! the name: the certificate must carry one of them (a DNS name, or a URI compared whole).
 
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::{Arc, Weak};
 
+use model::upstream_tls::SubjectAltName;
 use model::UpstreamTls;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
@@ -112,6 +116,9 @@ impl TlsClient {
             for cert in &settings.trusted {
                 roots.add(cert.clone()).map_err(TlsSetupError)?;
             }
+            if settings.system_roots {
+                roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+            }
             let webpki =
                 WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
                     .build()
@@ -120,6 +127,7 @@ impl TlsClient {
                 webpki,
                 depth: settings.verify_depth,
                 trusted: settings.trusted.clone(),
+                subject_alt_names: settings.subject_alt_names.clone(),
             })
         } else {
             // nginx's `proxy_ssl_verify off`.
@@ -157,6 +165,80 @@ struct Verified {
     webpki: Arc<WebPkiServerVerifier>,
     depth: u32,
     trusted: Vec<CertificateDer<'static>>,
+    /// BackendTLSPolicy's: when any, one of them authenticates the endpoint, not the name.
+    subject_alt_names: Vec<SubjectAltName>,
+}
+
+impl Verified {
+    /// The chain verified and one of `subject_alt_names` found in the certificate.
+    fn verify_alt_names(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let mut last = None;
+        for wanted in &self.subject_alt_names {
+            let SubjectAltName::Hostname(name) = wanted else {
+                continue;
+            };
+            let Ok(name) = ServerName::try_from(name.as_str()) else {
+                continue;
+            };
+            match (self.webpki).verify_server_cert(
+                end_entity,
+                intermediates,
+                &name,
+                ocsp_response,
+                now,
+            ) {
+                Ok(verified) => return Ok(verified),
+                Err(error) => last = Some(error),
+            }
+        }
+        let uris: Vec<&str> = (self.subject_alt_names.iter())
+            .filter_map(|san| match san {
+                SubjectAltName::Uri(uri) => Some(uri.as_str()),
+                SubjectAltName::Hostname(_) => None,
+            })
+            .collect();
+        if !uris.is_empty() {
+            // webpki checks the chain before the name: a name error says the chain is good,
+            // and the URI is then looked for in the certificate itself.
+            let chain = (self.webpki).verify_server_cert(
+                end_entity,
+                intermediates,
+                server_name,
+                ocsp_response,
+                now,
+            );
+            let chain_ok = match chain {
+                Ok(verified) => Some(verified),
+                Err(rustls::Error::InvalidCertificate(
+                    rustls::CertificateError::NotValidForName
+                    | rustls::CertificateError::NotValidForNameContext { .. },
+                )) => Some(ServerCertVerified::assertion()),
+                Err(error) => {
+                    last = Some(error);
+                    None
+                }
+            };
+            if let Some(verified) = chain_ok {
+                let names = model::upstream_tls::uri_names(end_entity.as_ref());
+                if names.iter().any(|n| uris.contains(&n.as_str())) {
+                    return Ok(verified);
+                }
+                last = Some(rustls::Error::InvalidCertificate(
+                    rustls::CertificateError::NotValidForName,
+                ));
+            }
+        }
+        Err(last.unwrap_or(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::NotValidForName,
+        )))
+    }
 }
 
 impl ServerCertVerifier for Verified {
@@ -168,13 +250,17 @@ impl ServerCertVerifier for Verified {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let verified = self.webpki.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        )?;
+        let verified = if self.subject_alt_names.is_empty() {
+            (self.webpki).verify_server_cert(
+                end_entity,
+                intermediates,
+                server_name,
+                ocsp_response,
+                now,
+            )?
+        } else {
+            self.verify_alt_names(end_entity, intermediates, server_name, ocsp_response, now)?
+        };
         // OpenSSL's depth: how many CA certificates may stand between the endpoint's
         // certificate and the trust anchor. A server that also sends the anchor is not
         // counted for it.
@@ -228,6 +314,8 @@ mod tests {
             secret: None,
             trusted: Vec::new(),
             client_cert: None,
+            subject_alt_names: Vec::new(),
+            system_roots: false,
         })
     }
 

@@ -128,6 +128,21 @@ impl TestCa {
         }
     }
 
+    /// A certificate for `names` that also carries `uri` as a URI subjectAltName (a SPIFFE
+    /// ID, say).
+    pub fn leaf_with_uri(&self, names: &[&str], uri: &str) -> Leaf {
+        let key = rcgen::KeyPair::generate().expect("a key pair");
+        let mut params = rcgen::CertificateParams::new(to_strings(names)).expect("valid names");
+        let uri = rcgen::string::Ia5String::try_from(uri).expect("an ASCII URI");
+        params.subject_alt_names.push(rcgen::SanType::URI(uri));
+        let cert = params.signed_by(&key, &self.issuer).expect("signed");
+        Leaf {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            der: cert.der().clone(),
+        }
+    }
+
     /// A client certificate (subject `CN=<cn>`, extended key usage clientAuth) with this
     /// serial number (what a CRL names).
     pub fn client(&self, cn: &str, serial: u64) -> Leaf {

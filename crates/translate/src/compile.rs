@@ -45,6 +45,7 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         passthrough_ingresses: BTreeSet::new(),
         tls_policies: HashMap::new(),
         strings: HashSet::new(),
+        backend_tls: Default::default(),
     };
     compiler.settings(options);
     compiler.out.hsts_header = compiler.out.settings.hsts_header();

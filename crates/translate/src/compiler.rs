@@ -109,6 +109,8 @@ pub(crate) struct Compiler<'a> {
     /// Every name a route holds (Service, port, host, path), once: 10,000 routes to `/` on
     /// port `http` hold one `/` and one `http`.
     pub(crate) strings: HashSet<Arc<str>>,
+    /// Gateway API's BackendTLSPolicies, by target (read before the routes).
+    pub(crate) backend_tls: crate::gateway::backend_tls_objects::BackendTls,
 }
 impl Compiler<'_> {
     /// The one shared copy of `text` in this configuration.

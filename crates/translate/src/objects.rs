@@ -148,6 +148,7 @@ pub enum Object {
     HttpRoute(Box<gateway::HttpRoute>),
     GrpcRoute(Box<crate::gateway::grpc_objects::GrpcRoute>),
     ReferenceGrant(Box<gateway::ReferenceGrant>),
+    BackendTlsPolicy(Box<crate::gateway::backend_tls_objects::BackendTlsPolicy>),
     Namespace(Box<Namespace>),
 }
 
@@ -186,6 +187,7 @@ impl Object {
             Object::HttpRoute(_) => Kind::HTTPRoute,
             Object::GrpcRoute(_) => Kind::GRPCRoute,
             Object::ReferenceGrant(_) => Kind::ReferenceGrant,
+            Object::BackendTlsPolicy(_) => Kind::BackendTLSPolicy,
             Object::Namespace(_) => Kind::Namespace,
         }
     }
@@ -203,6 +205,7 @@ impl Object {
             Object::HttpRoute(o) => &o.metadata,
             Object::GrpcRoute(o) => &o.metadata,
             Object::ReferenceGrant(o) => &o.metadata,
+            Object::BackendTlsPolicy(o) => &o.metadata,
             Object::Namespace(o) => &o.metadata,
         }
     }
@@ -220,6 +223,7 @@ impl Object {
             Object::HttpRoute(o) => &mut o.metadata,
             Object::GrpcRoute(o) => &mut o.metadata,
             Object::ReferenceGrant(o) => &mut o.metadata,
+            Object::BackendTlsPolicy(o) => &mut o.metadata,
             Object::Namespace(o) => &mut o.metadata,
         }
     }
@@ -571,6 +575,9 @@ fn parse_value(source_name: &str, document: usize, value: serde_yaml::Value, out
         Kind::GRPCRoute => gateway::typed_gateway(value).map(|o| Object::GrpcRoute(Box::new(o))),
         Kind::ReferenceGrant => {
             gateway::typed_gateway(value).map(|o| Object::ReferenceGrant(Box::new(o)))
+        }
+        Kind::BackendTLSPolicy => {
+            gateway::typed_gateway(value).map(|o| Object::BackendTlsPolicy(Box::new(o)))
         }
         Kind::Namespace => typed::<core::Namespace>(value).map(Object::from),
     };

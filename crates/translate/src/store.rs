@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use model::{Kind, NamespacedName, ObjectRef};
 
+use crate::gateway::backend_tls_objects::BackendTlsPolicy;
 use crate::gateway::grpc_objects::GrpcRoute;
 use crate::gateway::objects::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use crate::objects::{
@@ -38,6 +39,7 @@ pub struct Store {
     http_routes: BTreeMap<NamespacedName, Arc<HttpRoute>>,
     grpc_routes: BTreeMap<NamespacedName, Arc<GrpcRoute>>,
     reference_grants: BTreeMap<NamespacedName, Arc<ReferenceGrant>>,
+    backend_tls_policies: BTreeMap<NamespacedName, Arc<BackendTlsPolicy>>,
     /// Namespaces' labels, by name (Kubernetes mode: watched unless the scope is one
     /// namespace; a file: the Namespaces it describes).
     namespaces: BTreeMap<String, Arc<Namespace>>,
@@ -180,6 +182,14 @@ impl Store {
         self.http_routes.iter().map(|(key, o)| (key, &**o))
     }
 
+    pub fn http_route(&self, key: &NamespacedName) -> Option<&HttpRoute> {
+        self.http_routes.get(key).map(|o| &**o)
+    }
+
+    pub fn grpc_route(&self, key: &NamespacedName) -> Option<&GrpcRoute> {
+        self.grpc_routes.get(key).map(|o| &**o)
+    }
+
     pub fn grpc_routes_by_name(&self) -> impl Iterator<Item = (&NamespacedName, &GrpcRoute)> {
         self.grpc_routes.iter().map(|(key, o)| (key, &**o))
     }
@@ -188,6 +198,12 @@ impl Store {
         &self,
     ) -> impl Iterator<Item = (&NamespacedName, &ReferenceGrant)> {
         self.reference_grants.iter().map(|(key, o)| (key, &**o))
+    }
+
+    pub fn backend_tls_policies_by_name(
+        &self,
+    ) -> impl Iterator<Item = (&NamespacedName, &BackendTlsPolicy)> {
+        self.backend_tls_policies.iter().map(|(key, o)| (key, &**o))
     }
 
     /// The EndpointSlices labelled for `service`, in name order.
@@ -232,6 +248,7 @@ impl Store {
             http_routes: self.http_routes.clone(),
             grpc_routes: self.grpc_routes.clone(),
             reference_grants: self.reference_grants.clone(),
+            backend_tls_policies: self.backend_tls_policies.clone(),
             namespaces: self.namespaces.clone(),
         }
     }
@@ -249,6 +266,7 @@ impl Store {
             + self.http_routes.len()
             + self.grpc_routes.len()
             + self.reference_grants.len()
+            + self.backend_tls_policies.len()
             + self.namespaces.len()
     }
 
@@ -316,6 +334,9 @@ impl Store {
             Object::ReferenceGrant(o) => {
                 changes.config = upsert(&mut self.reference_grants, key, o.into())
             }
+            Object::BackendTlsPolicy(o) => {
+                changes.config = upsert(&mut self.backend_tls_policies, key, o.into())
+            }
             Object::Namespace(o) => {
                 changes.namespaces = upsert(&mut self.namespaces, key.name.to_string(), o.into())
             }
@@ -354,6 +375,9 @@ impl Store {
             Kind::HTTPRoute => changes.config = self.http_routes.remove(&key).is_some(),
             Kind::GRPCRoute => changes.config = self.grpc_routes.remove(&key).is_some(),
             Kind::ReferenceGrant => changes.config = self.reference_grants.remove(&key).is_some(),
+            Kind::BackendTLSPolicy => {
+                changes.config = self.backend_tls_policies.remove(&key).is_some()
+            }
             Kind::Namespace => changes.namespaces = self.namespaces.remove(&*key.name).is_some(),
         }
         changes
@@ -404,6 +428,10 @@ impl Store {
             .chain(namespaced(Kind::HTTPRoute, &self.http_routes))
             .chain(namespaced(Kind::GRPCRoute, &self.grpc_routes))
             .chain(namespaced(Kind::ReferenceGrant, &self.reference_grants))
+            .chain(namespaced(
+                Kind::BackendTLSPolicy,
+                &self.backend_tls_policies,
+            ))
             .chain(
                 self.namespaces
                     .keys()

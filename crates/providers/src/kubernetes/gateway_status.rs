@@ -24,7 +24,9 @@ use model::gateway_status::GatewayStatuses;
 use model::{Kind, NamespacedName};
 use serde_json::{json, Value};
 
-use super::gateway::{ApiObject, GatewayClasses, Gateways, GrpcRoutes, HttpRoutes};
+use super::gateway::{
+    ApiObject, BackendTlsPolicies, GatewayClasses, Gateways, GrpcRoutes, HttpRoutes,
+};
 
 /// Objects read and written at once during a pass (as many as Ingress status writes).
 const WRITES_IN_FLIGHT: usize = 8;
@@ -85,9 +87,10 @@ impl GatewayWrites {
         }
         // A route Sluice wrote parents into and no longer serves (it names another Gateway
         // now): its entries go, the other controllers' stay.
+        // Likewise a BackendTLSPolicy no route of Sluice's Gateways sends through any more.
         for key in self.written.keys() {
-            if is_route(key.0) && !wanted.contains_key(key) {
-                wanted.insert(key.clone(), json!({"parents": []}));
+            if let (Some((field, _)), false) = (entries(key.0), wanted.contains_key(key)) {
+                wanted.insert(key.clone(), json!({ field: [] }));
             }
         }
         if let Some(versions) = &self.versions {
@@ -334,12 +337,20 @@ fn desired(
     for (key, status) in &statuses.grpc_routes {
         wanted.insert((Kind::GRPCRoute, key.clone()), to_json(status));
     }
+    for (key, status) in &statuses.backend_tls_policies {
+        wanted.insert((Kind::BackendTLSPolicy, key.clone()), to_json(status));
+    }
     wanted
 }
 
-/// A route kind: its status is a list of parents, other controllers' entries among them.
-fn is_route(kind: Kind) -> bool {
-    matches!(kind, Kind::HTTPRoute | Kind::GRPCRoute)
+/// A kind whose status is a list of entries per controller (routes' `parents`, a policy's
+/// `ancestors`): the list's field and the field naming each entry's object.
+fn entries(kind: Kind) -> Option<(&'static str, &'static str)> {
+    match kind {
+        Kind::HTTPRoute | Kind::GRPCRoute => Some(("parents", "parentRef")),
+        Kind::BackendTLSPolicy => Some(("ancestors", "ancestorRef")),
+        _ => None,
+    }
 }
 
 fn to_json(status: &impl serde::Serialize) -> Value {
@@ -380,6 +391,11 @@ async fn write(
             client.clone(),
             &key.namespace,
             &ApiResource::erase::<ApiObject<GrpcRoutes>>(&()),
+        ),
+        Kind::BackendTLSPolicy => Api::namespaced_with(
+            client.clone(),
+            &key.namespace,
+            &ApiResource::erase::<ApiObject<BackendTlsPolicies>>(&()),
         ),
         _ => Api::namespaced_with(
             client.clone(),
@@ -430,7 +446,7 @@ const SPEC_CONDITIONS: &[&str] = &[
 fn merged(kind: Kind, want: &Value, current: &Value, now: &str) -> Value {
     let mut status = want.clone();
     stamp(&mut status["conditions"], &current["conditions"], now);
-    if !is_route(kind) {
+    if entries(kind).is_none() {
         keep_foreign(&mut status["conditions"], &current["conditions"]);
     }
     if let Some(listeners) = status.get_mut("listeners").and_then(Value::as_array_mut) {
@@ -440,10 +456,10 @@ fn merged(kind: Kind, want: &Value, current: &Value, now: &str) -> Value {
             keep_foreign(&mut listener["conditions"], &before["conditions"]);
         }
     }
-    if is_route(kind) {
-        let ours = status["parents"].as_array().cloned().unwrap_or_default();
+    if let Some((field, names)) = entries(kind) {
+        let ours = status[field].as_array().cloned().unwrap_or_default();
         let controller = translate::gateway::GATEWAY_CONTROLLER;
-        let mut parents: Vec<Value> = current["parents"]
+        let mut parents: Vec<Value> = current[field]
             .as_array()
             .into_iter()
             .flatten()
@@ -451,19 +467,17 @@ fn merged(kind: Kind, want: &Value, current: &Value, now: &str) -> Value {
             .cloned()
             .collect();
         for mut parent in ours {
-            let before = current["parents"]
+            let before = current[field]
                 .as_array()
                 .into_iter()
                 .flatten()
-                .find(|p| {
-                    p["controllerName"] == controller && p["parentRef"] == parent["parentRef"]
-                })
+                .find(|p| p["controllerName"] == controller && p[names] == parent[names])
                 .cloned()
                 .unwrap_or(Value::Null);
             stamp(&mut parent["conditions"], &before["conditions"], now);
             parents.push(parent);
         }
-        status["parents"] = Value::Array(parents);
+        status[field] = Value::Array(parents);
     }
     status
 }
@@ -597,6 +611,38 @@ mod tests {
             merged(Kind::Gateway, &want, &status, "2026-11-27T17:00:00Z"),
             status
         );
+    }
+
+    #[test]
+    fn a_policy_s_ancestors_of_other_controllers_stay_as_they_are() {
+        let edge = json!({"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                          "namespace": "app", "name": "edge"});
+        let want = json!({"ancestors": [{
+            "ancestorRef": edge, "controllerName": "sluice.dev/gateway-controller",
+            "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                            "message": "", "observedGeneration": 2}],
+        }]});
+        let theirs = json!({
+            "ancestorRef": {"name": "unmanaged"}, "controllerName": "example.com/other",
+            "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        });
+        let current = json!({"ancestors": [theirs.clone(), {
+            "ancestorRef": edge, "controllerName": "sluice.dev/gateway-controller",
+            "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                            "observedGeneration": 1,
+                            "lastTransitionTime": "2026-11-27T15:00:00Z"}],
+        }]});
+        let status = merged(
+            Kind::BackendTLSPolicy,
+            &want,
+            &current,
+            "2026-11-27T16:00:00Z",
+        );
+        assert_eq!(status["ancestors"][0], theirs);
+        let ours = &status["ancestors"][1]["conditions"][0];
+        assert_eq!(ours["observedGeneration"], 2);
+        assert_eq!(ours["lastTransitionTime"], "2026-11-27T15:00:00Z");
     }
 
     #[test]

@@ -28,7 +28,8 @@ use tokio::sync::{mpsc, Notify};
 use translate::Object;
 
 use super::gateway::{
-    ApiObject, GatewayClasses, GatewayKind, Gateways, GrpcRoutes, HttpRoutes, ReferenceGrants,
+    ApiObject, BackendTlsPolicies, GatewayClasses, GatewayKind, Gateways, GrpcRoutes, HttpRoutes,
+    ReferenceGrants,
 };
 
 /// What the watchers saw, in the order they saw it.
@@ -325,6 +326,13 @@ impl Watchers {
             namespaced(client, namespace),
             all.clone(),
             in_scope("ReferenceGrants"),
+            None,
+        ));
+        // The CA ConfigMaps they name come with the scope's ConfigMap watch above.
+        tasks.push(spawner.spawn::<ApiObject<BackendTlsPolicies>>(
+            namespaced(client, namespace),
+            all.clone(),
+            in_scope("BackendTLSPolicies"),
             None,
         ));
         // Namespaces' labels, for Gateway listeners that select route namespaces by label (a

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 const HOST: &str = "rpc.example.com";
 
-fn gateway_objects() -> Vec<Value> {
+pub(crate) fn gateway_objects() -> Vec<Value> {
     vec![
         json!({
             "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",

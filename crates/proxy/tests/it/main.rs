@@ -8,6 +8,7 @@ mod access_log;
 mod admin;
 mod affinity;
 mod annotations;
+mod backend_tls;
 mod basic_auth;
 mod buffering;
 mod canary;

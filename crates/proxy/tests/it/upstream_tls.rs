@@ -23,20 +23,20 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// A backend that speaks only TLS.
-struct TlsBackend {
-    addr: std::net::SocketAddr,
+pub(crate) struct TlsBackend {
+    pub(crate) addr: std::net::SocketAddr,
     /// TCP connections accepted.
     connections: Arc<AtomicUsize>,
     /// Of their handshakes, how many resumed a session.
     resumed: Arc<AtomicUsize>,
     /// The SNI of each completed handshake (`None`: none sent).
-    names: Arc<Mutex<Vec<Option<String>>>>,
+    pub(crate) names: Arc<Mutex<Vec<Option<String>>>>,
 }
 
 /// Starts a TLS-only HTTP/1.1 server presenting `leaf` (and the `intermediates` after it);
 /// with `client_ca`, it requires a client certificate signed by it (mTLS). It answers with
 /// what it saw, and the length of the request body it read.
-async fn start_tls_backend(
+pub(crate) async fn start_tls_backend(
     leaf: &Leaf,
     intermediates: &[&TestCa],
     client_ca: Option<&TestCa>,

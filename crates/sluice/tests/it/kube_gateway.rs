@@ -12,7 +12,7 @@ use crate::support::*;
 /// Long enough for a watch that saw 404 to ask again (its backoff is capped at 8 s).
 const WAIT: Duration = Duration::from_secs(30);
 
-fn gateway_class() -> Value {
+pub(crate) fn gateway_class() -> Value {
     json!({
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
         "metadata": {"name": "sluice"},
@@ -21,7 +21,7 @@ fn gateway_class() -> Value {
 }
 
 /// Gateway `edge` of class `sluice`: one HTTP listener on port 80 (Sluice's --http-listen).
-fn gateway(ns: &str) -> Value {
+pub(crate) fn gateway(ns: &str) -> Value {
     json!({
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
         "metadata": {"name": "edge", "namespace": ns},
@@ -33,7 +33,7 @@ fn gateway(ns: &str) -> Value {
 }
 
 /// HTTPRoute `name` attached to Gateway `edge`: `host` to Service `service` port 80.
-fn http_route(ns: &str, name: &str, host: &str, service: &str) -> Value {
+pub(crate) fn http_route(ns: &str, name: &str, host: &str, service: &str) -> Value {
     json!({
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
         "metadata": {"name": name, "namespace": ns},
@@ -46,7 +46,7 @@ fn http_route(ns: &str, name: &str, host: &str, service: &str) -> Value {
 }
 
 /// Service `name` with one EndpointSlice pointing at `pod` (port 8080), no Ingress.
-fn backend(cluster: &Cluster, ns: &str, name: &str, pod: &Pod) {
+pub(crate) fn backend(cluster: &Cluster, ns: &str, name: &str, pod: &Pod) {
     cluster.create(&service(ns, name));
     cluster.create(&endpoint_slice(
         ns,
@@ -57,7 +57,7 @@ fn backend(cluster: &Cluster, ns: &str, name: &str, pod: &Pod) {
     ));
 }
 
-fn pod(cluster: &Cluster, n: u8) -> Pod {
+pub(crate) fn pod(cluster: &Cluster, n: u8) -> Pod {
     let ip = cluster.add_address(n);
     Pod::start_at(&format!("pod-{n}"), &socket(ip, 8080))
 }
@@ -116,7 +116,7 @@ fn without_the_gateway_crds_ingresses_are_served_and_installing_them_later_adds_
     let a = pod(&cluster, 11);
     cluster.create_app(ns, "web", "web.test", 8080, &[a.addr.ip()]);
 
-    // Ready although four of its watches answer 404, and serving the Ingress.
+    // Ready although its Gateway API watches answer 404, and serving the Ingress.
     let sluice = cluster.sluice(ns, &[]);
     assert_eq!(sluice.get("web.test", "/").status, 200);
     let log = sluice.log_text();
@@ -124,7 +124,8 @@ fn without_the_gateway_crds_ingresses_are_served_and_installing_them_later_adds_
         .lines()
         .filter(|l| l.contains("is not installed in this cluster"))
         .count();
-    assert_eq!(not_installed, 5, "one line per Gateway API kind:\n{log}");
+    // GatewayClass, Gateway, HTTPRoute, GRPCRoute, ReferenceGrant, BackendTLSPolicy.
+    assert_eq!(not_installed, 6, "one line per Gateway API kind:\n{log}");
     assert!(!sluice.has_exited());
 
     // The CRDs installed while Sluice runs: the watches find them on their next attempt.
@@ -140,7 +141,7 @@ fn without_the_gateway_crds_ingresses_are_served_and_installing_them_later_adds_
         log.lines()
             .filter(|l| l.contains("is not installed in this cluster"))
             .count(),
-        5,
+        6,
         "{log}"
     );
 }
@@ -171,6 +172,17 @@ fn kind_route_parent(cluster: &Cluster, kind: &str, ns: &str, name: &str) -> Opt
         .cloned()
 }
 
+/// Sluice as ServiceAccount sluice/sluice with the deploy manifests (applied here) and their
+/// RBAC, the leader of `sluice-leader`, with `extra` flags.
+pub(crate) fn as_deployed(cluster: &Cluster, identity: &str, extra: &[&str]) -> KubeSluice {
+    cluster.kubectl(&[
+        "apply",
+        "-f",
+        deploy_dir().join("manifests").to_str().unwrap(),
+    ]);
+    crate::kubernetes::as_service_account(cluster, identity, extra, true)
+}
+
 #[test]
 fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_generation() {
     let ns = "status";
@@ -197,25 +209,11 @@ fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_gene
     cluster.create(&rpc);
     // As ServiceAccount sluice/sluice with the deploy manifests' RBAC: their grants cover the
     // Gateway API reads and status writes (checked at the end: nothing refused).
-    cluster.kubectl(&[
-        "apply",
-        "-f",
-        deploy_dir().join("manifests").to_str().unwrap(),
-    ]);
-    let sluice = cluster.sluice_with(SluiceOptions {
-        identity: "sluice-gateway",
-        namespace: "sluice",
-        kubeconfig: Some(cluster.sluice_kubeconfig()),
-        extra: &[
-            "--configmap",
-            "sluice/sluice",
-            "--election-id",
-            "sluice-leader",
-            "--publish-status-address",
-            "198.18.0.200",
-        ],
-        wait_ready: true,
-    });
+    let sluice = as_deployed(
+        &cluster,
+        "sluice-gateway",
+        &["--publish-status-address", "198.18.0.200"],
+    );
     assert_eq!(sluice.get("web.test", "/").status, 200);
     assert_eq!(sluice.get("ghost.test", "/").status, 500);
     assert_eq!(sluice.get("outsider.test", "/").status, 404);

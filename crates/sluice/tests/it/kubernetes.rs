@@ -730,7 +730,7 @@ fn traffic_flows_while_the_api_server_is_down_and_changes_apply_once_it_is_back(
 
 /// Sluice as ServiceAccount sluice/sluice (the deploy manifests' RBAC), with the flags the
 /// DaemonSet uses and `extra`.
-fn as_service_account(
+pub(crate) fn as_service_account(
     cluster: &Cluster,
     identity: &str,
     extra: &[&str],

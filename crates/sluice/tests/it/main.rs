@@ -7,6 +7,7 @@ mod support;
 mod gateway;
 mod gateway_bench;
 mod grpc_route;
+mod kube_backend_tls;
 mod kube_config_maps;
 mod kube_gateway;
 mod kubernetes;

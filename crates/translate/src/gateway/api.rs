@@ -29,6 +29,9 @@ pub fn from_api(
         model::Kind::ReferenceGrant => {
             typed_gateway(value).map(|o| Object::ReferenceGrant(Box::new(o)))
         }
+        model::Kind::BackendTLSPolicy => {
+            typed_gateway(value).map(|o| Object::BackendTlsPolicy(Box::new(o)))
+        }
         _ => return None,
     };
     Some(parsed.map_err(|(field, message)| match field {

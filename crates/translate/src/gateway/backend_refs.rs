@@ -4,7 +4,8 @@
 //! ```text
 //!  backendRefs [{ Service, port, weight, namespace (ReferenceGrant) }]
 //!      ─▶ backend_or_diagnose ─▶ Route per share (policy: appProtocol h2c ─▶ HTTP/2;
-//!         unusable ─▶ invalid_backend; its own header filters on top) ─▶ the first share's
+//!         BackendTLSPolicy ─▶ upstream_tls; unusable ─▶ invalid_backend; its own header
+//!         filters on top) ─▶ the first share's
 //!         Route + Traffic of the others
 //! ```
 
@@ -45,13 +46,17 @@ impl Compiler<'_> {
             if weight == 0 {
                 continue;
             }
-            let (service, backend, port) =
+            let (service, mut backend, port) =
                 self.gateway_backend(key, object, &at, reference, "its share answers 500");
             // An unusable reference never has endpoints; its share answers 500.
             let mut policy = match backend.key() {
                 Some(_) => self.app_protocol(object, &at, &backend, &policy),
                 None => invalid_backend(&policy),
             };
+            if policy.invalid_backend {
+                // A BackendTLSPolicy that cannot be used: never a connection in cleartext.
+                backend = Arc::new(Backend::unresolved());
+            }
             if !reference.filters.is_empty() {
                 policy = self.backend_filters(object, &at, &reference.filters, &policy);
             }
@@ -109,8 +114,9 @@ impl Compiler<'_> {
     }
 
     /// The policy for a share to `backend`, as its Service port's `appProtocol` asks:
-    /// `kubernetes.io/h2c` is HTTP/2 in cleartext; TLS to a backend is BackendTLSPolicy's,
-    /// not supported yet (a diagnostic; HTTP/1.1 in cleartext is spoken).
+    /// `kubernetes.io/h2c` is HTTP/2 in cleartext; TLS to the backend is a BackendTLSPolicy's
+    /// (`backend_tls`): without one, an `https` port is spoken to in cleartext (a diagnostic),
+    /// and a policy that cannot be used makes the share answer 500.
     pub(super) fn app_protocol(
         &mut self,
         object: &ObjectRef,
@@ -126,22 +132,37 @@ impl Compiler<'_> {
                 .find(|p| p.name.as_deref().unwrap_or_default() == key.port_name)?;
             port.app_protocol.clone()
         });
+        let tls = self.backend_tls_for(object, backend);
         // A GRPCRoute's shares speak gRPC (HTTP/2) whatever the port says.
         let grpc = policy.upstream_protocol == UpstreamProtocol::Grpc;
-        match found.as_deref() {
+        let policy = match found.as_deref() {
             Some("kubernetes.io/h2c") if !grpc => Arc::new(RoutePolicy {
                 upstream_protocol: UpstreamProtocol::Http2,
                 ..(**policy).clone()
             }),
-            Some(tls @ ("https" | "kubernetes.io/wss")) => {
+            Some(tls_protocol @ ("https" | "kubernetes.io/wss")) if tls.is_none() => {
                 self.diagnose_with(
                     Severity::Unsupported,
                     object.clone(),
-                    format!("{field}: the Service port's appProtocol {tls} asks for TLS to the backend, which needs BackendTLSPolicy, not supported yet; {} in cleartext is spoken", if grpc { "gRPC" } else { "HTTP/1.1" }),
+                    format!("{field}: the Service port's appProtocol {tls_protocol} asks for TLS to the backend, which a BackendTLSPolicy targeting the port would configure; there is none, so {} in cleartext is spoken", if grpc { "gRPC" } else { "HTTP/1.1" }),
                 );
                 policy.clone()
             }
             _ => policy.clone(),
+        };
+        match tls {
+            None => policy,
+            Some(Ok(tls)) => Arc::new(RoutePolicy {
+                upstream_tls: Some(tls),
+                ..(*policy).clone()
+            }),
+            Some(Err(why)) => {
+                self.diagnose(
+                    object.clone(),
+                    format!("{field}: {why}; its share answers 500"),
+                );
+                invalid_backend(&policy)
+            }
         }
     }
 

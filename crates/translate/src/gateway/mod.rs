@@ -20,7 +20,8 @@
 //! Files: `objects` and `grpc_objects` (the types), `addresses` (a Gateway's site),
 //! `listeners` (what a Gateway serves), `ports` (ports beyond 80 and 443), this file (attaching
 //! routes of either kind, hostnames, HTTPRoute rules), `grpc_route`, `matches`, `filters`,
-//! `backend_refs`.
+//! `backend_refs`, `backend_tls` (BackendTLSPolicy: TLS to a Service port's endpoints; its types
+//! and the compile's decisions in `backend_tls_objects`).
 //! HTTPRoutes and GRPCRoutes are attached in one order; of the two kinds, the route attached
 //! first keeps a hostname on a listener (the spec accepts exactly one of them).
 //! Routes (both kinds) are read oldest first, then by namespace/name, rules and matches in order: the
@@ -32,6 +33,8 @@
 mod addresses;
 pub mod api;
 mod backend_refs;
+mod backend_tls;
+pub mod backend_tls_objects;
 mod cors;
 mod filters;
 pub mod grpc_objects;
@@ -238,6 +241,7 @@ impl Compiler<'_> {
             ours.insert(key.clone());
             let object = gateway_ref(key);
             self.unsupported_fields(&object, &gateway.unsupported);
+            self.gateway_client_certificate(key, gateway);
             let mut seen = BTreeSet::new();
             let mut found = Vec::new();
             for (i, listener) in gateway.spec.listeners.iter().enumerate() {
@@ -287,6 +291,7 @@ impl Compiler<'_> {
         routes.sort_by(|(a_key, a), (b_key, b)| {
             (a.created().cmp(&b.created())).then_with(|| a_key.cmp(b_key))
         });
+        self.backend_tls_policies();
         let both_kinds = store.http_routes_by_name().next().is_some()
             && store.grpc_routes_by_name().next().is_some();
         // Gateway routes start from the ConfigMap's policy without ingress-nginx's ssl-redirect:
@@ -344,6 +349,7 @@ impl Compiler<'_> {
                 status::gateway_conditions(accepted, programmed, found.len(), generation);
             let assignment = &assignments[key];
             assignment.overrule(&mut conditions, generation);
+            conditions.extend(self.backend_tls.gateway_refs.get(key).cloned());
             status.gateways.insert(
                 key.clone(),
                 GatewayStatus {
@@ -353,6 +359,7 @@ impl Compiler<'_> {
                 },
             );
         }
+        self.backend_tls_status(status);
     }
 
     fn unsupported_fields(&mut self, object: &ObjectRef, fields: &[String]) {

@@ -63,6 +63,7 @@ macro_rules! unsupported {
         }
     };
 }
+pub(super) use unsupported;
 
 /// A whole document: the envelope every kind shares.
 #[derive(Deserialize)]
@@ -154,10 +155,33 @@ pub struct GatewaySpec {
     /// The addresses asked for (`--gateway-address-pool` assigns one; see `addresses`).
     #[serde(default)]
     pub addresses: Vec<GatewaySpecAddress>,
+    /// `backend.clientCertificateRef` (see `backend_tls`).
+    #[serde(default)]
+    pub tls: Option<GatewayTls>,
     #[serde(flatten)]
     pub rest: Rest,
 }
-unsupported!(GatewaySpec { listeners => "listeners", addresses => "addresses" });
+unsupported!(GatewaySpec { listeners => "listeners", addresses => "addresses", tls => "tls" });
+
+/// A Gateway's `spec.tls`: `backend` is read (`frontend` is a diagnostic, not supported yet).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct GatewayTls {
+    #[serde(default)]
+    pub backend: Option<GatewayBackendTls>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(GatewayTls { backend => "backend" });
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayBackendTls {
+    #[serde(default)]
+    pub client_certificate_ref: Option<ObjectReference>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(GatewayBackendTls { client_certificate_ref => "clientCertificateRef" });
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]

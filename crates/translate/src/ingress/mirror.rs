@@ -71,6 +71,8 @@ impl Compiler<'_> {
                 secret: None,
                 trusted: Vec::new(),
                 client_cert: None,
+                subject_alt_names: Vec::new(),
+                system_roots: false,
             })
         });
         parsed.policy.mirror = Some(Arc::new(Mirror {

@@ -34,7 +34,7 @@ mod errors;
 mod hosts;
 mod mirror;
 mod roots;
-mod upstream;
+pub(crate) mod upstream;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

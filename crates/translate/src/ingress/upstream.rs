@@ -118,6 +118,8 @@ impl Compiler<'_> {
             secret: None,
             trusted: Vec::new(),
             client_cert: None,
+            subject_alt_names: Vec::new(),
+            system_roots: false,
         };
         let Some(written) = ssl.secret.clone() else {
             return tls;
@@ -175,24 +177,7 @@ impl Compiler<'_> {
         let trusted = match field("ca.crt") {
             None => Vec::new(),
             Some(pem) => {
-                let certs: Vec<_> = CertificateDer::pem_slice_iter(pem)
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| {
-                        Problem::invalid(format!("data.ca.crt: not PEM certificates: {e}"))
-                    })?;
-                if certs.is_empty() {
-                    return Err(Problem::invalid("data.ca.crt: no CERTIFICATE block found"));
-                }
-                // What the proxy's verifier will do with them, so that it cannot fail there.
-                let mut roots = rustls::RootCertStore::empty();
-                for cert in &certs {
-                    roots.add(cert.clone()).map_err(|e| {
-                        Problem::invalid(format!(
-                            "data.ca.crt: a certificate that cannot be a trust anchor: {e}"
-                        ))
-                    })?;
-                }
-                certs
+                trust_anchors(pem).map_err(|e| Problem::invalid(format!("data.ca.crt: {e}")))?
             }
         };
         let client = match (field("tls.crt"), field("tls.key")) {
@@ -243,4 +228,22 @@ impl Compiler<'_> {
         self.out.service_upstreams.insert(key, backend.clone());
         Ok(backend)
     }
+}
+
+/// The CA certificates of a PEM bundle (a `ca.crt`), checked the way the proxy's verifier
+/// will use them, so that it cannot fail there.
+pub(crate) fn trust_anchors(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("not PEM certificates: {e}"))?;
+    if certs.is_empty() {
+        return Err("no CERTIFICATE block found".to_owned());
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in &certs {
+        roots
+            .add(cert.clone())
+            .map_err(|e| format!("a certificate that cannot be a trust anchor: {e}"))?;
+    }
+    Ok(certs)
 }

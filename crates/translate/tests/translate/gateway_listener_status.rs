@@ -9,7 +9,7 @@ use translate::{compile, parse_documents, CompileOptions, Compiled, Store};
 
 use crate::gateway_status::find;
 
-fn compiled(text: &str) -> Compiled {
+pub(crate) fn compiled(text: &str) -> Compiled {
     let documents = parse_documents("t.yaml", text).unwrap();
     assert!(documents.errors.is_empty(), "{:?}", documents.errors);
     let mut store = Store::default();

@@ -3,6 +3,7 @@
 //! measurements (`#[ignore]`), and `migrate --to gateway-api`
 //! replayed on the golden cases.
 
+mod backend_tls;
 mod catalogue;
 mod compile_time;
 mod configmap;

@@ -867,6 +867,7 @@ fn api_resource(kind: &str) -> (ApiResource, bool) {
         "HTTPRoute" => (gateway_api("HTTPRoute", "httproutes"), true),
         "GRPCRoute" => (gateway_api("GRPCRoute", "grpcroutes"), true),
         "ReferenceGrant" => (gateway_api("ReferenceGrant", "referencegrants"), true),
+        "BackendTLSPolicy" => (gateway_api("BackendTLSPolicy", "backendtlspolicies"), true),
         other => panic!("the fixture does not know kind {other}"),
     }
 }
