@@ -27,6 +27,8 @@ pub struct GatewayStatuses {
     pub http_routes: BTreeMap<NamespacedName, RouteStatus>,
     /// GRPCRoutes naming one of those Gateways, likewise.
     pub grpc_routes: BTreeMap<NamespacedName, RouteStatus>,
+    /// TLSRoutes naming one of those Gateways, likewise.
+    pub tls_routes: BTreeMap<NamespacedName, RouteStatus>,
 }
 
 /// One condition, without its transition time (the writer keeps or sets that).

@@ -113,6 +113,7 @@ mod normalise;
 mod otel;
 mod otlp;
 mod passthrough;
+mod tls_route;
 mod peek;
 mod pipeline;
 mod pool;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use model::{Kind, NamespacedName, ObjectRef};
 
 use crate::gateway::grpc_objects::GrpcRoute;
+use crate::gateway::tls_objects::TlsRoute;
 use crate::gateway::objects::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use crate::objects::{
     ConfigMap, EndpointSlice, Ingress, IngressClass, Namespace, Object, Secret, Service,
@@ -37,6 +38,7 @@ pub struct Store {
     gateways: BTreeMap<NamespacedName, Arc<Gateway>>,
     http_routes: BTreeMap<NamespacedName, Arc<HttpRoute>>,
     grpc_routes: BTreeMap<NamespacedName, Arc<GrpcRoute>>,
+    tls_routes: BTreeMap<NamespacedName, Arc<TlsRoute>>,
     reference_grants: BTreeMap<NamespacedName, Arc<ReferenceGrant>>,
     /// Namespaces' labels, by name (Kubernetes mode: watched unless the scope is one
     /// namespace; a file: the Namespaces it describes).
@@ -184,6 +186,10 @@ impl Store {
         self.grpc_routes.iter().map(|(key, o)| (key, &**o))
     }
 
+    pub fn tls_routes_by_name(&self) -> impl Iterator<Item = (&NamespacedName, &TlsRoute)> {
+        self.tls_routes.iter().map(|(key, o)| (key, &**o))
+    }
+
     pub fn reference_grants_by_name(
         &self,
     ) -> impl Iterator<Item = (&NamespacedName, &ReferenceGrant)> {
@@ -231,6 +237,7 @@ impl Store {
             gateways: self.gateways.clone(),
             http_routes: self.http_routes.clone(),
             grpc_routes: self.grpc_routes.clone(),
+            tls_routes: self.tls_routes.clone(),
             reference_grants: self.reference_grants.clone(),
             namespaces: self.namespaces.clone(),
         }
@@ -248,6 +255,7 @@ impl Store {
             + self.gateways.len()
             + self.http_routes.len()
             + self.grpc_routes.len()
+            + self.tls_routes.len()
             + self.reference_grants.len()
             + self.namespaces.len()
     }
@@ -313,6 +321,7 @@ impl Store {
             Object::Gateway(o) => changes.config = upsert(&mut self.gateways, key, o.into()),
             Object::HttpRoute(o) => changes.config = upsert(&mut self.http_routes, key, o.into()),
             Object::GrpcRoute(o) => changes.config = upsert(&mut self.grpc_routes, key, o.into()),
+            Object::TlsRoute(o) => changes.config = upsert(&mut self.tls_routes, key, o.into()),
             Object::ReferenceGrant(o) => {
                 changes.config = upsert(&mut self.reference_grants, key, o.into())
             }
@@ -353,6 +362,7 @@ impl Store {
             Kind::Gateway => changes.config = self.gateways.remove(&key).is_some(),
             Kind::HTTPRoute => changes.config = self.http_routes.remove(&key).is_some(),
             Kind::GRPCRoute => changes.config = self.grpc_routes.remove(&key).is_some(),
+            Kind::TLSRoute => changes.config = self.tls_routes.remove(&key).is_some(),
             Kind::ReferenceGrant => changes.config = self.reference_grants.remove(&key).is_some(),
             Kind::Namespace => changes.namespaces = self.namespaces.remove(&*key.name).is_some(),
         }
@@ -403,6 +413,7 @@ impl Store {
             .chain(namespaced(Kind::Gateway, &self.gateways))
             .chain(namespaced(Kind::HTTPRoute, &self.http_routes))
             .chain(namespaced(Kind::GRPCRoute, &self.grpc_routes))
+            .chain(namespaced(Kind::TLSRoute, &self.tls_routes))
             .chain(namespaced(Kind::ReferenceGrant, &self.reference_grants))
             .chain(
                 self.namespaces

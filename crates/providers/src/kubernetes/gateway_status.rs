@@ -24,7 +24,7 @@ use model::gateway_status::GatewayStatuses;
 use model::{Kind, NamespacedName};
 use serde_json::{json, Value};
 
-use super::gateway::{ApiObject, GatewayClasses, Gateways, GrpcRoutes, HttpRoutes};
+use super::gateway::{ApiObject, GatewayClasses, Gateways, GrpcRoutes, HttpRoutes, TlsRoutes};
 
 /// Objects read and written at once during a pass (as many as Ingress status writes).
 const WRITES_IN_FLIGHT: usize = 8;
@@ -334,12 +334,15 @@ fn desired(
     for (key, status) in &statuses.grpc_routes {
         wanted.insert((Kind::GRPCRoute, key.clone()), to_json(status));
     }
+    for (key, status) in &statuses.tls_routes {
+        wanted.insert((Kind::TLSRoute, key.clone()), to_json(status));
+    }
     wanted
 }
 
 /// A route kind: its status is a list of parents, other controllers' entries among them.
 fn is_route(kind: Kind) -> bool {
-    matches!(kind, Kind::HTTPRoute | Kind::GRPCRoute)
+    matches!(kind, Kind::HTTPRoute | Kind::GRPCRoute | Kind::TLSRoute)
 }
 
 fn to_json(status: &impl serde::Serialize) -> Value {
@@ -380,6 +383,11 @@ async fn write(
             client.clone(),
             &key.namespace,
             &ApiResource::erase::<ApiObject<GrpcRoutes>>(&()),
+        ),
+        Kind::TLSRoute => Api::namespaced_with(
+            client.clone(),
+            &key.namespace,
+            &ApiResource::erase::<ApiObject<TlsRoutes>>(&()),
         ),
         _ => Api::namespaced_with(
             client.clone(),

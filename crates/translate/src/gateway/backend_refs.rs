@@ -175,9 +175,15 @@ impl Compiler<'_> {
             return unresolved(self, "port: required for a Service".to_owned());
         };
         let namespace = reference.namespace.as_deref().unwrap_or(&key.namespace);
+        // A TLSRoute's grant names TLSRoute (HTTPRoute's and GRPCRoute's name HTTPRoute, as
+        // before TLSRoutes).
+        let from = match object.kind {
+            model::Kind::TLSRoute => "TLSRoute",
+            _ => "HTTPRoute",
+        };
         if namespace != &*key.namespace
             && !self.granted(
-                ("HTTPRoute", &key.namespace),
+                (from, &key.namespace),
                 ("Service", namespace, &reference.name),
             )
         {
