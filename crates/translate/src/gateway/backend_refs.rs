@@ -45,8 +45,13 @@ impl Compiler<'_> {
             if weight == 0 {
                 continue;
             }
+            // A TLSRoute has no status code to answer with: its connections are closed.
+            let outcome = match object.kind {
+                model::Kind::TLSRoute => "its connections are closed",
+                _ => "its share answers 500",
+            };
             let (service, backend, port) =
-                self.gateway_backend(key, object, &at, reference, "its share answers 500");
+                self.gateway_backend(key, object, &at, reference, outcome);
             // An unusable reference never has endpoints; its share answers 500.
             let mut policy = match backend.key() {
                 Some(_) => self.app_protocol(object, &at, &backend, &policy),
