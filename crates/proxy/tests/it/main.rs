@@ -35,6 +35,7 @@ mod mirror;
 mod oauth2_proxy;
 mod otel;
 mod passthrough;
+mod tls_route;
 mod proxy_protocol;
 mod rate_limits;
 mod routing;
