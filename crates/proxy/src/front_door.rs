@@ -135,7 +135,8 @@ pub(crate) async fn serve(
         }
         if let Some(route) = hello.terminate {
             // Boxed: only TLSRoute connections carry the relay.
-            let relay = crate::tls_route::terminate(worker, stream, origin, &settings, host_tls, route);
+            let relay =
+                crate::tls_route::terminate(worker, stream, origin, &settings, host_tls, route);
             Box::pin(relay).await;
             return;
         }

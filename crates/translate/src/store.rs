@@ -10,8 +10,8 @@ use std::sync::Arc;
 use model::{Kind, NamespacedName, ObjectRef};
 
 use crate::gateway::grpc_objects::GrpcRoute;
-use crate::gateway::tls_objects::TlsRoute;
 use crate::gateway::objects::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
+use crate::gateway::tls_objects::TlsRoute;
 use crate::objects::{
     ConfigMap, EndpointSlice, Ingress, IngressClass, Namespace, Object, Secret, Service,
 };

@@ -139,11 +139,17 @@ async fn tls_routes_pass_through_or_terminate_by_server_name() {
     // Passthrough: the backend's own certificate and greeting, still TLS there.
     let (presented, greeting, echoed) = exchange(&ca, h.https(), "a.pass.example").await.unwrap();
     assert_eq!(presented, backend_leaf.der);
-    assert_eq!((greeting.as_str(), echoed.as_str()), ("secure over tls", "secure: ping"));
+    assert_eq!(
+        (greeting.as_str(), echoed.as_str()),
+        ("secure over tls", "secure: ping")
+    );
     // Terminate: the listener's certificate; the backend got the bytes in the clear.
     let (presented, greeting, echoed) = exchange(&ca, terminated, "term.example").await.unwrap();
     assert_eq!(presented, term_leaf.der);
-    assert_eq!((greeting.as_str(), echoed.as_str()), ("plain over plain", "plain: ping"));
+    assert_eq!(
+        (greeting.as_str(), echoed.as_str()),
+        ("plain over plain", "plain: ping")
+    );
 
     // No route for the name: refused on the TLS-only port; on 443 the Ingresses' HTTPS
     // listener terminates it as before.
@@ -169,7 +175,11 @@ async fn tls_routes_pass_through_or_terminate_by_server_name() {
     // A reference that cannot be used: a diagnostic, and the name's connections are closed.
     objects[3] = tls_route("term", "term", "term.example", "missing", 3000);
     let compiled = h.apply_allowing_diagnostics(&objects);
-    let said: Vec<String> = compiled.diagnostics.iter().map(ToString::to_string).collect();
+    let said: Vec<String> = compiled
+        .diagnostics
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     assert!(
         said.iter()
             .any(|d| d.starts_with("TLSRoute default/term: missing: spec.rules[0].backendRefs[0]: Service default/missing not found")),

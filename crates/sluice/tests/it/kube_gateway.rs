@@ -183,9 +183,12 @@ fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_gene
     cluster.create(&gateway_class());
     // And a TLS Passthrough listener on 443, for a TLSRoute.
     let mut edge = gateway(ns);
-    edge["spec"]["listeners"].as_array_mut().unwrap().push(json!(
-        {"name": "tls", "port": 443, "protocol": "TLS", "tls": {"mode": "Passthrough"}}
-    ));
+    edge["spec"]["listeners"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!(
+            {"name": "tls", "port": 443, "protocol": "TLS", "tls": {"mode": "Passthrough"}}
+        ));
     cluster.create(&edge);
     cluster.create(&http_route(ns, "web", "web.test", "web"));
     // To a Service that does not exist: ResolvedRefs False, and its share answers 500.
@@ -316,7 +319,10 @@ fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_gene
     }
     let tls = &status["listeners"][1];
     assert_eq!(tls["attachedRoutes"], 1, "pass: {status:#}");
-    assert_eq!(tls["supportedKinds"], json!([{"group": "gateway.networking.k8s.io", "kind": "TLSRoute"}]));
+    assert_eq!(
+        tls["supportedKinds"],
+        json!([{"group": "gateway.networking.k8s.io", "kind": "TLSRoute"}])
+    );
 
     let outsider = eventually(WAIT, "HTTPRoute outsider status", || {
         route_parent(&cluster, "elsewhere", "outsider")

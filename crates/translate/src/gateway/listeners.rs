@@ -18,7 +18,7 @@ use model::{NamespacedName, Severity};
 
 use super::namespaces::{AllowedFrom, NamespaceSelector};
 use super::objects::{self, ListenerTls};
-use super::tls_route::TlsMode;
+use super::tls_objects::TlsMode;
 use super::{gateway_ref, GatewayHost, ListenerSlot, Place, GROUP};
 use crate::compiler::Compiler;
 

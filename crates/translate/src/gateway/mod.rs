@@ -41,11 +41,11 @@ mod matches;
 mod namespaces;
 pub mod objects;
 mod pool;
-pub mod tls_objects;
-mod tls_route;
 mod ports;
 mod status;
 mod timeouts;
+pub mod tls_objects;
+mod tls_route;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -141,7 +141,7 @@ struct ListenerSlot {
     /// A TLS listener admitting TLSRoutes (as it does when it names no kind).
     tls_routes: bool,
     /// A TLS listener's mode (`None`: HTTP or HTTPS).
-    tls: Option<tls_route::TlsMode>,
+    tls: Option<tls_objects::TlsMode>,
     /// Routes attached here (a listener status's `attachedRoutes`).
     attached: i32,
     /// The hostnames routes of each kind hold here, kept only when both HTTPRoutes and
@@ -410,7 +410,11 @@ impl Compiler<'_> {
         head: &RouteHead,
         listeners: &mut [ListenerSlot],
         (ours, both_kinds): (&BTreeSet<NamespacedName>, bool),
-    ) -> Option<(Vec<RouteParentStatus>, RouteHosts, Vec<(usize, GatewayHost)>)> {
+    ) -> Option<(
+        Vec<RouteParentStatus>,
+        RouteHosts,
+        Vec<(usize, GatewayHost)>,
+    )> {
         let key = head.key;
         let parent_of = |parent: &objects::ParentReference| {
             let group = parent.group.as_deref().unwrap_or(GROUP);

@@ -5,11 +5,14 @@
 //!  YAML ──serde──▶ TlsRouteSpec { parentRefs, hostnames, rules: [{ name, backendRefs }] } ──▶ Store
 //!             └─ fields not declared here ──▶ `unsupported` paths, as for every Gateway API kind
 //! ```
-//! A TLSRoute's backendRef is HTTPRoute's without filters (the compile refuses filters).
+//! A TLSRoute's backendRef is HTTPRoute's without filters. Also here: a TLS listener's
+//! `tls.mode` ([`TlsMode`]), which the listeners and the TLSRoute compile both read.
 
 use serde::Deserialize;
 
-use super::objects::{take_rest, GatewayObject, HttpBackendRef, ParentReference, Rest, Unsupported};
+use super::objects::{
+    take_rest, GatewayObject, HttpBackendRef, Listener, ParentReference, Rest, Unsupported,
+};
 
 pub type TlsRoute = GatewayObject<TlsRouteSpec>;
 
@@ -50,6 +53,26 @@ impl Unsupported for TlsRouteRule {
     }
 }
 
+/// A TLS listener's `tls.mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlsMode {
+    Passthrough,
+    Terminate,
+}
+
+impl TlsMode {
+    /// A TLS listener's mode (Terminate when `tls.mode` is not written, as the API defaults
+    /// it); `None` for the other protocols.
+    pub fn of(listener: &Listener) -> Option<TlsMode> {
+        (listener.protocol == "TLS").then(|| {
+            match listener.tls.as_ref().and_then(|t| t.mode.as_deref()) {
+                Some("Passthrough") => TlsMode::Passthrough,
+                _ => TlsMode::Terminate,
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,6 +96,9 @@ spec:
         assert_eq!(&*route.unsupported, ["spec.rules[0].sessionPersistence"]);
         assert_eq!(route.spec.hostnames, ["abc.example.com"]);
         let reference = &route.spec.rules[0].backend_refs[0];
-        assert_eq!((reference.name.as_str(), reference.port), ("tcp", Some(8443)));
+        assert_eq!(
+            (reference.name.as_str(), reference.port),
+            ("tcp", Some(8443))
+        );
     }
 }

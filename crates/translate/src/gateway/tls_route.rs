@@ -21,31 +21,10 @@ use model::routes::{Route, RouteSite};
 use model::tls_routes::{SniName, TlsRoutes, TlsTarget};
 use model::{Kind, NamespacedName, ObjectRef, Severity};
 
-use super::objects::Listener;
 use super::pool::Place;
-use super::tls_objects::{TlsRoute, TlsRouteSpec};
+use super::tls_objects::{TlsMode, TlsRoute, TlsRouteSpec};
 use super::{route_ref, GatewayHost, ListenerSlot, RouteHead};
 use crate::compiler::Compiler;
-
-/// A TLS listener's `tls.mode`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum TlsMode {
-    Passthrough,
-    Terminate,
-}
-
-impl TlsMode {
-    /// A TLS listener's mode (Terminate when `tls.mode` is not written, as the API defaults
-    /// it); `None` for the other protocols.
-    pub(super) fn of(listener: &Listener) -> Option<TlsMode> {
-        (listener.protocol == "TLS").then(|| {
-            match listener.tls.as_ref().and_then(|t| t.mode.as_deref()) {
-                Some("Passthrough") => TlsMode::Passthrough,
-                _ => TlsMode::Terminate,
-            }
-        })
-    }
-}
 
 /// A name one route wants on one listener's table.
 struct Claim {
@@ -116,9 +95,8 @@ impl Compiler<'_> {
                 continue;
             };
             let https = (slot.place == Place::Shared && port == 443)
-                || (listeners.iter()).any(|l| {
-                    l.place == slot.place && l.port == slot.port && l.tls.is_none()
-                });
+                || (listeners.iter())
+                    .any(|l| l.place == slot.place && l.port == slot.port && l.tls.is_none());
             if let Some(routes) = self.tls_routes_at(slot.place) {
                 routes.entry(port).or_default().https |= https;
             }

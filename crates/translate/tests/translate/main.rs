@@ -10,6 +10,6 @@ mod gateway_sites;
 mod gateway_status;
 mod golden;
 mod grpc_route_status;
-mod tls_route_status;
 mod memory;
+mod tls_route_status;
 mod to_gateway;

@@ -23,7 +23,11 @@ fn tls_listeners_admit_tls_routes_and_routes_get_the_specs_reasons() {
             .collect();
         assert_eq!(kinds, ["TLSRoute"], "{name}");
         let accepted = find(&listener(name).conditions, "Accepted");
-        assert_eq!((accepted.status, accepted.reason), (true, "Accepted"), "{name}");
+        assert_eq!(
+            (accepted.status, accepted.reason),
+            (true, "Accepted"),
+            "{name}"
+        );
         let programmed = find(&listener(name).conditions, "Programmed");
         assert!(programmed.status, "{name}");
     }
@@ -87,5 +91,9 @@ fn a_route_s_first_bad_reference_names_the_reason() {
     let refs = find(&route.parents[0].conditions, "ResolvedRefs");
     // Granted, but the Service is not in the Store: found missing, not refused.
     assert_eq!((refs.status, refs.reason), (false, "BackendNotFound"));
-    assert!(!refs.message.contains("RefNotPermitted"), "{}", refs.message);
+    assert!(
+        !refs.message.contains("RefNotPermitted"),
+        "{}",
+        refs.message
+    );
 }
