@@ -152,22 +152,34 @@ mod tests {
         assert!(table.insert(SniName::Exact("ABC.example.com"), target("abc", true)));
         assert!(!table.insert(SniName::Exact("abc.example.com"), target("late", true)));
         assert!(!table.insert(SniName::Suffix("com"), target("late", true)));
-        let found = |name: Option<&str>| {
+        fn found(table: &SniTable, name: Option<&str>) -> Option<(String, bool)> {
             (table.find(name)).map(|t| (t.route.ingress.name.to_string(), t.terminate))
-        };
-        assert_eq!(found(Some("abc.example.com")), Some(("abc".into(), true)));
+        }
         assert_eq!(
-            found(Some("x.y.example.com")),
+            found(&table, Some("abc.example.com")),
+            Some(("abc".into(), true))
+        );
+        assert_eq!(
+            found(&table, Some("x.y.example.com")),
             Some(("example".into(), false))
         );
-        assert_eq!(found(Some("other.com")), Some(("com".into(), false)));
-        assert_eq!(found(Some("example.com")), Some(("com".into(), false)));
-        assert_eq!(found(Some("com")), None);
-        assert_eq!(found(Some("example.org")), None);
-        assert_eq!(found(None), None);
+        assert_eq!(
+            found(&table, Some("other.com")),
+            Some(("com".into(), false))
+        );
+        assert_eq!(
+            found(&table, Some("example.com")),
+            Some(("com".into(), false))
+        );
+        assert_eq!(found(&table, Some("com")), None);
+        assert_eq!(found(&table, Some("example.org")), None);
+        assert_eq!(found(&table, None), None);
         assert!(table.insert(SniName::Any, target("any", false)));
-        assert_eq!(found(Some("example.org")), Some(("any".into(), false)));
-        assert_eq!(found(None), Some(("any".into(), false)));
+        assert_eq!(
+            found(&table, Some("example.org")),
+            Some(("any".into(), false))
+        );
+        assert_eq!(found(&table, None), Some(("any".into(), false)));
         assert_eq!(table.view().len(), 4);
     }
 }

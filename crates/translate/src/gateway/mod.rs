@@ -125,6 +125,14 @@ fn covers(suffix: &str, name: &str) -> bool {
 /// The hosts a route answers for, each at its Gateway's site with the listeners it is on.
 type RouteHosts = BTreeMap<(Place, GatewayHost), Listeners>;
 
+/// Where a route attached: its parents' statuses, its hosts, and each (listener slot, host)
+/// pair (TLSRoutes' tables are per listener port).
+type Attached = (
+    Vec<RouteParentStatus>,
+    RouteHosts,
+    Vec<(usize, GatewayHost)>,
+);
+
 /// One listener Sluice serves.
 struct ListenerSlot {
     gateway: NamespacedName,
@@ -410,11 +418,7 @@ impl Compiler<'_> {
         head: &RouteHead,
         listeners: &mut [ListenerSlot],
         (ours, both_kinds): (&BTreeSet<NamespacedName>, bool),
-    ) -> Option<(
-        Vec<RouteParentStatus>,
-        RouteHosts,
-        Vec<(usize, GatewayHost)>,
-    )> {
+    ) -> Option<Attached> {
         let key = head.key;
         let parent_of = |parent: &objects::ParentReference| {
             let group = parent.group.as_deref().unwrap_or(GROUP);
