@@ -304,28 +304,10 @@ async fn serve_tls(
     host_tls: Option<Arc<HostTls>>,
     asked_name: Option<Box<str>>,
 ) {
-    let peer = origin.peer;
-    let tickets = settings.ssl_session_tickets;
-    let config = match origin.local {
-        None => worker.tls_config(tickets, host_tls.as_ref()),
-        Some(site) => worker.site_tls_config(site, tickets, host_tls.as_ref()),
-    };
-    let Some(config) = config else {
+    let Some(tls) =
+        crate::handshake::handshake(&worker, stream, &origin, settings, host_tls.as_ref()).await
+    else {
         return;
-    };
-    // A client that stalls its handshake is as slow as one that stalls its header: both
-    // share the connection's one client-header-timeout.
-    let handshake = crate::tls_server::accept(config, stream);
-    let tls = match before(origin.header_deadline(settings), handshake).await {
-        Some(Ok(tls)) => tls,
-        Some(Err(e)) => {
-            tracing::debug!(%peer, error = %e, "TLS handshake failed");
-            return;
-        }
-        None => {
-            tracing::debug!(%peer, "TLS handshake timed out");
-            return;
-        }
     };
     let h2 = tls.alpn_protocol() == Some(b"h2");
     let facts = TlsFacts::of(tls.session());

@@ -99,6 +99,7 @@ mod front_door;
 pub mod fuzz;
 mod h2_replay;
 mod h2_server;
+mod handshake;
 mod hash_key;
 mod headers;
 mod history;

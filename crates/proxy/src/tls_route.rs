@@ -23,7 +23,6 @@ use model::tls::HostTls;
 use model::{Route, Settings};
 use tokio::net::TcpStream;
 
-use crate::deadline::before;
 use crate::worker::{Origin, Worker};
 
 /// What a TLS listener port does with a connection, by its server name.
@@ -69,25 +68,10 @@ pub(crate) async fn terminate(
     route: Arc<Route>,
 ) {
     let peer = origin.peer;
-    let tickets = settings.ssl_session_tickets;
-    let config = match origin.local {
-        None => worker.tls_config(tickets, host_tls.as_ref()),
-        Some(site) => worker.site_tls_config(site, tickets, host_tls.as_ref()),
-    };
-    let Some(config) = config else {
+    let handshake =
+        crate::handshake::handshake(&worker, stream, &origin, settings, host_tls.as_ref());
+    let Some(mut client) = handshake.await else {
         return;
-    };
-    let handshake = crate::tls_server::accept(config, stream);
-    let mut client = match before(origin.header_deadline(settings), handshake).await {
-        Some(Ok(tls)) => tls,
-        Some(Err(e)) => {
-            tracing::debug!(%peer, error = %e, "TLSRoute: TLS handshake failed");
-            return;
-        }
-        None => {
-            tracing::debug!(%peer, "TLSRoute: TLS handshake timed out");
-            return;
-        }
     };
     if let Some(why) = crate::passthrough::refusal(&route, peer) {
         tracing::info!(%peer, route = %route.ingress, why, "TLSRoute: client refused; closed");

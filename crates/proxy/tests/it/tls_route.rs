@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use crate::support::*;
 use rustls::pki_types::CertificateDer;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
 
 /// A backend that greets with its name and whether the bytes it got were TLS, then echoes
@@ -25,32 +25,15 @@ async fn line_backend(name: &'static str, leaf: Option<&Leaf>) -> SocketAddr {
                 match acceptor {
                     Some(acceptor) => {
                         if let Ok(tls) = acceptor.accept(stream).await {
-                            echo_lines(name, "tls", tls).await;
+                            echo_lines(tls, &format!("{name} over tls"), name).await;
                         }
                     }
-                    None => echo_lines(name, "plain", stream).await,
+                    None => echo_lines(stream, &format!("{name} over plain"), name).await,
                 }
             });
         }
     });
     addr
-}
-
-async fn echo_lines(name: &str, how: &str, io: impl AsyncRead + AsyncWrite) {
-    let (reader, mut writer) = tokio::io::split(io);
-    let _ = writer
-        .write_all(format!("{name} over {how}\n").as_bytes())
-        .await;
-    let mut lines = BufReader::new(reader).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        if writer
-            .write_all(format!("{name}: {line}\n").as_bytes())
-            .await
-            .is_err()
-        {
-            return;
-        }
-    }
 }
 
 /// Connects with SNI `name`: the certificate presented, the greeting and the echo of a line.
