@@ -263,12 +263,12 @@ install_gateway_crds() {
   local crds
   crds=$(scripts/gateway-crds.sh) || return 1
   local files=() kind
-  for kind in gatewayclasses gateways httproutes grpcroutes referencegrants backendtlspolicies; do
+  for kind in gatewayclasses gateways httproutes grpcroutes tlsroutes referencegrants backendtlspolicies; do
     files+=(-f "$crds/standard/gateway.networking.k8s.io_$kind.yaml")
   done
   kubectl apply --server-side "${files[@]}" >/dev/null &&
     kubectl wait --for condition=Established --timeout 60s \
-      crd/{gatewayclasses,gateways,httproutes,grpcroutes,referencegrants,backendtlspolicies}.gateway.networking.k8s.io >/dev/null
+      crd/{gatewayclasses,gateways,httproutes,grpcroutes,tlsroutes,referencegrants,backendtlspolicies}.gateway.networking.k8s.io >/dev/null
 }
 check "the Gateway API CRDs (scripts/gateway-crds.sh) installed" install_gateway_crds
 check "the test cluster's sluice.kubeconfig user is $sa" \
@@ -290,7 +290,7 @@ done
 # resource exists).
 for verb in get list watch; do
   can allowed "$verb" gatewayclasses.gateway.networking.k8s.io
-  for resource in gateways httproutes grpcroutes referencegrants backendtlspolicies; do
+  for resource in gateways httproutes grpcroutes tlsroutes referencegrants backendtlspolicies; do
     can allowed "$verb" "$resource.gateway.networking.k8s.io" -A
   done
 done
@@ -302,7 +302,7 @@ can allowed watch namespaces
 can allowed get customresourcedefinitions.apiextensions.k8s.io
 can denied update namespaces
 can denied update customresourcedefinitions.apiextensions.k8s.io
-for resource in gateways httproutes grpcroutes backendtlspolicies; do
+for resource in gateways httproutes grpcroutes tlsroutes backendtlspolicies; do
   can allowed patch "$resource.gateway.networking.k8s.io" --subresource status -A
   can allowed update "$resource.gateway.networking.k8s.io" --subresource status -A
 done
@@ -331,6 +331,7 @@ can denied create ingressclasses.networking.k8s.io
 can denied update endpointslices.discovery.k8s.io -A
 can denied update httproutes.gateway.networking.k8s.io -A
 can denied update grpcroutes.gateway.networking.k8s.io -A
+can denied update tlsroutes.gateway.networking.k8s.io -A
 can denied delete gateways.gateway.networking.k8s.io -A
 can denied create gatewayclasses.gateway.networking.k8s.io
 can denied update referencegrants.gateway.networking.k8s.io -A

@@ -29,7 +29,9 @@
 #     the echo-basic archive under each `.../echo-basic:*` reference and the CoreDNS archive under the
 #     coredns one, exactly as the manifests spell them, so the kubelet (IfNotPresent) finds them in
 #     containerd and pulls nothing. The GRPCRoute tests' backends (grpc-infra-backend-v1..3) are the
-#     same echo-basic image with GRPC_ECHO_SERVER set: GATEWAY-GRPC needs nothing more. Other
+#     same echo-basic image with GRPC_ECHO_SERVER set: GATEWAY-GRPC needs nothing more, nor does
+#     GATEWAY-TLS (its tls-backend and tcp-backend are echo-basic with TLS_SERVER_CERT or
+#     TCP_ECHO_SERVER). Other
 #     references (echo-advanced, used by TCP/UDP/mesh tests) are not provided: those tests are
 #     outside GATEWAY-HTTP and GATEWAY-GRPC.
 #

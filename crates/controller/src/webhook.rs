@@ -160,7 +160,7 @@ impl Webhook {
         tls.alpn_protocols = vec![b"http/1.1".to_vec()];
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
         let io_error = |what| move |source| Error::Io { what, source };
-        let socket = std::net::TcpListener::bind(options.listen)
+        let socket = bind(options.listen)
             .map_err(|e| webhook_error(format!("--validating-webhook {}: {e}", options.listen)))?;
         socket
             .set_nonblocking(true)
@@ -550,4 +550,19 @@ impl ResolvesServerCert for FileCertificate {
         }
         Some(loaded.1.clone())
     }
+}
+
+/// The webhook's socket, with SO_REUSEPORT: a Gateway listener may declare the webhook's port
+/// number (the conformance suite's TLS listeners use 8443, the webhook's port in the
+/// manifests); with an address of its own (`--gateway-address-pool`) its SO_REUSEPORT socket
+/// on every address then shares the number, and connections to the webhook's address still
+/// come here (the more specific bind wins). Only this process's user can share it.
+fn bind(addr: std::net::SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    Ok(socket.into())
 }

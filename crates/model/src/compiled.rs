@@ -81,6 +81,8 @@ pub struct Compiled {
     /// `ssl-passthrough` hosts (exact names, lower case) → the route of their `/` path: TLS
     /// connections naming the host in SNI go to its backend undecrypted.
     pub passthrough: HashMap<String, Arc<Route>>,
+    /// Gateway TLS listeners' routes (TLSRoute): listener port → routes by server name.
+    pub tls_routes: crate::tls_routes::TlsRoutes,
     /// The policy its backends' endpoints were read with; the fast path keeps applying it.
     pub node_local_endpoints: NodeLocalEndpoints,
     /// TCP services (`--tcp-services-configmap`): listen port → where its connections go.
@@ -168,6 +170,9 @@ pub struct CompiledView {
     /// protocol version written to it, if any).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub passthrough: BTreeMap<String, String>,
+    /// TLS listeners' routes: port → server name → backend (passthrough or terminate).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub tls_routes: BTreeMap<u16, BTreeMap<String, String>>,
     /// TCP services: listen port → Service port and PROXY protocol flags.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub tcp_services: BTreeMap<u16, StreamServiceView>,
@@ -190,6 +195,8 @@ pub struct CompiledView {
 pub struct SiteView {
     pub hosts: BTreeMap<String, HostView>,
     pub certificates: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub tls_routes: BTreeMap<u16, BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -337,6 +344,7 @@ impl Compiled {
                     (host.clone(), backend)
                 })
                 .collect(),
+            tls_routes: tls_routes_view(&self.tls_routes),
             tcp_services: self
                 .tcp_services
                 .iter()
@@ -357,6 +365,7 @@ impl Compiled {
                     let view = SiteView {
                         hosts: hosts_view(&site.routes, &default),
                         certificates: site.certificates.sources().clone(),
+                        tls_routes: tls_routes_view(&site.tls_routes),
                     };
                     (address.to_string(), view)
                 })
@@ -366,6 +375,14 @@ impl Compiled {
                 .collect(),
         }
     }
+}
+
+fn tls_routes_view(
+    routes: &crate::tls_routes::TlsRoutes,
+) -> BTreeMap<u16, BTreeMap<String, String>> {
+    (routes.iter())
+        .map(|(port, table)| (*port, table.view()))
+        .collect()
 }
 
 /// A route table's hosts, as `/config` shows them.
@@ -452,11 +469,13 @@ impl Compiled {
                 routes: &site.routes,
                 certificates: &site.certificates,
                 passthrough: &site.passthrough,
+                tls_routes: &site.tls_routes,
             },
             None => crate::sites::SiteRef {
                 routes: &self.routes,
                 certificates: &self.certificates,
                 passthrough: &self.passthrough,
+                tls_routes: &self.tls_routes,
             },
         }
     }

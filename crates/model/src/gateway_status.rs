@@ -30,6 +30,8 @@ pub struct GatewayStatuses {
     /// BackendTLSPolicies that a route of those Gateways sends through: Sluice's entries of
     /// `status.ancestors`, one per Gateway.
     pub backend_tls_policies: BTreeMap<NamespacedName, PolicyStatus>,
+    /// TLSRoutes naming one of those Gateways, likewise.
+    pub tls_routes: BTreeMap<NamespacedName, RouteStatus>,
 }
 
 /// One condition, without its transition time (the writer keeps or sets that).

@@ -25,6 +25,8 @@
 //!  connection to a Gateway's own address (--gateway-address-pool) ──▶ Compiled.sites[addr]
 //!      (sites.rs): that Gateway's routes and certificates instead of the shared ones
 //!  connection to a TCP/UDP service port ──▶ Compiled.tcp_services[port] ──▶ StreamService
+//!  TLS connection on a Gateway TLS listener's port ──▶ tls_routes[port] by server name
+//!      (tls_routes.rs) ──▶ Route, passed through or terminated
 //! ```
 //!
 //! Diagnostics carry a [`Severity`]: `Error` (left out or refused), `Unsupported` (input Sluice
@@ -56,6 +58,7 @@ pub mod sites;
 pub mod streams;
 pub mod target;
 pub mod tls;
+pub mod tls_routes;
 pub mod upstream_tls;
 
 pub use compiled::{Compiled, Diagnostic, Severity};

@@ -31,6 +31,7 @@ pub enum Kind {
     Gateway,
     HTTPRoute,
     GRPCRoute,
+    TLSRoute,
     ReferenceGrant,
     BackendTLSPolicy,
     /// Read for its labels only (`allowedRoutes.namespaces.selector`).
@@ -80,6 +81,7 @@ impl Kind {
             Kind::Gateway => "Gateway",
             Kind::HTTPRoute => "HTTPRoute",
             Kind::GRPCRoute => "GRPCRoute",
+            Kind::TLSRoute => "TLSRoute",
             Kind::ReferenceGrant => "ReferenceGrant",
             Kind::BackendTLSPolicy => "BackendTLSPolicy",
             Kind::Namespace => "Namespace",
@@ -99,6 +101,13 @@ impl Kind {
             ("gateway.networking.k8s.io/v1", "Gateway") => Some(Kind::Gateway),
             ("gateway.networking.k8s.io/v1", "HTTPRoute") => Some(Kind::HTTPRoute),
             ("gateway.networking.k8s.io/v1", "GRPCRoute") => Some(Kind::GRPCRoute),
+            // v1alpha2 and v1alpha3 (experimental) have v1's fields.
+            (
+                "gateway.networking.k8s.io/v1"
+                | "gateway.networking.k8s.io/v1alpha3"
+                | "gateway.networking.k8s.io/v1alpha2",
+                "TLSRoute",
+            ) => Some(Kind::TLSRoute),
             (
                 "gateway.networking.k8s.io/v1" | "gateway.networking.k8s.io/v1beta1",
                 "ReferenceGrant",

@@ -3,7 +3,7 @@
 //! ```text
 //!  connection ─local address─▶ Compiled::site(local) (compiled.rs)
 //!      an address a Gateway owns (--gateway-address-pool) ─▶ that Gateway's Site
-//!          { routes, certificates, passthrough }: its own routes and certificates only
+//!          { routes, certificates, passthrough, tls_routes }: its own routes and certificates only
 //!      any other address, or no Gateway with an address ─▶ the shared site: Compiled's own
 //!          routes, certificates and passthrough (Ingresses, Gateways without an address)
 //! ```
@@ -24,6 +24,8 @@ pub struct Site {
     pub certificates: Certificates,
     /// TLS passthrough hosts (exact names) → their route, as [`Compiled::passthrough`].
     pub passthrough: HashMap<String, Arc<Route>>,
+    /// Gateway TLS listeners' routes by port, as [`Compiled::tls_routes`].
+    pub tls_routes: crate::tls_routes::TlsRoutes,
 }
 
 /// The parts of a configuration one connection is served with.
@@ -32,6 +34,7 @@ pub struct SiteRef<'c> {
     pub routes: &'c RouteTable,
     pub certificates: &'c Certificates,
     pub passthrough: &'c HashMap<String, Arc<Route>>,
+    pub tls_routes: &'c crate::tls_routes::TlsRoutes,
 }
 
 /// Sites by address (sorted, so views and golden files are stable).

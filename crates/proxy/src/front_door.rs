@@ -5,6 +5,8 @@
 //!
 //! ```text
 //!  accepted ─▶ serve(conn) ─ PROXY header? ─ SNI: passthrough? ─▶ passthrough::pass (splice)
+//!                                               a TLS listener's route? ─▶ tls_route (pass
+//!                                               or terminate and relay; no route: closed)
 //!                                               own TLS settings? ─▶ that host's ServerConfig
 //!                 ├─ plain ──────────────┐            ┌─▶ inline HTTP/1.1 ─(handover)─▶ hyper http1
 //!                 └─ TLS+ALPN (serve_tls)┴─▶ ConnCtx ─┴─▶ h2_server (use-h2c: a plain connection
@@ -124,9 +126,20 @@ pub(crate) async fn serve(
     let mut host_tls = None;
     let mut asked_name = None;
     if https {
-        let hello = hello(&worker, &stream, deadline, origin.local).await;
+        let hello = hello(&worker, &stream, deadline, origin.local, origin.door.port).await;
         host_tls = hello.host_tls;
         asked_name = hello.asked_name;
+        if hello.refused {
+            tracing::debug!(peer = %origin.peer, "TLS listener: no TLSRoute has the server name; closed");
+            return;
+        }
+        if let Some(route) = hello.terminate {
+            // Boxed: only TLSRoute connections carry the relay.
+            let relay =
+                crate::tls_route::terminate(worker, stream, origin, &settings, host_tls, route);
+            Box::pin(relay).await;
+            return;
+        }
         if let Some(route) = hello.passthrough {
             let peer = origin.peer;
             // Boxed: only passthrough connections carry the splice.
@@ -210,6 +223,10 @@ async fn proxy_header(
 struct Hello {
     /// The configuration passes this host's TLS through.
     passthrough: Option<Arc<model::Route>>,
+    /// A TLS listener's route terminates it here and relays the bytes.
+    terminate: Option<Arc<model::Route>>,
+    /// A TLS listener port where no route has the name: closed.
+    refused: bool,
     /// This host's handshake differs from the listener's.
     host_tls: Option<Arc<HostTls>>,
     /// The server name, when its handshake asks for a client certificate (`auth-tls-*`).
@@ -224,10 +241,13 @@ async fn hello(
     stream: &TcpStream,
     deadline: Option<Instant>,
     local: Option<std::net::IpAddr>,
+    port: u16,
 ) -> Hello {
     let wanted = worker.config().as_ref().is_some_and(|c| {
         let site = c.site(local);
-        !site.passthrough.is_empty() || site.certificates.has_host_tls()
+        !site.passthrough.is_empty()
+            || site.certificates.has_host_tls()
+            || crate::tls_route::wanted(&site, port)
     });
     if !wanted {
         return Hello::default();
@@ -249,10 +269,28 @@ async fn hello(
             ..Hello::default()
         };
     }
+    let terminate = match crate::tls_route::decide(&site, port, name.as_deref()) {
+        crate::tls_route::Sni::Pass(route) => {
+            return Hello {
+                passthrough: Some(route),
+                ..Hello::default()
+            }
+        }
+        crate::tls_route::Sni::Refuse => {
+            return Hello {
+                refused: true,
+                ..Hello::default()
+            }
+        }
+        crate::tls_route::Sni::Terminate(route) => Some(route),
+        crate::tls_route::Sni::Https => None,
+    };
     let server = site.certificates.server(site.routes, name.as_deref());
     let asks = server.tls.is_some_and(|h| h.client_cert_request.is_some());
     Hello {
         passthrough: None,
+        terminate,
+        refused: false,
         host_tls: server.tls.cloned(),
         asked_name: asks.then(|| server.name.into()),
     }
@@ -266,28 +304,10 @@ async fn serve_tls(
     host_tls: Option<Arc<HostTls>>,
     asked_name: Option<Box<str>>,
 ) {
-    let peer = origin.peer;
-    let tickets = settings.ssl_session_tickets;
-    let config = match origin.local {
-        None => worker.tls_config(tickets, host_tls.as_ref()),
-        Some(site) => worker.site_tls_config(site, tickets, host_tls.as_ref()),
-    };
-    let Some(config) = config else {
+    let Some(tls) =
+        crate::handshake::handshake(&worker, stream, &origin, settings, host_tls.as_ref()).await
+    else {
         return;
-    };
-    // A client that stalls its handshake is as slow as one that stalls its header: both
-    // share the connection's one client-header-timeout.
-    let handshake = crate::tls_server::accept(config, stream);
-    let tls = match before(origin.header_deadline(settings), handshake).await {
-        Some(Ok(tls)) => tls,
-        Some(Err(e)) => {
-            tracing::debug!(%peer, error = %e, "TLS handshake failed");
-            return;
-        }
-        None => {
-            tracing::debug!(%peer, "TLS handshake timed out");
-            return;
-        }
     };
     let h2 = tls.alpn_protocol() == Some(b"h2");
     let facts = TlsFacts::of(tls.session());

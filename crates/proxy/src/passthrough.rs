@@ -139,7 +139,7 @@ pub(crate) async fn pass(
 /// hold for passed-through connections as for requests, on the same address (the peer, or
 /// the PROXY header's source from a trusted load balancer), and a refused route (a list
 /// that cannot be read, authentication not implemented) passes nothing through.
-fn refusal(route: &Route, peer: SocketAddr) -> Option<&'static str> {
+pub(crate) fn refusal(route: &Route, peer: SocketAddr) -> Option<&'static str> {
     let policy = &route.policy;
     if policy.denied.is_some() {
         Some("the route is refused (see its diagnostics)")

@@ -147,6 +147,7 @@ pub enum Object {
     Gateway(Box<gateway::Gateway>),
     HttpRoute(Box<gateway::HttpRoute>),
     GrpcRoute(Box<crate::gateway::grpc_objects::GrpcRoute>),
+    TlsRoute(Box<crate::gateway::tls_objects::TlsRoute>),
     ReferenceGrant(Box<gateway::ReferenceGrant>),
     BackendTlsPolicy(Box<crate::gateway::backend_tls_objects::BackendTlsPolicy>),
     Namespace(Box<Namespace>),
@@ -186,6 +187,7 @@ impl Object {
             Object::Gateway(_) => Kind::Gateway,
             Object::HttpRoute(_) => Kind::HTTPRoute,
             Object::GrpcRoute(_) => Kind::GRPCRoute,
+            Object::TlsRoute(_) => Kind::TLSRoute,
             Object::ReferenceGrant(_) => Kind::ReferenceGrant,
             Object::BackendTlsPolicy(_) => Kind::BackendTLSPolicy,
             Object::Namespace(_) => Kind::Namespace,
@@ -204,6 +206,7 @@ impl Object {
             Object::Gateway(o) => &o.metadata,
             Object::HttpRoute(o) => &o.metadata,
             Object::GrpcRoute(o) => &o.metadata,
+            Object::TlsRoute(o) => &o.metadata,
             Object::ReferenceGrant(o) => &o.metadata,
             Object::BackendTlsPolicy(o) => &o.metadata,
             Object::Namespace(o) => &o.metadata,
@@ -222,6 +225,7 @@ impl Object {
             Object::Gateway(o) => &mut o.metadata,
             Object::HttpRoute(o) => &mut o.metadata,
             Object::GrpcRoute(o) => &mut o.metadata,
+            Object::TlsRoute(o) => &mut o.metadata,
             Object::ReferenceGrant(o) => &mut o.metadata,
             Object::BackendTlsPolicy(o) => &mut o.metadata,
             Object::Namespace(o) => &mut o.metadata,
@@ -573,6 +577,7 @@ fn parse_value(source_name: &str, document: usize, value: serde_yaml::Value, out
         Kind::Gateway => gateway::typed_gateway(value).map(|o| Object::Gateway(Box::new(o))),
         Kind::HTTPRoute => gateway::typed_gateway(value).map(|o| Object::HttpRoute(Box::new(o))),
         Kind::GRPCRoute => gateway::typed_gateway(value).map(|o| Object::GrpcRoute(Box::new(o))),
+        Kind::TLSRoute => gateway::typed_gateway(value).map(|o| Object::TlsRoute(Box::new(o))),
         Kind::ReferenceGrant => {
             gateway::typed_gateway(value).map(|o| Object::ReferenceGrant(Box::new(o)))
         }

@@ -12,6 +12,7 @@ use model::{Kind, NamespacedName, ObjectRef};
 use crate::gateway::backend_tls_objects::BackendTlsPolicy;
 use crate::gateway::grpc_objects::GrpcRoute;
 use crate::gateway::objects::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
+use crate::gateway::tls_objects::TlsRoute;
 use crate::objects::{
     ConfigMap, EndpointSlice, Ingress, IngressClass, Namespace, Object, Secret, Service,
 };
@@ -38,6 +39,7 @@ pub struct Store {
     gateways: BTreeMap<NamespacedName, Arc<Gateway>>,
     http_routes: BTreeMap<NamespacedName, Arc<HttpRoute>>,
     grpc_routes: BTreeMap<NamespacedName, Arc<GrpcRoute>>,
+    tls_routes: BTreeMap<NamespacedName, Arc<TlsRoute>>,
     reference_grants: BTreeMap<NamespacedName, Arc<ReferenceGrant>>,
     backend_tls_policies: BTreeMap<NamespacedName, Arc<BackendTlsPolicy>>,
     /// Namespaces' labels, by name (Kubernetes mode: watched unless the scope is one
@@ -194,6 +196,10 @@ impl Store {
         self.grpc_routes.iter().map(|(key, o)| (key, &**o))
     }
 
+    pub fn tls_routes_by_name(&self) -> impl Iterator<Item = (&NamespacedName, &TlsRoute)> {
+        self.tls_routes.iter().map(|(key, o)| (key, &**o))
+    }
+
     pub fn reference_grants_by_name(
         &self,
     ) -> impl Iterator<Item = (&NamespacedName, &ReferenceGrant)> {
@@ -247,6 +253,7 @@ impl Store {
             gateways: self.gateways.clone(),
             http_routes: self.http_routes.clone(),
             grpc_routes: self.grpc_routes.clone(),
+            tls_routes: self.tls_routes.clone(),
             reference_grants: self.reference_grants.clone(),
             backend_tls_policies: self.backend_tls_policies.clone(),
             namespaces: self.namespaces.clone(),
@@ -265,6 +272,7 @@ impl Store {
             + self.gateways.len()
             + self.http_routes.len()
             + self.grpc_routes.len()
+            + self.tls_routes.len()
             + self.reference_grants.len()
             + self.backend_tls_policies.len()
             + self.namespaces.len()
@@ -331,6 +339,7 @@ impl Store {
             Object::Gateway(o) => changes.config = upsert(&mut self.gateways, key, o.into()),
             Object::HttpRoute(o) => changes.config = upsert(&mut self.http_routes, key, o.into()),
             Object::GrpcRoute(o) => changes.config = upsert(&mut self.grpc_routes, key, o.into()),
+            Object::TlsRoute(o) => changes.config = upsert(&mut self.tls_routes, key, o.into()),
             Object::ReferenceGrant(o) => {
                 changes.config = upsert(&mut self.reference_grants, key, o.into())
             }
@@ -374,6 +383,7 @@ impl Store {
             Kind::Gateway => changes.config = self.gateways.remove(&key).is_some(),
             Kind::HTTPRoute => changes.config = self.http_routes.remove(&key).is_some(),
             Kind::GRPCRoute => changes.config = self.grpc_routes.remove(&key).is_some(),
+            Kind::TLSRoute => changes.config = self.tls_routes.remove(&key).is_some(),
             Kind::ReferenceGrant => changes.config = self.reference_grants.remove(&key).is_some(),
             Kind::BackendTLSPolicy => {
                 changes.config = self.backend_tls_policies.remove(&key).is_some()
@@ -427,6 +437,7 @@ impl Store {
             .chain(namespaced(Kind::Gateway, &self.gateways))
             .chain(namespaced(Kind::HTTPRoute, &self.http_routes))
             .chain(namespaced(Kind::GRPCRoute, &self.grpc_routes))
+            .chain(namespaced(Kind::TLSRoute, &self.tls_routes))
             .chain(namespaced(Kind::ReferenceGrant, &self.reference_grants))
             .chain(namespaced(
                 Kind::BackendTLSPolicy,

@@ -59,6 +59,7 @@ gateway_kinds! {
     Gateways => Gateway, "v1", "gateways", NamespaceResourceScope;
     HttpRoutes => HTTPRoute, "v1", "httproutes", NamespaceResourceScope;
     GrpcRoutes => GRPCRoute, "v1", "grpcroutes", NamespaceResourceScope;
+    TlsRoutes => TLSRoute, "v1", "tlsroutes", NamespaceResourceScope;
     ReferenceGrants => ReferenceGrant, "v1beta1", "referencegrants", NamespaceResourceScope;
     BackendTlsPolicies => BackendTLSPolicy, "v1", "backendtlspolicies", NamespaceResourceScope;
 }

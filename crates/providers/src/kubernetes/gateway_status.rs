@@ -25,7 +25,7 @@ use model::{Kind, NamespacedName};
 use serde_json::{json, Value};
 
 use super::gateway::{
-    ApiObject, BackendTlsPolicies, GatewayClasses, Gateways, GrpcRoutes, HttpRoutes,
+    ApiObject, BackendTlsPolicies, GatewayClasses, Gateways, GrpcRoutes, HttpRoutes, TlsRoutes,
 };
 
 /// Objects read and written at once during a pass (as many as Ingress status writes).
@@ -340,6 +340,9 @@ fn desired(
     for (key, status) in &statuses.backend_tls_policies {
         wanted.insert((Kind::BackendTLSPolicy, key.clone()), to_json(status));
     }
+    for (key, status) in &statuses.tls_routes {
+        wanted.insert((Kind::TLSRoute, key.clone()), to_json(status));
+    }
     wanted
 }
 
@@ -347,7 +350,7 @@ fn desired(
 /// `ancestors`): the list's field and the field naming each entry's object.
 fn entries(kind: Kind) -> Option<(&'static str, &'static str)> {
     match kind {
-        Kind::HTTPRoute | Kind::GRPCRoute => Some(("parents", "parentRef")),
+        Kind::HTTPRoute | Kind::GRPCRoute | Kind::TLSRoute => Some(("parents", "parentRef")),
         Kind::BackendTLSPolicy => Some(("ancestors", "ancestorRef")),
         _ => None,
     }
@@ -396,6 +399,11 @@ async fn write(
             client.clone(),
             &key.namespace,
             &ApiResource::erase::<ApiObject<BackendTlsPolicies>>(&()),
+        ),
+        Kind::TLSRoute => Api::namespaced_with(
+            client.clone(),
+            &key.namespace,
+            &ApiResource::erase::<ApiObject<TlsRoutes>>(&()),
         ),
         _ => Api::namespaced_with(
             client.clone(),

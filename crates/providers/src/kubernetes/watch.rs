@@ -29,7 +29,7 @@ use translate::Object;
 
 use super::gateway::{
     ApiObject, BackendTlsPolicies, GatewayClasses, GatewayKind, Gateways, GrpcRoutes, HttpRoutes,
-    ReferenceGrants,
+    ReferenceGrants, TlsRoutes,
 };
 
 /// What the watchers saw, in the order they saw it.
@@ -320,6 +320,13 @@ impl Watchers {
             namespaced(client, namespace),
             all.clone(),
             in_scope("GRPCRoutes"),
+            None,
+        ));
+        // TLSRoute v1 (standard channel since v1.5; older CRDs serve v1alpha2 only: 404).
+        tasks.push(spawner.spawn::<ApiObject<TlsRoutes>>(
+            namespaced(client, namespace),
+            all.clone(),
+            in_scope("TLSRoutes"),
             None,
         ));
         tasks.push(spawner.spawn::<ApiObject<ReferenceGrants>>(

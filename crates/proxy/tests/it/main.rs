@@ -42,6 +42,7 @@ mod routing;
 mod slow_prefixes;
 mod tcp_services;
 mod tls;
+mod tls_route;
 mod udp_services;
 mod upstream;
 mod upstream_tls;

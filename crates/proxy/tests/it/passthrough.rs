@@ -35,20 +35,7 @@ async fn counted_tls_backend(name: &'static str, leaf: &Leaf) -> (SocketAddr, Ar
                 let Ok(tls) = acceptor.accept(stream).await else {
                     return;
                 };
-                let (reader, mut writer) = tokio::io::split(tls);
-                let _ = writer
-                    .write_all(format!("hello from {name}\n").as_bytes())
-                    .await;
-                let mut lines = BufReader::new(reader).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    if writer
-                        .write_all(format!("{name}: {line}\n").as_bytes())
-                        .await
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
+                echo_lines(tls, &format!("hello from {name}"), name).await;
             });
         }
     });

@@ -124,8 +124,8 @@ fn without_the_gateway_crds_ingresses_are_served_and_installing_them_later_adds_
         .lines()
         .filter(|l| l.contains("is not installed in this cluster"))
         .count();
-    // GatewayClass, Gateway, HTTPRoute, GRPCRoute, ReferenceGrant, BackendTLSPolicy.
-    assert_eq!(not_installed, 6, "one line per Gateway API kind:\n{log}");
+    // GatewayClass, Gateway, HTTPRoute, GRPCRoute, ReferenceGrant, BackendTLSPolicy, TLSRoute.
+    assert_eq!(not_installed, 7, "one line per Gateway API kind:\n{log}");
     assert!(!sluice.has_exited());
 
     // The CRDs installed while Sluice runs: the watches find them on their next attempt.
@@ -193,7 +193,15 @@ fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_gene
     let a = pod(&cluster, 11);
     backend(&cluster, ns, "web", &a);
     cluster.create(&gateway_class());
-    cluster.create(&gateway(ns));
+    // And a TLS Passthrough listener on 443, for a TLSRoute.
+    let mut edge = gateway(ns);
+    edge["spec"]["listeners"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!(
+            {"name": "tls", "port": 443, "protocol": "TLS", "tls": {"mode": "Passthrough"}}
+        ));
+    cluster.create(&edge);
     cluster.create(&http_route(ns, "web", "web.test", "web"));
     // To a Service that does not exist: ResolvedRefs False, and its share answers 500.
     cluster.create(&http_route(ns, "ghost", "ghost.test", "nothing"));
@@ -207,6 +215,10 @@ fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_gene
     rpc["kind"] = json!("GRPCRoute");
     rpc["spec"]["rules"][0]["matches"] = json!([{"method": {"service": "echo.Echo"}}]);
     cluster.create(&rpc);
+    // A TLSRoute, on the TLS listener only (its status needs the tlsroutes/status grant).
+    let mut pass = http_route(ns, "pass", "pass.test", "web");
+    pass["kind"] = json!("TLSRoute");
+    cluster.create(&pass);
     // As ServiceAccount sluice/sluice with the deploy manifests' RBAC: their grants cover the
     // Gateway API reads and status writes (checked at the end: nothing refused).
     let sluice = as_deployed(
@@ -295,6 +307,20 @@ fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_gene
         assert_eq!(found["status"], "True", "{rpc:#}");
         assert_eq!(found["observedGeneration"], 1, "{rpc:#}");
     }
+
+    let pass = eventually(WAIT, "TLSRoute pass status", || {
+        kind_route_parent(&cluster, "TLSRoute", ns, "pass")
+    });
+    for type_ in ["Accepted", "ResolvedRefs"] {
+        let found = condition(&pass["conditions"], type_);
+        assert_eq!(found["status"], "True", "{pass:#}");
+    }
+    let tls = &status["listeners"][1];
+    assert_eq!(tls["attachedRoutes"], 1, "pass: {status:#}");
+    assert_eq!(
+        tls["supportedKinds"],
+        json!([{"group": "gateway.networking.k8s.io", "kind": "TLSRoute"}])
+    );
 
     let outsider = eventually(WAIT, "HTTPRoute outsider status", || {
         route_parent(&cluster, "elsewhere", "outsider")

@@ -46,8 +46,13 @@ impl Compiler<'_> {
             if weight == 0 {
                 continue;
             }
+            // A TLSRoute has no status code to answer with: its connections are closed.
+            let outcome = match object.kind {
+                model::Kind::TLSRoute => "its connections are closed",
+                _ => "its share answers 500",
+            };
             let (service, mut backend, port) =
-                self.gateway_backend(key, object, &at, reference, "its share answers 500");
+                self.gateway_backend(key, object, &at, reference, outcome);
             // An unusable reference never has endpoints; its share answers 500.
             let mut policy = match backend.key() {
                 Some(_) => self.app_protocol(object, &at, &backend, &policy),
@@ -196,9 +201,15 @@ impl Compiler<'_> {
             return unresolved(self, "port: required for a Service".to_owned());
         };
         let namespace = reference.namespace.as_deref().unwrap_or(&key.namespace);
+        // A TLSRoute's grant names TLSRoute (HTTPRoute's and GRPCRoute's name HTTPRoute, as
+        // before TLSRoutes).
+        let from = match object.kind {
+            model::Kind::TLSRoute => "TLSRoute",
+            _ => "HTTPRoute",
+        };
         if namespace != &*key.namespace
             && !self.granted(
-                ("HTTPRoute", &key.namespace),
+                (from, &key.namespace),
                 ("Service", namespace, &reference.name),
             )
         {

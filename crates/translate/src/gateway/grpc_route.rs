@@ -51,7 +51,7 @@ impl Compiler<'_> {
             unsupported: &route.unsupported,
             generation: route.generation,
         };
-        let (parents, hosts) = self.attach_route(&head, listeners, ours)?;
+        let (parents, hosts, _) = self.attach_route(&head, listeners, ours)?;
         let object = route_ref(Kind::GRPCRoute, key);
         let mark = self.out.diagnostics.len();
         if !hosts.is_empty() {

@@ -1,5 +1,6 @@
 //! A Gateway's listeners as Sluice serves them: HTTP on port 80, HTTPS on port 443 with its
-//! certificate, HTTP or HTTPS on any other port (`ports`), and which routes each admits.
+//! certificate, HTTP or HTTPS on any other port (`ports`), TLS (TLSRoutes, `tls_route`) on
+//! any port, and which routes each admits.
 //!
 //! ```text
 //!  Listener { protocol, port, hostname, tls, allowedRoutes } ─▶ ListenerSlot { Listeners, host,
@@ -8,6 +9,8 @@
 //!  no usable certificate ─▶ kept, not programmed, ResolvedRefs False (InvalidCertificateRef,
 //!      RefNotPermitted): routes attach and are counted, nothing is served for it
 //!  tls.certificateRefs ─(ReferenceGrant across namespaces)─▶ Secret ─▶ Certificates[hostname]
+//!  TLS: mode Passthrough (no certificate) │ Terminate (certificateRefs as HTTPS); its port is
+//!      a TLS port like HTTPS's; it admits TLSRoutes only (HTTP and HTTPS: no TLSRoutes)
 //! ```
 
 use model::routes::HostPattern;
@@ -15,6 +18,7 @@ use model::{NamespacedName, Severity};
 
 use super::namespaces::{AllowedFrom, NamespaceSelector};
 use super::objects::{self, ListenerTls};
+use super::tls_objects::TlsMode;
 use super::{gateway_ref, GatewayHost, ListenerSlot, Place, GROUP};
 use crate::compiler::Compiler;
 
@@ -31,8 +35,8 @@ impl Compiler<'_> {
         let object = gateway_ref(gateway);
         let field = format!("spec.listeners[{i}]");
         let on = match (listener.protocol.as_str(), listener.port) {
-            (protocol @ ("HTTP" | "HTTPS"), port) => {
-                match self.declare_port(port, protocol == "HTTPS") {
+            (protocol @ ("HTTP" | "HTTPS" | "TLS"), port) => {
+                match self.declare_port(port, protocol != "HTTP") {
                     Ok(on) => on,
                     Err(why) => {
                         self.diagnose(object, format!("{field}: {protocol}: {why}"));
@@ -44,7 +48,7 @@ impl Compiler<'_> {
                 self.diagnose_with(
                     Severity::Unsupported,
                     object,
-                    format!("{field}: {protocol} on port {port}: Sluice serves HTTP and HTTPS listeners only, yet; listener ignored"),
+                    format!("{field}: {protocol} on port {port}: Sluice serves HTTP, HTTPS and TLS listeners only, yet; listener ignored"),
                 );
                 return None;
             }
@@ -62,8 +66,9 @@ impl Compiler<'_> {
                 return None;
             }
         };
-        let tls = listener.protocol == "HTTPS";
-        if !tls && listener.tls.is_some() {
+        let mode = TlsMode::of(listener);
+        let tls = listener.protocol == "HTTPS" || mode == Some(TlsMode::Terminate);
+        if listener.protocol == "HTTP" && listener.tls.is_some() {
             self.diagnose(
                 object.clone(),
                 format!("{field}.tls: an HTTP listener has no TLS; ignored"),
@@ -96,26 +101,34 @@ impl Compiler<'_> {
             }
         };
         let mut kinds_refused = false;
-        let (http_routes, grpc_routes) = match allowed.and_then(|a| a.kinds.as_deref()) {
-            None | Some([]) => (true, true),
+        // A TLS listener takes TLSRoutes; HTTP and HTTPS ones HTTPRoutes and GRPCRoutes.
+        let plain = mode.is_none();
+        let (http_routes, grpc_routes, tls_routes) = match allowed.and_then(|a| a.kinds.as_deref())
+        {
+            None | Some([]) => (plain, plain, !plain),
             Some(kinds) => {
-                let (mut http, mut grpc) = (false, false);
+                let (mut http, mut grpc, mut tls) = (false, false, false);
                 for (k, kind) in kinds.iter().enumerate() {
                     let group = kind.group.as_deref().unwrap_or(GROUP);
-                    if group == GROUP && kind.kind == "HTTPRoute" {
-                        http = true;
-                    } else if group == GROUP && kind.kind == "GRPCRoute" {
-                        grpc = true;
-                    } else {
-                        kinds_refused = true;
-                        self.diagnose_with(
-                            Severity::Unsupported,
-                            object.clone(),
-                            format!("{field}.allowedRoutes.kinds[{k}]: {group}/{}: Sluice serves HTTPRoutes and GRPCRoutes only, yet; ignored", kind.kind),
-                        );
+                    match (group == GROUP, kind.kind.as_str()) {
+                        (true, "HTTPRoute") if plain => http = true,
+                        (true, "GRPCRoute") if plain => grpc = true,
+                        (true, "TLSRoute") if !plain => tls = true,
+                        _ => {
+                            kinds_refused = true;
+                            let served = match plain {
+                                true => "HTTPRoutes and GRPCRoutes",
+                                false => "TLSRoutes",
+                            };
+                            self.diagnose_with(
+                                Severity::Unsupported,
+                                object.clone(),
+                                format!("{field}.allowedRoutes.kinds[{k}]: {group}/{}: Sluice serves {served} only on {} listeners, yet; ignored", kind.kind, listener.protocol),
+                            );
+                        }
                     }
                 }
-                (http, grpc)
+                (http, grpc, tls)
             }
         };
         Some(ListenerSlot {
@@ -128,6 +141,8 @@ impl Compiler<'_> {
             from,
             http_routes,
             grpc_routes,
+            tls_routes,
+            tls: mode,
             attached: 0,
             claims: Vec::new(),
             programmed,

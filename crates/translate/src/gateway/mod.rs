@@ -47,6 +47,8 @@ mod pool;
 mod ports;
 mod status;
 mod timeouts;
+pub mod tls_objects;
+mod tls_route;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -126,6 +128,14 @@ fn covers(suffix: &str, name: &str) -> bool {
 /// The hosts a route answers for, each at its Gateway's site with the listeners it is on.
 type RouteHosts = BTreeMap<(Place, GatewayHost), Listeners>;
 
+/// Where a route attached: its parents' statuses, its hosts, and each (listener slot, host)
+/// pair (TLSRoutes' tables are per listener port).
+type Attached = (
+    Vec<RouteParentStatus>,
+    RouteHosts,
+    Vec<(usize, GatewayHost)>,
+);
+
 /// One listener Sluice serves.
 struct ListenerSlot {
     gateway: NamespacedName,
@@ -139,6 +149,10 @@ struct ListenerSlot {
     http_routes: bool,
     /// `allowedRoutes.kinds` admits GRPCRoutes (as it does when it names no kind).
     grpc_routes: bool,
+    /// A TLS listener admitting TLSRoutes (as it does when it names no kind).
+    tls_routes: bool,
+    /// A TLS listener's mode (`None`: HTTP or HTTPS).
+    tls: Option<tls_objects::TlsMode>,
     /// Routes attached here (a listener status's `attachedRoutes`).
     attached: i32,
     /// The hostnames routes of each kind hold here, kept only when both HTTPRoutes and
@@ -320,6 +334,7 @@ impl Compiler<'_> {
                 into.insert(key.clone(), route_status);
             }
         }
+        self.tls_routes(&mut listeners, &ours, &mut status.tls_routes);
         self.default_policy = ingress_default;
         for (key, gateway, found) in outcomes {
             let generation = gateway.generation;
@@ -335,6 +350,7 @@ impl Compiler<'_> {
                         .map(|s| status::Accepted {
                             http_routes: s.http_routes,
                             grpc_routes: s.grpc_routes,
+                            tls_routes: s.tls_routes,
                             attached: s.attached,
                             programmed: s.programmed,
                             refs: s.refs,
@@ -391,7 +407,7 @@ impl Compiler<'_> {
             unsupported: &route.unsupported,
             generation: route.generation,
         };
-        let (parents, hosts) = self.attach_route(&head, listeners, ours)?;
+        let (parents, hosts, _) = self.attach_route(&head, listeners, ours)?;
         let object = route_ref(Kind::HTTPRoute, key);
         let mark = self.out.diagnostics.len();
         if !hosts.is_empty() {
@@ -409,7 +425,7 @@ impl Compiler<'_> {
         head: &RouteHead,
         listeners: &mut [ListenerSlot],
         (ours, both_kinds): (&BTreeSet<NamespacedName>, bool),
-    ) -> Option<(Vec<RouteParentStatus>, RouteHosts)> {
+    ) -> Option<Attached> {
         let key = head.key;
         let parent_of = |parent: &objects::ParentReference| {
             let group = parent.group.as_deref().unwrap_or(GROUP);
@@ -438,6 +454,8 @@ impl Compiler<'_> {
             }
         }
         let mut hosts: RouteHosts = BTreeMap::new();
+        // Every (listener, host) the route attached to, for TLSRoutes' per-port tables.
+        let mut pairs = Vec::new();
         for (p, parent) in head.parent_refs.iter().enumerate() {
             let field = format!("spec.parentRefs[{p}]");
             let Some(gateway) = parent_of(parent) else {
@@ -464,6 +482,7 @@ impl Compiler<'_> {
                     (slot.from).admits(self.store, &slot.gateway.namespace, &key.namespace);
                 let kind_allowed = match head.kind {
                     Kind::GRPCRoute => slot.grpc_routes,
+                    Kind::TLSRoute => slot.tls_routes,
                     _ => slot.http_routes,
                 };
                 if !admits || !kind_allowed {
@@ -493,6 +512,7 @@ impl Compiler<'_> {
                         listeners[s].claims.push((host.clone(), head.kind));
                     }
                     attached_to.insert(s);
+                    pairs.push((s, host.clone()));
                     // A listener that is not programmed serves nothing: its routes' rules
                     // are compiled (for their conditions) but not added for it.
                     let slot = &listeners[s];
@@ -534,7 +554,7 @@ impl Compiler<'_> {
         for s in attached_to {
             listeners[s].attached += 1;
         }
-        Some((parents, hosts))
+        Some((parents, hosts, pairs))
     }
 
     /// A route's status from its parents' acceptance and what the compile said about its

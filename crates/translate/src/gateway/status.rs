@@ -27,6 +27,7 @@ pub(super) struct ListenerOutcome {
 pub(super) struct Accepted {
     pub(super) http_routes: bool,
     pub(super) grpc_routes: bool,
+    pub(super) tls_routes: bool,
     pub(super) attached: i32,
     pub(super) programmed: bool,
     /// Why `ResolvedRefs` is False, if it is.
@@ -81,7 +82,13 @@ pub(super) fn listener_status(
         // An accepted listener lists the kinds it admits even while not programmed (the
         // spec's supportedKinds is about the listener's configuration, not its certificate).
         supported_kinds: slot
-            .map(|s| [(s.http_routes, "HTTPRoute"), (s.grpc_routes, "GRPCRoute")])
+            .map(|s| {
+                [
+                    (s.http_routes, "HTTPRoute"),
+                    (s.grpc_routes, "GRPCRoute"),
+                    (s.tls_routes, "TLSRoute"),
+                ]
+            })
             .into_iter()
             .flatten()
             .filter(|(admitted, _)| *admitted)

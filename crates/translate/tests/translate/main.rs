@@ -14,4 +14,5 @@ mod gateway_status;
 mod golden;
 mod grpc_route_status;
 mod memory;
+mod tls_route_status;
 mod to_gateway;

@@ -48,9 +48,9 @@ RBAC rules for namespaced objects: granted cluster-wide, or only in watchNamespa
   resources: ["events"]
   verbs: ["create", "patch"]
 - apiGroups: ["gateway.networking.k8s.io"]
-  resources: ["gateways", "httproutes", "grpcroutes", "referencegrants", "backendtlspolicies"]
+  resources: ["gateways", "httproutes", "grpcroutes", "tlsroutes", "referencegrants", "backendtlspolicies"]
   verbs: ["get", "list", "watch"]
 - apiGroups: ["gateway.networking.k8s.io"]
-  resources: ["gateways/status", "httproutes/status", "grpcroutes/status", "backendtlspolicies/status"]
+  resources: ["gateways/status", "httproutes/status", "grpcroutes/status", "tlsroutes/status", "backendtlspolicies/status"]
   verbs: ["patch", "update"]
 {{- end -}}

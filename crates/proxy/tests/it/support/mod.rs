@@ -480,6 +480,25 @@ async fn read_reply(
 }
 
 /// Asserts that `/metrics` has this exact line (name, labels and value).
+/// A line server's session: `greeting` first, then each line answered as `{name}: {line}` until
+/// the peer closes (TLS passthrough's and TLSRoutes' backends).
+pub(crate) async fn echo_lines(
+    io: impl tokio::io::AsyncRead + tokio::io::AsyncWrite,
+    greeting: &str,
+    name: &str,
+) {
+    use tokio::io::AsyncBufReadExt;
+    let (reader, mut writer) = tokio::io::split(io);
+    let _ = writer.write_all(format!("{greeting}\n").as_bytes()).await;
+    let mut lines = tokio::io::BufReader::new(reader).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let answer = format!("{name}: {line}\n");
+        if writer.write_all(answer.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
 pub(crate) async fn assert_metric(h: &Harness, line: &str) {
     let metrics = get(h.admin(), "admin", "/metrics").await.text();
     assert!(

@@ -388,6 +388,7 @@ impl Cluster {
             "crd/gateways.gateway.networking.k8s.io",
             "crd/httproutes.gateway.networking.k8s.io",
             "crd/grpcroutes.gateway.networking.k8s.io",
+            "crd/tlsroutes.gateway.networking.k8s.io",
             "crd/referencegrants.gateway.networking.k8s.io",
         ]);
     }
@@ -866,6 +867,7 @@ fn api_resource(kind: &str) -> (ApiResource, bool) {
         "Gateway" => (gateway_api("Gateway", "gateways"), true),
         "HTTPRoute" => (gateway_api("HTTPRoute", "httproutes"), true),
         "GRPCRoute" => (gateway_api("GRPCRoute", "grpcroutes"), true),
+        "TLSRoute" => (gateway_api("TLSRoute", "tlsroutes"), true),
         "ReferenceGrant" => (gateway_api("ReferenceGrant", "referencegrants"), true),
         "BackendTLSPolicy" => (gateway_api("BackendTLSPolicy", "backendtlspolicies"), true),
         other => panic!("the fixture does not know kind {other}"),
