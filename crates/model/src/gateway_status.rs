@@ -10,10 +10,11 @@
 //! them without a mapping of its own.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::NamespacedName;
+use crate::{Kind, NamespacedName};
 
 /// Every status the compile decided, by object (each object's status serializes; the map
 /// itself is the provider's to walk).
@@ -32,6 +33,9 @@ pub struct GatewayStatuses {
     pub backend_tls_policies: BTreeMap<NamespacedName, PolicyStatus>,
     /// TLSRoutes naming one of those Gateways, likewise.
     pub tls_routes: BTreeMap<NamespacedName, RouteStatus>,
+    /// The `metadata.uid` of each Gateway and route above (objects from the API server): the
+    /// writer tells an object deleted and created again under its name from the one it wrote.
+    pub uids: BTreeMap<(Kind, NamespacedName), Arc<str>>,
 }
 
 /// One condition, without its transition time (the writer keeps or sets that).

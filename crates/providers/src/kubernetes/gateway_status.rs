@@ -13,6 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use futures_util::StreamExt;
 use k8s_openapi::api::networking::v1::IngressLoadBalancerIngress;
@@ -35,6 +36,8 @@ const WRITES_IN_FLIGHT: usize = 8;
 #[derive(Debug, Default)]
 pub(super) struct GatewayWrites {
     written: BTreeMap<(Kind, NamespacedName), Value>,
+    /// The uid of the object each status in `written` went to.
+    written_uids: BTreeMap<(Kind, NamespacedName), Arc<str>>,
     /// This term looked for routes whose status still has Sluice's parents from an earlier
     /// term (or replica) although Sluice no longer serves them.
     swept: bool,
@@ -47,6 +50,7 @@ impl GatewayWrites {
     /// A new term as leader: read and compare every object again.
     pub(super) fn forget(&mut self) {
         self.written.clear();
+        self.written_uids.clear();
         self.swept = false;
         self.versions = None;
     }
@@ -114,6 +118,13 @@ impl GatewayWrites {
             }
         }
         self.written.retain(|key, _| wanted.contains_key(key));
+        // Deleted and created again under its name between two passes: another object, which
+        // has no status yet even when the decision reads the same.
+        for key in recreated(&self.written_uids, &statuses.uids) {
+            self.written.remove(key);
+        }
+        self.written_uids
+            .retain(|key, _| self.written.contains_key(key));
         wanted.retain(|key, want| self.written.get(key) != Some(want));
         // A few at a time, as Ingress status: a new leader may have thousands to read and write.
         let leads = &leads;
@@ -139,16 +150,32 @@ impl GatewayWrites {
         while let Some((key, outcome)) = results.next().await {
             match outcome {
                 Outcome::Written(want) => {
+                    match statuses.uids.get(&key) {
+                        Some(uid) => self.written_uids.insert(key.clone(), uid.clone()),
+                        None => self.written_uids.remove(&key),
+                    };
                     self.written.insert(key, want);
                 }
                 Outcome::Gone => {
                     self.written.remove(&key);
+                    self.written_uids.remove(&key);
                 }
                 Outcome::Failed => complete = false,
             }
         }
         complete
     }
+}
+
+/// Objects whose uid differs from the one their status was written to.
+fn recreated<'a>(
+    written: &BTreeMap<(Kind, NamespacedName), Arc<str>>,
+    now: &'a BTreeMap<(Kind, NamespacedName), Arc<str>>,
+) -> Vec<&'a (Kind, NamespacedName)> {
+    now.iter()
+        .filter(|(key, uid)| written.get(*key).is_some_and(|was| was != *uid))
+        .map(|(key, _)| key)
+        .collect()
 }
 
 /// The Gateway API releases whose CRDs Sluice reads (its types follow v1.6; v1.7 adds fields
@@ -545,6 +572,19 @@ fn same_named<'a>(list: &'a Value, name: &Value) -> &'a Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_route_created_again_under_its_name_is_written_again() {
+        let key = |name: &str| (Kind::HTTPRoute, NamespacedName::new("app", name));
+        let uids = |pairs: &[(&str, &str)]| -> BTreeMap<_, Arc<str>> {
+            pairs.iter().map(|(n, u)| (key(n), Arc::from(*u))).collect()
+        };
+        let written = uids(&[("same", "u-1"), ("again", "u-2")]);
+        let now = uids(&[("same", "u-1"), ("again", "u-3"), ("new", "u-4")]);
+        // Only the one whose uid changed: a route never written is written anyway.
+        assert_eq!(recreated(&written, &now), [&key("again")]);
+        assert!(recreated(&written, &written).is_empty());
+    }
 
     #[test]
     fn transition_times_stay_while_a_status_holds_and_other_controllers_parents_stay() {

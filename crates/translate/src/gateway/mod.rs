@@ -205,6 +205,7 @@ impl Compiler<'_> {
     pub(crate) fn gateway_api(&mut self, pool: Option<&AddressPool>) {
         let mut status = GatewayStatuses::default();
         self.gateway_api_into(&mut status, pool);
+        status.uids = uids(self.store, &status);
         self.finish_sites();
         self.out.gateway_status = Arc::new(status);
     }
@@ -703,6 +704,46 @@ impl Compiler<'_> {
             _ => self.share(""),
         }
     }
+}
+
+/// The uid of every Gateway and route that has a status (see `GatewayStatuses::uids`).
+fn uids(
+    store: &crate::store::Store,
+    status: &GatewayStatuses,
+) -> BTreeMap<(Kind, NamespacedName), Arc<str>> {
+    let mut uids = BTreeMap::new();
+    let mut add = |kind: Kind, key: &NamespacedName, uid: Option<&Arc<str>>| {
+        if let Some(uid) = uid {
+            uids.insert((kind, key.clone()), uid.clone());
+        }
+    };
+    for key in status.gateways.keys() {
+        add(
+            Kind::Gateway,
+            key,
+            store.gateway(key).and_then(|o| o.uid.as_ref()),
+        );
+    }
+    for key in status.http_routes.keys() {
+        add(
+            Kind::HTTPRoute,
+            key,
+            store.http_route(key).and_then(|o| o.uid.as_ref()),
+        );
+    }
+    for key in status.grpc_routes.keys() {
+        add(
+            Kind::GRPCRoute,
+            key,
+            store.grpc_route(key).and_then(|o| o.uid.as_ref()),
+        );
+    }
+    for (key, route) in store.tls_routes_by_name() {
+        if status.tls_routes.contains_key(key) {
+            add(Kind::TLSRoute, key, route.uid.as_ref());
+        }
+    }
+    uids
 }
 
 fn parent_status(parent: &objects::ParentReference, accepted: Condition) -> RouteParentStatus {

@@ -12,6 +12,7 @@
 //! unsupported feature and a typo read the same: "not supported by Sluice; ignored".
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use serde::Deserialize;
@@ -108,6 +109,9 @@ pub struct GatewayObject<S> {
     pub generation: i64,
     /// `status.addresses[].value` (a Gateway's; empty for the other kinds).
     pub status_addresses: Box<[String]>,
+    /// `metadata.uid` (none in a file): an object deleted and created again under its name is
+    /// another object, whose status the writer must write even when it reads the same.
+    pub uid: Option<Arc<str>>,
 }
 
 impl<S: Unsupported> From<Doc<S>> for GatewayObject<S> {
@@ -120,7 +124,9 @@ impl<S: Unsupported> From<Doc<S>> for GatewayObject<S> {
         doc.spec.take_unsupported("spec", &mut unsupported);
         let generation = doc.metadata.generation.unwrap_or_default();
         let status = doc.status.unwrap_or_default();
+        let uid = doc.metadata.uid.as_deref().map(Arc::from);
         GatewayObject {
+            uid,
             generation,
             status_addresses: status.addresses.into_iter().map(|a| a.value).collect(),
             metadata: Meta::gateway(doc.metadata),
