@@ -201,10 +201,11 @@ impl Compiler<'_> {
             return unresolved(self, "port: required for a Service".to_owned());
         };
         let namespace = reference.namespace.as_deref().unwrap_or(&key.namespace);
-        // A TLSRoute's grant names TLSRoute (HTTPRoute's and GRPCRoute's name HTTPRoute, as
-        // before TLSRoutes).
+        // The grant names the kind of the route that refers (a grant from HTTPRoutes does not
+        // let a GRPCRoute in).
         let from = match object.kind {
             model::Kind::TLSRoute => "TLSRoute",
+            model::Kind::GRPCRoute => "GRPCRoute",
             _ => "HTTPRoute",
         };
         if namespace != &*key.namespace

@@ -93,3 +93,42 @@ fn grpc_routes_get_parents_like_http_routes_and_one_kind_holds_a_hostname() {
         (false, "NotAllowedByListeners")
     );
 }
+
+/// A backend in another namespace needs a ReferenceGrant from GRPCRoutes: one from HTTPRoutes
+/// does not let a GRPCRoute in.
+#[test]
+fn a_grpc_route_across_namespaces_needs_a_grant_that_names_grpc_route() {
+    let with_grant = |from_kind: &str| {
+        format!(
+            "{OBJECTS}---
+apiVersion: v1
+kind: Service
+metadata: {{name: far, namespace: other}}
+spec: {{ports: [{{name: grpc, port: 9090}}]}}
+---
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {{name: to-far, namespace: other}}
+spec:
+  from: [{{group: gateway.networking.k8s.io, kind: {from_kind}, namespace: app}}]
+  to: [{{group: '', kind: Service}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {{name: across, namespace: app}}
+spec:
+  parentRefs: [{{name: edge, sectionName: http}}]
+  hostnames: [across.example.com]
+  rules: [{{backendRefs: [{{name: far, namespace: other, port: 9090}}]}}]
+"
+        )
+    };
+    let refs = |text: &str| {
+        let status = statuses(text);
+        let route = &status.grpc_routes[&NamespacedName::new("app", "across")];
+        let refs = find(&route.parents[0].conditions, "ResolvedRefs");
+        (refs.status, refs.reason)
+    };
+    assert_eq!(refs(&with_grant("GRPCRoute")), (true, "ResolvedRefs"));
+    assert_eq!(refs(&with_grant("HTTPRoute")), (false, "RefNotPermitted"));
+}
