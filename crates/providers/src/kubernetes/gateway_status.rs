@@ -182,12 +182,15 @@ fn recreated<'a>(
 /// only, which are diagnostics until read).
 const SUPPORTED_BUNDLES: [&str; 2] = ["v1.6.", "v1.7."];
 
-/// The kinds Sluice reads, by CRD name.
-const CRDS: [&str; 4] = [
+/// The kinds Sluice reads, by CRD name (one not installed is passed over).
+const CRDS: [&str; 7] = [
     "gatewayclasses.gateway.networking.k8s.io",
     "gateways.gateway.networking.k8s.io",
     "httproutes.gateway.networking.k8s.io",
+    "grpcroutes.gateway.networking.k8s.io",
+    "tlsroutes.gateway.networking.k8s.io",
     "referencegrants.gateway.networking.k8s.io",
+    "backendtlspolicies.gateway.networking.k8s.io",
 ];
 
 /// Whether every CRD Sluice reads has a bundle version Sluice supports, and what was found.
