@@ -27,6 +27,8 @@ pub struct GatewayStatuses {
     pub http_routes: BTreeMap<NamespacedName, RouteStatus>,
     /// GRPCRoutes naming one of those Gateways, likewise.
     pub grpc_routes: BTreeMap<NamespacedName, RouteStatus>,
+    /// ListenerSets naming one of those Gateways (allowed or not).
+    pub listener_sets: BTreeMap<NamespacedName, ListenerSetStatus>,
 }
 
 /// One condition, without its transition time (the writer keeps or sets that).
@@ -53,6 +55,17 @@ pub struct GatewayStatus {
     /// addresses every Gateway shares (`--publish-*`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<GatewayAddress>,
+    pub conditions: Vec<Condition>,
+    pub listeners: Vec<ListenerStatus>,
+    /// ListenerSets attached (allowed, accepted). Always written, so a count that drops to 0
+    /// replaces the one before (a merge patch keeps a field it does not name).
+    #[serde(rename = "attachedListenerSets")]
+    pub attached_listener_sets: i32,
+}
+
+/// A ListenerSet's status: its conditions and its listeners', as a Gateway's.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ListenerSetStatus {
     pub conditions: Vec<Condition>,
     pub listeners: Vec<ListenerStatus>,
 }

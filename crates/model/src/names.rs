@@ -32,6 +32,8 @@ pub enum Kind {
     HTTPRoute,
     GRPCRoute,
     ReferenceGrant,
+    /// Extra listeners for a Gateway that allows them (`allowedListeners`).
+    ListenerSet,
     /// Read for its labels only (`allowedRoutes.namespaces.selector`).
     Namespace,
 }
@@ -80,6 +82,7 @@ impl Kind {
             Kind::HTTPRoute => "HTTPRoute",
             Kind::GRPCRoute => "GRPCRoute",
             Kind::ReferenceGrant => "ReferenceGrant",
+            Kind::ListenerSet => "ListenerSet",
             Kind::Namespace => "Namespace",
         }
     }
@@ -101,6 +104,7 @@ impl Kind {
                 "gateway.networking.k8s.io/v1" | "gateway.networking.k8s.io/v1beta1",
                 "ReferenceGrant",
             ) => Some(Kind::ReferenceGrant),
+            ("gateway.networking.k8s.io/v1", "ListenerSet") => Some(Kind::ListenerSet),
             ("v1", "Namespace") => Some(Kind::Namespace),
             _ => None,
         }

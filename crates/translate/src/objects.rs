@@ -148,6 +148,7 @@ pub enum Object {
     HttpRoute(Box<gateway::HttpRoute>),
     GrpcRoute(Box<crate::gateway::grpc_objects::GrpcRoute>),
     ReferenceGrant(Box<gateway::ReferenceGrant>),
+    ListenerSet(Box<crate::gateway::listener_set_objects::ListenerSet>),
     Namespace(Box<Namespace>),
 }
 
@@ -186,6 +187,7 @@ impl Object {
             Object::HttpRoute(_) => Kind::HTTPRoute,
             Object::GrpcRoute(_) => Kind::GRPCRoute,
             Object::ReferenceGrant(_) => Kind::ReferenceGrant,
+            Object::ListenerSet(_) => Kind::ListenerSet,
             Object::Namespace(_) => Kind::Namespace,
         }
     }
@@ -203,6 +205,7 @@ impl Object {
             Object::HttpRoute(o) => &o.metadata,
             Object::GrpcRoute(o) => &o.metadata,
             Object::ReferenceGrant(o) => &o.metadata,
+            Object::ListenerSet(o) => &o.metadata,
             Object::Namespace(o) => &o.metadata,
         }
     }
@@ -220,6 +223,7 @@ impl Object {
             Object::HttpRoute(o) => &mut o.metadata,
             Object::GrpcRoute(o) => &mut o.metadata,
             Object::ReferenceGrant(o) => &mut o.metadata,
+            Object::ListenerSet(o) => &mut o.metadata,
             Object::Namespace(o) => &mut o.metadata,
         }
     }
@@ -569,6 +573,9 @@ fn parse_value(source_name: &str, document: usize, value: serde_yaml::Value, out
         Kind::Gateway => gateway::typed_gateway(value).map(|o| Object::Gateway(Box::new(o))),
         Kind::HTTPRoute => gateway::typed_gateway(value).map(|o| Object::HttpRoute(Box::new(o))),
         Kind::GRPCRoute => gateway::typed_gateway(value).map(|o| Object::GrpcRoute(Box::new(o))),
+        Kind::ListenerSet => {
+            gateway::typed_gateway(value).map(|o| Object::ListenerSet(Box::new(o)))
+        }
         Kind::ReferenceGrant => {
             gateway::typed_gateway(value).map(|o| Object::ReferenceGrant(Box::new(o)))
         }

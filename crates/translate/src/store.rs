@@ -10,6 +10,7 @@ use std::sync::Arc;
 use model::{Kind, NamespacedName, ObjectRef};
 
 use crate::gateway::grpc_objects::GrpcRoute;
+use crate::gateway::listener_set_objects::ListenerSet;
 use crate::gateway::objects::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use crate::objects::{
     ConfigMap, EndpointSlice, Ingress, IngressClass, Namespace, Object, Secret, Service,
@@ -38,6 +39,7 @@ pub struct Store {
     http_routes: BTreeMap<NamespacedName, Arc<HttpRoute>>,
     grpc_routes: BTreeMap<NamespacedName, Arc<GrpcRoute>>,
     reference_grants: BTreeMap<NamespacedName, Arc<ReferenceGrant>>,
+    listener_sets: BTreeMap<NamespacedName, Arc<ListenerSet>>,
     /// Namespaces' labels, by name (Kubernetes mode: watched unless the scope is one
     /// namespace; a file: the Namespaces it describes).
     namespaces: BTreeMap<String, Arc<Namespace>>,
@@ -184,6 +186,10 @@ impl Store {
         self.grpc_routes.iter().map(|(key, o)| (key, &**o))
     }
 
+    pub fn listener_sets_by_name(&self) -> impl Iterator<Item = (&NamespacedName, &ListenerSet)> {
+        self.listener_sets.iter().map(|(key, o)| (key, &**o))
+    }
+
     pub fn reference_grants_by_name(
         &self,
     ) -> impl Iterator<Item = (&NamespacedName, &ReferenceGrant)> {
@@ -232,6 +238,7 @@ impl Store {
             http_routes: self.http_routes.clone(),
             grpc_routes: self.grpc_routes.clone(),
             reference_grants: self.reference_grants.clone(),
+            listener_sets: self.listener_sets.clone(),
             namespaces: self.namespaces.clone(),
         }
     }
@@ -249,6 +256,7 @@ impl Store {
             + self.http_routes.len()
             + self.grpc_routes.len()
             + self.reference_grants.len()
+            + self.listener_sets.len()
             + self.namespaces.len()
     }
 
@@ -313,6 +321,9 @@ impl Store {
             Object::Gateway(o) => changes.config = upsert(&mut self.gateways, key, o.into()),
             Object::HttpRoute(o) => changes.config = upsert(&mut self.http_routes, key, o.into()),
             Object::GrpcRoute(o) => changes.config = upsert(&mut self.grpc_routes, key, o.into()),
+            Object::ListenerSet(o) => {
+                changes.config = upsert(&mut self.listener_sets, key, o.into())
+            }
             Object::ReferenceGrant(o) => {
                 changes.config = upsert(&mut self.reference_grants, key, o.into())
             }
@@ -354,6 +365,7 @@ impl Store {
             Kind::HTTPRoute => changes.config = self.http_routes.remove(&key).is_some(),
             Kind::GRPCRoute => changes.config = self.grpc_routes.remove(&key).is_some(),
             Kind::ReferenceGrant => changes.config = self.reference_grants.remove(&key).is_some(),
+            Kind::ListenerSet => changes.config = self.listener_sets.remove(&key).is_some(),
             Kind::Namespace => changes.namespaces = self.namespaces.remove(&*key.name).is_some(),
         }
         changes
@@ -404,6 +416,7 @@ impl Store {
             .chain(namespaced(Kind::HTTPRoute, &self.http_routes))
             .chain(namespaced(Kind::GRPCRoute, &self.grpc_routes))
             .chain(namespaced(Kind::ReferenceGrant, &self.reference_grants))
+            .chain(namespaced(Kind::ListenerSet, &self.listener_sets))
             .chain(
                 self.namespaces
                     .keys()

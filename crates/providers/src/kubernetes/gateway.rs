@@ -60,6 +60,7 @@ gateway_kinds! {
     HttpRoutes => HTTPRoute, "v1", "httproutes", NamespaceResourceScope;
     GrpcRoutes => GRPCRoute, "v1", "grpcroutes", NamespaceResourceScope;
     ReferenceGrants => ReferenceGrant, "v1beta1", "referencegrants", NamespaceResourceScope;
+    ListenerSets => ListenerSet, "v1", "listenersets", NamespaceResourceScope;
 }
 
 impl<K: GatewayKind> kube::Resource for ApiObject<K> {

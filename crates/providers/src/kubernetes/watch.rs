@@ -28,7 +28,8 @@ use tokio::sync::{mpsc, Notify};
 use translate::Object;
 
 use super::gateway::{
-    ApiObject, GatewayClasses, GatewayKind, Gateways, GrpcRoutes, HttpRoutes, ReferenceGrants,
+    ApiObject, GatewayClasses, GatewayKind, Gateways, GrpcRoutes, HttpRoutes, ListenerSets,
+    ReferenceGrants,
 };
 
 /// What the watchers saw, in the order they saw it.
@@ -325,6 +326,12 @@ impl Watchers {
             namespaced(client, namespace),
             all.clone(),
             in_scope("ReferenceGrants"),
+            None,
+        ));
+        tasks.push(spawner.spawn::<ApiObject<ListenerSets>>(
+            namespaced(client, namespace),
+            all.clone(),
+            in_scope("ListenerSets"),
             None,
         ));
         // Namespaces' labels, for Gateway listeners that select route namespaces by label (a

@@ -14,6 +14,7 @@ mod kubernetes_bench;
 mod lab;
 mod lab_capacity;
 mod lifecycle;
+mod listener_set;
 mod load;
 mod memory;
 mod migrate;

@@ -26,6 +26,7 @@ pub fn from_api(
         model::Kind::Gateway => typed_gateway(value).map(|o| Object::Gateway(Box::new(o))),
         model::Kind::HTTPRoute => typed_gateway(value).map(|o| Object::HttpRoute(Box::new(o))),
         model::Kind::GRPCRoute => typed_gateway(value).map(|o| Object::GrpcRoute(Box::new(o))),
+        model::Kind::ListenerSet => typed_gateway(value).map(|o| Object::ListenerSet(Box::new(o))),
         model::Kind::ReferenceGrant => {
             typed_gateway(value).map(|o| Object::ReferenceGrant(Box::new(o)))
         }

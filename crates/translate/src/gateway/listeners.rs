@@ -9,26 +9,42 @@
 //!      RefNotPermitted): routes attach and are counted, nothing is served for it
 //!  tls.certificateRefs ─(ReferenceGrant across namespaces)─▶ Secret ─▶ Certificates[hostname]
 //! ```
+//! A ListenerSet's listeners go through the same function with the ListenerSet as their
+//! [`Owner`]: its diagnostics, its ReferenceGrants (`from` kind ListenerSet), its namespace
+//! for `allowedRoutes` Same.
 
 use model::routes::HostPattern;
-use model::{NamespacedName, Severity};
+use model::{Kind, NamespacedName, ObjectRef, Severity};
 
 use super::namespaces::{AllowedFrom, NamespaceSelector};
 use super::objects::{self, ListenerTls};
-use super::{gateway_ref, GatewayHost, ListenerSlot, Place, GROUP};
+use super::{GatewayHost, ListenerSlot, Place, GROUP};
 use crate::compiler::Compiler;
 
+/// The object a listener is written in: its Gateway, or a ListenerSet attached to it.
+#[derive(Clone, Copy)]
+pub(super) struct Owner<'a> {
+    pub(super) kind: Kind,
+    pub(super) key: &'a NamespacedName,
+}
+
+impl Owner<'_> {
+    fn object(&self) -> ObjectRef {
+        ObjectRef::new(self.kind, &*self.key.namespace, &*self.key.name)
+    }
+}
+
 impl Compiler<'_> {
-    /// One listener of one of our Gateways, or `None` (with a diagnostic) when Sluice does not
-    /// serve it.
+    /// One listener of one of our Gateways (written in the Gateway or in a ListenerSet of it,
+    /// `owner`), or `None` (with a diagnostic) when Sluice does not serve it.
     pub(super) fn listener(
         &mut self,
-        gateway: &NamespacedName,
-        place: Place,
+        (gateway, place): (&NamespacedName, Place),
+        owner: Owner,
         i: usize,
         listener: &objects::Listener,
     ) -> Option<ListenerSlot> {
-        let object = gateway_ref(gateway);
+        let object = owner.object();
         let field = format!("spec.listeners[{i}]");
         let on = match (listener.protocol.as_str(), listener.port) {
             (protocol @ ("HTTP" | "HTTPS"), port) => {
@@ -72,7 +88,7 @@ impl Compiler<'_> {
         // An unusable certificate leaves the listener in place, not programmed, with
         // ResolvedRefs False (routes still attach to it and are counted).
         let refs = if tls {
-            self.listener_tls((gateway, place), &field, listener.tls.as_ref(), &host)?
+            self.listener_tls((owner, place), &field, listener.tls.as_ref(), &host)?
                 .err()
         } else {
             None
@@ -86,7 +102,12 @@ impl Compiler<'_> {
         let from = match from {
             "Same" => AllowedFrom::Same,
             "All" => AllowedFrom::All,
-            "Selector" => self.namespace_selector(&object, &field, allowed),
+            "Selector" => {
+                let at = format!("{field}.allowedRoutes.namespaces");
+                let namespaces = allowed.and_then(|a| a.namespaces.as_ref());
+                let refused = "the listener admits no routes";
+                self.namespace_selector(&object, &at, namespaces, refused)
+            }
             other => {
                 self.diagnose(
                     object.clone(),
@@ -120,6 +141,7 @@ impl Compiler<'_> {
         };
         Some(ListenerSlot {
             gateway: gateway.clone(),
+            set: (owner.kind == Kind::ListenerSet).then(|| owner.key.clone()),
             place,
             name: listener.name.clone(),
             port: listener.port,
@@ -135,35 +157,28 @@ impl Compiler<'_> {
         })
     }
 
-    /// `from: Selector`: the listener's selector, validated; a missing or malformed one
-    /// admits no routes.
-    fn namespace_selector(
+    /// `from: Selector` at `at` (a listener's `allowedRoutes.namespaces`, a Gateway's
+    /// `allowedListeners.namespaces`): the selector, validated; a missing or malformed one
+    /// admits nothing (`refused` says what that means).
+    pub(super) fn namespace_selector(
         &mut self,
-        object: &model::ObjectRef,
-        field: &str,
-        allowed: Option<&objects::AllowedRoutes>,
+        object: &ObjectRef,
+        at: &str,
+        namespaces: Option<&objects::RouteNamespaces>,
+        refused: &str,
     ) -> AllowedFrom {
         self.out.namespace_selectors = true;
-        let selector = allowed
-            .and_then(|a| a.namespaces.as_ref())
-            .and_then(|n| n.selector.as_ref());
-        let at = format!("{field}.allowedRoutes.namespaces");
-        let Some(selector) = selector else {
+        let Some(selector) = namespaces.and_then(|n| n.selector.as_ref()) else {
             self.diagnose(
                 object.clone(),
-                format!(
-                    "{at}.selector: required with from Selector; the listener admits no routes"
-                ),
+                format!("{at}.selector: required with from Selector; {refused}"),
             );
             return AllowedFrom::Nobody;
         };
         match NamespaceSelector::parse(selector) {
             Ok(selector) => AllowedFrom::Selector(Box::new(selector)),
             Err(why) => {
-                self.diagnose(
-                    object.clone(),
-                    format!("{at}.{why}; the listener admits no routes"),
-                );
+                self.diagnose(object.clone(), format!("{at}.{why}; {refused}"));
                 AllowedFrom::Nobody
             }
         }
@@ -176,12 +191,13 @@ impl Compiler<'_> {
     /// programmed. `None`: a TLS mode Sluice does not serve; the listener is not accepted.
     pub(super) fn listener_tls(
         &mut self,
-        (gateway, place): (&NamespacedName, Place),
+        (owner, place): (Owner, Place),
         field: &str,
         tls: Option<&ListenerTls>,
         host: &GatewayHost,
     ) -> Option<Result<(), &'static str>> {
-        let object = gateway_ref(gateway);
+        let object = owner.object();
+        let home = &owner.key.namespace;
         let Some(tls) = tls else {
             self.diagnose(object, format!("{field}.tls: required on an HTTPS listener (mode Terminate with certificateRefs); listener not programmed"));
             return Some(Err("InvalidCertificateRef"));
@@ -210,10 +226,10 @@ impl Compiler<'_> {
                 );
                 continue;
             }
-            let namespace = reference.namespace.as_deref().unwrap_or(&gateway.namespace);
-            if namespace != &*gateway.namespace
+            let namespace = reference.namespace.as_deref().unwrap_or(home);
+            if namespace != &**home
                 && !self.granted(
-                    ("Gateway", &gateway.namespace),
+                    (owner.kind.as_str(), home),
                     ("Secret", namespace, &reference.name),
                 )
             {

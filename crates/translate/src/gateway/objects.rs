@@ -154,10 +154,27 @@ pub struct GatewaySpec {
     /// The addresses asked for (`--gateway-address-pool` assigns one; see `addresses`).
     #[serde(default)]
     pub addresses: Vec<GatewaySpecAddress>,
+    /// Which namespaces' ListenerSets may add listeners (`namespaces.from`: None by default,
+    /// Same, All, Selector): the shape of a listener's `allowedRoutes.namespaces`.
+    #[serde(default)]
+    pub allowed_listeners: Option<AllowedListeners>,
     #[serde(flatten)]
     pub rest: Rest,
 }
-unsupported!(GatewaySpec { listeners => "listeners", addresses => "addresses" });
+unsupported!(GatewaySpec {
+    listeners => "listeners",
+    addresses => "addresses",
+    allowed_listeners => "allowedListeners",
+});
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AllowedListeners {
+    pub namespaces: Option<RouteNamespaces>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(AllowedListeners { namespaces => "namespaces" });
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]

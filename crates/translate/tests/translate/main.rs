@@ -10,5 +10,6 @@ mod gateway_sites;
 mod gateway_status;
 mod golden;
 mod grpc_route_status;
+mod listener_sets;
 mod memory;
 mod to_gateway;
