@@ -250,12 +250,7 @@ async fn release(
         "status": {"conditions": [pending("Accepted"), pending("Programmed")],
                    "listeners": null, "addresses": null, "attachedListenerSets": null},
     });
-    let params = PatchParams {
-        field_manager: Some(field_manager.to_owned()),
-        ..PatchParams::default()
-    };
-    api.patch_status(&key.name, &params, &Patch::Merge(&patch))
-        .await?;
+    patch_status(&api, field_manager, &key.name, &patch).await?;
     tracing::debug!(%kind, object = %key, "no longer Sluice's: status cleared");
     Ok(())
 }
@@ -378,13 +373,24 @@ async fn write(
         "metadata": {"resourceVersion": current.metadata.resource_version},
         "status": status,
     });
+    patch_status(&api, field_manager, &key.name, &patch).await?;
+    tracing::debug!(%kind, object = %key, "Gateway API status written");
+    Ok(())
+}
+
+/// A merge patch of an object's status subresource, as `field_manager`.
+async fn patch_status(
+    api: &Api<DynamicObject>,
+    field_manager: &str,
+    name: &str,
+    patch: &Value,
+) -> Result<(), kube::Error> {
     let params = PatchParams {
         field_manager: Some(field_manager.to_owned()),
         ..PatchParams::default()
     };
-    api.patch_status(&key.name, &params, &Patch::Merge(&patch))
+    api.patch_status(name, &params, &Patch::Merge(patch))
         .await?;
-    tracing::debug!(%kind, object = %key, "Gateway API status written");
     Ok(())
 }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use testkit::free_tcp_port;
 
+use crate::gateway::service_yaml;
 use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -51,13 +52,7 @@ fn an_allowed_listener_set_serves_its_routes_on_its_port_and_a_refused_one_does_
     let pod = Pod::start("one");
     let (port, refused) = (free_tcp_port(), free_tcp_port());
     std::fs::write(dir.join("gateway.yaml"), gateway_yaml("Same")).unwrap();
-    // The Service and its endpoints, without the Ingress `app_yaml` writes after them.
-    let app = app_yaml("app", "unused.test", &[pod.addr]);
-    let app = app
-        .split("---\napiVersion: networking.k8s.io/v1")
-        .next()
-        .unwrap();
-    std::fs::write(dir.join("app.yaml"), app).unwrap();
+    std::fs::write(dir.join("app.yaml"), service_yaml(&[pod.addr])).unwrap();
     let allowed = listener_set_yaml("default", "extra", port, "extra.test");
     std::fs::write(dir.join("allowed.yaml"), allowed).unwrap();
     // Another namespace, which `from: Same` does not allow (the route may use the Service:

@@ -20,7 +20,6 @@ use model::gateway_status::{Condition, GatewayStatuses, ListenerSetStatus};
 use model::{Kind, NamespacedName, ObjectRef};
 
 use super::listener_set_objects::ListenerSet;
-use super::listeners::Owner;
 use super::namespaces::AllowedFrom;
 use super::objects::Gateway;
 use super::{status, ListenerSlot, Place, GROUP};
@@ -39,40 +38,41 @@ pub(super) struct SetOutcome<'a> {
 
 type Sets<'a> = Vec<(&'a NamespacedName, &'a ListenerSet)>;
 
-/// The ListenerSets whose parentRef names one of `gateways`, by Gateway, in the spec's order.
-pub(super) fn by_gateway<'a>(
-    store: &'a Store,
-    gateways: &[(&NamespacedName, &Gateway)],
-) -> BTreeMap<NamespacedName, Sets<'a>> {
-    let mut by_gateway: BTreeMap<NamespacedName, Sets<'a>> = BTreeMap::new();
-    for (key, set) in store.listener_sets_by_name() {
-        let parent = &set.spec.parent_ref;
-        let group = parent.group.as_deref().unwrap_or(GROUP);
-        let kind = parent.kind.as_deref().unwrap_or("Gateway");
-        let namespace = parent.namespace.as_deref().unwrap_or(&key.namespace);
-        let gateway = NamespacedName::new(namespace, parent.name.as_str());
-        if group == GROUP && kind == "Gateway" && gateways.iter().any(|(g, _)| **g == gateway) {
-            by_gateway.entry(gateway).or_default().push((key, set));
+impl<'s> Compiler<'s> {
+    /// The ListenerSets whose parentRef names one of `gateways`, by Gateway, in the spec's order.
+    pub(super) fn listener_sets_by_gateway(
+        &self,
+        gateways: &[(&NamespacedName, &Gateway)],
+    ) -> BTreeMap<NamespacedName, Sets<'s>> {
+        let store: &'s Store = self.store;
+        let mut by_gateway: BTreeMap<NamespacedName, Sets<'s>> = BTreeMap::new();
+        for (key, set) in store.listener_sets_by_name() {
+            let parent = &set.spec.parent_ref;
+            let group = parent.group.as_deref().unwrap_or(GROUP);
+            let kind = parent.kind.as_deref().unwrap_or("Gateway");
+            let namespace = parent.namespace.as_deref().unwrap_or(&key.namespace);
+            let gateway = NamespacedName::new(namespace, parent.name.as_str());
+            if group == GROUP && kind == "Gateway" && gateways.iter().any(|(g, _)| **g == gateway) {
+                by_gateway.entry(gateway).or_default().push((key, set));
+            }
         }
+        for sets in by_gateway.values_mut() {
+            let created = |set: &ListenerSet| set.metadata.creation_timestamp.clone();
+            sets.sort_by(|(a_key, a), (b_key, b)| {
+                (created(a).cmp(&created(b))).then_with(|| a_key.cmp(b_key))
+            });
+        }
+        by_gateway
     }
-    for sets in by_gateway.values_mut() {
-        let created = |set: &ListenerSet| set.metadata.creation_timestamp.clone();
-        sets.sort_by(|(a_key, a), (b_key, b)| {
-            (created(a).cmp(&created(b))).then_with(|| a_key.cmp(b_key))
-        });
-    }
-    by_gateway
-}
 
-impl<'a> Compiler<'_> {
     /// The listeners of a Gateway's ListenerSets, after its own: each allowed one's listeners
     /// join `listeners` (with `set`), except those that conflict with an earlier listener.
     pub(super) fn listener_sets(
         &mut self,
         (gateway_key, gateway, place): (&NamespacedName, &Gateway, Place),
-        sets: Sets<'a>,
+        sets: Sets<'s>,
         listeners: &mut Vec<ListenerSlot>,
-    ) -> Vec<SetOutcome<'a>> {
+    ) -> Vec<SetOutcome<'s>> {
         let from = self.allowed_listeners(gateway_key, gateway);
         // (port, protocol, hostname) of the listeners already there: the Gateway's own win.
         let mut taken: Vec<(i32, String, Option<String>)> = (gateway.spec.listeners.iter())
@@ -80,10 +80,7 @@ impl<'a> Compiler<'_> {
             .collect();
         let mut outcomes = Vec::new();
         for (key, set) in sets {
-            let owner = Owner {
-                kind: Kind::ListenerSet,
-                key,
-            };
+            let owner = (Kind::ListenerSet, key);
             let object = ObjectRef::new(Kind::ListenerSet, &*key.namespace, &*key.name);
             self.unsupported_fields(&object, &set.unsupported);
             let allowed = from.admits(self.store, &gateway_key.namespace, &key.namespace);
@@ -164,68 +161,69 @@ impl<'a> Compiler<'_> {
             }
         }
     }
-}
 
-/// Each ListenerSet's status into `out`; returns how many are attached to each Gateway.
-pub(super) fn statuses(
-    outcomes: Vec<SetOutcome>,
-    listeners: &[ListenerSlot],
-    out: &mut GatewayStatuses,
-) -> BTreeMap<NamespacedName, i32> {
-    let mut attached = BTreeMap::new();
-    for outcome in outcomes {
-        let generation = outcome.set.generation;
-        let condition = |type_, status, reason, message: &str| {
-            Condition::new(type_, status, reason, message, generation)
-        };
-        let listener_status: Vec<_> = (outcome.set.spec.listeners.iter())
-            .zip(&outcome.found)
-            .map(|(listener, found)| {
-                let slot = found.slot.map(|s| status::accepted(&listeners[s]));
-                status::listener_status(listener, found, slot, generation)
-            })
-            .collect();
-        let valid = (outcome.found.iter())
-            .filter_map(|o| o.slot)
-            .filter(|s| listeners[*s].programmed)
-            .count();
-        let total = outcome.found.len();
-        let conditions = if !outcome.allowed {
-            let why = format!(
-                "Gateway {} does not allow ListenerSets from this namespace (allowedListeners)",
-                outcome.gateway
-            );
-            vec![
-                condition("Accepted", false, "NotAllowed", &why),
-                condition("Programmed", false, "NotAllowed", &why),
-            ]
-        } else if valid == 0 {
-            let why = "no listener is valid; see their conditions";
-            vec![
-                condition("Accepted", false, "ListenersNotValid", why),
-                condition("Programmed", false, "ListenersNotValid", why),
-            ]
-        } else {
-            *attached.entry(outcome.gateway.clone()).or_insert(0) += 1;
-            let why = match valid == total {
-                true => String::new(),
-                false => format!(
-                    "{} of {total} listeners are not valid; see their conditions",
-                    total - valid
-                ),
+    /// Each ListenerSet's status into `out`; returns how many are attached to each Gateway.
+    pub(super) fn listener_set_statuses(
+        &self,
+        outcomes: Vec<SetOutcome>,
+        listeners: &[ListenerSlot],
+        out: &mut GatewayStatuses,
+    ) -> BTreeMap<NamespacedName, i32> {
+        let mut attached = BTreeMap::new();
+        for outcome in outcomes {
+            let generation = outcome.set.generation;
+            let condition = |type_, status, reason, message: &str| {
+                Condition::new(type_, status, reason, message, generation)
             };
-            vec![
-                condition("Accepted", true, "Accepted", &why),
-                condition("Programmed", true, "Programmed", &why),
-            ]
-        };
-        out.listener_sets.insert(
-            outcome.key.clone(),
-            ListenerSetStatus {
-                conditions,
-                listeners: listener_status,
-            },
-        );
+            let listener_status: Vec<_> = (outcome.set.spec.listeners.iter())
+                .zip(&outcome.found)
+                .map(|(listener, found)| {
+                    let slot = found.slot.map(|s| listeners[s].accepted());
+                    status::listener_status(listener, found, slot, generation)
+                })
+                .collect();
+            let valid = (outcome.found.iter())
+                .filter_map(|o| o.slot)
+                .filter(|s| listeners[*s].programmed)
+                .count();
+            let total = outcome.found.len();
+            let conditions = if !outcome.allowed {
+                let why = format!(
+                    "Gateway {} does not allow ListenerSets from this namespace (allowedListeners)",
+                    outcome.gateway
+                );
+                vec![
+                    condition("Accepted", false, "NotAllowed", &why),
+                    condition("Programmed", false, "NotAllowed", &why),
+                ]
+            } else if valid == 0 {
+                let why = "no listener is valid; see their conditions";
+                vec![
+                    condition("Accepted", false, "ListenersNotValid", why),
+                    condition("Programmed", false, "ListenersNotValid", why),
+                ]
+            } else {
+                *attached.entry(outcome.gateway.clone()).or_insert(0) += 1;
+                let why = match valid == total {
+                    true => String::new(),
+                    false => format!(
+                        "{} of {total} listeners are not valid; see their conditions",
+                        total - valid
+                    ),
+                };
+                vec![
+                    condition("Accepted", true, "Accepted", &why),
+                    condition("Programmed", true, "Programmed", &why),
+                ]
+            };
+            out.listener_sets.insert(
+                outcome.key.clone(),
+                ListenerSetStatus {
+                    conditions,
+                    listeners: listener_status,
+                },
+            );
+        }
+        attached
     }
-    attached
 }

@@ -10,7 +10,7 @@
 //!  tls.certificateRefs ─(ReferenceGrant across namespaces)─▶ Secret ─▶ Certificates[hostname]
 //! ```
 //! A ListenerSet's listeners go through the same function with the ListenerSet as their
-//! [`Owner`]: its diagnostics, its ReferenceGrants (`from` kind ListenerSet), its namespace
+//! owner (`(Kind::ListenerSet, its name)`): its diagnostics, its ReferenceGrants (`from` kind ListenerSet), its namespace
 //! for `allowedRoutes` Same.
 
 use model::routes::HostPattern;
@@ -22,16 +22,10 @@ use super::{GatewayHost, ListenerSlot, Place, GROUP};
 use crate::compiler::Compiler;
 
 /// The object a listener is written in: its Gateway, or a ListenerSet attached to it.
-#[derive(Clone, Copy)]
-pub(super) struct Owner<'a> {
-    pub(super) kind: Kind,
-    pub(super) key: &'a NamespacedName,
-}
+type Owner<'a> = (Kind, &'a NamespacedName);
 
-impl Owner<'_> {
-    fn object(&self) -> ObjectRef {
-        ObjectRef::new(self.kind, &*self.key.namespace, &*self.key.name)
-    }
+fn owner_ref((kind, key): Owner) -> ObjectRef {
+    ObjectRef::new(kind, &*key.namespace, &*key.name)
 }
 
 impl Compiler<'_> {
@@ -44,7 +38,7 @@ impl Compiler<'_> {
         i: usize,
         listener: &objects::Listener,
     ) -> Option<ListenerSlot> {
-        let object = owner.object();
+        let object = owner_ref(owner);
         let field = format!("spec.listeners[{i}]");
         let on = match (listener.protocol.as_str(), listener.port) {
             (protocol @ ("HTTP" | "HTTPS"), port) => {
@@ -141,7 +135,7 @@ impl Compiler<'_> {
         };
         Some(ListenerSlot {
             gateway: gateway.clone(),
-            set: (owner.kind == Kind::ListenerSet).then(|| owner.key.clone()),
+            set: (owner.0 == Kind::ListenerSet).then(|| owner.1.clone()),
             place,
             name: listener.name.clone(),
             port: listener.port,
@@ -196,8 +190,8 @@ impl Compiler<'_> {
         tls: Option<&ListenerTls>,
         host: &GatewayHost,
     ) -> Option<Result<(), &'static str>> {
-        let object = owner.object();
-        let home = &owner.key.namespace;
+        let object = owner_ref(owner);
+        let home = &owner.1.namespace;
         let Some(tls) = tls else {
             self.diagnose(object, format!("{field}.tls: required on an HTTPS listener (mode Terminate with certificateRefs); listener not programmed"));
             return Some(Err("InvalidCertificateRef"));
@@ -229,7 +223,7 @@ impl Compiler<'_> {
             let namespace = reference.namespace.as_deref().unwrap_or(home);
             if namespace != &**home
                 && !self.granted(
-                    (owner.kind.as_str(), home),
+                    (owner.0.as_str(), home),
                     ("Secret", namespace, &reference.name),
                 )
             {

@@ -62,7 +62,6 @@ use regex::Regex;
 
 use crate::compiler::Compiler;
 use grpc_objects::GrpcRoute;
-use listeners::Owner;
 use namespaces::AllowedFrom;
 use objects::{HttpRoute, HttpRouteMatch};
 
@@ -153,6 +152,19 @@ struct ListenerSlot {
     programmed: bool,
     /// Why `ResolvedRefs` is False (the spec's reason), if it is.
     refs: Option<&'static str>,
+}
+
+impl ListenerSlot {
+    /// What the compile decided about the listener, for its status.
+    fn accepted(&self) -> status::Accepted {
+        status::Accepted {
+            http_routes: self.http_routes,
+            grpc_routes: self.grpc_routes,
+            attached: self.attached,
+            programmed: self.programmed,
+            refs: self.refs,
+        }
+    }
 }
 
 /// What a route's parentRefs may name: our Gateways, and ListenerSets naming one of them
@@ -246,7 +258,7 @@ impl Compiler<'_> {
         let gateways: Vec<_> = (store.gateways_by_name())
             .filter(|(_, g)| classes.contains(&g.spec.gateway_class_name))
             .collect();
-        let mut sets = listener_sets::by_gateway(store, &gateways);
+        let mut sets = self.listener_sets_by_gateway(&gateways);
         let assignments = pool::assign(pool, &gateways);
         self.unpooled_addresses(pool, &gateways);
         self.open_sites(&assignments);
@@ -257,10 +269,7 @@ impl Compiler<'_> {
             self.unsupported_fields(&object, &gateway.unsupported);
             let mut seen = BTreeSet::new();
             let mut found = Vec::new();
-            let owner = Owner {
-                kind: Kind::Gateway,
-                key,
-            };
+            let owner = (Kind::Gateway, key);
             for (i, listener) in gateway.spec.listeners.iter().enumerate() {
                 let mark = self.out.diagnostics.len();
                 let slot = self.listener((key, place), owner, i, listener).map(|slot| {
@@ -339,7 +348,7 @@ impl Compiler<'_> {
             }
         }
         self.default_policy = ingress_default;
-        let attached_sets = listener_sets::statuses(set_outcomes, &listeners, status);
+        let attached_sets = self.listener_set_statuses(set_outcomes, &listeners, status);
         for (key, gateway, found) in outcomes {
             let generation = gateway.generation;
             let listener_status = gateway
@@ -348,7 +357,7 @@ impl Compiler<'_> {
                 .iter()
                 .zip(&found)
                 .map(|(listener, outcome)| {
-                    let slot = outcome.slot.map(|s| status::accepted(&listeners[s]));
+                    let slot = outcome.slot.map(|s| listeners[s].accepted());
                     status::listener_status(listener, outcome, slot, generation)
                 })
                 .collect();

@@ -36,17 +36,6 @@ pub(super) struct Accepted {
     pub(super) refs: Option<&'static str>,
 }
 
-/// What the compile decided about an accepted listener, from its slot.
-pub(super) fn accepted(slot: &super::ListenerSlot) -> Accepted {
-    Accepted {
-        http_routes: slot.http_routes,
-        grpc_routes: slot.grpc_routes,
-        attached: slot.attached,
-        programmed: slot.programmed,
-        refs: slot.refs,
-    }
-}
-
 /// The conditions and counts of one listener: Accepted (its protocol and port are served),
 /// ResolvedRefs (its certificate and route kinds), Conflicted, Programmed (served now).
 pub(super) fn listener_status(
