@@ -116,7 +116,7 @@ fn without_the_gateway_crds_ingresses_are_served_and_installing_them_later_adds_
     let a = pod(&cluster, 11);
     cluster.create_app(ns, "web", "web.test", 8080, &[a.addr.ip()]);
 
-    // Ready although four of its watches answer 404, and serving the Ingress.
+    // Ready although its Gateway API watches answer 404, and serving the Ingress.
     let sluice = cluster.sluice(ns, &[]);
     assert_eq!(sluice.get("web.test", "/").status, 200);
     let log = sluice.log_text();
@@ -124,7 +124,7 @@ fn without_the_gateway_crds_ingresses_are_served_and_installing_them_later_adds_
         .lines()
         .filter(|l| l.contains("is not installed in this cluster"))
         .count();
-    assert_eq!(not_installed, 5, "one line per Gateway API kind:\n{log}");
+    assert_eq!(not_installed, 6, "one line per Gateway API kind:\n{log}");
     assert!(!sluice.has_exited());
 
     // The CRDs installed while Sluice runs: the watches find them on their next attempt.
@@ -140,7 +140,7 @@ fn without_the_gateway_crds_ingresses_are_served_and_installing_them_later_adds_
         log.lines()
             .filter(|l| l.contains("is not installed in this cluster"))
             .count(),
-        5,
+        6,
         "{log}"
     );
 }

@@ -9,6 +9,7 @@ mod gateway_bench;
 mod grpc_route;
 mod kube_config_maps;
 mod kube_gateway;
+mod kube_listener_set;
 mod kubernetes;
 mod kubernetes_bench;
 mod lab;

@@ -389,6 +389,7 @@ impl Cluster {
             "crd/httproutes.gateway.networking.k8s.io",
             "crd/grpcroutes.gateway.networking.k8s.io",
             "crd/referencegrants.gateway.networking.k8s.io",
+            "crd/listenersets.gateway.networking.k8s.io",
         ]);
     }
 
@@ -866,6 +867,7 @@ fn api_resource(kind: &str) -> (ApiResource, bool) {
         "HTTPRoute" => (gateway_api("HTTPRoute", "httproutes"), true),
         "GRPCRoute" => (gateway_api("GRPCRoute", "grpcroutes"), true),
         "ReferenceGrant" => (gateway_api("ReferenceGrant", "referencegrants"), true),
+        "ListenerSet" => (gateway_api("ListenerSet", "listenersets"), true),
         other => panic!("the fixture does not know kind {other}"),
     }
 }
