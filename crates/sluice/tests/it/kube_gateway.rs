@@ -197,25 +197,8 @@ fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_gene
     cluster.create(&rpc);
     // As ServiceAccount sluice/sluice with the deploy manifests' RBAC: their grants cover the
     // Gateway API reads and status writes (checked at the end: nothing refused).
-    cluster.kubectl(&[
-        "apply",
-        "-f",
-        deploy_dir().join("manifests").to_str().unwrap(),
-    ]);
-    let sluice = cluster.sluice_with(SluiceOptions {
-        identity: "sluice-gateway",
-        namespace: "sluice",
-        kubeconfig: Some(cluster.sluice_kubeconfig()),
-        extra: &[
-            "--configmap",
-            "sluice/sluice",
-            "--election-id",
-            "sluice-leader",
-            "--publish-status-address",
-            "198.18.0.200",
-        ],
-        wait_ready: true,
-    });
+    let extra = ["--publish-status-address", "198.18.0.200"];
+    let sluice = cluster.sluice_as_deployed("sluice-gateway", &extra);
     assert_eq!(sluice.get("web.test", "/").status, 200);
     assert_eq!(sluice.get("ghost.test", "/").status, 500);
     assert_eq!(sluice.get("outsider.test", "/").status, 404);

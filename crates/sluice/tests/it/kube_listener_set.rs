@@ -85,23 +85,8 @@ fn a_listener_set_is_served_when_allowed_and_its_status_is_written_by_the_leader
         "parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "ListenerSet", "name": "extra"}],
         "rules": [{"backendRefs": [{"name": "web", "port": 80}]}],
     })));
-    cluster.kubectl(&[
-        "apply",
-        "-f",
-        deploy_dir().join("manifests").to_str().unwrap(),
-    ]);
-    let sluice = cluster.sluice_with(SluiceOptions {
-        identity: "sluice-listener-set",
-        namespace: "sluice",
-        kubeconfig: Some(cluster.sluice_kubeconfig()),
-        extra: &[
-            "--configmap",
-            "sluice/sluice",
-            "--election-id",
-            "sluice-leader",
-        ],
-        wait_ready: true,
-    });
+    // As deployed: the manifests' RBAC covers the reads and status writes (checked at the end).
+    let sluice = cluster.sluice_as_deployed("sluice-listener-set", &[]);
     sluice.wait_served_by("set.test", "pod-11", WAIT);
     // The route is the ListenerSet's: not on the Gateway's own listener.
     assert_eq!(sluice.get("gw.test", "/").status, 404);
