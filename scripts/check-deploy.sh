@@ -271,6 +271,14 @@ install_gateway_crds() {
       crd/{gatewayclasses,gateways,httproutes,grpcroutes,tlsroutes,referencegrants,backendtlspolicies}.gateway.networking.k8s.io >/dev/null
 }
 check "the Gateway API CRDs (scripts/gateway-crds.sh) installed" install_gateway_crds
+install_listenerset_crd() {
+  local crds
+  crds=$(scripts/gateway-crds.sh) || return 1
+  kubectl apply --server-side -f "$crds/standard/gateway.networking.k8s.io_listenersets.yaml" >/dev/null &&
+    kubectl wait --for condition=Established --timeout 60s \
+      crd/listenersets.gateway.networking.k8s.io >/dev/null
+}
+check "the ListenerSet CRD installed" install_listenerset_crd
 check "the test cluster's sluice.kubeconfig user is $sa" \
   bash -c "kubectl --kubeconfig '$SLUICE_KUBE_DIR/sluice.kubeconfig' auth whoami -o json |
     jq -e '.status.userInfo | .username == \"$sa\" and (.groups | index(\"system:serviceaccounts:sluice\"))'"
@@ -306,6 +314,13 @@ for resource in gateways httproutes grpcroutes tlsroutes backendtlspolicies; do
   can allowed patch "$resource.gateway.networking.k8s.io" --subresource status -A
   can allowed update "$resource.gateway.networking.k8s.io" --subresource status -A
 done
+# ListenerSets: read, and their status written by the leader; never the objects.
+for verb in get list watch; do
+  can allowed "$verb" listenersets.gateway.networking.k8s.io -A
+done
+can allowed patch listenersets.gateway.networking.k8s.io --subresource status -A
+can allowed update listenersets.gateway.networking.k8s.io --subresource status -A
+can denied update listenersets.gateway.networking.k8s.io -A
 can allowed get services/sluice -n sluice
 can allowed patch ingresses.networking.k8s.io --subresource status -A
 can allowed update ingresses.networking.k8s.io --subresource status -A

@@ -33,9 +33,11 @@ pub struct GatewayStatuses {
     pub backend_tls_policies: BTreeMap<NamespacedName, PolicyStatus>,
     /// TLSRoutes naming one of those Gateways, likewise.
     pub tls_routes: BTreeMap<NamespacedName, RouteStatus>,
-    /// The `metadata.uid` of each Gateway and route above (objects from the API server): the
+    /// The `metadata.uid` of each Gateway, route and ListenerSet above (objects from the API server): the
     /// writer tells an object deleted and created again under its name from the one it wrote.
     pub uids: BTreeMap<(Kind, NamespacedName), Arc<str>>,
+    /// ListenerSets naming one of those Gateways (allowed or not).
+    pub listener_sets: BTreeMap<NamespacedName, ListenerSetStatus>,
 }
 
 /// One condition, without its transition time (the writer keeps or sets that).
@@ -62,6 +64,17 @@ pub struct GatewayStatus {
     /// addresses every Gateway shares (`--publish-*`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<GatewayAddress>,
+    pub conditions: Vec<Condition>,
+    pub listeners: Vec<ListenerStatus>,
+    /// ListenerSets attached (allowed, accepted). Always written, so a count that drops to 0
+    /// replaces the one before (a merge patch keeps a field it does not name).
+    #[serde(rename = "attachedListenerSets")]
+    pub attached_listener_sets: i32,
+}
+
+/// A ListenerSet's status: its conditions and its listeners', as a Gateway's.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ListenerSetStatus {
     pub conditions: Vec<Condition>,
     pub listeners: Vec<ListenerStatus>,
 }

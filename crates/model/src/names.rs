@@ -34,6 +34,8 @@ pub enum Kind {
     TLSRoute,
     ReferenceGrant,
     BackendTLSPolicy,
+    /// Extra listeners for a Gateway that allows them (`allowedListeners`).
+    ListenerSet,
     /// Read for its labels only (`allowedRoutes.namespaces.selector`).
     Namespace,
 }
@@ -84,6 +86,7 @@ impl Kind {
             Kind::TLSRoute => "TLSRoute",
             Kind::ReferenceGrant => "ReferenceGrant",
             Kind::BackendTLSPolicy => "BackendTLSPolicy",
+            Kind::ListenerSet => "ListenerSet",
             Kind::Namespace => "Namespace",
         }
     }
@@ -113,6 +116,7 @@ impl Kind {
                 "ReferenceGrant",
             ) => Some(Kind::ReferenceGrant),
             ("gateway.networking.k8s.io/v1", "BackendTLSPolicy") => Some(Kind::BackendTLSPolicy),
+            ("gateway.networking.k8s.io/v1", "ListenerSet") => Some(Kind::ListenerSet),
             ("v1", "Namespace") => Some(Kind::Namespace),
             _ => None,
         }

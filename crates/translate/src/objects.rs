@@ -150,6 +150,7 @@ pub enum Object {
     TlsRoute(Box<crate::gateway::tls_objects::TlsRoute>),
     ReferenceGrant(Box<gateway::ReferenceGrant>),
     BackendTlsPolicy(Box<crate::gateway::backend_tls_objects::BackendTlsPolicy>),
+    ListenerSet(Box<crate::gateway::listener_set_objects::ListenerSet>),
     Namespace(Box<Namespace>),
 }
 
@@ -190,6 +191,7 @@ impl Object {
             Object::TlsRoute(_) => Kind::TLSRoute,
             Object::ReferenceGrant(_) => Kind::ReferenceGrant,
             Object::BackendTlsPolicy(_) => Kind::BackendTLSPolicy,
+            Object::ListenerSet(_) => Kind::ListenerSet,
             Object::Namespace(_) => Kind::Namespace,
         }
     }
@@ -209,6 +211,7 @@ impl Object {
             Object::TlsRoute(o) => &o.metadata,
             Object::ReferenceGrant(o) => &o.metadata,
             Object::BackendTlsPolicy(o) => &o.metadata,
+            Object::ListenerSet(o) => &o.metadata,
             Object::Namespace(o) => &o.metadata,
         }
     }
@@ -228,6 +231,7 @@ impl Object {
             Object::TlsRoute(o) => &mut o.metadata,
             Object::ReferenceGrant(o) => &mut o.metadata,
             Object::BackendTlsPolicy(o) => &mut o.metadata,
+            Object::ListenerSet(o) => &mut o.metadata,
             Object::Namespace(o) => &mut o.metadata,
         }
     }
@@ -578,6 +582,9 @@ fn parse_value(source_name: &str, document: usize, value: serde_yaml::Value, out
         Kind::HTTPRoute => gateway::typed_gateway(value).map(|o| Object::HttpRoute(Box::new(o))),
         Kind::GRPCRoute => gateway::typed_gateway(value).map(|o| Object::GrpcRoute(Box::new(o))),
         Kind::TLSRoute => gateway::typed_gateway(value).map(|o| Object::TlsRoute(Box::new(o))),
+        Kind::ListenerSet => {
+            gateway::typed_gateway(value).map(|o| Object::ListenerSet(Box::new(o)))
+        }
         Kind::ReferenceGrant => {
             gateway::typed_gateway(value).map(|o| Object::ReferenceGrant(Box::new(o)))
         }

@@ -11,6 +11,7 @@ use model::{Kind, NamespacedName, ObjectRef};
 
 use crate::gateway::backend_tls_objects::BackendTlsPolicy;
 use crate::gateway::grpc_objects::GrpcRoute;
+use crate::gateway::listener_set_objects::ListenerSet;
 use crate::gateway::objects::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use crate::gateway::tls_objects::TlsRoute;
 use crate::objects::{
@@ -42,6 +43,7 @@ pub struct Store {
     tls_routes: BTreeMap<NamespacedName, Arc<TlsRoute>>,
     reference_grants: BTreeMap<NamespacedName, Arc<ReferenceGrant>>,
     backend_tls_policies: BTreeMap<NamespacedName, Arc<BackendTlsPolicy>>,
+    listener_sets: BTreeMap<NamespacedName, Arc<ListenerSet>>,
     /// Namespaces' labels, by name (Kubernetes mode: watched unless the scope is one
     /// namespace; a file: the Namespaces it describes).
     namespaces: BTreeMap<String, Arc<Namespace>>,
@@ -200,6 +202,10 @@ impl Store {
         self.tls_routes.iter().map(|(key, o)| (key, &**o))
     }
 
+    pub fn listener_sets_by_name(&self) -> impl Iterator<Item = (&NamespacedName, &ListenerSet)> {
+        self.listener_sets.iter().map(|(key, o)| (key, &**o))
+    }
+
     pub fn reference_grants_by_name(
         &self,
     ) -> impl Iterator<Item = (&NamespacedName, &ReferenceGrant)> {
@@ -256,6 +262,7 @@ impl Store {
             tls_routes: self.tls_routes.clone(),
             reference_grants: self.reference_grants.clone(),
             backend_tls_policies: self.backend_tls_policies.clone(),
+            listener_sets: self.listener_sets.clone(),
             namespaces: self.namespaces.clone(),
         }
     }
@@ -275,6 +282,7 @@ impl Store {
             + self.tls_routes.len()
             + self.reference_grants.len()
             + self.backend_tls_policies.len()
+            + self.listener_sets.len()
             + self.namespaces.len()
     }
 
@@ -340,6 +348,9 @@ impl Store {
             Object::HttpRoute(o) => changes.config = upsert(&mut self.http_routes, key, o.into()),
             Object::GrpcRoute(o) => changes.config = upsert(&mut self.grpc_routes, key, o.into()),
             Object::TlsRoute(o) => changes.config = upsert(&mut self.tls_routes, key, o.into()),
+            Object::ListenerSet(o) => {
+                changes.config = upsert(&mut self.listener_sets, key, o.into())
+            }
             Object::ReferenceGrant(o) => {
                 changes.config = upsert(&mut self.reference_grants, key, o.into())
             }
@@ -388,6 +399,7 @@ impl Store {
             Kind::BackendTLSPolicy => {
                 changes.config = self.backend_tls_policies.remove(&key).is_some()
             }
+            Kind::ListenerSet => changes.config = self.listener_sets.remove(&key).is_some(),
             Kind::Namespace => changes.namespaces = self.namespaces.remove(&*key.name).is_some(),
         }
         changes
@@ -443,6 +455,7 @@ impl Store {
                 Kind::BackendTLSPolicy,
                 &self.backend_tls_policies,
             ))
+            .chain(namespaced(Kind::ListenerSet, &self.listener_sets))
             .chain(
                 self.namespaces
                     .keys()

@@ -62,6 +62,7 @@ gateway_kinds! {
     TlsRoutes => TLSRoute, "v1", "tlsroutes", NamespaceResourceScope;
     ReferenceGrants => ReferenceGrant, "v1beta1", "referencegrants", NamespaceResourceScope;
     BackendTlsPolicies => BackendTLSPolicy, "v1", "backendtlspolicies", NamespaceResourceScope;
+    ListenerSets => ListenerSet, "v1", "listenersets", NamespaceResourceScope;
 }
 
 impl<K: GatewayKind> kube::Resource for ApiObject<K> {

@@ -26,7 +26,8 @@ use model::{Kind, NamespacedName};
 use serde_json::{json, Value};
 
 use super::gateway::{
-    ApiObject, BackendTlsPolicies, GatewayClasses, Gateways, GrpcRoutes, HttpRoutes, TlsRoutes,
+    ApiObject, BackendTlsPolicies, GatewayClasses, Gateways, GrpcRoutes, HttpRoutes, ListenerSets,
+    TlsRoutes,
 };
 
 /// Objects read and written at once during a pass (as many as Ingress status writes).
@@ -100,21 +101,22 @@ impl GatewayWrites {
         if let Some(versions) = &self.versions {
             supported_version(&mut wanted, versions);
         }
-        // A Gateway Sluice wrote and no longer serves (its class now another controller's or
-        // gone): its status goes back to the API's "not reconciled yet" (Pending), only while
-        // it is still what Sluice wrote (its new controller may have written its own already).
-        let released: Vec<(NamespacedName, Value)> = (self.written.iter())
-            .filter(|((kind, key), _)| {
-                *kind == Kind::Gateway && !wanted.contains_key(&(*kind, key.clone()))
+        // A Gateway (or ListenerSet) Sluice wrote and no longer serves (its class now another
+        // controller's or gone; the ListenerSet's parent likewise): its status goes back to the
+        // API's "not reconciled yet" (Pending), only while it is still what Sluice wrote (its
+        // new controller may have written its own already).
+        let released: Vec<((Kind, NamespacedName), Value)> = (self.written.iter())
+            .filter(|(key, _)| {
+                matches!(key.0, Kind::Gateway | Kind::ListenerSet) && !wanted.contains_key(key)
             })
-            .map(|((_, key), written)| (key.clone(), written.clone()))
+            .map(|(key, written)| (key.clone(), written.clone()))
             .collect();
-        for (key, written) in released {
+        for ((kind, key), written) in released {
             if !leads() {
                 break;
             }
-            if let Err(error) = release(client, field_manager, &key, &written).await {
-                tracing::warn!(gateway = %key, "clearing Gateway status failed: {error}");
+            if let Err(error) = release(client, field_manager, (kind, &key), &written).await {
+                tracing::warn!(%kind, object = %key, "clearing Gateway API status failed: {error}");
             }
         }
         self.written.retain(|key, _| wanted.contains_key(key));
@@ -261,14 +263,10 @@ fn supported_version(
 async fn release(
     client: &Client,
     field_manager: &str,
-    key: &NamespacedName,
+    (kind, key): (Kind, &NamespacedName),
     written: &Value,
 ) -> Result<(), kube::Error> {
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        &key.namespace,
-        &ApiResource::erase::<ApiObject<Gateways>>(&()),
-    );
+    let api = api_for(client, kind, key);
     let Some(current) = api.get_opt(&key.name).await? else {
         return Ok(());
     };
@@ -284,15 +282,10 @@ async fn release(
     let patch = json!({
         "metadata": {"resourceVersion": current.metadata.resource_version},
         "status": {"conditions": [pending("Accepted"), pending("Programmed")],
-                   "listeners": null, "addresses": null},
+                   "listeners": null, "addresses": null, "attachedListenerSets": null},
     });
-    let params = PatchParams {
-        field_manager: Some(field_manager.to_owned()),
-        ..PatchParams::default()
-    };
-    api.patch_status(&key.name, &params, &Patch::Merge(&patch))
-        .await?;
-    tracing::debug!(gateway = %key, "Gateway no longer Sluice's: status cleared");
+    patch_status(&api, field_manager, &key.name, &patch).await?;
+    tracing::debug!(%kind, object = %key, "no longer Sluice's: status cleared");
     Ok(())
 }
 
@@ -373,6 +366,9 @@ fn desired(
     for (key, status) in &statuses.tls_routes {
         wanted.insert((Kind::TLSRoute, key.clone()), to_json(status));
     }
+    for (key, status) in &statuses.listener_sets {
+        wanted.insert((Kind::ListenerSet, key.clone()), to_json(status));
+    }
     wanted
 }
 
@@ -410,7 +406,42 @@ async fn write(
     key: &NamespacedName,
     want: &Value,
 ) -> Result<(), kube::Error> {
-    let api: Api<DynamicObject> = match kind {
+    let api = api_for(client, kind, key);
+    let current = api.get(&key.name).await?;
+    let now = Timestamp::now().to_string();
+    let current_status = current.data.get("status").cloned().unwrap_or(Value::Null);
+    let status = merged(kind, want, &current_status, &now);
+    if status == current_status {
+        return Ok(());
+    }
+    let patch = json!({
+        "metadata": {"resourceVersion": current.metadata.resource_version},
+        "status": status,
+    });
+    patch_status(&api, field_manager, &key.name, &patch).await?;
+    tracing::debug!(%kind, object = %key, "Gateway API status written");
+    Ok(())
+}
+
+/// A merge patch of an object's status subresource, as `field_manager`.
+async fn patch_status(
+    api: &Api<DynamicObject>,
+    field_manager: &str,
+    name: &str,
+    patch: &Value,
+) -> Result<(), kube::Error> {
+    let params = PatchParams {
+        field_manager: Some(field_manager.to_owned()),
+        ..PatchParams::default()
+    };
+    api.patch_status(name, &params, &Patch::Merge(patch))
+        .await?;
+    Ok(())
+}
+
+/// The API of `kind`'s objects (in `key`'s namespace for a namespaced kind).
+fn api_for(client: &Client, kind: Kind, key: &NamespacedName) -> Api<DynamicObject> {
+    match kind {
         Kind::GatewayClass => Api::all_with(
             client.clone(),
             &ApiResource::erase::<ApiObject<GatewayClasses>>(&()),
@@ -435,31 +466,17 @@ async fn write(
             &key.namespace,
             &ApiResource::erase::<ApiObject<TlsRoutes>>(&()),
         ),
+        Kind::ListenerSet => Api::namespaced_with(
+            client.clone(),
+            &key.namespace,
+            &ApiResource::erase::<ApiObject<ListenerSets>>(&()),
+        ),
         _ => Api::namespaced_with(
             client.clone(),
             &key.namespace,
             &ApiResource::erase::<ApiObject<HttpRoutes>>(&()),
         ),
-    };
-    let current = api.get(&key.name).await?;
-    let now = Timestamp::now().to_string();
-    let current_status = current.data.get("status").cloned().unwrap_or(Value::Null);
-    let status = merged(kind, want, &current_status, &now);
-    if status == current_status {
-        return Ok(());
     }
-    let patch = json!({
-        "metadata": {"resourceVersion": current.metadata.resource_version},
-        "status": status,
-    });
-    let params = PatchParams {
-        field_manager: Some(field_manager.to_owned()),
-        ..PatchParams::default()
-    };
-    api.patch_status(&key.name, &params, &Patch::Merge(&patch))
-        .await?;
-    tracing::debug!(%kind, object = %key, "Gateway API status written");
-    Ok(())
 }
 
 /// The condition types Gateway API defines for GatewayClasses, Gateways and their listeners:

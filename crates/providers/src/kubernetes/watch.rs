@@ -29,7 +29,7 @@ use translate::Object;
 
 use super::gateway::{
     ApiObject, BackendTlsPolicies, GatewayClasses, GatewayKind, Gateways, GrpcRoutes, HttpRoutes,
-    ReferenceGrants, TlsRoutes,
+    ListenerSets, ReferenceGrants, TlsRoutes,
 };
 
 /// What the watchers saw, in the order they saw it.
@@ -340,6 +340,12 @@ impl Watchers {
             namespaced(client, namespace),
             all.clone(),
             in_scope("BackendTLSPolicies"),
+            None,
+        ));
+        tasks.push(spawner.spawn::<ApiObject<ListenerSets>>(
+            namespaced(client, namespace),
+            all.clone(),
+            in_scope("ListenerSets"),
             None,
         ));
         // Namespaces' labels, for Gateway listeners that select route namespaces by label (a

@@ -20,6 +20,13 @@ spec:
   listeners: [{name: http, port: 80, protocol: HTTP}]
 ";
 
+/// Service `app` and its endpoints, without the Ingress `app_yaml` writes after them.
+pub(crate) fn service_yaml(endpoints: &[std::net::SocketAddr]) -> String {
+    let app = app_yaml("app", "unused.test", endpoints);
+    let service = app.split("---\napiVersion: networking.k8s.io/v1").next();
+    service.unwrap().to_owned()
+}
+
 /// An HTTPRoute for `host`: `/old` redirected to `/new`, the rest to Service `app`.
 fn route_yaml(host: &str) -> String {
     format!(
@@ -36,13 +43,7 @@ fn gateway_objects_from_files_are_served_and_follow_edits() {
     let dir = temp_dir("gateway");
     let pod = Pod::start("one");
     std::fs::write(dir.join("gateway.yaml"), GATEWAY).unwrap();
-    // The Service and its endpoints, without the Ingress `app_yaml` writes after them.
-    let app = app_yaml("app", "unused.test", &[pod.addr]);
-    let app = app
-        .split("---\napiVersion: networking.k8s.io/v1")
-        .next()
-        .unwrap();
-    std::fs::write(dir.join("app.yaml"), app).unwrap();
+    std::fs::write(dir.join("app.yaml"), service_yaml(&[pod.addr])).unwrap();
     std::fs::write(dir.join("route.yaml"), route_yaml("web.test")).unwrap();
     let serve = Serve::start(&dir, &[]);
 

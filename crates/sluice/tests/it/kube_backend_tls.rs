@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::kube_gateway::{as_deployed, backend, gateway, gateway_class, http_route, pod};
+use crate::kube_gateway::{backend, gateway, gateway_class, http_route, pod};
 use crate::support::kube::*;
 use crate::support::*;
 
@@ -62,7 +62,7 @@ fn policies_are_watched_applied_and_given_ancestor_status_by_the_leader() {
     cluster.create(&gateway_class());
     cluster.create(&gateway(ns));
     cluster.create(&http_route(ns, "web", "web.test", "web"));
-    let sluice = as_deployed(&cluster, "sluice-btls", &[]);
+    let sluice = cluster.sluice_as_deployed("sluice-btls", &[]);
     assert_eq!(sluice.get("web.test", "/").status, 200);
 
     // A policy whose ConfigMap does not exist yet: refused, and the share answers 500.

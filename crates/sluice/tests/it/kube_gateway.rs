@@ -124,8 +124,9 @@ fn without_the_gateway_crds_ingresses_are_served_and_installing_them_later_adds_
         .lines()
         .filter(|l| l.contains("is not installed in this cluster"))
         .count();
-    // GatewayClass, Gateway, HTTPRoute, GRPCRoute, ReferenceGrant, BackendTLSPolicy, TLSRoute.
-    assert_eq!(not_installed, 7, "one line per Gateway API kind:\n{log}");
+    // GatewayClass, Gateway, HTTPRoute, GRPCRoute, ReferenceGrant, BackendTLSPolicy, TLSRoute,
+    // ListenerSet.
+    assert_eq!(not_installed, 8, "one line per Gateway API kind:\n{log}");
     assert!(!sluice.has_exited());
 
     // The CRDs installed while Sluice runs: the watches find them on their next attempt.
@@ -172,17 +173,6 @@ fn kind_route_parent(cluster: &Cluster, kind: &str, ns: &str, name: &str) -> Opt
         .cloned()
 }
 
-/// Sluice as ServiceAccount sluice/sluice with the deploy manifests (applied here) and their
-/// RBAC, the leader of `sluice-leader`, with `extra` flags.
-pub(crate) fn as_deployed(cluster: &Cluster, identity: &str, extra: &[&str]) -> KubeSluice {
-    cluster.kubectl(&[
-        "apply",
-        "-f",
-        deploy_dir().join("manifests").to_str().unwrap(),
-    ]);
-    crate::kubernetes::as_service_account(cluster, identity, extra, true)
-}
-
 #[test]
 fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_generation() {
     let ns = "status";
@@ -221,11 +211,8 @@ fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_gene
     cluster.create(&pass);
     // As ServiceAccount sluice/sluice with the deploy manifests' RBAC: their grants cover the
     // Gateway API reads and status writes (checked at the end: nothing refused).
-    let sluice = as_deployed(
-        &cluster,
-        "sluice-gateway",
-        &["--publish-status-address", "198.18.0.200"],
-    );
+    let extra = ["--publish-status-address", "198.18.0.200"];
+    let sluice = cluster.sluice_as_deployed("sluice-gateway", &extra);
     assert_eq!(sluice.get("web.test", "/").status, 200);
     assert_eq!(sluice.get("ghost.test", "/").status, 500);
     assert_eq!(sluice.get("outsider.test", "/").status, 404);

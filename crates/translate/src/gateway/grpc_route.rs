@@ -40,7 +40,7 @@ impl Compiler<'_> {
         key: &NamespacedName,
         route: &GrpcRoute,
         listeners: &mut [ListenerSlot],
-        ours: (&std::collections::BTreeSet<NamespacedName>, bool),
+        ours: (&super::Parents, bool),
     ) -> Option<model::gateway_status::RouteStatus> {
         let spec = &route.spec;
         let head = RouteHead {

@@ -12,27 +12,37 @@
 //!  TLS: mode Passthrough (no certificate) │ Terminate (certificateRefs as HTTPS); its port is
 //!      a TLS port like HTTPS's; it admits TLSRoutes only (HTTP and HTTPS: no TLSRoutes)
 //! ```
+//! A ListenerSet's listeners go through the same function with the ListenerSet as their
+//! owner (`(Kind::ListenerSet, its name)`): its diagnostics, its ReferenceGrants (`from` kind ListenerSet), its namespace
+//! for `allowedRoutes` Same.
 
 use model::routes::HostPattern;
-use model::{NamespacedName, Severity};
+use model::{Kind, NamespacedName, ObjectRef, Severity};
 
 use super::namespaces::{AllowedFrom, NamespaceSelector};
 use super::objects::{self, ListenerTls};
 use super::tls_objects::TlsMode;
-use super::{gateway_ref, GatewayHost, ListenerSlot, Place, GROUP};
+use super::{GatewayHost, ListenerSlot, Place, GROUP};
 use crate::compiler::Compiler;
 
+/// The object a listener is written in: its Gateway, or a ListenerSet attached to it.
+type Owner<'a> = (Kind, &'a NamespacedName);
+
+fn owner_ref((kind, key): Owner) -> ObjectRef {
+    ObjectRef::new(kind, &*key.namespace, &*key.name)
+}
+
 impl Compiler<'_> {
-    /// One listener of one of our Gateways, or `None` (with a diagnostic) when Sluice does not
-    /// serve it.
+    /// One listener of one of our Gateways (written in the Gateway or in a ListenerSet of it,
+    /// `owner`), or `None` (with a diagnostic) when Sluice does not serve it.
     pub(super) fn listener(
         &mut self,
-        gateway: &NamespacedName,
-        place: Place,
+        (gateway, place): (&NamespacedName, Place),
+        owner: Owner,
         i: usize,
         listener: &objects::Listener,
     ) -> Option<ListenerSlot> {
-        let object = gateway_ref(gateway);
+        let object = owner_ref(owner);
         let field = format!("spec.listeners[{i}]");
         let on = match (listener.protocol.as_str(), listener.port) {
             (protocol @ ("HTTP" | "HTTPS" | "TLS"), port) => {
@@ -77,7 +87,7 @@ impl Compiler<'_> {
         // An unusable certificate leaves the listener in place, not programmed, with
         // ResolvedRefs False (routes still attach to it and are counted).
         let refs = if tls {
-            self.listener_tls((gateway, place), &field, listener.tls.as_ref(), &host)?
+            self.listener_tls((owner, place), &field, listener.tls.as_ref(), &host)?
                 .err()
         } else {
             None
@@ -91,7 +101,12 @@ impl Compiler<'_> {
         let from = match from {
             "Same" => AllowedFrom::Same,
             "All" => AllowedFrom::All,
-            "Selector" => self.namespace_selector(&object, &field, allowed),
+            "Selector" => {
+                let at = format!("{field}.allowedRoutes.namespaces");
+                let namespaces = allowed.and_then(|a| a.namespaces.as_ref());
+                let refused = "the listener admits no routes";
+                self.namespace_selector(&object, &at, namespaces, refused)
+            }
             other => {
                 self.diagnose(
                     object.clone(),
@@ -133,6 +148,7 @@ impl Compiler<'_> {
         };
         Some(ListenerSlot {
             gateway: gateway.clone(),
+            set: (owner.0 == Kind::ListenerSet).then(|| owner.1.clone()),
             place,
             name: listener.name.clone(),
             port: listener.port,
@@ -150,35 +166,28 @@ impl Compiler<'_> {
         })
     }
 
-    /// `from: Selector`: the listener's selector, validated; a missing or malformed one
-    /// admits no routes.
-    fn namespace_selector(
+    /// `from: Selector` at `at` (a listener's `allowedRoutes.namespaces`, a Gateway's
+    /// `allowedListeners.namespaces`): the selector, validated; a missing or malformed one
+    /// admits nothing (`refused` says what that means).
+    pub(super) fn namespace_selector(
         &mut self,
-        object: &model::ObjectRef,
-        field: &str,
-        allowed: Option<&objects::AllowedRoutes>,
+        object: &ObjectRef,
+        at: &str,
+        namespaces: Option<&objects::RouteNamespaces>,
+        refused: &str,
     ) -> AllowedFrom {
         self.out.namespace_selectors = true;
-        let selector = allowed
-            .and_then(|a| a.namespaces.as_ref())
-            .and_then(|n| n.selector.as_ref());
-        let at = format!("{field}.allowedRoutes.namespaces");
-        let Some(selector) = selector else {
+        let Some(selector) = namespaces.and_then(|n| n.selector.as_ref()) else {
             self.diagnose(
                 object.clone(),
-                format!(
-                    "{at}.selector: required with from Selector; the listener admits no routes"
-                ),
+                format!("{at}.selector: required with from Selector; {refused}"),
             );
             return AllowedFrom::Nobody;
         };
         match NamespaceSelector::parse(selector) {
             Ok(selector) => AllowedFrom::Selector(Box::new(selector)),
             Err(why) => {
-                self.diagnose(
-                    object.clone(),
-                    format!("{at}.{why}; the listener admits no routes"),
-                );
+                self.diagnose(object.clone(), format!("{at}.{why}; {refused}"));
                 AllowedFrom::Nobody
             }
         }
@@ -191,12 +200,13 @@ impl Compiler<'_> {
     /// programmed. `None`: a TLS mode Sluice does not serve; the listener is not accepted.
     pub(super) fn listener_tls(
         &mut self,
-        (gateway, place): (&NamespacedName, Place),
+        (owner, place): (Owner, Place),
         field: &str,
         tls: Option<&ListenerTls>,
         host: &GatewayHost,
     ) -> Option<Result<(), &'static str>> {
-        let object = gateway_ref(gateway);
+        let object = owner_ref(owner);
+        let home = &owner.1.namespace;
         let Some(tls) = tls else {
             self.diagnose(object, format!("{field}.tls: required on an HTTPS listener (mode Terminate with certificateRefs); listener not programmed"));
             return Some(Err("InvalidCertificateRef"));
@@ -225,10 +235,10 @@ impl Compiler<'_> {
                 );
                 continue;
             }
-            let namespace = reference.namespace.as_deref().unwrap_or(&gateway.namespace);
-            if namespace != &*gateway.namespace
+            let namespace = reference.namespace.as_deref().unwrap_or(home);
+            if namespace != &**home
                 && !self.granted(
-                    ("Gateway", &gateway.namespace),
+                    (owner.0.as_str(), home),
                     ("Secret", namespace, &reference.name),
                 )
             {

@@ -28,7 +28,9 @@
 //! RouteTable's stable sort then gives Gateway API's precedence (see `model::routes`).
 //! Nothing here is reached in an Ingress-only configuration beyond three empty-map checks.
 //! Also: `namespaces` (which namespaces' routes a listener admits, label selectors over the
-//! Store's Namespace labels), `timeouts` (a rule's `timeouts` on its upstream policy), `status`.
+//! Store's Namespace labels), `timeouts` (a rule's `timeouts` on its upstream policy), `status`,
+//! `listener_sets` (ListenerSets' listeners joining their Gateway's, after its own; a route's
+//! parentRef of kind ListenerSet attaches to those only).
 
 mod addresses;
 pub mod api;
@@ -39,6 +41,8 @@ mod cors;
 mod filters;
 pub mod grpc_objects;
 mod grpc_route;
+pub mod listener_set_objects;
+mod listener_sets;
 mod listeners;
 mod matches;
 mod namespaces;
@@ -139,6 +143,8 @@ type Attached = (
 /// One listener Sluice serves.
 struct ListenerSlot {
     gateway: NamespacedName,
+    /// The ListenerSet the listener is written in; `None`: the Gateway's own.
+    set: Option<NamespacedName>,
     /// The Gateway's site (`addresses`).
     place: Place,
     name: String,
@@ -163,6 +169,28 @@ struct ListenerSlot {
     programmed: bool,
     /// Why `ResolvedRefs` is False (the spec's reason), if it is.
     refs: Option<&'static str>,
+}
+
+impl ListenerSlot {
+    /// What the compile decided about the listener, for its status.
+    fn accepted(&self) -> status::Accepted {
+        status::Accepted {
+            http_routes: self.http_routes,
+            grpc_routes: self.grpc_routes,
+            tls_routes: self.tls_routes,
+            attached: self.attached,
+            programmed: self.programmed,
+            refs: self.refs,
+        }
+    }
+}
+
+/// What a route's parentRefs may name: our Gateways, and ListenerSets naming one of them
+/// (with that Gateway).
+#[derive(Default)]
+struct Parents {
+    gateways: BTreeSet<NamespacedName>,
+    sets: BTreeMap<NamespacedName, NamespacedName>,
 }
 
 /// What HTTPRoute and GRPCRoute share: where a route attaches.
@@ -243,42 +271,46 @@ impl Compiler<'_> {
             self.unsupported_fields(&object, &grant.unsupported);
         }
         let mut listeners = Vec::new();
-        let mut ours = BTreeSet::new();
+        let mut ours = Parents::default();
         let mut outcomes = Vec::new();
+        let mut set_outcomes = Vec::new();
         let gateways: Vec<_> = (store.gateways_by_name())
             .filter(|(_, g)| classes.contains(&g.spec.gateway_class_name))
             .collect();
+        let mut sets = self.listener_sets_by_gateway(&gateways);
         let assignments = pool::assign(pool, &gateways);
         self.unpooled_addresses(pool, &gateways);
         self.open_sites(&assignments);
         for (key, gateway) in gateways {
             let place = assignments[key].place;
-            ours.insert(key.clone());
+            ours.gateways.insert(key.clone());
             let object = gateway_ref(key);
             self.unsupported_fields(&object, &gateway.unsupported);
             self.gateway_client_certificate(key, gateway);
             let mut seen = BTreeSet::new();
             let mut found = Vec::new();
+            let owner = (Kind::Gateway, key);
             for (i, listener) in gateway.spec.listeners.iter().enumerate() {
                 let mark = self.out.diagnostics.len();
-                let slot = self.listener(key, place, i, listener).map(|slot| {
+                let slot = self.listener((key, place), owner, i, listener).map(|slot| {
                     listeners.push(slot);
                     listeners.len() - 1
                 });
-                let field = format!("spec.listeners[{i}]");
-                let said = self.out.diagnostics[mark..]
-                    .iter()
-                    .filter(|d| d.reason.starts_with(&field))
-                    .map(|d| d.reason.clone())
-                    .collect();
                 let conflicted = !seen.insert((listener.port, listener.hostname.clone()));
                 found.push(status::ListenerOutcome {
                     name: listener.name.clone(),
                     slot,
-                    said,
+                    said: self.said_since(mark, i),
                     conflicted,
+                    lost: None,
                 });
             }
+            let mine = sets.remove(key).unwrap_or_default();
+            for (set, _) in &mine {
+                ours.sets.insert((*set).clone(), key.clone());
+            }
+            let gateway_at = (key, gateway, place);
+            set_outcomes.extend(self.listener_sets(gateway_at, mine, &mut listeners));
             outcomes.push((key, gateway, found));
         }
         self.shared_collisions(&listeners);
@@ -307,6 +339,7 @@ impl Compiler<'_> {
             (a.created().cmp(&b.created())).then_with(|| a_key.cmp(b_key))
         });
         self.backend_tls_policies();
+        let ours = &ours;
         let both_kinds = store.http_routes_by_name().next().is_some()
             && store.grpc_routes_by_name().next().is_some();
         // Gateway routes start from the ConfigMap's policy without ingress-nginx's ssl-redirect:
@@ -323,11 +356,11 @@ impl Compiler<'_> {
         for (key, route) in routes {
             let (found, into) = match route {
                 AnyRoute::Http(route) => (
-                    self.http_route(key, route, &mut listeners, (&ours, both_kinds)),
+                    self.http_route(key, route, &mut listeners, (ours, both_kinds)),
                     &mut status.http_routes,
                 ),
                 AnyRoute::Grpc(route) => (
-                    self.grpc_route(key, route, &mut listeners, (&ours, both_kinds)),
+                    self.grpc_route(key, route, &mut listeners, (ours, both_kinds)),
                     &mut status.grpc_routes,
                 ),
             };
@@ -337,6 +370,7 @@ impl Compiler<'_> {
         }
         self.tls_routes(&mut listeners, &ours, &mut status.tls_routes);
         self.default_policy = ingress_default;
+        let attached_sets = self.listener_set_statuses(set_outcomes, &listeners, status);
         for (key, gateway, found) in outcomes {
             let generation = gateway.generation;
             let listener_status = gateway
@@ -345,17 +379,7 @@ impl Compiler<'_> {
                 .iter()
                 .zip(&found)
                 .map(|(listener, outcome)| {
-                    let slot = outcome
-                        .slot
-                        .map(|s| &listeners[s])
-                        .map(|s| status::Accepted {
-                            http_routes: s.http_routes,
-                            grpc_routes: s.grpc_routes,
-                            tls_routes: s.tls_routes,
-                            attached: s.attached,
-                            programmed: s.programmed,
-                            refs: s.refs,
-                        });
+                    let slot = outcome.slot.map(|s| listeners[s].accepted());
                     status::listener_status(listener, outcome, slot, generation)
                 })
                 .collect();
@@ -373,10 +397,22 @@ impl Compiler<'_> {
                     addresses: assignment.status_addresses(),
                     conditions,
                     listeners: listener_status,
+                    attached_listener_sets: attached_sets.get(key).copied().unwrap_or(0),
                 },
             );
         }
         self.backend_tls_status(status);
+    }
+
+    /// What the compile said since `mark` about listener `i` (of the object it was said of),
+    /// for its conditions' messages.
+    fn said_since(&self, mark: usize, i: usize) -> Vec<String> {
+        let field = format!("spec.listeners[{i}]");
+        self.out.diagnostics[mark..]
+            .iter()
+            .filter(|d| d.reason.starts_with(&field))
+            .map(|d| d.reason.clone())
+            .collect()
     }
 
     fn unsupported_fields(&mut self, object: &ObjectRef, fields: &[String]) {
@@ -397,7 +433,7 @@ impl Compiler<'_> {
         key: &NamespacedName,
         route: &HttpRoute,
         listeners: &mut [ListenerSlot],
-        ours: (&BTreeSet<NamespacedName>, bool),
+        ours: (&Parents, bool),
     ) -> Option<RouteStatus> {
         let spec = &route.spec;
         let head = RouteHead {
@@ -425,16 +461,23 @@ impl Compiler<'_> {
         &mut self,
         head: &RouteHead,
         listeners: &mut [ListenerSlot],
-        (ours, both_kinds): (&BTreeSet<NamespacedName>, bool),
+        (ours, both_kinds): (&Parents, bool),
     ) -> Option<Attached> {
         let key = head.key;
+        // The Gateway a parentRef attaches under, and the ListenerSet when it names one.
         let parent_of = |parent: &objects::ParentReference| {
             let group = parent.group.as_deref().unwrap_or(GROUP);
             let kind = parent.kind.as_deref().unwrap_or("Gateway");
             let namespace = parent.namespace.as_deref().unwrap_or(&key.namespace);
-            (group == GROUP && kind == "Gateway")
-                .then(|| NamespacedName::new(namespace, parent.name.as_str()))
-                .filter(|gateway| ours.contains(gateway))
+            let named = NamespacedName::new(namespace, parent.name.as_str());
+            match kind {
+                _ if group != GROUP => None,
+                "Gateway" => ours.gateways.contains(&named).then_some((named, None)),
+                "ListenerSet" => {
+                    (ours.sets.get(&named)).map(|gateway| (gateway.clone(), Some(named)))
+                }
+                _ => None,
+            }
         };
         if !head.parent_refs.iter().any(|p| parent_of(p).is_some()) {
             return None;
@@ -459,8 +502,12 @@ impl Compiler<'_> {
         let mut pairs = Vec::new();
         for (p, parent) in head.parent_refs.iter().enumerate() {
             let field = format!("spec.parentRefs[{p}]");
-            let Some(gateway) = parent_of(parent) else {
+            let Some((gateway, set)) = parent_of(parent) else {
                 continue;
+            };
+            let shown = match &set {
+                Some(set) => format!("ListenerSet {set}"),
+                None => format!("Gateway {gateway}"),
             };
             let (mut named, mut allowed) = (false, false);
             // (listener, host) pairs this parentRef attaches the route to.
@@ -468,7 +515,7 @@ impl Compiler<'_> {
             for (s, slot) in listeners
                 .iter()
                 .enumerate()
-                .filter(|(_, l)| l.gateway == gateway)
+                .filter(|(_, l)| l.gateway == gateway && l.set == set)
             {
                 if parent
                     .section_name
@@ -479,8 +526,9 @@ impl Compiler<'_> {
                     continue;
                 }
                 named = true;
-                let admits =
-                    (slot.from).admits(self.store, &slot.gateway.namespace, &key.namespace);
+                // `Same` is the namespace the listener is written in.
+                let home = slot.set.as_ref().unwrap_or(&slot.gateway);
+                let admits = (slot.from).admits(self.store, &home.namespace, &key.namespace);
                 let kind_allowed = match head.kind {
                     Kind::GRPCRoute => slot.grpc_routes,
                     Kind::TLSRoute => slot.tls_routes,
@@ -533,13 +581,13 @@ impl Compiler<'_> {
                     .port
                     .map(|p| format!(" on port {p}"))
                     .unwrap_or_default();
-                ("NoMatchingParent", format!("Gateway {gateway} has no listener{section}{port} that Sluice serves (NoMatchingParent)"))
+                ("NoMatchingParent", format!("{shown} has no listener{section}{port} that Sluice serves (NoMatchingParent)"))
             } else if !allowed {
-                ("NotAllowedByListeners", format!("the listeners of Gateway {gateway} do not allow this route (allowedRoutes: its namespace or kind; NotAllowedByListeners)"))
+                ("NotAllowedByListeners", format!("the listeners of {shown} do not allow this route (allowedRoutes: its namespace or kind; NotAllowedByListeners)"))
             } else if !by_host {
-                ("NoMatchingListenerHostname", format!("none of the route's hostnames matches a listener hostname of Gateway {gateway} (NoMatchingListenerHostname)"))
+                ("NoMatchingListenerHostname", format!("none of the route's hostnames matches a listener hostname of {shown} (NoMatchingListenerHostname)"))
             } else if let Some(kind) = taken {
-                ("NotAllowedByListeners", format!("an older {kind} has a hostname of this route on a listener of Gateway {gateway}, and an HTTPRoute and a GRPCRoute may not share one (NotAllowedByListeners)"))
+                ("NotAllowedByListeners", format!("an older {kind} has a hostname of this route on a listener of {shown}, and an HTTPRoute and a GRPCRoute may not share one (NotAllowedByListeners)"))
             } else {
                 let accepted = Condition::new("Accepted", true, "Accepted", "", generation);
                 parents.push(parent_status(parent, accepted));
@@ -741,6 +789,11 @@ fn uids(
     for (key, route) in store.tls_routes_by_name() {
         if status.tls_routes.contains_key(key) {
             add(Kind::TLSRoute, key, route.uid.as_ref());
+        }
+    }
+    for (key, set) in store.listener_sets_by_name() {
+        if status.listener_sets.contains_key(key) {
+            add(Kind::ListenerSet, key, set.uid.as_ref());
         }
     }
     uids

@@ -164,10 +164,28 @@ pub struct GatewaySpec {
     /// `backend.clientCertificateRef` (see `backend_tls`).
     #[serde(default)]
     pub tls: Option<GatewayTls>,
+    /// Which namespaces' ListenerSets may add listeners (`namespaces.from`: None by default,
+    /// Same, All, Selector): the shape of a listener's `allowedRoutes.namespaces`.
+    #[serde(default)]
+    pub allowed_listeners: Option<AllowedListeners>,
     #[serde(flatten)]
     pub rest: Rest,
 }
-unsupported!(GatewaySpec { listeners => "listeners", addresses => "addresses", tls => "tls" });
+unsupported!(GatewaySpec {
+    listeners => "listeners",
+    addresses => "addresses",
+    tls => "tls",
+    allowed_listeners => "allowedListeners",
+});
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AllowedListeners {
+    pub namespaces: Option<RouteNamespaces>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(AllowedListeners { namespaces => "namespaces" });
 
 /// A Gateway's `spec.tls`: `backend` is read (`frontend` is a diagnostic, not supported yet).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]

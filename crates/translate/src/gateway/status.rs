@@ -20,6 +20,9 @@ pub(super) struct ListenerOutcome {
     /// What the compile said about this listener, for the conditions' messages.
     pub(super) said: Vec<String>,
     pub(super) conflicted: bool,
+    /// A ListenerSet's listener that lost a conflict with the Gateway's or an older
+    /// ListenerSet's (HostnameConflict, ProtocolConflict): not accepted, for that reason.
+    pub(super) lost: Option<&'static str>,
 }
 
 /// What the compile decided about an accepted listener (from its slot).
@@ -48,6 +51,7 @@ pub(super) fn listener_status(
     };
     let mut conditions = Vec::new();
     let accepted = match (listener.protocol.as_str(), listener.port, slot) {
+        _ if outcome.lost.is_some() => outcome.lost,
         (_, _, Some(_)) => None,
         ("HTTP", 80, None) | ("HTTPS", 443, None) => Some("UnsupportedValue"),
         ("HTTP" | "HTTPS", _, None) => Some("PortUnavailable"),
@@ -61,7 +65,9 @@ pub(super) fn listener_status(
         Some(reason) => conditions.push(condition("ResolvedRefs", false, reason, &said)),
         None => conditions.push(condition("ResolvedRefs", true, "ResolvedRefs", "")),
     }
-    conditions.push(if said.contains("(ProtocolConflict)") {
+    conditions.push(if let Some(reason) = outcome.lost {
+        condition("Conflicted", true, reason, &said)
+    } else if said.contains("(ProtocolConflict)") {
         condition("Conflicted", true, "ProtocolConflict", &said)
     } else if outcome.conflicted {
         condition(
@@ -75,7 +81,12 @@ pub(super) fn listener_status(
     });
     conditions.push(match slot {
         Some(s) if s.programmed => condition("Programmed", true, "Programmed", ""),
-        _ => condition("Programmed", false, "Invalid", &said),
+        _ => condition(
+            "Programmed",
+            false,
+            outcome.lost.unwrap_or("Invalid"),
+            &said,
+        ),
     });
     ListenerStatus {
         name: outcome.name.clone(),

@@ -13,7 +13,7 @@
 //!      a name; a later one is told with a notice)
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use model::gateway_status::RouteStatus;
@@ -23,7 +23,7 @@ use model::{Kind, NamespacedName, ObjectRef, Severity};
 
 use super::pool::Place;
 use super::tls_objects::{TlsMode, TlsRoute, TlsRouteSpec};
-use super::{route_ref, GatewayHost, ListenerSlot, RouteHead};
+use super::{route_ref, GatewayHost, ListenerSlot, Parents, RouteHead};
 use crate::compiler::Compiler;
 
 /// A name one route wants on one listener's table.
@@ -46,7 +46,7 @@ impl Compiler<'_> {
     pub(super) fn tls_routes(
         &mut self,
         listeners: &mut [ListenerSlot],
-        ours: &BTreeSet<NamespacedName>,
+        ours: &Parents,
         status: &mut BTreeMap<NamespacedName, RouteStatus>,
     ) {
         self.open_tls_ports(listeners);
@@ -119,7 +119,7 @@ impl Compiler<'_> {
         key: &NamespacedName,
         route: &TlsRoute,
         listeners: &mut [ListenerSlot],
-        ours: &BTreeSet<NamespacedName>,
+        ours: &Parents,
         order: usize,
         claims: &mut Vec<Claim>,
     ) -> Option<RouteStatus> {

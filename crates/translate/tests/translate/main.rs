@@ -13,6 +13,7 @@ mod gateway_sites;
 mod gateway_status;
 mod golden;
 mod grpc_route_status;
+mod listener_sets;
 mod memory;
 mod tls_route_status;
 mod to_gateway;

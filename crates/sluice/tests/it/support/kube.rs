@@ -390,6 +390,7 @@ impl Cluster {
             "crd/grpcroutes.gateway.networking.k8s.io",
             "crd/tlsroutes.gateway.networking.k8s.io",
             "crd/referencegrants.gateway.networking.k8s.io",
+            "crd/listenersets.gateway.networking.k8s.io",
         ]);
     }
 
@@ -641,6 +642,28 @@ impl Cluster {
     /// `sluice serve --kubernetes --kubeconfig … --http-listen 127.0.0.1:0 --https-listen
     /// 127.0.0.1:0 --admin-listen 127.0.0.1:0 --status-listen 127.0.0.1:0 --workers 1 [--configmap NS/sluice
     /// --election-id sluice-e2e unless in extra] EXTRA` with POD_NAME and POD_NAMESPACE set.
+    /// Sluice as deployed: the deploy manifests applied, then Sluice as their ServiceAccount
+    /// sluice/sluice (their RBAC), with their ConfigMap and Lease name, and `extra` flags.
+    /// Ready when it returns.
+    pub(crate) fn sluice_as_deployed(&self, identity: &str, extra: &[&str]) -> KubeSluice {
+        let manifests = deploy_dir().join("manifests");
+        self.kubectl(&["apply", "-f", manifests.to_str().unwrap()]);
+        let flags = [
+            "--configmap",
+            "sluice/sluice",
+            "--election-id",
+            "sluice-leader",
+        ];
+        let extra: Vec<&str> = flags.iter().chain(extra).copied().collect();
+        self.sluice_with(SluiceOptions {
+            identity,
+            namespace: "sluice",
+            kubeconfig: Some(self.sluice_kubeconfig()),
+            extra: &extra,
+            wait_ready: true,
+        })
+    }
+
     pub(crate) fn sluice_with(&self, options: SluiceOptions<'_>) -> KubeSluice {
         let kubeconfig = options
             .kubeconfig
@@ -870,6 +893,7 @@ fn api_resource(kind: &str) -> (ApiResource, bool) {
         "TLSRoute" => (gateway_api("TLSRoute", "tlsroutes"), true),
         "ReferenceGrant" => (gateway_api("ReferenceGrant", "referencegrants"), true),
         "BackendTLSPolicy" => (gateway_api("BackendTLSPolicy", "backendtlspolicies"), true),
+        "ListenerSet" => (gateway_api("ListenerSet", "listenersets"), true),
         other => panic!("the fixture does not know kind {other}"),
     }
 }
