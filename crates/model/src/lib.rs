@@ -50,6 +50,7 @@ pub mod mirror;
 pub mod names;
 pub mod policy;
 pub mod response_rewrite;
+pub mod retry;
 pub mod routes;
 pub mod settings;
 pub mod sites;

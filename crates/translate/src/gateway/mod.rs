@@ -27,7 +27,8 @@
 //! RouteTable's stable sort then gives Gateway API's precedence (see `model::routes`).
 //! Nothing here is reached in an Ingress-only configuration beyond three empty-map checks.
 //! Also: `namespaces` (which namespaces' routes a listener admits, label selectors over the
-//! Store's Namespace labels), `timeouts` (a rule's `timeouts` on its upstream policy), `status`.
+//! Store's Namespace labels), `timeouts` (a rule's `timeouts` on its upstream policy), `retry`
+//! (its `retry` on the same policy), `status`.
 
 mod addresses;
 pub mod api;
@@ -42,6 +43,7 @@ mod namespaces;
 pub mod objects;
 mod pool;
 mod ports;
+mod retry;
 mod status;
 mod timeouts;
 
@@ -604,9 +606,10 @@ impl Compiler<'_> {
         // route per match, else one for the rule.
         let per_match = rule.filters.iter().any(filters::replaces_prefix);
         let timeouts = self.rule_timeouts(object, &field, rule.timeouts.as_ref());
+        let retry = self.rule_retry(object, &field, rule.retry.as_ref());
         let shared = (!per_match).then(|| {
             let policy = self.gateway_filters((key, object), &field, &rule.filters, None);
-            let policy = timeouts.apply(policy);
+            let policy = retry.apply(timeouts.apply(policy));
             let refs = &rule.backend_refs;
             self.gateway_backends(key, object, &field, refs, policy, site.clone())
         });
@@ -624,7 +627,7 @@ impl Compiler<'_> {
                     };
                     let filters = &rule.filters;
                     let policy = self.gateway_filters((key, object), &field, filters, prefix);
-                    let policy = timeouts.apply(policy);
+                    let policy = retry.apply(timeouts.apply(policy));
                     let refs = &rule.backend_refs;
                     self.gateway_backends(key, object, &field, refs, policy, site.clone())
                 }
