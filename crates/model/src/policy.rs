@@ -225,7 +225,7 @@ pub struct CustomErrors {
     pub policy: Arc<RoutePolicy>,
 }
 
-fn optional_arc<T: Serialize, S: Serializer>(
+pub(crate) fn optional_arc<T: Serialize, S: Serializer>(
     value: &Option<Arc<T>>,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {

@@ -4,7 +4,7 @@
 //! ```text
 //!  backendRefs [{ Service, port, weight, namespace (ReferenceGrant) }]
 //!      ─▶ backend_or_diagnose ─▶ Route per share (policy: appProtocol h2c ─▶ HTTP/2;
-//!         unusable ─▶ invalid_backend; its own header filters on top) ─▶ the first share's
+//!         unusable ─▶ invalid_backend; its own header and URLRewrite filters on top) ─▶ the first share's
 //!         Route + Traffic of the others
 //! ```
 
@@ -20,12 +20,12 @@ use crate::compiler::Compiler;
 impl Compiler<'_> {
     /// A rule's backendRefs: one route, or a weighted split of several. A reference that
     /// cannot be used keeps its share, which answers 500, as Gateway API says.
+    /// `prefix`: the match's path prefix, for a backendRef's URLRewrite `ReplacePrefixMatch`.
     pub(super) fn gateway_backends(
         &mut self,
-        key: &NamespacedName,
-        object: &ObjectRef,
+        (key, object): (&NamespacedName, &ObjectRef),
         field: &str,
-        refs: &[HttpBackendRef],
+        (refs, prefix): (&[HttpBackendRef], Option<&str>),
         policy: Arc<RoutePolicy>,
         site: RouteSite,
     ) -> Arc<Route> {
@@ -53,7 +53,7 @@ impl Compiler<'_> {
                 None => invalid_backend(&policy),
             };
             if !reference.filters.is_empty() {
-                policy = self.backend_filters(object, &at, &reference.filters, &policy);
+                policy = self.backend_filters(object, &at, &reference.filters, &policy, prefix);
             }
             shares.push((
                 weight,

@@ -604,14 +604,16 @@ impl Compiler<'_> {
         };
         // A filter that replaces the matched prefix needs each match's own prefix: then one
         // route per match, else one for the rule.
-        let per_match = rule.filters.iter().any(filters::replaces_prefix);
+        let backend_prefix = (rule.backend_refs.iter())
+            .any(|b| b.filters.iter().any(filters::replaces_prefix));
+        let per_match = backend_prefix || rule.filters.iter().any(filters::replaces_prefix);
         let timeouts = self.rule_timeouts(object, &field, rule.timeouts.as_ref());
         let retry = self.rule_retry(object, &field, rule.retry.as_ref());
         let shared = (!per_match).then(|| {
             let policy = self.gateway_filters((key, object), &field, &rule.filters, None);
             let policy = retry.apply(timeouts.apply(policy));
-            let refs = &rule.backend_refs;
-            self.gateway_backends(key, object, &field, refs, policy, site.clone())
+            let refs = (&rule.backend_refs[..], None);
+            self.gateway_backends((key, object), &field, refs, policy, site.clone())
         });
         for (m, spec_match) in matches.iter().enumerate() {
             let at = format!("{field}.matches[{m}]");
@@ -628,14 +630,15 @@ impl Compiler<'_> {
                     let filters = &rule.filters;
                     let policy = self.gateway_filters((key, object), &field, filters, prefix);
                     let policy = retry.apply(timeouts.apply(policy));
-                    let refs = &rule.backend_refs;
-                    self.gateway_backends(key, object, &field, refs, policy, site.clone())
+                    let refs = (&rule.backend_refs[..], prefix);
+                    self.gateway_backends((key, object), &field, refs, policy, site.clone())
                 }
             };
             let Some(mut path_rule) = self.gateway_match(object, &at, spec_match, route) else {
                 continue;
             };
-            if path_rule.kind == PathKind::Prefix && path_rule.route.policy.rewrite.is_some() {
+            let rewrites = path_rule.route.policy.rewrite.is_some() || backend_prefix;
+            if path_rule.kind == PathKind::Prefix && rewrites {
                 // URLRewrite's ReplacePrefixMatch: the rewrite takes what follows the prefix
                 // as capture 1 of this pattern, which matches exactly what the prefix does.
                 let prefix = path_rule.written.trim_end_matches('/');
