@@ -59,9 +59,7 @@ impl Compiler<'_> {
                         // Several mirrors: each its own copy (`Mirror.also`), in order.
                         let added = self.gateway_mirror((key, object), &field, mirror);
                         policy.mirror = match (policy.mirror.take(), added) {
-                            (Some(first), Some(added)) => {
-                                Some(Arc::new(first.followed_by(added)))
-                            }
+                            (Some(first), Some(added)) => Some(Arc::new(first.followed_by(added))),
                             (first, added) => added.or(first),
                         };
                         Ok(())

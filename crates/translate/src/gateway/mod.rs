@@ -604,8 +604,8 @@ impl Compiler<'_> {
         };
         // A filter that replaces the matched prefix needs each match's own prefix: then one
         // route per match, else one for the rule.
-        let backend_prefix = (rule.backend_refs.iter())
-            .any(|b| b.filters.iter().any(filters::replaces_prefix));
+        let backend_prefix =
+            (rule.backend_refs.iter()).any(|b| b.filters.iter().any(filters::replaces_prefix));
         let per_match = backend_prefix || rule.filters.iter().any(filters::replaces_prefix);
         let timeouts = self.rule_timeouts(object, &field, rule.timeouts.as_ref());
         let retry = self.rule_retry(object, &field, rule.retry.as_ref());
