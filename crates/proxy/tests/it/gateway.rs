@@ -345,6 +345,19 @@ async fn an_unusable_backend_share_answers_500_and_the_others_serve() {
     );
 }
 
+/// Serves `extra` (no diagnostic allowed) and sends three requests, each answered by `web`.
+async fn three_requests_to_web(extra: Vec<Value>) -> Served {
+    let (served, diagnostics) = serve_allowing_diagnostics(extra).await;
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    let mut client = Client::connect(served.h.http()).await;
+    for _ in 0..3 {
+        let reply = client.get("any.example.com", "/echo").await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.backend(), "web");
+    }
+    served
+}
+
 #[tokio::test]
 async fn request_mirror_sends_a_copy_while_the_client_gets_the_route_s_answer() {
     let (mirror, counts) =
@@ -364,14 +377,7 @@ async fn request_mirror_sends_a_copy_while_the_client_gets_the_route_s_answer() 
         ),
     ];
     extra.extend(slices("mirror", &[mirror]));
-    let (served, diagnostics) = serve_allowing_diagnostics(extra).await;
-    assert!(diagnostics.is_empty(), "{diagnostics:?}");
-    let mut client = Client::connect(served.h.http()).await;
-    for _ in 0..3 {
-        let reply = client.get("any.example.com", "/echo").await;
-        assert_eq!(reply.status, StatusCode::OK);
-        assert_eq!(reply.backend(), "web");
-    }
+    let _served = three_requests_to_web(extra).await;
     eventually_async(STEP, "the mirror got the three copies", || async {
         (counts.requests() == 3).then_some(())
     })
@@ -404,14 +410,7 @@ async fn each_of_several_request_mirrors_gets_a_copy() {
     ];
     extra.extend(slices("first", &[first]));
     extra.extend(slices("second", &[second]));
-    let (served, diagnostics) = serve_allowing_diagnostics(extra).await;
-    assert!(diagnostics.is_empty(), "{diagnostics:?}");
-    let mut client = Client::connect(served.h.http()).await;
-    for _ in 0..3 {
-        let reply = client.get("any.example.com", "/echo").await;
-        assert_eq!(reply.status, StatusCode::OK);
-        assert_eq!(reply.backend(), "web");
-    }
+    let _served = three_requests_to_web(extra).await;
     eventually_async(STEP, "each mirror got the three copies", || async {
         (first_counts.requests() == 3 && second_counts.requests() == 3).then_some(())
     })

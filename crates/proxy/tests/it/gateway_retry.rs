@@ -97,26 +97,10 @@ fn route(host: &str, service: &str, extra: Value) -> Value {
     })
 }
 
-fn gateway() -> Vec<Value> {
-    vec![
-        json!({
-            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
-            "metadata": {"name": "sluice"},
-            "spec": {"controllerName": "sluice.dev/gateway-controller"},
-        }),
-        json!({
-            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-            "metadata": {"name": "edge", "namespace": "default"},
-            "spec": {"gatewayClassName": "sluice",
-                     "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]},
-        }),
-    ]
-}
-
 #[tokio::test]
 async fn codes_and_attempts_decide_what_is_sent_again_to_the_one_endpoint() {
     let (flaky, seen) = start_flaky_upstream().await;
-    let mut objects = gateway();
+    let mut objects = gateway_edge("default");
     objects.push(service("flaky", &[("http", 80)]));
     objects.extend(slices("flaky", &[flaky]));
     let codes = json!([500, 502, 503, 504]);
@@ -169,7 +153,7 @@ async fn codes_and_attempts_decide_what_is_sent_again_to_the_one_endpoint() {
 #[tokio::test]
 async fn backoff_pauses_before_each_retry_and_the_request_timeout_bounds_them_all() {
     let (flaky, _) = start_flaky_upstream().await;
-    let mut objects = gateway();
+    let mut objects = gateway_edge("default");
     objects.push(service("flaky", &[("http", 80)]));
     objects.extend(slices("flaky", &[flaky]));
     objects.extend([
@@ -234,7 +218,7 @@ async fn backoff_pauses_before_each_retry_and_the_request_timeout_bounds_them_al
 #[tokio::test]
 async fn a_refused_connection_is_retried_on_another_endpoint() {
     let web = start_backend("web").await;
-    let mut objects = gateway();
+    let mut objects = gateway_edge("default");
     objects.push(service("web", &[("http", 80)]));
     objects.extend(slices("web", &[addr_of(&web), closed_port()]));
     objects.push(route(
