@@ -52,6 +52,7 @@ pub mod mirror;
 pub mod names;
 pub mod policy;
 pub mod response_rewrite;
+pub mod retry;
 pub mod routes;
 pub mod settings;
 pub mod sites;

@@ -24,7 +24,8 @@ use crate::access_log::{parse_request_key, Segment, Variable};
 use crate::endpoints::Backend;
 use crate::upstream_tls::UpstreamTls;
 
-/// A route's mirror: where the copy goes and what it carries.
+/// A route's mirror: where the copy goes and what it carries (and, for Gateway API's several
+/// `RequestMirror` filters, the next mirror).
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Mirror {
@@ -54,6 +55,13 @@ pub struct Mirror {
     /// `denominator` (drawn per request); `None`: every request (ingress-nginx's mirror).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub share: Option<MirrorShare>,
+    /// Gateway API's further `RequestMirror` filters of the rule: each gets its own copy.
+    /// `None` for Ingress's one `mirror-target`.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::policy::optional_arc"
+    )]
+    pub also: Option<Arc<Mirror>>,
 }
 
 /// A share of requests, `numerator` in `denominator` (numerator ≤ denominator, denominator > 0).
@@ -79,6 +87,33 @@ impl PartialEq for Mirror {
             && self.http2 == other.http2
             && Arc::ptr_eq(&self.backend, &other.backend)
             && self.share == other.share
+            && self.also == other.also
+    }
+}
+
+impl Mirror {
+    /// This mirror and those after it (`also`), in the rule's order.
+    pub fn chain(self: &Arc<Mirror>) -> impl Iterator<Item = &Arc<Mirror>> {
+        std::iter::successors(Some(self), |mirror| mirror.also.as_ref())
+    }
+
+    /// This chain with `last` added at its end.
+    pub fn followed_by(&self, last: Arc<Mirror>) -> Mirror {
+        let mut chain = self.clone();
+        chain.also = Some(match &self.also {
+            Some(next) => Arc::new(next.followed_by(last)),
+            None => last,
+        });
+        chain
+    }
+
+    /// Applies `edit` to every mirror of the chain (GRPCRoute's HTTP/2 copies).
+    pub fn edit_each(self: &mut Arc<Mirror>, edit: &impl Fn(&mut Mirror)) {
+        let mirror = Arc::make_mut(self);
+        edit(mirror);
+        if let Some(next) = &mut mirror.also {
+            next.edit_each(edit);
+        }
     }
 }
 

@@ -225,7 +225,7 @@ pub struct CustomErrors {
     pub policy: Arc<RoutePolicy>,
 }
 
-fn optional_arc<T: Serialize, S: Serializer>(
+pub(crate) fn optional_arc<T: Serialize, S: Serializer>(
     value: &Option<Arc<T>>,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
@@ -468,6 +468,10 @@ pub struct UpstreamPolicy {
         skip_serializing_if = "Duration::is_zero"
     )]
     pub request_timeout: Duration,
+    /// Gateway API's `retry` (`retry.rs`): the pause before each retry, and whether an
+    /// endpoint that answered with a retried status may be asked again.
+    #[serde(skip_serializing_if = "crate::retry::RetryExtras::is_none")]
+    pub retry: crate::retry::RetryExtras,
 }
 
 impl RoutePolicy {
@@ -560,6 +564,7 @@ impl RoutePolicy {
                 next_upstream_timeout: settings.proxy_next_upstream_timeout,
                 load_balance: None,
                 request_timeout: Duration::ZERO,
+                retry: crate::retry::RetryExtras::NONE,
             },
             hash_by: None,
             upstream_protocol: UpstreamProtocol::Http1,

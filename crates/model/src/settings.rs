@@ -431,14 +431,16 @@ pub struct NextUpstream {
     pub error: bool,
     /// Connect and response-head timeouts.
     pub timeout: bool,
-    /// Response statuses that count as failures: 500, 502, 503, 504, 403, 404, 429.
+    /// Response statuses that count as failures: 500, 502, 503, 504, 403, 404, 429 from
+    /// nginx's words; any of 400-599 from Gateway API's `retry.codes`.
     pub statuses: StatusSet,
     pub non_idempotent: bool,
 }
 
-/// A small set of the statuses `proxy_next_upstream` can name.
+/// A set of error statuses (400-599): the ones `proxy_next_upstream` can name, or Gateway API's
+/// `retry.codes`. One bit per status, so a lookup is a shift.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StatusSet(u8);
+pub struct StatusSet([u64; 4]);
 
 impl Default for Settings {
     fn default() -> Settings {
@@ -529,27 +531,44 @@ impl Default for Settings {
 }
 
 impl StatusSet {
-    const STATUSES: [u16; 7] = [500, 502, 503, 504, 403, 404, 429];
+    /// The statuses nginx's `proxy_next_upstream` names, in the order it lists them.
+    const NGINX: [u16; 7] = [500, 502, 503, 504, 403, 404, 429];
+    const FIRST: u16 = 400;
+    const LAST: u16 = 599;
 
     pub fn contains(self, status: u16) -> bool {
-        Self::STATUSES
-            .iter()
-            .position(|s| *s == status)
-            .is_some_and(|i| self.0 & (1 << i) != 0)
-    }
-
-    fn insert(&mut self, status: u16) -> bool {
-        match Self::STATUSES.iter().position(|s| *s == status) {
-            Some(i) => {
-                self.0 |= 1 << i;
-                true
-            }
-            None => false,
+        (Self::FIRST..=Self::LAST).contains(&status) && {
+            let i = usize::from(status - Self::FIRST);
+            self.0[i / 64] & (1 << (i % 64)) != 0
         }
     }
 
+    /// Adds an error status (400-599); false for any other.
+    pub fn insert(&mut self, status: u16) -> bool {
+        if !(Self::FIRST..=Self::LAST).contains(&status) {
+            return false;
+        }
+        let i = usize::from(status - Self::FIRST);
+        self.0[i / 64] |= 1 << (i % 64);
+        true
+    }
+
+    /// Adds one of the statuses nginx's `http_*` words name; false for any other.
+    fn insert_nginx(&mut self, status: u16) -> bool {
+        Self::NGINX.contains(&status) && self.insert(status)
+    }
+
     pub fn is_empty(self) -> bool {
-        self.0 == 0
+        self.0 == [0; 4]
+    }
+
+    /// The statuses held: nginx's in its order, then the others ascending.
+    pub fn iter(self) -> impl Iterator<Item = u16> {
+        let others = (Self::FIRST..=Self::LAST).filter(|s| !Self::NGINX.contains(s));
+        Self::NGINX
+            .into_iter()
+            .chain(others)
+            .filter(move |s| self.contains(*s))
     }
 }
 
@@ -570,7 +589,7 @@ impl NextUpstream {
                     let status = other
                         .strip_prefix("http_")
                         .and_then(|code| code.parse().ok())
-                        .filter(|code| out.statuses.insert(*code));
+                        .filter(|code| out.statuses.insert_nginx(*code));
                     if status.is_none() {
                         return Err(format!("{other:?} is not a condition (error, timeout, invalid_header, http_500, http_502, http_503, http_504, http_403, http_404, http_429, non_idempotent, off)"));
                     }
@@ -601,10 +620,8 @@ impl fmt::Display for NextUpstream {
         if self.timeout {
             words.push("timeout".to_owned());
         }
-        for status in StatusSet::STATUSES {
-            if self.statuses.contains(status) {
-                words.push(format!("http_{status}"));
-            }
+        for status in self.statuses.iter() {
+            words.push(format!("http_{status}"));
         }
         if self.non_idempotent {
             words.push("non_idempotent".to_owned());
@@ -660,4 +677,21 @@ impl Settings {
 
 fn as_text<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.collect_str(&format_args!("{duration:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_sets_hold_any_error_status_and_nginx_words_only_its_own() {
+        let mut set = StatusSet::default();
+        assert!(set.insert(599) && set.insert(400) && set.insert(502));
+        assert!(!set.insert(399) && !set.insert(600));
+        assert_eq!(set.iter().collect::<Vec<_>>(), [502, 400, 599]);
+        assert!(!set.contains(500) && !set.contains(200));
+        assert!(NextUpstream::parse("http_418").is_err());
+        let parsed = NextUpstream::parse("error http_429 http_500").unwrap();
+        assert_eq!(parsed.to_string(), "error http_500 http_429");
+    }
 }

@@ -4,8 +4,11 @@
 //! each only says how its own attempt went.
 //!
 //! ```text
+//!  back_off() ── Gateway API's retry backoff: a pause before each retry
+//!     ▼
 //!  next() ── stop: tries used, proxy-next-upstream-timeout passed, no endpoint left, or
-//!     │      an endpoint offered again after it answered (or under tries 0)
+//!     │      an endpoint offered again after it answered (unless retry asks it again)
+//!     │      (or under tries 0)
 //!     ▼
 //!  (addr, start) ─▶ transport's try ─▶ connected() ─▶ answered(status)
 //!     ├─ failed(addr, error, resendable) ── proxy-next-upstream error/timeout ─▶ next()
@@ -125,6 +128,15 @@ impl<'r> Attempts<'r> {
         self.counted < self.tries
     }
 
+    /// Gateway API's `retry.backoff`: waits before a retry (not before the first try, nor
+    /// when no try is left).
+    pub(crate) async fn back_off(&self) {
+        let pause = self.policy.retry.pause_before(self.counted);
+        if !pause.is_zero() && self.tries_left() {
+            tokio::time::sleep(pause).await;
+        }
+    }
+
     /// The endpoint for the next attempt and when it starts, recorded as started; `None`:
     /// stop, and answer with what the last attempt came to.
     pub(crate) fn next(&mut self, upstreams: &Upstreams) -> Option<Picked> {
@@ -151,9 +163,11 @@ impl<'r> Attempts<'r> {
         };
         let addr = picked?;
         // The balancer offers a tried endpoint again when no other is left. That is a second
-        // chance after a connect error, but not after a status (the endpoint answered) nor
-        // under `tries: 0`, which means every endpoint once.
-        if (self.after_status || self.policy.tries == 0) && self.tried.contains(&addr) {
+        // chance after a connect error, but not after a status (the endpoint answered; unless
+        // a Gateway API retry asks it again) nor under `tries: 0`, which means every endpoint
+        // once.
+        let answered = self.after_status && !self.policy.retry.ask_again;
+        if (answered || self.policy.tries == 0) && self.tried.contains(&addr) {
             return None;
         }
         if self.started > 0 {

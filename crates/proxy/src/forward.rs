@@ -710,8 +710,11 @@ async fn forward(
     let forwarded_client = forwarded.client;
     // Mirror: a copy of the request as it came (after access, redirects and the rewrite;
     // before the proxy's own headers), sent without waiting for it.
+    // Gateway API's several RequestMirror filters: a copy for each.
     let body = match &policy.mirror {
-        Some(mirror) => start_mirror(conn, mirror, route, head, body, forwarded_client),
+        Some(mirror) => mirror.chain().fold(body, |body, mirror| {
+            start_mirror(conn, mirror, route, head, body, forwarded_client)
+        }),
         None => body,
     };
     // Header values with nginx variables: made from the request as it is now, before the

@@ -239,6 +239,7 @@ mod tests {
             tls: None,
             http2: false,
             share: None,
+            also: None,
         }
     }
 

@@ -195,7 +195,11 @@ pub(crate) async fn exchange(
         (retry_statuses && attempts.allows_retries()).then(|| pending.head.headers.clone());
     // The last attempt's outcome: an error, or a response whose status counted as failed.
     let mut last: Option<Result<Exchange, ProxyError>> = None;
-    while let Some(picked) = attempts.next(upstreams) {
+    loop {
+        attempts.back_off().await;
+        let Some(picked) = attempts.next(upstreams) else {
+            break;
+        };
         let addr = picked.addr;
         let result = try_endpoint(
             upstreams,

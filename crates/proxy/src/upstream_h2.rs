@@ -198,6 +198,7 @@ pub(crate) async fn exchange(
             last = Some(Err(ProxyError::GrpcDeadline));
             break;
         }
+        attempts.back_off().await;
         let Some(Picked { addr, .. }) = attempts.next(upstreams) else {
             break;
         };

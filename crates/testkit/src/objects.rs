@@ -123,3 +123,23 @@ pub fn settings(data: &[(&str, &str)]) -> Value {
         "data": data,
     })
 }
+
+/// GatewayClass `sluice` (Sluice's controller) and Gateway `edge` in `namespace` with one
+/// HTTP listener on port 80: what Gateway API tests attach their routes to.
+pub fn gateway_edge(namespace: &str) -> Vec<Value> {
+    vec![
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+            "metadata": {"name": "sluice"},
+            "spec": {"controllerName": "sluice.dev/gateway-controller"},
+        }),
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": "edge", "namespace": namespace},
+            "spec": {
+                "gatewayClassName": "sluice",
+                "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}],
+            },
+        }),
+    ]
+}

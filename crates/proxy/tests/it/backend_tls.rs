@@ -2,7 +2,6 @@
 //! on 127.0.0.1 (the one of `upstream_tls.rs`), verified against the policy's CA ConfigMap,
 //! its hostname (sent as SNI) or its subjectAltNames.
 
-use crate::grpc_route::gateway_objects;
 use crate::support::*;
 use crate::upstream_tls::start_tls_backend;
 use http::StatusCode;
@@ -60,7 +59,7 @@ async fn routes_speak_tls_to_a_policy_s_backend_and_verify_its_hostname_sans_and
     let other_ca = TestCa::new();
     let leaf = ca.leaf_with_uri(&["backend.internal"], SPIFFE);
     let backend = start_tls_backend(&leaf, &[], None).await;
-    let mut objects = gateway_objects();
+    let mut objects = testkit::objects::gateway_edge("default");
     objects.push(ca_config_map("ca", &ca));
     objects.push(ca_config_map("other-ca", &other_ca));
     let cases: [(&str, Value, StatusCode); 8] = [
@@ -171,7 +170,7 @@ async fn a_gateway_s_backend_client_certificate_is_presented_to_a_policy_s_backe
     let ca = TestCa::new();
     let backend = start_tls_backend(&ca.leaf(&["backend.internal"]), &[], Some(&ca)).await;
     let client = ca.leaf(&["sluice.client"]);
-    let mut objects = gateway_objects();
+    let mut objects = testkit::objects::gateway_edge("default");
     objects[1]["spec"]["tls"] = json!({"backend": {"clientCertificateRef": {"name": "client"}}});
     objects.push(tls_secret("client", &client));
     objects.push(ca_config_map("ca", &ca));

@@ -263,6 +263,41 @@ async fn url_rewrite_replaces_the_matched_prefix_and_the_upstream_host() {
     assert_eq!(reply.status, StatusCode::NOT_FOUND);
 }
 
+/// A backendRef's own URLRewrite (full path, or the match's prefix replaced) applies to the
+/// requests of its share.
+#[tokio::test]
+async fn a_backend_ref_s_url_rewrite_rewrites_its_share_s_path() {
+    let rewrite = |path: Value| json!([{"type": "URLRewrite", "urlRewrite": {"path": path}}]);
+    let rule = |prefix: &str, path: Value| {
+        json!({
+            "matches": [{"path": {"type": "PathPrefix", "value": prefix}}],
+            "backendRefs": [{"name": "web", "port": 80, "filters": rewrite(path)}],
+        })
+    };
+    let served = serve(http_route(
+        "backend-rewrite",
+        json!({
+            "parentRefs": [{"name": "edge"}],
+            "hostnames": ["app.example.com"],
+            "rules": [
+                rule("/full", json!({"type": "ReplaceFullPath", "replaceFullPath": "/echo/full"})),
+                rule("/prefix", json!({"type": "ReplacePrefixMatch", "replacePrefixMatch": "/echo"})),
+            ],
+        }),
+    ))
+    .await;
+    let mut client = Client::connect(served.h.http()).await;
+    for (path, upstream) in [
+        ("/full/one?x=1", "/echo/full"),
+        ("/prefix/two", "/echo/two"),
+        ("/prefix", "/echo"),
+    ] {
+        let reply = client.get("app.example.com", path).await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}: {}", reply.text());
+        assert_eq!(reply.json()["path"], upstream, "{path}");
+    }
+}
+
 #[tokio::test]
 async fn an_unusable_backend_share_answers_500_and_the_others_serve() {
     let route = http_route(
@@ -310,6 +345,19 @@ async fn an_unusable_backend_share_answers_500_and_the_others_serve() {
     );
 }
 
+/// Serves `extra` (no diagnostic allowed) and sends three requests, each answered by `web`.
+async fn three_requests_to_web(extra: Vec<Value>) -> Served {
+    let (served, diagnostics) = serve_allowing_diagnostics(extra).await;
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    let mut client = Client::connect(served.h.http()).await;
+    for _ in 0..3 {
+        let reply = client.get("any.example.com", "/echo").await;
+        assert_eq!(reply.status, StatusCode::OK);
+        assert_eq!(reply.backend(), "web");
+    }
+    served
+}
+
 #[tokio::test]
 async fn request_mirror_sends_a_copy_while_the_client_gets_the_route_s_answer() {
     let (mirror, counts) =
@@ -329,16 +377,42 @@ async fn request_mirror_sends_a_copy_while_the_client_gets_the_route_s_answer() 
         ),
     ];
     extra.extend(slices("mirror", &[mirror]));
-    let (served, diagnostics) = serve_allowing_diagnostics(extra).await;
-    assert!(diagnostics.is_empty(), "{diagnostics:?}");
-    let mut client = Client::connect(served.h.http()).await;
-    for _ in 0..3 {
-        let reply = client.get("any.example.com", "/echo").await;
-        assert_eq!(reply.status, StatusCode::OK);
-        assert_eq!(reply.backend(), "web");
-    }
+    let _served = three_requests_to_web(extra).await;
     eventually_async(STEP, "the mirror got the three copies", || async {
         (counts.requests() == 3).then_some(())
+    })
+    .await;
+}
+
+/// Several RequestMirror filters on a rule: each mirror gets a copy of every request.
+#[tokio::test]
+async fn each_of_several_request_mirrors_gets_a_copy() {
+    let answer = b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n";
+    let (first, first_counts) = start_fixed_backend(answer).await;
+    let (second, second_counts) = start_fixed_backend(answer).await;
+    let mirror = |name: &str| {
+        json!({"type": "RequestMirror",
+               "requestMirror": {"backendRef": {"name": name, "port": 80}}})
+    };
+    let mut extra = vec![
+        service("first", &[("http", 80)]),
+        service("second", &[("http", 80)]),
+        http_route(
+            "mirrored",
+            json!({
+                "parentRefs": [{"name": "edge"}],
+                "rules": [{
+                    "filters": [mirror("first"), mirror("second")],
+                    "backendRefs": [{"name": "web", "port": 80}],
+                }],
+            }),
+        ),
+    ];
+    extra.extend(slices("first", &[first]));
+    extra.extend(slices("second", &[second]));
+    let _served = three_requests_to_web(extra).await;
+    eventually_async(STEP, "each mirror got the three copies", || async {
+        (first_counts.requests() == 3 && second_counts.requests() == 3).then_some(())
     })
     .await;
 }

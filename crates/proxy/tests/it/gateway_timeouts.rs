@@ -22,18 +22,8 @@ fn route(host: &str, timeouts: Value) -> Value {
 #[tokio::test]
 async fn request_and_backend_request_timeouts_answer_504_when_they_pass() {
     let web = start_backend("web").await;
-    let mut objects = vec![
-        json!({
-            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
-            "metadata": {"name": "sluice"},
-            "spec": {"controllerName": "sluice.dev/gateway-controller"},
-        }),
-        json!({
-            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-            "metadata": {"name": "edge", "namespace": "default"},
-            "spec": {"gatewayClassName": "sluice",
-                     "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]},
-        }),
+    let mut objects = gateway_edge("default");
+    objects.extend([
         service("web", &[("http", 80)]),
         route("request.test", json!({"request": "300ms"})),
         route("backend.test", json!({"backendRequest": "300ms"})),
@@ -45,7 +35,7 @@ async fn request_and_backend_request_timeouts_answer_504_when_they_pass() {
             "disabled.test",
             json!({"request": "0s", "backendRequest": "0s"}),
         ),
-    ];
+    ]);
     objects.extend(slices("web", &[addr_of(&web)]));
     let mut h = Harness::start();
     h.apply(&objects);

@@ -14,24 +14,6 @@ use serde_json::{json, Value};
 
 const HOST: &str = "rpc.example.com";
 
-pub(crate) fn gateway_objects() -> Vec<Value> {
-    vec![
-        json!({
-            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
-            "metadata": {"name": "sluice"},
-            "spec": {"controllerName": "sluice.dev/gateway-controller"},
-        }),
-        json!({
-            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-            "metadata": {"name": "edge", "namespace": "default"},
-            "spec": {
-                "gatewayClassName": "sluice",
-                "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}],
-            },
-        }),
-    ]
-}
-
 fn grpc_route(rules: Value) -> Value {
     json!({
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GRPCRoute",
@@ -43,7 +25,7 @@ fn grpc_route(rules: Value) -> Value {
 /// The Gateway, a Service per server (named as the server, port `http` 8080, no
 /// appProtocol) with its endpoint, and `route`.
 fn objects(servers: &[(&str, &GrpcServer)], route: Value) -> Vec<Value> {
-    let mut objects = gateway_objects();
+    let mut objects = gateway_edge("default");
     for (name, server) in servers {
         objects.push(service(name, &[("http", 8080)]));
         objects.extend(slices(name, &[server.addr]));

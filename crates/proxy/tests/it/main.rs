@@ -21,6 +21,7 @@ mod edge;
 mod external_auth;
 mod forwarded;
 mod gateway;
+mod gateway_retry;
 mod gateway_sites;
 mod gateway_timeouts;
 mod grpc;

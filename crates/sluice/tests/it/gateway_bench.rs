@@ -26,24 +26,6 @@ const NS: &str = "bench";
 const LIMIT: Duration = Duration::from_secs(30);
 const SAMPLES: usize = 100;
 
-fn gateway_objects() -> [Value; 2] {
-    [
-        json!({
-            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
-            "metadata": {"name": "sluice"},
-            "spec": {"controllerName": "sluice.dev/gateway-controller"},
-        }),
-        json!({
-            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-            "metadata": {"name": "edge", "namespace": NS},
-            "spec": {
-                "gatewayClassName": "sluice",
-                "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}],
-            },
-        }),
-    ]
-}
-
 /// HTTPRoute `name` for `host` to Service `probe`, with `version` in a response header (an
 /// edit that changes the route without changing where it goes).
 fn route(name: &str, host: &str, version: usize) -> Value {
@@ -78,7 +60,7 @@ fn gateway_cluster(test: &str, existing: usize) -> (Cluster, Pod) {
         8080,
         &[Endpoint::ready(pod.addr.ip())],
     ));
-    for object in gateway_objects() {
+    for object in testkit::objects::gateway_edge(NS) {
         cluster.create(&object);
     }
     let routes = (0..existing)

@@ -22,14 +22,8 @@ pub(crate) fn gateway_class() -> Value {
 
 /// Gateway `edge` of class `sluice`: one HTTP listener on port 80 (Sluice's --http-listen).
 pub(crate) fn gateway(ns: &str) -> Value {
-    json!({
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-        "metadata": {"name": "edge", "namespace": ns},
-        "spec": {
-            "gatewayClassName": "sluice",
-            "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}],
-        },
-    })
+    let mut objects = testkit::objects::gateway_edge(ns);
+    objects.pop().expect("the Gateway comes last")
 }
 
 /// HTTPRoute `name` attached to Gateway `edge`: `host` to Service `service` port 80.

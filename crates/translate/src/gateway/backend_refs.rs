@@ -4,8 +4,8 @@
 //! ```text
 //!  backendRefs [{ Service, port, weight, namespace (ReferenceGrant) }]
 //!      ─▶ backend_or_diagnose ─▶ Route per share (policy: appProtocol h2c ─▶ HTTP/2;
-//!         BackendTLSPolicy ─▶ upstream_tls; unusable ─▶ invalid_backend; its own header
-//!         filters on top) ─▶ the first share's
+//!         BackendTLSPolicy ─▶ upstream_tls; unusable ─▶ invalid_backend; its own header and
+//!         URLRewrite filters on top) ─▶ the first share's
 //!         Route + Traffic of the others
 //! ```
 
@@ -21,12 +21,12 @@ use crate::compiler::Compiler;
 impl Compiler<'_> {
     /// A rule's backendRefs: one route, or a weighted split of several. A reference that
     /// cannot be used keeps its share, which answers 500, as Gateway API says.
+    /// `prefix`: the match's path prefix, for a backendRef's URLRewrite `ReplacePrefixMatch`.
     pub(super) fn gateway_backends(
         &mut self,
-        key: &NamespacedName,
-        object: &ObjectRef,
+        (key, object): (&NamespacedName, &ObjectRef),
         field: &str,
-        refs: &[HttpBackendRef],
+        (refs, prefix): (&[HttpBackendRef], Option<&str>),
         policy: Arc<RoutePolicy>,
         site: RouteSite,
     ) -> Arc<Route> {
@@ -63,7 +63,7 @@ impl Compiler<'_> {
                 backend = Arc::new(Backend::unresolved());
             }
             if !reference.filters.is_empty() {
-                policy = self.backend_filters(object, &at, &reference.filters, &policy);
+                policy = self.backend_filters(object, &at, &reference.filters, &policy, prefix);
             }
             shares.push((
                 weight,

@@ -54,12 +54,14 @@ impl Compiler<'_> {
                     )),
                 },
                 "RequestMirror" => match &filter.request_mirror {
-                    Some(_) if policy.mirror.is_some() => {
-                        Err(format!("{at}: a second RequestMirror is not supported yet"))
-                    }
                     Some(mirror) => {
                         let field = format!("{at}.requestMirror");
-                        policy.mirror = self.gateway_mirror((key, object), &field, mirror);
+                        // Several mirrors: each its own copy (`Mirror.also`), in order.
+                        let added = self.gateway_mirror((key, object), &field, mirror);
+                        policy.mirror = match (policy.mirror.take(), added) {
+                            (Some(first), Some(added)) => Some(Arc::new(first.followed_by(added))),
+                            (first, added) => added.or(first),
+                        };
                         Ok(())
                     }
                     None => Err(format!(
@@ -90,14 +92,16 @@ impl Compiler<'_> {
         }
     }
 
-    /// A backendRef's own filters, on top of its rule's policy: header modifiers for that
-    /// share's requests and answers. Another type refuses the share (503, with a diagnostic).
+    /// A backendRef's own filters, on top of its rule's policy: header modifiers and URLRewrite
+    /// for that share's requests and answers (`prefix`: the match's, for ReplacePrefixMatch).
+    /// Another type refuses the share (503, with a diagnostic).
     pub(super) fn backend_filters(
         &mut self,
         object: &ObjectRef,
         field: &str,
         filters: &[objects::HttpRouteFilter],
         base: &Arc<RoutePolicy>,
+        prefix: Option<&str>,
     ) -> Arc<RoutePolicy> {
         let mut policy = (**base).clone();
         for (f, filter) in filters.iter().enumerate() {
@@ -106,6 +110,12 @@ impl Compiler<'_> {
                 "RequestHeaderModifier" | "ResponseHeaderModifier" => {
                     header_filter(&mut policy, filter, &at)
                 }
+                // The same rewrite a rule's URLRewrite makes, for this share only.
+                "URLRewrite" => match &filter.url_rewrite {
+                    Some(rewrite) => url_rewrite(&mut policy, rewrite, prefix)
+                        .map_err(|why| format!("{at}.urlRewrite{why}")),
+                    None => Err(format!("{at}.urlRewrite: missing for type URLRewrite")),
+                },
                 other => Err(format!(
                     "{at}.type {other}: not supported on a backendRef yet"
                 )),
@@ -155,6 +165,7 @@ impl Compiler<'_> {
             tls: None,
             http2: false,
             share,
+            also: None,
         }))
     }
 }

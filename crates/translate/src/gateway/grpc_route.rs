@@ -79,7 +79,8 @@ impl Compiler<'_> {
             path: self.share("/"),
             service_port: self.share(""),
         };
-        let route = self.gateway_backends(key, object, &field, &rule.backend_refs, policy, site);
+        let refs = (&rule.backend_refs[..], None);
+        let route = self.gateway_backends((key, object), &field, refs, policy, site);
         let default_match = [GrpcRouteMatch::default()];
         let matches = if rule.matches.is_empty() {
             &default_match[..]
@@ -123,7 +124,7 @@ impl Compiler<'_> {
         policy.upstream_protocol = UpstreamProtocol::Grpc;
         policy.body.request_buffering = false;
         if let Some(mirror) = &mut policy.mirror {
-            Arc::make_mut(mirror).http2 = true;
+            mirror.edit_each(&|mirror| mirror.http2 = true);
         }
         Arc::new(policy)
     }

@@ -28,9 +28,9 @@
 //! RouteTable's stable sort then gives Gateway API's precedence (see `model::routes`).
 //! Nothing here is reached in an Ingress-only configuration beyond three empty-map checks.
 //! Also: `namespaces` (which namespaces' routes a listener admits, label selectors over the
-//! Store's Namespace labels), `timeouts` (a rule's `timeouts` on its upstream policy), `status`,
-//! `listener_sets` (ListenerSets' listeners joining their Gateway's, after its own; a route's
-//! parentRef of kind ListenerSet attaches to those only).
+//! Store's Namespace labels), `timeouts` (a rule's `timeouts` on its upstream policy), `retry`
+//! (its `retry` on the same policy), `status`, `listener_sets` (ListenerSets' listeners joining
+//! their Gateway's, after its own; a route's parentRef of kind ListenerSet attaches to those only).
 
 mod addresses;
 pub mod api;
@@ -49,6 +49,7 @@ mod namespaces;
 pub mod objects;
 mod pool;
 mod ports;
+mod retry;
 mod status;
 mod timeouts;
 pub mod tls_objects;
@@ -678,13 +679,16 @@ impl Compiler<'_> {
         };
         // A filter that replaces the matched prefix needs each match's own prefix: then one
         // route per match, else one for the rule.
-        let per_match = rule.filters.iter().any(filters::replaces_prefix);
+        let backend_prefix =
+            (rule.backend_refs.iter()).any(|b| b.filters.iter().any(filters::replaces_prefix));
+        let per_match = backend_prefix || rule.filters.iter().any(filters::replaces_prefix);
         let timeouts = self.rule_timeouts(object, &field, rule.timeouts.as_ref());
+        let retry = self.rule_retry(object, &field, rule.retry.as_ref());
         let shared = (!per_match).then(|| {
             let policy = self.gateway_filters((key, object), &field, &rule.filters, None);
-            let policy = timeouts.apply(policy);
-            let refs = &rule.backend_refs;
-            self.gateway_backends(key, object, &field, refs, policy, site.clone())
+            let policy = retry.apply(timeouts.apply(policy));
+            let refs = (&rule.backend_refs[..], None);
+            self.gateway_backends((key, object), &field, refs, policy, site.clone())
         });
         for (m, spec_match) in matches.iter().enumerate() {
             let at = format!("{field}.matches[{m}]");
@@ -700,15 +704,16 @@ impl Compiler<'_> {
                     };
                     let filters = &rule.filters;
                     let policy = self.gateway_filters((key, object), &field, filters, prefix);
-                    let policy = timeouts.apply(policy);
-                    let refs = &rule.backend_refs;
-                    self.gateway_backends(key, object, &field, refs, policy, site.clone())
+                    let policy = retry.apply(timeouts.apply(policy));
+                    let refs = (&rule.backend_refs[..], prefix);
+                    self.gateway_backends((key, object), &field, refs, policy, site.clone())
                 }
             };
             let Some(mut path_rule) = self.gateway_match(object, &at, spec_match, route) else {
                 continue;
             };
-            if path_rule.kind == PathKind::Prefix && path_rule.route.policy.rewrite.is_some() {
+            let rewrites = path_rule.route.policy.rewrite.is_some() || backend_prefix;
+            if path_rule.kind == PathKind::Prefix && rewrites {
                 // URLRewrite's ReplacePrefixMatch: the rewrite takes what follows the prefix
                 // as capture 1 of this pattern, which matches exactly what the prefix does.
                 let prefix = path_rule.written.trim_end_matches('/');

@@ -335,6 +335,7 @@ pub struct HttpRouteRule {
     pub filters: Vec<HttpRouteFilter>,
     pub backend_refs: Vec<HttpBackendRef>,
     pub timeouts: Option<HttpRouteTimeouts>,
+    pub retry: Option<HttpRouteRetry>,
     #[serde(flatten)]
     pub rest: Rest,
 }
@@ -343,7 +344,21 @@ unsupported!(HttpRouteRule {
     filters => "filters",
     backend_refs => "backendRefs",
     timeouts => "timeouts",
+    retry => "retry",
 });
+
+/// `retry`: read in `retry.rs`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpRouteRetry {
+    pub codes: Vec<i64>,
+    /// Retries after the first try; the CRD's default is 1.
+    pub attempts: Option<i64>,
+    pub backoff: Option<String>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(HttpRouteRetry {});
 
 /// `timeouts`: durations as Gateway API writes them (`500ms`, `1m30s`), read in `timeouts.rs`.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]

@@ -108,7 +108,7 @@ impl RuleTimeouts {
 
 /// A duration as Gateway API writes them (GEP-2257): one to four parts, each 1 to 5 digits
 /// and a unit `h`, `m`, `s` or `ms` (`1h`, `500ms`, `1m30s`, `0s`).
-fn parse_duration(text: &str) -> Option<Duration> {
+pub(super) fn parse_duration(text: &str) -> Option<Duration> {
     let mut rest = text;
     let mut total = Duration::ZERO;
     let mut parts = 0;

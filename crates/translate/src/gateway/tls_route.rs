@@ -191,7 +191,8 @@ impl Compiler<'_> {
         };
         let refs = spec.rules.first().map_or(&[][..], |r| &r.backend_refs[..]);
         let policy = self.default_policy.clone();
-        self.gateway_backends(key, object, "spec.rules[0]", refs, policy, site)
+        let field = "spec.rules[0]";
+        self.gateway_backends((key, object), field, (refs, None), policy, site)
     }
 }
 

@@ -85,6 +85,7 @@ impl Compiler<'_> {
             tls,
             http2: false,
             share: None,
+            also: None,
         }));
     }
 
