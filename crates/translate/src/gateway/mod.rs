@@ -369,7 +369,7 @@ impl Compiler<'_> {
                 into.insert(key.clone(), route_status);
             }
         }
-        self.tls_routes(&mut listeners, &ours, &mut status.tls_routes);
+        self.tls_routes(&mut listeners, ours, &mut status.tls_routes);
         self.default_policy = ingress_default;
         let attached_sets = self.listener_set_statuses(set_outcomes, &listeners, status);
         for (key, gateway, found) in outcomes {
