@@ -136,7 +136,7 @@ fn without_the_gateway_crds_ingresses_are_served_and_installing_them_later_adds_
         log.lines()
             .filter(|l| l.contains("is not installed in this cluster"))
             .count(),
-        6,
+        8,
         "{log}"
     );
 }
