@@ -89,12 +89,41 @@ pub(crate) async fn terminate(
         what,
     )
     .await;
-    let Some((mut upstream, _)) = connected else {
+    let Some((mut upstream, endpoint)) = connected else {
         tracing::debug!(%peer, route = %route.ingress, "TLSRoute: no endpoint could be reached; closed");
         return;
     };
     let idle = settings.proxy_stream_timeout;
-    if let Err(e) = crate::tunnel::splice(&mut client, &mut upstream, idle).await {
+    let ended = match route.policy.upstream_tls.as_ref() {
+        None => crate::tunnel::splice(&mut client, &mut upstream, idle).await,
+        // A BackendTLSPolicy on the backend: TLS again to the endpoint, verified as for
+        // HTTP routes (the same client per setting).
+        Some(tls) => {
+            let tls = match worker.upstreams.tls_client(Some(tls)) {
+                Ok(Some(tls)) => tls,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!(%peer, route = %route.ingress, error = %e, "TLSRoute: upstream TLS settings unusable; closed");
+                    return;
+                }
+            };
+            let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
+            let handshake = connector.connect(tls.name.clone(), upstream);
+            let mut upstream = match crate::deadline::within(connect_timeout, handshake).await {
+                Some(Ok(upstream)) => upstream,
+                Some(Err(e)) => {
+                    tracing::info!(%peer, %endpoint, route = %route.ingress, error = %e, "TLSRoute: TLS with the upstream failed; closed");
+                    return;
+                }
+                None => {
+                    tracing::info!(%peer, %endpoint, route = %route.ingress, "TLSRoute: TLS with the upstream timed out; closed");
+                    return;
+                }
+            };
+            crate::tunnel::splice(&mut client, &mut upstream, idle).await
+        }
+    };
+    if let Err(e) = ended {
         tracing::debug!(%peer, error = %e, "TLSRoute connection ended");
     }
 }

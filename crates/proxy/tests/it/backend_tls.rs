@@ -26,7 +26,7 @@ fn backend_for(name: &str, addr: std::net::SocketAddr) -> Vec<Value> {
     objects
 }
 
-fn ca_config_map(name: &str, ca: &TestCa) -> Value {
+pub(crate) fn ca_config_map(name: &str, ca: &TestCa) -> Value {
     json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": "default"},
@@ -34,7 +34,7 @@ fn ca_config_map(name: &str, ca: &TestCa) -> Value {
     })
 }
 
-fn policy(service: &str, validation: Value) -> Value {
+pub(crate) fn policy(service: &str, validation: Value) -> Value {
     json!({
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "BackendTLSPolicy",
         "metadata": {"name": service, "namespace": "default"},
@@ -44,7 +44,7 @@ fn policy(service: &str, validation: Value) -> Value {
     })
 }
 
-fn with_ca(ca: &str, extra: Value) -> Value {
+pub(crate) fn with_ca(ca: &str, extra: Value) -> Value {
     let mut validation =
         json!({"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": ca}]});
     for (key, value) in extra.as_object().unwrap() {

@@ -1,8 +1,9 @@
 //! Gateway TLS listeners and TLSRoutes over real TLS on 127.0.0.1: a Passthrough listener
 //! routes by SNI to a TLS backend (the client sees the backend's certificate), a Terminate
 //! listener on a port of its own decrypts with its certificateRefs and relays the bytes to a
-//! plain TCP backend; a name no route has is refused on a TLS-only port and terminated for the
-//! Ingresses on 443; a route whose reference cannot be used refuses its connections.
+//! plain TCP backend (or over TLS again, verified, under a BackendTLSPolicy); a name no route
+//! has is refused on a TLS-only port and terminated for the Ingresses on 443; a route whose
+//! reference cannot be used refuses its connections.
 
 use std::net::SocketAddr;
 
@@ -175,4 +176,52 @@ async fn tls_routes_pass_through_or_terminate_by_server_name() {
     // The other route is untouched.
     let (_, greeting, _) = exchange(&ca, h.https(), "a.pass.example").await.unwrap();
     assert_eq!(greeting, "secure over tls");
+}
+
+/// A terminated TLSRoute whose backend a BackendTLSPolicy covers: the bytes go to the endpoint
+/// over TLS again, verified against the policy's CA and hostname; a backend certificate the
+/// policy does not trust closes the connection instead of relaying in the clear.
+#[tokio::test]
+async fn a_terminated_tls_route_re_encrypts_to_a_backend_tls_policy_s_backend() {
+    use crate::backend_tls::{ca_config_map, policy, with_ca};
+    let ca = TestCa::new();
+    let backend_ca = TestCa::new();
+    let term_leaf = ca.leaf(&["term.example"]);
+    let backend_leaf = backend_ca.leaf(&["backend.internal"]);
+    let secure = line_backend("secure", Some(&backend_leaf)).await;
+    let port = free_tcp_port();
+    let mut objects = testkit::objects::gateway_edge("default");
+    objects[1] = gateway(port);
+    objects.extend([
+        tls_route("term", "term", "term.example", "secure", 8443),
+        tls_secret("term-tls", &term_leaf),
+        service("secure", &[("http", 8443)]),
+        ca_config_map("backend-ca", &backend_ca),
+        policy(
+            "secure",
+            with_ca("backend-ca", json!({"hostname": "backend.internal"})),
+        ),
+    ]);
+    objects.extend(slices("secure", &[secure]));
+    let mut h = Harness::start();
+    h.apply(&objects);
+    let terminated = SocketAddr::from((LOCALHOST, port));
+
+    let (presented, greeting, echoed) = exchange(&ca, terminated, "term.example").await.unwrap();
+    assert_eq!(presented, term_leaf.der);
+    assert_eq!(
+        (greeting.as_str(), echoed.as_str()),
+        ("secure over tls", "secure: ping")
+    );
+
+    // The policy names a hostname the backend's certificate does not carry: closed.
+    let at = (objects.iter())
+        .position(|o| o["kind"] == "BackendTLSPolicy")
+        .unwrap();
+    objects[at] = policy(
+        "secure",
+        with_ca("backend-ca", json!({"hostname": "other.internal"})),
+    );
+    h.apply(&objects);
+    assert!(exchange(&ca, terminated, "term.example").await.is_err());
 }

@@ -389,6 +389,7 @@ fn accepting_gateways(statuses: &GatewayStatuses, route: &ObjectRef) -> Vec<Name
     let found: Option<&RouteStatus> = match route.kind {
         Kind::HTTPRoute => statuses.http_routes.get(&key),
         Kind::GRPCRoute => statuses.grpc_routes.get(&key),
+        Kind::TLSRoute => statuses.tls_routes.get(&key),
         _ => None,
     };
     found
