@@ -81,13 +81,23 @@ async fn half_sent_prefixes_wait_without_spinning() {
     })
     .await;
 
-    let (cpu, wall) = (cpu_time(), Instant::now());
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let (used, elapsed) = (cpu_time() - cpu, wall.elapsed());
-    println!("{CONNECTIONS} half-sent prefixes: {used:?} of CPU in {elapsed:?}");
+    // The CPU time is the whole test process's, other tests' included: a spinning worker
+    // burns a core in every window, another test's burst passes, so the quietest of three
+    // one-second windows is what counts.
+    let mut windows = Vec::new();
+    for _ in 0..3 {
+        let (cpu, wall) = (cpu_time(), Instant::now());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let (used, elapsed) = (cpu_time() - cpu, wall.elapsed());
+        println!("{CONNECTIONS} half-sent prefixes: {used:?} of CPU in {elapsed:?}");
+        windows.push((used, elapsed));
+        if used < elapsed / 10 {
+            break;
+        }
+    }
     assert!(
-        used < elapsed / 10,
-        "{CONNECTIONS} half-sent prefixes used {used:?} of CPU in {elapsed:?}"
+        windows.iter().any(|(used, elapsed)| *used < *elapsed / 10),
+        "{CONNECTIONS} half-sent prefixes used this much CPU in each window: {windows:?}"
     );
     // Still open: they were waited for, not dropped.
     assert_metric(&h, &format!("sluice_client_connections_open {CONNECTIONS}")).await;
