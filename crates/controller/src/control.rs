@@ -2,7 +2,9 @@
 //! or take the endpoint fast path.
 //!
 //! ```text
-//!  ChangeSet { config: true }  ──▶ compile(&Store) ──▶ log new diagnostics ──▶ Proxy::publish
+//!  ChangeSet { config: true }  ──▶ compile_reusing(&Store, fragments) ──▶ log new diagnostics
+//!                                  ──▶ Proxy::publish   (fragments: the unchanged Gateway
+//!                                  routes' rules, kept from the last compile)
 //!  ChangeSet { config_maps }   ──▶ the same, only for a ConfigMap the last compile read
 //!  ChangeSet { endpoints }     ──▶ translate::refresh_endpoints ──▶ Proxy::endpoints_changed
 //!                                  (refused node-local addresses logged once)
@@ -15,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use model::{Compiled, Diagnostic, Settings};
 use proxy::Proxy;
-use translate::{compile, refresh_endpoints, ChangeSet, CompileOptions, Store};
+use translate::{compile_reusing, refresh_endpoints, ChangeSet, CompileOptions, Fragments, Store};
 
 /// The control plane of one process: the Store it compiles, what it last published, and the
 /// proxy it publishes to. It owns the current configuration: the endpoint fast path patches
@@ -41,6 +43,8 @@ pub struct ControlPlane {
     max_worker_open_files: u64,
     /// Unix seconds when a served certificate next crosses its expiry warning or expires.
     next_certificate_event: Option<i64>,
+    /// What the last compile made of each Gateway route, for the next compile to reuse.
+    fragments: Fragments,
 }
 
 fn unix_now() -> i64 {
@@ -64,6 +68,7 @@ impl ControlPlane {
             worker_processes: startup.worker_processes,
             max_worker_open_files: startup.max_worker_open_files,
             next_certificate_event: None,
+            fragments: Fragments::default(),
         }
     }
 
@@ -88,13 +93,17 @@ impl ControlPlane {
     fn act_on(&mut self, changes: ChangeSet) -> Option<Arc<Compiled>> {
         if self.needs_compile(&changes) {
             let started = Instant::now();
-            let compiled = Arc::new(compile(&self.store, &self.options));
+            let compiled = compile_reusing(&self.store, &self.options, &mut self.fragments);
+            let compiled = Arc::new(compiled);
             let elapsed = started.elapsed();
+            let routes = self.fragments.counts();
             // Logged after the swap: the resident memory is that of the configuration now served.
             self.publish(compiled.clone());
             tracing::info!(
                 elapsed_us = elapsed.as_micros() as u64,
                 ingresses = compiled.ingresses.len(),
+                routes_reused = routes.reused,
+                routes_compiled = routes.compiled,
                 resident_kib = resident_kib(),
                 "configuration compiled"
             );

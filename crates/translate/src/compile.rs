@@ -20,9 +20,10 @@ use model::routes::{HostPattern, Route, RouteSite};
 use model::tls::{certificate_info, CertificateInfo};
 use model::{Backend, Compiled, Kind, NamespacedName, ObjectRef, Severity};
 
-use crate::backends::{self, Problem};
+use crate::backends::Problem;
 pub use crate::compiler::CompileOptions;
 use crate::compiler::Compiler;
+use crate::gateway::Fragments;
 use crate::ingress::claims::{Claims, HostExtras};
 use crate::ingress::{self};
 use crate::store::Store;
@@ -30,6 +31,28 @@ use crate::tls::certified_key_from_secret;
 
 /// Compiles the Store's current content.
 pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
+    compile_with(store, options, None)
+}
+
+/// Compiles the Store's current content as [`compile`] does, reusing what the last compile
+/// through `fragments` made of the Gateway routes that did not change (and keeping this
+/// compile's for the next): the same output, in time that follows the change.
+pub fn compile_reusing(
+    store: &Store,
+    options: &CompileOptions,
+    fragments: &mut Fragments,
+) -> Compiled {
+    fragments.begin();
+    let compiled = compile_with(store, options, Some(&mut *fragments));
+    fragments.end(&compiled);
+    compiled
+}
+
+fn compile_with(
+    store: &Store,
+    options: &CompileOptions,
+    fragments: Option<&mut Fragments>,
+) -> Compiled {
     let mut compiler = Compiler {
         store,
         out: Compiled {
@@ -46,6 +69,8 @@ pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
         tls_policies: HashMap::new(),
         strings: HashSet::new(),
         backend_tls: Default::default(),
+        fragments,
+        recording: None,
     };
     compiler.settings(options);
     compiler.out.hsts_header = compiler.out.settings.hsts_header();
@@ -239,15 +264,8 @@ impl Compiler<'_> {
             .and_then(|ports| ports.first())
             .map(|port| port.port)
             .ok_or((Severity::Error, "the Service has no port".to_owned()))?;
-        let backend = backends::resolve_backend(
-            self.store,
-            service,
-            Some(port),
-            &port.to_string(),
-            self.out.node_local_endpoints,
-            &mut self.out.backends,
-        )
-        .map_err(|why| (why.severity(), why.to_string()))?;
+        let backend = (self.resolve_backend(service, Some(port), &port.to_string()))
+            .map_err(|why| (why.severity(), why.to_string()))?;
         Ok((backend, port))
     }
 

@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use model::policy::{ErrorBackend, RoutePolicy};
 use model::{
-    Backend, Compiled, Diagnostic, NamespacedName, NodeLocalEndpoints, ObjectRef, Route, Severity,
+    Backend, BackendKey, Compiled, Diagnostic, NamespacedName, NodeLocalEndpoints, ObjectRef,
+    Route, Severity,
 };
 
 use crate::ingress::annotations::BackendProtocol;
@@ -111,6 +112,10 @@ pub(crate) struct Compiler<'a> {
     pub(crate) strings: HashSet<Arc<str>>,
     /// Gateway API's BackendTLSPolicies, by target (read before the routes).
     pub(crate) backend_tls: crate::gateway::backend_tls_objects::BackendTls,
+    /// The last compile's route fragments, when the caller keeps them (`compile_reusing`).
+    pub(crate) fragments: Option<&'a mut crate::gateway::Fragments>,
+    /// What the route whose rules are being compiled resolves, for its fragment.
+    pub(crate) recording: Option<crate::gateway::fragments::Recording>,
 }
 impl Compiler<'_> {
     /// The one shared copy of `text` in this configuration.
@@ -134,14 +139,7 @@ impl Compiler<'_> {
         (number, written_port): (Option<i32>, &str),
         outcome: &str,
     ) -> Arc<Backend> {
-        match crate::backends::resolve_backend(
-            self.store,
-            service,
-            number,
-            written_port,
-            self.out.node_local_endpoints,
-            &mut self.out.backends,
-        ) {
+        match self.resolve_backend(service, number, written_port) {
             Ok(backend) => backend,
             Err(why) => {
                 let reason = format!("{field}: {why}; {outcome}");
@@ -149,6 +147,46 @@ impl Compiler<'_> {
                 Arc::new(Backend::unresolved())
             }
         }
+    }
+
+    /// The backend of a Service port (by number, else the name as written): what every
+    /// source's backend reference goes through (`backends::resolve`, then `backend_of`).
+    pub(crate) fn resolve_backend(
+        &mut self,
+        service: &NamespacedName,
+        number: Option<i32>,
+        written_port: &str,
+    ) -> Result<Arc<Backend>, crate::backends::Problem> {
+        let key = crate::backends::resolve(self.store, service, number, written_port)?;
+        Ok(self.backend_of(key))
+    }
+
+    /// This configuration's one backend for `key`: made by this compile, else the last
+    /// compile's (through `compile_reusing`: its endpoints re-read, so that route fragments
+    /// holding it stay usable), else a new one.
+    fn backend_of(&mut self, key: BackendKey) -> Arc<Backend> {
+        let backend = self.this_compiles_backend(key);
+        if let Some(recording) = &mut self.recording {
+            recording.backends.push(backend.clone());
+        }
+        backend
+    }
+
+    fn this_compiles_backend(&mut self, key: BackendKey) -> Arc<Backend> {
+        if let Some(backend) = self.out.backends.get(&key) {
+            return backend.clone();
+        }
+        let policy = self.out.node_local_endpoints;
+        let last = self.fragments.as_deref().and_then(|f| f.last_backend(&key));
+        let backend = match last {
+            Some(backend) => {
+                backend.set_endpoints(crate::backends::endpoints_for(self.store, &key, policy));
+                backend.clone()
+            }
+            None => crate::backends::backend(self.store, &key, policy, &mut self.out.backends),
+        };
+        self.out.backends.insert(key, backend.clone());
+        backend
     }
 
     pub(crate) fn diagnose(&mut self, object: ObjectRef, reason: impl Into<String>) {

@@ -45,7 +45,8 @@ pub mod tls;
 pub mod to_gateway;
 
 pub use backends::refresh_endpoints;
-pub use compile::{compile, CompileOptions};
+pub use compile::{compile, compile_reusing, CompileOptions};
+pub use gateway::{FragmentCounts, Fragments};
 pub use model::{Compiled, Diagnostic, Severity};
 pub use objects::{parse_documents, Documents, Object, ParseError};
 pub use store::{ChangeSet, Store};

@@ -5,6 +5,7 @@
 //! (swap only those backends' endpoint sets).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use model::{Kind, NamespacedName, ObjectRef};
@@ -47,6 +48,24 @@ pub struct Store {
     /// Namespaces' labels, by name (Kubernetes mode: watched unless the scope is one
     /// namespace; a file: the Namespaces it describes).
     namespaces: BTreeMap<String, Arc<Namespace>>,
+    /// Changes with every change to an object a route's compiled rules may read (see
+    /// [`Store::context`]), to a number no other Store has had.
+    context: u64,
+}
+
+/// The next [`Store::context`] number, unique in the process: a Store cloned and then changed
+/// never takes a number its original has had.
+static NEXT_CONTEXT: AtomicU64 = AtomicU64::new(1);
+
+/// Whether a change to an object of `kind` may change what a Gateway route's rules compile
+/// to: everything but the routes themselves (their compiled rules are kept per object),
+/// Ingresses (which share only backends with them, checked when rules are reused) and
+/// EndpointSlices (endpoints are refreshed apart from the rules).
+fn is_context(kind: Kind) -> bool {
+    !matches!(
+        kind,
+        Kind::EndpointSlice | Kind::Ingress | Kind::HTTPRoute | Kind::GRPCRoute
+    )
 }
 
 /// What a batch of changes requires of the control plane.
@@ -198,6 +217,21 @@ impl Store {
         self.grpc_routes.iter().map(|(key, o)| (key, &**o))
     }
 
+    /// The HTTPRoutes as the Store shares them: an unchanged route is the same `Arc` from one
+    /// compile to the next.
+    pub(crate) fn http_routes_shared(
+        &self,
+    ) -> impl Iterator<Item = (&NamespacedName, &Arc<HttpRoute>)> {
+        self.http_routes.iter()
+    }
+
+    /// The GRPCRoutes as the Store shares them (see [`Store::http_routes_shared`]).
+    pub(crate) fn grpc_routes_shared(
+        &self,
+    ) -> impl Iterator<Item = (&NamespacedName, &Arc<GrpcRoute>)> {
+        self.grpc_routes.iter()
+    }
+
     pub fn tls_routes_by_name(&self) -> impl Iterator<Item = (&NamespacedName, &TlsRoute)> {
         self.tls_routes.iter().map(|(key, o)| (key, &**o))
     }
@@ -264,6 +298,8 @@ impl Store {
             backend_tls_policies: self.backend_tls_policies.clone(),
             listener_sets: self.listener_sets.clone(),
             namespaces: self.namespaces.clone(),
+            // Without endpoints: no compile's rules are reused with it.
+            context: NEXT_CONTEXT.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -291,7 +327,27 @@ impl Store {
     }
 
     /// Adds or replaces one object.
-    pub fn apply(&mut self, mut object: Object) -> ChangeSet {
+    pub fn apply(&mut self, object: Object) -> ChangeSet {
+        let kind = object.kind();
+        let changes = self.apply_object(object);
+        self.count_context_change(kind, &changes);
+        changes
+    }
+
+    /// A number that is the same for two compiles exactly when no object a route's compiled
+    /// rules may read (Services, Secrets, ConfigMaps, Gateways, policies, grants, ...) changed
+    /// between them: what lets a compile reuse the rules of an unchanged route.
+    pub fn context(&self) -> u64 {
+        self.context
+    }
+
+    fn count_context_change(&mut self, kind: Kind, changes: &ChangeSet) {
+        if is_context(kind) && !changes.is_empty() {
+            self.context = NEXT_CONTEXT.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn apply_object(&mut self, mut object: Object) -> ChangeSet {
         // The key is made of the metadata's strings (which the provider may share with its
         // own records), and the metadata then holds the key's: one string each.
         let mut key = object.key();
@@ -366,6 +422,12 @@ impl Store {
 
     /// Removes one object, if present.
     pub fn remove(&mut self, object_ref: &ObjectRef) -> ChangeSet {
+        let changes = self.remove_object(object_ref);
+        self.count_context_change(object_ref.kind, &changes);
+        changes
+    }
+
+    fn remove_object(&mut self, object_ref: &ObjectRef) -> ChangeSet {
         let key = key_of(object_ref);
         let mut changes = ChangeSet::default();
         match object_ref.kind {

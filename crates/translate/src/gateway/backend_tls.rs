@@ -218,8 +218,12 @@ impl Compiler<'_> {
         if self.backend_tls.verdicts.is_empty() {
             return None;
         }
+        let service_port = (key.service.clone(), key.port_name.to_string());
+        if let Some(recording) = &mut self.recording {
+            (recording.backend_tls_uses).push((service_port.clone(), route.clone()));
+        }
         (self.backend_tls.used_by)
-            .entry((key.service.clone(), key.port_name.to_string()))
+            .entry(service_port)
             .or_default()
             .insert(route.clone());
         let index = &self.backend_tls;

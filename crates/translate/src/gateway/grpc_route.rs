@@ -41,7 +41,7 @@ impl Compiler<'_> {
         route: &GrpcRoute,
         listeners: &mut [ListenerSlot],
         ours: (&super::Parents, bool),
-    ) -> Option<model::gateway_status::RouteStatus> {
+    ) -> super::RouteOutcome {
         let spec = &route.spec;
         let head = RouteHead {
             key,
@@ -51,17 +51,20 @@ impl Compiler<'_> {
             unsupported: &route.unsupported,
             generation: route.generation,
         };
-        let (parents, hosts, _) = self.attach_route(&head, listeners, ours)?;
+        let Some(attached) = self.attach_route(&head, listeners, ours) else {
+            return super::RouteOutcome::default();
+        };
         let object = route_ref(Kind::GRPCRoute, key);
         let mark = self.out.diagnostics.len();
-        if !hosts.is_empty() {
-            let site_host = self.site_host(&hosts);
+        let mut rules = Vec::new();
+        if !attached.hosts.is_empty() {
+            let site_host = self.site_host(&attached.hosts);
             for (r, rule) in spec.rules.iter().enumerate() {
-                self.grpc_route_rule((key, &object), r, rule, &hosts, &site_host);
+                self.grpc_route_rule((key, &object), r, rule, &site_host, &mut rules);
             }
         }
-        let rules = spec.rules.len();
-        Some(self.route_status(&object, parents, (mark, rules), route.generation))
+        let count = spec.rules.len();
+        self.route_outcome(&object, attached, rules, (mark, count), route.generation)
     }
 
     fn grpc_route_rule(
@@ -69,8 +72,8 @@ impl Compiler<'_> {
         (key, object): (&NamespacedName, &ObjectRef),
         r: usize,
         rule: &GrpcRouteRule,
-        hosts: &super::RouteHosts,
         site_host: &Arc<str>,
+        rules: &mut Vec<PathRoute>,
     ) {
         let field = format!("spec.rules[{r}]");
         let policy = self.grpc_filters((key, object), &field, rule);
@@ -89,9 +92,7 @@ impl Compiler<'_> {
         };
         for (m, spec_match) in matches.iter().enumerate() {
             let at = format!("{field}.matches[{m}]");
-            if let Some(path_rule) = self.grpc_match(object, &at, spec_match, route.clone()) {
-                self.add_to_hosts(&path_rule, hosts);
-            }
+            rules.extend(self.grpc_match(object, &at, spec_match, route.clone()));
         }
     }
 

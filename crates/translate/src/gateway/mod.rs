@@ -39,8 +39,10 @@ mod backend_tls;
 pub mod backend_tls_objects;
 mod cors;
 mod filters;
+pub(crate) mod fragments;
 pub mod grpc_objects;
 mod grpc_route;
+mod hosts;
 pub mod listener_set_objects;
 mod listener_sets;
 mod listeners;
@@ -49,6 +51,7 @@ mod namespaces;
 pub mod objects;
 mod pool;
 mod ports;
+mod replay;
 mod retry;
 mod status;
 mod timeouts;
@@ -73,73 +76,27 @@ use objects::{HttpRoute, HttpRouteMatch};
 
 /// The `controllerName` of the GatewayClasses Sluice serves.
 pub const GATEWAY_CONTROLLER: &str = "sluice.dev/gateway-controller";
+pub use fragments::{FragmentCounts, Fragments};
+use fragments::{RouteOutcome, Source};
 pub use namespaces::NAMESPACE_NAME_LABEL;
 pub use objects::GROUP;
 pub use pool::{AddressPool, PoolError, MAX_POOL_ADDRESSES};
 
+use hosts::{GatewayHost, RouteHosts};
 use pool::Place;
 
-/// A hostname a route answers for on Sluice's table.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum GatewayHost {
-    Exact(String),
-    /// `*.<suffix>`: one or more labels below the suffix (Gateway API's wildcard).
-    Suffix(String),
-    /// No hostname anywhere: every host.
-    Any,
+/// Where a route attached.
+struct Attached {
+    /// Its parents' statuses (Accepted and why not).
+    parents: Vec<RouteParentStatus>,
+    /// The hosts it answers for, with the listeners it answers on there.
+    hosts: RouteHosts,
+    /// Each (listener slot, host) it attached to (TLSRoutes' tables are per listener port).
+    pairs: Vec<(usize, GatewayHost)>,
+    /// A parentRef was refused because a route of the other kind holds a hostname there:
+    /// the outcome depends on other routes, not only on this one and the context.
+    contested: bool,
 }
-
-impl GatewayHost {
-    fn parse(text: Option<&str>) -> Result<GatewayHost, &'static str> {
-        Ok(match HostPattern::parse(text)? {
-            HostPattern::Exact(h) => GatewayHost::Exact(h.to_string()),
-            HostPattern::Wildcard(s) => GatewayHost::Suffix(s.to_string()),
-            HostPattern::Any => GatewayHost::Any,
-        })
-    }
-
-    /// What a listener's hostname and a route's have in common (Gateway API's intersection:
-    /// the more specific of the two when one covers the other).
-    fn intersect(&self, other: &GatewayHost) -> Option<GatewayHost> {
-        use GatewayHost::*;
-        match (self, other) {
-            (Any, h) | (h, Any) => Some(h.clone()),
-            (Exact(a), Exact(b)) => (a == b).then(|| Exact(a.clone())),
-            (Suffix(s), Exact(h)) | (Exact(h), Suffix(s)) => covers(s, h).then(|| Exact(h.clone())),
-            (Suffix(a), Suffix(b)) if a == b || covers(a, b) => Some(Suffix(b.clone())),
-            (Suffix(a), Suffix(b)) => covers(b, a).then(|| Suffix(a.clone())),
-        }
-    }
-
-    /// Whether some name matches both (`intersect` is `Some`), without making the name.
-    fn overlaps(&self, other: &GatewayHost) -> bool {
-        use GatewayHost::*;
-        match (self, other) {
-            (Any, _) | (_, Any) => true,
-            (Exact(a), Exact(b)) => a == b,
-            (Suffix(s), Exact(h)) | (Exact(h), Suffix(s)) => covers(s, h),
-            (Suffix(a), Suffix(b)) => a == b || covers(a, b) || covers(b, a),
-        }
-    }
-}
-
-/// `*.<suffix>` matches `name`: one or more labels in front of the suffix.
-fn covers(suffix: &str, name: &str) -> bool {
-    name.strip_suffix(suffix)
-        .and_then(|head| head.strip_suffix('.'))
-        .is_some_and(|labels| !labels.is_empty())
-}
-
-/// The hosts a route answers for, each at its Gateway's site with the listeners it is on.
-type RouteHosts = BTreeMap<(Place, GatewayHost), Listeners>;
-
-/// Where a route attached: its parents' statuses, its hosts, and each (listener slot, host)
-/// pair (TLSRoutes' tables are per listener port).
-type Attached = (
-    Vec<RouteParentStatus>,
-    RouteHosts,
-    Vec<(usize, GatewayHost)>,
-);
 
 /// One listener Sluice serves.
 struct ListenerSlot {
@@ -207,8 +164,8 @@ struct RouteHead<'a> {
 /// A route of either kind, for the one order both are attached in.
 #[derive(Clone, Copy)]
 enum AnyRoute<'a> {
-    Http(&'a HttpRoute),
-    Grpc(&'a GrpcRoute),
+    Http(&'a Arc<HttpRoute>),
+    Grpc(&'a Arc<GrpcRoute>),
 }
 
 impl AnyRoute<'_> {
@@ -325,11 +282,11 @@ impl Compiler<'_> {
             // plain socket takes the preface as `use-h2c` has it.
             self.out.settings.use_h2c = true;
         }
-        let mut routes: Vec<(&NamespacedName, AnyRoute)> = (store.http_routes_by_name())
+        let mut routes: Vec<(&NamespacedName, AnyRoute)> = (store.http_routes_shared())
             .map(|(key, r)| (key, AnyRoute::Http(r)))
             .chain(
                 store
-                    .grpc_routes_by_name()
+                    .grpc_routes_shared()
                     .map(|(k, r)| (k, AnyRoute::Grpc(r))),
             )
             .collect();
@@ -355,13 +312,18 @@ impl Compiler<'_> {
             ..(*ingress_default).clone()
         });
         for (key, route) in routes {
+            let listeners = (&mut listeners[..], both_kinds);
             let (found, into) = match route {
                 AnyRoute::Http(route) => (
-                    self.http_route(key, route, &mut listeners, (ours, both_kinds)),
+                    self.gateway_route(Source::Http(route), listeners, |compiler, slots| {
+                        compiler.http_route(key, route, slots, (ours, both_kinds))
+                    }),
                     &mut status.http_routes,
                 ),
                 AnyRoute::Grpc(route) => (
-                    self.grpc_route(key, route, &mut listeners, (ours, both_kinds)),
+                    self.gateway_route(Source::Grpc(route), listeners, |compiler, slots| {
+                        compiler.grpc_route(key, route, slots, (ours, both_kinds))
+                    }),
                     &mut status.grpc_routes,
                 ),
             };
@@ -428,14 +390,14 @@ impl Compiler<'_> {
 
     /// One HTTPRoute: the listeners it attaches to, the hosts it answers for there, then its
     /// rules; its status entry for each parentRef naming one of our Gateways. A route naming
-    /// none of them is another controller's: not a word (`None`).
+    /// none of them is another controller's: not a word (no status).
     fn http_route(
         &mut self,
         key: &NamespacedName,
         route: &HttpRoute,
         listeners: &mut [ListenerSlot],
         ours: (&Parents, bool),
-    ) -> Option<RouteStatus> {
+    ) -> RouteOutcome {
         let spec = &route.spec;
         let head = RouteHead {
             key,
@@ -445,14 +407,39 @@ impl Compiler<'_> {
             unsupported: &route.unsupported,
             generation: route.generation,
         };
-        let (parents, hosts, _) = self.attach_route(&head, listeners, ours)?;
+        let Some(attached) = self.attach_route(&head, listeners, ours) else {
+            return RouteOutcome::default();
+        };
         let object = route_ref(Kind::HTTPRoute, key);
         let mark = self.out.diagnostics.len();
-        if !hosts.is_empty() {
-            self.http_route_rules(key, &object, spec, &hosts);
+        let rules = match attached.hosts.is_empty() {
+            true => Vec::new(),
+            false => self.http_route_rules(key, &object, spec, &attached.hosts),
+        };
+        let count = spec.rules.len();
+        self.route_outcome(&object, attached, rules, (mark, count), route.generation)
+    }
+
+    /// A route's rules on its hosts, and its status (see [`Compiler::route_status`]).
+    fn route_outcome(
+        &mut self,
+        object: &ObjectRef,
+        attached: Attached,
+        rules: Vec<PathRoute>,
+        (mark, count): (usize, usize),
+        generation: i64,
+    ) -> RouteOutcome {
+        for rule in &rules {
+            self.add_to_hosts(rule, &attached.hosts);
         }
-        let rules = spec.rules.len();
-        Some(self.route_status(&object, parents, (mark, rules), route.generation))
+        let status = self.route_status(object, attached.parents, (mark, count), generation);
+        RouteOutcome {
+            status: Some(status),
+            hosts: attached.hosts,
+            pairs: attached.pairs,
+            contested: attached.contested,
+            rules,
+        }
     }
 
     /// Where a route of either kind attaches: each parentRef naming one of our Gateways gets a
@@ -501,6 +488,7 @@ impl Compiler<'_> {
         let mut hosts: RouteHosts = BTreeMap::new();
         // Every (listener, host) the route attached to, for TLSRoutes' per-port tables.
         let mut pairs = Vec::new();
+        let mut contested = false;
         for (p, parent) in head.parent_refs.iter().enumerate() {
             let field = format!("spec.parentRefs[{p}]");
             let Some((gateway, set)) = parent_of(parent) else {
@@ -556,6 +544,7 @@ impl Compiler<'_> {
                     .next()
             });
             let by_host = !found.is_empty();
+            contested |= taken.is_some();
             if taken.is_none() {
                 for (s, host) in found {
                     if both_kinds {
@@ -604,7 +593,12 @@ impl Compiler<'_> {
         for s in attached_to {
             listeners[s].attached += 1;
         }
-        Some((parents, hosts, pairs))
+        Some(Attached {
+            parents,
+            hosts,
+            pairs,
+            contested,
+        })
     }
 
     /// A route's status from its parents' acceptance and what the compile said about its
@@ -644,21 +638,23 @@ impl Compiler<'_> {
         object: &ObjectRef,
         spec: &objects::HttpRouteSpec,
         hosts: &RouteHosts,
-    ) {
+    ) -> Vec<PathRoute> {
         let site_host = self.site_host(hosts);
+        let mut rules = Vec::new();
         for (r, rule) in spec.rules.iter().enumerate() {
-            self.http_route_rule(key, object, r, rule, hosts, &site_host);
+            self.http_route_rule((key, object), r, rule, &site_host, &mut rules);
         }
+        rules
     }
 
+    /// One rule's PathRoutes (one per match), added to `rules`.
     fn http_route_rule(
         &mut self,
-        key: &NamespacedName,
-        object: &ObjectRef,
+        (key, object): (&NamespacedName, &ObjectRef),
         r: usize,
         rule: &objects::HttpRouteRule,
-        hosts: &RouteHosts,
         site_host: &Arc<str>,
+        rules: &mut Vec<PathRoute>,
     ) {
         let field = format!("spec.rules[{r}]");
         let default_match = [HttpRouteMatch::default()];
@@ -720,7 +716,7 @@ impl Compiler<'_> {
                 let pattern = format!("^{}(/.*)?$", regex::escape(prefix));
                 path_rule.pattern = Some(Regex::new(&pattern).expect("an escaped prefix"));
             }
-            self.add_to_hosts(&path_rule, hosts);
+            rules.push(path_rule);
         }
     }
 
@@ -809,48 +805,5 @@ fn parent_status(parent: &objects::ParentReference, accepted: Condition) -> Rout
         parent_ref: status::parent_ref(parent),
         controller_name: GATEWAY_CONTROLLER,
         conditions: vec![accepted],
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn host(text: &str) -> GatewayHost {
-        GatewayHost::parse(Some(text)).unwrap()
-    }
-
-    #[test]
-    fn hostnames_intersect_as_gateway_api_says() {
-        let cases = [
-            (
-                "foo.example.com",
-                "foo.example.com",
-                Some("foo.example.com"),
-            ),
-            ("*.example.com", "foo.example.com", Some("foo.example.com")),
-            ("*.example.com", "a.b.example.com", Some("a.b.example.com")),
-            ("foo.example.com", "*.example.com", Some("foo.example.com")),
-            ("*.example.com", "*.b.example.com", Some("*.b.example.com")),
-            ("*.b.example.com", "*.example.com", Some("*.b.example.com")),
-            ("*.example.com", "example.com", None),
-            ("foo.example.com", "bar.example.com", None),
-            ("*.example.com", "*.example.org", None),
-        ];
-        let shown = |h: GatewayHost| match h {
-            GatewayHost::Exact(h) => h,
-            GatewayHost::Suffix(s) => format!("*.{s}"),
-            GatewayHost::Any => "*".to_owned(),
-        };
-        for (listener, route, expected) in cases {
-            let found = host(listener).intersect(&host(route)).map(shown);
-            assert_eq!(found.as_deref(), expected, "{listener} ∩ {route}");
-            let overlaps = host(listener).overlaps(&host(route));
-            assert_eq!(overlaps, expected.is_some(), "{listener} ∩ {route}");
-        }
-        assert_eq!(
-            GatewayHost::Any.intersect(&host("*.x.com")),
-            Some(host("*.x.com"))
-        );
     }
 }

@@ -132,7 +132,8 @@ impl Compiler<'_> {
             unsupported: &route.unsupported,
             generation: route.generation,
         };
-        let (parents, _, pairs) = self.attach_route(&head, listeners, (ours, false))?;
+        let super::Attached { parents, pairs, .. } =
+            self.attach_route(&head, listeners, (ours, false))?;
         let object = route_ref(Kind::TLSRoute, key);
         let mark = self.out.diagnostics.len();
         let target = self.tls_route_backends(key, &object, spec);

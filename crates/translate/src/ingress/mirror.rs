@@ -25,7 +25,6 @@ use model::{
     ObjectRef, Severity,
 };
 
-use crate::backends;
 use crate::compiler::Compiler;
 use crate::ingress::annotations::IngressAnnotations;
 
@@ -138,14 +137,7 @@ impl Compiler<'_> {
             MirrorHost::Service { namespace, name } => {
                 let service = NamespacedName::new(namespace, name);
                 let port = i32::from(target.port);
-                match backends::resolve_backend(
-                    self.store,
-                    &service,
-                    Some(port),
-                    &port.to_string(),
-                    self.out.node_local_endpoints,
-                    &mut self.out.backends,
-                ) {
+                match self.resolve_backend(&service, Some(port), &port.to_string()) {
                     Ok(backend) => {
                         let name = backend
                             .key()

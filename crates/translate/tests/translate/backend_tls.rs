@@ -15,7 +15,7 @@ fn ca_pem() -> String {
 }
 
 /// A Gateway, a route with one rule per Service, and `policies`.
-fn objects(policies: &str) -> String {
+pub(crate) fn objects(policies: &str) -> String {
     let ca = ca_pem().replace('\n', "\n    ");
     let services = [
         "web", "other", "kinds", "missing", "broken", "plain", "sans",
@@ -67,13 +67,13 @@ spec:
     text + policies
 }
 
-fn policy(name: &str, created: &str, target: &str, validation: &str) -> String {
+pub(crate) fn policy(name: &str, created: &str, target: &str, validation: &str) -> String {
     format!(
         "---\napiVersion: gateway.networking.k8s.io/v1\nkind: BackendTLSPolicy\nmetadata: {{name: {name}, namespace: app, generation: 4, creationTimestamp: '{created}'}}\nspec:\n  targetRefs: [{target}]\n  validation: {validation}\n"
     )
 }
 
-const CA: &str =
+pub(crate) const CA: &str =
     "{caCertificateRefs: [{group: '', kind: ConfigMap, name: ca}], hostname: web.example.com}";
 
 fn conditions<'a>(statuses: &'a GatewayStatuses, name: &str) -> &'a [Condition] {

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use translate::{compile, parse_documents, CompileOptions, Store};
+use translate::{compile, compile_reusing, parse_documents, CompileOptions, Fragments, Store};
 
 /// `routes` HTTPRoutes `r-<i>` for host `r-<i>.test` on one Gateway, all to one Service, the
 /// shape of `gateway_bench` (crates/sluice/tests/it).
@@ -109,11 +109,44 @@ fn median_compile(store: &Store, runs: usize) -> (Duration, Duration, usize) {
     (times[runs / 2], frees[runs / 2], hosts)
 }
 
+/// The median compile after one HTTPRoute of the Store changed, through the last compile's
+/// fragments (what the control plane does), and how many routes each such compile reused.
+fn median_one_route_changed(store: &mut Store, runs: usize) -> (Duration, usize) {
+    let options = CompileOptions::default();
+    let mut fragments = Fragments::default();
+    compile_reusing(store, &options, &mut fragments);
+    let mut times = Vec::with_capacity(runs);
+    for run in 0..runs {
+        let changed = format!(
+            "apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: r-0, namespace: bench}}
+spec:
+  parentRefs: [{{name: gw}}]
+  hostnames: [r-0.test]
+  rules:
+  - filters: [{{type: ResponseHeaderModifier, responseHeaderModifier: {{set: [{{name: x-version, value: '{run}'}}]}}}}]
+    backendRefs: [{{name: probe, port: 80}}]
+"
+        );
+        for object in parse_documents("change.yaml", &changed).unwrap().objects {
+            store.apply(object);
+        }
+        let started = Instant::now();
+        let compiled = compile_reusing(store, &options, &mut fragments);
+        times.push(started.elapsed());
+        drop(compiled);
+        assert_eq!(fragments.counts().compiled, 1, "{:?}", fragments.counts());
+    }
+    times.sort();
+    (times[runs / 2], fragments.counts().reused)
+}
+
 #[test]
 #[ignore = "a measurement: run in release with --ignored --nocapture"]
 fn full_compile_time_by_route_count() {
-    println!("| routes | kind | median compile | median free | hosts served |");
-    println!("|---:|---|---:|---:|---:|");
+    println!("| routes | kind | median compile | one route changed (reused) | median free | hosts served |");
+    println!("|---:|---|---:|---:|---:|---:|");
     // SLUICE_COMPILE_ROUTES=3000 measures one size (e.g. under callgrind).
     let sizes: Vec<usize> = match std::env::var("SLUICE_COMPILE_ROUTES") {
         Ok(sizes) => sizes
@@ -128,10 +161,18 @@ fn full_compile_time_by_route_count() {
             ("HTTPRoute", gateway_routes(routes)),
             ("Ingress", ingress_routes(routes)),
         ] {
-            let (compile, free, hosts) = median_compile(&store_of(&text), runs);
+            let mut store = store_of(&text);
+            let (compile, free, hosts) = median_compile(&store, runs);
             assert!(hosts >= routes, "{kind}: {hosts} hosts for {routes} routes");
+            let changed = match kind {
+                "HTTPRoute" => {
+                    let (time, reused) = median_one_route_changed(&mut store, runs);
+                    format!("{:.2} ms ({reused})", time.as_secs_f64() * 1e3)
+                }
+                _ => "-".to_owned(),
+            };
             println!(
-                "| {routes} | {kind} | {:.2} ms | {:.2} ms | {hosts} |",
+                "| {routes} | {kind} | {:.2} ms | {changed} | {:.2} ms | {hosts} |",
                 compile.as_secs_f64() * 1e3,
                 free.as_secs_f64() * 1e3
             );

@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use model::routes::Listeners;
 use model::{NamespacedName, NodeLocalEndpoints};
 use serde::Serialize;
-use translate::{compile, parse_documents, CompileOptions, Store};
+use translate::{
+    compile, compile_reusing, parse_documents, CompileOptions, Compiled, Fragments, Store,
+};
 
 #[derive(Serialize)]
 struct Golden {
@@ -210,13 +212,40 @@ fn run_case(input: &Path) -> Result<(), String> {
     let documents = parse_documents(&name, &text).map_err(|e| e.to_string())?;
     let mut store = Store::default();
     store.replace_all(documents.objects);
-    let compiled = compile(&store, &options_for(&text));
-    let golden = Golden {
-        parse_errors: documents.errors.iter().map(ToString::to_string).collect(),
-        requests: route_requests(&text, &compiled),
-        compiled: compiled.view(),
+    let options = options_for(&text);
+    let golden_of = |compiled: &Compiled| {
+        let golden = Golden {
+            parse_errors: documents.errors.iter().map(ToString::to_string).collect(),
+            requests: route_requests(&text, compiled),
+            compiled: compiled.view(),
+        };
+        serde_yaml::to_string(&golden).unwrap()
     };
-    let actual = serde_yaml::to_string(&golden).unwrap();
+    let full = compile(&store, &options);
+    let actual = golden_of(&full);
+    // The same Store through route fragments: made by the first compile, every one kept
+    // reused by the second (a route that lost a hostname to a route of the other kind is not
+    // kept), with the same output.
+    let mut fragments = Fragments::default();
+    let mut kept = 0;
+    for pass in ["first", "second"] {
+        let compiled = compile_reusing(&store, &options, &mut fragments);
+        if compiled.gateway_status != full.gateway_status {
+            return Err(format!(
+                "{name}: compile_reusing ({pass} compile): another status"
+            ));
+        }
+        let reusing = golden_of(&compiled);
+        if reusing != actual {
+            return Err(format!(
+                "{name}: compile_reusing ({pass} compile) differs from compile:\n{reusing}"
+            ));
+        }
+        if pass == "second" && fragments.counts().reused != kept {
+            return Err(format!("{name}: {:?} of {kept} kept", fragments.counts()));
+        }
+        kept = fragments.len();
+    }
     let expected_path = PathBuf::from(input.to_string_lossy().replace(".in.yaml", ".out.yaml"));
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(&expected_path, &actual).unwrap();
