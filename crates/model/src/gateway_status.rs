@@ -24,15 +24,16 @@ pub struct GatewayStatuses {
     pub classes: BTreeMap<String, ClassStatus>,
     /// Gateways of those classes.
     pub gateways: BTreeMap<NamespacedName, GatewayStatus>,
-    /// HTTPRoutes naming one of those Gateways: Sluice's entries of `status.parents`.
-    pub http_routes: BTreeMap<NamespacedName, RouteStatus>,
+    /// HTTPRoutes naming one of those Gateways: Sluice's entries of `status.parents`. Shared:
+    /// a route unchanged since the last compile has the same `Arc` (a writer can skip it).
+    pub http_routes: BTreeMap<NamespacedName, Arc<RouteStatus>>,
     /// GRPCRoutes naming one of those Gateways, likewise.
-    pub grpc_routes: BTreeMap<NamespacedName, RouteStatus>,
+    pub grpc_routes: BTreeMap<NamespacedName, Arc<RouteStatus>>,
     /// BackendTLSPolicies that a route of those Gateways sends through: Sluice's entries of
     /// `status.ancestors`, one per Gateway.
     pub backend_tls_policies: BTreeMap<NamespacedName, PolicyStatus>,
     /// TLSRoutes naming one of those Gateways, likewise.
-    pub tls_routes: BTreeMap<NamespacedName, RouteStatus>,
+    pub tls_routes: BTreeMap<NamespacedName, Arc<RouteStatus>>,
     /// The `metadata.uid` of each Gateway, route and ListenerSet above (objects from the API server): the
     /// writer tells an object deleted and created again under its name from the one it wrote.
     pub uids: BTreeMap<(Kind, NamespacedName), Arc<str>>,

@@ -11,7 +11,7 @@
 //! once. The resourceVersion in the patch makes a concurrent write (another controller's parent
 //! entry) a conflict, retried at the next pass, instead of a lost update.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -21,7 +21,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
 use kube::{Api, Client};
-use model::gateway_status::GatewayStatuses;
+use model::gateway_status::{GatewayStatuses, RouteStatus};
 use model::{Kind, NamespacedName};
 use serde_json::{json, Value};
 
@@ -45,6 +45,10 @@ pub(super) struct GatewayWrites {
     /// GatewayClass' `SupportedVersion`, from the CRDs' bundle-version annotations (read
     /// once a term, with the sweep).
     versions: Option<(bool, String)>,
+    /// The route statuses of the last pass whose decision `written` holds: one the compile
+    /// kept (the same `Arc`, as a route unchanged since is) needs no JSON and no comparison, so
+    /// a pass after one route changed costs one route, not thousands.
+    routes_passed: BTreeMap<(Kind, NamespacedName), Arc<RouteStatus>>,
 }
 
 impl GatewayWrites {
@@ -54,6 +58,7 @@ impl GatewayWrites {
         self.written_uids.clear();
         self.swept = false;
         self.versions = None;
+        self.routes_passed.clear();
     }
 
     /// Writes every status that differs from what was written last. `addresses`: the Gateway
@@ -67,7 +72,25 @@ impl GatewayWrites {
         addresses: Option<&[IngressLoadBalancerIngress]>,
         leads: impl Fn() -> bool,
     ) -> bool {
-        let mut wanted = desired(statuses, addresses);
+        // Deleted and created again under its name between two passes: another object, which
+        // has no status yet even when the decision reads the same.
+        let recreated: BTreeSet<(Kind, NamespacedName)> =
+            (recreated(&self.written_uids, &statuses.uids)
+                .into_iter()
+                .cloned())
+            .collect();
+        let unchanged: BTreeSet<(Kind, NamespacedName)> = route_statuses(statuses)
+            .filter(|(key, status)| {
+                (self.routes_passed.get(key)).is_some_and(|was| Arc::ptr_eq(was, status))
+                    && self.written.contains_key(key)
+                    && !recreated.contains(key)
+            })
+            .map(|(key, _)| key)
+            .collect();
+        let mut wanted = desired(statuses, addresses, &unchanged);
+        let wanted_or_unchanged = |wanted: &BTreeMap<_, _>, key: &(Kind, NamespacedName)| {
+            wanted.contains_key(key) || unchanged.contains(key)
+        };
         if !self.swept {
             // What this term never wrote it cannot remember: once per term, every route
             // whose status names Sluice's controller is read from one list.
@@ -94,7 +117,7 @@ impl GatewayWrites {
         // now): its entries go, the other controllers' stay.
         // Likewise a BackendTLSPolicy no route of Sluice's Gateways sends through any more.
         for key in self.written.keys() {
-            if let (Some((field, _)), false) = (entries(key.0), wanted.contains_key(key)) {
+            if let (Some((field, _)), false) = (entries(key.0), wanted_or_unchanged(&wanted, key)) {
                 wanted.insert(key.clone(), json!({ field: [] }));
             }
         }
@@ -107,7 +130,8 @@ impl GatewayWrites {
         // new controller may have written its own already).
         let released: Vec<((Kind, NamespacedName), Value)> = (self.written.iter())
             .filter(|(key, _)| {
-                matches!(key.0, Kind::Gateway | Kind::ListenerSet) && !wanted.contains_key(key)
+                matches!(key.0, Kind::Gateway | Kind::ListenerSet)
+                    && !wanted_or_unchanged(&wanted, key)
             })
             .map(|(key, written)| (key.clone(), written.clone()))
             .collect();
@@ -119,10 +143,9 @@ impl GatewayWrites {
                 tracing::warn!(%kind, object = %key, "clearing Gateway API status failed: {error}");
             }
         }
-        self.written.retain(|key, _| wanted.contains_key(key));
-        // Deleted and created again under its name between two passes: another object, which
-        // has no status yet even when the decision reads the same.
-        for key in recreated(&self.written_uids, &statuses.uids) {
+        self.written
+            .retain(|key, _| wanted_or_unchanged(&wanted, key));
+        for key in &recreated {
             self.written.remove(key);
         }
         self.written_uids
@@ -149,6 +172,7 @@ impl GatewayWrites {
             })
             .buffer_unordered(WRITES_IN_FLIGHT);
         let mut complete = true;
+        let mut failed = BTreeSet::new();
         while let Some((key, outcome)) = results.next().await {
             match outcome {
                 Outcome::Written(want) => {
@@ -162,9 +186,16 @@ impl GatewayWrites {
                     self.written.remove(&key);
                     self.written_uids.remove(&key);
                 }
-                Outcome::Failed => complete = false,
+                Outcome::Failed => {
+                    complete = false;
+                    failed.insert(key);
+                }
             }
         }
+        self.routes_passed = route_statuses(statuses)
+            .filter(|(key, _)| !failed.contains(key))
+            .map(|(key, status)| (key, status.clone()))
+            .collect();
         complete
     }
 }
@@ -336,9 +367,24 @@ enum Outcome {
 }
 
 /// Each object's status as the compile decided it, without transition times.
+/// Every route status the compile decided, keyed as `written` is.
+fn route_statuses(
+    statuses: &GatewayStatuses,
+) -> impl Iterator<Item = ((Kind, NamespacedName), &Arc<RouteStatus>)> {
+    [
+        (Kind::HTTPRoute, &statuses.http_routes),
+        (Kind::GRPCRoute, &statuses.grpc_routes),
+        (Kind::TLSRoute, &statuses.tls_routes),
+    ]
+    .into_iter()
+    .flat_map(|(kind, map)| (map.iter()).map(move |(key, status)| ((kind, key.clone()), status)))
+}
+
+/// The status each object should have, but for `unchanged` routes (see `routes_passed`).
 fn desired(
     statuses: &GatewayStatuses,
     addresses: Option<&[IngressLoadBalancerIngress]>,
+    unchanged: &BTreeSet<(Kind, NamespacedName)>,
 ) -> BTreeMap<(Kind, NamespacedName), Value> {
     let mut wanted = BTreeMap::new();
     for (name, status) in &statuses.classes {
@@ -354,17 +400,13 @@ fn desired(
         }
         wanted.insert((Kind::Gateway, key.clone()), status);
     }
-    for (key, status) in &statuses.http_routes {
-        wanted.insert((Kind::HTTPRoute, key.clone()), to_json(status));
-    }
-    for (key, status) in &statuses.grpc_routes {
-        wanted.insert((Kind::GRPCRoute, key.clone()), to_json(status));
+    for (key, status) in route_statuses(statuses) {
+        if !unchanged.contains(&key) {
+            wanted.insert(key, to_json(&**status));
+        }
     }
     for (key, status) in &statuses.backend_tls_policies {
         wanted.insert((Kind::BackendTLSPolicy, key.clone()), to_json(status));
-    }
-    for (key, status) in &statuses.tls_routes {
-        wanted.insert((Kind::TLSRoute, key.clone()), to_json(status));
     }
     for (key, status) in &statuses.listener_sets {
         wanted.insert((Kind::ListenerSet, key.clone()), to_json(status));

@@ -391,9 +391,9 @@ impl Compiler<'_> {
 fn accepting_gateways(statuses: &GatewayStatuses, route: &ObjectRef) -> Vec<NamespacedName> {
     let key = NamespacedName::new(route.namespace.as_str(), route.name.as_str());
     let found: Option<&RouteStatus> = match route.kind {
-        Kind::HTTPRoute => statuses.http_routes.get(&key),
-        Kind::GRPCRoute => statuses.grpc_routes.get(&key),
-        Kind::TLSRoute => statuses.tls_routes.get(&key),
+        Kind::HTTPRoute => statuses.http_routes.get(&key).map(|s| &**s),
+        Kind::GRPCRoute => statuses.grpc_routes.get(&key).map(|s| &**s),
+        Kind::TLSRoute => statuses.tls_routes.get(&key).map(|s| &**s),
         _ => None,
     };
     found

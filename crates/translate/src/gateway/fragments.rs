@@ -28,7 +28,7 @@ use model::routes::PathRoute;
 use model::{Backend, BackendKey, Diagnostic, Kind, NamespacedName, ObjectRef};
 
 use super::grpc_objects::GrpcRoute;
-use super::hosts::{GatewayHost, RouteHosts};
+use super::hosts::{GatewayHost, PlacedHost};
 use super::objects::HttpRoute;
 
 /// The fragments of the last compile, for the next one (`translate::compile_reusing`). Owned
@@ -152,8 +152,9 @@ impl Source<'_> {
 /// what a replay needs to put it in place again.
 #[derive(Default)]
 pub(super) struct RouteOutcome {
-    pub(super) status: Option<RouteStatus>,
-    pub(super) hosts: RouteHosts,
+    pub(super) status: Option<Arc<RouteStatus>>,
+    /// The hosts it answers for, as the table keys them (see `Compiler::placed_hosts`).
+    pub(super) placed: Vec<PlacedHost>,
     /// (listener slot, host) pairs it attached to: the listeners it counts on, and the
     /// hostnames it holds there against routes of the other kind.
     pub(super) pairs: Vec<(usize, GatewayHost)>,

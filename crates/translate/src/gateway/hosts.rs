@@ -66,6 +66,10 @@ fn covers(suffix: &str, name: &str) -> bool {
 /// The hosts a route answers for, each at its Gateway's site with the listeners it is on.
 pub(super) type RouteHosts = BTreeMap<(Place, GatewayHost), Listeners>;
 
+/// One of a route's hosts as the route table keys it (its name shared), at its Gateway's
+/// site, with the listeners the route answers on there.
+pub(super) type PlacedHost = (Place, HostPattern, Listeners);
+
 #[cfg(test)]
 mod tests {
     use super::*;

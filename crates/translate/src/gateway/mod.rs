@@ -82,7 +82,7 @@ pub use namespaces::NAMESPACE_NAME_LABEL;
 pub use objects::GROUP;
 pub use pool::{AddressPool, PoolError, MAX_POOL_ADDRESSES};
 
-use hosts::{GatewayHost, RouteHosts};
+use hosts::{GatewayHost, PlacedHost, RouteHosts};
 use pool::Place;
 
 /// Where a route attached.
@@ -311,6 +311,9 @@ impl Compiler<'_> {
             },
             ..(*ingress_default).clone()
         });
+        // Collected, then built into maps at once (sorted, in bulk: cheaper than thousands of
+        // inserts in creation-time order).
+        let (mut http_statuses, mut grpc_statuses) = (Vec::new(), Vec::new());
         for (key, route) in routes {
             let listeners = (&mut listeners[..], both_kinds);
             let (found, into) = match route {
@@ -318,19 +321,21 @@ impl Compiler<'_> {
                     self.gateway_route(Source::Http(route), listeners, |compiler, slots| {
                         compiler.http_route(key, route, slots, (ours, both_kinds))
                     }),
-                    &mut status.http_routes,
+                    &mut http_statuses,
                 ),
                 AnyRoute::Grpc(route) => (
                     self.gateway_route(Source::Grpc(route), listeners, |compiler, slots| {
                         compiler.grpc_route(key, route, slots, (ours, both_kinds))
                     }),
-                    &mut status.grpc_routes,
+                    &mut grpc_statuses,
                 ),
             };
             if let Some(route_status) = found {
-                into.insert(key.clone(), route_status);
+                into.push((key.clone(), route_status));
             }
         }
+        status.http_routes = http_statuses.into_iter().collect();
+        status.grpc_routes = grpc_statuses.into_iter().collect();
         self.tls_routes(&mut listeners, ours, &mut status.tls_routes);
         self.default_policy = ingress_default;
         let attached_sets = self.listener_set_statuses(set_outcomes, &listeners, status);
@@ -429,13 +434,14 @@ impl Compiler<'_> {
         (mark, count): (usize, usize),
         generation: i64,
     ) -> RouteOutcome {
+        let placed = self.placed_hosts(&attached.hosts);
         for rule in &rules {
-            self.add_to_hosts(rule, &attached.hosts);
+            self.add_placed(rule, &placed);
         }
         let status = self.route_status(object, attached.parents, (mark, count), generation);
         RouteOutcome {
-            status: Some(status),
-            hosts: attached.hosts,
+            status: Some(Arc::new(status)),
+            placed,
             pairs: attached.pairs,
             contested: attached.contested,
             rules,
@@ -720,27 +726,35 @@ impl Compiler<'_> {
         }
     }
 
+    /// A route's hosts as the table keys them (names shared), leaving out those it answers on
+    /// no listener (every listener it attached to there is not programmed: its rules are
+    /// compiled for their conditions only).
+    fn placed_hosts(&mut self, hosts: &RouteHosts) -> Vec<PlacedHost> {
+        let on_some = hosts.iter().filter(|(_, on)| **on != Listeners::NONE);
+        on_some
+            .map(|((place, host), on)| {
+                let pattern = match host {
+                    GatewayHost::Exact(h) => HostPattern::Exact(self.share(h)),
+                    GatewayHost::Suffix(s) => HostPattern::Wildcard(self.share(s)),
+                    GatewayHost::Any => HostPattern::Any,
+                };
+                (*place, pattern, *on)
+            })
+            .collect()
+    }
+
     /// One rule of a route, on each host it answers for, on that host's listeners at its
-    /// Gateway's site (none when every listener it attached to is not programmed: compiled for
-    /// its conditions only; a Gateway whose address could not be given serves nowhere).
-    fn add_to_hosts(&mut self, path_rule: &PathRoute, hosts: &RouteHosts) {
-        for ((place, host), on) in hosts {
-            if *on == Listeners::NONE {
-                continue;
-            }
+    /// Gateway's site (a Gateway whose address could not be given serves nowhere).
+    fn add_placed(&mut self, path_rule: &PathRoute, hosts: &[PlacedHost]) {
+        for (place, pattern, on) in hosts {
             let mut rule = path_rule.clone();
             rule.listeners = *on;
-            let shared = match host {
-                GatewayHost::Exact(h) | GatewayHost::Suffix(h) => self.share(h),
-                GatewayHost::Any => self.share(""),
-            };
             let Some(table) = self.routes_at(*place) else {
                 continue;
             };
-            match host {
-                GatewayHost::Exact(_) => table.host_mut(&HostPattern::Exact(shared)).add(rule),
-                GatewayHost::Suffix(_) => table.add_suffix_rule(&shared, rule),
-                GatewayHost::Any => table.host_mut(&HostPattern::Any).add(rule),
+            match pattern {
+                HostPattern::Wildcard(suffix) => table.add_suffix_rule(suffix, rule),
+                exact_or_any => table.host_mut(exact_or_any).add(rule),
             }
         }
     }

@@ -27,7 +27,7 @@ impl Compiler<'_> {
         source: Source,
         (listeners, both_kinds): (&mut [ListenerSlot], bool),
         compile: impl FnOnce(&mut Self, &mut [ListenerSlot]) -> RouteOutcome,
-    ) -> Option<RouteStatus> {
+    ) -> Option<Arc<RouteStatus>> {
         let Some(fragments) = self.fragments.as_deref_mut() else {
             return compile(self, listeners).status;
         };
@@ -106,7 +106,7 @@ impl Compiler<'_> {
             }
         }
         for rule in &outcome.rules {
-            self.add_to_hosts(rule, &outcome.hosts);
+            self.add_placed(rule, &outcome.placed);
         }
         self.out
             .diagnostics

@@ -47,7 +47,7 @@ impl Compiler<'_> {
         &mut self,
         listeners: &mut [ListenerSlot],
         ours: &Parents,
-        status: &mut BTreeMap<NamespacedName, RouteStatus>,
+        status: &mut BTreeMap<NamespacedName, Arc<RouteStatus>>,
     ) {
         self.open_tls_ports(listeners);
         let store = self.store;
@@ -61,7 +61,7 @@ impl Compiler<'_> {
         for (order, (key, route)) in routes.into_iter().enumerate() {
             let found = self.tls_route(key, route, listeners, ours, order, &mut claims);
             if let Some(found) = found {
-                status.insert(key.clone(), found);
+                status.insert(key.clone(), Arc::new(found));
             }
         }
         claims.sort_by_key(|c| (c.rank, c.order));
