@@ -18,6 +18,9 @@
 #   HTTP2=1                 the client speaks HTTP/2 with prior knowledge (h2c, `use-h2c` on):
 #                           the proxy's HTTP/2 server instead of its HTTP/1.1 one; the upstream
 #                           stays HTTP/1.1
+#   HTTPS=1                 the client speaks HTTPS (TLS 1.3, a self-signed RSA-2048 certificate
+#                           on the Ingress, sessions kept: the -c10 connections handshake once,
+#                           in the warm-up); with HTTP2=1, HTTP/2 over TLS (ALPN h2)
 # Prints one line per binary: requests, instructions, instructions per request, and the
 # callgrind file (`callgrind_annotate --auto=no FILE` shows where they go).
 set -euo pipefail
@@ -31,6 +34,13 @@ USE_H2C=false
 if [[ ${HTTP2:-} == 1 ]]; then
     LOAD_ARGS+=(--http2)
     USE_H2C=true
+fi
+SCHEME=http
+if [[ ${HTTPS:-} == 1 ]]; then
+    command -v openssl >/dev/null || { echo "callgrind-proxy: HTTPS=1 needs openssl" >&2; exit 1; }
+    SCHEME=https
+    LOAD_ARGS+=(--insecure)
+    USE_H2C=false
 fi
 DURATION=${DURATION:-20s}
 WORK=$(mktemp -d)
@@ -48,6 +58,16 @@ cleanup() {
 trap cleanup EXIT
 
 mkdir -p "$WORK/config"
+if [[ $SCHEME == https ]]; then
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=bench.test \
+        -addext subjectAltName=DNS:bench.test -keyout "$WORK/tls.key" -out "$WORK/tls.crt" 2>/dev/null
+    {
+        printf 'apiVersion: v1\nkind: Secret\nmetadata: {name: app-tls, namespace: default}\ntype: kubernetes.io/tls\nstringData:\n  tls.crt: |\n'
+        sed 's/^/    /' "$WORK/tls.crt"
+        printf '  tls.key: |\n'
+        sed 's/^/    /' "$WORK/tls.key"
+    } >"$WORK/config/tls.yaml"
+fi
 cat >"$WORK/config/all.yaml" <<EOF
 apiVersion: networking.k8s.io/v1
 kind: IngressClass
@@ -77,6 +97,7 @@ kind: Ingress
 metadata: {name: app, namespace: default}
 spec:
   ingressClassName: sluice
+$([[ $SCHEME == https ]] && printf '  tls: [{hosts: [bench.test], secretName: app-tls}]\n')
   rules:
     - host: bench.test
       http:
@@ -110,10 +131,13 @@ for bin in "$@"; do
     pid=$!
     PIDS+=("$pid")
     wait_ready "http://127.0.0.1:$ADMIN_PORT/ready" || { grep -v "^==" "$OUT/$label.log" | tail -5 >&2; exit 1; }
-    "$LOAD_BIN" load "${LOAD_ARGS[@]}" -t1 -c10 -R 100 -d 3s -H 'Host: bench.test' "http://127.0.0.1:$HTTP_PORT/" >/dev/null
+    port=$HTTP_PORT
+    [[ $SCHEME == http ]] || port=$((HTTP_PORT + 2))
+    target="$SCHEME://127.0.0.1:$port/"
+    "$LOAD_BIN" load "${LOAD_ARGS[@]}" -t1 -c10 -R 100 -d 3s -H 'Host: bench.test' "$target" >/dev/null
     callgrind_control -i on "$pid" >/dev/null 2>&1
     "$LOAD_BIN" load "${LOAD_ARGS[@]}" -t1 -c10 -R "$RATE" -d "$DURATION" -H 'Host: bench.test' \
-        "http://127.0.0.1:$HTTP_PORT/" >"$OUT/$label.load"
+        "$target" >"$OUT/$label.load"
     callgrind_control -i off "$pid" >/dev/null 2>&1
     kill -TERM "$pid"
     wait "$pid" || true
