@@ -223,8 +223,9 @@ impl Route {
     /// alternative's rules and the draw (ingress-nginx's `route_to_alternative_balancer`): the
     /// primary when the request is `affinitized` to it (even when a canary header or cookie
     /// rule sent it to the alternative), else the alternative it is affinitized to (even from
-    /// a `never` rule); `None`: the rules and the weights decide. Only the first alternative
-    /// counts, as in ingress-nginx.
+    /// a `never` rule); `None`: the rules and the weights decide. A canary split has one
+    /// alternative (ingress-nginx's one canary); a Gateway API rule's weighted backendRefs
+    /// (session persistence) may have several: the first one the request is affinitized to.
     pub fn affinity_side(
         self: &Arc<Route>,
         affinitized: impl Fn(&Route) -> bool,
@@ -237,12 +238,12 @@ impl Route {
                 affinitized(self).then_some(self)
             };
         }
-        let alternative = &traffic.alternatives.first()?.route;
         if affinitized(self) {
-            Some(self)
-        } else {
-            affinitized(alternative).then_some(alternative)
+            return Some(self);
         }
+        (traffic.alternatives.iter())
+            .map(|alternative| &alternative.route)
+            .find(|alternative| affinitized(alternative))
     }
 
     /// ingress-nginx's name for the route's upstream (`$proxy_upstream_name`):

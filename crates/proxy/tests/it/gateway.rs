@@ -798,3 +798,56 @@ async fn a_backend_ref_s_header_filters_apply_to_its_share_only() {
     }
     assert_eq!(seen.len(), 2, "{seen:?}");
 }
+
+/// `sessionPersistence` (Cookie, Permanent): the first answer sets the cookie (its name,
+/// Max-Age from absoluteTimeout, Path `/`); a client sending it back stays on its share of
+/// the weighted backendRefs and its endpoint; a client without it is drawn by the weights.
+#[tokio::test]
+async fn session_persistence_keeps_a_client_on_its_share() {
+    let served = serve(http_route(
+        "shop",
+        json!({
+            "parentRefs": [{"name": "edge", "port": 80}],
+            "hostnames": ["shop.example.com"],
+            "rules": [{
+                "backendRefs": [{"name": "web", "port": 80, "weight": 1},
+                                {"name": "v2", "port": 80, "weight": 1}],
+                "sessionPersistence": {
+                    "absoluteTimeout": "1h",
+                    "cookie": {"name": "shop-session", "lifetimeType": "Permanent"},
+                },
+            }],
+        }),
+    ))
+    .await;
+    let mut client = Client::connect(served.h.http()).await;
+    let mut pinned = std::collections::BTreeMap::new();
+    for _ in 0..40 {
+        let reply = client.get("shop.example.com", "/echo").await;
+        assert_eq!(reply.status, StatusCode::OK);
+        let set_cookie = reply.headers["set-cookie"].to_str().unwrap().to_owned();
+        assert!(set_cookie.starts_with("shop-session="), "{set_cookie}");
+        assert!(set_cookie.contains("; Max-Age=3600"), "{set_cookie}");
+        assert!(set_cookie.contains("; Path=/"), "{set_cookie}");
+        let cookie = set_cookie.split(';').next().unwrap().to_owned();
+        pinned.entry(reply.backend()).or_insert(cookie);
+    }
+    // Without a cookie the weights decide: both shares were drawn.
+    assert_eq!(pinned.len(), 2, "{pinned:?}");
+    for (backend, cookie) in &pinned {
+        for _ in 0..20 {
+            let request = Request::get("/echo")
+                .header("host", "shop.example.com")
+                .header("cookie", cookie)
+                .body(Default::default())
+                .unwrap();
+            let reply = client.send(request).await.unwrap();
+            assert_eq!(reply.status, StatusCode::OK);
+            assert_eq!(&reply.backend(), backend, "{cookie}");
+            assert!(
+                !reply.headers.contains_key("set-cookie"),
+                "kept: no new cookie"
+            );
+        }
+    }
+}

@@ -53,6 +53,7 @@ mod pool;
 mod ports;
 mod replay;
 mod retry;
+mod session;
 mod status;
 mod timeouts;
 pub mod tls_objects;
@@ -686,9 +687,11 @@ impl Compiler<'_> {
         let per_match = backend_prefix || rule.filters.iter().any(filters::replaces_prefix);
         let timeouts = self.rule_timeouts(object, &field, rule.timeouts.as_ref());
         let retry = self.rule_retry(object, &field, rule.retry.as_ref());
+        let persistence = rule.session_persistence.as_ref();
+        let session = self.rule_session((object, &field), r, persistence);
         let shared = (!per_match).then(|| {
             let policy = self.gateway_filters((key, object), &field, &rule.filters, None);
-            let policy = retry.apply(timeouts.apply(policy));
+            let policy = session.apply(retry.apply(timeouts.apply(policy)));
             let refs = (&rule.backend_refs[..], None);
             self.gateway_backends((key, object), &field, refs, policy, site.clone())
         });
@@ -706,7 +709,7 @@ impl Compiler<'_> {
                     };
                     let filters = &rule.filters;
                     let policy = self.gateway_filters((key, object), &field, filters, prefix);
-                    let policy = retry.apply(timeouts.apply(policy));
+                    let policy = session.apply(retry.apply(timeouts.apply(policy)));
                     let refs = (&rule.backend_refs[..], prefix);
                     self.gateway_backends((key, object), &field, refs, policy, site.clone())
                 }

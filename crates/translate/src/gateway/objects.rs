@@ -336,6 +336,9 @@ pub struct HttpRouteRule {
     pub backend_refs: Vec<HttpBackendRef>,
     pub timeouts: Option<HttpRouteTimeouts>,
     pub retry: Option<HttpRouteRetry>,
+    /// Experimental channel (deprecated in v1.7 for GEP-4894's Backend, still served): read in
+    /// `session.rs`.
+    pub session_persistence: Option<SessionPersistence>,
     #[serde(flatten)]
     pub rest: Rest,
 }
@@ -345,7 +348,38 @@ unsupported!(HttpRouteRule {
     backend_refs => "backendRefs",
     timeouts => "timeouts",
     retry => "retry",
+    session_persistence => "sessionPersistence",
 });
+
+/// `sessionPersistence`: read in `session.rs`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SessionPersistence {
+    pub absolute_timeout: Option<String>,
+    /// `Cookie` (the default) or `Header`.
+    #[serde(rename = "type")]
+    pub type_: Option<String>,
+    pub cookie: Option<SessionCookieConfig>,
+    /// Header persistence is not implemented: its settings are not read.
+    pub header: Option<serde_yaml::Value>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(SessionPersistence {
+    cookie => "cookie",
+});
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SessionCookieConfig {
+    pub name: Option<String>,
+    pub path: Option<String>,
+    /// `Session` (the default) or `Permanent`.
+    pub lifetime_type: Option<String>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(SessionCookieConfig {});
 
 /// `retry`: read in `retry.rs`.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
