@@ -152,6 +152,21 @@ impl Compiler<'_> {
         let reference = &mirror.backend_ref;
         let (_, backend, port) = self.gateway_backend(key, object, &at, reference, "not mirrored");
         let upstream_name: Arc<str> = backend.key()?.to_string().into();
+        // A BackendTLSPolicy on the mirror's Service port: the copy goes with its TLS, as the
+        // route's shares do; never in cleartext when the policy cannot be used.
+        let tls = match self.backend_tls_for(object, &backend) {
+            None => None,
+            Some(Ok(_)) if object.kind == model::Kind::GRPCRoute => {
+                let why = format!("{at}: a BackendTLSPolicy covers its Service port, and a GRPCRoute's copy goes in cleartext HTTP/2 only (not supported yet); not mirrored");
+                self.diagnose_with(model::Severity::Unsupported, object.clone(), why);
+                return None;
+            }
+            Some(Ok(tls)) => Some(tls),
+            Some(Err(why)) => {
+                self.diagnose(object.clone(), format!("{at}: {why}; not mirrored"));
+                return None;
+            }
+        };
         let namespace = reference.namespace.as_deref().unwrap_or(&key.namespace);
         let host = format!("{}.{namespace}.svc", reference.name);
         let request_uri = model::access_log::parse_request_key("$request_uri").ok()?;
@@ -162,7 +177,7 @@ impl Compiler<'_> {
             request_body: true,
             upstream_name,
             backend,
-            tls: None,
+            tls,
             http2: false,
             share,
             also: None,

@@ -291,3 +291,29 @@ fn testkit_leaf() -> String {
         indent(key.serialize_pem())
     )
 }
+
+/// A RequestMirror to a Service port a policy covers: the copy goes with the policy's TLS.
+#[test]
+fn a_mirror_to_a_policy_s_port_is_sent_with_its_tls() {
+    let mirrored = "\
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: mirrored, namespace: app}
+spec:
+  parentRefs: [{name: edge}]
+  hostnames: [m.example.com]
+  rules:
+  - filters: [{type: RequestMirror, requestMirror: {backendRef: {name: web, port: 443}}}]
+    backendRefs: [{name: plain, port: 443}]
+";
+    let target = "{group: '', kind: Service, name: web, sectionName: https}";
+    let c = compiled(&(objects(&policy("web", "2026-01-01T00:00:00Z", target, CA)) + mirrored));
+    let head = http::Request::new(()).into_parts().0;
+    let found = c.routes.route("m.example.com", "/", &head).unwrap();
+    let mirror = found.route.policy.mirror.as_ref().expect("a mirror");
+    let tls = mirror.tls.as_ref().expect("the policy's TLS");
+    assert!(tls.verify && tls.server_name);
+    assert_eq!(tls.name, "web.example.com");
+    assert!(said(conditions(&c.gateway_status, "web"), "Accepted").0);
+}
