@@ -492,6 +492,7 @@ const SPEC_CONDITIONS: &[&str] = &[
     "SupportedVersion",
     "AttachedListenerSets",
     "OverlappingTLSConfig",
+    "InsecureFrontendValidationMode",
 ];
 
 /// `want` with transition times (kept from `current` where a condition's status is the same),

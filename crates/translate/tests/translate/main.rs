@@ -8,6 +8,7 @@ mod catalogue;
 mod compile_time;
 mod configmap;
 mod endpoints;
+mod frontend_tls;
 mod gateway_listener_status;
 mod gateway_sites;
 mod gateway_status;
