@@ -8,15 +8,9 @@ use model::frontend_tls::PortTls;
 use model::gateway_status::GatewayStatuses;
 use model::NamespacedName;
 
+use crate::backend_tls::ca_pem;
 use crate::gateway_listener_status::compiled;
 use crate::gateway_status::find;
-
-fn ca_pem() -> String {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    params.self_signed(&key).unwrap().pem()
-}
 
 fn server_secret(namespace: &str) -> String {
     let key = rcgen::KeyPair::generate().unwrap();
@@ -30,38 +24,22 @@ fn server_secret(namespace: &str) -> String {
     )
 }
 
+/// A ConfigMap `namespace/name` with `ca.crt` (YAML, indented as a block scalar's lines).
+fn config_map(namespace: &str, name: &str, ca_crt: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {namespace}}}\ndata:\n  ca.crt: |\n    {ca_crt}\n---\n")
+}
+
 fn objects(gateway: &str) -> String {
     let ca = ca_pem().replace('\n', "\n    ");
-    format!(
-        "\
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: {{name: sluice}}
-spec: {{controllerName: sluice.dev/gateway-controller}}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: ca, namespace: infra}}
-data:
-  ca.crt: |
-    {ca}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: elsewhere, namespace: web}}
-data:
-  ca.crt: |
-    {ca}
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {{name: garbage, namespace: infra}}
-data: {{ca.crt: not a certificate}}
----
-{}---
-{gateway}",
-        server_secret("infra")
-    )
+    [
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: sluice}\nspec: {controllerName: sluice.dev/gateway-controller}\n---\n".to_owned(),
+        config_map("infra", "ca", &ca),
+        config_map("web", "elsewhere", &ca),
+        config_map("infra", "garbage", "not a certificate"),
+        server_secret("infra"),
+        format!("---\n{gateway}"),
+    ]
+    .concat()
 }
 
 const LISTENERS: &str = "  listeners:
@@ -160,6 +138,11 @@ fn bad_ca_references_are_listener_conditions_with_the_spec_s_reasons() {
         message("grant")
     );
     assert!(!(gateway.conditions.iter()).any(|c| c.type_ == "InsecureFrontendValidationMode"));
+    // A CA ConfigMap is read by name, missing or not: its creation or change recompiles.
+    for name in ["ca", "nowhere", "garbage"] {
+        let key = NamespacedName::new("infra", name);
+        assert!(compiled.config_maps_read.contains(&key), "{name}");
+    }
 }
 
 #[test]
