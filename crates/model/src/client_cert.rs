@@ -75,6 +75,9 @@ pub struct ClientCa {
     /// The CA certificates' subjects, DER (with the SEQUENCE): the names the handshake's
     /// CertificateRequest lists, and where a chain ends.
     subjects: Vec<Vec<u8>>,
+    /// The CA certificates themselves: a new CA of the same name is another `ClientCa` (the
+    /// proxy keeps TLS configurations by value).
+    anchors: Vec<CertificateDer<'static>>,
     pub has_crl: bool,
 }
 
@@ -92,7 +95,21 @@ impl PartialEq for ClientCa {
     fn eq(&self, other: &ClientCa) -> bool {
         self.secret == other.secret
             && self.subjects == other.subjects
+            && self.anchors == other.anchors
             && self.has_crl == other.has_crl
+    }
+}
+
+// Hashed by what `PartialEq` compares: a `HostTls` that requires a certificate keys the
+// proxy's per-worker cache of TLS configurations.
+impl Eq for ClientCa {}
+
+impl std::hash::Hash for ClientCa {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.secret.hash(state);
+        self.subjects.hash(state);
+        self.anchors.hash(state);
+        self.has_crl.hash(state);
     }
 }
 
@@ -106,11 +123,24 @@ impl ClientCa {
         crl: Option<&[u8]>,
         provider: Arc<rustls::crypto::CryptoProvider>,
     ) -> Result<ClientCa, String> {
+        let certs = CertificateDer::pem_slice_iter(ca)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("ca.crt: not PEM certificates: {e}"))?;
+        ClientCa::from_certs(secret, certs, crl, provider)
+    }
+
+    /// From CA certificates already read (DER); `secret` names where they came from (a
+    /// Secret's, or a Gateway's ConfigMaps').
+    pub fn from_certs(
+        secret: String,
+        certs: Vec<CertificateDer<'static>>,
+        crl: Option<&[u8]>,
+        provider: Arc<rustls::crypto::CryptoProvider>,
+    ) -> Result<ClientCa, String> {
         let mut roots = RootCertStore::empty();
         let mut subjects = Vec::new();
-        for cert in CertificateDer::pem_slice_iter(ca) {
-            let cert = cert.map_err(|e| format!("ca.crt: not PEM certificates: {e}"))?;
-            let (_, parsed) = x509_parser::parse_x509_certificate(&cert)
+        for cert in &certs {
+            let (_, parsed) = x509_parser::parse_x509_certificate(cert)
                 .map_err(|e| format!("ca.crt: not an X.509 certificate: {e}"))?;
             subjects.push(parsed.subject().as_raw().to_vec());
             roots
@@ -138,6 +168,7 @@ impl ClientCa {
             secret,
             verifier,
             subjects,
+            anchors: certs,
             has_crl,
         })
     }
@@ -145,6 +176,13 @@ impl ClientCa {
     /// The CA names a CertificateRequest lists (DER).
     pub fn names(&self) -> &[Vec<u8>] {
         &self.subjects
+    }
+
+    /// The verifier a handshake that requires a certificate of these CAs uses (Gateway API's
+    /// frontend validation, `frontend_tls`): no certificate, or one that does not verify,
+    /// fails the handshake itself.
+    pub fn handshake_verifier(&self) -> Arc<dyn ClientCertVerifier> {
+        self.verifier.clone()
     }
 
     /// Verifies `chain` (the client's certificate first) for client authentication, with at

@@ -166,6 +166,9 @@ pub struct CompiledView {
     /// Hosts whose handshake asks for a client certificate → the CA names it lists.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub client_cert_requests: BTreeMap<String, usize>,
+    /// Listener ports whose handshakes a Gateway's frontend validation sets (`frontend_tls`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub port_tls: BTreeMap<u16, String>,
     /// `ssl-passthrough` hosts → the backend their TLS connections go to (and the PROXY
     /// protocol version written to it, if any).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -328,6 +331,7 @@ impl Compiled {
                 .collect(),
             certificates: self.certificates.sources().clone(),
             client_cert_requests: self.certificates.client_cert_requests(),
+            port_tls: self.certificates.port_tls_view(),
             passthrough: self
                 .passthrough
                 .iter()

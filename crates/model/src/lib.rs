@@ -24,6 +24,8 @@
 //!                                     without a compile)
 //!  connection to a Gateway's own address (--gateway-address-pool) ──▶ Compiled.sites[addr]
 //!      (sites.rs): that Gateway's routes and certificates instead of the shared ones
+//!  TLS connection to a port with a Gateway's frontend validation ──▶ Certificates.ports
+//!      (frontend_tls.rs): its handshake requires (or asks for) a client certificate
 //!  connection to a TCP/UDP service port ──▶ Compiled.tcp_services[port] ──▶ StreamService
 //!  TLS connection on a Gateway TLS listener's port ──▶ tls_routes[port] by server name
 //!      (tls_routes.rs) ──▶ Route, passed through or terminated
@@ -43,6 +45,7 @@ pub mod compiled;
 pub mod cors;
 pub mod custom_headers;
 pub mod endpoints;
+pub mod frontend_tls;
 pub mod gateway_redirect;
 pub mod gateway_status;
 mod header_text;

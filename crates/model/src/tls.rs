@@ -11,6 +11,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 
+use crate::frontend_tls::PortTls;
 use crate::routes::{HostPattern, RouteTable};
 
 /// Certificates by host name, plus the default for clients without (matching) SNI.
@@ -32,6 +33,9 @@ pub struct Certificates {
     /// The handshake of the rules without host (ingress-nginx's default server `_`): the
     /// handshakes that name no host the routes serve, or none.
     host_tls_catch_all: Option<Arc<HostTls>>,
+    /// Listener ports whose every handshake differs (Gateway API's frontend validation,
+    /// `frontend_tls`), whatever the host. Empty unless a Gateway asks for it.
+    ports: BTreeMap<u16, PortTls>,
 }
 
 /// nginx's name of ingress-nginx's default server, where the rules without host live; never
@@ -47,17 +51,7 @@ pub struct TlsServer<'c, 'n> {
     pub tls: Option<&'c Arc<HostTls>>,
 }
 
-/// How the TLS handshake of one host differs from the listener's, chosen by the ClientHello's
-/// server name before the handshake starts (one listener, many hosts): client certificates
-/// per host (`auth-tls-*`, `client_cert.rs`).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct HostTls {
-    /// The ALPN protocols offered, most preferred first (the listener's: `h2`, `http/1.1`).
-    pub alpn: Vec<Vec<u8>>,
-    /// A client certificate is asked for (never required: a missing or bad one is answered
-    /// in HTTP, 400, as ingress-nginx does), naming these CAs (DER subjects).
-    pub client_cert_request: Option<Vec<Vec<u8>>>,
-}
+pub use crate::frontend_tls::HostTls;
 
 /// The entry for `name` in an exact map, else in a wildcard map (one more label).
 fn by_host<'m, T>(
@@ -292,6 +286,36 @@ impl Certificates {
         }
     }
 
+    /// How every handshake on listener port `port` goes, if the port says (see
+    /// [`crate::frontend_tls`]).
+    pub fn port_tls(&self, port: u16) -> Option<&PortTls> {
+        self.ports.get(&port)
+    }
+
+    /// Some listener port has handshakes of its own.
+    pub fn has_port_tls(&self) -> bool {
+        !self.ports.is_empty()
+    }
+
+    /// Makes every handshake on `port` go as `tls` says; `false` (nothing changed) when the
+    /// port already has a setting (the first one stays).
+    pub fn set_port_tls(&mut self, port: u16, tls: PortTls) -> bool {
+        match self.ports.entry(port) {
+            std::collections::btree_map::Entry::Occupied(_) => false,
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                slot.insert(tls);
+                true
+            }
+        }
+    }
+
+    /// Port → what its handshakes do, for `/config` and golden files.
+    pub fn port_tls_view(&self) -> BTreeMap<u16, String> {
+        (self.ports.iter())
+            .map(|(p, t)| (*p, t.describe()))
+            .collect()
+    }
+
     /// The hosts whose handshake asks for a client certificate (`*.suffix` for a wildcard) →
     /// how many CA names it lists, for `/config` and golden files.
     pub fn client_cert_requests(&self) -> BTreeMap<String, usize> {
@@ -385,6 +409,7 @@ mod tests {
         let asks = HostTls {
             alpn: vec![b"h2".to_vec()],
             client_cert_request: Some(vec![]),
+            client_cert_required: None,
         };
         certificates.set_host_tls(&HostPattern::Any, asks.clone());
         certificates.set_host_tls(&HostPattern::Exact("mtls.example.com".into()), asks);
@@ -414,6 +439,7 @@ mod tests {
         let h1 = HostTls {
             alpn: vec![b"http/1.1".to_vec()],
             client_cert_request: None,
+            client_cert_required: None,
         };
         certificates.set_host_tls(&HostPattern::Wildcard("example.com".into()), h1.clone());
         certificates.set_host_tls(
@@ -421,6 +447,7 @@ mod tests {
             HostTls {
                 alpn: vec![b"h2".to_vec()],
                 client_cert_request: None,
+                client_cert_required: None,
             },
         );
         assert!(certificates.has_host_tls());

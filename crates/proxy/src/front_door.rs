@@ -8,6 +8,7 @@
 //!                                               a TLS listener's route? ─▶ tls_route (pass
 //!                                               or terminate and relay; no route: closed)
 //!                                               own TLS settings? ─▶ that host's ServerConfig
+//!                                               (merged with its port's frontend validation)
 //!                 ├─ plain ──────────────┐            ┌─▶ inline HTTP/1.1 ─(handover)─▶ hyper http1
 //!                 └─ TLS+ALPN (serve_tls)┴─▶ ConnCtx ─┴─▶ h2_server (use-h2c: a plain connection
 //!                                                        that opens with the preface) ─▶ forward
@@ -130,7 +131,7 @@ pub(crate) async fn serve(
         host_tls = hello.host_tls;
         asked_name = hello.asked_name;
         if hello.refused {
-            tracing::debug!(peer = %origin.peer, "TLS listener: no TLSRoute has the server name; closed");
+            tracing::debug!(peer = %origin.peer, "TLS listener: no TLSRoute has the server name, or the port's client-certificate validation has no usable CA; closed");
             return;
         }
         if let Some(route) = hello.terminate {
@@ -225,7 +226,8 @@ struct Hello {
     passthrough: Option<Arc<model::Route>>,
     /// A TLS listener's route terminates it here and relays the bytes.
     terminate: Option<Arc<model::Route>>,
-    /// A TLS listener port where no route has the name: closed.
+    /// A TLS listener port where no route has the name, or a port whose frontend
+    /// validation has no usable CA: closed.
     refused: bool,
     /// This host's handshake differs from the listener's.
     host_tls: Option<Arc<HostTls>>,
@@ -247,6 +249,7 @@ async fn hello(
         let site = c.site(local);
         !site.passthrough.is_empty()
             || site.certificates.has_host_tls()
+            || site.certificates.has_port_tls()
             || crate::tls_route::wanted(&site, port)
     });
     if !wanted {
@@ -287,11 +290,27 @@ async fn hello(
     };
     let server = site.certificates.server(site.routes, name.as_deref());
     let asks = server.tls.is_some_and(|h| h.client_cert_request.is_some());
+    // An HTTPS port with a Gateway's frontend validation: its handshake for every name.
+    let port_tls = (terminate.is_none())
+        .then(|| site.certificates.port_tls(port))
+        .flatten();
+    let host_tls = match port_tls {
+        None => server.tls.cloned(),
+        Some(port_tls) => match port_tls.merged(server.tls) {
+            Some(tls) => Some(tls),
+            None => {
+                return Hello {
+                    refused: true,
+                    ..Hello::default()
+                }
+            }
+        },
+    };
     Hello {
         passthrough: None,
         terminate,
         refused: false,
-        host_tls: server.tls.cloned(),
+        host_tls,
         asked_name: asks.then(|| server.name.into()),
     }
 }

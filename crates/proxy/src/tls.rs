@@ -4,7 +4,9 @@
 //! connections keep the keys they negotiated. The `ServerConfig` itself is rebuilt only when
 //! `ssl-session-tickets` flips; the ticket keys are shared, so tickets survive that too. A host
 //! whose handshake differs (`model::tls::HostTls`) gets a `ServerConfig` of its own, chosen
-//! from the ClientHello's server name, read before the handshake only when some host has one.
+//! from the ClientHello's server name, read before the handshake only when some host has one;
+//! so does a port with a Gateway's frontend validation (`model::frontend_tls`), whatever the
+//! name.
 
 use std::sync::Arc;
 
@@ -116,16 +118,30 @@ pub(crate) fn server_config(
     let ticketer = shared.ticketer.clone();
     let builder = ServerConfig::builder_with_provider(model::tls::crypto_provider().clone())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?;
-    // Client certificates: asked for, never required (`client_cert` decides per request).
-    let builder = match host.and_then(|h| h.client_cert_request.as_deref()) {
-        Some(names) => builder.with_client_cert_verifier(Arc::new(RequestAny::new(names))),
-        None => builder.with_no_client_auth(),
+    // Client certificates: required by a port's frontend validation (`model::frontend_tls`:
+    // the handshake fails without a good one); else asked for, never required
+    // (`client_cert` decides per request).
+    let required = host.and_then(|h| h.client_cert_required.as_ref());
+    let builder = match (
+        required,
+        host.and_then(|h| h.client_cert_request.as_deref()),
+    ) {
+        (Some(ca), _) => builder.with_client_cert_verifier(ca.handshake_verifier()),
+        (None, Some(names)) => builder.with_client_cert_verifier(Arc::new(RequestAny::new(names))),
+        (None, None) => builder.with_no_client_auth(),
     };
     let mut config = builder.with_cert_resolver(Arc::new(CurrentCertificates { shared, site }));
     config.alpn_protocols = match host {
         Some(host) => host.alpn.clone(),
         None => LISTENER_ALPN.iter().map(|p| p.to_vec()).collect(),
     };
+    if required.is_some() {
+        // rustls does not judge the client certificate again on resumption, and the ticket
+        // keys are shared by every configuration: a ticket from a port without validation
+        // would skip this one's. Every handshake here is a full one.
+        config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+        return Ok(Arc::new(config));
+    }
     config.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE_SIZE);
     if session_tickets {
         config.ticketer = ticketer;

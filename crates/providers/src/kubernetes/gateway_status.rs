@@ -534,6 +534,7 @@ const SPEC_CONDITIONS: &[&str] = &[
     "SupportedVersion",
     "AttachedListenerSets",
     "OverlappingTLSConfig",
+    "InsecureFrontendValidationMode",
 ];
 
 /// `want` with transition times (kept from `current` where a condition's status is the same),
@@ -701,9 +702,13 @@ mod tests {
             "conditions": [
                 {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
                  "observedGeneration": 2, "lastTransitionTime": "2026-01-01T00:00:00Z"},
-                // Sluice's own type, no longer said: dropped.
+                // Sluice's own types, no longer said: dropped (the spec removes
+                // InsecureFrontendValidationMode when the mode is AllowValidOnly again).
                 {"type": "ResolvedRefs", "status": "False", "reason": "InvalidCertificateRef",
                  "message": "", "observedGeneration": 2,
+                 "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                {"type": "InsecureFrontendValidationMode", "status": "True",
+                 "reason": "ConfigurationChanged", "message": "", "observedGeneration": 2,
                  "lastTransitionTime": "2026-01-01T00:00:00Z"},
                 foreign.clone(),
             ],

@@ -20,6 +20,7 @@ mod custom_errors;
 mod edge;
 mod external_auth;
 mod forwarded;
+mod frontend_tls;
 mod gateway;
 mod gateway_retry;
 mod gateway_sites;

@@ -213,6 +213,7 @@ async fn one_listener_gives_each_host_its_own_handshake_settings() {
             model::tls::HostTls {
                 alpn: vec![b"http/1.1".to_vec()],
                 client_cert_request: None,
+                client_cert_required: None,
             },
         );
     });

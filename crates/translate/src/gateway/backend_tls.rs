@@ -174,11 +174,23 @@ impl Compiler<'_> {
         reference: &LocalObjectRef,
     ) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, (&'static str, String)> {
         let key = NamespacedName::new(namespace.clone(), reference.name.as_str());
+        self.ca_bundle(&reference.group, &reference.kind, &key)
+    }
+
+    /// The CA certificates (`ca.crt`) of the ConfigMap or Secret `key` (`group`/`kind`, as a
+    /// reference spells them), or the reason it cannot be used (InvalidCACertificateRef,
+    /// InvalidKind) and why. BackendTLSPolicy's and a Gateway's frontend validation's.
+    pub(super) fn ca_bundle(
+        &mut self,
+        group: &str,
+        kind: &str,
+        key: &NamespacedName,
+    ) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, (&'static str, String)> {
         let invalid = |why: String| ("InvalidCACertificateRef", why);
-        let pem = match (reference.group.as_str(), reference.kind.as_str()) {
+        let pem = match (group, kind) {
             ("", "ConfigMap") => {
                 let found = self
-                    .read_config_map(&key)
+                    .read_config_map(key)
                     .ok_or_else(|| invalid(format!("ConfigMap {key} not found")))?;
                 let data = found.data.as_ref().and_then(|d| d.get("ca.crt"));
                 let pem = data.ok_or_else(|| invalid(format!("ConfigMap {key} has no ca.crt")))?;
@@ -188,7 +200,7 @@ impl Compiler<'_> {
             ("", "Secret") => {
                 let found = self
                     .store
-                    .secret(&key)
+                    .secret(key)
                     .ok_or_else(|| invalid(format!("Secret {key} not found")))?;
                 let data = found.data.as_ref().and_then(|d| d.get("ca.crt"));
                 let pem = data.ok_or_else(|| invalid(format!("Secret {key} has no ca.crt")))?;
@@ -203,8 +215,7 @@ impl Compiler<'_> {
                 ))
             }
         };
-        trust_anchors(&pem)
-            .map_err(|why| invalid(format!("{} {key}: ca.crt: {why}", reference.kind)))
+        trust_anchors(&pem).map_err(|why| invalid(format!("{kind} {key}: ca.crt: {why}")))
     }
 
     /// The TLS a share to `backend` from `route` is made with: `None` when no policy covers

@@ -124,6 +124,7 @@ impl<'s> Compiler<'s> {
                     said: self.said_since(mark, i),
                     conflicted: false,
                     lost,
+                    ca: None,
                 });
             }
             outcomes.push(SetOutcome {

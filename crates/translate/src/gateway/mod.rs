@@ -21,7 +21,8 @@
 //! `listeners` (what a Gateway serves), `ports` (ports beyond 80 and 443), this file (attaching
 //! routes of either kind, hostnames, HTTPRoute rules), `grpc_route`, `matches`, `filters`,
 //! `backend_refs`, `backend_tls` (BackendTLSPolicy: TLS to a Service port's endpoints; its types
-//! and the compile's decisions in `backend_tls_objects`).
+//! and the compile's decisions in `backend_tls_objects`), `frontend_tls` (`spec.tls.frontend`:
+//! client certificates on the HTTPS listeners' ports).
 //! HTTPRoutes and GRPCRoutes are attached in one order; of the two kinds, the route attached
 //! first keeps a hostname on a listener (the spec accepts exactly one of them).
 //! Routes (both kinds) are read oldest first, then by namespace/name, rules and matches in order: the
@@ -40,6 +41,7 @@ pub mod backend_tls_objects;
 mod cors;
 mod filters;
 pub(crate) mod fragments;
+mod frontend_tls;
 pub mod grpc_objects;
 mod grpc_route;
 mod hosts;
@@ -246,15 +248,22 @@ impl Compiler<'_> {
             let object = gateway_ref(key);
             self.unsupported_fields(&object, &gateway.unsupported);
             self.gateway_client_certificate(key, gateway);
+            let frontend = self.gateway_frontend(key, gateway);
             let mut seen = BTreeSet::new();
             let mut found = Vec::new();
             let owner = (Kind::Gateway, key);
             for (i, listener) in gateway.spec.listeners.iter().enumerate() {
                 let mark = self.out.diagnostics.len();
-                let slot = self.listener((key, place), owner, i, listener).map(|slot| {
-                    listeners.push(slot);
-                    listeners.len() - 1
-                });
+                let ca = self.listener_frontend(&frontend, (key, place), listener);
+                // No usable CA for its port: not accepted, nothing of it served or bound.
+                let refused = ca.as_ref().is_some_and(|c| c.none_valid);
+                let slot = (!refused)
+                    .then(|| self.listener((key, place), owner, i, listener))
+                    .flatten()
+                    .map(|slot| {
+                        listeners.push(slot);
+                        listeners.len() - 1
+                    });
                 let conflicted = !seen.insert((listener.port, listener.hostname.clone()));
                 found.push(status::ListenerOutcome {
                     name: listener.name.clone(),
@@ -262,6 +271,7 @@ impl Compiler<'_> {
                     said: self.said_since(mark, i),
                     conflicted,
                     lost: None,
+                    ca,
                 });
             }
             let mine = sets.remove(key).unwrap_or_default();
@@ -360,6 +370,7 @@ impl Compiler<'_> {
             let assignment = &assignments[key];
             assignment.overrule(&mut conditions, generation);
             conditions.extend(self.backend_tls.gateway_refs.get(key).cloned());
+            conditions.extend(frontend_tls::insecure_mode(gateway, generation));
             status.gateways.insert(
                 key.clone(),
                 GatewayStatus {

@@ -161,7 +161,7 @@ pub struct GatewaySpec {
     /// The addresses asked for (`--gateway-address-pool` assigns one; see `addresses`).
     #[serde(default)]
     pub addresses: Vec<GatewaySpecAddress>,
-    /// `backend.clientCertificateRef` (see `backend_tls`).
+    /// `backend.clientCertificateRef` (see `backend_tls`), `frontend` (`frontend_tls`).
     #[serde(default)]
     pub tls: Option<GatewayTls>,
     /// Which namespaces' ListenerSets may add listeners (`namespaces.from`: None by default,
@@ -187,15 +187,58 @@ pub struct AllowedListeners {
 }
 unsupported!(AllowedListeners { namespaces => "namespaces" });
 
-/// A Gateway's `spec.tls`: `backend` is read (`frontend` is a diagnostic, not supported yet).
+/// A Gateway's `spec.tls`: `backend` (see `backend_tls`) and `frontend` (`frontend_tls`).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 pub struct GatewayTls {
     #[serde(default)]
     pub backend: Option<GatewayBackendTls>,
+    #[serde(default)]
+    pub frontend: Option<FrontendTls>,
     #[serde(flatten)]
     pub rest: Rest,
 }
-unsupported!(GatewayTls { backend => "backend" });
+unsupported!(GatewayTls { backend => "backend", frontend => "frontend" });
+
+/// `spec.tls.frontend`: client certificate validation for the HTTPS listeners, by port.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct FrontendTls {
+    pub default: FrontendTlsConfig,
+    pub per_port: Vec<FrontendTlsPort>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(FrontendTls { default => "default", per_port => "perPort" });
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct FrontendTlsConfig {
+    pub validation: Option<FrontendValidation>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(FrontendTlsConfig { validation => "validation" });
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct FrontendTlsPort {
+    pub port: i32,
+    pub tls: FrontendTlsConfig,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(FrontendTlsPort { tls => "tls" });
+
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct FrontendValidation {
+    pub ca_certificate_refs: Vec<ObjectReference>,
+    /// `AllowValidOnly` (the default) or `AllowInsecureFallback`.
+    pub mode: Option<String>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(FrontendValidation { ca_certificate_refs => "caCertificateRefs" });
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -2,7 +2,8 @@
 //! reasons: what a diagnostic says in words, a condition says as data for the API server.
 //!
 //! ```text
-//!  listener served? ─▶ ListenerStatus (Accepted, Programmed, ResolvedRefs, Conflicted, attachedRoutes)
+//!  listener served? ─▶ ListenerStatus (Accepted, Programmed, ResolvedRefs, Conflicted, attachedRoutes;
+//!      a bad CA of its port's client certificate validation: ResolvedRefs, Accepted)
 //!  listeners ─▶ GatewayStatus (Accepted, Programmed)
 //!  parentRef attached? backendRefs resolved? ─▶ RouteParentStatus (Accepted, ResolvedRefs)
 //! ```
@@ -23,6 +24,8 @@ pub(super) struct ListenerOutcome {
     /// A ListenerSet's listener that lost a conflict with the Gateway's or an older
     /// ListenerSet's (HostnameConflict, ProtocolConflict): not accepted, for that reason.
     pub(super) lost: Option<&'static str>,
+    /// Its port's client certificate validation has a bad CA reference (`frontend_tls`).
+    pub(super) ca: Option<super::frontend_tls::CaProblem>,
 }
 
 /// What the compile decided about an accepted listener (from its slot).
@@ -52,6 +55,7 @@ pub(super) fn listener_status(
     let mut conditions = Vec::new();
     let accepted = match (listener.protocol.as_str(), listener.port, slot) {
         _ if outcome.lost.is_some() => outcome.lost,
+        _ if outcome.ca.as_ref().is_some_and(|c| c.none_valid) => Some("NoValidCACertificate"),
         (_, _, Some(_)) => None,
         ("HTTP", 80, None) | ("HTTPS", 443, None) => Some("UnsupportedValue"),
         ("HTTP" | "HTTPS", _, None) => Some("PortUnavailable"),
@@ -61,9 +65,10 @@ pub(super) fn listener_status(
         Some(reason) => conditions.push(condition("Accepted", false, reason, &said)),
         None => conditions.push(condition("Accepted", true, "Accepted", "served by Sluice")),
     }
-    match slot.and_then(|s| s.refs) {
-        Some(reason) => conditions.push(condition("ResolvedRefs", false, reason, &said)),
-        None => conditions.push(condition("ResolvedRefs", true, "ResolvedRefs", "")),
+    match (&outcome.ca, slot.and_then(|s| s.refs)) {
+        (Some(ca), _) => conditions.push(condition("ResolvedRefs", false, ca.reason, &ca.message)),
+        (None, Some(reason)) => conditions.push(condition("ResolvedRefs", false, reason, &said)),
+        (None, None) => conditions.push(condition("ResolvedRefs", true, "ResolvedRefs", "")),
     }
     conditions.push(if let Some(reason) = outcome.lost {
         condition("Conflicted", true, reason, &said)

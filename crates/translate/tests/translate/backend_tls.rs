@@ -7,7 +7,7 @@ use model::{Compiled, NamespacedName};
 
 use crate::gateway_listener_status::compiled;
 
-fn ca_pem() -> String {
+pub(crate) fn ca_pem() -> String {
     let key = rcgen::KeyPair::generate().unwrap();
     let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);

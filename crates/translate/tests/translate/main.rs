@@ -9,6 +9,7 @@ mod compile_time;
 mod configmap;
 mod endpoints;
 mod fragments;
+mod frontend_tls;
 mod gateway_listener_status;
 mod gateway_sites;
 mod gateway_status;
