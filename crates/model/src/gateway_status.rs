@@ -33,6 +33,9 @@ pub struct GatewayStatuses {
     pub backend_tls_policies: BTreeMap<NamespacedName, PolicyStatus>,
     /// TLSRoutes naming one of those Gateways, likewise.
     pub tls_routes: BTreeMap<NamespacedName, RouteStatus>,
+    /// TCPRoutes and UDPRoutes naming one of those Gateways, likewise.
+    pub tcp_routes: BTreeMap<NamespacedName, RouteStatus>,
+    pub udp_routes: BTreeMap<NamespacedName, RouteStatus>,
     /// The `metadata.uid` of each Gateway, route and ListenerSet above (objects from the API server): the
     /// writer tells an object deleted and created again under its name from the one it wrote.
     pub uids: BTreeMap<(Kind, NamespacedName), Arc<str>>,

@@ -25,6 +25,8 @@
 //!  connection to a Gateway's own address (--gateway-address-pool) ──▶ Compiled.sites[addr]
 //!      (sites.rs): that Gateway's routes and certificates instead of the shared ones
 //!  connection to a TCP/UDP service port ──▶ Compiled.tcp_services[port] ──▶ StreamService
+//!      (a Gateway TCP/UDP listener's first: gateway_streams[port] of the address's site,
+//!      gateway_streams.rs; TCPRoute/UDPRoute weighted shares drawn per connection)
 //!  TLS connection on a Gateway TLS listener's port ──▶ tls_routes[port] by server name
 //!      (tls_routes.rs) ──▶ Route, passed through or terminated
 //! ```
@@ -45,6 +47,7 @@ pub mod custom_headers;
 pub mod endpoints;
 pub mod gateway_redirect;
 pub mod gateway_status;
+pub mod gateway_streams;
 mod header_text;
 pub mod limits;
 pub mod matches;

@@ -93,7 +93,10 @@ type Sessions = Rc<RefCell<HashMap<SocketAddr, Rc<Session>>>>;
 
 /// Receives port `port`'s datagrams on this worker's socket until the task is aborted (the
 /// port left the configuration, or the worker stops); its sessions end with it.
-pub(crate) async fn serve_port(worker: Rc<Worker>, socket: UdpSocket, port: u16) {
+pub(crate) async fn serve_port(worker: Rc<Worker>, socket: UdpSocket, addr: SocketAddr) {
+    let port = addr.port();
+    // Bound at a Gateway's own address: that site's UDP listeners' routes.
+    let local = Some(addr.ip()).filter(|ip| !ip.is_unspecified());
     let socket = Rc::new(socket);
     let sessions: Sessions = Rc::default();
     let mut tasks = JoinSet::new();
@@ -119,7 +122,7 @@ pub(crate) async fn serve_port(worker: Rc<Worker>, socket: UdpSocket, port: u16)
                             &socket,
                             &sessions,
                             &mut tasks,
-                            port,
+                            (port, local),
                             client,
                             &scratch[..len],
                         );
@@ -145,7 +148,7 @@ fn forward(
     listener: &Rc<UdpSocket>,
     sessions: &Sessions,
     tasks: &mut JoinSet<()>,
-    port: u16,
+    (port, local): (u16, Option<std::net::IpAddr>),
     client: SocketAddr,
     datagram: &[u8],
 ) {
@@ -153,7 +156,8 @@ fn forward(
         return;
     };
     // The port left the configuration while this datagram waited.
-    let Some(service) = config.udp_services.get(&port).cloned() else {
+    let found = config.stream_service(model::streams::StreamProtocol::Udp, local, port);
+    let Some(service) = found.cloned() else {
         return;
     };
     let settings = worker.settings();
@@ -215,8 +219,10 @@ fn open(
     key: StreamKey,
 ) -> Option<Rc<Session>> {
     let settings = worker.settings();
+    // A Gateway route's weighted shares: this session's drawn here.
+    let backend = service.pick_backend(|total| fastrand::u32(1..=total));
     let endpoint = worker.upstreams.balancer.borrow_mut().pick(
-        &service.backend,
+        backend,
         settings.load_balance,
         &[],
         Instant::now(),

@@ -60,6 +60,8 @@ gateway_kinds! {
     HttpRoutes => HTTPRoute, "v1", "httproutes", NamespaceResourceScope;
     GrpcRoutes => GRPCRoute, "v1", "grpcroutes", NamespaceResourceScope;
     TlsRoutes => TLSRoute, "v1", "tlsroutes", NamespaceResourceScope;
+    TcpRoutes => TCPRoute, "v1", "tcproutes", NamespaceResourceScope;
+    UdpRoutes => UDPRoute, "v1", "udproutes", NamespaceResourceScope;
     ReferenceGrants => ReferenceGrant, "v1beta1", "referencegrants", NamespaceResourceScope;
     BackendTlsPolicies => BackendTLSPolicy, "v1", "backendtlspolicies", NamespaceResourceScope;
     ListenerSets => ListenerSet, "v1", "listenersets", NamespaceResourceScope;

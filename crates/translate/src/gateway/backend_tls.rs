@@ -390,6 +390,8 @@ fn accepting_gateways(statuses: &GatewayStatuses, route: &ObjectRef) -> Vec<Name
         Kind::HTTPRoute => statuses.http_routes.get(&key),
         Kind::GRPCRoute => statuses.grpc_routes.get(&key),
         Kind::TLSRoute => statuses.tls_routes.get(&key),
+        Kind::TCPRoute => statuses.tcp_routes.get(&key),
+        Kind::UDPRoute => statuses.udp_routes.get(&key),
         _ => None,
     };
     found

@@ -31,6 +31,8 @@ pub(super) struct Accepted {
     pub(super) http_routes: bool,
     pub(super) grpc_routes: bool,
     pub(super) tls_routes: bool,
+    pub(super) tcp_routes: bool,
+    pub(super) udp_routes: bool,
     pub(super) attached: i32,
     pub(super) programmed: bool,
     /// Why `ResolvedRefs` is False, if it is.
@@ -54,7 +56,7 @@ pub(super) fn listener_status(
         _ if outcome.lost.is_some() => outcome.lost,
         (_, _, Some(_)) => None,
         ("HTTP", 80, None) | ("HTTPS", 443, None) => Some("UnsupportedValue"),
-        ("HTTP" | "HTTPS", _, None) => Some("PortUnavailable"),
+        ("HTTP" | "HTTPS" | "TCP" | "UDP", _, None) => Some("PortUnavailable"),
         _ => Some("UnsupportedProtocol"),
     };
     match accepted {
@@ -98,6 +100,8 @@ pub(super) fn listener_status(
                     (s.http_routes, "HTTPRoute"),
                     (s.grpc_routes, "GRPCRoute"),
                     (s.tls_routes, "TLSRoute"),
+                    (s.tcp_routes, "TCPRoute"),
+                    (s.udp_routes, "UDPRoute"),
                 ]
             })
             .into_iter()
