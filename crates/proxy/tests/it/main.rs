@@ -23,6 +23,7 @@ mod forwarded;
 mod gateway;
 mod gateway_retry;
 mod gateway_sites;
+mod gateway_streams;
 mod gateway_timeouts;
 mod grpc;
 mod grpc_route;
