@@ -112,7 +112,7 @@ pub(crate) struct Compiler<'a> {
     /// Gateway API's BackendTLSPolicies, by target (read before the routes).
     pub(crate) backend_tls: crate::gateway::backend_tls_objects::BackendTls,
     /// Gateway TCP and UDP listeners' ports (read with Sluice's own, `reserved_ports`).
-    pub(crate) stream_ports: crate::gateway::StreamPorts,
+    pub(crate) stream_ports: crate::gateway::stream_objects::StreamPorts,
 }
 impl Compiler<'_> {
     /// The one shared copy of `text` in this configuration.

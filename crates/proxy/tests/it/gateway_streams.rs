@@ -54,7 +54,10 @@ async fn greeting(port: u16) -> Option<(String, TcpStream)> {
 /// One datagram to `port` from a new socket (a session of its own), and its answer.
 async fn ask(port: u16, text: &str) -> Option<String> {
     let socket = UdpSocket::bind((LOCALHOST, 0)).await.unwrap();
-    socket.send_to(text.as_bytes(), (LOCALHOST, port)).await.unwrap();
+    socket
+        .send_to(text.as_bytes(), (LOCALHOST, port))
+        .await
+        .unwrap();
     let mut buffer = vec![0; 65_536];
     let (len, _) = tokio::time::timeout(Duration::from_secs(2), socket.recv_from(&mut buffer))
         .await
@@ -121,8 +124,18 @@ async fn tcp_and_udp_routes_forward_by_weight_and_a_removed_route_leaves_other_p
     objects[1] = gateway(tcp, udp);
     objects.extend([
         route("TCPRoute", "split", "tcp-1", weighted),
-        route("TCPRoute", "only-b", "tcp-2", json!([{"name": "b", "port": 3000}])),
-        route("UDPRoute", "dns", "udp", json!([{"name": "dns", "port": 53}])),
+        route(
+            "TCPRoute",
+            "only-b",
+            "tcp-2",
+            json!([{"name": "b", "port": 3000}]),
+        ),
+        route(
+            "UDPRoute",
+            "dns",
+            "udp",
+            json!([{"name": "dns", "port": 53}]),
+        ),
         service("a", &[("tcp", 3000)]),
         service("b", &[("tcp", 3000)]),
         service("zero", &[("tcp", 3000)]),
@@ -144,7 +157,9 @@ async fn tcp_and_udp_routes_forward_by_weight_and_a_removed_route_leaves_other_p
     .await;
     let mut counts = std::collections::BTreeMap::<String, u32>::new();
     for _ in 0..200 {
-        let (name, _) = greeting(tcp[0]).await.expect("a connection through the TCPRoute");
+        let (name, _) = greeting(tcp[0])
+            .await
+            .expect("a connection through the TCPRoute");
         *counts.entry(name).or_default() += 1;
     }
     let (to_a, to_b) = (counts.get("a").copied(), counts.get("b").copied());
@@ -152,7 +167,10 @@ async fn tcp_and_udp_routes_forward_by_weight_and_a_removed_route_leaves_other_p
         to_a.is_some_and(|n| (120..=180).contains(&n)) && to_b.is_some_and(|n| n >= 20),
         "3:1 expected: {counts:?}"
     );
-    assert!(!counts.contains_key("zero"), "weight 0 got traffic: {counts:?}");
+    assert!(
+        !counts.contains_key("zero"),
+        "weight 0 got traffic: {counts:?}"
+    );
 
     // UDP: each datagram a session of its own, answered through the listener's port.
     eventually_async(STEP, "the UDP listener to answer", || async {
@@ -165,7 +183,10 @@ async fn tcp_and_udp_routes_forward_by_weight_and_a_removed_route_leaves_other_p
     assert_eq!(hello, "b");
     let config = get(h.status(), "localhost", "/config").await.json();
     let streams = &config["config"]["gateway_streams"];
-    assert_eq!(streams["tcp"][tcp[1].to_string()]["service"], "default/b:3000");
+    assert_eq!(
+        streams["tcp"][tcp[1].to_string()]["service"],
+        "default/b:3000"
+    );
     assert_eq!(streams["udp"][udp.to_string()]["service"], "default/dns:53");
     objects.retain(|o| o["metadata"]["name"] != "split");
     h.apply(&objects);
@@ -189,9 +210,24 @@ async fn the_older_of_two_tcp_routes_keeps_the_listener_and_a_route_without_back
     objects[1] = gateway(tcp, free_udp_port());
     // Files carry no creation time: namespace/name decides, `a-older` first.
     objects.extend([
-        route("TCPRoute", "a-older", "tcp-1", json!([{"name": "old", "port": 3000}])),
-        route("TCPRoute", "b-newer", "tcp-1", json!([{"name": "new", "port": 3000}])),
-        route("TCPRoute", "broken", "tcp-2", json!([{"name": "missing", "port": 3000}])),
+        route(
+            "TCPRoute",
+            "a-older",
+            "tcp-1",
+            json!([{"name": "old", "port": 3000}]),
+        ),
+        route(
+            "TCPRoute",
+            "b-newer",
+            "tcp-1",
+            json!([{"name": "new", "port": 3000}]),
+        ),
+        route(
+            "TCPRoute",
+            "broken",
+            "tcp-2",
+            json!([{"name": "missing", "port": 3000}]),
+        ),
         service("old", &[("tcp", 3000)]),
         service("new", &[("tcp", 3000)]),
     ]);
@@ -202,9 +238,12 @@ async fn the_older_of_two_tcp_routes_keeps_the_listener_and_a_route_without_back
     }
     let mut h = Harness::with_workers(1);
     let compiled = h.apply_allowing_diagnostics(&objects);
-    let said: Vec<String> = (compiled.diagnostics.iter()).map(ToString::to_string).collect();
+    let said: Vec<String> = (compiled.diagnostics.iter())
+        .map(ToString::to_string)
+        .collect();
     assert!(
-        said.iter().any(|d| d.starts_with("TCPRoute default/b-newer: notice: listener tcp-1")),
+        said.iter()
+            .any(|d| d.starts_with("TCPRoute default/b-newer: notice: listener tcp-1")),
         "{said:?}"
     );
     assert!(

@@ -78,7 +78,6 @@ pub const GATEWAY_CONTROLLER: &str = "sluice.dev/gateway-controller";
 pub use namespaces::NAMESPACE_NAME_LABEL;
 pub use objects::GROUP;
 pub use pool::{AddressPool, PoolError, MAX_POOL_ADDRESSES};
-pub(crate) use stream_route::StreamPorts;
 
 use pool::Place;
 

@@ -7,12 +7,39 @@
 //!             └─ fields not declared here ──▶ `unsupported` paths, as for every Gateway API kind
 //! ```
 //! Both kinds have one shape: [`TcpRoute`] and [`UdpRoute`] are the same type under two names.
+//! Also here: [`StreamPorts`], the TCP and UDP ports Gateway listeners hold (the compile's
+//! state, which `compiler.rs` keeps).
+
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
 use super::objects::{
     take_rest, GatewayObject, HttpBackendRef, ParentReference, Rest, Unsupported,
 };
+use super::pool::Place;
+
+/// The TCP and UDP ports Gateway listeners hold, and the ports they may not have.
+#[derive(Debug, Default)]
+pub(crate) struct StreamPorts {
+    /// Sluice's own listeners' ports (the flags'), as the services ConfigMaps see them.
+    pub(crate) reserved: BTreeMap<u16, String>,
+    /// (protocol, port, site) → the listener holding it there (`Gateway ns/name listener`).
+    held: BTreeMap<(&'static str, u16, Place), String>,
+}
+
+impl StreamPorts {
+    /// Whether a TCP listener holds `port` at some site: an HTTP or HTTPS listener may not
+    /// have it (every site's TCP ports are bound on one address).
+    pub(super) fn tcp_holds(&self, port: u16) -> bool {
+        (self.held.keys()).any(|(protocol, p, _)| *protocol == "TCP" && *p == port)
+    }
+
+    /// Who holds each (protocol, port, site): `claim_stream_port` fills it.
+    pub(super) fn held_mut(&mut self) -> &mut BTreeMap<(&'static str, u16, Place), String> {
+        &mut self.held
+    }
+}
 
 pub type TcpRoute = GatewayObject<StreamRouteSpec>;
 pub type UdpRoute = GatewayObject<StreamRouteSpec>;

@@ -30,23 +30,6 @@ use super::stream_objects::StreamRouteSpec;
 use super::{route_ref, ListenerSlot, Parents, RouteHead};
 use crate::compiler::Compiler;
 
-/// The TCP and UDP ports Gateway listeners hold, and the ports they may not have.
-#[derive(Debug, Default)]
-pub(crate) struct StreamPorts {
-    /// Sluice's own listeners' ports (the flags'), as the services ConfigMaps see them.
-    pub(crate) reserved: BTreeMap<u16, String>,
-    /// (protocol, port, site) → the listener holding it there (`Gateway ns/name listener`).
-    held: BTreeMap<(&'static str, u16, Place), String>,
-}
-
-impl StreamPorts {
-    /// Whether a TCP listener holds `port` at some site: an HTTP or HTTPS listener may not
-    /// have it (every site's TCP ports are bound on one address).
-    pub(super) fn tcp_holds(&self, port: u16) -> bool {
-        (self.held.keys()).any(|(protocol, p, _)| *protocol == "TCP" && *p == port)
-    }
-}
-
 /// The stream protocol of a listener's `protocol`, if it is TCP or UDP.
 pub(super) fn stream_protocol(protocol: &str) -> Option<StreamProtocol> {
     match protocol {
@@ -98,7 +81,7 @@ impl Compiler<'_> {
         if place == Place::Nowhere {
             return Ok(());
         }
-        match self.stream_ports.held.entry((name, port, place)) {
+        match self.stream_ports.held_mut().entry((name, port, place)) {
             Entry::Occupied(first) => taken(&format!("{}'s at this address", first.get())),
             Entry::Vacant(slot) => {
                 slot.insert(holder);

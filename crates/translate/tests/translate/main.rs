@@ -14,7 +14,7 @@ mod gateway_status;
 mod golden;
 mod grpc_route_status;
 mod listener_sets;
-mod stream_route_status;
 mod memory;
+mod stream_route_status;
 mod tls_route_status;
 mod to_gateway;

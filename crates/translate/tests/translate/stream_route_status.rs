@@ -29,17 +29,30 @@ fn tcp_and_udp_listeners_admit_their_routes_and_routes_get_the_specs_reasons() {
             .collect();
         assert_eq!(kinds, [kind], "{name}");
         let accepted = find(&listener(name).conditions, "Accepted");
-        assert_eq!((accepted.status, accepted.reason), (true, "Accepted"), "{name}");
-        assert!(find(&listener(name).conditions, "Programmed").status, "{name}");
+        assert_eq!(
+            (accepted.status, accepted.reason),
+            (true, "Accepted"),
+            "{name}"
+        );
+        assert!(
+            find(&listener(name).conditions, "Programmed").status,
+            "{name}"
+        );
         let conflicted = find(&listener(name).conditions, "Conflicted");
         assert!(!conflicted.status, "{name}: {conflicted:?}");
         assert_eq!(listener(name).attached_routes, attached, "{name}");
     }
     let on_80 = &listener("tcp-on-80").conditions;
     let accepted = find(on_80, "Accepted");
-    assert_eq!((accepted.status, accepted.reason), (false, "PortUnavailable"));
+    assert_eq!(
+        (accepted.status, accepted.reason),
+        (false, "PortUnavailable")
+    );
     let conflicted = find(on_80, "Conflicted");
-    assert_eq!((conflicted.status, conflicted.reason), (true, "ProtocolConflict"));
+    assert_eq!(
+        (conflicted.status, conflicted.reason),
+        (true, "ProtocolConflict")
+    );
     let kinds = find(&listener("tcp-kinds").conditions, "ResolvedRefs");
     assert_eq!((kinds.status, kinds.reason), (false, "InvalidRouteKinds"));
     assert_eq!(listener("web").attached_routes, 0);
@@ -48,7 +61,10 @@ fn tcp_and_udp_listeners_admit_their_routes_and_routes_get_the_specs_reasons() {
     let udp = |name: &str| &status.udp_routes[&NamespacedName::new("app", name)].parents[0];
     for parent in [tcp("db"), tcp("newer"), udp("dns")] {
         assert!(find(&parent.conditions, "Accepted").status, "{parent:?}");
-        assert!(find(&parent.conditions, "ResolvedRefs").status, "{parent:?}");
+        assert!(
+            find(&parent.conditions, "ResolvedRefs").status,
+            "{parent:?}"
+        );
     }
     let on_http = find(&tcp("on-http").conditions, "Accepted");
     assert_eq!(
