@@ -24,21 +24,6 @@ async fn tcp_backend(name: &'static str) -> SocketAddr {
     addr
 }
 
-/// A UDP backend that answers each datagram with `NAME:payload`.
-async fn udp_backend(name: &'static str) -> SocketAddr {
-    let socket = UdpSocket::bind((LOCALHOST, 0)).await.unwrap();
-    let addr = socket.local_addr().unwrap();
-    tokio::spawn(async move {
-        let mut buffer = vec![0; 65_536];
-        while let Ok((len, from)) = socket.recv_from(&mut buffer).await {
-            let mut answer = format!("{name}:").into_bytes();
-            answer.extend_from_slice(&buffer[..len]);
-            let _ = socket.send_to(&answer, from).await;
-        }
-    });
-    addr
-}
-
 /// The greeting of a new connection to `port` (`None`: refused or closed at once).
 async fn greeting(port: u16) -> Option<(String, TcpStream)> {
     let stream = TcpStream::connect((LOCALHOST, port)).await.ok()?;
@@ -92,6 +77,17 @@ fn route(kind: &str, name: &str, section: &str, refs: Value) -> Value {
     })
 }
 
+/// Each Service with TCP port `tcp` 3000 and its one endpoint.
+fn tcp_services(backends: &[(&str, SocketAddr)]) -> Vec<Value> {
+    let mut objects = Vec::new();
+    for (name, addr) in backends {
+        let mut slice = slices(name, &[*addr]).remove(0);
+        slice["ports"][0]["name"] = json!("tcp");
+        objects.extend([service(name, &[("tcp", 3000)]), slice]);
+    }
+    objects
+}
+
 fn udp_slice(service: &str, addr: SocketAddr) -> Value {
     json!({
         "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
@@ -110,7 +106,7 @@ async fn tcp_and_udp_routes_forward_by_weight_and_a_removed_route_leaves_other_p
         tcp_backend("b").await,
         tcp_backend("zero").await,
     );
-    let dns = udp_backend("dns").await;
+    let dns = crate::udp_services::echo("dns", 1).await;
     let tcp = [free_tcp_port(), free_tcp_port()];
     let udp = free_udp_port();
     let mut dns_service = service("dns", &[("dns", 53)]);
@@ -136,17 +132,10 @@ async fn tcp_and_udp_routes_forward_by_weight_and_a_removed_route_leaves_other_p
             "udp",
             json!([{"name": "dns", "port": 53}]),
         ),
-        service("a", &[("tcp", 3000)]),
-        service("b", &[("tcp", 3000)]),
-        service("zero", &[("tcp", 3000)]),
         dns_service,
         udp_slice("dns", dns),
     ]);
-    for (name, addr) in [("a", a), ("b", b), ("zero", zero)] {
-        let mut slice = slices(name, &[addr]).remove(0);
-        slice["ports"][0]["name"] = json!("tcp");
-        objects.push(slice);
-    }
+    objects.extend(tcp_services(&[("a", a), ("b", b), ("zero", zero)]));
     let mut h = Harness::with_workers(1);
     h.apply(&objects);
 
@@ -228,14 +217,8 @@ async fn the_older_of_two_tcp_routes_keeps_the_listener_and_a_route_without_back
             "tcp-2",
             json!([{"name": "missing", "port": 3000}]),
         ),
-        service("old", &[("tcp", 3000)]),
-        service("new", &[("tcp", 3000)]),
     ]);
-    for (name, addr) in [("old", old), ("new", new)] {
-        let mut slice = slices(name, &[addr]).remove(0);
-        slice["ports"][0]["name"] = json!("tcp");
-        objects.push(slice);
-    }
+    objects.extend(tcp_services(&[("old", old), ("new", new)]));
     let mut h = Harness::with_workers(1);
     let compiled = h.apply_allowing_diagnostics(&objects);
     let said: Vec<String> = (compiled.diagnostics.iter())

@@ -21,12 +21,11 @@ use std::sync::Arc;
 
 use model::gateway_status::RouteStatus;
 use model::gateway_streams::GatewayStreams;
-use model::routes::{Route, RouteSite};
+use model::routes::Route;
 use model::streams::{StreamProtocol, StreamService};
 use model::{Kind, NamespacedName, ObjectRef, Severity};
 
 use super::pool::Place;
-use super::stream_objects::StreamRouteSpec;
 use super::{route_ref, ListenerSlot, Parents, RouteHead};
 use crate::compiler::Compiler;
 
@@ -131,7 +130,11 @@ impl Compiler<'_> {
                 };
                 let object = route_ref(head.kind, key);
                 let mark = self.out.diagnostics.len();
-                let target = self.stream_route_backends(key, &object, &route.spec);
+                // Its first rule's backendRefs (the API allows one rule); none usable closes
+                // its connections.
+                let spec = &route.spec;
+                let refs = spec.rules.first().map_or(&[][..], |r| &r.backend_refs[..]);
+                let target = self.first_rule_backends((key, &object), (spec.rules.len(), refs), "");
                 let slots: BTreeSet<usize> = pairs.into_iter().map(|(s, _)| s).collect();
                 for s in slots {
                     self.serve_stream(&listeners[s], protocol, (key, &object), &target);
@@ -198,30 +201,5 @@ impl Compiler<'_> {
             Place::Own(ip) => Some(&mut self.out.sites.entry(ip).or_default().streams),
             Place::Nowhere => None,
         }
-    }
-
-    /// Where its connections go: its first rule's backendRefs (the API allows one rule),
-    /// resolved as every route's; none, or none usable, closes its connections.
-    fn stream_route_backends(
-        &mut self,
-        key: &NamespacedName,
-        object: &ObjectRef,
-        spec: &StreamRouteSpec,
-    ) -> Arc<Route> {
-        if spec.rules.len() > 1 {
-            self.diagnose_with(
-                Severity::Unsupported,
-                object.clone(),
-                "spec.rules: Sluice serves the first rule only; the others are ignored",
-            );
-        }
-        let site = RouteSite {
-            host: self.share(""),
-            path: self.share(""),
-            service_port: self.share(""),
-        };
-        let refs = spec.rules.first().map_or(&[][..], |r| &r.backend_refs[..]);
-        let policy = self.default_policy.clone();
-        self.gateway_backends((key, object), "spec.rules[0]", (refs, None), policy, site)
     }
 }
