@@ -1,5 +1,7 @@
 //! TCP services (`--tcp-services-configmap`): a port per entry, its connections spliced to an
-//! endpoint of the entry's Service.
+//! endpoint of the entry's Service. Gateway TCP listeners (TCPRoute) are the same: their ports
+//! bound here too, a connection's service found by its local address's site and port
+//! (`Compiled::stream_service`), a weighted share drawn per connection.
 //!
 //! ```text
 //!  publish(config) ─▶ Listeners::apply: ports added ─▶ bind (SO_REUSEPORT, one socket per

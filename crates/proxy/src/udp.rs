@@ -1,5 +1,8 @@
 //! UDP services (`--udp-services-configmap`): a port per entry; a client's datagrams are a
 //! session with one endpoint of the entry's Service, as nginx's stream module proxies UDP.
+//! Gateway UDP listeners (UDPRoute) are the same, their ports bound at the Gateway's own
+//! address when it has one (`stream::Listeners::udp_addresses`): a reply leaves from the
+//! address the client sent to.
 //!
 //! ```text
 //!  datagram from client C on port P (this worker's SO_REUSEPORT socket: the kernel keeps C

@@ -30,7 +30,9 @@
 //! Also: `namespaces` (which namespaces' routes a listener admits, label selectors over the
 //! Store's Namespace labels), `timeouts` (a rule's `timeouts` on its upstream policy), `retry`
 //! (its `retry` on the same policy), `status`, `listener_sets` (ListenerSets' listeners joining
-//! their Gateway's, after its own; a route's parentRef of kind ListenerSet attaches to those only).
+//! their Gateway's, after its own; a route's parentRef of kind ListenerSet attaches to those only),
+//! `tls_route` (TLSRoutes), `stream_route` and `stream_objects` (TCP and UDP listeners,
+//! TCPRoutes and UDPRoutes into the stream services model).
 
 mod addresses;
 pub mod api;
