@@ -119,8 +119,8 @@ fn without_the_gateway_crds_ingresses_are_served_and_installing_them_later_adds_
         .filter(|l| l.contains("is not installed in this cluster"))
         .count();
     // GatewayClass, Gateway, HTTPRoute, GRPCRoute, ReferenceGrant, BackendTLSPolicy, TLSRoute,
-    // ListenerSet.
-    assert_eq!(not_installed, 8, "one line per Gateway API kind:\n{log}");
+    // TCPRoute, UDPRoute, ListenerSet.
+    assert_eq!(not_installed, 10, "one line per Gateway API kind:\n{log}");
     assert!(!sluice.has_exited());
 
     // The CRDs installed while Sluice runs: the watches find them on their next attempt.
@@ -136,7 +136,7 @@ fn without_the_gateway_crds_ingresses_are_served_and_installing_them_later_adds_
         log.lines()
             .filter(|l| l.contains("is not installed in this cluster"))
             .count(),
-        8,
+        10,
         "{log}"
     );
 }
