@@ -263,12 +263,12 @@ install_gateway_crds() {
   local crds
   crds=$(scripts/gateway-crds.sh) || return 1
   local files=() kind
-  for kind in gatewayclasses gateways httproutes grpcroutes tlsroutes referencegrants backendtlspolicies; do
+  for kind in gatewayclasses gateways httproutes grpcroutes tlsroutes tcproutes udproutes referencegrants backendtlspolicies; do
     files+=(-f "$crds/standard/gateway.networking.k8s.io_$kind.yaml")
   done
   kubectl apply --server-side "${files[@]}" >/dev/null &&
     kubectl wait --for condition=Established --timeout 60s \
-      crd/{gatewayclasses,gateways,httproutes,grpcroutes,tlsroutes,referencegrants,backendtlspolicies}.gateway.networking.k8s.io >/dev/null
+      crd/{gatewayclasses,gateways,httproutes,grpcroutes,tlsroutes,tcproutes,udproutes,referencegrants,backendtlspolicies}.gateway.networking.k8s.io >/dev/null
 }
 check "the Gateway API CRDs (scripts/gateway-crds.sh) installed" install_gateway_crds
 install_listenerset_crd() {
@@ -298,7 +298,7 @@ done
 # resource exists).
 for verb in get list watch; do
   can allowed "$verb" gatewayclasses.gateway.networking.k8s.io
-  for resource in gateways httproutes grpcroutes tlsroutes referencegrants backendtlspolicies; do
+  for resource in gateways httproutes grpcroutes tlsroutes tcproutes udproutes referencegrants backendtlspolicies; do
     can allowed "$verb" "$resource.gateway.networking.k8s.io" -A
   done
 done
@@ -310,7 +310,7 @@ can allowed watch namespaces
 can allowed get customresourcedefinitions.apiextensions.k8s.io
 can denied update namespaces
 can denied update customresourcedefinitions.apiextensions.k8s.io
-for resource in gateways httproutes grpcroutes tlsroutes backendtlspolicies; do
+for resource in gateways httproutes grpcroutes tlsroutes tcproutes udproutes backendtlspolicies; do
   can allowed patch "$resource.gateway.networking.k8s.io" --subresource status -A
   can allowed update "$resource.gateway.networking.k8s.io" --subresource status -A
 done
@@ -347,6 +347,8 @@ can denied update endpointslices.discovery.k8s.io -A
 can denied update httproutes.gateway.networking.k8s.io -A
 can denied update grpcroutes.gateway.networking.k8s.io -A
 can denied update tlsroutes.gateway.networking.k8s.io -A
+can denied update tcproutes.gateway.networking.k8s.io -A
+can denied update udproutes.gateway.networking.k8s.io -A
 can denied delete gateways.gateway.networking.k8s.io -A
 can denied create gatewayclasses.gateway.networking.k8s.io
 can denied update referencegrants.gateway.networking.k8s.io -A

@@ -31,9 +31,9 @@
 #     containerd and pulls nothing. The GRPCRoute tests' backends (grpc-infra-backend-v1..3) are the
 #     same echo-basic image with GRPC_ECHO_SERVER set: GATEWAY-GRPC needs nothing more, nor does
 #     GATEWAY-TLS (its tls-backend and tcp-backend are echo-basic with TLS_SERVER_CERT or
-#     TCP_ECHO_SERVER). Other
-#     references (echo-advanced, used by TCP/UDP/mesh tests) are not provided: those tests are
-#     outside GATEWAY-HTTP and GATEWAY-GRPC.
+#     TCP_ECHO_SERVER), nor GATEWAY-TCP and GATEWAY-UDP (echo-basic with TCP_ECHO_SERVER or
+#     UDP_ECHO_SERVER; v0.1.0's has both). Other references (echo-advanced, used by mesh tests)
+#     are not provided: those tests are outside the profiles Sluice claims.
 #
 # Env: GATEWAY_API_VERSION (default v1.7.0, the newest release that builds here; it needs
 # GOTOOLCHAIN=go1.27.3, exported here, which the go command fetches once as a module; v1.6.3

@@ -103,6 +103,9 @@ pub struct Compiled {
     pub sites: crate::sites::Sites,
     /// Ports Gateway listeners declare beyond 80 and 443 (see `sites::DeclaredPort`).
     pub declared_ports: crate::sites::DeclaredPorts,
+    /// Gateway TCP and UDP listeners' routes of the shared site (`gateway_streams`); a
+    /// Gateway with an address of its own has them in its site.
+    pub gateway_streams: crate::gateway_streams::GatewayStreams,
 }
 
 impl Diagnostic {
@@ -191,6 +194,9 @@ pub struct CompiledView {
     /// Ports Gateway listeners declare beyond 80 and 443 → `http` or `https`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub declared_ports: BTreeMap<u16, &'static str>,
+    /// Gateway TCP and UDP listeners' ports (TCPRoute, UDPRoute) of the shared site.
+    #[serde(skip_serializing_if = "crate::gateway_streams::GatewayStreamsView::is_empty")]
+    pub gateway_streams: crate::gateway_streams::GatewayStreamsView,
 }
 
 /// What one Gateway's own address serves.
@@ -200,6 +206,8 @@ pub struct SiteView {
     pub certificates: BTreeMap<String, String>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub tls_routes: BTreeMap<u16, BTreeMap<String, String>>,
+    #[serde(skip_serializing_if = "crate::gateway_streams::GatewayStreamsView::is_empty")]
+    pub streams: crate::gateway_streams::GatewayStreamsView,
 }
 
 #[derive(Debug, Serialize)]
@@ -370,6 +378,7 @@ impl Compiled {
                         hosts: hosts_view(&site.routes, &default),
                         certificates: site.certificates.sources().clone(),
                         tls_routes: tls_routes_view(&site.tls_routes),
+                        streams: site.streams.view(),
                     };
                     (address.to_string(), view)
                 })
@@ -377,6 +386,7 @@ impl Compiled {
             declared_ports: (self.declared_ports.iter())
                 .map(|(port, d)| (*port, if d.tls { "https" } else { "http" }))
                 .collect(),
+            gateway_streams: self.gateway_streams.view(),
         }
     }
 }
@@ -463,6 +473,44 @@ impl Compiled {
     /// in on.
     pub fn has_sites(&self) -> bool {
         !self.sites.is_empty()
+    }
+
+    /// Where a connection (datagram) to `port` at `local` (its local address; `None`: not
+    /// read, as without sites) goes: a Gateway TCP/UDP listener's route of the site that owns
+    /// the address (else of the shared site), else the services ConfigMap's entry.
+    pub fn stream_service(
+        &self,
+        protocol: crate::streams::StreamProtocol,
+        local: Option<IpAddr>,
+        port: u16,
+    ) -> Option<&Arc<StreamService>> {
+        let site = local.and_then(|ip| self.sites.get(&ip.to_canonical()));
+        let streams = site.map_or(&self.gateway_streams, |site| &site.streams);
+        let services = match protocol {
+            crate::streams::StreamProtocol::Tcp => &self.tcp_services,
+            crate::streams::StreamProtocol::Udp => &self.udp_services,
+        };
+        (streams.of(protocol).get(&port)).or_else(|| services.get(&port))
+    }
+
+    /// Every port of `protocol` with a stream service somewhere (the ConfigMap's, the shared
+    /// site's and every site's Gateway listeners), each with one of its services (for logs):
+    /// the proxy binds them on its listening address, where `stream_service` tells sites apart.
+    pub fn stream_ports(
+        &self,
+        protocol: crate::streams::StreamProtocol,
+    ) -> BTreeMap<u16, &Arc<StreamService>> {
+        let services = match protocol {
+            crate::streams::StreamProtocol::Tcp => &self.tcp_services,
+            crate::streams::StreamProtocol::Udp => &self.udp_services,
+        };
+        let gateways = std::iter::once(&self.gateway_streams)
+            .chain(self.sites.values().map(|site| &site.streams));
+        let mut ports: BTreeMap<u16, &Arc<StreamService>> = BTreeMap::new();
+        for (port, service) in gateways.flat_map(|g| g.of(protocol)).chain(services) {
+            ports.entry(*port).or_insert(service);
+        }
+        ports
     }
 
     /// What a connection to `local` (its local address; `None`: not read, as without sites)

@@ -34,6 +34,9 @@ pub struct GatewayStatuses {
     pub backend_tls_policies: BTreeMap<NamespacedName, PolicyStatus>,
     /// TLSRoutes naming one of those Gateways, likewise.
     pub tls_routes: BTreeMap<NamespacedName, Arc<RouteStatus>>,
+    /// TCPRoutes and UDPRoutes naming one of those Gateways, likewise.
+    pub tcp_routes: BTreeMap<NamespacedName, Arc<RouteStatus>>,
+    pub udp_routes: BTreeMap<NamespacedName, Arc<RouteStatus>>,
     /// The `metadata.uid` of each Gateway, route and ListenerSet above (objects from the API server): the
     /// writer tells an object deleted and created again under its name from the one it wrote.
     pub uids: BTreeMap<(Kind, NamespacedName), Arc<str>>,

@@ -27,6 +27,8 @@
 //!  TLS connection to a port with a Gateway's frontend validation ──▶ Certificates.ports
 //!      (frontend_tls.rs): its handshake requires (or asks for) a client certificate
 //!  connection to a TCP/UDP service port ──▶ Compiled.tcp_services[port] ──▶ StreamService
+//!      (a Gateway TCP/UDP listener's first: gateway_streams[port] of the address's site,
+//!      gateway_streams.rs; TCPRoute/UDPRoute weighted shares drawn per connection)
 //!  TLS connection on a Gateway TLS listener's port ──▶ tls_routes[port] by server name
 //!      (tls_routes.rs) ──▶ Route, passed through or terminated
 //! ```
@@ -48,6 +50,7 @@ pub mod endpoints;
 pub mod frontend_tls;
 pub mod gateway_redirect;
 pub mod gateway_status;
+pub mod gateway_streams;
 mod header_text;
 pub mod limits;
 pub mod matches;

@@ -32,6 +32,8 @@ pub enum Kind {
     HTTPRoute,
     GRPCRoute,
     TLSRoute,
+    TCPRoute,
+    UDPRoute,
     ReferenceGrant,
     BackendTLSPolicy,
     /// Extra listeners for a Gateway that allows them (`allowedListeners`).
@@ -84,6 +86,8 @@ impl Kind {
             Kind::HTTPRoute => "HTTPRoute",
             Kind::GRPCRoute => "GRPCRoute",
             Kind::TLSRoute => "TLSRoute",
+            Kind::TCPRoute => "TCPRoute",
+            Kind::UDPRoute => "UDPRoute",
             Kind::ReferenceGrant => "ReferenceGrant",
             Kind::BackendTLSPolicy => "BackendTLSPolicy",
             Kind::ListenerSet => "ListenerSet",
@@ -111,6 +115,13 @@ impl Kind {
                 | "gateway.networking.k8s.io/v1alpha2",
                 "TLSRoute",
             ) => Some(Kind::TLSRoute),
+            // v1 since v1.7 (standard channel); v1alpha2 (experimental) has the same fields.
+            ("gateway.networking.k8s.io/v1" | "gateway.networking.k8s.io/v1alpha2", "TCPRoute") => {
+                Some(Kind::TCPRoute)
+            }
+            ("gateway.networking.k8s.io/v1" | "gateway.networking.k8s.io/v1alpha2", "UDPRoute") => {
+                Some(Kind::UDPRoute)
+            }
             (
                 "gateway.networking.k8s.io/v1" | "gateway.networking.k8s.io/v1beta1",
                 "ReferenceGrant",

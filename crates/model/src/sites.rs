@@ -26,6 +26,8 @@ pub struct Site {
     pub passthrough: HashMap<String, Arc<Route>>,
     /// Gateway TLS listeners' routes by port, as [`Compiled::tls_routes`].
     pub tls_routes: crate::tls_routes::TlsRoutes,
+    /// Gateway TCP and UDP listeners' routes by port, as [`Compiled::gateway_streams`].
+    pub streams: crate::gateway_streams::GatewayStreams,
 }
 
 /// The parts of a configuration one connection is served with.

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::endpoints::Backend;
 use crate::names::NamespacedName;
+use crate::routes::Route;
 
 /// The protocol of a stream services ConfigMap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +59,10 @@ pub struct StreamService {
     pub encode_proxy_protocol: bool,
     /// ingress-nginx's `$proxy_upstream_name` for it: `tcp-NAMESPACE-NAME-PORT` (`udp-…`).
     pub upstream_name: String,
+    /// A Gateway TCPRoute's or UDPRoute's backendRefs (`gateway_streams`): each connection (UDP
+    /// session) draws its share, whose backend it goes to; `backend` is the first share's.
+    /// `None`: a ConfigMap entry, one backend.
+    pub route: Option<Arc<Route>>,
 }
 
 /// What `/config` shows of a TCP service.
@@ -72,6 +77,16 @@ pub struct StreamServiceView {
 }
 
 impl StreamService {
+    /// The backend a new connection (UDP session) goes to: a weighted share's when the
+    /// service is a Gateway route with several (`draw(total)` returns a number in
+    /// `1..=total`), else `backend`.
+    pub fn pick_backend(&self, draw: impl FnOnce(u32) -> u32) -> &Arc<Backend> {
+        match &self.route {
+            Some(route) => &route.pick(draw).backend,
+            None => &self.backend,
+        }
+    }
+
     pub fn view(&self) -> StreamServiceView {
         StreamServiceView {
             service: format!("{}:{}", self.service, self.service_port),

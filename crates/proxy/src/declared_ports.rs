@@ -67,7 +67,8 @@ impl DeclaredListeners {
             }
             let why = if let Some((_, listener)) = self.own.iter().find(|(own, _)| own == port) {
                 Some(format!("it is the {listener}'s port"))
-            } else if config.tcp_services.contains_key(port) {
+            } else if (config.stream_ports(model::streams::StreamProtocol::Tcp)).contains_key(port)
+            {
                 Some("it is a TCP service's port (--tcp-services-configmap)".to_owned())
             } else {
                 None

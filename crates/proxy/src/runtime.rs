@@ -212,22 +212,22 @@ pub(crate) async fn listen(
                     task.abort();
                 }
             }
-            ListenerChange::OpenUdp { port, socket } => {
+            ListenerChange::OpenUdp { addr, socket } => {
                 let socket = match tokio::net::UdpSocket::from_std(socket) {
                     Ok(socket) => socket,
                     Err(e) => {
-                        tracing::warn!(port, error = %e, "UDP service port: cannot register the socket");
+                        tracing::warn!(%addr, error = %e, "UDP service port: cannot register the socket");
                         continue;
                     }
                 };
                 let task =
-                    tokio::task::spawn_local(crate::udp::serve_port(worker.clone(), socket, port));
-                if let Some(old) = worker.streams.borrow_mut().receiving.insert(port, task) {
+                    tokio::task::spawn_local(crate::udp::serve_port(worker.clone(), socket, addr));
+                if let Some(old) = worker.streams.borrow_mut().receiving.insert(addr, task) {
                     old.abort();
                 }
             }
-            ListenerChange::CloseUdp { port } => {
-                if let Some(task) = worker.streams.borrow_mut().receiving.remove(&port) {
+            ListenerChange::CloseUdp { addr } => {
+                if let Some(task) = worker.streams.borrow_mut().receiving.remove(&addr) {
                     task.abort();
                 }
             }

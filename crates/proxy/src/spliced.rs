@@ -24,7 +24,8 @@ use crate::tunnel::Traffic;
 pub(crate) struct Streams {
     pub(crate) accepting: HashMap<u16, JoinHandle<()>>,
     /// UDP service ports' receive loops (each owns its port's sessions).
-    pub(crate) receiving: HashMap<u16, JoinHandle<()>>,
+    /// Keyed by the address bound: a Gateway's own address has its UDP ports bound there.
+    pub(crate) receiving: HashMap<SocketAddr, JoinHandle<()>>,
     /// Endpoint → the connections spliced to it (by serial).
     pub(crate) by_endpoint: HashMap<SocketAddr, HashMap<u64, Rc<Spliced>>>,
     pub(crate) serial: u64,

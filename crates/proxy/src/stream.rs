@@ -1,5 +1,7 @@
 //! TCP services (`--tcp-services-configmap`): a port per entry, its connections spliced to an
-//! endpoint of the entry's Service.
+//! endpoint of the entry's Service. Gateway TCP listeners (TCPRoute) are the same: their ports
+//! bound here too, a connection's service found by its local address's site and port
+//! (`Compiled::stream_service`), a weighted share drawn per connection.
 //!
 //! ```text
 //!  publish(config) ─▶ Listeners::apply: ports added ─▶ bind (SO_REUSEPORT, one socket per
@@ -32,6 +34,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
+use model::streams::StreamProtocol;
 use model::{Compiled, StreamService};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -62,13 +67,13 @@ pub(crate) enum ListenerChange {
         declared: model::sites::DeclaredPort,
         socket: std::net::TcpListener,
     },
-    /// Receive this UDP service port's datagrams on this socket (this worker's one).
+    /// Receive this UDP port's datagrams on this socket (this worker's one), bound at `addr`.
     OpenUdp {
-        port: u16,
+        addr: SocketAddr,
         socket: std::net::UdpSocket,
     },
-    /// Stop receiving on this UDP port (its sessions end).
-    CloseUdp { port: u16 },
+    /// Stop receiving on this UDP address and port (its sessions end).
+    CloseUdp { addr: SocketAddr },
 }
 
 /// The control plane's side: which TCP service ports are bound, on the HTTP listener's
@@ -84,9 +89,9 @@ pub(crate) struct Listeners {
     open: BTreeSet<u16>,
     /// Ports whose bind failed, and why (retried at every publish; shown on /config).
     failed: BTreeMap<u16, String>,
-    /// UDP service ports bound, and the ones that failed.
-    udp_open: BTreeSet<u16>,
-    udp_failed: BTreeMap<u16, String>,
+    /// UDP ports bound (at `ip`, or at a Gateway's own address), and the ones that failed.
+    udp_open: BTreeSet<SocketAddr>,
+    udp_failed: BTreeMap<SocketAddr, String>,
 }
 
 impl Listeners {
@@ -109,16 +114,21 @@ impl Listeners {
     /// Opens the ports `config` has and this has not, closes the ones it no longer has.
     /// Returns the ports that could not be bound, with why.
     pub(crate) fn apply(&mut self, config: &Compiled) -> Vec<String> {
-        let wanted = &config.tcp_services;
+        // The ConfigMap's ports and Gateway TCP listeners' (every site's: a connection's
+        // local address tells them apart, `Compiled::stream_service`).
+        let wanted = config.stream_ports(StreamProtocol::Tcp);
         for port in self.open.iter().filter(|port| !wanted.contains_key(port)) {
             for worker in &self.workers {
                 let _ = worker.send(ListenerChange::Close { port: *port });
             }
-            tracing::info!(port, "TCP service port closed (left the ConfigMap)");
+            tracing::info!(
+                port,
+                "TCP service port closed (left the ConfigMap or the Gateways)"
+            );
         }
         self.open.retain(|port| wanted.contains_key(port));
         self.failed.retain(|port, _| wanted.contains_key(port));
-        for (port, service) in &config.tcp_services {
+        for (port, service) in &wanted {
             if self.open.contains(port) {
                 continue;
             }
@@ -171,56 +181,77 @@ impl Listeners {
         let udp = self
             .udp_failed
             .iter()
-            .map(|(port, why)| format!("UDP service port {port}: {why}"));
+            .map(|(addr, why)| format!("UDP service port {addr}: {why}"));
         tcp.chain(udp).collect()
     }
 
-    /// `apply` for UDP service ports (no listener of Sluice's own is UDP).
+    /// `apply` for UDP ports (no listener of Sluice's own is UDP).
     fn apply_udp(&mut self, config: &Compiled) {
-        let wanted = &config.udp_services;
-        for port in self
-            .udp_open
-            .iter()
-            .filter(|port| !wanted.contains_key(port))
-        {
+        let wanted = self.udp_addresses(config);
+        for addr in self.udp_open.iter().filter(|a| !wanted.contains_key(a)) {
             for worker in &self.workers {
-                let _ = worker.send(ListenerChange::CloseUdp { port: *port });
+                let _ = worker.send(ListenerChange::CloseUdp { addr: *addr });
             }
-            tracing::info!(port, "UDP service port closed (left the ConfigMap)");
+            tracing::info!(%addr, "UDP service port closed (left the ConfigMap or the Gateways)");
         }
-        self.udp_open.retain(|port| wanted.contains_key(port));
-        self.udp_failed.retain(|port, _| wanted.contains_key(port));
-        for (port, service) in wanted {
-            if self.udp_open.contains(port) {
+        self.udp_open.retain(|addr| wanted.contains_key(addr));
+        self.udp_failed.retain(|addr, _| wanted.contains_key(addr));
+        for (addr, service) in &wanted {
+            let addr = *addr;
+            if self.udp_open.contains(&addr) {
                 continue;
             }
-            let addr = SocketAddr::new(self.ip, *port);
             match crate::listen::bind_udp_reuseport(addr, self.workers.len()) {
                 Ok(sockets) => {
                     for (worker, socket) in self.workers.iter().zip(sockets) {
-                        let _ = worker.send(ListenerChange::OpenUdp {
-                            port: *port,
-                            socket,
-                        });
+                        let _ = worker.send(ListenerChange::OpenUdp { addr, socket });
                     }
-                    self.udp_open.insert(*port);
-                    self.udp_failed.remove(port);
+                    self.udp_open.insert(addr);
+                    self.udp_failed.remove(&addr);
                     tracing::info!(%addr, upstream = %service.upstream_name, "UDP service port open");
                 }
                 Err(e) => {
                     let why = e.to_string();
-                    if self.udp_failed.get(port) != Some(&why) {
+                    if self.udp_failed.get(&addr) != Some(&why) {
                         tracing::warn!(
-                            port,
+                            %addr,
                             upstream = %service.upstream_name,
                             "UDP service port not opened: {why}; the other ports serve, and \
                              it is tried again at the next configuration change"
                         );
                     }
-                    self.udp_failed.insert(*port, why);
+                    self.udp_failed.insert(addr, why);
                 }
             }
         }
+    }
+
+    /// Where UDP ports are bound: the ConfigMap's and the shared site's Gateway listeners'
+    /// at the listening address; a Gateway's own address's at that address when the
+    /// listening address is a wildcard (a reply must leave from the address the client
+    /// sent to, which a wildcard socket does not choose), else at the listening address too.
+    fn udp_addresses<'c>(
+        &self,
+        config: &'c Compiled,
+    ) -> BTreeMap<SocketAddr, &'c Arc<StreamService>> {
+        let mut wanted = BTreeMap::new();
+        let shared = (config.gateway_streams.udp.iter()).chain(&config.udp_services);
+        for (port, service) in shared {
+            wanted
+                .entry(SocketAddr::new(self.ip, *port))
+                .or_insert(service);
+        }
+        for (ip, site) in &config.sites {
+            let ip = if self.ip.is_unspecified() {
+                *ip
+            } else {
+                self.ip
+            };
+            for (port, service) in &site.streams.udp {
+                wanted.entry(SocketAddr::new(ip, *port)).or_insert(service);
+            }
+        }
+        wanted
     }
 }
 
@@ -267,7 +298,14 @@ pub(crate) async fn serve(
     let Some(config) = worker.config() else {
         return;
     };
-    let Some(service) = config.tcp_services.get(&port).cloned() else {
+    // A Gateway's own address (a site) has its own TCP listeners' routes.
+    let local = (config.has_sites())
+        .then(|| client.local_addr().ok().map(|a| a.ip()))
+        .flatten();
+    let Some(service) = config
+        .stream_service(StreamProtocol::Tcp, local, port)
+        .cloned()
+    else {
         // The port left the configuration while this connection waited to be accepted.
         return;
     };
@@ -349,9 +387,11 @@ async fn reach_and_splice(
     key: &StreamKey,
     tried: &mut Vec<SocketAddr>,
 ) -> Option<(Instant, (bool, u64, u64))> {
+    // A Gateway route's weighted shares: this connection's drawn here.
+    let backend = service.pick_backend(|total| fastrand::u32(1..=total));
     let (mut upstream, endpoint) = connect(
         &worker.upstreams,
-        &service.backend,
+        backend,
         settings,
         settings.proxy_connect_timeout,
         tried,

@@ -1,5 +1,8 @@
 //! UDP services (`--udp-services-configmap`): a port per entry; a client's datagrams are a
 //! session with one endpoint of the entry's Service, as nginx's stream module proxies UDP.
+//! Gateway UDP listeners (UDPRoute) are the same, their ports bound at the Gateway's own
+//! address when it has one (`stream::Listeners::udp_addresses`): a reply leaves from the
+//! address the client sent to.
 //!
 //! ```text
 //!  datagram from client C on port P (this worker's SO_REUSEPORT socket: the kernel keeps C
@@ -93,7 +96,10 @@ type Sessions = Rc<RefCell<HashMap<SocketAddr, Rc<Session>>>>;
 
 /// Receives port `port`'s datagrams on this worker's socket until the task is aborted (the
 /// port left the configuration, or the worker stops); its sessions end with it.
-pub(crate) async fn serve_port(worker: Rc<Worker>, socket: UdpSocket, port: u16) {
+pub(crate) async fn serve_port(worker: Rc<Worker>, socket: UdpSocket, addr: SocketAddr) {
+    let port = addr.port();
+    // Bound at a Gateway's own address: that site's UDP listeners' routes.
+    let local = Some(addr.ip()).filter(|ip| !ip.is_unspecified());
     let socket = Rc::new(socket);
     let sessions: Sessions = Rc::default();
     let mut tasks = JoinSet::new();
@@ -119,7 +125,7 @@ pub(crate) async fn serve_port(worker: Rc<Worker>, socket: UdpSocket, port: u16)
                             &socket,
                             &sessions,
                             &mut tasks,
-                            port,
+                            (port, local),
                             client,
                             &scratch[..len],
                         );
@@ -145,7 +151,7 @@ fn forward(
     listener: &Rc<UdpSocket>,
     sessions: &Sessions,
     tasks: &mut JoinSet<()>,
-    port: u16,
+    (port, local): (u16, Option<std::net::IpAddr>),
     client: SocketAddr,
     datagram: &[u8],
 ) {
@@ -153,7 +159,8 @@ fn forward(
         return;
     };
     // The port left the configuration while this datagram waited.
-    let Some(service) = config.udp_services.get(&port).cloned() else {
+    let found = config.stream_service(model::streams::StreamProtocol::Udp, local, port);
+    let Some(service) = found.cloned() else {
         return;
     };
     let settings = worker.settings();
@@ -215,8 +222,10 @@ fn open(
     key: StreamKey,
 ) -> Option<Rc<Session>> {
     let settings = worker.settings();
+    // A Gateway route's weighted shares: this session's drawn here.
+    let backend = service.pick_backend(|total| fastrand::u32(1..=total));
     let endpoint = worker.upstreams.balancer.borrow_mut().pick(
-        &service.backend,
+        backend,
         settings.load_balance,
         &[],
         Instant::now(),

@@ -71,6 +71,7 @@ fn compile_with(
         backend_tls: Default::default(),
         fragments,
         recording: None,
+        stream_ports: Default::default(),
     };
     compiler.settings(options);
     compiler.out.hsts_header = compiler.out.settings.hsts_header();
@@ -118,9 +119,11 @@ fn compile_with(
     compiler.client_cert_hosts();
     compiler.share_affinity();
     compiler.canaries(&mut claims);
+    // The services ConfigMaps first: a Gateway TCP or UDP listener may not take their ports.
+    compiler.streams(options);
+    compiler.stream_ports.reserved = options.reserved_ports.clone();
     compiler.gateway_api(options.gateway_address_pool.as_ref());
     compiler.passthrough(options);
-    compiler.streams(options);
     compiler.out.routes.finish();
     compiler.out.diagnostics.sort();
     compiler.out.diagnostics.dedup();

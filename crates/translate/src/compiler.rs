@@ -116,6 +116,8 @@ pub(crate) struct Compiler<'a> {
     pub(crate) fragments: Option<&'a mut crate::gateway::Fragments>,
     /// What the route whose rules are being compiled resolves, for its fragment.
     pub(crate) recording: Option<crate::gateway::fragments::Recording>,
+    /// Gateway TCP and UDP listeners' ports (read with Sluice's own, `reserved_ports`).
+    pub(crate) stream_ports: crate::gateway::stream_objects::StreamPorts,
 }
 impl Compiler<'_> {
     /// The one shared copy of `text` in this configuration.

@@ -21,6 +21,8 @@
 //!        backends:   Service + port ──▶ BackendKey ──▶ Backend with its EndpointSlices
 //!                    (one function for every source)
 //!        streams:    TCP/UDP services ConfigMaps ──▶ Compiled.tcp_services, udp_services
+//!                    (Gateway TCPRoutes/UDPRoutes ──▶ the same StreamService per site and
+//!                    port, gateway/stream_route.rs ──▶ Compiled.gateway_streams)
 //!        tls:        Secrets ──▶ certificates
 //!        to_gateway: served Ingresses ──▶ Gateway API objects + gaps (`sluice migrate
 //!                    --to gateway-api`; not part of a compile)

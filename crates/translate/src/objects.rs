@@ -148,6 +148,8 @@ pub enum Object {
     HttpRoute(Box<gateway::HttpRoute>),
     GrpcRoute(Box<crate::gateway::grpc_objects::GrpcRoute>),
     TlsRoute(Box<crate::gateway::tls_objects::TlsRoute>),
+    TcpRoute(Box<crate::gateway::stream_objects::TcpRoute>),
+    UdpRoute(Box<crate::gateway::stream_objects::UdpRoute>),
     ReferenceGrant(Box<gateway::ReferenceGrant>),
     BackendTlsPolicy(Box<crate::gateway::backend_tls_objects::BackendTlsPolicy>),
     ListenerSet(Box<crate::gateway::listener_set_objects::ListenerSet>),
@@ -189,6 +191,8 @@ impl Object {
             Object::HttpRoute(_) => Kind::HTTPRoute,
             Object::GrpcRoute(_) => Kind::GRPCRoute,
             Object::TlsRoute(_) => Kind::TLSRoute,
+            Object::TcpRoute(_) => Kind::TCPRoute,
+            Object::UdpRoute(_) => Kind::UDPRoute,
             Object::ReferenceGrant(_) => Kind::ReferenceGrant,
             Object::BackendTlsPolicy(_) => Kind::BackendTLSPolicy,
             Object::ListenerSet(_) => Kind::ListenerSet,
@@ -209,6 +213,7 @@ impl Object {
             Object::HttpRoute(o) => &o.metadata,
             Object::GrpcRoute(o) => &o.metadata,
             Object::TlsRoute(o) => &o.metadata,
+            Object::TcpRoute(o) | Object::UdpRoute(o) => &o.metadata,
             Object::ReferenceGrant(o) => &o.metadata,
             Object::BackendTlsPolicy(o) => &o.metadata,
             Object::ListenerSet(o) => &o.metadata,
@@ -229,6 +234,7 @@ impl Object {
             Object::HttpRoute(o) => &mut o.metadata,
             Object::GrpcRoute(o) => &mut o.metadata,
             Object::TlsRoute(o) => &mut o.metadata,
+            Object::TcpRoute(o) | Object::UdpRoute(o) => &mut o.metadata,
             Object::ReferenceGrant(o) => &mut o.metadata,
             Object::BackendTlsPolicy(o) => &mut o.metadata,
             Object::ListenerSet(o) => &mut o.metadata,
@@ -582,6 +588,8 @@ fn parse_value(source_name: &str, document: usize, value: serde_yaml::Value, out
         Kind::HTTPRoute => gateway::typed_gateway(value).map(|o| Object::HttpRoute(Box::new(o))),
         Kind::GRPCRoute => gateway::typed_gateway(value).map(|o| Object::GrpcRoute(Box::new(o))),
         Kind::TLSRoute => gateway::typed_gateway(value).map(|o| Object::TlsRoute(Box::new(o))),
+        Kind::TCPRoute => gateway::typed_gateway(value).map(|o| Object::TcpRoute(Box::new(o))),
+        Kind::UDPRoute => gateway::typed_gateway(value).map(|o| Object::UdpRoute(Box::new(o))),
         Kind::ListenerSet => {
             gateway::typed_gateway(value).map(|o| Object::ListenerSet(Box::new(o)))
         }

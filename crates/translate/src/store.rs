@@ -14,6 +14,7 @@ use crate::gateway::backend_tls_objects::BackendTlsPolicy;
 use crate::gateway::grpc_objects::GrpcRoute;
 use crate::gateway::listener_set_objects::ListenerSet;
 use crate::gateway::objects::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
+use crate::gateway::stream_objects::{TcpRoute, UdpRoute};
 use crate::gateway::tls_objects::TlsRoute;
 use crate::objects::{
     ConfigMap, EndpointSlice, Ingress, IngressClass, Namespace, Object, Secret, Service,
@@ -42,6 +43,8 @@ pub struct Store {
     http_routes: BTreeMap<NamespacedName, Arc<HttpRoute>>,
     grpc_routes: BTreeMap<NamespacedName, Arc<GrpcRoute>>,
     tls_routes: BTreeMap<NamespacedName, Arc<TlsRoute>>,
+    tcp_routes: BTreeMap<NamespacedName, Arc<TcpRoute>>,
+    udp_routes: BTreeMap<NamespacedName, Arc<UdpRoute>>,
     reference_grants: BTreeMap<NamespacedName, Arc<ReferenceGrant>>,
     backend_tls_policies: BTreeMap<NamespacedName, Arc<BackendTlsPolicy>>,
     listener_sets: BTreeMap<NamespacedName, Arc<ListenerSet>>,
@@ -236,6 +239,14 @@ impl Store {
         self.tls_routes.iter().map(|(key, o)| (key, &**o))
     }
 
+    pub fn tcp_routes_by_name(&self) -> impl Iterator<Item = (&NamespacedName, &TcpRoute)> {
+        self.tcp_routes.iter().map(|(key, o)| (key, &**o))
+    }
+
+    pub fn udp_routes_by_name(&self) -> impl Iterator<Item = (&NamespacedName, &UdpRoute)> {
+        self.udp_routes.iter().map(|(key, o)| (key, &**o))
+    }
+
     pub fn listener_sets_by_name(&self) -> impl Iterator<Item = (&NamespacedName, &ListenerSet)> {
         self.listener_sets.iter().map(|(key, o)| (key, &**o))
     }
@@ -294,6 +305,8 @@ impl Store {
             http_routes: self.http_routes.clone(),
             grpc_routes: self.grpc_routes.clone(),
             tls_routes: self.tls_routes.clone(),
+            tcp_routes: self.tcp_routes.clone(),
+            udp_routes: self.udp_routes.clone(),
             reference_grants: self.reference_grants.clone(),
             backend_tls_policies: self.backend_tls_policies.clone(),
             listener_sets: self.listener_sets.clone(),
@@ -316,6 +329,8 @@ impl Store {
             + self.http_routes.len()
             + self.grpc_routes.len()
             + self.tls_routes.len()
+            + self.tcp_routes.len()
+            + self.udp_routes.len()
             + self.reference_grants.len()
             + self.backend_tls_policies.len()
             + self.listener_sets.len()
@@ -404,6 +419,8 @@ impl Store {
             Object::HttpRoute(o) => changes.config = upsert(&mut self.http_routes, key, o.into()),
             Object::GrpcRoute(o) => changes.config = upsert(&mut self.grpc_routes, key, o.into()),
             Object::TlsRoute(o) => changes.config = upsert(&mut self.tls_routes, key, o.into()),
+            Object::TcpRoute(o) => changes.config = upsert(&mut self.tcp_routes, key, o.into()),
+            Object::UdpRoute(o) => changes.config = upsert(&mut self.udp_routes, key, o.into()),
             Object::ListenerSet(o) => {
                 changes.config = upsert(&mut self.listener_sets, key, o.into())
             }
@@ -457,6 +474,8 @@ impl Store {
             Kind::HTTPRoute => changes.config = self.http_routes.remove(&key).is_some(),
             Kind::GRPCRoute => changes.config = self.grpc_routes.remove(&key).is_some(),
             Kind::TLSRoute => changes.config = self.tls_routes.remove(&key).is_some(),
+            Kind::TCPRoute => changes.config = self.tcp_routes.remove(&key).is_some(),
+            Kind::UDPRoute => changes.config = self.udp_routes.remove(&key).is_some(),
             Kind::ReferenceGrant => changes.config = self.reference_grants.remove(&key).is_some(),
             Kind::BackendTLSPolicy => {
                 changes.config = self.backend_tls_policies.remove(&key).is_some()
@@ -512,6 +531,8 @@ impl Store {
             .chain(namespaced(Kind::HTTPRoute, &self.http_routes))
             .chain(namespaced(Kind::GRPCRoute, &self.grpc_routes))
             .chain(namespaced(Kind::TLSRoute, &self.tls_routes))
+            .chain(namespaced(Kind::TCPRoute, &self.tcp_routes))
+            .chain(namespaced(Kind::UDPRoute, &self.udp_routes))
             .chain(namespaced(Kind::ReferenceGrant, &self.reference_grants))
             .chain(namespaced(
                 Kind::BackendTLSPolicy,

@@ -157,6 +157,7 @@ pub fn stream_services(
                 decode_proxy_protocol: decode,
                 encode_proxy_protocol: encode,
                 upstream_name,
+                route: None,
             }),
         );
     }

@@ -60,6 +60,8 @@ gateway_kinds! {
     HttpRoutes => HTTPRoute, "v1", "httproutes", NamespaceResourceScope;
     GrpcRoutes => GRPCRoute, "v1", "grpcroutes", NamespaceResourceScope;
     TlsRoutes => TLSRoute, "v1", "tlsroutes", NamespaceResourceScope;
+    TcpRoutes => TCPRoute, "v1", "tcproutes", NamespaceResourceScope;
+    UdpRoutes => UDPRoute, "v1", "udproutes", NamespaceResourceScope;
     ReferenceGrants => ReferenceGrant, "v1beta1", "referencegrants", NamespaceResourceScope;
     BackendTlsPolicies => BackendTLSPolicy, "v1", "backendtlspolicies", NamespaceResourceScope;
     ListenerSets => ListenerSet, "v1", "listenersets", NamespaceResourceScope;
@@ -132,7 +134,7 @@ mod tests {
             "spec": {
                 "parentRefs": [{"name": "gw"}],
                 "rules": [{"backendRefs": [{"name": "web", "port": 80}],
-                           "sessionPersistence": {}}],
+                           "sessionPersistence": {"idleTimeout": "1m"}}],
             },
             "status": {"parents": []},
         }))
@@ -143,7 +145,10 @@ mod tests {
         assert_eq!(route.metadata.name.as_deref(), Some("web"));
         assert_eq!(route.metadata.namespace.as_deref(), Some("app"));
         assert_eq!(route.spec.rules[0].backend_refs[0].name, "web");
-        assert_eq!(&*route.unsupported, ["spec.rules[0].sessionPersistence"]);
+        assert_eq!(
+            &*route.unsupported,
+            ["spec.rules[0].sessionPersistence.idleTimeout"]
+        );
 
         let broken: ApiObject<Gateways> = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "gw", "namespace": "app"},

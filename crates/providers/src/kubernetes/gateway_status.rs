@@ -27,7 +27,7 @@ use serde_json::{json, Value};
 
 use super::gateway::{
     ApiObject, BackendTlsPolicies, GatewayClasses, Gateways, GrpcRoutes, HttpRoutes, ListenerSets,
-    TlsRoutes,
+    TcpRoutes, TlsRoutes, UdpRoutes,
 };
 
 /// Objects read and written at once during a pass (as many as Ingress status writes).
@@ -216,12 +216,14 @@ fn recreated<'a>(
 const SUPPORTED_BUNDLES: [&str; 2] = ["v1.6.", "v1.7."];
 
 /// The kinds Sluice reads, by CRD name (one not installed is passed over).
-const CRDS: [&str; 7] = [
+const CRDS: [&str; 9] = [
     "gatewayclasses.gateway.networking.k8s.io",
     "gateways.gateway.networking.k8s.io",
     "httproutes.gateway.networking.k8s.io",
     "grpcroutes.gateway.networking.k8s.io",
     "tlsroutes.gateway.networking.k8s.io",
+    "tcproutes.gateway.networking.k8s.io",
+    "udproutes.gateway.networking.k8s.io",
     "referencegrants.gateway.networking.k8s.io",
     "backendtlspolicies.gateway.networking.k8s.io",
 ];
@@ -375,6 +377,8 @@ fn route_statuses(
         (Kind::HTTPRoute, &statuses.http_routes),
         (Kind::GRPCRoute, &statuses.grpc_routes),
         (Kind::TLSRoute, &statuses.tls_routes),
+        (Kind::TCPRoute, &statuses.tcp_routes),
+        (Kind::UDPRoute, &statuses.udp_routes),
     ]
     .into_iter()
     .flat_map(|(kind, map)| (map.iter()).map(move |(key, status)| ((kind, key.clone()), status)))
@@ -418,7 +422,9 @@ fn desired(
 /// `ancestors`): the list's field and the field naming each entry's object.
 fn entries(kind: Kind) -> Option<(&'static str, &'static str)> {
     match kind {
-        Kind::HTTPRoute | Kind::GRPCRoute | Kind::TLSRoute => Some(("parents", "parentRef")),
+        Kind::HTTPRoute | Kind::GRPCRoute | Kind::TLSRoute | Kind::TCPRoute | Kind::UDPRoute => {
+            Some(("parents", "parentRef"))
+        }
         Kind::BackendTLSPolicy => Some(("ancestors", "ancestorRef")),
         _ => None,
     }
@@ -507,6 +513,16 @@ fn api_for(client: &Client, kind: Kind, key: &NamespacedName) -> Api<DynamicObje
             client.clone(),
             &key.namespace,
             &ApiResource::erase::<ApiObject<TlsRoutes>>(&()),
+        ),
+        Kind::TCPRoute => Api::namespaced_with(
+            client.clone(),
+            &key.namespace,
+            &ApiResource::erase::<ApiObject<TcpRoutes>>(&()),
+        ),
+        Kind::UDPRoute => Api::namespaced_with(
+            client.clone(),
+            &key.namespace,
+            &ApiResource::erase::<ApiObject<UdpRoutes>>(&()),
         ),
         Kind::ListenerSet => Api::namespaced_with(
             client.clone(),

@@ -29,7 +29,7 @@ use translate::Object;
 
 use super::gateway::{
     ApiObject, BackendTlsPolicies, GatewayClasses, GatewayKind, Gateways, GrpcRoutes, HttpRoutes,
-    ListenerSets, ReferenceGrants, TlsRoutes,
+    ListenerSets, ReferenceGrants, TcpRoutes, TlsRoutes, UdpRoutes,
 };
 
 /// What the watchers saw, in the order they saw it.
@@ -327,6 +327,20 @@ impl Watchers {
             namespaced(client, namespace),
             all.clone(),
             in_scope("TLSRoutes"),
+            None,
+        ));
+        // TCPRoute and UDPRoute v1 (standard channel since v1.7; older CRDs serve v1alpha2
+        // only, in the experimental channel: 404, as a missing kind).
+        tasks.push(spawner.spawn::<ApiObject<TcpRoutes>>(
+            namespaced(client, namespace),
+            all.clone(),
+            in_scope("TCPRoutes"),
+            None,
+        ));
+        tasks.push(spawner.spawn::<ApiObject<UdpRoutes>>(
+            namespaced(client, namespace),
+            all.clone(),
+            in_scope("UDPRoutes"),
             None,
         ));
         tasks.push(spawner.spawn::<ApiObject<ReferenceGrants>>(

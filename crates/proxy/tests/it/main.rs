@@ -24,6 +24,7 @@ mod frontend_tls;
 mod gateway;
 mod gateway_retry;
 mod gateway_sites;
+mod gateway_streams;
 mod gateway_timeouts;
 mod grpc;
 mod grpc_route;

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use tokio::net::UdpSocket;
 
 /// A UDP backend that answers each datagram with `NAME:payload`, `answers` times.
-async fn echo(name: &'static str, answers: usize) -> SocketAddr {
+pub(crate) async fn echo(name: &'static str, answers: usize) -> SocketAddr {
     let socket = UdpSocket::bind((LOCALHOST, 0)).await.unwrap();
     let addr = socket.local_addr().unwrap();
     tokio::spawn(async move {

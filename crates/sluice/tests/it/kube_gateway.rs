@@ -119,8 +119,8 @@ fn without_the_gateway_crds_ingresses_are_served_and_installing_them_later_adds_
         .filter(|l| l.contains("is not installed in this cluster"))
         .count();
     // GatewayClass, Gateway, HTTPRoute, GRPCRoute, ReferenceGrant, BackendTLSPolicy, TLSRoute,
-    // ListenerSet.
-    assert_eq!(not_installed, 8, "one line per Gateway API kind:\n{log}");
+    // TCPRoute, UDPRoute, ListenerSet.
+    assert_eq!(not_installed, 10, "one line per Gateway API kind:\n{log}");
     assert!(!sluice.has_exited());
 
     // The CRDs installed while Sluice runs: the watches find them on their next attempt.
@@ -136,7 +136,7 @@ fn without_the_gateway_crds_ingresses_are_served_and_installing_them_later_adds_
         log.lines()
             .filter(|l| l.contains("is not installed in this cluster"))
             .count(),
-        8,
+        10,
         "{log}"
     );
 }
@@ -185,7 +185,21 @@ fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_gene
         .push(json!(
             {"name": "tls", "port": 443, "protocol": "TLS", "tls": {"mode": "Passthrough"}}
         ));
+    // And a TCP listener, for a TCPRoute (its status needs the tcproutes/status grant).
+    let tcp_port = testkit::free_tcp_port();
+    edge["spec"]["listeners"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "tcp", "port": tcp_port, "protocol": "TCP"}));
     cluster.create(&edge);
+    cluster.create(&json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "TCPRoute",
+        "metadata": {"name": "raw", "namespace": ns},
+        "spec": {
+            "parentRefs": [{"name": "edge", "sectionName": "tcp"}],
+            "rules": [{"backendRefs": [{"name": "web", "port": 80}]}],
+        },
+    }));
     cluster.create(&http_route(ns, "web", "web.test", "web"));
     // To a Service that does not exist: ResolvedRefs False, and its share answers 500.
     cluster.create(&http_route(ns, "ghost", "ghost.test", "nothing"));
@@ -301,6 +315,20 @@ fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_gene
     assert_eq!(
         tls["supportedKinds"],
         json!([{"group": "gateway.networking.k8s.io", "kind": "TLSRoute"}])
+    );
+
+    let raw = eventually(WAIT, "TCPRoute raw status", || {
+        kind_route_parent(&cluster, "TCPRoute", ns, "raw")
+    });
+    for type_ in ["Accepted", "ResolvedRefs"] {
+        let found = condition(&raw["conditions"], type_);
+        assert_eq!(found["status"], "True", "{raw:#}");
+    }
+    let tcp = &status["listeners"][2];
+    assert_eq!(tcp["attachedRoutes"], 1, "raw: {status:#}");
+    assert_eq!(
+        tcp["supportedKinds"],
+        json!([{"group": "gateway.networking.k8s.io", "kind": "TCPRoute"}])
     );
 
     let outsider = eventually(WAIT, "HTTPRoute outsider status", || {

@@ -85,7 +85,8 @@ impl Compiler<'_> {
     pub(super) fn shared_collisions(&mut self, listeners: &[ListenerSlot]) {
         let shared: Vec<&ListenerSlot> = listeners
             .iter()
-            .filter(|l| l.place == Place::Shared)
+            // TCP and UDP listeners never share a port (`claim_stream_port`).
+            .filter(|l| l.place == Place::Shared && l.stream.is_none())
             .collect();
         let mut said = BTreeSet::new();
         for (i, later) in shared.iter().enumerate() {

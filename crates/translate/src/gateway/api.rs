@@ -27,6 +27,8 @@ pub fn from_api(
         model::Kind::HTTPRoute => typed_gateway(value).map(|o| Object::HttpRoute(Box::new(o))),
         model::Kind::GRPCRoute => typed_gateway(value).map(|o| Object::GrpcRoute(Box::new(o))),
         model::Kind::TLSRoute => typed_gateway(value).map(|o| Object::TlsRoute(Box::new(o))),
+        model::Kind::TCPRoute => typed_gateway(value).map(|o| Object::TcpRoute(Box::new(o))),
+        model::Kind::UDPRoute => typed_gateway(value).map(|o| Object::UdpRoute(Box::new(o))),
         model::Kind::ListenerSet => typed_gateway(value).map(|o| Object::ListenerSet(Box::new(o))),
         model::Kind::ReferenceGrant => {
             typed_gateway(value).map(|o| Object::ReferenceGrant(Box::new(o)))

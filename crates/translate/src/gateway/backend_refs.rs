@@ -48,7 +48,8 @@ impl Compiler<'_> {
             }
             // A TLSRoute has no status code to answer with: its connections are closed.
             let outcome = match object.kind {
-                model::Kind::TLSRoute => "its connections are closed",
+                model::Kind::TLSRoute | model::Kind::TCPRoute => "its connections are closed",
+                model::Kind::UDPRoute => "its datagrams are dropped",
                 _ => "its share answers 500",
             };
             let (service, mut backend, port) =
@@ -205,6 +206,8 @@ impl Compiler<'_> {
         // let a GRPCRoute in).
         let from = match object.kind {
             model::Kind::TLSRoute => "TLSRoute",
+            model::Kind::TCPRoute => "TCPRoute",
+            model::Kind::UDPRoute => "UDPRoute",
             model::Kind::GRPCRoute => "GRPCRoute",
             _ => "HTTPRoute",
         };

@@ -405,6 +405,8 @@ fn accepting_gateways(statuses: &GatewayStatuses, route: &ObjectRef) -> Vec<Name
         Kind::HTTPRoute => statuses.http_routes.get(&key).map(|s| &**s),
         Kind::GRPCRoute => statuses.grpc_routes.get(&key).map(|s| &**s),
         Kind::TLSRoute => statuses.tls_routes.get(&key).map(|s| &**s),
+        Kind::TCPRoute => statuses.tcp_routes.get(&key).map(|s| &**s),
+        Kind::UDPRoute => statuses.udp_routes.get(&key).map(|s| &**s),
         _ => None,
     };
     found

@@ -16,11 +16,13 @@
 //! owner (`(Kind::ListenerSet, its name)`): its diagnostics, its ReferenceGrants (`from` kind ListenerSet), its namespace
 //! for `allowedRoutes` Same.
 
-use model::routes::HostPattern;
+use model::routes::{HostPattern, Listeners};
+use model::streams::StreamProtocol;
 use model::{Kind, NamespacedName, ObjectRef, Severity};
 
 use super::namespaces::{AllowedFrom, NamespaceSelector};
 use super::objects::{self, ListenerTls};
+use super::stream_route::stream_protocol;
 use super::tls_objects::TlsMode;
 use super::{GatewayHost, ListenerSlot, Place, GROUP};
 use crate::compiler::Compiler;
@@ -54,16 +56,31 @@ impl Compiler<'_> {
                     }
                 }
             }
+            (protocol @ ("TCP" | "UDP"), port) => {
+                let stream = stream_protocol(protocol).expect("TCP or UDP");
+                let holder = format!("Gateway {gateway}'s listener {}", listener.name);
+                if let Err(why) = self.claim_stream_port(place, stream, port, holder) {
+                    self.diagnose(
+                        object,
+                        format!("{field}: {protocol}: {why}; listener ignored"),
+                    );
+                    return None;
+                }
+                Listeners::NONE
+            }
             (protocol, port) => {
                 self.diagnose_with(
                     Severity::Unsupported,
                     object,
-                    format!("{field}: {protocol} on port {port}: Sluice serves HTTP, HTTPS and TLS listeners only, yet; listener ignored"),
+                    format!("{field}: {protocol} on port {port}: Sluice serves HTTP, HTTPS, TLS, TCP and UDP listeners only; listener ignored"),
                 );
                 return None;
             }
         };
-        let host = match GatewayHost::parse(listener.hostname.as_deref()) {
+        let stream = stream_protocol(&listener.protocol);
+        // A TCP or UDP listener's hostname matches nothing (the spec ignores it there).
+        let hostname = listener.hostname.as_deref().filter(|_| stream.is_none());
+        let host = match GatewayHost::parse(hostname) {
             Ok(host) => host,
             Err(why) => {
                 self.diagnose(
@@ -116,24 +133,34 @@ impl Compiler<'_> {
             }
         };
         let mut kinds_refused = false;
-        // A TLS listener takes TLSRoutes; HTTP and HTTPS ones HTTPRoutes and GRPCRoutes.
-        let plain = mode.is_none();
-        let (http_routes, grpc_routes, tls_routes) = match allowed.and_then(|a| a.kinds.as_deref())
-        {
-            None | Some([]) => (plain, plain, !plain),
+        // A TLS listener takes TLSRoutes; HTTP and HTTPS ones HTTPRoutes and GRPCRoutes; TCP
+        // and UDP ones TCPRoutes and UDPRoutes.
+        let plain = mode.is_none() && stream.is_none();
+        let (tcp, udp) = (
+            stream == Some(StreamProtocol::Tcp),
+            stream == Some(StreamProtocol::Udp),
+        );
+        let tls_listener = mode.is_some();
+        let kinds = allowed.and_then(|a| a.kinds.as_deref());
+        let (http_routes, grpc_routes, tls_routes, tcp_routes, udp_routes) = match kinds {
+            None | Some([]) => (plain, plain, tls_listener, tcp, udp),
             Some(kinds) => {
-                let (mut http, mut grpc, mut tls) = (false, false, false);
+                let mut admits = (false, false, false, false, false);
                 for (k, kind) in kinds.iter().enumerate() {
                     let group = kind.group.as_deref().unwrap_or(GROUP);
                     match (group == GROUP, kind.kind.as_str()) {
-                        (true, "HTTPRoute") if plain => http = true,
-                        (true, "GRPCRoute") if plain => grpc = true,
-                        (true, "TLSRoute") if !plain => tls = true,
+                        (true, "HTTPRoute") if plain => admits.0 = true,
+                        (true, "GRPCRoute") if plain => admits.1 = true,
+                        (true, "TLSRoute") if tls_listener => admits.2 = true,
+                        (true, "TCPRoute") if tcp => admits.3 = true,
+                        (true, "UDPRoute") if udp => admits.4 = true,
                         _ => {
                             kinds_refused = true;
-                            let served = match plain {
-                                true => "HTTPRoutes and GRPCRoutes",
-                                false => "TLSRoutes",
+                            let served = match (plain, tcp, udp) {
+                                (true, _, _) => "HTTPRoutes and GRPCRoutes",
+                                (_, true, _) => "TCPRoutes",
+                                (_, _, true) => "UDPRoutes",
+                                _ => "TLSRoutes",
                             };
                             self.diagnose_with(
                                 Severity::Unsupported,
@@ -143,7 +170,7 @@ impl Compiler<'_> {
                         }
                     }
                 }
-                (http, grpc, tls)
+                admits
             }
         };
         Some(ListenerSlot {
@@ -159,6 +186,9 @@ impl Compiler<'_> {
             grpc_routes,
             tls_routes,
             tls: mode,
+            tcp_routes,
+            udp_routes,
+            stream,
             attached: 0,
             claims: Vec::new(),
             programmed,

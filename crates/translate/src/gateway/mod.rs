@@ -31,7 +31,9 @@
 //! Also: `namespaces` (which namespaces' routes a listener admits, label selectors over the
 //! Store's Namespace labels), `timeouts` (a rule's `timeouts` on its upstream policy), `retry`
 //! (its `retry` on the same policy), `status`, `listener_sets` (ListenerSets' listeners joining
-//! their Gateway's, after its own; a route's parentRef of kind ListenerSet attaches to those only).
+//! their Gateway's, after its own; a route's parentRef of kind ListenerSet attaches to those only),
+//! `tls_route` (TLSRoutes), `stream_route` and `stream_objects` (TCP and UDP listeners,
+//! TCPRoutes and UDPRoutes into the stream services model).
 
 mod addresses;
 pub mod api;
@@ -57,6 +59,8 @@ mod replay;
 mod retry;
 mod session;
 mod status;
+pub mod stream_objects;
+mod stream_route;
 mod timeouts;
 pub mod tls_objects;
 mod tls_route;
@@ -120,6 +124,11 @@ struct ListenerSlot {
     tls_routes: bool,
     /// A TLS listener's mode (`None`: HTTP or HTTPS).
     tls: Option<tls_objects::TlsMode>,
+    /// A TCP or UDP listener admitting TCPRoutes or UDPRoutes (`stream_route`).
+    tcp_routes: bool,
+    udp_routes: bool,
+    /// A TCP or UDP listener's protocol (`None`: HTTP, HTTPS or TLS).
+    stream: Option<model::streams::StreamProtocol>,
     /// Routes attached here (a listener status's `attachedRoutes`).
     attached: i32,
     /// The hostnames routes of each kind hold here, kept only when both HTTPRoutes and
@@ -139,6 +148,8 @@ impl ListenerSlot {
             http_routes: self.http_routes,
             grpc_routes: self.grpc_routes,
             tls_routes: self.tls_routes,
+            tcp_routes: self.tcp_routes,
+            udp_routes: self.udp_routes,
             attached: self.attached,
             programmed: self.programmed,
             refs: self.refs,
@@ -264,7 +275,9 @@ impl Compiler<'_> {
                         listeners.push(slot);
                         listeners.len() - 1
                     });
-                let conflicted = !seen.insert((listener.port, listener.hostname.clone()));
+                // TCP and UDP listeners on one port are two sockets: no conflict.
+                let udp = listener.protocol == "UDP";
+                let conflicted = !seen.insert((listener.port, listener.hostname.clone(), udp));
                 found.push(status::ListenerOutcome {
                     name: listener.name.clone(),
                     slot,
@@ -348,6 +361,8 @@ impl Compiler<'_> {
         status.http_routes = http_statuses.into_iter().collect();
         status.grpc_routes = grpc_statuses.into_iter().collect();
         self.tls_routes(&mut listeners, ours, &mut status.tls_routes);
+        let streams = (&mut status.tcp_routes, &mut status.udp_routes);
+        self.stream_routes(&mut listeners, ours, streams);
         self.default_policy = ingress_default;
         let attached_sets = self.listener_set_statuses(set_outcomes, &listeners, status);
         for (key, gateway, found) in outcomes {
@@ -539,6 +554,8 @@ impl Compiler<'_> {
                 let kind_allowed = match head.kind {
                     Kind::GRPCRoute => slot.grpc_routes,
                     Kind::TLSRoute => slot.tls_routes,
+                    Kind::TCPRoute => slot.tcp_routes,
+                    Kind::UDPRoute => slot.udp_routes,
                     _ => slot.http_routes,
                 };
                 if !admits || !kind_allowed {
@@ -818,6 +835,17 @@ fn uids(
     for (key, route) in store.tls_routes_by_name() {
         if status.tls_routes.contains_key(key) {
             add(Kind::TLSRoute, key, route.uid.as_ref());
+        }
+    }
+    let streams = (store.tcp_routes_by_name().map(|r| (Kind::TCPRoute, r)))
+        .chain(store.udp_routes_by_name().map(|r| (Kind::UDPRoute, r)));
+    for (kind, (key, route)) in streams {
+        let statuses = match kind {
+            Kind::TCPRoute => &status.tcp_routes,
+            _ => &status.udp_routes,
+        };
+        if statuses.contains_key(key) {
+            add(kind, key, route.uid.as_ref());
         }
     }
     for (key, set) in store.listener_sets_by_name() {

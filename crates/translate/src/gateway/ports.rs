@@ -32,6 +32,9 @@ impl Compiler<'_> {
             (443, false) => return conflict("with TLS (--https-listen)"),
             _ => {}
         }
+        if self.stream_ports.tcp_holds(port) {
+            return conflict("as a Gateway's TCP listener");
+        }
         if let Some(declared) = self.out.declared_ports.get(&port) {
             return match declared.tls == tls {
                 true => Ok(declared.on),

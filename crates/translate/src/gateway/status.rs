@@ -34,6 +34,8 @@ pub(super) struct Accepted {
     pub(super) http_routes: bool,
     pub(super) grpc_routes: bool,
     pub(super) tls_routes: bool,
+    pub(super) tcp_routes: bool,
+    pub(super) udp_routes: bool,
     pub(super) attached: i32,
     pub(super) programmed: bool,
     /// Why `ResolvedRefs` is False, if it is.
@@ -58,7 +60,7 @@ pub(super) fn listener_status(
         _ if outcome.ca.as_ref().is_some_and(|c| c.none_valid) => Some("NoValidCACertificate"),
         (_, _, Some(_)) => None,
         ("HTTP", 80, None) | ("HTTPS", 443, None) => Some("UnsupportedValue"),
-        ("HTTP" | "HTTPS", _, None) => Some("PortUnavailable"),
+        ("HTTP" | "HTTPS" | "TCP" | "UDP", _, None) => Some("PortUnavailable"),
         _ => Some("UnsupportedProtocol"),
     };
     match accepted {
@@ -103,6 +105,8 @@ pub(super) fn listener_status(
                     (s.http_routes, "HTTPRoute"),
                     (s.grpc_routes, "GRPCRoute"),
                     (s.tls_routes, "TLSRoute"),
+                    (s.tcp_routes, "TCPRoute"),
+                    (s.udp_routes, "UDPRoute"),
                 ]
             })
             .into_iter()

@@ -21,6 +21,7 @@ use model::routes::{Route, RouteSite};
 use model::tls_routes::{SniName, TlsRoutes, TlsTarget};
 use model::{Kind, NamespacedName, ObjectRef, Severity};
 
+use super::objects::HttpBackendRef;
 use super::pool::Place;
 use super::tls_objects::{TlsMode, TlsRoute, TlsRouteSpec};
 use super::{route_ref, GatewayHost, ListenerSlot, Parents, RouteHead};
@@ -178,19 +179,35 @@ impl Compiler<'_> {
         object: &ObjectRef,
         spec: &TlsRouteSpec,
     ) -> Arc<Route> {
-        if spec.rules.len() > 1 {
+        let refs = spec.rules.first().map_or(&[][..], |r| &r.backend_refs[..]);
+        let host = spec.hostnames.first().map_or("", String::as_str);
+        self.first_rule_backends((key, object), (spec.rules.len(), refs), host)
+    }
+
+    /// A route kind with one rule's backendRefs (TLSRoute, TCPRoute, UDPRoute): its first
+    /// rule's (of `rules`), resolved as every route's, shown under `host`; more rules are a
+    /// diagnostic.
+    pub(super) fn first_rule_backends(
+        &mut self,
+        (key, object): (&NamespacedName, &ObjectRef),
+        (rules, refs): (usize, &[HttpBackendRef]),
+        host: &str,
+    ) -> Arc<Route> {
+        if rules > 1 {
             self.diagnose_with(
                 Severity::Unsupported,
                 object.clone(),
-                "spec.rules: Sluice serves a TLSRoute's first rule only; the others are ignored",
+                format!(
+                    "spec.rules: Sluice serves a {}'s first rule only; the others are ignored",
+                    object.kind.as_str()
+                ),
             );
         }
         let site = RouteSite {
-            host: self.share(spec.hostnames.first().map_or("", String::as_str)),
+            host: self.share(host),
             path: self.share(""),
             service_port: self.share(""),
         };
-        let refs = spec.rules.first().map_or(&[][..], |r| &r.backend_refs[..]);
         let policy = self.default_policy.clone();
         let field = "spec.rules[0]";
         self.gateway_backends((key, object), field, (refs, None), policy, site)

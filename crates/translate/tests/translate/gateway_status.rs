@@ -40,7 +40,7 @@ spec:
   - {name: http, port: 80, protocol: HTTP}
   - {name: again, port: 80, protocol: HTTP}
   - {name: alt, port: 8080, protocol: HTTP}
-  - {name: udp, port: 53, protocol: UDP}
+  - {name: custom, port: 53, protocol: example.com/custom}
 ---
 apiVersion: v1
 kind: Service
@@ -96,8 +96,8 @@ fn classes_gateways_listeners_and_route_parents_get_the_specs_conditions() {
     assert_eq!(accepted.observed_generation, 5);
     assert!(find(&gateway.conditions, "Programmed").status);
     let names: Vec<&str> = gateway.listeners.iter().map(|l| l.name.as_str()).collect();
-    assert_eq!(names, ["http", "again", "alt", "udp"]);
-    let [http, again, alt, udp] = &gateway.listeners[..] else {
+    assert_eq!(names, ["http", "again", "alt", "custom"]);
+    let [http, again, alt, custom] = &gateway.listeners[..] else {
         unreachable!()
     };
     // Both routes attach to `http`; `good` also to port 8080, a port Sluice binds for it.
@@ -115,7 +115,7 @@ fn classes_gateways_listeners_and_route_parents_get_the_specs_conditions() {
     assert_eq!((port.status, port.reason), (true, "Accepted"));
     assert!(find(&alt.conditions, "Programmed").status);
     assert_eq!(alt.supported_kinds[0].kind, "HTTPRoute");
-    let protocol = find(&udp.conditions, "Accepted");
+    let protocol = find(&custom.conditions, "Accepted");
     assert_eq!(
         (protocol.status, protocol.reason),
         (false, "UnsupportedProtocol")

@@ -17,5 +17,6 @@ mod golden;
 mod grpc_route_status;
 mod listener_sets;
 mod memory;
+mod stream_route_status;
 mod tls_route_status;
 mod to_gateway;

@@ -891,6 +891,7 @@ fn api_resource(kind: &str) -> (ApiResource, bool) {
         "HTTPRoute" => (gateway_api("HTTPRoute", "httproutes"), true),
         "GRPCRoute" => (gateway_api("GRPCRoute", "grpcroutes"), true),
         "TLSRoute" => (gateway_api("TLSRoute", "tlsroutes"), true),
+        "TCPRoute" => (gateway_api("TCPRoute", "tcproutes"), true),
         "ReferenceGrant" => (gateway_api("ReferenceGrant", "referencegrants"), true),
         "BackendTLSPolicy" => (gateway_api("BackendTLSPolicy", "backendtlspolicies"), true),
         "ListenerSet" => (gateway_api("ListenerSet", "listenersets"), true),
