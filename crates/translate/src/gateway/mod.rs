@@ -30,7 +30,8 @@
 //! Also: `namespaces` (which namespaces' routes a listener admits, label selectors over the
 //! Store's Namespace labels), `timeouts` (a rule's `timeouts` on its upstream policy), `retry`
 //! (its `retry` on the same policy), `status`, `listener_sets` (ListenerSets' listeners joining
-//! their Gateway's, after its own; a route's parentRef of kind ListenerSet attaches to those only).
+//! their Gateway's, after its own; a route's parentRef of kind ListenerSet attaches to those only),
+//! `isolation` (which listener a rule came through, and its route's hostname's precedence).
 
 mod addresses;
 pub mod api;
@@ -41,6 +42,7 @@ mod cors;
 mod filters;
 pub mod grpc_objects;
 mod grpc_route;
+mod isolation;
 pub mod listener_set_objects;
 mod listener_sets;
 mod listeners;
@@ -61,6 +63,7 @@ use std::sync::Arc;
 use model::gateway_status::{
     ClassStatus, Condition, GatewayStatus, GatewayStatuses, RouteParentStatus, RouteStatus,
 };
+use model::listener_hosts::Via;
 use model::policy::{RoutePolicy, SslRedirect};
 use model::routes::{HostPattern, Listeners, PathKind, PathRoute, RouteSite};
 use model::{Kind, NamespacedName, ObjectRef, Severity};
@@ -130,8 +133,9 @@ fn covers(suffix: &str, name: &str) -> bool {
         .is_some_and(|labels| !labels.is_empty())
 }
 
-/// The hosts a route answers for, each at its Gateway's site with the listeners it is on.
-type RouteHosts = BTreeMap<(Place, GatewayHost), Listeners>;
+/// The hosts a route answers for, each at its Gateway's site with the listeners it is on, by
+/// the listener hostname it came through (`isolation`).
+type RouteHosts = BTreeMap<(Place, GatewayHost, Via), Listeners>;
 
 /// Where a route attached: its parents' statuses, its hosts, and each (listener slot, host)
 /// pair (TLSRoutes' tables are per listener port).
@@ -315,6 +319,7 @@ impl Compiler<'_> {
             outcomes.push((key, gateway, found));
         }
         self.shared_collisions(&listeners);
+        self.index_listener_hosts(&listeners);
         let plain = |l: &ListenerSlot| {
             l.on == Listeners::HTTP
                 || (self.out.declared_ports.values()).any(|d| d.on == l.on && !d.tls)
@@ -539,16 +544,13 @@ impl Compiler<'_> {
                     continue;
                 }
                 allowed = true;
-                if head.hostnames.is_empty() {
-                    found.push((s, slot.host.clone()));
-                } else {
-                    let common = route_hosts.iter().filter_map(|h| slot.host.intersect(h));
-                    found.extend(common.map(|host| (s, host)));
-                }
+                let named_hosts = (!head.hostnames.is_empty()).then_some(&route_hosts[..]);
+                let through = slot.host.through(named_hosts);
+                found.extend(through.into_iter().map(|(host, via)| (s, host, via)));
             }
             // The spec accepts one of an HTTPRoute and a GRPCRoute with a hostname in common
             // on a listener: the one attached first (the older).
-            let taken = found.iter().find_map(|(s, host)| {
+            let taken = found.iter().find_map(|(s, host, _)| {
                 let claims = listeners[*s].claims.iter();
                 claims
                     .filter(|(held, kind)| *kind != head.kind && held.overlaps(host))
@@ -557,7 +559,7 @@ impl Compiler<'_> {
             });
             let by_host = !found.is_empty();
             if taken.is_none() {
-                for (s, host) in found {
+                for (s, host, via) in found {
                     if both_kinds {
                         listeners[s].claims.push((host.clone(), head.kind));
                     }
@@ -566,7 +568,7 @@ impl Compiler<'_> {
                     // A listener that is not programmed serves nothing: its routes' rules
                     // are compiled (for their conditions) but not added for it.
                     let slot = &listeners[s];
-                    let on = hosts.entry((slot.place, host)).or_insert(Listeners::NONE);
+                    let on = (hosts.entry((slot.place, host, via))).or_insert(Listeners::NONE);
                     if slot.programmed {
                         *on = on.union(slot.on);
                     }
@@ -728,12 +730,13 @@ impl Compiler<'_> {
     /// Gateway's site (none when every listener it attached to is not programmed: compiled for
     /// its conditions only; a Gateway whose address could not be given serves nowhere).
     fn add_to_hosts(&mut self, path_rule: &PathRoute, hosts: &RouteHosts) {
-        for ((place, host), on) in hosts {
+        for ((place, host, via), on) in hosts {
             if *on == Listeners::NONE {
                 continue;
             }
             let mut rule = path_rule.clone();
             rule.listeners = *on;
+            rule.via = *via;
             let shared = match host {
                 GatewayHost::Exact(h) | GatewayHost::Suffix(h) => self.share(h),
                 GatewayHost::Any => self.share(""),
@@ -751,7 +754,7 @@ impl Compiler<'_> {
 
     /// The site a route's rules are shown under: its first host.
     fn site_host(&mut self, hosts: &RouteHosts) -> Arc<str> {
-        match hosts.keys().next().map(|(_, host)| host) {
+        match hosts.keys().next().map(|(_, host, _)| host) {
             Some(GatewayHost::Exact(h)) => self.share(h),
             Some(GatewayHost::Suffix(s)) => self.share(&format!("*.{s}")),
             _ => self.share(""),
