@@ -899,15 +899,7 @@ mod tests {
     use super::*;
 
     fn route(service: &str) -> Arc<Route> {
-        Arc::new(Route {
-            ingress: NamespacedName::new("default", "test"),
-            service: service.into(),
-            backend: Arc::new(Backend::unresolved()),
-            policy: Arc::default(),
-            site: RouteSite::default(),
-            traffic: None,
-            not_found: false,
-        })
+        Arc::new(Route::bare(service))
     }
 
     fn get() -> Parts {
