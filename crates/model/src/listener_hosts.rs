@@ -14,8 +14,10 @@
 //! ```
 //! Ranks only need to tell apart the listener hostnames that match one name: exact ones
 //! (`u8::MAX`) are that name, wildcards are its suffixes (ranked by their label count) and
-//! there is one hostname-less listener (0). So a byte says which listener a rule came through,
-//! and two bytes in [`PathRoute`](crate::routes::PathRoute) cost no more than its padding.
+//! there is one hostname-less listener (0). So a byte says which listener a rule came through;
+//! with the hostname gap that is two bytes in [`PathRoute`](crate::routes::PathRoute), which
+//! the padding beside its kind did not hold: a rule is 88 bytes instead of 80 (80 KB at 10,000
+//! rules).
 //! A port without Gateway listeners (every port of an Ingress-only table) is not isolated:
 //! `route_on` pays one bit test for it and takes the lookup it always did.
 

@@ -247,8 +247,8 @@ pub struct PathRoute {
     pub written: Arc<str>,
     /// The listeners the rule answers on (in `kind`'s padding: no cost per rule).
     pub listeners: Listeners,
-    /// The Gateway listener the rule came through ([`Via::INGRESS`] for Ingress rules), in
-    /// the same padding.
+    /// The Gateway listener the rule came through ([`Via::INGRESS`] for Ingress rules): one
+    /// byte more than the padding holds, so 8 bytes a rule (88 instead of 80).
     pub via: Via,
     /// On a regex host: what this rule is matched with, `(?i)^<location>`. A Gateway API
     /// `RegularExpression` path (kind `Regex` on a host that is not a regex host): its
