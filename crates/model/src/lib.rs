@@ -12,7 +12,8 @@
 //!  request ──▶ validate_host, normalize_path ──▶ Compiled.routes.route_on(listener, host,
 //!                                                 path, head)
 //!          ──▶ the first rule on that listener whose path and conditions (matches.rs) hold
-//!              (Ingress and Gateway API rules alike) ──▶ Route
+//!              (Ingress and Gateway API rules alike; a Gateway rule only for requests of
+//!              the listener it came through: listener_hosts.rs) ──▶ Route
 //!          ──▶ Route::pick (a weighted split: canary-weight)
 //!          ──▶ route.policy (client certificates: client_cert.rs, cors, access, basic
 //!                            auth: basic_auth.rs, external auth: auth.rs, redirect
@@ -53,6 +54,8 @@ pub mod gateway_status;
 pub mod gateway_streams;
 mod header_text;
 pub mod limits;
+pub mod listener_hosts;
+pub mod listeners;
 pub mod matches;
 pub mod mirror;
 pub mod names;

@@ -40,6 +40,9 @@
 //! such rules exist); and conditions rank as Gateway API's precedence asks (a method before
 //! headers before query parameters, see [`PathRoute::rank`]). A host with Gateway rules only
 //! is no server: its unmatched requests fall through to the wildcards and host-less rules.
+//! Listener isolation ([`crate::listener_hosts`]): a Gateway rule answers only requests that
+//! belong to the listener it came through ([`PathRoute::via`]), and on one host the rules
+//! whose route named the host come before those that got it by intersection.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -51,6 +54,8 @@ use regex::Regex;
 use serde::Serialize;
 
 use crate::endpoints::Backend;
+use crate::listener_hosts::{ListenerHosts, Via};
+pub use crate::listeners::Listeners;
 use crate::matches::RequestMatch;
 use crate::names::NamespacedName;
 use crate::policy::RoutePolicy;
@@ -63,65 +68,6 @@ pub enum HostPattern {
     /// The part after `*.`.
     Wildcard(Arc<str>),
     Any,
-}
-
-/// Which of Sluice's listeners a rule answers on: a Gateway API route attached only to the
-/// HTTPS listener must not answer plain HTTP. Ingress rules answer on both. Bit 0 is the port-80
-/// listener (`--http-listen`), bit 1 the port-443 one (`--https-listen`), the others the ports
-/// Gateway listeners declare beyond those (`Compiled::declared_ports`, in `u16`: two bytes in
-/// the padding beside the path's kind, no cost per rule).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Listeners(u16);
-
-impl Listeners {
-    pub const HTTP: Listeners = Listeners(1);
-    pub const HTTPS: Listeners = Listeners(2);
-    /// What Ingress rules answer on: Sluice's own two listeners (a port a Gateway declares
-    /// serves that Gateway's routes only).
-    pub const ALL: Listeners = Listeners(3);
-    pub const NONE: Listeners = Listeners(0);
-    /// How many ports beyond 80 and 443 have a bit.
-    pub const MAX_DECLARED: usize = 14;
-
-    /// The bit of the `index`th declared port (`None` past [`Listeners::MAX_DECLARED`]).
-    pub fn declared(index: usize) -> Option<Listeners> {
-        (index < Listeners::MAX_DECLARED).then(|| Listeners(4 << index))
-    }
-
-    /// The listener a connection came in on.
-    pub fn of(https: bool) -> Listeners {
-        if https {
-            Listeners::HTTPS
-        } else {
-            Listeners::HTTP
-        }
-    }
-
-    pub fn union(self, other: Listeners) -> Listeners {
-        Listeners(self.0 | other.0)
-    }
-
-    /// Some listener is in both.
-    pub fn meets(self, other: Listeners) -> bool {
-        self.0 & other.0 != 0
-    }
-
-    /// For display: `None` for both (every Ingress rule), else `http`, `https` or which with
-    /// declared ports.
-    pub fn only(self) -> Option<&'static str> {
-        match self {
-            Listeners::HTTP => Some("http"),
-            Listeners::HTTPS => Some("https"),
-            Listeners::NONE => Some("none"),
-            Listeners::ALL => None,
-            Listeners(mask) => Some(match mask & Listeners::ALL.0 {
-                0 => "declared ports",
-                1 => "http and declared ports",
-                2 => "https and declared ports",
-                _ => "http, https and declared ports",
-            }),
-        }
-    }
 }
 
 /// How a path rule matches.
@@ -184,6 +130,20 @@ pub struct Weighted {
 }
 
 impl Route {
+    /// A route to `service` (as written, unresolved) with nothing else: the default policy,
+    /// no split. What tests and measurements of the table route to.
+    pub fn bare(service: &str) -> Route {
+        Route {
+            ingress: NamespacedName::new("default", service),
+            service: service.into(),
+            backend: Arc::new(Backend::unresolved()),
+            policy: Arc::default(),
+            site: RouteSite::default(),
+            traffic: None,
+            not_found: false,
+        }
+    }
+
     /// The same route with another policy (host-wide passes once every Ingress is in). The
     /// copy has no split: the passes that change policies run before compile makes splits.
     pub fn with_policy(&self, policy: Arc<RoutePolicy>) -> Route {
@@ -288,6 +248,9 @@ pub struct PathRoute {
     pub written: Arc<str>,
     /// The listeners the rule answers on (in `kind`'s padding: no cost per rule).
     pub listeners: Listeners,
+    /// The Gateway listener the rule came through ([`Via::INGRESS`] for Ingress rules): one
+    /// byte more than the padding holds, so 8 bytes a rule (88 instead of 80).
+    pub via: Via,
     /// On a regex host: what this rule is matched with, `(?i)^<location>`. A Gateway API
     /// `RegularExpression` path (kind `Regex` on a host that is not a regex host): its
     /// whole-path pattern.
@@ -337,6 +300,9 @@ pub struct RouteTable {
     /// Gateway API wildcards by suffix, for names two or more labels below it (one label
     /// below is `wildcard`'s, where the same rules are too). Empty without such rules.
     suffix: HashMap<Arc<str>, HostRoutes>,
+    /// The Gateway listeners' hostnames by port: which listener a request belongs to.
+    /// Empty without Gateway HTTP or HTTPS listeners.
+    listener_hosts: ListenerHosts,
 }
 
 /// What `route()` found.
@@ -376,6 +342,18 @@ impl HostPattern {
     }
 }
 
+impl HostPattern {
+    /// How specific the hostname is, Gateway API's listener order: none 0, `*.<suffix>` one
+    /// more than the suffix's labels, an exact name the most (see `listener_hosts`).
+    pub fn rank(&self) -> u8 {
+        match self {
+            HostPattern::Any => 0,
+            HostPattern::Wildcard(suffix) => crate::listener_hosts::suffix_rank(suffix),
+            HostPattern::Exact(_) => crate::listener_hosts::EXACT,
+        }
+    }
+}
+
 impl fmt::Display for HostPattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -399,6 +377,7 @@ impl PathRoute {
             path_len,
             written,
             listeners: Listeners::ALL,
+            via: Via::INGRESS,
             pattern: None,
             when: Box::default(),
             route,
@@ -412,6 +391,7 @@ impl PathRoute {
             path_len: self.path_len,
             written: self.written.clone(),
             listeners: self.listeners,
+            via: self.via,
             pattern: self.pattern.clone(),
             when,
             route,
@@ -445,9 +425,12 @@ impl PathRoute {
         (self.kind, self.path())
     }
 
-    /// Sort key: most specific first, then the higher [`rank`](Self::rank) first.
-    fn specificity(&self) -> (std::cmp::Reverse<u32>, PathKind, std::cmp::Reverse<u32>) {
+    /// Sort key: the route's own hostname closest to the host first (Gateway API's hostname
+    /// precedence; 0 for every Ingress rule), then the most specific path, then the higher
+    /// [`rank`](Self::rank) first.
+    fn specificity(&self) -> (u8, std::cmp::Reverse<u32>, PathKind, std::cmp::Reverse<u32>) {
         (
+            self.via.host_gap,
             std::cmp::Reverse(self.path_len),
             self.kind,
             std::cmp::Reverse(self.rank()),
@@ -470,9 +453,19 @@ impl PathRoute {
         rank
     }
 
-    /// The rule answers on listener `on`, its path matches and so does every other condition.
-    fn applies(&self, on: Listeners, path: &str, head: &Parts) -> bool {
+    /// The rule answers on listener `on`, came through a listener at least as specific as
+    /// `floor` (the one the request's host selected, see [`ListenerHosts::floor`]; asked
+    /// only when the table has Gateway listeners, `ISOLATED`), its path matches and so does
+    /// every other condition.
+    fn applies<const ISOLATED: bool>(
+        &self,
+        on: Listeners,
+        floor: u8,
+        path: &str,
+        head: &Parts,
+    ) -> bool {
         self.listeners.meets(on)
+            && (!ISOLATED || self.via.listener >= floor)
             && self.matches(path)
             && (self.when.is_empty() || RequestMatch::all(&self.when, head))
     }
@@ -489,8 +482,14 @@ impl HostRoutes {
         self.paths.push(path);
     }
 
-    fn find(&self, on: Listeners, path: &str, head: &Parts) -> Option<&PathRoute> {
-        self.paths.iter().find(|p| p.applies(on, path, head))
+    fn find<const ISOLATED: bool>(
+        &self,
+        on: Listeners,
+        floor: u8,
+        path: &str,
+        head: &Parts,
+    ) -> Option<&PathRoute> {
+        (self.paths.iter()).find(|p| p.applies::<ISOLATED>(on, floor, path, head))
     }
 
     fn matched<'a>(&'a self, path: &'a PathRoute, tls: bool) -> Matched<'a> {
@@ -600,7 +599,27 @@ impl RouteTable {
         head: &Parts,
     ) -> Option<Matched<'_>> {
         let host = normalise_host(host);
-        let host = host.as_ref();
+        if !self.listener_hosts.on(on) {
+            // No Gateway listener on this port (Ingresses only): nothing to isolate, and the
+            // plain lookup pays nothing for it.
+            return self.route_host::<false>(on, 0, &host, path, head);
+        }
+        // Gateway listener isolation: rules of listeners less specific than the one the host
+        // selected are skipped.
+        let floor = self.listener_hosts.floor(on, &host);
+        self.route_host::<true>(on, floor, &host, path, head)
+    }
+
+    /// [`route_on`](Self::route_on) for a normalised host, the rules of listeners below
+    /// `floor` skipped when `ISOLATED`.
+    fn route_host<const ISOLATED: bool>(
+        &self,
+        on: Listeners,
+        floor: u8,
+        host: &str,
+        path: &str,
+        head: &Parts,
+    ) -> Option<Matched<'_>> {
         let by_host = self.exact.get(host).into_iter().chain(
             host.split_once('.')
                 .and_then(|(_, parent)| self.wildcard.get(parent)),
@@ -608,7 +627,7 @@ impl RouteTable {
         let mut tls = false;
         for routes in by_host {
             tls |= routes.tls;
-            if let Some(found) = routes.find(on, path, head) {
+            if let Some(found) = routes.find::<ISOLATED>(on, floor, path, head) {
                 return Some(routes.matched(found, routes.tls));
             }
             if routes.server {
@@ -625,12 +644,12 @@ impl RouteTable {
             // Gateway API wildcards two or more labels above the host (one label above was
             // the wildcard map's), the longest suffix first.
             for routes in parents(host).skip(1).filter_map(|p| self.suffix.get(p)) {
-                if let Some(found) = routes.find(on, path, head) {
+                if let Some(found) = routes.find::<ISOLATED>(on, floor, path, head) {
                     return Some(routes.matched(found, routes.tls));
                 }
             }
         }
-        if let Some(found) = self.any_host.find(on, path, head) {
+        if let Some(found) = self.any_host.find::<ISOLATED>(on, floor, path, head) {
             return Some(self.any_host.matched(found, tls));
         }
         let conditional = self
@@ -658,6 +677,32 @@ impl RouteTable {
             .add(rule.clone());
         self.host_mut(&HostPattern::Wildcard(suffix.clone()))
             .add(rule);
+    }
+
+    /// The Gateway listeners' hostnames (listener isolation, misdirected requests).
+    pub fn listener_hosts(&self) -> &ListenerHosts {
+        &self.listener_hosts
+    }
+
+    /// A Gateway listener with hostname `host` (a `Wildcard` is a Gateway suffix here) on the
+    /// ports `on`.
+    pub fn add_listener_host(&mut self, host: &HostPattern, on: Listeners) {
+        match host {
+            HostPattern::Exact(name) => self.listener_hosts.add_exact(name, on),
+            HostPattern::Wildcard(suffix) => self.listener_hosts.add_suffix(suffix, on),
+            HostPattern::Any => self.listener_hosts.add_any(on),
+        }
+    }
+
+    /// Gateway API's misdirected request ([`ListenerHosts::misdirected`]), for a request's
+    /// Host and a handshake's server name as the client wrote them (port and case do not
+    /// matter).
+    pub fn misdirected(&self, on: Listeners, sni: Option<&str>, host: &str) -> bool {
+        let Some(sni) = sni.filter(|_| self.listener_hosts.on(on)) else {
+            return false;
+        };
+        let (sni, host) = (normalise_host(sni), normalise_host(host));
+        self.listener_hosts.misdirected(on, Some(&sni), &host)
     }
 
     /// `from-to-www-redirect`: the host a request for `host` is sent to, if any. Checked
@@ -855,15 +900,7 @@ mod tests {
     use super::*;
 
     fn route(service: &str) -> Arc<Route> {
-        Arc::new(Route {
-            ingress: NamespacedName::new("default", "test"),
-            service: service.into(),
-            backend: Arc::new(Backend::unresolved()),
-            policy: Arc::default(),
-            site: RouteSite::default(),
-            traffic: None,
-            not_found: false,
-        })
+        Arc::new(Route::bare(service))
     }
 
     fn get() -> Parts {

@@ -486,6 +486,10 @@ fn route<'c>(
     }
     // The listener the request came in on: Gateway API rules may answer on one only.
     let on = conn.on;
+    // Gateway API: a Host that another HTTPS listener than the handshake's owns is 421.
+    if conn.https && routes.misdirected(on, conn.sni.as_deref(), host) {
+        return Err(ProxyError::Misdirected);
+    }
     let Some(mut matched) = routes.route_on(on, host, &path.routed, head) else {
         return Err(ProxyError::NoRoute);
     };

@@ -126,10 +126,12 @@ pub(crate) async fn serve(
     }
     let mut host_tls = None;
     let mut asked_name = None;
+    let mut sni = None;
     if https {
-        let hello = hello(&worker, &stream, deadline, origin.local, origin.door.port).await;
+        let hello = hello(&worker, &stream, deadline, origin.local, origin.door).await;
         host_tls = hello.host_tls;
         asked_name = hello.asked_name;
+        sni = hello.sni;
         if hello.refused {
             tracing::debug!(peer = %origin.peer, "TLS listener: no TLSRoute has the server name, or the port's client-certificate validation has no usable CA; closed");
             return;
@@ -166,7 +168,7 @@ pub(crate) async fn serve(
         "the client read nothing within client-send-timeout",
     ));
     if !https {
-        let conn = ConnCtx::new(worker, origin, None, None, h2c);
+        let conn = ConnCtx::new(worker, origin, None, None, None, h2c);
         let _registered = conn.register();
         if h2c {
             let http2 = Box::pin(serve_http2(conn, stream, &settings));
@@ -178,8 +180,9 @@ pub(crate) async fn serve(
     }
     // Boxed: the handshake's and the TLS connection's state would otherwise be part of
     // every plain connection's task too (a task is as large as its largest state).
+    let names = (asked_name, sni);
     let tls = Box::pin(serve_tls(
-        worker, stream, origin, &settings, host_tls, asked_name,
+        worker, stream, origin, &settings, host_tls, names,
     ));
     tls.await;
 }
@@ -233,24 +236,29 @@ struct Hello {
     host_tls: Option<Arc<HostTls>>,
     /// The server name, when its handshake asks for a client certificate (`auth-tls-*`).
     asked_name: Option<Box<str>>,
+    /// The server name, when the site has Gateway listeners (`Origin::sni`).
+    sni: Option<Box<str>>,
 }
 
 /// Reads the server name a TLS client asks for, without consuming the ClientHello and
 /// before the connection's client-header-timeout deadline, when the configuration has a use
-/// for it (passthrough hosts, hosts with their own TLS settings); otherwise reads nothing.
+/// for it (passthrough hosts, hosts with their own TLS settings, Gateway listeners on the
+/// port: misdirected requests); otherwise reads nothing.
 async fn hello(
     worker: &Worker,
     stream: &TcpStream,
     deadline: Option<Instant>,
     local: Option<std::net::IpAddr>,
-    port: u16,
+    door: crate::sites::FrontDoor,
 ) -> Hello {
+    let port = door.port;
     let wanted = worker.config().as_ref().is_some_and(|c| {
         let site = c.site(local);
         !site.passthrough.is_empty()
             || site.certificates.has_host_tls()
             || site.certificates.has_port_tls()
             || crate::tls_route::wanted(&site, port)
+            || site.routes.listener_hosts().on(door.on)
     });
     if !wanted {
         return Hello::default();
@@ -306,12 +314,14 @@ async fn hello(
             }
         },
     };
+    let gateway = site.routes.listener_hosts().on(door.on);
     Hello {
         passthrough: None,
         terminate,
         refused: false,
         host_tls,
         asked_name: asks.then(|| server.name.into()),
+        sni: name.filter(|_| gateway).map(String::into_boxed_str),
     }
 }
 
@@ -321,7 +331,9 @@ async fn serve_tls(
     origin: Origin,
     settings: &Settings,
     host_tls: Option<Arc<HostTls>>,
-    asked_name: Option<Box<str>>,
+    // The server name for a client certificate (`Hello::asked_name`), and the one kept for
+    // misdirected requests (`Hello::sni`).
+    (asked_name, sni): (Option<Box<str>>, Option<Box<str>>),
 ) {
     let Some(tls) =
         crate::handshake::handshake(&worker, stream, &origin, settings, host_tls.as_ref()).await
@@ -331,7 +343,7 @@ async fn serve_tls(
     let h2 = tls.alpn_protocol() == Some(b"h2");
     let facts = TlsFacts::of(tls.session());
     let client_cert = asked_name.map(|name| crate::client_cert::PeerCert::of(tls.session(), name));
-    let conn = ConnCtx::new(worker, origin, Some(facts), client_cert, h2);
+    let conn = ConnCtx::new(worker, origin, Some(facts), client_cert, sni, h2);
     let _registered = conn.register();
     if h2 {
         // Boxed for the same reason: the HTTP/2 connection's state is what

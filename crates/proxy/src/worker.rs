@@ -131,6 +131,10 @@ pub(crate) struct ConnCtx {
     pub(crate) on: model::routes::Listeners,
     /// The port its listener declares (Gateway API redirects derive theirs from it).
     pub(crate) declared_port: u16,
+    /// HTTPS: the ClientHello's server name, read only when the site has Gateway listeners
+    /// on the port (`listener_hosts`: a request for a host another listener owns is
+    /// misdirected).
+    pub(crate) sni: Option<Box<str>>,
     /// `peer`, formatted once.
     peer_text: HeaderValue,
     pub(crate) peer_port: u16,
@@ -516,6 +520,7 @@ impl ConnCtx {
         origin: Origin,
         tls: Option<TlsFacts>,
         client_cert: Option<Box<crate::client_cert::PeerCert>>,
+        sni: Option<Box<str>>,
         h2: bool,
     ) -> Rc<ConnCtx> {
         let https = tls.is_some();
@@ -542,6 +547,7 @@ impl ConnCtx {
             local: origin.local,
             on: origin.door.on,
             declared_port: origin.door.port,
+            sni,
             serial,
             requests: Cell::new(0),
             in_flight: Cell::new(0),

@@ -34,6 +34,7 @@ mod h2spec;
 mod host_root;
 mod http1;
 mod limits;
+mod listener_isolation;
 mod load_balance;
 mod mirror;
 mod oauth2_proxy;

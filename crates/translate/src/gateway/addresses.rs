@@ -15,13 +15,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use model::routes::{HostPattern, RouteTable};
+use model::routes::RouteTable;
 use model::tls::Certificates;
 use model::{NamespacedName, Severity};
 
 use super::objects::Gateway;
 use super::pool::{AddressPool, Assignment, Place};
-use super::{gateway_ref, GatewayHost, ListenerSlot};
+use super::{gateway_ref, ListenerSlot};
 use crate::compiler::Compiler;
 
 impl Compiler<'_> {
@@ -98,11 +98,7 @@ impl Compiler<'_> {
                 {
                     continue;
                 }
-                let host = match &later.host {
-                    GatewayHost::Exact(h) => HostPattern::Exact(h.as_str().into()),
-                    GatewayHost::Suffix(s) => HostPattern::Wildcard(s.as_str().into()),
-                    GatewayHost::Any => HostPattern::Any,
-                };
+                let host = later.host.pattern();
                 self.diagnose_with(
                     Severity::Notice,
                     gateway_ref(&later.gateway),

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use model::listener_hosts::Via;
 use model::routes::{HostPattern, Listeners};
 
 use super::pool::Place;
@@ -64,11 +65,13 @@ fn covers(suffix: &str, name: &str) -> bool {
 }
 
 /// The hosts a route answers for, each at its Gateway's site with the listeners it is on.
-pub(super) type RouteHosts = BTreeMap<(Place, GatewayHost), Listeners>;
+/// By the listener hostname it came through (`isolation`).
+pub(super) type RouteHosts = BTreeMap<(Place, GatewayHost, Via), Listeners>;
 
 /// One of a route's hosts as the route table keys it (its name shared), at its Gateway's
 /// site, with the listeners the route answers on there.
-pub(super) type PlacedHost = (Place, HostPattern, Listeners);
+/// With how it came (`PathRoute.via`).
+pub(super) type PlacedHost = (Place, HostPattern, Listeners, Via);
 
 #[cfg(test)]
 mod tests {

@@ -16,7 +16,7 @@
 //! owner (`(Kind::ListenerSet, its name)`): its diagnostics, its ReferenceGrants (`from` kind ListenerSet), its namespace
 //! for `allowedRoutes` Same.
 
-use model::routes::{HostPattern, Listeners};
+use model::routes::Listeners;
 use model::streams::StreamProtocol;
 use model::{Kind, NamespacedName, ObjectRef, Severity};
 
@@ -282,13 +282,9 @@ impl Compiler<'_> {
             let secret = NamespacedName::new(namespace, reference.name.as_str());
             match self.load_secret(&secret) {
                 Ok((key, info)) => {
-                    let pattern = match host {
-                        GatewayHost::Exact(h) => HostPattern::Exact(h.as_str().into()),
-                        // The certificate store's wildcards are one label deep (TLS's own
-                        // rule for `*.` names): deeper names get the default certificate.
-                        GatewayHost::Suffix(s) => HostPattern::Wildcard(s.as_str().into()),
-                        GatewayHost::Any => HostPattern::Any,
-                    };
+                    // The certificate store's wildcards are one label deep (TLS's own rule
+                    // for `*.` names): deeper names get the default certificate.
+                    let pattern = host.pattern();
                     // An Ingress's certificate for the name (or --default-tls-secret for a
                     // listener without hostname) came first and stays, as its rules win ties.
                     // A Gateway that serves nowhere (its address) has its certificate checked.

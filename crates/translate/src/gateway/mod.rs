@@ -33,7 +33,8 @@
 //! (its `retry` on the same policy), `status`, `listener_sets` (ListenerSets' listeners joining
 //! their Gateway's, after its own; a route's parentRef of kind ListenerSet attaches to those only),
 //! `tls_route` (TLSRoutes), `stream_route` and `stream_objects` (TCP and UDP listeners,
-//! TCPRoutes and UDPRoutes into the stream services model).
+//! TCPRoutes and UDPRoutes into the stream services model), `isolation` (which listener a rule
+//! came through, and its route's hostname's precedence).
 
 mod addresses;
 pub mod api;
@@ -47,6 +48,7 @@ mod frontend_tls;
 pub mod grpc_objects;
 mod grpc_route;
 mod hosts;
+mod isolation;
 pub mod listener_set_objects;
 mod listener_sets;
 mod listeners;
@@ -296,6 +298,7 @@ impl Compiler<'_> {
             outcomes.push((key, gateway, found));
         }
         self.shared_collisions(&listeners);
+        self.index_listener_hosts(&listeners);
         let plain = |l: &ListenerSlot| {
             l.on == Listeners::HTTP
                 || (self.out.declared_ports.values()).any(|d| d.on == l.on && !d.tls)
@@ -562,16 +565,13 @@ impl Compiler<'_> {
                     continue;
                 }
                 allowed = true;
-                if head.hostnames.is_empty() {
-                    found.push((s, slot.host.clone()));
-                } else {
-                    let common = route_hosts.iter().filter_map(|h| slot.host.intersect(h));
-                    found.extend(common.map(|host| (s, host)));
-                }
+                let named_hosts = (!head.hostnames.is_empty()).then_some(&route_hosts[..]);
+                let through = slot.host.through(named_hosts);
+                found.extend(through.into_iter().map(|(host, via)| (s, host, via)));
             }
             // The spec accepts one of an HTTPRoute and a GRPCRoute with a hostname in common
             // on a listener: the one attached first (the older).
-            let taken = found.iter().find_map(|(s, host)| {
+            let taken = found.iter().find_map(|(s, host, _)| {
                 let claims = listeners[*s].claims.iter();
                 claims
                     .filter(|(held, kind)| *kind != head.kind && held.overlaps(host))
@@ -581,7 +581,7 @@ impl Compiler<'_> {
             let by_host = !found.is_empty();
             contested |= taken.is_some();
             if taken.is_none() {
-                for (s, host) in found {
+                for (s, host, via) in found {
                     if both_kinds {
                         listeners[s].claims.push((host.clone(), head.kind));
                     }
@@ -590,7 +590,7 @@ impl Compiler<'_> {
                     // A listener that is not programmed serves nothing: its routes' rules
                     // are compiled (for their conditions) but not added for it.
                     let slot = &listeners[s];
-                    let on = hosts.entry((slot.place, host)).or_insert(Listeners::NONE);
+                    let on = (hosts.entry((slot.place, host, via))).or_insert(Listeners::NONE);
                     if slot.programmed {
                         *on = on.union(slot.on);
                     }
@@ -763,13 +763,13 @@ impl Compiler<'_> {
     fn placed_hosts(&mut self, hosts: &RouteHosts) -> Vec<PlacedHost> {
         let on_some = hosts.iter().filter(|(_, on)| **on != Listeners::NONE);
         on_some
-            .map(|((place, host), on)| {
+            .map(|((place, host, via), on)| {
                 let pattern = match host {
                     GatewayHost::Exact(h) => HostPattern::Exact(self.share(h)),
                     GatewayHost::Suffix(s) => HostPattern::Wildcard(self.share(s)),
                     GatewayHost::Any => HostPattern::Any,
                 };
-                (*place, pattern, *on)
+                (*place, pattern, *on, *via)
             })
             .collect()
     }
@@ -777,9 +777,10 @@ impl Compiler<'_> {
     /// One rule of a route, on each host it answers for, on that host's listeners at its
     /// Gateway's site (a Gateway whose address could not be given serves nowhere).
     fn add_placed(&mut self, path_rule: &PathRoute, hosts: &[PlacedHost]) {
-        for (place, pattern, on) in hosts {
+        for (place, pattern, on, via) in hosts {
             let mut rule = path_rule.clone();
             rule.listeners = *on;
+            rule.via = *via;
             let Some(table) = self.routes_at(*place) else {
                 continue;
             };
@@ -792,7 +793,7 @@ impl Compiler<'_> {
 
     /// The site a route's rules are shown under: its first host.
     fn site_host(&mut self, hosts: &RouteHosts) -> Arc<str> {
-        match hosts.keys().next().map(|(_, host)| host) {
+        match hosts.keys().next().map(|(_, host, _)| host) {
             Some(GatewayHost::Exact(h)) => self.share(h),
             Some(GatewayHost::Suffix(s)) => self.share(&format!("*.{s}")),
             _ => self.share(""),

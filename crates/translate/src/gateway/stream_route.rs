@@ -45,6 +45,9 @@ fn route_kind(protocol: StreamProtocol) -> Kind {
     }
 }
 
+/// Each route's status, by name (one map per kind).
+type RouteStatuses = BTreeMap<NamespacedName, Arc<RouteStatus>>;
+
 impl Compiler<'_> {
     /// A TCP (UDP) listener's port at its Gateway's site, for `holder` (how the listener is
     /// named in a message), or why it cannot have it.
@@ -95,10 +98,7 @@ impl Compiler<'_> {
         &mut self,
         listeners: &mut [ListenerSlot],
         ours: &Parents,
-        (tcp, udp): (
-            &mut BTreeMap<NamespacedName, Arc<RouteStatus>>,
-            &mut BTreeMap<NamespacedName, Arc<RouteStatus>>,
-        ),
+        (tcp, udp): (&mut RouteStatuses, &mut RouteStatuses),
     ) {
         let store = self.store;
         for (protocol, status) in [(StreamProtocol::Tcp, tcp), (StreamProtocol::Udp, udp)] {
