@@ -158,19 +158,19 @@ fn unconverted_why(name: &str) -> String {
     let why = if name.starts_with("canary") {
         "a canary annotation on an Ingress that is not a canary (canary: \"true\" missing): ignored, as by ingress-nginx"
     } else if name == "enable-cors" || name.starts_with("cors-") {
-        "HTTPRoute's CORS filter is not served by Sluice yet: not converted"
+        "HTTPRoute's CORS filter (which Sluice serves) is not written by migrate yet: not converted"
     } else if name == "affinity"
         || name == "affinity-mode"
         || name == "affinity-canary-behavior"
         || name.starts_with("session-cookie-")
     {
-        "HTTPRoute sessionPersistence (experimental) is not served by Sluice yet: not converted"
+        "HTTPRoute sessionPersistence (experimental; Sluice serves its Cookie type) is not written by migrate yet, and ingress-nginx's balanced mode has no equivalent: not converted"
     } else if name.starts_with("proxy-") && name.ends_with("-timeout") {
         "HTTPRoute timeouts bound a whole request or backend attempt, not each connect/read/send: not converted"
     } else if name == "backend-protocol" {
         "the backend's protocol is the Service port's appProtocol (kubernetes.io/h2c) or a BackendTLSPolicy in Gateway API: not converted"
     } else if name == "ssl-passthrough" {
-        "TLS passthrough is a TLSRoute on a TLS listener (mode Passthrough), not served by Sluice yet: not converted"
+        "TLS passthrough is a TLSRoute on a TLS listener (mode Passthrough), which Sluice serves but migrate does not write yet: not converted"
     } else if name == "mirror-target" || name == "mirror-host" || name == "mirror-request-body" {
         "HTTPRoute's RequestMirror filter takes a backendRef, not a URL: not converted"
     } else {
