@@ -21,6 +21,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use model::gateway_status::RouteStatus;
@@ -44,6 +45,9 @@ pub struct Fragments {
     /// The last compile's backends: this one's for the same Service ports, so that a route
     /// compiled again (or an Ingress) shares its backend with the fragments kept.
     backends: BTreeMap<BackendKey, Arc<Backend>>,
+    /// The addresses the last compile gave Gateways (`--gateway-address-pool`): kept by the
+    /// next until the Gateway's status shows it, so a newer Gateway cannot take it meanwhile.
+    gateway_addresses: BTreeMap<NamespacedName, IpAddr>,
 }
 
 /// How many routes' rules the last compile reused and how many it compiled.
@@ -79,6 +83,17 @@ impl Fragments {
     pub(crate) fn end(&mut self, compiled: &model::Compiled) {
         self.previous = ByAddress::default();
         self.backends = compiled.backends.clone();
+        self.gateway_addresses = (compiled.gateway_status.gateways.iter())
+            .filter_map(|(key, gateway)| {
+                let ip = gateway.addresses.first()?.value.parse().ok()?;
+                Some((key.clone(), ip))
+            })
+            .collect();
+    }
+
+    /// The addresses the last compile gave Gateways of their own.
+    pub(crate) fn gateway_addresses(&self) -> &BTreeMap<NamespacedName, IpAddr> {
+        &self.gateway_addresses
     }
 
     /// The last compile's backend for `key`.

@@ -252,7 +252,8 @@ impl Compiler<'_> {
             .filter(|(_, g)| classes.contains(&g.spec.gateway_class_name))
             .collect();
         let mut sets = self.listener_sets_by_gateway(&gateways);
-        let assignments = pool::assign(pool, &gateways);
+        let given = self.fragments.as_deref().map(Fragments::gateway_addresses);
+        let assignments = pool::assign(pool, &gateways, given.unwrap_or(&BTreeMap::new()));
         self.unpooled_addresses(pool, &gateways);
         self.open_sites(&assignments);
         for (key, gateway) in gateways {

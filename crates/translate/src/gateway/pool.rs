@@ -8,7 +8,10 @@
 //!       (outside the pool, or taken ─▶ Nowhere, Programmed=False AddressNotUsable;
 //!        Hostname/NamedAddress ─▶ Nowhere, Accepted=False UnsupportedAddress)
 //!    2. status.addresses[] in the pool and free (a restart or a new leader keeps it) ─▶ Own
-//!    3. the first free address of the pool ─▶ Own; none left ─▶ Nowhere, AddressNotAssigned
+//!    3. the address this process gave it in its last compile, when free ─▶ Own (its status may
+//!       not have come back yet: without this, a Gateway created in the same second with a name
+//!       sorting first would take the address just written into the other's status)
+//!    4. the first free address of the pool ─▶ Own; none left ─▶ Nowhere, AddressNotAssigned
 //!  no pool ─▶ every Gateway Shared (Sluice's one site, with the Ingresses)
 //! ```
 
@@ -166,10 +169,12 @@ fn next(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// Each Gateway's place (see the module doc). `gateways`: Sluice's, in any order.
+/// Each Gateway's place (see the module doc). `gateways`: Sluice's, in any order; `given`:
+/// the addresses the last compile gave them (empty when there was none).
 pub(crate) fn assign(
     pool: Option<&AddressPool>,
     gateways: &[(&NamespacedName, &Gateway)],
+    given: &BTreeMap<NamespacedName, IpAddr>,
 ) -> BTreeMap<NamespacedName, Assignment> {
     let mut out = BTreeMap::new();
     let Some(pool) = pool else {
@@ -206,7 +211,9 @@ pub(crate) fn assign(
             }
         }
     }
-    // The address a Gateway was given before, when nobody asked for it since.
+    // The address a Gateway was given before, when nobody asked for it since: the one its
+    // status shows first (a leader's word, which a follower follows), then the one this
+    // process gave it last (its status write may still be on its way back).
     let mut unplaced = Vec::new();
     for (key, gateway) in waiting {
         let kept = (gateway.status_addresses.iter())
@@ -220,8 +227,18 @@ pub(crate) fn assign(
             None => unplaced.push(key),
         }
     }
-    let mut free = pool.addresses.iter().filter(|ip| !taken.contains(*ip));
+    let mut new = Vec::new();
     for key in unplaced {
+        match given.get(key) {
+            Some(ip) if pool.contains(*ip) && !taken.contains(ip) => {
+                taken.insert(*ip);
+                out.insert(key.clone(), own(*ip));
+            }
+            _ => new.push(key),
+        }
+    }
+    let mut free = pool.addresses.iter().filter(|ip| !taken.contains(*ip));
+    for key in new {
         let assignment = match free.next() {
             Some(ip) => own(*ip),
             None => Assignment {

@@ -6,7 +6,8 @@ use std::net::IpAddr;
 use model::gateway_status::Condition;
 use model::{Compiled, NamespacedName};
 use translate::gateway::AddressPool;
-use translate::{compile, parse_documents, CompileOptions, Store};
+use translate::gateway::Fragments;
+use translate::{compile, compile_reusing, parse_documents, CompileOptions, Store};
 
 fn compiled(text: &str, pool: Option<&str>) -> Compiled {
     let documents = parse_documents("t.yaml", text).unwrap();
@@ -187,6 +188,67 @@ fn addresses_asked_for_kept_from_status_or_refused() {
     assert!(condition(&c, "e", "Programmed")
         .message
         .contains("not in --gateway-address-pool"));
+}
+
+/// The conformance suite's flake, replayed: a Gateway reads its address as soon as its status
+/// shows one, so the address must not move when a Gateway created in the same second, with a
+/// name that sorts first, arrives before the first one's status write has come back.
+#[test]
+fn an_address_given_stays_given_before_the_status_shows_it() {
+    let created = "  creationTimestamp: '2026-11-28T02:06:51Z'\n";
+    let stamped = |name: &str| {
+        gateway(name, "").replacen(
+            &format!("metadata: {{name: {name}, namespace: app}}\n"),
+            &format!("metadata:\n  name: {name}\n  namespace: app\n{created}"),
+            1,
+        )
+    };
+    assert!(
+        stamped("b").contains("creationTimestamp"),
+        "{}",
+        stamped("b")
+    );
+    let options = CompileOptions {
+        gateway_address_pool: Some("192.0.2.10-192.0.2.12".parse().unwrap()),
+        ..CompileOptions::default()
+    };
+    let mut store = Store::default();
+    let mut fragments = Fragments::default();
+    let mut compile_text = |text: &str| {
+        let documents = parse_documents("t.yaml", text).unwrap();
+        assert!(documents.errors.is_empty(), "{:?}", documents.errors);
+        store.replace_all(documents.objects);
+        compile_reusing(&store, &options, &mut fragments)
+    };
+    let c = compile_text(&format!("{CLASS}{}", stamped("b")));
+    assert_eq!(address(&c, "b"), ["192.0.2.10"]);
+    // "a" sorts first and has no status either; b keeps what it was given.
+    let c = compile_text(&format!("{CLASS}{}{}", stamped("b"), stamped("a")));
+    assert_eq!(address(&c, "b"), ["192.0.2.10"]);
+    assert_eq!(address(&c, "a"), ["192.0.2.11"]);
+    assert_eq!(served(&c, "192.0.2.10", "x.com").as_deref(), Some("b-web"));
+    // A status another process (the leader) wrote wins over what this one gave.
+    let leader = "status: {addresses: [{type: IPAddress, value: 192.0.2.12}]}\n";
+    let text = format!(
+        "{CLASS}{}{}",
+        stamped("b"),
+        gateway_with_status(&stamped("a"), leader)
+    );
+    let c = compile_text(&text);
+    assert_eq!(address(&c, "a"), ["192.0.2.12"]);
+    assert_eq!(address(&c, "b"), ["192.0.2.10"]);
+    // Without the last compile's memory (a new process), the order decides: a is first.
+    let c = compiled(
+        &format!("{CLASS}{}{}", stamped("b"), stamped("a")),
+        Some("192.0.2.10-192.0.2.12"),
+    );
+    assert_eq!(address(&c, "a"), ["192.0.2.10"]);
+}
+
+/// `gateway`'s text with `status` appended to its Gateway document (the first).
+fn gateway_with_status(text: &str, status: &str) -> String {
+    let (first, rest) = text.split_once("---\n").unwrap();
+    format!("{first}{status}---\n{rest}")
 }
 
 #[test]
