@@ -13,7 +13,7 @@
 //! connection.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
@@ -70,19 +70,46 @@ fn gateway_cluster(test: &str, existing: usize) -> (Cluster, Pod) {
     (cluster, pod)
 }
 
+/// One route created: its name, and wall-clock times (Unix µs) of the API server's answer and
+/// of the first 200 through Sluice.
+struct Sample {
+    name: String,
+    written_us: i64,
+    served_us: i64,
+}
+
+impl Sample {
+    fn latency(&self) -> Duration {
+        Duration::from_micros((self.served_us - self.written_us).max(0) as u64)
+    }
+}
+
+fn unix_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
 /// `SAMPLES` new HTTPRoutes, one at a time: from the POST returning to their host's first 200.
-fn creations(cluster: &Cluster, sluice: &KubeSluice, prefix: &str) -> Vec<Duration> {
-    let mut latencies = Vec::with_capacity(SAMPLES);
+fn creations(cluster: &Cluster, sluice: &KubeSluice, prefix: &str) -> Vec<Sample> {
+    let mut samples = Vec::with_capacity(SAMPLES);
     for i in 0..SAMPLES {
         let host = format!("{prefix}-{i}.test");
         let mut client = HttpClient::new(sluice.http, &host);
         assert_eq!(client.get("/").unwrap().status, 404, "{host} before");
-        cluster.create(&route(&format!("{prefix}-{i}"), &host, 0));
+        let name = format!("{prefix}-{i}");
+        cluster.create(&route(&name, &host, 0));
         let written = Instant::now();
+        let written_us = unix_us();
         loop {
             let status = client.get("/").expect("GET through Sluice").status;
             if status == 200 {
-                latencies.push(written.elapsed());
+                let served_us = written_us + written.elapsed().as_micros() as i64;
+                samples.push(Sample {
+                    name,
+                    written_us,
+                    served_us,
+                });
                 break;
             }
             assert!(
@@ -92,7 +119,95 @@ fn creations(cluster: &Cluster, sluice: &KubeSluice, prefix: &str) -> Vec<Durati
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    latencies
+    samples
+}
+
+/// Where each sample's time went, from Sluice's log (the controller at debug level):
+/// the API server's watch (answer → the event taken by Sluice's control loop), the wait for
+/// the compile (event → its compile's start), the compile, and the rest (publish → the first
+/// 200 the polling client saw).
+fn stages(samples: &[Sample], log: &str) -> String {
+    let compiled: Vec<(i64, i64)> = (log.lines())
+        .filter(|l| l.contains("configuration compiled"))
+        .filter_map(|l| {
+            let at = log_time_us(l)?;
+            let elapsed = field(l, "elapsed_us=")?;
+            Some((at - elapsed, at))
+        })
+        .collect();
+    let mut columns: [Vec<Duration>; 4] = Default::default();
+    let mut missing = 0;
+    for sample in samples {
+        let needle = format!("object changed: HTTPRoute {NS}/{}", sample.name);
+        let arrived = (log.lines())
+            .find(|l| l.contains(&needle))
+            .and_then(log_time_us);
+        let Some(arrived) = arrived else {
+            missing += 1;
+            continue;
+        };
+        // The compile that took it: the first to end after it arrived.
+        let Some(&(start, end)) = compiled.iter().find(|(_, end)| *end >= arrived) else {
+            missing += 1;
+            continue;
+        };
+        let us = |d: i64| Duration::from_micros(d.max(0) as u64);
+        columns[0].push(us(arrived - sample.written_us));
+        columns[1].push(us(start - arrived));
+        columns[2].push(us(end - start));
+        columns[3].push(us(sample.served_us - end));
+    }
+    let cells: Vec<String> = columns
+        .into_iter()
+        .map(|c| {
+            if c.is_empty() {
+                return "–".to_owned();
+            }
+            let s = summarize(c);
+            format!("{} / {}", ms(s.p50), ms(s.p99))
+        })
+        .collect();
+    let unmatched = if missing > 0 {
+        format!(" ({missing} unmatched)")
+    } else {
+        String::new()
+    };
+    format!("{}{unmatched}", cells.join(" | "))
+}
+
+/// The Unix µs of a log line's RFC 3339 UTC timestamp (`2026-11-28T03:10:11.123456Z ...`).
+fn log_time_us(line: &str) -> Option<i64> {
+    let stamp = line.split_whitespace().next()?;
+    let (date, time) = stamp.strip_suffix('Z')?.split_once('T')?;
+    let mut d = date.split('-').map(|p| p.parse::<i64>());
+    let (y, m, day) = (d.next()?.ok()?, d.next()?.ok()?, d.next()?.ok()?);
+    let (hms, fraction) = time.split_once('.').unwrap_or((time, "0"));
+    let mut t = hms.split(':').map(|p| p.parse::<i64>());
+    let (h, min, sec) = (t.next()?.ok()?, t.next()?.ok()?, t.next()?.ok()?);
+    let micros = format!("{fraction:0<6}")[..6].parse::<i64>().ok()?;
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 86_400 + h * 3_600 + min * 60 + sec) * 1_000_000) + micros)
+}
+
+/// The integer after `key` in a log line.
+fn field(line: &str, key: &str) -> Option<i64> {
+    let rest = &line[line.find(key)? + key.len()..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+#[test]
+fn log_times_read_as_unix_microseconds() {
+    let line = "2026-11-28T03:10:11.123456Z DEBUG controller::kubernetes: object changed";
+    assert_eq!(log_time_us(line), Some(1_795_835_411_123_456));
+    assert_eq!(log_time_us("1970-01-01T00:00:01.5Z x"), Some(1_500_000));
+    assert_eq!(field("a elapsed_us=1234 b=2", "elapsed_us="), Some(1234));
 }
 
 /// While `run` runs: `per_second` edits a second to routes `r-0`…`r-<routes-1>` in turn (each
@@ -125,7 +240,15 @@ fn with_churn<T>(
 }
 
 fn ready_sluice(cluster: &Cluster) -> KubeSluice {
-    let sluice = cluster.sluice(NS, &[]);
+    let sluice = cluster.sluice_with(SluiceOptions {
+        identity: "sluice-0",
+        namespace: NS,
+        kubeconfig: None,
+        extra: &[],
+        wait_ready: true,
+        // Each change's arrival, for `stages`.
+        log: Some("info,controller::kubernetes=debug"),
+    });
     sluice.wait_served_by("r-0.test", "probe", LIMIT);
     sluice
 }
@@ -167,35 +290,46 @@ fn settled_sluice(cluster: &Cluster, existing: usize) -> KubeSluice {
 #[ignore = "benchmark: cargo test --release -p sluice --test it -- --ignored --nocapture gateway_bench::"]
 fn bench_route_to_traffic() {
     let mut rows = Vec::new();
+    let mut stage_rows = Vec::new();
     for existing in [1, 3_000] {
         let (cluster, _pod) = gateway_cluster(&format!("bench-gw-{existing}"), existing);
         let sluice = settled_sluice(&cluster, existing);
-        let quiet = summarize(creations(&cluster, &sluice, "new"));
+        let quiet = creations(&cluster, &sluice, "new");
         let (busy, edits) = with_churn(&cluster, existing, 50, || {
             creations(&cluster, &sluice, "busy")
         });
-        let row = |what: String, s: &Summary| {
-            format!(
+        let log = sluice.log_text();
+        let mut row = |what: String, samples: &[Sample]| {
+            let s = summarize(samples.iter().map(Sample::latency).collect());
+            rows.push(format!(
                 "| {existing} | {what} | {} | {} | {} | {} |",
                 s.samples,
                 ms(s.p50),
                 ms(s.p99),
                 ms(s.max)
-            )
+            ));
+            stage_rows.push(format!(
+                "| {existing} | {what} | {} |",
+                stages(samples, &log)
+            ));
         };
-        rows.push(row("quiet".into(), &quiet));
-        rows.push(row(
+        row("quiet".into(), &quiet);
+        row(
             format!("50 route edits/s ({edits} edits during the samples)"),
-            &summarize(busy),
-        ));
+            &busy,
+        );
     }
     report(&format!(
         "### HTTPRoute created → first 200 for its host\n\n\
          | HTTPRoutes before | meanwhile | samples | p50 | p99 | max |\n\
          |---:|---|---:|---:|---:|---:|\n{}\n\n\
          Goal (issue 27): p99 < 30 ms. Each edit is a server-side apply of one existing route \
-         (a new response header value, the same backend): a recompile for Sluice.\n",
-        rows.join("\n")
+         (a new response header value, the same backend): a recompile for Sluice.\n\n\
+         Where the time went (p50 / p99 of each stage, from Sluice's log):\n\n\
+         | HTTPRoutes before | meanwhile | API server's answer → event taken | → compile starts | \
+         compile | publish → first 200 seen |\n|---:|---|---:|---:|---:|---:|\n{}\n",
+        rows.join("\n"),
+        stage_rows.join("\n")
     ));
 }
 

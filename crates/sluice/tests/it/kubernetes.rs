@@ -250,6 +250,7 @@ fn endpoint_addresses_of_the_node_itself_are_not_used_unless_allowed() {
         kubeconfig: None,
         extra: &["--allow-loopback-endpoints"],
         wait_ready: true,
+        log: None,
     });
     allowing.wait_served_by("web.test", "node-local", WAIT);
     drop(node_service);
@@ -372,6 +373,7 @@ fn ready_waits_for_the_initial_sync_and_then_every_existing_route_is_served() {
         kubeconfig: None,
         extra: &[],
         wait_ready: false,
+        log: None,
     });
     for _ in 0..10 {
         assert_eq!(sluice.admin("/healthz").status, 200);
@@ -586,6 +588,7 @@ fn one_elected_replica_writes_status_and_a_successor_takes_over() {
             kubeconfig: None,
             extra: &flags,
             wait_ready: true,
+            log: None,
         })
     };
     let (a, b) = (replica("replica-a"), replica("replica-b"));
@@ -749,6 +752,7 @@ pub(crate) fn as_service_account(
         kubeconfig: Some(cluster.sluice_kubeconfig()),
         extra: &flags,
         wait_ready,
+        log: None,
     })
 }
 

@@ -78,6 +78,8 @@ pub(crate) struct SluiceOptions<'a> {
     pub(crate) extra: &'a [&'a str],
     /// Whether to wait for `/ready` = 200 before returning.
     pub(crate) wait_ready: bool,
+    /// SLUICE_LOG for this process; `None`: `$SLUICE_E2E_LOG`, else info.
+    pub(crate) log: Option<&'a str>,
 }
 
 /// One endpoint of an EndpointSlice and its conditions.
@@ -636,6 +638,7 @@ impl Cluster {
             kubeconfig: None,
             extra,
             wait_ready: true,
+            log: None,
         })
     }
 
@@ -661,6 +664,7 @@ impl Cluster {
             kubeconfig: Some(self.sluice_kubeconfig()),
             extra: &extra,
             wait_ready: true,
+            log: None,
         })
     }
 
@@ -698,7 +702,9 @@ impl Cluster {
             .args(&args)
             .env(
                 "SLUICE_LOG",
-                std::env::var("SLUICE_E2E_LOG").unwrap_or_else(|_| "info".to_owned()),
+                options.log.map(str::to_owned).unwrap_or_else(|| {
+                    std::env::var("SLUICE_E2E_LOG").unwrap_or_else(|_| "info".to_owned())
+                }),
             )
             .env("POD_NAME", options.identity)
             .env("POD_NAMESPACE", options.namespace)
