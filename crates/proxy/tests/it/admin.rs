@@ -147,7 +147,7 @@ fn many_tenants(count: usize, endpoint: SocketAddr) -> Vec<Value> {
 
 /// Hammers `path` on `addr` over one keep-alive connection until `stop`; counts 200s.
 async fn hammer(addr: SocketAddr, path: &'static str, stop: Arc<AtomicBool>, ok: Arc<AtomicU64>) {
-    let mut client = Client::connect(addr).await;
+    let mut client = KeepAliveClient::connect(addr).await;
     while !stop.load(Ordering::Relaxed) {
         let reply = client.get("hammer", path).await;
         assert_eq!(reply.status, StatusCode::OK, "{path}");

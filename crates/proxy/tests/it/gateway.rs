@@ -459,7 +459,7 @@ async fn moving_a_host_from_an_ingress_to_an_http_route_fails_no_request() {
     let load = tokio::spawn({
         let stop = stop.clone();
         async move {
-            let mut client = Client::connect(addr).await;
+            let mut client = KeepAliveClient::connect(addr).await;
             let mut seen = Vec::new();
             while !stop.load(std::sync::atomic::Ordering::SeqCst) {
                 let reply = client.get("shop.example.com", "/echo").await;

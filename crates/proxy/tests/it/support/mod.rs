@@ -49,6 +49,39 @@ pub(crate) struct Reply {
     pub(crate) trailers: Option<HeaderMap>,
 }
 
+/// An HTTP/1.1 client that, like a browser, opens a new connection when the server ended the
+/// last one with `Connection: close` (as keep-alive-requests does after 1,000 requests): for
+/// loops that send requests for as long as something else happens.
+pub(crate) struct KeepAliveClient {
+    addr: SocketAddr,
+    client: Client,
+    closed: bool,
+    /// Connections opened, the first included.
+    pub(crate) connections: usize,
+}
+
+impl KeepAliveClient {
+    pub(crate) async fn connect(addr: SocketAddr) -> KeepAliveClient {
+        KeepAliveClient {
+            addr,
+            client: Client::connect(addr).await,
+            closed: false,
+            connections: 1,
+        }
+    }
+
+    pub(crate) async fn get(&mut self, host: &str, path: &str) -> Reply {
+        if self.closed {
+            self.client = Client::connect(self.addr).await;
+            self.connections += 1;
+        }
+        let reply = self.client.get(host, path).await;
+        self.closed = (reply.headers.get(http::header::CONNECTION))
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
+        reply
+    }
+}
+
 /// An HTTP/1.1 keep-alive client connection (plain or TLS).
 pub(crate) struct Client {
     sender: http1::SendRequest<Full<Bytes>>,
