@@ -11,6 +11,8 @@
 //!               when written out and no stream is open
 //! ```
 //!
+//! A graceful close (keep-alive-requests, the idle close, a stopping worker) is two GOAWAYs, a
+//! PING's round trip apart, so no stream the client opened meanwhile is lost (`go_away`).
 //! A connection error writes GOAWAY and closes; a stream error writes RST_STREAM and the
 //! connection goes on (RFC 9113 §5.4); frames the client sent before it saw a reset are
 //! dropped (`resets::Recent`). Hostile patterns end the connection with GOAWAY
@@ -38,6 +40,12 @@ use wire::h2::hpack::{self, Decoder};
 use super::request::{self, HeadError};
 use super::stream::{self, SharedRef, Stream, StreamEnd, OUT_HIGH_WATER, RECV_WINDOW};
 use crate::error::ErrorSource;
+
+/// The PING sent with a graceful close's first GOAWAY.
+const GOAWAY_PING: [u8; 8] = *b"goaway\0\0";
+/// How long a graceful close waits for that PING to come back before the final GOAWAY (a
+/// client that never answers PINGs must not hold the connection open).
+const GOAWAY_PING_WAIT: Duration = Duration::from_secs(2);
 use crate::pipeline::{ClientUpgrade, Pipeline};
 use crate::request_body::ClientBody;
 use crate::stall::StreamWatch;
@@ -88,8 +96,11 @@ pub(crate) struct Connection<I, C> {
     /// Ids the client skipped (implicitly closed, never opened) most recently: HEADERS on one
     /// is PROTOCOL_ERROR, where a stream that was open and closed is STREAM_CLOSED.
     skipped: (u32, u32),
-    /// GOAWAY is out: streams above this id are not served.
+    /// The final GOAWAY is out: streams above this id are not served.
     going_away: Option<u32>,
+    /// A graceful close announced (GOAWAY with the highest id, and a PING): the final GOAWAY
+    /// goes when the PING comes back, or when this fires.
+    announced: Option<Pin<Box<Sleep>>>,
     /// A connection error: GOAWAY is queued; the connection closes once it is written.
     failed: bool,
     read_closed: bool,
@@ -140,6 +151,7 @@ impl<I, C: Pipeline> Connection<I, C> {
             last_stream: 0,
             skipped: (0, 0),
             going_away: None,
+            announced: None,
             failed: false,
             read_closed: false,
             sent: 0,
@@ -149,12 +161,29 @@ impl<I, C: Pipeline> Connection<I, C> {
         }
     }
 
-    /// A graceful end: GOAWAY names the last stream served; those in flight finish, then the
-    /// connection closes.
+    /// A graceful end, in two steps (RFC 9113 §6.8): a GOAWAY naming the highest possible
+    /// stream, with a PING; when the PING comes back (the client has read the GOAWAY, so it
+    /// opens no more streams) the final GOAWAY names the last stream it opened; those finish,
+    /// then the connection closes. With one GOAWAY naming the last stream at once, the streams
+    /// a client opened meanwhile were dropped, and a client that had written them (gRPC's
+    /// core under load) failed them with "Stream removed" instead of retrying them.
     pub(crate) fn go_away(&mut self) {
+        if self.going_away.is_some() || self.announced.is_some() || self.failed {
+            return;
+        }
+        let mut shared = self.shared.borrow_mut();
+        frame::write_goaway(&mut shared.out, frame::MAX_STREAM_ID, ErrorCode::NO_ERROR);
+        frame::write_ping(&mut shared.out, GOAWAY_PING);
+        shared.wake_conn();
+        self.announced = Some(Box::pin(tokio::time::sleep(GOAWAY_PING_WAIT)));
+    }
+
+    /// The graceful end's second step: no stream above the last one opened is served.
+    fn final_go_away(&mut self) {
         if self.going_away.is_some() || self.failed {
             return;
         }
+        self.announced = None;
         self.going_away = Some(self.last_stream);
         let mut shared = self.shared.borrow_mut();
         frame::write_goaway(&mut shared.out, self.last_stream, ErrorCode::NO_ERROR);
@@ -308,11 +337,14 @@ impl<I, C: Pipeline> Connection<I, C> {
             Frame::Ping { ack, data } => {
                 if !ack {
                     frame::write_ping_ack(&mut self.shared.borrow_mut().out, data);
+                } else if data == GOAWAY_PING && self.announced.is_some() {
+                    self.final_go_away();
                 }
             }
             Frame::GoAway { .. } => {
                 // The client opens no more streams; those in flight finish.
                 if self.going_away.is_none() {
+                    self.announced = None;
                     self.going_away = Some(self.last_stream);
                 }
             }
@@ -845,6 +877,12 @@ impl<I: AsyncRead + AsyncWrite + Unpin, C: Pipeline> Future for Connection<I, C>
                     tracing::debug!("HTTP/2 client sent no complete header block in time");
                     return Poll::Ready(Ok(()));
                 }
+            }
+        }
+        if let Some(timer) = this.announced.as_mut() {
+            if timer.as_mut().poll(cx).is_ready() {
+                tracing::debug!("HTTP/2 client did not answer the GOAWAY's PING in time");
+                this.final_go_away();
             }
         }
         let written = this.poll_write_frames(cx)?;

@@ -822,3 +822,40 @@ async fn random_frames_never_panic_a_worker_and_the_edge_keeps_serving() {
         "a worker thread panicked"
     );
 }
+
+/// keep-alive-requests ends an HTTP/2 connection gracefully in two steps (RFC 9113 §6.8): a
+/// GOAWAY naming no stream as the last (2^31-1) with a PING; a stream the client opens before
+/// it answers the PING is still served; the PING's answer brings the final GOAWAY naming the
+/// last stream opened, and the connection closes. (With one GOAWAY naming the last stream at
+/// once, gRPC clients under load failed calls they had written meanwhile.)
+#[tokio::test]
+async fn keep_alive_requests_closes_in_two_steps_and_serves_what_the_client_opened_meanwhile() {
+    let (h, _echo) = edge(&[("keep-alive-requests", "2")]).await;
+    let mut raw = RawH2::connect(h.http()).await;
+    expect_served(&mut raw, 1).await;
+    raw.request(3, "GET", "/echo", &[], true)
+        .await
+        .expect("the request is written");
+    // Stream 3's answer, the first GOAWAY and its PING, in whatever order they come.
+    let (mut answered, mut first_goaway, mut ping) = (false, None, None);
+    while !(answered && first_goaway.is_some() && ping.is_some()) {
+        let frame = raw.next_frame(STEP).await.unwrap_or_else(|| {
+            panic!("answered {answered}, GOAWAY {first_goaway:?}, PING {ping:?}")
+        });
+        match frame.kind {
+            HEADERS if frame.stream == 3 => answered |= status_of(frame.block()) == Some(200),
+            GOAWAY => first_goaway = Some((frame.u32_at(0) & 0x7fff_ffff, frame.u32_at(4))),
+            PING if frame.flags & ACK == 0 => ping = Some(frame.payload.clone()),
+            _ => {}
+        }
+    }
+    assert_eq!(first_goaway, Some((0x7fff_ffff, NO_ERROR)));
+    // Opened before the client has read the GOAWAY (it has not answered the PING): served.
+    expect_served(&mut raw, 5).await;
+    raw.write_frame(PING, ACK, 0, &ping.unwrap())
+        .await
+        .expect("the PING answered");
+    assert_eq!(raw.expect_goaway().await, (5, NO_ERROR));
+    expect_closed(&mut raw).await;
+    another_connection_is_served(&h).await;
+}

@@ -27,6 +27,8 @@ pub const MAX_WINDOW: u32 = (1 << 31) - 1;
 const LARGEST_MAX_FRAME_SIZE: u32 = (1 << 24) - 1;
 /// Stream identifiers are 31 bits; the top bit is reserved and ignored on receipt (§4.1).
 const STREAM_MASK: u32 = (1 << 31) - 1;
+/// The highest stream id (2^31-1): a GOAWAY naming it refuses no stream.
+pub const MAX_STREAM_ID: u32 = STREAM_MASK;
 
 /// Frame types (RFC 9113 §6).
 pub mod kind {
@@ -574,6 +576,13 @@ pub fn write_settings_ack(dst: &mut Vec<u8>) {
 pub fn write_ping_ack(dst: &mut Vec<u8>, data: [u8; 8]) {
     dst.reserve(HEAD_LEN + data.len());
     write_head(dst, data.len(), kind::PING, flag::ACK, 0);
+    dst.extend_from_slice(&data);
+}
+
+/// Appends a PING (not an acknowledgement) carrying `data`, which the peer echoes back.
+pub fn write_ping(dst: &mut Vec<u8>, data: [u8; 8]) {
+    dst.reserve(HEAD_LEN + data.len());
+    write_head(dst, data.len(), kind::PING, 0, 0);
     dst.extend_from_slice(&data);
 }
 
