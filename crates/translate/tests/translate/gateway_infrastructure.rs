@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use model::gateway_status::{
-    Generated, GatewayService, GatewayStatuses, ServiceAddresses, ServicePort,
+    GatewayService, GatewayStatuses, Generated, ServiceAddresses, ServicePort,
 };
 use model::streams::StreamProtocol;
 use model::{Compiled, NamespacedName};
@@ -43,9 +43,7 @@ fn in_cluster(text: &str) -> Compiled {
 }
 
 fn generated<'a>(status: &'a GatewayStatuses, name: &str) -> Option<&'a Generated> {
-    status
-        .infrastructure
-        .get(&NamespacedName::new("app", name))
+    status.infrastructure.get(&NamespacedName::new("app", name))
 }
 
 fn service<'a>(status: &'a GatewayStatuses, name: &str) -> &'a GatewayService {
@@ -138,7 +136,10 @@ spec:
   listeners: [{name: more, port: 9090, protocol: HTTP}]
 ---
 ";
-    let c = in_cluster(&format!("{CLASS}{WEB}{}{set}", gateway("edge", "sluice", spec)));
+    let c = in_cluster(&format!(
+        "{CLASS}{WEB}{}{set}",
+        gateway("edge", "sluice", spec)
+    ));
     let service = service(&c.gateway_status, "edge");
     assert_eq!(service.name, "edge-sluice");
     let labels: BTreeMap<&str, &str> = (service.labels.iter())
@@ -194,8 +195,14 @@ spec:
     }
     // The Gateway is served as before: the labels are not about traffic.
     assert!(routed(&c, "edge.test"));
-    let accepted = find(&c.gateway_status.gateways[&NamespacedName::new("app", "edge")].conditions, "Accepted");
-    assert_eq!((accepted.status, accepted.reason), (true, "ListenersNotValid"));
+    let accepted = find(
+        &c.gateway_status.gateways[&NamespacedName::new("app", "edge")].conditions,
+        "Accepted",
+    );
+    assert_eq!(
+        (accepted.status, accepted.reason),
+        (true, "ListenersNotValid")
+    );
 }
 
 #[test]
@@ -212,7 +219,10 @@ fn a_gateway_with_its_own_address_has_it_as_the_services_endpoint() {
         service.addresses,
         ServiceAddresses::Own("192.0.2.10".parse().unwrap())
     );
-    assert_eq!(service.ports, [port("tcp-80", StreamProtocol::Tcp, 80, 8080)]);
+    assert_eq!(
+        service.ports,
+        [port("tcp-80", StreamProtocol::Tcp, 80, 8080)]
+    );
 }
 
 #[test]
@@ -228,7 +238,9 @@ fn from_files_nothing_is_generated_and_infrastructure_labels_are_a_notice() {
     );
     // Without labels or annotations there is nothing to say.
     let plain = format!("{CLASS}{WEB}{}", gateway("edge", "sluice", HTTP_LISTENER));
-    assert!(compiled(&plain, CompileOptions::default()).diagnostics.is_empty());
+    assert!(compiled(&plain, CompileOptions::default())
+        .diagnostics
+        .is_empty());
 }
 
 #[test]
@@ -252,7 +264,11 @@ fn a_gateway_parameters_ref_refuses_the_gateway_with_invalid_parameters() {
         let status = &c.gateway_status.gateways[&NamespacedName::new("app", "refused")];
         let accepted = find(&status.conditions, "Accepted");
         assert_eq!(
-            (accepted.status, accepted.reason, accepted.observed_generation),
+            (
+                accepted.status,
+                accepted.reason,
+                accepted.observed_generation
+            ),
             (false, "InvalidParameters", 3)
         );
         assert!(
@@ -307,8 +323,13 @@ spec:
     assert!(find(&c.gateway_status.classes["sluice"].conditions, "Accepted").status);
     let edge = &c.gateway_status.gateways[&NamespacedName::new("app", "edge")];
     let accepted = find(&edge.conditions, "Accepted");
-    assert_eq!((accepted.status, accepted.reason), (false, "InvalidParameters"));
-    assert!(accepted.message.contains("its GatewayClass tuned has a spec.parametersRef"));
+    assert_eq!(
+        (accepted.status, accepted.reason),
+        (false, "InvalidParameters")
+    );
+    assert!(accepted
+        .message
+        .contains("its GatewayClass tuned has a spec.parametersRef"));
     assert!(!routed(&c, "edge.test"));
     assert_eq!(generated(&c.gateway_status, "edge"), None);
     assert!(routed(&c, "fine.test"));
