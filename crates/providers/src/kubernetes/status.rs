@@ -1,6 +1,8 @@
 //! The status writer: the Lease holder writes `status.loadBalancer.ingress` on the Ingresses this
 //! controller serves, clears it from Ingresses it stopped serving, and turns problems with an
-//! Ingress into Kubernetes Events. Every replica serves traffic; only one talks back.
+//! Ingress into Kubernetes Events; for Gateway API, each Gateway's generated Service
+//! (`infrastructure`) and the objects' status (`gateway_status`). Every replica serves traffic;
+//! only one talks back.
 //!
 //! ```text
 //!  control plane ──Published{served, diagnostics}──┐
