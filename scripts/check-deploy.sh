@@ -339,7 +339,15 @@ can denied create deployments.apps -n sluice
 can denied delete secrets -A
 can denied update secrets -A
 can denied create secrets -n sluice
-can denied patch services -A
+# The Service and EndpointSlices generated for each Gateway (server-side apply: patch, which
+# creates too; delete once the Gateway leaves Sluice's classes), owned by the Gateway.
+for verb in get create patch delete; do
+  can allowed "$verb" services -A
+  can allowed "$verb" endpointslices.discovery.k8s.io -A
+done
+can allowed update gateways.gateway.networking.k8s.io --subresource finalizers -A
+can denied update services -A
+can denied update gateways.gateway.networking.k8s.io -A
 can denied update ingresses.networking.k8s.io -A
 can denied delete ingresses.networking.k8s.io -A
 can denied create ingressclasses.networking.k8s.io

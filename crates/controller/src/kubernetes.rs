@@ -18,6 +18,7 @@ use providers::kubernetes::{
     connect, Published, StatusOptions, StatusWriter, Update, WatchScope, Watchers,
 };
 use proxy::Proxy;
+use translate::gateway::ListenPorts;
 use translate::{compile, ChangeSet, CompileOptions, Object, Store};
 
 use crate::control::ControlPlane;
@@ -51,12 +52,20 @@ fn identity() -> String {
 /// plane, the watchers, the status writer and the sync state, which pieces would pass around.
 async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
     let client = connect(kube.kubeconfig.as_deref()).await?;
-    let compile_options = &options.compile;
 
-    let startup = startup_settings(&client, compile_options).await;
+    let startup = startup_settings(&client, &options.compile).await;
     let workers = options.workers(startup.worker_processes);
     limits::open_files(startup.max_worker_open_files, workers);
     let proxy = Proxy::start(options.proxy_config(workers))?;
+    // Each Gateway's generated Service points at where its listeners on 80 and 443 are
+    // served: the ports bound just now.
+    let compile_options = &CompileOptions {
+        gateway_services: Some(ListenPorts {
+            http: proxy.http_addr().port(),
+            https: proxy.https_addr().port(),
+        }),
+        ..options.compile.clone()
+    };
     tracing::info!(
         http = %proxy.http_addr(),
         https = %proxy.https_addr(),

@@ -8,8 +8,13 @@
 //! ```
 //! The shapes serialize as the API's (`camelCase`, `"True"`/`"False"`), so the provider writes
 //! them without a mapping of its own.
+//!
+//! Beside the statuses, what each Gateway wants generated in its namespace
+//! ([`GatewayStatuses::infrastructure`]: a Service and EndpointSlices, GEP-1762), decided by the
+//! compile like a condition and written by the same leader.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -42,6 +47,70 @@ pub struct GatewayStatuses {
     pub uids: BTreeMap<(Kind, NamespacedName), Arc<str>>,
     /// ListenerSets naming one of those Gateways (allowed or not).
     pub listener_sets: BTreeMap<NamespacedName, ListenerSetStatus>,
+    /// What each served Gateway gets generated in its namespace (Kubernetes mode only; empty
+    /// for a configuration from files). A Gateway not here has nothing generated: whatever
+    /// Sluice generated for it before is deleted.
+    pub infrastructure: BTreeMap<NamespacedName, Generated>,
+}
+
+/// A Gateway's generated infrastructure, as the compile decided it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Generated {
+    Service(GatewayService),
+    /// Nothing can be generated for this Gateway: why (for its condition's message).
+    Refused(String),
+}
+
+/// The Service that reaches a Gateway from inside the cluster (Sluice's data plane is the node
+/// itself, so there is no Deployment): selector-less, with the Gateway's listener ports, and
+/// EndpointSlices whose endpoints are the Gateway's addresses. The provider adds what only it
+/// knows: the shared addresses, the owner's uid.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GatewayService {
+    /// The Service's name (its EndpointSlices': this and the address family).
+    pub name: String,
+    /// On the Service and its EndpointSlices: GEP-1762's `gateway-name` and
+    /// `gateway-class-name`, then the Gateway's `spec.infrastructure.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// The Gateway's `spec.infrastructure.annotations`.
+    pub annotations: BTreeMap<String, String>,
+    /// One per (protocol, port) of the Gateway's accepted listeners (its ListenerSets' too),
+    /// TCP first, by port.
+    pub ports: Vec<ServicePort>,
+    pub addresses: ServiceAddresses,
+    /// The Gateway's `metadata.generation`, for the condition saying what became of it.
+    pub generation: i64,
+}
+
+/// One port of a generated Service.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServicePort {
+    /// `tcp-80`, `udp-53`: unique in the Service, as Kubernetes wants when it has several.
+    pub name: String,
+    pub protocol: crate::streams::StreamProtocol,
+    /// The listener's port: the Service's.
+    pub port: u16,
+    /// Where Sluice serves it on the node (the EndpointSlices' port): `--http-listen`'s port
+    /// for a listener on 80, `--https-listen`'s for 443, the listener's own otherwise.
+    pub target: u16,
+}
+
+/// Where `--http-listen` and `--https-listen` are bound: the ports a generated Service's
+/// listeners on 80 and 443 are reached at on the node (the compile's input in Kubernetes mode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListenPorts {
+    pub http: u16,
+    pub https: u16,
+}
+
+/// The endpoints of a generated Service: the addresses the Gateway's status carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServiceAddresses {
+    /// Its own (`--gateway-address-pool`).
+    Own(IpAddr),
+    /// The ones Sluice publishes for every Gateway (`--publish-service`,
+    /// `--publish-status-address`), which the provider resolves.
+    Shared,
 }
 
 /// One condition, without its transition time (the writer keeps or sets that).

@@ -11,8 +11,9 @@ use crate::endpoints::Backend;
 use crate::names::NamespacedName;
 use crate::routes::Route;
 
-/// The protocol of a stream services ConfigMap.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The protocol of a stream services ConfigMap (and of a generated Service's port; TCP sorts
+/// first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum StreamProtocol {
     Tcp,
     Udp,

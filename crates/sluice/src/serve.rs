@@ -332,6 +332,8 @@ impl ServeArgs {
             udp_services_config_map: self.udp_services_configmap.clone(),
             reserved_ports: self.reserved_ports(),
             gateway_address_pool: self.gateway_address_pool.clone(),
+            // Kubernetes mode sets them once its listeners are bound (their ports may be 0).
+            gateway_services: None,
         }
     }
 

@@ -122,7 +122,8 @@ fn compile_with(
     // The services ConfigMaps first: a Gateway TCP or UDP listener may not take their ports.
     compiler.streams(options);
     compiler.stream_ports.reserved = options.reserved_ports.clone();
-    compiler.gateway_api(options.gateway_address_pool.as_ref());
+    let pool = options.gateway_address_pool.as_ref();
+    compiler.gateway_api(pool, options.gateway_services);
     compiler.passthrough(options);
     compiler.out.routes.finish();
     compiler.out.diagnostics.sort();

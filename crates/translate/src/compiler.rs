@@ -59,6 +59,10 @@ pub struct CompileOptions {
     /// `--gateway-address-pool`: each Gateway gets an address of its own (`gateway/addresses`);
     /// `None`: every Gateway shares Sluice's listeners.
     pub gateway_address_pool: Option<crate::gateway::AddressPool>,
+    /// Kubernetes mode: where `--http-listen` and `--https-listen` are bound, for the Service
+    /// generated for each Gateway (`gateway/infrastructure`); `None` (a configuration from
+    /// files, where there is no API server): nothing is generated.
+    pub gateway_services: Option<model::gateway_status::ListenPorts>,
 }
 
 impl Default for CompileOptions {
@@ -77,6 +81,7 @@ impl Default for CompileOptions {
             udp_services_config_map: None,
             reserved_ports: BTreeMap::new(),
             gateway_address_pool: None,
+            gateway_services: None,
         }
     }
 }

@@ -21,7 +21,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
 use kube::{Api, Client};
-use model::gateway_status::{GatewayStatuses, RouteStatus};
+use model::gateway_status::{Condition, GatewayStatuses, RouteStatus};
 use model::{Kind, NamespacedName};
 use serde_json::{json, Value};
 
@@ -62,14 +62,18 @@ impl GatewayWrites {
     }
 
     /// Writes every status that differs from what was written last. `addresses`: the Gateway
-    /// addresses (Ingress status's, `None` when neither publish flag is given). True when
+    /// addresses (Ingress status's, `None` when neither publish flag is given); `extra`: a
+    /// condition more for a Gateway (what became of its generated Service). True when
     /// everything was written; `leads` is asked before each write.
     pub(super) async fn reconcile(
         &mut self,
         client: &Client,
         field_manager: &str,
         statuses: &GatewayStatuses,
-        addresses: Option<&[IngressLoadBalancerIngress]>,
+        (addresses, extra): (
+            Option<&[IngressLoadBalancerIngress]>,
+            &BTreeMap<NamespacedName, Condition>,
+        ),
         leads: impl Fn() -> bool,
     ) -> bool {
         // Deleted and created again under its name between two passes: another object, which
@@ -87,7 +91,7 @@ impl GatewayWrites {
             })
             .map(|(key, _)| key)
             .collect();
-        let mut wanted = desired(statuses, addresses, &unchanged);
+        let mut wanted = desired(statuses, (addresses, extra), &unchanged);
         let wanted_or_unchanged = |wanted: &BTreeMap<_, _>, key: &(Kind, NamespacedName)| {
             wanted.contains_key(key) || unchanged.contains(key)
         };
@@ -387,7 +391,10 @@ fn route_statuses(
 /// The status each object should have, but for `unchanged` routes (see `routes_passed`).
 fn desired(
     statuses: &GatewayStatuses,
-    addresses: Option<&[IngressLoadBalancerIngress]>,
+    (addresses, extra): (
+        Option<&[IngressLoadBalancerIngress]>,
+        &BTreeMap<NamespacedName, Condition>,
+    ),
     unchanged: &BTreeSet<(Kind, NamespacedName)>,
 ) -> BTreeMap<(Kind, NamespacedName), Value> {
     let mut wanted = BTreeMap::new();
@@ -401,6 +408,11 @@ fn desired(
         // A Gateway with an address of its own (--gateway-address-pool) keeps it.
         if let (false, Some(addresses)) = (own, addresses) {
             status["addresses"] = addresses.iter().filter_map(gateway_address).collect();
+        }
+        if let (Some(condition), Some(conditions)) =
+            (extra.get(key), status["conditions"].as_array_mut())
+        {
+            conditions.push(to_json(condition));
         }
         wanted.insert((Kind::Gateway, key.clone()), status);
     }
@@ -537,11 +549,12 @@ fn api_for(client: &Client, kind: Kind, key: &NamespacedName) -> Api<DynamicObje
     }
 }
 
-/// The condition types Gateway API defines for GatewayClasses, Gateways and their listeners:
-/// Sluice's to write (and to drop when it no longer says them). Any other type on those
-/// objects is another controller's (a policy controller, an operator's tooling) and is kept
-/// as it is.
+/// The condition types Gateway API defines for GatewayClasses, Gateways and their listeners,
+/// and Sluice's own: Sluice's to write (and to drop when it no longer says them). Any other
+/// type on those objects is another controller's (a policy controller, an operator's tooling)
+/// and is kept as it is.
 const SPEC_CONDITIONS: &[&str] = &[
+    super::infrastructure::CONDITION,
     "Accepted",
     "Programmed",
     "Ready",

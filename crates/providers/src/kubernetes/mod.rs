@@ -5,7 +5,8 @@
 //!  API server ──watch, one per kind──▶ Watchers ──Update──▶ control plane ──▶ Store ──▶ compile
 //!                      └─ Ingress status, uid ──▶ IngressStates ─┐
 //!  control plane ──Published{served, diagnostics}──▶ StatusWriter ┴─(Lease holder)─▶ status, Events
-//!                  └─ gateway (Compiled.gateway_status) ─▶ GatewayWrites ─▶ Gateway API status
+//!                  └─ gateway (Compiled.gateway_status) ─▶ InfrastructureWrites ─▶ each
+//!                       Gateway's Service and EndpointSlices ─▶ GatewayWrites ─▶ Gateway API status
 //! ```
 //! Gateway API kinds (`gateway`) are watched like the rest; a cluster without their CRDs
 //! (404) has none of them, which is not an error.
@@ -13,6 +14,7 @@
 
 mod gateway;
 mod gateway_status;
+mod infrastructure;
 mod lease;
 mod status;
 mod watch;

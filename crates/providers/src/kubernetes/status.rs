@@ -1,6 +1,8 @@
 //! The status writer: the Lease holder writes `status.loadBalancer.ingress` on the Ingresses this
 //! controller serves, clears it from Ingresses it stopped serving, and turns problems with an
-//! Ingress into Kubernetes Events. Every replica serves traffic; only one talks back.
+//! Ingress into Kubernetes Events; for Gateway API, each Gateway's generated Service
+//! (`infrastructure`) and the objects' status (`gateway_status`). Every replica serves traffic;
+//! only one talks back.
 //!
 //! ```text
 //!  control plane ──Published{served, diagnostics}──┐
@@ -25,6 +27,7 @@ use model::{Diagnostic, Kind, NamespacedName, Severity};
 use tokio::sync::{oneshot, watch};
 
 use super::gateway_status::GatewayWrites;
+use super::infrastructure::InfrastructureWrites;
 use super::lease::Election;
 
 /// Status patches in flight at once during a pass.
@@ -118,6 +121,7 @@ impl StatusWriter {
             addresses: None,
             reported: BTreeSet::new(),
             gateway: GatewayWrites::default(),
+            infrastructure: InfrastructureWrites::default(),
         };
         let writer = tokio::spawn(task.run());
         StatusWriter {
@@ -228,6 +232,8 @@ struct Task {
     reported: BTreeSet<Diagnostic>,
     /// Gateway API status this replica wrote while leading.
     gateway: GatewayWrites,
+    /// The Services and EndpointSlices generated for Gateways, applied while leading.
+    infrastructure: InfrastructureWrites,
 }
 
 impl Task {
@@ -246,6 +252,7 @@ impl Task {
                     // long gone.
                     self.reported.clear();
                     self.gateway.forget();
+                    self.infrastructure.forget();
                 }
                 changed = self.published.changed() => {
                     if changed.is_err() {
@@ -277,15 +284,17 @@ impl Task {
         let states = self.states.snapshot();
         let mut complete = self.report_events(&published, &states).await;
         let desired = match self.desired_addresses().await {
-            Ok(Some(desired)) => desired,
-            Ok(None) => return complete && self.write_gateway_status(&published, None).await,
+            Ok(desired) => desired,
             Err(error) => {
                 tracing::warn!("resolving the status addresses failed: {error}");
                 return false;
             }
         };
         // A Gateway's addresses are the Ingresses': the same flags say where Sluice is reached.
-        complete &= self.write_gateway_status(&published, Some(&desired)).await;
+        complete &= self.write_gateway(&published, desired.as_deref()).await;
+        let Some(desired) = desired else {
+            return complete;
+        };
         if self.addresses.as_ref() != Some(&desired) {
             tracing::info!(addresses = ?desired.iter().map(address_text).collect::<Vec<_>>(), "Ingress status addresses");
             self.addresses = Some(desired.clone());
@@ -329,22 +338,34 @@ impl Task {
         complete
     }
 
-    async fn write_gateway_status(
+    /// The Gateways' generated Services first (what became of them is a condition of each
+    /// Gateway), then the Gateway API status.
+    async fn write_gateway(
         &mut self,
         published: &Published,
         addresses: Option<&[IngressLoadBalancerIngress]>,
     ) -> bool {
         let leader = self.leader.clone();
         let leads = move || *leader.borrow();
-        self.gateway
+        let shared: Vec<IpAddr> = (addresses.into_iter().flatten())
+            .filter_map(|a| a.ip.as_deref().or(a.hostname.as_deref()))
+            .filter_map(|text| text.parse().ok())
+            .collect();
+        let statuses = &published.gateway;
+        let generated = (self.infrastructure)
+            .reconcile(&self.client, statuses, &shared, &leads)
+            .await;
+        let conditions = self.infrastructure.conditions(statuses);
+        let written = (self.gateway)
             .reconcile(
                 &self.client,
                 &self.field_manager,
-                &published.gateway,
-                addresses,
+                statuses,
+                (addresses, &conditions),
                 leads,
             )
-            .await
+            .await;
+        generated && written
     }
 
     async fn write_status(

@@ -371,16 +371,7 @@ fn the_leader_writes_gateway_api_status_with_the_specs_reasons_and_observed_gene
                 .then_some(())
         },
     );
-    let log = sluice.log_text();
-    let refused: Vec<&str> = log
-        .lines()
-        .filter(|l| l.to_ascii_lowercase().contains("forbidden"))
-        .collect();
-    assert!(
-        refused.is_empty(),
-        "refused by RBAC:\n{}",
-        refused.join("\n")
-    );
+    sluice.assert_nothing_forbidden();
 }
 
 #[test]

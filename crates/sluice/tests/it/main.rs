@@ -10,6 +10,7 @@ mod grpc_route;
 mod kube_backend_tls;
 mod kube_config_maps;
 mod kube_gateway;
+mod kube_infrastructure;
 mod kube_listener_set;
 mod kubernetes;
 mod kubernetes_bench;

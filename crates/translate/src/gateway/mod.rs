@@ -34,7 +34,9 @@
 //! their Gateway's, after its own; a route's parentRef of kind ListenerSet attaches to those only),
 //! `tls_route` (TLSRoutes), `stream_route` and `stream_objects` (TCP and UDP listeners,
 //! TCPRoutes and UDPRoutes into the stream services model), `isolation` (which listener a rule
-//! came through, and its route's hostname's precedence).
+//! came through, and its route's hostname's precedence), `infrastructure` and
+//! `infrastructure_objects` (the Service generated for a Gateway in Kubernetes mode, and
+//! `parametersRef`, which refuses a class or Gateway).
 
 mod addresses;
 pub mod api;
@@ -48,6 +50,8 @@ mod frontend_tls;
 pub mod grpc_objects;
 mod grpc_route;
 mod hosts;
+mod infrastructure;
+mod infrastructure_objects;
 mod isolation;
 pub mod listener_set_objects;
 mod listener_sets;
@@ -87,12 +91,14 @@ use objects::{HttpRoute, HttpRouteMatch};
 pub const GATEWAY_CONTROLLER: &str = "sluice.dev/gateway-controller";
 pub use fragments::{FragmentCounts, Fragments};
 use fragments::{RouteOutcome, Source};
+pub use infrastructure_objects::{GATEWAY_CLASS_NAME_LABEL, GATEWAY_NAME_LABEL};
+pub use model::gateway_status::ListenPorts;
 pub use namespaces::NAMESPACE_NAME_LABEL;
 pub use objects::GROUP;
 pub use pool::{AddressPool, PoolError, MAX_POOL_ADDRESSES};
 
 use hosts::{GatewayHost, PlacedHost, RouteHosts};
-use pool::Place;
+use pool::{Assignment, Place};
 
 /// Where a route attached.
 struct Attached {
@@ -204,17 +210,25 @@ fn route_ref(kind: Kind, key: &NamespacedName) -> ObjectRef {
 impl Compiler<'_> {
     /// Every Gateway API object of Sluice's classes, into the route table and certificates.
     /// Runs after the Ingresses' passes, so their host-wide annotations stay on their routes.
-    pub(crate) fn gateway_api(&mut self, pool: Option<&AddressPool>) {
+    /// `listen`: Kubernetes mode's listening ports, for the Services generated for Gateways
+    /// (`infrastructure`); `None` from files.
+    pub(crate) fn gateway_api(&mut self, pool: Option<&AddressPool>, listen: Option<ListenPorts>) {
         let mut status = GatewayStatuses::default();
-        self.gateway_api_into(&mut status, pool);
+        self.gateway_api_into(&mut status, (pool, listen));
         status.uids = uids(self.store, &status);
         self.finish_sites();
         self.out.gateway_status = Arc::new(status);
     }
 
-    fn gateway_api_into(&mut self, status: &mut GatewayStatuses, pool: Option<&AddressPool>) {
+    fn gateway_api_into(
+        &mut self,
+        status: &mut GatewayStatuses,
+        (pool, listen): (Option<&AddressPool>, Option<ListenPorts>),
+    ) {
         let store = self.store;
         let mut classes = BTreeSet::new();
+        // Classes with a parametersRef: not accepted, their Gateways not served.
+        let mut refused_classes = BTreeSet::new();
         for class in store.gateway_classes() {
             if class.spec.controller_name != GATEWAY_CONTROLLER {
                 continue;
@@ -223,13 +237,18 @@ impl Compiler<'_> {
             classes.insert(name.to_owned());
             let object = ObjectRef::new(Kind::GatewayClass, "", name);
             self.unsupported_fields(&object, &class.unsupported);
-            let accepted = Condition::new(
-                "Accepted",
-                true,
-                "Accepted",
-                "served by Sluice",
-                class.generation,
-            );
+            let accepted = match infrastructure_objects::class_parameters(class) {
+                Some(why) => {
+                    self.diagnose(object, why.clone());
+                    refused_classes.insert(name.to_owned());
+                    let reason = "InvalidParameters";
+                    Condition::new("Accepted", false, reason, why, class.generation)
+                }
+                None => {
+                    let why = "served by Sluice";
+                    Condition::new("Accepted", true, "Accepted", why, class.generation)
+                }
+            };
             status.classes.insert(
                 name.to_owned(),
                 ClassStatus {
@@ -252,8 +271,29 @@ impl Compiler<'_> {
             .filter(|(_, g)| classes.contains(&g.spec.gateway_class_name))
             .collect();
         let mut sets = self.listener_sets_by_gateway(&gateways);
+        // A parametersRef (the Gateway's or its class's) refuses the Gateway: served nowhere,
+        // and no address of the pool held for it.
+        let refused: BTreeMap<&NamespacedName, String> = (gateways.iter())
+            .filter_map(|(key, gateway)| {
+                let class_refused = refused_classes.contains(&gateway.spec.gateway_class_name);
+                infrastructure_objects::gateway_parameters(gateway, class_refused)
+                    .map(|why| (*key, why))
+            })
+            .collect();
+        let placed: Vec<_> = (gateways.iter())
+            .filter(|(key, _)| !refused.contains_key(key))
+            .copied()
+            .collect();
         let given = self.fragments.as_deref().map(Fragments::gateway_addresses);
-        let assignments = pool::assign(pool, &gateways, given.unwrap_or(&BTreeMap::new()));
+        let mut assignments = pool::assign(pool, &placed, given.unwrap_or(&BTreeMap::new()));
+        for (key, why) in &refused {
+            self.diagnose(gateway_ref(key), why.clone());
+            let nowhere = Assignment {
+                place: Place::Nowhere,
+                problem: None,
+            };
+            assignments.insert((*key).clone(), nowhere);
+        }
         self.unpooled_addresses(pool, &gateways);
         self.open_sites(&assignments);
         for (key, gateway) in gateways {
@@ -388,6 +428,9 @@ impl Compiler<'_> {
                 status::gateway_conditions(accepted, programmed, found.len(), generation);
             let assignment = &assignments[key];
             assignment.overrule(&mut conditions, generation);
+            if let Some(why) = refused.get(key) {
+                infrastructure_objects::refuse_for_parameters(&mut conditions, why, generation);
+            }
             conditions.extend(self.backend_tls.gateway_refs.get(key).cloned());
             conditions.extend(frontend_tls::insecure_mode(gateway, generation));
             status.gateways.insert(
@@ -399,6 +442,12 @@ impl Compiler<'_> {
                     attached_listener_sets: attached_sets.get(key).copied().unwrap_or(0),
                 },
             );
+            let gateway_at = (key, gateway);
+            if let Some(generated) =
+                self.gateway_service(gateway_at, assignment.place, &listeners, listen)
+            {
+                status.infrastructure.insert(key.clone(), generated);
+            }
         }
         self.backend_tls_status(status);
     }

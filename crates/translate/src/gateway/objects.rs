@@ -147,10 +147,13 @@ pub struct GatewayClassSpec {
     pub controller_name: String,
     #[serde(default)]
     pub description: Option<String>,
+    /// Read to refuse the class (`infrastructure`): Sluice takes no parameters.
+    #[serde(default)]
+    pub parameters_ref: Option<ObjectReference>,
     #[serde(flatten)]
     pub rest: Rest,
 }
-unsupported!(GatewayClassSpec {});
+unsupported!(GatewayClassSpec { parameters_ref => "parametersRef" });
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -168,6 +171,10 @@ pub struct GatewaySpec {
     /// Same, All, Selector): the shape of a listener's `allowedRoutes.namespaces`.
     #[serde(default)]
     pub allowed_listeners: Option<AllowedListeners>,
+    /// Labels and annotations for the Service generated for the Gateway; a `parametersRef`
+    /// refuses the Gateway (see `infrastructure`).
+    #[serde(default)]
+    pub infrastructure: Option<GatewayInfrastructure>,
     #[serde(flatten)]
     pub rest: Rest,
 }
@@ -176,7 +183,20 @@ unsupported!(GatewaySpec {
     addresses => "addresses",
     tls => "tls",
     allowed_listeners => "allowedListeners",
+    infrastructure => "infrastructure",
 });
+
+/// A Gateway's `spec.infrastructure` (GEP-1867).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GatewayInfrastructure {
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub parameters_ref: Option<ObjectReference>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(GatewayInfrastructure { parameters_ref => "parametersRef" });
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]

@@ -161,10 +161,10 @@ fn valid_cookie_name(name: &str) -> bool {
 /// `namespace/name/rule`.
 fn generated_name(object: &ObjectRef, r: usize) -> String {
     let text = format!("{}/{}/{r}", object.namespace, object.name);
-    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    });
-    format!("sluice-{:08x}", hash as u32)
+    format!(
+        "sluice-{:08x}",
+        super::infrastructure_objects::stable_hash(&text)
+    )
 }
 
 #[cfg(test)]

@@ -10,15 +10,20 @@ use translate::gateway::Fragments;
 use translate::{compile, compile_reusing, parse_documents, CompileOptions, Store};
 
 fn compiled(text: &str, pool: Option<&str>) -> Compiled {
-    let documents = parse_documents("t.yaml", text).unwrap();
-    assert!(documents.errors.is_empty(), "{:?}", documents.errors);
-    let mut store = Store::default();
-    store.replace_all(documents.objects);
     let options = CompileOptions {
         gateway_address_pool: pool.map(|p| p.parse::<AddressPool>().unwrap()),
         ..CompileOptions::default()
     };
-    compile(&store, &options)
+    compiled_with(text, &options)
+}
+
+/// `text` (objects that parse) compiled with `options`.
+pub(crate) fn compiled_with(text: &str, options: &CompileOptions) -> Compiled {
+    let documents = parse_documents("t.yaml", text).unwrap();
+    assert!(documents.errors.is_empty(), "{:?}", documents.errors);
+    let mut store = Store::default();
+    store.replace_all(documents.objects);
+    compile(&store, options)
 }
 
 fn gateway(name: &str, extra: &str) -> String {

@@ -10,6 +10,7 @@ mod configmap;
 mod endpoints;
 mod fragments;
 mod frontend_tls;
+mod gateway_infrastructure;
 mod gateway_listener_status;
 mod gateway_sites;
 mod gateway_status;

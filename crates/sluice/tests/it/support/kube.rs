@@ -843,6 +843,21 @@ impl KubeSluice {
         text
     }
 
+    /// Panics with the lines of the log that say the API server refused a request (RBAC's
+    /// "forbidden"): a Sluice as deployed must be granted everything it does.
+    pub(crate) fn assert_nothing_forbidden(&self) {
+        let log = self.log_text();
+        let refused: Vec<&str> = (log.lines())
+            .filter(|l| l.to_ascii_lowercase().contains("forbidden"))
+            .collect();
+        assert!(
+            refused.is_empty(),
+            "{} refused by RBAC:\n{}",
+            self.identity,
+            refused.join("\n")
+        );
+    }
+
     pub(crate) fn log_tail(&self, lines: usize) -> String {
         let text = self.log_text();
         let all: Vec<&str> = text.lines().collect();
