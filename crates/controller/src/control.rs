@@ -98,9 +98,11 @@ impl ControlPlane {
             let elapsed = started.elapsed();
             let routes = self.fragments.counts();
             // Logged after the swap: the resident memory is that of the configuration now served.
+            let publishing = Instant::now();
             self.publish(compiled.clone());
             tracing::info!(
                 elapsed_us = elapsed.as_micros() as u64,
+                publish_us = publishing.elapsed().as_micros() as u64,
                 ingresses = compiled.ingresses.len(),
                 routes_reused = routes.reused,
                 routes_compiled = routes.compiled,

@@ -11,12 +11,13 @@
 //! the lock is never on a request's path. Every summary names at most [`NAMES_SHOWN`] objects
 //! per kind of change, so the memory held is bounded however large a change is.
 
-use std::collections::{BTreeSet, VecDeque};
-use std::fmt::Write;
+use std::collections::VecDeque;
+use std::fmt::{self, Write};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use model::{Backend, Compiled};
+use model::routes::HostPattern;
+use model::{Backend, Compiled, NamespacedName};
 
 /// How many swaps of each kind are kept.
 pub(crate) const SWAPS_KEPT: usize = 20;
@@ -69,16 +70,21 @@ fn push_bounded(ring: &mut VecDeque<Swap>, swap: Swap) {
 /// number of diagnostics moved. O(Ingresses + hosts), on the control plane's thread, next to a
 /// compile that costs far more.
 pub(crate) fn describe_config(previous: Option<&Compiled>, next: &Compiled) -> String {
-    let hosts_of = |compiled: &Compiled| -> BTreeSet<String> {
-        compiled
-            .routes
-            .hosts()
-            .into_iter()
-            .map(|(host, _)| host.to_string())
-            .collect()
+    // Sorted lists of shared names, compared by a merge walk: no string is made but for the
+    // few names shown (the control plane's thread runs this after each swap; with thousands of
+    // hosts, a set of strings per side cost milliseconds of it).
+    let hosts_of = |compiled: &Compiled| -> Vec<HostPattern> {
+        let mut hosts: Vec<HostPattern> = (compiled.routes.hosts().into_iter())
+            .map(|(host, _)| host)
+            .collect();
+        hosts.sort_unstable();
+        hosts
     };
-    let ingresses_of = |compiled: &Compiled| -> BTreeSet<String> {
-        compiled.ingresses.iter().map(ToString::to_string).collect()
+    let ingresses_of = |compiled: &Compiled| -> Vec<NamespacedName> {
+        let mut ingresses = compiled.ingresses.clone();
+        ingresses.sort_unstable();
+        ingresses.dedup();
+        ingresses
     };
     let next_hosts = hosts_of(next);
     let next_ingresses = ingresses_of(next);
@@ -93,15 +99,13 @@ pub(crate) fn describe_config(previous: Option<&Compiled>, next: &Compiled) -> S
         return summary;
     };
     let before = summary.len();
-    let previous_ingresses = ingresses_of(previous);
-    let previous_hosts = hosts_of(previous);
     changes(
         &mut summary,
         "Ingresses",
-        &previous_ingresses,
+        &ingresses_of(previous),
         &next_ingresses,
     );
-    changes(&mut summary, "hosts", &previous_hosts, &next_hosts);
+    changes(&mut summary, "hosts", &hosts_of(previous), &next_hosts);
     if previous.diagnostics.len() != next.diagnostics.len() {
         let _ = write!(
             summary,
@@ -117,25 +121,43 @@ pub(crate) fn describe_config(previous: Option<&Compiled>, next: &Compiled) -> S
     summary
 }
 
-/// Appends `; <what> +a, +b, −c and N more` when `previous` and `next` differ.
-fn changes(out: &mut String, what: &str, previous: &BTreeSet<String>, next: &BTreeSet<String>) {
-    let added = next.difference(previous).map(|name| ('+', name));
-    let removed = previous.difference(next).map(|name| ('−', name));
-    let mut all = added.chain(removed).peekable();
-    if all.peek().is_none() {
+/// Appends `; <what> +a, +b, −c and N more` when the sorted lists `previous` and `next`
+/// differ: the added first, then the removed.
+fn changes<T: Ord + fmt::Display>(out: &mut String, what: &str, previous: &[T], next: &[T]) {
+    let (mut added, mut removed) = (Vec::new(), Vec::new());
+    let (mut p, mut n) = (0, 0);
+    while p < previous.len() || n < next.len() {
+        match (previous.get(p), next.get(n)) {
+            (Some(a), Some(b)) if a == b => {
+                p += 1;
+                n += 1;
+            }
+            (Some(a), Some(b)) if a > b => {
+                added.push(b);
+                n += 1;
+            }
+            (None, Some(b)) => {
+                added.push(b);
+                n += 1;
+            }
+            (Some(a), _) => {
+                removed.push(a);
+                p += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    let all = (added.iter().map(|name| ('+', name))).chain(removed.iter().map(|name| ('−', name)));
+    let total = added.len() + removed.len();
+    if total == 0 {
         return;
     }
     let _ = write!(out, "; {what}");
-    let mut more = 0;
-    for (i, (sign, name)) in all.enumerate() {
-        if i < NAMES_SHOWN {
-            let _ = write!(out, "{} {sign}{name}", if i == 0 { "" } else { "," });
-        } else {
-            more += 1;
-        }
+    for (i, (sign, name)) in all.take(NAMES_SHOWN).enumerate() {
+        let _ = write!(out, "{} {sign}{name}", if i == 0 { "" } else { "," });
     }
-    if more > 0 {
-        let _ = write!(out, " and {more} more");
+    if total > NAMES_SHOWN {
+        let _ = write!(out, " and {} more", total - NAMES_SHOWN);
     }
 }
 

@@ -140,10 +140,9 @@ impl Shared {
     }
 
     pub(crate) fn publish(&self, compiled: Arc<Compiled>) {
-        let summary = history::describe_config(self.config.load().as_deref(), &compiled);
-        if let Some(replaced) = self.config.swap(Some(compiled)) {
-            self.reclaimer.retire(replaced);
-        }
+        // The swap first: what the change is worth a summary is worked out after the workers
+        // serve it.
+        let replaced = self.config.swap(Some(compiled.clone()));
         self.config_swaps.fetch_add(1, Ordering::Relaxed);
         let at = SystemTime::now();
         let now = at
@@ -151,6 +150,10 @@ impl Shared {
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         self.last_swap_unix_millis.store(now, Ordering::Relaxed);
         self.wake_workers();
+        let summary = history::describe_config(replaced.as_deref(), &compiled);
+        if let Some(replaced) = replaced {
+            self.reclaimer.retire(replaced);
+        }
         self.history().record_config(Swap { at, summary });
     }
 

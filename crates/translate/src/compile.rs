@@ -42,7 +42,7 @@ pub fn compile_reusing(
     options: &CompileOptions,
     fragments: &mut Fragments,
 ) -> Compiled {
-    fragments.begin();
+    fragments.begin(options.node_local_endpoints);
     let compiled = compile_with(store, options, Some(&mut *fragments));
     fragments.end(&compiled);
     compiled

@@ -185,15 +185,35 @@ impl Compiler<'_> {
         }
         let policy = self.out.node_local_endpoints;
         let last = self.fragments.as_deref().and_then(|f| f.last_backend(&key));
-        let backend = match last {
+        let backend = match last.cloned() {
             Some(backend) => {
-                backend.set_endpoints(crate::backends::endpoints_for(self.store, &key, policy));
-                backend.clone()
+                self.refresh_kept_endpoints(&key, &backend);
+                backend
             }
-            None => crate::backends::backend(self.store, &key, policy, &mut self.out.backends),
+            None => {
+                let made =
+                    crate::backends::backend(self.store, &key, policy, &mut self.out.backends);
+                let version = self.store.endpoints_version(&key.service);
+                if let Some(fragments) = self.fragments.as_deref_mut() {
+                    fragments.endpoints_stale(&key, version);
+                }
+                made
+            }
         };
         self.out.backends.insert(key, backend.clone());
         backend
+    }
+
+    /// A backend kept from the last compile: its endpoints read again from the Store, unless
+    /// its Service's slices did not change since they were (the endpoint fast path keeps a
+    /// published backend's endpoints current between compiles).
+    pub(crate) fn refresh_kept_endpoints(&mut self, key: &BackendKey, backend: &Backend) {
+        let version = self.store.endpoints_version(&key.service);
+        let stale = (self.fragments.as_deref_mut()).is_none_or(|f| f.endpoints_stale(key, version));
+        if stale {
+            let policy = self.out.node_local_endpoints;
+            backend.set_endpoints(crate::backends::endpoints_for(self.store, key, policy));
+        }
     }
 
     pub(crate) fn diagnose(&mut self, object: ObjectRef, reason: impl Into<String>) {

@@ -4,7 +4,7 @@
 //! "configuration" (recompile everything from the snapshot) or "endpoints of these Services"
 //! (swap only those backends' endpoint sets).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -54,6 +54,9 @@ pub struct Store {
     /// Changes with every change to an object a route's compiled rules may read (see
     /// [`Store::context`]), to a number no other Store has had.
     context: u64,
+    /// Per Service, a number that changes with each change to its EndpointSlices (see
+    /// [`Store::endpoints_version`]).
+    endpoints_versions: HashMap<NamespacedName, u64>,
 }
 
 /// The next [`Store::context`] number, unique in the process: a Store cloned and then changed
@@ -313,6 +316,8 @@ impl Store {
             namespaces: self.namespaces.clone(),
             // Without endpoints: no compile's rules are reused with it.
             context: NEXT_CONTEXT.fetch_add(1, Ordering::Relaxed),
+            // No slices: every Service at version 0.
+            endpoints_versions: HashMap::new(),
         }
     }
 
@@ -346,7 +351,27 @@ impl Store {
         let kind = object.kind();
         let changes = self.apply_object(object);
         self.count_context_change(kind, &changes);
+        self.count_endpoint_changes(&changes);
         changes
+    }
+
+    /// A number that is the same at two reads exactly when `service`'s EndpointSlices did not
+    /// change between them: a compile re-reads a kept backend's endpoints only when it moved.
+    pub fn endpoints_version(&self, service: &NamespacedName) -> u64 {
+        self.endpoints_versions.get(service).copied().unwrap_or(0)
+    }
+
+    /// A Service without slices has version 0 (no entry is kept for it: names that come and
+    /// go leave nothing behind).
+    fn count_endpoint_changes(&mut self, changes: &ChangeSet) {
+        for service in &changes.endpoints {
+            if self.slices_by_service.contains_key(service) {
+                let version = NEXT_CONTEXT.fetch_add(1, Ordering::Relaxed);
+                self.endpoints_versions.insert(service.clone(), version);
+            } else {
+                self.endpoints_versions.remove(service);
+            }
+        }
     }
 
     /// A number that is the same for two compiles exactly when no object a route's compiled
@@ -441,6 +466,7 @@ impl Store {
     pub fn remove(&mut self, object_ref: &ObjectRef) -> ChangeSet {
         let changes = self.remove_object(object_ref);
         self.count_context_change(object_ref.kind, &changes);
+        self.count_endpoint_changes(&changes);
         changes
     }
 

@@ -12,7 +12,11 @@
 //! the write and stop at the first 200 through Sluice, polled back to back over one kept-alive
 //! connection.
 
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
@@ -122,20 +126,78 @@ fn creations(cluster: &Cluster, sluice: &KubeSluice, prefix: &str) -> Vec<Sample
     samples
 }
 
+/// A second watcher of the API server, beside Sluice's: `kubectl get --watch-only` on the
+/// namespace's HTTPRoutes, each name's first event stamped as it is read. It tells the API
+/// server's part of a delay from Sluice's: if both watchers see an event late, the API server
+/// sent it late.
+struct Observer {
+    kubectl: Child,
+    seen: Arc<Mutex<HashMap<String, i64>>>,
+}
+
+impl Observer {
+    fn start(cluster: &Cluster) -> Observer {
+        let mut kubectl = Command::new(cluster.bin.join("kubectl"))
+            .arg("--kubeconfig")
+            .arg(cluster.admin_kubeconfig())
+            .args(["get", "httproutes", "-n", NS, "--watch-only", "-o", "name"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("kubectl starts");
+        let stdout = kubectl.stdout.take().unwrap();
+        let seen = Arc::new(Mutex::new(HashMap::new()));
+        let record = seen.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let at = unix_us();
+                let name = line.rsplit('/').next().unwrap_or_default().to_owned();
+                record.lock().unwrap().entry(name).or_insert(at);
+            }
+        });
+        // Its watch is open once an edit shows up in it.
+        let started = Instant::now();
+        let mut n = 0;
+        loop {
+            let probe = format!("observer-probe-{n}");
+            cluster.create(&route(&probe, &format!("{probe}.test"), 0));
+            std::thread::sleep(Duration::from_millis(200));
+            if seen.lock().unwrap().contains_key(&probe) {
+                break;
+            }
+            assert!(started.elapsed() < LIMIT, "kubectl's watch saw nothing");
+            n += 1;
+        }
+        Observer { kubectl, seen }
+    }
+
+    fn seen(&self, name: &str) -> Option<i64> {
+        self.seen.lock().unwrap().get(name).copied()
+    }
+}
+
+impl Drop for Observer {
+    fn drop(&mut self) {
+        let _ = self.kubectl.kill();
+        let _ = self.kubectl.wait();
+    }
+}
+
 /// Where each sample's time went, from Sluice's log (the controller at debug level):
 /// the API server's watch (answer → the event taken by Sluice's control loop), the wait for
-/// the compile (event → its compile's start), the compile, and the rest (publish → the first
-/// 200 the polling client saw).
-fn stages(samples: &[Sample], log: &str) -> String {
+/// the compile (event → its compile's start), the compile, and the rest (the swap, then the
+/// first 200 the polling client saw).
+fn stages(samples: &[Sample], log: &str, observer: &Observer) -> String {
     let compiled: Vec<(i64, i64)> = (log.lines())
         .filter(|l| l.contains("configuration compiled"))
         .filter_map(|l| {
-            let at = log_time_us(l)?;
+            let logged = log_time_us(l)?;
             let elapsed = field(l, "elapsed_us=")?;
-            Some((at - elapsed, at))
+            let published = logged - field(l, "publish_us=").unwrap_or(0);
+            Some((published - elapsed, published))
         })
         .collect();
-    let mut columns: [Vec<Duration>; 4] = Default::default();
+    let mut columns: [Vec<Duration>; 5] = Default::default();
     let mut missing = 0;
     for sample in samples {
         let needle = format!("object changed: HTTPRoute {NS}/{}", sample.name);
@@ -156,6 +218,9 @@ fn stages(samples: &[Sample], log: &str) -> String {
         columns[1].push(us(start - arrived));
         columns[2].push(us(end - start));
         columns[3].push(us(sample.served_us - end));
+        if let Some(seen) = observer.seen(&sample.name) {
+            columns[4].push(us(seen - sample.written_us));
+        }
     }
     let cells: Vec<String> = columns
         .into_iter()
@@ -247,7 +312,7 @@ fn ready_sluice(cluster: &Cluster) -> KubeSluice {
         extra: &[],
         wait_ready: true,
         // Each change's arrival, for `stages`.
-        log: Some("info,controller::kubernetes=debug"),
+        log: Some("info,controller::kubernetes=debug,providers::kubernetes::gateway_status=debug"),
     });
     sluice.wait_served_by("r-0.test", "probe", LIMIT);
     sluice
@@ -294,6 +359,7 @@ fn bench_route_to_traffic() {
     for existing in [1, 3_000] {
         let (cluster, _pod) = gateway_cluster(&format!("bench-gw-{existing}"), existing);
         let sluice = settled_sluice(&cluster, existing);
+        let observer = Observer::start(&cluster);
         let quiet = creations(&cluster, &sluice, "new");
         let (busy, edits) = with_churn(&cluster, existing, 50, || {
             creations(&cluster, &sluice, "busy")
@@ -310,7 +376,7 @@ fn bench_route_to_traffic() {
             ));
             stage_rows.push(format!(
                 "| {existing} | {what} | {} |",
-                stages(samples, &log)
+                stages(samples, &log, &observer)
             ));
         };
         row("quiet".into(), &quiet);
@@ -327,7 +393,10 @@ fn bench_route_to_traffic() {
          (a new response header value, the same backend): a recompile for Sluice.\n\n\
          Where the time went (p50 / p99 of each stage, from Sluice's log):\n\n\
          | HTTPRoutes before | meanwhile | API server's answer → event taken | → compile starts | \
-         compile | publish → first 200 seen |\n|---:|---|---:|---:|---:|---:|\n{}\n",
+         compile | swap → first 200 seen | the answer → kubectl's watch sees it |\n\
+         |---:|---|---:|---:|---:|---:|---:|\n{}\n\n\
+         The last column is a second watcher's (`kubectl get --watch-only`, beside Sluice): what \
+         it shows of the first column is the API server's.\n",
         rows.join("\n"),
         stage_rows.join("\n")
     ));

@@ -24,6 +24,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use model::endpoints::NodeLocalEndpoints;
 use model::gateway_status::RouteStatus;
 use model::routes::PathRoute;
 use model::{Backend, BackendKey, Diagnostic, Kind, NamespacedName, ObjectRef};
@@ -48,6 +49,12 @@ pub struct Fragments {
     /// The addresses the last compile gave Gateways (`--gateway-address-pool`): kept by the
     /// next until the Gateway's status shows it, so a newer Gateway cannot take it meanwhile.
     gateway_addresses: BTreeMap<NamespacedName, IpAddr>,
+    /// For each kept backend, the `Store::endpoints_version` of its Service when its endpoints
+    /// were last read, with `endpoints_policy`: a compile reads again only what moved (with a
+    /// Service per route, reading every backend's endpoints was most of a compile that
+    /// reused every route).
+    endpoints_read: HashMap<BackendKey, u64>,
+    endpoints_policy: Option<NodeLocalEndpoints>,
 }
 
 /// How many routes' rules the last compile reused and how many it compiled.
@@ -73,9 +80,13 @@ impl Fragments {
     }
 
     /// At the start of a compile: the last compile's fragments become the ones to reuse.
-    pub(crate) fn begin(&mut self) {
+    pub(crate) fn begin(&mut self, policy: NodeLocalEndpoints) {
         self.previous = std::mem::take(&mut self.routes);
         self.counts = FragmentCounts::default();
+        if self.endpoints_policy != Some(policy) {
+            self.endpoints_read.clear();
+            self.endpoints_policy = Some(policy);
+        }
     }
 
     /// At the end: fragments of routes this compile did not reach are dropped; the
@@ -83,6 +94,7 @@ impl Fragments {
     pub(crate) fn end(&mut self, compiled: &model::Compiled) {
         self.previous = ByAddress::default();
         self.backends = compiled.backends.clone();
+        (self.endpoints_read).retain(|key, _| compiled.backends.contains_key(key));
         self.gateway_addresses = (compiled.gateway_status.gateways.iter())
             .filter_map(|(key, gateway)| {
                 let ip = gateway.addresses.first()?.value.parse().ok()?;
@@ -94,6 +106,12 @@ impl Fragments {
     /// The addresses the last compile gave Gateways of their own.
     pub(crate) fn gateway_addresses(&self) -> &BTreeMap<NamespacedName, IpAddr> {
         &self.gateway_addresses
+    }
+
+    /// Whether `key`'s endpoints must be read (they were not read at `version`); notes that
+    /// they are read at it.
+    pub(crate) fn endpoints_stale(&mut self, key: &BackendKey, version: u64) -> bool {
+        self.endpoints_read.insert(key.clone(), version) != Some(version)
     }
 
     /// The last compile's backend for `key`.

@@ -118,8 +118,7 @@ impl Compiler<'_> {
             }
             // Endpoints that changed in the same batch as the configuration were not taken by
             // the fast path: read them as a fresh backend would.
-            let policy = self.out.node_local_endpoints;
-            backend.set_endpoints(crate::backends::endpoints_for(self.store, key, policy));
+            self.refresh_kept_endpoints(key, backend);
             self.out.backends.insert(key.clone(), backend.clone());
         }
         for (service_port, route) in &fragment.backend_tls_uses {

@@ -9,9 +9,19 @@ use std::time::{Duration, Instant};
 
 use translate::{compile, compile_reusing, parse_documents, CompileOptions, Fragments, Store};
 
-/// `routes` HTTPRoutes `r-<i>` for host `r-<i>.test` on one Gateway, all to one Service, the
-/// shape of `gateway_bench` (crates/sluice/tests/it).
-fn gateway_routes(routes: usize) -> String {
+/// The Service route `r-<i>` goes to: one for all (the shape of `gateway_bench` in
+/// crates/sluice/tests/it), or a Service `s-<i>` with an EndpointSlice of its own for each (a
+/// cluster's shape).
+fn backend_of(i: usize, own_services: bool) -> String {
+    if own_services {
+        format!("s-{i}")
+    } else {
+        "probe".to_owned()
+    }
+}
+
+/// `routes` HTTPRoutes `r-<i>` for host `r-<i>.test` on one Gateway, to `backend_of(i)`.
+fn gateway_routes(routes: usize, own_services: bool) -> String {
     let mut text = String::from(
         "\
 apiVersion: gateway.networking.k8s.io/v1
@@ -33,6 +43,7 @@ spec: {ports: [{name: http, port: 80, targetPort: 8080}]}
 ",
     );
     for i in 0..routes {
+        let backend = backend_of(i, own_services);
         text.push_str(&format!(
             "---
 apiVersion: gateway.networking.k8s.io/v1
@@ -43,9 +54,27 @@ spec:
   hostnames: [r-{i}.test]
   rules:
   - filters: [{{type: ResponseHeaderModifier, responseHeaderModifier: {{set: [{{name: x-version, value: '1'}}]}}}}]
-    backendRefs: [{{name: probe, port: 80}}]
+    backendRefs: [{{name: {backend}, port: 80}}]
 "
         ));
+        if own_services {
+            let (a, b) = (i / 250, i % 250 + 1);
+            text.push_str(&format!(
+                "---
+apiVersion: v1
+kind: Service
+metadata: {{name: {backend}, namespace: bench}}
+spec: {{ports: [{{name: http, port: 80, targetPort: 8080}}]}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: {backend}-1, namespace: bench, labels: {{kubernetes.io/service-name: {backend}}}}}
+addressType: IPv4
+ports: [{{name: http, port: 8080, protocol: TCP}}]
+endpoints: [{{addresses: [10.1.{a}.{b}], conditions: {{ready: true}}}}, {{addresses: [10.2.{a}.{b}], conditions: {{ready: true}}}}]
+"
+            ));
+        }
     }
     text
 }
@@ -111,11 +140,16 @@ fn median_compile(store: &Store, runs: usize) -> (Duration, Duration, usize) {
 
 /// The median compile after one HTTPRoute of the Store changed, through the last compile's
 /// fragments (what the control plane does), and how many routes each such compile reused.
-fn median_one_route_changed(store: &mut Store, runs: usize) -> (Duration, usize) {
+fn median_one_route_changed(
+    store: &mut Store,
+    runs: usize,
+    own_services: bool,
+) -> (Duration, usize) {
     let options = CompileOptions::default();
     let mut fragments = Fragments::default();
     compile_reusing(store, &options, &mut fragments);
     let mut times = Vec::with_capacity(runs);
+    let backend = backend_of(0, own_services);
     for run in 0..runs {
         let changed = format!(
             "apiVersion: gateway.networking.k8s.io/v1
@@ -126,7 +160,7 @@ spec:
   hostnames: [r-0.test]
   rules:
   - filters: [{{type: ResponseHeaderModifier, responseHeaderModifier: {{set: [{{name: x-version, value: '{run}'}}]}}}}]
-    backendRefs: [{{name: probe, port: 80}}]
+    backendRefs: [{{name: {backend}, port: 80}}]
 "
         );
         for object in parse_documents("change.yaml", &changed).unwrap().objects {
@@ -158,15 +192,17 @@ fn full_compile_time_by_route_count() {
     let runs = std::env::var("SLUICE_COMPILE_RUNS").map_or(9, |n| n.parse().unwrap());
     for routes in sizes {
         for (kind, text) in [
-            ("HTTPRoute", gateway_routes(routes)),
+            ("HTTPRoute", gateway_routes(routes, false)),
+            ("HTTPRoute, a Service each", gateway_routes(routes, true)),
             ("Ingress", ingress_routes(routes)),
         ] {
             let mut store = store_of(&text);
             let (compile, free, hosts) = median_compile(&store, runs);
             assert!(hosts >= routes, "{kind}: {hosts} hosts for {routes} routes");
             let changed = match kind {
-                "HTTPRoute" => {
-                    let (time, reused) = median_one_route_changed(&mut store, runs);
+                "HTTPRoute" | "HTTPRoute, a Service each" => {
+                    let own_services = kind != "HTTPRoute";
+                    let (time, reused) = median_one_route_changed(&mut store, runs, own_services);
                     format!("{:.2} ms ({reused})", time.as_secs_f64() * 1e3)
                 }
                 _ => "-".to_owned(),

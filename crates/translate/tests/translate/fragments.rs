@@ -173,6 +173,47 @@ fn only_what_changed_is_compiled_again() {
     assert_eq!(fragments.counts(), counts(0, 3));
 }
 
+/// A kept backend's endpoints are read again when its Service's slices changed (also in the
+/// same batch as a route change, which the fast path did not take), and only then.
+#[test]
+fn a_kept_backend_reads_its_endpoints_again_when_its_slices_changed() {
+    let options = CompileOptions::default();
+    let mut store = Store::default();
+    apply(&mut store, BASE);
+    apply(&mut store, &route("a", "1"));
+    apply(&mut store, &route("b", "1"));
+    let mut fragments = Fragments::default();
+    same_as_full(&store, &options, &mut fragments, "first");
+    let slice = &BASE[BASE.find("apiVersion: discovery.k8s.io/v1").unwrap()..];
+    let moved = |address: &str| slice.replace("10.0.0.1]", &format!("{address}]"));
+
+    // A route and the endpoints in one batch.
+    apply(&mut store, &route("a", "2"));
+    apply(&mut store, &moved("10.0.0.2"));
+    same_as_full(
+        &store,
+        &options,
+        &mut fragments,
+        "route and endpoints together",
+    );
+    assert_eq!(fragments.counts(), counts(1, 1));
+    let compiled = compile_reusing(&store, &options, &mut fragments);
+    assert!(view(&compiled).contains("10.0.0.2:8080"));
+
+    // Every slice gone, then one back.
+    let slice_ref = model::ObjectRef::new(model::Kind::EndpointSlice, "app", "web-1");
+    store.remove(&slice_ref);
+    apply(&mut store, &route("b", "2"));
+    same_as_full(&store, &options, &mut fragments, "slices gone");
+    let compiled = compile_reusing(&store, &options, &mut fragments);
+    assert!(!view(&compiled).contains(":8080"), "{}", view(&compiled));
+    apply(&mut store, &moved("10.0.0.3"));
+    same_as_full(&store, &options, &mut fragments, "a slice back");
+    let compiled = compile_reusing(&store, &options, &mut fragments);
+    assert!(view(&compiled).contains("10.0.0.3:8080"));
+    assert_eq!(fragments.counts(), counts(2, 0));
+}
+
 /// An Ingress compiled before the routes resolves a Service port they share: it takes the last
 /// compile's backend, so the configuration keeps one backend per Service port (the one the
 /// endpoint fast path refreshes) and the routes' fragments stay usable.
