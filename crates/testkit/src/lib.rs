@@ -122,18 +122,37 @@ pub fn closed_port() -> SocketAddr {
 /// A TCP port on 127.0.0.1 nothing uses now (bound, then released): for a server the test
 /// starts there. For a port that must refuse connections, [`closed_port`].
 pub fn free_tcp_port() -> u16 {
-    std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|listener| listener.local_addr())
-        .expect("bind 127.0.0.1:0")
-        .port()
+    unused_port(|port| std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok())
 }
 
 /// A UDP port on 127.0.0.1 nothing uses now.
 pub fn free_udp_port() -> u16 {
-    std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|socket| socket.local_addr())
-        .expect("bind 127.0.0.1:0 (UDP)")
-        .port()
+    unused_port(|port| std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, port)).is_ok())
+}
+
+/// The first port below the kernel's ephemeral range that `free` finds free, never the same
+/// twice in a process. Below the range because a port the kernel handed out (bind to port 0)
+/// may be handed out again, as the local port of any test's outgoing connection, before the
+/// test's server binds it: with hundreds of tests connecting in parallel, that happened.
+fn unused_port(free: impl Fn(u16) -> bool) -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    let span = ephemeral.saturating_sub(FIRST).max(1_000);
+    // Test binaries of one run spread over the span by their process id.
+    let start = std::process::id().wrapping_mul(7_919) % span;
+    for _ in 0..span {
+        let offset = (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span;
+        let port = u16::try_from(FIRST + offset).expect("a port number");
+        if free(port) {
+            return port;
+        }
+    }
+    panic!("no free port on 127.0.0.1 in {FIRST}..{}", FIRST + span);
 }
 
 #[cfg(test)]

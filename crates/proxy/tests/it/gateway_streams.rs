@@ -168,6 +168,10 @@ async fn tcp_and_udp_routes_forward_by_weight_and_a_removed_route_leaves_other_p
     .await;
 
     // A connection held open on the second port; then the first route goes away.
+    eventually_async(STEP, "the second TCP listener to answer", || async {
+        greeting(tcp[1]).await.is_some()
+    })
+    .await;
     let (hello, held) = greeting(tcp[1]).await.expect("the second TCP listener");
     assert_eq!(hello, "b");
     let config = get(h.status(), "localhost", "/config").await.json();
