@@ -195,7 +195,7 @@ impl Compiler<'_> {
                     crate::backends::backend(self.store, &key, policy, &mut self.out.backends);
                 let version = self.store.endpoints_version(&key.service);
                 if let Some(fragments) = self.fragments.as_deref_mut() {
-                    fragments.endpoints_stale(&key, version);
+                    fragments.endpoints_stale(&made, version);
                 }
                 made
             }
@@ -207,9 +207,10 @@ impl Compiler<'_> {
     /// A backend kept from the last compile: its endpoints read again from the Store, unless
     /// its Service's slices did not change since they were (the endpoint fast path keeps a
     /// published backend's endpoints current between compiles).
-    pub(crate) fn refresh_kept_endpoints(&mut self, key: &BackendKey, backend: &Backend) {
+    pub(crate) fn refresh_kept_endpoints(&mut self, key: &BackendKey, backend: &Arc<Backend>) {
         let version = self.store.endpoints_version(&key.service);
-        let stale = (self.fragments.as_deref_mut()).is_none_or(|f| f.endpoints_stale(key, version));
+        let stale =
+            (self.fragments.as_deref_mut()).is_none_or(|f| f.endpoints_stale(backend, version));
         if stale {
             let policy = self.out.node_local_endpoints;
             backend.set_endpoints(crate::backends::endpoints_for(self.store, key, policy));

@@ -19,7 +19,7 @@
 //! every Gateway case object by object, takes each object away and back, comparing with a
 //! full compile at every step.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -53,7 +53,10 @@ pub struct Fragments {
     /// were last read, with `endpoints_policy`: a compile reads again only what moved (with a
     /// Service per route, reading every backend's endpoints was most of a compile that
     /// reused every route).
-    endpoints_read: HashMap<BackendKey, u64>,
+    /// By the backend's address (a kept backend is alive, so its address is its own; the
+    /// entries of backends the last compile dropped go at its end): hashing and cloning
+    /// thousands of Service names per compile was a tenth of a compile that reused them.
+    endpoints_read: HashMap<usize, u64, BuildHasherDefault<AddressHasher>>,
     endpoints_policy: Option<NodeLocalEndpoints>,
 }
 
@@ -81,7 +84,9 @@ impl Fragments {
 
     /// At the start of a compile: the last compile's fragments become the ones to reuse.
     pub(crate) fn begin(&mut self, policy: NodeLocalEndpoints) {
-        self.previous = std::mem::take(&mut self.routes);
+        // The emptied map of two compiles ago takes this one's fragments: its room is kept.
+        std::mem::swap(&mut self.previous, &mut self.routes);
+        self.routes.clear();
         self.counts = FragmentCounts::default();
         if self.endpoints_policy != Some(policy) {
             self.endpoints_read.clear();
@@ -92,9 +97,11 @@ impl Fragments {
     /// At the end: fragments of routes this compile did not reach are dropped; the
     /// compile's backends are the next one's.
     pub(crate) fn end(&mut self, compiled: &model::Compiled) {
-        self.previous = ByAddress::default();
+        self.previous.clear();
         self.backends = compiled.backends.clone();
-        (self.endpoints_read).retain(|key, _| compiled.backends.contains_key(key));
+        let live: HashSet<usize, BuildHasherDefault<AddressHasher>> =
+            (compiled.backends.values()).map(address).collect();
+        (self.endpoints_read).retain(|backend, _| live.contains(backend));
         self.gateway_addresses = (compiled.gateway_status.gateways.iter())
             .filter_map(|(key, gateway)| {
                 let ip = gateway.addresses.first()?.value.parse().ok()?;
@@ -110,8 +117,8 @@ impl Fragments {
 
     /// Whether `key`'s endpoints must be read (they were not read at `version`); notes that
     /// they are read at it.
-    pub(crate) fn endpoints_stale(&mut self, key: &BackendKey, version: u64) -> bool {
-        self.endpoints_read.insert(key.clone(), version) != Some(version)
+    pub(crate) fn endpoints_stale(&mut self, backend: &Arc<Backend>, version: u64) -> bool {
+        self.endpoints_read.insert(address(backend), version) != Some(version)
     }
 
     /// The last compile's backend for `key`.
@@ -120,10 +127,15 @@ impl Fragments {
     }
 }
 
+fn address(backend: &Arc<Backend>) -> usize {
+    Arc::as_ptr(backend) as usize
+}
+
 /// Fragments by the address of the route object they were compiled from. The fragment keeps
 /// its object alive, so no other object has that address while the fragment exists (the last
 /// compile's are kept until the end of the compile that may reuse them).
-pub(super) type ByAddress = HashMap<usize, Fragment, BuildHasherDefault<AddressHasher>>;
+/// Boxed: the maps move entries when they grow, and a fragment is a few hundred bytes.
+pub(super) type ByAddress = HashMap<usize, Box<Fragment>, BuildHasherDefault<AddressHasher>>;
 
 /// An address is already unique: spread its bits, do not digest them.
 #[derive(Default)]

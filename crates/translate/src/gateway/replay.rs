@@ -62,7 +62,7 @@ impl Compiler<'_> {
                 let mut slots: Vec<usize> = outcome.pairs.iter().map(|(s, _)| *s).collect();
                 slots.sort_unstable();
                 slots.dedup();
-                Fragment {
+                Box::new(Fragment {
                     _source: source.kept(),
                     context,
                     outcome,
@@ -70,7 +70,7 @@ impl Compiler<'_> {
                     diagnostics: self.out.diagnostics[mark..].to_vec(),
                     backends: recording.backends,
                     backend_tls_uses: recording.backend_tls_uses,
-                }
+                })
             }
         };
         let status = fragment.outcome.status.clone();

@@ -3,7 +3,9 @@
 //! Store, so this time is a floor under the propagation delay. `#[ignore]`: a measurement, run by
 //! hand in release:
 //! `cargo test --release -p translate --test translate compile_time -- --ignored --nocapture`
-//! (`SLUICE_COMPILE_ROUTES=3000 SLUICE_COMPILE_RUNS=1`: one size, one compile, for a profiler).
+//! (`SLUICE_COMPILE_ROUTES=3000 SLUICE_COMPILE_RUNS=1`: one size, one compile, for a profiler;
+//! `SLUICE_COMPILE_KIND="HTTPRoute, a Service each"`: one row's shape;
+//! `SLUICE_COMPILE_FULL_RUNS=1 SLUICE_COMPILE_RUNS=500`: mostly the reusing compile).
 
 use std::time::{Duration, Instant};
 
@@ -197,7 +199,12 @@ fn full_compile_time_by_route_count() {
             ("Ingress", ingress_routes(routes)),
         ] {
             let mut store = store_of(&text);
-            let (compile, free, hosts) = median_compile(&store, runs);
+            if std::env::var("SLUICE_COMPILE_KIND").is_ok_and(|k| k != kind) {
+                continue;
+            }
+            let full_runs =
+                std::env::var("SLUICE_COMPILE_FULL_RUNS").map_or(runs, |n| n.parse().unwrap());
+            let (compile, free, hosts) = median_compile(&store, full_runs);
             assert!(hosts >= routes, "{kind}: {hosts} hosts for {routes} routes");
             let changed = match kind {
                 "HTTPRoute" | "HTTPRoute, a Service each" => {

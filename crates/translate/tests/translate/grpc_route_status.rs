@@ -132,3 +132,87 @@ spec:
     assert_eq!(refs(&with_grant("GRPCRoute")), (true, "ResolvedRefs"));
     assert_eq!(refs(&with_grant("HTTPRoute")), (false, "RefNotPermitted"));
 }
+
+/// An HTTPRoute and a GRPCRoute created in the same second with a hostname in common: the
+/// one whose namespace/name sorts first holds it, whichever its kind (the spec's tie-break;
+/// each kind comes from the Store sorted by name, and the two are merged before the order by
+/// age). Each route's uid goes with its status, for the writer.
+#[test]
+fn of_two_kinds_created_in_the_same_second_the_first_name_holds_the_hostname() {
+    let objects = |http_name: &str| {
+        format!(
+            "\
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{name: sluice, uid: class-uid}}
+spec: {{controllerName: sluice.dev/gateway-controller}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{name: edge, namespace: app, uid: gateway-uid}}
+spec:
+  gatewayClassName: sluice
+  listeners: [{{name: http, port: 80, protocol: HTTP}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: echo, namespace: app}}
+spec: {{ports: [{{name: grpc, port: 8080}}]}}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: {{name: b-rpc, namespace: app, uid: rpc-uid, creationTimestamp: '2026-01-01T00:00:00Z'}}
+spec:
+  parentRefs: [{{name: edge}}]
+  hostnames: [shared.example.com]
+  rules: [{{backendRefs: [{{name: echo, port: 8080}}]}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: {http_name}, namespace: app, uid: web-uid, creationTimestamp: '2026-01-01T00:00:00Z'}}
+spec:
+  parentRefs: [{{name: edge}}]
+  hostnames: [shared.example.com]
+  rules: [{{backendRefs: [{{name: echo, port: 8080}}]}}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: elsewhere, namespace: app, uid: elsewhere-uid}}
+spec:
+  parentRefs: [{{name: not-ours}}]
+  rules: [{{backendRefs: [{{name: echo, port: 8080}}]}}]
+"
+        )
+    };
+    let accepted = |route: &model::gateway_status::RouteStatus| {
+        find(&route.parents[0].conditions, "Accepted").status
+    };
+    let key = |name: &str| NamespacedName::new("app", name);
+
+    let status = statuses(&objects("a-web"));
+    assert!(
+        accepted(&status.http_routes[&key("a-web")]),
+        "a-web sorts first"
+    );
+    assert!(!accepted(&status.grpc_routes[&key("b-rpc")]));
+
+    let status = statuses(&objects("c-web"));
+    assert!(
+        accepted(&status.grpc_routes[&key("b-rpc")]),
+        "b-rpc sorts first"
+    );
+    assert!(!accepted(&status.http_routes[&key("c-web")]));
+
+    let uids: Vec<(model::Kind, String, &str)> = (status.uids.iter())
+        .map(|((kind, key), uid)| (*kind, key.to_string(), &**uid))
+        .collect();
+    assert_eq!(
+        uids,
+        [
+            (model::Kind::Gateway, "app/edge".to_owned(), "gateway-uid"),
+            (model::Kind::HTTPRoute, "app/c-web".to_owned(), "web-uid"),
+            (model::Kind::GRPCRoute, "app/b-rpc".to_owned(), "rpc-uid"),
+        ],
+        "every object with a status, and only those (a route of another Gateway has none)"
+    );
+}
