@@ -76,25 +76,19 @@ impl GatewayWrites {
         ),
         leads: impl Fn() -> bool,
     ) -> bool {
+        let planning = std::time::Instant::now();
+        // The route statuses that differ from the last pass's (a compile keeps an unchanged
+        // route's `Arc`): a pass after one route changed costs that route, not thousands (it
+        // was as long as the compile, on the same thread, with thousands of routes).
+        let diff = RouteDiff::of(statuses, &self.routes_passed);
         // Deleted and created again under its name between two passes: another object, which
-        // has no status yet even when the decision reads the same.
-        let recreated: BTreeSet<(Kind, NamespacedName)> =
-            (recreated(&self.written_uids, &statuses.uids)
-                .into_iter()
-                .cloned())
-            .collect();
-        let unchanged: BTreeSet<(Kind, NamespacedName)> = route_statuses(statuses)
-            .filter(|(key, status)| {
-                (self.routes_passed.get(key)).is_some_and(|was| Arc::ptr_eq(was, status))
-                    && self.written.contains_key(key)
-                    && !recreated.contains(key)
-            })
-            .map(|(key, _)| key)
-            .collect();
-        let mut wanted = desired(statuses, (addresses, extra), &unchanged);
-        let wanted_or_unchanged = |wanted: &BTreeMap<_, _>, key: &(Kind, NamespacedName)| {
-            wanted.contains_key(key) || unchanged.contains(key)
-        };
+        // has no status yet even when the decision reads the same. A route created again is a
+        // new object to the compile, so its status is a changed one.
+        let candidates = (diff.changed.iter().map(|(key, _)| key.clone()))
+            .chain(statuses.gateways.keys().map(|k| (Kind::Gateway, k.clone())))
+            .chain((statuses.listener_sets.keys()).map(|k| (Kind::ListenerSet, k.clone())));
+        let recreated = recreated(&self.written_uids, &statuses.uids, candidates);
+        let mut wanted = desired(statuses, (addresses, extra), &diff.changed);
         if !self.swept {
             // What this term never wrote it cannot remember: once per term, every route
             // whose status names Sluice's controller is read from one list.
@@ -105,7 +99,8 @@ impl GatewayWrites {
                 Ok(routes) => {
                     for key in routes {
                         let key = (Kind::HTTPRoute, key);
-                        if !wanted.contains_key(&key) {
+                        // (A term's first pass finds every current route changed, so wanted.)
+                        if !wanted.contains_key(&key) && diff.current.binary_search(&key).is_err() {
                             self.written.insert(key, Value::Null);
                         }
                     }
@@ -117,28 +112,38 @@ impl GatewayWrites {
                 }
             }
         }
-        // A route Sluice wrote parents into and no longer serves (it names another Gateway
-        // now): its entries go, the other controllers' stay.
-        // Likewise a BackendTLSPolicy no route of Sluice's Gateways sends through any more.
-        for key in self.written.keys() {
-            if let (Some((field, _)), false) = (entries(key.0), wanted_or_unchanged(&wanted, key)) {
-                wanted.insert(key.clone(), json!({ field: [] }));
+        // One walk over what was written, beside this compile's routes (both sorted):
+        // - a route Sluice wrote parents into and no longer serves (it names another Gateway
+        //   now): its entries go, the other controllers' stay; likewise a BackendTLSPolicy no
+        //   route of Sluice's Gateways sends through any more;
+        // - a Gateway (or ListenerSet) Sluice wrote and no longer serves (its class now another
+        //   controller's or gone; the ListenerSet's parent likewise): its status goes back to
+        //   the API's "not reconciled yet" (Pending), only while it is still what Sluice wrote
+        //   (its new controller may have written its own already); it and any other object
+        //   neither wanted nor a current route are forgotten.
+        let mut cleared = Vec::new();
+        let mut released = Vec::new();
+        let mut forgotten = Vec::new();
+        let mut routes_now = diff.current.iter().peekable();
+        for (key, written) in &self.written {
+            while routes_now.next_if(|route| *route < key).is_some() {}
+            let a_current_route = routes_now.peek() == Some(&key);
+            if a_current_route || wanted.contains_key(key) {
+                continue;
+            }
+            if let Some((field, _)) = entries(key.0) {
+                cleared.push((key.clone(), json!({ field: [] })));
+            } else {
+                if matches!(key.0, Kind::Gateway | Kind::ListenerSet) {
+                    released.push((key.clone(), written.clone()));
+                }
+                forgotten.push(key.clone());
             }
         }
+        wanted.extend(cleared);
         if let Some(versions) = &self.versions {
             supported_version(&mut wanted, versions);
         }
-        // A Gateway (or ListenerSet) Sluice wrote and no longer serves (its class now another
-        // controller's or gone; the ListenerSet's parent likewise): its status goes back to the
-        // API's "not reconciled yet" (Pending), only while it is still what Sluice wrote (its
-        // new controller may have written its own already).
-        let released: Vec<((Kind, NamespacedName), Value)> = (self.written.iter())
-            .filter(|(key, _)| {
-                matches!(key.0, Kind::Gateway | Kind::ListenerSet)
-                    && !wanted_or_unchanged(&wanted, key)
-            })
-            .map(|(key, written)| (key.clone(), written.clone()))
-            .collect();
         for ((kind, key), written) in released {
             if !leads() {
                 break;
@@ -147,14 +152,17 @@ impl GatewayWrites {
                 tracing::warn!(%kind, object = %key, "clearing Gateway API status failed: {error}");
             }
         }
-        self.written
-            .retain(|key, _| wanted_or_unchanged(&wanted, key));
-        for key in &recreated {
+        for key in forgotten.iter().chain(&recreated) {
             self.written.remove(key);
+            self.written_uids.remove(key);
         }
-        self.written_uids
-            .retain(|key, _| self.written.contains_key(key));
         wanted.retain(|key, want| self.written.get(key) != Some(want));
+        // On the control plane's thread, between a compile and the next watch event.
+        tracing::debug!(
+            planned_us = planning.elapsed().as_micros() as u64,
+            writes = wanted.len(),
+            "Gateway API status pass planned"
+        );
         // A few at a time, as Ingress status: a new leader may have thousands to read and write.
         let leads = &leads;
         let mut results = futures_util::stream::iter(wanted)
@@ -175,8 +183,15 @@ impl GatewayWrites {
                 ((kind, key), outcome)
             })
             .buffer_unordered(WRITES_IN_FLIGHT);
+        // The routes this pass decided, for the next: a route kept there is one whose status
+        // `written` holds (so one written and then found gone, or not written, is left out).
+        for key in &diff.dropped {
+            self.routes_passed.remove(key);
+        }
+        for (key, status) in &diff.changed {
+            self.routes_passed.insert(key.clone(), (*status).clone());
+        }
         let mut complete = true;
-        let mut failed = BTreeSet::new();
         while let Some((key, outcome)) = results.next().await {
             match outcome {
                 Outcome::Written(want) => {
@@ -189,30 +204,68 @@ impl GatewayWrites {
                 Outcome::Gone => {
                     self.written.remove(&key);
                     self.written_uids.remove(&key);
+                    self.routes_passed.remove(&key);
                 }
                 Outcome::Failed => {
                     complete = false;
-                    failed.insert(key);
+                    self.routes_passed.remove(&key);
                 }
             }
         }
-        self.routes_passed = route_statuses(statuses)
-            .filter(|(key, _)| !failed.contains(key))
-            .map(|(key, status)| (key, status.clone()))
-            .collect();
         complete
     }
 }
 
-/// Objects whose uid differs from the one their status was written to.
-fn recreated<'a>(
+/// Of `candidates`, the objects whose uid differs from the one their status was written to.
+fn recreated(
     written: &BTreeMap<(Kind, NamespacedName), Arc<str>>,
-    now: &'a BTreeMap<(Kind, NamespacedName), Arc<str>>,
-) -> Vec<&'a (Kind, NamespacedName)> {
-    now.iter()
-        .filter(|(key, uid)| written.get(*key).is_some_and(|was| was != *uid))
-        .map(|(key, _)| key)
+    now: &BTreeMap<(Kind, NamespacedName), Arc<str>>,
+    candidates: impl Iterator<Item = (Kind, NamespacedName)>,
+) -> BTreeSet<(Kind, NamespacedName)> {
+    candidates
+        .filter(|key| {
+            let now = now.get(key);
+            (written.get(key)).is_some_and(|was| now.is_some_and(|now| now != was))
+        })
         .collect()
+}
+
+/// This compile's route statuses against the last pass's, by one walk over both (sorted the
+/// same way: by kind, then name).
+struct RouteDiff<'a> {
+    /// Every route with a status now.
+    current: Vec<(Kind, NamespacedName)>,
+    /// Those whose status is not the last pass's (new, or decided again).
+    changed: Vec<((Kind, NamespacedName), &'a Arc<RouteStatus>)>,
+    /// The last pass's routes that have no status now.
+    dropped: Vec<(Kind, NamespacedName)>,
+}
+
+impl<'a> RouteDiff<'a> {
+    fn of(
+        statuses: &'a GatewayStatuses,
+        passed: &BTreeMap<(Kind, NamespacedName), Arc<RouteStatus>>,
+    ) -> RouteDiff<'a> {
+        let mut diff = RouteDiff {
+            current: Vec::new(),
+            changed: Vec::new(),
+            dropped: Vec::new(),
+        };
+        let mut last = passed.iter().peekable();
+        for ((kind, name), status) in route_statuses(statuses) {
+            let key = (kind, name.clone());
+            while let Some((gone, _)) = last.next_if(|(was, _)| **was < key) {
+                diff.dropped.push(gone.clone());
+            }
+            let kept = last.next_if(|(was, _)| **was == key);
+            if !kept.is_some_and(|(_, was)| Arc::ptr_eq(was, status)) {
+                diff.changed.push((key.clone(), status));
+            }
+            diff.current.push(key);
+        }
+        diff.dropped.extend(last.map(|(gone, _)| gone.clone()));
+        diff
+    }
 }
 
 /// The Gateway API releases whose CRDs Sluice reads (its types follow v1.6; v1.7 adds fields
@@ -373,10 +426,11 @@ enum Outcome {
 }
 
 /// Each object's status as the compile decided it, without transition times.
-/// Every route status the compile decided, keyed as `written` is.
+/// Every route status the compile decided, in the order `written` keeps them (by kind in
+/// `Kind`'s order, then name).
 fn route_statuses(
     statuses: &GatewayStatuses,
-) -> impl Iterator<Item = ((Kind, NamespacedName), &Arc<RouteStatus>)> {
+) -> impl Iterator<Item = ((Kind, &NamespacedName), &Arc<RouteStatus>)> {
     [
         (Kind::HTTPRoute, &statuses.http_routes),
         (Kind::GRPCRoute, &statuses.grpc_routes),
@@ -385,17 +439,18 @@ fn route_statuses(
         (Kind::UDPRoute, &statuses.udp_routes),
     ]
     .into_iter()
-    .flat_map(|(kind, map)| (map.iter()).map(move |(key, status)| ((kind, key.clone()), status)))
+    .flat_map(|(kind, map)| (map.iter()).map(move |(key, status)| ((kind, key), status)))
 }
 
-/// The status each object should have, but for `unchanged` routes (see `routes_passed`).
+/// The status each object should have, of the routes only the `changed` ones (see
+/// `routes_passed`).
 fn desired(
     statuses: &GatewayStatuses,
     (addresses, extra): (
         Option<&[IngressLoadBalancerIngress]>,
         &BTreeMap<NamespacedName, Condition>,
     ),
-    unchanged: &BTreeSet<(Kind, NamespacedName)>,
+    changed: &[((Kind, NamespacedName), &Arc<RouteStatus>)],
 ) -> BTreeMap<(Kind, NamespacedName), Value> {
     let mut wanted = BTreeMap::new();
     for (name, status) in &statuses.classes {
@@ -416,10 +471,8 @@ fn desired(
         }
         wanted.insert((Kind::Gateway, key.clone()), status);
     }
-    for (key, status) in route_statuses(statuses) {
-        if !unchanged.contains(&key) {
-            wanted.insert(key, to_json(&**status));
-        }
+    for (key, status) in changed {
+        wanted.insert(key.clone(), to_json(&***status));
     }
     for (key, status) in &statuses.backend_tls_policies {
         wanted.insert((Kind::BackendTLSPolicy, key.clone()), to_json(status));
@@ -673,9 +726,61 @@ mod tests {
         };
         let written = uids(&[("same", "u-1"), ("again", "u-2")]);
         let now = uids(&[("same", "u-1"), ("again", "u-3"), ("new", "u-4")]);
+        let all = || ["same", "again", "new"].map(key).into_iter();
         // Only the one whose uid changed: a route never written is written anyway.
-        assert_eq!(recreated(&written, &now), [&key("again")]);
-        assert!(recreated(&written, &written).is_empty());
+        assert_eq!(
+            recreated(&written, &now, all()),
+            BTreeSet::from([key("again")])
+        );
+        assert!(recreated(&written, &written, all()).is_empty());
+        // Only candidates are looked at (a route whose status the compile kept is none).
+        assert!(recreated(&written, &now, [key("same")].into_iter()).is_empty());
+    }
+
+    #[test]
+    fn a_pass_plans_the_routes_whose_status_the_compile_decided_again_and_those_gone() {
+        let key = |kind: Kind, name: &str| (kind, NamespacedName::new("app", name));
+        let status = |_: &str| {
+            Arc::new(RouteStatus {
+                parents: Vec::new(),
+            })
+        };
+        let (kept, again) = (status("kept"), status("again"));
+        let mut statuses = GatewayStatuses::default();
+        let name = |n: &str| NamespacedName::new("app", n);
+        statuses.http_routes.insert(name("kept"), kept.clone());
+        statuses.http_routes.insert(name("again"), again.clone());
+        statuses.http_routes.insert(name("new"), status("new"));
+        statuses.grpc_routes.insert(name("kept"), status("grpc"));
+        statuses.tcp_routes.insert(name("tcp"), status("tcp"));
+        let passed = BTreeMap::from([
+            (key(Kind::HTTPRoute, "again"), status("before")),
+            (key(Kind::HTTPRoute, "gone"), status("gone")),
+            (key(Kind::HTTPRoute, "kept"), kept),
+            (key(Kind::GRPCRoute, "kept"), status("grpc before")),
+            (key(Kind::UDPRoute, "gone"), status("udp")),
+        ]);
+        let diff = RouteDiff::of(&statuses, &passed);
+        let changed: Vec<_> = diff.changed.iter().map(|(key, _)| key.clone()).collect();
+        assert_eq!(
+            changed,
+            [
+                key(Kind::HTTPRoute, "again"),
+                key(Kind::HTTPRoute, "new"),
+                key(Kind::GRPCRoute, "kept"),
+                key(Kind::TCPRoute, "tcp"),
+            ],
+            "the same Arc is the same decision; another Arc, even of equal content, is decided again"
+        );
+        assert!(Arc::ptr_eq(diff.changed[0].1, &again));
+        assert_eq!(
+            diff.dropped,
+            [key(Kind::HTTPRoute, "gone"), key(Kind::UDPRoute, "gone")]
+        );
+        let mut sorted = diff.current.clone();
+        sorted.sort();
+        assert_eq!(diff.current, sorted, "in the order `written` keeps");
+        assert_eq!(diff.current.len(), 5);
     }
 
     #[test]
