@@ -384,7 +384,7 @@ impl Compiler<'_> {
         // stably by age (comparing names again for thousands of routes at every compile was a
         // tenth of a compile that reused them all).
         if both_kinds {
-            routes.sort_by(|(a, _), (b, _)| a.cmp(b));
+            routes.sort_by_key(|(key, _)| *key);
         }
         let mut routes: Vec<(usize, &NamespacedName, AnyRoute)> = (routes.into_iter())
             .enumerate()
