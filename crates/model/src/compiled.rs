@@ -437,6 +437,13 @@ impl Compiled {
     /// involved, not on every endpoint change.
     pub fn refused_endpoint_diagnostics(&self) -> Vec<Diagnostic> {
         let mut out = Vec::new();
+        // Each backend once first: with none refused (the usual case) the routes, thousands
+        // of them sharing few backends, are not walked (this runs at every publish).
+        let any_refused = (self.backends.values())
+            .any(|backend| backend.with_endpoints(|set| !set.refused.is_empty()));
+        if !any_refused {
+            return out;
+        }
         let mut visit = |route: &Route| {
             let Some(key) = route.backend.key() else {
                 return;
