@@ -4,6 +4,7 @@
 #   CPU 1: wrk -t1 -c50 ──HTTP  :18091 / HTTPS :18443──▶ nginx  ──┐ (CPU 0, one worker)
 #                     └──HTTP  :18092 / HTTPS :18444──▶ sluice ──┤ (CPU 0, one worker)
 #   CPU 1: sluice backend :18080 ◀──── pooled keep-alive ───────┘
+#   (BACKEND=nginx: nginx serving static files on :18080 instead, and wrk -c100)
 #   (h2: h2load -t1 -c10 -m10 instead of wrk, HTTP/2 over TLS on the HTTPS ports)
 #   (grpc: ghz -c50 over 10 connections, TLS on the HTTPS ports, host grpc.example.com ──▶
 #    nginx grpc_pass / Sluice backend-protocol GRPC ──▶ scripts/grpc-backend :18050, HTTP/2)
@@ -55,6 +56,10 @@
 #                    exports the spans over OTLP/gRPC to an OpenTelemetry Collector (scripts/otelcol.sh;
 #                    debug exporter at basic verbosity) on the load CPU. nginx is never traced
 #                    (Debian's nginx has no OpenTelemetry module): compare runs with OTEL=off and on
+#   BACKEND=sluice   what both proxies forward to: `sluice` (`sluice backend`), or `nginx`: Debian's
+#                    nginx serving the bodies as static files (one worker on the load CPU, no
+#                    access log; its own response headers: Last-Modified, ETag, Accept-Ranges)
+#   CONNECTIONS=50   wrk's connections (-c); 100 by default with BACKEND=nginx
 #   KEEP_WORK=1      keep the temporary directory (configs, logs, wrk output)
 #
 # Everything listens on 127.0.0.1. Everything started here is stopped on exit, by recorded PID.
@@ -76,6 +81,13 @@ PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 KEEP_WORK=${KEEP_WORK:-0}
 WORKERS=${WORKERS:-1}
+BACKEND=${BACKEND:-sluice}
+case $BACKEND in
+    sluice) CONNECTIONS=${CONNECTIONS:-50} ;;
+    nginx) CONNECTIONS=${CONNECTIONS:-100} ;;
+    *) echo "BACKEND must be sluice or nginx, not '$BACKEND'" >&2; exit 2 ;;
+esac
+[[ $CONNECTIONS =~ ^[1-9][0-9]*$ ]] || { echo "CONNECTIONS must be a positive integer, not '$CONNECTIONS'" >&2; exit 2; }
 
 ROUTE=${ROUTE:-plain}
 ACCESS_LOG=${ACCESS_LOG:-off}
@@ -186,12 +198,68 @@ ensure_sluice() {
 # --- processes ---------------------------------------------------------------------------------
 
 start_backend() {
+    if [[ $BACKEND == nginx ]]; then
+        start_nginx_backend
+        return
+    fi
     taskset -c "$LOAD_CPU" "$SLUICE_BIN" backend --listen "127.0.0.1:$BACKEND_PORT" --name bench \
         >"$WORK/backend.log" 2>&1 &
     BACKEND_PID=$!
     PIDS+=("$BACKEND_PID")
     wait_until "backend" "$BACKEND_PID" curl -fsS "http://127.0.0.1:$BACKEND_PORT/healthz"
     log "backend pid $BACKEND_PID: $(head -n1 "$WORK/backend.log")"
+}
+
+# BACKEND=nginx: nginx serving the bodies from files (and /healthz, which auth-url asks), one
+# worker on the load CPU; it never closes the proxies' pooled keep-alive connections.
+start_nginx_backend() {
+    local dir=$WORK/backend-nginx
+    mkdir -p "$dir/root" "$dir/tmp"
+    head -c 1024 /dev/zero | tr '\0' b >"$dir/root/1kb.bin"
+    head -c 1048576 /dev/zero | tr '\0' b >"$dir/root/1mb.bin"
+    # When started as root the worker runs as nobody and must read the files.
+    chmod 755 "$WORK" "$dir" "$dir/root" "$dir/tmp"
+    chmod 644 "$dir/root/1kb.bin" "$dir/root/1mb.bin"
+    cat >"$dir/nginx.conf" <<EOF
+daemon off;
+master_process on;
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+
+events {
+    worker_connections 10000;
+}
+
+http {
+    access_log off;
+    default_type application/octet-stream;
+    server_tokens off;
+    client_body_temp_path $dir/tmp/body;
+    proxy_temp_path $dir/tmp/proxy;
+    fastcgi_temp_path $dir/tmp/fastcgi;
+    uwsgi_temp_path $dir/tmp/uwsgi;
+    scgi_temp_path $dir/tmp/scgi;
+    keepalive_timeout 75s;
+    keepalive_requests 100000000;
+
+    server {
+        listen 127.0.0.1:$BACKEND_PORT;
+        root $dir/root;
+        location = /healthz {
+            return 200 "ok\n";
+        }
+    }
+}
+EOF
+    "$NGINX_BIN" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" -t >"$dir/configtest.log" 2>&1 ||
+        die "the nginx backend's config was rejected: $(cat "$dir/configtest.log")"
+    taskset -c "$LOAD_CPU" "$NGINX_BIN" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" \
+        >"$dir/stdout.log" 2>&1 &
+    BACKEND_PID=$!
+    PIDS+=("$BACKEND_PID")
+    wait_until "nginx backend" "$BACKEND_PID" curl -fsS "http://127.0.0.1:$BACKEND_PORT/healthz"
+    log "nginx backend pid $BACKEND_PID"
 }
 
 # PROTOCOLS=grpc: the gRPC server both proxies send calls to.
@@ -816,7 +884,7 @@ check_certificate() {
 # run_load PROTOCOL URL DURATION OUT: wrk for HTTP/1.1, h2load for h2.
 run_load() {
     local protocol=$1 url=$2 duration=$3 out=$4
-    local pid status=0 tolerated=0 load=(wrk -t1 -c50 -d"$duration" -H "Host: $HOST")
+    local pid status=0 tolerated=0 load=(wrk -t1 -c"$CONNECTIONS" -d"$duration" -H "Host: $HOST")
     [[ -z $EXTRA_HEADER ]] || load+=(-H "$EXTRA_HEADER")
     load+=("$url")
     if [[ $protocol == grpc ]]; then
@@ -905,7 +973,7 @@ report() {
         echo
         echo "- $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs: $(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
         echo "- $("$NGINX_BIN" -v 2>&1), sluice $("$SLUICE_BIN" --version 2>/dev/null || echo '(no --version)'), $(wrk -v 2>&1 | head -n1 | awk '{print $1, $2}')"
-        echo "- wrk -t1 -c50 -d$DURATION on CPU $LOAD_CPU with the backend; proxy on CPU $PROXY_CPU, one worker; GET $PATH_UNDER_TEST ($BODY_BYTES B, route: $ROUTE, access log: $ACCESS_LOG, Sluice tracing: $OTEL), $ROUNDS rounds, alternating"
+        echo "- wrk -t1 -c$CONNECTIONS -d$DURATION on CPU $LOAD_CPU with the backend ($BACKEND); proxy on CPU $PROXY_CPU, one worker; GET $PATH_UNDER_TEST ($BODY_BYTES B, route: $ROUTE, access log: $ACCESS_LOG, Sluice tracing: $OTEL), $ROUNDS rounds, alternating"
         if [[ " $PROTOCOLS " == *" h2 "* ]]; then
             echo "- h2: $(h2load --version | head -n1) -t1 -c$H2_CONNECTIONS -m$H2_STREAMS -D$DURATION (HTTP/2 over TLS, ALPN h2; HTTP/1.1 to the backend)"
         fi
