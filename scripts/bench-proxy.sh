@@ -60,6 +60,11 @@
 #                    nginx serving the bodies as static files (one worker on the load CPU, no
 #                    access log; its own response headers: Last-Modified, ETag, Accept-Ranges)
 #   CONNECTIONS=50   wrk's connections (-c); 100 by default with BACKEND=nginx
+#   SYSCALLS=0       N > 0: instead of the timed runs, N requests per system and protocol (http,
+#                    https) from h2load --h1 over CONNECTIONS connections, after a warm-up, with
+#                    `perf stat` counting the proxy's system calls (syscall tracepoints; needs root)
+#                    and the TCP segments the machine sent meanwhile: calls per request, a figure
+#                    the machine's load does not move (issue 29)
 #   KEEP_WORK=1      keep the temporary directory (configs, logs, wrk output)
 #
 # Everything listens on 127.0.0.1. Everything started here is stopped on exit, by recorded PID.
@@ -81,6 +86,8 @@ PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 KEEP_WORK=${KEEP_WORK:-0}
 WORKERS=${WORKERS:-1}
+SYSCALLS=${SYSCALLS:-0}
+[[ $SYSCALLS =~ ^[0-9]+$ ]] || { echo "SYSCALLS must be a number of requests, not '$SYSCALLS'" >&2; exit 2; }
 BACKEND=${BACKEND:-sluice}
 case $BACKEND in
     sluice) CONNECTIONS=${CONNECTIONS:-50} ;;
@@ -166,13 +173,18 @@ ensure_tools() {
         install_packages nginx-light || install_packages nginx
     fi
     command -v wrk >/dev/null || install_packages wrk
-    if [[ " $PROTOCOLS " == *" h2 "* ]]; then
+    if [[ " $PROTOCOLS " == *" h2 "* ]] || ((SYSCALLS > 0)); then
         command -v h2load >/dev/null || install_packages nghttp2-client
     fi
     if [[ " $PROTOCOLS " == *" grpc "* ]]; then
         GRPC_TOOLS=$(nice "$ROOT/scripts/grpc-tools.sh") || die "cannot build ghz and grpc-backend"
     fi
     command -v openssl >/dev/null || install_packages openssl
+    if ((SYSCALLS > 0)); then
+        command -v perf >/dev/null || install_packages linux-perf
+        [[ -d /sys/kernel/tracing/events/syscalls ]] ||
+            die "SYSCALLS needs the kernel's syscall tracepoints (/sys/kernel/tracing/events/syscalls)"
+    fi
     command -v curl >/dev/null || install_packages curl ca-certificates
     command -v taskset >/dev/null || install_packages util-linux
     NGINX_BIN=$(command -v nginx || echo /usr/sbin/nginx)
@@ -957,6 +969,73 @@ measure() {
     fi
 }
 
+# SYSCALLS=N: the syscalls worth naming (those with a tracepoint here), and all of them.
+syscall_events() {
+    local events=raw_syscalls:sys_enter name
+    for name in read readv recvfrom recvmsg write writev sendto sendmsg sendfile64 splice \
+        epoll_wait epoll_pwait epoll_pwait2 epoll_ctl accept4 setsockopt getsockopt getsockname \
+        close shutdown futex ioctl getpid mmap munmap madvise brk mprotect io_uring_enter; do
+        [[ -d /sys/kernel/tracing/events/syscalls/sys_enter_$name ]] && events+=",syscalls:sys_enter_$name"
+    done
+    echo "$events"
+}
+
+tcp_segments_sent() { awk '$1 == "Tcp:" && $2 ~ /^[0-9]/ {print $12}' /proc/net/snmp; }
+
+# count_syscalls SYSTEM PROTOCOL: SYSCALLS requests through SYSTEM with its system calls counted;
+# lines "system protocol name count requests" appended to $SYSCALL_RESULTS.
+count_syscalls() {
+    local system=$1 protocol=$2 url pids perf_pid out segments0 segments1 requests
+    url=$(url_for "$system" "$protocol")
+    local load=(h2load --h1 -t1 -c"$CONNECTIONS" -H ":authority: $HOST")
+    [[ -z $EXTRA_HEADER ]] || load+=(-H "$EXTRA_HEADER")
+    # Every connection opened and pooled first: what is counted is keep-alive requests.
+    taskset -c "$LOAD_CPU" "${load[@]}" -n$((CONNECTIONS * 100)) "$url" >"$WORK/syscalls-warmup-$system-$protocol.txt" 2>&1 ||
+        die "h2load failed: $(cat "$WORK/syscalls-warmup-$system-$protocol.txt")"
+    pids=$(proxy_pids "$system" | paste -sd, -)
+    out=$WORK/syscalls-$system-$protocol.csv
+    perf stat -x, -e "$(syscall_events)" -p "$pids" -o "$out" &
+    perf_pid=$!
+    PIDS+=("$perf_pid")
+    sleep 1 # perf attaches to every thread
+    segments0=$(tcp_segments_sent)
+    taskset -c "$LOAD_CPU" "${load[@]}" -n"$SYSCALLS" "$url" >"$WORK/syscalls-load-$system-$protocol.txt" 2>&1 ||
+        die "h2load failed: $(cat "$WORK/syscalls-load-$system-$protocol.txt")"
+    segments1=$(tcp_segments_sent)
+    kill -INT "$perf_pid"
+    wait "$perf_pid" || true
+    unset 'PIDS[-1]'
+    requests=$(awk '/^status codes: /{print $3}' "$WORK/syscalls-load-$system-$protocol.txt")
+    [[ $requests == "$SYSCALLS" ]] ||
+        die "$system $protocol: $requests of $SYSCALLS requests answered 2xx: $(cat "$WORK/syscalls-load-$system-$protocol.txt")"
+    awk -F, -v s="$system" -v p="$protocol" -v n="$SYSCALLS" '$1 ~ /^[0-9]+$/ && $1 > 0 {
+        name = $3; sub(/^raw_syscalls:sys_enter$/, "(all)", name); sub(/^syscalls:sys_enter_/, "", name)
+        print s, p, name, $1, n }' "$out" >>"$SYSCALL_RESULTS"
+    echo "$system $protocol (TCP-segments) $((segments1 - segments0)) $SYSCALLS" >>"$SYSCALL_RESULTS"
+    log "$system $protocol: $(awk -v s="$system" -v p="$protocol" '$1 == s && $2 == p && $3 == "(all)" {printf "%.3f", $4 / $5}' "$SYSCALL_RESULTS") system calls per request"
+}
+
+syscall_report() {
+    local protocol
+    {
+        echo "# System calls per request: Sluice vs nginx"
+        echo
+        echo "- $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $("$NGINX_BIN" -v 2>&1), sluice $("$SLUICE_BIN" --version 2>/dev/null || echo '?')"
+        echo "- $SYSCALLS requests per system and protocol: h2load --h1 -t1 -c$CONNECTIONS (after a warm-up that pools every connection), GET $PATH_UNDER_TEST ($BODY_BYTES B, route: $ROUTE, backend: $BACKEND); \`perf stat\` on syscall tracepoints, one worker each"
+        echo "- (TCP-segments): segments the whole machine sent meanwhile (/proc/net/snmp OutSegs), per request"
+        for protocol in $PROTOCOLS; do
+            echo
+            echo "## $protocol"
+            echo
+            echo "| system call | sluice / request | nginx / request |"
+            echo "|---|---:|---:|"
+            awk -v p="$protocol" '$2 == p {key = $3; names[key] = 1; v[$1, key] = $4 / $5}
+                END {for (k in names) printf "| %s | %.3f | %.3f |\n", k, v["sluice", k], v["nginx", k]}' "$SYSCALL_RESULTS" |
+                sort -t'|' -k3,3gr
+        done
+    } >"$REPORT_TMP"
+}
+
 # --- report ------------------------------------------------------------------------------------
 
 median() { sort -g | awk '{v[NR] = $1} END{if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
@@ -1055,6 +1134,23 @@ main() {
             check_proxy "$system" "$protocol"
         done
     done
+
+    if ((SYSCALLS > 0)); then
+        SYSCALL_RESULTS=$WORK/syscalls.txt
+        : >"$SYSCALL_RESULTS"
+        for protocol in $PROTOCOLS; do
+            [[ $protocol == http || $protocol == https ]] || die "SYSCALLS counts HTTP/1.1 only (http, https), not $protocol"
+            for system in $SYSTEMS; do
+                count_syscalls "$system" "$protocol"
+            done
+        done
+        syscall_report
+        mkdir -p "$(dirname "$OUT")"
+        cp "$REPORT_TMP" "$OUT"
+        cat "$OUT"
+        log "report written to $OUT"
+        return
+    fi
 
     for protocol in $PROTOCOLS; do
         if [[ $WARMUP != 0 ]]; then
