@@ -222,6 +222,34 @@ start_backend() {
     log "backend pid $BACKEND_PID: $(head -n1 "$WORK/backend.log")"
 }
 
+# What both nginx configurations share at the http level: temp paths in DIR, keep-alive.
+nginx_http_common() {
+    local dir=$1
+    cat <<EOF
+    default_type application/octet-stream;
+    server_tokens off;
+    # Debian's compiled-in temp paths are under /var/lib/nginx; keep everything in our prefix.
+    client_body_temp_path $dir/tmp/body;
+    proxy_temp_path $dir/tmp/proxy;
+    fastcgi_temp_path $dir/tmp/fastcgi;
+    uwsgi_temp_path $dir/tmp/uwsgi;
+    scgi_temp_path $dir/tmp/scgi;
+
+    keepalive_timeout 75s;
+    keepalive_requests 100000000;
+EOF
+}
+
+# run_nginx DIR CPU WHAT: checks DIR/nginx.conf, then starts nginx on CPU in the background
+# (its PID in $!).
+run_nginx() {
+    local dir=$1 cpu=$2 what=$3
+    "$NGINX_BIN" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" -t >"$dir/configtest.log" 2>&1 ||
+        die "$what rejected its config: $(cat "$dir/configtest.log")"
+    taskset -c "$cpu" "$NGINX_BIN" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" \
+        >"$dir/stdout.log" 2>&1 &
+}
+
 # BACKEND=nginx: nginx serving the bodies from files (and /healthz, which auth-url asks), one
 # worker on the load CPU; it never closes the proxies' pooled keep-alive connections.
 start_nginx_backend() {
@@ -245,15 +273,7 @@ events {
 
 http {
     access_log off;
-    default_type application/octet-stream;
-    server_tokens off;
-    client_body_temp_path $dir/tmp/body;
-    proxy_temp_path $dir/tmp/proxy;
-    fastcgi_temp_path $dir/tmp/fastcgi;
-    uwsgi_temp_path $dir/tmp/uwsgi;
-    scgi_temp_path $dir/tmp/scgi;
-    keepalive_timeout 75s;
-    keepalive_requests 100000000;
+$(nginx_http_common "$dir")
 
     server {
         listen 127.0.0.1:$BACKEND_PORT;
@@ -264,10 +284,7 @@ http {
     }
 }
 EOF
-    "$NGINX_BIN" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" -t >"$dir/configtest.log" 2>&1 ||
-        die "the nginx backend's config was rejected: $(cat "$dir/configtest.log")"
-    taskset -c "$LOAD_CPU" "$NGINX_BIN" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" \
-        >"$dir/stdout.log" 2>&1 &
+    run_nginx "$dir" "$LOAD_CPU" "the nginx backend"
     BACKEND_PID=$!
     PIDS+=("$BACKEND_PID")
     wait_until "nginx backend" "$BACKEND_PID" curl -fsS "http://127.0.0.1:$BACKEND_PORT/healthz"
@@ -508,17 +525,7 @@ events {
 http {
 $(nginx_access_log)
 $(nginx_http_extra)
-    default_type application/octet-stream;
-    server_tokens off;
-    # Debian's compiled-in temp paths are under /var/lib/nginx; keep everything in our prefix.
-    client_body_temp_path $dir/tmp/body;
-    proxy_temp_path $dir/tmp/proxy;
-    fastcgi_temp_path $dir/tmp/fastcgi;
-    uwsgi_temp_path $dir/tmp/uwsgi;
-    scgi_temp_path $dir/tmp/scgi;
-
-    keepalive_timeout 75s;
-    keepalive_requests 100000000;
+$(nginx_http_common "$dir")
 
     upstream app {
 $([[ $ROUTE != affinity ]] || echo '        hash $cookie_INGRESSCOOKIE consistent;')
@@ -548,10 +555,7 @@ $(nginx_request_headers proxy_set_header)
 $(nginx_grpc_server)
 }
 EOF
-    "$NGINX_BIN" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" -t >"$dir/configtest.log" 2>&1 ||
-        die "nginx rejected its config: $(cat "$dir/configtest.log")"
-    taskset -c "$PROXY_CPU" "$NGINX_BIN" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" \
-        >"$dir/stdout.log" 2>&1 &
+    run_nginx "$dir" "$PROXY_CPU" "nginx"
     NGINX_PID=$!
     PIDS+=("$NGINX_PID")
     local ready=(curl -fsS -H "Host: $HOST")
