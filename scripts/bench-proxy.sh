@@ -4,6 +4,7 @@
 #   CPU 1: wrk -t1 -c50 ──HTTP  :18091 / HTTPS :18443──▶ nginx  ──┐ (CPU 0, one worker)
 #                     └──HTTP  :18092 / HTTPS :18444──▶ sluice ──┤ (CPU 0, one worker)
 #   CPU 1: sluice backend :18080 ◀──── pooled keep-alive ───────┘
+#   (BACKEND=nginx: nginx serving static files on :18080 instead, and wrk -c100)
 #   (h2: h2load -t1 -c10 -m10 instead of wrk, HTTP/2 over TLS on the HTTPS ports)
 #   (grpc: ghz -c50 over 10 connections, TLS on the HTTPS ports, host grpc.example.com ──▶
 #    nginx grpc_pass / Sluice backend-protocol GRPC ──▶ scripts/grpc-backend :18050, HTTP/2)
@@ -55,6 +56,15 @@
 #                    exports the spans over OTLP/gRPC to an OpenTelemetry Collector (scripts/otelcol.sh;
 #                    debug exporter at basic verbosity) on the load CPU. nginx is never traced
 #                    (Debian's nginx has no OpenTelemetry module): compare runs with OTEL=off and on
+#   BACKEND=sluice   what both proxies forward to: `sluice` (`sluice backend`), or `nginx`: Debian's
+#                    nginx serving the bodies as static files (one worker on the load CPU, no
+#                    access log; its own response headers: Last-Modified, ETag, Accept-Ranges)
+#   CONNECTIONS=50   wrk's connections (-c); 100 by default with BACKEND=nginx
+#   SYSCALLS=0       N > 0: instead of the timed runs, N requests per system and protocol (http,
+#                    https) from h2load --h1 over CONNECTIONS connections, after a warm-up, with
+#                    `perf stat` counting the proxy's system calls (syscall tracepoints; needs root)
+#                    and the TCP segments the machine sent meanwhile: calls per request, a figure
+#                    the machine's load does not move (issue 29)
 #   KEEP_WORK=1      keep the temporary directory (configs, logs, wrk output)
 #
 # Everything listens on 127.0.0.1. Everything started here is stopped on exit, by recorded PID.
@@ -76,6 +86,15 @@ PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 KEEP_WORK=${KEEP_WORK:-0}
 WORKERS=${WORKERS:-1}
+SYSCALLS=${SYSCALLS:-0}
+[[ $SYSCALLS =~ ^[0-9]+$ ]] || { echo "SYSCALLS must be a number of requests, not '$SYSCALLS'" >&2; exit 2; }
+BACKEND=${BACKEND:-sluice}
+case $BACKEND in
+    sluice) CONNECTIONS=${CONNECTIONS:-50} ;;
+    nginx) CONNECTIONS=${CONNECTIONS:-100} ;;
+    *) echo "BACKEND must be sluice or nginx, not '$BACKEND'" >&2; exit 2 ;;
+esac
+[[ $CONNECTIONS =~ ^[1-9][0-9]*$ ]] || { echo "CONNECTIONS must be a positive integer, not '$CONNECTIONS'" >&2; exit 2; }
 
 ROUTE=${ROUTE:-plain}
 ACCESS_LOG=${ACCESS_LOG:-off}
@@ -154,13 +173,18 @@ ensure_tools() {
         install_packages nginx-light || install_packages nginx
     fi
     command -v wrk >/dev/null || install_packages wrk
-    if [[ " $PROTOCOLS " == *" h2 "* ]]; then
+    if [[ " $PROTOCOLS " == *" h2 "* ]] || ((SYSCALLS > 0)); then
         command -v h2load >/dev/null || install_packages nghttp2-client
     fi
     if [[ " $PROTOCOLS " == *" grpc "* ]]; then
         GRPC_TOOLS=$(nice "$ROOT/scripts/grpc-tools.sh") || die "cannot build ghz and grpc-backend"
     fi
     command -v openssl >/dev/null || install_packages openssl
+    if ((SYSCALLS > 0)); then
+        command -v perf >/dev/null || install_packages linux-perf
+        [[ -d /sys/kernel/tracing/events/syscalls ]] ||
+            die "SYSCALLS needs the kernel's syscall tracepoints (/sys/kernel/tracing/events/syscalls)"
+    fi
     command -v curl >/dev/null || install_packages curl ca-certificates
     command -v taskset >/dev/null || install_packages util-linux
     NGINX_BIN=$(command -v nginx || echo /usr/sbin/nginx)
@@ -186,12 +210,85 @@ ensure_sluice() {
 # --- processes ---------------------------------------------------------------------------------
 
 start_backend() {
+    if [[ $BACKEND == nginx ]]; then
+        start_nginx_backend
+        return
+    fi
     taskset -c "$LOAD_CPU" "$SLUICE_BIN" backend --listen "127.0.0.1:$BACKEND_PORT" --name bench \
         >"$WORK/backend.log" 2>&1 &
     BACKEND_PID=$!
     PIDS+=("$BACKEND_PID")
     wait_until "backend" "$BACKEND_PID" curl -fsS "http://127.0.0.1:$BACKEND_PORT/healthz"
     log "backend pid $BACKEND_PID: $(head -n1 "$WORK/backend.log")"
+}
+
+# What both nginx configurations share at the http level: temp paths in DIR, keep-alive.
+nginx_http_common() {
+    local dir=$1
+    cat <<EOF
+    default_type application/octet-stream;
+    server_tokens off;
+    # Debian's compiled-in temp paths are under /var/lib/nginx; keep everything in our prefix.
+    client_body_temp_path $dir/tmp/body;
+    proxy_temp_path $dir/tmp/proxy;
+    fastcgi_temp_path $dir/tmp/fastcgi;
+    uwsgi_temp_path $dir/tmp/uwsgi;
+    scgi_temp_path $dir/tmp/scgi;
+
+    keepalive_timeout 75s;
+    keepalive_requests 100000000;
+EOF
+}
+
+# run_nginx DIR CPU WHAT: checks DIR/nginx.conf, then starts nginx on CPU in the background
+# (its PID in $!).
+run_nginx() {
+    local dir=$1 cpu=$2 what=$3
+    "$NGINX_BIN" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" -t >"$dir/configtest.log" 2>&1 ||
+        die "$what rejected its config: $(cat "$dir/configtest.log")"
+    taskset -c "$cpu" "$NGINX_BIN" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" \
+        >"$dir/stdout.log" 2>&1 &
+}
+
+# BACKEND=nginx: nginx serving the bodies from files (and /healthz, which auth-url asks), one
+# worker on the load CPU; it never closes the proxies' pooled keep-alive connections.
+start_nginx_backend() {
+    local dir=$WORK/backend-nginx
+    mkdir -p "$dir/root" "$dir/tmp"
+    head -c 1024 /dev/zero | tr '\0' b >"$dir/root/1kb.bin"
+    head -c 1048576 /dev/zero | tr '\0' b >"$dir/root/1mb.bin"
+    # When started as root the worker runs as nobody and must read the files.
+    chmod 755 "$WORK" "$dir" "$dir/root" "$dir/tmp"
+    chmod 644 "$dir/root/1kb.bin" "$dir/root/1mb.bin"
+    cat >"$dir/nginx.conf" <<EOF
+daemon off;
+master_process on;
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+
+events {
+    worker_connections 10000;
+}
+
+http {
+    access_log off;
+$(nginx_http_common "$dir")
+
+    server {
+        listen 127.0.0.1:$BACKEND_PORT;
+        root $dir/root;
+        location = /healthz {
+            return 200 "ok\n";
+        }
+    }
+}
+EOF
+    run_nginx "$dir" "$LOAD_CPU" "the nginx backend"
+    BACKEND_PID=$!
+    PIDS+=("$BACKEND_PID")
+    wait_until "nginx backend" "$BACKEND_PID" curl -fsS "http://127.0.0.1:$BACKEND_PORT/healthz"
+    log "nginx backend pid $BACKEND_PID"
 }
 
 # PROTOCOLS=grpc: the gRPC server both proxies send calls to.
@@ -428,17 +525,7 @@ events {
 http {
 $(nginx_access_log)
 $(nginx_http_extra)
-    default_type application/octet-stream;
-    server_tokens off;
-    # Debian's compiled-in temp paths are under /var/lib/nginx; keep everything in our prefix.
-    client_body_temp_path $dir/tmp/body;
-    proxy_temp_path $dir/tmp/proxy;
-    fastcgi_temp_path $dir/tmp/fastcgi;
-    uwsgi_temp_path $dir/tmp/uwsgi;
-    scgi_temp_path $dir/tmp/scgi;
-
-    keepalive_timeout 75s;
-    keepalive_requests 100000000;
+$(nginx_http_common "$dir")
 
     upstream app {
 $([[ $ROUTE != affinity ]] || echo '        hash $cookie_INGRESSCOOKIE consistent;')
@@ -468,10 +555,7 @@ $(nginx_request_headers proxy_set_header)
 $(nginx_grpc_server)
 }
 EOF
-    "$NGINX_BIN" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" -t >"$dir/configtest.log" 2>&1 ||
-        die "nginx rejected its config: $(cat "$dir/configtest.log")"
-    taskset -c "$PROXY_CPU" "$NGINX_BIN" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" \
-        >"$dir/stdout.log" 2>&1 &
+    run_nginx "$dir" "$PROXY_CPU" "nginx"
     NGINX_PID=$!
     PIDS+=("$NGINX_PID")
     local ready=(curl -fsS -H "Host: $HOST")
@@ -816,7 +900,7 @@ check_certificate() {
 # run_load PROTOCOL URL DURATION OUT: wrk for HTTP/1.1, h2load for h2.
 run_load() {
     local protocol=$1 url=$2 duration=$3 out=$4
-    local pid status=0 tolerated=0 load=(wrk -t1 -c50 -d"$duration" -H "Host: $HOST")
+    local pid status=0 tolerated=0 load=(wrk -t1 -c"$CONNECTIONS" -d"$duration" -H "Host: $HOST")
     [[ -z $EXTRA_HEADER ]] || load+=(-H "$EXTRA_HEADER")
     load+=("$url")
     if [[ $protocol == grpc ]]; then
@@ -889,6 +973,73 @@ measure() {
     fi
 }
 
+# SYSCALLS=N: the syscalls worth naming (those with a tracepoint here), and all of them.
+syscall_events() {
+    local events=raw_syscalls:sys_enter name
+    for name in read readv recvfrom recvmsg write writev sendto sendmsg sendfile64 splice \
+        epoll_wait epoll_pwait epoll_pwait2 epoll_ctl accept4 setsockopt getsockopt getsockname \
+        close shutdown futex ioctl getpid mmap munmap madvise brk mprotect io_uring_enter; do
+        [[ -d /sys/kernel/tracing/events/syscalls/sys_enter_$name ]] && events+=",syscalls:sys_enter_$name"
+    done
+    echo "$events"
+}
+
+tcp_segments_sent() { awk '$1 == "Tcp:" && $2 ~ /^[0-9]/ {print $12}' /proc/net/snmp; }
+
+# count_syscalls SYSTEM PROTOCOL: SYSCALLS requests through SYSTEM with its system calls counted;
+# lines "system protocol name count requests" appended to $SYSCALL_RESULTS.
+count_syscalls() {
+    local system=$1 protocol=$2 url pids perf_pid out segments0 segments1 requests
+    url=$(url_for "$system" "$protocol")
+    local load=(h2load --h1 -t1 -c"$CONNECTIONS" -H ":authority: $HOST")
+    [[ -z $EXTRA_HEADER ]] || load+=(-H "$EXTRA_HEADER")
+    # Every connection opened and pooled first: what is counted is keep-alive requests.
+    taskset -c "$LOAD_CPU" "${load[@]}" -n$((CONNECTIONS * 100)) "$url" >"$WORK/syscalls-warmup-$system-$protocol.txt" 2>&1 ||
+        die "h2load failed: $(cat "$WORK/syscalls-warmup-$system-$protocol.txt")"
+    pids=$(proxy_pids "$system" | paste -sd, -)
+    out=$WORK/syscalls-$system-$protocol.csv
+    perf stat -x, -e "$(syscall_events)" -p "$pids" -o "$out" &
+    perf_pid=$!
+    PIDS+=("$perf_pid")
+    sleep 1 # perf attaches to every thread
+    segments0=$(tcp_segments_sent)
+    taskset -c "$LOAD_CPU" "${load[@]}" -n"$SYSCALLS" "$url" >"$WORK/syscalls-load-$system-$protocol.txt" 2>&1 ||
+        die "h2load failed: $(cat "$WORK/syscalls-load-$system-$protocol.txt")"
+    segments1=$(tcp_segments_sent)
+    kill -INT "$perf_pid"
+    wait "$perf_pid" || true
+    unset 'PIDS[-1]'
+    requests=$(awk '/^status codes: /{print $3}' "$WORK/syscalls-load-$system-$protocol.txt")
+    [[ $requests == "$SYSCALLS" ]] ||
+        die "$system $protocol: $requests of $SYSCALLS requests answered 2xx: $(cat "$WORK/syscalls-load-$system-$protocol.txt")"
+    awk -F, -v s="$system" -v p="$protocol" -v n="$SYSCALLS" '$1 ~ /^[0-9]+$/ && $1 > 0 {
+        name = $3; sub(/^raw_syscalls:sys_enter$/, "(all)", name); sub(/^syscalls:sys_enter_/, "", name)
+        print s, p, name, $1, n }' "$out" >>"$SYSCALL_RESULTS"
+    echo "$system $protocol (TCP-segments) $((segments1 - segments0)) $SYSCALLS" >>"$SYSCALL_RESULTS"
+    log "$system $protocol: $(awk -v s="$system" -v p="$protocol" '$1 == s && $2 == p && $3 == "(all)" {printf "%.3f", $4 / $5}' "$SYSCALL_RESULTS") system calls per request"
+}
+
+syscall_report() {
+    local protocol
+    {
+        echo "# System calls per request: Sluice vs nginx"
+        echo
+        echo "- $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), $("$NGINX_BIN" -v 2>&1), sluice $("$SLUICE_BIN" --version 2>/dev/null || echo '?')"
+        echo "- $SYSCALLS requests per system and protocol: h2load --h1 -t1 -c$CONNECTIONS (after a warm-up that pools every connection), GET $PATH_UNDER_TEST ($BODY_BYTES B, route: $ROUTE, backend: $BACKEND); \`perf stat\` on syscall tracepoints, one worker each"
+        echo "- (TCP-segments): segments the whole machine sent meanwhile (/proc/net/snmp OutSegs), per request"
+        for protocol in $PROTOCOLS; do
+            echo
+            echo "## $protocol"
+            echo
+            echo "| system call | sluice / request | nginx / request |"
+            echo "|---|---:|---:|"
+            awk -v p="$protocol" '$2 == p {key = $3; names[key] = 1; v[$1, key] = $4 / $5}
+                END {for (k in names) printf "| %s | %.3f | %.3f |\n", k, v["sluice", k], v["nginx", k]}' "$SYSCALL_RESULTS" |
+                sort -t'|' -k3,3gr
+        done
+    } >"$REPORT_TMP"
+}
+
 # --- report ------------------------------------------------------------------------------------
 
 median() { sort -g | awk '{v[NR] = $1} END{if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
@@ -905,7 +1056,7 @@ report() {
         echo
         echo "- $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs: $(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
         echo "- $("$NGINX_BIN" -v 2>&1), sluice $("$SLUICE_BIN" --version 2>/dev/null || echo '(no --version)'), $(wrk -v 2>&1 | head -n1 | awk '{print $1, $2}')"
-        echo "- wrk -t1 -c50 -d$DURATION on CPU $LOAD_CPU with the backend; proxy on CPU $PROXY_CPU, one worker; GET $PATH_UNDER_TEST ($BODY_BYTES B, route: $ROUTE, access log: $ACCESS_LOG, Sluice tracing: $OTEL), $ROUNDS rounds, alternating"
+        echo "- wrk -t1 -c$CONNECTIONS -d$DURATION on CPU $LOAD_CPU with the backend ($BACKEND); proxy on CPU $PROXY_CPU, one worker; GET $PATH_UNDER_TEST ($BODY_BYTES B, route: $ROUTE, access log: $ACCESS_LOG, Sluice tracing: $OTEL), $ROUNDS rounds, alternating"
         if [[ " $PROTOCOLS " == *" h2 "* ]]; then
             echo "- h2: $(h2load --version | head -n1) -t1 -c$H2_CONNECTIONS -m$H2_STREAMS -D$DURATION (HTTP/2 over TLS, ALPN h2; HTTP/1.1 to the backend)"
         fi
@@ -987,6 +1138,23 @@ main() {
             check_proxy "$system" "$protocol"
         done
     done
+
+    if ((SYSCALLS > 0)); then
+        SYSCALL_RESULTS=$WORK/syscalls.txt
+        : >"$SYSCALL_RESULTS"
+        for protocol in $PROTOCOLS; do
+            [[ $protocol == http || $protocol == https ]] || die "SYSCALLS counts HTTP/1.1 only (http, https), not $protocol"
+            for system in $SYSTEMS; do
+                count_syscalls "$system" "$protocol"
+            done
+        done
+        syscall_report
+        mkdir -p "$(dirname "$OUT")"
+        cp "$REPORT_TMP" "$OUT"
+        cat "$OUT"
+        log "report written to $OUT"
+        return
+    fi
 
     for protocol in $PROTOCOLS; do
         if [[ $WARMUP != 0 ]]; then

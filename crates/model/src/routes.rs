@@ -286,8 +286,10 @@ pub struct HostRoutes {
 /// The routes of one compiled configuration. Immutable; replaced whole.
 #[derive(Debug, Default)]
 pub struct RouteTable {
-    exact: HashMap<Arc<str>, HostRoutes>,
-    wildcard: HashMap<Arc<str>, HostRoutes>,
+    // foldhash, not SipHash: looked up once a request; the keys are the configuration's
+    // (a client's Host is only looked up, never inserted, so it cannot grow a collision chain).
+    exact: foldhash::HashMap<Arc<str>, HostRoutes>,
+    wildcard: foldhash::HashMap<Arc<str>, HostRoutes>,
     any_host: HostRoutes,
     default_backend: Option<Arc<Route>>,
     /// Where a known host's unmatched paths go when the host has no `root` of its own:
@@ -299,7 +301,7 @@ pub struct RouteTable {
     www_redirects: HashMap<String, String>,
     /// Gateway API wildcards by suffix, for names two or more labels below it (one label
     /// below is `wildcard`'s, where the same rules are too). Empty without such rules.
-    suffix: HashMap<Arc<str>, HostRoutes>,
+    suffix: foldhash::HashMap<Arc<str>, HostRoutes>,
     /// The Gateway listeners' hostnames by port: which listener a request belongs to.
     /// Empty without Gateway HTTP or HTTPS listeners.
     listener_hosts: ListenerHosts,

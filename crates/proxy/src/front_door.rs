@@ -96,10 +96,9 @@ pub(crate) async fn serve(
     _open: OpenConnection,
 ) {
     let https = door.https;
-    // Responses are written in few large writes; Nagle would only delay their tails.
-    if let Err(e) = stream.set_nodelay(true) {
-        tracing::debug!(error = %e, "set TCP_NODELAY");
-    }
+    // TCP_NODELAY (responses go out in few large writes; Nagle would only delay their tails)
+    // and TCP keepalive come from the listening socket, which accepted sockets inherit
+    // (`listen::socket`): no system call per connection.
     let settings = worker.settings();
     let mut origin = Origin {
         peer,

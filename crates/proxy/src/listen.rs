@@ -160,8 +160,9 @@ fn socket(addr: SocketAddr, reuse_port: bool) -> io::Result<TcpListener> {
     if reuse_port {
         socket.set_reuse_port(true)?;
     }
+    // Accepted sockets inherit both (Linux): no system call per connection
+    // (`accepted_sockets_inherit_nodelay_and_keepalive`).
     socket.set_tcp_nodelay(true)?;
-    // Accepted sockets inherit this (Linux): no system call per connection.
     socket.set_tcp_keepalive(&tcp_keepalive())?;
     socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
@@ -187,6 +188,36 @@ mod tests {
         for socket in &bound.sockets {
             assert_eq!(socket.local_addr().unwrap(), bound.addr);
         }
+    }
+
+    #[test]
+    fn accepted_sockets_inherit_nodelay_and_keepalive() {
+        // The servers set neither per connection: they rely on this.
+        let bound = bind_reuseport(
+            "HTTP listener",
+            "--http-listen",
+            "127.0.0.1:0".parse().unwrap(),
+            1,
+        )
+        .unwrap();
+        let listener = &bound.sockets[0];
+        listener.set_nonblocking(false).unwrap();
+        let client = std::net::TcpStream::connect(bound.addr).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        assert!(accepted.nodelay().unwrap());
+        let accepted = socket2::SockRef::from(&accepted);
+        assert!(accepted.keepalive().unwrap());
+        assert_eq!(
+            accepted.tcp_keepalive_time().unwrap(),
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            accepted.tcp_keepalive_interval().unwrap(),
+            Duration::from_secs(10)
+        );
+        assert_eq!(accepted.tcp_keepalive_retries().unwrap(), 6);
+        // ...and a socket that is not accepted has neither.
+        assert!(!client.nodelay().unwrap());
     }
 
     #[test]

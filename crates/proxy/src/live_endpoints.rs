@@ -21,7 +21,9 @@ pub(crate) struct LiveEndpoints {
     pub(crate) seen: HashMap<usize, Arc<EndpointSet>>,
     /// The worker's one index of live endpoints: the upstream pool and the TCP services ask
     /// it too, rather than keep sets of their own.
-    pub(crate) counts: HashMap<SocketAddr, u32>,
+    /// foldhash: asked once a request (`Upstreams::is_live_endpoint`); the addresses are the
+    /// configuration's.
+    pub(crate) counts: foldhash::HashMap<SocketAddr, u32>,
 }
 
 impl LiveEndpoints {

@@ -315,7 +315,7 @@ pub(crate) async fn serve(
         c.accepted += 1;
         c.active += 1;
     });
-    let _ = client.set_nodelay(true);
+    // TCP_NODELAY: inherited from the listening socket (`listen::socket`).
     let mut source = peer;
     let mut announced = None;
     let (mut received, mut sent) = (0, 0);

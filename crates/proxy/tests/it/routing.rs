@@ -550,6 +550,34 @@ async fn idle_and_slow_clients_are_cut_off() {
 }
 
 #[tokio::test]
+async fn a_pooled_connections_read_timeout_counts_from_each_request() {
+    // The upstream client keeps one proxy-read-timeout timer per connection and moves it per
+    // request: after it fired on an idle pooled connection, and when the previous request's
+    // deadline would come first, a request still gets its whole timeout.
+    let slow = start_backend("slow").await;
+    let mut h = Harness::start();
+    let mut objects = catch_all("slow", &[addr_of(&slow)]);
+    // No retry: a timeout must not be hidden by a second attempt on a fresh connection.
+    objects.push(settings(&[
+        ("proxy-read-timeout", "1s"),
+        ("proxy-next-upstream", "off"),
+    ]));
+    h.apply(&objects);
+
+    let mut client = Client::connect(h.http()).await;
+    assert_eq!(client.get("x", "/slow?ms=10").await.status, StatusCode::OK);
+    // The pooled connection's timer fires with nobody waiting.
+    tokio::time::sleep(std::time::Duration::from_millis(1300)).await;
+    assert_eq!(client.get("x", "/slow?ms=600").await.status, StatusCode::OK);
+    // Without moving the timer, this one would time out 400 ms in, at the last one's deadline.
+    assert_eq!(client.get("x", "/slow?ms=600").await.status, StatusCode::OK);
+    assert_eq!(
+        client.get("x", "/slow?ms=2000").await.status,
+        StatusCode::GATEWAY_TIMEOUT
+    );
+}
+
+#[tokio::test]
 async fn a_slow_upload_is_not_mistaken_for_a_silent_upstream() {
     let echo = start_backend("echo").await;
     let mut h = Harness::start();
