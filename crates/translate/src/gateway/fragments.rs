@@ -52,10 +52,10 @@ pub struct Fragments {
     /// For each kept backend, the `Store::endpoints_version` of its Service when its endpoints
     /// were last read, with `endpoints_policy`: a compile reads again only what moved (with a
     /// Service per route, reading every backend's endpoints was most of a compile that
-    /// reused every route).
-    /// By the backend's address (a kept backend is alive, so its address is its own; the
-    /// entries of backends the last compile dropped go at its end): hashing and cloning
-    /// thousands of Service names per compile was a tenth of a compile that reused them.
+    /// reused every route). Keyed by the backend's address (a kept backend is alive, so its
+    /// address is its own; the entries of backends the last compile dropped go at its end):
+    /// hashing and cloning thousands of Service names per compile was a tenth of a compile
+    /// that reused them.
     endpoints_read: HashMap<usize, u64, BuildHasherDefault<AddressHasher>>,
     endpoints_policy: Option<NodeLocalEndpoints>,
 }
@@ -115,8 +115,8 @@ impl Fragments {
         &self.gateway_addresses
     }
 
-    /// Whether `key`'s endpoints must be read (they were not read at `version`); notes that
-    /// they are read at it.
+    /// Whether `backend`'s endpoints must be read (they were not read at `version`); notes
+    /// that they are read at it.
     pub(crate) fn endpoints_stale(&mut self, backend: &Arc<Backend>, version: u64) -> bool {
         self.endpoints_read.insert(address(backend), version) != Some(version)
     }

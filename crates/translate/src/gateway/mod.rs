@@ -434,11 +434,10 @@ impl Compiler<'_> {
             }
         }
         let mut route_uids = Vec::new();
-        for (kind, found, into) in [
+        for (kind, mut found, into) in [
             (Kind::HTTPRoute, http_statuses, &mut status.http_routes),
             (Kind::GRPCRoute, grpc_statuses, &mut status.grpc_routes),
         ] {
-            let mut found = found;
             found.sort_unstable_by_key(|f| f.rank);
             let uids = (found.iter()).filter_map(|f| Some(((kind, f.key.clone()), f.uid?.clone())));
             route_uids.extend(uids);
