@@ -133,10 +133,11 @@ pub struct ClassStatus {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct GatewayStatus {
-    /// The Gateway's own address (`--gateway-address-pool`); empty: the provider writes the
-    /// addresses every Gateway shares (`--publish-*`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub addresses: Vec<GatewayAddress>,
+    /// What `status.addresses` and the `AddressesAssigned` condition will say, planned: the
+    /// provider resolves the addresses only it knows (the shared ones, the generated Service's
+    /// ClusterIP) and writes both.
+    #[serde(skip)]
+    pub addresses: AddressPlan,
     pub conditions: Vec<Condition>,
     pub listeners: Vec<ListenerStatus>,
     /// ListenerSets attached (allowed, accepted). Always written, so a count that drops to 0
@@ -152,13 +153,61 @@ pub struct ListenerSetStatus {
     pub listeners: Vec<ListenerStatus>,
 }
 
-/// One `status.addresses` entry.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct GatewayAddress {
-    #[serde(rename = "type")]
-    pub type_: &'static str,
-    pub value: String,
+/// A Gateway's addresses as the compile decided them (GEP-5093, address routability): one
+/// entry per `spec.addresses` entry it satisfies, or the default selection when it asks for
+/// none.
+///
+/// ```text
+///  spec.addresses empty ─▶ default: its own (pool) │ every shared address (the provider's)
+///  { value?, routability: "" }      ─▶ Own(ip) with a pool │ Shared(value?) without
+///  { routability: testing.x-k8s.io/sentinel } ─▶ as "", reported with the sentinel
+///  { value?, routability: Cluster } ─▶ ClusterIp(value?): the generated Service's ClusterIP
+///  anything else ─▶ `refused` (the Gateway is served nowhere: Sluice rejects partial
+///                   assignment, as GatewayStaticAddresses expects)
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AddressPlan {
+    /// `spec.addresses` asked for some: each entry must find its own address, and nothing but
+    /// those may be reported.
+    pub requested: bool,
+    /// The address of its own it is served on (`--gateway-address-pool`), reported or not (a
+    /// Gateway asking only for a ClusterIP is still served on one; its Service leads there).
+    pub own: Option<IpAddr>,
+    /// The satisfied (or still to be resolved) entries.
+    pub entries: Vec<PlannedAddress>,
+    /// Why the compile gave the Gateway no address (`AddressesAssigned=False NotAssigned`);
+    /// `None` also when the Gateway is refused for another reason than its addresses.
+    pub refused: Option<String>,
 }
+
+/// One address `status.addresses` will report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedAddress {
+    /// The `spec.addresses` index it answers (`None`: the default selection).
+    pub entry: Option<usize>,
+    pub source: AddressSource,
+    /// `routability` as reported: `""`, `Cluster` or `testing.x-k8s.io/sentinel`.
+    pub routability: &'static str,
+}
+
+/// Where a planned address comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddressSource {
+    /// The Gateway's own (`--gateway-address-pool`).
+    Own(IpAddr),
+    /// One of the addresses every Gateway shares (Ingress status's: `--publish-*`); `Some`:
+    /// that one, asked for by value. The default selection reports them all.
+    Shared(Option<IpAddr>),
+    /// The ClusterIP of the Service generated for the Gateway; `Some`: that one, asked for.
+    ClusterIp(Option<IpAddr>),
+}
+
+/// `routability` meaning no scope (the implementation's default).
+pub const ROUTABILITY_DEFAULT: &str = "";
+/// `routability: Cluster`: a ClusterIP of the cluster's ServiceCIDR.
+pub const ROUTABILITY_CLUSTER: &str = "Cluster";
+/// The value GEP-5093 reserves for conformance: supported and reported, no guarantee.
+pub const ROUTABILITY_SENTINEL: &str = "testing.x-k8s.io/sentinel";
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -21,7 +21,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
 use kube::{Api, Client};
-use model::gateway_status::{Condition, GatewayStatuses, RouteStatus};
+use model::gateway_status::{AddressPlan, AddressSource, Condition, GatewayStatuses, RouteStatus};
 use model::{Kind, NamespacedName};
 use serde_json::{json, Value};
 
@@ -42,9 +42,9 @@ pub(super) struct GatewayWrites {
     /// This term looked for routes whose status still has Sluice's parents from an earlier
     /// term (or replica) although Sluice no longer serves them.
     swept: bool,
-    /// GatewayClass' `SupportedVersion`, from the CRDs' bundle-version annotations (read
-    /// once a term, with the sweep).
-    versions: Option<(bool, String)>,
+    /// GatewayClass' `SupportedVersion`, from the CRDs' bundle-version annotations, and the
+    /// Gateway CRD's channel (read once a term, with the sweep).
+    versions: Option<CrdVersions>,
     /// The route statuses of the last pass whose decision `written` holds: one the compile
     /// kept (the same `Arc`, as a route unchanged since is) needs no JSON and no comparison, so
     /// a pass after one route changed costs one route, not thousands.
@@ -61,19 +61,15 @@ impl GatewayWrites {
         self.routes_passed.clear();
     }
 
-    /// Writes every status that differs from what was written last. `addresses`: the Gateway
-    /// addresses (Ingress status's, `None` when neither publish flag is given); `extra`: a
-    /// condition more for a Gateway (what became of its generated Service). True when
-    /// everything was written; `leads` is asked before each write.
+    /// Writes every status that differs from what was written last. `found`: what the
+    /// provider knows of the Gateways' addresses and generated Services. True when everything
+    /// was written; `leads` is asked before each write.
     pub(super) async fn reconcile(
         &mut self,
         client: &Client,
         field_manager: &str,
         statuses: &GatewayStatuses,
-        (addresses, extra): (
-            Option<&[IngressLoadBalancerIngress]>,
-            &BTreeMap<NamespacedName, Condition>,
-        ),
+        found: Found<'_>,
         leads: impl Fn() -> bool,
     ) -> bool {
         let planning = std::time::Instant::now();
@@ -88,13 +84,17 @@ impl GatewayWrites {
             .chain(statuses.gateways.keys().map(|k| (Kind::Gateway, k.clone())))
             .chain((statuses.listener_sets.keys()).map(|k| (Kind::ListenerSet, k.clone())));
         let recreated = recreated(&self.written_uids, &statuses.uids, candidates);
-        let mut wanted = desired(statuses, (addresses, extra), &diff.changed);
+        if !self.swept {
+            // Before the first `desired` of a term: it needs the CRDs' channel.
+            self.versions = Some(crd_versions(client).await);
+        }
+        let routability = (self.versions.as_ref()).is_some_and(|v| v.experimental_gateways);
+        let mut wanted = desired(statuses, &found, routability, &diff.changed);
         if !self.swept {
             // What this term never wrote it cannot remember: once per term, every route
             // whose status names Sluice's controller is read from one list.
             // Tried once a term: a namespace-scoped deployment may not list across namespaces.
             self.swept = true;
-            self.versions = Some(crd_versions(client).await);
             match routes_with_our_parents(client).await {
                 Ok(routes) => {
                     for key in routes {
@@ -285,18 +285,39 @@ const CRDS: [&str; 9] = [
     "backendtlspolicies.gateway.networking.k8s.io",
 ];
 
+/// What the Gateway API CRDs of the cluster are.
+#[derive(Debug)]
+struct CrdVersions {
+    /// Every CRD Sluice reads has a bundle version Sluice supports.
+    supported: bool,
+    /// What was found, for the message.
+    found: String,
+    /// The Gateway CRD is the experimental channel's: `status.addresses[].routability` is a
+    /// field of it (the standard channel's would drop it, and every pass would find the
+    /// status changed).
+    experimental_gateways: bool,
+}
+
 /// Whether every CRD Sluice reads has a bundle version Sluice supports, and what was found.
-async fn crd_versions(client: &Client) -> (bool, String) {
+async fn crd_versions(client: &Client) -> CrdVersions {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut found = Vec::new();
     let mut supported = true;
+    let mut experimental_gateways = false;
     for crd in CRDS {
         let version = match api.get_metadata_opt(crd).await {
-            Ok(Some(meta)) => meta
-                .metadata
-                .annotations
-                .and_then(|a| a.get("gateway.networking.k8s.io/bundle-version").cloned()),
+            Ok(Some(meta)) => {
+                let annotations = meta.metadata.annotations.unwrap_or_default();
+                if crd == "gateways.gateway.networking.k8s.io" {
+                    experimental_gateways = annotations
+                        .get("gateway.networking.k8s.io/channel")
+                        .is_some_and(|c| c == "experimental");
+                }
+                annotations
+                    .get("gateway.networking.k8s.io/bundle-version")
+                    .cloned()
+            }
             Ok(None) => continue,
             Err(error) => {
                 supported = false;
@@ -313,15 +334,16 @@ async fn crd_versions(client: &Client) -> (bool, String) {
             version.as_deref().unwrap_or("without bundle-version")
         ));
     }
-    (supported, found.join(", "))
+    CrdVersions {
+        supported,
+        found: found.join(", "),
+        experimental_gateways,
+    }
 }
 
 /// Adds `SupportedVersion` to each GatewayClass' conditions (the spec asks for it wherever a
 /// class is Accepted), with the class' observedGeneration.
-fn supported_version(
-    wanted: &mut BTreeMap<(Kind, NamespacedName), Value>,
-    (ok, found): &(bool, String),
-) {
+fn supported_version(wanted: &mut BTreeMap<(Kind, NamespacedName), Value>, versions: &CrdVersions) {
     for ((kind, _), status) in wanted.iter_mut() {
         let Some(conditions) = status["conditions"]
             .as_array_mut()
@@ -332,6 +354,11 @@ fn supported_version(
         let generation = conditions
             .first()
             .map_or(Value::Null, |c| c["observedGeneration"].clone());
+        let CrdVersions {
+            supported: ok,
+            found,
+            ..
+        } = versions;
         let (reason, message) = if *ok {
             ("SupportedVersion", format!("Gateway API CRDs: {found}"))
         } else {
@@ -442,14 +469,23 @@ fn route_statuses(
     .flat_map(|(kind, map)| (map.iter()).map(move |(key, status)| ((kind, key), status)))
 }
 
+/// What the provider knows that the compile does not, for the Gateways' status.
+pub(super) struct Found<'a> {
+    /// The addresses every Gateway without one of its own shares (Ingress status's; `None`
+    /// when neither publish flag is given).
+    pub(super) shared: Option<&'a [IngressLoadBalancerIngress]>,
+    /// A condition more per Gateway (what became of its generated Service).
+    pub(super) conditions: &'a BTreeMap<NamespacedName, Condition>,
+    /// The ClusterIPs of each Gateway's generated Service, once it is there.
+    pub(super) cluster_ips: &'a BTreeMap<NamespacedName, Vec<IpAddr>>,
+}
+
 /// The status each object should have, of the routes only the `changed` ones (see
-/// `routes_passed`).
+/// `routes_passed`). `routability`: the Gateway CRD has `status.addresses[].routability`.
 fn desired(
     statuses: &GatewayStatuses,
-    (addresses, extra): (
-        Option<&[IngressLoadBalancerIngress]>,
-        &BTreeMap<NamespacedName, Condition>,
-    ),
+    found: &Found<'_>,
+    routability: bool,
     changed: &[((Kind, NamespacedName), &Arc<RouteStatus>)],
 ) -> BTreeMap<(Kind, NamespacedName), Value> {
     let mut wanted = BTreeMap::new();
@@ -458,16 +494,45 @@ fn desired(
         wanted.insert((Kind::GatewayClass, key), to_json(status));
     }
     for (key, status) in &statuses.gateways {
-        let own = !status.addresses.is_empty();
+        let generation = status
+            .conditions
+            .first()
+            .map_or(0, |c| c.observed_generation);
+        let cluster_ips = found.cluster_ips.get(key).map(Vec::as_slice);
+        let assigned = assigned(&status.addresses, found.shared, cluster_ips);
         let mut status = to_json(status);
-        // A Gateway with an address of its own (--gateway-address-pool) keeps it.
-        if let (false, Some(addresses)) = (own, addresses) {
-            status["addresses"] = addresses.iter().filter_map(gateway_address).collect();
-        }
-        if let (Some(condition), Some(conditions)) =
-            (extra.get(key), status["conditions"].as_array_mut())
-        {
-            conditions.push(to_json(condition));
+        status["addresses"] = (assigned.addresses.iter())
+            .map(|(address, scope)| {
+                let mut address = address.clone();
+                if routability {
+                    address["routability"] = json!(scope);
+                }
+                address
+            })
+            .collect();
+        if let Some(conditions) = status["conditions"].as_array_mut() {
+            if let Some(why) = &assigned.none {
+                // GEP-5093: a Gateway none of whose addresses can be had is not programmed.
+                let programmed = conditions.iter_mut().find(|c| c["type"] == "Programmed");
+                if let Some(programmed) = programmed.filter(|c| c["status"] == "True") {
+                    let reason = "AddressNotAssigned";
+                    *programmed = to_json(&Condition::new(
+                        "Programmed",
+                        false,
+                        reason,
+                        why.clone(),
+                        generation,
+                    ));
+                }
+            }
+            if let Some((ok, reason, message)) = assigned.condition {
+                let condition =
+                    Condition::new("AddressesAssigned", ok, reason, message, generation);
+                conditions.push(to_json(&condition));
+            }
+            if let Some(condition) = found.conditions.get(key) {
+                conditions.push(to_json(condition));
+            }
         }
         wanted.insert((Kind::Gateway, key.clone()), status);
     }
@@ -497,6 +562,132 @@ fn entries(kind: Kind) -> Option<(&'static str, &'static str)> {
 
 fn to_json(status: &impl serde::Serialize) -> Value {
     serde_json::to_value(status).unwrap_or_default()
+}
+
+/// The most `status.addresses` the API accepts.
+const MAX_STATUS_ADDRESSES: usize = 16;
+
+/// A Gateway's addresses as they can be had now (GEP-5093).
+#[derive(Debug, Default, PartialEq)]
+struct Assigned {
+    /// `status.addresses` entries (type and value), each with its routability.
+    addresses: Vec<(Value, &'static str)>,
+    /// `AddressesAssigned`: (status, reason, message); `None` until there is something to
+    /// say (no address known yet for a Gateway that asked for none).
+    condition: Option<(bool, &'static str, String)>,
+    /// It asked for addresses and none can be had: why (it is not programmed).
+    none: Option<String>,
+}
+
+/// Resolves `plan` against what the provider knows: `shared` (Ingress status's addresses,
+/// `None` when not published) and `cluster_ips` (its generated Service's, `None` while there
+/// is none). Each spec entry takes an address of its own (no two entries one address).
+fn assigned(
+    plan: &AddressPlan,
+    shared: Option<&[IngressLoadBalancerIngress]>,
+    cluster_ips: Option<&[IpAddr]>,
+) -> Assigned {
+    if let Some(why) = &plan.refused {
+        return Assigned {
+            condition: Some((false, "NotAssigned", why.clone())),
+            ..Assigned::default()
+        };
+    }
+    let shared_ips: Vec<IpAddr> = (shared.into_iter().flatten())
+        .filter_map(|a| a.ip.as_deref().or(a.hostname.as_deref()))
+        .filter_map(|text| text.parse().ok())
+        .collect();
+    let ip = |ip: IpAddr| json!({"type": "IPAddress", "value": ip.to_string()});
+    let mut out = Assigned::default();
+    if !plan.requested {
+        for entry in &plan.entries {
+            match entry.source {
+                AddressSource::Own(own) => out.addresses.push((ip(own), entry.routability)),
+                // Every shared address, hostnames too, as Ingress status has them.
+                _ => out.addresses.extend(
+                    (shared.into_iter().flatten())
+                        .filter_map(gateway_address)
+                        .map(|address| (address, entry.routability))
+                        .take(MAX_STATUS_ADDRESSES),
+                ),
+            }
+        }
+        if !out.addresses.is_empty() {
+            let message = "the Gateway's addresses are assigned (none was asked for)";
+            out.condition = Some((true, "Assigned", message.to_owned()));
+        }
+        return out;
+    }
+    let published = || match shared_ips.is_empty() {
+        true => "none is published (--publish-service, --publish-status-address)".to_owned(),
+        false => format!("published: {}", list(&shared_ips)),
+    };
+    let cluster = || {
+        match cluster_ips {
+        Some([]) => "the generated Service has no ClusterIP".to_owned(),
+        Some(ips) => format!("the generated Service's ClusterIPs are {}, allocated by the API server", list(ips)),
+        None => "the Gateway has no generated Service yet (see its sluice.dev/GeneratedService condition)".to_owned(),
+    }
+    };
+    let mut used = BTreeSet::new();
+    let mut unsatisfied = Vec::new();
+    for entry in &plan.entries {
+        let at = entry
+            .entry
+            .map_or(String::new(), |i| format!("spec.addresses[{i}]"));
+        let had = match entry.source {
+            AddressSource::Own(own) => Ok(own),
+            AddressSource::Shared(Some(want)) => {
+                (shared_ips.contains(&want)).then_some(want).ok_or_else(|| {
+                    format!(
+                        "{at} {want}: not an address Sluice publishes; {}",
+                        published()
+                    )
+                })
+            }
+            AddressSource::Shared(None) => (shared_ips.iter())
+                .find(|a| !used.contains(*a))
+                .copied()
+                .ok_or_else(|| format!("{at}: no published address left for it; {}", published())),
+            AddressSource::ClusterIp(Some(want)) => {
+                (cluster_ips.unwrap_or_default().contains(&want))
+                    .then_some(want)
+                    .ok_or_else(|| format!("{at} {want}: {}", cluster()))
+            }
+            AddressSource::ClusterIp(None) => (cluster_ips.unwrap_or_default().iter())
+                .find(|a| !used.contains(*a))
+                .copied()
+                .ok_or_else(|| format!("{at}: {}", cluster())),
+        };
+        match had {
+            Ok(address) if used.insert(address) => {
+                out.addresses.push((ip(address), entry.routability));
+            }
+            Ok(address) => unsatisfied.push(format!("{at} {address}: another entry has it")),
+            Err(why) => unsatisfied.push(why),
+        }
+    }
+    let why = unsatisfied.join("; ");
+    out.condition = Some(match (unsatisfied.is_empty(), out.addresses.is_empty()) {
+        (true, _) => (
+            true,
+            "Assigned",
+            "every address asked for is assigned".to_owned(),
+        ),
+        (false, false) => (false, "PartiallyAssigned", format!("not assigned: {why}")),
+        (false, true) => {
+            out.none = Some(format!("no address asked for can be had: {why}"));
+            (false, "NotAssigned", format!("not assigned: {why}"))
+        }
+    });
+    out
+}
+
+fn list(ips: &[IpAddr]) -> String {
+    ips.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A Gateway's `status.addresses` entry for one of the addresses Ingress status gets.
@@ -617,6 +808,7 @@ const SPEC_CONDITIONS: &[&str] = &[
     "AttachedListenerSets",
     "OverlappingTLSConfig",
     "InsecureFrontendValidationMode",
+    "AddressesAssigned",
 ];
 
 /// `want` with transition times (kept from `current` where a condition's status is the same),
@@ -684,7 +876,11 @@ fn stamp(conditions: &mut Value, current: &Value, now: &str) {
 }
 
 /// Appends the conditions of `current` whose type is not one Gateway API defines, as they are.
+/// (Never one of a type `conditions` has: the API refuses two of a type.)
 fn keep_foreign(conditions: &mut Value, current: &Value) {
+    let ours: Vec<Value> = (conditions.as_array().into_iter().flatten())
+        .map(|c| c["type"].clone())
+        .collect();
     let foreign: Vec<Value> = current
         .as_array()
         .into_iter()
@@ -693,6 +889,7 @@ fn keep_foreign(conditions: &mut Value, current: &Value) {
             c["type"]
                 .as_str()
                 .is_some_and(|t| !SPEC_CONDITIONS.contains(&t))
+                && !ours.contains(&c["type"])
         })
         .cloned()
         .collect();
@@ -717,6 +914,170 @@ fn same_named<'a>(list: &'a Value, name: &Value) -> &'a Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use model::gateway_status::{PlannedAddress, ROUTABILITY_CLUSTER, ROUTABILITY_SENTINEL};
+
+    fn plan(requested: bool, entries: &[(AddressSource, &'static str)]) -> AddressPlan {
+        AddressPlan {
+            requested,
+            own: None,
+            entries: (entries.iter().enumerate())
+                .map(|(i, (source, routability))| PlannedAddress {
+                    entry: requested.then_some(i),
+                    source: *source,
+                    routability,
+                })
+                .collect(),
+            refused: None,
+        }
+    }
+
+    fn published(addresses: &[&str]) -> Vec<IngressLoadBalancerIngress> {
+        (addresses.iter())
+            .map(|a| match a.parse::<IpAddr>() {
+                Ok(_) => IngressLoadBalancerIngress {
+                    ip: Some(a.to_string()),
+                    ..Default::default()
+                },
+                Err(_) => IngressLoadBalancerIngress {
+                    hostname: Some(a.to_string()),
+                    ..Default::default()
+                },
+            })
+            .collect()
+    }
+
+    fn values(assigned: &Assigned) -> Vec<String> {
+        (assigned.addresses.iter())
+            .map(|(a, r)| {
+                format!(
+                    "{} {}{r}",
+                    a["type"].as_str().unwrap(),
+                    a["value"].as_str().unwrap()
+                )
+            })
+            .collect()
+    }
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn addresses_asked_for_none_are_every_published_one_or_its_own() {
+        let shared = published(&["198.18.0.200", "lb.example.com"]);
+        let default = plan(false, &[(AddressSource::Shared(None), "")]);
+        let found = assigned(&default, Some(&shared), None);
+        assert_eq!(
+            values(&found),
+            ["IPAddress 198.18.0.200", "Hostname lb.example.com"]
+        );
+        assert_eq!(
+            found.condition.as_ref().map(|c| (c.0, c.1)),
+            Some((true, "Assigned"))
+        );
+        // Nothing published yet: nothing to say.
+        assert_eq!(assigned(&default, None, None), Assigned::default());
+        let own = plan(false, &[(AddressSource::Own(ip("192.0.2.10")), "")]);
+        assert_eq!(
+            values(&assigned(&own, Some(&shared), None)),
+            ["IPAddress 192.0.2.10"]
+        );
+        let many: Vec<String> = (0..20).map(|i| format!("198.18.1.{i}")).collect();
+        let many = published(&many.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(assigned(&default, Some(&many), None).addresses.len(), 16);
+    }
+
+    #[test]
+    fn each_address_asked_for_is_had_once_or_said_unassigned() {
+        let shared = published(&["198.18.0.200"]);
+        let cluster = [ip("10.96.0.20")];
+        // The sentinel, a ClusterIP: every entry its own address.
+        let both = plan(
+            true,
+            &[
+                (AddressSource::Shared(None), ROUTABILITY_SENTINEL),
+                (AddressSource::ClusterIp(None), ROUTABILITY_CLUSTER),
+            ],
+        );
+        let found = assigned(&both, Some(&shared), Some(&cluster));
+        assert_eq!(
+            values(&found),
+            [
+                "IPAddress 198.18.0.200testing.x-k8s.io/sentinel",
+                "IPAddress 10.96.0.20Cluster"
+            ]
+        );
+        assert_eq!(
+            found.condition.as_ref().map(|c| (c.0, c.1)),
+            Some((true, "Assigned"))
+        );
+        assert_eq!(found.none, None);
+        // The Service not there yet: partly assigned, and says where to look.
+        let found = assigned(&both, Some(&shared), None);
+        assert_eq!(
+            values(&found),
+            ["IPAddress 198.18.0.200testing.x-k8s.io/sentinel"]
+        );
+        let (ok, reason, message) = found.condition.unwrap();
+        assert_eq!((ok, reason), (false, "PartiallyAssigned"));
+        assert!(
+            message.contains("spec.addresses[1]: the Gateway has no generated Service yet"),
+            "{message}"
+        );
+        // Two entries, one published address: the second is not had.
+        let two = plan(
+            true,
+            &[
+                (AddressSource::Shared(None), ""),
+                (AddressSource::Shared(None), ""),
+            ],
+        );
+        let found = assigned(&two, Some(&shared), None);
+        assert_eq!(values(&found), ["IPAddress 198.18.0.200"]);
+        assert!(found
+            .condition
+            .unwrap()
+            .2
+            .contains("spec.addresses[1]: no published address left"));
+        // Asked by value: had when published (or the Service's), else nothing: not programmed.
+        let valued = plan(
+            true,
+            &[
+                (AddressSource::Shared(Some(ip("203.0.113.9"))), ""),
+                (
+                    AddressSource::ClusterIp(Some(ip("10.96.0.99"))),
+                    ROUTABILITY_CLUSTER,
+                ),
+            ],
+        );
+        let found = assigned(&valued, Some(&shared), Some(&cluster));
+        assert!(found.addresses.is_empty());
+        let (ok, reason, message) = found.condition.unwrap();
+        assert_eq!((ok, reason), (false, "NotAssigned"));
+        assert!(message.contains("spec.addresses[0] 203.0.113.9: not an address Sluice publishes; published: 198.18.0.200"), "{message}");
+        assert!(
+            message.contains(
+                "spec.addresses[1] 10.96.0.99: the generated Service's ClusterIPs are 10.96.0.20"
+            ),
+            "{message}"
+        );
+        assert!(found.none.is_some());
+        // Refused by the compile: said, nothing reported.
+        let refused = AddressPlan {
+            refused: Some("every address of the pool is taken".into()),
+            ..AddressPlan::default()
+        };
+        let found = assigned(&refused, Some(&shared), None);
+        assert!(found.addresses.is_empty());
+        assert_eq!(
+            found.condition,
+            Some((
+                false,
+                "NotAssigned",
+                "every address of the pool is taken".into()
+            ))
+        );
+    }
 
     #[test]
     fn a_route_created_again_under_its_name_is_written_again() {
@@ -921,7 +1282,12 @@ mod tests {
                 json!({"conditions": [{"type": "Accepted", "observedGeneration": 1}]}),
             ),
         ]);
-        supported_version(&mut wanted, &(false, "gateways v1.5.0".to_owned()));
+        let versions = CrdVersions {
+            supported: false,
+            found: "gateways v1.5.0".to_owned(),
+            experimental_gateways: false,
+        };
+        supported_version(&mut wanted, &versions);
         let class = &wanted[&(Kind::GatewayClass, NamespacedName::new("", "sluice"))];
         let version = &class["conditions"][1];
         assert_eq!(version["type"], "SupportedVersion");

@@ -68,6 +68,9 @@ pub(super) struct InfrastructureWrites {
     swept: bool,
     /// Per Gateway, what the last pass that got an answer found.
     outcomes: BTreeMap<NamespacedName, Outcome>,
+    /// Per Gateway, its generated Service's ClusterIPs (`spec.clusterIPs`) as last read or
+    /// written: the addresses `routability: Cluster` reports.
+    cluster_ips: BTreeMap<NamespacedName, Vec<IpAddr>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,8 +92,9 @@ struct GatewayObjects {
 
 /// How one object's write went.
 enum Written {
-    /// Applied, or already as wanted: remember it.
-    Done,
+    /// Applied, or already as wanted: remember it (a Service's ClusterIPs as the API server
+    /// has them).
+    Done(Option<Vec<IpAddr>>),
     /// Another's object under that name: why.
     Taken(String),
     Failed,
@@ -157,6 +161,7 @@ impl InfrastructureWrites {
         let mut results = futures_util::stream::iter(wanted)
             .map(|objects| async move {
                 let mut done = Vec::new();
+                let mut cluster_ips = None;
                 for (target, config) in &objects.objects {
                     if applied.get(target) == Some(config) {
                         continue;
@@ -166,11 +171,14 @@ impl InfrastructureWrites {
                         return (objects, done, Written::Failed);
                     }
                     match apply(client, target, config, &objects.gateway).await {
-                        Written::Done => done.push(target.clone()),
+                        Written::Done(ips) => {
+                            done.push(target.clone());
+                            cluster_ips = cluster_ips.or(ips);
+                        }
                         other => return (objects, done, other),
                     }
                 }
-                (objects, done, Written::Done)
+                (objects, done, Written::Done(cluster_ips))
             })
             .buffer_unordered(GATEWAYS_IN_FLIGHT);
         let mut finished = Vec::new();
@@ -186,9 +194,14 @@ impl InfrastructureWrites {
                 self.applied.insert(target, config.unwrap_or_default());
             }
             let outcome = match last {
-                Written::Done => Outcome::Generated {
-                    endpoints: objects.endpoints,
-                },
+                Written::Done(cluster_ips) => {
+                    if let Some(ips) = cluster_ips {
+                        self.cluster_ips.insert(objects.gateway.clone(), ips);
+                    }
+                    Outcome::Generated {
+                        endpoints: objects.endpoints,
+                    }
+                }
                 Written::Taken(why) => Outcome::NameInUse(why),
                 Written::Failed => {
                     complete = false;
@@ -202,7 +215,21 @@ impl InfrastructureWrites {
             }
         }
         self.outcomes.retain(|gateway, _| served.contains(gateway));
+        let generated = |gateway: &NamespacedName| {
+            matches!(self.outcomes.get(gateway), Some(Outcome::Generated { .. }))
+        };
+        let kept: Vec<NamespacedName> = (self.cluster_ips.keys())
+            .filter(|gateway| generated(gateway))
+            .cloned()
+            .collect();
+        self.cluster_ips.retain(|gateway, _| kept.contains(gateway));
         complete
+    }
+
+    /// The ClusterIPs of the Service generated for each Gateway whose Service is there as
+    /// wanted.
+    pub(super) fn cluster_ips(&self) -> &BTreeMap<NamespacedName, Vec<IpAddr>> {
+        &self.cluster_ips
     }
 
     /// Each Gateway's `sluice.dev/GeneratedService` condition: what became of its Service, or
@@ -386,26 +413,40 @@ async fn apply(
                 )));
             }
             if up_to_date(current, config) {
-                return Ok(Ok(()));
+                return Ok(Ok(cluster_ips(*made, current)));
             }
         }
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        api.patch(&key.name, &params, &Patch::Apply(config)).await?;
+        let written = api.patch(&key.name, &params, &Patch::Apply(config)).await?;
         match current {
             None => tracing::info!(%gateway, object = %key, "generated {made:?}"),
             Some(_) => tracing::info!(%gateway, object = %key, "generated {made:?} updated"),
         }
-        Ok::<_, kube::Error>(Ok(()))
+        let written = serde_json::to_value(written).unwrap_or_default();
+        Ok::<_, kube::Error>(Ok(cluster_ips(*made, &written)))
     }
     .await;
     match result {
-        Ok(Ok(())) => Written::Done,
+        Ok(Ok(ips)) => Written::Done(ips),
         Ok(Err(why)) => Written::Taken(why),
         Err(error) => {
             tracing::warn!(%gateway, object = %key, "writing the generated {made:?} failed: {error}");
             Written::Failed
         }
     }
+}
+
+/// A Service's `spec.clusterIPs` (`None` for a slice; empty for a headless Service).
+fn cluster_ips(made: Made, object: &Value) -> Option<Vec<IpAddr>> {
+    if made != Made::Service {
+        return None;
+    }
+    let spec = &object["spec"];
+    let texts = match spec["clusterIPs"].as_array() {
+        Some(ips) => ips.iter().filter_map(Value::as_str).collect(),
+        None => spec["clusterIP"].as_str().into_iter().collect::<Vec<_>>(),
+    };
+    Some(texts.iter().filter_map(|t| t.parse().ok()).collect())
 }
 
 /// Deletes the object if it is Sluice's (a precondition on its uid: not one made since).

@@ -26,6 +26,7 @@ use kube::{Api, Client};
 use model::{Diagnostic, Kind, NamespacedName, Severity};
 use tokio::sync::{oneshot, watch};
 
+use super::gateway_status::Found;
 use super::gateway_status::GatewayWrites;
 use super::infrastructure::InfrastructureWrites;
 use super::lease::Election;
@@ -356,14 +357,13 @@ impl Task {
             .reconcile(&self.client, statuses, &shared, &leads)
             .await;
         let conditions = self.infrastructure.conditions(statuses);
+        let found = Found {
+            shared: addresses,
+            conditions: &conditions,
+            cluster_ips: self.infrastructure.cluster_ips(),
+        };
         let written = (self.gateway)
-            .reconcile(
-                &self.client,
-                &self.field_manager,
-                statuses,
-                (addresses, &conditions),
-                leads,
-            )
+            .reconcile(&self.client, &self.field_manager, statuses, found, leads)
             .await;
         generated && written
     }

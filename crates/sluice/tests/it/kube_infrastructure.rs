@@ -280,3 +280,99 @@ fn a_gateways_service_follows_its_infrastructure_labels_written_by_the_leader_al
     leader.assert_nothing_forbidden();
     follower.assert_nothing_forbidden();
 }
+
+/// GEP-5093 on the experimental channel's CRDs: each `spec.addresses` entry finds its own
+/// address (the sentinel scope a published one, `Cluster` the generated Service's ClusterIP),
+/// `status.addresses` reports each with its routability, `AddressesAssigned` says how it went,
+/// and a scope Sluice does not provide leaves the Gateway unprogrammed, saying why.
+#[test]
+fn each_address_asked_for_is_reported_with_its_routability() {
+    let ns = "scopes";
+    let cluster = Cluster::start("gateway-routability");
+    cluster.install_gateway_crds_of("experimental");
+    cluster.create(&namespace(ns));
+    cluster.create(&gateway_class());
+    let mut edge = gateway(ns);
+    edge["spec"]["addresses"] = json!([
+        {"type": "IPAddress", "routability": "testing.x-k8s.io/sentinel"},
+        {"type": "IPAddress", "routability": "Cluster"},
+    ]);
+    cluster.create(&edge);
+    let _sluice = cluster.sluice(ns, &["--publish-status-address", "198.18.0.200"]);
+
+    let service = eventually(WAIT, "Service scopes/edge-sluice", || {
+        cluster.get("Service", ns, "edge-sluice")
+    });
+    let cluster_ip = service["spec"]["clusterIP"].as_str().unwrap().to_owned();
+    assert!(
+        cluster_ip.parse::<std::net::IpAddr>().is_ok(),
+        "{service:#}"
+    );
+    let assigned = |gateway: &Value| condition(gateway, "AddressesAssigned").clone();
+    let gateway = eventually(WAIT, "AddressesAssigned", || {
+        let gateway = cluster.get("Gateway", ns, "edge")?;
+        (assigned(&gateway)["status"] == "True").then_some(gateway)
+    });
+    assert_eq!(
+        gateway["status"]["addresses"],
+        json!([
+            {"type": "IPAddress", "value": "198.18.0.200", "routability": "testing.x-k8s.io/sentinel"},
+            {"type": "IPAddress", "value": cluster_ip, "routability": "Cluster"},
+        ]),
+        "{gateway:#}"
+    );
+    assert_eq!(assigned(&gateway)["reason"], "Assigned");
+    assert_eq!(condition(&gateway, "Programmed")["status"], "True");
+    assert_eq!(assigned(&gateway)["observedGeneration"], 1);
+
+    // A ClusterIP asked for by value that is not the Service's, beside the sentinel: part.
+    cluster.merge_patch(
+        "Gateway",
+        ns,
+        "edge",
+        &json!({"spec": {"addresses": [
+            {"type": "IPAddress", "routability": "testing.x-k8s.io/sentinel"},
+            {"type": "IPAddress", "routability": "Cluster", "value": "10.0.0.250"},
+        ]}}),
+    );
+    let gateway = eventually(WAIT, "PartiallyAssigned", || {
+        let gateway = cluster.get("Gateway", ns, "edge")?;
+        (assigned(&gateway)["reason"] == "PartiallyAssigned").then_some(gateway)
+    });
+    let message = assigned(&gateway)["message"].as_str().unwrap().to_owned();
+    assert!(
+        message.contains("spec.addresses[1] 10.0.0.250: the generated Service's ClusterIPs are"),
+        "{message}"
+    );
+    assert_eq!(
+        gateway["status"]["addresses"],
+        json!([{"type": "IPAddress", "value": "198.18.0.200", "routability": "testing.x-k8s.io/sentinel"}])
+    );
+    assert_eq!(assigned(&gateway)["observedGeneration"], 2);
+
+    // A scope Sluice does not provide: no address, not programmed, and why.
+    cluster.merge_patch(
+        "Gateway",
+        ns,
+        "edge",
+        &json!({"spec": {"addresses": [{"type": "IPAddress", "routability": "example.com/internet"}]}}),
+    );
+    let gateway = eventually(WAIT, "NotAssigned", || {
+        let gateway = cluster.get("Gateway", ns, "edge")?;
+        (assigned(&gateway)["reason"] == "NotAssigned").then_some(gateway)
+    });
+    let programmed = condition(&gateway, "Programmed");
+    assert_eq!(
+        (&programmed["status"], &programmed["reason"]),
+        (&json!("False"), &json!("AddressNotAssigned")),
+        "{gateway:#}"
+    );
+    assert!(
+        programmed["message"]
+            .as_str()
+            .unwrap()
+            .contains("routability \"example.com/internet\""),
+        "{programmed:#}"
+    );
+    assert_eq!(gateway["status"]["addresses"], json!([]), "{gateway:#}");
+}

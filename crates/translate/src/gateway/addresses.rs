@@ -6,8 +6,9 @@
 //!  pool::assign ─▶ Place per Gateway ─▶ open_sites (a site per address, even without routes)
 //!     routes_at / certificates_at (Place) ─▶ the site's RouteTable and Certificates, the shared
 //!     ones, or none (a Gateway without the address it asked for serves nowhere)
-//!  no pool: spec.addresses ─▶ a diagnostic; two Gateways' listeners on one port with
-//!     overlapping hostnames ─▶ a notice (their routes meet on the shared site)
+//!  no pool: spec.addresses by value ─▶ a difference (had only if published); two Gateways'
+//!     listeners on one port with overlapping hostnames ─▶ a notice (their routes meet on the
+//!     shared site)
 //! ```
 //! The operator makes the pool's addresses reach the node (on its interface, or announced);
 //! Sluice's sockets stay where `--http-listen`/`--https-listen` put them and the proxy tells
@@ -53,7 +54,9 @@ impl Compiler<'_> {
         }
     }
 
-    /// Addresses asked for without a pool: every Gateway is on the shared listeners.
+    /// Addresses asked for by value without a pool: every Gateway is on the shared listeners,
+    /// so such an address is had only when it is one of the shared ones (the provider's to
+    /// tell, in `AddressesAssigned`); from files there is no status to say so.
     pub(super) fn unpooled_addresses(
         &mut self,
         pool: Option<&AddressPool>,
@@ -63,11 +66,26 @@ impl Compiler<'_> {
             return;
         }
         for (key, gateway) in gateways {
-            if !gateway.spec.addresses.is_empty() {
+            let valued = (gateway.spec.addresses.iter().enumerate())
+                .find(|(_, a)| !a.value.is_empty() && a.routability.as_deref() != Some("Cluster"));
+            if let Some((a, address)) = valued {
                 self.diagnose_with(
-                    Severity::Unsupported,
+                    Severity::Difference,
                     gateway_ref(key),
-                    "spec.addresses: not supported without --gateway-address-pool (every Gateway is served on Sluice's shared listeners); ignored",
+                    format!("spec.addresses[{a}] {}: without --gateway-address-pool every Gateway is served on Sluice's shared listeners; the address is had only if it is one of the addresses Sluice publishes (--publish-service, --publish-status-address)", address.value),
+                );
+            }
+        }
+    }
+
+    /// A Gateway refused for its addresses is served nowhere: said where there is no status.
+    pub(super) fn refused_addresses(&mut self, assignments: &BTreeMap<NamespacedName, Assignment>) {
+        for (key, assignment) in assignments {
+            if let Some(why) = &assignment.plan.refused {
+                self.diagnose_with(
+                    Severity::Error,
+                    gateway_ref(key),
+                    format!("{why}; the Gateway is served nowhere"),
                 );
             }
         }
@@ -100,7 +118,7 @@ impl Compiler<'_> {
                 }
                 let host = later.host.pattern();
                 self.diagnose_with(
-                    Severity::Notice,
+                    Severity::Difference,
                     gateway_ref(&later.gateway),
                     format!("listener {} (port {}, {host}) shares Sluice's listeners with Gateway {}'s listener {}: requests for either reach the routes of both; --gateway-address-pool gives each Gateway an address of its own", later.name, later.port, earlier.gateway, earlier.name),
                 );

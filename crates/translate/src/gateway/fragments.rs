@@ -104,7 +104,7 @@ impl Fragments {
         (self.endpoints_read).retain(|backend, _| live.contains(backend));
         self.gateway_addresses = (compiled.gateway_status.gateways.iter())
             .filter_map(|(key, gateway)| {
-                let ip = gateway.addresses.first()?.value.parse().ok()?;
+                let ip = gateway.addresses.own?;
                 Some((key.clone(), ip))
             })
             .collect();

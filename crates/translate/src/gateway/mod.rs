@@ -75,7 +75,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use model::gateway_status::{
-    ClassStatus, Condition, GatewayStatus, GatewayStatuses, RouteParentStatus, RouteStatus,
+    AddressPlan, ClassStatus, Condition, GatewayStatus, GatewayStatuses, RouteParentStatus,
+    RouteStatus,
 };
 use model::policy::{RoutePolicy, SslRedirect};
 use model::routes::{HostPattern, Listeners, PathKind, PathRoute, RouteSite};
@@ -301,17 +302,21 @@ impl Compiler<'_> {
             .filter(|(key, _)| !refused.contains_key(key))
             .copied()
             .collect();
+        let no_addresses = BTreeMap::new();
         let given = self.fragments.as_deref().map(Fragments::gateway_addresses);
-        let mut assignments = pool::assign(pool, &placed, given.unwrap_or(&BTreeMap::new()));
+        let given = given.unwrap_or(&no_addresses);
+        let mut assignments = pool::assign(pool, &placed, given, listen.is_some());
         for (key, why) in &refused {
             self.diagnose(gateway_ref(key), why.clone());
             let nowhere = Assignment {
                 place: Place::Nowhere,
                 problem: None,
+                plan: AddressPlan::default(),
             };
             assignments.insert((*key).clone(), nowhere);
         }
         self.unpooled_addresses(pool, &gateways);
+        self.refused_addresses(&assignments);
         self.open_sites(&assignments);
         for (key, gateway) in gateways {
             let place = assignments[key].place;
@@ -478,7 +483,7 @@ impl Compiler<'_> {
             status.gateways.insert(
                 key.clone(),
                 GatewayStatus {
-                    addresses: assignment.status_addresses(),
+                    addresses: assignment.plan.clone(),
                     conditions,
                     listeners: listener_status,
                     attached_listener_sets: attached_sets.get(key).copied().unwrap_or(0),

@@ -278,6 +278,9 @@ pub struct GatewaySpecAddress {
     pub type_: Option<String>,
     #[serde(default)]
     pub value: String,
+    /// GEP-5093 (experimental channel): `""`, `Cluster` or a prefixed scope (see `pool`).
+    #[serde(default)]
+    pub routability: Option<String>,
     #[serde(flatten)]
     pub rest: Rest,
 }

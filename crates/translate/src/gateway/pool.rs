@@ -13,6 +13,10 @@
 //!       sorting first would take the address just written into the other's status)
 //!    4. the first free address of the pool ─▶ Own; none left ─▶ Nowhere, AddressNotAssigned
 //!  no pool ─▶ every Gateway Shared (Sluice's one site, with the Ingresses)
+//!  before both, each spec.addresses entry read (`requests`): routability "" or the sentinel ─▶
+//!    an address it is served on; Cluster ─▶ its generated Service's ClusterIP (none from
+//!    files); another scope, a second address of its own ─▶ Nowhere, Programmed=False
+//!  ─▶ Assignment.plan: what status.addresses will report (model::gateway_status::AddressPlan)
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,7 +25,10 @@ use std::net::IpAddr;
 use std::str::FromStr;
 
 use ipnet::IpNet;
-use model::gateway_status::{Condition, GatewayAddress};
+use model::gateway_status::{
+    AddressPlan, AddressSource, Condition, PlannedAddress, ROUTABILITY_CLUSTER,
+    ROUTABILITY_DEFAULT, ROUTABILITY_SENTINEL,
+};
 use model::NamespacedName;
 
 use super::objects::Gateway;
@@ -65,7 +72,9 @@ pub(crate) enum Place {
 pub(crate) struct Assignment {
     pub(crate) place: Place,
     /// Why it has none: (`Accepted` or `Programmed`, reason, message).
-    pub(crate) problem: Option<(&'static str, &'static str, String)>,
+    pub(crate) problem: Option<Problem>,
+    /// What its status will say of its addresses.
+    pub(crate) plan: AddressPlan,
 }
 
 impl FromStr for AddressPool {
@@ -169,45 +178,48 @@ fn next(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// Each Gateway's place (see the module doc). `gateways`: Sluice's, in any order; `given`:
-/// the addresses the last compile gave them (empty when there was none).
+/// Each Gateway's place and addresses (see the module doc). `gateways`: Sluice's, in any
+/// order; `given`: the addresses the last compile gave them (empty when there was none);
+/// `generated`: a Service is generated for each served Gateway (Kubernetes mode), so a
+/// `Cluster` address can be had.
 pub(crate) fn assign(
     pool: Option<&AddressPool>,
     gateways: &[(&NamespacedName, &Gateway)],
     given: &BTreeMap<NamespacedName, IpAddr>,
+    generated: bool,
 ) -> BTreeMap<NamespacedName, Assignment> {
     let mut out = BTreeMap::new();
+    let mut ordered = Vec::new();
+    for (key, gateway) in gateways {
+        match requests(gateway, pool.is_some(), generated) {
+            Ok(requests) => ordered.push((*key, *gateway, requests)),
+            Err(problem) => {
+                out.insert((*key).clone(), refused(problem));
+            }
+        }
+    }
     let Some(pool) = pool else {
-        for (key, _) in gateways {
-            let shared = Assignment {
-                place: Place::Shared,
-                problem: None,
-            };
-            out.insert((*key).clone(), shared);
+        for (key, _, requests) in ordered {
+            out.insert(key.clone(), placed(Place::Shared, &requests));
         }
         return out;
     };
-    let mut ordered = gateways.to_vec();
-    ordered.sort_by(|(a_key, a), (b_key, b)| {
+    ordered.sort_by(|(a_key, a, _), (b_key, b, _)| {
         (a.metadata.creation_timestamp.as_ref())
             .cmp(&b.metadata.creation_timestamp.as_ref())
             .then_with(|| a_key.cmp(b_key))
     });
     let mut taken = BTreeSet::new();
     let mut waiting = Vec::new();
-    for (key, gateway) in ordered {
-        match asked(pool, gateway, &taken) {
+    for (key, gateway, requests) in ordered {
+        match asked(pool, &requests, &taken) {
             Ok(Some(ip)) => {
                 taken.insert(ip);
-                out.insert(key.clone(), own(ip));
+                out.insert(key.clone(), placed(Place::Own(ip), &requests));
             }
-            Ok(None) => waiting.push((key, gateway)),
+            Ok(None) => waiting.push((key, gateway, requests)),
             Err(problem) => {
-                let nowhere = Assignment {
-                    place: Place::Nowhere,
-                    problem: Some(problem),
-                };
-                out.insert(key.clone(), nowhere);
+                out.insert(key.clone(), refused(problem));
             }
         }
     }
@@ -215,61 +227,63 @@ pub(crate) fn assign(
     // status shows first (a leader's word, which a follower follows), then the one this
     // process gave it last (its status write may still be on its way back).
     let mut unplaced = Vec::new();
-    for (key, gateway) in waiting {
+    for (key, gateway, requests) in waiting {
         let kept = (gateway.status_addresses.iter())
             .filter_map(|text| text.parse::<IpAddr>().ok())
             .find(|ip| pool.contains(*ip) && !taken.contains(ip));
         match kept {
             Some(ip) => {
                 taken.insert(ip);
-                out.insert(key.clone(), own(ip));
+                out.insert(key.clone(), placed(Place::Own(ip), &requests));
             }
-            None => unplaced.push(key),
+            None => unplaced.push((key, requests)),
         }
     }
     let mut new = Vec::new();
-    for key in unplaced {
+    for (key, requests) in unplaced {
         match given.get(key) {
             Some(ip) if pool.contains(*ip) && !taken.contains(ip) => {
                 taken.insert(*ip);
-                out.insert(key.clone(), own(*ip));
+                out.insert(key.clone(), placed(Place::Own(*ip), &requests));
             }
-            _ => new.push(key),
+            _ => new.push((key, requests)),
         }
     }
     let mut free = pool.addresses.iter().filter(|ip| !taken.contains(*ip));
-    for key in new {
+    for (key, requests) in new {
         let assignment = match free.next() {
-            Some(ip) => own(*ip),
-            None => Assignment {
-                place: Place::Nowhere,
-                problem: Some((
-                    "Programmed",
-                    "AddressNotAssigned",
-                    format!("every address of --gateway-address-pool ({pool}) is taken"),
-                )),
-            },
+            Some(ip) => placed(Place::Own(*ip), &requests),
+            None => refused((
+                "Programmed",
+                "AddressNotAssigned",
+                format!("every address of --gateway-address-pool ({pool}) is taken"),
+            )),
         };
         out.insert(key.clone(), assignment);
     }
     out
 }
 
-fn own(ip: IpAddr) -> Assignment {
-    Assignment {
-        place: Place::Own(ip),
-        problem: None,
-    }
+/// Why a Gateway has no address: (`Accepted` or `Programmed`, reason, message).
+type Problem = (&'static str, &'static str, String);
+
+/// One `spec.addresses` entry, read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Request {
+    entry: usize,
+    /// The address asked for by value.
+    value: Option<IpAddr>,
+    /// `Cluster`: the generated Service's ClusterIP; else an address Sluice serves on.
+    cluster: bool,
+    /// As reported in status.
+    routability: &'static str,
 }
 
-/// The address `spec.addresses` asks for: `None` when it asks for none (or only for "any
-/// IPAddress", an entry without value).
-fn asked(
-    pool: &AddressPool,
-    gateway: &Gateway,
-    taken: &BTreeSet<IpAddr>,
-) -> Result<Option<IpAddr>, (&'static str, &'static str, String)> {
-    let mut wanted = None;
+/// `spec.addresses`, entry by entry. An entry Sluice cannot satisfy refuses the Gateway: it
+/// does not program a part of what was asked (GatewayStaticAddresses expects a Gateway asking
+/// for an unusable address among usable ones not to be programmed; GEP-5093 allows it).
+fn requests(gateway: &Gateway, pooled: bool, generated: bool) -> Result<Vec<Request>, Problem> {
+    let mut requests = Vec::new();
     for (a, address) in gateway.spec.addresses.iter().enumerate() {
         let kind = address.type_.as_deref().unwrap_or("IPAddress");
         if kind != "IPAddress" {
@@ -279,26 +293,121 @@ fn asked(
                 format!("spec.addresses[{a}]: Sluice assigns addresses of type IPAddress only, not {kind}"),
             ));
         }
-        if address.value.is_empty() {
-            continue;
-        }
-        let Ok(ip) = address.value.parse::<IpAddr>() else {
-            return Err((
-                "Programmed",
-                "AddressNotUsable",
-                format!("spec.addresses[{a}] {:?}: not an IP address", address.value),
-            ));
+        let routability = match address.routability.as_deref().unwrap_or_default() {
+            "" => ROUTABILITY_DEFAULT,
+            ROUTABILITY_SENTINEL => ROUTABILITY_SENTINEL,
+            ROUTABILITY_CLUSTER if generated => ROUTABILITY_CLUSTER,
+            ROUTABILITY_CLUSTER => {
+                return Err((
+                    "Programmed",
+                    "AddressNotAssigned",
+                    format!("spec.addresses[{a}] routability Cluster: a ClusterIP is the one of the Service Sluice generates in Kubernetes mode; a configuration from files has none"),
+                ))
+            }
+            other => {
+                return Err((
+                    "Programmed",
+                    "AddressNotAssigned",
+                    format!("spec.addresses[{a}] routability {other:?}: Sluice provides \"\" (its own or the shared addresses) and Cluster (the generated Service's ClusterIP) only"),
+                ))
+            }
         };
-        if wanted.is_some_and(|w| w != ip) {
-            return Err((
-                "Programmed",
-                "AddressNotUsable",
-                format!("spec.addresses[{a}] {ip}: Sluice gives a Gateway one address"),
-            ));
+        let value = match address.value.as_str() {
+            "" => None,
+            text => match text.parse::<IpAddr>() {
+                Ok(ip) => Some(ip),
+                Err(_) => {
+                    return Err((
+                        "Programmed",
+                        "AddressNotUsable",
+                        format!("spec.addresses[{a}] {text:?}: not an IP address"),
+                    ))
+                }
+            },
+        };
+        let cluster = routability == ROUTABILITY_CLUSTER;
+        if pooled && !cluster {
+            if let Some(first) = requests.iter().find(|r: &&Request| !r.cluster) {
+                return Err((
+                    "Programmed",
+                    "AddressNotUsable",
+                    format!(
+                        "spec.addresses[{a}]: Sluice gives a Gateway one address of its own, which spec.addresses[{}] asks for",
+                        first.entry
+                    ),
+                ));
+            }
         }
-        wanted = Some(ip);
+        requests.push(Request {
+            entry: a,
+            value,
+            cluster,
+            routability,
+        });
     }
-    let Some(ip) = wanted else {
+    Ok(requests)
+}
+
+fn refused(problem: Problem) -> Assignment {
+    let plan = AddressPlan {
+        refused: Some(problem.2.clone()),
+        ..AddressPlan::default()
+    };
+    Assignment {
+        place: Place::Nowhere,
+        problem: Some(problem),
+        plan,
+    }
+}
+
+/// A Gateway served at `place`, its status addresses planned from `requests`.
+fn placed(place: Place, requests: &[Request]) -> Assignment {
+    let own = match place {
+        Place::Own(ip) => Some(ip),
+        Place::Shared | Place::Nowhere => None,
+    };
+    let here = |value: Option<IpAddr>| match own {
+        Some(ip) => AddressSource::Own(ip),
+        None => AddressSource::Shared(value),
+    };
+    let entries = if requests.is_empty() {
+        vec![PlannedAddress {
+            entry: None,
+            source: here(None),
+            routability: ROUTABILITY_DEFAULT,
+        }]
+    } else {
+        (requests.iter())
+            .map(|r| PlannedAddress {
+                entry: Some(r.entry),
+                source: match r.cluster {
+                    true => AddressSource::ClusterIp(r.value),
+                    false => here(r.value),
+                },
+                routability: r.routability,
+            })
+            .collect()
+    };
+    Assignment {
+        place,
+        problem: None,
+        plan: AddressPlan {
+            requested: !requests.is_empty(),
+            own,
+            entries,
+            refused: None,
+        },
+    }
+}
+
+/// The address of its own `requests` ask for: `None` when they ask for none (or only for "any
+/// IPAddress", an entry without value, or for a ClusterIP).
+fn asked(
+    pool: &AddressPool,
+    requests: &[Request],
+    taken: &BTreeSet<IpAddr>,
+) -> Result<Option<IpAddr>, Problem> {
+    let Some(ip) = (requests.iter()).find_map(|r| r.value.filter(|_| !r.cluster)) else {
         return Ok(None);
     };
     if !pool.contains(ip) {
@@ -319,17 +428,6 @@ fn asked(
 }
 
 impl Assignment {
-    /// The Gateway's `status.addresses`: its own, else none of its own.
-    pub(super) fn status_addresses(&self) -> Vec<GatewayAddress> {
-        match self.place {
-            Place::Own(ip) => vec![GatewayAddress {
-                type_: "IPAddress",
-                value: ip.to_string(),
-            }],
-            Place::Shared | Place::Nowhere => Vec::new(),
-        }
-    }
-
     /// Replaces the condition its problem is about in `conditions` (made as if it were served).
     pub(super) fn overrule(&self, conditions: &mut [Condition], generation: i64) {
         let Some((type_, reason, message)) = &self.problem else {

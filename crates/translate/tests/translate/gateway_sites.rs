@@ -3,7 +3,7 @@
 
 use std::net::IpAddr;
 
-use model::gateway_status::Condition;
+use model::gateway_status::{AddressSource, Condition};
 use model::{Compiled, NamespacedName};
 use translate::gateway::AddressPool;
 use translate::gateway::Fragments;
@@ -67,9 +67,25 @@ spec:
 ---
 ";
 
+/// The Gateway's planned `status.addresses`: an address of its own as itself, the ones the
+/// provider resolves by where they come from, each with a routability other than "".
 fn address(c: &Compiled, name: &str) -> Vec<String> {
     let status = &c.gateway_status.gateways[&NamespacedName::new("app", name)];
-    status.addresses.iter().map(|a| a.value.clone()).collect()
+    (status.addresses.entries.iter())
+        .map(|a| {
+            let from = match a.source {
+                AddressSource::Own(ip) => ip.to_string(),
+                AddressSource::Shared(None) => "shared".to_owned(),
+                AddressSource::Shared(Some(ip)) => format!("shared {ip}"),
+                AddressSource::ClusterIp(None) => "ClusterIP".to_owned(),
+                AddressSource::ClusterIp(Some(ip)) => format!("ClusterIP {ip}"),
+            };
+            match a.routability {
+                "" => from,
+                routability => format!("{from} ({routability})"),
+            }
+        })
+        .collect()
 }
 
 fn condition(c: &Compiled, name: &str, type_: &str) -> Condition {
@@ -128,7 +144,7 @@ fn without_a_pool_gateways_share_the_site_and_a_collision_is_said() {
     let text = format!("{CLASS}{}{}", gateway("a", ""), gateway("b", ""));
     let c = compiled(&text, None);
     assert!(c.sites.is_empty());
-    assert!(address(&c, "a").is_empty());
+    assert_eq!(address(&c, "a"), ["shared"]);
     let said: Vec<String> = c.diagnostics.iter().map(ToString::to_string).collect();
     assert!(
         said.iter().any(|d| d.contains("Gateway app/b")
@@ -293,4 +309,100 @@ spec:
         .find(|c| c.type_ == "Accepted")
         .unwrap();
     assert!(accepted.status, "{accepted:?}");
+}
+
+/// GEP-5093: each `spec.addresses` entry is planned on its own, with the routability status
+/// will report; one Sluice cannot satisfy refuses the Gateway with the reason.
+#[test]
+fn address_routability_is_planned_entry_by_entry() {
+    let in_cluster = |text: &str, pool: Option<&str>| {
+        let options = CompileOptions {
+            gateway_address_pool: pool.map(|p| p.parse::<AddressPool>().unwrap()),
+            gateway_services: Some(translate::gateway::ListenPorts {
+                http: 8080,
+                https: 8443,
+            }),
+            ..CompileOptions::default()
+        };
+        compiled_with(text, &options)
+    };
+    let sentinel = "  addresses: [{routability: testing.x-k8s.io/sentinel}]\n";
+    let cluster = "  addresses: [{routability: Cluster}, {value: 192.0.2.11}]\n";
+    let cluster_only = "  addresses: [{routability: Cluster, value: 10.96.0.20}]\n";
+    let plain = "  addresses: [{}]\n";
+    let text = format!(
+        "{CLASS}{}{}{}{}{}",
+        gateway("a", ""),
+        gateway("b", sentinel),
+        gateway("c", cluster),
+        gateway("d", cluster_only),
+        gateway("e", plain),
+    );
+    let c = in_cluster(&text, Some("192.0.2.10-192.0.2.14"));
+    assert_eq!(address(&c, "a"), ["192.0.2.10"]);
+    assert_eq!(address(&c, "b"), ["192.0.2.12 (testing.x-k8s.io/sentinel)"]);
+    assert_eq!(address(&c, "c"), ["ClusterIP (Cluster)", "192.0.2.11"]);
+    // Served on an address of the pool (its Service leads there), which status does not
+    // report: only what was asked for is.
+    assert_eq!(address(&c, "d"), ["ClusterIP 10.96.0.20 (Cluster)"]);
+    let d = &c.gateway_status.gateways[&NamespacedName::new("app", "d")].addresses;
+    assert_eq!(d.own, Some("192.0.2.13".parse().unwrap()));
+    assert!(d.requested);
+    assert_eq!(address(&c, "e"), ["192.0.2.14"]);
+    for name in ["a", "b", "c", "d", "e"] {
+        assert_eq!(condition(&c, name, "Programmed").reason, "Programmed");
+    }
+    assert_eq!(served(&c, "192.0.2.13", "x.com").as_deref(), Some("d-web"));
+
+    // Without a pool, the shared addresses (the provider resolves them).
+    let valued = "  addresses: [{value: 198.18.0.200}, {routability: Cluster}]\n";
+    let text = format!("{CLASS}{}{}", gateway("a", sentinel), gateway("b", valued));
+    let c = in_cluster(&text, None);
+    assert_eq!(address(&c, "a"), ["shared (testing.x-k8s.io/sentinel)"]);
+    assert_eq!(
+        address(&c, "b"),
+        ["shared 198.18.0.200", "ClusterIP (Cluster)"]
+    );
+    let said: Vec<String> = c.diagnostics.iter().map(ToString::to_string).collect();
+    assert!(
+        said.iter().any(|d| d.contains("Gateway app/b")
+            && d.contains("spec.addresses[0] 198.18.0.200: without --gateway-address-pool")),
+        "{said:?}"
+    );
+
+    // What Sluice cannot satisfy: an unknown scope, a second address of its own, a ClusterIP
+    // from files; each refuses the Gateway (served nowhere), with the reason.
+    let scoped = "  addresses: [{routability: example.com/internet}]\n";
+    let two = "  addresses: [{value: 192.0.2.10}, {}]\n";
+    let text = format!(
+        "{CLASS}{}{}{}",
+        gateway("f", scoped),
+        gateway("g", two),
+        gateway("h", "  addresses: [{routability: Cluster}]\n"),
+    );
+    let c = in_cluster(&text, Some("192.0.2.10-192.0.2.14"));
+    for (name, reason, says) in [
+        ("f", "AddressNotAssigned", "routability \"example.com/internet\": Sluice provides"),
+        ("g", "AddressNotUsable", "spec.addresses[1]: Sluice gives a Gateway one address of its own, which spec.addresses[0] asks for"),
+    ] {
+        let programmed = condition(&c, name, "Programmed");
+        assert_eq!((programmed.status, programmed.reason), (false, reason));
+        assert!(programmed.message.contains(says), "{programmed:?}");
+        let plan = &c.gateway_status.gateways[&NamespacedName::new("app", name)].addresses;
+        assert_eq!(plan.refused.as_deref(), Some(&*programmed.message));
+        assert!(plan.entries.is_empty());
+    }
+    assert_eq!(served(&c, "192.0.2.10", "x.com").as_deref(), Some("h-web"));
+    let c = compiled(&text, Some("192.0.2.10-192.0.2.14"));
+    let programmed = condition(&c, "h", "Programmed");
+    assert_eq!(
+        (programmed.status, programmed.reason),
+        (false, "AddressNotAssigned")
+    );
+    assert!(
+        programmed
+            .message
+            .contains("a configuration from files has none"),
+        "{programmed:?}"
+    );
 }

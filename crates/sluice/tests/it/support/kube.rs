@@ -358,15 +358,21 @@ impl Cluster {
     /// scripts/gateway-crds.sh caches under ~/.cache/sluice-kube) and waits until the API server
     /// serves them.
     pub(crate) fn install_gateway_crds(&self) {
+        self.install_gateway_crds_of("standard");
+    }
+
+    /// Installs the Gateway API CRDs of `channel` (`standard` or `experimental`), as
+    /// `install_gateway_crds`.
+    pub(crate) fn install_gateway_crds_of(&self, channel: &str) {
         let crds = std::env::var("SLUICE_GATEWAY_CRDS").unwrap_or_else(|_| {
             run(
                 Command::new("bash").arg(scripts_dir().join("gateway-crds.sh")),
                 "scripts/gateway-crds.sh",
             )
         });
-        let standard = Path::new(crds.trim()).join("standard");
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&standard)
-            .unwrap_or_else(|e| panic!("{}: {e}", standard.display()))
+        let folder = Path::new(crds.trim()).join(channel);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&folder)
+            .unwrap_or_else(|e| panic!("{}: {e}", folder.display()))
             .map(|entry| entry.unwrap().path())
             .filter(|path| {
                 let name = path.file_name().unwrap().to_string_lossy();
