@@ -3,12 +3,14 @@
 # each benchmark below runs once, one after another, on one release build, and the page puts
 # their ratios side by side with the command that produced each.
 #
-#   scripts/bench-summary.sh                 everything, ~15 minutes on 2 CPUs
+#   scripts/bench-summary.sh                 everything, ~18 minutes on 2 CPUs
 #   ONLY="proxy idle" scripts/bench-summary.sh   a subset (names below)
 #
 #   proxy        scripts/bench-proxy.sh PROTOCOLS="http https h2 grpc"   CPU per request / call
 #   nginx-backend  BACKEND=nginx PROTOCOLS=http scripts/bench-proxy.sh   100 connections, nginx
 #                                                                        static-file backend
+#   two-workers  WORKERS=2 PROXY_CPU=0,1 LOAD_CPU=0,1 scripts/bench-proxy.sh   both proxies with two
+#                                                                        workers on both CPUs
 #   idle         scripts/bench-idle.sh                                   memory per idle connection
 #   passthrough  scripts/bench-passthrough.sh                            CPU per TLS connection
 #                                                                        routed by SNI (HAProxy)
@@ -24,7 +26,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-ALL="proxy nginx-backend idle passthrough tps"
+ALL="proxy nginx-backend two-workers idle passthrough tps"
 ONLY=${ONLY:-$ALL}
 OUT=${OUT:-docs/results/$(date -u +%F)-bench-summary.md}
 DETAILS=${OUT%.md}
@@ -37,7 +39,10 @@ die() {
 for name in $ONLY; do
     [[ " $ALL " == *" $name "* ]] || die "ONLY: unknown benchmark '$name' (one of: $ALL)"
 done
-if [[ -z ${SLUICE_BIN:-} ]]; then
+BINARY="built from this revision (cargo build --release)"
+if [[ -n ${SLUICE_BIN:-} ]]; then
+    BINARY="given: $SLUICE_BIN, modified $(date -u -r "$SLUICE_BIN" '+%F %H:%M UTC' 2>/dev/null || echo '?')"
+else
     cargo build --release --locked -p sluice >&2
     SLUICE_BIN=$(cargo metadata --format-version 1 --no-deps |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/sluice
@@ -50,6 +55,7 @@ mkdir -p "$DETAILS"
 declare -A COMMAND=(
     [proxy]='PROTOCOLS="http https h2 grpc" scripts/bench-proxy.sh'
     [nginx-backend]='BACKEND=nginx PROTOCOLS=http scripts/bench-proxy.sh'
+    [two-workers]='WORKERS=2 PROXY_CPU=0,1 LOAD_CPU=0,1 scripts/bench-proxy.sh'
     [idle]='scripts/bench-idle.sh'
     [passthrough]='scripts/bench-passthrough.sh'
     [tps]='sluice lab tps --workers 1'
@@ -62,12 +68,19 @@ run() {
     case $name in
         proxy) PROTOCOLS="http https h2 grpc" OUT="$DETAILS/proxy.md" scripts/bench-proxy.sh >&2 ;;
         nginx-backend) BACKEND=nginx PROTOCOLS=http OUT="$DETAILS/nginx-backend.md" scripts/bench-proxy.sh >&2 ;;
+        two-workers)
+            WORKERS=2 PROXY_CPU=0,1 LOAD_CPU=0,1 OUT="$DETAILS/two-workers.md" \
+                scripts/bench-proxy.sh >&2
+            ;;
         idle) OUT="$DETAILS/idle.md" scripts/bench-idle.sh >&2 ;;
         passthrough) OUT="$DETAILS/passthrough.md" scripts/bench-passthrough.sh >&2 ;;
         tps)
             # shellcheck disable=SC2086 # LAB_ARGS: flags, split on purpose
             "$SLUICE_BIN" lab tps --workers 1 ${LAB_ARGS:-} --out "$DETAILS/tps" >&2
+            # The report and its numbers; not every run's raw load output.
             cp "$DETAILS/tps/report.md" "$DETAILS/tps.md"
+            cp "$DETAILS/tps/results.json" "$DETAILS/tps-results.json"
+            rm -rf "$DETAILS/tps"
             ;;
     esac
     echo "$name $(($(date +%s) - started))" >>"$DETAILS/seconds.txt"
@@ -79,13 +92,14 @@ for name in $ONLY; do
 done
 
 # The page: every ratio the reports hold, read from their tables.
-python3 - "$DETAILS" "$OUT" "$(git describe --always --dirty 2>/dev/null || echo '?')" \
-    "${COMMAND[proxy]}" "${COMMAND[nginx-backend]}" "${COMMAND[idle]}" \
-    "${COMMAND[passthrough]}" "${COMMAND[tps]}" <<'PY'
+python3 - "$DETAILS" "$OUT" "$(git describe --always --dirty 2>/dev/null || echo '?'); Sluice $BINARY" \
+    "${COMMAND[proxy]}" "${COMMAND[nginx-backend]}" "${COMMAND[two-workers]}" \
+    "${COMMAND[idle]}" "${COMMAND[passthrough]}" "${COMMAND[tps]}" <<'PY'
 import os, re, sys, datetime
 
 details, out, revision = sys.argv[1:4]
-commands = dict(zip(["proxy", "nginx-backend", "idle", "passthrough", "tps"], sys.argv[4:9]))
+commands = dict(zip(["proxy", "nginx-backend", "two-workers", "idle", "passthrough", "tps"],
+                    sys.argv[4:10]))
 folder = os.path.basename(details)
 
 def read(name):
@@ -125,6 +139,12 @@ if (text := read("nginx-backend")):
     for cells in table_after(text, "## Sluice ÷ nginx"):
         rows.append(("HTTP/1.1 keep-alive, 1 KiB, 100 connections, nginx static-file backend",
                      "CPU per request", number(cells[1]), None, "lower", "≤ 0.8", "nginx-backend"))
+if (text := read("two-workers")):
+    for cells in table_after(text, "## Sluice ÷ nginx"):
+        protocol = cells[0]
+        rows.append((f"{protocol.upper()} keep-alive, 1 KiB, two workers on both CPUs (load on them too)",
+                     "CPU per request", number(cells[1]), None, "lower",
+                     "≤ 0.8" if protocol == "http" else "≤ 1.0", "two-workers"))
 if (text := read("idle")):
     for cells in table_after(text, "## Sluice ÷ nginx, user KiB per idle connection"):
         sluice_kib, nginx_kib = number(cells[1]), number(cells[2])
