@@ -102,6 +102,7 @@ mod h2_server;
 mod handshake;
 mod hash_key;
 mod headers;
+mod heavy;
 mod history;
 mod housekeeping;
 mod limits;

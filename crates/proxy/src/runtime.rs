@@ -250,6 +250,8 @@ impl Worker {
         tokio::task::spawn_local(self.clone().accept_loop(http, Listener::Http));
         tokio::task::spawn_local(self.clone().accept_loop(https, Listener::Https));
         tokio::task::spawn_local(crate::housekeeping::run(self.clone()));
+        // TLS handshakes' key operations take turns with everything else (`heavy`).
+        tokio::task::spawn_local(crate::heavy::pump());
         tokio::task::spawn_local(self.clone().serve_stats(stats));
 
         // The one place this worker reads the signal all workers share.

@@ -78,8 +78,8 @@ pub(crate) struct TlsStream<I> {
 
 /// What a run of rustls over the received bytes is for.
 enum Goal<'a, 'b> {
-    /// Finish the handshake (plaintext arriving behind it is kept).
-    Handshake,
+    /// Finish the handshake (plaintext arriving behind it is kept), each step in its turn.
+    Handshake(&'a mut crate::heavy::Turn),
     /// Plaintext for the reader.
     Read(&'a mut ReadBuf<'b>),
     /// Encrypt this plaintext.
@@ -183,7 +183,9 @@ where
         close_sent: false,
         failed: false,
     };
-    poll_fn(|cx| tls.poll_handshake(cx)).await?;
+    // Its place among the worker's handshakes (`heavy`): each step waits its turn.
+    let mut turn = crate::heavy::Turn::default();
+    poll_fn(|cx| tls.poll_handshake(cx, &mut turn)).await?;
     Ok(tls)
 }
 
@@ -226,7 +228,11 @@ impl<I> TlsStream<I> {
 }
 
 impl<I: AsyncRead + AsyncWrite + Unpin> TlsStream<I> {
-    fn poll_handshake(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    fn poll_handshake(
+        &mut self,
+        cx: &mut Context<'_>,
+        turn: &mut crate::heavy::Turn,
+    ) -> Poll<io::Result<()>> {
         loop {
             ready!(self.poll_send_outgoing(cx))?;
             if !self.conn.is_handshaking() {
@@ -238,7 +244,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> TlsStream<I> {
                     "the client closed during the TLS handshake",
                 )));
             }
-            ready!(self.poll_receive(cx, &mut Goal::Handshake))?;
+            ready!(self.poll_receive(cx, &mut Goal::Handshake(turn)))?;
         }
     }
 
@@ -294,6 +300,18 @@ impl<I: AsyncRead + AsyncWrite + Unpin> TlsStream<I> {
                 }
             }
             let input = &mut input[..kept + received];
+            // A handshake's step (its key operations) takes its turn; what was read waits in
+            // `incoming`, ready, meanwhile.
+            let waits = match goal {
+                Goal::Handshake(turn) => self.conn.is_handshaking() && turn.poll(cx).is_pending(),
+                _ => false,
+            };
+            if waits {
+                self.incoming.clear();
+                self.incoming.extend_from_slice(input);
+                self.incoming_ready = true;
+                return Poll::Pending;
+            }
             let mut out = Out {
                 filled: self.outgoing.len(),
                 buf: &mut self.outgoing,
@@ -489,7 +507,7 @@ fn advance(
                             traffic.queue_close_notify(room).map_err(too_small)
                         });
                     }
-                    Goal::Handshake | Goal::Read(_) => {}
+                    Goal::Handshake(_) | Goal::Read(_) => {}
                 }
             }
             ConnectionState::BlockedHandshake => done = true,
