@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::listeners::Listeners;
+use crate::pre_routing::ListenerStage;
 
 /// How specific a hostname is (Gateway API's listener order; `HostPattern::rank`): the
 /// hostname-less one 0, `*.<suffix>` one more than the suffix's labels, an exact name
@@ -92,6 +93,9 @@ pub struct ListenerHosts {
     any: Listeners,
     /// Every port some listener is on.
     ports: Listeners,
+    /// Pre-routing stages (`pre_routing`) by listener hostname (`Selected::name`), each with
+    /// its ports and rank. Empty without listener `filters`: a request then pays one check.
+    stages: HashMap<Arc<str>, Vec<(Listeners, u8, Arc<ListenerStage>)>>,
 }
 
 impl Default for ListenerHosts {
@@ -101,6 +105,7 @@ impl Default for ListenerHosts {
             suffix: HashMap::new(),
             any: Listeners::NONE,
             ports: Listeners::NONE,
+            stages: HashMap::new(),
         }
     }
 }
@@ -129,6 +134,43 @@ impl ListenerHosts {
 
     pub fn is_empty(&self) -> bool {
         self.ports == Listeners::NONE
+    }
+
+    /// The pre-routing stage of the listener with hostname `name` (`Selected::name`) and
+    /// `rank` on the ports `on`. A second stage for the same listener replaces the first.
+    pub fn add_stage(
+        &mut self,
+        name: &Arc<str>,
+        rank: u8,
+        on: Listeners,
+        stage: Arc<ListenerStage>,
+    ) {
+        let stages = self.stages.entry(name.clone()).or_default();
+        stages.retain(|(ports, r, _)| !(*r == rank && ports.meets(on)));
+        stages.push((on, rank, stage));
+    }
+
+    /// Some listener has a pre-routing stage.
+    pub fn has_stages(&self) -> bool {
+        !self.stages.is_empty()
+    }
+
+    /// The stage of the listener `selected` on `on`, if it has one.
+    pub fn stage(&self, on: Listeners, selected: Selected<'_>) -> Option<&Arc<ListenerStage>> {
+        let stages = self.stages.get(selected.name)?;
+        stages
+            .iter()
+            .find(|(ports, rank, _)| *rank == selected.rank && ports.meets(on))
+            .map(|(_, _, stage)| stage)
+    }
+
+    /// Every stage with its hostname (`Selected::name`), rank and ports, sorted (views).
+    pub fn stages(&self) -> Vec<(&str, u8, Listeners, &Arc<ListenerStage>)> {
+        let mut all: Vec<_> = (self.stages.iter())
+            .flat_map(|(name, v)| v.iter().map(move |(on, rank, s)| (&**name, *rank, *on, s)))
+            .collect();
+        all.sort_by(|a, b| (a.0, a.1, a.2.bits()).cmp(&(b.0, b.1, b.2.bits())));
+        all
     }
 
     /// Some Gateway listener is on port `on`: its requests are isolated (a port only Ingresses

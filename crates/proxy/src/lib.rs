@@ -117,6 +117,7 @@ mod passthrough;
 mod peek;
 mod pipeline;
 mod pool;
+mod pre_routing;
 mod protobuf;
 mod proxy_protocol;
 mod request_body;
