@@ -36,7 +36,8 @@
 //! TCPRoutes and UDPRoutes into the stream services model), `isolation` (which listener a rule
 //! came through, and its route's hostname's precedence), `infrastructure` and
 //! `infrastructure_objects` (the Service generated for a Gateway in Kubernetes mode, and
-//! `parametersRef`, which refuses a class or Gateway).
+//! `parametersRef`, which refuses a class or Gateway), `listener_filters` (a listener's pre-routing
+//! `filters.requests`, GEP-5224: ExternalAuth stages run before routing, failing closed).
 
 mod addresses;
 pub mod api;
