@@ -280,11 +280,7 @@ fn listener_filters_run_in_order_before_routing_and_fail_closed() {
     // A deny short-circuits: the auth server's answer as it came, the second filter and the
     // backend never asked.
     let before = second.asked().len();
-    let reply = ask(
-        "guarded.test",
-        "/echo",
-        &[("authorization", "Bearer deny")],
-    );
+    let reply = ask("guarded.test", "/echo", &[("authorization", "Bearer deny")]);
     assert_eq!(reply.status, 403);
     assert_eq!(reply.text(), "denied by the auth server\n");
     assert_eq!(reply.header("x-auth-reason"), Some("denied"));
@@ -317,7 +313,10 @@ fn listener_filters_run_in_order_before_routing_and_fail_closed() {
     let (firsts, seconds) = (first.asked().len(), second.asked().len());
     let seen = echoed(&ask("open.test", "/echo", &[("x-tenant", "gold")]));
     assert_eq!(seen["backend"], "gold", "{seen}");
-    assert_eq!((first.asked().len(), second.asked().len()), (firsts, seconds));
+    assert_eq!(
+        (first.asked().len(), second.asked().len()),
+        (firsts, seconds)
+    );
 
     // A listener whose filter cannot run fails closed, with a diagnostic; the others serve.
     let reply = ask("broken.test", "/echo", &[("authorization", "Bearer admin")]);

@@ -25,19 +25,9 @@ use model::routes::HostPattern;
 use model::{Kind, NamespacedName, ObjectRef};
 
 use super::objects::{ExternalAuthFilter, ListenerFilter};
+use super::status::FilterFault;
 use super::{ListenerSlot, Place};
 use crate::compiler::Compiler;
-
-/// Why a listener's filters cannot all run, as its conditions say it.
-#[derive(Clone, Debug, Default)]
-pub(super) struct FilterFault {
-    /// `Accepted` False with this reason.
-    pub(super) accepted: Option<&'static str>,
-    /// `ResolvedRefs` False with this reason.
-    pub(super) refs: Option<&'static str>,
-    /// Every problem, each naming its filter.
-    pub(super) message: String,
-}
 
 /// One filter's problem: the condition it falls on and its reason.
 struct Problem {

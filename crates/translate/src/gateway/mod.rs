@@ -155,7 +155,7 @@ struct ListenerSlot {
     /// `filters.requests` when it has some (`listener_filters`).
     filters: Option<objects::ListenerFilters>,
     /// Why its filters cannot all run, if they cannot (its requests then answer 500).
-    filter_fault: Option<listener_filters::FilterFault>,
+    filter_fault: Option<status::FilterFault>,
 }
 
 impl ListenerSlot {

@@ -28,6 +28,17 @@ pub(super) struct ListenerOutcome {
     pub(super) ca: Option<super::frontend_tls::CaProblem>,
 }
 
+/// Why a listener's filters cannot all run, as its conditions say it.
+#[derive(Clone, Debug, Default)]
+pub(super) struct FilterFault {
+    /// `Accepted` False with this reason.
+    pub(super) accepted: Option<&'static str>,
+    /// `ResolvedRefs` False with this reason.
+    pub(super) refs: Option<&'static str>,
+    /// Every problem, each naming its filter.
+    pub(super) message: String,
+}
+
 /// What the compile decided about an accepted listener (from its slot).
 #[derive(Clone)]
 pub(super) struct Accepted {
@@ -41,7 +52,7 @@ pub(super) struct Accepted {
     /// Why `ResolvedRefs` is False, if it is.
     pub(super) refs: Option<&'static str>,
     /// Why its pre-routing filters cannot all run (`listener_filters`), if they cannot.
-    pub(super) filter_fault: Option<super::listener_filters::FilterFault>,
+    pub(super) filter_fault: Option<FilterFault>,
 }
 
 /// The conditions and counts of one listener: Accepted (its protocol and port are served),

@@ -207,7 +207,11 @@ fn each_filter_problem_has_the_specs_condition_and_names_the_filter() {
         let programmed = state(conditions, "Programmed");
         assert_eq!(programmed.0, fine, "{name}: {programmed:?}");
         if !fine {
-            let condition = if accepted.0 { "ResolvedRefs" } else { "Accepted" };
+            let condition = if accepted.0 {
+                "ResolvedRefs"
+            } else {
+                "Accepted"
+            };
             let message = &find(conditions, condition).message;
             assert!(message.contains(names), "{name}: {message}");
             assert!(
@@ -270,7 +274,10 @@ fn a_configuration_without_filters_has_no_stage() {
     let compiled = compiled(text);
     assert!(!compiled.routes.listener_hosts().has_stages());
     let listener = listener(&compiled.gateway_status, "plain");
-    assert_eq!(state(&listener.conditions, "Programmed"), (true, "Programmed"));
+    assert_eq!(
+        state(&listener.conditions, "Programmed"),
+        (true, "Programmed")
+    );
 }
 
 #[test]
@@ -358,7 +365,10 @@ spec:
     let compiled = compiled(text);
     let set = &compiled.gateway_status.listener_sets[&NamespacedName::new("team", "extra")];
     let guarded = set.listeners.iter().find(|l| l.name == "guarded").unwrap();
-    assert_eq!(state(&guarded.conditions, "ResolvedRefs"), (true, "ResolvedRefs"));
+    assert_eq!(
+        state(&guarded.conditions, "ResolvedRefs"),
+        (true, "ResolvedRefs")
+    );
     let missing = set.listeners.iter().find(|l| l.name == "missing").unwrap();
     assert_eq!(
         state(&missing.conditions, "ResolvedRefs"),
