@@ -144,6 +144,12 @@ pub(crate) async fn phase(
     let Some(auth) = &route.policy.external_auth else {
         return (None, AuthAdds::default());
     };
+    if auth.gateway.is_some() {
+        // An HTTPRoute rule's ExternalAuth filter: GEP-1494's semantics, as a listener's.
+        let upstream = &route.policy.upstream;
+        let denied = gateway_check(conn, config, upstream, auth, head).await;
+        return (denied, AuthAdds::default());
+    }
     let checked = check(conn, config, route, auth, head, client).await;
     if route.policy.basic_auth.is_some() {
         head.headers.remove(header::AUTHORIZATION);

@@ -142,29 +142,16 @@ impl Compiler<'_> {
             }
         }
         for ((place, _, host), slots) in keys {
-            let mut found = slots.iter().map(|s| stages[*s].as_ref());
-            let first = found.next().flatten();
-            let Some(first) = first.cloned() else {
-                if slots.iter().any(|s| stages[*s].is_some()) {
-                    self.disagree(listeners, &slots, &host);
-                    let stage =
-                        disagreement(listeners, &slots, &host, &first_stage(&stages, &slots));
-                    if let Some(table) = self.routes_at(place) {
-                        table.add_listener_stage(&host, listeners[slots[0]].on, stage);
-                    }
-                }
-                continue;
+            let found: Vec<_> = slots.iter().map(|s| stages[*s].as_ref()).collect();
+            let Some(some) = found.iter().flatten().next().map(|s| Arc::clone(s)) else {
+                continue; // No listener here has filters.
             };
-            let agree = slots.iter().all(|s| {
-                stages[*s]
-                    .as_ref()
-                    .is_some_and(|st| st.filters == first.filters)
-            });
+            let agree = (found.iter()).all(|f| f.is_some_and(|st| st.filters == some.filters));
             let stage = if agree {
-                first
+                some
             } else {
                 self.disagree(listeners, &slots, &host);
-                disagreement(listeners, &slots, &host, &first)
+                disagreement(listeners, &slots, &host, &some)
             };
             if let Some(table) = self.routes_at(place) {
                 table.add_listener_stage(&host, listeners[slots[0]].on, stage);
@@ -208,7 +195,7 @@ impl Compiler<'_> {
                         format!("{at}: type ExternalAuth without externalAuth"),
                     ));
                 };
-                self.listener_external_auth((object, from), at, auth)
+                self.external_auth_filter((object, from), at, auth)
                     .map(PreRoutingFilter::ExternalAuth)
             }
             "ExtensionRef" => {
@@ -234,7 +221,21 @@ impl Compiler<'_> {
         }
     }
 
-    fn listener_external_auth(
+    /// An HTTPRoute rule's `ExternalAuth` filter (`filters.rs`), as a listener's is built;
+    /// `Err`: why the rule cannot run it (it is refused).
+    pub(super) fn gateway_external_auth(
+        &mut self,
+        (object, from): (&ObjectRef, &str),
+        at: &str,
+        auth: &ExternalAuthFilter,
+    ) -> Result<ExternalAuth, String> {
+        self.external_auth_filter((object, from), at, auth)
+            .map_err(|problem| problem.message)
+    }
+
+    /// An `ExternalAuth` payload (GEP-1494) written in `object` (`from`: the kind its
+    /// ReferenceGrants name), at `at`.
+    fn external_auth_filter(
         &mut self,
         (object, from): (&ObjectRef, &str),
         at: &str,
@@ -390,13 +391,6 @@ fn listener_names(listeners: &[ListenerSlot], slots: &[usize]) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn first_stage(stages: &[Option<Arc<ListenerStage>>], slots: &[usize]) -> Arc<ListenerStage> {
-    slots
-        .iter()
-        .find_map(|s| stages[*s].clone())
-        .expect("a key with a stage")
 }
 
 /// The failing stage of a key whose listeners' filters differ.

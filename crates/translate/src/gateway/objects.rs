@@ -625,6 +625,9 @@ pub struct HttpRouteFilter {
     pub request_mirror: Option<RequestMirror>,
     #[serde(default)]
     pub cors: Option<CorsFilter>,
+    /// `ExternalAuth` (GEP-1494): built as a listener's (`listener_filters`).
+    #[serde(default)]
+    pub external_auth: Option<ExternalAuthFilter>,
     /// A filter Sluice does not implement yet: read so that its diagnostic is the filter's
     /// (the rule answers 503), not an "ignored" field.
     #[serde(default)]
@@ -639,6 +642,7 @@ unsupported!(HttpRouteFilter {
     url_rewrite => "urlRewrite",
     request_mirror => "requestMirror",
     cors => "cors",
+    external_auth => "externalAuth",
 });
 
 /// The `CORS` filter.

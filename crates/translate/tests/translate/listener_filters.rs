@@ -380,3 +380,52 @@ spec:
     let stage = routes.listener_stage(Listeners::HTTP, None, "missing.test");
     assert!(stage.expect("a stage").filters.is_err());
 }
+
+#[test]
+fn an_httproute_rule_s_external_auth_is_built_as_a_listener_s_or_refuses_the_rule() {
+    let routes = "\
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: guarded, namespace: infra}
+spec:
+  parentRefs: [{name: edge, sectionName: plain}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /ok}}]
+    filters:
+    - type: ExternalAuth
+      externalAuth:
+        protocol: HTTP
+        backendRef: {name: auth, port: 9000}
+        http: {path: /verify, allowedResponseHeaders: [x-user]}
+    backendRefs: [{name: auth, port: 9000}]
+  - matches: [{path: {type: PathPrefix, value: /missing}}]
+    filters:
+    - type: ExternalAuth
+      externalAuth: {protocol: HTTP, backendRef: {name: nowhere, port: 9000}}
+    backendRefs: [{name: auth, port: 9000}]
+  - matches: [{path: {type: PathPrefix, value: /grpc}}]
+    filters:
+    - type: ExternalAuth
+      externalAuth: {protocol: GRPC, backendRef: {name: auth, port: 9000}, grpc: {}}
+    backendRefs: [{name: auth, port: 9000}]
+";
+    let compiled = compiled(&format!("{OBJECTS}{routes}"));
+    let head = http::Request::new(()).into_parts().0;
+    let policy = |path: &str| {
+        let found = compiled.routes.route("plain.test", path, &head).unwrap();
+        found.route.policy.clone()
+    };
+    let ok = policy("/ok");
+    assert!(ok.denied.is_none(), "{:?}", ok.denied);
+    let auth = ok.external_auth.as_deref().expect("an auth phase");
+    let rules = auth.gateway.as_deref().expect("Gateway API's semantics");
+    assert_eq!(rules.path_prefix, "/verify");
+    assert_eq!(rules.allowed_response_headers[0].as_str(), "x-user");
+    for refused in ["/missing", "/grpc"] {
+        let policy = policy(refused);
+        let why = policy.denied.as_deref().expect(refused);
+        assert!(why.contains("filters[0]"), "{refused}: {why}");
+        assert!(policy.external_auth.is_none(), "{refused}");
+    }
+}
