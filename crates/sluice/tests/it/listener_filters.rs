@@ -205,6 +205,22 @@ spec:
     backendRefs: [{name: gold, port: 80}]
   - matches: [{path: {type: PathPrefix, value: /echo}}]
     backendRefs: [{name: basic, port: 80}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: rule-auth}
+spec:
+  parentRefs: [{name: edge, sectionName: open}]
+  hostnames: [open.test]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /echo/rule}}]
+    filters:
+    - type: ExternalAuth
+      externalAuth:
+        protocol: HTTP
+        backendRef: {name: first-auth, port: 80}
+        http: {allowedResponseHeaders: [x-user]}
+    backendRefs: [{name: basic, port: 80}]
 ";
 
 #[test]
@@ -317,6 +333,24 @@ fn listener_filters_run_in_order_before_routing_and_fail_closed() {
         (first.asked().len(), second.asked().len()),
         (firsts, seconds)
     );
+
+    // An HTTPRoute rule's ExternalAuth (post-routing) runs on the same machinery.
+    let reply = ask(
+        "open.test",
+        "/echo/rule",
+        &[("authorization", "Bearer deny")],
+    );
+    assert_eq!(reply.status, 403, "{}", reply.text());
+    assert_eq!(reply.text(), "denied by the auth server\n");
+    let seen = echoed(&ask(
+        "open.test",
+        "/echo/rule",
+        &[("authorization", "Bearer user")],
+    ));
+    assert_eq!(seen["backend"], "basic", "{seen}");
+    assert_eq!(seen["headers"]["x-user"], "user", "{seen}");
+    assert!(seen["headers"].get("x-tenant").is_none(), "{seen}");
+    assert_eq!(first.asked().last().unwrap().target, "/echo/rule");
 
     // A listener whose filter cannot run fails closed, with a diagnostic; the others serve.
     let reply = ask("broken.test", "/echo", &[("authorization", "Bearer admin")]);
