@@ -95,7 +95,15 @@ pub struct ListenerHosts {
     ports: Listeners,
     /// Pre-routing stages (`pre_routing`) by listener hostname (`Selected::name`), each with
     /// its ports and rank. Empty without listener `filters`: a request then pays one check.
-    stages: HashMap<Arc<str>, Vec<(Listeners, u8, Arc<ListenerStage>)>>,
+    stages: HashMap<Arc<str>, Vec<StageEntry>>,
+}
+
+/// A listener's stage, with the ports and hostname rank that tell it from others of its name.
+#[derive(Debug)]
+struct StageEntry {
+    on: Listeners,
+    rank: u8,
+    stage: Arc<ListenerStage>,
 }
 
 impl Default for ListenerHosts {
@@ -146,8 +154,8 @@ impl ListenerHosts {
         stage: Arc<ListenerStage>,
     ) {
         let stages = self.stages.entry(name.clone()).or_default();
-        stages.retain(|(ports, r, _)| !(*r == rank && ports.meets(on)));
-        stages.push((on, rank, stage));
+        stages.retain(|e| !(e.rank == rank && e.on.meets(on)));
+        stages.push(StageEntry { on, rank, stage });
     }
 
     /// Some listener has a pre-routing stage.
@@ -160,17 +168,8 @@ impl ListenerHosts {
         let stages = self.stages.get(selected.name)?;
         stages
             .iter()
-            .find(|(ports, rank, _)| *rank == selected.rank && ports.meets(on))
-            .map(|(_, _, stage)| stage)
-    }
-
-    /// Every stage with its hostname (`Selected::name`), rank and ports, sorted (views).
-    pub fn stages(&self) -> Vec<(&str, u8, Listeners, &Arc<ListenerStage>)> {
-        let mut all: Vec<_> = (self.stages.iter())
-            .flat_map(|(name, v)| v.iter().map(move |(on, rank, s)| (&**name, *rank, *on, s)))
-            .collect();
-        all.sort_by(|a, b| (a.0, a.1, a.2.bits()).cmp(&(b.0, b.1, b.2.bits())));
-        all
+            .find(|e| e.rank == selected.rank && e.on.meets(on))
+            .map(|e| &e.stage)
     }
 
     /// Some Gateway listener is on port `on`: its requests are isolated (a port only Ingresses

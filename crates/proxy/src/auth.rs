@@ -742,6 +742,46 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_gateway_sub_request_carries_only_what_gep_1494_sends() {
+        let rules = GatewayAuth {
+            path_prefix: "/verify".to_owned(),
+            allowed_request_headers: Box::new([HeaderName::from_static("x-trace")]),
+            allowed_response_headers: Box::new([]),
+        };
+        let mut head = Request::post("/app/x?y=1")
+            .header("host", "shop.test")
+            .header("authorization", "Bearer t")
+            .header("x-trace", "1")
+            .header("x-trace", "2")
+            .header("cookie", "secret=1")
+            .header("content-length", "12")
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0;
+        let sub = gateway_sub_request(&rules, &head).unwrap();
+        assert_eq!(sub.method, http::Method::POST);
+        assert_eq!(sub.uri, "/verify/app/x?y=1");
+        let names: Vec<_> = sub.headers.keys().map(HeaderName::as_str).collect();
+        assert_eq!(
+            names,
+            ["host", "x-trace", "authorization", "content-length"]
+        );
+        assert_eq!(sub.headers.get_all("x-trace").iter().count(), 2);
+        assert_eq!(sub.headers["content-length"], "0");
+        // No prefix: the client's target as it came; HTTP/2's authority for Host.
+        let rules = GatewayAuth {
+            path_prefix: String::new(),
+            ..rules
+        };
+        head.headers.remove(header::HOST);
+        head.uri = "https://shop.test/a".parse().unwrap();
+        let sub = gateway_sub_request(&rules, &head).unwrap();
+        assert_eq!(sub.uri, "/a");
+        assert_eq!(sub.headers["host"], "shop.test");
+    }
+
+    #[test]
     fn proxy_cache_rules_decide_what_is_kept() {
         let rules = model::auth::AuthCache {
             key: String::new(),
