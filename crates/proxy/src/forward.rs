@@ -182,17 +182,18 @@ pub(crate) async fn respond(
     // Gateway API's pre-routing filters of the request's listener (GEP-5224), before any
     // route is matched; boxed, so requests of listeners without them do not carry the future.
     let stage = config.and_then(|c| Some((c, crate::pre_routing::stage(&conn, c, &head)?)));
+    // The answer boxed: only a pointer is held across the awaits below.
     let filtered = match stage {
-        Some((config, stage)) => {
-            Box::pin(crate::pre_routing::run(&conn, config, stage, &mut head)).await
-        }
+        Some((config, stage)) => Box::pin(crate::pre_routing::run(&conn, config, stage, &mut head))
+            .await
+            .map(Box::new),
         None => None,
     };
     let (result, route, hsts, upstream_answered) = match config {
         None => (Err(ProxyError::NotReady), None, false, false),
         Some(_) if filtered.is_some() => {
             let answer = filtered.expect("checked");
-            (answer, None, false, false)
+            (*answer, None, false, false)
         }
         Some(config) => match route(&conn, config, &mut head, client, &mut cors) {
             Err(error) => (Err(error), None, false, false),
