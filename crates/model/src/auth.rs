@@ -75,6 +75,91 @@ pub struct ExternalAuth {
     /// `auth-cache-key` (+ `auth-cache-duration`): answers are kept per key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache: Option<AuthCache>,
+    /// Gateway API's `ExternalAuth` (GEP-1494) rather than ingress-nginx's `auth-url`: what is
+    /// sent and what an answer does differ (see [`GatewayAuth`]); the fields above that are
+    /// ingress-nginx's own are empty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<Box<GatewayAuth>>,
+}
+
+/// Gateway API's `ExternalAuth` with `protocol: HTTP` (GEP-1494, `HTTPAuthConfig`), as Envoy's
+/// HTTP ext_authz runs it:
+///
+/// ```text
+///  sub-request: the client's method; path = `path_prefix` + the client's path and query;
+///      Host, Authorization, `Content-Length: 0` (no forwardBody) + `allowed_request_headers`
+///  answer 200 ─▶ `allowed_response_headers` (empty: every header but Host and the
+///      hop-by-hop and framing ones) copied into the client's request; a named one the
+///      answer lacks is removed (a client cannot forge it)
+///  any other answer ─▶ to the client as it came (status, headers, body)
+///  no answer ─▶ 500
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct GatewayAuth {
+    /// `http.path`: prepended to the client's path (checked: `/` then URL path characters).
+    pub path_prefix: String,
+    /// `http.allowedHeaders`: the client's headers sent besides the ones always sent.
+    #[serde(serialize_with = "header_names")]
+    pub allowed_request_headers: Box<[HeaderName]>,
+    /// `http.allowedResponseHeaders`: empty copies all but Host and hop-by-hop ones.
+    #[serde(serialize_with = "header_names")]
+    pub allowed_response_headers: Box<[HeaderName]>,
+}
+
+impl GatewayAuth {
+    /// `http.path`: a prefix of `/` and the characters the API's pattern allows (its `%`
+    /// escapes complete), or why not. Empty: no prefix.
+    pub fn path_prefix(text: &str) -> Result<String, String> {
+        if text.is_empty() {
+            return Ok(String::new());
+        }
+        if !text.starts_with('/') {
+            return Err(format!("path {text:?}: must start with /"));
+        }
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            let b = bytes[i];
+            if b == b'%' {
+                let hex = bytes
+                    .get(i + 1..i + 3)
+                    .filter(|h| h.iter().all(u8::is_ascii_hexdigit));
+                if hex.is_none() {
+                    return Err(format!(
+                        "path {text:?}: a % must start an escape such as %2F"
+                    ));
+                }
+                i += 3;
+                continue;
+            }
+            if !(b.is_ascii_alphanumeric() || b"-/._~!$&'()*+,;=:@".contains(&b)) {
+                return Err(format!(
+                    "path {text:?}: {:?} is not allowed in a path",
+                    char::from(b)
+                ));
+            }
+            i += 1;
+        }
+        Ok(text.to_owned())
+    }
+
+    /// The answer's headers never copied into the request: Host (GEP-5224: filters never change
+    /// the listener's input), and those of the answer's own connection and framing.
+    pub fn never_copied(name: &HeaderName) -> bool {
+        matches!(
+            name.as_str(),
+            "host"
+                | "connection"
+                | "keep-alive"
+                | "proxy-connection"
+                | "transfer-encoding"
+                | "te"
+                | "trailer"
+                | "upgrade"
+                | "content-length"
+        )
+    }
 }
 
 impl PartialEq for ExternalAuth {
@@ -91,6 +176,7 @@ impl PartialEq for ExternalAuth {
             && self.always_set_cookie == other.always_set_cookie
             && self.cache == other.cache
             && self.destination == other.destination
+            && self.gateway == other.gateway
     }
 }
 
@@ -560,6 +646,21 @@ mod tests {
         assert!(cache_durations("5m 200").is_err());
         assert!(cache_durations("200 five").is_err());
         assert!(cache_durations("200").is_err());
+    }
+
+    #[test]
+    fn a_gateway_path_prefix_is_a_path_or_refused() {
+        assert_eq!(GatewayAuth::path_prefix("").unwrap(), "");
+        assert_eq!(GatewayAuth::path_prefix("/auth/v1").unwrap(), "/auth/v1");
+        assert_eq!(GatewayAuth::path_prefix("/a%2Fb").unwrap(), "/a%2Fb");
+        assert!(GatewayAuth::path_prefix("auth").is_err());
+        assert!(GatewayAuth::path_prefix("/a b").is_err());
+        assert!(GatewayAuth::path_prefix("/a?x=1").is_err());
+        assert!(GatewayAuth::path_prefix("/a%2").is_err());
+        assert!(GatewayAuth::never_copied(&http::header::HOST));
+        assert!(!GatewayAuth::never_copied(&HeaderName::from_static(
+            "x-user"
+        )));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //!                                      │ gateway_status (gateway_status.rs): Gateway API
 //!                                      │ conditions, written back by the provider's leader
 //!                                      │ Arc, swapped whole by the proxy
+//!  request on a Gateway listener with `filters` ──▶ its ListenerStage first (pre_routing.rs)
 //!  request ──▶ validate_host, normalize_path ──▶ Compiled.routes.route_on(listener, host,
 //!                                                 path, head)
 //!          ──▶ the first rule on that listener whose path and conditions (matches.rs) hold
@@ -60,6 +61,7 @@ pub mod matches;
 pub mod mirror;
 pub mod names;
 pub mod policy;
+pub mod pre_routing;
 pub mod response_rewrite;
 pub mod retry;
 pub mod routes;

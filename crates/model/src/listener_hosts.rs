@@ -25,6 +25,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::listeners::Listeners;
+use crate::pre_routing::ListenerStage;
 
 /// How specific a hostname is (Gateway API's listener order; `HostPattern::rank`): the
 /// hostname-less one 0, `*.<suffix>` one more than the suffix's labels, an exact name
@@ -92,6 +93,17 @@ pub struct ListenerHosts {
     any: Listeners,
     /// Every port some listener is on.
     ports: Listeners,
+    /// Pre-routing stages (`pre_routing`) by listener hostname (`Selected::name`), each with
+    /// its ports and rank. Empty without listener `filters`: a request then pays one check.
+    stages: HashMap<Arc<str>, Vec<StageEntry>>,
+}
+
+/// A listener's stage, with the ports and hostname rank that tell it from others of its name.
+#[derive(Debug)]
+struct StageEntry {
+    on: Listeners,
+    rank: u8,
+    stage: Arc<ListenerStage>,
 }
 
 impl Default for ListenerHosts {
@@ -101,6 +113,7 @@ impl Default for ListenerHosts {
             suffix: HashMap::new(),
             any: Listeners::NONE,
             ports: Listeners::NONE,
+            stages: HashMap::new(),
         }
     }
 }
@@ -129,6 +142,34 @@ impl ListenerHosts {
 
     pub fn is_empty(&self) -> bool {
         self.ports == Listeners::NONE
+    }
+
+    /// The pre-routing stage of the listener with hostname `name` (`Selected::name`) and
+    /// `rank` on the ports `on`. A second stage for the same listener replaces the first.
+    pub fn add_stage(
+        &mut self,
+        name: &Arc<str>,
+        rank: u8,
+        on: Listeners,
+        stage: Arc<ListenerStage>,
+    ) {
+        let stages = self.stages.entry(name.clone()).or_default();
+        stages.retain(|e| !(e.rank == rank && e.on.meets(on)));
+        stages.push(StageEntry { on, rank, stage });
+    }
+
+    /// Some listener has a pre-routing stage.
+    pub fn has_stages(&self) -> bool {
+        !self.stages.is_empty()
+    }
+
+    /// The stage of the listener `selected` on `on`, if it has one.
+    pub fn stage(&self, on: Listeners, selected: Selected<'_>) -> Option<&Arc<ListenerStage>> {
+        let stages = self.stages.get(selected.name)?;
+        stages
+            .iter()
+            .find(|e| e.rank == selected.rank && e.on.meets(on))
+            .map(|e| &e.stage)
     }
 
     /// Some Gateway listener is on port `on`: its requests are isolated (a port only Ingresses

@@ -38,6 +38,11 @@ impl Listeners {
         }
     }
 
+    /// The set as bits (for sorting).
+    pub fn bits(self) -> u16 {
+        self.0
+    }
+
     pub fn union(self, other: Listeners) -> Listeners {
         Listeners(self.0 | other.0)
     }

@@ -696,6 +696,50 @@ impl RouteTable {
         }
     }
 
+    /// The pre-routing stage (`pre_routing`) of the Gateway listener with hostname `host` (a
+    /// `Wildcard` is a Gateway suffix here) on the ports `on`.
+    pub fn add_listener_stage(
+        &mut self,
+        host: &HostPattern,
+        on: Listeners,
+        stage: Arc<crate::pre_routing::ListenerStage>,
+    ) {
+        let (name, rank) = match host {
+            HostPattern::Exact(name) => (name.clone(), crate::listener_hosts::EXACT),
+            HostPattern::Wildcard(suffix) => {
+                (suffix.clone(), crate::listener_hosts::suffix_rank(suffix))
+            }
+            HostPattern::Any => (Arc::from(""), 0),
+        };
+        self.listener_hosts.add_stage(&name, rank, on, stage);
+    }
+
+    /// The pre-routing stage of the listener a request on `on` for `host` (over TLS: with the
+    /// handshake's server name `sni`) belongs to. `None` at once when no listener has one (the
+    /// plain path's one check), and for a misdirected request (answered 421 by routing).
+    /// Over HTTPS the listener is the handshake's: a Host that selects no listener is served
+    /// by the server name's (`misdirected` covers a Host that selects another).
+    pub fn listener_stage(
+        &self,
+        on: Listeners,
+        sni: Option<&str>,
+        host: &str,
+    ) -> Option<&Arc<crate::pre_routing::ListenerStage>> {
+        if !self.listener_hosts.has_stages() {
+            return None;
+        }
+        let host = normalise_host(host);
+        let sni = sni.map(normalise_host);
+        let hosts = &self.listener_hosts;
+        if hosts.misdirected(on, sni.as_deref(), &host) {
+            return None;
+        }
+        let selected = hosts
+            .select(on, &host)
+            .or_else(|| hosts.select(on, sni.as_deref()?))?;
+        hosts.stage(on, selected)
+    }
+
     /// Gateway API's misdirected request ([`ListenerHosts::misdirected`]), for a request's
     /// Host and a handshake's server name as the client wrote them (port and case do not
     /// matter).

@@ -32,8 +32,10 @@ use http::request::Parts;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode, Uri};
 use model::access_log::Segment;
 use model::auth::{
-    escape_uri_component, AuthDestination, AuthUri, ExternalAuth, SigninPart, SET_COOKIE_STATUSES,
+    escape_uri_component, AuthDestination, AuthUri, ExternalAuth, GatewayAuth, SigninPart,
+    SET_COOKIE_STATUSES,
 };
+use model::policy::UpstreamPolicy;
 use model::{normalize_path, Compiled, Route};
 
 use crate::answer::text_response;
@@ -108,6 +110,8 @@ impl AuthAdds {
 struct Answer {
     status: StatusCode,
     headers: HeaderMap,
+    /// Its body, when asked for and read whole (up to `upstream::OWN_ANSWER_DRAIN_MAX`).
+    body: Option<Bytes>,
 }
 
 /// The auth phases of a route with basic or external auth, in nginx's order: a declared body
@@ -140,6 +144,12 @@ pub(crate) async fn phase(
     let Some(auth) = &route.policy.external_auth else {
         return (None, AuthAdds::default());
     };
+    if auth.gateway.is_some() {
+        // An HTTPRoute rule's ExternalAuth filter: GEP-1494's semantics, as a listener's.
+        let upstream = &route.policy.upstream;
+        let denied = gateway_check(conn, config, upstream, auth, head).await;
+        return (denied, AuthAdds::default());
+    }
     let checked = check(conn, config, route, auth, head, client).await;
     if route.policy.basic_auth.is_some() {
         head.headers.remove(header::AUTHORIZATION);
@@ -208,7 +218,10 @@ async fn check(
         Some(key) => cached_ask(conn, config, route, auth, sub_head, key).await,
         None => {
             conn.worker.stats.borrow_mut().auth.misses += 1;
-            ask(conn, config, route, auth, sub_head).await.map(Rc::new)
+            let upstream = &route.policy.upstream;
+            ask(conn, config, upstream, auth, sub_head, false)
+                .await
+                .map(Rc::new)
         }
     };
     let answer = match answer {
@@ -260,6 +273,108 @@ async fn check(
             Checked::Denied(Box::new(Err(ProxyError::AuthFailed)), adds)
         }
     }
+}
+
+/// Gateway API's `ExternalAuth` (GEP-1494, `protocol: HTTP`; `auth.gateway` says how): asks
+/// the auth server about `head`. `None`: allowed, the answer's headers copied into `head`
+/// (never Host); `Some`: the client's answer (the auth server's own on a deny, 500 when it
+/// could not be asked).
+pub(crate) async fn gateway_check(
+    conn: &Rc<ConnCtx>,
+    config: &Compiled,
+    upstream: &UpstreamPolicy,
+    auth: &ExternalAuth,
+    head: &mut Parts,
+) -> Option<Result<Response<ResponseBody>, ProxyError>> {
+    let rules = auth.gateway.as_deref()?;
+    let Some(sub) = gateway_sub_request(rules, head) else {
+        tracing::debug!(url = %auth.url, "the request's target cannot be sent to the auth server");
+        return Some(Err(ProxyError::AuthFailed));
+    };
+    let answer = match ask(conn, config, upstream, auth, sub, true).await {
+        Ok(answer) => answer,
+        Err(error) => {
+            tracing::warn!(url = %auth.url, error = %Chain(&error), "the auth server could not be asked; answering 500");
+            return Some(Err(ProxyError::AuthFailed));
+        }
+    };
+    if answer.status != StatusCode::OK {
+        // GEP-1494: any other status is a deny; the client gets the auth server's answer.
+        let mut headers = HeaderMap::with_capacity(answer.headers.len());
+        for (name, value) in &answer.headers {
+            if !GatewayAuth::never_copied(name) {
+                headers.append(name.clone(), value.clone());
+            }
+        }
+        let body = answer.body.unwrap_or_else(|| {
+            tracing::warn!(url = %auth.url, "the auth server's answer is longer than Sluice keeps; sent without its body");
+            Bytes::new()
+        });
+        let mut response = Response::new(ResponseBody::full(body));
+        *response.status_mut() = answer.status;
+        *response.headers_mut() = headers;
+        return Some(Ok(response));
+    }
+    let allowed = &rules.allowed_response_headers;
+    if allowed.is_empty() {
+        let mut copied: Option<&HeaderName> = None;
+        for (name, value) in &answer.headers {
+            if GatewayAuth::never_copied(name) {
+                continue;
+            }
+            // The answer's values replace the request's (all of them, once per name).
+            if copied != Some(name) {
+                head.headers.remove(name);
+                copied = Some(name);
+            }
+            head.headers.append(name.clone(), value.clone());
+        }
+    } else {
+        for name in allowed.iter() {
+            // Named but absent: removed, so a client cannot forge what routes match on.
+            head.headers.remove(name);
+            for value in answer.headers.get_all(name) {
+                head.headers.append(name.clone(), value.clone());
+            }
+        }
+    }
+    None
+}
+
+/// The sub-request of Gateway API's `ExternalAuth`: the client's method, `path_prefix` + its
+/// path and query, and only the headers always sent (Host, Authorization, `Content-Length: 0`:
+/// no body) and `allowed_request_headers`. `None`: the target is not a valid one.
+fn gateway_sub_request(rules: &GatewayAuth, head: &Parts) -> Option<Parts> {
+    let path = head.uri.path_and_query().map_or("/", |p| p.as_str());
+    let target = if rules.path_prefix.is_empty() {
+        Uri::try_from(path).ok()?
+    } else {
+        Uri::try_from(format!("{}{path}", rules.path_prefix)).ok()?
+    };
+    let mut sub = Request::new(()).into_parts().0;
+    sub.method = head.method.clone();
+    sub.uri = target;
+    let h = &mut sub.headers;
+    let host = head
+        .headers
+        .get(header::HOST)
+        .cloned()
+        .or_else(|| HeaderValue::from_str(head.uri.authority()?.as_str()).ok())?;
+    h.insert(header::HOST, host);
+    for name in rules
+        .allowed_request_headers
+        .iter()
+        .chain([&header::AUTHORIZATION])
+    {
+        if GatewayAuth::never_copied(name) || h.contains_key(name) {
+            continue;
+        }
+        for value in head.headers.get_all(name) {
+            h.append(name.clone(), value.clone());
+        }
+    }
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+    Some(sub)
 }
 
 /// `$pass_access_scheme`: the trusted balancer's `X-Forwarded-Proto`, else how the client
@@ -450,20 +565,20 @@ fn cache_key(
     (key.len() <= KEY_MAX).then(|| String::from_utf8_lossy(&key).into())
 }
 
-/// Sends the sub-request; the answer's body is read and dropped.
+/// Sends the sub-request with the timeouts and retries of `upstream` (a routed one: its
+/// route's); the answer's body is read and dropped, or kept with `keep_body`.
 async fn ask(
     conn: &Rc<ConnCtx>,
     config: &Compiled,
-    route: &Route,
+    upstream: &UpstreamPolicy,
     auth: &ExternalAuth,
     mut head: Parts,
+    keep_body: bool,
 ) -> Result<Answer, ProxyError> {
     let upstreams = &conn.worker.upstreams;
     let settings = &config.settings;
     let (backend, tls, policy) = match &auth.destination {
-        AuthDestination::Backend { backend, tls, .. } => {
-            (backend, tls.as_ref(), &route.policy.upstream)
-        }
+        AuthDestination::Backend { backend, tls, .. } => (backend, tls.as_ref(), upstream),
         // A host Sluice serves: its rule's backend, as if the sub-request had come back in
         // through the listener (without that rule's own phases).
         AuthDestination::Routed { .. } => {
@@ -488,13 +603,14 @@ async fn ask(
             )
         }
     };
-    let body = RequestBody::Empty;
+    let body = (RequestBody::Empty, keep_body);
     // The answer is known once its head is: a body that fails only costs the connection.
-    let (parts, _) =
+    let (parts, read) =
         upstream::own_request(upstreams, settings, backend, policy, tls, &mut head, body).await?;
     Ok(Answer {
         status: parts.status,
         headers: parts.headers,
+        body: read.ok().flatten(),
     })
 }
 
@@ -526,7 +642,7 @@ async fn cached_ask(
     let shared = flight
         .get_or_init(|| async move {
             conn.worker.stats.borrow_mut().auth.misses += 1;
-            let answer = ask(conn, config, route, auth, head).await;
+            let answer = ask(conn, config, &route.policy.upstream, auth, head, false).await;
             let kept = answer
                 .as_ref()
                 .ok()
@@ -548,7 +664,10 @@ async fn cached_ask(
         // The answer in flight could not be kept (a cookie, an error): ask alone.
         None => {
             conn.worker.stats.borrow_mut().auth.misses += 1;
-            ask(conn, config, route, auth, spare).await.map(Rc::new)
+            let upstream = &route.policy.upstream;
+            ask(conn, config, upstream, auth, spare, false)
+                .await
+                .map(Rc::new)
         }
     }
 }
@@ -576,6 +695,7 @@ fn from_kept(kept: &Kept) -> Answer {
     Answer {
         status: kept.status,
         headers: kept.headers.clone(),
+        body: None,
     }
 }
 
@@ -622,6 +742,46 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_gateway_sub_request_carries_only_what_gep_1494_sends() {
+        let rules = GatewayAuth {
+            path_prefix: "/verify".to_owned(),
+            allowed_request_headers: Box::new([HeaderName::from_static("x-trace")]),
+            allowed_response_headers: Box::new([]),
+        };
+        let mut head = Request::post("/app/x?y=1")
+            .header("host", "shop.test")
+            .header("authorization", "Bearer t")
+            .header("x-trace", "1")
+            .header("x-trace", "2")
+            .header("cookie", "secret=1")
+            .header("content-length", "12")
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0;
+        let sub = gateway_sub_request(&rules, &head).unwrap();
+        assert_eq!(sub.method, http::Method::POST);
+        assert_eq!(sub.uri, "/verify/app/x?y=1");
+        let names: Vec<_> = sub.headers.keys().map(HeaderName::as_str).collect();
+        assert_eq!(
+            names,
+            ["host", "x-trace", "authorization", "content-length"]
+        );
+        assert_eq!(sub.headers.get_all("x-trace").iter().count(), 2);
+        assert_eq!(sub.headers["content-length"], "0");
+        // No prefix: the client's target as it came; HTTP/2's authority for Host.
+        let rules = GatewayAuth {
+            path_prefix: String::new(),
+            ..rules
+        };
+        head.headers.remove(header::HOST);
+        head.uri = "https://shop.test/a".parse().unwrap();
+        let sub = gateway_sub_request(&rules, &head).unwrap();
+        assert_eq!(sub.uri, "/a");
+        assert_eq!(sub.headers["host"], "shop.test");
+    }
+
+    #[test]
     fn proxy_cache_rules_decide_what_is_kept() {
         let rules = model::auth::AuthCache {
             key: String::new(),
@@ -634,6 +794,7 @@ mod tests {
                 .iter()
                 .map(|(n, v)| (n.parse::<HeaderName>().unwrap(), v.parse().unwrap()))
                 .collect(),
+            body: None,
         };
         assert_eq!(
             keep_for(&rules, &answer(200, &[])),

@@ -83,6 +83,11 @@ pub(crate) enum ProxyError {
     /// kind, no ReferenceGrant): the spec's 500.
     #[error("the route's backend reference is invalid")]
     InvalidBackend,
+    /// Gateway API: the listener's pre-routing filters cannot all run (a missing auth
+    /// Service, a filter Sluice does not implement): its requests are refused, never served
+    /// without them.
+    #[error("the listener's pre-routing filters cannot run")]
+    ListenerFiltersUnusable,
     #[error("request body larger than client-max-body-size ({limit} bytes)")]
     BodyTooLarge { limit: u64 },
     #[error("the client sent no request body bytes within client-body-timeout")]
@@ -190,6 +195,7 @@ impl ProxyError {
             ProxyError::NoEndpoints => (StatusCode::SERVICE_UNAVAILABLE, Upstream),
             // Gateway API: a backendRef that cannot be used is the route's fault.
             ProxyError::InvalidBackend => (StatusCode::INTERNAL_SERVER_ERROR, Config),
+            ProxyError::ListenerFiltersUnusable => (StatusCode::INTERNAL_SERVER_ERROR, Config),
             ProxyError::ConnectTimeout { .. }
             | ProxyError::ReadTimeout { .. }
             | ProxyError::SendTimeout { .. }
@@ -246,6 +252,9 @@ impl ProxyError {
             ProxyError::NoEndpoints => "503 Service Unavailable: no endpoints for this service\n",
             ProxyError::InvalidBackend => {
                 "500 Internal Server Error: the route's backend reference is invalid\n"
+            }
+            ProxyError::ListenerFiltersUnusable => {
+                "500 Internal Server Error: the listener's filters cannot run\n"
             }
             ProxyError::OutOfFileDescriptors { .. } => {
                 "503 Service Unavailable: the proxy is out of file descriptors\n"
@@ -305,6 +314,9 @@ impl ProxyError {
             }
             ProxyError::NoEndpoints => (UNAVAILABLE, "no endpoints for this service"),
             ProxyError::InvalidBackend => (INTERNAL, "the route's backend reference is invalid"),
+            ProxyError::ListenerFiltersUnusable => {
+                (INTERNAL, "the listener's pre-routing filters cannot run")
+            }
             ProxyError::OutOfFileDescriptors { .. } => {
                 (UNAVAILABLE, "the proxy is out of file descriptors")
             }
@@ -469,6 +481,7 @@ mod tests {
             (ProxyError::BodyTooLarge { limit: 1 }, 413, Client),
             (ProxyError::NoEndpoints, 503, Upstream),
             (ProxyError::InvalidBackend, 500, Config),
+            (ProxyError::ListenerFiltersUnusable, 500, Config),
             (ProxyError::ConnectTimeout { addr }, 504, Upstream),
             (ProxyError::ReadTimeout { addr }, 504, Upstream),
             (ProxyError::SendTimeout { addr }, 504, Upstream),

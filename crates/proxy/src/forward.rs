@@ -9,6 +9,9 @@
 //!   normalise  CONNECT, TRACE ─▶ 405 │ Host missing, repeated, invalid,      normalise.rs
 //!              ≠ :authority ─▶ 400 │ path decoded and normalised           (model::target)
 //!              (NUL, `%zz`, above `/` ─▶ 400); the client address, once    (ConnCtx::client_ip)
+//!   pre-routing  a Gateway listener's filters (GEP-5224): its ExternalAuth  pre_routing.rs
+//!              sub-requests in order; a deny ─▶ the auth server's answer │ a filter that
+//!              cannot run ─▶ 500; header changes seen by routing (never Host)
 //!   route      from-to-www twin ─▶ http-redirect-code │ the first rule whose path and
 //!              conditions hold (model::routes; a host's unmatched path: its root, the
 //!              first Ingress's policy, then 404 after auth) ─none─▶ 404; an affinity
@@ -176,8 +179,22 @@ pub(crate) async fn respond(
     // The route's response header values with nginx variables, made from the request once
     // routed (before the proxy changes it for the upstream).
     let mut response_values: Box<[Option<HeaderValue>]> = Box::default();
+    // Gateway API's pre-routing filters of the request's listener (GEP-5224), before any
+    // route is matched; boxed, so requests of listeners without them do not carry the future.
+    let stage = config.and_then(|c| Some((c, crate::pre_routing::stage(&conn, c, &head)?)));
+    // The answer boxed: only a pointer is held across the awaits below.
+    let filtered = match stage {
+        Some((config, stage)) => Box::pin(crate::pre_routing::run(&conn, config, stage, &mut head))
+            .await
+            .map(Box::new),
+        None => None,
+    };
     let (result, route, hsts, upstream_answered) = match config {
         None => (Err(ProxyError::NotReady), None, false, false),
+        Some(_) if filtered.is_some() => {
+            let answer = filtered.expect("checked");
+            (*answer, None, false, false)
+        }
         Some(config) => match route(&conn, config, &mut head, client, &mut cors) {
             Err(error) => (Err(error), None, false, false),
             Ok(routed) => {

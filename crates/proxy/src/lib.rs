@@ -17,6 +17,8 @@
 //!   connection writes leaves in one TLS record and one write).
 //!        one pipeline, fixed phases, each reading the matched route's policy (`forward`):
 //!        method, Host, path decoded + normalised (model::target) ─ bad ─▶ 400/405 ┐
+//!        a Gateway listener's pre-routing filters (`pre_routing`: ExternalAuth      │
+//!        sub-requests in order; deny ─▶ the auth server's answer; unusable ─▶ 500) ┤
 //!        route(host, normalised path) on the current config ─ none ─▶ 404 ───────┤
 //!        access (refused route ─▶ 503, CORS preflight ─▶ 204, allow/deny ─▶ 403) │
 //!        limits (limit-rps/-rpm/-connections, zones shared by workers ─▶ 503/429) │
@@ -118,6 +120,7 @@ mod passthrough;
 mod peek;
 mod pipeline;
 mod pool;
+mod pre_routing;
 mod protobuf;
 mod proxy_protocol;
 mod request_body;

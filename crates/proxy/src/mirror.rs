@@ -162,11 +162,11 @@ async fn exchange(
         &policy.upstream,
         mirror.tls.as_ref(),
         head,
-        body,
+        (body, false),
     )
     .await
     .map_err(MirrorError::Exchange)?;
-    drained.map_err(MirrorError::Answer)
+    drained.map(|_| ()).map_err(MirrorError::Answer)
 }
 
 /// A GRPCRoute's copy: HTTP/2 in cleartext to the mirror's endpoints (the route's HTTP/2

@@ -110,7 +110,8 @@ const OWN_ANSWER_DRAIN_MAX: usize = 64 * 1024;
 
 /// A request of the proxy's own (a mirror's copy, an auth sub-request) to `backend`: sent
 /// with the route's timeouts and retries, its answer's head returned, its body read (up to
-/// `OWN_ANSWER_DRAIN_MAX`) and dropped. The second result says whether the body read well.
+/// `OWN_ANSWER_DRAIN_MAX`) and dropped, or with `keep` returned (`None` when longer than that).
+/// The second result says whether the body read well.
 pub(crate) async fn own_request(
     upstreams: &Rc<Upstreams>,
     settings: &Settings,
@@ -118,8 +119,8 @@ pub(crate) async fn own_request(
     policy: &UpstreamPolicy,
     tls: Option<&Arc<UpstreamTls>>,
     head: &mut Parts,
-    body: crate::request_body::RequestBody,
-) -> Result<(http::response::Parts, Result<(), BoxError>), ProxyError> {
+    (body, keep): (crate::request_body::RequestBody, bool),
+) -> Result<(http::response::Parts, Result<Option<Bytes>, BoxError>), ProxyError> {
     let retryable = body.is_replayable()
         && (crate::headers::is_idempotent(&head.method) || policy.next_upstream.non_idempotent);
     let mut body = Outgoing::new(body);
@@ -146,14 +147,21 @@ pub(crate) async fn own_request(
     use http_body_util::BodyExt;
     let mut answer = UpstreamBody::new(conn, upstreams, settings);
     let mut read = 0;
+    let mut kept = keep.then(bytes::BytesMut::new);
     while read <= OWN_ANSWER_DRAIN_MAX {
         match answer.frame().await {
-            None => break,
-            Some(Ok(frame)) => read += frame.data_ref().map_or(0, Bytes::len),
+            None => return Ok((parts, Ok(kept.map(bytes::BytesMut::freeze)))),
+            Some(Ok(frame)) => {
+                let data = frame.data_ref().map_or(&[][..], |d| &d[..]);
+                read += data.len();
+                if let Some(kept) = &mut kept {
+                    kept.extend_from_slice(data);
+                }
+            }
             Some(Err(error)) => return Ok((parts, Err(error))),
         }
     }
-    Ok((parts, Ok(())))
+    Ok((parts, Ok(None)))
 }
 
 /// The request to send: each attempt only borrows it.

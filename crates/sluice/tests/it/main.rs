@@ -17,6 +17,7 @@ mod kubernetes_bench;
 mod lab;
 mod lab_capacity;
 mod lifecycle;
+mod listener_filters;
 mod listener_set;
 mod load;
 mod memory;

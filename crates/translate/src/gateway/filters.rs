@@ -4,6 +4,7 @@
 //!  RequestHeaderModifier ─▶ request_headers    ResponseHeaderModifier ─▶ response_headers
 //!  URLRewrite ─▶ upstream_vhost, rewrite       RequestRedirect ─▶ gateway_redirect
 //!  RequestMirror ─▶ mirror                     CORS ─▶ cors (Gateway API's rules, cors.rs)
+//!  ExternalAuth (HTTP) ─▶ external_auth with its Gateway API part (listener_filters.rs builds it)
 //!  a backendRef's header modifiers ─▶ that share's policy, on top of the rule's
 //!  anything else ─▶ denied (503) + a diagnostic
 //! ```
@@ -73,6 +74,17 @@ impl Compiler<'_> {
                         .map(|cors| policy.cors = Some(Arc::new(cors)))
                         .map_err(|why| format!("{at}.cors{why}")),
                     None => Err(format!("{at}.cors: missing for type CORS")),
+                },
+                "ExternalAuth" => match (&filter.external_auth, &policy.external_auth) {
+                    (Some(_), Some(_)) => Err(format!(
+                        "{at}: Sluice runs one ExternalAuth filter per rule; another is before it"
+                    )),
+                    (Some(auth), None) => {
+                        let from = (object, object.kind.as_str());
+                        self.gateway_external_auth(from, &at, auth)
+                            .map(|auth| policy.external_auth = Some(Arc::new(auth)))
+                    }
+                    (None, _) => Err(format!("{at}.externalAuth: missing for type ExternalAuth")),
                 },
                 other => Err(format!("{at}.type {other}: not supported yet")),
             };

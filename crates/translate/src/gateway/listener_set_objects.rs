@@ -4,7 +4,7 @@
 //! ```text
 //!  YAML ──serde──▶ ListenerSetSpec { parentRef: { group, kind, namespace, name },
 //!                  listeners: [Listener (the Gateway's type)] } ──▶ Store
-//!             └─ fields not declared here (a listener's `filters`, …) ──▶ `unsupported` paths
+//!             └─ fields not declared here (a listener's `bogus`, …) ──▶ `unsupported` paths
 //! ```
 
 use serde::Deserialize;
@@ -47,11 +47,14 @@ metadata: {name: extra, namespace: team}
 spec:
   parentRef: {name: edge, namespace: infra}
   listeners:
-  - {name: alt, port: 8080, protocol: HTTP, hostname: alt.example.com, filters: {}}
+  - {name: alt, port: 8080, protocol: HTTP, hostname: alt.example.com, bogus: {},
+     filters: {requests: [{type: ExtensionRef, extensionRef: {group: x.io, kind: K, name: k}}]}}
 "#;
         let value: serde_yaml::Value = serde_yaml::from_str(text).unwrap();
         let set: ListenerSet = typed_gateway(value).unwrap();
-        assert_eq!(&*set.unsupported, ["spec.listeners[0].filters"]);
+        assert_eq!(&*set.unsupported, ["spec.listeners[0].bogus"]);
+        let filters = set.spec.listeners[0].filters.as_ref().unwrap();
+        assert_eq!(filters.requests[0].type_, "ExtensionRef");
         assert_eq!(set.spec.parent_ref.name, "edge");
         assert_eq!(set.spec.parent_ref.namespace.as_deref(), Some("infra"));
         assert_eq!(set.spec.listeners[0].port, 8080);

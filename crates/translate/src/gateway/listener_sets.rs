@@ -185,7 +185,7 @@ impl<'s> Compiler<'s> {
                 .collect();
             let valid = (outcome.found.iter())
                 .filter_map(|o| o.slot)
-                .filter(|s| listeners[*s].programmed)
+                .filter(|s| listeners[*s].programmed && listeners[*s].filter_fault.is_none())
                 .count();
             let total = outcome.found.len();
             let conditions = if !outcome.allowed {

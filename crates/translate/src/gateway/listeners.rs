@@ -193,6 +193,9 @@ impl Compiler<'_> {
             claims: Vec::new(),
             programmed,
             refs: refs.or(kinds_refused.then_some("InvalidRouteKinds")),
+            index: i,
+            filters: listener.filters.clone().filter(|f| !f.requests.is_empty()),
+            filter_fault: None,
         })
     }
 

@@ -36,7 +36,8 @@
 //! TCPRoutes and UDPRoutes into the stream services model), `isolation` (which listener a rule
 //! came through, and its route's hostname's precedence), `infrastructure` and
 //! `infrastructure_objects` (the Service generated for a Gateway in Kubernetes mode, and
-//! `parametersRef`, which refuses a class or Gateway).
+//! `parametersRef`, which refuses a class or Gateway), `listener_filters` (a listener's pre-routing
+//! `filters.requests`, GEP-5224: ExternalAuth stages run before routing, failing closed).
 
 mod addresses;
 pub mod api;
@@ -53,6 +54,7 @@ mod hosts;
 mod infrastructure;
 mod infrastructure_objects;
 mod isolation;
+mod listener_filters;
 pub mod listener_set_objects;
 mod listener_sets;
 mod listeners;
@@ -148,6 +150,12 @@ struct ListenerSlot {
     programmed: bool,
     /// Why `ResolvedRefs` is False (the spec's reason), if it is.
     refs: Option<&'static str>,
+    /// Its index in its Gateway's or ListenerSet's `spec.listeners`.
+    index: usize,
+    /// `filters.requests` when it has some (`listener_filters`).
+    filters: Option<objects::ListenerFilters>,
+    /// Why its filters cannot all run, if they cannot (its requests then answer 500).
+    filter_fault: Option<status::FilterFault>,
 }
 
 impl ListenerSlot {
@@ -162,6 +170,7 @@ impl ListenerSlot {
             attached: self.attached,
             programmed: self.programmed,
             refs: self.refs,
+            filter_fault: self.filter_fault.clone(),
         }
     }
 }
@@ -409,6 +418,7 @@ impl Compiler<'_> {
             },
             ..(*ingress_default).clone()
         });
+        self.listener_filters(&mut listeners);
         // Collected, then built into maps at once (sorted, in bulk: cheaper than thousands of
         // inserts in creation-time order).
         let (mut http_statuses, mut grpc_statuses) = (Vec::new(), Vec::new());
@@ -469,8 +479,12 @@ impl Compiler<'_> {
                 })
                 .collect();
             let slots = found.iter().filter_map(|o| o.slot.map(|s| &listeners[s]));
+            let slots =
+                slots.filter(|s| s.filter_fault.as_ref().is_none_or(|f| f.accepted.is_none()));
             let accepted = slots.clone().count();
-            let programmed = slots.filter(|s| s.programmed).count();
+            let programmed = slots
+                .filter(|s| s.programmed && s.filter_fault.is_none())
+                .count();
             let mut conditions =
                 status::gateway_conditions(accepted, programmed, found.len(), generation);
             let assignment = &assignments[key];

@@ -298,10 +298,107 @@ pub struct Listener {
     pub tls: Option<ListenerTls>,
     #[serde(default)]
     pub allowed_routes: Option<AllowedRoutes>,
+    /// Pre-routing filters (GEP-5224, experimental channel): read in `listener_filters`.
+    #[serde(default)]
+    pub filters: Option<ListenerFilters>,
     #[serde(flatten)]
     pub rest: Rest,
 }
-unsupported!(Listener { tls => "tls", allowed_routes => "allowedRoutes" });
+unsupported!(Listener {
+    tls => "tls",
+    allowed_routes => "allowedRoutes",
+    filters => "filters",
+});
+
+/// A listener's `filters`: the request phase's ordered list.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ListenerFilters {
+    pub requests: Vec<ListenerFilter>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(ListenerFilters { requests => "requests" });
+
+/// One pre-routing filter: `ExternalAuth` or `ExtensionRef`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerFilter {
+    #[serde(rename = "type")]
+    pub type_: String,
+    #[serde(default)]
+    pub external_auth: Option<ExternalAuthFilter>,
+    /// A `LocalObjectReference` (group, kind, name): Sluice implements no extension kinds.
+    #[serde(default)]
+    pub extension_ref: Option<serde_yaml::Value>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(ListenerFilter { external_auth => "externalAuth" });
+
+/// `HTTPExternalAuthFilter` (GEP-1494): the auth server and what is sent to it.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExternalAuthFilter {
+    /// `HTTP` or `GRPC`.
+    #[serde(default)]
+    pub protocol: String,
+    pub backend_ref: BackendObjectReference,
+    /// Read to refuse it: Sluice speaks HTTP to auth servers only, yet.
+    #[serde(default)]
+    pub grpc: Option<serde_yaml::Value>,
+    #[serde(default)]
+    pub http: Option<HttpAuthConfig>,
+    #[serde(default)]
+    pub forward_body: Option<ForwardBodyConfig>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(ExternalAuthFilter {
+    backend_ref => "backendRef",
+    http => "http",
+    forward_body => "forwardBody",
+});
+
+/// `BackendObjectReference`: a Service port.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendObjectReference {
+    #[serde(default)]
+    pub group: Option<String>,
+    #[serde(default)]
+    pub kind: Option<String>,
+    pub name: String,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub port: Option<i32>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(BackendObjectReference {});
+
+/// `HTTPAuthConfig`: the path prefix and the headers let through each way.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpAuthConfig {
+    pub path: Option<String>,
+    pub allowed_headers: Vec<String>,
+    pub allowed_response_headers: Vec<String>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(HttpAuthConfig {});
+
+/// `forwardBody`: how much of the client's body the auth server gets (0: none).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ForwardBodyConfig {
+    pub max_size: Option<i64>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(ForwardBodyConfig {});
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -528,6 +625,9 @@ pub struct HttpRouteFilter {
     pub request_mirror: Option<RequestMirror>,
     #[serde(default)]
     pub cors: Option<CorsFilter>,
+    /// `ExternalAuth` (GEP-1494): built as a listener's (`listener_filters`).
+    #[serde(default)]
+    pub external_auth: Option<ExternalAuthFilter>,
     /// A filter Sluice does not implement yet: read so that its diagnostic is the filter's
     /// (the rule answers 503), not an "ignored" field.
     #[serde(default)]
@@ -542,6 +642,7 @@ unsupported!(HttpRouteFilter {
     url_rewrite => "urlRewrite",
     request_mirror => "requestMirror",
     cors => "cors",
+    external_auth => "externalAuth",
 });
 
 /// The `CORS` filter.

@@ -28,8 +28,19 @@ pub(super) struct ListenerOutcome {
     pub(super) ca: Option<super::frontend_tls::CaProblem>,
 }
 
+/// Why a listener's filters cannot all run, as its conditions say it.
+#[derive(Clone, Debug, Default)]
+pub(super) struct FilterFault {
+    /// `Accepted` False with this reason.
+    pub(super) accepted: Option<&'static str>,
+    /// `ResolvedRefs` False with this reason.
+    pub(super) refs: Option<&'static str>,
+    /// Every problem, each naming its filter.
+    pub(super) message: String,
+}
+
 /// What the compile decided about an accepted listener (from its slot).
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(super) struct Accepted {
     pub(super) http_routes: bool,
     pub(super) grpc_routes: bool,
@@ -40,6 +51,8 @@ pub(super) struct Accepted {
     pub(super) programmed: bool,
     /// Why `ResolvedRefs` is False, if it is.
     pub(super) refs: Option<&'static str>,
+    /// Why its pre-routing filters cannot all run (`listener_filters`), if they cannot.
+    pub(super) filter_fault: Option<FilterFault>,
 }
 
 /// The conditions and counts of one listener: Accepted (its protocol and port are served),
@@ -55,22 +68,34 @@ pub(super) fn listener_status(
         Condition::new(type_, status, reason, message, generation)
     };
     let mut conditions = Vec::new();
-    let accepted = match (listener.protocol.as_str(), listener.port, slot) {
+    let filters = slot.as_ref().and_then(|s| s.filter_fault.as_ref());
+    let accepted = match (listener.protocol.as_str(), listener.port, &slot) {
         _ if outcome.lost.is_some() => outcome.lost,
         _ if outcome.ca.as_ref().is_some_and(|c| c.none_valid) => Some("NoValidCACertificate"),
+        _ if filters.is_some_and(|f| f.accepted.is_some()) => filters.and_then(|f| f.accepted),
         (_, _, Some(_)) => None,
         ("HTTP", 80, None) | ("HTTPS", 443, None) => Some("UnsupportedValue"),
         ("HTTP" | "HTTPS" | "TCP" | "UDP", _, None) => Some("PortUnavailable"),
         _ => Some("UnsupportedProtocol"),
     };
+    let filter_message = filters.map_or("", |f| f.message.as_str());
     match accepted {
+        Some(reason) if filters.is_some_and(|f| f.accepted == Some(reason)) => {
+            conditions.push(condition("Accepted", false, reason, filter_message))
+        }
         Some(reason) => conditions.push(condition("Accepted", false, reason, &said)),
         None => conditions.push(condition("Accepted", true, "Accepted", "served by Sluice")),
     }
-    match (&outcome.ca, slot.and_then(|s| s.refs)) {
-        (Some(ca), _) => conditions.push(condition("ResolvedRefs", false, ca.reason, &ca.message)),
-        (None, Some(reason)) => conditions.push(condition("ResolvedRefs", false, reason, &said)),
-        (None, None) => conditions.push(condition("ResolvedRefs", true, "ResolvedRefs", "")),
+    let filter_refs = filters.and_then(|f| f.refs);
+    match (&outcome.ca, slot.as_ref().and_then(|s| s.refs), filter_refs) {
+        (Some(ca), _, _) => {
+            conditions.push(condition("ResolvedRefs", false, ca.reason, &ca.message))
+        }
+        (None, Some(reason), _) => conditions.push(condition("ResolvedRefs", false, reason, &said)),
+        (None, None, Some(reason)) => {
+            conditions.push(condition("ResolvedRefs", false, reason, filter_message))
+        }
+        (None, None, None) => conditions.push(condition("ResolvedRefs", true, "ResolvedRefs", "")),
     }
     conditions.push(if let Some(reason) = outcome.lost {
         condition("Conflicted", true, reason, &said)
@@ -86,7 +111,10 @@ pub(super) fn listener_status(
     } else {
         condition("Conflicted", false, "NoConflicts", "")
     });
-    conditions.push(match slot {
+    conditions.push(match &slot {
+        Some(s) if s.programmed && filters.is_some() => {
+            condition("Programmed", false, "Invalid", filter_message)
+        }
         Some(s) if s.programmed => condition("Programmed", true, "Programmed", ""),
         _ => condition(
             "Programmed",
@@ -100,6 +128,7 @@ pub(super) fn listener_status(
         // An accepted listener lists the kinds it admits even while not programmed (the
         // spec's supportedKinds is about the listener's configuration, not its certificate).
         supported_kinds: slot
+            .as_ref()
             .map(|s| {
                 [
                     (s.http_routes, "HTTPRoute"),
@@ -114,7 +143,7 @@ pub(super) fn listener_status(
             .filter(|(admitted, _)| *admitted)
             .map(|(_, kind)| RouteKind { group: GROUP, kind })
             .collect(),
-        attached_routes: slot.map_or(0, |s| s.attached),
+        attached_routes: slot.as_ref().map_or(0, |s| s.attached),
         conditions,
     }
 }

@@ -237,6 +237,7 @@ impl Compiler<'_> {
             proxy_set_headers,
             always_set_cookie: spec.always_set_cookie,
             cache: spec.cache.clone(),
+            gateway: None,
         })
     }
 

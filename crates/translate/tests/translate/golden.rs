@@ -92,6 +92,19 @@ fn route_requests(text: &str, compiled: &model::Compiled) -> Vec<String> {
                 out.push_str(&format!(" {}", request.words));
             }
             out.push_str(" -> ");
+            // A Gateway listener's pre-routing filters come before any route (GEP-5224).
+            let stage =
+                (request.scheme).and_then(|_| compiled.routes.listener_stage(listener, None, host));
+            match stage.map(|s| &s.filters) {
+                Some(Err(_)) => {
+                    out.push_str("500 (the listener's filters fail closed)");
+                    return out;
+                }
+                Some(Ok(filters)) => {
+                    out.push_str(&format!("{} pre-routing filter(s), then ", filters.len()))
+                }
+                None => {}
+            }
             if let Some(to) = compiled.routes.www_redirect(host) {
                 out.push_str(&format!("www redirect to {to}"));
                 return out;

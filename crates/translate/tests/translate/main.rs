@@ -16,6 +16,7 @@ mod gateway_sites;
 mod gateway_status;
 mod golden;
 mod grpc_route_status;
+mod listener_filters;
 mod listener_sets;
 mod memory;
 mod stream_route_status;
