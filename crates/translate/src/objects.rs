@@ -643,9 +643,9 @@ fn parse_value(source_name: &str, document: usize, value: serde_yaml::Value, out
     };
     match parsed {
         Ok(mut object) => {
-            if kind.is_namespaced() {
-                object.metadata_mut().namespace = Some(namespace.into());
-            }
+            // A cluster-scoped object has no namespace, whatever the file says (as the API
+            // server drops it): its key is its name alone.
+            object.metadata_mut().namespace = kind.is_namespaced().then(|| namespace.into());
             out.objects.push(object);
         }
         Err((field, message)) => {
