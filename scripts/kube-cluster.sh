@@ -16,6 +16,9 @@
 # ETCD_PEER_PORT (2380) and APISERVER_PORT (6443). BINDIR defaults to $SLUICE_KUBE_BIN, else to what
 # scripts/kube-tools.sh builds (minutes, the first time).
 #
+# The API server also serves ClusterTrustBundle (certificates.k8s.io/v1beta1; off by default in
+# Kubernetes 1.35, on with its feature gate and --runtime-config), a CA source Sluice reads.
+#
 # DIR afterwards holds:
 #   admin.kubeconfig   cluster-admin (client certificate with O=system:masters)
 #   sluice.kubeconfig  token user system:serviceaccount:sluice:sluice in the groups a ServiceAccount
@@ -157,7 +160,9 @@ start_apiserver() {
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
     --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
-    --allow-privileged --profiling=false
+    --allow-privileged --profiling=false \
+    --feature-gates ClusterTrustBundle=true \
+    --runtime-config certificates.k8s.io/v1beta1/clustertrustbundles=true
   # /readyz is open to anonymous users (system:public-info-viewer).
   local url="https://127.0.0.1:$APISERVER_PORT/readyz"
   for ((i = 0; i < 450; i++)); do
