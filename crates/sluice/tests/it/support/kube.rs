@@ -890,7 +890,8 @@ impl KubeSluice {
 
 fn api_resource(kind: &str) -> (ApiResource, bool) {
     use k8s_openapi::api::{
-        admissionregistration, coordination, core, discovery, events, networking, rbac,
+        admissionregistration, certificates, coordination, core, discovery, events, networking,
+        rbac,
     };
     match kind {
         "Namespace" => (ApiResource::erase::<core::v1::Namespace>(&()), false),
@@ -911,6 +912,10 @@ fn api_resource(kind: &str) -> (ApiResource, bool) {
         "Event" => (ApiResource::erase::<events::v1::Event>(&()), true),
         "ValidatingWebhookConfiguration" => (
             ApiResource::erase::<admissionregistration::v1::ValidatingWebhookConfiguration>(&()),
+            false,
+        ),
+        "ClusterTrustBundle" => (
+            ApiResource::erase::<certificates::v1beta1::ClusterTrustBundle>(&()),
             false,
         ),
         "GatewayClass" => (gateway_api("GatewayClass", "gatewayclasses"), false),
