@@ -294,3 +294,51 @@ fn a_cluster_trust_bundle_verifies_the_backend_and_its_replacement_reaches_the_d
     cluster.create(&bundle(&signer));
     sluice.wait_status("web.test", 200, WAIT);
 }
+
+#[test]
+fn without_the_cluster_trust_bundle_api_sluice_is_ready_and_a_reference_says_why() {
+    let ns = "noctb";
+    // Kubernetes 1.35's default: the API server does not serve ClusterTrustBundle (404).
+    let cluster = Cluster::start_with("no-trust-bundles", &[("CLUSTER_TRUST_BUNDLES", "0")]);
+    cluster.install_gateway_crds();
+    cluster.create(&namespace(ns));
+    let a = pod(&cluster, 11);
+    backend(&cluster, ns, "web", &a);
+    backend(&cluster, ns, "other", &a);
+    cluster.create(&gateway_class());
+    cluster.create(&gateway(ns));
+    cluster.create(&http_route(ns, "web", "web.test", "web"));
+    cluster.create(&http_route(ns, "other", "other.test", "other"));
+    let mut policy = policy(ns, "web", "unused", "web.internal");
+    policy["spec"]["validation"]["caCertificateRefs"] = json!([
+        {"group": "certificates.k8s.io", "kind": "ClusterTrustBundle", "name": "backends"}
+    ]);
+    cluster.create(&policy);
+    // Ready (the 404 counts as an empty list), the other route served.
+    let sluice = cluster.sluice_as_deployed("sluice-noctb", &[]);
+    assert_eq!(sluice.get("other.test", "/").status, 200);
+    sluice.wait_status("web.test", 500, WAIT);
+    let (entry, _) = eventually(WAIT, "web's status", || ours(&cluster, ns, "web"));
+    assert_eq!(
+        said(&entry, "ResolvedRefs"),
+        ("False".into(), "InvalidCACertificateRef".into())
+    );
+    let resolved = (entry["conditions"].as_array().unwrap().iter())
+        .find(|c| c["type"] == "ResolvedRefs")
+        .unwrap();
+    let message = resolved["message"].as_str().unwrap();
+    assert!(
+        message.contains("ClusterTrustBundle backends: the cluster does not serve ClusterTrustBundle")
+            && message.contains("--feature-gates=ClusterTrustBundle=true"),
+        "{message}"
+    );
+    // Said once, not at every retry (the watch asks again every few seconds).
+    std::thread::sleep(Duration::from_secs(10));
+    let log = sluice.log_text();
+    let said_404 = log
+        .lines()
+        .filter(|l| l.contains("clustertrustbundles is not installed in this cluster (404)"))
+        .count();
+    assert_eq!(said_404, 1, "{log}");
+    assert!(!log.contains("watching the Kubernetes API failed"), "{log}");
+}

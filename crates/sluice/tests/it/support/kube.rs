@@ -205,6 +205,12 @@ impl Cluster {
     /// Puts the calling thread into a fresh network namespace, brings up its loopback and starts
     /// etcd + kube-apiserver there (~5 s). Panics with the script's output when that fails.
     pub(crate) fn start(test: &str) -> Cluster {
+        Cluster::start_with(test, &[])
+    }
+
+    /// As [`Cluster::start`], with `env` for `kube-cluster.sh start` (e.g.
+    /// `CLUSTER_TRUST_BUNDLES=0`: an API server without that API, as Kubernetes' default).
+    pub(crate) fn start_with(test: &str, env: &[(&str, &str)]) -> Cluster {
         let netns = enter_new_network_namespace();
         run(
             Command::new("ip").args(["link", "set", "lo", "up"]),
@@ -237,6 +243,7 @@ impl Cluster {
         let start = || {
             let mut command = Command::new("bash");
             command.arg(&script).arg("start").arg(&dir);
+            command.envs(env.iter().copied());
             if let Some(bin) = std::env::var_os("SLUICE_KUBE_BIN") {
                 command.arg("--bin").arg(bin);
             }
