@@ -17,8 +17,8 @@ use crate::gateway::objects::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use crate::gateway::stream_objects::{TcpRoute, UdpRoute};
 use crate::gateway::tls_objects::TlsRoute;
 use crate::objects::{
-    ClusterTrustBundle, ConfigMap, EndpointSlice, Ingress, IngressClass, Namespace, Object,
-    Secret, Service,
+    ClusterTrustBundle, ConfigMap, EndpointSlice, Ingress, IngressClass, Namespace, Object, Secret,
+    Service,
 };
 
 /// Every object of the kinds Sluice reads, keyed for deterministic iteration.

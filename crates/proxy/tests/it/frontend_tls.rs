@@ -159,7 +159,11 @@ async fn the_port_s_handshake_requires_a_certificate_of_the_gateway_s_ca() {
     let address = |name: &str| {
         let status =
             &compiled.gateway_status.gateways[&model::NamespacedName::new("default", name)];
-        status.addresses[0].value.clone()
+        status
+            .addresses
+            .own
+            .expect("an address of its own")
+            .to_string()
     };
     assert_eq!(
         (address("broken"), address("strict")),

@@ -87,7 +87,11 @@ async fn each_gateway_address_serves_its_own_routes_and_certificate() {
         .map(|g| {
             let status =
                 &compiled.gateway_status.gateways[&model::NamespacedName::new("default", *g)];
-            status.addresses[0].value.clone()
+            status
+                .addresses
+                .own
+                .expect("an address of its own")
+                .to_string()
         })
         .collect();
     assert_eq!(addresses, ["127.0.0.2", "127.0.0.3"]);

@@ -328,7 +328,8 @@ fn without_the_cluster_trust_bundle_api_sluice_is_ready_and_a_reference_says_why
         .unwrap();
     let message = resolved["message"].as_str().unwrap();
     assert!(
-        message.contains("ClusterTrustBundle backends: the cluster does not serve ClusterTrustBundle")
+        message
+            .contains("ClusterTrustBundle backends: the cluster does not serve ClusterTrustBundle")
             && message.contains("--feature-gates=ClusterTrustBundle=true"),
         "{message}"
     );

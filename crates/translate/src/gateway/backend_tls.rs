@@ -26,14 +26,10 @@ use model::upstream_tls::SubjectAltName;
 use model::{Backend, Kind, NamespacedName, ObjectRef, Severity};
 
 use super::backend_tls_objects::{BackendTlsPolicy, LocalObjectRef, Verdict};
-use super::objects::{Gateway, GROUP};
+use super::objects::{Gateway, GROUP, TRUST_BUNDLE_GROUP, TRUST_BUNDLE_KIND};
 use super::GATEWAY_CONTROLLER;
 use crate::compiler::Compiler;
 use crate::ingress::upstream::trust_anchors;
-
-/// A reference to a ClusterTrustBundle: `group` and `kind` (Gateway API v1.7, Extended).
-pub(super) const TRUST_BUNDLE_GROUP: &str = "certificates.k8s.io";
-pub(super) const TRUST_BUNDLE_KIND: &str = "ClusterTrustBundle";
 
 /// Why a ClusterTrustBundle cannot be found in a cluster whose API server answered 404 for
 /// them, and what its operator can do (the API is off by default in Kubernetes 1.35).

@@ -26,8 +26,9 @@ use model::gateway_status::Condition;
 use model::tls::HostTls;
 use model::{Kind, NamespacedName, ObjectRef, Severity};
 
-use super::backend_tls::{TRUST_BUNDLE_GROUP, TRUST_BUNDLE_KIND};
-use super::objects::{FrontendValidation, Gateway, Listener, ObjectReference};
+use super::objects::{
+    FrontendValidation, Gateway, Listener, ObjectReference, TRUST_BUNDLE_GROUP, TRUST_BUNDLE_KIND,
+};
 use super::pool::Place;
 use crate::compiler::Compiler;
 

@@ -91,7 +91,10 @@ pub(crate) fn said(conditions: &[Condition], type_: &str) -> (bool, &'static str
     (c.status, c.reason, c.observed_generation)
 }
 
-pub(crate) fn route_tls(c: &Compiled, path: &str) -> (bool, Option<std::sync::Arc<model::UpstreamTls>>) {
+pub(crate) fn route_tls(
+    c: &Compiled,
+    path: &str,
+) -> (bool, Option<std::sync::Arc<model::UpstreamTls>>) {
     let head = http::Request::new(()).into_parts().0;
     let found = c.routes.route("x.example.com", path, &head).unwrap();
     (

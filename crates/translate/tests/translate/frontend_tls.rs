@@ -91,6 +91,13 @@ pub(crate) fn listener_state(status: &GatewayStatuses, name: &str) -> [(bool, &'
     })
 }
 
+/// The message of listener `name`'s ResolvedRefs condition.
+pub(crate) fn resolved_refs_message(status: &GatewayStatuses, name: &str) -> String {
+    let gateway = &status.gateways[&NamespacedName::new("infra", "edge")];
+    let listener = gateway.listeners.iter().find(|l| l.name == name).unwrap();
+    find(&listener.conditions, "ResolvedRefs").message.clone()
+}
+
 #[test]
 fn bad_ca_references_are_listener_conditions_with_the_spec_s_reasons() {
     let compiled = compiled(&objects(&gateway(INVALID)));
@@ -124,10 +131,7 @@ fn bad_ca_references_are_listener_conditions_with_the_spec_s_reasons() {
         assert_eq!(listener_state(status, name), expected, "{name}");
     }
     let gateway = &status.gateways[&NamespacedName::new("infra", "edge")];
-    let message = |name: &str| {
-        let listener = gateway.listeners.iter().find(|l| l.name == name).unwrap();
-        find(&listener.conditions, "ResolvedRefs").message.clone()
-    };
+    let message = |name: &str| resolved_refs_message(status, name);
     assert_eq!(
         message("unresolved"),
         "spec.tls.frontend.perPort[0].tls.validation.caCertificateRefs[0]: ConfigMap infra/nowhere not found"

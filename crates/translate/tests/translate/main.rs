@@ -20,5 +20,5 @@ mod listener_sets;
 mod memory;
 mod stream_route_status;
 mod tls_route_status;
-mod trust_bundles;
 mod to_gateway;
+mod trust_bundles;

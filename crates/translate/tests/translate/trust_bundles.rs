@@ -6,14 +6,13 @@
 //! compiles again (also through the route fragments) only when a compile read it.
 
 use model::frontend_tls::PortTls;
-use model::{Kind, NamespacedName, ObjectRef};
+use model::{Kind, ObjectRef};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use translate::{compile, compile_reusing, parse_documents, CompileOptions, Fragments, Store};
 
 use crate::backend_tls::{ca_pem, conditions, objects, policy, route_tls, said};
-use crate::frontend_tls::{gateway, listener_state};
-use crate::gateway_status::find;
+use crate::frontend_tls::{gateway, listener_state, resolved_refs_message};
 
 /// A ClusterTrustBundle document (with its leading separator) holding `pem`.
 fn bundle(name: &str, pem: &str) -> String {
@@ -64,7 +63,12 @@ fn backend_objects(good_pem: &str) -> String {
 
 fn resolved_refs_message(c: &model::Compiled, policy: &str) -> String {
     let found = conditions(&c.gateway_status, policy);
-    (found.iter().find(|c| c.type_ == "ResolvedRefs").unwrap().message).clone()
+    (found
+        .iter()
+        .find(|c| c.type_ == "ResolvedRefs")
+        .unwrap()
+        .message)
+        .clone()
 }
 
 #[test]
@@ -105,7 +109,11 @@ fn a_backend_tls_policy_trusts_a_cluster_trust_bundle_as_it_does_a_config_map() 
         format!("{at}: ClusterTrustBundle empty: spec.trustBundle: no CERTIFICATE block found")
     );
     // Every bundle named is one whose change compiles again, found or not.
-    let read: Vec<&str> = c.cluster_trust_bundles_read.iter().map(String::as_str).collect();
+    let read: Vec<&str> = c
+        .cluster_trust_bundles_read
+        .iter()
+        .map(String::as_str)
+        .collect();
     assert_eq!(read, ["empty", "garbage", "good", "nowhere"]);
 }
 
@@ -113,15 +121,20 @@ fn a_backend_tls_policy_trusts_a_cluster_trust_bundle_as_it_does_a_config_map() 
 fn in_a_cluster_that_does_not_serve_the_api_a_reference_says_so() {
     let mut store = store_of(&backend_objects(&ca_pem()));
     let changes = store.set_served(Kind::ClusterTrustBundle, false);
-    assert!(changes.config, "a change of what the cluster serves compiles");
+    assert!(
+        changes.config,
+        "a change of what the cluster serves compiles"
+    );
     assert!(!store.serves(Kind::ClusterTrustBundle));
     assert!(store.set_served(Kind::ClusterTrustBundle, false).is_empty());
     let c = compile(&store, &CompileOptions::default());
     let message = resolved_refs_message(&c, "missing");
     assert!(
-        message.contains("ClusterTrustBundle nowhere: the cluster does not serve ClusterTrustBundle")
+        message
+            .contains("ClusterTrustBundle nowhere: the cluster does not serve ClusterTrustBundle")
             && message.contains("--feature-gates=ClusterTrustBundle=true")
-            && message.contains("--runtime-config=certificates.k8s.io/v1beta1/clustertrustbundles=true"),
+            && message
+                .contains("--runtime-config=certificates.k8s.io/v1beta1/clustertrustbundles=true"),
         "{message}"
     );
     assert!(store.set_served(Kind::ClusterTrustBundle, true).config);
@@ -132,10 +145,9 @@ fn in_a_cluster_that_does_not_serve_the_api_a_reference_says_so() {
 #[test]
 fn a_file_s_bundle_may_be_v1alpha1_and_is_kept_as_its_pem_only() {
     let ca = ca_pem();
-    let text = bundle("old", &ca).replace("v1beta1", "v1alpha1").replace(
-        "spec:\n",
-        "spec:\n  signerName: example.com/signer\n",
-    );
+    let text = bundle("old", &ca)
+        .replace("v1beta1", "v1alpha1")
+        .replace("spec:\n", "spec:\n  signerName: example.com/signer\n");
     let store = store_of(&text);
     let kept = store.cluster_trust_bundle("old").expect("kept");
     assert_eq!(kept.trust_bundle.trim_end(), ca.trim_end());
@@ -178,7 +190,11 @@ fn a_gateway_s_frontend_validation_trusts_a_cluster_trust_bundle_with_the_spec_s
     let accepted = (true, "Accepted");
     let programmed = (true, "Programmed");
     let unresolved = (false, "InvalidCACertificateRef");
-    let refused = [unresolved, (false, "NoValidCACertificate"), (false, "Invalid")];
+    let refused = [
+        unresolved,
+        (false, "NoValidCACertificate"),
+        (false, "Invalid"),
+    ];
     let cases = [
         ("https", [ok, accepted, programmed]),
         ("unresolved", refused),
@@ -190,12 +206,9 @@ fn a_gateway_s_frontend_validation_trusts_a_cluster_trust_bundle_with_the_spec_s
     for (name, expected) in cases {
         assert_eq!(listener_state(status, name), expected, "{name}");
     }
-    let gateway = &status.gateways[&NamespacedName::new("infra", "edge")];
-    let message = |name: &str| {
-        let listener = gateway.listeners.iter().find(|l| l.name == name).unwrap();
-        find(&listener.conditions, "ResolvedRefs").message.clone()
-    };
-    let at = |p: usize| format!("spec.tls.frontend.perPort[{p}].tls.validation.caCertificateRefs[0]");
+    let message = |name: &str| resolved_refs_message(status, name);
+    let at =
+        |p: usize| format!("spec.tls.frontend.perPort[{p}].tls.validation.caCertificateRefs[0]");
     assert_eq!(
         message("unresolved"),
         format!("{}: ClusterTrustBundle nowhere not found", at(0))
@@ -223,7 +236,11 @@ fn a_gateway_s_frontend_validation_trusts_a_cluster_trust_bundle_with_the_spec_s
         assert!(tls.client_cert_required.is_some(), "{port}");
         assert_eq!(tls.client_cert_request.as_ref().map(Vec::len), Some(1));
     }
-    let read: Vec<&str> = c.cluster_trust_bundles_read.iter().map(String::as_str).collect();
+    let read: Vec<&str> = c
+        .cluster_trust_bundles_read
+        .iter()
+        .map(String::as_str)
+        .collect();
     assert_eq!(read, ["garbage", "good", "nowhere"]);
 }
 
@@ -270,5 +287,8 @@ fn a_changed_bundle_compiles_again_only_when_read_and_reused_routes_take_it() {
     let created = apply(&mut store, &bundle("nowhere", &first));
     assert!(created.needs_compile(Some(&next)));
     let next = compile_reusing(&store, &options, &mut fragments);
-    assert_eq!(route_tls(&next, "/missing").1.unwrap().trusted, [der(&first)]);
+    assert_eq!(
+        route_tls(&next, "/missing").1.unwrap().trusted,
+        [der(&first)]
+    );
 }
