@@ -61,7 +61,7 @@ fn backend_objects(good_pem: &str) -> String {
     ))
 }
 
-fn resolved_refs_message(c: &model::Compiled, policy: &str) -> String {
+fn policy_refs_message(c: &model::Compiled, policy: &str) -> String {
     let found = conditions(&c.gateway_status, policy);
     (found
         .iter()
@@ -97,15 +97,15 @@ fn a_backend_tls_policy_trusts_a_cluster_trust_bundle_as_it_does_a_config_map() 
     }
     let at = "spec.validation.caCertificateRefs[0]";
     assert_eq!(
-        resolved_refs_message(&c, "missing"),
+        policy_refs_message(&c, "missing"),
         format!("{at}: ClusterTrustBundle nowhere not found")
     );
     assert_eq!(
-        resolved_refs_message(&c, "broken"),
+        policy_refs_message(&c, "broken"),
         format!("{at}: ClusterTrustBundle garbage: spec.trustBundle: no CERTIFICATE block found")
     );
     assert_eq!(
-        resolved_refs_message(&c, "kinds"),
+        policy_refs_message(&c, "kinds"),
         format!("{at}: ClusterTrustBundle empty: spec.trustBundle: no CERTIFICATE block found")
     );
     // Every bundle named is one whose change compiles again, found or not.
@@ -128,7 +128,7 @@ fn in_a_cluster_that_does_not_serve_the_api_a_reference_says_so() {
     assert!(!store.serves(Kind::ClusterTrustBundle));
     assert!(store.set_served(Kind::ClusterTrustBundle, false).is_empty());
     let c = compile(&store, &CompileOptions::default());
-    let message = resolved_refs_message(&c, "missing");
+    let message = policy_refs_message(&c, "missing");
     assert!(
         message
             .contains("ClusterTrustBundle nowhere: the cluster does not serve ClusterTrustBundle")
@@ -139,7 +139,7 @@ fn in_a_cluster_that_does_not_serve_the_api_a_reference_says_so() {
     );
     assert!(store.set_served(Kind::ClusterTrustBundle, true).config);
     let c = compile(&store, &CompileOptions::default());
-    assert!(resolved_refs_message(&c, "missing").ends_with("ClusterTrustBundle nowhere not found"));
+    assert!(policy_refs_message(&c, "missing").ends_with("ClusterTrustBundle nowhere not found"));
 }
 
 #[test]
