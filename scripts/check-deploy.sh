@@ -303,6 +303,11 @@ for verb in get list watch; do
   done
 done
 can allowed patch gatewayclasses.gateway.networking.k8s.io --subresource status
+# ClusterTrustBundles: CA sources of BackendTLSPolicies and frontend validation, read only.
+for verb in get list watch; do
+  can allowed "$verb" clustertrustbundles.certificates.k8s.io
+done
+can denied create clustertrustbundles.certificates.k8s.io
 # Namespaces' labels (allowedRoutes.namespaces.selector) and the CRDs' bundle-version
 # (GatewayClass SupportedVersion).
 can allowed list namespaces

@@ -16,6 +16,10 @@
 # ETCD_PEER_PORT (2380) and APISERVER_PORT (6443). BINDIR defaults to $SLUICE_KUBE_BIN, else to what
 # scripts/kube-tools.sh builds (minutes, the first time).
 #
+# The API server also serves ClusterTrustBundle (certificates.k8s.io/v1beta1; off by default in
+# Kubernetes 1.35, on with its feature gate and --runtime-config), a CA source Sluice reads;
+# CLUSTER_TRUST_BUNDLES=0 at `start` leaves it off, as in a default cluster.
+#
 # DIR afterwards holds:
 #   admin.kubeconfig   cluster-admin (client certificate with O=system:masters)
 #   sluice.kubeconfig  token user system:serviceaccount:sluice:sluice in the groups a ServiceAccount
@@ -147,6 +151,9 @@ start_etcd() {
 start_apiserver() {
   alive "$dir/apiserver.pid" kube-apiserver && die "kube-apiserver already runs (pid $(<"$dir/apiserver.pid"))"
   local pki="$dir/pki" i started=$SECONDS
+  local optional=()
+  [[ ${CLUSTER_TRUST_BUNDLES:-1} == 0 ]] || optional+=(--feature-gates ClusterTrustBundle=true
+    --runtime-config certificates.k8s.io/v1beta1/clustertrustbundles=true)
   echo "--- start $(date -u +%FT%TZ)" >>"$dir/apiserver.log"
   spawn kube-apiserver "$dir/apiserver.log" "$dir/apiserver.pid" "$BIN/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$ETCD_CLIENT_PORT" \
@@ -157,7 +164,7 @@ start_apiserver() {
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
     --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
-    --allow-privileged --profiling=false
+    --allow-privileged --profiling=false "${optional[@]}"
   # /readyz is open to anonymous users (system:public-info-viewer).
   local url="https://127.0.0.1:$APISERVER_PORT/readyz"
   for ((i = 0; i < 450; i++)); do
@@ -212,11 +219,12 @@ cmd_start() {
   ETCD_CLIENT_PORT=${ETCD_CLIENT_PORT:-2379}
   ETCD_PEER_PORT=${ETCD_PEER_PORT:-2380}
   APISERVER_PORT=${APISERVER_PORT:-6443}
+  CLUSTER_TRUST_BUNDLES=${CLUSTER_TRUST_BUNDLES:-1}
   local t0=$SECONDS
   alive "$dir/apiserver.pid" kube-apiserver && die "a cluster already runs in $dir"
   # Certificates are made once per DIR; ports and binaries are remembered for start-apiserver.
-  printf 'BIN=%q\nETCD_CLIENT_PORT=%q\nETCD_PEER_PORT=%q\nAPISERVER_PORT=%q\n' \
-    "$BIN" "$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" >"$dir/cluster.env"
+  printf 'BIN=%q\nETCD_CLIENT_PORT=%q\nETCD_PEER_PORT=%q\nAPISERVER_PORT=%q\nCLUSTER_TRUST_BUNDLES=%q\n' \
+    "$BIN" "$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT" "$CLUSTER_TRUST_BUNDLES" >"$dir/cluster.env"
   make_pki
   make_auth
   start_etcd || exit 1

@@ -343,7 +343,9 @@ start_all() {
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
     --service-cluster-ip-range "$service_cidr" --endpoint-reconciler-type lease \
-    --allow-privileged --profiling=false
+    --allow-privileged --profiling=false \
+    --feature-gates ClusterTrustBundle=true \
+    --runtime-config certificates.k8s.io/v1beta1/clustertrustbundles=true
   wait_for "kube-apiserver ready" 90 kube-apiserver inns bash -c "$(declare -f apiserver_ready); dir='$dir' node_ip='$node_ip' api_port='$api_port' apiserver_ready"
 
   start kube-controller-manager "$BIN/kube-controller-manager" \

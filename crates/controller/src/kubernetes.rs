@@ -293,8 +293,14 @@ pub fn apply_update(store: &mut Store, update: Update) -> ChangeSet {
             tracing::debug!("object deleted: {object_ref}");
             store.remove(&object_ref)
         }
-        Update::Relisted { objects, gone, .. } => {
-            let mut changes = ChangeSet::default();
+        Update::Relisted {
+            kind,
+            objects,
+            gone,
+            served,
+            ..
+        } => {
+            let mut changes = store.set_served(kind, served);
             for object_ref in &gone {
                 changes.merge(store.remove(object_ref));
             }

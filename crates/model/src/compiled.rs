@@ -93,6 +93,9 @@ pub struct Compiled {
     /// Every ConfigMap this compile looked up, found or not: a change to any other (Sluice
     /// watches every ConfigMap of its scope) needs no compile.
     pub config_maps_read: BTreeSet<NamespacedName>,
+    /// Every ClusterTrustBundle this compile looked up, found or not (by name): a change to
+    /// any other needs no compile.
+    pub cluster_trust_bundles_read: BTreeSet<String>,
     /// Some Gateway listener selects route namespaces by label: a change to a Namespace's
     /// labels needs a compile (otherwise none does).
     pub namespace_selectors: bool,

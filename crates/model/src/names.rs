@@ -40,6 +40,9 @@ pub enum Kind {
     ListenerSet,
     /// Read for its labels only (`allowedRoutes.namespaces.selector`).
     Namespace,
+    /// `certificates.k8s.io`, cluster-scoped: CA certificates a BackendTLSPolicy or a
+    /// Gateway's frontend validation may name.
+    ClusterTrustBundle,
 }
 
 /// Identifies one object: kind, namespace (empty for cluster-scoped kinds) and name.
@@ -92,6 +95,7 @@ impl Kind {
             Kind::BackendTLSPolicy => "BackendTLSPolicy",
             Kind::ListenerSet => "ListenerSet",
             Kind::Namespace => "Namespace",
+            Kind::ClusterTrustBundle => "ClusterTrustBundle",
         }
     }
 
@@ -129,6 +133,11 @@ impl Kind {
             ("gateway.networking.k8s.io/v1", "BackendTLSPolicy") => Some(Kind::BackendTLSPolicy),
             ("gateway.networking.k8s.io/v1", "ListenerSet") => Some(Kind::ListenerSet),
             ("v1", "Namespace") => Some(Kind::Namespace),
+            // v1beta1 since Kubernetes 1.33; v1alpha1 (1.27 to 1.32) has the same fields.
+            (
+                "certificates.k8s.io/v1beta1" | "certificates.k8s.io/v1alpha1",
+                "ClusterTrustBundle",
+            ) => Some(Kind::ClusterTrustBundle),
             _ => None,
         }
     }
@@ -136,7 +145,7 @@ impl Kind {
     pub fn is_namespaced(self) -> bool {
         !matches!(
             self,
-            Kind::IngressClass | Kind::GatewayClass | Kind::Namespace
+            Kind::IngressClass | Kind::GatewayClass | Kind::Namespace | Kind::ClusterTrustBundle
         )
     }
 }

@@ -19,7 +19,7 @@ use model::{
 
 use crate::ingress::annotations::BackendProtocol;
 use crate::ingress::claims::HostExtras;
-use crate::objects::ConfigMap;
+use crate::objects::{ClusterTrustBundle, ConfigMap};
 use crate::store::Store;
 
 pub(crate) const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
@@ -239,5 +239,17 @@ impl<'a> Compiler<'a> {
     pub(crate) fn read_config_map(&mut self, key: &NamespacedName) -> Option<&'a ConfigMap> {
         self.out.config_maps_read.insert(key.clone());
         self.store.config_map(key)
+    }
+
+    /// The ClusterTrustBundle `name`, recorded as read (found or not), as
+    /// [`Compiler::read_config_map`] does.
+    pub(crate) fn read_cluster_trust_bundle(
+        &mut self,
+        name: &str,
+    ) -> Option<&'a ClusterTrustBundle> {
+        if !self.out.cluster_trust_bundles_read.contains(name) {
+            self.out.cluster_trust_bundles_read.insert(name.to_owned());
+        }
+        self.store.cluster_trust_bundle(name)
     }
 }

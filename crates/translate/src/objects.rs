@@ -21,6 +21,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use k8s_openapi::api::certificates::{v1alpha1 as certificates_alpha, v1beta1 as certificates};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::core::v1::ServicePort;
 use k8s_openapi::api::discovery::v1 as discovery;
@@ -130,6 +131,15 @@ pub struct Namespace {
     pub labels: BTreeMap<String, String>,
 }
 
+/// A ClusterTrustBundle (`certificates.k8s.io`, cluster-scoped): its `spec.trustBundle`, the
+/// PEM CA certificates a BackendTLSPolicy or a Gateway's frontend validation may trust. Its
+/// `signerName` is read by nothing (a reference names the bundle itself).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClusterTrustBundle {
+    pub metadata: Meta,
+    pub trust_bundle: String,
+}
+
 /// One object of a kind Sluice reads.
 #[derive(Clone, Debug, PartialEq)]
 ///
@@ -154,6 +164,7 @@ pub enum Object {
     BackendTlsPolicy(Box<crate::gateway::backend_tls_objects::BackendTlsPolicy>),
     ListenerSet(Box<crate::gateway::listener_set_objects::ListenerSet>),
     Namespace(Box<Namespace>),
+    ClusterTrustBundle(Box<ClusterTrustBundle>),
 }
 
 /// Why a document could not be used. `object` is known when the document got as far as
@@ -197,6 +208,7 @@ impl Object {
             Object::BackendTlsPolicy(_) => Kind::BackendTLSPolicy,
             Object::ListenerSet(_) => Kind::ListenerSet,
             Object::Namespace(_) => Kind::Namespace,
+            Object::ClusterTrustBundle(_) => Kind::ClusterTrustBundle,
         }
     }
 
@@ -218,6 +230,7 @@ impl Object {
             Object::BackendTlsPolicy(o) => &o.metadata,
             Object::ListenerSet(o) => &o.metadata,
             Object::Namespace(o) => &o.metadata,
+            Object::ClusterTrustBundle(o) => &o.metadata,
         }
     }
 
@@ -239,6 +252,7 @@ impl Object {
             Object::BackendTlsPolicy(o) => &mut o.metadata,
             Object::ListenerSet(o) => &mut o.metadata,
             Object::Namespace(o) => &mut o.metadata,
+            Object::ClusterTrustBundle(o) => &mut o.metadata,
         }
     }
 
@@ -432,6 +446,24 @@ impl From<core::ConfigMap> for ConfigMap {
     }
 }
 
+impl From<certificates::ClusterTrustBundle> for ClusterTrustBundle {
+    fn from(bundle: certificates::ClusterTrustBundle) -> ClusterTrustBundle {
+        ClusterTrustBundle {
+            metadata: Meta::named(bundle.metadata),
+            trust_bundle: bundle.spec.trust_bundle,
+        }
+    }
+}
+
+impl From<certificates_alpha::ClusterTrustBundle> for ClusterTrustBundle {
+    fn from(bundle: certificates_alpha::ClusterTrustBundle) -> ClusterTrustBundle {
+        ClusterTrustBundle {
+            metadata: Meta::named(bundle.metadata),
+            trust_bundle: bundle.spec.trust_bundle,
+        }
+    }
+}
+
 macro_rules! object_from {
     ($($api:ty => $kind:ident),* $(,)?) => {$(
         impl From<$api> for Object {
@@ -455,6 +487,7 @@ object_from! {
     core::Secret => Secret,
     core::ConfigMap => ConfigMap,
     core::Namespace => Namespace,
+    certificates::ClusterTrustBundle => ClusterTrustBundle,
 }
 
 impl fmt::Display for ParseError {
@@ -600,12 +633,19 @@ fn parse_value(source_name: &str, document: usize, value: serde_yaml::Value, out
             gateway::typed_gateway(value).map(|o| Object::BackendTlsPolicy(Box::new(o)))
         }
         Kind::Namespace => typed::<core::Namespace>(value).map(Object::from),
+        Kind::ClusterTrustBundle if api_version.ends_with("/v1alpha1") => {
+            typed::<certificates_alpha::ClusterTrustBundle>(value)
+                .map(|o| Object::from(ClusterTrustBundle::from(o)))
+        }
+        Kind::ClusterTrustBundle => {
+            typed::<certificates::ClusterTrustBundle>(value).map(Object::from)
+        }
     };
     match parsed {
         Ok(mut object) => {
-            if kind.is_namespaced() {
-                object.metadata_mut().namespace = Some(namespace.into());
-            }
+            // A cluster-scoped object has no namespace, whatever the file says (as the API
+            // server drops it): its key is its name alone.
+            object.metadata_mut().namespace = kind.is_namespaced().then(|| namespace.into());
             out.objects.push(object);
         }
         Err((field, message)) => {

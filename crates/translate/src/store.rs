@@ -17,7 +17,8 @@ use crate::gateway::objects::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use crate::gateway::stream_objects::{TcpRoute, UdpRoute};
 use crate::gateway::tls_objects::TlsRoute;
 use crate::objects::{
-    ConfigMap, EndpointSlice, Ingress, IngressClass, Namespace, Object, Secret, Service,
+    ClusterTrustBundle, ConfigMap, EndpointSlice, Ingress, IngressClass, Namespace, Object, Secret,
+    Service,
 };
 
 /// Every object of the kinds Sluice reads, keyed for deterministic iteration.
@@ -51,6 +52,13 @@ pub struct Store {
     /// Namespaces' labels, by name (Kubernetes mode: watched unless the scope is one
     /// namespace; a file: the Namespaces it describes).
     namespaces: BTreeMap<String, Arc<Namespace>>,
+    /// ClusterTrustBundles by name (cluster-scoped): CA certificates that BackendTLSPolicies
+    /// and Gateways' frontend validation may name.
+    cluster_trust_bundles: BTreeMap<String, Arc<ClusterTrustBundle>>,
+    /// Kinds the API server said it does not serve (a 404 for their resource: a CRD not
+    /// installed, a built-in API not enabled), so a reference to one can say so rather than
+    /// "not found". Empty for a file.
+    unserved: BTreeSet<Kind>,
     /// Changes with every change to an object a route's compiled rules may read (see
     /// [`Store::context`]), to a number no other Store has had.
     context: u64,
@@ -87,11 +95,18 @@ pub struct ChangeSet {
     /// A Namespace's labels changed: a recompile only if the last compile selected route
     /// namespaces by label (`Compiled::namespace_selectors`).
     pub namespaces: bool,
+    /// ClusterTrustBundles that changed: a recompile only if the last compile read one of
+    /// them (`Compiled::cluster_trust_bundles_read`), as for ConfigMaps.
+    pub cluster_trust_bundles: BTreeSet<String>,
 }
 
 impl ChangeSet {
     pub fn is_empty(&self) -> bool {
-        !self.config && self.endpoints.is_empty() && self.config_maps.is_empty() && !self.namespaces
+        !self.config
+            && self.endpoints.is_empty()
+            && self.config_maps.is_empty()
+            && !self.namespaces
+            && self.cluster_trust_bundles.is_empty()
     }
 
     pub fn merge(&mut self, other: ChangeSet) {
@@ -99,6 +114,8 @@ impl ChangeSet {
         self.endpoints.extend(other.endpoints);
         self.config_maps.extend(other.config_maps);
         self.namespaces |= other.namespaces;
+        self.cluster_trust_bundles
+            .extend(other.cluster_trust_bundles);
     }
 
     /// Whether the configuration must be compiled again, given what the last compile read
@@ -112,6 +129,12 @@ impl ChangeSet {
                         .any(|key| last.config_maps_read.contains(key))
                 }))
             || (self.namespaces && last.is_none_or(|last| last.namespace_selectors))
+            || (!self.cluster_trust_bundles.is_empty()
+                && last.is_none_or(|last| {
+                    self.cluster_trust_bundles
+                        .iter()
+                        .any(|name| last.cluster_trust_bundles_read.contains(name))
+                }))
     }
 }
 
@@ -266,12 +289,38 @@ impl Store {
         self.backend_tls_policies.iter().map(|(key, o)| (key, &**o))
     }
 
-    /// The EndpointSlices labelled for `service`, in name order.
     /// A Namespace's labels, when the Store has it.
     pub fn namespace_labels(&self, name: &str) -> Option<&BTreeMap<String, String>> {
         self.namespaces.get(name).map(|n| &n.labels)
     }
 
+    pub fn cluster_trust_bundle(&self, name: &str) -> Option<&ClusterTrustBundle> {
+        self.cluster_trust_bundles.get(name).map(|o| &**o)
+    }
+
+    /// Whether the source of these objects has `kind` at all: false once the API server
+    /// answered that it does not serve its resource (see [`Store::set_served`]).
+    pub fn serves(&self, kind: Kind) -> bool {
+        !self.unserved.contains(&kind)
+    }
+
+    /// Records whether the API server serves `kind` (a watch's list succeeded, or was
+    /// answered 404). A change is a configuration change: references to such objects say
+    /// why they do not resolve.
+    pub fn set_served(&mut self, kind: Kind, served: bool) -> ChangeSet {
+        let changed = match served {
+            true => self.unserved.remove(&kind),
+            false => self.unserved.insert(kind),
+        };
+        let changes = ChangeSet {
+            config: changed,
+            ..ChangeSet::default()
+        };
+        self.count_context_change(kind, &changes);
+        changes
+    }
+
+    /// The EndpointSlices labelled for `service`, in name order.
     pub fn endpoint_slices_of<'a>(
         &'a self,
         service: &NamespacedName,
@@ -314,6 +363,8 @@ impl Store {
             backend_tls_policies: self.backend_tls_policies.clone(),
             listener_sets: self.listener_sets.clone(),
             namespaces: self.namespaces.clone(),
+            cluster_trust_bundles: self.cluster_trust_bundles.clone(),
+            unserved: self.unserved.clone(),
             // Without endpoints: no compile's rules are reused with it.
             context: NEXT_CONTEXT.fetch_add(1, Ordering::Relaxed),
             // No slices: every Service at version 0.
@@ -340,6 +391,7 @@ impl Store {
             + self.backend_tls_policies.len()
             + self.listener_sets.len()
             + self.namespaces.len()
+            + self.cluster_trust_bundles.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -458,6 +510,12 @@ impl Store {
             Object::Namespace(o) => {
                 changes.namespaces = upsert(&mut self.namespaces, key.name.to_string(), o.into())
             }
+            Object::ClusterTrustBundle(o) => {
+                let name = key.name.to_string();
+                if upsert(&mut self.cluster_trust_bundles, name.clone(), o.into()) {
+                    changes.cluster_trust_bundles.insert(name);
+                }
+            }
         }
         changes
     }
@@ -508,6 +566,11 @@ impl Store {
             }
             Kind::ListenerSet => changes.config = self.listener_sets.remove(&key).is_some(),
             Kind::Namespace => changes.namespaces = self.namespaces.remove(&*key.name).is_some(),
+            Kind::ClusterTrustBundle => {
+                if self.cluster_trust_bundles.remove(&*key.name).is_some() {
+                    changes.cluster_trust_bundles.insert(key.name.to_string());
+                }
+            }
         }
         changes
     }
@@ -569,6 +632,11 @@ impl Store {
                 self.namespaces
                     .keys()
                     .map(|name| ObjectRef::new(Kind::Namespace, "", name.clone())),
+            )
+            .chain(
+                self.cluster_trust_bundles
+                    .keys()
+                    .map(|name| ObjectRef::new(Kind::ClusterTrustBundle, "", name.clone())),
             )
             .collect()
     }

@@ -9,7 +9,8 @@
 //!                       Gateway's Service and EndpointSlices ─▶ GatewayWrites ─▶ Gateway API status
 //! ```
 //! Gateway API kinds (`gateway`) are watched like the rest; a cluster without their CRDs
-//! (404) has none of them, which is not an error.
+//! (404) has none of them, which is not an error. So are ClusterTrustBundles, a built-in API
+//! that is off by default: the Store then records that the cluster does not serve them.
 //! Nothing here touches sockets for traffic; the proxy knows nothing of Kubernetes.
 
 mod gateway;

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass, IngressLoadBalancerIngress};
@@ -47,6 +48,9 @@ pub enum Update {
         gone: Vec<ObjectRef>,
         /// This watcher's first list (later ones follow a lost watch).
         first: bool,
+        /// False when the API server answered 404 for the kind's resource (a CRD not
+        /// installed, a built-in API not enabled): `objects` is then empty.
+        served: bool,
     },
 }
 
@@ -374,6 +378,20 @@ impl Watchers {
                 None,
             ));
         }
+        // ClusterTrustBundles (cluster-scoped CA bundles that BackendTLSPolicies and Gateways'
+        // frontend validation may name), all of them, in every scope: a bundle is named by
+        // objects that arrive at any time, and one watch that has listed means a reference
+        // resolves in the compile that first sees it (a watch per named bundle, started on
+        // demand, would leave each new reference unresolved until it listed). A change
+        // recompiles only if the last compile read that bundle (`ChangeSet`); what is kept is
+        // each bundle's PEM text. An API server without the API (off by default in 1.35)
+        // answers 404: no bundles, and a reference says the cluster does not serve them.
+        tasks.push(spawner.spawn::<ClusterTrustBundle>(
+            Api::all(client.clone()),
+            all.clone(),
+            "ClusterTrustBundles".into(),
+            None,
+        ));
         // The ConfigMaps named by flags may live outside the scope: those are watched by name
         // (RBAC may grant exactly them). One inside it is left to the scope's watch, so no
         // ConfigMap comes from two watches (a relist of one would drop what the other holds).
@@ -533,6 +551,17 @@ watched! {
     Secret => Secret,
     ConfigMap => ConfigMap,
     Namespace => Namespace,
+}
+
+/// Built into the API server, but off by default (Kubernetes 1.35: a beta API behind the
+/// `ClusterTrustBundle` feature gate and `--runtime-config`): a 404 means "not served".
+impl Watched for ClusterTrustBundle {
+    const KIND: Kind = Kind::ClusterTrustBundle;
+    const OPTIONAL: bool = true;
+
+    fn into_object(self) -> Option<Object> {
+        Some(Object::from(self))
+    }
 }
 
 impl Watched for Ingress {
@@ -729,6 +758,7 @@ async fn run<K: Watched>(
                 // objects. Said once per change; the watcher asks again after its backoff
                 // (at most every 8 s), so installing the CRDs later is noticed.
                 failures = 0;
+                let was_installed = installed;
                 if installed {
                     installed = false;
                     tracing::info!(
@@ -739,7 +769,8 @@ async fn run<K: Watched>(
                     );
                 }
                 listing = None;
-                if !listed_once || !known.is_empty() {
+                // Told once per change (and the first time, which counts as a list).
+                if was_installed || !known.is_empty() {
                     let gone = std::mem::take(&mut known)
                         .into_iter()
                         .map(|key| ObjectRef::new(kind, &*key.namespace, &*key.name))
@@ -755,6 +786,7 @@ async fn run<K: Watched>(
                             objects: Vec::new(),
                             gone,
                             first,
+                            served: false,
                         })
                         .is_err()
                     {
@@ -818,6 +850,7 @@ async fn run<K: Watched>(
                     objects,
                     gone,
                     first,
+                    served: true,
                 }
             }
             watcher::Event::Apply(object) => {

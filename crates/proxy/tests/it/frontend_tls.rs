@@ -209,3 +209,61 @@ async fn the_port_s_handshake_requires_a_certificate_of_the_gateway_s_ca() {
         );
     }
 }
+
+/// A ClusterTrustBundle `name` (cluster-scoped) holding `ca`'s certificate.
+fn trust_bundle(name: &str, ca: &TestCa) -> Value {
+    json!({
+        "apiVersion": "certificates.k8s.io/v1beta1", "kind": "ClusterTrustBundle",
+        "metadata": {"name": name},
+        "spec": {"trustBundle": ca.root_pem()},
+    })
+}
+
+#[tokio::test]
+async fn a_cluster_trust_bundle_holds_the_ca_and_its_replacement_applies_without_a_restart() {
+    let web = start_backend("web").await;
+    let (server_ca, client_ca, other_ca) = (TestCa::new(), TestCa::new(), TestCa::new());
+    let server = server_ca.leaf(&[HOST]);
+    let alice = client_ca.client("alice", 1);
+    let mallory = other_ca.client("mallory", 2);
+    let options = CompileOptions {
+        gateway_address_pool: Some("127.0.0.2-127.0.0.3".parse().unwrap()),
+        ..CompileOptions::default()
+    };
+    let mut h = Harness::listening(IpAddr::from([0, 0, 0, 0]), 2, options);
+    // Gateway `strict` trusts ClusterTrustBundle `clients` (no namespace, no ReferenceGrant).
+    let with_bundle = |ca: &TestCa| {
+        let mut objects = objects("AllowValidOnly", &client_ca, &server, &web);
+        let reference = json!({"group": "certificates.k8s.io", "kind": "ClusterTrustBundle",
+                               "name": "clients"});
+        let frontend = json!({"default": {"validation": {"caCertificateRefs": [reference]}}});
+        objects[1] = gateway("strict", frontend);
+        objects.push(trust_bundle("clients", ca));
+        objects
+    };
+    let compiled = h.apply_allowing_diagnostics(&with_bundle(&client_ca));
+    assert!(
+        !(compiled.diagnostics.iter()).any(|d| d.object.name == "strict"),
+        "{:?}",
+        compiled.diagnostics
+    );
+    assert_eq!(
+        compiled.cluster_trust_bundles_read,
+        ["clients".to_owned()].into()
+    );
+    let strict = at(STRICT, h.https().port());
+    let served = attempt(&server_ca, strict, HOST, Some(&alice)).await;
+    assert_eq!(served, Ok(StatusCode::OK), "signed by the bundle's CA");
+    let refused = attempt(&server_ca, strict, HOST, Some(&mallory)).await;
+    assert!(refused.is_err(), "another CA's: {refused:?}");
+    let refused = attempt(&server_ca, strict, HOST, None).await;
+    assert!(refused.is_err(), "no certificate: {refused:?}");
+
+    // The bundle now holds the other CA: the control plane compiles (the last compile read the
+    // bundle) and the same listeners take the other client.
+    h.update(&with_bundle(&other_ca));
+    let served = attempt(&server_ca, strict, HOST, Some(&mallory)).await;
+    assert_eq!(served, Ok(StatusCode::OK), "signed by the new bundle's CA");
+    let refused = attempt(&server_ca, strict, HOST, Some(&alice)).await;
+    assert!(refused.is_err(), "the old CA's: {refused:?}");
+}

@@ -4,7 +4,8 @@
 //! ```text
 //!  BackendTLSPolicy ─targetRefs (Service, sectionName = port name)─▶ index by target
 //!     (the oldest policy, then namespace/name, wins a target; the others: Conflicted)
-//!     validation: caCertificateRefs (ConfigMap / Secret ca.crt) | wellKnownCACertificates
+//!     validation: caCertificateRefs (ConfigMap / Secret ca.crt, ClusterTrustBundle
+//!                 spec.trustBundle) | wellKnownCACertificates
 //!                 System, hostname (SNI; verified unless subjectAltNames), subjectAltNames
 //!        ─▶ Arc<UpstreamTls> (verify on, SNI on) | why not (its target's shares answer 500)
 //!  backendRef share (app_protocol) ─(Service, port name)─▶ that UpstreamTls on its RoutePolicy,
@@ -25,10 +26,17 @@ use model::upstream_tls::SubjectAltName;
 use model::{Backend, Kind, NamespacedName, ObjectRef, Severity};
 
 use super::backend_tls_objects::{BackendTlsPolicy, LocalObjectRef, Verdict};
-use super::objects::{Gateway, GROUP};
+use super::objects::{Gateway, GROUP, TRUST_BUNDLE_GROUP, TRUST_BUNDLE_KIND};
 use super::GATEWAY_CONTROLLER;
 use crate::compiler::Compiler;
 use crate::ingress::upstream::trust_anchors;
+
+/// Why a ClusterTrustBundle cannot be found in a cluster whose API server answered 404 for
+/// them, and what its operator can do (the API is off by default in Kubernetes 1.35).
+const TRUST_BUNDLES_UNSERVED: &str = "the cluster does not serve ClusterTrustBundle \
+    (certificates.k8s.io/v1beta1 clustertrustbundles answered 404); kube-apiserver serves it \
+    with --feature-gates=ClusterTrustBundle=true and \
+    --runtime-config=certificates.k8s.io/v1beta1/clustertrustbundles=true";
 
 impl Compiler<'_> {
     /// Reads every BackendTLSPolicy and decides which covers each target.
@@ -177,9 +185,11 @@ impl Compiler<'_> {
         self.ca_bundle(&reference.group, &reference.kind, &key)
     }
 
-    /// The CA certificates (`ca.crt`) of the ConfigMap or Secret `key` (`group`/`kind`, as a
-    /// reference spells them), or the reason it cannot be used (InvalidCACertificateRef,
-    /// InvalidKind) and why. BackendTLSPolicy's and a Gateway's frontend validation's.
+    /// The CA certificates of the ConfigMap or Secret `key` (its `ca.crt`) or of the
+    /// ClusterTrustBundle `key.name` (its `spec.trustBundle`; cluster-scoped, so no
+    /// ReferenceGrant is asked for), as a reference's `group`/`kind` names it, or the reason
+    /// it cannot be used (InvalidCACertificateRef, InvalidKind) and why. BackendTLSPolicy's
+    /// and a Gateway's frontend validation's.
     pub(super) fn ca_bundle(
         &mut self,
         group: &str,
@@ -187,35 +197,46 @@ impl Compiler<'_> {
         key: &NamespacedName,
     ) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, (&'static str, String)> {
         let invalid = |why: String| ("InvalidCACertificateRef", why);
-        let pem = match (group, kind) {
+        let store = self.store;
+        let (pem, field): (&[u8], _) = match (group, kind) {
             ("", "ConfigMap") => {
                 let found = self
                     .read_config_map(key)
                     .ok_or_else(|| invalid(format!("ConfigMap {key} not found")))?;
                 let data = found.data.as_ref().and_then(|d| d.get("ca.crt"));
                 let pem = data.ok_or_else(|| invalid(format!("ConfigMap {key} has no ca.crt")))?;
-                pem.as_bytes().to_vec()
+                (pem.as_bytes(), format!("ConfigMap {key}: ca.crt"))
             }
             // Implementation-specific: a Secret's ca.crt, as `proxy-ssl-secret` reads one.
             ("", "Secret") => {
-                let found = self
-                    .store
+                let found = store
                     .secret(key)
                     .ok_or_else(|| invalid(format!("Secret {key} not found")))?;
                 let data = found.data.as_ref().and_then(|d| d.get("ca.crt"));
                 let pem = data.ok_or_else(|| invalid(format!("Secret {key} has no ca.crt")))?;
-                pem.0.clone()
+                (&pem.0[..], format!("Secret {key}: ca.crt"))
+            }
+            (TRUST_BUNDLE_GROUP, TRUST_BUNDLE_KIND) => {
+                let name = &*key.name;
+                let found = self.read_cluster_trust_bundle(name).ok_or_else(|| {
+                    invalid(match store.serves(Kind::ClusterTrustBundle) {
+                        true => format!("ClusterTrustBundle {name} not found"),
+                        false => format!("ClusterTrustBundle {name}: {TRUST_BUNDLES_UNSERVED}"),
+                    })
+                })?;
+                let pem = found.trust_bundle.as_bytes();
+                (pem, format!("ClusterTrustBundle {name}: spec.trustBundle"))
             }
             (group, kind) => {
                 return Err((
                     "InvalidKind",
                     format!(
-                    "{group}/{kind}: Sluice reads CA certificates from ConfigMaps and Secrets only"
+                    "{group}/{kind}: Sluice reads CA certificates from ConfigMaps, Secrets and ClusterTrustBundles only"
                 ),
                 ))
             }
         };
-        trust_anchors(&pem).map_err(|why| invalid(format!("{kind} {key}: ca.crt: {why}")))
+        trust_anchors(pem).map_err(|why| invalid(format!("{field}: {why}")))
     }
 
     /// The TLS a share to `backend` from `route` is made with: `None` when no policy covers

@@ -4,7 +4,8 @@
 //!
 //! ```text
 //!  validation { caCertificateRefs, mode } ─▶ each ref: ConfigMap (or Secret) ca.crt, in
-//!      another namespace only with a ReferenceGrant ─▶ one ClientCa of every usable ref
+//!      another namespace only with a ReferenceGrant; ClusterTrustBundle spec.trustBundle
+//!      (cluster-scoped, namespace unset) ─▶ one ClientCa of every usable ref
 //!      AllowValidOnly ─▶ HostTls { client_cert_required } (the handshake verifies)
 //!      AllowInsecureFallback ─▶ HostTls { client_cert_request } (asked, any accepted) and
 //!                               the Gateway's InsecureFrontendValidationMode condition
@@ -25,7 +26,9 @@ use model::gateway_status::Condition;
 use model::tls::HostTls;
 use model::{Kind, NamespacedName, ObjectRef, Severity};
 
-use super::objects::{FrontendValidation, Gateway, Listener, ObjectReference};
+use super::objects::{
+    FrontendValidation, Gateway, Listener, ObjectReference, TRUST_BUNDLE_GROUP, TRUST_BUNDLE_KIND,
+};
 use super::pool::Place;
 use crate::compiler::Compiler;
 
@@ -236,8 +239,20 @@ impl Compiler<'_> {
     {
         let group = reference.group.as_deref().unwrap_or("");
         let kind = reference.kind.as_deref().unwrap_or("ConfigMap");
-        let namespace = reference.namespace.as_deref().unwrap_or(&key.namespace);
         let name = reference.name.as_str();
+        if (group, kind) == (TRUST_BUNDLE_GROUP, TRUST_BUNDLE_KIND) {
+            // Cluster-scoped: no namespace, no ReferenceGrant.
+            if let Some(namespace) = &reference.namespace {
+                return Err((
+                    "InvalidCACertificateRef",
+                    format!("ClusterTrustBundle {name} is cluster-scoped: namespace ({namespace}) must be unset"),
+                ));
+            }
+            let target = NamespacedName::new("", name);
+            let certs = self.ca_bundle(group, kind, &target)?;
+            return Ok((format!("ClusterTrustBundle {name}"), certs));
+        }
+        let namespace = reference.namespace.as_deref().unwrap_or(&key.namespace);
         if namespace != &*key.namespace
             && matches!((group, kind), ("", "ConfigMap" | "Secret"))
             && !self.granted(("Gateway", &key.namespace), (kind, namespace, name))

@@ -22,6 +22,11 @@ use crate::meta::Meta;
 /// The API group of Gateway API's kinds (the default group of references to them).
 pub const GROUP: &str = "gateway.networking.k8s.io";
 
+/// A `caCertificateRefs` entry naming a ClusterTrustBundle (cluster-scoped; Gateway API v1.7,
+/// Extended `ClusterTrustBundle`): its `group` and `kind`.
+pub const TRUST_BUNDLE_GROUP: &str = "certificates.k8s.io";
+pub const TRUST_BUNDLE_KIND: &str = "ClusterTrustBundle";
+
 /// What a level of an object holds beyond the fields Sluice reads. Emptied by slimming.
 pub type Rest = BTreeMap<String, serde_yaml::Value>;
 

@@ -76,7 +76,7 @@ pub(crate) fn policy(name: &str, created: &str, target: &str, validation: &str) 
 pub(crate) const CA: &str =
     "{caCertificateRefs: [{group: '', kind: ConfigMap, name: ca}], hostname: web.example.com}";
 
-fn conditions<'a>(statuses: &'a GatewayStatuses, name: &str) -> &'a [Condition] {
+pub(crate) fn conditions<'a>(statuses: &'a GatewayStatuses, name: &str) -> &'a [Condition] {
     let status = &statuses.backend_tls_policies[&NamespacedName::new("app", name)];
     assert_eq!(status.ancestors.len(), 1, "{status:?}");
     let ancestor = &status.ancestors[0];
@@ -86,12 +86,15 @@ fn conditions<'a>(statuses: &'a GatewayStatuses, name: &str) -> &'a [Condition] 
     &ancestor.conditions
 }
 
-fn said(conditions: &[Condition], type_: &str) -> (bool, &'static str, i64) {
+pub(crate) fn said(conditions: &[Condition], type_: &str) -> (bool, &'static str, i64) {
     let c = (conditions.iter()).find(|c| c.type_ == type_).unwrap();
     (c.status, c.reason, c.observed_generation)
 }
 
-fn route_tls(c: &Compiled, path: &str) -> (bool, Option<std::sync::Arc<model::UpstreamTls>>) {
+pub(crate) fn route_tls(
+    c: &Compiled,
+    path: &str,
+) -> (bool, Option<std::sync::Arc<model::UpstreamTls>>) {
     let head = http::Request::new(()).into_parts().0;
     let found = c.routes.route("x.example.com", path, &head).unwrap();
     (

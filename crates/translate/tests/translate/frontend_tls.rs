@@ -29,7 +29,7 @@ fn config_map(namespace: &str, name: &str, ca_crt: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {namespace}}}\ndata:\n  ca.crt: |\n    {ca_crt}\n---\n")
 }
 
-fn objects(gateway: &str) -> String {
+pub(crate) fn objects(gateway: &str) -> String {
     let ca = ca_pem().replace('\n', "\n    ");
     [
         "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: sluice}\nspec: {controllerName: sluice.dev/gateway-controller}\n---\n".to_owned(),
@@ -57,7 +57,7 @@ const LISTENERS: &str = "  listeners:
   - {name: http, port: 80, protocol: HTTP}
 ";
 
-fn gateway(frontend: &str) -> String {
+pub(crate) fn gateway(frontend: &str) -> String {
     format!(
         "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{name: edge, namespace: infra, generation: 3}}\nspec:\n  gatewayClassName: sluice\n  tls:\n    frontend:\n{frontend}{LISTENERS}"
     )
@@ -81,7 +81,7 @@ const INVALID: &str = "      default:
         tls: {validation: {caCertificateRefs: [{kind: ConfigMap, group: '', name: ca}]}}
 ";
 
-fn listener_state(status: &GatewayStatuses, name: &str) -> [(bool, &'static str); 3] {
+pub(crate) fn listener_state(status: &GatewayStatuses, name: &str) -> [(bool, &'static str); 3] {
     let gateway = &status.gateways[&NamespacedName::new("infra", "edge")];
     let listener = (gateway.listeners.iter()).find(|l| l.name == name);
     let listener = listener.unwrap_or_else(|| panic!("{name}: {:?}", gateway.listeners));
@@ -89,6 +89,13 @@ fn listener_state(status: &GatewayStatuses, name: &str) -> [(bool, &'static str)
         let c = find(&listener.conditions, t);
         (c.status, c.reason)
     })
+}
+
+/// The message of listener `name`'s ResolvedRefs condition.
+pub(crate) fn resolved_refs_message(status: &GatewayStatuses, name: &str) -> String {
+    let gateway = &status.gateways[&NamespacedName::new("infra", "edge")];
+    let listener = gateway.listeners.iter().find(|l| l.name == name).unwrap();
+    find(&listener.conditions, "ResolvedRefs").message.clone()
 }
 
 #[test]
@@ -124,10 +131,7 @@ fn bad_ca_references_are_listener_conditions_with_the_spec_s_reasons() {
         assert_eq!(listener_state(status, name), expected, "{name}");
     }
     let gateway = &status.gateways[&NamespacedName::new("infra", "edge")];
-    let message = |name: &str| {
-        let listener = gateway.listeners.iter().find(|l| l.name == name).unwrap();
-        find(&listener.conditions, "ResolvedRefs").message.clone()
-    };
+    let message = |name: &str| resolved_refs_message(status, name);
     assert_eq!(
         message("unresolved"),
         "spec.tls.frontend.perPort[0].tls.validation.caCertificateRefs[0]: ConfigMap infra/nowhere not found"

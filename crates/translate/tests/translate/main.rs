@@ -22,3 +22,4 @@ mod memory;
 mod stream_route_status;
 mod tls_route_status;
 mod to_gateway;
+mod trust_bundles;

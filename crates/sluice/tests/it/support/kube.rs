@@ -205,6 +205,12 @@ impl Cluster {
     /// Puts the calling thread into a fresh network namespace, brings up its loopback and starts
     /// etcd + kube-apiserver there (~5 s). Panics with the script's output when that fails.
     pub(crate) fn start(test: &str) -> Cluster {
+        Cluster::start_with(test, &[])
+    }
+
+    /// As [`Cluster::start`], with `env` for `kube-cluster.sh start` (e.g.
+    /// `CLUSTER_TRUST_BUNDLES=0`: an API server without that API, as Kubernetes' default).
+    pub(crate) fn start_with(test: &str, env: &[(&str, &str)]) -> Cluster {
         let netns = enter_new_network_namespace();
         run(
             Command::new("ip").args(["link", "set", "lo", "up"]),
@@ -237,6 +243,7 @@ impl Cluster {
         let start = || {
             let mut command = Command::new("bash");
             command.arg(&script).arg("start").arg(&dir);
+            command.envs(env.iter().copied());
             if let Some(bin) = std::env::var_os("SLUICE_KUBE_BIN") {
                 command.arg("--bin").arg(bin);
             }
@@ -890,7 +897,8 @@ impl KubeSluice {
 
 fn api_resource(kind: &str) -> (ApiResource, bool) {
     use k8s_openapi::api::{
-        admissionregistration, coordination, core, discovery, events, networking, rbac,
+        admissionregistration, certificates, coordination, core, discovery, events, networking,
+        rbac,
     };
     match kind {
         "Namespace" => (ApiResource::erase::<core::v1::Namespace>(&()), false),
@@ -911,6 +919,10 @@ fn api_resource(kind: &str) -> (ApiResource, bool) {
         "Event" => (ApiResource::erase::<events::v1::Event>(&()), true),
         "ValidatingWebhookConfiguration" => (
             ApiResource::erase::<admissionregistration::v1::ValidatingWebhookConfiguration>(&()),
+            false,
+        ),
+        "ClusterTrustBundle" => (
+            ApiResource::erase::<certificates::v1beta1::ClusterTrustBundle>(&()),
             false,
         ),
         "GatewayClass" => (gateway_api("GatewayClass", "gatewayclasses"), false),
