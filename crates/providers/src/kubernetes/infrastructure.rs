@@ -215,14 +215,9 @@ impl InfrastructureWrites {
             }
         }
         self.outcomes.retain(|gateway, _| served.contains(gateway));
-        let generated = |gateway: &NamespacedName| {
-            matches!(self.outcomes.get(gateway), Some(Outcome::Generated { .. }))
-        };
-        let kept: Vec<NamespacedName> = (self.cluster_ips.keys())
-            .filter(|gateway| generated(gateway))
-            .cloned()
-            .collect();
-        self.cluster_ips.retain(|gateway, _| kept.contains(gateway));
+        let outcomes = &self.outcomes;
+        (self.cluster_ips)
+            .retain(|gateway, _| matches!(outcomes.get(gateway), Some(Outcome::Generated { .. })));
         complete
     }
 
