@@ -3,7 +3,8 @@
 # their versions (as scripts/h2spec.sh does):
 #   ghz            the gRPC load generator (github.com/bojand/ghz), from its Go module
 #   grpc-backend   our gRPC server (scripts/grpc-backend: grpc-go's interop TestService + health +
-#                  reflection), the "pod" behind the proxies
+#                  reflection), the "pod" behind the proxies; also Envoy's ext_authz Check service
+#                  (authz.go), the auth server of the GRPC ExternalAuth tests
 # Prints the folder holding both, and nothing else, on stdout:
 #
 #   GRPC_TOOLS=$(scripts/grpc-tools.sh)     # $GRPC_TOOLS/ghz, $GRPC_TOOLS/grpc-backend
@@ -19,7 +20,7 @@ GHZ_VERSION=v0.120.0
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source_dir=$ROOT/scripts/grpc-backend
 # The backend's version is its source: a change to it builds a new folder.
-backend_version=$(cat "$source_dir/go.mod" "$source_dir/go.sum" "$source_dir/main.go" | sha256sum | cut -c1-12)
+backend_version=$(cat "$source_dir/go.mod" "$source_dir/go.sum" "$source_dir"/*.go | sha256sum | cut -c1-12)
 
 cache=${SLUICE_KUBE_CACHE:-$HOME/.cache/sluice-kube}
 bin="$cache/bin-grpc-ghz-$GHZ_VERSION-backend-$backend_version-$(uname -m)"

@@ -1,7 +1,8 @@
 // Command grpc-backend is the gRPC server behind Sluice and nginx in the gRPC benchmarks and the
 // lab's gRPC churn: grpc-go's interop TestService (UnaryCall answers with a payload of the size the
 // request asks for; FullDuplexCall echoes) plus the health and reflection services, so that ghz can
-// call it by reflection without a .proto file.
+// call it by reflection without a .proto file. It also serves Envoy's ext_authz Check (authz.go),
+// the auth server of the ExternalAuth tests.
 //
 //	grpc-backend --listen 127.0.0.1:50051 [--listen ...] --name pod-1
 //
@@ -21,6 +22,7 @@ import (
 	"strings"
 	"syscall"
 
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -84,18 +86,22 @@ func main() {
 	testgrpc.RegisterTestServiceServer(server, &testService{name: *name})
 	healthpb.RegisterHealthServer(server, health.NewServer())
 	reflection.Register(server)
+	authv3.RegisterAuthorizationServer(server, authzService{})
+	// The addresses as bound: a port 0 is the kernel's choice, which the caller needs to read.
+	bound := make([]string, 0, len(listen))
 	for _, address := range listen {
 		lis, err := net.Listen("tcp", address)
 		if err != nil {
 			log.Fatalf("grpc-backend: %v", err)
 		}
+		bound = append(bound, lis.Addr().String())
 		go func() {
 			if err := server.Serve(lis); err != nil {
 				log.Printf("grpc-backend: %v", err)
 			}
 		}()
 	}
-	fmt.Printf("grpc-backend %s listening on %s\n", *name, listen.String())
+	fmt.Printf("grpc-backend %s listening on %s\n", *name, strings.Join(bound, ","))
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	<-signals

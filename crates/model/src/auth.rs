@@ -82,29 +82,56 @@ pub struct ExternalAuth {
     pub gateway: Option<Box<GatewayAuth>>,
 }
 
-/// Gateway API's `ExternalAuth` with `protocol: HTTP` (GEP-1494, `HTTPAuthConfig`), as Envoy's
-/// HTTP ext_authz runs it:
+/// Gateway API's `ExternalAuth` (GEP-1494), as Envoy's ext_authz runs it, over HTTP
+/// (`HTTPAuthConfig`) or over gRPC (`envoy.service.auth.v3.Authorization/Check`):
 ///
 /// ```text
-///  sub-request: the client's method; path = `path_prefix` + the client's path and query;
-///      Host, Authorization, `Content-Length: 0` (no forwardBody) + `allowed_request_headers`
-///  answer 200 ─▶ `allowed_response_headers` (empty: every header but Host and the
+///  forwardBody.maxSize > 0 ─▶ the client's body read whole first (larger ─▶ 413, the
+///      filter fails); sent to the auth server, then upstream as read
+///  HTTP: the client's method; path = `path_prefix` + the client's path and query; Host,
+///      Authorization, Content-Length (0, or the body's) + `allowed_request_headers`
+///      answer 200 ─▶ `allowed_response_headers` (empty: every header but Host and the
 ///      hop-by-hop and framing ones) copied into the client's request; a named one the
 ///      answer lacks is removed (a client cannot forge it)
-///  any other answer ─▶ to the client as it came (status, headers, body)
-///  no answer ─▶ 500
+///      any other answer ─▶ to the client as it came (status, headers, body)
+///  GRPC: CheckRequest (source, destination, method, path, host, scheme, protocol, size,
+///      headers: all, or only `allowed_request_headers`; the body) ─▶ CheckResponse
+///      status OK ─▶ its header mutations on the request (never Host or pseudo-headers),
+///      its query mutations, its response headers on the client's answer
+///      denied ─▶ its status (403 when none), headers and body to the client
+///  no answer, a failed call, an unreadable answer ─▶ 500
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct GatewayAuth {
+    pub protocol: AuthProtocol,
     /// `http.path`: prepended to the client's path (checked: `/` then URL path characters).
     pub path_prefix: String,
-    /// `http.allowedHeaders`: the client's headers sent besides the ones always sent.
+    /// HTTP: `http.allowedHeaders`, the client's headers sent besides the ones always sent.
+    /// GRPC: `grpc.allowedHeaders`, the only headers sent (empty: all of them).
     #[serde(serialize_with = "header_names")]
     pub allowed_request_headers: Box<[HeaderName]>,
     /// `http.allowedResponseHeaders`: empty copies all but Host and hop-by-hop ones.
     #[serde(serialize_with = "header_names")]
     pub allowed_response_headers: Box<[HeaderName]>,
+    /// `forwardBody.maxSize`: the largest client body read and sent to the auth server; 0
+    /// sends none (and reads none).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub forward_body: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// How the auth server is asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AuthProtocol {
+    /// A sub-request over HTTP/1.1; its status decides.
+    Http,
+    /// Envoy's ext_authz `Check` call over gRPC (HTTP/2); its `status` decides.
+    Grpc,
 }
 
 impl GatewayAuth {

@@ -22,7 +22,7 @@
 //! overrides the duration). Its size is bounded by the ConfigMap's `auth-cache-max-entries`;
 //! the least recently used key goes first.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,22 +30,29 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::request::Parts;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode, Uri};
+use http_body::Body;
+use http_body_util::BodyExt;
 use model::access_log::Segment;
 use model::auth::{
-    escape_uri_component, AuthDestination, AuthUri, ExternalAuth, GatewayAuth, SigninPart,
-    SET_COOKIE_STATUSES,
+    escape_uri_component, AuthDestination, AuthProtocol, AuthUri, ExternalAuth, GatewayAuth,
+    SigninPart, SET_COOKIE_STATUSES,
 };
 use model::policy::UpstreamPolicy;
-use model::{normalize_path, Compiled, Route};
+use model::{normalize_path, Compiled, Route, Settings};
 
 use crate::answer::text_response;
+use crate::attempts::Attempts;
 use crate::auth_cache::{Kept, Lookup};
+use crate::body::BoxError;
+use crate::buffer::{self, Buffered};
 use crate::error::{Chain, ProxyError};
+use crate::ext_authz;
 use crate::hash_key::{self, KeyInputs};
 use crate::headers::{self, X_FORWARDED_PROTO};
-use crate::request_body::RequestBody;
+use crate::request_body::{ClientBody, RequestBody};
 use crate::response_body::ResponseBody;
 use crate::upstream;
+use crate::upstream_h2::{self, H2Request, H2Target};
 use crate::worker::ConnCtx;
 
 /// The longest cache key kept (a longer one is not cached: an `Authorization` of megabytes
@@ -76,6 +83,8 @@ pub(crate) struct AuthAdds {
     cookies: Vec<HeaderValue>,
     always: bool,
     www_authenticate: Option<HeaderValue>,
+    /// An ext_authz server's `response_headers_to_add` (Gateway API's GRPC `ExternalAuth`).
+    pub(crate) headers: Vec<ext_authz::Mutation>,
 }
 
 impl AuthAdds {
@@ -102,6 +111,26 @@ impl AuthAdds {
                 headers.append(header::SET_COOKIE, cookie.clone());
             }
         }
+        for mutation in &self.headers {
+            if !model::auth::GatewayAuth::never_copied(&mutation.name) {
+                mutation.apply(headers);
+            }
+        }
+    }
+
+    /// Whether there is nothing to add.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.cookies.is_empty() && self.www_authenticate.is_none() && self.headers.is_empty()
+    }
+
+    /// `later`'s additions after these (a listener's filter's, then its route's).
+    pub(crate) fn extend(&mut self, later: AuthAdds) {
+        self.cookies.extend(later.cookies);
+        self.always |= later.always;
+        if later.www_authenticate.is_some() {
+            self.www_authenticate = later.www_authenticate;
+        }
+        self.headers.extend(later.headers);
     }
 }
 
@@ -121,10 +150,10 @@ pub(crate) async fn phase(
     conn: &Rc<ConnCtx>,
     config: &Compiled,
     route: &Route,
-    head: &mut Parts,
+    (head, body): (&mut Parts, &mut Option<ClientBody>),
     client: IpAddr,
-    declared: Option<u64>,
 ) -> (Option<Result<Response<ResponseBody>, ProxyError>>, AuthAdds) {
+    let declared = body.as_ref().and_then(|b| b.size_hint().exact());
     let limit = crate::buffer::BodyBuffering::of(&route.policy).max;
     if limit > 0 && declared.is_some_and(|len| len > limit) {
         let error = ProxyError::BodyTooLarge { limit };
@@ -147,8 +176,9 @@ pub(crate) async fn phase(
     if auth.gateway.is_some() {
         // An HTTPRoute rule's ExternalAuth filter: GEP-1494's semantics, as a listener's.
         let upstream = &route.policy.upstream;
-        let denied = gateway_check(conn, config, upstream, auth, head).await;
-        return (denied, AuthAdds::default());
+        let mut adds = AuthAdds::default();
+        let denied = gateway_check(conn, config, (upstream, auth), head, body, &mut adds).await;
+        return (denied, adds);
     }
     let checked = check(conn, config, route, auth, head, client).await;
     if route.policy.basic_auth.is_some() {
@@ -219,9 +249,16 @@ async fn check(
         None => {
             conn.worker.stats.borrow_mut().auth.misses += 1;
             let upstream = &route.policy.upstream;
-            ask(conn, config, upstream, auth, sub_head, false)
-                .await
-                .map(Rc::new)
+            ask(
+                conn,
+                config,
+                upstream,
+                auth,
+                sub_head,
+                (RequestBody::Empty, false),
+            )
+            .await
+            .map(Rc::new)
         }
     };
     let answer = match answer {
@@ -240,6 +277,7 @@ async fn check(
             .collect(),
         always: auth.always_set_cookie,
         www_authenticate: None,
+        headers: Vec::new(),
     };
     match answer.status.as_u16() {
         200..=299 => {
@@ -275,23 +313,101 @@ async fn check(
     }
 }
 
-/// Gateway API's `ExternalAuth` (GEP-1494, `protocol: HTTP`; `auth.gateway` says how): asks
-/// the auth server about `head`. `None`: allowed, the answer's headers copied into `head`
-/// (never Host); `Some`: the client's answer (the auth server's own on a deny, 500 when it
-/// could not be asked).
+/// Gateway API's `ExternalAuth` (GEP-1494; `auth.gateway` says how): asks the auth server
+/// about `head` (with the client's body first read whole into `body` for `forwardBody`).
+/// `None`: allowed, the answer's changes made to `head` (never Host) and its response headers
+/// in `adds`; `Some`: the client's answer (the auth server's own on a deny, 413 for a body
+/// over `forwardBody.maxSize`, 500 when it could not be asked).
 pub(crate) async fn gateway_check(
     conn: &Rc<ConnCtx>,
     config: &Compiled,
-    upstream: &UpstreamPolicy,
-    auth: &ExternalAuth,
+    (upstream, auth): (&UpstreamPolicy, &ExternalAuth),
     head: &mut Parts,
+    body: &mut Option<ClientBody>,
+    adds: &mut AuthAdds,
 ) -> Option<Result<Response<ResponseBody>, ProxyError>> {
     let rules = auth.gateway.as_deref()?;
-    let Some(sub) = gateway_sub_request(rules, head) else {
+    let forwarded = if rules.forward_body > 0 {
+        let settings = &config.settings;
+        match read_for_auth(settings, body, u64::from(rules.forward_body)).await {
+            Ok(read) => Some(read),
+            Err(error) => return Some(Err(error)),
+        }
+    } else {
+        None
+    };
+    match rules.protocol {
+        AuthProtocol::Http => {
+            http_check(conn, config, (upstream, auth), rules, head, forwarded).await
+        }
+        AuthProtocol::Grpc => {
+            let declared = body.as_ref().and_then(|b| b.size_hint().exact());
+            let call = GrpcCall {
+                rules,
+                forwarded,
+                declared,
+            };
+            grpc_check(conn, config, (upstream, auth), head, call, adds).await
+        }
+    }
+}
+
+/// Reads the client's body whole for `forwardBody` (`max` bytes at most: a longer one is
+/// 413) and puts it back in `body` as read, to go upstream after the check; returns a second
+/// reader of it for the auth server. A body a listener's filter read already is not read
+/// again.
+async fn read_for_auth(
+    settings: &Settings,
+    body: &mut Option<ClientBody>,
+    max: u64,
+) -> Result<Buffered, ProxyError> {
+    let read = match body.take() {
+        None => return Ok(Buffered::memory(Bytes::new())),
+        Some(ClientBody::Read(read)) => *read,
+        Some(client) => {
+            let declared = client.size_hint().exact();
+            if declared.is_some_and(|len| len > max) {
+                return Err(ProxyError::BodyTooLarge { limit: max });
+            }
+            let timeout = settings.client_body_timeout;
+            let streamed = RequestBody::client(client, declared, max, timeout);
+            let in_memory = settings.client_body_buffer_size;
+            let dir = std::env::temp_dir();
+            let read = buffer::read_whole(streamed, declared, in_memory, &dir).await;
+            read.map_err(|error| ProxyError::body_unread(error, max))?
+        }
+    };
+    let copy = read.copy().map_err(ProxyError::BodyBuffer);
+    let longer = read.len() > max;
+    *body = Some(ClientBody::Read(Box::new(read)));
+    if longer {
+        return Err(ProxyError::BodyTooLarge { limit: max });
+    }
+    copy
+}
+
+/// `protocol: HTTP`: the sub-request, and its answer's status decides.
+async fn http_check(
+    conn: &Rc<ConnCtx>,
+    config: &Compiled,
+    (upstream, auth): (&UpstreamPolicy, &ExternalAuth),
+    rules: &GatewayAuth,
+    head: &mut Parts,
+    forwarded: Option<Buffered>,
+) -> Option<Result<Response<ResponseBody>, ProxyError>> {
+    let Some(mut sub) = gateway_sub_request(rules, head) else {
         tracing::debug!(url = %auth.url, "the request's target cannot be sent to the auth server");
         return Some(Err(ProxyError::AuthFailed));
     };
-    let answer = match ask(conn, config, upstream, auth, sub, true).await {
+    let body = match forwarded {
+        Some(read) if read.len() > 0 => {
+            let len = HeaderValue::from(read.len());
+            sub.headers.insert(header::CONTENT_LENGTH, len);
+            RequestBody::Buffered(read)
+        }
+        _ => RequestBody::Empty,
+    };
+    let answer = match ask(conn, config, upstream, auth, sub, (body, true)).await {
         Ok(answer) => answer,
         Err(error) => {
             tracing::warn!(url = %auth.url, error = %Chain(&error), "the auth server could not be asked; answering 500");
@@ -339,6 +455,194 @@ pub(crate) async fn gateway_check(
         }
     }
     None
+}
+
+/// What a `Check` call is made of besides the request's head.
+struct GrpcCall<'a> {
+    rules: &'a GatewayAuth,
+    /// The body read for `forwardBody`.
+    forwarded: Option<Buffered>,
+    /// The length the client declared.
+    declared: Option<u64>,
+}
+
+/// `protocol: GRPC`: Envoy's ext_authz `Check` call (`ext_authz`), and its answer's status
+/// decides.
+async fn grpc_check(
+    conn: &Rc<ConnCtx>,
+    config: &Compiled,
+    (upstream, auth): (&UpstreamPolicy, &ExternalAuth),
+    head: &mut Parts,
+    call: GrpcCall<'_>,
+    adds: &mut AuthAdds,
+) -> Option<Result<Response<ResponseBody>, ProxyError>> {
+    let body = match call.forwarded.as_ref().map(Buffered::to_bytes).transpose() {
+        Ok(body) => body,
+        Err(error) => return Some(Err(ProxyError::BodyBuffer(error))),
+    };
+    let client = conn.client_ip(head, &config.settings);
+    let source_port = if client == conn.peer() {
+        conn.peer_port()
+    } else {
+        0
+    };
+    let asked = ext_authz::Asked {
+        head,
+        allowed: &call.rules.allowed_request_headers,
+        source: SocketAddr::new(client, source_port),
+        destination: (conn.local, conn.declared_port),
+        https: conn.https,
+        body: body.as_deref(),
+        size: call.declared.or(body.as_ref().map(|b| b.len() as u64)),
+    };
+    let message = ext_authz::check_request(&asked);
+    let decision = match ask_grpc(conn, config, upstream, auth, message).await {
+        Ok(decision) => decision,
+        Err(error) => {
+            tracing::warn!(url = %auth.url, error = %Chain(&error), "the ext_authz Check call failed; answering 500");
+            return Some(Err(ProxyError::AuthFailed));
+        }
+    };
+    match decision {
+        ext_authz::Decision::Allow(allowed) => {
+            allowed.apply(head);
+            adds.headers.extend(allowed.response_headers);
+            None
+        }
+        ext_authz::Decision::Deny {
+            status,
+            headers,
+            body,
+            error,
+        } => {
+            if error {
+                tracing::warn!(url = %auth.url, %status, "the ext_authz server answered with an error");
+            }
+            let mut response = Response::new(ResponseBody::full(body));
+            *response.status_mut() = status;
+            for mutation in headers
+                .iter()
+                .filter(|m| !GatewayAuth::never_copied(&m.name))
+            {
+                mutation.apply(response.headers_mut());
+            }
+            Some(Ok(response))
+        }
+    }
+}
+
+/// Why a `Check` call gave no decision.
+#[derive(Debug, thiserror::Error)]
+enum CheckFailed {
+    #[error("the auth server is not a Service port")]
+    NoBackend,
+    #[error(transparent)]
+    Exchange(#[from] ProxyError),
+    #[error("HTTP status {0} (a gRPC answer is 200)")]
+    Status(StatusCode),
+    #[error("its answer's body failed")]
+    Body(#[source] BoxError),
+    #[error("its answer is longer than {CHECK_RESPONSE_MAX} bytes")]
+    TooLong,
+    #[error("grpc-status {status}: {message}")]
+    Grpc { status: String, message: String },
+    #[error("the answer has {0}")]
+    Framing(&'static str),
+    #[error(transparent)]
+    Malformed(#[from] crate::protobuf::Malformed),
+}
+
+/// The longest `CheckResponse` read (a denial's body travels in it): a larger one is the auth
+/// server's fault, answered 500, never buffered without end.
+const CHECK_RESPONSE_MAX: usize = 1024 * 1024;
+
+/// Sends one `Check` call (`message`, framed) over HTTP/2 with the timeouts and retries of
+/// `upstream`, and reads its decision.
+async fn ask_grpc(
+    conn: &Rc<ConnCtx>,
+    config: &Compiled,
+    upstream: &UpstreamPolicy,
+    auth: &ExternalAuth,
+    message: Vec<u8>,
+) -> Result<ext_authz::Decision, CheckFailed> {
+    let AuthDestination::Backend { backend, tls, .. } = &auth.destination else {
+        return Err(CheckFailed::NoBackend);
+    };
+    let settings = &config.settings;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let authority = auth.host.to_str().ok().filter(|h| !h.is_empty());
+    let uri = format!(
+        "{scheme}://{}{}",
+        authority.unwrap_or("localhost"),
+        ext_authz::CHECK_PATH
+    );
+    let mut head = Request::post(uri)
+        .body(())
+        .expect("a valid target")
+        .into_parts()
+        .0;
+    head.version = http::Version::HTTP_2;
+    let h = &mut head.headers;
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    h.insert(header::TE, HeaderValue::from_static("trailers"));
+    let arrived = Instant::now();
+    let mut timing = None;
+    let attempts = Attempts::new(
+        backend,
+        settings.load_balance,
+        None,
+        upstream,
+        arrived,
+        &mut timing,
+        None,
+    );
+    let request = H2Request {
+        head: &head,
+        body: RequestBody::Buffered(Buffered::memory(Bytes::from(message))),
+        arrived,
+    };
+    let target = H2Target {
+        upstream,
+        grpc: true,
+        tls: tls.as_ref(),
+    };
+    let upstreams = &conn.worker.upstreams;
+    let response = upstream_h2::exchange(upstreams, settings, target, request, attempts).await?;
+    if response.status() != StatusCode::OK {
+        return Err(CheckFailed::Status(response.status()));
+    }
+    let (parts, mut answer) = response.into_parts();
+    let mut body = bytes::BytesMut::new();
+    let mut trailers = None;
+    while let Some(frame) = answer.frame().await {
+        let frame = frame.map_err(CheckFailed::Body)?;
+        match frame.into_data() {
+            Ok(data) => {
+                if body.len() + data.len() > CHECK_RESPONSE_MAX + 5 {
+                    return Err(CheckFailed::TooLong);
+                }
+                body.extend_from_slice(&data);
+            }
+            Err(frame) => trailers = frame.into_trailers().ok(),
+        }
+    }
+    // A trailers-only answer has its status in the head.
+    let said = trailers.as_ref().unwrap_or(&parts.headers);
+    let status = said.get("grpc-status").map(HeaderValue::as_bytes);
+    if status != Some(b"0") {
+        let text = |v: Option<&HeaderValue>| {
+            String::from_utf8_lossy(v.map_or(b"", |v| v.as_bytes())).into_owned()
+        };
+        return Err(CheckFailed::Grpc {
+            status: text(said.get("grpc-status")),
+            message: text(said.get("grpc-message")),
+        });
+    }
+    let message = ext_authz::unframed(&body).map_err(CheckFailed::Framing)?;
+    Ok(ext_authz::check_response(message)?)
 }
 
 /// The sub-request of Gateway API's `ExternalAuth`: the client's method, `path_prefix` + its
@@ -573,7 +877,7 @@ async fn ask(
     upstream: &UpstreamPolicy,
     auth: &ExternalAuth,
     mut head: Parts,
-    keep_body: bool,
+    (body, keep_body): (RequestBody, bool),
 ) -> Result<Answer, ProxyError> {
     let upstreams = &conn.worker.upstreams;
     let settings = &config.settings;
@@ -603,7 +907,7 @@ async fn ask(
             )
         }
     };
-    let body = (RequestBody::Empty, keep_body);
+    let body = (body, keep_body);
     // The answer is known once its head is: a body that fails only costs the connection.
     let (parts, read) =
         upstream::own_request(upstreams, settings, backend, policy, tls, &mut head, body).await?;
@@ -642,7 +946,15 @@ async fn cached_ask(
     let shared = flight
         .get_or_init(|| async move {
             conn.worker.stats.borrow_mut().auth.misses += 1;
-            let answer = ask(conn, config, &route.policy.upstream, auth, head, false).await;
+            let answer = ask(
+                conn,
+                config,
+                &route.policy.upstream,
+                auth,
+                head,
+                (RequestBody::Empty, false),
+            )
+            .await;
             let kept = answer
                 .as_ref()
                 .ok()
@@ -665,9 +977,16 @@ async fn cached_ask(
         None => {
             conn.worker.stats.borrow_mut().auth.misses += 1;
             let upstream = &route.policy.upstream;
-            ask(conn, config, upstream, auth, spare, false)
-                .await
-                .map(Rc::new)
+            ask(
+                conn,
+                config,
+                upstream,
+                auth,
+                spare,
+                (RequestBody::Empty, false),
+            )
+            .await
+            .map(Rc::new)
         }
     }
 }
@@ -744,6 +1063,8 @@ mod tests {
     #[test]
     fn a_gateway_sub_request_carries_only_what_gep_1494_sends() {
         let rules = GatewayAuth {
+            protocol: AuthProtocol::Http,
+            forward_body: 0,
             path_prefix: "/verify".to_owned(),
             allowed_request_headers: Box::new([HeaderName::from_static("x-trace")]),
             allowed_response_headers: Box::new([]),

@@ -188,6 +188,15 @@ fn temporary_file(dir: &Path) -> Result<File, BufferFileError> {
 }
 
 impl Buffered {
+    /// A body already in memory (a message of the proxy's own).
+    pub(crate) fn memory(bytes: Bytes) -> Buffered {
+        Buffered {
+            len: bytes.len() as u64,
+            stored: Stored::Memory(bytes),
+            sent: 0,
+        }
+    }
+
     pub(crate) fn len(&self) -> u64 {
         self.len
     }
@@ -212,6 +221,21 @@ impl Buffered {
             len: self.len,
             sent: 0,
         })
+    }
+
+    /// The whole body as one piece (a file's read back): what goes inside one message.
+    pub(crate) fn to_bytes(&self) -> Result<Bytes, BufferFileError> {
+        match &self.stored {
+            Stored::Memory(bytes) => Ok(bytes.clone()),
+            Stored::File(file) => {
+                let len = usize::try_from(self.len).map_err(|_| {
+                    BufferFileError(io::Error::new(io::ErrorKind::OutOfMemory, "too large"))
+                })?;
+                let mut buf = vec![0; len];
+                file.read_exact_at(&mut buf, 0).map_err(BufferFileError)?;
+                Ok(Bytes::from(buf))
+            }
+        }
     }
 
     /// Starts again from the first byte (each upstream attempt does).

@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use http::StatusCode;
 use wire::h1::FramingError;
 
-use crate::body::BoxError;
-use crate::buffer::BufferFileError;
+use crate::body::{BodyTimeout, BodyTooLarge, BoxError};
+use crate::buffer::{BufferError, BufferFileError};
 use crate::client::ClientError;
 
 /// Whose fault an error is (STYLE.md #13): the client's request, the upstream's answer (or
@@ -154,6 +154,19 @@ pub(crate) enum ProxyError {
 }
 
 impl ProxyError {
+    /// A body that could not be read whole (`limit`: the largest allowed), as the client's
+    /// answer says it.
+    pub(crate) fn body_unread(error: BufferError, limit: u64) -> ProxyError {
+        match error {
+            BufferError::File(error) => ProxyError::BodyBuffer(error),
+            BufferError::Body(error) if error.is::<BodyTooLarge>() => {
+                ProxyError::BodyTooLarge { limit }
+            }
+            BufferError::Body(error) if error.is::<BodyTimeout>() => ProxyError::ClientBodyTimeout,
+            BufferError::Body(error) => ProxyError::ClientBody(error),
+        }
+    }
+
     /// The status the client gets, and whose fault it is. The only mapping from errors to
     /// statuses in the proxy.
     pub(crate) fn classify(&self) -> (StatusCode, ErrorSource) {

@@ -103,9 +103,9 @@ use crate::affinity::{self, Sticky};
 use crate::answer::error_response;
 use crate::answer_here::{redirect_phase, www_redirect};
 use crate::attempts::Attempts;
-use crate::auth;
-use crate::body::{BodyTimeout, BodyTooLarge, BoxError};
-use crate::buffer::{self, BodyBuffering, BufferError, Place};
+use crate::auth::{self, AuthAdds};
+use crate::body::BoxError;
+use crate::buffer::{self, BodyBuffering, Place};
 use crate::client::Outgoing;
 use crate::cors::{preflight_response, CorsHeaders};
 use crate::error::{Chain, ProxyError};
@@ -123,7 +123,7 @@ use crate::response_headers::{self, hsts_value, reframe};
 use crate::rewrite::{set_path, set_rewritten};
 use crate::trace_context::Trace;
 use crate::upstream::{self, Exchange, Pending, UpstreamBody, UpstreamIo};
-use crate::upstream_h2::{self, H2Request};
+use crate::upstream_h2::{self, H2Request, H2Target};
 use crate::worker::{ConnCtx, RequestGuard};
 
 /// Answers one client request that came through hyper (HTTP/1 requests the inline server
@@ -182,11 +182,19 @@ pub(crate) async fn respond(
     // Gateway API's pre-routing filters of the request's listener (GEP-5224), before any
     // route is matched; boxed, so requests of listeners without them do not carry the future.
     let stage = config.and_then(|c| Some((c, crate::pre_routing::stage(&conn, c, &head)?)));
+    let mut body = body;
     // The answer boxed: only a pointer is held across the awaits below.
     let filtered = match stage {
-        Some((config, stage)) => Box::pin(crate::pre_routing::run(&conn, config, stage, &mut head))
-            .await
-            .map(Box::new),
+        Some((config, stage)) => {
+            let mut adds = AuthAdds::default();
+            let run =
+                crate::pre_routing::run(&conn, config, stage, (&mut head, &mut body), &mut adds);
+            let answer = Box::pin(run).await.map(Box::new);
+            if !adds.is_empty() {
+                auth_adds = Some(Box::new(adds));
+            }
+            answer
+        }
         None => None,
     };
     let (result, route, hsts, upstream_answered) = match config {
@@ -200,7 +208,7 @@ pub(crate) async fn respond(
             Ok(routed) => {
                 // Sent to auth-tls-error-page's path: nginx's internal redirect drops the body.
                 let redirected = head.extensions.get::<crate::client_cert::ToErrorPath>();
-                let body = body.filter(|_| redirected.is_none());
+                let mut body = body.filter(|_| redirected.is_none());
                 let routed_to = match &routed {
                     Routed::Answer { route, .. } => *route,
                     Routed::Refused { route, .. } | Routed::Forward { route, .. } => Some(*route),
@@ -229,11 +237,13 @@ pub(crate) async fn respond(
                         let policy = &route.policy;
                         let guarded = policy.basic_auth.is_some() || policy.external_auth.is_some();
                         let denied = if guarded && authenticate {
-                            let declared = body.as_ref().and_then(|b| b.size_hint().exact());
                             let phase =
-                                auth::phase(&conn, config, route, &mut head, client, declared);
+                                auth::phase(&conn, config, route, (&mut head, &mut body), client);
                             let (denied, adds) = Box::pin(phase).await;
-                            auth_adds = Some(Box::new(adds));
+                            match &mut auth_adds {
+                                Some(earlier) => earlier.extend(adds),
+                                None => auth_adds = Some(Box::new(adds)),
+                            }
                             denied
                         } else {
                             None
@@ -702,6 +712,19 @@ async fn forward(
     let limit = buffering.max;
     let body = match body {
         None => RequestBody::Empty,
+        // Read whole for an auth filter's forwardBody: sent as read, with its length.
+        Some(ClientBody::Read(read)) if limit > 0 && read.len() > limit => {
+            return Err(ProxyError::BodyTooLarge { limit });
+        }
+        Some(ClientBody::Read(read)) => {
+            head.headers
+                .insert(header::CONTENT_LENGTH, HeaderValue::from(read.len()));
+            if read.len() == 0 {
+                RequestBody::Empty
+            } else {
+                RequestBody::Buffered(*read)
+            }
+        }
         Some(body) => {
             // hyper reports a declared Content-Length as the exact size.
             let declared = body.size_hint().exact();
@@ -831,7 +854,13 @@ async fn forward(
         // Boxed: the HTTP/1.1 path's future does not carry this one.
         let exchanged = Box::pin(request_timeout::within(
             deadline,
-            upstream_h2::exchange(&conn.worker.upstreams, settings, policy, request, attempts),
+            upstream_h2::exchange(
+                &conn.worker.upstreams,
+                settings,
+                H2Target::of(policy),
+                request,
+                attempts,
+            ),
         ))
         .await;
         return match exchanged {
@@ -1015,14 +1044,7 @@ async fn buffer_body(
     let dir = std::env::temp_dir();
     let buffered = buffer::read_whole(body, declared, buffering.in_memory, &dir)
         .await
-        .map_err(|error| match error {
-            BufferError::File(error) => ProxyError::BodyBuffer(error),
-            BufferError::Body(error) if error.is::<BodyTooLarge>() => ProxyError::BodyTooLarge {
-                limit: buffering.max,
-            },
-            BufferError::Body(error) if error.is::<BodyTimeout>() => ProxyError::ClientBodyTimeout,
-            BufferError::Body(error) => ProxyError::ClientBody(error),
-        })?;
+        .map_err(|error| ProxyError::body_unread(error, buffering.max))?;
     let place = buffered.place();
     if place == Place::File {
         // nginx warns "a client request body is buffered to a temporary file" for each.

@@ -1,6 +1,7 @@
 //! Fuzz targets for the HTTP/1.1 codec (`wire::h1`) as the proxy uses it: the inline
 //! server's and the upstream client's parsers, compared with hyper, which is why they live
-//! here and not in `wire::fuzz` (HTTP/2, HPACK, PROXY protocol, ClientHello). Public only so
+//! here and not in `wire::fuzz` (HTTP/2, HPACK, PROXY protocol, ClientHello); and for the
+//! ext_authz `CheckResponse` reader (`ext_authz`), whose bytes an auth server sends. Public only so
 //! that `fuzz/` (cargo-fuzz, on nightly) and `tests/it/codec.rs` (the same targets as seeded
 //! property tests, on stable) can call them. Not an API.
 //!
@@ -11,6 +12,8 @@
 //!                 accepted ─▶ the codec's encoder ─▶ hyper (server or client, over an
 //!                 in-memory duplex) ─▶ same method, target, status, headers, body bytes
 //!                 and the raw bytes ─▶ hyper: where both accept, the same meaning
+//!        ─▶ check_response ─▶ ext_authz::check_response ─▶ a decision applied to a request:
+//!                 Host and framing untouched, the target still one
 //! ```
 //!
 //! Each target panics when a property fails, which is what a fuzzer looks for.
@@ -505,6 +508,47 @@ fn decode_chunked(pieces: &[&[u8]]) -> ChunkOutcome {
             }
             Ok(Decoded::NeedMore) => buf.extend_from_slice(pieces.next()?),
             Err(e) => return Some(Err(e)),
+        }
+    }
+}
+
+/// An ext_authz `CheckResponse` (`ext_authz::check_response`) on `data`, as an auth server
+/// could send it.
+///
+/// Properties: no panic; an allowed answer's changes, applied to a request, leave its Host
+/// and Content-Length as they were and its target a valid origin-form one; a denied answer's
+/// status is a final HTTP status.
+///
+/// Returns whether `data` was read as a message.
+pub fn check_response(data: &[u8]) -> bool {
+    use crate::ext_authz::{self, Decision};
+    match ext_authz::check_response(data) {
+        Err(_) => false,
+        Ok(Decision::Allow(allowed)) => {
+            let mut head = Request::get("/path?a=1&b=2")
+                .header("host", "fuzz.test")
+                .header("content-length", "3")
+                .header("x-client", "1")
+                .body(())
+                .expect("a valid request")
+                .into_parts()
+                .0;
+            allowed.apply(&mut head);
+            assert_eq!(head.headers.get_all("host").iter().count(), 1);
+            assert_eq!(head.headers["host"], "fuzz.test", "Host changed");
+            assert_eq!(head.headers.get_all("content-length").iter().count(), 1);
+            assert_eq!(head.headers["content-length"], "3", "framing changed");
+            assert!(head.uri.path().starts_with('/'), "{}", head.uri);
+            assert!(head.uri.scheme().is_none(), "{}", head.uri);
+            let mut response = Response::new(());
+            for mutation in &allowed.response_headers {
+                mutation.apply(response.headers_mut());
+            }
+            true
+        }
+        Ok(Decision::Deny { status, .. }) => {
+            assert!((200..=599).contains(&status.as_u16()), "{status}");
+            true
         }
     }
 }

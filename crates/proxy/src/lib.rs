@@ -93,6 +93,7 @@ mod deadline;
 mod declared_ports;
 mod error;
 mod errors;
+mod ext_authz;
 mod fallback_cert;
 mod fds;
 mod forward;

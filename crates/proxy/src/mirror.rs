@@ -48,7 +48,7 @@ use crate::metrics::Stats;
 use crate::request_body::RequestBody;
 use crate::tee::{self, Tee, TeeCopy};
 use crate::upstream;
-use crate::upstream_h2::{self, H2Request};
+use crate::upstream_h2::{self, H2Request, H2Target};
 use crate::upstreams::{MirrorSlot, Upstreams};
 
 /// The copy's request head: the client's `head` (its target already rewritten, its
@@ -205,9 +205,10 @@ async fn exchange_h2(
         body,
         arrived,
     };
-    let response = upstream_h2::exchange(upstreams, settings, policy, request, attempts)
-        .await
-        .map_err(MirrorError::Exchange)?;
+    let response =
+        upstream_h2::exchange(upstreams, settings, H2Target::of(policy), request, attempts)
+            .await
+            .map_err(MirrorError::Exchange)?;
     let mut answer = response.into_body();
     while let Some(frame) = answer.frame().await {
         frame.map_err(MirrorError::Answer)?;

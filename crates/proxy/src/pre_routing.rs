@@ -21,9 +21,10 @@ use http::{Method, Response};
 use model::pre_routing::{ListenerStage, PreRoutingFilter};
 use model::Compiled;
 
-use crate::auth;
+use crate::auth::{self, AuthAdds};
 use crate::error::ProxyError;
 use crate::normalise::request_host;
+use crate::request_body::ClientBody;
 use crate::response_body::ResponseBody;
 use crate::worker::ConnCtx;
 
@@ -46,11 +47,14 @@ pub(crate) fn stage<'c>(
 }
 
 /// Runs `stage` on `head`. `None`: the request goes on to routing; `Some`: its answer.
+/// The filters' answer headers go in `adds`; a body an ExternalAuth's `forwardBody` reads
+/// is put back in `body` as read.
 pub(crate) async fn run(
     conn: &Rc<ConnCtx>,
     config: &Compiled,
     stage: &ListenerStage,
-    head: &mut Parts,
+    (head, body): (&mut Parts, &mut Option<ClientBody>),
+    adds: &mut AuthAdds,
 ) -> Option<Result<Response<ResponseBody>, ProxyError>> {
     let filters = match &stage.filters {
         Ok(filters) => filters,
@@ -63,7 +67,8 @@ pub(crate) async fn run(
         match filter {
             PreRoutingFilter::ExternalAuth(external) => {
                 let upstream = &stage.upstream;
-                let checked = auth::gateway_check(conn, config, upstream, external, head);
+                let checked =
+                    auth::gateway_check(conn, config, (upstream, external), head, body, adds);
                 if let Some(answer) = checked.await {
                     return Some(answer);
                 }

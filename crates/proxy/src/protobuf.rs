@@ -1,6 +1,14 @@
-//! The Protocol Buffers wire format, as far as OTLP needs it: varints, fixed 32/64-bit
-//! numbers, length-delimited bytes, strings and nested messages, written straight into a
-//! `Vec<u8>` (no schema compiler, no reflection; `otel` and `otlp` name the fields).
+//! The Protocol Buffers wire format, as far as OTLP and ext_authz need it: varints, fixed
+//! 32/64-bit numbers, length-delimited bytes, strings and nested messages, written straight
+//! into a `Vec<u8>`, and read back field by field (`Fields`) from bytes a peer sent (no schema
+//! compiler, no reflection; `otel`, `otlp` and `ext_authz` name the fields).
+//!
+//! ```text
+//!  write: uint / fixed64 / fixed32 / bytes / string / message(fill) ─▶ Vec<u8>
+//!  read:  &[u8] ─▶ Fields ─▶ (field number, Value::{Varint, Fixed64, Bytes, Fixed32}) in
+//!         order; a truncated field, a varint over 10 bytes, field number 0, a group or an
+//!         unknown wire type ─▶ Err(Malformed), and nothing after it
+//! ```
 
 /// Wire types (protobuf encoding §"Message Structure").
 const VARINT: u8 = 0;
@@ -61,9 +69,137 @@ pub(crate) fn message(out: &mut Vec<u8>, field: u32, fill: impl FnOnce(&mut Vec<
     out.splice(start..start, length);
 }
 
+/// A field's value as read: what it means is up to the message that has it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Value<'a> {
+    Varint(u64),
+    Fixed64(u64),
+    /// Length-delimited: bytes, a string, a nested message or packed numbers.
+    Bytes(&'a [u8]),
+    Fixed32(u32),
+}
+
+/// Bytes that are not a protobuf message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("not a protobuf message: {0}")]
+pub(crate) struct Malformed(pub(crate) &'static str);
+
+/// A message's fields in the order they come. Stops after the first malformed one.
+pub(crate) struct Fields<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Fields<'a> {
+    pub(crate) fn of(message: &'a [u8]) -> Fields<'a> {
+        Fields { rest: message }
+    }
+
+    fn read_varint(&mut self) -> Result<u64, Malformed> {
+        let mut n: u64 = 0;
+        for (i, byte) in self.rest.iter().enumerate().take(10) {
+            // The tenth byte may carry only the top bit of a 64-bit number.
+            if i == 9 && *byte > 1 {
+                return Err(Malformed("a varint longer than 64 bits"));
+            }
+            n |= u64::from(byte & 0x7f) << (7 * i);
+            if byte & 0x80 == 0 {
+                self.rest = &self.rest[i + 1..];
+                return Ok(n);
+            }
+        }
+        Err(Malformed(if self.rest.len() < 10 {
+            "a truncated varint"
+        } else {
+            "a varint longer than 10 bytes"
+        }))
+    }
+
+    fn take(&mut self, len: usize) -> Result<&'a [u8], Malformed> {
+        if self.rest.len() < len {
+            return Err(Malformed("a field longer than the message"));
+        }
+        let (taken, rest) = self.rest.split_at(len);
+        self.rest = rest;
+        Ok(taken)
+    }
+
+    fn field(&mut self) -> Result<(u32, Value<'a>), Malformed> {
+        let key = self.read_varint()?;
+        let number = u32::try_from(key >> 3)
+            .ok()
+            .filter(|n| (1..=0x1fff_ffff).contains(n))
+            .ok_or(Malformed("a field number out of range"))?;
+        let value = match (key & 7) as u8 {
+            VARINT => Value::Varint(self.read_varint()?),
+            I64 => Value::Fixed64(u64::from_le_bytes(self.take(8)?.try_into().expect("8"))),
+            LEN => {
+                let len = usize::try_from(self.read_varint()?)
+                    .map_err(|_| Malformed("a field longer than the message"))?;
+                Value::Bytes(self.take(len)?)
+            }
+            I32 => Value::Fixed32(u32::from_le_bytes(self.take(4)?.try_into().expect("4"))),
+            _ => return Err(Malformed("a group or an unknown wire type")),
+        };
+        Ok((number, value))
+    }
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = Result<(u32, Value<'a>), Malformed>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let field = self.field();
+        if field.is_err() {
+            self.rest = &[];
+        }
+        Some(field)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fields_read_back_what_was_written_and_refuse_what_is_broken() {
+        let mut out = Vec::new();
+        uint(&mut out, 1, u64::MAX);
+        fixed64(&mut out, 2, 7);
+        message(&mut out, 3, |m| string(m, 1, b"inner"));
+        fixed32(&mut out, 536_870_911, 9);
+        let read: Vec<_> = Fields::of(&out).collect::<Result<_, _>>().unwrap();
+        assert_eq!(
+            read,
+            [
+                (1, Value::Varint(u64::MAX)),
+                (2, Value::Fixed64(7)),
+                (3, Value::Bytes(b"\x0a\x05inner")),
+                (536_870_911, Value::Fixed32(9)),
+            ]
+        );
+        // Every cut of the message ends in an error, never a panic or a wrong value.
+        for cut in 1..out.len() {
+            let fields: Vec<_> = Fields::of(&out[..cut]).collect();
+            let last = fields.last().unwrap();
+            let at_boundary = [11, 20, 29].contains(&cut);
+            assert_eq!(last.is_ok(), at_boundary, "cut at {cut}: {fields:?}");
+        }
+        for broken in [
+            &b"\x00\x01"[..],                                    // field number 0
+            b"\x0b",                                             // a group
+            b"\x0e\x00",                                         // wire type 6
+            b"\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02",     // 65 bits
+            b"\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", // 11 bytes
+            b"\x0a\xff\xff\xff\xff\x0f",                         // longer than the message
+        ] {
+            let fields: Vec<_> = Fields::of(broken).collect();
+            assert_eq!(fields.len(), 1, "{broken:?}");
+            assert!(fields[0].is_err(), "{broken:?}");
+        }
+    }
 
     #[test]
     fn fields_are_encoded_as_protobuf_defines() {

@@ -44,10 +44,12 @@ pub(crate) enum RequestBody {
     Mirror(TeeCopy),
 }
 
-/// A client's request body: hyper's (HTTP/1 after a handover) or an HTTP/2 stream's.
+/// A client's request body: hyper's (HTTP/1 after a handover) or an HTTP/2 stream's, or
+/// either read whole already (an auth filter's `forwardBody`), to go upstream as read.
 pub(crate) enum ClientBody {
     Http1(Incoming),
     Http2(crate::h2_server::RequestBody),
+    Read(Box<Buffered>),
 }
 
 impl Body for ClientBody {
@@ -61,6 +63,7 @@ impl Body for ClientBody {
         match self.get_mut() {
             ClientBody::Http1(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
             ClientBody::Http2(body) => Pin::new(body).poll_frame(cx),
+            ClientBody::Read(body) => Pin::new(&mut **body).poll_frame(cx),
         }
     }
 
@@ -68,6 +71,7 @@ impl Body for ClientBody {
         match self {
             ClientBody::Http1(body) => body.is_end_stream(),
             ClientBody::Http2(body) => body.is_end_stream(),
+            ClientBody::Read(body) => body.is_end_stream(),
         }
     }
 
@@ -75,6 +79,7 @@ impl Body for ClientBody {
         match self {
             ClientBody::Http1(body) => body.size_hint(),
             ClientBody::Http2(body) => body.size_hint(),
+            ClientBody::Read(body) => body.size_hint(),
         }
     }
 }

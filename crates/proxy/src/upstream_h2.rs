@@ -32,6 +32,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -43,6 +44,8 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::client::conn::http2;
 use hyper_util::rt::TokioIo;
+use model::policy::UpstreamPolicy;
+use model::upstream_tls::UpstreamTls;
 use model::{RoutePolicy, Settings, UpstreamProtocol};
 
 use crate::attempts::{Attempts, Picked};
@@ -90,6 +93,26 @@ enum Outcome {
 
 /// An endpoint's response head, the stream slot it holds and the endpoint.
 type Answer = (Response<Incoming>, StreamSlot, SocketAddr);
+
+/// Where and how a request goes: the timeouts and retries, gRPC's rules or plain HTTP/2's,
+/// and the TLS client (`None`: cleartext, prior knowledge).
+#[derive(Clone, Copy)]
+pub(crate) struct H2Target<'p> {
+    pub(crate) upstream: &'p UpstreamPolicy,
+    pub(crate) grpc: bool,
+    pub(crate) tls: Option<&'p Arc<UpstreamTls>>,
+}
+
+impl<'p> H2Target<'p> {
+    /// A route's upstream.
+    pub(crate) fn of(policy: &'p RoutePolicy) -> H2Target<'p> {
+        H2Target {
+            upstream: &policy.upstream,
+            grpc: policy.upstream_protocol == UpstreamProtocol::Grpc,
+            tls: policy.upstream_tls.as_ref(),
+        }
+    }
+}
 
 /// What `forward` hands over: the request as it goes upstream, and where to note attempts.
 pub(crate) struct H2Request<'r> {
@@ -169,7 +192,7 @@ pub(crate) fn grpc_timeout(headers: &HeaderMap) -> Option<Duration> {
 pub(crate) async fn exchange(
     upstreams: &Rc<Upstreams>,
     settings: &Settings,
-    policy: &RoutePolicy,
+    target: H2Target<'_>,
     request: H2Request<'_>,
     mut attempts: Attempts<'_>,
 ) -> Result<Response<H2Body>, ProxyError> {
@@ -178,9 +201,12 @@ pub(crate) async fn exchange(
         body,
         arrived,
     } = request;
-    let upstream = &policy.upstream;
-    let grpc = policy.upstream_protocol == UpstreamProtocol::Grpc;
-    let tls = upstreams.tls_client(policy.upstream_tls.as_ref())?;
+    let H2Target {
+        upstream,
+        grpc,
+        tls,
+    } = target;
+    let tls = upstreams.tls_client(tls)?;
     // `upstream-keepalive-requests` retires an HTTP/2 connection after that many streams.
     let max_streams = u64::from(settings.upstream_keepalive_requests);
     // gRPC's deadline covers the whole call, the response body included.
@@ -205,7 +231,7 @@ pub(crate) async fn exchange(
         let outcome = try_endpoint(
             upstreams,
             addr,
-            policy,
+            upstream,
             tls.as_deref(),
             max_streams,
             head,
@@ -276,7 +302,7 @@ pub(crate) async fn exchange(
 async fn try_endpoint(
     upstreams: &Rc<Upstreams>,
     addr: SocketAddr,
-    policy: &RoutePolicy,
+    upstream: &UpstreamPolicy,
     tls: Option<&TlsClient>,
     max_streams: u64,
     head: &Parts,
@@ -285,7 +311,6 @@ async fn try_endpoint(
     idempotent: bool,
     attempts: &mut Attempts<'_>,
 ) -> Outcome {
-    let upstream = &policy.upstream;
     let (mut send, slot) =
         match acquire(upstreams, addr, upstream.connect_timeout, tls, max_streams).await {
             Ok(found) => found,

@@ -9,7 +9,7 @@
 //!                                    ├─ 1..4 mutations   (1 in 3): hostile bytes in, bytes
 //!                                    │                    out, ranges doubled, cut short
 //!                                    └─ hostile bytes    (1 in 3): CR, LF, NUL, SP, `:`, `;`…
-//!        ─▶ proxy::fuzz::{request_head, response_head, chunked_body}
+//!        ─▶ proxy::fuzz::{request_head, response_head, chunked_body, check_response}
 //! ```
 
 use wire::fuzz::seeded::{pick, run, Rng};
@@ -65,6 +65,107 @@ fn chunked_bodies_hold_their_properties() {
         data.extend_from_slice(pick(rng, &[&b"GET /next HTTP/1.1\r\n\r\n"[..], b"", b"X"]));
         data
     });
+}
+
+#[test]
+fn ext_authz_answers_hold_their_properties() {
+    run(CASES, proxy::fuzz::check_response, |rng| {
+        let mut data = Vec::new();
+        check_response(rng, &mut data);
+        data
+    });
+}
+
+/// A protobuf field: its key, then (wire type 2) the length and `value`, or (0) a varint.
+fn field(out: &mut Vec<u8>, number: u64, value: Field<'_>) {
+    let varint = |out: &mut Vec<u8>, mut n: u64| {
+        while n >= 0x80 {
+            out.push(n as u8 | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+    };
+    match value {
+        Field::Varint(n) => {
+            varint(out, number << 3);
+            varint(out, n);
+        }
+        Field::Bytes(bytes) => {
+            varint(out, number << 3 | 2);
+            varint(out, bytes.len() as u64);
+            out.extend_from_slice(bytes);
+        }
+    }
+}
+
+enum Field<'a> {
+    Varint(u64),
+    Bytes(&'a [u8]),
+}
+
+/// A `CheckResponse`: a status, and an OK, denied or error answer with header options (names
+/// the request must keep among them), query changes and a body.
+fn check_response(rng: &mut Rng, out: &mut Vec<u8>) {
+    let code = *pick(rng, &[&0u64, &0, &7, &16, &u64::MAX]);
+    let mut status = Vec::new();
+    field(&mut status, 1, Field::Varint(code));
+    field(out, 1, Field::Bytes(&status));
+    let names: [&[u8]; 7] = [
+        b"x-user",
+        b"host",
+        b"content-length",
+        b":authority",
+        b"transfer-encoding",
+        b"bad name",
+        b"",
+    ];
+    let mut answer = Vec::new();
+    for _ in 0..rng.usize(0..4) {
+        let mut header = Vec::new();
+        field(&mut header, 1, Field::Bytes(pick(rng, &names)));
+        field(
+            &mut header,
+            2,
+            Field::Bytes(pick(rng, &[&b"v"[..], b"", b"a\r\nb", b"\xff"])),
+        );
+        let mut option = Vec::new();
+        field(&mut option, 1, Field::Bytes(&header));
+        match rng.u8(..3) {
+            0 => field(&mut option, 3, Field::Varint(rng.u64(0..6))),
+            1 => {
+                let mut bool_value = Vec::new();
+                field(&mut bool_value, 1, Field::Varint(rng.u64(0..2)));
+                field(&mut option, 2, Field::Bytes(&bool_value));
+            }
+            _ => {}
+        }
+        let number = *pick(rng, &[&2u64, &6]);
+        field(&mut answer, number, Field::Bytes(&option));
+    }
+    for _ in 0..rng.usize(0..3) {
+        let name = pick(rng, &names);
+        field(&mut answer, 5, Field::Bytes(name));
+        let mut parameter = Vec::new();
+        let key = pick(rng, &[&b"a"[..], b"b", b"c d", b"&=#", b""]);
+        field(&mut parameter, 1, Field::Bytes(key));
+        field(
+            &mut parameter,
+            2,
+            Field::Bytes(pick(rng, &[&b"1"[..], b"x y", b"%zz"])),
+        );
+        field(&mut answer, 7, Field::Bytes(&parameter));
+        field(&mut answer, 8, Field::Bytes(key));
+    }
+    let mut http_status = Vec::new();
+    field(
+        &mut http_status,
+        1,
+        Field::Varint(*pick(rng, &[&401u64, &0, &503, &99])),
+    );
+    field(&mut answer, 1, Field::Bytes(&http_status));
+    field(&mut answer, 3, Field::Bytes(b"denied"));
+    let oneof = *pick(rng, &[&2u64, &3, &5]);
+    field(out, oneof, Field::Bytes(&answer));
 }
 
 fn token(rng: &mut Rng) -> String {

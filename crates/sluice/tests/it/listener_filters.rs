@@ -9,11 +9,13 @@ use std::time::Duration;
 
 use crate::support::*;
 
-/// What an auth server saw of one sub-request: its target and headers (names lower case).
+/// What an auth server saw of one sub-request: its target, headers (names lower case) and
+/// body.
 #[derive(Clone, Debug)]
 struct Seen {
     target: String,
     headers: Vec<(String, String)>,
+    body: Vec<u8>,
 }
 
 impl Seen {
@@ -77,7 +79,23 @@ fn answer(mut stream: TcpStream, log: &Mutex<Vec<Seen>>, decide: Decide) {
         .filter_map(|l| l.split_once(':'))
         .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
         .collect();
-    let seen = Seen { target, headers };
+    let mut seen = Seen {
+        target,
+        headers,
+        body: Vec::new(),
+    };
+    let head_end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let length: usize = seen
+        .header("content-length")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(0);
+    seen.body = raw[head_end..].to_vec();
+    while seen.body.len() < length {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => seen.body.extend_from_slice(&buf[..n]),
+        }
+    }
     let (status, headers, body) = decide(&seen);
     log.lock().unwrap().push(seen);
     let mut out = format!(
@@ -138,20 +156,6 @@ fn second_auth(_: &Seen) -> (&'static str, Vec<(&'static str, String)>, &'static
         "200 OK",
         vec![("x-second", "yes".into()), ("x-dropped", "no".into())],
         "",
-    )
-}
-
-/// A Service `name` (port 80) whose one endpoint is `addr`.
-fn service(name: &str, addr: SocketAddr) -> String {
-    format!(
-        "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\n\
-         spec: {{ports: [{{name: http, port: 80}}]}}\n\
-         ---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
-         metadata: {{name: {name}, labels: {{kubernetes.io/service-name: {name}}}}}\n\
-         addressType: IPv4\nports: [{{name: http, port: {}}}]\n\
-         endpoints: [{{addresses: [\"{}\"]}}]\n",
-        addr.port(),
-        addr.ip()
     )
 }
 
@@ -221,6 +225,14 @@ spec:
         backendRef: {name: first-auth, port: 80}
         http: {allowedResponseHeaders: [x-user]}
     backendRefs: [{name: basic, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /echo/body}}]
+    filters:
+    - type: ExternalAuth
+      externalAuth:
+        protocol: HTTP
+        backendRef: {name: first-auth, port: 80}
+        forwardBody: {maxSize: 16}
+    backendRefs: [{name: basic, port: 80}]
 ";
 
 #[test]
@@ -231,10 +243,10 @@ fn listener_filters_run_in_order_before_routing_and_fail_closed() {
     let gold = Pod::start("gold");
     let basic = Pod::start("basic");
     let mut objects = GATEWAY.to_owned();
-    objects.push_str(&service("first-auth", first.addr));
-    objects.push_str(&service("second-auth", second.addr));
-    objects.push_str(&service("gold", gold.addr));
-    objects.push_str(&service("basic", basic.addr));
+    objects.push_str(&service_at("first-auth", first.addr));
+    objects.push_str(&service_at("second-auth", second.addr));
+    objects.push_str(&service_at("gold", gold.addr));
+    objects.push_str(&service_at("basic", basic.addr));
     std::fs::write(dir.join("gateway.yaml"), objects).unwrap();
     let serve = Serve::start(&dir, &[]);
     let ask = |host: &str, path: &str, headers: &[(&str, &str)]| {
@@ -351,6 +363,35 @@ fn listener_filters_run_in_order_before_routing_and_fail_closed() {
     assert_eq!(seen["headers"]["x-user"], "user", "{seen}");
     assert!(seen["headers"].get("x-tenant").is_none(), "{seen}");
     assert_eq!(first.asked().last().unwrap().target, "/echo/rule");
+
+    // forwardBody: the auth server gets the body with its length, and so does the backend
+    // after it; a body over maxSize is refused (413) and nobody is asked.
+    let auth = [("authorization", "Bearer user")];
+    let reply = send_body(
+        serve.http,
+        "open.test",
+        "/echo/body",
+        &auth,
+        b"sixteen bytes!!!",
+    );
+    let seen = echoed(&reply);
+    assert_eq!(seen["body_bytes"], 16, "{seen}");
+    let sub = first.asked().last().unwrap().clone();
+    assert_eq!(sub.target, "/echo/body");
+    assert_eq!(sub.header("content-length"), Some("16"), "{sub:?}");
+    assert_eq!(sub.body, b"sixteen bytes!!!");
+    let asked = first.asked().len();
+    let reply = send_body(serve.http, "open.test", "/echo/body", &auth, &[b'x'; 17]);
+    assert_eq!(reply.status, 413, "{}", reply.text());
+    assert_eq!(first.asked().len(), asked);
+    // Without forwardBody the auth server gets none, whatever the client sent.
+    let reply = send_body(serve.http, "open.test", "/echo/rule", &auth, b"body");
+    assert_eq!(echoed(&reply)["body_bytes"], 4);
+    let sub = first.asked().last().unwrap().clone();
+    assert_eq!(
+        (sub.header("content-length"), sub.body.len()),
+        (Some("0"), 0)
+    );
 
     // A listener whose filter cannot run fails closed, with a diagnostic; the others serve.
     let reply = ask("broken.test", "/echo", &[("authorization", "Bearer admin")]);

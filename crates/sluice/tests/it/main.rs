@@ -4,6 +4,7 @@
 
 mod support;
 
+mod ext_authz;
 mod gateway;
 mod gateway_bench;
 mod grpc_route;

@@ -2,13 +2,15 @@
 //! on every request of the listener before route matching (`model::pre_routing`).
 //!
 //! ```text
-//!  ExternalAuth, protocol HTTP ─▶ backendRef: a Service port (ReferenceGrant across
+//!  ExternalAuth, protocol HTTP or GRPC ─▶ backendRef: a Service port (ReferenceGrant across
 //!      namespaces, from the Gateway or ListenerSet; BackendTLSPolicy as for any backend)
-//!      + http (path prefix, allowedHeaders, allowedResponseHeaders) ─▶ ExternalAuth { gateway }
+//!      + http (path prefix, allowedHeaders, allowedResponseHeaders) or grpc (allowedHeaders)
+//!      + forwardBody.maxSize ─▶ ExternalAuth { gateway }
 //!  missing Service or port, not a Service, ExtensionRef ─▶ ResolvedRefs False
 //!      InvalidListenerFilterRef │ another namespace, not granted ─▶ RefNotPermitted
-//!  GRPC, forwardBody, another type ─▶ Accepted False UnsupportedValue │ malformed, Host among
-//!      allowedResponseHeaders, a TLS/TCP/UDP listener ─▶ Accepted False InvalidListenerFilter
+//!  another type, a GRPC forwardBody over 4 MiB ─▶ Accepted False UnsupportedValue │
+//!      malformed, the other protocol's stanza, Host among allowedResponseHeaders, a
+//!      TLS/TCP/UDP listener ─▶ Accepted False InvalidListenerFilter
 //!  any of these ─▶ the stage fails closed: every request of the listener answers 500
 //!  listeners of one hostname on one port of one site (one listener to the route table) whose
 //!      filter lists differ ─▶ a failing stage for that key, InvalidListenerFilter
@@ -19,7 +21,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use http::{HeaderName, HeaderValue};
-use model::auth::{AuthDestination, AuthUri, ExternalAuth, GatewayAuth};
+use model::auth::{AuthDestination, AuthProtocol, AuthUri, ExternalAuth, GatewayAuth};
 use model::pre_routing::{ListenerStage, PreRoutingFilter};
 use model::routes::HostPattern;
 use model::{Kind, NamespacedName, ObjectRef};
@@ -28,6 +30,14 @@ use super::objects::{ExternalAuthFilter, ListenerFilter};
 use super::status::FilterFault;
 use super::{ListenerSlot, Place};
 use crate::compiler::Compiler;
+
+/// `forwardBody.maxSize`'s ceiling: the API's own (an `int32`).
+const FORWARD_BODY_MAX: u32 = i32::MAX as u32;
+
+/// `forwardBody.maxSize`'s ceiling with `protocol: GRPC`: the body travels inside one
+/// `CheckRequest`, held in memory, and grpc-go, grpc-java and Envoy refuse a message over
+/// 4 MiB unless told otherwise; room is left for the request's other attributes.
+const GRPC_FORWARD_BODY_MAX: u32 = 4 * 1024 * 1024 - 64 * 1024;
 
 /// One filter's problem: the condition it falls on and its reason.
 struct Problem {
@@ -241,51 +251,67 @@ impl Compiler<'_> {
         at: &str,
         auth: &ExternalAuthFilter,
     ) -> Result<ExternalAuth, Problem> {
-        match auth.protocol.as_str() {
-            "HTTP" => {}
-            "GRPC" => {
-                return Err(Problem::accepted(
-                    "UnsupportedValue",
-                    format!("{at}: ExternalAuth protocol GRPC: Sluice speaks HTTP to auth servers only, yet"),
-                ))
-            }
-            other => {
-                return Err(Problem::accepted(
-                    "InvalidListenerFilter",
-                    format!("{at}: ExternalAuth protocol {other:?}: must be HTTP or GRPC"),
-                ))
-            }
-        }
-        if auth
-            .forward_body
-            .as_ref()
-            .and_then(|b| b.max_size)
-            .unwrap_or(0)
-            > 0
-        {
-            return Err(Problem::accepted(
-                "UnsupportedValue",
-                format!("{at}: ExternalAuth forwardBody: Sluice sends no body to auth servers before routing, yet"),
-            ));
-        }
         let invalid = |why: String| {
             Problem::accepted("InvalidListenerFilter", format!("{at}: ExternalAuth {why}"))
+        };
+        let protocol = match auth.protocol.as_str() {
+            "HTTP" => AuthProtocol::Http,
+            "GRPC" => AuthProtocol::Grpc,
+            other => return Err(invalid(format!("protocol {other:?}: must be HTTP or GRPC"))),
+        };
+        // The API server's validation, for objects from files: each protocol its own stanza.
+        match (protocol, &auth.http, &auth.grpc) {
+            (AuthProtocol::Http, _, Some(_)) => {
+                return Err(invalid("grpc: set, but protocol is HTTP".to_owned()))
+            }
+            (AuthProtocol::Grpc, Some(_), _) => {
+                return Err(invalid("http: set, but protocol is GRPC".to_owned()))
+            }
+            _ => {}
+        }
+        let forward_body = match auth.forward_body.as_ref().and_then(|b| b.max_size) {
+            None => 0,
+            Some(size) => u32::try_from(size)
+                .ok()
+                .filter(|size| *size <= FORWARD_BODY_MAX)
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "forwardBody.maxSize {size}: must be 0 to {FORWARD_BODY_MAX} (int32)"
+                    ))
+                })?,
+        };
+        if protocol == AuthProtocol::Grpc && forward_body > GRPC_FORWARD_BODY_MAX {
+            return Err(Problem::accepted(
+                "UnsupportedValue",
+                format!(
+                    "{at}: ExternalAuth forwardBody.maxSize {forward_body}: a GRPC auth server gets \
+                     the body inside one Check message, which Sluice holds in memory and gRPC \
+                     servers refuse above 4 MiB by default; at most {GRPC_FORWARD_BODY_MAX}"
+                ),
+            ));
+        }
+        let names = |list: &[String], field: &str| -> Result<Box<[HeaderName]>, Problem> {
+            list.iter()
+                .map(|name| {
+                    HeaderName::from_bytes(name.as_bytes())
+                        .map_err(|_| invalid(format!("{field}: {name:?} is not a header name")))
+                })
+                .collect()
         };
         let http = auth.http.clone().unwrap_or_default();
         let path_prefix = GatewayAuth::path_prefix(http.path.as_deref().unwrap_or(""))
             .map_err(|why| invalid(format!("http.{why}")))?;
-        let names = |list: &[String], field: &str| -> Result<Box<[HeaderName]>, Problem> {
-            list.iter()
-                .map(|name| {
-                    HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                        invalid(format!("http.{field}: {name:?} is not a header name"))
-                    })
-                })
-                .collect()
+        let allowed_request_headers = match protocol {
+            AuthProtocol::Http => names(&http.allowed_headers, "http.allowedHeaders")?,
+            AuthProtocol::Grpc => {
+                let grpc = auth.grpc.clone().unwrap_or_default();
+                names(&grpc.allowed_headers, "grpc.allowedHeaders")?
+            }
         };
-        let allowed_request_headers = names(&http.allowed_headers, "allowedHeaders")?;
-        let allowed_response_headers =
-            names(&http.allowed_response_headers, "allowedResponseHeaders")?;
+        let allowed_response_headers = names(
+            &http.allowed_response_headers,
+            "http.allowedResponseHeaders",
+        )?;
         if let Some(host) = allowed_response_headers
             .iter()
             .find(|n| *n == http::header::HOST)
@@ -331,8 +357,16 @@ impl Compiler<'_> {
         Ok(ExternalAuth {
             url,
             global: false,
-            // The sub-request carries the client's Host (GEP-1494's always-sent headers).
-            host: HeaderValue::from_static(""),
+            // HTTP: the sub-request carries the client's Host (GEP-1494's always-sent
+            // headers). GRPC: the call's :authority names the Service, as a client of it would.
+            host: match protocol {
+                AuthProtocol::Http => HeaderValue::from_static(""),
+                AuthProtocol::Grpc => HeaderValue::from_str(&format!(
+                    "{}.{}.svc:{port}",
+                    service.name, service.namespace
+                ))
+                .map_err(|_| unresolved(format!("Service {service}: not a host name")))?,
+            },
             uri: AuthUri::Fixed(if path_prefix.is_empty() {
                 "/".to_owned()
             } else {
@@ -351,9 +385,11 @@ impl Compiler<'_> {
             always_set_cookie: false,
             cache: None,
             gateway: Some(Box::new(GatewayAuth {
+                protocol,
                 path_prefix,
                 allowed_request_headers,
                 allowed_response_headers,
+                forward_body,
             })),
         })
     }

@@ -349,9 +349,8 @@ pub struct ExternalAuthFilter {
     #[serde(default)]
     pub protocol: String,
     pub backend_ref: BackendObjectReference,
-    /// Read to refuse it: Sluice speaks HTTP to auth servers only, yet.
     #[serde(default)]
-    pub grpc: Option<serde_yaml::Value>,
+    pub grpc: Option<GrpcAuthConfig>,
     #[serde(default)]
     pub http: Option<HttpAuthConfig>,
     #[serde(default)]
@@ -361,6 +360,7 @@ pub struct ExternalAuthFilter {
 }
 unsupported!(ExternalAuthFilter {
     backend_ref => "backendRef",
+    grpc => "grpc",
     http => "http",
     forward_body => "forwardBody",
 });
@@ -394,6 +394,16 @@ pub struct HttpAuthConfig {
     pub rest: Rest,
 }
 unsupported!(HttpAuthConfig {});
+
+/// `GRPCAuthConfig`: the client's headers sent in the `Check` call (empty: all).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GrpcAuthConfig {
+    pub allowed_headers: Vec<String>,
+    #[serde(flatten)]
+    pub rest: Rest,
+}
+unsupported!(GrpcAuthConfig {});
 
 /// `forwardBody`: how much of the client's body the auth server gets (0: none).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]

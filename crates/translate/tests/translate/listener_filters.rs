@@ -3,6 +3,7 @@
 //! listener with filters (failing closed when they cannot all run), and none of this on
 //! listeners without filters.
 
+use model::auth::AuthProtocol;
 use model::gateway_status::{Condition, GatewayStatuses, ListenerStatus};
 use model::pre_routing::PreRoutingFilter;
 use model::routes::Listeners;
@@ -114,6 +115,26 @@ spec:
       requests:
       - type: ExternalAuth
         externalAuth: {protocol: HTTP, backendRef: {name: auth, port: 9000}, forwardBody: {maxSize: 10}}
+  - name: mixed
+    port: 80
+    protocol: HTTP
+    hostname: mixed.test
+    filters:
+      requests:
+      - type: ExternalAuth
+        externalAuth: {protocol: GRPC, backendRef: {name: auth, port: 9000}, http: {path: /x}}
+  - name: big
+    port: 80
+    protocol: HTTP
+    hostname: big.test
+    filters:
+      requests:
+      - type: ExternalAuth
+        externalAuth:
+          protocol: GRPC
+          backendRef: {name: auth, port: 9000}
+          grpc: {allowedHeaders: [x-user]}
+          forwardBody: {maxSize: 8388608}
   - name: host
     port: 80
     protocol: HTTP
@@ -168,17 +189,19 @@ fn each_filter_problem_has_the_specs_condition_and_names_the_filter() {
             (false, "InvalidListenerFilterRef"),
             "filters.requests[0]: ExtensionRef example.com/JWTClaimToHeader tenant",
         ),
+        ("grpc", (true, "Accepted"), (true, "ResolvedRefs"), ""),
+        ("body", (true, "Accepted"), (true, "ResolvedRefs"), ""),
         (
-            "grpc",
-            (false, "UnsupportedValue"),
+            "mixed",
+            (false, "InvalidListenerFilter"),
             (true, "ResolvedRefs"),
-            "filters.requests[1]: ExternalAuth protocol GRPC",
+            "filters.requests[0]: ExternalAuth http: set, but protocol is GRPC",
         ),
         (
-            "body",
+            "big",
             (false, "UnsupportedValue"),
             (true, "ResolvedRefs"),
-            "filters.requests[0]: ExternalAuth forwardBody",
+            "filters.requests[0]: ExternalAuth forwardBody.maxSize 8388608",
         ),
         (
             "host",
@@ -247,14 +270,27 @@ fn each_listener_with_filters_gets_a_stage_that_fails_closed_when_they_cannot_al
     assert!(first.url.contains("infra/auth:9000"), "{}", first.url);
     let PreRoutingFilter::ExternalAuth(second) = &filters[1];
     assert!(second.url.contains("granted/auth:9000"), "{}", second.url);
+    for (host, protocol, body) in [
+        ("grpc.test", AuthProtocol::Grpc, 0),
+        ("body.test", AuthProtocol::Http, 10),
+    ] {
+        let filters = stage(host).expect(host).filters.as_ref().expect(host);
+        let PreRoutingFilter::ExternalAuth(last) = filters.last().unwrap();
+        let rules = last.gateway.as_deref().unwrap();
+        assert_eq!(
+            (rules.protocol, rules.forward_body),
+            (protocol, body),
+            "{host}"
+        );
+    }
     // A port in the Host does not change the listener.
     assert!(stage("GOOD.test:80").is_some());
     for failing in [
         "missing.test",
         "foreign.test",
         "extension.test",
-        "grpc.test",
-        "body.test",
+        "mixed.test",
+        "big.test",
         "host.test",
         "path.test",
     ] {
@@ -407,7 +443,16 @@ spec:
   - matches: [{path: {type: PathPrefix, value: /grpc}}]
     filters:
     - type: ExternalAuth
-      externalAuth: {protocol: GRPC, backendRef: {name: auth, port: 9000}, grpc: {}}
+      externalAuth:
+        protocol: GRPC
+        backendRef: {name: auth, port: 9000}
+        grpc: {allowedHeaders: [x-user]}
+        forwardBody: {maxSize: 1024}
+    backendRefs: [{name: auth, port: 9000}]
+  - matches: [{path: {type: PathPrefix, value: /negative}}]
+    filters:
+    - type: ExternalAuth
+      externalAuth: {protocol: HTTP, backendRef: {name: auth, port: 9000}, forwardBody: {maxSize: -1}}
     backendRefs: [{name: auth, port: 9000}]
 ";
     let compiled = compiled(&format!("{OBJECTS}{routes}"));
@@ -422,7 +467,19 @@ spec:
     let rules = auth.gateway.as_deref().expect("Gateway API's semantics");
     assert_eq!(rules.path_prefix, "/verify");
     assert_eq!(rules.allowed_response_headers[0].as_str(), "x-user");
-    for refused in ["/missing", "/grpc"] {
+    assert_eq!(
+        (rules.protocol, rules.forward_body),
+        (AuthProtocol::Http, 0)
+    );
+    let grpc = policy("/grpc");
+    let rules = grpc.external_auth.as_deref().unwrap().gateway.as_deref();
+    let rules = rules.expect("Gateway API's semantics");
+    assert_eq!(
+        (rules.protocol, rules.forward_body),
+        (AuthProtocol::Grpc, 1024)
+    );
+    assert_eq!(rules.allowed_request_headers[0].as_str(), "x-user");
+    for refused in ["/missing", "/negative"] {
         let policy = policy(refused);
         let why = policy.denied.as_deref().expect(refused);
         assert!(why.contains("filters[0]"), "{refused}: {why}");

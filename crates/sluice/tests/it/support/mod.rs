@@ -268,6 +268,49 @@ pub(crate) fn request(
     parse_response(&raw)
 }
 
+/// A Service `name` (port 80) whose one endpoint is `addr`.
+pub(crate) fn service_at(name: &str, addr: SocketAddr) -> String {
+    format!(
+        "---\napiVersion: v1\nkind: Service\nmetadata: {{name: {name}}}\n\
+         spec: {{ports: [{{name: http, port: 80}}]}}\n\
+         ---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+         metadata: {{name: {name}, labels: {{kubernetes.io/service-name: {name}}}}}\n\
+         addressType: IPv4\nports: [{{name: http, port: {}}}]\n\
+         endpoints: [{{addresses: [\"{}\"]}}]\n",
+        addr.port(),
+        addr.ip()
+    )
+}
+
+/// One HTTP/1.1 request with `body` (a POST, or a GET when empty, with its Content-Length)
+/// and `Connection: close`; the whole response.
+pub(crate) fn send_body(
+    to: SocketAddr,
+    host: &str,
+    target: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Response {
+    let mut stream = TcpStream::connect(to).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let method = if body.is_empty() { "GET" } else { "POST" };
+    let mut head = format!(
+        "{method} {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    parse_response(&raw).unwrap()
+}
+
 fn parse_response(raw: &[u8]) -> std::io::Result<Response> {
     let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
     let end = raw
