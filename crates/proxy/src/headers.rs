@@ -29,6 +29,7 @@
 use std::io::Write;
 use std::net::IpAddr;
 
+use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use http::request::Parts;
 use http::uri::PathAndQuery;
@@ -127,6 +128,21 @@ impl<'a> Forwarded<'a> {
         }
     }
 }
+
+/// Every name `Added::write` writes (`insert_into` maps its lines back to them).
+static ADDED_NAMES: [&HeaderName; 11] = [
+    &X_REQUEST_ID,
+    &X_REAL_IP,
+    &X_FORWARDED_FOR,
+    &X_FORWARDED_HOST,
+    &X_FORWARDED_PORT,
+    &X_FORWARDED_PROTO,
+    &X_FORWARDED_SCHEME,
+    &X_SCHEME,
+    &X_ORIGINAL_URI,
+    &X_ORIGINAL_FORWARDED_FOR,
+    &X_ORIGINAL_FORWARDED_HOST,
+];
 
 /// The headers the proxy adds to a request, written after the request's own (see the module
 /// doc). What the request came with that they need is kept here, out of the map.
@@ -394,18 +410,33 @@ impl<'a> Added<'a> {
 
     /// The same header lines as `write`, into the head's map: an HTTP/2 upstream's head is
     /// encoded by hyper from the map. `host` is the client's `Host`.
+    ///
+    /// One allocation: the lines are written once, and each value is a slice of that buffer
+    /// (`Bytes`, shared), each name one of the statics `write` uses (no copy either).
     pub(crate) fn insert_into(&self, head: &mut Parts, host: Option<&HeaderValue>) {
         let mut out = Vec::with_capacity(256);
         self.write(&mut out, head, host);
-        for line in out.split(|b| *b == b'\n') {
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            let Some(colon) = line.iter().position(|b| *b == b':') else {
+        let out = Bytes::from(out);
+        let mut start = 0;
+        while let Some(length) = out[start..].iter().position(|b| *b == b'\n') {
+            let line = start..start + length;
+            start += length + 1;
+            let text = &out[line.clone()];
+            let text = text.strip_suffix(b"\r").unwrap_or(text);
+            let Some(colon) = text.iter().position(|b| *b == b':') else {
                 continue;
             };
-            let name = HeaderName::from_bytes(&line[..colon]);
-            let value = HeaderValue::from_bytes(line[colon + 1..].trim_ascii_start());
-            if let (Ok(name), Ok(value)) = (name, value) {
-                head.headers.append(name, value);
+            let Some(name) = ADDED_NAMES
+                .iter()
+                .find(|n| n.as_str().as_bytes() == &text[..colon])
+            else {
+                debug_assert!(false, "write() used a name ADDED_NAMES lacks");
+                continue;
+            };
+            let spaces = text[colon + 1..].len() - text[colon + 1..].trim_ascii_start().len();
+            let value = out.slice(line.start + colon + 1 + spaces..line.start + text.len());
+            if let Ok(value) = HeaderValue::from_maybe_shared(value) {
+                head.headers.append((*name).clone(), value);
             }
         }
     }

@@ -651,6 +651,12 @@ impl<I, C: Pipeline> Connection<I, C> {
             ))
         });
         shared.streams.push(stream);
+        if shared.out.capacity() == 0 {
+            // The queue is freed while no stream is open (idle connections hold nothing); a
+            // stream's HEADERS, DATA and trailers then go in without regrowing it frame by
+            // frame.
+            shared.out.reserve(stream::OUT_INITIAL);
+        }
         drop(shared);
         let task = serve_stream(
             self.conn.clone(),

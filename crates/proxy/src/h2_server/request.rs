@@ -73,6 +73,9 @@ impl ListSize {
     }
 }
 
+/// The least room `decode` makes for a block's decoded names and values.
+const VALUES_INITIAL: usize = 256;
+
 /// Decodes `block` and builds the request it carries. The outer error ends the connection
 /// (COMPRESSION_ERROR); the inner one only the stream.
 pub(super) fn decode(
@@ -80,7 +83,9 @@ pub(super) fn decode(
     block: &[u8],
     limit: usize,
 ) -> Result<Result<Head, HeadError>, HpackError> {
-    let mut values = BytesMut::with_capacity(block.len() + block.len() / 2);
+    // Indexed fields decode to many times their size (a repeat request's block is a few
+    // bytes per field): one allocation of room for them rather than a string of regrowths.
+    let mut values = BytesMut::with_capacity((block.len() * 3).max(VALUES_INITIAL));
     let mut fields: Vec<Field> = Vec::with_capacity(16);
     let mut error: Option<HeadError> = None;
     let mut list_size = ListSize::new(limit);

@@ -272,3 +272,25 @@ fn request_ids_are_32_hex_digits() {
     assert!(id.iter().all(u8::is_ascii_hexdigit));
     assert_ne!(id, request_id());
 }
+
+#[test]
+fn the_http2_map_gets_the_same_added_headers_as_the_http1_lines() {
+    // Every header `write` can add: a trusted chain and host, a rewritten target.
+    let mut p = parts(
+        Request::get("/a?b=c")
+            .header("host", "shop.example.com")
+            .header("x-forwarded-for", "203.0.113.9")
+            .header("x-forwarded-host", "edge.example.com, other")
+            .header("x-request-id", "abc"),
+    );
+    let ip = HeaderValue::from_static("192.0.2.1");
+    let port = HeaderValue::from_static("443");
+    let added = prepare_request(&mut p, &forwarded(&ip, &port, true), false);
+    let lines = sent(&p, &added);
+    let host = p.headers.get(header::HOST).cloned();
+    let mut mapped = parts(Request::get(p.uri.clone()));
+    mapped.headers = p.headers.clone();
+    added.insert_into(&mut mapped, host.as_ref());
+    assert_eq!(mapped.headers, lines);
+    assert!(lines.contains_key("x-original-forwarded-host"), "{lines:?}");
+}
