@@ -273,6 +273,10 @@ impl Store {
         self.udp_routes.iter().map(|(key, o)| (key, &**o))
     }
 
+    pub fn listener_set(&self, key: &NamespacedName) -> Option<&ListenerSet> {
+        self.listener_sets.get(key).map(|o| &**o)
+    }
+
     pub fn listener_sets_by_name(&self) -> impl Iterator<Item = (&NamespacedName, &ListenerSet)> {
         self.listener_sets.iter().map(|(key, o)| (key, &**o))
     }

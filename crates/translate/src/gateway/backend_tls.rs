@@ -294,6 +294,9 @@ impl Compiler<'_> {
 
     /// The Gateways a route's parentRefs name, in namespace/name order.
     fn route_gateways(&self, route: &ObjectRef) -> BTreeSet<NamespacedName> {
+        if let Some(gateway) = self.filter_owner(route) {
+            return BTreeSet::from([gateway]);
+        }
         let key = NamespacedName::new(route.namespace.as_str(), route.name.as_str());
         let parents = match route.kind {
             Kind::HTTPRoute => self.store.http_route(&key).map(|r| &r.spec.parent_refs),
@@ -308,6 +311,24 @@ impl Compiler<'_> {
                 NamespacedName::new(namespace, p.name.as_str())
             })
             .collect()
+    }
+
+    /// The Gateway of a listener filter's owner (`listener_filters`: the Gateway itself, or a
+    /// ListenerSet's parent); `None` for routes.
+    fn filter_owner(&self, object: &ObjectRef) -> Option<NamespacedName> {
+        let key = NamespacedName::new(object.namespace.as_str(), object.name.as_str());
+        match object.kind {
+            Kind::Gateway => Some(key),
+            Kind::ListenerSet => {
+                let set = (self.store.listener_sets_by_name())
+                    .find(|(k, _)| **k == key)?
+                    .1;
+                let parent = &set.spec.parent_ref;
+                let namespace = parent.namespace.as_deref().unwrap_or(&key.namespace);
+                Some(NamespacedName::new(namespace, parent.name.as_str()))
+            }
+            _ => None,
+        }
     }
 
     /// A Gateway's `spec.tls.backend.clientCertificateRef`: the certificate its routes present
@@ -382,7 +403,17 @@ impl Compiler<'_> {
                     continue;
                 }
                 for route in routes {
-                    gateways.extend(accepting_gateways(status, route));
+                    match self.filter_owner(route) {
+                        // A listener filter's auth server: the listener's Gateway, when accepted.
+                        Some(gateway) => gateways.extend(
+                            (status.gateways.get(&gateway))
+                                .filter(|g| {
+                                    (g.conditions.iter()).any(|c| c.type_ == "Accepted" && c.status)
+                                })
+                                .map(|_| gateway),
+                        ),
+                        None => gateways.extend(accepting_gateways(status, route)),
+                    }
                 }
             }
             if gateways.is_empty() {

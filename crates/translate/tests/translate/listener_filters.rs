@@ -486,3 +486,25 @@ spec:
         assert!(policy.external_auth.is_none(), "{refused}");
     }
 }
+
+#[test]
+fn a_backend_tls_policy_on_a_filters_auth_server_names_the_gateway_among_its_ancestors() {
+    let policy = "\
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {name: auth-tls, namespace: infra}
+spec:
+  targetRefs: [{group: '', kind: Service, name: auth}]
+  validation: {wellKnownCACertificates: System, hostname: auth.infra.example}
+";
+    let compiled = compiled(&format!("{OBJECTS}{policy}"));
+    let status =
+        &compiled.gateway_status.backend_tls_policies[&NamespacedName::new("infra", "auth-tls")];
+    let ancestors: Vec<_> = (status.ancestors.iter())
+        .map(|a| (a.ancestor_ref.kind.as_deref(), a.ancestor_ref.name.as_str()))
+        .collect();
+    assert_eq!(ancestors, [(Some("Gateway"), "edge")], "{status:?}");
+    let accepted = find(&status.ancestors[0].conditions, "Accepted");
+    assert!(accepted.status, "{accepted:?}");
+}
