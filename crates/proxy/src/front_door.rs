@@ -374,7 +374,7 @@ where
     let max_head = settings.max_request_header_size.max(MIN_HEADER_BUFFER);
     let mut inline = Http1::new(io, max_head, !settings.keep_alive.is_zero());
     let ended = drive(
-        inline.run(&conn),
+        pin!(inline.run(&conn)),
         &conn,
         idle,
         Server::Inline,
@@ -420,7 +420,7 @@ async fn serve_http1_hyper<I>(
         // allocated and registered anew for every request head.
         .header_read_timeout(None);
     let service = service(conn.clone());
-    let connection = builder.serve_connection(io, service).with_upgrades();
+    let connection = pin!(builder.serve_connection(io, service).with_upgrades());
     let result = drive(
         connection,
         &conn,
@@ -477,7 +477,7 @@ where
         header_timeout: settings.client_header_timeout,
         send_timeout: settings.client_send_timeout,
     };
-    let connection = crate::h2_server::Connection::new(conn.clone(), io, limits);
+    let connection = pin!(crate::h2_server::Connection::new(conn.clone(), io, limits));
     let ended = drive(
         connection,
         &conn,
@@ -485,8 +485,9 @@ where
         Server::Graceful,
         |c| c.get_mut().go_away(),
         |_| {},
-    );
-    if let Some(Err(e)) = ended.await {
+    )
+    .await;
+    if let Some(Err(e)) = ended {
         tracing::debug!(error = %e, "client connection ended with an error");
     }
 }
@@ -526,20 +527,24 @@ enum Server {
 /// One function of ~95 lines on purpose: the stop flag, `close_requested`, eviction and the
 /// idle timer are checked in this order on every wake-up, against one `closing` state; spread
 /// over helpers, the order that makes shutdown graceful would be spread with it.
+///
+/// `connection` is pinned by the caller, and the timer is pinned where it is made: a future
+/// moved into a `pin!` here would be held twice in this future's state (the argument's slot
+/// and the pinned copy; an async fn does not reuse a moved-from slot), and this state is
+/// part of every connection's task, idle or not.
 async fn drive<C: Future>(
-    connection: C,
+    mut connection: Pin<&mut C>,
     conn: &ConnCtx,
     idle_timeout: Duration,
     server: Server,
     finish: impl Fn(Pin<&mut C>),
     after_poll: impl Fn(&mut Context<'_>),
 ) -> Option<C::Output> {
-    let mut connection = pin!(connection);
     let inline = server == Server::Inline;
     let idle_enabled = !idle_timeout.is_zero();
     // From the connection's last activity, which for a new one is when it was accepted: the
     // first request head gets what the prefix and handshake left of client-header-timeout.
-    let idle = tokio::time::sleep_until(
+    let mut idle = pin!(tokio::time::sleep_until(
         (conn.last_active.get()
             + if idle_enabled {
                 idle_timeout
@@ -547,8 +552,7 @@ async fn drive<C: Future>(
                 Duration::from_secs(3600)
             })
         .into(),
-    );
-    let mut idle = pin!(idle);
+    ));
     let mut closing = false;
     poll_fn(|cx| {
         conn.watch(cx.waker());
