@@ -1,6 +1,7 @@
 # Shared by the scripts/bench-*.sh benchmarks (sourced): messages, waiting for a process to be
-# ready, stopping one by PID, cleaning up on exit, and reading a process's CPU time. Set
-# BENCH_NAME before sourcing; the caller sets WORK, PIDS and KEEP_WORK.
+# ready, stopping one by PID, cleaning up on exit, one benchmark at a time on the machine, and
+# reading a process's CPU time. Set BENCH_NAME before sourcing; the caller sets WORK, PIDS and
+# KEEP_WORK.
 
 log() { printf '[%s] %s\n' "$BENCH_NAME" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -33,11 +34,25 @@ stop_pid() {
 }
 
 # stop_everything_on_exit: on exit (or INT/TERM) every PID in PIDS is stopped and WORK removed
-# (kept when KEEP_WORK=1).
+# (kept when KEEP_WORK=1). Also takes the machine's benchmark lock first (one_at_a_time).
 stop_everything_on_exit() {
     trap bench_cleanup EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
+    one_at_a_time
+}
+
+# one_at_a_time: waits (up to BENCH_LOCK_WAIT seconds, default 1800) while another benchmark
+# of these scripts runs on this machine, and holds the lock until this one exits. They listen
+# on fixed ports: two at once would fail at start-up or, worse, measure each other's processes
+# (and their CPU figures would skew each other anyway). BENCH_LOCK=/path overrides the lock.
+one_at_a_time() {
+    local lock=${BENCH_LOCK:-/tmp/sluice-bench.lock} wait=${BENCH_LOCK_WAIT:-1800}
+    exec 8>>"$lock"
+    if ! flock -n 8; then
+        log "another benchmark holds $lock; waiting up to ${wait} s"
+        flock -w "$wait" 8 || die "another benchmark still holds $lock after ${wait} s"
+    fi
 }
 
 bench_cleanup() {
