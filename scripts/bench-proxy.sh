@@ -27,7 +27,9 @@
 #                    interop TestService/UnaryCall answering 1 KiB) from ghz, GRPC_CONCURRENCY=50
 #                    over GRPC_CONNECTIONS=10, through nginx's grpc_pass as ingress-nginx renders
 #                    backend-protocol GRPC, and Sluice's HTTP/2 upstreams (scripts/grpc-tools.sh
-#                    builds ghz and the backend)
+#                    builds ghz and the backend); `grpc-stream`: the same route with
+#                    bidirectional streams (FullDuplexCall), GRPC_STREAM_MESSAGES=100 messages
+#                    per stream each answered with 1 KiB; figures per message answered
 #   PROXY_CPU=0  LOAD_CPU=1   CPUs for the proxies and for wrk + backend
 #   WORKERS=1        worker threads (Sluice) / worker processes (nginx); with 2, give the
 #                    proxies both CPUs (PROXY_CPU=0,1 LOAD_CPU=0,1) to see cross-core costs
@@ -82,6 +84,11 @@ GRPC_CONNECTIONS=${GRPC_CONNECTIONS:-10}
 GRPC_HOST=grpc.example.com
 GRPC_BACKEND_PORT=18050
 GRPC_CALL=grpc.testing.TestService/UnaryCall
+GRPC_STREAM_CALL=grpc.testing.TestService/FullDuplexCall
+GRPC_STREAM_MESSAGES=${GRPC_STREAM_MESSAGES:-100}
+
+# PROTOCOLS names grpc or grpc-stream: the gRPC backend, routes and tools are needed.
+wants_grpc() { [[ " $PROTOCOLS " == *" grpc "* || " $PROTOCOLS " == *" grpc-stream "* ]]; }
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 KEEP_WORK=${KEEP_WORK:-0}
@@ -176,7 +183,7 @@ ensure_tools() {
     if [[ " $PROTOCOLS " == *" h2 "* ]] || ((SYSCALLS > 0)); then
         command -v h2load >/dev/null || install_packages nghttp2-client
     fi
-    if [[ " $PROTOCOLS " == *" grpc "* ]]; then
+    if wants_grpc; then
         GRPC_TOOLS=$(nice "$ROOT/scripts/grpc-tools.sh") || die "cannot build ghz and grpc-backend"
     fi
     command -v openssl >/dev/null || install_packages openssl
@@ -477,7 +484,7 @@ nginx_request_headers() {
 # PROTOCOLS=grpc: what ingress-nginx renders for an Ingress with backend-protocol GRPC: grpc_pass
 # with the same request headers as grpc_set_header, pooled HTTP/2 upstream connections.
 nginx_grpc_server() {
-    [[ " $PROTOCOLS " == *" grpc "* ]] || return 0
+    wants_grpc || return 0
     cat <<EOF
     upstream grpc_app {
         server 127.0.0.1:$GRPC_BACKEND_PORT;
@@ -641,7 +648,7 @@ endpoints:
     conditions:
       ready: true
 EOF
-    [[ " $PROTOCOLS " != *" grpc "* ]] || write_sluice_grpc_config "$dir"
+    ! wants_grpc || write_sluice_grpc_config "$dir"
     local annotations="" rule_path=/ path_type=Prefix
     if [[ $ROUTE == policy ]]; then
         rule_path='/app/(.*)'
@@ -814,13 +821,13 @@ url_for() {
         nginx/https) port=$NGINX_HTTPS ;;
         sluice/http) port=$SLUICE_HTTP ;;
         sluice/https) port=$SLUICE_HTTPS ;;
-        nginx/h2 | nginx/grpc) port=$NGINX_HTTPS ;;
-        sluice/h2 | sluice/grpc) port=$SLUICE_HTTPS ;;
+        nginx/h2 | nginx/grpc | nginx/grpc-stream) port=$NGINX_HTTPS ;;
+        sluice/h2 | sluice/grpc | sluice/grpc-stream) port=$SLUICE_HTTPS ;;
         *) die "no port for $system $protocol" ;;
     esac
     local scheme=$protocol
     [[ $protocol == h2 ]] && scheme=https
-    if [[ $protocol == grpc ]]; then
+    if [[ $protocol == grpc* ]]; then
         echo "127.0.0.1:$port"
         return
     fi
@@ -845,11 +852,11 @@ check_proxy() {
     url=$(url_for "$system" "$protocol")
     port=${url#*://127.0.0.1:}
     port=${port%%/*}
-    if [[ $protocol == grpc ]]; then
-        run_load grpc "$url" 1s "$WORK/check-$system-grpc.txt"
-        got=$(load_errors "$WORK/check-$system-grpc.txt")
-        [[ $(load_requests "$WORK/check-$system-grpc.txt") -gt 0 && $got == 0 ]] ||
-            die "$system grpc: calls failed: $(cat "$WORK/check-$system-grpc.txt")"
+    if [[ $protocol == grpc* ]]; then
+        run_load "$protocol" "$url" 1s "$WORK/check-$system-$protocol.txt"
+        got=$(load_errors "$WORK/check-$system-$protocol.txt")
+        [[ $(load_requests "$WORK/check-$system-$protocol.txt") -gt 0 && $got == 0 ]] ||
+            die "$system $protocol: calls failed: $(cat "$WORK/check-$system-$protocol.txt")"
         return
     fi
     if [[ $protocol == h2 ]]; then
@@ -908,6 +915,13 @@ run_load() {
         load=("$GRPC_TOOLS/ghz" --skipTLS --authority "$GRPC_HOST" --call "$GRPC_CALL"
             -d '{"response_size":1024}' -z "$duration" --duration-stop wait -c "$GRPC_CONCURRENCY"
             --connections "$GRPC_CONNECTIONS" "$url")
+    elif [[ $protocol == grpc-stream ]]; then
+        # Bidirectional streams: each call sends GRPC_STREAM_MESSAGES messages, each answered
+        # with one of 1 KiB, then closes its side.
+        load=("$GRPC_TOOLS/ghz" --skipTLS --authority "$GRPC_HOST" --call "$GRPC_STREAM_CALL"
+            -d '{"response_parameters":[{"size":1024}]}' --stream-call-count "$GRPC_STREAM_MESSAGES"
+            -z "$duration" --duration-stop wait -c "$GRPC_CONCURRENCY"
+            --connections "$GRPC_CONNECTIONS" "$url")
     elif [[ $protocol == h2 ]]; then
         load=(h2load -t1 -c"$H2_CONNECTIONS" -m"$H2_STREAMS" -D"$duration" -H ":authority: $HOST")
         [[ -z $EXTRA_HEADER ]] || load+=(-H "$EXTRA_HEADER")
@@ -920,7 +934,7 @@ run_load() {
     PIDS+=("$pid")
     wait "$pid" || status=$?
     unset 'PIDS[-1]'
-    [[ $protocol == grpc ]] && tolerated=1
+    [[ $protocol == grpc* ]] && tolerated=1
     ((status == 0 || status == tolerated)) || die "${load[0]##*/} failed (exit $status): $(cat "$out")"
 }
 
@@ -959,6 +973,11 @@ measure() {
     rps=$(load_rps "$out")
     errors=$(load_errors "$out")
     [[ -n $requests && $requests -gt 0 ]] || die "no requests completed: $(cat "$out")"
+    if [[ $protocol == grpc-stream ]]; then
+        # The unit is a message answered: calls × the messages each sent.
+        requests=$((requests * GRPC_STREAM_MESSAGES))
+        rps=$(awk -v r="$rps" -v m="$GRPC_STREAM_MESSAGES" 'BEGIN{printf "%.2f", r * m}')
+    fi
     ticks=$((user1 - user0 + sys1 - sys0))
     us_per_req=$(per_request "$ticks" "$requests")
     user_us=$(per_request $((user1 - user0)) "$requests")
@@ -1060,6 +1079,9 @@ report() {
         if [[ " $PROTOCOLS " == *" h2 "* ]]; then
             echo "- h2: $(h2load --version | head -n1) -t1 -c$H2_CONNECTIONS -m$H2_STREAMS -D$DURATION (HTTP/2 over TLS, ALPN h2; HTTP/1.1 to the backend)"
         fi
+        if [[ " $PROTOCOLS " == *" grpc-stream "* ]]; then
+            echo "- grpc-stream: ghz -c$GRPC_CONCURRENCY --connections $GRPC_CONNECTIONS -z$DURATION, $GRPC_STREAM_CALL streams of $GRPC_STREAM_MESSAGES messages, each answered with 1 KiB; requests are messages answered (OK calls × $GRPC_STREAM_MESSAGES), so µs/req is CPU per message"
+        fi
         if [[ " $PROTOCOLS " == *" grpc "* ]]; then
             echo "- grpc: ghz $("$GRPC_TOOLS/ghz" --version 2>&1 | head -n1) -c$GRPC_CONCURRENCY --connections $GRPC_CONNECTIONS -z$DURATION, $GRPC_CALL (1 KiB responses) over TLS, HTTP/2 to scripts/grpc-backend (grpc-go); requests are OK calls"
         fi
@@ -1125,7 +1147,7 @@ main() {
     make_cert
     [[ $ROUTE != basic-auth ]] || make_htpasswd
     start_backend
-    [[ " $PROTOCOLS " != *" grpc "* ]] || start_grpc_backend
+    ! wants_grpc || start_grpc_backend
     [[ $OTEL == off ]] || start_collector
     for system in $SYSTEMS; do
         case $system in
@@ -1134,7 +1156,7 @@ main() {
             *) die "unknown system '$system' (want sluice and/or nginx)" ;;
         esac
         for protocol in $PROTOCOLS; do
-            case $protocol in http | https | h2 | grpc) ;; *) die "unknown protocol '$protocol' (want http, https, h2, grpc)" ;; esac
+            case $protocol in http | https | h2 | grpc | grpc-stream) ;; *) die "unknown protocol '$protocol' (want http, https, h2, grpc, grpc-stream)" ;; esac
             check_proxy "$system" "$protocol"
         done
     done
