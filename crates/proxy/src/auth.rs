@@ -177,7 +177,8 @@ pub(crate) async fn phase(
         // An HTTPRoute rule's ExternalAuth filter: GEP-1494's semantics, as a listener's.
         let upstream = &route.policy.upstream;
         let mut adds = AuthAdds::default();
-        let denied = gateway_check(conn, config, (upstream, auth), head, body, &mut adds).await;
+        let request = (head, body, client);
+        let denied = gateway_check(conn, config, (upstream, auth), request, &mut adds).await;
         return (denied, adds);
     }
     let checked = check(conn, config, route, auth, head, client).await;
@@ -314,7 +315,8 @@ async fn check(
 }
 
 /// Gateway API's `ExternalAuth` (GEP-1494; `auth.gateway` says how): asks the auth server
-/// about `head` (with the client's body first read whole into `body` for `forwardBody`).
+/// about `head` (with the client's body first read whole into `body` for `forwardBody`);
+/// `client` is the request's address as the pipeline worked it out.
 /// `None`: allowed, the answer's changes made to `head` (never Host) and its response headers
 /// in `adds`; `Some`: the client's answer (the auth server's own on a deny, 413 for a body
 /// over `forwardBody.maxSize`, 500 when it could not be asked).
@@ -322,8 +324,7 @@ pub(crate) async fn gateway_check(
     conn: &Rc<ConnCtx>,
     config: &Compiled,
     (upstream, auth): (&UpstreamPolicy, &ExternalAuth),
-    head: &mut Parts,
-    body: &mut Option<ClientBody>,
+    (head, body, client): (&mut Parts, &mut Option<ClientBody>, IpAddr),
     adds: &mut AuthAdds,
 ) -> Option<Result<Response<ResponseBody>, ProxyError>> {
     let rules = auth.gateway.as_deref()?;
@@ -346,6 +347,7 @@ pub(crate) async fn gateway_check(
                 rules,
                 forwarded,
                 declared,
+                client,
             };
             grpc_check(conn, config, (upstream, auth), head, call, adds).await
         }
@@ -464,6 +466,8 @@ struct GrpcCall<'a> {
     forwarded: Option<Buffered>,
     /// The length the client declared.
     declared: Option<u64>,
+    /// The request's address (`ConnCtx::client_ip`).
+    client: IpAddr,
 }
 
 /// `protocol: GRPC`: Envoy's ext_authz `Check` call (`ext_authz`), and its answer's status
@@ -480,7 +484,7 @@ async fn grpc_check(
         Ok(body) => body,
         Err(error) => return Some(Err(ProxyError::BodyBuffer(error))),
     };
-    let client = conn.client_ip(head, &config.settings);
+    let client = call.client;
     let source_port = if client == conn.peer() {
         conn.peer_port()
     } else {

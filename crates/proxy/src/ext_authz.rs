@@ -105,13 +105,13 @@ fn http_request(out: &mut Vec<u8>, asked: &Asked<'_>) {
     let every = asked.allowed.is_empty();
     let sent = |name: &str| every || asked.allowed.iter().any(|a| a == name);
     // Envoy's map, as its HTTP/2-shaped header map has it: pseudo-headers, no `host`.
-    for (name, value) in [
-        (":authority", host),
-        (":method", head.method.as_str().as_bytes()),
-        (":path", path.as_bytes()),
-        (":scheme", scheme),
-    ] {
-        if every {
+    if every {
+        for (name, value) in [
+            (":authority", host),
+            (":method", head.method.as_str().as_bytes()),
+            (":path", path.as_bytes()),
+            (":scheme", scheme),
+        ] {
             map_entry(out, 3, name.as_bytes(), value);
         }
     }

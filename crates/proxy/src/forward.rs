@@ -187,8 +187,13 @@ pub(crate) async fn respond(
     let filtered = match stage {
         Some((config, stage)) => {
             let mut adds = AuthAdds::default();
-            let run =
-                crate::pre_routing::run(&conn, config, stage, (&mut head, &mut body), &mut adds);
+            let run = crate::pre_routing::run(
+                &conn,
+                config,
+                stage,
+                (&mut head, &mut body, client),
+                &mut adds,
+            );
             let answer = Box::pin(run).await.map(Box::new);
             if !adds.is_empty() {
                 auth_adds = Some(Box::new(adds));

@@ -13,6 +13,7 @@
 //!      ─▶ routing, once, on the request as the filters left it (header matches see them)
 //! ```
 
+use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -48,12 +49,12 @@ pub(crate) fn stage<'c>(
 
 /// Runs `stage` on `head`. `None`: the request goes on to routing; `Some`: its answer.
 /// The filters' answer headers go in `adds`; a body an ExternalAuth's `forwardBody` reads
-/// is put back in `body` as read.
+/// is put back in `body` as read; `client` is the request's address.
 pub(crate) async fn run(
     conn: &Rc<ConnCtx>,
     config: &Compiled,
     stage: &ListenerStage,
-    (head, body): (&mut Parts, &mut Option<ClientBody>),
+    (head, body, client): (&mut Parts, &mut Option<ClientBody>, IpAddr),
     adds: &mut AuthAdds,
 ) -> Option<Result<Response<ResponseBody>, ProxyError>> {
     let filters = match &stage.filters {
@@ -67,8 +68,9 @@ pub(crate) async fn run(
         match filter {
             PreRoutingFilter::ExternalAuth(external) => {
                 let upstream = &stage.upstream;
+                let request = (&mut *head, &mut *body, client);
                 let checked =
-                    auth::gateway_check(conn, config, (upstream, external), head, body, adds);
+                    auth::gateway_check(conn, config, (upstream, external), request, adds);
                 if let Some(answer) = checked.await {
                     return Some(answer);
                 }
