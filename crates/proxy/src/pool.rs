@@ -14,16 +14,45 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use hyper::client::conn::http2;
+use bytes::Bytes;
 
 use crate::client::Conn;
-use crate::h2_replay::AttemptBody;
 
-/// Streams one connection carries before another is opened. hyper does not expose the
-/// peer's SETTINGS_MAX_CONCURRENT_STREAMS; above it h2 queues a stream until one ends, so
-/// this bound spreads load and never fails a request. 100 is the least RFC 9113 §6.5.2
-/// recommends a server allow.
+/// Streams one connection carries before another is opened, unless the peer's
+/// SETTINGS_MAX_CONCURRENT_STREAMS is lower. Above the peer's limit h2 would queue a stream
+/// until one ends; this bound spreads load instead and never fails a request. 100 is the
+/// least RFC 9113 §6.5.2 recommends a server allow.
 const MAX_STREAMS: usize = 100;
+
+/// A shared HTTP/2 connection as streams reach it: h2's request handle, and whether the
+/// connection is done for new streams (its task ended, or a stream could not be opened on
+/// it: a GOAWAY came, or it failed).
+#[derive(Clone)]
+pub(crate) struct H2Sender {
+    pub(crate) send: h2::client::SendRequest<Bytes>,
+    closed: Rc<Cell<bool>>,
+}
+
+impl H2Sender {
+    pub(crate) fn new(send: h2::client::SendRequest<Bytes>, closed: Rc<Cell<bool>>) -> H2Sender {
+        H2Sender { send, closed }
+    }
+
+    /// No new stream goes on it.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.get()
+    }
+
+    /// Takes no new streams from now on (those running finish).
+    pub(crate) fn close(&self) {
+        self.closed.set(true);
+    }
+
+    /// Room for one more stream: below our bound and the peer's.
+    fn has_room(&self, open: usize) -> bool {
+        open < MAX_STREAMS.min(self.send.current_max_send_streams())
+    }
+}
 
 /// Idle upstream connections of one worker, by endpoint, then by TLS client (0: plain TCP;
 /// nearly always the only one), so that an endpoint's removal stays one map removal.
@@ -56,7 +85,7 @@ pub(crate) struct H2Pool {
 struct H2Conn {
     /// The TLS client it was made with (0: cleartext).
     tls_id: u64,
-    send: http2::SendRequest<AttemptBody>,
+    send: H2Sender,
     streams: Rc<StreamCount>,
 }
 
@@ -127,7 +156,7 @@ impl Pool {
         &mut self,
         addr: SocketAddr,
         tls_id: u64,
-        send: hyper::client::conn::http2::SendRequest<AttemptBody>,
+        send: H2Sender,
         streams: Rc<StreamCount>,
     ) {
         self.h2.insert(addr, tls_id, send, streams);
@@ -189,15 +218,15 @@ impl H2Pool {
         addr: SocketAddr,
         tls_id: u64,
         max_streams: u64,
-    ) -> Option<(http2::SendRequest<AttemptBody>, StreamSlot)> {
+    ) -> Option<(H2Sender, StreamSlot)> {
         let conns = self.conns.get_mut(&addr)?;
-        // A connection that got GOAWAY or failed reports closed, and a used-up one is done:
-        // neither takes a new stream, and dropping the handle lets hyper close it once its
+        // A connection that got GOAWAY or failed is closed, and a used-up one is done:
+        // neither takes a new stream, and dropping the handle lets h2 close it once its
         // running streams end.
         conns.retain(|conn| !conn.send.is_closed() && conn.streams.started.get() < max_streams);
-        let conn = conns.iter().find(|conn| {
-            conn.tls_id == tls_id && conn.streams.open.get() < MAX_STREAMS && conn.send.is_ready()
-        })?;
+        let conn = conns
+            .iter()
+            .find(|conn| conn.tls_id == tls_id && conn.send.has_room(conn.streams.open.get()))?;
         Some((conn.send.clone(), StreamSlot::new(&conn.streams)))
     }
 
@@ -205,7 +234,7 @@ impl H2Pool {
         &mut self,
         addr: SocketAddr,
         tls_id: u64,
-        send: http2::SendRequest<AttemptBody>,
+        send: H2Sender,
         streams: Rc<StreamCount>,
     ) {
         self.conns.entry(addr).or_default().push(H2Conn {

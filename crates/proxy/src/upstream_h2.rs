@@ -8,10 +8,12 @@
 //!    in the map, te: trailers kept) ─▶ for attempt: pick endpoint (skip tried)
 //!      ─▶ the worker's H2Pool: an open connection to it (same TLS client) with fewer than
 //!         MAX_STREAMS streams ─ none ─▶ the connect another request has under way, else
-//!         connect (TCP, TLS with ALPN h2), hyper handshake, its connection task spawned on
-//!         this worker (spawn_local: bodies are !Send)
+//!         connect (TCP, TLS with ALPN h2), h2 handshake, its connection task spawned on
+//!         this worker
 //!      ─▶ stream: request body pulled through `Replay` (keeps what it sent, ≤ 64 KiB, until
-//!         the head arrives) ─ REFUSED_STREAM / GOAWAY above last-stream-id / not sent ─▶
+//!         the head arrives) by `Pump`, in the request's own task until the head arrives,
+//!         then (a body still streaming) in a task of its own
+//!         ─ REFUSED_STREAM / GOAWAY above last-stream-id / not sent ─▶
 //!         the body is replayed on a fresh stream (RFC 9113 §8.7: never processed);
 //!         another failure before the head ─▶ next endpoint only for an idempotent request
 //!         with its body at hand (as HTTP/1.1 routes)
@@ -19,31 +21,31 @@
 //!         data and trailers to the client; on the deadline a gRPC route ends with
 //!         grpc-status 4 and the upstream stream is reset (dropped)
 //!  endpoint leaves (Pool::keep_only / forget) ─▶ its connections leave the pool: no new
-//!    streams; running ones finish, then hyper closes the connection (its last handle gone)
-//!  GOAWAY or error ─▶ the connection reports closed and is dropped at the next checkout
+//!    streams; running ones finish, then h2 closes the connection (its last handle gone)
+//!  GOAWAY or error ─▶ the connection is marked closed and dropped at the next checkout
 //!  no stream for upstream-keepalive-timeout ─▶ dropped by the worker's sweep (Pool::expire)
 //!  upstream-keepalive-requests streams carried ─▶ no new streams; closed once they end
 //! ```
-//! The pool holds a connection as hyper's `SendRequest` handle (a channel to its connection
-//! task, which owns the socket); a stream takes a clone of it.
+//! The pool holds a connection as h2's `SendRequest` handle (`H2Sender`; the connection task
+//! owns the socket); a stream takes a clone of it. The h2 crate is used directly, not through
+//! hyper's client: hyper adds a dispatch task and channel per connection and spawns a task
+//! per request body and per response, ~20 % of a gRPC call's user time (issue 29 item 4).
 
-use std::cell::RefCell;
-use std::future::Future;
+use std::cell::{Cell, RefCell};
+use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
-use std::pin::Pin;
+use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use h2::{Reason, RecvStream, SendStream};
 use http::request::Parts;
 use http::uri::{Authority, Scheme};
-use http::{header, HeaderMap, HeaderName, HeaderValue, Request, Response, Uri, Version};
+use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Uri, Version};
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
-use hyper::client::conn::http2;
-use hyper_util::rt::TokioIo;
 use model::policy::UpstreamPolicy;
 use model::upstream_tls::UpstreamTls;
 use model::{RoutePolicy, Settings, UpstreamProtocol};
@@ -54,7 +56,7 @@ use crate::body::BoxError;
 use crate::deadline::within;
 use crate::error::{Chain, ProxyError};
 use crate::h2_replay::{AttemptBody, Replay};
-use crate::pool::StreamSlot;
+use crate::pool::{H2Sender, StreamSlot};
 use crate::request_body::RequestBody;
 use crate::stall::StallTimer;
 use crate::upstream_tls::TlsClient;
@@ -63,14 +65,32 @@ use crate::upstreams::Upstreams;
 /// `grpc-timeout`.
 static GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 
-/// Runs hyper's connection tasks on this worker's thread: request bodies hold `Rc`s.
-#[derive(Clone, Copy)]
-struct LocalExec;
+/// The connection's settings, as hyper's HTTP/2 client (used here before) set them: a 2 MiB
+/// window per stream and 5 MiB per connection (a fast backend is not held up by the
+/// 64 KiB default), 16 KiB frames, a 16 KiB response header list, 1 MiB buffered per stream
+/// for sending, no server push, 100 streams until the peer's SETTINGS say.
+fn builder() -> h2::client::Builder {
+    let mut builder = h2::client::Builder::new();
+    builder
+        .initial_max_send_streams(100)
+        .initial_window_size(2 * 1024 * 1024)
+        .initial_connection_window_size(5 * 1024 * 1024)
+        .max_frame_size(16 * 1024)
+        .max_header_list_size(16 * 1024)
+        .max_send_buffer_size(1024 * 1024)
+        .max_local_error_reset_streams(Some(1024))
+        .enable_push(false);
+    builder
+}
 
 /// A response body from an HTTP/2 upstream on its way to the client: data and trailers as
 /// they come; `proxy-read-timeout` between frames; a gRPC route's deadline.
 pub(crate) struct H2Body {
-    inner: Option<Incoming>,
+    inner: Option<RecvStream>,
+    /// The data is all read: trailers (or the end) come next.
+    data_done: bool,
+    /// The response's Content-Length, for the size hint.
+    length: Option<u64>,
     read_stall: StallTimer,
     deadline: Option<Pin<Box<tokio::time::Sleep>>>,
     grpc: bool,
@@ -80,7 +100,7 @@ pub(crate) struct H2Body {
 
 /// What an attempt came to.
 enum Outcome {
-    Answered(Response<Incoming>, StreamSlot),
+    Answered(Response<RecvStream>, StreamSlot),
     /// Not processed by the endpoint (refused, not sent, connection gone before the
     /// stream): sent again, to this endpoint on a fresh connection or another.
     Refused,
@@ -92,7 +112,7 @@ enum Outcome {
 }
 
 /// An endpoint's response head, the stream slot it holds and the endpoint.
-type Answer = (Response<Incoming>, StreamSlot, SocketAddr);
+type Answer = (Response<RecvStream>, StreamSlot, SocketAddr);
 
 /// Where and how a request goes: the timeouts and retries, gRPC's rules or plain HTTP/2's,
 /// and the TLS client (`None`: cleartext, prior knowledge).
@@ -119,16 +139,6 @@ pub(crate) struct H2Request<'r> {
     pub(crate) head: &'r Parts,
     pub(crate) body: RequestBody,
     pub(crate) arrived: Instant,
-}
-
-impl<F> hyper::rt::Executor<F> for LocalExec
-where
-    F: Future + 'static,
-    F::Output: 'static,
-{
-    fn execute(&self, future: F) {
-        tokio::task::spawn_local(future);
-    }
 }
 
 /// Turns a prepared HTTP/1.1-shaped head (`headers::prepare_request`) into the HTTP/2 one:
@@ -284,8 +294,14 @@ pub(crate) async fn exchange(
     replay.borrow_mut().forget();
     let balance = upstream.balance(settings.load_balance);
     let in_flight = crate::balance::in_flight(&upstreams.balancer, addr, balance);
+    let length = response
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok()?.parse().ok());
     Ok(response.map(|inner| H2Body {
         inner: Some(inner),
+        data_done: false,
+        length,
         read_stall: StallTimer::new(upstream.read_timeout),
         deadline: deadline.map(|d| Box::pin(tokio::time::sleep_until(d.into()))),
         grpc,
@@ -311,7 +327,7 @@ async fn try_endpoint(
     idempotent: bool,
     attempts: &mut Attempts<'_>,
 ) -> Outcome {
-    let (mut send, slot) =
+    let (sender, slot) =
         match acquire(upstreams, addr, upstream.connect_timeout, tls, max_streams).await {
             Ok(found) => found,
             Err(error) => {
@@ -340,11 +356,7 @@ async fn try_endpoint(
             next: 0,
         }
     };
-    let mut request = Request::new(body);
-    *request.method_mut() = head.method.clone();
-    *request.uri_mut() = head.uri.clone();
-    *request.version_mut() = Version::HTTP_2;
-    *request.headers_mut() = head.headers.clone();
+    let request = request_head(head, &body);
     // The head waits at most proxy-read-timeout, and never past the gRPC deadline.
     let mut wait = upstream.read_timeout;
     let mut by_deadline = false;
@@ -355,10 +367,11 @@ async fn try_endpoint(
             by_deadline = true;
         }
     }
-    let sent = within(wait, send.try_send_request(request)).await;
+    let sent = within(wait, send_request(&sender, request, body)).await;
     let result = match sent {
         Some(result) => result,
-        // Dropping the response future resets the stream (RST_STREAM CANCEL).
+        // Dropping the response future and the stream's sending half resets the stream
+        // (RST_STREAM CANCEL).
         None if by_deadline => {
             let error = ProxyError::GrpcDeadline;
             return Outcome::Failed { error, next: false };
@@ -371,17 +384,25 @@ async fn try_endpoint(
     match result {
         // What was kept of the body stays until the loop knows the answer is taken: a status
         // `proxy-next-upstream` counts as failed sends it to the next endpoint.
-        Ok(response) => Outcome::Answered(response, slot),
-        Err(mut error) => {
+        Ok((response, pump)) => {
+            if let Some(pump) = pump {
+                // The body is still streaming (a client-streaming or bidirectional call):
+                // it goes on beside the response.
+                tokio::task::spawn_local(pump.run());
+            }
+            Outcome::Answered(response, slot)
+        }
+        Err(Sent::NotSent) => Outcome::Refused,
+        Err(Sent::Failed(error)) => {
             if replay.borrow().failed.is_some() {
                 // The client's body failed: nothing to retry, the caller answers for it.
                 let error = ProxyError::Http2 {
                     addr,
-                    source: error.into_error(),
+                    source: error,
                 };
                 return Outcome::Failed { error, next: false };
             }
-            if error.take_message().is_some() || not_processed(error.error()) {
+            if not_processed(&error) {
                 return Outcome::Refused;
             }
             // It may have been processed: as on HTTP/1.1, only an idempotent request (or any
@@ -389,10 +410,163 @@ async fn try_endpoint(
             let next = idempotent && replay.borrow().complete;
             let error = ProxyError::Http2 {
                 addr,
-                source: error.into_error(),
+                source: error,
             };
             Outcome::Failed { error, next }
         }
+    }
+}
+
+/// How a stream's start went wrong.
+enum Sent {
+    /// Nothing went out: the connection was closed or going away. Another stream (on a new
+    /// connection) is safe whatever the request.
+    NotSent,
+    /// The stream failed after its head went out.
+    Failed(h2::Error),
+}
+
+/// The request's head as h2 sends it: the prepared head's method, URI (scheme and authority
+/// become the pseudo-headers) and headers, less what HTTP/2 forbids (RFC 9113 §8.2.2: h2
+/// refuses a request carrying them); `content-length: 0` for a payload method whose body is
+/// known to be empty, as hyper's client set it.
+fn request_head(head: &Parts, body: &AttemptBody) -> Request<()> {
+    let mut request = Request::new(());
+    *request.method_mut() = head.method.clone();
+    *request.uri_mut() = head.uri.clone();
+    *request.version_mut() = Version::HTTP_2;
+    let headers = request.headers_mut();
+    *headers = head.headers.clone();
+    for name in [
+        header::CONNECTION,
+        header::TRANSFER_ENCODING,
+        header::UPGRADE,
+        HeaderName::from_static("keep-alive"),
+        HeaderName::from_static("proxy-connection"),
+    ] {
+        headers.remove(name);
+    }
+    if headers
+        .get(header::TE)
+        .is_some_and(|te| !te.as_bytes().eq_ignore_ascii_case(b"trailers"))
+    {
+        headers.remove(header::TE);
+    }
+    let no_payload = matches!(
+        head.method,
+        Method::GET | Method::HEAD | Method::DELETE | Method::OPTIONS | Method::CONNECT
+    );
+    if body.is_end_stream() && !no_payload && !headers.contains_key(header::CONTENT_LENGTH) {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+    }
+    request
+}
+
+/// Opens a stream on `sender`'s connection and waits for the response head, sending the
+/// body meanwhile (a server may answer before it has all of it). Returns the head and, when
+/// the body is not all sent yet, what still has to send it.
+async fn send_request(
+    sender: &H2Sender,
+    request: Request<()>,
+    body: AttemptBody,
+) -> Result<(Response<RecvStream>, Option<Pump>), Sent> {
+    let mut send = sender.send.clone();
+    // Ready when h2 has no other stream of this handle waiting to open; an error when the
+    // connection is gone or going away.
+    if poll_fn(|cx| send.poll_ready(cx)).await.is_err() {
+        sender.close();
+        return Err(Sent::NotSent);
+    }
+    let end_of_stream = body.is_end_stream();
+    let (response, stream) = match send.send_request(request, end_of_stream) {
+        Ok(opened) => opened,
+        Err(error) => {
+            sender.close();
+            tracing::debug!(error = %Chain(&error), "no stream opened on an HTTP/2 upstream");
+            return Err(Sent::NotSent);
+        }
+    };
+    let mut pump = (!end_of_stream).then(|| Pump {
+        body,
+        stream,
+        reserved: false,
+    });
+    let mut response = pin!(response);
+    let response = poll_fn(|cx| {
+        if pump.as_mut().is_some_and(|pump| pump.poll(cx).is_ready()) {
+            pump = None;
+        }
+        response.as_mut().poll(cx)
+    })
+    .await
+    .map_err(Sent::Failed)?;
+    Ok((response, pump))
+}
+
+/// Sends a request body on its stream as the body yields it, within the stream's send
+/// window: a byte of capacity is asked for before each frame is pulled, so h2 buffers at most
+/// one frame beyond what the peer allows (`max_send_buffer_size` bounds that).
+struct Pump {
+    body: AttemptBody,
+    stream: SendStream<Bytes>,
+    /// Capacity has been asked for the next frame.
+    reserved: bool,
+}
+
+impl Pump {
+    /// Ready once the body is all sent, or cannot be: the peer reset the stream, the
+    /// connection failed, or the body failed (then the stream is reset with CANCEL; the
+    /// failure is `Replay::failed`).
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            if !self.reserved {
+                self.stream.reserve_capacity(1);
+                self.reserved = true;
+            }
+            if self.stream.capacity() == 0 {
+                match ready!(self.stream.poll_capacity(cx)) {
+                    Some(Ok(0)) => continue,
+                    Some(Ok(_)) => {}
+                    Some(Err(_)) | None => return Poll::Ready(()),
+                }
+            } else if self.stream.poll_reset(cx).is_ready() {
+                return Poll::Ready(());
+            }
+            let frame = match ready!(Pin::new(&mut self.body).poll_frame(cx)) {
+                None => {
+                    let _ = self.stream.send_data(Bytes::new(), true);
+                    return Poll::Ready(());
+                }
+                Some(Err(_)) => {
+                    self.stream.send_reset(Reason::CANCEL);
+                    return Poll::Ready(());
+                }
+                Some(Ok(frame)) => frame,
+            };
+            match frame.into_data() {
+                Ok(data) => {
+                    let end = self.body.is_end_stream();
+                    if data.is_empty() && !end {
+                        continue;
+                    }
+                    self.reserved = false;
+                    if self.stream.send_data(data, end).is_err() || end {
+                        return Poll::Ready(());
+                    }
+                }
+                Err(frame) => {
+                    if let Ok(trailers) = frame.into_trailers() {
+                        let _ = self.stream.send_trailers(trailers);
+                        return Poll::Ready(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// The rest of the body, in a task of its own once the response head has come.
+    async fn run(mut self) {
+        poll_fn(|cx| self.poll(cx)).await;
     }
 }
 
@@ -405,7 +579,7 @@ async fn acquire(
     timeout: Duration,
     tls: Option<&TlsClient>,
     max_streams: u64,
-) -> Result<(http2::SendRequest<AttemptBody>, StreamSlot), ProxyError> {
+) -> Result<(H2Sender, StreamSlot), ProxyError> {
     let key = (addr, tls.map_or(0, |tls| tls.id));
     let pending = {
         let mut pool = upstreams.pool.borrow_mut();
@@ -490,19 +664,12 @@ impl Drop for Connecting<'_> {
 /// was not processed and may be sent again, whatever the method. h2 reports the latter as a
 /// GOAWAY error on the stream; a graceful one (NO_ERROR) promises that every stream up to
 /// the last ID completes, so a stream that fails with it was above.
-fn not_processed(error: &hyper::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(current) = source {
-        if let Some(h2) = current.downcast_ref::<h2::Error>() {
-            return match h2.reason() {
-                Some(h2::Reason::REFUSED_STREAM) => true,
-                Some(h2::Reason::NO_ERROR) => h2.is_go_away() && h2.is_remote(),
-                _ => false,
-            };
-        }
-        source = current.source();
+fn not_processed(error: &h2::Error) -> bool {
+    match error.reason() {
+        Some(Reason::REFUSED_STREAM) => true,
+        Some(Reason::NO_ERROR) => error.is_go_away() && error.is_remote(),
+        _ => false,
     }
-    false
 }
 
 /// A new connection to `addr`, TLS with ALPN `h2` when the route says so, the HTTP/2
@@ -511,7 +678,7 @@ async fn connect(
     addr: SocketAddr,
     timeout: Duration,
     tls: Option<&TlsClient>,
-) -> Result<http2::SendRequest<AttemptBody>, ProxyError> {
+) -> Result<H2Sender, ProxyError> {
     let started = Instant::now();
     let stream = crate::upstream::connect_tcp(addr, timeout).await?;
     // What is left of `timeout` (zero: no limit); `None` once it is spent.
@@ -539,35 +706,36 @@ async fn connect(
 }
 
 /// The HTTP/2 handshake on a connected socket (plain or TLS), its connection task started.
-async fn handshake<I>(
-    addr: SocketAddr,
-    io: I,
-    limit: Duration,
-) -> Result<http2::SendRequest<AttemptBody>, ProxyError>
+async fn handshake<I>(addr: SocketAddr, io: I, limit: Duration) -> Result<H2Sender, ProxyError>
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
 {
-    let builder = http2::Builder::new(LocalExec);
-    match within(limit, builder.handshake(TokioIo::new(io))).await {
+    match within(limit, builder().handshake::<_, Bytes>(io)).await {
         Some(Ok((send, conn))) => {
-            spawn_connection(addr, conn);
-            Ok(send)
+            let closed = Rc::new(Cell::new(false));
+            spawn_connection(addr, conn, closed.clone());
+            Ok(H2Sender::new(send, closed))
         }
         Some(Err(source)) => Err(ProxyError::Http2 { addr, source }),
         None => Err(ProxyError::ConnectTimeout { addr }),
     }
 }
 
-/// Runs one connection until hyper ends it: an error, the peer's GOAWAY once its streams
-/// are done, or every handle dropped (the endpoint left) once its streams are done.
-fn spawn_connection<T>(addr: SocketAddr, conn: http2::Connection<T, AttemptBody, LocalExec>)
-where
-    T: hyper::rt::Read + hyper::rt::Write + Unpin + 'static,
+/// Runs one connection until h2 ends it: an error, the peer's GOAWAY once its streams are
+/// done, or every handle dropped (the endpoint left) once its streams are done. Its end
+/// marks the pooled handle closed.
+fn spawn_connection<I>(
+    addr: SocketAddr,
+    conn: h2::client::Connection<I, Bytes>,
+    closed: Rc<Cell<bool>>,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
 {
     tokio::task::spawn_local(async move {
         if let Err(error) = conn.await {
             tracing::debug!(%addr, error = %Chain(&error), "HTTP/2 upstream connection ended");
         }
+        closed.set(true);
     });
 }
 
@@ -606,46 +774,71 @@ impl Body for H2Body {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
-        let Some(inner) = this.inner.as_mut() else {
-            return Poll::Ready(None);
-        };
-        match Pin::new(inner).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => {
-                this.read_stall.progress();
-                Poll::Ready(Some(Ok(frame)))
-            }
-            Poll::Ready(Some(Err(error))) => {
-                this.inner = None;
-                Poll::Ready(Some(Err(error.into())))
-            }
-            Poll::Ready(None) => {
-                this.inner = None;
-                Poll::Ready(None)
-            }
-            Poll::Pending => {
-                if let Some(deadline) = this.deadline.as_mut() {
-                    if deadline.as_mut().poll(cx).is_ready() {
-                        return this.expire("deadline exceeded (grpc-timeout) at the proxy");
+        loop {
+            let Some(recv) = this.inner.as_mut() else {
+                return Poll::Ready(None);
+            };
+            let polled = if this.data_done {
+                recv.poll_trailers(cx)
+                    .map(|trailers| trailers.transpose().map(|t| t.map(Frame::trailers)))
+            } else {
+                match recv.poll_data(cx) {
+                    Poll::Ready(None) => {
+                        this.data_done = true;
+                        continue;
+                    }
+                    Poll::Ready(Some(Ok(data))) => {
+                        // The window opens again as the data is taken (the client's pace
+                        // is the backend's).
+                        let _ = recv.flow_control().release_capacity(data.len());
+                        if data.is_empty() {
+                            continue;
+                        }
+                        Poll::Ready(Some(Ok(Frame::data(data))))
+                    }
+                    other => other.map(|data| data.map(|data| data.map(Frame::data))),
+                }
+            };
+            return match polled {
+                Poll::Ready(Some(Ok(frame))) => {
+                    this.read_stall.progress();
+                    Poll::Ready(Some(Ok(frame)))
+                }
+                Poll::Ready(Some(Err(error))) => {
+                    this.inner = None;
+                    Poll::Ready(Some(Err(error.into())))
+                }
+                Poll::Ready(None) => {
+                    this.inner = None;
+                    Poll::Ready(None)
+                }
+                Poll::Pending => {
+                    if let Some(deadline) = this.deadline.as_mut() {
+                        if deadline.as_mut().poll(cx).is_ready() {
+                            return this.expire("deadline exceeded (grpc-timeout) at the proxy");
+                        }
+                    }
+                    match this.read_stall.poll_expired(cx) {
+                        Poll::Ready(()) => {
+                            this.expire("upstream sent nothing within proxy-read-timeout")
+                        }
+                        Poll::Pending => Poll::Pending,
                     }
                 }
-                match this.read_stall.poll_expired(cx) {
-                    Poll::Ready(()) => {
-                        this.expire("upstream sent nothing within proxy-read-timeout")
-                    }
-                    Poll::Pending => Poll::Pending,
-                }
-            }
+            };
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.as_ref().is_none_or(Body::is_end_stream)
+        self.inner.as_ref().is_none_or(RecvStream::is_end_stream)
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner
-            .as_ref()
-            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
+        match (&self.inner, self.length) {
+            (None, _) => SizeHint::with_exact(0),
+            (Some(_), Some(length)) if !self.data_done => SizeHint::with_exact(length),
+            _ => SizeHint::default(),
+        }
     }
 }
 
