@@ -28,6 +28,10 @@ export SLUICE_KUBE_BIN SLUICE_GATEWAY_CRDS
 tables=$(mktemp)
 trap 'rm -f "$tables"' EXIT
 cargo build --release --locked -p sluice --tests >&2
+# One benchmark at a time on the machine (scripts/lib/bench.sh): held until this script exits.
+BENCH_NAME=bench-gateway
+source scripts/lib/bench.sh
+one_at_a_time
 SLUICE_BENCH_KUBE_OUT=$tables cargo test --release --locked -p sluice --test it \
     -- --ignored --nocapture --test-threads 1 gateway_bench:: >&2
 

@@ -24,6 +24,10 @@ if [[ -z ${SLUICE_BIN:-} ]]; then
     SLUICE_BIN=$(cargo metadata --format-version 1 --no-deps |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/sluice
 fi
+# One benchmark at a time on the machine (scripts/lib/bench.sh): held until this script exits.
+BENCH_NAME=bench-handshake-burst
+source scripts/lib/bench.sh
+one_at_a_time
 WORK=$(mktemp -d -t sluice-burst.XXXXXX)
 DEMO_PID=
 cleanup() {

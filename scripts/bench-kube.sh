@@ -30,6 +30,10 @@ export SLUICE_KUBE_BIN
 tables=$(mktemp)
 trap 'rm -f "$tables"' EXIT
 cargo build --release --locked -p sluice --tests >&2
+# One benchmark at a time on the machine (scripts/lib/bench.sh): held until this script exits.
+BENCH_NAME=bench-kube
+source scripts/lib/bench.sh
+one_at_a_time
 # The benchmarks are the ignored tests of module kubernetes_bench in sluice's one test binary.
 SLUICE_BENCH_KUBE_OUT=$tables cargo test --release --locked -p sluice --test it \
     -- --ignored --nocapture --test-threads 1 kubernetes_bench:: >&2

@@ -22,6 +22,7 @@
 //! Every process is started through [`procs`], which stops it again by process group, also on
 //! failure and Ctrl-C.
 
+pub mod bench_lock;
 pub mod capacity;
 pub mod churn;
 pub mod cpu;
@@ -195,6 +196,9 @@ impl Case {
 
 /// Runs `sluice lab`.
 pub fn run(args: LabArgs) -> anyhow::Result<()> {
+    // Held for the whole run: the lab's systems listen on fixed ports and its CPU figures
+    // need the machine to itself.
+    let _lock = bench_lock::one_at_a_time()?;
     match args.command {
         LabCommand::Dynamic(args) => run_dynamic(args),
         LabCommand::Rps(args) => capacity::run::run_capacity(Which::Rps, args, None),
