@@ -129,20 +129,8 @@ impl<'a> Forwarded<'a> {
     }
 }
 
-/// Every name `Added::write` writes (`insert_into` maps its lines back to them).
-static ADDED_NAMES: [&HeaderName; 11] = [
-    &X_REQUEST_ID,
-    &X_REAL_IP,
-    &X_FORWARDED_FOR,
-    &X_FORWARDED_HOST,
-    &X_FORWARDED_PORT,
-    &X_FORWARDED_PROTO,
-    &X_FORWARDED_SCHEME,
-    &X_SCHEME,
-    &X_ORIGINAL_URI,
-    &X_ORIGINAL_FORWARDED_FOR,
-    &X_ORIGINAL_FORWARDED_HOST,
-];
+/// The most fields `Added` writes (one of each of its names).
+const MOST_ADDED: usize = 11;
 
 /// The headers the proxy adds to a request, written after the request's own (see the module
 /// doc). What the request came with that they need is kept here, out of the map.
@@ -348,24 +336,49 @@ impl<'a> Added<'a> {
     /// Appends the header lines to a serialized head: `head` is the request as it goes
     /// upstream, `host` its `Host`.
     pub(crate) fn write(&self, out: &mut Vec<u8>, head: &Parts, host: Option<&HeaderValue>) {
-        if let Some(id) = &self.request_id {
-            line(out, &X_REQUEST_ID, id);
-        }
-        name(out, &X_REAL_IP);
-        self.write_client(out);
-        out.extend_from_slice(b"\r\n");
+        self.fields(&mut Lines(out), head, host);
+    }
 
-        name(out, &X_FORWARDED_FOR);
+    /// The same header lines as `write`, into the head's map: an HTTP/2 upstream's head is
+    /// encoded from the map. `host` is the client's `Host`.
+    ///
+    /// One allocation: the values are written once, each a slice of that buffer (`Bytes`,
+    /// shared), each name one of the statics (no copy either).
+    pub(crate) fn insert_into(&self, head: &mut Parts, host: Option<&HeaderValue>) {
+        let mut fields = Fields {
+            values: Vec::with_capacity(256),
+            spans: Vec::with_capacity(MOST_ADDED),
+            open: None,
+        };
+        self.fields(&mut fields, head, host);
+        let values = Bytes::from(fields.values);
+        for (name, start, end) in fields.spans {
+            if let Ok(value) = HeaderValue::from_maybe_shared(values.slice(start..end)) {
+                head.headers.append(name.clone(), value);
+            }
+        }
+    }
+
+    /// The fields, in order, to `out`.
+    fn fields(&self, out: &mut impl FieldSink, head: &Parts, host: Option<&HeaderValue>) {
+        if let Some(id) = &self.request_id {
+            out.line(&X_REQUEST_ID, id);
+        }
+        out.start(&X_REAL_IP);
+        self.write_client(out.value());
+        out.end();
+
+        out.start(&X_FORWARDED_FOR);
         match (self.full_forwarded_for, &self.incoming_for) {
             (true, Some(chain)) => {
-                out.extend_from_slice(chain.as_bytes());
-                out.extend_from_slice(b", ");
-                out.extend_from_slice(self.peer.as_bytes());
+                out.value().extend_from_slice(chain.as_bytes());
+                out.value().extend_from_slice(b", ");
+                out.value().extend_from_slice(self.peer.as_bytes());
             }
-            (true, None) => out.extend_from_slice(self.peer.as_bytes()),
-            (false, _) => self.write_client(out),
+            (true, None) => out.value().extend_from_slice(self.peer.as_bytes()),
+            (false, _) => self.write_client(out.value()),
         }
-        out.extend_from_slice(b"\r\n");
+        out.end();
 
         let forwarded_host = match (&self.incoming_host, self.trusted_host) {
             // ingress-nginx (lua_ingress.lua): the first of a trusted list.
@@ -373,10 +386,10 @@ impl<'a> Added<'a> {
             _ => host.map(HeaderValue::as_bytes),
         };
         if let Some(forwarded_host) = forwarded_host.filter(|h| !h.is_empty()) {
-            line(out, &X_FORWARDED_HOST, forwarded_host);
+            out.line(&X_FORWARDED_HOST, forwarded_host);
         }
         if !self.port_in_map {
-            line(out, &X_FORWARDED_PORT, self.port.as_bytes());
+            out.line(&X_FORWARDED_PORT, self.port.as_bytes());
         }
         let own_scheme: &[u8] = if self.https { b"https" } else { b"http" };
         let scheme = match self.proto_in_map {
@@ -385,59 +398,26 @@ impl<'a> Added<'a> {
                 .get(&X_FORWARDED_PROTO)
                 .map_or(own_scheme, HeaderValue::as_bytes),
             false => {
-                line(out, &X_FORWARDED_PROTO, own_scheme);
+                out.line(&X_FORWARDED_PROTO, own_scheme);
                 own_scheme
             }
         };
-        line(out, &X_FORWARDED_SCHEME, scheme);
-        line(out, &X_SCHEME, scheme);
+        out.line(&X_FORWARDED_SCHEME, scheme);
+        out.line(&X_SCHEME, scheme);
         if self.original_uri {
-            name(out, &X_ORIGINAL_URI);
-            write_target(out, &head.uri);
-            out.extend_from_slice(b"\r\n");
+            out.start(&X_ORIGINAL_URI);
+            write_target(out.value(), &head.uri);
+            out.end();
         }
         let original_for = match &self.custom_for {
             Some(custom) => custom.as_ref(),
             None => self.incoming_for.as_ref(),
         };
         if let Some(original_for) = original_for {
-            line(out, &X_ORIGINAL_FORWARDED_FOR, original_for.as_bytes());
+            out.line(&X_ORIGINAL_FORWARDED_FOR, original_for.as_bytes());
         }
         if let Some(hosts) = &self.incoming_host {
-            line(out, &X_ORIGINAL_FORWARDED_HOST, hosts.as_bytes());
-        }
-    }
-
-    /// The same header lines as `write`, into the head's map: an HTTP/2 upstream's head is
-    /// encoded by hyper from the map. `host` is the client's `Host`.
-    ///
-    /// One allocation: the lines are written once, and each value is a slice of that buffer
-    /// (`Bytes`, shared), each name one of the statics `write` uses (no copy either).
-    pub(crate) fn insert_into(&self, head: &mut Parts, host: Option<&HeaderValue>) {
-        let mut out = Vec::with_capacity(256);
-        self.write(&mut out, head, host);
-        let out = Bytes::from(out);
-        let mut start = 0;
-        while let Some(length) = out[start..].iter().position(|b| *b == b'\n') {
-            let line = start..start + length;
-            start += length + 1;
-            let text = &out[line.clone()];
-            let text = text.strip_suffix(b"\r").unwrap_or(text);
-            let Some(colon) = text.iter().position(|b| *b == b':') else {
-                continue;
-            };
-            let Some(name) = ADDED_NAMES
-                .iter()
-                .find(|n| n.as_str().as_bytes() == &text[..colon])
-            else {
-                debug_assert!(false, "write() used a name ADDED_NAMES lacks");
-                continue;
-            };
-            let spaces = text[colon + 1..].len() - text[colon + 1..].trim_ascii_start().len();
-            let value = out.slice(line.start + colon + 1 + spaces..line.start + text.len());
-            if let Ok(value) = HeaderValue::from_maybe_shared(value) {
-                head.headers.append((*name).clone(), value);
-            }
+            out.line(&X_ORIGINAL_FORWARDED_HOST, hosts.as_bytes());
         }
     }
 
@@ -452,17 +432,61 @@ impl<'a> Added<'a> {
     }
 }
 
-/// `name: value\r\n`.
-fn line(out: &mut Vec<u8>, header: &HeaderName, value: &[u8]) {
-    name(out, header);
-    out.extend_from_slice(value);
-    out.extend_from_slice(b"\r\n");
+/// Where `Added::fields` puts each field: a name, then its value's bytes, then its end.
+trait FieldSink {
+    fn start(&mut self, name: &'static HeaderName);
+    /// The value being written.
+    fn value(&mut self) -> &mut Vec<u8>;
+    fn end(&mut self);
+
+    /// A whole field.
+    fn line(&mut self, name: &'static HeaderName, value: &[u8]) {
+        self.start(name);
+        self.value().extend_from_slice(value);
+        self.end();
+    }
 }
 
-/// `name: `, the value to follow.
-fn name(out: &mut Vec<u8>, header: &HeaderName) {
-    out.extend_from_slice(header.as_str().as_bytes());
-    out.extend_from_slice(b": ");
+/// `name: value\r\n` lines of an HTTP/1.1 head.
+struct Lines<'o>(&'o mut Vec<u8>);
+
+impl FieldSink for Lines<'_> {
+    fn start(&mut self, name: &'static HeaderName) {
+        self.0.extend_from_slice(name.as_str().as_bytes());
+        self.0.extend_from_slice(b": ");
+    }
+
+    fn value(&mut self) -> &mut Vec<u8> {
+        self.0
+    }
+
+    fn end(&mut self) {
+        self.0.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Values one after another in one buffer, and where each field's value lies.
+struct Fields {
+    values: Vec<u8>,
+    spans: Vec<(&'static HeaderName, usize, usize)>,
+    /// The field being written: its name and where its value starts.
+    open: Option<(&'static HeaderName, usize)>,
+}
+
+impl FieldSink for Fields {
+    fn start(&mut self, name: &'static HeaderName) {
+        self.open = Some((name, self.values.len()));
+    }
+
+    fn value(&mut self) -> &mut Vec<u8> {
+        &mut self.values
+    }
+
+    fn end(&mut self) {
+        if let Some((name, start)) = self.open.take() {
+            self.spans.push((name, start, self.values.len()));
+        }
+    }
 }
 
 /// The request target in origin form, as the request line has it.
