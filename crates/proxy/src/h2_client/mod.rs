@@ -25,7 +25,7 @@ mod conn;
 mod stream;
 
 pub(crate) use conn::{handshake, Connection};
-pub(crate) use stream::{RecvStream, ResponseFuture, SendStream, Sender};
+pub(crate) use stream::{RecvStream, SendStream, Sender};
 
 use std::fmt;
 
@@ -49,7 +49,7 @@ enum Kind {
         above: bool,
     },
     /// The socket failed or closed.
-    Io(std::io::ErrorKind, String),
+    Io(String),
     /// No stream can open: the connection is closed or going away (nothing was sent).
     Closed,
 }
@@ -73,31 +73,12 @@ impl Error {
 
     fn io(error: &std::io::Error) -> Error {
         Error {
-            kind: Kind::Io(error.kind(), error.to_string()),
+            kind: Kind::Io(error.to_string()),
         }
     }
 
     fn closed() -> Error {
         Error { kind: Kind::Closed }
-    }
-
-    /// The HTTP/2 error code, when one was sent or received.
-    pub(crate) fn reason(&self) -> Option<ErrorCode> {
-        match self.kind {
-            Kind::Reset { code, .. } | Kind::GoAway { code, .. } => Some(code),
-            Kind::Io(..) | Kind::Closed => None,
-        }
-    }
-
-    pub(crate) fn is_go_away(&self) -> bool {
-        matches!(self.kind, Kind::GoAway { .. })
-    }
-
-    pub(crate) fn is_remote(&self) -> bool {
-        matches!(
-            self.kind,
-            Kind::Reset { remote: true, .. } | Kind::GoAway { remote: true, .. }
-        )
     }
 
     /// RFC 9113 §8.7: the peer did not process the stream (REFUSED_STREAM, a stream above
@@ -107,7 +88,7 @@ impl Error {
             Kind::Reset { code, remote } => remote && code == ErrorCode::REFUSED_STREAM,
             Kind::GoAway { above, .. } => above,
             Kind::Closed => true,
-            Kind::Io(..) => false,
+            Kind::Io(_) => false,
         }
     }
 }
@@ -122,7 +103,7 @@ impl fmt::Display for Error {
             Kind::GoAway { code, remote, .. } => {
                 write!(f, "connection closed by {} with GOAWAY ({})", by(*remote), code.name())
             }
-            Kind::Io(_, message) => write!(f, "connection failed: {message}"),
+            Kind::Io(message) => write!(f, "connection failed: {message}"),
             Kind::Closed => f.write_str("the connection takes no new streams"),
         }
     }
