@@ -468,10 +468,7 @@ async fn send_request(
             return Err(Sent::NotSent);
         }
     };
-    let mut pump = (!end_of_stream).then(|| Pump {
-        body,
-        stream,
-    });
+    let mut pump = (!end_of_stream).then(|| Pump { body, stream });
     let mut response = pin!(response);
     let response = poll_fn(|cx| {
         if pump.as_mut().is_some_and(|pump| pump.poll(cx).is_ready()) {

@@ -361,7 +361,11 @@ pub(crate) struct Connection<I> {
 impl<I> Connection<I> {
     /// A connection error (RFC 9113 §5.4.1): GOAWAY with `code`, every stream fails.
     fn fail(&mut self, code: ErrorCode, why: &'static str) {
-        tracing::debug!(code = code.name(), why, "HTTP/2 upstream broke the protocol");
+        tracing::debug!(
+            code = code.name(),
+            why,
+            "HTTP/2 upstream broke the protocol"
+        );
         self.failed = true;
         let mut shared = self.shared.borrow_mut();
         // A client's last stream ID counts server-initiated streams: none (push is off).
@@ -371,7 +375,12 @@ impl<I> Connection<I> {
 
     /// A stream error: RST_STREAM with `code`.
     fn stream_error(&mut self, id: u32, code: ErrorCode, why: &'static str) {
-        tracing::debug!(stream = id, code = code.name(), why, "HTTP/2 upstream stream error");
+        tracing::debug!(
+            stream = id,
+            code = code.name(),
+            why,
+            "HTTP/2 upstream stream error"
+        );
         self.shared.borrow_mut().reset(id, code);
     }
 
@@ -591,7 +600,11 @@ impl<I> Connection<I> {
     }
 
     fn on_go_away(&mut self, last_stream: u32, code: ErrorCode) {
-        tracing::debug!(last_stream, code = code.name(), "HTTP/2 upstream sent GOAWAY");
+        tracing::debug!(
+            last_stream,
+            code = code.name(),
+            "HTTP/2 upstream sent GOAWAY"
+        );
         let mut shared = self.shared.borrow_mut();
         shared
             .closed

@@ -101,7 +101,12 @@ impl fmt::Display for Error {
                 write!(f, "stream reset by {} ({})", by(*remote), code.name())
             }
             Kind::GoAway { code, remote, .. } => {
-                write!(f, "connection closed by {} with GOAWAY ({})", by(*remote), code.name())
+                write!(
+                    f,
+                    "connection closed by {} with GOAWAY ({})",
+                    by(*remote),
+                    code.name()
+                )
             }
             Kind::Io(message) => write!(f, "connection failed: {message}"),
             Kind::Closed => f.write_str("the connection takes no new streams"),

@@ -105,7 +105,12 @@ impl Sender {
 fn encode_head(request: &Request<()>) -> Vec<u8> {
     let mut block = Vec::with_capacity(256);
     let uri = request.uri();
-    hpack::encode_field(b":method", request.method().as_str().as_bytes(), false, &mut block);
+    hpack::encode_field(
+        b":method",
+        request.method().as_str().as_bytes(),
+        false,
+        &mut block,
+    );
     if request.method() != Method::CONNECT {
         let scheme = uri.scheme_str().unwrap_or("http");
         hpack::encode_field(b":scheme", scheme.as_bytes(), false, &mut block);
@@ -113,7 +118,12 @@ fn encode_head(request: &Request<()>) -> Vec<u8> {
         hpack::encode_field(b":path", path.as_bytes(), false, &mut block);
     }
     if let Some(authority) = uri.authority() {
-        hpack::encode_field(b":authority", authority.as_str().as_bytes(), false, &mut block);
+        hpack::encode_field(
+            b":authority",
+            authority.as_str().as_bytes(),
+            false,
+            &mut block,
+        );
     }
     encode_fields(request.headers(), &mut block);
     block
@@ -158,7 +168,10 @@ impl Future for ResponseFuture {
         };
         let id = stream.id;
         let mut shared = stream.shared.borrow_mut();
-        let state = shared.streams.get_mut(&id).expect("a handle keeps its stream");
+        let state = shared
+            .streams
+            .get_mut(&id)
+            .expect("a handle keeps its stream");
         if let Some(head) = state.head.take() {
             drop(shared);
             let stream = self.stream.take().expect("checked");
@@ -205,7 +218,10 @@ impl RecvStream {
     pub(crate) fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, Error>>> {
         let id = self.stream.id;
         let mut shared = self.stream.shared.borrow_mut();
-        let state = shared.streams.get_mut(&id).expect("a handle keeps its stream");
+        let state = shared
+            .streams
+            .get_mut(&id)
+            .expect("a handle keeps its stream");
         if let Some(data) = state.data.pop_front() {
             shared.release(id, data.len());
             return Poll::Ready(Some(Ok(data)));
@@ -227,7 +243,10 @@ impl RecvStream {
     ) -> Poll<Result<Option<HeaderMap>, Error>> {
         let id = self.stream.id;
         let mut shared = self.stream.shared.borrow_mut();
-        let state = shared.streams.get_mut(&id).expect("a handle keeps its stream");
+        let state = shared
+            .streams
+            .get_mut(&id)
+            .expect("a handle keeps its stream");
         if let Some(trailers) = state.trailers.take() {
             return Poll::Ready(Ok(Some(trailers)));
         }
@@ -244,9 +263,10 @@ impl RecvStream {
     /// Everything was received and read.
     pub(crate) fn is_end_stream(&self) -> bool {
         let shared = self.stream.shared.borrow();
-        shared.streams.get(&self.stream.id).is_none_or(|state| {
-            state.recv_end && state.data.is_empty() && state.trailers.is_none()
-        })
+        shared
+            .streams
+            .get(&self.stream.id)
+            .is_none_or(|state| state.recv_end && state.data.is_empty() && state.trailers.is_none())
     }
 }
 
@@ -263,7 +283,10 @@ impl SendStream {
         let id = self.stream.id;
         let mut shared = self.stream.shared.borrow_mut();
         let window = shared.send_window;
-        let state = shared.streams.get_mut(&id).expect("a handle keeps its stream");
+        let state = shared
+            .streams
+            .get_mut(&id)
+            .expect("a handle keeps its stream");
         if let Some(error) = &state.error {
             return Poll::Ready(Err(error.clone()));
         }
@@ -282,7 +305,10 @@ impl SendStream {
     pub(crate) fn send_data(&mut self, data: Bytes, end: bool) -> Result<(), Error> {
         let id = self.stream.id;
         let mut shared = self.stream.shared.borrow_mut();
-        let state = shared.streams.get_mut(&id).expect("a handle keeps its stream");
+        let state = shared
+            .streams
+            .get_mut(&id)
+            .expect("a handle keeps its stream");
         if let Some(error) = &state.error {
             return Err(error.clone());
         }
@@ -300,7 +326,10 @@ impl SendStream {
     pub(crate) fn send_trailers(&mut self, trailers: HeaderMap) -> Result<(), Error> {
         let id = self.stream.id;
         let mut shared = self.stream.shared.borrow_mut();
-        let state = shared.streams.get_mut(&id).expect("a handle keeps its stream");
+        let state = shared
+            .streams
+            .get_mut(&id)
+            .expect("a handle keeps its stream");
         if let Some(error) = &state.error {
             return Err(error.clone());
         }
