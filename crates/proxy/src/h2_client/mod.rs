@@ -22,6 +22,7 @@
 //! SETTINGS_HEADER_TABLE_SIZE needs nothing from us.
 
 mod conn;
+mod state;
 mod stream;
 
 pub(crate) use conn::{handshake, Connection};

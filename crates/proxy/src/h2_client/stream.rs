@@ -12,7 +12,7 @@ use http::{HeaderMap, Method, Request, Response};
 use wire::h2::frame::{self, ErrorCode};
 use wire::h2::hpack;
 
-use super::conn::Shared;
+use super::state::Shared;
 use super::Error;
 
 /// Opens streams on one connection; clones share it. The connection ends once every handle
