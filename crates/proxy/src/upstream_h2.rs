@@ -8,7 +8,7 @@
 //!    in the map, te: trailers kept) ─▶ for attempt: pick endpoint (skip tried)
 //!      ─▶ the worker's H2Pool: an open connection to it (same TLS client) with fewer than
 //!         MAX_STREAMS streams ─ none ─▶ the connect another request has under way, else
-//!         connect (TCP, TLS with ALPN h2), h2 handshake, its connection task spawned on
+//!         connect (TCP, TLS with ALPN h2), h2_client::handshake, its connection task spawned on
 //!         this worker
 //!      ─▶ stream: request body pulled through `Replay` (keeps what it sent, ≤ 64 KiB, until
 //!         the head arrives) by `Pump`, in the request's own task until the head arrives,
@@ -21,15 +21,16 @@
 //!         data and trailers to the client; on the deadline a gRPC route ends with
 //!         grpc-status 4 and the upstream stream is reset (dropped)
 //!  endpoint leaves (Pool::keep_only / forget) ─▶ its connections leave the pool: no new
-//!    streams; running ones finish, then h2 closes the connection (its last handle gone)
+//!    streams; running ones finish, then h2_client closes the connection (its last handle gone)
 //!  GOAWAY or error ─▶ the connection is marked closed and dropped at the next checkout
 //!  no stream for upstream-keepalive-timeout ─▶ dropped by the worker's sweep (Pool::expire)
 //!  upstream-keepalive-requests streams carried ─▶ no new streams; closed once they end
 //! ```
-//! The pool holds a connection as h2's `SendRequest` handle (`H2Sender`; the connection task
-//! owns the socket); a stream takes a clone of it. The h2 crate is used directly, not through
-//! hyper's client: hyper adds a dispatch task and channel per connection and spawns a task
-//! per request body and per response, ~20 % of a gRPC call's user time (issue 29 item 4).
+//! The pool holds a connection as `h2_client`'s `Sender` handle (`H2Sender`; the connection
+//! task owns the socket); a stream takes a clone of it. `h2_client` is Sluice's own HTTP/2
+//! client, single-threaded on the worker: hyper's client added a dispatch task and channel
+//! per connection and a task per request body and response (~20 % of a gRPC call's user
+//! time), and the h2 crate's client under it ~42 % of the rest (issue 29 item 4).
 
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
@@ -384,7 +385,9 @@ async fn try_endpoint(
                 };
                 return Outcome::Failed { error, next: false };
             }
-            if not_processed(&error) {
+            // RFC 9113 §8.7: refused, or above a GOAWAY's last stream ID: sent again whatever
+            // the method.
+            if error.not_processed() {
                 return Outcome::Refused;
             }
             // It may have been processed: as on HTTP/1.1, only an idempotent request (or any
@@ -408,8 +411,8 @@ enum Sent {
     Failed(crate::h2_client::Error),
 }
 
-/// The request's head as h2 sends it: the prepared head's method, URI (scheme and authority
-/// become the pseudo-headers) and headers, less what HTTP/2 forbids (RFC 9113 §8.2.2: h2
+/// The request's head as h2_client sends it: the prepared head's method, URI (scheme and authority
+/// become the pseudo-headers) and headers, less what HTTP/2 forbids (RFC 9113 §8.2.2: a peer
 /// refuses a request carrying them); `content-length: 0` for a payload method whose body is
 /// known to be empty, as hyper's client set it.
 fn request_head(head: &Parts, body: &AttemptBody) -> Request<()> {
@@ -453,7 +456,7 @@ async fn send_request(
     body: AttemptBody,
 ) -> Result<(Response<RecvStream>, Option<Pump>), Sent> {
     let mut send = sender.send.clone();
-    // Ready when h2 has no other stream of this handle waiting to open; an error when the
+    // Ready when the peer's stream limit allows one more; an error when the
     // connection is gone or going away.
     if poll_fn(|cx| send.poll_ready(cx)).await.is_err() {
         sender.close();
@@ -482,8 +485,8 @@ async fn send_request(
 }
 
 /// Sends a request body on its stream as the body yields it, within the stream's send
-/// window: a byte of capacity is asked for before each frame is pulled, so h2 buffers at most
-/// one frame beyond what the peer allows (`max_send_buffer_size` bounds that).
+/// window: the next frame is pulled once the last is out and the windows are open, so at most
+/// one frame waits in the client beyond what the peer allows.
 struct Pump {
     body: AttemptBody,
     stream: SendStream,
@@ -625,14 +628,6 @@ impl Drop for Connecting<'_> {
         }
         self.made.notify_waiters();
     }
-}
-
-/// RFC 9113 §8.7: a stream reset with REFUSED_STREAM, or above a GOAWAY's last stream ID,
-/// was not processed and may be sent again, whatever the method. h2 reports the latter as a
-/// GOAWAY error on the stream; a graceful one (NO_ERROR) promises that every stream up to
-/// the last ID completes, so a stream that fails with it was above.
-fn not_processed(error: &crate::h2_client::Error) -> bool {
-    error.not_processed()
 }
 
 /// A new connection to `addr`, TLS with ALPN `h2` when the route says so, the HTTP/2
