@@ -2,7 +2,7 @@
 //! the frame and HPACK codecs of `wire::h2` as the server side (`h2_server`) is.
 //!
 //! ```text
-//!  upstream_h2 ─▶ Sender::send_request ─HEADERS (hpack::encode_field)─▶ Shared.out ─┐
+//!  upstream_h2 ─▶ Sender::send_request ─HEADERS (encode_field_plain)─▶ Shared.out ─┐
 //!                 SendStream::send_data ─DATA within both send windows─▶ Shared.out ─┤
 //!                                                                 Connection (owns the
 //!                                                                 socket, one task) ─▶ write

@@ -105,7 +105,7 @@ impl Sender {
 fn encode_head(request: &Request<()>) -> Vec<u8> {
     let mut block = Vec::with_capacity(256);
     let uri = request.uri();
-    hpack::encode_field(
+    hpack::encode_field_plain(
         b":method",
         request.method().as_str().as_bytes(),
         false,
@@ -113,12 +113,12 @@ fn encode_head(request: &Request<()>) -> Vec<u8> {
     );
     if request.method() != Method::CONNECT {
         let scheme = uri.scheme_str().unwrap_or("http");
-        hpack::encode_field(b":scheme", scheme.as_bytes(), false, &mut block);
+        hpack::encode_field_plain(b":scheme", scheme.as_bytes(), false, &mut block);
         let path = uri.path_and_query().map_or("/", |path| path.as_str());
-        hpack::encode_field(b":path", path.as_bytes(), false, &mut block);
+        hpack::encode_field_plain(b":path", path.as_bytes(), false, &mut block);
     }
     if let Some(authority) = uri.authority() {
-        hpack::encode_field(
+        hpack::encode_field_plain(
             b":authority",
             authority.as_str().as_bytes(),
             false,
@@ -131,7 +131,7 @@ fn encode_head(request: &Request<()>) -> Vec<u8> {
 
 fn encode_fields(headers: &HeaderMap, block: &mut Vec<u8>) {
     for (name, value) in headers {
-        hpack::encode_field(
+        hpack::encode_field_plain(
             name.as_str().as_bytes(),
             value.as_bytes(),
             value.is_sensitive(),
