@@ -12,7 +12,7 @@ use http::{HeaderMap, Method, Request, Response};
 use wire::h2::frame::{self, ErrorCode};
 use wire::h2::hpack;
 
-use super::state::Shared;
+use super::state::{Shared, StreamState};
 use super::Error;
 
 /// Opens streams on one connection; clones share it. The connection ends once every handle
@@ -303,27 +303,26 @@ impl SendStream {
     /// Sends `data` (END_STREAM with it when `end`): what the windows allow now, the rest
     /// as they open.
     pub(crate) fn send_data(&mut self, data: Bytes, end: bool) -> Result<(), Error> {
-        let id = self.stream.id;
-        let mut shared = self.stream.shared.borrow_mut();
-        let state = shared
-            .streams
-            .get_mut(&id)
-            .expect("a handle keeps its stream");
-        if let Some(error) = &state.error {
-            return Err(error.clone());
-        }
-        if state.send_end {
-            return Err(Error::reset(ErrorCode::STREAM_CLOSED, false));
-        }
-        state.pending.push_back(data);
-        state.pending_end = end;
-        state.send_end = end;
-        shared.flush(id);
-        Ok(())
+        self.queue(|state| {
+            state.pending.push_back(data);
+            state.pending_end = end;
+            state.send_end = end;
+        })
     }
 
     /// Ends the request with trailers (after the data still waiting for the windows).
     pub(crate) fn send_trailers(&mut self, trailers: HeaderMap) -> Result<(), Error> {
+        let mut block = Vec::new();
+        encode_fields(&trailers, &mut block);
+        self.queue(|state| {
+            state.pending_trailers = Some(block);
+            state.pending_end = true;
+            state.send_end = true;
+        })
+    }
+
+    /// Queues what `add` puts on a stream still sending, and writes what the windows allow.
+    fn queue(&mut self, add: impl FnOnce(&mut StreamState)) -> Result<(), Error> {
         let id = self.stream.id;
         let mut shared = self.stream.shared.borrow_mut();
         let state = shared
@@ -336,11 +335,7 @@ impl SendStream {
         if state.send_end {
             return Err(Error::reset(ErrorCode::STREAM_CLOSED, false));
         }
-        let mut block = Vec::new();
-        encode_fields(&trailers, &mut block);
-        state.pending_trailers = Some(block);
-        state.pending_end = true;
-        state.send_end = true;
+        add(state);
         shared.flush(id);
         Ok(())
     }
