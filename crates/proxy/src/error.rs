@@ -134,7 +134,7 @@ pub(crate) enum ProxyError {
     Http2 {
         addr: SocketAddr,
         #[source]
-        source: h2::Error,
+        source: crate::h2_client::Error,
     },
     /// The endpoint refused the stream (or went away before it) every time it was sent.
     #[error("{addr} did not take the HTTP/2 stream (refused or going away)")]

@@ -100,6 +100,7 @@ mod forward;
 mod front_door;
 #[doc(hidden)]
 pub mod fuzz;
+mod h2_client;
 mod h2_replay;
 mod h2_server;
 mod handshake;

@@ -14,27 +14,25 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-
 use crate::client::Conn;
 
 /// Streams one connection carries before another is opened, unless the peer's
-/// SETTINGS_MAX_CONCURRENT_STREAMS is lower. Above the peer's limit h2 would queue a stream
+/// SETTINGS_MAX_CONCURRENT_STREAMS is lower. Above the peer's limit the client would queue a stream
 /// until one ends; this bound spreads load instead and never fails a request. 100 is the
 /// least RFC 9113 §6.5.2 recommends a server allow.
 const MAX_STREAMS: usize = 100;
 
-/// A shared HTTP/2 connection as streams reach it: h2's request handle, and whether the
+/// A shared HTTP/2 connection as streams reach it: its request handle (`h2_client`), and whether the
 /// connection is done for new streams (its task ended, or a stream could not be opened on
 /// it: a GOAWAY came, or it failed).
 #[derive(Clone)]
 pub(crate) struct H2Sender {
-    pub(crate) send: h2::client::SendRequest<Bytes>,
+    pub(crate) send: crate::h2_client::Sender,
     closed: Rc<Cell<bool>>,
 }
 
 impl H2Sender {
-    pub(crate) fn new(send: h2::client::SendRequest<Bytes>, closed: Rc<Cell<bool>>) -> H2Sender {
+    pub(crate) fn new(send: crate::h2_client::Sender, closed: Rc<Cell<bool>>) -> H2Sender {
         H2Sender { send, closed }
     }
 
@@ -221,7 +219,7 @@ impl H2Pool {
     ) -> Option<(H2Sender, StreamSlot)> {
         let conns = self.conns.get_mut(&addr)?;
         // A connection that got GOAWAY or failed is closed, and a used-up one is done:
-        // neither takes a new stream, and dropping the handle lets h2 close it once its
+        // neither takes a new stream, and dropping the handle lets the client close it once its
         // running streams end.
         conns.retain(|conn| !conn.send.is_closed() && conn.streams.started.get() < max_streams);
         let conn = conns

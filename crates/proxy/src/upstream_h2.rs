@@ -8,7 +8,7 @@
 //!    in the map, te: trailers kept) ─▶ for attempt: pick endpoint (skip tried)
 //!      ─▶ the worker's H2Pool: an open connection to it (same TLS client) with fewer than
 //!         MAX_STREAMS streams ─ none ─▶ the connect another request has under way, else
-//!         connect (TCP, TLS with ALPN h2), h2 handshake, its connection task spawned on
+//!         connect (TCP, TLS with ALPN h2), h2_client::handshake, its connection task spawned on
 //!         this worker
 //!      ─▶ stream: request body pulled through `Replay` (keeps what it sent, ≤ 64 KiB, until
 //!         the head arrives) by `Pump`, in the request's own task until the head arrives,
@@ -21,15 +21,16 @@
 //!         data and trailers to the client; on the deadline a gRPC route ends with
 //!         grpc-status 4 and the upstream stream is reset (dropped)
 //!  endpoint leaves (Pool::keep_only / forget) ─▶ its connections leave the pool: no new
-//!    streams; running ones finish, then h2 closes the connection (its last handle gone)
+//!    streams; running ones finish, then h2_client closes the connection (its last handle gone)
 //!  GOAWAY or error ─▶ the connection is marked closed and dropped at the next checkout
 //!  no stream for upstream-keepalive-timeout ─▶ dropped by the worker's sweep (Pool::expire)
 //!  upstream-keepalive-requests streams carried ─▶ no new streams; closed once they end
 //! ```
-//! The pool holds a connection as h2's `SendRequest` handle (`H2Sender`; the connection task
-//! owns the socket); a stream takes a clone of it. The h2 crate is used directly, not through
-//! hyper's client: hyper adds a dispatch task and channel per connection and spawns a task
-//! per request body and per response, ~20 % of a gRPC call's user time (issue 29 item 4).
+//! The pool holds a connection as `h2_client`'s `Sender` handle (`H2Sender`; the connection
+//! task owns the socket); a stream takes a clone of it. `h2_client` is Sluice's own HTTP/2
+//! client, single-threaded on the worker: hyper's client added a dispatch task and channel
+//! per connection and a task per request body and response (~20 % of a gRPC call's user
+//! time), and the h2 crate's client under it ~42 % of the rest (issue 29 item 4).
 
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
@@ -41,7 +42,6 @@ use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use h2::{Reason, RecvStream, SendStream};
 use http::request::Parts;
 use http::uri::{Authority, Scheme};
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Uri, Version};
@@ -55,6 +55,7 @@ use crate::balance::InFlight;
 use crate::body::BoxError;
 use crate::deadline::within;
 use crate::error::{Chain, ProxyError};
+use crate::h2_client::{ErrorCode, RecvStream, SendStream};
 use crate::h2_replay::{AttemptBody, Replay};
 use crate::pool::{H2Sender, StreamSlot};
 use crate::request_body::RequestBody;
@@ -64,24 +65,6 @@ use crate::upstreams::Upstreams;
 
 /// `grpc-timeout`.
 static GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
-
-/// The connection's settings, as hyper's HTTP/2 client (used here before) set them: a 2 MiB
-/// window per stream and 5 MiB per connection (a fast backend is not held up by the
-/// 64 KiB default), 16 KiB frames, a 16 KiB response header list, 1 MiB buffered per stream
-/// for sending, no server push, 100 streams until the peer's SETTINGS say.
-fn builder() -> h2::client::Builder {
-    let mut builder = h2::client::Builder::new();
-    builder
-        .initial_max_send_streams(100)
-        .initial_window_size(2 * 1024 * 1024)
-        .initial_connection_window_size(5 * 1024 * 1024)
-        .max_frame_size(16 * 1024)
-        .max_header_list_size(16 * 1024)
-        .max_send_buffer_size(1024 * 1024)
-        .max_local_error_reset_streams(Some(1024))
-        .enable_push(false);
-    builder
-}
 
 /// A response body from an HTTP/2 upstream on its way to the client: data and trailers as
 /// they come; `proxy-read-timeout` between frames; a gRPC route's deadline.
@@ -402,7 +385,9 @@ async fn try_endpoint(
                 };
                 return Outcome::Failed { error, next: false };
             }
-            if not_processed(&error) {
+            // RFC 9113 §8.7: refused, or above a GOAWAY's last stream ID: sent again whatever
+            // the method.
+            if error.not_processed() {
                 return Outcome::Refused;
             }
             // It may have been processed: as on HTTP/1.1, only an idempotent request (or any
@@ -423,11 +408,11 @@ enum Sent {
     /// connection) is safe whatever the request.
     NotSent,
     /// The stream failed after its head went out.
-    Failed(h2::Error),
+    Failed(crate::h2_client::Error),
 }
 
-/// The request's head as h2 sends it: the prepared head's method, URI (scheme and authority
-/// become the pseudo-headers) and headers, less what HTTP/2 forbids (RFC 9113 §8.2.2: h2
+/// The request's head as h2_client sends it: the prepared head's method, URI (scheme and authority
+/// become the pseudo-headers) and headers, less what HTTP/2 forbids (RFC 9113 §8.2.2: a peer
 /// refuses a request carrying them); `content-length: 0` for a payload method whose body is
 /// known to be empty, as hyper's client set it.
 fn request_head(head: &Parts, body: &AttemptBody) -> Request<()> {
@@ -471,7 +456,7 @@ async fn send_request(
     body: AttemptBody,
 ) -> Result<(Response<RecvStream>, Option<Pump>), Sent> {
     let mut send = sender.send.clone();
-    // Ready when h2 has no other stream of this handle waiting to open; an error when the
+    // Ready when the peer's stream limit allows one more; an error when the
     // connection is gone or going away.
     if poll_fn(|cx| send.poll_ready(cx)).await.is_err() {
         sender.close();
@@ -486,11 +471,7 @@ async fn send_request(
             return Err(Sent::NotSent);
         }
     };
-    let mut pump = (!end_of_stream).then(|| Pump {
-        body,
-        stream,
-        reserved: false,
-    });
+    let mut pump = (!end_of_stream).then(|| Pump { body, stream });
     let mut response = pin!(response);
     let response = poll_fn(|cx| {
         if pump.as_mut().is_some_and(|pump| pump.poll(cx).is_ready()) {
@@ -504,13 +485,11 @@ async fn send_request(
 }
 
 /// Sends a request body on its stream as the body yields it, within the stream's send
-/// window: a byte of capacity is asked for before each frame is pulled, so h2 buffers at most
-/// one frame beyond what the peer allows (`max_send_buffer_size` bounds that).
+/// window: the next frame is pulled once the last is out and the windows are open, so at most
+/// one frame waits in the client beyond what the peer allows.
 struct Pump {
     body: AttemptBody,
-    stream: SendStream<Bytes>,
-    /// Capacity has been asked for the next frame.
-    reserved: bool,
+    stream: SendStream,
 }
 
 impl Pump {
@@ -519,17 +498,9 @@ impl Pump {
     /// failure is `Replay::failed`).
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         loop {
-            if !self.reserved {
-                self.stream.reserve_capacity(1);
-                self.reserved = true;
-            }
-            if self.stream.capacity() == 0 {
-                match ready!(self.stream.poll_capacity(cx)) {
-                    Some(Ok(0)) => continue,
-                    Some(Ok(_)) => {}
-                    Some(Err(_)) | None => return Poll::Ready(()),
-                }
-            } else if self.stream.poll_reset(cx).is_ready() {
+            // Ready once what was sent before is out and the windows are open; an error
+            // once the peer reset the stream or the connection failed.
+            if ready!(self.stream.poll_capacity(cx)).is_err() {
                 return Poll::Ready(());
             }
             let frame = match ready!(Pin::new(&mut self.body).poll_frame(cx)) {
@@ -538,7 +509,7 @@ impl Pump {
                     return Poll::Ready(());
                 }
                 Some(Err(_)) => {
-                    self.stream.send_reset(Reason::CANCEL);
+                    self.stream.send_reset(ErrorCode::CANCEL);
                     return Poll::Ready(());
                 }
                 Some(Ok(frame)) => frame,
@@ -549,7 +520,6 @@ impl Pump {
                     if data.is_empty() && !end {
                         continue;
                     }
-                    self.reserved = false;
                     if self.stream.send_data(data, end).is_err() || end {
                         return Poll::Ready(());
                     }
@@ -660,18 +630,6 @@ impl Drop for Connecting<'_> {
     }
 }
 
-/// RFC 9113 §8.7: a stream reset with REFUSED_STREAM, or above a GOAWAY's last stream ID,
-/// was not processed and may be sent again, whatever the method. h2 reports the latter as a
-/// GOAWAY error on the stream; a graceful one (NO_ERROR) promises that every stream up to
-/// the last ID completes, so a stream that fails with it was above.
-fn not_processed(error: &h2::Error) -> bool {
-    match error.reason() {
-        Some(Reason::REFUSED_STREAM) => true,
-        Some(Reason::NO_ERROR) => error.is_go_away() && error.is_remote(),
-        _ => false,
-    }
-}
-
 /// A new connection to `addr`, TLS with ALPN `h2` when the route says so, the HTTP/2
 /// handshake done and its task running on this worker. `timeout` bounds all of it.
 async fn connect(
@@ -691,8 +649,7 @@ async fn connect(
         }
     };
     let Some(tls) = tls else {
-        let left = time_left().ok_or(ProxyError::ConnectTimeout { addr })?;
-        return handshake(addr, stream, left).await;
+        return Ok(handshake(addr, stream));
     };
     let connector = tokio_rustls::TlsConnector::from(tls.config_h2.clone());
     let left = time_left().ok_or(ProxyError::ConnectTimeout { addr })?;
@@ -701,24 +658,19 @@ async fn connect(
         Some(Err(source)) => return Err(ProxyError::UpstreamTls { addr, source }),
         None => return Err(ProxyError::ConnectTimeout { addr }),
     };
-    let left = time_left().ok_or(ProxyError::ConnectTimeout { addr })?;
-    handshake(addr, stream, left).await
+    Ok(handshake(addr, stream))
 }
 
-/// The HTTP/2 handshake on a connected socket (plain or TLS), its connection task started.
-async fn handshake<I>(addr: SocketAddr, io: I, limit: Duration) -> Result<H2Sender, ProxyError>
+/// Starts HTTP/2 on a connected socket (plain or TLS), its connection task on this worker.
+/// Nothing is awaited: the preface and SETTINGS go out with the first stream's HEADERS.
+fn handshake<I>(addr: SocketAddr, io: I) -> H2Sender
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
 {
-    match within(limit, builder().handshake::<_, Bytes>(io)).await {
-        Some(Ok((send, conn))) => {
-            let closed = Rc::new(Cell::new(false));
-            spawn_connection(addr, conn, closed.clone());
-            Ok(H2Sender::new(send, closed))
-        }
-        Some(Err(source)) => Err(ProxyError::Http2 { addr, source }),
-        None => Err(ProxyError::ConnectTimeout { addr }),
-    }
+    let (send, conn) = crate::h2_client::handshake(io);
+    let closed = Rc::new(Cell::new(false));
+    spawn_connection(addr, conn, closed.clone());
+    H2Sender::new(send, closed)
 }
 
 /// Runs one connection until h2 ends it: an error, the peer's GOAWAY once its streams are
@@ -726,7 +678,7 @@ where
 /// marks the pooled handle closed.
 fn spawn_connection<I>(
     addr: SocketAddr,
-    conn: h2::client::Connection<I, Bytes>,
+    conn: crate::h2_client::Connection<I>,
     closed: Rc<Cell<bool>>,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
@@ -788,9 +740,8 @@ impl Body for H2Body {
                         continue;
                     }
                     Poll::Ready(Some(Ok(data))) => {
-                        // The window opens again as the data is taken (the client's pace
-                        // is the backend's).
-                        let _ = recv.flow_control().release_capacity(data.len());
+                        // (Taking it opened the windows again: the client's pace is the
+                        // backend's.)
                         if data.is_empty() {
                             continue;
                         }

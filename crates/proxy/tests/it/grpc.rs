@@ -53,7 +53,11 @@ pub(crate) async fn client_for(
 
 /// Service `echo` (port `http`, with `app_protocol` when given), its endpoints, a gRPC
 /// Ingress for `grpc.example` with these annotations, and `use-h2c`.
-fn site(endpoints: &[SocketAddr], annotations: Value, app_protocol: Option<&str>) -> Vec<Value> {
+pub(crate) fn site(
+    endpoints: &[SocketAddr],
+    annotations: Value,
+    app_protocol: Option<&str>,
+) -> Vec<Value> {
     let mut service = service("echo", &[("http", 80)]);
     if let Some(app_protocol) = app_protocol {
         service["spec"]["ports"][0]["appProtocol"] = json!(app_protocol);

@@ -30,6 +30,7 @@ mod grpc;
 mod grpc_route;
 mod h2_edge;
 mod h2c;
+mod h2c_client;
 mod h2spec;
 mod host_root;
 mod http1;

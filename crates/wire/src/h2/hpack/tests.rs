@@ -800,3 +800,31 @@ fn a_huffman_string_decodes_into_at_most_eight_fifths_of_its_length() {
         scratch.capacity()
     );
 }
+
+#[test]
+fn plain_fields_decode_as_huffman_coded_ones_do() {
+    let fields: [(&[u8], &[u8]); 4] = [
+        (b":method", b"POST"),
+        (b":path", b"/grpc.testing.TestService/UnaryCall"),
+        (b"content-type", b"application/grpc"),
+        (b"x-custom", b"some value"),
+    ];
+    let mut plain = Vec::new();
+    let mut coded = Vec::new();
+    for (name, value) in fields {
+        super::encode_field_plain(name, value, false, &mut plain);
+        super::encode_field(name, value, false, &mut coded);
+    }
+    assert!(plain.len() > coded.len(), "Huffman coding saves bytes here");
+    for block in [plain, coded] {
+        let mut decoded = Vec::new();
+        super::Decoder::new(4096)
+            .decode(&block, &mut |n, v| decoded.push((n.to_vec(), v.to_vec())))
+            .unwrap();
+        let want: Vec<_> = fields
+            .iter()
+            .map(|(n, v)| (n.to_vec(), v.to_vec()))
+            .collect();
+        assert_eq!(decoded, want);
+    }
+}
