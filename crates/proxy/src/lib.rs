@@ -37,9 +37,9 @@
 //!           ─▶ next endpoint (bounded by tries and timeout; a Gateway route's
 //!           `timeouts.request` bounds all of it: 504, `request_timeout`)
 //!           (Sluice's own client, run inside the request's future: no task, no channels)
-//!        ─▶ or, on gRPC / h2c routes, a stream on a shared HTTP/2 connection (hyper's
-//!           client, its connection task on this worker; refused streams sent again;
-//!           grpc-timeout; `upstream_h2`)
+//!        ─▶ or, on gRPC / h2c routes, a stream on a shared HTTP/2 connection (Sluice's
+//!           own client, `h2_client`, on the server's codecs; its connection task on this
+//!           worker; refused streams sent again; grpc-timeout; `upstream_h2`)
 //!        (traced routes: traceparent upstream, a span per sampled request ─▶ `otel`, `otlp`)
 //!        ─▶ response head (+ HSTS) ─▶ client; the body is read off the upstream socket as the
 //!           client side polls it; connection back to the pool at its end; 101 ─▶ spliced
@@ -103,6 +103,7 @@ pub mod fuzz;
 mod h2_client;
 mod h2_replay;
 mod h2_server;
+mod h2_socket;
 mod handshake;
 mod hash_key;
 mod headers;

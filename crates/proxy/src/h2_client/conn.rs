@@ -7,20 +7,21 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, Version};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use wire::h2::frame::{self, kind, setting, ErrorCode, FrameError};
 use wire::h2::hpack;
 
 use super::state::{
     wake, Shared, CONNECTION_WINDOW, INITIAL_MAX_STREAMS, MAX_BLOCK, MAX_FRAME, MAX_HEADER_LIST,
-    READS_PER_POLL, STREAM_WINDOW, WRITE_CHUNK,
+    OUT_RETAINED, READS_PER_POLL, STREAM_WINDOW, WRITE_CHUNK,
 };
 use super::stream::Sender;
 use super::Error;
+use crate::h2_socket::{self, FrameConn, SocketState};
 
 /// Starts an HTTP/2 connection on `io` (TCP or TLS, connected): queues the preface, our
 /// SETTINGS and the connection window's raise. Returns the handle that opens streams and
@@ -63,9 +64,7 @@ where
         io,
         shared: shared.clone(),
         decoder: hpack::Decoder::new(hpack::DEFAULT_TABLE_SIZE),
-        partial: Vec::new(),
-        sent: 0,
-        unflushed: false,
+        socket: SocketState::default(),
         settings_seen: false,
         block: None,
         failed: false,
@@ -87,11 +86,8 @@ pub(crate) struct Connection<I> {
     io: I,
     shared: Rc<RefCell<Shared>>,
     decoder: hpack::Decoder,
-    /// An incomplete frame's bytes from the last read.
-    partial: Vec<u8>,
-    /// Bytes of `Shared.out` written.
-    sent: usize,
-    unflushed: bool,
+    /// An incomplete frame from the last read; how much of `Shared.out` is written.
+    socket: SocketState,
     settings_seen: bool,
     block: Option<Block>,
     /// A connection error: GOAWAY queued, the streams failed; ends once written.
@@ -128,7 +124,7 @@ impl<I> Connection<I> {
 
     /// Parses and handles the frames in `data`; returns how many bytes were used (the rest
     /// is an incomplete frame).
-    fn process(&mut self, data: &[u8]) -> usize {
+    fn handle_frames(&mut self, data: &[u8]) -> usize {
         let mut at = 0;
         while !self.failed && data.len() - at >= frame::HEAD_LEN {
             let head_bytes: &[u8; frame::HEAD_LEN] = data[at..at + frame::HEAD_LEN]
@@ -327,12 +323,13 @@ impl<I> Connection<I> {
         let Some(stream) = shared.streams.get_mut(&id) else {
             return;
         };
-        if stream.error.is_none() && !(stream.recv_end && stream.send_end) {
+        if !stream.closed() {
             // A response that is complete stays readable (a server may reset with NO_ERROR
             // once it answered, to stop the request body).
             if stream.recv_end {
                 stream.send_end = true;
                 stream.pending.clear();
+                stream.pending_trailers = None;
             } else {
                 stream.error = Some(Error::reset(code, true));
             }
@@ -399,6 +396,8 @@ impl<I> Connection<I> {
             );
         }
         if !stream.head_seen || stream.recv_end {
+            // The reset gives back what the stream had queued; this frame is not queued.
+            shared.give_back(flow_len as usize);
             drop(shared);
             return self.stream_error(
                 id,
@@ -513,6 +512,19 @@ impl<I> Connection<I> {
     }
 }
 
+impl<I: AsyncRead + Unpin> FrameConn for Connection<I> {
+    type Io = I;
+
+    fn socket(&mut self) -> (&mut I, &mut SocketState) {
+        (&mut self.io, &mut self.socket)
+    }
+
+    fn process(&mut self, data: &[u8]) -> Option<usize> {
+        let used = self.handle_frames(data);
+        (!self.failed).then_some(used)
+    }
+}
+
 impl<I: AsyncRead + AsyncWrite + Unpin> Connection<I> {
     /// Reads and handles what the peer sent; `Ready` when it closed or the read failed.
     fn poll_read_frames(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -520,40 +532,8 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Connection<I> {
             if self.failed {
                 return Poll::Ready(Ok(()));
             }
-            let read = crate::server::with_scratch(|scratch| {
-                let mut buf = ReadBuf::new(scratch);
-                match Pin::new(&mut self.io).poll_read(cx, &mut buf) {
-                    Poll::Ready(Ok(())) if buf.filled().is_empty() => Poll::Ready(Ok(0)),
-                    Poll::Ready(Ok(())) => {
-                        let filled = buf.filled();
-                        let n = filled.len();
-                        if self.partial.is_empty() {
-                            let used = self.process(filled);
-                            if used < n && !self.failed {
-                                self.partial = filled[used..].to_vec();
-                            }
-                        } else {
-                            let mut data = std::mem::take(&mut self.partial);
-                            data.extend_from_slice(filled);
-                            let used = self.process(&data);
-                            if used < data.len() && !self.failed {
-                                data.drain(..used);
-                                self.partial = data;
-                            }
-                        }
-                        Poll::Ready(Ok(n))
-                    }
-                    Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-                    Poll::Pending => Poll::Pending,
-                }
-            });
-            match read {
-                Poll::Ready(Ok(0)) => {
-                    return Poll::Ready(Err(io::ErrorKind::UnexpectedEof.into()));
-                }
-                Poll::Ready(Ok(_)) => {}
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => return Poll::Pending,
+            if ready!(h2_socket::poll_read_once(self, cx))? == 0 {
+                return Poll::Ready(Err(io::ErrorKind::UnexpectedEof.into()));
             }
         }
         cx.waker().wake_by_ref();
@@ -563,30 +543,19 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Connection<I> {
     /// Writes the queued frames out. `Ready(Ok)` once everything is written and flushed.
     fn poll_write_frames(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut shared = self.shared.borrow_mut();
-        while self.sent < shared.out.len() {
-            let end = (self.sent + WRITE_CHUNK).min(shared.out.len());
-            match Pin::new(&mut self.io).poll_write(cx, &shared.out[self.sent..end]) {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
-                Poll::Ready(Ok(n)) => {
-                    self.sent += n;
-                    self.unflushed = true;
-                }
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-        if !shared.out.is_empty() {
-            self.sent = 0;
-            shared.out.clear();
+        let wrote = ready!(h2_socket::poll_write_out(
+            &mut self.io,
+            &mut self.socket,
+            cx,
+            &mut shared.out,
+            WRITE_CHUNK
+        ))?;
+        if wrote && shared.out.capacity() > OUT_RETAINED {
+            // A large body went out: an idle pooled connection keeps a small buffer.
+            shared.out = Vec::new();
         }
         drop(shared);
-        if self.unflushed {
-            match Pin::new(&mut self.io).poll_flush(cx) {
-                Poll::Ready(Ok(())) => self.unflushed = false,
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
+        ready!(h2_socket::poll_flush(&mut self.io, &mut self.socket, cx))?;
         Poll::Ready(Ok(()))
     }
 }

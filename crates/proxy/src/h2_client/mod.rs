@@ -24,6 +24,8 @@
 mod conn;
 mod state;
 mod stream;
+#[cfg(test)]
+mod tests;
 
 pub(crate) use conn::{handshake, Connection};
 pub(crate) use stream::{RecvStream, SendStream, Sender};

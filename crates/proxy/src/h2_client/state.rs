@@ -25,6 +25,9 @@ pub(super) const MAX_BLOCK: usize = 64 * 1024;
 pub(super) const INITIAL_MAX_STREAMS: u32 = 100;
 /// Bytes written per write call.
 pub(super) const WRITE_CHUNK: usize = 64 * 1024;
+/// The outgoing buffer's capacity kept once written out; more (a large request body went
+/// through) is freed.
+pub(super) const OUT_RETAINED: usize = 64 * 1024;
 /// Reads handled per poll before yielding to the worker's other tasks.
 pub(super) const READS_PER_POLL: usize = 16;
 /// Streams we reset recently, remembered so that frames the peer sent before it saw the
@@ -88,12 +91,27 @@ pub(super) struct StreamState {
 }
 
 impl StreamState {
+    /// Done both ways: reset or failed, or the response ended and our END_STREAM is written
+    /// (not merely queued behind data waiting for the windows: until it is out the peer
+    /// counts the stream open, so we do too).
     pub(super) fn closed(&self) -> bool {
-        self.error.is_some() || (self.recv_end && self.send_end)
+        self.error.is_some() || (self.recv_end && self.send_end && self.send_flushed())
+    }
+
+    /// Nothing of the request waits for the windows.
+    pub(super) fn send_flushed(&self) -> bool {
+        self.pending.is_empty() && self.pending_trailers.is_none()
     }
 }
 
 impl Shared {
+    /// The state of a stream whose handle is alive (a handle keeps its stream).
+    pub(super) fn stream(&mut self, id: u32) -> &mut StreamState {
+        self.streams
+            .get_mut(&id)
+            .expect("a handle keeps its stream")
+    }
+
     pub(super) fn wake_conn(&mut self) {
         if let Some(waker) = &self.conn_waker {
             waker.wake_by_ref();
@@ -141,15 +159,18 @@ impl Shared {
     }
 
     /// Resets `id` from our side with `code` (the error the handles see is a local one).
+    /// A stream already closed both ways gets no RST_STREAM (RFC 9113 §5.1: the peer could
+    /// take it for a protocol error).
     pub(super) fn reset(&mut self, id: u32, code: ErrorCode) {
         if let Some(stream) = self.streams.get_mut(&id) {
-            if stream.error.is_none() {
+            if !stream.closed() {
                 stream.error = Some(Error::reset(code, false));
                 frame::write_rst_stream(&mut self.out, id, code);
                 remember(&mut self.recent_resets, id);
                 wake(stream);
                 let queued: usize = stream.data.drain(..).map(|data| data.len()).sum();
                 stream.pending.clear();
+                stream.pending_trailers = None;
                 self.give_back(queued);
                 self.wake_conn();
             }

@@ -50,8 +50,7 @@ impl Sender {
     /// error when the connection takes no new streams.
     pub(crate) fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         let mut shared = self.shared.borrow_mut();
-        if let Some(error) = &shared.closed {
-            let _ = error;
+        if shared.closed.is_some() {
             return Poll::Ready(Err(Error::closed()));
         }
         if shared.active < shared.peer_max_streams {
@@ -168,10 +167,7 @@ impl Future for ResponseFuture {
         };
         let id = stream.id;
         let mut shared = stream.shared.borrow_mut();
-        let state = shared
-            .streams
-            .get_mut(&id)
-            .expect("a handle keeps its stream");
+        let state = shared.stream(id);
         if let Some(head) = state.head.take() {
             drop(shared);
             let stream = self.stream.take().expect("checked");
@@ -194,7 +190,9 @@ impl Drop for ResponseFuture {
 }
 
 /// The receiving half is gone: a response not read to its end is cancelled (RST_STREAM
-/// CANCEL), so the backend stops sending it.
+/// CANCEL), so the backend stops sending it; so is a request still sending once the
+/// response is complete and nobody reads it (the rest of the body would go nowhere, and
+/// the stream would stay open on both sides while the peer's window is shut).
 fn drop_recv(stream: &StreamRef) {
     let Ok(mut shared) = stream.shared.try_borrow_mut() else {
         return;
@@ -203,7 +201,7 @@ fn drop_recv(stream: &StreamRef) {
         return;
     };
     state.recv_handle = false;
-    if !state.recv_end && state.error.is_none() {
+    if !state.closed() {
         shared.reset(stream.id, ErrorCode::CANCEL);
     } else {
         let queued: usize = state.data.drain(..).map(|data| data.len()).sum();
@@ -218,10 +216,7 @@ impl RecvStream {
     pub(crate) fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, Error>>> {
         let id = self.stream.id;
         let mut shared = self.stream.shared.borrow_mut();
-        let state = shared
-            .streams
-            .get_mut(&id)
-            .expect("a handle keeps its stream");
+        let state = shared.stream(id);
         if let Some(data) = state.data.pop_front() {
             shared.release(id, data.len());
             return Poll::Ready(Some(Ok(data)));
@@ -243,10 +238,7 @@ impl RecvStream {
     ) -> Poll<Result<Option<HeaderMap>, Error>> {
         let id = self.stream.id;
         let mut shared = self.stream.shared.borrow_mut();
-        let state = shared
-            .streams
-            .get_mut(&id)
-            .expect("a handle keeps its stream");
+        let state = shared.stream(id);
         if let Some(trailers) = state.trailers.take() {
             return Poll::Ready(Ok(Some(trailers)));
         }
@@ -283,10 +275,7 @@ impl SendStream {
         let id = self.stream.id;
         let mut shared = self.stream.shared.borrow_mut();
         let window = shared.send_window;
-        let state = shared
-            .streams
-            .get_mut(&id)
-            .expect("a handle keeps its stream");
+        let state = shared.stream(id);
         if let Some(error) = &state.error {
             return Poll::Ready(Err(error.clone()));
         }
@@ -325,10 +314,7 @@ impl SendStream {
     fn queue(&mut self, add: impl FnOnce(&mut StreamState)) -> Result<(), Error> {
         let id = self.stream.id;
         let mut shared = self.stream.shared.borrow_mut();
-        let state = shared
-            .streams
-            .get_mut(&id)
-            .expect("a handle keeps its stream");
+        let state = shared.stream(id);
         if let Some(error) = &state.error {
             return Err(error.clone());
         }

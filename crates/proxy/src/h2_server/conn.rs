@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!  socket ─read─▶ worker's scratch buffer ─▶ whole frames parsed in place; an incomplete
-//!     ▲           one's bytes kept in `partial` (empty, capacity 0, between requests)
+//!     ▲           one's bytes kept (`h2_socket`; empty, capacity 0, between requests)
 //!     │             ├─ HEADERS (+CONTINUATION) ─▶ HPACK ─▶ request::decode ─▶ stream task:
 //!     │             │      Pipeline::respond ─▶ stream::send_response
 //!     │             ├─ DATA ─▶ the stream's queue (its request body reads it)
@@ -27,12 +27,12 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Response, StatusCode};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Sleep;
 use wire::h2::frame::{self, ErrorCode, Frame, FrameError};
 use wire::h2::hpack::{self, Decoder};
@@ -40,6 +40,7 @@ use wire::h2::hpack::{self, Decoder};
 use super::request::{self, HeadError};
 use super::stream::{self, SharedRef, Stream, StreamEnd, OUT_HIGH_WATER, RECV_WINDOW};
 use crate::error::ErrorSource;
+use crate::h2_socket::{self, FrameConn, SocketState};
 
 /// The PING sent with a graceful close's first GOAWAY.
 const GOAWAY_PING: [u8; 8] = *b"goaway\0\0";
@@ -86,8 +87,8 @@ pub(crate) struct Connection<I, C> {
     shared: SharedRef,
     decoder: Decoder,
     limits: Limits,
-    /// Bytes of a frame (or of the preface) not complete at the end of a read.
-    partial: Vec<u8>,
+    /// A frame (or the preface) not complete at the end of a read; what is written.
+    socket: SocketState,
     preface_read: bool,
     settings_seen: bool,
     block: Option<PartialBlock>,
@@ -104,9 +105,6 @@ pub(crate) struct Connection<I, C> {
     /// A connection error: GOAWAY is queued; the connection closes once it is written.
     failed: bool,
     read_closed: bool,
-    /// `shared.out[..sent]` is written.
-    sent: usize,
-    unflushed: bool,
     empty_frames: u32,
     /// `client-header-timeout` for the preface and for a header block in parts.
     header_timer: Option<Pin<Box<Sleep>>>,
@@ -144,7 +142,7 @@ impl<I, C: Pipeline> Connection<I, C> {
             shared: Rc::new(RefCell::new(state)),
             decoder: Decoder::new(hpack::DEFAULT_TABLE_SIZE),
             limits,
-            partial: Vec::new(),
+            socket: SocketState::default(),
             preface_read: false,
             settings_seen: false,
             block: None,
@@ -154,8 +152,6 @@ impl<I, C: Pipeline> Connection<I, C> {
             announced: None,
             failed: false,
             read_closed: false,
-            sent: 0,
-            unflushed: false,
             empty_frames: 0,
             header_timer,
         }
@@ -198,7 +194,7 @@ impl<I, C: Pipeline> Connection<I, C> {
         tracing::debug!(code = code.name(), why, "HTTP/2 client connection error");
         self.failed = true;
         self.block = None;
-        self.partial = Vec::new();
+        self.socket.forget_partial();
         let mut shared = self.shared.borrow_mut();
         frame::write_goaway(&mut shared.out, self.last_stream, code);
         shared.drop_all_streams();
@@ -236,7 +232,7 @@ impl<I, C: Pipeline> Connection<I, C> {
 
     /// Parses and handles the frames in `data`; returns how many bytes were used (the rest
     /// is an incomplete frame).
-    fn process(&mut self, data: &[u8]) -> usize {
+    fn handle_frames(&mut self, data: &[u8]) -> usize {
         let mut at = 0;
         if !self.preface_read {
             if data.len() < frame::PREFACE.len() {
@@ -767,6 +763,19 @@ async fn serve_stream<C: Pipeline>(
     end.done = true;
 }
 
+impl<I: AsyncRead + Unpin, C: Pipeline> FrameConn for Connection<I, C> {
+    type Io = I;
+
+    fn socket(&mut self) -> (&mut I, &mut SocketState) {
+        (&mut self.io, &mut self.socket)
+    }
+
+    fn process(&mut self, data: &[u8]) -> Option<usize> {
+        let used = self.handle_frames(data);
+        (!self.failed).then_some(used)
+    }
+}
+
 impl<I: AsyncRead + AsyncWrite + Unpin, C: Pipeline> Connection<I, C> {
     /// Reads and handles what the client sent; `Ready` when the client closed or the read
     /// failed.
@@ -779,41 +788,9 @@ impl<I: AsyncRead + AsyncWrite + Unpin, C: Pipeline> Connection<I, C> {
                 // The client is not reading what it asked for: neither is the server.
                 return Poll::Pending;
             }
-            let read = crate::server::with_scratch(|scratch| {
-                let mut buf = ReadBuf::new(scratch);
-                match Pin::new(&mut self.io).poll_read(cx, &mut buf) {
-                    Poll::Ready(Ok(())) if buf.filled().is_empty() => Poll::Ready(Ok(0)),
-                    Poll::Ready(Ok(())) => {
-                        let filled = buf.filled();
-                        let n = filled.len();
-                        if self.partial.is_empty() {
-                            let used = self.process(filled);
-                            if used < n && !self.failed {
-                                self.partial = filled[used..].to_vec();
-                            }
-                        } else {
-                            let mut data = std::mem::take(&mut self.partial);
-                            data.extend_from_slice(filled);
-                            let used = self.process(&data);
-                            if used < data.len() && !self.failed {
-                                data.drain(..used);
-                                self.partial = data;
-                            }
-                        }
-                        Poll::Ready(Ok(n))
-                    }
-                    Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-                    Poll::Pending => Poll::Pending,
-                }
-            });
-            match read {
-                Poll::Ready(Ok(0)) => {
-                    self.read_closed = true;
-                    return Poll::Ready(Ok(()));
-                }
-                Poll::Ready(Ok(_)) => {}
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => return Poll::Pending,
+            if ready!(h2_socket::poll_read_once(self, cx))? == 0 {
+                self.read_closed = true;
+                return Poll::Ready(Ok(()));
             }
         }
         // More may be waiting: come back after the other tasks had their turn.
@@ -824,35 +801,21 @@ impl<I: AsyncRead + AsyncWrite + Unpin, C: Pipeline> Connection<I, C> {
     /// Writes the queued frames out. `Ready(Ok)` once everything is written and flushed.
     fn poll_write_frames(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut shared = self.shared.borrow_mut();
-        while self.sent < shared.out.len() {
-            let end = (self.sent + WRITE_CHUNK).min(shared.out.len());
-            match Pin::new(&mut self.io).poll_write(cx, &shared.out[self.sent..end]) {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
-                Poll::Ready(Ok(n)) => {
-                    self.sent += n;
-                    self.unflushed = true;
-                }
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-        if !shared.out.is_empty() {
-            self.sent = 0;
+        let wrote = ready!(h2_socket::poll_write_out(
+            &mut self.io,
+            &mut self.socket,
+            cx,
+            &mut shared.out,
+            WRITE_CHUNK
+        ))?;
+        if wrote {
             if shared.streams.is_empty() {
                 shared.out = Vec::new();
-            } else {
-                shared.out.clear();
             }
             shared.wake_senders();
         }
         drop(shared);
-        if self.unflushed {
-            match Pin::new(&mut self.io).poll_flush(cx) {
-                Poll::Ready(Ok(())) => self.unflushed = false,
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
+        ready!(h2_socket::poll_flush(&mut self.io, &mut self.socket, cx))?;
         Poll::Ready(Ok(()))
     }
 }
