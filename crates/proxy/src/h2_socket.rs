@@ -2,9 +2,9 @@
 //! the upstream client (`h2_client`).
 //!
 //! ```text
-//!  socket ─read─▶ the worker's scratch buffer ─(after the incomplete frame kept from the last
-//!                 read)─▶ FrameConn::process ─▶ bytes used; the rest (an incomplete frame,
-//!                 at most one frame's length) kept in `SocketState::partial`
+//!  socket ─read─▶ the worker's scratch buffer ─▶ FrameConn::process ─▶ bytes used; the rest
+//!                 (an incomplete frame) kept in `SocketState::partial`, completed from the
+//!                 next read's first bytes and handled on its own before the rest
 //!  `out` (frames the connection queued) ─write, `chunk` bytes at a time─▶ socket ─▶ flush
 //! ```
 //!
@@ -16,6 +16,11 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use wire::h2::frame;
+
+/// The room a kept incomplete frame gets at once, at most: a frame of the default
+/// SETTINGS_MAX_FRAME_SIZE with its head (a longer one is refused when its head is read).
+const MAX_KEPT: usize = frame::HEAD_LEN + frame::DEFAULT_MAX_FRAME_SIZE as usize;
 
 /// What a connection keeps about its socket between polls.
 #[derive(Default)]
@@ -44,10 +49,21 @@ pub(crate) trait FrameConn {
     /// Handles the complete frames at the start of `data`: the bytes used (the rest is an
     /// incomplete frame), or `None` when the connection failed (nothing is kept).
     fn process(&mut self, data: &[u8]) -> Option<usize>;
+
+    /// The length of the unit (a frame; the server's connection preface) that the
+    /// incomplete bytes `kept` begin with, as far as they tell.
+    fn unit_len(&self, kept: &[u8]) -> usize {
+        frame_len(kept)
+    }
 }
 
 /// One read from `conn`'s socket, its frames handled: `Ready(Ok(n))` with the bytes read,
 /// `Ready(Ok(0))` when the peer closed.
+///
+/// A frame split across reads is completed from the new bytes (only its own bytes are
+/// copied), handled, and the rest is handled where it lies: joining the kept bytes to the
+/// whole read copied up to 16 KiB a read (a quarter of a streamed gRPC message's
+/// instructions went to it).
 pub(crate) fn poll_read_once<C: FrameConn>(
     conn: &mut C,
     cx: &mut Context<'_>,
@@ -61,25 +77,47 @@ pub(crate) fn poll_read_once<C: FrameConn>(
         if read == 0 {
             return Poll::Ready(Ok(0));
         }
-        let kept = std::mem::take(&mut conn.socket().1.partial);
-        if kept.is_empty() {
-            if let Some(used) = conn.process(filled) {
-                if used < read {
-                    conn.socket().1.partial = filled[used..].to_vec();
-                }
+        let mut kept = std::mem::take(&mut conn.socket().1.partial);
+        let mut rest = filled;
+        while !kept.is_empty() {
+            let take = conn
+                .unit_len(&kept)
+                .saturating_sub(kept.len())
+                .min(rest.len());
+            kept.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+            let Some(used) = conn.process(&kept) else {
+                return Poll::Ready(Ok(read));
+            };
+            kept.drain(..used);
+            if rest.is_empty() || (take == 0 && used == 0) {
+                break;
             }
-        } else {
-            let mut data = kept;
-            data.extend_from_slice(filled);
-            if let Some(used) = conn.process(&data) {
-                if used < data.len() {
-                    data.drain(..used);
-                    conn.socket().1.partial = data;
-                }
+        }
+        if !kept.is_empty() {
+            // Still incomplete, and the read is all in it.
+            conn.socket().1.partial = kept;
+        } else if let Some(used) = conn.process(rest) {
+            if used < rest.len() {
+                let tail = &rest[used..];
+                // Room for the whole frame now: completing it next read copies no more.
+                let room = conn.unit_len(tail).clamp(tail.len(), MAX_KEPT);
+                let mut kept = Vec::with_capacity(room);
+                kept.extend_from_slice(tail);
+                conn.socket().1.partial = kept;
             }
         }
         Poll::Ready(Ok(read))
     })
+}
+
+/// How long the frame that `kept` begins with is, head included, as far as its bytes tell:
+/// the head's length until the head is complete.
+pub(crate) fn frame_len(kept: &[u8]) -> usize {
+    match kept.first_chunk::<{ frame::HEAD_LEN }>() {
+        Some(head) => frame::HEAD_LEN + frame::Head::parse(head).length as usize,
+        None => frame::HEAD_LEN,
+    }
 }
 
 /// Writes what `out` holds beyond what was written before, at most `chunk` bytes a write

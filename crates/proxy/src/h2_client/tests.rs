@@ -230,3 +230,49 @@ async fn data_refused_with_a_stream_error_returns_to_the_connection_window() {
         })
         .await;
 }
+
+/// Frames cut anywhere across reads (inside a head, inside a payload, several frames and a
+/// part in one read) arrive whole and in order: the kept part of a frame is completed from
+/// the next read and the rest of that read handled where it lies.
+#[tokio::test(flavor = "current_thread")]
+async fn frames_split_across_reads_arrive_whole() {
+    tokio::task::LocalSet::new()
+        .run_until(async {
+            let (mut sender, mut peer) = connect(&[]).await;
+            let (response, _body) = sender.send_request(post(), true).unwrap();
+            peer.next(kind::HEADERS).await;
+            let mut wire = Vec::new();
+            let mut block = Vec::new();
+            hpack::encode_status(200, &mut block);
+            frame::write_headers(&mut wire, 1, &block, false, frame::DEFAULT_MAX_FRAME_SIZE);
+            let mut expected = Vec::new();
+            for n in 0..40u8 {
+                let data: Vec<u8> = (0..1000u32).map(|i| n.wrapping_add(i as u8)).collect();
+                frame::write_data_head(&mut wire, 1, data.len(), n == 39);
+                wire.extend_from_slice(&data);
+                expected.extend_from_slice(&data);
+            }
+            let reading = tokio::task::spawn_local(async move {
+                let mut body = response.await.unwrap().into_body();
+                let mut got = Vec::new();
+                while let Some(data) = poll_fn(|cx| body.poll_data(cx)).await {
+                    got.extend_from_slice(&data.unwrap());
+                }
+                got
+            });
+            let cuts = [1, 7, 9, 10, 1_500, 4_000, 3, 20_000];
+            let mut at = 0;
+            for cut in cuts.iter().cycle() {
+                let end = (at + cut).min(wire.len());
+                peer.send(&wire[at..end]).await;
+                at = end;
+                if at == wire.len() {
+                    break;
+                }
+                // A pause, so that the client reads this piece on its own.
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            }
+            assert_eq!(reading.await.unwrap(), expected);
+        })
+        .await;
+}

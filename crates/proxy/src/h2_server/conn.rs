@@ -774,6 +774,14 @@ impl<I: AsyncRead + Unpin, C: Pipeline> FrameConn for Connection<I, C> {
         let used = self.handle_frames(data);
         (!self.failed).then_some(used)
     }
+
+    fn unit_len(&self, kept: &[u8]) -> usize {
+        if self.preface_read {
+            h2_socket::frame_len(kept)
+        } else {
+            frame::PREFACE.len()
+        }
+    }
 }
 
 impl<I: AsyncRead + AsyncWrite + Unpin, C: Pipeline> Connection<I, C> {
