@@ -231,7 +231,7 @@ async fn read_frames(
         if let Err(error) = frame::parse(parsed, &payload) {
             fault(format!("{error:?} in {parsed:?}"));
         }
-        if parsed.stream % 2 == 0 && parsed.stream != 0 {
+        if parsed.stream.is_multiple_of(2) && parsed.stream != 0 {
             fault(format!("a frame on an even stream: {parsed:?}"));
         }
         let frame = Frame {
