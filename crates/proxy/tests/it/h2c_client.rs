@@ -226,6 +226,15 @@ fn is_ping_ack(frame: &raw_h2::Frame, data: &[u8; 8]) -> bool {
     frame.kind == kind::PING && frame.flags & flag::ACK != 0 && frame.payload == data
 }
 
+/// After a stream error (or none): the next request is served on the same connection, which
+/// the proxy never ended, and all it sent was well formed.
+async fn the_connection_goes_on(backend: &H2Backend, client: &mut H2Client) {
+    assert_eq!(status_and_text(&post_x(client).await), served_on(0));
+    assert_eq!(backend.connections(), 1);
+    assert_eq!(backend.count(0, kind::GOAWAY), 0, "{:?}", backend.sent(0));
+    backend.assert_well_formed();
+}
+
 /// `broken(stream)` is what the backend writes after the first request on its first
 /// connection: the request fails with 502, the proxy ends that connection with GOAWAY
 /// `code` (last stream 0: it accepts no pushed streams), and the next two requests are
@@ -374,10 +383,7 @@ async fn h2c_a_response_head_split_over_continuations_arrives_whole() {
     assert_eq!(reply.headers["x-b"], b.as_str());
     assert_eq!(reply.headers["x-c"], "c");
     // The decoder's state after the block is right: the connection goes on.
-    assert_eq!(status_and_text(&post_x(&mut client).await), served_on(0));
-    assert_eq!(backend.connections(), 1);
-    assert_eq!(backend.count(0, kind::GOAWAY), 0);
-    backend.assert_well_formed();
+    the_connection_goes_on(&backend, &mut client).await;
 }
 
 #[tokio::test]
@@ -402,10 +408,7 @@ async fn h2c_a_response_head_over_16_kib_decoded_resets_only_its_stream() {
     assert_eq!(post_x(&mut client).await.status, 502);
     assert_eq!(backend.wait_reset(0, 1).await, ErrorCode::PROTOCOL_ERROR);
     // A stream error: the same connection serves the next request.
-    assert_eq!(status_and_text(&post_x(&mut client).await), served_on(0));
-    assert_eq!(backend.connections(), 1);
-    assert_eq!(backend.count(0, kind::GOAWAY), 0);
-    backend.assert_well_formed();
+    the_connection_goes_on(&backend, &mut client).await;
 }
 
 #[tokio::test]
@@ -446,9 +449,7 @@ async fn h2c_informational_heads_are_skipped_and_one_ending_the_stream_is_an_err
     assert_eq!(reply.headers["x-final"], "yes");
     assert_eq!(post_x(&mut client).await.status, 502);
     assert_eq!(backend.wait_reset(0, 3).await, ErrorCode::PROTOCOL_ERROR);
-    assert_eq!(status_and_text(&post_x(&mut client).await), served_on(0));
-    assert_eq!(backend.connections(), 1);
-    backend.assert_well_formed();
+    the_connection_goes_on(&backend, &mut client).await;
 }
 
 #[tokio::test]
@@ -482,9 +483,7 @@ async fn h2c_a_window_update_past_2_31_on_a_stream_resets_that_stream() {
         "a window of exactly 2^31 - 1 is allowed: {sent:?}"
     );
     // A stream error: the connection goes on.
-    assert_eq!(status_and_text(&post_x(&mut client).await), served_on(0));
-    assert_eq!(backend.count(0, kind::GOAWAY), 0);
-    backend.assert_well_formed();
+    the_connection_goes_on(&backend, &mut client).await;
 }
 
 #[tokio::test]
