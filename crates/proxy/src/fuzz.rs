@@ -1,9 +1,10 @@
 //! Fuzz targets for the HTTP/1.1 codec (`wire::h1`) as the proxy uses it: the inline
 //! server's and the upstream client's parsers, compared with hyper, which is why they live
-//! here and not in `wire::fuzz` (HTTP/2, HPACK, PROXY protocol, ClientHello); and for the
-//! ext_authz `CheckResponse` reader (`ext_authz`), whose bytes an auth server sends. Public only so
-//! that `fuzz/` (cargo-fuzz, on nightly) and `tests/it/codec.rs` (the same targets as seeded
-//! property tests, on stable) can call them. Not an API.
+//! here and not in `wire::fuzz` (HTTP/2, HPACK, PROXY protocol, ClientHello); for the
+//! ext_authz `CheckResponse` reader (`ext_authz`), whose bytes an auth server sends; and for
+//! the HTTP/2 client (`h2_client`), whose frames an upstream sends. Public only so that `fuzz/`
+//! (cargo-fuzz, on nightly) and `tests/it/codec.rs` (the same targets as seeded property
+//! tests, on stable) can call them. Not an API.
 //!
 //! ```text
 //!  bytes ─▶ request_head  ─▶ server::parse, pipelined ─┬─▶ split anywhere: same result
@@ -14,6 +15,11 @@
 //!                 and the raw bytes ─▶ hyper: where both accept, the same meaning
 //!        ─▶ check_response ─▶ ext_authz::check_response ─▶ a decision applied to a request:
 //!                 Host and framing untouched, the target still one
+//!        ─▶ h2_client_frames ─▶ the server's side of an in-memory duplex, then EOF
+//!                 h2_client::handshake + streams 1, 3, 5 (uploads through SendStream)
+//!                 ─▶ everything ends within bounded polls; what the client wrote parses
+//!                 (wire::h2::frame), stays within the windows the bytes granted; a
+//!                 response read whole is the data the bytes sent
 //! ```
 //!
 //! Each target panics when a property fails, which is what a fuzzer looks for.
@@ -551,4 +557,364 @@ pub fn check_response(data: &[u8]) -> bool {
             true
         }
     }
+}
+
+/// The request body stream 3 sends: more than the default windows (65,535), so the input's
+/// SETTINGS and WINDOW_UPDATEs decide how much of it may go.
+const UPLOAD: usize = 70_000;
+/// The upload goes in chunks of this many bytes (each more than a frame).
+const UPLOAD_CHUNK: usize = 20_000;
+/// Rounds of polling the whole exchange after which it counts as hung. Each round moves up
+/// to a duplex buffer (64 KiB) of bytes each way, so a finished exchange needs a few dozen.
+const MAX_ROUNDS: usize = 10_000;
+
+/// How one stream of [`h2_client_frames`] ended.
+#[derive(Debug)]
+enum StreamEnd {
+    /// The response head, then its data to the end (trailers or not): the body.
+    Whole(Vec<u8>),
+    /// An error, at the head or in the body.
+    Failed,
+}
+
+/// The HTTP/2 client (`h2_client`) on the server's bytes: `data[0]`'s bit 0 clear puts an
+/// empty SETTINGS before the rest (so that the first-frame check is passed), bit 1 set ends
+/// the upload with trailers; `data[1..]` is what the server sends, then it closes its side.
+/// The client opens stream 1 (a GET ending with its head), stream 3 (a 70,000-byte upload
+/// through `SendStream`) and stream 5 (a 5-byte upload), and reads every response.
+///
+/// Properties: no panic; the exchange finishes within a bounded number of polls (the
+/// connection future completes, every response ends with its head and end or an error);
+/// what the client wrote is the preface and valid HTTP/2 frames (`wire::h2::frame`), none
+/// over the largest SETTINGS_MAX_FRAME_SIZE the server sent, only on its streams 1, 3, 5,
+/// nothing on a stream after its END_STREAM or RST_STREAM; its DATA is the upload's bytes
+/// in order and never more than the server's SETTINGS_INITIAL_WINDOW_SIZE (the largest it
+/// sent) and WINDOW_UPDATEs allowed, on each stream and on the connection; a response read
+/// whole has exactly the data (padding stripped) the server sent on that stream.
+///
+/// Returns whether any response was read whole.
+pub fn h2_client_frames(data: &[u8]) -> bool {
+    use wire::h2::frame;
+
+    let Some((&control, input)) = data.split_first() else {
+        return false;
+    };
+    let mut server = Vec::with_capacity(frame::HEAD_LEN + input.len());
+    if control & 1 == 0 {
+        frame::write_settings(&mut server, &[]);
+    }
+    server.extend_from_slice(input);
+    let upload: Vec<u8> = (0..UPLOAD).map(|i| (i % 251) as u8).collect();
+    let small = b"hello";
+    let trailers = control & 2 != 0;
+    let (ends, written) = RUNTIME
+        .with(|runtime| runtime.block_on(h2_client_exchange(&server, &upload, small, trailers)));
+    let allowed = Allowed::from_server(&server);
+    check_client_frames(&written, &allowed, &[&[], &upload, small]);
+    for (end, id) in ends.iter().zip([1u32, 3, 5]) {
+        if let StreamEnd::Whole(body) = end {
+            assert_eq!(
+                body,
+                &allowed.response_data(id),
+                "stream {id}'s body is not the data the server sent"
+            );
+        }
+    }
+    ends.iter().any(|end| matches!(end, StreamEnd::Whole(_)))
+}
+
+/// Runs the client's side of [`h2_client_frames`] against `server` over an in-memory duplex:
+/// how each stream ended, and every byte the client wrote.
+async fn h2_client_exchange(
+    server: &[u8],
+    upload: &[u8],
+    small: &[u8],
+    trailers: bool,
+) -> ([StreamEnd; 3], Vec<u8>) {
+    use std::future::{poll_fn, Future};
+    use std::pin::Pin;
+    use std::task::Poll;
+
+    use crate::h2_client::{self, SendStream};
+
+    let (near, far) = tokio::io::duplex(64 * 1024);
+    let (mut sender, connection) = h2_client::handshake(near);
+    let request = |method: Method, path: &str| {
+        let mut request = Request::new(());
+        *request.method_mut() = method;
+        *request.uri_mut() = format!("http://fuzz.test{path}").parse().expect("a URI");
+        request
+    };
+    let mut open = |method, path, end| {
+        sender
+            .send_request(request(method, path), end)
+            .expect("a new connection takes streams")
+    };
+    let (get, _) = open(Method::GET, "/", true);
+    let (upload_response, upload_stream) = open(Method::POST, "/upload", false);
+    let (small_response, small_stream) = open(Method::POST, "/small", false);
+    drop(sender);
+
+    async fn send_body(mut stream: SendStream, chunks: Vec<Bytes>, trailers: bool) {
+        let last = chunks.len();
+        for (n, chunk) in chunks.into_iter().enumerate() {
+            if poll_fn(|cx| stream.poll_capacity(cx)).await.is_err() {
+                return;
+            }
+            let end = n + 1 == last && !trailers;
+            if stream.send_data(chunk, end).is_err() {
+                return;
+            }
+        }
+        if trailers && poll_fn(|cx| stream.poll_capacity(cx)).await.is_ok() {
+            let mut fields = HeaderMap::new();
+            fields.insert("x-trailer", HeaderValue::from_static("end"));
+            let _ = stream.send_trailers(fields);
+        }
+    }
+    async fn read_response(
+        response: impl Future<Output = Result<Response<h2_client::RecvStream>, h2_client::Error>>,
+        end: &RefCell<Option<StreamEnd>>,
+    ) {
+        let read = async {
+            let mut body = response.await.ok()?.into_body();
+            let mut data = Vec::new();
+            while let Some(chunk) = poll_fn(|cx| body.poll_data(cx)).await {
+                data.extend_from_slice(&chunk.ok()?);
+            }
+            poll_fn(|cx| body.poll_trailers(cx)).await.ok()?;
+            Some(data)
+        };
+        *end.borrow_mut() = Some(read.await.map_or(StreamEnd::Failed, StreamEnd::Whole));
+    }
+
+    let ends: [RefCell<Option<StreamEnd>>; 3] = Default::default();
+    let written = RefCell::new(Vec::new());
+    let (mut server_read, mut server_write) = tokio::io::split(far);
+    let upload_chunks = upload
+        .chunks(UPLOAD_CHUNK)
+        .map(Bytes::copy_from_slice)
+        .collect();
+    let mut tasks: Vec<Option<Pin<Box<dyn Future<Output = ()> + '_>>>> = vec![
+        Some(Box::pin(async move {
+            let _ = connection.await;
+        })),
+        Some(Box::pin(read_response(get, &ends[0]))),
+        Some(Box::pin(read_response(upload_response, &ends[1]))),
+        Some(Box::pin(read_response(small_response, &ends[2]))),
+        Some(Box::pin(send_body(upload_stream, upload_chunks, trailers))),
+        Some(Box::pin(send_body(
+            small_stream,
+            vec![Bytes::copy_from_slice(small)],
+            false,
+        ))),
+        Some(Box::pin(async move {
+            let _ = server_write.write_all(server).await;
+            let _ = server_write.shutdown().await;
+        })),
+        Some(Box::pin(async {
+            // Until the client's side is gone: its connection future dropped.
+            let mut seen = Vec::new();
+            let _ = server_read.read_to_end(&mut seen).await;
+            *written.borrow_mut() = seen;
+        })),
+    ];
+    // Polled round after round (each wakes the next), finished ones dropped: a task that
+    // waits for something that never comes shows as rounds running out.
+    let mut rounds = 0;
+    poll_fn(|cx| {
+        rounds += 1;
+        for task in &mut tasks {
+            if task
+                .as_mut()
+                .is_some_and(|t| t.as_mut().poll(cx).is_ready())
+            {
+                *task = None;
+            }
+        }
+        let waiting: Vec<usize> = (0..tasks.len()).filter(|&n| tasks[n].is_some()).collect();
+        if waiting.is_empty() {
+            return Poll::Ready(());
+        }
+        assert!(
+            rounds < MAX_ROUNDS,
+            "hung: tasks {waiting:?} (0: the connection, 1-3: responses 1, 3, 5, 4-5: \
+             bodies 3, 5, 6-7: the server) still waiting after {MAX_ROUNDS} rounds"
+        );
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await;
+    drop(tasks);
+    let ends = ends.map(|end| end.into_inner().expect("every stream ended"));
+    (ends, written.into_inner())
+}
+
+/// What the server's bytes allowed the client, read as the client would read them (every
+/// whole frame, valid ones only), with a margin where the timing is the client's: a window
+/// is the largest SETTINGS_INITIAL_WINDOW_SIZE sent plus every WINDOW_UPDATE, as if each
+/// came before the client sent anything.
+struct Allowed {
+    initial_window: i64,
+    /// WINDOW_UPDATE increments by stream (0: the connection).
+    updates: foldhash::HashMap<u32, i64>,
+    max_frame: u32,
+    /// The server's frames, whole and valid: (stream, kind, END_STREAM, data without padding).
+    frames: Vec<(u32, u8, bool, Vec<u8>)>,
+}
+
+impl Allowed {
+    fn from_server(server: &[u8]) -> Allowed {
+        use wire::h2::frame::{self, kind, Frame};
+
+        let mut allowed = Allowed {
+            initial_window: 65_535,
+            updates: foldhash::HashMap::default(),
+            max_frame: frame::DEFAULT_MAX_FRAME_SIZE,
+            frames: Vec::new(),
+        };
+        let mut rest = server;
+        while let Some((head, after)) = rest.split_first_chunk::<{ frame::HEAD_LEN }>() {
+            let head = frame::Head::parse(head);
+            let Some((payload, after)) = after.split_at_checked(head.length as usize) else {
+                break;
+            };
+            rest = after;
+            match frame::parse(head, payload) {
+                Ok(Frame::Settings { settings, .. }) => {
+                    if let Some(window) = settings.initial_window_size {
+                        allowed.initial_window = allowed.initial_window.max(i64::from(window));
+                    }
+                    if let Some(size) = settings.max_frame_size {
+                        allowed.max_frame = allowed.max_frame.max(size);
+                    }
+                }
+                Ok(Frame::WindowUpdate { stream, increment }) => {
+                    *allowed.updates.entry(stream).or_default() += i64::from(increment);
+                }
+                Ok(Frame::Data {
+                    stream,
+                    end_stream,
+                    data,
+                    ..
+                }) => allowed
+                    .frames
+                    .push((stream, kind::DATA, end_stream, data.to_vec())),
+                Ok(Frame::Headers {
+                    stream, end_stream, ..
+                }) => allowed
+                    .frames
+                    .push((stream, kind::HEADERS, end_stream, Vec::new())),
+                _ => {}
+            }
+        }
+        allowed
+    }
+
+    /// The window the client may have had for `stream` (0: the connection), at most.
+    fn window(&self, stream: u32) -> i64 {
+        let initial = if stream == 0 {
+            65_535
+        } else {
+            self.initial_window
+        };
+        initial + self.updates.get(&stream).copied().unwrap_or(0)
+    }
+
+    /// The data the server sent on `stream` up to the frame that ended it.
+    fn response_data(&self, stream: u32) -> Vec<u8> {
+        let mut data = Vec::new();
+        for (id, _, end_stream, bytes) in &self.frames {
+            if *id != stream {
+                continue;
+            }
+            data.extend_from_slice(bytes);
+            if *end_stream {
+                break;
+            }
+        }
+        data
+    }
+}
+
+/// Checks what the client wrote: the preface, then valid frames (the last may be cut short
+/// where the connection failed mid-write) on its own streams 1, 3 and 5, within `allowed`;
+/// each stream's DATA a prefix of its body in `bodies` (1, 3, 5), nothing after the
+/// stream's end.
+fn check_client_frames(written: &[u8], allowed: &Allowed, bodies: &[&[u8]; 3]) {
+    use wire::h2::frame::{self, Frame};
+
+    let preface = written.len().min(frame::PREFACE.len());
+    assert_eq!(
+        &written[..preface],
+        &frame::PREFACE[..preface],
+        "the preface"
+    );
+    let mut rest = &written[preface..];
+    let mut sent: [Vec<u8>; 3] = Default::default();
+    // By stream: END_STREAM sent (no more DATA or HEADERS), RST_STREAM sent (nothing more).
+    let mut ended = [false; 3];
+    let mut reset = [false; 3];
+    let mut heads = Vec::new();
+    while let Some((head_bytes, after)) = rest.split_first_chunk::<{ frame::HEAD_LEN }>() {
+        let head = frame::Head::parse(head_bytes);
+        let Some((payload, after)) = after.split_at_checked(head.length as usize) else {
+            break;
+        };
+        rest = after;
+        assert!(
+            head.length <= allowed.max_frame,
+            "a frame over the server's SETTINGS_MAX_FRAME_SIZE: {head:?}"
+        );
+        let parsed = frame::parse(head, payload)
+            .unwrap_or_else(|e| panic!("the client wrote an invalid frame {head:?}: {e:?}"));
+        if head.stream == 0 {
+            continue;
+        }
+        let index = match head.stream {
+            1 => 0,
+            3 => 1,
+            5 => 2,
+            other => panic!("the client wrote on stream {other}: {head:?}"),
+        };
+        assert!(
+            !reset[index],
+            "the client wrote {head:?} after its RST_STREAM"
+        );
+        match parsed {
+            Frame::Data {
+                data, end_stream, ..
+            } => {
+                assert!(!ended[index], "the client wrote {head:?} after END_STREAM");
+                sent[index].extend_from_slice(data);
+                ended[index] = end_stream;
+            }
+            Frame::Headers { end_stream, .. } => {
+                assert!(!ended[index], "the client wrote {head:?} after END_STREAM");
+                heads.push(head.stream);
+                ended[index] = end_stream;
+            }
+            Frame::RstStream { .. } => reset[index] = true,
+            _ => {}
+        }
+    }
+    // The three heads went first, in order (the upload's trailers may follow).
+    let opened = heads.len().min(3);
+    assert_eq!(heads[..opened], [1, 3, 5][..opened], "the heads: {heads:?}");
+    let mut total = 0;
+    for ((sent, body), id) in sent.iter().zip(bodies).zip([1u32, 3, 5]) {
+        assert!(body.starts_with(sent), "stream {id}'s DATA is not its body");
+        let len = sent.len() as i64;
+        assert!(
+            len <= allowed.window(id),
+            "stream {id}: {len} bytes of DATA, the window allowed {}",
+            allowed.window(id)
+        );
+        total += len;
+    }
+    assert!(
+        total <= allowed.window(0),
+        "{total} bytes of DATA, the connection's window allowed {}",
+        allowed.window(0)
+    );
 }

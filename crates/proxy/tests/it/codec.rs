@@ -1,5 +1,6 @@
-//! The HTTP/1.1 fuzz targets (`proxy::fuzz`, also run by cargo-fuzz from `fuzz/`) as property
-//! tests on stable: a seeded generator makes valid, mutated and hostile inputs, thousands per
+//! The proxy's fuzz targets (`proxy::fuzz`, also run by cargo-fuzz from `fuzz/`: HTTP/1.1
+//! heads and bodies, ext_authz answers, the HTTP/2 client's frame handling) as property tests
+//! on stable: a seeded generator makes valid, mutated and hostile inputs, thousands per
 //! target, the same ones on every run (`wire::fuzz::seeded::run`). A failure prints the seed
 //! and the input. The codec crate's own targets (HTTP/2, HPACK, PROXY protocol, ClientHello)
 //! run in wire's tests.
@@ -9,10 +10,13 @@
 //!                                    ├─ 1..4 mutations   (1 in 3): hostile bytes in, bytes
 //!                                    │                    out, ranges doubled, cut short
 //!                                    └─ hostile bytes    (1 in 3): CR, LF, NUL, SP, `:`, `;`…
-//!        ─▶ proxy::fuzz::{request_head, response_head, chunked_body, check_response}
+//!        ─▶ proxy::fuzz::{request_head, response_head, chunked_body, check_response,
+//!                         h2_client_frames}
 //! ```
 
 use wire::fuzz::seeded::{pick, run, Rng};
+use wire::h2::frame::{self, flag, kind, setting};
+use wire::h2::hpack;
 
 /// Inputs per target: enough to reach every branch of the codec many times over, few enough
 /// to finish in seconds (each accepted input also goes through hyper).
@@ -74,6 +78,232 @@ fn ext_authz_answers_hold_their_properties() {
         check_response(rng, &mut data);
         data
     });
+}
+
+#[test]
+fn h2_client_frame_handling_holds_its_properties() {
+    run(H2_CASES, proxy::fuzz::h2_client_frames, |rng| {
+        let mut data = vec![rng.u8(..)];
+        h2_server_frames(rng, &mut data);
+        data
+    });
+}
+
+/// Inputs for the HTTP/2 client: each runs a whole exchange (three streams, a 70 kB upload).
+const H2_CASES: u64 = 3000;
+
+/// What a server sends the client's streams 1, 3 and 5, mostly well formed: sometimes its
+/// SETTINGS first (the target puts an empty one before half the inputs), then each stream's
+/// response (a 1xx head sometimes, the head, DATA with and without padding, trailers; heads
+/// split over CONTINUATIONs, padded, with priority, sometimes), the streams interleaved, and
+/// other frames between: WINDOW_UPDATE, SETTINGS, PING mostly, RST_STREAM, GOAWAY and frames
+/// on streams the client never opened now and then.
+fn h2_server_frames(rng: &mut Rng, out: &mut Vec<u8>) {
+    if rng.u8(..3) == 0 {
+        h2_settings(rng, out);
+    }
+    // Each unit: the bytes of a frame, or of a header block's frames (never interleaved).
+    let mut responses: Vec<Vec<Vec<u8>>> = Vec::new();
+    for stream in [1u32, 3, 5] {
+        if rng.u8(..5) != 0 {
+            responses.push(h2_response(rng, stream));
+        }
+    }
+    let mut units = Vec::new();
+    while responses.iter().any(|r| !r.is_empty()) {
+        let open: Vec<usize> = (0..responses.len())
+            .filter(|&n| !responses[n].is_empty())
+            .collect();
+        let from = open[rng.usize(..open.len())];
+        units.push(responses[from].remove(0));
+        if rng.u8(..4) == 0 {
+            units.push(h2_other_frame(rng));
+        }
+    }
+    for unit in units {
+        out.extend_from_slice(&unit);
+    }
+}
+
+/// One stream's response, frame by frame.
+fn h2_response(rng: &mut Rng, stream: u32) -> Vec<Vec<u8>> {
+    let mut units = Vec::new();
+    let head = |rng: &mut Rng, status: u16, end_stream: bool| {
+        let mut block = Vec::new();
+        hpack::encode_status(status, &mut block);
+        for _ in 0..rng.usize(0..3) {
+            let name = pick(
+                rng,
+                &[&b"content-type"[..], b"x-a", b"grpc-status", b"X-Up"],
+            );
+            let value = pick(rng, &[&b"1"[..], b"text/plain", b"", b"a\nb"]);
+            hpack::encode_field_plain(name, value, rng.bool(), &mut block);
+        }
+        let mut unit = Vec::new();
+        h2_headers(rng, &mut unit, stream, &block, end_stream);
+        unit
+    };
+    if rng.u8(..5) == 0 {
+        let status = *pick(rng, &[&100u16, &103]);
+        let end_stream = rng.u8(..8) == 0;
+        units.push(head(rng, status, end_stream));
+    }
+    let status = *pick(rng, &[&200u16, &200, &204, &404, &500, &99]);
+    let chunks = rng.usize(0..4);
+    let trailers = chunks > 0 && rng.u8(..4) == 0;
+    units.push(head(rng, status, chunks == 0));
+    for n in 0..chunks {
+        let len = if rng.u8(..8) == 0 {
+            rng.usize(1000..16_384)
+        } else {
+            rng.usize(0..64)
+        };
+        let data: Vec<u8> = (0..len).map(|i| b'a' + ((i + n) % 26) as u8).collect();
+        let end_stream = n + 1 == chunks && !trailers;
+        let mut flags = if end_stream { flag::END_STREAM } else { 0 };
+        let payload = h2_padded(rng, &mut flags, &data);
+        let mut unit = Vec::new();
+        h2_frame(&mut unit, kind::DATA, flags, stream, &payload);
+        units.push(unit);
+    }
+    if trailers {
+        let mut block = Vec::new();
+        hpack::encode_field_plain(b"grpc-status", b"0", false, &mut block);
+        let mut unit = Vec::new();
+        let end_stream = rng.u8(..6) != 0;
+        h2_headers(rng, &mut unit, stream, &block, end_stream);
+        units.push(unit);
+    }
+    units
+}
+
+/// A frame between the responses: flow control and PING mostly, a reset, a GOAWAY or a
+/// frame on a stream the client never opened now and then.
+fn h2_other_frame(rng: &mut Rng) -> Vec<u8> {
+    let mut out = Vec::new();
+    match rng.u8(..16) {
+        0..=5 => {
+            let stream = *pick(rng, &[&0u32, &0, &1, &3, &3, &5]);
+            let increment = *pick(
+                rng,
+                &[
+                    &1u32,
+                    &1000,
+                    &65_535,
+                    &65_535,
+                    &(1 << 20),
+                    &frame::MAX_WINDOW,
+                    &0,
+                ],
+            );
+            h2_frame(
+                &mut out,
+                kind::WINDOW_UPDATE,
+                0,
+                stream,
+                &increment.to_be_bytes(),
+            );
+        }
+        6 | 7 => h2_settings(rng, &mut out),
+        8 => h2_frame(&mut out, kind::SETTINGS, flag::ACK, 0, &[]),
+        9 | 10 => {
+            let flags = if rng.u8(..4) == 0 { flag::ACK } else { 0 };
+            h2_frame(&mut out, kind::PING, flags, 0, &rng.u64(..).to_be_bytes());
+        }
+        11 | 12 => {
+            let stream = *pick(rng, &[&1u32, &3, &5]);
+            let code = *pick(rng, &[&0u32, &1, &2, &7, &8]);
+            h2_frame(&mut out, kind::RST_STREAM, 0, stream, &code.to_be_bytes());
+        }
+        13 | 14 => {
+            let mut payload = pick(rng, &[&0u32, &1, &3, &5]).to_be_bytes().to_vec();
+            payload.extend_from_slice(&pick(rng, &[&0u32, &0, &1, &11]).to_be_bytes());
+            h2_frame(&mut out, kind::GOAWAY, 0, 0, &payload);
+        }
+        _ => {
+            // A stream the client never opened (the server's own, or above the client's).
+            let stream = *pick(rng, &[&2u32, &7, &0]);
+            let mut block = Vec::new();
+            hpack::encode_status(200, &mut block);
+            h2_frame(&mut out, kind::HEADERS, flag::END_HEADERS, stream, &block);
+        }
+    }
+    out
+}
+
+fn h2_frame(out: &mut Vec<u8>, frame_kind: u8, flags: u8, stream: u32, payload: &[u8]) {
+    frame::write_head(out, payload.len(), frame_kind, flags, stream);
+    out.extend_from_slice(payload);
+}
+
+/// SETTINGS with a few of the values a server sets, valid or not.
+fn h2_settings(rng: &mut Rng, out: &mut Vec<u8>) {
+    let mut settings = Vec::new();
+    for _ in 0..rng.usize(0..4) {
+        let setting = match rng.u8(..5) {
+            0 => (
+                setting::INITIAL_WINDOW_SIZE,
+                *pick(
+                    rng,
+                    &[&0u32, &1, &1000, &65_535, &100_000, &frame::MAX_WINDOW],
+                ),
+            ),
+            1 => (
+                setting::MAX_FRAME_SIZE,
+                *pick(rng, &[&16_384u32, &20_000, &0xff_ffff, &100]),
+            ),
+            2 => (
+                setting::MAX_CONCURRENT_STREAMS,
+                *pick(rng, &[&0u32, &1, &100]),
+            ),
+            3 => (
+                setting::HEADER_TABLE_SIZE,
+                *pick(rng, &[&0u32, &4096, &65_536]),
+            ),
+            _ => (setting::MAX_HEADER_LIST_SIZE, 8192),
+        };
+        settings.push(setting);
+    }
+    frame::write_settings(out, &settings);
+}
+
+/// A header block as HEADERS (padded and with priority sometimes), split over CONTINUATIONs
+/// sometimes.
+fn h2_headers(rng: &mut Rng, out: &mut Vec<u8>, stream: u32, block: &[u8], end_stream: bool) {
+    let split = if block.len() > 1 && rng.u8(..4) == 0 {
+        rng.usize(1..block.len())
+    } else {
+        block.len()
+    };
+    let (first, rest) = block.split_at(split);
+    let mut flags = if end_stream { flag::END_STREAM } else { 0 };
+    if rest.is_empty() {
+        flags |= flag::END_HEADERS;
+    }
+    let mut fields = Vec::new();
+    if rng.u8(..6) == 0 {
+        flags |= flag::PRIORITY;
+        fields.extend_from_slice(&[0, 0, 0, 0, 15]);
+    }
+    fields.extend_from_slice(first);
+    let payload = h2_padded(rng, &mut flags, &fields);
+    h2_frame(out, kind::HEADERS, flags, stream, &payload);
+    if !rest.is_empty() {
+        h2_frame(out, kind::CONTINUATION, flag::END_HEADERS, stream, rest);
+    }
+}
+
+/// `content`, padded (PADDED set in `flags`) half the time.
+fn h2_padded(rng: &mut Rng, flags: &mut u8, content: &[u8]) -> Vec<u8> {
+    if !rng.bool() {
+        return content.to_vec();
+    }
+    *flags |= flag::PADDED;
+    let pad = rng.u8(..);
+    let mut payload = vec![pad];
+    payload.extend_from_slice(content);
+    payload.extend(std::iter::repeat_n(0, usize::from(pad)));
+    payload
 }
 
 /// A protobuf field: its key, then (wire type 2) the length and `value`, or (0) a varint.

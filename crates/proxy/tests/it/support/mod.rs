@@ -2,6 +2,7 @@
 //! HTTP/2 clients. Waiting, certificates and object builders come from `testkit`, re-exported
 //! here so a test module needs one `use crate::support::*`.
 
+pub(crate) mod h2_backend;
 pub(crate) mod raw_h2;
 
 pub(crate) use testkit::objects::*;
