@@ -8,6 +8,7 @@
 //!                    balancer.keep_only, streams.endpoint_changed, stats.retire_routes
 //!  endpoints_changed ─▶ on_endpoints_change: only those backends ─▶ pool.forget, streams
 //!  every HOUSEKEEPING_PERIOD ─▶ expire (pool, balancer) │ every FLUSH_PERIOD ─▶ flush_log
+//!  every LOOP_LAG_PERIOD ─▶ how late that timer ran ─▶ sluice_worker_loop_lag_seconds
 //! ```
 
 use std::collections::HashSet;
@@ -19,6 +20,7 @@ use model::Backend;
 use tokio::sync::broadcast;
 
 use crate::access_log::FLUSH_PERIOD;
+use crate::metrics::LOOP_LAG_PERIOD;
 use crate::worker::Worker;
 
 /// How often idle upstream connections are checked against `upstream-keepalive-timeout`.
@@ -35,6 +37,10 @@ pub(crate) async fn run(worker: Rc<Worker>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut log_tick = tokio::time::interval(FLUSH_PERIOD);
     log_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // A timer due every 100 ms: how late it runs is how long this worker's other tasks kept
+    // the thread (one long poll, a burst of handshakes) or the machine stalled it.
+    let mut lag_probe = tokio::time::interval(LOOP_LAG_PERIOD);
+    lag_probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = log_tick.tick() => worker.flush_log(),
@@ -51,6 +57,7 @@ pub(crate) async fn run(worker: Rc<Worker>) {
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             _ = tick.tick() => expire(&worker),
+            due = lag_probe.tick() => worker.stats.borrow_mut().loop_lag(due.elapsed()),
         }
     }
 }

@@ -61,6 +61,23 @@ pub const SOCKET_METRICS: [&str; 8] = [
     "bytes_sent",
 ];
 
+/// How often each worker's loop-lag probe (a timer, `housekeeping`) is due.
+pub(crate) const LOOP_LAG_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
+/// `sluice_worker_loop_lag_seconds`' upper bounds: from the timer wheel's 1 ms granularity
+/// (an idle worker's lag) to a second.
+pub(crate) const LOOP_LAG_BOUNDS: [f64; 10] = [
+    0.002,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    f64::INFINITY,
+];
+
 /// The histograms' upper bounds, `+Inf` last: from the flags, made once at start.
 #[derive(Debug)]
 pub(crate) struct Bounds {
@@ -147,6 +164,8 @@ pub(crate) struct Stats {
     pub(crate) passthrough: PassthroughCounts,
     /// TCP services, by port and upstream.
     pub(crate) streams: BTreeMap<StreamKey, StreamCounts>,
+    /// How late the loop-lag probe ran, seconds, over [`LOOP_LAG_BOUNDS`].
+    pub(crate) loop_lag: Buckets,
 }
 
 /// TLS passthrough connections, by outcome.
@@ -222,6 +241,7 @@ pub(crate) struct Snapshot {
     pub(crate) proxy_protocol_refused: u64,
     pub(crate) passthrough: PassthroughCounts,
     pub(crate) streams: BTreeMap<StreamKey, StreamCounts>,
+    pub(crate) loop_lag: Buckets,
 }
 
 /// Open client connections: `[protocol][state]`, protocol as [`PROTOCOLS`], state
@@ -512,6 +532,11 @@ impl Hasher for AddressHasher {
 }
 
 impl Stats {
+    /// The loop-lag probe ran `late` after it was due.
+    pub(crate) fn loop_lag(&mut self, late: std::time::Duration) {
+        self.loop_lag.observe(&LOOP_LAG_BOUNDS, late.as_secs_f64());
+    }
+
     /// Where requests on `route` (or on none) are counted: made once per route and worker.
     pub(crate) fn route(&mut self, route: Option<&Arc<Route>>) -> &Rc<RouteMetrics> {
         let key = route.map_or(0, |r| Arc::as_ptr(r) as usize);
@@ -605,6 +630,7 @@ impl Stats {
             proxy_protocol_refused: self.proxy_protocol_refused,
             passthrough: self.passthrough,
             streams: self.streams.clone(),
+            loop_lag: self.loop_lag.clone(),
         }
     }
 }
@@ -709,6 +735,7 @@ impl Snapshot {
         self.passthrough.passed += other.passthrough.passed;
         self.passthrough.failed += other.passthrough.failed;
         self.passthrough.refused += other.passthrough.refused;
+        self.loop_lag.add(&other.loop_lag);
         for (key, theirs) in &other.streams {
             let mine = self.streams.entry(key.clone()).or_default();
             mine.accepted += theirs.accepted;
@@ -896,6 +923,35 @@ mod tests {
             !text.contains("status=\"404\"}") || !text.contains("nginx_ingress_controller_requests{canary=\"\",controller_class=\"k8s.io/ingress-nginx\",controller_namespace=\"ingress\",controller_pod=\"sluice-1\",host=\"\""),
             "requests no rule matched stay out of ingress-nginx's families"
         );
+    }
+
+    #[test]
+    fn loop_lag_sums_workers_into_one_cumulative_histogram() {
+        let shared = shared_with(MetricOptions::default());
+        let ms = std::time::Duration::from_millis;
+        let mut first = Stats::default();
+        first.loop_lag(ms(1));
+        first.loop_lag(ms(30));
+        let mut second = Stats::default();
+        second.loop_lag(ms(1));
+        second.loop_lag(ms(2_000));
+        let mut total = first.snapshot();
+        total.add(&second.snapshot());
+        let text = render(&total, &shared, 2);
+        for line in [
+            "sluice_worker_loop_lag_seconds_bucket{le=\"0.002\"} 2",
+            "sluice_worker_loop_lag_seconds_bucket{le=\"0.025\"} 2",
+            "sluice_worker_loop_lag_seconds_bucket{le=\"0.05\"} 3",
+            "sluice_worker_loop_lag_seconds_bucket{le=\"1\"} 3",
+            "sluice_worker_loop_lag_seconds_bucket{le=\"+Inf\"} 4",
+            "sluice_worker_loop_lag_seconds_sum 2.032",
+            "sluice_worker_loop_lag_seconds_count 4",
+        ] {
+            assert!(
+                text.contains(&format!("{line}\n")),
+                "missing {line}\n{text}"
+            );
+        }
     }
 
     /// The proxy's shared state with these metric flags and no identity.

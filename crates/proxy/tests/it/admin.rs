@@ -320,3 +320,22 @@ async fn memory_and_connections_by_protocol_and_state_are_exposed() {
     drop((idle_plain, tls_client, h2));
     shutdown(h.control.proxy).await;
 }
+
+#[tokio::test]
+async fn every_worker_probes_its_loop_lag_ten_times_a_second() {
+    let mut h = Harness::with_workers(2);
+    h.apply(&catch_all("web", &[]));
+    let before = get(h.admin(), "a", "/metrics").await.text();
+    let count = |text: &str| sample(text, "sluice_worker_loop_lag_seconds_count").unwrap();
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let after = get(h.admin(), "a", "/metrics").await.text();
+    // Two workers, a probe each every 100 ms: ~20 in the second; a loaded machine delays
+    // some, and a delayed probe is still counted once.
+    let probes = count(&after) - count(&before);
+    assert!(probes >= 10.0, "{probes} probes in a second\n{after}");
+    assert_eq!(
+        sample(&after, "sluice_worker_loop_lag_seconds_bucket{le=\"+Inf\"}"),
+        Some(count(&after))
+    );
+    shutdown(h.control.proxy).await;
+}

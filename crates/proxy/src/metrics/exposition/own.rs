@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use model::Compiled;
 
 use super::text::{family, single, Escaped};
-use crate::metrics::{Snapshot, PROTOCOLS};
+use crate::metrics::{Snapshot, LOOP_LAG_BOUNDS, PROTOCOLS};
 use crate::shared::Shared;
 
 /// Sluice's own families, in the order `/metrics` lists them (~235 lines: one family a
@@ -151,6 +151,32 @@ pub(super) fn sluice_families(
         "Times a worker stopped accepting because all of its max-worker-connections were busy.",
         total.limits.accept_paused as f64,
     );
+    family(
+        out,
+        "sluice_worker_loop_lag_seconds",
+        "histogram",
+        "How late each worker ran a timer due every 100 ms, all workers together: time its thread spent on other work in one go (a burst of TLS handshakes, a long poll) or the machine stalled it. Requests on that worker waited as long.",
+    );
+    let mut cumulative = 0;
+    let counts = total.loop_lag.counts.iter().chain(std::iter::repeat(&0));
+    for (bound, n) in LOOP_LAG_BOUNDS.iter().zip(counts) {
+        cumulative += n;
+        let le = if bound.is_infinite() {
+            "+Inf".to_owned()
+        } else {
+            bound.to_string()
+        };
+        let _ = writeln!(
+            out,
+            "sluice_worker_loop_lag_seconds_bucket{{le=\"{le}\"}} {cumulative}"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "sluice_worker_loop_lag_seconds_sum {}",
+        total.loop_lag.sum
+    );
+    let _ = writeln!(out, "sluice_worker_loop_lag_seconds_count {cumulative}");
     single(
         out,
         "sluice_open_files_exhausted_total",
