@@ -9,7 +9,6 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{ready, Context, Poll};
 
-use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, Version};
 use tokio::io::{AsyncRead, AsyncWrite};
 use wire::h2::frame::{self, kind, setting, ErrorCode, FrameError};
@@ -21,7 +20,7 @@ use super::state::{
 };
 use super::stream::Sender;
 use super::Error;
-use crate::h2_socket::{self, FrameConn, SocketState};
+use crate::h2_socket::{self, DataArena, FrameConn, SocketState};
 
 /// Starts an HTTP/2 connection on `io` (TCP or TLS, connected): queues the preface, our
 /// SETTINGS and the connection window's raise. Returns the handle that opens streams and
@@ -65,6 +64,7 @@ where
         shared: shared.clone(),
         decoder: hpack::Decoder::new(hpack::DEFAULT_TABLE_SIZE),
         socket: SocketState::default(),
+        arena: DataArena::default(),
         settings_seen: false,
         block: None,
         failed: false,
@@ -88,6 +88,8 @@ pub(crate) struct Connection<I> {
     decoder: hpack::Decoder,
     /// An incomplete frame from the last read; how much of `Shared.out` is written.
     socket: SocketState,
+    /// Where response DATA is copied to.
+    arena: DataArena,
     settings_seen: bool,
     block: Option<Block>,
     /// A connection error: GOAWAY queued, the streams failed; ends once written.
@@ -406,7 +408,7 @@ impl<I> Connection<I> {
             );
         }
         if !data.is_empty() {
-            stream.data.push_back(Bytes::copy_from_slice(data));
+            stream.data.push_back(self.arena.copy(data));
         }
         stream.recv_end = end_stream;
         if let Some(waker) = stream.recv_waker.take() {
@@ -520,7 +522,9 @@ impl<I: AsyncRead + Unpin> FrameConn for Connection<I> {
     }
 
     fn process(&mut self, data: &[u8]) -> Option<usize> {
+        self.arena.begin(data.len());
         let used = self.handle_frames(data);
+        self.arena.end();
         (!self.failed).then_some(used)
     }
 }

@@ -30,7 +30,6 @@ use std::rc::Rc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::{Response, StatusCode};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Sleep;
@@ -40,7 +39,7 @@ use wire::h2::hpack::{self, Decoder};
 use super::request::{self, HeadError};
 use super::stream::{self, SharedRef, Stream, StreamEnd, OUT_HIGH_WATER, RECV_WINDOW};
 use crate::error::ErrorSource;
-use crate::h2_socket::{self, FrameConn, SocketState};
+use crate::h2_socket::{self, DataArena, FrameConn, SocketState};
 
 /// The PING sent with a graceful close's first GOAWAY.
 const GOAWAY_PING: [u8; 8] = *b"goaway\0\0";
@@ -89,6 +88,8 @@ pub(crate) struct Connection<I, C> {
     limits: Limits,
     /// A frame (or the preface) not complete at the end of a read; what is written.
     socket: SocketState,
+    /// Where request DATA is copied to.
+    arena: DataArena,
     preface_read: bool,
     settings_seen: bool,
     block: Option<PartialBlock>,
@@ -143,6 +144,7 @@ impl<I, C: Pipeline> Connection<I, C> {
             decoder: Decoder::new(hpack::DEFAULT_TABLE_SIZE),
             limits,
             socket: SocketState::default(),
+            arena: DataArena::default(),
             preface_read: false,
             settings_seen: false,
             block: None,
@@ -500,7 +502,7 @@ impl<I, C: Pipeline> Connection<I, C> {
             data.len() as u32
         } else {
             if !data.is_empty() {
-                stream.recv.push_back(Bytes::copy_from_slice(data));
+                stream.recv.push_back(self.arena.copy(data));
             }
             0
         };
@@ -771,7 +773,9 @@ impl<I: AsyncRead + Unpin, C: Pipeline> FrameConn for Connection<I, C> {
     }
 
     fn process(&mut self, data: &[u8]) -> Option<usize> {
+        self.arena.begin(data.len());
         let used = self.handle_frames(data);
+        self.arena.end();
         (!self.failed).then_some(used)
     }
 
