@@ -98,7 +98,8 @@ pub fn run(config: &Config) -> Result<Results, RunError> {
         let _ = start.send(t0);
     }
 
-    let mut merged = Recorder::new(config.warmup, config.duration);
+    let mut merged =
+        Recorder::new(config.warmup, config.duration).with_early_series(config.early_series);
     let mut thread_rates = Vec::new();
     let mut examples = BTreeMap::new();
     for handle in handles {
@@ -247,6 +248,7 @@ struct Shared {
     timeout: Duration,
     warmup: Duration,
     duration: Duration,
+    early_series: Duration,
     open_loop: bool,
     /// For HTTP/2, where hyper builds the frames.
     h2: H2Template,
@@ -308,6 +310,11 @@ struct Exchange {
 type Failure = (ErrorClass, String);
 
 impl Shared {
+    /// An empty recorder for one thread of this run.
+    fn recorder(&self) -> Recorder {
+        Recorder::new(self.warmup, self.duration).with_early_series(self.early_series)
+    }
+
     fn new(config: &Config) -> Result<Shared, RunError> {
         let target = &config.target;
         let (host, port) = target
@@ -373,6 +380,7 @@ impl Shared {
             timeout: config.timeout,
             warmup: config.warmup,
             duration: config.duration,
+            early_series: config.early_series,
             open_loop: config.rate.is_some(),
             h2: H2Template {
                 method: config.method.clone(),
@@ -403,7 +411,7 @@ fn thread_main(
     drop(ready);
     let Ok(t0) = start.recv() else {
         return Ok(ThreadOutput {
-            recorder: Recorder::new(ctx.shared.warmup, ctx.shared.duration),
+            recorder: ctx.shared.recorder(),
             examples: BTreeMap::new(),
         });
     };
@@ -686,7 +694,7 @@ impl ThreadCtx {
             .enable_all()
             .build()?;
         let ctx = Rc::new(ThreadCtx {
-            recorder: RefCell::new(Recorder::new(shared.warmup, shared.duration)),
+            recorder: RefCell::new(shared.recorder()),
             shared,
             t0: Cell::new(Instant::now()),
             examples: RefCell::new(BTreeMap::new()),

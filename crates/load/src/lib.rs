@@ -83,12 +83,12 @@ pub use args::{
 };
 pub use driver::{hold_idle, run, Held, RunError};
 pub use recorder::{
-    latency_histogram, ErrorClass, ErrorCounts, Handshakes, Outcome, Recorder, Sample, Second,
-    WarmupCounts, HIGHEST_TRACKABLE_US, SIGNIFICANT_DIGITS,
+    latency_histogram, EarlyBucket, ErrorClass, ErrorCounts, Handshakes, Outcome, Recorder, Sample,
+    Second, WarmupCounts, EARLY_BUCKET, HIGHEST_TRACKABLE_US, MAX_EARLY_SERIES, SIGNIFICANT_DIGITS,
 };
 pub use report::{
-    Latencies, LatencySummary, PercentileValue, Results, ResultsError, SeriesPoint, Spread,
-    PERCENTILES, SCHEMA,
+    EarlyPoint, Latencies, LatencySummary, PercentileValue, Results, ResultsError, SeriesPoint,
+    Spread, PERCENTILES, SCHEMA,
 };
 pub use schedule::{ConnSchedule, Schedule, Slot, CATCH_UP_FACTOR};
 pub use tls::{TlsOptions, Trust};
