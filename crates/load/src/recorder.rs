@@ -120,7 +120,8 @@ pub struct EarlyBucket {
     pub latency: Histogram<u64>,
     /// How late the generator sent each request that ended in this bucket (response or error):
     /// actual send − intended start, in µs. Up to one send-timer step (100 µs) is the design; more
-    /// is the generator's own delay, and is inside `latency` too.
+    /// is the generator's own delay (and is inside `latency` too), unless the request's connection
+    /// was still waiting for its previous response when this one was due.
     pub send_lateness: Histogram<u64>,
 }
 

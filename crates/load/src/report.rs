@@ -48,6 +48,11 @@ pub struct Results {
     pub tls_resumption: Option<bool>,
     /// Wall time from the first request to the last response, warm-up and drain included.
     pub elapsed_secs: f64,
+    /// How long the clock started after every connection was open and ready (the schedule's
+    /// first requests are due at its start, so each connection waits for its first send instead
+    /// of the generator's start-up delaying them). 0 in results written before it existed.
+    #[serde(default)]
+    pub start_lead_secs: f64,
     /// Complete responses (any status) to requests due in the measurement.
     pub requests: u64,
     /// `requests / duration_secs`.
@@ -171,6 +176,7 @@ impl Results {
         thread_seconds: &[u64],
         error_examples: BTreeMap<ErrorClass, String>,
         elapsed: Duration,
+        start_lead: Duration,
     ) -> Results {
         let duration = config.duration.as_secs_f64();
         Results {
@@ -187,6 +193,7 @@ impl Results {
             new_connection_per_request: config.new_connection_per_request,
             tls_resumption: config.target.https.then_some(config.tls.resumption),
             elapsed_secs: elapsed.as_secs_f64(),
+            start_lead_secs: start_lead.as_secs_f64(),
             requests: recorder.completed(),
             achieved_rate: recorder.completed() as f64 / duration,
             unsent: recorder.unsent(),
@@ -653,6 +660,7 @@ mod tests {
             &[100, 100],
             examples,
             Duration::from_secs(2),
+            Duration::from_millis(10),
         )
     }
 
