@@ -582,14 +582,18 @@ fn first_second_steps(run: &Run) -> Vec<[String; 9]> {
         .collect()
 }
 
+/// Each run of a group that has an early series, with its first second's rows.
+fn first_second_tables<'a>(runs: &[&'a Run]) -> Vec<(&'a Run, Vec<[String; 9]>)> {
+    runs.iter()
+        .map(|r| (*r, first_second_steps(r)))
+        .filter(|(_, steps)| !steps.is_empty())
+        .collect()
+}
+
 /// "The first second per 100 ms": one table per run of the group that has an early series.
 fn first_second_markdown(group: &str, runs: &[&Run]) -> String {
     let mut md = String::new();
-    let tables: Vec<(&Run, Vec<[String; 9]>)> = runs
-        .iter()
-        .map(|r| (*r, first_second_steps(r)))
-        .filter(|(_, steps)| !steps.is_empty())
-        .collect();
+    let tables = first_second_tables(runs);
     if tables.is_empty() {
         return md;
     }
@@ -612,11 +616,7 @@ fn first_second_markdown(group: &str, runs: &[&Run]) -> String {
 /// The HTML form of [`first_second_markdown`].
 fn first_second_html(group: &str, runs: &[&Run]) -> String {
     let mut h = String::new();
-    let tables: Vec<(&Run, Vec<[String; 9]>)> = runs
-        .iter()
-        .map(|r| (*r, first_second_steps(r)))
-        .filter(|(_, steps)| !steps.is_empty())
-        .collect();
+    let tables = first_second_tables(runs);
     if tables.is_empty() {
         return h;
     }

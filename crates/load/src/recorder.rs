@@ -217,6 +217,12 @@ impl Second {
             latency: series_histogram(),
         }
     }
+
+    fn merge(&mut self, other: &Second) {
+        self.completed += other.completed;
+        self.errors.merge(&other.errors);
+        merge_series_histogram(&mut self.latency, &other.latency);
+    }
 }
 
 impl EarlyBucket {
@@ -227,6 +233,13 @@ impl EarlyBucket {
             latency: series_histogram(),
             send_lateness: series_histogram(),
         }
+    }
+
+    fn merge(&mut self, other: &EarlyBucket) {
+        self.completed += other.completed;
+        self.errors.merge(&other.errors);
+        merge_series_histogram(&mut self.latency, &other.latency);
+        merge_series_histogram(&mut self.send_lateness, &other.send_lateness);
     }
 }
 
@@ -354,30 +367,19 @@ impl Recorder {
         self.unsent += other.unsent;
         self.warmup.completed += other.warmup.completed;
         self.warmup.errors += other.warmup.errors;
-        if self.seconds.len() < other.seconds.len() {
-            self.seconds.resize_with(other.seconds.len(), Second::new);
-        }
-        for (mine, theirs) in self.seconds.iter_mut().zip(&other.seconds) {
-            mine.completed += theirs.completed;
-            mine.errors.merge(&theirs.errors);
-            mine.latency
-                .add(&theirs.latency)
-                .expect("auto-resizing histograms accept any values");
-        }
+        merge_series(
+            &mut self.seconds,
+            &other.seconds,
+            Second::new,
+            Second::merge,
+        );
         self.early_buckets = self.early_buckets.max(other.early_buckets);
-        if self.early.len() < other.early.len() {
-            self.early.resize_with(other.early.len(), EarlyBucket::new);
-        }
-        for (mine, theirs) in self.early.iter_mut().zip(&other.early) {
-            mine.completed += theirs.completed;
-            mine.errors.merge(&theirs.errors);
-            mine.latency
-                .add(&theirs.latency)
-                .expect("auto-resizing histograms accept any values");
-            mine.send_lateness
-                .add(&theirs.send_lateness)
-                .expect("auto-resizing histograms accept any values");
-        }
+        merge_series(
+            &mut self.early,
+            &other.early,
+            EarlyBucket::new,
+            EarlyBucket::merge,
+        );
     }
 
     /// Latency from the intended start, µs.
@@ -484,6 +486,21 @@ fn series_histogram() -> Histogram<u64> {
         Histogram::new(SERIES_SIGNIFICANT_DIGITS).expect("2 significant digits are valid");
     histogram.auto(true);
     histogram
+}
+
+/// Adds `theirs` to `mine` entry by entry, growing `mine` as needed.
+fn merge_series<T>(mine: &mut Vec<T>, theirs: &[T], empty: fn() -> T, merge: fn(&mut T, &T)) {
+    if mine.len() < theirs.len() {
+        mine.resize_with(theirs.len(), empty);
+    }
+    for (mine, theirs) in mine.iter_mut().zip(theirs) {
+        merge(mine, theirs);
+    }
+}
+
+fn merge_series_histogram(mine: &mut Histogram<u64>, theirs: &Histogram<u64>) {
+    mine.add(theirs)
+        .expect("auto-resizing histograms accept any values");
 }
 
 /// Records `us` in an auto-resizing series histogram (`saturating_record` would clamp to the
