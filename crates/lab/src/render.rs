@@ -27,6 +27,37 @@ const ROWS: &[Row] = &[
     ("Scale events", |r| r.events.len().to_string()),
 ];
 
+/// The start of a run against the rest: the first second's p99, and the tail without it.
+const START_ROWS: &[Row] = &[
+    ("first second's p99", |r| {
+        optional_ms(r.first_second_p99_ms())
+    }),
+    ("latency p99.99 without second 0", |r| {
+        optional_ms(r.latency_ms_without_first_second.map(|l| l.p99_99))
+    }),
+    ("latency p99.999 without second 0", |r| {
+        optional_ms(r.latency_ms_without_first_second.map(|l| l.p99_999))
+    }),
+];
+
+/// The columns of the first second's table: one row per 100 ms of the early series.
+const STEP_HEADER: [&str; 9] = [
+    "ms",
+    "completed",
+    "errors",
+    "p50",
+    "p99",
+    "max",
+    "send late p50",
+    "send late p99",
+    "send late max",
+];
+
+/// What the first second's tables say about their columns.
+const STEP_NOTE: &str = "By completion time, latencies in ms (coordinated-omission corrected). \
+    Send late: how late the load generator itself sent those requests after their intended start \
+    (up to 0.1 ms is its send timer's step); the latency includes it.";
+
 pub(crate) const COLOURS: [&str; 6] = [
     "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02",
 ];
@@ -46,7 +77,11 @@ pub fn summary(results: &LabResults) -> String {
         "req/s",
         "p50 ms",
         "p99 ms",
+        "1st s p99",
         "p99.99 ms",
+        "p99.999 ms",
+        "p99.99 w/o s0",
+        "p99.999 w/o s0",
         "max ms",
     ];
     let rows: Vec<Vec<String>> = results
@@ -65,7 +100,11 @@ pub fn summary(results: &LabResults) -> String {
                 format!("{:.0}", r.rate_achieved),
                 ms(r.latency_ms.p50),
                 ms(r.latency_ms.p99),
+                optional_ms(r.first_second_p99_ms()),
                 ms(r.latency_ms.p99_99),
+                ms(r.latency_ms.p99_999),
+                optional_ms(r.latency_ms_without_first_second.map(|l| l.p99_99)),
+                optional_ms(r.latency_ms_without_first_second.map(|l| l.p99_999)),
                 ms(r.latency_ms.max),
             ]
         })
@@ -107,6 +146,8 @@ pub fn summary(results: &LabResults) -> String {
     for row in rows {
         out += &line(row);
     }
+    out +=
+        "(1st s p99: p99 of second 0; w/o s0: the whole run without what completed in second 0)\n";
     for s in &results.skipped {
         let _ = writeln!(out, "skipped {}: {}", s.system, s.reason);
     }
@@ -173,7 +214,15 @@ pub fn markdown(results: &LabResults) -> String {
             }
             md.push('\n');
         }
+        for &(label, cell) in START_ROWS {
+            let _ = write!(md, "| {label} |");
+            for r in &runs {
+                let _ = write!(md, " {} |", cell(r));
+            }
+            md.push('\n');
+        }
         md.push('\n');
+        md += &first_second_markdown(&group, &runs);
     }
     md += &skipped_markdown(&results.skipped);
     let _ = writeln!(
@@ -214,7 +263,7 @@ pub fn html(results: &LabResults) -> String {
             let _ = write!(h, "<th>{}</th>", esc(&r.system));
         }
         h += "</tr>\n";
-        for &(label, cell) in ROWS {
+        for &(label, cell) in ROWS.iter().chain(START_ROWS) {
             let _ = write!(h, "<tr><th>{label}</th>");
             for r in &runs {
                 let _ = write!(h, "<td>{}</td>", cell(r));
@@ -222,6 +271,7 @@ pub fn html(results: &LabResults) -> String {
             h += "</tr>\n";
         }
         h += "</table>\n";
+        h += &first_second_html(&group, &runs);
         h += &percentile_chart(&format!("Latency by percentile: {group}"), &runs);
         for r in runs.iter().filter(|r| r.deployment == "dynamic") {
             h += &timeline_chart(r);
@@ -507,6 +557,95 @@ pub(crate) fn legend(svg: &mut String, i: usize, name: &str, colour: &str) {
         yv,
         esc(name)
     );
+}
+
+/// The rows of a run's table for the first second, from its early series (none if it has none).
+fn first_second_steps(run: &Run) -> Vec<[String; 9]> {
+    let us = |v: Option<u64>| optional_ms(v.map(|us| us as f64 / 1000.0));
+    run.load
+        .early_series
+        .iter()
+        .take_while(|p| p.start_ms < 1000)
+        .map(|p| {
+            [
+                format!("{}–{}", p.start_ms, p.start_ms + 100),
+                p.completed.to_string(),
+                p.errors.total().to_string(),
+                us(p.p50_us),
+                us(p.p99_us),
+                us(p.max_us),
+                us(p.send_late_p50_us),
+                us(p.send_late_p99_us),
+                us(p.send_late_max_us),
+            ]
+        })
+        .collect()
+}
+
+/// Each run of a group that has an early series, with its first second's rows.
+fn first_second_tables<'a>(runs: &[&'a Run]) -> Vec<(&'a Run, Vec<[String; 9]>)> {
+    runs.iter()
+        .map(|r| (*r, first_second_steps(r)))
+        .filter(|(_, steps)| !steps.is_empty())
+        .collect()
+}
+
+/// "The first second per 100 ms": one table per run of the group that has an early series.
+fn first_second_markdown(group: &str, runs: &[&Run]) -> String {
+    let mut md = String::new();
+    let tables = first_second_tables(runs);
+    if tables.is_empty() {
+        return md;
+    }
+    let _ = writeln!(
+        md,
+        "### {group}: the first second per 100 ms\n\n{STEP_NOTE}\n"
+    );
+    for (run, steps) in tables {
+        let _ = writeln!(md, "{}:\n", run.system);
+        let _ = writeln!(md, "| {} |", STEP_HEADER.join(" | "));
+        let _ = writeln!(md, "|---|{}", "---:|".repeat(STEP_HEADER.len() - 1));
+        for step in steps {
+            let _ = writeln!(md, "| {} |", step.join(" | "));
+        }
+        md.push('\n');
+    }
+    md
+}
+
+/// The HTML form of [`first_second_markdown`].
+fn first_second_html(group: &str, runs: &[&Run]) -> String {
+    let mut h = String::new();
+    let tables = first_second_tables(runs);
+    if tables.is_empty() {
+        return h;
+    }
+    let _ = writeln!(
+        h,
+        "<h3>{}: the first second per 100 ms</h3>\n<p>{}</p>",
+        esc(group),
+        esc(STEP_NOTE)
+    );
+    for (run, steps) in tables {
+        let _ = write!(h, "<p>{}:</p><table><tr>", esc(&run.system));
+        for label in STEP_HEADER {
+            let _ = write!(h, "<th>{label}</th>");
+        }
+        h += "</tr>\n";
+        for step in steps {
+            h += "<tr>";
+            for cell in step {
+                let _ = write!(h, "<td>{}</td>", esc(&cell));
+            }
+            h += "</tr>\n";
+        }
+        h += "</table>\n";
+    }
+    h
+}
+
+fn optional_ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".to_owned(), ms)
 }
 
 fn ms(v: f64) -> String {

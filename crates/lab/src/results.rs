@@ -70,6 +70,11 @@ pub struct Run {
     pub status_codes: BTreeMap<u16, u64>,
     /// Coordinated-omission corrected.
     pub latency_ms: LatencyMs,
+    /// The same without the responses completed in second 0 (the run's start, when every
+    /// connection sends its first request): what the run's tail is without it. `null` when the
+    /// load results do not carry it (written before it existed).
+    #[serde(default)]
+    pub latency_ms_without_first_second: Option<LatencyMs>,
     /// Scale events applied during the run, at seconds since the load started.
     pub events: Vec<ScaleEvent>,
     /// The full `sluice load --json` output.
@@ -106,7 +111,11 @@ pub struct ScaleEvent {
 impl LatencyMs {
     /// From the load results' corrected percentile list.
     pub fn from_load(results: &load::Results) -> LatencyMs {
-        let corrected = &results.latency.corrected;
+        LatencyMs::from_summary(&results.latency.corrected)
+    }
+
+    /// From one of the load results' percentile lists.
+    pub fn from_summary(corrected: &load::LatencySummary) -> LatencyMs {
         let at = |p: f64| {
             corrected
                 .percentiles
@@ -157,9 +166,21 @@ impl Run {
             errors: load.errors,
             status_codes: load.status_codes.clone(),
             latency_ms: LatencyMs::from_load(&load),
+            latency_ms_without_first_second: load
+                .latency
+                .corrected_without_first_second
+                .as_ref()
+                .map(LatencyMs::from_summary),
             events,
             load,
         }
+    }
+
+    /// The corrected p99 of second 0 in ms (issue 29's "first second"), if anything completed in
+    /// it.
+    pub fn first_second_p99_ms(&self) -> Option<f64> {
+        let first = self.load.series.first().filter(|p| p.second == 0)?;
+        Some(first.p99_us? as f64 / 1000.0)
     }
 
     /// `static`, `dynamic/graceful`, `dynamic/kill`: runs with the same label are compared.

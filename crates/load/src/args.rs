@@ -15,6 +15,7 @@ use http::{Method, Uri};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 
+use crate::recorder::MAX_EARLY_SERIES;
 use crate::tls::{cipher_suite, TlsOptions, Trust};
 
 /// How errors are counted, for `--help` (the crate documentation says the same at more length).
@@ -128,6 +129,11 @@ pub struct LoadArgs {
     #[arg(long, value_name = "DURATION", default_value = "0s")]
     pub warmup: String,
 
+    /// Also record the first DURATION of the measurement per 100 ms (completions, latency, and
+    /// how late the generator sent), in the --json file's early_series; at most 60s, 0s: off.
+    #[arg(long, value_name = "DURATION", default_value = "5s")]
+    pub early_series: String,
+
     /// Speak HTTP/2 (ALPN h2 over TLS, prior knowledge over plain TCP); one request at a time per
     /// connection, as with HTTP/1.1.
     #[arg(long)]
@@ -155,6 +161,8 @@ pub struct Config {
     pub connections: NonZeroU32,
     pub duration: Duration,
     pub warmup: Duration,
+    /// `--early-series`: how much of the measurement's start is also recorded per 100 ms.
+    pub early_series: Duration,
     /// Requests per second for the whole run; `None` is closed loop.
     pub rate: Option<f64>,
     pub timeout: Duration,
@@ -242,6 +250,18 @@ impl TryFrom<LoadArgs> for Config {
             .ok_or_else(|| invalid("--timeout", &args.timeout, DURATION_HINT))?;
         let warmup = parse_duration(&args.warmup)
             .ok_or_else(|| invalid("--warmup", &args.warmup, DURATION_HINT))?;
+        let early_series = parse_duration(&args.early_series)
+            .ok_or_else(|| invalid("--early-series", &args.early_series, DURATION_HINT))?;
+        if early_series > MAX_EARLY_SERIES {
+            return Err(invalid(
+                "--early-series",
+                &args.early_series,
+                &format!(
+                    "at most {}s (each 100 ms is kept in memory)",
+                    MAX_EARLY_SERIES.as_secs()
+                ),
+            ));
+        }
         let rate = match &args.rate {
             None => None,
             Some(raw) => Some(
@@ -291,6 +311,7 @@ impl TryFrom<LoadArgs> for Config {
             connections,
             duration,
             warmup,
+            early_series,
             rate,
             timeout,
             method,
@@ -679,6 +700,7 @@ mod tests {
         assert_eq!(c.duration, Duration::from_secs(10));
         assert_eq!(c.timeout, Duration::from_secs(2));
         assert_eq!(c.rate, None);
+        assert_eq!(c.early_series, Duration::from_secs(5));
         assert!(!c.tls.resumption);
         assert_eq!(c.target.host, "::1");
         assert_eq!(c.target.host_header, "[::1]:8080");
@@ -700,6 +722,20 @@ mod tests {
         );
         assert!(error(&["--timeout", "0s", "http://h/"]).starts_with("--timeout \"0s\""));
         assert!(error(&["--warmup", "soon", "http://h/"]).starts_with("--warmup \"soon\""));
+        assert_eq!(
+            error(&["--early-series", "61s", "http://h/"]),
+            "--early-series \"61s\": at most 60s (each 100 ms is kept in memory)"
+        );
+        assert_eq!(
+            config(&["--early-series", "60s", "http://h/"])
+                .unwrap()
+                .early_series,
+            Duration::from_secs(60)
+        );
+        assert!(config(&["--early-series", "0s", "http://h/"])
+            .unwrap()
+            .early_series
+            .is_zero());
         assert_eq!(
             error(&["-H", "NoColon", "http://h/"]),
             "--header \"NoColon\": expected \"Name: value\""

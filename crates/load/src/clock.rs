@@ -22,26 +22,24 @@ pub(crate) const SEND_GRID: Duration = Duration::from_micros(100);
 pub(crate) struct SendTimer {
     #[cfg(target_os = "linux")]
     fd: Option<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>>,
-    epoch: Instant,
 }
 
 impl SendTimer {
-    /// A timer whose grid starts at `epoch`. Must be called inside a tokio runtime (the fd
-    /// registers with its reactor).
-    pub(crate) fn new(epoch: Instant) -> SendTimer {
+    /// A new timer. Must be called inside a tokio runtime (the fd registers with its reactor):
+    /// three system calls, so the driver makes every connection's timer before its clock starts.
+    pub(crate) fn new() -> SendTimer {
         SendTimer {
             #[cfg(target_os = "linux")]
             fd: linux::timerfd(),
-            epoch,
         }
     }
 
-    /// Returns at `at` or shortly after (at most about one grid step), never before.
-    pub(crate) async fn sleep_until(&self, at: Instant) {
+    /// Returns at `at` or shortly after (at most about one grid step from `epoch`), never before.
+    pub(crate) async fn sleep_until(&self, epoch: Instant, at: Instant) {
         if Instant::now() >= at {
             return;
         }
-        let wake = on_grid(self.epoch, at);
+        let wake = on_grid(epoch, at);
         #[cfg(target_os = "linux")]
         if let Some(fd) = &self.fd {
             if linux::sleep_until(fd, wake).await.is_ok() {
@@ -138,15 +136,16 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn sleeps_end_at_their_deadline_not_before() {
-        let timer = SendTimer::new(Instant::now());
+        let timer = SendTimer::new();
+        let epoch = Instant::now();
         for micros in [0u64, 150, 1_500, 300, 2_000] {
             let at = Instant::now() + Duration::from_micros(micros);
-            timer.sleep_until(at).await;
+            timer.sleep_until(epoch, at).await;
             assert!(Instant::now() >= at);
         }
         // A deadline in the past returns at once.
         timer
-            .sleep_until(Instant::now() - Duration::from_millis(1))
+            .sleep_until(epoch, Instant::now() - Duration::from_millis(1))
             .await;
     }
 }

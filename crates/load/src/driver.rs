@@ -6,7 +6,8 @@
 //!     ├─ thread 0: current-thread runtime ── conn 0, T, 2T, … each: loop {
 //!     ├─ thread 1: current-thread runtime ── conn 1, T+1, …      slot = schedule.next(now)
 //!     └─ …                                                       sleep until slot.send_at
-//!          all threads pre-connect, then start on one shared t0   connect if needed, write, read
+//!          all threads pre-connect and start their connection    connect if needed, write, read
+//!          tasks, which wait for one shared t0 a little ahead
 //!     join ─ merge recorders ─▶ Results                           recorder.record(sample) }
 //! ```
 
@@ -28,6 +29,7 @@ use rustls::pki_types::ServerName;
 use rustls::HandshakeKind;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
+use tokio::sync::{oneshot, watch};
 use tokio::task::LocalSet;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
@@ -70,11 +72,11 @@ pub fn run(config: &Config) -> Result<Results, RunError> {
     };
     let threads = config.threads.get();
 
-    let (ready_tx, ready_rx) = mpsc::channel::<()>();
+    let (ready_tx, ready_rx) = mpsc::channel::<Duration>();
     let mut starts = Vec::new();
     let mut handles = Vec::new();
     for thread in 0..threads {
-        let (start_tx, start_rx) = mpsc::channel::<Instant>();
+        let (start_tx, start_rx) = oneshot::channel::<Instant>();
         starts.push(start_tx);
         let owned: Vec<u32> = schedule.thread_connections(thread, threads).collect();
         let shared = shared.clone();
@@ -86,19 +88,25 @@ pub fn run(config: &Config) -> Result<Results, RunError> {
         handles.push(handle);
     }
     drop(ready_tx);
-    // Every thread has connected what it could; then all start on the same clock.
+    // Every thread has connected what it could and started its connection tasks, which wait for
+    // the clock; it starts for all on the same t0, far enough ahead that every task is asleep
+    // until its first send when the schedule begins.
+    let mut slowest_setup = Duration::ZERO;
     for _ in 0..threads {
-        if ready_rx.recv().is_err() {
-            break;
+        match ready_rx.recv() {
+            Ok(setup) => slowest_setup = slowest_setup.max(setup),
+            Err(_) => break,
         }
     }
-    let t0 = Instant::now();
+    let lead = start_lead(slowest_setup);
+    let t0 = Instant::now() + lead;
     for start in starts {
         // A thread that already failed has hung up; its join below reports it.
         let _ = start.send(t0);
     }
 
-    let mut merged = Recorder::new(config.warmup, config.duration);
+    let mut merged =
+        Recorder::new(config.warmup, config.duration).with_early_series(config.early_series);
     let mut thread_rates = Vec::new();
     let mut examples = BTreeMap::new();
     for handle in handles {
@@ -123,7 +131,25 @@ pub fn run(config: &Config) -> Result<Results, RunError> {
         &thread_rates,
         examples,
         t0.elapsed(),
+        lead,
     ))
+}
+
+/// The least time from the moment every thread is ready to the first intended send.
+const MIN_START_LEAD: Duration = Duration::from_millis(10);
+
+/// How far ahead of "every thread is ready" the clock starts (t0), given how long the slowest
+/// thread took to start its connection tasks (spawn each, make its timer, poll it once).
+///
+/// When a thread learns t0, each of its tasks still has to wake once and arm its timer for its
+/// first send. Were t0 "now", the requests due first would wait for that pass, and when the tasks
+/// were only spawned after t0 (each a large future moved to the heap, then a timer made: ~10 ms
+/// for 1,000 connections here) the first 100 ms's requests left up to 25 ms late: the generator's
+/// start-up charged to the server. Waking a task and arming its timer costs less than spawning
+/// it and making the timer, so twice the setup covers the pass and the threads' own wake-up;
+/// [`MIN_START_LEAD`] covers small runs.
+fn start_lead(slowest_setup: Duration) -> Duration {
+    MIN_START_LEAD.max(slowest_setup * 2)
 }
 
 /// `--hold-idle`: requests in flight at once, per thread.
@@ -247,6 +273,7 @@ struct Shared {
     timeout: Duration,
     warmup: Duration,
     duration: Duration,
+    early_series: Duration,
     open_loop: bool,
     /// For HTTP/2, where hyper builds the frames.
     h2: H2Template,
@@ -269,7 +296,6 @@ struct ThreadOutput {
 /// One thread's state, shared by its connection tasks (single-threaded: `Rc`, `RefCell`).
 struct ThreadCtx {
     shared: Arc<Shared>,
-    t0: Cell<Instant>,
     recorder: RefCell<Recorder>,
     /// The first error message seen per class, so the summary can say what went wrong.
     examples: RefCell<BTreeMap<ErrorClass, String>>,
@@ -308,6 +334,11 @@ struct Exchange {
 type Failure = (ErrorClass, String);
 
 impl Shared {
+    /// An empty recorder for one thread of this run.
+    fn recorder(&self) -> Recorder {
+        Recorder::new(self.warmup, self.duration).with_early_series(self.early_series)
+    }
+
     fn new(config: &Config) -> Result<Shared, RunError> {
         let target = &config.target;
         let (host, port) = target
@@ -373,6 +404,7 @@ impl Shared {
             timeout: config.timeout,
             warmup: config.warmup,
             duration: config.duration,
+            early_series: config.early_series,
             open_loop: config.rate.is_some(),
             h2: H2Template {
                 method: config.method.clone(),
@@ -389,8 +421,8 @@ fn thread_main(
     shared: Arc<Shared>,
     schedule: Schedule,
     owned: Vec<u32>,
-    ready: mpsc::Sender<()>,
-    start: mpsc::Receiver<Instant>,
+    ready: mpsc::Sender<Duration>,
+    start: oneshot::Receiver<Instant>,
 ) -> io::Result<ThreadOutput> {
     let (runtime, local, ctx) = ThreadCtx::start(shared)?;
 
@@ -399,24 +431,33 @@ fn thread_main(
     } else {
         local.block_on(&runtime, preconnect(ctx.clone(), owned.len()))
     };
-    let _ = ready.send(());
-    drop(ready);
-    let Ok(t0) = start.recv() else {
-        return Ok(ThreadOutput {
-            recorder: Recorder::new(ctx.shared.warmup, ctx.shared.duration),
-            examples: BTreeMap::new(),
-        });
-    };
-    ctx.t0.set(t0);
 
     local.block_on(&runtime, async {
+        let setup = Instant::now();
+        let (clock_tx, clock) = watch::channel(None);
+        let waiting = Rc::new(Cell::new(0));
         let tasks: Vec<_> = owned
             .iter()
             .zip(conns)
             .map(|(&c, conn)| {
-                tokio::task::spawn_local(drive(ctx.clone(), schedule.connection(c), conn))
+                let start = Start {
+                    clock: clock.clone(),
+                    waiting: waiting.clone(),
+                };
+                tokio::task::spawn_local(drive(ctx.clone(), schedule.connection(c), conn, start))
             })
             .collect();
+        while waiting.get() < tasks.len() {
+            tokio::task::yield_now().await;
+        }
+        let _ = ready.send(setup.elapsed());
+        drop(ready);
+        // If the run is called off (another thread failed), the tasks see the clock dropped and
+        // end without a request.
+        if let Ok(t0) = start.await {
+            let _ = clock_tx.send(Some(t0));
+        }
+        drop(clock_tx);
         for task in tasks {
             // A connection task only ends by returning; a panic in one is a bug worth surfacing.
             if let Err(e) = task.await {
@@ -453,19 +494,37 @@ async fn preconnect(ctx: Rc<ThreadCtx>, count: usize) -> Vec<Option<Conn>> {
     conns
 }
 
-/// One connection's life: follow its schedule until the end, replacing the connection after errors.
-async fn drive(ctx: Rc<ThreadCtx>, mut schedule: ConnSchedule, mut conn: Option<Conn>) {
+/// What a connection task waits for before its schedule begins.
+struct Start {
+    /// t0, once the clock starts; dropped without a value if the run is called off.
+    clock: watch::Receiver<Option<Instant>>,
+    /// Tasks of this thread that are ready and waiting for the clock.
+    waiting: Rc<Cell<usize>>,
+}
+
+/// One connection's life: make its timer, wait for the clock, follow its schedule until the end,
+/// replacing the connection after errors. The clock starts a little ahead ([`start_lead`]), so
+/// the first thing after the wait is sleeping until the first send.
+async fn drive(
+    ctx: Rc<ThreadCtx>,
+    mut schedule: ConnSchedule,
+    mut conn: Option<Conn>,
+    mut start: Start,
+) {
     let shared = ctx.shared.clone();
-    let t0 = ctx.t0.get();
-    let timer = SendTimer::new(t0);
+    let timer = SendTimer::new();
+    start.waiting.set(start.waiting.get() + 1);
+    let t0 = match start.clock.wait_for(Option::is_some).await {
+        Ok(t0) => t0.expect("waited for a value"),
+        Err(_) => return,
+    };
     loop {
+        // Zero until t0.
         let now = t0.elapsed();
         let Some(slot) = schedule.next(now) else {
             break;
         };
-        if slot.send_at > now {
-            timer.sleep_until(t0 + slot.send_at).await;
-        }
+        timer.sleep_until(t0, t0 + slot.send_at).await;
         let sent = t0.elapsed();
         let intended = if shared.open_loop {
             slot.intended
@@ -686,9 +745,8 @@ impl ThreadCtx {
             .enable_all()
             .build()?;
         let ctx = Rc::new(ThreadCtx {
-            recorder: RefCell::new(Recorder::new(shared.warmup, shared.duration)),
+            recorder: RefCell::new(shared.recorder()),
             shared,
-            t0: Cell::new(Instant::now()),
             examples: RefCell::new(BTreeMap::new()),
         });
         Ok((runtime, LocalSet::new(), ctx))
@@ -736,5 +794,20 @@ impl AsyncWrite for Stream {
             Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clock_starts_twice_the_timer_setup_ahead_and_never_less_than_the_minimum() {
+        assert_eq!(start_lead(Duration::ZERO), MIN_START_LEAD);
+        assert_eq!(start_lead(Duration::from_millis(4)), MIN_START_LEAD);
+        assert_eq!(
+            start_lead(Duration::from_millis(30)),
+            Duration::from_millis(60)
+        );
     }
 }

@@ -22,6 +22,19 @@
 //! catches up at twice its rate (as wrk2) and never skips a request. Without `-R` the run is closed
 //! loop, each connection as fast as it goes, as wrk.
 //!
+//! The clock starts only once every connection is open and its task is waiting, and a little
+//! ahead (twice the time the tasks took to start, at least 10 ms; `start_lead_secs` in the
+//! results): the schedule's first requests are due at its very start, so a clock started before
+//! the tasks could run charged the generator's own start-up to the server (up to 25 ms for the
+//! first 100 ms of a 1,000-connection run).
+//!
+//! Besides the per-second series, the first `--early-series` (default 5 s) is recorded per 100 ms,
+//! with how late the generator sent each request (actual send − intended start). That lateness
+//! is the generator's own delay, except when a connection was still waiting for its previous
+//! response past its next request's intended start (its per-connection interval: 333 ms for
+//! 1,000 connections at 3,000/s), which is the server's. The results also carry the corrected
+//! latency without second 0 (`corrected_without_first_second`).
+//!
 //! Send times are kept within 100 µs of the schedule: on Linux each connection sleeps on its own
 //! `timerfd` (deadlines rounded up to a shared 100 µs grid, so neighbours wake together) instead
 //! of tokio's (and wrk2's) millisecond timer, which would add up to a millisecond of the
@@ -83,12 +96,12 @@ pub use args::{
 };
 pub use driver::{hold_idle, run, Held, RunError};
 pub use recorder::{
-    latency_histogram, ErrorClass, ErrorCounts, Handshakes, Outcome, Recorder, Sample, Second,
-    WarmupCounts, HIGHEST_TRACKABLE_US, SIGNIFICANT_DIGITS,
+    latency_histogram, EarlyBucket, ErrorClass, ErrorCounts, Handshakes, Outcome, Recorder, Sample,
+    Second, WarmupCounts, EARLY_BUCKET, HIGHEST_TRACKABLE_US, MAX_EARLY_SERIES, SIGNIFICANT_DIGITS,
 };
 pub use report::{
-    Latencies, LatencySummary, PercentileValue, Results, ResultsError, SeriesPoint, Spread,
-    PERCENTILES, SCHEMA,
+    EarlyPoint, Latencies, LatencySummary, PercentileValue, Results, ResultsError, SeriesPoint,
+    Spread, PERCENTILES, SCHEMA,
 };
 pub use schedule::{ConnSchedule, Schedule, Slot, CATCH_UP_FACTOR};
 pub use tls::{TlsOptions, Trust};

@@ -15,7 +15,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::args::Config;
-use crate::recorder::{ErrorClass, ErrorCounts, Handshakes, Recorder, WarmupCounts};
+use crate::recorder::{ErrorClass, ErrorCounts, Handshakes, Recorder, WarmupCounts, EARLY_BUCKET};
 
 /// Identifies the layout of the JSON file; bump it when a field changes meaning.
 pub const SCHEMA: &str = "sluice-load/1";
@@ -48,6 +48,11 @@ pub struct Results {
     pub tls_resumption: Option<bool>,
     /// Wall time from the first request to the last response, warm-up and drain included.
     pub elapsed_secs: f64,
+    /// How long the clock started after every connection was open and ready (the schedule's
+    /// first requests are due at its start, so each connection waits for its first send instead
+    /// of the generator's start-up delaying them). 0 in results written before it existed.
+    #[serde(default)]
+    pub start_lead_secs: f64,
     /// Complete responses (any status) to requests due in the measurement.
     pub requests: u64,
     /// `requests / duration_secs`.
@@ -73,6 +78,15 @@ pub struct Results {
     /// One point per second of the measurement, by completion time; points past the duration
     /// hold requests that were due in time but finished late.
     pub series: Vec<SeriesPoint>,
+    /// How long from the start of the measurement the early series covers (`--early-series`);
+    /// 0 when it was off (and in results written before it existed).
+    #[serde(default)]
+    pub early_series_secs: f64,
+    /// One point per 100 ms of the measurement's first `early_series_secs`, by completion time
+    /// (so the ten points of a second add up to that second's point), up to the last one in
+    /// which a request ended.
+    #[serde(default)]
+    pub early_series: Vec<EarlyPoint>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -81,6 +95,10 @@ pub struct Latencies {
     pub corrected: LatencySummary,
     /// From each request's actual send.
     pub uncorrected: LatencySummary,
+    /// `corrected` without the responses completed in second 0 of the series: the run's tail
+    /// without its start. `null` in results written before it existed.
+    #[serde(default)]
+    pub corrected_without_first_second: Option<LatencySummary>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -123,6 +141,25 @@ pub struct SeriesPoint {
     pub max_us: Option<u64>,
 }
 
+/// One 100 ms step of the early series. Latencies in µs, 2 significant digits, `null` if none.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EarlyPoint {
+    /// Where the step starts, in ms since the measurement started.
+    pub start_ms: u64,
+    pub completed: u64,
+    pub errors: ErrorCounts,
+    /// Corrected latency of the step's completions.
+    pub p50_us: Option<u64>,
+    pub p99_us: Option<u64>,
+    pub max_us: Option<u64>,
+    /// How late the generator sent the requests that ended in this step (actual send − intended
+    /// start): up to 0.1 ms is its send timer's step; more is the generator's own delay, which
+    /// the corrected latency above includes.
+    pub send_late_p50_us: Option<u64>,
+    pub send_late_p99_us: Option<u64>,
+    pub send_late_max_us: Option<u64>,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ResultsError {
     #[error("latency histogram is not valid base64")]
@@ -139,6 +176,7 @@ impl Results {
         thread_seconds: &[u64],
         error_examples: BTreeMap<ErrorClass, String>,
         elapsed: Duration,
+        start_lead: Duration,
     ) -> Results {
         let duration = config.duration.as_secs_f64();
         Results {
@@ -155,6 +193,7 @@ impl Results {
             new_connection_per_request: config.new_connection_per_request,
             tls_resumption: config.target.https.then_some(config.tls.resumption),
             elapsed_secs: elapsed.as_secs_f64(),
+            start_lead_secs: start_lead.as_secs_f64(),
             requests: recorder.completed(),
             achieved_rate: recorder.completed() as f64 / duration,
             unsent: recorder.unsent(),
@@ -169,22 +208,38 @@ impl Results {
             latency: Latencies {
                 corrected: summarize(recorder.corrected()),
                 uncorrected: summarize(recorder.uncorrected()),
+                corrected_without_first_second: Some(summarize(
+                    recorder.corrected_without_first_second(),
+                )),
             },
             series: recorder
                 .seconds()
                 .iter()
                 .enumerate()
-                .map(|(second, s)| {
-                    let quantile =
-                        |q: f64| (!s.latency.is_empty()).then(|| s.latency.value_at_quantile(q));
-                    SeriesPoint {
-                        second: second as u64,
-                        completed: s.completed,
-                        errors: s.errors,
-                        p50_us: quantile(0.5),
-                        p99_us: quantile(0.99),
-                        max_us: quantile(1.0),
-                    }
+                .map(|(second, s)| SeriesPoint {
+                    second: second as u64,
+                    completed: s.completed,
+                    errors: s.errors,
+                    p50_us: quantile(&s.latency, 0.5),
+                    p99_us: quantile(&s.latency, 0.99),
+                    max_us: quantile(&s.latency, 1.0),
+                })
+                .collect(),
+            early_series_secs: recorder.early_window().as_secs_f64(),
+            early_series: recorder
+                .early_series()
+                .iter()
+                .enumerate()
+                .map(|(i, b)| EarlyPoint {
+                    start_ms: (EARLY_BUCKET * i as u32).as_millis() as u64,
+                    completed: b.completed,
+                    errors: b.errors,
+                    p50_us: quantile(&b.latency, 0.5),
+                    p99_us: quantile(&b.latency, 0.99),
+                    max_us: quantile(&b.latency, 1.0),
+                    send_late_p50_us: quantile(&b.send_lateness, 0.5),
+                    send_late_p99_us: quantile(&b.send_lateness, 0.99),
+                    send_late_max_us: quantile(&b.send_lateness, 1.0),
                 })
                 .collect(),
         }
@@ -356,6 +411,11 @@ impl Results {
         footer(&mut out, &histogram);
         Ok(out)
     }
+}
+
+/// A series histogram's value at `q`, or `None` if it is empty.
+fn quantile(histogram: &Histogram<u64>, q: f64) -> Option<u64> {
+    (!histogram.is_empty()).then(|| histogram.value_at_quantile(q))
 }
 
 fn summarize(histogram: &Histogram<u64>) -> LatencySummary {
@@ -572,15 +632,18 @@ mod tests {
     }
 
     fn results() -> Results {
-        let mut recorder = Recorder::new(Duration::ZERO, Duration::from_secs(2));
+        let mut recorder = Recorder::new(Duration::ZERO, Duration::from_secs(2))
+            .with_early_series(Duration::from_secs(1));
         for i in 0..200u64 {
             let intended = Duration::from_millis(10 * i);
             // Every 50th request takes 400 ms; the rest 1 ms.
             let latency = if i % 50 == 0 { 400 } else { 1 };
+            // Request 3 leaves 20 ms late.
+            let sent = intended + Duration::from_millis(if i == 3 { 20 } else { 0 });
             recorder.record(&Sample {
                 intended,
-                sent: intended,
-                done: intended + Duration::from_millis(latency),
+                sent,
+                done: sent + Duration::from_millis(latency),
                 outcome: Outcome::Response {
                     status: if i == 7 { 500 } else { 200 },
                 },
@@ -597,6 +660,7 @@ mod tests {
             &[100, 100],
             examples,
             Duration::from_secs(2),
+            Duration::from_millis(10),
         )
     }
 
@@ -611,6 +675,14 @@ mod tests {
             results.latency.corrected.hdr_histogram
         );
         assert_eq!(back.series, results.series);
+        assert_eq!(back.early_series, results.early_series);
+        let histogram = |r: &Results| {
+            r.latency
+                .corrected_without_first_second
+                .as_ref()
+                .map(|s| s.hdr_histogram.clone())
+        };
+        assert_eq!(histogram(&back), histogram(&results));
         assert_eq!(back.errors, results.errors);
         let histogram = back.corrected_histogram().unwrap();
         assert_eq!(histogram.len(), 200);
@@ -641,6 +713,59 @@ mod tests {
             .as_str()
             .unwrap()
             .starts_with("HISTF"));
+    }
+
+    #[test]
+    fn the_early_series_and_the_tail_without_second_0_are_in_the_results() {
+        let results = results();
+        assert_eq!(results.early_series_secs, 1.0);
+        let early = &results.early_series;
+        assert_eq!(early.len(), 10);
+        let starts: Vec<u64> = early.iter().map(|p| p.start_ms).collect();
+        assert_eq!(starts, [0, 100, 200, 300, 400, 500, 600, 700, 800, 900]);
+        // Requests 1..=9 end in the first 100 ms (request 0 takes 400 ms), one of them sent late.
+        assert_eq!(early[0].completed, 9);
+        assert!(early[0].max_us.unwrap() >= 20_000);
+        assert!(early[0].send_late_max_us.unwrap() >= 19_000);
+        assert!(early[0].send_late_p50_us.unwrap() <= 100);
+        assert_eq!(early[1].send_late_max_us, Some(0));
+        // 400..500 ms: requests 40..=49 and request 0, due at 0 and done at 400 ms.
+        assert_eq!(early[4].completed, 11);
+        assert!(early[4].p99_us.unwrap() >= 390_000);
+        assert!(early[4].p50_us.unwrap() <= 1_100);
+        assert_eq!(
+            early.iter().map(|p| p.completed).sum::<u64>(),
+            results.series[0].completed
+        );
+        assert_eq!(early[0].errors.status, 1, "request 7's 500");
+
+        // Second 1 holds requests 100..=199 (150 is one of the slow ones; 50 ended in second 0).
+        let without = results
+            .latency
+            .corrected_without_first_second
+            .as_ref()
+            .unwrap();
+        assert_eq!(without.count, 100);
+        assert!(without.max_us >= 399_000);
+        assert_eq!(results.latency.corrected.count, 200);
+    }
+
+    #[test]
+    fn results_written_before_the_early_series_still_read() {
+        let mut value = serde_json::to_value(results()).unwrap();
+        let object = value.as_object_mut().unwrap();
+        object.remove("early_series").unwrap();
+        object.remove("early_series_secs").unwrap();
+        value["latency"]
+            .as_object_mut()
+            .unwrap()
+            .remove("corrected_without_first_second")
+            .unwrap();
+        let old: Results = serde_json::from_value(value).unwrap();
+        assert!(old.early_series.is_empty());
+        assert_eq!(old.early_series_secs, 0.0);
+        assert_eq!(old.latency.corrected_without_first_second, None);
+        assert_eq!(old.requests, 200);
     }
 
     #[test]

@@ -9,6 +9,41 @@ fn load_fixture(name: &str) -> load::Results {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
+/// The fixtures predate the early series and the tail without second 0: this gives a run both.
+/// Step 200–300 ms is the slow one (p99 12.35 ms), with the generator 7 ms late at worst.
+fn with_start(mut load: load::Results) -> load::Results {
+    load.early_series_secs = 5.0;
+    load.early_series = (0..50)
+        .map(|i| {
+            let slow = i == 2;
+            load::EarlyPoint {
+                start_ms: i * 100,
+                completed: 30,
+                errors: load::ErrorCounts {
+                    read: u64::from(i == 3),
+                    ..Default::default()
+                },
+                p50_us: Some(600),
+                p99_us: Some(if slow { 12_346 } else { 900 }),
+                max_us: Some(if slow { 13_000 } else { 950 }),
+                send_late_p50_us: Some(50),
+                send_late_p99_us: Some(if slow { 6_500 } else { 99 }),
+                send_late_max_us: Some(if slow { 7_000 } else { 100 }),
+            }
+        })
+        .collect();
+    let mut without = load.latency.corrected.clone();
+    for p in &mut without.percentiles {
+        if p.percentile == 99.99 {
+            p.value_us = 1_234;
+        } else if p.percentile == 99.999 {
+            p.value_us = 2_346;
+        }
+    }
+    load.latency.corrected_without_first_second = Some(without);
+    load
+}
+
 fn lab_results() -> LabResults {
     let events = vec![
         ScaleEvent {
@@ -49,7 +84,7 @@ fn lab_results() -> LabResults {
                 "static",
                 "none",
                 Vec::new(),
-                load_fixture("sluice-static.load.json"),
+                with_start(load_fixture("sluice-static.load.json")),
             ),
             Run::new(
                 "nginx",
@@ -166,7 +201,85 @@ fn summary_is_one_aligned_line_per_run() {
     assert!(lines[2].starts_with("sluice  static"));
     assert!(lines[3].starts_with("nginx   dynamic/graceful"));
     assert!(lines[3].contains(" 39 "));
-    assert!(lines[4].starts_with("skipped haproxy"));
+    assert!(lines[4].starts_with("(1st s p99: p99 of second 0;"));
+    assert!(lines[5].starts_with("skipped haproxy"));
+}
+
+#[test]
+fn the_start_of_a_run_is_shown_apart_from_its_tail() {
+    let results = lab_results();
+    let sluice = &results.runs[0];
+    let without = sluice.latency_ms_without_first_second.unwrap();
+    assert_eq!((without.p99_99, without.p99_999), (1.234, 2.346));
+    assert_eq!(
+        sluice.latency_ms.p99_99, 18.543,
+        "the whole run's figure is kept"
+    );
+    // The fixture's second 0.
+    assert_eq!(sluice.first_second_p99_ms(), Some(8.767));
+    // nginx's load results predate both.
+    assert_eq!(results.runs[1].latency_ms_without_first_second, None);
+
+    let json = serde_json::to_value(&results).unwrap();
+    assert_eq!(
+        json["runs"][0]["latency_ms_without_first_second"]["p99.99"],
+        1.234
+    );
+    assert!(json["runs"][1]["latency_ms_without_first_second"].is_null());
+    let mut old = json.clone();
+    old["runs"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("latency_ms_without_first_second");
+    let back: LabResults = serde_json::from_value(old).unwrap();
+    assert_eq!(back.runs[0].latency_ms_without_first_second, None);
+
+    let summary = lab::render::summary(&results);
+    let lines: Vec<&str> = summary.lines().collect();
+    let header: Vec<&str> = lines[1]
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let cells = |line: &str| {
+        line.split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    // "sluice static" is two cells, as the header's first two.
+    let sluice_row = cells(lines[2]);
+    let nginx_row = cells(lines[3]);
+    assert_eq!(sluice_row[column("1st s p99")], "8.77");
+    assert_eq!(sluice_row[column("p99.99 ms")], "18.54");
+    assert_eq!(sluice_row[column("p99.99 w/o s0")], "1.23");
+    assert_eq!(sluice_row[column("p99.999 w/o s0")], "2.35");
+    assert_eq!(nginx_row[column("p99.99 w/o s0")], "–");
+
+    let md = lab::render::markdown(&results);
+    assert!(md.contains("| first second's p99 | 8.77 |"), "{md}");
+    assert!(md.contains("| latency p99.99 without second 0 | 1.23 |"));
+    assert!(md.contains("| latency p99.999 without second 0 | 2.35 |"));
+    assert!(
+        md.contains("| latency p99.99 without second 0 | – |"),
+        "nginx's group"
+    );
+    assert!(md.contains("### static: the first second per 100 ms\n"));
+    assert!(
+        !md.contains("### dynamic/graceful: the first second"),
+        "nginx has no early series"
+    );
+    // The first second only: ten steps, the slow one with the generator's lateness beside it.
+    assert!(md.contains("| 0–100 | 30 | 0 | 0.60 | 0.90 | 0.95 | 0.05 | 0.10 | 0.10 |"));
+    assert!(md.contains("| 200–300 | 30 | 0 | 0.60 | 12.35 | 13.00 | 0.05 | 6.50 | 7.00 |"));
+    assert!(md.contains("| 300–400 | 30 | 1 |"));
+    assert!(md.contains("| 900–1000 |"));
+    assert!(!md.contains("| 1000–1100 |"));
+
+    let html = lab::render::html(&results);
+    assert!(html.contains("<h3>static: the first second per 100 ms</h3>"));
+    assert!(html.contains("<td>200–300</td><td>30</td><td>0</td><td>0.60</td><td>12.35</td>"));
+    assert!(html.contains("<th>first second's p99</th><td>8.77</td>"));
 }
 
 #[test]

@@ -33,6 +33,34 @@ fn an_open_loop_run_sends_exactly_the_requested_rate_and_writes_its_files() {
     assert_eq!(server.count(|s| &s.requests), 300);
     assert_eq!(results.bytes_read, 200 * 43);
     assert_eq!(results.series.iter().map(|p| p.completed).sum::<u64>(), 200);
+    // The early series (5 s by default) covers the whole 1 s run, 100 ms at a time, and the clock
+    // started after the connections were ready.
+    assert_eq!(results.early_series_secs, 5.0);
+    assert!(
+        (10..=12).contains(&results.early_series.len()),
+        "{:?}",
+        results.early_series
+    );
+    assert_eq!(
+        results
+            .early_series
+            .iter()
+            .map(|p| p.completed)
+            .sum::<u64>(),
+        200
+    );
+    assert!(results
+        .early_series
+        .iter()
+        .all(|p| p.completed == 0 || p.send_late_max_us.is_some()));
+    assert!(results.start_lead_secs >= 0.01);
+    let after_second_0: u64 = results.series[1..].iter().map(|p| p.completed).sum();
+    let without = results
+        .latency
+        .corrected_without_first_second
+        .as_ref()
+        .unwrap();
+    assert_eq!(without.count, after_second_0);
     assert_eq!(results.status_codes[&200], 200);
     assert_eq!(results.tls_resumption, None);
 
