@@ -6,7 +6,8 @@
 #   scripts/bench-summary.sh                 everything, ~18 minutes on 2 CPUs
 #   ONLY="proxy idle" scripts/bench-summary.sh   a subset (names below)
 #
-#   proxy        scripts/bench-proxy.sh PROTOCOLS="http https h2 grpc"   CPU per request / call
+#   proxy        scripts/bench-proxy.sh PROTOCOLS="http https h2 grpc grpc-stream"   CPU per request,
+#                                                                        call or streamed message
 #   nginx-backend  BACKEND=nginx PROTOCOLS=http scripts/bench-proxy.sh   100 connections, nginx
 #                                                                        static-file backend
 #   two-workers  WORKERS=2 PROXY_CPU=0,1 LOAD_CPU=0,1 scripts/bench-proxy.sh   both proxies with two
@@ -53,7 +54,7 @@ mkdir -p "$DETAILS"
 
 # name → the command line shown on the page (what a reader runs to get that figure again).
 declare -A COMMAND=(
-    [proxy]='PROTOCOLS="http https h2 grpc" scripts/bench-proxy.sh'
+    [proxy]='PROTOCOLS="http https h2 grpc grpc-stream" scripts/bench-proxy.sh'
     [nginx-backend]='BACKEND=nginx PROTOCOLS=http scripts/bench-proxy.sh'
     [two-workers]='WORKERS=2 PROXY_CPU=0,1 LOAD_CPU=0,1 scripts/bench-proxy.sh'
     [idle]='scripts/bench-idle.sh'
@@ -66,7 +67,7 @@ run() {
     started=$(date +%s)
     echo "bench-summary: $name: ${COMMAND[$name]}" >&2
     case $name in
-        proxy) PROTOCOLS="http https h2 grpc" OUT="$DETAILS/proxy.md" scripts/bench-proxy.sh >&2 ;;
+        proxy) PROTOCOLS="http https h2 grpc grpc-stream" OUT="$DETAILS/proxy.md" scripts/bench-proxy.sh >&2 ;;
         nginx-backend) BACKEND=nginx PROTOCOLS=http OUT="$DETAILS/nginx-backend.md" scripts/bench-proxy.sh >&2 ;;
         two-workers)
             WORKERS=2 PROXY_CPU=0,1 LOAD_CPU=0,1 OUT="$DETAILS/two-workers.md" \
@@ -128,11 +129,13 @@ rows = []  # (path, figure, vs nginx, vs haproxy, better, target, source)
 
 if (text := read("proxy")):
     names = {"http": "HTTP/1.1 keep-alive, 1 KiB, wrk -c50", "https": "HTTPS (HTTP/1.1 over TLS), keep-alive, 1 KiB",
-             "h2": "HTTP/2 over TLS, h2load -c10 -m10, 1 KiB", "grpc": "gRPC unary calls, ghz -c50 over 10 connections"}
+             "h2": "HTTP/2 over TLS, h2load -c10 -m10, 1 KiB", "grpc": "gRPC unary calls, ghz -c50 over 10 connections",
+             "grpc-stream": "gRPC bidirectional streams, 100 messages a call each answered with 1 KiB"}
     targets = {"http": "≤ 0.8", "grpc": "≤ 0.7"}
+    figures = {"grpc": "CPU per call", "grpc-stream": "CPU per message"}
     for cells in table_after(text, "## Sluice ÷ nginx"):
         protocol = cells[0]
-        figure = "CPU per call" if protocol == "grpc" else "CPU per request"
+        figure = figures.get(protocol, "CPU per request")
         rows.append((names.get(protocol, protocol), figure, number(cells[1]), None,
                      "lower", targets.get(protocol, "≤ 1.0"), "proxy"))
 if (text := read("nginx-backend")):
