@@ -24,6 +24,38 @@ use wire::h2::frame;
 /// SETTINGS_MAX_FRAME_SIZE with its head (a longer one is refused when its head is read).
 const MAX_KEPT: usize = frame::HEAD_LEN + frame::DEFAULT_MAX_FRAME_SIZE as usize;
 
+/// A frame longer than the largest the connection allows: the peer's FRAME_SIZE_ERROR.
+pub(crate) struct FrameTooLarge;
+
+/// Hands each complete frame of `data`, from `at`, to `each` (its head and payload) until one
+/// is incomplete or `each` returns false: the bytes used, or `FrameTooLarge` at a frame whose
+/// head says more than `max_frame` (known before its payload arrives).
+pub(crate) fn for_each_frame<'a>(
+    data: &'a [u8],
+    mut at: usize,
+    max_frame: u32,
+    mut each: impl FnMut(frame::Head, &'a [u8]) -> bool,
+) -> Result<usize, FrameTooLarge> {
+    while let Some(head) = data
+        .get(at..)
+        .and_then(|rest| rest.first_chunk::<{ frame::HEAD_LEN }>())
+    {
+        let head = frame::Head::parse(head);
+        if head.length > max_frame {
+            return Err(FrameTooLarge);
+        }
+        let start = at + frame::HEAD_LEN;
+        let Some(payload) = data.get(start..start + head.length as usize) else {
+            break;
+        };
+        at = start + payload.len();
+        if !each(head, payload) {
+            break;
+        }
+    }
+    Ok(at)
+}
+
 /// DATA payloads copied out of the scratch buffer into one block per batch of frames
 /// handled together: one allocation a read, not one a frame (a 1 KiB gRPC message's copy
 /// went through glibc's slow path, over its per-thread cache's 1,032 bytes, twice a
@@ -140,7 +172,7 @@ pub(crate) fn poll_read_once<C: FrameConn>(
             if used < rest.len() {
                 let tail = &rest[used..];
                 // Room for the whole frame now: completing it next read copies no more.
-                let room = conn.unit_len(tail).clamp(tail.len(), MAX_KEPT);
+                let room = conn.unit_len(tail).min(MAX_KEPT).max(tail.len());
                 let mut kept = Vec::with_capacity(room);
                 kept.extend_from_slice(tail);
                 conn.socket().1.partial = kept;

@@ -127,31 +127,20 @@ impl<I> Connection<I> {
     /// Parses and handles the frames in `data`; returns how many bytes were used (the rest
     /// is an incomplete frame).
     fn handle_frames(&mut self, data: &[u8]) -> usize {
-        let mut at = 0;
-        while !self.failed && data.len() - at >= frame::HEAD_LEN {
-            let head_bytes: &[u8; frame::HEAD_LEN] = data[at..at + frame::HEAD_LEN]
-                .try_into()
-                .expect("nine bytes");
-            let head = frame::Head::parse(head_bytes);
-            let length = head.length as usize;
-            if head.length > MAX_FRAME {
-                self.fail(
-                    ErrorCode::FRAME_SIZE_ERROR,
-                    "a frame larger than our MAX_FRAME_SIZE",
-                );
-                return data.len();
-            }
-            if data.len() - at - frame::HEAD_LEN < length {
-                break;
-            }
-            let payload = &data[at + frame::HEAD_LEN..at + frame::HEAD_LEN + length];
-            at += frame::HEAD_LEN + length;
+        let handled = h2_socket::for_each_frame(data, 0, MAX_FRAME, |head, payload| {
             self.on_frame(head, payload);
+            !self.failed
+        });
+        if handled.is_err() {
+            self.fail(
+                ErrorCode::FRAME_SIZE_ERROR,
+                "a frame larger than our MAX_FRAME_SIZE",
+            );
         }
-        if self.failed {
-            return data.len();
+        match handled {
+            Ok(used) if !self.failed => used,
+            _ => data.len(),
         }
-        at
     }
 
     fn on_frame(&mut self, head: frame::Head, payload: &[u8]) {

@@ -106,6 +106,8 @@ pub(crate) struct Connection<I, C> {
     /// A connection error: GOAWAY is queued; the connection closes once it is written.
     failed: bool,
     read_closed: bool,
+    /// The last poll stopped reading at `OUT_HIGH_WATER` (no read pending on the socket).
+    read_held: bool,
     empty_frames: u32,
     /// `client-header-timeout` for the preface and for a header block in parts.
     header_timer: Option<Pin<Box<Sleep>>>,
@@ -154,6 +156,7 @@ impl<I, C: Pipeline> Connection<I, C> {
             announced: None,
             failed: false,
             read_closed: false,
+            read_held: false,
             empty_frames: 0,
             header_timer,
         }
@@ -251,30 +254,20 @@ impl<I, C: Pipeline> Connection<I, C> {
             self.preface_read = true;
             at = frame::PREFACE.len();
         }
-        while !self.failed && data.len() - at >= frame::HEAD_LEN {
-            let head_bytes: &[u8; frame::HEAD_LEN] = data[at..at + frame::HEAD_LEN]
-                .try_into()
-                .expect("nine bytes");
-            let head = frame::Head::parse(head_bytes);
-            let length = head.length as usize;
-            if length > MAX_FRAME {
-                self.fail(
-                    ErrorCode::FRAME_SIZE_ERROR,
-                    "a frame larger than MAX_FRAME_SIZE",
-                );
-                return data.len();
-            }
-            if data.len() - at - frame::HEAD_LEN < length {
-                break;
-            }
-            let payload = &data[at + frame::HEAD_LEN..at + frame::HEAD_LEN + length];
-            at += frame::HEAD_LEN + length;
+        let handled = h2_socket::for_each_frame(data, at, MAX_FRAME as u32, |head, payload| {
             self.on_frame(head, payload);
+            !self.failed
+        });
+        if handled.is_err() {
+            self.fail(
+                ErrorCode::FRAME_SIZE_ERROR,
+                "a frame larger than MAX_FRAME_SIZE",
+            );
         }
-        if self.failed {
-            return data.len();
+        match handled {
+            Ok(used) if !self.failed => used,
+            _ => data.len(),
         }
-        at
     }
 
     fn on_frame(&mut self, head: frame::Head, payload: &[u8]) {
@@ -797,9 +790,13 @@ impl<I: AsyncRead + AsyncWrite + Unpin, C: Pipeline> Connection<I, C> {
                 return Poll::Ready(Ok(()));
             }
             if self.shared.borrow().out.len() >= OUT_HIGH_WATER {
-                // The client is not reading what it asked for: neither is the server.
+                // The client is not reading what it asked for: neither is the server. No
+                // read is pending, so nothing wakes us for the client's next bytes: `poll`
+                // comes back here once the queue is written out.
+                self.read_held = true;
                 return Poll::Pending;
             }
+            self.read_held = false;
             if ready!(h2_socket::poll_read_once(self, cx))? == 0 {
                 self.read_closed = true;
                 return Poll::Ready(Ok(()));
@@ -867,6 +864,13 @@ impl<I: AsyncRead + AsyncWrite + Unpin, C: Pipeline> Future for Connection<I, C>
             }
         }
         let written = this.poll_write_frames(cx)?;
+        if this.read_held && this.shared.borrow().out.len() < OUT_HIGH_WATER {
+            // Reading stopped at the high-water mark and the queue has drained since: read
+            // again now. Returning Pending instead left a bidirectional stream waiting for
+            // client bytes no one would read (the client's messages sat in the socket until
+            // its deadline).
+            cx.waker().wake_by_ref();
+        }
         let done = this.failed
             || this.read_closed
             || (this.going_away.is_some() && this.shared.borrow().streams.is_empty());
