@@ -9,7 +9,9 @@
 //!      load: `sluice load -L --json` over HTTPS          ── CPU 1        ▲
 //!            (--protocol grpc: `--grpc` unary calls over HTTP/2)         │
 //!      churn (dynamic): Churn::schedule → Deployment::scale ─────────────┘
-//!      load JSON ──▶ results::Run
+//!      probes: `sluice lab stall-probe` on CPU 0 and CPU 1 (stalls::Probes: how late a
+//!              sleeping process wakes: the machine's own stalls, beside the run)
+//!      load JSON + probe logs ──▶ results::Run (host_stalls: stalls vs the slowest seconds)
 //!    LabResults ──▶ results.json, report.md, report.html (SVG), summary on stdout
 //!
 //!  sluice lab rps | tps | throughput | sizing            (capacity::run)
@@ -31,6 +33,7 @@ mod pods;
 mod procs;
 pub mod render;
 pub mod results;
+pub mod stalls;
 mod systems;
 
 use std::io::Write as _;
@@ -86,6 +89,13 @@ pub enum LabCommand {
     /// A sizing table (workers → RPS, TLS TPS, cost) from results files, or by running every
     /// capacity study (the full report).
     Sizing(SizingArgs),
+    /// How late a thread that only sleeps wakes up on each CPU of an idle machine: the
+    /// machine's own stalls, which every system's tail latency includes (`lab dynamic` measures
+    /// them beside each run).
+    Stalls(stalls::StallsArgs),
+    /// One stall probe (what `lab dynamic` and `lab stalls` run on each CPU).
+    #[command(hide = true)]
+    StallProbe(stalls::ProbeArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -169,6 +179,8 @@ struct Plan {
     pin: Option<(String, String)>,
     /// `--protocol grpc`: the grpc-backend binary the pods run.
     grpc_backend: Option<PathBuf>,
+    /// Whether the stall probes run at nice -20 (allowed here).
+    raised_probes: bool,
 }
 
 /// One deployment of a run.
@@ -197,14 +209,19 @@ impl Case {
 /// Runs `sluice lab`.
 pub fn run(args: LabArgs) -> anyhow::Result<()> {
     // Held for the whole run: the lab's systems listen on fixed ports and its CPU figures
-    // need the machine to itself.
-    let _lock = bench_lock::one_at_a_time()?;
+    // need the machine to itself. A stall probe runs beside a lab that holds it.
+    let _lock = match args.command {
+        LabCommand::StallProbe(_) => None,
+        _ => Some(bench_lock::one_at_a_time()?),
+    };
     match args.command {
         LabCommand::Dynamic(args) => run_dynamic(args),
         LabCommand::Rps(args) => capacity::run::run_capacity(Which::Rps, args, None),
         LabCommand::Tps(args) => capacity::run::run_capacity(Which::Tps, args, None),
         LabCommand::Throughput(args) => capacity::run::run_capacity(Which::Throughput, args, None),
         LabCommand::Sizing(args) => capacity::run::run_sizing(args),
+        LabCommand::Stalls(args) => stalls::run_stalls(args),
+        LabCommand::StallProbe(args) => stalls::run_probe(args),
     }
 }
 
@@ -287,6 +304,7 @@ fn plan(args: DynamicArgs) -> anyhow::Result<Plan> {
         out,
         pin,
         grpc_backend,
+        raised_probes: stalls::raised_priority_allowed(),
     })
 }
 
@@ -497,20 +515,16 @@ fn run_one(
     })();
     system.stop();
     deployment.stop_all();
-    let (load, events) = result?;
+    let (load, events, host_stalls) = result?;
     // Keep each run's raw load JSON beside the results too.
     let raw = serde_json::to_string_pretty(&load)?;
     std::fs::write(
         plan.out.join("runs").join(format!("{tag}.load.json")),
         raw + "\n",
     )?;
-    Ok(Run::new(
-        name,
-        case.deployment(),
-        case.termination(),
-        events,
-        load,
-    ))
+    let mut run = Run::new(name, case.deployment(), case.termination(), events, load);
+    run.host_stalls = Some(host_stalls);
+    Ok(run)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -526,7 +540,7 @@ fn measure(
     case: Case,
     load_cpus: Option<String>,
     (index, total): (usize, usize),
-) -> anyhow::Result<(load::Results, Vec<ScaleEvent>)> {
+) -> anyhow::Result<(load::Results, Vec<ScaleEvent>, stalls::HostStalls)> {
     let json = dir.join("load.json");
     let mut cmd = pinned(load_cpus.as_deref(), exe);
     cmd.arg("load")
@@ -557,6 +571,21 @@ fn measure(
         cmd.arg(format!("https://{HOST}/"));
     }
     let log = dir.join("load.log");
+    // The machine's own stalls during the run, on the system's CPU and the load's.
+    let places = match &plan.pin {
+        Some((sut, rest)) => vec![
+            (Some(sut.clone()), "system under test"),
+            (Some(rest.clone()), "load generator and pods"),
+        ],
+        None => vec![(None, "unpinned")],
+    };
+    let probes = stalls::Probes::start(
+        exe,
+        dir,
+        &places,
+        plan.raised_probes,
+        plan.duration + Duration::from_secs(60),
+    )?;
     let mut load = Proc::spawn("sluice load", cmd, &log)?;
     let t0 = Instant::now();
     let steps = match case {
@@ -609,6 +638,7 @@ fn measure(
         std::thread::sleep(Duration::from_millis(20));
     };
     drop(load);
+    let probe_logs = probes.finish()?;
     let text = std::fs::read_to_string(&json).with_context(|| {
         format!(
             "sluice load ({status}) wrote no results; its output:\n{}",
@@ -617,5 +647,10 @@ fn measure(
     })?;
     let results: load::Results =
         serde_json::from_str(&text).with_context(|| format!("parsing {}", json.display()))?;
-    Ok((results, events))
+    let host_stalls = stalls::HostStalls::new(
+        probe_logs,
+        &results.series,
+        results.measurement_started_unix_secs,
+    );
+    Ok((results, events, host_stalls))
 }

@@ -40,6 +40,23 @@ const START_ROWS: &[Row] = &[
     }),
 ];
 
+/// The machine's own stalls during the run (see [`crate::stalls`]).
+const HOST_ROWS: &[Row] = &[
+    ("host stalls ≥ 2 ms, by CPU", |r| {
+        r.host_stalls
+            .as_ref()
+            .map_or_else(|| "–".to_owned(), |h| h.counts())
+    }),
+    ("longest host stall", |r| {
+        optional_ms(r.host_stalls.as_ref().map(|h| h.longest_ms()))
+    }),
+    ("slowest seconds with a host stall in them", |r| {
+        r.host_stalls
+            .as_ref()
+            .map_or_else(|| "–".to_owned(), |h| h.slowest_with_stall())
+    }),
+];
+
 /// The columns of the first second's table: one row per 100 ms of the early series.
 const STEP_HEADER: [&str; 9] = [
     "ms",
@@ -83,6 +100,8 @@ pub fn summary(results: &LabResults) -> String {
         "p99.99 w/o s0",
         "p99.999 w/o s0",
         "max ms",
+        "host stalls",
+        "slow s w/ stall",
     ];
     let rows: Vec<Vec<String>> = results
         .runs
@@ -106,6 +125,13 @@ pub fn summary(results: &LabResults) -> String {
                 optional_ms(r.latency_ms_without_first_second.map(|l| l.p99_99)),
                 optional_ms(r.latency_ms_without_first_second.map(|l| l.p99_999)),
                 ms(r.latency_ms.max),
+                r.host_stalls.as_ref().map_or_else(
+                    || "–".to_owned(),
+                    |h| h.probes.iter().map(|p| p.stalls).sum::<u64>().to_string(),
+                ),
+                r.host_stalls
+                    .as_ref()
+                    .map_or_else(|| "–".to_owned(), |h| h.slowest_with_stall()),
             ]
         })
         .collect();
@@ -148,6 +174,9 @@ pub fn summary(results: &LabResults) -> String {
     }
     out +=
         "(1st s p99: p99 of second 0; w/o s0: the whole run without what completed in second 0)\n";
+    out +=
+        "(host stalls: wakes of a sleeping probe >= 2 ms late on the run's CPUs; slow s w/ stall: \
+            how many of the run's 10 slowest seconds had one)\n";
     for s in &results.skipped {
         let _ = writeln!(out, "skipped {}: {}", s.system, s.reason);
     }
@@ -214,7 +243,7 @@ pub fn markdown(results: &LabResults) -> String {
             }
             md.push('\n');
         }
-        for &(label, cell) in START_ROWS {
+        for &(label, cell) in START_ROWS.iter().chain(HOST_ROWS) {
             let _ = write!(md, "| {label} |");
             for r in &runs {
                 let _ = write!(md, " {} |", cell(r));
@@ -223,6 +252,7 @@ pub fn markdown(results: &LabResults) -> String {
         }
         md.push('\n');
         md += &first_second_markdown(&group, &runs);
+        md += &slowest_seconds_markdown(&group, &runs);
     }
     md += &skipped_markdown(&results.skipped);
     let _ = writeln!(
@@ -263,7 +293,7 @@ pub fn html(results: &LabResults) -> String {
             let _ = write!(h, "<th>{}</th>", esc(&r.system));
         }
         h += "</tr>\n";
-        for &(label, cell) in ROWS.iter().chain(START_ROWS) {
+        for &(label, cell) in ROWS.iter().chain(START_ROWS).chain(HOST_ROWS) {
             let _ = write!(h, "<tr><th>{label}</th>");
             for r in &runs {
                 let _ = write!(h, "<td>{}</td>", cell(r));
@@ -642,6 +672,45 @@ fn first_second_html(group: &str, runs: &[&Run]) -> String {
         h += "</table>\n";
     }
     h
+}
+
+/// Each run's slowest seconds next to the longest host stall that could have delayed them.
+fn slowest_seconds_markdown(group: &str, runs: &[&Run]) -> String {
+    let mut md = String::new();
+    for r in runs {
+        let Some(host) = &r.host_stalls else { continue };
+        if host.slowest_seconds.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            md,
+            "### {group}, {}: the slowest seconds and the host's stalls\n\n\
+             Probes: {}.\n\n| second | slowest request | longest host stall (CPU) |\n|---:|---:|---|",
+            r.system,
+            host.probes
+                .iter()
+                .map(|p| format!(
+                    "CPU {} ({}{}): {} stalls ≥ 2 ms, {} ≥ 5 ms, longest {}",
+                    p.cpus,
+                    p.role,
+                    if p.raised { ", nice -20" } else { "" },
+                    p.stalls,
+                    p.stalls_5ms,
+                    ms(p.longest_ms)
+                ))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        for s in &host.slowest_seconds {
+            let stall = s.stall.as_ref().map_or_else(
+                || "none".to_owned(),
+                |(late, cpus)| format!("{} ({cpus})", ms(*late)),
+            );
+            let _ = writeln!(md, "| {} | {} | {stall} |", s.second, ms(s.max_ms));
+        }
+        md.push('\n');
+    }
+    md
 }
 
 fn optional_ms(v: Option<f64>) -> String {

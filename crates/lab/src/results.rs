@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use load::ErrorCounts;
 use serde::{Deserialize, Serialize};
 
+use crate::stalls::HostStalls;
+
 /// Schema tag of `results.json`.
 pub const SCHEMA: &str = "sluice-lab-dynamic/1";
 
@@ -77,6 +79,10 @@ pub struct Run {
     pub latency_ms_without_first_second: Option<LatencyMs>,
     /// Scale events applied during the run, at seconds since the load started.
     pub events: Vec<ScaleEvent>,
+    /// The machine's own stalls during the run (a sleeping probe on each CPU), next to the run's
+    /// slowest seconds. `null` in results written before the probes existed.
+    #[serde(default)]
+    pub host_stalls: Option<HostStalls>,
     /// The full `sluice load --json` output.
     pub load: load::Results,
 }
@@ -172,6 +178,7 @@ impl Run {
                 .as_ref()
                 .map(LatencyMs::from_summary),
             events,
+            host_stalls: None,
             load,
         }
     }

@@ -19,7 +19,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::{mpsc, Arc};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, Full};
@@ -38,7 +38,7 @@ use crate::args::Config;
 use crate::clock::SendTimer;
 use crate::http1;
 use crate::recorder::{ErrorClass, Outcome, Recorder, Sample};
-use crate::report::Results;
+use crate::report::{Results, RunTiming};
 use crate::schedule::{ConnSchedule, Schedule};
 use crate::tls;
 
@@ -100,6 +100,7 @@ pub fn run(config: &Config) -> Result<Results, RunError> {
     }
     let lead = start_lead(slowest_setup);
     let t0 = Instant::now() + lead;
+    let measurement_started = SystemTime::now() + lead + config.warmup;
     for start in starts {
         // A thread that already failed has hung up; its join below reports it.
         let _ = start.send(t0);
@@ -130,8 +131,13 @@ pub fn run(config: &Config) -> Result<Results, RunError> {
         &merged,
         &thread_rates,
         examples,
-        t0.elapsed(),
-        lead,
+        RunTiming {
+            elapsed: t0.elapsed(),
+            start_lead: lead,
+            measurement_started_unix_secs: measurement_started
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0.0, |since| since.as_secs_f64()),
+        },
     ))
 }
 

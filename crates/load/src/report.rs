@@ -53,6 +53,11 @@ pub struct Results {
     /// of the generator's start-up delaying them). 0 in results written before it existed.
     #[serde(default)]
     pub start_lead_secs: f64,
+    /// Wall-clock time (Unix seconds) at which second 0 of `series` began (the clock's start plus
+    /// the warm-up), so events timed elsewhere (scale events, host stalls) can be placed in the
+    /// series. 0 in results written before it existed.
+    #[serde(default)]
+    pub measurement_started_unix_secs: f64,
     /// Complete responses (any status) to requests due in the measurement.
     pub requests: u64,
     /// `requests / duration_secs`.
@@ -160,6 +165,17 @@ pub struct EarlyPoint {
     pub send_late_max_us: Option<u64>,
 }
 
+/// When the run happened, as the driver timed it.
+#[derive(Clone, Copy, Debug)]
+pub struct RunTiming {
+    /// From the clock's start to the last response.
+    pub elapsed: Duration,
+    /// How far ahead of "every connection ready" the clock started.
+    pub start_lead: Duration,
+    /// Wall-clock time (Unix seconds) at which the measurement began.
+    pub measurement_started_unix_secs: f64,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ResultsError {
     #[error("latency histogram is not valid base64")]
@@ -175,8 +191,7 @@ impl Results {
         recorder: &Recorder,
         thread_seconds: &[u64],
         error_examples: BTreeMap<ErrorClass, String>,
-        elapsed: Duration,
-        start_lead: Duration,
+        timing: RunTiming,
     ) -> Results {
         let duration = config.duration.as_secs_f64();
         Results {
@@ -192,8 +207,9 @@ impl Results {
             http2: config.http2,
             new_connection_per_request: config.new_connection_per_request,
             tls_resumption: config.target.https.then_some(config.tls.resumption),
-            elapsed_secs: elapsed.as_secs_f64(),
-            start_lead_secs: start_lead.as_secs_f64(),
+            elapsed_secs: timing.elapsed.as_secs_f64(),
+            start_lead_secs: timing.start_lead.as_secs_f64(),
+            measurement_started_unix_secs: timing.measurement_started_unix_secs,
             requests: recorder.completed(),
             achieved_rate: recorder.completed() as f64 / duration,
             unsent: recorder.unsent(),
@@ -659,8 +675,11 @@ mod tests {
             &recorder,
             &[100, 100],
             examples,
-            Duration::from_secs(2),
-            Duration::from_millis(10),
+            RunTiming {
+                elapsed: Duration::from_secs(2),
+                start_lead: Duration::from_millis(10),
+                measurement_started_unix_secs: 1_795_000_000.25,
+            },
         )
     }
 
@@ -689,6 +708,7 @@ mod tests {
         assert!(histogram.value_at_percentile(99.0) >= 399_000);
         assert_eq!(back.requests, 200);
         assert_eq!(back.achieved_rate, 100.0);
+        assert_eq!(back.measurement_started_unix_secs, 1_795_000_000.25);
         assert_eq!(back.errors.status, 1);
         assert_eq!(back.status_codes[&500], 1);
         assert_eq!(back.tls_resumption, Some(false));

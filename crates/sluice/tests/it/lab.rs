@@ -73,6 +73,29 @@ fn lab_dynamic_smoke_with_sluice_and_nginx() {
         }
         assert_eq!(run["load"]["schema"], "sluice-load/1");
         assert!(run["requests"].as_u64().unwrap() > 0);
+        // The measurement's start is on the wall clock (the probes' stalls are placed by it).
+        assert!(
+            run["load"]["measurement_started_unix_secs"]
+                .as_f64()
+                .unwrap()
+                > 1.7e9
+        );
+        // A stall probe ran on each of the run's CPU sets, and the run's slowest seconds were
+        // matched against them.
+        let host = &run["host_stalls"];
+        let probes = host["probes"].as_array().expect("host_stalls.probes");
+        let pinned = std::thread::available_parallelism().map_or(1, usize::from) >= 2;
+        assert_eq!(probes.len(), if pinned { 2 } else { 1 }, "{host}");
+        for probe in probes {
+            assert!(
+                probe["stalls"].is_u64() && probe["longest_ms"].is_number(),
+                "{probe}"
+            );
+        }
+        assert!(
+            !host["slowest_seconds"].as_array().unwrap().is_empty(),
+            "{host}"
+        );
     }
 
     let sluice_static = find("sluice", "static");
@@ -102,9 +125,60 @@ fn lab_dynamic_smoke_with_sluice_and_nginx() {
         stdout.contains("sluice  static"),
         "summary on stdout:\n{stdout}"
     );
-    assert!(out.join("report.md").is_file());
+    assert!(
+        stdout.contains("slow s w/ stall"),
+        "summary on stdout:\n{stdout}"
+    );
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.contains("| host stalls ≥ 2 ms, by CPU |")
+            && report.contains("the slowest seconds and the host's stalls"),
+        "{report}"
+    );
     assert!(out.join("report.html").is_file());
     std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// The stall probe logs the time it was kept from running: stopped (SIGSTOP) for 300 ms, it
+/// wakes that late, and the line is in its log at once, while it still runs (the lab stops
+/// probes at any moment and reads what they wrote).
+#[test]
+fn the_stall_probe_logs_the_time_it_was_stopped() {
+    let log = std::env::temp_dir().join(format!("sluice-stall-probe-{}.jsonl", std::process::id()));
+    let mut probe = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["lab", "stall-probe", "--duration", "20s", "--out"])
+        .arg(&log)
+        .spawn()
+        .expect("starting the probe");
+    let pid = probe.id().to_string();
+    let signal = |name: &str| {
+        let status = Command::new("kill").args([name, &pid]).status().unwrap();
+        assert!(status.success(), "kill {name} {pid}");
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    signal("-STOP");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    signal("-CONT");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let longest = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let longest = text
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter_map(|stall| stall["late_ms"].as_f64())
+            .fold(0.0, f64::max);
+        if longest >= 250.0 || std::time::Instant::now() > deadline {
+            break longest;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    probe.kill().unwrap();
+    probe.wait().unwrap();
+    let _ = std::fs::remove_file(&log);
+    assert!(
+        (250.0..5000.0).contains(&longest),
+        "stopped for 300 ms, the probe logged {longest} ms as its latest wake"
+    );
 }
 
 /// `--protocol grpc`: the same churn with unary gRPC calls to grpc-go pods. Sluice must fail no
