@@ -105,6 +105,7 @@ impl Options {
             access_log: self.access_log.clone(),
             metric_identity: self.metric_identity(),
             metric_options: self.metric_options.clone(),
+            port_retry_interval: proxy::DEFAULT_PORT_RETRY_INTERVAL,
         }
     }
 

@@ -7,7 +7,8 @@
 //!                           (accept ─▶ front_door::serve as that listener: plain or TLS,
 //!                            its bit of model::routes::Listeners, its declared port)
 //!                     port gone or changed ─▶ ListenerChange::Close (open connections stay)
-//!                     bind failed ─▶ logged, shown on /config, tried again at the next publish
+//!                     bind failed ─▶ logged, shown on /config, tried again at each publish and
+//!                                    every port_retry_interval (`ports`) until it binds
 //! ```
 
 use std::collections::BTreeMap;
@@ -100,8 +101,8 @@ impl DeclaredListeners {
                     if self.failed.get(port) != Some(&why) {
                         tracing::warn!(
                             port,
-                            "Gateway listener port not opened: {why}; tried again at the next \
-                             configuration change"
+                            "Gateway listener port not opened: {why}; tried again every few seconds \
+                             and at each configuration change"
                         );
                     }
                     self.failed.insert(*port, why);

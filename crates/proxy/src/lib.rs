@@ -123,6 +123,7 @@ mod passthrough;
 mod peek;
 mod pipeline;
 mod pool;
+mod ports;
 mod pre_routing;
 mod protobuf;
 mod proxy_protocol;
@@ -158,6 +159,7 @@ pub use access_log::AccessLogOutput;
 pub use fds::{raise_open_files_limit, set_open_files_limit, OpenFilesLimit};
 pub use listen::StartError;
 pub use metrics::{MetricIdentity, MetricOptions, SOCKET_METRICS};
+pub use ports::DEFAULT_PORT_RETRY_INTERVAL;
 
 use shared::Shared;
 
@@ -179,6 +181,9 @@ pub struct ProxyConfig {
     pub metric_identity: MetricIdentity,
     /// ingress-nginx's flags that shape its request families.
     pub metric_options: MetricOptions,
+    /// How often a TCP/UDP service port or Gateway listener port that could not be bound is
+    /// tried again ([`DEFAULT_PORT_RETRY_INTERVAL`]).
+    pub port_retry_interval: std::time::Duration,
 }
 
 /// The running data plane. Dropping it without [`Proxy::shutdown`] tells every thread to stop
@@ -193,10 +198,11 @@ pub struct Proxy {
     /// The admin server stops after the workers, so probes and scrapes answer during the drain.
     stop_admin: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
-    /// TCP service ports, opened and closed as published configurations ask.
-    streams: std::sync::Mutex<stream::Listeners>,
-    /// Ports Gateway listeners declare beyond 80 and 443.
-    declared: std::sync::Mutex<declared_ports::DeclaredListeners>,
+    /// TCP/UDP service ports and the ports Gateway listeners declare beyond 80 and 443, opened
+    /// and closed as published configurations ask.
+    ports: Arc<std::sync::Mutex<ports::Ports>>,
+    /// Binds again, every `port_retry_interval`, the ports that could not be bound.
+    port_retry: ports::PortRetry,
     /// The admin and status threads.
     admin_threads: Vec<JoinHandle<()>>,
 }
@@ -313,6 +319,34 @@ impl Proxy {
             derived_max_connections,
             "proxy started (derived_max_connections: per worker, when max-worker-connections is 0)"
         );
+        let own_ports = [
+            (http_addr.port(), "HTTP listener"),
+            (https_addr.port(), "HTTPS listener"),
+        ];
+        let ports = Arc::new(std::sync::Mutex::new(ports::Ports {
+            // TCP service ports and Gateway listeners' ports listen on the HTTP listener's
+            // address.
+            streams: stream::Listeners::new(
+                config.http_listen.ip(),
+                own_ports,
+                stream_senders.clone(),
+            ),
+            declared: declared_ports::DeclaredListeners::new(
+                config.http_listen.ip(),
+                own_ports,
+                stream_senders,
+            ),
+        }));
+        let port_retry =
+            ports::PortRetry::spawn(ports.clone(), shared.clone(), config.port_retry_interval)
+                .map_err(|source| {
+                    stop.send_replace(true);
+                    stop_admin.send_replace(true);
+                    StartError::Thread {
+                        what: "the port retry thread".to_owned(),
+                        source,
+                    }
+                })?;
         Ok(Proxy {
             shared,
             http_addr,
@@ -322,24 +356,8 @@ impl Proxy {
             stop,
             stop_admin,
             workers: handles,
-            // Gateway listeners' ports too.
-            declared: std::sync::Mutex::new(declared_ports::DeclaredListeners::new(
-                config.http_listen.ip(),
-                [
-                    (http_addr.port(), "HTTP listener"),
-                    (https_addr.port(), "HTTPS listener"),
-                ],
-                stream_senders.clone(),
-            )),
-            // TCP service ports listen on the HTTP listener's address.
-            streams: std::sync::Mutex::new(stream::Listeners::new(
-                config.http_listen.ip(),
-                [
-                    (http_addr.port(), "HTTP listener"),
-                    (https_addr.port(), "HTTPS listener"),
-                ],
-                stream_senders,
-            )),
+            ports,
+            port_retry,
             admin_threads,
         })
     }
@@ -377,23 +395,7 @@ impl Proxy {
         }
         self.shared.publish(compiled.clone());
         // After the swap, so a connection on a new port finds its service.
-        let mut errors = self
-            .streams
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .apply(&compiled);
-        // After the TCP services: a port one of them leaves is closed before it is bound again.
-        errors.extend(
-            self.declared
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .apply(&compiled),
-        );
-        *self
-            .shared
-            .stream_errors
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = errors;
+        shared::lock(&self.ports).apply(&compiled, &self.shared);
     }
 
     /// The current configuration (the control plane runs `translate::refresh_endpoints(..)` on
@@ -442,6 +444,8 @@ impl Proxy {
     /// stopped, so call it from a plain thread or `spawn_blocking`, not from an async task.
     pub fn shutdown(mut self) {
         self.terminating();
+        // No port opens once the stop has begun.
+        self.port_retry.stop();
         self.stop.send_replace(true);
         for handle in self.workers.drain(..) {
             if handle.join().is_err() {

@@ -198,7 +198,7 @@ impl Shared {
 }
 
 /// Locks `mutex`, taking the value from a panicked holder (every value here stays valid).
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())

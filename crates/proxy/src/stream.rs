@@ -7,7 +7,8 @@
 //!  publish(config) ─▶ Listeners::apply: ports added ─▶ bind (SO_REUSEPORT, one socket per
 //!                     worker) ─▶ each worker's channel ─▶ accept loop on that port
 //!                     ports removed ─▶ Close ─▶ the accept loops end (their sockets close);
-//!                     a bind failure is logged and shown on /config, retried next publish
+//!                     a bind failure is logged and shown on /config, retried at each publish
+//!                     and every port_retry_interval (`ports`)
 //!  accepted ─▶ current config's service for the port (none: closed)
 //!           ─▶ (:PROXY) PROXY header read, within client-header-timeout; bad ─▶ closed
 //!           ─▶ pick an endpoint (the backend's balancer, least_request counting open
@@ -87,7 +88,8 @@ pub(crate) struct Listeners {
     workers: Vec<mpsc::UnboundedSender<ListenerChange>>,
     /// Ports bound and handed to the workers.
     open: BTreeSet<u16>,
-    /// Ports whose bind failed, and why (retried at every publish; shown on /config).
+    /// Ports whose bind failed, and why (retried at every publish and by `ports`' retry thread;
+    /// shown on /config).
     failed: BTreeMap<u16, String>,
     /// UDP ports bound (at `ip`, or at a Gateway's own address), and the ones that failed.
     udp_open: BTreeSet<SocketAddr>,
@@ -166,7 +168,7 @@ impl Listeners {
                             port,
                             upstream = %service.upstream_name,
                             "TCP service port not opened: {why}; the other ports serve, and \
-                             it is tried again at the next configuration change"
+                             it is tried again every few seconds and at each configuration change"
                         );
                     }
                     self.failed.insert(*port, why);
@@ -217,7 +219,7 @@ impl Listeners {
                             %addr,
                             upstream = %service.upstream_name,
                             "UDP service port not opened: {why}; the other ports serve, and \
-                             it is tried again at the next configuration change"
+                             it is tried again every few seconds and at each configuration change"
                         );
                     }
                     self.udp_failed.insert(addr, why);

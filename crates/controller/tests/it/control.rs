@@ -32,6 +32,7 @@ impl Provider {
             access_log: proxy::AccessLogOutput::Stdout,
             metric_identity: proxy::MetricIdentity::default(),
             metric_options: proxy::MetricOptions::default(),
+            port_retry_interval: proxy::DEFAULT_PORT_RETRY_INTERVAL,
         })
         .expect("the proxy starts");
         let control = ControlPlane::new(proxy, CompileOptions::default(), &Settings::default());

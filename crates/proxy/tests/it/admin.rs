@@ -115,6 +115,7 @@ fn a_status_listener_on_a_non_loopback_address_is_refused_at_start() {
             access_log: proxy::AccessLogOutput::Stdout,
             metric_identity: proxy::MetricIdentity::default(),
             metric_options: proxy::MetricOptions::default(),
+            port_retry_interval: proxy::DEFAULT_PORT_RETRY_INTERVAL,
         });
         let error = started.expect_err("a non-loopback status listener is refused");
         assert!(

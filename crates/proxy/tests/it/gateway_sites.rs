@@ -144,7 +144,7 @@ async fn each_gateway_address_serves_its_own_routes_and_certificate() {
 }
 
 #[tokio::test]
-async fn a_listener_on_another_port_serves_only_its_routes_until_it_goes() {
+async fn a_listener_on_another_port_serves_only_its_routes_once_its_port_is_free_until_it_goes() {
     let (web, alt) = (start_backend("web").await, start_backend("alt").await);
     let port = free_tcp_port();
     let gateway = |listeners: Value| {
@@ -193,12 +193,30 @@ async fn a_listener_on_another_port_serves_only_its_routes_until_it_goes() {
         objects.extend(slices(name, &[addr_of(backend)]));
     }
     let mut h = Harness::start();
+    // Another program holds the declared port at first (without SO_REUSEPORT): the port is
+    // reported on /config while the other listeners serve, and bound once it is let go, with
+    // no configuration change (the harness retries every 200 ms).
+    let holder = std::net::TcpListener::bind((LOCALHOST, port)).unwrap();
     h.apply(&objects);
     let extra = SocketAddr::from((LOCALHOST, port));
     assert_eq!(
         get(h.http(), "x.example.com", "/echo").await.backend(),
         "web"
     );
+    let config = get(h.status(), "localhost", "/config").await.json();
+    let errors = config["tcp_service_errors"].as_array().unwrap();
+    assert!(
+        errors.len() == 1
+            && (errors[0].as_str().unwrap())
+                .starts_with(&format!("Gateway listener port {port}: cannot listen")),
+        "{errors:?}"
+    );
+    drop(holder);
+    eventually_async(STEP, "the freed declared port to be bound", || async {
+        let config = get(h.status(), "localhost", "/config").await.json();
+        config["tcp_service_errors"].as_array().unwrap().is_empty()
+    })
+    .await;
     assert_eq!(get(extra, "x.example.com", "/echo").await.backend(), "alt");
     // A redirect without a port names the listener's declared one.
     let reply = get(extra, "x.example.com", "/moved/here").await;

@@ -324,7 +324,7 @@ async fn endpoint_churn_leaves_survivors_alone_and_closes_removed_endpoints_afte
 }
 
 #[tokio::test]
-async fn bad_entries_are_diagnostics_and_a_taken_port_is_reported_while_the_others_serve() {
+async fn bad_entries_are_diagnostics_and_a_taken_port_is_reported_and_bound_once_freed() {
     let (db, _) = echo_backend("db-1", false).await;
     let mut h = harness();
     let [good, missing, taken] = free_ports();
@@ -378,7 +378,21 @@ async fn bad_entries_are_diagnostics_and_a_taken_port_is_reported_while_the_othe
     );
     // The HTTP listener still speaks HTTP.
     assert_eq!(get(h.http(), "any.example", "/").await.status, 404);
-    drop((holder, session));
+    // The program holding the port lets go: the retry binds it, with no configuration change
+    // (the harness retries every 200 ms), and /config keeps only the permanent error.
+    drop(holder);
+    eventually_async(
+        STEP,
+        "the freed port to be bound and leave /config",
+        || async {
+            let config = get(h.status(), "status", "/config").await.json();
+            config["tcp_service_errors"].as_array().unwrap().len() == 1
+        },
+    )
+    .await;
+    let mut retried = Session::open(taken).await;
+    assert_eq!(retried.line().await.as_deref(), Some("db-1"));
+    drop((retried, session));
     shutdown(h.control.proxy).await;
 }
 

@@ -123,6 +123,8 @@ impl Harness {
             access_log: proxy::AccessLogOutput::File(access_log.to_path_buf()),
             metric_identity: proxy::MetricIdentity::default(),
             metric_options: proxy::MetricOptions::default(),
+            // Short, so a test sees a freed port bound without waiting long.
+            port_retry_interval: std::time::Duration::from_millis(200),
         })
         .expect("proxy starts");
         Harness {
