@@ -12,16 +12,18 @@
 //! Why: on the lab's machine (a 2-vCPU VM) a plain sleep loop, with nothing else running, wakes
 //! 4–6 ms late about once a second on one CPU or the other. `perf sched timehist` shows the
 //! probe itself *running* for those 5 ms (no other task, no switch), so the time is lost below
-//! the guest's scheduler. Every system under test, and the load generator, pays for those
-//! stalls, so a run's p99.99 and p99.999 are partly the machine's; measuring them beside each
-//! run says which part.
+//! the guest's scheduler; a loop that spins instead of sleeping sees almost none of it (one gap
+//! over 1 ms in 30 s). Every system under test, and the load generator, sleeps between events
+//! and pays for these stalls, so a run's p99.99 and p99.999 are partly the machine's; measuring
+//! them beside each run says which part.
 //!
 //! The probe is an ordinary (fair-class) process like the systems it sits beside: the same loop
-//! at real-time priority (`chrt -f 1`) does not see these stalls, so a real-time probe would
-//! miss what the proxies suffer. It runs at nice -20 where the lab may set that, so on the busy
-//! CPU of the system under test it does not wait long for its turn behind the proxy (a stall
-//! counts from 2 ms; scheduling behind a nice-0 task costs far less). Each wake costs a few
-//! microseconds, once a millisecond, the same for every system.
+//! at real-time priority (`chrt -f 1`) sees the stalls shorter (at most ~2.5 ms in a minute,
+//! against ~5 ms), so a real-time probe would understate what the proxies suffer. It runs at
+//! nice -20 where the lab may set that, so on the busy CPU of the system under test it does not
+//! wait long for its turn behind the proxy (a stall counts from 2 ms; scheduling behind a nice-0
+//! task costs far less). Each wake costs a few microseconds, once a millisecond, the same for
+//! every system.
 
 use std::io::{BufRead as _, Write};
 use std::path::Path;
