@@ -50,8 +50,7 @@ done
 NGINX_BIN=$(command -v nginx || echo /usr/sbin/nginx)
 [[ -x $NGINX_BIN ]] || die "nginx is needed (Debian: nginx-light)"
 if [[ -z ${SLUICE_BIN:-} ]]; then
-    (cd "$ROOT" && cargo build --release --locked -p sluice >&2)
-    SLUICE_BIN=$ROOT/target/release/sluice
+    SLUICE_BIN=$(release_sluice)
 fi
 
 # The auth server: 200 to every question after AUTH_DELAY; GET /count answers how many it got

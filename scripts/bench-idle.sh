@@ -57,8 +57,7 @@ if [[ -n ${SLUICE_BIN:-} ]]; then
     [[ -x $SLUICE_BIN ]] || die "SLUICE_BIN=$SLUICE_BIN is not executable"
 else
     log "building sluice (release)"
-    cargo build --release -p sluice >&2
-    SLUICE_BIN=$ROOT/target/release/sluice
+    SLUICE_BIN=$(release_sluice)
 fi
 NGINX_BIN=$(command -v nginx || echo /usr/sbin/nginx)
 [[ -x $NGINX_BIN ]] || die "nginx not found (apt-get install nginx-light)"

@@ -77,8 +77,7 @@ NGINX_BIN=$(command -v nginx || echo /usr/sbin/nginx)
 HAPROXY_BIN=$(command -v haproxy || echo /usr/sbin/haproxy)
 if [[ -z ${SLUICE_BIN:-} ]]; then
     log "building sluice (release)"
-    cargo build --release -p sluice >&2
-    SLUICE_BIN=$ROOT/target/release/sluice
+    SLUICE_BIN=$(release_sluice)
 fi
 WORK=$(mktemp -d /tmp/sluice-bench-passthrough.XXXXXX)
 

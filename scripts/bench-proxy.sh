@@ -209,8 +209,7 @@ ensure_sluice() {
         [[ -x $SLUICE_BIN ]] || die "SLUICE_BIN=$SLUICE_BIN is not executable"
     else
         log "building sluice (release)"
-        cargo build --release -p sluice >&2
-        SLUICE_BIN=$ROOT/target/release/sluice
+        SLUICE_BIN=$(release_sluice)
     fi
 }
 

@@ -6,6 +6,18 @@
 log() { printf '[%s] %s\n' "$BENCH_NAME" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+# release_sluice: builds the release binary in $ROOT (the caller's repository root) and prints
+# its path, wherever cargo puts it (CARGO_TARGET_DIR, absolute or relative, or target/): a fixed
+# target/release path would run a stale binary when CARGO_TARGET_DIR is set.
+release_sluice() {
+    (cd "$ROOT" && cargo build --release --locked -p sluice >&2) || die "building sluice failed"
+    local target
+    target=$(cd "$ROOT" && cargo metadata --format-version 1 --no-deps |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])') ||
+        die "cargo metadata failed"
+    printf '%s/release/sluice\n' "$target"
+}
+
 # wait_until DESCRIPTION PID COMMAND...: polls COMMAND for up to 20 s; fails early if PID died.
 wait_until() {
     local what=$1 pid=$2 i
