@@ -14,7 +14,7 @@
 //! ListenerSets are taken oldest first, then by namespace/name (objects from files have no
 //! creation time and count as oldest), as the spec orders them for conflicts.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use model::gateway_status::{Condition, GatewayStatuses, ListenerSetStatus};
 use model::{Kind, NamespacedName, ObjectRef};
@@ -168,6 +168,7 @@ impl<'s> Compiler<'s> {
         &self,
         outcomes: Vec<SetOutcome>,
         listeners: &[ListenerSlot],
+        refused_gateways: &BTreeSet<NamespacedName>,
         out: &mut GatewayStatuses,
     ) -> BTreeMap<NamespacedName, i32> {
         let mut attached = BTreeMap::new();
@@ -188,7 +189,16 @@ impl<'s> Compiler<'s> {
                 .filter(|s| listeners[*s].programmed && listeners[*s].filter_fault.is_none())
                 .count();
             let total = outcome.found.len();
-            let conditions = if !outcome.allowed {
+            let conditions = if refused_gateways.contains(&outcome.gateway) {
+                let why = format!(
+                    "Gateway {} is not accepted (InvalidParameters: see its status); nothing is served through it",
+                    outcome.gateway
+                );
+                vec![
+                    condition("Accepted", false, "ParentNotAccepted", &why),
+                    condition("Programmed", false, "ParentNotAccepted", &why),
+                ]
+            } else if !outcome.allowed {
                 let why = format!(
                     "Gateway {} does not allow ListenerSets from this namespace (allowedListeners)",
                     outcome.gateway

@@ -181,6 +181,9 @@ impl ListenerSlot {
 struct Parents {
     gateways: BTreeSet<NamespacedName>,
     sets: BTreeMap<NamespacedName, NamespacedName>,
+    /// Gateways refused for a `parametersRef` (not accepted, served nowhere): a route or
+    /// ListenerSet naming one is not accepted there either (ParentNotAccepted).
+    refused: BTreeSet<NamespacedName>,
 }
 
 /// What HTTPRoute and GRPCRoute share: where a route attaches.
@@ -330,6 +333,9 @@ impl Compiler<'_> {
         for (key, gateway) in gateways {
             let place = assignments[key].place;
             ours.gateways.insert(key.clone());
+            if refused.contains_key(key) {
+                ours.refused.insert(key.clone());
+            }
             let object = gateway_ref(key);
             self.unsupported_fields(&object, &gateway.unsupported);
             self.gateway_client_certificate(key, gateway);
@@ -465,7 +471,8 @@ impl Compiler<'_> {
         let streams = (&mut status.tcp_routes, &mut status.udp_routes);
         self.stream_routes(&mut listeners, ours, streams);
         self.default_policy = ingress_default;
-        let attached_sets = self.listener_set_statuses(set_outcomes, &listeners, status);
+        let attached_sets =
+            self.listener_set_statuses(set_outcomes, &listeners, &ours.refused, status);
         for (key, gateway, found) in outcomes {
             let generation = gateway.generation;
             let listener_status = gateway
@@ -646,6 +653,27 @@ impl Compiler<'_> {
                 Some(set) => format!("ListenerSet {set}"),
                 None => format!("Gateway {gateway}"),
             };
+            if ours.refused.contains(&gateway) {
+                // Its listeners exist (for the Gateway's own status) but serve nothing: saying
+                // Accepted here would tell the route's owner it is served when it is not.
+                let why = match &set {
+                    Some(_) => format!("{shown} belongs to Gateway {gateway}, which is not accepted (InvalidParameters: see its status); nothing is served through it (ParentNotAccepted)"),
+                    None => format!("{shown} is not accepted (InvalidParameters: see its status); nothing is served through it (ParentNotAccepted)"),
+                };
+                let accepted = Condition::new(
+                    "Accepted",
+                    false,
+                    "ParentNotAccepted",
+                    why.clone(),
+                    generation,
+                );
+                parents.push(parent_status(parent, accepted));
+                self.diagnose(
+                    object.clone(),
+                    format!("{field}: {why}; not attached there"),
+                );
+                continue;
+            }
             let (mut named, mut allowed) = (false, false);
             // (listener, host) pairs this parentRef attaches the route to.
             let mut found = Vec::new();

@@ -291,6 +291,31 @@ fn a_gateway_parameters_ref_refuses_the_gateway_with_invalid_parameters() {
         );
         let fine = &c.gateway_status.gateways[&NamespacedName::new("app", "fine")];
         assert!(find(&fine.conditions, "Accepted").status);
+        // Its route is not accepted there (it would say "served" when it is not); the other
+        // Gateway's route is.
+        let route = |name: &str| {
+            let status = &c.gateway_status.http_routes[&NamespacedName::new("app", name)];
+            find(&status.parents[0].conditions, "Accepted").clone()
+        };
+        let refused_route = route("refused");
+        assert_eq!(
+            (refused_route.status, refused_route.reason),
+            (false, "ParentNotAccepted")
+        );
+        assert!(
+            refused_route
+                .message
+                .starts_with("Gateway app/refused is not accepted (InvalidParameters"),
+            "{}",
+            refused_route.message
+        );
+        assert!(route("fine").status);
+        assert!(
+            said.iter().any(|d| d.starts_with(
+                "HTTPRoute app/refused: spec.parentRefs[0]: Gateway app/refused is not accepted"
+            )),
+            "{said:#?}"
+        );
     }
 }
 
@@ -334,6 +359,9 @@ spec:
     assert_eq!(generated(&c.gateway_status, "edge"), None);
     assert!(routed(&c, "fine.test"));
     assert_eq!(service(&c.gateway_status, "fine").name, "fine-sluice");
+    let route = &c.gateway_status.http_routes[&NamespacedName::new("app", "edge")];
+    let route = find(&route.parents[0].conditions, "Accepted");
+    assert_eq!((route.status, route.reason), (false, "ParentNotAccepted"));
 }
 
 #[test]

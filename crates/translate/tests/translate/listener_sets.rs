@@ -337,3 +337,46 @@ data: {tls.crt: bm90IGEgY2VydGlmaWNhdGU=, tls.key: bm90IGEga2V5}
         (false, "ListenersNotValid")
     );
 }
+
+#[test]
+fn a_listener_set_of_a_refused_gateway_and_its_routes_are_not_accepted() {
+    // The Gateway is refused for its parametersRef: served nowhere. Its ListenerSet and a route
+    // attached through the set must not say they are accepted.
+    let refused =
+        "  infrastructure:\n    parametersRef: {group: example.com, kind: Tuning, name: fast}\n  \
+                   allowedListeners: {namespaces: {from: Same}}\n";
+    let one = "[{name: extra, port: 80, protocol: HTTP, hostname: extra.test}]";
+    let route = "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\n\
+                 metadata: {name: through-set, namespace: infra}\nspec:\n\
+                 \x20 parentRefs: [{kind: ListenerSet, name: extra}]\n\
+                 \x20 rules: [{backendRefs: [{name: web, port: 80}]}]\n";
+    let text = [
+        CLASS.to_owned(),
+        gateway("tuned", refused),
+        set("infra", "extra", "tuned", one),
+        route.to_owned(),
+    ]
+    .concat();
+    let status = statuses(&text);
+    for type_ in ["Accepted", "Programmed"] {
+        assert_eq!(
+            set_state(&status, ("infra", "extra"), type_),
+            (false, "ParentNotAccepted"),
+            "{type_}"
+        );
+    }
+    assert_eq!(attached_sets(&status, "tuned"), 0);
+    let parent = &status.http_routes[&NamespacedName::new("infra", "through-set")].parents[0];
+    let accepted = find(&parent.conditions, "Accepted");
+    assert_eq!(
+        (accepted.status, accepted.reason),
+        (false, "ParentNotAccepted")
+    );
+    assert!(
+        accepted.message.starts_with(
+            "ListenerSet infra/extra belongs to Gateway infra/tuned, which is not accepted"
+        ),
+        "{}",
+        accepted.message
+    );
+}
