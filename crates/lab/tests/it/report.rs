@@ -202,7 +202,11 @@ fn summary_is_one_aligned_line_per_run() {
     assert!(lines[3].starts_with("nginx   dynamic/graceful"));
     assert!(lines[3].contains(" 39 "));
     assert!(lines[4].starts_with("(1st s p99: p99 of second 0;"));
-    assert!(lines[5].starts_with("skipped haproxy"));
+    assert!(lines[5].starts_with("(host stalls: wakes of a sleeping probe"));
+    // Results written before the probes existed: no stall figures, said as such.
+    let cells: Vec<&str> = lines[2].split_whitespace().collect();
+    assert_eq!(cells[cells.len() - 2..], ["–", "–"], "{}", lines[2]);
+    assert!(lines[6].starts_with("skipped haproxy"));
 }
 
 #[test]
