@@ -19,6 +19,8 @@ mod conn;
 mod request;
 mod resets;
 mod stream;
+#[cfg(test)]
+mod tests;
 
 pub(crate) use conn::{Connection, Limits};
 pub(crate) use stream::{RequestBody, TunnelCount, Upgrade};
