@@ -13,7 +13,8 @@
 //! twice nginx's (issue 15). Here a connection between requests holds its HPACK table (the
 //! protocol's state) and a few hundred bytes: reads go through the worker's scratch buffer,
 //! only an incomplete frame's bytes are kept, and the write queue is given back once
-//! written. hyper and h2 still speak HTTP/2 to upstreams.
+//! written. Upstreams get the same codecs from the other side (`h2_client`); hyper and the h2
+//! crate remain only in the OTLP exporter (`otlp`).
 
 mod conn;
 mod request;
