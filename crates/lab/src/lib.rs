@@ -133,6 +133,10 @@ pub struct DynamicArgs {
     /// Do not pin processes to CPUs.
     #[arg(long)]
     pub no_pin: bool,
+    /// Run no stall probe beside each run (each costs ~1.6 % of its CPU: a wake every
+    /// millisecond; see crates/lab/README.md, "Host stalls").
+    #[arg(long)]
+    pub no_stall_probes: bool,
     /// What the clients and pods speak: `https` (the seeds: HTTP/1.1 over TLS to `sluice
     /// backend`) or `grpc` (unary gRPC calls over HTTP/2 with TLS to grpc-go pods, the route
     /// being backend-protocol GRPC; needs SLUICE_GRPC_TOOLS, see scripts/grpc-tools.sh).
@@ -179,6 +183,8 @@ struct Plan {
     pin: Option<(String, String)>,
     /// `--protocol grpc`: the grpc-backend binary the pods run.
     grpc_backend: Option<PathBuf>,
+    /// Whether stall probes run beside each run (`--no-stall-probes` turns them off).
+    stall_probes: bool,
     /// Whether the stall probes run at nice -20 (allowed here).
     raised_probes: bool,
 }
@@ -304,6 +310,7 @@ fn plan(args: DynamicArgs) -> anyhow::Result<Plan> {
         out,
         pin,
         grpc_backend,
+        stall_probes: !args.no_stall_probes,
         raised_probes: stalls::raised_priority_allowed(),
     })
 }
@@ -523,7 +530,7 @@ fn run_one(
         raw + "\n",
     )?;
     let mut run = Run::new(name, case.deployment(), case.termination(), events, load);
-    run.host_stalls = Some(host_stalls);
+    run.host_stalls = host_stalls;
     Ok(run)
 }
 
@@ -540,7 +547,7 @@ fn measure(
     case: Case,
     load_cpus: Option<String>,
     (index, total): (usize, usize),
-) -> anyhow::Result<(load::Results, Vec<ScaleEvent>, stalls::HostStalls)> {
+) -> anyhow::Result<(load::Results, Vec<ScaleEvent>, Option<stalls::HostStalls>)> {
     let json = dir.join("load.json");
     let mut cmd = pinned(load_cpus.as_deref(), exe);
     cmd.arg("load")
@@ -579,13 +586,18 @@ fn measure(
         ],
         None => vec![(None, "unpinned")],
     };
-    let probes = stalls::Probes::start(
-        exe,
-        dir,
-        &places,
-        plan.raised_probes,
-        plan.duration + Duration::from_secs(60),
-    )?;
+    let probes = plan
+        .stall_probes
+        .then(|| {
+            stalls::Probes::start(
+                exe,
+                dir,
+                &places,
+                plan.raised_probes,
+                plan.duration + Duration::from_secs(60),
+            )
+        })
+        .transpose()?;
     let mut load = Proc::spawn("sluice load", cmd, &log)?;
     let t0 = Instant::now();
     let steps = match case {
@@ -638,7 +650,7 @@ fn measure(
         std::thread::sleep(Duration::from_millis(20));
     };
     drop(load);
-    let probe_logs = probes.finish()?;
+    let probe_logs = probes.map(stalls::Probes::finish).transpose()?;
     let text = std::fs::read_to_string(&json).with_context(|| {
         format!(
             "sluice load ({status}) wrote no results; its output:\n{}",
@@ -647,10 +659,8 @@ fn measure(
     })?;
     let results: load::Results =
         serde_json::from_str(&text).with_context(|| format!("parsing {}", json.display()))?;
-    let host_stalls = stalls::HostStalls::new(
-        probe_logs,
-        &results.series,
-        results.measurement_started_unix_secs,
-    );
+    let host_stalls = probe_logs.map(|logs| {
+        stalls::HostStalls::new(logs, &results.series, results.measurement_started_unix_secs)
+    });
     Ok((results, events, host_stalls))
 }
