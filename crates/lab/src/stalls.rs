@@ -39,8 +39,8 @@ pub const PERIOD: Duration = Duration::from_millis(1);
 pub const RECORDED_FROM: Duration = Duration::from_millis(1);
 /// Lateness counted as a stall in the reports: more than scheduling and timers explain.
 pub const STALL_FROM_MS: f64 = 2.0;
-/// The probe stops logging after this many lines, so a machine that is late on every wake
-/// cannot fill the disk (at one line a millisecond: 100 s).
+/// The probe ends after this many lines, so a machine that is late on every wake cannot fill
+/// the disk (at one line a millisecond: 100 s; ~5 MB).
 pub const MAX_LINES: u64 = 100_000;
 /// How many of a run's slowest seconds are matched against the stalls.
 pub const SLOWEST_SECONDS: usize = 10;

@@ -9,8 +9,9 @@
 //!   :http  accept ─▶ HTTP/1.1 ───────────────────────────┐
 //!   :https accept ─▶ TLS (cert by SNI from the current  ─┤─▶ respond(request)
 //!                    config) ─ALPN─▶ HTTP/2 | HTTP/1.1 ──┘        │
-//!   (ports Gateway listeners declare: bound per publish, `declared_ports`; a connection to a
-//!    Gateway's own address: that Gateway's routes and certificates, `sites`)
+//!   (ports Gateway listeners declare: bound per publish, `declared_ports`, with TCP/UDP
+//!    service ports under one lock, a failed bind retried every few seconds, `ports`; a
+//!    connection to a Gateway's own address: that Gateway's routes and certificates, `sites`)
 //!   HTTP/1.1: Sluice's inline server; hyper takes a connection over at its first request
 //!   with a body, an expectation or an upgrade (or HTTP/1.0, or a bad head). HTTP/2: Sluice's
 //!   own server (`h2_server`: no buffer held by an idle connection; what each poll of a
