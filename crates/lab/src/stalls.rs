@@ -320,13 +320,10 @@ impl Probes {
         let mut running = Vec::new();
         for (i, (cpus, role)) in places.iter().enumerate() {
             let path = dir.join(format!("stalls-{i}.jsonl"));
+            // `taskset -c CPUS nice -n -20 sluice …`, or without nice.
             let mut cmd = if raised {
-                let mut cmd = std::process::Command::new("nice");
-                cmd.args(["-n", "-20"]);
-                if let Some(cpus) = cpus {
-                    cmd.arg("taskset").arg("-c").arg(cpus);
-                }
-                cmd.arg(exe);
+                let mut cmd = crate::procs::pinned(cpus.as_deref(), Path::new("nice"));
+                cmd.args(["-n", "-20"]).arg(exe);
                 cmd
             } else {
                 crate::procs::pinned(cpus.as_deref(), exe)
