@@ -207,11 +207,21 @@ async fn a_message_that_arrives_while_reading_is_held_is_read_once_the_answers_a
             // The stream task answers "one": the whole answer queued, over the mark.
             let_tasks_run().await;
             assert_eq!(*pipeline.received.borrow(), [Bytes::from_static(b"one")]);
+            // Queuing the answer woke the connection: forget that, so that the check below
+            // is of the client's bytes waking it.
+            flag.0.store(false, Ordering::SeqCst);
             // The client's next message arrives and wakes the connection...
             client.write_all(&data(1, b"two")).await.unwrap();
             assert!(flag.0.swap(false, Ordering::SeqCst), "the message woke it");
             // ...which does not read it (the queue is over the mark) but writes the queue out.
             poll_once(&mut connection, &waker).await;
+            let_tasks_run().await;
+            assert_eq!(
+                *pipeline.received.borrow(),
+                [Bytes::from_static(b"one")],
+                "the poll that wrote the answers out read the message too: reading was not held \
+                 at the mark, so this test no longer covers the stall"
+            );
             // From here on, the connection runs whenever it asks to.
             for _ in 0..50 {
                 if flag.0.swap(false, Ordering::SeqCst) {
