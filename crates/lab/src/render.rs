@@ -125,10 +125,9 @@ pub fn summary(results: &LabResults) -> String {
                 optional_ms(r.latency_ms_without_first_second.map(|l| l.p99_99)),
                 optional_ms(r.latency_ms_without_first_second.map(|l| l.p99_999)),
                 ms(r.latency_ms.max),
-                r.host_stalls.as_ref().map_or_else(
-                    || "–".to_owned(),
-                    |h| h.probes.iter().map(|p| p.stalls).sum::<u64>().to_string(),
-                ),
+                r.host_stalls
+                    .as_ref()
+                    .map_or_else(|| "–".to_owned(), |h| h.total().to_string()),
                 r.host_stalls
                     .as_ref()
                     .map_or_else(|| "–".to_owned(), |h| h.slowest_with_stall()),
@@ -174,9 +173,13 @@ pub fn summary(results: &LabResults) -> String {
     }
     out +=
         "(1st s p99: p99 of second 0; w/o s0: the whole run without what completed in second 0)\n";
-    out +=
-        "(host stalls: wakes of a sleeping probe >= 2 ms late on the run's CPUs; slow s w/ stall: \
-            how many of the run's 10 slowest seconds had one)\n";
+    let _ = writeln!(
+        out,
+        "(host stalls: wakes of a sleeping probe >= {} ms late on the run's CPUs; slow s w/ stall: \
+         how many of the run's {} slowest seconds had one)",
+        crate::stalls::STALL_FROM_MS,
+        crate::stalls::SLOWEST_SECONDS
+    );
     for s in &results.skipped {
         let _ = writeln!(out, "skipped {}: {}", s.system, s.reason);
     }

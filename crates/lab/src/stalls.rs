@@ -279,6 +279,11 @@ impl HostStalls {
             .join(", ")
     }
 
+    /// Stalls (≥ [`STALL_FROM_MS`]) over every probe.
+    pub fn total(&self) -> u64 {
+        self.probes.iter().map(|p| p.stalls).sum()
+    }
+
     /// The longest wake over every probe, in ms.
     pub fn longest_ms(&self) -> f64 {
         self.probes.iter().map(|p| p.longest_ms).fold(0.0, f64::max)
