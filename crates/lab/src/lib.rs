@@ -13,6 +13,9 @@
 //!              sleeping process wakes: the machine's own stalls, beside the run)
 //!      load JSON + probe logs ──▶ results::Run (host_stalls: stalls vs the slowest seconds)
 //!    LabResults ──▶ results.json, report.md, report.html (SVG), summary on stdout
+//!    --rounds N: all of the above N times into round-K/, systems reversed every other round,
+//!      then rounds::combine ──▶ rounds.json, rounds.md (counts, medians, pooled histograms)
+//!  sluice lab rounds DIR…: rounds::combine over results that already exist
 //!
 //!  sluice lab rps | tps | throughput | sizing            (capacity::run)
 //!    for each worker count: pods + every system (N workers) on the SUT CPUs
@@ -33,8 +36,10 @@ mod pods;
 mod procs;
 pub mod render;
 pub mod results;
+pub mod rounds;
 pub mod stalls;
 mod systems;
+pub mod table;
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -93,6 +98,10 @@ pub enum LabCommand {
     /// machine's own stalls, which every system's tail latency includes (`lab dynamic` measures
     /// them beside each run).
     Stalls(stalls::StallsArgs),
+    /// Several `lab dynamic` results read as one experiment: per comparison, in how many rounds
+    /// each system was at or below the other, the medians, and percentiles over every round's
+    /// requests (what one run's p99.99 and p99.999 cannot decide on a machine with host stalls).
+    Rounds(rounds::RoundsArgs),
     /// One stall probe (what `lab dynamic` and `lab stalls` run on each CPU).
     #[command(hide = true)]
     StallProbe(stalls::ProbeArgs),
@@ -133,6 +142,11 @@ pub struct DynamicArgs {
     /// Do not pin processes to CPUs.
     #[arg(long)]
     pub no_pin: bool,
+    /// Repeat the whole experiment this many times, the systems' order reversed every other
+    /// round; each round goes into `round-K/`, and `rounds.json` / `rounds.md` read them together
+    /// (see `sluice lab rounds`).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub rounds: u32,
     /// Run no stall probe beside each run (each costs ~1.6 % of its CPU: a wake every
     /// millisecond; see crates/lab/README.md, "Host stalls").
     #[arg(long)]
@@ -187,6 +201,8 @@ struct Plan {
     stall_probes: bool,
     /// Whether the stall probes run at nice -20 (allowed here).
     raised_probes: bool,
+    /// `--rounds`: how many times the whole experiment runs.
+    rounds: u32,
 }
 
 /// One deployment of a run.
@@ -227,6 +243,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<()> {
         LabCommand::Throughput(args) => capacity::run::run_capacity(Which::Throughput, args, None),
         LabCommand::Sizing(args) => capacity::run::run_sizing(args),
         LabCommand::Stalls(args) => stalls::run_stalls(args),
+        LabCommand::Rounds(args) => rounds::run_rounds(args),
         LabCommand::StallProbe(args) => stalls::run_probe(args),
     }
 }
@@ -255,6 +272,9 @@ fn plan(args: DynamicArgs) -> anyhow::Result<Plan> {
         .unwrap_or(if args.quick { QUICK_CONNECTIONS } else { 1000 });
     if rate == 0 || connections == 0 {
         bail!("--rate and --connections must be positive");
+    }
+    if args.rounds == 0 {
+        bail!("--rounds must be at least 1");
     }
     let mut systems = Vec::new();
     for s in args.systems {
@@ -312,6 +332,7 @@ fn plan(args: DynamicArgs) -> anyhow::Result<Plan> {
         grpc_backend,
         stall_probes: !args.no_stall_probes,
         raised_probes: stalls::raised_priority_allowed(),
+        rounds: args.rounds,
     })
 }
 
@@ -332,10 +353,53 @@ fn grpc_backend() -> anyhow::Result<PathBuf> {
 }
 
 fn run_dynamic(args: DynamicArgs) -> anyhow::Result<()> {
-    let started = SystemTime::now();
     let plan = plan(args)?;
     procs::install_signal_handler()?;
     let exe = std::env::current_exe().context("finding the sluice binary")?;
+    if plan.rounds == 1 {
+        let results = run_round(&plan, &exe)?;
+        print!("{}", render::summary(&results));
+        eprintln!("sluice lab: results in {}", plan.out.display());
+        return Ok(());
+    }
+    let mut read = Vec::new();
+    for round in 1..=plan.rounds {
+        let mut systems = plan.systems.clone();
+        // Every other round the other way round, so a drift of the machine over the rounds
+        // does not always fall on the same system.
+        if round % 2 == 0 {
+            systems.reverse();
+        }
+        let out = plan.out.join(format!("round-{round}"));
+        eprintln!(
+            "sluice lab dynamic: round {round} of {} ({}), into {}",
+            plan.rounds,
+            systems.join(", "),
+            out.display()
+        );
+        let round_plan = Plan {
+            systems,
+            out: out.clone(),
+            ..plan.clone()
+        };
+        let results = run_round(&round_plan, &exe)?;
+        print!("{}", render::summary(&results));
+        read.push((out.join("results.json").display().to_string(), results));
+    }
+    let combined = rounds::combine(&read)?;
+    rounds::write(&plan.out, &combined)?;
+    print!("{}", rounds::summary(&combined));
+    eprintln!(
+        "sluice lab: {} rounds in {} (rounds.md reads them together)",
+        plan.rounds,
+        plan.out.display()
+    );
+    Ok(())
+}
+
+/// One pass of the experiment: every system × case, into `plan.out`.
+fn run_round(plan: &Plan, exe: &Path) -> anyhow::Result<LabResults> {
+    let started = SystemTime::now();
     std::fs::create_dir_all(plan.out.join("runs"))
         .with_context(|| format!("creating {}", plan.out.display()))?;
     let work = WorkDir::new()?;
@@ -396,8 +460,8 @@ fn run_dynamic(args: DynamicArgs) -> anyhow::Result<()> {
             let label = format!("{name} {}/{}", case.deployment(), case.termination());
             procs::park_if_stopping();
             match run_one(
-                &plan,
-                &exe,
+                plan,
+                exe,
                 &work.0,
                 &cert_pem,
                 &key_pem,
@@ -438,12 +502,11 @@ fn run_dynamic(args: DynamicArgs) -> anyhow::Result<()> {
         runs,
     };
     write_outputs(&plan.out, &results)?;
-    print!("{}", render::summary(&results));
-    eprintln!("sluice lab: results in {}", plan.out.display());
     if results.runs.is_empty() {
+        print!("{}", render::summary(&results));
         bail!("no run completed");
     }
-    Ok(())
+    Ok(results)
 }
 
 /// Writes results.json, report.md and report.html into `out`.

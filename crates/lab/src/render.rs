@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::results::{LabResults, Run, Skipped, PROTOCOL_GRPC};
+use crate::table::Table;
 
 /// The nines axis: percentiles from 50 % to 99.9999 %, as −log10(1 − p).
 const NINES_MAX: f64 = 6.0;
@@ -134,27 +135,6 @@ pub fn summary(results: &LabResults) -> String {
             ]
         })
         .collect();
-    let widths: Vec<usize> = (0..header.len())
-        .map(|i| {
-            rows.iter()
-                .map(|r| r[i].chars().count())
-                .chain([header[i].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |cells: Vec<String>| {
-        let mut s = String::new();
-        for (i, cell) in cells.iter().enumerate() {
-            let pad = widths[i].saturating_sub(cell.chars().count());
-            if i < 2 {
-                let _ = write!(s, "{cell}{}  ", " ".repeat(pad));
-            } else {
-                let _ = write!(s, "{}{cell}  ", " ".repeat(pad));
-            }
-        }
-        s.trim_end().to_owned() + "\n"
-    };
     let _ = writeln!(
         out,
         "sluice lab dynamic{}: {} req/s requested, {} connections, {} s per run",
@@ -167,10 +147,9 @@ pub fn summary(results: &LabResults) -> String {
         results.setup.connections,
         results.setup.duration_secs
     );
-    out += &line(header.iter().map(|h| (*h).to_owned()).collect());
-    for row in rows {
-        out += &line(row);
-    }
+    let mut table = Table::new(&header, 2);
+    table.rows = rows;
+    out += &table.text();
     out +=
         "(1st s p99: p99 of second 0; w/o s0: the whole run without what completed in second 0)\n";
     let _ = writeln!(
@@ -716,11 +695,11 @@ fn slowest_seconds_markdown(group: &str, runs: &[&Run]) -> String {
     md
 }
 
-fn optional_ms(v: Option<f64>) -> String {
+pub(crate) fn optional_ms(v: Option<f64>) -> String {
     v.map_or_else(|| "–".to_owned(), ms)
 }
 
-fn ms(v: f64) -> String {
+pub(crate) fn ms(v: f64) -> String {
     if v >= 100.0 {
         format!("{v:.0}")
     } else {

@@ -100,8 +100,8 @@ pub use recorder::{
     Second, WarmupCounts, EARLY_BUCKET, HIGHEST_TRACKABLE_US, MAX_EARLY_SERIES, SIGNIFICANT_DIGITS,
 };
 pub use report::{
-    EarlyPoint, Latencies, LatencySummary, PercentileValue, Results, ResultsError, RunTiming,
-    SeriesPoint, Spread, PERCENTILES, SCHEMA,
+    pool_summaries, EarlyPoint, Latencies, LatencySummary, PercentileValue, Results, ResultsError,
+    RunTiming, SeriesPoint, Spread, PERCENTILES, SCHEMA,
 };
 pub use schedule::{ConnSchedule, Schedule, Slot, CATCH_UP_FACTOR};
 pub use tls::{TlsOptions, Trust};

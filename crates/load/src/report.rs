@@ -429,6 +429,33 @@ impl Results {
     }
 }
 
+impl LatencySummary {
+    /// The summary of a histogram, as the load generator writes it (percentiles and the
+    /// encoded histogram).
+    pub fn of(histogram: &Histogram<u64>) -> LatencySummary {
+        summarize(histogram)
+    }
+}
+
+/// Several runs' latency summaries as one: their histograms added, then summarized again, so a
+/// percentile is taken over every request of every run (`sluice lab rounds` pools a system's
+/// rounds this way). `None` for an empty list.
+pub fn pool_summaries(
+    summaries: &[&LatencySummary],
+) -> Result<Option<LatencySummary>, ResultsError> {
+    let mut pooled: Option<Histogram<u64>> = None;
+    for summary in summaries {
+        let histogram = decode(&summary.hdr_histogram)?;
+        match &mut pooled {
+            None => pooled = Some(histogram),
+            Some(sum) => sum
+                .add(&histogram)
+                .map_err(|e| ResultsError::Histogram(format!("adding histograms: {e:?}")))?,
+        }
+    }
+    Ok(pooled.as_ref().map(summarize))
+}
+
 /// A series histogram's value at `q`, or `None` if it is empty.
 fn quantile(histogram: &Histogram<u64>, q: f64) -> Option<u64> {
     (!histogram.is_empty()).then(|| histogram.value_at_quantile(q))
@@ -836,6 +863,39 @@ mod tests {
         assert!(hgrm.contains("#[Max     = "));
         assert!(hgrm.contains("Total count    =          200]"));
         assert!(hgrm.contains("SubBuckets     =         2048]"));
+    }
+
+    #[test]
+    fn pooled_summaries_take_percentiles_over_every_runs_requests() {
+        // Run one: 9,990 fast requests and 10 at 5 ms; run two: 10,000 fast ones. Each alone
+        // has its p99.9 at 100 µs; pooled, the 10 slow ones are 0.05 %, so p99.99 is 5 ms and
+        // p99.9 still 100 µs.
+        let mut slow_run = crate::recorder::latency_histogram();
+        slow_run.record_n(100, 9_990).unwrap();
+        slow_run.record_n(5_000, 10).unwrap();
+        let mut fast_run = crate::recorder::latency_histogram();
+        fast_run.record_n(100, 10_000).unwrap();
+        let (slow, fast) = (summarize(&slow_run), summarize(&fast_run));
+
+        let pooled = pool_summaries(&[&slow, &fast]).unwrap().unwrap();
+        assert_eq!(pooled.count, 20_000);
+        assert_eq!(pooled.max_us, slow.max_us);
+        let at = |p: f64| {
+            pooled
+                .percentiles
+                .iter()
+                .find(|v| (v.percentile - p).abs() < 1e-9)
+                .unwrap()
+                .value_us
+        };
+        assert_eq!(at(99.9), 100);
+        assert!((4_990..=5_010).contains(&at(99.99)), "{}", at(99.99));
+        assert_eq!(pool_summaries(&[]).unwrap(), None);
+        let broken = LatencySummary {
+            hdr_histogram: "not base64!".into(),
+            ..fast
+        };
+        assert!(pool_summaries(&[&slow, &broken]).is_err());
     }
 
     #[test]

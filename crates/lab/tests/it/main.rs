@@ -2,3 +2,4 @@
 
 mod churn;
 mod report;
+mod rounds;

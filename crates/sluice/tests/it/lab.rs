@@ -230,3 +230,118 @@ fn lab_dynamic_grpc_fails_no_call_through_sluice() {
     }
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+/// `--rounds 2`: the experiment twice, the systems' order reversed in the second round, each
+/// round in its own folder and `rounds.json` reading them together; `sluice lab rounds` reads
+/// the same folders again and refuses a round of another experiment by file and field.
+#[test]
+fn lab_dynamic_rounds_run_twice_and_read_together() {
+    let out = std::env::temp_dir().join(format!("sluice-lab-rounds-{}", std::process::id()));
+    let sluice = || Command::new(env!("CARGO_BIN_EXE_sluice"));
+    let output = sluice()
+        .args([
+            "lab",
+            "dynamic",
+            "--rounds",
+            "2",
+            "--systems",
+            "sluice,nginx",
+        ])
+        .args(["--only", "static", "--duration", "3s", "--rate", "200"])
+        .args(["--connections", "10", "--no-stall-probes", "--out"])
+        .arg(&out)
+        .output()
+        .expect("running sluice lab");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "sluice lab failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let nginx = std::path::Path::new("/usr/sbin/nginx").exists();
+    let order = |round: usize| -> Vec<String> {
+        let text = std::fs::read_to_string(out.join(format!("round-{round}/results.json")))
+            .unwrap_or_else(|e| panic!("round {round}: {e}\n{stderr}"));
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        json["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["system"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    if nginx {
+        assert_eq!(order(1), ["sluice", "nginx"]);
+        assert_eq!(order(2), ["nginx", "sluice"]);
+    } else {
+        assert_eq!(order(2), ["sluice"]);
+    }
+    let rounds: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("rounds.json")).unwrap()).unwrap();
+    assert_eq!(rounds["schema"], "sluice-lab-rounds/1");
+    assert_eq!(rounds["rounds"].as_array().unwrap().len(), 2);
+    let sluice_cell = rounds["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["system"] == "sluice")
+        .expect("a cell for sluice");
+    let per_round: u64 = sluice_cell["rounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["requests"].as_u64().unwrap())
+        .sum();
+    assert_eq!(sluice_cell["pooled_requests"].as_u64().unwrap(), per_round);
+    if nginx {
+        let p9999 = rounds["comparisons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["peer"] == "nginx" && c["criterion"] == "p99.99")
+            .expect("sluice against nginx at p99.99");
+        assert_eq!(p9999["rounds"], 2, "{p9999}");
+        assert!(p9999["pooled_ms"].as_f64().unwrap() > 0.0, "{p9999}");
+    }
+    assert!(stdout.contains("sluice lab rounds: 2 rounds"), "{stdout}");
+    assert!(out.join("rounds.md").is_file());
+
+    // The same rounds read again, then with a round of another rate.
+    let again = sluice()
+        .args(["lab", "rounds"])
+        .arg(out.join("round-1"))
+        .arg(out.join("round-2"))
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{again:?}");
+    assert!(String::from_utf8_lossy(&again.stdout).contains("2 rounds"));
+    let mut other: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("round-2/results.json")).unwrap())
+            .unwrap();
+    other["setup"]["rate"] = 999.into();
+    let other_file = out.join("other-rate.json");
+    std::fs::write(&other_file, other.to_string()).unwrap();
+    let refused = sluice()
+        .args(["lab", "rounds"])
+        .arg(out.join("round-1"))
+        .arg(&other_file)
+        .output()
+        .unwrap();
+    let message = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success()
+            && message.contains("other-rate.json")
+            && message.contains("setup.rate"),
+        "{refused:?}"
+    );
+    let zero = sluice()
+        .args(["lab", "dynamic", "--rounds", "0"])
+        .output()
+        .unwrap();
+    assert!(
+        !zero.status.success()
+            && String::from_utf8_lossy(&zero.stderr).contains("--rounds must be at least 1"),
+        "{zero:?}"
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+}
