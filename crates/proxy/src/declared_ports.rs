@@ -18,6 +18,7 @@ use model::sites::DeclaredPort;
 use model::Compiled;
 use tokio::sync::mpsc;
 
+use crate::listen::{NotOpen, Why};
 use crate::stream::ListenerChange;
 
 /// The control plane's side: which declared ports are bound.
@@ -28,7 +29,7 @@ pub(crate) struct DeclaredListeners {
     own: [(u16, &'static str); 2],
     workers: Vec<mpsc::UnboundedSender<ListenerChange>>,
     open: BTreeMap<u16, DeclaredPort>,
-    failed: BTreeMap<u16, String>,
+    failed: BTreeMap<u16, Why>,
 }
 
 impl DeclaredListeners {
@@ -48,7 +49,7 @@ impl DeclaredListeners {
 
     /// Opens the ports `config` declares and closes the ones it no longer does (or declares
     /// differently). Returns the ports that could not be bound, with why.
-    pub(crate) fn apply(&mut self, config: &Compiled) -> Vec<String> {
+    pub(crate) fn apply(&mut self, config: &Compiled) -> Vec<NotOpen> {
         let wanted = &config.declared_ports;
         let gone: Vec<u16> = (self.open.iter())
             .filter(|(port, open)| wanted.get(port) != Some(open))
@@ -66,7 +67,8 @@ impl DeclaredListeners {
             if self.open.contains_key(port) {
                 continue;
             }
-            let why = if let Some((_, listener)) = self.own.iter().find(|(own, _)| own == port) {
+            let conflict = if let Some((_, listener)) = self.own.iter().find(|(own, _)| own == port)
+            {
                 Some(format!("it is the {listener}'s port"))
             } else if (config.stream_ports(model::streams::StreamProtocol::Tcp)).contains_key(port)
             {
@@ -74,15 +76,15 @@ impl DeclaredListeners {
             } else {
                 None
             };
-            let bound = match why {
-                Some(why) => Err(why),
+            let bound = match conflict {
+                Some(conflict) => Err(Why::conflict(conflict)),
                 None => crate::listen::bind_reuseport(
                     "Gateway listener",
                     "a Gateway's listener port",
                     SocketAddr::new(self.ip, *port),
                     self.workers.len(),
                 )
-                .map_err(|e| crate::error::Chain(&e).to_string()),
+                .map_err(|e| Why::bind_failed(crate::error::Chain(&e).to_string())),
             };
             match bound {
                 Ok(bound) => {
@@ -99,18 +101,30 @@ impl DeclaredListeners {
                 }
                 Err(why) => {
                     if self.failed.get(port) != Some(&why) {
-                        tracing::warn!(
-                            port,
-                            "Gateway listener port not opened: {why}; tried again every few seconds \
-                             and at each configuration change"
-                        );
+                        let text = &why.text;
+                        if why.retried {
+                            tracing::warn!(
+                                port,
+                                "Gateway listener port not opened: {text}; tried again every few \
+                                 seconds and at each configuration change"
+                            );
+                        } else {
+                            tracing::warn!(
+                                port,
+                                "Gateway listener port not opened: {text}; the configuration \
+                                 must change (a Gateway's listener port or the other use)"
+                            );
+                        }
                     }
                     self.failed.insert(*port, why);
                 }
             }
         }
         (self.failed.iter())
-            .map(|(port, why)| format!("Gateway listener port {port}: {why}"))
+            .map(|(port, why)| NotOpen {
+                port: format!("Gateway listener port {port}"),
+                why: why.clone(),
+            })
             .collect()
     }
 }

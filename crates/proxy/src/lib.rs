@@ -337,17 +337,18 @@ impl Proxy {
                 own_ports,
                 stream_senders,
             ),
+            retry_interval: config.port_retry_interval,
+            retry_wanted: false,
         }));
         let port_retry =
-            ports::PortRetry::spawn(ports.clone(), shared.clone(), config.port_retry_interval)
-                .map_err(|source| {
-                    stop.send_replace(true);
-                    stop_admin.send_replace(true);
-                    StartError::Thread {
-                        what: "the port retry thread".to_owned(),
-                        source,
-                    }
-                })?;
+            ports::PortRetry::spawn(ports.clone(), shared.clone()).map_err(|source| {
+                stop.send_replace(true);
+                stop_admin.send_replace(true);
+                StartError::Thread {
+                    what: "the port retry thread".to_owned(),
+                    source,
+                }
+            })?;
         Ok(Proxy {
             shared,
             http_addr,

@@ -1,4 +1,5 @@
-//! Binding the listening sockets, and the errors a person starting the proxy can act on.
+//! Binding the listening sockets, the errors a person starting the proxy can act on, and why a
+//! port the configuration asks for is not open (a conflict, or a bind that is tried again).
 //!
 //! Every worker gets its own socket on the same port (SO_REUSEPORT): the kernel spreads new
 //! connections over them, so workers never contend on one accept queue.
@@ -11,6 +12,38 @@ use socket2::{Domain, Protocol, Socket, TcpKeepalive, Type};
 
 /// Pending connections the kernel may queue per socket before refusing more.
 const BACKLOG: i32 = 4096;
+
+/// Why a port the configuration asks for is not open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Why {
+    pub(crate) text: String,
+    /// A bind that failed (another program holds the port, a permission): tried again. A
+    /// conflict with a port Sluice itself uses is not: only a configuration change resolves it,
+    /// and every change applies the ports anew.
+    pub(crate) retried: bool,
+}
+
+impl Why {
+    pub(crate) fn conflict(text: String) -> Why {
+        Why {
+            text,
+            retried: false,
+        }
+    }
+
+    pub(crate) fn bind_failed(text: String) -> Why {
+        Why {
+            text,
+            retried: true,
+        }
+    }
+}
+
+/// A port that is not open: what /config names it ("TCP service port 5432"), and why.
+pub(crate) struct NotOpen {
+    pub(crate) port: String,
+    pub(crate) why: Why,
+}
 
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]

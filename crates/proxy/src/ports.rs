@@ -5,7 +5,8 @@
 //! ```text
 //!  Proxy::publish(config) ─lock─▶ Ports::apply(config) ─▶ bound, closed, or failed (why)
 //!                                  └─▶ Shared::stream_errors (/config), under the same lock
-//!  port-retry thread, every `port_retry_interval` while something failed:
+//!  port-retry thread, every `port_retry_interval` while a bind failed (not for a conflict
+//!  with Sluice's own ports, which waits for a configuration change):
 //!                         ─lock─▶ Ports::apply(the current config)   (same path, same lock)
 //! ```
 //!
@@ -22,6 +23,7 @@ use std::time::Duration;
 
 use model::Compiled;
 
+use crate::listen::NotOpen;
 use crate::shared::{lock, Shared};
 use crate::{declared_ports, stream};
 
@@ -31,6 +33,10 @@ pub const DEFAULT_PORT_RETRY_INTERVAL: Duration = Duration::from_secs(5);
 pub(crate) struct Ports {
     pub(crate) streams: stream::Listeners,
     pub(crate) declared: declared_ports::DeclaredListeners,
+    /// How often the retry thread binds again (said on /config next to what it retries).
+    pub(crate) retry_interval: Duration,
+    /// Whether the last apply left a port a retry could open (a failed bind, not a conflict).
+    pub(crate) retry_wanted: bool,
 }
 
 impl Ports {
@@ -39,9 +45,22 @@ impl Ports {
     pub(crate) fn apply(&mut self, config: &Compiled, shared: &Shared) {
         // TCP services first: a port one of them leaves is closed before a Gateway listener
         // binds it again.
-        let mut errors = self.streams.apply(config);
-        errors.extend(self.declared.apply(config));
-        *lock(&shared.stream_errors) = errors;
+        let mut not_open = self.streams.apply(config);
+        not_open.extend(self.declared.apply(config));
+        self.retry_wanted = not_open.iter().any(|n| n.why.retried);
+        *lock(&shared.stream_errors) = not_open
+            .iter()
+            .map(|NotOpen { port, why }| {
+                if why.retried {
+                    format!(
+                        "{port}: {} (tried again every {:?})",
+                        why.text, self.retry_interval
+                    )
+                } else {
+                    format!("{port}: {} (change the configuration)", why.text)
+                }
+            })
+            .collect();
     }
 }
 
@@ -55,18 +74,19 @@ impl PortRetry {
     pub(crate) fn spawn(
         ports: Arc<Mutex<Ports>>,
         shared: Arc<Shared>,
-        every: Duration,
     ) -> std::io::Result<PortRetry> {
+        let every = lock(&ports).retry_interval;
         let (stop, stopped) = mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("sluice-port-retry".to_owned())
             .spawn(move || {
                 while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
-                    // Nothing failed: nothing to bind (a bound port is never bound twice).
-                    if lock(&shared.stream_errors).is_empty() {
+                    let mut ports = lock(&ports);
+                    // No bind failed: nothing a retry could open (a bound port is never bound
+                    // twice, and a conflict waits for a configuration change).
+                    if !ports.retry_wanted {
                         continue;
                     }
-                    let mut ports = lock(&ports);
                     // Loaded under the lock: a publish that swapped a newer configuration in
                     // either applied it already or waits for this apply and then applies it.
                     if let Some(config) = shared.config.load_full() {

@@ -45,6 +45,7 @@ use tokio::sync::{mpsc, Notify};
 
 use crate::access_log::StreamLine;
 use crate::deadline::within;
+use crate::listen::{NotOpen, Why};
 use crate::metrics::StreamKey;
 use crate::proxy_protocol;
 use crate::spliced::Spliced;
@@ -90,10 +91,10 @@ pub(crate) struct Listeners {
     open: BTreeSet<u16>,
     /// Ports whose bind failed, and why (retried at every publish and by `ports`' retry thread;
     /// shown on /config).
-    failed: BTreeMap<u16, String>,
+    failed: BTreeMap<u16, Why>,
     /// UDP ports bound (at `ip`, or at a Gateway's own address), and the ones that failed.
     udp_open: BTreeSet<SocketAddr>,
-    udp_failed: BTreeMap<SocketAddr, String>,
+    udp_failed: BTreeMap<SocketAddr, Why>,
 }
 
 impl Listeners {
@@ -115,7 +116,7 @@ impl Listeners {
 
     /// Opens the ports `config` has and this has not, closes the ones it no longer has.
     /// Returns the ports that could not be bound, with why.
-    pub(crate) fn apply(&mut self, config: &Compiled) -> Vec<String> {
+    pub(crate) fn apply(&mut self, config: &Compiled) -> Vec<NotOpen> {
         // The ConfigMap's ports and Gateway TCP listeners' (every site's: a connection's
         // local address tells them apart, `Compiled::stream_service`).
         let wanted = config.stream_ports(StreamProtocol::Tcp);
@@ -136,9 +137,14 @@ impl Listeners {
             }
             let addr = SocketAddr::new(self.ip, *port);
             if let Some((_, listener)) = self.own.iter().find(|(own, _)| own == port) {
-                let why = format!("it is the {listener}'s port");
+                let why = Why::conflict(format!("it is the {listener}'s port"));
                 if self.failed.get(port) != Some(&why) {
-                    tracing::warn!(port, "TCP service port not opened: {why}");
+                    tracing::warn!(
+                        port,
+                        "TCP service port not opened: {}; the configuration must change (the \
+                         ConfigMap's port or the listener's flag)",
+                        why.text
+                    );
                 }
                 self.failed.insert(*port, why);
                 continue;
@@ -161,14 +167,15 @@ impl Listeners {
                     tracing::info!(%addr, upstream = %service.upstream_name, "TCP service port open");
                 }
                 Err(e) => {
-                    let why = crate::error::Chain(&e).to_string();
+                    let why = Why::bind_failed(crate::error::Chain(&e).to_string());
                     let new = self.failed.get(port) != Some(&why);
                     if new {
                         tracing::warn!(
                             port,
                             upstream = %service.upstream_name,
-                            "TCP service port not opened: {why}; the other ports serve, and \
-                             it is tried again every few seconds and at each configuration change"
+                            "TCP service port not opened: {}; the other ports serve, and \
+                             it is tried again every few seconds and at each configuration change",
+                            why.text
                         );
                     }
                     self.failed.insert(*port, why);
@@ -176,14 +183,14 @@ impl Listeners {
             }
         }
         self.apply_udp(config);
-        let tcp = self
-            .failed
-            .iter()
-            .map(|(port, why)| format!("TCP service port {port}: {why}"));
-        let udp = self
-            .udp_failed
-            .iter()
-            .map(|(addr, why)| format!("UDP service port {addr}: {why}"));
+        let tcp = self.failed.iter().map(|(port, why)| NotOpen {
+            port: format!("TCP service port {port}"),
+            why: why.clone(),
+        });
+        let udp = self.udp_failed.iter().map(|(addr, why)| NotOpen {
+            port: format!("UDP service port {addr}"),
+            why: why.clone(),
+        });
         tcp.chain(udp).collect()
     }
 
@@ -213,13 +220,14 @@ impl Listeners {
                     tracing::info!(%addr, upstream = %service.upstream_name, "UDP service port open");
                 }
                 Err(e) => {
-                    let why = e.to_string();
+                    let why = Why::bind_failed(e.to_string());
                     if self.udp_failed.get(&addr) != Some(&why) {
                         tracing::warn!(
                             %addr,
                             upstream = %service.upstream_name,
-                            "UDP service port not opened: {why}; the other ports serve, and \
-                             it is tried again every few seconds and at each configuration change"
+                            "UDP service port not opened: {}; the other ports serve, and \
+                             it is tried again every few seconds and at each configuration change",
+                            why.text
                         );
                     }
                     self.udp_failed.insert(addr, why);

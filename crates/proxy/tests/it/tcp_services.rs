@@ -367,13 +367,14 @@ async fn bad_entries_are_diagnostics_and_a_taken_port_is_reported_and_bound_once
     assert_eq!(errors.len(), 2, "{errors:?}");
     assert!(
         errors
-            .contains(&format!("TCP service port {http}: it is the HTTP listener's port").as_str()),
+            .contains(&format!("TCP service port {http}: it is the HTTP listener's port (change the configuration)").as_str()),
         "{errors:?}"
     );
     assert!(
-        errors
-            .iter()
-            .any(|e| e.starts_with(&format!("TCP service port {taken}: cannot listen"))),
+        errors.iter().any(
+            |e| e.starts_with(&format!("TCP service port {taken}: cannot listen"))
+                && e.ends_with("(tried again every 200ms)")
+        ),
         "{errors:?}"
     );
     // The HTTP listener still speaks HTTP.
