@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::results::{LabResults, Run, Skipped, PROTOCOL_GRPC};
-use crate::table::Table;
+use crate::table::{esc, Table};
 
 /// The nines axis: percentiles from 50 % to 99.9999 %, as −log10(1 − p).
 const NINES_MAX: f64 = 6.0;
@@ -705,11 +705,4 @@ pub(crate) fn ms(v: f64) -> String {
     } else {
         format!("{v:.2}")
     }
-}
-
-pub(crate) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }

@@ -60,6 +60,31 @@ pub struct Rounds {
     /// The subject (Sluice, or the first system when Sluice did not run) against each other
     /// system, per group and criterion.
     pub comparisons: Vec<Comparison>,
+    /// The subject against each peer with the host stalls every run drew taken out.
+    #[serde(default)]
+    pub stall_adjusted: Vec<StallAdjusted>,
+}
+
+/// A tail percentile over the runs of two systems (every deployment, every round with stall
+/// probes), fitted as `base + per_stall × (stalls ≥ 5 ms in the run) + offset × (the run is the
+/// subject's)` by least squares. `offset_ms` is how much higher (positive) or lower (negative)
+/// the subject's percentile is than the peer's in a run that drew as many stalls: what is left
+/// of the comparison once the machine's share is taken out. A model, and a rough one; `r_squared`
+/// says how much of the runs' spread it explains.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StallAdjusted {
+    pub percentile: String,
+    pub system: String,
+    pub peer: String,
+    /// Runs fitted: both systems', every deployment.
+    pub runs: usize,
+    pub offset_ms: f64,
+    pub per_stall_ms: f64,
+    pub base_ms: f64,
+    pub r_squared: f64,
+    /// Stalls ≥ 5 ms over the fitted runs, each system's.
+    pub stalls_5ms: u64,
+    pub peer_stalls_5ms: u64,
 }
 
 /// One round as read.
@@ -95,6 +120,9 @@ pub struct RoundFigures {
     pub latency_ms: LatencyMs,
     /// The longest wake stall either probe saw during the run, if probes ran.
     pub longest_host_stall_ms: Option<f64>,
+    /// Wake stalls of 5 ms or more, both probes together, if probes ran.
+    #[serde(default)]
+    pub host_stalls_5ms: Option<u64>,
 }
 
 /// The subject against one peer on one criterion.
@@ -325,13 +353,113 @@ pub fn combine(read: &[(String, LabResults)]) -> anyhow::Result<Rounds> {
             }
         }
     }
+    let stall_adjusted = systems
+        .iter()
+        .filter(|peer| **peer != subject)
+        .flat_map(|peer| stall_adjusted(&cells, &subject, peer))
+        .collect();
     Ok(Rounds {
+        stall_adjusted,
         schema: SCHEMA.to_owned(),
         setup: first.setup.clone(),
         rounds,
         cells,
         comparisons,
     })
+}
+
+/// Percentiles the stall adjustment fits: the tail, where the stalls are.
+const ADJUSTED: [&str; 3] = ["p99.9", "p99.99", "p99.999"];
+
+/// [`StallAdjusted`] for `system` against `peer`, from their runs with stall probes;
+/// nothing when too few runs (fewer than 3 a system) or when the runs' stall counts do not vary.
+fn stall_adjusted(cells: &[Cell], system: &str, peer: &str) -> Vec<StallAdjusted> {
+    // (is the subject's, stalls ≥ 5 ms, latency)
+    let runs: Vec<(bool, u64, &LatencyMs)> = cells
+        .iter()
+        .filter(|c| c.system == system || c.system == peer)
+        .flat_map(|c| {
+            let own = c.system == system;
+            c.rounds
+                .iter()
+                .flatten()
+                .filter_map(move |f| Some((own, f.host_stalls_5ms?, &f.latency_ms)))
+        })
+        .collect();
+    let count = |own: bool| runs.iter().filter(|r| r.0 == own).count();
+    if count(true) < 3 || count(false) < 3 {
+        return Vec::new();
+    }
+    let stalls = |own: bool| runs.iter().filter(|r| r.0 == own).map(|r| r.1).sum();
+    CRITERIA
+        .iter()
+        .filter(|c| ADJUSTED.contains(&c.name))
+        .filter_map(|criterion| {
+            let of = criterion.pooled?;
+            let rows: Vec<[f64; 3]> = runs
+                .iter()
+                .map(|(own, s, _)| [1.0, *s as f64, f64::from(u8::from(*own))])
+                .collect();
+            let y: Vec<f64> = runs.iter().map(|r| of(r.2)).collect();
+            let (fit, r_squared) = least_squares(&rows, &y)?;
+            Some(StallAdjusted {
+                percentile: criterion.name.to_owned(),
+                system: system.to_owned(),
+                peer: peer.to_owned(),
+                runs: runs.len(),
+                base_ms: fit[0],
+                per_stall_ms: fit[1],
+                offset_ms: fit[2],
+                r_squared,
+                stalls_5ms: stalls(true),
+                peer_stalls_5ms: stalls(false),
+            })
+        })
+        .collect()
+}
+
+/// Ordinary least squares for three coefficients (normal equations, Gaussian elimination with
+/// partial pivoting), and R². `None` when the columns are not independent.
+fn least_squares(rows: &[[f64; 3]], y: &[f64]) -> Option<([f64; 3], f64)> {
+    let mut m = [[0.0; 4]; 3];
+    for (row, &v) in rows.iter().zip(y) {
+        for i in 0..3 {
+            for j in 0..3 {
+                m[i][j] += row[i] * row[j];
+            }
+            m[i][3] += row[i] * v;
+        }
+    }
+    for col in 0..3 {
+        let pivot = (col..3).max_by(|&a, &b| m[a][col].abs().total_cmp(&m[b][col].abs()))?;
+        if m[pivot][col].abs() < 1e-9 {
+            return None;
+        }
+        m.swap(col, pivot);
+        let pivot_row = m[col];
+        for (r, row) in m.iter_mut().enumerate() {
+            if r != col {
+                let f = row[col] / pivot_row[col];
+                for (cell, p) in row.iter_mut().zip(pivot_row).skip(col) {
+                    *cell -= f * p;
+                }
+            }
+        }
+    }
+    let fit = [m[0][3] / m[0][0], m[1][3] / m[1][1], m[2][3] / m[2][2]];
+    let mean = y.iter().sum::<f64>() / y.len() as f64;
+    let total: f64 = y.iter().map(|v| (v - mean).powi(2)).sum();
+    let residual: f64 = rows
+        .iter()
+        .zip(y)
+        .map(|(row, v)| (v - (0..3).map(|i| row[i] * fit[i]).sum::<f64>()).powi(2))
+        .sum();
+    let r_squared = if total > 0.0 {
+        1.0 - residual / total
+    } else {
+        1.0
+    };
+    Some((fit, r_squared))
 }
 
 /// Several runs' corrected latency as one summary.
@@ -348,6 +476,7 @@ impl RoundFigures {
             first_second_p99_ms: run.first_second_p99_ms(),
             latency_ms: run.latency_ms,
             longest_host_stall_ms: run.host_stalls.as_ref().map(|h| h.longest_ms()),
+            host_stalls_5ms: run.host_stalls.as_ref().map(|h| h.total_5ms()),
         }
     }
 }
@@ -395,6 +524,11 @@ pub fn summary(rounds: &Rounds) -> String {
         .filter(|c| c.errors > 0)
         .map(|c| format!("{} {}: {}", c.system, c.group, c.errors))
         .collect();
+    if !rounds.stall_adjusted.is_empty() {
+        out += &stall_table(rounds).text();
+        out += STALL_NOTE;
+        out.push('\n');
+    }
     let _ = writeln!(
         out,
         "errors over all rounds: {}",
@@ -443,6 +577,49 @@ fn comparison_table(rounds: &Rounds) -> Table {
     table
 }
 
+/// What the stall-adjusted table says.
+const STALL_NOTE: &str = "Stall-adjusted: each percentile of every run of both systems (all \
+    deployments, rounds with stall probes) fitted as base + per stall × (the run's host stalls ≥ \
+    5 ms) + offset × (the run is the system's), by least squares. Offset: the system's \
+    percentile minus the peer's in runs that drew as many stalls (negative: lower). R²: how much \
+    of the runs' spread the fit explains.";
+
+/// Every stall-adjusted fit as a row.
+fn stall_table(rounds: &Rounds) -> Table {
+    let mut table = Table::new(
+        &[
+            "percentile",
+            "system",
+            "peer",
+            "runs",
+            "offset",
+            "per stall",
+            "R²",
+            "stalls ≥ 5 ms",
+            "peer's",
+        ],
+        3,
+    );
+    table.rows = rounds
+        .stall_adjusted
+        .iter()
+        .map(|a| {
+            vec![
+                a.percentile.clone(),
+                a.system.clone(),
+                a.peer.clone(),
+                a.runs.to_string(),
+                format!("{:+.2}", a.offset_ms),
+                format!("{:.3}", a.per_stall_ms),
+                format!("{:.2}", a.r_squared),
+                a.stalls_5ms.to_string(),
+                a.peer_stalls_5ms.to_string(),
+            ]
+        })
+        .collect();
+    table
+}
+
 /// `rounds.md`.
 pub fn markdown(rounds: &Rounds) -> String {
     let mut md = String::new();
@@ -478,6 +655,13 @@ pub fn markdown(rounds: &Rounds) -> String {
            requests (their histograms added). Milliseconds, coordinated-omission corrected.\n\n";
     md += &comparison_table(rounds).markdown();
     md.push('\n');
+    if !rounds.stall_adjusted.is_empty() {
+        md += "## With the host's stalls taken out\n\n";
+        md += STALL_NOTE;
+        md += "\n\n";
+        md += &stall_table(rounds).markdown();
+        md.push('\n');
+    }
     md += "## Every round\n\n";
     md += "Each run's figures; the longest host stall is the longest late wake either stall \
            probe saw during the run (see `sluice lab stalls`).\n\n";
@@ -494,7 +678,7 @@ pub fn markdown(rounds: &Rounds) -> String {
         fn(&RoundFigures) -> String,
         Option<fn(&Cell) -> String>,
     );
-    let figures: [Figure; 8] = [
+    let figures: [Figure; 9] = [
         (
             "requests",
             |f| f.requests.to_string(),
@@ -535,6 +719,14 @@ pub fn markdown(rounds: &Rounds) -> String {
             |f| optional_ms(f.longest_host_stall_ms),
             None,
         ),
+        (
+            "host stalls ≥ 5 ms",
+            |f| {
+                f.host_stalls_5ms
+                    .map_or_else(|| "–".to_owned(), |n| n.to_string())
+            },
+            None,
+        ),
     ];
     for cell in &rounds.cells {
         for (name, per_round, pooled) in &figures {
@@ -561,6 +753,24 @@ mod tests {
         assert_eq!(median(vec![]), None);
         assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), Some(2.5));
+    }
+
+    #[test]
+    fn least_squares_recovers_an_exact_fit_and_refuses_dependent_columns() {
+        // y = 2 + 0.5 x − 1.5 s over points where x and s vary independently.
+        let rows: Vec<[f64; 3]> = [(0.0, 0.0), (4.0, 0.0), (10.0, 0.0), (2.0, 1.0), (8.0, 1.0)]
+            .iter()
+            .map(|&(x, s)| [1.0, x, s])
+            .collect();
+        let y: Vec<f64> = rows.iter().map(|r| 2.0 + 0.5 * r[1] - 1.5 * r[2]).collect();
+        let (fit, r_squared) = least_squares(&rows, &y).unwrap();
+        for (got, want) in fit.iter().zip([2.0, 0.5, -1.5]) {
+            assert!((got - want).abs() < 1e-9, "{fit:?}");
+        }
+        assert!((r_squared - 1.0).abs() < 1e-9);
+        // Every run drew the same stalls: the stall column is the intercept's twin.
+        let flat: Vec<[f64; 3]> = rows.iter().map(|r| [1.0, 3.0, r[2]]).collect();
+        assert!(least_squares(&flat, &y).is_none());
     }
 
     #[test]

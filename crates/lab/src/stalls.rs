@@ -284,6 +284,11 @@ impl HostStalls {
         self.probes.iter().map(|p| p.stalls).sum()
     }
 
+    /// Stalls of 5 ms or more over every probe.
+    pub fn total_5ms(&self) -> u64 {
+        self.probes.iter().map(|p| p.stalls_5ms).sum()
+    }
+
     /// The longest wake over every probe, in ms.
     pub fn longest_ms(&self) -> f64 {
         self.probes.iter().map(|p| p.longest_ms).fold(0.0, f64::max)

@@ -3,8 +3,6 @@
 
 use std::fmt::Write as _;
 
-use crate::render::esc;
-
 /// A table as data: one header, rows of cells; the first `left` columns are left-aligned.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Table {
@@ -81,4 +79,12 @@ impl Table {
         }
         h + "</table>\n"
     }
+}
+
+/// Text made safe inside HTML elements and attributes.
+pub(crate) fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }

@@ -10,7 +10,8 @@ use super::{
     aggregate, case_title, cases_of, find, ratios, sizing, system_order, worker_counts, Aggregate,
     CapacityResults, Measurement, Ratio, SizingRow, Spread, Study,
 };
-use crate::render::{esc, svg_open, BOTTOM, COLOURS, H, LEFT, RIGHT, TOP, W};
+use crate::render::{svg_open, BOTTOM, COLOURS, H, LEFT, RIGHT, TOP, W};
+use crate::table::esc;
 
 pub use crate::table::Table;
 

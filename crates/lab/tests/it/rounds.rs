@@ -178,3 +178,62 @@ fn rounds_of_different_experiments_are_refused_by_file_and_field() {
     );
     assert!(combine(&[]).is_err());
 }
+
+/// A run that drew `stalls_5ms` host stalls of 5 ms or more (all on one probe).
+fn with_stalls(mut run: Run, stalls_5ms: u64) -> Run {
+    run.host_stalls = Some(lab::stalls::HostStalls {
+        probes: vec![lab::stalls::CpuStalls {
+            cpus: "0".to_owned(),
+            role: "system under test".to_owned(),
+            raised: true,
+            stalls: stalls_5ms * 3,
+            stalls_5ms,
+            longest_ms: 6.0,
+            log: Vec::new(),
+        }],
+        slowest_seconds: Vec::new(),
+    });
+    run
+}
+
+#[test]
+fn the_stall_adjusted_offset_is_what_is_left_once_each_runs_stalls_are_counted() {
+    // Every run's p99.99 is 4 ms + 0.2 ms per stall ≥ 5 ms, and 0.5 ms less for Sluice: Sluice
+    // drew more stalls (18 against 12), so its median is higher, but the fit finds −0.5.
+    let tail = |stalls: u64, sluice: bool| 4_000 + 200 * stalls - if sluice { 500 } else { 0 };
+    let rounds: Vec<(String, LabResults)> = [(2, 4), (10, 0), (6, 8)]
+        .iter()
+        .enumerate()
+        .map(|(i, &(own, peer))| {
+            (
+                format!("round-{i}"),
+                round(
+                    "2026-11-29T01:00:00Z",
+                    vec![
+                        with_stalls(run("sluice", tail(own, true), 500), own),
+                        with_stalls(run("haproxy", tail(peer, false), 500), peer),
+                    ],
+                ),
+            )
+        })
+        .collect();
+    let combined = combine(&rounds).unwrap();
+    let fit = combined
+        .stall_adjusted
+        .iter()
+        .find(|a| a.percentile == "p99.99")
+        .expect("a p99.99 fit");
+    assert_eq!(
+        (fit.system.as_str(), fit.peer.as_str()),
+        ("sluice", "haproxy")
+    );
+    assert_eq!((fit.runs, fit.stalls_5ms, fit.peer_stalls_5ms), (6, 18, 12));
+    assert!((fit.offset_ms + 0.5).abs() < 0.02, "{fit:?}");
+    assert!((fit.per_stall_ms - 0.2).abs() < 0.005, "{fit:?}");
+    assert!(fit.r_squared > 0.99, "{fit:?}");
+    assert!(markdown(&combined).contains("## With the host's stalls taken out"));
+    assert!(summary(&combined).contains("-0.50") || summary(&combined).contains("-0.49"));
+
+    // Without probes (the earlier rounds' results), no fit at all.
+    assert!(two_rounds().stall_adjusted.is_empty());
+}
