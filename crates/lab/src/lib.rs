@@ -363,6 +363,7 @@ fn run_dynamic(args: DynamicArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let mut read = Vec::new();
+    let mut failed = Vec::new();
     for round in 1..=plan.rounds {
         let mut systems = plan.systems.clone();
         // Every other round the other way round, so a drift of the machine over the rounds
@@ -382,18 +383,37 @@ fn run_dynamic(args: DynamicArgs) -> anyhow::Result<()> {
             out: out.clone(),
             ..plan.clone()
         };
-        let results = run_round(&round_plan, &exe)?;
-        print!("{}", render::summary(&results));
-        read.push((out.join("results.json").display().to_string(), results));
+        match run_round(&round_plan, &exe) {
+            Ok(results) => {
+                print!("{}", render::summary(&results));
+                read.push((out.join("results.json").display().to_string(), results));
+            }
+            // An hour of rounds is not thrown away for one that failed: the others are still
+            // read together, and the command fails at the end.
+            Err(error) => {
+                procs::park_if_stopping();
+                eprintln!("sluice lab dynamic: round {round} failed: {error:#}");
+                failed.push(round);
+            }
+        }
+    }
+    if read.is_empty() {
+        bail!("no round completed");
     }
     let combined = rounds::combine(&read)?;
     rounds::write(&plan.out, &combined)?;
     print!("{}", rounds::summary(&combined));
     eprintln!(
         "sluice lab: {} rounds in {} (rounds.md reads them together)",
-        plan.rounds,
+        read.len(),
         plan.out.display()
     );
+    if !failed.is_empty() {
+        bail!(
+            "round(s) {failed:?} of {} failed (see above); rounds.md reads the others",
+            plan.rounds
+        );
+    }
     Ok(())
 }
 
