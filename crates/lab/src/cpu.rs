@@ -66,6 +66,8 @@ pub struct CpuTicks {
     pub busy: u64,
     /// busy + idle + iowait.
     pub total: u64,
+    /// Of `busy`: time the hypervisor says it ran something else on this CPU.
+    pub steal: u64,
 }
 
 impl CpuTicks {
@@ -98,6 +100,7 @@ pub fn parse_machine(text: &str) -> BTreeMap<usize, CpuTicks> {
             CpuTicks {
                 busy,
                 total: busy + at(3) + at(4),
+                steal: at(7),
             },
         );
     }
@@ -184,6 +187,7 @@ pub fn machine_delta(
         if let Some(b) = before.get(cpu) {
             delta.busy += a.busy.saturating_sub(b.busy);
             delta.total += a.total.saturating_sub(b.total);
+            delta.steal += a.steal.saturating_sub(b.steal);
         }
     }
     delta
@@ -241,29 +245,33 @@ mod tests {
             m[&0],
             CpuTicks {
                 busy: 255,
-                total: 660
+                total: 660,
+                steal: 0
             }
         );
         assert_eq!(
             m[&1],
             CpuTicks {
                 busy: 152,
-                total: 657
+                total: 657,
+                steal: 2
             }
         );
-        let later = parse_machine("cpu0 300 0 60 420 5 0 5 0 0 0\ncpu1 100 0 50 600 5 0 0 2 0 0\n");
+        let later = parse_machine("cpu0 300 0 60 420 5 0 5 0 0 0\ncpu1 100 0 50 600 5 0 0 7 0 0\n");
         assert_eq!(
             machine_delta(&m, &later, None),
             CpuTicks {
-                busy: 110,
-                total: 230
+                busy: 115,
+                total: 235,
+                steal: 5
             }
         );
         assert_eq!(
             machine_delta(&m, &later, Some(&[1])),
             CpuTicks {
-                busy: 0,
-                total: 100
+                busy: 5,
+                total: 105,
+                steal: 5
             }
         );
     }

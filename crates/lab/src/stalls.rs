@@ -25,12 +25,16 @@
 //! task costs far less). Each wake costs a few microseconds, once a millisecond, the same for
 //! every system.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead as _, Write};
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
+
+use crate::cpu::CpuTicks;
+use crate::table::Table;
 
 /// How long the probe sleeps each time.
 pub const PERIOD: Duration = Duration::from_millis(1);
@@ -410,6 +414,7 @@ pub fn run_stalls(args: StallsArgs) -> anyhow::Result<()> {
         if raised { ", nice -20" } else { "" }
     );
     let started = unix_secs(SystemTime::now());
+    let ticks_before = crate::cpu::machine_ticks();
     let probes = Probes::start(
         &exe,
         &work.0,
@@ -418,32 +423,97 @@ pub fn run_stalls(args: StallsArgs) -> anyhow::Result<()> {
         duration + Duration::from_secs(5),
     )?;
     std::thread::sleep(duration);
+    let ticks_after = crate::cpu::machine_ticks();
     let stalls = HostStalls::new(probes.finish()?, &[], started);
-    print!("{}", stalls_table(&stalls, duration));
+    let ticks: BTreeMap<usize, CpuTicks> = cpus
+        .iter()
+        .map(|&cpu| {
+            let delta = crate::cpu::machine_delta(&ticks_before, &ticks_after, Some(&[cpu]));
+            (cpu, delta)
+        })
+        .collect();
+    print!("{}", stalls_table(&stalls, duration, &ticks));
+    println!("{}", machine_facts());
     Ok(())
 }
 
-/// `sluice lab stalls`' output.
-pub fn stalls_table(stalls: &HostStalls, duration: Duration) -> String {
-    let minutes = duration.as_secs_f64() / 60.0;
-    let mut out = format!(
-        "{:<5} {:>8} {:>12} {:>12} {:>12} {:>11}\n",
-        "cpu", "nice -20", "stalls≥2ms", "stalls≥5ms", "per minute", "longest ms"
-    );
-    for p in &stalls.probes {
-        out += &format!(
-            "{:<5} {:>8} {:>12} {:>12} {:>12.1} {:>11.2}\n",
-            p.cpus,
-            if p.raised { "yes" } else { "no" },
-            p.stalls,
-            p.stalls_5ms,
-            p.stalls as f64 / minutes,
-            p.longest_ms
-        );
+/// What the kernel tells about the machine's CPUs that bears on late wakes: whether it runs
+/// under a hypervisor, and how idle CPUs wait (the cpuidle driver and governor; for haltpoll,
+/// how long a guest polls before it halts).
+pub fn machine_facts() -> String {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .ok()
+            .map(|t| t.trim().to_owned())
+    };
+    let virtual_machine = read("/proc/cpuinfo").is_some_and(|info| {
+        info.lines()
+            .filter(|l| l.starts_with("flags"))
+            .any(|l| l.split_whitespace().any(|f| f == "hypervisor"))
+    });
+    let mut facts = vec![if virtual_machine {
+        "a virtual machine (the CPUs' hypervisor flag)".to_owned()
+    } else {
+        "no hypervisor flag".to_owned()
+    }];
+    if let Some(driver) = read("/sys/devices/system/cpu/cpuidle/current_driver") {
+        let governor = read("/sys/devices/system/cpu/cpuidle/current_governor")
+            .or_else(|| read("/sys/devices/system/cpu/cpuidle/current_governor_ro"))
+            .unwrap_or_else(|| "?".to_owned());
+        facts.push(format!("cpuidle {driver}, governor {governor}"));
     }
+    if let Some(poll) = read("/sys/module/haltpoll/parameters/guest_halt_poll_ns") {
+        facts.push(format!("guest_halt_poll_ns {poll}"));
+    }
+    format!("machine: {}", facts.join("; "))
+}
+
+/// `sluice lab stalls`' output: each probe's stalls, with how busy its CPU was meanwhile and
+/// how much of that the hypervisor reported as stolen (`ticks`, by CPU number).
+pub fn stalls_table(
+    stalls: &HostStalls,
+    duration: Duration,
+    ticks: &BTreeMap<usize, CpuTicks>,
+) -> String {
+    let minutes = duration.as_secs_f64() / 60.0;
+    let mut table = Table::new(
+        &[
+            "cpu",
+            "nice -20",
+            "stalls≥2ms",
+            "stalls≥5ms",
+            "per minute",
+            "longest ms",
+            "busy %",
+            "steal %",
+        ],
+        1,
+    );
+    let share = |part: u64, whole: u64| {
+        if whole == 0 {
+            "–".to_owned()
+        } else {
+            format!("{:.1}", 100.0 * part as f64 / whole as f64)
+        }
+    };
+    for p in &stalls.probes {
+        let cpu = p.cpus.parse::<usize>().ok().and_then(|c| ticks.get(&c));
+        table.rows.push(vec![
+            p.cpus.clone(),
+            if p.raised { "yes" } else { "no" }.to_owned(),
+            p.stalls.to_string(),
+            p.stalls_5ms.to_string(),
+            format!("{:.1}", p.stalls as f64 / minutes),
+            format!("{:.2}", p.longest_ms),
+            cpu.map_or_else(|| "–".to_owned(), |t| share(t.busy, t.total)),
+            cpu.map_or_else(|| "–".to_owned(), |t| share(t.steal, t.total)),
+        ]);
+    }
+    let mut out = table.text();
     out += &format!(
         "(a stall: the probe woke at least {STALL_FROM_MS} ms after it was due; every process on \
-         that CPU lost that time)\n"
+         that CPU lost that time. Steal: what the hypervisor reports as taken from the CPU; \
+         stalls with no steal are lost where the guest cannot see them)\n"
     );
     out
 }
@@ -451,6 +521,57 @@ pub fn stalls_table(stalls: &HostStalls, duration: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_table_puts_each_cpus_busy_and_stolen_share_beside_its_stalls() {
+        let probe = |cpus: &str| CpuStalls {
+            cpus: cpus.to_owned(),
+            role: "idle".to_owned(),
+            raised: true,
+            stalls: 30,
+            stalls_5ms: 4,
+            longest_ms: 6.25,
+            log: Vec::new(),
+        };
+        let stalls = HostStalls {
+            probes: vec![probe("0"), probe("1-3")],
+            slowest_seconds: Vec::new(),
+        };
+        let ticks = BTreeMap::from([(
+            0,
+            CpuTicks {
+                busy: 50,
+                total: 1000,
+                steal: 10,
+            },
+        )]);
+        let text = stalls_table(&stalls, Duration::from_secs(30), &ticks);
+        let row = |cpus: &str| {
+            text.lines()
+                .find(|l| l.split_whitespace().next() == Some(cpus))
+                .unwrap_or_else(|| panic!("no row for {cpus}:\n{text}"))
+                .split_whitespace()
+                .collect::<Vec<_>>()
+        };
+        // 30 stalls in half a minute: 60 a minute; 5 % busy, of which 1 % stolen.
+        assert_eq!(
+            row("0"),
+            ["0", "yes", "30", "4", "60.0", "6.25", "5.0", "1.0"]
+        );
+        // A CPU list has no single /proc/stat line: no shares.
+        assert_eq!(row("1-3")[6..], ["–", "–"]);
+    }
+
+    #[test]
+    fn machine_facts_say_whether_a_hypervisor_is_there() {
+        let facts = machine_facts();
+        let flagged = std::fs::read_to_string("/proc/cpuinfo")
+            .unwrap()
+            .lines()
+            .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor"));
+        assert!(facts.starts_with("machine: "), "{facts}");
+        assert_eq!(facts.contains("a virtual machine"), flagged, "{facts}");
+    }
 
     fn second(second: u64, max_ms: u64) -> load::SeriesPoint {
         load::SeriesPoint {
