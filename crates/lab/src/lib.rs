@@ -446,6 +446,7 @@ fn run_round(plan: &Plan, exe: &Path) -> anyhow::Result<LabResults> {
             Some(_) => results::PROTOCOL_GRPC.to_owned(),
         },
         host: HOST.into(),
+        machine: Some(stalls::machine_facts()),
         churn: format!(
             "start at 5 pods; every {:?} at 5 → scale to 7, every {:?} at 7 → scale to 5",
             plan.churn.low_for, plan.churn.high_for

@@ -186,6 +186,9 @@ pub fn markdown(results: &LabResults) -> String {
     );
     let _ = writeln!(md, "- started {}, {} CPUs", results.started_at, s.cpus);
     let _ = writeln!(md, "- pinning: {}", s.pinning);
+    if let Some(machine) = &s.machine {
+        let _ = writeln!(md, "- {machine}");
+    }
     let _ = writeln!(
         md,
         "- load: `sluice load -t{} -c{} -R{} -L`, {} s per run, host {}; {}",

@@ -40,6 +40,10 @@ pub struct Setup {
     /// existed) or [`PROTOCOL_GRPC`].
     #[serde(default = "https")]
     pub protocol: String,
+    /// What the kernel says of the machine's CPUs (`stalls::machine_facts`): a virtual machine
+    /// or not, how idle CPUs wait. `null` in results written before it existed.
+    #[serde(default)]
+    pub machine: Option<String>,
 }
 
 /// The seeds' experiment: HTTP/1.1 over TLS to `sluice backend` pods.

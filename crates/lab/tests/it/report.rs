@@ -73,6 +73,7 @@ fn lab_results() -> LabResults {
             host: "app.example.com".to_owned(),
             churn: "5 <-> 7".to_owned(),
             protocol: PROTOCOL_HTTPS.to_owned(),
+            machine: None,
         },
         skipped: vec![Skipped {
             system: "haproxy".to_owned(),

@@ -39,6 +39,7 @@ fn round(started_at: &str, runs: Vec<Run>) -> LabResults {
             host: "app.example.com".to_owned(),
             churn: "5 <-> 7".to_owned(),
             protocol: PROTOCOL_HTTPS.to_owned(),
+            machine: None,
         },
         skipped: Vec::new(),
         runs,

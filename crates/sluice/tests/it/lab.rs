@@ -98,6 +98,10 @@ fn lab_dynamic_smoke_with_sluice_and_nginx() {
         );
     }
 
+    // The machine's own facts travel with the results and the report.
+    let machine = json["setup"]["machine"].as_str().expect("setup.machine");
+    assert!(machine.starts_with("machine: "), "{machine}");
+
     let sluice_static = find("sluice", "static");
     assert_eq!(sluice_static["termination"], "none");
     for key in ["connect", "read", "write", "timeout", "status"] {
@@ -135,6 +139,7 @@ fn lab_dynamic_smoke_with_sluice_and_nginx() {
             && report.contains("the slowest seconds and the host's stalls"),
         "{report}"
     );
+    assert!(report.contains(&format!("- {machine}\n")), "{report}");
     assert!(out.join("report.html").is_file());
     std::fs::remove_dir_all(&out).unwrap();
 }
