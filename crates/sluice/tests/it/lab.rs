@@ -9,36 +9,42 @@ use std::process::Command;
 /// stderr.
 fn run_small_lab(name: &str, extra: &[&str]) -> (PathBuf, serde_json::Value, String, String) {
     let out = std::env::temp_dir().join(format!("sluice-lab-{name}-{}", std::process::id()));
-    let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["lab", "dynamic"])
-        .args(extra)
-        .args([
-            "--systems",
-            "sluice,nginx",
-            "--low-for",
-            "2s",
-            "--high-for",
-            "2s",
-            "--rate",
-            "200",
-            "--connections",
-            "10",
-            "--termination",
-            "graceful",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .expect("running sluice lab");
+    let (stdout, stderr) = run_lab(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["lab", "dynamic"])
+            .args(extra)
+            .args([
+                "--systems",
+                "sluice,nginx",
+                "--low-for",
+                "2s",
+                "--high-for",
+                "2s",
+                "--rate",
+                "200",
+                "--connections",
+                "10",
+                "--termination",
+                "graceful",
+                "--out",
+            ])
+            .arg(&out),
+    );
+    let json =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    (out, json, stdout, stderr)
+}
+
+/// Runs a `sluice lab` command and asserts it succeeded; returns its stdout and stderr.
+fn run_lab(command: &mut Command) -> (String, String) {
+    let output = command.output().expect("running sluice lab");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(
         output.status.success(),
         "sluice lab failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
-    let json =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
-    (out, json, stdout, stderr)
+    (stdout, stderr)
 }
 
 #[test]
@@ -243,25 +249,19 @@ fn lab_dynamic_grpc_fails_no_call_through_sluice() {
 fn lab_dynamic_rounds_run_twice_and_read_together() {
     let out = std::env::temp_dir().join(format!("sluice-lab-rounds-{}", std::process::id()));
     let sluice = || Command::new(env!("CARGO_BIN_EXE_sluice"));
-    let output = sluice()
-        .args([
-            "lab",
-            "dynamic",
-            "--rounds",
-            "2",
-            "--systems",
-            "sluice,nginx",
-        ])
-        .args(["--only", "static", "--duration", "3s", "--rate", "200"])
-        .args(["--connections", "10", "--no-stall-probes", "--out"])
-        .arg(&out)
-        .output()
-        .expect("running sluice lab");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(
-        output.status.success(),
-        "sluice lab failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    let (stdout, stderr) = run_lab(
+        sluice()
+            .args([
+                "lab",
+                "dynamic",
+                "--rounds",
+                "2",
+                "--systems",
+                "sluice,nginx",
+            ])
+            .args(["--only", "static", "--duration", "3s", "--rate", "200"])
+            .args(["--connections", "10", "--no-stall-probes", "--out"])
+            .arg(&out),
     );
     let nginx = std::path::Path::new("/usr/sbin/nginx").exists();
     let order = |round: usize| -> Vec<String> {
