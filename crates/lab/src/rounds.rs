@@ -329,12 +329,15 @@ pub fn combine(read: &[(String, LabResults)]) -> anyhow::Result<Rounds> {
             let own_pooled = pool(shared.iter().map(|p| p.0))?.map(|s| LatencyMs::from_summary(&s));
             let peer_pooled =
                 pool(shared.iter().map(|p| p.1))?.map(|s| LatencyMs::from_summary(&s));
+            let shared_figures: Vec<(RoundFigures, RoundFigures)> = shared
+                .iter()
+                .map(|(a, b)| (RoundFigures::of(a), RoundFigures::of(b)))
+                .collect();
             for criterion in CRITERIA {
-                let figures: Vec<(f64, f64)> = shared
+                let figures: Vec<(f64, f64)> = shared_figures
                     .iter()
                     .filter_map(|(a, b)| {
-                        let (a, b) = (RoundFigures::of(a), RoundFigures::of(b));
-                        Some(((criterion.per_round)(&a)?, (criterion.per_round)(&b)?))
+                        Some(((criterion.per_round)(a)?, (criterion.per_round)(b)?))
                     })
                     .collect();
                 let pooled = |l: &Option<LatencyMs>| Some((criterion.pooled?)(l.as_ref()?));
