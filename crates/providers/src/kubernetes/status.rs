@@ -12,7 +12,7 @@
 //! A pass that fails (API server away, conflict) leaves the work marked undone; the next tick
 //! tries again. Nothing here can affect traffic.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -281,9 +281,7 @@ impl Task {
         let Some(published) = self.published.borrow().clone() else {
             return false;
         };
-        // One copy of every Ingress's state per pass (they can be tens of thousands).
-        let states = self.states.snapshot();
-        let mut complete = self.report_events(&published, &states).await;
+        let mut complete = self.report_events(&published).await;
         let desired = match self.desired_addresses().await {
             Ok(desired) => desired,
             Err(error) => {
@@ -300,17 +298,9 @@ impl Task {
             tracing::info!(addresses = ?desired.iter().map(address_text).collect::<Vec<_>>(), "Ingress status addresses");
             self.addresses = Some(desired.clone());
         }
-        let writes = states.into_iter().filter_map(|(key, state)| {
-            let want = if published.served.contains(&key) {
-                desired.clone()
-            } else if !state.load_balancer.is_empty() && state.load_balancer == desired {
-                // We wrote it (it is our address) and no longer serve it.
-                Vec::new()
-            } else {
-                return None;
-            };
-            (state.load_balancer != want).then_some((key, want))
-        });
+        let writes = self
+            .states
+            .writes(|key, state| wanted_addresses(published.served.contains(key), state, &desired));
         // A few at a time: one patch is a round trip, and a new leader may have thousands to
         // write; more in parallel would only queue up in the API server.
         let this = &*self;
@@ -419,11 +409,7 @@ impl Task {
 
     /// Emits an Event for every problem with an Ingress not reported yet. Returns false if
     /// some could not be written (they are tried again next pass).
-    async fn report_events(
-        &mut self,
-        published: &Published,
-        states: &BTreeMap<NamespacedName, IngressState>,
-    ) -> bool {
+    async fn report_events(&mut self, published: &Published) -> bool {
         let current: BTreeSet<&Diagnostic> = published
             .diagnostics
             .iter()
@@ -445,7 +431,7 @@ impl Task {
                 kind: Some("Ingress".into()),
                 namespace: Some(key.namespace.to_string()),
                 name: Some(key.name.to_string()),
-                uid: states.get(&key).and_then(|s| s.uid.clone()),
+                uid: self.states.get(&key).and_then(|s| s.uid),
                 ..ObjectReference::default()
             };
             // Errors and unsupported input change what is served: Warning. Documented
@@ -476,6 +462,23 @@ impl Task {
             }
         }
         complete
+    }
+}
+
+/// What an Ingress's `status.loadBalancer.ingress` should say (`None`: not ours to touch):
+/// our addresses while we serve it; nothing once we stop serving one that still shows our
+/// addresses (we wrote them); anything else is another controller's.
+fn wanted_addresses<'a>(
+    served: bool,
+    state: &IngressState,
+    ours: &'a [IngressLoadBalancerIngress],
+) -> Option<&'a [IngressLoadBalancerIngress]> {
+    if served {
+        Some(ours)
+    } else if !state.load_balancer.is_empty() && state.load_balancer == ours {
+        Some(&[])
+    } else {
+        None
     }
 }
 
@@ -587,6 +590,54 @@ mod tests {
             ..Service::default()
         };
         assert!(service_addresses(&headless).is_empty());
+    }
+
+    #[test]
+    fn status_is_ours_while_served_and_cleared_only_where_it_shows_our_addresses() {
+        let ours = [load_balancer_ingress("198.18.0.1")];
+        let showing = |addresses: &[&str]| IngressState {
+            uid: None,
+            load_balancer: addresses.iter().map(|a| load_balancer_ingress(a)).collect(),
+        };
+        // Served: our addresses, whatever it shows now.
+        for now in [
+            showing(&[]),
+            showing(&["198.18.0.1"]),
+            showing(&["203.0.113.9"]),
+        ] {
+            assert_eq!(wanted_addresses(true, &now, &ours), Some(&ours[..]));
+        }
+        // No longer served: cleared where it shows ours, left alone where it shows another's.
+        let cleared = wanted_addresses(false, &showing(&["198.18.0.1"]), &ours);
+        assert_eq!(cleared, Some(&[][..]));
+        assert_eq!(
+            wanted_addresses(false, &showing(&["203.0.113.9"]), &ours),
+            None
+        );
+        assert_eq!(wanted_addresses(false, &showing(&[]), &ours), None);
+
+        // A pass writes only the Ingresses whose status differs from what it wants.
+        let states = IngressStates::default();
+        for (name, addresses) in [
+            ("right", &["198.18.0.1"][..]),
+            ("stale", &[]),
+            ("gone", &["198.18.0.1"]),
+            ("other", &["203.0.113.9"]),
+        ] {
+            states.set(NamespacedName::new("app", name), Some(showing(addresses)));
+        }
+        let served: BTreeSet<NamespacedName> = ["right", "stale"]
+            .map(|name| NamespacedName::new("app", name))
+            .into();
+        let writes =
+            states.writes(|key, state| wanted_addresses(served.contains(key), state, &ours));
+        assert_eq!(
+            writes,
+            [
+                (NamespacedName::new("app", "gone"), Vec::new()),
+                (NamespacedName::new("app", "stale"), ours.to_vec()),
+            ]
+        );
     }
 
     #[test]

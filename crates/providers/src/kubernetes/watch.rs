@@ -144,9 +144,26 @@ impl FirstLists {
 }
 
 impl IngressStates {
-    /// A copy of every state, for one reconcile pass.
-    pub fn snapshot(&self) -> BTreeMap<NamespacedName, IngressState> {
-        self.lock().clone()
+    /// One Ingress's state, if it is watched.
+    pub fn get(&self, key: &NamespacedName) -> Option<IngressState> {
+        self.lock().get(key).cloned()
+    }
+
+    /// The status writes a pass has to make: `want` says what an Ingress's load-balancer list
+    /// should be (`None`: not ours to touch), and only the Ingresses whose list differs come
+    /// back, with the list to write. Decided under the lock, so a pass over tens of thousands
+    /// of Ingresses copies only what it writes, not every state.
+    pub fn writes<'a>(
+        &self,
+        mut want: impl FnMut(&NamespacedName, &IngressState) -> Option<&'a [IngressLoadBalancerIngress]>,
+    ) -> Vec<(NamespacedName, Vec<IngressLoadBalancerIngress>)> {
+        self.lock()
+            .iter()
+            .filter_map(|(key, state)| {
+                let want = want(key, state)?;
+                (state.load_balancer != want).then(|| (key.clone(), want.to_vec()))
+            })
+            .collect()
     }
 
     /// Records what a status write just set, so a pass before the watch event does not write
@@ -171,7 +188,7 @@ impl IngressStates {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn set(&self, key: NamespacedName, state: Option<IngressState>) {
+    pub(super) fn set(&self, key: NamespacedName, state: Option<IngressState>) {
         let mut states = self.lock();
         let changed = match state {
             Some(state) => states.insert(key, state.clone()).as_ref() != Some(&state),
@@ -483,13 +500,26 @@ impl Drop for Watchers {
 
 /// Whether a watch failed because the API server has no such resource (a CRD not installed).
 fn not_installed(error: &watcher::Error) -> bool {
-    matches!(
-        error,
+    api_status(error).is_some_and(|status| status.code == 404)
+}
+
+/// 410 Gone ("too old resource version", reason Expired): the API server no longer holds the
+/// history a watch resumed from (etcd compacted it, or its watch cache was rebuilt). Routine,
+/// not an outage: the watcher lists again, and the list's end says what changed meanwhile.
+/// client-go's reflector logs it at V(4) for the same reason.
+fn expired(error: &watcher::Error) -> bool {
+    api_status(error).is_some_and(|status| status.code == 410)
+}
+
+/// What the API server answered, when the error is its answer.
+fn api_status(error: &watcher::Error) -> Option<&kube::core::Status> {
+    match error {
         watcher::Error::InitialListFailed(kube::Error::Api(status))
         | watcher::Error::WatchStartFailed(kube::Error::Api(status))
         | watcher::Error::WatchFailed(kube::Error::Api(status))
-        | watcher::Error::WatchError(status) if status.code == 404
-    )
+        | watcher::Error::WatchError(status) => Some(status),
+        _ => None,
+    }
 }
 
 fn object_ref<K: Watched>(object: &K) -> ObjectRef {
@@ -655,13 +685,7 @@ fn explain<K: Watched>(error: &watcher::Error) -> String
 where
     K::DynamicType: Default,
 {
-    let status = match error {
-        watcher::Error::InitialListFailed(kube::Error::Api(status))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
-        | watcher::Error::WatchFailed(kube::Error::Api(status))
-        | watcher::Error::WatchError(status) => Some(status),
-        _ => None,
-    };
+    let status = api_status(error);
     let resource = K::plural(&K::DynamicType::default()).into_owned();
     match status {
         Some(status) if status.code == 403 => format!(
@@ -793,6 +817,14 @@ async fn run<K: Watched>(
                         return;
                     }
                 }
+                continue;
+            }
+            Err(error) if expired(&error) => {
+                tracing::debug!(
+                    %kind,
+                    watch = %first_list.watch,
+                    "watch expired ({error}); listing again"
+                );
                 continue;
             }
             Err(error) => {
@@ -948,6 +980,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_expired_watch_is_routine_and_a_missing_resource_is_not_an_outage() {
+        let answer = |code: u16, reason: &str| {
+            Box::new(kube::core::Status {
+                code,
+                reason: reason.to_owned(),
+                ..kube::core::Status::default()
+            })
+        };
+        let gone = watcher::Error::WatchError(answer(410, "Expired"));
+        let gone_list = watcher::Error::InitialListFailed(kube::Error::Api(answer(410, "Expired")));
+        let missing = watcher::Error::WatchStartFailed(kube::Error::Api(answer(404, "NotFound")));
+        let broken = watcher::Error::WatchFailed(kube::Error::Api(answer(500, "InternalError")));
+        assert!(expired(&gone) && expired(&gone_list));
+        assert!(!expired(&missing) && !expired(&broken));
+        assert!(!expired(&watcher::Error::NoResourceVersion));
+        assert!(not_installed(&missing));
+        assert!(!not_installed(&gone) && !not_installed(&broken));
+    }
+
+    #[test]
     fn what_changes_on_every_write_and_kubectls_copy_are_dropped_and_annotations_kept() {
         use k8s_openapi::api::networking::v1::Ingress;
         let mut ingress = Ingress::default();
@@ -996,7 +1048,7 @@ mod tests {
             unreachable!()
         };
         assert_eq!(stored.spec, ingress.spec);
-        let state = &states.snapshot()[&NamespacedName::new("app", "web")];
+        let state = states.get(&NamespacedName::new("app", "web")).unwrap();
         assert_eq!(state.uid.as_deref(), Some("4b1e5c3a"));
         assert_eq!(state.load_balancer[0].ip.as_deref(), Some("192.0.2.1"));
     }
