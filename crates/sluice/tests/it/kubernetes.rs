@@ -1030,6 +1030,93 @@ fn annotations_from_the_api_shape_routes_and_unsupported_ones_are_warning_events
     assert_eq!(sluice.get("web.test", "/").status, 200);
 }
 
+/// `GET /` for `host` with `Authorization: Basic credentials` (base64 of user:password), or
+/// none.
+fn get_as(sluice: &KubeSluice, host: &str, credentials: Option<&str>) -> Response {
+    let mut tcp = std::net::TcpStream::connect(sluice.serve.http).unwrap();
+    tcp.set_read_timeout(Some(WAIT)).unwrap();
+    let authorization = credentials.map(|c| format!("Basic {c}"));
+    let headers: Vec<(&str, &str)> = (authorization.iter())
+        .map(|value| ("Authorization", value.as_str()))
+        .collect();
+    request(&mut tcp, "GET", host, "/", &headers).unwrap()
+}
+
+/// Basic auth as ingress-nginx's docs set it up: the users in an Opaque Secret's `auth` key
+/// (`kubectl create secret generic … --from-file=auth`). A change of the Secret applies to
+/// the next request (a removed user is refused at once, whatever was remembered); a deleted
+/// Secret refuses the Ingress's routes (503, as ingress-nginx) with a Warning Event, while the
+/// other Ingresses keep serving.
+#[test]
+fn basic_auth_users_come_from_an_opaque_secret_and_follow_its_changes() {
+    let ns = "basic-auth";
+    let cluster = cluster_with_class("basic-auth", ns);
+    let a = pod(&cluster, 41);
+    cluster.create_app(ns, "open", "open.test", 8080, &ips(&[&a]));
+    // alice:wonderland ({SHA}) and bob:hunter22 ($apr1$, as `htpasswd -m` writes it).
+    let (alice, bob) = ("YWxpY2U6d29uZGVybGFuZA==", "Ym9iOmh1bnRlcjIy");
+    let users = |lines: &[&str]| {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": "htpasswd", "namespace": ns},
+            "stringData": {"auth": lines.iter().map(|l| format!("{l}\n")).collect::<String>()},
+        })
+    };
+    let alice_line = "alice:{SHA}tiY7sUhYKUwI5L3866kDY+ENcrQ=";
+    let bob_line = "bob:$apr1$s1uiceAB$KRic8gjAH1H1LhY65S/GI0";
+    cluster.create(&users(&[alice_line]));
+    cluster.create(&service(ns, "private"));
+    cluster.create(&endpoint_slice(
+        ns,
+        "private-1",
+        "private",
+        8080,
+        &[Endpoint::ready(a.addr.ip())],
+    ));
+    let mut private = ingress(ns, "private", Some("sluice"), "private.test", "private");
+    private["metadata"]["annotations"] = serde_json::json!({
+        "nginx.ingress.kubernetes.io/auth-type": "basic",
+        "nginx.ingress.kubernetes.io/auth-secret": "htpasswd",
+        "nginx.ingress.kubernetes.io/auth-realm": "Staff only",
+    });
+    cluster.create(&private);
+    let sluice = cluster.sluice(ns, &[]);
+
+    let refused = get_as(&sluice, "private.test", None);
+    assert_eq!(refused.status, 401, "{}", refused.text());
+    assert_eq!(
+        refused.header("www-authenticate"),
+        Some("Basic realm=\"Staff only\"")
+    );
+    assert_eq!(get_as(&sluice, "private.test", Some(alice)).status, 200);
+    assert_eq!(get_as(&sluice, "private.test", Some(bob)).status, 401);
+
+    // bob replaces alice: refused from the next request on, though her password was just
+    // verified (and remembered).
+    cluster.apply(&users(&[bob_line]));
+    eventually(WAIT, "bob let in", || {
+        (get_as(&sluice, "private.test", Some(bob)).status == 200).then_some(())
+    });
+    assert_eq!(get_as(&sluice, "private.test", Some(alice)).status, 401);
+
+    // No Secret: the Ingress is refused, not left open; the others keep serving.
+    cluster.delete("Secret", ns, "htpasswd");
+    eventually(WAIT, "private.test refused once its Secret is gone", || {
+        (get_as(&sluice, "private.test", Some(bob)).status == 503).then_some(())
+    });
+    assert_eq!(get_as(&sluice, "private.test", None).status, 503);
+    assert_eq!(get_as(&sluice, "open.test", None).status, 200);
+    let event = eventually(WAIT, "a Warning Event naming the Secret", || {
+        cluster
+            .events_about(ns, "Ingress", "private")
+            .into_iter()
+            .find(|e| {
+                e["type"] == "Warning" && e["note"].as_str().is_some_and(|n| n.contains("htpasswd"))
+            })
+    });
+    assert_eq!(event["reason"], "ConfigurationProblem", "{event:#}");
+}
+
 #[test]
 fn ingress_nginx_args_and_configmap_serve_its_class_without_a_diagnostic() {
     // The seeds' community controller: its namespace, IngressClass and ConfigMap as written.
