@@ -350,3 +350,74 @@ fn lab_dynamic_rounds_run_twice_and_read_together() {
     );
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+/// `--rounds 2` where the second round fails (nginx refuses to start in it, as a broken
+/// install would): the first round is still read into `rounds.json` and `rounds.md`, and the
+/// command fails at the end naming the round that failed.
+#[test]
+fn lab_dynamic_rounds_keep_the_rounds_that_completed_when_one_fails() {
+    let nginx = std::path::Path::new("/usr/sbin/nginx");
+    if !nginx.exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI installs nginx (scripts/test.sh)"
+        );
+        eprintln!("skipped: no /usr/sbin/nginx");
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("sluice-lab-failed-round-{}", std::process::id()));
+    let bin = out.with_extension("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    // Found first on PATH: starts the real nginx, except once round 2's folder exists.
+    let wrapper = bin.join("nginx");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n\
+             if [ \"$1\" != -v ] && [ -d '{}/round-2' ]; then\n  \
+               echo 'nginx (test wrapper): refusing to start in round 2' >&2; exit 1\n\
+             fi\n\
+             exec {} \"$@\"\n",
+            out.display(),
+            nginx.display()
+        ),
+    )
+    .unwrap();
+    let mut permissions = std::fs::metadata(&wrapper).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&wrapper, permissions).unwrap();
+    let path = std::env::join_paths(std::iter::once(bin.clone()).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .unwrap();
+
+    let output = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .env("PATH", path)
+        .args(["lab", "dynamic", "--rounds", "2", "--systems", "nginx"])
+        .args(["--only", "static", "--duration", "2s", "--rate", "200"])
+        .args(["--connections", "10", "--no-stall-probes", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "round 2 failed, so must the command\n{stderr}"
+    );
+    assert!(stderr.contains("round 2 failed"), "{stderr}");
+    assert!(stderr.contains("refusing to start in round 2"), "{stderr}");
+    assert!(stderr.contains("round(s) [2] of 2 failed"), "{stderr}");
+    let rounds: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("rounds.json")).unwrap()).unwrap();
+    let read: Vec<&str> = rounds["rounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["source"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(read.len(), 1, "{rounds}");
+    assert!(read[0].contains("round-1"), "{read:?}");
+    assert!(out.join("rounds.md").is_file());
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::remove_dir_all(&bin).unwrap();
+}
