@@ -74,6 +74,18 @@ pub fn service_port<'s>(
     let found = store
         .service(service)
         .ok_or_else(|| Problem::missing(format!("Service {service} not found")))?;
+    let spec = found.spec.as_ref();
+    if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
+        // Its "endpoint" is a DNS name, and Sluice resolves no names on the data path: said
+        // here, rather than left to a backend that silently never has endpoints.
+        let name = spec.and_then(|s| s.external_name.as_deref()).unwrap_or("");
+        return Err(Problem::invalid(format!(
+            "Service {service} is of type ExternalName ({name}): Sluice does not resolve DNS \
+             names, so it follows no ExternalName Service (ingress-nginx does unless \
+             --disable-svc-external-name); use a Service with a selector, or one without and \
+             EndpointSlices that list the addresses"
+        )));
+    }
     let ports: &[ServicePort] = found
         .spec
         .as_ref()
