@@ -17,6 +17,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ServicePort;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use model::{
     node_local_reason, Backend, BackendKey, Compiled, EndpointSet, NamespacedName,
     NodeLocalEndpoints, RefusedEndpoint, Severity,
@@ -183,8 +184,9 @@ pub fn refresh_endpoints<'a>(
 /// allow go to `refused` instead.
 pub fn endpoints_for(store: &Store, key: &BackendKey, policy: NodeLocalEndpoints) -> EndpointSet {
     let mut set = EndpointSet::default();
+    let target_port = numeric_target_port(store, key);
     for slice in store.endpoint_slices_of(&key.service) {
-        collect_slice(slice, &key.port_name, policy, &mut set);
+        collect_slice(slice, &key.port_name, target_port, policy, &mut set);
     }
     for list in [&mut set.ready, &mut set.terminating] {
         list.sort_unstable();
@@ -202,9 +204,25 @@ pub fn endpoints_for(store: &Store, key: &BackendKey, policy: NodeLocalEndpoints
     set
 }
 
+/// The Service port's `targetPort` when it is a number (omitted, it is the port itself): where
+/// the endpoints of a slice that does not list the port by name listen.
+fn numeric_target_port(store: &Store, key: &BackendKey) -> Option<u16> {
+    let ports = store.service(&key.service)?.spec.as_ref()?.ports.as_ref()?;
+    let port = ports
+        .iter()
+        .find(|p| p.name.as_deref().unwrap_or("") == key.port_name)?;
+    let number = match &port.target_port {
+        None => port.port,
+        Some(IntOrString::Int(number)) => *number,
+        Some(IntOrString::String(_)) => return None,
+    };
+    u16::try_from(number).ok().filter(|n| *n != 0)
+}
+
 fn collect_slice(
     slice: &EndpointSlice,
     port_name: &str,
+    target_port: Option<u16>,
     policy: NodeLocalEndpoints,
     set: &mut EndpointSet,
 ) {
@@ -212,15 +230,19 @@ fn collect_slice(
     if slice.address_type != "IPv4" && slice.address_type != "IPv6" {
         return;
     }
-    let port = slice
-        .ports
-        .iter()
-        .flatten()
+    // The slice's port of the Service port's name. A slice without one (no ports at all, or
+    // other names: hand-made slices of a selector-less Service often leave the name out) gets
+    // the Service port's numeric targetPort, as ingress-nginx does; kube-proxy would drop it.
+    let named = (slice.ports.iter().flatten())
         .find(|p| p.name.as_deref().unwrap_or("") == port_name)
-        .and_then(|p| p.port)
-        .and_then(|p| u16::try_from(p).ok())
-        .filter(|p| *p != 0);
-    let Some(port) = port else { return };
+        .map(|p| {
+            p.port
+                .and_then(|p| u16::try_from(p).ok())
+                .filter(|p| *p != 0)
+        });
+    let Some(port) = named.unwrap_or(target_port) else {
+        return;
+    };
     for endpoint in &slice.endpoints {
         let conditions = endpoint.conditions.clone().unwrap_or_default();
         // The API says: nil ready or serving means true, nil terminating means false.
@@ -314,6 +336,62 @@ endpoints:
         );
         assert!(refused.refused[0].reason.contains("loopback"));
         assert!(refused.refused[1].reason.contains("metadata"));
+    }
+
+    #[test]
+    fn a_slice_without_the_port_by_name_uses_the_services_numeric_target_port() {
+        let store = store(
+            r#"
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  ports:
+  - {name: http, port: 80, targetPort: 8080}
+  - {name: admin, port: 81, targetPort: admin}
+  - {name: plain, port: 82}
+  - {name: zero, port: 83, targetPort: 8083}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-no-ports, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+endpoints: [{addresses: ["10.0.0.1"]}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-unnamed, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{port: 9999}]
+endpoints: [{addresses: ["10.0.0.2"]}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: web-named, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{name: http, port: 8443}, {name: zero, port: 0}]
+endpoints: [{addresses: ["10.0.0.3"]}]
+"#,
+        );
+        let ready = |port: &str| -> Vec<String> {
+            (endpoints_for_allowing(&store, &key(port)).ready.iter())
+                .map(|a| a.to_string())
+                .collect()
+        };
+        // Named in the slice: its port; not named there: the targetPort, not the unnamed 9999.
+        assert_eq!(
+            ready("http"),
+            ["10.0.0.1:8080", "10.0.0.2:8080", "10.0.0.3:8443"]
+        );
+        // A named targetPort says nothing about the number: only slices naming the port count.
+        assert!(ready("admin").is_empty());
+        // No targetPort (a manifest may leave it out): the port itself.
+        assert_eq!(
+            ready("plain"),
+            ["10.0.0.1:82", "10.0.0.2:82", "10.0.0.3:82"]
+        );
+        // A slice that names the port with an unusable number does not fall back.
+        assert_eq!(ready("zero"), ["10.0.0.1:8083", "10.0.0.2:8083"]);
     }
 
     #[test]
