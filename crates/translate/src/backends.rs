@@ -101,6 +101,34 @@ pub fn service_port<'s>(
         .ok_or_else(|| Problem::invalid(format!("Service {service} has no port {written}")))
 }
 
+/// The port of Service `service` an Ingress backend names, read as ingress-nginx reads it: the
+/// first port whose number, `targetPort` or name is the reference as written (`80`, `8080`,
+/// `http`). The Ingress API means a port's own number or name; ingress-nginx also takes a
+/// port's targetPort, and Ingresses written against it rely on that. `None`: no port matches.
+pub fn ingress_nginx_port<'s>(
+    store: &'s Store,
+    service: &NamespacedName,
+    written: &str,
+) -> Option<&'s ServicePort> {
+    let ports = store.service(service)?.spec.as_ref()?.ports.as_ref()?;
+    ports
+        .iter()
+        .find(|p| names_port(p, written) || target_port_text(p).as_deref() == Some(written))
+}
+
+/// Whether `written` is the port's own number or name (not its targetPort).
+pub fn names_port(port: &ServicePort, written: &str) -> bool {
+    port.port.to_string() == written || port.name.as_deref() == Some(written)
+}
+
+/// A port's `targetPort` as written: its number or its name.
+pub fn target_port_text(port: &ServicePort) -> Option<String> {
+    match port.target_port.as_ref()? {
+        IntOrString::Int(number) => Some(number.to_string()),
+        IntOrString::String(name) => Some(name.clone()),
+    }
+}
+
 /// Service port (by number or name) → the key of its endpoints: the port's name, which
 /// EndpointSlices use for it.
 pub fn resolve(

@@ -210,6 +210,16 @@ impl Compiler<'_> {
                     .collect(),
                 None => self.primaries_of_default(&object, &alternative, claims),
             };
+            let service_name =
+                NamespacedName::new(pending.ingress.namespace.clone(), &*service.name);
+            let resolved = (!primaries.is_empty()).then(|| {
+                self.as_ingress_nginx_reads(
+                    &object,
+                    &format!("{field}.backend"),
+                    &service_name,
+                    (port.and_then(|p| p.number), &written_port),
+                )
+            });
             for primary in primaries {
                 if let Some(first) = joined.get_mut(&primary) {
                     let this = (&pending.ingress, alternative.as_str());
@@ -219,13 +229,12 @@ impl Compiler<'_> {
                     }
                     continue;
                 }
-                let service_name =
-                    NamespacedName::new(pending.ingress.namespace.clone(), &*service.name);
+                let (number, resolved_port) = resolved.clone().unwrap_or_default();
                 let backend = self.service_backend(
                     &object,
                     &format!("{field}.backend"),
                     &service_name,
-                    (port.and_then(|p| p.number), &written_port),
+                    (number, &resolved_port),
                     pending.service_upstream,
                 );
                 let named = location

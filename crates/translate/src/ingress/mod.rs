@@ -636,22 +636,60 @@ impl Compiler<'_> {
                 return make(service_name, Arc::new(Backend::unresolved()), &policy);
             }
         };
-        let policy = self.upstream_protocol(
-            &service,
-            ingress,
-            port.and_then(|p| p.number),
-            &written_port,
-            policy,
-            upstream,
-        );
-        let backend = self.service_backend(
+        let (number, resolved_port) = self.as_ingress_nginx_reads(
             &object,
             field,
             &service,
             (port.and_then(|p| p.number), &written_port),
+        );
+        let policy =
+            self.upstream_protocol(&service, ingress, number, &resolved_port, policy, upstream);
+        let backend = self.service_backend(
+            &object,
+            field,
+            &service,
+            (number, &resolved_port),
             upstream.service_upstream,
         );
         make(service_name, backend, &policy)
+    }
+
+    /// The Service port reference to resolve for an Ingress backend written as `written`: as
+    /// written, unless ingress-nginx reads it as another port (one whose targetPort is the
+    /// number or name written, found first or instead of a port of that number or name). Then
+    /// that port, by its name or number, with a notice: the backend ingress-nginx used is the
+    /// one served, and the Ingress is not portable as written.
+    pub(crate) fn as_ingress_nginx_reads(
+        &mut self,
+        object: &ObjectRef,
+        field: &str,
+        service: &NamespacedName,
+        (number, written): (Option<i32>, &str),
+    ) -> (Option<i32>, String) {
+        let as_written = (number, written.to_owned());
+        let Some(port) = crate::backends::ingress_nginx_port(self.store, service, written) else {
+            return as_written;
+        };
+        if crate::backends::names_port(port, written) {
+            return as_written;
+        }
+        let name = port.name.as_deref().filter(|name| !name.is_empty());
+        let which = match name {
+            Some(name) => format!("{} ({name})", port.port),
+            None => port.port.to_string(),
+        };
+        let target = crate::backends::target_port_text(port).unwrap_or_default();
+        let reason = format!(
+            "{field}.service.port: {written} is the targetPort ({target}) of Service \
+             {service}'s port {which}; ingress-nginx takes the first port whose number, \
+             targetPort or name matches, so requests go through port {which} (the Ingress API \
+             means the Service's own port: Gateway API and other controllers refuse this)"
+        );
+        self.diagnose_with(Severity::Notice, object.clone(), reason);
+        match name {
+            Some(name) => (None, name.to_owned()),
+            None => (Some(port.port), port.port.to_string()),
+        }
     }
 
     /// The backend of a Service port (by number and as written), resolved once per compile;

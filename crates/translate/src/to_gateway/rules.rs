@@ -403,19 +403,17 @@ fn backend_id(
 
 fn port_number(ctx: &Context, source: &Source, service: &IngressServiceBackend) -> Option<i32> {
     let port = service.port.as_ref()?;
-    if let Some(number) = port.number {
-        return Some(number);
-    }
-    let name = port.name.as_deref()?;
-    ctx.store
-        .service(&NamespacedName::new(
-            source.namespace(),
-            service.name.as_str(),
-        ))
-        .and_then(|s| s.spec.as_ref())
-        .and_then(|s| s.ports.as_ref())
-        .and_then(|ports| ports.iter().find(|p| p.name.as_deref() == Some(name)))
-        .map(|p| p.port)
+    let written = match (port.number, port.name.as_deref()) {
+        (Some(number), _) => number.to_string(),
+        (None, Some(name)) => name.to_owned(),
+        (None, None) => return None,
+    };
+    let key = NamespacedName::new(source.namespace(), service.name.as_str());
+    // The port ingress-nginx serves: the one of that number or name, else the first whose
+    // targetPort is the reference. The backendRef names it, to reach the same endpoints.
+    crate::backends::ingress_nginx_port(ctx.store, &key, &written)
+        .map(|found| found.port)
+        .or(port.number)
 }
 
 /// A main rule and its canary, for the canary's rules.
@@ -595,7 +593,27 @@ fn backend_ref(
                 service.name
             ),
         ),
-        Some(_) => {}
+        Some(spec) => {
+            let written = match port.and_then(|p| p.number) {
+                Some(written) => written.to_string(),
+                None => port.and_then(|p| p.name.clone()).unwrap_or_default(),
+            };
+            let ports = spec.ports.iter().flatten();
+            if !ports
+                .filter(|p| p.port == number)
+                .any(|p| crate::backends::names_port(p, &written))
+            {
+                out.gap(
+                    field,
+                    format!(
+                        "port {written} is not a port of Service {} but the targetPort of its \
+                         port {number}, which ingress-nginx serves: the backendRef names port \
+                         {number}",
+                        service.name
+                    ),
+                );
+            }
+        }
     }
     Some(json!({"name": service.name, "port": number}))
 }
