@@ -44,17 +44,9 @@ impl Compiler<'_> {
         let chosen = match choice.annotated {
             Some(chosen) => chosen,
             None => {
-                let app_protocol = self
-                    .store
-                    .service(service)
-                    .and_then(|found| found.spec.as_ref())
-                    .and_then(|spec| spec.ports.as_deref())
-                    .and_then(|ports| {
-                        ports.iter().find(|p| match number {
-                            Some(n) => p.port == n,
-                            None => p.name.as_deref() == Some(written),
-                        })
-                    })
+                // The same port the backend resolves to (a problem there is its diagnostic).
+                let app_protocol = backends::service_port(self.store, service, number, written)
+                    .ok()
                     .and_then(|port| port.app_protocol.clone());
                 let (protocol, tls) = match app_protocol.as_deref() {
                     Some(p) if p.eq_ignore_ascii_case("https") || p == "kubernetes.io/wss" => {
