@@ -1,5 +1,6 @@
 //! Fuzz targets for the codecs: HTTP/2 frames and HPACK (`http2`), the PROXY protocol
-//! (`proxy_header`), the ClientHello's server name (`client_hello`). Public only so that
+//! (`proxy_header`), the ClientHello's server name (`client_hello`), DNS replies (`dns`,
+//! with the reply writer its checks and seeded runs use). Public only so that
 //! `fuzz/` (cargo-fuzz, on nightly) and `tests/wire/` (the same targets as seeded property
 //! tests, on stable) can call them. Not an API. The HPACK targets compare with loona-hpack's
 //! decoder and the seeded runs draw from fastrand, which only the `fuzz-reference` feature
@@ -14,6 +15,9 @@
 //!        ─▶ client_hello ─▶ tls::client_hello_name: a name is a host name in the record;
 //!                           a ClientHello built with a known name ─▶ exactly that name,
 //!                           every prefix Incomplete
+//!        ─▶ dns_reply    ─▶ dns::parse_reply: answers well formed, prefixes cut short or the
+//!                           same answer; DnsReply::to_bytes (records, compressed or not)
+//!                           ─▶ parse_reply ─▶ exactly the chain's addresses and min TTL
 //!  seeded (tests and proxy's tests): seed ─▶ generator ─▶ as made │ mutated │ hostile ─▶ target
 //! ```
 //!
@@ -22,6 +26,7 @@
 //! `proxy::fuzz`'s.
 
 mod client_hello;
+mod dns;
 #[cfg(feature = "fuzz-reference")]
 mod http2;
 mod proxy_header;
@@ -29,6 +34,7 @@ mod proxy_header;
 pub mod seeded;
 
 pub use client_hello::{client_hello, client_hello_record};
+pub use dns::{dns_reply, dns_reply_message, DnsData, DnsRecord, DnsReply};
 #[cfg(feature = "fuzz-reference")]
 pub use http2::{h2_frames, hpack_blocks, hpack_lists};
 pub use proxy_header::proxy_header;

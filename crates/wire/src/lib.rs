@@ -12,14 +12,16 @@
 //!                   (offsets) ─▶ FramingHeaders ─▶ Framing           │
 //!                   ─decode─▶ body bytes (Length │ Chunked │ ...) ───┤
 //!   HTTP/2       ─▶ h2::frame::Head::parse ─▶ frame::parse ─▶ Frame ─┤
-//!                   header block ─▶ h2::hpack::Decoder ─▶ fields ────┘
+//!                   header block ─▶ h2::hpack::Decoder ─▶ fields ────┤
+//!   DNS replies  ─▶ dns::parse_reply ─▶ Reply (addresses, TTL) ──────┘
 //!
 //!   proxy ─▶ h1 chunk lines, decimal │ h2 frame writers, hpack encode_* │
 //!            proxy_protocol::v1_header, v2_header ─▶ bytes for a client or an upstream
+//!            dns::query ─▶ bytes for a DNS server (resolving ExternalName Services)
 //!
 //!   fuzz (doc-hidden): each parser as a cargo-fuzz target (fuzz/) and, seeded, a property
 //!   test (tests/wire/): h2_frames, hpack_blocks + hpack_lists (against loona-hpack),
-//!   proxy_header, client_hello
+//!   proxy_header, client_hello, dns_reply
 //! ```
 //!
 //! Everything here is hostile input's first stop: nothing panics on bytes a peer sends
@@ -29,6 +31,7 @@
 //! bodies, compared with hyper) live with the server and client that use this codec, in
 //! `proxy::fuzz`.
 
+pub mod dns;
 pub mod h1;
 pub mod h2;
 pub mod proxy_protocol;

@@ -4,9 +4,9 @@
 //! input.
 //!
 //! ```text
-//!  seed ─▶ Rng ─▶ frames │ HPACK blocks │ PROXY headers │ ClientHello records
+//!  seed ─▶ Rng ─▶ frames │ HPACK blocks │ PROXY headers │ ClientHello records │ DNS replies
 //!        ─▶ as made │ mutated │ hostile ─▶ wire::fuzz::{h2_frames, hpack_blocks, hpack_lists,
-//!                                                     proxy_header, client_hello}
+//!                                                     proxy_header, client_hello, dns_reply}
 //! ```
 
 use wire::fuzz::seeded::{pick, run, Rng};
@@ -22,6 +22,18 @@ fn client_hellos_hold_their_properties() {
         let choices: Vec<u8> = (0..rng.usize(40..200)).map(|_| rng.u8(..)).collect();
         let mut data = wire::fuzz::client_hello_record(&choices);
         data.extend_from_slice(pick(rng, &[&b""[..], b"\x16\x03\x03\x00\x01", b"GET"]));
+        data
+    });
+}
+
+#[test]
+fn dns_replies_hold_their_properties() {
+    run(CASES, wire::fuzz::dns_reply, |rng| {
+        let choices: Vec<u8> = (0..rng.usize(16..400)).map(|_| rng.u8(..)).collect();
+        let mut data = wire::fuzz::dns_reply_message(&choices);
+        if rng.u8(..3) == 0 {
+            dns_hostility(rng, &mut data);
+        }
         data
     });
 }
@@ -251,4 +263,60 @@ fn proxy_header(rng: &mut Rng, out: &mut Vec<u8>) {
     }
     out.extend_from_slice(&(body.len() as u16).to_be_bytes());
     out.extend_from_slice(&body);
+}
+
+/// What a hostile server (or a spoofer that guessed the id) does to a DNS reply: counts that
+/// claim records which are not there, or a record appended to the additional section whose
+/// owner is a pointer loop, a forward pointer, a chain of pointers, a long name (up to 255
+/// bytes or over) or a label of no defined type, and whose A data is 4 or 5 bytes.
+fn dns_hostility(rng: &mut Rng, data: &mut Vec<u8>) {
+    if data.len() < 12 {
+        return;
+    }
+    let end = data.len() as u16;
+    let pointer = |to: u16| (0xc000 | to).to_be_bytes();
+    let owner: Vec<u8> = match rng.u8(..7) {
+        0 => {
+            let at = *pick(rng, &[&6usize, &8, &10]);
+            let count = u16::from_be_bytes([data[at], data[at + 1]]);
+            let more = count.saturating_add(*pick(rng, &[&1u16, &2, &0x100, &u16::MAX]));
+            data[at..at + 2].copy_from_slice(&more.to_be_bytes());
+            return;
+        }
+        1 => pointer(end).to_vec(),
+        2 => pointer(end + 2).to_vec(),
+        3 => [&[1, b'a'][..], &pointer(end)].concat(),
+        4 => {
+            // A record of another type whose data is pointers, each to the one before, and
+            // an owner through all of them.
+            let mut chain = b"\xc0\x0c\x00\x10\x00\x01\x00\x00\x00\x05".to_vec();
+            let links = rng.usize(100..140) as u16;
+            chain.extend_from_slice(&(2 * links).to_be_bytes());
+            let first = end + chain.len() as u16;
+            chain.extend_from_slice(&pointer(12));
+            for link in 1..links {
+                chain.extend_from_slice(&pointer(first + 2 * (link - 1)));
+            }
+            data.extend_from_slice(&chain);
+            bump(data, 10);
+            pointer(first + 2 * (links - 1)).to_vec()
+        }
+        5 => [&[63][..], &[b'x'; 63]].concat().repeat(rng.usize(3..6)),
+        _ => vec![*pick(rng, &[&0x40u8, &0x80, &0x41, &0xbf])],
+    };
+    data.extend_from_slice(&owner);
+    if owner.len() >= 64 && owner.len() < 256 {
+        data.push(0);
+    }
+    let length: &[u8] = if rng.bool() { b"\x00\x05" } else { b"\x00\x04" };
+    data.extend_from_slice(b"\x00\x01\x00\x01\x00\x00\x00\x3c");
+    data.extend_from_slice(length);
+    data.extend_from_slice(&[10, 0, 0, 1, 2][..usize::from(length[1])]);
+    bump(data, 10);
+}
+
+/// Adds one to the 16-bit count at `at`.
+fn bump(data: &mut [u8], at: usize) {
+    let count = u16::from_be_bytes([data[at], data[at + 1]]).wrapping_add(1);
+    data[at..at + 2].copy_from_slice(&count.to_be_bytes());
 }
