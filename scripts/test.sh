@@ -26,6 +26,8 @@ python3 -c 'import ensurepip' 2>/dev/null || missing+=(python3-venv)
 # nginx and HAProxy: the lab's peers (its CI smoke runs nginx).
 [[ -x /usr/sbin/nginx ]] || missing+=(nginx-light)
 [[ -x /usr/sbin/haproxy ]] || missing+=(haproxy)
+# dnsmasq: crates/sluice/tests/it/external_name.rs resolves ExternalName Services with it.
+[[ -x /usr/sbin/dnsmasq ]] || missing+=(dnsmasq-base)
 # Chromium: crates/sluice/tests/it/status_page.rs renders the status page in it, headless.
 command -v chromium >/dev/null || missing+=(chromium)
 # Podman, buildah and runc: scripts/test-image.sh builds the image from scratch and runs it as the

@@ -9,6 +9,8 @@
 //!  ChangeSet { endpoints }     ──▶ translate::refresh_endpoints ──▶ Proxy::endpoints_changed
 //!                                  (refused node-local addresses logged once)
 //!  a served certificate crosses its expiry warning ──▶ compile (the diagnostic says so)
+//!  publish ──▶ names_to_resolve ──▶ NameWatch::want; NameWatch::next ──Resolution──▶
+//!    Store::set_resolved ──▶ ChangeSet { endpoints } (the fast path above)
 //! ```
 
 use std::collections::BTreeSet;
@@ -16,8 +18,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use model::{Compiled, Diagnostic, Settings};
+use providers::dns::{NameWatch, Resolution, ResolverConfig};
 use proxy::Proxy;
-use translate::{compile_reusing, refresh_endpoints, ChangeSet, CompileOptions, Fragments, Store};
+use translate::{
+    compile_reusing, names_to_resolve, refresh_endpoints, ChangeSet, CompileOptions, Fragments,
+    Store,
+};
 
 /// The control plane of one process: the Store it compiles, what it last published, and the
 /// proxy it publishes to. It owns the current configuration: the endpoint fast path patches
@@ -45,6 +51,9 @@ pub struct ControlPlane {
     next_certificate_event: Option<i64>,
     /// What the last compile made of each Gateway route, for the next compile to reuse.
     fragments: Fragments,
+    /// The ExternalNames the published backends need, kept resolved: the loops wait on
+    /// [`ControlPlane::next_resolution`] beside their other sources.
+    names: NameWatch,
 }
 
 fn unix_now() -> i64 {
@@ -55,7 +64,13 @@ fn unix_now() -> i64 {
 
 impl ControlPlane {
     /// `startup`: the settings the process was started with (workers, open-files limit).
-    pub fn new(proxy: Proxy, options: CompileOptions, startup: &Settings) -> ControlPlane {
+    /// `resolver`: where ExternalNames are asked.
+    pub fn new(
+        proxy: Proxy,
+        options: CompileOptions,
+        startup: &Settings,
+        resolver: ResolverConfig,
+    ) -> ControlPlane {
         ControlPlane {
             proxy,
             options,
@@ -69,7 +84,22 @@ impl ControlPlane {
             max_worker_open_files: startup.max_worker_open_files,
             next_certificate_event: None,
             fragments: Fragments::default(),
+            names: NameWatch::new(resolver),
         }
+    }
+
+    /// The next change of an ExternalName's addresses (cancel-safe: for a `select!`).
+    pub async fn next_resolution(&mut self) -> Resolution {
+        self.names.next().await
+    }
+
+    /// Takes a changed ExternalName into the Store and acts on the Services it is the name
+    /// of: the endpoint fast path, as for a changed EndpointSlice.
+    pub fn resolved(&mut self, resolution: Resolution) -> Option<Arc<Compiled>> {
+        let changes = self
+            .store
+            .set_resolved(&resolution.name, resolution.addresses);
+        self.act(changes)
     }
 
     /// Acts on what changed in the Store: recompile on configuration changes, otherwise take
@@ -184,6 +214,9 @@ impl ControlPlane {
         self.diagnostics = current;
         self.report_refused_endpoints(&compiled);
         self.next_certificate_event = compiled.certificates.next_expiry_event(unix_now());
+        let names = names_to_resolve(&self.store, &compiled);
+        self.store.retain_resolved(&names);
+        self.names.want(&names);
         self.current = Some(compiled.clone());
         let source_errors =
             std::mem::take(&mut self.source_errors_pending).then(|| self.source_errors.clone());

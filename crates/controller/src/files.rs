@@ -2,7 +2,8 @@
 //!
 //! ```text
 //!  FileSource::open ─▶ FileWatch::start (before anything reads) ─▶ Store::replace_all ─▶ compile
-//!  ─▶ open-files limit (its settings) ─▶ Proxy::start ─▶ publish ─▶ loop { changed ─▶ debounce ─▶ reload ─▶ replace_all ─▶ act }
+//!  ─▶ open-files limit (its settings) ─▶ Proxy::start ─▶ publish ─▶ loop { changed ─▶ debounce ─▶ reload ─▶ replace_all ─▶ act
+//!                                                                       │ an ExternalName resolved ─▶ ControlPlane::resolved }
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -49,7 +50,12 @@ pub(crate) fn run(config: PathBuf, options: &Options) -> Result<(), Error> {
     limits::open_files(compiled.settings.max_worker_open_files, workers);
     let proxy = Proxy::start(options.proxy_config(workers))?;
 
-    let mut control = ControlPlane::new(proxy, options.compile.clone(), &compiled.settings);
+    let mut control = ControlPlane::new(
+        proxy,
+        options.compile.clone(),
+        &compiled.settings,
+        options.resolver.clone(),
+    );
     control.store = store;
     control.report_source_errors(source.errors());
     control.publish(compiled);
@@ -68,6 +74,8 @@ pub(crate) fn run(config: PathBuf, options: &Options) -> Result<(), Error> {
     runtime()?.block_on(async {
         let mut termination = Termination::new(options.shutdown_grace_period)?;
         loop {
+            // Read before the select, whose resolution branch borrows `control`.
+            let certificate_check_in = control.certificate_check_in();
             tokio::select! {
                 _ = watch.changed() => {
                     tokio::time::sleep(DEBOUNCE).await;
@@ -77,7 +85,10 @@ pub(crate) fn run(config: PathBuf, options: &Options) -> Result<(), Error> {
                         control.act(changes);
                     }
                 }
-                _ = crate::control::sleep_for(control.certificate_check_in()) => {
+                resolution = control.next_resolution() => {
+                    control.resolved(resolution);
+                }
+                _ = crate::control::sleep_for(certificate_check_in) => {
                     control.act(translate::ChangeSet { config: true, ..Default::default() });
                 }
                 step = termination.next() => match step {

@@ -77,7 +77,12 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
     );
     announce(&proxy);
 
-    let mut control = ControlPlane::new(proxy, compile_options.clone(), &startup);
+    let mut control = ControlPlane::new(
+        proxy,
+        compile_options.clone(),
+        &startup,
+        options.resolver.clone(),
+    );
     let mut watchers = Watchers::start(
         &client,
         &WatchScope {
@@ -100,6 +105,8 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
     // Changes keep being applied during the grace period: backends roll too.
     let mut termination = Termination::new(options.shutdown_grace_period)?;
     loop {
+        // Read before the select, whose resolution branch borrows `control`.
+        let certificate_check_in = control.certificate_check_in();
         let update = tokio::select! {
             update = watchers.next() => update.map(Some),
             Ok(()) = leading.changed() => {
@@ -107,7 +114,12 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
                 control.proxy.set_leader(&kube.election_id, leads);
                 continue;
             }
-            _ = crate::control::sleep_for(control.certificate_check_in()), if synced => {
+            resolution = control.next_resolution(), if synced => {
+                let changes = control.store.set_resolved(&resolution.name, resolution.addresses);
+                pending.merge(changes);
+                Some(None)
+            }
+            _ = crate::control::sleep_for(certificate_check_in), if synced => {
                 pending.config = true;
                 Some(None)
             }
@@ -132,7 +144,7 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
         };
         match update {
             Some(Some(update)) => pending.merge(apply_update(&mut control.store, update)),
-            Some(None) => {} // a certificate check: `pending` says recompile
+            Some(None) => {} // a certificate check or a resolved name: `pending` says what
             None => break,
         }
         // Take everything already waiting before acting, so a burst costs one compile.

@@ -34,6 +34,9 @@ pub struct Options {
     pub access_log: proxy::AccessLogOutput,
     /// `--metrics-per-host`, `--report-status-classes`.
     pub metric_options: proxy::MetricOptions,
+    /// Where ExternalName Services' names are asked: `--resolv-conf`'s name servers, search
+    /// list and options, with `--resolver`'s servers in place of its own when given.
+    pub resolver: providers::dns::ResolverConfig,
 }
 
 /// Where the Kubernetes objects come from.

@@ -456,9 +456,9 @@ impl Compiled {
                     out.push(Diagnostic::new(
                         ingress_ref(&route.ingress),
                         format!(
-                            "backend {key}: endpoint {} (EndpointSlice {}) not used: {}; \
+                            "backend {key}: endpoint {} ({}) not used: {}; \
                              --allow-loopback-endpoints allows it",
-                            refused.address, refused.slice, refused.reason
+                            refused.address, refused.source, refused.reason
                         ),
                     ));
                 }

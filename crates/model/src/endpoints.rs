@@ -61,8 +61,9 @@ pub enum NodeLocalEndpoints {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct RefusedEndpoint {
     pub address: SocketAddr,
-    /// The EndpointSlice (namespace/name) that listed it.
-    pub slice: String,
+    /// Where it came from: `EndpointSlice namespace/name`, or the ExternalName (and its
+    /// Service) that resolved to it.
+    pub source: String,
     pub reason: &'static str,
 }
 

@@ -67,6 +67,10 @@ pub(crate) fn run(args: DemoArgs) -> anyhow::Result<()> {
         shutdown_grace_period: std::time::Duration::ZERO,
         access_log: proxy::AccessLogOutput::Stdout,
         metric_options: proxy::MetricOptions::default(),
+        // The demo names no ExternalName Service; an edit that adds one is resolved as a
+        // pod would resolve it.
+        resolver: providers::dns::ResolverConfig::read(std::path::Path::new("/etc/resolv.conf"))
+            .unwrap_or_default(),
     })?;
     Ok(())
 }

@@ -71,7 +71,6 @@ const REFUSED: &[Refused] = &[
     switch("report-node-internal-ip-address", FALSE, "Sluice does not read Node addresses; use --publish-service NS/NAME or --publish-status-address ADDR"),
     flag("ssl-passthrough-proxy-port", "Sluice passes TLS through on its HTTPS listener itself, with no internal port; remove the flag"),
     switch("disable-leader-election", FALSE, "Sluice always elects the one replica that writes status and Events (a Lease named by --election-id); remove the flag"),
-    switch("disable-svc-external-name", TRUE, "Sluice never follows Services of type ExternalName (they have no endpoints), which is what this flag asks for; only --disable-svc-external-name=true is accepted"),
     flag("annotations-prefix", "Sluice reads the nginx.ingress.kubernetes.io/ and sluice.dev/ prefixes only; only --annotations-prefix=nginx.ingress.kubernetes.io is accepted"),
     switch("enable-annotation-validation", TRUE, "Sluice always validates annotation values (a bad one is a diagnostic on its Ingress); remove the flag"),
     switch("enable-ssl-chain-completion", FALSE, "Sluice serves a Secret's certificate chain as it is: put the intermediates into tls.crt"),

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use controller::{KubeOptions, Listen, Options, Source, WebhookLimits, WebhookOptions};
 use model::{NamespacedName, NodeLocalEndpoints};
+use providers::dns::ResolverConfig;
 use providers::kubernetes::StatusAddresses;
 use translate::CompileOptions;
 
@@ -149,6 +150,21 @@ pub(crate) struct ServeArgs {
     /// SLUICE_LOG, when set, wins.
     #[arg(long = "v", value_name = "N")]
     pub(crate) verbosity: Option<u8>,
+    /// ingress-nginx's flag: Ingress backends, the default backend and TCP/UDP service entries
+    /// may not name Services of type ExternalName (each such reference is a diagnostic and
+    /// answers 503). By default Sluice follows them: it resolves the name (--resolv-conf) and
+    /// dials its addresses at the port's targetPort, re-resolving at each answer's TTL.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false", value_parser = go_bool)]
+    pub(crate) disable_svc_external_name: bool,
+    /// Where ExternalName Services' names are resolved: the name servers, search list and
+    /// options (ndots, timeout, attempts) of this file, as a pod's resolver reads it. A
+    /// missing default file means glibc's defaults (127.0.0.1, no search list).
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_RESOLV_CONF)]
+    pub(crate) resolv_conf: PathBuf,
+    /// Name servers (IP or IP:PORT, comma-separated) to ask instead of --resolv-conf's; its
+    /// search list and options still apply.
+    #[arg(long, value_name = "ADDR,...", value_delimiter = ',', value_parser = name_server)]
+    pub(crate) resolver: Vec<SocketAddr>,
     /// Append access log lines to this file instead of standard output (the ConfigMap's
     /// disable-access-log and log-format-upstream say whether and how they are written).
     #[arg(long, value_name = "PATH")]
@@ -228,9 +244,29 @@ impl Default for KubeArgs {
     }
 }
 
+/// resolv.conf where a pod (and a host) has it.
+const DEFAULT_RESOLV_CONF: &str = "/etc/resolv.conf";
+
+/// A `--resolver` entry: an IP address, with a port or without (53).
+fn name_server(text: &str) -> Result<SocketAddr, String> {
+    let text = text.trim();
+    if let Ok(address) = text.parse::<SocketAddr>() {
+        return Ok(address);
+    }
+    let ip = text.trim_start_matches('[').trim_end_matches(']');
+    ip.parse::<std::net::IpAddr>()
+        .map(|ip| SocketAddr::new(ip, 53))
+        .map_err(|_| format!("{text:?} is not a name server address (IP, IP:PORT or [IPv6]:PORT)"))
+}
+
 /// Runs until SIGTERM or SIGINT, then drains and returns.
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
-    controller::run(args.options())?;
+    // Read once here so that a bad --resolv-conf fails at start with its reason.
+    let resolver = args.resolver_config().map_err(anyhow::Error::msg)?;
+    controller::run(Options {
+        resolver,
+        ..args.options()
+    })?;
     Ok(())
 }
 
@@ -252,10 +288,36 @@ impl ServeArgs {
                 None => proxy::AccessLogOutput::Stdout,
             },
             metric_options: self.metric_options(),
+            // `run` has read it already and refused a bad one.
+            resolver: self.resolver_config().unwrap_or_default(),
         }
     }
 
     /// ingress-nginx's metrics flags.
+    /// `--resolv-conf` (a missing default file: glibc's defaults), with `--resolver`'s servers.
+    fn resolver_config(&self) -> Result<ResolverConfig, String> {
+        let mut config = match ResolverConfig::read(&self.resolv_conf) {
+            Ok(config) => config,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    && self.resolv_conf.as_os_str() == DEFAULT_RESOLV_CONF =>
+            {
+                ResolverConfig::default()
+            }
+            Err(e) => {
+                return Err(format!(
+                    "--resolv-conf {}: {e} (ExternalName Services are resolved with it; pass \
+                     a readable file)",
+                    self.resolv_conf.display()
+                ))
+            }
+        };
+        if !self.resolver.is_empty() {
+            config.nameservers = self.resolver.clone();
+        }
+        Ok(config)
+    }
+
     fn metric_options(&self) -> proxy::MetricOptions {
         let defaults = proxy::MetricOptions::default();
         let buckets = |flag: &Option<BucketList>, default: Vec<f64>| {
@@ -331,6 +393,7 @@ impl ServeArgs {
             tcp_services_config_map: self.tcp_services_configmap.clone(),
             udp_services_config_map: self.udp_services_configmap.clone(),
             reserved_ports: self.reserved_ports(),
+            disable_svc_external_name: self.disable_svc_external_name,
             gateway_address_pool: self.gateway_address_pool.clone(),
             // Kubernetes mode sets them once its listeners are bound (their ports may be 0).
             gateway_services: None,
@@ -692,7 +755,26 @@ mod tests {
         ])
         .unwrap();
         assert!(!options.compile.watch_ingress_without_class);
+        assert!(
+            !options.compile.disable_svc_external_name,
+            "followed by default"
+        );
         assert_eq!(kube_of(&options).watch_namespace, None);
+        // ExternalName Services: refused on request; where their names are asked.
+        let external = serve(&[
+            "--kubernetes",
+            "--disable-svc-external-name",
+            "--resolver=10.96.0.10,[fd00::a]:5353",
+        ])
+        .unwrap();
+        assert!(external.compile.disable_svc_external_name);
+        assert_eq!(
+            external.resolver.nameservers,
+            [
+                "10.96.0.10:53".parse().unwrap(),
+                "[fd00::a]:5353".parse().unwrap()
+            ]
+        );
         assert_eq!(options.listen.admin, "127.0.0.1:10254".parse().unwrap());
         // Outside Kubernetes mode the admin address stays on loopback unless told otherwise.
         let options = serve(&["--config", "."]).unwrap();

@@ -11,9 +11,9 @@
 //!  changed Services ──refresh_endpoints──▶ Backend::set_endpoints (the fast path, no compile)
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ServicePort;
@@ -23,7 +23,7 @@ use model::{
     NodeLocalEndpoints, RefusedEndpoint, Severity,
 };
 
-use crate::objects::EndpointSlice;
+use crate::objects::{EndpointSlice, Service};
 use crate::store::Store;
 
 /// Why a referenced object cannot be used: it does not exist (yet), or it is unusable.
@@ -75,16 +75,12 @@ pub fn service_port<'s>(
     let found = store
         .service(service)
         .ok_or_else(|| Problem::missing(format!("Service {service} not found")))?;
-    let spec = found.spec.as_ref();
-    if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
-        // Its "endpoint" is a DNS name, and Sluice resolves no names on the data path: said
-        // here, rather than left to a backend that silently never has endpoints.
-        let name = spec.and_then(|s| s.external_name.as_deref()).unwrap_or("");
+    if let Some(name) = found.external_name() {
+        // Its port is a number to dial at that name, not a port of endpoints: references to
+        // an ExternalName Service go through `resolve`, which knows that.
         return Err(Problem::invalid(format!(
-            "Service {service} is of type ExternalName ({name}): Sluice does not resolve DNS \
-             names, so it follows no ExternalName Service (ingress-nginx does unless \
-             --disable-svc-external-name); use a Service with a selector, or one without and \
-             EndpointSlices that list the addresses"
+            "Service {service} is of type ExternalName ({name}): it has no port of its own \
+             endpoints"
         )));
     }
     let ports: &[ServicePort] = found
@@ -129,16 +125,163 @@ pub fn target_port_text(port: &ServicePort) -> Option<String> {
     }
 }
 
+/// Whether a backend reference may name a Service of type ExternalName: ingress-nginx's
+/// sources follow them (unless `--disable-svc-external-name`); Gateway API leaves them to the
+/// implementation and Sluice does not follow them for routes (a route would otherwise reach
+/// any name its author picks, past the ReferenceGrant model).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExternalNames {
+    Follow,
+    /// Refused, with the end of the diagnostic saying why.
+    Refuse(&'static str),
+}
+
 /// Service port (by number or name) → the key of its endpoints: the port's name, which
-/// EndpointSlices use for it.
+/// EndpointSlices use for it. A Service of type ExternalName, where `external_names` allows
+/// it: the key of the port dialled at its name (see [`external_name_port`]).
 pub fn resolve(
     store: &Store,
     service: &NamespacedName,
     number: Option<i32>,
     written: &str,
+    external_names: ExternalNames,
 ) -> Result<BackendKey, Problem> {
+    if let Some(name) = store.service(service).and_then(Service::external_name) {
+        return match external_names {
+            ExternalNames::Follow => external_name_key(store, service, name, number, written),
+            ExternalNames::Refuse(why) => Err(Problem::invalid(format!(
+                "Service {service} is of type ExternalName ({name}): {why}"
+            ))),
+        };
+    }
     let port = service_port(store, service, number, written)?;
     Ok(key_of(service, port))
+}
+
+/// The key of a reference to ExternalName Service `service` (its name `name`): its port of
+/// that number or name when it lists one, else (it need list none) the number itself, whose
+/// key is the number written out (a port name always has a letter, so the two never meet).
+/// The name must be one Sluice can dial (see [`check_external_name`]).
+fn external_name_key(
+    store: &Store,
+    service: &NamespacedName,
+    name: &str,
+    number: Option<i32>,
+    written: &str,
+) -> Result<BackendKey, Problem> {
+    check_external_name(name).map_err(|why| {
+        Problem::invalid(format!(
+            "Service {service} is of type ExternalName: externalName {name:?} {why}"
+        ))
+    })?;
+    let ports = store
+        .service(service)
+        .and_then(|s| s.spec.as_ref()?.ports.as_deref())
+        .unwrap_or_default();
+    let listed = ports.iter().find(|p| match number {
+        Some(n) => p.port == n,
+        None => p.name.as_deref() == Some(written),
+    });
+    let port_name = match (listed, number) {
+        (Some(port), _) => port.name.clone().unwrap_or_default(),
+        (None, Some(n)) if (1..=65535).contains(&n) => n.to_string(),
+        (None, _) => {
+            return Err(Problem::invalid(format!(
+                "Service {service} (ExternalName {name}) has no port {written}"
+            )))
+        }
+    };
+    Ok(BackendKey {
+        service: service.clone(),
+        port_name,
+    })
+}
+
+/// Whether an ExternalName can be dialled: an IP address, or a DNS-1123 subdomain (one
+/// trailing dot allowed), as the API server and ingress-nginx require. `Err`: why not.
+pub fn check_external_name(name: &str) -> Result<(), String> {
+    if name.parse::<IpAddr>().is_ok() {
+        return Ok(());
+    }
+    let bare = name.strip_suffix('.').unwrap_or(name);
+    if bare.is_empty() {
+        return Err("is empty".into());
+    }
+    if bare.len() > 253 {
+        return Err("is longer than 253 characters".into());
+    }
+    for label in bare.split('.') {
+        let valid = (1..=63).contains(&label.len())
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !label.starts_with('-')
+            && !label.ends_with('-');
+        if !valid {
+            return Err(format!(
+                "is not a DNS-1123 subdomain (label {label:?}: 1 to 63 lowercase letters, \
+                 digits or '-', starting and ending with a letter or digit)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The port dialled for `key` of an ExternalName Service: its port's numeric `targetPort`
+/// (else the port itself, as ingress-nginx), or the number the key is when it lists none.
+fn external_name_port(service: &Service, key: &BackendKey) -> Option<u16> {
+    let ports = service.spec.as_ref()?.ports.as_deref().unwrap_or_default();
+    let number = match ports
+        .iter()
+        .find(|p| p.name.as_deref().unwrap_or("") == key.port_name)
+    {
+        Some(port) => match &port.target_port {
+            Some(IntOrString::Int(target)) if *target != 0 => *target,
+            _ => port.port,
+        },
+        None => key.port_name.parse().ok()?,
+    };
+    u16::try_from(number).ok().filter(|n| *n != 0)
+}
+
+/// The addresses an ExternalName stands for: an IP address itself, `localhost` the loopback
+/// addresses (RFC 6761: never asked of a name server), any other name what the resolver last
+/// found for it (none until it has answered).
+fn external_name_addresses<'s>(store: &'s Store, name: &str) -> std::borrow::Cow<'s, [IpAddr]> {
+    use std::borrow::Cow;
+    if let Ok(ip) = name.parse::<IpAddr>() {
+        return Cow::Owned(vec![ip]);
+    }
+    let bare = name.strip_suffix('.').unwrap_or(name);
+    if bare == "localhost" || bare.ends_with(".localhost") {
+        return Cow::Owned(vec![Ipv4Addr::LOCALHOST.into(), Ipv6Addr::LOCALHOST.into()]);
+    }
+    Cow::Borrowed(store.resolved_addresses(name).unwrap_or_default())
+}
+
+/// The names the backends of `compiled` need resolved: the ExternalNames of their Services,
+/// except addresses and `localhost` (which need no name server).
+pub fn names_to_resolve(store: &Store, compiled: &Compiled) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut last: Option<&NamespacedName> = None;
+    for key in compiled.backends.keys() {
+        if last == Some(&key.service) {
+            continue;
+        }
+        last = Some(&key.service);
+        let Some(name) = store.service(&key.service).and_then(Service::external_name) else {
+            continue;
+        };
+        let bare = name.strip_suffix('.').unwrap_or(name);
+        let needs_server = name.parse::<IpAddr>().is_err()
+            && bare != "localhost"
+            && !bare.ends_with(".localhost")
+            && check_external_name(name).is_ok();
+        if needs_server {
+            names.insert(name.to_owned());
+        }
+    }
+    names
 }
 
 /// The key of `port` of `service`.
@@ -176,7 +319,7 @@ pub fn resolve_backend(
     policy: NodeLocalEndpoints,
     backends: &mut BTreeMap<BackendKey, Arc<Backend>>,
 ) -> Result<Arc<Backend>, Problem> {
-    let key = resolve(store, service, number, written)?;
+    let key = resolve(store, service, number, written, ExternalNames::Follow)?;
     Ok(backend(store, &key, policy, backends))
 }
 
@@ -212,9 +355,31 @@ pub fn refresh_endpoints<'a>(
 /// allow go to `refused` instead.
 pub fn endpoints_for(store: &Store, key: &BackendKey, policy: NodeLocalEndpoints) -> EndpointSet {
     let mut set = EndpointSet::default();
-    let target_port = numeric_target_port(store, key);
-    for slice in store.endpoint_slices_of(&key.service) {
-        collect_slice(slice, &key.port_name, target_port, policy, &mut set);
+    let service = store.service(&key.service);
+    if let Some((service, name)) = service.and_then(|s| Some((s, s.external_name()?))) {
+        // Its name's addresses, all ready: a name server says nothing of readiness.
+        let port = external_name_port(service, key);
+        let addresses = external_name_addresses(store, name);
+        for &ip in port.map_or(&[][..], |_| &addresses[..]) {
+            let address = SocketAddr::new(ip, port.unwrap_or_default());
+            let refusal = match policy {
+                NodeLocalEndpoints::Allow => None,
+                NodeLocalEndpoints::Refuse => node_local_reason(ip),
+            };
+            match refusal {
+                None => set.ready.push(address),
+                Some(reason) => set.refused.push(RefusedEndpoint {
+                    address,
+                    source: format!("ExternalName {name} of Service {}", key.service),
+                    reason,
+                }),
+            }
+        }
+    } else {
+        let target_port = numeric_target_port(store, key);
+        for slice in store.endpoint_slices_of(&key.service) {
+            collect_slice(slice, &key.port_name, target_port, policy, &mut set);
+        }
     }
     for list in [&mut set.ready, &mut set.terminating] {
         list.sort_unstable();
@@ -293,8 +458,8 @@ fn collect_slice(
                 None => list.push(SocketAddr::new(ip, port)),
                 Some(reason) => set.refused.push(RefusedEndpoint {
                     address: SocketAddr::new(ip, port),
-                    slice: format!(
-                        "{}/{}",
+                    source: format!(
+                        "EndpointSlice {}/{}",
                         slice.metadata.namespace.as_deref().unwrap_or(""),
                         slice.metadata.name.as_deref().unwrap_or("")
                     ),
@@ -353,13 +518,16 @@ endpoints:
         let listed: Vec<(String, &str)> = refused
             .refused
             .iter()
-            .map(|r| (r.address.to_string(), r.slice.as_str()))
+            .map(|r| (r.address.to_string(), r.source.as_str()))
             .collect();
         assert_eq!(
             listed,
             [
-                ("127.0.0.1:8080".to_owned(), "default/web-a"),
-                ("169.254.169.254:8080".to_owned(), "default/web-a"),
+                ("127.0.0.1:8080".to_owned(), "EndpointSlice default/web-a"),
+                (
+                    "169.254.169.254:8080".to_owned(),
+                    "EndpointSlice default/web-a"
+                ),
             ]
         );
         assert!(refused.refused[0].reason.contains("loopback"));
@@ -420,6 +588,34 @@ endpoints: [{addresses: ["10.0.0.3"]}]
         );
         // A slice that names the port with an unusable number does not fall back.
         assert_eq!(ready("zero"), ["10.0.0.1:8083", "10.0.0.2:8083"]);
+    }
+
+    #[test]
+    fn external_names_must_be_addresses_or_dns_1123_subdomains() {
+        for good in [
+            "api.example.com",
+            "api.example.com.",
+            "a",
+            "x-1.y",
+            "192.0.2.1",
+            "2001:db8::1",
+        ] {
+            assert_eq!(check_external_name(good), Ok(()), "{good}");
+        }
+        let long = format!("{}.com", vec!["a".repeat(63); 4].join("."));
+        for (bad, says) in [
+            ("", "empty"),
+            (".", "empty"),
+            ("Api.example.com", "label \"Api\""),
+            ("a_b.example.com", "label \"a_b\""),
+            ("a..b", "label \"\""),
+            ("-a.b", "label \"-a\""),
+            ("a b", "label \"a b\""),
+            (&long, "longer than 253"),
+        ] {
+            let error = check_external_name(bad).unwrap_err();
+            assert!(error.contains(says), "{bad}: {error}");
+        }
     }
 
     #[test]

@@ -20,7 +20,7 @@ use model::routes::{HostPattern, Route, RouteSite};
 use model::tls::{certificate_info, CertificateInfo};
 use model::{Backend, Compiled, Kind, NamespacedName, ObjectRef, Severity};
 
-use crate::backends::Problem;
+use crate::backends::{ExternalNames, Problem};
 pub use crate::compiler::CompileOptions;
 use crate::compiler::Compiler;
 use crate::gateway::Fragments;
@@ -72,6 +72,15 @@ fn compile_with(
         fragments,
         recording: None,
         stream_ports: Default::default(),
+        external_names: if options.disable_svc_external_name {
+            ExternalNames::Refuse(
+                "--disable-svc-external-name is set, so Sluice follows no ExternalName \
+                 Service; use a Service with a selector, or one without and EndpointSlices \
+                 that list the addresses",
+            )
+        } else {
+            ExternalNames::Follow
+        },
     };
     compiler.settings(options);
     compiler.out.hsts_header = compiler.out.settings.hsts_header();
@@ -169,7 +178,7 @@ impl Compiler<'_> {
                 self.store,
                 name,
                 &options.reserved_ports,
-                self.out.node_local_endpoints,
+                (self.out.node_local_endpoints, self.external_names),
                 &mut self.out.backends,
                 &mut self.out.diagnostics,
             );

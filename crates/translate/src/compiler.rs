@@ -25,6 +25,13 @@ use crate::store::Store;
 pub(crate) const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
 pub(crate) const LEGACY_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
 
+/// Why a Gateway API route's backendRef may not name an ExternalName Service: the spec leaves
+/// them to the implementation and advises against following them by default (a route's author
+/// could reach any name, past ReferenceGrants and the node-local policy's intent).
+const GATEWAY_EXTERNAL_NAME: &str = "Gateway API routes do not follow ExternalName Services in \
+     Sluice (the spec leaves them to the implementation and advises against them); use a \
+     Service with a selector, or one without and EndpointSlices that list the addresses";
+
 /// Which objects are ours and where the controller settings live.
 #[derive(Clone, Debug)]
 pub struct CompileOptions {
@@ -56,6 +63,10 @@ pub struct CompileOptions {
     /// Ports Sluice's own listeners use (HTTP, HTTPS, admin, status, webhook) → which
     /// listener: a TCP or UDP service entry naming one is refused.
     pub reserved_ports: BTreeMap<u16, String>,
+    /// `--disable-svc-external-name` (false): Ingress backends, the default backend and TCP/UDP
+    /// service entries may name Services of type ExternalName, whose name Sluice resolves
+    /// (`providers::dns`) and dials, as ingress-nginx does.
+    pub disable_svc_external_name: bool,
     /// `--gateway-address-pool`: each Gateway gets an address of its own (`gateway/addresses`);
     /// `None`: every Gateway shares Sluice's listeners.
     pub gateway_address_pool: Option<crate::gateway::AddressPool>,
@@ -80,6 +91,7 @@ impl Default for CompileOptions {
             tcp_services_config_map: None,
             udp_services_config_map: None,
             reserved_ports: BTreeMap::new(),
+            disable_svc_external_name: false,
             gateway_address_pool: None,
             gateway_services: None,
         }
@@ -123,6 +135,9 @@ pub(crate) struct Compiler<'a> {
     pub(crate) recording: Option<crate::gateway::fragments::Recording>,
     /// Gateway TCP and UDP listeners' ports (read with Sluice's own, `reserved_ports`).
     pub(crate) stream_ports: crate::gateway::stream_objects::StreamPorts,
+    /// Whether the backend references being compiled may name ExternalName Services: the
+    /// options' choice for Ingress sources; Gateway API routes set `Refuse` while theirs are.
+    pub(crate) external_names: crate::backends::ExternalNames,
 }
 impl Compiler<'_> {
     /// The one shared copy of `text` in this configuration.
@@ -156,6 +171,18 @@ impl Compiler<'_> {
         }
     }
 
+    /// `f`, with the backend references it resolves refused when they name an ExternalName
+    /// Service (Gateway API's, `GATEWAY_EXTERNAL_NAME`).
+    pub(crate) fn refusing_external_names<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        let before = std::mem::replace(
+            &mut self.external_names,
+            crate::backends::ExternalNames::Refuse(GATEWAY_EXTERNAL_NAME),
+        );
+        let out = f(self);
+        self.external_names = before;
+        out
+    }
+
     /// The backend of a Service port (by number, else the name as written): what every
     /// source's backend reference goes through (`backends::resolve`, then `backend_of`).
     pub(crate) fn resolve_backend(
@@ -164,7 +191,13 @@ impl Compiler<'_> {
         number: Option<i32>,
         written_port: &str,
     ) -> Result<Arc<Backend>, crate::backends::Problem> {
-        let key = crate::backends::resolve(self.store, service, number, written_port)?;
+        let key = crate::backends::resolve(
+            self.store,
+            service,
+            number,
+            written_port,
+            self.external_names,
+        )?;
         Ok(self.backend_of(key))
     }
 

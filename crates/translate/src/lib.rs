@@ -18,8 +18,9 @@
 //!        gateway/:   GatewayClass, Gateway listeners, HTTPRoutes, GRPCRoutes ──▶ the same model (rules
 //!                    per listener and host, weighted backends, filters as policy blocks),
 //!                    and their status as data (Compiled.gateway_status)
-//!        backends:   Service + port ──▶ BackendKey ──▶ Backend with its EndpointSlices
-//!                    (one function for every source)
+//!        backends:   Service + port ──▶ BackendKey ──▶ Backend with its EndpointSlices, or
+//!                    an ExternalName Service's resolved addresses (one function for every
+//!                    source)
 //!        streams:    TCP/UDP services ConfigMaps ──▶ Compiled.tcp_services, udp_services
 //!                    (Gateway TCPRoutes/UDPRoutes ──▶ the same StreamService per site and
 //!                    port, gateway/stream_route.rs ──▶ Compiled.gateway_streams)
@@ -27,6 +28,8 @@
 //!        to_gateway: served Ingresses ──▶ Gateway API objects + gaps (`sluice migrate
 //!                    --to gateway-api`; not part of a compile)
 //!   ChangeSet.endpoints ──▶ backends::refresh_endpoints ──▶ Backend endpoint swap (no compile)
+//!   Compiled ──backends::names_to_resolve──▶ ExternalNames ──(a resolver, elsewhere)──▶
+//!     Store::set_resolved(name, addresses) ──▶ ChangeSet.endpoints (the same fast path)
 //! ```
 //!
 //! Bad input never fails a compile: it becomes a [`Diagnostic`] on the object (see
@@ -46,7 +49,7 @@ pub mod streams;
 pub mod tls;
 pub mod to_gateway;
 
-pub use backends::refresh_endpoints;
+pub use backends::{names_to_resolve, refresh_endpoints};
 pub use compile::{compile, compile_reusing, CompileOptions};
 pub use gateway::{FragmentCounts, Fragments};
 pub use model::{Compiled, Diagnostic, Severity};

@@ -64,6 +64,18 @@ pub struct Service {
     pub spec: Option<ServiceSpec>,
 }
 
+impl Service {
+    /// The `externalName` of a Service of type ExternalName (ingress-nginx reads the type, not
+    /// the field: a name left on a Service of another type is nothing).
+    pub fn external_name(&self) -> Option<&str> {
+        let spec = self.spec.as_ref()?;
+        if spec.type_.as_deref() != Some("ExternalName") {
+            return None;
+        }
+        Some(spec.external_name.as_deref().unwrap_or(""))
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ServiceSpec {
     pub ports: Option<Vec<ServicePort>>,

@@ -65,6 +65,10 @@ pub struct Store {
     /// Per Service, a number that changes with each change to its EndpointSlices (see
     /// [`Store::endpoints_version`]).
     endpoints_versions: HashMap<NamespacedName, u64>,
+    /// ExternalName → the addresses the resolver last found for it (see
+    /// [`Store::set_resolved`]): the endpoints of ExternalName Services, as slices are of
+    /// the others. Not an object: a reload of the files or a relist keeps it.
+    resolved_names: BTreeMap<String, Box<[std::net::IpAddr]>>,
 }
 
 /// The next [`Store::context`] number, unique in the process: a Store cloned and then changed
@@ -373,6 +377,8 @@ impl Store {
             context: NEXT_CONTEXT.fetch_add(1, Ordering::Relaxed),
             // No slices: every Service at version 0.
             endpoints_versions: HashMap::new(),
+            // Nor names' addresses, which are endpoints too.
+            resolved_names: BTreeMap::new(),
         }
     }
 
@@ -421,13 +427,49 @@ impl Store {
     /// go leave nothing behind).
     fn count_endpoint_changes(&mut self, changes: &ChangeSet) {
         for service in &changes.endpoints {
-            if self.slices_by_service.contains_key(service) {
+            if self.slices_by_service.contains_key(service) || self.is_external_name(service) {
                 let version = NEXT_CONTEXT.fetch_add(1, Ordering::Relaxed);
                 self.endpoints_versions.insert(service.clone(), version);
             } else {
                 self.endpoints_versions.remove(service);
             }
         }
+    }
+
+    fn is_external_name(&self, service: &NamespacedName) -> bool {
+        (self.services.get(service)).is_some_and(|s| s.external_name().is_some())
+    }
+
+    /// What the resolver last found for ExternalName `name`; `None`: it has not answered.
+    pub fn resolved_addresses(&self, name: &str) -> Option<&[std::net::IpAddr]> {
+        self.resolved_names.get(name).map(|a| &a[..])
+    }
+
+    /// Records what resolving ExternalName `name` gave (the resolver's answer, in its order;
+    /// an empty list: the name has no address now). Returns the Services of that name, whose
+    /// endpoints changed, when the addresses did.
+    pub fn set_resolved(&mut self, name: &str, addresses: Vec<std::net::IpAddr>) -> ChangeSet {
+        let mut addresses = addresses;
+        addresses.sort_unstable();
+        addresses.dedup();
+        let mut changes = ChangeSet::default();
+        if self.resolved_addresses(name) == Some(&addresses[..]) {
+            return changes;
+        }
+        self.resolved_names
+            .insert(name.to_owned(), addresses.into_boxed_slice());
+        changes.endpoints = (self.services.iter())
+            .filter(|(_, s)| s.external_name() == Some(name))
+            .map(|(key, _)| key.clone())
+            .collect();
+        self.count_endpoint_changes(&changes);
+        changes
+    }
+
+    /// Forgets what was resolved for names no longer in `wanted` (their Services went, or
+    /// no route names them now), so a name that comes back is asked again before it serves.
+    pub fn retain_resolved(&mut self, wanted: &BTreeSet<String>) {
+        self.resolved_names.retain(|name, _| wanted.contains(name));
     }
 
     /// A number that is the same for two compiles exactly when no object a route's compiled
@@ -486,7 +528,16 @@ impl Store {
                 changes.config = upsert(&mut self.ingress_classes, key.name.to_string(), *o)
             }
             Object::Ingress(o) => changes.config = upsert(&mut self.ingresses, key, o.into()),
-            Object::Service(o) => changes.config = upsert(&mut self.services, key, o.into()),
+            Object::Service(o) => {
+                // An ExternalName Service's endpoints come from the object itself (its name):
+                // a change to one, or to or from that type, is a change of its endpoints too.
+                let was = self.is_external_name(&key);
+                let is = o.external_name().is_some();
+                changes.config = upsert(&mut self.services, key.clone(), o.into());
+                if changes.config && (was || is) {
+                    changes.endpoints.insert(key);
+                }
+            }
             Object::Secret(o) => changes.config = upsert(&mut self.secrets, key, o.into()),
             Object::ConfigMap(o) => {
                 if upsert(&mut self.config_maps, key.clone(), o.into()) {
@@ -548,7 +599,13 @@ impl Store {
                 changes.config = self.ingress_classes.remove(&*key.name).is_some()
             }
             Kind::Ingress => changes.config = self.ingresses.remove(&key).is_some(),
-            Kind::Service => changes.config = self.services.remove(&key).is_some(),
+            Kind::Service => {
+                let was = self.is_external_name(&key);
+                changes.config = self.services.remove(&key).is_some();
+                if was {
+                    changes.endpoints.insert(key);
+                }
+            }
             Kind::Secret => changes.config = self.secrets.remove(&key).is_some(),
             Kind::ConfigMap => {
                 if self.config_maps.remove(&key).is_some() {

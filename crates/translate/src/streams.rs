@@ -26,7 +26,7 @@ use model::{
     StreamService,
 };
 
-use crate::backends::{self, Problem};
+use crate::backends::{self, ExternalNames, Problem};
 use crate::store::Store;
 
 /// An entry's text, checked: what ingress-nginx's parser accepts.
@@ -50,7 +50,7 @@ pub fn stream_services(
     store: &Store,
     name: &NamespacedName,
     reserved: &BTreeMap<u16, String>,
-    node_local: NodeLocalEndpoints,
+    (node_local, external_names): (NodeLocalEndpoints, ExternalNames),
     backends: &mut BTreeMap<BackendKey, Arc<Backend>>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> BTreeMap<u16, Arc<StreamService>> {
@@ -131,7 +131,8 @@ pub fn stream_services(
                 (false, false)
             }
         };
-        let key_found = match resolve_port(store, &entry.service, &entry.service_port, kind) {
+        let port = (entry.service_port.as_str(), kind);
+        let key_found = match resolve_port(store, &entry.service, port, external_names) {
             Ok(key) => key,
             Err(why) => {
                 problem(why.severity(), format!("{why}; this port is not opened"));
@@ -222,15 +223,29 @@ fn parse_port(key: &str) -> Option<u16> {
     digits.parse::<u16>().ok().filter(|port| *port > 0)
 }
 
-/// The Service port the entry names (by number, else by name) with protocol `kind`, as the key
-/// of its EndpointSlice port.
-/// The Service port an entry names, which must carry `kind` (TCP or UDP).
+/// The key of the Service port an entry names (by number, else by name), which must carry
+/// `kind` (TCP or UDP); or of the port dialled at an ExternalName Service's name.
 fn resolve_port(
     store: &Store,
     service: &NamespacedName,
-    written: &str,
-    kind: &str,
+    (written, kind): (&str, &str),
+    external_names: ExternalNames,
 ) -> Result<BackendKey, Problem> {
+    if store
+        .service(service)
+        .and_then(crate::objects::Service::external_name)
+        .is_some()
+    {
+        // A name to dial at the port written (ingress-nginx's stream balancer resolves these
+        // too); its ports, if it lists any, say nothing the name's host must honour.
+        return backends::resolve(
+            store,
+            service,
+            written.parse().ok(),
+            written,
+            external_names,
+        );
+    }
     let port = backends::service_port(store, service, written.parse().ok(), written)?;
     let protocol = port.protocol.as_deref().unwrap_or("TCP");
     if protocol != kind {
@@ -335,7 +350,7 @@ data:
             &store,
             &NamespacedName::new("ingress", "tcp"),
             &reserved,
-            NodeLocalEndpoints::Allow,
+            (NodeLocalEndpoints::Allow, ExternalNames::Follow),
             &mut backends,
             &mut diagnostics,
         );
@@ -372,6 +387,49 @@ data:
     }
 
     #[test]
+    fn entries_follow_external_name_services_unless_refused() {
+        let text = r#"
+apiVersion: v1
+kind: Service
+metadata: {name: dns, namespace: app}
+spec: {type: ExternalName, externalName: 192.0.2.53}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: udp, namespace: ingress}
+data: {"53": "app/dns:5353"}
+"#;
+        let mut store = Store::default();
+        store.replace_all(parse_documents("t.yaml", text).unwrap().objects);
+        for (external_names, served) in [
+            (ExternalNames::Follow, true),
+            (ExternalNames::Refuse("refused here"), false),
+        ] {
+            let mut diagnostics = Vec::new();
+            let services = stream_services(
+                StreamProtocol::Udp,
+                &store,
+                &NamespacedName::new("ingress", "udp"),
+                &BTreeMap::new(),
+                (NodeLocalEndpoints::Allow, external_names),
+                &mut BTreeMap::new(),
+                &mut diagnostics,
+            );
+            if served {
+                assert!(diagnostics.is_empty(), "{diagnostics:?}");
+                // The address, at the port the entry names (the Service lists none).
+                assert_eq!(
+                    services[&53].backend.endpoints().ready,
+                    ["192.0.2.53:5353".parse().unwrap()]
+                );
+            } else {
+                assert!(services.is_empty());
+                assert!(diagnostics[0].to_string().contains("refused here"));
+            }
+        }
+    }
+
+    #[test]
     fn a_missing_config_map_is_missing_and_udp_entries_need_udp_ports() {
         let mut store = Store::default();
         store.replace_all(parse_documents("t.yaml", OBJECTS).unwrap().objects);
@@ -381,7 +439,7 @@ data:
             &store,
             &NamespacedName::new("ingress", "nope"),
             &BTreeMap::new(),
-            NodeLocalEndpoints::Allow,
+            (NodeLocalEndpoints::Allow, ExternalNames::Follow),
             &mut BTreeMap::new(),
             &mut diagnostics,
         );
@@ -394,7 +452,7 @@ data:
             &store,
             &NamespacedName::new("ingress", "tcp"),
             &BTreeMap::new(),
-            NodeLocalEndpoints::Allow,
+            (NodeLocalEndpoints::Allow, ExternalNames::Follow),
             &mut BTreeMap::new(),
             &mut diagnostics,
         );

@@ -35,7 +35,12 @@ impl Provider {
             port_retry_interval: proxy::DEFAULT_PORT_RETRY_INTERVAL,
         })
         .expect("the proxy starts");
-        let control = ControlPlane::new(proxy, CompileOptions::default(), &Settings::default());
+        let control = ControlPlane::new(
+            proxy,
+            CompileOptions::default(),
+            &Settings::default(),
+            Default::default(),
+        );
         Provider { control }
     }
 

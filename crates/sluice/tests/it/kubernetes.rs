@@ -72,7 +72,7 @@ fn the_fixture_runs_a_private_api_server_and_backends_on_test_addresses() {
 }
 
 /// A cluster with namespace `ns` and IngressClass `sluice` (our controller).
-fn cluster_with_class(test: &str, ns: &str) -> Cluster {
+pub(crate) fn cluster_with_class(test: &str, ns: &str) -> Cluster {
     let cluster = Cluster::start(test);
     cluster.create(&namespace(ns));
     cluster.create(&ingress_class("sluice", CONTROLLER));
@@ -80,7 +80,7 @@ fn cluster_with_class(test: &str, ns: &str) -> Cluster {
 }
 
 /// A backend "pod" on `198.18.0.n:8080`, named `pod-n`.
-fn pod(cluster: &Cluster, n: u8) -> Pod {
+pub(crate) fn pod(cluster: &Cluster, n: u8) -> Pod {
     let ip = cluster.add_address(n);
     Pod::start_at(&format!("pod-{n}"), &socket(ip, 8080))
 }
@@ -196,7 +196,11 @@ fn endpoint_addresses_of_the_node_itself_are_not_used_unless_allowed() {
     });
     assert_eq!(refused[0]["address"], "127.0.0.1:8080", "{refused:#}");
     assert_eq!(refused[1]["address"], "169.254.169.254:8080", "{refused:#}");
-    assert_eq!(refused[0]["slice"], format!("{ns}/web-2"), "{refused:#}");
+    assert_eq!(
+        refused[0]["source"],
+        format!("EndpointSlice {ns}/web-2"),
+        "{refused:#}"
+    );
     let config = sluice.config_json();
     assert_eq!(
         config["config"]["backends"][&backend]["ready"],

@@ -5,6 +5,7 @@
 mod support;
 
 mod ext_authz;
+mod external_name;
 mod gateway;
 mod gateway_bench;
 mod grpc_route;

@@ -153,6 +153,25 @@ fn start_up_errors_say_what_to_fix() {
     ]);
     assert_eq!(code, 2);
     assert!(stderr.contains("--http-listen"), "{stderr}");
+    // A resolv.conf given and unreadable, a name server that is no address.
+    let (code, stderr) = run_failing(&[
+        "serve",
+        "--config",
+        empty.to_str().unwrap(),
+        "--resolv-conf",
+        "/nonexistent/resolv.conf",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("--resolv-conf /nonexistent/resolv.conf: No such file"),
+        "{stderr}"
+    );
+    let (code, stderr) = run_failing(&["serve", "--config", ".", "--resolver", "dns.local"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("\"dns.local\" is not a name server address"),
+        "{stderr}"
+    );
     let (code, stderr) = run_failing(&["serve", "--config", ".", "--workers", "0"]);
     assert_eq!(code, 2);
     assert!(stderr.contains("--workers"), "{stderr}");

@@ -231,8 +231,9 @@ impl Compiler<'_> {
             name: service_name.clone(),
         };
         let written = port.to_string();
-        let backend =
-            self.backend_or_diagnose(object, field, &service, (Some(port), &written), outcome);
+        let backend = self.refusing_external_names(|this| {
+            this.backend_or_diagnose(object, field, &service, (Some(port), &written), outcome)
+        });
         (service_name, backend, self.share(&written))
     }
 }

@@ -345,9 +345,9 @@ impl Compiler<'_> {
         }
         let service = NamespacedName::new(namespace, reference.name.as_str());
         let written = port.to_string();
-        let backend = self
-            .resolve_backend(&service, Some(port), &written)
-            .map_err(|why| unresolved(format!("refers to Service {service} port {port}: {why}")))?;
+        let backend = (self
+            .refusing_external_names(|this| this.resolve_backend(&service, Some(port), &written)))
+        .map_err(|why| unresolved(format!("refers to Service {service} port {port}: {why}")))?;
         let tls = match self.backend_tls_for(object, &backend) {
             None => None,
             Some(Ok(tls)) => Some(tls),

@@ -578,6 +578,19 @@ fn backend_ref(
         source.namespace(),
         service.name.as_str(),
     ));
+    if let Some(name) = found.and_then(crate::objects::Service::external_name) {
+        out.gap(
+            field,
+            format!(
+                "Service {} is of type ExternalName ({name}), which ingress-nginx (and Sluice \
+                 for Ingresses) follows; Gateway API leaves ExternalName to the implementation \
+                 and Sluice's routes do not follow it (their share answers 500): give the \
+                 Service EndpointSlices, or keep this path on the Ingress",
+                service.name
+            ),
+        );
+        return Some(json!({"name": service.name, "port": number}));
+    }
     match found.and_then(|s| s.spec.as_ref()) {
         None => out.gap(
             field,

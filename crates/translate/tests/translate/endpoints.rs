@@ -88,3 +88,101 @@ fn the_endpoint_fast_path_applies_the_policy_compile_used() {
         assert_eq!(*again, *now, "{policy:?}");
     }
 }
+
+const EXTERNAL_NAME: &str = r#"
+apiVersion: v1
+kind: Service
+metadata: {name: api, namespace: default}
+spec: {type: ExternalName, externalName: api.example.com, ports: [{name: https, port: 443, targetPort: 8443}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: unused, namespace: default}
+spec: {type: ExternalName, externalName: unused.example.com}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: api, namespace: default}
+spec:
+  ingressClassName: sluice
+  defaultBackend: {service: {name: api, port: {number: 443}}}
+"#;
+
+#[test]
+fn an_external_names_addresses_reach_its_backends_on_the_fast_path() {
+    let options = CompileOptions {
+        node_local_endpoints: NodeLocalEndpoints::Refuse,
+        ..CompileOptions::default()
+    };
+    let mut store = Store::default();
+    store.replace_all(objects(EXTERNAL_NAME));
+    let compiled = compile(&store, &options);
+    assert!(
+        compiled.diagnostics.is_empty(),
+        "{:?}",
+        compiled.diagnostics
+    );
+    // Only the name a backend needs is asked for.
+    let wanted = translate::names_to_resolve(&store, &compiled);
+    assert_eq!(wanted.into_iter().collect::<Vec<_>>(), ["api.example.com"]);
+    let backend = compiled.backends.values().next().unwrap().clone();
+    assert!(backend.endpoints().ready.is_empty(), "nothing resolved yet");
+
+    // The resolver answers: the Service's endpoints change, at the port's targetPort; a
+    // node-local address is refused there as in a slice.
+    let ip = |s: &str| -> std::net::IpAddr { s.parse().unwrap() };
+    let changes = store.set_resolved(
+        "api.example.com",
+        vec![
+            ip("192.0.2.2"),
+            ip("192.0.2.1"),
+            ip("127.0.0.1"),
+            ip("192.0.2.1"),
+        ],
+    );
+    assert!(!changes.config);
+    let services: Vec<String> = changes.endpoints.iter().map(ToString::to_string).collect();
+    assert_eq!(services, ["default/api"]);
+    let changed = refresh_endpoints(&compiled, &store, &changes.endpoints);
+    assert_eq!(changed.len(), 1);
+    let now = backend.endpoints();
+    assert_eq!(addresses(&now.ready), ["192.0.2.1:8443", "192.0.2.2:8443"]);
+    assert_eq!(addresses(&[now.refused[0].address]), ["127.0.0.1:8443"]);
+    assert!(now.refused[0]
+        .source
+        .contains("ExternalName api.example.com"));
+
+    // The same answer again is no change; no address at all empties the backend.
+    assert!(store
+        .set_resolved(
+            "api.example.com",
+            vec![ip("192.0.2.1"), ip("192.0.2.2"), ip("127.0.0.1")]
+        )
+        .is_empty());
+    let changes = store.set_resolved("api.example.com", Vec::new());
+    refresh_endpoints(&compiled, &store, &changes.endpoints);
+    assert!(backend.endpoints().ready.is_empty());
+
+    // The Service moves to another name: a compile reads that name's addresses, not the
+    // old name's (its endpoints version moved with the object).
+    store.set_resolved("api.example.com", vec![ip("192.0.2.1")]);
+    store.set_resolved("other.example.com", vec![ip("198.51.100.7")]);
+    let before = store.endpoints_version(&model::NamespacedName::new("default", "api"));
+    let moved = EXTERNAL_NAME.replace(
+        "externalName: api.example.com",
+        "externalName: other.example.com",
+    );
+    let changes = store.replace_all(objects(&moved));
+    assert!(changes.config);
+    assert_ne!(
+        store.endpoints_version(&model::NamespacedName::new("default", "api")),
+        before
+    );
+    let recompiled = compile(&store, &options);
+    let backend = recompiled.backends.values().next().unwrap();
+    assert_eq!(addresses(&backend.endpoints().ready), ["198.51.100.7:8443"]);
+    // Names no backend needs are forgotten, so one that comes back is asked first.
+    store.retain_resolved(&translate::names_to_resolve(&store, &recompiled));
+    assert!(store.resolved_addresses("api.example.com").is_none());
+    assert!(store.resolved_addresses("other.example.com").is_some());
+}

@@ -212,6 +212,9 @@ pub(crate) fn options_for(text: &str) -> CompileOptions {
                 }
                 None if option == "ingress-class-by-name" => options.ingress_class_by_name = true,
                 None if option == "enable-ssl-passthrough" => options.enable_ssl_passthrough = true,
+                None if option == "disable-svc-external-name" => {
+                    options.disable_svc_external_name = true
+                }
                 _ => panic!("unknown golden option {option:?}"),
             }
         }

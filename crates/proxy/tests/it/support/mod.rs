@@ -128,7 +128,7 @@ impl Harness {
         })
         .expect("proxy starts");
         Harness {
-            control: ControlPlane::new(proxy, options, &Settings::default()),
+            control: ControlPlane::new(proxy, options, &Settings::default(), Default::default()),
             access_log,
         }
     }
