@@ -253,7 +253,7 @@ spec: {controller: sluice.dev/ingress-controller}
 apiVersion: v1
 kind: ConfigMap
 metadata: {name: sluice, namespace: sluice}
-data: {global-auth-url: 'http://auth.example/check'}
+data: {global-auth-url: 'http://missing.nowhere.svc/check'}
 ---
 apiVersion: v1
 kind: Service

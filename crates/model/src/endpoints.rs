@@ -31,6 +31,31 @@ pub struct BackendKey {
     pub port_name: String,
 }
 
+/// The prefix of the service part of a [`BackendKey::named`]: no Service has an empty
+/// namespace, and a Service name has no `:`, so such a key meets no Service's.
+const NAMED_HOST: &str = "dns:";
+
+impl BackendKey {
+    /// The key of the backend that dials host name `host` at `port`: a URL annotation's
+    /// destination (`auth-url`, `mirror-target`) that is neither an address nor a Service.
+    /// Its endpoints are what the control plane's resolver finds for the name.
+    pub fn named(host: &str, port: u16) -> BackendKey {
+        BackendKey {
+            service: NamespacedName::new("", format!("{NAMED_HOST}{host}")),
+            port_name: port.to_string(),
+        }
+    }
+
+    /// The host name a [`BackendKey::named`] key's `service` part stands for (`None`: a
+    /// Service, or an address's backend).
+    pub fn named_host(service: &NamespacedName) -> Option<&str> {
+        if !service.namespace.is_empty() {
+            return None;
+        }
+        service.name.strip_prefix(NAMED_HOST)
+    }
+}
+
 /// The endpoints of one backend at one moment. Immutable; replaced whole.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct EndpointSet {

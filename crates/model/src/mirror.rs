@@ -5,7 +5,8 @@
 //!  mirror-target "https://10.0.0.9:8443$request_uri" ─MirrorTarget::parse─▶ scheme, host, port,
 //!      uri: a template of literals and request variables (or a fixed path)
 //!  translate: host ─▶ an IP literal (one endpoint) │ <svc>.<ns>.svc[.cluster.local] (that
-//!      Service port's endpoint cell) │ another name: refused (no DNS on the data path)
+//!      Service port's endpoint cell) │ another name: the endpoints the control plane's
+//!      resolver finds for it (no DNS on the data path)
 //!  proxy, per request: Mirror × the client's head ─▶ the mirrored head (mirror.rs there) ─▶
 //!      sent without waiting; the main request never waits for it
 //! ```
@@ -159,7 +160,7 @@ pub enum MirrorHost<'a> {
         namespace: &'a str,
         name: &'a str,
     },
-    /// Any other name: it would need DNS.
+    /// Any other name: the control plane resolves it.
     Name,
 }
 

@@ -1,6 +1,7 @@
-//! The addresses of ExternalName Services' names: asked of the name servers resolv.conf lists
-//! (or `--resolver`), as ingress-nginx's resolver asks them, and asked again when their answer's
-//! TTL runs out. The result is endpoint facts for the Store, as EndpointSlices are.
+//! The addresses of the host names backends dial (ExternalName Services' names, URL
+//! annotations' hosts): asked of the name servers resolv.conf lists (or `--resolver`), as
+//! ingress-nginx's resolver asks them, and asked again when their answer's TTL runs out. The
+//! result is endpoint facts for the Store, as EndpointSlices are.
 //!
 //! ```text
 //!  names the published backends need ──NameWatch::want──▶ a slot per name, due now
@@ -414,7 +415,7 @@ impl NameWatch {
         let addresses = match lookup {
             Lookup::Addresses { addresses, ttl } => {
                 if slot.failures > 0 {
-                    tracing::info!(name, ?addresses, "ExternalName resolves again");
+                    tracing::info!(name, ?addresses, "a backend's host name resolves again");
                 }
                 slot.failures = 0;
                 slot.due = now + ttl.clamp(MIN_TTL, MAX_TTL);
@@ -425,8 +426,9 @@ impl NameWatch {
                 if slot.failures == 1 {
                     tracing::warn!(
                         name,
-                        "ExternalName has no address (the name servers know no such name, or \
-                         it has no A or AAAA record): its backends answer 503 until it has one"
+                        "a backend's host name has no address (the name servers know no such \
+                         name, or it has no A or AAAA record): what dials it fails until it has \
+                         one (503 for an ExternalName Service's routes)"
                     );
                 }
                 let retry = ttl.map_or(backoff(slot.failures), |t| t.min(backoff(slot.failures)));
@@ -439,8 +441,8 @@ impl NameWatch {
                     tracing::warn!(
                         name,
                         %why,
-                        "ExternalName: no name server answered; its last addresses are kept \
-                         and it is asked again"
+                        "a backend's host name: no name server answered; its last addresses \
+                         are kept and it is asked again"
                     );
                 }
                 slot.due = now + backoff(slot.failures);
@@ -454,7 +456,7 @@ impl NameWatch {
             return None;
         }
         if !addresses.is_empty() {
-            tracing::info!(name, ?addresses, "ExternalName resolved");
+            tracing::info!(name, ?addresses, "a backend's host name resolved");
         }
         slot.addresses = Some(addresses.clone());
         Some(Resolution { name, addresses })

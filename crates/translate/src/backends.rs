@@ -227,6 +227,17 @@ pub fn check_external_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The name whose addresses are `key`'s endpoints, and the port they are dialled at: an
+/// ExternalName Service's (see [`external_name_port`]), or a [`BackendKey::named`]'s.
+fn dialled_name<'s>(store: &'s Store, key: &'s BackendKey) -> Option<(&'s str, Option<u16>)> {
+    if let Some(host) = BackendKey::named_host(&key.service) {
+        return Some((host, key.port_name.parse().ok().filter(|p| *p != 0)));
+    }
+    let service = store.service(&key.service)?;
+    let name = service.external_name()?;
+    Some((name, external_name_port(service, key)))
+}
+
 /// The port dialled for `key` of an ExternalName Service: its port's numeric `targetPort`
 /// (else the port itself, as ingress-nginx), or the number the key is when it lists none.
 fn external_name_port(service: &Service, key: &BackendKey) -> Option<u16> {
@@ -259,8 +270,8 @@ fn external_name_addresses<'s>(store: &'s Store, name: &str) -> std::borrow::Cow
     Cow::Borrowed(store.resolved_addresses(name).unwrap_or_default())
 }
 
-/// The names the backends of `compiled` need resolved: the ExternalNames of their Services,
-/// except addresses and `localhost` (which need no name server).
+/// The names the backends of `compiled` need resolved: the ExternalNames of their Services and
+/// the hosts of [`BackendKey::named`] keys, except addresses and `localhost` (which need no name server).
 pub fn names_to_resolve(store: &Store, compiled: &Compiled) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     let mut last: Option<&NamespacedName> = None;
@@ -269,7 +280,7 @@ pub fn names_to_resolve(store: &Store, compiled: &Compiled) -> BTreeSet<String> 
             continue;
         }
         last = Some(&key.service);
-        let Some(name) = store.service(&key.service).and_then(Service::external_name) else {
+        let Some((name, _)) = dialled_name(store, key) else {
             continue;
         };
         let bare = name.strip_suffix('.').unwrap_or(name);
@@ -355,10 +366,8 @@ pub fn refresh_endpoints<'a>(
 /// allow go to `refused` instead.
 pub fn endpoints_for(store: &Store, key: &BackendKey, policy: NodeLocalEndpoints) -> EndpointSet {
     let mut set = EndpointSet::default();
-    let service = store.service(&key.service);
-    if let Some((service, name)) = service.and_then(|s| Some((s, s.external_name()?))) {
+    if let Some((name, port)) = dialled_name(store, key) {
         // Its name's addresses, all ready: a name server says nothing of readiness.
-        let port = external_name_port(service, key);
         let addresses = external_name_addresses(store, name);
         for &ip in port.map_or(&[][..], |_| &addresses[..]) {
             let address = SocketAddr::new(ip, port.unwrap_or_default());
@@ -370,7 +379,10 @@ pub fn endpoints_for(store: &Store, key: &BackendKey, policy: NodeLocalEndpoints
                 None => set.ready.push(address),
                 Some(reason) => set.refused.push(RefusedEndpoint {
                     address,
-                    source: format!("ExternalName {name} of Service {}", key.service),
+                    source: match BackendKey::named_host(&key.service) {
+                        Some(_) => format!("the addresses of {name}"),
+                        None => format!("ExternalName {name} of Service {}", key.service),
+                    },
                     reason,
                 }),
             }

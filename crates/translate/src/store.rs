@@ -427,7 +427,11 @@ impl Store {
     /// go leave nothing behind).
     fn count_endpoint_changes(&mut self, changes: &ChangeSet) {
         for service in &changes.endpoints {
-            if self.slices_by_service.contains_key(service) || self.is_external_name(service) {
+            let named = model::BackendKey::named_host(service).is_some();
+            if self.slices_by_service.contains_key(service)
+                || self.is_external_name(service)
+                || named
+            {
                 let version = NEXT_CONTEXT.fetch_add(1, Ordering::Relaxed);
                 self.endpoints_versions.insert(service.clone(), version);
             } else {
@@ -446,8 +450,9 @@ impl Store {
     }
 
     /// Records what resolving ExternalName `name` gave (the resolver's answer, in its order;
-    /// an empty list: the name has no address now). Returns the Services of that name, whose
-    /// endpoints changed, when the addresses did.
+    /// an empty list: the name has no address now). Returns, when the addresses changed, the
+    /// Services of that name and the key of the backends that dial it (`BackendKey::named`),
+    /// whose endpoints changed.
     pub fn set_resolved(&mut self, name: &str, addresses: Vec<std::net::IpAddr>) -> ChangeSet {
         let mut addresses = addresses;
         addresses.sort_unstable();
@@ -462,6 +467,9 @@ impl Store {
             .filter(|(_, s)| s.external_name() == Some(name))
             .map(|(key, _)| key.clone())
             .collect();
+        // And the backends that dial the name itself (URL annotations' destinations).
+        let named = model::BackendKey::named(name, 0).service;
+        changes.endpoints.insert(named);
         self.count_endpoint_changes(&changes);
         changes
     }

@@ -161,9 +161,9 @@ fn authentication_that_cannot_be_used_is_refused() {
             "expected basic or digest",
         ),
         (
-            json!({"nginx.ingress.kubernetes.io/auth-url": "http://auth.example.com/check",
+            json!({"nginx.ingress.kubernetes.io/auth-url": "http://auth_server.example.com/check",
                    "nginx.ingress.kubernetes.io/auth-signin": "https://auth.example.com/start"}),
-            "needs DNS",
+            "invalid host",
         ),
         (
             json!({"nginx.ingress.kubernetes.io/auth-tls-secret": "default/client-ca",

@@ -572,7 +572,7 @@ async fn authentication_that_cannot_be_used_refuses_its_ingress_and_no_other() {
             "external.example.com",
             "/",
             "Prefix",
-            &[("auth-url", "http://auth.example.com/check")],
+            &[("auth-url", "http://auth_server.example.com/check")],
         ),
         site(
             "mtls",
@@ -583,7 +583,7 @@ async fn authentication_that_cannot_be_used_refuses_its_ingress_and_no_other() {
         ),
         site("open", "open.example.com", "/", "Prefix", &[]),
     ]);
-    // A Secret that does not exist, an auth server behind a DNS name, client certificates:
+    // A Secret that does not exist, an auth server whose host is no DNS name, client certificates:
     // each refuses its own Ingress's routes, never opens them.
     let compiled = h.apply_allowing_diagnostics(&objects);
     let said = |text: &str| {
@@ -597,7 +597,7 @@ async fn authentication_that_cannot_be_used_refuses_its_ingress_and_no_other() {
         "{:?}",
         compiled.diagnostics
     );
-    assert!(said("needs DNS"), "{:?}", compiled.diagnostics);
+    assert!(said("invalid host"), "{:?}", compiled.diagnostics);
     assert!(said("auth-tls-secret"), "{:?}", compiled.diagnostics);
     let http = h.http();
     for host in ["basic", "external", "mtls"] {

@@ -267,13 +267,13 @@ async fn an_unusable_auth_url_refuses_the_routes() {
     let mut h = Harness::start();
     let mut all = objects(addr_of(&web), "127.0.0.1:1".parse().unwrap(), &[]);
     all.last_mut().unwrap()["metadata"]["annotations"]["nginx.ingress.kubernetes.io/auth-url"] =
-        json!("http://auth.example.com/check");
+        json!("http://auth_server.example.com/check");
     let compiled = h.apply_allowing_diagnostics(&all);
     assert!(
         compiled
             .diagnostics
             .iter()
-            .any(|d| d.reason.contains("auth-url") && d.reason.contains("needs DNS")),
+            .any(|d| d.reason.contains("auth-url") && d.reason.contains("invalid host")),
         "{:?}",
         compiled.diagnostics
     );

@@ -89,9 +89,17 @@ impl NameServer {
 }
 
 /// A Service `api` of type ExternalName (the bare name `api`, found through resolv.conf's
-/// search list) whose port 80 is dialled at `target_port`, and an Ingress for `ext.test`.
-fn external_name_yaml(target_port: u16) -> String {
-    format!(
+/// search list) whose port 80 is dialled at `target_port`, an Ingress for `ext.test` to it, and
+/// one for `guarded.test` to it behind an auth-url at host name `auth.ext.test`.
+fn external_name_yaml(target_port: u16, auth_port: u16) -> String {
+    let guarded = format!(
+        "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: guarded\n\
+         \x20 annotations: {{nginx.ingress.kubernetes.io/auth-url: \
+         \"http://auth.ext.test:{auth_port}/healthz\"}}\n\
+         spec:\n  ingressClassName: sluice\n  rules:\n  - host: guarded.test\n    http:\n      paths:\n\
+         \x20     - {{path: /, pathType: Prefix, backend: {{service: {{name: api, port: {{number: 80}}}}}}}}\n"
+    );
+    let main = format!(
         "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {{name: sluice}}\n\
          spec: {{controller: sluice.dev/ingress-controller}}\n\
          ---\napiVersion: v1\nkind: Service\nmetadata: {{name: api}}\n\
@@ -100,7 +108,18 @@ fn external_name_yaml(target_port: u16) -> String {
          ---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{name: api}}\n\
          spec:\n  ingressClassName: sluice\n  rules:\n  - host: ext.test\n    http:\n      paths:\n\
          \x20     - {{path: /, pathType: Prefix, backend: {{service: {{name: api, port: {{number: 80}}}}}}}}\n"
-    )
+    );
+    main + &guarded
+}
+
+/// The hosts file: `api.ext.test` at `api` (when given), `auth.ext.test` at 127.0.0.4.
+fn hosts(api: &[&str]) -> String {
+    let mut text: String = api
+        .iter()
+        .map(|ip| format!("{ip} api.ext.test\n"))
+        .collect();
+    text.push_str("127.0.0.4 auth.ext.test\n");
+    text
 }
 
 /// Who answers `ext.test/echo` now: a pod's name, or the status when no pod does.
@@ -126,7 +145,7 @@ fn wait_answered_by(serve: &Serve, who: &str, after: &str) {
 #[test]
 fn external_name_services_follow_their_names_answers() {
     let dir = temp_dir("external-name");
-    let Some(dns) = NameServer::start(&dir, "127.0.0.2 api.ext.test\n") else {
+    let Some(dns) = NameServer::start(&dir, &hosts(&["127.0.0.2"])) else {
         return;
     };
     // Two pods on one port, at two loopback addresses: where the name points decides.
@@ -134,8 +153,11 @@ fn external_name_services_follow_their_names_answers() {
     let one = Pod::start_at("one", &format!("127.0.0.2:{port}"));
     let two = Pod::start_at("two", &format!("127.0.0.3:{port}"));
     assert_eq!((one.addr.port(), two.addr.port()), (port, port));
+    // The auth server of guarded.test (its /healthz answers 200: let in).
+    let auth = Pod::start_at("auth", "127.0.0.4:0");
 
-    std::fs::write(dir.join("api.yaml"), external_name_yaml(port)).unwrap();
+    let yaml = external_name_yaml(port, auth.addr.port());
+    std::fs::write(dir.join("api.yaml"), yaml).unwrap();
     // resolv.conf's own server (127.0.0.1:53) is not asked: --resolver replaces it; its search
     // list turns `api` into `api.ext.test`.
     let resolv_conf = dir.join("resolv.conf");
@@ -157,19 +179,21 @@ fn external_name_services_follow_their_names_answers() {
     wait_answered_by(&serve, "one", "at start");
 
     // The name moves: followed within its TTL, no reload, no edit of any object.
-    dns.set_hosts("127.0.0.3 api.ext.test\n");
+    dns.set_hosts(&hosts(&["127.0.0.3"]));
     wait_answered_by(&serve, "two", "after the name moved");
 
     // The name goes (NXDOMAIN): no endpoint, 503, as for a Service without endpoints.
-    dns.set_hosts("");
+    dns.set_hosts(&hosts(&[]));
     wait_answered_by(&serve, "503", "after the name was removed");
 
     // It comes back, with more addresses than a 512-byte UDP reply holds: the name server
     // cuts it and Sluice asks again over TCP, so every address is an endpoint.
-    let many: String = (10..70)
-        .map(|n| format!("127.0.1.{n} api.ext.test\n"))
+    let many: Vec<String> = (10..70).map(|n| format!("127.0.1.{n}")).collect();
+    let many: Vec<&str> = ["127.0.0.2"]
+        .into_iter()
+        .chain(many.iter().map(String::as_str))
         .collect();
-    dns.set_hosts(&format!("127.0.0.2 api.ext.test\n{many}"));
+    dns.set_hosts(&hosts(&many));
     let wait_endpoints = |count: usize| {
         eventually(WAIT, &format!("{count} addresses are endpoints"), || {
             let config = serve.config_json();
@@ -178,8 +202,20 @@ fn external_name_services_follow_their_names_answers() {
         })
     };
     wait_endpoints(61);
-    dns.set_hosts("127.0.0.2 api.ext.test\n");
+    dns.set_hosts(&hosts(&["127.0.0.2"]));
     wait_endpoints(1);
+    assert_eq!(answered_by(&serve), "one");
+
+    // auth-url at a host name: the sub-request goes to the name's addresses; without any, it
+    // fails (500, never the upstream), as nginx's does.
+    let guarded = || serve.get("guarded.test", "/echo").status;
+    eventually(WAIT, "guarded.test let in by auth.ext.test", || {
+        (guarded() == 200).then_some(())
+    });
+    dns.set_hosts("127.0.0.2 api.ext.test\n");
+    eventually(WAIT, "guarded.test refused without auth.ext.test", || {
+        (guarded() == 500).then_some(())
+    });
     assert_eq!(answered_by(&serve), "one");
 
     // The name server stops answering: the last addresses keep serving while it is asked

@@ -7,7 +7,7 @@
 //!  AuthSpec (annotations, or the ConfigMap's global-auth-*) ─▶ url_backend: an address │
 //!      <svc>.<ns>.svc[.cluster.local] (that Service port's endpoints) │ $host, or a name an
 //!      Ingress has a rule for ─▶ routed by Sluice's own rules per request │ another name ─▶
-//!      refused (Sluice resolves no DNS on the data path)
+//!      the addresses the control plane's resolver finds for it (no DNS on the data path)
 //!  auth-proxy-set-headers "[ns/]name" ─▶ that ConfigMap's data as headers (same namespace)
 //!  ─▶ model::auth::ExternalAuth in the route policy │ anything unusable ─▶ the routes are
 //!     refused (503): authentication is never dropped

@@ -9,8 +9,10 @@
 //!              ─▶ <name>.<namespace>.svc[.cluster.local] ─▶ that Service port's backend (the
 //!                               port written in the URL, else 80/443), endpoints kept current
 //!                               by the fast path like any route's
-//!              ─▶ any other name ─▶ not mirrored, a diagnostic: ingress-nginx asks its DNS
-//!                               resolver per request, Sluice does no DNS on the data path
+//!              ─▶ any other name ─▶ a backend of the addresses the control plane's resolver
+//!                               finds for it (`BackendKey::named`; ingress-nginx asks its
+//!                               DNS resolver per request, Sluice never on the request path);
+//!                               no DNS-1123 name ─▶ not mirrored, a diagnostic
 //! ```
 //! As in ingress-nginx the mirror covers every path of the Ingress (its canary-routed
 //! requests too: a canary takes the main Ingress's policy).
@@ -155,12 +157,26 @@ impl Compiler<'_> {
                 }
             }
             MirrorHost::Name => {
-                self.diagnose_with(
-                    name_severity,
-                    object.clone(),
-                    format!("{key}: {written:?}: the host {:?} needs DNS, which Sluice does not resolve on the data path; use an IP address or a Service as <name>.<namespace>.svc; {outcome}", target.host),
-                );
-                None
+                // A URL's host is case-insensitive; names are asked and keyed in lower case.
+                let host = target.host.to_ascii_lowercase();
+                if let Err(why) = crate::backends::check_external_name(&host) {
+                    self.diagnose_with(
+                        name_severity,
+                        object.clone(),
+                        format!(
+                            "{key}: {written:?}: the host {:?} {why}; {outcome}",
+                            target.host
+                        ),
+                    );
+                    return None;
+                }
+                // Dialled at the addresses the control plane's resolver finds for it (none
+                // until it has answered), never resolved on the request path.
+                let key = BackendKey::named(&host, target.port);
+                let policy = self.out.node_local_endpoints;
+                let backend =
+                    crate::backends::backend(self.store, &key, policy, &mut self.out.backends);
+                Some((backend, Arc::from(format!("{host}:{}", target.port))))
             }
         }
     }
@@ -172,7 +188,7 @@ pub(crate) struct UrlUse<'a> {
     pub(crate) kind: &'a str,
     /// How a diagnostic ends: what happens instead.
     pub(crate) outcome: &'a str,
-    /// A host that needs DNS: Unsupported when the annotation is dropped, Error when the
-    /// routes are refused.
+    /// A host that is no name to resolve: Unsupported when the annotation is dropped, Error
+    /// when the routes are refused.
     pub(crate) name_severity: Severity,
 }

@@ -141,8 +141,10 @@ fn an_external_names_addresses_reach_its_backends_on_the_fast_path() {
         ],
     );
     assert!(!changes.config);
+    // The Service of that name, and the key of backends that dial the name itself (a URL
+    // annotation's host; none here).
     let services: Vec<String> = changes.endpoints.iter().map(ToString::to_string).collect();
-    assert_eq!(services, ["default/api"]);
+    assert_eq!(services, ["/dns:api.example.com", "default/api"]);
     let changed = refresh_endpoints(&compiled, &store, &changes.endpoints);
     assert_eq!(changed.len(), 1);
     let now = backend.endpoints();
