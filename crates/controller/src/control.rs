@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use model::{Compiled, Diagnostic, Settings};
+use model::{Compiled, Diagnostic, EndpointSet, Settings};
 use providers::dns::{NameWatch, Resolution, ResolverConfig};
 use proxy::Proxy;
 use translate::{
@@ -40,9 +40,9 @@ pub struct ControlPlane {
     source_errors_pending: bool,
     /// Diagnostics already logged, so a reload only logs what is new.
     diagnostics: BTreeSet<String>,
-    /// Endpoint addresses refused by the node-local policy, as last reported (see
-    /// `Compiled::refused_endpoint_diagnostics`).
-    refused_endpoints: Vec<Diagnostic>,
+    /// Endpoint addresses refused by the node-local policy and host names that do not resolve,
+    /// as last reported (see `Compiled::endpoint_diagnostics`).
+    endpoint_notes: Vec<Diagnostic>,
     /// What the running workers were sized from; a change applies at the next start.
     worker_processes: Option<u32>,
     /// What the open-files limit was set from; likewise.
@@ -79,7 +79,7 @@ impl ControlPlane {
             source_errors: Vec::new(),
             source_errors_pending: false,
             diagnostics: BTreeSet::new(),
-            refused_endpoints: Vec::new(),
+            endpoint_notes: Vec::new(),
             worker_processes: startup.worker_processes,
             max_worker_open_files: startup.max_worker_open_files,
             next_certificate_event: None,
@@ -96,9 +96,8 @@ impl ControlPlane {
     /// Takes a changed ExternalName into the Store and acts on the Services it is the name
     /// of: the endpoint fast path, as for a changed EndpointSlice.
     pub fn resolved(&mut self, resolution: Resolution) -> Option<Arc<Compiled>> {
-        let changes = self
-            .store
-            .set_resolved(&resolution.name, resolution.addresses);
+        let changes =
+            (self.store).set_resolved(&resolution.name, resolution.addresses, resolution.problem);
         self.act(changes)
     }
 
@@ -145,11 +144,12 @@ impl ControlPlane {
             let started = Instant::now();
             let changed = refresh_endpoints(&current, &self.store, &changes.endpoints);
             let backends = changed.len();
-            // Walking the routes for refused addresses is O(routes): only when some are involved.
-            let refusals_involved = !self.refused_endpoints.is_empty()
+            // Walking the routes for what to say of endpoints (refused addresses, names that do
+            // not resolve) is O(routes): only when some are involved.
+            let refusals_involved = !self.endpoint_notes.is_empty()
                 || changed
                     .iter()
-                    .any(|b| b.with_endpoints(|set| !set.refused.is_empty()));
+                    .any(|b| b.with_endpoints(EndpointSet::has_notes));
             if backends > 0 {
                 self.proxy.endpoints_changed(changed);
             }
@@ -158,7 +158,7 @@ impl ControlPlane {
                 elapsed_us = started.elapsed().as_micros() as u64,
                 "endpoints updated"
             );
-            if refusals_involved && self.report_refused_endpoints(&current) {
+            if refusals_involved && self.report_endpoint_notes(&current) {
                 return Some(current);
             }
         }
@@ -166,18 +166,15 @@ impl ControlPlane {
     }
 
     /// Logs each newly refused endpoint address once; true when the set changed.
-    fn report_refused_endpoints(&mut self, compiled: &Compiled) -> bool {
-        let current = compiled.refused_endpoint_diagnostics();
-        if current == self.refused_endpoints {
+    fn report_endpoint_notes(&mut self, compiled: &Compiled) -> bool {
+        let current = compiled.endpoint_diagnostics();
+        if current == self.endpoint_notes {
             return false;
         }
-        for new in current
-            .iter()
-            .filter(|d| !self.refused_endpoints.contains(d))
-        {
+        for new in current.iter().filter(|d| !self.endpoint_notes.contains(d)) {
             tracing::warn!("{new}");
         }
-        self.refused_endpoints = current;
+        self.endpoint_notes = current;
         true
     }
 
@@ -185,7 +182,7 @@ impl ControlPlane {
     /// refused endpoint addresses.
     pub fn diagnostics_to_report(&self, compiled: &Compiled) -> Vec<Diagnostic> {
         let mut all = compiled.diagnostics.clone();
-        all.extend(self.refused_endpoints.iter().cloned());
+        all.extend(self.endpoint_notes.iter().cloned());
         all
     }
 
@@ -212,7 +209,7 @@ impl ControlPlane {
             self.max_worker_open_files = compiled.settings.max_worker_open_files;
         }
         self.diagnostics = current;
-        self.report_refused_endpoints(&compiled);
+        self.report_endpoint_notes(&compiled);
         self.next_certificate_event = compiled.certificates.next_expiry_event(unix_now());
         let names = names_to_resolve(&self.store, &compiled);
         self.store.retain_resolved(&names);

@@ -115,7 +115,11 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
                 continue;
             }
             resolution = control.next_resolution(), if synced => {
-                let changes = control.store.set_resolved(&resolution.name, resolution.addresses);
+                let changes = (control.store).set_resolved(
+                    &resolution.name,
+                    resolution.addresses,
+                    resolution.problem,
+                );
                 pending.merge(changes);
                 Some(None)
             }

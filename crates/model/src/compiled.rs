@@ -434,17 +434,18 @@ fn hosts_view(routes: &RouteTable, default: &RoutePolicy) -> BTreeMap<String, Ho
 }
 
 impl Compiled {
-    /// One diagnostic per served Ingress and refused address of its backends, as the endpoints
-    /// are now (see [`NodeLocalEndpoints`]); sorted. Not part of `diagnostics`, because the fast
-    /// path changes endpoints without a compile. O(routes): call it when refused addresses are
-    /// involved, not on every endpoint change.
-    pub fn refused_endpoint_diagnostics(&self) -> Vec<Diagnostic> {
+    /// One diagnostic per served Ingress and refused address of its backends (see
+    /// [`NodeLocalEndpoints`]), and per served Ingress and backend whose host name did not
+    /// resolve plainly (`EndpointSet::resolution`), as the endpoints are now; sorted. Not part
+    /// of `diagnostics`, because the fast path changes endpoints without a compile.
+    /// O(routes): call it when such endpoints are involved, not on every endpoint change.
+    pub fn endpoint_diagnostics(&self) -> Vec<Diagnostic> {
         let mut out = Vec::new();
-        // Each backend once first: with none refused (the usual case) the routes, thousands
+        // Each backend once first: with nothing to say (the usual case) the routes, thousands
         // of them sharing few backends, are not walked (this runs at every publish).
-        let any_refused = (self.backends.values())
-            .any(|backend| backend.with_endpoints(|set| !set.refused.is_empty()));
-        if !any_refused {
+        let any =
+            (self.backends.values()).any(|backend| backend.with_endpoints(|set| set.has_notes()));
+        if !any {
             return out;
         }
         let mut visit = |route: &Route| {
@@ -460,6 +461,12 @@ impl Compiled {
                              --allow-loopback-endpoints allows it",
                             refused.address, refused.source, refused.reason
                         ),
+                    ));
+                }
+                if let Some(resolution) = &set.resolution {
+                    out.push(Diagnostic::new(
+                        ingress_ref(&route.ingress),
+                        format!("backend {key}: {resolution}"),
                     ));
                 }
             });

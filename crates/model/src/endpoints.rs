@@ -67,6 +67,12 @@ pub struct EndpointSet {
     /// Addresses the slices list but the [`NodeLocalEndpoints`] policy left out: never traffic.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<RefusedEndpoint>,
+    /// Endpoints that come from a host name (an ExternalName Service's, a URL annotation's
+    /// host): what the resolver last said when it was no plain answer: the name has no
+    /// address (so there are no endpoints), or no name server answers (so they are the last
+    /// ones found). `None` otherwise, and before its first answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<Box<str>>,
 }
 
 /// Whether EndpointSlice addresses that point at the node itself may take traffic.
@@ -112,6 +118,14 @@ impl fmt::Display for BackendKey {
 impl Serialize for BackendKey {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)
+    }
+}
+
+impl EndpointSet {
+    /// Whether there is something to report about these endpoints: refused addresses, or a
+    /// host name that did not resolve plainly.
+    pub fn has_notes(&self) -> bool {
+        !self.refused.is_empty() || self.resolution.is_some()
     }
 }
 
@@ -257,6 +271,7 @@ mod tests {
             ready: vec![],
             terminating: vec!["10.0.0.2:80".parse().unwrap()],
             refused: Vec::new(),
+            ..EndpointSet::default()
         };
         assert_eq!(set.active(), set.terminating.as_slice());
     }
@@ -269,6 +284,7 @@ mod tests {
             ready: vec!["10.0.0.1:80".parse().unwrap()],
             terminating: vec![],
             refused: Vec::new(),
+            ..EndpointSet::default()
         };
         assert!(backend.set_endpoints(one.clone()));
         assert_eq!(*backend.endpoints(), one);

@@ -310,18 +310,24 @@ impl Question<'_> {
     }
 }
 
-/// A name's addresses changed (an empty list: it has none now).
+/// What a name's lookup changed: its addresses (an empty list: it has none now), or what is
+/// to be said of them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Resolution {
     pub name: String,
     pub addresses: Vec<IpAddr>,
+    /// `None` for a plain answer; else why there are no addresses (no such name, no record),
+    /// or why they are the last ones found (no name server answers).
+    pub problem: Option<String>,
 }
 
 struct Slot {
     due: Instant,
     /// What was last reported; `None` before the first answer.
     addresses: Option<Vec<IpAddr>>,
-    /// Failures in a row, for the backoff and to log a failure once.
+    /// What was last said with them (see `Resolution::problem`).
+    problem: Option<String>,
+    /// Failures in a row, for the backoff.
     failures: u32,
     in_flight: bool,
 }
@@ -353,6 +359,7 @@ impl NameWatch {
             self.slots.entry(name.clone()).or_insert_with(|| Slot {
                 due: Instant::now(),
                 addresses: None,
+                problem: None,
                 failures: 0,
                 in_flight: false,
             });
@@ -412,54 +419,58 @@ impl NameWatch {
         let backoff = |failures: u32| {
             (FIRST_RETRY * 2u32.saturating_pow(failures.saturating_sub(1).min(16))).min(MAX_RETRY)
         };
-        let addresses = match lookup {
+        let (addresses, problem) = match lookup {
             Lookup::Addresses { addresses, ttl } => {
                 if slot.failures > 0 {
                     tracing::info!(name, ?addresses, "a backend's host name resolves again");
                 }
                 slot.failures = 0;
                 slot.due = now + ttl.clamp(MIN_TTL, MAX_TTL);
-                addresses
+                (addresses, None)
             }
             Lookup::NoAddress { ttl } => {
                 slot.failures += 1;
-                if slot.failures == 1 {
-                    tracing::warn!(
-                        name,
-                        "a backend's host name has no address (the name servers know no such \
-                         name, or it has no A or AAAA record): what dials it fails until it has \
-                         one (503 for an ExternalName Service's routes)"
-                    );
-                }
                 let retry = ttl.map_or(backoff(slot.failures), |t| t.min(backoff(slot.failures)));
                 slot.due = now + retry.max(MIN_TTL);
-                Vec::new()
+                let problem = format!(
+                    "host name {name} has no address (the name servers know no such name, or it \
+                     has no A or AAAA record), so there is nothing to send to; asked again \
+                     within {}s",
+                    MAX_RETRY.as_secs()
+                );
+                (Vec::new(), Some(problem))
             }
             Lookup::NoAnswer(why) => {
                 slot.failures += 1;
-                if slot.failures == 1 {
-                    tracing::warn!(
-                        name,
-                        %why,
-                        "a backend's host name: no name server answered; its last addresses \
-                         are kept and it is asked again"
-                    );
-                }
                 slot.due = now + backoff(slot.failures);
-                return None;
+                // Said once per outage: the reason of its first failure stands for the rest.
+                let problem = match &slot.problem {
+                    Some(kept) if slot.failures > 1 => kept.clone(),
+                    _ => format!(
+                        "no name server answers for host name {name} ({why}); the addresses \
+                         last found are used until one does"
+                    ),
+                };
+                (slot.addresses.clone().unwrap_or_default(), Some(problem))
             }
         };
         let mut addresses = addresses;
         addresses.sort_unstable();
         addresses.dedup();
-        if slot.addresses.as_ref() == Some(&addresses) {
+        if slot.addresses.as_ref() == Some(&addresses) && slot.problem == problem {
             return None;
         }
-        if !addresses.is_empty() {
-            tracing::info!(name, ?addresses, "a backend's host name resolved");
+        match &problem {
+            None => tracing::info!(name, ?addresses, "a backend's host name resolved"),
+            Some(problem) => tracing::warn!("{problem}"),
         }
         slot.addresses = Some(addresses.clone());
-        Some(Resolution { name, addresses })
+        slot.problem = problem.clone();
+        Some(Resolution {
+            name,
+            addresses,
+            problem,
+        })
     }
 }
 
@@ -528,22 +539,36 @@ mod tests {
             watch.settle(name.clone(), found.clone()),
             Some(Resolution {
                 name: name.clone(),
-                addresses: vec![ip]
+                addresses: vec![ip],
+                problem: None,
             })
         );
         // TTL 0 is kept for the minimum.
         assert!(watch.slots[&name].due >= Instant::now() + MIN_TTL - Duration::from_millis(50));
         // The same addresses again: nothing to report.
-        assert_eq!(watch.settle(name.clone(), found), None);
-        // No server answered: the addresses stay.
-        assert_eq!(
-            watch.settle(name.clone(), Lookup::NoAnswer("timeout".into())),
-            None
+        assert_eq!(watch.settle(name.clone(), found.clone()), None);
+        // No server answered: the addresses stay, with a word on why they are old; said once.
+        let outage = watch.settle(name.clone(), Lookup::NoAnswer("timeout".into()));
+        let outage = outage.expect("the first failure is reported");
+        assert_eq!(outage.addresses, [ip]);
+        let said = outage.problem.expect("what is said of the addresses");
+        assert!(
+            said.contains("no name server answers") && said.contains("timeout"),
+            "{said}"
         );
-        assert_eq!(watch.slots[&name].failures, 1);
-        // The servers say there is no address: reported empty.
+        let again = watch.settle(name.clone(), Lookup::NoAnswer("refused".into()));
+        assert_eq!(again, None, "the same outage");
+        assert_eq!(watch.slots[&name].failures, 2);
+        // Back: the word goes.
+        let back = watch
+            .settle(name.clone(), found)
+            .expect("recovery is reported");
+        assert_eq!((back.addresses, back.problem), (vec![ip], None));
+        // The servers say there is no address: reported empty, and why.
         let gone = watch.settle(name.clone(), Lookup::NoAddress { ttl: Some(MAX_TTL) });
-        assert_eq!(gone.map(|r| r.addresses), Some(vec![]));
+        let gone = gone.expect("reported");
+        assert!(gone.addresses.is_empty());
+        assert!(gone.problem.unwrap().contains("has no address"));
         // Asked again by the backoff, not the negative TTL's 5 minutes.
         assert!(watch.slots[&name].due <= Instant::now() + FIRST_RETRY * 2);
         // A name no longer wanted is forgotten, and its late answer dropped.

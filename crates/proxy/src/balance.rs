@@ -413,6 +413,7 @@ mod tests {
                 ready,
                 terminating: vec![],
                 refused: Vec::new(),
+                ..EndpointSet::default()
             },
         )
     }

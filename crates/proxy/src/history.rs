@@ -273,6 +273,7 @@ mod tests {
                     .collect(),
                 terminating: vec!["10.0.1.1:80".parse().unwrap()],
                 refused: Vec::new(),
+                ..EndpointSet::default()
             };
             let key = BackendKey {
                 service: NamespacedName::new("default", name),

@@ -101,6 +101,7 @@ mod tests {
                 ready: ready.to_vec(),
                 terminating: Vec::new(),
                 refused: Vec::new(),
+                ..EndpointSet::default()
             },
         ))
     }
@@ -129,6 +130,7 @@ mod tests {
             ready: vec![addr(1), addr(3)],
             terminating: Vec::new(),
             refused: Vec::new(),
+            ..EndpointSet::default()
         });
         let mut changes = Vec::new();
         live.update(std::slice::from_ref(&web), |a, joined| {

@@ -552,7 +552,7 @@ fn unix_seconds(at: SystemTime) -> i64 {
 
 fn write_diagnostics(out: &mut String, config: &Compiled) -> fmt::Result {
     out.push_str("<section id=\"diagnostics\"><h2>Diagnostics</h2>\n");
-    let refused = config.refused_endpoint_diagnostics();
+    let refused = config.endpoint_diagnostics();
     let all: Vec<&Diagnostic> = config.diagnostics.iter().chain(&refused).collect();
     if all.is_empty() {
         out.push_str("<p class=\"note\">None: every object is served as written.</p></section>\n");

@@ -255,19 +255,29 @@ fn external_name_port(service: &Service, key: &BackendKey) -> Option<u16> {
     u16::try_from(number).ok().filter(|n| *n != 0)
 }
 
-/// The addresses an ExternalName stands for: an IP address itself, `localhost` the loopback
+/// The addresses a host name stands for: an IP address itself, `localhost` the loopback
 /// addresses (RFC 6761: never asked of a name server), any other name what the resolver last
-/// found for it (none until it has answered).
-fn external_name_addresses<'s>(store: &'s Store, name: &str) -> std::borrow::Cow<'s, [IpAddr]> {
+/// found for it (none until it has answered), with what it said when that was no plain answer.
+fn external_name_addresses<'s>(
+    store: &'s Store,
+    name: &str,
+) -> (std::borrow::Cow<'s, [IpAddr]>, Option<&'s str>) {
     use std::borrow::Cow;
     if let Ok(ip) = name.parse::<IpAddr>() {
-        return Cow::Owned(vec![ip]);
+        return (Cow::Owned(vec![ip]), None);
     }
     let bare = name.strip_suffix('.').unwrap_or(name);
     if bare == "localhost" || bare.ends_with(".localhost") {
-        return Cow::Owned(vec![Ipv4Addr::LOCALHOST.into(), Ipv6Addr::LOCALHOST.into()]);
+        let loopback = vec![Ipv4Addr::LOCALHOST.into(), Ipv6Addr::LOCALHOST.into()];
+        return (Cow::Owned(loopback), None);
     }
-    Cow::Borrowed(store.resolved_addresses(name).unwrap_or_default())
+    match store.resolved(name) {
+        Some(resolved) => (
+            Cow::Borrowed(&resolved.addresses[..]),
+            resolved.problem.as_deref(),
+        ),
+        None => (Cow::Borrowed(&[][..]), None),
+    }
 }
 
 /// The names the backends of `compiled` need resolved: the ExternalNames of their Services and
@@ -368,7 +378,8 @@ pub fn endpoints_for(store: &Store, key: &BackendKey, policy: NodeLocalEndpoints
     let mut set = EndpointSet::default();
     if let Some((name, port)) = dialled_name(store, key) {
         // Its name's addresses, all ready: a name server says nothing of readiness.
-        let addresses = external_name_addresses(store, name);
+        let (addresses, problem) = external_name_addresses(store, name);
+        set.resolution = problem.map(Into::into);
         for &ip in port.map_or(&[][..], |_| &addresses[..]) {
             let address = SocketAddr::new(ip, port.unwrap_or_default());
             let refusal = match policy {

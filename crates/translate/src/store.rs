@@ -68,7 +68,16 @@ pub struct Store {
     /// ExternalName → the addresses the resolver last found for it (see
     /// [`Store::set_resolved`]): the endpoints of ExternalName Services, as slices are of
     /// the others. Not an object: a reload of the files or a relist keeps it.
-    resolved_names: BTreeMap<String, Box<[std::net::IpAddr]>>,
+    resolved_names: BTreeMap<String, Resolved>,
+}
+
+/// What the resolver last said of a host name (see [`Store::set_resolved`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Resolved {
+    /// Its addresses, sorted; none when it has none.
+    pub addresses: Box<[std::net::IpAddr]>,
+    /// Said when the answer was no plain one (`model::EndpointSet::resolution`).
+    pub problem: Option<Box<str>>,
 }
 
 /// The next [`Store::context`] number, unique in the process: a Store cloned and then changed
@@ -444,25 +453,37 @@ impl Store {
         (self.services.get(service)).is_some_and(|s| s.external_name().is_some())
     }
 
-    /// What the resolver last found for ExternalName `name`; `None`: it has not answered.
-    pub fn resolved_addresses(&self, name: &str) -> Option<&[std::net::IpAddr]> {
-        self.resolved_names.get(name).map(|a| &a[..])
+    /// What the resolver last said of host name `name`; `None`: it has not answered.
+    pub fn resolved(&self, name: &str) -> Option<&Resolved> {
+        self.resolved_names.get(name)
     }
 
-    /// Records what resolving ExternalName `name` gave (the resolver's answer, in its order;
-    /// an empty list: the name has no address now). Returns, when the addresses changed, the
-    /// Services of that name and the key of the backends that dial it (`BackendKey::named`),
-    /// whose endpoints changed.
-    pub fn set_resolved(&mut self, name: &str, addresses: Vec<std::net::IpAddr>) -> ChangeSet {
-        let mut addresses = addresses;
+    /// The addresses the resolver last found for host name `name`; `None`: it has not answered.
+    pub fn resolved_addresses(&self, name: &str) -> Option<&[std::net::IpAddr]> {
+        self.resolved(name).map(|r| &r.addresses[..])
+    }
+
+    /// Records what resolving host name `name` gave: its addresses (an empty list: it has
+    /// none now) and, when the answer was no plain one, what to say of it. Returns, when that
+    /// changed, the Services of that ExternalName and the key of the backends that dial the
+    /// name itself (`BackendKey::named`), whose endpoints changed.
+    pub fn set_resolved(
+        &mut self,
+        name: &str,
+        mut addresses: Vec<std::net::IpAddr>,
+        problem: Option<String>,
+    ) -> ChangeSet {
         addresses.sort_unstable();
         addresses.dedup();
+        let resolved = Resolved {
+            addresses: addresses.into_boxed_slice(),
+            problem: problem.map(String::into_boxed_str),
+        };
         let mut changes = ChangeSet::default();
-        if self.resolved_addresses(name) == Some(&addresses[..]) {
+        if self.resolved(name) == Some(&resolved) {
             return changes;
         }
-        self.resolved_names
-            .insert(name.to_owned(), addresses.into_boxed_slice());
+        self.resolved_names.insert(name.to_owned(), resolved);
         changes.endpoints = (self.services.iter())
             .filter(|(_, s)| s.external_name() == Some(name))
             .map(|(key, _)| key.clone())

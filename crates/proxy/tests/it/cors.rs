@@ -307,7 +307,7 @@ async fn sluice_own_errors_carry_the_headers_and_a_refused_route_does_not() {
         "refused",
         "refused.example.com",
         "web",
-        &with(&[("auth-url", "http://auth.example.com/check")]),
+        &with(&[("auth-url", "http://auth_server.example.com/check")]),
     ));
     h.apply_allowing_diagnostics(&objects);
 
@@ -375,7 +375,7 @@ async fn sluice_own_errors_carry_the_headers_and_a_refused_route_does_not() {
         "{chunked}"
     );
 
-    // A route refused by its config (auth-url, not implemented: fails closed) answers 503
+    // A route refused by its config (an auth-url it cannot use: fails closed) answers 503
     // without CORS, its preflight too: ingress-nginx's denied location writes no CORS.
     for method in ["GET", "OPTIONS"] {
         let refused = send(h.http(), method, "refused.example.com", Some(origin)).await;

@@ -185,6 +185,10 @@ fn external_name_services_follow_their_names_answers() {
     // The name goes (NXDOMAIN): no endpoint, 503, as for a Service without endpoints.
     dns.set_hosts(&hosts(&[]));
     wait_answered_by(&serve, "503", "after the name was removed");
+    // Whose fault: /config says it of the backend, and so do its diagnostics.
+    let config = serve.config_json();
+    let said = config["config"]["backends"]["default/api:http"]["resolution"].to_string();
+    assert!(said.contains("host name api has no address"), "{said}");
 
     // It comes back, with more addresses than a 512-byte UDP reply holds: the name server
     // cuts it and Sluice asks again over TCP, so every address is an endpoint.

@@ -139,6 +139,7 @@ fn an_external_names_addresses_reach_its_backends_on_the_fast_path() {
             ip("127.0.0.1"),
             ip("192.0.2.1"),
         ],
+        None,
     );
     assert!(!changes.config);
     // The Service of that name, and the key of backends that dial the name itself (a URL
@@ -155,20 +156,31 @@ fn an_external_names_addresses_reach_its_backends_on_the_fast_path() {
         .contains("ExternalName api.example.com"));
 
     // The same answer again is no change; no address at all empties the backend.
-    assert!(store
-        .set_resolved(
-            "api.example.com",
-            vec![ip("192.0.2.1"), ip("192.0.2.2"), ip("127.0.0.1")]
-        )
-        .is_empty());
-    let changes = store.set_resolved("api.example.com", Vec::new());
+    let same = vec![ip("192.0.2.1"), ip("192.0.2.2"), ip("127.0.0.1")];
+    assert!(store.set_resolved("api.example.com", same, None).is_empty());
+    let why = "host name api.example.com has no address".to_owned();
+    let changes = store.set_resolved("api.example.com", Vec::new(), Some(why.clone()));
     refresh_endpoints(&compiled, &store, &changes.endpoints);
     assert!(backend.endpoints().ready.is_empty());
+    // What the resolver said is the backend's, and a diagnostic on the Ingress that uses it.
+    assert_eq!(
+        backend.endpoints().resolution.as_deref(),
+        Some(why.as_str())
+    );
+    let said: Vec<String> = (compiled.endpoint_diagnostics().iter())
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        said,
+        [format!(
+            "Ingress default/api: backend default/api:https: {why}"
+        )]
+    );
 
     // The Service moves to another name: a compile reads that name's addresses, not the
     // old name's (its endpoints version moved with the object).
-    store.set_resolved("api.example.com", vec![ip("192.0.2.1")]);
-    store.set_resolved("other.example.com", vec![ip("198.51.100.7")]);
+    store.set_resolved("api.example.com", vec![ip("192.0.2.1")], None);
+    store.set_resolved("other.example.com", vec![ip("198.51.100.7")], None);
     let before = store.endpoints_version(&model::NamespacedName::new("default", "api"));
     let moved = EXTERNAL_NAME.replace(
         "externalName: api.example.com",
