@@ -105,13 +105,10 @@ impl StatusWriter {
         // Ingresses) never delays a renewal past the Lease's expiry.
         tokio::spawn(elect(election, options.lease.clone(), leader, stop_rx));
         let task = Task {
-            recorder: Recorder::new(
-                client.clone(),
-                Reporter {
-                    controller: options.controller.clone(),
-                    instance: Some(options.identity.clone()),
-                },
-            ),
+            reporter: Reporter {
+                controller: options.controller.clone(),
+                instance: Some(options.identity.clone()),
+            },
             field_manager: format!("sluice-{}", options.identity),
             resync: options.lease_duration * 2,
             client,
@@ -218,7 +215,11 @@ async fn elect(
 struct Task {
     client: Client,
     options: StatusOptions,
-    recorder: Recorder,
+    /// Who writes the Events. Each Event is written by a Recorder of its own: kube-rs 5's
+    /// Recorder folds Events with the same reason on the same object into one series, whatever
+    /// their notes, so a second problem of an Ingress would only bump the first one's count
+    /// and never be read. Each problem is reported once (`reported`), so no series is needed.
+    reporter: Reporter,
     field_manager: String,
     /// A full pass at least this often, even without news (a load balancer can get its
     /// address late).
@@ -451,7 +452,8 @@ impl Task {
                 action: "Compile".into(),
                 secondary: None,
             };
-            match self.recorder.publish(&event, &reference).await {
+            let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+            match recorder.publish(&event, &reference).await {
                 Ok(()) => {
                     self.reported.insert(diagnostic.clone());
                 }

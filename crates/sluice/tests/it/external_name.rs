@@ -272,4 +272,20 @@ fn in_kubernetes_an_external_name_service_and_its_edits_are_followed() {
         log.contains("ExternalName other.ext.test of Service external-name/api")
             .then_some(())
     });
+
+    // The name goes: the Ingress gets a Warning Event saying whose fault the 503 is (a second
+    // problem of the same reason on it: an Event of its own, not a count on the first).
+    dns.set_hosts("198.18.0.51 api.ext.test\n");
+    let event = eventually(
+        WAIT,
+        "a Warning Event on the Ingress naming the host",
+        || {
+            (cluster.events_about(ns, "Ingress", "api").into_iter()).find(|e| {
+                e["note"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("host name other.ext.test has no address"))
+            })
+        },
+    );
+    assert_eq!(event["type"], "Warning", "{event:#}");
 }
