@@ -503,6 +503,10 @@ pub struct HashBy {
     pub key: String,
     /// The key's literals and variables, filled per request by the proxy.
     pub segments: Box<[Segment]>,
+    /// `upstream-hash-by-subset` (with `-size`): a request goes to a random one of the key's
+    /// `n` endpoints (its first `n` along the ring) rather than always its first, so one hot
+    /// key's load is spread over `n` endpoints. `None`: the key's own endpoint.
+    pub subset: Option<u32>,
 }
 
 impl HashBy {
@@ -515,6 +519,7 @@ impl HashBy {
         Ok(HashBy {
             key: text.to_owned(),
             segments: segments.into_boxed_slice(),
+            subset: None,
         })
     }
 }
@@ -828,7 +833,12 @@ impl Serialize for HeaderEdit {
 
 /// `upstream-hash-by` shown as its key.
 fn optional_hash_key<S: Serializer>(hash: &Option<Arc<HashBy>>, s: S) -> Result<S::Ok, S::Error> {
-    match hash {
+    match hash.as_deref() {
+        Some(HashBy {
+            key,
+            subset: Some(n),
+            ..
+        }) => s.serialize_str(&format!("{key} (a random one of its {n} endpoints)")),
         Some(hash) => s.serialize_str(&hash.key),
         None => s.serialize_none(),
     }

@@ -51,8 +51,9 @@ pub(crate) struct Picked {
 pub(crate) struct Attempts<'r> {
     backend: &'r Backend,
     load_balance: LoadBalance,
-    /// `upstream-hash-by`: the request key's hash, which chooses the endpoint instead.
-    hash: Option<u64>,
+    /// `upstream-hash-by`: the request key's hash, which chooses the endpoint instead, and
+    /// `upstream-hash-by-subset`'s size.
+    hash: Option<(u64, Option<u32>)>,
     /// `affinity`: the session cookie chooses the endpoint (before `hash`, as ingress-nginx's
     /// sticky balancer replaces the hash one).
     sticky: Option<&'r mut Sticky>,
@@ -82,7 +83,7 @@ impl<'r> Attempts<'r> {
     pub(crate) fn new(
         backend: &'r Backend,
         load_balance: LoadBalance,
-        hash: Option<u64>,
+        hash: Option<(u64, Option<u32>)>,
         policy: &'r UpstreamPolicy,
         arrived: Instant,
         timing: &'r mut Option<UpstreamTimes>,
@@ -158,7 +159,9 @@ impl<'r> Attempts<'r> {
             match (self.sticky.as_deref_mut(), self.hash) {
                 (Some(sticky), _) => balancer.pick_sticky(self.backend, sticky, &self.tried, now),
                 (None, None) => balancer.pick(self.backend, self.load_balance, &self.tried, now),
-                (None, Some(hash)) => balancer.pick_hashed(self.backend, hash, &self.tried, now),
+                (None, Some((hash, subset))) => {
+                    balancer.pick_hashed(self.backend, (hash, subset), &self.tried, now)
+                }
             }
         };
         let addr = picked?;

@@ -104,11 +104,13 @@ impl Balancer {
 
     /// The endpoint of `backend` that the key hashed to `hash` goes to (`upstream-hash-by`):
     /// the first along the ring from it that this request has not tried and that is not set
-    /// aside; failing that, the first untried one; failing that, the key's own.
+    /// aside; failing that, the first untried one; failing that, the key's own. With a
+    /// `subset` size (`upstream-hash-by-subset`), a random one of the key's first `subset`
+    /// endpoints along the ring that is not tried or set aside comes before those rules.
     pub(crate) fn pick_hashed(
         &mut self,
         backend: &Backend,
-        hash: u64,
+        (hash, subset): (u64, Option<u32>),
         tried: &[SocketAddr],
         now: Instant,
     ) -> Option<SocketAddr> {
@@ -116,6 +118,16 @@ impl Balancer {
         let (_, ring) = self.rings.get(&(backend as *const Backend as usize))?;
         if ring.endpoints().len() <= 1 {
             return ring.endpoints().first().copied();
+        }
+        if let Some(size) = subset.filter(|n| *n > 1) {
+            let members: Vec<SocketAddr> = ring.walk(hash).take(size as usize).collect();
+            let start = fastrand::usize(..members.len());
+            for level in [Level::Healthy, Level::Untried] {
+                let mut turn = (0..members.len()).map(|i| members[(start + i) % members.len()]);
+                if let Some(found) = turn.find(|e| self.allowed(level, e, tried, now)) {
+                    return Some(found);
+                }
+            }
         }
         for level in [Level::Healthy, Level::Untried] {
             if let Some(found) = ring.walk(hash).find(|e| self.allowed(level, e, tried, now)) {
@@ -466,6 +478,47 @@ mod tests {
             })
             .collect();
         assert_eq!(picks.len(), 3);
+    }
+
+    #[test]
+    fn a_hashed_subset_spreads_one_key_over_its_first_endpoints_along_the_ring() {
+        let be = backend(&(1..=10).collect::<Vec<u16>>());
+        let mut balancer = Balancer::default();
+        let now = Instant::now();
+        let hash = crate::ring::stable_hash(b"/hot/key");
+        let ring: Vec<SocketAddr> = crate::ring::Ring::new(&be.endpoints().ready)
+            .walk(hash)
+            .collect();
+        let (own, subset) = (ring[0], &ring[..3]);
+        // Without a subset: always the key's own endpoint.
+        for _ in 0..20 {
+            assert_eq!(balancer.pick_hashed(&be, (hash, None), &[], now), Some(own));
+        }
+        // With one of 3: every pick among the key's first 3, and each of them picked.
+        let mut seen = std::collections::BTreeMap::new();
+        for _ in 0..300 {
+            let picked = balancer
+                .pick_hashed(&be, (hash, Some(3)), &[], now)
+                .unwrap();
+            assert!(subset.contains(&picked), "{picked} outside {subset:?}");
+            *seen.entry(picked).or_insert(0) += 1;
+        }
+        assert_eq!(seen.len(), 3, "{seen:?}");
+        // A retry goes to another of the subset; with all of it tried, along the ring.
+        let tried = [subset[0], subset[1]];
+        assert_eq!(
+            balancer.pick_hashed(&be, (hash, Some(3)), &tried, now),
+            Some(subset[2])
+        );
+        assert_eq!(
+            balancer.pick_hashed(&be, (hash, Some(3)), subset, now),
+            Some(ring[3])
+        );
+        // A subset as large as the backend: any endpoint.
+        let all = balancer
+            .pick_hashed(&be, (hash, Some(50)), &[], now)
+            .unwrap();
+        assert!(ring.contains(&all));
     }
 
     #[test]

@@ -825,10 +825,10 @@ async fn forward(
         }
     }
     // `upstream-hash-by`: the key is read before the proxy's own headers are written.
-    let hash = policy
-        .hash_by
-        .as_ref()
-        .map(|hash_by| key_hash(conn, hash_by, head, forwarded_client, &route.site.host));
+    let hash = policy.hash_by.as_ref().map(|hash_by| {
+        let hash = key_hash(conn, hash_by, head, forwarded_client, &route.site.host);
+        (hash, hash_by.subset)
+    });
     // `affinity`: the session cookie's endpoint. Boxed: routes without it carry 8 bytes.
     let mut sticky = policy
         .affinity

@@ -1031,6 +1031,47 @@ async fn upstream_hash_by_keeps_a_key_on_its_endpoint_and_moves_only_the_keys_of
 }
 
 #[tokio::test]
+async fn upstream_hash_by_subset_spreads_one_key_over_its_subset_and_no_further() {
+    let backends = [
+        start_backend("a").await,
+        start_backend("b").await,
+        start_backend("c").await,
+        start_backend("d").await,
+        start_backend("e").await,
+    ];
+    let mut h = Harness::with_workers(2);
+    let mut objects = web(&backends.iter().collect::<Vec<_>>());
+    objects.push(site(
+        "subset",
+        "subset.example.com",
+        "/",
+        "Prefix",
+        &[
+            ("upstream-hash-by", "$arg_user"),
+            ("upstream-hash-by-subset", "true"),
+            ("upstream-hash-by-subset-size", "3"),
+        ],
+    ));
+    h.apply(&objects);
+    let http = h.http();
+    let mut servers = std::collections::BTreeMap::new();
+    for _ in 0..60 {
+        let reply = get(http, "subset.example.com", "/?user=7").await;
+        assert_eq!(reply.status, StatusCode::OK);
+        *servers.entry(server_name(&reply)).or_insert(0) += 1;
+    }
+    // One key: exactly its 3 endpoints (each missed 60 times running has odds of 1 in 10^10).
+    assert_eq!(servers.len(), 3, "{servers:?}");
+    // Another key has a subset of its own: over 20 keys, more than 3 endpoints take traffic.
+    let mut all = std::collections::BTreeSet::new();
+    for user in 0..20 {
+        let reply = get(http, "subset.example.com", &format!("/?user={user}")).await;
+        all.insert(server_name(&reply));
+    }
+    assert!(all.len() > 3, "{all:?}");
+}
+
+#[tokio::test]
 async fn upstream_hash_by_with_a_variable_known_only_after_the_upstream_is_refused() {
     let backend = start_backend("web").await;
     let mut h = Harness::start();

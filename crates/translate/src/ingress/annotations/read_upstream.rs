@@ -245,11 +245,18 @@ impl Reader<'_> {
 
     /// `upstream-hash-by`: nginx variables and literals; a variable the proxy cannot know
     /// before the request goes upstream is refused by name, and the ConfigMap's load-balance
-    /// applies.
+    /// applies. With `upstream-hash-by-subset`, the subset's size (`-size`, default 3).
     pub(super) fn hash_by(&mut self) -> Option<Arc<HashBy>> {
         let value = self.get("upstream-hash-by")?;
         match HashBy::parse(value) {
-            Ok(hash_by) => Some(Arc::new(hash_by)),
+            Ok(mut hash_by) => {
+                // ingress-nginx's subset size: 3 unless set to another whole number (0 is 3).
+                if self.bool("upstream-hash-by-subset") == Some(true) {
+                    let size = self.number("upstream-hash-by-subset-size");
+                    hash_by.subset = Some(size.filter(|n| *n > 0).unwrap_or(3));
+                }
+                Some(Arc::new(hash_by))
+            }
             Err(why) => {
                 let key = self.key("upstream-hash-by");
                 self.diagnose(
