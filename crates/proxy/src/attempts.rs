@@ -51,9 +51,11 @@ pub(crate) struct Picked {
 pub(crate) struct Attempts<'r> {
     backend: &'r Backend,
     load_balance: LoadBalance,
-    /// `upstream-hash-by`: the request key's hash, which chooses the endpoint instead, and
-    /// `upstream-hash-by-subset`'s size.
-    hash: Option<(u64, Option<u32>)>,
+    /// `upstream-hash-by`: the request key's hash, which chooses the endpoint instead.
+    hash: Option<u64>,
+    /// `upstream-hash-by-subset`'s size; 0 without one. A plain number, not an `Option`: it
+    /// fits in the struct's padding, so requests without a hash carry nothing more.
+    subset: u32,
     /// `affinity`: the session cookie chooses the endpoint (before `hash`, as ingress-nginx's
     /// sticky balancer replaces the hash one).
     sticky: Option<&'r mut Sticky>,
@@ -93,7 +95,8 @@ impl<'r> Attempts<'r> {
             backend,
             // The route's `load-balance` annotation before the ConfigMap's.
             load_balance: policy.balance(load_balance),
-            hash,
+            hash: hash.map(|(hash, _)| hash),
+            subset: hash.and_then(|(_, subset)| subset).unwrap_or(0),
             sticky: None,
             policy,
             tries: match policy.tries {
@@ -159,7 +162,8 @@ impl<'r> Attempts<'r> {
             match (self.sticky.as_deref_mut(), self.hash) {
                 (Some(sticky), _) => balancer.pick_sticky(self.backend, sticky, &self.tried, now),
                 (None, None) => balancer.pick(self.backend, self.load_balance, &self.tried, now),
-                (None, Some((hash, subset))) => {
+                (None, Some(hash)) => {
+                    let subset = Some(self.subset).filter(|n| *n > 0);
                     balancer.pick_hashed(self.backend, (hash, subset), &self.tried, now)
                 }
             }
