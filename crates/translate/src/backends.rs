@@ -255,21 +255,27 @@ fn external_name_port(service: &Service, key: &BackendKey) -> Option<u16> {
     u16::try_from(number).ok().filter(|n| *n != 0)
 }
 
-/// The addresses a host name stands for: an IP address itself, `localhost` the loopback
-/// addresses (RFC 6761: never asked of a name server), any other name what the resolver last
-/// found for it (none until it has answered), with what it said when that was no plain answer.
+/// The addresses a host name stands for without asking a name server: an IP address itself,
+/// `localhost` the loopback addresses (RFC 6761: never asked of one). `None`: a name to ask.
+fn addresses_without_asking(name: &str) -> Option<Vec<IpAddr>> {
+    if let Ok(ip) = name.parse::<IpAddr>() {
+        return Some(vec![ip]);
+    }
+    let bare = name.strip_suffix('.').unwrap_or(name);
+    (bare == "localhost" || bare.ends_with(".localhost"))
+        .then(|| vec![Ipv4Addr::LOCALHOST.into(), Ipv6Addr::LOCALHOST.into()])
+}
+
+/// The addresses a host name stands for: what it is without asking (see
+/// [`addresses_without_asking`]), else what the resolver last found for it (none until it has
+/// answered), with what it said when that was no plain answer.
 fn external_name_addresses<'s>(
     store: &'s Store,
     name: &str,
 ) -> (std::borrow::Cow<'s, [IpAddr]>, Option<&'s str>) {
     use std::borrow::Cow;
-    if let Ok(ip) = name.parse::<IpAddr>() {
-        return (Cow::Owned(vec![ip]), None);
-    }
-    let bare = name.strip_suffix('.').unwrap_or(name);
-    if bare == "localhost" || bare.ends_with(".localhost") {
-        let loopback = vec![Ipv4Addr::LOCALHOST.into(), Ipv6Addr::LOCALHOST.into()];
-        return (Cow::Owned(loopback), None);
+    if let Some(addresses) = addresses_without_asking(name) {
+        return (Cow::Owned(addresses), None);
     }
     match store.resolved(name) {
         Some(resolved) => (
@@ -293,12 +299,7 @@ pub fn names_to_resolve(store: &Store, compiled: &Compiled) -> BTreeSet<String> 
         let Some((name, _)) = dialled_name(store, key) else {
             continue;
         };
-        let bare = name.strip_suffix('.').unwrap_or(name);
-        let needs_server = name.parse::<IpAddr>().is_err()
-            && bare != "localhost"
-            && !bare.ends_with(".localhost")
-            && check_external_name(name).is_ok();
-        if needs_server {
+        if addresses_without_asking(name).is_none() && check_external_name(name).is_ok() {
             names.insert(name.to_owned());
         }
     }
