@@ -7,7 +7,8 @@
 //! ```text
 //!  (Service, port number | port name) ──resolve──▶ BackendKey { service, port name }
 //!  BackendKey + Store's EndpointSlices ──endpoints_for──▶ EndpointSet ──backend──▶ Backend
-//!  (the two together: resolve_backend, what Ingress and Gateway API references go through)
+//!  (the two together: `Compiler::resolve_backend`, what Ingress and Gateway API references
+//!   go through, with the compile's ExternalName rule)
 //!  changed Services ──refresh_endpoints──▶ Backend::set_endpoints (the fast path, no compile)
 //! ```
 
@@ -327,22 +328,6 @@ pub fn backend(
         .entry(key.clone())
         .or_insert_with(|| Arc::new(Backend::new(key.clone(), endpoints_for(store, key, policy))))
         .clone()
-}
-
-/// A backend reference resolved: Service `service`, port `number` or named `written` ─▶ the
-/// one [`Backend`] of that Service port in this configuration, with its endpoints. What every
-/// source's backend reference goes through (Ingress backends, the default backend; Gateway
-/// API `backendRefs` next).
-pub fn resolve_backend(
-    store: &Store,
-    service: &NamespacedName,
-    number: Option<i32>,
-    written: &str,
-    policy: NodeLocalEndpoints,
-    backends: &mut BTreeMap<BackendKey, Arc<Backend>>,
-) -> Result<Arc<Backend>, Problem> {
-    let key = resolve(store, service, number, written, ExternalNames::Follow)?;
-    Ok(backend(store, &key, policy, backends))
 }
 
 /// The endpoint fast path: re-reads the endpoints of every backend of these Services and
