@@ -61,6 +61,10 @@ pub struct Compiled {
     pub settings: Settings,
     /// `settings.hsts_header()`, made once here rather than per response.
     pub hsts_header: Option<String>,
+    /// `block-cidrs`, `block-user-agents`, `block-referers`: `None` without them.
+    pub blocklist: Option<Box<crate::edge::Blocklist>>,
+    /// `hide-headers`, `server-tokens`, `allow-backend-server-header`: every answer's.
+    pub response_filter: crate::edge::ResponseFilter,
     /// The access log's format and filters; `None`: `disable-access-log` or
     /// `disable-http-access-log`.
     pub access_log: Option<crate::access_log::AccessLog>,

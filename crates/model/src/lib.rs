@@ -48,6 +48,7 @@ pub mod client_cert;
 pub mod compiled;
 pub mod cors;
 pub mod custom_headers;
+pub mod edge;
 pub mod endpoints;
 pub mod frontend_tls;
 pub mod gateway_redirect;

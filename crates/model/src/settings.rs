@@ -270,6 +270,36 @@ pub struct Settings {
     /// checked as the annotations are.
     #[serde(skip_serializing_if = "ResponseRewriteDefaults::is_off")]
     pub response_rewrite: ResponseRewriteDefaults,
+    /// `server-tokens`: answers say `Server: sluice/<version>`; off (the default), they carry
+    /// no `Server` at all, the upstream's removed too (ingress-nginx's `more_clear_headers`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub server_tokens: bool,
+    /// `allow-backend-server-header`: with `server-tokens`, the upstream's `Server` is passed
+    /// on instead of replaced (nginx's `proxy_pass_header Server`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub allow_backend_server_header: bool,
+    /// `hide-headers`: header names (lower case) removed from every upstream answer.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hide_headers: Vec<String>,
+    /// `block-cidrs`: client addresses answered 403 on every host and path.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub block_cidrs: Vec<IpNet>,
+    /// `block-user-agents`: nginx `map` entries (`~regex`, `~*regex`, or the whole value
+    /// ignoring case) whose `User-Agent` is answered 403 everywhere.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub block_user_agents: Vec<String>,
+    /// `block-referers`: the same, for `Referer`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub block_referers: Vec<String>,
+    /// `no-tls-redirect-locations`: routes whose path as written starts with one of these
+    /// are never redirected to https (ingress-nginx's default keeps ACME HTTP-01 challenges
+    /// answerable over plain HTTP while a certificate is issued).
+    #[serde(skip_serializing_if = "is_default_no_auth_locations")]
+    pub no_tls_redirect_locations: Vec<String>,
+    /// `retry-non-idempotent`: every route's `proxy-next-upstream` also retries POST, LOCK
+    /// and PATCH after their bytes may have reached an endpoint (nginx's `non_idempotent`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub retry_non_idempotent: bool,
 }
 
 /// The ConfigMap's defaults of the upstream answers' rewrites, as written (`off`: none).
@@ -526,6 +556,14 @@ impl Default for Settings {
             mirror_max_in_flight: DEFAULT_MIRROR_MAX_IN_FLIGHT,
             auth_cache_max_entries: DEFAULT_AUTH_CACHE_MAX_ENTRIES,
             response_rewrite: ResponseRewriteDefaults::default(),
+            server_tokens: false,
+            allow_backend_server_header: false,
+            hide_headers: Vec::new(),
+            block_cidrs: Vec::new(),
+            block_user_agents: Vec::new(),
+            block_referers: Vec::new(),
+            no_tls_redirect_locations: vec![DEFAULT_NO_AUTH_LOCATION.to_owned()],
+            retry_non_idempotent: false,
         }
     }
 }

@@ -6,7 +6,8 @@
 //!
 //! ```text
 //!  Matched route ─▶ app-root? ─▶ 302 │ redirect? ─▶ its code │ plain HTTP to a TLS host (or
-//!  forced), not forwarded as https by a trusted balancer ─▶ ssl-redirect's code ─▶ response
+//!  forced), not forwarded as https by a trusted balancer, the route's path not under
+//!  no-tls-redirect-locations ─▶ ssl-redirect's code ─▶ response
 //! ```
 
 use bytes::Bytes;
@@ -58,6 +59,7 @@ pub(crate) fn redirect_phase(
         && (ssl.force || (ssl.enabled && matched.tls))
         && !conn.behind_tls_balancer()
         && !forwarded_https(conn, head, settings)
+        && !exempt_from_tls_redirect(&matched.route.site.path, settings)
     {
         // ingress-nginx's `$best_http_host`: a trusted load balancer's X-Forwarded-Host (its
         // first name) is the host the client asked for.
@@ -82,6 +84,16 @@ pub(crate) fn redirect_phase(
         ));
     }
     None
+}
+
+/// `no-tls-redirect-locations`: a route whose path as written starts with one of them stays
+/// on plain HTTP (ingress-nginx's `force_no_ssl_redirect`; by default the ACME HTTP-01
+/// challenges, which a CA fetches over plain HTTP before the host has its certificate).
+fn exempt_from_tls_redirect(written: &str, settings: &model::Settings) -> bool {
+    settings
+        .no_tls_redirect_locations
+        .iter()
+        .any(|location| written.starts_with(location.as_str()))
 }
 
 /// `from-to-www-redirect`, as ingress-nginx's redirect server answers: the other name, the

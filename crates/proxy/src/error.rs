@@ -45,6 +45,10 @@ pub(crate) enum ProxyError {
     MethodNotAllowed,
     #[error("the client address is not allowed on this route")]
     Forbidden,
+    /// The ConfigMap's `block-cidrs`, `block-user-agents` or `block-referers` name the
+    /// request (before any route is matched).
+    #[error("the ConfigMap's block lists name this client")]
+    Blocked,
     /// The auth server (`auth-url`) answered 401.
     #[error("the auth server refused the request (401)")]
     AuthRequired,
@@ -184,7 +188,7 @@ impl ProxyError {
             | ProxyError::ClientBody(_) => (StatusCode::BAD_REQUEST, Client),
             ProxyError::RewriteInvalid => (StatusCode::INTERNAL_SERVER_ERROR, Proxy),
             ProxyError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, Client),
-            ProxyError::Forbidden => (StatusCode::FORBIDDEN, Client),
+            ProxyError::Forbidden | ProxyError::Blocked => (StatusCode::FORBIDDEN, Client),
             ProxyError::AuthRequired => (StatusCode::UNAUTHORIZED, Client),
             ProxyError::AuthForbidden => (StatusCode::FORBIDDEN, Client),
             ProxyError::AuthFailed => (StatusCode::INTERNAL_SERVER_ERROR, Upstream),
@@ -244,7 +248,7 @@ impl ProxyError {
                 "500 Internal Server Error: the request body could not be buffered\n"
             }
             ProxyError::MethodNotAllowed => "405 Method Not Allowed\n",
-            ProxyError::Forbidden => "403 Forbidden\n",
+            ProxyError::Forbidden | ProxyError::Blocked => "403 Forbidden\n",
             // nginx's text for 401, which ingress-nginx's users see.
             ProxyError::AuthRequired => "401 Authorization Required\n",
             ProxyError::AuthForbidden => "403 Forbidden\n",
@@ -314,6 +318,7 @@ impl ProxyError {
             ProxyError::ClientBody(_) => (INTERNAL, "the request body failed"),
             ProxyError::BodyBuffer(_) => (INTERNAL, "the request body could not be buffered"),
             ProxyError::Forbidden => (7, "the client address is not allowed"),
+            ProxyError::Blocked => (7, "the client is blocked"),
             ProxyError::AuthRequired => (16, "authentication required"),
             ProxyError::AuthForbidden => (7, "the auth server refused the request"),
             ProxyError::AuthFailed => (13, "the auth server could not decide"),
@@ -467,6 +472,7 @@ mod tests {
             ),
             (ProxyError::MethodNotAllowed, 405, Client),
             (ProxyError::Forbidden, 403, Client),
+            (ProxyError::Blocked, 403, Client),
             (ProxyError::ClientCertMissing, 400, Client),
             (ProxyError::ClientCertInvalid, 400, Client),
             (ProxyError::ClientCertUnauthorized, 403, Client),

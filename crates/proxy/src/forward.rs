@@ -6,6 +6,7 @@
 //!
 //! ```text
 //!  request ─▶ current config? ─no─▶ 503
+//!   blocked    block-cidrs, block-user-agents, block-referers (model::edge) ─▶ 403
 //!   normalise  CONNECT, TRACE ─▶ 405 │ Host missing, repeated, invalid,      normalise.rs
 //!              ≠ :authority ─▶ 400 │ path decoded and normalised           (model::target)
 //!              (NUL, `%zz`, above `/` ─▶ 400); the client address, once    (ConnCtx::client_ip)
@@ -61,7 +62,8 @@
 //!              (streams on shared connections, trailers, grpc-timeout)     upstream_h2.rs
 //!   errors     custom-http-errors: a listed answer ─▶ the same pipeline     errors.rs
 //!              to the error backend (path /, X-Code, X-Original-URI, names)
-//!   response headers   proxy-redirect-*, proxy-cookie-* (the upstream's answers);  response_headers.rs
+//!   response headers   hide-headers (the upstream's answers), Server as       (model::edge)
+//!              server-tokens says; proxy-redirect-*, proxy-cookie-* (the upstream's answers);  response_headers.rs
 //!              the affinity Set-Cookie (a client pinned anew, never        affinity.rs
 //!              rewritten); the route's header edits, reframed; CORS headers
 //!              (granted requests, Sluice's own errors too, not error pages);  cors.rs
@@ -179,9 +181,16 @@ pub(crate) async fn respond(
     // The route's response header values with nginx variables, made from the request once
     // routed (before the proxy changes it for the upstream).
     let mut response_values: Box<[Option<HeaderValue>]> = Box::default();
+    // The ConfigMap's block lists, before anything else looks at the request (ingress-nginx
+    // checks them first in every server block).
+    let blocked = config
+        .and_then(|c| c.blocklist.as_deref())
+        .is_some_and(|list| list.blocks(client, &head.headers));
     // Gateway API's pre-routing filters of the request's listener (GEP-5224), before any
     // route is matched; boxed, so requests of listeners without them do not carry the future.
-    let stage = config.and_then(|c| Some((c, crate::pre_routing::stage(&conn, c, &head)?)));
+    let stage = config
+        .filter(|_| !blocked)
+        .and_then(|c| Some((c, crate::pre_routing::stage(&conn, c, &head)?)));
     let mut body = body;
     // The answer boxed: only a pointer is held across the awaits below.
     let filtered = match stage {
@@ -204,6 +213,7 @@ pub(crate) async fn respond(
     };
     let (result, route, hsts, upstream_answered) = match config {
         None => (Err(ProxyError::NotReady), None, false, false),
+        Some(_) if blocked => (Err(ProxyError::Blocked), None, false, false),
         Some(_) if filtered.is_some() => {
             let answer = filtered.expect("checked");
             (*answer, None, false, false)
@@ -333,6 +343,14 @@ pub(crate) async fn respond(
             response = Box::pin(error_page(&conn, config, request, &mut guard)).await;
             error_page_made = true;
         }
+    }
+    // hide-headers and Server (server-tokens): before the route's edits, which may set them
+    // again (nginx's proxy_hide_header drops only what the upstream sent).
+    if let Some(config) = config {
+        let from_upstream = upstream_answered || error_page_made;
+        config
+            .response_filter
+            .apply(response.headers_mut(), from_upstream);
     }
     // nginx's proxy_redirect / proxy_cookie_*: on what the upstream answered, before the
     // route's own edits (which nginx's add_header makes after the proxy module).

@@ -29,6 +29,9 @@ use crate::ingress::{self};
 use crate::store::Store;
 use crate::tls::certified_key_from_secret;
 
+/// What `Server` says with the ConfigMap's `server-tokens` (nginx: `nginx/<version>`).
+const SERVER_PRODUCT: &str = concat!("sluice/", env!("CARGO_PKG_VERSION"));
+
 /// Compiles the Store's current content.
 pub fn compile(store: &Store, options: &CompileOptions) -> Compiled {
     compile_with(store, options, None)
@@ -84,6 +87,19 @@ fn compile_with(
     };
     compiler.settings(options);
     compiler.out.hsts_header = compiler.out.settings.hsts_header();
+    let settings = &compiler.out.settings;
+    compiler.out.blocklist = model::edge::Blocklist::new(
+        &settings.block_cidrs,
+        &settings.block_user_agents,
+        &settings.block_referers,
+    )
+    .map(Box::new);
+    compiler.out.response_filter = model::edge::ResponseFilter::new(
+        &settings.hide_headers,
+        settings.server_tokens,
+        settings.allow_backend_server_header,
+        SERVER_PRODUCT,
+    );
     compiler.out.access_log = model::access_log::AccessLog::from_settings(&compiler.out.settings).0;
     compiler.out.stream_access_log =
         model::access_log::StreamLogFormat::from_settings(&compiler.out.settings).0;

@@ -39,7 +39,11 @@ const ACCESS_LIST_KEYS: &[&str] = &[
     "whitelist-source-range",
     "allowlist-source-range",
     "denylist-source-range",
+    "block-cidrs",
 ];
+
+/// `block-user-agents` and `block-referers`: their entries are checked one by one.
+const HEADER_BLOCK_KEYS: &[&str] = &["block-user-agents", "block-referers"];
 
 /// The global rate limit's keys (its annotations are refused the same way).
 const GLOBAL_RATE_LIMIT: &str =
@@ -681,6 +685,49 @@ pub const KEYS: &[Key] = &[
             .collect();
         Ok(())
     }),
+    read("server-tokens", |settings, value| {
+        settings.server_tokens = parse_bool(value)?;
+        Ok(())
+    }),
+    read("allow-backend-server-header", |settings, value| {
+        settings.allow_backend_server_header = parse_bool(value)?;
+        Ok(())
+    }),
+    read("hide-headers", |settings, value| {
+        settings.hide_headers = value
+            .split(',')
+            .map(str::trim)
+            .filter(|name| !name.is_empty())
+            .map(|name| parse_header_name(name).ok_or("comma-separated header names"))
+            .collect::<Result<_, _>>()?;
+        Ok(())
+    }),
+    read("block-cidrs", |settings, value| {
+        settings.block_cidrs =
+            parse_cidrs(value).map_err(|_| "comma-separated IP addresses or CIDR ranges")?;
+        Ok(())
+    }),
+    read("block-user-agents", |settings, value| {
+        settings.block_user_agents = header_patterns(value);
+        Ok(())
+    }),
+    read("block-referers", |settings, value| {
+        settings.block_referers = header_patterns(value);
+        Ok(())
+    }),
+    read("no-tls-redirect-locations", |settings, value| {
+        settings.no_tls_redirect_locations = value
+            .split(',')
+            .map(str::trim)
+            .filter(|location| !location.is_empty())
+            .map(str::to_owned)
+            .collect();
+        Ok(())
+    }),
+    read("retry-non-idempotent", |settings, value| {
+        settings.retry_non_idempotent = parse_bool(value)?;
+        Ok(())
+    }),
     alias("worker-connections", "max-worker-connections"),
     alias("keepalive", "upstream-keepalive-connections"),
     alias("keepalive-requests", "keep-alive-requests"),
@@ -795,6 +842,19 @@ pub fn from_config_map(
                 }
             }
         }
+        if HEADER_BLOCK_KEYS.contains(&key.as_str()) {
+            for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+                if let Err(why) = model::edge::HeaderPattern::parse(entry) {
+                    diagnostics.push(Diagnostic::new(
+                        source.clone(),
+                        format!(
+                            "data.{key}: entry left out: {why} (the other entries apply; \
+                             Rust's regex has no look-around or back-references)"
+                        ),
+                    ));
+                }
+            }
+        }
         let kept_codes;
         let value = if key == CUSTOM_HTTP_ERRORS {
             // As ingress-nginx: a code it cannot read is left out with a warning, the others
@@ -837,6 +897,10 @@ pub fn from_config_map(
             ));
         }
     }
+    // ingress-nginx appends `non_idempotent` to every location's `proxy_next_upstream`.
+    if settings.retry_non_idempotent {
+        settings.proxy_next_upstream.non_idempotent = true;
+    }
     let otel = &mut settings.opentelemetry;
     if !data.contains_key("otlp-collector-port") {
         otel.collector_port = otel.collector_protocol.default_port();
@@ -865,6 +929,17 @@ fn set(settings: &mut Settings, key: &str, value: &str) -> Result<(), &'static s
         Some(KeyKind::Accepted) => Ok(()),
         _ => Err("a key Sluice knows (see the README); this one is ignored"),
     }
+}
+
+/// `block-user-agents` / `block-referers`: nginx `map` entries, comma-separated; one that
+/// cannot be used is left out (with a diagnostic, made where the key is read).
+fn header_patterns(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty() && model::edge::HeaderPattern::parse(entry).is_ok())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// `proxy-real-ip-cidr`: its entries are checked one by one.

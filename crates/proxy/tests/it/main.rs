@@ -44,6 +44,7 @@ mod passthrough;
 mod proxy_protocol;
 mod rate_limits;
 mod routing;
+mod server_wide;
 mod slow_prefixes;
 mod tcp_services;
 mod tls;

@@ -61,7 +61,11 @@ impl Reader<'_> {
         }
         if let Some(value) = self.get("proxy-next-upstream") {
             match NextUpstream::parse(value) {
-                Ok(conditions) => upstream.next_upstream = conditions,
+                Ok(mut conditions) => {
+                    // ingress-nginx appends the ConfigMap's retry-non-idempotent to each.
+                    conditions.non_idempotent |= self.settings.retry_non_idempotent;
+                    upstream.next_upstream = conditions;
+                }
                 Err(why) => self.invalid("proxy-next-upstream", value, &why),
             }
         }
