@@ -474,6 +474,7 @@ pub fn review(store: &Store, options: &CompileOptions, request: &Value) -> Verdi
         metadata.namespace.clone().unwrap_or_default(),
         metadata.name.clone().unwrap_or_default(),
     );
+    let strict_paths = translate::ingress::strict_path_type_violations(ingress.spec.as_ref());
     let mut candidate = store.clone();
     candidate.apply(Object::from(ingress));
     let compiled = compile(&candidate, options);
@@ -484,6 +485,13 @@ pub fn review(store: &Store, options: &CompileOptions, request: &Value) -> Verdi
     }
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
+    // ingress-nginx's webhook: denied with strict-validate-path-type (its default), warned
+    // otherwise; Ingresses already stored are served either way.
+    if compiled.settings.strict_validate_path_type {
+        errors.extend(strict_paths);
+    } else {
+        warnings.extend(strict_paths);
+    }
     for diagnostic in compiled.diagnostics.iter().filter(|d| d.object == object) {
         match diagnostic.severity {
             // A Service or Secret that does not exist yet (`Missing`) is a warning: applying a

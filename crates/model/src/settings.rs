@@ -300,6 +300,62 @@ pub struct Settings {
     /// and PATCH after their bytes may have reached an endpoint (nginx's `non_idempotent`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub retry_non_idempotent: bool,
+    /// `annotations-risk-level`: an Ingress with an annotation ingress-nginx rates riskier than
+    /// this is refused (its routes answer 503, the webhook denies it). Default `High`, as
+    /// ingress-nginx ≥ 1.12: the snippets (`Critical`) are refused.
+    #[serde(skip_serializing_if = "AnnotationRisk::is_default")]
+    pub annotations_risk_level: AnnotationRisk,
+    /// `annotation-value-word-blocklist`: an Ingress with an annotation whose value holds one
+    /// of these is refused.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub annotation_value_word_blocklist: Vec<String>,
+    /// `strict-validate-path-type`: the admission webhook denies `Exact` and `Prefix` paths
+    /// with other characters than letters, digits, `.`, `_`, `-` and `/` (ingress-nginx's
+    /// webhook check; the paths already stored are served).
+    #[serde(skip_serializing_if = "is_true")]
+    pub strict_validate_path_type: bool,
+    /// `service-upstream`: every Ingress's default for the annotation of the same name.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub service_upstream: bool,
+    /// `proxy-protocol-header-timeout`: the PROXY protocol header must arrive within this (and
+    /// within `client-header-timeout`).
+    #[serde(
+        serialize_with = "as_text",
+        skip_serializing_if = "is_default_proxy_protocol_header_timeout"
+    )]
+    pub proxy_protocol_header_timeout: Duration,
+    /// `ignore-invalid-headers` (on by default, as nginx): request headers whose names hold
+    /// other characters than letters, digits and `-` (and `_` with
+    /// `enable-underscores-in-headers`) are dropped; off, every name is sent on.
+    #[serde(skip_serializing_if = "is_true")]
+    pub ignore_invalid_headers: bool,
+}
+
+/// ingress-nginx's rating of what an annotation can do to the controller and other tenants
+/// (its `annotations-risk.md`), in increasing order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum AnnotationRisk {
+    Low,
+    Medium,
+    #[default]
+    High,
+    Critical,
+}
+
+impl AnnotationRisk {
+    /// As ingress-nginx reads the key: case-insensitive, and anything else is `Low`.
+    pub fn parse(value: &str) -> AnnotationRisk {
+        match value.to_ascii_lowercase().as_str() {
+            "critical" => AnnotationRisk::Critical,
+            "high" => AnnotationRisk::High,
+            "medium" => AnnotationRisk::Medium,
+            _ => AnnotationRisk::Low,
+        }
+    }
+
+    fn is_default(&self) -> bool {
+        *self == AnnotationRisk::default()
+    }
 }
 
 /// The ConfigMap's defaults of the upstream answers' rewrites, as written (`off`: none).
@@ -564,6 +620,12 @@ impl Default for Settings {
             block_referers: Vec::new(),
             no_tls_redirect_locations: vec![DEFAULT_NO_AUTH_LOCATION.to_owned()],
             retry_non_idempotent: false,
+            annotations_risk_level: AnnotationRisk::High,
+            annotation_value_word_blocklist: Vec::new(),
+            strict_validate_path_type: true,
+            service_upstream: false,
+            proxy_protocol_header_timeout: PROXY_PROTOCOL_HEADER_TIMEOUT,
+            ignore_invalid_headers: true,
         }
     }
 }
@@ -682,6 +744,17 @@ const EVERY_IPV4_PEER: IpNet = IpNet::new_assert(IpAddr::V4(std::net::Ipv4Addr::
 
 /// ingress-nginx's `no-auth-locations` default: ACME HTTP-01 challenges.
 const DEFAULT_NO_AUTH_LOCATION: &str = "/.well-known/acme-challenge";
+
+fn is_true(value: &bool) -> bool {
+    *value
+}
+
+/// ingress-nginx's `proxy-protocol-header-timeout` default.
+const PROXY_PROTOCOL_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn is_default_proxy_protocol_header_timeout(timeout: &Duration) -> bool {
+    *timeout == PROXY_PROTOCOL_HEADER_TIMEOUT
+}
 
 fn is_default_no_auth_locations(locations: &[String]) -> bool {
     locations == [DEFAULT_NO_AUTH_LOCATION]

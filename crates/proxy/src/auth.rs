@@ -228,7 +228,7 @@ async fn check(
             pass_scheme,
             full_forwarded_for,
             request_id: &request_id,
-            underscores: settings.enable_underscores_in_headers,
+            names: crate::headers::HeaderNames::of(settings),
         };
         let cache_key = auth
             .cache
@@ -750,7 +750,7 @@ struct SubRequest<'a> {
     pass_scheme: &'static str,
     full_forwarded_for: bool,
     request_id: &'a HeaderValue,
-    underscores: bool,
+    names: headers::HeaderNames,
 }
 
 impl SubRequest<'_> {
@@ -795,7 +795,7 @@ impl SubRequest<'_> {
         sub.headers = head.headers.clone();
         // nginx's `proxy_pass_request_headers on`, without the body's framing
         // (`proxy_pass_request_body off`, `Content-Length: ""`).
-        headers::client_headers_only(&mut sub, self.underscores);
+        headers::client_headers_only(&mut sub, self.names);
         let h = &mut sub.headers;
         h.remove(header::CONTENT_LENGTH);
         h.remove(header::TRANSFER_ENCODING);

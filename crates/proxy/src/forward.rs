@@ -1033,9 +1033,9 @@ fn start_mirror(
         mirror::dropped(&upstreams.stats);
         return body;
     };
-    let underscores = settings.enable_underscores_in_headers;
+    let names = headers::HeaderNames::of(&settings);
     let copy = conn.with_key_inputs(head, forwarded_client, &route.site.host, |inputs| {
-        mirror::head(mirror, head, inputs, underscores)
+        mirror::head(mirror, head, inputs, names)
     });
     let Some(copy) = copy else {
         mirror::dropped(&upstreams.stats);

@@ -196,6 +196,9 @@ async fn proxy_header(
     settings: &Settings,
 ) -> bool {
     let peer = origin.peer;
+    // proxy-protocol-header-timeout, within the connection's client-header-timeout.
+    let own = origin.accepted + settings.proxy_protocol_header_timeout;
+    let deadline = Some(deadline.map_or(own, |d| d.min(own)));
     match before(deadline, proxy_protocol::read_header(stream)).await {
         Some(Ok(proxy_protocol::Header::Proxied {
             source,

@@ -134,7 +134,10 @@ pub fn request_head(data: &[u8]) -> bool {
             trust_incoming: true,
             full_forwarded_for: true,
             original_uri: true,
-            underscores: true,
+            names: headers::HeaderNames {
+                underscores: true,
+                ignore_invalid: true,
+            },
             ..headers::Forwarded::direct(&ip, &port, false)
         };
         let added = headers::prepare_request(&mut head, &forwarded, false);

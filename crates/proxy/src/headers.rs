@@ -105,10 +105,48 @@ pub(crate) struct Forwarded<'a> {
     pub(crate) original_uri: bool,
     /// `generate-request-id`.
     pub(crate) generate_request_id: bool,
-    /// `enable-underscores-in-headers`: forward header names with `_` (nginx drops them by
-    /// default: CGI, WSGI and PHP read `X_Forwarded_For` as `X-Forwarded-For`, so a client
-    /// could forge what the proxy set).
+    /// Which client header names are dropped.
+    pub(crate) names: HeaderNames,
+}
+
+/// Which client header names are dropped rather than sent on, as nginx's
+/// `ignore_invalid_headers` and `underscores_in_headers` decide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HeaderNames {
+    /// `enable-underscores-in-headers`: names with `_` are valid (nginx drops them by default:
+    /// CGI, WSGI and PHP read `X_Forwarded_For` as `X-Forwarded-For`, so a client could forge
+    /// what the proxy set).
     pub(crate) underscores: bool,
+    /// `ignore-invalid-headers` (on by default): names with other characters than letters,
+    /// digits and `-` (and `_` when valid) are dropped; off, every name goes on.
+    pub(crate) ignore_invalid: bool,
+}
+
+impl HeaderNames {
+    /// nginx's defaults.
+    pub(crate) const NGINX: HeaderNames = HeaderNames {
+        underscores: false,
+        ignore_invalid: true,
+    };
+
+    pub(crate) fn of(settings: &model::Settings) -> HeaderNames {
+        HeaderNames {
+            underscores: settings.enable_underscores_in_headers,
+            ignore_invalid: settings.ignore_invalid_headers,
+        }
+    }
+
+    /// Whether the client's header `name` is dropped. Names are lower case (the `http` crate
+    /// folds HTTP/1 names; HTTP/2 requires it).
+    pub(crate) fn drops(self, name: &HeaderName) -> bool {
+        self.ignore_invalid
+            && !name.as_str().bytes().all(|b| {
+                b.is_ascii_lowercase()
+                    || b.is_ascii_digit()
+                    || b == b'-'
+                    || (b == b'_' && self.underscores)
+            })
+    }
 }
 
 impl<'a> Forwarded<'a> {
@@ -124,7 +162,7 @@ impl<'a> Forwarded<'a> {
             custom_forwarded_for: None,
             original_uri: false,
             generate_request_id: true,
-            underscores: false,
+            names: HeaderNames::NGINX,
         }
     }
 }
@@ -178,7 +216,7 @@ impl Present {
     const FORWARDED_PORT: u32 = 1 << 5;
     const REAL_IP: u32 = 1 << 6;
     const REQUEST_ID: u32 = 1 << 7;
-    const UNDERSCORE: u32 = 1 << 8;
+    const DROPPED_NAME: u32 = 1 << 8;
     const FORWARDED_SCHEME: u32 = 1 << 9;
     const SCHEME: u32 = 1 << 10;
     const ORIGINAL_URI: u32 = 1 << 11;
@@ -192,13 +230,13 @@ impl Present {
     /// One of `FORWARDED_CLAIMS`.
     const FORWARDED_CLAIM: u32 = 1 << 17;
 
-    /// `underscores`: names with `_` are allowed (not flagged). `custom`: the
-    /// `forwarded-for-header` if it is another header than `X-Forwarded-For`.
-    fn scan(headers: &HeaderMap, underscores: bool, custom: Option<&str>) -> Present {
+    /// `names`: which names are flagged as dropped. `custom`: the `forwarded-for-header` if
+    /// it is another header than `X-Forwarded-For`.
+    fn scan(headers: &HeaderMap, names: HeaderNames, custom: Option<&str>) -> Present {
         let mut present = 0;
         for name in headers.keys() {
-            if !underscores && name.as_str().as_bytes().contains(&b'_') {
-                present |= Present::UNDERSCORE;
+            if names.drops(name) {
+                present |= Present::DROPPED_NAME;
             }
             if custom.is_some_and(|custom| custom == name.as_str()) {
                 present |= Present::CUSTOM_FORWARDED_FOR;
@@ -235,12 +273,10 @@ impl Present {
 }
 
 /// The client's headers as a copy of the request carries them (a mirror): what is about the
-/// client's connection out (hop-by-hop, `Expect`), names with `_` out unless allowed (nginx
-/// never read them), HTTP/2 cookies joined; nothing the proxy adds (no `X-Forwarded-*`).
-pub(crate) fn client_headers_only(parts: &mut Parts, underscores: bool) {
-    if !underscores {
-        drop_underscored(&mut parts.headers);
-    }
+/// client's connection out (hop-by-hop, `Expect`), names `names` drops out (nginx never read
+/// them), HTTP/2 cookies joined; nothing the proxy adds (no `X-Forwarded-*`).
+pub(crate) fn client_headers_only(parts: &mut Parts, names: HeaderNames) {
+    drop_names(&mut parts.headers, names);
     strip_hop_by_hop(&mut parts.headers, false);
     parts.headers.remove(header::EXPECT);
     if parts.version == Version::HTTP_2 {
@@ -256,14 +292,18 @@ pub(crate) fn prepare_request<'a>(
     upgrade: bool,
 ) -> Added<'a> {
     let custom = forwarded.custom_forwarded_for;
-    let mut present = Present::scan(&parts.headers, forwarded.underscores, custom);
-    if present.has(Present::UNDERSCORE) {
-        drop_underscored(&mut parts.headers);
+    let mut present = Present::scan(&parts.headers, forwarded.names, custom);
+    if present.has(Present::DROPPED_NAME) {
+        drop_names(&mut parts.headers, forwarded.names);
     }
     if present.has(Present::HOP_BY_HOP) {
         strip_hop_by_hop(&mut parts.headers, upgrade);
         // `Connection` may have named any of the others.
-        present = Present::scan(&parts.headers, true, custom);
+        let keep_all = HeaderNames {
+            ignore_invalid: false,
+            ..forwarded.names
+        };
+        present = Present::scan(&parts.headers, keep_all, custom);
     }
     if present.has(Present::EXPECT) {
         // Expectations are between the client and us; hyper answers `100-continue` itself.
@@ -625,13 +665,13 @@ pub(crate) fn remove_named_by_connection(headers: &mut HeaderMap, connection: &[
 }
 
 /// Removes every header whose name has an underscore (rare: the allocation is fine).
-fn drop_underscored(headers: &mut HeaderMap) {
-    let names: Vec<HeaderName> = headers
+fn drop_names(headers: &mut HeaderMap, names: HeaderNames) {
+    let dropped: Vec<HeaderName> = headers
         .keys()
-        .filter(|name| name.as_str().contains('_'))
+        .filter(|name| names.drops(name))
         .cloned()
         .collect();
-    for name in names {
+    for name in dropped {
         headers.remove(name);
     }
 }

@@ -58,7 +58,7 @@ pub(crate) fn head(
     mirror: &Mirror,
     head: &Parts,
     inputs: &KeyInputs<'_>,
-    underscores: bool,
+    names: headers::HeaderNames,
 ) -> Option<Parts> {
     let target = match &mirror.uri {
         MirrorUri::Fixed(path) => match head.uri.query() {
@@ -84,7 +84,7 @@ pub(crate) fn head(
     copy.version = head.version;
     copy.uri = uri;
     copy.headers = head.headers.clone();
-    headers::client_headers_only(&mut copy, underscores);
+    headers::client_headers_only(&mut copy, names);
     copy.headers.insert(header::HOST, mirror.host.clone());
     Some(copy)
 }
@@ -272,7 +272,7 @@ mod tests {
             .insert(OriginalTarget("/a/b?x=1".parse().unwrap()));
         client.uri = "/b?x=1".parse().unwrap();
         let m = mirror("http://10.0.0.9$request_uri", "copy.example");
-        let copy = head(&m, &client, &inputs(), false).unwrap();
+        let copy = head(&m, &client, &inputs(), headers::HeaderNames::NGINX).unwrap();
         assert_eq!(copy.method, http::Method::POST);
         assert_eq!(copy.uri, "/a/b?x=1");
         let h = &copy.headers;
@@ -285,17 +285,19 @@ mod tests {
         // Without variables: the fixed path with the query after the rewrite.
         let m = mirror("http://10.0.0.9/shadow", "copy.example");
         assert_eq!(
-            head(&m, &client, &inputs(), false).unwrap().uri,
+            head(&m, &client, &inputs(), headers::HeaderNames::NGINX)
+                .unwrap()
+                .uri,
             "/shadow?x=1"
         );
 
         // Other variables, as upstream-hash-by reads them.
         let m = mirror("http://10.0.0.9/$host/$remote_addr?$args", "copy.example");
-        let copy = head(&m, &client, &inputs(), false).unwrap();
+        let copy = head(&m, &client, &inputs(), headers::HeaderNames::NGINX).unwrap();
         assert_eq!(copy.uri, "/shop.example/192.0.2.7?x=1");
 
         // An expansion that is no target drops the copy.
         let m = mirror("http://10.0.0.9$http_x_user", "copy.example");
-        assert!(head(&m, &client, &inputs(), false).is_none());
+        assert!(head(&m, &client, &inputs(), headers::HeaderNames::NGINX).is_none());
     }
 }

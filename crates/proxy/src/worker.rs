@@ -764,7 +764,7 @@ impl ConnCtx {
                 .then_some(custom),
             original_uri: settings.proxy_add_original_uri_header,
             generate_request_id: settings.generate_request_id,
-            underscores: settings.enable_underscores_in_headers,
+            names: crate::headers::HeaderNames::of(settings),
         }
     }
 }

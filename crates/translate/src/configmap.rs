@@ -34,6 +34,16 @@ pub fn parse_cidrs(text: &str) -> Result<Vec<IpNet>, String> {
 const ACCESS_LOG_GOES: &str = "Sluice writes access log lines (HTTP, TCP and UDP) to standard \
      output, or to the file the --access-log-path flag names";
 
+/// Why the `jaeger-*` keys are not read.
+const NO_JAEGER: &str = "ingress-nginx removed OpenTracing and Jaeger in 1.10; Sluice traces \
+     with OpenTelemetry (enable-opentelemetry, otlp-collector-host), which Jaeger receives";
+/// Why the syslog keys are not read.
+const NO_SYSLOG: &str = "Sluice writes access log lines to standard output or the file \
+     --access-log-path names, where a log shipper takes them";
+/// Why the GeoIP keys are not read.
+const NO_GEOIP: &str = "Sluice reads no GeoIP database, so the $geoip_* and $geoip2_* \
+     variables do not exist";
+
 /// The ConfigMap's access lists: one that cannot be read refuses every route.
 const ACCESS_LIST_KEYS: &[&str] = &[
     "whitelist-source-range",
@@ -440,12 +450,7 @@ pub const KEYS: &[Key] = &[
         Ok(())
     }),
     read("skip-access-log-urls", |settings, value| {
-        settings.skip_access_log_urls = value
-            .split(',')
-            .map(str::trim)
-            .filter(|url| !url.is_empty())
-            .map(str::to_owned)
-            .collect();
+        settings.skip_access_log_urls = comma_list(value);
         Ok(())
     }),
     read("enable-opentelemetry", |settings, value| {
@@ -631,12 +636,7 @@ pub const KEYS: &[Key] = &[
     read("global-allowed-response-headers", |settings, value| {
         // ingress-nginx drops a name its header check refuses (with a warning) and keeps the
         // others; here the whole key is refused with a diagnostic instead of a log line.
-        let names: Vec<String> = value
-            .split(',')
-            .map(str::trim)
-            .filter(|name| !name.is_empty())
-            .map(str::to_owned)
-            .collect();
+        let names = comma_list(value);
         if !names.iter().all(|n| model::custom_headers::valid_name(n)) {
             return Err("comma-separated header names (letters, digits, - and _)");
         }
@@ -677,12 +677,7 @@ pub const KEYS: &[Key] = &[
         global_auth(s, "auth-always-set-cookie", v)
     }),
     read("no-auth-locations", |settings, value| {
-        settings.no_auth_locations = value
-            .split(',')
-            .map(str::trim)
-            .filter(|location| !location.is_empty())
-            .map(str::to_owned)
-            .collect();
+        settings.no_auth_locations = comma_list(value);
         Ok(())
     }),
     read("server-tokens", |settings, value| {
@@ -694,10 +689,8 @@ pub const KEYS: &[Key] = &[
         Ok(())
     }),
     read("hide-headers", |settings, value| {
-        settings.hide_headers = value
-            .split(',')
-            .map(str::trim)
-            .filter(|name| !name.is_empty())
+        settings.hide_headers = comma_list(value)
+            .iter()
             .map(|name| parse_header_name(name).ok_or("comma-separated header names"))
             .collect::<Result<_, _>>()?;
         Ok(())
@@ -716,16 +709,37 @@ pub const KEYS: &[Key] = &[
         Ok(())
     }),
     read("no-tls-redirect-locations", |settings, value| {
-        settings.no_tls_redirect_locations = value
-            .split(',')
-            .map(str::trim)
-            .filter(|location| !location.is_empty())
-            .map(str::to_owned)
-            .collect();
+        settings.no_tls_redirect_locations = comma_list(value);
         Ok(())
     }),
     read("retry-non-idempotent", |settings, value| {
         settings.retry_non_idempotent = parse_bool(value)?;
+        Ok(())
+    }),
+    read("annotations-risk-level", |settings, value| {
+        settings.annotations_risk_level = model::settings::AnnotationRisk::parse(value);
+        Ok(())
+    }),
+    read("annotation-value-word-blocklist", |settings, value| {
+        settings.annotation_value_word_blocklist = comma_list(value);
+        Ok(())
+    }),
+    read("strict-validate-path-type", |settings, value| {
+        settings.strict_validate_path_type = parse_bool(value)?;
+        Ok(())
+    }),
+    read("service-upstream", |settings, value| {
+        settings.service_upstream = parse_bool(value)?;
+        Ok(())
+    }),
+    read("ignore-invalid-headers", |settings, value| {
+        settings.ignore_invalid_headers = parse_bool(value)?;
+        Ok(())
+    }),
+    read("proxy-protocol-header-timeout", |settings, value| {
+        settings.proxy_protocol_header_timeout = parse_duration(value)
+            .filter(|d| !d.is_zero())
+            .ok_or(DURATION)?;
         Ok(())
     }),
     alias("worker-connections", "max-worker-connections"),
@@ -734,6 +748,33 @@ pub const KEYS: &[Key] = &[
     alias("worker-rlimit-nofile", "max-worker-open-files"),
     // `opentelemetry-config` is the path of the nginx module's own configuration file, which
     // ingress-nginx writes from the keys Sluice reads directly.
+    accepted("reuse-port"),
+    accepted("enable-multi-accept"),
+    accepted("enable-aio-write"),
+    accepted("enable-serial-reloads"),
+    accepted("lua-shared-dicts"),
+    accepted("map-hash-bucket-size"),
+    accepted("proxy-headers-hash-bucket-size"),
+    accepted("proxy-headers-hash-max-size"),
+    accepted("server-name-hash-bucket-size"),
+    accepted("server-name-hash-max-size"),
+    accepted("variables-hash-bucket-size"),
+    accepted("variables-hash-max-size"),
+    accepted("proxy-buffering"),
+    accepted("proxy-buffer-size"),
+    accepted("proxy-buffers-number"),
+    accepted("proxy-busy-buffers-size"),
+    accepted("client-header-buffer-size"),
+    accepted("grpc-buffer-size-kb"),
+    accepted("http2-max-field-size"),
+    accepted("http2-max-header-size"),
+    accepted("http2-max-requests"),
+    accepted("forwarded-for-proxy-protocol-header"),
+    accepted("proxy-ssl-location-only"),
+    accepted("nginx-status-ipv4-whitelist"),
+    accepted("nginx-status-ipv6-whitelist"),
+    accepted("default-type"),
+    accepted("relative-redirects"),
     accepted("worker-cpu-affinity"),
     accepted("http2"),
     accepted("opentelemetry-config"),
@@ -765,6 +806,48 @@ pub const KEYS: &[Key] = &[
     unsupported(
         "access-log-params",
         "nginx's access_log buffering parameters; Sluice's log writer batches lines itself",
+    ),
+    unsupported("jaeger-collector-host", NO_JAEGER),
+    unsupported("jaeger-collector-port", NO_JAEGER),
+    unsupported("jaeger-endpoint", NO_JAEGER),
+    unsupported("jaeger-service-name", NO_JAEGER),
+    unsupported("jaeger-propagation-format", NO_JAEGER),
+    unsupported("jaeger-sampler-type", NO_JAEGER),
+    unsupported("jaeger-sampler-param", NO_JAEGER),
+    unsupported("jaeger-sampler-host", NO_JAEGER),
+    unsupported("jaeger-sampler-port", NO_JAEGER),
+    unsupported("jaeger-trace-context-header-name", NO_JAEGER),
+    unsupported("jaeger-debug-header", NO_JAEGER),
+    unsupported("jaeger-baggage-header", NO_JAEGER),
+    unsupported("jaeger-trace-baggage-header-prefix", NO_JAEGER),
+    unsupported("enable-syslog", NO_SYSLOG),
+    unsupported("syslog-host", NO_SYSLOG),
+    unsupported("syslog-port", NO_SYSLOG),
+    unsupported("use-geoip", NO_GEOIP),
+    unsupported("use-geoip2", NO_GEOIP),
+    unsupported("geoip2-autoreload-in-minutes", NO_GEOIP),
+    unsupported(
+        "enable-modsecurity",
+        "Sluice has no web application firewall; without modsecurity-snippet, \
+         ingress-nginx runs ModSecurity in DetectionOnly mode (it logs, blocks nothing)",
+    ),
+    unsupported(
+        "enable-owasp-modsecurity-crs",
+        "Sluice has no web application firewall to load the OWASP Core Rule Set into",
+    ),
+    unsupported(
+        "bind-address",
+        "Sluice binds the addresses its flags name (--http-listen, --https-listen), at \
+         start; bind those to the addresses instead",
+    ),
+    unsupported(
+        "disable-ipv6",
+        "Sluice listens where its flags say (--http-listen, --https-listen); give them an \
+         IPv4 address to listen on IPv4 only",
+    ),
+    unsupported(
+        "debug-connections",
+        "Sluice's debug log (--v=5 or SLUICE_LOG=debug) covers every connection",
     ),
     snippet("main-snippet"),
     snippet("http-snippet"),
@@ -934,10 +1017,17 @@ fn set(settings: &mut Settings, key: &str, value: &str) -> Result<(), &'static s
 /// `block-user-agents` / `block-referers`: nginx `map` entries, comma-separated; one that
 /// cannot be used is left out (with a diagnostic, made where the key is read).
 fn header_patterns(value: &str) -> Vec<String> {
+    let mut entries = comma_list(value);
+    entries.retain(|entry| model::edge::HeaderPattern::parse(entry).is_ok());
+    entries
+}
+
+/// A comma-separated list: its entries trimmed, empty ones left out.
+fn comma_list(value: &str) -> Vec<String> {
     value
         .split(',')
         .map(str::trim)
-        .filter(|entry| !entry.is_empty() && model::edge::HeaderPattern::parse(entry).is_ok())
+        .filter(|entry| !entry.is_empty())
         .map(str::to_owned)
         .collect()
 }

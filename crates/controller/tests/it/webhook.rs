@@ -111,6 +111,55 @@ fn a_path_an_older_ingress_routes_is_refused_on_the_new_one() {
 }
 
 #[test]
+fn regex_characters_in_a_prefix_path_are_refused_as_ingress_nginx_refuses_them() {
+    // strict-validate-path-type, on by default: `Prefix` and `Exact` paths are plain text.
+    let verdict = decide(
+        "CREATE",
+        ingress("second", "/api/(v1|v2)", "web", json!({})),
+    );
+    assert!(!verdict.allowed, "{verdict:?}");
+    assert!(
+        verdict
+            .message
+            .contains("path /api/(v1|v2) cannot be used with pathType Exact or Prefix"),
+        "{}",
+        verdict.message
+    );
+    assert!(
+        decide(
+            "CREATE",
+            ingress("second", "/api/v1.2_x-y", "web", json!({}))
+        )
+        .allowed
+    );
+    // ImplementationSpecific is where regular expressions go.
+    let mut regex = ingress("second", "/api/(v1|v2)", "web", json!({}));
+    regex["spec"]["rules"][0]["http"]["paths"][0]["pathType"] = json!("ImplementationSpecific");
+    assert!(decide("CREATE", regex).allowed);
+    // Off: a warning only.
+    let mut store = store();
+    let config_map =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: sluice, namespace: sluice}\n\
+                      data: {strict-validate-path-type: \"false\"}\n";
+    store.replace_all(
+        parse_documents("existing.yaml", &format!("{EXISTING}---\n{config_map}"))
+            .unwrap()
+            .objects,
+    );
+    let options = CompileOptions::default();
+    let object = ingress("second", "/api/(v1|v2)", "web", json!({}));
+    let verdict = review(&store, &options, &request("CREATE", object));
+    assert!(verdict.allowed, "{verdict:?}");
+    assert!(
+        verdict
+            .warnings
+            .iter()
+            .any(|w| w.contains("path /api/(v1|v2)")),
+        "{verdict:?}"
+    );
+}
+
+#[test]
 fn an_invalid_annotation_is_refused_and_an_unsupported_one_is_a_warning() {
     let verdict = decide(
         "CREATE",

@@ -628,7 +628,10 @@ async fn snippet_header_values_with_nginx_variables_are_made_per_request() {
     let mut h = Harness::start();
     let mut objects = web(&[&backend]);
     objects.extend([
-        settings(&[("allow-snippet-annotations", "true")]),
+        settings(&[
+            ("allow-snippet-annotations", "true"),
+            ("annotations-risk-level", "Critical"),
+        ]),
         site(
             "vars",
             "vars.example.com",
@@ -693,7 +696,10 @@ async fn snippets_translate_headers_and_refuse_the_rest() {
     let mut h = Harness::start();
     let mut objects = web(&[&backend]);
     objects.extend([
-        settings(&[("allow-snippet-annotations", "true")]),
+        settings(&[
+            ("allow-snippet-annotations", "true"),
+            ("annotations-risk-level", "Critical"),
+        ]),
         site(
             "headers",
             "headers.example.com",
@@ -738,9 +744,10 @@ async fn snippets_translate_headers_and_refuse_the_rest() {
         StatusCode::SERVICE_UNAVAILABLE
     );
 
-    // Snippets off (the default): the snippets are dropped and the Ingresses served without
-    // them, as ingress-nginx's controller does (its webhook, like Sluice's, refuses them).
-    objects[2] = settings(&[]);
+    // Snippets off with the risk level that allows them: the snippets are dropped and the
+    // Ingresses served without them, as ingress-nginx's controller does (its webhook, like
+    // Sluice's, refuses them).
+    objects[2] = settings(&[("annotations-risk-level", "Critical")]);
     h.apply_allowing_diagnostics(&objects);
     let reply = get(http, "headers.example.com", "/echo").await;
     assert_eq!(reply.status, StatusCode::OK);
@@ -751,6 +758,18 @@ async fn snippets_translate_headers_and_refuse_the_rest() {
         get(http, "refused.example.com", "/echo").await.status,
         StatusCode::OK
     );
+
+    // The default risk level (High): ingress-nginx >= 1.12 serves no Ingress with a snippet
+    // (rated Critical); here their routes answer 503.
+    objects[2] = settings(&[("allow-snippet-annotations", "true")]);
+    let compiled = h.apply_allowing_diagnostics(&objects);
+    assert!(compiled.diagnostics.iter().any(|d| d.reason.contains(
+        "ingress-nginx rates it Critical, above the ConfigMap's annotations-risk-level (High)"
+    )));
+    for host in ["headers.example.com", "refused.example.com"] {
+        let status = get(http, host, "/echo").await.status;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{host}");
+    }
 }
 
 #[tokio::test]

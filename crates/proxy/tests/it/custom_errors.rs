@@ -108,6 +108,7 @@ async fn listed_answers_go_to_the_error_backend_with_ingress_nginx_s_headers() {
     let mut objects = vec![settings(&[
         ("custom-http-errors", "404, 503"),
         ("allow-snippet-annotations", "true"),
+        ("annotations-risk-level", "Critical"),
     ])];
     objects.extend(service_at("web", Some(addr_of(&web))));
     objects.extend(service_at("errors", Some(global)));

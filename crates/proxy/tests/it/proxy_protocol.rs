@@ -199,6 +199,29 @@ async fn connections_without_a_valid_header_are_closed_unanswered() {
     assert_metric(&h, "sluice_proxy_protocol_refused_total 4").await;
 }
 
+/// `proxy-protocol-header-timeout` bounds the wait for the header on its own, well inside a
+/// long client-header-timeout (ingress-nginx's 5 s default against 60 s).
+#[tokio::test]
+async fn the_proxy_protocol_header_has_its_own_timeout() {
+    let Site { h, _echo, .. } = site(&[
+        ("use-proxy-protocol", "true"),
+        ("client-header-timeout", "60"),
+        ("proxy-protocol-header-timeout", "1s"),
+    ])
+    .await;
+    let started = Instant::now();
+    let mut silent = TcpStream::connect(h.http()).await.unwrap();
+    silent.write_all(b"PROXY TCP4 203.0").await.unwrap();
+    let mut buf = [0u8; 16];
+    // `bounded` gives up long before the 60 s client-header-timeout would close it.
+    let read = bounded(silent.read(&mut buf)).await;
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    assert!(started.elapsed() >= Duration::from_millis(900));
+    // A prompt header is not affected.
+    let stream = behind(h.http(), &v1_header("203.0.113.9", 5)).await;
+    drop(stream);
+}
+
 /// Issue 24: one client-header-timeout covers the PROXY header and everything after it up to
 /// the first request (the TLS handshake, the request head), not one timeout each. The client
 /// sends its header a byte every 0.9 s (under half the 2 s timeout), completing it at 1.8 s,

@@ -300,3 +300,33 @@ async fn retry_non_idempotent_sends_a_failed_post_to_the_next_endpoint() {
         assert_eq!(post(&h).await.status, StatusCode::OK);
     }
 }
+
+#[tokio::test]
+async fn header_names_nginx_calls_invalid_are_dropped_unless_allowed() {
+    let echo = start_backend("echo").await;
+    let mut h = Harness::start();
+    let mut objects = vec![
+        service("echo", &[("http", 80)]),
+        site("names.example.com", "echo"),
+    ];
+    objects.extend(slices("echo", &[addr_of(&echo)]));
+    h.apply(&objects);
+    let names = [("x-plain", "1"), ("x.dotted", "2"), ("x_under", "3")];
+    let seen = |reply: Reply| {
+        let echo = reply.json();
+        ["x-plain", "x.dotted", "x_under"].map(|n| echo["headers"].get(n).is_some())
+    };
+    let host = "names.example.com";
+    let reply = send(h.http(), Method::GET, host, "/echo", &names).await;
+    assert_eq!(seen(reply), [true, false, false], "nginx's defaults");
+
+    objects.push(settings(&[("enable-underscores-in-headers", "true")]));
+    h.apply(&objects);
+    let reply = send(h.http(), Method::GET, host, "/echo", &names).await;
+    assert_eq!(seen(reply), [true, false, true]);
+
+    objects.push(settings(&[("ignore-invalid-headers", "false")]));
+    h.apply(&objects);
+    let reply = send(h.http(), Method::GET, host, "/echo", &names).await;
+    assert_eq!(seen(reply), [true, true, true], "every name goes on");
+}

@@ -1193,7 +1193,7 @@ fn redirect_regex_order_limit_and_snippet_annotations_in_kubernetes_mode() {
     cluster.create(&serde_json::json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "sluice", "namespace": ns},
-        "data": {"allow-snippet-annotations": "true"},
+        "data": {"allow-snippet-annotations": "true", "annotations-risk-level": "Critical"},
     }));
     cluster.create_app(ns, "a", "regex.test", 8080, &ips(&[&a]));
     cluster.create_app(ns, "b", "b.test", 8080, &ips(&[&b]));

@@ -192,6 +192,37 @@ fn path_as_written<'p>(
     }
 }
 
+/// ingress-nginx's `strict-validate-path-type` check, which its admission webhook runs: an
+/// `Exact` or `Prefix` path (or one without a type) holding other characters than letters,
+/// digits, `.`, `_`, `-` and `/` (regex characters belong to `ImplementationSpecific`). One
+/// message per such path; the webhook denies them when the key is on and warns otherwise.
+pub fn strict_path_type_violations(
+    spec: Option<&k8s_openapi::api::networking::v1::IngressSpec>,
+) -> Vec<String> {
+    let paths = spec
+        .into_iter()
+        .flat_map(|s| s.rules.iter().flatten())
+        .flat_map(|rule| rule.http.iter().flat_map(|http| &http.paths));
+    let plain = |path: &str| {
+        path.starts_with('/')
+            && path
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-/".contains(&b))
+    };
+    paths
+        .filter(|p| p.path_type != "ImplementationSpecific")
+        .filter_map(|p| p.path.as_deref())
+        .filter(|path| !path.is_empty() && !plain(path))
+        .map(|path| {
+            format!(
+                "path {path} cannot be used with pathType Exact or Prefix: only letters, digits, \
+                 '.', '_', '-' and '/' (ingress-nginx's strict-validate-path-type); use \
+                 ImplementationSpecific for regular expressions"
+            )
+        })
+        .collect()
+}
+
 /// The Ingresses in the Store this controller does not serve, each with the class it names
 /// (`spec.ingressClassName`, else the legacy annotation; `None`: no class), by name.
 pub fn not_ours<'s>(

@@ -84,6 +84,13 @@ pub(super) fn convert_ingress(ctx: &Context, source: &Source) -> (Vec<Value>, Ve
         key: &source.key,
     };
     let hosts = hosts_of(source);
+    if let Some((why, _)) = source.screened(ctx.settings) {
+        out.gap(
+            "the whole Ingress",
+            format!("{why}: refused by Sluice, and not served by ingress-nginx; not converted"),
+        );
+        return (out.objects, out.gaps);
+    }
     for name in source.annotation_names() {
         if CONVERTED.contains(&name) {
             continue;

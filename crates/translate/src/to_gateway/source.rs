@@ -80,6 +80,23 @@ impl<'a> Source<'a> {
     }
 
     /// Every ingress-nginx annotation this Ingress carries, by name without the prefix.
+    /// The ConfigMap's screens of a whole Ingress (`annotations-risk-level`,
+    /// `annotation-value-word-blocklist`): `Some` when it is refused.
+    pub(super) fn screened(&self, settings: &Settings) -> Option<(String, &'static str)> {
+        let annotations = self
+            .annotations
+            .into_iter()
+            .flatten()
+            .filter_map(|(key, value)| {
+                let (prefix, name) = match key.strip_prefix(SLUICE_PREFIX) {
+                    Some(name) => (SLUICE_PREFIX, name),
+                    None => (NGINX_PREFIX, key.strip_prefix(NGINX_PREFIX)?),
+                };
+                Some((prefix, name, value.trim()))
+            });
+        crate::ingress::annotations::screen(annotations, settings)
+    }
+
     pub(super) fn annotation_names(&self) -> impl Iterator<Item = &'a str> {
         self.annotations
             .into_iter()

@@ -42,7 +42,7 @@ pub use parsed::{
     AuthSpec, BackendProtocol, BasicSpec, Canary, ClientCertSpec, IngressAnnotations,
     MirrorAnnotations, ProxySsl,
 };
-pub(crate) use reader::go_bool;
 pub use reader::parse;
+pub(crate) use reader::{go_bool, screen};
 pub use registry::{entry, Annotation, Parser, Support, NGINX_PREFIX, REGISTRY, SLUICE_PREFIX};
 pub use snippet::translate_snippet;

@@ -66,6 +66,40 @@ pub fn parse(
     reader.read()
 }
 
+/// The ConfigMap's screens of a whole Ingress, as ingress-nginx runs them before it reads any
+/// annotation: `annotation-value-word-blocklist` (a value holding a listed word) and
+/// `annotations-risk-level` (an annotation rated above it). `annotations`: (prefix, name
+/// without it, value). `Some((why, what to do))`: the Ingress is refused.
+pub(crate) fn screen<'v>(
+    annotations: impl IntoIterator<Item = (&'static str, &'v str, &'v str)>,
+    settings: &Settings,
+) -> Option<(String, &'static str)> {
+    let words = &settings.annotation_value_word_blocklist;
+    let level = settings.annotations_risk_level;
+    for (prefix, name, value) in annotations {
+        if let Some(word) = words.iter().find(|w| value.contains(w.as_str())) {
+            return Some((
+                format!(
+                    "annotation {prefix}{name}: its value holds {word:?}, a word the \
+                     ConfigMap's annotation-value-word-blocklist lists"
+                ),
+                "remove it from the value or from the list",
+            ));
+        }
+        let risk = super::registry::risk(name);
+        if risk > level {
+            return Some((
+                format!(
+                    "annotation {prefix}{name}: ingress-nginx rates it {risk:?}, above the \
+                     ConfigMap's annotations-risk-level ({level:?})"
+                ),
+                "remove it, or raise annotations-risk-level",
+            ));
+        }
+    }
+    None
+}
+
 /// Go's `strconv.ParseBool`, which ingress-nginx reads its boolean annotations with.
 pub(crate) fn go_bool(value: &str) -> Option<bool> {
     match value {
@@ -216,6 +250,7 @@ impl<'a> Reader<'a> {
 
     /// Runs the registry's parsers, in [`Parser`] order.
     pub(super) fn read(mut self) -> IngressAnnotations {
+        let refused = self.screen();
         let mut out = IngressAnnotations {
             policy: RoutePolicy::from_settings(self.settings),
             use_regex: false,
@@ -241,11 +276,34 @@ impl<'a> Reader<'a> {
             client_cert: None,
             canary_behavior: Default::default(),
         };
+        if let Some(why) = refused {
+            // ingress-nginx does not serve the Ingress at all; here its routes answer 503
+            // and nothing else of it is read (no alias, redirect or passthrough).
+            out.policy.denied = Some(why);
+            return out;
+        }
         let parsers: BTreeSet<Parser> = REGISTRY.iter().filter_map(|a| a.parser).collect();
         for parser in parsers {
             self.run(parser, &mut out);
         }
         out
+    }
+
+    /// The ConfigMap's screens of this Ingress ([`screen`]), diagnosed.
+    fn screen(&mut self) -> Option<String> {
+        let annotations = self.values.iter().map(|(name, (value, sluice))| {
+            let prefix = if *sluice { SLUICE_PREFIX } else { NGINX_PREFIX };
+            (prefix, *name, *value)
+        });
+        let (why, fix) = screen(annotations, self.settings)?;
+        self.diagnose(
+            Severity::Error,
+            format!(
+                "{why}: the Ingress is refused, its routes answer 503 (ingress-nginx does not \
+                 serve it); {fix}"
+            ),
+        );
+        Some(why)
     }
 
     /// The dispatch: one arm per parser, each reading its annotations into `out`.
@@ -298,7 +356,9 @@ impl<'a> Reader<'a> {
             }
             Parser::UpstreamVhost => policy.upstream_vhost = self.upstream_vhost(),
             Parser::ServiceUpstream => {
-                out.service_upstream = self.bool("service-upstream").unwrap_or(false)
+                out.service_upstream = self
+                    .bool("service-upstream")
+                    .unwrap_or(self.settings.service_upstream)
             }
             Parser::SslPassthrough => {
                 out.ssl_passthrough = self.bool("ssl-passthrough").unwrap_or(false);

@@ -1,6 +1,8 @@
 //! The annotation registry: every annotation ingress-nginx documents, what Sluice does with
 //! it (README's table) and the parser that reads it.
 
+use model::settings::AnnotationRisk;
+
 /// ingress-nginx's annotation prefix.
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
 /// Sluice's own prefix for the same keys; it wins when both name one key.
@@ -122,6 +124,87 @@ pub(super) const fn annotation(
     }
 }
 
+/// ingress-nginx's rating of annotation `name` (without prefix; its `annotations-risk.md`),
+/// which the ConfigMap's `annotations-risk-level` compares with. Not listed: `Low`.
+pub(super) fn risk(name: &str) -> AnnotationRisk {
+    const CRITICAL: &[&str] = &[
+        "configuration-snippet",
+        "auth-snippet",
+        "modsecurity-snippet",
+        "server-snippet",
+        "stream-snippet",
+    ];
+    const HIGH: &[&str] = &[
+        "server-alias",
+        "auth-tls-error-page",
+        "auth-tls-match-cn",
+        "auth-signin",
+        "auth-url",
+        "mirror-host",
+        "mirror-target",
+        "modsecurity-transaction-id",
+        "proxy-ssl-name",
+        "upstream-hash-by",
+    ];
+    const MEDIUM: &[&str] = &[
+        "allowlist-source-range",
+        "whitelist-source-range",
+        "denylist-source-range",
+        "auth-realm",
+        "auth-secret",
+        "canary-by-cookie",
+        "canary-by-header",
+        "canary-by-header-pattern",
+        "canary-by-header-value",
+        "auth-tls-secret",
+        "auth-tls-verify-client",
+        "cors-allow-headers",
+        "cors-allow-methods",
+        "cors-allow-origin",
+        "cors-expose-headers",
+        "custom-headers",
+        "auth-cache-duration",
+        "auth-cache-key",
+        "auth-proxy-set-headers",
+        "auth-request-redirect",
+        "auth-response-headers",
+        "auth-signin-redirect-param",
+        "fastcgi-index",
+        "fastcgi-params-configmap",
+        "opentelemetry-operation-name",
+        "proxy-body-size",
+        "proxy-cookie-domain",
+        "proxy-cookie-path",
+        "proxy-next-upstream",
+        "proxy-redirect-from",
+        "proxy-redirect-to",
+        "proxy-ssl-ciphers",
+        "proxy-ssl-secret",
+        "permanent-redirect",
+        "temporal-redirect",
+        "app-root",
+        "force-ssl-redirect",
+        "preserve-trailing-slash",
+        "rewrite-target",
+        "affinity-mode",
+        "session-cookie-domain",
+        "session-cookie-expires",
+        "session-cookie-max-age",
+        "session-cookie-name",
+        "session-cookie-path",
+        "x-forwarded-prefix",
+    ];
+    if CRITICAL.contains(&name) {
+        AnnotationRisk::Critical
+    } else if HIGH.contains(&name) {
+        AnnotationRisk::High
+    } else if MEDIUM.contains(&name) {
+        AnnotationRisk::Medium
+    } else {
+        AnnotationRisk::Low
+    }
+}
+
 /// The registry entry of `name` (without prefix).
 pub fn entry(name: &str) -> Option<&'static Annotation> {
     REGISTRY.iter().find(|a| a.name == name)
@@ -160,7 +243,7 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("auth-keepalive-timeout", Support::Accepted("Sluice keeps connections to the auth server in its pool whatever the value"), None),
     annotation("auth-proxy-set-headers", Support::Partial("a ConfigMap (of the Ingress's namespace, or another with the ConfigMap key allow-cross-namespace-resources) whose data are headers sent to the auth server; a ConfigMap not found or with an invalid name refuses the routes (503), as in ingress-nginx; in Kubernetes, Sluice watches the ConfigMaps of its scope (all namespaces, or --watch-namespace) as ingress-nginx does, so an edit applies without a restart"), Some(Parser::ExternalAuth)),
     annotation("auth-always-set-cookie", Support::Yes, Some(Parser::ExternalAuth)),
-    annotation("auth-snippet", Support::Partial("never executed: with allow-snippet-annotations off (the default) dropped with an error diagnostic and the Ingress served, as ingress-nginx does; with it on, it refuses the Ingress's routes (503), as an untranslatable configuration-snippet does"), Some(Parser::Snippets)),
+    annotation("auth-snippet", Support::Partial("never executed. Rated Critical by ingress-nginx: below annotations-risk-level Critical (the default is High) the Ingress is refused (503), as ingress-nginx >= 1.12 does not serve it; with Critical and allow-snippet-annotations off dropped with an error diagnostic and the Ingress served, as ingress-nginx does; with it on, it refuses the Ingress's routes (503), as an untranslatable configuration-snippet does"), Some(Parser::Snippets)),
     annotation("enable-global-auth", Support::Yes, Some(Parser::GlobalAuth)),
     annotation("backend-protocol", Support::Partial("HTTP, HTTPS (HTTP/1.1 over TLS), GRPC (HTTP/2 prior knowledge) and GRPCS (HTTP/2 over TLS, with the proxy-ssl-* settings); AUTO_HTTP is served as HTTP; FCGI and AJP routes answer 503"), Some(Parser::BackendProtocol)),
     annotation("canary", Support::Partial("with ingress-nginx's rules and traps: the canary belongs to the main rule's backend (every rule routing to that Service port gets it), one canary per backend (the oldest), the canary Ingress's other annotations are ignored except upstream-hash-by, service-upstream and the affinity annotations (load-balance is not implemented); the main route's backend-protocol applies to the canary Service"), Some(Parser::Canary)),
@@ -171,7 +254,7 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("canary-weight", Support::Yes, Some(Parser::Canary)),
     annotation("canary-weight-total", Support::Yes, Some(Parser::Canary)),
     annotation("client-body-buffer-size", Support::Yes, Some(Parser::Body)),
-    annotation("configuration-snippet", Support::Partial("never executed; with allow-snippet-annotations, header directives are translated, their values with the request's nginx variables (see below), anything else refuses the Ingress"), Some(Parser::Snippets)),
+    annotation("configuration-snippet", Support::Partial("never executed. Rated Critical by ingress-nginx: below annotations-risk-level Critical (the default is High) the Ingress is refused (503), as ingress-nginx >= 1.12 does not serve it; with Critical and allow-snippet-annotations, header directives are translated, their values with the request's nginx variables (see below), anything else refuses the Ingress"), Some(Parser::Snippets)),
     annotation("custom-http-errors", Support::Yes, Some(Parser::CustomErrors)),
     annotation("disable-proxy-intercept-errors", Support::Yes, Some(Parser::CustomErrors)),
     annotation("custom-headers", Support::Partial("a ConfigMap namespace/name whose data are response headers set (replacing the upstream's) on every answer of the route, as ingress-nginx's more_set_headers; each name must be listed in the ConfigMap key global-allowed-response-headers (exactly as written) and names and values pass ingress-nginx's checks, otherwise the routes answer 503 as in ingress-nginx; a ConfigMap not found also answers 503, as in ingress-nginx (in Kubernetes, Sluice watches every ConfigMap of its scope, all namespaces or --watch-namespace, as ingress-nginx does: one outside it is not found); an edit applies without a restart"), Some(Parser::CustomHeaders)),
@@ -228,7 +311,7 @@ pub const REGISTRY: &[Annotation] = &[
     annotation("rewrite-target", Support::Yes, Some(Parser::Rewrite)),
     annotation("satisfy", Support::Yes, Some(Parser::BasicAuth)),
     annotation("server-alias", Support::Yes, Some(Parser::ServerAlias)),
-    annotation("server-snippet", Support::Partial("never executed; with allow-snippet-annotations, header directives are translated (values with the request's nginx variables) for every route of the host, anything else refuses the Ingress"), Some(Parser::Snippets)),
+    annotation("server-snippet", Support::Partial("never executed. Rated Critical by ingress-nginx: below annotations-risk-level Critical (the default is High) the Ingress is refused (503), as ingress-nginx >= 1.12 does not serve it; with Critical and allow-snippet-annotations, header directives are translated (values with the request's nginx variables) for every route of the host, anything else refuses the Ingress"), Some(Parser::Snippets)),
     annotation("service-upstream", Support::Yes, Some(Parser::ServiceUpstream)),
     annotation("session-cookie-change-on-failure", Support::Partial(CHANGE_ON_FAILURE), Some(Parser::Affinity)),
     annotation("session-cookie-conditional-samesite-none", Support::Yes, Some(Parser::Affinity)),
