@@ -40,6 +40,11 @@ pub struct Settings {
     /// `upstream-keepalive-requests` (nginx's `keepalive_requests` in an upstream): requests
     /// one upstream connection carries before it is closed rather than pooled again.
     pub upstream_keepalive_requests: u32,
+    /// `upstream-keepalive-time` (nginx's `keepalive_time`): an upstream connection is not
+    /// pooled again once it is this old, however busy (so a backend's connections are renewed,
+    /// and a backend scaled out gets its share).
+    #[serde(serialize_with = "as_text")]
+    pub upstream_keepalive_time: Duration,
     /// `upstream-keepalive-timeout`: an idle upstream connection older than this is closed.
     #[serde(serialize_with = "as_text")]
     pub upstream_keepalive_timeout: Duration,
@@ -533,6 +538,7 @@ impl Default for Settings {
         Settings {
             keepalive: 100,
             upstream_keepalive_requests: 10_000,
+            upstream_keepalive_time: Duration::from_secs(3600),
             upstream_keepalive_timeout: Duration::from_secs(60),
             keep_alive: Duration::from_secs(75),
             keep_alive_requests: 1000,

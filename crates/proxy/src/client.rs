@@ -76,6 +76,8 @@ pub(crate) struct Conn {
     /// connection keeps that task's allocation until then: at most one per idle connection,
     /// for at most proxy-read-timeout.
     read_timer: Option<Pin<Box<Sleep>>>,
+    /// When it was connected (`upstream-keepalive-time` retires it).
+    opened: std::time::Instant,
 }
 
 /// An upstream socket. TLS needs `&mut` for reads and writes, which the client does at once
@@ -189,7 +191,12 @@ impl Conn {
             finished: 0,
             tls_id,
             read_timer: None,
+            opened: std::time::Instant::now(),
         }
+    }
+
+    pub(crate) fn opened(&self) -> std::time::Instant {
+        self.opened
     }
 
     pub(crate) fn tls_id(&self) -> u64 {

@@ -71,6 +71,29 @@ struct Idle {
     since: Instant,
 }
 
+/// When an upstream connection takes no more requests: after `upstream-keepalive-requests`
+/// of them (nginx's `keepalive_requests`) or `upstream-keepalive-time` after it was opened
+/// (`keepalive_time`), whichever comes first. The request that reaches either finishes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Retire {
+    pub(crate) after_requests: u64,
+    pub(crate) after: Duration,
+}
+
+impl Retire {
+    pub(crate) fn of(settings: &model::Settings) -> Retire {
+        Retire {
+            after_requests: u64::from(settings.upstream_keepalive_requests),
+            after: settings.upstream_keepalive_time,
+        }
+    }
+
+    /// Whether a connection opened at `opened` that has carried `requests` is done.
+    pub(crate) fn reached(self, requests: u64, opened: Instant, now: Instant) -> bool {
+        requests >= self.after_requests || now.saturating_duration_since(opened) >= self.after
+    }
+}
+
 /// A worker's HTTP/2 connections, by endpoint (beside the HTTP/1.1 idle pool in `Pool`).
 #[derive(Default)]
 pub(crate) struct H2Pool {
@@ -93,6 +116,8 @@ pub(crate) struct StreamCount {
     open: Cell<usize>,
     /// Streams the connection has carried (`upstream-keepalive-requests` retires it).
     started: Cell<u64>,
+    /// When it was made (`upstream-keepalive-time` retires it).
+    opened: Instant,
     idle_since: Cell<Instant>,
 }
 
@@ -208,20 +233,23 @@ fn count(queues: &[(u64, VecDeque<Idle>)]) -> usize {
 }
 
 impl H2Pool {
-    /// A connection to `addr` made with `tls_id` that takes another stream; one that has
-    /// carried `max_streams` (`upstream-keepalive-requests`, nginx's `keepalive_requests`)
-    /// takes no more.
+    /// A connection to `addr` made with `tls_id` that takes another stream; one `retire`
+    /// says is done takes no more.
     pub(crate) fn checkout(
         &mut self,
         addr: SocketAddr,
         tls_id: u64,
-        max_streams: u64,
+        retire: Retire,
     ) -> Option<(H2Sender, StreamSlot)> {
         let conns = self.conns.get_mut(&addr)?;
         // A connection that got GOAWAY or failed is closed, and a used-up one is done:
         // neither takes a new stream, and dropping the handle lets the client close it once its
         // running streams end.
-        conns.retain(|conn| !conn.send.is_closed() && conn.streams.started.get() < max_streams);
+        let now = Instant::now();
+        conns.retain(|conn| {
+            let streams = &conn.streams;
+            !conn.send.is_closed() && !retire.reached(streams.started.get(), streams.opened, now)
+        });
         let conn = conns
             .iter()
             .find(|conn| conn.tls_id == tls_id && conn.send.has_room(conn.streams.open.get()))?;
@@ -282,6 +310,7 @@ impl StreamCount {
         Rc::new(StreamCount {
             open: Cell::new(0),
             started: Cell::new(0),
+            opened: Instant::now(),
             idle_since: Cell::new(Instant::now()),
         })
     }

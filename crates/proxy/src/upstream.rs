@@ -97,7 +97,7 @@ pub(crate) struct UpstreamBody {
 struct Keep {
     max_idle: usize,
     max_age: Duration,
-    max_requests: u32,
+    retire: crate::pool::Retire,
 }
 
 /// The upstream socket of a tunnel, with `proxy-send-timeout` applied to writes that make no
@@ -469,7 +469,7 @@ impl UpstreamBody {
             keep: Keep {
                 max_idle: usize::try_from(settings.keepalive).unwrap_or(usize::MAX),
                 max_age: settings.upstream_keepalive_timeout,
-                max_requests: settings.upstream_keepalive_requests,
+                retire: crate::pool::Retire::of(settings),
             },
             read_stall: StallTimer::new(settings.proxy_read_timeout),
             in_flight,
@@ -489,20 +489,20 @@ impl UpstreamBody {
         let Some(mut conn) = self.conn.take() else {
             return;
         };
-        // nginx's keepalive_requests: the connection that carried the last allowed request
-        // is closed rather than pooled.
+        // nginx's keepalive_requests and keepalive_time: the connection that carried the
+        // last allowed request is closed rather than pooled.
+        let now = Instant::now();
+        let carried = u64::from(conn.count_finished());
         if self.keep_alive
             && !self.keep.max_age.is_zero()
-            && conn.count_finished() < self.keep.max_requests
+            && !self.keep.retire.reached(carried, conn.opened(), now)
             && conn.make_idle()
             && self.upstreams.is_live_endpoint(&self.addr)
         {
-            self.upstreams.pool.borrow_mut().checkin(
-                self.addr,
-                conn,
-                self.keep.max_idle,
-                Instant::now(),
-            );
+            self.upstreams
+                .pool
+                .borrow_mut()
+                .checkin(self.addr, conn, self.keep.max_idle, now);
         }
     }
 

@@ -200,8 +200,8 @@ pub(crate) async fn exchange(
         tls,
     } = target;
     let tls = upstreams.tls_client(tls)?;
-    // `upstream-keepalive-requests` retires an HTTP/2 connection after that many streams.
-    let max_streams = u64::from(settings.upstream_keepalive_requests);
+    // `upstream-keepalive-requests` and `-time` retire an HTTP/2 connection.
+    let retire = crate::pool::Retire::of(settings);
     // gRPC's deadline covers the whole call, the response body included.
     let deadline = grpc
         .then(|| grpc_timeout(&head.headers))
@@ -226,7 +226,7 @@ pub(crate) async fn exchange(
             addr,
             upstream,
             tls.as_deref(),
-            max_streams,
+            retire,
             head,
             &replay,
             deadline,
@@ -303,27 +303,27 @@ async fn try_endpoint(
     addr: SocketAddr,
     upstream: &UpstreamPolicy,
     tls: Option<&TlsClient>,
-    max_streams: u64,
+    retire: crate::pool::Retire,
     head: &Parts,
     replay: &Rc<RefCell<Replay>>,
     deadline: Option<Instant>,
     idempotent: bool,
     attempts: &mut Attempts<'_>,
 ) -> Outcome {
-    let (sender, slot) =
-        match acquire(upstreams, addr, upstream.connect_timeout, tls, max_streams).await {
-            Ok(found) => found,
-            Err(error) => {
-                if !matches!(error, ProxyError::UpstreamTls { .. }) {
-                    upstreams
-                        .balancer
-                        .borrow_mut()
-                        .set_aside(addr, Instant::now());
-                }
-                upstreams.stats.borrow_mut().connect_errors += 1;
-                return Outcome::Failed { error, next: true };
+    let (sender, slot) = match acquire(upstreams, addr, upstream.connect_timeout, tls, retire).await
+    {
+        Ok(found) => found,
+        Err(error) => {
+            if !matches!(error, ProxyError::UpstreamTls { .. }) {
+                upstreams
+                    .balancer
+                    .borrow_mut()
+                    .set_aside(addr, Instant::now());
             }
-        };
+            upstreams.stats.borrow_mut().connect_errors += 1;
+            return Outcome::Failed { error, next: true };
+        }
+    };
     attempts.connected();
     let body = {
         let mut shared = replay.borrow_mut();
@@ -548,12 +548,12 @@ async fn acquire(
     addr: SocketAddr,
     timeout: Duration,
     tls: Option<&TlsClient>,
-    max_streams: u64,
+    retire: crate::pool::Retire,
 ) -> Result<(H2Sender, StreamSlot), ProxyError> {
     let key = (addr, tls.map_or(0, |tls| tls.id));
     let pending = {
         let mut pool = upstreams.pool.borrow_mut();
-        if let Some(found) = pool.h2.checkout(key.0, key.1, max_streams) {
+        if let Some(found) = pool.h2.checkout(key.0, key.1, retire) {
             return Ok(found);
         }
         pool.h2.connecting.get(&key).cloned()
@@ -566,7 +566,7 @@ async fn acquire(
             .pool
             .borrow_mut()
             .h2
-            .checkout(key.0, key.1, max_streams)
+            .checkout(key.0, key.1, retire)
         {
             return Ok(found);
         }

@@ -231,6 +231,12 @@ pub const KEYS: &[Key] = &[
             value.parse().ok().filter(|n| *n > 0).ok_or(POSITIVE)?;
         Ok(())
     }),
+    read("upstream-keepalive-time", |settings, value| {
+        settings.upstream_keepalive_time = parse_duration(value)
+            .filter(|d| !d.is_zero())
+            .ok_or(DURATION)?;
+        Ok(())
+    }),
     read("upstream-keepalive-timeout", |settings, value| {
         settings.upstream_keepalive_timeout = parse_duration(value).ok_or(DURATION)?;
         Ok(())

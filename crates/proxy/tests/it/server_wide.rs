@@ -330,3 +330,33 @@ async fn header_names_nginx_calls_invalid_are_dropped_unless_allowed() {
     let reply = send(h.http(), Method::GET, host, "/echo", &names).await;
     assert_eq!(seen(reply), [true, true, true], "every name goes on");
 }
+
+#[tokio::test]
+async fn upstream_keepalive_time_retires_a_busy_connection() {
+    const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    let (upstream, counts) = start_fixed_backend(ANSWER).await;
+    let mut h = Harness::with_workers(1);
+    let mut objects = vec![
+        service("kept", &[("http", 80)]),
+        site("kept.example.com", "kept"),
+        settings(&[("upstream-keepalive-time", "1s")]),
+    ];
+    objects.extend(slices("kept", &[upstream]));
+    h.apply(&objects);
+    let host = "kept.example.com";
+    for _ in 0..2 {
+        assert_eq!(get(h.http(), host, "/").await.status, StatusCode::OK);
+    }
+    assert_eq!(counts.connections(), 1, "pooled between requests");
+    // Older than a second: the request it carries is its last.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    assert_eq!(get(h.http(), host, "/").await.status, StatusCode::OK);
+    assert_eq!(
+        counts.connections(),
+        1,
+        "the old connection carries one more request"
+    );
+    assert_eq!(get(h.http(), host, "/").await.status, StatusCode::OK);
+    assert_eq!(counts.connections(), 2, "then a new one is opened");
+    assert_eq!(counts.requests(), 4);
+}
