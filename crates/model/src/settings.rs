@@ -334,6 +334,12 @@ pub struct Settings {
     /// `enable-underscores-in-headers`) are dropped; off, every name is sent on.
     #[serde(skip_serializing_if = "is_true")]
     pub ignore_invalid_headers: bool,
+    /// `enable-access-log-for-default-backend`: log the requests ingress-nginx's default
+    /// server answers (no host or rule matched: the built-in 404 or
+    /// `--default-backend-service`); off by default, as ingress-nginx (scanners knocking on
+    /// the address fill no log).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub enable_access_log_for_default_backend: bool,
 }
 
 /// ingress-nginx's rating of what an annotation can do to the controller and other tenants
@@ -632,6 +638,7 @@ impl Default for Settings {
             service_upstream: false,
             proxy_protocol_header_timeout: PROXY_PROTOCOL_HEADER_TIMEOUT,
             ignore_invalid_headers: true,
+            enable_access_log_for_default_backend: false,
         }
     }
 }

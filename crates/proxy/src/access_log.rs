@@ -294,6 +294,9 @@ pub(crate) struct Record {
     pub(crate) connection_requests: u64,
     /// The request's trace, when its route traces (`otel`): a span is made from this record.
     pub(crate) trace: Option<Box<crate::trace_context::Trace>>,
+    /// Answered by ingress-nginx's default server, whose line is off unless
+    /// `enable-access-log-for-default-backend` (the span, if any, is still made).
+    pub(crate) unlogged: bool,
 }
 
 /// What a configuration without an access log (a record kept for a span) wants.
@@ -362,6 +365,7 @@ impl Record {
             body_bytes: 0,
             connection_requests,
             trace: None,
+            unlogged: false,
         }))
     }
 
@@ -429,7 +433,7 @@ impl Record {
         let Some(log) = self.log.access_log.as_ref() else {
             return false;
         };
-        if self.route.as_ref().is_some_and(|r| !r.labels.access_log) {
+        if self.unlogged || self.route.as_ref().is_some_and(|r| !r.labels.access_log) {
             return false;
         }
         if !log.skip_urls.is_empty() && !log.logs(target_text(&self.target)) {

@@ -298,6 +298,10 @@ pub(crate) async fn respond(
             }
         },
     };
+    if let (Some(record), Some(config)) = (guard.record.as_deref_mut(), config) {
+        record.unlogged = !config.settings.enable_access_log_for_default_backend
+            && answered_by_default_server(config, route, &result);
+    }
     let mut response = match result {
         Ok(response) => response,
         Err(error) => {
@@ -445,6 +449,23 @@ pub(crate) async fn respond(
     }
     response.body_mut().set_guard(guard);
     response
+}
+
+/// Whether ingress-nginx's default server (`_`) would have answered: no host or rule matched,
+/// and Sluice answered 404 itself or through `--default-backend-service` (its catch-all,
+/// which is the table's host default too).
+fn answered_by_default_server<T>(
+    config: &Compiled,
+    route: Option<&Arc<Route>>,
+    result: &Result<T, ProxyError>,
+) -> bool {
+    match route {
+        None => matches!(result, Err(ProxyError::NoRoute)),
+        Some(route) => config
+            .routes
+            .host_default()
+            .is_some_and(|default| Arc::ptr_eq(default, route) && !route.not_found),
+    }
 }
 
 /// Where the phases before the upstream send a request.

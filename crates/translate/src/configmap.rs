@@ -738,6 +738,13 @@ pub const KEYS: &[Key] = &[
         settings.service_upstream = parse_bool(value)?;
         Ok(())
     }),
+    read(
+        "enable-access-log-for-default-backend",
+        |settings, value| {
+            settings.enable_access_log_for_default_backend = parse_bool(value)?;
+            Ok(())
+        },
+    ),
     read("ignore-invalid-headers", |settings, value| {
         settings.ignore_invalid_headers = parse_bool(value)?;
         Ok(())

@@ -177,7 +177,10 @@ async fn an_unset_variable_is_empty_with_escape_json_or_none_and_a_dash_otherwis
     ] {
         let mut h = Harness::start();
         let mut objects = site(&[addr_of(&backend)], json!({}));
-        let mut keys = vec![("log-format-upstream", format)];
+        let mut keys = vec![
+            ("log-format-upstream", format),
+            ("enable-access-log-for-default-backend", "true"),
+        ];
         if let Some(key) = key {
             keys.push((key, "true"));
         }
@@ -274,13 +277,28 @@ async fn lines_are_turned_off_globally_per_url_and_per_ingress() {
 }
 
 #[tokio::test]
-async fn requests_without_a_route_are_logged_against_the_default_backend() {
+async fn requests_without_a_route_are_logged_against_the_default_backend_when_asked() {
     let backend = start_backend("web").await;
     let mut h = Harness::start();
-    h.apply(&site(&[addr_of(&backend)], json!({})));
+    let mut objects = site(&[addr_of(&backend)], json!({}));
+    h.apply(&objects);
+    // ingress-nginx's default server logs nothing unless enable-access-log-for-default-backend.
     let reply = get(h.http(), "nowhere.test", "/x").await;
     assert_eq!(reply.status, StatusCode::NOT_FOUND);
-    let line = lines(&h, 1).await.remove(0);
+    // A request that is logged shows the earlier one was not merely late.
+    get(h.http(), "log.test", "/after").await;
+    let logged = lines(&h, 1).await;
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert!(logged[0].contains("\"GET /after HTTP/1.1\""), "{logged:?}");
+
+    objects.push(settings(&[(
+        "enable-access-log-for-default-backend",
+        "true",
+    )]));
+    h.apply(&objects);
+    let reply = get(h.http(), "nowhere.test", "/x").await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+    let line = lines(&h, 2).await.remove(1);
     assert!(
         line.contains("\"GET /x HTTP/1.1\" 404 ")
             && line.contains(" [upstream-default-backend] [] - - - - "),
