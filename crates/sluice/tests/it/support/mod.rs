@@ -401,6 +401,11 @@ impl TlsConnection {
         })
     }
 
+    /// Whether the handshake was a full one or resumed a session.
+    pub(crate) fn handshake_kind(&self) -> Option<rustls::HandshakeKind> {
+        self.stream.conn.handshake_kind()
+    }
+
     /// The certificate the server presented (DER), leaf first.
     pub(crate) fn peer_certificate(&self) -> Vec<u8> {
         self.stream
