@@ -14,6 +14,7 @@
 //! by key bits within each; ECDHE before DHE, GCM before ChaCha20, AES first, TLS 1.2
 //! before older), so an alias selects them in OpenSSL's order.
 
+use model::Severity;
 use rustls::CipherSuite;
 
 /// What a cipher list selects, in its order.
@@ -26,6 +27,35 @@ pub(crate) struct CipherList {
     pub dropped: Vec<&'static str>,
     /// Words that are no OpenSSL cipher or alias (OpenSSL skips them too).
     pub unknown: Vec<String>,
+}
+
+impl CipherList {
+    /// What was left out, said the same for the ConfigMap key and the annotation: the
+    /// names rustls cannot do (a difference) and the words that are no OpenSSL name.
+    pub(crate) fn notes(&self) -> Vec<(Severity, String)> {
+        let mut notes = Vec::new();
+        if !self.dropped.is_empty() {
+            notes.push((
+                Severity::Difference,
+                format!(
+                    "{} dropped: rustls speaks TLS 1.2 only with ECDHE and AES-GCM or \
+                     ChaCha20-Poly1305 (no DHE, CBC, RSA key exchange, 3DES or RC4)",
+                    self.dropped.join(":")
+                ),
+            ));
+        }
+        if !self.unknown.is_empty() {
+            notes.push((
+                Severity::Error,
+                format!(
+                    "{} ignored: no OpenSSL cipher or alias by that name (OpenSSL skips them \
+                     too)",
+                    self.unknown.join(":")
+                ),
+            ));
+        }
+        notes
+    }
 }
 
 /// What a bad list is answered with.

@@ -22,18 +22,8 @@ fn config(test: &str, data: &[(&str, &str)], annotations: &str) -> (std::path::P
     let Leaf {
         cert_pem, key_pem, ..
     } = self_signed(&[HOST, OTHER]);
-    let tls = |name: &str, host: &str| {
-        app_yaml(name, host, &[pod.addr]).replace(
-            "  rules:\n",
-            &format!("  tls: [{{hosts: [{host}], secretName: web-tls}}]\n  rules:\n"),
-        )
-    };
-    std::fs::write(
-        dir.join("class.yaml"),
-        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: sluice}\n\
-         spec: {controller: sluice.dev/ingress-controller}\n",
-    )
-    .unwrap();
+    let tls = |name: &str, host: &str| tls_app_yaml(name, host, &[pod.addr], "web-tls");
+    std::fs::write(dir.join("class.yaml"), CLASS_YAML).unwrap();
     std::fs::write(dir.join("app.yaml"), tls("web", HOST)).unwrap();
     let other = tls("other", OTHER);
     let ingress = "kind: Ingress\nmetadata: {name: other}\n";

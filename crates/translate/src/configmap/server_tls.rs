@@ -153,23 +153,8 @@ pub(super) fn notes(
         .filter(|v| !v.is_empty())
         .map(openssl_ciphers::parse)
     {
-        if !list.dropped.is_empty() {
-            note(
-                Severity::Difference,
-                format!(
-                    "data.ssl-ciphers: {} dropped: rustls speaks TLS 1.2 only with ECDHE and AES-GCM or ChaCha20-Poly1305 (no DHE, CBC, RSA key exchange, 3DES or RC4)",
-                    list.dropped.join(":")
-                ),
-            );
-        }
-        if !list.unknown.is_empty() {
-            note(
-                Severity::Error,
-                format!(
-                    "data.ssl-ciphers: {} ignored: no OpenSSL cipher or alias by that name (OpenSSL skips them too)",
-                    list.unknown.join(":")
-                ),
-            );
+        for (severity, text) in list.notes() {
+            note(severity, format!("data.ssl-ciphers: {text}"));
         }
         no_tls12_suite = list.suites.is_empty() && tls.protocols.tls12;
     }

@@ -250,17 +250,8 @@ impl Reader<'_> {
             }
         };
         let key = self.key("ssl-ciphers");
-        if !list.dropped.is_empty() {
-            self.diagnose(
-                Severity::Difference,
-                format!("annotation {key}: {} dropped: rustls speaks TLS 1.2 only with ECDHE and AES-GCM or ChaCha20-Poly1305 (no DHE, CBC, RSA key exchange, 3DES or RC4)", list.dropped.join(":")),
-            );
-        }
-        if !list.unknown.is_empty() {
-            self.diagnose(
-                Severity::Error,
-                format!("annotation {key}: {} ignored: no OpenSSL cipher or alias by that name (OpenSSL skips them too)", list.unknown.join(":")),
-            );
+        for (severity, text) in list.notes() {
+            self.diagnose(severity, format!("annotation {key}: {text}"));
         }
         if list.suites.is_empty() {
             self.diagnose(
