@@ -266,6 +266,41 @@ fn a_ticket_from_one_replica_resumes_on_another_with_the_same_ssl_session_ticket
 }
 
 #[test]
+fn a_session_resumes_by_id_on_any_worker_until_ssl_session_timeout() {
+    let (dir, _pod) = config("session-timeout", &[("ssl-session-timeout", "2s")], "");
+    // Two workers: of four resuming connections, some land on the worker that did not make
+    // the session (one cache is shared by all, as nginx's shared:SSL).
+    let serve = Serve::start(&dir, &[]);
+    let session = dir.join("session.pem");
+    let session = session.to_str().unwrap();
+    let first = s_client(serve.https, Some(HOST), &["-tls1_2", "-sess_out", session]);
+    assert!(first.ok && first.text.contains("New, "), "{}", first.text);
+    for _ in 0..4 {
+        let again = s_client(serve.https, Some(HOST), &["-tls1_2", "-sess_in", session]);
+        assert!(again.text.contains("Reused, TLSv1.2"), "{}", again.text);
+    }
+    // Not a timing assertion: the session is merely left to age past its timeout.
+    std::thread::sleep(Duration::from_millis(2500));
+    let late = s_client(serve.https, Some(HOST), &["-tls1_2", "-sess_in", session]);
+    assert!(late.ok && late.text.contains("New, "), "{}", late.text);
+    let (off_dir, _off_pod) = config("session-cache-off", &[("ssl-session-cache", "false")], "");
+    let off = Serve::start(&off_dir, &[]);
+    let session = off_dir.join("session.pem");
+    let first = s_client(
+        off.https,
+        Some(HOST),
+        &["-tls1_2", "-sess_out", session.to_str().unwrap()],
+    );
+    // No session ID and no ticket: nothing to resume, so s_client keeps no session.
+    assert!(
+        first.ok && first.text.contains("Session-ID: \n"),
+        "{}",
+        first.text
+    );
+    assert!(!session.exists(), "{}", first.text);
+}
+
+#[test]
 fn ssl_reject_handshake_answers_an_unknown_name_with_an_alert_and_serves_known_ones() {
     let (dir, _pod) = config("reject", &[("ssl-reject-handshake", "true")], "");
     let serve = Serve::start(&dir, &[]);
