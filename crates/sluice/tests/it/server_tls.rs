@@ -359,3 +359,86 @@ fn bad_ssl_values_are_diagnosed_and_the_defaults_serve() {
         .unwrap();
     assert_eq!(served.status, 200);
 }
+
+/// The TLS records a server sent over `stream`'s life: the bytes read are kept.
+struct Tap {
+    socket: std::net::TcpStream,
+    seen: Vec<u8>,
+}
+
+impl std::io::Read for Tap {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.socket.read(buf)?;
+        self.seen.extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+}
+
+impl std::io::Write for Tap {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.socket.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.socket.flush()
+    }
+}
+
+/// The largest application-data record of a 1 MB response over TLS 1.3.
+fn largest_record(addr: SocketAddr) -> usize {
+    use std::io::{Read, Write};
+    let name = rustls::pki_types::ServerName::try_from(HOST).unwrap();
+    let conn = rustls::ClientConnection::new(any_certificate(), name).unwrap();
+    let socket = std::net::TcpStream::connect(addr).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut tls = rustls::StreamOwned::new(
+        conn,
+        Tap {
+            socket,
+            seen: Vec::new(),
+        },
+    );
+    tls.write_all(
+        format!("GET /1mb.bin HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .unwrap();
+    let mut body = Vec::new();
+    let mut chunk = [0u8; 65536];
+    while body.len() < 1024 * 1024 {
+        match tls.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => body.extend_from_slice(&chunk[..n]),
+        }
+    }
+    assert!(
+        body.len() > 1024 * 1024,
+        "the whole response came: {}",
+        body.len()
+    );
+    let seen = &tls.sock.seen;
+    let mut at = 0;
+    let mut largest = 0;
+    while at + 5 <= seen.len() {
+        let length = u16::from_be_bytes([seen[at + 3], seen[at + 4]]) as usize;
+        if seen[at] == 23 {
+            largest = largest.max(length);
+        }
+        at += 5 + length;
+    }
+    largest
+}
+
+#[test]
+fn ssl_buffer_size_bounds_the_records_sluice_sends() {
+    let (dir, _pod) = config("buffer-size", &[("ssl-buffer-size", "1k")], "");
+    let serve = Serve::start(&dir, &[]);
+    // 1 KiB of plaintext, its content type and AEAD tag.
+    let small = largest_record(serve.https);
+    assert!((1024..=1024 + 17).contains(&small), "{small}");
+    write_config_map(&dir, &[]);
+    eventually(WAIT, "TLS's 16 KiB records once the key is gone", || {
+        (largest_record(serve.https) > 16 * 1024).then_some(())
+    });
+}
