@@ -176,6 +176,9 @@ pub struct CompiledView {
     /// Hosts whose handshake asks for a client certificate → the CA names it lists.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub client_cert_requests: BTreeMap<String, usize>,
+    /// Hosts with a cipher list or order of their own (`ssl-ciphers` annotations).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub host_ciphers: BTreeMap<String, String>,
     /// Listener ports whose handshakes a Gateway's frontend validation sets (`frontend_tls`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub port_tls: BTreeMap<u16, String>,
@@ -346,6 +349,7 @@ impl Compiled {
                 .collect(),
             certificates: self.certificates.sources().clone(),
             client_cert_requests: self.certificates.client_cert_requests(),
+            host_ciphers: self.certificates.host_ciphers(),
             port_tls: self.certificates.port_tls_view(),
             passthrough: self
                 .passthrough

@@ -19,6 +19,7 @@
 use std::sync::Arc;
 
 use crate::client_cert::ClientCa;
+use crate::server_tls::HostCiphers;
 
 /// How the TLS handshake of one host differs from the listener's, chosen by the ClientHello's
 /// server name before the handshake starts (one listener, many hosts): client certificates
@@ -33,6 +34,9 @@ pub struct HostTls {
     /// A client certificate of these CAs is required in the handshake itself (Gateway API's
     /// frontend validation, `frontend_tls`): none, or one that does not verify, fails it.
     pub client_cert_required: Option<Arc<ClientCa>>,
+    /// The host's own cipher list and order (`ssl-ciphers`, `ssl-prefer-server-ciphers`);
+    /// `None`: the ConfigMap's.
+    pub ciphers: Option<HostCiphers>,
 }
 
 /// How the handshakes on one port of a site go.
@@ -70,6 +74,7 @@ impl PortTls {
                 client_cert_request: (host.client_cert_request.clone())
                     .or_else(|| port.client_cert_request.clone()),
                 client_cert_required: port.client_cert_required.clone(),
+                ciphers: host.ciphers.clone(),
             }),
         })
     }

@@ -66,6 +66,7 @@ pub mod pre_routing;
 pub mod response_rewrite;
 pub mod retry;
 pub mod routes;
+pub mod server_tls;
 pub mod settings;
 pub mod sites;
 pub mod streams;

@@ -8,6 +8,8 @@ use std::time::Duration;
 use ipnet::IpNet;
 use serde::{Serialize, Serializer};
 
+use crate::server_tls::ServerTls;
+
 /// ingress-nginx's default `log-format-stream`.
 pub const LOG_STREAM: &str =
     "[$remote_addr] [$time_local] $protocol $status $bytes_sent $bytes_received $session_time";
@@ -125,6 +127,9 @@ pub struct Settings {
     pub max_worker_connections: u32,
     /// Sluice default: on (ingress-nginx defaults it off).
     pub ssl_session_tickets: bool,
+    /// The other `ssl-*` keys of the client-facing handshake (`server_tls`).
+    #[serde(skip_serializing_if = "ServerTls::is_default")]
+    pub server_tls: ServerTls,
     /// Plain-HTTP requests for a host with TLS get a 308 to https.
     pub ssl_redirect: bool,
     /// Trust `X-Forwarded-*` from peers in `proxy-real-ip-cidr` (behind another proxy): the
@@ -570,6 +575,7 @@ impl Default for Settings {
             worker_processes: None,
             max_worker_connections: 0,
             ssl_session_tickets: false,
+            server_tls: ServerTls::default(),
             ssl_redirect: true,
             use_forwarded_headers: false,
             use_proxy_protocol: false,
@@ -799,7 +805,10 @@ impl Settings {
     }
 }
 
-fn as_text<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn as_text<S: Serializer>(
+    duration: &Duration,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
     serializer.collect_str(&format_args!("{duration:?}"))
 }
 

@@ -271,6 +271,15 @@ impl Certificates {
         by_host(&self.host_tls_exact, &self.host_tls_wildcard, server_name?)
     }
 
+    /// The handshake set for `host` (as [`Certificates::set_host_tls`] was given it).
+    pub fn host_tls_of(&self, host: &HostPattern) -> Option<&Arc<HostTls>> {
+        match host {
+            HostPattern::Exact(h) => self.host_tls_exact.get(&**h),
+            HostPattern::Wildcard(suffix) => self.host_tls_wildcard.get(&**suffix),
+            HostPattern::Any => self.host_tls_catch_all.as_ref(),
+        }
+    }
+
     /// Makes `host`'s handshakes differ as `tls` says (`Any`: the catch-all's, see
     /// [`Certificates::server`]).
     pub fn set_host_tls(&mut self, host: &HostPattern, tls: HostTls) {
@@ -319,14 +328,25 @@ impl Certificates {
     /// The hosts whose handshake asks for a client certificate (`*.suffix` for a wildcard) →
     /// how many CA names it lists, for `/config` and golden files.
     pub fn client_cert_requests(&self) -> BTreeMap<String, usize> {
+        (self.host_tls_views())
+            .filter_map(|(host, tls)| Some((host, tls.client_cert_request.as_ref()?.len())))
+            .collect()
+    }
+
+    /// The hosts with cipher settings of their own (`ssl-ciphers` annotations) → what they
+    /// are, for `/config` and golden files.
+    pub fn host_ciphers(&self) -> BTreeMap<String, String> {
+        (self.host_tls_views())
+            .filter_map(|(host, tls)| Some((host, tls.ciphers.as_ref()?.describe())))
+            .collect()
+    }
+
+    /// Every host's own handshake, by the name views show (`*.suffix`, `*` the catch-all).
+    fn host_tls_views(&self) -> impl Iterator<Item = (String, &Arc<HostTls>)> {
         let exact = self.host_tls_exact.iter().map(|(h, t)| (h.clone(), t));
         let wildcard = (self.host_tls_wildcard.iter()).map(|(s, t)| (format!("*.{s}"), t));
         let catch_all = (self.host_tls_catch_all.iter()).map(|t| ("*".to_owned(), t));
-        exact
-            .chain(wildcard)
-            .chain(catch_all)
-            .filter_map(|(host, tls)| Some((host, tls.client_cert_request.as_ref()?.len())))
-            .collect()
+        exact.chain(wildcard).chain(catch_all)
     }
 
     /// Host pattern → `namespace/name` of the Secret serving it.
@@ -410,6 +430,7 @@ mod tests {
             alpn: vec![b"h2".to_vec()],
             client_cert_request: Some(vec![]),
             client_cert_required: None,
+            ciphers: None,
         };
         certificates.set_host_tls(&HostPattern::Any, asks.clone());
         certificates.set_host_tls(&HostPattern::Exact("mtls.example.com".into()), asks);
@@ -440,6 +461,7 @@ mod tests {
             alpn: vec![b"http/1.1".to_vec()],
             client_cert_request: None,
             client_cert_required: None,
+            ciphers: None,
         };
         certificates.set_host_tls(&HostPattern::Wildcard("example.com".into()), h1.clone());
         certificates.set_host_tls(
@@ -448,6 +470,7 @@ mod tests {
                 alpn: vec![b"h2".to_vec()],
                 client_cert_request: None,
                 client_cert_required: None,
+                ciphers: None,
             },
         );
         assert!(certificates.has_host_tls());

@@ -94,11 +94,52 @@ impl PartialEq for UpstreamTls {
 
 impl Eq for UpstreamTls {}
 
+/// What a list of nginx's protocol names (`ssl_protocols`, `proxy_ssl_protocols`) asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProtocolWords<'a> {
+    /// The versions rustls speaks among them, and the older names it cannot (`SSLv3`, ...).
+    Read {
+        versions: TlsVersions,
+        dropped: Vec<&'a str>,
+    },
+    /// A word that is no protocol nginx knows.
+    Unknown(&'a str),
+}
+
 impl TlsVersions {
     pub const ALL: TlsVersions = TlsVersions {
         tls12: true,
         tls13: true,
     };
+
+    /// What the protocols nginx accepts in `ssl_protocols` mean, so the ConfigMap key and the
+    /// `proxy-ssl-protocols` annotation read them alike.
+    pub const EXPECTED: &'static str =
+        "protocols among SSLv2 SSLv3 TLSv1 TLSv1.1 TLSv1.2 TLSv1.3, separated by spaces";
+
+    /// Reads nginx's protocol names separated by spaces. The versions may come out empty
+    /// (only older protocols named); the caller says what applies then.
+    pub fn parse_nginx(value: &str) -> ProtocolWords<'_> {
+        let mut versions = TlsVersions {
+            tls12: false,
+            tls13: false,
+        };
+        let mut dropped = Vec::new();
+        for word in value.split_whitespace() {
+            match word {
+                "TLSv1.2" => versions.tls12 = true,
+                "TLSv1.3" => versions.tls13 = true,
+                "SSLv2" | "SSLv3" | "TLSv1" | "TLSv1.1" => dropped.push(word),
+                _ => return ProtocolWords::Unknown(word),
+            }
+        }
+        ProtocolWords::Read { versions, dropped }
+    }
+
+    /// Neither version: nothing to speak.
+    pub fn is_empty(&self) -> bool {
+        !self.tls12 && !self.tls13
+    }
 }
 
 impl fmt::Display for TlsVersions {

@@ -127,10 +127,24 @@ pub(crate) async fn serve(
     let mut asked_name = None;
     let mut sni = None;
     if https {
-        let hello = hello(&worker, &stream, deadline, origin.local, origin.door).await;
+        let reject = settings.server_tls.reject_handshake;
+        let hello = hello(
+            &worker,
+            &stream,
+            deadline,
+            origin.local,
+            origin.door,
+            reject,
+        )
+        .await;
         host_tls = hello.host_tls;
         asked_name = hello.asked_name;
         sni = hello.sni;
+        if hello.unrecognized {
+            tracing::debug!(peer = %origin.peer, "ssl-reject-handshake: the ClientHello names no host served here; refused with unrecognized_name");
+            refuse_unrecognized(&stream);
+            return;
+        }
         if hello.refused {
             tracing::debug!(peer = %origin.peer, "TLS listener: no TLSRoute has the server name, or the port's client-certificate validation has no usable CA; closed");
             return;
@@ -234,6 +248,9 @@ struct Hello {
     /// A TLS listener port where no route has the name, or a port whose frontend
     /// validation has no usable CA: closed.
     refused: bool,
+    /// `ssl-reject-handshake`: the name is no host served here, or there is none: refused
+    /// with an alert.
+    unrecognized: bool,
     /// This host's handshake differs from the listener's.
     host_tls: Option<Arc<HostTls>>,
     /// The server name, when its handshake asks for a client certificate (`auth-tls-*`).
@@ -245,18 +262,20 @@ struct Hello {
 /// Reads the server name a TLS client asks for, without consuming the ClientHello and
 /// before the connection's client-header-timeout deadline, when the configuration has a use
 /// for it (passthrough hosts, hosts with their own TLS settings, Gateway listeners on the
-/// port: misdirected requests); otherwise reads nothing.
+/// port: misdirected requests; `reject`: ssl-reject-handshake); otherwise reads nothing.
 async fn hello(
     worker: &Worker,
     stream: &TcpStream,
     deadline: Option<Instant>,
     local: Option<std::net::IpAddr>,
     door: crate::sites::FrontDoor,
+    reject: bool,
 ) -> Hello {
     let port = door.port;
     let wanted = worker.config().as_ref().is_some_and(|c| {
         let site = c.site(local);
-        !site.passthrough.is_empty()
+        reject
+            || !site.passthrough.is_empty()
             || site.certificates.has_host_tls()
             || site.certificates.has_port_tls()
             || crate::tls_route::wanted(&site, port)
@@ -298,6 +317,15 @@ async fn hello(
         crate::tls_route::Sni::Terminate(route) => Some(route),
         crate::tls_route::Sni::Https => None,
     };
+    // nginx's ssl_reject_handshake in ingress-nginx's default server: the handshakes that
+    // server would take (no name, or a name no server has) are refused.
+    let served = name.as_deref().is_some_and(|n| site.routes.serves_host(n));
+    if reject && terminate.is_none() && !served {
+        return Hello {
+            unrecognized: true,
+            ..Hello::default()
+        };
+    }
     let server = site.certificates.server(site.routes, name.as_deref());
     let asks = server.tls.is_some_and(|h| h.client_cert_request.is_some());
     // An HTTPS port with a Gateway's frontend validation: its handshake for every name.
@@ -321,10 +349,29 @@ async fn hello(
         passthrough: None,
         terminate,
         refused: false,
+        unrecognized: false,
         host_tls,
         asked_name: asks.then(|| server.name.into()),
         sni: name.filter(|_| gateway).map(String::into_boxed_str),
     }
+}
+
+/// A TLS fatal alert `unrecognized_name` (RFC 6066 §3), as a record of its own.
+const UNRECOGNIZED_NAME: [u8; 7] = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x70];
+
+/// Answers a ClientHello with the `unrecognized_name` alert, as nginx's ssl_reject_handshake
+/// does, before the connection is dropped. The ClientHello (only peeked so far) is read
+/// first: closing a socket with unread bytes resets it, and the reset may overtake the alert.
+fn refuse_unrecognized(stream: &TcpStream) {
+    let mut sink = [0u8; 2048];
+    // Bounded: a client that keeps sending gets its alert all the same.
+    for _ in 0..32 {
+        match stream.try_read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    let _ = stream.try_write(&UNRECOGNIZED_NAME);
 }
 
 async fn serve_tls(

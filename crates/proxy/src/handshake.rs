@@ -28,10 +28,9 @@ where
     I: AsyncRead + AsyncWrite + Unpin,
 {
     let peer = origin.peer;
-    let tickets = settings.ssl_session_tickets;
     let config = match origin.local {
-        None => worker.tls_config(tickets, host_tls),
-        Some(site) => worker.site_tls_config(site, tickets, host_tls),
+        None => worker.tls_config(settings, host_tls),
+        Some(site) => worker.site_tls_config(site, settings, host_tls),
     }?;
     // A client that stalls its handshake is as slow as one that stalls its header: both
     // share the connection's one client-header-timeout.

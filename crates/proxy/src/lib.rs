@@ -132,6 +132,7 @@ mod request_body;
 mod request_timeout;
 mod response_body;
 mod response_headers;
+mod resumption;
 mod rewrite;
 mod ring;
 mod runtime;

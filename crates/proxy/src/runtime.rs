@@ -117,7 +117,9 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
             TcpListener::from_std(setup.https).map_err(|e| thread_error("HTTPS listener", e))?,
         )
     };
-    let tls = crate::tls::server_config(setup.shared.clone(), true, None, None)
+    // Made for the defaults; the first handshake remakes it if the settings differ.
+    let handshakes = crate::tls::Handshakes::of(&model::Settings::default());
+    let tls = crate::tls::server_config(setup.shared.clone(), &handshakes, None, None)
         .map_err(StartError::Tls)?;
     let id = setup.id;
     let shared = setup.shared;
@@ -140,7 +142,7 @@ pub(crate) fn spawn(setup: WorkerSetup) -> Result<JoinHandle<()>, StartError> {
                     stats_config: Cell::new(0),
                     stats: upstreams.stats.clone(),
                     upstreams,
-                    tls: RefCell::new((true, tls)),
+                    tls: RefCell::new((handshakes, tls)),
                     host_tls: RefCell::default(),
                     site_tls: RefCell::default(),
                     http_port,

@@ -47,6 +47,9 @@ pub(crate) struct Shared {
     /// One ticket key set for every worker: a client resuming lands on any worker
     /// (SO_REUSEPORT hashes the new connection), so all must decrypt its ticket.
     pub(crate) ticketer: Arc<dyn ProducesTickets>,
+    /// The session cache every worker's configurations share (nginx's `shared:SSL`), made
+    /// anew when its size or timeout changes.
+    sessions: Mutex<Option<Arc<crate::resumption::SessionCache>>>,
     /// `auth-cache-key`'s answers, for every worker at once.
     pub(crate) auth_cache: crate::auth_cache::AuthCache,
     /// Served when the configuration has no certificate for the client (no default).
@@ -71,6 +74,23 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The shared session cache for `sessions` sessions resumable for `timeout`.
+    pub(crate) fn session_cache(
+        &self,
+        sessions: usize,
+        timeout: std::time::Duration,
+    ) -> Arc<crate::resumption::SessionCache> {
+        let mut cache = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        match &*cache {
+            Some(made) if made.is_for(sessions, timeout) => made.clone(),
+            _ => {
+                let made = Arc::new(crate::resumption::SessionCache::new(sessions, timeout));
+                *cache = Some(made.clone());
+                made
+            }
+        }
+    }
+
     pub(crate) fn new(
         access_log: &AccessLogOutput,
         identity: MetricIdentity,
@@ -89,6 +109,7 @@ impl Shared {
             wake: watch::Sender::new(0),
             endpoint_changes: broadcast::Sender::new(ENDPOINT_CHANGES_QUEUED),
             ticketer: rustls::crypto::aws_lc_rs::Ticketer::new().map_err(StartError::Tls)?,
+            sessions: Mutex::new(None),
             auth_cache: crate::auth_cache::AuthCache::default(),
             fallback_cert: crate::fallback_cert::self_signed()?,
             access_log: Sink::start(access_log).map_err(StartError::AccessLog)?,

@@ -76,7 +76,7 @@ impl SiteTlsConfigs {
         }
     }
 
-    /// Forgets every configuration (session tickets flipped).
+    /// Forgets every configuration (the `ssl-*` settings changed).
     pub(crate) fn clear(&mut self) {
         self.made.clear();
     }

@@ -61,10 +61,10 @@ pub(crate) struct Worker {
     pub(crate) upstreams: Rc<Upstreams>,
     /// The same counters as `upstreams.stats`.
     pub(crate) stats: Rc<RefCell<Stats>>,
-    /// The TLS server configuration and whether it issues session tickets.
-    pub(crate) tls: RefCell<(bool, Arc<rustls::ServerConfig>)>,
+    /// The TLS server configuration and the settings it was made with.
+    pub(crate) tls: RefCell<(crate::tls::Handshakes, Arc<rustls::ServerConfig>)>,
     /// The configurations of hosts whose handshake differs (`model::tls::HostTls`), made on
-    /// first use; emptied when session tickets flip, and bounded by `HOST_TLS_CONFIGS`.
+    /// first use; emptied when the `ssl-*` settings change, and bounded by `HOST_TLS_CONFIGS`.
     pub(crate) host_tls: RefCell<Vec<(Arc<HostTls>, Arc<rustls::ServerConfig>)>>,
     /// The same for Gateways' own addresses (`sites`).
     pub(crate) site_tls: RefCell<crate::sites::SiteTlsConfigs>,
@@ -391,16 +391,18 @@ impl Worker {
     }
 
     /// The TLS server configuration for a handshake: the listener's, or that of the host the
-    /// ClientHello named when its handshake differs.
+    /// ClientHello named when its handshake differs. Remade when `settings`' `ssl-*` keys
+    /// changed: the handshakes after a ConfigMap edit follow it, open connections keep theirs.
     pub(crate) fn tls_config(
         &self,
-        session_tickets: bool,
+        settings: &model::Settings,
         host: Option<&Arc<HostTls>>,
     ) -> Option<Arc<rustls::ServerConfig>> {
         let mut tls = self.tls.borrow_mut();
-        if tls.0 != session_tickets {
-            match crate::tls::server_config(self.shared.clone(), session_tickets, None, None) {
-                Ok(config) => *tls = (session_tickets, config),
+        if !tls.0.same(settings) {
+            let handshakes = crate::tls::Handshakes::of(settings);
+            match crate::tls::server_config(self.shared.clone(), &handshakes, None, None) {
+                Ok(config) => *tls = (handshakes, config),
                 Err(e) => {
                     tracing::error!(error = %e, "cannot rebuild the TLS configuration");
                     return None;
@@ -417,7 +419,7 @@ impl Worker {
         if let Some((_, config)) = made.iter().find(|(h, _)| **h == **host) {
             return Some(config.clone());
         }
-        match crate::tls::server_config(self.shared.clone(), session_tickets, Some(host), None) {
+        match crate::tls::server_config(self.shared.clone(), &tls.0, Some(host), None) {
             Ok(config) => {
                 if made.len() >= HOST_TLS_CONFIGS {
                     made.clear();
@@ -437,15 +439,15 @@ impl Worker {
     pub(crate) fn site_tls_config(
         &self,
         site: IpAddr,
-        session_tickets: bool,
+        settings: &model::Settings,
         host: Option<&Arc<HostTls>>,
     ) -> Option<Arc<rustls::ServerConfig>> {
-        // Rebuilds the shared configuration (and forgets the sites') when tickets flipped.
-        self.tls_config(session_tickets, None)?;
+        // Remakes the shared configuration (and forgets the sites') when the settings changed.
+        self.tls_config(settings, None)?;
         let shared = self.shared.clone();
         let host_tls = host.map(|h| &**h);
         self.site_tls.borrow_mut().get_or_make(site, host, || {
-            crate::tls::server_config(shared, session_tickets, host_tls, Some(site))
+            crate::tls::server_config(shared, &self.tls.borrow().0, host_tls, Some(site))
         })
     }
 

@@ -142,6 +142,7 @@ fn compile_with(
     }
     compiler.finish_hosts();
     compiler.client_cert_hosts();
+    compiler.cipher_hosts();
     compiler.share_affinity();
     compiler.canaries(&mut claims);
     // The services ConfigMaps first: a Gateway TCP or UDP listener may not take their ports.

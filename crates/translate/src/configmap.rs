@@ -385,6 +385,39 @@ pub const KEYS: &[Key] = &[
         settings.ssl_session_tickets = parse_bool(value)?;
         Ok(())
     }),
+    read("ssl-protocols", server_tls::protocols),
+    read("ssl-ciphers", server_tls::ciphers),
+    read("ssl-ecdh-curve", server_tls::ecdh_curves),
+    read("ssl-session-cache", |settings, value| {
+        settings.server_tls.session_cache = parse_bool(value)?;
+        Ok(())
+    }),
+    read("ssl-session-cache-size", |settings, value| {
+        server_tls::session_cache_size(settings, parse_size(value))
+    }),
+    read("ssl-session-timeout", |settings, value| {
+        settings.server_tls.session_timeout = parse_duration(value)
+            .filter(|d| !d.is_zero())
+            .ok_or("a duration like 10m, 1h or 300s, more than 0")?;
+        Ok(())
+    }),
+    read("ssl-session-ticket-key", server_tls::session_ticket_key),
+    read("ssl-reject-handshake", |settings, value| {
+        settings.server_tls.reject_handshake = parse_bool(value)?;
+        Ok(())
+    }),
+    read("ssl-buffer-size", |settings, value| {
+        server_tls::buffer_size(settings, parse_size(value))
+    }),
+    // rustls has no DHE suites: the parameters would have nothing to apply to, and the
+    // clients they served get ECDHE.
+    accepted("ssl-dh-param"),
+    unsupported(
+        "enable-ocsp",
+        "OCSP stapling needs the controller to fetch and refresh each certificate's response \
+         from its CA's responder over the network; Sluice fetches nothing for certificates \
+         (rustls would staple a response it was given). Clients check revocation themselves",
+    ),
     read("ssl-redirect", |settings, value| {
         settings.ssl_redirect = parse_bool(value)?;
         Ok(())
@@ -1002,6 +1035,7 @@ pub fn from_config_map(
         otel.collector_port = otel.collector_protocol.default_port();
     }
     check_opentelemetry(&settings, source, diagnostics);
+    server_tls::notes(&settings, data, source, diagnostics);
     settings
 }
 
@@ -1147,6 +1181,8 @@ fn parse_header_buffers(text: &str) -> Option<usize> {
     let total = count.checked_mul(size)?;
     (parts.next().is_none() && total >= 1024).then_some(total)
 }
+
+mod server_tls;
 
 #[cfg(test)]
 mod tests;

@@ -44,6 +44,7 @@ pub mod gateway;
 pub mod ingress;
 mod meta;
 pub mod objects;
+mod openssl_ciphers;
 pub mod store;
 pub mod streams;
 pub mod tls;

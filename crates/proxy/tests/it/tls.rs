@@ -214,6 +214,7 @@ async fn one_listener_gives_each_host_its_own_handshake_settings() {
                 alpn: vec![b"http/1.1".to_vec()],
                 client_cert_request: None,
                 client_cert_required: None,
+                ciphers: None,
             },
         );
     });

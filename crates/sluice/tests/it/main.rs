@@ -26,5 +26,6 @@ mod memory;
 mod migrate;
 mod prometheus;
 mod serve;
+mod server_tls;
 mod status_page;
 mod tls;

@@ -21,16 +21,8 @@ fn a_rotated_secret_file_serves_new_handshakes_and_open_connections_keep_working
         key_pem: new_key,
         ..
     } = self_signed(&[HOST]);
-    let app = app_yaml("web", HOST, &[pod.addr]).replace(
-        "  rules:\n",
-        &format!("  tls: [{{hosts: [{HOST}], secretName: web-tls}}]\n  rules:\n"),
-    );
-    std::fs::write(
-        dir.join("class.yaml"),
-        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: sluice}\n\
-         spec: {controller: sluice.dev/ingress-controller}\n",
-    )
-    .unwrap();
+    let app = tls_app_yaml("web", HOST, &[pod.addr], "web-tls");
+    std::fs::write(dir.join("class.yaml"), CLASS_YAML).unwrap();
     std::fs::write(dir.join("app.yaml"), app).unwrap();
     std::fs::write(
         dir.join("secret.yaml"),
@@ -77,10 +69,7 @@ fn an_invalid_secret_falls_back_to_the_default_certificate_and_is_diagnosed() {
         key_pem: other_key,
         ..
     } = self_signed(&[HOST]);
-    let app = app_yaml("web", HOST, &[pod.addr]).replace(
-        "  rules:\n",
-        &format!("  tls: [{{hosts: [{HOST}], secretName: web-tls}}]\n  rules:\n"),
-    );
+    let app = tls_app_yaml("web", HOST, &[pod.addr], "web-tls");
     std::fs::write(dir.join("app.yaml"), app).unwrap();
     std::fs::write(
         dir.join("secret.yaml"),
@@ -122,9 +111,11 @@ fn a_certificate_near_its_expiry_is_logged_diagnosed_and_its_expiry_is_a_metric(
     } = self_signed_until("fine.test", now + Duration::from_secs(90 * 24 * 3600));
     let mut objects = String::new();
     for (name, host) in [("web", HOST), ("old", "old.test"), ("fine", "fine.test")] {
-        objects.push_str(&app_yaml(name, host, &[pod.addr]).replace(
-            "  rules:\n",
-            &format!("  tls: [{{hosts: [{host}], secretName: {name}-tls}}]\n  rules:\n"),
+        objects.push_str(&tls_app_yaml(
+            name,
+            host,
+            &[pod.addr],
+            &format!("{name}-tls"),
         ));
         objects.push_str("---\n");
     }

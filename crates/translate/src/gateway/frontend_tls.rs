@@ -222,6 +222,7 @@ impl Compiler<'_> {
             alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
             client_cert_request: Some(ca.names().to_vec()),
             client_cert_required: required.then_some(ca),
+            ciphers: None,
         };
         Decision {
             tls: PortTls::Handshake(Arc::new(tls)),

@@ -55,6 +55,16 @@ pub(crate) struct HostExtras {
     pub(crate) refused: BTreeMap<HostPattern, String>,
     /// `auth-tls-*` per host.
     pub(crate) client_certs: BTreeMap<HostPattern, HostClientCerts>,
+    /// `ssl-ciphers` / `ssl-prefer-server-ciphers` per host: each from the oldest Ingress
+    /// that sets it (and that Ingress).
+    pub(crate) ciphers: BTreeMap<HostPattern, HostCipherClaims>,
+}
+
+/// One host's cipher annotations, as the Ingresses were read.
+#[derive(Default)]
+pub(crate) struct HostCipherClaims {
+    pub(crate) suites: Option<(model::server_tls::CipherSuites, NamespacedName)>,
+    pub(crate) prefer_server: Option<(bool, NamespacedName)>,
 }
 
 /// One host's client certificate rules, as the Ingresses were read.

@@ -173,6 +173,7 @@ impl Compiler<'_> {
                     alpn: vec![b"h2".to_vec(), b"http/1.1".to_vec()],
                     client_cert_request: Some(certs.names.into_iter().collect()),
                     client_cert_required: None,
+                    ciphers: None,
                 },
             );
         }

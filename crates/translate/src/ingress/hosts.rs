@@ -41,6 +41,7 @@ impl Compiler<'_> {
                 .or_insert_with(|| (host.clone(), ingress.clone()));
         }
         self.host_client_cert(ingress, host, parsed);
+        self.host_ciphers(ingress, host, parsed);
         if let Some(why) = &parsed.hosts_refused {
             self.hosts
                 .refused

@@ -31,6 +31,7 @@ mod client_cert;
 pub(crate) mod cross_namespace;
 mod custom_headers;
 mod errors;
+mod host_ciphers;
 mod hosts;
 mod mirror;
 mod roots;

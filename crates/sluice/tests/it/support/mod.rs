@@ -213,6 +213,24 @@ pub(crate) fn app_yaml(name: &str, host: &str, endpoints: &[SocketAddr]) -> Stri
     )
 }
 
+/// The IngressClass `sluice`, for the controller Sluice is.
+pub(crate) const CLASS_YAML: &str =
+    "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: sluice}\n\
+     spec: {controller: sluice.dev/ingress-controller}\n";
+
+/// [`app_yaml`] with TLS for `host` from the Secret `secret`.
+pub(crate) fn tls_app_yaml(
+    name: &str,
+    host: &str,
+    endpoints: &[SocketAddr],
+    secret: &str,
+) -> String {
+    app_yaml(name, host, endpoints).replace(
+        "  rules:\n",
+        &format!("  tls: [{{hosts: [{host}], secretName: {secret}}}]\n  rules:\n"),
+    )
+}
+
 /// `GET path` with `Host: host` over a new connection.
 pub(crate) fn get(addr: SocketAddr, host: &str, path: &str) -> std::io::Result<Response> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
@@ -399,6 +417,11 @@ impl TlsConnection {
             stream,
             host: server_name.to_owned(),
         })
+    }
+
+    /// Whether the handshake was a full one or resumed a session.
+    pub(crate) fn handshake_kind(&self) -> Option<rustls::HandshakeKind> {
+        self.stream.conn.handshake_kind()
     }
 
     /// The certificate the server presented (DER), leaf first.

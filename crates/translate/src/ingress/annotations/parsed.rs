@@ -63,6 +63,9 @@ pub struct IngressAnnotations {
     pub client_cert: Option<ClientCertSpec>,
     /// `affinity-canary-behavior` (what it says on a canary Ingress decides).
     pub canary_behavior: model::affinity::CanaryBehavior,
+    /// `ssl-ciphers` / `ssl-prefer-server-ciphers`: for the handshakes of this Ingress's
+    /// hosts, where it is the oldest to set them.
+    pub host_ciphers: model::server_tls::HostCiphers,
 }
 
 /// The mirror family as read: the target checked, the host and body switch defaulted as

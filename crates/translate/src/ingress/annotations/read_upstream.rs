@@ -8,7 +8,9 @@ use http::HeaderValue;
 use model::policy::{
     ConnectionHeader, HashBy, ProxyProtocolVersion, RoutePolicy, TlsVersions, UpstreamProtocol,
 };
+use model::server_tls::{CipherSuites, HostCiphers};
 use model::settings::NextUpstream;
+use model::upstream_tls::ProtocolWords;
 use model::LoadBalance;
 use model::Severity;
 
@@ -210,28 +212,12 @@ impl Reader<'_> {
 
     /// `proxy-ssl-protocols`: nginx's names, separated by spaces.
     pub(super) fn tls_versions(&mut self, value: &str) -> Option<TlsVersions> {
-        let mut versions = TlsVersions {
-            tls12: false,
-            tls13: false,
+        let ProtocolWords::Read { versions, dropped } = TlsVersions::parse_nginx(value) else {
+            self.invalid("proxy-ssl-protocols", value, TlsVersions::EXPECTED);
+            return None;
         };
-        let mut dropped = Vec::new();
-        for word in value.split_whitespace() {
-            match word {
-                "TLSv1.2" => versions.tls12 = true,
-                "TLSv1.3" => versions.tls13 = true,
-                "SSLv2" | "SSLv3" | "TLSv1" | "TLSv1.1" => dropped.push(word),
-                _ => {
-                    self.invalid(
-                        "proxy-ssl-protocols",
-                        value,
-                        "protocols among SSLv2 SSLv3 TLSv1 TLSv1.1 TLSv1.2 TLSv1.3, separated by spaces",
-                    );
-                    return None;
-                }
-            }
-        }
         let key = self.key("proxy-ssl-protocols");
-        if !versions.tls12 && !versions.tls13 {
+        if versions.is_empty() {
             self.diagnose(
                 Severity::Error,
                 format!("annotation {key}: {value:?}: Sluice speaks only TLSv1.2 and TLSv1.3 to upstreams; both apply"),
@@ -245,6 +231,43 @@ impl Reader<'_> {
             );
         }
         Some(versions)
+    }
+
+    /// `ssl-ciphers` and `ssl-prefer-server-ciphers`: the host's own handshake (server level
+    /// in ingress-nginx).
+    pub(super) fn ssl_ciphers(&mut self) -> HostCiphers {
+        let prefer_server = self.bool("ssl-prefer-server-ciphers");
+        let Some(value) = self.get("ssl-ciphers").filter(|v| !v.is_empty()) else {
+            return HostCiphers {
+                suites: None,
+                prefer_server,
+            };
+        };
+        let list = match crate::openssl_ciphers::parse(value) {
+            Ok(list) => list,
+            Err(expected) => {
+                self.invalid("ssl-ciphers", value, expected);
+                return HostCiphers {
+                    suites: None,
+                    prefer_server,
+                };
+            }
+        };
+        let key = self.key("ssl-ciphers");
+        for (severity, text) in list.notes() {
+            self.diagnose(severity, format!("annotation {key}: {text}"));
+        }
+        if list.suites.is_empty() {
+            self.diagnose(
+                Severity::Error,
+                format!("annotation {key}: {value:?} leaves no TLS 1.2 suite Sluice speaks; the ConfigMap's ssl-ciphers apply"),
+            );
+        }
+        let suites = (!list.suites.is_empty()).then(|| CipherSuites::of(&list.suites));
+        HostCiphers {
+            suites,
+            prefer_server,
+        }
     }
 
     /// `upstream-hash-by`: nginx variables and literals; a variable the proxy cannot know

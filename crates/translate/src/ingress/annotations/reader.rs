@@ -275,6 +275,7 @@ impl<'a> Reader<'a> {
             basic_auth: None,
             client_cert: None,
             canary_behavior: Default::default(),
+            host_ciphers: Default::default(),
         };
         if let Some(why) = refused {
             // ingress-nginx does not serve the Ingress at all; here its routes answer 503
@@ -423,6 +424,7 @@ impl<'a> Reader<'a> {
             Parser::ProxySsl => out.proxy_ssl = self.proxy_ssl(),
             Parser::Access => self.access(policy),
             Parser::Limits => self.limits(policy),
+            Parser::SslCiphers => out.host_ciphers = self.ssl_ciphers(),
             Parser::ClientCert => match self.client_cert() {
                 None => {}
                 Some(Ok(spec)) => out.client_cert = Some(spec),
