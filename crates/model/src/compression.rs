@@ -244,7 +244,10 @@ mod tests {
         assert!(!types.matches(b""));
         let all = MimeTypes::parse("*").unwrap();
         assert!(all.matches(b"image/png") && !all.matches(b" ; x=y"));
-        assert_eq!(MimeTypes::parse("text/css, text/plain"), Err("text/css,".into()));
+        assert_eq!(
+            MimeTypes::parse("text/css, text/plain"),
+            Err("text/css,".into())
+        );
         assert_eq!(MimeTypes::parse("json"), Err("json".into()));
         assert!(MimeTypes::parse("  ").is_err());
         let defaults = MimeTypes::parse(GZIP_TYPES).unwrap();
@@ -255,10 +258,16 @@ mod tests {
     #[test]
     fn msie6_is_nginx_s_test() {
         let refuses = |agent: &str| GzipDisable::Msie6.refuses(agent.as_bytes());
-        assert!(refuses("Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.0)"));
+        assert!(refuses(
+            "Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.0)"
+        ));
         assert!(refuses("Mozilla/4.0 (compatible; MSIE 5.5; Windows 98)"));
-        assert!(!refuses("Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.1; SV1)"));
-        assert!(!refuses("Mozilla/4.0 (compatible; MSIE 7.0; Windows NT 6.0)"));
+        assert!(!refuses(
+            "Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.1; SV1)"
+        ));
+        assert!(!refuses(
+            "Mozilla/4.0 (compatible; MSIE 7.0; Windows NT 6.0)"
+        ));
         assert!(!refuses("curl/8.0"));
         assert!(!refuses("MSIE 6."));
     }

@@ -602,8 +602,7 @@ pub const KEYS: &[Key] = &[
         Ok(())
     }),
     read("brotli-types", |settings, value| {
-        settings.compression.brotli.types =
-            MimeTypes::parse(value).map_err(|_| MEDIA_TYPES)?;
+        settings.compression.brotli.types = MimeTypes::parse(value).map_err(|_| MEDIA_TYPES)?;
         Ok(())
     }),
     read("http-redirect-code", |settings, value| {

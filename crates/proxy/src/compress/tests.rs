@@ -22,7 +22,10 @@ fn settings(gzip: bool, brotli: bool) -> Compression {
 
 fn accepts_value(value: &str, coding: &[u8]) -> bool {
     let mut headers = HeaderMap::new();
-    headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_str(value).unwrap());
+    headers.insert(
+        header::ACCEPT_ENCODING,
+        HeaderValue::from_str(value).unwrap(),
+    );
     accepts(&headers, coding)
 }
 
@@ -82,7 +85,10 @@ fn gzip_needs_http_1_1_and_a_user_agent_gzip_disable_leaves_alone() {
     );
     let mut msie = settings(true, false);
     msie.gzip_disable = model::compression::GzipDisable::Msie6;
-    let agent = ("user-agent", "Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.0)");
+    let agent = (
+        "user-agent",
+        "Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.0)",
+    );
     assert!(!allowed_for(Version::HTTP_11, &[ae, agent], &msie).gzip);
     assert!(allowed_for(Version::HTTP_11, &[ae, ("user-agent", "curl/8")], &msie).gzip);
     // Off keys allow nothing.
@@ -151,7 +157,11 @@ fn gzip_applies_as_nginx_s_filter_decides() {
     // Already encoded; no-transform.
     assert_eq!(get(&[text, ("content-encoding", "br")], 200, None), None);
     assert_eq!(
-        get(&[text, ("cache-control", "public, no-transform")], 200, None),
+        get(
+            &[text, ("cache-control", "public, no-transform")],
+            200,
+            None
+        ),
         None
     );
     // HEAD: nothing, not even Vary (nginx's header_only).
@@ -254,15 +264,15 @@ fn brotli_comes_first_when_both_apply_with_its_own_minimum_and_types() {
 }
 
 /// A body beneath the compressor: the polls it answers, in order.
-struct Script(VecDeque<Poll<Option<Result<Frame<Bytes>, BoxError>>>>);
+struct Script(VecDeque<Polled>);
 
 impl Script {
-    fn poll(&mut self) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll(&mut self) -> Polled {
         self.0.pop_front().unwrap_or(Poll::Ready(None))
     }
 }
 
-fn data(bytes: &[u8]) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+fn data(bytes: &[u8]) -> Polled {
     Poll::Ready(Some(Ok(Frame::data(Bytes::copy_from_slice(bytes)))))
 }
 
@@ -313,7 +323,9 @@ fn page(len: usize) -> Vec<u8> {
     let mut text = Vec::new();
     let mut n = 0u64;
     while text.len() < len {
-        text.extend_from_slice(format!("<li id=\"item-{n}\">entry {}</li>\n", n * 7919 % 1000).as_bytes());
+        text.extend_from_slice(
+            format!("<li id=\"item-{n}\">entry {}</li>\n", n * 7919 % 1000).as_bytes(),
+        );
         n += 1;
     }
     text.truncate(len);
@@ -364,7 +376,10 @@ fn what_is_fed_before_the_body_waits_goes_out_at_once_and_decodes() {
             Coding::Brotli => unbrotli(&all),
         };
         assert_eq!(decoded, b"data: one\n\ndata: two\n\n");
-        assert!(compressor.encoder.is_none(), "the encoder is freed at the end");
+        assert!(
+            compressor.encoder.is_none(),
+            "the encoder is freed at the end"
+        );
         assert!(compressor.is_end_stream());
     }
 }
@@ -386,7 +401,11 @@ fn a_large_body_goes_out_in_bounded_frames_and_decodes_exactly() {
             _ => true,
         }));
         let all = joined(&polls);
-        assert!(all.len() < body.len() / 3, "{coding:?} {level}: {}", all.len());
+        assert!(
+            all.len() < body.len() / 3,
+            "{coding:?} {level}: {}",
+            all.len()
+        );
         let decoded = match coding {
             Coding::Gzip => gunzip(&all),
             Coding::Brotli => unbrotli(&all),
