@@ -46,6 +46,7 @@ pub mod auth;
 pub mod basic_auth;
 pub mod client_cert;
 pub mod compiled;
+pub mod compression;
 pub mod cors;
 pub mod custom_headers;
 pub mod edge;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 use serde::{Serialize, Serializer};
 
+use crate::compression::Compression;
 use crate::server_tls::ServerTls;
 
 /// ingress-nginx's default `log-format-stream`.
@@ -206,6 +207,10 @@ pub struct Settings {
     pub hsts_include_subdomains: bool,
     /// `hsts-preload`.
     pub hsts_preload: bool,
+    /// `use-gzip`, `gzip-*`, `enable-brotli`, `brotli-*`: response compression. Shown (in
+    /// `/config` and golden files) only when a key differs from its default.
+    #[serde(skip_serializing_if = "Compression::is_default")]
+    pub compression: Compression,
     /// `http-redirect-code`: the status of ssl and www redirects (301, 302, 307 or 308).
     pub http_redirect_code: u16,
     /// `force-ssl-redirect`: plain-HTTP requests go to https even for hosts without TLS.
@@ -603,6 +608,7 @@ impl Default for Settings {
             hsts_max_age: 31_536_000,
             hsts_include_subdomains: true,
             hsts_preload: false,
+            compression: Compression::default(),
             http_redirect_code: 308,
             force_ssl_redirect: false,
             preserve_trailing_slash: false,

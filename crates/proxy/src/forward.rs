@@ -166,6 +166,12 @@ pub(crate) async fn respond(
     // forwarded headers all name this one.
     let client = config.map_or_else(|| conn.peer(), |c| conn.client_ip(&head, &c.settings));
     guard.client = client;
+    // Response compression: what the client allows, read from its head as it came (nginx
+    // reads headers_in, which no edit for the upstream changes); never for an upgrade.
+    let compression = config
+        .map(|c| &c.settings.compression)
+        .filter(|c| c.enabled() && client_upgrade.is_none())
+        .map(|c| (c, crate::compress::allowed(&head, c)));
     if let Some(current) = current
         .as_ref()
         .filter(|c| c.access_log.is_some() || c.tracing)
@@ -394,6 +400,18 @@ pub(crate) async fn respond(
             response
                 .headers_mut()
                 .insert(header::STRICT_TRANSPORT_SECURITY, hsts_value(value));
+        }
+    }
+    // Compression last, after every header edit (nginx's gzip and brotli header filters run
+    // after add_header's), on Sluice's own answers too, as nginx's filters see its pages.
+    if let Some((settings, allowed)) = compression {
+        let (status, length) = (response.status(), response.body().size_hint().exact());
+        let headers = response.headers_mut();
+        let method = &head.method;
+        if let Some(compressor) =
+            crate::compress::respond(headers, status, method, length, allowed, settings)
+        {
+            response.body_mut().compress(compressor);
         }
     }
     let status = response.status().as_u16();

@@ -86,6 +86,7 @@ mod buffer;
 mod client;
 mod client_addr;
 mod client_cert;
+mod compress;
 mod conn_cap;
 mod cors;
 mod current;

@@ -1,6 +1,8 @@
 //! A response body on its way back to the client: a whole one made here, an HTTP/1 upstream's
 //! or an HTTP/2 upstream's, carrying the request's guard so the request ends when it is dropped.
 //! A plain enum rather than a boxed trait object: no allocation, no dynamic dispatch per frame.
+//! A compressed body is one more variant around the body it compresses (`compress`), so a
+//! response that is not compressed pays nothing per frame for the feature.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -9,6 +11,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
 use crate::body::BoxError;
+use crate::compress::Compressor;
 use crate::limits::Throttle;
 use crate::upstream::UpstreamBody;
 use crate::upstream_h2::H2Body;
@@ -31,6 +34,13 @@ enum ResponseKind {
     Upstream(UpstreamBody),
     /// From an HTTP/2 upstream: data and trailers (`upstream_h2`).
     Http2(H2Body),
+    /// `use-gzip` / `enable-brotli`: the body beneath, compressed as it streams.
+    Compressed(Box<Compressed>),
+}
+
+struct Compressed {
+    inner: ResponseKind,
+    compressor: Compressor,
 }
 
 impl ResponseBody {
@@ -64,6 +74,12 @@ impl ResponseBody {
             guard: None,
             throttle: None,
         }
+    }
+
+    /// The body goes out compressed (the response phase set the headers).
+    pub(crate) fn compress(&mut self, compressor: Compressor) {
+        let inner = std::mem::replace(&mut self.kind, ResponseKind::Full(None));
+        self.kind = ResponseKind::Compressed(Box::new(Compressed { inner, compressor }));
     }
 
     pub(crate) fn set_guard(&mut self, guard: RequestGuard) {
@@ -107,6 +123,7 @@ impl Body for ResponseBody {
             ResponseKind::Full(bytes) => bytes.is_none(),
             ResponseKind::Upstream(body) => body.is_end_stream(),
             ResponseKind::Http2(body) => body.is_end_stream(),
+            ResponseKind::Compressed(body) => body.compressor.is_end_stream(),
         }
     }
 
@@ -117,6 +134,11 @@ impl Body for ResponseBody {
             }
             ResponseKind::Upstream(body) => body.size_hint(),
             ResponseKind::Http2(body) => body.size_hint(),
+            // Unknown until it is made: framed chunked (HTTP/1.1) or by END_STREAM (HTTP/2).
+            ResponseKind::Compressed(body) if body.compressor.is_end_stream() => {
+                SizeHint::with_exact(0)
+            }
+            ResponseKind::Compressed(_) => SizeHint::new(),
         };
         match self.throttle.as_ref().map_or(0, |t| t.pending()) {
             0 => hint,
@@ -138,6 +160,10 @@ impl ResponseKind {
             ResponseKind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             ResponseKind::Upstream(body) => Pin::new(body).poll_frame(cx),
             ResponseKind::Http2(body) => Pin::new(body).poll_frame(cx),
+            ResponseKind::Compressed(body) => {
+                let Compressed { inner, compressor } = &mut **body;
+                compressor.poll_frame(cx, |cx| inner.poll_frame(cx))
+            }
         }
     }
 }

@@ -15,6 +15,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use ipnet::IpNet;
+use model::compression::{GzipDisable, MimeTypes};
 use model::settings::{LoadBalance, NextUpstream, OtlpProtocol, Sampler, Settings};
 use model::{Diagnostic, ObjectRef, Severity};
 
@@ -110,6 +111,17 @@ pub struct Key {
 const DURATION: &str = "a duration like 60, 60s, 500ms or 5m";
 const COUNT: &str = "a whole number";
 const POSITIVE: &str = "a whole number of at least 1";
+const BYTES: &str = "a whole number of bytes";
+const MEDIA_TYPES: &str =
+    "media types separated by spaces, like \"text/css application/json\", or *";
+
+/// `gzip-level` / `brotli-level`: nginx's `*_comp_level` bounds.
+fn parse_level(value: &str, min: u32, max: u32) -> Option<u32> {
+    value
+        .parse()
+        .ok()
+        .filter(|level| (min..=max).contains(level))
+}
 
 const fn read(
     name: &'static str,
@@ -599,6 +611,46 @@ pub const KEYS: &[Key] = &[
     }),
     read("hsts-preload", |settings, value| {
         settings.hsts_preload = parse_bool(value)?;
+        Ok(())
+    }),
+    read("use-gzip", |settings, value| {
+        settings.compression.use_gzip = parse_bool(value)?;
+        Ok(())
+    }),
+    read("gzip-level", |settings, value| {
+        settings.compression.gzip.level = parse_level(value, 1, 9).ok_or("a level from 1 to 9")?;
+        Ok(())
+    }),
+    read("gzip-min-length", |settings, value| {
+        settings.compression.gzip.min_length = value.parse().map_err(|_| BYTES)?;
+        Ok(())
+    }),
+    read("gzip-types", |settings, value| {
+        settings.compression.gzip.types = MimeTypes::parse(value).map_err(|_| MEDIA_TYPES)?;
+        Ok(())
+    }),
+    read("gzip-disable", |settings, value| {
+        settings.compression.gzip_disable = GzipDisable::parse(value).map_err(|_| {
+            "msie6, or a regular expression for User-Agent (Rust regex syntax: no \
+             look-around or back-references)"
+        })?;
+        Ok(())
+    }),
+    read("enable-brotli", |settings, value| {
+        settings.compression.enable_brotli = parse_bool(value)?;
+        Ok(())
+    }),
+    read("brotli-level", |settings, value| {
+        settings.compression.brotli.level =
+            parse_level(value, 0, 11).ok_or("a level from 0 to 11")?;
+        Ok(())
+    }),
+    read("brotli-min-length", |settings, value| {
+        settings.compression.brotli.min_length = value.parse().map_err(|_| BYTES)?;
+        Ok(())
+    }),
+    read("brotli-types", |settings, value| {
+        settings.compression.brotli.types = MimeTypes::parse(value).map_err(|_| MEDIA_TYPES)?;
         Ok(())
     }),
     read("http-redirect-code", |settings, value| {

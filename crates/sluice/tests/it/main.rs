@@ -4,6 +4,7 @@
 
 mod support;
 
+mod compression;
 mod ext_authz;
 mod external_name;
 mod gateway;

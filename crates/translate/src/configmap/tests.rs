@@ -432,3 +432,55 @@ fn units() {
     assert_eq!(parse_size(""), None);
     assert_eq!(parse_size("x"), None);
 }
+
+#[test]
+fn compression_keys_take_ingress_nginx_defaults_and_refuse_bad_values() {
+    let (s, diagnostics) = settings(&[]);
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    let c = &s.compression;
+    assert!(!c.use_gzip && !c.enable_brotli && !c.enabled());
+    assert_eq!((c.gzip.level, c.gzip.min_length), (1, 256));
+    assert_eq!((c.brotli.level, c.brotli.min_length), (4, 20));
+    assert!(c.gzip.types.matches(b"text/html") && c.gzip.types.matches(b"application/json"));
+
+    let (s, diagnostics) = settings(&[
+        ("use-gzip", "true"),
+        ("gzip-level", "6"),
+        ("gzip-min-length", "1000"),
+        ("gzip-types", "application/json"),
+        ("gzip-disable", "msie6"),
+        ("enable-brotli", "true"),
+        ("brotli-level", "0"),
+        ("brotli-min-length", "0"),
+        ("brotli-types", "*"),
+    ]);
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
+    let c = &s.compression;
+    assert!(c.use_gzip && c.enable_brotli);
+    assert_eq!((c.gzip.level, c.gzip.min_length), (6, 1000));
+    assert!(!c.gzip.types.matches(b"text/plain") && c.gzip.types.matches(b"text/html"));
+    assert_eq!(c.gzip_disable, model::compression::GzipDisable::Msie6);
+    assert_eq!((c.brotli.level, c.brotli.min_length), (0, 0));
+    assert!(c.brotli.types.matches(b"image/png"));
+
+    let (s, diagnostics) = settings(&[
+        ("use-gzip", "yes"),
+        ("gzip-level", "10"),
+        ("gzip-min-length", "1k"),
+        ("gzip-types", "text/css, text/plain"),
+        ("gzip-disable", "(?<!x)bot"),
+        ("brotli-level", "12"),
+    ]);
+    assert_eq!(s.compression, model::compression::Compression::default());
+    let all = diagnostics.join("\n");
+    for expected in [
+        "data.use-gzip: invalid value \"yes\": expected true or false",
+        "data.gzip-level: invalid value \"10\": expected a level from 1 to 9",
+        "data.gzip-min-length: invalid value \"1k\": expected a whole number of bytes",
+        "data.gzip-types: invalid value \"text/css, text/plain\": expected media types",
+        "data.gzip-disable: invalid value \"(?<!x)bot\": expected msie6, or a regular expression",
+        "data.brotli-level: invalid value \"12\": expected a level from 0 to 11",
+    ] {
+        assert!(all.contains(expected), "{expected} not in {all}");
+    }
+}
