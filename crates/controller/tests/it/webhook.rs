@@ -183,13 +183,14 @@ fn an_invalid_annotation_is_refused_and_an_unsupported_one_is_a_warning() {
             "second",
             "/account",
             "web",
-            json!({"nginx.ingress.kubernetes.io/ssl-ciphers": "HIGH"}),
+            json!({"nginx.ingress.kubernetes.io/http2-push-preload": "true"}),
         ),
     );
     assert!(verdict.allowed, "{verdict:?}");
     assert_eq!(verdict.warnings.len(), 1, "{verdict:?}");
     assert!(
-        verdict.warnings[0].contains("ssl-ciphers") && verdict.warnings[0].contains("unsupported"),
+        verdict.warnings[0].contains("http2-push-preload")
+            && verdict.warnings[0].contains("unsupported"),
         "{:?}",
         verdict.warnings
     );
