@@ -213,6 +213,7 @@ impl ControlPlane {
         self.next_certificate_event = compiled.certificates.next_expiry_event(unix_now());
         let names = names_to_resolve(&self.store, &compiled);
         self.store.retain_resolved(&names);
+        self.names.set_ipv6(!compiled.settings.disable_ipv6_dns);
         self.names.want(&names);
         self.current = Some(compiled.clone());
         let source_errors =

@@ -65,6 +65,8 @@ pub struct ServerTls {
     /// `ssl-reject-handshake`: a handshake naming no host Sluice serves, or none, is refused
     /// with an alert (nginx's `ssl_reject_handshake` in its default server).
     pub reject_handshake: bool,
+    /// `use-http2`: HTTP/2 is offered (ALPN `h2`) to TLS clients; off, HTTP/1.1 only.
+    pub http2: bool,
     /// `ssl-buffer-size`: the most plaintext one TLS record carries; `None`: TLS's 16 KiB.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub buffer_size: Option<usize>,
@@ -83,6 +85,7 @@ impl Default for ServerTls {
             session_timeout: Duration::from_secs(600),
             session_ticket_key: None,
             reject_handshake: false,
+            http2: true,
             buffer_size: None,
         }
     }

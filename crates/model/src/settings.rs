@@ -350,6 +350,10 @@ pub struct Settings {
     /// the address fill no log).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub enable_access_log_for_default_backend: bool,
+    /// `disable-ipv6-dns`: the resolver (ExternalName Services, URL annotations at a host
+    /// name) asks for no AAAA record and uses no IPv6 name server.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub disable_ipv6_dns: bool,
 }
 
 /// ingress-nginx's rating of what an annotation can do to the controller and other tenants
@@ -651,6 +655,7 @@ impl Default for Settings {
             proxy_protocol_header_timeout: PROXY_PROTOCOL_HEADER_TIMEOUT,
             ignore_invalid_headers: true,
             enable_access_log_for_default_backend: false,
+            disable_ipv6_dns: false,
         }
     }
 }

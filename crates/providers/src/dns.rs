@@ -52,6 +52,9 @@ pub struct ResolverConfig {
     pub timeout: Duration,
     /// Rounds over the servers (`options attempts:`, 2 by default).
     pub attempts: usize,
+    /// AAAA records asked for and IPv6 name servers used; off: the ConfigMap's
+    /// `disable-ipv6-dns` (nginx's `resolver … ipv6=off`).
+    pub ipv6: bool,
 }
 
 impl Default for ResolverConfig {
@@ -63,6 +66,7 @@ impl Default for ResolverConfig {
             ndots: 1,
             timeout: Duration::from_secs(5),
             attempts: 2,
+            ipv6: true,
         }
     }
 }
@@ -121,6 +125,12 @@ impl ResolverConfig {
         config
     }
 
+    /// The name servers to ask: without `ipv6`, the IPv4 ones (all of them if none is).
+    fn servers(&self) -> impl Iterator<Item = SocketAddr> + '_ {
+        let all = self.ipv6 || self.nameservers.iter().all(SocketAddr::is_ipv6);
+        (self.nameservers.iter().copied()).filter(move |server| all || server.is_ipv4())
+    }
+
     /// The names to ask for `name`, in order, as the C library's resolver (and ingress-nginx's)
     /// tries them: a name with a trailing dot as it is; one with fewer dots than `ndots`
     /// with each search domain first, then as it is; others as they are first.
@@ -163,7 +173,12 @@ pub async fn lookup(config: &ResolverConfig, name: &str) -> Lookup {
     let mut said_none = false;
     let mut failure = None;
     for candidate in config.candidates(name) {
-        for record_type in [RecordType::A, RecordType::Aaaa] {
+        let record_types = if config.ipv6 {
+            &[RecordType::A, RecordType::Aaaa][..]
+        } else {
+            &[RecordType::A][..]
+        };
+        for &record_type in record_types {
             match ask(config, &candidate, record_type).await {
                 // At most `wire::dns::MAX_ADDRESSES` of them.
                 Ok(Reply::Addresses { addresses, ttl }) => {
@@ -212,7 +227,7 @@ async fn ask(
 ) -> Result<Reply, String> {
     let mut last = String::from("no name server");
     for _ in 0..config.attempts.max(1) {
-        for &server in &config.nameservers {
+        for server in config.servers() {
             let id = fastrand::u16(..);
             let question = Question {
                 server,
@@ -348,6 +363,16 @@ impl NameWatch {
             config: std::sync::Arc::new(config),
             slots: BTreeMap::new(),
             in_flight: FuturesUnordered::new(),
+        }
+    }
+
+    /// `disable-ipv6-dns` from the ConfigMap: from each name's next lookup on, no AAAA
+    /// question and no IPv6 name server.
+    pub fn set_ipv6(&mut self, ipv6: bool) {
+        if self.config.ipv6 != ipv6 {
+            let mut config = (*self.config).clone();
+            config.ipv6 = ipv6;
+            self.config = std::sync::Arc::new(config);
         }
     }
 
@@ -575,5 +600,60 @@ mod tests {
         watch.want(&BTreeSet::new());
         assert!(watch.slots.is_empty());
         assert_eq!(watch.settle(name, Lookup::NoAddress { ttl: None }), None);
+    }
+
+    /// A name server on 127.0.0.1 that answers every question with "no address" and notes
+    /// the record types asked.
+    async fn noting_server() -> (SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<u16>>>) {
+        let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = socket.local_addr().unwrap();
+        let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let noted = asked.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 512];
+            while let Ok((n, from)) = socket.recv_from(&mut buf).await {
+                let query = &mut buf[..n];
+                let kind = u16::from_be_bytes([query[n - 4], query[n - 3]]);
+                noted.lock().unwrap().push(kind);
+                // The question back as a response (QR, RA, NOERROR) with no answer.
+                query[2] |= 0x80;
+                query[3] = 0x80;
+                let _ = socket.send_to(query, from).await;
+            }
+        });
+        (addr, asked)
+    }
+
+    #[tokio::test]
+    async fn without_ipv6_no_aaaa_is_asked_and_no_ipv6_server() {
+        let (server, asked) = noting_server().await;
+        let mut config = ResolverConfig {
+            nameservers: vec![server],
+            search: Vec::new(),
+            ndots: 1,
+            timeout: Duration::from_secs(2),
+            attempts: 1,
+            ipv6: true,
+        };
+        let none = Lookup::NoAddress { ttl: None };
+        assert_eq!(lookup(&config, "db.example.test").await, none);
+        assert_eq!(*asked.lock().unwrap(), [1, 28], "A, then AAAA");
+        asked.lock().unwrap().clear();
+        config.ipv6 = false;
+        assert_eq!(lookup(&config, "db.example.test").await, none);
+        assert_eq!(*asked.lock().unwrap(), [1], "A only");
+
+        let v6: SocketAddr = "[::1]:53".parse().unwrap();
+        config.nameservers = vec![v6, server];
+        assert_eq!(config.servers().collect::<Vec<_>>(), [server]);
+        config.nameservers = vec![v6];
+        assert_eq!(
+            config.servers().collect::<Vec<_>>(),
+            [v6],
+            "none left: all of them"
+        );
+        config.ipv6 = true;
+        config.nameservers = vec![v6, server];
+        assert_eq!(config.servers().collect::<Vec<_>>(), [v6, server]);
     }
 }

@@ -210,6 +210,10 @@ pub(crate) fn server_config(
         Some(host) => host.alpn.clone(),
         None => LISTENER_ALPN.iter().map(|p| p.to_vec()).collect(),
     };
+    if !tls.http2 {
+        // use-http2 off (nginx's server without `http2 on`): HTTP/1.1 for every client.
+        config.alpn_protocols.retain(|protocol| protocol != b"h2");
+    }
     config.ignore_client_order =
         (ciphers.and_then(|c| c.prefer_server)).unwrap_or(tls.prefer_server_ciphers);
     config.max_fragment_size = tls.buffer_size;

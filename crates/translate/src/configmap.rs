@@ -414,6 +414,10 @@ pub const KEYS: &[Key] = &[
         Ok(())
     }),
     read("ssl-session-ticket-key", server_tls::session_ticket_key),
+    read("use-http2", |settings, value| {
+        settings.server_tls.http2 = parse_bool(value)?;
+        Ok(())
+    }),
     read("ssl-reject-handshake", |settings, value| {
         settings.server_tls.reject_handshake = parse_bool(value)?;
         Ok(())
@@ -830,6 +834,10 @@ pub const KEYS: &[Key] = &[
             Ok(())
         },
     ),
+    read("disable-ipv6-dns", |settings, value| {
+        settings.disable_ipv6_dns = parse_bool(value)?;
+        Ok(())
+    }),
     read("ignore-invalid-headers", |settings, value| {
         settings.ignore_invalid_headers = parse_bool(value)?;
         Ok(())

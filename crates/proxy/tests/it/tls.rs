@@ -191,6 +191,22 @@ async fn http2_is_served_when_alpn_selects_it() {
         StatusCode::OK,
         "the any-host rule serves it"
     );
+
+    // use-http2 off: HTTP/1.1 for every new client, from the next handshake on.
+    let mut objects = site(&[("foo-tls", &foo), ("wild-tls", &wild)], addr_of(&echo));
+    objects.push(settings(&[("use-http2", "false")]));
+    h.apply(&objects);
+    let (tls, _) = ca
+        .connect(h.https(), "foo.example.com", &[b"h2", b"http/1.1"])
+        .await
+        .unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+    let reply = Client::over(tls)
+        .await
+        .get("foo.example.com", "/echo")
+        .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.version, Version::HTTP_11);
 }
 
 /// TLS settings chosen per host after the ClientHello, on one listener: a host whose
