@@ -117,3 +117,23 @@ fn every_documented_default_is_the_default_the_code_uses() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// Every key ingress-nginx documents has a meaning here, so a ConfigMap carried over from it
+/// gets no "unknown key" diagnostic (the list: `ingress_nginx_configmap_keys.txt`).
+#[test]
+fn every_key_ingress_nginx_documents_is_known() {
+    let list = include_str!("ingress_nginx_configmap_keys.txt");
+    let keys: Vec<&str> = list
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .collect();
+    assert!(keys.len() > 180, "{}", keys.len());
+    let unknown: Vec<&&str> = keys
+        .iter()
+        .filter(|name| translate::configmap::key(name).is_none())
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "ingress-nginx keys Sluice does not know: {unknown:?}"
+    );
+}
