@@ -1086,6 +1086,20 @@ pub fn from_config_map(
             ));
         }
     }
+    let brotli = &settings.compression;
+    if brotli.enable_brotli && brotli.brotli.level > 4 {
+        // Measured (README: Response compression): 3.7-4.7 MiB at 5-6, ~35 MiB from 7.
+        diagnostics.push(Diagnostic::with_severity(
+            Severity::Notice,
+            source.clone(),
+            format!(
+                "data.brotli-level: {} holds several MiB (from 7: ~35 MiB) per response being \
+                 compressed, and compresses at a few MB/s; many slow clients at once can \
+                 exhaust memory. Levels up to 4 hold at most ~2 MiB",
+                brotli.brotli.level
+            ),
+        ));
+    }
     // ingress-nginx appends `non_idempotent` to every location's `proxy_next_upstream`.
     if settings.retry_non_idempotent {
         settings.proxy_next_upstream.non_idempotent = true;

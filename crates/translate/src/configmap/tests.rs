@@ -483,4 +483,16 @@ fn compression_keys_take_ingress_nginx_defaults_and_refuse_bad_values() {
     ] {
         assert!(all.contains(expected), "{expected} not in {all}");
     }
+
+    // A high brotli level is served, with a word on what it costs.
+    let (s, diagnostics) = settings(&[("enable-brotli", "true"), ("brotli-level", "7")]);
+    assert_eq!(s.compression.brotli.level, 7);
+    assert!(
+        diagnostics
+            .iter()
+            .any(|d| d.contains("data.brotli-level: 7 holds several MiB")),
+        "{diagnostics:?}"
+    );
+    let (_, diagnostics) = settings(&[("enable-brotli", "true"), ("brotli-level", "4")]);
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
 }
