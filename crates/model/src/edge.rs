@@ -173,9 +173,11 @@ impl ResponseFilter {
             }
         }
         match &self.server {
-            ServerHeader::Cleared => {
+            // Sluice's own answers carry none at this point (the route's edits come after).
+            ServerHeader::Cleared if from_upstream => {
                 headers.remove(header::SERVER);
             }
+            ServerHeader::Cleared => {}
             ServerHeader::Named {
                 value,
                 pass_upstream,

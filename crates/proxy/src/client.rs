@@ -65,6 +65,10 @@ pub(crate) struct Conn {
     out: Vec<u8>,
     /// Exchanges finished on this connection (`upstream-keepalive-requests` bounds them).
     finished: u32,
+    /// When it was connected, in tenths of a second of the process clock (`pool::uptime_ticks`;
+    /// `upstream-keepalive-time` retires it): four bytes in what was padding, so a
+    /// connection moved between pool and request copies no more than before.
+    opened: u32,
     /// The TLS client it was made with (`upstream_tls::TlsClient::id`), 0 for plain TCP: part
     /// of its pool key.
     tls_id: u64,
@@ -76,8 +80,6 @@ pub(crate) struct Conn {
     /// connection keeps that task's allocation until then: at most one per idle connection,
     /// for at most proxy-read-timeout.
     read_timer: Option<Pin<Box<Sleep>>>,
-    /// When it was connected (`upstream-keepalive-time` retires it).
-    opened: std::time::Instant,
 }
 
 /// An upstream socket. TLS needs `&mut` for reads and writes, which the client does at once
@@ -191,11 +193,12 @@ impl Conn {
             finished: 0,
             tls_id,
             read_timer: None,
-            opened: std::time::Instant::now(),
+            opened: crate::pool::uptime_ticks(std::time::Instant::now()),
         }
     }
 
-    pub(crate) fn opened(&self) -> std::time::Instant {
+    /// When it was connected (see [`crate::pool::uptime_ticks`]).
+    pub(crate) fn opened(&self) -> u32 {
         self.opened
     }
 
