@@ -65,7 +65,7 @@ pub(crate) struct Conn {
     out: Vec<u8>,
     /// Exchanges finished on this connection (`upstream-keepalive-requests` bounds them).
     finished: u32,
-    /// When it was connected, in tenths of a second of the process clock (`pool::uptime_ticks`;
+    /// When it was connected, in tenths of a second of the process clock ([`uptime_ticks`];
     /// `upstream-keepalive-time` retires it): four bytes in what was padding, so a
     /// connection moved between pool and request copies no more than before.
     opened: u32,
@@ -193,11 +193,11 @@ impl Conn {
             finished: 0,
             tls_id,
             read_timer: None,
-            opened: crate::pool::uptime_ticks(std::time::Instant::now()),
+            opened: uptime_ticks(std::time::Instant::now()),
         }
     }
 
-    /// When it was connected (see [`crate::pool::uptime_ticks`]).
+    /// When it was connected (see [`uptime_ticks`]).
     pub(crate) fn opened(&self) -> u32 {
         self.opened
     }
@@ -894,3 +894,17 @@ fn split_off(
 
 #[cfg(test)]
 mod tests;
+
+/// [`uptime_ticks`] are tenths of a second: a connection may retire up to 100 ms before its
+/// `upstream-keepalive-time`.
+pub(crate) const TICKS_PER_SECOND: u64 = 10;
+
+/// `at` in tenths of a second since the process first asked: a connection's age in 4 bytes
+/// (13 years of them).
+pub(crate) fn uptime_ticks(at: std::time::Instant) -> u32 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = *START.get_or_init(|| at);
+    let since = at.saturating_duration_since(start);
+    let ticks = since.as_secs() * TICKS_PER_SECOND + u64::from(since.subsec_millis() / 100);
+    u32::try_from(ticks).unwrap_or(u32::MAX)
+}

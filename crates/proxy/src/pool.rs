@@ -77,41 +77,27 @@ struct Idle {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Retire {
     pub(crate) after_requests: u64,
-    /// `upstream-keepalive-time` in [`uptime_ticks`] (rounded up).
+    /// `upstream-keepalive-time` in [`crate::client::uptime_ticks`] (rounded up).
     pub(crate) after_ticks: u32,
 }
 
 impl Retire {
     pub(crate) fn of(settings: &model::Settings) -> Retire {
         let time = settings.upstream_keepalive_time;
-        let ticks =
-            time.as_secs() * TICKS_PER_SECOND + u64::from(time.subsec_millis()).div_ceil(100);
+        let ticks = time.as_secs() * crate::client::TICKS_PER_SECOND
+            + u64::from(time.subsec_millis()).div_ceil(100);
         Retire {
             after_requests: u64::from(settings.upstream_keepalive_requests),
             after_ticks: u32::try_from(ticks).unwrap_or(u32::MAX),
         }
     }
 
-    /// Whether a connection opened at `opened` (see [`uptime_ticks`]) that has carried
+    /// Whether a connection opened at `opened` (see [`crate::client::uptime_ticks`]) that has carried
     /// `requests` is done.
     pub(crate) fn reached(self, requests: u64, opened: u32, now: Instant) -> bool {
         requests >= self.after_requests
-            || uptime_ticks(now).saturating_sub(opened) >= self.after_ticks
+            || crate::client::uptime_ticks(now).saturating_sub(opened) >= self.after_ticks
     }
-}
-
-/// [`uptime_ticks`] are tenths of a second: a connection may retire up to 100 ms before its
-/// `upstream-keepalive-time`.
-const TICKS_PER_SECOND: u64 = 10;
-
-/// `at` in tenths of a second since the process first asked: a connection's age in 4 bytes
-/// (13 years of them).
-pub(crate) fn uptime_ticks(at: Instant) -> u32 {
-    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    let start = *START.get_or_init(|| at);
-    let since = at.saturating_duration_since(start);
-    let ticks = since.as_secs() * TICKS_PER_SECOND + u64::from(since.subsec_millis() / 100);
-    u32::try_from(ticks).unwrap_or(u32::MAX)
 }
 
 /// A worker's HTTP/2 connections, by endpoint (beside the HTTP/1.1 idle pool in `Pool`).
@@ -136,7 +122,7 @@ pub(crate) struct StreamCount {
     open: Cell<usize>,
     /// Streams the connection has carried (`upstream-keepalive-requests` retires it).
     started: Cell<u64>,
-    /// When it was made ([`uptime_ticks`]; `upstream-keepalive-time` retires it).
+    /// When it was made ([`crate::client::uptime_ticks`]; `upstream-keepalive-time` retires it).
     opened: u32,
     idle_since: Cell<Instant>,
 }
@@ -330,7 +316,7 @@ impl StreamCount {
         Rc::new(StreamCount {
             open: Cell::new(0),
             started: Cell::new(0),
-            opened: uptime_ticks(Instant::now()),
+            opened: crate::client::uptime_ticks(Instant::now()),
             idle_since: Cell::new(Instant::now()),
         })
     }

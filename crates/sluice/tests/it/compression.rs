@@ -5,7 +5,6 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -129,34 +128,6 @@ fn serve_connection(stream: TcpStream, released: &Mutex<mpsc::Receiver<()>>) {
             return;
         }
     }
-}
-
-fn config_dir(test: &str, backend: SocketAddr, data: &[(&str, &str)]) -> PathBuf {
-    let dir = temp_dir(test);
-    std::fs::write(
-        dir.join("class.yaml"),
-        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: sluice}\n\
-         spec: {controller: sluice.dev/ingress-controller}\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("app.yaml"),
-        app_yaml("app", "app.test", &[backend]),
-    )
-    .unwrap();
-    let data: String = data
-        .iter()
-        .map(|(k, v)| format!("  {k}: \"{v}\"\n"))
-        .collect();
-    std::fs::write(
-        dir.join("configmap.yaml"),
-        format!(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: sluice, namespace: sluice}}\n\
-             data:\n{data}"
-        ),
-    )
-    .unwrap();
-    dir
 }
 
 /// `GET path` (or another method) on `app.test` with these headers, over a new connection.

@@ -4,7 +4,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Condvar, Mutex};
@@ -179,35 +179,6 @@ impl Client {
         self.stream.set_read_timeout(Some(WAIT)).unwrap();
         silent
     }
-}
-
-fn class_yaml() -> &'static str {
-    "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: sluice}\n\
-     spec: {controller: sluice.dev/ingress-controller}\n"
-}
-
-/// A folder with the IngressClass, `app.test` → `upstream`, and the ConfigMap `data`.
-fn config_dir(test: &str, upstream: SocketAddr, data: &[(&str, &str)]) -> PathBuf {
-    let dir = temp_dir(test);
-    std::fs::write(dir.join("class.yaml"), class_yaml()).unwrap();
-    std::fs::write(
-        dir.join("app.yaml"),
-        app_yaml("app", "app.test", &[upstream]),
-    )
-    .unwrap();
-    let data: String = data
-        .iter()
-        .map(|(k, v)| format!("  {k}: \"{v}\"\n"))
-        .collect();
-    std::fs::write(
-        dir.join("configmap.yaml"),
-        format!(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: sluice, namespace: sluice}}\n\
-             data:\n{data}"
-        ),
-    )
-    .unwrap();
-    dir
 }
 
 /// `sluice serve` on port 0 with one worker, logging at info into `DIR/serve.log`, under

@@ -8,11 +8,6 @@ use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(10);
 
-fn class_yaml() -> &'static str {
-    "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: sluice}\n\
-     spec: {controller: sluice.dev/ingress-controller}\n"
-}
-
 #[test]
 fn routes_from_files_and_applies_every_kind_of_edit_live() {
     let dir = temp_dir("live");
@@ -421,6 +416,13 @@ fn ingress_nginx_flags_work_and_the_ones_sluice_lacks_say_so() {
 fn access_log_lines_are_dropped_and_counted_when_nobody_reads_stdout() {
     let dir = temp_dir("stuck-log");
     std::fs::write(dir.join("class.yaml"), class_yaml()).unwrap();
+    // Requests for a host no rule names are logged only when asked (as ingress-nginx's).
+    std::fs::write(
+        dir.join("configmap.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: sluice, namespace: sluice}\n\
+         data: {enable-access-log-for-default-backend: \"true\"}\n",
+    )
+    .unwrap();
     // stdout is a pipe nobody reads after the first line: it fills, and so does the writer's
     // queue (64 buffers of 32 KiB).
     let serve = Serve::from_process(Process::spawn_unread(

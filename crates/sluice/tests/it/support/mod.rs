@@ -190,6 +190,37 @@ pub(crate) fn write_atomically(path: &Path, content: &str) {
     std::fs::rename(&temp, path).unwrap();
 }
 
+/// The IngressClass `sluice`, Sluice's.
+pub(crate) fn class_yaml() -> &'static str {
+    "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: sluice}\n\
+     spec: {controller: sluice.dev/ingress-controller}\n"
+}
+
+/// A fresh folder for `test` with the IngressClass, `app.test` → `upstream`, and the
+/// ConfigMap `data`.
+pub(crate) fn config_dir(test: &str, upstream: SocketAddr, data: &[(&str, &str)]) -> PathBuf {
+    let dir = temp_dir(test);
+    std::fs::write(dir.join("class.yaml"), class_yaml()).unwrap();
+    std::fs::write(
+        dir.join("app.yaml"),
+        app_yaml("app", "app.test", &[upstream]),
+    )
+    .unwrap();
+    let data: String = data
+        .iter()
+        .map(|(k, v)| format!("  {k}: \"{v}\"\n"))
+        .collect();
+    std::fs::write(
+        dir.join("configmap.yaml"),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: sluice, namespace: sluice}}\n\
+             data:\n{data}"
+        ),
+    )
+    .unwrap();
+    dir
+}
+
 /// Service + EndpointSlice (one port named http) + Ingress routing `host` to it.
 pub(crate) fn app_yaml(name: &str, host: &str, endpoints: &[SocketAddr]) -> String {
     // One slice per port: the test backends each listen on their own port.
