@@ -37,6 +37,35 @@ pub(crate) fn run(kube: KubeOptions, options: &Options) -> Result<(), Error> {
     runtime()?.block_on(run_async(kube, options))
 }
 
+/// `--enable-topology-aware-routing`: the `topology.kubernetes.io/zone` label of the node
+/// `$NODE_NAME` names (the downward API's `spec.nodeName`), read once at start as
+/// ingress-nginx reads it. `None`, with a warning saying why: every zone's endpoints serve.
+async fn node_zone(client: &kube::Client) -> Option<String> {
+    const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+    let why = match std::env::var("NODE_NAME").ok().filter(|n| !n.is_empty()) {
+        None => "$NODE_NAME is not set (give the container env NODE_NAME from the downward \
+                 API's spec.nodeName)"
+            .to_owned(),
+        Some(node) => {
+            let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+            match nodes.get(&node).await {
+                Ok(found) => match found.metadata.labels.and_then(|mut l| l.remove(ZONE_LABEL)) {
+                    Some(zone) => {
+                        tracing::info!(node, zone, "topology-aware routing: this replica's zone");
+                        return Some(zone);
+                    }
+                    None => format!("node {node} has no {ZONE_LABEL} label"),
+                },
+                Err(e) => format!(
+                    "node {node} could not be read ({e}; the ServiceAccount needs get on nodes)"
+                ),
+            }
+        }
+    };
+    tracing::warn!("--enable-topology-aware-routing: {why}; every zone's endpoints take traffic");
+    None
+}
+
 /// This replica's name: the pod name when running in Kubernetes, else host and process.
 fn identity() -> String {
     if let Some(pod) = std::env::var("POD_NAME").ok().filter(|p| !p.is_empty()) {
@@ -83,6 +112,10 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
         &startup,
         options.resolver.clone(),
     );
+    if kube.topology_aware_routing {
+        let zone = node_zone(&client).await;
+        control.store.set_topology_zone(zone.as_deref());
+    }
     let mut watchers = Watchers::start(
         &client,
         &WatchScope {

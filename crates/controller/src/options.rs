@@ -74,6 +74,8 @@ pub struct KubeOptions {
     pub lease_duration: Duration,
     /// `--validating-webhook`: the admission webhook, answered from this process's Store.
     pub webhook: Option<Box<WebhookOptions>>,
+    /// `--enable-topology-aware-routing`: the node's zone is looked up at start.
+    pub topology_aware_routing: bool,
 }
 
 impl Default for KubeOptions {
@@ -85,6 +87,7 @@ impl Default for KubeOptions {
             election_id: DEFAULT_ELECTION_ID.into(),
             lease_duration: DEFAULT_LEASE_DURATION,
             webhook: None,
+            topology_aware_routing: false,
         }
     }
 }

@@ -73,6 +73,10 @@ pub struct EndpointSet {
     /// ones found). `None` otherwise, and before its first answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resolution: Option<Box<str>>,
+    /// Topology-aware routing: only the endpoints hinted for this zone (this replica's) are
+    /// listed. `None`: every zone's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zone: Option<Box<str>>,
 }
 
 /// Whether EndpointSlice addresses that point at the node itself may take traffic.

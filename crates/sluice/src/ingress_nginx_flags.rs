@@ -89,7 +89,6 @@ const REFUSED: &[Refused] = &[
     switch("deep-inspect", TRUE, "Sluice never executes snippets and always validates annotations; remove the flag"),
     flag("dynamic-configuration-retries", "Sluice applies configuration in memory, an atomic swap that cannot fail; remove the flag"),
     switch("disable-sync-events", FALSE, "Sluice writes Events only for problems with an Ingress; remove the flag"),
-    switch("enable-topology-aware-routing", FALSE, "not implemented: endpoints of every zone take traffic"),
     flag("maxmind-mirror", GEOIP),
     flag("maxmind-license-key", GEOIP),
     flag("maxmind-edition-ids", GEOIP),

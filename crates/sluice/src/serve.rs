@@ -208,6 +208,12 @@ pub(crate) struct KubeArgs {
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = lease_duration, visible_alias = "election-ttl")]
     // (the literal must equal controller::DEFAULT_LEASE_DURATION; a unit test checks)
     pub(crate) lease_duration: Duration,
+    /// ingress-nginx's flag: a Service annotated `service.kubernetes.io/topology-mode: Auto`
+    /// or with `trafficDistribution: PreferClose` sends this replica's requests to the
+    /// endpoints hinted for its zone (its node's `topology.kubernetes.io/zone` label; the
+    /// node is $NODE_NAME, from the downward API's spec.nodeName).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false", value_parser = go_bool, requires = "kubernetes")]
+    pub(crate) enable_topology_aware_routing: bool,
     /// Let EndpointSlice addresses that point at the node itself (loopback 127.0.0.0/8 and ::1,
     /// link-local 169.254.0.0/16 and fe80::/10, unspecified 0.0.0.0 and ::) take traffic. By
     /// default they are left out, with a warning, an Event on the Ingress, /config and a metric.
@@ -236,6 +242,7 @@ impl Default for KubeArgs {
             publish_status_address: Vec::new(),
             election_id: controller::DEFAULT_ELECTION_ID.into(),
             lease_duration: controller::DEFAULT_LEASE_DURATION,
+            enable_topology_aware_routing: false,
             allow_loopback_endpoints: false,
             validating_webhook: None,
             validating_webhook_certificate: None,
@@ -441,6 +448,7 @@ impl ServeArgs {
             status_addresses,
             election_id: kube.election_id.clone(),
             lease_duration: kube.lease_duration,
+            topology_aware_routing: kube.enable_topology_aware_routing,
             webhook: match (
                 kube.validating_webhook,
                 &kube.validating_webhook_certificate,

@@ -386,8 +386,10 @@ pub fn endpoints_for(store: &Store, key: &BackendKey, policy: NodeLocalEndpoints
         }
     } else {
         let target_port = numeric_target_port(store, key);
+        let zone = same_zone(store, &key.service);
+        set.zone = zone.map(Box::from);
         for slice in store.endpoint_slices_of(&key.service) {
-            collect_slice(slice, &key.port_name, target_port, policy, &mut set);
+            collect_slice(slice, &key.port_name, target_port, (policy, zone), &mut set);
         }
     }
     for list in [&mut set.ready, &mut set.terminating] {
@@ -404,6 +406,37 @@ pub fn endpoints_for(store: &Store, key: &BackendKey, policy: NodeLocalEndpoints
     set.terminating.shrink_to_fit();
     set.refused.shrink_to_fit();
     set
+}
+
+/// Topology-aware routing: the zone whose endpoints alone take `service`'s traffic, when
+/// this replica knows its zone, the Service asks for it, every endpoint of its slices has
+/// zone hints (the EndpointSlice controller gives all or none), and some ready endpoint is
+/// hinted for this zone. Otherwise every zone's endpoints: where ingress-nginx, for
+/// `topology-mode: Auto`, would serve none (all hinted, none for its zone), Sluice serves the
+/// others rather than answer 503; and it decides over all the Service's slices, not each.
+fn same_zone<'s>(store: &'s Store, service: &NamespacedName) -> Option<&'s str> {
+    let zone = store.topology_zone()?;
+    let spec = store.service(service)?.spec.as_ref()?;
+    if !spec.prefers_same_zone {
+        return None;
+    }
+    let endpoints = || {
+        store
+            .endpoint_slices_of(service)
+            .filter(|s| s.address_type == "IPv4" || s.address_type == "IPv6")
+            .flat_map(|s| &s.endpoints)
+    };
+    let hinted = |e: &crate::objects::Endpoint| {
+        e.for_zones
+            .as_ref()
+            .is_some_and(|z| z.0.iter().any(|name| name == zone))
+    };
+    let all_hinted = endpoints().all(|e| e.for_zones.is_some());
+    let one_here = endpoints().any(|e| {
+        let conditions = e.conditions.clone().unwrap_or_default();
+        conditions.ready.unwrap_or(true) && !conditions.terminating.unwrap_or(false) && hinted(e)
+    });
+    (all_hinted && one_here).then_some(zone)
 }
 
 /// The Service port's `targetPort` when it is a number (omitted, it is the port itself): where
@@ -425,7 +458,7 @@ fn collect_slice(
     slice: &EndpointSlice,
     port_name: &str,
     target_port: Option<u16>,
-    policy: NodeLocalEndpoints,
+    (policy, zone): (NodeLocalEndpoints, Option<&str>),
     set: &mut EndpointSet,
 ) {
     // FQDN slices name hosts, not addresses; Sluice does not resolve DNS on the data path.
@@ -446,6 +479,13 @@ fn collect_slice(
         return;
     };
     for endpoint in &slice.endpoints {
+        if let Some(zone) = zone {
+            let for_zone = (endpoint.for_zones.as_ref())
+                .is_some_and(|zones| zones.0.iter().any(|name| name == zone));
+            if !for_zone {
+                continue;
+            }
+        }
         let conditions = endpoint.conditions.clone().unwrap_or_default();
         // The API says: nil ready or serving means true, nil terminating means false.
         let ready = conditions.ready.unwrap_or(true);
@@ -661,6 +701,63 @@ endpoints: [{addresses: ["10.0.0.1"]}]
         assert_eq!(
             endpoints_for_allowing(&store, &key("other")),
             EndpointSet::default()
+        );
+    }
+
+    /// `--enable-topology-aware-routing`: a Service that asks for it gets the endpoints hinted
+    /// for this replica's zone, while every endpoint is hinted and one ready one is for it.
+    #[test]
+    fn a_zone_aware_service_keeps_its_traffic_in_the_replicas_zone() {
+        let yaml = |service_extra: &str, hints_b: &str, ready_a: bool| {
+            format!(
+                r#"
+apiVersion: v1
+kind: Service
+metadata: {{name: web, annotations: {{{service_extra}}}}}
+spec: {{ports: [{{name: http, port: 80}}]}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: web-1, labels: {{kubernetes.io/service-name: web}}}}
+addressType: IPv4
+ports: [{{name: http, port: 8080}}]
+endpoints:
+- {{addresses: ["10.0.0.1"], conditions: {{ready: {ready_a}}}, hints: {{forZones: [{{name: zone-a}}]}}}}
+- {{addresses: ["10.0.0.2"], hints: {hints_b}}}
+"#
+            )
+        };
+        let zoned = |text: &str, zone: Option<&str>| {
+            let mut store = store(text);
+            store.set_topology_zone(zone);
+            endpoints_for_allowing(&store, &key("http"))
+        };
+        let addrs =
+            |v: &[&str]| -> Vec<SocketAddr> { v.iter().map(|a| a.parse().unwrap()).collect() };
+        let auto = "service.kubernetes.io/topology-mode: auto";
+        let hinted_b = "{forZones: [{name: zone-b}]}";
+        let here = zoned(&yaml(auto, hinted_b, true), Some("zone-a"));
+        assert_eq!(here.ready, addrs(&["10.0.0.1:8080"]));
+        assert_eq!(here.zone.as_deref(), Some("zone-a"));
+        // The same without a zone, or for a Service that does not ask: every zone's.
+        let all = addrs(&["10.0.0.1:8080", "10.0.0.2:8080"]);
+        assert_eq!(zoned(&yaml(auto, hinted_b, true), None).ready, all);
+        assert_eq!(zoned(&yaml("", hinted_b, true), Some("zone-a")).ready, all);
+        // An endpoint without hints: hints are not used (the EndpointSlice controller gives
+        // all or none).
+        let unhinted = zoned(&yaml(auto, "{}", true), Some("zone-a"));
+        assert_eq!((unhinted.ready, unhinted.zone), (all.clone(), None));
+        // No ready endpoint for this zone: every zone's serve (ingress-nginx: none).
+        let elsewhere = zoned(&yaml(auto, hinted_b, false), Some("zone-a"));
+        assert_eq!(elsewhere.ready, addrs(&["10.0.0.2:8080"]));
+        // trafficDistribution: PreferClose asks for it too.
+        let prefer_close = yaml("", hinted_b, true).replace(
+            "spec: {ports: [{name: http, port: 80}]}",
+            "spec: {ports: [{name: http, port: 80}], trafficDistribution: PreferClose}",
+        );
+        assert_eq!(
+            zoned(&prefer_close, Some("zone-b")).ready,
+            addrs(&["10.0.0.2:8080"])
         );
     }
 }

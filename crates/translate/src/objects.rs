@@ -82,12 +82,16 @@ pub struct ServiceSpec {
     pub cluster_ip: Option<String>,
     pub type_: Option<String>,
     pub external_name: Option<String>,
+    /// The Service asks for its clients' zone (`--enable-topology-aware-routing`): annotated
+    /// `service.kubernetes.io/topology-mode: Auto` (any case), or `trafficDistribution:
+    /// PreferClose`, as ingress-nginx reads them.
+    pub prefers_same_zone: bool,
 }
 
 /// An EndpointSlice: the Service it belongs to (its `kubernetes.io/service-name` label), its
-/// ports and its endpoints' addresses and conditions. Each endpoint's `targetRef` (the Pod),
-/// `nodeName`, `zone` and `hints` are read by nothing; a change to only those (a Pod replaced
-/// at the same address) is then no change, which is right: the address serves.
+/// ports and its endpoints' addresses, conditions and zone hints. Each endpoint's `targetRef`
+/// (the Pod), `nodeName` and `zone` are read by nothing; a change to only those (a Pod
+/// replaced at the same address) is then no change, which is right: the address serves.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EndpointSlice {
     pub metadata: Meta,
@@ -105,7 +109,14 @@ pub struct EndpointSlice {
 pub struct Endpoint {
     pub addresses: Addresses,
     pub conditions: Option<EndpointConditions>,
+    /// `hints.forZones`: the zones whose clients this endpoint is for (topology-aware
+    /// routing). `None` without hints (almost every endpoint: one pointer, no allocation).
+    pub for_zones: Option<Box<ZoneNames>>,
 }
+
+/// Zone names of an endpoint's hints.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ZoneNames(pub Vec<String>);
 
 /// An endpoint's addresses. The EndpointSlice controller always writes exactly one: that one
 /// is kept inline (a list of one was a 32-byte allocation per endpoint, 1.6 MB at 50,000).
@@ -346,9 +357,14 @@ impl From<networking::IngressClass> for IngressClass {
 
 impl From<core::Service> for Service {
     fn from(service: core::Service) -> Service {
+        let topology_mode = (service.metadata.annotations.as_ref())
+            .and_then(|a| a.get(TOPOLOGY_MODE_ANNOTATION))
+            .is_some_and(|mode| mode.eq_ignore_ascii_case("auto"));
         Service {
             metadata: Meta::named(service.metadata),
             spec: service.spec.map(|spec| ServiceSpec {
+                prefers_same_zone: topology_mode
+                    || spec.traffic_distribution.as_deref() == Some("PreferClose"),
                 ports: spec.ports.map(fit),
                 cluster_ip: spec.cluster_ip,
                 type_: spec.type_,
@@ -357,6 +373,9 @@ impl From<core::Service> for Service {
         }
     }
 }
+
+/// Kubernetes' annotation for topology-aware routing (`Auto` asks for it).
+const TOPOLOGY_MODE_ANNOTATION: &str = "service.kubernetes.io/topology-mode";
 
 impl From<discovery::EndpointSlice> for EndpointSlice {
     fn from(slice: discovery::EndpointSlice) -> EndpointSlice {
@@ -383,6 +402,12 @@ impl From<discovery::EndpointSlice> for EndpointSlice {
                         .collect::<Vec<IpAddr>>()
                         .into(),
                     conditions: endpoint.conditions.clone(),
+                    for_zones: (endpoint.hints.as_ref())
+                        .and_then(|hints| hints.for_zones.as_ref())
+                        .filter(|zones| !zones.is_empty())
+                        .map(|zones| {
+                            Box::new(ZoneNames(zones.iter().map(|z| z.name.clone()).collect()))
+                        }),
                 })
                 .collect(),
         }
@@ -823,6 +848,7 @@ status: {loadBalancer: {ingress: [{ip: 192.0.2.1}]}}
                     serving: Some(true),
                     terminating: Some(true),
                 }),
+                for_zones: Some(Box::new(ZoneNames(vec!["a".into()]))),
             }]
         );
         assert_eq!(slice.ports.as_ref().unwrap()[0].port, Some(8080));

@@ -69,6 +69,9 @@ pub struct Store {
     /// [`Store::set_resolved`]): the endpoints of ExternalName Services, as slices are of
     /// the others. Not an object: a reload of the files or a relist keeps it.
     resolved_names: BTreeMap<String, Resolved>,
+    /// The zone of the node this replica runs on, when `--enable-topology-aware-routing`
+    /// found it (see [`Store::set_topology_zone`]). Not an object: a fact of where it runs.
+    topology_zone: Option<Arc<str>>,
 }
 
 /// What the resolver last said of a host name (see [`Store::set_resolved`]).
@@ -388,6 +391,7 @@ impl Store {
             endpoints_versions: HashMap::new(),
             // Nor names' addresses, which are endpoints too.
             resolved_names: BTreeMap::new(),
+            topology_zone: self.topology_zone.clone(),
         }
     }
 
@@ -451,6 +455,17 @@ impl Store {
 
     fn is_external_name(&self, service: &NamespacedName) -> bool {
         (self.services.get(service)).is_some_and(|s| s.external_name().is_some())
+    }
+
+    /// `--enable-topology-aware-routing`: the zone of this replica's node. The endpoints of a
+    /// Service that asks for it (`ServiceSpec::prefers_same_zone`) are then the ones whose
+    /// hints name this zone (see `backends::endpoints_for`). Set before the first compile.
+    pub fn set_topology_zone(&mut self, zone: Option<&str>) {
+        self.topology_zone = zone.map(Arc::from);
+    }
+
+    pub fn topology_zone(&self) -> Option<&str> {
+        self.topology_zone.as_deref()
     }
 
     /// What the resolver last said of host name `name`; `None`: it has not answered.

@@ -321,6 +321,7 @@ fn ready_sluice(cluster: &Cluster) -> KubeSluice {
         wait_ready: true,
         // Each change's arrival, for `stages`.
         log: Some("info,controller::kubernetes=debug,providers::kubernetes::gateway_status=debug"),
+        env: &[],
     });
     sluice.wait_served_by("r-0.test", "probe", LIMIT);
     sluice

@@ -255,6 +255,7 @@ fn endpoint_addresses_of_the_node_itself_are_not_used_unless_allowed() {
         extra: &["--allow-loopback-endpoints"],
         wait_ready: true,
         log: None,
+        env: &[],
     });
     allowing.wait_served_by("web.test", "node-local", WAIT);
     drop(node_service);
@@ -378,6 +379,7 @@ fn ready_waits_for_the_initial_sync_and_then_every_existing_route_is_served() {
         extra: &[],
         wait_ready: false,
         log: None,
+        env: &[],
     });
     for _ in 0..10 {
         assert_eq!(sluice.admin("/healthz").status, 200);
@@ -593,6 +595,7 @@ fn one_elected_replica_writes_status_and_a_successor_takes_over() {
             extra: &flags,
             wait_ready: true,
             log: None,
+            env: &[],
         })
     };
     let (a, b) = (replica("replica-a"), replica("replica-b"));
@@ -757,6 +760,7 @@ pub(crate) fn as_service_account(
         extra: &flags,
         wait_ready,
         log: None,
+        env: &[],
     })
 }
 

@@ -262,6 +262,7 @@ fn scale_run(test: &str, ingresses: usize, services: usize, per_service: usize) 
         extra: &[],
         wait_ready: false,
         log: None,
+        env: &[],
     });
     let deadline = started + Duration::from_secs(300);
     while sluice.ready_status() != Some(200) {

@@ -30,3 +30,4 @@ mod serve;
 mod server_tls;
 mod status_page;
 mod tls;
+mod topology;

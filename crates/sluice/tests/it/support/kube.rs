@@ -80,6 +80,8 @@ pub(crate) struct SluiceOptions<'a> {
     pub(crate) wait_ready: bool,
     /// SLUICE_LOG for this process; `None`: `$SLUICE_E2E_LOG`, else info.
     pub(crate) log: Option<&'a str>,
+    /// More environment variables (the downward API's, as a deployment sets them).
+    pub(crate) env: &'a [(&'a str, &'a str)],
 }
 
 /// One endpoint of an EndpointSlice and its conditions.
@@ -652,6 +654,7 @@ impl Cluster {
             extra,
             wait_ready: true,
             log: None,
+            env: &[],
         })
     }
 
@@ -678,6 +681,7 @@ impl Cluster {
             extra: &extra,
             wait_ready: true,
             log: None,
+            env: &[],
         })
     }
 
@@ -721,6 +725,7 @@ impl Cluster {
             )
             .env("POD_NAME", options.identity)
             .env("POD_NAMESPACE", options.namespace)
+            .envs(options.env.iter().copied())
             .env_remove("KUBECONFIG")
             .stderr(File::create(&log).unwrap());
         let what = format!("sluice {}", args.join(" "));
@@ -902,6 +907,7 @@ fn api_resource(kind: &str) -> (ApiResource, bool) {
     };
     match kind {
         "Namespace" => (ApiResource::erase::<core::v1::Namespace>(&()), false),
+        "Node" => (ApiResource::erase::<core::v1::Node>(&()), false),
         "Service" => (ApiResource::erase::<core::v1::Service>(&()), true),
         "Secret" => (ApiResource::erase::<core::v1::Secret>(&()), true),
         "ConfigMap" => (ApiResource::erase::<core::v1::ConfigMap>(&()), true),

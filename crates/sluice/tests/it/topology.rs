@@ -1,0 +1,130 @@
+//! `--enable-topology-aware-routing` against a real API server: the replica's zone is its
+//! node's label (the node `$NODE_NAME` names), and a Service that asks for it
+//! (`trafficDistribution: PreferClose`) sends its requests to the endpoints hinted for that
+//! zone, while the hints allow it.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::kubernetes::{cluster_with_class, pod};
+use crate::support::kube::{ingress, SluiceOptions};
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// The EndpointSlice of `web` with one endpoint per (pod address, its hinted zone).
+fn slice(ns: &str, endpoints: &[(std::net::IpAddr, Option<&str>)]) -> Value {
+    let endpoints: Vec<Value> = endpoints
+        .iter()
+        .map(|(ip, zone)| {
+            let mut endpoint =
+                json!({"addresses": [ip.to_string()], "conditions": {"ready": true}});
+            if let Some(zone) = zone {
+                endpoint["hints"] = json!({"forZones": [{"name": zone}]});
+            }
+            endpoint
+        })
+        .collect();
+    json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "web-1", "namespace": ns,
+                     "labels": {"kubernetes.io/service-name": "web"}},
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+        "endpoints": endpoints,
+    })
+}
+
+/// Which pods answered `n` requests for `host`.
+fn answered(serve: &Serve, host: &str, n: usize) -> std::collections::BTreeSet<String> {
+    (0..n)
+        .filter_map(|_| {
+            let text = serve.get(host, "/").text();
+            let line = text.lines().find(|l| l.starts_with("Server name: "))?;
+            Some(line.trim_start_matches("Server name: ").to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn a_prefer_close_service_is_served_from_the_replicas_zone() {
+    let ns = "topology";
+    let cluster = cluster_with_class("kube-topology", ns);
+    let (here, there) = (pod(&cluster, 71), pod(&cluster, 72));
+    cluster.create(&json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "node-a", "labels": {"topology.kubernetes.io/zone": "zone-a"}},
+    }));
+    cluster.create(&json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "web", "namespace": ns},
+        "spec": {"ports": [{"name": "http", "port": 80}], "trafficDistribution": "PreferClose"},
+    }));
+    let (a, b) = (here.addr.ip(), there.addr.ip());
+    cluster.create(&slice(ns, &[(a, Some("zone-a")), (b, Some("zone-b"))]));
+    cluster.create(&ingress(ns, "web", Some("sluice"), "web.test", "web"));
+    let sluice = cluster.sluice_with(SluiceOptions {
+        identity: "sluice-0",
+        namespace: ns,
+        kubeconfig: None,
+        extra: &["--enable-topology-aware-routing"],
+        wait_ready: true,
+        log: None,
+        env: &[("NODE_NAME", "node-a")],
+    });
+    sluice.wait_served_by("web.test", &here.name, WAIT);
+    assert_eq!(
+        answered(&sluice.serve, "web.test", 12),
+        [here.name.clone()].into(),
+        "only zone-a's endpoint"
+    );
+    let config = sluice.serve.config_json();
+    let backend = &config["config"]["backends"]["topology/web:http"];
+    assert_eq!(backend["zone"], "zone-a", "{backend:#}");
+
+    // An endpoint without hints: the hints are not used, every zone's endpoints serve.
+    cluster.apply(&slice(ns, &[(a, Some("zone-a")), (b, None)]));
+    sluice.wait_served_by("web.test", &there.name, WAIT);
+
+    // Only other zones' endpoints are ready: they serve (ingress-nginx would serve none).
+    cluster.apply(&slice(ns, &[(b, Some("zone-b"))]));
+    sluice.wait_served_by("web.test", &there.name, WAIT);
+    assert_eq!(
+        answered(&sluice.serve, "web.test", 6),
+        [there.name.clone()].into()
+    );
+}
+
+#[test]
+fn without_its_node_every_zone_serves_and_the_log_says_why() {
+    let ns = "topology-unknown";
+    let cluster = cluster_with_class("kube-topology-unknown", ns);
+    let (one, two) = (pod(&cluster, 73), pod(&cluster, 74));
+    cluster.create(&json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "web", "namespace": ns,
+                     "annotations": {"service.kubernetes.io/topology-mode": "Auto"}},
+        "spec": {"ports": [{"name": "http", "port": 80}]},
+    }));
+    let (a, b) = (one.addr.ip(), two.addr.ip());
+    cluster.create(&slice(ns, &[(a, Some("zone-a")), (b, Some("zone-b"))]));
+    cluster.create(&ingress(ns, "web", Some("sluice"), "web.test", "web"));
+    // NODE_NAME names a node that does not exist.
+    let sluice = cluster.sluice_with(SluiceOptions {
+        identity: "sluice-0",
+        namespace: ns,
+        kubeconfig: None,
+        extra: &["--enable-topology-aware-routing=true"],
+        wait_ready: true,
+        log: None,
+        env: &[("NODE_NAME", "node-gone")],
+    });
+    sluice.wait_served_by("web.test", &one.name, WAIT);
+    sluice.wait_served_by("web.test", &two.name, WAIT);
+    let log = sluice.log_text();
+    assert!(
+        log.contains("--enable-topology-aware-routing: node node-gone could not be read"),
+        "{log}"
+    );
+}
