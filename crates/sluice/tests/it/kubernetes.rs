@@ -1389,12 +1389,12 @@ fn the_admission_webhook_refuses_what_sluice_would_and_warns_about_the_rest() {
     // A good Ingress passes; an annotation Sluice does not implement comes back as a warning.
     let mut good = ingress(ns, "good", Some("sluice"), "good.test", "web");
     good["metadata"]["annotations"] =
-        serde_json::json!({"nginx.ingress.kubernetes.io/ssl-ciphers": "HIGH"});
+        serde_json::json!({"nginx.ingress.kubernetes.io/http2-push-preload": "true"});
     let good = write("good", &good);
     let (ok, output) = try_kubectl(&cluster, &["apply", "-f", good.to_str().unwrap()]);
     assert!(ok, "{output}");
     assert!(
-        output.contains("Warning:") && output.contains("ssl-ciphers"),
+        output.contains("Warning:") && output.contains("http2-push-preload"),
         "{output}"
     );
     assert!(cluster.get("Ingress", ns, "good").is_some());
@@ -1512,7 +1512,7 @@ fn sluice_migrate_judges_the_ingresses_of_a_live_api() {
     cluster.create(&ingress(ns, "plain", Some("nginx"), "plain.test", "web"));
     let mut sticky = ingress(ns, "sticky", Some("nginx"), "sticky.test", "web");
     sticky["metadata"]["annotations"] =
-        serde_json::json!({"nginx.ingress.kubernetes.io/ssl-ciphers": "HIGH"});
+        serde_json::json!({"nginx.ingress.kubernetes.io/http2-push-preload": "true"});
     cluster.create(&sticky);
 
     let output = std::process::Command::new(BIN)

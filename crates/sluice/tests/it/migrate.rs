@@ -66,7 +66,7 @@ fn every_ingress_gets_one_verdict_and_exit_1_names_the_ones_not_served_as_writte
         "sticky.test",
         "/",
         "Prefix",
-        "nginx.ingress.kubernetes.io/ssl-ciphers: HIGH",
+        "nginx.ingress.kubernetes.io/http2-push-preload: \"true\"",
     ));
     // Authentication whose Secret does not exist: refused, never served open.
     extra.push_str(&ingress(
@@ -113,7 +113,7 @@ fn every_ingress_gets_one_verdict_and_exit_1_names_the_ones_not_served_as_writte
             .to_owned()
     };
     assert!(line("sticky").contains("| not served as written | unsupported: "));
-    assert!(line("sticky").contains("ssl-ciphers"));
+    assert!(line("sticky").contains("http2-push-preload"));
     assert!(line("basic-auth").contains("| not served as written | "));
     assert!(
         line("basic-auth").contains("error: "),
