@@ -759,5 +759,13 @@ endpoints:
             zoned(&prefer_close, Some("zone-b")).ready,
             addrs(&["10.0.0.2:8080"])
         );
+        let same_zone = prefer_close.replace("PreferClose", "PreferSameZone");
+        assert_eq!(
+            zoned(&same_zone, Some("zone-b")).ready,
+            addrs(&["10.0.0.2:8080"])
+        );
+        // Node hints (PreferSameNode) are not read: every zone's endpoints.
+        let same_node = prefer_close.replace("PreferClose", "PreferSameNode");
+        assert_eq!(zoned(&same_node, Some("zone-b")).ready, all);
     }
 }

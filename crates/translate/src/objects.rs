@@ -84,7 +84,7 @@ pub struct ServiceSpec {
     pub external_name: Option<String>,
     /// The Service asks for its clients' zone (`--enable-topology-aware-routing`): annotated
     /// `service.kubernetes.io/topology-mode: Auto` (any case), or `trafficDistribution:
-    /// PreferClose`, as ingress-nginx reads them.
+    /// PreferClose` (or its newer name `PreferSameZone`), as ingress-nginx reads them.
     pub prefers_same_zone: bool,
 }
 
@@ -363,8 +363,13 @@ impl From<core::Service> for Service {
         Service {
             metadata: Meta::named(service.metadata),
             spec: service.spec.map(|spec| ServiceSpec {
+                // PreferSameZone: Kubernetes 1.33's name for PreferClose (ingress-nginx reads
+                // only the old one).
                 prefers_same_zone: topology_mode
-                    || spec.traffic_distribution.as_deref() == Some("PreferClose"),
+                    || matches!(
+                        spec.traffic_distribution.as_deref(),
+                        Some("PreferClose" | "PreferSameZone")
+                    ),
                 ports: spec.ports.map(fit),
                 cluster_ip: spec.cluster_ip,
                 type_: spec.type_,
