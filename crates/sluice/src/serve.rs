@@ -156,6 +156,10 @@ pub(crate) struct ServeArgs {
     /// dials its addresses at the port's targetPort, re-resolving at each answer's TTL.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false", value_parser = go_bool)]
     pub(crate) disable_svc_external_name: bool,
+    /// ingress-nginx's flag: an Ingress with a `spec.defaultBackend` (a catch-all) is not
+    /// served: an error diagnostic, and the admission webhook denies it.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false", value_parser = go_bool)]
+    pub(crate) disable_catch_all: bool,
     /// Where ExternalName Services' names are resolved: the name servers, search list and
     /// options (ndots, timeout, attempts) of this file, as a pod's resolver reads it. A
     /// missing default file means glibc's defaults (127.0.0.1, no search list).
@@ -181,6 +185,11 @@ pub(crate) struct KubeArgs {
     /// or empty: all).
     #[arg(long, value_name = "NS", requires = "kubernetes", value_parser = namespace_or_all)]
     pub(crate) watch_namespace: Option<String>,
+    /// ingress-nginx's flag: serve only the Ingresses of namespaces whose labels this label
+    /// selector selects (`team=shop`, `env in (prod,stage)`, `!legacy`, comma-separated:
+    /// all must hold), as `kubectl -l` reads it. Followed as namespaces are relabelled.
+    #[arg(long, value_name = "SELECTOR", requires = "kubernetes", conflicts_with = "watch_namespace", value_parser = namespace_selector)]
+    pub(crate) watch_namespace_selector: Option<translate::gateway::NamespaceSelector>,
     /// Write this Service's address (load balancer, external IPs or cluster IP) into the status
     /// of the Ingresses Sluice serves.
     #[arg(
@@ -238,6 +247,7 @@ impl Default for KubeArgs {
         KubeArgs {
             kubeconfig: None,
             watch_namespace: None,
+            watch_namespace_selector: None,
             publish_service: None,
             publish_status_address: Vec::new(),
             election_id: controller::DEFAULT_ELECTION_ID.into(),
@@ -249,6 +259,11 @@ impl Default for KubeArgs {
             validating_webhook_key: None,
         }
     }
+}
+
+/// `--watch-namespace-selector`: a label selector in `kubectl -l` syntax.
+fn namespace_selector(text: &str) -> Result<translate::gateway::NamespaceSelector, String> {
+    translate::gateway::NamespaceSelector::parse_text(text)
 }
 
 /// resolv.conf where a pod (and a host) has it.
@@ -401,6 +416,8 @@ impl ServeArgs {
             udp_services_config_map: self.udp_services_configmap.clone(),
             reserved_ports: self.reserved_ports(),
             disable_svc_external_name: self.disable_svc_external_name,
+            disable_catch_all: self.disable_catch_all,
+            watch_namespace_selector: self.kube.watch_namespace_selector.clone(),
             gateway_address_pool: self.gateway_address_pool.clone(),
             // Kubernetes mode sets them once its listeners are bound (their ports may be 0).
             gateway_services: None,

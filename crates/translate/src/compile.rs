@@ -84,8 +84,11 @@ fn compile_with(
         } else {
             ExternalNames::Follow
         },
+        disable_catch_all: options.disable_catch_all,
     };
     compiler.settings(options);
+    // Namespaces' labels decide which Ingresses are served: a relabel compiles again.
+    compiler.out.namespace_selectors |= options.watch_namespace_selector.is_some();
     compiler.out.hsts_header = compiler.out.settings.hsts_header();
     let settings = &compiler.out.settings;
     compiler.out.blocklist = model::edge::Blocklist::new(

@@ -74,6 +74,12 @@ pub struct CompileOptions {
     /// generated for each Gateway (`gateway/infrastructure`); `None` (a configuration from
     /// files, where there is no API server): nothing is generated.
     pub gateway_services: Option<model::gateway_status::ListenPorts>,
+    /// `--disable-catch-all`: an Ingress with a `spec.defaultBackend` is refused whole (an
+    /// error diagnostic; the webhook denies it), as ingress-nginx ignores it.
+    pub disable_catch_all: bool,
+    /// `--watch-namespace-selector`: only the Ingresses of namespaces whose labels it selects
+    /// are served; the others are another controller's.
+    pub watch_namespace_selector: Option<crate::gateway::NamespaceSelector>,
 }
 
 impl Default for CompileOptions {
@@ -94,6 +100,8 @@ impl Default for CompileOptions {
             disable_svc_external_name: false,
             gateway_address_pool: None,
             gateway_services: None,
+            disable_catch_all: false,
+            watch_namespace_selector: None,
         }
     }
 }
@@ -138,6 +146,8 @@ pub(crate) struct Compiler<'a> {
     /// Whether the backend references being compiled may name ExternalName Services: the
     /// options' choice for Ingress sources; Gateway API routes set `Refuse` while theirs are.
     pub(crate) external_names: crate::backends::ExternalNames,
+    /// `--disable-catch-all`.
+    pub(crate) disable_catch_all: bool,
 }
 impl Compiler<'_> {
     /// The one shared copy of `text` in this configuration.

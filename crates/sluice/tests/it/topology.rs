@@ -1,7 +1,8 @@
-//! `--enable-topology-aware-routing` against a real API server: the replica's zone is its
-//! node's label (the node `$NODE_NAME` names), and a Service that asks for it
-//! (`trafficDistribution: PreferClose`) sends its requests to the endpoints hinted for that
-//! zone, while the hints allow it.
+//! Which endpoints and Ingresses a replica serves, by where it runs and what it is told,
+//! against a real API server: `--enable-topology-aware-routing` (the replica's zone is its
+//! node's label, the node `$NODE_NAME` names; a Service that asks for it sends its requests to
+//! the endpoints hinted for that zone, while the hints allow it) and
+//! `--watch-namespace-selector`.
 
 use std::time::Duration;
 
@@ -127,4 +128,38 @@ fn without_its_node_every_zone_serves_and_the_log_says_why() {
         log.contains("--enable-topology-aware-routing: node node-gone could not be read"),
         "{log}"
     );
+}
+
+/// `--watch-namespace-selector`: the Ingresses of the namespaces whose labels it selects are
+/// served, the others are another controller's; a relabelled namespace is followed.
+#[test]
+fn a_namespace_selector_chooses_whose_ingresses_are_served() {
+    use crate::support::kube::{endpoint_slice, ingress_class, service, Cluster, Endpoint};
+    let cluster = Cluster::start("kube-namespace-selector");
+    cluster.create(&ingress_class("sluice", crate::support::kube::CONTROLLER));
+    let p = pod(&cluster, 75);
+    for (ns, team) in [("shop", "shop"), ("lab", "lab")] {
+        cluster.create(&json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {"team": team}},
+        }));
+        cluster.create(&service(ns, "web"));
+        let ready = [Endpoint::ready(p.addr.ip())];
+        cluster.create(&endpoint_slice(ns, "web-1", "web", 8080, &ready));
+        let host = format!("{ns}.test");
+        cluster.create(&ingress(ns, "web", Some("sluice"), &host, "web"));
+    }
+    let sluice = cluster.sluice("shop", &["--watch-namespace-selector", "team in (shop)"]);
+    assert_eq!(sluice.get("shop.test", "/").status, 200);
+    assert_eq!(
+        sluice.get("lab.test", "/").status,
+        404,
+        "lab's Ingress is not ours"
+    );
+
+    cluster.apply(&json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "lab", "labels": {"team": "shop"}},
+    }));
+    sluice.wait_status("lab.test", 200, WAIT);
 }

@@ -96,7 +96,7 @@ pub use fragments::{FragmentCounts, Fragments};
 use fragments::{RouteOutcome, Source};
 pub use infrastructure_objects::{GATEWAY_CLASS_NAME_LABEL, GATEWAY_NAME_LABEL};
 pub use model::gateway_status::ListenPorts;
-pub use namespaces::NAMESPACE_NAME_LABEL;
+pub use namespaces::{NamespaceSelector, NAMESPACE_NAME_LABEL};
 pub use objects::GROUP;
 pub use pool::{AddressPool, PoolError, MAX_POOL_ADDRESSES};
 

@@ -28,7 +28,7 @@ pub(super) enum AllowedFrom {
 
 /// A validated label selector: every `matchLabels` pair and every expression must hold.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(super) struct NamespaceSelector {
+pub struct NamespaceSelector {
     labels: BTreeMap<String, String>,
     expressions: Vec<Expression>,
 }
@@ -64,6 +64,54 @@ impl AllowedFrom {
             AllowedFrom::Nobody => false,
         }
     }
+}
+
+/// `text` cut at the commas outside parentheses.
+fn split_requirements(text: &str) -> Result<Vec<&str>, String> {
+    let (mut parts, mut depth, mut start) = (Vec::new(), 0u32, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth = depth
+                    .checked_sub(1)
+                    .ok_or(format!("{text:?}: unbalanced )"))?
+            }
+            ',' if depth == 0 => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if depth != 0 {
+        return Err(format!("{text:?}: unbalanced ("));
+    }
+    parts.push(&text[start..]);
+    Ok(parts)
+}
+
+/// `key <operator> (…)`: the key and what follows the operator.
+fn set_operator<'t>(requirement: &'t str, operator: &str) -> Option<(&'t str, &'t str)> {
+    let (key, rest) = requirement.split_once(operator)?;
+    Some((key.trim(), rest.trim()))
+}
+
+/// `(a, b)`: its values.
+fn set_values(text: &str) -> Result<Vec<String>, String> {
+    let inner = (text.strip_prefix('('))
+        .and_then(|t| t.strip_suffix(')'))
+        .ok_or(format!(
+            "{text:?}: expected values in parentheses, like (a, b)"
+        ))?;
+    let values: Vec<String> = (inner.split(','))
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .collect();
+    if values.is_empty() {
+        return Err(format!("{text:?}: no values"));
+    }
+    Ok(values)
 }
 
 /// A namespace's labels: the Store's Namespace, else the label every Namespace has.
@@ -115,6 +163,54 @@ impl NamespaceSelector {
             labels: selector.match_labels.clone().unwrap_or_default(),
             expressions,
         })
+    }
+
+    /// A selector as `kubectl -l` and ingress-nginx's `--watch-namespace-selector` write
+    /// it: comma-separated requirements `key=value` (or `==`), `key!=value`, `key in (a,b)`,
+    /// `key notin (a,b)`, `key` (exists), `!key` (does not exist). `Err` says what is wrong.
+    pub fn parse_text(text: &str) -> Result<NamespaceSelector, String> {
+        let mut selector = NamespaceSelector::default();
+        for requirement in split_requirements(text)? {
+            let requirement = requirement.trim();
+            if requirement.is_empty() {
+                continue;
+            }
+            let (key, operator, values) = if let Some(key) = requirement.strip_prefix('!') {
+                (key.trim(), Operator::DoesNotExist, Vec::new())
+            } else if let Some((key, value)) = requirement.split_once("!=") {
+                (key.trim(), Operator::NotIn, vec![value.trim().to_owned()])
+            } else if let Some((key, value)) = requirement
+                .split_once("==")
+                .or_else(|| requirement.split_once('='))
+            {
+                (key.trim(), Operator::In, vec![value.trim().to_owned()])
+            } else if let Some((key, rest)) = set_operator(requirement, " notin ") {
+                (key, Operator::NotIn, set_values(rest)?)
+            } else if let Some((key, rest)) = set_operator(requirement, " in ") {
+                (key, Operator::In, set_values(rest)?)
+            } else {
+                (requirement, Operator::Exists, Vec::new())
+            };
+            let label = |b: u8| b.is_ascii_alphanumeric() || b"-_./".contains(&b);
+            if key.is_empty() || !key.bytes().all(label) {
+                return Err(format!("{requirement:?}: {key:?} is not a label key"));
+            }
+            if values.iter().any(|v| !v.bytes().all(label)) {
+                return Err(format!("{requirement:?}: a value is not a label value"));
+            }
+            selector.expressions.push(Expression {
+                key: key.to_owned(),
+                operator,
+                values,
+            });
+        }
+        Ok(selector)
+    }
+
+    /// Whether it selects `namespace` (its labels in the Store, else the one every Namespace
+    /// has).
+    pub fn selects(&self, store: &Store, namespace: &str) -> bool {
+        self.matches(&labels_of(store, namespace))
     }
 
     /// An empty selector selects every namespace (Kubernetes' rule for label selectors).
@@ -223,5 +319,43 @@ mod tests {
         assert!(!selector.admits(&store, "gw", "other"));
         assert!(AllowedFrom::Same.admits(&store, "gw", "gw"));
         assert!(!AllowedFrom::Nobody.admits(&store, "gw", "gw"));
+    }
+
+    #[test]
+    fn a_selector_reads_as_kubectl_writes_it() {
+        let selector = NamespaceSelector::parse_text(
+            "team=web, env in (prod, staging),tier!=db,owner,!frozen",
+        )
+        .unwrap();
+        assert!(selector.matches(&labels(&[("team", "web"), ("env", "prod"), ("owner", "x")])));
+        let misses: [&[(&str, &str)]; 4] = [
+            &[("team", "api"), ("env", "prod"), ("owner", "x")],
+            &[("team", "web"), ("env", "dev"), ("owner", "x")],
+            &[
+                ("team", "web"),
+                ("env", "prod"),
+                ("owner", "x"),
+                ("tier", "db"),
+            ],
+            &[
+                ("team", "web"),
+                ("env", "prod"),
+                ("owner", "x"),
+                ("frozen", ""),
+            ],
+        ];
+        for labels_ in misses {
+            assert!(!selector.matches(&labels(labels_)), "{labels_:?}");
+        }
+        let double = NamespaceSelector::parse_text("team==web,env notin (dev)").unwrap();
+        assert!(double.matches(&labels(&[("team", "web")])));
+        assert!(!double.matches(&labels(&[("team", "web"), ("env", "dev")])));
+        assert_eq!(
+            NamespaceSelector::parse_text("").unwrap(),
+            NamespaceSelector::default()
+        );
+        for bad in ["env in prod", "env in (", "env in ()", "a b=c", "team=we b"] {
+            assert!(NamespaceSelector::parse_text(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -253,6 +253,12 @@ fn class_of(ingress: &Ingress) -> Option<&str> {
 
 /// The IngressClass rules of the Kubernetes API, plus the legacy annotation.
 fn is_ours(store: &Store, options: &CompileOptions, ingress: &Ingress) -> bool {
+    if let Some(selector) = &options.watch_namespace_selector {
+        let namespace = ingress.metadata.namespace.as_deref().unwrap_or("");
+        if !selector.selects(store, namespace) {
+            return false;
+        }
+    }
     let our_class = |name: &str| {
         let class = store
             .ingress_classes()
@@ -328,6 +334,15 @@ impl Compiler<'_> {
             self.diagnose(object, "spec: missing; nothing to serve");
             return;
         };
+        if self.disable_catch_all && spec.default_backend.is_some() {
+            // Still counted as ours (above): the webhook denies it, as ingress-nginx's does.
+            self.diagnose(
+                object,
+                "spec.defaultBackend: a catch-all Ingress, and --disable-catch-all is set: \
+                 not served (as ingress-nginx ignores it); remove spec.defaultBackend, or the flag",
+            );
+            return;
+        }
         let mut parsed = annotations::parse(
             ingress
                 .metadata

@@ -7,6 +7,7 @@ mod backend_tls;
 mod catalogue;
 mod compile_time;
 mod configmap;
+mod controller_flags;
 mod endpoints;
 mod fragments;
 mod frontend_tls;
