@@ -367,7 +367,9 @@ can denied create gatewayclasses.gateway.networking.k8s.io
 can denied update referencegrants.gateway.networking.k8s.io -A
 can denied update backendtlspolicies.gateway.networking.k8s.io -A
 can denied list pods -A
-can denied get nodes
+can allowed get nodes
+can denied list nodes
+can denied update nodes
 can denied get configmaps/other -n sluice
 can denied get configmaps -n default
 can denied update configmaps/sluice -n sluice
