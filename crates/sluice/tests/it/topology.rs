@@ -48,6 +48,34 @@ fn answered(serve: &Serve, host: &str, n: usize) -> std::collections::BTreeSet<S
         .collect()
 }
 
+/// Service `web` (`service`: its metadata and spec), its slice with `a` hinted for zone-a and
+/// `b` for zone-b, an Ingress for web.test, and Sluice with `flag` on node `node`.
+fn zoned_web(
+    cluster: &crate::support::kube::Cluster,
+    ns: &str,
+    service: Value,
+    (a, b): (std::net::IpAddr, std::net::IpAddr),
+    (flag, node): (&str, &str),
+) -> crate::support::kube::KubeSluice {
+    let mut service = service;
+    service["apiVersion"] = json!("v1");
+    service["kind"] = json!("Service");
+    service["metadata"]["name"] = json!("web");
+    service["metadata"]["namespace"] = json!(ns);
+    cluster.create(&service);
+    cluster.create(&slice(ns, &[(a, Some("zone-a")), (b, Some("zone-b"))]));
+    cluster.create(&ingress(ns, "web", Some("sluice"), "web.test", "web"));
+    cluster.sluice_with(SluiceOptions {
+        identity: "sluice-0",
+        namespace: ns,
+        kubeconfig: None,
+        extra: &[flag],
+        wait_ready: true,
+        log: None,
+        env: &[("NODE_NAME", node)],
+    })
+}
+
 #[test]
 fn a_prefer_close_service_is_served_from_the_replicas_zone() {
     let ns = "topology";
@@ -57,23 +85,13 @@ fn a_prefer_close_service_is_served_from_the_replicas_zone() {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": "node-a", "labels": {"topology.kubernetes.io/zone": "zone-a"}},
     }));
-    cluster.create(&json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "web", "namespace": ns},
-        "spec": {"ports": [{"name": "http", "port": 80}], "trafficDistribution": "PreferClose"},
-    }));
     let (a, b) = (here.addr.ip(), there.addr.ip());
-    cluster.create(&slice(ns, &[(a, Some("zone-a")), (b, Some("zone-b"))]));
-    cluster.create(&ingress(ns, "web", Some("sluice"), "web.test", "web"));
-    let sluice = cluster.sluice_with(SluiceOptions {
-        identity: "sluice-0",
-        namespace: ns,
-        kubeconfig: None,
-        extra: &["--enable-topology-aware-routing"],
-        wait_ready: true,
-        log: None,
-        env: &[("NODE_NAME", "node-a")],
+    let service = json!({
+        "metadata": {},
+        "spec": {"ports": [{"name": "http", "port": 80}], "trafficDistribution": "PreferClose"},
     });
+    let flag = ("--enable-topology-aware-routing", "node-a");
+    let sluice = zoned_web(&cluster, ns, service, (a, b), flag);
     sluice.wait_served_by("web.test", &here.name, WAIT);
     assert_eq!(
         answered(&sluice.serve, "web.test", 12),
@@ -102,25 +120,13 @@ fn without_its_node_every_zone_serves_and_the_log_says_why() {
     let ns = "topology-unknown";
     let cluster = cluster_with_class("kube-topology-unknown", ns);
     let (one, two) = (pod(&cluster, 73), pod(&cluster, 74));
-    cluster.create(&json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "web", "namespace": ns,
-                     "annotations": {"service.kubernetes.io/topology-mode": "Auto"}},
+    let service = json!({
+        "metadata": {"annotations": {"service.kubernetes.io/topology-mode": "Auto"}},
         "spec": {"ports": [{"name": "http", "port": 80}]},
-    }));
-    let (a, b) = (one.addr.ip(), two.addr.ip());
-    cluster.create(&slice(ns, &[(a, Some("zone-a")), (b, Some("zone-b"))]));
-    cluster.create(&ingress(ns, "web", Some("sluice"), "web.test", "web"));
-    // NODE_NAME names a node that does not exist.
-    let sluice = cluster.sluice_with(SluiceOptions {
-        identity: "sluice-0",
-        namespace: ns,
-        kubeconfig: None,
-        extra: &["--enable-topology-aware-routing=true"],
-        wait_ready: true,
-        log: None,
-        env: &[("NODE_NAME", "node-gone")],
     });
+    // NODE_NAME names a node that does not exist.
+    let flag = ("--enable-topology-aware-routing=true", "node-gone");
+    let sluice = zoned_web(&cluster, ns, service, (one.addr.ip(), two.addr.ip()), flag);
     sluice.wait_served_by("web.test", &one.name, WAIT);
     sluice.wait_served_by("web.test", &two.name, WAIT);
     let log = sluice.log_text();
