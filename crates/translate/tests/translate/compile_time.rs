@@ -9,6 +9,7 @@
 //! `SLUICE_COMPILE_COLD=1`: caches emptied before each reusing compile, as in a cluster, where
 //! the API server and others run between two changes: 0.77 → 2.32 ms at 3,000 routes).
 
+use crate::store_of;
 use std::time::{Duration, Instant};
 
 use translate::{compile, compile_reusing, parse_documents, CompileOptions, Fragments, Store};
@@ -111,14 +112,6 @@ spec:
         ));
     }
     text
-}
-
-fn store_of(text: &str) -> Store {
-    let documents = parse_documents("bench.yaml", text).unwrap();
-    assert!(documents.errors.is_empty(), "{:?}", documents.errors);
-    let mut store = Store::default();
-    store.replace_all(documents.objects);
-    store
 }
 
 /// The medians of `runs` compiles and of freeing their results (what the proxy's reclaim

@@ -2,9 +2,10 @@
 //! `--watch-namespace-selector` (by the labels of the Ingress's Namespace, followed as they
 //! change) and `--disable-catch-all` (an Ingress with a `spec.defaultBackend` is refused).
 
+use crate::store_of;
 use model::{NamespacedName, Severity};
 use translate::gateway::NamespaceSelector;
-use translate::{compile, parse_documents, CompileOptions, Store};
+use translate::{compile, CompileOptions};
 
 /// Namespaces shop and lab with these labels, an Ingress in each, and a catch-all in shop.
 fn objects(shop_labels: &str, lab_labels: &str) -> String {
@@ -25,14 +26,6 @@ fn objects(shop_labels: &str, lab_labels: &str) -> String {
         ingress("shop", "shop.test"),
         ingress("lab", "lab.test"),
     )
-}
-
-fn store_of(text: &str) -> Store {
-    let documents = parse_documents("t.yaml", text).unwrap();
-    assert!(documents.errors.is_empty(), "{:?}", documents.errors);
-    let mut store = Store::default();
-    store.replace_all(documents.objects);
-    store
 }
 
 fn served(compiled: &model::Compiled) -> std::collections::BTreeSet<String> {

@@ -24,3 +24,12 @@ mod stream_route_status;
 mod tls_route_status;
 mod to_gateway;
 mod trust_bundles;
+
+/// The Store of the YAML `text`, which must parse without errors.
+pub(crate) fn store_of(text: &str) -> translate::Store {
+    let documents = translate::parse_documents("t.yaml", text).unwrap();
+    assert!(documents.errors.is_empty(), "{:?}", documents.errors);
+    let mut store = translate::Store::default();
+    store.replace_all(documents.objects);
+    store
+}

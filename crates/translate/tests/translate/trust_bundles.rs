@@ -5,6 +5,7 @@
 //! missing or unusable); a cluster that does not serve the API says so; a changed bundle
 //! compiles again (also through the route fragments) only when a compile read it.
 
+use crate::store_of;
 use model::frontend_tls::PortTls;
 use model::{Kind, ObjectRef};
 use rustls::pki_types::pem::PemObject;
@@ -24,14 +25,6 @@ fn bundle(name: &str, pem: &str) -> String {
 
 fn der(pem: &str) -> CertificateDer<'static> {
     CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()
-}
-
-fn store_of(text: &str) -> Store {
-    let documents = parse_documents("t.yaml", text).unwrap();
-    assert!(documents.errors.is_empty(), "{:?}", documents.errors);
-    let mut store = Store::default();
-    store.replace_all(documents.objects);
-    store
 }
 
 const CREATED: &str = "2026-01-01T00:00:00Z";
