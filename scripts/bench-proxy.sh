@@ -956,18 +956,33 @@ load_errors() {
          END{print n + 0}' "$1"
 }
 
+# voluntary_switches PID...: how often the processes' threads went to sleep waiting (for I/O
+# when a proxy ran out of ready work), summed over every thread.
+voluntary_switches() {
+    local pid n=0 file value
+    for pid in "$@"; do
+        for file in /proc/"$pid"/task/*/status; do
+            value=$(awk '/^voluntary_ctxt_switches:/{print $2}' "$file" 2>/dev/null) || continue
+            n=$((n + ${value:-0}))
+        done
+    done
+    echo "$n"
+}
+
 # per_request TICKS REQUESTS: CPU microseconds per request.
 per_request() { awk -v t="$1" -v hz="$CLK_TCK" -v n="$2" 'BEGIN{printf "%.2f", t * 1e6 / hz / n}'; }
 
 # measure SYSTEM PROTOCOL ROUND: one wrk run, one line appended to $RESULTS.
 measure() {
     local system=$1 protocol=$2 round=$3 out pids requests rps errors ticks us_per_req
-    local user0 sys0 user1 sys1 user_us sys_us
+    local user0 sys0 user1 sys1 user_us sys_us sleeps0 sleeps1
     out=$WORK/load-$system-$protocol-$round.txt
     mapfile -t pids < <(proxy_pids "$system")
+    sleeps0=$(voluntary_switches "${pids[@]}")
     read -r user0 sys0 < <(cpu_ticks "${pids[@]}")
     run_load "$protocol" "$(url_for "$system" "$protocol")" "$DURATION" "$out"
     read -r user1 sys1 < <(cpu_ticks "${pids[@]}")
+    sleeps1=$(voluntary_switches "${pids[@]}")
     requests=$(load_requests "$out")
     rps=$(load_rps "$out")
     errors=$(load_errors "$out")
@@ -986,6 +1001,8 @@ measure() {
     log "$(printf '%-6s %-5s round %s: %10s req/s  %9s requests  cpu %6.2f s  %7s µs/req (user %s, kernel %s)  errors %s' \
         "$system" "$protocol" "$round" "$rps" "$requests" \
         "$(awk -v t="$ticks" -v hz="$CLK_TCK" 'BEGIN{print t / hz}')" "$us_per_req" "$user_us" "$sys_us" "$errors")"
+    log "$(printf '%-6s %-5s round %s: %.3f sleeps per request' "$system" "$protocol" "$round" \
+        "$(awk -v s=$((sleeps1 - sleeps0)) -v n="$requests" 'BEGIN{print s / n}')")"
     if ((errors > 0)); then
         log "warning: $system $protocol round $round had $errors errors (see $out)"
     fi

@@ -21,6 +21,11 @@
 #   HTTPS=1                 the client speaks HTTPS (TLS 1.3, a self-signed RSA-2048 certificate
 #                           on the Ingress, sessions kept: the -c10 connections handshake once,
 #                           in the warm-up); with HTTP2=1, HTTP/2 over TLS (ALPN h2)
+#   BACKEND=nginx           Debian's nginx serving /1kb.bin from a file instead of `sluice
+#                           backend`, as bench-proxy's BACKEND=nginx: its responses carry 8
+#                           headers (Server, Date, Content-Type, Content-Length, Last-Modified,
+#                           Connection, ETag, Accept-Ranges) against the Sluice backend's 3, so
+#                           the per-header cost of the response path shows
 # Prints one line per binary: requests, instructions, instructions per request, and the
 # callgrind file (`callgrind_annotate --auto=no FILE` shows where they go).
 set -euo pipefail
@@ -43,6 +48,16 @@ if [[ ${HTTPS:-} == 1 ]]; then
     USE_H2C=false
 fi
 DURATION=${DURATION:-20s}
+BACKEND=${BACKEND:-sluice}
+case $BACKEND in
+    sluice) TARGET_PATH=/ ;;
+    nginx)
+        TARGET_PATH=/1kb.bin
+        NGINX_BIN=$(command -v nginx || echo /usr/sbin/nginx)
+        [[ -x $NGINX_BIN ]] || { echo "callgrind-proxy: BACKEND=nginx needs nginx (apt-get install nginx-light)" >&2; exit 1; }
+        ;;
+    *) echo "callgrind-proxy: BACKEND must be sluice or nginx, not '$BACKEND'" >&2; exit 2 ;;
+esac
 WORK=$(mktemp -d)
 OUT=${OUT:-$WORK}
 mkdir -p "$OUT"
@@ -115,7 +130,41 @@ wait_ready() {
 }
 
 LOAD_BIN=$1
-"$LOAD_BIN" backend --listen "127.0.0.1:$BACKEND_PORT" --name callgrind >"$WORK/backend.log" 2>&1 &
+if [[ $BACKEND == nginx ]]; then
+    dir=$WORK/backend-nginx
+    mkdir -p "$dir/root" "$dir/tmp"
+    head -c 1024 /dev/zero | tr '\0' b >"$dir/root/1kb.bin"
+    # Started as root, the worker runs as nobody and must read the file.
+    chmod 755 "$WORK" "$dir" "$dir/root" "$dir/tmp"
+    chmod 644 "$dir/root/1kb.bin"
+    cat >"$dir/nginx.conf" <<EOF
+daemon off;
+master_process off;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events { worker_connections 1000; }
+http {
+    access_log off;
+    server_tokens off;
+    default_type application/octet-stream;
+    client_body_temp_path $dir/tmp/body;
+    proxy_temp_path $dir/tmp/proxy;
+    fastcgi_temp_path $dir/tmp/fastcgi;
+    uwsgi_temp_path $dir/tmp/uwsgi;
+    scgi_temp_path $dir/tmp/scgi;
+    keepalive_timeout 75s;
+    keepalive_requests 100000000;
+    server {
+        listen 127.0.0.1:$BACKEND_PORT;
+        root $dir/root;
+        location = /healthz { return 200 "ok\n"; }
+    }
+}
+EOF
+    "$NGINX_BIN" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" >"$dir/stdout.log" 2>&1 &
+else
+    "$LOAD_BIN" backend --listen "127.0.0.1:$BACKEND_PORT" --name callgrind >"$WORK/backend.log" 2>&1 &
+fi
 PIDS+=($!)
 wait_ready "http://127.0.0.1:$BACKEND_PORT/healthz"
 
@@ -133,7 +182,7 @@ for bin in "$@"; do
     wait_ready "http://127.0.0.1:$ADMIN_PORT/ready" || { grep -v "^==" "$OUT/$label.log" | tail -5 >&2; exit 1; }
     port=$HTTP_PORT
     [[ $SCHEME == http ]] || port=$((HTTP_PORT + 2))
-    target="$SCHEME://127.0.0.1:$port/"
+    target="$SCHEME://127.0.0.1:$port$TARGET_PATH"
     "$LOAD_BIN" load "${LOAD_ARGS[@]}" -t1 -c10 -R 100 -d 3s -H 'Host: bench.test' "$target" >/dev/null
     callgrind_control -i on "$pid" >/dev/null 2>&1
     "$LOAD_BIN" load "${LOAD_ARGS[@]}" -t1 -c10 -R "$RATE" -d "$DURATION" -H 'Host: bench.test' \

@@ -92,16 +92,22 @@ impl Users {
 /// `Basic realm="<realm>"`, the realm's `"` and `\` escaped. `None`: a realm a header cannot
 /// carry (control characters).
 pub fn challenge(realm: &str) -> Option<HeaderValue> {
-    let mut value = String::with_capacity(realm.len() + 14);
-    value.push_str("Basic realm=\"");
-    for c in realm.chars() {
+    HeaderValue::from_str(&format!("Basic realm={}", quoted(realm))).ok()
+}
+
+/// `text` as an RFC 9110 quoted-string (`"` and `\` escaped): a challenge's realm, basic or
+/// digest.
+pub fn quoted(text: &str) -> String {
+    let mut value = String::with_capacity(text.len() + 2);
+    value.push('"');
+    for c in text.chars() {
         if c == '"' || c == '\\' {
             value.push('\\');
         }
         value.push(c);
     }
     value.push('"');
-    HeaderValue::from_str(&value).ok()
+    value
 }
 
 fn user_count<S: Serializer>(users: &Arc<Users>, serializer: S) -> Result<S::Ok, S::Error> {

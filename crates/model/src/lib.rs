@@ -16,9 +16,9 @@
 //!              (Ingress and Gateway API rules alike; a Gateway rule only for requests of
 //!              the listener it came through: listener_hosts.rs) ──▶ Route
 //!          ──▶ Route::pick (a weighted split: canary-weight)
-//!          ──▶ route.policy (client certificates: client_cert.rs, cors, access, basic
-//!                            auth: basic_auth.rs, external auth: auth.rs, redirect
-//!                            (Gateway API's: gateway_redirect.rs),
+//!          ──▶ route.policy (client certificates: client_cert.rs, cors, access, user
+//!                            auth: basic_auth.rs and digest_auth.rs, external auth: auth.rs,
+//!                            redirect (Gateway API's: gateway_redirect.rs),
 //!                            rewrite, headers, body, upstream, session
 //!                            affinity: affinity.rs, mirror, response rewrites:
 //!                            response_rewrite.rs)
@@ -49,6 +49,7 @@ pub mod compiled;
 pub mod compression;
 pub mod cors;
 pub mod custom_headers;
+pub mod digest_auth;
 pub mod edge;
 pub mod endpoints;
 pub mod frontend_tls;

@@ -37,6 +37,16 @@ use crate::target::{
 };
 pub use crate::upstream_tls::{TlsVersions, UpstreamTls};
 
+/// `auth-type`: how the client names a user of `auth-secret`.
+#[derive(Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UserAuth {
+    /// `basic`: user and password in every request.
+    Basic(crate::basic_auth::BasicAuth),
+    /// `digest`: a response to a challenge, the password never sent.
+    Digest(crate::digest_auth::DigestAuth),
+}
+
 /// What a request matched to a route must go through. Immutable; shared with `Arc`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -61,12 +71,13 @@ pub struct RoutePolicy {
         serialize_with = "optional_arc"
     )]
     pub cors: Option<Arc<crate::cors::Cors>>,
-    /// `auth-type: basic` with `auth-secret`: the client names a user of the Secret.
+    /// `auth-type` with `auth-secret`: the client names a user of the Secret, with a
+    /// password (basic) or a response to a challenge (digest).
     #[serde(
         skip_serializing_if = "Option::is_none",
         serialize_with = "optional_arc"
     )]
-    pub basic_auth: Option<Arc<crate::basic_auth::BasicAuth>>,
+    pub user_auth: Option<Arc<UserAuth>>,
     /// `auth-tls-*`: the client certificate this route requires, checks and passes on (the
     /// host's, or with `sluice.dev/auth-tls-scope: path` the Ingress's own).
     #[serde(
@@ -538,7 +549,7 @@ impl RoutePolicy {
                 settings.limit_rate_after,
             ),
             cors: None,
-            basic_auth: None,
+            user_auth: None,
             client_cert: None,
             satisfy_any: false,
             external_auth: None,

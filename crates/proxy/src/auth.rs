@@ -37,7 +37,7 @@ use model::auth::{
     escape_uri_component, AuthDestination, AuthProtocol, AuthUri, ExternalAuth, GatewayAuth,
     SigninPart, SET_COOKIE_STATUSES,
 };
-use model::policy::UpstreamPolicy;
+use model::policy::{UpstreamPolicy, UserAuth};
 use model::{normalize_path, Compiled, Route, Settings};
 
 use crate::answer::text_response;
@@ -45,6 +45,7 @@ use crate::attempts::Attempts;
 use crate::auth_cache::{Kept, Lookup};
 use crate::body::BoxError;
 use crate::buffer::{self, Buffered};
+use crate::digest_auth::Outcome;
 use crate::error::{Chain, ProxyError};
 use crate::ext_authz;
 use crate::hash_key::{self, KeyInputs};
@@ -68,6 +69,7 @@ static X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_AUTH_REQUEST_REDIRECT: HeaderName = HeaderName::from_static("x-auth-request-redirect");
 static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+static AUTHENTICATION_INFO: HeaderName = HeaderName::from_static("authentication-info");
 
 /// What the phase decided.
 enum Checked {
@@ -83,12 +85,14 @@ pub(crate) struct AuthAdds {
     cookies: Vec<HeaderValue>,
     always: bool,
     www_authenticate: Option<HeaderValue>,
+    /// Digest authentication's `Authentication-Info`, on whatever answer the client gets.
+    authentication_info: Option<HeaderValue>,
     /// An ext_authz server's `response_headers_to_add` (Gateway API's GRPC `ExternalAuth`).
     pub(crate) headers: Vec<ext_authz::Mutation>,
 }
 
 impl AuthAdds {
-    /// A 401's challenge alone (basic auth's `WWW-Authenticate: Basic realm=…`).
+    /// A 401's challenge alone (`WWW-Authenticate: Basic realm=…`, or digest's).
     pub(crate) fn challenge(value: HeaderValue) -> AuthAdds {
         AuthAdds {
             www_authenticate: Some(value),
@@ -106,6 +110,9 @@ impl AuthAdds {
         if let Some(value) = challenge.filter(|_| status.as_u16() == 401) {
             headers.insert(header::WWW_AUTHENTICATE, value.clone());
         }
+        if let Some(value) = &self.authentication_info {
+            headers.insert(AUTHENTICATION_INFO.clone(), value.clone());
+        }
         if self.always || SET_COOKIE_STATUSES.contains(&status.as_u16()) {
             for cookie in &self.cookies {
                 headers.append(header::SET_COOKIE, cookie.clone());
@@ -120,7 +127,10 @@ impl AuthAdds {
 
     /// Whether there is nothing to add.
     pub(crate) fn is_empty(&self) -> bool {
-        self.cookies.is_empty() && self.www_authenticate.is_none() && self.headers.is_empty()
+        self.cookies.is_empty()
+            && self.www_authenticate.is_none()
+            && self.authentication_info.is_none()
+            && self.headers.is_empty()
     }
 
     /// `later`'s additions after these (a listener's filter's, then its route's).
@@ -129,6 +139,9 @@ impl AuthAdds {
         self.always |= later.always;
         if later.www_authenticate.is_some() {
             self.www_authenticate = later.www_authenticate;
+        }
+        if later.authentication_info.is_some() {
+            self.authentication_info = later.authentication_info;
         }
         self.headers.extend(later.headers);
     }
@@ -143,9 +156,10 @@ struct Answer {
     body: Option<Bytes>,
 }
 
-/// The auth phases of a route with basic or external auth, in nginx's order: a declared body
-/// over the limit (413, before the access phase), basic auth, then the auth server. `Some`:
-/// the answer instead of the upstream's; the adds go on the client's answer either way.
+/// The auth phases of a route with user (basic or digest) or external auth, in nginx's order:
+/// a declared body over the limit (413, before the access phase), user auth, then the auth
+/// server. `Some`: the answer instead of the upstream's; the adds go on the client's answer
+/// either way.
 pub(crate) async fn phase(
     conn: &Rc<ConnCtx>,
     config: &Compiled,
@@ -159,10 +173,28 @@ pub(crate) async fn phase(
         let error = ProxyError::BodyTooLarge { limit };
         return (Some(Err(error)), AuthAdds::default());
     }
-    if let Some(basic) = &route.policy.basic_auth {
-        if !crate::basic_auth::allows(basic, head) {
-            let adds = AuthAdds::challenge(basic.challenge.clone());
-            return (Some(Err(ProxyError::AuthRequired)), adds);
+    let mut user_adds = AuthAdds::default();
+    if let Some(user_auth) = &route.policy.user_auth {
+        match &**user_auth {
+            UserAuth::Basic(basic) => {
+                if !crate::basic_auth::allows(basic, head) {
+                    let adds = AuthAdds::challenge(basic.challenge.clone());
+                    return (Some(Err(ProxyError::AuthRequired)), adds);
+                }
+            }
+            UserAuth::Digest(digest) => {
+                let sessions = &conn.worker.shared.digest_sessions;
+                match sessions.check(digest, head, client, Instant::now()) {
+                    Outcome::Granted(info) => user_adds.authentication_info = info,
+                    Outcome::Challenge(challenge) => {
+                        let adds = AuthAdds::challenge(challenge);
+                        return (Some(Err(ProxyError::AuthRequired)), adds);
+                    }
+                    Outcome::Ignored => {
+                        return (Some(Err(ProxyError::AuthRequired)), AuthAdds::default());
+                    }
+                }
+            }
         }
         // ingress-nginx's template: `proxy_set_header Authorization ""` (the auth server,
         // a location of its own, still gets it).
@@ -171,7 +203,7 @@ pub(crate) async fn phase(
         }
     }
     let Some(auth) = &route.policy.external_auth else {
-        return (None, AuthAdds::default());
+        return (None, user_adds);
     };
     if auth.gateway.is_some() {
         // An HTTPRoute rule's ExternalAuth filter: GEP-1494's semantics, as a listener's.
@@ -182,12 +214,18 @@ pub(crate) async fn phase(
         return (denied, adds);
     }
     let checked = check(conn, config, route, auth, head, client).await;
-    if route.policy.basic_auth.is_some() {
+    if route.policy.user_auth.is_some() {
         head.headers.remove(header::AUTHORIZATION);
     }
     match checked {
-        Checked::Granted(adds) => (None, adds),
-        Checked::Denied(result, adds) => (Some(*result), adds),
+        Checked::Granted(adds) => {
+            user_adds.extend(adds);
+            (None, user_adds)
+        }
+        Checked::Denied(result, adds) => {
+            user_adds.extend(adds);
+            (Some(*result), user_adds)
+        }
     }
 }
 
@@ -277,8 +315,7 @@ async fn check(
             .cloned()
             .collect(),
         always: auth.always_set_cookie,
-        www_authenticate: None,
-        headers: Vec::new(),
+        ..AuthAdds::default()
     };
     match answer.status.as_u16() {
         200..=299 => {

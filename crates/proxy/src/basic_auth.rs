@@ -136,7 +136,8 @@ fn verify(password: &[u8], hash: &str) -> bool {
     }
 }
 
-fn constant_eq(a: &[u8], b: &[u8]) -> bool {
+/// Equal bytes, compared in a time that does not tell where they differ.
+pub(crate) fn constant_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

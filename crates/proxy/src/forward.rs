@@ -38,7 +38,8 @@
 //!   rewrite    rewrite-target with the path regex's captures (else the     rewrite.rs
 //!              normalised path); a capture leaving the fixed prefix or the root ─▶ 400
 //!   auth       (skipped with satisfy: any when the allow-list let the client in)  auth.rs
-//!              declared body > proxy-body-size ─▶ 413 │ auth-type basic:       basic_auth.rs
+//!              declared body > proxy-body-size ─▶ 413 │ auth-type:          basic_auth.rs
+//!              basic or digest                                           digest_auth.rs
 //!              Authorization not a user's ─▶ 401 (Authorization then not sent upstream) │
 //!              auth-url (global-auth-url): a sub-request to the auth server (or the
 //!              auth cache): 2xx ─▶ auth-response-headers copied on │     (model::auth)
@@ -253,10 +254,10 @@ pub(crate) async fn respond(
                         // Counted under its route even if the client leaves before the answer.
                         let counted = worker.stats.borrow_mut().route(Some(route)).clone();
                         guard.measure.route = Some(counted);
-                        // Basic and external auth: boxed, so requests of routes without them do not
+                        // User and external auth: boxed, so requests of routes without them do not
                         // carry their future.
                         let policy = &route.policy;
-                        let guarded = policy.basic_auth.is_some() || policy.external_auth.is_some();
+                        let guarded = policy.user_auth.is_some() || policy.external_auth.is_some();
                         let denied = if guarded && authenticate {
                             let phase =
                                 auth::phase(&conn, config, route, (&mut head, &mut body), client);
@@ -626,7 +627,7 @@ fn route<'c>(
     let mut authenticate = true;
     if !policy.access.is_open() {
         let allowed = policy.access.allows(client);
-        let has_auth = policy.basic_auth.is_some() || policy.external_auth.is_some();
+        let has_auth = policy.user_auth.is_some() || policy.external_auth.is_some();
         if policy.satisfy_any && has_auth {
             authenticate = !allowed;
         } else if !allowed {

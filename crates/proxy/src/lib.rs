@@ -93,6 +93,7 @@ mod current;
 mod date;
 mod deadline;
 mod declared_ports;
+mod digest_auth;
 mod error;
 mod errors;
 mod ext_authz;

@@ -69,6 +69,8 @@ pub(crate) struct Shared {
     pub(crate) spans: Arc<SpanSink>,
     /// The rate and connection limits' counters: one set for all workers (`limits.rs`).
     pub(crate) limits: crate::limits::Zones,
+    /// Digest authentication's nonces and failed clients: one set for all workers.
+    pub(crate) digest_sessions: crate::digest_auth::Sessions,
     /// Where replaced configurations are freed, off the workers and the control plane.
     pub(crate) reclaimer: crate::current::Reclaimer,
 }
@@ -123,6 +125,7 @@ impl Shared {
                 source,
             })?,
             limits: crate::limits::Zones::new(),
+            digest_sessions: crate::digest_auth::Sessions::new(),
             reclaimer: crate::current::Reclaimer::start().map_err(|source| StartError::Thread {
                 what: "the configuration reclaimer".into(),
                 source,

@@ -26,7 +26,8 @@ sha:{SHA}/vNB+F2HQ559kaLUZbmHHvZrXpg=
 plain:{PLAIN}s3cret
 ";
 
-fn secret(name: &str, data: Value) -> Value {
+/// An Opaque Secret of `default` (as `kubectl create secret generic` makes), `data` base64.
+pub(crate) fn secret(name: &str, data: Value) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
         "metadata": {"name": name, "namespace": "default"},
@@ -34,7 +35,7 @@ fn secret(name: &str, data: Value) -> Value {
     })
 }
 
-fn b64(text: &str) -> String {
+pub(crate) fn b64(text: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(text)
 }
 

@@ -17,6 +17,7 @@ mod codec;
 mod config_headers;
 mod cors;
 mod custom_errors;
+mod digest_auth;
 mod edge;
 mod external_auth;
 mod forwarded;

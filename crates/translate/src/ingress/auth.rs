@@ -18,7 +18,9 @@ use std::sync::Arc;
 use http::{HeaderName, HeaderValue};
 use model::auth::{AuthDestination, ExternalAuth};
 use model::basic_auth::{challenge, BasicAuth, Users};
+use model::digest_auth::{DigestAuth, DigestUsers};
 use model::mirror::MirrorHost;
+use model::policy::UserAuth;
 use model::policy::{TlsVersions, UpstreamTls};
 use model::routes::HostPattern;
 use model::{Kind, NamespacedName, ObjectRef, Severity};
@@ -45,10 +47,9 @@ impl Compiler<'_> {
         }
     }
 
-    /// Fills `parsed.policy.basic_auth` from `auth-type: basic`'s Secret, or refuses the
-    /// routes.
-    pub(crate) fn basic_auth_phase(&mut self, object: &ObjectRef, parsed: &mut IngressAnnotations) {
-        let Some(spec) = parsed.basic_auth.take() else {
+    /// Fills `parsed.policy.user_auth` from `auth-type`'s Secret, or refuses the routes.
+    pub(crate) fn user_auth_phase(&mut self, object: &ObjectRef, parsed: &mut IngressAnnotations) {
+        let Some(spec) = parsed.user_auth.take() else {
             return;
         };
         let (ns, name) = &spec.secret;
@@ -73,6 +74,66 @@ impl Compiler<'_> {
             return;
         };
         let data = secret.data.clone().unwrap_or_default();
+        if spec.digest {
+            let text = if spec.map {
+                // auth-map: each key a user, its value `realm:HA1` (ingress-nginx writes the
+                // lines `key:value` into the module's file).
+                let lines: Vec<String> = data
+                    .iter()
+                    .map(|(user, value)| {
+                        format!("{user}:{}", String::from_utf8_lossy(&value.0).trim_end())
+                    })
+                    .collect();
+                lines.join("\n")
+            } else {
+                let Some(file) = data.get("auth") else {
+                    parsed.policy.denied = refuse(self, Severity::Error, format!("Secret {ns}/{name} has no key auth (the htdigest file of auth-secret-type auth-file)"));
+                    return;
+                };
+                String::from_utf8_lossy(&file.0).into_owned()
+            };
+            let file = DigestUsers::from_htdigest(&text);
+            if !file.unusable_lines.is_empty() {
+                let lines = file
+                    .unusable_lines
+                    .iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>();
+                self.diagnose_with(
+                    Severity::Notice,
+                    object.clone(),
+                    format!("{key}: Secret {ns}/{name}: {} not user:realm:HA1 with a 32-digit MD5 (htdigest's format), left out: line(s) {}", if spec.map { "values" } else { "lines" }, lines.join(", ")),
+                );
+            }
+            let realm = &spec.realm;
+            if realm.is_empty() {
+                self.diagnose_with(
+                    Severity::Difference,
+                    object.clone(),
+                    format!("{key}: auth-type digest without auth-realm: the challenge names the empty realm, so only users of the empty realm get in (nginx's digest module authenticates nothing for an empty realm; Sluice never serves such a route unauthenticated). Set auth-realm to the realm of the Secret's users"),
+                );
+            } else if file.users.in_realm(realm) == 0 {
+                self.diagnose_with(
+                    Severity::Notice,
+                    object.clone(),
+                    format!("{key}: Secret {ns}/{name} names no user of realm {realm:?} (auth-realm): every request gets 401"),
+                );
+            }
+            if challenge(realm).is_none() {
+                parsed.policy.denied = refuse(
+                    self,
+                    Severity::Error,
+                    format!("auth-realm {realm:?} cannot be sent in a header"),
+                );
+                return;
+            }
+            parsed.policy.user_auth = Some(Arc::new(UserAuth::Digest(DigestAuth {
+                realm: spec.realm,
+                secret: format!("{ns}/{name}"),
+                users: Arc::new(file.users),
+            })));
+            return;
+        }
         let users = if spec.map {
             let entries: Vec<(String, String)> = data
                 .iter()
@@ -101,12 +162,12 @@ impl Compiler<'_> {
             );
             return;
         };
-        parsed.policy.basic_auth = Some(Arc::new(BasicAuth {
+        parsed.policy.user_auth = Some(Arc::new(UserAuth::Basic(BasicAuth {
             realm: spec.realm,
             challenge,
             secret: format!("{ns}/{name}"),
             users: Arc::new(users),
-        }));
+        })));
     }
 
     /// The ConfigMap's `global-auth-*` keys, read with the annotations' rules. `None`: no

@@ -378,7 +378,7 @@ impl Compiler<'_> {
         self.errors_phase(&name, &object, &mut parsed);
         self.mirror_phase(&object, &mut parsed);
         self.external_auth_phase(&name, &object, &mut parsed);
-        self.basic_auth_phase(&object, &mut parsed);
+        self.user_auth_phase(&object, &mut parsed);
         self.client_cert_phase(&name, &object, &mut parsed);
         self.custom_headers_phase(&object, &mut parsed);
         self.out.tracing |= parsed.policy.opentelemetry.enabled;

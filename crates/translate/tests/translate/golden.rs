@@ -143,7 +143,7 @@ fn route_requests(text: &str, compiled: &model::Compiled) -> Vec<String> {
                 out.push_str(" (root: 404 after the policy)");
             }
             let policy = &route.policy;
-            if policy.external_auth.is_some() || policy.basic_auth.is_some() {
+            if policy.external_auth.is_some() || policy.user_auth.is_some() {
                 out.push_str(", auth");
             }
             let ssl = &policy.ssl_redirect;

@@ -39,8 +39,8 @@ mod tests;
 pub(crate) use read_auth::{read_spec, AuthSource};
 
 pub use parsed::{
-    AuthSpec, BackendProtocol, BasicSpec, Canary, ClientCertSpec, IngressAnnotations,
-    MirrorAnnotations, ProxySsl,
+    AuthSpec, BackendProtocol, Canary, ClientCertSpec, IngressAnnotations, MirrorAnnotations,
+    ProxySsl, UserAuthSpec,
 };
 pub use reader::parse;
 pub(crate) use reader::{go_bool, screen};

@@ -57,8 +57,8 @@ pub struct IngressAnnotations {
     pub custom_headers: Option<(model::NamespacedName, String)>,
     /// `auth-url` and its companions, checked; compile resolves where the sub-request goes.
     pub external_auth: Option<AuthSpec>,
-    /// `auth-type: basic` with its Secret's reference; compile reads the Secret.
-    pub basic_auth: Option<BasicSpec>,
+    /// `auth-type` (basic or digest) with its Secret's reference; compile reads the Secret.
+    pub user_auth: Option<UserAuthSpec>,
     /// `auth-tls-secret` and its family; compile reads the Secret.
     pub client_cert: Option<ClientCertSpec>,
     /// `affinity-canary-behavior` (what it says on a canary Ingress decides).
@@ -150,9 +150,11 @@ pub struct AuthSpec {
     pub cache: Option<AuthCache>,
 }
 
-/// `auth-type: basic` as read: where the users are; compile reads the Secret.
+/// `auth-type` as read: which kind, and where the users are; compile reads the Secret.
 #[derive(Clone, Debug)]
-pub struct BasicSpec {
+pub struct UserAuthSpec {
+    /// `digest` (else `basic`).
+    pub digest: bool,
     /// The `auth-secret` key, for diagnostics.
     pub key: String,
     /// `namespace/name` (the Ingress's namespace when none is written).

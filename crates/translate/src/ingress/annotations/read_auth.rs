@@ -11,7 +11,7 @@ use http::HeaderValue;
 use model::auth::{self, AuthCache, Signin};
 use model::Severity;
 
-use super::parsed::{AuthSpec, BasicSpec};
+use super::parsed::{AuthSpec, UserAuthSpec};
 use super::reader::{go_bool, Reader};
 use crate::ingress::cross_namespace;
 
@@ -243,12 +243,12 @@ impl Reader<'_> {
 impl Reader<'_> {
     /// `auth-type` with `auth-secret`, `auth-secret-type`, `auth-realm`, and `satisfy`. What
     /// cannot be used refuses the routes, as ingress-nginx denies the location.
-    pub(super) fn basic_auth(
+    pub(super) fn user_auth(
         &mut self,
         namespace: &str,
         satisfy_any: &mut bool,
         denied: &mut Option<String>,
-    ) -> Option<BasicSpec> {
+    ) -> Option<UserAuthSpec> {
         match self.get("satisfy") {
             None | Some("all") => {}
             Some("any") => *satisfy_any = true,
@@ -270,12 +270,9 @@ impl Reader<'_> {
             *denied = Some(format!("{key} cannot be used"));
             None
         };
-        match kind {
-            "basic" => {}
-            "digest" => {
-                let why = format!("annotation {key}: digest authentication is not implemented");
-                return refuse(self, why);
-            }
+        let digest = match kind {
+            "basic" => false,
+            "digest" => true,
             // ingress-nginx's check is an unanchored `basic|digest`: `basic-auth` passes
             // and its template then serves digest authentication.
             other if other.contains("basic") || other.contains("digest") => {
@@ -286,7 +283,7 @@ impl Reader<'_> {
                 let why = format!("annotation {key}: invalid value {other:?}: expected basic or digest (ingress-nginx refuses it too)");
                 return refuse(self, why);
             }
-        }
+        };
         let map = match self.get("auth-secret-type") {
             None | Some("auth-file") => false,
             Some("auth-map") => true,
@@ -298,7 +295,7 @@ impl Reader<'_> {
         };
         let secret_key = self.key("auth-secret");
         let Some(reference) = self.get("auth-secret").filter(|v| !v.is_empty()) else {
-            let why = format!("annotation {key}: basic needs {secret_key}");
+            let why = format!("annotation {key}: {kind} needs {secret_key}");
             return refuse(self, why);
         };
         let (ns, name) = reference.split_once('/').unwrap_or((namespace, reference));
@@ -307,7 +304,8 @@ impl Reader<'_> {
             return refuse(self, why);
         }
         let realm = self.get("auth-realm").unwrap_or("").to_owned();
-        Some(BasicSpec {
+        Some(UserAuthSpec {
+            digest,
             key: format!("annotation {secret_key}"),
             secret: (ns.to_owned(), name.to_owned()),
             map,

@@ -272,7 +272,7 @@ impl<'a> Reader<'a> {
             mirror: None,
             custom_headers: None,
             external_auth: None,
-            basic_auth: None,
+            user_auth: None,
             client_cert: None,
             canary_behavior: Default::default(),
             host_ciphers: Default::default(),
@@ -437,10 +437,10 @@ impl<'a> Reader<'a> {
                 }
             },
             Parser::FailClosed => self.fail_closed(policy),
-            Parser::BasicAuth => {
+            Parser::UserAuth => {
                 let namespace = self.object.namespace.clone();
-                out.basic_auth =
-                    self.basic_auth(&namespace, &mut policy.satisfy_any, &mut policy.denied);
+                out.user_auth =
+                    self.user_auth(&namespace, &mut policy.satisfy_any, &mut policy.denied);
             }
             Parser::ExternalAuth => out.external_auth = self.external_auth(&mut policy.denied),
             Parser::GlobalAuth => out.global_auth = self.bool("enable-global-auth").unwrap_or(true),
