@@ -237,16 +237,22 @@ fn start_status_writer(
     compile_options: &CompileOptions,
     watchers: &Watchers,
 ) -> StatusWriter {
-    let lease_namespace = std::env::var("POD_NAMESPACE")
-        .ok()
-        .filter(|ns| !ns.is_empty())
-        .unwrap_or_else(|| compile_options.config_map.namespace.to_string());
+    let env = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
+    let pod_namespace = env("POD_NAMESPACE");
+    let pod = pod_namespace
+        .clone()
+        .zip(env("POD_NAME"))
+        .map(|(namespace, name)| NamespacedName::new(namespace, name));
+    let lease_namespace =
+        pod_namespace.unwrap_or_else(|| compile_options.config_map.namespace.to_string());
     StatusWriter::start(
         client.clone(),
         StatusOptions {
             identity: identity(),
             lease: NamespacedName::new(lease_namespace, kube.election_id.clone()),
             lease_duration: kube.lease_duration,
+            elect: kube.elect,
+            pod,
             addresses: kube.status_addresses.clone(),
             controller: compile_options.controller_class.clone(),
         },

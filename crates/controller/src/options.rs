@@ -72,6 +72,8 @@ pub struct KubeOptions {
     /// of status and Events.
     pub election_id: String,
     pub lease_duration: Duration,
+    /// `false` (`--disable-leader-election`): no Lease, this replica writes as the leader.
+    pub elect: bool,
     /// `--validating-webhook`: the admission webhook, answered from this process's Store.
     pub webhook: Option<Box<WebhookOptions>>,
     /// `--enable-topology-aware-routing`: the node's zone is looked up at start.
@@ -86,6 +88,7 @@ impl Default for KubeOptions {
             status_addresses: StatusAddresses::None,
             election_id: DEFAULT_ELECTION_ID.into(),
             lease_duration: DEFAULT_LEASE_DURATION,
+            elect: true,
             webhook: None,
             topology_aware_routing: false,
         }

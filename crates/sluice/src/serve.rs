@@ -209,6 +209,16 @@ pub(crate) struct KubeArgs {
         value_parser = status_address
     )]
     pub(crate) publish_status_address: Vec<String>,
+    /// ingress-nginx's flag: without --publish-service and --publish-status-address, Ingress
+    /// status holds the addresses of the nodes that run a ready pod of this controller (its
+    /// pod's labels, $POD_NAMESPACE/$POD_NAME): their ExternalIPs, else InternalIPs; with this
+    /// flag their InternalIPs.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false", value_parser = go_bool, requires = "kubernetes")]
+    pub(crate) report_node_internal_ip_address: bool,
+    /// ingress-nginx's flag: no Lease; this replica writes Ingress status and Events as if it
+    /// led (for a single replica, or RBAC without Leases).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false", value_parser = go_bool, requires = "kubernetes")]
+    pub(crate) disable_leader_election: bool,
     /// Name of the Lease (in $POD_NAMESPACE, else the --configmap namespace) that elects the one
     /// replica writing status and Events.
     #[arg(long, value_name = "NAME", default_value = controller::DEFAULT_ELECTION_ID, value_parser = dns_subdomain)]
@@ -250,6 +260,8 @@ impl Default for KubeArgs {
             watch_namespace_selector: None,
             publish_service: None,
             publish_status_address: Vec::new(),
+            report_node_internal_ip_address: false,
+            disable_leader_election: false,
             election_id: controller::DEFAULT_ELECTION_ID.into(),
             lease_duration: controller::DEFAULT_LEASE_DURATION,
             enable_topology_aware_routing: false,
@@ -457,7 +469,9 @@ impl ServeArgs {
         ) {
             (Some(service), _) => StatusAddresses::Service(service.clone()),
             (None, false) => StatusAddresses::Fixed(kube.publish_status_address.clone()),
-            (None, true) => StatusAddresses::None,
+            (None, true) => StatusAddresses::Nodes {
+                internal: kube.report_node_internal_ip_address,
+            },
         };
         KubeOptions {
             kubeconfig: kube.kubeconfig.clone(),
@@ -465,6 +479,7 @@ impl ServeArgs {
             status_addresses,
             election_id: kube.election_id.clone(),
             lease_duration: kube.lease_duration,
+            elect: !kube.disable_leader_election,
             topology_aware_routing: kube.enable_topology_aware_routing,
             webhook: match (
                 kube.validating_webhook,
@@ -696,7 +711,11 @@ mod tests {
         // Where the seed's readinessProbe (and ingress-nginx's Prometheus scrape) looks.
         assert_eq!(options.listen.admin, "0.0.0.0:10254".parse().unwrap());
         assert_eq!(kube_of(&options).watch_namespace, None);
-        assert_eq!(kube_of(&options).status_addresses, StatusAddresses::None);
+        // No --publish-service: ingress-nginx publishes its pods' nodes' addresses, so does Sluice.
+        assert_eq!(
+            kube_of(&options).status_addresses,
+            StatusAddresses::Nodes { internal: false }
+        );
         let webhook = kube_of(&options)
             .webhook
             .clone()

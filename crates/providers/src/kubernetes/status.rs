@@ -2,12 +2,14 @@
 //! controller serves, clears it from Ingresses it stopped serving, and turns problems with an
 //! Ingress into Kubernetes Events; for Gateway API, each Gateway's generated Service
 //! (`infrastructure`) and the objects' status (`gateway_status`). Every replica serves traffic;
-//! only one talks back.
+//! only one talks back (with `--disable-leader-election`, each: no Lease).
 //!
 //! ```text
 //!  control plane ──Published{served, diagnostics}──┐
 //!  watchers ──IngressStates (status, uid)──────────┼──▶ reconcile (Lease holder only) ──▶ status patches
-//!  Lease tick ──▶ acquire/renew ───────────────────┘                                 └─▶ Events
+//!  Lease tick ──▶ acquire/renew ───────────────────┘        │                          └─▶ Events
+//!  the addresses, each pass: --publish-status-address │ --publish-service's Service │ neither:
+//!    the nodes of the ready pods labelled as this one (ingress-nginx's default)
 //! ```
 //! A pass that fails (API server away, conflict) leaves the work marked undone; the next tick
 //! tries again. Nothing here can affect traffic.
@@ -18,9 +20,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::{ObjectReference, Service};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, Service};
 use k8s_openapi::api::networking::v1::{Ingress, IngressLoadBalancerIngress};
-use kube::api::{Patch, PatchParams};
+use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client};
 use model::{Diagnostic, Kind, NamespacedName, Severity};
@@ -46,7 +48,11 @@ pub enum StatusAddresses {
     Service(NamespacedName),
     /// `--publish-status-address`: these IPs or host names.
     Fixed(Vec<String>),
-    /// Neither flag: status is left alone (Events are still written).
+    /// Neither flag, as ingress-nginx: the addresses of the nodes running a ready pod with
+    /// this replica's pod's labels (its ReplicaSet or DaemonSet): each node's ExternalIPs,
+    /// else its InternalIPs; only InternalIPs with `--report-node-internal-ip-address`.
+    Nodes { internal: bool },
+    /// Status is left alone (Events are still written).
     None,
 }
 
@@ -57,6 +63,12 @@ pub struct StatusOptions {
     /// The Lease: namespace and `--election-id`.
     pub lease: NamespacedName,
     pub lease_duration: Duration,
+    /// `--disable-leader-election`: no Lease; this replica writes as if it led (meant for one
+    /// replica, as in ingress-nginx).
+    pub elect: bool,
+    /// This replica's pod (`$POD_NAMESPACE`/`$POD_NAME`), when both are set: whose labels
+    /// find the controller's pods for [`StatusAddresses::Nodes`].
+    pub pod: Option<NamespacedName>,
     pub addresses: StatusAddresses,
     /// `reportingController` of Events: the IngressClass controller value.
     pub controller: String,
@@ -88,22 +100,40 @@ impl StatusWriter {
         let (published, published_rx) = watch::channel(None);
         let (stop, stop_rx) = oneshot::channel();
         let (leader, leader_rx) = watch::channel(false);
-        if options.addresses == StatusAddresses::None {
-            tracing::info!(
-                "neither --publish-service nor --publish-status-address given: Ingress status is \
-                 not written"
+        let mut options = options;
+        if matches!(options.addresses, StatusAddresses::Nodes { .. }) && options.pod.is_none() {
+            tracing::warn!(
+                "neither --publish-service nor --publish-status-address given, and POD_NAME or \
+                 POD_NAMESPACE unset, so the controller's pods (whose nodes' addresses \
+                 ingress-nginx publishes then) cannot be found: Ingress status is not written"
             );
+            options.addresses = StatusAddresses::None;
         }
-        let election = Election::new(
-            client.clone(),
-            &options.lease.namespace,
-            &options.lease.name,
-            &options.identity,
-            options.lease_duration,
-        );
-        // The election runs on its own so that a long pass of status writes (thousands of
-        // Ingresses) never delays a renewal past the Lease's expiry.
-        tokio::spawn(elect(election, options.lease.clone(), leader, stop_rx));
+        if options.elect {
+            let election = Election::new(
+                client.clone(),
+                &options.lease.namespace,
+                &options.lease.name,
+                &options.identity,
+                options.lease_duration,
+            );
+            // The election runs on its own so that a long pass of status writes (thousands
+            // of Ingresses) never delays a renewal past the Lease's expiry.
+            tokio::spawn(elect(election, options.lease.clone(), leader, stop_rx));
+        } else {
+            tracing::info!(
+                "--disable-leader-election: this replica writes Ingress status and Events \
+                 without a Lease"
+            );
+            leader.send_replace(true);
+            // Kept open: a closed channel would end the writer.
+            tokio::spawn(async move {
+                let _leader = leader;
+                if let Ok(done) = stop_rx.await {
+                    let _ = done.send(());
+                }
+            });
+        }
         let task = Task {
             reporter: Reporter {
                 controller: options.controller.clone(),
@@ -117,6 +147,7 @@ impl StatusWriter {
             leader: leader_rx.clone(),
             published: published_rx,
             addresses: None,
+            pod_missing_reported: false,
             reported: BTreeSet::new(),
             gateway: GatewayWrites::default(),
             infrastructure: InfrastructureWrites::default(),
@@ -230,6 +261,8 @@ struct Task {
     published: watch::Receiver<Option<Arc<Published>>>,
     /// The addresses resolved at the last pass.
     addresses: Option<Vec<IngressLoadBalancerIngress>>,
+    /// [`StatusAddresses::Nodes`]: this replica's pod was not found, and the log said so.
+    pod_missing_reported: bool,
     /// Diagnostics already turned into Events by this replica while leading.
     reported: BTreeSet<Diagnostic>,
     /// Gateway API status this replica wrote while leading.
@@ -385,11 +418,30 @@ impl Task {
 
     /// `None` when status is not ours to write.
     async fn desired_addresses(
-        &self,
+        &mut self,
     ) -> Result<Option<Vec<IngressLoadBalancerIngress>>, kube::Error> {
         let texts: Vec<String> = match &self.options.addresses {
             StatusAddresses::None => return Ok(None),
             StatusAddresses::Fixed(addresses) => addresses.clone(),
+            StatusAddresses::Nodes { internal } => {
+                let pod = self.options.pod.clone().expect("checked at start");
+                match node_addresses(&self.client, &pod, *internal).await? {
+                    Some(addresses) => {
+                        self.pod_missing_reported = false;
+                        addresses
+                    }
+                    None => {
+                        if !std::mem::replace(&mut self.pod_missing_reported, true) {
+                            tracing::warn!(
+                                "pod {pod} ($POD_NAMESPACE/$POD_NAME) not found: the nodes \
+                                 whose addresses go into Ingress status are those of the \
+                                 controller's pods, found by its labels; status not written"
+                            );
+                        }
+                        return Ok(None);
+                    }
+                }
+            }
             StatusAddresses::Service(key) => {
                 let api: Api<Service> = Api::namespaced(self.client.clone(), &key.namespace);
                 match api.get_opt(&key.name).await? {
@@ -506,6 +558,74 @@ fn service_addresses(service: &Service) -> Vec<String> {
         .filter(|ip| !ip.is_empty() && ip != "None")
         .into_iter()
         .collect()
+}
+
+/// [`StatusAddresses::Nodes`]: the addresses of the nodes that run a ready pod labelled as
+/// `pod` is, sorted (as ingress-nginx sorts them: a pod listed in another order changes
+/// nothing), each once. `None`: `pod` does not exist.
+async fn node_addresses(
+    client: &Client,
+    pod: &NamespacedName,
+    internal: bool,
+) -> Result<Option<Vec<String>>, kube::Error> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace);
+    let Some(this) = pods.get_opt(&pod.name).await? else {
+        return Ok(None);
+    };
+    // All of its labels, as ingress-nginx selects (pod-template-hash included: a rollout's
+    // new pods publish their own nodes).
+    let selector = this
+        .metadata
+        .labels
+        .unwrap_or_default()
+        .iter()
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let siblings = pods.list(&ListParams::default().labels(&selector)).await?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let mut addresses: Vec<String> = Vec::new();
+    let mut seen_nodes = BTreeSet::new();
+    for sibling in siblings.items.iter().filter(|p| running_and_ready(p)) {
+        let Some(node) = sibling.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+            continue;
+        };
+        if !seen_nodes.insert(node.clone()) {
+            continue;
+        }
+        let Some(node) = nodes.get_opt(&node).await? else {
+            continue;
+        };
+        addresses.extend(node_ips(&node, internal));
+    }
+    addresses.sort();
+    addresses.dedup();
+    Ok(Some(addresses))
+}
+
+fn running_and_ready(pod: &Pod) -> bool {
+    let Some(status) = &pod.status else {
+        return false;
+    };
+    status.phase.as_deref() == Some("Running")
+        && (status.conditions.iter().flatten()).any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+/// A node's ExternalIPs, else its InternalIPs; only its InternalIPs when `internal`.
+fn node_ips(node: &Node, internal: bool) -> Vec<String> {
+    let addresses = node.status.as_ref().and_then(|s| s.addresses.as_ref());
+    let of_type = |kind: &str| -> Vec<String> {
+        (addresses.into_iter().flatten())
+            .filter(|a| a.type_ == kind && !a.address.is_empty())
+            .map(|a| a.address.clone())
+            .collect()
+    };
+    let external = of_type("ExternalIP");
+    if internal || external.is_empty() {
+        of_type("InternalIP")
+    } else {
+        external
+    }
 }
 
 fn load_balancer_ingress(text: &str) -> IngressLoadBalancerIngress {

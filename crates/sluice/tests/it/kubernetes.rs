@@ -676,6 +676,144 @@ fn one_elected_replica_writes_status_and_a_successor_takes_over() {
     follower.wait_status("web.test", 404, WAIT);
 }
 
+/// A pod object as a kubelet would run it (`ready`: its status Running and Ready), on `node`.
+fn controller_pod(
+    cluster: &Cluster,
+    ns: &str,
+    (name, labels): (&str, serde_json::Value),
+    node: &str,
+    ready: bool,
+) {
+    cluster.create(&serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {"nodeName": node, "automountServiceAccountToken": false,
+                 "containers": [{"name": "sluice", "image": "sluice"}]},
+    }));
+    set_pod_ready(cluster, ns, name, ready);
+}
+
+fn set_pod_ready(cluster: &Cluster, ns: &str, name: &str, ready: bool) {
+    let status = if ready { "True" } else { "False" };
+    cluster.merge_patch_status(
+        "Pod",
+        ns,
+        name,
+        &serde_json::json!({"status": {"phase": "Running",
+            "conditions": [{"type": "Ready", "status": status}]}}),
+    );
+}
+
+/// The IPs in `status.loadBalancer.ingress` of Ingress `ns/name`.
+fn load_balancer_ips(cluster: &Cluster, ns: &str, name: &str) -> Vec<String> {
+    let ingress = load_balancer(cluster, ns, name);
+    (ingress.as_array().into_iter().flatten())
+        .filter_map(|entry| entry["ip"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Neither `--publish-service` nor `--publish-status-address`: as ingress-nginx, Ingress status
+/// holds the addresses of the nodes that run a ready pod with the controller pod's labels (each
+/// node's ExternalIPs, else its InternalIPs; with `--report-node-internal-ip-address` its
+/// InternalIPs), followed as pods become ready. `--disable-leader-election` writes it without
+/// a Lease.
+#[test]
+fn without_publish_flags_status_holds_the_nodes_of_ready_controller_pods() {
+    let ns = "node-status";
+    let cluster = cluster_with_class("node-status", ns);
+    // No controller manager here: the ServiceAccount a pod needs is made by hand.
+    cluster.create(&serde_json::json!({
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "default", "namespace": ns},
+    }));
+    for (node, addresses) in [
+        (
+            "node-a",
+            serde_json::json!([{"type": "ExternalIP", "address": "203.0.113.10"},
+                                       {"type": "InternalIP", "address": "10.0.0.10"}]),
+        ),
+        (
+            "node-b",
+            serde_json::json!([{"type": "InternalIP", "address": "10.0.0.11"},
+                                       {"type": "Hostname", "address": "node-b"}]),
+        ),
+        (
+            "node-c",
+            serde_json::json!([{"type": "ExternalIP", "address": "203.0.113.12"},
+                                       {"type": "InternalIP", "address": "10.0.0.12"}]),
+        ),
+    ] {
+        cluster.create(&serde_json::json!({
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": node},
+        }));
+        cluster.merge_patch_status(
+            "Node",
+            "",
+            node,
+            &serde_json::json!({"status": {"addresses": addresses}}),
+        );
+    }
+    let ours = serde_json::json!({"app.kubernetes.io/name": "sluice", "pod-template-hash": "7f9"});
+    let other = serde_json::json!({"app.kubernetes.io/name": "other"});
+    controller_pod(&cluster, ns, ("sluice-a", ours.clone()), "node-a", true);
+    controller_pod(&cluster, ns, ("sluice-b", ours.clone()), "node-b", true);
+    controller_pod(&cluster, ns, ("sluice-c", ours), "node-c", false);
+    controller_pod(&cluster, ns, ("other-c", other), "node-c", true);
+    let p = pod(&cluster, 14);
+    cluster.create_app(ns, "web", "web.test", 8080, &ips(&[&p]));
+
+    const FLAGS: &[&str] = &["--lease-duration", "2s"];
+    let options = |identity, extra: &'static [&'static str]| SluiceOptions {
+        identity,
+        namespace: ns,
+        kubeconfig: None,
+        extra,
+        wait_ready: true,
+        log: None,
+        env: &[],
+    };
+    let mut first = cluster.sluice_with(options("sluice-a", FLAGS));
+    // node-a's external address, node-b's internal one (it has no external one); node-c's pod
+    // of ours is not ready and the ready one there is not ours.
+    eventually(WAIT, "status from the nodes of ready pods", || {
+        let ips = load_balancer_ips(&cluster, ns, "web");
+        (ips == ["10.0.0.11", "203.0.113.10"]).then_some(())
+    });
+    // A pod becoming ready adds its node at the next pass (every two lease durations).
+    set_pod_ready(&cluster, ns, "sluice-c", true);
+    eventually(WAIT, "node-c added once its pod is ready", || {
+        let ips = load_balancer_ips(&cluster, ns, "web");
+        (ips == ["10.0.0.11", "203.0.113.10", "203.0.113.12"]).then_some(())
+    });
+    first.process.signal("TERM");
+    assert_eq!(first.process.wait_exit(WAIT), 0);
+
+    // The internal addresses, written without taking the Lease.
+    const INTERNAL: &[&str] = &[
+        "--lease-duration",
+        "2s",
+        "--report-node-internal-ip-address",
+        "--disable-leader-election=true",
+    ];
+    let second = cluster.sluice_with(options("sluice-b", INTERNAL));
+    eventually(WAIT, "status from the nodes' internal addresses", || {
+        let ips = load_balancer_ips(&cluster, ns, "web");
+        (ips == ["10.0.0.10", "10.0.0.11", "10.0.0.12"]).then_some(())
+    });
+    assert_ne!(
+        lease_holder(&cluster, ns, "sluice-e2e").as_deref(),
+        Some("sluice-b"),
+        "--disable-leader-election takes no Lease"
+    );
+    assert!(
+        second
+            .log_text()
+            .contains("--disable-leader-election: this replica writes"),
+        "{}",
+        second.log_tail(20)
+    );
+}
+
 #[test]
 fn traffic_flows_while_the_api_server_is_down_and_changes_apply_once_it_is_back() {
     let ns = "outage";

@@ -536,11 +536,40 @@ impl Cluster {
         name: &str,
         patch: &Value,
     ) -> Value {
+        self.merge_patch_of(kind, (namespace, name), patch, false)
+    }
+
+    /// A JSON merge patch of the status subresource of `kind` `namespace`/`name` (what a
+    /// kubelet or node controller writes: a pod's phase and conditions, a node's addresses).
+    pub(crate) fn merge_patch_status(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Value {
+        self.merge_patch_of(kind, (namespace, name), patch, true)
+    }
+
+    fn merge_patch_of(
+        &self,
+        kind: &str,
+        (namespace, name): (&str, &str),
+        patch: &Value,
+        status: bool,
+    ) -> Value {
         let api = self.api(kind, Some(namespace).filter(|ns| !ns.is_empty()));
-        self.runtime
-            .block_on(api.patch(name, &PatchParams::default(), &Patch::Merge(patch)))
+        let (params, patch) = (PatchParams::default(), Patch::Merge(patch));
+        let patched = if status {
+            self.runtime
+                .block_on(api.patch_status(name, &params, &patch))
+        } else {
+            self.runtime.block_on(api.patch(name, &params, &patch))
+        };
+        let what = if status { "status of " } else { "" };
+        patched
             .map(|patched| serde_json::to_value(patched).unwrap())
-            .unwrap_or_else(|e| panic!("merge patch {kind} {namespace}/{name}: {e}"))
+            .unwrap_or_else(|e| panic!("merge patch {what}{kind} {namespace}/{name}: {e}"))
     }
 
     pub(crate) fn delete(&self, kind: &str, namespace: &str, name: &str) {
@@ -908,6 +937,8 @@ fn api_resource(kind: &str) -> (ApiResource, bool) {
     match kind {
         "Namespace" => (ApiResource::erase::<core::v1::Namespace>(&()), false),
         "Node" => (ApiResource::erase::<core::v1::Node>(&()), false),
+        "Pod" => (ApiResource::erase::<core::v1::Pod>(&()), true),
+        "ServiceAccount" => (ApiResource::erase::<core::v1::ServiceAccount>(&()), true),
         "Service" => (ApiResource::erase::<core::v1::Service>(&()), true),
         "Secret" => (ApiResource::erase::<core::v1::Secret>(&()), true),
         "ConfigMap" => (ApiResource::erase::<core::v1::ConfigMap>(&()), true),
