@@ -49,12 +49,14 @@ pub enum Source {
 }
 
 /// The proxy's listeners.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Listen {
     pub http: SocketAddr,
     pub https: SocketAddr,
     /// `/healthz`, `/ready`, `/metrics`.
     pub admin: SocketAddr,
+    /// `--health-check-path`: answered as `/healthz` too.
+    pub health_check_path: Option<String>,
     /// `/config`: loopback only.
     pub status: SocketAddr,
 }
@@ -109,6 +111,7 @@ impl Options {
             http_listen: self.listen.http,
             https_listen: self.listen.https,
             admin_listen: self.listen.admin,
+            health_check_path: self.listen.health_check_path.clone(),
             status_listen: self.listen.status,
             workers,
             access_log: self.access_log.clone(),

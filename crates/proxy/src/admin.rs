@@ -57,6 +57,8 @@ pub(crate) enum Surface {
 
 struct Admin {
     surface: Surface,
+    /// `--health-check-path`: answered as `/healthz` too.
+    health_check_path: Option<String>,
     shared: Arc<Shared>,
     workers: Vec<mpsc::Sender<StatsRequest>>,
     /// One scrape at a time: concurrent scrapes queue here instead of each asking every worker
@@ -79,7 +81,7 @@ impl Surface {
 /// Starts `surface`'s server on `socket` on a thread of its own. `workers` are asked for their
 /// counters at each /metrics scrape (admin) or status page view (status).
 pub(crate) fn spawn(
-    surface: Surface,
+    (surface, health_check_path): (Surface, Option<String>),
     socket: std::net::TcpListener,
     shared: Arc<Shared>,
     workers: Vec<mpsc::Sender<StatsRequest>>,
@@ -99,6 +101,7 @@ pub(crate) fn spawn(
     };
     let admin = Arc::new(Admin {
         surface,
+        health_check_path,
         shared,
         workers,
         scrape: Semaphore::new(1),
@@ -175,8 +178,10 @@ impl Admin {
                 Bytes::from_static(b"only GET and HEAD\n"),
             );
         }
-        match (self.surface, request.uri().path()) {
-            (Surface::Admin, "/healthz") => {
+        let path = request.uri().path();
+        let health = path == "/healthz" || self.health_check_path.as_deref() == Some(path);
+        match (self.surface, path) {
+            (Surface::Admin, _) if health => {
                 text_response(StatusCode::OK, Bytes::from_static(b"ok\n"))
             }
             (Surface::Admin, "/ready") if self.shared.is_ready() => {

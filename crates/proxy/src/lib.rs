@@ -176,6 +176,9 @@ pub struct ProxyConfig {
     pub https_listen: SocketAddr,
     /// Probes and metrics only: the port deployments expose.
     pub admin_listen: SocketAddr,
+    /// Another path answered as `/healthz` on the admin listener (ingress-nginx's
+    /// `--health-check-path`, where its manifests' probes then look).
+    pub health_check_path: Option<String>,
     /// The status page and `/config`, which describe every tenant: must be a loopback address.
     pub status_listen: SocketAddr,
     pub workers: NonZeroUsize,
@@ -298,8 +301,9 @@ impl Proxy {
         ];
         let mut admin_threads = Vec::with_capacity(servers.len());
         for (surface, socket, stats) in servers {
+            let health = config.health_check_path.clone();
             match admin::spawn(
-                surface,
+                (surface, health),
                 socket,
                 shared.clone(),
                 stats,

@@ -60,6 +60,7 @@ pub(crate) fn run(args: DemoArgs) -> anyhow::Result<()> {
             http,
             https,
             admin: args.admin_listen,
+            health_check_path: None,
             status: args.status_listen,
         },
         workers: args.workers,

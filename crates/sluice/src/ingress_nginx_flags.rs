@@ -63,7 +63,6 @@ const REFUSED: &[Refused] = &[
     switch("profiling", FALSE, "Sluice has no Go profiler; remove the flag (profile the process with perf instead)"),
     flag("profiler-port", "Sluice has no Go profiler; remove the flag"),
     flag("profiler-address", "Sluice has no Go profiler; remove the flag"),
-    flag("health-check-path", "Sluice's probe paths are fixed: /healthz (alive) and /ready (configuration loaded) on the admin address"),
     flag("health-check-timeout", "Sluice's /healthz answers at once; remove the flag"),
     switch("update-status", TRUE, "Sluice writes Ingress status only with --publish-service or --publish-status-address: leave both out to leave status alone"),
     switch("update-status-on-shutdown", FALSE, "Sluice leaves Ingress status as it is when it stops (the next leader keeps it current); remove the flag"),

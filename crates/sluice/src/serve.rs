@@ -57,6 +57,10 @@ pub(crate) struct ServeArgs {
     /// ingress-nginx's flag: the admin address with --healthz-port (default: every address).
     #[arg(long, value_name = "IP", conflicts_with = "admin_listen")]
     pub(crate) healthz_host: Option<std::net::IpAddr>,
+    /// ingress-nginx's flag: this path answers on the admin listener as /healthz does (for
+    /// probes that look there).
+    #[arg(long, value_name = "PATH", value_parser = health_check_path)]
+    pub(crate) health_check_path: Option<String>,
     /// Serves the status page (/) and /config, which show every tenant's hosts, paths, endpoints
     /// and Secret names: loopback addresses only (anything else is refused at start-up).
     #[arg(long, value_name = "ADDR", default_value = DEFAULT_STATUS_LISTEN)]
@@ -403,6 +407,7 @@ impl ServeArgs {
             http: on_every(self.http_port, self.http_listen),
             https: on_every(self.https_port, self.https_listen),
             admin,
+            health_check_path: self.health_check_path.clone(),
             status: self.status_listen,
         }
     }
@@ -565,6 +570,21 @@ fn bucket_list(text: &str) -> Result<BucketList, String> {
         bounds.push(bound);
     }
     Ok(BucketList(bounds))
+}
+
+/// `--health-check-path`: an absolute path other than the admin listener's own.
+fn health_check_path(text: &str) -> Result<String, String> {
+    if !text.starts_with('/') || text.contains(['?', '#', ' ']) {
+        return Err(format!(
+            "{text:?} is not a path (it starts with / and has no query)"
+        ));
+    }
+    if ["/ready", "/metrics", "/config"].contains(&text) {
+        return Err(format!(
+            "{text} is the admin listener's own endpoint; probes of a custom path get what /healthz answers"
+        ));
+    }
+    Ok(text.to_owned())
 }
 
 fn go_bool(text: &str) -> Result<bool, String> {
@@ -926,5 +946,27 @@ mod tests {
         assert_eq!(reserved, [80, 443, 8443, 10246, 10254]);
         assert!(compile.reserved_ports[&8443].contains("--validating-webhook"));
         assert!(serve(&["--kubernetes", "--tcp-services-configmap", "no-namespace"]).is_err());
+    }
+
+    #[test]
+    fn the_charts_probe_and_status_flags_are_taken() {
+        let mut args = SEED_ARGS.to_vec();
+        args.extend([
+            "--health-check-path=/probe",
+            "--report-node-internal-ip-address=true",
+            "--disable-leader-election",
+        ]);
+        let options = serve(&args).unwrap();
+        assert_eq!(options.listen.health_check_path.as_deref(), Some("/probe"));
+        let kube = kube_of(&options);
+        assert_eq!(
+            kube.status_addresses,
+            StatusAddresses::Nodes { internal: true }
+        );
+        assert!(!kube.elect);
+        for bad in ["probe", "/ready", "/x?y"] {
+            let error = serve(&["--health-check-path", bad]).unwrap_err();
+            assert!(error.contains("--health-check-path"), "{error}");
+        }
     }
 }

@@ -110,6 +110,7 @@ fn a_status_listener_on_a_non_loopback_address_is_refused_at_start() {
             http_listen: any,
             https_listen: any,
             admin_listen: any,
+            health_check_path: None,
             status_listen: status_listen.parse().unwrap(),
             workers: NonZeroUsize::MIN,
             access_log: proxy::AccessLogOutput::Stdout,
@@ -126,6 +127,43 @@ fn a_status_listener_on_a_non_loopback_address_is_refused_at_start() {
         assert!(text.contains("--status-listen"), "{text}");
         assert!(text.contains("127.0.0.1"), "{text}");
     }
+}
+
+/// `--health-check-path`: the custom path answers as `/healthz` does, on the admin listener
+/// only; `/healthz` keeps answering.
+#[tokio::test]
+async fn a_health_check_path_answers_as_healthz() {
+    let loopback = SocketAddr::from((LOCALHOST, 0));
+    let proxy = Proxy::start(ProxyConfig {
+        http_listen: loopback,
+        https_listen: loopback,
+        admin_listen: loopback,
+        health_check_path: Some("/custom/health".into()),
+        status_listen: loopback,
+        workers: NonZeroUsize::MIN,
+        access_log: proxy::AccessLogOutput::Stdout,
+        metric_identity: proxy::MetricIdentity::default(),
+        metric_options: proxy::MetricOptions::default(),
+        port_retry_interval: proxy::DEFAULT_PORT_RETRY_INTERVAL,
+    })
+    .expect("proxy starts");
+    for path in ["/custom/health", "/healthz"] {
+        let reply = get(proxy.admin_addr(), "probe", path).await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}");
+        assert_eq!(reply.text(), "ok\n");
+    }
+    assert_eq!(
+        get(proxy.admin_addr(), "probe", "/custom").await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_ne!(
+        get(proxy.status_addr(), "probe", "/custom/health")
+            .await
+            .status,
+        StatusCode::OK,
+        "the status listener is not a probe"
+    );
+    shutdown(proxy).await;
 }
 
 /// Many tenants, so that `/config` and `/metrics` are large enough to cost something to render.
