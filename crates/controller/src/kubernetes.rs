@@ -115,6 +115,9 @@ async fn run_async(kube: KubeOptions, options: &Options) -> Result<(), Error> {
     if kube.topology_aware_routing {
         let zone = node_zone(&client).await;
         control.store.set_topology_zone(zone.as_deref());
+        // PreferSameNode's hints name nodes: $NODE_NAME is all it takes.
+        let node = std::env::var("NODE_NAME").ok().filter(|n| !n.is_empty());
+        control.store.set_topology_node(node.as_deref());
     }
     let mut watchers = Watchers::start(
         &client,

@@ -77,6 +77,9 @@ pub struct EndpointSet {
     /// listed. `None`: every zone's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub zone: Option<Box<str>>,
+    /// `PreferSameNode`: only the endpoints hinted for this node (this replica's) are listed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<Box<str>>,
 }
 
 /// Whether EndpointSlice addresses that point at the node itself may take traffic.

@@ -386,10 +386,20 @@ pub fn endpoints_for(store: &Store, key: &BackendKey, policy: NodeLocalEndpoints
         }
     } else {
         let target_port = numeric_target_port(store, key);
-        let zone = same_zone(store, &key.service);
-        set.zone = zone.map(Box::from);
+        let locality = locality(store, &key.service);
+        match locality {
+            Some(Locality::Node(node)) => set.node = Some(Box::from(node)),
+            Some(Locality::Zone(zone)) => set.zone = Some(Box::from(zone)),
+            None => {}
+        }
         for slice in store.endpoint_slices_of(&key.service) {
-            collect_slice(slice, &key.port_name, target_port, (policy, zone), &mut set);
+            collect_slice(
+                slice,
+                &key.port_name,
+                target_port,
+                (policy, locality),
+                &mut set,
+            );
         }
     }
     for list in [&mut set.ready, &mut set.terminating] {
@@ -408,35 +418,62 @@ pub fn endpoints_for(store: &Store, key: &BackendKey, policy: NodeLocalEndpoints
     set
 }
 
-/// Topology-aware routing: the zone whose endpoints alone take `service`'s traffic, when
-/// this replica knows its zone, the Service asks for it, every endpoint of its slices has
-/// zone hints (the EndpointSlice controller gives all or none), and some ready endpoint is
-/// hinted for this zone. Otherwise every zone's endpoints: where ingress-nginx, for
-/// `topology-mode: Auto`, would serve none (all hinted, none for its zone), Sluice serves the
-/// others rather than answer 503; and it decides over all the Service's slices, not each.
-fn same_zone<'s>(store: &'s Store, service: &NamespacedName) -> Option<&'s str> {
-    let zone = store.topology_zone()?;
-    let spec = store.service(service)?.spec.as_ref()?;
-    if !spec.prefers_same_zone {
-        return None;
+/// Topology-aware routing: which endpoints alone take `service`'s traffic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Locality<'s> {
+    /// Those hinted for this node (`PreferSameNode`).
+    Node(&'s str),
+    /// Those hinted for this zone.
+    Zone(&'s str),
+}
+
+impl Locality<'_> {
+    fn admits(self, endpoint: &crate::objects::Endpoint) -> bool {
+        let Some(hints) = &endpoint.hints else {
+            return false;
+        };
+        match self {
+            Locality::Node(node) => hints.nodes.iter().any(|name| name == node),
+            Locality::Zone(zone) => hints.zones.iter().any(|name| name == zone),
+        }
     }
+}
+
+/// Topology-aware routing, as kube-proxy decides it over all the Service's slices:
+/// - this node, for a `PreferSameNode` Service, when every endpoint has node hints and some
+///   ready endpoint is hinted for this node;
+/// - else this zone, for a Service that asks for it (`PreferSameNode` included), when every
+///   endpoint has zone hints (the EndpointSlice controller gives all or none) and some ready
+///   endpoint is hinted for this zone;
+/// - else every endpoint: where ingress-nginx, for `topology-mode: Auto`, would serve none
+///   (all hinted, none for its zone), Sluice serves the others rather than answer 503.
+fn locality<'s>(store: &'s Store, service: &NamespacedName) -> Option<Locality<'s>> {
+    let spec = store.service(service)?.spec.as_ref()?;
     let endpoints = || {
         store
             .endpoint_slices_of(service)
             .filter(|s| s.address_type == "IPv4" || s.address_type == "IPv6")
             .flat_map(|s| &s.endpoints)
     };
-    let hinted = |e: &crate::objects::Endpoint| {
-        e.for_zones
-            .as_ref()
-            .is_some_and(|z| z.0.iter().any(|name| name == zone))
+    let usable = |locality: Locality<'s>, hinted: fn(&crate::objects::Hints) -> bool| {
+        let all_hinted = endpoints().all(|e| e.hints.as_deref().is_some_and(hinted));
+        let one_here = endpoints().any(|e| {
+            let conditions = e.conditions.clone().unwrap_or_default();
+            conditions.ready.unwrap_or(true)
+                && !conditions.terminating.unwrap_or(false)
+                && locality.admits(e)
+        });
+        all_hinted && one_here
     };
-    let all_hinted = endpoints().all(|e| e.for_zones.is_some());
-    let one_here = endpoints().any(|e| {
-        let conditions = e.conditions.clone().unwrap_or_default();
-        conditions.ready.unwrap_or(true) && !conditions.terminating.unwrap_or(false) && hinted(e)
-    });
-    (all_hinted && one_here).then_some(zone)
+    if let Some(node) = store.topology_node().filter(|_| spec.prefers_same_node) {
+        let here = Locality::Node(node);
+        if usable(here, |h| !h.nodes.is_empty()) {
+            return Some(here);
+        }
+    }
+    let zone = store.topology_zone().filter(|_| spec.prefers_same_zone)?;
+    let here = Locality::Zone(zone);
+    usable(here, |h| !h.zones.is_empty()).then_some(here)
 }
 
 /// The Service port's `targetPort` when it is a number (omitted, it is the port itself): where
@@ -458,7 +495,7 @@ fn collect_slice(
     slice: &EndpointSlice,
     port_name: &str,
     target_port: Option<u16>,
-    (policy, zone): (NodeLocalEndpoints, Option<&str>),
+    (policy, locality): (NodeLocalEndpoints, Option<Locality>),
     set: &mut EndpointSet,
 ) {
     // FQDN slices name hosts, not addresses; Sluice does not resolve DNS on the data path.
@@ -479,12 +516,8 @@ fn collect_slice(
         return;
     };
     for endpoint in &slice.endpoints {
-        if let Some(zone) = zone {
-            let for_zone = (endpoint.for_zones.as_ref())
-                .is_some_and(|zones| zones.0.iter().any(|name| name == zone));
-            if !for_zone {
-                continue;
-            }
+        if locality.is_some_and(|here| !here.admits(endpoint)) {
+            continue;
         }
         let conditions = endpoint.conditions.clone().unwrap_or_default();
         // The API says: nil ready or serving means true, nil terminating means false.
@@ -764,8 +797,62 @@ endpoints:
             zoned(&same_zone, Some("zone-b")).ready,
             addrs(&["10.0.0.2:8080"])
         );
-        // Node hints (PreferSameNode) are not read: every zone's endpoints.
+        // PreferSameNode without node hints: its zone's.
         let same_node = prefer_close.replace("PreferClose", "PreferSameNode");
-        assert_eq!(zoned(&same_node, Some("zone-b")).ready, all);
+        assert_eq!(
+            zoned(&same_node, Some("zone-b")).ready,
+            addrs(&["10.0.0.2:8080"])
+        );
+    }
+
+    /// `trafficDistribution: PreferSameNode`: the endpoints hinted for this replica's node,
+    /// else (none ready there, or not every endpoint hinted) its zone's, else every one.
+    #[test]
+    fn a_prefer_same_node_service_keeps_its_traffic_on_the_replicas_node() {
+        let yaml = |ready_a: bool, hints_b: &str| {
+            format!(
+                r#"
+apiVersion: v1
+kind: Service
+metadata: {{name: web}}
+spec: {{ports: [{{name: http, port: 80}}], trafficDistribution: PreferSameNode}}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{name: web-1, labels: {{kubernetes.io/service-name: web}}}}
+addressType: IPv4
+ports: [{{name: http, port: 8080}}]
+endpoints:
+- {{addresses: ["10.0.0.1"], conditions: {{ready: {ready_a}}}, hints: {{forNodes: [{{name: node-a}}], forZones: [{{name: zone-1}}]}}}}
+- {{addresses: ["10.0.0.2"], hints: {hints_b}}}
+- {{addresses: ["10.0.0.3"], hints: {{forNodes: [{{name: node-c}}], forZones: [{{name: zone-2}}]}}}}
+"#
+            )
+        };
+        let placed = |text: &str, node: Option<&str>, zone: Option<&str>| {
+            let mut store = store(text);
+            store.set_topology_node(node);
+            store.set_topology_zone(zone);
+            endpoints_for_allowing(&store, &key("http"))
+        };
+        let addrs =
+            |v: &[&str]| -> Vec<SocketAddr> { v.iter().map(|a| a.parse().unwrap()).collect() };
+        let hinted_b = "{forNodes: [{name: node-b}], forZones: [{name: zone-1}]}";
+        let here = placed(&yaml(true, hinted_b), Some("node-a"), Some("zone-1"));
+        assert_eq!(here.ready, addrs(&["10.0.0.1:8080"]));
+        assert_eq!((here.node.as_deref(), here.zone), (Some("node-a"), None));
+        // Its node's endpoint not ready: the zone's ready ones.
+        let zone = placed(&yaml(false, hinted_b), Some("node-a"), Some("zone-1"));
+        assert_eq!(zone.ready, addrs(&["10.0.0.2:8080"]));
+        assert_eq!((zone.node, zone.zone.as_deref()), (None, Some("zone-1")));
+        // An endpoint without node hints: node hints are not used; zone hints are.
+        let zone_hinted_b = "{forZones: [{name: zone-2}]}";
+        let zoned = placed(&yaml(true, zone_hinted_b), Some("node-a"), Some("zone-2"));
+        assert_eq!(zoned.ready, addrs(&["10.0.0.2:8080", "10.0.0.3:8080"]));
+        // No node known: the zone's; neither known: every endpoint.
+        let no_node = placed(&yaml(true, hinted_b), None, Some("zone-2"));
+        assert_eq!(no_node.ready, addrs(&["10.0.0.3:8080"]));
+        let all = addrs(&["10.0.0.1:8080", "10.0.0.2:8080", "10.0.0.3:8080"]);
+        assert_eq!(placed(&yaml(true, hinted_b), None, None).ready, all);
     }
 }

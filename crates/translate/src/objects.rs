@@ -84,13 +84,17 @@ pub struct ServiceSpec {
     pub external_name: Option<String>,
     /// The Service asks for its clients' zone (`--enable-topology-aware-routing`): annotated
     /// `service.kubernetes.io/topology-mode: Auto` (any case), or `trafficDistribution:
-    /// PreferClose` (or its newer name `PreferSameZone`), as ingress-nginx reads them.
+    /// PreferClose` (or its newer name `PreferSameZone`), as ingress-nginx reads them; or
+    /// `PreferSameNode` (its zone when no endpoint is on the node, as kube-proxy).
     pub prefers_same_zone: bool,
+    /// `trafficDistribution: PreferSameNode` (Kubernetes 1.33+; ingress-nginx does not read
+    /// it): the endpoints hinted for this replica's node first.
+    pub prefers_same_node: bool,
 }
 
 /// An EndpointSlice: the Service it belongs to (its `kubernetes.io/service-name` label), its
-/// ports and its endpoints' addresses, conditions and zone hints. Each endpoint's `targetRef`
-/// (the Pod), `nodeName` and `zone` are read by nothing; a change to only those (a Pod
+/// ports and its endpoints' addresses, conditions and zone and node hints. Each endpoint's
+/// `targetRef` (the Pod), `nodeName` and `zone` are read by nothing; a change to only those (a Pod
 /// replaced at the same address) is then no change, which is right: the address serves.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EndpointSlice {
@@ -109,14 +113,18 @@ pub struct EndpointSlice {
 pub struct Endpoint {
     pub addresses: Addresses,
     pub conditions: Option<EndpointConditions>,
-    /// `hints.forZones`: the zones whose clients this endpoint is for (topology-aware
+    /// `hints`: the zones and nodes whose clients this endpoint is for (topology-aware
     /// routing). `None` without hints (almost every endpoint: one pointer, no allocation).
-    pub for_zones: Option<Box<ZoneNames>>,
+    pub hints: Option<Box<Hints>>,
 }
 
-/// Zone names of an endpoint's hints.
+/// An endpoint's hints: `forZones` and `forNodes` (set for `PreferSameNode` Services), by
+/// name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ZoneNames(pub Vec<String>);
+pub struct Hints {
+    pub zones: Vec<String>,
+    pub nodes: Vec<String>,
+}
 
 /// An endpoint's addresses. The EndpointSlice controller always writes exactly one: that one
 /// is kept inline (a list of one was a 32-byte allocation per endpoint, 1.6 MB at 50,000).
@@ -368,8 +376,9 @@ impl From<core::Service> for Service {
                 prefers_same_zone: topology_mode
                     || matches!(
                         spec.traffic_distribution.as_deref(),
-                        Some("PreferClose" | "PreferSameZone")
+                        Some("PreferClose" | "PreferSameZone" | "PreferSameNode")
                     ),
+                prefers_same_node: spec.traffic_distribution.as_deref() == Some("PreferSameNode"),
                 ports: spec.ports.map(fit),
                 cluster_ip: spec.cluster_ip,
                 type_: spec.type_,
@@ -407,12 +416,16 @@ impl From<discovery::EndpointSlice> for EndpointSlice {
                         .collect::<Vec<IpAddr>>()
                         .into(),
                     conditions: endpoint.conditions.clone(),
-                    for_zones: (endpoint.hints.as_ref())
-                        .and_then(|hints| hints.for_zones.as_ref())
-                        .filter(|zones| !zones.is_empty())
-                        .map(|zones| {
-                            Box::new(ZoneNames(zones.iter().map(|z| z.name.clone()).collect()))
-                        }),
+                    hints: endpoint.hints.as_ref().and_then(|hints| {
+                        let zones = (hints.for_zones.iter().flatten()).map(|z| z.name.clone());
+                        let nodes = (hints.for_nodes.iter().flatten()).map(|n| n.name.clone());
+                        let hints = Hints {
+                            zones: zones.collect(),
+                            nodes: nodes.collect(),
+                        };
+                        (!hints.zones.is_empty() || !hints.nodes.is_empty())
+                            .then(|| Box::new(hints))
+                    }),
                 })
                 .collect(),
         }
@@ -853,7 +866,10 @@ status: {loadBalancer: {ingress: [{ip: 192.0.2.1}]}}
                     serving: Some(true),
                     terminating: Some(true),
                 }),
-                for_zones: Some(Box::new(ZoneNames(vec!["a".into()]))),
+                hints: Some(Box::new(Hints {
+                    zones: vec!["a".into()],
+                    nodes: Vec::new(),
+                })),
             }]
         );
         assert_eq!(slice.ports.as_ref().unwrap()[0].port, Some(8080));

@@ -72,6 +72,9 @@ pub struct Store {
     /// The zone of the node this replica runs on, when `--enable-topology-aware-routing`
     /// found it (see [`Store::set_topology_zone`]). Not an object: a fact of where it runs.
     topology_zone: Option<Arc<str>>,
+    /// The node this replica runs on (`$NODE_NAME`), with `--enable-topology-aware-routing`
+    /// (see [`Store::set_topology_node`]).
+    topology_node: Option<Arc<str>>,
 }
 
 /// What the resolver last said of a host name (see [`Store::set_resolved`]).
@@ -392,6 +395,7 @@ impl Store {
             // Nor names' addresses, which are endpoints too.
             resolved_names: BTreeMap::new(),
             topology_zone: self.topology_zone.clone(),
+            topology_node: self.topology_node.clone(),
         }
     }
 
@@ -466,6 +470,17 @@ impl Store {
 
     pub fn topology_zone(&self) -> Option<&str> {
         self.topology_zone.as_deref()
+    }
+
+    /// `--enable-topology-aware-routing`: the node this replica runs on. The endpoints of a
+    /// `PreferSameNode` Service (`ServiceSpec::prefers_same_node`) are then the ones hinted
+    /// for this node, while one ready one is. Set before the first compile.
+    pub fn set_topology_node(&mut self, node: Option<&str>) {
+        self.topology_node = node.map(Arc::from);
+    }
+
+    pub fn topology_node(&self) -> Option<&str> {
+        self.topology_node.as_deref()
     }
 
     /// What the resolver last said of host name `name`; `None`: it has not answered.

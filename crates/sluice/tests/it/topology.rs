@@ -1,8 +1,8 @@
 //! Which endpoints and Ingresses a replica serves, by where it runs and what it is told,
 //! against a real API server: `--enable-topology-aware-routing` (the replica's zone is its
 //! node's label, the node `$NODE_NAME` names; a Service that asks for it sends its requests to
-//! the endpoints hinted for that zone, while the hints allow it) and
-//! `--watch-namespace-selector`.
+//! the endpoints hinted for that zone, while the hints allow it; a `PreferSameNode` one, to
+//! those hinted for its node) and `--watch-namespace-selector`.
 
 use std::time::Duration;
 
@@ -133,6 +133,69 @@ fn without_its_node_every_zone_serves_and_the_log_says_why() {
     assert!(
         log.contains("--enable-topology-aware-routing: node node-gone could not be read"),
         "{log}"
+    );
+}
+
+/// `trafficDistribution: PreferSameNode` (Kubernetes 1.33+, which ingress-nginx does not
+/// read): the endpoint hinted for this replica's node ($NODE_NAME) takes its requests; when it
+/// is not ready, the zone's do.
+#[test]
+fn a_prefer_same_node_service_is_served_from_the_replicas_node() {
+    let ns = "topology-node";
+    let cluster = cluster_with_class("kube-topology-node", ns);
+    let (here, there) = (pod(&cluster, 76), pod(&cluster, 77));
+    cluster.create(&json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "node-a", "labels": {"topology.kubernetes.io/zone": "zone-a"}},
+    }));
+    cluster.create(&json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "web", "namespace": ns},
+        "spec": {"ports": [{"name": "http", "port": 80}], "trafficDistribution": "PreferSameNode"},
+    }));
+    // As the EndpointSlice controller hints a PreferSameNode Service: its node and its zone.
+    let slice = |here_ready: bool| {
+        let endpoint = |ip: std::net::IpAddr, node: &str, ready: bool| {
+            json!({"addresses": [ip.to_string()], "conditions": {"ready": ready},
+                   "hints": {"forNodes": [{"name": node}], "forZones": [{"name": "zone-a"}]}})
+        };
+        json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "web-1", "namespace": ns,
+                         "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+            "endpoints": [endpoint(here.addr.ip(), "node-a", here_ready),
+                          endpoint(there.addr.ip(), "node-b", true)],
+        })
+    };
+    cluster.create(&slice(true));
+    cluster.create(&ingress(ns, "web", Some("sluice"), "web.test", "web"));
+    let sluice = cluster.sluice_with(SluiceOptions {
+        identity: "sluice-0",
+        namespace: ns,
+        kubeconfig: None,
+        extra: &["--enable-topology-aware-routing"],
+        wait_ready: true,
+        log: None,
+        env: &[("NODE_NAME", "node-a")],
+    });
+    sluice.wait_served_by("web.test", &here.name, WAIT);
+    assert_eq!(
+        answered(&sluice.serve, "web.test", 12),
+        [here.name.clone()].into(),
+        "only node-a's endpoint"
+    );
+    let config = sluice.serve.config_json();
+    let backend = &config["config"]["backends"]["topology-node/web:http"];
+    assert_eq!(backend["node"], "node-a", "{backend:#}");
+
+    // Its node's endpoint not ready: the zone's ready ones serve.
+    cluster.apply(&slice(false));
+    sluice.wait_served_by("web.test", &there.name, WAIT);
+    assert_eq!(
+        answered(&sluice.serve, "web.test", 6),
+        [there.name.clone()].into()
     );
 }
 
