@@ -54,7 +54,14 @@ def layout(text):
     for keyword, argument in final:
         if keyword == "COPY":
             words = [w for w in argument.split() if not w.startswith("--")]
-            copies[words[-1]] = (argument, words[0])
+            source, destination = words[0], words[-1]
+            if destination.endswith("/") and source.endswith("/"):
+                # A folder copied: the binary's path is under it (deploy/Dockerfile's /image/).
+                if entrypoint:
+                    relative = entrypoint[0].removeprefix(destination.rstrip("/") + "/")
+                    copies[entrypoint[0]] = (argument, source.rstrip("/") + "/" + relative)
+                continue
+            copies[destination] = (argument, source)
     labels = set()
     for keyword, argument in final:
         if keyword == "LABEL":
@@ -124,6 +131,15 @@ def image_problems(ref, want):
         caps = subprocess.run(["getcap", root + want["binary"]], capture_output=True, text=True).stdout
         if f"{CAPABILITY}=ep" not in caps:
             problems.append(f"{want['binary']} in the image has no {CAPABILITY}=ep (getcap: {caps.strip()!r})")
+        # ingress-nginx's chart runs /wait-shutdown as its preStop hook: a link to the binary.
+        link = Path(root, "wait-shutdown")
+        target = link.readlink() if link.is_symlink() else None
+        if target is not None and target.is_absolute():
+            target = Path(root + str(target))
+        elif target is not None:
+            target = Path(root, target)
+        if target is None or target.resolve() != Path(root + want["binary"]).resolve():
+            problems.append(f"/wait-shutdown in the image is not a link to {want['binary']}")
         uid = want["user"].split(":")[0]
         passwd = Path(root, "etc/passwd").read_text()
         if not re.search(rf"^[^:]+:x:{uid}:", passwd, re.M):

@@ -94,6 +94,8 @@ EOF
 # glibc's resolver: /etc/hosts first, then DNS (an ExternalName or auth-url host name).
 echo 'hosts: files dns' >"$ctx/base/etc/nsswitch.conf"
 chmod 1777 "$ctx/base/tmp"
+# ingress-nginx's chart runs /wait-shutdown as its preStop hook: sluice takes that name.
+ln -s sluice "$ctx/base/wait-shutdown"
 
 log "podman build $ref"
 previous=$("${podman[@]}" image inspect --format '{{.Id}}' "$ref" 2>/dev/null || true)

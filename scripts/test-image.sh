@@ -171,14 +171,16 @@ check "nothing written outside the volumes, nothing left in /tmp" \
     [[ -z \$changes ]] || { echo \"written: \$changes\"; exit 1; }
     [[ -z \$(ls -A '$tmp/tmp') ]] || { ls -la '$tmp/tmp'; exit 1; }"
 
-# SIGTERM with a request in flight: /ready fails at once, new requests are still served during the
-# grace period, the request in flight finishes, and the process exits 0 once it has.
+# SIGTERM with a request in flight, sent as ingress-nginx's chart does it (its preStop hook,
+# /wait-shutdown, run in the container): /ready fails at once, new requests are still served
+# during the grace period, the request in flight finishes, and the process exits 0 once it has.
 curl -sS -m 20 -o "$tmp/slow" -w '%{http_code}' -H 'Host: app.test' "http://$ip/slow?ms=$(((grace + 2) * 1000))" \
   >"$tmp/slow.code" 2>&1 &
 slow_pid=$!
 sleep 0.5
 start=$(date +%s%3N)
-"${podman[@]}" kill --signal TERM "$name-serve" >/dev/null
+# It waits for the server to exit; the container's end then ends it too (as a preStop hook's).
+"${podman[@]}" exec "$name-serve" /wait-shutdown >"$tmp/wait-shutdown.out" 2>&1 &
 not_ready() { [[ $(curl -sS -m 1 -o /dev/null -w '%{http_code}' "http://$ip:10254/ready") == 503 ]]; }
 check "after SIGTERM /ready answers 503" until_ok 2 not_ready
 check "during the grace period new requests are still served" \

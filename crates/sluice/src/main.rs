@@ -1,16 +1,20 @@
 //! `sluice`: the command line. Parses, then hands off to the subcommand's module.
 //!
 //! ```text
-//!  argv ──▶ serve: ingress_nginx_flags::check (ingress-nginx flags Sluice does not take)
+//!  argv ──▶ ingress_nginx_entry::rewrite (the ingress-nginx chart's `/nginx-ingress-controller`
+//!           args ─▶ serve --kubernetes; its preStop `/wait-shutdown` ─▶ wait-shutdown)
+//!       ──▶ serve: ingress_nginx_flags::check (ingress-nginx flags Sluice does not take)
 //!       ──clap──▶ serve   ──▶ serve::run ──▶ controller::run (provider → Store → compile → proxy)
 //!              ├─▶ migrate ──▶ migrate::run (a verdict per Ingress of an ingress-nginx config)
 //!              ├─▶ backend ──▶ backend::run_until_signal (the seeds' test app)
 //!              ├─▶ load    ──▶ load::run_cli (wrk2-compatible constant-rate load generator)
 //!              ├─▶ demo    ──▶ demo::run    (demo backends + example config + serve)
-//!              └─▶ lab     ──▶ lab::run     (the seeds' experiments against Sluice and peers)
+//!              ├─▶ lab     ──▶ lab::run     (the seeds' experiments against Sluice and peers)
+//!              └─▶ wait-shutdown ──▶ SIGTERM to this container's `sluice serve`, wait for it
 //! ```
 
 mod demo;
+mod ingress_nginx_entry;
 mod ingress_nginx_flags;
 mod migrate;
 mod serve;
@@ -49,6 +53,9 @@ enum Command {
     Load(load::LoadArgs),
     /// Run the seeds' experiments end to end against Sluice, nginx and HAProxy, and report.
     Lab(lab::LabArgs),
+    /// Stop this container's `sluice serve` (SIGTERM) and wait until it has exited: the
+    /// ingress-nginx chart's preStop hook (`/wait-shutdown`, a link to sluice in the images).
+    WaitShutdown,
 }
 
 #[derive(clap::Args)]
@@ -62,7 +69,7 @@ struct BackendArgs {
 }
 
 fn main() -> ExitCode {
-    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let mut args = ingress_nginx_entry::rewrite(std::env::args_os().collect());
     if args.get(1).is_some_and(|command| command == "serve") {
         // ingress-nginx's flags Sluice does not take say so, before clap's generic error.
         args = match ingress_nginx_flags::check(args) {
@@ -93,6 +100,7 @@ fn main() -> ExitCode {
         Command::WebhookCert(args) => webhook_cert::run(args),
         Command::Backend(args) => run_backend(args),
         Command::Lab(args) => lab::run(args),
+        Command::WaitShutdown => return ingress_nginx_entry::wait_shutdown(),
         Command::Load(args) => match load::run_cli(args) {
             Ok(code) => return ExitCode::from(u8::try_from(code).unwrap_or(1)),
             Err(error) => Err(error),

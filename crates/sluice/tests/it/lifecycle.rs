@@ -497,3 +497,55 @@ fn max_worker_open_files_sets_the_process_limit_at_start() {
     let default = serve(&dir, Some((1024, 4096)), &[]);
     assert_eq!(nofile_limits(default.process.pid()).0, "4096");
 }
+
+/// The ingress-nginx chart's preStop hook, `/wait-shutdown`, with Sluice's image: `sluice
+/// wait-shutdown` (what the image's `/wait-shutdown` link runs) stops the container's `sluice
+/// serve` and returns once it has exited, as ingress-nginx's does; another sluice process is
+/// left alone. In a PID namespace of its own (util-linux `unshare`, as root), as a container is:
+/// it must not touch the other tests' servers.
+#[test]
+fn wait_shutdown_stops_the_containers_server_and_waits_for_it() {
+    let dir = temp_dir("wait-shutdown");
+    std::fs::write(
+        dir.join("class.yaml"),
+        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: sluice}\nspec: {controller: sluice.dev/ingress-controller}\n",
+    )
+    .unwrap();
+    let script = r#"
+"$BIN" serve --config "$DIR" --http-listen 127.0.0.1:0 --https-listen 127.0.0.1:0 \
+    --admin-listen 127.0.0.1:0 --status-listen 127.0.0.1:0 --workers 1 \
+    >"$DIR/serve.out" 2>"$DIR/serve.err" &
+serve=$!
+for _ in $(seq 1 100); do grep -q listening "$DIR/serve.out" && break; sleep 0.1; done
+grep -q listening "$DIR/serve.out" || { echo "serve never listened"; exit 3; }
+# Not a server: left alone.
+"$BIN" backend --listen 127.0.0.1:0 >/dev/null 2>&1 &
+backend=$!
+"$BIN" wait-shutdown
+echo "wait-shutdown=$?"
+# Returned only once the server had gone: nothing left to wait for.
+kill -0 "$serve" 2>/dev/null && echo "serve still running"
+wait "$serve"
+echo "serve=$?"
+kill -0 "$backend" && echo "backend alive"
+kill "$backend"
+# No server left: an error, as ingress-nginx's pkill finds nothing.
+"$BIN" wait-shutdown 2>/dev/null
+echo "again=$?"
+"#;
+    let out = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "bash", "-c", script])
+        .env("BIN", BIN)
+        .env("DIR", &dir)
+        .output()
+        .expect("util-linux unshare runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let log = std::fs::read_to_string(dir.join("serve.err")).unwrap_or_default();
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        ["wait-shutdown=0", "serve=0", "backend alive", "again=1"],
+        "stderr: {}\nserve's log: {log}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(log.contains("shutting down"), "{log}");
+}

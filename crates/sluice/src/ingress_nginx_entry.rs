@@ -1,0 +1,196 @@
+//! ingress-nginx's chart with Sluice's image as it is: the chart's container args start with
+//! its controller's path (`/nginx-ingress-controller`, which its image's entrypoint runs), and
+//! its preStop hook runs `/wait-shutdown`. Sluice takes both:
+//!
+//! ```text
+//!  sluice /nginx-ingress-controller FLAGS…  ─▶ sluice serve --kubernetes FLAGS…
+//!  argv[0] …/nginx-ingress-controller       ─▶ sluice serve --kubernetes FLAGS…
+//!  argv[0] …/wait-shutdown (a link to sluice in Sluice's images), or sluice /wait-shutdown
+//!                                           ─▶ sluice wait-shutdown: SIGTERM to this
+//!                                              container's `sluice serve`, then wait for it
+//! ```
+//! The flags then go through `ingress_nginx_flags` and clap as `serve`'s always do.
+
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+const CONTROLLER: &str = "nginx-ingress-controller";
+const WAIT_SHUTDOWN: &str = "wait-shutdown";
+
+/// `args` (the whole argv) with ingress-nginx's entry points turned into Sluice's commands.
+pub(crate) fn rewrite(args: Vec<OsString>) -> Vec<OsString> {
+    let named = |arg: Option<&OsString>, name: &str| {
+        arg.and_then(|a| Path::new(a).file_name())
+            .is_some_and(|file| file == OsStr::new(name))
+    };
+    let program = args.first().cloned().unwrap_or_else(|| "sluice".into());
+    let (command, rest) = if named(args.first(), CONTROLLER) {
+        (CONTROLLER, &args[1..])
+    } else if named(args.first(), WAIT_SHUTDOWN) {
+        (WAIT_SHUTDOWN, &args[1..])
+    } else if args
+        .get(1)
+        .is_some_and(|a| a == "/nginx-ingress-controller")
+    {
+        (CONTROLLER, &args[2..])
+    } else if args.get(1).is_some_and(|a| a == "/wait-shutdown") {
+        (WAIT_SHUTDOWN, &args[2..])
+    } else {
+        return args;
+    };
+    let mut rewritten = vec![program];
+    if command == WAIT_SHUTDOWN {
+        rewritten.push(WAIT_SHUTDOWN.into());
+    } else {
+        rewritten.push("serve".into());
+        if !rest.iter().any(|a| a == "--kubernetes") {
+            rewritten.push("--kubernetes".into());
+        }
+    }
+    rewritten.extend(rest.iter().cloned());
+    rewritten
+}
+
+/// How often `wait-shutdown` looks whether the server has exited.
+const POLL: Duration = Duration::from_millis(200);
+
+/// `sluice wait-shutdown`: SIGTERM to every `sluice serve` of this PID namespace (the
+/// container's: processes running this same executable, the chart's `/nginx-ingress-controller`
+/// form included), then wait until they have exited, as ingress-nginx's `/wait-shutdown` does
+/// for its controller. The kubelet bounds the wait (`terminationGracePeriodSeconds`); Sluice's
+/// own drain (`--shutdown-grace-period`, `worker-shutdown-timeout`) runs meanwhile.
+pub(crate) fn wait_shutdown() -> ExitCode {
+    let servers = servers();
+    if servers.is_empty() {
+        eprintln!("sluice wait-shutdown: no `sluice serve` runs in this PID namespace");
+        return ExitCode::from(1);
+    }
+    for pid in &servers {
+        let Some(target) = rustix::process::Pid::from_raw(*pid) else {
+            continue;
+        };
+        if let Err(error) = rustix::process::kill_process(target, rustix::process::Signal::TERM) {
+            eprintln!("sluice wait-shutdown: SIGTERM to process {pid}: {error}");
+        }
+    }
+    while servers.iter().any(|pid| alive(*pid)) {
+        std::thread::sleep(POLL);
+    }
+    ExitCode::SUCCESS
+}
+
+/// The processes of this PID namespace that run this executable (or, where that cannot be
+/// read, a program named `sluice` or `nginx-ingress-controller`) as a server.
+fn servers() -> Vec<i32> {
+    let Ok(this) = std::fs::metadata("/proc/self/exe") else {
+        return Vec::new();
+    };
+    let own = std::process::id();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == own {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let args: Vec<OsString> = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| OsString::from(String::from_utf8_lossy(a).into_owned()))
+            .collect();
+        let same_binary = match std::fs::metadata(format!("/proc/{pid}/exe")) {
+            Ok(exe) => {
+                use std::os::unix::fs::MetadataExt;
+                exe.dev() == this.dev() && exe.ino() == this.ino()
+            }
+            // A process that gained the binary's file capability is not dumpable: its `exe`
+            // is root's to read. Its command line still is anyone's.
+            Err(_) => (args.first())
+                .and_then(|program| Path::new(program).file_name())
+                .is_some_and(|name| name == OsStr::new("sluice") || name == OsStr::new(CONTROLLER)),
+        };
+        if !same_binary {
+            continue;
+        }
+        let args = rewrite(args);
+        if args.get(1).is_some_and(|command| command == "serve") {
+            if let Ok(pid) = i32::try_from(pid) {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+/// Whether `pid` still runs (a zombie, exited but not yet reaped, does not).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name's closing parenthesis.
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X')),
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_charts_entry_points_become_sluices_commands() {
+        // The ingress-nginx chart's args after Sluice's image's entrypoint.
+        assert_eq!(
+            rewrite(argv(&[
+                "/sluice",
+                "/nginx-ingress-controller",
+                "--ingress-class=nginx"
+            ])),
+            argv(&["/sluice", "serve", "--kubernetes", "--ingress-class=nginx"])
+        );
+        // A link named as ingress-nginx's binary, and one named as its preStop hook.
+        assert_eq!(
+            rewrite(argv(&[
+                "/nginx-ingress-controller",
+                "--kubernetes",
+                "--v=2"
+            ])),
+            argv(&[
+                "/nginx-ingress-controller",
+                "serve",
+                "--kubernetes",
+                "--v=2"
+            ])
+        );
+        assert_eq!(
+            rewrite(argv(&["/wait-shutdown"])),
+            argv(&["/wait-shutdown", "wait-shutdown"])
+        );
+        assert_eq!(
+            rewrite(argv(&["sluice", "/wait-shutdown"])),
+            argv(&["sluice", "wait-shutdown"])
+        );
+        // Sluice's own commands are left alone.
+        let own = argv(&["sluice", "serve", "--kubernetes"]);
+        assert_eq!(rewrite(own.clone()), own);
+        let other = argv(&["sluice", "nginx-ingress-controller"]);
+        assert_eq!(rewrite(other.clone()), other);
+    }
+}
