@@ -135,7 +135,15 @@ fn init_logging(verbosity: Option<u8>) {
         Some(3..=4) => "debug",
         Some(_) => "trace",
     };
-    let filter = EnvFilter::try_from_env("SLUICE_LOG").unwrap_or_else(|_| EnvFilter::new(level));
+    // kube-runtime's watcher logs each failed attempt at warn, every few seconds while it
+    // lasts (an optional API not installed or not granted); Sluice's own watch says what
+    // failed once, with what to do. Its lines stay unless SLUICE_LOG names kube_runtime.
+    let directives = match std::env::var("SLUICE_LOG") {
+        Ok(set) if set.contains("kube_runtime") => set,
+        Ok(set) => format!("{set},kube_runtime::watcher=error"),
+        Err(_) => format!("{level},kube_runtime::watcher=error"),
+    };
+    let filter = EnvFilter::try_new(&directives).unwrap_or_else(|_| EnvFilter::new(level));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -16,13 +16,17 @@
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, Service};
+use k8s_openapi::api::core::v1::{
+    Event as CoreEvent, EventSource, Node, ObjectReference, Pod, Service,
+};
 use k8s_openapi::api::networking::v1::{Ingress, IngressLoadBalancerIngress};
-use kube::api::{ListParams, Patch, PatchParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client};
 use model::{Diagnostic, Kind, NamespacedName, Severity};
@@ -148,6 +152,7 @@ impl StatusWriter {
             published: published_rx,
             addresses: None,
             pod_missing_reported: false,
+            rbac: RbacFallbacks::default(),
             reported: BTreeSet::new(),
             gateway: GatewayWrites::default(),
             infrastructure: InfrastructureWrites::default(),
@@ -263,6 +268,8 @@ struct Task {
     addresses: Option<Vec<IngressLoadBalancerIngress>>,
     /// [`StatusAddresses::Nodes`]: this replica's pod was not found, and the log said so.
     pod_missing_reported: bool,
+    /// Writes the RBAC refused, done the other way.
+    rbac: RbacFallbacks,
     /// Diagnostics already turned into Events by this replica while leading.
     reported: BTreeSet<Diagnostic>,
     /// Gateway API status this replica wrote while leading.
@@ -410,9 +417,39 @@ impl Task {
             field_manager: Some(self.field_manager.clone()),
             ..PatchParams::default()
         };
-        api.patch_status(&key.name, &params, &Patch::Merge(&patch))
-            .await?;
-        tracing::debug!(ingress = %key, "status written");
+        if !self.rbac.status_by_update.load(Ordering::Relaxed) {
+            match api
+                .patch_status(&key.name, &params, &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {
+                    tracing::debug!(ingress = %key, "status written");
+                    return Ok(());
+                }
+                Err(kube::Error::Api(status)) if status.code == 403 => {
+                    if !self.rbac.status_by_update.swap(true, Ordering::Relaxed) {
+                        tracing::info!(
+                            "patching ingresses/status is forbidden: writing it by update \
+                             (ingress-nginx's RBAC grants update only)"
+                        );
+                    }
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        // Update: the whole object as read (its resourceVersion: a conflict is tried again at
+        // the next pass), this one field changed. Read through the Ingress itself, which its
+        // `get` allows (the status subresource's `get` is another grant).
+        let mut current = api.get(&key.name).await?;
+        let status = current.status.get_or_insert_with(Default::default);
+        let load_balancer = status.load_balancer.get_or_insert_with(Default::default);
+        load_balancer.ingress = (!addresses.is_empty()).then(|| addresses.to_vec());
+        let params = PostParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..PostParams::default()
+        };
+        api.replace_status(&key.name, &params, &current).await?;
+        tracing::debug!(ingress = %key, "status written by update");
         Ok(())
     }
 
@@ -504,8 +541,23 @@ impl Task {
                 action: "Compile".into(),
                 secondary: None,
             };
-            let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
-            match recorder.publish(&event, &reference).await {
+            let written = if self.rbac.core_events.load(Ordering::Relaxed) {
+                self.core_event(&event, &reference).await
+            } else {
+                let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+                match recorder.publish(&event, &reference).await {
+                    Err(kube::Error::Api(status)) if status.code == 403 => {
+                        tracing::info!(
+                            "creating events.k8s.io Events is forbidden: writing core v1 Events \
+                             (ingress-nginx's RBAC grants those only)"
+                        );
+                        self.rbac.core_events.store(true, Ordering::Relaxed);
+                        self.core_event(&event, &reference).await
+                    }
+                    other => other,
+                }
+            };
+            match written {
                 Ok(()) => {
                     self.reported.insert(diagnostic.clone());
                 }
@@ -517,6 +569,56 @@ impl Task {
         }
         complete
     }
+}
+
+impl Task {
+    /// `event` about `reference` as a core v1 Event (what `kubectl describe` shows either way).
+    async fn core_event(
+        &self,
+        event: &Event,
+        reference: &ObjectReference,
+    ) -> Result<(), kube::Error> {
+        let namespace = reference.namespace.clone().unwrap_or_default();
+        let api: Api<CoreEvent> = Api::namespaced(self.client.clone(), &namespace);
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let name = reference.name.clone().unwrap_or_default();
+        let core = CoreEvent {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{name}.")),
+                namespace: Some(namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            involved_object: reference.clone(),
+            reason: Some(event.reason.clone()),
+            message: event.note.clone(),
+            type_: Some(match event.type_ {
+                EventType::Normal => "Normal".into(),
+                EventType::Warning => "Warning".into(),
+            }),
+            action: Some(event.action.clone()),
+            count: Some(1),
+            first_timestamp: Some(now.clone()),
+            last_timestamp: Some(now),
+            source: Some(EventSource {
+                component: Some(self.reporter.controller.clone()),
+                host: None,
+            }),
+            reporting_component: Some(self.reporter.controller.clone()),
+            reporting_instance: self.reporter.instance.clone(),
+            ..CoreEvent::default()
+        };
+        api.create(&PostParams::default(), &core).await?;
+        Ok(())
+    }
+}
+
+/// Which writes the ServiceAccount's RBAC refused once, so the other way is taken from then on:
+/// ingress-nginx's chart grants `update` (not `patch`) on ingresses/status and core v1 Events
+/// (not `events.k8s.io`).
+#[derive(Default)]
+struct RbacFallbacks {
+    status_by_update: AtomicBool,
+    core_events: AtomicBool,
 }
 
 /// What an Ingress's `status.loadBalancer.ingress` should say (`None`: not ours to touch):

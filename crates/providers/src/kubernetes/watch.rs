@@ -503,6 +503,11 @@ fn not_installed(error: &watcher::Error) -> bool {
     api_status(error).is_some_and(|status| status.code == 404)
 }
 
+/// Whether a watch failed because the ServiceAccount may not read the resource (RBAC).
+fn forbidden(error: &watcher::Error) -> bool {
+    api_status(error).is_some_and(|status| status.code == 403)
+}
+
 /// 410 Gone ("too old resource version", reason Expired): the API server no longer holds the
 /// history a watch resumed from (etcd compacted it, or its watch cache was rebuilt). Routine,
 /// not an outage: the watcher lists again, and the list's end says what changed meanwhile.
@@ -762,6 +767,8 @@ async fn run<K: Watched>(
     let mut failures = 0u32;
     // False while the API server answers 404 for an optional kind's resource.
     let mut installed = true;
+    // True while an optional kind that could never be listed answers 403 (see below).
+    let mut unreadable = false;
     while let Some(event) = stream.next().await {
         let event = match event {
             Ok(event) => {
@@ -770,6 +777,10 @@ async fn run<K: Watched>(
                 if !installed && !matches!(event, watcher::Event::Init) {
                     installed = true;
                     tracing::info!(%kind, "{kind} is installed now; watching it");
+                }
+                if unreadable && !matches!(event, watcher::Event::Init) {
+                    unreadable = false;
+                    tracing::info!(%kind, "{kind} objects can be read now; watching them");
                 }
                 if failures > 0 {
                     tracing::info!(%kind, failures, "Kubernetes API reachable again; watch resumed");
@@ -814,6 +825,38 @@ async fn run<K: Watched>(
                         })
                         .is_err()
                     {
+                        return;
+                    }
+                }
+                continue;
+            }
+            Err(error) if K::OPTIONAL && forbidden(&error) && (!listed_once || unreadable) => {
+                // The ServiceAccount may not read an optional kind it never could: serve
+                // without it rather than stay not ready (ingress-nginx's chart's RBAC has no
+                // Gateway API, and its users switching the image have no Gateway objects).
+                // Only before the first list: once read, a 403 keeps the last good objects,
+                // as any other failure does (revoked RBAC must not drop routes).
+                if !unreadable {
+                    unreadable = true;
+                    tracing::warn!(
+                        %kind,
+                        "{plural} cannot be read ({why}); serving without {kind} objects until \
+                         they can (checked again every few seconds)",
+                        plural = K::plural(&K::DynamicType::default()),
+                        why = explain::<K>(&error),
+                    );
+                }
+                if !listed_once {
+                    listed_once = true;
+                    first_list.done();
+                    let update = Update::Relisted {
+                        kind,
+                        objects: Vec::new(),
+                        gone: Vec::new(),
+                        first: true,
+                        served: false,
+                    };
+                    if sender.send(update).is_err() {
                         return;
                     }
                 }

@@ -814,6 +814,147 @@ fn without_publish_flags_status_holds_the_nodes_of_ready_controller_pods() {
     );
 }
 
+/// The RBAC of ingress-nginx's Helm chart (4.11: its ClusterRole and Role, as its templates
+/// render them by default), bound to the ServiceAccount Sluice runs as here.
+const INGRESS_NGINX_CHART_RBAC: &str = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: ingress-nginx}
+rules:
+  - {apiGroups: [""], resources: [configmaps, endpoints, nodes, pods, secrets, namespaces], verbs: [list, watch]}
+  - {apiGroups: [coordination.k8s.io], resources: [leases], verbs: [list, watch]}
+  - {apiGroups: [""], resources: [nodes], verbs: [get]}
+  - {apiGroups: [""], resources: [services], verbs: [get, list, watch]}
+  - {apiGroups: [networking.k8s.io], resources: [ingresses], verbs: [get, list, watch]}
+  - {apiGroups: [""], resources: [events], verbs: [create, patch]}
+  - {apiGroups: [networking.k8s.io], resources: [ingresses/status], verbs: [update]}
+  - {apiGroups: [networking.k8s.io], resources: [ingressclasses], verbs: [get, list, watch]}
+  - {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [list, watch, get]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: ingress-nginx}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ingress-nginx}
+subjects: [{kind: ServiceAccount, name: sluice, namespace: sluice}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: ingress-nginx, namespace: sluice}
+rules:
+  - {apiGroups: [""], resources: [namespaces], verbs: [get]}
+  - {apiGroups: [""], resources: [configmaps, pods, secrets, endpoints], verbs: [get, list, watch]}
+  - {apiGroups: [""], resources: [services], verbs: [get, list, watch]}
+  - {apiGroups: [networking.k8s.io], resources: [ingresses], verbs: [get, list, watch]}
+  - {apiGroups: [networking.k8s.io], resources: [ingresses/status], verbs: [update]}
+  - {apiGroups: [networking.k8s.io], resources: [ingressclasses], verbs: [get, list, watch]}
+  - {apiGroups: [coordination.k8s.io], resources: [leases], resourceNames: [ingress-nginx-leader], verbs: [get, update]}
+  - {apiGroups: [coordination.k8s.io], resources: [leases], verbs: [create]}
+  - {apiGroups: [""], resources: [events], verbs: [create, patch]}
+  - {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [list, watch, get]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: ingress-nginx, namespace: sluice}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: ingress-nginx}
+subjects: [{kind: ServiceAccount, name: sluice, namespace: sluice}]
+"#;
+
+/// Sluice under ingress-nginx's chart's RBAC, with the chart's class and election flags: it
+/// serves, and where the chart grants another verb than Sluice's own manifests use it writes
+/// the other way (Ingress status by update, not patch; core v1 Events, not events.k8s.io).
+#[test]
+fn under_ingress_nginx_charts_rbac_status_and_events_are_written() {
+    let ns = "app";
+    let cluster = Cluster::start("chart-rbac");
+    cluster.create(&namespace("sluice"));
+    cluster.create(&namespace(ns));
+    cluster.create(&ingress_class("nginx", "k8s.io/ingress-nginx"));
+    let rbac = cluster.dir.join("ingress-nginx-rbac.yaml");
+    std::fs::write(&rbac, INGRESS_NGINX_CHART_RBAC).unwrap();
+    cluster.kubectl(&["apply", "-f", rbac.to_str().unwrap()]);
+    let p = pod(&cluster, 15);
+    cluster.create(&service(ns, "web"));
+    cluster.create(&endpoint_slice(
+        ns,
+        "web-1",
+        "web",
+        8080,
+        &[Endpoint::ready(p.addr.ip())],
+    ));
+    cluster.create(&ingress(ns, "web", Some("nginx"), "web.test", "web"));
+    // A Service that does not exist: a diagnostic, so an Event.
+    cluster.create(&ingress(
+        ns,
+        "broken",
+        Some("nginx"),
+        "broken.test",
+        "missing",
+    ));
+    let sluice = cluster.sluice_with(SluiceOptions {
+        identity: "ingress-nginx-controller-0",
+        namespace: "sluice",
+        kubeconfig: Some(cluster.sluice_kubeconfig()),
+        extra: &[
+            "--ingress-class=nginx",
+            "--controller-class=k8s.io/ingress-nginx",
+            "--election-id",
+            "ingress-nginx-leader",
+            "--configmap",
+            "sluice/ingress-nginx-controller",
+            "--publish-status-address=198.18.0.201",
+        ],
+        wait_ready: true,
+        log: None,
+        env: &[],
+    });
+    assert_eq!(sluice.get("web.test", "/").status, 200);
+    let published = serde_json::json!([{"ip": "198.18.0.201"}]);
+    eventually(WAIT, "status of Ingress web written by update", || {
+        (load_balancer(&cluster, ns, "web") == published).then_some(())
+    });
+    eventually(WAIT, "an Event on Ingress broken", || {
+        let events = cluster.events_about(ns, "Ingress", "broken");
+        events
+            .iter()
+            .any(|e| e["reason"] == "ConfigurationProblem" && e["type"] == "Warning")
+            .then_some(())
+    });
+    let log = sluice.log_text();
+    for fallback in [
+        "writing it by update (ingress-nginx's RBAC grants update only)",
+        "writing core v1 Events (ingress-nginx's RBAC grants those only)",
+    ] {
+        assert!(log.contains(fallback), "{fallback:?} not in:\n{log}");
+    }
+    // The chart grants no Gateway API: each kind said once, and served without; nothing
+    // else refused.
+    let refused: Vec<&str> = (log.lines())
+        .filter(|l| l.contains(" WARN ") && l.to_ascii_lowercase().contains("forbidden"))
+        .collect();
+    let (gateway_api, other): (Vec<&str>, Vec<&str>) = refused
+        .iter()
+        .partition(|l| l.contains("in API group \"gateway.networking.k8s.io\""));
+    assert!(
+        other.is_empty(),
+        "refused by the chart's RBAC:\n{}",
+        other.join("\n")
+    );
+    let kinds: std::collections::BTreeSet<&str> = gateway_api
+        .iter()
+        .filter_map(|l| l.split(" cannot be read").next()?.rsplit(' ').next())
+        .collect();
+    assert!(
+        !kinds.is_empty(),
+        "no Gateway API kind said it cannot be read:\n{log}"
+    );
+    assert_eq!(
+        kinds.len(),
+        gateway_api.len(),
+        "each Gateway API kind said once:\n{}",
+        gateway_api.join("\n")
+    );
+}
+
 #[test]
 fn traffic_flows_while_the_api_server_is_down_and_changes_apply_once_it_is_back() {
     let ns = "outage";
