@@ -523,8 +523,9 @@ grep -q listening "$DIR/serve.out" || { echo "serve never listened"; exit 3; }
 backend=$!
 "$BIN" wait-shutdown
 echo "wait-shutdown=$?"
-# Returned only once the server had gone: nothing left to wait for.
-kill -0 "$serve" 2>/dev/null && echo "serve still running"
+# Returned only once the server had gone (exited: at most a zombie this shell has not reaped).
+state=$(sed 's/.*) //' "/proc/$serve/stat" 2>/dev/null | cut -d' ' -f1)
+[[ -n $state && $state != Z ]] && echo "serve still running ($state)"
 wait "$serve"
 echo "serve=$?"
 kill -0 "$backend" && echo "backend alive"
