@@ -15,7 +15,8 @@
 //! All of this runs on one current-thread runtime; workers never wait for it, and neither does
 //! it wait for the admission webhook, which serves and compiles on threads of its own.
 //! [`webhook_cert`] is apart: `sluice webhook-cert` (deploy/'s Job) makes the webhook's
-//! certificate Secret and sets its CA as the webhook configuration's `caBundle`.
+//! certificate Secret and sets its CA as the webhook configuration's `caBundle`; so is
+//! [`kube_webhook_certgen`], the same for ingress-nginx's chart's Jobs (`sluice create`/`patch`).
 //!
 //! ```text
 //!  start ─▶ ConfigMap read ─▶ soft RLIMIT_NOFILE: max-worker-open-files × workers, else the
@@ -27,6 +28,7 @@
 mod control;
 mod error;
 mod files;
+pub mod kube_webhook_certgen;
 mod kubernetes;
 mod limits;
 pub mod migrate;

@@ -55,8 +55,8 @@ pub struct Listen {
     pub https: SocketAddr,
     /// `/healthz`, `/ready`, `/metrics`.
     pub admin: SocketAddr,
-    /// `--health-check-path`: answered as `/healthz` too.
-    pub health_check_path: Option<String>,
+    /// `--health-check-path` (answered as `/healthz` too) and `--healthz-as-ready`.
+    pub health: proxy::HealthCheck,
     /// `/config`: loopback only.
     pub status: SocketAddr,
 }
@@ -111,7 +111,7 @@ impl Options {
             http_listen: self.listen.http,
             https_listen: self.listen.https,
             admin_listen: self.listen.admin,
-            health_check_path: self.listen.health_check_path.clone(),
+            health: self.listen.health.clone(),
             status_listen: self.listen.status,
             workers,
             access_log: self.access_log.clone(),

@@ -55,10 +55,21 @@ pub(crate) enum Surface {
     Status,
 }
 
+/// The admin listener's liveness answer (`/healthz`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HealthCheck {
+    /// Another path answered as `/healthz` (ingress-nginx's `--health-check-path`, where its
+    /// manifests' probes then look).
+    pub extra_path: Option<String>,
+    /// `/healthz` answers as `/ready` does: 503 until the first configuration is published and
+    /// while terminating. That is ingress-nginx's `/healthz`, which its chart probes for
+    /// readiness as well as liveness (kubelets stop liveness probes once a pod terminates).
+    pub as_ready: bool,
+}
+
 struct Admin {
     surface: Surface,
-    /// `--health-check-path`: answered as `/healthz` too.
-    health_check_path: Option<String>,
+    health: HealthCheck,
     shared: Arc<Shared>,
     workers: Vec<mpsc::Sender<StatsRequest>>,
     /// One scrape at a time: concurrent scrapes queue here instead of each asking every worker
@@ -81,7 +92,7 @@ impl Surface {
 /// Starts `surface`'s server on `socket` on a thread of its own. `workers` are asked for their
 /// counters at each /metrics scrape (admin) or status page view (status).
 pub(crate) fn spawn(
-    (surface, health_check_path): (Surface, Option<String>),
+    (surface, health): (Surface, HealthCheck),
     socket: std::net::TcpListener,
     shared: Arc<Shared>,
     workers: Vec<mpsc::Sender<StatsRequest>>,
@@ -101,7 +112,7 @@ pub(crate) fn spawn(
     };
     let admin = Arc::new(Admin {
         surface,
-        health_check_path,
+        health,
         shared,
         workers,
         scrape: Semaphore::new(1),
@@ -179,9 +190,15 @@ impl Admin {
             );
         }
         let path = request.uri().path();
-        let health = path == "/healthz" || self.health_check_path.as_deref() == Some(path);
+        let health = path == "/healthz" || self.health.extra_path.as_deref() == Some(path);
+        // With `as_ready`, the liveness paths take /ready's answers below.
+        let path = if health && self.health.as_ready {
+            "/ready"
+        } else {
+            path
+        };
         match (self.surface, path) {
-            (Surface::Admin, _) if health => {
+            (Surface::Admin, _) if health && !self.health.as_ready => {
                 text_response(StatusCode::OK, Bytes::from_static(b"ok\n"))
             }
             (Surface::Admin, "/ready") if self.shared.is_ready() => {

@@ -160,6 +160,7 @@ mod worker;
 mod zero_copy;
 
 pub use access_log::AccessLogOutput;
+pub use admin::HealthCheck;
 pub use fds::{raise_open_files_limit, set_open_files_limit, OpenFilesLimit};
 pub use listen::StartError;
 pub use metrics::{MetricIdentity, MetricOptions, SOCKET_METRICS};
@@ -176,9 +177,8 @@ pub struct ProxyConfig {
     pub https_listen: SocketAddr,
     /// Probes and metrics only: the port deployments expose.
     pub admin_listen: SocketAddr,
-    /// Another path answered as `/healthz` on the admin listener (ingress-nginx's
-    /// `--health-check-path`, where its manifests' probes then look).
-    pub health_check_path: Option<String>,
+    /// What the admin listener's `/healthz` answers, and where else.
+    pub health: HealthCheck,
     /// The status page and `/config`, which describe every tenant: must be a loopback address.
     pub status_listen: SocketAddr,
     pub workers: NonZeroUsize,
@@ -301,7 +301,7 @@ impl Proxy {
         ];
         let mut admin_threads = Vec::with_capacity(servers.len());
         for (surface, socket, stats) in servers {
-            let health = config.health_check_path.clone();
+            let health = config.health.clone();
             match admin::spawn(
                 (surface, health),
                 socket,

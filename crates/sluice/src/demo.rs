@@ -60,7 +60,7 @@ pub(crate) fn run(args: DemoArgs) -> anyhow::Result<()> {
             http,
             https,
             admin: args.admin_listen,
-            health_check_path: None,
+            health: proxy::HealthCheck::default(),
             status: args.status_listen,
         },
         workers: args.workers,

@@ -1,6 +1,7 @@
 //! ingress-nginx's chart with Sluice's image as it is: the chart's container args start with
-//! its controller's path (`/nginx-ingress-controller`, which its image's entrypoint runs), and
-//! its preStop hook runs `/wait-shutdown`. Sluice takes both:
+//! its controller's path (`/nginx-ingress-controller`, which its image's entrypoint runs), its
+//! preStop hook runs `/wait-shutdown`, and its certificate Jobs pass kube-webhook-certgen's
+//! commands to their image's entrypoint. Sluice takes all three:
 //!
 //! ```text
 //!  sluice /nginx-ingress-controller FLAGS…  ─▶ sluice serve --kubernetes FLAGS…
@@ -8,7 +9,13 @@
 //!  argv[0] …/wait-shutdown (a link to sluice in Sluice's images), or sluice /wait-shutdown
 //!                                           ─▶ sluice wait-shutdown: SIGTERM to this
 //!                                              container's `sluice serve`, then wait for it
+//!  sluice create|patch FLAGS…, or argv[0] …/kube-webhook-certgen
+//!                                           ─▶ sluice kube-webhook-certgen create|patch FLAGS…
+//!                                              (the chart's admission certificate Jobs)
 //! ```
+//! The controller entry also sets `--healthz-as-ready`: the chart probes `/healthz` for
+//! readiness, and ingress-nginx's `/healthz` fails until its first configuration is loaded
+//! and while it shuts down.
 //! The flags then go through `ingress_nginx_flags` and clap as `serve`'s always do.
 
 use std::ffi::{OsStr, OsString};
@@ -18,6 +25,7 @@ use std::time::Duration;
 
 const CONTROLLER: &str = "nginx-ingress-controller";
 const WAIT_SHUTDOWN: &str = "wait-shutdown";
+const CERTGEN: &str = "kube-webhook-certgen";
 
 /// `args` (the whole argv) with ingress-nginx's entry points turned into Sluice's commands.
 pub(crate) fn rewrite(args: Vec<OsString>) -> Vec<OsString> {
@@ -25,33 +33,46 @@ pub(crate) fn rewrite(args: Vec<OsString>) -> Vec<OsString> {
         arg.and_then(|a| Path::new(a).file_name())
             .is_some_and(|file| file == OsStr::new(name))
     };
+    let first_is = |name: &str| args.get(1).is_some_and(|a| a == name);
     let program = args.first().cloned().unwrap_or_else(|| "sluice".into());
     let (command, rest) = if named(args.first(), CONTROLLER) {
         (CONTROLLER, &args[1..])
     } else if named(args.first(), WAIT_SHUTDOWN) {
         (WAIT_SHUTDOWN, &args[1..])
-    } else if args
-        .get(1)
-        .is_some_and(|a| a == "/nginx-ingress-controller")
-    {
+    } else if named(args.first(), CERTGEN) {
+        (CERTGEN, &args[1..])
+    } else if first_is("/nginx-ingress-controller") {
         (CONTROLLER, &args[2..])
-    } else if args.get(1).is_some_and(|a| a == "/wait-shutdown") {
+    } else if first_is("/wait-shutdown") {
         (WAIT_SHUTDOWN, &args[2..])
+    } else if first_is("create") || first_is("patch") {
+        // kube-webhook-certgen's commands, as the chart's Jobs pass them to the image's
+        // entrypoint (no Sluice command has either name).
+        (CERTGEN, &args[1..])
     } else {
         return args;
     };
     let mut rewritten = vec![program];
-    if command == WAIT_SHUTDOWN {
-        rewritten.push(WAIT_SHUTDOWN.into());
-    } else {
-        rewritten.push("serve".into());
-        if !rest.iter().any(|a| a == "--kubernetes") {
-            rewritten.push("--kubernetes".into());
+    match command {
+        WAIT_SHUTDOWN | CERTGEN => rewritten.push(command.into()),
+        _ => {
+            rewritten.push("serve".into());
+            if !rest.iter().any(|a| a == "--kubernetes") {
+                rewritten.push("--kubernetes".into());
+            }
+            // The chart probes /healthz for readiness too, as ingress-nginx's /healthz fails
+            // until its first configuration and while it shuts down.
+            if !rest.iter().any(|a| a == HEALTHZ_AS_READY) {
+                rewritten.push(HEALTHZ_AS_READY.into());
+            }
         }
     }
     rewritten.extend(rest.iter().cloned());
     rewritten
 }
+
+/// `serve`'s flag that makes `/healthz` answer as `/ready`.
+const HEALTHZ_AS_READY: &str = "--healthz-as-ready";
 
 /// How often `wait-shutdown` looks whether the server has exited.
 const POLL: Duration = Duration::from_millis(200);
@@ -163,7 +184,13 @@ mod tests {
                 "/nginx-ingress-controller",
                 "--ingress-class=nginx"
             ])),
-            argv(&["/sluice", "serve", "--kubernetes", "--ingress-class=nginx"])
+            argv(&[
+                "/sluice",
+                "serve",
+                "--kubernetes",
+                "--healthz-as-ready",
+                "--ingress-class=nginx"
+            ])
         );
         // A link named as ingress-nginx's binary, and one named as its preStop hook.
         assert_eq!(
@@ -175,6 +202,7 @@ mod tests {
             argv(&[
                 "/nginx-ingress-controller",
                 "serve",
+                "--healthz-as-ready",
                 "--kubernetes",
                 "--v=2"
             ])
@@ -186,6 +214,24 @@ mod tests {
         assert_eq!(
             rewrite(argv(&["sluice", "/wait-shutdown"])),
             argv(&["sluice", "wait-shutdown"])
+        );
+        // The certificate Jobs' args, and a link named as kube-webhook-certgen.
+        assert_eq!(
+            rewrite(argv(&["/sluice", "create", "--host=a,b"])),
+            argv(&["/sluice", "kube-webhook-certgen", "create", "--host=a,b"])
+        );
+        assert_eq!(
+            rewrite(argv(&[
+                "/kube-webhook-certgen",
+                "--log-level=debug",
+                "patch"
+            ])),
+            argv(&[
+                "/kube-webhook-certgen",
+                "kube-webhook-certgen",
+                "--log-level=debug",
+                "patch"
+            ])
         );
         // Sluice's own commands are left alone.
         let own = argv(&["sluice", "serve", "--kubernetes"]);

@@ -10,12 +10,14 @@
 //!              ├─▶ load    ──▶ load::run_cli (wrk2-compatible constant-rate load generator)
 //!              ├─▶ demo    ──▶ demo::run    (demo backends + example config + serve)
 //!              ├─▶ lab     ──▶ lab::run     (the seeds' experiments against Sluice and peers)
+//!              ├─▶ kube-webhook-certgen ──▶ create / patch the webhook's Secret and caBundle
 //!              └─▶ wait-shutdown ──▶ SIGTERM to this container's `sluice serve`, wait for it
 //! ```
 
 mod demo;
 mod ingress_nginx_entry;
 mod ingress_nginx_flags;
+mod kube_webhook_certgen;
 mod migrate;
 mod serve;
 mod webhook_cert;
@@ -45,6 +47,9 @@ enum Command {
     /// Make the admission webhook's certificate Secret and set its CA in the
     /// ValidatingWebhookConfiguration (what deploy/'s Job runs; no cert-manager needed).
     WebhookCert(webhook_cert::WebhookCertArgs),
+    /// ingress-nginx's kube-webhook-certgen (`create`, `patch`), for its chart's certificate
+    /// Jobs run with Sluice's image (whose args `create …`/`patch …` land here).
+    KubeWebhookCertgen(kube_webhook_certgen::CertgenArgs),
     /// Run the test application (the seeds' ~1 KB metadata app, fixed-size files, echo).
     Backend(BackendArgs),
     /// Run the proxy on a built-in example config with two demo backends.
@@ -98,6 +103,7 @@ fn main() -> ExitCode {
             }
         },
         Command::WebhookCert(args) => webhook_cert::run(args),
+        Command::KubeWebhookCertgen(args) => kube_webhook_certgen::run(args),
         Command::Backend(args) => run_backend(args),
         Command::Lab(args) => lab::run(args),
         Command::WaitShutdown => return ingress_nginx_entry::wait_shutdown(),

@@ -61,6 +61,11 @@ pub(crate) struct ServeArgs {
     /// probes that look there).
     #[arg(long, value_name = "PATH", value_parser = health_check_path)]
     pub(crate) health_check_path: Option<String>,
+    /// /healthz (and --health-check-path) answers as /ready: 503 until the first configuration
+    /// is published and while shutting down, as ingress-nginx's /healthz does. Its chart probes
+    /// /healthz for readiness; its entry (`/nginx-ingress-controller`) sets this flag.
+    #[arg(long)]
+    pub(crate) healthz_as_ready: bool,
     /// Serves the status page (/) and /config, which show every tenant's hosts, paths, endpoints
     /// and Secret names: loopback addresses only (anything else is refused at start-up).
     #[arg(long, value_name = "ADDR", default_value = DEFAULT_STATUS_LISTEN)]
@@ -407,7 +412,10 @@ impl ServeArgs {
             http: on_every(self.http_port, self.http_listen),
             https: on_every(self.https_port, self.https_listen),
             admin,
-            health_check_path: self.health_check_path.clone(),
+            health: proxy::HealthCheck {
+                extra_path: self.health_check_path.clone(),
+                as_ready: self.healthz_as_ready,
+            },
             status: self.status_listen,
         }
     }
@@ -730,6 +738,18 @@ mod tests {
         assert_eq!(options.listen.https, "0.0.0.0:443".parse().unwrap());
         // Where the seed's readinessProbe (and ingress-nginx's Prometheus scrape) looks.
         assert_eq!(options.listen.admin, "0.0.0.0:10254".parse().unwrap());
+        // `sluice serve` as written keeps /healthz for liveness; the chart's entry
+        // (`/nginx-ingress-controller`, rewritten with --healthz-as-ready) makes it readiness.
+        assert!(!options.listen.health.as_ready);
+        let entry = crate::ingress_nginx_entry::rewrite(
+            [&["sluice", "/nginx-ingress-controller"], &SEED_ARGS[1..]]
+                .concat()
+                .iter()
+                .map(std::ffi::OsString::from)
+                .collect(),
+        );
+        let parsed = Serve::try_parse_from(entry.into_iter().skip(1)).unwrap();
+        assert!(parsed.args.healthz_as_ready && parsed.args.kubernetes);
         assert_eq!(kube_of(&options).watch_namespace, None);
         // No --publish-service: ingress-nginx publishes its pods' nodes' addresses, so does Sluice.
         assert_eq!(
@@ -957,7 +977,7 @@ mod tests {
             "--disable-leader-election",
         ]);
         let options = serve(&args).unwrap();
-        assert_eq!(options.listen.health_check_path.as_deref(), Some("/probe"));
+        assert_eq!(options.listen.health.extra_path.as_deref(), Some("/probe"));
         let kube = kube_of(&options);
         assert_eq!(
             kube.status_addresses,

@@ -27,7 +27,7 @@ impl Provider {
             http_listen: any,
             https_listen: any,
             admin_listen: any,
-            health_check_path: None,
+            health: proxy::HealthCheck::default(),
             status_listen: any,
             workers: NonZeroUsize::new(2).unwrap(),
             access_log: proxy::AccessLogOutput::Stdout,

@@ -110,7 +110,7 @@ fn a_status_listener_on_a_non_loopback_address_is_refused_at_start() {
             http_listen: any,
             https_listen: any,
             admin_listen: any,
-            health_check_path: None,
+            health: proxy::HealthCheck::default(),
             status_listen: status_listen.parse().unwrap(),
             workers: NonZeroUsize::MIN,
             access_log: proxy::AccessLogOutput::Stdout,
@@ -129,16 +129,18 @@ fn a_status_listener_on_a_non_loopback_address_is_refused_at_start() {
     }
 }
 
-/// `--health-check-path`: the custom path answers as `/healthz` does, on the admin listener
-/// only; `/healthz` keeps answering.
-#[tokio::test]
-async fn a_health_check_path_answers_as_healthz() {
+/// A proxy on loopback whose admin listener also answers `/custom/health`, as `/healthz`
+/// (`as_ready`: as `/ready`).
+fn with_custom_health_path(as_ready: bool) -> Proxy {
     let loopback = SocketAddr::from((LOCALHOST, 0));
-    let proxy = Proxy::start(ProxyConfig {
+    Proxy::start(ProxyConfig {
         http_listen: loopback,
         https_listen: loopback,
         admin_listen: loopback,
-        health_check_path: Some("/custom/health".into()),
+        health: proxy::HealthCheck {
+            extra_path: Some("/custom/health".into()),
+            as_ready,
+        },
         status_listen: loopback,
         workers: NonZeroUsize::MIN,
         access_log: proxy::AccessLogOutput::Stdout,
@@ -146,7 +148,14 @@ async fn a_health_check_path_answers_as_healthz() {
         metric_options: proxy::MetricOptions::default(),
         port_retry_interval: proxy::DEFAULT_PORT_RETRY_INTERVAL,
     })
-    .expect("proxy starts");
+    .expect("proxy starts")
+}
+
+/// `--health-check-path`: the custom path answers as `/healthz` does, on the admin listener
+/// only; `/healthz` keeps answering.
+#[tokio::test]
+async fn a_health_check_path_answers_as_healthz() {
+    let proxy = with_custom_health_path(false);
     for path in ["/custom/health", "/healthz"] {
         let reply = get(proxy.admin_addr(), "probe", path).await;
         assert_eq!(reply.status, StatusCode::OK, "{path}");
@@ -163,6 +172,39 @@ async fn a_health_check_path_answers_as_healthz() {
         StatusCode::OK,
         "the status listener is not a probe"
     );
+    shutdown(proxy).await;
+}
+
+/// `--healthz-as-ready` (set by the ingress-nginx chart's entry, whose probes all look at
+/// `/healthz`): `/healthz` and the custom path answer as `/ready`, from not ready before the
+/// first configuration, to ready, to not ready while terminating.
+#[tokio::test]
+async fn healthz_as_ready_answers_as_ready_through_start_and_shutdown() {
+    let proxy = with_custom_health_path(true);
+    let admin = proxy.admin_addr();
+    let answers = |status: StatusCode, text: &'static str| async move {
+        for path in ["/healthz", "/custom/health", "/ready"] {
+            let reply = get(admin, "probe", path).await;
+            assert_eq!(
+                (reply.status, reply.text()),
+                (status, text.to_owned()),
+                "{path}"
+            );
+        }
+    };
+    answers(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "not ready: no configuration published yet\n",
+    )
+    .await;
+    proxy.publish(Arc::new(model::Compiled::default()));
+    answers(StatusCode::OK, "ready\n").await;
+    proxy.terminating();
+    answers(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "not ready: shutting down\n",
+    )
+    .await;
     shutdown(proxy).await;
 }
 

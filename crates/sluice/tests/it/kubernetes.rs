@@ -1679,6 +1679,223 @@ fn the_admission_webhook_refuses_what_sluice_would_and_warns_about_the_rest() {
     assert!(cluster.get("Ingress", ns, "good").is_some());
 }
 
+/// ingress-nginx's chart's admission Jobs' RBAC (templates/admission-webhooks/job-patch, 4.11):
+/// Secrets get and create in its namespace, webhook configurations get and update.
+const INGRESS_NGINX_ADMISSION_RBAC: &str = r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: ingress-nginx-admission, namespace: ingress-nginx}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: ingress-nginx-admission}
+rules:
+  - {apiGroups: [admissionregistration.k8s.io], resources: [validatingwebhookconfigurations], verbs: [get, update]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: ingress-nginx-admission}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ingress-nginx-admission}
+subjects: [{kind: ServiceAccount, name: ingress-nginx-admission, namespace: ingress-nginx}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: ingress-nginx-admission, namespace: ingress-nginx}
+rules:
+  - {apiGroups: [""], resources: [secrets], verbs: [get, create]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: ingress-nginx-admission, namespace: ingress-nginx}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: ingress-nginx-admission}
+subjects: [{kind: ServiceAccount, name: ingress-nginx-admission, namespace: ingress-nginx}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: ingress-nginx-admission}
+webhooks:
+  - name: validate.nginx.ingress.kubernetes.io
+    matchPolicy: Equivalent
+    rules:
+      - {apiGroups: [networking.k8s.io], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [ingresses]}
+    failurePolicy: Ignore
+    sideEffects: None
+    admissionReviewVersions: [v1]
+    clientConfig:
+      service: {name: ingress-nginx-controller-admission, namespace: ingress-nginx, path: /networking/v1/ingresses}
+"#;
+
+/// The chart's certificate Jobs with Sluice's image (their args `create …` and `patch …`
+/// after the image's entrypoint), as the chart's admission ServiceAccount: the Secret is made
+/// once with kube-webhook-certgen's keys and a certificate for every `--host`, its CA lands in
+/// the webhook configuration with the failure policy, and what would go wrong says so.
+#[test]
+fn ingress_nginx_charts_certificate_jobs_run_on_sluices_image() {
+    use base64::Engine;
+    let cluster = Cluster::start("certgen");
+    cluster.create(&namespace("ingress-nginx"));
+    let rbac = cluster.dir.join("admission-rbac.yaml");
+    std::fs::write(&rbac, INGRESS_NGINX_ADMISSION_RBAC).unwrap();
+    cluster.kubectl(&["apply", "-f", rbac.to_str().unwrap()]);
+    let kubeconfig = cluster.service_account_kubeconfig("ingress-nginx", "ingress-nginx-admission");
+    let job = |args: &[&str]| {
+        let output = std::process::Command::new(BIN)
+            .args(args)
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .env("POD_NAMESPACE", "ingress-nginx")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (output.status.success(), text)
+    };
+    let hosts = "ingress-nginx-controller-admission,ingress-nginx-controller-admission.ingress-nginx.svc,10.96.0.10";
+    let create = [
+        "create",
+        &format!("--host={hosts}"),
+        "--namespace=ingress-nginx",
+        "--secret-name=ingress-nginx-admission",
+    ];
+    let (ok, out) = job(&create);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(r#""msg":"Secret ingress-nginx/ingress-nginx-admission: created""#),
+        "{out}"
+    );
+
+    let secret: serde_json::Value = serde_json::from_str(&cluster.kubectl(&[
+        "get",
+        "secret",
+        "ingress-nginx-admission",
+        "-n",
+        "ingress-nginx",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let field = |key: &str| {
+        let text = secret["data"][key]
+            .as_str()
+            .unwrap_or_else(|| panic!("data.{key}"));
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .unwrap()
+    };
+    let keys: Vec<&String> = secret["data"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["ca", "cert", "key"]);
+    let (ca, cert) = (cluster.dir.join("ca.pem"), cluster.dir.join("cert.pem"));
+    std::fs::write(&ca, field("ca")).unwrap();
+    std::fs::write(&cert, field("cert")).unwrap();
+    // What the API server checks when it calls the Service, and the IP the chart never passes
+    // but kube-webhook-certgen takes.
+    for check in [
+        [
+            "-verify_hostname",
+            "ingress-nginx-controller-admission.ingress-nginx.svc",
+        ],
+        ["-verify_ip", "10.96.0.10"],
+    ] {
+        let status = std::process::Command::new("openssl")
+            .args(["verify", "-purpose", "sslserver", "-CAfile"])
+            .arg(&ca)
+            .args(check)
+            .arg(&cert)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "openssl verify {check:?}");
+    }
+
+    // Again (every `helm upgrade` runs it): the Secret is left as it is.
+    let (ok, out) = job(&create);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("ingress-nginx-admission: already exists"),
+        "{out}"
+    );
+    // For other hosts: still kept (the chart grants no update), and the log says why it will
+    // not serve.
+    let (ok, out) = job(&[
+        "create",
+        "--host=other-admission.ingress-nginx.svc",
+        "--namespace=ingress-nginx",
+        "--secret-name=ingress-nginx-admission",
+    ]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(r#""level":"warn""#)
+            && out.contains("not valid for other-admission.ingress-nginx.svc")
+            && out.contains("Delete the Secret and run the Job again"),
+        "{out}"
+    );
+
+    let patch = [
+        "patch",
+        "--webhook-name=ingress-nginx-admission",
+        "--namespace=ingress-nginx",
+        "--patch-mutating=false",
+        "--secret-name=ingress-nginx-admission",
+        "--patch-failure-policy=Fail",
+    ];
+    let (ok, out) = job(&patch);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(
+            "ValidatingWebhookConfiguration ingress-nginx-admission: caBundle set on 1 webhook(s)"
+        ),
+        "{out}"
+    );
+    let webhook: serde_json::Value = serde_json::from_str(&cluster.kubectl(&[
+        "get",
+        "validatingwebhookconfiguration",
+        "ingress-nginx-admission",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let bundle = webhook["webhooks"][0]["clientConfig"]["caBundle"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        base64::engine::general_purpose::STANDARD
+            .decode(bundle)
+            .unwrap(),
+        field("ca")
+    );
+    assert_eq!(webhook["webhooks"][0]["failurePolicy"], "Fail");
+
+    // kube-webhook-certgen's default patches the MutatingWebhookConfiguration too: the chart's
+    // RBAC does not reach it, and the error says which object and why.
+    let (ok, out) = job(&[
+        "patch",
+        "--webhook-name=ingress-nginx-admission",
+        "--namespace=ingress-nginx",
+        "--secret-name=ingress-nginx-admission",
+    ]);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("reading MutatingWebhookConfiguration ingress-nginx-admission")
+            && out.contains("forbidden"),
+        "{out}"
+    );
+    // No Secret yet (the create Job has not run): the patch Job fails, and retries.
+    let (ok, out) = job(&[
+        "patch",
+        "--webhook-name=ingress-nginx-admission",
+        "--namespace=ingress-nginx",
+        "--patch-mutating=false",
+        "--secret-name=missing",
+    ]);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("no secret with 'missing' in 'ingress-nginx'"),
+        "{out}"
+    );
+}
+
 /// POSTs an AdmissionReview about `object` to the webhook on a connection of its own; the
 /// answer's `response.allowed`.
 fn ask_webhook(

@@ -118,7 +118,7 @@ impl Harness {
             http_listen: any,
             https_listen: any,
             admin_listen: loopback,
-            health_check_path: None,
+            health: proxy::HealthCheck::default(),
             status_listen: loopback,
             workers: NonZeroUsize::new(workers).unwrap(),
             access_log: proxy::AccessLogOutput::File(access_log.to_path_buf()),

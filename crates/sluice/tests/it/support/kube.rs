@@ -306,6 +306,26 @@ impl Cluster {
         self.dir.join("sluice.kubeconfig")
     }
 
+    /// A kubeconfig for ServiceAccount `namespace/name` (which must exist): a token from the
+    /// TokenRequest API in place of sluice.kubeconfig's.
+    pub(crate) fn service_account_kubeconfig(&self, namespace: &str, name: &str) -> PathBuf {
+        let token = self.kubectl(&["create", "token", name, "-n", namespace, "--duration", "1h"]);
+        let sluice = std::fs::read_to_string(self.sluice_kubeconfig()).unwrap();
+        let config: String = (sluice.lines())
+            .map(|line| match line.trim_start().strip_prefix("token: ") {
+                Some(_) => format!("    token: {}\n", token.trim()),
+                None => format!("{line}\n"),
+            })
+            .collect();
+        assert!(
+            config.contains(token.trim()),
+            "no token line in sluice.kubeconfig"
+        );
+        let path = self.dir.join(format!("{namespace}-{name}.kubeconfig"));
+        std::fs::write(&path, config).unwrap();
+        path
+    }
+
     /// Adds `198.18.0.n/32` to this namespace's loopback and returns it.
     pub(crate) fn add_address(&self, n: u8) -> IpAddr {
         let ip = Ipv4Addr::new(198, 18, 0, n);
