@@ -227,34 +227,37 @@ check "manifests: terminationGracePeriodSeconds >= shutdown-grace-period + worke
 check "chart (defaults and variant): the same" \
   bash -c "$(declare -f shutdown_budget); shutdown_budget '$tmp/chart.json' && shutdown_budget '$tmp/variant.json'"
 
-echo "== capabilities: every container of the Sluice image can exec its binary"
-# The image's /sluice carries the file capability cap_net_bind_service (deploy/Dockerfile), and
-# the kernel refuses to exec a binary whose file capabilities are not all in the bounding set: a
-# container that drops ALL (or NET_BIND_SERVICE) must add NET_BIND_SERVICE back, whatever it runs
-# (the certificate Job binds nothing and failed with "exec /sluice: operation not permitted" on a
-# real node). scripts/test-image.sh shows the same refusal with podman.
-# exec_caps FILE.json (normalized objects): true when every such container keeps the capability.
-exec_caps() {
+echo "== capabilities: least privilege, and what binds 80/443 keeps NET_BIND_SERVICE"
+# The image's /sluice carries NET_BIND_SERVICE as a permitted-only file capability
+# (deploy/Dockerfile): every container can exec it whatever it drops (with the effective bit the
+# kernel refused: a Job that dropped ALL failed with "exec /sluice: operation not permitted" on
+# a real node), and only what binds ports below 1024 needs the capability in its bounding set.
+# least_caps FILE.json (normalized objects): true when every DaemonSet/Deployment container of the
+# image drops ALL and adds exactly NET_BIND_SERVICE, and every Job container drops ALL and adds
+# nothing.
+least_caps() {
   jq -e '
-    [ .[] | select(.kind == "DaemonSet" or .kind == "Deployment" or .kind == "Job")
-      | .spec.template.spec | (.initContainers // []) + .containers | .[]
-      | select(.image | test("(^|/)sluice(:|@|$)")) ] as $containers
-    | ($containers | length) > 0
-      and all($containers[];
-        (.securityContext.capabilities // {}) as $caps
-        | (($caps.drop // []) | (index("ALL") or index("NET_BIND_SERVICE"))) as $dropped
-        | ($dropped | not) or (($caps.add // []) | index("NET_BIND_SERVICE")))
+    def sluice: select(.image | test("(^|/)sluice(:|@|$)"));
+    def containers(kinds): .[] | select(.kind | IN(kinds)) | .spec.template.spec
+      | (.initContainers // []) + .containers | .[] | sluice | .securityContext.capabilities // {};
+    [containers("DaemonSet", "Deployment")] as $servers | [containers("Job")] as $jobs
+    | ($servers | length) > 0 and ($jobs | length) > 0
+      and all($servers[]; .drop == ["ALL"] and .add == ["NET_BIND_SERVICE"])
+      and all($jobs[]; .drop == ["ALL"] and (.add // []) == [])
   ' "$1"
 }
 for rendered in manifests chart variant; do
-  check "$rendered: every container of the sluice image that drops ALL adds NET_BIND_SERVICE back" \
-    exec_caps "$tmp/$rendered.json"
+  check "$rendered: sluice containers drop ALL; the server adds NET_BIND_SERVICE back, the Jobs nothing" \
+    least_caps "$tmp/$rendered.json"
 done
-# The check itself must catch the Job as it was (drop ALL, nothing added).
-jq '(.[] | select(.kind == "Job") | .spec.template.spec.containers[0].securityContext.capabilities)
-  |= del(.add)' "$tmp/manifests.json" >"$tmp/job-without-cap.json"
-no_exec_caps() { ! exec_caps "$1" >/dev/null; }
-check "a Job dropping ALL without adding NET_BIND_SERVICE is caught" no_exec_caps "$tmp/job-without-cap.json"
+# The check itself must catch a Job given the capability back, and a server without it.
+jq '(.[] | select(.kind == "Job") | .spec.template.spec.containers[0].securityContext.capabilities.add)
+  |= ["NET_BIND_SERVICE"]' "$tmp/manifests.json" >"$tmp/job-with-cap.json"
+jq '(.[] | select(.kind == "DaemonSet") | .spec.template.spec.containers[0].securityContext.capabilities)
+  |= del(.add)' "$tmp/manifests.json" >"$tmp/server-without-cap.json"
+not_least_caps() { ! least_caps "$1" >/dev/null; }
+check "a Job that adds NET_BIND_SERVICE is caught" not_least_caps "$tmp/job-with-cap.json"
+check "a DaemonSet without NET_BIND_SERVICE is caught" not_least_caps "$tmp/server-without-cap.json"
 
 echo "== RBAC: applied for real, asked as $sa"
 check "kubectl apply -f $manifests/" kubectl apply -f "$manifests/"

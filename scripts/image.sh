@@ -7,8 +7,9 @@
 # No registry is reachable here, so deploy/Dockerfile's base image cannot be pulled: the image is
 # built FROM scratch (deploy/Containerfile.scratch) with what this machine has:
 #   - the release binary built here (cargo build --release -p sluice, in $CARGO_TARGET_DIR or
-#     target/), stripped, with the file capability cap_net_bind_service=+ep so user 65532 binds
-#     80/443 (setcap here, before COPY, which keeps the security.capability attribute);
+#     target/), stripped, with the file capability cap_net_bind_service=+p so user 65532 binds
+#     80/443 (setcap here, before COPY, which keeps the security.capability attribute; permitted
+#     only, not effective: sluice raises it itself, and containers that drop it can still exec);
 #   - dynamically linked: the shared libraries `ldd` names (glibc's libc and libm, the loader,
 #     libgcc_s) copied in at the paths it names. Not static musl: the toolchain here has no musl
 #     target and rustup cannot fetch one offline; and the glibc build is the one every test runs;
@@ -71,8 +72,8 @@ trap 'rm -rf "$ctx"' EXIT
 mkdir -p "$ctx/base/etc/ssl/certs" "$ctx/base/tmp"
 # Stripped: the release profile's line tables make the binary ~115 MB; without them ~25 MB.
 strip --strip-all -o "$ctx/sluice" "$bin"
-setcap cap_net_bind_service=+ep "$ctx/sluice"
-getcap "$ctx/sluice" | grep -q cap_net_bind_service || { log "setcap did not stick"; exit 1; }
+setcap cap_net_bind_service=+p "$ctx/sluice"
+getcap "$ctx/sluice" | grep -q 'cap_net_bind_service=p$' || { log "setcap did not stick"; exit 1; }
 
 # `ldd` lines: "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" and the loader's
 # "/lib64/ld-linux-x86-64.so.2 (0x...)"; linux-vdso is the kernel's. Each file is copied (not

@@ -14,14 +14,20 @@
 #   - `kubectl logs` shows the access log;
 #   - (manifests) the backend scaled 5 <-> 7 under 200 requests/s through Sluice, 0 failed
 #     requests; a rolling update of the DaemonSet loses no request the grace period covers.
+# Then ingress-nginx's own chart (4.11, scripts/ingress-nginx-chart.sh) with Sluice's image as its
+# controller's and its certificate Jobs' image and nothing else changed but the Service type: the
+# Jobs complete, the controller is probed Ready on /healthz, Ingresses of class nginx route (with
+# ingress-nginx's regex rewrite, and the chart's addHeaders), status is written, the webhook
+# refuses, and helm uninstall ends the pod through its preStop /wait-shutdown with exit 0.
 # Then uninstalls and tears the node down (SLUICE_NODE_KEEP=1 leaves it up to look around:
 # scripts/kube-node.sh kubectl get pods -A; scripts/kube-node.sh down).
 #
 #   scripts/test-kube-node.sh          (root; SLUICE_IMAGE_PROFILE: dev, the default, or release)
 #
 # scripts/test.sh runs it after the image check. Measured on 2 shared cores with the binaries and
-# the debug build there: ~100 s in all (node up ~6 s, image ~5 s, manifests ~60 s of which the
-# scaling ~40 s and the rolling update ~10 s, chart ~15 s, down ~3-5 s). With every capability dropped in the certificate Job (the old bug) the first check
+# the debug build there: ~120 s in all (node up ~6 s, image ~5 s, manifests ~60 s of which the
+# scaling ~40 s and the rolling update ~10 s, chart ~15 s, ingress-nginx's chart ~30 s, down
+# ~3-5 s). With every capability dropped in the certificate Job (the old bug) the first check
 # fails: the Job's pod never completes and the DaemonSet's pod waits for its Secret.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -257,6 +263,109 @@ if ((${#failed[@]})); then
   k get pods -A -o wide || true
 fi
 check "chart: helm uninstall" in_node helm uninstall sluice --namespace sluice --wait --timeout 120s
+
+# ingress-nginx's own chart, as its project published it (4.11: scripts/ingress-nginx-chart.sh),
+# with Sluice's image in place of its controller's and of its certificate Jobs' (kube-webhook-
+# certgen's): what a cluster that ran ingress-nginx changes to switch. Every other value is the
+# chart's default (its args, RBAC, security context as uid 101, LD_PRELOAD of a mimalloc the image
+# does not have, probes of /healthz, preStop /wait-shutdown, a ValidatingWebhookConfiguration that
+# fails closed) except the Service type (no load balancer here: NodePort, as with Sluice's chart).
+# The chart refuses controller tags below 0.27.0 (isControllerTagValid), so the image gets a tag
+# that names the ingress-nginx release it stands in for and Sluice's version.
+echo "== helm install ingress-nginx's chart with Sluice's image ($((SECONDS - t0)) s)"
+inx_chart=$(scripts/ingress-nginx-chart.sh)
+inx_tag=1.11.0-sluice.0.1.0
+"$node" import-image "localhost/sluice:$inx_tag" >/dev/null
+check "ingress-nginx chart: helm install --wait (certificate Jobs on Sluice's image complete, the controller probed Ready)" \
+  in_node helm install ingress-nginx "$inx_chart" --namespace ingress-nginx --create-namespace \
+  --set controller.image.repository=localhost/sluice --set controller.image.tag="$inx_tag" \
+  --set controller.image.digest= \
+  --set controller.admissionWebhooks.patch.image.repository=localhost/sluice \
+  --set controller.admissionWebhooks.patch.image.tag="$inx_tag" \
+  --set controller.admissionWebhooks.patch.image.digest= \
+  --set controller.service.type=NodePort \
+  --set controller.addHeaders.X-Served-By=sluice-under-ingress-nginx-chart \
+  --wait --timeout 180s
+# The backend behind two Ingresses of class nginx: the plain one, and one with ingress-nginx's
+# regex rewrite.
+{
+  backend_yaml backend | sed 's/ingressClassName: sluice/ingressClassName: nginx/'
+  cat <<'YAML'
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: rewrite
+  namespace: app
+  annotations:
+    nginx.ingress.kubernetes.io/use-regex: "true"
+    nginx.ingress.kubernetes.io/rewrite-target: /$2
+spec:
+  ingressClassName: nginx
+  rules:
+    - host: rewrite.test
+      http:
+        paths:
+          - {path: /app(/|$)(.*), pathType: ImplementationSpecific, backend: {service: {name: backend, port: {number: 80}}}}
+YAML
+} >"$tmp/inx-backend.yaml"
+backend_yaml copy | awk '/^kind: Ingress/ {p = 1} p' | sed '1i apiVersion: networking.k8s.io/v1' |
+  sed 's/ingressClassName: sluice/ingressClassName: nginx/' >"$tmp/copy.yaml"
+k apply -f "$tmp/inx-backend.yaml" >/dev/null
+inx_ip=$(k get service ingress-nginx-controller -n ingress-nginx -o jsonpath='{.spec.clusterIP}' || true)
+node_ip_saved=$node_ip
+# seen_all and the checks below ask $node_ip:80: here the controller Service's cluster IP.
+node_ip=$inx_ip
+inx_ready() { all_ready ingress-nginx && k rollout status -n app deployment/backend --timeout=120s; }
+check "ingress-nginx chart: every pod in ingress-nginx Ready, the backend's 3 pods Ready" inx_ready
+check "ingress-nginx chart: an Ingress of class nginx routes app.test through Sluice to each backend pod" \
+  until_ok 60 seen_all
+rewritten() {
+  local out
+  out=$(in_node curl -sS -m 2 -D - -H 'Host: rewrite.test' "http://$inx_ip/app/echo/x?q=1") || return 1
+  grep -iE '^x-served-by' <<<"$out"
+  grep -oE '"path":"[^"]*","query":[^,]*' <<<"$out"
+  # The backend's echo: /app/echo/x came in, /echo/x went out (the second capture), query kept.
+  grep -qi '^x-served-by: sluice-under-ingress-nginx-chart' <<<"$out" &&
+    grep -q '"path":"/echo/x","query":"q=1"' <<<"$out"
+}
+check "ingress-nginx chart: rewrite-target /\$2 under use-regex rewrites, and the chart's addHeaders ConfigMap adds its header" \
+  until_ok 30 rewritten
+status_is_the_service() {
+  local got
+  got=$(k get ingress backend -n app -o jsonpath='{.status.loadBalancer.ingress[*].ip}')
+  echo "status: ${got:-none}; the controller Service's cluster IP: $inx_ip"
+  [[ $got == "$inx_ip" ]]
+}
+check "ingress-nginx chart: Ingress status holds --publish-service's address (a NodePort Service: its cluster IP)" \
+  until_ok 30 status_is_the_service
+check "ingress-nginx chart: the API server calls the webhook through its Service (duplicate Ingress refused)" \
+  until_ok 30 refused
+check "ingress-nginx chart: kubectl logs shows the access log" until_ok 20 access_logged ingress-nginx
+node_ip=$node_ip_saved
+if ((${#failed[@]})); then
+  k get pods -A -o wide || true
+  k get events -n ingress-nginx --sort-by=.lastTimestamp | tail -n 15 || true
+  k logs -n ingress-nginx -l app.kubernetes.io/component=controller --tail=30 || true
+fi
+# helm uninstall deletes the Deployment: the pod's preStop hook (/wait-shutdown) stops Sluice
+# and waits for it. The chart gives it terminationGracePeriodSeconds 300; an idle Sluice exits
+# at once, so the uninstall takes seconds, not the grace period.
+uninstall_quickly() {
+  local start=$SECONDS
+  in_node helm uninstall ingress-nginx --namespace ingress-nginx --wait --timeout 120s || return 1
+  until_ok 60 bash -c "[[ -z \$('$node' kubectl get pods -n ingress-nginx -o name) ]]" || return 1
+  echo "uninstalled, pods gone in $((SECONDS - start)) s"
+  ((SECONDS - start < 60)) || return 1
+  # The hook returned 0: not killed with the container's end (exit 137, which the kubelet
+  # reports as a FailedPreStopHook Warning Event).
+  local failed_hooks
+  failed_hooks=$(k get events -n ingress-nginx --field-selector reason=FailedPreStopHook -o name)
+  [[ -z $failed_hooks ]] || { echo "FailedPreStopHook: $failed_hooks"; return 1; }
+}
+check "ingress-nginx chart: helm uninstall; the controller pod exits through /wait-shutdown (hook exit 0) well inside its 300 s grace" \
+  uninstall_quickly
+k delete --wait --timeout=120s -f "$tmp/inx-backend.yaml" >/dev/null || true
 
 echo "== $((SECONDS - t0)) s in all (before down)"
 checks_summary test-kube-node

@@ -50,8 +50,9 @@ pub(crate) struct NotOpen {
 pub enum StartError {
     #[error(
         "cannot listen on {addr} for the {role}: permission denied; ports below 1024 need privileges: \
-         run as root, grant CAP_NET_BIND_SERVICE (e.g. `setcap cap_net_bind_service=+ep <binary>`), \
-         or choose a port ≥ 1024 with {flag}"
+         run as root, grant CAP_NET_BIND_SERVICE (in a container: securityContext.capabilities.add \
+         NET_BIND_SERVICE; elsewhere `setcap cap_net_bind_service=+ep <binary>`), or choose a \
+         port ≥ 1024 with {flag}"
     )]
     PrivilegedPort {
         role: &'static str,

@@ -18,7 +18,7 @@
 //! and while it shuts down.
 //! The flags then go through `ingress_nginx_flags` and clap as `serve`'s always do.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::{CStr, OsStr, OsString};
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -74,15 +74,32 @@ pub(crate) fn rewrite(args: Vec<OsString>) -> Vec<OsString> {
 /// `serve`'s flag that makes `/healthz` answer as `/ready`.
 const HEALTHZ_AS_READY: &str = "--healthz-as-ready";
 
-/// How often `wait-shutdown` looks whether the server has exited.
-const POLL: Duration = Duration::from_millis(200);
+/// How often `wait-shutdown` looks whether the server has drained.
+const POLL: Duration = Duration::from_millis(50);
+
+/// The name (`/proc/PID/comm`) `wait-shutdown` gives itself, so a draining server finds it.
+const WAITER_NAME: &CStr = c"wait-shutdown";
+/// The name a server's main thread takes once it has drained, just before it exits.
+const DRAINED_NAME: &CStr = c"sluice-drained";
+/// How long a drained server waits for the waiters to see it before it exits anyway.
+const WAITERS_GRACE: Duration = Duration::from_secs(2);
 
 /// `sluice wait-shutdown`: SIGTERM to every `sluice serve` of this PID namespace (the
 /// container's: processes running this same executable, the chart's `/nginx-ingress-controller`
-/// form included), then wait until they have exited, as ingress-nginx's `/wait-shutdown` does
-/// for its controller. The kubelet bounds the wait (`terminationGracePeriodSeconds`); Sluice's
-/// own drain (`--shutdown-grace-period`, `worker-shutdown-timeout`) runs meanwhile.
+/// form included), then wait until each has drained (or exited), as ingress-nginx's
+/// `/wait-shutdown` does for its controller. The kubelet bounds the wait
+/// (`terminationGracePeriodSeconds`); Sluice's own drain (`--shutdown-grace-period`,
+/// `worker-shutdown-timeout`) runs meanwhile.
+///
+/// It cannot wait for the server's exit: the server is the container's PID 1, and when PID 1
+/// exits the kernel kills the rest of its PID namespace, this process too (the kubelet then
+/// reports the hook as failed, exit 137, with a Warning Event on every pod stop). So a drained
+/// server names its main thread `sluice-drained` and waits (up to 2 s) until every process
+/// named `wait-shutdown` has gone ([`release_waiters`]); this process returns 0 on seeing that
+/// name, or the server gone.
 pub(crate) fn wait_shutdown() -> ExitCode {
+    // As the link's name gives it; `sluice wait-shutdown` would be "sluice".
+    let _ = rustix::thread::set_name(WAITER_NAME);
     let servers = servers();
     if servers.is_empty() {
         eprintln!("sluice wait-shutdown: no `sluice serve` runs in this PID namespace");
@@ -96,10 +113,49 @@ pub(crate) fn wait_shutdown() -> ExitCode {
             eprintln!("sluice wait-shutdown: SIGTERM to process {pid}: {error}");
         }
     }
-    while servers.iter().any(|pid| alive(*pid)) {
+    while servers
+        .iter()
+        .any(|pid| alive(*pid) && comm(*pid).as_deref() != DRAINED_NAME.to_str().ok())
+    {
         std::thread::sleep(POLL);
     }
     ExitCode::SUCCESS
+}
+
+/// Called by `serve` on the main thread once it has drained, before the process exits: names
+/// the thread `sluice-drained`, waits `post_shutdown_grace` (ingress-nginx's
+/// `--post-shutdown-grace-period`), then until no process of this PID namespace is named
+/// `wait-shutdown` (at most 2 s more), so that a preStop hook waiting for this server returns
+/// before the container's end kills it.
+pub(crate) fn release_waiters(post_shutdown_grace: Duration) {
+    let _ = rustix::thread::set_name(DRAINED_NAME);
+    std::thread::sleep(post_shutdown_grace);
+    let deadline = std::time::Instant::now() + WAITERS_GRACE;
+    let own = std::process::id();
+    let waiting = || {
+        pids()
+            .filter(|pid| *pid != own)
+            .any(|pid| comm(pid as i32).as_deref() == WAITER_NAME.to_str().ok())
+    };
+    while waiting() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Every process of this PID namespace, by /proc.
+fn pids() -> impl Iterator<Item = u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+}
+
+/// `pid`'s command name (its main thread's; anyone may read it, dumpable or not).
+fn comm(pid: i32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|name| name.trim_end().to_owned())
 }
 
 /// The processes of this PID namespace that run this executable (or, where that cannot be
@@ -109,18 +165,8 @@ fn servers() -> Vec<i32> {
         return Vec::new();
     };
     let own = std::process::id();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
     let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
+    for pid in pids() {
         if pid == own {
             continue;
         }

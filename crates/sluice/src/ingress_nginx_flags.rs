@@ -80,7 +80,6 @@ const REFUSED: &[Refused] = &[
     flag("status-port", "Sluice's status listener (/config) is --status-listen 127.0.0.1:PORT"),
     flag("stream-port", "Sluice's TCP services (--tcp-services-configmap) are served by its workers directly, with no internal stream port; remove the flag"),
     flag("internal-logger-address", LOGGING),
-    flag("post-shutdown-grace-period", "Sluice exits when the drain (ConfigMap worker-shutdown-timeout) ends; remove the flag"),
     switch("deep-inspect", TRUE, "Sluice never executes snippets and always validates annotations; remove the flag"),
     flag("dynamic-configuration-retries", "Sluice applies configuration in memory, an atomic swap that cannot fail; remove the flag"),
     switch("disable-sync-events", FALSE, "Sluice writes Events only for problems with an Ingress; remove the flag"),

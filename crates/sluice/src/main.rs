@@ -74,6 +74,7 @@ struct BackendArgs {
 }
 
 fn main() -> ExitCode {
+    raise_bind_capability();
     let mut args = ingress_nginx_entry::rewrite(std::env::args_os().collect());
     if args.get(1).is_some_and(|command| command == "serve") {
         // ingress-nginx's flags Sluice does not take say so, before clap's generic error.
@@ -92,7 +93,16 @@ fn main() -> ExitCode {
     };
     init_logging(verbosity);
     let result = match cli.command {
-        Command::Serve(args) => serve::run(*args),
+        Command::Serve(args) => {
+            let post_shutdown_grace = args.post_shutdown_grace_period;
+            let served = serve::run(*args);
+            // Drained (or never started): a preStop `/wait-shutdown` may be waiting.
+            ingress_nginx_entry::release_waiters(match served {
+                Ok(()) => post_shutdown_grace,
+                Err(_) => std::time::Duration::ZERO,
+            });
+            served
+        }
         Command::Demo(args) => demo::run(args),
         Command::Migrate(args) => match migrate::run(args) {
             Ok(code) => return code,
@@ -118,6 +128,25 @@ fn main() -> ExitCode {
             eprintln!("sluice: error: {error:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Makes NET_BIND_SERVICE effective when it is permitted. The image's binary carries it as a
+/// *permitted-only* file capability (`cap_net_bind_service=+p`): the kernel then grants it where
+/// the container's bounding set holds it (the controller's `add: [NET_BIND_SERVICE]`) and still
+/// execs the binary where it does not (Jobs that drop ALL: with the effective bit set, exec fails
+/// with "operation not permitted"). A capability-aware program raises it itself, here, before
+/// any thread exists: capabilities are per thread, and threads inherit them.
+fn raise_bind_capability() {
+    use rustix::thread::{capabilities, set_capabilities, CapabilitySet};
+    let Ok(mut sets) = capabilities(None) else {
+        return;
+    };
+    let bind = CapabilitySet::NET_BIND_SERVICE;
+    if sets.permitted.contains(bind) && !sets.effective.contains(bind) {
+        sets.effective |= bind;
+        // On failure the bind of a port below 1024 says what is missing.
+        let _ = set_capabilities(None, sets);
     }
 }
 

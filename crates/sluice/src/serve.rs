@@ -155,6 +155,11 @@ pub(crate) struct ServeArgs {
     /// signal ends it early. ingress-nginx's flag; a bare number is seconds.
     #[arg(long, value_name = "DURATION", default_value = "0", value_parser = grace_period)]
     pub(crate) shutdown_grace_period: Duration,
+    /// After the drain, how long to wait before exiting. ingress-nginx's flag (its default,
+    /// 10, gave its preStop hook time to see nginx stop); Sluice's `/wait-shutdown` returns as
+    /// soon as the drain ends, whatever this says. A bare number is seconds.
+    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = grace_period)]
+    pub(crate) post_shutdown_grace_period: Duration,
     /// ingress-nginx's (klog's) log verbosity: 0–2 info, 3–4 debug, 5 and more trace.
     /// SLUICE_LOG, when set, wins.
     #[arg(long = "v", value_name = "N")]

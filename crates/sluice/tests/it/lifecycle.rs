@@ -194,18 +194,7 @@ fn serve(dir: &Path, nofile: Option<(u64, u64)>, extra: &[&str]) -> Serve {
     };
     command
         .args(["serve", "--config", dir.to_str().unwrap()])
-        .args([
-            "--http-listen",
-            "127.0.0.1:0",
-            "--https-listen",
-            "127.0.0.1:0",
-        ])
-        .args([
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--status-listen",
-            "127.0.0.1:0",
-        ])
+        .args(LOOPBACK_LISTENERS)
         .args(["--workers", "1"])
         .args(extra)
         .env("SLUICE_LOG", "info")
@@ -500,17 +489,12 @@ fn max_worker_open_files_sets_the_process_limit_at_start() {
 
 /// The ingress-nginx chart's preStop hook, `/wait-shutdown`, with Sluice's image: `sluice
 /// wait-shutdown` (what the image's `/wait-shutdown` link runs) stops the container's `sluice
-/// serve` and returns once it has exited, as ingress-nginx's does; another sluice process is
+/// serve` and returns once it has drained, as ingress-nginx's does; another sluice process is
 /// left alone. In a PID namespace of its own (util-linux `unshare`, as root), as a container is:
 /// it must not touch the other tests' servers.
 #[test]
 fn wait_shutdown_stops_the_containers_server_and_waits_for_it() {
-    let dir = temp_dir("wait-shutdown");
-    std::fs::write(
-        dir.join("class.yaml"),
-        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: sluice}\nspec: {controller: sluice.dev/ingress-controller}\n",
-    )
-    .unwrap();
+    let dir = class_only_dir("wait-shutdown");
     let script = r#"
 "$BIN" serve --config "$DIR" --http-listen 127.0.0.1:0 --https-listen 127.0.0.1:0 \
     --admin-listen 127.0.0.1:0 --status-listen 127.0.0.1:0 --workers 1 \
@@ -523,9 +507,8 @@ grep -q listening "$DIR/serve.out" || { echo "serve never listened"; exit 3; }
 backend=$!
 "$BIN" wait-shutdown
 echo "wait-shutdown=$?"
-# Returned only once the server had gone (exited: at most a zombie this shell has not reaped).
-state=$(sed 's/.*) //' "/proc/$serve/stat" 2>/dev/null | cut -d' ' -f1)
-[[ -n $state && $state != Z ]] && echo "serve still running ($state)"
+# Returned only once the server had drained: its last line is written before it tells waiters.
+grep -q ' stopped$' "$DIR/serve.err" || echo "returned before the drain ended"
 wait "$serve"
 echo "serve=$?"
 kill -0 "$backend" && echo "backend alive"
@@ -549,4 +532,63 @@ echo "again=$?"
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(log.contains("shutting down"), "{log}");
+}
+
+/// In a container the server is its PID namespace's init, and when init exits the kernel kills
+/// every other process of the namespace: a hook that waited for the exit itself was killed
+/// (exit 137, "PreStop hook failed" and a Warning Event on each pod stop, seen on a real node).
+/// It returns 0 as the drained server waits for it.
+#[test]
+fn wait_shutdown_exits_0_when_the_server_is_its_pid_namespaces_init() {
+    let dir = class_only_dir("wait-shutdown-init");
+    let out = std::fs::File::create(dir.join("serve.out")).unwrap();
+    let err = std::fs::File::create(dir.join("serve.err")).unwrap();
+    let mut unshare = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", BIN, "serve", "--config"])
+        .arg(&dir)
+        .args(LOOPBACK_LISTENERS)
+        .args(["--workers", "1"])
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .expect("util-linux unshare runs");
+    let listening = || {
+        std::fs::read_to_string(dir.join("serve.out")).is_ok_and(|text| text.contains("listening"))
+    };
+    for _ in 0..100 {
+        if listening() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(listening(), "serve never listened");
+    // unshare's one child is the server, PID 1 inside.
+    let children =
+        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", unshare.id())).unwrap();
+    let init = children.split_whitespace().next().expect("unshare's child");
+    let hook = Command::new("nsenter")
+        .args(["--target", init, "--pid", "--mount", BIN, "wait-shutdown"])
+        .output()
+        .expect("util-linux nsenter runs");
+    let served = unshare.wait().unwrap();
+    let log = std::fs::read_to_string(dir.join("serve.err")).unwrap_or_default();
+    assert!(
+        hook.status.success(),
+        "wait-shutdown: {:?} {}\nserve's log: {log}",
+        hook.status,
+        String::from_utf8_lossy(&hook.stderr)
+    );
+    assert!(served.success(), "serve: {served:?}\n{log}");
+    assert!(log.contains("shutting down"), "{log}");
+}
+
+/// A config folder holding Sluice's IngressClass and nothing else: a server with no routes.
+fn class_only_dir(name: &str) -> std::path::PathBuf {
+    let dir = temp_dir(name);
+    std::fs::write(
+        dir.join("class.yaml"),
+        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: sluice}\nspec: {controller: sluice.dev/ingress-controller}\n",
+    )
+    .unwrap();
+    dir
 }

@@ -307,19 +307,13 @@ fn sigterm_finishes_requests_in_flight_then_exits_zero() {
 #[test]
 fn the_quick_start_demo_serves_http_and_verified_https() {
     let dir = temp_dir("demo");
-    let process = run_sluice(&[
-        "demo",
-        "--dir",
-        dir.to_str().unwrap(),
-        "--http-listen",
-        "127.0.0.1:0",
-        "--https-listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--status-listen",
-        "127.0.0.1:0",
-    ]);
+    let process = run_sluice(
+        &[
+            &["demo", "--dir", dir.to_str().unwrap()],
+            &LOOPBACK_LISTENERS[..],
+        ]
+        .concat(),
+    );
     let serve = Serve::from_process(process);
     let hello = serve.get("demo.example.com", "/");
     assert_eq!(hello.status, 200, "{}", hello.text());

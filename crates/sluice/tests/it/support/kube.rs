@@ -745,17 +745,9 @@ impl Cluster {
             "--kubernetes",
             "--kubeconfig",
             kubeconfig.to_str().unwrap(),
-            "--http-listen",
-            "127.0.0.1:0",
-            "--https-listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--status-listen",
-            "127.0.0.1:0",
-            "--workers",
-            "1",
         ];
+        args.extend(super::LOOPBACK_LISTENERS);
+        args.extend(["--workers", "1"]);
         if !options.extra.contains(&"--configmap") {
             args.extend(["--configmap", &configmap]);
         }

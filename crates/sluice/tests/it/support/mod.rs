@@ -18,6 +18,18 @@ pub(crate) use testkit::{eventually, free_udp_port};
 
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_sluice");
 
+/// `serve`'s (and `demo`'s) four listeners, each on loopback port 0.
+pub(crate) const LOOPBACK_LISTENERS: [&str; 8] = [
+    "--http-listen",
+    "127.0.0.1:0",
+    "--https-listen",
+    "127.0.0.1:0",
+    "--admin-listen",
+    "127.0.0.1:0",
+    "--status-listen",
+    "127.0.0.1:0",
+];
+
 /// `sluice ARGS` with a quiet log (warnings on the test's stderr).
 pub(crate) fn sluice_command(args: &[&str]) -> Command {
     let mut command = Command::new(BIN);
@@ -85,21 +97,9 @@ impl Serve {
     /// The arguments of [`Serve::start`].
     pub(crate) fn args<'a>(config: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
         let config = config.to_str().unwrap();
-        let mut args = vec![
-            "serve",
-            "--config",
-            config,
-            "--http-listen",
-            "127.0.0.1:0",
-            "--https-listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--status-listen",
-            "127.0.0.1:0",
-            "--workers",
-            "2",
-        ];
+        let mut args = vec!["serve", "--config", config];
+        args.extend(LOOPBACK_LISTENERS);
+        args.extend(["--workers", "2"]);
         args.extend_from_slice(extra);
         args
     }
