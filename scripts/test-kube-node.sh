@@ -18,16 +18,17 @@
 # controller's and its certificate Jobs' image and nothing else changed but the Service type: the
 # Jobs complete, the controller is probed Ready on /healthz, Ingresses of class nginx route (with
 # ingress-nginx's regex rewrite, and the chart's addHeaders), status is written, the webhook
-# refuses, and helm uninstall ends the pod through its preStop /wait-shutdown with exit 0.
+# refuses, a rollout of its Deployment under 200 requests/s through its Service fails no request,
+# and helm uninstall ends the pod through its preStop /wait-shutdown with exit 0.
 # Then uninstalls and tears the node down (SLUICE_NODE_KEEP=1 leaves it up to look around:
 # scripts/kube-node.sh kubectl get pods -A; scripts/kube-node.sh down).
 #
 #   scripts/test-kube-node.sh          (root; SLUICE_IMAGE_PROFILE: dev, the default, or release)
 #
 # scripts/test.sh runs it after the image check. Measured on 2 shared cores with the binaries and
-# the debug build there: ~120 s in all (node up ~6 s, image ~5 s, manifests ~60 s of which the
-# scaling ~40 s and the rolling update ~10 s, chart ~15 s, ingress-nginx's chart ~30 s, down
-# ~3-5 s). With every capability dropped in the certificate Job (the old bug) the first check
+# the debug build there: ~170 s in all (node up ~6 s, image ~5 s, manifests ~60 s of which the
+# scaling ~40 s and the rolling update ~10 s, chart ~15 s, ingress-nginx's chart ~80 s of which
+# the rollout under load ~50 s, down ~3-5 s). With every capability dropped in the certificate Job (the old bug) the first check
 # fails: the Job's pod never completes and the DaemonSet's pod waits for its Secret.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -184,13 +185,27 @@ case $SLUICE_IMAGE_PROFILE in
   *) sluice_bin=${CARGO_TARGET_DIR:-target}/release/sluice ;;
 esac
 sluice_bin=$(realpath "$sluice_bin")
+# start_load NAME SECONDS: `sluice load` at 200 requests/s for app.test to http://$node_ip/ inside
+# the node's namespace, in the background (its pid in $load_pid; $tmp/NAME.json, .out).
+start_load() {
+  in_node "$sluice_bin" load -R 200 -c 10 -d "$2s" --timeout 2s -H 'Host: app.test' \
+    --json "$tmp/$1.json" "http://$node_ip/" >"$tmp/$1.out" 2>&1 &
+  load_pid=$!
+}
+# load_lost_nothing NAME WHAT: the load started as NAME outlasted WHAT, and not one request
+# failed (more than 5000 sent, every answer 200).
+load_lost_nothing() {
+  kill -0 "$load_pid" 2>/dev/null || { echo "the load ended before the $2 did"; return 1; }
+  wait "$load_pid" || { cat "$tmp/$1.out"; return 1; }
+  jq -c '{requests, errors, status_codes}' "$tmp/$1.json"
+  jq -e '.requests > 5000 and ([.errors[]] | add) == 0 and (.status_codes | keys) == ["200"]' \
+    "$tmp/$1.json" >/dev/null
+}
 scale_under_load() {
   local n load_pid
   k scale -n app deployment/backend --replicas 5 >/dev/null
   k rollout status -n app deployment/backend --timeout 120s >/dev/null || return 1
-  in_node "$sluice_bin" load -R 200 -c 10 -d 40s --timeout 2s -H 'Host: app.test' \
-    --json "$tmp/load.json" "http://$node_ip/" >"$tmp/load.out" 2>&1 &
-  load_pid=$!
+  start_load load 40
   sleep 3
   for n in 7 5 7 5; do
     k scale -n app deployment/backend --replicas "$n" >/dev/null
@@ -203,11 +218,7 @@ scale_under_load() {
     echo "$(date +%T) $n pods" >>"$tmp/scale.log"
     sleep 2
   done
-  kill -0 "$load_pid" 2>/dev/null || { echo "the load ended before the scaling did"; return 1; }
-  wait "$load_pid" || { cat "$tmp/load.out"; return 1; }
-  jq -c '{requests, errors, status_codes}' "$tmp/load.json"
-  jq -e '.requests > 5000 and ([.errors[]] | add) == 0 and (.status_codes | keys) == ["200"]' \
-    "$tmp/load.json" >/dev/null
+  load_lost_nothing load scaling
 }
 check "manifests: backend scaled 5 <-> 7 under 200 requests/s through Sluice: 0 failed requests" \
   scale_under_load
@@ -342,6 +353,25 @@ check "ingress-nginx chart: Ingress status holds --publish-service's address (a 
 check "ingress-nginx chart: the API server calls the webhook through its Service (duplicate Ingress refused)" \
   until_ok 30 refused
 check "ingress-nginx chart: kubectl logs shows the access log" until_ok 20 access_logged ingress-nginx
+# The switch itself is a rollout of the chart's Deployment (surge 1, unavailable 0): a new pod
+# comes Ready, the old one gets its preStop hook. Clients reach the controller through its
+# Service (kube-proxy); not one request may fail while it rolls.
+rollout_under_load() {
+  local old
+  old=$(k get pods -n ingress-nginx -l app.kubernetes.io/component=controller -o name)
+  start_load inx-load 45
+  sleep 3
+  k rollout restart -n ingress-nginx deployment/ingress-nginx-controller >/dev/null
+  k rollout status -n ingress-nginx deployment/ingress-nginx-controller --timeout 60s >/dev/null ||
+    echo "not rolled out in 60 s"
+  until_ok 30 bash -c "! '$node' kubectl get -n ingress-nginx $old >/dev/null 2>&1" >/dev/null ||
+    echo "$old still there"
+  echo "$(date +%T) $old gone"
+  load_lost_nothing inx-load rollout
+}
+check "ingress-nginx chart: the controller Deployment rolled under 200 requests/s through its Service: 0 failed requests" \
+  rollout_under_load
+[[ ! -f $tmp/inx-load.json ]] || jq -c '{requests, errors, status_codes}' "$tmp/inx-load.json" | sed 's/^/      /'
 node_ip=$node_ip_saved
 if ((${#failed[@]})); then
   k get pods -A -o wide || true

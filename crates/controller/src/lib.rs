@@ -21,7 +21,8 @@
 //! ```text
 //!  start ─▶ ConfigMap read ─▶ soft RLIMIT_NOFILE: max-worker-open-files × workers, else the
 //!           hard limit (logged) ─▶ Proxy::start ─▶ announce (one stdout line)
-//!  SIGTERM ─▶ Proxy::terminating (/ready 503; still serving, still applying changes)
+//!  SIGTERM ─▶ Proxy::terminating (/ready 503; still serving, still applying changes; each
+//!            response ends its connection)
 //!          ─ shutdown_grace_period, or a second signal ─▶ Proxy::shutdown (drain)
 //! ```
 

@@ -447,7 +447,12 @@ pub(crate) async fn respond(
         || model::Settings::default().keep_alive_requests,
         |c| c.settings.keep_alive_requests,
     );
-    if nth >= max_requests && response.status() != StatusCode::SWITCHING_PROTOCOLS {
+    // Terminating too (SIGTERM, within `--shutdown-grace-period`): the listeners still accept,
+    // but each connection ends after its response, so that clients move to the replicas still
+    // ready before they close. (The inline HTTP/1 server asks `ConnCtx::closing`.)
+    if (nth >= max_requests || conn.worker.shared.is_terminating())
+        && response.status() != StatusCode::SWITCHING_PROTOCOLS
+    {
         if conn.h2 {
             conn.close_after_this();
         } else {

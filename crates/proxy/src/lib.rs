@@ -57,7 +57,9 @@
 //!                 certificates, diagnostics, swaps, request rates per Ingress) and /config
 //!
 //!  SIGTERM ─▶ Proxy::terminating(): /ready 503, listeners still serve (--shutdown-grace-period,
-//!             timed by the caller) ─▶ Proxy::shutdown(): stop signal ─▶ each worker's own flag
+//!             timed by the caller), each response ends its connection (HTTP/1 `Connection:
+//!             close`, HTTP/2 GOAWAY) so clients move to ready replicas
+//!          ─▶ Proxy::shutdown(): stop signal ─▶ each worker's own flag
 //!             ─▶ stop accepting, drain within worker-shutdown-timeout ─▶ admin stops last
 //! ```
 //!
@@ -438,7 +440,8 @@ impl Proxy {
     }
 
     /// The first step of a graceful stop: /ready answers 503 from now on, so load balancers
-    /// and Endpoints stop sending new connections, while every listener keeps serving. Call
+    /// and Endpoints stop sending new connections, while every listener keeps serving; each
+    /// response from now on ends its connection, so clients reconnect (to ready replicas). Call
     /// [`Proxy::shutdown`] after the grace period.
     pub fn terminating(&self) {
         self.shared

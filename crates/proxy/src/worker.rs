@@ -643,9 +643,11 @@ impl ConnCtx {
         (guard, n)
     }
 
-    /// The worker is stopping and this connection is to end after its current response.
+    /// This connection is to end after its current response: the worker is stopping, or the
+    /// process is terminating (SIGTERM, within `--shutdown-grace-period`: the listeners still
+    /// accept, and each client is moved, one response at a time, to the replicas still ready).
     pub(crate) fn closing(&self) -> bool {
-        self.closing.get()
+        self.closing.get() || self.worker.shared.is_terminating()
     }
 
     /// Asks the driver to close this connection gracefully (HTTP/2 GOAWAY).

@@ -23,6 +23,10 @@ const DEFAULT_ADMIN_LISTEN: SocketAddr =
 /// ingress-nginx's `--healthz-port` default, where its manifests' probes and Prometheus look:
 /// the admin port in Kubernetes mode unless told otherwise.
 const INGRESS_NGINX_HEALTHZ_PORT: u16 = 10254;
+/// `--shutdown-grace-period` in Kubernetes mode when not given: long enough for kube-proxy and
+/// load balancers to stop sending new connections after the pod turns terminating (ingress-nginx
+/// defaults to 0, and a rollout of its chart refuses connections meanwhile).
+const KUBERNETES_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(clap::Args, Clone, Debug)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["config", "kubernetes"])))]
@@ -150,11 +154,13 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "NS/NAME", value_parser = namespaced_name)]
     pub(crate) udp_services_configmap: Option<NamespacedName>,
     /// After SIGTERM, how long /ready answers 503 while the listeners keep accepting and
-    /// serving (load balancers and kube-proxy need a few seconds to stop sending), before
+    /// serving (load balancers and kube-proxy need a few seconds to stop sending; each
+    /// response meanwhile ends its connection, so clients move to ready replicas), before
     /// they close and requests in flight drain within worker-shutdown-timeout. A second
-    /// signal ends it early. ingress-nginx's flag; a bare number is seconds.
-    #[arg(long, value_name = "DURATION", default_value = "0", value_parser = grace_period)]
-    pub(crate) shutdown_grace_period: Duration,
+    /// signal ends it early. ingress-nginx's flag (default 0 there); a bare number is
+    /// seconds. Default: 5s with --kubernetes, else 0.
+    #[arg(long, value_name = "DURATION", value_parser = grace_period)]
+    pub(crate) shutdown_grace_period: Option<Duration>,
     /// After the drain, how long to wait before exiting. ingress-nginx's flag (its default,
     /// 10, gave its preStop hook time to see nginx stop); Sluice's `/wait-shutdown` returns as
     /// soon as the drain ends, whatever this says. A bare number is seconds.
@@ -330,7 +336,11 @@ impl ServeArgs {
             listen: self.listen(),
             workers: self.workers,
             compile: self.compile_options(),
-            shutdown_grace_period: self.shutdown_grace_period,
+            shutdown_grace_period: self.shutdown_grace_period.unwrap_or(if self.kubernetes {
+                KUBERNETES_SHUTDOWN_GRACE
+            } else {
+                Duration::ZERO
+            }),
             access_log: match &self.access_log_path {
                 Some(path) => proxy::AccessLogOutput::File(path.clone()),
                 None => proxy::AccessLogOutput::Stdout,

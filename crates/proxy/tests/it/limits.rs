@@ -146,21 +146,50 @@ async fn terminating_fails_ready_then_shutdown_sends_goaway_to_an_idle_http2_con
     let leaf = ca.leaf(&["foo.example.com"]);
     let mut h = Harness::with_workers(2);
     h.apply(&tls_site(&leaf, addr_of(&echo), &[]));
-    let mut connection = h2_connection(&h, &ca).await;
-    assert_eq!(h2_get(&mut connection).await, StatusCode::OK);
+    let mut active = h2_connection(&h, &ca).await;
+    assert_eq!(h2_get(&mut active).await, StatusCode::OK);
+    let mut idle = h2_connection(&h, &ca).await;
+    assert_eq!(h2_get(&mut idle).await, StatusCode::OK);
+    let mut http1 = Client::connect(h.http()).await;
+    let before = http1.get("foo.example.com", "/healthz").await;
+    assert_eq!(before.headers.get(http::header::CONNECTION), None);
 
-    // The grace period: /ready fails, traffic is still served.
+    // The grace period: /ready fails, traffic is still served, and each connection that
+    // carries a request is ended after it (GOAWAY, `Connection: close`), so that clients
+    // move to the replicas still ready while this one still accepts.
     h.control.proxy.terminating();
     let ready = get(h.admin(), "admin", "/ready").await;
     assert_eq!(ready.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(ready.text(), "not ready: shutting down\n");
-    assert_eq!(h2_get(&mut connection).await, StatusCode::OK);
+    assert_eq!(h2_get(&mut active).await, StatusCode::OK);
+    eventually_async(STEP, "the active HTTP/2 connection to get GOAWAY", || {
+        let closed = active.is_closed();
+        async move { closed }
+    })
+    .await;
+    let during = http1.get("foo.example.com", "/healthz").await;
+    assert_eq!(
+        during
+            .headers
+            .get(http::header::CONNECTION)
+            .map(|v| v.as_bytes()),
+        Some(&b"close"[..]),
+        "{:?}",
+        during.headers
+    );
+    // New connections are still taken.
+    let mut fresh = h2_connection(&h, &ca).await;
+    assert_eq!(h2_get(&mut fresh).await, StatusCode::OK);
+    assert!(
+        !idle.is_closed(),
+        "an idle connection is left alone until the stop"
+    );
 
     // The stop: each worker's own flag reaches the idle connection, which gets GOAWAY.
     let proxy = h.control.proxy;
     let stopping = tokio::spawn(shutdown(proxy));
     eventually_async(STEP, "the idle HTTP/2 connection to be closed", || {
-        let closed = connection.is_closed();
+        let closed = idle.is_closed();
         async move { closed }
     })
     .await;
