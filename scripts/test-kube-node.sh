@@ -18,7 +18,8 @@
 # controller's and its certificate Jobs' image and nothing else changed but the Service type: the
 # Jobs complete, the controller is probed Ready on /healthz, Ingresses of class nginx route (with
 # ingress-nginx's regex rewrite, and the chart's addHeaders), status is written, the webhook
-# refuses, a rollout of its Deployment under 200 requests/s through its Service fails no request,
+# refuses, a helm upgrade (Jobs again, the Deployment rolled) under 200 requests/s through its
+# Service fails no request,
 # and helm uninstall ends the pod through its preStop /wait-shutdown with exit 0.
 # Then uninstalls and tears the node down (SLUICE_NODE_KEEP=1 leaves it up to look around:
 # scripts/kube-node.sh kubectl get pods -A; scripts/kube-node.sh down).
@@ -353,23 +354,24 @@ check "ingress-nginx chart: Ingress status holds --publish-service's address (a 
 check "ingress-nginx chart: the API server calls the webhook through its Service (duplicate Ingress refused)" \
   until_ok 30 refused
 check "ingress-nginx chart: kubectl logs shows the access log" until_ok 20 access_logged ingress-nginx
-# The switch itself is a rollout of the chart's Deployment (surge 1, unavailable 0): a new pod
-# comes Ready, the old one gets its preStop hook. Clients reach the controller through its
-# Service (kube-proxy); not one request may fail while it rolls.
+# The switch itself is a `helm upgrade` (README's migration step): the certificate Jobs run again
+# (the Secret exists: kept), and the Deployment rolls (surge 1, unavailable 0): a new pod comes
+# Ready, the old one gets its preStop hook. Clients reach the controller through its Service
+# (kube-proxy); not one request may fail meanwhile.
 rollout_under_load() {
   local old
   old=$(k get pods -n ingress-nginx -l app.kubernetes.io/component=controller -o name)
   start_load inx-load 45
   sleep 3
-  k rollout restart -n ingress-nginx deployment/ingress-nginx-controller >/dev/null
-  k rollout status -n ingress-nginx deployment/ingress-nginx-controller --timeout 60s >/dev/null ||
-    echo "not rolled out in 60 s"
+  in_node helm upgrade ingress-nginx "$inx_chart" --namespace ingress-nginx --reuse-values \
+    --set-string controller.podAnnotations.rolled=again --wait --timeout 60s >/dev/null ||
+    { echo "helm upgrade did not finish in 60 s"; return 1; }
   until_ok 30 bash -c "! '$node' kubectl get -n ingress-nginx $old >/dev/null 2>&1" >/dev/null ||
-    echo "$old still there"
+    { echo "$old still there: the Deployment did not roll"; return 1; }
   echo "$(date +%T) $old gone"
   load_lost_nothing inx-load rollout
 }
-check "ingress-nginx chart: the controller Deployment rolled under 200 requests/s through its Service: 0 failed requests" \
+check "ingress-nginx chart: helm upgrade (Jobs again, the Deployment rolled) under 200 requests/s through its Service: 0 failed requests" \
   rollout_under_load
 [[ ! -f $tmp/inx-load.json ]] || jq -c '{requests, errors, status_codes}' "$tmp/inx-load.json" | sed 's/^/      /'
 node_ip=$node_ip_saved

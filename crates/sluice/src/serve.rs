@@ -756,6 +756,12 @@ mod tests {
         // `sluice serve` as written keeps /healthz for liveness; the chart's entry
         // (`/nginx-ingress-controller`, rewritten with --healthz-as-ready) makes it readiness.
         assert!(!options.listen.health.as_ready);
+        // Kubernetes mode waits 5 s after SIGTERM unless told (ingress-nginx: 0); files mode not.
+        assert_eq!(options.shutdown_grace_period, Duration::from_secs(5));
+        let told = serve(&[SEED_ARGS, &["--shutdown-grace-period=0"]].concat()).unwrap();
+        assert_eq!(told.shutdown_grace_period, Duration::ZERO);
+        let files = serve(&["--config", "/etc/sluice"]).unwrap();
+        assert_eq!(files.shutdown_grace_period, Duration::ZERO);
         let entry = crate::ingress_nginx_entry::rewrite(
             [&["sluice", "/nginx-ingress-controller"], &SEED_ARGS[1..]]
                 .concat()

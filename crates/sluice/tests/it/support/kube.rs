@@ -754,6 +754,11 @@ impl Cluster {
         if !options.extra.contains(&"--election-id") {
             args.extend(["--election-id", "sluice-e2e"]);
         }
+        // The tests that stop a replica time its exit; Kubernetes mode's 5 s default grace is
+        // for kube-proxy and load balancers, which these tests do not have.
+        if !(options.extra.iter()).any(|a| a.starts_with("--shutdown-grace-period")) {
+            args.extend(["--shutdown-grace-period", "0"]);
+        }
         args.extend_from_slice(options.extra);
         let mut command = Command::new(BIN);
         command
