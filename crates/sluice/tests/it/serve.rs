@@ -177,19 +177,13 @@ fn start_up_errors_say_what_to_fix() {
     // /config describes every tenant: its listener stays on loopback.
     let dir = temp_dir("status-exposed");
     std::fs::write(dir.join("class.yaml"), class_yaml()).unwrap();
-    let (code, stderr) = run_failing(&[
-        "serve",
-        "--config",
-        dir.to_str().unwrap(),
-        "--http-listen",
-        "127.0.0.1:0",
-        "--https-listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--status-listen",
-        "0.0.0.0:10246",
-    ]);
+    let (code, stderr) = run_failing(
+        &[
+            &["serve", "--config", dir.to_str().unwrap()][..],
+            &loopback_listeners_but("--status-listen", "0.0.0.0:10246"),
+        ]
+        .concat(),
+    );
     assert_eq!(code, 1, "{stderr}");
     assert!(
         stderr.contains("--status-listen 0.0.0.0:10246 is not a loopback address"),
@@ -202,19 +196,13 @@ fn start_up_errors_say_what_to_fix() {
     std::fs::write(dir.join("class.yaml"), class_yaml()).unwrap();
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let taken_addr = taken.local_addr().unwrap().to_string();
-    let (code, stderr) = run_failing(&[
-        "serve",
-        "--config",
-        dir.to_str().unwrap(),
-        "--http-listen",
-        &taken_addr,
-        "--https-listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--status-listen",
-        "127.0.0.1:0",
-    ]);
+    let (code, stderr) = run_failing(
+        &[
+            &["serve", "--config", dir.to_str().unwrap()][..],
+            &loopback_listeners_but("--http-listen", &taken_addr),
+        ]
+        .concat(),
+    );
     assert_eq!(code, 1);
     assert!(stderr.contains(&taken_addr), "{stderr}");
 }
@@ -225,18 +213,10 @@ fn a_privileged_port_without_permission_explains_the_fix() {
     let dir = temp_dir("privileged");
     std::fs::write(dir.join("class.yaml"), class_yaml()).unwrap();
     let args = [
-        "serve",
-        "--config",
-        dir.to_str().unwrap(),
-        "--http-listen",
-        "127.0.0.1:81",
-        "--https-listen",
-        "127.0.0.1:0",
-        "--admin-listen",
-        "127.0.0.1:0",
-        "--status-listen",
-        "127.0.0.1:0",
-    ];
+        &["serve", "--config", dir.to_str().unwrap()][..],
+        &loopback_listeners_but("--http-listen", "127.0.0.1:81"),
+    ]
+    .concat();
     let output = if nix_is_root() {
         std::process::Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN])

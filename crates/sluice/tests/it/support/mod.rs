@@ -30,6 +30,17 @@ pub(crate) const LOOPBACK_LISTENERS: [&str; 8] = [
     "127.0.0.1:0",
 ];
 
+/// [`LOOPBACK_LISTENERS`] with `flag`'s address replaced by `addr`.
+pub(crate) fn loopback_listeners_but<'a>(flag: &str, addr: &'a str) -> Vec<&'a str> {
+    let mut args = LOOPBACK_LISTENERS.to_vec();
+    let at = args
+        .iter()
+        .position(|a| *a == flag)
+        .unwrap_or_else(|| panic!("{flag} is not a listener flag"));
+    args[at + 1] = addr;
+    args
+}
+
 /// `sluice ARGS` with a quiet log (warnings on the test's stderr).
 pub(crate) fn sluice_command(args: &[&str]) -> Command {
     let mut command = Command::new(BIN);
