@@ -44,6 +44,8 @@ WORK=""
 BENCH_NAME=bench-idle
 # shellcheck source=lib/bench.sh
 . "$ROOT/scripts/lib/bench.sh"
+# shellcheck source=lib/nginx.sh
+. "$ROOT/scripts/lib/nginx.sh"
 
 stop_everything_on_exit
 
@@ -100,13 +102,7 @@ error_log $dir/error.log warn;
 events { worker_connections $((N * 2 + 1000)); }
 http {
     access_log off;
-    client_body_temp_path $dir/tmp/body;
-    proxy_temp_path $dir/tmp/proxy;
-    fastcgi_temp_path $dir/tmp/fastcgi;
-    uwsgi_temp_path $dir/tmp/uwsgi;
-    scgi_temp_path $dir/tmp/scgi;
-    keepalive_timeout 75s;
-    keepalive_requests 100000000;
+$(nginx_http_common "$dir")
     upstream app { server 127.0.0.1:$BACKEND_PORT; keepalive 100; }
     server {
         listen 127.0.0.1:$NGINX_HTTP;

@@ -154,6 +154,8 @@ WORK=""
 BENCH_NAME=bench-proxy
 # shellcheck source=lib/bench.sh
 . "$ROOT/scripts/lib/bench.sh"
+# shellcheck source=lib/nginx.sh
+. "$ROOT/scripts/lib/nginx.sh"
 
 stop_everything_on_exit
 
@@ -226,24 +228,6 @@ start_backend() {
     PIDS+=("$BACKEND_PID")
     wait_until "backend" "$BACKEND_PID" curl -fsS "http://127.0.0.1:$BACKEND_PORT/healthz"
     log "backend pid $BACKEND_PID: $(head -n1 "$WORK/backend.log")"
-}
-
-# What both nginx configurations share at the http level: temp paths in DIR, keep-alive.
-nginx_http_common() {
-    local dir=$1
-    cat <<EOF
-    default_type application/octet-stream;
-    server_tokens off;
-    # Debian's compiled-in temp paths are under /var/lib/nginx; keep everything in our prefix.
-    client_body_temp_path $dir/tmp/body;
-    proxy_temp_path $dir/tmp/proxy;
-    fastcgi_temp_path $dir/tmp/fastcgi;
-    uwsgi_temp_path $dir/tmp/uwsgi;
-    scgi_temp_path $dir/tmp/scgi;
-
-    keepalive_timeout 75s;
-    keepalive_requests 100000000;
-EOF
 }
 
 # run_nginx DIR CPU WHAT: checks DIR/nginx.conf, then starts nginx on CPU in the background

@@ -30,6 +30,8 @@
 # callgrind file (`callgrind_annotate --auto=no FILE` shows where they go).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/nginx.sh
+. scripts/lib/nginx.sh
 
 (($# > 0)) || { echo "usage: $0 BIN [BIN ...]" >&2; exit 2; }
 command -v valgrind >/dev/null || { echo "callgrind-proxy: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
@@ -145,15 +147,7 @@ error_log $dir/error.log warn;
 events { worker_connections 1000; }
 http {
     access_log off;
-    server_tokens off;
-    default_type application/octet-stream;
-    client_body_temp_path $dir/tmp/body;
-    proxy_temp_path $dir/tmp/proxy;
-    fastcgi_temp_path $dir/tmp/fastcgi;
-    uwsgi_temp_path $dir/tmp/uwsgi;
-    scgi_temp_path $dir/tmp/scgi;
-    keepalive_timeout 75s;
-    keepalive_requests 100000000;
+$(nginx_http_common "$dir")
     server {
         listen 127.0.0.1:$BACKEND_PORT;
         root $dir/root;

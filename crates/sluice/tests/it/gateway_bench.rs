@@ -59,14 +59,7 @@ fn gateway_cluster(test: &str, existing: usize) -> (Cluster, Pod) {
     cluster.create(&namespace(NS));
     let ip = cluster.add_address(11);
     let pod = Pod::start_at("probe", &socket(ip, 8080));
-    cluster.create(&service(NS, "probe"));
-    cluster.create(&endpoint_slice(
-        NS,
-        "probe-1",
-        "probe",
-        8080,
-        &[Endpoint::ready(pod.addr.ip())],
-    ));
+    cluster.create_service(NS, "probe", 8080, &[pod.addr.ip()]);
     for object in testkit::objects::gateway_edge(NS) {
         cluster.create(&object);
     }

@@ -226,14 +226,7 @@ fn a_cluster_trust_bundle_verifies_the_backend_and_its_replacement_reaches_the_d
         std::net::SocketAddr::new(ip, 8080),
         &signer.leaf(&["web.internal"]),
     );
-    cluster.create(&service(ns, "web"));
-    cluster.create(&endpoint_slice(
-        ns,
-        "web-1",
-        "web",
-        8080,
-        &[Endpoint::ready(ip)],
-    ));
+    cluster.create_service(ns, "web", 8080, &[ip]);
     cluster.create(&gateway_class());
     cluster.create(&gateway(ns));
     cluster.create(&http_route(ns, "web", "web.test", "web"));

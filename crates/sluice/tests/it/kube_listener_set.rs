@@ -39,14 +39,7 @@ fn a_listener_set_is_served_when_allowed_and_its_status_is_written_by_the_leader
     cluster.create(&namespace("elsewhere"));
     let ip = cluster.add_address(11);
     let _pod = Pod::start_at("pod-11", &socket(ip, 8080));
-    cluster.create(&service(ns, "web"));
-    cluster.create(&endpoint_slice(
-        ns,
-        "web-1",
-        "web",
-        8080,
-        &[Endpoint::ready(ip)],
-    ));
+    cluster.create_service(ns, "web", 8080, &[ip]);
     cluster.create(&json!({
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
         "metadata": {"name": "sluice"},

@@ -31,14 +31,7 @@ fn the_fixture_runs_a_private_api_server_and_backends_on_test_addresses() {
     );
 
     // The objects a cluster would make for it are accepted and read back.
-    cluster.create(&service(ns, "web"));
-    cluster.create(&endpoint_slice(
-        ns,
-        "web-1",
-        "web",
-        8080,
-        &[Endpoint::ready(ip)],
-    ));
+    cluster.create_service(ns, "web", 8080, &[ip]);
     let slice = cluster
         .get("EndpointSlice", ns, "web-1")
         .expect("the slice");
@@ -296,14 +289,7 @@ fn only_ingresses_of_our_class_are_served() {
     let cluster = cluster_with_class("classes", ns);
     cluster.create(&ingress_class("other", "example.com/other-controller"));
     let p = pod(&cluster, 11);
-    cluster.create(&service(ns, "web"));
-    cluster.create(&endpoint_slice(
-        ns,
-        "web-1",
-        "web",
-        8080,
-        &[Endpoint::ready(p.addr.ip())],
-    ));
+    cluster.create_service(ns, "web", 8080, &[p.addr.ip()]);
     cluster.create(&ingress(ns, "ours", Some("sluice"), "ours.test", "web"));
     cluster.create(&ingress(ns, "theirs", Some("other"), "theirs.test", "web"));
     let mut legacy = ingress(ns, "legacy", None, "legacy.test", "web");
@@ -351,14 +337,7 @@ fn ready_waits_for_the_initial_sync_and_then_every_existing_route_is_served() {
     let ns = "ready";
     let cluster = cluster_with_class("ready", ns);
     let p = pod(&cluster, 11);
-    cluster.create(&service(ns, "web"));
-    cluster.create(&endpoint_slice(
-        ns,
-        "web-1",
-        "web",
-        8080,
-        &[Endpoint::ready(p.addr.ip())],
-    ));
+    cluster.create_service(ns, "web", 8080, &[p.addr.ip()]);
     let hosts: Vec<String> = (0..20).map(|i| format!("app-{i}.test")).collect();
     for (i, host) in hosts.iter().enumerate() {
         cluster.create(&ingress(
@@ -409,14 +388,7 @@ fn ready_waits_for_the_initial_sync_and_then_every_existing_route_is_served() {
 /// Service `web` with pod `p` as its endpoint, Secret `web-tls`, and Ingress `web` serving
 /// `host` over TLS with it.
 fn create_tls_app(cluster: &Cluster, ns: &str, host: &str, p: &Pod, cert: &str, key: &str) {
-    cluster.create(&service(ns, "web"));
-    cluster.create(&endpoint_slice(
-        ns,
-        "web-1",
-        "web",
-        8080,
-        &[Endpoint::ready(p.addr.ip())],
-    ));
+    cluster.create_service(ns, "web", 8080, &[p.addr.ip()]);
     cluster.create(&tls_secret(ns, "web-tls", cert, key));
     let mut web = ingress(ns, "web", Some("sluice"), host, "web");
     web["spec"]["tls"] = serde_json::json!([{"hosts": [host], "secretName": "web-tls"}]);
@@ -873,14 +845,7 @@ fn under_ingress_nginx_charts_rbac_status_and_events_are_written() {
     std::fs::write(&rbac, INGRESS_NGINX_CHART_RBAC).unwrap();
     cluster.kubectl(&["apply", "-f", rbac.to_str().unwrap()]);
     let p = pod(&cluster, 15);
-    cluster.create(&service(ns, "web"));
-    cluster.create(&endpoint_slice(
-        ns,
-        "web-1",
-        "web",
-        8080,
-        &[Endpoint::ready(p.addr.ip())],
-    ));
+    cluster.create_service(ns, "web", 8080, &[p.addr.ip()]);
     cluster.create(&ingress(ns, "web", Some("nginx"), "web.test", "web"));
     // A Service that does not exist: a diagnostic, so an Event.
     cluster.create(&ingress(
@@ -1352,14 +1317,7 @@ fn basic_auth_users_come_from_an_opaque_secret_and_follow_its_changes() {
     let alice_line = "alice:{SHA}tiY7sUhYKUwI5L3866kDY+ENcrQ=";
     let bob_line = "bob:$apr1$s1uiceAB$KRic8gjAH1H1LhY65S/GI0";
     cluster.create(&users(&[alice_line]));
-    cluster.create(&service(ns, "private"));
-    cluster.create(&endpoint_slice(
-        ns,
-        "private-1",
-        "private",
-        8080,
-        &[Endpoint::ready(a.addr.ip())],
-    ));
+    cluster.create_service(ns, "private", 8080, &[a.addr.ip()]);
     let mut private = ingress(ns, "private", Some("sluice"), "private.test", "private");
     private["metadata"]["annotations"] = serde_json::json!({
         "nginx.ingress.kubernetes.io/auth-type": "basic",
@@ -1422,14 +1380,7 @@ fn ingress_nginx_args_and_configmap_serve_its_class_without_a_diagnostic() {
         ],
     ));
     let p = pod(&cluster, 11);
-    cluster.create(&service(ns, "web"));
-    cluster.create(&endpoint_slice(
-        ns,
-        "web-1",
-        "web",
-        8080,
-        &[Endpoint::ready(p.addr.ip())],
-    ));
+    cluster.create_service(ns, "web", 8080, &[p.addr.ip()]);
     cluster.create(&ingress(ns, "web", Some("nginx"), "web.test", "web"));
 
     // The seed's DaemonSet args (the webhook's aside), plus the controller value that claims

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::kubernetes::{cluster_with_class, pod};
-use crate::support::kube::{ingress, SluiceOptions};
+use crate::support::kube::{ingress, KubeSluice, SluiceOptions};
 use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -46,6 +46,16 @@ fn answered(serve: &Serve, host: &str, n: usize) -> std::collections::BTreeSet<S
             Some(line.trim_start_matches("Server name: ").to_owned())
         })
         .collect()
+}
+
+/// Waits until web.test is answered by `pod`, then sends `n` more requests: all are its.
+fn served_only_by(sluice: &KubeSluice, pod: &str, n: usize, what: &str) {
+    sluice.wait_served_by("web.test", pod, WAIT);
+    assert_eq!(
+        answered(&sluice.serve, "web.test", n),
+        [pod.to_owned()].into(),
+        "{what}"
+    );
 }
 
 /// Service `web` (`service`: its metadata and spec), its slice with `a` hinted for zone-a and
@@ -92,12 +102,7 @@ fn a_prefer_close_service_is_served_from_the_replicas_zone() {
     });
     let flag = ("--enable-topology-aware-routing", "node-a");
     let sluice = zoned_web(&cluster, ns, service, (a, b), flag);
-    sluice.wait_served_by("web.test", &here.name, WAIT);
-    assert_eq!(
-        answered(&sluice.serve, "web.test", 12),
-        [here.name.clone()].into(),
-        "only zone-a's endpoint"
-    );
+    served_only_by(&sluice, &here.name, 12, "only zone-a's endpoint");
     let config = sluice.serve.config_json();
     let backend = &config["config"]["backends"]["topology/web:http"];
     assert_eq!(backend["zone"], "zone-a", "{backend:#}");
@@ -108,11 +113,7 @@ fn a_prefer_close_service_is_served_from_the_replicas_zone() {
 
     // Only other zones' endpoints are ready: they serve (ingress-nginx would serve none).
     cluster.apply(&slice(ns, &[(b, Some("zone-b"))]));
-    sluice.wait_served_by("web.test", &there.name, WAIT);
-    assert_eq!(
-        answered(&sluice.serve, "web.test", 6),
-        [there.name.clone()].into()
-    );
+    served_only_by(&sluice, &there.name, 6, "only the other zone's endpoint");
 }
 
 #[test]
@@ -180,22 +181,18 @@ fn a_prefer_same_node_service_is_served_from_the_replicas_node() {
         log: None,
         env: &[("NODE_NAME", "node-a")],
     });
-    sluice.wait_served_by("web.test", &here.name, WAIT);
-    assert_eq!(
-        answered(&sluice.serve, "web.test", 12),
-        [here.name.clone()].into(),
-        "only node-a's endpoint"
-    );
+    served_only_by(&sluice, &here.name, 12, "only node-a's endpoint");
     let config = sluice.serve.config_json();
     let backend = &config["config"]["backends"]["topology-node/web:http"];
     assert_eq!(backend["node"], "node-a", "{backend:#}");
 
     // Its node's endpoint not ready: the zone's ready ones serve.
     cluster.apply(&slice(false));
-    sluice.wait_served_by("web.test", &there.name, WAIT);
-    assert_eq!(
-        answered(&sluice.serve, "web.test", 6),
-        [there.name.clone()].into()
+    served_only_by(
+        &sluice,
+        &there.name,
+        6,
+        "the zone's endpoint, once the node's is not ready",
     );
 }
 

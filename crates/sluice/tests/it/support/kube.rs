@@ -669,16 +669,9 @@ impl Cluster {
         );
     }
 
-    /// Service `name` (port `http` 80) + one EndpointSlice `name-1` with `endpoints` on port
-    /// `http` `port` + Ingress `name` (class `sluice`) routing `host` `/` to it.
-    pub(crate) fn create_app(
-        &self,
-        ns: &str,
-        name: &str,
-        host: &str,
-        port: u16,
-        endpoints: &[IpAddr],
-    ) {
+    /// Service `name` (port `http` 80) + one EndpointSlice `name-1` with `endpoints`, all
+    /// ready, on port `http` `port`.
+    pub(crate) fn create_service(&self, ns: &str, name: &str, port: u16, endpoints: &[IpAddr]) {
         let endpoints: Vec<Endpoint> = endpoints.iter().copied().map(Endpoint::ready).collect();
         self.create(&service(ns, name));
         self.create(&endpoint_slice(
@@ -688,6 +681,18 @@ impl Cluster {
             port,
             &endpoints,
         ));
+    }
+
+    /// [`Cluster::create_service`] + Ingress `name` (class `sluice`) routing `host` `/` to it.
+    pub(crate) fn create_app(
+        &self,
+        ns: &str,
+        name: &str,
+        host: &str,
+        port: u16,
+        endpoints: &[IpAddr],
+    ) {
+        self.create_service(ns, name, port, endpoints);
         self.create(&ingress(ns, name, Some("sluice"), host, name));
     }
 
