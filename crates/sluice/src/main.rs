@@ -11,7 +11,8 @@
 //!              ├─▶ demo    ──▶ demo::run    (demo backends + example config + serve)
 //!              ├─▶ lab     ──▶ lab::run     (the seeds' experiments against Sluice and peers)
 //!              ├─▶ kube-webhook-certgen ──▶ create / patch the webhook's Secret and caBundle
-//!              └─▶ wait-shutdown ──▶ SIGTERM to this container's `sluice serve`, wait for it
+//!              └─▶ wait-shutdown ──▶ SIGTERM to this container's `sluice serve`, wait for its
+//!                                    drain
 //! ```
 
 mod demo;
@@ -58,7 +59,7 @@ enum Command {
     Load(load::LoadArgs),
     /// Run the seeds' experiments end to end against Sluice, nginx and HAProxy, and report.
     Lab(lab::LabArgs),
-    /// Stop this container's `sluice serve` (SIGTERM) and wait until it has exited: the
+    /// Stop this container's `sluice serve` (SIGTERM) and wait until it has drained: the
     /// ingress-nginx chart's preStop hook (`/wait-shutdown`, a link to sluice in the images).
     WaitShutdown,
 }
