@@ -19,7 +19,7 @@
 # Jobs complete, the controller is probed Ready on /healthz, Ingresses of class nginx route (with
 # ingress-nginx's regex rewrite, and the chart's addHeaders), status is written, the webhook
 # refuses, a helm upgrade (Jobs again, the Deployment rolled) under 200 requests/s through its
-# Service fails no request,
+# Service fails no request, the chart's DaemonSet on the host network serves the node's :80,
 # and helm uninstall ends the pod through its preStop /wait-shutdown with exit 0.
 # Then uninstalls and tears the node down (SLUICE_NODE_KEEP=1 leaves it up to look around:
 # scripts/kube-node.sh kubectl get pods -A; scripts/kube-node.sh down).
@@ -27,9 +27,9 @@
 #   scripts/test-kube-node.sh          (root; SLUICE_IMAGE_PROFILE: dev, the default, or release)
 #
 # scripts/test.sh runs it after the image check. Measured on 2 shared cores with the binaries and
-# the debug build there: ~170 s in all (node up ~6 s, image ~5 s, manifests ~60 s of which the
+# the debug build there: ~200 s in all (node up ~6 s, image ~5 s, manifests ~60 s of which the
 # scaling ~40 s and the rolling update ~10 s, chart ~15 s, ingress-nginx's chart ~80 s of which
-# the rollout under load ~50 s, down ~3-5 s). With every capability dropped in the certificate Job (the old bug) the first check
+# the rollout under load ~50 s, and ~30 s more as a DaemonSet, down ~3-5 s). With every capability dropped in the certificate Job (the old bug) the first check
 # fails: the Job's pod never completes and the DaemonSet's pod waits for its Secret.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -288,16 +288,18 @@ echo "== helm install ingress-nginx's chart with Sluice's image ($((SECONDS - t0
 inx_chart=$(scripts/ingress-nginx-chart.sh)
 inx_tag=1.11.0-sluice.0.1.0
 "$node" import-image "localhost/sluice:$inx_tag" >/dev/null
-check "ingress-nginx chart: helm install --wait (certificate Jobs on Sluice's image complete, the controller probed Ready)" \
+# inx_install ARGS...: helm install of ingress-nginx's chart with Sluice's two images, plus ARGS.
+inx_install() {
   in_node helm install ingress-nginx "$inx_chart" --namespace ingress-nginx --create-namespace \
-  --set controller.image.repository=localhost/sluice --set controller.image.tag="$inx_tag" \
-  --set controller.image.digest= \
-  --set controller.admissionWebhooks.patch.image.repository=localhost/sluice \
-  --set controller.admissionWebhooks.patch.image.tag="$inx_tag" \
-  --set controller.admissionWebhooks.patch.image.digest= \
-  --set controller.service.type=NodePort \
-  --set controller.addHeaders.X-Served-By=sluice-under-ingress-nginx-chart \
-  --wait --timeout 180s
+    --set controller.image.repository=localhost/sluice --set controller.image.tag="$inx_tag" \
+    --set controller.image.digest= \
+    --set controller.admissionWebhooks.patch.image.repository=localhost/sluice \
+    --set controller.admissionWebhooks.patch.image.tag="$inx_tag" \
+    --set controller.admissionWebhooks.patch.image.digest= \
+    --set controller.service.type=NodePort "$@" --wait --timeout 180s
+}
+check "ingress-nginx chart: helm install --wait (certificate Jobs on Sluice's image complete, the controller probed Ready)" \
+  inx_install --set controller.addHeaders.X-Served-By=sluice-under-ingress-nginx-chart
 # The backend behind two Ingresses of class nginx: the plain one, and one with ingress-nginx's
 # regex rewrite.
 {
@@ -397,6 +399,20 @@ uninstall_quickly() {
 }
 check "ingress-nginx chart: helm uninstall; the controller pod exits through /wait-shutdown (hook exit 0) well inside its 300 s grace" \
   uninstall_quickly
+
+# The seeds' shape: the chart's DaemonSet on the host network, serving the node's :80. (The Secret
+# the first install's Job made is still there: this install's Job keeps it, and its patch Job
+# sets its CA on the new webhook configuration.)
+echo "== ingress-nginx's chart as a DaemonSet on the host network ($((SECONDS - t0)) s)"
+check "ingress-nginx chart, DaemonSet + hostNetwork: helm install --wait" \
+  inx_install --set controller.kind=DaemonSet --set controller.hostNetwork=true
+check "ingress-nginx chart, DaemonSet + hostNetwork: the controller pod probed Ready" \
+  until_ok 60 all_ready ingress-nginx
+check "ingress-nginx chart, DaemonSet + hostNetwork: app.test through Sluice on $node_ip:80 to each backend pod" \
+  until_ok 60 seen_all
+check "ingress-nginx chart, DaemonSet + hostNetwork: the webhook refuses a duplicate Ingress" \
+  until_ok 30 refused
+check "ingress-nginx chart, DaemonSet + hostNetwork: helm uninstall; the hook exits 0" uninstall_quickly
 k delete --wait --timeout=120s -f "$tmp/inx-backend.yaml" >/dev/null || true
 
 echo "== $((SECONDS - t0)) s in all (before down)"
