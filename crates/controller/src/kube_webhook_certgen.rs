@@ -30,7 +30,7 @@ use k8s_openapi::ByteString;
 use kube::api::PostParams;
 use kube::Api;
 
-use crate::webhook_cert::{check, generate, CertError, CertificatePair};
+use crate::webhook_cert::{check, generate, pair_under, CertError};
 
 /// The key kube-webhook-certgen keeps the CA under (not configurable there either).
 pub const CA_KEY: &str = "ca";
@@ -132,25 +132,6 @@ fn api_error(what: String) -> impl FnOnce(kube::Error) -> CertgenError {
     move |source| CertgenError::Api { what, source }
 }
 
-/// `future(client)` with a client from `kubeconfig` (`None`: in-cluster, else `$KUBECONFIG`,
-/// as kube-webhook-certgen's `--kubeconfig`), on a runtime of its own.
-pub fn run<T, F>(
-    kubeconfig: Option<&std::path::Path>,
-    future: impl FnOnce(kube::Client) -> F,
-) -> Result<T, CertgenError>
-where
-    F: std::future::Future<Output = Result<T, CertgenError>>,
-{
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(CertError::from)?;
-    runtime.block_on(async {
-        let client = (providers::kubernetes::connect(kubeconfig).await).map_err(CertError::from)?;
-        future(client).await
-    })
-}
-
 /// kube-webhook-certgen `create`: the Secret, made once.
 pub async fn create(
     client: kube::Client,
@@ -188,24 +169,10 @@ pub async fn create(
 
 /// Why an existing Secret's pair would not serve every host for 30 more days; `None`: it would.
 fn unusable(secret: &Secret, options: &CreateOptions) -> Option<String> {
-    let data = secret.data.as_ref();
-    let text = |key: &str| -> Result<String, String> {
-        data.and_then(|d| d.get(key))
-            .filter(|b| !b.0.is_empty())
-            .and_then(|b| String::from_utf8(b.0.clone()).ok())
-            .ok_or_else(|| format!("data.{key} missing, empty or not PEM text"))
-    };
-    let pair = match (
-        text(CA_KEY),
-        text(&options.cert_key),
-        text(&options.private_key_key),
-    ) {
-        (Ok(ca), Ok(certificate), Ok(key)) => CertificatePair {
-            ca,
-            certificate,
-            key,
-        },
-        (Err(why), _, _) | (_, Err(why), _) | (_, _, Err(why)) => return Some(why),
+    let keys = [CA_KEY, &options.cert_key, &options.private_key_key];
+    let pair = match pair_under(secret, keys) {
+        Ok(pair) => pair,
+        Err(why) => return Some(why),
     };
     let now = SystemTime::now();
     options
@@ -332,6 +299,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::webhook_cert::CertificatePair;
 
     fn options(hosts: &[&str]) -> CreateOptions {
         CreateOptions {

@@ -210,18 +210,32 @@ pub fn check(pair: &CertificatePair, server_name: &str, now: SystemTime) -> Resu
     Ok(())
 }
 
-/// [`ensure`] with a client from `kubeconfig` (`None`: in-cluster, else `$KUBECONFIG`), on a
-/// runtime of its own: what `sluice webhook-cert` runs.
+/// [`ensure`] with a client from `kubeconfig`, on a runtime of its own: what `sluice
+/// webhook-cert` runs.
 pub fn run(
     kubeconfig: Option<&std::path::Path>,
     options: &CertOptions,
 ) -> Result<Outcome, CertError> {
+    with_client(kubeconfig, |client| ensure(client, options))
+}
+
+/// `job(client)` with a client from `kubeconfig` (`None`: in-cluster, else `$KUBECONFIG`), on
+/// a current-thread runtime of its own: the certificate Jobs' commands.
+pub fn with_client<T, E, F>(
+    kubeconfig: Option<&std::path::Path>,
+    job: impl FnOnce(kube::Client) -> F,
+) -> Result<T, E>
+where
+    E: From<CertError>,
+    F: std::future::Future<Output = Result<T, E>>,
+{
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()?;
+        .build()
+        .map_err(CertError::from)?;
     runtime.block_on(async {
-        let client = providers::kubernetes::connect(kubeconfig).await?;
-        ensure(client, options).await
+        let client = (providers::kubernetes::connect(kubeconfig).await).map_err(CertError::from)?;
+        job(client).await
     })
 }
 
@@ -361,8 +375,16 @@ async fn patch_ca_bundle(
     Ok(changed.len())
 }
 
-/// The pair a Secret holds, or what is missing.
+/// The pair a Secret holds under this Job's keys, or what is missing.
 fn pair_of(secret: &Secret) -> Result<CertificatePair, String> {
+    pair_under(secret, [CA_KEY, CERTIFICATE_KEY, PRIVATE_KEY_KEY])
+}
+
+/// The pair a Secret holds under the keys `[ca, certificate, key]`, or what is missing.
+pub(crate) fn pair_under(
+    secret: &Secret,
+    [ca, certificate, key]: [&str; 3],
+) -> Result<CertificatePair, String> {
     let data = secret.data.as_ref();
     let field = |key: &str| {
         data.and_then(|d| d.get(key))
@@ -373,9 +395,9 @@ fn pair_of(secret: &Secret) -> Result<CertificatePair, String> {
             })
     };
     Ok(CertificatePair {
-        ca: field(CA_KEY)?,
-        certificate: field(CERTIFICATE_KEY)?,
-        key: field(PRIVATE_KEY_KEY)?,
+        ca: field(ca)?,
+        certificate: field(certificate)?,
+        key: field(key)?,
     })
 }
 

@@ -10,6 +10,7 @@ use anyhow::Context;
 use controller::kube_webhook_certgen::{
     self as certgen, CreateOptions, Created, FailurePolicy, PatchOptions,
 };
+use controller::webhook_cert::with_client;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct CertgenArgs {
@@ -135,7 +136,7 @@ pub(crate) fn run(args: CertgenArgs) -> anyhow::Result<()> {
             };
             anyhow::ensure!(!options.hosts.is_empty(), "--host names no host");
             let secret = format!("{}/{}", options.namespace, options.secret);
-            let outcome = certgen::run(kubeconfig, |client| async move {
+            let outcome = with_client(kubeconfig, |client| async move {
                 certgen::create(client, &options).await
             })
             .with_context(|| format!("create: Secret {secret}"))?;
@@ -164,7 +165,7 @@ pub(crate) fn run(args: CertgenArgs) -> anyhow::Result<()> {
                 api_service: patch.api_service_name,
             };
             let secret = format!("{}/{}", options.namespace, options.secret);
-            let patched = certgen::run(kubeconfig, |client| async move {
+            let patched = with_client(kubeconfig, |client| async move {
                 certgen::patch(client, &options).await
             })
             .with_context(|| format!("patch: the CA of Secret {secret}"))?;
