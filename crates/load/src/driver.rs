@@ -594,6 +594,12 @@ async fn exchange(
 ) -> Result<Exchange, Failure> {
     let shared = &ctx.shared;
     *phase = Phase::Connect;
+    // An HTTP/2 connection the server ended gracefully (GOAWAY: after its keep-alive-requests,
+    // or at shutdown) takes no new stream. Clients (browsers, gRPC) open a new one for the next
+    // request, which was never sent on the old: not an error.
+    if matches!(conn, Some(Conn::H2 { sender }) if sender.is_closed()) {
+        *conn = None;
+    }
     if conn.is_none() {
         *conn = Some(connect(ctx).await.map_err(|e| (ErrorClass::Connect, e))?);
     }
@@ -617,54 +623,76 @@ async fn exchange(
         Conn::H2 { sender } => {
             *phase = Phase::Write;
             let read = |e: hyper::Error| (ErrorClass::Read, format!("http/2: {e}"));
-            sender.ready().await.map_err(read)?;
-            let template = &shared.h2;
-            let mut request = http::Request::new(Full::new(template.body.clone()));
-            *request.method_mut() = template.method.clone();
-            *request.uri_mut() = template.uri.clone();
-            request
-                .headers_mut()
-                .extend(template.headers.iter().cloned());
-            *phase = Phase::Read;
-            let response = sender.send_request(request).await.map_err(read)?;
-            let status = response.status().as_u16();
-            // A trailers-only gRPC answer carries grpc-status in the head.
-            let mut grpc_status = template
-                .grpc
-                .then(|| GrpcStatus::from_headers(response.headers()))
-                .flatten();
-            let mut body = response.into_body();
-            let mut bytes_read = 0;
-            while let Some(frame) = body.frame().await {
-                let frame = frame.map_err(read)?;
-                if let Some(data) = frame.data_ref() {
-                    bytes_read += data.len() as u64;
-                } else if let Some(trailers) = frame.trailers_ref() {
-                    grpc_status = grpc_status.or_else(|| GrpcStatus::from_headers(trailers));
-                }
+            if sender.ready().await.is_err() {
+                // Closed between the check above and now (its GOAWAY was on the way): nothing
+                // was sent on it; the request goes on a new connection, as above.
+                *phase = Phase::Connect;
+                let fresh = connect(ctx).await.map_err(|e| (ErrorClass::Connect, e))?;
+                *conn = Some(fresh);
+                let Some(Conn::H2 { sender: fresh }) = conn.as_mut() else {
+                    unreachable!("connect makes HTTP/2 connections when asked for http2");
+                };
+                *phase = Phase::Write;
+                fresh.ready().await.map_err(read)?;
+                return send_h2(shared, fresh, phase).await;
             }
-            if template.grpc && status == 200 {
-                match grpc_status {
-                    Some(GrpcStatus { code: 0, .. }) => {}
-                    Some(GrpcStatus { code, message }) => {
-                        return Err((ErrorClass::Status, format!("grpc-status {code}: {message}")));
-                    }
-                    None => {
-                        return Err((
-                            ErrorClass::Read,
-                            "gRPC answer without grpc-status".to_owned(),
-                        ));
-                    }
-                }
-            }
-            Ok(Exchange {
-                status,
-                bytes_read,
-                bytes_written: template.body.len() as u64,
-                close: shared.new_connection_per_request,
-            })
+            send_h2(shared, sender, phase).await
         }
     }
+}
+
+/// One request on a ready HTTP/2 connection, its response read to the end.
+async fn send_h2(
+    shared: &Shared,
+    sender: &mut http2::SendRequest<Full<Bytes>>,
+    phase: &mut Phase,
+) -> Result<Exchange, Failure> {
+    let read = |e: hyper::Error| (ErrorClass::Read, format!("http/2: {e}"));
+    let template = &shared.h2;
+    let mut request = http::Request::new(Full::new(template.body.clone()));
+    *request.method_mut() = template.method.clone();
+    *request.uri_mut() = template.uri.clone();
+    request
+        .headers_mut()
+        .extend(template.headers.iter().cloned());
+    *phase = Phase::Read;
+    let response = sender.send_request(request).await.map_err(read)?;
+    let status = response.status().as_u16();
+    // A trailers-only gRPC answer carries grpc-status in the head.
+    let mut grpc_status = template
+        .grpc
+        .then(|| GrpcStatus::from_headers(response.headers()))
+        .flatten();
+    let mut body = response.into_body();
+    let mut bytes_read = 0;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(read)?;
+        if let Some(data) = frame.data_ref() {
+            bytes_read += data.len() as u64;
+        } else if let Some(trailers) = frame.trailers_ref() {
+            grpc_status = grpc_status.or_else(|| GrpcStatus::from_headers(trailers));
+        }
+    }
+    if template.grpc && status == 200 {
+        match grpc_status {
+            Some(GrpcStatus { code: 0, .. }) => {}
+            Some(GrpcStatus { code, message }) => {
+                return Err((ErrorClass::Status, format!("grpc-status {code}: {message}")));
+            }
+            None => {
+                return Err((
+                    ErrorClass::Read,
+                    "gRPC answer without grpc-status".to_owned(),
+                ));
+            }
+        }
+    }
+    Ok(Exchange {
+        status,
+        bytes_read,
+        bytes_written: template.body.len() as u64,
+        close: shared.new_connection_per_request,
+    })
 }
 
 /// A gRPC call's outcome, from the response's trailers (or head, when trailers-only).

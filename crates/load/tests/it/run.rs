@@ -183,6 +183,88 @@ fn http2_prior_knowledge_works_against_a_hyper_server() {
 }
 
 #[test]
+fn http2_connections_a_server_ends_with_goaway_are_replaced_without_an_error() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    use http_body_util::Full;
+    use hyper::body::Bytes;
+
+    // Like a proxy at its keep-alive-requests: each connection ends gracefully (GOAWAY) after its
+    // third response. The requests after it were never sent on that connection.
+    const PER_CONNECTION: u64 = 3;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let connections = Arc::new(AtomicU64::new(0));
+    let accepted = connections.clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            let serve = async {
+                loop {
+                    let (socket, _) = listener.accept().await.unwrap();
+                    accepted.fetch_add(1, Ordering::Relaxed);
+                    tokio::spawn(async move {
+                        let served = Arc::new(AtomicU64::new(0));
+                        let last = Arc::new(tokio::sync::Notify::new());
+                        let (count, notify) = (served.clone(), last.clone());
+                        let service = hyper::service::service_fn(move |_req| {
+                            if count.fetch_add(1, Ordering::Relaxed) + 1 == PER_CONNECTION {
+                                notify.notify_one();
+                            }
+                            async {
+                                Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                                    Bytes::from_static(b"hello over h2"),
+                                )))
+                            }
+                        });
+                        let conn = hyper::server::conn::http2::Builder::new(
+                            hyper_util::rt::TokioExecutor::new(),
+                        )
+                        .serve_connection(hyper_util::rt::TokioIo::new(socket), service);
+                        tokio::pin!(conn);
+                        tokio::select! {
+                            _ = conn.as_mut() => {}
+                            () = last.notified() => {
+                                conn.as_mut().graceful_shutdown();
+                                let _ = conn.await;
+                            }
+                        }
+                    });
+                }
+            };
+            tokio::select! {
+                _ = serve => {}
+                _ = stopped => {}
+            }
+        });
+    });
+
+    let url = format!("http://{addr}/");
+    let results = crate::support::run(&[
+        "-t", "1", "-c", "2", "-R", "100", "-d", "600ms", "--http2", &url,
+    ]);
+    assert_eq!(results.errors.total(), 0, "{:?}", results.error_examples);
+    assert_eq!(results.requests + results.unsent, 60);
+    // The server ended connections, and the load replaced them. (A request sent as the GOAWAY
+    // travels is still served: hyper's graceful shutdown first announces the highest stream id.)
+    let opened = connections.load(Ordering::Relaxed);
+    assert!(
+        opened >= results.requests / (PER_CONNECTION + 1),
+        "{opened} connections for {} requests",
+        results.requests
+    );
+    let _ = stop.send(());
+    thread.join().unwrap();
+}
+
+#[test]
 fn hold_idle_keeps_every_connection_open_after_one_request_each() {
     let server = TestServer::start(Behavior::Ok);
     let config = load::Config::try_from(crate::support::args(&[

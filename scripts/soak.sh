@@ -1,0 +1,369 @@
+#!/usr/bin/env bash
+# Soak: one Sluice under steady mixed traffic and constant change for a long while, its resources
+# sampled, to show what does not come back (a leak) where short tests cannot see it.
+#
+#   scripts/soak.sh                        DURATION=20m
+#   DURATION=2m SAMPLE=5s scripts/soak.sh  a quick look
+#
+# What runs, all on loopback (standalone `sluice serve --config DIR`, WORKERS workers, access log
+# on, to /dev/null):
+#   - three backend pods (`sluice backend` on 127.0.0.2-4); every ENDPOINT_EVERY the Service's
+#     EndpointSlice is rewritten with two or three of them (the pods keep running);
+#   - every CHURN_EVERY a new Ingress with a host never used before (TLS from a wildcard Secret,
+#     a regex rewrite, a request rate limit, CORS), asked three times over HTTPS until it answers
+#     (up to 10 s), and the one LIVE steps older removed: hosts, certificates, routes, limit zones
+#     and metric series come and go all run long;
+#   - constant load (`sluice load`, open loop) on the Ingress that stays: HTTPS keep-alive,
+#     HTTP/2, new connections with full TLS handshakes, new connections resuming a session, and
+#     plain HTTP to a host no rule names (404);
+#   - every CHURN_EVERY a head too large (431) and a malformed head (400) on raw connections.
+# Sampled every SAMPLE from /proc and the admin listener: resident memory (VmRSS, RssAnon), open
+# descriptors, threads, lines and request series of /metrics.
+#
+# Reported in OUT (markdown) and OUT's .tsv: the samples by minute, the load's results, and the
+# verdict on what grows. The first quarter is warm-up (caches, pools and zones fill); from there to
+# the end:
+#   - anonymous memory: growth and least-squares slope (KiB/min); "steady" below GROWTH_MIB;
+#   - descriptors: at most FD_SLACK more than at the quarter mark;
+#   - /metrics: the per-Ingress request family names at most LIVE+2 Ingresses (the stable one,
+#     the live ones, one on its way in).
+# Exit 1 when a check fails, a load saw an error (the 404 load excepted: 404 is its answer), a new
+# Ingress was not served within 10 s, or a refused head got another status.
+#
+# Knobs: DURATION=20m, SAMPLE=10s, WORKERS=2, CHURN_EVERY=2 (s), ENDPOINT_EVERY=5 (s), LIVE=5,
+# RATE_H1=1000, RATE_H2=500, RATE_FULL=20, RATE_RESUMED=20, RATE_404=50, GROWTH_MIB=16,
+# FD_SLACK=50, SLUICE_BIN (default: cargo build --release), OUT=target/soak.md, KEEP_WORK=1.
+# Everything listens on 127.0.0.0/8 and is stopped on exit, by recorded PID.
+set -euo pipefail
+
+DURATION=${DURATION:-20m}
+SAMPLE=${SAMPLE:-10s}
+WORKERS=${WORKERS:-2}
+CHURN_EVERY=${CHURN_EVERY:-2}
+ENDPOINT_EVERY=${ENDPOINT_EVERY:-5}
+LIVE=${LIVE:-5}
+RATE_H1=${RATE_H1:-1000}
+RATE_H2=${RATE_H2:-500}
+RATE_FULL=${RATE_FULL:-20}
+RATE_RESUMED=${RATE_RESUMED:-20}
+RATE_404=${RATE_404:-50}
+GROWTH_MIB=${GROWTH_MIB:-16}
+FD_SLACK=${FD_SLACK:-50}
+KEEP_WORK=${KEEP_WORK:-0}
+BACKEND_PORT=18280
+HTTP_PORT=18281
+HTTPS_PORT=18643
+ADMIN_PORT=19313
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+OUT=${OUT:-target/soak.md}
+
+PIDS=()
+WORK=""
+BENCH_NAME=soak
+# shellcheck source=lib/bench.sh
+. "$ROOT/scripts/lib/bench.sh"
+# shellcheck source=lib/pki.sh
+. "$ROOT/scripts/lib/pki.sh"
+
+stop_everything_on_exit
+
+seconds_of() {
+    local d=$1
+    case $d in
+    *ms) die "DURATION/SAMPLE in whole seconds, minutes or hours: $d" ;;
+    *s) echo "${d%s}" ;;
+    *m) echo $((${d%m} * 60)) ;;
+    *h) echo $((${d%h} * 3600)) ;;
+    *[0-9]) echo "$d" ;;
+    *) die "not a duration: $d (e.g. 90s, 20m, 1h)" ;;
+    esac
+}
+duration_s=$(seconds_of "$DURATION")
+sample_s=$(seconds_of "$SAMPLE")
+((duration_s >= 60)) || die "DURATION=$DURATION: at least 60s (a quarter of it is warm-up)"
+((sample_s >= 1)) || die "SAMPLE=$SAMPLE: at least 1s"
+
+if [[ -n ${SLUICE_BIN:-} ]]; then
+    [[ -x $SLUICE_BIN ]] || die "SLUICE_BIN=$SLUICE_BIN is not executable"
+else
+    log "building sluice (release)"
+    SLUICE_BIN=$(release_sluice)
+fi
+for tool in openssl curl python3; do
+    command -v "$tool" >/dev/null || die "$tool not found"
+done
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/sluice-soak.XXXXXX")
+chmod 755 "$WORK"
+mkdir -p "$WORK/config" "$WORK/pki" "$WORK/load"
+(
+    cd "$WORK/pki"
+    pki_ca "soak CA"
+    pki_sign app "/CN=app.test" "subjectAltName=DNS:app.test"
+    pki_sign churn "/CN=*.churn.test" "subjectAltName=DNS:*.churn.test"
+)
+
+# --- configuration ------------------------------------------------------------------------------
+
+indent() { sed 's/^/    /' "$1"; }
+write() { # write FILE: standard input to the config folder, in one rename
+    cat >"$WORK/config/.$1.tmp"
+    mv "$WORK/config/.$1.tmp" "$WORK/config/$1"
+}
+tls_secret() { # tls_secret NAME PKI-NAME
+    printf 'apiVersion: v1\nkind: Secret\nmetadata:\n  name: %s\n  namespace: default\ntype: kubernetes.io/tls\nstringData:\n  tls.crt: |\n' "$1"
+    indent "$WORK/pki/$2.crt"
+    printf '  tls.key: |\n'
+    indent "$WORK/pki/$2.key"
+}
+slice() { # slice N...: the app Service's endpoints, 127.0.0.N
+    printf 'apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: app-soak\n  namespace: default\n  labels:\n    kubernetes.io/service-name: app\naddressType: IPv4\nports:\n  - name: http\n    port: %s\n    protocol: TCP\nendpoints:\n' "$BACKEND_PORT"
+    local n
+    for n in "$@"; do
+        printf '  - addresses: ["127.0.0.%s"]\n    conditions: {ready: true}\n' "$n"
+    done
+}
+churn_ingress() { # churn_ingress K: Ingress churn-K for hK.churn.test
+    cat <<YAML
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: churn-$1
+  namespace: default
+  annotations:
+    nginx.ingress.kubernetes.io/use-regex: "true"
+    nginx.ingress.kubernetes.io/rewrite-target: /\$1
+    nginx.ingress.kubernetes.io/limit-rps: "50"
+    nginx.ingress.kubernetes.io/enable-cors: "true"
+spec:
+  ingressClassName: sluice
+  tls:
+    - hosts: [h$1.churn.test]
+      secretName: churn-tls
+  rules:
+    - host: h$1.churn.test
+      http:
+        paths:
+          - path: /r/(.*)
+            pathType: ImplementationSpecific
+            backend: {service: {name: app, port: {number: 80}}}
+YAML
+}
+
+write ingressclass.yaml <<'YAML'
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata:
+  name: sluice
+spec:
+  controller: sluice.dev/ingress-controller
+YAML
+write configmap.yaml <<'YAML'
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: sluice
+  namespace: sluice
+data:
+  ssl-redirect: "false"
+  ssl-session-tickets: "true"
+YAML
+write service.yaml <<YAML
+apiVersion: v1
+kind: Service
+metadata:
+  name: app
+  namespace: default
+spec:
+  ports:
+    - {name: http, port: 80, protocol: TCP, targetPort: $BACKEND_PORT}
+YAML
+slice 2 3 4 | write endpointslice.yaml
+tls_secret app-tls app | write secret-app.yaml
+tls_secret churn-tls churn | write secret-churn.yaml
+write ingress-app.yaml <<'YAML'
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: app
+  namespace: default
+  annotations:
+    nginx.ingress.kubernetes.io/limit-rps: "100000"
+    nginx.ingress.kubernetes.io/enable-cors: "true"
+    nginx.ingress.kubernetes.io/affinity: cookie
+spec:
+  ingressClassName: sluice
+  tls:
+    - hosts: [app.test]
+      secretName: app-tls
+  rules:
+    - host: app.test
+      http:
+        paths:
+          - {path: /, pathType: Prefix, backend: {service: {name: app, port: {number: 80}}}}
+YAML
+
+# --- processes ----------------------------------------------------------------------------------
+
+for n in 2 3 4; do
+    "$SLUICE_BIN" backend --listen "127.0.0.$n:$BACKEND_PORT" --name "pod$n" >"$WORK/backend-$n.log" 2>&1 &
+    PIDS+=("$!")
+    wait_until "backend pod$n" "$!" curl -fsS -o /dev/null "http://127.0.0.$n:$BACKEND_PORT/"
+done
+
+SLUICE_LOG=warn "$SLUICE_BIN" serve --config "$WORK/config" --workers "$WORKERS" \
+    --http-listen "127.0.0.1:$HTTP_PORT" --https-listen "127.0.0.1:$HTTPS_PORT" \
+    --admin-listen "127.0.0.1:$ADMIN_PORT" --status-listen 127.0.0.1:0 \
+    --default-tls-secret default/app-tls --access-log-path /dev/null >"$WORK/sluice.log" 2>&1 &
+SLUICE_PID=$!
+PIDS+=("$SLUICE_PID")
+wait_until "sluice serve" "$SLUICE_PID" curl -fsS -o /dev/null "http://127.0.0.1:$ADMIN_PORT/ready"
+wait_until "app.test" "$SLUICE_PID" curl -fsS -o /dev/null --cacert "$WORK/pki/ca.crt" \
+    --resolve "app.test:$HTTPS_PORT:127.0.0.1" "https://app.test:$HTTPS_PORT/"
+log "sluice $("$SLUICE_BIN" --version | awk '{print $2}') (pid $SLUICE_PID, $WORKERS workers) ready; soaking for $DURATION"
+
+app_url="https://app.test:$HTTPS_PORT/"
+# load NAME ARGS...: one open-loop load for the whole soak, its JSON in load/NAME.json.
+load() {
+    local name=$1
+    shift
+    "$SLUICE_BIN" load -t1 -d "${duration_s}s" --json "$WORK/load/$name.json" "$@" \
+        >"$WORK/load/$name.log" 2>&1 &
+    PIDS+=("$!")
+    LOADS+=("$!")
+}
+LOADS=()
+tls_load=(--cacert "$WORK/pki/ca.crt" --connect-to "127.0.0.1:$HTTPS_PORT")
+load https-keepalive -c16 -R "$RATE_H1" "${tls_load[@]}" "$app_url"
+load h2 --http2 -c4 -R "$RATE_H2" "${tls_load[@]}" "$app_url"
+load full-handshakes --new-connection-per-request --tls-resumption off -c4 -R "$RATE_FULL" \
+    "${tls_load[@]}" "$app_url"
+load resumed-handshakes --new-connection-per-request --tls-resumption on -c4 -R "$RATE_RESUMED" \
+    "${tls_load[@]}" "$app_url"
+load unknown-host-404 -c4 -R "$RATE_404" -H 'Host: nobody.test' "http://127.0.0.1:$HTTP_PORT/"
+
+# --- churn and samples --------------------------------------------------------------------------
+
+# raw_status BYTES-FILE: the status code Sluice answers to the file's bytes on a new connection.
+raw_status() {
+    python3 - "$HTTP_PORT" "$1" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(open(sys.argv[2], "rb").read())
+data = b""
+try:
+    while b"\r\n" not in data:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+except OSError:
+    pass
+print(data.split(b" ")[1].decode() if data.startswith(b"HTTP/1.1 ") else "none")
+PY
+}
+{
+    printf 'GET / HTTP/1.1\r\nHost: app.test\r\nX-Big: '
+    head -c 40000 /dev/zero | tr '\0' 'a'
+    printf '\r\n\r\n'
+} >"$WORK/too-large.bin"
+printf 'GET / HTTP/1.1\r\nHost: app.test\r\nBad Header\r\n\r\n' >"$WORK/malformed.bin"
+
+# served K: hK.churn.test answers through its rewrite (/r/ → /) three times.
+served() {
+    local i
+    for ((i = 0; i < 3; i++)); do
+        curl -fsS -o /dev/null -m 2 --cacert "$WORK/pki/ca.crt" \
+            --resolve "h$1.churn.test:$HTTPS_PORT:127.0.0.1" "https://h$1.churn.test:$HTTPS_PORT/r/" ||
+            return 1
+    done
+}
+
+sample() { # one line of samples.tsv
+    local t=$1 rss anon fds threads metrics series
+    rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$SLUICE_PID/status")
+    anon=$(awk '/^RssAnon:/ {print $2}' "/proc/$SLUICE_PID/status")
+    threads=$(awk '/^Threads:/ {print $2}' "/proc/$SLUICE_PID/status")
+    fds=$(find "/proc/$SLUICE_PID/fd" -mindepth 1 -maxdepth 1 | wc -l)
+    curl -fsS -m 5 "http://127.0.0.1:$ADMIN_PORT/metrics" >"$WORK/metrics.txt" || : >"$WORK/metrics.txt"
+    metrics=$(grep -vc '^#' "$WORK/metrics.txt" || true)
+    # Ingresses the request family names (one label value each, whatever their series).
+    series=$(grep '^nginx_ingress_controller_requests{' "$WORK/metrics.txt" |
+        grep -o 'ingress="[^"]*"' | sort -u | wc -l || true)
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$rss" "$anon" "$fds" "$threads" "$metrics" \
+        "$series" "$ingresses" >>"$WORK/samples.tsv"
+}
+
+printf 't_s\trss_kib\tanon_kib\tfds\tthreads\tmetric_lines\tingresses_in_metrics\tingresses_made\n' >"$WORK/samples.tsv"
+: >"$WORK/events.tsv"
+start=$SECONDS
+next_sample=0
+next_endpoints=$ENDPOINT_EVERY
+endpoint_sets=("2 3" "2 3 4" "3 4" "2 3 4" "2 4" "2 3 4")
+endpoint_step=0
+ingresses=0
+unserved=0
+wrong_refusals=0
+sample 0
+while :; do
+    now=$((SECONDS - start))
+    ((now < duration_s)) || break
+    kill -0 "$SLUICE_PID" 2>/dev/null || die "sluice serve exited (see $WORK/sluice.log)"
+
+    k=$ingresses
+    churn_ingress "$k" | write "ingress-churn-$k.yaml"
+    ingresses=$((ingresses + 1))
+    if ((k >= LIVE)); then rm -f "$WORK/config/ingress-churn-$((k - LIVE)).yaml"; fi
+    ok=0
+    for ((w = 0; w < 50; w++)); do
+        if served "$k" 2>/dev/null; then ok=1 && break; fi
+        sleep 0.2
+    done
+    if ((ok == 0)); then
+        unserved=$((unserved + 1))
+        printf '%s\tchurn-%s not served within 10 s\n' "$now" "$k" >>"$WORK/events.tsv"
+    fi
+
+    large=$(raw_status "$WORK/too-large.bin")
+    bad=$(raw_status "$WORK/malformed.bin")
+    if [[ $large != 431 || $bad != 400 ]]; then
+        wrong_refusals=$((wrong_refusals + 1))
+        printf '%s\ttoo large: %s, malformed: %s\n' "$now" "$large" "$bad" >>"$WORK/events.tsv"
+    fi
+
+    if ((now >= next_endpoints)); then
+        # shellcheck disable=SC2086 # the set is a list of words
+        slice ${endpoint_sets[endpoint_step % ${#endpoint_sets[@]}]} | write endpointslice.yaml
+        endpoint_step=$((endpoint_step + 1))
+        next_endpoints=$((now + ENDPOINT_EVERY))
+    fi
+    if ((now >= next_sample)); then
+        sample "$now"
+        next_sample=$((now + sample_s))
+    fi
+    sleep "$CHURN_EVERY"
+done
+sample $((SECONDS - start))
+# Their exit codes say little here (the 404 load "fails" by design); the report reads their JSON.
+for pid in "${LOADS[@]}"; do
+    wait "$pid" || true
+done
+log "soak over: $ingresses Ingresses made, $endpoint_step EndpointSlice rewrites"
+
+# --- report -------------------------------------------------------------------------------------
+
+mkdir -p "$(dirname "$OUT")"
+cp "$WORK/samples.tsv" "${OUT%.md}.tsv"
+status=0
+SOAK_VERSION=$("$SLUICE_BIN" --version) SOAK_DURATION=$DURATION SOAK_WORKERS=$WORKERS \
+    SOAK_LIVE=$LIVE SOAK_GROWTH_MIB=$GROWTH_MIB SOAK_FD_SLACK=$FD_SLACK \
+    SOAK_UNSERVED=$unserved SOAK_WRONG_REFUSALS=$wrong_refusals SOAK_INGRESSES=$ingresses \
+    SOAK_ENDPOINT_STEPS=$endpoint_step SOAK_CHURN_EVERY=$CHURN_EVERY \
+    SOAK_ENDPOINT_EVERY=$ENDPOINT_EVERY \
+    python3 "$ROOT/scripts/lib/soak_report.py" "$WORK/samples.tsv" "$WORK/load" "$WORK/events.tsv" \
+    >"$OUT" || status=$?
+cat "$OUT" | sed -n '/^## Verdict/,/^## /p' | sed '$d' >&2
+log "report: $OUT (samples: ${OUT%.md}.tsv)"
+exit "$status"
