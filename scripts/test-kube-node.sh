@@ -18,7 +18,7 @@
 # controller's and its certificate Jobs' image and nothing else changed but the Service type: the
 # Jobs complete, the controller is probed Ready on /healthz, Ingresses of class nginx route (with
 # ingress-nginx's regex rewrite, and the chart's addHeaders), status is written, the webhook
-# refuses, a helm upgrade (Jobs again, the Deployment rolled) under 200 requests/s through its
+# refuses, the chart's metrics Service (metrics.enabled) serves the request family, a helm upgrade (Jobs again, the Deployment rolled) under 200 requests/s through its
 # Service fails no request, the chart's DaemonSet on the host network serves the node's :80,
 # and helm uninstall ends the pod through its preStop /wait-shutdown with exit 0.
 # Then uninstalls and tears the node down (SLUICE_NODE_KEEP=1 leaves it up to look around:
@@ -299,7 +299,8 @@ inx_install() {
     --set controller.service.type=NodePort "$@" --wait --timeout 180s
 }
 check "ingress-nginx chart: helm install --wait (certificate Jobs on Sluice's image complete, the controller probed Ready)" \
-  inx_install --set controller.addHeaders.X-Served-By=sluice-under-ingress-nginx-chart
+  inx_install --set controller.addHeaders.X-Served-By=sluice-under-ingress-nginx-chart \
+  --set controller.metrics.enabled=true
 # The backend behind two Ingresses of class nginx: the plain one, and one with ingress-nginx's
 # regex rewrite.
 {
@@ -356,6 +357,20 @@ check "ingress-nginx chart: Ingress status holds --publish-service's address (a 
 check "ingress-nginx chart: the API server calls the webhook through its Service (duplicate Ingress refused)" \
   until_ok 30 refused
 check "ingress-nginx chart: kubectl logs shows the access log" until_ok 20 access_logged ingress-nginx
+# controller.metrics.enabled: the chart's metrics Service (port 10254, targetPort by the name
+# `metrics`) is what Prometheus scrapes; through it, ingress-nginx's request family counts the
+# requests above under the Ingress's name and namespace.
+scraped_through_the_metrics_service() {
+  local ip out
+  ip=$(k get service ingress-nginx-controller-metrics -n ingress-nginx -o jsonpath='{.spec.clusterIP}') ||
+    return 1
+  out=$(in_node curl -sS -m 3 "http://$ip:10254/metrics") || return 1
+  grep -E '^nginx_ingress_controller_requests\{' <<<"$out" | grep 'ingress="backend"' |
+    grep 'namespace="app"' | grep 'status="200"' | head -n 1 |
+    awk '{ print "      " $0 } $NF + 0 > 0 { found = 1 } END { exit !found }'
+}
+check "ingress-nginx chart: metrics.enabled: its metrics Service serves nginx_ingress_controller_requests for the Ingress" \
+  until_ok 20 scraped_through_the_metrics_service
 # The switch itself is a `helm upgrade` (README's migration step): the certificate Jobs run again
 # (the Secret exists: kept), and the Deployment rolls (surge 1, unavailable 0): a new pod comes
 # Ready, the old one gets its preStop hook. Clients reach the controller through its Service
