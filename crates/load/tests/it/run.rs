@@ -1,6 +1,6 @@
 //! End-to-end runs that succeed: rate accuracy, closed loop, warm-up, result files, HTTP/2.
 
-use crate::support::{remove_temp, Behavior, TestServer};
+use crate::support::{remove_temp, Behavior, ConnServer, TestServer};
 
 #[test]
 fn an_open_loop_run_sends_exactly_the_requested_rate_and_writes_its_files() {
@@ -136,40 +136,17 @@ fn http2_prior_knowledge_works_against_a_hyper_server() {
     use http_body_util::Full;
     use hyper::body::Bytes;
 
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            let serve = async {
-                loop {
-                    let (socket, _) = listener.accept().await.unwrap();
-                    tokio::spawn(async move {
-                        let service = hyper::service::service_fn(|_req| async {
-                            Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
-                                Bytes::from_static(b"hello over h2"),
-                            )))
-                        });
-                        let _ = hyper::server::conn::http2::Builder::new(
-                            hyper_util::rt::TokioExecutor::new(),
-                        )
-                        .serve_connection(hyper_util::rt::TokioIo::new(socket), service)
-                        .await;
-                    });
-                }
-            };
-            tokio::select! {
-                _ = serve => {}
-                _ = stopped => {}
-            }
+    let server = ConnServer::start(|socket| async move {
+        let service = hyper::service::service_fn(|_req| async {
+            Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(Bytes::from_static(
+                b"hello over h2",
+            ))))
         });
+        let _ = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .serve_connection(hyper_util::rt::TokioIo::new(socket), service)
+            .await;
     });
+    let addr = server.addr;
 
     let url = format!("http://{addr}/");
     let results = crate::support::run(&[
@@ -178,8 +155,6 @@ fn http2_prior_knowledge_works_against_a_hyper_server() {
     assert_eq!(results.errors.total(), 0, "{:?}", results.error_examples);
     assert_eq!(results.requests + results.unsent, 30);
     assert_eq!(results.bytes_read, results.requests * 13);
-    let _ = stop.send(());
-    thread.join().unwrap();
 }
 
 #[test]
@@ -193,58 +168,38 @@ fn http2_connections_a_server_ends_with_goaway_are_replaced_without_an_error() {
     // Like a proxy at its keep-alive-requests: each connection ends gracefully (GOAWAY) after its
     // third response. The requests after it were never sent on that connection.
     const PER_CONNECTION: u64 = 3;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
     let connections = Arc::new(AtomicU64::new(0));
     let accepted = connections.clone();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            let serve = async {
-                loop {
-                    let (socket, _) = listener.accept().await.unwrap();
-                    accepted.fetch_add(1, Ordering::Relaxed);
-                    tokio::spawn(async move {
-                        let served = Arc::new(AtomicU64::new(0));
-                        let last = Arc::new(tokio::sync::Notify::new());
-                        let (count, notify) = (served.clone(), last.clone());
-                        let service = hyper::service::service_fn(move |_req| {
-                            if count.fetch_add(1, Ordering::Relaxed) + 1 == PER_CONNECTION {
-                                notify.notify_one();
-                            }
-                            async {
-                                Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
-                                    Bytes::from_static(b"hello over h2"),
-                                )))
-                            }
-                        });
-                        let conn = hyper::server::conn::http2::Builder::new(
-                            hyper_util::rt::TokioExecutor::new(),
-                        )
-                        .serve_connection(hyper_util::rt::TokioIo::new(socket), service);
-                        tokio::pin!(conn);
-                        tokio::select! {
-                            _ = conn.as_mut() => {}
-                            () = last.notified() => {
-                                conn.as_mut().graceful_shutdown();
-                                let _ = conn.await;
-                            }
-                        }
-                    });
+    let server = ConnServer::start(move |socket| {
+        accepted.fetch_add(1, Ordering::Relaxed);
+        async move {
+            let served = Arc::new(AtomicU64::new(0));
+            let last = Arc::new(tokio::sync::Notify::new());
+            let notify = last.clone();
+            let service = hyper::service::service_fn(move |_req| {
+                if served.fetch_add(1, Ordering::Relaxed) + 1 == PER_CONNECTION {
+                    notify.notify_one();
                 }
-            };
+                async {
+                    Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                        Bytes::from_static(b"hello over h2"),
+                    )))
+                }
+            });
+            let conn =
+                hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection(hyper_util::rt::TokioIo::new(socket), service);
+            tokio::pin!(conn);
             tokio::select! {
-                _ = serve => {}
-                _ = stopped => {}
+                _ = conn.as_mut() => {}
+                () = last.notified() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
             }
-        });
+        }
     });
+    let addr = server.addr;
 
     let url = format!("http://{addr}/");
     let results = crate::support::run(&[
@@ -260,8 +215,6 @@ fn http2_connections_a_server_ends_with_goaway_are_replaced_without_an_error() {
         "{opened} connections for {} requests",
         results.requests
     );
-    let _ = stop.send(());
-    thread.join().unwrap();
 }
 
 #[test]
