@@ -133,6 +133,9 @@ pub(crate) enum ProxyError {
     SendTimeout { addr: SocketAddr },
     #[error("the request head frames its body ambiguously")]
     RequestFraming(#[source] FramingError),
+    /// A request head over `large-client-header-buffers`.
+    #[error("the request head is larger than large-client-header-buffers allows")]
+    RequestHeadTooLarge,
     /// An HTTP/2 upstream connection or stream failed (reset, GOAWAY, protocol error).
     #[error("HTTP/2 request to {addr} failed")]
     Http2 {
@@ -206,6 +209,9 @@ impl ProxyError {
                 (StatusCode::NOT_IMPLEMENTED, Client)
             }
             ProxyError::RequestFraming(_) => (StatusCode::BAD_REQUEST, Client),
+            ProxyError::RequestHeadTooLarge => {
+                (StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, Client)
+            }
             ProxyError::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, Client),
             ProxyError::ClientBodyTimeout => (StatusCode::REQUEST_TIMEOUT, Client),
             // The Service has no ready pod: the backend's state, not ours.
@@ -281,6 +287,7 @@ impl ProxyError {
                 "501 Not Implemented: unknown Transfer-Encoding\n"
             }
             ProxyError::RequestFraming(_) => "400 Bad Request: ambiguous message framing\n",
+            ProxyError::RequestHeadTooLarge => "431 Request Header Fields Too Large\n",
             ProxyError::ClientBodyTimeout => "408 Request Timeout\n",
             ProxyError::ConnectTimeout { .. }
             | ProxyError::ReadTimeout { .. }
@@ -315,6 +322,7 @@ impl ProxyError {
             ProxyError::RewriteRefused(_) => (INTERNAL, "the rewritten path is refused"),
             ProxyError::RewriteInvalid => (INTERNAL, "the rewritten target is invalid"),
             ProxyError::RequestFraming(_) => (INTERNAL, "ambiguous message framing"),
+            ProxyError::RequestHeadTooLarge => (8, "the request head is too large"),
             ProxyError::ClientBody(_) => (INTERNAL, "the request body failed"),
             ProxyError::BodyBuffer(_) => (INTERNAL, "the request body could not be buffered"),
             ProxyError::Forbidden => (7, "the client address is not allowed"),

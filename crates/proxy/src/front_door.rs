@@ -482,7 +482,8 @@ async fn serve_http1_hyper<I>(
     .await;
     if let Some(Err(e)) = result {
         if e.is_parse_too_large() {
-            // hyper answered 431 itself; count it with the other generated errors.
+            // hyper answered 431 itself (a later request's head on a connection it serves);
+            // count it with the other generated errors.
             conn.worker
                 .stats
                 .borrow_mut()

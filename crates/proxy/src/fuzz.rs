@@ -100,7 +100,7 @@ pub fn request_head(data: &[u8]) -> bool {
                     break;
                 }
             }
-            Parse::Partial | Parse::Other | Parse::Refused(..) => {
+            Parse::Partial | Parse::Other | Parse::Refused(..) | Parse::TooLarge => {
                 assert_eq!(&buf[..], &data[offset..], "a head not served was consumed");
                 break;
             }
