@@ -158,13 +158,15 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
                     Parse::Request(request) => break request,
                     Parse::Partial => {}
                     Parse::Other => return Ended::Handover(self.buf.split().freeze()),
+                    // Boxed, as `answer`: rare, and it writes a response.
                     Parse::TooLarge => {
-                        let refused = Box::pin(self.refuse_too_large(&**conn));
+                        let error = ProxyError::RequestHeadTooLarge;
+                        let refused = Box::pin(self.refuse(&**conn, error, None));
                         return refused.await;
                     }
-                    // Boxed, as `answer`: rare, and it writes a response.
                     Parse::Refused(error, head) => {
-                        let refused = Box::pin(self.refuse(&**conn, error, &head));
+                        let error = ProxyError::RequestFraming(error);
+                        let refused = Box::pin(self.refuse(&**conn, error, Some(&head)));
                         return refused.await;
                     }
                 }
@@ -211,10 +213,15 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
         self.write_response(response, &method, close).await
     }
 
-    /// Answers a head refused for its framing, and ends the connection: where the next
-    /// request would start is exactly what cannot be known.
-    async fn refuse<C: Pipeline>(&mut self, conn: &C, error: FramingError, head: &Parts) -> Ended {
-        let error = ProxyError::RequestFraming(error);
+    /// Answers a head refused before routing (ambiguous framing: 400 or 501; over
+    /// `large-client-header-buffers`: 431), and ends the connection: where the next request
+    /// would start is exactly what cannot be known. `head`, when it could be read, is logged.
+    async fn refuse<C: Pipeline>(
+        &mut self,
+        conn: &C,
+        error: ProxyError,
+        head: Option<&Parts>,
+    ) -> Ended {
         tracing::debug!(error = %Chain(&error), "refusing a request head");
         let (status, source) = error.classify();
         conn.count_error(status.as_u16(), source);
@@ -226,27 +233,7 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
             Ok(_) => (self.out.len() as u64, body_bytes),
             Err(_) => (0, 0),
         };
-        conn.log_refused(Some(head), status.as_u16(), sent);
-        if written.is_ok() {
-            let _ = self.io.shutdown().await;
-        }
-        Ended::Closed
-    }
-
-    /// Answers a head over `large-client-header-buffers` with 431 and ends the connection (the
-    /// rest of the head is still on its way).
-    async fn refuse_too_large<C: Pipeline>(&mut self, conn: &C) -> Ended {
-        let error = ProxyError::RequestHeadTooLarge;
-        let (status, source) = error.classify();
-        conn.count_error(status.as_u16(), source);
-        let response = conn.error_response(&error);
-        let body_bytes = response.body().size_hint().exact().unwrap_or(0);
-        let written = self.write_response(response, &Method::GET, true).await;
-        let sent = match written {
-            Ok(_) => (self.out.len() as u64, body_bytes),
-            Err(_) => (0, 0),
-        };
-        conn.log_refused(None, status.as_u16(), sent);
+        conn.log_refused(head, status.as_u16(), sent);
         if written.is_ok() {
             let _ = self.io.shutdown().await;
         }
