@@ -78,6 +78,10 @@ impl Pipeline for ConnCtx {
         ConnCtx::closing(self)
     }
 
+    fn stopping(&self) -> bool {
+        self.closing.get()
+    }
+
     fn last_active(&self) -> Instant {
         ConnCtx::last_active(self)
     }

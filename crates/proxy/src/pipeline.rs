@@ -62,6 +62,12 @@ pub(crate) trait Pipeline: TunnelCount + 'static {
     /// serve no other.
     fn closing(&self) -> bool;
 
+    /// The worker is stopping, not merely terminating: a connection whose response already
+    /// promised keep-alive is ended after it all the same, as the stop ends idle ones. While
+    /// only terminating, that promise is kept: closing right after a keep-alive response
+    /// would race the client's next request, which it may already have sent.
+    fn stopping(&self) -> bool;
+
     /// When the connection last did something (when it was accepted, until its first request).
     fn last_active(&self) -> Instant;
 }

@@ -190,7 +190,9 @@ impl<I: AsyncRead + AsyncWrite + Unpin> Http1<I> {
             // carry that much in its task. One allocation per request instead.
             let answer = Box::pin(self.answer(conn, request));
             match answer.await {
-                Ok(true) if !conn.closing() => {}
+                // Keep-alive was promised in the response (`closing` was read when it was
+                // written): only a stop breaks that promise.
+                Ok(true) if !conn.stopping() => {}
                 Ok(_) => {
                     // A clean end: FIN, and over TLS a close_notify first, so the client
                     // can tell it from a truncation.
@@ -676,6 +678,116 @@ mod tests {
         fits.resize(8192 - 4, b'a');
         fits.extend_from_slice(b"\r\n\r\n");
         assert!(matches!(parsed(&fits).0, Parse::Request(_)));
+    }
+
+    /// A connection whose process starts terminating (or whose worker starts stopping) just
+    /// after a response went out, before the server looks at the connection again.
+    struct StateChangesAfterFirstResponse {
+        closing_reads: std::cell::Cell<u32>,
+        stops: bool,
+    }
+
+    impl crate::h2_server::TunnelCount for StateChangesAfterFirstResponse {
+        fn tunnel_opened(&self) {}
+        fn tunnel_closed(&self) {}
+    }
+
+    impl Pipeline for StateChangesAfterFirstResponse {
+        type Body = ResponseBody;
+
+        async fn respond(
+            self: Rc<Self>,
+            _head: Parts,
+            _body: Option<crate::request_body::ClientBody>,
+            _upgrade: Option<crate::pipeline::ClientUpgrade>,
+        ) -> Response<ResponseBody> {
+            Response::new(ResponseBody::full(Bytes::from_static(b"ok")))
+        }
+
+        fn count_error(&self, status: u16, _source: crate::error::ErrorSource) {
+            panic!("refused a request: {status}");
+        }
+
+        fn error_response(&self, error: &ProxyError) -> Response<ResponseBody> {
+            panic!("refused a request: {error}");
+        }
+
+        fn log_refused(&self, _head: Option<&Parts>, status: u16, _sent: (u64, u64)) {
+            panic!("refused a request: {status}");
+        }
+
+        fn closing(&self) -> bool {
+            let reads = self.closing_reads.get();
+            self.closing_reads.set(reads + 1);
+            reads > 0
+        }
+
+        fn stopping(&self) -> bool {
+            self.stops && self.closing_reads.get() > 0
+        }
+
+        fn last_active(&self) -> std::time::Instant {
+            std::time::Instant::now()
+        }
+    }
+
+    /// Sends a request and reads its response; `None` when the server closed instead.
+    async fn exchange(client: &mut tokio::io::DuplexStream) -> Option<String> {
+        use tokio::io::AsyncReadExt;
+        client
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .ok()?;
+        let mut response = Vec::new();
+        let mut chunk = [0u8; 512];
+        while !response.ends_with(b"\r\n\r\nok") {
+            match client.read(&mut chunk).await {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => response.extend_from_slice(&chunk[..n]),
+            }
+        }
+        Some(String::from_utf8(response).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_keep_alive_response_is_honoured_when_termination_begins_after_it() {
+        // The race behind a flaky integration test: the response said keep-alive, then
+        // termination began before the server looked at the connection again. Closing there
+        // races a next request the client may already have sent; it is served instead, and
+        // that one says `Connection: close`.
+        let conn = Rc::new(StateChangesAfterFirstResponse {
+            closing_reads: std::cell::Cell::new(0),
+            stops: false,
+        });
+        let (mut client, server_io) = tokio::io::duplex(4096);
+        let mut server = Http1::new(server_io, 8192, true);
+        let client_side = async {
+            let first = exchange(&mut client).await.expect("the first response");
+            assert!(!first.contains("connection: close"), "{first}");
+            let second = exchange(&mut client)
+                .await
+                .expect("served after keep-alive");
+            assert!(second.contains("connection: close"), "{second}");
+        };
+        let (ended, ()) = tokio::join!(server.run(&conn), client_side);
+        assert!(matches!(ended, Ended::Closed));
+    }
+
+    #[tokio::test]
+    async fn a_stop_after_a_keep_alive_response_ends_the_connection() {
+        let conn = Rc::new(StateChangesAfterFirstResponse {
+            closing_reads: std::cell::Cell::new(0),
+            stops: true,
+        });
+        let (mut client, server_io) = tokio::io::duplex(4096);
+        let mut server = Http1::new(server_io, 8192, true);
+        let client_side = async {
+            let first = exchange(&mut client).await.expect("the first response");
+            assert!(!first.contains("connection: close"), "{first}");
+            assert_eq!(exchange(&mut client).await, None, "closed by the stop");
+        };
+        let (ended, ()) = tokio::join!(server.run(&conn), client_side);
+        assert!(matches!(ended, Ended::Closed));
     }
 
     #[test]

@@ -101,6 +101,10 @@ impl Pipeline for AnswerEachMessage {
         false
     }
 
+    fn stopping(&self) -> bool {
+        false
+    }
+
     fn last_active(&self) -> Instant {
         self.started
     }
