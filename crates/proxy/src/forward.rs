@@ -90,6 +90,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use futures_util::future::Either;
 use futures_util::FutureExt;
 use http::request::Parts;
 use http::{header, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
@@ -132,17 +133,45 @@ use crate::worker::{ConnCtx, RequestGuard};
 /// Answers one client request that came through hyper (HTTP/1 requests the inline server
 /// hands over). Never fails: every problem is a status code (the `Result` is hyper's service
 /// signature, so hyper can take this future as it is).
+///
+/// A head over `max_head` (`large-client-header-buffers`) is refused 431 here, as the inline
+/// server refuses it: hyper's own bound is only checked while a head is incomplete, so a head
+/// that completed within one read of its (larger) buffer would otherwise be served.
 pub(crate) fn handle(
     conn: Rc<ConnCtx>,
     mut request: Request<Incoming>,
+    max_head: usize,
 ) -> impl Future<Output = Result<Response<ResponseBody>, Infallible>> {
     let client_upgrade = headers::is_websocket_upgrade(request.headers())
         .then(|| ClientUpgrade::Http1(hyper::upgrade::on(&mut request)));
     let (head, body) = request.into_parts();
+    if metrics::request_head_length(&head) > max_head as u64 {
+        return Either::Left(std::future::ready(Ok(refuse_oversized_head(&conn, &head))));
+    }
     let body = (!body.is_end_stream()).then_some(ClientBody::Http1(body));
     // Mapped rather than awaited in an `async` block: the block would hold the pipeline's
     // future twice (captured, then moved to be awaited).
-    respond(conn, head, body, client_upgrade).map(Ok)
+    Either::Right(respond(conn, head, body, client_upgrade).map(Ok))
+}
+
+/// 431 for a head hyper parsed whole though it is over the limit; the connection ends after
+/// it, as after the inline server's 431 (its body, if any, is never read).
+#[cold]
+fn refuse_oversized_head(conn: &ConnCtx, head: &Parts) -> Response<ResponseBody> {
+    let error = ProxyError::RequestHeadTooLarge;
+    tracing::debug!(error = %Chain(&error), "refusing a request head");
+    let (status, source) = error.classify();
+    conn.worker
+        .stats
+        .borrow_mut()
+        .error(status.as_u16(), source);
+    let mut response = error_response(&error, false);
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    let body_bytes = response.body().size_hint().exact().unwrap_or(0);
+    conn.log_refused(Some(head), status.as_u16(), (0, body_bytes));
+    response
 }
 
 /// Answers one client request: `body` is `None` when the request has none.
@@ -1159,11 +1188,11 @@ async fn tunnel(
 mod tests {
     use super::*;
 
-    /// HTTP/2 copies `handle`'s future into the box of each stream's task: it must not hold
+    /// hyper copies `handle`'s future into its connection's state: it must not hold
     /// the pipeline's future twice, as an `async` block awaiting a captured future does.
     #[test]
     fn the_request_future_holds_the_pipeline_once() {
-        fn output_size<A, B, F>(_: impl Fn(A, B) -> F) -> usize {
+        fn output_size<A, B, C, F>(_: impl Fn(A, B, C) -> F) -> usize {
             std::mem::size_of::<F>()
         }
         fn pipeline_size<A, B, C, D, F>(_: impl Fn(A, B, C, D) -> F) -> usize {

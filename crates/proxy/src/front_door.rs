@@ -473,7 +473,7 @@ async fn serve_http1_hyper<I>(
         // `client-header-timeout` is enforced by `drive` instead: hyper's own timer would be
         // allocated and registered anew for every request head.
         .header_read_timeout(None);
-    let service = service(conn.clone());
+    let service = service(conn.clone(), max_head);
     let connection = pin!(builder.serve_connection(io, service).with_upgrades());
     let result = drive(
         connection,
@@ -549,12 +549,13 @@ where
 
 fn service(
     conn: Rc<ConnCtx>,
+    max_head: usize,
 ) -> impl hyper::service::Service<
     http::Request<hyper::body::Incoming>,
     Response = http::Response<crate::response_body::ResponseBody>,
     Error = Infallible,
 > {
-    service_fn(move |request| crate::forward::handle(conn.clone(), request))
+    service_fn(move |request| crate::forward::handle(conn.clone(), request, max_head))
 }
 
 /// Which server a connection is driving, for how it finishes gracefully.

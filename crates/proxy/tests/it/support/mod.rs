@@ -587,6 +587,25 @@ pub(crate) async fn raw_head(addr: SocketAddr, request: &[u8]) -> String {
     .await
 }
 
+/// Writes `request` (one or more requests) in one go and reads everything the proxy answers
+/// until it closes the connection (or 2 s pass without a byte).
+pub(crate) async fn raw_exchange(addr: SocketAddr, request: &[u8]) -> String {
+    bounded(async {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let _ = stream.write_all(request).await;
+        let mut answers = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match tokio::time::timeout(Duration::from_secs(2), stream.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+                Ok(Ok(n)) => answers.extend_from_slice(&buf[..n]),
+            }
+        }
+        String::from_utf8_lossy(&answers).into_owned()
+    })
+    .await
+}
+
 /// Shuts the proxy down off the async runtime (it blocks until every thread has stopped).
 pub(crate) async fn shutdown(proxy: Proxy) {
     bounded(tokio::task::spawn_blocking(move || proxy.shutdown()))
