@@ -4,10 +4,18 @@
 #
 #   scripts/soak.sh                        DURATION=20m
 #   DURATION=2m SAMPLE=5s scripts/soak.sh  a quick look
+#   MODE=kubernetes scripts/soak.sh        the same through a real kube-apiserver + etcd
 #
-# What runs, all on loopback (standalone `sluice serve --config DIR`, WORKERS workers, access log
-# on, to /dev/null):
-#   - three backend pods (`sluice backend` on 127.0.0.2-4); every ENDPOINT_EVERY the Service's
+# What runs, all on loopback (WORKERS workers, access log on, to /dev/null). MODE=standalone (the
+# default): `sluice serve --config DIR`, the objects below written as files into DIR.
+# MODE=kubernetes (root): `scripts/kube-cluster.sh run` gives the soak a network namespace with
+# etcd and kube-apiserver; the deploy manifests' RBAC, IngressClass and Service are applied and
+# Sluice runs as their ServiceAccount with the DaemonSet's flags (leader election, Ingress status
+# through --publish-service); the pods are on 198.18.0.N, added to the namespace's loopback (the
+# API server refuses loopback addresses in EndpointSlices, and Sluice ignores them); the
+# objects below are server-side applied and deleted through the API, so every change is a watch
+# event and every new Ingress a status write:
+#   - three backend pods (`sluice backend` on 127.0.0.2-4, or 198.18.0.2-4); every ENDPOINT_EVERY the Service's
 #     EndpointSlice is rewritten with two or three of them (the pods keep running);
 #   - every CHURN_EVERY a new Ingress with a host never used before (TLS from a wildcard Secret,
 #     a regex rewrite, a request rate limit, CORS), asked three times over HTTPS until it answers
@@ -28,14 +36,16 @@
 #   - /metrics: the per-Ingress request family names at most LIVE+2 Ingresses (the stable one,
 #     the live ones, one on its way in).
 # Exit 1 when a check fails, a load saw an error (the 404 load excepted: 404 is its answer), a new
-# Ingress was not served within 10 s, or a refused head got another status.
+# Ingress was not served within 10 s (in Kubernetes mode: or had no status address 10 s after
+# that), or a refused head got another status.
 #
-# Knobs: DURATION=20m, SAMPLE=10s, WORKERS=2, CHURN_EVERY=2 (s), ENDPOINT_EVERY=5 (s), LIVE=5,
+# Knobs: MODE=standalone, DURATION=20m, SAMPLE=10s, WORKERS=2, CHURN_EVERY=2 (s), ENDPOINT_EVERY=5 (s), LIVE=5,
 # RATE_H1=1000, RATE_H2=500, RATE_FULL=20, RATE_RESUMED=20, RATE_404=50, GROWTH_MIB=16,
 # FD_SLACK=50, SLUICE_BIN (default: cargo build --release), OUT=target/soak.md, KEEP_WORK=1.
 # Everything listens on 127.0.0.0/8 and is stopped on exit, by recorded PID.
 set -euo pipefail
 
+MODE=${MODE:-standalone}
 DURATION=${DURATION:-20m}
 SAMPLE=${SAMPLE:-10s}
 WORKERS=${WORKERS:-2}
@@ -66,6 +76,22 @@ BENCH_NAME=soak
 . "$ROOT/scripts/lib/bench.sh"
 # shellcheck source=lib/pki.sh
 . "$ROOT/scripts/lib/pki.sh"
+
+case $MODE in
+standalone | kubernetes) ;;
+*) die "MODE=$MODE: standalone or kubernetes" ;;
+esac
+if [[ $MODE == kubernetes && -z ${SLUICE_KUBE_DIR:-} ]]; then
+    # Into a network namespace with a cluster of its own; this script runs again inside it, with
+    # KUBECONFIG and SLUICE_KUBE_DIR set. Built out here: the build may need the network.
+    [[ $(id -u) == 0 ]] || die "MODE=kubernetes needs root (the cluster's network namespace)"
+    if [[ -z ${SLUICE_BIN:-} ]]; then
+        log "building sluice (release)"
+        SLUICE_BIN=$(release_sluice)
+    fi
+    export MODE SLUICE_BIN
+    exec "$ROOT/scripts/kube-cluster.sh" run -- "$ROOT/scripts/soak.sh"
+fi
 
 stop_everything_on_exit
 
@@ -108,9 +134,68 @@ mkdir -p "$WORK/config" "$WORK/pki" "$WORK/load"
 # --- configuration ------------------------------------------------------------------------------
 
 indent() { sed 's/^/    /' "$1"; }
-write() { # write FILE: standard input to the config folder, in one rename
+POD_NET=127.0.0
+if [[ $MODE == kubernetes ]]; then
+    POD_NET=198.18.0
+    for n in 2 3 4; do
+        ip address add "$POD_NET.$n/32" dev lo 2>/dev/null || ip address show dev lo | grep -q "$POD_NET.$n/" ||
+            die "cannot add $POD_NET.$n to the namespace's loopback"
+    done
+fi
+if [[ $MODE == kubernetes ]]; then
+    api_server=$(awk '$1 == "server:" {print $2; exit}' "$KUBECONFIG")
+    # api METHOD PATH [CONTENT-TYPE]: one request as the cluster's admin, standard input as the body.
+    api() {
+        local body=()
+        [[ -z ${3:-} ]] || body=(-H "Content-Type: $3" --data-binary @-)
+        curl -sS --fail-with-body -o "$WORK/api-answer" -m 10 --cacert "$SLUICE_KUBE_DIR/pki/ca.crt" \
+            --cert "$SLUICE_KUBE_DIR/pki/admin.crt" --key "$SLUICE_KUBE_DIR/pki/admin.key" \
+            -X "$1" "${body[@]}" "$api_server/$2" ||
+            die "$1 $2 failed: $(head -c 2000 "$WORK/api-answer" 2>/dev/null)"
+    }
+    # resource_path: the API path of the one object on standard input (kind, metadata's name
+    # and namespace read from the YAML this script writes).
+    resource_path() {
+        awk '
+            /^kind:/ { kind = $2 }
+            /^  name:/ && !name { name = $2 }
+            /^  namespace:/ && !ns { ns = $2 }
+            END {
+                if (kind == "Ingress") p = "apis/networking.k8s.io/v1/namespaces/" ns "/ingresses/"
+                else if (kind == "IngressClass") p = "apis/networking.k8s.io/v1/ingressclasses/"
+                else if (kind == "EndpointSlice") p = "apis/discovery.k8s.io/v1/namespaces/" ns "/endpointslices/"
+                else if (kind == "ConfigMap") p = "api/v1/namespaces/" ns "/configmaps/"
+                else if (kind == "Secret") p = "api/v1/namespaces/" ns "/secrets/"
+                else if (kind == "Service") p = "api/v1/namespaces/" ns "/services/"
+                else { print "soak: no API path for kind " kind > "/dev/stderr"; exit 1 }
+                print p name
+            }'
+    }
+fi
+write() { # write FILE: standard input to the config folder in one rename, or applied to the API
+    if [[ $MODE == kubernetes ]]; then
+        local yaml path
+        yaml=$(cat)
+        path=$(resource_path <<<"$yaml")
+        api PATCH "$path?fieldManager=soak&force=true" application/apply-patch+yaml <<<"$yaml"
+        return
+    fi
     cat >"$WORK/config/.$1.tmp"
     mv "$WORK/config/.$1.tmp" "$WORK/config/$1"
+}
+# status_written K: churn-K's status names an address (Sluice, as leader, writes the
+# --publish-service Service's address into it).
+status_written() {
+    api GET "apis/networking.k8s.io/v1/namespaces/default/ingresses/churn-$1" &&
+        python3 -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1])).get("status", {}).get("loadBalancer", {}).get("ingress") else 1)' \
+            "$WORK/api-answer"
+}
+remove_churn_ingress() { # remove_churn_ingress K
+    if [[ $MODE == kubernetes ]]; then
+        api DELETE "apis/networking.k8s.io/v1/namespaces/default/ingresses/churn-$1"
+    else
+        rm -f "$WORK/config/ingress-churn-$1.yaml"
+    fi
 }
 tls_secret() { # tls_secret NAME PKI-NAME
     printf 'apiVersion: v1\nkind: Secret\nmetadata:\n  name: %s\n  namespace: default\ntype: kubernetes.io/tls\nstringData:\n  tls.crt: |\n' "$1"
@@ -118,11 +203,11 @@ tls_secret() { # tls_secret NAME PKI-NAME
     printf '  tls.key: |\n'
     indent "$WORK/pki/$2.key"
 }
-slice() { # slice N...: the app Service's endpoints, 127.0.0.N
+slice() { # slice N...: the app Service's endpoints, $POD_NET.N
     printf 'apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  name: app-soak\n  namespace: default\n  labels:\n    kubernetes.io/service-name: app\naddressType: IPv4\nports:\n  - name: http\n    port: %s\n    protocol: TCP\nendpoints:\n' "$BACKEND_PORT"
     local n
     for n in "$@"; do
-        printf '  - addresses: ["127.0.0.%s"]\n    conditions: {ready: true}\n' "$n"
+        printf '  - addresses: ["%s.%s"]\n    conditions: {ready: true}\n' "$POD_NET" "$n"
     done
 }
 churn_ingress() { # churn_ingress K: Ingress churn-K for hK.churn.test
@@ -152,6 +237,19 @@ spec:
 YAML
 }
 
+if [[ $MODE == kubernetes ]]; then
+    # What the deploy manifests grant and name, as a cluster that installed them has it (no
+    # DaemonSet: Sluice runs here; no webhook: nothing would answer it).
+    python3 - "$ROOT/deploy/manifests/sluice.yaml" >"$WORK/manifests.yaml" <<'PY'
+import re, sys
+keep = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+        "RoleBinding", "IngressClass", "Service"}
+docs = re.split(r"^---$", open(sys.argv[1]).read(), flags=re.M)
+print("\n---\n".join(d for d in docs if (m := re.search(r"^kind: (\w+)$", d, re.M)) and m[1] in keep))
+PY
+    kubectl apply -f "$WORK/manifests.yaml" >"$WORK/kubectl-apply.log" ||
+        die "applying the deploy manifests failed: $(cat "$WORK/kubectl-apply.log")"
+fi
 write ingressclass.yaml <<'YAML'
 apiVersion: networking.k8s.io/v1
 kind: IngressClass
@@ -208,12 +306,22 @@ YAML
 # --- processes ----------------------------------------------------------------------------------
 
 for n in 2 3 4; do
-    "$SLUICE_BIN" backend --listen "127.0.0.$n:$BACKEND_PORT" --name "pod$n" >"$WORK/backend-$n.log" 2>&1 &
+    "$SLUICE_BIN" backend --listen "$POD_NET.$n:$BACKEND_PORT" --name "pod$n" >"$WORK/backend-$n.log" 2>&1 &
     PIDS+=("$!")
-    wait_until "backend pod$n" "$!" curl -fsS -o /dev/null "http://127.0.0.$n:$BACKEND_PORT/"
+    wait_until "backend pod$n" "$!" curl -fsS -o /dev/null "http://$POD_NET.$n:$BACKEND_PORT/"
 done
 
-SLUICE_LOG=warn "$SLUICE_BIN" serve --config "$WORK/config" --workers "$WORKERS" \
+if [[ $MODE == kubernetes ]]; then
+    # The DaemonSet's flags (deploy/manifests), on loopback.
+    source_flags=(--kubernetes --kubeconfig "$SLUICE_KUBE_DIR/sluice.kubeconfig"
+        --configmap sluice/sluice --publish-service sluice/sluice --election-id sluice-leader
+        --ingress-class sluice --controller-class sluice.dev/ingress-controller
+        --shutdown-grace-period 0)
+    export POD_NAME=sluice-soak POD_NAMESPACE=sluice
+else
+    source_flags=(--config "$WORK/config")
+fi
+SLUICE_LOG=warn "$SLUICE_BIN" serve "${source_flags[@]}" --workers "$WORKERS" \
     --http-listen "127.0.0.1:$HTTP_PORT" --https-listen "127.0.0.1:$HTTPS_PORT" \
     --admin-listen "127.0.0.1:$ADMIN_PORT" --status-listen 127.0.0.1:0 \
     --default-tls-secret default/app-tls --access-log-path /dev/null >"$WORK/sluice.log" 2>&1 &
@@ -305,6 +413,7 @@ endpoint_sets=("2 3" "2 3 4" "3 4" "2 3 4" "2 4" "2 3 4")
 endpoint_step=0
 ingresses=0
 unserved=0
+unstatused=0
 wrong_refusals=0
 sample 0
 while :; do
@@ -315,7 +424,7 @@ while :; do
     k=$ingresses
     churn_ingress "$k" | write "ingress-churn-$k.yaml"
     ingresses=$((ingresses + 1))
-    if ((k >= LIVE)); then rm -f "$WORK/config/ingress-churn-$((k - LIVE)).yaml"; fi
+    if ((k >= LIVE)); then remove_churn_ingress $((k - LIVE)); fi
     ok=0
     for ((w = 0; w < 50; w++)); do
         if served "$k" 2>/dev/null; then ok=1 && break; fi
@@ -324,6 +433,17 @@ while :; do
     if ((ok == 0)); then
         unserved=$((unserved + 1))
         printf '%s\tchurn-%s not served within 10 s\n' "$now" "$k" >>"$WORK/events.tsv"
+    fi
+    if [[ $MODE == kubernetes ]]; then
+        ok=0
+        for ((w = 0; w < 50; w++)); do
+            if status_written "$k"; then ok=1 && break; fi
+            sleep 0.2
+        done
+        if ((ok == 0)); then
+            unstatused=$((unstatused + 1))
+            printf '%s\tchurn-%s has no status address after 10 s\n' "$now" "$k" >>"$WORK/events.tsv"
+        fi
     fi
 
     large=$(raw_status "$WORK/too-large.bin")
@@ -357,9 +477,9 @@ log "soak over: $ingresses Ingresses made, $endpoint_step EndpointSlice rewrites
 mkdir -p "$(dirname "$OUT")"
 cp "$WORK/samples.tsv" "${OUT%.md}.tsv"
 status=0
-SOAK_VERSION=$("$SLUICE_BIN" --version) SOAK_DURATION=$DURATION SOAK_WORKERS=$WORKERS \
+SOAK_VERSION=$("$SLUICE_BIN" --version) SOAK_MODE=$MODE SOAK_DURATION=$DURATION SOAK_WORKERS=$WORKERS \
     SOAK_LIVE=$LIVE SOAK_GROWTH_MIB=$GROWTH_MIB SOAK_FD_SLACK=$FD_SLACK \
-    SOAK_UNSERVED=$unserved SOAK_WRONG_REFUSALS=$wrong_refusals SOAK_INGRESSES=$ingresses \
+    SOAK_UNSERVED=$unserved SOAK_UNSTATUSED=$unstatused SOAK_WRONG_REFUSALS=$wrong_refusals SOAK_INGRESSES=$ingresses \
     SOAK_ENDPOINT_STEPS=$endpoint_step SOAK_CHURN_EVERY=$CHURN_EVERY \
     SOAK_ENDPOINT_EVERY=$ENDPOINT_EVERY \
     python3 "$ROOT/scripts/lib/soak_report.py" "$WORK/samples.tsv" "$WORK/load" "$WORK/events.tsv" \

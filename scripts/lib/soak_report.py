@@ -72,7 +72,10 @@ def main():
     w = out.append
     w("# Soak: Sluice under mixed traffic and constant change")
     w("")
-    w(f"`scripts/soak.sh`, {env('VERSION')}, {env('WORKERS')} workers, DURATION={env('DURATION')}: "
+    source = ("Kubernetes mode: a real kube-apiserver + etcd, every change applied through the "
+              "API" if env("MODE") == "kubernetes" else "standalone: a folder of manifests")
+    w(f"`MODE={env('MODE', 'standalone')} scripts/soak.sh` ({source}), {env('VERSION')}, "
+      f"{env('WORKERS')} workers, DURATION={env('DURATION')}: "
       f"a new Ingress every {env('CHURN_EVERY')} s ({env('INGRESSES')} in all, {live} live at a "
       f"time), the EndpointSlice rewritten every {env('ENDPOINT_EVERY')} s "
       f"({env('ENDPOINT_STEPS')} times), the loads below all the while. From the quarter mark "
@@ -104,6 +107,10 @@ def main():
             f"{quarter['metric_lines']} → {last['metric_lines']} lines")
     unserved = int(env("UNSERVED", "0"))
     verdict(unserved == 0, f"every new Ingress served within 10 s ({unserved} not)")
+    if env("MODE") == "kubernetes":
+        unstatused = int(env("UNSTATUSED", "0"))
+        verdict(unstatused == 0, f"every new Ingress's status written (the --publish-service "
+                                 f"address) within 10 s of being served ({unstatused} not)")
     wrong = int(env("WRONG_REFUSALS", "0"))
     verdict(wrong == 0, f"a head too large answered 431 and a malformed one 400 every time "
                         f"({wrong} otherwise)")
