@@ -168,6 +168,10 @@ pub struct CompiledView {
     /// Where known hosts' unmatched paths go when the host has no root of its own.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_default: Option<RouteView>,
+    /// Where a request no host, rule or default backend takes goes (ingress-nginx's `_`
+    /// server): only when the http level has a policy for it (the ConfigMap's `add-headers`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_server: Option<RouteView>,
     /// Rules tried before the default backend (its canary's).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub default_rules: Vec<RouteView>,
@@ -335,6 +339,10 @@ impl Compiled {
             host_default: self
                 .routes
                 .host_default()
+                .map(|r| RouteView::new(None, r, &default)),
+            default_server: self
+                .routes
+                .default_server()
                 .map(|r| RouteView::new(None, r, &default)),
             default_rules: self
                 .routes

@@ -295,6 +295,12 @@ pub struct RouteTable {
     /// Where a known host's unmatched paths go when the host has no `root` of its own:
     /// `--default-backend-service` with the ConfigMap's policy; `None`: 404.
     host_default: Option<Arc<Route>>,
+    /// ingress-nginx's default server (`_`) without a backend: where a request no host and no
+    /// rule takes goes when there is no default backend either. Sluice's 404 behind the http
+    /// level's policy (the ConfigMap's `add-headers`): nothing of a location's (allow-lists,
+    /// redirects, limits), as ingress-nginx's `_` server has none. `None`: a bare 404 (a
+    /// Gateway's own table).
+    default_server: Option<Arc<Route>>,
     /// Rules tried before the default backend (its canary's header and cookie rules), in order.
     default_rules: Vec<PathRoute>,
     /// `from-to-www-redirect`: a host without rules of its own → the host to send it to.
@@ -661,6 +667,7 @@ impl RouteTable {
             .map(|rule| &rule.route);
         conditional
             .or(self.default_backend.as_ref())
+            .or(self.default_server.as_ref())
             .map(|route| Matched {
                 route,
                 tls,
@@ -841,6 +848,15 @@ impl RouteTable {
         self.host_default.as_ref()
     }
 
+    /// Sets where a request goes that matched no host, no rule and no default backend.
+    pub fn set_default_server(&mut self, route: Arc<Route>) {
+        self.default_server = Some(route);
+    }
+
+    pub fn default_server(&self) -> Option<&Arc<Route>> {
+        self.default_server.as_ref()
+    }
+
     /// Rules tried, in order, before the default backend.
     pub fn default_rules(&self) -> &[PathRoute] {
         &self.default_rules
@@ -865,6 +881,7 @@ impl RouteTable {
             .map(|rule| &rule.route)
             .chain(self.default_backend.iter())
             .chain(self.host_default.iter())
+            .chain(self.default_server.iter())
             .chain(
                 self.exact
                     .values()

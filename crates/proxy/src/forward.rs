@@ -505,8 +505,8 @@ pub(crate) async fn respond(
 }
 
 /// Whether ingress-nginx's default server (`_`) would have answered: no host or rule matched,
-/// and Sluice answered 404 itself or through `--default-backend-service` (its catch-all,
-/// which is the table's host default too).
+/// and Sluice answered 404 itself (bare, or behind the table's default server) or through
+/// `--default-backend-service` (its catch-all, which is the table's host default too).
 fn answered_by_default_server<T>(
     config: &Compiled,
     route: Option<&Arc<Route>>,
@@ -514,10 +514,12 @@ fn answered_by_default_server<T>(
 ) -> bool {
     match route {
         None => matches!(result, Err(ProxyError::NoRoute)),
-        Some(route) => config
-            .routes
-            .host_default()
-            .is_some_and(|default| Arc::ptr_eq(default, route) && !route.not_found),
+        Some(route) => {
+            let routes = &config.routes;
+            (routes.host_default())
+                .is_some_and(|default| Arc::ptr_eq(default, route) && !route.not_found)
+                || (routes.default_server()).is_some_and(|server| Arc::ptr_eq(server, route))
+        }
     }
 }
 

@@ -308,6 +308,13 @@ fn write_hosts(out: &mut String, config: &Compiled) -> fmt::Result {
             write_route_cells(out, route)?;
         }
     }
+    if let Some(route) = config.routes.default_server() {
+        rows += 1;
+        if rows <= ROWS_SHOWN {
+            out.push_str("<tr><td><i>other hosts</i></td><td><i>any path</i></td>");
+            write_route_cells(out, route)?;
+        }
+    }
     table_end(out, rows);
     out.push_str("</section>\n");
     Ok(())

@@ -143,6 +143,7 @@ fn compile_with(
     if let (None, Some(route)) = (&claims.default_backend, default_route) {
         compiler.out.routes.set_default_backend(route);
     }
+    compiler.default_server();
     compiler.finish_hosts();
     compiler.client_cert_hosts();
     compiler.cipher_hosts();
@@ -183,6 +184,26 @@ fn unix_now() -> i64 {
 }
 
 impl Compiler<'_> {
+    /// ingress-nginx's `_` server without a backend answers 404 with the http level's
+    /// `more_set_headers` (the ConfigMap's `add-headers`) and nothing of a location's: no
+    /// allow-lists, redirects or limits. Set only when there are such headers: without them
+    /// the table's bare 404 is the same answer.
+    fn default_server(&mut self) {
+        if self.out.routes.default_backend().is_some()
+            || self.default_policy.response_headers.is_empty()
+        {
+            return;
+        }
+        let policy = RoutePolicy {
+            response_headers: self.default_policy.response_headers.clone(),
+            custom_errors: self.default_policy.custom_errors.clone(),
+            opentelemetry: self.default_policy.opentelemetry,
+            ..RoutePolicy::default()
+        };
+        let route = Arc::new(not_found_route(Arc::new(policy)));
+        self.out.routes.set_default_server(route);
+    }
+
     /// `--tcp-services-configmap` and `--udp-services-configmap` (see `streams`).
     pub(crate) fn streams(&mut self, options: &CompileOptions) {
         use crate::streams::stream_services;

@@ -250,3 +250,54 @@ async fn the_configmap_s_allow_list_covers_a_host_s_unmatched_paths() {
         StatusCode::NOT_FOUND
     );
 }
+
+#[tokio::test]
+async fn an_unknown_host_s_404_carries_the_configmap_s_add_headers_and_nothing_of_a_location_s() {
+    let web = start_backend("web").await;
+    let mut h = Harness::start();
+    let mut objects = vec![
+        service("web", &[("http", 80)]),
+        settings(&[
+            ("add-headers", "default/answers"),
+            ("whitelist-source-range", "10.0.0.0/8"),
+            ("force-ssl-redirect", "true"),
+        ]),
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "answers", "namespace": "default"},
+            "data": {"X-Frame-Options": "DENY"},
+        }),
+    ];
+    objects.extend(slices("web", &[addr_of(&web)]));
+    let rules =
+        json!({"rules": [rule("plain.example", vec![path("/echo/app", "Prefix", to("web"))])]});
+    objects.push(ingress("site", rules));
+    h.apply(&objects);
+
+    // ingress-nginx's `_` server: the http level's more_set_headers reach its 404; the
+    // ConfigMap's allow-list and force-ssl-redirect are a location's defaults, which it has not.
+    let reply = get(h.http(), "unknown.example", "/anything").await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND, "{reply:?}");
+    assert_eq!(reply.headers["x-frame-options"], "DENY");
+    assert_eq!(
+        reply.text(),
+        "404 Not Found: no route for this host and path\n"
+    );
+    // A known host's paths keep the location's defaults (the allow-list refuses 127.0.0.1).
+    let reply = get(h.http(), "plain.example", "/echo/x").await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN, "{reply:?}");
+
+    // Counted as before: a 404 of no route, no Ingress named.
+    let metrics = get(h.admin(), "admin", "/metrics").await.text();
+    assert!(
+        metrics.contains("sluice_error_responses_total{status=\"404\",source=\"client\"} 1"),
+        "{metrics}"
+    );
+    // /config says where such requests go.
+    let config = get(h.status(), "status", "/config").await.json();
+    assert!(
+        config["config"]["default_server"].is_object(),
+        "{:#}",
+        config["config"]["default_server"]
+    );
+}

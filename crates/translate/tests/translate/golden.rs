@@ -115,7 +115,12 @@ fn route_requests(text: &str, compiled: &model::Compiled) -> Vec<String> {
                 return out;
             };
             let route = matched.route;
-            if route.not_found && route.ingress.name.is_empty() {
+            let default_server = compiled.routes.default_server();
+            if default_server.is_some_and(|server| std::sync::Arc::ptr_eq(server, route)) {
+                // No host, rule or default backend took it: ingress-nginx's `_` server, the
+                // http level's policy, then 404.
+                out.push_str("404 (default server)");
+            } else if route.not_found && route.ingress.name.is_empty() {
                 // The host default without --default-backend-service: the ConfigMap's policy,
                 // then 404.
                 out.push_str("404 (host default)");
