@@ -749,45 +749,41 @@ mod tests {
         Some(String::from_utf8(response).unwrap())
     }
 
+    /// Two requests on one connection whose state changes (`stops`: a stop, else termination)
+    /// right after the first response: the two answers, `None` where the server had closed.
+    async fn two_requests_around_a_state_change(stops: bool) -> (String, Option<String>) {
+        let conn = Rc::new(StateChangesAfterFirstResponse {
+            closing_reads: std::cell::Cell::new(0),
+            stops,
+        });
+        let (mut client, server_io) = tokio::io::duplex(4096);
+        let mut server = Http1::new(server_io, 8192, true);
+        let client_side = async {
+            let first = exchange(&mut client).await.expect("the first response");
+            (first, exchange(&mut client).await)
+        };
+        let (ended, answers) = tokio::join!(server.run(&conn), client_side);
+        assert!(matches!(ended, Ended::Closed));
+        answers
+    }
+
     #[tokio::test]
     async fn a_keep_alive_response_is_honoured_when_termination_begins_after_it() {
         // The race behind a flaky integration test: the response said keep-alive, then
         // termination began before the server looked at the connection again. Closing there
         // races a next request the client may already have sent; it is served instead, and
         // that one says `Connection: close`.
-        let conn = Rc::new(StateChangesAfterFirstResponse {
-            closing_reads: std::cell::Cell::new(0),
-            stops: false,
-        });
-        let (mut client, server_io) = tokio::io::duplex(4096);
-        let mut server = Http1::new(server_io, 8192, true);
-        let client_side = async {
-            let first = exchange(&mut client).await.expect("the first response");
-            assert!(!first.contains("connection: close"), "{first}");
-            let second = exchange(&mut client)
-                .await
-                .expect("served after keep-alive");
-            assert!(second.contains("connection: close"), "{second}");
-        };
-        let (ended, ()) = tokio::join!(server.run(&conn), client_side);
-        assert!(matches!(ended, Ended::Closed));
+        let (first, second) = two_requests_around_a_state_change(false).await;
+        assert!(!first.contains("connection: close"), "{first}");
+        let second = second.expect("served after keep-alive");
+        assert!(second.contains("connection: close"), "{second}");
     }
 
     #[tokio::test]
     async fn a_stop_after_a_keep_alive_response_ends_the_connection() {
-        let conn = Rc::new(StateChangesAfterFirstResponse {
-            closing_reads: std::cell::Cell::new(0),
-            stops: true,
-        });
-        let (mut client, server_io) = tokio::io::duplex(4096);
-        let mut server = Http1::new(server_io, 8192, true);
-        let client_side = async {
-            let first = exchange(&mut client).await.expect("the first response");
-            assert!(!first.contains("connection: close"), "{first}");
-            assert_eq!(exchange(&mut client).await, None, "closed by the stop");
-        };
-        let (ended, ()) = tokio::join!(server.run(&conn), client_side);
-        assert!(matches!(ended, Ended::Closed));
+        let (first, second) = two_requests_around_a_state_change(true).await;
+        assert!(!first.contains("connection: close"), "{first}");
+        assert_eq!(second, None, "closed by the stop");
     }
 
     #[test]
