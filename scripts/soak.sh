@@ -39,6 +39,11 @@
 # Ingress was not served within 10 s (in Kubernetes mode: or had no status address 10 s after
 # that), or a refused head got another status.
 #
+# MODE=kubernetes also takes APISERVER_RESTART_EVERY=N (s; 0, the default, never): the API server
+# is stopped for APISERVER_DOWN (5 s) every N s and started again, between two churn steps: every
+# watch breaks and resumes (or relists) while the loads go on, and the next Ingress must still be
+# served within 10 s.
+#
 # Knobs: MODE=standalone, DURATION=20m, SAMPLE=10s, WORKERS=2, CHURN_EVERY=2 (s), ENDPOINT_EVERY=5 (s), LIVE=5,
 # RATE_H1=1000, RATE_H2=500, RATE_FULL=20, RATE_RESUMED=20, RATE_404=50, GROWTH_MIB=16,
 # FD_SLACK=50, SLUICE_BIN (default: cargo build --release), OUT=target/soak.md, KEEP_WORK=1.
@@ -51,6 +56,8 @@ SAMPLE=${SAMPLE:-10s}
 WORKERS=${WORKERS:-2}
 CHURN_EVERY=${CHURN_EVERY:-2}
 ENDPOINT_EVERY=${ENDPOINT_EVERY:-5}
+APISERVER_RESTART_EVERY=${APISERVER_RESTART_EVERY:-0}
+APISERVER_DOWN=${APISERVER_DOWN:-5}
 LIVE=${LIVE:-5}
 RATE_H1=${RATE_H1:-1000}
 RATE_H2=${RATE_H2:-500}
@@ -409,6 +416,8 @@ printf 't_s\trss_kib\tanon_kib\tfds\tthreads\tmetric_lines\tingresses_in_metrics
 start=$SECONDS
 next_sample=0
 next_endpoints=$ENDPOINT_EVERY
+next_restart=$APISERVER_RESTART_EVERY
+restarts=0
 endpoint_sets=("2 3" "2 3 4" "3 4" "2 3 4" "2 4" "2 3 4")
 endpoint_step=0
 ingresses=0
@@ -459,6 +468,14 @@ while :; do
         endpoint_step=$((endpoint_step + 1))
         next_endpoints=$((now + ENDPOINT_EVERY))
     fi
+    if [[ $MODE == kubernetes ]] && ((APISERVER_RESTART_EVERY > 0 && now >= next_restart)); then
+        "$ROOT/scripts/kube-cluster.sh" stop-apiserver "$SLUICE_KUBE_DIR" 2>>"$WORK/apiserver-restarts.log"
+        sleep "$APISERVER_DOWN"
+        "$ROOT/scripts/kube-cluster.sh" start-apiserver "$SLUICE_KUBE_DIR" 2>>"$WORK/apiserver-restarts.log" ||
+            die "the API server did not start again (see $WORK/apiserver-restarts.log)"
+        restarts=$((restarts + 1))
+        next_restart=$((SECONDS - start + APISERVER_RESTART_EVERY))
+    fi
     if ((now >= next_sample)); then
         sample "$now"
         next_sample=$((now + sample_s))
@@ -481,7 +498,8 @@ SOAK_VERSION=$("$SLUICE_BIN" --version) SOAK_MODE=$MODE SOAK_DURATION=$DURATION 
     SOAK_LIVE=$LIVE SOAK_GROWTH_MIB=$GROWTH_MIB SOAK_FD_SLACK=$FD_SLACK \
     SOAK_UNSERVED=$unserved SOAK_UNSTATUSED=$unstatused SOAK_WRONG_REFUSALS=$wrong_refusals SOAK_INGRESSES=$ingresses \
     SOAK_ENDPOINT_STEPS=$endpoint_step SOAK_CHURN_EVERY=$CHURN_EVERY \
-    SOAK_ENDPOINT_EVERY=$ENDPOINT_EVERY \
+    SOAK_ENDPOINT_EVERY=$ENDPOINT_EVERY SOAK_APISERVER_RESTARTS=$restarts \
+    SOAK_APISERVER_DOWN=$APISERVER_DOWN \
     python3 "$ROOT/scripts/lib/soak_report.py" "$WORK/samples.tsv" "$WORK/load" "$WORK/events.tsv" \
     >"$OUT" || status=$?
 cat "$OUT" | sed -n '/^## Verdict/,/^## /p' | sed '$d' >&2

@@ -78,7 +78,10 @@ def main():
       f"{env('WORKERS')} workers, DURATION={env('DURATION')}: "
       f"a new Ingress every {env('CHURN_EVERY')} s ({env('INGRESSES')} in all, {live} live at a "
       f"time), the EndpointSlice rewritten every {env('ENDPOINT_EVERY')} s "
-      f"({env('ENDPOINT_STEPS')} times), the loads below all the while. From the quarter mark "
+      f"({env('ENDPOINT_STEPS')} times)"
+      + (f", the API server stopped for {env('APISERVER_DOWN')} s and started again "
+         f"{env('APISERVER_RESTARTS')} times" if int(env("APISERVER_RESTARTS", "0")) else "")
+      + f", the loads below all the while. From the quarter mark "
       f"(t = {quarter['t_s']} s, warm-up before it) to the end (t = {end_t} s):")
     w("")
     w("## Verdict")
