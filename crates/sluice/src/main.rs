@@ -171,13 +171,16 @@ fn init_logging(verbosity: Option<u8>) {
         Some(3..=4) => "debug",
         Some(_) => "trace",
     };
-    // kube-runtime's watcher logs each failed attempt at warn, every few seconds while it
-    // lasts (an optional API not installed or not granted); Sluice's own watch says what
-    // failed once, with what to do. Its lines stay unless SLUICE_LOG names kube_runtime.
+    // kube-runtime's watcher logs each failed attempt at warn, and kube-client each failed
+    // request at error (and a watch the API server cut at warn), for every watch, every retry,
+    // while an API server is away; Sluice's own watch says what failed once per outage, with
+    // what to do. Theirs stay quiet unless SLUICE_LOG names kube_runtime or kube_client.
+    const QUIET: &str = "kube_runtime::watcher=error,kube_client::client::builder=off,\
+                         kube_client::client=error";
     let directives = match std::env::var("SLUICE_LOG") {
-        Ok(set) if set.contains("kube_runtime") => set,
-        Ok(set) => format!("{set},kube_runtime::watcher=error"),
-        Err(_) => format!("{level},kube_runtime::watcher=error"),
+        Ok(set) if set.contains("kube_runtime") || set.contains("kube_client") => set,
+        Ok(set) => format!("{set},{QUIET}"),
+        Err(_) => format!("{level},{QUIET}"),
     };
     let filter = EnvFilter::try_new(&directives).unwrap_or_else(|_| EnvFilter::new(level));
     tracing_subscriber::fmt()

@@ -19,9 +19,7 @@ use k8s_openapi::api::certificates::v1beta1::ClusterTrustBundle;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass, IngressLoadBalancerIngress};
-use kube::runtime::utils::{Backoff, ResetTimerBackoff};
 use kube::runtime::watcher::{self, watcher};
-use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, Resource, ResourceExt};
 use model::{Kind, NamespacedName, ObjectRef};
 use serde::de::DeserializeOwned;
@@ -757,7 +755,16 @@ async fn run<K: Watched>(
     K::DynamicType: Default,
 {
     let kind = K::KIND;
-    let mut stream = watcher(api, config).backoff(retry_backoff()).boxed();
+    // Retries are paced here, not by kube-rs's `StreamBackoff`: that one starts over on any
+    // `Ok` event, and the watcher yields `Init` (an `Ok`) before every list it tries, so a
+    // list that keeps failing (an optional kind not installed, an API server away while a
+    // watch must list again) was retried every 0.25–0.5 s forever. Here only what the API
+    // server returned (objects, the list's end, watch events) counts as progress.
+    let mut stream = watcher(api, config).boxed();
+    let mut retry = RetryDelays::default();
+    // An optional kind not installed is asked about more slowly: it is no outage, and every
+    // replica of a DaemonSet asks.
+    let mut absent_retry = RetryDelays::up_to(ABSENT_LAST_RETRY);
     // What this watcher has delivered, so a relist can say what disappeared meanwhile (one
     // kind per watcher: namespace and name say which object).
     let mut known: BTreeSet<NamespacedName> = BTreeSet::new();
@@ -771,14 +778,17 @@ async fn run<K: Watched>(
     let mut unreadable = false;
     while let Some(event) = stream.next().await {
         let event = match event {
+            // `Init` comes before the list request: only what the list or watch returned
+            // proves the resource exists, the API server answers, or a retry worked.
+            Ok(watcher::Event::Init) => watcher::Event::Init,
             Ok(event) => {
-                // `Init` comes before the list request: only what the list or watch returned
-                // proves the resource exists.
-                if !installed && !matches!(event, watcher::Event::Init) {
+                retry.reset();
+                absent_retry.reset();
+                if !installed {
                     installed = true;
                     tracing::info!(%kind, "{kind} is installed now; watching it");
                 }
-                if unreadable && !matches!(event, watcher::Event::Init) {
+                if unreadable {
                     unreadable = false;
                     tracing::info!(%kind, "{kind} objects can be read now; watching them");
                 }
@@ -790,8 +800,8 @@ async fn run<K: Watched>(
             }
             Err(error) if K::OPTIONAL && not_installed(&error) => {
                 // Not an outage: the cluster has no such resource, so it has none of these
-                // objects. Said once per change; the watcher asks again after its backoff
-                // (at most every 8 s), so installing the CRDs later is noticed.
+                // objects. Said once per change; asked again after a backoff (at most every
+                // 30 s), so installing the CRDs later is noticed.
                 failures = 0;
                 let was_installed = installed;
                 if installed {
@@ -799,7 +809,7 @@ async fn run<K: Watched>(
                     tracing::info!(
                         %kind,
                         "{} is not installed in this cluster (404); serving without \
-                         {kind} objects and checking again every few seconds",
+                         {kind} objects and checking again (every 30 s at most)",
                         K::plural(&K::DynamicType::default()),
                     );
                 }
@@ -828,6 +838,9 @@ async fn run<K: Watched>(
                         return;
                     }
                 }
+                let delay = absent_retry.next_delay();
+                tracing::debug!(%kind, retry_in = ?delay, "{kind} is still not installed");
+                tokio::time::sleep(delay).await;
                 continue;
             }
             Err(error) if K::OPTIONAL && forbidden(&error) && (!listed_once || unreadable) => {
@@ -841,7 +854,7 @@ async fn run<K: Watched>(
                     tracing::warn!(
                         %kind,
                         "{plural} cannot be read ({why}); serving without {kind} objects until \
-                         they can (checked again every few seconds)",
+                         they can (checked again every 30 s at most)",
                         plural = K::plural(&K::DynamicType::default()),
                         why = explain::<K>(&error),
                     );
@@ -860,6 +873,7 @@ async fn run<K: Watched>(
                         return;
                     }
                 }
+                tokio::time::sleep(absent_retry.next_delay()).await;
                 continue;
             }
             Err(error) if expired(&error) => {
@@ -888,6 +902,7 @@ async fn run<K: Watched>(
                 if !listed_once {
                     first_list.failed(why);
                 }
+                tokio::time::sleep(retry.next_delay()).await;
                 continue;
             }
         };
@@ -959,40 +974,45 @@ async fn run<K: Watched>(
     }
 }
 
-/// client-go's shape (exponential with jitter, reset after two quiet minutes) but capped at 8 s
-/// instead of 30 s: after an API server restart, changes reach traffic within seconds. Eleven
-/// watches per replica (and one per object named outside --watch-namespace) retrying every few
-/// seconds is still light load for a recovering server.
-fn retry_backoff() -> ResetTimerBackoff<RetryDelays> {
-    ResetTimerBackoff::new(RetryDelays::default(), Duration::from_secs(120))
-}
-
 const FIRST_RETRY: Duration = Duration::from_millis(500);
+/// client-go's shape (exponential with jitter) but capped at 8 s instead of 30 s: after an API
+/// server restart, changes reach traffic within seconds. Eleven watches per replica (and one per
+/// object named outside --watch-namespace) retrying every few seconds is still light load for a
+/// recovering server.
 const LAST_RETRY: Duration = Duration::from_secs(8);
+/// For an optional kind the cluster does not have (Gateway API's without its CRDs): client-go's
+/// cap. Thirteen such kinds per replica at 8 s would be a LIST every 0.6 s from every node of a
+/// DaemonSet, for objects that do not exist.
+const ABSENT_LAST_RETRY: Duration = Duration::from_secs(30);
 
-/// 0.5 s, 1 s, 2 s, 4 s, 8 s, 8 s, … each shortened by up to half at random, so replicas that
-/// lost the API server together do not all come back in the same millisecond.
+/// 0.5 s, 1 s, 2 s, 4 s, 8 s, 8 s, … (up to the cap) each shortened by up to half at random, so
+/// replicas that lost the API server together do not all come back in the same millisecond.
 struct RetryDelays {
     next: Duration,
+    last: Duration,
 }
 
 impl Default for RetryDelays {
     fn default() -> RetryDelays {
-        RetryDelays { next: FIRST_RETRY }
+        RetryDelays::up_to(LAST_RETRY)
     }
 }
 
-impl Iterator for RetryDelays {
-    type Item = Duration;
+impl RetryDelays {
+    fn up_to(last: Duration) -> RetryDelays {
+        RetryDelays {
+            next: FIRST_RETRY,
+            last,
+        }
+    }
 
-    fn next(&mut self) -> Option<Duration> {
+    fn next_delay(&mut self) -> Duration {
         let delay = self.next;
-        self.next = (delay * 2).min(LAST_RETRY);
-        Some(delay.mul_f64(0.5 + fastrand::f64() / 2.0))
+        self.next = (delay * 2).min(self.last);
+        delay.mul_f64(0.5 + fastrand::f64() / 2.0)
     }
-}
 
-impl Backoff for RetryDelays {
+    /// The API server answered: the next failure is news again, retried soon.
     fn reset(&mut self) {
         self.next = FIRST_RETRY;
     }
@@ -1129,7 +1149,7 @@ mod tests {
     #[test]
     fn retries_double_up_to_a_cap_with_jitter_and_start_over_after_a_reset() {
         let mut delays = RetryDelays::default();
-        let first: Vec<Duration> = delays.by_ref().take(7).collect();
+        let first: Vec<Duration> = (0..7).map(|_| delays.next_delay()).collect();
         let ceilings = [0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0];
         for (delay, ceiling) in first.iter().zip(ceilings) {
             let ceiling = Duration::from_secs_f64(ceiling);
@@ -1139,6 +1159,9 @@ mod tests {
             );
         }
         delays.reset();
-        assert!(delays.next().unwrap() <= FIRST_RETRY);
+        assert!(delays.next_delay() <= FIRST_RETRY);
+        let mut absent = RetryDelays::up_to(ABSENT_LAST_RETRY);
+        let last = (0..10).map(|_| absent.next_delay()).last().unwrap();
+        assert!(last <= ABSENT_LAST_RETRY && last >= ABSENT_LAST_RETRY / 2);
     }
 }

@@ -111,7 +111,15 @@ fn without_the_gateway_crds_ingresses_are_served_and_installing_them_later_adds_
     cluster.create_app(ns, "web", "web.test", 8080, &[a.addr.ip()]);
 
     // Ready although its Gateway API watches answer 404, and serving the Ingress.
-    let sluice = cluster.sluice(ns, &[]);
+    let sluice = cluster.sluice_with(SluiceOptions {
+        identity: "sluice-0",
+        namespace: ns,
+        kubeconfig: None,
+        extra: &[],
+        wait_ready: true,
+        log: Some("info,providers::kubernetes::watch=debug"),
+        env: &[],
+    });
     assert_eq!(sluice.get("web.test", "/").status, 200);
     let log = sluice.log_text();
     let not_installed = log
@@ -122,6 +130,20 @@ fn without_the_gateway_crds_ingresses_are_served_and_installing_them_later_adds_
     // TCPRoute, UDPRoute, ListenerSet.
     assert_eq!(not_installed, 10, "one line per Gateway API kind:\n{log}");
     assert!(!sluice.has_exited());
+
+    // Each kind is asked again with a backoff that grows (0.5 s doubling, 30 s at most): at
+    // most 7 lists in the first 10 s, where kube-rs's StreamBackoff, which started over at the
+    // `Init` event before every list, asked every 0.25–0.5 s (20 to 40 lists).
+    std::thread::sleep(Duration::from_secs(10));
+    let log = sluice.log_text();
+    let asked = log
+        .lines()
+        .filter(|l| l.contains("HTTPRoute is still not installed"))
+        .count();
+    assert!(
+        (2..=8).contains(&asked),
+        "{asked} lists of HTTPRoutes in about 10 s:\n{log}"
+    );
 
     // The CRDs installed while Sluice runs: the watches find them on their next attempt.
     cluster.install_gateway_crds();
