@@ -152,6 +152,7 @@ impl StatusWriter {
             published: published_rx,
             addresses: None,
             pod_missing_reported: false,
+            address_error: None,
             rbac: RbacFallbacks::default(),
             reported: BTreeSet::new(),
             gateway: GatewayWrites::default(),
@@ -268,6 +269,9 @@ struct Task {
     addresses: Option<Vec<IngressLoadBalancerIngress>>,
     /// [`StatusAddresses::Nodes`]: this replica's pod was not found, and the log said so.
     pod_missing_reported: bool,
+    /// The last failure to resolve the addresses, said once at warn level (a pass runs every
+    /// few seconds while the API server is away; its repeats go to debug).
+    address_error: Option<String>,
     /// Writes the RBAC refused, done the other way.
     rbac: RbacFallbacks,
     /// Diagnostics already turned into Events by this replica while leading.
@@ -324,9 +328,20 @@ impl Task {
         };
         let mut complete = self.report_events(&published).await;
         let desired = match self.desired_addresses().await {
-            Ok(desired) => desired,
+            Ok(desired) => {
+                if self.address_error.take().is_some() {
+                    tracing::info!("the status addresses resolve again");
+                }
+                desired
+            }
             Err(error) => {
-                tracing::warn!("resolving the status addresses failed: {error}");
+                let error = error.to_string();
+                if self.address_error.as_deref() == Some(error.as_str()) {
+                    tracing::debug!("resolving the status addresses still fails: {error}");
+                } else {
+                    tracing::warn!("resolving the status addresses failed: {error}");
+                    self.address_error = Some(error);
+                }
                 return false;
             }
         };
