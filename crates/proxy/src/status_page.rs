@@ -331,14 +331,22 @@ fn host_flags(routes: &HostRoutes) -> &'static str {
 
 /// Ingress, Service:port and the endpoints that take the route's traffic now.
 fn write_route_cells(out: &mut String, route: &Route) -> fmt::Result {
-    write!(
-        out,
-        "<td>{}</td><td>{}:{}</td><td>",
-        Html(&route.ingress.to_string()),
-        Html(&route.service),
-        Html(&route.site.service_port)
-    )?;
-    if route.not_found {
+    if route.ingress.name.is_empty() {
+        // Sluice's own 404 behind the ConfigMap's policy: no Ingress, no Service.
+        out.push_str("<td><i>none</i></td><td><i>none</i></td><td>");
+    } else {
+        write!(
+            out,
+            "<td>{}</td><td>{}:{}</td><td>",
+            Html(&route.ingress.to_string()),
+            Html(&route.service),
+            Html(&route.site.service_port)
+        )?;
+    }
+    if route.not_found && route.ingress.name.is_empty() {
+        // The host default and the default server: no Ingress, the ConfigMap's policy.
+        out.push_str("none: answers 404 once the ConfigMap's policy lets the request through");
+    } else if route.not_found {
         out.push_str("none: answers 404 once the Ingress's policy lets the request through");
     } else if route.backend.key().is_none() {
         out.push_str("<span class=\"bad\">unresolved: answers 503</span>");

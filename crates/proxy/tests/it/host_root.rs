@@ -300,4 +300,8 @@ async fn an_unknown_host_s_404_carries_the_configmap_s_add_headers_and_nothing_o
         "{:#}",
         config["config"]["default_server"]
     );
+    let page = get(h.status(), "s", "/").await.text();
+    let row = "<tr><td><i>other hosts</i></td><td><i>any path</i></td><td><i>none</i></td><td><i>none</i></td>\
+               <td>none: answers 404 once the ConfigMap's policy lets the request through";
+    assert!(page.contains(row), "{page}");
 }
